@@ -1,0 +1,41 @@
+/* log.h — one line per event, to syslog or stderr.
+ *
+ * Convention (STYLE 16): a session or queue id first as %016" PRIx64 ", then key=value pairs,
+ * never a secret. fatal/log_warn append strerror(errno); the x forms do not. */
+#ifndef HERON_LOG_H
+#define HERON_LOG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdnoreturn.h>
+
+enum log_level {
+	LOG_LVL_ERR = 0,
+	LOG_LVL_WARN,
+	LOG_LVL_INFO,
+	LOG_LVL_DEBUG,
+};
+
+/* Starts logging as ident. to_stderr: write to stderr (foreground, -f); otherwise syslog with
+   facility (a LOG_* facility value). Safe to call again (after SIGHUP, say). */
+void log_init(const char *ident, bool to_stderr, int facility);
+void log_set_level(enum log_level lvl);
+enum log_level log_get_level(void);
+/* Parses "err", "warn", "info", "debug"; -1 when unknown. */
+int log_level_parse(const char *name);
+/* Parses a syslog facility name ("mail", "local0".."local7", "daemon", "user"); -1 unknown. */
+int log_facility_parse(const char *name);
+/* Reopens the log target (SIGHUP). */
+void log_reopen(void);
+/* A new id for a session or queue entry: unique in this process, random across processes. */
+uint64_t log_new_id(void);
+
+void log_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+noreturn void fatalx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

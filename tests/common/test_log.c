@@ -1,0 +1,98 @@
+/* test_log.c — levels, one line per event (control characters cannot split a line), errno
+ * text, and event ids. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "common/log.h"
+
+/* Runs fn with stderr sent to a temporary file and returns what it wrote. */
+static char *capture(void (*fn)(void))
+{
+	static char out[8192];
+	FILE *tmp = tmpfile();
+	int saved = dup(2);
+	size_t n;
+
+	assert_non_null(tmp);
+	fflush(stderr);
+	dup2(fileno(tmp), 2);
+	fn();
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	rewind(tmp);
+	n = fread(out, 1, sizeof(out) - 1, tmp);
+	out[n] = '\0';
+	fclose(tmp);
+	return out;
+}
+
+static void emit_levels(void)
+{
+	log_set_level(LOG_LVL_INFO);
+	log_debug("hidden-debug");
+	log_info("shown-info key=%d", 7);
+	log_warnx("shown-warn");
+	errno = ENOENT;
+	log_warn("open /x");
+	log_info("evil\r\nFAKE line");
+}
+
+static void test_output(void **state)
+{
+	char *out;
+
+	log_init("heron-test", true, 0);
+	out = capture(emit_levels);
+	assert_null(strstr(out, "hidden-debug"));
+	assert_non_null(strstr(out, "heron-test["));
+	assert_non_null(strstr(out, "info: shown-info key=7\n"));
+	assert_non_null(strstr(out, "warn: shown-warn\n"));
+	assert_non_null(strstr(out, "open /x: No such file or directory\n"));
+	assert_non_null(strstr(out, "evil??FAKE line\n"));
+	/* exactly one line per event */
+	int lines = 0;
+	for (char *p = out; *p; p++)
+		lines += *p == '\n';
+	assert_int_equal(lines, 4);
+}
+
+static void test_parse(void **state)
+{
+	assert_int_equal(log_level_parse("debug"), LOG_LVL_DEBUG);
+	assert_int_equal(log_level_parse("WARN"), LOG_LVL_WARN);
+	assert_int_equal(log_level_parse("loud"), -1);
+	assert_true(log_facility_parse("local3") >= 0);
+	assert_int_equal(log_facility_parse("kernel-ish"), -1);
+}
+
+static void test_ids(void **state)
+{
+	uint64_t prev = log_new_id();
+
+	for (int i = 0; i < 100000; i++) {
+		uint64_t id = log_new_id();
+
+		assert_true(id != prev);
+		assert_true(id != 0 || i > 0);
+		prev = id;
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_output),
+		cmocka_unit_test(test_parse),
+		cmocka_unit_test(test_ids),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
