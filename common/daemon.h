@@ -69,7 +69,8 @@ struct daemon_ops {
 	int drain_ms;        /* how long a draining worker may finish its sessions; 0: 30 s */
 	bool detach;         /* fork into the background and setsid first (not with -f) */
 	/* Runs in each worker after fork and the privilege drop; builds an event base, calls
-	   daemon_worker_attach, runs the loop and returns the worker's exit status. */
+	   daemon_worker_attach, runs the loop and returns the worker's exit status (it may free
+	   its base first). */
 	int (*worker_main)(struct daemon_worker *w, void *arg);
 	/* Master, on SIGHUP, before the signal is forwarded; NULL: nothing. Failures are the
 	   callback's to log (the old config stays in force). */
