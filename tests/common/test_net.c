@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -229,6 +230,42 @@ static void test_server_cap(void **state)
 	close(c4);
 	net_server_free(&cs.srv);
 	assert_null(cs.srv);
+	net_server_free(&cs.srv);
+	net_fds_close(&fds);
+	event_base_free(cs.base);
+}
+
+/* Out of descriptors, accept fails: the listener pauses and accepts once descriptors free. */
+static void test_server_emfile_pause(void **state)
+{
+	struct conf_addr a;
+	struct conf_addrs l = one_addr(&a, "127.0.0.1", "0");
+	struct net_fds fds = { 0 };
+	struct cap_state cs = { 0 };
+	struct rlimit saved, low;
+	char *error;
+	int c, top;
+
+	assert_int_equal(net_listen(&l, NULL, &fds, &error), 0);
+	cs.base = event_base_new();
+	cs.srv = net_server_new(cs.base, &fds, 10, cap_accept, &cs);
+	c = dial(net_fd_port(fds.fd[0]));
+	top = dup(0); /* the lowest free descriptor: with the limit there, accept gets none */
+	close(top);
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
+	low = saved;
+	low.rlim_cur = (rlim_t)top;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	struct timeval brief = { 0, 200000 };
+	event_base_loopexit(cs.base, &brief);
+	event_base_dispatch(cs.base);
+	assert_int_equal(cs.naccepted, 0);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+	run_until(&cs, 1);
+	assert_int_equal(cs.naccepted, 1);
+	close(cs.accepted[0]);
+	net_server_conn_done(cs.srv);
+	close(c);
 	net_server_free(&cs.srv);
 	net_fds_close(&fds);
 	event_base_free(cs.base);
@@ -501,6 +538,7 @@ int main(void)
 		cmocka_unit_test(test_listen_any),
 		cmocka_unit_test(test_listen_unix),
 		cmocka_unit_test(test_server_cap),
+		cmocka_unit_test(test_server_emfile_pause),
 		cmocka_unit_test(test_ipcount_limits),
 		cmocka_unit_test(test_ipcount_model),
 		cmocka_unit_test(test_addr_text),
