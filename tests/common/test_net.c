@@ -21,6 +21,7 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/dns.h>
 #include <event2/event.h>
 
 #include "common/conf.h"
@@ -485,6 +486,36 @@ static void test_connect(void **state)
 	event_base_free(base);
 }
 
+/* A name through evdns, answered from /etc/hosts (no DNS server is asked). */
+static void test_connect_name(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct evdns_base *dns = evdns_base_new(base, 0);
+	int port = net_free_port(AF_INET);
+	char portstr[16], *error;
+	struct conf_addr a;
+	struct conf_addrs l;
+	struct net_fds fds = { 0 };
+	struct conn_result r = { .base = base };
+	struct timeval limit = { 10, 0 };
+
+	assert_non_null(dns);
+	assert_int_equal(evdns_base_load_hosts(dns, NULL), 0);
+	snprintf(portstr, sizeof(portstr), "%d", port);
+	l = one_addr(&a, "*", portstr); /* localhost may be 127.0.0.1 or ::1: serve both */
+	assert_int_equal(net_listen(&l, NULL, &fds, &error), 0);
+	assert_non_null(net_connect(base, dns, "localhost", portstr, 5000, conn_cb, &r));
+	event_base_loopexit(base, &limit);
+	event_base_dispatch(base);
+	assert_true(r.done);
+	if (r.bev == NULL)
+		fail_msg("%s", r.error);
+	bufferevent_free(r.bev);
+	net_fds_close(&fds);
+	evdns_base_free(dns, 0);
+	event_base_free(base);
+}
+
 /* A listener whose accept queue is full drops new SYNs: the attempt must time out. */
 static void test_connect_timeout(void **state)
 {
@@ -543,6 +574,7 @@ int main(void)
 		cmocka_unit_test(test_ipcount_model),
 		cmocka_unit_test(test_addr_text),
 		cmocka_unit_test(test_connect),
+		cmocka_unit_test(test_connect_name),
 		cmocka_unit_test(test_connect_timeout),
 		cmocka_unit_test(test_free_port),
 	};
