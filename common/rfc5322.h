@@ -30,7 +30,7 @@ enum rfc5322_kind {
 };
 
 struct rfc5322_param {
-	struct str_view name; /* lower-cased; RFC 2231 continuations merged ("name*" if encoded) */
+	struct str_view name; /* as written; RFC 2231 continuations merged ("name*" if encoded) */
 	struct str_view value; /* unquoted */
 };
 

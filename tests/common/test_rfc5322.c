@@ -251,7 +251,7 @@ static void test_ctype(void **state)
 	assert_memory_equal(ct.type.p, "Text", 4);
 	assert_memory_equal(ct.subtype.p, "HTML", 4);
 	assert_int_equal(ct.nparams, 2);
-	assert_param(&ct, 0, "charset", "utf-8");
+	assert_param(&ct, 0, "CharSet", "utf-8");
 	assert_param(&ct, 1, "name", "a \"b\" c");
 	/* RFC 2231: plain continuations merge to name; encoded ones to name* */
 	ctype("application/x; name*1=\"two\"; name*0=one; title*0*=us-ascii'en'This%20is;"
