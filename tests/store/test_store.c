@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "common/msgcache.h"
 #include "store_test.h"
 
 static void test_errors(void **state)
@@ -240,6 +241,12 @@ static void test_messages(void **state)
 	int fd;
 	uint64_t size;
 	assert_int_equal(store_msg_get(t, mb, uid3, &m), 0);
+	/* the cache was computed while the file was written */
+	struct msgcache_view cv;
+	assert_true(m.cache_len > 0);
+	assert_int_equal(msgcache_parse(m.cache, m.cache_len, &cv), 0);
+	assert_int_equal(cv.size, m.size);
+	assert_non_null(str_casefind(cv.envelope.p, cv.envelope.len, "test 0", 6));
 	assert_int_equal(store_blob_open(ts.st, STORE_ID_PART(mb), m.blob, &fd, &size), 0);
 	assert_int_equal(size, m.size);
 	assert_true(size >= 3000);
