@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -27,6 +28,7 @@
 #define SESS_INPUT_MAX (256 * 1024)   /* read pauses when this much input waits */
 #define SESS_OUTPUT_MAX (256 * 1024)  /* commands wait while the peer does not read replies */
 #define SESS_IOV 16
+#define SESS_REPLY_FLUSH (16 * 1024)  /* replies gathered before a forced flush */
 
 enum sess_state {
 	ST_FRESH, /* greeted, no EHLO/HELO yet */
@@ -56,6 +58,7 @@ struct sink_session {
 	unsigned flags;
 	unsigned flush_tries;
 	struct line_reader lr;
+	struct buf reply;   /* replies not yet written (flushed after each batch of input) */
 	struct buf pending; /* replies held back by delay_ms */
 	/* the transaction */
 	struct buf rcpts;   /* NUL-terminated addresses back to back */
@@ -84,6 +87,7 @@ static void sess_event_cb(struct bufferevent *bev, short what, void *ctx);
 static void sess_timer_cb(evutil_socket_t fd, short what, void *ctx);
 static bool sess_process(struct sink_session *s);
 static void sess_free(struct sink_session *s);
+static void sess_flush(struct sink_session *s);
 static void sess_reply(struct sink_session *s, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 static void cmd_ehlo(struct sink_session *s, const char *arg, size_t len);
@@ -158,12 +162,14 @@ void sink_session_start(struct sink_worker *w, int fd)
 	s->id = log_new_id();
 	s->keep_fd = -1;
 	line_reader_init(&s->lr, SINK_LINE_MAX, LINE_LF);
+	buf_init(&s->reply, 0, SESS_OUTPUT_MAX);
 	buf_init(&s->pending, 0, SESS_OUTPUT_MAX);
 	buf_init(&s->rcpts, 0, (size_t)w->o->max_recipients * (SINK_ADDR_MAX + 1));
 	s->bev = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (s->bev == NULL) {
 		log_warnx("%016" PRIx64 " sink cannot set up the connection", s->id);
 		close(fd);
+		buf_release(&s->reply);
 		buf_release(&s->pending);
 		buf_release(&s->rcpts);
 		free(s);
@@ -179,9 +185,8 @@ void sink_session_start(struct sink_worker *w, int fd)
 		return;
 	}
 	s->flags |= F_GREETED;
-	bufferevent_write(s->bev, "220 ", 4);
-	bufferevent_write(s->bev, w->o->hostname, strlen(w->o->hostname));
-	bufferevent_write(s->bev, " ESMTP Heron sink\r\n", 19);
+	sess_reply(s, "220 %s ESMTP Heron sink", w->o->hostname);
+	sess_flush(s);
 }
 
 /* ---- the transaction ---- */
@@ -352,13 +357,14 @@ static void tx_finish(struct sink_session *s)
 static void sess_reply(struct sink_session *s, const char *fmt, ...)
 {
 	uint32_t delay = sink_fault_get(sess_faults(s), FAULT_DELAY_MS);
-	struct evbuffer *out = bufferevent_get_output(s->bev);
 	va_list ap;
 
 	va_start(ap, fmt);
 	if (delay == 0) {
-		evbuffer_add_vprintf(out, fmt, ap);
-		evbuffer_add(out, "\r\n", 2);
+		buf_vprintf(&s->reply, fmt, ap);
+		buf_puts(&s->reply, "\r\n");
+		if (s->reply.len > SESS_REPLY_FLUSH)
+			sess_flush(s);
 	} else {
 		/* held back; the next command waits for it (latency per reply) */
 		buf_vprintf(&s->pending, fmt, ap);
@@ -375,6 +381,7 @@ static bool sess_flushed(struct sink_session *s)
 	struct bufferevent *under = bufferevent_get_underlying(s->bev);
 
 	return evbuffer_get_length(bufferevent_get_output(s->bev)) == 0 && s->pending.len == 0 &&
+	       s->reply.len == 0 &&
 	       (under == NULL || evbuffer_get_length(bufferevent_get_output(under)) == 0);
 }
 
@@ -398,6 +405,27 @@ static bool sess_close_if_flushed(struct sink_session *s)
 	return true;
 }
 
+/* Writes the gathered replies: straight to the socket when nothing is queued before them
+   (no write event to arm and disarm per reply), else behind the queue. */
+static void sess_flush(struct sink_session *s)
+{
+	struct evbuffer *out = bufferevent_get_output(s->bev);
+
+	if (s->reply.len == 0)
+		return;
+	if (!(s->flags & F_TLS) && evbuffer_get_length(out) == 0) {
+		ssize_t n = send(bufferevent_getfd(s->bev), s->reply.data, s->reply.len,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n > 0)
+			buf_consume(&s->reply, (size_t)n);
+	}
+	/* a partial write or an error: the bufferevent finishes it or reports the error */
+	if (s->reply.len > 0)
+		evbuffer_add(out, s->reply.data, s->reply.len);
+	buf_reset(&s->reply);
+}
+
 static void sess_timer_cb(evutil_socket_t fd, short what, void *ctx)
 {
 	struct sink_session *s = ctx;
@@ -415,12 +443,13 @@ static void sess_timer_cb(evutil_socket_t fd, short what, void *ctx)
 			return;
 	}
 	if (s->pending.len > 0) {
-		bufferevent_write(s->bev, s->pending.data, s->pending.len);
+		buf_append(&s->reply, s->pending.data, s->pending.len);
 		buf_reset(&s->pending);
 	}
+	if (!(s->flags & F_CLOSING) && !sess_process(s))
+		return;
+	sess_flush(s);
 	if (s->flags & F_CLOSING)
-		return;                   /* the write callback frees it once flushed */
-	if (sess_process(s) && s->flags & F_CLOSING)
 		sess_close_if_flushed(s);
 }
 
@@ -659,7 +688,8 @@ static void cmd_starttls(struct sink_session *s, const char *arg, size_t len)
 		return sess_reply(s, "503 5.5.1 TLS already active");
 	/* the reply goes out in the clear before the handshake, never delayed; anything
 	   pipelined after STARTTLS came in the clear and is thrown away */
-	bufferevent_write(s->bev, "220 2.0.0 Ready to start TLS\r\n", 30);
+	buf_puts(&s->reply, "220 2.0.0 Ready to start TLS\r\n");
+	sess_flush(s);
 	tls = tls_starttls_server(s->bev, s->w->tls, NULL);
 	if (tls == NULL) {
 		log_warnx("%016" PRIx64 " sink starttls setup failed", s->id);
@@ -793,6 +823,7 @@ static void sess_read_cb(struct bufferevent *bev, void *ctx)
 		return;
 	if (!sess_process(s))
 		return;
+	sess_flush(s);
 	if (s->flags & F_CLOSING)
 		sess_close_if_flushed(s);
 }
@@ -806,7 +837,10 @@ static void sess_write_cb(struct bufferevent *bev, void *ctx)
 			sess_close_if_flushed(s);
 		return;
 	}
-	if (sess_process(s) && s->flags & F_CLOSING)
+	if (!sess_process(s))
+		return;
+	sess_flush(s);
+	if (s->flags & F_CLOSING)
 		sess_close_if_flushed(s);
 }
 
@@ -834,6 +868,7 @@ static void sess_free(struct sink_session *s)
 	if (s->timer != NULL)
 		event_free(s->timer);
 	bufferevent_free(s->bev);
+	buf_release(&s->reply);
 	buf_release(&s->pending);
 	buf_release(&s->rcpts);
 	free(s);
