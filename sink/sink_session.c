@@ -71,7 +71,7 @@ struct sink_session {
 	struct sink_dot dot;
 	struct sink_hdr hdr;
 	int keep_fd;
-	char keep_name[96];
+	char *keep_path;    /* the Maildir tmp/ file while a copy is kept */
 	char from[SINK_ADDR_MAX + 1];
 };
 
@@ -191,14 +191,21 @@ void sink_session_start(struct sink_worker *w, int fd)
 
 /* ---- the transaction ---- */
 
-static void keep_discard(struct sink_session *s)
+static void keep_close(struct sink_session *s, bool remove)
 {
 	if (s->keep_fd < 0)
 		return;
 	close(s->keep_fd);
 	s->keep_fd = -1;
-	if (unlinkat(AT_FDCWD, s->keep_name, 0) < 0 && errno != ENOENT)
-		log_warn("%016" PRIx64 " sink keep unlink %s", s->id, s->keep_name);
+	if (remove && unlink(s->keep_path) < 0 && errno != ENOENT)
+		log_warn("%016" PRIx64 " sink keep unlink %s", s->id, s->keep_path);
+	free(s->keep_path);
+	s->keep_path = NULL;
+}
+
+static void keep_discard(struct sink_session *s)
+{
+	keep_close(s, true);
 }
 
 static void tx_reset(struct sink_session *s)
@@ -223,7 +230,7 @@ static void keep_write(struct sink_session *s, const char *p, size_t n)
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k <= 0) {
-			log_warn("%016" PRIx64 " sink keep write %s", s->id, s->keep_name);
+			log_warn("%016" PRIx64 " sink keep write %s", s->id, s->keep_path);
 			keep_discard(s);
 			return;
 		}
@@ -240,21 +247,14 @@ static void keep_open(struct sink_session *s)
 
 	if (w->o->keep_dir == NULL)
 		return;
-	str_fmt(s->keep_name, sizeof(s->keep_name), "%" PRId64 ".%d_%u_%" PRIu64 ".heron-sink",
-		now_ms() / 1000, (int)getpid(), w->index, ++w->keep_seq);
-	char *path = xasprintf("%s/tmp/%s", w->o->keep_dir, s->keep_name);
-
-	s->keep_fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	str_lcpy(s->keep_name, path, sizeof(s->keep_name));
-	if (strlen(path) >= sizeof(s->keep_name)) {
-		/* too long for the name buffer: keep nothing rather than lose track of it */
-		if (s->keep_fd >= 0)
-			unlink(path);
-		s->keep_fd = -1;
-	}
-	free(path);
+	s->keep_path = xasprintf("%s/tmp/%" PRId64 ".%d_%u_%" PRIu64 ".heron-sink",
+				 w->o->keep_dir, now_ms() / 1000, (int)getpid(), w->index,
+				 ++w->keep_seq);
+	s->keep_fd = open(s->keep_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (s->keep_fd < 0) {
-		log_warn("%016" PRIx64 " sink keep open", s->id);
+		log_warn("%016" PRIx64 " sink keep open %s", s->id, s->keep_path);
+		free(s->keep_path);
+		s->keep_path = NULL;
 		return;
 	}
 	buf_init(&env, 256, SIZE_MAX / 2);
@@ -268,18 +268,16 @@ static void keep_open(struct sink_session *s)
 /* Moves the kept copy from tmp/ to new/. */
 static void keep_deliver(struct sink_session *s)
 {
-	const char *base;
 	char *dst;
 
 	if (s->keep_fd < 0)
 		return;
-	close(s->keep_fd);
-	s->keep_fd = -1;
-	base = strrchr(s->keep_name, '/') + 1;
-	dst = xasprintf("%s/new/%s", s->w->o->keep_dir, base);
-	if (rename(s->keep_name, dst) < 0) {
+	dst = xasprintf("%s/new/%s", s->w->o->keep_dir, strrchr(s->keep_path, '/') + 1);
+	if (rename(s->keep_path, dst) < 0) {
 		log_warn("%016" PRIx64 " sink keep rename %s", s->id, dst);
-		unlink(s->keep_name);
+		keep_close(s, true);
+	} else {
+		keep_close(s, false);
 	}
 	free(dst);
 }
