@@ -229,13 +229,34 @@ static void session_read_cb(struct bufferevent *bev, void *arg)
 	session_input(s);
 }
 
+/* Closing over STARTTLS: the filter's output is drained but the encrypted bytes may still
+   sit in the socket bufferevent below it; free only when those are written too. */
+static void lower_write_cb(struct bufferevent *bev, void *arg)
+{
+	session_free(arg);
+}
+
+static void lower_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	session_free(arg);
+}
+
 static void session_write_cb(struct bufferevent *bev, void *arg)
 {
 	struct smtp_session *s = arg;
 
 	if (s->closing) {
-		if (s->state != ST_WAIT)
-			session_free(s);
+		struct bufferevent *lower = bufferevent_get_underlying(bev);
+
+		if (s->state == ST_WAIT)
+			return;
+		if (lower != NULL && evbuffer_get_length(bufferevent_get_output(lower)) > 0) {
+			bufferevent_setcb(lower, NULL, lower_write_cb, lower_event_cb, s);
+			bufferevent_setwatermark(lower, EV_WRITE, 0, 0);
+			bufferevent_enable(lower, EV_WRITE);
+			return;
+		}
+		session_free(s);
 		return;
 	}
 	if (evbuffer_get_length(bufferevent_get_input(bev)) > 0)
