@@ -246,7 +246,7 @@ static void lease_cb(const struct store_queue_msg *qm, void *arg)
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct queue_runner *qr = arg;
-	int64_t lease_s = qr->timeout_ms / 1000 * 4 + 10;
+	int64_t lease_s = qr->timeout_ms / 1000 * 3 + 5; /* a crashed runner's entries return */
 	size_t n = 0;
 	int rc;
 

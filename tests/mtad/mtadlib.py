@@ -200,6 +200,12 @@ class RelayHandler(socketserver.StreamRequestHandler):
         self.wfile.write(line.encode() + b"\r\n")
 
     def handle(self):
+        try:
+            self.dialogue()
+        except OSError:
+            pass  # the client went away (kill -9 tests): nothing was accepted
+
+    def dialogue(self):
         srv = self.server
         self.send("220 relay.test ESMTP test")
         mail, rcpts = None, []
@@ -236,7 +242,9 @@ class RelayHandler(socketserver.StreamRequestHandler):
                 data = b""
                 while True:
                     l = self.rfile.readline(100000)
-                    if not l or l == b".\r\n":
+                    if not l:
+                        return  # cut off before the final dot: not accepted
+                    if l == b".\r\n":
                         break
                     data += l[1:] if l.startswith(b".") else l
                 with srv.lock:
