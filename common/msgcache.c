@@ -539,10 +539,14 @@ static bool is_root(const uint8_t *parts, uint32_t node)
 	return r.kind == RFC5322_MESSAGE;
 }
 
+/* Walks a section number: a multipart's n selects its nth child; a message (or embedded
+   message) that is not multipart has one part, 1, its body; a message/rfc822 part followed by
+   more numbers continues in the embedded message. */
 static uint32_t resolve(const uint8_t *parts, uint32_t nparts, const char *section)
 {
 	uint32_t node = 0;
 	const char *s = section;
+	bool in_body = false; /* "1" of a non-multipart message was taken */
 	struct rec r;
 
 	while (*s != '\0') {
@@ -552,21 +556,24 @@ static uint32_t resolve(const uint8_t *parts, uint32_t nparts, const char *secti
 			return MC_NONE;
 		while (*s >= '0' && *s <= '9' && n < 1000000)
 			n = n * 10 + (uint64_t)(*s++ - '0');
-		if (*s != '\0' && *s++ != '.')
-			return MC_NONE;
-		if (*s == '\0' && s[-1] == '.')
+		if (*s != '\0' && (*s++ != '.' || *s == '\0'))
 			return MC_NONE;
 		get_rec(parts, node, &r);
 		if (r.kind == RFC5322_MULTIPART)
 			node = nth_child(parts, nparts, node, n);
-		else if (n != 1 || !is_root(parts, node))
+		else if (n == 1 && !in_body && is_root(parts, node))
+			in_body = true;
+		else
 			return MC_NONE;
 		if (node == MC_NONE)
 			return MC_NONE;
 		get_rec(parts, node, &r);
-		if (*s != '\0' && r.kind == RFC5322_MESSAGE &&
-		    (node = nth_child(parts, nparts, node, 1)) == MC_NONE)
-			return MC_NONE;
+		if (*s != '\0' && r.kind == RFC5322_MESSAGE) {
+			node = nth_child(parts, nparts, node, 1);
+			in_body = false;
+			if (node == MC_NONE)
+				return MC_NONE;
+		}
 	}
 	return node;
 }

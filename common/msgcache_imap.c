@@ -58,11 +58,16 @@ int mc_put_nstring(struct buf *o, const struct buf *v, bool present)
 	return mc_put_string(o, v->data != NULL ? v->data : "", v->len);
 }
 
-static int put_params(struct buf *o, const struct rfc5322_ctype *ct)
+/* A parameter list; add_charset: a text part without one gets charset us-ascii (RFC 2045
+   5.2), added last as Dovecot does. */
+static int put_params(struct buf *o, const struct rfc5322_ctype *ct, bool add_charset)
 {
 	int rc;
 
-	if (ct->nparams == 0)
+	for (unsigned i = 0; i < ct->nparams && add_charset; i++)
+		if (str_caseeq(ct->params[i].name.p, ct->params[i].name.len, "charset", 7))
+			add_charset = false;
+	if (ct->nparams == 0 && !add_charset)
 		return buf_puts(o, "NIL");
 	rc = buf_putc(o, '(');
 	for (unsigned i = 0; i < ct->nparams; i++) {
@@ -72,6 +77,9 @@ static int put_params(struct buf *o, const struct rfc5322_ctype *ct)
 		rc |= buf_putc(o, ' ');
 		rc |= put_view(o, ct->params[i].value);
 	}
+	if (add_charset)
+		rc |= buf_puts(o, ct->nparams > 0 ? " \"charset\" \"us-ascii\"" :
+						    "\"charset\" \"us-ascii\"");
 	return rc | buf_putc(o, ')');
 }
 
@@ -87,7 +95,7 @@ int mc_render_fields(struct msgcache_builder *b, const struct rfc5322_part *p, b
 	rc |= buf_putc(o, ' ');
 	rc |= put_view(o, ct->subtype);
 	rc |= buf_putc(o, ' ');
-	rc |= put_params(o, ct);
+	rc |= put_params(o, ct, p->is_text);
 	rc |= buf_putc(o, ' ');
 	rc |= mc_put_nstring(o, &b->mime[MC_MIME_ID], b->mime_seen[MC_MIME_ID]);
 	rc |= buf_putc(o, ' ');
@@ -115,7 +123,7 @@ static int put_disposition(struct msgcache_builder *b, struct buf *o)
 	rc = buf_putc(o, '(');
 	rc |= put_view(o, d.type);
 	rc |= buf_putc(o, ' ');
-	rc |= put_params(o, &d);
+	rc |= put_params(o, &d, false);
 	return rc | buf_putc(o, ')');
 }
 
@@ -157,7 +165,7 @@ int mc_render_ext(struct msgcache_builder *b, const struct rfc5322_part *p, bool
 	int rc;
 
 	if (multi)
-		rc = put_params(o, p->ctype);
+		rc = put_params(o, p->ctype, false);
 	else
 		rc = mc_put_nstring(o, &b->mime[MC_MIME_MD5], b->mime_seen[MC_MIME_MD5]);
 	rc |= buf_putc(o, ' ');

@@ -22,7 +22,7 @@ enum pstate { ST_HEADER, ST_BODY };
 struct frame {
 	struct rfc5322_part part;
 	enum pstate state;
-	uint64_t lines_at_body; /* lines started before body_off */
+	uint64_t lines_at_body; /* LFs before body_off */
 	char boundary[RFC5322_BOUNDARY_MAX];
 	size_t blen;
 	bool bactive; /* boundary still open (no close delimiter seen) */
@@ -39,7 +39,7 @@ struct rfc5322_parser {
 	unsigned nframes;
 	uint32_t nparts;
 	uint64_t off;	 /* offset of the next byte pushed */
-	uint64_t nlines; /* lines started so far */
+	uint64_t nlines; /* LFs so far */
 
 	/* the current line */
 	char line[LINE_KEEP];
@@ -51,7 +51,7 @@ struct rfc5322_parser {
 	struct buf hline; /* header line (header state only), capped */
 	/* the previous line */
 	unsigned prev_eol;
-	uint64_t prev_content;
+	bool prev_boundary; /* its line end is not a delimiter's CRLF (Dovecot agrees) */
 	uint64_t pend_eol_off; /* body eol held back until the next line is no boundary */
 	unsigned pend_eol;
 	char pend_eol_bytes[2];
@@ -135,7 +135,7 @@ static void parser_init(struct rfc5322_parser *p)
 	p->streaming = false;
 	p->held_cr = false;
 	p->prev_eol = 0;
-	p->prev_content = 0;
+	p->prev_boundary = false;
 	p->pend_eol = 0;
 	p->field_open = false;
 	buf_reset(&p->hline);
@@ -250,23 +250,23 @@ static void add_bytes(struct rfc5322_parser *p, const char *d, size_t n)
 
 static void process_line(struct rfc5322_parser *p, unsigned eol)
 {
-	uint64_t content = p->line_len - eol;
 	unsigned k;
 	bool close;
 
 	if (match_boundary(p, &k, &close)) {
 		p->pend_eol = 0;
 		on_boundary(p, k, close);
-		p->nlines++;
+		p->nlines += eol > 0;
+		p->prev_boundary = true;
 	} else {
-		p->nlines++;
+		p->prev_boundary = false;
+		p->nlines += eol > 0;
 		if (top(p)->state == ST_HEADER)
 			header_line(p, eol);
 		else
 			body_line(p, eol);
 	}
 	p->prev_eol = eol;
-	p->prev_content = content;
 	p->kept = 0;
 	p->line_len = 0;
 	p->last = 0;
@@ -308,8 +308,9 @@ static bool match_boundary(struct rfc5322_parser *p, unsigned *k_r, bool *close_
    there; then k's next child begins after the line, or k's epilogue. */
 static void on_boundary(struct rfc5322_parser *p, unsigned k, bool close)
 {
-	uint64_t end = p->line_off - p->prev_eol;
-	uint64_t lines_before = p->nlines - (p->prev_content == 0 && p->prev_eol > 0 ? 1 : 0);
+	unsigned strip = p->prev_boundary ? 0 : p->prev_eol;
+	uint64_t end = p->line_off - strip;
+	uint64_t lines_before = p->nlines - (strip > 0 ? 1 : 0);
 	struct frame *f;
 
 	while (p->nframes > k + 1)
@@ -545,7 +546,7 @@ static void deliver(struct rfc5322_parser *p, const char *d, size_t n, uint64_t 
 		p->cb.body(p->ctx, &top(p)->part, d, n, off);
 }
 
-/* Ends the top frame at end; lines_before = lines started before end. */
+/* Ends the top frame at end; lines_before = LFs before end. */
 static void end_frame(struct rfc5322_parser *p, uint64_t end, uint64_t lines_before)
 {
 	struct frame *f = top(p);

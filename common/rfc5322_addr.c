@@ -1,7 +1,7 @@
 /* rfc5322_addr.c — owns address-list parsing (RFC 5322 section 3.4 and the obsolete forms of
  * section 4.4): display names as phrases or quoted strings, angle addresses with obsolete
- * routes, groups, comments (a comment names a bare addr-spec), quoted local parts (kept quoted,
- * as they must be written). Garbage yields best-effort entries; text is truncated at ACC_MAX
+ * routes, groups, comments (a comment names a bare addr-spec), quoted local parts (unquoted,
+ * as Dovecot writes them in an ENVELOPE). Garbage yields best-effort entries; text is truncated at ACC_MAX
  * per item. Works on fixed buffers on the stack: no allocation. */
 #include <string.h>
 
@@ -100,21 +100,23 @@ static void read_comment(struct addr_state *s)
 	}
 }
 
-/* A quoted string at s->i: unescaped into the phrase (outside angle brackets), kept as
-   written in the local part or domain. */
+/* A quoted string at s->i, unescaped: into the phrase (outside angle brackets) and into the
+   local part or domain (unquoted there too, as Dovecot writes it). */
 static void read_quoted(struct addr_state *s, bool in_angle)
 {
-	size_t start = s->i++;
+	struct acc *to = s->have_at ? &s->domain : &s->local;
 
-	for (; s->i < s->len && s->p[s->i] != '"'; s->i++) {
+	for (s->i++; s->i < s->len && s->p[s->i] != '"'; s->i++) {
 		if (s->p[s->i] == '\\' && s->i + 1 < s->len)
 			s->i++;
-		if (!in_angle && s->p[s->i] != '\r' && s->p[s->i] != '\n')
+		if (s->p[s->i] == '\r' || s->p[s->i] == '\n')
+			continue;
+		if (!in_angle)
 			acc_add(&s->phrase, &s->p[s->i], 1);
+		acc_add(to, &s->p[s->i], 1);
 	}
 	if (s->i < s->len)
 		s->i++;
-	acc_add(s->have_at ? &s->domain : &s->local, s->p + start, s->i - start);
 }
 
 static void read_domain_literal(struct addr_state *s)

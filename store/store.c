@@ -38,7 +38,7 @@ static const char *const store_errs[STORE_NERR] = {
 
 static const char *const dbi_names[DBI_COUNT] = {
 	"meta", "users", "userid", "mboxes", "mbox", "kw", "msgs", "expunged", "subs", "blobs",
-	"queue", "due",
+	"queue", "due", "cache",
 };
 
 static int env_open(struct store *st, struct store_env *e, const char *dir, unsigned part,
@@ -324,20 +324,23 @@ static int env_grow(struct store *st, struct store_env *e)
 
 int store_mdb_err(struct store_txn *t, int rc, const char *what)
 {
+	int err;
+
 	if (rc == 0)
 		return 0;
 	if (rc == MDB_NOTFOUND)
 		return STORE_ENOMSG;
-	if (rc == MDB_MAP_FULL || rc == MDB_TXN_FULL) {
-		t->failed = true;
-		return STORE_EAGAIN;
+	if (rc == MDB_MAP_FULL || rc == MDB_TXN_FULL)
+		err = STORE_EAGAIN;
+	else {
+		log_warnx("store: %s: %s: %s", t->e->dir, what, mdb_strerror(rc));
+		err = rc == ENOSPC || rc == EDQUOT ? STORE_ENOSPC : STORE_EIO;
 	}
-	if (t != NULL)
+	if (t->write) {
 		t->failed = true;
-	log_warnx("store: %s: %s: %s", t != NULL ? t->e->dir : "?", what, mdb_strerror(rc));
-	if (rc == ENOSPC || rc == EDQUOT)
-		return STORE_ENOSPC;
-	return STORE_EIO;
+		t->err = err;
+	}
+	return err;
 }
 
 int store_txn_begin(struct store *st, unsigned part, enum store_txn_mode mode,
@@ -394,13 +397,16 @@ int store_txn_commit(struct store_txn **tp)
 	}
 	if (t->failed) {
 		mdb_txn_abort(t->txn);
-		rc = env_grow(t->st, e);
+		e->ndead = 0;
+		rc = t->err == STORE_EAGAIN ? env_grow(t->st, e) : t->err;
+		free(t->refd);
 		free(t);
 		return rc;
 	}
 	rc = mdb_txn_commit(t->txn);
 	if (rc == 0) {
 		store_fsync_note(t->st);
+		store_blob_txn_committed(t);
 		store_blob_unlink_dead(e);
 		txn_notify(e);
 	} else if (rc == MDB_MAP_FULL) {
@@ -410,6 +416,7 @@ int store_txn_commit(struct store_txn **tp)
 		rc = rc == ENOSPC || rc == EDQUOT ? STORE_ENOSPC : STORE_EIO;
 	}
 	e->ndead = 0;
+	free(t->refd);
 	free(t);
 	return rc;
 }
@@ -427,6 +434,7 @@ void store_txn_abort(struct store_txn **tp)
 		if (t->failed && t->err == STORE_EAGAIN)
 			(void)env_grow(t->st, t->e);
 	}
+	free(t->refd);
 	free(t);
 }
 
@@ -450,17 +458,30 @@ int store_write(struct store *st, unsigned part, int (*fn)(struct store_txn *t, 
 		if ((rc = store_txn_begin(st, part, STORE_TXN_WRITE, &t)) != 0)
 			return rc;
 		rc = fn(t, arg);
-		if (rc == STORE_EAGAIN || (rc == 0 && t->failed)) {
+		if (t->failed && rc == 0)
+			rc = t->err;
+		if (rc == STORE_EAGAIN) {
+			struct store_env *e = t->e;
+			uint64_t before = e->map_size;
+
+			t->failed = true;
 			t->err = STORE_EAGAIN;
-			store_txn_abort(&t);
+			store_txn_abort(&t); /* grows the map */
+			if (e->map_size == before)
+				return STORE_EFULL;
 			continue;
 		}
 		if (rc != 0) {
 			store_txn_abort(&t);
 			return rc;
 		}
+		struct store_env *e = t->e;
+		uint64_t before = e->map_size;
+
 		if ((rc = store_txn_commit(&t)) != STORE_EAGAIN)
 			return rc;
+		if (e->map_size == before)
+			return STORE_EFULL;
 	}
 	return STORE_EFULL;
 }
@@ -488,9 +509,7 @@ int store_put(struct store_txn *t, enum store_dbi d, const void *k, size_t klen,
 	if (t->failed)
 		return STORE_EAGAIN;
 	rc = mdb_put(t->txn, t->e->dbi[d], &key, &val, 0);
-	if (rc != 0)
-		t->err = store_mdb_err(t, rc, "put");
-	return rc == 0 ? 0 : t->err;
+	return store_mdb_err(t, rc, "put");
 }
 
 int store_del(struct store_txn *t, enum store_dbi d, const void *k, size_t klen)
@@ -501,11 +520,7 @@ int store_del(struct store_txn *t, enum store_dbi d, const void *k, size_t klen)
 	if (t->failed)
 		return STORE_EAGAIN;
 	rc = mdb_del(t->txn, t->e->dbi[d], &key, NULL);
-	if (rc == MDB_NOTFOUND)
-		return STORE_ENOMSG;
-	if (rc != 0)
-		t->err = store_mdb_err(t, rc, "del");
-	return rc == 0 ? 0 : t->err;
+	return store_mdb_err(t, rc, "del");
 }
 
 /* Ids of users and mailboxes: partition in the top 16 bits, a counter below. */

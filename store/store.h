@@ -556,6 +556,8 @@ struct store_verify_report {
 	uint64_t bad_refcounts;    /* blob refcounts differing from the references */
 	uint64_t missing_files;    /* referenced blob without its file */
 	uint64_t orphan_files;     /* files no record references (tmp leftovers included) */
+	uint64_t young_files;      /* unreferenced files younger than a minute: a delivery in
+				      progress (or just interrupted); not counted as a problem */
 	uint64_t bad_records;      /* records that did not decode */
 	uint64_t missing_cache;    /* blobs without a message cache */
 	uint64_t repaired;

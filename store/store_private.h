@@ -12,9 +12,9 @@
  *   msgs     be64 mailbox + be32 uid   -> message record
  *   expunged be64 mailbox + be64 modseq + be32 uid -> be64 time
  *   subs     be64 user + name bytes    -> ""
- *   blobs    be64 blob id              -> be32 refcount + be64 size + msgcache bytes
- * The queue environment (queue/) has:
- *   meta     "next_id" be64
+ *   blobs    be64 blob id              -> be32 refcount + be64 size
+ *   cache    be64 blob id              -> msgcache bytes (msgcache.h)
+ * The queue environment (queue/) has meta, blobs (one reference per entry) and:
  *   queue    be64 id                   -> queue record
  *   due      be64 time + be64 id       -> ""   (one row per not-held, not-final entry) */
 #ifndef HERON_STORE_PRIVATE_H
@@ -40,6 +40,7 @@ enum store_dbi {
 	DBI_BLOBS,
 	DBI_QUEUE,
 	DBI_DUE,
+	DBI_CACHE,
 	DBI_COUNT
 };
 
@@ -75,6 +76,8 @@ struct store_txn {
 	bool write;
 	bool failed;          /* a write call hit MAP_FULL: the txn must be redone */
 	int err;
+	struct store_blob **refd; /* blobs this txn references: kept once it commits */
+	size_t nrefd, caprefd;
 };
 
 struct store_blob {
@@ -84,13 +87,15 @@ struct store_blob {
 	uint64_t size;
 	int fd;
 	bool finished;
-	bool referenced;      /* a committed txn references it: keep the file */
 	char tmp[64];         /* name under blobs/ while writing */
 	struct msgcache_builder *mb;
 	struct buf cache;
 	int err;
-	unsigned *linked;     /* partitions it is linked into (besides part) */
-	size_t nlinked;
+	struct blob_link {
+		unsigned part;
+		bool referenced; /* a committed txn of part references it: keep the file */
+	} *links;             /* partitions holding the file (the first is part) */
+	size_t nlinks;
 };
 
 /* Record layouts (offsets in bytes). */
@@ -104,6 +109,7 @@ struct store_blob {
 #define MSG_REC_LEN 44
 
 struct mbox_rec {
+	char namebuf[STORE_MAX_NAME + 1];
 	uint64_t user;
 	uint32_t uidvalidity, uidnext;
 	uint64_t highestmodseq;
@@ -113,8 +119,7 @@ struct mbox_rec {
 	uint32_t attrs, special;
 	uint64_t expunge_floor;
 	uint32_t nkw;
-	const char *name;     /* into the map, or a caller's buffer */
-	size_t name_len;
+	size_t name_len;      /* the name is in namebuf, NUL-terminated */
 };
 
 struct user_rec {
@@ -155,16 +160,15 @@ int msg_put(struct store_txn *t, uint64_t mbox, uint32_t uid, const struct store
 void msg_decode(const MDB_val *v, uint32_t uid, struct store_msg *m);
 int store_msg_add_ref(struct store_txn *t, struct mbox_rec *r, uint64_t mbox,
 		      uint64_t blob, uint64_t size, unsigned flags, uint64_t kws,
-		      int64_t internaldate, uint32_t *uid_r);
+		      int64_t internaldate, bool check_quota, uint32_t *uid_r);
 int store_msg_purge_mbox(struct store_txn *t, uint64_t mbox, struct mbox_rec *r);
 
 /* store_blob.c */
 int store_blob_ref(struct store_txn *t, const struct store_blob *b);
 int store_blob_ref_id(struct store_txn *t, uint64_t blob, int delta);
-int store_blob_link(struct store_blob *b, unsigned part);
 void store_blob_path(char *out, size_t size, uint64_t id);
 void store_blob_unlink_dead(struct store_env *e);
-void store_blob_mark_referenced(struct store_blob *b);
+void store_blob_txn_committed(struct store_txn *t);
 
 /* store_queue.c */
 int store_queue_add_txn(struct store_txn *t, const struct store_queue_msg *qm,
