@@ -77,7 +77,8 @@ static void on_boundary(struct rfc5322_parser *p, unsigned k, bool close);
 static void header_line(struct rfc5322_parser *p, unsigned eol);
 static void body_line(struct rfc5322_parser *p, unsigned eol);
 static void field_flush(struct rfc5322_parser *p, struct frame *f, uint64_t end);
-static void header_done(struct rfc5322_parser *p, uint64_t end, bool forced);
+static void header_done(struct rfc5322_parser *p, uint64_t end, uint64_t field_end,
+			bool forced);
 static void end_frame(struct rfc5322_parser *p, uint64_t end, uint64_t lines_before);
 static void begin_frame(struct rfc5322_parser *p, uint64_t off);
 static void deliver(struct rfc5322_parser *p, const char *d, size_t n, uint64_t off);
@@ -360,7 +361,7 @@ static void header_line(struct rfc5322_parser *p, unsigned eol)
 	size_t content = p->line_len - eol < n ? (size_t)(p->line_len - eol) : n;
 
 	if (p->line_len == eol) { /* the empty line ends the header */
-		header_done(p, p->line_off + p->line_len, false);
+		header_done(p, p->line_off + p->line_len, p->line_off, false);
 		return;
 	}
 	if (is_wsp(s[0]) && p->field_open) {
@@ -485,13 +486,15 @@ static void choose_kind(struct rfc5322_parser *p, struct frame *f, bool forced)
 	}
 }
 
-/* The header of the top frame ends at end (forced: by a boundary or the end of input). */
-static void header_done(struct rfc5322_parser *p, uint64_t end, bool forced)
+/* The header of the top frame ends at end, its last field at field_end (forced: by a boundary
+   or the end of input). */
+static void header_done(struct rfc5322_parser *p, uint64_t end, uint64_t field_end,
+			bool forced)
 {
 	struct frame *f = top(p);
 	bool digest_child = p->nframes >= 2 && p->stack[p->nframes - 2].digest;
 
-	field_flush(p, f, end);
+	field_flush(p, f, field_end);
 	if (end < f->part.header_off)
 		end = f->part.header_off;
 	f->part.header_size = end - f->part.header_off;
@@ -552,7 +555,7 @@ static void end_frame(struct rfc5322_parser *p, uint64_t end, uint64_t lines_bef
 	struct frame *f = top(p);
 
 	if (f->state == ST_HEADER) {
-		header_done(p, end, true);
+		header_done(p, end, end, true);
 		f = top(p);
 	}
 	if (end < f->part.body_off)
