@@ -255,7 +255,6 @@ int imap_view_open(struct imap_cmd *cmd, uint64_t mbox, const char *name, bool r
 		imap_printf(c, "* OK [UNSEEN %u] First unseen\r\n", unseen);
 	imap_printf(c, "* OK [UIDVALIDITY %u] UIDs valid\r\n* OK [UIDNEXT %u] Predicted next UID\r\n",
 		    v->uidvalidity, v->uidnext);
-	imap_printf(c, "* OK [HIGHESTMODSEQ %" PRIu64 "] Highest\r\n", v->modseq);
 	return 0;
 }
 
