@@ -359,11 +359,20 @@ int main(int argc, char **argv)
 	struct sink_cmdline cl;
 	struct daemon_args a;
 	struct daemon_ops ops = { .ident = "sink", .drain_ms = SINK_DRAIN_MS };
+	bool test;
 	int rc;
 
 	parse_cmdline(argc, argv, &cl, &a);
+	test = a.test;
+	a.test = false;                 /* -t shows the values after the command line's */
+	a.foreground |= test;
 	m.conf = daemon_conf_load(&a);
 	apply_overrides(&m, &cl);
+	if (test) {
+		conf_dump(m.conf, stdout);
+		conf_free(&m.conf);
+		return 0;
+	}
 	m.sh = sink_shared_create((unsigned)conf_int(m.conf, "sink", "workers"),
 				  (size_t)conf_int(m.conf, "sink", "record_memory"),
 				  strcmp(conf_str(m.conf, "sink", "records"), "all") == 0);
