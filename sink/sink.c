@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,16 +154,31 @@ static void mkdir_or_die(const char *path)
 		fatal("mkdir %s", path);
 }
 
-/* --keep DIR: a Maildir (tmp, new, cur). */
-static void keep_setup(const char *dir)
+/* Hands a directory made as root to the user the workers will run as. */
+static void chown_for_workers(const char *path, const char *user)
+{
+	struct passwd *pw;
+
+	if (getuid() != 0 || user[0] == '\0')
+		return;
+	if ((pw = getpwnam(user)) == NULL)
+		fatalx("sink: unknown user %s", user);
+	if (chown(path, pw->pw_uid, pw->pw_gid) < 0)
+		fatal("chown %s", path);
+}
+
+/* --keep DIR: a Maildir (tmp, new, cur) the workers can write. */
+static void keep_setup(const char *dir, const char *user)
 {
 	static const char *const sub[] = { "tmp", "new", "cur" };
 
 	mkdir_or_die(dir);
+	chown_for_workers(dir, user);
 	for (size_t i = 0; i < 3; i++) {
 		char *p = xasprintf("%s/%s", dir, sub[i]);
 
 		mkdir_or_die(p);
+		chown_for_workers(p, user);
 		free(p);
 	}
 }
@@ -359,18 +375,27 @@ int main(int argc, char **argv)
 	struct sink_cmdline cl;
 	struct daemon_args a;
 	struct daemon_ops ops = { .ident = "sink", .drain_ms = SINK_DRAIN_MS };
+	bool test;
 	int rc;
 
 	parse_cmdline(argc, argv, &cl, &a);
+	test = a.test;
+	a.test = false;                 /* -t shows the values after the command line's */
+	a.foreground |= test;
 	m.conf = daemon_conf_load(&a);
 	apply_overrides(&m, &cl);
+	if (test) {
+		conf_dump(m.conf, stdout);
+		conf_free(&m.conf);
+		return 0;
+	}
 	m.sh = sink_shared_create((unsigned)conf_int(m.conf, "sink", "workers"),
 				  (size_t)conf_int(m.conf, "sink", "record_memory"),
 				  strcmp(conf_str(m.conf, "sink", "records"), "all") == 0);
 	apply_faults(&m, &cl);
 	load_opts(&m);
 	if (m.o.keep_dir != NULL)
-		keep_setup(m.o.keep_dir);
+		keep_setup(m.o.keep_dir, conf_str(m.conf, "sink", "user"));
 	raise_nofile();
 	usr1_setup();
 	listen_or_die(&m, "listen", &m.smtp_fds);
