@@ -3,6 +3,7 @@
  * StartTLS with CA checks, aliases and mail attributes, a password changed while cached,
  * injection attempts, slapd stopped, paused and restarted while an event-loop timer keeps
  * firing, cache hits and TTL expiry, and 1,000 concurrent authentications within the pool. */
+#include <dirent.h>
 #include <signal.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -390,6 +391,53 @@ static void test_cache_counters_and_ttl(void **state)
 	conf_free(&c);
 }
 
+/* Our own established TCP connections to the fixture's LDAP port, counted from /proc: a check
+   of the pool size that does not trust the library's counters. */
+static int count_ldap_sockets(void)
+{
+	unsigned port = (unsigned)atoi(env("LDAP_PORT"));
+	unsigned long inodes[256];
+	int ninodes = 0, n = 0;
+	char line[512], link[64], path[300];
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	FILE *f;
+
+	assert_non_null(d);
+	while ((de = readdir(d)) != NULL && ninodes < 256) {
+		ssize_t len;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", de->d_name);
+		len = readlink(path, link, sizeof(link) - 1);
+		if (len > 0 && (link[len] = '\0', sscanf(link, "socket:[%lu]",
+							 &inodes[ninodes]) == 1))
+			ninodes++;
+	}
+	closedir(d);
+	f = fopen("/proc/self/net/tcp", "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f) != NULL) {
+		unsigned rport = 0, st = 0;
+		unsigned long inode = 0;
+
+		if (sscanf(line, " %*d: %*x:%*x %*x:%x %x %*x:%*x %*x:%*x %*x %*u %*u %lu", &rport,
+			   &st, &inode) != 3 || rport != port || st != 1 /* ESTABLISHED */)
+			continue;
+		for (int i = 0; i < ninodes; i++)
+			n += inodes[i] == inode;
+	}
+	fclose(f);
+	return n;
+}
+
+static void sample_cb(evutil_socket_t fd, short what, void *arg)
+{
+	int *max = arg, n = count_ldap_sockets();
+
+	if (n > *max)
+		*max = n;
+}
+
 static void test_concurrent(void **state)
 {
 	enum { N = 1000 };
@@ -401,16 +449,26 @@ static void test_concurrent(void **state)
 
 	setk(c, "directory", "pool_size", "4");
 	setk(c, "directory", "auth_cache_size", "0");
+	struct timeval two_ms = { 0, 2000 };
+	int socks_max = 0;
+	struct event *sample = event_new(base, -1, EV_PERSIST, sample_cb, &socks_max);
+
 	setk(c, "directory", "timeout", "30s");
 	la = open_la(c);
+	event_add(sample, &two_ms);
 	for (int i = 0; i < N; i++) {
 		snprintf(names[i], sizeof(names[i]), "user%d", 100 + i % 400);
 		ldapauth_auth(la, names[i], names[i], got_cb, &g);
 	}
 	run_until(base, &g, N, 60000);
+	event_free(sample);
 	assert_int_equal(g.n, N);
+	assert_true(socks_max >= 1);
+	assert_true(socks_max <= 2 * 4);
 	assert_int_equal(g.counts[LDAPAUTH_OK], N);
 	ldapauth_get_stats(la, &st);
+	print_message("pool_size 4: at most %d sockets to slapd seen, %u by the counters\n",
+		      socks_max, st.conns_open_max);
 	assert_int_equal(st.ok, N);
 	assert_int_equal(st.directory_calls, 2 * N); /* a search and a bind each */
 	assert_true(st.conns_open_max <= 2 * 4);     /* search pool + bind pool */
