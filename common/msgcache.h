@@ -42,7 +42,7 @@ struct msgcache_view {
 	uint64_t size;        /* RFC822.SIZE: every byte of the message */
 	uint64_t header_size; /* the header block including the empty line that ends it */
 	uint64_t body_size;   /* size - header_size */
-	uint64_t body_lines;  /* lines of the body (text/* BODYSTRUCTURE lines) */
+	uint64_t body_lines;  /* lines of the body (the line count of a text body) */
 	int64_t date;         /* Date: header as a Unix time; INT64_MIN when absent/unparsable */
 	struct str_view envelope;      /* "(date subject from sender reply-to to cc bcc ...)" */
 	struct str_view body;          /* BODY: BODYSTRUCTURE without extension data */

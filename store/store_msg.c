@@ -130,6 +130,8 @@ int store_msg_append(struct store_txn *t, uint64_t mbox, const struct store_blob
 		return STORE_EINVAL;
 	if ((rc = mbox_rec_load(t, mbox, &r)) != 0)
 		return rc;
+	if (r.nkw < 64 && (keywords >> r.nkw) != 0)
+		return STORE_EINVAL;
 	if ((rc = store_msg_add_ref(t, &r, mbox, store_blob_id(b), store_blob_size(b), flags,
 				    keywords, internaldate, true, &uid)) != 0)
 		return rc;
@@ -272,6 +274,8 @@ int store_msg_flags(struct store_txn *t, uint64_t mbox, uint32_t uid, enum store
 
 	if ((rc = mbox_rec_load(t, mbox, &r)) != 0)
 		return rc;
+	if (r.nkw < 64 && (keywords >> r.nkw) != 0)
+		return STORE_EINVAL; /* a keyword index the mailbox does not have */
 	msg_key(k, mbox, uid);
 	if ((rc = store_get(t, DBI_MSGS, k, 12, &v)) != 0)
 		return rc;
@@ -368,8 +372,10 @@ static int expunge_collect(struct store_txn *t, uint64_t mbox, const uint32_t *u
 		v = xreallocarray(NULL, n + 1, sizeof(*v));
 		for (size_t i = 0; i < n; i++) {
 			rc = store_msg_get(t, mbox, uids[i], &m);
-			if (rc == STORE_ENOMSG)
+			if (rc == STORE_ENOMSG) {
+				rc = 0;
 				continue;
+			}
 			if (rc != 0)
 				break;
 			v[cnt++] = m;
@@ -503,8 +509,10 @@ int store_msg_copy(struct store_txn *t, uint64_t src, uint64_t dst, const uint32
 		uint64_t kws;
 
 		rc = store_msg_get(t, src, uids[i], &m);
-		if (rc == STORE_ENOMSG)
+		if (rc == STORE_ENOMSG) {
+			rc = 0;
 			continue;
+		}
 		if (rc != 0 || (rc = mbox_kw_remap(t, src, dst, m.keywords, &kws)) != 0)
 			break;
 		/* keyword creation rewrote dst's record: reload its nkw */
