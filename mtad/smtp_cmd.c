@@ -293,13 +293,47 @@ static void relay_refused(struct smtp_session *s, const char *addr, const char *
 	smtp_error(s, "554 5.7.1 <%s>: Relay access denied", addr);
 }
 
+/* The relay policy for a parsed recipient: remote ones only for AUTH or trusted clients,
+   no relay tricks from anyone else, local ones checked against the directory (async). */
+static void rcpt_route(struct smtp_session *s, struct smtp_rcpt *r, const struct mailaddr *a)
+{
+	const struct conf_list *locals = conf_list(s->m->conf, "mtad", "local_domains");
+	unsigned tricks = mailaddr_tricks(a);
+	char key[MAILADDR_TEXT_MAX + 1];
+
+	r->local = a->domain[0] == '\0' || mailaddr_domain_in(a, locals->v, locals->n);
+	if (tricks != 0 && !may_relay(s)) {
+		relay_refused(s, r->addr, "relay trick");
+		return;
+	}
+	if (!r->local) {
+		if (may_relay(s))
+			rcpt_accepted(s);
+		else
+			relay_refused(s, r->addr, "relay denied");
+		return;
+	}
+	if (tricks != 0) {
+		smtp_error(s, "550 5.1.1 <%s>: Recipient address rejected: User unknown", r->addr);
+		return;
+	}
+	if (a->domain[0] == '\0')
+		snprintf(key, sizeof(key), "postmaster@%s", locals->n ? locals->v[0] : "localhost");
+	else
+		mailaddr_canonical(a, key, sizeof(key));
+	if (s->m->la == NULL) {
+		smtp_reply(s, "451 4.3.0 <%s>: Directory unavailable, try again later", r->addr);
+		return;
+	}
+	smtp_set_state(s, ST_WAIT);
+	ldapauth_lookup(s->m->la, key, rcpt_lookup_done, s);
+}
+
 static void cmd_rcpt(struct smtp_session *s, const char *arg, size_t len)
 {
 	struct smtp_tx *tx = s->tx;
 	struct mailaddr a;
 	const char *err, *p = after_prefix(arg, &len, "TO:");
-	const struct conf_list *locals = conf_list(s->m->conf, "mtad", "local_domains");
-	char key[MAILADDR_TEXT_MAX + 1];
 	size_t used;
 	int rc;
 
@@ -334,36 +368,7 @@ static void cmd_rcpt(struct smtp_session *s, const char *arg, size_t len)
 	if (r->params.orcpt_type[0] != '\0')
 		snprintf(r->orcpt_raw, sizeof(r->orcpt_raw), "%s;%s", r->params.orcpt_type,
 			 r->params.orcpt);
-	unsigned tricks = mailaddr_tricks(&a);
-	r->local = a.domain[0] == '\0' || mailaddr_domain_in(&a, locals->v, locals->n);
-	if (tricks != 0 && !may_relay(s)) {
-		relay_refused(s, r->addr, "relay trick");
-		return;
-	}
-	if (!r->local) {
-		if (!may_relay(s)) {
-			relay_refused(s, r->addr, "relay denied");
-			return;
-		}
-		rcpt_accepted(s);
-		return;
-	}
-	if (tricks != 0) {
-		smtp_error(s, "550 5.1.1 <%s>: Recipient address rejected: User unknown",
-				  r->addr);
-		return;
-	}
-	if (a.domain[0] == '\0')
-		snprintf(key, sizeof(key), "postmaster@%s", locals->n ? locals->v[0] : "localhost");
-	else
-		mailaddr_canonical(&a, key, sizeof(key));
-	if (s->m->la == NULL) {
-		smtp_reply(s, "451 4.3.0 <%s>: Directory unavailable, try again later",
-				  r->addr);
-		return;
-	}
-	smtp_set_state(s, ST_WAIT);
-	ldapauth_lookup(s->m->la, key, rcpt_lookup_done, s);
+	rcpt_route(s, r, &a);
 }
 
 static void cmd_data(struct smtp_session *s, const char *arg, size_t len)

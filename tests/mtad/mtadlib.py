@@ -140,6 +140,12 @@ class Mtad:
                 pass
         self.proc = None
 
+    def sanitizer_reports(self):
+        """Lines of AddressSanitizer/UBSan/LeakSanitizer reports in the log (sanitizer
+        builds write them to mtad's stderr, which is the log)."""
+        return [l for l in self.logtext().splitlines()
+                if "Sanitizer" in l or "runtime error:" in l]
+
     def logtext(self):
         with open(self.log, errors="replace") as f:
             return f.read()
@@ -259,7 +265,7 @@ class RelayHandler(socketserver.StreamRequestHandler):
                 self.send("500 5.5.2 what")
 
 
-def run_tests(tests):
+def run_tests(tests, mtad=None):
     failed = 0
     for t in tests:
         name = t.__name__
@@ -272,3 +278,11 @@ def run_tests(tests):
             print(f"FAIL {name}: {e}", flush=True)
             failed += 1
     return 1 if failed else 0
+
+
+def check_sanitizers(mtad):
+    """After mtad stopped: 1 (and the reports printed) when a sanitizer complained."""
+    reports = mtad.sanitizer_reports()
+    for line in reports[:50]:
+        print(line)
+    return 1 if reports else 0

@@ -13,7 +13,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mtadlib import DOMAIN, Mtad, RelayTarget, Store, wait_for, write_users  # noqa: E402
+from mtadlib import (DOMAIN, Mtad, RelayTarget, Store, check_sanitizers,  # noqa: E402
+                     wait_for, write_users)
 
 ROOT, MTAD, PEEK = sys.argv[1:4]
 ROUNDS = 3
@@ -86,6 +87,7 @@ def main():
     finally:
         mtad.stop()
         relay.close()
+    rc |= check_sanitizers(mtad)
     shutil.rmtree(tmp, ignore_errors=True)
     return rc
 

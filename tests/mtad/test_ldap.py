@@ -14,7 +14,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mtadlib import DOMAIN, Mtad, Store, run_tests, wait_for  # noqa: E402
+from mtadlib import DOMAIN, Mtad, Store, check_sanitizers, run_tests, wait_for  # noqa: E402
 
 ROOT, MTAD, PEEK = sys.argv[1:4]
 LDAP = os.path.join(ROOT, "scripts", "ldap")
@@ -106,6 +106,7 @@ def main():
         mtad.stop()
         subprocess.run([sys.executable, LDAP, "stop", SLAPD], stdin=subprocess.DEVNULL,
                        timeout=60, capture_output=True)
+    rc |= check_sanitizers(mtad)
     if rc:
         sys.stdout.write(mtad.logtext()[-20000:])
     shutil.rmtree(TMP, ignore_errors=True)

@@ -16,8 +16,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mtadlib import (DOMAIN, Mtad, RelayTarget, Store, run_tests, wait_for,  # noqa: E402
-                     write_users)
+from mtadlib import (DOMAIN, Mtad, RelayTarget, Store, check_sanitizers,  # noqa: E402
+                     run_tests, wait_for, write_users)
 
 ROOT, MTAD, PEEK = sys.argv[1:4]
 TMP = tempfile.mkdtemp(prefix="heron-mtad-")
@@ -341,6 +341,7 @@ def main():
     finally:
         mtad.stop()
         relay.close()
+    rc |= check_sanitizers(mtad)
     if rc:
         sys.stdout.write(mtad.logtext()[-20000:])
     shutil.rmtree(TMP, ignore_errors=True)
