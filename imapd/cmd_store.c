@@ -97,6 +97,15 @@ bool cmd_store(struct imap_cmd *cmd)
 		return imap_cmd_store_error(cmd, rc, "STORE");
 	}
 	store_txn_begin(c->srv->store, c->view->part, STORE_TXN_READ, &t);
+	if (t != NULL) {
+		const char *names[STORE_MAX_KEYWORDS];
+		unsigned nkw = 0;
+
+		/* a keyword new to the mailbox is announced before a FETCH shows it */
+		if (store_mbox_keywords(t, c->view->mbox, names, &nkw) == 0 &&
+		    nkw > c->view->nkeywords)
+			imap_view_send_flags(c, t);
+	}
 	for (size_t i = 0; i < so.nres; i++) {
 		uint32_t seq = imap_view_seq(c->view, so.res[i].uid);
 

@@ -357,11 +357,41 @@ static bool header_contains(const struct msgcache_view *mv, const char *name, si
 	return false;
 }
 
+/* The day of the Date: header in its own time zone (RFC 3501: SENT* disregard the time and
+   the zone), INT64_MIN when there is none. */
+static int64_t sent_day(const struct msgcache_view *mv)
+{
+	struct buf v;
+	int64_t t, off = 0, day = INT64_MIN;
+
+	buf_init(&v, 128, 1024);
+	if (rfc5322_header_value(mv->header.p, mv->header.len, "Date", &v) == 1 &&
+	    rfc5322_date_parse(v.data, v.len, &t) == 0) {
+		for (size_t i = 0; i + 5 <= v.len; i++) {
+			const char *z = v.data + i;
+
+			if ((z[0] == '+' || z[0] == '-') && (i == 0 || z[-1] == ' ') &&
+			    z[1] >= '0' && z[1] <= '9' && z[2] >= '0' && z[2] <= '9' &&
+			    z[3] >= '0' && z[3] <= '9' && z[4] >= '0' && z[4] <= '9')
+				off = (z[0] == '-' ? -1 : 1) *
+				      (((z[1] - '0') * 10 + (z[2] - '0')) * 3600 +
+				       ((z[3] - '0') * 10 + (z[4] - '0')) * 60);
+		}
+		t += off;
+		day = t >= 0 ? t / 86400 : (t - 86399) / 86400;
+	}
+	buf_release(&v);
+	return day;
+}
+
 static bool eval(struct search *s, const struct skey *k, const struct store_msg *m,
 		 const struct msgcache_view *mv, uint32_t seq, unsigned vflags)
 {
 	int64_t iday = m->internaldate >= 0 ? m->internaldate / 86400 : -1;
-	int64_t sday = mv->date == INT64_MIN ? INT64_MIN : mv->date / 86400;
+	int64_t sday = k->type == SK_SENTBEFORE || k->type == SK_SENTON ||
+				       k->type == SK_SENTSINCE
+			       ? (mv->header.len > 0 ? sent_day(mv) : INT64_MIN)
+			       : 0;
 
 	switch (k->type) {
 	case SK_ALL:

@@ -144,7 +144,7 @@ int imap_flags_parse(const struct imap_arg *a, struct store_txn *t, uint64_t mbo
 }
 
 /* "* FLAGS (...)" and PERMANENTFLAGS, naming the mailbox's keywords. */
-static void view_send_flags(struct imap_client *c, struct store_txn *t)
+void imap_view_send_flags(struct imap_client *c, struct store_txn *t)
 {
 	const char *names[STORE_MAX_KEYWORDS];
 	unsigned nkw = 0;
@@ -245,7 +245,7 @@ int imap_view_open(struct imap_cmd *cmd, uint64_t mbox, const char *name, bool r
 		return rc;
 	}
 	c->view = v;
-	view_send_flags(c, t);
+	imap_view_send_flags(c, t);
 	store_txn_abort(&t);
 	for (size_t i = 0; i < v->n && unseen == 0; i++)
 		if (!(v->msgs[i].flags & STORE_SEEN))
@@ -381,7 +381,7 @@ void imap_view_sync(struct imap_client *c, bool allow_expunge)
 		unsigned nkw = 0;
 
 		if (store_mbox_keywords(t, v->mbox, names, &nkw) == 0 && nkw > v->nkeywords)
-			view_send_flags(c, t);
+			imap_view_send_flags(c, t);
 	}
 	if (rc == 0)
 		rc = view_flag_changes(c, t);

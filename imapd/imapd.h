@@ -218,6 +218,8 @@ uint32_t imap_view_seq(const struct imap_view *v, uint32_t uid);
    reason in *why_r for a bad set or a sequence number past EXISTS. */
 int imap_view_resolve(struct imap_client *c, const char *s, size_t len, bool uid,
 		      struct imap_seqset *uids_r, const char **why_r);
+/* Sends FLAGS and PERMANENTFLAGS naming the mailbox's keywords now. */
+void imap_view_send_flags(struct imap_client *c, struct store_txn *t);
 /* Removes uid from the view sending "* n EXPUNGE". */
 void imap_view_expunged(struct imap_client *c, uint32_t uid);
 void imap_view_set_flags(struct imap_view *v, uint32_t uid, unsigned flags, uint64_t kw);
