@@ -229,8 +229,8 @@ static void add_bytes(struct rfc5322_parser *p, const char *d, size_t n)
 		if (p->streaming && n > 0) {
 			size_t out = n;
 
-			if (p->held_cr)
-				deliver(p, "\r", 1, p->off - 1);
+			if (p->held_cr && d[0] != '\n')
+				deliver(p, "\r", 1, p->off - 1); /* not a line end after all */
 			p->held_cr = false;
 			if (d[n - 1] == '\n')
 				out -= n >= 2 && d[n - 2] == '\r' ? 2 : 1;

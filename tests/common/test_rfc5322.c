@@ -194,6 +194,33 @@ static void test_events_split_anywhere(void **state)
 	rec_free(&whole);
 }
 
+/* Body lines too long to be boundaries are streamed; CR LF split across chunks stays a line end. */
+static void test_long_lines_split(void **state)
+{
+	struct buf m;
+	struct rec whole;
+
+	buf_init(&m, 0, 1 << 20);
+	buf_puts(&m, "Content-Type: multipart/mixed; boundary=bb\r\n\r\n--bb\r\n\r\n");
+	for (int i = 0; i < 700; i++)
+		buf_putc(&m, i % 50 == 49 ? '\r' : 'a' + i % 26); /* bare CRs inside */
+	buf_puts(&m, "\r\n");
+	for (int i = 0; i < 300; i++)
+		buf_putc(&m, 'z');
+	buf_puts(&m, "\r\r\n--bb\r\n\r\nshort\r\n--bb--\r\n");
+	run(m.data, m.len, 0, &whole);
+	for (size_t cut = 1; cut < m.len; cut++) {
+		struct rec r;
+
+		run(m.data, m.len, cut, &r); /* ev_body/ev_end check the bytes */
+		assert_string_equal(buf_cstr(&r.log), buf_cstr(&whole.log));
+		rec_free(&r);
+	}
+	assert_non_null(strstr(buf_cstr(&whole.log), "end 1 body 54+1003 lines 1\n"));
+	rec_free(&whole);
+	buf_release(&m);
+}
+
 static void test_bare_lf_and_missing_close(void **state)
 {
 	static const char m[] = "Content-Type: multipart/mixed; boundary=x\n\n--x\n\nbody\nmore\n"
@@ -410,6 +437,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_events),
 		cmocka_unit_test(test_events_split_anywhere),
+		cmocka_unit_test(test_long_lines_split),
 		cmocka_unit_test(test_bare_lf_and_missing_close),
 		cmocka_unit_test(test_huge_field_truncated),
 		cmocka_unit_test(test_ctype),
