@@ -317,6 +317,8 @@ static void on_boundary(struct rfc5322_parser *p, unsigned k, bool close)
 	while (p->nframes > k + 1)
 		end_frame(p, end, lines_before);
 	f = top(p);
+	if (p->cb.boundary != NULL)
+		p->cb.boundary(p->ctx, &f->part, p->line_off, p->line_len, close);
 	if (close) {
 		f->bactive = false;
 		return;

@@ -78,8 +78,18 @@ static void ev_end(void *ctx, const struct rfc5322_part *p)
 	}
 }
 
-static const struct rfc5322_callbacks cbs = { ev_begin, ev_field, ev_header_end, ev_body,
-					      ev_end };
+static void ev_boundary(void *ctx, const struct rfc5322_part *mp, uint64_t off, uint64_t size,
+			bool close)
+{
+	struct rec *r = ctx;
+
+	buf_printf(&r->log, "boundary %u %llu+%llu%s\n", mp->index, (unsigned long long)off,
+		   (unsigned long long)size, close ? " close" : "");
+	assert_memory_equal(r->msg + off, "--", 2);
+}
+
+static const struct rfc5322_callbacks cbs = { ev_begin, ev_field,    ev_header_end,
+					      ev_body,	ev_end,	     ev_boundary };
 
 static void run(const char *msg, size_t len, size_t cut, struct rec *r)
 {
@@ -150,10 +160,12 @@ static void test_events(void **state)
 		"field 0 [Subject] [folded  subject] 21+28\n"
 		"field 0 [Content-Type] [multipart/mixed;\tboundary=\"b1\"] 49+48\n"
 		"header_end 0 0+99 kind 1 multipart/mixed boundary=b1\n"
+		"boundary 0 109+6\n"
 		"begin 1 parent 0 depth 1 at 115\n"
 		"field 1 [Content-Type] [text/plain; charset=\"us-ascii\" (comment)] 115+56\n"
 		"header_end 1 115+58 kind 0 text/plain charset=us-ascii\n"
 		"end 1 body 173+5 lines 1\n"
+		"boundary 0 180+7\n"
 		"begin 2 parent 0 depth 1 at 187\n"
 		"field 2 [Content-Type] [message/rfc822] 187+30\n"
 		"header_end 2 187+32 kind 2 message/rfc822\n"
@@ -161,19 +173,24 @@ static void test_events(void **state)
 		"field 3 [Subject] [inner] 219+16\n"
 		"field 3 [Content-Type] [multipart/alternative; boundary=b2] 235+50\n"
 		"header_end 3 219+68 kind 1 multipart/alternative boundary=b2\n"
+		"boundary 3 287+6\n"
 		"begin 4 parent 3 depth 3 at 293\n"
 		"header_end 4 293+2 kind 0 text/plain charset=us-ascii\n"
 		"end 4 body 295+7 lines 0\n"
+		"boundary 3 304+6\n"
 		"begin 5 parent 3 depth 3 at 310\n"
 		"field 5 [Content-Type] [text/html] 310+25\n"
 		"header_end 5 310+27 kind 0 text/html\n"
 		"end 5 body 337+14 lines 0\n"
+		"boundary 3 353+8 close\n"
 		"end 3 body 287+74 lines 8\n"
 		"end 2 body 219+142 lines 11\n"
+		"boundary 0 361+6\n"
 		"begin 6 parent 0 depth 1 at 367\n"
 		"field 6 [Content-Type] [text/plain] 367+24\n"
 		"header_end 6 367+24 kind 0 text/plain\n"
 		"end 6 body 391+0 lines 0\n"
+		"boundary 0 393+8 close\n"
 		"end 0 body 99+312 lines 24\n");
 	rec_free(&r);
 }
