@@ -528,8 +528,9 @@ static void test_limits(void **state)
 
 	buf_init(&msg, 0, 1 << 24);
 	for (int d = 0; d < 100; d++)
-		buf_printf(&msg, "Content-Type: multipart/mixed; boundary=\"d%d\"\r\n\r\n--d%d\r\n", d,
-			   d);
+		buf_printf(&msg,
+			   "Content-Type: multipart/mixed; boundary=\"d%03d\"\r\n\r\n--d%03d\r\n",
+			   d, d);
 	buf_puts(&msg, "\r\ninnermost\r\n");
 	build(msg.data, msg.len, &blob);
 	view_of(&blob, &v);

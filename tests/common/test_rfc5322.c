@@ -238,6 +238,25 @@ static void test_long_lines_split(void **state)
 	buf_release(&m);
 }
 
+/* A line only has to start with the delimiter; the longest open boundary that matches wins. */
+static void test_boundary_prefixes(void **state)
+{
+	static const char m[] = "Content-Type: multipart/mixed; boundary=abcdef\r\n\r\n"
+				"--abcdef\r\n"
+				"Content-Type: multipart/alternative; boundary=abc\r\n\r\n"
+				"--abc trailing garbage\r\n\r\ninner\r\n"
+				"--abcdef\r\n\r\nsecond outer\r\n"
+				"--abcdef--junk\r\n";
+	struct rec r;
+
+	run(m, sizeof(m) - 1, 0, &r);
+	assert_non_null(strstr(buf_cstr(&r.log), "boundary 1 113+24\n"));
+	assert_non_null(strstr(buf_cstr(&r.log), "end 2 body 139+5 lines 0\nend 1 body"));
+	assert_non_null(strstr(buf_cstr(&r.log), "boundary 0 146+10\nbegin 3"));
+	assert_non_null(strstr(buf_cstr(&r.log), "boundary 0 172+16 close\n"));
+	rec_free(&r);
+}
+
 static void test_bare_lf_and_missing_close(void **state)
 {
 	static const char m[] = "Content-Type: multipart/mixed; boundary=x\n\n--x\n\nbody\nmore\n"
@@ -455,6 +474,7 @@ int main(void)
 		cmocka_unit_test(test_events),
 		cmocka_unit_test(test_events_split_anywhere),
 		cmocka_unit_test(test_long_lines_split),
+		cmocka_unit_test(test_boundary_prefixes),
 		cmocka_unit_test(test_bare_lf_and_missing_close),
 		cmocka_unit_test(test_huge_field_truncated),
 		cmocka_unit_test(test_ctype),
