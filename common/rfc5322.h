@@ -120,6 +120,9 @@ int rfc5322_unfold(const char *p, size_t len, struct buf *out);
 /* RFC 5322 date-time (obsolete forms: 2-digit years, named zones, missing seconds or
    weekday, comments) to a Unix time: 0, or -1 when it cannot be read. */
 int rfc5322_date_parse(const char *p, size_t len, int64_t *t_r);
+/* The same, also giving the zone as minutes east of UTC (-0600 = -360; named zones mapped,
+   none or unknown = 0), so t + tz * 60 is the wall-clock time written (SENTON and friends). */
+int rfc5322_date_parse_tz(const char *p, size_t len, int64_t *t_r, int *tz_r);
 
 /* Addresses: a callback per mailbox, and for groups one with is_group_start (name = the group
    display name) and one with is_group_end. Strings are unquoted/unescaped into a scratch buffer

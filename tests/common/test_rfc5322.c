@@ -413,6 +413,16 @@ static void test_dates(void **state)
 	assert_int_equal(date("32 Nov 1997 10:00:00"), -1);
 	assert_int_equal(date("21 Nov 1997"), -1);
 	assert_int_equal(date("21 Nov 1997 25:00:00 +0000"), -1);
+
+	int64_t t;
+	int tz;
+
+	assert_int_equal(rfc5322_date_parse_tz("Fri, 21 Nov 1997 09:55:06 -0630", 31, &t, &tz), 0);
+	assert_int_equal(tz, -390);
+	assert_int_equal(rfc5322_date_parse_tz("21 Nov 97 09:55 PDT", 19, &t, &tz), 0);
+	assert_int_equal(tz, -420);
+	assert_int_equal(rfc5322_date_parse_tz("21 Nov 1997 09:55:06", 20, &t, &tz), 0);
+	assert_int_equal(tz, 0);
 }
 
 struct addrs {
