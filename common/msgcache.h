@@ -58,6 +58,9 @@ struct msgcache_view {
 					  header.len < header_size it was cut at the limit: read
 					  the header from the message file instead */
 	uint32_t nparts;               /* entries of the part table */
+	int32_t date_tz;               /* zone of the Date: header, minutes east of UTC (0 when
+					  absent): date + date_tz * 60 is the time as written,
+					  whose calendar day SENTON/SENTBEFORE/SENTSINCE compare */
 };
 
 struct msgcache_part {

@@ -85,9 +85,9 @@ static void render_summary(const struct buf *blob, struct buf *o)
 	buf_printf(o, "ENVELOPE %.*s\nBODY %.*s\nBODYSTRUCTURE %.*s\n", (int)v.envelope.len,
 		   v.envelope.p, (int)v.body.len, v.body.p, (int)v.bodystructure.len,
 		   v.bodystructure.p);
-	buf_printf(o, "SIZE %llu HEADER %llu/%zu LINES %llu DATE %lld PARTS %u\n",
+	buf_printf(o, "SIZE %llu HEADER %llu/%zu LINES %llu DATE %lld TZ %d PARTS %u\n",
 		   (unsigned long long)v.size, (unsigned long long)v.header_size, v.header.len,
-		   (unsigned long long)v.body_lines, (long long)v.date, v.nparts);
+		   (unsigned long long)v.body_lines, (long long)v.date, (int)v.date_tz, v.nparts);
 	for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++) {
 		if (msgcache_part(blob->data, blob->len, sections[i], &p) < 0)
 			continue;
@@ -165,6 +165,7 @@ static void test_simple_exact(void **state)
 	assert_int_equal(v.body_size, 48);
 	assert_int_equal(v.body_lines, 4);
 	assert_int_equal(v.date, 1793609998); /* 2026-11-02 08:59:58 UTC */
+	assert_int_equal(v.date_tz, 60);
 	assert_int_equal(v.header.len, v.header_size);
 	assert_memory_equal(v.header.p, msg, v.header.len);
 	assert_memory_equal(v.header.p + v.header.len - 4, "\r\n\r\n", 4);
@@ -211,6 +212,7 @@ static void test_groups_exact(void **state)
 		       "(NIL NIL \"xena\" \"example.com\")) "
 		       "((NIL NIL \"Empty Group\" NIL)(NIL NIL NIL NIL)) NIL NIL)");
 	assert_int_equal(v.date, 1794150000); /* 2026-11-08 15:00 UTC, obsolete year and zone */
+	assert_int_equal(v.date_tz, -300);
 	free(msg);
 	buf_release(&blob);
 }
@@ -528,8 +530,9 @@ static void test_limits(void **state)
 
 	buf_init(&msg, 0, 1 << 24);
 	for (int d = 0; d < 100; d++)
-		buf_printf(&msg, "Content-Type: multipart/mixed; boundary=\"d%d\"\r\n\r\n--d%d\r\n", d,
-			   d);
+		buf_printf(&msg,
+			   "Content-Type: multipart/mixed; boundary=\"d%03d\"\r\n\r\n--d%03d\r\n",
+			   d, d);
 	buf_puts(&msg, "\r\ninnermost\r\n");
 	build(msg.data, msg.len, &blob);
 	view_of(&blob, &v);
