@@ -46,6 +46,8 @@ struct imap_sess {
 	struct {
 		uint32_t tag;
 		uint8_t fn;
+		uint8_t bits; /* STORE +FLAGS: the flags seq must show once it is done */
+		uint32_t seq;
 		int64_t t0;
 	} pend[MAX_PEND];
 	uint32_t npend;
@@ -161,11 +163,19 @@ static void is_cmd(struct imap_sess *s, enum ml_fn fn, const char *fmt, ...)
 	evbuffer_add(out, "\r\n", 2);
 	s->pend[s->npend].tag = s->tagn;
 	s->pend[s->npend].fn = (uint8_t)fn;
+	s->pend[s->npend].bits = 0;
 	s->pend[s->npend].t0 = ml_now_us();
 	s->npend++;
 	s->fn = fn;
 	s->t0 = ml_now_us();
 	is_arm(s);
+}
+
+/* The command just queued stores bits on seq: from its OK on, replies must show them. */
+static void is_cmd_stores(struct imap_sess *s, uint32_t seq, uint8_t bits)
+{
+	s->pend[s->npend - 1].seq = seq;
+	s->pend[s->npend - 1].bits = bits;
 }
 
 static void is_logout(struct imap_sess *s)
@@ -374,6 +384,8 @@ static void is_tagged(struct imap_sess *s, const char *p, size_t len)
 		return is_fail(s, s->fn, "reply to a command never sent");
 	enum ml_fn fn = (enum ml_fn)s->pend[k].fn;
 	int64_t t0 = s->pend[k].t0;
+	uint32_t st_seq = s->pend[k].seq;
+	uint8_t st_bits = s->pend[k].bits;
 	memmove(s->pend + k, s->pend + k + 1, (s->npend - k - 1) * sizeof(s->pend[0]));
 	s->npend--;
 	itok_next(&t);
@@ -390,6 +402,8 @@ static void is_tagged(struct imap_sess *s, const char *p, size_t len)
 			return;
 		}
 	}
+	if (st_bits != 0)
+		um_view_want(&s->view, st_seq, st_bits);
 	if (fn == FN_IMAP_SELECT_INBOX || fn == FN_IMAP_SELECT_FOLDER || fn == FN_IMAP_EXAMINE) {
 		const char *c = um_view_selected(&s->view);
 		if (c != NULL && s->kind != SESS_PROBE && s->kind != SESS_INIT)
@@ -529,14 +543,14 @@ static void step_check(struct imap_sess *s)
 			uint32_t seq = um_view_seq_of_uid(&s->view, s->newm[i].uid);
 			if (seq == 0)
 				continue;
-			um_view_want(&s->view, seq, FL_SEEN);
 			is_cmd(s, FN_IMAP_UID_STORE_SEEN, "UID STORE %u +FLAGS (\\Seen)",
 			       s->newm[i].uid);
+			is_cmd_stores(s, seq, FL_SEEN);
 			any = true;
 			if (ml_rng_unit(&s->ag->rng) < s->ag->cfg.check_delete) {
-				um_view_want(&s->view, seq, FL_DELETED);
 				is_cmd(s, FN_IMAP_UID_STORE_DELETED, "UID STORE %u +FLAGS (\\Deleted)",
 				       s->newm[i].uid);
+				is_cmd_stores(s, seq, FL_DELETED);
 			}
 		}
 		if (any)
@@ -604,8 +618,8 @@ static void step_cleanup(struct imap_sess *s)
 			k = s->view.exists;
 		s->view.deleted = 0;
 		for (uint32_t seq = 1; seq <= k; seq++) {
-			um_view_want(&s->view, seq, FL_DELETED);
 			is_cmd(s, FN_IMAP_STORE_DELETED, "STORE %u +FLAGS (\\Deleted)", seq);
+			is_cmd_stores(s, seq, FL_DELETED);
 		}
 		if (k > 0)
 			return;

@@ -123,12 +123,12 @@ static void ss_send(struct smtp_sess *s, enum ml_fn fn, const char *fmt, ...)
 static void ss_pick_rcpts(struct smtp_sess *s)
 {
 	struct agent *ag = s->ag;
-	uint32_t n = ml_pick_rcpt_count(&ag->rng);
+	uint32_t n = ml_pick_rcpt_count(&ag->rng), tries = 0;
 
 	s->nrcpt = 0;
 	if (s->kind != SK_SUBMIT)
 		s->rcpt[s->nrcpt++] = s->user; /* the user this delivery was drawn for */
-	while (s->nrcpt < n) {
+	while (s->nrcpt < n && tries++ < 8 * n) { /* distinct; a small population may run out */
 		bool local = s->kind != SK_SUBMIT || ml_rng_unit(&ag->rng) < ag->cfg.rcpt_local;
 		int64_t id = local ? (int64_t)ml_rng_range(&ag->rng, 1, ag->cfg.users)
 				   : -(int64_t)ml_rng_range(&ag->rng, 1, 1000000);

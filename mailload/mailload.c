@@ -202,12 +202,17 @@ int main(int argc, char **argv)
 		case O_DRAIN: bad |= num(optarg, &o.cfg.drain_s) < 0; break;
 		case O_SET: {
 			char *eq = strchr(optarg, '=');
-			if (eq == NULL) {
+			const char *val;
+			if (eq != NULL) {
+				*eq = '\0';
+				val = eq + 1;
+			} else if (optind < argc) { /* --set KEY VALUE */
+				val = argv[optind++];
+			} else {
 				bad = true;
 				break;
 			}
-			*eq = '\0';
-			if (ml_cfg_set(&o.cfg, optarg, eq + 1, &err) < 0) {
+			if (ml_cfg_set(&o.cfg, optarg, val, &err) < 0) {
 				fprintf(stderr, "mailload: --set %s: %s\n", optarg, err);
 				bad = true;
 			}

@@ -67,8 +67,13 @@ const char *um_view_exists(struct um_view *v, uint32_t n)
 const char *um_view_uidvalidity(struct um_view *v, uint32_t n)
 {
 	v->uidvalidity = n;
-	if (v->f->known && v->f->uidvalidity != 0 && v->f->uidvalidity != n)
-		return "UIDVALIDITY changed";
+	if (v->f->uidvalidity != 0 && v->f->uidvalidity != n) {
+		/* what was known belongs to the old UIDVALIDITY */
+		memset(v->f->expunged, 0, sizeof(v->f->expunged));
+		v->f->maxuid = 0;
+		if (v->f->known)
+			return "UIDVALIDITY changed";
+	}
 	return NULL;
 }
 
@@ -183,8 +188,6 @@ void um_view_end(struct um_view *v)
 
 	if (f == NULL || !v->selected)
 		return;
-	if (f->uidvalidity != v->uidvalidity)
-		memset(f->expunged, 0, sizeof(f->expunged));
 	f->uidvalidity = v->uidvalidity;
 	if (v->uidnext > f->uidnext)
 		f->uidnext = v->uidnext;
