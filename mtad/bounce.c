@@ -67,8 +67,12 @@ static void report_rcpt(struct buf *b, const struct qjob *job, size_t i)
 	char dsn[16];
 
 	buf_printf(b, "\r\nFinal-Recipient: rfc822; %s\r\n", r->addr);
-	if (r->orcpt != NULL)
-		buf_printf(b, "Original-Recipient: %s\r\n", r->orcpt);
+	const char *semi = r->orcpt ? strchr(r->orcpt, ';') : NULL;
+	char orig[RCPT_ORCPT_MAX + 1];
+	if (semi != NULL && mailaddr_xtext_decode(semi + 1, strlen(semi + 1), orig,
+						  sizeof(orig)) == 0)
+		buf_printf(b, "Original-Recipient: %.*s; %s\r\n", (int)(semi - r->orcpt),
+			   r->orcpt, orig);
 	buf_printf(b, "Action: failed\r\nStatus: %s\r\n",
 		   queue_dsn_of(job->error[i], 500, dsn, sizeof(dsn)));
 	if (job->remote[i] != NULL && strcmp(job->remote[i], "none") != 0)

@@ -82,6 +82,16 @@ static void worker_open(struct mtad *m, const struct conf *c)
 		fatalx("directory: %s", err);
 }
 
+/* One line at exit for benchmarks: fsyncs and group-commit batching of this worker. */
+static void worker_stats(struct mtad *m, unsigned idx)
+{
+	uint64_t ops = 0, commits = 0;
+
+	store_gc_stats(m->gc, &ops, &commits);
+	log_info("mtad worker %u stats fsyncs=%" PRIu64 " gc_ops=%" PRIu64 " gc_commits=%" PRIu64,
+		 idx, store_fsync_count(m->store), ops, commits);
+}
+
 static int worker_main(struct daemon_worker *w, void *arg)
 {
 	struct mtad_main *mm = arg;
@@ -103,6 +113,7 @@ static int worker_main(struct daemon_worker *w, void *arg)
 	log_info("mtad worker %u ready", daemon_worker_index(w));
 	event_base_dispatch(m.base);
 	queue_runner_stop(&m);
+	worker_stats(&m, daemon_worker_index(w));
 	for (int k = 0; k < L_NKINDS; k++)
 		net_server_free(&m.srv[k]);
 	store_gc_free(&m.gc);

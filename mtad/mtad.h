@@ -105,7 +105,7 @@ struct smtp_rcpt {
 	unsigned part;                     /* local: the user's store partition */
 	int result;                        /* after the commit: a store_err */
 	struct rcpt_params params;
-	char orcpt_raw[RCPT_ORCPT_MAX + 40]; /* ORCPT as received, for the queue */
+	char orcpt_raw[3 * RCPT_ORCPT_MAX + 40]; /* ORCPT addr-type;xtext, for the queue */
 };
 
 struct smtp_tx {

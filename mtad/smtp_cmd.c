@@ -365,9 +365,15 @@ static void cmd_rcpt(struct smtp_session *s, const char *arg, size_t len)
 		return;
 	}
 	mailaddr_format(&a, r->addr, sizeof(r->addr));
-	if (r->params.orcpt_type[0] != '\0')
-		snprintf(r->orcpt_raw, sizeof(r->orcpt_raw), "%s;%s", r->params.orcpt_type,
-			 r->params.orcpt);
+	if (r->params.orcpt_type[0] != '\0') {
+		/* kept as received (addr-type;xtext) for the relay and the DSN */
+		size_t tl = strlen(r->params.orcpt_type);
+
+		snprintf(r->orcpt_raw, sizeof(r->orcpt_raw), "%s;", r->params.orcpt_type);
+		if (mailaddr_xtext_encode(r->params.orcpt, strlen(r->params.orcpt),
+					  r->orcpt_raw + tl + 1, sizeof(r->orcpt_raw) - tl - 1) < 0)
+			r->orcpt_raw[0] = '\0';
+	}
 	rcpt_route(s, r, &a);
 }
 

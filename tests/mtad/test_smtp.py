@@ -302,7 +302,8 @@ def test_lmtp():
 def test_retry_and_bounce():
     with auth_session(mtad.sub_port, "user3", "user3") as c:
         c.sendmail(f"user3@{DOMAIN}", ["temp1@remote.test", "reject1@remote.test"],
-                   msg("retry-bounce"))
+                   msg("retry-bounce"), mail_options=["ENVID=env+2B42", "RET=HDRS"],
+                   rcpt_options=["NOTIFY=FAILURE", "ORCPT=rfc822;orig+2Bone@remote.test"])
     wait_for(lambda: any(b"Subject: retry-bounce" in m[2] and "temp1@remote.test" in m[1]
                          for m in relay.messages), 60, "delivery after a 451")
     assert relay.attempts["temp1@remote.test"] >= 2
@@ -321,13 +322,36 @@ def test_retry_and_bounce():
     text = status[0].as_string()
     assert "Final-Recipient: rfc822; reject1@remote.test" in text, text
     assert "Action: failed" in text and "Status: 5.1.1" in text, text
+    assert "Original-Envelope-Id: env+42" in text, text
+    assert "Original-Recipient: rfc822; orig+one@remote.test" in text, text
     assert not any("temp1" in p.as_string() for p in status)
+    returned = [p for p in dsn.walk() if p.get_content_type() == "text/rfc822-headers"]
+    assert returned and "Subject: retry-bounce" in returned[0].as_string()
+    # NOTIFY=NEVER: no second DSN
+    with auth_session(mtad.sub_port, "user3", "user3") as c:
+        c.sendmail(f"user3@{DOMAIN}", ["reject3@remote.test"], msg("never"),
+                   rcpt_options=["NOTIFY=NEVER"])
+    wait_for(lambda: relay.attempts.get("reject3@remote.test"), 30, "the 550 for reject3")
     # the null sender never gets a bounce
     with auth_session(mtad.sub_port, "user3", "user3") as c:
         c.sendmail("", ["reject2@remote.test"], msg("null-sender"))
     wait_for(lambda: relay.attempts.get("reject2@remote.test"), 30, "the 550 for reject2")
     wait_for(lambda: not store.queue(), 30, "an empty queue")
     assert sum(1 for m in relay.messages if m[0] == "") == 0
+    dsns = [u for u, _b, _s in store.inbox("user3")
+            if b"multipart/report" in store.body("user3", u)]
+    assert len(dsns) == 1, dsns
+
+
+def test_mail_loop_refused():
+    received = "".join(f"Received: from hop{i}.test by x.test; Sun, 29 Nov 2026 12:00:00 +0000\r\n"
+                       for i in range(101))
+    with smtplib.SMTP("127.0.0.1", mtad.port) as c:
+        try:
+            c.sendmail(f"a@{DOMAIN}", [f"user1@{DOMAIN}"], received + msg("loop"))
+            raise AssertionError("a message with 101 Received: headers was accepted")
+        except smtplib.SMTPDataError as e:
+            assert e.smtp_code == 554 and b"5.4.6" in e.smtp_error, e
 
 
 def main():
@@ -337,7 +361,8 @@ def main():
                         test_size_limits, test_bdat, test_smtputf8_and_8bit,
                         test_open_relay_refused, test_submission_auth_relay,
                         test_submissions_implicit_tls, test_smuggling,
-                        test_starttls_injection, test_lmtp, test_retry_and_bounce])
+                        test_starttls_injection, test_lmtp, test_retry_and_bounce,
+                        test_mail_loop_refused])
     finally:
         mtad.stop()
         relay.close()
