@@ -283,6 +283,11 @@ static void client_reject(struct imap_client *c, const char *status, const char 
 	const char *tag = imap_parser_tag(c->parser);
 
 	imap_printf(c, "%s %s %s\r\n", tag != NULL ? tag : "*", status, text);
+	imap_client_count_bad(c);
+}
+
+void imap_client_count_bad(struct imap_client *c)
+{
 	if (++c->nbad >= c->srv->max_bad) {
 		imap_printf(c, "* BYE Too many invalid commands\r\n");
 		imap_client_close(c, "too many invalid commands");
