@@ -141,6 +141,7 @@ struct imap_client {
 	enum imap_state state;
 	unsigned flags;             /* enum imap_cflag */
 	unsigned nbad;              /* consecutive bad commands */
+	unsigned close_ticks;       /* 50 ms ticks spent flushing before close */
 	struct imap_parser *parser;
 	bool cmd_active;
 	struct imap_cmd cmd;
