@@ -17,6 +17,7 @@
 #include "store/store.h"
 
 static void client_process(struct imap_client *c);
+static void client_continue(struct imap_client *c);
 static void client_free(struct imap_client *c);
 static void client_set_callbacks(struct imap_client *c);
 
@@ -64,6 +65,13 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct imap_client *c = arg;
 
+	if (c->flags & IMAP_CF_CLOSING) {
+		if (++c->close_ticks > 200) /* 10 s for the last bytes to leave */
+			client_free(c);
+		else
+			client_continue(c);
+		return;
+	}
 	imap_printf(c, "* BYE Autologout; idle for too long\r\n");
 	imap_client_close(c, "timeout");
 }
@@ -132,8 +140,16 @@ void imap_client_stream(struct imap_client *c, int fd, uint64_t off, uint64_t le
 static void client_continue(struct imap_client *c)
 {
 	if (c->flags & IMAP_CF_CLOSING) {
-		if (evbuffer_get_length(imap_out(c)) == 0)
+		struct bufferevent *under = bufferevent_get_underlying(c->bev);
+		size_t pending = evbuffer_get_length(imap_out(c)) +
+				 (under != NULL ? evbuffer_get_length(bufferevent_get_output(under))
+						: 0);
+		struct timeval tick = { 0, 50000 };
+
+		if (pending == 0)
 			client_free(c);
+		else /* a TLS filter's socket may still hold bytes: look again soon */
+			evtimer_add(c->timer, &tick);
 		return;
 	}
 	if (c->stream.fd >= 0 && !stream_pump(c))
@@ -283,6 +299,11 @@ static void client_reject(struct imap_client *c, const char *status, const char 
 	const char *tag = imap_parser_tag(c->parser);
 
 	imap_printf(c, "%s %s %s\r\n", tag != NULL ? tag : "*", status, text);
+	imap_client_count_bad(c);
+}
+
+void imap_client_count_bad(struct imap_client *c)
+{
 	if (++c->nbad >= c->srv->max_bad) {
 		imap_printf(c, "* BYE Too many invalid commands\r\n");
 		imap_client_close(c, "too many invalid commands");

@@ -133,7 +133,10 @@ bool imap_cmd_reply(struct imap_cmd *cmd, const char *status, const char *fmt, .
 	log_debug("%016" PRIx64 " imap cmd=%s user=%s result=%s us=%" PRIu64, c->id,
 		  cmd->def != NULL ? cmd->def->name : "?", c->user != NULL ? c->user : "-",
 		  status, now_us() - cmd->start_us);
-	c->nbad = bad ? c->nbad + 1 : 0;
+	if (!bad)
+		c->nbad = 0;
+	else
+		imap_client_count_bad(c);
 	if (cmd->ctx_free != NULL)
 		cmd->ctx_free(cmd);
 	cmd->ctx = NULL;

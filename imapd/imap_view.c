@@ -385,11 +385,12 @@ void imap_view_sync(struct imap_client *c, bool allow_expunge)
 	}
 	if (rc == 0)
 		rc = view_flag_changes(c, t);
+	old_n = v->n; /* after the expunges: EXISTS only announces growth */
 	if (rc == 0)
 		rc = view_new_messages(c, t, first_recent);
 	if (rc == 0)
 		v->modseq = st.highestmodseq;
-	if (v->n != old_n || v->n < old_n)
+	if (v->n != old_n)
 		imap_printf(c, "* %zu EXISTS\r\n", v->n);
 	if (v->recent != old_recent)
 		imap_printf(c, "* %u RECENT\r\n", v->recent);

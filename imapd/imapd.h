@@ -141,6 +141,7 @@ struct imap_client {
 	enum imap_state state;
 	unsigned flags;             /* enum imap_cflag */
 	unsigned nbad;              /* consecutive bad commands */
+	unsigned close_ticks;       /* 50 ms ticks spent flushing before close */
 	struct imap_parser *parser;
 	bool cmd_active;
 	struct imap_cmd cmd;
@@ -164,6 +165,8 @@ void imap_client_close(struct imap_client *c, const char *why);
 /* Frees at once (worker exit). */
 void imap_server_free_client(struct imap_client *c);
 void imap_client_set_state(struct imap_client *c, enum imap_state next);
+/* One more invalid command: after [imapd] max_bad_commands in a row, BYE and close. */
+void imap_client_count_bad(struct imap_client *c);
 /* Starts TLS on the connection (STARTTLS); -1 when TLS is not configured. */
 int imap_client_starttls(struct imap_client *c);
 /* A resumable command calls this when it can go on (after an asynchronous event). */

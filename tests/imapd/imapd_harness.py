@@ -95,6 +95,7 @@ class Imapd:
         self.stop()
         if exc[0] is not None:
             sys.stderr.write("--- imapd log ---\n" + self.logtext())
+        self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
         return False
 
