@@ -444,6 +444,7 @@ static void test_queue(void **state)
 	b = tblob(ts.st, STORE_QUEUE_PART, 2000, 1);
 	assert_int_equal(store_queue_add(ts.st, &qm, b, &id), 0);
 	store_blob_free(&b);
+	now = time(NULL); /* due from the time of the add */
 	assert_int_equal(store_queue_lease(ts.st, now, 60, 10, lease_cb, &leased, &n), 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(leased, id);
