@@ -279,6 +279,11 @@ uint64_t store_fsync_count(const struct store *st)
 	return atomic_load(&((struct store *)(uintptr_t)st)->fsyncs);
 }
 
+uint64_t store_commit_count(const struct store *st)
+{
+	return atomic_load(&((struct store *)(uintptr_t)st)->commits);
+}
+
 void store_fsync_note(struct store *st)
 {
 	atomic_fetch_add(&st->fsyncs, 1);
@@ -405,7 +410,8 @@ int store_txn_commit(struct store_txn **tp)
 	}
 	rc = mdb_txn_commit(t->txn);
 	if (rc == 0) {
-		store_fsync_note(t->st);
+		atomic_fetch_add(&t->st->commits, 1);
+		atomic_fetch_add(&t->st->fsyncs, 2); /* LMDB: data pages, then the meta page */
 		store_blob_txn_committed(t);
 		store_blob_unlink_dead(e);
 		txn_notify(e);

@@ -67,6 +67,7 @@ struct store {
 	int64_t gc_ms;
 	unsigned gc_max;
 	atomic_uint_fast64_t fsyncs;
+	atomic_uint_fast64_t commits;
 };
 
 struct store_txn {
