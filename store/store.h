@@ -109,9 +109,12 @@ void store_close(struct store **stp);
 unsigned store_partitions(const struct store *st);
 /* The partition a new user goes to when none is given: a stable hash of the name. */
 unsigned store_partition_for(const struct store *st, const char *user);
-/* Number of fsync/fdatasync calls libstore issued in this process (files, directories, and
-   one per index commit), for benchmarks. */
+/* Number of fsync/fdatasync calls libstore issued in this process (message files,
+   directories, and two per index commit), for benchmarks. */
 uint64_t store_fsync_count(const struct store *st);
+/* Number of index write commits in this process (each is two fdatasyncs in LMDB's default
+   mode: data pages, then the meta page; store_fsync_count counts both). */
+uint64_t store_commit_count(const struct store *st);
 
 /* ------------------------------------------------------------------------------------- */
 /* Transactions */
