@@ -2,6 +2,7 @@
  * argument parsing and arity checks, help, error reporting and exit codes, and the directory
  * commands (`auth test`, `lookup`) handed to ldapauth_cli_main. The commands themselves live
  * in mailctl_user.c, mailctl_msg.c, mailctl_io.c and mailctl_admin.c. */
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -142,6 +143,9 @@ static void vfail(struct mc *mc, const char *reason, const char *hint_text, cons
 	char what[1024];
 
 	vsnprintf(what, sizeof(what), fmt, ap);
+	for (char *p = what; *p != '\0'; p++)
+		if (iscntrl((unsigned char)*p))
+			*p = '?'; /* a name with a newline must not forge a second line */
 	fprintf(stderr, "mailctl: %s%s%s%s%s\n", what, reason ? ": " : "", reason ? reason : "",
 		hint_text ? "; " : "", hint_text ? hint_text : "");
 	if (mc != NULL && mc->json) {

@@ -53,7 +53,7 @@ static int u64_cmp(const void *a, const void *b)
 
 static bool refs_has(const struct refs *r, uint64_t id)
 {
-	return bsearch(&id, r->v, r->n, sizeof(*r->v), u64_cmp) != NULL;
+	return r->n > 0 && bsearch(&id, r->v, r->n, sizeof(*r->v), u64_cmp) != NULL;
 }
 
 static int refs_mbox(const struct store_mbox_info *mi, void *arg)
@@ -98,7 +98,8 @@ static int collect_refs(struct store *st, unsigned part, struct refs *r)
 		rc = store_user_list(r->t, refs_user, r);
 		store_txn_abort(&r->t);
 	}
-	qsort(r->v, r->n, sizeof(*r->v), u64_cmp);
+	if (r->n > 1)
+		qsort(r->v, r->n, sizeof(*r->v), u64_cmp);
 	return rc;
 }
 

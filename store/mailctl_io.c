@@ -581,7 +581,8 @@ static int import_maildir(struct imp *im)
 	md_list(im->path, "cur", &v, &n);
 	md_list(im->path, "new", &v, &n);
 	md_read_keywords(im);
-	qsort(v, n, sizeof(*v), mdfile_cmp);
+	if (n > 1)
+		qsort(v, n, sizeof(*v), mdfile_cmp);
 	if ((dirfd = open(im->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
 		rc = STORE_EIO;
 	for (size_t i = 0; i < n && rc == 0; i++)

@@ -443,7 +443,8 @@ static int expunge_run(struct mc *mc, struct msg_op *op)
 
 	if (rc != MC_OK)
 		return rc;
-	qsort(op->uids, op->nuids, sizeof(*op->uids), uid_cmp);
+	if (op->nuids > 1)
+		qsort(op->uids, op->nuids, sizeof(*op->uids), uid_cmp);
 	if (mc->json) {
 		printf("{\"expunged\": %zu, \"uids\": [", op->done);
 		for (size_t i = 0; i < op->nuids; i++)
