@@ -109,9 +109,12 @@ void store_close(struct store **stp);
 unsigned store_partitions(const struct store *st);
 /* The partition a new user goes to when none is given: a stable hash of the name. */
 unsigned store_partition_for(const struct store *st, const char *user);
-/* Number of fsync/fdatasync calls libstore issued in this process (files, directories, and
-   one per index commit), for benchmarks. */
+/* Number of fsync/fdatasync calls libstore issued in this process (message files,
+   directories, and two per index commit), for benchmarks. */
 uint64_t store_fsync_count(const struct store *st);
+/* Number of index write commits in this process (each is two fdatasyncs in LMDB's default
+   mode: data pages, then the meta page; store_fsync_count counts both). */
+uint64_t store_commit_count(const struct store *st);
 
 /* ------------------------------------------------------------------------------------- */
 /* Transactions */
@@ -319,7 +322,7 @@ struct store_msg {
 /* Appends a durable blob to mailbox mbox (t's partition; the blob is hard-linked there if it
    was written elsewhere) with flags, keywords and internaldate (0 = now); bumps uidnext,
    counters, highestmodseq and the owner's usage. Errors: STORE_ENOMBOX, STORE_EQUOTA,
-   STORE_EINVAL (blob not finished). */
+   STORE_EINVAL (blob not finished, a keyword bit the mailbox has no name for). */
 int store_msg_append(struct store_txn *t, uint64_t mbox, const struct store_blob *b,
 		     unsigned flags, uint64_t keywords, int64_t internaldate, uint32_t *uid_r);
 /* One message by UID. Errors: STORE_ENOMBOX, STORE_ENOMSG. */
@@ -345,7 +348,7 @@ enum store_flag_op { STORE_FLAGS_SET, STORE_FLAGS_ADD, STORE_FLAGS_REMOVE };
    (new highestmodseq) and the counters. With unchangedsince != 0 and the message's modseq >
    unchangedsince, nothing changes and STORE_ELOCKED is returned (CONDSTORE [MODIFIED]).
    *m_r (may be NULL) gets the message after the change. Errors: STORE_ENOMBOX, STORE_ENOMSG,
-   STORE_ELOCKED. */
+   STORE_ELOCKED, STORE_EINVAL (a keyword bit without a name: see store_mbox_keyword). */
 int store_msg_flags(struct store_txn *t, uint64_t mbox, uint32_t uid, enum store_flag_op op,
 		    unsigned flags, uint64_t keywords, uint64_t unchangedsince,
 		    struct store_msg *m_r);

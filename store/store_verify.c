@@ -293,7 +293,8 @@ static int check_blobs(struct vstate *v)
 	size_t nfix = 0;
 	int rc, op = MDB_FIRST;
 
-	qsort(v->refs, v->nrefs, sizeof(*v->refs), cmp_u64);
+	if (v->nrefs > 1)
+		qsort(v->refs, v->nrefs, sizeof(*v->refs), cmp_u64);
 	if ((rc = mdb_cursor_open(v->t->txn, v->t->e->dbi[DBI_BLOBS], &c)) != 0)
 		return store_mdb_err(v->t, rc, "cursor");
 	rc = mdb_cursor_get(c, &k, &val, op);
@@ -358,7 +359,8 @@ static int check_blobs(struct vstate *v)
 
 static bool is_referenced(struct vstate *v, uint64_t id)
 {
-	return bsearch(&id, v->refs, v->nrefs, sizeof(*v->refs), cmp_u64) != NULL;
+	return v->nrefs > 0 &&
+	       bsearch(&id, v->refs, v->nrefs, sizeof(*v->refs), cmp_u64) != NULL;
 }
 
 /* Files under blobs/ that nothing references. */
