@@ -3,6 +3,7 @@
  * answers), in bind and lookup modes, and recipient lookups per second. Prints figures; asserts
  * nothing. Environment: LDAP_URI, LDAP_PEOPLE, LDAP_ADMIN_DN, LDAP_ADMIN_PASSWORD_FILE (from
  * the fixture's ldap.env). Arguments: USERS COUNT WINDOW POOL. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +114,7 @@ int main(int argc, char **argv)
 	const char *modes[] = { "bind", "lookup" };
 
 	log_init("bench-ldapauth", true, 0);
+	signal(SIGPIPE, SIG_IGN); /* see ldapauth.h */
 	b.users = argc > 1 ? (unsigned)atoi(argv[1]) : 100000;
 	b.count = argc > 2 ? (unsigned)atoi(argv[2]) : 20000;
 	b.window = argc > 3 ? (unsigned)atoi(argv[3]) : 64;
