@@ -380,8 +380,8 @@ static void test_huge_header_capped(void **state)
 static void test_empty_and_tiny(void **state)
 {
 	static const char *const msgs[] = { "", "\r\n", "\n", "x", "From: a@b\r\n",
-					    "\r\n\r\n", "Content-Type: multipart/mixed; boundary=b\r\n"
-							"\r\n--b--\r\n" };
+					    "\r\n\r\n", ("Content-Type: multipart/mixed; boundary=b\r\n"
+							 "\r\n--b--\r\n") };
 
 	for (size_t i = 0; i < sizeof(msgs) / sizeof(msgs[0]); i++) {
 		struct buf blob;
