@@ -59,7 +59,7 @@ def main():
             assert len(doc["points"]) == 1, doc.keys()
             state["point"] = doc["points"][0]
             with open(os.path.join(report, "report.txt"), errors="replace") as f:
-                sys.stdout.write(f.read()[:6000])
+                sys.stdout.write(f.read()[:6000] + "\n")
 
         def point():
             assert "point" in state, "the run did not complete"
