@@ -12,8 +12,10 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
-import traceback
+
+# the polling and test-running helpers of mtad's end-to-end tests serve here too
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "mtad"))
+from mtadlib import run_tests, wait_for  # noqa: E402,F401
 
 
 def read_env(path):
@@ -119,26 +121,3 @@ class Stack:
                 out.append(obj)
                 if "ok" in obj:
                     return out
-
-
-def wait_for(pred, timeout=30.0, what="condition"):
-    end = time.time() + timeout
-    while time.time() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
-def run_tests(tests):
-    failed = 0
-    for t in tests:
-        try:
-            t()
-            print(f"ok   {t.__name__}", flush=True)
-        except Exception as e:  # report every test, fail at the end
-            traceback.print_exc()
-            print(f"FAIL {t.__name__}: {e}", flush=True)
-            failed += 1
-    return 1 if failed else 0
