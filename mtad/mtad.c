@@ -100,6 +100,7 @@ static int worker_main(struct daemon_worker *w, void *arg)
 	unsigned nw = (unsigned)conf_int(mm->conf, "mtad", "workers");
 
 	m.conf = mm->conf;
+	TAILQ_INIT(&m.sessions);
 	m.hostname = mm->hostname;
 	limits_from_conf(mm->conf, &m.lim);
 	if ((m.base = event_base_new()) == NULL)

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 
 #include <event2/buffer.h>
@@ -61,6 +62,7 @@ struct mtad {
 	struct store_gc *gc;
 	struct ldapauth *la;                /* NULL: no directory configured */
 	size_t nsessions;
+	TAILQ_HEAD(, smtp_session) sessions;
 	bool draining;
 	struct queue_runner *qr;
 };
@@ -158,6 +160,7 @@ struct smtp_session {
 	bool closing;
 	bool dead;                         /* the peer went away during ST_WAIT */
 	uint64_t discard_left;             /* BDAT chunk of a refused command */
+	TAILQ_ENTRY(smtp_session) entry;
 };
 
 /* smtp_server.c: fds[L_NKINDS] are the bound listeners of each kind. */
@@ -173,6 +176,9 @@ void smtp_set_state(struct smtp_session *s, enum smtp_state next);
 /* Resumes reading input after an asynchronous step finished (pipelined commands wait). */
 void smtp_resume(struct smtp_session *s);
 void smtp_close(struct smtp_session *s);
+/* Draining (SIGTERM): a session between transactions gets 421 and is closed; one inside a
+   transaction is closed when it ends. */
+void smtp_session_drain(struct smtp_session *s);
 void smtp_tx_free(struct smtp_tx **txp);
 void smtp_starttls(struct smtp_session *s);
 
