@@ -24,8 +24,10 @@ TMP = tempfile.mkdtemp(prefix="heron-mtad-")
 USERS = [f"user{i}" for i in range(1, 6)]
 relay = RelayTarget()
 write_users(os.path.join(TMP, "users"), USERS)
-mtad = Mtad(MTAD, TMP, {"backend": "file", "users_file": os.path.join(TMP, "users")},
-            {"transport_map": f"remote.test=127.0.0.1:{relay.port}"})
+mtad = Mtad(MTAD, TMP, {"backend": "file", "users_file": os.path.join(TMP, "users")})
+tls_relay = RelayTarget(tls=(os.path.join(TMP, "cert.pem"), os.path.join(TMP, "key.pem")))
+mtad.set_keys({"transport_map": f"remote.test=127.0.0.1:{relay.port},"
+                                f"tls.test=127.0.0.1:{tls_relay.port}"})
 store = Store(PEEK, mtad.conf)
 
 
@@ -223,6 +225,16 @@ def test_submission_auth_relay():
              "relayed message at the relay target")
 
 
+def test_relay_uses_starttls():
+    with auth_session(mtad.sub_port, "user2", "user2") as c:
+        c.sendmail(f"user2@{DOMAIN}", ["a@tls.test", "b@tls.test"], msg("over-tls"))
+    wait_for(lambda: tls_relay.messages, 30, "the message at the TLS relay target")
+    mail, rcpts, data = tls_relay.messages[0]
+    assert sorted(rcpts) == ["a@tls.test", "b@tls.test"], rcpts  # one transaction
+    assert b"Subject: over-tls" in data
+    assert tls_relay.tls_messages == 1, "relayed without TLS although STARTTLS was offered"
+
+
 def test_submissions_implicit_tls():
     with smtplib.SMTP_SSL("127.0.0.1", mtad.subs_port, context=tls_ctx()) as c:
         c.ehlo("c")
@@ -360,12 +372,14 @@ def main():
         rc = run_tests([test_local_three_recipients_stored_once, test_pipelining,
                         test_size_limits, test_bdat, test_smtputf8_and_8bit,
                         test_open_relay_refused, test_submission_auth_relay,
-                        test_submissions_implicit_tls, test_smuggling,
+                        test_relay_uses_starttls, test_submissions_implicit_tls,
+                        test_smuggling,
                         test_starttls_injection, test_lmtp, test_retry_and_bounce,
                         test_mail_loop_refused])
     finally:
         mtad.stop()
         relay.close()
+        tls_relay.close()
     rc |= check_sanitizers(mtad)
     if rc:
         sys.stdout.write(mtad.logtext()[-20000:])
