@@ -63,12 +63,13 @@ class Mtad:
         self.port, self.sub_port = free_port(), free_port()
         self.subs_port, self.lmtp_port = free_port(), free_port()
         self.conf = os.path.join(tmp, "heron.conf")
+        self.lmtp_path = os.path.join(tmp, "lmtp.sock")
         self.log = os.path.join(tmp, "mtad.log")
         self.proc = None
         keys = {
             "listen": f"127.0.0.1:{self.port}",
             "submission": f"127.0.0.1:{self.sub_port}",
-            "lmtp": f"127.0.0.1:{self.lmtp_port}",
+            "lmtp": f"127.0.0.1:{self.lmtp_port},{os.path.join(tmp, 'lmtp.sock')}",
             "hostname": "mx.heron.test",
             "workers": "2",
             "local_domains": DOMAIN,

@@ -55,10 +55,15 @@ def find_subject(user, subject):
 
 
 class Raw:
-    """A raw SMTP connection for pipelining and protocol abuse."""
+    """A raw SMTP connection for pipelining and protocol abuse (port, or a unix socket)."""
 
     def __init__(self, port):
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=15)
+        if isinstance(port, str):
+            self.s = socket.socket(socket.AF_UNIX)
+            self.s.settimeout(15)
+            self.s.connect(port)
+        else:
+            self.s = socket.create_connection(("127.0.0.1", port), timeout=15)
         self.f = self.s.makefile("rb")
         self.greeting = self.reply()
 
@@ -309,6 +314,14 @@ def test_lmtp():
     assert r.reply()[0] == 221
     r.close()
     assert find_subject("user1", "lmtp") and find_subject("user2", "lmtp")
+    # the same over the unix socket
+    r = Raw(mtad.lmtp_path)
+    r.send(f"LHLO c\r\nMAIL FROM:<s@{DOMAIN}>\r\nRCPT TO:<user3@{DOMAIN}>\r\nDATA\r\n")
+    assert [c for c, _ in r.replies(4)] == [250, 250, 250, 354]
+    r.send(msg("lmtp-unix") + ".\r\nQUIT\r\n")
+    assert [c for c, _ in r.replies(2)] == [250, 221]
+    r.close()
+    assert find_subject("user3", "lmtp-unix")
 
 
 def test_retry_and_bounce():
