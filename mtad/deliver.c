@@ -235,14 +235,15 @@ static void enqueue_remote(struct smtp_session *s)
 	store_gc_enqueue(s->m->gc, &qm, tx->blob, queue_done, s);
 }
 
-void deliver_commit(struct smtp_session *s)
+/* The message file is durable (or not): deliver and enqueue in one group commit. */
+static void blob_finished(int rc, void *arg)
 {
+	struct smtp_session *s = arg;
 	struct smtp_tx *tx = s->tx;
-	int rc;
 
-	if (flush_out(tx) < 0 || (rc = store_blob_finish(tx->blob)) != 0) {
+	if (rc != 0) {
 		log_warnx("%016" PRIx64 " smtp data qid=%016" PRIx64 " result=fail "
-			  "reason=\"blob write failed\"", s->id, tx->qid);
+			  "reason=\"message file: %s\"", s->id, tx->qid, store_strerror(rc));
 		for (size_t i = 0; i < tx->nrcpt; i++)
 			tx->rcpt[i].result = STORE_EIO;
 		commit_finished(s);
@@ -261,4 +262,16 @@ void deliver_commit(struct smtp_session *s)
 		enqueue_remote(s);
 	if (tx->nlocal > 0)
 		store_gc_deliver(s->m->gc, tx->blob, 0, tx->srcpt, tx->nlocal, local_done, s);
+}
+
+void deliver_commit(struct smtp_session *s)
+{
+	struct smtp_tx *tx = s->tx;
+
+	if (flush_out(tx) < 0) {
+		blob_finished(STORE_EIO, s);
+		return;
+	}
+	/* fsync off the loop: other sessions keep going meanwhile */
+	finisher_run(s->m->fin, tx->blob, blob_finished, s);
 }

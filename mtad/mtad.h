@@ -28,6 +28,7 @@ struct store_blob;
 struct store_rcpt;
 struct ldapauth;
 struct queue_runner;
+struct finisher;
 struct store_queue_rcpt;
 
 /* Listener kinds. */
@@ -60,6 +61,7 @@ struct mtad {
 	struct net_ipcount *ipcount;
 	struct store *store;
 	struct store_gc *gc;
+	struct finisher *fin;
 	struct ldapauth *la;                /* NULL: no directory configured */
 	size_t nsessions;
 	TAILQ_HEAD(, smtp_session) sessions;
@@ -212,6 +214,12 @@ void deliver_abort(struct smtp_tx *tx);
 /* Makes sure a directory user has a store account; its partition in *part_r. 0 or a
    store_err. */
 int deliver_user_ensure(struct mtad *m, const char *user, int partition, unsigned *part_r);
+
+/* finisher.c: store_blob_finish on a pool thread; cb(store_err, arg) runs in the loop. */
+typedef void finisher_cb(int rc, void *arg);
+struct finisher *finisher_new(struct event_base *base);
+void finisher_run(struct finisher *f, struct store_blob *b, finisher_cb *cb, void *arg);
+void finisher_free(struct finisher **fp);
 
 /* queue_runner.c: leases due queue entries and relays them (smtp_client.c). Every worker
    runs one; leases keep two workers from taking the same entry. */
