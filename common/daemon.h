@@ -1,0 +1,99 @@
+/* daemon.h — what every Heron daemon shares: the command line (-c, -f, -t), loading the config
+ * and starting the log, the pidfile, dropping privileges, and the master that forks, watches
+ * and signals N workers.
+ *
+ * Shape of a daemon's main():
+ *
+ *      daemon_args_parse(argc, argv, "mtad", &args);      -c PATH, -f, -t; exits on bad usage
+ *      conf = daemon_conf_load(&args);                    -t: prints and exits here
+ *      net_listen(conf_addrs(conf, "mtad", "listen"), ...) bind while still root
+ *      return daemon_run(&ops);                           the master; workers run ops.worker_main
+ *
+ * The master keeps root (when started as root) only to reload and restart; each worker drops to
+ * ops.user right after fork, before it runs any of the daemon's code (STYLE 11). Workers
+ * inherit the listening descriptors; they build their own event base (and open LMDB, LDAP
+ * connections...) in worker_main.
+ *
+ * Signals. Master: SIGTERM or SIGINT = graceful stop: forwarded to the workers, no restarts,
+ * workers still alive after drain_ms + 5 s get SIGKILL; the pidfile is removed and daemon_run
+ * returns. SIGHUP = ops.reload, log_reopen, then forwarded to the workers. SIGCHLD = a worker
+ * died: it is restarted after a backoff that doubles (100 ms up to 10 s) while workers keep
+ * dying within 10 s of their start. All of these are libevent signal events in the master's
+ * own loop. Worker: see daemon_worker_attach. A worker whose master dies gets SIGTERM. */
+#ifndef HERON_DAEMON_H
+#define HERON_DAEMON_H
+
+#include <stdbool.h>
+
+#include <event2/event.h>
+
+struct conf;
+
+struct daemon_args {
+	const char *ident;     /* program name for logs and messages ("mtad") */
+	const char *conf_path; /* -c; default /etc/heron/heron.conf */
+	bool foreground;       /* -f: stay attached, log to stderr */
+	bool test;             /* -t: check the config, print it, exit */
+};
+
+#define DAEMON_CONF_DEFAULT "/etc/heron/heron.conf"
+
+/* Parses -c PATH, -f, -t and -h from argv. Prints usage to stderr and exits 2 on anything else
+   (-h: usage to stdout, exit 0). */
+void daemon_args_parse(int argc, char **argv, const char *ident, struct daemon_args *a);
+
+/* Loads a->conf_path. On error prints "ident: file:line: reason" to stderr and exits 1. With
+   a->test prints conf_dump() to stdout and exits 0. Otherwise starts logging from [log]
+   (target, level, facility; -f forces stderr) and returns the config (the caller owns it). */
+struct conf *daemon_conf_load(const struct daemon_args *a);
+
+/* Privilege drop: when running as root and user is not empty, switches to user (initgroups,
+   setgid, setuid) and checks root cannot be regained; otherwise does nothing. -1 with
+   *error_r (malloc'd) on an unknown user or a failed call. */
+int daemon_drop_privileges(const char *user, char **error_r);
+
+/* Creates path holding our pid, locked (an open-file-description lock) while the returned
+   descriptor (close-on-exec) stays open. Refuses (-1, *error_r "pidfile PATH: held by pid N")
+   when a live process holds it; a stale file is taken over. A process that forks must close
+   the descriptor in the child (daemon_run does). */
+int daemon_pidfile_create(const char *path, char **error_r);
+/* Unlinks path and closes fd (the master at exit). */
+void daemon_pidfile_remove(const char *path, int fd);
+
+struct daemon_worker;
+
+struct daemon_ops {
+	const char *ident;  /* for logs */
+	unsigned workers;   /* >= 1 */
+	const char *pidfile; /* NULL or "": none */
+	const char *user;    /* workers drop to this user when root; NULL or "": stay */
+	int drain_ms;        /* how long a draining worker may finish its sessions; 0: 30 s */
+	bool detach;         /* fork into the background and setsid first (not with -f) */
+	/* Runs in each worker after fork and the privilege drop; builds an event base, calls
+	   daemon_worker_attach, runs the loop and returns the worker's exit status (it may free
+	   its base first). */
+	int (*worker_main)(struct daemon_worker *w, void *arg);
+	/* Master, on SIGHUP, before the signal is forwarded; NULL: nothing. Failures are the
+	   callback's to log (the old config stays in force). */
+	void (*reload)(void *arg);
+	void *arg;
+};
+
+/* Runs the master until it is told to stop; returns its exit status (0 after a clean stop, 1
+   when it could not start: pidfile held, fork failed...). Never returns in a worker: the
+   worker process exits with worker_main's status. */
+int daemon_run(const struct daemon_ops *ops);
+
+/* This worker's index, 0..workers-1 (a restarted worker keeps its slot's index). */
+unsigned daemon_worker_index(const struct daemon_worker *w);
+/* Hooks the worker's signals into its loop: SIGTERM -> the worker is draining: on_drain(arg)
+   runs (stop accepting: net_server_stop; finish sessions; call event_base_loopexit when the
+   last one ends) and after drain_ms the loop is made to exit anyway; a second SIGTERM exits
+   at once. SIGHUP -> log_reopen and on_reload(arg). Either callback may be NULL. Until this is
+   called SIGTERM and SIGHUP stay blocked (pending) in the worker. */
+void daemon_worker_attach(struct daemon_worker *w, struct event_base *base,
+			  void (*on_drain)(void *arg), void (*on_reload)(void *arg), void *arg);
+/* Whether SIGTERM has arrived (sessions check it to close after their current command). */
+bool daemon_worker_draining(const struct daemon_worker *w);
+
+#endif

@@ -1,0 +1,85 @@
+/* tls.h — OpenSSL 3 glue: server and client contexts from [tls], implicit TLS on an accepted
+ * socket, STARTTLS on an existing bufferevent, peer info, and a self-signed certificate maker.
+ *
+ * Contexts are built once per process (after fork is fine) and shared by its connections.
+ * TLS 1.2 is the floor whatever the config says; compression and renegotiation are off.
+ * Errors are NULL or -1 with a malloc'd *error_r holding OpenSSL's reason; free it. */
+#ifndef HERON_TLS_H
+#define HERON_TLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <openssl/ssl.h>
+
+struct conf;
+
+/* The [tls] settings; strings are not owned (they point into the conf or the caller's data).
+   Empty strings and NULL mean "not set". */
+struct tls_conf {
+	const char *cert;        /* PEM chain, leaf first (servers) */
+	const char *key;         /* PEM private key for cert */
+	const char *ca;          /* PEM CA bundle for verifying peers; unset: the system store */
+	const char *min_version; /* "TLSv1.2" (default) or "TLSv1.3" */
+	const char *ciphers;     /* TLS 1.2 cipher list; unset: OpenSSL's default */
+};
+
+/* Fills t from the [tls] section of c (pointers into c). */
+void tls_conf_from(struct tls_conf *t, const struct conf *c);
+
+/* A server context with t->cert and t->key (both required, the key must match). */
+SSL_CTX *tls_server_ctx_new(const struct tls_conf *t, char **error_r);
+
+enum tls_verify {
+	TLS_VERIFY_NONE, /* opportunistic: encrypt, accept any certificate */
+	TLS_VERIFY_PEER, /* chain must verify against t->ca (or the system store) and the name */
+};
+/* A client context (cert and key are used as a client certificate when both are set). */
+SSL_CTX *tls_client_ctx_new(const struct tls_conf *t, enum tls_verify verify, char **error_r);
+void tls_ctx_free(SSL_CTX **ctxp);
+
+/* Implicit TLS (IMAPS 993, SMTPS 465): a bufferevent over the accepted socket fd that runs the
+   server handshake first; it owns fd (closed on free, also when this returns NULL). The event
+   callback sees BEV_EVENT_CONNECTED when the handshake completes and BEV_EVENT_ERROR when it
+   fails (see tls_error); the same holds for the STARTTLS forms below. */
+struct bufferevent *tls_server_accept(struct event_base *base, SSL_CTX *ctx, int fd);
+
+/* STARTTLS, server side: call after queueing the plaintext "ready" reply on plain. Every byte
+   still in plain's input buffer is discarded first (a client may not pipeline past STARTTLS:
+   such bytes are an injection attempt, RFC 3207 section 4.2 / RFC 3501 6.2.1) and their count
+   stored in *dropped_r (may be NULL). Returns a TLS filter bufferevent over plain that owns it
+   (freeing it frees plain, and plain's socket when plain was made with BEV_OPT_CLOSE_ON_FREE);
+   the pending reply is sent in plaintext before the handshake. A line_reader reading plain
+   must be reset (line_reader_reset). The
+   caller moves its callbacks, timeouts and watermarks to the returned bufferevent and must not
+   use plain again. NULL on failure (plain is then untouched and still the caller's). */
+struct bufferevent *tls_starttls_server(struct bufferevent *plain, SSL_CTX *ctx,
+					size_t *dropped_r);
+/* Client side, for STARTTLS after the server's "ready" reply and for implicit TLS after
+   net_connect: wraps plain like tls_starttls_server (same ownership, input discarded). host
+   goes into SNI and, with TLS_VERIFY_PEER, must match the certificate (a DNS name or an IP
+   address); NULL skips both. */
+struct bufferevent *tls_starttls_client(struct bufferevent *plain, SSL_CTX *ctx,
+					const char *host, size_t *dropped_r);
+
+/* After the handshake: protocol ("TLSv1.3"), cipher ("TLS_AES_256_GCM_SHA384") and secret bits;
+   NULLs and 0 for a bufferevent without TLS or before the handshake. Outputs may be NULL. */
+void tls_peer_info(struct bufferevent *bev, const char **proto_r, const char **cipher_r,
+		   int *bits_r);
+/* Whether the peer presented a certificate that verified (client side: the server's). */
+bool tls_peer_verified(struct bufferevent *bev);
+/* Whether bev is a TLS bufferevent made here. */
+bool tls_is_tls(struct bufferevent *bev);
+/* Text for the last TLS error of bev (after BEV_EVENT_ERROR), written into out; returns out
+   ("" when there is none). */
+const char *tls_error(struct bufferevent *bev, char *out, size_t size);
+
+/* Writes a new self-signed certificate (EC P-256, SHA-256, valid from now for days days) for
+   common name cn with subjectAltName DNS:cn, IP:127.0.0.1 and IP:::1 into cert_path, and its
+   key into key_path (mode 0600). Each file is written to a temporary name and renamed. */
+int tls_selfsigned_write(const char *cert_path, const char *key_path, const char *cn, int days,
+			 char **error_r);
+
+#endif

@@ -1,0 +1,234 @@
+/* authcache.c — owns the positive/negative authentication and lookup cache: a hash table
+ * with an LRU list, bounded in entries (the least recently used goes first) and in time
+ * (separate TTLs for positive and negative entries). A password is never stored: a positive
+ * auth entry keeps SHA-256(per-entry salt || password) of the password that worked. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include "common/log.h"
+#include "common/xmalloc.h"
+#include "ldapauth/ldapauth_private.h"
+
+#define AC_SALT 16
+#define AC_DIGEST 32
+
+struct ac_entry {
+	char *key;
+	uint64_t hash;
+	struct ac_entry *hnext;         /* bucket chain */
+	struct ac_entry *older, *newer; /* LRU list */
+	int64_t expires_ms;
+	struct ldapauth_rec *rec;       /* NULL: negative */
+	bool has_pw;
+	unsigned char salt[AC_SALT];
+	unsigned char digest[AC_DIGEST];
+};
+
+struct authcache {
+	size_t max, count, nbuckets;
+	int64_t ttl_ms, neg_ttl_ms;
+	uint64_t seed;
+	struct ac_entry **buckets;
+	struct ac_entry *oldest, *newest;
+};
+
+static uint64_t ac_hash(const struct authcache *c, const char *key);
+static struct ac_entry **ac_slot(struct authcache *c, const char *key, uint64_t h);
+static void ac_unlink_lru(struct authcache *c, struct ac_entry *e);
+static void ac_push_lru(struct authcache *c, struct ac_entry *e);
+static void ac_remove(struct authcache *c, struct ac_entry **slot);
+static void ac_grow(struct authcache *c);
+static void ac_digest(const unsigned char *salt, const char *password, unsigned char *out);
+
+struct authcache *authcache_new(size_t max_entries, int64_t ttl_ms, int64_t neg_ttl_ms)
+{
+	struct authcache *c = xcalloc(1, sizeof(*c));
+
+	c->max = max_entries;
+	c->ttl_ms = ttl_ms;
+	c->neg_ttl_ms = neg_ttl_ms;
+	c->nbuckets = 1024;
+	c->buckets = xcalloc(c->nbuckets, sizeof(*c->buckets));
+	if (RAND_bytes((unsigned char *)&c->seed, sizeof(c->seed)) != 1)
+		fatalx("authcache: no random bytes");
+	return c;
+}
+
+void authcache_clear(struct authcache *c)
+{
+	for (size_t i = 0; i < c->nbuckets; i++)
+		while (c->buckets[i] != NULL)
+			ac_remove(c, &c->buckets[i]);
+}
+
+void authcache_free(struct authcache **cp)
+{
+	if (*cp == NULL)
+		return;
+	authcache_clear(*cp);
+	free((*cp)->buckets);
+	free(*cp);
+	*cp = NULL;
+}
+
+size_t authcache_count(const struct authcache *c)
+{
+	return c->count;
+}
+
+static uint64_t ac_hash(const struct authcache *c, const char *key)
+{
+	uint64_t h = 14695981039346656037ULL ^ c->seed; /* FNV-1a, seeded per process */
+
+	for (const unsigned char *p = (const unsigned char *)key; *p != '\0'; p++)
+		h = (h ^ *p) * 1099511628211ULL;
+	return h ^ (h >> 29);
+}
+
+static struct ac_entry **ac_slot(struct authcache *c, const char *key, uint64_t h)
+{
+	struct ac_entry **s = &c->buckets[h & (c->nbuckets - 1)];
+
+	while (*s != NULL && ((*s)->hash != h || strcmp((*s)->key, key) != 0))
+		s = &(*s)->hnext;
+	return s;
+}
+
+static void ac_unlink_lru(struct authcache *c, struct ac_entry *e)
+{
+	if (e->older != NULL)
+		e->older->newer = e->newer;
+	else
+		c->oldest = e->newer;
+	if (e->newer != NULL)
+		e->newer->older = e->older;
+	else
+		c->newest = e->older;
+	e->older = e->newer = NULL;
+}
+
+static void ac_push_lru(struct authcache *c, struct ac_entry *e)
+{
+	e->older = c->newest;
+	e->newer = NULL;
+	if (c->newest != NULL)
+		c->newest->newer = e;
+	else
+		c->oldest = e;
+	c->newest = e;
+}
+
+static void ac_remove(struct authcache *c, struct ac_entry **slot)
+{
+	struct ac_entry *e = *slot;
+
+	*slot = e->hnext;
+	ac_unlink_lru(c, e);
+	ldapauth_rec_unref(&e->rec);
+	OPENSSL_cleanse(e->digest, sizeof(e->digest));
+	free(e->key);
+	free(e);
+	c->count--;
+}
+
+static void ac_grow(struct authcache *c)
+{
+	size_t n = c->nbuckets * 2;
+	struct ac_entry **b = xcalloc(n, sizeof(*b));
+
+	for (size_t i = 0; i < c->nbuckets; i++) {
+		struct ac_entry *e = c->buckets[i], *next;
+
+		for (; e != NULL; e = next) {
+			next = e->hnext;
+			e->hnext = b[e->hash & (n - 1)];
+			b[e->hash & (n - 1)] = e;
+		}
+	}
+	free(c->buckets);
+	c->buckets = b;
+	c->nbuckets = n;
+}
+
+static void ac_digest(const unsigned char *salt, const char *password, unsigned char *out)
+{
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	unsigned int len = 0;
+
+	if (ctx == NULL || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1 ||
+	    EVP_DigestUpdate(ctx, salt, AC_SALT) != 1 ||
+	    EVP_DigestUpdate(ctx, password, strlen(password)) != 1 ||
+	    EVP_DigestFinal_ex(ctx, out, &len) != 1 || len != AC_DIGEST)
+		fatalx("authcache: SHA-256 failed");
+	EVP_MD_CTX_free(ctx);
+}
+
+enum ac_res authcache_get(struct authcache *c, const char *key, const char *password,
+			  int64_t now_ms, struct ldapauth_rec **rec_r)
+{
+	struct ac_entry **slot, *e;
+	unsigned char d[AC_DIGEST];
+
+	*rec_r = NULL;
+	if (c->max == 0)
+		return AC_MISS;
+	slot = ac_slot(c, key, ac_hash(c, key));
+	if ((e = *slot) == NULL)
+		return AC_MISS;
+	if (e->expires_ms <= now_ms) {
+		ac_remove(c, slot);
+		return AC_MISS;
+	}
+	if (e->rec == NULL)
+		return AC_NEGATIVE;
+	if (password != NULL) {
+		if (!e->has_pw)
+			return AC_MISS;
+		ac_digest(e->salt, password, d);
+		if (CRYPTO_memcmp(d, e->digest, AC_DIGEST) != 0)
+			return AC_MISS; /* the password may have changed: ask again */
+	}
+	ac_unlink_lru(c, e);
+	ac_push_lru(c, e);
+	*rec_r = ldapauth_rec_ref(e->rec);
+	return AC_HIT;
+}
+
+void authcache_put(struct authcache *c, const char *key, struct ldapauth_rec *rec,
+		   const char *password, int64_t now_ms)
+{
+	uint64_t h;
+	struct ac_entry **slot, *e;
+	int64_t ttl = rec != NULL ? c->ttl_ms : c->neg_ttl_ms;
+
+	if (c->max == 0 || ttl == 0)
+		return;
+	h = ac_hash(c, key);
+	slot = ac_slot(c, key, h);
+	if (*slot != NULL)
+		ac_remove(c, slot);
+	while (c->count >= c->max && c->oldest != NULL)
+		ac_remove(c, ac_slot(c, c->oldest->key, c->oldest->hash));
+	if (c->count >= c->nbuckets && c->nbuckets < ((size_t)1 << 30))
+		ac_grow(c);
+	e = xcalloc(1, sizeof(*e));
+	e->key = xstrdup(key);
+	e->hash = h;
+	e->expires_ms = now_ms + ttl;
+	e->rec = rec != NULL ? ldapauth_rec_ref(rec) : NULL;
+	if (rec != NULL && password != NULL) {
+		if (RAND_bytes(e->salt, sizeof(e->salt)) != 1)
+			fatalx("authcache: no random bytes");
+		ac_digest(e->salt, password, e->digest);
+		e->has_pw = true;
+	}
+	slot = &c->buckets[h & (c->nbuckets - 1)];
+	e->hnext = *slot;
+	*slot = e;
+	ac_push_lru(c, e);
+	c->count++;
+}

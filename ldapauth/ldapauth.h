@@ -1,0 +1,104 @@
+/* ldapauth.h — authentication and recipient lookup for a libevent base, against OpenLDAP (bind
+ * or lookup mode) or a users file, with a positive/negative cache.
+ *
+ * Every call is asynchronous: ldapauth_auth() and ldapauth_lookup() return at once and the
+ * callback runs later from the event loop (never from inside the call, even for a cache hit or a
+ * refused input). The callback receives exactly one of four results; a temporary failure
+ * (directory down, timeout, busy) is never reported as wrong credentials. The directory is
+ * reached through libldap's asynchronous calls with its descriptor in the event loop, over a
+ * pool of [directory] pool_size search connections and as many user-bind connections.
+ *
+ * Inputs are checked before anything is asked: an empty password, a NUL, CR or LF in a name or
+ * password, or a name longer than LDAPAUTH_NAME_MAX is refused (wrong credentials for auth, no
+ * such user for lookup) without a directory call. Every value put in a filter is escaped
+ * (RFC 4515).
+ *
+ * One ldapauth per event base: a daemon creates it in each worker after fork (connections open
+ * on first use). The process must ignore SIGPIPE (Heron's daemons do): libldap writes to
+ * sockets the directory may have closed. Not thread-safe; do not free it from a callback. */
+#ifndef HERON_LDAPAUTH_H
+#define HERON_LDAPAUTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct conf;
+struct event_base;
+
+#define LDAPAUTH_NAME_MAX 320     /* login names and addresses, bytes */
+#define LDAPAUTH_PASSWORD_MAX 1024 /* bytes */
+
+enum ldapauth_result {
+	LDAPAUTH_OK = 0,     /* authenticated / address exists; reply->user is set */
+	LDAPAUTH_EBADCRED,   /* wrong password (or a refused one) */
+	LDAPAUTH_ENOUSER,    /* no such user or address (or a refused name) */
+	LDAPAUTH_ETEMP,      /* temporary: directory down, timeout, busy; try again later */
+};
+
+/* A user as the directory describes it. Strings are NUL-terminated; optional ones are NULL when
+   absent. Valid only during the callback: copy what you keep (ldapauth_user_dup). */
+struct ldapauth_user {
+	char *login;      /* login name (the uid attribute; the file's name) */
+	char *address;    /* primary address (mail) */
+	char **aliases;   /* other addresses (mail, mailLocalAddress, mailAlternateAddress) */
+	size_t naliases;
+	char *mailhost;   /* home host (mailHost), NULL: this host */
+	int partition;    /* store partition, -1: by hash */
+	uint64_t quota;   /* bytes, 0: none */
+	char *dn;         /* entry DN; NULL for the file backend */
+};
+
+struct ldapauth_reply {
+	enum ldapauth_result result;
+	const struct ldapauth_user *user; /* LDAPAUTH_OK only */
+	bool cached;                      /* answered by the cache, no directory call */
+	bool refused;                     /* refused by the input checks, no directory call */
+	const char *reason;               /* short text for logs (never a secret) */
+};
+
+typedef void ldapauth_cb(const struct ldapauth_reply *reply, void *arg);
+
+struct ldapauth;
+struct ldapauth_req;
+
+/* Counters since ldapauth_new(). directory_calls counts searches and binds sent. */
+struct ldapauth_stats {
+	uint64_t requests, cache_hits, cache_misses, directory_calls, refused;
+	uint64_t ok, badcred, nouser, temp, timeouts;
+	uint64_t connects, connect_failures;
+	unsigned conns_open, conns_open_max;  /* search + bind connections */
+	unsigned inflight_max;                /* most directory operations at once */
+	size_t cache_entries;
+};
+
+/* Sets up from the [directory] (and [tls] ca) section of c. Connections are opened on first
+   use. Errors (a bad URI, an unreadable password or users file): -1 with *error_r (free it). */
+int ldapauth_new(struct event_base *base, const struct conf *c, struct ldapauth **la_r,
+		 char **error_r);
+/* Fails nothing: pending requests are dropped without their callbacks. Sets *lap = NULL. */
+void ldapauth_free(struct ldapauth **lap);
+
+/* Authenticates user with password. The returned handle is valid until the callback runs or
+   ldapauth_cancel(); it may be ignored. */
+struct ldapauth_req *ldapauth_auth(struct ldapauth *la, const char *user, const char *password,
+				   ldapauth_cb *cb, void *arg);
+/* Finds the user that receives mail for address. */
+struct ldapauth_req *ldapauth_lookup(struct ldapauth *la, const char *address, ldapauth_cb *cb,
+				     void *arg);
+/* The callback of *reqp will not run (a session closed). Sets *reqp = NULL. */
+void ldapauth_cancel(struct ldapauth_req **reqp);
+
+/* Re-reads the users file (backend = file; call it on SIGHUP) and empties the cache. On error
+   keeps the old users and returns -1 with *error_r. No-op for LDAP except the cache flush. */
+int ldapauth_reload(struct ldapauth *la, char **error_r);
+
+void ldapauth_get_stats(const struct ldapauth *la, struct ldapauth_stats *st);
+/* "bind", "lookup" or "file". */
+const char *ldapauth_mode(const struct ldapauth *la);
+const char *ldapauth_strerror(enum ldapauth_result r);
+
+struct ldapauth_user *ldapauth_user_dup(const struct ldapauth_user *u);
+void ldapauth_user_free(struct ldapauth_user **up);
+
+#endif

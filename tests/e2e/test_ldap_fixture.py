@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""test_ldap_fixture.py — scripts/ldap: start with 100 users, ldapsearch finds them, a simple
+bind as user7/user7 works (and a wrong password does not), aliases resolve, restart keeps the
+data, --ldif loads a given file, stop leaves no slapd behind; as root, also run as nobody.
+
+Usage: test_ldap_fixture.py SOURCE_ROOT"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
+LDAP = os.path.join(ROOT, "scripts", "ldap")
+
+
+def fixture(*args):
+    subprocess.run([sys.executable, LDAP, *args], check=True, stdin=subprocess.DEVNULL,
+                   timeout=120)
+
+
+def env_of(d):
+    env = {}
+    with open(os.path.join(d, "ldap.env")) as f:
+        for line in f:
+            k, v = line.rstrip("\n").split("=", 1)
+            env[k] = v
+    return env
+
+
+def ldap(tool, env, *args, bind=None):
+    cmd = [tool, "-x", "-H", env["LDAP_URI"], "-o", "nettimeout=5"]
+    if bind:
+        cmd += ["-D", bind[0], "-w", bind[1]]
+    return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=30)
+
+
+def dns(env, flt, base=None):
+    r = ldap("ldapsearch", env, "-LLL", "-b", base or env["LDAP_PEOPLE"], flt, "1.1")
+    assert r.returncode == 0, r.stderr
+    return [l[4:] for l in r.stdout.splitlines() if l.startswith("dn: ")]
+
+
+def gone(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def check_generated(d):
+    fixture("start", d, "--users", "100")
+    env = env_of(d)
+    pid = int(env["LDAP_PID"])
+    try:
+        for k in ("LDAP_URI", "LDAP_BASE", "LDAP_ADMIN_DN", "LDAP_ADMIN_PASSWORD"):
+            assert env.get(k), k
+        assert env["LDAP_BASE"] == "dc=heron,dc=test"
+        assert len(dns(env, "(objectClass=inetOrgPerson)")) == 100
+        assert dns(env, "(mail=user42@heron.test)") == \
+            ["uid=user42,ou=people,dc=heron,dc=test"]
+        assert dns(env, "(mailAlternateAddress=alias.user42@heron.test)") == \
+            ["uid=user42,ou=people,dc=heron,dc=test"]
+        assert dns(env, "(uid=user101)") == []
+        user7 = "uid=user7,ou=people,dc=heron,dc=test"
+        r = ldap("ldapwhoami", env, bind=(user7, "user7"))
+        assert r.returncode == 0 and user7 in r.stdout, r.stderr
+        r = ldap("ldapwhoami", env, bind=(user7, "user8"))
+        assert r.returncode == 49, (r.returncode, r.stderr)  # invalidCredentials
+        # the password hash is stored salted, readable by the admin only
+        r = ldap("ldapsearch", env, "-LLL", "-b", user7, "-s", "base", "userPassword",
+                 bind=(env["LDAP_ADMIN_DN"], env["LDAP_ADMIN_PASSWORD"]))
+        assert "userPassword:: " in r.stdout, r.stdout
+        r = ldap("ldapsearch", env, "-LLL", "-b", user7, "-s", "base", "userPassword")
+        assert "userPassword" not in r.stdout
+        # restart keeps the port and the data, with a new pid
+        fixture("restart", d)
+        env2 = env_of(d)
+        assert env2["LDAP_URI"] == env["LDAP_URI"]
+        assert gone(pid)
+        pid = int(env2["LDAP_PID"])
+        assert len(dns(env2, "(uid=user*)")) == 100
+    finally:
+        fixture("stop", d)
+    assert gone(pid), f"slapd {pid} still running after stop"
+    assert not os.path.exists(os.path.join(d, "slapd.pid"))
+    fixture("stop", d)  # stopping a stopped server is fine
+
+
+def check_ldif(d):
+    ldif = os.path.join(d, "given.ldif")
+    os.makedirs(d, exist_ok=True)
+    with open(ldif, "w") as f:
+        f.write("dn: uid=carol,ou=people,dc=heron,dc=test\nobjectClass: inetOrgPerson\n"
+                "uid: carol\ncn: Carol\nsn: C\nmail: carol@heron.test\n"
+                "userPassword: carolpw\n\n")
+    fixture("start", d, "--ldif", ldif)
+    env = env_of(d)
+    try:
+        assert dns(env, "(objectClass=inetOrgPerson)") == \
+            ["uid=carol,ou=people,dc=heron,dc=test"]
+    finally:
+        fixture("stop", d)
+    assert gone(int(env["LDAP_PID"]))
+
+
+def check_unprivileged(tmp):
+    """As root, the fixture also runs as an ordinary user (nobody) in a directory it owns."""
+    d = os.path.join(tmp, "user")
+    # a copy of the script and schema nobody can read, wherever the checkout lives
+    for sub, name in (("scripts", "ldap"), ("etc", "heron.schema")):
+        os.makedirs(os.path.join(d, "tree", sub))
+        shutil.copy(os.path.join(ROOT, sub, name), os.path.join(d, "tree", sub, name))
+    os.chown(d, 65534, 65534)
+    for dirpath, dirnames, filenames in os.walk(d):
+        os.chmod(dirpath, 0o755)
+        for fn in filenames:
+            os.chmod(os.path.join(dirpath, fn), 0o755)
+    as_nobody = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+                 "/usr/bin/python3", os.path.join(d, "tree", "scripts", "ldap")]
+    subprocess.run(as_nobody + ["start", os.path.join(d, "s"), "--users", "10"], check=True,
+                   stdin=subprocess.DEVNULL, timeout=120)
+    env = env_of(os.path.join(d, "s"))
+    pid = int(env["LDAP_PID"])
+    try:
+        assert os.stat(f"/proc/{pid}").st_uid == 65534
+        assert len(dns(env, "(uid=user*)")) == 10
+    finally:
+        subprocess.run(as_nobody + ["stop", os.path.join(d, "s")], check=True, timeout=60)
+    assert gone(pid)
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="heron-ldapfix-")
+    os.chmod(tmp, 0o755)
+    try:
+        check_generated(os.path.join(tmp, "gen"))
+        check_ldif(os.path.join(tmp, "ldif"))
+        if os.geteuid() == 0:
+            check_unprivileged(tmp)
+    finally:
+        if os.path.isdir(os.path.join(tmp, "user", "s")):
+            fixture("stop", os.path.join(tmp, "user", "s"))
+        for sub in ("gen", "ldif"):
+            if os.path.isdir(os.path.join(tmp, sub)):
+                fixture("stop", os.path.join(tmp, sub))
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,277 @@
+/* test_ldapauth_unit.c — the parts of ldapauth that need no directory: RFC 4515 filter
+ * escaping, password schemes, the cache (bounds, TTLs, salted digests) and the users-file
+ * backend through the public API (callbacks deferred, refusals, reload). */
+#include <crypt.h>
+#include <unistd.h>
+
+#include "la_test.h"
+#include "ldapauth/ldapauth_private.h"
+
+static void test_filter_escaping(void **state)
+{
+	const char *t = "(&(objectClass=inetOrgPerson)(uid=%u))";
+	char *f;
+
+	f = ldapauth_filter_expand(t, "user7");
+	assert_string_equal(f, "(&(objectClass=inetOrgPerson)(uid=user7))");
+	free(f);
+	f = ldapauth_filter_expand(t, "a)(uid=*");
+	assert_string_equal(f, "(&(objectClass=inetOrgPerson)(uid=a\\29\\28uid=\\2A))");
+	free(f);
+	f = ldapauth_filter_expand(t, "user*");
+	assert_string_equal(f, "(&(objectClass=inetOrgPerson)(uid=user\\2A))");
+	free(f);
+	f = ldapauth_filter_expand(t, "\\00");
+	assert_string_equal(f, "(&(objectClass=inetOrgPerson)(uid=\\5C00))");
+	free(f);
+	f = ldapauth_filter_expand("(|(mail=%s)(uid=%u)(dc=%d)(x=100%%))", "Bob*@ex.com");
+	assert_string_equal(f, "(|(mail=Bob\\2A@ex.com)(uid=Bob\\2A)(dc=ex.com)(x=100%))");
+	free(f);
+	assert_null(ldapauth_filter_expand("(uid=%x)", "a"));
+	assert_false(ldapauth_filter_valid("(uid=%"));
+}
+
+static void test_passwd_schemes(void **state)
+{
+	struct crypt_data cd = { 0 };
+	char *h;
+	const char *c;
+
+	h = make_ssha("{SSHA}", "SHA1", "secret");
+	assert_int_equal(ldapauth_passwd_verify(h, strlen(h), "secret"), 1);
+	assert_int_equal(ldapauth_passwd_verify(h, strlen(h), "Secret"), 0);
+	free(h);
+	h = make_ssha("{ssha256}", "SHA256", "secret"); /* scheme names ignore case */
+	assert_int_equal(ldapauth_passwd_verify(h, strlen(h), "secret"), 1);
+	assert_int_equal(ldapauth_passwd_verify(h, strlen(h), "secreT"), 0);
+	free(h);
+	h = make_ssha("{SSHA512}", "SHA512", "secret");
+	assert_int_equal(ldapauth_passwd_verify(h, strlen(h), "secret"), 1);
+	assert_int_equal(ldapauth_passwd_verify(h, strlen(h), ""), 0);
+	free(h);
+	c = crypt_rn("secret", "$6$heronsalt$", &cd, (int)sizeof(cd));
+	assert_non_null(c);
+	h = xasprintf("{CRYPT}%s", c);
+	assert_int_equal(ldapauth_passwd_verify(h, strlen(h), "secret"), 1);
+	assert_int_equal(ldapauth_passwd_verify(h, strlen(h), "secret2"), 0);
+	free(h);
+	/* cleartext and garbage are never accepted */
+	assert_int_equal(ldapauth_passwd_verify("secret", 6, "secret"), -1);
+	assert_int_equal(ldapauth_passwd_verify("{SSHA}!!!!", 10, "secret"), -1);
+	assert_int_equal(ldapauth_passwd_verify("{SSHA}", 6, "secret"), -1);
+	assert_int_equal(ldapauth_passwd_verify("{CRYPT}*", 8, "secret"), -1);
+}
+
+static void test_cache(void **state)
+{
+	struct authcache *c = authcache_new(3, 1000, 100);
+	struct ldapauth_rec *r = ldapauth_rec_new(), *got = NULL;
+
+	r->u.login = xstrdup("u1");
+	authcache_put(c, "a:u1", r, "pw1", 0);
+	assert_int_equal(authcache_get(c, "a:u1", "pw1", 10, &got), AC_HIT);
+	assert_ptr_equal(got, r);
+	ldapauth_rec_unref(&got);
+	/* another password is a miss (it may have changed), never a hit or a negative */
+	assert_int_equal(authcache_get(c, "a:u1", "pw2", 10, &got), AC_MISS);
+	assert_null(got);
+	/* negative entries and their shorter TTL */
+	authcache_put(c, "a:nobody", NULL, NULL, 0);
+	assert_int_equal(authcache_get(c, "a:nobody", "x", 50, &got), AC_NEGATIVE);
+	assert_int_equal(authcache_get(c, "a:nobody", "x", 100, &got), AC_MISS);
+	/* positive TTL */
+	assert_int_equal(authcache_get(c, "a:u1", "pw1", 999, &got), AC_HIT);
+	ldapauth_rec_unref(&got);
+	assert_int_equal(authcache_get(c, "a:u1", "pw1", 1000, &got), AC_MISS);
+	/* bounded: the least recently used goes first */
+	authcache_put(c, "l:a", r, NULL, 2000);
+	authcache_put(c, "l:b", r, NULL, 2000);
+	authcache_put(c, "l:c", r, NULL, 2000);
+	assert_int_equal(authcache_get(c, "l:a", NULL, 2001, &got), AC_HIT);
+	ldapauth_rec_unref(&got);
+	authcache_put(c, "l:d", r, NULL, 2002);
+	assert_int_equal(authcache_count(c), 3);
+	assert_int_equal(authcache_get(c, "l:b", NULL, 2003, &got), AC_MISS);
+	assert_int_equal(authcache_get(c, "l:a", NULL, 2003, &got), AC_HIT);
+	ldapauth_rec_unref(&got);
+	authcache_clear(c);
+	assert_int_equal(authcache_count(c), 0);
+	authcache_free(&c);
+	assert_null(c);
+	ldapauth_rec_unref(&r);
+	/* size 0 disables it */
+	c = authcache_new(0, 1000, 1000);
+	r = ldapauth_rec_new();
+	authcache_put(c, "a:x", r, "p", 0);
+	assert_int_equal(authcache_get(c, "a:x", "p", 1, &got), AC_MISS);
+	ldapauth_rec_unref(&r);
+	authcache_free(&c);
+}
+
+static void test_cache_many(void **state)
+{
+	struct authcache *c = authcache_new(5000, 100000, 100000);
+	struct ldapauth_rec *r = ldapauth_rec_new(), *got = NULL;
+	char key[32];
+
+	for (int i = 0; i < 20000; i++) {
+		snprintf(key, sizeof(key), "l:%d", i);
+		authcache_put(c, key, r, NULL, i);
+	}
+	assert_int_equal(authcache_count(c), 5000);
+	assert_int_equal(authcache_get(c, "l:19999", NULL, 20000, &got), AC_HIT);
+	ldapauth_rec_unref(&got);
+	assert_int_equal(authcache_get(c, "l:14999", NULL, 20000, &got), AC_MISS);
+	authcache_free(&c);
+	ldapauth_rec_unref(&r);
+}
+
+static char users_path[] = "/tmp/heron-users-XXXXXX";
+
+static void write_users(const char *extra)
+{
+	char *h7 = make_ssha("{SSHA}", "SHA1", "pw7");
+	FILE *f = fopen(users_path, "w");
+	struct crypt_data cd = { 0 };
+
+	assert_non_null(f);
+	fprintf(f, "# Heron users\n\n");
+	fprintf(f, "user7:%s:user7@heron.test,alias7@heron.test:1G\n", h7);
+	fprintf(f, "user8:{CRYPT}%s:user8@heron.test\n", crypt_rn("pw8", "$5$salt8$", &cd, (int)sizeof(cd)));
+	fputs(extra, f);
+	fclose(f);
+	free(h7);
+}
+
+static struct ldapauth *file_backend(struct event_base *base, struct conf **c_r)
+{
+	struct conf *c = conf_defaults();
+	struct ldapauth *la = NULL;
+	char *err = NULL;
+
+	setk(c, "directory", "backend", "file");
+	setk(c, "directory", "users_file", users_path);
+	if (ldapauth_new(base, c, &la, &err) != 0)
+		fail_msg("ldapauth_new: %s", err);
+	*c_r = c;
+	return la;
+}
+
+static void test_file_backend(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct conf *c;
+	struct ldapauth *la;
+	struct got g = { 0 };
+	struct ldapauth_stats st;
+	int fd = mkstemp(users_path);
+
+	close(fd);
+	write_users("");
+	la = file_backend(base, &c);
+	assert_string_equal(ldapauth_mode(la), "file");
+	ldapauth_auth(la, "user7", "pw7", got_cb, &g);
+	assert_int_equal(g.n, 0); /* never from inside the call */
+	run_until(base, &g, 1, 2000);
+	assert_int_equal(g.result, LDAPAUTH_OK);
+	assert_string_equal(g.address, "user7@heron.test");
+	assert_string_equal(g.alias0, "alias7@heron.test");
+	assert_int_equal(g.quota, 1 << 30);
+	assert_int_equal(g.partition, -1);
+	ldapauth_auth(la, "USER8", "pw8", got_cb, &g);
+	run_until(base, &g, 2, 2000);
+	assert_int_equal(g.result, LDAPAUTH_OK);
+	ldapauth_auth(la, "user8", "pw7", got_cb, &g);
+	run_until(base, &g, 3, 2000);
+	assert_int_equal(g.result, LDAPAUTH_EBADCRED);
+	ldapauth_auth(la, "nobody", "pw7", got_cb, &g);
+	run_until(base, &g, 4, 2000);
+	assert_int_equal(g.result, LDAPAUTH_ENOUSER);
+	ldapauth_lookup(la, "Alias7@heron.test", got_cb, &g);
+	run_until(base, &g, 5, 2000);
+	assert_int_equal(g.result, LDAPAUTH_OK);
+	assert_string_equal(g.login, "user7");
+	/* refused before any lookup: empty password, CR/LF, over-long names */
+	ldapauth_auth(la, "user7", "", got_cb, &g);
+	run_until(base, &g, 6, 2000);
+	assert_int_equal(g.result, LDAPAUTH_EBADCRED);
+	assert_true(g.refused);
+	ldapauth_auth(la, "user7\r\nx", "pw7", got_cb, &g);
+	run_until(base, &g, 7, 2000);
+	assert_int_equal(g.result, LDAPAUTH_ENOUSER);
+	assert_true(g.refused);
+	ldapauth_auth(la, "user7", "pw7\n", got_cb, &g);
+	run_until(base, &g, 8, 2000);
+	assert_int_equal(g.result, LDAPAUTH_EBADCRED);
+	assert_true(g.refused);
+	/* a cancelled request's callback never runs */
+	struct ldapauth_req *rq = ldapauth_auth(la, "user7", "pw7", got_cb, &g);
+	ldapauth_cancel(&rq);
+	assert_null(rq);
+	run_for(base, 50);
+	assert_int_equal(g.n, 8);
+	/* reload (SIGHUP): a new user appears; a bad file keeps the old users */
+	char *h9 = make_ssha("{SSHA512}", "SHA512", "pw9");
+	char *line = xasprintf("user9:%s:user9@heron.test:0\n", h9);
+	write_users(line);
+	char *err = NULL;
+	assert_int_equal(ldapauth_reload(la, &err), 0);
+	ldapauth_auth(la, "user9", "pw9", got_cb, &g);
+	run_until(base, &g, 9, 2000);
+	assert_int_equal(g.result, LDAPAUTH_OK);
+	write_users("broken line without fields\n");
+	assert_int_equal(ldapauth_reload(la, &err), -1);
+	assert_non_null(strstr(err, ":5:"));
+	free(err);
+	ldapauth_auth(la, "user9", "pw9", got_cb, &g);
+	run_until(base, &g, 10, 2000);
+	assert_int_equal(g.result, LDAPAUTH_OK);
+	ldapauth_get_stats(la, &st);
+	assert_int_equal(st.refused, 3);
+	assert_int_equal(st.directory_calls, 0);
+	free(h9);
+	free(line);
+	ldapauth_free(&la);
+	assert_null(la);
+	conf_free(&c);
+	event_base_free(base);
+	unlink(users_path);
+}
+
+static void test_file_errors(void **state)
+{
+	struct conf *c = conf_defaults();
+	struct ldapauth *la = NULL;
+	struct event_base *base = event_base_new();
+	char *err = NULL;
+
+	setk(c, "directory", "backend", "file");
+	setk(c, "directory", "users_file", "/nonexistent/heron-users");
+	assert_int_equal(ldapauth_new(base, c, &la, &err), -1);
+	assert_non_null(strstr(err, "/nonexistent/heron-users"));
+	free(err);
+	setk(c, "directory", "backend", "ldap");
+	setk(c, "directory", "uri", "http://example.org/");
+	assert_int_equal(ldapauth_new(base, c, &la, &err), -1);
+	assert_non_null(strstr(err, "http://example.org/"));
+	free(err);
+	setk(c, "directory", "uri", "ldap://127.0.0.1:1/");
+	setk(c, "directory", "user_filter", "(uid=%q)");
+	assert_int_equal(ldapauth_new(base, c, &la, &err), -1);
+	free(err);
+	conf_free(&c);
+	event_base_free(base);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_filter_escaping),
+		cmocka_unit_test(test_passwd_schemes),
+		cmocka_unit_test(test_cache),
+		cmocka_unit_test(test_cache_many),
+		cmocka_unit_test(test_file_backend),
+		cmocka_unit_test(test_file_errors),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
