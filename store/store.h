@@ -15,7 +15,11 @@
  * A read txn is a consistent snapshot; keep it for one command, not longer (LMDB: long readers
  * stop page reuse). A write txn serializes writers of its partition; one process must not hold
  * two write txns on the same partition. Pointers returned by reads (names, caches) point into
- * the map and are valid until the txn ends. Any write call may return STORE_EAGAIN: the map
+ * the map and are valid until the txn ends. A write call that fails may have done part of its
+ * work in the txn: abort the txn (or commit only what you mean to keep; single-message calls
+ * such as store_msg_append and store_msg_flags check everything before they write, so their
+ * refusals - EQUOTA, ENOMSG, ELOCKED - leave the txn clean). Any write call may return
+ * STORE_EAGAIN: the map
  * was full, has been grown, and the whole transaction must be redone (store_txn_abort, then
  * begin again and repeat the calls). store_write() does that loop for you; the batch and group
  * commit APIs do it internally.
