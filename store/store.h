@@ -19,9 +19,8 @@
  * work in the txn: abort the txn (or commit only what you mean to keep; single-message calls
  * such as store_msg_append and store_msg_flags check everything before they write, so their
  * refusals - EQUOTA, ENOMSG, ELOCKED - leave the txn clean). Any write call may return
- * STORE_EAGAIN: the map
- * was full, has been grown, and the whole transaction must be redone (store_txn_abort, then
- * begin again and repeat the calls). store_write() does that loop for you; the batch and group
+ * STORE_EAGAIN: the map was full, has been grown, and the whole transaction must be redone
+ * (store_txn_abort, then begin again and repeat the calls). store_write() does that loop for you; the batch and group
  * commit APIs do it internally.
  *
  * Durability (STYLE 12). A message file is written to a tmp name, fsynced, renamed, and its
