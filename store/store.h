@@ -420,7 +420,9 @@ void store_batch_flags(struct store_batch *bt, uint64_t mbox, uint32_t uid,
 		       enum store_flag_op op, unsigned flags, uint64_t keywords,
 		       store_done_cb *cb, void *arg);
 struct store_queue_msg;
-/* Queues a queue entry (store_queue_add); value = the queue id. qm is copied now. */
+/* Queues a queue entry (store_queue_add); value = the queue id. qm, its strings and its
+   recipients are copied now (the caller may free them at once); b must live until the
+   callback. */
 void store_batch_enqueue(struct store_batch *bt, const struct store_queue_msg *qm,
 			 struct store_blob *b, store_done_cb *cb, void *arg);
 size_t store_batch_count(const struct store_batch *bt);

@@ -33,7 +33,7 @@ struct bop {
 	enum store_flag_op op;
 	unsigned flags;
 	uint64_t keywords;
-	struct store_queue_msg qm; /* ENQUEUE: a copy (strings not owned) */
+	struct store_queue_msg qm; /* ENQUEUE: a deep copy, freed with the batch */
 };
 
 struct store_batch {
@@ -106,8 +106,18 @@ void store_batch_enqueue(struct store_batch *bt, const struct store_queue_msg *q
 			 struct store_blob *b, store_done_cb *cb, void *arg)
 {
 	struct bop *o = bop_add(bt, BOP_ENQUEUE, cb, arg);
+	struct store_queue_rcpt *r = xcalloc(qm->nrcpt + 1, sizeof(*r));
 
 	o->qm = *qm;
+	o->qm.sender = xstrdup(qm->sender != NULL ? qm->sender : "");
+	o->qm.envid = qm->envid != NULL ? xstrdup(qm->envid) : NULL;
+	for (size_t i = 0; i < qm->nrcpt; i++) {
+		r[i] = qm->rcpt[i];
+		r[i].addr = xstrdup(qm->rcpt[i].addr != NULL ? qm->rcpt[i].addr : "");
+		r[i].orcpt = qm->rcpt[i].orcpt != NULL ? xstrdup(qm->rcpt[i].orcpt) : NULL;
+		r[i].last_error = NULL;
+	}
+	o->qm.rcpt = r;
 	o->blob = b;
 }
 
@@ -122,8 +132,11 @@ void store_batch_free(struct store_batch **btp)
 
 	if (bt == NULL)
 		return;
-	for (size_t i = 0; i < bt->n; i++)
+	for (size_t i = 0; i < bt->n; i++) {
 		free(bt->ops[i].rcpt_part);
+		if (bt->ops[i].type == BOP_ENQUEUE)
+			store_queue_msg_clear(&bt->ops[i].qm);
+	}
 	free(bt->ops);
 	free(bt);
 	*btp = NULL;

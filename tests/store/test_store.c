@@ -573,6 +573,30 @@ static void test_batch_and_gc(void **state)
 	r[0].user = "frank";
 	assert_int_equal(store_gc_deliver_wait(gc, b[0], 0, r, 1), 0);
 	store_blob_free(&b[0]);
+
+	/* local and remote parts of one message: a delivery and a queue entry share the flush;
+	   the queue entry's strings are copied at once */
+	struct store_queue_rcpt *qr = calloc(1, sizeof(*qr));
+	struct store_queue_msg qm = { .sender = strdup("from@example.com"), .nrcpt = 1,
+				      .rcpt = qr };
+	struct store_queue_msg got;
+	qr->addr = strdup("far@remote.test");
+	memset(d, 0, sizeof(d));
+	b[0] = tblob(ts.st, STORE_ID_PART(mb), 300, 2);
+	r[0].user = "frank";
+	store_gc_deliver(gc, b[0], 0, &r[0], 1, done_cb, &d[0]);
+	store_gc_enqueue(gc, &qm, b[0], done_cb, &d[1]);
+	free((char *)(uintptr_t)qm.sender);
+	free((char *)(uintptr_t)qr->addr);
+	free(qr);
+	store_gc_flush(gc);
+	assert_int_equal(d[0].result, 0);
+	assert_int_equal(d[1].result, 0);
+	assert_int_equal(store_queue_get(ts.st, d[1].value, &got), 0);
+	assert_string_equal(got.sender, "from@example.com");
+	assert_string_equal(got.rcpt[0].addr, "far@remote.test");
+	store_queue_msg_clear(&got);
+	store_blob_free(&b[0]);
 	store_gc_free(&gc);
 	tcheck_status(ts.st, mb);
 	tverify_clean(ts.st);
