@@ -308,6 +308,18 @@ static void locate_rcpts(struct store_batch *bt, bool *parts)
 	}
 }
 
+/* The renames of the batch's blobs become durable with one fsync per directory; an error
+   here is left for store_blob_ref to meet again (and report) inside the txn. */
+static void sync_blob_dirs(struct store_batch *bt)
+{
+	struct store_blob **v = xcalloc(bt->n + 1, sizeof(*v));
+
+	for (size_t i = 0; i < bt->n; i++)
+		v[i] = bt->ops[i].blob;
+	(void)store_blob_sync_dirs(v, bt->n);
+	free(v);
+}
+
 size_t store_batch_commit(struct store_batch **btp)
 {
 	struct store_batch *bt = *btp;
@@ -316,6 +328,7 @@ size_t store_batch_commit(struct store_batch **btp)
 	size_t failed = 0;
 
 	locate_rcpts(bt, parts);
+	sync_blob_dirs(bt);
 	for (unsigned p = 0; p <= st->nparts; p++) {
 		struct part_run pr = { bt, p == st->nparts ? STORE_QUEUE_PART : p };
 		int rc;
