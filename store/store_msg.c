@@ -450,7 +450,6 @@ int store_msg_purge_mbox(struct store_txn *t, uint64_t mbox, struct mbox_rec *r)
 	struct store_msg *v = NULL, m;
 	struct store_iter *it;
 	size_t cnt = 0, cap = 0;
-	uint8_t k[8];
 	int rc;
 
 	if ((rc = store_msg_iter(t, mbox, 1, UINT32_MAX, 0, &it)) != 0)
@@ -467,25 +466,9 @@ int store_msg_purge_mbox(struct store_txn *t, uint64_t mbox, struct mbox_rec *r)
 	if (rc != 0)
 		return rc;
 	/* keywords and history of the mailbox go with it */
-	put_be64(k, mbox);
-	for (enum store_dbi d = DBI_KW; d <= DBI_EXPUNGED; d = d == DBI_KW ? DBI_EXPUNGED :
-							       DBI_COUNT) {
-		MDB_cursor *c;
-		MDB_val key = { 8, k }, val;
-
-		if ((rc = mdb_cursor_open(t->txn, t->e->dbi[d], &c)) != 0)
-			return store_mdb_err(t, rc, "cursor");
-		while ((rc = mdb_cursor_get(c, &key, &val, MDB_SET_RANGE)) == 0 &&
-		       key.mv_size >= 8 && get_be64(key.mv_data) == mbox) {
-			if ((rc = mdb_cursor_del(c, 0)) != 0)
-				break;
-			key.mv_data = k;
-			key.mv_size = 8;
-		}
-		mdb_cursor_close(c);
-		if (rc != 0 && rc != MDB_NOTFOUND)
-			return store_mdb_err(t, rc, "purge");
-	}
+	if ((rc = store_del_prefix(t, DBI_KW, mbox)) != 0 ||
+	    (rc = store_del_prefix(t, DBI_EXPUNGED, mbox)) != 0)
+		return rc;
 	r->nkw = 0;
 	return 0;
 }

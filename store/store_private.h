@@ -67,6 +67,7 @@ struct store {
 	int64_t gc_ms;
 	unsigned gc_max;
 	atomic_uint_fast64_t fsyncs;
+	atomic_uint_fast64_t commits;
 };
 
 struct store_txn {
@@ -87,6 +88,7 @@ struct store_blob {
 	uint64_t size;
 	int fd;
 	bool finished;
+	bool dir_synced;      /* its directory was fsynced after the rename */
 	char tmp[64];         /* name under blobs/ while writing */
 	struct msgcache_builder *mb;
 	struct buf cache;
@@ -134,6 +136,7 @@ int store_put(struct store_txn *t, enum store_dbi d, const void *k, size_t klen,
 	      const void *v, size_t vlen);
 int store_del(struct store_txn *t, enum store_dbi d, const void *k, size_t klen);
 int store_next_id(struct store_txn *t, uint64_t *id_r);
+int store_del_prefix(struct store_txn *t, enum store_dbi d, uint64_t id);
 struct store_env *store_env_of(struct store *st, unsigned part);
 void store_fsync_note(struct store *st);
 int store_errno(int e);
@@ -169,6 +172,8 @@ int store_blob_ref_id(struct store_txn *t, uint64_t blob, int delta);
 void store_blob_path(char *out, size_t size, uint64_t id);
 void store_blob_unlink_dead(struct store_env *e);
 void store_blob_txn_committed(struct store_txn *t);
+int store_blob_sync_dir(struct store_blob *b);
+int store_blob_sync_dirs(struct store_blob **v, size_t n);
 
 /* store_queue.c */
 int store_queue_add_txn(struct store_txn *t, const struct store_queue_msg *qm,
