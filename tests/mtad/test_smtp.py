@@ -368,6 +368,22 @@ def test_retry_and_bounce():
     assert len(dsns) == 1, dsns
 
 
+def test_utf8_not_downgraded():
+    """The relay target lacks SMTPUTF8: the sender gets a 5.6.7 DSN, nothing is sent."""
+    with auth_session(mtad.sub_port, "user4", "user4") as c:
+        c.sendmail(f"user4@{DOMAIN}", ["\u00fcnicode@remote.test"], msg("no-downgrade"),
+                   mail_options=["SMTPUTF8"])
+
+    def dsn():
+        for uid, _b, _s in store.inbox("user4"):
+            body = store.body("user4", uid)
+            if b"multipart/report" in body and b"Status: 5.6.7" in body:
+                return True
+        return False
+    wait_for(dsn, 30, "a 5.6.7 DSN")
+    assert not any(b"Subject: no-downgrade" in m[2] for m in relay.messages)
+
+
 def test_mail_loop_refused():
     received = "".join(f"Received: from hop{i}.test by x.test; Sun, 29 Nov 2026 12:00:00 +0000\r\n"
                        for i in range(101))
@@ -388,7 +404,7 @@ def main():
                         test_relay_uses_starttls, test_submissions_implicit_tls,
                         test_smuggling,
                         test_starttls_injection, test_lmtp, test_retry_and_bounce,
-                        test_mail_loop_refused])
+                        test_utf8_not_downgraded, test_mail_loop_refused])
     finally:
         mtad.stop()
         relay.close()
