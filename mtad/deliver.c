@@ -13,6 +13,7 @@
 
 struct user_create {
 	const char *name;
+	uint64_t quota;
 };
 
 static int create_fn(struct store_txn *t, void *arg)
@@ -21,12 +22,15 @@ static int create_fn(struct store_txn *t, void *arg)
 	uint64_t id;
 	int rc = store_user_create(t, uc->name, &id);
 
+	if (rc == 0 && uc->quota > 0)
+		rc = store_user_set_quota(t, uc->name, uc->quota, 0);
 	return rc == STORE_EEXIST ? 0 : rc;
 }
 
-int deliver_user_ensure(struct mtad *m, const char *user, int partition, unsigned *part_r)
+int deliver_user_ensure(struct mtad *m, const char *user, int partition, uint64_t quota,
+			unsigned *part_r)
 {
-	struct user_create uc = { user };
+	struct user_create uc = { user, quota };
 	int rc = store_user_locate(m->store, user, part_r);
 
 	if (rc != STORE_ENOUSER)
@@ -158,8 +162,58 @@ static void reply_smtp(struct smtp_session *s)
 		smtp_reply(s, "451 4.3.0 Local error, try again later");
 }
 
+static unsigned store_notify_of(unsigned notify)
+{
+	return ((notify & RCPT_NOTIFY_NEVER) ? STORE_NOTIFY_NEVER : 0) |
+	       ((notify & RCPT_NOTIFY_SUCCESS) ? STORE_NOTIFY_SUCCESS : 0) |
+	       ((notify & RCPT_NOTIFY_FAILURE) ? STORE_NOTIFY_FAILURE : 0) |
+	       ((notify & RCPT_NOTIFY_DELAY) ? STORE_NOTIFY_DELAY : 0);
+}
+
+static void requeue_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+			 void *arg);
+
+/* SMTP has one reply per message: when some local recipients failed and the others are done,
+   the failed ones go to the queue (the runner delivers local recipients too) so the message
+   can be acknowledged once, without the client sending it again to everyone. */
+static bool requeue_failed(struct smtp_session *s)
+{
+	struct smtp_tx *tx = s->tx;
+	struct store_queue_msg qm = { 0 };
+	size_t ok = 0, k = 0;
+
+	for (size_t i = 0; i < tx->nrcpt; i++)
+		ok += tx->rcpt[i].result == 0;
+	if ((s->flags & SF_LMTP) || tx->requeued || ok == 0 || ok == tx->nrcpt)
+		return false;
+	tx->requeued = true;
+	free(tx->qrcpt);
+	tx->qrcpt = xcalloc(tx->nrcpt - ok, sizeof(*tx->qrcpt));
+	for (size_t i = 0; i < tx->nrcpt; i++) {
+		const struct smtp_rcpt *r = &tx->rcpt[i];
+
+		if (r->result == 0)
+			continue;
+		log_info("%016" PRIx64 ": to=<%s>, relay=local, dsn=4.3.0, status=deferred (%s; "
+			 "requeued)", tx->qid, r->addr, store_strerror(r->result));
+		tx->qrcpt[k].addr = r->addr;
+		tx->qrcpt[k].orcpt = r->orcpt_raw[0] ? r->orcpt_raw : NULL;
+		tx->qrcpt[k].notify = store_notify_of(r->params.notify);
+		k++;
+	}
+	qm.sender = tx->from;
+	qm.envid = tx->mp.envid[0] ? tx->mp.envid : NULL;
+	qm.size = store_blob_size(tx->blob);
+	qm.nrcpt = k;
+	qm.rcpt = tx->qrcpt;
+	store_gc_enqueue(s->m->gc, &qm, tx->blob, requeue_done, s);
+	return true;
+}
+
 static void commit_finished(struct smtp_session *s)
 {
+	if (requeue_failed(s))
+		return;
 	log_outcomes(s);
 	if (s->flags & SF_LMTP)
 		reply_lmtp(s);
@@ -168,6 +222,23 @@ static void commit_finished(struct smtp_session *s)
 	smtp_tx_free(&s->tx);
 	smtp_set_state(s, ST_READY);
 	smtp_resume(s);
+}
+
+static void requeue_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+			 void *arg)
+{
+	struct smtp_session *s = arg;
+	struct smtp_tx *tx = s->tx;
+
+	for (size_t i = 0; i < tx->nrcpt; i++) {
+		if (tx->rcpt[i].result != 0) {
+			tx->rcpt[i].local = false; /* now a queue entry */
+			tx->rcpt[i].result = result;
+		}
+	}
+	if (result == 0)
+		queue_runner_kick(s->m);
+	commit_finished(s);
 }
 
 static void local_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
@@ -199,13 +270,6 @@ static void queue_done(int result, const struct store_rcpt *rcpts, size_t n, uin
 		commit_finished(s);
 }
 
-static unsigned store_notify_of(unsigned notify)
-{
-	return ((notify & RCPT_NOTIFY_NEVER) ? STORE_NOTIFY_NEVER : 0) |
-	       ((notify & RCPT_NOTIFY_SUCCESS) ? STORE_NOTIFY_SUCCESS : 0) |
-	       ((notify & RCPT_NOTIFY_FAILURE) ? STORE_NOTIFY_FAILURE : 0) |
-	       ((notify & RCPT_NOTIFY_DELAY) ? STORE_NOTIFY_DELAY : 0);
-}
 
 static void enqueue_remote(struct smtp_session *s)
 {

@@ -135,7 +135,7 @@ struct smtp_tx {
 	struct store_rcpt *srcpt;          /* nlocal entries */
 	struct store_queue_rcpt *qrcpt;    /* nrcpt - nlocal entries */
 	size_t nlocal, pending;
-	int store_rc, queue_rc;
+	bool requeued;                     /* failed local recipients went to the queue */
 	int64_t started_ms;
 };
 
@@ -211,9 +211,10 @@ int deliver_open(struct smtp_session *s);
 int deliver_write(struct smtp_session *s, const void *p, size_t n);
 void deliver_commit(struct smtp_session *s);
 void deliver_abort(struct smtp_tx *tx);
-/* Makes sure a directory user has a store account; its partition in *part_r. 0 or a
-   store_err. */
-int deliver_user_ensure(struct mtad *m, const char *user, int partition, unsigned *part_r);
+/* Makes sure a directory user has a store account (created with the directory's quota in
+   bytes, 0 = none); its partition in *part_r. 0 or a store_err. */
+int deliver_user_ensure(struct mtad *m, const char *user, int partition, uint64_t quota,
+			unsigned *part_r);
 
 /* finisher.c: store_blob_finish on a pool thread; cb(store_err, arg) runs in the loop. */
 typedef void finisher_cb(int rc, void *arg);

@@ -48,11 +48,13 @@ def ssha(password):
     return "{SSHA}" + base64.b64encode(digest + salt).decode()
 
 
-def write_users(path, users):
-    """users: names; each gets name@DOMAIN, password = name."""
+def write_users(path, users, quotas=None):
+    """users: names; each gets name@DOMAIN, password = name; quotas: name -> "1k"."""
+    quotas = quotas or {}
     with open(path, "w") as f:
         for u in users:
-            f.write(f"{u}:{ssha(u)}:{u}@{DOMAIN},alias.{u}@{DOMAIN}\n")
+            q = f":{quotas[u]}" if u in quotas else ""
+            f.write(f"{u}:{ssha(u)}:{u}@{DOMAIN},alias.{u}@{DOMAIN}{q}\n")
 
 
 class Mtad:

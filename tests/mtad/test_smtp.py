@@ -21,9 +21,9 @@ from mtadlib import (DOMAIN, Mtad, RelayTarget, Store, check_sanitizers,  # noqa
 
 ROOT, MTAD, PEEK = sys.argv[1:4]
 TMP = tempfile.mkdtemp(prefix="heron-mtad-")
-USERS = [f"user{i}" for i in range(1, 6)]
+USERS = [f"user{i}" for i in range(1, 6)] + ["tiny"]
 relay = RelayTarget()
-write_users(os.path.join(TMP, "users"), USERS)
+write_users(os.path.join(TMP, "users"), USERS, {"tiny": "1k"})
 mtad = Mtad(MTAD, TMP, {"backend": "file", "users_file": os.path.join(TMP, "users")})
 tls_relay = RelayTarget(tls=(os.path.join(TMP, "cert.pem"), os.path.join(TMP, "key.pem")))
 mtad.set_keys({"transport_map": f"remote.test=127.0.0.1:{relay.port},"
@@ -384,6 +384,17 @@ def test_utf8_not_downgraded():
     assert not any(b"Subject: no-downgrade" in m[2] for m in relay.messages)
 
 
+def test_partial_failure_requeued():
+    """One recipient over quota, one fine: one 250, the full one waits in the queue."""
+    with smtplib.SMTP("127.0.0.1", mtad.port) as c:
+        refused = c.sendmail(f"x@{DOMAIN}", [f"user5@{DOMAIN}", f"tiny@{DOMAIN}"],
+                             msg("partial", "y" * 4000 + "\r\n"))
+        assert refused == {}, refused
+    assert find_subject("user5", "partial") is not None
+    wait_for(lambda: any("tiny@heron.test" in q for q in store.queue()), 10,
+             "the over-quota recipient in the queue")
+
+
 def test_mail_loop_refused():
     received = "".join(f"Received: from hop{i}.test by x.test; Sun, 29 Nov 2026 12:00:00 +0000\r\n"
                        for i in range(101))
@@ -404,7 +415,8 @@ def main():
                         test_relay_uses_starttls, test_submissions_implicit_tls,
                         test_smuggling,
                         test_starttls_injection, test_lmtp, test_retry_and_bounce,
-                        test_utf8_not_downgraded, test_mail_loop_refused])
+                        test_utf8_not_downgraded, test_mail_loop_refused,
+                        test_partial_failure_requeued])
     finally:
         mtad.stop()
         relay.close()
