@@ -170,6 +170,47 @@ static unsigned store_notify_of(unsigned notify)
 	       ((notify & RCPT_NOTIFY_DELAY) ? STORE_NOTIFY_DELAY : 0);
 }
 
+static bool rcpt_remote(const struct smtp_rcpt *r)
+{
+	return !r->local;
+}
+
+static bool rcpt_failed(const struct smtp_rcpt *r)
+{
+	return r->result != 0;
+}
+
+/* Queues the message for the recipients pick() chooses (one queue entry, one group commit);
+   cb runs after the commit. */
+static void enqueue_some(struct smtp_session *s, bool (*pick)(const struct smtp_rcpt *r),
+			 store_done_cb *cb)
+{
+	struct smtp_tx *tx = s->tx;
+	struct store_queue_msg qm = { 0 };
+	size_t k = 0;
+
+	free(tx->qrcpt);
+	tx->qrcpt = xcalloc(tx->nrcpt, sizeof(*tx->qrcpt));
+	for (size_t i = 0; i < tx->nrcpt; i++) {
+		const struct smtp_rcpt *r = &tx->rcpt[i];
+
+		if (!pick(r))
+			continue;
+		tx->qrcpt[k].addr = r->addr;
+		tx->qrcpt[k].orcpt = r->orcpt_raw[0] ? r->orcpt_raw : NULL;
+		tx->qrcpt[k].notify = store_notify_of(r->params.notify);
+		k++;
+	}
+	qm.sender = tx->from;
+	qm.envid = tx->mp.envid[0] ? tx->mp.envid : NULL;
+	qm.ret = tx->mp.ret == MAIL_RET_FULL ? STORE_RET_FULL
+		 : tx->mp.ret == MAIL_RET_HDRS ? STORE_RET_HDRS : STORE_RET_NONE;
+	qm.size = store_blob_size(tx->blob);
+	qm.nrcpt = k;
+	qm.rcpt = tx->qrcpt;
+	store_gc_enqueue(s->m->gc, &qm, tx->blob, cb, s);
+}
+
 static void requeue_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
 			 void *arg);
 
@@ -179,34 +220,19 @@ static void requeue_done(int result, const struct store_rcpt *rcpts, size_t n, u
 static bool requeue_failed(struct smtp_session *s)
 {
 	struct smtp_tx *tx = s->tx;
-	struct store_queue_msg qm = { 0 };
-	size_t ok = 0, k = 0;
+	size_t ok = 0;
 
 	for (size_t i = 0; i < tx->nrcpt; i++)
 		ok += tx->rcpt[i].result == 0;
 	if ((s->flags & SF_LMTP) || tx->requeued || ok == 0 || ok == tx->nrcpt)
 		return false;
 	tx->requeued = true;
-	free(tx->qrcpt);
-	tx->qrcpt = xcalloc(tx->nrcpt - ok, sizeof(*tx->qrcpt));
-	for (size_t i = 0; i < tx->nrcpt; i++) {
-		const struct smtp_rcpt *r = &tx->rcpt[i];
-
-		if (r->result == 0)
-			continue;
-		log_info("%016" PRIx64 ": to=<%s>, relay=local, dsn=4.3.0, status=deferred (%s; "
-			 "requeued)", tx->qid, r->addr, store_strerror(r->result));
-		tx->qrcpt[k].addr = r->addr;
-		tx->qrcpt[k].orcpt = r->orcpt_raw[0] ? r->orcpt_raw : NULL;
-		tx->qrcpt[k].notify = store_notify_of(r->params.notify);
-		k++;
-	}
-	qm.sender = tx->from;
-	qm.envid = tx->mp.envid[0] ? tx->mp.envid : NULL;
-	qm.size = store_blob_size(tx->blob);
-	qm.nrcpt = k;
-	qm.rcpt = tx->qrcpt;
-	store_gc_enqueue(s->m->gc, &qm, tx->blob, requeue_done, s);
+	for (size_t i = 0; i < tx->nrcpt; i++)
+		if (tx->rcpt[i].result != 0)
+			log_info("%016" PRIx64 ": to=<%s>, relay=local, dsn=4.3.0, status=deferred "
+				 "(%s; requeued)", tx->qid, tx->rcpt[i].addr,
+				 store_strerror(tx->rcpt[i].result));
+	enqueue_some(s, rcpt_failed, requeue_done);
 	return true;
 }
 
@@ -273,30 +299,8 @@ static void queue_done(int result, const struct store_rcpt *rcpts, size_t n, uin
 
 static void enqueue_remote(struct smtp_session *s)
 {
-	struct smtp_tx *tx = s->tx;
-	size_t nremote = tx->nrcpt - tx->nlocal, k = 0;
-	struct store_queue_msg qm = { 0 };
-
-	tx->qrcpt = xcalloc(nremote, sizeof(*tx->qrcpt));
-	for (size_t i = 0; i < tx->nrcpt; i++) {
-		const struct smtp_rcpt *r = &tx->rcpt[i];
-
-		if (r->local)
-			continue;
-		tx->qrcpt[k].addr = r->addr;
-		tx->qrcpt[k].orcpt = r->orcpt_raw[0] ? r->orcpt_raw : NULL;
-		tx->qrcpt[k].notify = store_notify_of(r->params.notify);
-		k++;
-	}
-	qm.sender = tx->from;
-	qm.envid = tx->mp.envid[0] ? tx->mp.envid : NULL;
-	qm.ret = tx->mp.ret == MAIL_RET_FULL ? STORE_RET_FULL
-		 : tx->mp.ret == MAIL_RET_HDRS ? STORE_RET_HDRS : STORE_RET_NONE;
-	qm.size = store_blob_size(tx->blob);
-	qm.nrcpt = nremote;
-	qm.rcpt = tx->qrcpt;
-	tx->pending++;
-	store_gc_enqueue(s->m->gc, &qm, tx->blob, queue_done, s);
+	s->tx->pending++;
+	enqueue_some(s, rcpt_remote, queue_done);
 }
 
 /* The message file is durable (or not): deliver and enqueue in one group commit. */
