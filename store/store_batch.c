@@ -33,7 +33,7 @@ struct bop {
 	enum store_flag_op op;
 	unsigned flags;
 	uint64_t keywords;
-	struct store_queue_msg qm; /* ENQUEUE: a copy (strings not owned) */
+	struct store_queue_msg qm; /* ENQUEUE: a deep copy, freed with the batch */
 };
 
 struct store_batch {
@@ -106,8 +106,18 @@ void store_batch_enqueue(struct store_batch *bt, const struct store_queue_msg *q
 			 struct store_blob *b, store_done_cb *cb, void *arg)
 {
 	struct bop *o = bop_add(bt, BOP_ENQUEUE, cb, arg);
+	struct store_queue_rcpt *r = xcalloc(qm->nrcpt + 1, sizeof(*r));
 
 	o->qm = *qm;
+	o->qm.sender = xstrdup(qm->sender != NULL ? qm->sender : "");
+	o->qm.envid = qm->envid != NULL ? xstrdup(qm->envid) : NULL;
+	for (size_t i = 0; i < qm->nrcpt; i++) {
+		r[i] = qm->rcpt[i];
+		r[i].addr = xstrdup(qm->rcpt[i].addr != NULL ? qm->rcpt[i].addr : "");
+		r[i].orcpt = qm->rcpt[i].orcpt != NULL ? xstrdup(qm->rcpt[i].orcpt) : NULL;
+		r[i].last_error = NULL;
+	}
+	o->qm.rcpt = r;
 	o->blob = b;
 }
 
@@ -122,8 +132,11 @@ void store_batch_free(struct store_batch **btp)
 
 	if (bt == NULL)
 		return;
-	for (size_t i = 0; i < bt->n; i++)
+	for (size_t i = 0; i < bt->n; i++) {
 		free(bt->ops[i].rcpt_part);
+		if (bt->ops[i].type == BOP_ENQUEUE)
+			store_queue_msg_clear(&bt->ops[i].qm);
+	}
 	free(bt->ops);
 	free(bt);
 	*btp = NULL;
@@ -295,6 +308,18 @@ static void locate_rcpts(struct store_batch *bt, bool *parts)
 	}
 }
 
+/* The renames of the batch's blobs become durable with one fsync per directory; an error
+   here is left for store_blob_ref to meet again (and report) inside the txn. */
+static void sync_blob_dirs(struct store_batch *bt)
+{
+	struct store_blob **v = xcalloc(bt->n + 1, sizeof(*v));
+
+	for (size_t i = 0; i < bt->n; i++)
+		v[i] = bt->ops[i].blob;
+	(void)store_blob_sync_dirs(v, bt->n);
+	free(v);
+}
+
 size_t store_batch_commit(struct store_batch **btp)
 {
 	struct store_batch *bt = *btp;
@@ -303,6 +328,7 @@ size_t store_batch_commit(struct store_batch **btp)
 	size_t failed = 0;
 
 	locate_rcpts(bt, parts);
+	sync_blob_dirs(bt);
 	for (unsigned p = 0; p <= st->nparts; p++) {
 		struct part_run pr = { bt, p == st->nparts ? STORE_QUEUE_PART : p };
 		int rc;

@@ -315,12 +315,102 @@ static void test_crash_safety(void **state)
 	tstore_close(&ts, true);
 }
 
+/* A full disk (a 4 MiB tmpfs, root only): deliveries fail with the temporary STORE_ENOSPC,
+   nothing half-written stays, and after space is freed delivery works again. */
+static char enospc_dir[64];
+
+static int enospc_teardown(void **state)
+{
+	char cmd[256];
+
+	(void)state;
+	if (enospc_dir[0] != '\0') {
+		snprintf(cmd, sizeof(cmd), "umount '%s' 2>/dev/null; rmdir '%s'", enospc_dir,
+			 enospc_dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", enospc_dir);
+		enospc_dir[0] = '\0';
+	}
+	return 0;
+}
+
+static void test_disk_full(void **state)
+{
+	char *dir = enospc_dir, cmd[256];
+	struct store_opts o = { .partitions = 1, .map_size = 1 << 20, .map_size_max = 64 << 20,
+				.expunge_history_ms = 1000, .group_commit_ms = 1,
+				.group_commit_max = 16, .create = true };
+	struct store *st;
+	uint64_t mbox = 0;
+	int rc = 0, delivered = 0;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	strcpy(dir, "/tmp/heron-enospc.XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd), "mount -t tmpfs -o size=4m tmpfs '%s' 2>/dev/null", dir);
+	if (system(cmd) != 0)
+		skip(); /* no mount here (a container): the teardown removes dir */
+	o.path = dir;
+	assert_int_equal(store_open(&o, &st), 0);
+	uint64_t user = tuser(st, "full");
+	for (int i = 0; i < 200; i++) {
+		struct store_rcpt r = { .user = "full" };
+		int fd = tmsg_fd(64 << 10, (unsigned)i);
+
+		rc = store_deliver(st, fd, 0, &r, 1);
+		close(fd);
+		if (rc != 0)
+			break;
+		mbox = r.mbox;
+		delivered++;
+	}
+	assert_int_equal(rc, STORE_ENOSPC);
+	assert_true(store_err_temporary(rc));
+	assert_true(delivered > 10);
+	/* the index may be unable to commit too: either way nothing is half-written */
+	for (int i = 0; i < 50; i++) {
+		struct store_txn *t;
+		char name[32];
+
+		snprintf(name, sizeof(name), "box%d", i);
+		assert_int_equal(store_txn_begin(st, 0, STORE_TXN_WRITE, &t), 0);
+		rc = store_mbox_create(t, user, name, 0, NULL);
+		if (rc == 0)
+			rc = store_txn_commit(&t);
+		store_txn_abort(&t);
+		assert_true(rc == 0 || store_err_temporary(rc));
+	}
+	tcheck_status(st, mbox);
+	tverify_clean(st);
+	/* free space: expunge half, then a delivery works again */
+	struct store_txn *t;
+	uint32_t *out;
+	size_t n;
+	assert_int_equal(store_txn_begin(st, 0, STORE_TXN_WRITE, &t), 0);
+	uint32_t uids[20];
+	for (int i = 0; i < 20; i++)
+		uids[i] = (uint32_t)i + 1;
+	assert_int_equal(store_msg_expunge(t, mbox, uids, 20, &out, &n), 0);
+	free(out);
+	assert_int_equal(store_txn_commit(&t), 0);
+	struct store_rcpt r = { .user = "full" };
+	int fd = tmsg_fd(64 << 10, 999);
+	assert_int_equal(store_deliver(st, fd, 0, &r, 1), 0);
+	close(fd);
+	tcheck_status(st, mbox);
+	tverify_clean(st);
+	store_close(&st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_two_processes),
 		cmocka_unit_test(test_random_ops),
 		cmocka_unit_test(test_crash_safety),
+		cmocka_unit_test_teardown(test_disk_full, enospc_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
