@@ -169,6 +169,14 @@ static bool auth_finish(struct imap_cmd *cmd, struct auth_ctx *a)
 	unsigned part;
 	int rc;
 
+	{
+		unsigned same = 0;
+
+		for (struct imap_client *o = c->srv->clients; o != NULL; o = o->next)
+			same += o->user != NULL && strcmp(o->user, a->login) == 0;
+		if (same >= c->srv->max_per_user)
+			return imap_cmd_no(cmd, "[LIMIT] Too many sessions for this user");
+	}
 	if (store_user_locate(st, a->login, &part) != 0)
 		part = a->partition >= 0 && (unsigned)a->partition < store_partitions(st)
 			       ? (unsigned)a->partition

@@ -181,6 +181,16 @@ static int take_recent_fn(struct store_txn *t, void *arg)
 static uint32_t view_take_recent(struct imap_client *c, uint64_t mbox)
 {
 	struct take_recent tr = { mbox, UINT32_MAX };
+	struct store_txn *t = NULL;
+	struct store_status st;
+
+	/* most SELECTs find nothing \Recent: a read tells, without a write txn and its fsync */
+	if (store_txn_begin(c->srv->store, STORE_ID_PART(mbox), STORE_TXN_READ, &t) == 0 &&
+	    store_mbox_status(t, mbox, &st) == 0 && st.first_recent_uid >= st.uidnext) {
+		store_txn_abort(&t);
+		return st.uidnext;
+	}
+	store_txn_abort(&t);
 
 	if (store_write(c->srv->store, STORE_ID_PART(mbox), take_recent_fn, &tr) != 0)
 		return UINT32_MAX;

@@ -81,6 +81,7 @@ struct imap_server {
 	struct net_server *plain, *tls;
 	struct net_ipcount *ipcount;
 	unsigned max_per_ip;
+	unsigned max_per_user;       /* sessions of one user in this worker */
 	struct event *poll_ev;       /* 1 s fallback when the store watcher is unavailable */
 	bool draining;
 };
