@@ -86,8 +86,14 @@ bool cmd_enable(struct imap_cmd *cmd)
 	for (const struct imap_arg *a = cmd->args; a < cmd->args + cmd->nargs; a++)
 		if (a->type != IMAP_ARG_ATOM)
 			return imap_cmd_bad(cmd, "Capabilities are atoms");
-	/* nothing that needs enabling is implemented: none is enabled (RFC 5161) */
-	imap_printf(cmd->c, "* ENABLED\r\n");
+	/* only what is implemented is enabled (RFC 5161); the others are ignored */
+	imap_printf(cmd->c, "* ENABLED");
+	for (const struct imap_arg *a = cmd->args; a < cmd->args + cmd->nargs; a++)
+		if (imap_arg_atom_is(a, "CONDSTORE") && !cmd->c->enabled_condstore) {
+			cmd->c->enabled_condstore = true;
+			imap_printf(cmd->c, " CONDSTORE");
+		}
+	imap_printf(cmd->c, "\r\n");
 	return imap_cmd_ok(cmd, "Enabled");
 }
 

@@ -60,14 +60,50 @@ struct mbox_op {
 	uint64_t user;
 	char *a, *b;
 	bool on;
+	unsigned special;
 };
+
+static const struct {
+	unsigned bit;
+	const char *name;
+} special_uses[] = {
+	{ STORE_USE_ALL, "\\All" },       { STORE_USE_ARCHIVE, "\\Archive" },
+	{ STORE_USE_DRAFTS, "\\Drafts" }, { STORE_USE_FLAGGED, "\\Flagged" },
+	{ STORE_USE_JUNK, "\\Junk" },     { STORE_USE_SENT, "\\Sent" },
+	{ STORE_USE_TRASH, "\\Trash" },
+};
+#define NUSES (sizeof(special_uses) / sizeof(special_uses[0]))
+
+/* CREATE's (USE (\Sent ...)) parameter (RFC 6154): 0 and *mask_r, or -1. */
+static int parse_use(const struct imap_arg *a, unsigned *mask_r)
+{
+	const struct imap_arg *use, *list;
+
+	*mask_r = 0;
+	if (a->type != IMAP_ARG_LIST || a->n != 2 || !imap_arg_atom_is(a + 1, "USE"))
+		return -1;
+	use = a + 1;
+	list = imap_arg_next(use);
+	if (list->type != IMAP_ARG_LIST)
+		return -1;
+	for (const struct imap_arg *f = list + 1; f <= list + list->span; f++) {
+		size_t i;
+
+		for (i = 0; i < NUSES && !imap_arg_atom_is(f, special_uses[i].name); i++)
+			;
+		if (i == NUSES)
+			return -1;
+		*mask_r |= special_uses[i].bit;
+	}
+	return 0;
+}
 
 static int create_fn(struct store_txn *t, void *arg)
 {
 	struct mbox_op *op = arg;
 	uint64_t id;
 
-	return store_mbox_create(t, op->user, op->a, 0, &id);
+	return store_mbox_create(t, op->user, op->a, op->special, &id);
 }
 
 static int delete_fn(struct store_txn *t, void *arg)
@@ -111,11 +147,14 @@ static bool mbox_write(struct imap_cmd *cmd, int (*fn)(struct store_txn *, void 
 
 bool cmd_create(struct imap_cmd *cmd)
 {
-	struct mbox_op op = { cmd->c->user_id, NULL, NULL, false };
+	struct mbox_op op = { cmd->c->user_id, NULL, NULL, false, 0 };
 	const struct imap_arg *a = imap_cmd_arg(cmd, 0);
+	size_t argc = imap_cmd_argc(cmd);
 
-	if (imap_cmd_argc(cmd) != 1)
-		return imap_cmd_bad(cmd, "Expected: CREATE mailbox");
+	if (argc < 1 || argc > 2)
+		return imap_cmd_bad(cmd, "Expected: CREATE mailbox [(USE (attributes))]");
+	if (argc == 2 && parse_use(imap_cmd_arg(cmd, 1), &op.special) < 0)
+		return imap_cmd_no(cmd, "[USEATTR] Unknown special-use attribute");
 	/* a trailing delimiter says the name will have children: it is not part of the name */
 	if (imap_arg_is_astring(a) && a->len > 1 && a->s[a->len - 1] == '/') {
 		const char *why;
@@ -134,7 +173,7 @@ bool cmd_create(struct imap_cmd *cmd)
 
 bool cmd_delete(struct imap_cmd *cmd)
 {
-	struct mbox_op op = { cmd->c->user_id, NULL, NULL, false };
+	struct mbox_op op = { cmd->c->user_id, NULL, NULL, false, 0 };
 
 	if (imap_cmd_argc(cmd) != 1)
 		return imap_cmd_bad(cmd, "Expected: DELETE mailbox");
@@ -153,7 +192,7 @@ bool cmd_delete(struct imap_cmd *cmd)
 
 bool cmd_rename(struct imap_cmd *cmd)
 {
-	struct mbox_op op = { cmd->c->user_id, NULL, NULL, false };
+	struct mbox_op op = { cmd->c->user_id, NULL, NULL, false, 0 };
 
 	if (imap_cmd_argc(cmd) != 2)
 		return imap_cmd_bad(cmd, "Expected: RENAME from to");
@@ -168,7 +207,7 @@ bool cmd_rename(struct imap_cmd *cmd)
 
 bool cmd_subscribe(struct imap_cmd *cmd)
 {
-	struct mbox_op op = { cmd->c->user_id, NULL, NULL, !(cmd->def_flags & CMD_ALT) };
+	struct mbox_op op = { cmd->c->user_id, NULL, NULL, !(cmd->def_flags & CMD_ALT), 0 };
 
 	if (imap_cmd_argc(cmd) != 1)
 		return imap_cmd_bad(cmd, "Expected: SUBSCRIBE mailbox");
@@ -184,15 +223,6 @@ struct list_ctx {
 
 static int list_cb(const struct store_mbox_info *mi, void *arg)
 {
-	static const struct {
-		unsigned bit;
-		const char *name;
-	} uses[] = {
-		{ STORE_USE_ALL, "\\All" },       { STORE_USE_ARCHIVE, "\\Archive" },
-		{ STORE_USE_DRAFTS, "\\Drafts" }, { STORE_USE_FLAGGED, "\\Flagged" },
-		{ STORE_USE_JUNK, "\\Junk" },     { STORE_USE_SENT, "\\Sent" },
-		{ STORE_USE_TRASH, "\\Trash" },
-	};
 	struct list_ctx *l = arg;
 	struct imap_client *c = l->c;
 	struct buf attrs;
@@ -203,9 +233,9 @@ static int list_cb(const struct store_mbox_info *mi, void *arg)
 	if (!l->lsub)
 		buf_puts(&attrs, mi->attrs & STORE_MBOX_HASCHILDREN ? "\\HasChildren "
 								    : "\\HasNoChildren ");
-	for (size_t i = 0; i < sizeof(uses) / sizeof(uses[0]) && !l->lsub; i++)
-		if (mi->special & uses[i].bit)
-			buf_printf(&attrs, "%s ", uses[i].name);
+	for (size_t i = 0; i < NUSES && !l->lsub; i++)
+		if (mi->special & special_uses[i].bit)
+			buf_printf(&attrs, "%s ", special_uses[i].name);
 	if (attrs.len > 0)
 		buf_truncate(&attrs, attrs.len - 1);
 	imap_printf(c, "* %s (%s) \"/\" ", l->lsub ? "LSUB" : "LIST", buf_cstr(&attrs));

@@ -41,8 +41,15 @@ bool cmd_select(struct imap_cmd *cmd)
 	char *name;
 	int rc;
 
-	if (imap_cmd_argc(cmd) != 1)
+	if (imap_cmd_argc(cmd) == 2) {
+		const struct imap_arg *p = imap_cmd_arg(cmd, 1);
+
+		if (p->type != IMAP_ARG_LIST || p->n != 1 || !imap_arg_atom_is(p + 1, "CONDSTORE"))
+			return imap_cmd_bad(cmd, "Unknown SELECT parameter");
+		c->enabled_condstore = true;
+	} else if (imap_cmd_argc(cmd) != 1) {
 		return imap_cmd_bad(cmd, "Expected: SELECT mailbox");
+	}
 	/* a failed SELECT leaves no mailbox selected (RFC 3501 6.3.1) */
 	imap_view_close(c);
 	imap_client_set_state(c, IMAP_ST_AUTH);

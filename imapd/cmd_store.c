@@ -12,7 +12,7 @@
 struct store_result {
 	uint32_t uid;
 	unsigned flags;
-	uint64_t kw;
+	uint64_t kw, modseq;
 };
 
 struct store_op {
@@ -23,6 +23,8 @@ struct store_op {
 	struct store_result *res;
 	size_t nres;
 	const char *why;
+	uint64_t unchangedsince;   /* CONDSTORE; 0: none */
+	struct imap_seqset modified; /* UIDs refused by UNCHANGEDSINCE */
 };
 
 static int store_fn(struct store_txn *t, void *arg)
@@ -34,6 +36,7 @@ static int store_fn(struct store_txn *t, void *arg)
 	int rc;
 
 	so->nres = 0;
+	imap_seqset_clear(&so->modified);
 	rc = imap_flags_parse(so->flags_arg, t, v->mbox, so->op != STORE_FLAGS_REMOVE, &flags,
 			      &kw, &so->why);
 	if (rc < 0)
@@ -43,14 +46,20 @@ static int store_fn(struct store_txn *t, void *arg)
 
 		if (!imap_seqset_has(so->uids, v->msgs[i].uid))
 			continue;
-		rc = store_msg_flags(t, v->mbox, v->msgs[i].uid, so->op, flags, kw, 0, &m);
+		rc = store_msg_flags(t, v->mbox, v->msgs[i].uid, so->op, flags, kw,
+				     so->unchangedsince, &m);
 		if (rc == STORE_ENOMSG)
 			continue;
+		if (rc == STORE_ELOCKED) {
+			imap_seqset_add(&so->modified, v->msgs[i].uid, v->msgs[i].uid);
+			continue;
+		}
 		if (rc != 0)
 			return rc;
 		so->res[so->nres].uid = m.uid;
 		so->res[so->nres].flags = m.flags;
 		so->res[so->nres].kw = m.keywords;
+		so->res[so->nres].modseq = m.modseq;
 		so->nres++;
 	}
 	return 0;
@@ -61,14 +70,28 @@ bool cmd_store(struct imap_cmd *cmd)
 	struct imap_client *c = cmd->c;
 	const struct imap_arg *set = imap_cmd_arg(cmd, 0), *what = imap_cmd_arg(cmd, 1);
 	struct imap_seqset uids = { 0 };
-	struct store_op so = { c, imap_cmd_arg(cmd, 2), STORE_FLAGS_SET, &uids, NULL, 0, NULL };
+	struct store_op so = { c, imap_cmd_arg(cmd, 2), STORE_FLAGS_SET, &uids, NULL, 0, NULL,
+			       0, { 0 } };
 	struct store_txn *t = NULL;
 	const char *why, *w;
-	size_t wl;
+	size_t wl, argc = imap_cmd_argc(cmd);
 	bool silent = false;
 	int rc;
 
-	if (imap_cmd_argc(cmd) != 3 || set->type != IMAP_ARG_ATOM || what->type != IMAP_ARG_ATOM)
+	if (argc == 4 && what != NULL && what->type == IMAP_ARG_LIST) {
+		/* (UNCHANGEDSINCE n) — RFC 7162 */
+		const struct imap_arg *v = what + 2;
+
+		if (what->n != 2 || !imap_arg_atom_is(what + 1, "UNCHANGEDSINCE") ||
+		    v->type != IMAP_ARG_ATOM ||
+		    str_to_u64(v->s, v->len, INT64_MAX, &so.unchangedsince) < 0)
+			return imap_cmd_bad(cmd, "Invalid STORE modifier");
+		c->enabled_condstore = true;
+		what = imap_cmd_arg(cmd, 2);
+		so.flags_arg = imap_cmd_arg(cmd, 3);
+		argc--;
+	}
+	if (argc != 3 || set->type != IMAP_ARG_ATOM || what->type != IMAP_ARG_ATOM)
 		return imap_cmd_bad(cmd, "Expected: STORE set [+|-]FLAGS[.SILENT] (flags)");
 	w = what->s;
 	wl = what->len;
@@ -92,6 +115,7 @@ bool cmd_store(struct imap_cmd *cmd)
 	if (rc != 0) {
 		free(so.res);
 		imap_seqset_release(&uids);
+		imap_seqset_release(&so.modified);
 		if (so.why != NULL)
 			return imap_cmd_bad(cmd, so.why);
 		return imap_cmd_store_error(cmd, rc, "STORE");
@@ -118,11 +142,34 @@ bool cmd_store(struct imap_cmd *cmd)
 		imap_write(c, "FLAGS ", 6);
 		imap_flags_write(c, so.res[i].flags, so.res[i].kw,
 				 c->view->msgs[seq - 1].flags & IMAP_VF_RECENT, t);
+		if (c->enabled_condstore)
+			imap_printf(c, " MODSEQ (%" PRIu64 ")", so.res[i].modseq);
 		imap_write(c, ")\r\n", 3);
 	}
 	store_txn_abort(&t);
 	free(so.res);
 	imap_seqset_release(&uids);
+	if (so.modified.n > 0) {
+		struct imap_seqset seqs = { 0 };
+		struct buf b;
+
+		/* [MODIFIED] names UIDs for UID STORE, sequence numbers otherwise */
+		for (size_t i = 0; i < so.modified.n; i++) {
+			uint32_t n = cmd->uid ? so.modified.v[i].lo
+					      : imap_view_seq(c->view, so.modified.v[i].lo);
+
+			imap_seqset_add(&seqs, n, n);
+		}
+		imap_seqset_resolve(&seqs, 0);
+		buf_init(&b, 64, (size_t)-1 / 2);
+		imap_seqset_format(&seqs, &b);
+		imap_cmd_reply(cmd, "OK", "[MODIFIED %s] Conditional STORE failed", buf_cstr(&b));
+		buf_release(&b);
+		imap_seqset_release(&seqs);
+		imap_seqset_release(&so.modified);
+		return true;
+	}
+	imap_seqset_release(&so.modified);
 	return imap_cmd_ok(cmd, "STORE completed");
 }
 

@@ -46,6 +46,7 @@ struct fetch_ctx {
 	size_t next;                   /* next view index */
 	size_t item;                   /* next item of the message being written (0: none) */
 	bool set_seen;
+	uint64_t changedsince;         /* CONDSTORE: only messages with a higher modseq */
 };
 
 static void fetch_ctx_free(struct imap_cmd *cmd)
@@ -226,6 +227,7 @@ static int parse_item(struct fetch_ctx *f, const struct imap_arg *a)
 		{ "RFC822.HEADER", FI_RFC822_HEADER }, { "RFC822.SIZE", FI_RFC822_SIZE },
 		{ "RFC822.TEXT", FI_RFC822_TEXT }, { "BODY", FI_BODY },
 		{ "BODYSTRUCTURE", FI_BODYSTRUCTURE }, { "UID", FI_UID },
+		{ "MODSEQ", FI_MODSEQ },
 	};
 
 	if (a->type != IMAP_ARG_ATOM)
@@ -482,8 +484,9 @@ static bool fetch_message(struct imap_cmd *cmd, struct fetch_ctx *f, struct stor
 	struct store_msg m;
 	struct msgcache_view mv;
 
-	if (store_msg_get(t, c->view->mbox, vm->uid, &m) != 0) {
-		f->item = 0; /* expunged meanwhile: nothing to say about it */
+	if (store_msg_get(t, c->view->mbox, vm->uid, &m) != 0 ||
+	    (f->item == 0 && f->changedsince != 0 && m.modseq <= f->changedsince)) {
+		f->item = 0; /* expunged meanwhile (or unchanged): nothing to say about it */
 		return true;
 	}
 	if (m.cache_len == 0 || msgcache_parse(m.cache, m.cache_len, &mv) < 0) {
@@ -561,7 +564,9 @@ static bool fetch_start(struct imap_cmd *cmd)
 	const struct imap_arg *set = imap_cmd_arg(cmd, 0), *items = imap_cmd_arg(cmd, 1);
 	const char *why;
 
-	if (set == NULL || items == NULL || imap_cmd_arg(cmd, 2) != NULL ||
+	const struct imap_arg *mods = imap_cmd_arg(cmd, 2);
+
+	if (set == NULL || items == NULL || imap_cmd_arg(cmd, 3) != NULL ||
 	    set->type != IMAP_ARG_ATOM)
 		return !imap_cmd_bad(cmd, "Expected: FETCH sequence-set items");
 	f = xcalloc(1, sizeof(*f));
@@ -571,6 +576,27 @@ static bool fetch_start(struct imap_cmd *cmd)
 		item_add(f, FI_UID);
 	if (parse_items(f, items) < 0)
 		return !imap_cmd_bad(cmd, "Invalid FETCH item");
+	if (mods != NULL) {
+		/* (CHANGEDSINCE n) — RFC 7162 */
+		const struct imap_arg *v = mods + 2;
+
+		if (mods->type != IMAP_ARG_LIST || mods->n != 2 ||
+		    !imap_arg_atom_is(mods + 1, "CHANGEDSINCE") || v->type != IMAP_ARG_ATOM ||
+		    str_to_u64(v->s, v->len, INT64_MAX, &f->changedsince) < 0)
+			return !imap_cmd_bad(cmd, "Invalid FETCH modifier");
+		c->enabled_condstore = true;
+	}
+	for (size_t i = 0; i < f->n; i++)
+		if (f->items[i].type == FI_MODSEQ)
+			c->enabled_condstore = true;
+	if (f->changedsince != 0) {
+		bool has = false;
+
+		for (size_t i = 0; i < f->n; i++)
+			has |= f->items[i].type == FI_MODSEQ;
+		if (!has)
+			item_add(f, FI_MODSEQ);
+	}
 	if (imap_view_resolve(c, set->s, set->len, cmd->uid, &f->uids, &why) < 0)
 		return !imap_cmd_bad(cmd, why);
 	if (f->set_seen && !c->view->readonly)

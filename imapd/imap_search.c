@@ -22,7 +22,7 @@ enum skey_type {
 	SK_ALL, SK_FLAG, SK_NOFLAG, SK_KEYWORD, SK_NOKEYWORD, SK_RECENT, SK_NEW, SK_OLD,
 	SK_BEFORE, SK_ON, SK_SINCE, SK_SENTBEFORE, SK_SENTON, SK_SENTSINCE, SK_LARGER,
 	SK_SMALLER, SK_HEADER, SK_BODY, SK_TEXT, SK_SEQ, SK_UID, SK_NOT, SK_OR, SK_AND,
-	SK_NEVER,
+	SK_NEVER, SK_MODSEQ,
 };
 
 struct skey {
@@ -37,8 +37,13 @@ struct skey {
 	struct skey *next;         /* sibling in an AND */
 };
 
+enum { RET_MIN = 1, RET_MAX = 2, RET_ALL = 4, RET_COUNT = 8 };
+
 struct search {
 	struct imap_client *c;
+	unsigned ret;              /* ESEARCH RETURN options; 0: a plain SEARCH */
+	bool esearch;
+	bool modseq_used;          /* a MODSEQ key: the reply names the highest modseq */
 	struct store_txn *t;
 	struct skey nodes[SEARCH_NODES_MAX];
 	size_t nnodes;
@@ -284,6 +289,26 @@ static struct skey *parse_key(struct search *s, const struct imap_arg **ap,
 		}
 		return k;
 	}
+	if (strcmp(name, "MODSEQ") == 0) {
+		/* MODSEQ [entry-name entry-type] n (RFC 7162): flags share one modseq here */
+		if ((k = node_new(s, SK_MODSEQ)) == NULL)
+			return NULL;
+		v = take(ap, end);
+		if (v != NULL && imap_arg_is_string(v)) {
+			v = take(ap, end); /* entry-type */
+			if (v == NULL || !(imap_arg_atom_is(v, "priv") || imap_arg_atom_is(v, "shared") ||
+					   imap_arg_atom_is(v, "all")))
+				goto bad;
+			v = take(ap, end);
+		}
+		if (v == NULL || v->type != IMAP_ARG_ATOM ||
+		    str_to_u64(v->s, v->len, INT64_MAX, &k->num) < 0) {
+			s->why = "Invalid MODSEQ";
+			return NULL;
+		}
+		s->modseq_used = true;
+		return k;
+	}
 	if (strcmp(name, "NOT") == 0) {
 		if ((k = node_new(s, SK_NOT)) == NULL ||
 		    (k->a = parse_key(s, ap, end, depth + 1)) == NULL)
@@ -398,6 +423,8 @@ static bool eval(struct search *s, const struct skey *k, const struct store_msg 
 		return true;
 	case SK_NEVER:
 		return false;
+	case SK_MODSEQ:
+		return m->modseq >= k->num;
 	case SK_FLAG:
 		return (m->flags & k->flag) != 0;
 	case SK_NOFLAG:
@@ -460,6 +487,74 @@ static void search_free(struct search *s)
 	free(s);
 }
 
+/* Writes "* SEARCH ..." or, with RETURN, "* ESEARCH ..." (RFC 4731). */
+static void search_reply(struct search *s, struct imap_cmd *cmd, const uint32_t *hits,
+			 size_t n, uint64_t maxmod)
+{
+	struct imap_client *c = s->c;
+
+	if (!s->esearch) {
+		imap_write(c, "* SEARCH", 8);
+		for (size_t i = 0; i < n; i++)
+			imap_printf(c, " %u", hits[i]);
+		if (s->modseq_used && n > 0)
+			imap_printf(c, " (MODSEQ %" PRIu64 ")", maxmod);
+		imap_write(c, "\r\n", 2);
+		return;
+	}
+	imap_printf(c, "* ESEARCH (TAG \"%s\")%s", cmd->tag, cmd->uid ? " UID" : "");
+	if ((s->ret & RET_MIN) && n > 0)
+		imap_printf(c, " MIN %u", hits[0]);
+	if ((s->ret & RET_MAX) && n > 0)
+		imap_printf(c, " MAX %u", hits[n - 1]);
+	if (s->ret & RET_COUNT)
+		imap_printf(c, " COUNT %zu", n);
+	if ((s->ret & RET_ALL) && n > 0) {
+		struct imap_seqset set = { 0 };
+		struct buf b;
+
+		for (size_t i = 0; i < n; i++)
+			imap_seqset_add(&set, hits[i], hits[i]);
+		imap_seqset_resolve(&set, 0);
+		buf_init(&b, 256, (size_t)-1 / 2);
+		imap_seqset_format(&set, &b);
+		imap_printf(c, " ALL %s", buf_cstr(&b));
+		buf_release(&b);
+		imap_seqset_release(&set);
+	}
+	if (s->modseq_used && n > 0)
+		imap_printf(c, " MODSEQ %" PRIu64, maxmod);
+	imap_write(c, "\r\n", 2);
+}
+
+static void search_run(struct search *s, struct imap_cmd *cmd, const struct skey *root)
+{
+	struct imap_client *c = s->c;
+	uint32_t *hits = xcalloc(c->view->n + 1, sizeof(*hits));
+	uint64_t maxmod = 0;
+	size_t n = 0;
+
+	for (size_t i = 0; i < c->view->n; i++) {
+		struct store_msg m;
+		struct msgcache_view mv;
+
+		if (store_msg_get(s->t, c->view->mbox, c->view->msgs[i].uid, &m) != 0)
+			continue;
+		if (m.cache_len == 0 || msgcache_parse(m.cache, m.cache_len, &mv) < 0) {
+			memset(&mv, 0, sizeof(mv));
+			mv.date = INT64_MIN;
+			mv.body_size = m.size;
+		}
+		if (eval(s, root, &m, &mv, (uint32_t)i + 1, c->view->msgs[i].flags)) {
+			hits[n++] = cmd->uid ? m.uid : (uint32_t)i + 1;
+			if (m.modseq > maxmod)
+				maxmod = m.modseq;
+		}
+	}
+	search_reply(s, cmd, hits, n, maxmod);
+	free(hits);
+}
+
 bool cmd_search(struct imap_cmd *cmd)
 {
 	struct imap_client *c = cmd->c;
@@ -470,6 +565,31 @@ bool cmd_search(struct imap_cmd *cmd)
 
 	s->c = c;
 	s->uid = cmd->uid;
+	if (p < end && imap_arg_atom_is(p, "RETURN")) {
+		const struct imap_arg *opts = p + 1;
+
+		if (opts >= end || opts->type != IMAP_ARG_LIST) {
+			search_free(s);
+			return imap_cmd_bad(cmd, "RETURN needs a list");
+		}
+		s->esearch = true;
+		for (const struct imap_arg *o = opts + 1; o <= opts + opts->span; o++) {
+			unsigned bit = imap_arg_atom_is(o, "MIN")     ? RET_MIN
+				       : imap_arg_atom_is(o, "MAX")   ? RET_MAX
+				       : imap_arg_atom_is(o, "ALL")   ? RET_ALL
+				       : imap_arg_atom_is(o, "COUNT") ? RET_COUNT
+								      : 0;
+
+			if (bit == 0) {
+				search_free(s);
+				return imap_cmd_bad(cmd, "Unknown RETURN option");
+			}
+			s->ret |= bit;
+		}
+		if (s->ret == 0)
+			s->ret = RET_ALL;
+		p = imap_arg_next(opts);
+	}
 	if (p < end && imap_arg_atom_is(p, "CHARSET")) {
 		const struct imap_arg *cs = p + 1;
 
@@ -506,22 +626,7 @@ bool cmd_search(struct imap_cmd *cmd)
 		search_free(s);
 		return r;
 	}
-	imap_write(c, "* SEARCH", 8);
-	for (size_t i = 0; i < c->view->n; i++) {
-		struct store_msg m;
-		struct msgcache_view mv;
-
-		if (store_msg_get(s->t, c->view->mbox, c->view->msgs[i].uid, &m) != 0)
-			continue;
-		if (m.cache_len == 0 || msgcache_parse(m.cache, m.cache_len, &mv) < 0) {
-			memset(&mv, 0, sizeof(mv));
-			mv.date = INT64_MIN;
-			mv.body_size = m.size;
-		}
-		if (eval(s, root, &m, &mv, (uint32_t)i + 1, c->view->msgs[i].flags))
-			imap_printf(c, " %u", cmd->uid ? m.uid : (uint32_t)i + 1);
-	}
-	imap_write(c, "\r\n", 2);
+	search_run(s, cmd, root);
 	search_free(s);
 	return imap_cmd_ok(cmd, "SEARCH completed");
 }

@@ -265,6 +265,7 @@ int imap_view_open(struct imap_cmd *cmd, uint64_t mbox, const char *name, bool r
 		imap_printf(c, "* OK [UNSEEN %u] First unseen\r\n", unseen);
 	imap_printf(c, "* OK [UIDVALIDITY %u] UIDs valid\r\n* OK [UIDNEXT %u] Predicted next UID\r\n",
 		    v->uidvalidity, v->uidnext);
+	imap_printf(c, "* OK [HIGHESTMODSEQ %" PRIu64 "] Highest\r\n", v->modseq);
 	return 0;
 }
 
@@ -328,6 +329,8 @@ static int view_flag_changes(struct imap_client *c, struct store_txn *t)
 		vm->keywords = m.keywords;
 		imap_printf(c, "* %u FETCH (FLAGS ", seq);
 		imap_flags_write(c, m.flags, m.keywords, vm->flags & IMAP_VF_RECENT, t);
+		if (c->enabled_condstore)
+			imap_printf(c, " MODSEQ (%" PRIu64 ")", m.modseq);
 		imap_printf(c, ")\r\n");
 	}
 	store_iter_free(&it);

@@ -12,7 +12,8 @@ from imapd_harness import Imapd, Raw, PASSWORD  # noqa: E402
 from messages import SIMPLE, NESTED  # noqa: E402
 
 IMAPD = DELIVER = None
-CAPS = "IMAP4rev1 LITERAL+ SASL-IR ID ENABLE IDLE NAMESPACE UNSELECT CHILDREN UIDPLUS MOVE"
+CAPS = ("IMAP4rev1 LITERAL+ SASL-IR ID ENABLE IDLE NAMESPACE UNSELECT CHILDREN UIDPLUS MOVE "
+        "SPECIAL-USE CREATE-SPECIAL-USE STATUS=SIZE ESEARCH CONDSTORE")
 SIMPLE_BS = ('("text" "plain" ("charset" "us-ascii") NIL NIL "7bit" 49 2 NIL NIL NIL NIL)')
 NESTED_BS = (
     '((("text" "plain" ("charset" "utf-8") NIL NIL "7bit" 10 0 NIL NIL NIL NIL)'
@@ -209,6 +210,20 @@ class TestMailboxes(Base):
         self.assertEqual(r.cmd("a", "NAMESPACE"),
                          ['* NAMESPACE (("" "/")) NIL NIL', "a OK Namespace completed"])
         self.assertEqual(r.cmd("b", "ENABLE FOO"), ["* ENABLED", "b OK Enabled"])
+        self.assertEqual(r.cmd("c", "ENABLE CONDSTORE FOO"),
+                         ["* ENABLED CONDSTORE", "c OK Enabled"])
+        self.assertEqual(r.cmd("d", "ENABLE CONDSTORE"), ["* ENABLED", "d OK Enabled"])
+
+    def test_special_use(self):
+        r = self.raw()
+        self.assertEqual(r.cmd("a", "CREATE Sent (USE (\\Sent))"), ["a OK CREATE completed"])
+        self.assertEqual(r.cmd("b", "CREATE Bin (USE (\\Bogus))"),
+                         ["b NO [USEATTR] Unknown special-use attribute"])
+        self.assertEqual(r.cmd("c", 'LIST "" Sent'),
+                         ['* LIST (\\HasNoChildren \\Sent) "/" Sent', "c OK List completed"])
+        self.append(r, SIMPLE, "Sent")
+        self.assertEqual(r.cmd("d", "STATUS Sent (MESSAGES SIZE)"),
+                         ["* STATUS Sent (MESSAGES 1 SIZE 237)", "d OK STATUS completed"])
 
 
 class TestSelected(Base):
@@ -238,6 +253,7 @@ class TestSelected(Base):
             "permitted",
             "* 2 EXISTS", "* 2 RECENT", "* OK [UNSEEN 1] First unseen",
             "* OK [UIDVALIDITY %s] UIDs valid" % uidv, "* OK [UIDNEXT 3] Predicted next UID",
+            "* OK [HIGHESTMODSEQ %s] Highest" % out[7].split()[3].rstrip("]"),
             "s OK [READ-WRITE] SELECT completed"])
         out = self.select(examine=True)
         self.assertEqual(out[1], "* OK [PERMANENTFLAGS ()] Read-only mailbox")
@@ -452,6 +468,47 @@ class TestSelected(Base):
         self.assertEqual(self.r.cmd("g", "FETCH 4 (FLAGS RFC822)"), [
             "* 4 FETCH (FLAGS (\\Flagged \\Seen \\Recent kw) RFC822 {1}\r\nx)",
             "g OK Fetch completed"])
+
+    def test_esearch(self):
+        self.select()
+        r = self.r
+        self.assertEqual(r.cmd("a", "SEARCH RETURN (MIN MAX COUNT) ALL"),
+                         ['* ESEARCH (TAG "a") MIN 1 MAX 2 COUNT 2', "a OK SEARCH completed"])
+        self.assertEqual(r.cmd("b", "UID SEARCH RETURN () ALL"),
+                         ['* ESEARCH (TAG "b") UID ALL 1:2', "b OK SEARCH completed"])
+        self.assertEqual(r.cmd("c", "SEARCH RETURN (COUNT ALL) DELETED"),
+                         ['* ESEARCH (TAG "c") COUNT 0', "c OK SEARCH completed"])
+        self.assertEqual(r.cmd("d", "SEARCH RETURN (BOGUS) ALL"),
+                         ["d BAD Unknown RETURN option"])
+
+    def test_condstore(self):
+        out = self.r.cmd("s", "SELECT %s (CONDSTORE)" % self.box)
+        hms = int([x for x in out if "HIGHESTMODSEQ" in x][0].split()[3].rstrip("]"))
+        r = self.r
+        out = r.cmd("a", "FETCH 1:* (MODSEQ)")
+        m1 = int(out[0].split("MODSEQ (")[1].rstrip("))"))
+        m2 = int(out[1].split("MODSEQ (")[1].rstrip("))"))
+        self.assertEqual(out, ["* 1 FETCH (MODSEQ (%d))" % m1, "* 2 FETCH (MODSEQ (%d))" % m2,
+                               "a OK Fetch completed"])
+        self.assertEqual(max(m1, m2), hms)
+        out = r.cmd("b", "STORE 1 +FLAGS (\\Flagged)")
+        m1b = int(out[0].split("MODSEQ (")[1].rstrip("))"))
+        self.assertGreater(m1b, hms)
+        self.assertEqual(out, ["* 1 FETCH (FLAGS (\\Flagged \\Recent) MODSEQ (%d))" % m1b,
+                               "b OK STORE completed"])
+        self.assertEqual(r.cmd("c", "FETCH 1:* (FLAGS) (CHANGEDSINCE %d)" % hms),
+                         ["* 1 FETCH (FLAGS (\\Flagged \\Recent) MODSEQ (%d))" % m1b,
+                          "c OK Fetch completed"])
+        self.assertEqual(r.cmd("d", "UID STORE 1:2 (UNCHANGEDSINCE %d) +FLAGS (\\Seen)" % hms)[-1],
+                         "d OK [MODIFIED 1] Conditional STORE failed")
+        # message 2 took \\Seen above (modseq m1b + 1); 1 kept m1b
+        self.assertEqual(r.cmd("e", "SEARCH MODSEQ %d" % m1b),
+                         ["* SEARCH 1 2 (MODSEQ %d)" % (m1b + 1), "e OK SEARCH completed"])
+        self.assertEqual(r.cmd("e2", "SEARCH MODSEQ %d" % (m1b + 1)),
+                         ["* SEARCH 2 (MODSEQ %d)" % (m1b + 1), "e2 OK SEARCH completed"])
+        self.assertEqual(r.cmd("f", "STATUS %s (HIGHESTMODSEQ)" % self.box),
+                         ["* STATUS %s (HIGHESTMODSEQ %d)" % (self.box, m1b + 1),
+                          "f OK STATUS completed"])
 
     def test_pipelining(self):
         r = self.r
