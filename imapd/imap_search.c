@@ -22,7 +22,7 @@ enum skey_type {
 	SK_ALL, SK_FLAG, SK_NOFLAG, SK_KEYWORD, SK_NOKEYWORD, SK_RECENT, SK_NEW, SK_OLD,
 	SK_BEFORE, SK_ON, SK_SINCE, SK_SENTBEFORE, SK_SENTON, SK_SENTSINCE, SK_LARGER,
 	SK_SMALLER, SK_HEADER, SK_BODY, SK_TEXT, SK_SEQ, SK_UID, SK_NOT, SK_OR, SK_AND,
-	SK_NEVER, SK_MODSEQ,
+	SK_NEVER, SK_MODSEQ, SK_OLDER, SK_YOUNGER,
 };
 
 struct skey {
@@ -264,6 +264,19 @@ static struct skey *parse_key(struct search *s, const struct imap_arg **ap,
 		}
 		return k;
 	}
+	if (strcmp(name, "OLDER") == 0 || strcmp(name, "YOUNGER") == 0) {
+		/* WITHIN (RFC 5032): interval in seconds against the internal date */
+		if ((k = node_new(s, name[0] == 'O' ? SK_OLDER : SK_YOUNGER)) == NULL)
+			return NULL;
+		v = take(ap, end);
+		if (v == NULL || v->type != IMAP_ARG_ATOM ||
+		    str_to_u64(v->s, v->len, UINT32_MAX, &k->num) < 0 || k->num == 0) {
+			s->why = "Invalid interval";
+			return NULL;
+		}
+		k->day = (int64_t)time(NULL) - (int64_t)k->num;
+		return k;
+	}
 	if (strcmp(name, "KEYWORD") == 0 || strcmp(name, "UNKEYWORD") == 0) {
 		unsigned idx;
 
@@ -425,6 +438,10 @@ static bool eval(struct search *s, const struct skey *k, const struct store_msg 
 		return false;
 	case SK_MODSEQ:
 		return m->modseq >= k->num;
+	case SK_OLDER:
+		return m->internaldate <= k->day; /* day holds the cut-off time here */
+	case SK_YOUNGER:
+		return m->internaldate >= k->day;
 	case SK_FLAG:
 		return (m->flags & k->flag) != 0;
 	case SK_NOFLAG:

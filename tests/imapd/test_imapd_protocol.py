@@ -13,7 +13,7 @@ from messages import SIMPLE, NESTED  # noqa: E402
 
 IMAPD = DELIVER = None
 CAPS = ("IMAP4rev1 LITERAL+ SASL-IR ID ENABLE IDLE NAMESPACE UNSELECT CHILDREN UIDPLUS MOVE "
-        "SPECIAL-USE CREATE-SPECIAL-USE STATUS=SIZE ESEARCH CONDSTORE")
+        "SPECIAL-USE CREATE-SPECIAL-USE STATUS=SIZE ESEARCH CONDSTORE WITHIN")
 SIMPLE_BS = ('("text" "plain" ("charset" "us-ascii") NIL NIL "7bit" 49 2 NIL NIL NIL NIL)')
 NESTED_BS = (
     '((("text" "plain" ("charset" "utf-8") NIL NIL "7bit" 10 0 NIL NIL NIL NIL)'
@@ -398,6 +398,8 @@ class TestSelected(Base):
             ("UNKEYWORD nope", "1 2"), ("CHARSET UTF-8 SUBJECT Report", "2"),
             ("DELETED", ""), ("UNDELETED", "1 2"), ("DRAFT", ""), ("UNDRAFT", "1 2"),
             ("ANSWERED", ""), ("UNANSWERED", "1 2"),
+            # WITHIN: the internal dates are 1994
+            ("OLDER 86400", "1 2"), ("YOUNGER 86400", ""),
         ]
         for key, want in cases:
             out = r.cmd("s", "SEARCH " + key)
