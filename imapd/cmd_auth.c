@@ -92,6 +92,10 @@ bool cmd_enable(struct imap_cmd *cmd)
 		if (imap_arg_atom_is(a, "CONDSTORE") && !cmd->c->enabled_condstore) {
 			cmd->c->enabled_condstore = true;
 			imap_printf(cmd->c, " CONDSTORE");
+		} else if (imap_arg_atom_is(a, "QRESYNC") && !cmd->c->enabled_qresync) {
+			/* QRESYNC implies CONDSTORE (RFC 7162 3.2.3) */
+			cmd->c->enabled_qresync = cmd->c->enabled_condstore = true;
+			imap_printf(cmd->c, " QRESYNC");
 		}
 	imap_printf(cmd->c, "\r\n");
 	return imap_cmd_ok(cmd, "Enabled");

@@ -226,7 +226,7 @@ void imap_capability(struct imap_client *c, struct buf *out)
 	bool tls = c->flags & IMAP_CF_TLS;
 
 	buf_puts(out, "IMAP4rev1 LITERAL+ SASL-IR ID ENABLE IDLE NAMESPACE UNSELECT CHILDREN "
-		      "UIDPLUS MOVE SPECIAL-USE CREATE-SPECIAL-USE STATUS=SIZE ESEARCH CONDSTORE WITHIN");
+		      "UIDPLUS MOVE SPECIAL-USE CREATE-SPECIAL-USE STATUS=SIZE ESEARCH CONDSTORE QRESYNC WITHIN");
 	if (c->state == IMAP_ST_NOTAUTH) {
 		if (srv->tls_ctx != NULL && !tls)
 			buf_puts(out, " STARTTLS");

@@ -47,6 +47,7 @@ struct fetch_ctx {
 	size_t item;                   /* next item of the message being written (0: none) */
 	bool set_seen;
 	uint64_t changedsince;         /* CONDSTORE: only messages with a higher modseq */
+	bool vanished;                 /* QRESYNC: UID FETCH (CHANGEDSINCE n VANISHED) */
 };
 
 static void fetch_ctx_free(struct imap_cmd *cmd)
@@ -580,11 +581,14 @@ static bool fetch_start(struct imap_cmd *cmd)
 		/* (CHANGEDSINCE n) — RFC 7162 */
 		const struct imap_arg *v = mods + 2;
 
-		if (mods->type != IMAP_ARG_LIST || mods->n != 2 ||
+		if (mods->type != IMAP_ARG_LIST || (mods->n != 2 && mods->n != 3) ||
 		    !imap_arg_atom_is(mods + 1, "CHANGEDSINCE") || v->type != IMAP_ARG_ATOM ||
-		    str_to_u64(v->s, v->len, INT64_MAX, &f->changedsince) < 0)
+		    str_to_u64(v->s, v->len, INT64_MAX, &f->changedsince) < 0 ||
+		    (mods->n == 3 && (!imap_arg_atom_is(v + 1, "VANISHED") || !cmd->uid ||
+				      !c->enabled_qresync)))
 			return !imap_cmd_bad(cmd, "Invalid FETCH modifier");
 		c->enabled_condstore = true;
+		f->vanished = mods->n == 3;
 	}
 	for (size_t i = 0; i < f->n; i++)
 		if (f->items[i].type == FI_MODSEQ)
@@ -601,6 +605,13 @@ static bool fetch_start(struct imap_cmd *cmd)
 		return !imap_cmd_bad(cmd, why);
 	if (f->set_seen && !c->view->readonly)
 		mark_seen(c, f);
+	if (f->vanished) {
+		struct store_txn *t = NULL;
+
+		if (store_txn_begin(c->srv->store, c->view->part, STORE_TXN_READ, &t) == 0)
+			imap_view_vanished(c, t, f->changedsince, &f->uids);
+		store_txn_abort(&t);
+	}
 	return true;
 }
 

@@ -157,6 +157,7 @@ struct imap_client {
 	unsigned part;
 	struct imap_view *view;
 	bool enabled_condstore;
+	bool enabled_qresync;
 };
 
 /* imap_client.c */
@@ -224,6 +225,10 @@ int imap_view_resolve(struct imap_client *c, const char *s, size_t len, bool uid
 		      struct imap_seqset *uids_r, const char **why_r);
 /* Sends FLAGS and PERMANENTFLAGS naming the mailbox's keywords now. */
 void imap_view_send_flags(struct imap_client *c, struct store_txn *t);
+/* QRESYNC: "* VANISHED (EARLIER) ..." for UIDs expunged since modseq since (only those in
+   known when given). */
+int imap_view_vanished(struct imap_client *c, struct store_txn *t, uint64_t since,
+		       const struct imap_seqset *known);
 /* Removes uid from the view sending "* n EXPUNGE". */
 void imap_view_expunged(struct imap_client *c, uint32_t uid);
 void imap_view_set_flags(struct imap_view *v, uint32_t uid, unsigned flags, uint64_t kw);

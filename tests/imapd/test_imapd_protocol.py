@@ -13,7 +13,7 @@ from messages import SIMPLE, NESTED  # noqa: E402
 
 IMAPD = DELIVER = None
 CAPS = ("IMAP4rev1 LITERAL+ SASL-IR ID ENABLE IDLE NAMESPACE UNSELECT CHILDREN UIDPLUS MOVE "
-        "SPECIAL-USE CREATE-SPECIAL-USE STATUS=SIZE ESEARCH CONDSTORE WITHIN")
+        "SPECIAL-USE CREATE-SPECIAL-USE STATUS=SIZE ESEARCH CONDSTORE QRESYNC WITHIN")
 SIMPLE_BS = ('("text" "plain" ("charset" "us-ascii") NIL NIL "7bit" 49 2 NIL NIL NIL NIL)')
 NESTED_BS = (
     '((("text" "plain" ("charset" "utf-8") NIL NIL "7bit" 10 0 NIL NIL NIL NIL)'
@@ -511,6 +511,36 @@ class TestSelected(Base):
         self.assertEqual(r.cmd("f", "STATUS %s (HIGHESTMODSEQ)" % self.box),
                          ["* STATUS %s (HIGHESTMODSEQ %d)" % (self.box, m1b + 1),
                           "f OK STATUS completed"])
+
+    def test_qresync(self):
+        r = self.r
+        out = self.select()
+        uv = int(out[5].split()[3].rstrip("]"))
+        ms = int(out[7].split()[3].rstrip("]"))
+        self.assertEqual(r.cmd("a", "SELECT %s (QRESYNC (%d %d))" % (self.box, uv, ms)),
+                         ["a BAD Invalid SELECT parameters"])  # not enabled yet
+        self.assertEqual(r.cmd("b", "ENABLE QRESYNC"), ["* ENABLED QRESYNC", "b OK Enabled"])
+        self.append(r, SIMPLE, self.box)  # uid 3
+        other = self.raw()
+        other.cmd("s", "SELECT " + self.box)
+        other.cmd("d", "STORE 1 +FLAGS.SILENT (\\Deleted)")
+        other.cmd("e", "EXPUNGE")
+        other.cmd("f", "STORE 2 +FLAGS.SILENT (\\Flagged)")
+        out = r.cmd("c", "SELECT %s (QRESYNC (%d %d 1:3))" % (self.box, uv, ms))
+        self.assertEqual(out[0], "* OK [CLOSED] Previous mailbox closed")
+        self.assertIn("* VANISHED (EARLIER) 1", out)
+        fetches = [x for x in out if " FETCH " in x]
+        # other's "STORE 2" came after its expunge: that is uid 3 (appended after ms too)
+        self.assertEqual([x.split(" MODSEQ")[0] for x in fetches],
+                         ["* 2 FETCH (UID 3 FLAGS (\\Flagged)"])
+        self.assertEqual(out[-1], "c OK [READ-WRITE] SELECT completed")
+        out = r.cmd("g", "UID FETCH 1:* FLAGS (CHANGEDSINCE %d VANISHED)" % ms)
+        self.assertEqual(out[0], "* VANISHED (EARLIER) 1")
+        self.assertEqual(len(out), 4)
+        r.cmd("h", "STORE 1 +FLAGS.SILENT (\\Deleted)")
+        self.assertEqual(r.cmd("i", "EXPUNGE"), ["* VANISHED 2", "i OK EXPUNGE completed"])
+        self.assertEqual(r.cmd("j", "SELECT %s (QRESYNC (1 1))" % self.box)[-1],
+                         "j OK [READ-WRITE] SELECT completed")  # wrong uidvalidity: plain
 
     def test_pipelining(self):
         r = self.r
