@@ -133,14 +133,20 @@ int daemon_drop_privileges(const char *user, char **error_r)
 	return 0;
 }
 
-/* The pid holding a lock on fd's file, or 0 when it is free. */
+/* Open-file-description locks: unlike process locks, closing some other descriptor of the
+   file (a library reading it, say) does not release them. The holder's pid is the file's
+   content, or 0 when the file is not locked. */
 static pid_t pidfile_holder(int fd)
 {
 	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	char text[32];
+	ssize_t n;
 
-	if (fcntl(fd, F_GETLK, &fl) == -1 || fl.l_type == F_UNLCK)
+	if (fcntl(fd, F_OFD_GETLK, &fl) == -1 || fl.l_type == F_UNLCK)
 		return 0;
-	return fl.l_pid;
+	n = pread(fd, text, sizeof(text) - 1, 0);
+	text[n > 0 ? n : 0] = '\0';
+	return atol(text) > 0 ? (pid_t)atol(text) : -1;
 }
 
 int daemon_pidfile_create(const char *path, char **error_r)
@@ -155,11 +161,11 @@ int daemon_pidfile_create(const char *path, char **error_r)
 		*error_r = xasprintf("pidfile %s: %s", path, strerror(errno));
 		return -1;
 	}
-	if (fcntl(fd, F_SETLK, &fl) == -1) {
+	if (fcntl(fd, F_OFD_SETLK, &fl) == -1) {
 		pid_t holder = pidfile_holder(fd);
 
-		*error_r = holder > 0 ? xasprintf("pidfile %s: held by pid %ld", path, (long)holder)
-				      : xasprintf("pidfile %s: %s", path, strerror(errno));
+		*error_r = holder != 0 ? xasprintf("pidfile %s: held by pid %ld", path, (long)holder)
+				       : xasprintf("pidfile %s: %s", path, strerror(errno));
 		close(fd);
 		return -1;
 	}
@@ -190,7 +196,7 @@ static int pidfile_precheck(const char *path)
 		return 0;
 	holder = pidfile_holder(fd);
 	close(fd);
-	if (holder > 0) {
+	if (holder != 0) {
 		log_warnx("pidfile %s: held by pid %ld", path, (long)holder);
 		return -1;
 	}

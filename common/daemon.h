@@ -52,9 +52,10 @@ struct conf *daemon_conf_load(const struct daemon_args *a);
    *error_r (malloc'd) on an unknown user or a failed call. */
 int daemon_drop_privileges(const char *user, char **error_r);
 
-/* Creates path holding our pid, locked (fcntl) for as long as the process lives. Refuses (-1,
-   *error_r "pidfile PATH: held by pid N") when another live process holds it; a stale file is
-   taken over. Returns the locked descriptor (close-on-exec). */
+/* Creates path holding our pid, locked (an open-file-description lock) while the returned
+   descriptor (close-on-exec) stays open. Refuses (-1, *error_r "pidfile PATH: held by pid N")
+   when a live process holds it; a stale file is taken over. A process that forks must close
+   the descriptor in the child (daemon_run does). */
 int daemon_pidfile_create(const char *path, char **error_r);
 /* Unlinks path and closes fd (the master at exit). */
 void daemon_pidfile_remove(const char *path, int fd);

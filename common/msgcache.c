@@ -9,7 +9,7 @@
  * MC_FIELD_MAX bytes of any one field value, MC_ARENA_MAX bytes of rendered strings (past it,
  * parts render with RFC 3501 defaults).
  *
- * Blob layout (version 1, big-endian): u8 version; u64 size, header_size, body_lines; i64 date;
+ * Blob layout (version 1, big-endian): u8 version; u64 size, header_size, body_lines; i64 date; i32 date_tz;
  * four (u32 length, bytes): envelope, body, bodystructure, header; u32 nparts; nparts records
  * of MC_REC bytes: u32 parent, u8 kind (0 leaf, 1 multipart, 2 message), u64 header_off,
  * header_size, body_off, body_size. Records are in preorder; record 0 is the message. */
@@ -25,7 +25,7 @@
 
 #define MC_VERSION 1
 #define MC_REC 37
-#define MC_FIXED (1 + 4 * 8 + 4 * 4 + 4)
+#define MC_FIXED (1 + 4 * 8 + 4 + 4 * 4 + 4)
 
 static void cb_part_begin(void *ctx, const struct rfc5322_part *p);
 static void cb_field(void *ctx, const struct rfc5322_part *p, const struct rfc5322_field *f);
@@ -109,6 +109,7 @@ void msgcache_builder_reset(struct msgcache_builder *b)
 	b->nparts = 0;
 	b->size = 0;
 	b->date = INT64_MIN;
+	b->date_tz = 0;
 	b->header_done = false;
 	b->finished = false;
 	buf_reset(&b->arena);
@@ -206,9 +207,11 @@ static void cb_header_end(void *ctx, const struct rfc5322_part *p)
 		b->header_done = true;
 		b->header_size = p->header_size;
 		if (b->env_seen[MC_ENV_DATE] &&
-		    rfc5322_date_parse(b->env[MC_ENV_DATE].data, b->env[MC_ENV_DATE].len,
-				       &b->date) < 0)
+		    rfc5322_date_parse_tz(b->env[MC_ENV_DATE].data, b->env[MC_ENV_DATE].len,
+					  &b->date, &b->date_tz) < 0) {
 			b->date = INT64_MIN;
+			b->date_tz = 0;
+		}
 	}
 	if (p->index >= MC_PARTS_MAX)
 		return;
@@ -355,6 +358,7 @@ static int serialize(struct msgcache_builder *b, struct buf *out)
 	put_u64(out, b->header_size);
 	put_u64(out, root->lines);
 	put_u64(out, (uint64_t)b->date);
+	put_u32(out, (uint32_t)b->date_tz);
 	if (env.len == 0)
 		put_blob_str(out, EMPTY_ENVELOPE, strlen(EMPTY_ENVELOPE));
 	else
@@ -475,6 +479,7 @@ static int parse_blob(const void *blob, size_t len, struct msgcache_view *v,
 	v->body_size = v->size >= v->header_size ? v->size - v->header_size : 0;
 	v->body_lines = rd_u64(&r);
 	v->date = (int64_t)rd_u64(&r);
+	v->date_tz = (int32_t)rd_u32(&r);
 	v->envelope = rd_str(&r);
 	v->body = rd_str(&r);
 	v->bodystructure = rd_str(&r);

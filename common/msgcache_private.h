@@ -45,6 +45,7 @@ struct msgcache_builder {
 	uint32_t nparts;
 	uint64_t size, header_size;
 	int64_t date;
+	int date_tz;
 	bool header_done, finished;
 	struct buf arena;  /* rendered fields, extensions, envelopes */
 	struct buf header; /* the message's raw header block (prefix) */

@@ -236,9 +236,12 @@ struct net_server {
 	size_t nlev;
 	size_t nconns, max_conns;
 	bool enabled, stopped;
+	struct event *pause; /* accept ran out of descriptors or memory: retry later */
 	net_accept_cb *cb;
 	void *arg;
 };
+
+#define NET_ACCEPT_PAUSE_MS 1000
 
 static void server_enable(struct net_server *srv, bool on)
 {
@@ -259,6 +262,29 @@ static void server_accept_cb(struct evconnlistener *l, evutil_socket_t fd, struc
 	srv->cb(srv, fd, sa, (socklen_t)salen, srv->arg);
 }
 
+static void server_resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct net_server *srv = arg;
+
+	if (!srv->stopped && srv->nconns < srv->max_conns)
+		server_enable(srv, true);
+}
+
+/* accept() failed for another reason than a vanished client. Out of descriptors or memory, a
+   level-triggered listener would spin: pause the listeners for a moment instead. */
+static void server_error_cb(struct evconnlistener *l, void *arg)
+{
+	struct net_server *srv = arg;
+	int e = errno;
+	struct timeval tv = { NET_ACCEPT_PAUSE_MS / 1000, (NET_ACCEPT_PAUSE_MS % 1000) * 1000 };
+
+	log_warn("accept");
+	if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+		server_enable(srv, false);
+		evtimer_add(srv->pause, &tv);
+	}
+}
+
 struct net_server *net_server_new(struct event_base *base, const struct net_fds *fds,
 				  size_t max_conns, net_accept_cb *cb, void *arg)
 {
@@ -276,8 +302,11 @@ struct net_server *net_server_new(struct event_base *base, const struct net_fds 
 						 LEV_OPT_CLOSE_ON_EXEC, 0, fds->fd[i]);
 		if (srv->lev[i] == NULL)
 			fatalx("evconnlistener_new %s failed", fds->name[i]);
+		evconnlistener_set_error_cb(srv->lev[i], server_error_cb);
 		srv->nlev++;
 	}
+	if ((srv->pause = evtimer_new(base, server_resume_cb, srv)) == NULL)
+		fatalx("evtimer_new failed");
 	return srv;
 }
 
@@ -308,6 +337,7 @@ void net_server_free(struct net_server **srvp)
 		return;
 	for (size_t i = 0; i < srv->nlev; i++)
 		evconnlistener_free(srv->lev[i]);
+	event_free(srv->pause);
 	free(srv->lev);
 	free(srv);
 	*srvp = NULL;

@@ -54,8 +54,9 @@ int net_fd_port(int fd);
 
 /* The accept side: one evconnlistener per descriptor, a shared connection count and cap.
    When the count reaches max_conns every listener is disabled (new clients wait in the kernel
-   backlog, STYLE 7); net_server_conn_done() re-enables them below the cap. Accepted sockets are
-   non-blocking and close-on-exec. */
+   backlog, STYLE 7); net_server_conn_done() re-enables them below the cap. When accept() runs
+   out of descriptors or memory the listeners pause for a second instead of spinning. Accepted
+   sockets are non-blocking and close-on-exec. */
 struct net_server;
 /* Called with a new connection, already counted; the callee owns fd and must call
    net_server_conn_done() exactly once when the connection ends (also when it refuses it at

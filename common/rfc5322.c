@@ -229,8 +229,8 @@ static void add_bytes(struct rfc5322_parser *p, const char *d, size_t n)
 		if (p->streaming && n > 0) {
 			size_t out = n;
 
-			if (p->held_cr)
-				deliver(p, "\r", 1, p->off - 1);
+			if (p->held_cr && d[0] != '\n')
+				deliver(p, "\r", 1, p->off - 1); /* not a line end after all */
 			p->held_cr = false;
 			if (d[n - 1] == '\n')
 				out -= n >= 2 && d[n - 2] == '\r' ? 2 : 1;
@@ -276,9 +276,13 @@ static void process_line(struct rfc5322_parser *p, unsigned eol)
 	buf_reset(&p->hline);
 }
 
+/* Whether the line is a delimiter of an open multipart. The line needs only to start with
+   "--boundary" (RFC 2046 forbids that prefix inside parts; Dovecot reads it so too); when
+   several open boundaries match, the longest wins, innermost first on a tie. */
 static bool match_boundary(struct rfc5322_parser *p, unsigned *k_r, bool *close_r)
 {
 	size_t n = p->kept;
+	const struct frame *best = NULL;
 
 	if (n < 3 || p->line[0] != '-' || p->line[1] != '-' || p->line_len > LINE_KEEP)
 		return false;
@@ -288,21 +292,20 @@ static bool match_boundary(struct rfc5322_parser *p, unsigned *k_r, bool *close_
 	for (unsigned i = p->nframes; i-- > 0;) {
 		const struct frame *f = &p->stack[i];
 
-		if (f->part.kind != RFC5322_MULTIPART || !f->bactive || f->state != ST_BODY)
+		if (f->part.kind != RFC5322_MULTIPART || !f->bactive || f->state != ST_BODY ||
+		    f->blen + 2 > n || memcmp(p->line + 2, f->boundary, f->blen) != 0 ||
+		    (best != NULL && best->blen >= f->blen))
 			continue;
-		if (n == f->blen + 2 && memcmp(p->line + 2, f->boundary, f->blen) == 0) {
-			*k_r = i;
-			*close_r = false;
-			return true;
-		}
-		if (n == f->blen + 4 && memcmp(p->line + 2, f->boundary, f->blen) == 0 &&
-		    p->line[n - 2] == '-' && p->line[n - 1] == '-') {
-			*k_r = i;
-			*close_r = true;
-			return true;
-		}
+		best = f;
+		*k_r = i;
+		if (f->blen + 2 == n)
+			break; /* exact: nothing can match better */
 	}
-	return false;
+	if (best == NULL)
+		return false;
+	*close_r = n >= best->blen + 4 && p->line[best->blen + 2] == '-' &&
+		   p->line[best->blen + 3] == '-';
+	return true;
 }
 
 /* A boundary line of frame k: the [CR]LF before it belongs to it, so the parts above k end
@@ -317,6 +320,8 @@ static void on_boundary(struct rfc5322_parser *p, unsigned k, bool close)
 	while (p->nframes > k + 1)
 		end_frame(p, end, lines_before);
 	f = top(p);
+	if (p->cb.boundary != NULL)
+		p->cb.boundary(p->ctx, &f->part, p->line_off, p->line_len, close);
 	if (close) {
 		f->bactive = false;
 		return;

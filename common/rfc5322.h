@@ -4,8 +4,8 @@
  *
  * The parser takes the raw message in chunks of any size and calls back with events in message
  * order: part begin, each header field (name, unfolded value, raw offsets), end of the part's
- * header (with its parsed Content-Type), body bytes of leaf parts, part end (with sizes and line
- * counts). Entities nest: a multipart's children follow its header; a message/rfc822 part's
+ * header (with its parsed Content-Type), body bytes of leaf parts, boundary lines, part end (with
+ * sizes and line counts). Any callback may be NULL. Entities nest: a multipart's children follow its header; a message/rfc822 part's
  * single child is the embedded message. Line ends may be CRLF or bare LF; offsets are of the
  * bytes as pushed. Memory is fixed at creation: a line is kept only up to a limit (offsets and
  * counts stay exact), a field value up to field_max (longer values are truncated, flagged). */
@@ -30,7 +30,7 @@ enum rfc5322_kind {
 };
 
 struct rfc5322_param {
-	struct str_view name; /* lower-cased; RFC 2231 continuations merged ("name*" if encoded) */
+	struct str_view name; /* as written; RFC 2231 continuations merged ("name*" if encoded) */
 	struct str_view value; /* unquoted */
 };
 
@@ -72,6 +72,10 @@ struct rfc5322_callbacks {
 	void (*body)(void *ctx, const struct rfc5322_part *p, const char *data, size_t len,
 		     uint64_t off);
 	void (*part_end)(void *ctx, const struct rfc5322_part *p);
+	/* A delimiter line of multipart mp at off (size: the line with its end; the CRLF before
+	   it belongs to it too, RFC 2046); close for the final "--boundary--". */
+	void (*boundary)(void *ctx, const struct rfc5322_part *mp, uint64_t off, uint64_t size,
+			 bool close);
 };
 
 struct rfc5322_limits {
@@ -116,6 +120,9 @@ int rfc5322_unfold(const char *p, size_t len, struct buf *out);
 /* RFC 5322 date-time (obsolete forms: 2-digit years, named zones, missing seconds or
    weekday, comments) to a Unix time: 0, or -1 when it cannot be read. */
 int rfc5322_date_parse(const char *p, size_t len, int64_t *t_r);
+/* The same, also giving the zone as minutes east of UTC (-0600 = -360; named zones mapped,
+   none or unknown = 0), so t + tz * 60 is the wall-clock time written (SENTON and friends). */
+int rfc5322_date_parse_tz(const char *p, size_t len, int64_t *t_r, int *tz_r);
 
 /* Addresses: a callback per mailbox, and for groups one with is_group_start (name = the group
    display name) and one with is_group_end. Strings are unquoted/unescaped into a scratch buffer

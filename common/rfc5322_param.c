@@ -1,6 +1,7 @@
 /* rfc5322_param.c — owns Content-Type / Content-Disposition parsing: type/subtype tokens,
  * parameters with quoted values and comments, RFC 2231 continuations merged into one parameter
- * ("name" when no piece was encoded, "name*" with charset'lang'value when one was). */
+ * ("name" when no piece was encoded, "name*" with charset'lang'value when one was). Names keep
+ * their case (as Dovecot shows them); compare them case-insensitively. */
 #include <string.h>
 
 #include "common/rfc5322.h"
@@ -8,7 +9,7 @@
 #define RAW_MAX (RFC5322_PARAMS_MAX * 2)
 
 struct raw_param {
-	struct str_view base; /* name without the RFC 2231 suffix, lower-cased */
+	struct str_view base; /* name without the RFC 2231 suffix, as written */
 	struct str_view value;
 	int section;	      /* -1: no section */
 	bool extended;	      /* ends in '*' */
@@ -221,12 +222,8 @@ void rfc5322_ctype_parse(const char *value, size_t len, bool want_subtype, struc
 		if (i >= len || value[i] != '=')
 			continue;
 		i = skip_cfws(value, len, i + 1);
-		char *low = sc->data + sc->len;
 		struct raw_param *r = &raw[nraw++];
 
-		(void)scratch_put(sc, name.p, name.len);
-		str_lower(low, name.len);
-		name.p = low;
 		split_2231(r, name);
 		r->used = false;
 		i = parse_value(value, len, i, sc, &r->value);

@@ -216,7 +216,7 @@ static size_t skip_comment(const char *p, size_t len, size_t i)
 	return i;
 }
 
-int rfc5322_date_parse(const char *p, size_t len, int64_t *t_r)
+int rfc5322_date_parse_tz(const char *p, size_t len, int64_t *t_r, int *tz_r)
 {
 	struct date_parts dp = { .year = -1 };
 	size_t i = 0;
@@ -250,5 +250,13 @@ int rfc5322_date_parse(const char *p, size_t len, int64_t *t_r)
 		return -1;
 	*t_r = days_from_civil(dp.year, (unsigned)dp.month, (unsigned)dp.day) * 86400 +
 	       dp.hour * 3600 + dp.min * 60 + dp.sec - (int64_t)dp.zone * 60;
+	*tz_r = dp.zone;
 	return 0;
+}
+
+int rfc5322_date_parse(const char *p, size_t len, int64_t *t_r)
+{
+	int tz;
+
+	return rfc5322_date_parse_tz(p, len, t_r, &tz);
 }

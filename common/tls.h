@@ -50,7 +50,9 @@ struct bufferevent *tls_server_accept(struct event_base *base, SSL_CTX *ctx, int
    still in plain's input buffer is discarded first (a client may not pipeline past STARTTLS:
    such bytes are an injection attempt, RFC 3207 section 4.2 / RFC 3501 6.2.1) and their count
    stored in *dropped_r (may be NULL). Returns a TLS filter bufferevent over plain that owns it
-   (freeing it frees plain); the pending reply is sent in plaintext before the handshake. The
+   (freeing it frees plain, and plain's socket when plain was made with BEV_OPT_CLOSE_ON_FREE);
+   the pending reply is sent in plaintext before the handshake. A line_reader reading plain
+   must be reset (line_reader_reset). The
    caller moves its callbacks, timeouts and watermarks to the returned bufferevent and must not
    use plain again. NULL on failure (plain is then untouched and still the caller's). */
 struct bufferevent *tls_starttls_server(struct bufferevent *plain, SSL_CTX *ctx,

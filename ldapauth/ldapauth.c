@@ -661,6 +661,9 @@ static void search_result(struct ldapauth_req *req, LDAP *ld, LDAPMessage *msg)
 	if (req->kind == REQ_LOOKUP) {
 		authcache_put(la->cache, req->key, req->rec, NULL, ldapauth_now_ms());
 		req_complete(req, LDAPAUTH_OK, "directory");
+	} else if (la->mode == MODE_BIND && req->rec->u.dn[0] == '\0') {
+		/* binding with an empty DN would be anonymous: never a success */
+		req_complete(req, LDAPAUTH_ETEMP, "entry without a DN");
 	} else if (la->mode == MODE_BIND) {
 		req_to_directory(req, OP_BIND);
 	} else if ((ok = entry_check_password(la, ld, e, req->password)) == 1) {

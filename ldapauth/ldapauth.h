@@ -11,7 +11,11 @@
  * Inputs are checked before anything is asked: an empty password, a NUL, CR or LF in a name or
  * password, or a name longer than LDAPAUTH_NAME_MAX is refused (wrong credentials for auth, no
  * such user for lookup) without a directory call. Every value put in a filter is escaped
- * (RFC 4515). */
+ * (RFC 4515).
+ *
+ * One ldapauth per event base: a daemon creates it in each worker after fork (connections open
+ * on first use). The process must ignore SIGPIPE (Heron's daemons do): libldap writes to
+ * sockets the directory may have closed. Not thread-safe; do not free it from a callback. */
 #ifndef HERON_LDAPAUTH_H
 #define HERON_LDAPAUTH_H
 

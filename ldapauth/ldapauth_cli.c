@@ -1,5 +1,6 @@
 /* ldapauth_cli.c — owns `mailctl auth test` and `mailctl lookup`: runs the requests on a
  * private event base and prints what the library answered (see ldapauth_cli.h). */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,6 +125,7 @@ int ldapauth_cli_main(const struct conf *c, int argc, char **argv)
 		return usage();
 	if (is_auth)
 		read_password(password, sizeof(password));
+	signal(SIGPIPE, SIG_IGN); /* a command-line program: see ldapauth.h */
 	run.base = event_base_new();
 	if (run.base == NULL || ldapauth_new(run.base, c, &la, &err) < 0) {
 		fprintf(stderr, "directory: %s\n", err ? err : "no event base");

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -20,6 +21,7 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/dns.h>
 #include <event2/event.h>
 
 #include "common/conf.h"
@@ -229,6 +231,42 @@ static void test_server_cap(void **state)
 	close(c4);
 	net_server_free(&cs.srv);
 	assert_null(cs.srv);
+	net_server_free(&cs.srv);
+	net_fds_close(&fds);
+	event_base_free(cs.base);
+}
+
+/* Out of descriptors, accept fails: the listener pauses and accepts once descriptors free. */
+static void test_server_emfile_pause(void **state)
+{
+	struct conf_addr a;
+	struct conf_addrs l = one_addr(&a, "127.0.0.1", "0");
+	struct net_fds fds = { 0 };
+	struct cap_state cs = { 0 };
+	struct rlimit saved, low;
+	char *error;
+	int c, top;
+
+	assert_int_equal(net_listen(&l, NULL, &fds, &error), 0);
+	cs.base = event_base_new();
+	cs.srv = net_server_new(cs.base, &fds, 10, cap_accept, &cs);
+	c = dial(net_fd_port(fds.fd[0]));
+	top = dup(0); /* the lowest free descriptor: with the limit there, accept gets none */
+	close(top);
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
+	low = saved;
+	low.rlim_cur = (rlim_t)top;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	struct timeval brief = { 0, 200000 };
+	event_base_loopexit(cs.base, &brief);
+	event_base_dispatch(cs.base);
+	assert_int_equal(cs.naccepted, 0);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+	run_until(&cs, 1);
+	assert_int_equal(cs.naccepted, 1);
+	close(cs.accepted[0]);
+	net_server_conn_done(cs.srv);
+	close(c);
 	net_server_free(&cs.srv);
 	net_fds_close(&fds);
 	event_base_free(cs.base);
@@ -448,6 +486,36 @@ static void test_connect(void **state)
 	event_base_free(base);
 }
 
+/* A name through evdns, answered from /etc/hosts (no DNS server is asked). */
+static void test_connect_name(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct evdns_base *dns = evdns_base_new(base, 0);
+	int port = net_free_port(AF_INET);
+	char portstr[16], *error;
+	struct conf_addr a;
+	struct conf_addrs l;
+	struct net_fds fds = { 0 };
+	struct conn_result r = { .base = base };
+	struct timeval limit = { 10, 0 };
+
+	assert_non_null(dns);
+	assert_int_equal(evdns_base_load_hosts(dns, NULL), 0);
+	snprintf(portstr, sizeof(portstr), "%d", port);
+	l = one_addr(&a, "*", portstr); /* localhost may be 127.0.0.1 or ::1: serve both */
+	assert_int_equal(net_listen(&l, NULL, &fds, &error), 0);
+	assert_non_null(net_connect(base, dns, "localhost", portstr, 5000, conn_cb, &r));
+	event_base_loopexit(base, &limit);
+	event_base_dispatch(base);
+	assert_true(r.done);
+	if (r.bev == NULL)
+		fail_msg("%s", r.error);
+	bufferevent_free(r.bev);
+	net_fds_close(&fds);
+	evdns_base_free(dns, 0);
+	event_base_free(base);
+}
+
 /* A listener whose accept queue is full drops new SYNs: the attempt must time out. */
 static void test_connect_timeout(void **state)
 {
@@ -501,10 +569,12 @@ int main(void)
 		cmocka_unit_test(test_listen_any),
 		cmocka_unit_test(test_listen_unix),
 		cmocka_unit_test(test_server_cap),
+		cmocka_unit_test(test_server_emfile_pause),
 		cmocka_unit_test(test_ipcount_limits),
 		cmocka_unit_test(test_ipcount_model),
 		cmocka_unit_test(test_addr_text),
 		cmocka_unit_test(test_connect),
+		cmocka_unit_test(test_connect_name),
 		cmocka_unit_test(test_connect_timeout),
 		cmocka_unit_test(test_free_port),
 	};

@@ -78,8 +78,18 @@ static void ev_end(void *ctx, const struct rfc5322_part *p)
 	}
 }
 
-static const struct rfc5322_callbacks cbs = { ev_begin, ev_field, ev_header_end, ev_body,
-					      ev_end };
+static void ev_boundary(void *ctx, const struct rfc5322_part *mp, uint64_t off, uint64_t size,
+			bool close)
+{
+	struct rec *r = ctx;
+
+	buf_printf(&r->log, "boundary %u %llu+%llu%s\n", mp->index, (unsigned long long)off,
+		   (unsigned long long)size, close ? " close" : "");
+	assert_memory_equal(r->msg + off, "--", 2);
+}
+
+static const struct rfc5322_callbacks cbs = { ev_begin, ev_field,    ev_header_end,
+					      ev_body,	ev_end,	     ev_boundary };
 
 static void run(const char *msg, size_t len, size_t cut, struct rec *r)
 {
@@ -150,10 +160,12 @@ static void test_events(void **state)
 		"field 0 [Subject] [folded  subject] 21+28\n"
 		"field 0 [Content-Type] [multipart/mixed;\tboundary=\"b1\"] 49+48\n"
 		"header_end 0 0+99 kind 1 multipart/mixed boundary=b1\n"
+		"boundary 0 109+6\n"
 		"begin 1 parent 0 depth 1 at 115\n"
 		"field 1 [Content-Type] [text/plain; charset=\"us-ascii\" (comment)] 115+56\n"
 		"header_end 1 115+58 kind 0 text/plain charset=us-ascii\n"
 		"end 1 body 173+5 lines 1\n"
+		"boundary 0 180+7\n"
 		"begin 2 parent 0 depth 1 at 187\n"
 		"field 2 [Content-Type] [message/rfc822] 187+30\n"
 		"header_end 2 187+32 kind 2 message/rfc822\n"
@@ -161,19 +173,24 @@ static void test_events(void **state)
 		"field 3 [Subject] [inner] 219+16\n"
 		"field 3 [Content-Type] [multipart/alternative; boundary=b2] 235+50\n"
 		"header_end 3 219+68 kind 1 multipart/alternative boundary=b2\n"
+		"boundary 3 287+6\n"
 		"begin 4 parent 3 depth 3 at 293\n"
 		"header_end 4 293+2 kind 0 text/plain charset=us-ascii\n"
 		"end 4 body 295+7 lines 0\n"
+		"boundary 3 304+6\n"
 		"begin 5 parent 3 depth 3 at 310\n"
 		"field 5 [Content-Type] [text/html] 310+25\n"
 		"header_end 5 310+27 kind 0 text/html\n"
 		"end 5 body 337+14 lines 0\n"
+		"boundary 3 353+8 close\n"
 		"end 3 body 287+74 lines 8\n"
 		"end 2 body 219+142 lines 11\n"
+		"boundary 0 361+6\n"
 		"begin 6 parent 0 depth 1 at 367\n"
 		"field 6 [Content-Type] [text/plain] 367+24\n"
 		"header_end 6 367+24 kind 0 text/plain\n"
 		"end 6 body 391+0 lines 0\n"
+		"boundary 0 393+8 close\n"
 		"end 0 body 99+312 lines 24\n");
 	rec_free(&r);
 }
@@ -192,6 +209,52 @@ static void test_events_split_anywhere(void **state)
 		rec_free(&r);
 	}
 	rec_free(&whole);
+}
+
+/* Body lines too long to be boundaries are streamed; CR LF split across chunks stays a line end. */
+static void test_long_lines_split(void **state)
+{
+	struct buf m;
+	struct rec whole;
+
+	buf_init(&m, 0, 1 << 20);
+	buf_puts(&m, "Content-Type: multipart/mixed; boundary=bb\r\n\r\n--bb\r\n\r\n");
+	for (int i = 0; i < 700; i++)
+		buf_putc(&m, i % 50 == 49 ? '\r' : 'a' + i % 26); /* bare CRs inside */
+	buf_puts(&m, "\r\n");
+	for (int i = 0; i < 300; i++)
+		buf_putc(&m, 'z');
+	buf_puts(&m, "\r\r\n--bb\r\n\r\nshort\r\n--bb--\r\n");
+	run(m.data, m.len, 0, &whole);
+	for (size_t cut = 1; cut < m.len; cut++) {
+		struct rec r;
+
+		run(m.data, m.len, cut, &r); /* ev_body/ev_end check the bytes */
+		assert_string_equal(buf_cstr(&r.log), buf_cstr(&whole.log));
+		rec_free(&r);
+	}
+	assert_non_null(strstr(buf_cstr(&whole.log), "end 1 body 54+1003 lines 1\n"));
+	rec_free(&whole);
+	buf_release(&m);
+}
+
+/* A line only has to start with the delimiter; the longest open boundary that matches wins. */
+static void test_boundary_prefixes(void **state)
+{
+	static const char m[] = "Content-Type: multipart/mixed; boundary=abcdef\r\n\r\n"
+				"--abcdef\r\n"
+				"Content-Type: multipart/alternative; boundary=abc\r\n\r\n"
+				"--abc trailing garbage\r\n\r\ninner\r\n"
+				"--abcdef\r\n\r\nsecond outer\r\n"
+				"--abcdef--junk\r\n";
+	struct rec r;
+
+	run(m, sizeof(m) - 1, 0, &r);
+	assert_non_null(strstr(buf_cstr(&r.log), "boundary 1 113+24\n"));
+	assert_non_null(strstr(buf_cstr(&r.log), "end 2 body 139+5 lines 0\nend 1 body"));
+	assert_non_null(strstr(buf_cstr(&r.log), "boundary 0 146+10\nbegin 3"));
+	assert_non_null(strstr(buf_cstr(&r.log), "boundary 0 172+16 close\n"));
+	rec_free(&r);
 }
 
 static void test_bare_lf_and_missing_close(void **state)
@@ -251,7 +314,7 @@ static void test_ctype(void **state)
 	assert_memory_equal(ct.type.p, "Text", 4);
 	assert_memory_equal(ct.subtype.p, "HTML", 4);
 	assert_int_equal(ct.nparams, 2);
-	assert_param(&ct, 0, "charset", "utf-8");
+	assert_param(&ct, 0, "CharSet", "utf-8");
 	assert_param(&ct, 1, "name", "a \"b\" c");
 	/* RFC 2231: plain continuations merge to name; encoded ones to name* */
 	ctype("application/x; name*1=\"two\"; name*0=one; title*0*=us-ascii'en'This%20is;"
@@ -350,6 +413,16 @@ static void test_dates(void **state)
 	assert_int_equal(date("32 Nov 1997 10:00:00"), -1);
 	assert_int_equal(date("21 Nov 1997"), -1);
 	assert_int_equal(date("21 Nov 1997 25:00:00 +0000"), -1);
+
+	int64_t t;
+	int tz;
+
+	assert_int_equal(rfc5322_date_parse_tz("Fri, 21 Nov 1997 09:55:06 -0630", 31, &t, &tz), 0);
+	assert_int_equal(tz, -390);
+	assert_int_equal(rfc5322_date_parse_tz("21 Nov 97 09:55 PDT", 19, &t, &tz), 0);
+	assert_int_equal(tz, -420);
+	assert_int_equal(rfc5322_date_parse_tz("21 Nov 1997 09:55:06", 20, &t, &tz), 0);
+	assert_int_equal(tz, 0);
 }
 
 struct addrs {
@@ -410,6 +483,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_events),
 		cmocka_unit_test(test_events_split_anywhere),
+		cmocka_unit_test(test_long_lines_split),
+		cmocka_unit_test(test_boundary_prefixes),
 		cmocka_unit_test(test_bare_lf_and_missing_close),
 		cmocka_unit_test(test_huge_field_truncated),
 		cmocka_unit_test(test_ctype),

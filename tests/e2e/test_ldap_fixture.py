@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """test_ldap_fixture.py — scripts/ldap: start with 100 users, ldapsearch finds them, a simple
 bind as user7/user7 works (and a wrong password does not), aliases resolve, restart keeps the
-data, --ldif loads a given file, and stop leaves no slapd behind.
+data, --ldif loads a given file, stop leaves no slapd behind; as root, also run as nobody.
 
 Usage: test_ldap_fixture.py SOURCE_ROOT"""
 import os
@@ -105,12 +105,43 @@ def check_ldif(d):
     assert gone(int(env["LDAP_PID"]))
 
 
+def check_unprivileged(tmp):
+    """As root, the fixture also runs as an ordinary user (nobody) in a directory it owns."""
+    d = os.path.join(tmp, "user")
+    # a copy of the script and schema nobody can read, wherever the checkout lives
+    for sub, name in (("scripts", "ldap"), ("etc", "heron.schema")):
+        os.makedirs(os.path.join(d, "tree", sub))
+        shutil.copy(os.path.join(ROOT, sub, name), os.path.join(d, "tree", sub, name))
+    os.chown(d, 65534, 65534)
+    for dirpath, dirnames, filenames in os.walk(d):
+        os.chmod(dirpath, 0o755)
+        for fn in filenames:
+            os.chmod(os.path.join(dirpath, fn), 0o755)
+    as_nobody = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+                 "/usr/bin/python3", os.path.join(d, "tree", "scripts", "ldap")]
+    subprocess.run(as_nobody + ["start", os.path.join(d, "s"), "--users", "10"], check=True,
+                   stdin=subprocess.DEVNULL, timeout=120)
+    env = env_of(os.path.join(d, "s"))
+    pid = int(env["LDAP_PID"])
+    try:
+        assert os.stat(f"/proc/{pid}").st_uid == 65534
+        assert len(dns(env, "(uid=user*)")) == 10
+    finally:
+        subprocess.run(as_nobody + ["stop", os.path.join(d, "s")], check=True, timeout=60)
+    assert gone(pid)
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="heron-ldapfix-")
+    os.chmod(tmp, 0o755)
     try:
         check_generated(os.path.join(tmp, "gen"))
         check_ldif(os.path.join(tmp, "ldif"))
+        if os.geteuid() == 0:
+            check_unprivileged(tmp)
     finally:
+        if os.path.isdir(os.path.join(tmp, "user", "s")):
+            fixture("stop", os.path.join(tmp, "user", "s"))
         for sub in ("gen", "ldif"):
             if os.path.isdir(os.path.join(tmp, sub)):
                 fixture("stop", os.path.join(tmp, sub))

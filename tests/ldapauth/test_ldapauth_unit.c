@@ -49,7 +49,7 @@ static void test_passwd_schemes(void **state)
 	assert_int_equal(ldapauth_passwd_verify(h, strlen(h), "secret"), 1);
 	assert_int_equal(ldapauth_passwd_verify(h, strlen(h), ""), 0);
 	free(h);
-	c = crypt_r("secret", "$6$heronsalt$", &cd);
+	c = crypt_rn("secret", "$6$heronsalt$", &cd, (int)sizeof(cd));
 	assert_non_null(c);
 	h = xasprintf("{CRYPT}%s", c);
 	assert_int_equal(ldapauth_passwd_verify(h, strlen(h), "secret"), 1);
@@ -137,7 +137,7 @@ static void write_users(const char *extra)
 	assert_non_null(f);
 	fprintf(f, "# Heron users\n\n");
 	fprintf(f, "user7:%s:user7@heron.test,alias7@heron.test:1G\n", h7);
-	fprintf(f, "user8:{CRYPT}%s:user8@heron.test\n", crypt_r("pw8", "$5$salt8$", &cd));
+	fprintf(f, "user8:{CRYPT}%s:user8@heron.test\n", crypt_rn("pw8", "$5$salt8$", &cd, (int)sizeof(cd)));
 	fputs(extra, f);
 	fclose(f);
 	free(h7);

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""test_authtest_cli.py — heron-authtest (the code of `mailctl auth test` and `mailctl
+lookup`) against the fixture's slapd: run through with_slapd.py, which exports ldap.env.
+
+Usage: with_slapd.py ROOT -- test_authtest_cli.py HERON_AUTHTEST ROOT"""
+import os
+import subprocess
+import sys
+
+prog, root = sys.argv[1], sys.argv[2]
+tmp = os.environ["HERON_TMP"]
+
+
+def conf(name, **kv):
+    path = os.path.join(tmp, name)
+    with open(path, "w") as f:
+        f.write("[directory]\n")
+        f.write(f"uri = {os.environ['LDAP_URI']}\nbase = {os.environ['LDAP_PEOPLE']}\n")
+        f.write("timeout = 1s\n")
+        for k, v in kv.items():
+            f.write(f"{k} = {v}\n")
+    return path
+
+
+def run(cfg, *args, password=None):
+    r = subprocess.run([prog, "-c", cfg, *args], input=password, capture_output=True,
+                       text=True, timeout=60)
+    return r.returncode, r.stdout.splitlines()
+
+
+def field(line, key):
+    for part in line.split(" "):
+        if part.startswith(key + "="):
+            return part[len(key) + 1:]
+    return None
+
+
+bind = conf("bind.conf")
+rc, out = run(bind, "auth", "test", "-n", "3", "user7", password="user7\n")
+assert rc == 0, (rc, out)
+assert len(out) == 3, out
+assert [field(l, "result") for l in out] == ["ok"] * 3, out
+assert [field(l, "cached") for l in out] == ["no", "yes", "yes"], out
+assert field(out[0], "mode") == "bind" and field(out[0], "time").endswith("ms"), out
+assert field(out[0], "dn") == "uid=user7,ou=people,dc=heron,dc=test", out
+
+rc, out = run(bind, "auth", "test", "user7", password="wrong\n")
+assert rc == 1 and out[0].startswith("result=wrong credentials"), (rc, out)
+rc, out = run(bind, "auth", "test", "nobody", password="x\n")
+assert rc == 1 and out[0].startswith("result=no such user"), (rc, out)
+rc, out = run(bind, "auth", "test", "user7", password="\n")
+assert rc == 1 and "refused=yes" in out[0], (rc, out)
+
+rc, out = run(bind, "lookup", "alias.user9@heron.test")
+assert rc == 0 and field(out[0], "user") == "user9", (rc, out)
+assert field(out[0], "address") == "user9@heron.test", out
+
+lookup = conf("lookup.conf", auth_mode="lookup", bind_dn=os.environ["LDAP_ADMIN_DN"],
+              bind_password_file=os.environ["LDAP_ADMIN_PASSWORD_FILE"])
+rc, out = run(lookup, "auth", "test", "user8", password="user8\n")
+assert rc == 0 and field(out[0], "mode") == "lookup", (rc, out)
+
+rc, out = run(bind, "frobnicate", "x")
+assert rc == 64, rc
+rc, out = run(conf("bad.conf", uri="http://nowhere/"), "lookup", "a@b")
+assert rc == 78, rc
+
+# directory down: a temporary failure (75), never "wrong credentials"
+subprocess.run([os.path.join(root, "scripts", "ldap"), "stop", os.environ["HERON_LDAP_DIR"]],
+               check=True)
+rc, out = run(bind, "auth", "test", "user7", password="user7\n")
+assert rc == 75 and out[0].startswith("result=temporary failure"), (rc, out)
+print("ok")

@@ -1,0 +1,501 @@
+/* test_ldapauth_slapd.c — ldapauth against a real slapd started by scripts/ldap (run through
+ * with_slapd.py, which exports the fixture's ldap.env): bind and lookup modes, ldaps:// and
+ * StartTLS with CA checks, aliases and mail attributes, a password changed while cached,
+ * injection attempts, slapd stopped, paused and restarted while an event-loop timer keeps
+ * firing, cache hits and TTL expiry, and 1,000 concurrent authentications within the pool. */
+#include <dirent.h>
+#include <signal.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "la_test.h"
+
+static struct event_base *base;
+
+static const char *env(const char *name)
+{
+	const char *v = getenv(name);
+
+	if (v == NULL)
+		fail_msg("%s not set: run me through tests/ldapauth/with_slapd.py", name);
+	return v;
+}
+
+static struct conf *ldap_conf(const char *mode)
+{
+	struct conf *c = conf_defaults();
+
+	setk(c, "directory", "uri", env("LDAP_URI"));
+	setk(c, "directory", "base", env("LDAP_PEOPLE"));
+	setk(c, "directory", "auth_mode", mode);
+	setk(c, "directory", "timeout", "2s");
+	if (strcmp(mode, "lookup") == 0) {
+		setk(c, "directory", "bind_dn", env("LDAP_ADMIN_DN"));
+		setk(c, "directory", "bind_password_file", env("LDAP_ADMIN_PASSWORD_FILE"));
+	}
+	return c;
+}
+
+static struct ldapauth *open_la(const struct conf *c)
+{
+	struct ldapauth *la = NULL;
+	char *err = NULL;
+
+	if (ldapauth_new(base, c, &la, &err) != 0)
+		fail_msg("ldapauth_new: %s", err);
+	return la;
+}
+
+static enum ldapauth_result auth1(struct ldapauth *la, const char *u, const char *p,
+				  struct got *g)
+{
+	int want = g->n + 1;
+
+	ldapauth_auth(la, u, p, got_cb, g);
+	run_until(base, g, want, 10000);
+	assert_int_equal(g->n, want);
+	return g->result;
+}
+
+static enum ldapauth_result lookup1(struct ldapauth *la, const char *a, struct got *g)
+{
+	int want = g->n + 1;
+
+	ldapauth_lookup(la, a, got_cb, g);
+	run_until(base, g, want, 10000);
+	assert_int_equal(g->n, want);
+	return g->result;
+}
+
+static uint64_t dir_calls(struct ldapauth *la)
+{
+	struct ldapauth_stats st;
+
+	ldapauth_get_stats(la, &st);
+	return st.directory_calls;
+}
+
+static void ldap_admin(const char *tool, const char *args, const char *input)
+{
+	char *cmd = xasprintf("%s -x -H '%s' -D '%s' -w '%s' %s >/dev/null", tool,
+			      env("LDAP_URI"), env("LDAP_ADMIN_DN"), env("LDAP_ADMIN_PASSWORD"),
+			      args);
+	FILE *p = popen(cmd, "w");
+
+	assert_non_null(p);
+	if (input != NULL)
+		fputs(input, p);
+	assert_int_equal(pclose(p), 0);
+	free(cmd);
+}
+
+static void fixture(const char *verb)
+{
+	char *cmd = xasprintf("'%s/scripts/ldap' %s '%s'", HERON_SOURCE_ROOT, verb,
+			      env("HERON_LDAP_DIR"));
+
+	assert_int_equal(system(cmd), 0);
+	free(cmd);
+}
+
+static pid_t slapd_pid(void)
+{
+	char *path = xasprintf("%s/slapd.pid", env("HERON_LDAP_DIR"));
+	FILE *f = fopen(path, "r");
+	int pid = 0;
+
+	assert_non_null(f);
+	assert_int_equal(fscanf(f, "%d", &pid), 1);
+	fclose(f);
+	free(path);
+	return (pid_t)pid;
+}
+
+static void check_modes(const char *mode, struct conf *c)
+{
+	struct ldapauth *la = open_la(c);
+	struct got g = { 0 };
+
+	assert_string_equal(ldapauth_mode(la), mode);
+	assert_int_equal(auth1(la, "user7", "user7", &g), LDAPAUTH_OK);
+	assert_false(g.cached);
+	assert_string_equal(g.login, "user7");
+	assert_string_equal(g.address, "user7@heron.test");
+	assert_string_equal(g.dn, "uid=user7,ou=people,dc=heron,dc=test");
+	assert_string_equal(g.alias0, "alias.user7@heron.test");
+	assert_int_equal(auth1(la, "user7", "user8", &g), LDAPAUTH_EBADCRED);
+	assert_int_equal(auth1(la, "user8", "user8", &g), LDAPAUTH_OK);
+	assert_int_equal(auth1(la, "nosuchuser", "x", &g), LDAPAUTH_ENOUSER);
+	assert_int_equal(lookup1(la, "alias.user9@heron.test", &g), LDAPAUTH_OK);
+	assert_string_equal(g.login, "user9");
+	assert_string_equal(g.address, "user9@heron.test");
+	assert_int_equal(lookup1(la, "USER9@heron.test", &g), LDAPAUTH_OK);
+	assert_string_equal(g.login, "user9");
+	assert_int_equal(lookup1(la, "nobody@heron.test", &g), LDAPAUTH_ENOUSER);
+	ldapauth_free(&la);
+}
+
+static void test_bind_mode(void **state)
+{
+	struct conf *c = ldap_conf("bind");
+
+	check_modes("bind", c);
+	conf_free(&c);
+}
+
+static void test_lookup_mode(void **state)
+{
+	struct conf *c = ldap_conf("lookup");
+
+	check_modes("lookup", c);
+	conf_free(&c);
+}
+
+static void test_ldaps_and_starttls(void **state)
+{
+	struct conf *c = ldap_conf("lookup");
+	struct ldapauth *la;
+	struct got g = { 0 };
+
+	/* ldaps:// with the fixture's CA */
+	setk(c, "directory", "uri", env("LDAPS_URI"));
+	setk(c, "tls", "ca", env("LDAP_CA"));
+	check_modes("lookup", c);
+	/* StartTLS on ldap://, bind mode */
+	setk(c, "directory", "uri", env("LDAP_URI"));
+	setk(c, "directory", "starttls", "yes");
+	setk(c, "directory", "auth_mode", "bind");
+	check_modes("bind", c);
+	/* a CA that did not sign the server's certificate: temporary, never wrong credentials */
+	setk(c, "tls", "ca", "/etc/ssl/certs/ca-certificates.crt");
+	la = open_la(c);
+	assert_int_equal(auth1(la, "user7", "user7", &g), LDAPAUTH_ETEMP);
+	setk(c, "directory", "starttls", "no");
+	setk(c, "directory", "uri", env("LDAPS_URI"));
+	ldapauth_free(&la);
+	la = open_la(c);
+	assert_int_equal(auth1(la, "user7", "user7", &g), LDAPAUTH_ETEMP);
+	ldapauth_free(&la);
+	conf_free(&c);
+}
+
+static void test_mail_attributes(void **state)
+{
+	struct conf *c = ldap_conf("bind");
+	struct ldapauth *la = open_la(c);
+	struct got g = { 0 };
+
+	ldap_admin("ldapmodify", "",
+		   "dn: uid=user5,ou=people,dc=heron,dc=test\nchangetype: modify\n"
+		   "add: mailHost\nmailHost: store2.heron.test\n-\n"
+		   "add: heronMailPartition\nheronMailPartition: 3\n-\n"
+		   "add: mailQuota\nmailQuota: 1048576\n-\n"
+		   "add: mailAlternateAddress\nmailAlternateAddress: postmaster@heron.test\n");
+	assert_int_equal(lookup1(la, "postmaster@heron.test", &g), LDAPAUTH_OK);
+	assert_string_equal(g.login, "user5");
+	assert_string_equal(g.host, "store2.heron.test");
+	assert_int_equal(g.partition, 3);
+	assert_int_equal(g.quota, 1048576);
+	assert_int_equal(g.naliases, 2);
+	ldapauth_free(&la);
+	conf_free(&c);
+}
+
+static void check_password_change(const char *mode, const char *user)
+{
+	struct conf *c = ldap_conf(mode);
+	struct ldapauth *la = open_la(c);
+	struct got g = { 0 };
+	uint64_t calls;
+	char *args;
+
+	assert_int_equal(auth1(la, user, user, &g), LDAPAUTH_OK);
+	assert_false(g.cached);
+	calls = dir_calls(la);
+	assert_int_equal(auth1(la, user, user, &g), LDAPAUTH_OK);
+	assert_true(g.cached);
+	assert_int_equal(dir_calls(la), calls);
+	args = xasprintf("-s new-%s 'uid=%s,ou=people,dc=heron,dc=test'", user, user);
+	ldap_admin("ldappasswd", args, NULL);
+	free(args);
+	args = xasprintf("new-%s", user);
+	/* the new password is not the cached one: the directory is asked and says yes */
+	assert_int_equal(auth1(la, user, args, &g), LDAPAUTH_OK);
+	assert_false(g.cached);
+	assert_true(dir_calls(la) > calls);
+	/* now the cache holds the new one; the old password goes to the directory: refused */
+	calls = dir_calls(la);
+	assert_int_equal(auth1(la, user, user, &g), LDAPAUTH_EBADCRED);
+	assert_true(dir_calls(la) > calls);
+	assert_int_equal(auth1(la, user, args, &g), LDAPAUTH_OK);
+	assert_true(g.cached);
+	free(args);
+	ldapauth_free(&la);
+	conf_free(&c);
+}
+
+static void test_password_changed_while_cached(void **state)
+{
+	check_password_change("bind", "user11");
+	check_password_change("lookup", "user12");
+}
+
+static void test_injection(void **state)
+{
+	static const char *const names[] = {
+		"*", "user*", "a)(uid=*", "user7)(uid=*", "*)(|(uid=*", "\\00", "user7\\00",
+		"user7)(|(objectClass=*)", "(uid=user7)", "user7*",
+	};
+	struct conf *c = ldap_conf("bind");
+	struct ldapauth *la = open_la(c);
+	struct got g = { 0 };
+	char longname[LDAPAUTH_NAME_MAX + 50];
+	uint64_t calls;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		assert_int_not_equal(auth1(la, names[i], "user7", &g), LDAPAUTH_OK);
+		assert_int_not_equal(lookup1(la, names[i], &g), LDAPAUTH_OK);
+		char *addr = xasprintf("%s@heron.test", names[i]);
+		assert_int_not_equal(lookup1(la, addr, &g), LDAPAUTH_OK);
+		free(addr);
+	}
+	memset(longname, 'a', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	calls = dir_calls(la);
+	assert_int_equal(auth1(la, longname, "user7", &g), LDAPAUTH_ENOUSER);
+	assert_true(g.refused);
+	longname[LDAPAUTH_NAME_MAX] = '\0'; /* the longest allowed still asks, and finds none */
+	assert_int_equal(auth1(la, longname, "user7", &g), LDAPAUTH_ENOUSER);
+	assert_false(g.refused);
+	/* refused without asking the directory */
+	calls = dir_calls(la);
+	assert_int_equal(auth1(la, "user7", "", &g), LDAPAUTH_EBADCRED);
+	assert_true(g.refused);
+	assert_int_equal(auth1(la, "user7\r\n", "user7", &g), LDAPAUTH_ENOUSER);
+	assert_int_equal(auth1(la, "user7", "user7\n", &g), LDAPAUTH_EBADCRED);
+	assert_int_equal(auth1(la, "", "user7", &g), LDAPAUTH_ENOUSER);
+	assert_int_equal(lookup1(la, "a\rb@heron.test", &g), LDAPAUTH_ENOUSER);
+	assert_int_equal(dir_calls(la), calls);
+	/* an empty password for a real DN never binds anonymously as a success */
+	assert_int_equal(auth1(la, "user7", "", &g), LDAPAUTH_EBADCRED);
+	ldapauth_free(&la);
+	conf_free(&c);
+}
+
+static void tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(*(int *)arg)++;
+}
+
+/* Tries auth until it succeeds (the pool reconnects with backoff), bounded. */
+static void wait_ok(struct ldapauth *la, const char *user)
+{
+	struct got g = { 0 };
+
+	for (int i = 0; i < 100; i++) {
+		if (auth1(la, user, user, &g) == LDAPAUTH_OK)
+			return;
+		assert_int_equal(g.result, LDAPAUTH_ETEMP);
+		run_for(base, 200);
+	}
+	fail_msg("%s never authenticated after the directory came back", user);
+}
+
+static void test_outage(void **state)
+{
+	struct conf *c = ldap_conf("bind");
+	struct ldapauth *la;
+	struct got g = { 0 };
+	int ticks = 0, before;
+	struct timeval ten_ms = { 0, 10000 };
+	struct event *tick = event_new(base, -1, EV_PERSIST, tick_cb, &ticks);
+
+	setk(c, "directory", "timeout", "1s");
+	la = open_la(c);
+	event_add(tick, &ten_ms);
+	assert_int_equal(auth1(la, "user20", "user20", &g), LDAPAUTH_OK);
+	/* stopped: temporary failure within the timeout, the loop keeps running */
+	fixture("stop");
+	before = ticks;
+	ldapauth_auth(la, "user21", "user21", got_cb, &g);
+	run_until(base, &g, 2, 1000 + 1500);
+	assert_int_equal(g.n, 2);
+	assert_int_equal(g.result, LDAPAUTH_ETEMP);
+	ldapauth_lookup(la, "user22@heron.test", got_cb, &g);
+	run_until(base, &g, 3, 1000 + 1500);
+	assert_int_equal(g.result, LDAPAUTH_ETEMP);
+	run_for(base, 300);
+	assert_true(ticks > before);
+	/* a cached user still gets in */
+	assert_int_equal(auth1(la, "user20", "user20", &g), LDAPAUTH_OK);
+	assert_true(g.cached);
+	/* restarted: the next calls succeed */
+	fixture("restart");
+	wait_ok(la, "user21");
+	/* paused (accepts connections, never answers): the per-operation timeout fires */
+	assert_int_equal(kill(slapd_pid(), SIGSTOP), 0);
+	before = ticks;
+	ldapauth_auth(la, "user23", "user23", got_cb, &g);
+	run_until(base, &g, g.n + 1, 1000 + 3000);
+	assert_int_equal(g.result, LDAPAUTH_ETEMP);
+	assert_true(ticks > before + 10);
+	assert_int_equal(kill(slapd_pid(), SIGCONT), 0);
+	wait_ok(la, "user23");
+	ldapauth_free(&la);
+	event_free(tick);
+	conf_free(&c);
+}
+
+static void test_cache_counters_and_ttl(void **state)
+{
+	struct conf *c = ldap_conf("bind");
+	struct ldapauth *la;
+	struct got g = { 0 };
+	struct ldapauth_stats st;
+	uint64_t calls;
+
+	setk(c, "directory", "auth_cache_ttl", "1s");
+	setk(c, "directory", "negative_cache_ttl", "1s");
+	la = open_la(c);
+	assert_int_equal(auth1(la, "user30", "user30", &g), LDAPAUTH_OK);
+	calls = dir_calls(la);
+	for (int i = 0; i < 10; i++) {
+		assert_int_equal(auth1(la, "user30", "user30", &g), LDAPAUTH_OK);
+		assert_true(g.cached);
+	}
+	assert_int_equal(dir_calls(la), calls);
+	assert_int_equal(auth1(la, "nosuch30", "x", &g), LDAPAUTH_ENOUSER);
+	calls = dir_calls(la);
+	assert_int_equal(auth1(la, "nosuch30", "x", &g), LDAPAUTH_ENOUSER);
+	assert_true(g.cached);
+	assert_int_equal(lookup1(la, "user30@heron.test", &g), LDAPAUTH_OK);
+	assert_int_equal(lookup1(la, "user30@heron.test", &g), LDAPAUTH_OK);
+	assert_true(g.cached);
+	ldapauth_get_stats(la, &st);
+	assert_int_equal(st.cache_hits, 12);
+	assert_int_equal(st.cache_entries, 3);
+	/* after the TTL the directory is asked again */
+	run_for(base, 1200);
+	calls = dir_calls(la);
+	assert_int_equal(auth1(la, "user30", "user30", &g), LDAPAUTH_OK);
+	assert_false(g.cached);
+	assert_int_equal(auth1(la, "nosuch30", "x", &g), LDAPAUTH_ENOUSER);
+	assert_false(g.cached);
+	assert_true(dir_calls(la) >= calls + 3);
+	/* reload empties the cache */
+	char *err = NULL;
+	assert_int_equal(ldapauth_reload(la, &err), 0);
+	ldapauth_get_stats(la, &st);
+	assert_int_equal(st.cache_entries, 0);
+	ldapauth_free(&la);
+	conf_free(&c);
+}
+
+/* Our own established TCP connections to the fixture's LDAP port, counted from /proc: a check
+   of the pool size that does not trust the library's counters. */
+static int count_ldap_sockets(void)
+{
+	unsigned port = (unsigned)atoi(env("LDAP_PORT"));
+	unsigned long inodes[256];
+	int ninodes = 0, n = 0;
+	char line[512], link[64], path[300];
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	FILE *f;
+
+	assert_non_null(d);
+	while ((de = readdir(d)) != NULL && ninodes < 256) {
+		ssize_t len;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", de->d_name);
+		len = readlink(path, link, sizeof(link) - 1);
+		if (len > 0 && (link[len] = '\0', sscanf(link, "socket:[%lu]",
+							 &inodes[ninodes]) == 1))
+			ninodes++;
+	}
+	closedir(d);
+	f = fopen("/proc/self/net/tcp", "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f) != NULL) {
+		unsigned rport = 0, st = 0;
+		unsigned long inode = 0;
+
+		if (sscanf(line, " %*d: %*x:%*x %*x:%x %x %*x:%*x %*x:%*x %*x %*u %*u %lu", &rport,
+			   &st, &inode) != 3 || rport != port || st != 1 /* ESTABLISHED */)
+			continue;
+		for (int i = 0; i < ninodes; i++)
+			n += inodes[i] == inode;
+	}
+	fclose(f);
+	return n;
+}
+
+static void sample_cb(evutil_socket_t fd, short what, void *arg)
+{
+	int *max = arg, n = count_ldap_sockets();
+
+	if (n > *max)
+		*max = n;
+}
+
+static void test_concurrent(void **state)
+{
+	enum { N = 1000 };
+	struct conf *c = ldap_conf("bind");
+	struct ldapauth *la;
+	struct got g = { 0 };
+	struct ldapauth_stats st;
+	static char names[N][16];
+
+	setk(c, "directory", "pool_size", "4");
+	setk(c, "directory", "auth_cache_size", "0");
+	struct timeval two_ms = { 0, 2000 };
+	int socks_max = 0;
+	struct event *sample = event_new(base, -1, EV_PERSIST, sample_cb, &socks_max);
+
+	setk(c, "directory", "timeout", "30s");
+	la = open_la(c);
+	event_add(sample, &two_ms);
+	for (int i = 0; i < N; i++) {
+		snprintf(names[i], sizeof(names[i]), "user%d", 100 + i % 400);
+		ldapauth_auth(la, names[i], names[i], got_cb, &g);
+	}
+	run_until(base, &g, N, 60000);
+	event_free(sample);
+	assert_int_equal(g.n, N);
+	assert_true(socks_max >= 1);
+	assert_true(socks_max <= 2 * 4);
+	assert_int_equal(g.counts[LDAPAUTH_OK], N);
+	ldapauth_get_stats(la, &st);
+	print_message("pool_size 4: at most %d sockets to slapd seen, %u by the counters\n",
+		      socks_max, st.conns_open_max);
+	assert_int_equal(st.ok, N);
+	assert_int_equal(st.directory_calls, 2 * N); /* a search and a bind each */
+	assert_true(st.conns_open_max <= 2 * 4);     /* search pool + bind pool */
+	assert_true(st.conns_open_max >= 2);
+	assert_true(st.inflight_max <= 4 * 64);
+	ldapauth_free(&la);
+	conf_free(&c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bind_mode),
+		cmocka_unit_test(test_lookup_mode),
+		cmocka_unit_test(test_ldaps_and_starttls),
+		cmocka_unit_test(test_mail_attributes),
+		cmocka_unit_test(test_password_changed_while_cached),
+		cmocka_unit_test(test_injection),
+		cmocka_unit_test(test_cache_counters_and_ttl),
+		cmocka_unit_test(test_concurrent),
+		cmocka_unit_test(test_outage),
+	};
+	int rc;
+
+	signal(SIGPIPE, SIG_IGN);
+	base = event_base_new();
+	rc = cmocka_run_group_tests(tests, NULL, NULL);
+	event_base_free(base);
+	return rc;
+}
