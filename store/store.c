@@ -279,6 +279,11 @@ uint64_t store_fsync_count(const struct store *st)
 	return atomic_load(&((struct store *)(uintptr_t)st)->fsyncs);
 }
 
+uint64_t store_commit_count(const struct store *st)
+{
+	return atomic_load(&((struct store *)(uintptr_t)st)->commits);
+}
+
 void store_fsync_note(struct store *st)
 {
 	atomic_fetch_add(&st->fsyncs, 1);
@@ -405,7 +410,8 @@ int store_txn_commit(struct store_txn **tp)
 	}
 	rc = mdb_txn_commit(t->txn);
 	if (rc == 0) {
-		store_fsync_note(t->st);
+		atomic_fetch_add(&t->st->commits, 1);
+		atomic_fetch_add(&t->st->fsyncs, 2); /* LMDB: data pages, then the meta page */
 		store_blob_txn_committed(t);
 		store_blob_unlink_dead(e);
 		txn_notify(e);
@@ -521,6 +527,32 @@ int store_del(struct store_txn *t, enum store_dbi d, const void *k, size_t klen)
 		return STORE_EAGAIN;
 	rc = mdb_del(t->txn, t->e->dbi[d], &key, NULL);
 	return store_mdb_err(t, rc, "del");
+}
+
+/* Deletes every row whose key starts with the big-endian id. */
+int store_del_prefix(struct store_txn *t, enum store_dbi d, uint64_t id)
+{
+	uint8_t k[8];
+	MDB_cursor *c;
+	MDB_val key, v;
+	int rc;
+
+	if (t->failed)
+		return STORE_EAGAIN;
+	put_be64(k, id);
+	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[d], &c)) != 0)
+		return store_mdb_err(t, rc, "cursor");
+	for (;;) {
+		key.mv_data = k;
+		key.mv_size = 8;
+		rc = mdb_cursor_get(c, &key, &v, MDB_SET_RANGE);
+		if (rc != 0 || key.mv_size < 8 || get_be64(key.mv_data) != id)
+			break;
+		if ((rc = mdb_cursor_del(c, 0)) != 0)
+			break;
+	}
+	mdb_cursor_close(c);
+	return rc == MDB_NOTFOUND ? 0 : store_mdb_err(t, rc, "delete range");
 }
 
 /* Ids of users and mailboxes: partition in the top 16 bits, a counter below. */

@@ -15,9 +15,12 @@
  * A read txn is a consistent snapshot; keep it for one command, not longer (LMDB: long readers
  * stop page reuse). A write txn serializes writers of its partition; one process must not hold
  * two write txns on the same partition. Pointers returned by reads (names, caches) point into
- * the map and are valid until the txn ends. Any write call may return STORE_EAGAIN: the map
- * was full, has been grown, and the whole transaction must be redone (store_txn_abort, then
- * begin again and repeat the calls). store_write() does that loop for you; the batch and group
+ * the map and are valid until the txn ends. A write call that fails may have done part of its
+ * work in the txn: abort the txn (or commit only what you mean to keep; single-message calls
+ * such as store_msg_append and store_msg_flags check everything before they write, so their
+ * refusals - EQUOTA, ENOMSG, ELOCKED - leave the txn clean). Any write call may return
+ * STORE_EAGAIN: the map was full, has been grown, and the whole transaction must be redone
+ * (store_txn_abort, then begin again and repeat the calls). store_write() does that loop for you; the batch and group
  * commit APIs do it internally.
  *
  * Durability (STYLE 12). A message file is written to a tmp name, fsynced, renamed, and its
@@ -109,9 +112,12 @@ void store_close(struct store **stp);
 unsigned store_partitions(const struct store *st);
 /* The partition a new user goes to when none is given: a stable hash of the name. */
 unsigned store_partition_for(const struct store *st, const char *user);
-/* Number of fsync/fdatasync calls libstore issued in this process (files, directories, and
-   one per index commit), for benchmarks. */
+/* Number of fsync/fdatasync calls libstore issued in this process (message files,
+   directories, and two per index commit), for benchmarks. */
 uint64_t store_fsync_count(const struct store *st);
+/* Number of index write commits in this process (each is two fdatasyncs in LMDB's default
+   mode: data pages, then the meta page; store_fsync_count counts both). */
+uint64_t store_commit_count(const struct store *st);
 
 /* ------------------------------------------------------------------------------------- */
 /* Transactions */
@@ -319,7 +325,7 @@ struct store_msg {
 /* Appends a durable blob to mailbox mbox (t's partition; the blob is hard-linked there if it
    was written elsewhere) with flags, keywords and internaldate (0 = now); bumps uidnext,
    counters, highestmodseq and the owner's usage. Errors: STORE_ENOMBOX, STORE_EQUOTA,
-   STORE_EINVAL (blob not finished). */
+   STORE_EINVAL (blob not finished, a keyword bit the mailbox has no name for). */
 int store_msg_append(struct store_txn *t, uint64_t mbox, const struct store_blob *b,
 		     unsigned flags, uint64_t keywords, int64_t internaldate, uint32_t *uid_r);
 /* One message by UID. Errors: STORE_ENOMBOX, STORE_ENOMSG. */
@@ -345,7 +351,7 @@ enum store_flag_op { STORE_FLAGS_SET, STORE_FLAGS_ADD, STORE_FLAGS_REMOVE };
    (new highestmodseq) and the counters. With unchangedsince != 0 and the message's modseq >
    unchangedsince, nothing changes and STORE_ELOCKED is returned (CONDSTORE [MODIFIED]).
    *m_r (may be NULL) gets the message after the change. Errors: STORE_ENOMBOX, STORE_ENOMSG,
-   STORE_ELOCKED. */
+   STORE_ELOCKED, STORE_EINVAL (a keyword bit without a name: see store_mbox_keyword). */
 int store_msg_flags(struct store_txn *t, uint64_t mbox, uint32_t uid, enum store_flag_op op,
 		    unsigned flags, uint64_t keywords, uint64_t unchangedsince,
 		    struct store_msg *m_r);
@@ -414,7 +420,9 @@ void store_batch_flags(struct store_batch *bt, uint64_t mbox, uint32_t uid,
 		       enum store_flag_op op, unsigned flags, uint64_t keywords,
 		       store_done_cb *cb, void *arg);
 struct store_queue_msg;
-/* Queues a queue entry (store_queue_add); value = the queue id. qm is copied now. */
+/* Queues a queue entry (store_queue_add); value = the queue id. qm, its strings and its
+   recipients are copied now (the caller may free them at once); b must live until the
+   callback. */
 void store_batch_enqueue(struct store_batch *bt, const struct store_queue_msg *qm,
 			 struct store_blob *b, store_done_cb *cb, void *arg);
 size_t store_batch_count(const struct store_batch *bt);

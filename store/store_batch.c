@@ -33,7 +33,7 @@ struct bop {
 	enum store_flag_op op;
 	unsigned flags;
 	uint64_t keywords;
-	struct store_queue_msg qm; /* ENQUEUE: a copy (strings not owned) */
+	struct store_queue_msg qm; /* ENQUEUE: a deep copy, freed with the batch */
 };
 
 struct store_batch {
@@ -106,8 +106,18 @@ void store_batch_enqueue(struct store_batch *bt, const struct store_queue_msg *q
 			 struct store_blob *b, store_done_cb *cb, void *arg)
 {
 	struct bop *o = bop_add(bt, BOP_ENQUEUE, cb, arg);
+	struct store_queue_rcpt *r = xcalloc(qm->nrcpt + 1, sizeof(*r));
 
 	o->qm = *qm;
+	o->qm.sender = xstrdup(qm->sender != NULL ? qm->sender : "");
+	o->qm.envid = qm->envid != NULL ? xstrdup(qm->envid) : NULL;
+	for (size_t i = 0; i < qm->nrcpt; i++) {
+		r[i] = qm->rcpt[i];
+		r[i].addr = xstrdup(qm->rcpt[i].addr != NULL ? qm->rcpt[i].addr : "");
+		r[i].orcpt = qm->rcpt[i].orcpt != NULL ? xstrdup(qm->rcpt[i].orcpt) : NULL;
+		r[i].last_error = NULL;
+	}
+	o->qm.rcpt = r;
 	o->blob = b;
 }
 
@@ -122,8 +132,11 @@ void store_batch_free(struct store_batch **btp)
 
 	if (bt == NULL)
 		return;
-	for (size_t i = 0; i < bt->n; i++)
+	for (size_t i = 0; i < bt->n; i++) {
 		free(bt->ops[i].rcpt_part);
+		if (bt->ops[i].type == BOP_ENQUEUE)
+			store_queue_msg_clear(&bt->ops[i].qm);
+	}
 	free(bt->ops);
 	free(bt);
 	*btp = NULL;
@@ -363,19 +376,25 @@ int store_deliver(struct store *st, int fd, int64_t internaldate, struct store_r
 }
 
 /* ------------------------------------------------------------------------------------- */
-/* The group committer. */
+/* The group committer: one lane per partition (and one for the queue), chosen by the blob's
+   or mailbox's partition, so commits of different partitions run in parallel while each
+   lane's operations share one commit. */
+
+struct gc_lane {
+	pthread_mutex_t mu;        /* pending, leader */
+	pthread_mutex_t commit_mu; /* one commit at a time per lane */
+	pthread_cond_t cv;
+	struct store_batch *pending;
+	bool leader;
+};
 
 struct store_gc {
 	struct store *st;
-	pthread_mutex_t mu;        /* pending, leader */
-	pthread_mutex_t commit_mu; /* one commit at a time */
-	pthread_cond_t cv;
-	struct store_batch *pending;
-	uint64_t gen;              /* batches taken so far */
-	bool leader;
+	unsigned nlanes;
+	struct gc_lane *lanes;
 	struct event *ev;          /* libevent flush timer */
-	bool armed;
-	uint64_t ops, commits;
+	atomic_bool armed;
+	atomic_uint_fast64_t ops, commits;
 };
 
 int store_gc_new(struct store *st, struct store_gc **gc_r)
@@ -383,9 +402,13 @@ int store_gc_new(struct store *st, struct store_gc **gc_r)
 	struct store_gc *gc = xcalloc(1, sizeof(*gc));
 
 	gc->st = st;
-	pthread_mutex_init(&gc->mu, NULL);
-	pthread_mutex_init(&gc->commit_mu, NULL);
-	pthread_cond_init(&gc->cv, NULL);
+	gc->nlanes = st->nparts + 1;
+	gc->lanes = xcalloc(gc->nlanes, sizeof(*gc->lanes));
+	for (unsigned i = 0; i < gc->nlanes; i++) {
+		pthread_mutex_init(&gc->lanes[i].mu, NULL);
+		pthread_mutex_init(&gc->lanes[i].commit_mu, NULL);
+		pthread_cond_init(&gc->lanes[i].cv, NULL);
+	}
 	*gc_r = gc;
 	return 0;
 }
@@ -406,89 +429,97 @@ void store_gc_attach(struct store_gc *gc, struct event_base *base)
 		fatalx("store: evtimer_new");
 }
 
-/* Called with mu held after an operation was queued: arms the timer (async mode). */
-static void gc_queued(struct store_gc *gc)
+static struct gc_lane *gc_lane(struct store_gc *gc, unsigned part)
 {
-	size_t n = store_batch_count(gc->pending);
+	return &gc->lanes[part < gc->st->nparts ? part : gc->st->nparts];
+}
 
+/* Called with the lane's mu held after an operation was queued: arms the timer. */
+static void gc_queued(struct store_gc *gc, struct gc_lane *l)
+{
 	if (gc->ev == NULL)
 		return;
-	if (n >= gc->st->gc_max) {
+	if (store_batch_count(l->pending) >= gc->st->gc_max) {
 		event_active(gc->ev, EV_TIMEOUT, 0);
-		gc->armed = true;
-	} else if (!gc->armed) {
+		atomic_store(&gc->armed, true);
+	} else if (!atomic_exchange(&gc->armed, true)) {
 		struct timeval tv = { gc->st->gc_ms / 1000, (gc->st->gc_ms % 1000) * 1000 };
 
 		evtimer_add(gc->ev, &tv);
-		gc->armed = true;
 	}
 }
 
-static struct store_batch *gc_pending(struct store_gc *gc)
+static struct store_batch *gc_pending(struct store_gc *gc, struct gc_lane *l)
 {
-	if (gc->pending == NULL)
-		gc->pending = store_batch_new(gc->st);
-	return gc->pending;
+	if (l->pending == NULL)
+		l->pending = store_batch_new(gc->st);
+	return l->pending;
 }
 
 void store_gc_deliver(struct store_gc *gc, struct store_blob *b, int64_t internaldate,
 		      struct store_rcpt *rcpts, size_t n, store_done_cb *cb, void *arg)
 {
-	pthread_mutex_lock(&gc->mu);
-	store_batch_deliver(gc_pending(gc), b, internaldate, rcpts, n, cb, arg);
-	gc_queued(gc);
-	pthread_mutex_unlock(&gc->mu);
+	struct gc_lane *l = gc_lane(gc, b->part);
+
+	pthread_mutex_lock(&l->mu);
+	store_batch_deliver(gc_pending(gc, l), b, internaldate, rcpts, n, cb, arg);
+	gc_queued(gc, l);
+	pthread_mutex_unlock(&l->mu);
 }
 
 void store_gc_flags(struct store_gc *gc, uint64_t mbox, uint32_t uid, enum store_flag_op op,
 		    unsigned flags, uint64_t keywords, store_done_cb *cb, void *arg)
 {
-	pthread_mutex_lock(&gc->mu);
-	store_batch_flags(gc_pending(gc), mbox, uid, op, flags, keywords, cb, arg);
-	gc_queued(gc);
-	pthread_mutex_unlock(&gc->mu);
+	struct gc_lane *l = gc_lane(gc, STORE_ID_PART(mbox));
+
+	pthread_mutex_lock(&l->mu);
+	store_batch_flags(gc_pending(gc, l), mbox, uid, op, flags, keywords, cb, arg);
+	gc_queued(gc, l);
+	pthread_mutex_unlock(&l->mu);
 }
 
 void store_gc_enqueue(struct store_gc *gc, const struct store_queue_msg *qm,
 		      struct store_blob *b, store_done_cb *cb, void *arg)
 {
-	pthread_mutex_lock(&gc->mu);
-	store_batch_enqueue(gc_pending(gc), qm, b, cb, arg);
-	gc_queued(gc);
-	pthread_mutex_unlock(&gc->mu);
+	struct gc_lane *l = gc_lane(gc, STORE_QUEUE_PART);
+
+	pthread_mutex_lock(&l->mu);
+	store_batch_enqueue(gc_pending(gc, l), qm, b, cb, arg);
+	gc_queued(gc, l);
+	pthread_mutex_unlock(&l->mu);
 }
 
-/* Takes the pending batch and commits it (one commit at a time, in arrival order). */
-static void gc_commit_pending(struct store_gc *gc)
+/* Takes the lane's pending batch and commits it; callbacks run in this thread. */
+static void gc_commit_lane(struct store_gc *gc, struct gc_lane *l)
 {
 	struct store_batch *bt;
 	size_t n;
 
-	pthread_mutex_lock(&gc->commit_mu);
-	pthread_mutex_lock(&gc->mu);
-	bt = gc->pending;
-	gc->pending = NULL;
-	gc->armed = false;
-	gc->leader = false;
-	pthread_mutex_unlock(&gc->mu);
+	pthread_mutex_lock(&l->commit_mu);
+	pthread_mutex_lock(&l->mu);
+	bt = l->pending;
+	l->pending = NULL;
+	l->leader = false;
+	pthread_mutex_unlock(&l->mu);
 	if (bt != NULL) {
 		n = store_batch_count(bt);
 		store_batch_commit(&bt);
-		pthread_mutex_lock(&gc->mu);
-		gc->ops += n;
-		gc->commits++;
-		gc->gen++;
-		pthread_cond_broadcast(&gc->cv);
-		pthread_mutex_unlock(&gc->mu);
+		atomic_fetch_add(&gc->ops, n);
+		atomic_fetch_add(&gc->commits, 1);
+		pthread_mutex_lock(&l->mu);
+		pthread_cond_broadcast(&l->cv);
+		pthread_mutex_unlock(&l->mu);
 	}
-	pthread_mutex_unlock(&gc->commit_mu);
+	pthread_mutex_unlock(&l->commit_mu);
 }
 
 void store_gc_flush(struct store_gc *gc)
 {
 	if (gc->ev != NULL)
 		evtimer_del(gc->ev);
-	gc_commit_pending(gc);
+	atomic_store(&gc->armed, false);
+	for (unsigned i = 0; i < gc->nlanes; i++)
+		gc_commit_lane(gc, &gc->lanes[i]);
 }
 
 struct gc_wait {
@@ -511,47 +542,46 @@ static void gc_wait_cb(int result, const struct store_rcpt *rcpts, size_t n, uin
 int store_gc_deliver_wait(struct store_gc *gc, struct store_blob *b, int64_t internaldate,
 			  struct store_rcpt *rcpts, size_t n)
 {
+	struct gc_lane *l = gc_lane(gc, b->part);
 	struct gc_wait w = { false, 0 };
 	bool lead;
 
-	pthread_mutex_lock(&gc->mu);
-	store_batch_deliver(gc_pending(gc), b, internaldate, rcpts, n, gc_wait_cb, &w);
-	lead = !gc->leader;
-	gc->leader = true;
-	if (!lead && store_batch_count(gc->pending) >= gc->st->gc_max)
-		lead = true; /* full: do not wait for the leader's timer */
-	pthread_mutex_unlock(&gc->mu);
+	pthread_mutex_lock(&l->mu);
+	store_batch_deliver(gc_pending(gc, l), b, internaldate, rcpts, n, gc_wait_cb, &w);
+	lead = !l->leader || store_batch_count(l->pending) >= gc->st->gc_max;
+	l->leader = true;
+	pthread_mutex_unlock(&l->mu);
 	if (lead) {
-		if (gc->st->gc_ms > 0 && store_batch_count(gc->pending) < gc->st->gc_max) {
+		/* wait for company, unless a commit is running: then its end is the wait */
+		if (gc->st->gc_ms > 0 && pthread_mutex_trylock(&l->commit_mu) == 0) {
 			struct timespec ts = { gc->st->gc_ms / 1000,
 					       (gc->st->gc_ms % 1000) * 1000000 };
 
+			pthread_mutex_unlock(&l->commit_mu);
 			nanosleep(&ts, NULL);
 		}
-		gc_commit_pending(gc);
+		gc_commit_lane(gc, l);
 	}
-	pthread_mutex_lock(&gc->mu);
+	pthread_mutex_lock(&l->mu);
 	while (!atomic_load(&w.done)) {
-		if (gc->pending != NULL && !gc->leader) {
-			/* our op is still pending and nobody leads: lead ourselves */
-			gc->leader = true;
-			pthread_mutex_unlock(&gc->mu);
-			gc_commit_pending(gc);
-			pthread_mutex_lock(&gc->mu);
+		if (l->pending != NULL && !l->leader) {
+			/* our operation is still pending and nobody leads: lead */
+			l->leader = true;
+			pthread_mutex_unlock(&l->mu);
+			gc_commit_lane(gc, l);
+			pthread_mutex_lock(&l->mu);
 			continue;
 		}
-		pthread_cond_wait(&gc->cv, &gc->mu);
+		pthread_cond_wait(&l->cv, &l->mu);
 	}
-	pthread_mutex_unlock(&gc->mu);
+	pthread_mutex_unlock(&l->mu);
 	return w.result;
 }
 
 void store_gc_stats(const struct store_gc *gc, uint64_t *ops_r, uint64_t *commits_r)
 {
-	pthread_mutex_lock((pthread_mutex_t *)(uintptr_t)&gc->mu);
-	*ops_r = gc->ops;
-	*commits_r = gc->commits;
-	pthread_mutex_unlock((pthread_mutex_t *)(uintptr_t)&gc->mu);
+	*ops_r = atomic_load(&((struct store_gc *)(uintptr_t)gc)->ops);
+	*commits_r = atomic_load(&((struct store_gc *)(uintptr_t)gc)->commits);
 }
 
 void store_gc_free(struct store_gc **gcp)
@@ -560,12 +590,15 @@ void store_gc_free(struct store_gc **gcp)
 
 	if (gc == NULL)
 		return;
-	gc_commit_pending(gc);
+	store_gc_flush(gc);
 	if (gc->ev != NULL)
 		event_free(gc->ev);
-	pthread_mutex_destroy(&gc->mu);
-	pthread_mutex_destroy(&gc->commit_mu);
-	pthread_cond_destroy(&gc->cv);
+	for (unsigned i = 0; i < gc->nlanes; i++) {
+		pthread_mutex_destroy(&gc->lanes[i].mu);
+		pthread_mutex_destroy(&gc->lanes[i].commit_mu);
+		pthread_cond_destroy(&gc->lanes[i].cv);
+	}
+	free(gc->lanes);
 	free(gc);
 	*gcp = NULL;
 }

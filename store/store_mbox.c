@@ -167,6 +167,24 @@ static int mbox_new(struct store_txn *t, uint64_t user, const char *name, size_t
 	return 0;
 }
 
+/* Creates the missing parents of a name (every prefix ending before a delimiter). */
+static int make_parents(struct store_txn *t, uint64_t user, const char *to, size_t tlen)
+{
+	uint64_t id;
+	int rc;
+
+	for (size_t i = 1; i < tlen; i++) {
+		if (to[i] != STORE_DELIM)
+			continue;
+		rc = mbox_lookup(t, user, to, i, &id);
+		if (rc == STORE_ENOMBOX)
+			rc = mbox_new(t, user, to, i, 0, &id);
+		if (rc != 0)
+			return rc;
+	}
+	return 0;
+}
+
 int store_mbox_create(struct store_txn *t, uint64_t user, const char *name, unsigned special,
 		      uint64_t *id_r)
 {
@@ -179,18 +197,8 @@ int store_mbox_create(struct store_txn *t, uint64_t user, const char *name, unsi
 
 	if ((rc = norm_name(name, n, &len)) != 0)
 		return rc;
-	if ((rc = user_rec_load_id(t, user, &u)) != 0)
+	if ((rc = user_rec_load_id(t, user, &u)) != 0 || (rc = make_parents(t, user, n, len)) != 0)
 		return rc;
-	/* parents first: every prefix ending before a delimiter */
-	for (size_t i = 1; i < len; i++) {
-		if (n[i] != STORE_DELIM)
-			continue;
-		rc = mbox_lookup(t, user, n, i, &id);
-		if (rc == STORE_ENOMBOX)
-			rc = mbox_new(t, user, n, i, 0, &id);
-		if (rc != 0)
-			return rc;
-	}
 	rc = mbox_lookup(t, user, n, len, &id);
 	if (rc == STORE_ENOMBOX)
 		rc = mbox_new(t, user, n, len, special, &id);
@@ -346,24 +354,6 @@ static int rename_one(struct store_txn *t, uint64_t user, const struct rename_it
 			    8)) != 0)
 		return rc;
 	return mbox_rec_store(t, it->id, &r);
-}
-
-/* Creates to's missing parents (its last level is created by the rename). */
-static int make_parents(struct store_txn *t, uint64_t user, const char *to, size_t tlen)
-{
-	uint64_t id;
-	int rc;
-
-	for (size_t i = 1; i < tlen; i++) {
-		if (to[i] != STORE_DELIM)
-			continue;
-		rc = mbox_lookup(t, user, to, i, &id);
-		if (rc == STORE_ENOMBOX)
-			rc = mbox_new(t, user, to, i, 0, &id);
-		if (rc != 0)
-			return rc;
-	}
-	return 0;
 }
 
 int store_mbox_rename(struct store_txn *t, uint64_t user, const char *from, const char *to)
@@ -715,9 +705,6 @@ int store_mbox_remove_all(struct store_txn *t, uint64_t user)
 {
 	struct rename_item *items = NULL;
 	size_t n = 0;
-	uint8_t k[8];
-	MDB_cursor *c;
-	MDB_val key = { 8, k }, v;
 	int rc;
 
 	/* every mailbox: an empty prefix collects them all */
@@ -732,16 +719,5 @@ int store_mbox_remove_all(struct store_txn *t, uint64_t user)
 	free(items);
 	if (rc != 0)
 		return rc;
-	put_be64(k, user);
-	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[DBI_SUBS], &c)) != 0)
-		return store_mdb_err(t, rc, "cursor");
-	while ((rc = mdb_cursor_get(c, &key, &v, MDB_SET_RANGE)) == 0 && key.mv_size >= 8 &&
-	       get_be64(key.mv_data) == user) {
-		if ((rc = mdb_cursor_del(c, 0)) != 0)
-			break;
-		key.mv_data = k;
-		key.mv_size = 8;
-	}
-	mdb_cursor_close(c);
-	return rc == 0 || rc == MDB_NOTFOUND ? 0 : store_mdb_err(t, rc, "del subs");
+	return store_del_prefix(t, DBI_SUBS, user);
 }

@@ -130,6 +130,8 @@ int store_msg_append(struct store_txn *t, uint64_t mbox, const struct store_blob
 		return STORE_EINVAL;
 	if ((rc = mbox_rec_load(t, mbox, &r)) != 0)
 		return rc;
+	if (r.nkw < 64 && (keywords >> r.nkw) != 0)
+		return STORE_EINVAL;
 	if ((rc = store_msg_add_ref(t, &r, mbox, store_blob_id(b), store_blob_size(b), flags,
 				    keywords, internaldate, true, &uid)) != 0)
 		return rc;
@@ -272,6 +274,8 @@ int store_msg_flags(struct store_txn *t, uint64_t mbox, uint32_t uid, enum store
 
 	if ((rc = mbox_rec_load(t, mbox, &r)) != 0)
 		return rc;
+	if (r.nkw < 64 && (keywords >> r.nkw) != 0)
+		return STORE_EINVAL; /* a keyword index the mailbox does not have */
 	msg_key(k, mbox, uid);
 	if ((rc = store_get(t, DBI_MSGS, k, 12, &v)) != 0)
 		return rc;
@@ -368,8 +372,10 @@ static int expunge_collect(struct store_txn *t, uint64_t mbox, const uint32_t *u
 		v = xreallocarray(NULL, n + 1, sizeof(*v));
 		for (size_t i = 0; i < n; i++) {
 			rc = store_msg_get(t, mbox, uids[i], &m);
-			if (rc == STORE_ENOMSG)
+			if (rc == STORE_ENOMSG) {
+				rc = 0;
 				continue;
+			}
 			if (rc != 0)
 				break;
 			v[cnt++] = m;
@@ -444,7 +450,6 @@ int store_msg_purge_mbox(struct store_txn *t, uint64_t mbox, struct mbox_rec *r)
 	struct store_msg *v = NULL, m;
 	struct store_iter *it;
 	size_t cnt = 0, cap = 0;
-	uint8_t k[8];
 	int rc;
 
 	if ((rc = store_msg_iter(t, mbox, 1, UINT32_MAX, 0, &it)) != 0)
@@ -461,25 +466,9 @@ int store_msg_purge_mbox(struct store_txn *t, uint64_t mbox, struct mbox_rec *r)
 	if (rc != 0)
 		return rc;
 	/* keywords and history of the mailbox go with it */
-	put_be64(k, mbox);
-	for (enum store_dbi d = DBI_KW; d <= DBI_EXPUNGED; d = d == DBI_KW ? DBI_EXPUNGED :
-							       DBI_COUNT) {
-		MDB_cursor *c;
-		MDB_val key = { 8, k }, val;
-
-		if ((rc = mdb_cursor_open(t->txn, t->e->dbi[d], &c)) != 0)
-			return store_mdb_err(t, rc, "cursor");
-		while ((rc = mdb_cursor_get(c, &key, &val, MDB_SET_RANGE)) == 0 &&
-		       key.mv_size >= 8 && get_be64(key.mv_data) == mbox) {
-			if ((rc = mdb_cursor_del(c, 0)) != 0)
-				break;
-			key.mv_data = k;
-			key.mv_size = 8;
-		}
-		mdb_cursor_close(c);
-		if (rc != 0 && rc != MDB_NOTFOUND)
-			return store_mdb_err(t, rc, "purge");
-	}
+	if ((rc = store_del_prefix(t, DBI_KW, mbox)) != 0 ||
+	    (rc = store_del_prefix(t, DBI_EXPUNGED, mbox)) != 0)
+		return rc;
 	r->nkw = 0;
 	return 0;
 }
@@ -503,8 +492,10 @@ int store_msg_copy(struct store_txn *t, uint64_t src, uint64_t dst, const uint32
 		uint64_t kws;
 
 		rc = store_msg_get(t, src, uids[i], &m);
-		if (rc == STORE_ENOMSG)
+		if (rc == STORE_ENOMSG) {
+			rc = 0;
 			continue;
+		}
 		if (rc != 0 || (rc = mbox_kw_remap(t, src, dst, m.keywords, &kws)) != 0)
 			break;
 		/* keyword creation rewrote dst's record: reload its nkw */

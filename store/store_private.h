@@ -67,6 +67,7 @@ struct store {
 	int64_t gc_ms;
 	unsigned gc_max;
 	atomic_uint_fast64_t fsyncs;
+	atomic_uint_fast64_t commits;
 };
 
 struct store_txn {
@@ -134,6 +135,7 @@ int store_put(struct store_txn *t, enum store_dbi d, const void *k, size_t klen,
 	      const void *v, size_t vlen);
 int store_del(struct store_txn *t, enum store_dbi d, const void *k, size_t klen);
 int store_next_id(struct store_txn *t, uint64_t *id_r);
+int store_del_prefix(struct store_txn *t, enum store_dbi d, uint64_t id);
 struct store_env *store_env_of(struct store *st, unsigned part);
 void store_fsync_note(struct store *st);
 int store_errno(int e);

@@ -9,6 +9,10 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <event2/event.h>
+#include <lmdb.h>
+
+#include "common/msgcache.h"
 #include "store_test.h"
 
 static void test_errors(void **state)
@@ -240,6 +244,12 @@ static void test_messages(void **state)
 	int fd;
 	uint64_t size;
 	assert_int_equal(store_msg_get(t, mb, uid3, &m), 0);
+	/* the cache was computed while the file was written */
+	struct msgcache_view cv;
+	assert_true(m.cache_len > 0);
+	assert_int_equal(msgcache_parse(m.cache, m.cache_len, &cv), 0);
+	assert_int_equal(cv.size, m.size);
+	assert_non_null(str_casefind(cv.envelope.p, cv.envelope.len, "test 0", 6));
 	assert_int_equal(store_blob_open(ts.st, STORE_ID_PART(mb), m.blob, &fd, &size), 0);
 	assert_int_equal(size, m.size);
 	assert_true(size >= 3000);
@@ -437,6 +447,7 @@ static void test_queue(void **state)
 	b = tblob(ts.st, STORE_QUEUE_PART, 2000, 1);
 	assert_int_equal(store_queue_add(ts.st, &qm, b, &id), 0);
 	store_blob_free(&b);
+	now = time(NULL); /* due from the time of the add */
 	assert_int_equal(store_queue_lease(ts.st, now, 60, 10, lease_cb, &leased, &n), 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(leased, id);
@@ -517,19 +528,20 @@ static void test_batch_and_gc(void **state)
 	memset(d, 0, sizeof(d));
 	memset(r, 0, sizeof(r));
 	f0 = store_fsync_count(ts.st);
+	assert_true(f0 > 0);
 	bt = store_batch_new(ts.st);
 	for (int i = 0; i < 20; i++) {
 		b[i] = tblob(ts.st, STORE_ID_PART(mb), 300, (unsigned)i);
 		r[i].user = i % 2 ? "frank" : "gina";
 		store_batch_deliver(bt, b[i], 0, &r[i], 1, done_cb, &d[i]);
 	}
-	f1 = store_fsync_count(ts.st);
+	f1 = store_commit_count(ts.st);
 	store_batch_flags(bt, mb, 1, STORE_FLAGS_ADD, STORE_SEEN, 0, done_cb, &d[20]);
 	store_batch_flags(bt, mb, 999, STORE_FLAGS_ADD, STORE_SEEN, 0, done_cb, &d[21]);
 	assert_int_equal(store_batch_commit(&bt), 1);
 	assert_null(bt);
-	/* at most one index commit per partition (2), plus link fsyncs for the other one */
-	assert_true(store_fsync_count(ts.st) - f1 <= 2 + 20);
+	/* one index commit per partition touched: 22 operations, at most 2 commits */
+	assert_true(store_commit_count(ts.st) - f1 <= 2);
 	for (int i = 0; i < 20; i++) {
 		assert_int_equal(d[i].calls, 1);
 		assert_int_equal(d[i].result, 0);
@@ -537,7 +549,6 @@ static void test_batch_and_gc(void **state)
 	}
 	assert_int_equal(d[20].result, 0);
 	assert_int_equal(d[21].result, STORE_ENOMSG);
-	(void)f0;
 	tcheck_status(ts.st, mb);
 
 	/* the group committer, called by hand */
@@ -563,7 +574,84 @@ static void test_batch_and_gc(void **state)
 	r[0].user = "frank";
 	assert_int_equal(store_gc_deliver_wait(gc, b[0], 0, r, 1), 0);
 	store_blob_free(&b[0]);
+
+	/* local and remote parts of one message: a delivery and a queue entry share the flush;
+	   the queue entry's strings are copied at once */
+	struct store_queue_rcpt *qr = calloc(1, sizeof(*qr));
+	struct store_queue_msg qm = { .sender = strdup("from@example.com"), .nrcpt = 1,
+				      .rcpt = qr };
+	struct store_queue_msg got;
+	qr->addr = strdup("far@remote.test");
+	memset(d, 0, sizeof(d));
+	b[0] = tblob(ts.st, STORE_ID_PART(mb), 300, 2);
+	r[0].user = "frank";
+	store_gc_deliver(gc, b[0], 0, &r[0], 1, done_cb, &d[0]);
+	store_gc_enqueue(gc, &qm, b[0], done_cb, &d[1]);
+	free((char *)(uintptr_t)qm.sender);
+	free((char *)(uintptr_t)qr->addr);
+	free(qr);
+	store_gc_flush(gc);
+	assert_int_equal(d[0].result, 0);
+	assert_int_equal(d[1].result, 0);
+	assert_int_equal(store_queue_get(ts.st, d[1].value, &got), 0);
+	assert_string_equal(got.sender, "from@example.com");
+	assert_string_equal(got.rcpt[0].addr, "far@remote.test");
+	store_queue_msg_clear(&got);
+	store_blob_free(&b[0]);
 	store_gc_free(&gc);
+	tcheck_status(ts.st, mb);
+	tverify_clean(ts.st);
+	tstore_close(&ts, true);
+}
+
+struct loop_ctx {
+	struct event_base *base;
+	struct done_rec d[5];
+};
+
+/* The libevent mode: operations queued from the loop commit on the committer's timer and
+   their callbacks run after the commit, in the loop. */
+static void test_gc_libevent(void **state)
+{
+	struct tstore ts;
+	struct store_gc *gc;
+	struct store_blob *b[5];
+	struct store_rcpt r[5];
+	struct loop_ctx lc;
+	uint64_t u, mb, c0, ops, commits;
+
+	(void)state;
+	tstore_open(&ts, 1);
+	u = tuser(ts.st, "loop");
+	mb = tmbox(ts.st, u, "INBOX");
+	memset(&lc, 0, sizeof(lc));
+	memset(r, 0, sizeof(r));
+	lc.base = event_base_new();
+	assert_non_null(lc.base);
+	assert_int_equal(store_gc_new(ts.st, &gc), 0);
+	store_gc_attach(gc, lc.base);
+	c0 = store_commit_count(ts.st);
+	for (int i = 0; i < 4; i++) {
+		b[i] = tblob(ts.st, 0, 500, (unsigned)i);
+		r[i].user = "loop";
+		store_gc_deliver(gc, b[i], 0, &r[i], 1, done_cb, &lc.d[i]);
+	}
+	store_gc_flags(gc, mb, 1, STORE_FLAGS_ADD, STORE_FLAGGED, 0, done_cb, &lc.d[4]);
+	assert_int_equal(lc.d[0].calls, 0);
+	/* returns (1: no events left) once the committer's timer ran */
+	assert_int_not_equal(event_base_dispatch(lc.base), -1);
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(lc.d[i].calls, 1);
+		assert_int_equal(lc.d[i].result, 0); /* the flag change sees uid 1 delivered */
+	}
+	assert_int_equal(store_commit_count(ts.st) - c0, 1);
+	store_gc_stats(gc, &ops, &commits);
+	assert_int_equal(ops, 5);
+	assert_int_equal(commits, 1);
+	for (int i = 0; i < 4; i++)
+		store_blob_free(&b[i]);
+	store_gc_free(&gc);
+	event_base_free(lc.base);
 	tcheck_status(ts.st, mb);
 	tverify_clean(ts.st);
 	tstore_close(&ts, true);
@@ -612,39 +700,46 @@ static void test_watch(void **state)
 	tstore_close(&ts, true);
 }
 
+struct grow_ctx {
+	uint64_t user;
+	int base;
+};
+
+static int grow_fn(struct store_txn *t, void *arg)
+{
+	struct grow_ctx *g = arg;
+	char name[STORE_MAX_NAME];
+	int rc;
+
+	for (int i = 0; i < 200; i++) {
+		/* long names fill pages fast */
+		snprintf(name, sizeof(name), "box%05d-%0400d", g->base + i, 0);
+		if ((rc = store_mbox_create(t, g->user, name, 0, NULL)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
 static void test_map_growth(void **state)
 {
 	struct tstore ts;
 	struct store_stats ss;
-	uint64_t u, mb;
+	struct grow_ctx g;
+	uint64_t mb;
 
 	(void)state;
 	tstore_open(&ts, 1);
-	u = tuser(ts.st, "ivy");
-	mb = tmbox(ts.st, u, "INBOX");
-	/* 1 MiB map: thousands of rows force several grows inside store_write */
-	for (int i = 0; i < 3000; i++) {
-		char name[64];
-		struct store_txn *t;
-
-		snprintf(name, sizeof(name), "box%04d/with/a/rather/long/name/%d", i, i);
-		assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_WRITE, &t), 0);
-		int rc = store_mbox_create(t, u, name, 0, NULL);
-		if (rc == STORE_EAGAIN) {
-			store_txn_abort(&t);
-			i--;
-			continue;
-		}
-		assert_int_equal(rc, 0);
-		rc = store_txn_commit(&t);
-		if (rc == STORE_EAGAIN) {
-			i--;
-			continue;
-		}
-		assert_int_equal(rc, 0);
-	}
+	tstore_close(&ts, true);
+	ts.o.map_size = 256 << 10;
+	assert_non_null(mkdtemp(strcpy(ts.dir, "/tmp/heron-store-test.XXXXXX")));
+	assert_int_equal(store_open(&ts.o, &ts.st), 0);
+	g.user = tuser(ts.st, "ivy");
+	mb = tmbox(ts.st, g.user, "INBOX");
+	/* a 256 KiB map: these rows need several grows, done inside store_write */
+	for (g.base = 0; g.base < 800; g.base += 200)
+		assert_int_equal(store_write(ts.st, 0, grow_fn, &g), 0);
 	assert_int_equal(store_stats(ts.st, 0, &ss), 0);
-	assert_true(ss.map_size > (1u << 20));
+	assert_true(ss.map_size > (256u << 10));
 	tappend(ts.st, mb, 100, 0);
 	tverify_clean(ts.st);
 	tstore_close(&ts, true);
@@ -687,6 +782,40 @@ static void test_verify_repair(void **state)
 	tcheck_status(ts.st, mb);
 	assert_int_equal(store_verify(ts.st, "jill", false, &r), 0);
 	assert_int_equal(r.messages, 1);
+
+	/* plant: the message cache row of the remaining message goes (raw LMDB, store closed) */
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_READ, &t), 0);
+	struct store_iter *it;
+	assert_int_equal(store_msg_iter(t, mb, 1, UINT32_MAX, 0, &it), 0);
+	assert_int_equal(store_iter_next(it, &m), 1);
+	store_iter_free(&it);
+	store_txn_abort(&t);
+	store_close(&ts.st);
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	uint8_t key[8];
+	MDB_val k = { 8, key };
+	for (int i = 0; i < 8; i++)
+		key[i] = (uint8_t)(m.blob >> (56 - 8 * i));
+	snprintf(path, sizeof(path), "%s/part0/index.mdb", ts.dir);
+	assert_int_equal(mdb_env_create(&env), 0);
+	mdb_env_set_maxdbs(env, 32);
+	assert_int_equal(mdb_env_open(env, path, MDB_NOSUBDIR, 0640), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	assert_int_equal(mdb_dbi_open(txn, "cache", 0, &dbi), 0);
+	assert_int_equal(mdb_del(txn, dbi, &k, NULL), 0);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	assert_int_equal(store_open(&ts.o, &ts.st), 0);
+	assert_int_equal(store_verify(ts.st, NULL, false, &r), STORE_ECORRUPT);
+	assert_int_equal(r.missing_cache, 1);
+	assert_int_equal(store_verify(ts.st, NULL, true, &r), 0);
+	tverify_clean(ts.st);
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_READ, &t), 0);
+	assert_int_equal(store_msg_get(t, mb, m.uid, &m), 0);
+	assert_true(m.cache_len > 0);
+	store_txn_abort(&t);
 	tstore_close(&ts, true);
 }
 
@@ -716,6 +845,7 @@ int main(void)
 		cmocka_unit_test(test_deliver_many),
 		cmocka_unit_test(test_queue),
 		cmocka_unit_test(test_batch_and_gc),
+		cmocka_unit_test(test_gc_libevent),
 		cmocka_unit_test(test_watch),
 		cmocka_unit_test(test_map_growth),
 		cmocka_unit_test(test_verify_repair),
