@@ -399,27 +399,12 @@ static bool header_contains(const struct msgcache_view *mv, const char *name, si
    the zone), INT64_MIN when there is none. */
 static int64_t sent_day(const struct msgcache_view *mv)
 {
-	struct buf v;
-	int64_t t, off = 0, day = INT64_MIN;
+	int64_t t;
 
-	buf_init(&v, 128, 1024);
-	if (rfc5322_header_value(mv->header.p, mv->header.len, "Date", &v) == 1 &&
-	    rfc5322_date_parse(v.data, v.len, &t) == 0) {
-		for (size_t i = 0; i + 5 <= v.len; i++) {
-			const char *z = v.data + i;
-
-			if ((z[0] == '+' || z[0] == '-') && (i == 0 || z[-1] == ' ') &&
-			    z[1] >= '0' && z[1] <= '9' && z[2] >= '0' && z[2] <= '9' &&
-			    z[3] >= '0' && z[3] <= '9' && z[4] >= '0' && z[4] <= '9')
-				off = (z[0] == '-' ? -1 : 1) *
-				      (((z[1] - '0') * 10 + (z[2] - '0')) * 3600 +
-				       ((z[3] - '0') * 10 + (z[4] - '0')) * 60);
-		}
-		t += off;
-		day = t >= 0 ? t / 86400 : (t - 86399) / 86400;
-	}
-	buf_release(&v);
-	return day;
+	if (mv->date == INT64_MIN)
+		return INT64_MIN;
+	t = mv->date + (int64_t)mv->date_tz * 60;
+	return t >= 0 ? t / 86400 : (t - 86399) / 86400;
 }
 
 static bool eval(struct search *s, const struct skey *k, const struct store_msg *m,
@@ -428,7 +413,7 @@ static bool eval(struct search *s, const struct skey *k, const struct store_msg 
 	int64_t iday = m->internaldate >= 0 ? m->internaldate / 86400 : -1;
 	int64_t sday = k->type == SK_SENTBEFORE || k->type == SK_SENTON ||
 				       k->type == SK_SENTSINCE
-			       ? (mv->header.len > 0 ? sent_day(mv) : INT64_MIN)
+			       ? sent_day(mv)
 			       : 0;
 
 	switch (k->type) {
