@@ -39,6 +39,9 @@ static const struct imap_cmd_def imap_cmds[] = {
 	{ "STATUS",       IMAP_ST_LOGGED,   cmd_status,      0 },
 	{ "APPEND",       IMAP_ST_LOGGED,   cmd_append,      0 },
 	{ "IDLE",         IMAP_ST_LOGGED,   cmd_idle,        0 },
+	{ "GETQUOTA",     IMAP_ST_LOGGED,   cmd_quota,       0 },
+	{ "GETQUOTAROOT", IMAP_ST_LOGGED,   cmd_quota,       CMD_ALT },
+	{ "SETQUOTA",     IMAP_ST_LOGGED,   cmd_setquota,    0 },
 	{ "CHECK",        IMAP_ST_SELECTED, cmd_noop,        0 },
 	{ "CLOSE",        IMAP_ST_SELECTED, cmd_close,       0 },
 	{ "UNSELECT",     IMAP_ST_SELECTED, cmd_close,       CMD_ALT },
@@ -226,7 +229,8 @@ void imap_capability(struct imap_client *c, struct buf *out)
 	bool tls = c->flags & IMAP_CF_TLS;
 
 	buf_puts(out, "IMAP4rev1 LITERAL+ SASL-IR ID ENABLE IDLE NAMESPACE UNSELECT CHILDREN "
-		      "UIDPLUS MOVE SPECIAL-USE CREATE-SPECIAL-USE STATUS=SIZE ESEARCH CONDSTORE QRESYNC WITHIN");
+		      "UIDPLUS MOVE SPECIAL-USE CREATE-SPECIAL-USE STATUS=SIZE ESEARCH CONDSTORE QRESYNC WITHIN QUOTA QUOTA=RES-STORAGE "
+		      "QUOTA=RES-MESSAGE");
 	if (c->state == IMAP_ST_NOTAUTH) {
 		if (srv->tls_ctx != NULL && !tls)
 			buf_puts(out, " STARTTLS");

@@ -268,6 +268,8 @@ bool cmd_expunge(struct imap_cmd *cmd);
 bool cmd_copy(struct imap_cmd *cmd);
 bool cmd_append(struct imap_cmd *cmd);
 bool cmd_idle(struct imap_cmd *cmd);
+bool cmd_quota(struct imap_cmd *cmd);
+bool cmd_setquota(struct imap_cmd *cmd);
 /* cmd_auth.c: the client's line after AUTHENTICATE's "+ ". */
 void imap_auth_line(struct imap_client *c, const char *line, size_t len);
 /* An IDLE session got "DONE" (or a bad line). */

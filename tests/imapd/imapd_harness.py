@@ -15,7 +15,8 @@ import tempfile
 import time
 
 PASSWORD = "s3cret pass"
-USERS = ["alice", "bob"]
+USERS = ["alice", "bob", "carol"]
+QUOTAS = {"carol": "1M"}
 
 
 def free_port():
@@ -42,7 +43,8 @@ class Imapd:
         users = os.path.join(self.dir, "users")
         with open(users, "w") as f:
             for u in USERS:
-                f.write("%s:%s:%s@heron.test\n" % (u, sha256_hash(PASSWORD), u))
+                f.write("%s:%s:%s@heron.test%s\n" % (u, sha256_hash(PASSWORD), u,
+                                                       ":" + QUOTAS[u] if u in QUOTAS else ""))
         self.store = os.path.join(self.dir, "store")
         tls_conf = ""
         self.cert = None

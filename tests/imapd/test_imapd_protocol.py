@@ -13,7 +13,8 @@ from messages import SIMPLE, NESTED  # noqa: E402
 
 IMAPD = DELIVER = None
 CAPS = ("IMAP4rev1 LITERAL+ SASL-IR ID ENABLE IDLE NAMESPACE UNSELECT CHILDREN UIDPLUS MOVE "
-        "SPECIAL-USE CREATE-SPECIAL-USE STATUS=SIZE ESEARCH CONDSTORE QRESYNC WITHIN")
+        "SPECIAL-USE CREATE-SPECIAL-USE STATUS=SIZE ESEARCH CONDSTORE QRESYNC WITHIN QUOTA "
+        "QUOTA=RES-STORAGE QUOTA=RES-MESSAGE")
 SIMPLE_BS = ('("text" "plain" ("charset" "us-ascii") NIL NIL "7bit" 49 2 NIL NIL NIL NIL)')
 NESTED_BS = (
     '((("text" "plain" ("charset" "utf-8") NIL NIL "7bit" 10 0 NIL NIL NIL NIL)'
@@ -204,6 +205,28 @@ class TestMailboxes(Base):
                                "b OK STATUS completed"])
         self.assertEqual(r.cmd("c", "STATUS Stat (BOGUS)"), ["c BAD Unknown STATUS item"])
         self.assertEqual(r.cmd("d", "STATUS Nope (MESSAGES)")[0][:5], "d NO ")
+
+    def test_quota(self):
+        r = self.raw()
+        self.assertEqual(r.cmd("a", "GETQUOTAROOT INBOX"),
+                         ['* QUOTAROOT INBOX ""', '* QUOTA "" ()', "a OK GETQUOTAROOT completed"])
+        self.assertEqual(r.cmd("b", 'GETQUOTA ""'),
+                         ['* QUOTA "" ()', "b OK GETQUOTA completed"])
+        self.assertEqual(r.cmd("c", 'GETQUOTA "other"'),
+                         ["c NO [NONEXISTENT] No such quota root"])
+        self.assertEqual(r.cmd("d", 'SETQUOTA "" (STORAGE 10)'),
+                         ["d NO [NOPERM] Quotas are set by the administrator"])
+        # carol's directory entry carries a 1 MiB quota: the store enforces it
+        c = Raw(self.d.port)
+        self.addCleanup(c.close)
+        c.cmd("L", 'LOGIN carol "%s"' % PASSWORD)
+        self.append(c, SIMPLE)
+        self.assertEqual(c.cmd("e", "GETQUOTAROOT INBOX"),
+                         ['* QUOTAROOT INBOX ""', '* QUOTA "" (STORAGE 1 1024)',
+                          "e OK GETQUOTAROOT completed"])
+        big = b"Subject: big\r\n\r\n" + b"x" * (1100 * 1024) + b"\r\n"
+        c.send(b"f APPEND INBOX {%d+}\r\n" % len(big) + big + b"\r\n")
+        self.assertEqual(c.until_tag("f"), ["f NO [OVERQUOTA] APPEND: quota exceeded"])
 
     def test_namespace_enable(self):
         r = self.raw()
