@@ -155,29 +155,65 @@ bool cmd_select(struct imap_cmd *cmd)
 			      readonly ? "EXAMINE" : "SELECT");
 }
 
+static const char *const status_names[] = { "MESSAGES", "RECENT", "UIDNEXT", "UIDVALIDITY",
+					    "UNSEEN", "HIGHESTMODSEQ", "SIZE" };
+
+bool imap_status_items_ok(const struct imap_arg *items)
+{
+	if (items == NULL || items->type != IMAP_ARG_LIST || items->n == 0)
+		return false;
+	for (const struct imap_arg *a = items + 1; a <= items + items->span; a++) {
+		bool known = false;
+
+		for (size_t i = 0; i < sizeof(status_names) / sizeof(status_names[0]); i++)
+			known |= imap_arg_atom_is(a, status_names[i]);
+		if (!known)
+			return false;
+	}
+	return true;
+}
+
+void imap_status_write(struct imap_client *c, const char *name, size_t len,
+		       const struct store_status *st, const struct imap_arg *items)
+{
+	bool first = true;
+
+	imap_write(c, "* STATUS ", 9);
+	imap_write_astring(c, name, len);
+	imap_write(c, " (", 2);
+	for (const struct imap_arg *a = items + 1; a <= items + items->span; a++) {
+		uint64_t v = imap_arg_atom_is(a, "MESSAGES")      ? st->messages
+			     : imap_arg_atom_is(a, "RECENT")      ? st->recent
+			     : imap_arg_atom_is(a, "UIDNEXT")     ? st->uidnext
+			     : imap_arg_atom_is(a, "UIDVALIDITY") ? st->uidvalidity
+			     : imap_arg_atom_is(a, "UNSEEN")      ? st->unseen
+			     : imap_arg_atom_is(a, "SIZE")        ? st->size
+								  : st->highestmodseq;
+		char up[16];
+
+		str_lcpy(up, a->s, sizeof(up));
+		for (char *p = up; *p; p++)
+			*p = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+		imap_printf(c, "%s%s %" PRIu64, first ? "" : " ", up, v);
+		first = false;
+	}
+	imap_write(c, ")\r\n", 3);
+}
+
 bool cmd_status(struct imap_cmd *cmd)
 {
-	static const char *const names[] = { "MESSAGES", "RECENT", "UIDNEXT", "UIDVALIDITY",
-					     "UNSEEN", "HIGHESTMODSEQ", "SIZE" };
 	struct imap_client *c = cmd->c;
 	const struct imap_arg *items = imap_cmd_arg(cmd, 1);
 	struct store_txn *t = NULL;
 	struct store_status st;
 	uint64_t id;
 	char *name;
-	bool first = true;
 	int rc;
 
 	if (imap_cmd_argc(cmd) != 2 || items->type != IMAP_ARG_LIST || items->n == 0)
 		return imap_cmd_bad(cmd, "Expected: STATUS mailbox (items)");
-	for (const struct imap_arg *a = items + 1; a <= items + items->span; a++) {
-		bool known = false;
-
-		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-			known |= imap_arg_atom_is(a, names[i]);
-		if (!known)
-			return imap_cmd_bad(cmd, "Unknown STATUS item");
-	}
+	if (!imap_status_items_ok(items))
+		return imap_cmd_bad(cmd, "Unknown STATUS item");
 	if ((name = mbox_arg(cmd, imap_cmd_arg(cmd, 0))) == NULL)
 		return true;
 	rc = find_mbox(c, name, &id);
@@ -189,26 +225,7 @@ bool cmd_status(struct imap_cmd *cmd)
 		free(name);
 		return imap_cmd_store_error(cmd, rc, "STATUS");
 	}
-	imap_write(c, "* STATUS ", 9);
-	imap_write_astring(c, name, strlen(name));
-	imap_write(c, " (", 2);
-	for (const struct imap_arg *a = items + 1; a <= items + items->span; a++) {
-		uint64_t v = imap_arg_atom_is(a, "MESSAGES")      ? st.messages
-			     : imap_arg_atom_is(a, "RECENT")      ? st.recent
-			     : imap_arg_atom_is(a, "UIDNEXT")     ? st.uidnext
-			     : imap_arg_atom_is(a, "UIDVALIDITY") ? st.uidvalidity
-			     : imap_arg_atom_is(a, "UNSEEN")      ? st.unseen
-			     : imap_arg_atom_is(a, "SIZE")        ? st.size
-								  : st.highestmodseq;
-		char up[16];
-
-		str_lcpy(up, a->s, sizeof(up));
-		for (char *p = up; *p; p++)
-			*p = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
-		imap_printf(c, "%s%s %" PRIu64, first ? "" : " ", up, v);
-		first = false;
-	}
-	imap_write(c, ")\r\n", 3);
+	imap_status_write(c, name, strlen(name), &st, items);
 	free(name);
 	return imap_cmd_ok(cmd, "STATUS completed");
 }

@@ -275,6 +275,12 @@ void imap_auth_line(struct imap_client *c, const char *line, size_t len);
 /* An IDLE session got "DONE" (or a bad line). */
 void imap_idle_done(struct imap_client *c, bool ok);
 
+/* cmd_select.c: STATUS items (a list of known names), and one "* STATUS" line. */
+struct store_status;
+bool imap_status_items_ok(const struct imap_arg *items);
+void imap_status_write(struct imap_client *c, const char *name, size_t len,
+		       const struct store_status *st, const struct imap_arg *items);
+
 /* Mailbox names: validates a client's name (modified UTF-7, no empty levels) and maps INBOX
    case-insensitively. Returns a malloc'd canonical name or NULL with *why_r. */
 char *imap_mailbox_name(const char *s, size_t len, const char **why_r);

@@ -13,7 +13,8 @@ from messages import SIMPLE, NESTED  # noqa: E402
 
 IMAPD = DELIVER = None
 CAPS = ("IMAP4rev1 LITERAL+ SASL-IR ID ENABLE IDLE NAMESPACE UNSELECT CHILDREN UIDPLUS MOVE "
-        "SPECIAL-USE CREATE-SPECIAL-USE STATUS=SIZE ESEARCH CONDSTORE QRESYNC WITHIN QUOTA "
+        "SPECIAL-USE CREATE-SPECIAL-USE STATUS=SIZE ESEARCH CONDSTORE QRESYNC WITHIN LIST-EXTENDED "
+        "LIST-STATUS QUOTA "
         "QUOTA=RES-STORAGE QUOTA=RES-MESSAGE")
 SIMPLE_BS = ('("text" "plain" ("charset" "us-ascii") NIL NIL "7bit" 49 2 NIL NIL NIL NIL)')
 NESTED_BS = (
@@ -174,6 +175,30 @@ class TestMailboxes(Base):
         self.assertEqual(r.cmd("e", "UNSUBSCRIBE Gone"), ["e OK UNSUBSCRIBE completed"])
         self.assertEqual(r.cmd("f", 'LSUB "" *'), ['* LSUB () "/" INBOX', '* LSUB () "/" Lists',
                                                    "f OK Lsub completed"])
+
+    def test_list_extended_status(self):
+        r = self.raw()
+        r.cmd("a", "CREATE LXa/child")
+        r.cmd("b", "CREATE LXb (USE (\\Trash))")
+        r.cmd("c", "SUBSCRIBE LXa/child")
+        r.cmd("d", "SUBSCRIBE LXgone")
+        self.append(r, SIMPLE, "LXb")
+        self.assertEqual(r.cmd("e", 'LIST (SUBSCRIBED) "" LX*'), [
+            '* LIST (\\HasNoChildren \\Subscribed) "/" LXa/child',
+            '* LIST (\\NonExistent \\Subscribed) "/" LXgone', "e OK List completed"])
+        self.assertEqual(r.cmd("f", 'LIST "" (LXa LXb) RETURN (SUBSCRIBED STATUS (MESSAGES '
+                                    'UNSEEN))'), [
+            '* LIST (\\HasChildren) "/" LXa', "* STATUS LXa (MESSAGES 0 UNSEEN 0)",
+            '* LIST (\\HasNoChildren \\Trash) "/" LXb', "* STATUS LXb (MESSAGES 1 UNSEEN 1)",
+            "f OK List completed"])
+        self.assertEqual(r.cmd("g", 'LIST (SPECIAL-USE) "" LX*'),
+                         ['* LIST (\\HasNoChildren \\Trash) "/" LXb', "g OK List completed"])
+        self.assertEqual(r.cmd("h", 'LIST (RECURSIVEMATCH) "" *'),
+                         ["h BAD Invalid LIST selection options"])
+        self.assertEqual(r.cmd("i", 'LIST "" * RETURN (BOGUS)'),
+                         ["i BAD Invalid LIST return options"])
+        r.cmd("j", "UNSUBSCRIBE LXa/child")  # leaves LSUB of other tests as it was
+        r.cmd("k", "UNSUBSCRIBE LXgone")
 
     def test_bad_names(self):
         r = self.raw()
