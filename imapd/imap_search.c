@@ -187,48 +187,123 @@ static struct skey *parse_list(struct search *s, const struct imap_arg *list, un
 	return and;
 }
 
-static struct skey *parse_key(struct search *s, const struct imap_arg **ap,
-			      const struct imap_arg *end, unsigned depth)
+/* A sequence set as a key ("2:4,7"). */
+static struct skey *parse_seq_key(struct search *s, const struct imap_arg *a)
 {
-	const struct imap_arg *a = take(ap, end), *v;
-	struct skey *k;
-	char name[16];
+	struct skey *k = node_new(s, SK_SEQ);
+	const char *why;
 
-	if (a == NULL) {
-		s->why = "Missing search key";
+	if (k == NULL)
 		return NULL;
-	}
-	if (depth > SEARCH_DEPTH_MAX) {
-		s->why = "Search nested too deeply";
-		return NULL;
-	}
-	if (a->type == IMAP_ARG_LIST)
-		return parse_list(s, a, depth);
-	if (a->type != IMAP_ARG_ATOM)
-		goto bad;
-	if ((a->s[0] >= '0' && a->s[0] <= '9') || a->s[0] == '*') {
-		const char *why;
-
-		if ((k = node_new(s, SK_SEQ)) == NULL)
+	if (s->c->view->n == 0) { /* no sequence numbers: matches nothing */
+		if (imap_seqset_parse(&k->set, a->s, a->len, 4096) < 0) {
+			s->why = "Invalid sequence set";
 			return NULL;
-		if (s->c->view->n == 0) { /* no sequence numbers: matches nothing */
-			if (imap_seqset_parse(&k->set, a->s, a->len, 4096) < 0)
-				goto bad;
-			k->type = SK_NEVER;
-			return k;
 		}
-		if (imap_view_resolve(s->c, a->s, a->len, false, &k->set, &why) < 0) {
-			s->why = why;
+		k->type = SK_NEVER;
+		return k;
+	}
+	if (imap_view_resolve(s->c, a->s, a->len, false, &k->set, &why) < 0) {
+		s->why = why;
+		return NULL;
+	}
+	return k;
+}
+
+static const struct {
+	const char *name;
+	enum skey_type type;
+	uint64_t max;
+	const char *why;
+} number_keys[] = {
+	{ "LARGER", SK_LARGER, UINT64_MAX / 2, "Invalid size" },
+	{ "SMALLER", SK_SMALLER, UINT64_MAX / 2, "Invalid size" },
+	/* WITHIN (RFC 5032): an interval in seconds against the internal date */
+	{ "OLDER", SK_OLDER, UINT32_MAX, "Invalid interval" },
+	{ "YOUNGER", SK_YOUNGER, UINT32_MAX, "Invalid interval" },
+};
+
+static struct skey *parse_number_key(struct search *s, const struct imap_arg *v, size_t i)
+{
+	struct skey *k = node_new(s, number_keys[i].type);
+
+	if (k == NULL)
+		return NULL;
+	if (v == NULL || v->type != IMAP_ARG_ATOM ||
+	    str_to_u64(v->s, v->len, number_keys[i].max, &k->num) < 0 ||
+	    (k->num == 0 && number_keys[i].max == UINT32_MAX)) {
+		s->why = number_keys[i].why;
+		return NULL;
+	}
+	if (k->type == SK_OLDER || k->type == SK_YOUNGER)
+		k->day = (int64_t)time(NULL) - (int64_t)k->num; /* the cut-off time */
+	return k;
+}
+
+/* MODSEQ [entry-name entry-type] n (RFC 7162): all flags share one modseq here. */
+static struct skey *parse_modseq_key(struct search *s, const struct imap_arg **ap,
+				     const struct imap_arg *end)
+{
+	struct skey *k = node_new(s, SK_MODSEQ);
+	const struct imap_arg *v = take(ap, end);
+
+	if (k == NULL)
+		return NULL;
+	if (v != NULL && imap_arg_is_string(v)) {
+		v = take(ap, end); /* entry-type */
+		if (v == NULL || !(imap_arg_atom_is(v, "priv") || imap_arg_atom_is(v, "shared") ||
+				   imap_arg_atom_is(v, "all"))) {
+			s->why = "Invalid MODSEQ entry type";
+			return NULL;
+		}
+		v = take(ap, end);
+	}
+	if (v == NULL || v->type != IMAP_ARG_ATOM ||
+	    str_to_u64(v->s, v->len, INT64_MAX, &k->num) < 0) {
+		s->why = "Invalid MODSEQ";
+		return NULL;
+	}
+	s->modseq_used = true;
+	return k;
+}
+
+/* KEYWORD kw / UNKEYWORD kw / UID set. */
+static struct skey *parse_arg_key(struct search *s, const char *name,
+				  const struct imap_arg *v)
+{
+	struct skey *k;
+	const char *why;
+	unsigned idx;
+
+	if (strcmp(name, "UID") == 0) {
+		if ((k = node_new(s, SK_UID)) == NULL)
+			return NULL;
+		if (v == NULL || v->type != IMAP_ARG_ATOM ||
+		    imap_view_resolve(s->c, v->s, v->len, true, &k->set, &why) < 0) {
+			s->why = "Invalid UID set";
 			return NULL;
 		}
 		return k;
 	}
-	if (a->len >= sizeof(name))
-		goto bad;
-	memcpy(name, a->s, a->len);
-	name[a->len] = '\0';
-	for (char *p = name; *p; p++)
-		*p = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+	if ((k = node_new(s, name[0] == 'K' ? SK_KEYWORD : SK_NOKEYWORD)) == NULL)
+		return NULL;
+	if (v == NULL || v->type != IMAP_ARG_ATOM) {
+		s->why = "KEYWORD needs a flag";
+		return NULL;
+	}
+	if (store_mbox_keyword(s->t, s->c->view->mbox, v->s, false, &idx) == 0)
+		k->num = (uint64_t)1 << idx;
+	return k; /* num 0: a keyword the mailbox never had */
+}
+
+/* Every key named by an atom except NOT and OR; *known false when the name is not one. */
+static struct skey *parse_named_key(struct search *s, const char *name,
+				    const struct imap_arg **ap, const struct imap_arg *end,
+				    bool *known)
+{
+	struct skey *k;
+
+	*known = true;
 	for (size_t i = 0; i < sizeof(simple_keys) / sizeof(simple_keys[0]); i++)
 		if (strcmp(name, simple_keys[i].name) == 0) {
 			if ((k = node_new(s, simple_keys[i].type)) != NULL)
@@ -237,91 +312,61 @@ static struct skey *parse_key(struct search *s, const struct imap_arg **ap,
 		}
 	for (size_t i = 0; i < sizeof(date_keys) / sizeof(date_keys[0]); i++)
 		if (strcmp(name, date_keys[i].name) == 0) {
-			if ((k = node_new(s, date_keys[i].type)) == NULL)
-				return NULL;
-			if (parse_date(take(ap, end), &k->day) < 0) {
+			if ((k = node_new(s, date_keys[i].type)) != NULL &&
+			    parse_date(take(ap, end), &k->day) < 0) {
 				s->why = "Invalid search date";
 				return NULL;
 			}
 			return k;
 		}
+	for (size_t i = 0; i < sizeof(number_keys) / sizeof(number_keys[0]); i++)
+		if (strcmp(name, number_keys[i].name) == 0)
+			return parse_number_key(s, take(ap, end), i);
 	for (size_t i = 0; i < sizeof(header_keys) / sizeof(header_keys[0]); i++)
 		if (strcmp(name, header_keys[i]) == 0)
 			return parse_string_key(s, ap, end, header_keys[i]);
-	if (strcmp(name, "HEADER") == 0 || strcmp(name, "BODY") == 0 ||
-	    strcmp(name, "TEXT") == 0)
-		return parse_string_key(s, ap, end, strcmp(name, "HEADER") == 0 ? "HEADER"
-						    : strcmp(name, "BODY") == 0  ? "BODY"
-										 : "TEXT");
-	if (strcmp(name, "LARGER") == 0 || strcmp(name, "SMALLER") == 0) {
-		if ((k = node_new(s, name[0] == 'L' ? SK_LARGER : SK_SMALLER)) == NULL)
-			return NULL;
-		v = take(ap, end);
-		if (v == NULL || v->type != IMAP_ARG_ATOM ||
-		    str_to_u64(v->s, v->len, UINT64_MAX / 2, &k->num) < 0) {
-			s->why = "Invalid size";
-			return NULL;
-		}
-		return k;
-	}
-	if (strcmp(name, "OLDER") == 0 || strcmp(name, "YOUNGER") == 0) {
-		/* WITHIN (RFC 5032): interval in seconds against the internal date */
-		if ((k = node_new(s, name[0] == 'O' ? SK_OLDER : SK_YOUNGER)) == NULL)
-			return NULL;
-		v = take(ap, end);
-		if (v == NULL || v->type != IMAP_ARG_ATOM ||
-		    str_to_u64(v->s, v->len, UINT32_MAX, &k->num) < 0 || k->num == 0) {
-			s->why = "Invalid interval";
-			return NULL;
-		}
-		k->day = (int64_t)time(NULL) - (int64_t)k->num;
-		return k;
-	}
-	if (strcmp(name, "KEYWORD") == 0 || strcmp(name, "UNKEYWORD") == 0) {
-		unsigned idx;
+	if (strcmp(name, "HEADER") == 0)
+		return parse_string_key(s, ap, end, "HEADER");
+	if (strcmp(name, "BODY") == 0)
+		return parse_string_key(s, ap, end, "BODY");
+	if (strcmp(name, "TEXT") == 0)
+		return parse_string_key(s, ap, end, "TEXT");
+	if (strcmp(name, "MODSEQ") == 0)
+		return parse_modseq_key(s, ap, end);
+	if (strcmp(name, "KEYWORD") == 0 || strcmp(name, "UNKEYWORD") == 0 ||
+	    strcmp(name, "UID") == 0)
+		return parse_arg_key(s, name, take(ap, end));
+	*known = false;
+	return NULL;
+}
 
-		if ((k = node_new(s, name[0] == 'K' ? SK_KEYWORD : SK_NOKEYWORD)) == NULL)
-			return NULL;
-		v = take(ap, end);
-		if (v == NULL || v->type != IMAP_ARG_ATOM)
-			goto bad;
-		if (store_mbox_keyword(s->t, s->c->view->mbox, v->s, false, &idx) == 0)
-			k->num = (uint64_t)1 << idx;
-		return k; /* num 0: a keyword the mailbox never had */
-	}
-	if (strcmp(name, "UID") == 0) {
-		const char *why;
+static struct skey *parse_key(struct search *s, const struct imap_arg **ap,
+			      const struct imap_arg *end, unsigned depth)
+{
+	const struct imap_arg *a = take(ap, end);
+	struct skey *k;
+	char name[16];
+	bool known;
 
-		if ((k = node_new(s, SK_UID)) == NULL)
-			return NULL;
-		v = take(ap, end);
-		if (v == NULL || v->type != IMAP_ARG_ATOM ||
-		    imap_view_resolve(s->c, v->s, v->len, true, &k->set, &why) < 0) {
-			s->why = "Invalid UID set";
-			return NULL;
-		}
-		return k;
+	if (a == NULL || depth > SEARCH_DEPTH_MAX) {
+		s->why = a == NULL ? "Missing search key" : "Search nested too deeply";
+		return NULL;
 	}
-	if (strcmp(name, "MODSEQ") == 0) {
-		/* MODSEQ [entry-name entry-type] n (RFC 7162): flags share one modseq here */
-		if ((k = node_new(s, SK_MODSEQ)) == NULL)
-			return NULL;
-		v = take(ap, end);
-		if (v != NULL && imap_arg_is_string(v)) {
-			v = take(ap, end); /* entry-type */
-			if (v == NULL || !(imap_arg_atom_is(v, "priv") || imap_arg_atom_is(v, "shared") ||
-					   imap_arg_atom_is(v, "all")))
-				goto bad;
-			v = take(ap, end);
-		}
-		if (v == NULL || v->type != IMAP_ARG_ATOM ||
-		    str_to_u64(v->s, v->len, INT64_MAX, &k->num) < 0) {
-			s->why = "Invalid MODSEQ";
-			return NULL;
-		}
-		s->modseq_used = true;
-		return k;
+	if (a->type == IMAP_ARG_LIST)
+		return parse_list(s, a, depth);
+	if (a->type != IMAP_ARG_ATOM || a->len >= sizeof(name)) {
+		s->why = "Unknown search key";
+		return NULL;
 	}
+	if ((a->s[0] >= '0' && a->s[0] <= '9') || a->s[0] == '*')
+		return parse_seq_key(s, a);
+	memcpy(name, a->s, a->len);
+	name[a->len] = '\0';
+	for (char *p = name; *p; p++)
+		*p = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+	k = parse_named_key(s, name, ap, end, &known);
+	if (known)
+		return k;
 	if (strcmp(name, "NOT") == 0) {
 		if ((k = node_new(s, SK_NOT)) == NULL ||
 		    (k->a = parse_key(s, ap, end, depth + 1)) == NULL)
@@ -335,9 +380,7 @@ static struct skey *parse_key(struct search *s, const struct imap_arg **ap,
 			return NULL;
 		return k;
 	}
-bad:
-	if (s->why == NULL)
-		s->why = "Unknown search key";
+	s->why = "Unknown search key";
 	return NULL;
 }
 
