@@ -600,6 +600,32 @@ static void search_run(struct search *s, struct imap_cmd *cmd, const struct skey
 	free(hits);
 }
 
+/* ESEARCH "RETURN (MIN MAX COUNT ALL)" at *pp; false when it is not valid. */
+static bool search_return(struct search *s, const struct imap_arg **pp,
+			  const struct imap_arg *end)
+{
+	const struct imap_arg *opts = *pp + 1;
+
+	if (opts >= end || opts->type != IMAP_ARG_LIST)
+		return false;
+	s->esearch = true;
+	for (const struct imap_arg *o = opts + 1; o <= opts + opts->span; o++) {
+		unsigned bit = imap_arg_atom_is(o, "MIN")     ? RET_MIN
+			       : imap_arg_atom_is(o, "MAX")   ? RET_MAX
+			       : imap_arg_atom_is(o, "ALL")   ? RET_ALL
+			       : imap_arg_atom_is(o, "COUNT") ? RET_COUNT
+							      : 0;
+
+		if (bit == 0)
+			return false;
+		s->ret |= bit;
+	}
+	if (s->ret == 0)
+		s->ret = RET_ALL;
+	*pp = imap_arg_next(opts);
+	return true;
+}
+
 bool cmd_search(struct imap_cmd *cmd)
 {
 	struct imap_client *c = cmd->c;
@@ -610,30 +636,9 @@ bool cmd_search(struct imap_cmd *cmd)
 
 	s->c = c;
 	s->uid = cmd->uid;
-	if (p < end && imap_arg_atom_is(p, "RETURN")) {
-		const struct imap_arg *opts = p + 1;
-
-		if (opts >= end || opts->type != IMAP_ARG_LIST) {
-			search_free(s);
-			return imap_cmd_bad(cmd, "RETURN needs a list");
-		}
-		s->esearch = true;
-		for (const struct imap_arg *o = opts + 1; o <= opts + opts->span; o++) {
-			unsigned bit = imap_arg_atom_is(o, "MIN")     ? RET_MIN
-				       : imap_arg_atom_is(o, "MAX")   ? RET_MAX
-				       : imap_arg_atom_is(o, "ALL")   ? RET_ALL
-				       : imap_arg_atom_is(o, "COUNT") ? RET_COUNT
-								      : 0;
-
-			if (bit == 0) {
-				search_free(s);
-				return imap_cmd_bad(cmd, "Unknown RETURN option");
-			}
-			s->ret |= bit;
-		}
-		if (s->ret == 0)
-			s->ret = RET_ALL;
-		p = imap_arg_next(opts);
+	if (p < end && imap_arg_atom_is(p, "RETURN") && !search_return(s, &p, end)) {
+		search_free(s);
+		return imap_cmd_bad(cmd, "Invalid RETURN options");
 	}
 	if (p < end && imap_arg_atom_is(p, "CHARSET")) {
 		const struct imap_arg *cs = p + 1;

@@ -529,7 +529,7 @@ class TestSelected(Base):
         self.assertEqual(r.cmd("c", "SEARCH RETURN (COUNT ALL) DELETED"),
                          ['* ESEARCH (TAG "c") COUNT 0', "c OK SEARCH completed"])
         self.assertEqual(r.cmd("d", "SEARCH RETURN (BOGUS) ALL"),
-                         ["d BAD Unknown RETURN option"])
+                         ["d BAD Invalid RETURN options"])
 
     def test_condstore(self):
         out = self.r.cmd("s", "SELECT %s (CONDSTORE)" % self.box)
