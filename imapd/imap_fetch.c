@@ -69,6 +69,10 @@ static struct fetch_item *item_add(struct fetch_ctx *f, enum fetch_type type)
 {
 	struct fetch_item *it;
 
+	/* an item asked twice (UID in UID FETCH, FLAGS in a macro) is answered once */
+	for (size_t i = 0; i < f->n && type != FI_SECTION; i++)
+		if (f->items[i].type == type)
+			return &f->items[i];
 	if (f->n >= FETCH_ITEMS_MAX)
 		return NULL;
 	it = &f->items[f->n++];

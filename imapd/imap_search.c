@@ -37,7 +37,7 @@ struct skey {
 	struct skey *next;         /* sibling in an AND */
 };
 
-enum { RET_MIN = 1, RET_MAX = 2, RET_ALL = 4, RET_COUNT = 8 };
+enum { RET_MIN = 1, RET_MAX = 2, RET_ALL = 4, RET_COUNT = 8, RET_SAVE = 16 };
 
 struct search {
 	struct imap_client *c;
@@ -360,6 +360,11 @@ static struct skey *parse_key(struct search *s, const struct imap_arg **ap,
 	}
 	if ((a->s[0] >= '0' && a->s[0] <= '9') || a->s[0] == '*')
 		return parse_seq_key(s, a);
+	if (a->len == 1 && a->s[0] == '$') { /* SEARCHRES: the saved result */
+		if ((k = node_new(s, SK_UID)) != NULL)
+			imap_view_resolve(s->c, "$", 1, true, &k->set, NULL);
+		return k;
+	}
 	memcpy(name, a->s, a->len);
 	name[a->len] = '\0';
 	for (char *p = name; *p; p++)
@@ -538,6 +543,19 @@ static void search_reply(struct search *s, struct imap_cmd *cmd, const uint32_t 
 {
 	struct imap_client *c = s->c;
 
+	if (s->ret & RET_SAVE) {
+		struct imap_view *v = c->view;
+
+		imap_seqset_clear(&v->saved);
+		for (size_t i = 0; i < n; i++) {
+			uint32_t uid = cmd->uid ? hits[i] : v->msgs[hits[i] - 1].uid;
+
+			imap_seqset_add(&v->saved, uid, uid);
+		}
+		imap_seqset_resolve(&v->saved, 0);
+		if (s->ret == RET_SAVE)
+			return; /* SAVE alone: no ESEARCH response (RFC 5182 2.1) */
+	}
 	if (!s->esearch) {
 		imap_write(c, "* SEARCH", 8);
 		for (size_t i = 0; i < n; i++)
@@ -614,6 +632,7 @@ static bool search_return(struct search *s, const struct imap_arg **pp,
 			       : imap_arg_atom_is(o, "MAX")   ? RET_MAX
 			       : imap_arg_atom_is(o, "ALL")   ? RET_ALL
 			       : imap_arg_atom_is(o, "COUNT") ? RET_COUNT
+			       : imap_arg_atom_is(o, "SAVE")  ? RET_SAVE
 							      : 0;
 
 		if (bit == 0)

@@ -203,6 +203,7 @@ void imap_view_close(struct imap_client *c)
 		return;
 	free(c->view->msgs);
 	free(c->view->name);
+	imap_seqset_release(&c->view->saved);
 	free(c->view);
 	c->view = NULL;
 }
@@ -496,6 +497,14 @@ int imap_view_resolve(struct imap_client *c, const char *s, size_t len, bool uid
 	struct imap_view *v = c->view;
 	struct imap_seqset seqs = { 0 };
 
+	if (len == 1 && s[0] == '$') {
+		/* SEARCHRES (RFC 5182): the last saved result, as UIDs, in either form */
+		imap_seqset_clear(uids_r);
+		for (size_t i = 0; i < v->saved.n; i++)
+			imap_seqset_add(uids_r, v->saved.v[i].lo, v->saved.v[i].hi);
+		imap_seqset_resolve(uids_r, 0);
+		return 0;
+	}
 	if (imap_seqset_parse(uid ? uids_r : &seqs, s, len, 4096) < 0) {
 		imap_seqset_release(&seqs);
 		*why_r = "Invalid sequence set";

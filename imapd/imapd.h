@@ -106,6 +106,7 @@ struct imap_view {
 	unsigned nkeywords;         /* keywords announced in FLAGS */
 	uint32_t recent;            /* messages \Recent for this session */
 	bool expunge_pending;       /* expunges seen while EXPUNGE responses were not allowed */
+	struct imap_seqset saved;   /* SEARCHRES: the UIDs "$" stands for */
 };
 
 struct imap_cmd_def;

@@ -14,7 +14,7 @@ from messages import SIMPLE, NESTED  # noqa: E402
 IMAPD = DELIVER = None
 CAPS = ("IMAP4rev1 LITERAL+ SASL-IR ID ENABLE IDLE NAMESPACE UNSELECT CHILDREN UIDPLUS MOVE "
         "SPECIAL-USE CREATE-SPECIAL-USE STATUS=SIZE ESEARCH CONDSTORE QRESYNC WITHIN LIST-EXTENDED "
-        "LIST-STATUS QUOTA "
+        "LIST-STATUS SEARCHRES QUOTA "
         "QUOTA=RES-STORAGE QUOTA=RES-MESSAGE")
 SIMPLE_BS = ('("text" "plain" ("charset" "us-ascii") NIL NIL "7bit" 49 2 NIL NIL NIL NIL)')
 NESTED_BS = (
@@ -528,6 +528,14 @@ class TestSelected(Base):
                          ['* ESEARCH (TAG "b") UID ALL 1:2', "b OK SEARCH completed"])
         self.assertEqual(r.cmd("c", "SEARCH RETURN (COUNT ALL) DELETED"),
                          ['* ESEARCH (TAG "c") COUNT 0', "c OK SEARCH completed"])
+        # SEARCHRES: SAVE alone answers nothing; "$" is the saved set for any command
+        self.assertEqual(r.cmd("s1", "SEARCH RETURN (SAVE) LARGER 300"),
+                         ["s1 OK SEARCH completed"])
+        self.assertEqual(r.cmd("s2", "FETCH $ UID"), ["* 2 FETCH (UID 2)", "s2 OK Fetch completed"])
+        self.assertEqual(r.cmd("s3", "UID SEARCH RETURN (SAVE MIN) NOT $"),
+                         ['* ESEARCH (TAG "s3") UID MIN 1', "s3 OK SEARCH completed"])
+        self.assertEqual(r.cmd("s4", "UID FETCH $ UID"),
+                         ["* 1 FETCH (UID 1)", "s4 OK Fetch completed"])
         self.assertEqual(r.cmd("d", "SEARCH RETURN (BOGUS) ALL"),
                          ["d BAD Invalid RETURN options"])
 
