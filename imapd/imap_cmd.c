@@ -145,6 +145,11 @@ bool imap_cmd_reply(struct imap_cmd *cmd, const char *status, const char *fmt, .
 	cmd->ctx = NULL;
 	cmd->ctx_free = NULL;
 	c->cmd_active = false;
+	if (c->srv->draining && !(c->flags & IMAP_CF_CLOSING)) {
+		/* SIGTERM: the command in progress was finished; now say goodbye */
+		imap_printf(c, "* BYE Server shutting down\r\n");
+		imap_client_close(c, "shutdown");
+	}
 	return true;
 }
 

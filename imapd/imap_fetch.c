@@ -31,7 +31,7 @@ struct fetch_item {
 	enum fetch_sec sec;
 	bool peek;
 	char part[64];                 /* "1.2", "" for the message */
-	struct str_view fields[FETCH_FIELDS_MAX];
+	struct str_view *fields;       /* HEADER.FIELDS names, only for those items */
 	size_t nfields;
 	bool partial;
 	uint64_t p_off, p_len;
@@ -59,6 +59,7 @@ static void fetch_ctx_free(struct imap_cmd *cmd)
 	for (size_t i = 0; i < f->n; i++) {
 		free(f->items[i].label);
 		free(f->items[i].fields_text);
+		free(f->items[i].fields);
 	}
 	imap_seqset_release(&f->uids);
 	free(f);
@@ -108,6 +109,7 @@ static int parse_fields(struct fetch_item *it, const char *s, size_t len)
 	if (len < 2 || s[0] != '(' || s[len - 1] != ')')
 		return -1;
 	it->fields_text = dst = xmalloc(len + 1);
+	it->fields = xcalloc(FETCH_FIELDS_MAX, sizeof(*it->fields));
 	s++;
 	len -= 2;
 	while (i < len) {

@@ -183,6 +183,26 @@ class TestLimits(unittest.TestCase):
         self.assertTrue(got.endswith(b"* BYE Autologout; idle for too long\r\n"), got)
 
 
+class TestDrain(unittest.TestCase):
+    def test_sigterm_says_bye(self):
+        with Imapd(IMAPD, deliver=DELIVER) as d:
+            a, b = Raw(d.port), Raw(d.port)
+            self.addCleanup(a.close)
+            self.addCleanup(b.close)
+            a.cmd("l", 'LOGIN alice "%s"' % PASSWORD)
+            b.cmd("l", 'LOGIN bob "%s"' % PASSWORD)
+            b.cmd("s", "SELECT INBOX")
+            b.send("i IDLE\r\n")
+            self.assertEqual(b.line(), "+ idling")
+            d.proc.terminate()
+            for r in (a, b):
+                r.s.settimeout(15)
+                self.assertEqual(r.line(), "* BYE Server shutting down")
+                with self.assertRaises(EOFError):
+                    r.line()
+            self.assertEqual(d.proc.wait(timeout=30), 0)
+
+
 def worker_pids(master):
     pids = []
     for p in os.listdir("/proc"):
