@@ -343,7 +343,7 @@ static int enospc_teardown(void **state)
 
 	(void)state;
 	if (enospc_dir[0] != '\0') {
-		snprintf(cmd, sizeof(cmd), "umount '%s' 2>/dev/null; rmdir '%s'", enospc_dir,
+		snprintf(cmd, sizeof(cmd), "umount -l '%s' 2>/dev/null; rmdir '%s'", enospc_dir,
 			 enospc_dir);
 		if (system(cmd) != 0)
 			fprintf(stderr, "could not remove %s\n", enospc_dir);
@@ -373,6 +373,9 @@ static void test_disk_full(void **state)
 	o.path = dir;
 	assert_int_equal(store_open(&o, &st), 0);
 	uint64_t user = tuser(st, "full");
+	snprintf(cmd, sizeof(cmd), "dd if=/dev/zero of='%s/ballast' bs=64k count=8 2>/dev/null",
+		 dir);
+	assert_int_equal(system(cmd), 0);
 	for (int i = 0; i < 200; i++) {
 		struct store_rcpt r = { .user = "full" };
 		int fd = tmsg_fd(64 << 10, (unsigned)i);
@@ -384,7 +387,7 @@ static void test_disk_full(void **state)
 		mbox = r.mbox;
 		delivered++;
 	}
-	assert_int_equal(rc, STORE_ENOSPC);
+	assert_true(rc == STORE_ENOSPC || rc == STORE_EIO); /* the file, or the index commit */
 	assert_true(store_err_temporary(rc));
 	assert_true(delivered > 10);
 	/* the index may be unable to commit too: either way nothing is half-written */
@@ -402,7 +405,11 @@ static void test_disk_full(void **state)
 	}
 	tcheck_status(st, mbox);
 	tverify_clean(st);
-	/* free space: expunge half, then a delivery works again */
+	/* free space (the index itself may need some to commit an expunge: LMDB reports a
+	   short write on a full disk as EIO, which is temporary too): drop the ballast, expunge
+	   half, then a delivery works again */
+	snprintf(cmd, sizeof(cmd), "%s/ballast", dir);
+	assert_int_equal(unlink(cmd), 0);
 	struct store_txn *t;
 	uint32_t *out;
 	size_t n;
