@@ -70,6 +70,7 @@ struct imp {
 	uint64_t count, bytes;
 	uint32_t first_uid, last_uid;
 	char *kwletters[MAILDIR_KWS]; /* Maildir: dovecot-keywords */
+	unsigned nboxes;              /* Maildir++ folders imported */
 };
 
 /* ------------------------------------------------------------------------------------- */
@@ -597,6 +598,80 @@ static int import_maildir(struct imp *im)
 	return rc;
 }
 
+static int sub_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The Maildir++ folders of root (".Sent", ".Work.Projects"): directories with a cur/. */
+static char **md_folders(const char *root, size_t *n_r)
+{
+	char **v = NULL, p[4400];
+	struct dirent *de;
+	struct stat sb;
+	DIR *d;
+
+	*n_r = 0;
+	if ((d = opendir(root)) == NULL)
+		return NULL;
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] != '.' || de->d_name[1] == '\0' || de->d_name[1] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/%s/cur", root, de->d_name);
+		if (stat(p, &sb) == -1 || !S_ISDIR(sb.st_mode))
+			continue;
+		v = xreallocarray(v, *n_r + 1, sizeof(*v));
+		v[(*n_r)++] = xstrdup(de->d_name);
+	}
+	closedir(d);
+	if (*n_r > 1)
+		qsort(v, *n_r, sizeof(*v), sub_cmp); /* parents before children */
+	return v;
+}
+
+static int w_mbox_ensure(struct store_txn *t, void *arg);
+
+/* A Maildir into the target mailbox, then each Maildir++ folder ".A.B" into "A/B" below
+   it (at the top level when the target is INBOX), each with its own dovecot-keywords. */
+static int import_maildir_tree(struct imp *im)
+{
+	const char *root = im->path, *top = im->mailbox;
+	bool at_top = str_caseeq(top, strlen(top), "INBOX", 5);
+	size_t n;
+	char **subs = md_folders(root, &n);
+	uint32_t first, last;
+	int rc = import_maildir(im);
+
+	first = im->first_uid;
+	last = im->last_uid;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		char *name = xasprintf("%s%s%s", at_top ? "" : top, at_top ? "" : "/", subs[i] + 1);
+		char *path = xasprintf("%s/%s", root, subs[i]);
+
+		for (char *c = name + (at_top ? 0 : strlen(top) + 1); *c != '\0'; c++)
+			*c = *c == '.' ? '/' : *c;
+		for (size_t k = 0; k < MAILDIR_KWS; k++) {
+			free(im->kwletters[k]);
+			im->kwletters[k] = NULL;
+		}
+		im->path = path;
+		im->mailbox = name;
+		if ((rc = store_write(im->mc->st, im->part, w_mbox_ensure, im)) == 0)
+			rc = import_maildir(im);
+		im->nboxes += rc == 0;
+		im->path = root;
+		im->mailbox = top;
+		free(name);
+		free(path);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(subs[i]);
+	free(subs);
+	im->first_uid = first;
+	im->last_uid = last;
+	return rc;
+}
+
 /* ------------------------------------------------------------------------------------- */
 /* import */
 
@@ -614,11 +689,12 @@ static void import_report(struct mc *mc, const struct imp *im)
 		printf("{\"imported\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"mailbox\": ",
 		       im->count, im->bytes);
 		mc_json_str(stdout, im->mailbox, strlen(im->mailbox));
-		printf(", \"first_uid\": %" PRIu32 ", \"last_uid\": %" PRIu32 "}\n",
-		       im->first_uid, im->last_uid);
+		printf(", \"first_uid\": %" PRIu32 ", \"last_uid\": %" PRIu32
+		       ", \"folders\": %u}\n", im->first_uid, im->last_uid, im->nboxes);
 	} else
-		printf("imported %" PRIu64 " message%s (%" PRIu64 " bytes) into %s of %s\n",
-		       im->count, im->count == 1 ? "" : "s", im->bytes, im->mailbox, im->user);
+		printf("imported %" PRIu64 " message%s (%" PRIu64 " bytes) into %s of %s%s\n",
+		       im->count, im->count == 1 ? "" : "s", im->bytes, im->mailbox, im->user,
+		       im->nboxes ? " and its Maildir++ folders" : "");
 }
 
 int mc_import(struct mc *mc, const struct mc_args *a)
@@ -641,7 +717,7 @@ int mc_import(struct mc *mc, const struct mc_args *a)
 		rc = mc_fail(mc, err, "mailbox '%s' of '%s'", im->mailbox, im->user);
 	else {
 		if (S_ISDIR(sb.st_mode))
-			err = import_maildir(im);
+			err = import_maildir_tree(im);
 		else if ((fd = open(im->path, O_RDONLY | O_CLOEXEC)) == -1)
 			err = STORE_EIO;
 		else

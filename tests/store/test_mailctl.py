@@ -267,6 +267,33 @@ def test_maildir_round_trip():
     assert c1 == c2
     fails(2, "export", "d2", "INBOX", os.path.join(TMP, "x"), "--format", "mh")
 
+    # Maildir++ folders: ".Sent", ".Work.Projects" become mailboxes, each with its keywords
+    tree = os.path.join(TMP, "md-tree")
+    for folder, body, kw in (("", b"Subject: root\n\n", None),
+                             (".Sent", b"Subject: sent\n\n", "0 sentkw\n"),
+                             (".Work.Projects", b"Subject: proj\n\n", None)):
+        d = os.path.join(tree, folder)
+        for sub in ("cur", "new", "tmp"):
+            os.makedirs(os.path.join(d, sub))
+        with open(os.path.join(d, "cur", "1700000000.X.host:2,Sa"), "wb") as f:
+            f.write(body)
+        os.utime(os.path.join(d, "cur", "1700000000.X.host:2,Sa"), (1700000000, 1700000000))
+        if kw:
+            with open(os.path.join(d, "dovecot-keywords"), "w") as f:
+                f.write(kw)
+    ok("user", "add", "d3")
+    r = js("import", "d3", tree)
+    assert r["imported"] == 3 and r["folders"] == 2 and r["first_uid"] == 1, r
+    names = [m["mailbox"] for m in js("mailbox", "list", "d3")]
+    assert names == ["INBOX", "Sent", "Work", "Work/Projects"], names
+    assert bodies("d3", "Sent") == [(b"Subject: sent\r\n\r\n", "\\Seen sentkw",
+                                     "2023-11-14T22:13:20Z")]
+    assert messages("d3", "INBOX")[0]["flags"] == "\\Seen"  # no dovecot-keywords at root
+    r = js("import", "d3", tree, "--mailbox", "Old")
+    names = [m["mailbox"] for m in js("mailbox", "list", "d3", "Old*")]
+    assert names == ["Old", "Old/Sent", "Old/Work", "Old/Work/Projects"], names
+    assert raw("d3", "Old/Work/Projects", 1) == b"Subject: proj\r\n\r\n"
+
     # across formats: Maildir → mbox → store keeps the bytes of CRLF-terminated messages
     mb = os.path.join(TMP, "md.mbox")
     ok("export", "d2", "INBOX", mb)
