@@ -259,26 +259,55 @@ static bool is_from_line(const char *p, size_t len)
 	return len >= 5 && memcmp(p, "From ", 5) == 0;
 }
 
-/* The asctime date of a From_ line ("From sender Sat Nov 28 21:04:37 2026"), as UTC. */
+/* Parses text with fmt as UTC, or with its %z offset applied; 0 when it does not parse. */
+static int64_t parse_time(const char *text, const char *fmt)
+{
+	struct tm tm;
+	int64_t off;
+
+	memset(&tm, 0, sizeof(tm));
+	if (strptime(text, fmt, &tm) == NULL)
+		return 0;
+	off = (int64_t)tm.tm_gmtoff; /* read before timegm, which resets it */
+	return (int64_t)timegm(&tm) - off;
+}
+
+/* The date of a From_ line ("From sender Sat Nov 28 21:04:37 2026", also with a numeric
+   zone before the year), as UTC. */
 static int64_t from_line_date(const char *p, size_t len)
 {
 	static const char *const days[] = { "Mon ", "Tue ", "Wed ", "Thu ", "Fri ", "Sat ",
 					    "Sun " };
 	char line[1024];
+	int64_t t;
 
 	len = len < sizeof(line) - 1 ? len : sizeof(line) - 1;
 	memcpy(line, p, len);
 	line[len] = '\0';
 	for (char *q = line + 5; *q != '\0'; q++)
-		for (size_t d = 0; d < 7; d++) {
-			struct tm tm;
-
-			memset(&tm, 0, sizeof(tm));
+		for (size_t d = 0; d < 7; d++)
 			if (strncmp(q, days[d], 4) == 0 &&
-			    strptime(q, "%a %b %d %H:%M:%S %Y", &tm) != NULL)
-				return (int64_t)timegm(&tm);
-		}
+			    ((t = parse_time(q, "%a %b %d %H:%M:%S %Y")) != 0 ||
+			     (t = parse_time(q, "%a %b %d %H:%M:%S %z %Y")) != 0))
+				return t;
 	return 0;
+}
+
+/* An RFC 5322 Date: value (the fallback when the From_ line has no date). */
+static int64_t header_date(const char *p, size_t len)
+{
+	char v[256];
+	const char *s;
+	int64_t t;
+
+	len = len < sizeof(v) - 1 ? len : sizeof(v) - 1;
+	memcpy(v, p, len);
+	v[len] = '\0';
+	for (s = v; *s == ' ' || *s == '\t'; s++)
+		;
+	if ((t = parse_time(s, "%a, %d %b %Y %H:%M:%S %z")) != 0)
+		return t;
+	return parse_time(s, "%d %b %Y %H:%M:%S %z");
 }
 
 /* Applies a collected Status / X-Status / X-Keywords value. */
@@ -333,6 +362,8 @@ static bool header_line(struct mbox_state *s, const char *p, size_t len)
 	if (s->hdr != H_NONE)
 		flag_header_done(s);
 	s->skip_hdr = false;
+	if (s->pm->date == 0 && len > 5 && str_caseprefix(p, len, "Date:"))
+		s->pm->date = header_date(p + 5, len - 5);
 	for (size_t i = 0; i < sizeof(hidden) / sizeof(hidden[0]); i++) {
 		size_t n = strlen(hidden[i].name);
 

@@ -216,6 +216,16 @@ def test_mbox_round_trip():
     ok("import", "m2", crlf, "--mailbox", "FromCRLF")
     assert [b for b, _, _ in bodies("m2", "FromCRLF")] == [b for b, _, _ in first]
 
+    # dates: a From_ line with a zone, and a Date: header when the From_ line has none
+    dated = os.path.join(TMP, "dated.mbox")
+    with open(dated, "wb") as f:
+        f.write(b"From a@x Mon Jan  5 10:00:00 +0100 2026\nSubject: z\n\nzone\n\n"
+                b"From nodate\nDate: Tue, 10 Feb 2026 11:30:00 -0500\nSubject: d\n\nb\n")
+    ok("mailbox", "create", "m2", "Dated")
+    ok("import", "m2", dated, "--mailbox", "Dated")
+    assert [m["date"] for m in messages("m2", "Dated")] == ["2026-01-05T09:00:00Z",
+                                                            "2026-02-10T16:30:00Z"]
+
     notmbox = os.path.join(TMP, "not.mbox")
     with open(notmbox, "wb") as f:
         f.write(b"Subject: hi\n\nbody\n")
