@@ -234,6 +234,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	setvbuf(stdout, NULL, _IOLBF, 0); /* figures appear as they are measured */
 	if (producers < 1 || producers > 64)
 		producers = 16;
 	if (dir == NULL && (dir = mkdtemp(tmpl)) == NULL)

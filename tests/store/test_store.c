@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <event2/event.h>
+
 #include "common/msgcache.h"
 #include "store_test.h"
 
@@ -577,6 +579,59 @@ static void test_batch_and_gc(void **state)
 	tstore_close(&ts, true);
 }
 
+struct loop_ctx {
+	struct event_base *base;
+	struct done_rec d[5];
+};
+
+/* The libevent mode: operations queued from the loop commit on the committer's timer and
+   their callbacks run after the commit, in the loop. */
+static void test_gc_libevent(void **state)
+{
+	struct tstore ts;
+	struct store_gc *gc;
+	struct store_blob *b[5];
+	struct store_rcpt r[5];
+	struct loop_ctx lc;
+	uint64_t u, mb, c0, ops, commits;
+
+	(void)state;
+	tstore_open(&ts, 1);
+	u = tuser(ts.st, "loop");
+	mb = tmbox(ts.st, u, "INBOX");
+	memset(&lc, 0, sizeof(lc));
+	memset(r, 0, sizeof(r));
+	lc.base = event_base_new();
+	assert_non_null(lc.base);
+	assert_int_equal(store_gc_new(ts.st, &gc), 0);
+	store_gc_attach(gc, lc.base);
+	c0 = store_commit_count(ts.st);
+	for (int i = 0; i < 4; i++) {
+		b[i] = tblob(ts.st, 0, 500, (unsigned)i);
+		r[i].user = "loop";
+		store_gc_deliver(gc, b[i], 0, &r[i], 1, done_cb, &lc.d[i]);
+	}
+	store_gc_flags(gc, mb, 1, STORE_FLAGS_ADD, STORE_FLAGGED, 0, done_cb, &lc.d[4]);
+	assert_int_equal(lc.d[0].calls, 0);
+	/* returns (1: no events left) once the committer's timer ran */
+	assert_int_not_equal(event_base_dispatch(lc.base), -1);
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(lc.d[i].calls, 1);
+		assert_int_equal(lc.d[i].result, 0); /* the flag change sees uid 1 delivered */
+	}
+	assert_int_equal(store_commit_count(ts.st) - c0, 1);
+	store_gc_stats(gc, &ops, &commits);
+	assert_int_equal(ops, 5);
+	assert_int_equal(commits, 1);
+	for (int i = 0; i < 4; i++)
+		store_blob_free(&b[i]);
+	store_gc_free(&gc);
+	event_base_free(lc.base);
+	tcheck_status(ts.st, mb);
+	tverify_clean(ts.st);
+	tstore_close(&ts, true);
+}
+
 static void test_watch(void **state)
 {
 	struct tstore ts;
@@ -731,6 +786,7 @@ int main(void)
 		cmocka_unit_test(test_deliver_many),
 		cmocka_unit_test(test_queue),
 		cmocka_unit_test(test_batch_and_gc),
+		cmocka_unit_test(test_gc_libevent),
 		cmocka_unit_test(test_watch),
 		cmocka_unit_test(test_map_growth),
 		cmocka_unit_test(test_verify_repair),
