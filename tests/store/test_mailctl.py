@@ -320,6 +320,8 @@ def test_messages():
     ok("import", "f1", src)
     ms = messages("f1", "INBOX")
     assert [m["uid"] for m in ms] == [1, 2, 3] and all(m["size"] > 0 for m in ms), ms
+    assert [(m["from"], m["subject"]) for m in ms] == [("alice@example.com", "one"),
+                                                      (None, "two"), (None, "three")], ms
     assert [m["uid"] for m in js("message", "list", "f1", "INBOX", "2:*")] == [2, 3]
     assert [m["uid"] for m in js("message", "list", "f1", "INBOX", "3,1")] == [1, 3]
     fails(2, "message", "list", "f1", "INBOX", "x:y")
