@@ -476,6 +476,30 @@ def test_backup_restore():
     r = js("restore", bdir, "--force", conf=conf)
     assert r["replaced"] and os.path.isdir(r["replaced"]), r
     assert bodies("b1", "INBOX", conf) == want[("b1", "INBOX")]
+    # a hot copy while an import writes: the restored store is consistent (every message it
+    # lists has its file; verify clean) and holds a prefix of what the import committed
+    big = os.path.join(TMP, "big.mbox")
+    with open(big, "wb") as f:
+        for i in range(3000):
+            f.write(b"From a Mon Jan  5 10:00:00 2026\nSubject: m%d\n\nbody %d\n\n" % (i, i))
+    ok("mailbox", "create", "b2", "Big", conf=conf)
+    imp = subprocess.Popen([MAILCTL, "-c", conf, "import", "b2", big, "--mailbox", "Big"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        hot = os.path.join(TMP, "backup-hot")
+        ok("backup", hot, conf=conf)
+    finally:
+        assert imp.wait(timeout=120) == 0, imp.stderr.read()
+    conf4 = write_conf("restore4.conf", os.path.join(TMP, "r4"))
+    ok("restore", hot, conf=conf4)
+    assert js("verify", conf=conf4)["status"] == "clean"
+    copied = messages("b2", "Big", conf4)
+    live = messages("b2", "Big", conf)
+    assert len(live) == 3000 and copied == live[:len(copied)], (len(copied), len(live))
+    if copied:
+        last = copied[-1]["uid"]
+        assert raw("b2", "Big", last, conf4) == raw("b2", "Big", last, conf)
+
     fails(2, "restore", TMP, conf=conf2, says="not a Heron backup")
     conf3 = write_conf("restore3.conf", os.path.join(TMP, "r3"), partitions=3)
     fails(1, "restore", bdir, conf=conf3, says="partitions")
