@@ -93,6 +93,9 @@ def test_usage():
     with open(bad, "w") as f:
         f.write("[store]\nno_such_key = 1\n")
     fails(2, "stats", conf=bad, says="bad.conf:2")
+    out = ok("-t").decode()
+    assert "partitions" in out and "heron.conf:" in out, out   # values with their origin
+    fails(2, "-t", conf=bad, says="bad.conf:2")
 
 
 def test_users():
