@@ -928,11 +928,13 @@ static bool run_point(struct mgr_opts *o, double pct, struct buf *out, int *rc)
 	c.rate = o->cfg.rate * pct / 100.0;
 	if (!o->users_given)
 		c.users = (uint64_t)(200.0 * c.rate + 0.5);
-	/* the population is fixed (it was initialised); the rate scales per-user activity */
-	if (o->users_given && pct != 100) {
-		c.send_per_hour *= pct / 100.0;
-		c.recv_per_hour *= pct / 100.0;
-		c.imap_per_hour *= pct / 100.0;
+	/* a population given apart from the rate (it is what was initialised) carries the
+	   rate's load: each user is busier or quieter by 200 R / N */
+	if (o->users_given && c.users > 0) {
+		double f = 200.0 * c.rate / (double)c.users;
+		c.send_per_hour *= f;
+		c.recv_per_hour *= f;
+		c.imap_per_hour *= f;
 	}
 	c.run_id = (uint64_t)ml_now_ms();
 	str_lcpy(c.mode, "run", ML_STR);
