@@ -576,10 +576,10 @@ static void put_status(struct agent *ag, struct buf *o)
 	buf_printf(o, "{\"ok\":true,\"phase\":\"%s\",\"open_smtp\":%u,\"open_imap\":%u,"
 		      "\"probes\":%u,\"steps\":%" PRIu64 ",\"errors\":%" PRIu64
 		      ",\"sent\":%zu,\"waiting\":%zu,\"init_done\":%u,\"init_msgs\":%" PRIu64
-		      ",\"users\":%u",
+		      ",\"users\":%u,\"now_ms\":%" PRId64,
 		   phase_name(ag->phase), ag->open_smtp, ag->open_imap, ag->probes_open,
 		   ag->steps_all, ag->errors_all, ag->nsent, ag->nwait, ag->init_done,
-		   ag->init_msgs, ag->nusers);
+		   ag->init_msgs, ag->nusers, ml_now_ms());
 	/* worst summary function so far */
 	double worst = 101;
 	int wf = -1;
