@@ -639,19 +639,34 @@ static void build_append(struct imap_sess *s)
 {
 	struct agent *ag = s->ag;
 	struct ml_msg_spec spec;
-	char from[128], to[128];
-	const char *tov[1] = { to };
+	char from[128], addr[20][128];
+	const char *tov[20];
+	const struct ag_sent *sent = NULL;
 
 	ag_msg_spec(ag, &spec, s->app_seq, s->app_date);
+	ag_rcpt_addr(ag, s->user, from, sizeof(from));
+	spec.from = from;
+	spec.to = tov;
 	if (s->app_init) {
 		spec.run_id = 0;
 		spec.sent_ms = 0;
+	} else { /* the copy filed in Sent is the message submitted: same recipients */
+		for (size_t i = ag->nsent, n = 0; i-- > 0 && n < 4096; n++)
+			if (ag->sent[i].seq == s->app_seq) {
+				sent = &ag->sent[i];
+				break;
+			}
 	}
-	ag_rcpt_addr(ag, s->user, from, sizeof(from));
-	snprintf(to, sizeof(to), "colleague%" PRIu64 "@%s", s->app_seq % 997, ag->cfg.domain);
-	spec.from = from;
-	spec.to = tov;
-	spec.nto = 1;
+	if (sent != NULL && sent->nrcpt > 0) {
+		for (uint32_t i = 0; i < sent->nrcpt && i < 20; i++) {
+			ag_rcpt_addr(ag, ag->rcpts[sent->rcpt_off + i], addr[i], sizeof(addr[i]));
+			tov[spec.nto++] = addr[i];
+		}
+	} else {
+		snprintf(addr[0], sizeof(addr[0]), "colleague%" PRIu64 "@%s", s->app_seq % 997,
+			 ag->cfg.domain);
+		tov[spec.nto++] = addr[0];
+	}
 	ml_msg_build(&ag->msg, &spec);
 }
 

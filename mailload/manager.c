@@ -1062,6 +1062,8 @@ int mgr_search(struct mgr_opts *o, double lo, double hi, uint32_t steps)
 	const char *base = o->report_dir;
 	bool found_fail = false;
 
+	lo = 0; /* the highest rate known to pass */
+
 	/* double until a rate fails (or hi), then bisect */
 	o->npoints = 1;
 	o->points[0] = 100;
@@ -1077,6 +1079,8 @@ int mgr_search(struct mgr_opts *o, double lo, double hi, uint32_t steps)
 		if (rc == 0) {
 			best = r;
 			lo = r;
+			if (!found_fail && r >= hi)
+				break; /* passes at the top of the range */
 			r = found_fail ? (lo + hi) / 2 : (r * 2 < hi ? r * 2 : hi);
 		} else {
 			found_fail = true;
@@ -1087,6 +1091,8 @@ int mgr_search(struct mgr_opts *o, double lo, double hi, uint32_t steps)
 			break;
 	}
 	o->report_dir = base;
-	printf("highest passing rate: %.2f msgs/min (%.0f users)\n", best, best * 200);
+	printf("highest passing rate: %.2f msgs/min (%.0f users%s)\n", best,
+	       o->users_given ? (double)o->cfg.users : best * 200,
+	       o->users_given ? ", fixed population" : "");
 	return best > 0 ? 0 : 1;
 }
