@@ -390,6 +390,8 @@ static void arm(struct agent *ag, struct wtimer *t, double per_hour)
 {
 	double mean_ms = 3600000.0 / per_hour;
 
+	if (per_hour <= 0)
+		return; /* this activity is switched off */
 	wheel_add(&ag->wheel, t, ml_now_ms() + (int64_t)ml_rng_exp(&ag->rng, mean_ms) + 1);
 }
 
@@ -481,12 +483,15 @@ static void start_users(struct agent *ag)
 		u->t_send.cb = on_send;
 		u->t_recv.cb = on_recv;
 		u->t_imap.cb = on_imap;
-		wheel_add(&ag->wheel, &u->t_send,
-			  start + (int64_t)ml_rng_exp(&ag->rng, 3600000.0 / c->send_per_hour));
-		wheel_add(&ag->wheel, &u->t_recv,
-			  start + (int64_t)ml_rng_exp(&ag->rng, 3600000.0 / c->recv_per_hour));
-		wheel_add(&ag->wheel, &u->t_imap,
-			  start + (int64_t)ml_rng_exp(&ag->rng, 3600000.0 / c->imap_per_hour));
+		if (c->send_per_hour > 0)
+			wheel_add(&ag->wheel, &u->t_send,
+				  start + (int64_t)ml_rng_exp(&ag->rng, 3600000.0 / c->send_per_hour));
+		if (c->recv_per_hour > 0)
+			wheel_add(&ag->wheel, &u->t_recv,
+				  start + (int64_t)ml_rng_exp(&ag->rng, 3600000.0 / c->recv_per_hour));
+		if (c->imap_per_hour > 0)
+			wheel_add(&ag->wheel, &u->t_imap,
+				  start + (int64_t)ml_rng_exp(&ag->rng, 3600000.0 / c->imap_per_hour));
 	}
 }
 
@@ -571,10 +576,10 @@ static void put_status(struct agent *ag, struct buf *o)
 	buf_printf(o, "{\"ok\":true,\"phase\":\"%s\",\"open_smtp\":%u,\"open_imap\":%u,"
 		      "\"probes\":%u,\"steps\":%" PRIu64 ",\"errors\":%" PRIu64
 		      ",\"sent\":%zu,\"waiting\":%zu,\"init_done\":%u,\"init_msgs\":%" PRIu64
-		      ",\"users\":%u",
+		      ",\"users\":%u,\"now_ms\":%" PRId64,
 		   phase_name(ag->phase), ag->open_smtp, ag->open_imap, ag->probes_open,
 		   ag->steps_all, ag->errors_all, ag->nsent, ag->nwait, ag->init_done,
-		   ag->init_msgs, ag->nusers);
+		   ag->init_msgs, ag->nusers, ml_now_ms());
 	/* worst summary function so far */
 	double worst = 101;
 	int wf = -1;

@@ -49,7 +49,8 @@ const struct ml_fn_def ml_fns[FN_COUNT] = {
 	[FN_IMAP_SUBSCRIBE] = { "IMAP SUBSCRIBE", "imap_subscribe", 5000, false },
 	[FN_IMAP_STATUS] = { "IMAP STATUS", "imap_status", 5000, false },
 	[FN_IMAP_EXAMINE] = { "IMAP EXAMINE (probe)", "imap_examine", 5000, false },
-	[FN_IMAP_NOOP] = { "IMAP NOOP (probe)", "imap_noop", 5000, false },
+	[FN_IMAP_NOOP] = { "IMAP probe NOOP or FETCH", "imap_noop", 5000, false },
+	[FN_IMAP_IDLE] = { "IMAP IDLE (probe, time held open)", "imap_idle", 5000, false },
 	[FN_DELIVERY] = { "Delivery check", "delivery", ML_DELIVERY_LIMIT_MS, true },
 };
 

@@ -65,6 +65,7 @@ struct imap_sess {
 	uint64_t seq;
 	int64_t date_ms, deadline_ms;
 	bool literal_wait, app_init;
+	bool has_idle, idle_wait, idling; /* probes: IDLE offered, asked, in progress */
 	uint64_t app_seq;
 	int64_t app_date;
 	/* init */
@@ -78,6 +79,7 @@ static void is_read_cb(struct bufferevent *bev, void *arg);
 static void is_event_cb(struct bufferevent *bev, short what, void *arg);
 static void is_next(struct imap_sess *s);
 static void build_append(struct imap_sess *s);
+static void is_idle_done(struct imap_sess *s);
 
 static void is_reap(evutil_socket_t fd, short what, void *arg)
 {
@@ -320,8 +322,11 @@ static void is_untagged(struct imap_sess *s, const char *p, size_t len)
 		itok_next(&t);
 		if (s->view.f == NULL)
 			return;
-		if (itok_is(&t, "EXISTS"))
+		if (itok_is(&t, "EXISTS")) {
 			why = um_view_exists(&s->view, (uint32_t)n);
+			if (s->idling) /* new mail: leave IDLE to read it */
+				is_idle_done(s);
+		}
 		else if (itok_is(&t, "EXPUNGE"))
 			why = um_view_expunge(&s->view, (uint32_t)n);
 		if (why != NULL)
@@ -350,6 +355,9 @@ static void is_untagged(struct imap_sess *s, const char *p, size_t len)
 		return;
 	}
 	if (itok_is(&t, "CAPABILITY")) {
+		while (itok_next(&t) == IT_ATOM)
+			if (itok_is(&t, "IDLE"))
+				s->has_idle = true;
 		if (s->ag->imap_caps[0] == '\0')
 			snprintf(s->ag->imap_caps, sizeof(s->ag->imap_caps), "%.*s",
 				 (int)(len > 300 ? 300 : len), p);
@@ -451,6 +459,13 @@ static void is_response(struct imap_sess *s, const char *p, size_t len)
 	if (len >= 2 && p[0] == '*' && p[1] == ' ')
 		return is_untagged(s, p + 2, len - 2);
 	if (len >= 1 && p[0] == '+') {
+		if (s->idle_wait) { /* idling: wake up now and then to check the deadline */
+			static const struct timeval two = { 2, 0 };
+			s->idle_wait = false;
+			s->idling = true;
+			event_add(s->poll, &two);
+			return;
+		}
 		if (!s->literal_wait)
 			return is_fail(s, s->fn, "unexpected continuation request");
 		return is_append_literal(s);
@@ -639,19 +654,34 @@ static void build_append(struct imap_sess *s)
 {
 	struct agent *ag = s->ag;
 	struct ml_msg_spec spec;
-	char from[128], to[128];
-	const char *tov[1] = { to };
+	char from[128], addr[20][128];
+	const char *tov[20];
+	const struct ag_sent *sent = NULL;
 
 	ag_msg_spec(ag, &spec, s->app_seq, s->app_date);
+	ag_rcpt_addr(ag, s->user, from, sizeof(from));
+	spec.from = from;
+	spec.to = tov;
 	if (s->app_init) {
 		spec.run_id = 0;
 		spec.sent_ms = 0;
+	} else { /* the copy filed in Sent is the message submitted: same recipients */
+		for (size_t i = ag->nsent, n = 0; i-- > 0 && n < 4096; n++)
+			if (ag->sent[i].seq == s->app_seq) {
+				sent = &ag->sent[i];
+				break;
+			}
 	}
-	ag_rcpt_addr(ag, s->user, from, sizeof(from));
-	snprintf(to, sizeof(to), "colleague%" PRIu64 "@%s", s->app_seq % 997, ag->cfg.domain);
-	spec.from = from;
-	spec.to = tov;
-	spec.nto = 1;
+	if (sent != NULL && sent->nrcpt > 0) {
+		for (uint32_t i = 0; i < sent->nrcpt && i < 20; i++) {
+			ag_rcpt_addr(ag, ag->rcpts[sent->rcpt_off + i], addr[i], sizeof(addr[i]));
+			tov[spec.nto++] = addr[i];
+		}
+	} else {
+		snprintf(addr[0], sizeof(addr[0]), "colleague%" PRIu64 "@%s", s->app_seq % 997,
+			 ag->cfg.domain);
+		tov[spec.nto++] = addr[0];
+	}
 	ml_msg_build(&ag->msg, &spec);
 }
 
@@ -674,10 +704,19 @@ static void step_append(struct imap_sess *s)
 	is_logout(s);
 }
 
+static void is_idle_done(struct imap_sess *s)
+{
+	s->idling = false;
+	event_del(s->poll);
+	evbuffer_add(bufferevent_get_output(s->bev), "DONE\r\n", 6);
+}
+
 static void is_poll_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct imap_sess *s = arg;
 
+	if (s->idling)
+		return is_idle_done(s);
 	is_cmd(s, FN_IMAP_NOOP, "NOOP");
 }
 
@@ -715,6 +754,10 @@ static void step_probe(struct imap_sess *s)
 		}
 		if (!ag_wants(ag, s->user) || ml_now_ms() > ag->drain_end)
 			return is_logout(s);
+		if (s->has_idle) { /* RFC 2177 where offered, else NOOP every second */
+			s->idle_wait = true;
+			return is_cmd(s, FN_IMAP_IDLE, "IDLE");
+		}
 		event_add(s->poll, &sec);
 		return;
 	}

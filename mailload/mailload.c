@@ -266,7 +266,6 @@ int main(int argc, char **argv)
 			fputs("mailload search: --from R0 and --report DIR are needed\n", stderr);
 			return 2;
 		}
-		o.users_given = false;
 		return mgr_search(&o, from, to, (uint32_t)steps) < 0 ? 2 : 0;
 	}
 	usage(stderr);

@@ -45,6 +45,7 @@ enum ml_fn {
 	FN_IMAP_STATUS,
 	FN_IMAP_EXAMINE,
 	FN_IMAP_NOOP,
+	FN_IMAP_IDLE,
 	FN_DELIVERY, /* not a step: the delivery-check failures (lost, duplicated) count here */
 	FN_COUNT,
 };

@@ -30,6 +30,8 @@ struct mgr_agent {
 	FILE *r, *w;
 	pid_t pid;
 	char name[80];
+	int64_t offset_ms; /* the agent's clock minus ours */
+	int64_t rtt_ms;
 };
 
 struct mgr_seen {
@@ -68,6 +70,8 @@ struct mgr_point {
 	char smtp_greeting[160], imap_greeting[160], imap_caps[320];
 	uint64_t refused;
 	struct histo delivery;
+	int64_t offset_ms; /* of the agent being merged: its times are moved to our clock */
+	struct buf clocks;  /* JSON array members: each agent's offset and round trip */
 };
 
 /* ---- agents ---- */
@@ -233,13 +237,26 @@ static int agents_setup(struct mgr_agent *as, uint32_t n, const struct ml_cfg *b
 	return 0;
 }
 
+/* Measures each agent's clock offset (its clock minus ours, from the midpoint of a status
+   round trip), then starts every agent at the same instant t0 in its own clock. */
 static int agents_start_phases(struct mgr_agent *as, uint32_t n, int64_t t0)
 {
 	char req[96];
 
-	snprintf(req, sizeof(req), "{\"cmd\":\"start\",\"t0_ms\":%" PRId64 "}", t0);
 	for (uint32_t i = 0; i < n; i++) {
 		struct jv *resp = NULL;
+		int64_t before = ml_now_ms();
+		if (agent_request(&as[i], "{\"cmd\":\"status\"}", &resp) < 0)
+			return -1;
+		int64_t after = ml_now_ms();
+		as[i].rtt_ms = after - before;
+		as[i].offset_ms = jv_int(resp, "now_ms", before) - (before + after) / 2;
+		jv_free(&resp);
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct jv *resp = NULL;
+		snprintf(req, sizeof(req), "{\"cmd\":\"start\",\"t0_ms\":%" PRId64 "}",
+			 t0 + as[i].offset_ms);
 		if (agent_request(&as[i], req, &resp) < 0)
 			return -1;
 		jv_free(&resp);
@@ -255,6 +272,7 @@ struct mgr_point *mgr_point_new(void)
 	for (int i = 0; i < FN_COUNT; i++)
 		histo_init(&p->h[i]);
 	histo_init(&p->delivery);
+	buf_init(&p->clocks, 256, 1u << 20);
 	return p;
 }
 
@@ -272,6 +290,7 @@ void mgr_point_free(struct mgr_point **pp)
 	free(p->sent);
 	free(p->rcpt);
 	free(p->seen);
+	buf_release(&p->clocks);
 	free(p);
 	*pp = NULL;
 }
@@ -338,8 +357,9 @@ static int merge_delivery(struct mgr_point *p, const struct jv *r)
 			p->caprcpt = p->caprcpt ? p->caprcpt * 2 : 4096;
 			p->rcpt = xreallocarray(p->rcpt, p->caprcpt, sizeof(*p->rcpt));
 		}
-		p->sent[p->nsent++] = (struct mgr_sent){ (uint64_t)e->kid[0].i, e->kid[1].i,
-							 e->kid[2].i, e->kid[3].i != 0,
+		p->sent[p->nsent++] = (struct mgr_sent){ (uint64_t)e->kid[0].i,
+							 e->kid[1].i - p->offset_ms,
+							 e->kid[2].i - p->offset_ms, e->kid[3].i != 0,
 							 (uint32_t)p->nrcpt, (uint32_t)rc->n };
 		for (size_t k = 0; k < rc->n; k++)
 			p->rcpt[p->nrcpt++] = rc->kid[k].i;
@@ -354,7 +374,7 @@ static int merge_delivery(struct mgr_point *p, const struct jv *r)
 		}
 		p->seen[p->nseen++] = (struct mgr_seen){ (uint64_t)e->kid[0].i, (uint32_t)e->kid[1].i,
 							 (uint32_t)e->kid[2].i, (uint32_t)e->kid[3].i,
-							 e->kid[4].i };
+							 e->kid[4].i - p->offset_ms };
 	}
 	return 0;
 }
@@ -683,6 +703,7 @@ bool mgr_point_finish(struct mgr_point *p, const struct ml_cfg *c, double pct,
 	json_put_str(o, p->imap_caps);
 	buf_puts(o, "},");
 	put_ts(o, p);
+	buf_printf(o, ",\"agent_clocks\":[%s]", buf_cstr(&p->clocks));
 	buf_printf(o, ",\"pass\":%s,\"reasons\":[%s]}", pass ? "true" : "false", buf_cstr(&why));
 	buf_release(&why);
 	return pass;
@@ -811,7 +832,7 @@ static void put_client(struct buf *o)
 
 /* ---- running ---- */
 static void status_line(struct mgr_agent *as, uint32_t n, const struct ml_cfg *c, int64_t t0,
-			bool init, bool *done_r)
+			bool init, bool quiet, bool *done_r)
 {
 	uint64_t steps = 0, errors = 0, open = 0, init_done = 0, init_msgs = 0;
 	const char *phase = "done", *worst = NULL;
@@ -828,10 +849,14 @@ static void status_line(struct mgr_agent *as, uint32_t n, const struct ml_cfg *c
 			*done_r = true;
 			return;
 		}
+		static char phbuf[16];
 		const char *ph = jv_str(r, "phase", "?");
 		if (strcmp(ph, "done") != 0) {
 			done = false;
-			phase = strcmp(phase, "done") == 0 ? ph : phase;
+			if (strcmp(phase, "done") == 0) { /* the first agent not done names it */
+				str_lcpy(phbuf, ph, sizeof(phbuf));
+				phase = phbuf;
+			}
 		}
 		steps += (uint64_t)jv_int(r, "steps", 0);
 		errors += (uint64_t)jv_int(r, "errors", 0);
@@ -848,6 +873,8 @@ static void status_line(struct mgr_agent *as, uint32_t n, const struct ml_cfg *c
 		jv_free(&r);
 	}
 	*done_r = done;
+	if (quiet)
+		return;
 	if (init) {
 		int w = 40, fill = (int)(40.0 * (double)init_done / (double)(c->users ? c->users : 1));
 		fprintf(stderr, "\r[%.*s%*s] %" PRIu64 "/%" PRIu64 " users, %" PRIu64 " messages  ",
@@ -875,16 +902,14 @@ static int run_agents_until_done(struct mgr_agent *as, uint32_t n, const struct 
 
 	while (!done) {
 		sleep(1);
-		if (!quiet || init)
-			status_line(as, n, c, t0, init, &done);
-		else
-			status_line(as, n, c, t0, init, &done);
+		status_line(as, n, c, t0, init, quiet, &done);
 		if (!init && ml_now_ms() > limit) {
 			log_warnx("agents did not finish in time; collecting what they have");
 			break;
 		}
 	}
-	fputc('\n', stderr);
+	if (!quiet)
+		fputc('\n', stderr);
 	return 0;
 }
 
@@ -925,14 +950,17 @@ static bool run_point(struct mgr_opts *o, double pct, struct buf *out, int *rc)
 	struct mgr_point *p = mgr_point_new();
 	char note[200] = "no sink control given: remote delivery unchecked (unavailable)";
 
+	/* The population is the one initialised: 200 users per message per minute of the
+	   rate, or --users. A load point or a population given apart from the rate changes
+	   how busy each user is (by 200 R / N), never who the users are. */
 	c.rate = o->cfg.rate * pct / 100.0;
 	if (!o->users_given)
-		c.users = (uint64_t)(200.0 * c.rate + 0.5);
-	/* the population is fixed (it was initialised); the rate scales per-user activity */
-	if (o->users_given && pct != 100) {
-		c.send_per_hour *= pct / 100.0;
-		c.recv_per_hour *= pct / 100.0;
-		c.imap_per_hour *= pct / 100.0;
+		c.users = (uint64_t)(200.0 * o->cfg.rate + 0.5);
+	if (c.users > 0) {
+		double f = 200.0 * c.rate / (double)c.users;
+		c.send_per_hour *= f;
+		c.recv_per_hour *= f;
+		c.imap_per_hour *= f;
 	}
 	c.run_id = (uint64_t)ml_now_ms();
 	str_lcpy(c.mode, "run", ML_STR);
@@ -957,6 +985,11 @@ static bool run_point(struct mgr_opts *o, double pct, struct buf *out, int *rc)
 	run_agents_until_done(as, n, &c, t0, false, o->quiet);
 	for (uint32_t i = 0; i < n; i++) {
 		struct jv *r = NULL;
+		p->offset_ms = as[i].offset_ms;
+		buf_printf(&p->clocks, "%s{\"agent\":", i ? "," : "");
+		json_put_str(&p->clocks, as[i].name);
+		buf_printf(&p->clocks, ",\"offset_ms\":%" PRId64 ",\"rtt_ms\":%" PRId64 "}",
+			   as[i].offset_ms, as[i].rtt_ms);
 		if (agent_request(&as[i], "{\"cmd\":\"results\"}", &r) < 0 ||
 		    mgr_point_merge(p, r) < 0)
 			log_warnx("agent %s: no usable results", as[i].name);
@@ -1029,6 +1062,8 @@ int mgr_search(struct mgr_opts *o, double lo, double hi, uint32_t steps)
 	const char *base = o->report_dir;
 	bool found_fail = false;
 
+	lo = 0; /* the highest rate known to pass */
+
 	/* double until a rate fails (or hi), then bisect */
 	o->npoints = 1;
 	o->points[0] = 100;
@@ -1044,6 +1079,8 @@ int mgr_search(struct mgr_opts *o, double lo, double hi, uint32_t steps)
 		if (rc == 0) {
 			best = r;
 			lo = r;
+			if (!found_fail && r >= hi)
+				break; /* passes at the top of the range */
 			r = found_fail ? (lo + hi) / 2 : (r * 2 < hi ? r * 2 : hi);
 		} else {
 			found_fail = true;
@@ -1054,6 +1091,8 @@ int mgr_search(struct mgr_opts *o, double lo, double hi, uint32_t steps)
 			break;
 	}
 	o->report_dir = base;
-	printf("highest passing rate: %.2f msgs/min (%.0f users)\n", best, best * 200);
+	printf("highest passing rate: %.2f msgs/min (%.0f users%s)\n", best,
+	       o->users_given ? (double)o->cfg.users : best * 200,
+	       o->users_given ? ", fixed population" : "");
 	return best > 0 ? 0 : 1;
 }

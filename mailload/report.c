@@ -141,6 +141,11 @@ static void text_config(const struct jv *r, struct buf *o)
 	buf_printf(o, "  agents %s; sink %s; TLS %s; seed %" PRId64 "\n", jv_str(r, "agents", "?"),
 		   jv_str(r, "sink", "")[0] ? jv_str(r, "sink", "") : "(none)", jv_str(c, "tls", "?"),
 		   jv_int(c, "seed", 0));
+	const struct jv *clk = jv_get(pt, "agent_clocks");
+	for (size_t i = 0; clk != NULL && i < clk->n; i++)
+		buf_printf(o, "  agent %s: clock offset %+" PRId64 " ms (round trip %" PRId64 " ms)\n",
+			   jv_str(&clk->kid[i], "agent", "?"), jv_int(&clk->kid[i], "offset_ms", 0),
+			   jv_int(&clk->kid[i], "rtt_ms", 0));
 	buf_printf(o, "  SMTP %s:%" PRId64 ", submission %s:%" PRId64 ", IMAP %s:%" PRId64
 		      "; domains %s, %s\n",
 		   jv_str(c, "smtp_host", ""), jv_int(c, "smtp_port", 0), jv_str(c, "submit_host", ""),
