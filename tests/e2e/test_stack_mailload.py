@@ -53,7 +53,9 @@ def main():
             # exit status: 0 pass, 1 fail (rules), 2 the run could not be made
             assert r.returncode in (0, 1), f"rc {r.returncode}\n" + r.stderr[-3000:]
             for name in ("report.json", "report.txt", "report.html"):
-                assert os.path.getsize(os.path.join(report, name)) > 0, name
+                path = os.path.join(report, name)
+                assert os.path.exists(path) and os.path.getsize(path) > 0, \
+                    f"{name} missing; mailload rc {r.returncode}:\n" + r.stderr[-3000:]
             with open(os.path.join(report, "report.json")) as f:
                 doc = json.load(f)
             assert len(doc["points"]) == 1, doc.keys()
