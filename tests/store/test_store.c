@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include <event2/event.h>
+#include <lmdb.h>
 
 #include "common/msgcache.h"
 #include "store_test.h"
@@ -573,6 +574,30 @@ static void test_batch_and_gc(void **state)
 	r[0].user = "frank";
 	assert_int_equal(store_gc_deliver_wait(gc, b[0], 0, r, 1), 0);
 	store_blob_free(&b[0]);
+
+	/* local and remote parts of one message: a delivery and a queue entry share the flush;
+	   the queue entry's strings are copied at once */
+	struct store_queue_rcpt *qr = calloc(1, sizeof(*qr));
+	struct store_queue_msg qm = { .sender = strdup("from@example.com"), .nrcpt = 1,
+				      .rcpt = qr };
+	struct store_queue_msg got;
+	qr->addr = strdup("far@remote.test");
+	memset(d, 0, sizeof(d));
+	b[0] = tblob(ts.st, STORE_ID_PART(mb), 300, 2);
+	r[0].user = "frank";
+	store_gc_deliver(gc, b[0], 0, &r[0], 1, done_cb, &d[0]);
+	store_gc_enqueue(gc, &qm, b[0], done_cb, &d[1]);
+	free((char *)(uintptr_t)qm.sender);
+	free((char *)(uintptr_t)qr->addr);
+	free(qr);
+	store_gc_flush(gc);
+	assert_int_equal(d[0].result, 0);
+	assert_int_equal(d[1].result, 0);
+	assert_int_equal(store_queue_get(ts.st, d[1].value, &got), 0);
+	assert_string_equal(got.sender, "from@example.com");
+	assert_string_equal(got.rcpt[0].addr, "far@remote.test");
+	store_queue_msg_clear(&got);
+	store_blob_free(&b[0]);
 	store_gc_free(&gc);
 	tcheck_status(ts.st, mb);
 	tverify_clean(ts.st);
@@ -757,6 +782,40 @@ static void test_verify_repair(void **state)
 	tcheck_status(ts.st, mb);
 	assert_int_equal(store_verify(ts.st, "jill", false, &r), 0);
 	assert_int_equal(r.messages, 1);
+
+	/* plant: the message cache row of the remaining message goes (raw LMDB, store closed) */
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_READ, &t), 0);
+	struct store_iter *it;
+	assert_int_equal(store_msg_iter(t, mb, 1, UINT32_MAX, 0, &it), 0);
+	assert_int_equal(store_iter_next(it, &m), 1);
+	store_iter_free(&it);
+	store_txn_abort(&t);
+	store_close(&ts.st);
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	uint8_t key[8];
+	MDB_val k = { 8, key };
+	for (int i = 0; i < 8; i++)
+		key[i] = (uint8_t)(m.blob >> (56 - 8 * i));
+	snprintf(path, sizeof(path), "%s/part0/index.mdb", ts.dir);
+	assert_int_equal(mdb_env_create(&env), 0);
+	mdb_env_set_maxdbs(env, 32);
+	assert_int_equal(mdb_env_open(env, path, MDB_NOSUBDIR, 0640), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	assert_int_equal(mdb_dbi_open(txn, "cache", 0, &dbi), 0);
+	assert_int_equal(mdb_del(txn, dbi, &k, NULL), 0);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	assert_int_equal(store_open(&ts.o, &ts.st), 0);
+	assert_int_equal(store_verify(ts.st, NULL, false, &r), STORE_ECORRUPT);
+	assert_int_equal(r.missing_cache, 1);
+	assert_int_equal(store_verify(ts.st, NULL, true, &r), 0);
+	tverify_clean(ts.st);
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_READ, &t), 0);
+	assert_int_equal(store_msg_get(t, mb, m.uid, &m), 0);
+	assert_true(m.cache_len > 0);
+	store_txn_abort(&t);
 	tstore_close(&ts, true);
 }
 
