@@ -440,7 +440,10 @@ void store_batch_free(struct store_batch **btp);
      committer flushes group_commit_ms after the first pending operation (or at once when
      group_commit_max are pending) from the event loop and runs the callbacks there.
    - threads: store_gc_*_wait() blocks the calling thread until its operation committed; the
-     first waiter waits group_commit_ms for company, then commits for all.
+     first waiter waits group_commit_ms for company, then commits for all. Producer threads
+     may write blobs (store_blob_*) meanwhile, but must not use other calls of the same
+     store handle: only the committing thread uses LMDB (the map may be grown).
+   A commit writes every partition the batch touches in parallel (one thread each).
    Errors of the _wait calls: those of the operation (see store_batch_*). */
 struct store_gc;
 int store_gc_new(struct store *st, struct store_gc **gc_r);

@@ -173,6 +173,7 @@ void store_blob_path(char *out, size_t size, uint64_t id);
 void store_blob_unlink_dead(struct store_env *e);
 void store_blob_txn_committed(struct store_txn *t);
 int store_blob_sync_dir(struct store_blob *b);
+int store_blob_link(struct store_blob *b, unsigned part);
 int store_blob_sync_dirs(struct store_blob **v, size_t n);
 
 /* store_queue.c */
