@@ -280,9 +280,11 @@ int store_blob_new(struct store *st, unsigned part, struct store_blob **b_r);
 /* Appends bytes (the message as stored: CRLF line ends). Errors: STORE_ENOSPC, STORE_EIO;
    after an error the blob can only be freed. */
 int store_blob_write(struct store_blob *b, const void *data, size_t len);
-/* fsync, rename to its final name, fsync the directory. After 0 the blob is durable and can
-   be referenced by deliveries/appends (store_deliver, store_msg_append, store_queue_add).
-   Errors: STORE_ENOSPC, STORE_EIO. */
+/* fsync, rename to its final name. After 0 the blob can be referenced by deliveries/appends
+   (store_deliver, store_msg_append, store_queue_add, the batch calls); its directory is
+   fsynced before the first index commit that references it (once per directory for a whole
+   batch), so the rename is durable before any acknowledgement. Errors: STORE_ENOSPC,
+   STORE_EIO. */
 int store_blob_finish(struct store_blob *b);
 /* Writes a whole file (fd read from its current offset to EOF) as a durable blob:
    new + write + finish. Errors: as those, and STORE_EIO on a read error. */
@@ -438,7 +440,10 @@ void store_batch_free(struct store_batch **btp);
      committer flushes group_commit_ms after the first pending operation (or at once when
      group_commit_max are pending) from the event loop and runs the callbacks there.
    - threads: store_gc_*_wait() blocks the calling thread until its operation committed; the
-     first waiter waits group_commit_ms for company, then commits for all.
+     first waiter waits group_commit_ms for company, then commits for all. Producer threads
+     may write blobs (store_blob_*) meanwhile, but must not use other calls of the same
+     store handle: only the committing thread uses LMDB (the map may be grown).
+   A commit writes every partition the batch touches in parallel (one thread each).
    Errors of the _wait calls: those of the operation (see store_batch_*). */
 struct store_gc;
 int store_gc_new(struct store *st, struct store_gc **gc_r);
