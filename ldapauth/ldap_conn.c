@@ -7,10 +7,20 @@
  * connection's identity). When no connection can be made, waiting requests fail at once as
  * temporary failures and the pool probes again with exponential backoff.
  *
- * Known limit: the TLS handshake itself (ldap_install_tls) is synchronous in libldap; it is
- * bounded by LDAP_OPT_NETWORK_TIMEOUT, set to the operation timeout. */
+ * The socket stays non-blocking for its whole life. libldap copes with that: a reply that has
+ * arrived only in part is kept in the handle (ber_get_next fails with EWOULDBLOCK, ldap_result
+ * returns 0 and finishes the message on a later call), so reading never stalls the loop. A
+ * request that does not fit in the socket buffer is kept by libldap and flushed by a later
+ * ldap_result; requests are small and at most LPOOL_INFLIGHT are outstanding per connection,
+ * so in practice every write completes at once, and one that did not would end in the
+ * operation timeout, never in a blocked loop.
+ *
+ * Known limit: the TLS handshake itself (ldap_install_tls) is synchronous in libldap; on the
+ * non-blocking socket libldap polls between handshake steps, bounded by
+ * LDAP_OPT_NETWORK_TIMEOUT (set to the operation timeout), so a directory that accepts the
+ * connection and then stalls holds the loop for at most that long, once per connection
+ * attempt. */
 #include <errno.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -346,7 +356,7 @@ static void lconn_setup_timeout_cb(evutil_socket_t fd, short what, void *arg)
 static void lconn_connected_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct lconn *c = arg;
-	int err = 0, fl;
+	int err = 0;
 	socklen_t len = sizeof(err);
 
 	c->io_set = false;
@@ -356,10 +366,7 @@ static void lconn_connected_cb(evutil_socket_t fd, short what, void *arg)
 		lconn_fail(c, "cannot connect to the directory", true);
 		return;
 	}
-	/* libldap reads only when ldap_result says data is ready, and its requests are small:
-	   a blocking socket never stalls the loop on reads and spares partial-write handling */
-	if ((fl = fcntl(fd, F_GETFL)) == -1 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == -1 ||
-	    lconn_ldap_init(c) < 0)
+	if (lconn_ldap_init(c) < 0)
 		return;
 	event_assign(&c->io, c->pool->base, c->fd, EV_READ | EV_PERSIST, lconn_read_cb, c);
 	c->io_set = true;
