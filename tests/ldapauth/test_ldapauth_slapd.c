@@ -8,6 +8,8 @@
 #include <glob.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -455,6 +457,109 @@ static void test_outage(void **state)
 	release(c);
 }
 
+/* A relay between ldapauth and slapd that hands every reply over in two parts: its first byte,
+   then, after a pause, the rest. Runs in its own thread for one connection. */
+struct relay {
+	int lfd, cfd, sfd;
+	pthread_t th;
+};
+
+static void *relay_main(void *arg)
+{
+	struct relay *r = arg;
+	struct pollfd pf[2];
+	char buf[65536];
+	struct timespec pause = { 0, 300 * 1000000 };
+
+	r->cfd = accept(r->lfd, NULL, NULL);
+	if (r->cfd == -1)
+		return NULL;
+	pf[0] = (struct pollfd){ .fd = r->cfd, .events = POLLIN };
+	pf[1] = (struct pollfd){ .fd = r->sfd, .events = POLLIN };
+	while (poll(pf, 2, 10000) > 0) {
+		ssize_t n;
+
+		if (pf[0].revents != 0) {
+			if ((n = read(r->cfd, buf, sizeof(buf))) <= 0 || write(r->sfd, buf, n) != n)
+				break;
+		}
+		if (pf[1].revents != 0) {
+			if ((n = read(r->sfd, buf, sizeof(buf))) <= 0 || write(r->cfd, buf, 1) != 1)
+				break;
+			nanosleep(&pause, NULL);
+			if (n > 1 && write(r->cfd, buf + 1, n - 1) != n - 1)
+				break;
+		}
+	}
+	return NULL;
+}
+
+static void relay_start(struct relay *r, int *port_r)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001) };
+	socklen_t sl = sizeof(sin);
+
+	r->cfd = -1;
+	r->lfd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(r->lfd >= 0);
+	assert_int_equal(bind(r->lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(listen(r->lfd, 1), 0);
+	assert_int_equal(getsockname(r->lfd, (struct sockaddr *)&sin, &sl), 0);
+	*port_r = ntohs(sin.sin_port);
+	sin.sin_port = htons((uint16_t)atoi(env("LDAPS_PORT")));
+	r->sfd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(connect(r->sfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(pthread_create(&r->th, NULL, relay_main, r), 0);
+}
+
+static void relay_stop(struct relay *r)
+{
+	shutdown(r->sfd, SHUT_RDWR); /* the relay sees the end and returns */
+	pthread_join(r->th, NULL);
+	close(r->sfd);
+	close(r->lfd);
+	if (r->cfd != -1)
+		close(r->cfd);
+}
+
+/* Replies that arrive in parts never hold the event loop: a timer keeps firing while the
+   rest of each reply is on its way (over ldaps://, so a TLS record arrives in part too). */
+static void test_partial_replies(void **state)
+{
+	struct conf *c = ldap_conf("lookup");
+	struct ldapauth *la;
+	struct got g = { 0 };
+	struct relay r;
+	int port, ticks = 0, before;
+	struct timeval ten_ms = { 0, 10000 };
+	struct event *tick =
+		hold(HELD_EVENT, event_new(base, -1, EV_PERSIST, tick_cb, &ticks));
+	char *uri;
+
+	relay_start(&r, &port);
+	uri = xasprintf("ldaps://127.0.0.1:%d/", port);
+	setk(c, "directory", "uri", uri);
+	setk(c, "tls", "ca", env("LDAP_CA"));
+	setk(c, "directory", "pool_size", "1");
+	setk(c, "directory", "timeout", "10s");
+	free(uri);
+	la = open_la(c);
+	event_add(tick, &ten_ms);
+	/* the first call connects; the TLS handshake (synchronous, a known limit) is not counted */
+	assert_int_equal(auth1(la, "user40", "user40", &g), LDAPAUTH_OK);
+	before = ticks;
+	/* the search's reply pauses 300 ms after its first byte, twice: two calls */
+	assert_int_equal(auth1(la, "user41", "user41", &g), LDAPAUTH_OK);
+	assert_int_equal(lookup1(la, "user42@heron.test", &g), LDAPAUTH_OK);
+	assert_string_equal(g.login, "user42");
+	print_message("%d ticks of 10 ms while two replies came in parts\n", ticks - before);
+	assert_true(ticks - before >= 20);
+	release(la);
+	release(tick);
+	release(c);
+	relay_stop(&r);
+}
+
 static void test_cache_counters_and_ttl(void **state)
 {
 	struct conf *c = ldap_conf("bind");
@@ -596,6 +701,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_cache_counters_and_ttl, teardown),
 		cmocka_unit_test_teardown(test_concurrent, teardown),
 		cmocka_unit_test_teardown(test_outage, teardown),
+		cmocka_unit_test_teardown(test_partial_replies, teardown),
 	};
 	int rc;
 
