@@ -523,7 +523,8 @@ static void relay_stop(struct relay *r)
 }
 
 /* Replies that arrive in parts never hold the event loop: a timer keeps firing while the
-   rest of each reply is on its way (over ldaps://, so a TLS record arrives in part too). */
+   rest of each reply is on its way (over ldaps://, so a TLS record arrives in part too; this
+   fails if the socket is left blocking after the handshake). */
 static void test_partial_replies(void **state)
 {
 	struct conf *c = ldap_conf("lookup");
@@ -558,6 +559,35 @@ static void test_partial_replies(void **state)
 	release(tick);
 	release(c);
 	relay_stop(&r);
+}
+
+/* A server that accepts the connection (the kernel does, from the listen backlog) and never
+   says a word: the TLS handshake, synchronous in libldap, gives up after the timeout and the
+   caller gets a temporary failure. */
+static void test_silent_tls_server(void **state)
+{
+	struct conf *c = ldap_conf("bind");
+	struct ldapauth *la;
+	struct got g = { 0 };
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001) };
+	socklen_t sl = sizeof(sin);
+	int lfd = socket(AF_INET, SOCK_STREAM, 0);
+	char *uri;
+
+	assert_true(lfd >= 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(listen(lfd, 4), 0);
+	assert_int_equal(getsockname(lfd, (struct sockaddr *)&sin, &sl), 0);
+	uri = xasprintf("ldaps://127.0.0.1:%d/", ntohs(sin.sin_port));
+	setk(c, "directory", "uri", uri);
+	setk(c, "tls", "ca", env("LDAP_CA"));
+	setk(c, "directory", "timeout", "1s");
+	free(uri);
+	la = open_la(c);
+	assert_int_equal(auth1(la, "user43", "user43", &g), LDAPAUTH_ETEMP);
+	release(la);
+	release(c);
+	close(lfd);
 }
 
 static void test_cache_counters_and_ttl(void **state)
@@ -702,6 +732,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_concurrent, teardown),
 		cmocka_unit_test_teardown(test_outage, teardown),
 		cmocka_unit_test_teardown(test_partial_replies, teardown),
+		cmocka_unit_test_teardown(test_silent_tls_server, teardown),
 	};
 	int rc;
 
