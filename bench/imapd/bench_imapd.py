@@ -84,13 +84,63 @@ def worker_rss_kib(master):
     return total
 
 
+def run_imap(label, port, user, password, nmsg, rounds, cpu=None):
+    """APPEND nmsg messages to INBOX, then SELECT latency, header FETCH, LOGIN rate."""
+    r = Raw(port)
+    r.cmd("L", 'LOGIN %s "%s"' % (user, password))
+    t0 = time.monotonic()
+    for i in range(nmsg):
+        m = message(i)
+        r.send(b"A%d APPEND INBOX {%d+}\r\n" % (i, len(m)) + m + b"\r\n")
+    drain_until(r, "A%d" % (nmsg - 1))
+    dt = time.monotonic() - t0
+    print("%s append (pipelined, one connection): %d messages in %.2f s = %.0f msg/s" %
+          (label, nmsg, dt, nmsg / dt))
+    lat = []
+    for i in range(50):
+        t0 = time.monotonic()
+        r.send("S%d SELECT INBOX\r\n" % i)
+        drain_until(r, "S%d" % i)
+        lat.append(time.monotonic() - t0)
+    lat.sort()
+    print("%s SELECT INBOX (%d messages): p50 %.2f ms, p99 %.2f ms" %
+          (label, nmsg, lat[len(lat) // 2] * 1e3, lat[int(len(lat) * 0.99)] * 1e3))
+    t0 = time.monotonic()
+    c0 = cpu() if cpu else 0
+    for i in range(rounds):
+        r.send("F%d %s\r\n" % (i, FETCH))
+        drain_until(r, "F%d" % i)
+    dt = time.monotonic() - t0
+    extra = ""
+    if cpu:
+        extra = "; server CPU %.1f us/message" % ((cpu() - c0) * 1e6 / (rounds * nmsg))
+    print("%s header FETCH 1:* (ENVELOPE FLAGS INTERNALDATE RFC822.SIZE UID "
+          "BODY.PEEK[HEADER.FIELDS ...]): %.0f messages/s end to end (%d rounds)%s" %
+          (label, rounds * nmsg / dt, rounds, extra))
+    r.close()
+    n = 500
+    t0 = time.monotonic()
+    for i in range(n):
+        c = Raw(port)
+        c.cmd("l", 'LOGIN %s "%s"' % (user, password))
+        c.close()
+    dt = time.monotonic() - t0
+    print("%s LOGIN (connect + login + close, auth cache warm, sequential): %.0f logins/s" %
+          (label, n / dt))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build")
     ap.add_argument("--messages", type=int, default=1000)
     ap.add_argument("--idle", type=int, default=5000)
     ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--peer", nargs=3, metavar=("PORT", "USER", "PASSWORD"),
+                    help="also measure another IMAP server (e.g. the Dovecot of "
+                         "/work/shared/peers) with the same mailbox and commands")
     a = ap.parse_args()
+    if a.peer:
+        run_imap("peer:", int(a.peer[0]), a.peer[1], a.peer[2], a.messages, a.rounds)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = min(hard, 2 * a.idle + 256)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, want), hard))
@@ -98,46 +148,8 @@ def main():
     extra = "max_connections_per_user = 100000\nmax_connections_per_ip = 100000\n"
     with Imapd(os.path.join(a.build, "imapd", "imapd"), workers=1, extra=extra,
                deliver=os.path.join(a.build, "tests", "imapd", "imap_deliver")) as d:
-        r = Raw(d.port)
-        r.cmd("L", 'LOGIN bob "%s"' % PASSWORD)
-        t0 = time.monotonic()
-        for i in range(a.messages):
-            m = message(i)
-            r.send(b"A%d APPEND INBOX {%d+}\r\n" % (i, len(m)) + m + b"\r\n")
-        drain_until(r, "A%d" % (a.messages - 1))
-        dt = time.monotonic() - t0
-        print("append (pipelined, one connection): %d messages in %.2f s = %.0f msg/s" %
-              (a.messages, dt, a.messages / dt))
-        lat = []
-        for i in range(50):
-            t0 = time.monotonic()
-            r.send("S%d SELECT INBOX\r\n" % i)
-            drain_until(r, "S%d" % i)
-            lat.append(time.monotonic() - t0)
-        lat.sort()
-        print("SELECT INBOX (%d messages): p50 %.2f ms, p99 %.2f ms" %
-              (a.messages, lat[len(lat) // 2] * 1e3, lat[int(len(lat) * 0.99)] * 1e3))
-        t0 = time.monotonic()
-        c0 = worker_cpu_s(d.proc.pid)
-        for i in range(a.rounds):
-            r.send("F%d %s\r\n" % (i, FETCH))
-            drain_until(r, "F%d" % i)
-        dt = time.monotonic() - t0
-        cpu = worker_cpu_s(d.proc.pid) - c0
-        print("header FETCH 1:* (ENVELOPE FLAGS INTERNALDATE RFC822.SIZE UID "
-              "BODY.PEEK[HEADER.FIELDS ...]): %.0f messages/s end to end (%d rounds); "
-              "worker CPU %.1f us/message" %
-              (a.rounds * a.messages / dt, a.rounds, cpu * 1e6 / (a.rounds * a.messages)))
-        r.close()
-        n = 500
-        t0 = time.monotonic()
-        for i in range(n):
-            c = Raw(d.port)
-            c.cmd("l", 'LOGIN bob "%s"' % PASSWORD)
-            c.close()
-        dt = time.monotonic() - t0
-        print("LOGIN (connect + login + close, auth cache warm, sequential): %.0f logins/s" %
-              (n / dt))
+        run_imap("heron:", d.port, "bob", PASSWORD, a.messages, a.rounds,
+                 lambda: worker_cpu_s(d.proc.pid))
         time.sleep(0.5)
         base = worker_rss_kib(d.proc.pid)
         conns = []
@@ -157,7 +169,7 @@ def main():
                 buf += chunk
         time.sleep(0.5)
         grown = worker_rss_kib(d.proc.pid) - base
-        print("idle authenticated connections: %d, worker RSS +%d KiB = %.1f KiB per "
+        print("heron: idle authenticated connections: %d, worker RSS +%d KiB = %.1f KiB per "
               "connection" % (len(conns), grown, grown / max(1, len(conns))))
         for s in conns:
             s.close()
