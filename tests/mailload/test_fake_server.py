@@ -284,6 +284,7 @@ def run_kind(exe, smtp, imap, tmp, name, mix, extra=()):
                  "--set", "mix_check=%g" % mix[0], "--set", "mix_sync=%g" % mix[1],
                  "--set", "mix_cleanup=%g" % mix[2], *extra)
     assert p.returncode in (0, 1), p.stderr.decode()
+    assert os.path.exists(os.path.join(rep, "report.json")), (p.returncode, p.stderr.decode())
     with open(os.path.join(rep, "report.json")) as f:
         r = json.load(f)
     assert os.path.getsize(os.path.join(rep, "report.html")) > 1000
