@@ -96,6 +96,8 @@ uint64_t log_new_id(void)
 }
 
 static void log_vemit(enum log_level lvl, int errnum, const char *fmt, va_list ap)
+	__attribute__((format(printf, 3, 0)));
+static void log_vemit(enum log_level lvl, int errnum, const char *fmt, va_list ap)
 {
 	char msg[2048];
 	int n;

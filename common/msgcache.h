@@ -13,7 +13,14 @@
  *     header and body in the message, so BODY[1.2.MIME] or BODY[2.TEXT] is one pread.
  * Malformed input never fails the build: it yields a best-effort structure (RFC 3501 defaults:
  * text/plain us-ascii), never a crash. Limits (nesting depth, parts, header size kept) are
- * fixed inside and documented in msgcache.c. */
+ * fixed inside and documented in msgcache.c: up to 1000 parts, depth 32, 256 KiB of raw header.
+ *
+ * The blob starts with a version byte; msgcache_parse refuses other versions, so a store that
+ * finds -1 rebuilds the entry from the message file. Strings are valid IMAP as they stand
+ * (quoted, or a {n}CRLF literal for 8-bit or CR/LF text, NIL when absent), matching Dovecot's
+ * FETCH output for the same message. Building costs one pass over the bytes and no allocation
+ * per byte or line; keep one builder per process or session and reset it between messages
+ * (msgcache_build makes a new one each call). */
 #ifndef HERON_MSGCACHE_H
 #define HERON_MSGCACHE_H
 
@@ -42,13 +49,18 @@ struct msgcache_view {
 	uint64_t size;        /* RFC822.SIZE: every byte of the message */
 	uint64_t header_size; /* the header block including the empty line that ends it */
 	uint64_t body_size;   /* size - header_size */
-	uint64_t body_lines;  /* lines of the body (text/* BODYSTRUCTURE lines) */
+	uint64_t body_lines;  /* lines of the body (the line count of a text body) */
 	int64_t date;         /* Date: header as a Unix time; INT64_MIN when absent/unparsable */
 	struct str_view envelope;      /* "(date subject from sender reply-to to cc bcc ...)" */
 	struct str_view body;          /* BODY: BODYSTRUCTURE without extension data */
 	struct str_view bodystructure; /* BODYSTRUCTURE with extension data */
-	struct str_view header;        /* raw header block, including the final empty line */
+	struct str_view header;        /* raw header block, including the final empty line; when
+					  header.len < header_size it was cut at the limit: read
+					  the header from the message file instead */
 	uint32_t nparts;               /* entries of the part table */
+	int32_t date_tz;               /* zone of the Date: header, minutes east of UTC (0 when
+					  absent): date + date_tz * 60 is the time as written,
+					  whose calendar day SENTON/SENTBEFORE/SENTSINCE compare */
 };
 
 struct msgcache_part {
@@ -62,8 +74,11 @@ struct msgcache_part {
 
 /* Parses a serialized cache; -1 if blob is not one (wrong version, truncated). */
 int msgcache_parse(const void *blob, size_t len, struct msgcache_view *v);
-/* Finds a part by IMAP section number ("1", "2.1.3"). Section "" is the whole message
-   (header_off 0). -1 if there is no such part. For a non-multipart message, "1" is its body. */
+/* Finds a part by IMAP section number ("1", "2.1.3"; the caller strips .MIME/.HEADER/.TEXT).
+   Section "" is the whole message (header_off 0). -1 if there is no such part. For a
+   non-multipart message (or embedded message), "1" is its body. BODY[n.MIME] is header_*,
+   BODY[n] is body_*, BODY[n.HEADER]/[n.TEXT] of a message/rfc822 part are sub_header_* and
+   sub_body_*; for the message itself ("" + HEADER/TEXT) use header_* and body_*. */
 int msgcache_part(const void *blob, size_t len, const char *section, struct msgcache_part *p);
 
 #endif

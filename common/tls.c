@@ -203,7 +203,11 @@ struct bufferevent *tls_starttls_client(struct bufferevent *plain, SSL_CTX *ctx,
 	if (set(host)) {
 		is_ip = inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1;
 		/* SNI carries names only (RFC 6066 section 3). */
-		if ((!is_ip && SSL_set_tlsext_host_name(ssl, host) != 1) ||
+		/* The SNI macro casts away const: hand it a copy. */
+		char sni[256];
+		if ((!is_ip && (strlen(host) >= sizeof(sni) ||
+				(memcpy(sni, host, strlen(host) + 1),
+				 SSL_set_tlsext_host_name(ssl, sni) != 1))) ||
 		    (is_ip && X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host) != 1) ||
 		    (!is_ip && SSL_set1_host(ssl, host) != 1)) {
 			SSL_free(ssl);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,16 +154,31 @@ static void mkdir_or_die(const char *path)
 		fatal("mkdir %s", path);
 }
 
-/* --keep DIR: a Maildir (tmp, new, cur). */
-static void keep_setup(const char *dir)
+/* Hands a directory made as root to the user the workers will run as. */
+static void chown_for_workers(const char *path, const char *user)
+{
+	struct passwd *pw;
+
+	if (getuid() != 0 || user[0] == '\0')
+		return;
+	if ((pw = getpwnam(user)) == NULL)
+		fatalx("sink: unknown user %s", user);
+	if (chown(path, pw->pw_uid, pw->pw_gid) < 0)
+		fatal("chown %s", path);
+}
+
+/* --keep DIR: a Maildir (tmp, new, cur) the workers can write. */
+static void keep_setup(const char *dir, const char *user)
 {
 	static const char *const sub[] = { "tmp", "new", "cur" };
 
 	mkdir_or_die(dir);
+	chown_for_workers(dir, user);
 	for (size_t i = 0; i < 3; i++) {
 		char *p = xasprintf("%s/%s", dir, sub[i]);
 
 		mkdir_or_die(p);
+		chown_for_workers(p, user);
 		free(p);
 	}
 }
@@ -379,7 +395,7 @@ int main(int argc, char **argv)
 	apply_faults(&m, &cl);
 	load_opts(&m);
 	if (m.o.keep_dir != NULL)
-		keep_setup(m.o.keep_dir);
+		keep_setup(m.o.keep_dir, conf_str(m.conf, "sink", "user"));
 	raise_nofile();
 	usr1_setup();
 	listen_or_die(&m, "listen", &m.smtp_fds);

@@ -29,6 +29,26 @@ static void dot_flush(const char *p, size_t from, size_t to, sink_out_fn *out, v
 		out(ctx, p + from, to - from);
 }
 
+/* Inside a line: jumps to the next LF (memchr, the fast path for bodies); a line ends only
+   when a CR came right before it. Returns the new position. */
+static size_t dot_mid(struct sink_dot *d, const char *p, size_t i, size_t n)
+{
+	const char *nl = memchr(p + i, '\n', n - i);
+	size_t k;
+	char prev;
+
+	if (nl == NULL) {
+		d->last = p[n - 1];
+		return n;
+	}
+	k = (size_t)(nl - p);
+	prev = k > i ? p[k - 1] : d->last;
+	d->last = '\n';
+	if (prev == '\r')
+		d->st = DOT_BOL;
+	return k + 1;
+}
+
 size_t sink_dot_feed(struct sink_dot *d, const char *p, size_t n, bool *done_r,
 		     sink_out_fn *out, void *ctx)
 {
@@ -37,24 +57,9 @@ size_t sink_dot_feed(struct sink_dot *d, const char *p, size_t n, bool *done_r,
 	*done_r = false;
 	while (i < n) {
 		switch (d->st) {
-		case DOT_MID: {
-			const char *nl = memchr(p + i, '\n', n - i);
-			size_t k;
-			char prev;
-
-			if (nl == NULL) {
-				d->last = p[n - 1];
-				i = n;
-				break;
-			}
-			k = (size_t)(nl - p);
-			prev = k > i ? p[k - 1] : d->last;
-			i = k + 1;
-			d->last = '\n';
-			if (prev == '\r')
-				d->st = DOT_BOL;
+		case DOT_MID:
+			i = dot_mid(d, p, i, n);
 			break;
-		}
 		case DOT_BOL:
 			if (p[i] == '.') {
 				dot_flush(p, seg, i, out, ctx);
