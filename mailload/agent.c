@@ -293,7 +293,8 @@ void ag_sent_ack(struct agent *ag, uint64_t seq, int64_t sent_ms, const int64_t 
 	}
 	ag->sent[ag->nsent++] = (struct ag_sent){ seq, sent_ms, now, (uint32_t)ag->nrcpts, n,
 						  submitted };
-	memcpy(ag->rcpts + ag->nrcpts, rcpt, n * sizeof(*rcpt));
+	if (n > 0)
+		memcpy(ag->rcpts + ag->nrcpts, rcpt, n * sizeof(*rcpt));
 	ag->nrcpts += n;
 	for (uint32_t i = 0; i < n; i++)
 		if (rcpt[i] > 0)

@@ -476,7 +476,8 @@ static size_t sink_remote(const struct jv *recs, const struct ml_cfg *c, struct 
 			r[n++] = (struct remote_rec){ seq, -(int64_t)id, jv_int(e, "arrival_ms", 0) };
 		}
 	}
-	qsort(r, n, sizeof(*r), cmp_remote);
+	if (n > 1) /* qsort wants a non-null base even for nothing */
+		qsort(r, n, sizeof(*r), cmp_remote);
 	*out = r;
 	return n;
 }
@@ -495,7 +496,8 @@ static void account(struct mgr_point *p, const struct ml_cfg *c, const struct jv
 	int64_t steady_end = ramp_end + (int64_t)c->steady_s * 1000;
 
 	memset(d, 0, sizeof(*d));
-	qsort(p->seen, p->nseen, sizeof(*p->seen), cmp_seen);
+	if (p->nseen > 1)
+		qsort(p->seen, p->nseen, sizeof(*p->seen), cmp_seen);
 	for (size_t i = 0; i < p->nsent; i++) {
 		const struct mgr_sent *s = &p->sent[i];
 		bool measured = s->ack_ms >= ramp_end && s->ack_ms < steady_end;
@@ -685,7 +687,8 @@ bool mgr_point_finish(struct mgr_point *p, const struct ml_cfg *c, double pct,
 		      ",\"incoming\":%" PRIu64 ",\"measured_rate\":%.3f}",
 		   d.submitted, d.submitted_steady, d.incoming,
 		   c->steady_s ? (double)d.submitted_steady * 60.0 / (double)c->steady_s : 0.0);
-	qsort(p->errs, p->nerrs, sizeof(*p->errs), cmp_err);
+	if (p->nerrs > 1)
+		qsort(p->errs, p->nerrs, sizeof(*p->errs), cmp_err);
 	buf_printf(o, ",\"errors\":{\"steps\":%" PRIu64 ",\"failed\":%" PRIu64
 		      ",\"rate_pct\":%.4f,\"sessions_refused\":%" PRIu64 ",\"top\":[",
 		   steps, failed, erate, p->refused);

@@ -279,11 +279,12 @@ def run_kind(exe, smtp, imap, tmp, name, mix, extra=()):
     rep = os.path.join(tmp, name)
     p = mailload(exe, smtp, imap, "run", "--rate", "0.02", "--phases", "1/6/2", "--drain",
                  "10", "--load-points", "100", "--report", rep,
-                 "--set", "imap_per_hour=7200", "--set", "send_per_hour=1200",
+                 "--set", "imap_per_hour=1800", "--set", "send_per_hour=1200",
                  "--set", "recv_per_hour=1200", "--set", "check_delete=1",
                  "--set", "mix_check=%g" % mix[0], "--set", "mix_sync=%g" % mix[1],
                  "--set", "mix_cleanup=%g" % mix[2], *extra)
     assert p.returncode in (0, 1), p.stderr.decode()
+    assert os.path.exists(os.path.join(rep, "report.json")), (p.returncode, p.stderr.decode())
     with open(os.path.join(rep, "report.json")) as f:
         r = json.load(f)
     assert os.path.getsize(os.path.join(rep, "report.html")) > 1000
