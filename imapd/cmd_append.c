@@ -95,7 +95,7 @@ bool cmd_append(struct imap_cmd *cmd)
 						 "literal");
 		}
 	}
-	if ((name = imap_mailbox_name(mb->s, mb->len, &why)) == NULL) {
+	if ((name = imap_mailbox_name(cmd->c, mb->s, mb->len, &why)) == NULL) {
 		store_blob_free(&ao.blob);
 		return imap_cmd_no(cmd, why);
 	}

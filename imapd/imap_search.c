@@ -369,6 +369,11 @@ static struct skey *parse_key(struct search *s, const struct imap_arg **ap,
 	name[a->len] = '\0';
 	for (char *p = name; *p; p++)
 		*p = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+	if (s->c->rev2 && (strcmp(name, "RECENT") == 0 || strcmp(name, "NEW") == 0 ||
+			   strcmp(name, "OLD") == 0)) {
+		s->why = "IMAP4rev2 has no \\Recent";
+		return NULL;
+	}
 	k = parse_named_key(s, name, ap, end, &known);
 	if (known)
 		return k;
@@ -658,6 +663,11 @@ bool cmd_search(struct imap_cmd *cmd)
 	if (p < end && imap_arg_atom_is(p, "RETURN") && !search_return(s, &p, end)) {
 		search_free(s);
 		return imap_cmd_bad(cmd, "Invalid RETURN options");
+	}
+	if (c->rev2 && !s->esearch) {
+		/* IMAP4rev2 answers every SEARCH with ESEARCH, RETURN (ALL) by default */
+		s->esearch = true;
+		s->ret = RET_ALL;
 	}
 	if (p < end && imap_arg_atom_is(p, "CHARSET")) {
 		const struct imap_arg *cs = p + 1;

@@ -159,6 +159,7 @@ struct imap_client {
 	struct imap_view *view;
 	bool enabled_condstore;
 	bool enabled_qresync;
+	bool rev2;                  /* ENABLE IMAP4rev2: no \Recent, ESEARCH results, UTF-8 names */
 };
 
 /* imap_client.c */
@@ -191,6 +192,8 @@ void imap_write(struct imap_client *c, const void *p, size_t len);
 void imap_write_astring(struct imap_client *c, const char *s, size_t len);
 void imap_write_string(struct imap_client *c, const char *s, size_t len);
 void imap_write_nstring(struct imap_client *c, const char *s, size_t len);
+/* A quoted string that may hold UTF-8 (IMAP4rev2); a literal when it holds CR, LF or NUL. */
+void imap_write_utf8(struct imap_client *c, const char *s, size_t len);
 /* Appends the same to a buf (used when building responses before sending). */
 void imap_buf_string(struct buf *b, const char *s, size_t len);
 
@@ -278,12 +281,20 @@ void imap_idle_done(struct imap_client *c, bool ok);
 
 /* cmd_select.c: STATUS items (a list of known names), and one "* STATUS" line. */
 struct store_status;
-bool imap_status_items_ok(const struct imap_arg *items);
+bool imap_status_items_ok(const struct imap_client *c, const struct imap_arg *items);
 void imap_status_write(struct imap_client *c, const char *name, size_t len,
 		       const struct store_status *st, const struct imap_arg *items);
 
 /* Mailbox names: validates a client's name (modified UTF-7, no empty levels) and maps INBOX
-   case-insensitively. Returns a malloc'd canonical name or NULL with *why_r. */
-char *imap_mailbox_name(const char *s, size_t len, const char **why_r);
+   case-insensitively. Returns a malloc'd canonical name or NULL with *why_r. After ENABLE
+   IMAP4rev2 the client's names are UTF-8 and are first encoded to modified UTF-7 (the form
+   the store keeps). */
+char *imap_mailbox_name(const struct imap_client *c, const char *s, size_t len,
+			const char **why_r);
+/* Writes a stored (modified UTF-7) mailbox name as the client reads names: as it is, or as
+   UTF-8 after ENABLE IMAP4rev2. */
+void imap_write_mailbox(struct imap_client *c, const char *name, size_t len);
+/* "* LIST" for one mailbox with its attributes (IMAP4rev2 SELECT); 0 or a store error. */
+int imap_list_one(struct imap_client *c, struct store_txn *t, const char *name);
 
 #endif
