@@ -105,6 +105,18 @@ static void server_watch_setup(struct imap_server *srv)
 	event_add(srv->poll_ev, &one);
 }
 
+/* Flushes the group committer (the writes of clients already gone are skipped), logs how
+   many writes shared how many commits, and frees it. */
+static void server_gc_close(struct imap_server *srv)
+{
+	uint64_t ops, commits;
+
+	store_gc_flush(srv->gc);
+	store_gc_stats(srv->gc, &ops, &commits);
+	log_info("imapd: group commit writes=%" PRIu64 " commits=%" PRIu64, ops, commits);
+	store_gc_free(&srv->gc);
+}
+
 int imap_server_run(struct daemon_worker *w, const struct imap_worker_args *a)
 {
 	struct imap_server srv;
@@ -122,6 +134,9 @@ int imap_server_run(struct daemon_worker *w, const struct imap_worker_args *a)
 	so.create = true;
 	if ((rc = store_open(&so, &srv.store)) != 0)
 		fatalx("imapd: store %s: %s", so.path, store_strerror(rc));
+	if ((rc = store_gc_new(srv.store, &srv.gc)) != 0)
+		fatalx("imapd: group commit: %s", store_strerror(rc));
+	store_gc_attach(srv.gc, srv.base);
 	if (ldapauth_new(srv.base, a->conf, &srv.auth, &error) < 0)
 		fatalx("imapd: directory: %s", error);
 	srv.tls_ctx = a->tls_ctx;
@@ -163,6 +178,7 @@ int imap_server_run(struct daemon_worker *w, const struct imap_worker_args *a)
 	if (srv.poll_ev != NULL)
 		event_free(srv.poll_ev);
 	store_watch_free(&srv.watch);
+	server_gc_close(&srv);
 	ldapauth_free(&srv.auth);
 	store_close(&srv.store);
 	event_base_free(srv.base);

@@ -27,6 +27,7 @@ struct store_txn;
 struct store_msg;
 struct store_blob;
 struct store_watch;
+struct store_gc;
 struct net_server;
 struct net_ipcount;
 
@@ -67,6 +68,7 @@ struct imap_server {
 	struct conf *conf;
 	struct event_base *base;
 	struct store *store;
+	struct store_gc *gc;        /* group commit of APPEND, STORE, EXPUNGE */
 	struct store_watch *watch;
 	struct event *watch_ev;
 	struct ldapauth *auth;
@@ -243,6 +245,16 @@ void imap_flags_write(struct imap_client *c, unsigned flags, uint64_t kw, bool r
    when t is a write txn). -1 with *why_r on a bad flag. */
 int imap_flags_parse(const struct imap_arg *a, struct store_txn *t, uint64_t mbox,
 		     bool create, unsigned *flags_r, uint64_t *kw_r, const char **why_r);
+
+/* imap_commit.c: runs fn(t, arg) in the worker's group commit on partition part (blob: a
+   durable blob fn references, freed after the commit, or NULL) and resumes the command after
+   the commit. arg_free(arg) runs when the command ends (or after the commit when the client
+   left first: then fn is skipped). A handler resumed while cmd->ctx is set calls
+   imap_commit_result: *pending_r while the commit is queued, else *rc_r is its result. */
+void imap_commit_start(struct imap_cmd *cmd, unsigned part, struct store_blob *blob,
+		       int (*fn)(struct store_txn *t, void *arg), void *arg,
+		       void (*arg_free)(void *arg));
+void *imap_commit_result(struct imap_cmd *cmd, bool *pending_r, int *rc_r);
 
 /* imap_fetch.c */
 bool cmd_fetch(struct imap_cmd *cmd);
