@@ -256,6 +256,23 @@ void imap_commit_start(struct imap_cmd *cmd, unsigned part, struct store_blob *b
 		       void (*arg_free)(void *arg));
 void *imap_commit_result(struct imap_cmd *cmd, bool *pending_r, int *rc_r);
 
+/* imap_textmatch.c: SEARCH text keys on decoded text. Needles are folded first with
+   imap_text_fold (case folding of ASCII, Latin-1, Latin Extended-A, Greek, Cyrillic, in
+   place, same length). */
+struct imap_textmatch;
+struct imap_textmatch *imap_textmatch_new(void);
+void imap_textmatch_free(struct imap_textmatch **tmp);
+size_t imap_text_fold(char *s, size_t len);
+/* Whether the folded needle occurs in the message file fd of size bytes: in its body (leaf
+   bodies decoded from base64/quoted-printable, ISO-8859-1 to UTF-8; MIME header fields of its
+   parts with RFC 2047 words decoded), and with top in the message's header fields too. The
+   file is streamed in 64 KiB chunks. */
+bool imap_textmatch_file(struct imap_textmatch *tm, int fd, uint64_t size, const char *needle,
+			 size_t nlen, bool top);
+/* Whether the folded needle occurs in a raw header field value (after the colon; folds and
+   RFC 2047 encoded words decoded). */
+bool imap_text_field_contains(const char *raw, size_t len, const char *needle, size_t nlen);
+
 /* imap_fetch.c */
 bool cmd_fetch(struct imap_cmd *cmd);
 /* imap_search.c */
