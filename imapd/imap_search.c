@@ -449,26 +449,39 @@ static int64_t sent_day(const struct msgcache_view *mv)
 	return t >= 0 ? t / 86400 : (t - 86399) / 86400;
 }
 
-static bool eval(struct search *s, const struct skey *k, const struct store_msg *m,
-		 const struct msgcache_view *mv, uint32_t seq, unsigned vflags)
+/* The date keys: internal date (BEFORE ON SINCE OLDER YOUNGER) or Date: header (SENT*). */
+static bool eval_date(const struct skey *k, const struct store_msg *m,
+		      const struct msgcache_view *mv)
 {
 	int64_t iday = m->internaldate >= 0 ? m->internaldate / 86400 : -1;
-	int64_t sday = k->type == SK_SENTBEFORE || k->type == SK_SENTON ||
-				       k->type == SK_SENTSINCE
-			       ? sent_day(mv)
-			       : 0;
+	int64_t sday = sent_day(mv);
 
 	switch (k->type) {
-	case SK_ALL:
-		return true;
-	case SK_NEVER:
-		return false;
-	case SK_MODSEQ:
-		return m->modseq >= k->num;
 	case SK_OLDER:
 		return m->internaldate <= k->day; /* day holds the cut-off time here */
 	case SK_YOUNGER:
 		return m->internaldate >= k->day;
+	case SK_BEFORE:
+		return iday < k->day;
+	case SK_ON:
+		return iday == k->day;
+	case SK_SINCE:
+		return iday >= k->day;
+	case SK_SENTBEFORE:
+		return sday != INT64_MIN && sday < k->day;
+	case SK_SENTON:
+		return sday != INT64_MIN && sday == k->day;
+	case SK_SENTSINCE:
+		return sday != INT64_MIN && sday >= k->day;
+	default:
+		return false;
+	}
+}
+
+/* The flag keys: system flags, keywords, \Recent (per session: vflags). */
+static bool eval_flag(const struct skey *k, const struct store_msg *m, unsigned vflags)
+{
+	switch (k->type) {
 	case SK_FLAG:
 		return (m->flags & k->flag) != 0;
 	case SK_NOFLAG:
@@ -483,18 +496,27 @@ static bool eval(struct search *s, const struct skey *k, const struct store_msg 
 		return (vflags & IMAP_VF_RECENT) && !(m->flags & STORE_SEEN);
 	case SK_OLD:
 		return !(vflags & IMAP_VF_RECENT);
-	case SK_BEFORE:
-		return iday < k->day;
-	case SK_ON:
-		return iday == k->day;
-	case SK_SINCE:
-		return iday >= k->day;
-	case SK_SENTBEFORE:
-		return sday != INT64_MIN && sday < k->day;
-	case SK_SENTON:
-		return sday != INT64_MIN && sday == k->day;
-	case SK_SENTSINCE:
-		return sday != INT64_MIN && sday >= k->day;
+	default:
+		return false;
+	}
+}
+
+static bool eval(struct search *s, const struct skey *k, const struct store_msg *m,
+		 const struct msgcache_view *mv, uint32_t seq, unsigned vflags)
+{
+	switch (k->type) {
+	case SK_ALL:
+		return true;
+	case SK_NEVER:
+		return false;
+	case SK_MODSEQ:
+		return m->modseq >= k->num;
+	case SK_FLAG: case SK_NOFLAG: case SK_KEYWORD: case SK_NOKEYWORD: case SK_RECENT:
+	case SK_NEW: case SK_OLD:
+		return eval_flag(k, m, vflags);
+	case SK_OLDER: case SK_YOUNGER: case SK_BEFORE: case SK_ON: case SK_SINCE:
+	case SK_SENTBEFORE: case SK_SENTON: case SK_SENTSINCE:
+		return eval_date(k, m, mv);
 	case SK_LARGER:
 		return m->size > k->num;
 	case SK_SMALLER:
