@@ -140,10 +140,8 @@ static bool store_finish(struct imap_cmd *cmd, struct store_op *so)
 	struct imap_seqset seqs = { 0 };
 	struct buf b;
 
-	if (so->modified.n == 0) {
-		imap_seqset_release(&so->modified);
+	if (so->modified.n == 0)
 		return imap_cmd_ok(cmd, "STORE completed");
-	}
 	/* UIDs for UID STORE, sequence numbers otherwise */
 	for (size_t i = 0; i < so->modified.n; i++) {
 		uint32_t n = cmd->uid ? so->modified.v[i].lo
@@ -154,10 +152,10 @@ static bool store_finish(struct imap_cmd *cmd, struct store_op *so)
 	imap_seqset_resolve(&seqs, 0);
 	buf_init(&b, 64, (size_t)-1 / 2);
 	imap_seqset_format(&seqs, &b);
+	imap_seqset_release(&seqs);
+	/* the reply ends the command and frees so (imap_commit.c) */
 	imap_cmd_reply(cmd, "OK", "[MODIFIED %s] Conditional STORE failed", buf_cstr(&b));
 	buf_release(&b);
-	imap_seqset_release(&seqs);
-	imap_seqset_release(&so->modified);
 	return true;
 }
 
