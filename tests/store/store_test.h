@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "store/store.h"
@@ -59,13 +60,15 @@ static inline void tstore_close(struct tstore *ts, bool remove)
 static inline int tmsg_fd_raw(size_t size, unsigned seq)
 {
 	char path[] = "/tmp/heron-msg.XXXXXX";
-	int fd = mkstemp(path);
+	/* a file without a name: a child killed here leaves nothing behind */
+	int fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 	char line[128];
 	size_t n = 0;
 
+	if (fd < 0 && (fd = mkstemp(path)) >= 0)
+		unlink(path);
 	if (fd < 0)
 		return -1;
-	unlink(path);
 	n += (size_t)dprintf(fd, "From: a%u@example.com\r\nTo: b@example.com\r\n"
 			     "Subject: test %u\r\nMessage-ID: <%u@t>\r\n\r\n", seq, seq, seq);
 	memset(line, 'x', sizeof(line));
