@@ -532,7 +532,7 @@ static void step_check(struct imap_sess *s)
 		s->readi = 0;
 		/* fall through: read the first */
 		s->step = 3;
-		/* FALLTHROUGH */
+		__attribute__((fallthrough));
 	case 3:
 		if (s->body_pending) {
 			s->readi++;
@@ -549,7 +549,7 @@ static void step_check(struct imap_sess *s)
 			return is_cmd(s, FN_IMAP_FETCH_BODY, "FETCH %u BODY[]", seq);
 		}
 		s->step = 4;
-		/* FALLTHROUGH */
+		__attribute__((fallthrough));
 	case 4: {
 		bool any = false;
 		s->step = 5;
@@ -571,12 +571,12 @@ static void step_check(struct imap_sess *s)
 		if (any)
 			return;
 	}
-		/* FALLTHROUGH */
+		__attribute__((fallthrough));
 	case 5:
 		s->step = 6;
 		if (s->view.deleted > 0)
 			return is_cmd(s, FN_IMAP_EXPUNGE, "EXPUNGE");
-		/* FALLTHROUGH */
+		__attribute__((fallthrough));
 	default:
 		return is_logout(s);
 	}
@@ -605,7 +605,7 @@ static void step_sync(struct imap_sess *s)
 		if (s->view.exists > 0)
 			return cmd_fetch_headers(s);
 		s->step++;
-		/* FALLTHROUGH */
+		__attribute__((fallthrough));
 	case 4:
 	case 6:
 		if (s->picki < s->npick)
@@ -804,7 +804,7 @@ static void step_init(struct imap_sess *s)
 					  idx % 10 < 7);
 		}
 		s->step = 4;
-		/* FALLTHROUGH */
+		__attribute__((fallthrough));
 	default:
 		return is_logout(s);
 	}
