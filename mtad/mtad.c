@@ -23,7 +23,11 @@ struct mtad_main {
 	struct conf *conf;
 	struct net_fds fds[L_NKINDS];
 	char hostname[256];
+	struct mtad_shared *shared;
 };
+
+/* AUTH failures of an address are forgotten this long after its last one. */
+#define AUTH_FORGET_MS (15 * 60 * 1000)
 
 static const char *const listener_keys[L_NKINDS] = { "listen", "submission", "submissions",
 						     "lmtp" };
@@ -101,6 +105,9 @@ static int worker_main(struct daemon_worker *w, void *arg)
 	unsigned nw = (unsigned)conf_int(mm->conf, "mtad", "workers");
 
 	m.conf = mm->conf;
+	m.shared = mm->shared;
+	m.worker = daemon_worker_index(w);
+	mtad_shared_worker_reset(m.shared, m.worker);
 	TAILQ_INIT(&m.sessions);
 	m.hostname = mm->hostname;
 	limits_from_conf(mm->conf, &m.lim);
@@ -163,6 +170,7 @@ int main(int argc, char **argv)
 	else if (gethostname(mm.hostname, sizeof(mm.hostname) - 1) < 0)
 		snprintf(mm.hostname, sizeof(mm.hostname), "localhost");
 	bind_listeners(&mm);
+	mm.shared = mtad_shared_new(AUTH_FORGET_MS);
 	ops.ident = "mtad";
 	ops.workers = (unsigned)conf_int(mm.conf, "mtad", "workers");
 	ops.pidfile = conf_str(mm.conf, "mtad", "pidfile");
@@ -173,6 +181,7 @@ int main(int argc, char **argv)
 	int rc = daemon_run(&ops);
 	for (int k = 0; k < L_NKINDS; k++)
 		net_fds_close(&mm.fds[k]);
+	mtad_shared_free(&mm.shared);
 	conf_free(&mm.conf);
 	return rc;
 }

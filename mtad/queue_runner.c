@@ -101,6 +101,7 @@ static struct qdest *dest_get(struct queue_runner *qr, const char *hp)
 	d = xcalloc(1, sizeof(*d));
 	d->host = xstrdup(host);
 	d->port = xstrdup(port);
+	snprintf(d->key, sizeof(d->key), "%s:%s", host, port);
 	TAILQ_INIT(&d->waiting);
 	TAILQ_INIT(&d->idle);
 	TAILQ_INSERT_TAIL(&qr->dests, d, entry);
@@ -146,8 +147,11 @@ static void dest_pump(struct queue_runner *qr, struct qdest *d)
 {
 	struct qwork *w;
 
+	/* a new connection needs a slot of relay_concurrency, counted over all workers; when
+	   other workers hold them all, the work waits for the next tick */
 	while ((w = TAILQ_FIRST(&d->waiting)) != NULL &&
-	       (!TAILQ_EMPTY(&d->idle) || d->active < qr->concurrency)) {
+	       (!TAILQ_EMPTY(&d->idle) || mtad_shared_dest_take(qr->m->shared, qr->m->worker,
+								   d->key, qr->concurrency))) {
 		TAILQ_REMOVE(&d->waiting, w, entry);
 		smtp_client_run(qr, w);
 	}
@@ -254,7 +258,12 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	size_t n = 0;
 	int rc;
 
-	if (qr->stopping || qr->njobs >= MAX_JOBS)
+	if (qr->stopping)
+		return;
+	struct qdest *d;
+	TAILQ_FOREACH(d, &qr->dests, entry)
+		dest_pump(qr, d);
+	if (qr->njobs >= MAX_JOBS)
 		return;
 	rc = store_queue_lease(qr->m->store, now_s(), lease_s, MAX_JOBS - qr->njobs, lease_cb, qr,
 			       &n);

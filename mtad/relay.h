@@ -39,7 +39,9 @@ TAILQ_HEAD(qwork_list, qwork);
 /* A next hop (host:port) with its connections. */
 struct qdest {
 	char *host, *port;
-	unsigned active;                   /* connections open (busy or idle) */
+	char key[MTAD_SHARED_KEY_MAX];     /* "host:port": its entry in the shared table */
+	unsigned active;                   /* connections open (busy or idle) in this worker; each
+					      holds a slot of the shared table */
 	struct qwork_list waiting;
 	TAILQ_HEAD(, smtp_client) idle;
 	TAILQ_ENTRY(qdest) entry;
