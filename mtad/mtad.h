@@ -52,7 +52,9 @@ struct mtad_limits {
 
 /* One worker's world. */
 struct mtad {
-	const struct conf *conf;
+	const struct conf *conf;            /* in force: the start's, or the last reload's */
+	struct conf *reloaded;              /* owned: the last config SIGHUP loaded, or NULL */
+	const char *conf_path;
 	struct event_base *base;
 	struct mtad_limits lim;
 	const char *hostname;
@@ -228,6 +230,9 @@ void finisher_free(struct finisher **fp);
    runs one; leases keep two workers from taking the same entry. */
 void queue_runner_start(struct mtad *m, unsigned worker);
 void queue_runner_stop(struct mtad *m);
+/* m->conf was replaced (SIGHUP): relay_concurrency and relay_timeout apply to new
+   connections. */
+void queue_runner_reload(struct mtad *m);
 /* New entries were queued: look for due entries now rather than at the next tick. */
 void queue_runner_kick(struct mtad *m);
 

@@ -279,8 +279,8 @@ void queue_runner_start(struct mtad *m, unsigned worker)
 	char *err = NULL;
 
 	qr->m = m;
-	qr->concurrency = (unsigned)conf_int(m->conf, "mtad", "relay_concurrency");
-	qr->timeout_ms = conf_int(m->conf, "mtad", "relay_timeout");
+	m->qr = qr;
+	queue_runner_reload(m);
 	TAILQ_INIT(&qr->jobs);
 	TAILQ_INIT(&qr->dests);
 	tls_conf_from(&tc, m->conf);
@@ -292,6 +292,12 @@ void queue_runner_start(struct mtad *m, unsigned worker)
 	event_add(qr->tick, &tv);
 	event_active(qr->tick, EV_TIMEOUT, 0);
 	m->qr = qr;
+}
+
+void queue_runner_reload(struct mtad *m)
+{
+	m->qr->concurrency = (unsigned)conf_int(m->conf, "mtad", "relay_concurrency");
+	m->qr->timeout_ms = conf_int(m->conf, "mtad", "relay_timeout");
 }
 
 void queue_runner_kick(struct mtad *m)
