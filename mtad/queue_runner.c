@@ -47,10 +47,14 @@ static struct qjob *job_copy(struct queue_runner *qr, const struct store_queue_m
 	job->result = xcalloc(qm->nrcpt, sizeof(*job->result));
 	job->error = xcalloc(qm->nrcpt, sizeof(*job->error));
 	job->remote = xcalloc(qm->nrcpt, sizeof(*job->remote));
+	job->delayed = xcalloc(qm->nrcpt, sizeof(*job->delayed));
 	for (size_t i = 0; i < qm->nrcpt; i++) {
 		job->qm.rcpt[i] = qm->rcpt[i];
 		job->qm.rcpt[i].addr = job->own[2 * i] = xstrdup(qm->rcpt[i].addr);
 		job->qm.rcpt[i].orcpt = job->own[2 * i + 1] = dup_or_null(qm->rcpt[i].orcpt);
+		job->delay_noticed |= qm->rcpt[i].last_error != NULL &&
+				      strncmp(qm->rcpt[i].last_error, QUEUE_DELAY_MARK,
+					      strlen(QUEUE_DELAY_MARK)) == 0;
 		job->qm.rcpt[i].last_error = NULL;
 		job->result[i] = -1; /* not tried this time */
 	}
@@ -72,6 +76,7 @@ static void job_free(struct qjob *job)
 	free(job->result);
 	free(job->error);
 	free(job->remote);
+	free(job->delayed);
 	free(job);
 }
 
@@ -390,15 +395,37 @@ static int64_t next_attempt(const struct queue_runner *qr, uint32_t attempts)
 	return now_s() + (sched->n ? sched->ms[k] / 1000 : 300);
 }
 
+/* Once per message, when it has waited delay_warning: the recipients deferred now that
+   asked NOTIFY=DELAY get a delay notice. Whether the message is marked noticed from now on. */
+static bool delay_notice(struct queue_runner *qr, struct qjob *job)
+{
+	int64_t warn_ms = conf_int(qr->m->conf, "mtad", "delay_warning");
+	bool any = false;
+
+	if (job->delay_noticed)
+		return true;
+	if (warn_ms <= 0 || (now_s() - job->qm.created) * 1000 < warn_ms)
+		return false;
+	for (size_t i = 0; i < job->qm.nrcpt; i++) {
+		unsigned notify = job->qm.rcpt[i].notify;
+
+		job->delayed[i] = job->result[i] == STORE_Q_PENDING &&
+				  (notify & STORE_NOTIFY_DELAY) && !(notify & STORE_NOTIFY_NEVER);
+		any |= job->delayed[i];
+	}
+	return any && bounce_send(qr, job, DSN_DELAYED) == 0;
+}
+
 static void job_finish(struct qjob *job)
 {
 	struct queue_runner *qr = job->qr;
 	struct store *st = qr->m->store;
-	bool pending = false, failed = false;
+	bool pending = false, failed = false, noticed = delay_notice(qr, job);
 	int rc;
 
 	for (size_t i = 0; i < job->qm.nrcpt; i++) {
 		int r = job->result[i];
+		char *marked = NULL;
 
 		if (r < 0) {
 			pending |= job->qm.rcpt[i].state == STORE_Q_PENDING;
@@ -406,15 +433,19 @@ static void job_finish(struct qjob *job)
 		}
 		pending |= r == STORE_Q_PENDING;
 		failed |= r == STORE_Q_FAILED;
+		if (r == STORE_Q_PENDING && noticed)
+			marked = xasprintf("%s%s", QUEUE_DELAY_MARK, job->error[i] ? job->error[i]
+										  : "");
 		rc = store_queue_rcpt_set(st, job->qm.id, i, (enum store_rcpt_state)r,
 					  r == STORE_Q_PENDING
 					  ? next_attempt(qr, job->qm.rcpt[i].attempts) : 0,
-					  job->error[i]);
+					  marked ? marked : job->error[i]);
+		free(marked);
 		if (rc != 0)
 			log_warnx("%016" PRIx64 ": queue update failed: %s", job->qm.id,
 				  store_strerror(rc));
 	}
-	rc = failed ? bounce_send(qr, job) : 0;
+	rc = failed ? bounce_send(qr, job, DSN_FAILED) : 0;
 	if (rc == 0 && !pending)
 		rc = store_queue_delete(st, job->qm.id);
 	else

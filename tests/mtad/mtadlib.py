@@ -195,7 +195,8 @@ def wait_for(pred, timeout=30.0, what="condition"):
 
 class RelayTarget(socketserver.ThreadingTCPServer):
     """A small SMTP server that records what it receives. Recipients whose local part starts
-    with "temp" get 451 on their first attempt and 250 later; "reject" ones get 550."""
+    with "temp" get 451 on their first attempt and 250 later; "reject" ones get 550; "defer"
+    ones always 451."""
     daemon_threads = True
     allow_reuse_address = True
 
@@ -263,7 +264,7 @@ class RelayHandler(socketserver.StreamRequestHandler):
                     n = srv.attempts[addr] = srv.attempts.get(addr, 0) + 1
                 if addr.startswith("reject"):
                     self.send("550 5.1.1 no such user here")
-                elif addr.startswith("temp") and n == 1:
+                elif addr.startswith("defer") or (addr.startswith("temp") and n == 1):
                     self.send("451 4.3.0 try again later")
                 else:
                     rcpts.append(addr)
