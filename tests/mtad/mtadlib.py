@@ -310,6 +310,25 @@ def run_tests(tests, mtad=None):
     return 1 if failed else 0
 
 
+def run_suite(mtad, tests, tmp, cleanup=()):
+    """Starts mtad, runs tests, then always stops mtad and calls each of cleanup; fails on a
+    sanitizer report too, prints the log's tail on failure, removes tmp. The exit status."""
+    import shutil
+    rc = 1
+    try:
+        mtad.start()
+        rc = run_tests(tests)
+    finally:
+        mtad.stop()
+        for fn in cleanup:
+            fn()
+    rc |= check_sanitizers(mtad)
+    if rc:
+        sys.stdout.write(mtad.logtext()[-20000:])
+    shutil.rmtree(tmp, ignore_errors=True)
+    return rc
+
+
 def check_sanitizers(mtad):
     """After mtad stopped: 1 (and the reports printed) when a sanitizer complained."""
     reports = mtad.sanitizer_reports()

@@ -7,15 +7,14 @@ however many retries follow; a recipient that left DELAY out of NOTIFY gets none
   test_delay.py SOURCE_ROOT MTAD STORE_PEEK"""
 import email
 import os
-import shutil
 import smtplib
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mtadlib import (DOMAIN, Mtad, RelayTarget, Store, check_sanitizers,  # noqa: E402
-                     run_tests, wait_for, write_users)
+from mtadlib import (DOMAIN, Mtad, RelayTarget, Store, run_suite,  # noqa: E402
+                     wait_for, write_users)
 
 ROOT, MTAD, PEEK = sys.argv[1:4]
 TMP = tempfile.mkdtemp(prefix="heron-mtad-delay-")
@@ -71,18 +70,8 @@ def test_no_notice_without_delay():
 
 
 def main():
-    rc = 1
-    try:
-        mtad.start()
-        rc = run_tests([test_one_delay_notice, test_no_notice_without_delay])
-    finally:
-        mtad.stop()
-        relay.close()
-    rc |= check_sanitizers(mtad)
-    if rc:
-        sys.stdout.write(mtad.logtext()[-20000:])
-    shutil.rmtree(TMP, ignore_errors=True)
-    return rc
+    return run_suite(mtad, [test_one_delay_notice, test_no_notice_without_delay], TMP,
+                     cleanup=[relay.close])
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ not bound), and a config file with an error leaves the running config as it was.
   test_reload.py SOURCE_ROOT MTAD STORE_PEEK"""
 import os
 import re
-import shutil
 import signal
 import smtplib
 import socket
@@ -15,8 +14,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mtadlib import (DOMAIN, Mtad, check_sanitizers, free_port, run_tests,  # noqa: E402
-                     wait_for, write_users)
+from mtadlib import (DOMAIN, Mtad, free_port, run_suite, wait_for,  # noqa: E402
+                     write_users)
 
 ROOT, MTAD, PEEK = sys.argv[1:4]
 TMP = tempfile.mkdtemp(prefix="heron-mtad-reload-")
@@ -115,18 +114,9 @@ def test_bad_config_keeps_the_old():
 
 
 def main():
-    rc = 1
-    try:
-        mtad.start()
-        rc = run_tests([test_before, test_policy_reloaded_and_listener_reported,
-                        test_trusted_networks_reloaded, test_bad_config_keeps_the_old])
-    finally:
-        mtad.stop()
-    rc |= check_sanitizers(mtad)
-    if rc:
-        sys.stdout.write(mtad.logtext()[-20000:])
-    shutil.rmtree(TMP, ignore_errors=True)
-    return rc
+    return run_suite(mtad, [test_before, test_policy_reloaded_and_listener_reported,
+                            test_trusted_networks_reloaded, test_bad_config_keeps_the_old],
+                     TMP)
 
 
 if __name__ == "__main__":
