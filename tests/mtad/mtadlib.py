@@ -16,9 +16,24 @@ DOMAIN = "heron.test"
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below the ephemeral range: a port the kernel hands out (bind to 0) may be
+    taken as the local port of some outgoing connection before mtad binds it again (the
+    crash test restarts mtad on the same ports many times)."""
+    import random
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for _ in range(200):
+        port = random.randint(10000, low - 1) if low > 11000 else 0
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise RuntimeError("no free port")
 
 
 def wait_port(port, timeout=20.0):
@@ -200,9 +215,9 @@ class RelayTarget(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, tls=None):
-        """tls: (cert, key) to offer STARTTLS."""
-        self.port = free_port()
+    def __init__(self, tls=None, port=None):
+        """tls: (cert, key) to offer STARTTLS; port: a given one (default: a free one)."""
+        self.port = port or free_port()
         self.ssl = None
         if tls is not None:
             import ssl
@@ -211,6 +226,9 @@ class RelayTarget(socketserver.ThreadingTCPServer):
         self.tls_messages = 0  # messages received over TLS
         self.messages = []     # (mail_from, [rcpts], data bytes)
         self.attempts = {}
+        self.data_delay = 0.0  # seconds before the answer to the final dot
+        self.active = 0        # connections open now
+        self.max_active = 0    # the most open at once
         self.lock = threading.Lock()
         super().__init__(("127.0.0.1", self.port), RelayHandler)
         self.thread = threading.Thread(target=self.serve_forever, daemon=True)
@@ -226,10 +244,17 @@ class RelayHandler(socketserver.StreamRequestHandler):
         self.wfile.write(line.encode() + b"\r\n")
 
     def handle(self):
+        srv = self.server
+        with srv.lock:
+            srv.active += 1
+            srv.max_active = max(srv.max_active, srv.active)
         try:
             self.dialogue()
         except OSError:
             pass  # the client went away (kill -9 tests): nothing was accepted
+        finally:
+            with srv.lock:
+                srv.active -= 1
 
     def dialogue(self):
         srv = self.server
@@ -282,6 +307,7 @@ class RelayHandler(socketserver.StreamRequestHandler):
                     if l == b".\r\n":
                         break
                     data += l[1:] if l.startswith(b".") else l
+                time.sleep(srv.data_delay)
                 with srv.lock:
                     srv.messages.append((mail, rcpts, data))
                     srv.tls_messages += tls
