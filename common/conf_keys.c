@@ -24,6 +24,12 @@ const struct conf_key conf_keys[] = {
 	  "initial LMDB map size per partition; grows automatically when full" },
 	{ "store", "map_size_max", CONF_SIZE, 1 * MiB, K(1) << 44, "256G", NULL,
 	  "the map size a partition may grow to" },
+	{ "store", "expunge_history", CONF_DURATION, 0, 3650 * DAY, "30d", NULL,
+	  "how long expunged UIDs are remembered for QRESYNC VANISHED" },
+	{ "store", "group_commit_delay", CONF_DURATION, 0, 1000, "2ms", NULL,
+	  "how long a commit waits for more deliveries/flag changes to share it" },
+	{ "store", "group_commit_max", CONF_INT, 1, 100000, "256", NULL,
+	  "operations that make a group commit flush at once" },
 
 	{ "directory", "backend", CONF_ENUM, 0, 0, "ldap", "ldap|file",
 	  "where users live: an LDAP directory or a users file" },

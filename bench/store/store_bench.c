@@ -1,0 +1,284 @@
+/* store_bench.c — libstore figures (no assertions): deliveries per second for 1 and 5
+ * recipients, 4 KiB and 100 KiB messages, with and without group commit, from 16 concurrent
+ * producers; fsyncs and index commits per delivered message; header-cache reads per second
+ * (the FETCH ENVELOPE + HEADER.FIELDS equivalent) over a 10,000-message mailbox.
+ *
+ *   store_bench [-d DIR] [-n MESSAGES] [-p PRODUCERS] [-s SECONDS]
+ * Every scenario is bounded by MESSAGES and by SECONDS, whichever comes first. */
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/msgcache.h"
+#include "common/str.h"
+#include "store/store.h"
+
+#define NUSERS 5
+
+static const char *users[NUSERS] = { "bench1", "bench2", "bench3", "bench4", "bench5" };
+
+struct scenario {
+	struct store *st;
+	struct store_gc *gc;        /* NULL: each producer commits alone */
+	const char *body;
+	size_t size;
+	unsigned nrcpt;
+	unsigned limit;
+	double deadline;
+	atomic_uint next, done, failed;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static char *make_body(size_t size)
+{
+	char *b = malloc(size + 1);
+	size_t n;
+
+	if (b == NULL)
+		exit(2);
+	n = (size_t)snprintf(b, size, "From: load@bench.test\r\nTo: bench1@bench.test\r\n"
+			     "Subject: store bench message\r\nDate: Sun, 29 Nov 2026 20:00:00 "
+			     "+0000\r\nMessage-ID: <bench@heron>\r\n\r\n");
+	for (; n + 78 < size; n += 78) {
+		memset(b + n, 'a' + (char)(n % 26), 76);
+		memcpy(b + n + 76, "\r\n", 2);
+	}
+	memset(b + n, '.', size - n);
+	return b;
+}
+
+static void *producer(void *arg)
+{
+	struct scenario *sc = arg;
+
+	while (now_s() < sc->deadline && atomic_fetch_add(&sc->next, 1) < sc->limit) {
+		struct store_rcpt r[NUSERS];
+		struct store_blob *b;
+		unsigned first = atomic_load(&sc->next) % NUSERS;
+		int rc;
+
+		memset(r, 0, sizeof(r));
+		for (unsigned i = 0; i < sc->nrcpt; i++)
+			r[i].user = users[(first + i) % NUSERS];
+		/* the message is written once, to the first recipient's partition */
+		unsigned part;
+		if (store_user_locate(sc->st, r[0].user, &part) != 0 ||
+		    store_blob_new(sc->st, part, &b) != 0) {
+			atomic_fetch_add(&sc->failed, 1);
+			continue;
+		}
+		if (store_blob_write(b, sc->body, sc->size) != 0 || store_blob_finish(b) != 0) {
+			store_blob_free(&b);
+			atomic_fetch_add(&sc->failed, 1);
+			continue;
+		}
+		if (sc->gc != NULL)
+			rc = store_gc_deliver_wait(sc->gc, b, 0, r, sc->nrcpt);
+		else {
+			struct store_batch *bt = store_batch_new(sc->st);
+
+			store_batch_deliver(bt, b, 0, r, sc->nrcpt, NULL, NULL);
+			rc = store_batch_commit(&bt) == 0 ? 0 : STORE_EIO;
+		}
+		store_blob_free(&b);
+		atomic_fetch_add(rc == 0 ? &sc->done : &sc->failed, 1);
+	}
+	return NULL;
+}
+
+/* Single-process group commit needs producers in one process; without it every producer
+   (thread here, worker process in mtad) commits alone, serialized by LMDB's writer lock. */
+static void run_deliveries(struct store *st, unsigned nrcpt, size_t size, bool group,
+			   unsigned producers, unsigned limit, double seconds)
+{
+	struct scenario sc = { .st = st, .size = size, .nrcpt = nrcpt, .limit = limit };
+	pthread_t th[64];
+	uint64_t f0 = store_fsync_count(st), c0 = store_commit_count(st), ops = 0, commits = 0;
+	double t0, dt;
+
+	sc.body = make_body(size);
+	if (group)
+		store_gc_new(st, &sc.gc);
+	t0 = now_s();
+	sc.deadline = t0 + seconds;
+	for (unsigned i = 0; i < producers; i++)
+		pthread_create(&th[i], NULL, producer, &sc);
+	for (unsigned i = 0; i < producers; i++)
+		pthread_join(th[i], NULL);
+	dt = now_s() - t0;
+	if (sc.gc != NULL) {
+		store_gc_stats(sc.gc, &ops, &commits);
+		store_gc_free(&sc.gc);
+	}
+	unsigned done = atomic_load(&sc.done);
+	uint64_t fs = store_fsync_count(st) - f0, cm = store_commit_count(st) - c0;
+	printf("deliver rcpt=%u size=%-6zu group_commit=%-3s producers=%-2u  %7.0f msg/s  "
+	       "%6.0f rcpt/s  fsync/msg=%.2f  index_fsync/msg=%.3f  commits/msg=%.3f%s\n",
+	       nrcpt, size, group ? "yes" : "no", producers, done / dt, done * nrcpt / dt,
+	       done ? (double)fs / done : 0.0, done ? 2.0 * (double)cm / done : 0.0,
+	       done ? (double)cm / done : 0.0, atomic_load(&sc.failed) ? " (failures!)" : "");
+	if (group && commits > 0)
+		printf("    group commit: %.1f deliveries per batch\n", (double)ops / commits);
+	free((char *)(uintptr_t)sc.body);
+}
+
+static void fill_mailbox(struct store *st, uint64_t mbox, unsigned n)
+{
+	char *body = make_body(4096);
+	struct store_batch *bt = store_batch_new(st);
+	struct store_blob **blobs = calloc(n, sizeof(*blobs));
+
+	for (unsigned i = 0; i < n; i++) {
+		if (store_blob_new(st, STORE_ID_PART(mbox), &blobs[i]) != 0 ||
+		    store_blob_write(blobs[i], body, 4096) != 0 || store_blob_finish(blobs[i]) != 0)
+			exit(2);
+		store_batch_append(bt, mbox, blobs[i], 0, 0, 0, NULL, NULL);
+		if (store_batch_count(bt) == 500 || i + 1 == n) {
+			store_batch_commit(&bt);
+			bt = store_batch_new(st);
+		}
+	}
+	store_batch_free(&bt);
+	for (unsigned i = 0; i < n; i++)
+		store_blob_free(&blobs[i]);
+	free(blobs);
+	free(body);
+}
+
+/* What imapd does for FETCH 1:* (ENVELOPE RFC822.SIZE BODY.PEEK[HEADER.FIELDS (Subject)]):
+   one read txn, iterate, parse each cache, find a header in the cached block. */
+static void run_cache_reads(struct store *st, unsigned n)
+{
+	struct store_txn *t;
+	uint64_t user, mbox;
+	unsigned part;
+	double t0, dt;
+	unsigned reads = 0, hits = 0, rounds = 0;
+
+	store_user_locate(st, "cache", &part);
+	store_txn_begin(st, part, STORE_TXN_READ, &t);
+	struct store_user u;
+	store_user_get(t, "cache", &u);
+	user = u.id;
+	store_mbox_find(t, user, "INBOX", &mbox);
+	store_txn_abort(&t);
+	t0 = now_s();
+	do {
+		struct store_iter *it;
+		struct store_msg m;
+
+		store_txn_begin(st, part, STORE_TXN_READ, &t);
+		store_msg_iter(t, mbox, 1, UINT32_MAX, 0, &it);
+		while (store_iter_next(it, &m) == 1) {
+			struct msgcache_view v;
+
+			reads++;
+			if (msgcache_parse(m.cache, m.cache_len, &v) == 0 &&
+			    str_casefind(v.header.p, v.header.len, "\nSubject:", 9) != NULL &&
+			    v.envelope.len > 0)
+				hits++;
+		}
+		store_iter_free(&it);
+		store_txn_abort(&t);
+		rounds++;
+	} while ((dt = now_s() - t0) < 2.0 && rounds < 50);
+	printf("header cache reads (%u-message mailbox): %.0f msg/s (%u of %u with cache)\n", n,
+	       reads / dt, hits, reads);
+}
+
+static void make_users(struct store *st)
+{
+	for (unsigned i = 0; i <= NUSERS; i++) {
+		const char *name = i < NUSERS ? users[i] : "cache";
+		unsigned p = store_partition_for(st, name);
+		struct store_txn *t;
+
+		store_txn_begin(st, p, STORE_TXN_WRITE, &t);
+		store_user_create(t, name, NULL);
+		store_txn_commit(&t);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	char tmpl[] = "/tmp/heron-store-bench.XXXXXX";
+	const char *dir = NULL;
+	unsigned limit = 2000, producers = 16, cache_n = 10000, nparts = 4;
+	double seconds = 10;
+	int c;
+
+	while ((c = getopt(argc, argv, "d:n:p:s:c:P:")) != -1) {
+		switch (c) {
+		case 'd': dir = optarg; break;
+		case 'n': limit = (unsigned)atoi(optarg); break;
+		case 'p': producers = (unsigned)atoi(optarg); break;
+		case 's': seconds = atof(optarg); break;
+		case 'c': cache_n = (unsigned)atoi(optarg); break;
+		case 'P': nparts = (unsigned)atoi(optarg); break;
+		default:
+			fprintf(stderr, "usage: store_bench [-d DIR] [-n MESSAGES] [-p PRODUCERS] "
+					"[-s SECONDS] [-c CACHE_MESSAGES] [-P PARTITIONS]\n");
+			return 2;
+		}
+	}
+	if (producers < 1 || producers > 64)
+		producers = 16;
+	if (dir == NULL && (dir = mkdtemp(tmpl)) == NULL)
+		return 2;
+	struct store_opts o = { .path = dir, .partitions = nparts, .map_size = 4ull << 30,
+				.map_size_max = 64ull << 30,
+				.expunge_history_ms = 30LL * 86400000, .group_commit_ms = 2,
+				.group_commit_max = 256, .create = true };
+	struct store *st;
+	int rc = store_open(&o, &st);
+
+	if (rc != 0) {
+		fprintf(stderr, "store_open %s: %s\n", dir, store_strerror(rc));
+		return 1;
+	}
+	make_users(st);
+	printf("store bench in %s: %u partitions, up to %u messages or %.0f s per line\n", dir,
+	       nparts, limit, seconds);
+	const size_t sizes[] = { 4096, 100 * 1024 };
+	const unsigned rcpts[] = { 1, 5 };
+	for (int g = 0; g < 2; g++)
+		for (int s = 0; s < 2; s++)
+			for (int r = 0; r < 2; r++)
+				run_deliveries(st, rcpts[r], sizes[s], g == 1, producers, limit,
+					       seconds);
+	run_deliveries(st, 1, 4096, false, 1, limit / 4, seconds);
+	run_deliveries(st, 1, 4096, true, 1, limit / 4, seconds);
+
+	unsigned part = store_partition_for(st, "cache");
+	struct store_txn *t;
+	struct store_user u;
+	uint64_t mbox;
+	store_txn_begin(st, part, STORE_TXN_READ, &t);
+	store_user_get(t, "cache", &u);
+	store_mbox_find(t, u.id, "INBOX", &mbox);
+	store_txn_abort(&t);
+	fill_mailbox(st, mbox, cache_n);
+	run_cache_reads(st, cache_n);
+	store_close(&st);
+	if (strcmp(dir, tmpl) == 0) {
+		char cmd[128];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", dir);
+	}
+	return 0;
+}

@@ -1,0 +1,609 @@
+/* store.c — owns partitions: environment open/close, map size growth, DBI setup,
+ * transactions and store_write(), errors, statistics. Records: store_user.c, store_mbox.c,
+ * store_msg.c; files: store_blob.c; queue: store_queue.c. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/conf.h"
+#include "common/endian.h"
+#include "common/log.h"
+#include "common/xmalloc.h"
+#include "store/store_private.h"
+
+static const char *const store_errs[STORE_NERR] = {
+	[STORE_OK] = "success",
+	[STORE_EINVAL] = "invalid argument",
+	[STORE_ENOUSER] = "no such user",
+	[STORE_ENOMBOX] = "no such mailbox",
+	[STORE_ENOMSG] = "no such message",
+	[STORE_ENOQUEUE] = "no such queue entry",
+	[STORE_EEXIST] = "already exists",
+	[STORE_EQUOTA] = "quota exceeded",
+	[STORE_EKEYWORDS] = "too many keywords in the mailbox",
+	[STORE_ENOTSUP] = "operation not permitted on this object",
+	[STORE_EFULL] = "store map full (raise [store] map_size_max)",
+	[STORE_ENOSPC] = "no space left on the store's disk",
+	[STORE_EIO] = "store I/O error (see the log)",
+	[STORE_EAGAIN] = "store map grown, transaction must be redone",
+	[STORE_ECORRUPT] = "store record damaged (run mailctl verify)",
+	[STORE_ELOCKED] = "locked or modified concurrently",
+};
+
+static const char *const dbi_names[DBI_COUNT] = {
+	"meta", "users", "userid", "mboxes", "mbox", "kw", "msgs", "expunged", "subs", "blobs",
+	"queue", "due", "cache",
+};
+
+static int env_open(struct store *st, struct store_env *e, const char *dir, unsigned part,
+		    uint64_t map_size, bool create);
+static void env_close(struct store_env *e);
+static int env_grow(struct store *st, struct store_env *e);
+static int check_partitions(struct store *st);
+
+const char *store_strerror(int err)
+{
+	if (err < 0 || err >= STORE_NERR)
+		return "unknown store error";
+	return store_errs[err];
+}
+
+bool store_err_temporary(int err)
+{
+	return err == STORE_ENOSPC || err == STORE_EIO || err == STORE_EFULL ||
+	       err == STORE_EAGAIN;
+}
+
+int store_errno(int e)
+{
+	return e == ENOSPC || e == EDQUOT ? STORE_ENOSPC : STORE_EIO;
+}
+
+void store_opts_from_conf(const struct conf *c, struct store_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->path = conf_str(c, "store", "path");
+	o->partitions = (unsigned)conf_int(c, "store", "partitions");
+	o->map_size = (uint64_t)conf_int(c, "store", "map_size");
+	o->map_size_max = (uint64_t)conf_int(c, "store", "map_size_max");
+	o->expunge_history_ms = conf_int(c, "store", "expunge_history");
+	o->group_commit_ms = conf_int(c, "store", "group_commit_delay");
+	o->group_commit_max = (unsigned)conf_int(c, "store", "group_commit_max");
+	o->create = true;
+}
+
+static int mkdir_p(const char *dir)
+{
+	char tmp[PATH_MAX];
+
+	snprintf(tmp, sizeof(tmp), "%s", dir);
+	for (char *p = tmp + 1; *p != '\0'; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, 0750) == -1 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	return mkdir(tmp, 0750) == -1 && errno != EEXIST ? -1 : 0;
+}
+
+static int make_blob_dirs(const char *dir)
+{
+	char p[PATH_MAX];
+
+	for (unsigned i = 0; i < 256; i++) {
+		snprintf(p, sizeof(p), "%s/blobs/%02x", dir, i);
+		if (mkdir(p, 0750) == -1 && errno != EEXIST)
+			return -1;
+	}
+	return 0;
+}
+
+static int env_open(struct store *st, struct store_env *e, const char *dir, unsigned part,
+		    uint64_t map_size, bool create)
+{
+	char p[PATH_MAX];
+	MDB_txn *txn;
+	int rc, dead;
+
+	memset(e, 0, sizeof(*e));
+	e->part = part;
+	e->dir = xstrdup(dir);
+	e->blobdir_fd = e->notify_fd = -1;
+	snprintf(p, sizeof(p), "%s/index.mdb", dir);
+	if (!create && access(p, F_OK) == -1) {
+		log_warnx("store: %s missing (create the store first)", p);
+		return STORE_EIO;
+	}
+	snprintf(p, sizeof(p), "%s/blobs", dir);
+	if (mkdir_p(p) == -1 || make_blob_dirs(dir) == -1) {
+		log_warn("store: mkdir %s", p);
+		return store_errno(errno);
+	}
+	if ((e->blobdir_fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
+		return store_errno(errno);
+	snprintf(p, sizeof(p), "%s/notify", dir);
+	if ((e->notify_fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0640)) == -1)
+		return store_errno(errno);
+	if ((rc = mdb_env_create(&e->env)) != 0)
+		goto fail;
+	mdb_env_set_maxdbs(e->env, DBI_COUNT + 2);
+	mdb_env_set_maxreaders(e->env, 4096);
+	if ((rc = mdb_env_set_mapsize(e->env, map_size)) != 0)
+		goto fail;
+	snprintf(p, sizeof(p), "%s/index.mdb", dir);
+	/* NOSUBDIR: index.mdb + index.mdb-lock; NOTLS: read txns are not tied to threads. */
+	rc = mdb_env_open(e->env, p, MDB_NOSUBDIR | MDB_NOTLS, 0640);
+	if (rc != 0)
+		goto fail;
+	mdb_reader_check(e->env, &dead);
+	if (dead > 0)
+		log_info("store: %s: cleared %d stale readers", dir, dead);
+	MDB_envinfo info;
+	mdb_env_info(e->env, &info);
+	e->map_size = info.me_mapsize;
+	if ((rc = mdb_txn_begin(e->env, NULL, 0, &txn)) != 0)
+		goto fail;
+	for (int i = 0; i < DBI_COUNT; i++) {
+		if ((rc = mdb_dbi_open(txn, dbi_names[i], MDB_CREATE, &e->dbi[i])) != 0) {
+			mdb_txn_abort(txn);
+			goto fail;
+		}
+	}
+	if ((rc = mdb_txn_commit(txn)) != 0)
+		goto fail;
+	(void)st;
+	return 0;
+fail:
+	log_warnx("store: open %s: %s", dir, mdb_strerror(rc));
+	return rc == ENOSPC ? STORE_ENOSPC : STORE_EIO;
+}
+
+static void env_close(struct store_env *e)
+{
+	if (e->env != NULL)
+		mdb_env_close(e->env);
+	if (e->blobdir_fd != -1)
+		close(e->blobdir_fd);
+	if (e->notify_fd != -1)
+		close(e->notify_fd);
+	free(e->dir);
+	free(e->dead);
+	memset(e, 0, sizeof(*e));
+	e->blobdir_fd = e->notify_fd = -1;
+}
+
+/* Records the partition count in partition 0 and refuses a different one later. */
+static int check_partitions(struct store *st)
+{
+	struct store_txn *t;
+	MDB_val v;
+	uint8_t b[4];
+	int rc;
+
+	if ((rc = store_txn_begin(st, 0, STORE_TXN_WRITE, &t)) != 0)
+		return rc;
+	rc = store_get(t, DBI_META, "parts", 5, &v);
+	if (rc == STORE_ENOMSG) {
+		put_be32(b, st->nparts);
+		rc = store_put(t, DBI_META, "parts", 5, b, 4);
+	} else if (rc == 0 && (v.mv_size != 4 || get_be32(v.mv_data) != st->nparts)) {
+		log_warnx("store: %s has %u partitions, config says %u", st->path,
+			  v.mv_size == 4 ? get_be32(v.mv_data) : 0, st->nparts);
+		rc = STORE_EINVAL;
+	}
+	if (rc != 0) {
+		store_txn_abort(&t);
+		return rc;
+	}
+	return store_txn_commit(&t);
+}
+
+int store_open(const struct store_opts *o, struct store **st_r)
+{
+	struct store *st;
+	char dir[PATH_MAX];
+	int rc;
+
+	*st_r = NULL;
+	if (o->path == NULL || o->path[0] == '\0' || o->partitions == 0 ||
+	    o->partitions > STORE_MAX_PARTITIONS || strlen(o->path) > PATH_MAX - 64)
+		return STORE_EINVAL;
+	st = xcalloc(1, sizeof(*st));
+	st->path = xstrdup(o->path);
+	st->nparts = o->partitions;
+	st->map_size_max = o->map_size_max > o->map_size ? o->map_size_max : o->map_size;
+	st->expunge_history_ms = o->expunge_history_ms;
+	st->gc_ms = o->group_commit_ms;
+	st->gc_max = o->group_commit_max > 0 ? o->group_commit_max : 256;
+	st->parts = xcalloc(st->nparts, sizeof(*st->parts));
+	for (unsigned i = 0; i < st->nparts; i++)
+		st->parts[i].blobdir_fd = st->parts[i].notify_fd = -1;
+	st->queue.blobdir_fd = st->queue.notify_fd = -1;
+	uint64_t map = o->map_size > 0 ? o->map_size : (uint64_t)1 << 30;
+	for (unsigned i = 0; i < st->nparts; i++) {
+		snprintf(dir, sizeof(dir), "%s/part%u", o->path, i);
+		if ((rc = env_open(st, &st->parts[i], dir, i, map, o->create)) != 0)
+			goto fail;
+	}
+	snprintf(dir, sizeof(dir), "%s/queue", o->path);
+	if ((rc = env_open(st, &st->queue, dir, STORE_QUEUE_PART, map, o->create)) != 0)
+		goto fail;
+	if ((rc = check_partitions(st)) != 0)
+		goto fail;
+	*st_r = st;
+	return 0;
+fail:
+	store_close(&st);
+	return rc;
+}
+
+void store_close(struct store **stp)
+{
+	struct store *st = *stp;
+
+	if (st == NULL)
+		return;
+	for (unsigned i = 0; i < st->nparts; i++)
+		env_close(&st->parts[i]);
+	env_close(&st->queue);
+	free(st->parts);
+	free(st->path);
+	free(st);
+	*stp = NULL;
+}
+
+unsigned store_partitions(const struct store *st)
+{
+	return st->nparts;
+}
+
+unsigned store_partition_for(const struct store *st, const char *user)
+{
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a: stable across versions and hosts */
+
+	for (const unsigned char *p = (const unsigned char *)user; *p != '\0'; p++)
+		h = (h ^ *p) * 1099511628211ULL;
+	return (unsigned)(h % st->nparts);
+}
+
+uint64_t store_fsync_count(const struct store *st)
+{
+	return atomic_load(&((struct store *)(uintptr_t)st)->fsyncs);
+}
+
+uint64_t store_commit_count(const struct store *st)
+{
+	return atomic_load(&((struct store *)(uintptr_t)st)->commits);
+}
+
+void store_fsync_note(struct store *st)
+{
+	atomic_fetch_add(&st->fsyncs, 1);
+}
+
+struct store_env *store_env_of(struct store *st, unsigned part)
+{
+	if (part == STORE_QUEUE_PART)
+		return &st->queue;
+	if (part >= st->nparts)
+		return NULL;
+	return &st->parts[part];
+}
+
+/* ------------------------------------------------------------------------------------- */
+
+static int env_grow(struct store *st, struct store_env *e)
+{
+	MDB_envinfo info;
+	uint64_t next;
+	int rc;
+
+	mdb_env_info(e->env, &info);
+	if (info.me_mapsize > e->map_size)
+		e->map_size = info.me_mapsize;
+	if (e->map_size >= st->map_size_max) {
+		log_warnx("store: %s: map full at map_size_max %" PRIu64, e->dir,
+			  st->map_size_max);
+		return STORE_EFULL;
+	}
+	next = e->map_size * 2;
+	if (next > st->map_size_max)
+		next = st->map_size_max;
+	if ((rc = mdb_env_set_mapsize(e->env, next)) != 0) {
+		log_warnx("store: %s: grow map: %s", e->dir, mdb_strerror(rc));
+		return STORE_EIO;
+	}
+	log_info("store: %s: map grown from %" PRIu64 " to %" PRIu64, e->dir, e->map_size,
+		 next);
+	e->map_size = next;
+	return STORE_EAGAIN;
+}
+
+int store_mdb_err(struct store_txn *t, int rc, const char *what)
+{
+	int err;
+
+	if (rc == 0)
+		return 0;
+	if (rc == MDB_NOTFOUND)
+		return STORE_ENOMSG;
+	if (rc == MDB_MAP_FULL || rc == MDB_TXN_FULL)
+		err = STORE_EAGAIN;
+	else {
+		log_warnx("store: %s: %s: %s", t->e->dir, what, mdb_strerror(rc));
+		err = rc == ENOSPC || rc == EDQUOT ? STORE_ENOSPC : STORE_EIO;
+	}
+	if (t->write) {
+		t->failed = true;
+		t->err = err;
+	}
+	return err;
+}
+
+int store_txn_begin(struct store *st, unsigned part, enum store_txn_mode mode,
+		    struct store_txn **t_r)
+{
+	struct store_env *e = store_env_of(st, part);
+	struct store_txn *t;
+	int rc;
+
+	*t_r = NULL;
+	if (e == NULL)
+		return STORE_EINVAL;
+	t = xcalloc(1, sizeof(*t));
+	t->st = st;
+	t->e = e;
+	t->write = mode == STORE_TXN_WRITE;
+	rc = mdb_txn_begin(e->env, NULL, t->write ? 0 : MDB_RDONLY, &t->txn);
+	if (rc == MDB_MAP_RESIZED) {
+		/* another process grew the map: adopt its size */
+		mdb_env_set_mapsize(e->env, 0);
+		rc = mdb_txn_begin(e->env, NULL, t->write ? 0 : MDB_RDONLY, &t->txn);
+	}
+	if (rc != 0) {
+		log_warnx("store: %s: begin txn: %s", e->dir, mdb_strerror(rc));
+		free(t);
+		return rc == ENOSPC ? STORE_ENOSPC : STORE_EIO;
+	}
+	e->ndead = 0;
+	*t_r = t;
+	return 0;
+}
+
+static void txn_notify(struct store_env *e)
+{
+	/* watchers see IN_MODIFY on this file; the byte itself means nothing */
+	if (pwrite(e->notify_fd, "x", 1, 0) == -1)
+		log_warn("store: %s: notify", e->dir);
+}
+
+int store_txn_commit(struct store_txn **tp)
+{
+	struct store_txn *t = *tp;
+	struct store_env *e;
+	int rc;
+
+	if (t == NULL)
+		return STORE_EINVAL;
+	*tp = NULL;
+	e = t->e;
+	if (!t->write) {
+		mdb_txn_abort(t->txn);
+		free(t);
+		return 0;
+	}
+	if (t->failed) {
+		mdb_txn_abort(t->txn);
+		e->ndead = 0;
+		rc = t->err == STORE_EAGAIN ? env_grow(t->st, e) : t->err;
+		free(t->refd);
+		free(t);
+		return rc;
+	}
+	rc = mdb_txn_commit(t->txn);
+	if (rc == 0) {
+		atomic_fetch_add(&t->st->commits, 1);
+		atomic_fetch_add(&t->st->fsyncs, 2); /* LMDB: data pages, then the meta page */
+		store_blob_txn_committed(t);
+		store_blob_unlink_dead(e);
+		txn_notify(e);
+	} else if (rc == MDB_MAP_FULL) {
+		rc = env_grow(t->st, e);
+	} else {
+		log_warnx("store: %s: commit: %s", e->dir, mdb_strerror(rc));
+		rc = rc == ENOSPC || rc == EDQUOT ? STORE_ENOSPC : STORE_EIO;
+	}
+	e->ndead = 0;
+	free(t->refd);
+	free(t);
+	return rc;
+}
+
+void store_txn_abort(struct store_txn **tp)
+{
+	struct store_txn *t = *tp;
+
+	if (t == NULL)
+		return;
+	*tp = NULL;
+	mdb_txn_abort(t->txn);
+	if (t->write) {
+		t->e->ndead = 0;
+		if (t->failed && t->err == STORE_EAGAIN)
+			(void)env_grow(t->st, t->e);
+	}
+	free(t->refd);
+	free(t);
+}
+
+unsigned store_txn_partition(const struct store_txn *t)
+{
+	return t->e->part;
+}
+
+struct store *store_txn_store(const struct store_txn *t)
+{
+	return t->st;
+}
+
+int store_write(struct store *st, unsigned part, int (*fn)(struct store_txn *t, void *arg),
+		void *arg)
+{
+	struct store_txn *t;
+	int rc;
+
+	for (int tries = 0; tries < 64; tries++) {
+		if ((rc = store_txn_begin(st, part, STORE_TXN_WRITE, &t)) != 0)
+			return rc;
+		rc = fn(t, arg);
+		if (t->failed && rc == 0)
+			rc = t->err;
+		if (rc == STORE_EAGAIN) {
+			struct store_env *e = t->e;
+			uint64_t before = e->map_size;
+
+			t->failed = true;
+			t->err = STORE_EAGAIN;
+			store_txn_abort(&t); /* grows the map */
+			if (e->map_size == before)
+				return STORE_EFULL;
+			continue;
+		}
+		if (rc != 0) {
+			store_txn_abort(&t);
+			return rc;
+		}
+		struct store_env *e = t->e;
+		uint64_t before = e->map_size;
+
+		if ((rc = store_txn_commit(&t)) != STORE_EAGAIN)
+			return rc;
+		if (e->map_size == before)
+			return STORE_EFULL;
+	}
+	return STORE_EFULL;
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* Small accessors shared by the record files. */
+
+int store_get(struct store_txn *t, enum store_dbi d, const void *k, size_t klen, MDB_val *v)
+{
+	MDB_val key = { klen, (void *)(uintptr_t)k };
+	int rc = mdb_get(t->txn, t->e->dbi[d], &key, v);
+
+	if (rc == MDB_NOTFOUND)
+		return STORE_ENOMSG;
+	return store_mdb_err(t, rc, "get");
+}
+
+int store_put(struct store_txn *t, enum store_dbi d, const void *k, size_t klen,
+	      const void *v, size_t vlen)
+{
+	MDB_val key = { klen, (void *)(uintptr_t)k };
+	MDB_val val = { vlen, (void *)(uintptr_t)v };
+	int rc;
+
+	if (t->failed)
+		return STORE_EAGAIN;
+	rc = mdb_put(t->txn, t->e->dbi[d], &key, &val, 0);
+	return store_mdb_err(t, rc, "put");
+}
+
+int store_del(struct store_txn *t, enum store_dbi d, const void *k, size_t klen)
+{
+	MDB_val key = { klen, (void *)(uintptr_t)k };
+	int rc;
+
+	if (t->failed)
+		return STORE_EAGAIN;
+	rc = mdb_del(t->txn, t->e->dbi[d], &key, NULL);
+	return store_mdb_err(t, rc, "del");
+}
+
+/* Deletes every row whose key starts with the big-endian id. */
+int store_del_prefix(struct store_txn *t, enum store_dbi d, uint64_t id)
+{
+	uint8_t k[8];
+	MDB_cursor *c;
+	MDB_val key, v;
+	int rc;
+
+	if (t->failed)
+		return STORE_EAGAIN;
+	put_be64(k, id);
+	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[d], &c)) != 0)
+		return store_mdb_err(t, rc, "cursor");
+	for (;;) {
+		key.mv_data = k;
+		key.mv_size = 8;
+		rc = mdb_cursor_get(c, &key, &v, MDB_SET_RANGE);
+		if (rc != 0 || key.mv_size < 8 || get_be64(key.mv_data) != id)
+			break;
+		if ((rc = mdb_cursor_del(c, 0)) != 0)
+			break;
+	}
+	mdb_cursor_close(c);
+	return rc == MDB_NOTFOUND ? 0 : store_mdb_err(t, rc, "delete range");
+}
+
+/* Ids of users and mailboxes: partition in the top 16 bits, a counter below. */
+int store_next_id(struct store_txn *t, uint64_t *id_r)
+{
+	MDB_val v;
+	uint64_t n = 1;
+	uint8_t b[8];
+	int rc = store_get(t, DBI_META, "next_id", 7, &v);
+
+	if (rc == 0 && v.mv_size == 8)
+		n = get_be64(v.mv_data);
+	else if (rc != 0 && rc != STORE_ENOMSG)
+		return rc;
+	put_be64(b, n + 1);
+	if ((rc = store_put(t, DBI_META, "next_id", 7, b, 8)) != 0)
+		return rc;
+	*id_r = (uint64_t)t->e->part << 48 | n;
+	return 0;
+}
+
+int store_stats(struct store *st, unsigned part, struct store_stats *s)
+{
+	struct store_env *e = store_env_of(st, part);
+	struct store_txn *t;
+	MDB_stat ms;
+	MDB_envinfo info;
+	int rc;
+
+	memset(s, 0, sizeof(*s));
+	if (e == NULL)
+		return STORE_EINVAL;
+	if ((rc = store_txn_begin(st, part, STORE_TXN_READ, &t)) != 0)
+		return rc;
+	mdb_env_info(e->env, &info);
+	mdb_env_stat(e->env, &ms);
+	s->map_size = info.me_mapsize;
+	s->map_used = (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize;
+	if (part == STORE_QUEUE_PART) {
+		mdb_stat(t->txn, e->dbi[DBI_QUEUE], &ms);
+		s->messages = ms.ms_entries;
+		rc = store_queue_bytes(t, &s->bytes);
+	} else {
+		mdb_stat(t->txn, e->dbi[DBI_USERS], &ms);
+		s->users = ms.ms_entries;
+		mdb_stat(t->txn, e->dbi[DBI_MBOX], &ms);
+		s->mailboxes = ms.ms_entries;
+		mdb_stat(t->txn, e->dbi[DBI_MSGS], &ms);
+		s->messages = ms.ms_entries;
+		rc = store_user_bytes(t, &s->bytes);
+	}
+	store_txn_abort(&t);
+	return rc;
+}

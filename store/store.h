@@ -1,0 +1,585 @@
+/* store.h — libheron_store: Heron's message store, the one public header.
+ *
+ * A store is a directory (`[store] path`) holding partitions `part0/ .. partN-1/` and the
+ * outbound queue `queue/`. Each holds one LMDB environment (`index.mdb`) and its immutable
+ * message files (`blobs/xx/<16 hex>`). A user lives in exactly one partition, chosen at
+ * creation (hash of the name, or an explicit number) and never moved; all of a user's
+ * mailboxes and messages are in that partition. Writers are serialized per partition (LMDB's
+ * writer lock), readers never block. mtad, imapd and mailctl open the same store at once.
+ *
+ * Ids. A user id and a mailbox id carry their partition in the top 16 bits
+ * (STORE_ID_PART(id)), so every call taking an id knows its environment. A blob id is 64
+ * random bits; a blob delivered to several partitions is hard-linked under each of them.
+ *
+ * Transactions. Every index call takes a `struct store_txn` (read or write) on one partition.
+ * A read txn is a consistent snapshot; keep it for one command, not longer (LMDB: long readers
+ * stop page reuse). A write txn serializes writers of its partition; one process must not hold
+ * two write txns on the same partition. Pointers returned by reads (names, caches) point into
+ * the map and are valid until the txn ends. Any write call may return STORE_EAGAIN: the map
+ * was full, has been grown, and the whole transaction must be redone (store_txn_abort, then
+ * begin again and repeat the calls). store_write() does that loop for you; the batch and group
+ * commit APIs do it internally.
+ *
+ * Durability (STYLE 12). A message file is written to a tmp name, fsynced, renamed, and its
+ * directory fsynced before the index commit that references it; commits use LMDB's default
+ * sync mode. Acknowledge (SMTP 250, IMAP OK) only after store_txn_commit() or a batch callback
+ * reported 0. A crash leaves at most an orphan file, which store_verify() removes.
+ *
+ * Processes. Open the store in each process after fork(): an environment must not cross a
+ * fork (LMDB). store_open() runs mdb_reader_check() so readers left by a crashed process are
+ * cleared. The handle may be used from several threads only through the group committer
+ * (store_gc_*), which is thread-safe; other calls need one thread per handle.
+ *
+ * Errors. Functions return 0 (STORE_OK) or a `enum store_err`; store_strerror() names it.
+ * STORE_ENOSPC, STORE_EIO and STORE_EFULL are temporary (store_err_temporary()): answer
+ * 451/NO [SERVERBUG]-style and let the client retry; nothing half-written stays behind.
+ * Every function's errors are listed with it; STORE_EIO (an unexpected system or LMDB error,
+ * logged with its cause) and STORE_EAGAIN (write calls only, see above) can come from any
+ * call that touches the index and are not repeated in each list. */
+#ifndef HERON_STORE_H
+#define HERON_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+struct conf;
+struct event_base;
+
+/* ------------------------------------------------------------------------------------- */
+/* Errors */
+
+enum store_err {
+	STORE_OK = 0,
+	STORE_EINVAL,    /* bad argument: empty/overlong name, bad pattern, bad range */
+	STORE_ENOUSER,   /* no such user */
+	STORE_ENOMBOX,   /* no such mailbox (or it is \Noselect where one must be selectable) */
+	STORE_ENOMSG,    /* no such message (UID not in the mailbox) */
+	STORE_ENOQUEUE,  /* no such queue entry */
+	STORE_EEXIST,    /* the user or mailbox already exists */
+	STORE_EQUOTA,    /* the user's quota (bytes or messages) would be exceeded */
+	STORE_EKEYWORDS, /* the mailbox has STORE_MAX_KEYWORDS keywords already */
+	STORE_ENOTSUP,   /* the operation is refused for this object (e.g. delete INBOX) */
+	STORE_EFULL,     /* map at [store] map_size_max: temporary, an admin must act */
+	STORE_ENOSPC,    /* disk full while writing a file or committing: temporary */
+	STORE_EIO,       /* other system/LMDB failure (logged with the cause): temporary */
+	STORE_EAGAIN,    /* map grown: abort and redo the write transaction */
+	STORE_ECORRUPT,  /* a record did not decode: run `mailctl verify` */
+	STORE_ELOCKED,   /* queue entry leased by another runner, or held */
+	STORE_NERR
+};
+
+/* A constant text for the code ("no such mailbox"). */
+const char *store_strerror(int err);
+/* Whether a retry later may succeed (ENOSPC, EIO, EFULL, EAGAIN): SMTP 4xx, not 5xx. */
+bool store_err_temporary(int err);
+
+/* ------------------------------------------------------------------------------------- */
+/* Opening */
+
+#define STORE_ID_PART(id) ((unsigned)((id) >> 48))
+#define STORE_MAX_PARTITIONS 1024
+#define STORE_QUEUE_PART 0xffffu  /* the queue's "partition" for blobs and stats */
+#define STORE_MAX_NAME 512      /* bytes of a user or mailbox name */
+#define STORE_MAX_KEYWORDS 64   /* keywords per mailbox */
+#define STORE_MAX_KEYWORD 100   /* bytes of a keyword */
+
+struct store;
+
+struct store_opts {
+	const char *path;            /* the store directory; created if missing */
+	unsigned partitions;         /* 1..1024; must match the store once created */
+	uint64_t map_size;           /* initial map size per environment */
+	uint64_t map_size_max;       /* growth stops here (STORE_EFULL) */
+	int64_t expunge_history_ms;  /* how long expunged UIDs are kept for QRESYNC */
+	int64_t group_commit_ms;     /* store_gc default delay */
+	unsigned group_commit_max;   /* store_gc flushes at once when this many are pending */
+	bool create;                 /* create missing partitions (mailctl, daemons: yes) */
+};
+
+/* Fills o from the [store] section of c (strings point into c: keep c alive). */
+void store_opts_from_conf(const struct conf *c, struct store_opts *o);
+/* Opens (creating when o->create) the store: every partition environment and the queue.
+   Runs mdb_reader_check on each. Errors: STORE_EINVAL (partitions differ from the store's
+   recorded count, bad opts), STORE_ENOSPC, STORE_EIO (cannot create/open; logged). */
+int store_open(const struct store_opts *o, struct store **st_r);
+/* Closes every environment; *stp = NULL; safe on NULL. No txn may be open. */
+void store_close(struct store **stp);
+unsigned store_partitions(const struct store *st);
+/* The partition a new user goes to when none is given: a stable hash of the name. */
+unsigned store_partition_for(const struct store *st, const char *user);
+/* Number of fsync/fdatasync calls libstore issued in this process (message files,
+   directories, and two per index commit), for benchmarks. */
+uint64_t store_fsync_count(const struct store *st);
+/* Number of index write commits in this process (each is two fdatasyncs in LMDB's default
+   mode: data pages, then the meta page; store_fsync_count counts both). */
+uint64_t store_commit_count(const struct store *st);
+
+/* ------------------------------------------------------------------------------------- */
+/* Transactions */
+
+struct store_txn;
+
+enum store_txn_mode { STORE_TXN_READ, STORE_TXN_WRITE };
+
+/* Begins a txn on partition part. Errors: STORE_EINVAL (part out of range), STORE_EIO. */
+int store_txn_begin(struct store *st, unsigned part, enum store_txn_mode mode,
+		    struct store_txn **t_r);
+/* Commits (write) or ends (read) the txn and consumes *tp (NULL afterwards, even on failure);
+   after a successful write commit the partition's watchers are woken. Errors: STORE_EAGAIN
+   (map full: grown, redo), STORE_EFULL, STORE_ENOSPC, STORE_EIO; on error nothing of the txn
+   is in the index. */
+int store_txn_commit(struct store_txn **tp);
+/* Drops the txn; *tp = NULL; safe on NULL. */
+void store_txn_abort(struct store_txn **tp);
+unsigned store_txn_partition(const struct store_txn *t);
+struct store *store_txn_store(const struct store_txn *t);
+
+/* Runs fn in a write txn on part and commits; if fn or the commit return STORE_EAGAIN, the
+   txn is aborted and fn runs again (fn must only change the index through t). fn returning
+   non-zero aborts and is returned. Errors: fn's, and store_txn_commit's except EAGAIN. */
+int store_write(struct store *st, unsigned part, int (*fn)(struct store_txn *t, void *arg),
+		void *arg);
+
+/* ------------------------------------------------------------------------------------- */
+/* Users */
+
+struct store_user {
+	uint64_t id;           /* carries the partition */
+	const char *name;      /* valid for the txn */
+	uint64_t quota_bytes;  /* 0 = unlimited */
+	uint64_t quota_msgs;   /* 0 = unlimited */
+	uint64_t used_bytes;   /* exact: every message in every mailbox */
+	uint64_t used_msgs;
+	int64_t created;       /* Unix time */
+};
+
+/* Finds the user's partition (hashed one first, then the others): 0 and *part_r, or
+   STORE_ENOUSER. Opens its own read txns. */
+int store_user_locate(struct store *st, const char *name, unsigned *part_r);
+/* Creates a user with an INBOX in partition part (-1: store_partition_for). Needs a write txn
+   on that partition (so callers use store_user_locate/partition_for first). Errors:
+   STORE_EINVAL (empty, >STORE_MAX_NAME, contains NUL/CR/LF), STORE_EEXIST. */
+int store_user_create(struct store_txn *t, const char *name, uint64_t *id_r);
+/* Looks a user up by name in t's partition. Errors: STORE_ENOUSER. */
+int store_user_get(struct store_txn *t, const char *name, struct store_user *u_r);
+int store_user_get_id(struct store_txn *t, uint64_t id, struct store_user *u_r);
+/* Deletes the user with all mailboxes, messages (blob refs dropped) and subscriptions.
+   Errors: STORE_ENOUSER. */
+int store_user_delete(struct store_txn *t, const char *name);
+/* Renames within the partition. Errors: STORE_ENOUSER, STORE_EEXIST, STORE_EINVAL. */
+int store_user_rename(struct store_txn *t, const char *from, const char *to);
+/* Sets the quota (0 = unlimited). Errors: STORE_ENOUSER. */
+int store_user_set_quota(struct store_txn *t, const char *name, uint64_t bytes, uint64_t msgs);
+/* Calls cb for each user of t's partition in name order; a non-zero return from cb stops the
+   walk and is returned. */
+int store_user_list(struct store_txn *t, int (*cb)(const struct store_user *u, void *arg),
+		    void *arg);
+
+/* ------------------------------------------------------------------------------------- */
+/* Mailboxes. Names are bytes as imapd gives them (modified UTF-7), hierarchy delimiter '/',
+   "INBOX" matched case-insensitively (stored as "INBOX"); never used as file names. */
+
+#define STORE_DELIM '/'
+
+enum store_special {          /* RFC 6154 special-use, a bitmask */
+	STORE_USE_ALL = 1u << 0,
+	STORE_USE_ARCHIVE = 1u << 1,
+	STORE_USE_DRAFTS = 1u << 2,
+	STORE_USE_FLAGGED = 1u << 3,
+	STORE_USE_JUNK = 1u << 4,
+	STORE_USE_SENT = 1u << 5,
+	STORE_USE_TRASH = 1u << 6,
+};
+
+enum store_mbox_attr {        /* in store_mbox_info.attrs */
+	STORE_MBOX_NOSELECT = 1u << 0,   /* a deleted parent kept for its children */
+	STORE_MBOX_HASCHILDREN = 1u << 1,
+	STORE_MBOX_SUBSCRIBED = 1u << 2,
+	STORE_MBOX_NONEXISTENT = 1u << 3, /* subscribed-only entry (LSUB / LIST SUBSCRIBED) */
+};
+
+struct store_status {
+	uint32_t messages, recent, unseen, deleted;
+	uint32_t uidnext, uidvalidity;
+	uint64_t highestmodseq;
+	uint64_t size;              /* sum of RFC822.SIZE (STATUS=SIZE) */
+	uint32_t first_recent_uid;  /* messages with uid >= this are \Recent */
+	uint64_t expunge_floor;     /* VANISHED history is exact for modseqs >= this */
+};
+
+struct store_mbox_info {
+	uint64_t id;
+	const char *name;           /* valid for the txn */
+	size_t name_len;
+	unsigned attrs;             /* enum store_mbox_attr */
+	unsigned special;           /* enum store_special */
+};
+
+/* Creates name for user, creating missing parents (as ordinary mailboxes); special may be 0.
+   Errors: STORE_ENOUSER, STORE_EEXIST (name exists and is selectable; a \Noselect one becomes
+   selectable again), STORE_EINVAL (empty, too long, empty level, leading/trailing '/'). */
+int store_mbox_create(struct store_txn *t, uint64_t user, const char *name, unsigned special,
+		      uint64_t *id_r);
+/* Resolves a name. Errors: STORE_ENOMBOX (absent or \Noselect). */
+int store_mbox_find(struct store_txn *t, uint64_t user, const char *name, uint64_t *id_r);
+/* Deletes a mailbox and its messages. With children it stays as \Noselect (RFC 3501).
+   Errors: STORE_ENOMBOX, STORE_ENOTSUP (INBOX; or \Noselect already and has children). */
+int store_mbox_delete(struct store_txn *t, uint64_t user, const char *name);
+/* Renames from and its children to to, creating to's parents. Renaming INBOX moves its
+   messages into a new mailbox `to` and leaves INBOX empty (RFC 3501). Errors: STORE_ENOMBOX,
+   STORE_EEXIST (to exists), STORE_EINVAL (bad name, to inside from). */
+int store_mbox_rename(struct store_txn *t, uint64_t user, const char *from, const char *to);
+/* Subscriptions are names (they may outlive their mailbox). Errors: STORE_EINVAL. */
+int store_mbox_subscribe(struct store_txn *t, uint64_t user, const char *name, bool on);
+/* Sets the special-use mask. Errors: STORE_ENOMBOX. */
+int store_mbox_set_special(struct store_txn *t, uint64_t mbox, unsigned special);
+/* Lists mailboxes whose names match pattern (IMAP LIST: '*' any, '%' any but '/'), in name
+   order; subscribed_only lists subscriptions (NONEXISTENT set for those without a mailbox).
+   cb's non-zero return stops and is returned. Errors: STORE_ENOUSER. */
+int store_mbox_list(struct store_txn *t, uint64_t user, const char *pattern,
+		    bool subscribed_only,
+		    int (*cb)(const struct store_mbox_info *mi, void *arg), void *arg);
+/* Pattern matcher used by store_mbox_list, exported for imapd's LIST-EXTENDED. */
+bool store_mbox_match(const char *pattern, const char *name, size_t name_len);
+/* Exact counters, read from the mailbox record (no scan). Errors: STORE_ENOMBOX. */
+int store_mbox_status(struct store_txn *t, uint64_t mbox, struct store_status *s_r);
+/* The mailbox's name, owner and special use. Errors: STORE_ENOMBOX. */
+int store_mbox_info(struct store_txn *t, uint64_t mbox, uint64_t *user_r,
+		    struct store_mbox_info *mi_r);
+/* SELECT (not EXAMINE): *first_recent_r = the first \Recent UID for this session, and the
+   mailbox's \Recent set is emptied for later sessions. Needs a write txn. Errors:
+   STORE_ENOMBOX. */
+int store_mbox_take_recent(struct store_txn *t, uint64_t mbox, uint32_t *first_recent_r);
+/* Cheap change test: highest modseq of the mailbox in a fresh snapshot (own read txn), or 0
+   and STORE_ENOMBOX. imapd compares it with the view's modseq. */
+int store_mbox_modseq(struct store *st, uint64_t mbox, uint64_t *modseq_r);
+/* The mailbox's keyword names by index (bit i of store_msg.keywords = names[i]); *n_r set.
+   Names are valid for the txn. Errors: STORE_ENOMBOX. */
+int store_mbox_keywords(struct store_txn *t, uint64_t mbox,
+			const char *names[STORE_MAX_KEYWORDS], unsigned *n_r);
+/* Index of a keyword (ASCII case-insensitive), creating it when create (needs a write txn).
+   Errors: STORE_ENOMBOX, STORE_ENOMSG (absent and !create), STORE_EKEYWORDS, STORE_EINVAL. */
+int store_mbox_keyword(struct store_txn *t, uint64_t mbox, const char *kw, bool create,
+		       unsigned *idx_r);
+
+/* ------------------------------------------------------------------------------------- */
+/* Blobs: immutable message files. A blob writer computes the message cache (msgcache.h) as
+   the bytes go by, so a message is read once. */
+
+struct store_blob;   /* a message file being written, then durable, until referenced */
+
+/* Starts a message file in partition part's blobs/ (tmp name); part STORE_QUEUE_PART for the
+   queue. A blob may be referenced from any partition: it is hard-linked where needed.
+   Errors: STORE_EINVAL (part), STORE_ENOSPC, STORE_EIO. */
+int store_blob_new(struct store *st, unsigned part, struct store_blob **b_r);
+/* Appends bytes (the message as stored: CRLF line ends). Errors: STORE_ENOSPC, STORE_EIO;
+   after an error the blob can only be freed. */
+int store_blob_write(struct store_blob *b, const void *data, size_t len);
+/* fsync, rename to its final name, fsync the directory. After 0 the blob is durable and can
+   be referenced by deliveries/appends (store_deliver, store_msg_append, store_queue_add).
+   Errors: STORE_ENOSPC, STORE_EIO. */
+int store_blob_finish(struct store_blob *b);
+/* Writes a whole file (fd read from its current offset to EOF) as a durable blob:
+   new + write + finish. Errors: as those, and STORE_EIO on a read error. */
+int store_blob_from_fd(struct store *st, unsigned part, int fd, struct store_blob **b_r);
+uint64_t store_blob_id(const struct store_blob *b);
+uint64_t store_blob_size(const struct store_blob *b);
+/* Frees the writer; a blob never referenced by a committed txn is unlinked (so an aborted
+   delivery leaves nothing); *bp = NULL; safe on NULL. Free only after the commit. */
+void store_blob_free(struct store_blob **bp);
+
+/* Opens a message file for reading: *fd_r (O_RDONLY|O_CLOEXEC, caller closes) and its size.
+   Errors: STORE_ENOMSG (file missing: run verify), STORE_EIO. */
+int store_blob_open(struct store *st, unsigned part, uint64_t blob, int *fd_r,
+		    uint64_t *size_r);
+
+/* ------------------------------------------------------------------------------------- */
+/* Messages */
+
+enum store_flag {             /* system flags, a bitmask */
+	STORE_SEEN = 1u << 0,
+	STORE_ANSWERED = 1u << 1,
+	STORE_FLAGGED = 1u << 2,
+	STORE_DELETED = 1u << 3,
+	STORE_DRAFT = 1u << 4,
+	STORE_FLAGS_ALL = 0x1f,
+};
+
+struct store_msg {
+	uint32_t uid;
+	uint64_t modseq;
+	uint64_t blob;
+	int64_t internaldate;       /* Unix time */
+	uint64_t size;              /* RFC822.SIZE */
+	unsigned flags;             /* enum store_flag */
+	uint64_t keywords;          /* bit i = store_mbox_keywords()[i] */
+	const void *cache;          /* msgcache blob (msgcache_parse); valid for the txn */
+	size_t cache_len;           /* 0 when the message has no cache (verify rebuilds it) */
+};
+
+/* Appends a durable blob to mailbox mbox (t's partition; the blob is hard-linked there if it
+   was written elsewhere) with flags, keywords and internaldate (0 = now); bumps uidnext,
+   counters, highestmodseq and the owner's usage. Errors: STORE_ENOMBOX, STORE_EQUOTA,
+   STORE_EINVAL (blob not finished, a keyword bit the mailbox has no name for). */
+int store_msg_append(struct store_txn *t, uint64_t mbox, const struct store_blob *b,
+		     unsigned flags, uint64_t keywords, int64_t internaldate, uint32_t *uid_r);
+/* One message by UID. Errors: STORE_ENOMBOX, STORE_ENOMSG. */
+int store_msg_get(struct store_txn *t, uint64_t mbox, uint32_t uid, struct store_msg *m_r);
+
+struct store_iter;
+/* Iterates messages with lo <= uid <= hi in UID order (hi = UINT32_MAX for '*'), skipping
+   those with modseq <= changedsince (0 = none skipped). Errors: STORE_ENOMBOX. */
+int store_msg_iter(struct store_txn *t, uint64_t mbox, uint32_t lo, uint32_t hi,
+		   uint64_t changedsince, struct store_iter **it_r);
+/* 1 and *m_r, 0 at the end, or an error. */
+int store_iter_next(struct store_iter *it, struct store_msg *m_r);
+void store_iter_free(struct store_iter **itp);
+/* Messages by sequence numbers lo..hi (1-based, hi = UINT32_MAX for '*') in t's snapshot:
+   cb for each; cb's non-zero stops and is returned. Walks from the start (O(n)): imapd keeps
+   its own UID map; this is for mailctl and simple clients. Errors: STORE_ENOMBOX. */
+int store_msg_list_seq(struct store_txn *t, uint64_t mbox, uint32_t lo, uint32_t hi,
+		       int (*cb)(const struct store_msg *m, uint32_t seq, void *arg), void *arg);
+
+enum store_flag_op { STORE_FLAGS_SET, STORE_FLAGS_ADD, STORE_FLAGS_REMOVE };
+
+/* Changes flags/keywords of one message. Only a real change bumps the message's modseq
+   (new highestmodseq) and the counters. With unchangedsince != 0 and the message's modseq >
+   unchangedsince, nothing changes and STORE_ELOCKED is returned (CONDSTORE [MODIFIED]).
+   *m_r (may be NULL) gets the message after the change. Errors: STORE_ENOMBOX, STORE_ENOMSG,
+   STORE_ELOCKED, STORE_EINVAL (a keyword bit without a name: see store_mbox_keyword). */
+int store_msg_flags(struct store_txn *t, uint64_t mbox, uint32_t uid, enum store_flag_op op,
+		    unsigned flags, uint64_t keywords, uint64_t unchangedsince,
+		    struct store_msg *m_r);
+/* Expunges the given UIDs (uids == NULL: every \Deleted message; absent UIDs are skipped).
+   Appends each expunged UID to *out (xreallocarray'd, *n_out set; out may be NULL), records
+   (uid, modseq) in the expunge history, drops blob references (files unlinked after the
+   commit when no reference is left). Errors: STORE_ENOMBOX. */
+int store_msg_expunge(struct store_txn *t, uint64_t mbox, const uint32_t *uids, size_t n,
+		      uint32_t **out, size_t *n_out);
+/* Copies messages (uids, in that order) to dst in the same partition, without copying
+   bodies; flags and keywords kept (keywords re-indexed for dst), internaldate kept. Appends
+   the new UIDs to *dst_uids (xreallocarray'd; set in the order of src UIDs copied; absent
+   src UIDs are skipped, their src uid not reported in *src_done). move: the source messages
+   are then expunged (RFC 6851). Errors: STORE_ENOMBOX, STORE_EQUOTA (copy only; move does
+   not change usage), STORE_EKEYWORDS. */
+int store_msg_copy(struct store_txn *t, uint64_t src, uint64_t dst, const uint32_t *uids,
+		   size_t n, bool move, uint32_t **src_done, uint32_t **dst_uids, size_t *n_r);
+/* QRESYNC: UIDs expunged with modseq > since, in UID order (xreallocarray'd into *out).
+   *exact_r = false when since < the history floor (then the caller must fall back to a
+   UID-set comparison, RFC 7162 3.2.5.2). Errors: STORE_ENOMBOX. */
+int store_msg_vanished(struct store_txn *t, uint64_t mbox, uint64_t since, uint32_t **out,
+		       size_t *n_r, bool *exact_r);
+
+/* ------------------------------------------------------------------------------------- */
+/* Delivery: one message to many mailboxes of many users, stored once per partition. */
+
+struct store_rcpt {
+	const char *user;            /* in: user name */
+	const char *mailbox;         /* in: NULL = INBOX; missing mailbox -> INBOX */
+	unsigned flags;              /* in: initial flags (usually 0) */
+	int result;                  /* out: 0 or a store_err (ENOUSER, EQUOTA, temporary) */
+	uint64_t mbox;               /* out: mailbox id */
+	uint32_t uid;                /* out */
+};
+
+/* Delivers the spooled message in fd (read from offset 0 to EOF, once) to every recipient:
+   the blob is written in the first recipient's partition, hard-linked into the others, and
+   each partition commits one txn. Per-recipient results are in rcpts[i].result; the return
+   is 0 if at least one recipient was delivered, or the error of the first (all failed).
+   internaldate 0 = now. Acknowledge recipient i only when rcpts[i].result == 0. Errors (per
+   recipient): STORE_ENOUSER, STORE_EQUOTA, STORE_ENOSPC, STORE_EFULL, STORE_EIO. */
+int store_deliver(struct store *st, int fd, int64_t internaldate, struct store_rcpt *rcpts,
+		  size_t n);
+
+/* ------------------------------------------------------------------------------------- */
+/* Group commit. A batch holds deliveries, appends, flag changes and queue additions; commit
+   runs them all in one write txn per partition touched, so one index fsync covers them. */
+
+struct store_batch;
+/* Called once per operation after its partition's commit (result 0) or failure. */
+typedef void store_done_cb(int result, const struct store_rcpt *rcpts, size_t n,
+			   uint64_t value, void *arg);
+
+struct store_batch *store_batch_new(struct store *st);
+/* Queues a delivery of a durable blob (store_blob_finish done) to recipients. The batch keeps
+   pointers to b and rcpts until its callbacks ran; rcpts[].result/mbox/uid are set. The
+   callback gets (0 if any recipient succeeded, rcpts, n, 0, arg). */
+void store_batch_deliver(struct store_batch *bt, struct store_blob *b, int64_t internaldate,
+			 struct store_rcpt *rcpts, size_t n, store_done_cb *cb, void *arg);
+/* Queues an append; the callback's value is the new UID. */
+void store_batch_append(struct store_batch *bt, uint64_t mbox, struct store_blob *b,
+			unsigned flags, uint64_t keywords, int64_t internaldate,
+			store_done_cb *cb, void *arg);
+/* Queues a flag change (as store_msg_flags, no unchangedsince); value = the new modseq. */
+void store_batch_flags(struct store_batch *bt, uint64_t mbox, uint32_t uid,
+		       enum store_flag_op op, unsigned flags, uint64_t keywords,
+		       store_done_cb *cb, void *arg);
+struct store_queue_msg;
+/* Queues a queue entry (store_queue_add); value = the queue id. qm is copied now. */
+void store_batch_enqueue(struct store_batch *bt, const struct store_queue_msg *qm,
+			 struct store_blob *b, store_done_cb *cb, void *arg);
+size_t store_batch_count(const struct store_batch *bt);
+/* Commits everything queued (one write txn per partition + one for the queue), calls every
+   callback in queue order, and frees the batch (*btp = NULL). Returns the number of
+   operations whose result was non-zero. */
+size_t store_batch_commit(struct store_batch **btp);
+/* Drops a batch without running it (callbacks are not called); *btp = NULL. */
+void store_batch_free(struct store_batch **btp);
+
+/* The group committer: many producers in one process share commits.
+   - libevent: store_gc_attach(gc, base); producers call store_gc_* with a callback; the
+     committer flushes group_commit_ms after the first pending operation (or at once when
+     group_commit_max are pending) from the event loop and runs the callbacks there.
+   - threads: store_gc_*_wait() blocks the calling thread until its operation committed; the
+     first waiter waits group_commit_ms for company, then commits for all.
+   Errors of the _wait calls: those of the operation (see store_batch_*). */
+struct store_gc;
+int store_gc_new(struct store *st, struct store_gc **gc_r);
+/* Flushes from base's loop (a timer). Without attach, call store_gc_flush yourself. */
+void store_gc_attach(struct store_gc *gc, struct event_base *base);
+void store_gc_deliver(struct store_gc *gc, struct store_blob *b, int64_t internaldate,
+		      struct store_rcpt *rcpts, size_t n, store_done_cb *cb, void *arg);
+void store_gc_flags(struct store_gc *gc, uint64_t mbox, uint32_t uid, enum store_flag_op op,
+		    unsigned flags, uint64_t keywords, store_done_cb *cb, void *arg);
+void store_gc_enqueue(struct store_gc *gc, const struct store_queue_msg *qm,
+		      struct store_blob *b, store_done_cb *cb, void *arg);
+int store_gc_deliver_wait(struct store_gc *gc, struct store_blob *b, int64_t internaldate,
+			  struct store_rcpt *rcpts, size_t n);
+/* Commits what is pending now and runs its callbacks (in the caller's thread). */
+void store_gc_flush(struct store_gc *gc);
+/* Operations committed and commits done so far (bench: ops per commit). */
+void store_gc_stats(const struct store_gc *gc, uint64_t *ops_r, uint64_t *commits_r);
+/* Flushes what is pending, then frees; *gcp = NULL. */
+void store_gc_free(struct store_gc **gcp);
+
+/* ------------------------------------------------------------------------------------- */
+/* Change notification. One watcher per process serves every session: its fd (inotify on each
+   watched partition's `notify` file, touched by every writer after commit) becomes readable
+   within a second of a commit by any process. On readable: store_watch_drain(), then for
+   each mailbox the process watches compare store_mbox_modseq() with the session's. */
+
+struct store_watch;
+/* Errors: STORE_EIO (inotify unavailable: then poll store_mbox_modseq each second). */
+int store_watch_new(struct store *st, struct store_watch **w_r);
+/* Watches partition part (idempotent; cheap to call for every IDLE). Errors: STORE_EINVAL. */
+int store_watch_partition(struct store_watch *w, unsigned part);
+/* The fd to poll for reading (EV_READ|EV_PERSIST). */
+int store_watch_fd(const struct store_watch *w);
+/* Reads pending events without blocking; returns the number of partitions changed and sets
+   changed[p] = true for each (changed has store_partitions() entries; may be NULL). */
+int store_watch_drain(struct store_watch *w, bool *changed);
+void store_watch_free(struct store_watch **wp);
+
+/* ------------------------------------------------------------------------------------- */
+/* Outbound queue (mtad relay). Entries live in `queue/` with their message file. */
+
+enum store_rcpt_state {
+	STORE_Q_PENDING = 0,   /* not tried yet, or deferred (next_attempt) */
+	STORE_Q_DELIVERED,
+	STORE_Q_FAILED,        /* permanent: bounce */
+};
+
+enum store_notify {            /* RFC 3461 NOTIFY, a bitmask; 0 = not given */
+	STORE_NOTIFY_NEVER = 1u << 0,
+	STORE_NOTIFY_SUCCESS = 1u << 1,
+	STORE_NOTIFY_FAILURE = 1u << 2,
+	STORE_NOTIFY_DELAY = 1u << 3,
+};
+
+enum store_ret { STORE_RET_NONE = 0, STORE_RET_FULL, STORE_RET_HDRS };
+
+struct store_queue_rcpt {
+	const char *addr;          /* forward-path, without <> */
+	const char *orcpt;         /* ORCPT (addr-type;xtext as received), or NULL */
+	unsigned notify;           /* enum store_notify */
+	enum store_rcpt_state state;
+	uint32_t attempts;
+	int64_t next_attempt;      /* Unix time; for PENDING */
+	const char *last_error;    /* last reply/reason, or NULL */
+};
+
+struct store_queue_msg {
+	uint64_t id;               /* out of add / lease / get */
+	const char *sender;        /* reverse-path without <> ("" = null sender) */
+	const char *envid;         /* ENVID or NULL */
+	enum store_ret ret;
+	int64_t created;           /* Unix time (0 on add = now) */
+	uint64_t size;
+	uint64_t blob;             /* queue/blobs id (store_queue_open) */
+	bool held;
+	int64_t lease_until;       /* a runner holds it until then */
+	size_t nrcpt;
+	struct store_queue_rcpt *rcpt;
+};
+
+/* Adds an entry for a durable blob (best written with part STORE_QUEUE_PART; a blob of a
+   partition is hard-linked into queue/); all recipients PENDING and due now. *id_r (may be
+   NULL) gets the id. Errors: STORE_EINVAL (no recipients), STORE_EFULL, STORE_ENOSPC. */
+int store_queue_add(struct store *st, const struct store_queue_msg *qm,
+		    const struct store_blob *b, uint64_t *id_r);
+/* Leases up to max entries due at now (not held, not leased): their lease is set to
+   now + lease_s and cb gets each after the commit (pointers valid during cb); *n_r = how many.
+   An entry whose lease expires (a crashed runner) is due again. Errors: STORE_EIO. */
+int store_queue_lease(struct store *st, int64_t now, int64_t lease_s, size_t max,
+		      void (*cb)(const struct store_queue_msg *qm, void *arg), void *arg,
+		      size_t *n_r);
+/* Records a recipient outcome (state, next attempt for PENDING, error text) and ends the
+   lease when release. Errors: STORE_ENOQUEUE, STORE_EINVAL (index out of range). */
+int store_queue_rcpt_set(struct store *st, uint64_t id, size_t idx,
+			 enum store_rcpt_state state, int64_t next_attempt, const char *error);
+/* Ends the lease; the entry is due again at the earliest next_attempt of its PENDING
+   recipients. When no recipient is PENDING the entry stays (for bounces) until deleted.
+   Errors: STORE_ENOQUEUE. */
+int store_queue_release_lease(struct store *st, uint64_t id);
+/* Reads one entry; the struct's strings are malloc'd: store_queue_msg_clear() frees them.
+   Errors: STORE_ENOQUEUE. */
+int store_queue_get(struct store *st, uint64_t id, struct store_queue_msg *qm_r);
+void store_queue_msg_clear(struct store_queue_msg *qm);
+/* Every entry in id order (pointers valid during cb); cb's non-zero stops and is returned. */
+int store_queue_list(struct store *st, int (*cb)(const struct store_queue_msg *qm, void *arg),
+		     void *arg);
+/* hold: never leased until released; release: due now. Errors: STORE_ENOQUEUE. */
+int store_queue_hold(struct store *st, uint64_t id, bool hold);
+/* Deletes the entry and its file. Errors: STORE_ENOQUEUE. */
+int store_queue_delete(struct store *st, uint64_t id);
+/* Makes every (id == 0) or one not-held entry due now (resetting next_attempt of PENDING
+   recipients). Errors: STORE_ENOQUEUE. */
+int store_queue_flush(struct store *st, uint64_t id);
+/* Opens the entry's message file. Errors: STORE_ENOQUEUE, STORE_EIO. */
+int store_queue_open(struct store *st, uint64_t id, int *fd_r, uint64_t *size_r);
+
+/* ------------------------------------------------------------------------------------- */
+/* Verification and statistics */
+
+struct store_verify_report {
+	uint64_t users, mailboxes, messages, blobs, queue;
+	uint64_t bad_counters;     /* mailbox/user counters differing from a recount */
+	uint64_t bad_refcounts;    /* blob refcounts differing from the references */
+	uint64_t missing_files;    /* referenced blob without its file */
+	uint64_t orphan_files;     /* files no record references (tmp leftovers included) */
+	uint64_t young_files;      /* unreferenced files younger than a minute: a delivery in
+				      progress (or just interrupted); not counted as a problem */
+	uint64_t bad_records;      /* records that did not decode */
+	uint64_t missing_cache;    /* blobs without a message cache */
+	uint64_t repaired;
+};
+
+/* Checks one user (user != NULL) or everything: counters against a recount, refcounts,
+   files. repair: fixes counters and refcounts, rebuilds missing caches, removes orphan files
+   older than a minute (younger ones may belong to a delivery in progress), drops message
+   rows whose file is gone (logged). Returns 0 when nothing was wrong (or all was repaired),
+   STORE_ECORRUPT when problems remain, or a system error. */
+int store_verify(struct store *st, const char *user, bool repair,
+		 struct store_verify_report *r);
+
+struct store_stats {
+	uint64_t users, mailboxes, messages, bytes;
+	uint64_t map_used, map_size;  /* LMDB pages in use * page size, current map size */
+};
+/* Per partition (part < store_partitions) or the queue (STORE_QUEUE_PART: messages =
+   entries, bytes = their sizes). Errors: STORE_EINVAL. */
+int store_stats(struct store *st, unsigned part, struct store_stats *s_r);
+
+#endif

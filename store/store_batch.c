@@ -1,0 +1,591 @@
+/* store_batch.c — owns group commit: batches of deliveries, appends, flag changes and queue
+ * additions run in one write txn per partition (so one index fsync covers them all), the
+ * group committer shared by the producers of a process (libevent timer or threads), and
+ * store_deliver() built on them. */
+#include <errno.h>
+#include <event2/event.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/xmalloc.h"
+#include "store/store_private.h"
+
+enum bop_type { BOP_DELIVER, BOP_APPEND, BOP_FLAGS, BOP_ENQUEUE };
+
+struct bop {
+	enum bop_type type;
+	store_done_cb *cb;
+	void *arg;
+	int result;
+	uint64_t value;
+	struct store_blob *blob;
+	int64_t internaldate;
+	struct store_rcpt *rcpts;  /* BOP_DELIVER */
+	size_t n;
+	unsigned *rcpt_part;       /* partition of each recipient (UINT_MAX: unknown user) */
+	uint64_t mbox;             /* APPEND, FLAGS */
+	uint32_t uid;
+	enum store_flag_op op;
+	unsigned flags;
+	uint64_t keywords;
+	struct store_queue_msg qm; /* ENQUEUE: a copy (strings not owned) */
+};
+
+struct store_batch {
+	struct store *st;
+	struct bop *ops;
+	size_t n, cap;
+};
+
+struct store_batch *store_batch_new(struct store *st)
+{
+	struct store_batch *bt = xcalloc(1, sizeof(*bt));
+
+	bt->st = st;
+	return bt;
+}
+
+static struct bop *bop_add(struct store_batch *bt, enum bop_type type, store_done_cb *cb,
+			   void *arg)
+{
+	struct bop *o;
+
+	if (bt->n == bt->cap)
+		bt->ops = xreallocarray(bt->ops, bt->cap = bt->cap * 2 + 16, sizeof(*bt->ops));
+	o = &bt->ops[bt->n++];
+	memset(o, 0, sizeof(*o));
+	o->type = type;
+	o->cb = cb;
+	o->arg = arg;
+	return o;
+}
+
+void store_batch_deliver(struct store_batch *bt, struct store_blob *b, int64_t internaldate,
+			 struct store_rcpt *rcpts, size_t n, store_done_cb *cb, void *arg)
+{
+	struct bop *o = bop_add(bt, BOP_DELIVER, cb, arg);
+
+	o->blob = b;
+	o->internaldate = internaldate;
+	o->rcpts = rcpts;
+	o->n = n;
+}
+
+void store_batch_append(struct store_batch *bt, uint64_t mbox, struct store_blob *b,
+			unsigned flags, uint64_t keywords, int64_t internaldate,
+			store_done_cb *cb, void *arg)
+{
+	struct bop *o = bop_add(bt, BOP_APPEND, cb, arg);
+
+	o->mbox = mbox;
+	o->blob = b;
+	o->flags = flags;
+	o->keywords = keywords;
+	o->internaldate = internaldate;
+}
+
+void store_batch_flags(struct store_batch *bt, uint64_t mbox, uint32_t uid,
+		       enum store_flag_op op, unsigned flags, uint64_t keywords,
+		       store_done_cb *cb, void *arg)
+{
+	struct bop *o = bop_add(bt, BOP_FLAGS, cb, arg);
+
+	o->mbox = mbox;
+	o->uid = uid;
+	o->op = op;
+	o->flags = flags;
+	o->keywords = keywords;
+}
+
+void store_batch_enqueue(struct store_batch *bt, const struct store_queue_msg *qm,
+			 struct store_blob *b, store_done_cb *cb, void *arg)
+{
+	struct bop *o = bop_add(bt, BOP_ENQUEUE, cb, arg);
+
+	o->qm = *qm;
+	o->blob = b;
+}
+
+size_t store_batch_count(const struct store_batch *bt)
+{
+	return bt->n;
+}
+
+void store_batch_free(struct store_batch **btp)
+{
+	struct store_batch *bt = *btp;
+
+	if (bt == NULL)
+		return;
+	for (size_t i = 0; i < bt->n; i++)
+		free(bt->ops[i].rcpt_part);
+	free(bt->ops);
+	free(bt);
+	*btp = NULL;
+}
+
+/* ------------------------------------------------------------------------------------- */
+
+struct part_run {
+	struct store_batch *bt;
+	unsigned part;
+};
+
+static int deliver_one(struct store_txn *t, struct bop *o, struct store_rcpt *r)
+{
+	struct store_user u;
+	struct mbox_rec rec;
+	uint64_t mbox;
+	int rc;
+
+	if ((rc = store_user_get(t, r->user, &u)) != 0)
+		return rc;
+	rc = r->mailbox != NULL ? store_mbox_find(t, u.id, r->mailbox, &mbox) : STORE_ENOMBOX;
+	if (rc == STORE_ENOMBOX)
+		rc = store_mbox_find(t, u.id, "INBOX", &mbox);
+	if (rc != 0)
+		return rc;
+	if ((rc = mbox_rec_load(t, mbox, &rec)) != 0)
+		return rc;
+	if ((rc = store_msg_add_ref(t, &rec, mbox, store_blob_id(o->blob),
+				    store_blob_size(o->blob), r->flags, 0, o->internaldate, true,
+				    &r->uid)) != 0)
+		return rc;
+	if ((rc = store_blob_ref(t, o->blob)) != 0 || (rc = mbox_rec_store(t, mbox, &rec)) != 0)
+		return rc;
+	r->mbox = mbox;
+	return 0;
+}
+
+/* An error that leaves the txn unusable: the whole partition's work is redone or failed. */
+static bool txn_fatal(struct store_txn *t, int rc)
+{
+	return t->failed || rc == STORE_EAGAIN || rc == STORE_EIO || rc == STORE_ENOSPC ||
+	       rc == STORE_EFULL;
+}
+
+static int run_op(struct store_txn *t, struct bop *o, unsigned part)
+{
+	struct store_msg m;
+	int rc;
+
+	switch (o->type) {
+	case BOP_DELIVER:
+		for (size_t i = 0; i < o->n; i++) {
+			if (o->rcpt_part[i] != part)
+				continue;
+			rc = deliver_one(t, o, &o->rcpts[i]);
+			o->rcpts[i].result = rc;
+			if (txn_fatal(t, rc))
+				return rc;
+		}
+		return 0;
+	case BOP_APPEND:
+		if (STORE_ID_PART(o->mbox) != part)
+			return 0;
+		rc = store_msg_append(t, o->mbox, o->blob, o->flags, o->keywords,
+				      o->internaldate, &o->uid);
+		o->result = rc;
+		o->value = o->uid;
+		break;
+	case BOP_FLAGS:
+		if (STORE_ID_PART(o->mbox) != part)
+			return 0;
+		rc = store_msg_flags(t, o->mbox, o->uid, o->op, o->flags, o->keywords, 0, &m);
+		o->result = rc;
+		o->value = m.modseq;
+		break;
+	case BOP_ENQUEUE:
+		if (part != STORE_QUEUE_PART)
+			return 0;
+		rc = store_queue_add_txn(t, &o->qm, o->blob, &o->value);
+		o->result = rc;
+		break;
+	}
+	return txn_fatal(t, o->result) ? o->result : 0;
+}
+
+static bool op_touches(const struct bop *o, unsigned part)
+{
+	switch (o->type) {
+	case BOP_DELIVER:
+		for (size_t i = 0; i < o->n; i++)
+			if (o->rcpt_part[i] == part)
+				return true;
+		return false;
+	case BOP_APPEND:
+	case BOP_FLAGS:
+		return STORE_ID_PART(o->mbox) == part;
+	case BOP_ENQUEUE:
+		return part == STORE_QUEUE_PART;
+	}
+	return false;
+}
+
+/* One write txn for every operation of the batch in partition pr->part. Every per-op
+   result is set again on a retry. An operation that fails alone (no such user, quota) has
+   written nothing: the functions check before they write. */
+static int part_fn(struct store_txn *t, void *arg)
+{
+	struct part_run *pr = arg;
+	int rc;
+
+	for (size_t i = 0; i < pr->bt->n; i++) {
+		struct bop *o = &pr->bt->ops[i];
+
+		if (op_touches(o, pr->part) && (rc = run_op(t, o, pr->part)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Sets every result of partition part to err (its commit failed). */
+static void part_failed(struct store_batch *bt, unsigned part, int err)
+{
+	for (size_t i = 0; i < bt->n; i++) {
+		struct bop *o = &bt->ops[i];
+
+		if (!op_touches(o, part))
+			continue;
+		if (o->type == BOP_DELIVER) {
+			for (size_t j = 0; j < o->n; j++)
+				if (o->rcpt_part[j] == part)
+					o->rcpts[j].result = err;
+		} else
+			o->result = err;
+	}
+}
+
+/* Finds each recipient's partition; an unknown user fails now (ENOUSER). */
+static void locate_rcpts(struct store_batch *bt, bool *parts)
+{
+	for (size_t i = 0; i < bt->n; i++) {
+		struct bop *o = &bt->ops[i];
+
+		switch (o->type) {
+		case BOP_DELIVER:
+			o->rcpt_part = xcalloc(o->n + 1, sizeof(*o->rcpt_part));
+			for (size_t j = 0; j < o->n; j++) {
+				unsigned p;
+				int rc = store_user_locate(bt->st, o->rcpts[j].user, &p);
+
+				o->rcpts[j].result = rc;
+				o->rcpts[j].uid = 0;
+				o->rcpt_part[j] = rc == 0 ? p : UINT32_MAX;
+				if (rc == 0)
+					parts[p] = true;
+			}
+			break;
+		case BOP_APPEND:
+		case BOP_FLAGS:
+			if (STORE_ID_PART(o->mbox) < bt->st->nparts)
+				parts[STORE_ID_PART(o->mbox)] = true;
+			else
+				o->result = STORE_ENOMBOX;
+			break;
+		case BOP_ENQUEUE:
+			parts[bt->st->nparts] = true;
+			break;
+		}
+	}
+}
+
+size_t store_batch_commit(struct store_batch **btp)
+{
+	struct store_batch *bt = *btp;
+	struct store *st = bt->st;
+	bool *parts = xcalloc(st->nparts + 1, sizeof(*parts));
+	size_t failed = 0;
+
+	locate_rcpts(bt, parts);
+	for (unsigned p = 0; p <= st->nparts; p++) {
+		struct part_run pr = { bt, p == st->nparts ? STORE_QUEUE_PART : p };
+		int rc;
+
+		if (!parts[p])
+			continue;
+		if ((rc = store_write(st, pr.part, part_fn, &pr)) != 0)
+			part_failed(bt, pr.part, rc);
+	}
+	free(parts);
+	for (size_t i = 0; i < bt->n; i++) {
+		struct bop *o = &bt->ops[i];
+
+		if (o->type == BOP_DELIVER) {
+			o->result = o->n > 0 ? o->rcpts[0].result : STORE_EINVAL;
+			for (size_t j = 0; j < o->n; j++)
+				if (o->rcpts[j].result == 0)
+					o->result = 0;
+		}
+		if (o->result != 0)
+			failed++;
+		if (o->cb != NULL)
+			o->cb(o->result, o->rcpts, o->n, o->value, o->arg);
+	}
+	store_batch_free(btp);
+	return failed;
+}
+
+int store_deliver(struct store *st, int fd, int64_t internaldate, struct store_rcpt *rcpts,
+		  size_t n)
+{
+	struct store_batch *bt;
+	struct store_blob *b;
+	unsigned part = 0;
+	int rc;
+
+	if (n == 0)
+		return STORE_EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (store_user_locate(st, rcpts[i].user, &part) == 0)
+			break;
+	if (lseek(fd, 0, SEEK_SET) == -1 && errno != ESPIPE)
+		return STORE_EIO;
+	if ((rc = store_blob_from_fd(st, part, fd, &b)) != 0) {
+		for (size_t i = 0; i < n; i++)
+			rcpts[i].result = rc;
+		return rc;
+	}
+	bt = store_batch_new(st);
+	store_batch_deliver(bt, b, internaldate, rcpts, n, NULL, NULL);
+	store_batch_commit(&bt);
+	store_blob_free(&b);
+	rc = rcpts[0].result;
+	for (size_t i = 0; i < n; i++)
+		if (rcpts[i].result == 0)
+			rc = 0;
+	return rc;
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* The group committer: one lane per partition (and one for the queue), chosen by the blob's
+   or mailbox's partition, so commits of different partitions run in parallel while each
+   lane's operations share one commit. */
+
+struct gc_lane {
+	pthread_mutex_t mu;        /* pending, leader */
+	pthread_mutex_t commit_mu; /* one commit at a time per lane */
+	pthread_cond_t cv;
+	struct store_batch *pending;
+	bool leader;
+};
+
+struct store_gc {
+	struct store *st;
+	unsigned nlanes;
+	struct gc_lane *lanes;
+	struct event *ev;          /* libevent flush timer */
+	atomic_bool armed;
+	atomic_uint_fast64_t ops, commits;
+};
+
+int store_gc_new(struct store *st, struct store_gc **gc_r)
+{
+	struct store_gc *gc = xcalloc(1, sizeof(*gc));
+
+	gc->st = st;
+	gc->nlanes = st->nparts + 1;
+	gc->lanes = xcalloc(gc->nlanes, sizeof(*gc->lanes));
+	for (unsigned i = 0; i < gc->nlanes; i++) {
+		pthread_mutex_init(&gc->lanes[i].mu, NULL);
+		pthread_mutex_init(&gc->lanes[i].commit_mu, NULL);
+		pthread_cond_init(&gc->lanes[i].cv, NULL);
+	}
+	*gc_r = gc;
+	return 0;
+}
+
+static void gc_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct store_gc *gc = arg;
+
+	(void)fd;
+	(void)what;
+	store_gc_flush(gc);
+}
+
+void store_gc_attach(struct store_gc *gc, struct event_base *base)
+{
+	gc->ev = evtimer_new(base, gc_timer_cb, gc);
+	if (gc->ev == NULL)
+		fatalx("store: evtimer_new");
+}
+
+static struct gc_lane *gc_lane(struct store_gc *gc, unsigned part)
+{
+	return &gc->lanes[part < gc->st->nparts ? part : gc->st->nparts];
+}
+
+/* Called with the lane's mu held after an operation was queued: arms the timer. */
+static void gc_queued(struct store_gc *gc, struct gc_lane *l)
+{
+	if (gc->ev == NULL)
+		return;
+	if (store_batch_count(l->pending) >= gc->st->gc_max) {
+		event_active(gc->ev, EV_TIMEOUT, 0);
+		atomic_store(&gc->armed, true);
+	} else if (!atomic_exchange(&gc->armed, true)) {
+		struct timeval tv = { gc->st->gc_ms / 1000, (gc->st->gc_ms % 1000) * 1000 };
+
+		evtimer_add(gc->ev, &tv);
+	}
+}
+
+static struct store_batch *gc_pending(struct store_gc *gc, struct gc_lane *l)
+{
+	if (l->pending == NULL)
+		l->pending = store_batch_new(gc->st);
+	return l->pending;
+}
+
+void store_gc_deliver(struct store_gc *gc, struct store_blob *b, int64_t internaldate,
+		      struct store_rcpt *rcpts, size_t n, store_done_cb *cb, void *arg)
+{
+	struct gc_lane *l = gc_lane(gc, b->part);
+
+	pthread_mutex_lock(&l->mu);
+	store_batch_deliver(gc_pending(gc, l), b, internaldate, rcpts, n, cb, arg);
+	gc_queued(gc, l);
+	pthread_mutex_unlock(&l->mu);
+}
+
+void store_gc_flags(struct store_gc *gc, uint64_t mbox, uint32_t uid, enum store_flag_op op,
+		    unsigned flags, uint64_t keywords, store_done_cb *cb, void *arg)
+{
+	struct gc_lane *l = gc_lane(gc, STORE_ID_PART(mbox));
+
+	pthread_mutex_lock(&l->mu);
+	store_batch_flags(gc_pending(gc, l), mbox, uid, op, flags, keywords, cb, arg);
+	gc_queued(gc, l);
+	pthread_mutex_unlock(&l->mu);
+}
+
+void store_gc_enqueue(struct store_gc *gc, const struct store_queue_msg *qm,
+		      struct store_blob *b, store_done_cb *cb, void *arg)
+{
+	struct gc_lane *l = gc_lane(gc, STORE_QUEUE_PART);
+
+	pthread_mutex_lock(&l->mu);
+	store_batch_enqueue(gc_pending(gc, l), qm, b, cb, arg);
+	gc_queued(gc, l);
+	pthread_mutex_unlock(&l->mu);
+}
+
+/* Takes the lane's pending batch and commits it; callbacks run in this thread. */
+static void gc_commit_lane(struct store_gc *gc, struct gc_lane *l)
+{
+	struct store_batch *bt;
+	size_t n;
+
+	pthread_mutex_lock(&l->commit_mu);
+	pthread_mutex_lock(&l->mu);
+	bt = l->pending;
+	l->pending = NULL;
+	l->leader = false;
+	pthread_mutex_unlock(&l->mu);
+	if (bt != NULL) {
+		n = store_batch_count(bt);
+		store_batch_commit(&bt);
+		atomic_fetch_add(&gc->ops, n);
+		atomic_fetch_add(&gc->commits, 1);
+		pthread_mutex_lock(&l->mu);
+		pthread_cond_broadcast(&l->cv);
+		pthread_mutex_unlock(&l->mu);
+	}
+	pthread_mutex_unlock(&l->commit_mu);
+}
+
+void store_gc_flush(struct store_gc *gc)
+{
+	if (gc->ev != NULL)
+		evtimer_del(gc->ev);
+	atomic_store(&gc->armed, false);
+	for (unsigned i = 0; i < gc->nlanes; i++)
+		gc_commit_lane(gc, &gc->lanes[i]);
+}
+
+struct gc_wait {
+	atomic_bool done;
+	int result;
+};
+
+static void gc_wait_cb(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+		       void *arg)
+{
+	struct gc_wait *w = arg;
+
+	(void)rcpts;
+	(void)n;
+	(void)value;
+	w->result = result;
+	atomic_store(&w->done, true); /* waiters re-check after the broadcast */
+}
+
+int store_gc_deliver_wait(struct store_gc *gc, struct store_blob *b, int64_t internaldate,
+			  struct store_rcpt *rcpts, size_t n)
+{
+	struct gc_lane *l = gc_lane(gc, b->part);
+	struct gc_wait w = { false, 0 };
+	bool lead;
+
+	pthread_mutex_lock(&l->mu);
+	store_batch_deliver(gc_pending(gc, l), b, internaldate, rcpts, n, gc_wait_cb, &w);
+	lead = !l->leader || store_batch_count(l->pending) >= gc->st->gc_max;
+	l->leader = true;
+	pthread_mutex_unlock(&l->mu);
+	if (lead) {
+		/* wait for company, unless a commit is running: then its end is the wait */
+		if (gc->st->gc_ms > 0 && pthread_mutex_trylock(&l->commit_mu) == 0) {
+			struct timespec ts = { gc->st->gc_ms / 1000,
+					       (gc->st->gc_ms % 1000) * 1000000 };
+
+			pthread_mutex_unlock(&l->commit_mu);
+			nanosleep(&ts, NULL);
+		}
+		gc_commit_lane(gc, l);
+	}
+	pthread_mutex_lock(&l->mu);
+	while (!atomic_load(&w.done)) {
+		if (l->pending != NULL && !l->leader) {
+			/* our operation is still pending and nobody leads: lead */
+			l->leader = true;
+			pthread_mutex_unlock(&l->mu);
+			gc_commit_lane(gc, l);
+			pthread_mutex_lock(&l->mu);
+			continue;
+		}
+		pthread_cond_wait(&l->cv, &l->mu);
+	}
+	pthread_mutex_unlock(&l->mu);
+	return w.result;
+}
+
+void store_gc_stats(const struct store_gc *gc, uint64_t *ops_r, uint64_t *commits_r)
+{
+	*ops_r = atomic_load(&((struct store_gc *)(uintptr_t)gc)->ops);
+	*commits_r = atomic_load(&((struct store_gc *)(uintptr_t)gc)->commits);
+}
+
+void store_gc_free(struct store_gc **gcp)
+{
+	struct store_gc *gc = *gcp;
+
+	if (gc == NULL)
+		return;
+	store_gc_flush(gc);
+	if (gc->ev != NULL)
+		event_free(gc->ev);
+	for (unsigned i = 0; i < gc->nlanes; i++) {
+		pthread_mutex_destroy(&gc->lanes[i].mu);
+		pthread_mutex_destroy(&gc->lanes[i].commit_mu);
+		pthread_cond_destroy(&gc->lanes[i].cv);
+	}
+	free(gc->lanes);
+	free(gc);
+	*gcp = NULL;
+}

@@ -1,0 +1,350 @@
+/* store_blob.c — owns message files: write to a tmp name while computing the message cache,
+ * fsync, rename, fsync the directory (STYLE 12); hard links into other partitions; reference
+ * counts in the index and unlinking after the commit that dropped the last reference; opening
+ * for streaming. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/endian.h"
+#include "common/log.h"
+#include "common/xmalloc.h"
+#ifdef HAVE_MSGCACHE
+#include "common/msgcache.h"
+#endif
+#include "store/store_private.h"
+
+#define CACHE_MAX (4u << 20) /* the serialized cache of one message */
+#define BLOB_REC_LEN 12
+
+static int fsync_subdir(struct store *st, struct store_env *e, uint64_t id);
+
+void store_blob_path(char *out, size_t size, uint64_t id)
+{
+	snprintf(out, size, "%02x/%016" PRIx64, (unsigned)(id >> 56), id);
+}
+
+static int fsync_subdir(struct store *st, struct store_env *e, uint64_t id)
+{
+	char sub[4];
+	int fd, rc = 0;
+
+	snprintf(sub, sizeof(sub), "%02x", (unsigned)(id >> 56));
+	if ((fd = openat(e->blobdir_fd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
+		return store_errno(errno);
+	if (fsync(fd) == -1)
+		rc = store_errno(errno);
+	store_fsync_note(st);
+	close(fd);
+	return rc;
+}
+
+int store_blob_new(struct store *st, unsigned part, struct store_blob **b_r)
+{
+	struct store_env *e = store_env_of(st, part);
+	struct store_blob *b;
+
+	*b_r = NULL;
+	if (e == NULL)
+		return STORE_EINVAL;
+	b = xcalloc(1, sizeof(*b));
+	b->st = st;
+	b->part = part;
+	b->fd = -1;
+	do {
+		if (getrandom(&b->id, sizeof(b->id), 0) != sizeof(b->id))
+			fatal("getrandom");
+	} while (b->id == 0);
+	store_blob_path(b->tmp, sizeof(b->tmp), b->id);
+	strcat(b->tmp, ".tmp");
+	b->fd = openat(e->blobdir_fd, b->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+	if (b->fd == -1) {
+		int err = store_errno(errno);
+
+		log_warn("store: %s/blobs/%s", e->dir, b->tmp);
+		free(b);
+		return err;
+	}
+	b->links = xcalloc(1, sizeof(*b->links));
+	b->links[0].part = part;
+	b->nlinks = 1;
+	buf_init(&b->cache, 0, CACHE_MAX);
+#ifdef HAVE_MSGCACHE
+	b->mb = msgcache_builder_new();
+#endif
+	*b_r = b;
+	return 0;
+}
+
+int store_blob_write(struct store_blob *b, const void *data, size_t len)
+{
+	const char *p = data;
+
+	if (b->err != 0 || b->finished)
+		return b->err != 0 ? b->err : STORE_EINVAL;
+#ifdef HAVE_MSGCACHE
+	msgcache_builder_push(b->mb, data, len);
+#endif
+	while (len > 0) {
+		ssize_t w = write(b->fd, p, len);
+
+		if (w == -1 && errno == EINTR)
+			continue;
+		if (w == -1) {
+			log_warn("store: write blob %016" PRIx64, b->id);
+			return b->err = store_errno(errno);
+		}
+		p += w;
+		len -= (size_t)w;
+		b->size += (uint64_t)w;
+	}
+	return 0;
+}
+
+int store_blob_finish(struct store_blob *b)
+{
+	struct store_env *e = store_env_of(b->st, b->part);
+	char final[32];
+
+	if (b->err != 0 || b->finished)
+		return b->err != 0 ? b->err : STORE_EINVAL;
+#ifdef HAVE_MSGCACHE
+	if (msgcache_builder_finish(b->mb, &b->cache) < 0)
+		buf_reset(&b->cache); /* too big to cache: imapd falls back to the file */
+	msgcache_builder_free(&b->mb);
+#endif
+	store_blob_path(final, sizeof(final), b->id);
+	if (fsync(b->fd) == -1 || close(b->fd) == -1) {
+		b->fd = -1;
+		log_warn("store: fsync blob %016" PRIx64, b->id);
+		return b->err = store_errno(errno);
+	}
+	b->fd = -1;
+	store_fsync_note(b->st);
+	if (renameat(e->blobdir_fd, b->tmp, e->blobdir_fd, final) == -1) {
+		log_warn("store: rename blob %016" PRIx64, b->id);
+		return b->err = store_errno(errno);
+	}
+	b->finished = true;
+	if ((b->err = fsync_subdir(b->st, e, b->id)) != 0)
+		log_warn("store: fsync blob dir");
+	return b->err;
+}
+
+int store_blob_from_fd(struct store *st, unsigned part, int fd, struct store_blob **b_r)
+{
+	struct store_blob *b;
+	char chunk[65536];
+	ssize_t r;
+	int rc;
+
+	if ((rc = store_blob_new(st, part, &b)) != 0)
+		return rc;
+	for (;;) {
+		r = read(fd, chunk, sizeof(chunk));
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		if ((rc = store_blob_write(b, chunk, (size_t)r)) != 0)
+			break;
+	}
+	if (r < 0) {
+		log_warn("store: read spooled message");
+		rc = STORE_EIO;
+	}
+	if (rc == 0)
+		rc = store_blob_finish(b);
+	if (rc != 0) {
+		store_blob_free(&b);
+		return rc;
+	}
+	*b_r = b;
+	return 0;
+}
+
+uint64_t store_blob_id(const struct store_blob *b)
+{
+	return b->id;
+}
+
+uint64_t store_blob_size(const struct store_blob *b)
+{
+	return b->size;
+}
+
+void store_blob_free(struct store_blob **bp)
+{
+	struct store_blob *b = *bp;
+	char final[32];
+
+	if (b == NULL)
+		return;
+	*bp = NULL;
+	if (b->fd != -1)
+		close(b->fd);
+	store_blob_path(final, sizeof(final), b->id);
+	for (size_t i = 0; i < b->nlinks; i++) {
+		struct store_env *e = store_env_of(b->st, b->links[i].part);
+
+		if (b->links[i].referenced)
+			continue;
+		if (i == 0 && !b->finished)
+			(void)unlinkat(e->blobdir_fd, b->tmp, 0);
+		else
+			(void)unlinkat(e->blobdir_fd, final, 0);
+	}
+#ifdef HAVE_MSGCACHE
+	msgcache_builder_free(&b->mb);
+#endif
+	buf_release(&b->cache);
+	free(b->links);
+	free(b);
+}
+
+/* Makes sure b's file exists in t's partition (a hard link, made durable). */
+static int blob_link(struct store_txn *t, struct store_blob *b)
+{
+	struct store_env *src = store_env_of(b->st, b->part), *dst = t->e;
+	char final[32];
+
+	for (size_t i = 0; i < b->nlinks; i++)
+		if (b->links[i].part == dst->part)
+			return 0;
+	store_blob_path(final, sizeof(final), b->id);
+	if (linkat(src->blobdir_fd, final, dst->blobdir_fd, final, 0) == -1 && errno != EEXIST) {
+		log_warn("store: link blob %016" PRIx64 " into %s", b->id, dst->dir);
+		return store_errno(errno);
+	}
+	b->links = xreallocarray(b->links, b->nlinks + 1, sizeof(*b->links));
+	b->links[b->nlinks].part = dst->part;
+	b->links[b->nlinks++].referenced = false;
+	return fsync_subdir(b->st, dst, b->id);
+}
+
+static int blob_row_put(struct store_txn *t, uint64_t id, uint32_t refs, uint64_t size)
+{
+	uint8_t k[8], v[BLOB_REC_LEN];
+
+	put_be64(k, id);
+	put_be32(v, refs);
+	put_be64(v + 4, size);
+	return store_put(t, DBI_BLOBS, k, 8, v, sizeof(v));
+}
+
+/* A new reference to b from t's partition: links the file, counts, stores the cache. */
+int store_blob_ref(struct store_txn *t, const struct store_blob *cb)
+{
+	struct store_blob *b = (struct store_blob *)(uintptr_t)cb;
+	uint8_t k[8];
+	MDB_val v;
+	int rc;
+
+	if (!b->finished)
+		return STORE_EINVAL;
+	if ((rc = blob_link(t, b)) != 0)
+		return rc;
+	put_be64(k, b->id);
+	rc = store_get(t, DBI_BLOBS, k, 8, &v);
+	if (rc == 0 && v.mv_size == BLOB_REC_LEN)
+		rc = blob_row_put(t, b->id, get_be32(v.mv_data) + 1, b->size);
+	else if (rc == STORE_ENOMSG) {
+		rc = blob_row_put(t, b->id, 1, b->size);
+		if (rc == 0 && b->cache.len > 0)
+			rc = store_put(t, DBI_CACHE, k, 8, b->cache.data, b->cache.len);
+	}
+	if (rc != 0)
+		return rc;
+	if (t->nrefd == t->caprefd)
+		t->refd = xreallocarray(t->refd, t->caprefd = t->caprefd * 2 + 4,
+					sizeof(*t->refd));
+	t->refd[t->nrefd++] = b;
+	return 0;
+}
+
+/* Changes the count of an existing blob; at 0 the row and cache go and the file is unlinked
+   after the commit. */
+int store_blob_ref_id(struct store_txn *t, uint64_t blob, int delta)
+{
+	struct store_env *e = t->e;
+	uint8_t k[8];
+	MDB_val v;
+	uint32_t refs;
+	int rc;
+
+	put_be64(k, blob);
+	if ((rc = store_get(t, DBI_BLOBS, k, 8, &v)) != 0)
+		return rc == STORE_ENOMSG ? 0 : rc; /* verify reports the missing row */
+	if (v.mv_size != BLOB_REC_LEN)
+		return STORE_ECORRUPT;
+	refs = get_be32(v.mv_data);
+	if (delta > 0 || refs > (uint32_t)-delta)
+		return blob_row_put(t, blob, refs + (uint32_t)delta, get_be64((uint8_t *)v.mv_data +
+									  4));
+	if ((rc = store_del(t, DBI_BLOBS, k, 8)) != 0)
+		return rc;
+	rc = store_del(t, DBI_CACHE, k, 8);
+	if (rc != 0 && rc != STORE_ENOMSG)
+		return rc;
+	if (e->ndead == e->capdead)
+		e->dead = xreallocarray(e->dead, e->capdead = e->capdead * 2 + 16,
+					sizeof(*e->dead));
+	e->dead[e->ndead++] = blob;
+	return 0;
+}
+
+void store_blob_unlink_dead(struct store_env *e)
+{
+	char path[32];
+
+	for (size_t i = 0; i < e->ndead; i++) {
+		store_blob_path(path, sizeof(path), e->dead[i]);
+		if (unlinkat(e->blobdir_fd, path, 0) == -1 && errno != ENOENT)
+			log_warn("store: unlink %s/blobs/%s", e->dir, path);
+	}
+	e->ndead = 0;
+}
+
+/* After t committed: its references keep their files (store_blob_free leaves them). */
+void store_blob_txn_committed(struct store_txn *t)
+{
+	for (size_t i = 0; i < t->nrefd; i++) {
+		struct store_blob *b = t->refd[i];
+
+		for (size_t j = 0; j < b->nlinks; j++)
+			if (b->links[j].part == t->e->part)
+				b->links[j].referenced = true;
+	}
+}
+
+int store_blob_open(struct store *st, unsigned part, uint64_t blob, int *fd_r,
+		    uint64_t *size_r)
+{
+	struct store_env *e = store_env_of(st, part);
+	char path[32];
+	struct stat sb;
+	int fd;
+
+	if (e == NULL)
+		return STORE_EINVAL;
+	store_blob_path(path, sizeof(path), blob);
+	if ((fd = openat(e->blobdir_fd, path, O_RDONLY | O_CLOEXEC)) == -1) {
+		if (errno == ENOENT)
+			return STORE_ENOMSG;
+		log_warn("store: open %s/blobs/%s", e->dir, path);
+		return STORE_EIO;
+	}
+	if (fstat(fd, &sb) == -1) {
+		close(fd);
+		return STORE_EIO;
+	}
+	*fd_r = fd;
+	*size_r = (uint64_t)sb.st_size;
+	return 0;
+}

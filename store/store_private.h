@@ -1,0 +1,179 @@
+/* store_private.h — libstore internals: struct layouts, DBI names, key and record formats.
+ * Only the store sources include it. Every key is fixed-width big-endian (STYLE 13) so cursor
+ * order is numeric order; records are packed big-endian byte strings built with put_be*.
+ *
+ * DBIs of a partition environment:
+ *   meta     "next_id" be64, "parts" be32, "uidvalidity" be32       counters of the partition
+ *   users    name bytes                -> user record
+ *   userid   be64 user id              -> name bytes
+ *   mboxes   be64 user + name bytes    -> be64 mailbox id
+ *   mbox     be64 mailbox id           -> mailbox record
+ *   kw       be64 mailbox + u8 index   -> keyword name
+ *   msgs     be64 mailbox + be32 uid   -> message record
+ *   expunged be64 mailbox + be64 modseq + be32 uid -> be64 time
+ *   subs     be64 user + name bytes    -> ""
+ *   blobs    be64 blob id              -> be32 refcount + be64 size
+ *   cache    be64 blob id              -> msgcache bytes (msgcache.h)
+ * The queue environment (queue/) has meta, blobs (one reference per entry) and:
+ *   queue    be64 id                   -> queue record
+ *   due      be64 time + be64 id       -> ""   (one row per not-held, not-final entry) */
+#ifndef HERON_STORE_PRIVATE_H
+#define HERON_STORE_PRIVATE_H
+
+#include <lmdb.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "common/buf.h"
+#include "store/store.h"
+
+enum store_dbi {
+	DBI_META,
+	DBI_USERS,
+	DBI_USERID,
+	DBI_MBOXES,
+	DBI_MBOX,
+	DBI_KW,
+	DBI_MSGS,
+	DBI_EXPUNGED,
+	DBI_SUBS,
+	DBI_BLOBS,
+	DBI_QUEUE,
+	DBI_DUE,
+	DBI_CACHE,
+	DBI_COUNT
+};
+
+struct store_env {
+	MDB_env *env;
+	MDB_dbi dbi[DBI_COUNT];
+	unsigned part;        /* STORE_QUEUE_PART for the queue */
+	char *dir;            /* <path>/partN or <path>/queue */
+	int blobdir_fd;       /* <dir>/blobs */
+	int notify_fd;        /* <dir>/notify, written after each commit */
+	uint64_t map_size;
+	/* blob files to unlink after the current write txn commits (refcount reached 0) */
+	uint64_t *dead;
+	size_t ndead, capdead;
+};
+
+struct store {
+	char *path;
+	unsigned nparts;
+	struct store_env *parts;
+	struct store_env queue;
+	uint64_t map_size_max;
+	int64_t expunge_history_ms;
+	int64_t gc_ms;
+	unsigned gc_max;
+	atomic_uint_fast64_t fsyncs;
+	atomic_uint_fast64_t commits;
+};
+
+struct store_txn {
+	struct store *st;
+	struct store_env *e;
+	MDB_txn *txn;
+	bool write;
+	bool failed;          /* a write call hit MAP_FULL: the txn must be redone */
+	int err;
+	struct store_blob **refd; /* blobs this txn references: kept once it commits */
+	size_t nrefd, caprefd;
+};
+
+struct store_blob {
+	struct store *st;
+	unsigned part;
+	uint64_t id;
+	uint64_t size;
+	int fd;
+	bool finished;
+	char tmp[64];         /* name under blobs/ while writing */
+	struct msgcache_builder *mb;
+	struct buf cache;
+	int err;
+	struct blob_link {
+		unsigned part;
+		bool referenced; /* a committed txn of part references it: keep the file */
+	} *links;             /* partitions holding the file (the first is part) */
+	size_t nlinks;
+};
+
+/* Record layouts (offsets in bytes). */
+/* user: id 8, quota_bytes 8, quota_msgs 8, used_bytes 8, used_msgs 8, created 8 */
+#define USER_REC_LEN 48
+/* mailbox: user 8, uidvalidity 4, uidnext 4, highestmodseq 8, messages 4, recent 4,
+   unseen 4, deleted 4, size 8, first_recent 4, attrs 4, special 4, expunge_floor 8,
+   nkw 4, name... */
+#define MBOX_REC_FIXED 72
+/* message: blob 8, modseq 8, internaldate 8, size 8, flags 4, keywords 8 */
+#define MSG_REC_LEN 44
+
+struct mbox_rec {
+	char namebuf[STORE_MAX_NAME + 1];
+	uint64_t user;
+	uint32_t uidvalidity, uidnext;
+	uint64_t highestmodseq;
+	uint32_t messages, recent, unseen, deleted;
+	uint64_t size;
+	uint32_t first_recent;
+	uint32_t attrs, special;
+	uint64_t expunge_floor;
+	uint32_t nkw;
+	size_t name_len;      /* the name is in namebuf, NUL-terminated */
+};
+
+struct user_rec {
+	uint64_t id, quota_bytes, quota_msgs, used_bytes, used_msgs;
+	int64_t created;
+};
+
+/* store.c */
+int store_mdb_err(struct store_txn *t, int rc, const char *what);
+int store_get(struct store_txn *t, enum store_dbi d, const void *k, size_t klen, MDB_val *v);
+int store_put(struct store_txn *t, enum store_dbi d, const void *k, size_t klen,
+	      const void *v, size_t vlen);
+int store_del(struct store_txn *t, enum store_dbi d, const void *k, size_t klen);
+int store_next_id(struct store_txn *t, uint64_t *id_r);
+int store_del_prefix(struct store_txn *t, enum store_dbi d, uint64_t id);
+struct store_env *store_env_of(struct store *st, unsigned part);
+void store_fsync_note(struct store *st);
+int store_errno(int e);
+
+int store_queue_bytes(struct store_txn *t, uint64_t *bytes_r);
+int store_user_bytes(struct store_txn *t, uint64_t *bytes_r);
+
+/* store_user.c */
+void user_rec_decode(const MDB_val *v, struct user_rec *u);
+int user_rec_load_id(struct store_txn *t, uint64_t id, struct user_rec *u);
+int user_rec_store_id(struct store_txn *t, const struct user_rec *u);
+int store_user_charge(struct store_txn *t, uint64_t user, int64_t bytes, int64_t msgs,
+		      bool check);
+
+/* store_mbox.c */
+int mbox_rec_load(struct store_txn *t, uint64_t mbox, struct mbox_rec *r);
+int mbox_rec_store(struct store_txn *t, uint64_t mbox, const struct mbox_rec *r);
+int store_mbox_remove_all(struct store_txn *t, uint64_t user);
+int mbox_kw_remap(struct store_txn *t, uint64_t src, uint64_t dst, uint64_t kws,
+		  uint64_t *out);
+
+/* store_msg.c */
+int msg_put(struct store_txn *t, uint64_t mbox, uint32_t uid, const struct store_msg *m);
+void msg_decode(const MDB_val *v, uint32_t uid, struct store_msg *m);
+int store_msg_add_ref(struct store_txn *t, struct mbox_rec *r, uint64_t mbox,
+		      uint64_t blob, uint64_t size, unsigned flags, uint64_t kws,
+		      int64_t internaldate, bool check_quota, uint32_t *uid_r);
+int store_msg_purge_mbox(struct store_txn *t, uint64_t mbox, struct mbox_rec *r);
+
+/* store_blob.c */
+int store_blob_ref(struct store_txn *t, const struct store_blob *b);
+int store_blob_ref_id(struct store_txn *t, uint64_t blob, int delta);
+void store_blob_path(char *out, size_t size, uint64_t id);
+void store_blob_unlink_dead(struct store_env *e);
+void store_blob_txn_committed(struct store_txn *t);
+
+/* store_queue.c */
+int store_queue_add_txn(struct store_txn *t, const struct store_queue_msg *qm,
+			const struct store_blob *b, uint64_t *id_r);
+
+#endif

@@ -1,0 +1,547 @@
+/* store_queue.c — owns the outbound queue (mtad's relay): entries with sender, DSN parameters
+ * and per-recipient state in queue/index.mdb, a due index (time, id) for leasing, and the
+ * entry's message file in queue/blobs (one blob reference per entry). */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/buf.h"
+#include "common/endian.h"
+#include "common/xmalloc.h"
+#include "store/store_private.h"
+
+#define QREC_FIXED 46 /* created 8, size 8, blob 8, held 1, ret 1, lease 8, due 8, nrcpt 4 */
+#define QREC_MAX (16u << 20)
+#define QSTR_MAX 4096
+
+struct qrec {
+	struct store_queue_msg m;
+	int64_t due;  /* the due row's time, 0 = none */
+};
+
+static int qput_str(struct buf *b, const char *s)
+{
+	size_t n = s != NULL ? strlen(s) : 0;
+	uint8_t l[2];
+
+	if (n > QSTR_MAX)
+		n = QSTR_MAX;
+	put_be16(l, s != NULL ? (uint16_t)(n + 1) : 0); /* 0 = NULL, else length + 1 */
+	if (buf_append(b, l, 2) < 0 || (n > 0 && buf_append(b, s, n) < 0))
+		return -1;
+	return 0;
+}
+
+static int qrec_encode(const struct qrec *q, struct buf *b)
+{
+	uint8_t f[QREC_FIXED];
+	const struct store_queue_msg *m = &q->m;
+
+	put_be64(f, (uint64_t)m->created);
+	put_be64(f + 8, m->size);
+	put_be64(f + 16, m->blob);
+	f[24] = m->held;
+	f[25] = (uint8_t)m->ret;
+	put_be64(f + 26, (uint64_t)m->lease_until);
+	put_be64(f + 34, (uint64_t)q->due);
+	put_be32(f + 42, (uint32_t)m->nrcpt);
+	if (buf_append(b, f, sizeof(f)) < 0 || qput_str(b, m->sender) < 0 ||
+	    qput_str(b, m->envid) < 0)
+		return -1;
+	for (size_t i = 0; i < m->nrcpt; i++) {
+		const struct store_queue_rcpt *r = &m->rcpt[i];
+		uint8_t rf[14];
+
+		rf[0] = (uint8_t)r->state;
+		rf[1] = (uint8_t)r->notify;
+		put_be32(rf + 2, r->attempts);
+		put_be64(rf + 6, (uint64_t)r->next_attempt);
+		if (buf_append(b, rf, sizeof(rf)) < 0 || qput_str(b, r->addr) < 0 ||
+		    qput_str(b, r->orcpt) < 0 || qput_str(b, r->last_error) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int qget_str(const uint8_t **p, const uint8_t *end, char **out)
+{
+	uint16_t l;
+
+	if (end - *p < 2)
+		return -1;
+	l = get_be16(*p);
+	*p += 2;
+	if (l == 0) {
+		*out = NULL;
+		return 0;
+	}
+	if (end - *p < l - 1)
+		return -1;
+	*out = xmemdup0(*p, l - 1u);
+	*p += l - 1;
+	return 0;
+}
+
+void store_queue_msg_clear(struct store_queue_msg *m)
+{
+	free((char *)(uintptr_t)m->sender);
+	free((char *)(uintptr_t)m->envid);
+	for (size_t i = 0; i < m->nrcpt && m->rcpt != NULL; i++) {
+		free((char *)(uintptr_t)m->rcpt[i].addr);
+		free((char *)(uintptr_t)m->rcpt[i].orcpt);
+		free((char *)(uintptr_t)m->rcpt[i].last_error);
+	}
+	free(m->rcpt);
+	memset(m, 0, sizeof(*m));
+}
+
+static int qrec_decode(uint64_t id, const MDB_val *v, struct qrec *q)
+{
+	const uint8_t *p = v->mv_data, *end = p + v->mv_size;
+	struct store_queue_msg *m = &q->m;
+	char *s1 = NULL, *s2 = NULL;
+
+	memset(q, 0, sizeof(*q));
+	if (v->mv_size < QREC_FIXED)
+		return STORE_ECORRUPT;
+	m->id = id;
+	m->created = (int64_t)get_be64(p);
+	m->size = get_be64(p + 8);
+	m->blob = get_be64(p + 16);
+	m->held = p[24] != 0;
+	m->ret = (enum store_ret)p[25];
+	m->lease_until = (int64_t)get_be64(p + 26);
+	q->due = (int64_t)get_be64(p + 34);
+	size_t n = get_be32(p + 42);
+	p += QREC_FIXED;
+	if (n > v->mv_size / 14 || qget_str(&p, end, &s1) < 0 || qget_str(&p, end, &s2) < 0)
+		goto bad;
+	m->sender = s1 != NULL ? s1 : xstrdup("");
+	m->envid = s2;
+	m->rcpt = xcalloc(n + 1, sizeof(*m->rcpt));
+	for (m->nrcpt = 0; m->nrcpt < n; m->nrcpt++) {
+		struct store_queue_rcpt *r = &m->rcpt[m->nrcpt];
+		char *a, *o, *e;
+
+		if (end - p < 14)
+			goto bad;
+		r->state = (enum store_rcpt_state)p[0];
+		r->notify = p[1];
+		r->attempts = get_be32(p + 2);
+		r->next_attempt = (int64_t)get_be64(p + 6);
+		p += 14;
+		a = o = e = NULL;
+		if (qget_str(&p, end, &a) < 0 || qget_str(&p, end, &o) < 0 ||
+		    qget_str(&p, end, &e) < 0) {
+			free(a);
+			free(o);
+			goto bad;
+		}
+		r->addr = a != NULL ? a : xstrdup("");
+		r->orcpt = o;
+		r->last_error = e;
+	}
+	return 0;
+bad:
+	if (m->sender == NULL)
+		free(s1);
+	if (m->envid == NULL)
+		free(s2);
+	store_queue_msg_clear(m);
+	return STORE_ECORRUPT;
+}
+
+static void due_key(uint8_t k[16], int64_t when, uint64_t id)
+{
+	put_be64(k, (uint64_t)when);
+	put_be64(k + 8, id);
+}
+
+static int qrec_load(struct store_txn *t, uint64_t id, struct qrec *q)
+{
+	uint8_t k[8];
+	MDB_val v;
+	int rc;
+
+	put_be64(k, id);
+	if ((rc = store_get(t, DBI_QUEUE, k, 8, &v)) != 0)
+		return rc == STORE_ENOMSG ? STORE_ENOQUEUE : rc;
+	return qrec_decode(id, &v, q);
+}
+
+/* Writes the record, moving its due row to `due` (0 = none). */
+static int qrec_store(struct store_txn *t, struct qrec *q, int64_t due)
+{
+	struct buf b;
+	uint8_t k[16];
+	int rc;
+
+	if (q->due != 0) {
+		due_key(k, q->due, q->m.id);
+		rc = store_del(t, DBI_DUE, k, 16);
+		if (rc != 0 && rc != STORE_ENOMSG)
+			return rc;
+	}
+	q->due = due;
+	if (due != 0) {
+		due_key(k, due, q->m.id);
+		if ((rc = store_put(t, DBI_DUE, k, 16, "", 0)) != 0)
+			return rc;
+	}
+	buf_init(&b, 256, QREC_MAX);
+	if (qrec_encode(q, &b) < 0) {
+		buf_release(&b);
+		return STORE_EINVAL;
+	}
+	put_be64(k, q->m.id);
+	rc = store_put(t, DBI_QUEUE, k, 8, b.data, b.len);
+	buf_release(&b);
+	return rc;
+}
+
+/* When the entry is due: the earliest attempt of a pending recipient; 0 when none/held. */
+static int64_t qrec_next_due(const struct qrec *q)
+{
+	int64_t due = 0;
+
+	if (q->m.held)
+		return 0;
+	for (size_t i = 0; i < q->m.nrcpt; i++) {
+		const struct store_queue_rcpt *r = &q->m.rcpt[i];
+		int64_t when = r->next_attempt > 0 ? r->next_attempt : 1;
+
+		if (r->state == STORE_Q_PENDING && (due == 0 || when < due))
+			due = when;
+	}
+	return due;
+}
+
+int store_queue_add_txn(struct store_txn *t, const struct store_queue_msg *qm,
+			const struct store_blob *b, uint64_t *id_r)
+{
+	struct qrec q = { 0 };
+	int64_t now = time(NULL);
+	int rc;
+
+	if (qm->nrcpt == 0 || qm->rcpt == NULL || t->e->part != STORE_QUEUE_PART)
+		return STORE_EINVAL;
+	if ((rc = store_next_id(t, &q.m.id)) != 0 || (rc = store_blob_ref(t, b)) != 0)
+		return rc;
+	q.m.sender = qm->sender != NULL ? qm->sender : "";
+	q.m.envid = qm->envid;
+	q.m.ret = qm->ret;
+	q.m.created = qm->created != 0 ? qm->created : now;
+	q.m.size = store_blob_size(b);
+	q.m.blob = store_blob_id(b);
+	q.m.nrcpt = qm->nrcpt;
+	q.m.rcpt = xcalloc(qm->nrcpt, sizeof(*q.m.rcpt));
+	for (size_t i = 0; i < qm->nrcpt; i++) {
+		q.m.rcpt[i].addr = qm->rcpt[i].addr;
+		q.m.rcpt[i].orcpt = qm->rcpt[i].orcpt;
+		q.m.rcpt[i].notify = qm->rcpt[i].notify;
+		q.m.rcpt[i].next_attempt = now;
+	}
+	rc = qrec_store(t, &q, now);
+	free(q.m.rcpt);
+	if (rc == 0 && id_r != NULL)
+		*id_r = q.m.id;
+	return rc;
+}
+
+struct qadd {
+	const struct store_queue_msg *qm;
+	const struct store_blob *b;
+	uint64_t id;
+};
+
+static int qadd_fn(struct store_txn *t, void *arg)
+{
+	struct qadd *a = arg;
+
+	return store_queue_add_txn(t, a->qm, a->b, &a->id);
+}
+
+int store_queue_add(struct store *st, const struct store_queue_msg *qm,
+		    const struct store_blob *b, uint64_t *id_r)
+{
+	struct qadd a = { qm, b, 0 };
+	int rc = store_write(st, STORE_QUEUE_PART, qadd_fn, &a);
+
+	if (rc == 0 && id_r != NULL)
+		*id_r = a.id;
+	return rc;
+}
+
+struct qlease {
+	int64_t now, lease_s;
+	size_t max;
+	struct qrec *got;
+	size_t n;
+};
+
+static void qlease_reset(struct qlease *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		store_queue_msg_clear(&l->got[i].m);
+	l->n = 0;
+}
+
+static int qlease_fn(struct store_txn *t, void *arg)
+{
+	struct qlease *l = arg;
+	uint64_t ids[256];
+	size_t nids = 0;
+	MDB_cursor *c;
+	MDB_val k, v;
+	int rc, op = MDB_FIRST;
+
+	qlease_reset(l);
+	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[DBI_DUE], &c)) != 0)
+		return store_mdb_err(t, rc, "cursor");
+	while (nids < l->max && nids < 256 && mdb_cursor_get(c, &k, &v, op) == 0) {
+		op = MDB_NEXT;
+		if (k.mv_size != 16 || (int64_t)get_be64(k.mv_data) > l->now)
+			break;
+		ids[nids++] = get_be64((uint8_t *)k.mv_data + 8);
+	}
+	mdb_cursor_close(c);
+	for (size_t i = 0; i < nids; i++) {
+		struct qrec *q = &l->got[l->n];
+
+		if ((rc = qrec_load(t, ids[i], q)) != 0)
+			return rc == STORE_ECORRUPT ? 0 : rc;
+		q->m.lease_until = l->now + l->lease_s;
+		if ((rc = qrec_store(t, q, q->m.lease_until)) != 0) {
+			store_queue_msg_clear(&q->m);
+			return rc;
+		}
+		l->n++;
+	}
+	return 0;
+}
+
+int store_queue_lease(struct store *st, int64_t now, int64_t lease_s, size_t max,
+		      void (*cb)(const struct store_queue_msg *qm, void *arg), void *arg,
+		      size_t *n_r)
+{
+	struct qlease l = { now, lease_s, max < 256 ? max : 256, NULL, 0 };
+	int rc;
+
+	*n_r = 0;
+	l.got = xcalloc(l.max + 1, sizeof(*l.got));
+	rc = store_write(st, STORE_QUEUE_PART, qlease_fn, &l);
+	if (rc == 0) {
+		for (size_t i = 0; i < l.n; i++)
+			cb(&l.got[i].m, arg);
+		*n_r = l.n;
+	}
+	qlease_reset(&l);
+	free(l.got);
+	return rc;
+}
+
+struct qupdate {
+	uint64_t id;
+	size_t idx;
+	enum store_rcpt_state state;
+	int64_t next_attempt;
+	const char *error;
+	int what; /* 0 rcpt_set, 1 release lease, 2 hold, 3 release, 4 flush, 5 delete */
+};
+
+static int qupdate_apply(struct store_txn *t, struct qupdate *u, struct qrec *q)
+{
+	int64_t now = time(NULL);
+	struct store_queue_rcpt *r;
+	char *olderr;
+	int rc;
+
+	switch (u->what) {
+	case 0:
+		if (u->idx >= q->m.nrcpt)
+			return STORE_EINVAL;
+		r = &q->m.rcpt[u->idx];
+		r->state = u->state;
+		r->attempts++;
+		r->next_attempt = u->state == STORE_Q_PENDING ? u->next_attempt : 0;
+		olderr = (char *)(uintptr_t)r->last_error;
+		r->last_error = u->error != NULL ? xstrdup(u->error) : NULL;
+		free(olderr);
+		return qrec_store(t, q, q->m.lease_until > now ? q->due : qrec_next_due(q));
+	case 1:
+		q->m.lease_until = 0;
+		return qrec_store(t, q, qrec_next_due(q));
+	case 2:
+	case 3:
+		q->m.held = u->what == 2;
+		/* fallthrough */
+	case 4:
+		if (u->what != 2 && !q->m.held) {
+			for (size_t i = 0; i < q->m.nrcpt; i++)
+				if (q->m.rcpt[i].state == STORE_Q_PENDING)
+					q->m.rcpt[i].next_attempt = now;
+			q->m.lease_until = 0;
+		}
+		return qrec_store(t, q, qrec_next_due(q));
+	default:
+		if ((rc = qrec_store(t, q, 0)) != 0)
+			return rc;
+		uint8_t k[8];
+
+		put_be64(k, q->m.id);
+		if ((rc = store_del(t, DBI_QUEUE, k, 8)) != 0)
+			return rc;
+		return store_blob_ref_id(t, q->m.blob, -1);
+	}
+}
+
+static int qupdate_fn(struct store_txn *t, void *arg)
+{
+	struct qupdate *u = arg;
+	struct qrec q;
+	int rc;
+
+	if (u->what == 4 && u->id == 0) {
+		/* every entry: collect ids first, then update each */
+		uint64_t *ids = NULL;
+		size_t n = 0, cap = 0;
+		MDB_cursor *c;
+		MDB_val k, v;
+		int op = MDB_FIRST;
+
+		if ((rc = mdb_cursor_open(t->txn, t->e->dbi[DBI_QUEUE], &c)) != 0)
+			return store_mdb_err(t, rc, "cursor");
+		while (mdb_cursor_get(c, &k, &v, op) == 0) {
+			op = MDB_NEXT;
+			if (n == cap)
+				ids = xreallocarray(ids, cap = cap * 2 + 64, sizeof(*ids));
+			ids[n++] = get_be64(k.mv_data);
+		}
+		mdb_cursor_close(c);
+		rc = 0;
+		for (size_t i = 0; i < n && rc == 0; i++) {
+			if ((rc = qrec_load(t, ids[i], &q)) != 0)
+				break;
+			rc = qupdate_apply(t, u, &q);
+			store_queue_msg_clear(&q.m);
+		}
+		free(ids);
+		return rc;
+	}
+	if ((rc = qrec_load(t, u->id, &q)) != 0)
+		return rc;
+	rc = qupdate_apply(t, u, &q);
+	store_queue_msg_clear(&q.m);
+	return rc;
+}
+
+int store_queue_rcpt_set(struct store *st, uint64_t id, size_t idx,
+			 enum store_rcpt_state state, int64_t next_attempt, const char *error)
+{
+	struct qupdate u = { id, idx, state, next_attempt, error, 0 };
+
+	return store_write(st, STORE_QUEUE_PART, qupdate_fn, &u);
+}
+
+int store_queue_release_lease(struct store *st, uint64_t id)
+{
+	struct qupdate u = { .id = id, .what = 1 };
+
+	return store_write(st, STORE_QUEUE_PART, qupdate_fn, &u);
+}
+
+int store_queue_hold(struct store *st, uint64_t id, bool hold)
+{
+	struct qupdate u = { .id = id, .what = hold ? 2 : 3 };
+
+	return store_write(st, STORE_QUEUE_PART, qupdate_fn, &u);
+}
+
+int store_queue_flush(struct store *st, uint64_t id)
+{
+	struct qupdate u = { .id = id, .what = 4 };
+
+	return store_write(st, STORE_QUEUE_PART, qupdate_fn, &u);
+}
+
+int store_queue_delete(struct store *st, uint64_t id)
+{
+	struct qupdate u = { .id = id, .what = 5 };
+
+	return store_write(st, STORE_QUEUE_PART, qupdate_fn, &u);
+}
+
+int store_queue_get(struct store *st, uint64_t id, struct store_queue_msg *qm_r)
+{
+	struct store_txn *t;
+	struct qrec q;
+	int rc;
+
+	memset(qm_r, 0, sizeof(*qm_r));
+	if ((rc = store_txn_begin(st, STORE_QUEUE_PART, STORE_TXN_READ, &t)) != 0)
+		return rc;
+	rc = qrec_load(t, id, &q);
+	store_txn_abort(&t);
+	if (rc == 0)
+		*qm_r = q.m;
+	return rc;
+}
+
+int store_queue_list(struct store *st, int (*cb)(const struct store_queue_msg *qm, void *arg),
+		     void *arg)
+{
+	struct store_txn *t;
+	MDB_cursor *c;
+	MDB_val k, v;
+	struct qrec q;
+	int rc, op = MDB_FIRST;
+
+	if ((rc = store_txn_begin(st, STORE_QUEUE_PART, STORE_TXN_READ, &t)) != 0)
+		return rc;
+	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[DBI_QUEUE], &c)) != 0) {
+		store_txn_abort(&t);
+		return STORE_EIO;
+	}
+	while ((rc = mdb_cursor_get(c, &k, &v, op)) == 0) {
+		op = MDB_NEXT;
+		if (k.mv_size != 8 || qrec_decode(get_be64(k.mv_data), &v, &q) != 0)
+			continue;
+		rc = cb(&q.m, arg);
+		store_queue_msg_clear(&q.m);
+		if (rc != 0)
+			break;
+	}
+	mdb_cursor_close(c);
+	store_txn_abort(&t);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+int store_queue_open(struct store *st, uint64_t id, int *fd_r, uint64_t *size_r)
+{
+	struct store_queue_msg m;
+	int rc;
+
+	if ((rc = store_queue_get(st, id, &m)) != 0)
+		return rc;
+	rc = store_blob_open(st, STORE_QUEUE_PART, m.blob, fd_r, size_r);
+	store_queue_msg_clear(&m);
+	return rc == STORE_ENOMSG ? STORE_EIO : rc;
+}
+
+int store_queue_bytes(struct store_txn *t, uint64_t *bytes_r)
+{
+	MDB_cursor *c;
+	MDB_val k, v;
+	int op = MDB_FIRST;
+
+	*bytes_r = 0;
+	if (mdb_cursor_open(t->txn, t->e->dbi[DBI_QUEUE], &c) != 0)
+		return STORE_EIO;
+	while (mdb_cursor_get(c, &k, &v, op) == 0) {
+		op = MDB_NEXT;
+		if (v.mv_size >= QREC_FIXED)
+			*bytes_r += get_be64((uint8_t *)v.mv_data + 8);
+	}
+	mdb_cursor_close(c);
+	return 0;
+}

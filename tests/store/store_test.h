@@ -1,0 +1,179 @@
+/* store_test.h — helpers shared by the store tests: a fresh store in a temp directory, a
+ * message in a temp file, write-txn wrappers and a full recount of STATUS counters. */
+#ifndef HERON_STORE_TEST_H
+#define HERON_STORE_TEST_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "store/store.h"
+
+struct tstore {
+	char dir[64];
+	struct store *st;
+	struct store_opts o;
+};
+
+static inline void tstore_open(struct tstore *ts, unsigned parts)
+{
+	memset(ts, 0, sizeof(*ts));
+	strcpy(ts->dir, "/tmp/heron-store-test.XXXXXX");
+	assert_non_null(mkdtemp(ts->dir));
+	ts->o.path = ts->dir;
+	ts->o.partitions = parts;
+	ts->o.map_size = 1 << 20; /* small on purpose: growth is exercised */
+	ts->o.map_size_max = (uint64_t)1 << 32;
+	ts->o.expunge_history_ms = 30LL * 86400 * 1000;
+	ts->o.group_commit_ms = 1;
+	ts->o.group_commit_max = 64;
+	ts->o.create = true;
+	assert_int_equal(store_open(&ts->o, &ts->st), 0);
+}
+
+static inline void tstore_reopen(struct tstore *ts)
+{
+	store_close(&ts->st);
+	assert_int_equal(store_open(&ts->o, &ts->st), 0);
+}
+
+static inline void tstore_close(struct tstore *ts, bool remove)
+{
+	char cmd[128];
+
+	store_close(&ts->st);
+	if (remove) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", ts->dir);
+		assert_int_equal(system(cmd), 0);
+	}
+}
+
+/* A temp file holding a message of about size bytes; returns its fd (offset 0). */
+static inline int tmsg_fd(size_t size, unsigned seq)
+{
+	char path[] = "/tmp/heron-msg.XXXXXX";
+	int fd = mkstemp(path);
+	char line[128];
+	size_t n = 0;
+
+	assert_true(fd >= 0);
+	unlink(path);
+	n += (size_t)dprintf(fd, "From: a%u@example.com\r\nTo: b@example.com\r\n"
+			     "Subject: test %u\r\nMessage-ID: <%u@t>\r\n\r\n", seq, seq, seq);
+	memset(line, 'x', sizeof(line));
+	line[sizeof(line) - 2] = '\r';
+	line[sizeof(line) - 1] = '\n';
+	while (n < size) {
+		assert_int_equal(write(fd, line, sizeof(line)), (ssize_t)sizeof(line));
+		n += sizeof(line);
+	}
+	lseek(fd, 0, SEEK_SET);
+	return fd;
+}
+
+static inline struct store_blob *tblob(struct store *st, unsigned part, size_t size,
+				       unsigned seq)
+{
+	struct store_blob *b;
+	int fd = tmsg_fd(size, seq);
+
+	assert_int_equal(store_blob_from_fd(st, part, fd, &b), 0);
+	close(fd);
+	return b;
+}
+
+static inline uint64_t tuser(struct store *st, const char *name)
+{
+	struct store_txn *t;
+	uint64_t id;
+	unsigned p = store_partition_for(st, name);
+
+	assert_int_equal(store_txn_begin(st, p, STORE_TXN_WRITE, &t), 0);
+	assert_int_equal(store_user_create(t, name, &id), 0);
+	assert_int_equal(store_txn_commit(&t), 0);
+	return id;
+}
+
+static inline uint64_t tmbox(struct store *st, uint64_t user, const char *name)
+{
+	struct store_txn *t;
+	uint64_t id;
+	int rc;
+
+	assert_int_equal(store_txn_begin(st, STORE_ID_PART(user), STORE_TXN_WRITE, &t), 0);
+	rc = store_mbox_find(t, user, name, &id);
+	if (rc == STORE_ENOMBOX)
+		rc = store_mbox_create(t, user, name, 0, &id);
+	assert_int_equal(rc, 0);
+	assert_int_equal(store_txn_commit(&t), 0);
+	return id;
+}
+
+static inline uint32_t tappend(struct store *st, uint64_t mbox, size_t size, unsigned flags)
+{
+	struct store_blob *b = tblob(st, STORE_ID_PART(mbox), size, 0);
+	struct store_txn *t;
+	uint32_t uid;
+
+	assert_int_equal(store_txn_begin(st, STORE_ID_PART(mbox), STORE_TXN_WRITE, &t), 0);
+	assert_int_equal(store_msg_append(t, mbox, b, flags, 0, 0, &uid), 0);
+	assert_int_equal(store_txn_commit(&t), 0);
+	store_blob_free(&b);
+	return uid;
+}
+
+/* Recounts a mailbox from its rows and compares with STATUS. */
+static inline void tcheck_status(struct store *st, uint64_t mbox)
+{
+	struct store_txn *t;
+	struct store_status s;
+	struct store_iter *it;
+	struct store_msg m;
+	uint32_t n = 0, unseen = 0, deleted = 0, recent = 0, maxuid = 0;
+	uint64_t size = 0, maxmod = 0;
+
+	assert_int_equal(store_txn_begin(st, STORE_ID_PART(mbox), STORE_TXN_READ, &t), 0);
+	assert_int_equal(store_mbox_status(t, mbox, &s), 0);
+	assert_int_equal(store_msg_iter(t, mbox, 1, UINT32_MAX, 0, &it), 0);
+	while (store_iter_next(it, &m) == 1) {
+		n++;
+		size += m.size;
+		unseen += !(m.flags & STORE_SEEN);
+		deleted += !!(m.flags & STORE_DELETED);
+		recent += m.uid >= s.first_recent_uid;
+		if (m.uid > maxuid)
+			maxuid = m.uid;
+		if (m.modseq > maxmod)
+			maxmod = m.modseq;
+	}
+	store_iter_free(&it);
+	store_txn_abort(&t);
+	assert_int_equal(s.messages, n);
+	assert_int_equal(s.unseen, unseen);
+	assert_int_equal(s.deleted, deleted);
+	assert_int_equal(s.recent, recent);
+	assert_int_equal(s.size, size);
+	assert_true(s.uidnext > maxuid);
+	assert_true(s.highestmodseq >= maxmod);
+}
+
+static inline void tverify_clean(struct store *st)
+{
+	struct store_verify_report r;
+	int rc = store_verify(st, NULL, false, &r);
+
+	if (rc != 0)
+		fprintf(stderr, "verify: rc=%d counters=%llu refs=%llu missing=%llu orphans=%llu "
+			"bad=%llu cache=%llu\n", rc, (unsigned long long)r.bad_counters,
+			(unsigned long long)r.bad_refcounts, (unsigned long long)r.missing_files,
+			(unsigned long long)r.orphan_files, (unsigned long long)r.bad_records,
+			(unsigned long long)r.missing_cache);
+	assert_int_equal(rc, 0);
+}
+
+#endif
