@@ -1,0 +1,142 @@
+/* mailctl.h — what the files of mailctl share (not a library interface): the invocation
+ * state, the command table entry, argument parsing, output (human tables or JSON) and error
+ * reporting with exit codes 0 (ok), 1 (not found or refused), 2 (usage or system error). */
+#ifndef HERON_MAILCTL_H
+#define HERON_MAILCTL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "store/store.h"
+
+#define MC_OK 0
+#define MC_REFUSED 1 /* not found, exists, quota, verify found problems */
+#define MC_ERR 2     /* usage, configuration, system */
+
+#define MC_MAX_POS 8
+#define MC_MAX_OPTS 8
+
+struct conf;
+struct mc;
+
+struct mc_opt {
+	const char *name; /* without the leading "--" */
+	bool has_arg;
+};
+
+struct mc_args {
+	const char *pos[MC_MAX_POS];
+	int npos;
+	const char *val[MC_MAX_OPTS]; /* indexed like the command's opts */
+	bool set[MC_MAX_OPTS];
+};
+
+enum mc_open {
+	MC_NOSTORE,    /* the command does not touch the store */
+	MC_STORE,      /* the store must exist */
+	MC_STORE_NEW,  /* created when missing (user add, import, restore target) */
+};
+
+struct mc_cmd {
+	const char *noun, *verb; /* verb NULL: the noun is the whole command (stats, import) */
+	int min_pos, max_pos;    /* positional arguments after the verb */
+	enum mc_open open;
+	const char *usage;       /* after "mailctl NOUN VERB " */
+	const char *help;        /* one line */
+	int (*run)(struct mc *mc, const struct mc_args *a);
+	struct mc_opt opts[MC_MAX_OPTS];
+};
+
+struct mc {
+	struct conf *conf;
+	const char *conf_path;
+	struct store *st;
+	bool json;
+	const struct mc_cmd *cmd;
+};
+
+/* mailctl.c: errors. Prints "mailctl: WHAT: reason; hint" (and a JSON error object on
+   stdout with --json) and returns the exit code for the store error rc. */
+int mc_fail(struct mc *mc, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A usage error for the running command (prints its usage line); returns MC_ERR. */
+int mc_usage(struct mc *mc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int mc_exit_code(int store_rc);
+
+/* mailctl_out.c: a table of rows with typed cells, printed as aligned columns or JSON. */
+struct mc_table;
+struct mc_table *mc_table_new(const char *const *cols);
+void mc_table_row(struct mc_table *t);
+void mc_cell_str(struct mc_table *t, const char *s);
+void mc_cell_strn(struct mc_table *t, const char *s, size_t len);
+void mc_cell_u64(struct mc_table *t, uint64_t v);
+void mc_cell_i64(struct mc_table *t, int64_t v);
+void mc_cell_bool(struct mc_table *t, bool v);
+void mc_cell_time(struct mc_table *t, int64_t unix_time); /* ISO 8601 UTC; 0 = null */
+void mc_cell_hex(struct mc_table *t, uint64_t v);         /* 16 hex digits, a string */
+void mc_cell_null(struct mc_table *t);
+/* As columns with a header (or a JSON array of objects); frees the table. */
+void mc_table_print(struct mc *mc, struct mc_table **tp);
+void mc_table_free(struct mc_table **tp);
+/* The first row as "key: value" lines (or one JSON object); frees the table. */
+void mc_table_print_record(struct mc *mc, struct mc_table **tp);
+/* A JSON string (UTF-8 kept, other bytes as \u00XX) on f. */
+void mc_json_str(FILE *f, const char *s, size_t len);
+/* The characters of a JSON string without quotes, for streaming: returns the bytes used
+   (an incomplete UTF-8 sequence at the end is left for the next call unless final). */
+size_t mc_json_chars(FILE *f, const char *s, size_t len, bool final);
+/* ISO 8601 UTC text of a Unix time into buf (at least 24 bytes). */
+void mc_fmt_time(char *buf, size_t size, int64_t t);
+/* Parses "YYYY-MM-DD", "YYYY-MM-DDTHH:MM:SS[Z]" (UTC) or an age like "30d" (now - age). */
+int mc_parse_date(const char *s, int64_t *t_r);
+
+/* mailctl_msg.c: helpers shared by the message commands, import and export. */
+/* Opens the user's partition in mode and resolves the user (and mailbox when mbox_r). On
+   failure prints the error and returns the exit code (the txn is then closed). */
+int mc_begin(struct mc *mc, const char *user, const char *mailbox, enum store_txn_mode mode,
+	     struct store_txn **t_r, struct store_user *u_r, uint64_t *mbox_r);
+/* Resolves mailbox of user in t, creating it (and the user when create_user) if missing.
+   Needs a write txn. Errors: those of store_user_get/create and store_mbox_create. */
+int mc_mbox_ensure(struct store_txn *t, const char *user, const char *mailbox,
+		   bool create_user, uint64_t *mbox_r);
+/* Flag names: "\Seen" .. "\Draft" (ASCII case-insensitive). 0 and the bit, or -1. */
+int mc_flag_parse(const char *s, unsigned *flag_r);
+/* Flags as IMAP text ("\Seen \Flagged kw1") into buf. */
+void mc_flags_text(char *buf, size_t size, unsigned flags, uint64_t kws,
+		   const char *const *kwnames, unsigned nkw);
+
+/* The command handlers, one per noun/verb (table in mailctl.c). */
+int mc_user_add(struct mc *, const struct mc_args *);
+int mc_user_del(struct mc *, const struct mc_args *);
+int mc_user_rename(struct mc *, const struct mc_args *);
+int mc_user_list(struct mc *, const struct mc_args *);
+int mc_user_show(struct mc *, const struct mc_args *);
+int mc_quota_get(struct mc *, const struct mc_args *);
+int mc_quota_set(struct mc *, const struct mc_args *);
+int mc_mbox_list(struct mc *, const struct mc_args *);
+int mc_mbox_create(struct mc *, const struct mc_args *);
+int mc_mbox_delete(struct mc *, const struct mc_args *);
+int mc_mbox_rename(struct mc *, const struct mc_args *);
+int mc_mbox_subscribe(struct mc *, const struct mc_args *);
+int mc_mbox_unsubscribe(struct mc *, const struct mc_args *);
+int mc_mbox_status(struct mc *, const struct mc_args *);
+int mc_msg_list(struct mc *, const struct mc_args *);
+int mc_msg_show(struct mc *, const struct mc_args *);
+int mc_msg_flags(struct mc *, const struct mc_args *);
+int mc_msg_delete(struct mc *, const struct mc_args *);
+int mc_expunge(struct mc *, const struct mc_args *);
+int mc_import(struct mc *, const struct mc_args *);
+int mc_export(struct mc *, const struct mc_args *);
+int mc_queue_list(struct mc *, const struct mc_args *);
+int mc_queue_show(struct mc *, const struct mc_args *);
+int mc_queue_flush(struct mc *, const struct mc_args *);
+int mc_queue_hold(struct mc *, const struct mc_args *);
+int mc_queue_release(struct mc *, const struct mc_args *);
+int mc_queue_delete(struct mc *, const struct mc_args *);
+int mc_verify(struct mc *, const struct mc_args *);
+int mc_backup(struct mc *, const struct mc_args *);
+int mc_restore(struct mc *, const struct mc_args *);
+int mc_stats(struct mc *, const struct mc_args *);
+
+#endif

@@ -1,0 +1,829 @@
+/* mailctl_admin.c — owns the whole-store commands of mailctl: queue, verify (with orphan
+ * message files moved to a lost+found mailbox), backup and restore, stats.
+ *
+ * Layout relied on (store.h): <path>/partN/ and <path>/queue/, each with index.mdb and
+ * blobs/xx/<16 hex>. A backup directory has the same layout plus a `heron-backup` manifest;
+ * its indexes are compacted LMDB copies (store_admin_copy_index), its message files copies
+ * with their mtimes. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/conf.h"
+#include "common/str.h"
+#include "common/xmalloc.h"
+#include "store/mailctl.h"
+#include "store/store_admin.h"
+
+#define ORPHAN_AGE 60 /* seconds, as store_verify: younger files may be a delivery */
+#define MANIFEST "heron-backup"
+#define LOST_FOUND "lost+found"
+
+/* Referenced blob ids of one environment, sorted. */
+struct refs {
+	uint64_t *v;
+	size_t n, cap;
+	struct store_txn *t;
+};
+
+/* Called for each message file: dirfd of blobs/xx, its name, its id. */
+typedef int blob_fn(void *arg, int dirfd, unsigned sub, const char *name, uint64_t id,
+		    const struct stat *sb);
+
+static void refs_add(struct refs *r, uint64_t id)
+{
+	if (r->n == r->cap)
+		r->v = xreallocarray(r->v, r->cap = r->cap * 2 + 256, sizeof(*r->v));
+	r->v[r->n++] = id;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static bool refs_has(const struct refs *r, uint64_t id)
+{
+	return r->n > 0 && bsearch(&id, r->v, r->n, sizeof(*r->v), u64_cmp) != NULL;
+}
+
+static int refs_mbox(const struct store_mbox_info *mi, void *arg)
+{
+	struct refs *r = arg;
+	struct store_iter *it;
+	struct store_msg m;
+	int rc;
+
+	if (mi->attrs & (STORE_MBOX_NOSELECT | STORE_MBOX_NONEXISTENT))
+		return 0;
+	if ((rc = store_msg_iter(r->t, mi->id, 1, UINT32_MAX, 0, &it)) != 0)
+		return rc;
+	while ((rc = store_iter_next(it, &m)) == 1)
+		refs_add(r, m.blob);
+	store_iter_free(&it);
+	return rc;
+}
+
+static int refs_user(const struct store_user *u, void *arg)
+{
+	struct refs *r = arg;
+
+	return store_mbox_list(r->t, u->id, "*", false, refs_mbox, r);
+}
+
+static int refs_queue(const struct store_queue_msg *qm, void *arg)
+{
+	refs_add(arg, qm->blob);
+	return 0;
+}
+
+/* Every message file id the index of part (or the queue) references, in one snapshot. */
+static int collect_refs(struct store *st, unsigned part, struct refs *r)
+{
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	if (part == STORE_QUEUE_PART)
+		rc = store_queue_list(st, refs_queue, r);
+	else if ((rc = store_txn_begin(st, part, STORE_TXN_READ, &r->t)) == 0) {
+		rc = store_user_list(r->t, refs_user, r);
+		store_txn_abort(&r->t);
+	}
+	if (r->n > 1)
+		qsort(r->v, r->n, sizeof(*r->v), u64_cmp);
+	return rc;
+}
+
+static void env_dir(char *buf, size_t size, const char *root, unsigned part)
+{
+	if (part == STORE_QUEUE_PART)
+		snprintf(buf, size, "%s/queue", root);
+	else
+		snprintf(buf, size, "%s/part%u", root, part);
+}
+
+/* Calls fn for each final message file (16 hex digits) under <envdir>/blobs. */
+static int walk_blobs(const char *envdir, blob_fn *fn, void *arg)
+{
+	char dir[4200];
+	int rc = 0;
+
+	for (unsigned d = 0; d < 256 && rc == 0; d++) {
+		struct dirent *de;
+		DIR *dh;
+
+		snprintf(dir, sizeof(dir), "%s/blobs/%02x", envdir, d);
+		if ((dh = opendir(dir)) == NULL)
+			continue;
+		while (rc == 0 && (de = readdir(dh)) != NULL) {
+			struct stat sb;
+			char *end;
+			uint64_t id = strtoull(de->d_name, &end, 16);
+
+			if (strlen(de->d_name) != 16 || *end != '\0' ||
+			    fstatat(dirfd(dh), de->d_name, &sb, 0) == -1 || !S_ISREG(sb.st_mode))
+				continue;
+			rc = fn(arg, dirfd(dh), d, de->d_name, id, &sb);
+		}
+		closedir(dh);
+	}
+	return rc;
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* queue */
+
+static int parse_qid(struct mc *mc, const char *s, uint64_t *id_r)
+{
+	char *end;
+
+	errno = 0;
+	*id_r = strtoull(s, &end, 16);
+	if (errno != 0 || end == s || *end != '\0' || *id_r == 0)
+		return mc_usage(mc, "bad queue id '%s' (16 hex digits, see `mailctl queue list`)",
+				s);
+	return MC_OK;
+}
+
+static const char *rcpt_state(enum store_rcpt_state s)
+{
+	return s == STORE_Q_DELIVERED ? "delivered" : s == STORE_Q_FAILED ? "failed" : "pending";
+}
+
+/* Pending recipients and the earliest next attempt among them. */
+static size_t queue_pending(const struct store_queue_msg *qm, int64_t *next_r)
+{
+	size_t pending = 0;
+
+	*next_r = 0;
+	for (size_t i = 0; i < qm->nrcpt; i++)
+		if (qm->rcpt[i].state == STORE_Q_PENDING) {
+			pending++;
+			if (*next_r == 0 || qm->rcpt[i].next_attempt < *next_r)
+				*next_r = qm->rcpt[i].next_attempt;
+		}
+	return pending;
+}
+
+/* The columns of queue_cols; show adds envid. */
+static void queue_cells(struct mc_table *tab, const struct store_queue_msg *qm, bool envid)
+{
+	int64_t next;
+	size_t pending = queue_pending(qm, &next);
+
+	mc_table_row(tab);
+	mc_cell_hex(tab, qm->id);
+	mc_cell_str(tab, qm->sender);
+	if (envid)
+		mc_cell_str(tab, qm->envid);
+	mc_cell_u64(tab, qm->size);
+	mc_cell_time(tab, qm->created);
+	mc_cell_u64(tab, qm->nrcpt);
+	mc_cell_u64(tab, pending);
+	mc_cell_bool(tab, qm->held);
+	mc_cell_time(tab, next);
+}
+
+static int queue_row(const struct store_queue_msg *qm, void *arg)
+{
+	queue_cells(arg, qm, false);
+	return 0;
+}
+
+int mc_queue_list(struct mc *mc, const struct mc_args *a)
+{
+	static const char *const cols[] = { "id", "sender", "size", "created", "recipients",
+					    "pending", "held", "next_attempt", NULL };
+	struct mc_table *tab = mc_table_new(cols);
+	int rc;
+
+	(void)a;
+	if ((rc = store_queue_list(mc->st, queue_row, tab)) != 0) {
+		mc_table_free(&tab);
+		return mc_fail(mc, rc, "cannot list the queue");
+	}
+	mc_table_print(mc, &tab);
+	return MC_OK;
+}
+
+int mc_queue_show(struct mc *mc, const struct mc_args *a)
+{
+	static const char *const cols[] = { "id", "sender", "envid", "size", "created",
+					    "recipients", "pending", "held", "next_attempt", NULL };
+	static const char *const rcols[] = { "recipient", "state", "attempts", "next_attempt",
+					     "last_error", NULL };
+	struct store_queue_msg qm;
+	struct mc_table *tab, *rt;
+	uint64_t id;
+	int rc;
+
+	if ((rc = parse_qid(mc, a->pos[0], &id)) != MC_OK)
+		return rc;
+	if ((rc = store_queue_get(mc->st, id, &qm)) != 0)
+		return mc_fail(mc, rc, "queue entry %s", a->pos[0]);
+	tab = mc_table_new(cols);
+	rt = mc_table_new(rcols);
+	queue_cells(tab, &qm, true);
+	for (size_t i = 0; i < qm.nrcpt; i++) {
+		const struct store_queue_rcpt *r = &qm.rcpt[i];
+
+		mc_table_row(rt);
+		mc_cell_str(rt, r->addr);
+		mc_cell_str(rt, rcpt_state(r->state));
+		mc_cell_u64(rt, r->attempts);
+		mc_cell_time(rt, r->state == STORE_Q_PENDING ? r->next_attempt : 0);
+		mc_cell_str(rt, r->last_error);
+	}
+	store_queue_msg_clear(&qm);
+	fputs(mc->json ? "{\"entry\": " : "", stdout);
+	mc_table_print_record(mc, &tab);
+	fputs(mc->json ? ", \"recipients\": " : "\n", stdout);
+	mc_table_print(mc, &rt);
+	if (mc->json)
+		puts("}");
+	return MC_OK;
+}
+
+static int queue_act(struct mc *mc, const char *arg, const char *done,
+		     int (*fn)(struct store *, uint64_t, int), int how)
+{
+	uint64_t id = 0;
+	int rc;
+
+	if (arg != NULL && (rc = parse_qid(mc, arg, &id)) != MC_OK)
+		return rc;
+	if ((rc = fn(mc->st, id, how)) != 0)
+		return mc_fail(mc, rc, "queue entry %s", arg ? arg : "(all)");
+	if (mc->json)
+		printf("{\"id\": \"%016" PRIx64 "\", \"done\": \"%s\"}\n", id, done);
+	else
+		printf("queue %s %s\n", arg ? arg : "(all)", done);
+	return MC_OK;
+}
+
+static int q_flush(struct store *st, uint64_t id, int how)
+{
+	(void)how;
+	return store_queue_flush(st, id);
+}
+
+static int q_hold(struct store *st, uint64_t id, int how)
+{
+	return store_queue_hold(st, id, how != 0);
+}
+
+static int q_delete(struct store *st, uint64_t id, int how)
+{
+	(void)how;
+	return store_queue_delete(st, id);
+}
+
+int mc_queue_flush(struct mc *mc, const struct mc_args *a)
+{
+	return queue_act(mc, a->npos ? a->pos[0] : NULL, "flushed", q_flush, 0);
+}
+
+int mc_queue_hold(struct mc *mc, const struct mc_args *a)
+{
+	return queue_act(mc, a->pos[0], "held", q_hold, 1);
+}
+
+int mc_queue_release(struct mc *mc, const struct mc_args *a)
+{
+	return queue_act(mc, a->pos[0], "released", q_hold, 0);
+}
+
+int mc_queue_delete(struct mc *mc, const struct mc_args *a)
+{
+	return queue_act(mc, a->pos[0], "deleted", q_delete, 0);
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* verify: orphan files are moved into LOST_FOUND of a user before the store's repair */
+
+struct lf {
+	struct mc *mc;
+	const char *user;
+	unsigned part;       /* the lost+found user's partition */
+	const struct refs *refs;
+	time_t now;
+	uint64_t moved;
+	struct store_blob *b;
+	int64_t date;
+};
+
+static int w_lf_prepare(struct store_txn *t, void *arg)
+{
+	struct lf *lf = arg;
+	uint64_t id;
+
+	return mc_mbox_ensure(t, lf->user, LOST_FOUND, true, &id);
+}
+
+static int w_lf_append(struct store_txn *t, void *arg)
+{
+	struct lf *lf = arg;
+	struct store_user u;
+	uint64_t mbox;
+	uint32_t uid;
+	int rc;
+
+	if ((rc = store_user_get(t, lf->user, &u)) != 0 ||
+	    (rc = store_mbox_find(t, u.id, LOST_FOUND, &mbox)) != 0)
+		return rc;
+	return store_msg_append(t, mbox, lf->b, 0, 0, lf->date, &uid);
+}
+
+/* One file: copied as a new message of lost+found, then unlinked (after the commit). */
+static int lf_file(void *arg, int dirfd, unsigned sub, const char *name, uint64_t id,
+		   const struct stat *sb)
+{
+	struct lf *lf = arg;
+	int fd, rc;
+
+	(void)sub;
+	if (refs_has(lf->refs, id) || sb->st_mtime > lf->now - ORPHAN_AGE)
+		return 0;
+	if ((fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC)) == -1)
+		return 0;
+	rc = store_blob_from_fd(lf->mc->st, lf->part, fd, &lf->b);
+	close(fd);
+	lf->date = (int64_t)sb->st_mtime;
+	if (rc == 0)
+		rc = store_write(lf->mc->st, lf->part, w_lf_append, lf);
+	store_blob_free(&lf->b);
+	if (rc != 0)
+		return rc;
+	(void)unlinkat(dirfd, name, 0);
+	lf->moved++;
+	return 0;
+}
+
+static int salvage_orphans(struct mc *mc, const char *user, uint64_t *moved_r)
+{
+	struct lf lf = { .mc = mc, .user = user, .now = time(NULL) };
+	const char *root = conf_str(mc->conf, "store", "path");
+	unsigned n = store_partitions(mc->st);
+	char dir[4096];
+	int rc;
+
+	if (store_user_locate(mc->st, user, &lf.part) != 0)
+		lf.part = store_partition_for(mc->st, user);
+	if ((rc = store_write(mc->st, lf.part, w_lf_prepare, &lf)) != 0)
+		return rc;
+	for (unsigned p = 0; p <= n && rc == 0; p++) {
+		unsigned part = p == n ? STORE_QUEUE_PART : p;
+		struct refs r;
+
+		if ((rc = collect_refs(mc->st, part, &r)) == 0) {
+			lf.refs = &r;
+			env_dir(dir, sizeof(dir), root, part);
+			rc = walk_blobs(dir, lf_file, &lf);
+		}
+		free(r.v);
+	}
+	*moved_r = lf.moved;
+	return rc;
+}
+
+static uint64_t problems(const struct store_verify_report *r)
+{
+	return r->bad_counters + r->bad_refcounts + r->missing_files + r->orphan_files +
+	       r->bad_records + r->missing_cache;
+}
+
+static void verify_print(struct mc *mc, const struct store_verify_report *r, uint64_t repaired,
+			 uint64_t moved, uint64_t remaining, const char *status)
+{
+	static const char *const cols[] = {
+		"status", "users", "mailboxes", "messages", "blobs", "queue", "bad_counters",
+		"bad_refcounts", "missing_files", "orphan_files", "young_files", "bad_records",
+		"missing_cache", "repaired", "moved_to_lost_found", "remaining_problems", NULL };
+	struct mc_table *tab = mc_table_new(cols);
+	const uint64_t v[] = { r->users, r->mailboxes, r->messages, r->blobs, r->queue,
+			       r->bad_counters, r->bad_refcounts, r->missing_files,
+			       r->orphan_files, r->young_files, r->bad_records, r->missing_cache,
+			       repaired, moved, remaining };
+
+	mc_table_row(tab);
+	mc_cell_str(tab, status);
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		mc_cell_u64(tab, v[i]);
+	mc_table_print_record(mc, &tab);
+}
+
+int mc_verify(struct mc *mc, const struct mc_args *a)
+{
+	const char *user = a->npos ? a->pos[0] : NULL;
+	struct store_verify_report before, fix, after;
+	uint64_t moved = 0;
+	int rc;
+
+	if ((rc = store_verify(mc->st, user, false, &before)) != 0 && rc != STORE_ECORRUPT)
+		return mc_fail(mc, rc, "verify%s%s", user ? " of " : "", user ? user : "");
+	if (rc == 0 || !a->set[0]) {
+		verify_print(mc, &before, 0, 0, problems(&before), rc == 0 ? "clean" : "problems");
+		if (rc != 0)
+			fprintf(stderr, "mailctl: the store has %" PRIu64 " problem%s; run `mailctl "
+					"verify --repair`\n", problems(&before),
+				problems(&before) == 1 ? "" : "s");
+		return rc == 0 ? MC_OK : MC_REFUSED;
+	}
+	if (user == NULL && before.orphan_files > 0 &&
+	    (rc = salvage_orphans(mc, a->set[1] ? a->val[1] : "postmaster", &moved)) != 0)
+		return mc_fail(mc, rc, "moving orphan message files to %s", LOST_FOUND);
+	if ((rc = store_verify(mc->st, user, true, &fix)) != 0 && rc != STORE_ECORRUPT)
+		return mc_fail(mc, rc, "repair");
+	if ((rc = store_verify(mc->st, user, false, &after)) != 0 && rc != STORE_ECORRUPT)
+		return mc_fail(mc, rc, "verify after the repair");
+	verify_print(mc, &before, fix.repaired + moved, moved, problems(&after),
+		     problems(&after) == 0 ? "repaired" : "problems");
+	if (problems(&after) != 0) {
+		fprintf(stderr, "mailctl: %" PRIu64 " problems remain after the repair; see the log "
+				"lines above\n", problems(&after));
+		return MC_REFUSED;
+	}
+	return MC_OK;
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* backup and restore */
+
+/* Copies src (relative to sdir) to dst (relative to ddir) keeping its mtime. 0 or errno. */
+static int copy_file(int sdir, const char *src, int ddir, const char *dst)
+{
+	char buf[65536];
+	struct stat sb;
+	ssize_t n = 0;
+	int in, out, err = 0;
+
+	if ((in = openat(sdir, src, O_RDONLY | O_CLOEXEC)) == -1)
+		return errno;
+	if (fstat(in, &sb) == -1 ||
+	    (out = openat(ddir, dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640)) == -1) {
+		err = errno;
+		close(in);
+		return err;
+	}
+	while (err == 0 && ((n = read(in, buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)))
+		for (ssize_t off = 0; n > 0 && off < n && err == 0;) {
+			ssize_t w = write(out, buf + off, (size_t)(n - off));
+
+			err = w < 0 && errno != EINTR ? errno : 0;
+			off += w > 0 ? w : 0;
+		}
+	if (n < 0 && err == 0)
+		err = errno;
+	struct timespec ts[2] = { sb.st_atim, sb.st_mtim };
+	if (err == 0 && futimens(out, ts) == -1)
+		err = errno;
+	if (close(out) == -1 && err == 0)
+		err = errno;
+	close(in);
+	return err;
+}
+
+struct copy {
+	char dst[4200];   /* <dest env dir>/blobs */
+	const struct refs *only; /* copy only these ids (NULL: every file) */
+	uint64_t files, bytes, vanished;
+	int err;
+};
+
+static int copy_blob(void *arg, int dirfd, unsigned sub, const char *name, uint64_t id,
+		     const struct stat *sb)
+{
+	struct copy *c = arg;
+	char rel[64];
+	int ddir, err;
+
+	if (c->only != NULL && !refs_has(c->only, id))
+		return 0;
+	snprintf(rel, sizeof(rel), "%02x/%s", sub, name);
+	if ((ddir = open(c->dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
+		return c->err = errno;
+	if (c->only != NULL && faccessat(ddir, rel, F_OK, 0) == 0) {
+		close(ddir);
+		return 0;
+	}
+	err = copy_file(dirfd, name, ddir, rel);
+	close(ddir);
+	if (err == EEXIST)
+		err = 0;
+	c->files += err == 0;
+	c->bytes += err == 0 ? (uint64_t)sb->st_size : 0;
+	return c->err = err;
+}
+
+static int make_env_dirs(const char *envdir)
+{
+	char p[4200];
+
+	if (mkdir(envdir, 0750) == -1)
+		return errno;
+	snprintf(p, sizeof(p), "%s/blobs", envdir);
+	if (mkdir(p, 0750) == -1)
+		return errno;
+	for (unsigned d = 0; d < 256; d++) {
+		snprintf(p, sizeof(p), "%s/blobs/%02x", envdir, d);
+		if (mkdir(p, 0750) == -1)
+			return errno;
+	}
+	return 0;
+}
+
+/* Copies the message files of one environment (c->only: just those, when missing). */
+static int backup_files(struct mc *mc, const char *dest, unsigned part, struct copy *c,
+			const struct refs *only)
+{
+	char src[4096], dst[4096];
+
+	env_dir(src, sizeof(src), conf_str(mc->conf, "store", "path"), part);
+	env_dir(dst, sizeof(dst), dest, part);
+	if (only == NULL && (c->err = make_env_dirs(dst)) != 0)
+		return STORE_EIO;
+	snprintf(c->dst, sizeof(c->dst), "%s/blobs", dst);
+	c->only = only;
+	if (walk_blobs(src, copy_blob, c) != 0)
+		return STORE_EIO;
+	for (size_t i = 0; only != NULL && i < only->n; i++) {
+		char rel[4300];
+
+		snprintf(rel, sizeof(rel), "%s/%02x/%016" PRIx64, c->dst,
+			 (unsigned)(only->v[i] >> 56), only->v[i]);
+		c->vanished += access(rel, F_OK) == -1;
+	}
+	return 0;
+}
+
+/* Files first, then each index snapshot, then the files the snapshots reference that
+   appeared meanwhile: every message of the copied indexes has its file. */
+static int backup_all(struct mc *mc, const char *dest, struct copy *c)
+{
+	unsigned n = store_partitions(mc->st);
+	struct store *bst = NULL;
+	struct store_opts o;
+	char idx[4200];
+	int rc = 0;
+
+	for (unsigned p = 0; p <= n && rc == 0; p++)
+		rc = backup_files(mc, dest, p == n ? STORE_QUEUE_PART : p, c, NULL);
+	for (unsigned p = 0; p <= n && rc == 0; p++) {
+		unsigned part = p == n ? STORE_QUEUE_PART : p;
+
+		env_dir(idx, sizeof(idx) - 16, dest, part);
+		strcat(idx, "/index.mdb");
+		rc = store_admin_copy_index(mc->st, part, idx);
+	}
+	store_opts_from_conf(mc->conf, &o);
+	o.path = dest;
+	o.create = false;
+	if (rc == 0)
+		rc = store_open(&o, &bst);
+	for (unsigned p = 0; p <= n && rc == 0; p++) {
+		unsigned part = p == n ? STORE_QUEUE_PART : p;
+		struct refs r;
+
+		if ((rc = collect_refs(bst, part, &r)) == 0)
+			rc = backup_files(mc, dest, part, c, &r);
+		free(r.v);
+	}
+	store_close(&bst);
+	return rc;
+}
+
+static int write_manifest(struct mc *mc, const char *dest)
+{
+	char p[4200];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/%s", dest, MANIFEST);
+	if ((f = fopen(p, "wx")) == NULL)
+		return errno;
+	fprintf(f, "heron-backup 1\npartitions %u\ncreated %lld\nsource %s\n",
+		store_partitions(mc->st), (long long)time(NULL),
+		conf_str(mc->conf, "store", "path"));
+	return fclose(f) == 0 ? 0 : errno;
+}
+
+int mc_backup(struct mc *mc, const struct mc_args *a)
+{
+	const char *dest = a->pos[0];
+	unsigned n = store_partitions(mc->st);
+	struct copy *c = xcalloc(1, sizeof(*c));
+	int rc = 0, fd;
+
+	if (mkdir(dest, 0750) == -1) {
+		fprintf(stderr, "mailctl: %s: %s; give a directory that does not exist yet\n", dest,
+			strerror(errno));
+		free(c);
+		return errno == EEXIST ? MC_REFUSED : MC_ERR;
+	}
+	rc = backup_all(mc, dest, c);
+	if (rc == 0 && c->vanished > 0) {
+		fprintf(stderr, "mailctl: %" PRIu64 " message files were removed while the backup "
+				"ran (expunged meanwhile); remove %s and run the backup again\n",
+			c->vanished, dest);
+		free(c);
+		return MC_REFUSED;
+	}
+	if (rc == 0 && (c->err = write_manifest(mc, dest)) != 0)
+		rc = STORE_EIO;
+	if (rc == 0 && (fd = open(dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) != -1) {
+		if (syncfs(fd) == -1)
+			rc = STORE_EIO;
+		close(fd);
+	}
+	if (rc != 0) {
+		if (c->err != 0)
+			fprintf(stderr, "mailctl: backup into %s: %s\n", dest, strerror(c->err));
+		free(c);
+		return mc_fail(mc, rc, "backup into %s is incomplete; remove it and retry", dest);
+	}
+	if (mc->json) {
+		printf("{\"backup\": ");
+		mc_json_str(stdout, dest, strlen(dest));
+		printf(", \"partitions\": %u, \"files\": %" PRIu64 ", \"bytes\": %" PRIu64 "}\n", n,
+		       c->files, c->bytes);
+	} else
+		printf("backup of %u partitions and the queue in %s: %" PRIu64
+		       " message files, %" PRIu64 " bytes\n", n, dest, c->files, c->bytes);
+	free(c);
+	return MC_OK;
+}
+
+static int read_manifest(const char *dir, unsigned *parts_r)
+{
+	char p[4200], line[4200];
+	FILE *f;
+	bool magic = false;
+
+	*parts_r = 0;
+	snprintf(p, sizeof(p), "%s/%s", dir, MANIFEST);
+	if ((f = fopen(p, "r")) == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		magic |= strcmp(line, "heron-backup 1\n") == 0;
+		if (strncmp(line, "partitions ", 11) == 0)
+			*parts_r = (unsigned)strtoul(line + 11, NULL, 10);
+	}
+	fclose(f);
+	return magic && *parts_r > 0 ? 0 : -1;
+}
+
+/* Copies one environment of a backup: its index and every message file. */
+static int restore_env(const char *from, const char *to, unsigned part, struct copy *c)
+{
+	char src[4096], dst[4096];
+	int sfd, dfd, err;
+
+	env_dir(src, sizeof(src), from, part);
+	env_dir(dst, sizeof(dst), to, part);
+	if ((err = make_env_dirs(dst)) != 0)
+		return err;
+	if ((sfd = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
+		return errno;
+	if ((dfd = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
+		err = errno;
+		close(sfd);
+		return err;
+	}
+	err = copy_file(sfd, "index.mdb", dfd, "index.mdb");
+	close(sfd);
+	close(dfd);
+	snprintf(c->dst, sizeof(c->dst), "%s/blobs", dst);
+	c->only = NULL;
+	if (err == 0 && walk_blobs(src, copy_blob, c) != 0)
+		err = c->err ? c->err : EIO;
+	return err;
+}
+
+static int restore_into(struct mc *mc, const char *from, const char *tmp, unsigned parts,
+			struct copy *c)
+{
+	int err, fd;
+
+	if (mkdir(tmp, 0750) == -1)
+		return errno;
+	err = restore_env(from, tmp, STORE_QUEUE_PART, c);
+	for (unsigned p = 0; p < parts && err == 0; p++)
+		err = restore_env(from, tmp, p, c);
+	if (err == 0 && (fd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) != -1) {
+		err = syncfs(fd) == -1 ? errno : 0;
+		close(fd);
+	}
+	(void)mc;
+	return err;
+}
+
+int mc_restore(struct mc *mc, const struct mc_args *a)
+{
+	const char *from = a->pos[0], *path = conf_str(mc->conf, "store", "path");
+	unsigned parts, want = (unsigned)conf_int(mc->conf, "store", "partitions");
+	struct copy *c;
+	char *tmp, *aside = NULL;
+	int err;
+
+	if (read_manifest(from, &parts) < 0) {
+		fprintf(stderr, "mailctl: %s is not a Heron backup (no %s manifest)\n", from,
+			MANIFEST);
+		return MC_ERR;
+	}
+	if (parts != want) {
+		fprintf(stderr, "mailctl: the backup has %u partitions, %s says %u; set [store] "
+				"partitions = %u to restore it\n", parts, mc->conf_path, want, parts);
+		return MC_REFUSED;
+	}
+	if (access(path, F_OK) == 0 && !a->set[0]) {
+		fprintf(stderr, "mailctl: a store exists at %s; stop the daemons and add --force "
+				"to set it aside and restore\n", path);
+		return MC_REFUSED;
+	}
+	c = xcalloc(1, sizeof(*c));
+	tmp = xasprintf("%s.restore-%ld", path, (long)getpid());
+	err = restore_into(mc, from, tmp, parts, c);
+	if (err == 0 && access(path, F_OK) == 0) {
+		aside = xasprintf("%s.replaced-%lld", path, (long long)time(NULL));
+		err = rename(path, aside) == -1 ? errno : 0;
+	}
+	if (err == 0 && rename(tmp, path) == -1)
+		err = errno;
+	if (err != 0)
+		fprintf(stderr, "mailctl: restore into %s: %s (partial copy left in %s)\n", path,
+			strerror(err), tmp);
+	else if (mc->json) {
+		printf("{\"restored\": ");
+		mc_json_str(stdout, path, strlen(path));
+		printf(", \"files\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"replaced\": ",
+		       c->files, c->bytes);
+		if (aside)
+			mc_json_str(stdout, aside, strlen(aside));
+		else
+			fputs("null", stdout);
+		puts("}");
+	} else
+		printf("restored %s from %s: %" PRIu64 " message files%s%s\n", path, from, c->files,
+		       aside ? "; the previous store is in " : "", aside ? aside : "");
+	free(aside);
+	free(tmp);
+	free(c);
+	return err == 0 ? MC_OK : MC_ERR;
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* stats */
+
+static void stats_row(struct mc_table *tab, const char *name, const struct store_stats *s)
+{
+	mc_table_row(tab);
+	mc_cell_str(tab, name);
+	mc_cell_u64(tab, s->users);
+	mc_cell_u64(tab, s->mailboxes);
+	mc_cell_u64(tab, s->messages);
+	mc_cell_u64(tab, s->bytes);
+	mc_cell_u64(tab, s->map_used);
+	mc_cell_u64(tab, s->map_size);
+}
+
+int mc_stats(struct mc *mc, const struct mc_args *a)
+{
+	static const char *const cols[] = { "partition", "users", "mailboxes", "messages",
+					    "bytes", "map_used", "map_size", NULL };
+	struct mc_table *tab = mc_table_new(cols);
+	struct store_stats s, total = { 0 };
+	unsigned n = store_partitions(mc->st);
+	char name[16];
+	int rc = 0;
+
+	(void)a;
+	for (unsigned p = 0; p <= n && rc == 0; p++) {
+		if ((rc = store_stats(mc->st, p == n ? STORE_QUEUE_PART : p, &s)) != 0)
+			break;
+		snprintf(name, sizeof(name), "%u", p);
+		stats_row(tab, p == n ? "queue" : name, &s);
+		if (p == n)
+			continue;
+		total.users += s.users;
+		total.mailboxes += s.mailboxes;
+		total.messages += s.messages;
+		total.bytes += s.bytes;
+		total.map_used += s.map_used;
+		total.map_size += s.map_size;
+	}
+	if (rc != 0) {
+		mc_table_free(&tab);
+		return mc_fail(mc, rc, "statistics");
+	}
+	stats_row(tab, "total", &total);
+	mc_table_print(mc, &tab);
+	return MC_OK;
+}

@@ -1,0 +1,922 @@
+/* mailctl_io.c — owns `mailctl import` and `mailctl export`: mbox (mboxrd) and Maildir, with
+ * flags, keywords and dates, streamed (no message is held whole in memory).
+ *
+ * Stored messages have CRLF line ends. The conversions are chosen so that import → export →
+ * import gives byte-identical messages:
+ * - mbox export writes mboxrd: "From MAILER-DAEMON <asctime UTC>", every CRLF as LF, lines
+ *   matching ^>*From_ get one more '>', flags as Status/X-Status/X-Keywords at the end of the
+ *   header, a blank line after each message. mbox import reads the line ends of the file's
+ *   first From_ line: LF files keep every line's bytes and end it with CRLF; CRLF files take
+ *   CRLF (or LF) as the line end. A From_ line separates messages at the start of the file
+ *   or after a blank line. It removes one '>' from ^>+From_, drops the blank line before
+ *   each From_, reads and removes Status, X-Status, X-Keywords, X-UID, X-IMAP and
+ *   X-IMAPbase headers, and ends the last line with CRLF.
+ * - Maildir export writes the stored bytes as they are (CRLF), flags in the ":2," info
+ *   (D F R S T, keywords as a..z listed in dovecot-keywords), the internal date as mtime.
+ *   Maildir import turns a LF not preceded by CR into CRLF (a no-op on CRLF files). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/str.h"
+#include "common/xmalloc.h"
+#include "store/mailctl.h"
+
+#define RD_SIZE 65536
+#define BATCH 64           /* messages appended per index transaction */
+#define MAX_MSG_KWS 32     /* keywords kept per imported message */
+#define HDR_VALUE_MAX 4096 /* bytes kept of a flag header's value */
+#define MAILDIR_KWS 26     /* keyword letters a..z */
+
+/* A line reader with a bounded buffer: a line longer than RD_SIZE comes in pieces. */
+struct rd {
+	int fd;
+	char buf[RD_SIZE];
+	size_t start, end;
+	bool eof;
+};
+
+/* A buffered writer into a blob (or a file when b is NULL). */
+struct wr {
+	struct store_blob *b;
+	int fd;
+	char buf[RD_SIZE];
+	size_t len;
+	int err;       /* store error (blob) or errno (file) */
+	uint64_t bytes;
+};
+
+struct pending {
+	struct store_blob *b;
+	unsigned flags;
+	int64_t date;
+	char *kws[MAX_MSG_KWS];
+	size_t nkws;
+};
+
+struct imp {
+	struct mc *mc;
+	const char *user, *mailbox, *path;
+	unsigned part;
+	struct pending batch[BATCH];
+	size_t n;
+	uint64_t count, bytes;
+	uint32_t first_uid, last_uid;
+	char *kwletters[MAILDIR_KWS]; /* Maildir: dovecot-keywords */
+};
+
+/* ------------------------------------------------------------------------------------- */
+/* Reading and writing */
+
+/* Next piece of a line: 1 (*complete: the LF was seen and is not in the piece), 0 at EOF,
+   -1 on a read error (errno). */
+static int rd_piece(struct rd *r, const char **p, size_t *len, bool *complete)
+{
+	for (;;) {
+		char *nl = memchr(r->buf + r->start, '\n', r->end - r->start);
+		size_t have = r->end - r->start;
+		ssize_t n;
+
+		if (nl != NULL || (r->eof && have > 0) || have == RD_SIZE) {
+			*p = r->buf + r->start;
+			*complete = nl != NULL;
+			*len = nl != NULL ? (size_t)(nl - *p) : have;
+			if (nl == NULL && !r->eof && *len > 1 && (*p)[*len - 1] == '\r')
+				(*len)--; /* keep a CR with the LF that may follow */
+			r->start += *len + (nl != NULL);
+			return 1;
+		}
+		if (r->eof)
+			return 0;
+		memmove(r->buf, r->buf + r->start, have);
+		r->start = 0;
+		r->end = have;
+		n = read(r->fd, r->buf + r->end, RD_SIZE - r->end);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		r->eof = n == 0;
+		r->end += (size_t)n;
+	}
+}
+
+static void wr_flush(struct wr *w)
+{
+	size_t off = 0;
+
+	if (w->err == 0 && w->len > 0 && w->b != NULL)
+		w->err = store_blob_write(w->b, w->buf, w->len);
+	while (w->err == 0 && w->b == NULL && off < w->len) {
+		ssize_t n = write(w->fd, w->buf + off, w->len - off);
+
+		if (n < 0 && errno != EINTR)
+			w->err = errno;
+		off += n > 0 ? (size_t)n : 0;
+	}
+	w->len = 0;
+}
+
+static void wr_put(struct wr *w, const void *p, size_t n)
+{
+	w->bytes += n;
+	while (n > 0 && w->err == 0) {
+		size_t k = sizeof(w->buf) - w->len < n ? sizeof(w->buf) - w->len : n;
+
+		memcpy(w->buf + w->len, p, k);
+		w->len += k;
+		p = (const char *)p + k;
+		n -= k;
+		if (w->len == sizeof(w->buf))
+			wr_flush(w);
+	}
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* Appending imported messages, BATCH per transaction */
+
+static void pending_clear(struct pending *pm)
+{
+	store_blob_free(&pm->b);
+	for (size_t i = 0; i < pm->nkws; i++)
+		free(pm->kws[i]);
+	memset(pm, 0, sizeof(*pm));
+}
+
+static int w_append(struct store_txn *t, void *arg)
+{
+	struct imp *im = arg;
+	struct store_user u;
+	uint64_t mbox;
+	int rc;
+
+	if ((rc = store_user_get(t, im->user, &u)) != 0 ||
+	    (rc = store_mbox_find(t, u.id, im->mailbox, &mbox)) != 0)
+		return rc;
+	for (size_t i = 0; i < im->n; i++) {
+		struct pending *pm = &im->batch[i];
+		uint64_t kws = 0;
+		unsigned idx;
+		uint32_t uid;
+
+		for (size_t k = 0; k < pm->nkws; k++) {
+			if ((rc = store_mbox_keyword(t, mbox, pm->kws[k], true, &idx)) == 0)
+				kws |= (uint64_t)1 << idx;
+			else if (rc != STORE_EINVAL && rc != STORE_EKEYWORDS)
+				return rc; /* a bad or excess keyword is dropped, not fatal */
+		}
+		rc = store_msg_append(t, mbox, pm->b, pm->flags, kws, pm->date, &uid);
+		if (rc != 0)
+			return rc;
+		if (i == 0)
+			im->first_uid = im->first_uid ? im->first_uid : uid;
+		im->last_uid = uid;
+	}
+	return 0;
+}
+
+static int imp_flush(struct imp *im)
+{
+	int rc = im->n > 0 ? store_write(im->mc->st, im->part, w_append, im) : 0;
+
+	if (rc == 0)
+		im->count += im->n;
+	for (size_t i = 0; i < im->n; i++)
+		pending_clear(&im->batch[i]);
+	im->n = 0;
+	return rc;
+}
+
+/* Starts the next message of the batch: a new blob in the user's partition. */
+static int imp_begin(struct imp *im, struct wr *w, struct pending **pm_r)
+{
+	struct pending *pm;
+	int rc;
+
+	if (im->n == BATCH && (rc = imp_flush(im)) != 0)
+		return rc;
+	pm = &im->batch[im->n];
+	memset(pm, 0, sizeof(*pm));
+	w->fd = -1;
+	w->len = w->bytes = 0;
+	w->err = 0;
+	if ((rc = store_blob_new(im->mc->st, im->part, &pm->b)) != 0)
+		return rc;
+	w->b = pm->b;
+	*pm_r = pm;
+	return 0;
+}
+
+static int imp_end(struct imp *im, struct wr *w)
+{
+	struct pending *pm = &im->batch[im->n];
+	int rc;
+
+	wr_flush(w);
+	if ((rc = w->err) != 0 || (rc = store_blob_finish(pm->b)) != 0) {
+		pending_clear(pm);
+		return rc;
+	}
+	im->bytes += w->bytes;
+	im->n++;
+	return 0;
+}
+
+static void add_kw(struct pending *pm, const char *p, size_t len)
+{
+	if (len == 0 || pm->nkws == MAX_MSG_KWS || len > STORE_MAX_KEYWORD)
+		return;
+	for (size_t i = 0; i < pm->nkws; i++)
+		if (str_caseeq(pm->kws[i], strlen(pm->kws[i]), p, len))
+			return;
+	pm->kws[pm->nkws++] = xstrndup(p, len);
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* mbox import */
+
+struct mbox_state {
+	struct imp *im;
+	struct wr w;
+	struct pending *pm;
+	bool in_msg, in_header, pending_blank, skip_hdr, crlf, ended;
+	int skip_line;          /* skip the rest of a long From_ line */
+	enum { H_NONE, H_STATUS, H_XSTATUS, H_XKEYWORDS, H_OTHER } hdr;
+	char hval[HDR_VALUE_MAX];
+	size_t hlen;
+};
+
+static bool is_from_line(const char *p, size_t len)
+{
+	return len >= 5 && memcmp(p, "From ", 5) == 0;
+}
+
+/* The asctime date of a From_ line ("From sender Sat Nov 28 21:04:37 2026"), as UTC. */
+static int64_t from_line_date(const char *p, size_t len)
+{
+	static const char *const days[] = { "Mon ", "Tue ", "Wed ", "Thu ", "Fri ", "Sat ",
+					    "Sun " };
+	char line[1024];
+
+	len = len < sizeof(line) - 1 ? len : sizeof(line) - 1;
+	memcpy(line, p, len);
+	line[len] = '\0';
+	for (char *q = line + 5; *q != '\0'; q++)
+		for (size_t d = 0; d < 7; d++) {
+			struct tm tm;
+
+			memset(&tm, 0, sizeof(tm));
+			if (strncmp(q, days[d], 4) == 0 &&
+			    strptime(q, "%a %b %d %H:%M:%S %Y", &tm) != NULL)
+				return (int64_t)timegm(&tm);
+		}
+	return 0;
+}
+
+/* Applies a collected Status / X-Status / X-Keywords value. */
+static void flag_header_done(struct mbox_state *s)
+{
+	struct str_view rest = { s->hval, s->hlen }, f;
+
+	for (size_t i = 0; i < s->hlen && s->hdr != H_XKEYWORDS; i++) {
+		char c = s->hval[i];
+
+		if (s->hdr == H_STATUS && c == 'R')
+			s->pm->flags |= STORE_SEEN;
+		else if (s->hdr == H_XSTATUS)
+			s->pm->flags |= c == 'A' ? STORE_ANSWERED : c == 'F' ? STORE_FLAGGED
+				       : c == 'T' ? STORE_DRAFT : c == 'D' ? STORE_DELETED : 0;
+	}
+	while (s->hdr == H_XKEYWORDS && str_split_ws(&rest, &f)) {
+		struct str_view k2 = f, k;
+
+		while (str_split_next(&k2, ',', &k))
+			add_kw(s->pm, k.p, k.len);
+	}
+	s->hdr = H_NONE;
+	s->hlen = 0;
+}
+
+static void hval_add(struct mbox_state *s, const char *p, size_t len)
+{
+	size_t room = sizeof(s->hval) - s->hlen;
+
+	if (len > room)
+		len = room;
+	memcpy(s->hval + s->hlen, p, len);
+	s->hlen += len;
+}
+
+/* A header line at the start of a line: strips and reads the flag headers. */
+static bool header_line(struct mbox_state *s, const char *p, size_t len)
+{
+	static const struct {
+		const char *name;
+		int kind;
+	} hidden[] = { { "Status:", H_STATUS }, { "X-Status:", H_XSTATUS },
+		       { "X-Keywords:", H_XKEYWORDS }, { "X-UID:", H_OTHER },
+		       { "X-IMAP:", H_OTHER }, { "X-IMAPbase:", H_OTHER } };
+
+	if (len > 0 && (p[0] == ' ' || p[0] == '\t')) {
+		if (s->skip_hdr)
+			hval_add(s, p, len);
+		return s->skip_hdr;
+	}
+	if (s->hdr != H_NONE)
+		flag_header_done(s);
+	s->skip_hdr = false;
+	for (size_t i = 0; i < sizeof(hidden) / sizeof(hidden[0]); i++) {
+		size_t n = strlen(hidden[i].name);
+
+		if (len >= n && str_caseprefix(p, len, hidden[i].name)) {
+			s->skip_hdr = true;
+			s->hdr = hidden[i].kind;
+			hval_add(s, p + n, len - n);
+			return true;
+		}
+	}
+	return false;
+}
+
+static void msg_end(struct mbox_state *s, int *rc)
+{
+	if (!s->in_msg)
+		return;
+	if (s->hdr != H_NONE)
+		flag_header_done(s);
+	if (!s->ended && s->w.bytes > 0)
+		wr_put(&s->w, "\r\n", 2); /* the last line of the file had no LF */
+	s->in_msg = false;
+	if (*rc == 0)
+		*rc = imp_end(s->im, &s->w);
+}
+
+static int from_line(struct mbox_state *s, const char *p, size_t len, bool complete)
+{
+	int rc = 0;
+
+	msg_end(s, &rc);
+	if (rc != 0 || (rc = imp_begin(s->im, &s->w, &s->pm)) != 0)
+		return rc;
+	if (s->im->count + s->im->n == 0)
+		s->crlf = complete && len > 0 && p[len - 1] == '\r';
+	s->pm->date = from_line_date(p, len);
+	s->in_msg = s->in_header = s->ended = true;
+	s->pending_blank = s->skip_hdr = false;
+	s->skip_line = !complete;
+	return 0;
+}
+
+/* One piece of a line of the mbox file. */
+static int mbox_piece(struct mbox_state *s, const char *p, size_t len, bool complete,
+		      bool start)
+{
+	/* a From_ line separates only at the start or after a blank line (mboxo files do not
+	   quote every "From " in bodies) */
+	if (start && is_from_line(p, len) && (!s->in_msg || s->pending_blank))
+		return from_line(s, p, len, complete);
+	if (!start && s->skip_line) {
+		s->skip_line = !complete;
+		return 0;
+	}
+	if (!s->in_msg)
+		return len == 0 && complete ? 0 : STORE_EINVAL; /* text before the first From_ */
+	if (complete && s->crlf && len > 0 && p[len - 1] == '\r')
+		len--;
+	if (start && s->in_header) {
+		if (len == 0 && complete) {
+			if (s->hdr != H_NONE)
+				flag_header_done(s);
+			s->in_header = false;
+		} else if (header_line(s, p, len)) {
+			s->skip_line = !complete; /* a long hidden header: drop the rest too */
+			return 0;
+		}
+	}
+	if (start && len == 0 && complete) {
+		if (s->pending_blank)
+			wr_put(&s->w, "\r\n", 2);
+		s->pending_blank = true;
+		return 0;
+	}
+	if (s->pending_blank)
+		wr_put(&s->w, "\r\n", 2);
+	s->pending_blank = false;
+	if (start && len > 5 && p[0] == '>') {
+		size_t q = 0;
+
+		while (q < len && p[q] == '>')
+			q++;
+		if (is_from_line(p + q, len - q)) {
+			p++; /* mboxrd: one level of quoting less */
+			len--;
+		}
+	}
+	wr_put(&s->w, p, len);
+	if (complete)
+		wr_put(&s->w, "\r\n", 2);
+	s->ended = complete;
+	return s->w.err;
+}
+
+static int import_mbox(struct imp *im, int fd)
+{
+	struct mbox_state *s = xcalloc(1, sizeof(*s));
+	struct rd *r = xcalloc(1, sizeof(*r));
+	bool start = true, complete;
+	const char *p;
+	size_t len;
+	int rc = 0, n;
+
+	s->im = im;
+	r->fd = fd;
+	while (rc == 0 && (n = rd_piece(r, &p, &len, &complete)) == 1) {
+		rc = mbox_piece(s, p, len, complete, start);
+		start = complete;
+	}
+	if (rc == 0 && n < 0)
+		rc = STORE_EIO;
+	if (rc == 0)
+		msg_end(s, &rc);
+	else if (s->in_msg)
+		pending_clear(&im->batch[im->n]);
+	if (rc == 0)
+		rc = imp_flush(im);
+	free(r);
+	free(s);
+	return rc;
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* Maildir import */
+
+struct mdfile {
+	char *name; /* "cur/..." or "new/..." */
+	unsigned long long t;
+};
+
+static int mdfile_cmp(const void *a, const void *b)
+{
+	const struct mdfile *x = a, *y = b;
+	const char *xn = strchr(x->name, '/') + 1, *yn = strchr(y->name, '/') + 1;
+
+	if (x->t != y->t)
+		return x->t < y->t ? -1 : 1;
+	return strcmp(xn, yn);
+}
+
+static void md_list(const char *path, const char *sub, struct mdfile **v, size_t *n)
+{
+	char dir[4096];
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/%s", path, sub);
+	if ((d = opendir(dir)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		*v = xreallocarray(*v, *n + 1, sizeof(**v));
+		(*v)[*n].name = xasprintf("%s/%s", sub, de->d_name);
+		(*v)[(*n)++].t = strtoull(de->d_name, NULL, 10);
+	}
+	closedir(d);
+}
+
+static void md_read_keywords(struct imp *im)
+{
+	char p[4096], line[512];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/dovecot-keywords", im->path);
+	if ((f = fopen(p, "r")) == NULL)
+		return;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		char *end;
+		unsigned long i = strtoul(line, &end, 10);
+		size_t len;
+
+		if (end == line || *end != ' ' || i >= MAILDIR_KWS)
+			continue;
+		len = strcspn(end + 1, "\r\n");
+		free(im->kwletters[i]);
+		im->kwletters[i] = xstrndup(end + 1, len);
+	}
+	fclose(f);
+}
+
+static void md_flags(struct imp *im, struct pending *pm, const char *name)
+{
+	const char *info = strstr(name, ":2,");
+
+	for (const char *c = info ? info + 3 : ""; *c != '\0'; c++) {
+		pm->flags |= *c == 'D' ? STORE_DRAFT : *c == 'F' ? STORE_FLAGGED
+			     : *c == 'R' ? STORE_ANSWERED : *c == 'S' ? STORE_SEEN
+			     : *c == 'T' ? STORE_DELETED : 0;
+		if (*c == 'P')
+			add_kw(pm, "$Forwarded", 10);
+		if (*c >= 'a' && *c <= 'z' && im->kwletters[*c - 'a'] != NULL)
+			add_kw(pm, im->kwletters[*c - 'a'], strlen(im->kwletters[*c - 'a']));
+	}
+}
+
+/* One Maildir file: bare LF becomes CRLF; mtime is the internal date. */
+static int md_one(struct imp *im, int dirfd, const char *name)
+{
+	struct pending *pm;
+	struct wr *w = xmalloc(sizeof(*w));
+	char buf[RD_SIZE];
+	struct stat sb;
+	bool cr = false;
+	ssize_t n;
+	int fd, rc;
+
+	if ((fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC)) == -1 || fstat(fd, &sb) == -1) {
+		rc = errno == ENOENT ? 0 : STORE_EIO; /* moved away meanwhile: skip it */
+		goto out;
+	}
+	if ((rc = imp_begin(im, w, &pm)) != 0)
+		goto out;
+	pm->date = (int64_t)sb.st_mtime;
+	md_flags(im, pm, name);
+	while ((n = read(fd, buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)) {
+		size_t from = 0;
+
+		for (size_t i = 0; i < (size_t)(n > 0 ? n : 0); i++) {
+			if (buf[i] == '\n' && !(i > 0 ? buf[i - 1] == '\r' : cr)) {
+				wr_put(w, buf + from, i - from);
+				wr_put(w, "\r", 1);
+				from = i;
+			}
+		}
+		if (n > 0) {
+			wr_put(w, buf + from, (size_t)n - from);
+			cr = buf[n - 1] == '\r';
+		}
+	}
+	rc = n < 0 ? STORE_EIO : imp_end(im, w);
+	if (rc != 0 && n < 0)
+		pending_clear(pm);
+out:
+	if (fd != -1)
+		close(fd);
+	free(w);
+	return rc;
+}
+
+static int import_maildir(struct imp *im)
+{
+	struct mdfile *v = NULL;
+	size_t n = 0;
+	int dirfd, rc = 0;
+
+	md_list(im->path, "cur", &v, &n);
+	md_list(im->path, "new", &v, &n);
+	md_read_keywords(im);
+	if (n > 1)
+		qsort(v, n, sizeof(*v), mdfile_cmp);
+	if ((dirfd = open(im->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
+		rc = STORE_EIO;
+	for (size_t i = 0; i < n && rc == 0; i++)
+		rc = md_one(im, dirfd, v[i].name);
+	if (rc == 0)
+		rc = imp_flush(im);
+	for (size_t i = 0; i < n; i++)
+		free(v[i].name);
+	free(v);
+	if (dirfd != -1)
+		close(dirfd);
+	return rc;
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* import */
+
+static int w_mbox_ensure(struct store_txn *t, void *arg)
+{
+	struct imp *im = arg;
+	uint64_t id;
+
+	return mc_mbox_ensure(t, im->user, im->mailbox, false, &id);
+}
+
+static void import_report(struct mc *mc, const struct imp *im)
+{
+	if (mc->json) {
+		printf("{\"imported\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"mailbox\": ",
+		       im->count, im->bytes);
+		mc_json_str(stdout, im->mailbox, strlen(im->mailbox));
+		printf(", \"first_uid\": %" PRIu32 ", \"last_uid\": %" PRIu32 "}\n",
+		       im->first_uid, im->last_uid);
+	} else
+		printf("imported %" PRIu64 " message%s (%" PRIu64 " bytes) into %s of %s\n",
+		       im->count, im->count == 1 ? "" : "s", im->bytes, im->mailbox, im->user);
+}
+
+int mc_import(struct mc *mc, const struct mc_args *a)
+{
+	struct imp *im = xcalloc(1, sizeof(*im));
+	struct stat sb;
+	int err, rc = MC_OK, fd = -1;
+
+	im->mc = mc;
+	im->user = a->pos[0];
+	im->path = a->pos[1];
+	im->mailbox = a->set[0] ? a->val[0] : "INBOX";
+	if (stat(im->path, &sb) == -1) {
+		fprintf(stderr, "mailctl: %s: %s; give an mbox file or a Maildir directory\n",
+			im->path, strerror(errno));
+		rc = MC_ERR;
+	} else if ((err = store_user_locate(mc->st, im->user, &im->part)) != 0)
+		rc = mc_fail(mc, err, "user '%s' (create it with `mailctl user add`)", im->user);
+	else if ((err = store_write(mc->st, im->part, w_mbox_ensure, im)) != 0)
+		rc = mc_fail(mc, err, "mailbox '%s' of '%s'", im->mailbox, im->user);
+	else {
+		if (S_ISDIR(sb.st_mode))
+			err = import_maildir(im);
+		else if ((fd = open(im->path, O_RDONLY | O_CLOEXEC)) == -1)
+			err = STORE_EIO;
+		else
+			err = import_mbox(im, fd);
+		if (err == STORE_EINVAL && !S_ISDIR(sb.st_mode) && im->count == 0)
+			rc = mc_fail(mc, err, "%s is not an mbox file (it must start with a "
+					      "From_ line)", im->path);
+		else if (err != 0)
+			rc = mc_fail(mc, err, "import from %s stopped after %" PRIu64 " messages",
+				     im->path, im->count);
+		else
+			import_report(mc, im);
+	}
+	if (fd != -1)
+		close(fd);
+	for (size_t i = 0; i < MAILDIR_KWS; i++)
+		free(im->kwletters[i]);
+	free(im);
+	return rc;
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* export */
+
+struct exp {
+	struct mc *mc;
+	const char *path;
+	bool maildir;
+	int out_fd, dirfd;
+	struct wr *w;
+	const char *names[STORE_MAX_KEYWORDS];
+	unsigned nkw;
+	uint64_t count, bytes;
+	int err;
+};
+
+static void mbox_flag_headers(struct wr *w, const struct store_msg *m, const struct exp *e)
+{
+	char xs[8];
+	size_t n = 0;
+
+	wr_put(w, m->flags & STORE_SEEN ? "Status: RO\n" : "Status: O\n",
+	       m->flags & STORE_SEEN ? 11 : 10);
+	if (m->flags & STORE_ANSWERED)
+		xs[n++] = 'A';
+	if (m->flags & STORE_FLAGGED)
+		xs[n++] = 'F';
+	if (m->flags & STORE_DRAFT)
+		xs[n++] = 'T';
+	if (m->flags & STORE_DELETED)
+		xs[n++] = 'D';
+	if (n > 0) {
+		wr_put(w, "X-Status: ", 10);
+		wr_put(w, xs, n);
+		wr_put(w, "\n", 1);
+	}
+	if (m->keywords == 0)
+		return;
+	wr_put(w, "X-Keywords:", 11);
+	for (unsigned i = 0; i < e->nkw; i++)
+		if (m->keywords & ((uint64_t)1 << i)) {
+			wr_put(w, " ", 1);
+			wr_put(w, e->names[i], strlen(e->names[i]));
+		}
+	wr_put(w, "\n", 1);
+}
+
+/* One message as mboxrd from its file fd. */
+static int export_mbox_msg(struct exp *e, const struct store_msg *m, int fd)
+{
+	struct rd *r = xcalloc(1, sizeof(*r));
+	struct wr *w = e->w;
+	bool start = true, complete = true, header = true;
+	char line[128], date[64];
+	struct tm tm;
+	time_t tt = (time_t)m->internaldate;
+	const char *p;
+	size_t len;
+	int n;
+
+	gmtime_r(&tt, &tm);
+	strftime(date, sizeof(date), "%a %b %e %H:%M:%S %Y", &tm);
+	snprintf(line, sizeof(line), "From MAILER-DAEMON %s\n", date);
+	wr_put(w, line, strlen(line));
+	r->fd = fd;
+	while ((n = rd_piece(r, &p, &len, &complete)) == 1) {
+		if (complete && len > 0 && p[len - 1] == '\r')
+			len--;
+		if (start && header && len == 0 && complete) {
+			mbox_flag_headers(w, m, e);
+			header = false;
+		}
+		if (start && len >= 5) {
+			size_t q = 0;
+
+			while (q < len && p[q] == '>')
+				q++;
+			if (is_from_line(p + q, len - q))
+				wr_put(w, ">", 1);
+		}
+		wr_put(w, p, len);
+		if (complete)
+			wr_put(w, "\n", 1);
+		start = complete;
+	}
+	if (!start)
+		wr_put(w, "\n", 1);
+	if (header)
+		mbox_flag_headers(w, m, e);
+	wr_put(w, "\n", 1);
+	free(r);
+	return n < 0 ? errno : w->err;
+}
+
+static void maildir_name(char *buf, size_t size, const struct exp *e, const struct store_msg *m)
+{
+	char info[64];
+	size_t n = 0;
+
+	if (m->flags & STORE_DRAFT)
+		info[n++] = 'D';
+	if (m->flags & STORE_FLAGGED)
+		info[n++] = 'F';
+	if (m->flags & STORE_ANSWERED)
+		info[n++] = 'R';
+	if (m->flags & STORE_SEEN)
+		info[n++] = 'S';
+	if (m->flags & STORE_DELETED)
+		info[n++] = 'T';
+	for (unsigned i = 0; i < e->nkw && i < MAILDIR_KWS; i++)
+		if (m->keywords & ((uint64_t)1 << i))
+			info[n++] = (char)('a' + i);
+	info[n] = '\0';
+	snprintf(buf, size, "%" PRId64 ".M%" PRIu32 "P%d.heron,S=%" PRIu64 ",W=%" PRIu64 ":2,%s",
+		 m->internaldate, m->uid, (int)getpid(), m->size, m->size, info);
+}
+
+/* One message as a Maildir file: tmp/, then cur/ with its flags; mtime = internal date. */
+static int export_maildir_msg(struct exp *e, const struct store_msg *m, int fd)
+{
+	char name[256], tmp[300], cur[300], buf[RD_SIZE];
+	struct timespec ts[2] = { { (time_t)m->internaldate, 0 }, { (time_t)m->internaldate, 0 } };
+	ssize_t n;
+	int out, rc;
+
+	maildir_name(name, sizeof(name), e, m);
+	snprintf(tmp, sizeof(tmp), "tmp/%s", name);
+	snprintf(cur, sizeof(cur), "cur/%s", name);
+	if ((out = openat(e->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) == -1)
+		return errno;
+	e->w->fd = out;
+	e->w->b = NULL;
+	while ((n = read(fd, buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR))
+		if (n > 0)
+			wr_put(e->w, buf, (size_t)n);
+	wr_flush(e->w);
+	rc = n < 0 ? errno : e->w->err;
+	if (rc == 0 && futimens(out, ts) == -1)
+		rc = errno;
+	if (close(out) == -1 && rc == 0)
+		rc = errno;
+	if (rc == 0 && renameat(e->dirfd, tmp, e->dirfd, cur) == -1)
+		rc = errno;
+	return rc;
+}
+
+static int export_keywords_file(struct exp *e)
+{
+	FILE *f;
+	int fd;
+
+	if (e->nkw == 0)
+		return 0;
+	if ((fd = openat(e->dirfd, "dovecot-keywords", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+			 0600)) == -1 || (f = fdopen(fd, "w")) == NULL)
+		return errno;
+	for (unsigned i = 0; i < e->nkw && i < MAILDIR_KWS; i++)
+		fprintf(f, "%u %s\n", i, e->names[i]);
+	if (e->nkw > MAILDIR_KWS)
+		fprintf(stderr, "mailctl: warning: only the first %d keywords fit Maildir "
+				"letters; the others are not exported\n", MAILDIR_KWS);
+	return fclose(f) == 0 ? 0 : errno;
+}
+
+static int export_open(struct exp *e)
+{
+	if (!e->maildir) {
+		e->out_fd = open(e->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		return e->out_fd == -1 ? errno : 0;
+	}
+	if (mkdir(e->path, 0700) == -1)
+		return errno;
+	if ((e->dirfd = open(e->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
+		return errno;
+	if (mkdirat(e->dirfd, "cur", 0700) == -1 || mkdirat(e->dirfd, "new", 0700) == -1 ||
+	    mkdirat(e->dirfd, "tmp", 0700) == -1)
+		return errno;
+	return 0;
+}
+
+/* Walks the mailbox in one read snapshot, writing each message. */
+static int export_walk(struct exp *e, struct store_txn *t, uint64_t mbox)
+{
+	struct store_iter *it;
+	struct store_msg m;
+	int rc, fd;
+	uint64_t size;
+
+	if ((rc = store_msg_iter(t, mbox, 1, UINT32_MAX, 0, &it)) != 0)
+		return rc;
+	while (e->err == 0 && (rc = store_iter_next(it, &m)) == 1) {
+		if ((rc = store_blob_open(e->mc->st, STORE_ID_PART(mbox), m.blob, &fd, &size)) != 0) {
+			fprintf(stderr, "mailctl: message %" PRIu32 ": %s; skipped (run `mailctl "
+					"verify`)\n", m.uid, store_strerror(rc));
+			continue;
+		}
+		e->err = e->maildir ? export_maildir_msg(e, &m, fd) : export_mbox_msg(e, &m, fd);
+		close(fd);
+		e->count += e->err == 0;
+		e->bytes += e->err == 0 ? m.size : 0;
+	}
+	store_iter_free(&it);
+	return rc;
+}
+
+int mc_export(struct mc *mc, const struct mc_args *a)
+{
+	struct exp e = { .mc = mc, .path = a->pos[2], .out_fd = -1, .dirfd = -1 };
+	struct store_txn *t;
+	struct store_user u;
+	uint64_t mbox;
+	int rc;
+
+	if (a->set[0] && strcmp(a->val[0], "maildir") != 0 && strcmp(a->val[0], "mbox") != 0)
+		return mc_usage(mc, "--format is mbox or maildir");
+	e.maildir = a->set[0] && strcmp(a->val[0], "maildir") == 0;
+	if ((rc = mc_begin(mc, a->pos[0], a->pos[1], STORE_TXN_READ, &t, &u, &mbox)) != MC_OK)
+		return rc;
+	if ((e.err = export_open(&e)) != 0) {
+		store_txn_abort(&t);
+		fprintf(stderr, "mailctl: %s: %s; choose a path that does not exist yet\n", e.path,
+			strerror(e.err));
+		return e.err == EEXIST ? MC_REFUSED : MC_ERR;
+	}
+	e.w = xcalloc(1, sizeof(*e.w));
+	e.w->fd = e.out_fd;
+	if ((rc = store_mbox_keywords(t, mbox, e.names, &e.nkw)) == 0 && e.maildir)
+		e.err = export_keywords_file(&e);
+	if (rc == 0 && e.err == 0)
+		rc = export_walk(&e, t, mbox);
+	store_txn_abort(&t);
+	if (!e.maildir) {
+		wr_flush(e.w);
+		e.err = e.err ? e.err : e.w->err;
+		if (fsync(e.out_fd) == -1 || close(e.out_fd) == -1)
+			e.err = e.err ? e.err : errno;
+	} else if (e.dirfd != -1) {
+		if (syncfs(e.dirfd) == -1)
+			e.err = e.err ? e.err : errno;
+		close(e.dirfd);
+	}
+	free(e.w);
+	if (rc != 0)
+		return mc_fail(mc, rc, "export of '%s'", a->pos[1]);
+	if (e.err != 0) {
+		fprintf(stderr, "mailctl: writing %s: %s\n", e.path, strerror(e.err));
+		return MC_ERR;
+	}
+	if (mc->json) {
+		printf("{\"exported\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"format\": \"%s\", "
+		       "\"path\": ", e.count, e.bytes, e.maildir ? "maildir" : "mbox");
+		mc_json_str(stdout, e.path, strlen(e.path));
+		puts("}");
+	} else
+		printf("exported %" PRIu64 " message%s (%" PRIu64 " bytes) to %s\n", e.count,
+		       e.count == 1 ? "" : "s", e.bytes, e.path);
+	return MC_OK;
+}

@@ -1,0 +1,508 @@
+/* mailctl_user.c — owns the user, quota and mailbox commands of mailctl, and mc_begin (find
+ * a user's partition, open a txn there, resolve the user and mailbox). Every write goes
+ * through store_write() so a map that grows mid-command is retried transparently. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/str.h"
+#include "common/xmalloc.h"
+#include "store/mailctl.h"
+
+/* The arguments of one write, shared by the small write callbacks below. */
+struct op {
+	const char *user, *a, *b;
+	uint64_t n1, n2, id;
+	unsigned special;
+	bool on;
+};
+
+static const struct {
+	const char *name;
+	unsigned bit;
+} specials[] = {
+	{ "all", STORE_USE_ALL }, { "archive", STORE_USE_ARCHIVE },
+	{ "drafts", STORE_USE_DRAFTS }, { "flagged", STORE_USE_FLAGGED },
+	{ "junk", STORE_USE_JUNK }, { "sent", STORE_USE_SENT }, { "trash", STORE_USE_TRASH },
+};
+
+int mc_begin(struct mc *mc, const char *user, const char *mailbox, enum store_txn_mode mode,
+	     struct store_txn **t_r, struct store_user *u_r, uint64_t *mbox_r)
+{
+	unsigned part;
+	int rc;
+
+	*t_r = NULL;
+	if ((rc = store_user_locate(mc->st, user, &part)) != 0)
+		return mc_fail(mc, rc, "user '%s'", user);
+	if ((rc = store_txn_begin(mc->st, part, mode, t_r)) != 0)
+		return mc_fail(mc, rc, "partition %u", part);
+	if ((rc = store_user_get(*t_r, user, u_r)) != 0) {
+		store_txn_abort(t_r);
+		return mc_fail(mc, rc, "user '%s'", user);
+	}
+	if (mailbox != NULL && (rc = store_mbox_find(*t_r, u_r->id, mailbox, mbox_r)) != 0) {
+		store_txn_abort(t_r);
+		return mc_fail(mc, rc, "mailbox '%s' of user '%s'", mailbox, user);
+	}
+	return MC_OK;
+}
+
+/* The user's partition for a write, reporting a missing user. */
+static int locate(struct mc *mc, const char *user, unsigned *part_r)
+{
+	int rc = store_user_locate(mc->st, user, part_r);
+
+	return rc == 0 ? MC_OK : mc_fail(mc, rc, "user '%s'", user);
+}
+
+static void special_text(char *buf, size_t size, unsigned special)
+{
+	buf[0] = '\0';
+	for (size_t i = 0; i < sizeof(specials) / sizeof(specials[0]); i++)
+		if (special & specials[i].bit) {
+			str_lcat(buf, buf[0] ? " \\" : "\\", size);
+			str_lcat(buf, specials[i].name, size);
+			buf[strlen(buf) - strlen(specials[i].name)] ^= 0x20; /* \Sent */
+		}
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* user */
+
+static int w_user_add(struct store_txn *t, void *arg)
+{
+	struct op *o = arg;
+	int rc;
+
+	if ((rc = store_user_create(t, o->user, &o->id)) == 0 && (o->n1 != 0 || o->n2 != 0))
+		rc = store_user_set_quota(t, o->user, o->n1, o->n2);
+	return rc;
+}
+
+int mc_user_add(struct mc *mc, const struct mc_args *a)
+{
+	struct op o = { .user = a->pos[0] };
+	unsigned part;
+	uint64_t p;
+	int rc;
+
+	if (store_user_locate(mc->st, o.user, &part) == 0)
+		return mc_fail(mc, STORE_EEXIST, "user '%s' (partition %u)", o.user, part);
+	part = store_partition_for(mc->st, o.user);
+	if (a->set[0] && (str_to_u64(a->val[0], strlen(a->val[0]), UINT32_MAX, &p) < 0 ||
+			  p >= store_partitions(mc->st)))
+		return mc_usage(mc, "--partition must be 0..%u", store_partitions(mc->st) - 1);
+	if (a->set[0])
+		part = (unsigned)p;
+	if ((a->set[1] && str_to_size(a->val[1], strlen(a->val[1]), &o.n1) < 0) ||
+	    (a->set[2] && str_to_u64(a->val[2], strlen(a->val[2]), UINT64_MAX, &o.n2) < 0))
+		return mc_usage(mc, "bad quota (bytes take k/M/G; messages a number)");
+	if ((rc = store_write(mc->st, part, w_user_add, &o)) != 0)
+		return mc_fail(mc, rc, "cannot create user '%s'", o.user);
+	if (mc->json)
+		printf("{\"user\": \"%s\", \"id\": %" PRIu64 ", \"partition\": %u}\n", o.user,
+		       o.id, part);
+	else
+		printf("user %s created in partition %u\n", o.user, part);
+	return MC_OK;
+}
+
+static int w_user_del(struct store_txn *t, void *arg)
+{
+	return store_user_delete(t, ((struct op *)arg)->user);
+}
+
+int mc_user_del(struct mc *mc, const struct mc_args *a)
+{
+	struct op o = { .user = a->pos[0] };
+	unsigned part;
+	int rc;
+
+	if ((rc = locate(mc, o.user, &part)) != MC_OK)
+		return rc;
+	if ((rc = store_write(mc->st, part, w_user_del, &o)) != 0)
+		return mc_fail(mc, rc, "cannot delete user '%s'", o.user);
+	if (!mc->json)
+		printf("user %s deleted with all mail\n", o.user);
+	else
+		puts("{\"deleted\": true}");
+	return MC_OK;
+}
+
+static int w_user_rename(struct store_txn *t, void *arg)
+{
+	struct op *o = arg;
+
+	return store_user_rename(t, o->user, o->a);
+}
+
+int mc_user_rename(struct mc *mc, const struct mc_args *a)
+{
+	struct op o = { .user = a->pos[0], .a = a->pos[1] };
+	unsigned part;
+	int rc;
+
+	if (store_user_locate(mc->st, o.a, &part) == 0)
+		return mc_fail(mc, STORE_EEXIST, "user '%s'", o.a);
+	if ((rc = locate(mc, o.user, &part)) != MC_OK)
+		return rc;
+	if ((rc = store_write(mc->st, part, w_user_rename, &o)) != 0)
+		return mc_fail(mc, rc, "cannot rename user '%s' to '%s'", o.user, o.a);
+	if (!mc->json)
+		printf("user %s renamed to %s\n", o.user, o.a);
+	else
+		puts("{\"renamed\": true}");
+	return MC_OK;
+}
+
+struct user_walk {
+	struct mc_table *tab;
+	const char *pattern;
+	unsigned part;
+};
+
+static int user_row(const struct store_user *u, void *arg)
+{
+	struct user_walk *w = arg;
+
+	if (w->pattern != NULL && !store_mbox_match(w->pattern, u->name, strlen(u->name)))
+		return 0;
+	mc_table_row(w->tab);
+	mc_cell_str(w->tab, u->name);
+	mc_cell_u64(w->tab, w->part);
+	mc_cell_u64(w->tab, u->used_msgs);
+	mc_cell_u64(w->tab, u->used_bytes);
+	mc_cell_u64(w->tab, u->quota_msgs);
+	mc_cell_u64(w->tab, u->quota_bytes);
+	mc_cell_time(w->tab, u->created);
+	return 0;
+}
+
+static const char *const user_cols[] = { "user", "partition", "messages", "bytes",
+					 "quota_messages", "quota_bytes", "created", NULL };
+
+int mc_user_list(struct mc *mc, const struct mc_args *a)
+{
+	struct user_walk w = { mc_table_new(user_cols), a->pos[0], 0 };
+	struct store_txn *t;
+	int rc = 0;
+
+	for (w.part = 0; w.part < store_partitions(mc->st) && rc == 0; w.part++) {
+		if ((rc = store_txn_begin(mc->st, w.part, STORE_TXN_READ, &t)) != 0)
+			break;
+		rc = store_user_list(t, user_row, &w);
+		store_txn_abort(&t);
+	}
+	if (rc != 0) {
+		mc_table_free(&w.tab);
+		return mc_fail(mc, rc, "cannot list users of partition %u", w.part);
+	}
+	mc_table_print(mc, &w.tab);
+	return MC_OK;
+}
+
+static int count_mbox(const struct store_mbox_info *mi, void *arg)
+{
+	*(uint64_t *)arg += !(mi->attrs & STORE_MBOX_NOSELECT);
+	return 0;
+}
+
+int mc_user_show(struct mc *mc, const struct mc_args *a)
+{
+	static const char *const cols[] = { "user", "id", "partition", "messages", "bytes",
+					    "quota_messages", "quota_bytes", "mailboxes",
+					    "created", NULL };
+	struct mc_table *tab;
+	struct store_txn *t;
+	struct store_user u;
+	uint64_t nmb = 0;
+	int rc;
+
+	if ((rc = mc_begin(mc, a->pos[0], NULL, STORE_TXN_READ, &t, &u, NULL)) != MC_OK)
+		return rc;
+	if ((rc = store_mbox_list(t, u.id, "*", false, count_mbox, &nmb)) != 0) {
+		store_txn_abort(&t);
+		return mc_fail(mc, rc, "mailboxes of '%s'", a->pos[0]);
+	}
+	tab = mc_table_new(cols);
+	mc_table_row(tab);
+	mc_cell_str(tab, u.name);
+	mc_cell_hex(tab, u.id);
+	mc_cell_u64(tab, STORE_ID_PART(u.id));
+	mc_cell_u64(tab, u.used_msgs);
+	mc_cell_u64(tab, u.used_bytes);
+	mc_cell_u64(tab, u.quota_msgs);
+	mc_cell_u64(tab, u.quota_bytes);
+	mc_cell_u64(tab, nmb);
+	mc_cell_time(tab, u.created);
+	store_txn_abort(&t);
+	mc_table_print_record(mc, &tab);
+	return MC_OK;
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* quota */
+
+static void quota_record(struct mc *mc, const struct store_user *u)
+{
+	static const char *const cols[] = { "user", "bytes", "quota_bytes", "bytes_percent",
+					    "messages", "quota_messages", "messages_percent",
+					    NULL };
+	struct mc_table *tab = mc_table_new(cols);
+
+	mc_table_row(tab);
+	mc_cell_str(tab, u->name);
+	mc_cell_u64(tab, u->used_bytes);
+	mc_cell_u64(tab, u->quota_bytes);
+	if (u->quota_bytes)
+		mc_cell_u64(tab, u->used_bytes * 100 / u->quota_bytes);
+	else
+		mc_cell_null(tab);
+	mc_cell_u64(tab, u->used_msgs);
+	mc_cell_u64(tab, u->quota_msgs);
+	if (u->quota_msgs)
+		mc_cell_u64(tab, u->used_msgs * 100 / u->quota_msgs);
+	else
+		mc_cell_null(tab);
+	mc_table_print_record(mc, &tab);
+}
+
+int mc_quota_get(struct mc *mc, const struct mc_args *a)
+{
+	struct store_txn *t;
+	struct store_user u;
+	int rc;
+
+	if ((rc = mc_begin(mc, a->pos[0], NULL, STORE_TXN_READ, &t, &u, NULL)) != MC_OK)
+		return rc;
+	quota_record(mc, &u);
+	store_txn_abort(&t);
+	return MC_OK;
+}
+
+static int w_quota(struct store_txn *t, void *arg)
+{
+	struct op *o = arg;
+	struct store_user u;
+	int rc;
+
+	if ((rc = store_user_get(t, o->user, &u)) != 0)
+		return rc;
+	return store_user_set_quota(t, o->user, o->on ? o->n1 : u.quota_bytes,
+				    o->special ? o->n2 : u.quota_msgs);
+}
+
+int mc_quota_set(struct mc *mc, const struct mc_args *a)
+{
+	struct op o = { .user = a->pos[0], .on = a->set[0], .special = a->set[1] };
+	unsigned part;
+	int rc;
+
+	if (!a->set[0] && !a->set[1])
+		return mc_usage(mc, "give --bytes SIZE and/or --messages N");
+	if ((a->set[0] && str_to_size(a->val[0], strlen(a->val[0]), &o.n1) < 0) ||
+	    (a->set[1] && str_to_u64(a->val[1], strlen(a->val[1]), UINT64_MAX, &o.n2) < 0))
+		return mc_usage(mc, "bad quota (bytes take k/M/G; messages a number)");
+	if ((rc = locate(mc, o.user, &part)) != MC_OK)
+		return rc;
+	if ((rc = store_write(mc->st, part, w_quota, &o)) != 0)
+		return mc_fail(mc, rc, "cannot set the quota of '%s'", o.user);
+	return mc_quota_get(mc, a);
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* mailbox */
+
+static const char *const mbox_cols[] = { "mailbox", "special", "subscribed", "selectable",
+					 "messages", "recent", "unseen", "deleted", "uidnext",
+					 "uidvalidity", "highestmodseq", "size", NULL };
+
+struct mbox_walk {
+	struct mc_table *tab;
+	struct store_txn *t;
+};
+
+static void mbox_row(struct mc_table *tab, struct store_txn *t, const struct store_mbox_info *mi)
+{
+	struct store_status s;
+	char sp[128];
+
+	special_text(sp, sizeof(sp), mi->special);
+	mc_table_row(tab);
+	mc_cell_strn(tab, mi->name, mi->name_len);
+	mc_cell_str(tab, sp);
+	mc_cell_bool(tab, (mi->attrs & STORE_MBOX_SUBSCRIBED) != 0);
+	mc_cell_bool(tab, !(mi->attrs & (STORE_MBOX_NOSELECT | STORE_MBOX_NONEXISTENT)));
+	if (mi->attrs & (STORE_MBOX_NOSELECT | STORE_MBOX_NONEXISTENT) ||
+	    store_mbox_status(t, mi->id, &s) != 0)
+		return; /* the remaining cells stay null */
+	mc_cell_u64(tab, s.messages);
+	mc_cell_u64(tab, s.recent);
+	mc_cell_u64(tab, s.unseen);
+	mc_cell_u64(tab, s.deleted);
+	mc_cell_u64(tab, s.uidnext);
+	mc_cell_u64(tab, s.uidvalidity);
+	mc_cell_u64(tab, s.highestmodseq);
+	mc_cell_u64(tab, s.size);
+}
+
+static int mbox_walk_cb(const struct store_mbox_info *mi, void *arg)
+{
+	struct mbox_walk *w = arg;
+
+	mbox_row(w->tab, w->t, mi);
+	return 0;
+}
+
+static int mbox_table(struct mc *mc, const char *user, const char *pattern, bool subscribed,
+		      bool record)
+{
+	struct mbox_walk w;
+	struct store_user u;
+	int rc;
+
+	if ((rc = mc_begin(mc, user, NULL, STORE_TXN_READ, &w.t, &u, NULL)) != MC_OK)
+		return rc;
+	w.tab = mc_table_new(mbox_cols);
+	rc = store_mbox_list(w.t, u.id, pattern, subscribed, mbox_walk_cb, &w);
+	store_txn_abort(&w.t);
+	if (rc != 0) {
+		mc_table_free(&w.tab);
+		return mc_fail(mc, rc, "mailboxes of '%s'", user);
+	}
+	if (record)
+		mc_table_print_record(mc, &w.tab);
+	else
+		mc_table_print(mc, &w.tab);
+	return MC_OK;
+}
+
+int mc_mbox_list(struct mc *mc, const struct mc_args *a)
+{
+	return mbox_table(mc, a->pos[0], a->npos > 1 ? a->pos[1] : "*", a->set[0], false);
+}
+
+int mc_mbox_status(struct mc *mc, const struct mc_args *a)
+{
+	struct store_txn *t;
+	struct store_user u;
+	uint64_t mbox;
+	int rc;
+
+	if (a->npos == 1)
+		return mbox_table(mc, a->pos[0], "*", false, false);
+	/* one mailbox: resolve it first so a missing one is an error, not an empty table */
+	if ((rc = mc_begin(mc, a->pos[0], a->pos[1], STORE_TXN_READ, &t, &u, &mbox)) != MC_OK)
+		return rc;
+	store_txn_abort(&t);
+	if (strpbrk(a->pos[1], "*%") != NULL)
+		return mc_usage(mc, "a mailbox name, not a pattern");
+	return mbox_table(mc, a->pos[0], a->pos[1], false, true);
+}
+
+enum mbox_verb { MB_CREATE, MB_DELETE, MB_RENAME, MB_SUBSCRIBE };
+
+/* Every mailbox write: resolve the user in this txn, then the verb in o->n1. */
+static int w_mbox(struct store_txn *t, void *arg)
+{
+	struct op *o = arg;
+	struct store_user u;
+	int rc;
+
+	if ((rc = store_user_get(t, o->user, &u)) != 0)
+		return rc;
+	switch ((enum mbox_verb)o->n1) {
+	case MB_CREATE:
+		return store_mbox_create(t, u.id, o->a, o->special, &o->id);
+	case MB_DELETE:
+		return store_mbox_delete(t, u.id, o->a);
+	case MB_RENAME:
+		return store_mbox_rename(t, u.id, o->a, o->b);
+	case MB_SUBSCRIBE:
+		return store_mbox_subscribe(t, u.id, o->a, o->on);
+	}
+	return STORE_EINVAL;
+}
+
+int mc_mbox_ensure(struct store_txn *t, const char *user, const char *mailbox,
+		   bool create_user, uint64_t *mbox_r)
+{
+	struct store_user u;
+	int rc;
+
+	if ((rc = store_user_get(t, user, &u)) == STORE_ENOUSER && create_user)
+		rc = store_user_create(t, user, &u.id);
+	if (rc != 0)
+		return rc;
+	if (store_mbox_find(t, u.id, mailbox, mbox_r) == 0)
+		return 0;
+	return store_mbox_create(t, u.id, mailbox, 0, mbox_r);
+}
+
+/* Runs one mailbox write for a user and prints what was done. */
+static int mbox_write(struct mc *mc, enum mbox_verb verb, struct op *o, const char *done)
+{
+	unsigned part;
+	int rc;
+
+	if ((rc = locate(mc, o->user, &part)) != MC_OK)
+		return rc;
+	o->n1 = verb;
+	if ((rc = store_write(mc->st, part, w_mbox, o)) != 0)
+		return mc_fail(mc, rc, "mailbox '%s' of user '%s'", o->a, o->user);
+	if (mc->json) {
+		fputs("{\"mailbox\": ", stdout);
+		mc_json_str(stdout, o->b ? o->b : o->a, strlen(o->b ? o->b : o->a));
+		printf(", \"done\": \"%s\"}\n", done);
+	} else
+		printf("mailbox %s %s\n", o->b ? o->b : o->a, done);
+	return MC_OK;
+}
+
+int mc_mbox_create(struct mc *mc, const struct mc_args *a)
+{
+	struct op o = { .user = a->pos[0], .a = a->pos[1] };
+
+	if (a->set[0]) {
+		size_t i, n = sizeof(specials) / sizeof(specials[0]);
+		const char *v = a->val[0] + (a->val[0][0] == '\\');
+
+		for (i = 0; i < n; i++)
+			if (str_caseeq(v, strlen(v), specials[i].name, strlen(specials[i].name)))
+				break;
+		if (i == n)
+			return mc_usage(mc, "unknown special use '%s'", a->val[0]);
+		o.special = specials[i].bit;
+	}
+	return mbox_write(mc, MB_CREATE, &o, "created");
+}
+
+int mc_mbox_delete(struct mc *mc, const struct mc_args *a)
+{
+	struct op o = { .user = a->pos[0], .a = a->pos[1] };
+
+	return mbox_write(mc, MB_DELETE, &o, "deleted");
+}
+
+int mc_mbox_rename(struct mc *mc, const struct mc_args *a)
+{
+	struct op o = { .user = a->pos[0], .a = a->pos[1], .b = a->pos[2] };
+
+	return mbox_write(mc, MB_RENAME, &o, "renamed");
+}
+
+int mc_mbox_subscribe(struct mc *mc, const struct mc_args *a)
+{
+	struct op o = { .user = a->pos[0], .a = a->pos[1], .on = true };
+
+	return mbox_write(mc, MB_SUBSCRIBE, &o, "subscribed");
+}
+
+int mc_mbox_unsubscribe(struct mc *mc, const struct mc_args *a)
+{
+	struct op o = { .user = a->pos[0], .a = a->pos[1], .on = false };
+
+	return mbox_write(mc, MB_SUBSCRIBE, &o, "unsubscribed");
+}

@@ -1,0 +1,493 @@
+#!/usr/bin/env python3
+"""test_mailctl.py — mailctl end to end: the real binary on a temporary store whose config the
+test writes. Every noun, exit codes 0/1/2, --json parsed, import → export → import
+byte-identical for mbox and Maildir (flags, keywords and dates kept), verify detecting and
+repairing planted damage (deleted message file, orphan file, corrupted counters), backup and
+restore, the queue, and the directory commands (auth test, lookup) on a users file.
+
+Usage: test_mailctl.py MAILCTL MAILCTL_PLANT"""
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+MAILCTL, PLANT = sys.argv[1], sys.argv[2]
+TMP = tempfile.mkdtemp(prefix="heron-mailctl-")
+
+
+def write_conf(name, store, partitions=2, extra=""):
+    path = os.path.join(TMP, name)
+    with open(path, "w") as f:
+        f.write(f"[store]\npath = {store}\npartitions = {partitions}\nmap_size = 4M\n")
+        f.write(extra)
+    return path
+
+
+CONF = write_conf("heron.conf", os.path.join(TMP, "store"))
+
+
+def run(*args, conf=None, stdin=None):
+    """(exit code, stdout bytes, stderr text)"""
+    r = subprocess.run([MAILCTL, "-c", conf or CONF, *args], input=stdin,
+                       capture_output=True, timeout=120)
+    return r.returncode, r.stdout, r.stderr.decode(errors="replace")
+
+
+def ok(*args, conf=None, stdin=None):
+    rc, out, err = run(*args, conf=conf, stdin=stdin)
+    assert rc == 0, (args, rc, out, err)
+    return out
+
+
+def js(*args, conf=None):
+    """Runs with --json, expects exit 0, returns the parsed output."""
+    return json.loads(ok("--json", *args, conf=conf))
+
+
+def fails(code, *args, conf=None, stdin=None, says=None):
+    rc, out, err = run(*args, conf=conf, stdin=stdin)
+    assert rc == code, (args, rc, out, err)
+    assert err.startswith("mailctl") or err.startswith("usage"), (args, err)
+    if says:
+        assert says in err, (args, says, err)
+    return err
+
+
+def raw(user, mailbox, uid, conf=None):
+    return ok("message", "show", user, mailbox, str(uid), "--raw", conf=conf)
+
+
+def messages(user, mailbox, conf=None):
+    return js("message", "list", user, mailbox, conf=conf)
+
+
+def bodies(user, mailbox, conf=None):
+    """[(bytes, flags, date)] in UID order."""
+    return [(raw(user, mailbox, m["uid"], conf), m["flags"], m["date"])
+            for m in messages(user, mailbox, conf)]
+
+
+# --------------------------------------------------------------------------------------
+def test_usage():
+    rc, out, _ = run("--help")
+    assert rc == 0 and b"mailctl user add" in out and b"mailctl lookup" in out, out
+    out = ok("user", "--help")
+    assert b"user rename" in out and b"user show" in out and b"mailbox list" not in out, out
+    out = ok("import", "--help")
+    assert b"--mailbox" in out, out
+    out = ok("message", "flags", "--help")
+    assert b"add|remove|set" in out, out
+    fails(2, "user", "list")                   # no store yet: says where it looked
+    fails(2, "frobnicate")
+    fails(2, "user", "frobnicate")
+    fails(2, "user", "add", says="missing arguments")
+    fails(2, "user", "add", "a", "b", says="too many arguments")
+    fails(2, "user", "add", "a", "--bogus", says="unknown option")
+    rc, _, err = run("-c", os.path.join(TMP, "nope.conf"), "stats", conf=CONF)
+    assert rc == 2, rc
+    bad = os.path.join(TMP, "bad.conf")
+    with open(bad, "w") as f:
+        f.write("[store]\nno_such_key = 1\n")
+    fails(2, "stats", conf=bad, says="bad.conf:2")
+
+
+def test_users():
+    out = ok("user", "add", "bob")
+    assert b"created in partition" in out, out
+    u = js("user", "add", "alice", "--partition", "1", "--quota-bytes", "10M")
+    assert u["user"] == "alice" and u["partition"] == 1, u
+    fails(1, "user", "add", "bob", says="already exists")
+    fails(2, "user", "add", "x", "--partition", "9")
+    fails(2, "user", "add", "bad\nname", says="invalid argument")
+    users = {u["user"]: u for u in js("user", "list")}
+    assert set(users) == {"alice", "bob"}, users
+    assert users["alice"]["quota_bytes"] == 10 << 20 and users["alice"]["partition"] == 1
+    assert [u["user"] for u in js("user", "list", "al*")] == ["alice"]
+    show = js("user", "show", "bob")
+    assert show["mailboxes"] == 1 and show["messages"] == 0, show
+    fails(1, "user", "show", "nobody", says="user list")
+    ok("user", "add", "tmp")
+    ok("user", "rename", "tmp", "tmp2")
+    fails(1, "user", "rename", "tmp2", "bob", says="already exists")
+    fails(1, "user", "show", "tmp")
+    ok("user", "del", "tmp2")
+    fails(1, "user", "del", "tmp2")
+    human = ok("user", "list").decode()
+    assert human.splitlines()[0].split()[:2] == ["user", "partition"], human
+
+
+def test_quota():
+    q = js("quota", "set", "bob", "--messages", "3")
+    assert q["quota_messages"] == 3 and q["quota_bytes"] == 0, q
+    q = js("quota", "set", "bob", "--bytes", "1k")
+    assert q["quota_messages"] == 3 and q["quota_bytes"] == 1024, q
+    fails(2, "quota", "set", "bob")
+    fails(2, "quota", "set", "bob", "--bytes", "lots")
+    mbox = b"".join(b"From a Mon Jan  5 10:00:00 2026\nSubject: %d\n\nx\n\n" % i
+                    for i in range(5))
+    path = os.path.join(TMP, "quota.mbox")
+    with open(path, "wb") as f:
+        f.write(mbox)
+    fails(1, "import", "bob", path, says="quota")
+    q = js("quota", "get", "bob")
+    assert q["messages"] == 0, q  # the batch was refused whole
+    js("quota", "set", "bob", "--bytes", "0", "--messages", "0")
+
+
+def test_mailboxes():
+    ok("mailbox", "create", "bob", "Work/Projects/2026", "--special", "archive")
+    fails(1, "mailbox", "create", "bob", "Work", says="already exists")
+    fails(2, "mailbox", "create", "bob", "X", "--special", "nonsense")
+    names = [m["mailbox"] for m in js("mailbox", "list", "bob")]
+    assert names == ["INBOX", "Work", "Work/Projects", "Work/Projects/2026"], names
+    assert [m["mailbox"] for m in js("mailbox", "list", "bob", "Work/%")] == ["Work/Projects"]
+    ok("mailbox", "subscribe", "bob", "Work")
+    subs = [m["mailbox"] for m in js("mailbox", "list", "bob", "--subscribed")]
+    assert "Work" in subs, subs
+    ok("mailbox", "unsubscribe", "bob", "Work")
+    assert "Work" not in [m["mailbox"] for m in js("mailbox", "list", "bob", "--subscribed")]
+    st = js("mailbox", "status", "bob", "Work/Projects/2026")
+    assert st["special"] == "\\Archive" and st["messages"] == 0 and st["uidnext"] == 1, st
+    assert len(js("mailbox", "status", "bob")) == 4
+    ok("mailbox", "rename", "bob", "Work", "Job")
+    names = [m["mailbox"] for m in js("mailbox", "list", "bob")]
+    assert names == ["INBOX", "Job", "Job/Projects", "Job/Projects/2026"], names
+    ok("mailbox", "delete", "bob", "Job/Projects/2026")
+    fails(1, "mailbox", "status", "bob", "Job/Projects/2026", says="mailbox list")
+    fails(1, "mailbox", "delete", "bob", "INBOX")
+    fails(1, "mailbox", "list", "nobody")
+
+
+# --------------------------------------------------------------------------------------
+LONG = b"L" * 200000  # longer than mailctl's read buffer: comes in pieces
+MBOX = (
+    b"From alice@example.com Mon Jan  5 10:00:00 2026\n"
+    b"From: alice@example.com\nSubject: one\nStatus: RO\nX-Status: AF\n"
+    b"X-Keywords: $Label1 work\nX-UID: 7\n\n"
+    b"Hello\n>From quoted once\n>>From quoted twice\nFrom unquoted mboxo line\n\n"
+    b"From bob Tue Feb 10 11:30:00 2026\n"
+    b"Subject: two\nX-Keywords: a,\n b\nX-Status: T\n\nline\r with a CR\n8bit \xe9\xff\n"
+    + LONG + b"\n\n\n"
+    b"From x Wed Mar 11 12:00:00 2026\nSubject: three\nX-Status: D\n\n"
+    b"no newline at end")
+
+
+def test_mbox_round_trip():
+    src = os.path.join(TMP, "in.mbox")
+    with open(src, "wb") as f:
+        f.write(MBOX)
+    ok("user", "add", "m1")
+    ok("user", "add", "m2")
+    r = js("import", "m1", src, "--mailbox", "Old/Mail")
+    assert r["imported"] == 3 and r["first_uid"] == 1 and r["last_uid"] == 3, r
+    first = bodies("m1", "Old/Mail")
+    flags = [f for _, f, _ in first]
+    dates = [d for _, _, d in first]
+    assert flags == ["\\Seen \\Answered \\Flagged $Label1 work", "\\Draft a b", "\\Deleted"]
+    assert dates == ["2026-01-05T10:00:00Z", "2026-02-10T11:30:00Z", "2026-03-11T12:00:00Z"]
+    b1, b2, b3 = (b for b, _, _ in first)
+    assert b1 == (b"From: alice@example.com\r\nSubject: one\r\n\r\nHello\r\n"
+                  b"From quoted once\r\n>From quoted twice\r\nFrom unquoted mboxo line\r\n"), b1
+    assert b2 == (b"Subject: two\r\n\r\nline\r with a CR\r\n8bit \xe9\xff\r\n" + LONG +
+                  b"\r\n\r\n"), b2[:80]
+    assert b3 == b"Subject: three\r\n\r\nno newline at end\r\n", b3
+
+    out1, out2 = os.path.join(TMP, "out1.mbox"), os.path.join(TMP, "out2.mbox")
+    r = js("export", "m1", "Old/Mail", out1)
+    assert r["exported"] == 3 and r["format"] == "mbox", r
+    fails(1, "export", "m1", "Old/Mail", out1, says="does not exist")
+    data = open(out1, "rb").read()
+    assert b"\n>From quoted once\n>>From quoted twice\n>From unquoted" in data, data[:400]
+    assert b"\r" not in data.replace(b"line\r with", b""), "CRLF must be LF in mbox"
+    ok("import", "m2", out1)
+    assert bodies("m2", "INBOX") == first          # byte-identical, same flags and dates
+    ok("export", "m2", "INBOX", out2)
+    assert open(out2, "rb").read() == data
+
+    # an mbox written with CRLF line ends imports to the same messages
+    crlf = os.path.join(TMP, "crlf.mbox")
+    with open(crlf, "wb") as f:
+        f.write(data.replace(b"\n", b"\r\n"))
+    ok("mailbox", "create", "m2", "FromCRLF")
+    ok("import", "m2", crlf, "--mailbox", "FromCRLF")
+    assert [b for b, _, _ in bodies("m2", "FromCRLF")] == [b for b, _, _ in first]
+
+    notmbox = os.path.join(TMP, "not.mbox")
+    with open(notmbox, "wb") as f:
+        f.write(b"Subject: hi\n\nbody\n")
+    fails(2, "import", "m2", notmbox, says="not an mbox")
+    fails(2, "import", "m2", os.path.join(TMP, "missing"))
+    fails(1, "import", "nobody", src, says="user add")
+
+
+def test_maildir_round_trip():
+    md = os.path.join(TMP, "md-in")
+    for sub in ("cur", "new", "tmp"):
+        os.makedirs(os.path.join(md, sub))
+    with open(os.path.join(md, "dovecot-keywords"), "w") as f:
+        f.write("0 $Important\n1 project\n")
+    files = [("cur", "1700000000.A.host:2,FRSa", b"Subject: a\n\nfirst\n", 1700000000),
+             ("cur", "1700000100.B.host:2,DTb", b"Subject: b\r\n\r\nsecond\r\n", 1700000100),
+             ("cur", "1700000150.P.host:2,P", b"Subject: p\n\npassed\n", 1700000150),
+             ("new", "1700000200.C.host", b"Subject: c\n\nno final newline", 1700000200)]
+    for sub, name, body, t in files:
+        p = os.path.join(md, sub, name)
+        with open(p, "wb") as f:
+            f.write(body)
+        os.utime(p, (t, t))
+    ok("user", "add", "d1")
+    ok("user", "add", "d2")
+    assert js("import", "d1", md)["imported"] == 4
+    first = bodies("d1", "INBOX")
+    assert [b for b, _, _ in first] == [b"Subject: a\r\n\r\nfirst\r\n",
+                                        b"Subject: b\r\n\r\nsecond\r\n",
+                                        b"Subject: p\r\n\r\npassed\r\n",
+                                        b"Subject: c\r\n\r\nno final newline"]
+    assert [f for _, f, _ in first] == ["\\Seen \\Answered \\Flagged $Important",
+                                        "\\Deleted \\Draft project", "$Forwarded", ""], first
+    assert first[0][2] == "2023-11-14T22:13:20Z", first[0][2]
+
+    out1, out2 = os.path.join(TMP, "md-out1"), os.path.join(TMP, "md-out2")
+    assert js("export", "d1", "INBOX", out1, "--format", "maildir")["exported"] == 4
+    names = sorted(os.listdir(os.path.join(out1, "cur")))
+    assert len(names) == 4 and os.listdir(os.path.join(out1, "new")) == []
+    assert names[0].endswith(":2,FRSa"), names
+    st = os.stat(os.path.join(out1, "cur", names[0]))
+    assert int(st.st_mtime) == 1700000000, st
+    ok("import", "d2", out1)
+    assert bodies("d2", "INBOX") == first          # byte-identical, same flags and dates
+    ok("export", "d2", "INBOX", out2, "--format", "maildir")
+    c1 = sorted(open(os.path.join(out1, "cur", n), "rb").read() for n in names)
+    c2 = sorted(open(os.path.join(out2, "cur", n), "rb").read()
+                for n in os.listdir(os.path.join(out2, "cur")))
+    assert c1 == c2
+    fails(2, "export", "d2", "INBOX", os.path.join(TMP, "x"), "--format", "mh")
+
+    # across formats: Maildir → mbox → store keeps the bytes of CRLF-terminated messages
+    mb = os.path.join(TMP, "md.mbox")
+    ok("export", "d2", "INBOX", mb)
+    ok("mailbox", "create", "d2", "Again")
+    ok("import", "d2", mb, "--mailbox", "Again")
+    again = bodies("d2", "Again")
+    assert [x for x in again[:3]] == first[:3], again
+
+
+# --------------------------------------------------------------------------------------
+def test_messages():
+    ok("user", "add", "f1")
+    src = os.path.join(TMP, "in.mbox")
+    ok("import", "f1", src)
+    ms = messages("f1", "INBOX")
+    assert [m["uid"] for m in ms] == [1, 2, 3] and all(m["size"] > 0 for m in ms), ms
+    assert [m["uid"] for m in js("message", "list", "f1", "INBOX", "2:*")] == [2, 3]
+    assert [m["uid"] for m in js("message", "list", "f1", "INBOX", "3,1")] == [1, 3]
+    fails(2, "message", "list", "f1", "INBOX", "x:y")
+    r = js("message", "flags", "f1", "INBOX", "1:2", "add", "\\Flagged", "todo")
+    assert [m["flags"] for m in r] == ["\\Seen \\Answered \\Flagged $Label1 work todo",
+                                       "\\Flagged \\Draft a b todo"], r
+    r = js("message", "flags", "f1", "INBOX", "1", "remove", "\\Seen", "todo")
+    assert r[0]["flags"] == "\\Answered \\Flagged $Label1 work", r
+    r = js("message", "flags", "f1", "INBOX", "2", "set", "\\Seen")
+    assert r[0]["flags"] == "\\Seen", r
+    r = js("message", "flags", "f1", "INBOX", "3")
+    assert r[0]["flags"] == "\\Deleted", r
+    fails(2, "message", "flags", "f1", "INBOX", "1", "add", "\\Bogus")
+    fails(2, "message", "flags", "f1", "INBOX", "1", "toggle", "\\Seen")
+    st = js("mailbox", "status", "f1", "INBOX")
+    assert st["messages"] == 3 and st["deleted"] == 1 and st["unseen"] == 2, st
+
+    m = js("message", "show", "f1", "INBOX", "3")
+    assert m["uid"] == 3 and m["message"] == "Subject: three\r\n\r\nno newline at end\r\n", m
+    m2 = js("message", "show", "f1", "INBOX", "2")
+    assert m2["message"].encode("utf-8", "surrogatepass").count(b"L") >= 200000
+    human = ok("message", "show", "f1", "INBOX", "3")
+    assert human.startswith(b"uid: 3\n") and human.endswith(b"no newline at end\r\n"), human
+    fails(1, "message", "show", "f1", "INBOX", "99", says="message list")
+    fails(2, "message", "show", "f1", "INBOX", "zero")
+
+    r = js("expunge", "f1", "INBOX", "--deleted")
+    assert r == {"expunged": 1, "uids": [3]}, r
+    fails(2, "expunge", "f1", "INBOX", says="--deleted")
+    fails(2, "expunge", "f1", "INBOX", "--before", "someday")
+    r = js("expunge", "f1", "INBOX", "--before", "2026-02-01")
+    assert r["uids"] == [1], r
+    r = js("message", "delete", "f1", "INBOX", "1:*")
+    assert r["uids"] == [2], r
+    assert messages("f1", "INBOX") == []
+    assert js("quota", "get", "f1")["messages"] == 0
+    ok("import", "f1", src)
+    assert js("expunge", "f1", "INBOX", "--all")["expunged"] == 3
+
+
+def test_queue():
+    ids = []
+    for rcpts in (["r1@remote.test", "r2@remote.test"], ["r3@remote.test"]):
+        r = subprocess.run([PLANT, CONF, "enqueue", "sender@heron.test", *rcpts],
+                           input=b"Subject: q\r\n\r\nqueued\r\n", capture_output=True,
+                           timeout=60)
+        assert r.returncode == 0, r
+        ids.append(r.stdout.decode().strip())
+    q = js("queue", "list")
+    assert [e["id"] for e in q] == ids, q
+    assert q[0]["recipients"] == 2 and q[0]["pending"] == 2 and not q[0]["held"], q
+    s = js("queue", "show", ids[0])
+    assert s["entry"]["sender"] == "sender@heron.test", s
+    assert [r["recipient"] for r in s["recipients"]] == ["r1@remote.test", "r2@remote.test"]
+    assert s["recipients"][0]["state"] == "pending", s
+    ok("queue", "hold", ids[0])
+    assert js("queue", "list")[0]["held"] is True
+    ok("queue", "release", ids[0])
+    assert js("queue", "list")[0]["held"] is False
+    ok("queue", "flush")
+    ok("queue", "flush", ids[1])
+    ok("queue", "delete", ids[1])
+    fails(1, "queue", "show", ids[1], says="queue list")
+    fails(2, "queue", "hold", "not-hex")
+    assert [e["id"] for e in js("queue", "list")] == [ids[0]]
+    human = ok("queue", "show", ids[0]).decode()
+    assert "r2@remote.test" in human and "sender@heron.test" in human, human
+
+
+# --------------------------------------------------------------------------------------
+def blob_path(store, user, mailbox, uid, conf=None):
+    part = js("user", "show", user, conf=conf)["partition"]
+    blob = [m for m in messages(user, mailbox, conf) if m["uid"] == uid][0]["blob"]
+    return os.path.join(store, f"part{part}", "blobs", blob[:2], blob)
+
+
+def test_verify():
+    store = os.path.join(TMP, "vstore")
+    conf = write_conf("verify.conf", store)
+    ok("user", "add", "v1", conf=conf)
+    ok("import", "v1", os.path.join(TMP, "in.mbox"), conf=conf)
+    js("message", "flags", "v1", "INBOX", "1", "add", "kept", conf=conf)
+    r = js("verify", conf=conf)
+    assert r["status"] == "clean" and r["messages"] == 3 and r["users"] == 1, r
+    flags_before = {m["uid"]: m["flags"] for m in messages("v1", "INBOX", conf)}
+
+    # damage: message 2's file deleted, an orphan file (old enough), corrupted counters
+    os.unlink(blob_path(store, "v1", "INBOX", 2, conf))
+    part = js("user", "show", "v1", conf=conf)["partition"]
+    orphan_id = "ab00000000000042"
+    orphan = os.path.join(store, f"part{part}", "blobs", "ab", orphan_id)
+    orphan_body = b"Subject: lost\r\n\r\nfound again\r\n"
+    with open(orphan, "wb") as f:
+        f.write(orphan_body)
+    os.utime(orphan, (1600000000, 1600000000))
+    young = os.path.join(store, f"part{part}", "blobs", "ac", "ac00000000000043")
+    with open(young, "wb") as f:
+        f.write(b"Subject: in flight\r\n\r\n")   # a delivery in progress: left alone
+    r = subprocess.run([PLANT, conf, "counter", "v1", "INBOX"], capture_output=True)
+    assert r.returncode == 0, r
+
+    rc, out, err = run("--json", "verify", conf=conf)
+    assert rc == 1 and "--repair" in err, (rc, err)
+    r = json.loads(out)
+    assert r["status"] == "problems", r
+    assert r["missing_files"] == 1 and r["orphan_files"] == 1 and r["young_files"] == 1, r
+    assert r["bad_counters"] >= 2, r   # the mailbox's and the user's
+    rc, out, _ = run("--json", "verify", "v1", conf=conf)
+    assert rc == 1 and json.loads(out)["missing_files"] == 1, out
+
+    r = js("verify", "--repair", conf=conf)
+    assert r["status"] == "repaired" and r["remaining_problems"] == 0, r
+    assert r["moved_to_lost_found"] == 1, r
+    assert not os.path.exists(orphan) and os.path.exists(young)
+    r = js("verify", conf=conf)
+    assert r["status"] == "clean", r
+    # flags and UIDs of every readable message kept; the orphan is in postmaster's lost+found
+    after = {m["uid"]: m["flags"] for m in messages("v1", "INBOX", conf)}
+    assert after == {1: flags_before[1], 3: flags_before[3]}, (after, flags_before)
+    st = js("mailbox", "status", "v1", "INBOX", conf=conf)
+    assert st["messages"] == 2, st
+    lf = messages("postmaster", "lost+found", conf)
+    assert len(lf) == 1 and lf[0]["date"] == "2020-09-13T12:26:40Z", lf
+    assert raw("postmaster", "lost+found", lf[0]["uid"], conf) == orphan_body
+    fails(1, "verify", "nobody", conf=conf)
+
+
+def test_backup_restore():
+    store = os.path.join(TMP, "bstore")
+    conf = write_conf("backup.conf", store)
+    ok("user", "add", "b1", conf=conf)
+    ok("user", "add", "b2", conf=conf)
+    ok("import", "b1", os.path.join(TMP, "in.mbox"), conf=conf)
+    ok("import", "b2", os.path.join(TMP, "md-in"), "--mailbox", "Sub/Box", conf=conf)
+    want = {(u, mb): bodies(u, mb, conf) for u, mb in (("b1", "INBOX"), ("b2", "Sub/Box"))}
+    bdir = os.path.join(TMP, "backup1")
+    r = js("backup", bdir, conf=conf)
+    assert r["files"] == 7 and r["partitions"] == 2, r
+    fails(1, "backup", bdir, conf=conf, says="does not exist")
+    assert os.path.exists(os.path.join(bdir, "heron-backup"))
+
+    # restore into a fresh path
+    conf2 = write_conf("restore.conf", os.path.join(TMP, "rstore"))
+    r = js("restore", bdir, conf=conf2)
+    assert r["replaced"] is None, r
+    for (u, mb), b in want.items():
+        assert bodies(u, mb, conf2) == b, u
+    assert js("verify", conf=conf2)["status"] == "clean"
+    # the store changes, then the backup is restored over it
+    ok("user", "del", "b1", conf=conf)
+    fails(1, "restore", bdir, conf=conf, says="--force")
+    r = js("restore", bdir, "--force", conf=conf)
+    assert r["replaced"] and os.path.isdir(r["replaced"]), r
+    assert bodies("b1", "INBOX", conf) == want[("b1", "INBOX")]
+    fails(2, "restore", TMP, conf=conf2, says="not a Heron backup")
+    conf3 = write_conf("restore3.conf", os.path.join(TMP, "r3"), partitions=3)
+    fails(1, "restore", bdir, conf=conf3, says="partitions")
+
+
+def test_stats():
+    rows = {r["partition"]: r for r in js("stats")}
+    assert set(rows) == {"0", "1", "queue", "total"}, rows
+    users = len(js("user", "list"))
+    assert rows["total"]["users"] == users == rows["0"]["users"] + rows["1"]["users"]
+    assert rows["queue"]["messages"] == len(js("queue", "list"))
+    total_msgs = sum(u["messages"] for u in js("user", "list"))
+    assert rows["total"]["messages"] == total_msgs, (rows, total_msgs)
+    assert b"total" in ok("stats")
+
+
+def ssha(password):
+    salt = b"saltsalt"
+    return "{SSHA}" + base64.b64encode(hashlib.sha1(password + salt).digest() + salt).decode()
+
+
+def test_directory():
+    users = os.path.join(TMP, "users")
+    with open(users, "w") as f:
+        f.write(f"carol:{ssha(b'secret')}:carol@heron.test,c@heron.test:1M\n")
+    conf = write_conf("dir.conf", os.path.join(TMP, "store"),
+                      extra=f"[directory]\nbackend = file\nusers_file = {users}\n")
+    out = ok("auth", "test", "carol", conf=conf, stdin=b"secret\n").decode()
+    assert out.startswith("result=ok") and "user=carol" in out, out
+    r = json.loads(ok("--json", "auth", "test", "carol", conf=conf, stdin=b"secret\n"))
+    assert r["result"] == "ok" and r["user"] == "carol" and r["cached"] == "no", r
+    rc, out, _ = run("--json", "auth", "test", "carol", conf=conf, stdin=b"wrong\n")
+    assert rc == 1 and json.loads(out)["result"] == "wrong credentials", out
+    rc, _, _ = run("auth", "test", "nobody", conf=conf, stdin=b"x\n")
+    assert rc == 1
+    r = json.loads(ok("--json", "lookup", "c@heron.test", conf=conf))
+    assert r["user"] == "carol" and r["address"] == "carol@heron.test", r
+    rc, _, _ = run("lookup", "nobody@heron.test", conf=conf)
+    assert rc == 1
+    rc, _, _ = run("auth", "frob", conf=conf)
+    assert rc == 2
+    assert b"auth test" in ok("auth", "--help", conf=conf)
+
+
+TESTS = [test_usage, test_users, test_quota, test_mailboxes, test_mbox_round_trip,
+         test_maildir_round_trip, test_messages, test_queue, test_verify,
+         test_backup_restore, test_stats, test_directory]
+
+try:
+    for t in TESTS:
+        t()
+        print("ok", t.__name__)
+finally:
+    shutil.rmtree(TMP, ignore_errors=True)
