@@ -1,0 +1,174 @@
+/* bounce.c — owns delivery status notifications (RFC 3464): a multipart/report with a text
+ * part, the message/delivery-status part (per failed recipient: Final-Recipient, Original-
+ * Recipient, Action, Status, Remote-MTA, Diagnostic-Code) and the returned headers or message
+ * (RET=HDRS/FULL), queued from the null sender to the original sender. Never to the null
+ * sender; never for recipients that asked NOTIFY=NEVER or left FAILURE out. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/buf.h"
+#include "common/log.h"
+#include "mtad/relay.h"
+
+#define BOUNCE_BOUNDARY_FMT "%016" PRIx64 "/%s"
+#define RETURN_MAX (64 * 1024) /* headers returned at most */
+
+static bool wants_bounce(const struct store_queue_rcpt *r)
+{
+	return r->notify == 0 || ((r->notify & STORE_NOTIFY_FAILURE) &&
+				  !(r->notify & STORE_NOTIFY_NEVER));
+}
+
+static void rfc5322_date(int64_t t, char *out, size_t size)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	localtime_r(&tt, &tm);
+	strftime(out, size, "%a, %d %b %Y %H:%M:%S %z", &tm);
+}
+
+static void report_head(struct buf *b, const struct queue_runner *qr, const struct qjob *job,
+			const char *boundary)
+{
+	const char *host = qr->m->hostname;
+	char date[64], arrival[64];
+
+	rfc5322_date(time(NULL), date, sizeof(date));
+	rfc5322_date(job->qm.created, arrival, sizeof(arrival));
+	buf_printf(b, "From: Mail Delivery System <MAILER-DAEMON@%s>\r\n"
+		   "To: <%s>\r\nSubject: Undelivered Mail Returned to Sender\r\n"
+		   "Date: %s\r\nMessage-ID: <%016" PRIx64 ".bounce@%s>\r\n"
+		   "Auto-Submitted: auto-replied\r\nMIME-Version: 1.0\r\n"
+		   "Content-Type: multipart/report; report-type=delivery-status;\r\n"
+		   "\tboundary=\"%s\"\r\n\r\n"
+		   "This is a MIME-encapsulated message.\r\n\r\n--%s\r\n"
+		   "Content-Type: text/plain; charset=us-ascii\r\n\r\n"
+		   "This is the mail system at host %s.\r\n\r\n"
+		   "Your message could not be delivered to one or more recipients.\r\n\r\n",
+		   host, job->qm.sender, date, job->qm.id, host, boundary, boundary, host);
+	for (size_t i = 0; i < job->qm.nrcpt; i++)
+		if (job->result[i] == STORE_Q_FAILED && wants_bounce(&job->qm.rcpt[i]))
+			buf_printf(b, "<%s>: %s\r\n", job->qm.rcpt[i].addr,
+				   job->error[i] ? job->error[i] : "failed");
+	buf_printf(b, "\r\n--%s\r\nContent-Type: message/delivery-status\r\n\r\n"
+		   "Reporting-MTA: dns; %s\r\n", boundary, host);
+	if (job->qm.envid != NULL)
+		buf_printf(b, "Original-Envelope-Id: %s\r\n", job->qm.envid);
+	buf_printf(b, "Arrival-Date: %s\r\n", arrival);
+}
+
+static void report_rcpt(struct buf *b, const struct qjob *job, size_t i)
+{
+	const struct store_queue_rcpt *r = &job->qm.rcpt[i];
+	char dsn[16];
+
+	buf_printf(b, "\r\nFinal-Recipient: rfc822; %s\r\n", r->addr);
+	const char *semi = r->orcpt ? strchr(r->orcpt, ';') : NULL;
+	char orig[RCPT_ORCPT_MAX + 1];
+	if (semi != NULL && mailaddr_xtext_decode(semi + 1, strlen(semi + 1), orig,
+						  sizeof(orig)) == 0)
+		buf_printf(b, "Original-Recipient: %.*s; %s\r\n", (int)(semi - r->orcpt),
+			   r->orcpt, orig);
+	buf_printf(b, "Action: failed\r\nStatus: %s\r\n",
+		   queue_dsn_of(job->error[i], 500, dsn, sizeof(dsn)));
+	if (job->remote[i] != NULL && strcmp(job->remote[i], "none") != 0)
+		buf_printf(b, "Remote-MTA: dns; %s\r\n", job->remote[i]);
+	buf_printf(b, "Diagnostic-Code: smtp; %s\r\n", job->error[i] ? job->error[i] : "failed");
+}
+
+/* Appends the original (headers only unless RET=FULL) from the queue file. */
+static int return_original(struct store_blob *blob, struct store *st, const struct qjob *job)
+{
+	bool full = job->qm.ret == STORE_RET_FULL;
+	char chunk[16 * 1024];
+	size_t total = 0;
+	uint64_t size;
+	int fd, rc = store_queue_open(st, job->qm.id, &fd, &size);
+	ssize_t n;
+
+	if (rc != 0)
+		return rc;
+	while ((n = read(fd, chunk, sizeof(chunk))) > 0) {
+		size_t len = (size_t)n, keep = len;
+
+		if (!full) {
+			char *end = memmem(chunk, len, "\r\n\r\n", 4);
+
+			keep = end ? (size_t)(end - chunk) + 2 : len;
+			if (total + keep > RETURN_MAX)
+				keep = RETURN_MAX - total;
+		}
+		if ((rc = store_blob_write(blob, chunk, keep)) != 0 || keep < len ||
+		    (!full && total + keep >= RETURN_MAX))
+			break;
+		total += keep;
+	}
+	close(fd);
+	return n < 0 ? STORE_EIO : rc;
+}
+
+static int bounce_write(struct queue_runner *qr, const struct qjob *job, struct store_blob *b)
+{
+	char boundary[64];
+	struct buf head;
+	int rc;
+
+	snprintf(boundary, sizeof(boundary), BOUNCE_BOUNDARY_FMT, job->qm.id, qr->m->hostname);
+	buf_init(&head, 4096, 1024 * 1024);
+	report_head(&head, qr, job, boundary);
+	for (size_t i = 0; i < job->qm.nrcpt; i++)
+		if (job->result[i] == STORE_Q_FAILED && wants_bounce(&job->qm.rcpt[i]))
+			report_rcpt(&head, job, i);
+	buf_printf(&head, "\r\n--%s\r\nContent-Type: %s\r\n\r\n", boundary,
+		   job->qm.ret == STORE_RET_FULL ? "message/rfc822" : "text/rfc822-headers");
+	rc = store_blob_write(b, head.data, head.len);
+	buf_reset(&head);
+	if (rc == 0)
+		rc = return_original(b, qr->m->store, job);
+	buf_printf(&head, "\r\n--%s--\r\n", boundary);
+	if (rc == 0)
+		rc = store_blob_write(b, head.data, head.len);
+	buf_release(&head);
+	return rc;
+}
+
+int bounce_send(struct queue_runner *qr, const struct qjob *job)
+{
+	struct store *st = qr->m->store;
+	struct store_blob *b = NULL;
+	struct store_queue_rcpt to = { 0 };
+	struct store_queue_msg qm = { 0 };
+	size_t n = 0;
+	uint64_t id = 0;
+	int rc;
+
+	for (size_t i = 0; i < job->qm.nrcpt; i++)
+		n += job->result[i] == STORE_Q_FAILED && wants_bounce(&job->qm.rcpt[i]);
+	if (n == 0)
+		return 0;
+	if (job->qm.sender[0] == '\0') {
+		log_info("%016" PRIx64 ": no bounce: null sender", job->qm.id);
+		return 0;
+	}
+	if ((rc = store_blob_new(st, STORE_QUEUE_PART, &b)) == 0 &&
+	    (rc = bounce_write(qr, job, b)) == 0 && (rc = store_blob_finish(b)) == 0) {
+		to.addr = job->qm.sender;
+		qm.sender = "";
+		qm.size = store_blob_size(b);
+		qm.nrcpt = 1;
+		qm.rcpt = &to;
+		rc = store_queue_add(st, &qm, b, &id);
+	}
+	store_blob_free(&b);
+	if (rc != 0) {
+		log_warnx("%016" PRIx64 ": bounce failed: %s", job->qm.id, store_strerror(rc));
+		return rc;
+	}
+	log_info("%016" PRIx64 ": sender non-delivery notification: %016" PRIx64, job->qm.id, id);
+	queue_runner_kick(qr->m);
+	return 0;
+}

@@ -1,0 +1,264 @@
+/* deliver.c — owns the path from the DATA stream to durable storage: the message streams into
+ * a store blob (one file, in the first local recipient's partition, or the queue's), and at the
+ * end one group commit delivers it to every local INBOX and enqueues it for the remote
+ * recipients. The reply (250, or per recipient in LMTP) is sent only from the commit callback,
+ * so nothing is acknowledged before it is durable. Also Postfix-style outcome log lines. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/xmalloc.h"
+#include "mtad/mtad.h"
+#include "store/store.h"
+
+struct user_create {
+	const char *name;
+};
+
+static int create_fn(struct store_txn *t, void *arg)
+{
+	struct user_create *uc = arg;
+	uint64_t id;
+	int rc = store_user_create(t, uc->name, &id);
+
+	return rc == STORE_EEXIST ? 0 : rc;
+}
+
+int deliver_user_ensure(struct mtad *m, const char *user, int partition, unsigned *part_r)
+{
+	struct user_create uc = { user };
+	int rc = store_user_locate(m->store, user, part_r);
+
+	if (rc != STORE_ENOUSER)
+		return rc;
+	/* the directory knows the user, the store not yet: provision on first mail */
+	*part_r = partition >= 0 ? (unsigned)partition % store_partitions(m->store)
+				 : store_partition_for(m->store, user);
+	rc = store_write(m->store, *part_r, create_fn, &uc);
+	if (rc == 0)
+		log_info("store user created user=%s part=%u", user, *part_r);
+	return rc;
+}
+
+int deliver_open(struct smtp_session *s)
+{
+	struct smtp_tx *tx = s->tx;
+	unsigned part = STORE_QUEUE_PART;
+	int rc;
+
+	for (size_t i = 0; i < tx->nrcpt; i++) {
+		if (tx->rcpt[i].local) {
+			part = tx->rcpt[i].part;
+			break;
+		}
+	}
+	if ((rc = store_blob_new(s->m->store, part, &tx->blob)) != 0) {
+		log_warnx("%016" PRIx64 " smtp data qid=%016" PRIx64 " result=fail reason=\"%s\"",
+			  s->id, tx->qid, store_strerror(rc));
+		return -1;
+	}
+	return 0;
+}
+
+static int flush_out(struct smtp_tx *tx)
+{
+	int rc = 0;
+
+	if (tx->out.len > 0)
+		rc = store_blob_write(tx->blob, tx->out.data, tx->out.len);
+	buf_reset(&tx->out);
+	return rc == 0 ? 0 : -1;
+}
+
+int deliver_write(struct smtp_session *s, const void *p, size_t n)
+{
+	struct smtp_tx *tx = s->tx;
+
+	if (buf_append(&tx->out, p, n) == 0)
+		return 0;
+	if (flush_out(tx) < 0)
+		return -1;
+	if (buf_append(&tx->out, p, n) == 0)
+		return 0;
+	return store_blob_write(tx->blob, p, n) == 0 ? 0 : -1;
+}
+
+void deliver_abort(struct smtp_tx *tx)
+{
+	if (tx->blob != NULL)
+		store_blob_free(&tx->blob);
+}
+
+/* dsn and status of one recipient after the commit. */
+static const char *rcpt_dsn(int rc, const char **status_r)
+{
+	if (rc == 0) {
+		*status_r = "sent";
+		return "2.0.0";
+	}
+	if (rc == STORE_EQUOTA) {
+		*status_r = "deferred";
+		return "4.2.2";
+	}
+	*status_r = store_err_temporary(rc) ? "deferred" : "bounced";
+	return store_err_temporary(rc) ? "4.3.0" : "5.1.1";
+}
+
+static void log_outcomes(struct smtp_session *s)
+{
+	struct smtp_tx *tx = s->tx;
+	double delay = (double)(mtad_now_ms() - tx->started_ms) / 1000.0;
+
+	for (size_t i = 0; i < tx->nrcpt; i++) {
+		const struct smtp_rcpt *r = &tx->rcpt[i];
+		const char *status, *dsn = rcpt_dsn(r->result, &status);
+
+		if (!r->local && r->result == 0)
+			status = "queued";
+		log_info("%016" PRIx64 ": from=<%s>, to=<%s>, relay=%s, delay=%.2f, dsn=%s, "
+			 "status=%s (%s)", tx->qid, tx->from, r->addr, r->local ? "local" : "queue",
+			 delay, dsn, status, r->result ? store_strerror(r->result)
+			 : r->local ? "delivered to INBOX" : "queued for relay");
+	}
+}
+
+static void reply_lmtp(struct smtp_session *s)
+{
+	struct smtp_tx *tx = s->tx;
+
+	for (size_t i = 0; i < tx->nrcpt; i++) {
+		int rc = tx->rcpt[i].result;
+
+		if (rc == 0)
+			smtp_reply(s, "250 2.1.5 <%s> Ok: delivered as %016" PRIx64, tx->rcpt[i].addr,
+				   tx->qid);
+		else if (rc == STORE_EQUOTA)
+			smtp_reply(s, "452 4.2.2 <%s> Mailbox full", tx->rcpt[i].addr);
+		else
+			smtp_reply(s, "451 4.3.0 <%s> Local error, try again later",
+				   tx->rcpt[i].addr);
+	}
+}
+
+/* One reply for the message: 250 only when every recipient's part is durable. */
+static void reply_smtp(struct smtp_session *s)
+{
+	struct smtp_tx *tx = s->tx;
+	size_t ok = 0, quota = 0;
+
+	for (size_t i = 0; i < tx->nrcpt; i++) {
+		ok += tx->rcpt[i].result == 0;
+		quota += tx->rcpt[i].result == STORE_EQUOTA;
+	}
+	if (ok == tx->nrcpt)
+		smtp_reply(s, "250 2.0.0 Ok: queued as %016" PRIx64, tx->qid);
+	else if (quota == tx->nrcpt)
+		smtp_reply(s, "552 5.2.2 Mailbox full");
+	else
+		smtp_reply(s, "451 4.3.0 Local error, try again later");
+}
+
+static void commit_finished(struct smtp_session *s)
+{
+	log_outcomes(s);
+	if (s->flags & SF_LMTP)
+		reply_lmtp(s);
+	else
+		reply_smtp(s);
+	smtp_tx_free(&s->tx);
+	smtp_set_state(s, ST_READY);
+	smtp_resume(s);
+}
+
+static void local_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+		       void *arg)
+{
+	struct smtp_session *s = arg;
+	struct smtp_tx *tx = s->tx;
+	size_t k = 0;
+
+	for (size_t i = 0; i < tx->nrcpt; i++)
+		if (tx->rcpt[i].local)
+			tx->rcpt[i].result = tx->srcpt[k++].result;
+	if (--tx->pending == 0)
+		commit_finished(s);
+}
+
+static void queue_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+		       void *arg)
+{
+	struct smtp_session *s = arg;
+	struct smtp_tx *tx = s->tx;
+
+	for (size_t i = 0; i < tx->nrcpt; i++)
+		if (!tx->rcpt[i].local)
+			tx->rcpt[i].result = result;
+	if (result == 0)
+		queue_runner_kick(s->m);
+	if (--tx->pending == 0)
+		commit_finished(s);
+}
+
+static unsigned store_notify_of(unsigned notify)
+{
+	return ((notify & RCPT_NOTIFY_NEVER) ? STORE_NOTIFY_NEVER : 0) |
+	       ((notify & RCPT_NOTIFY_SUCCESS) ? STORE_NOTIFY_SUCCESS : 0) |
+	       ((notify & RCPT_NOTIFY_FAILURE) ? STORE_NOTIFY_FAILURE : 0) |
+	       ((notify & RCPT_NOTIFY_DELAY) ? STORE_NOTIFY_DELAY : 0);
+}
+
+static void enqueue_remote(struct smtp_session *s)
+{
+	struct smtp_tx *tx = s->tx;
+	size_t nremote = tx->nrcpt - tx->nlocal, k = 0;
+	struct store_queue_msg qm = { 0 };
+
+	tx->qrcpt = xcalloc(nremote, sizeof(*tx->qrcpt));
+	for (size_t i = 0; i < tx->nrcpt; i++) {
+		const struct smtp_rcpt *r = &tx->rcpt[i];
+
+		if (r->local)
+			continue;
+		tx->qrcpt[k].addr = r->addr;
+		tx->qrcpt[k].orcpt = r->orcpt_raw[0] ? r->orcpt_raw : NULL;
+		tx->qrcpt[k].notify = store_notify_of(r->params.notify);
+		k++;
+	}
+	qm.sender = tx->from;
+	qm.envid = tx->mp.envid[0] ? tx->mp.envid : NULL;
+	qm.ret = tx->mp.ret == MAIL_RET_FULL ? STORE_RET_FULL
+		 : tx->mp.ret == MAIL_RET_HDRS ? STORE_RET_HDRS : STORE_RET_NONE;
+	qm.size = store_blob_size(tx->blob);
+	qm.nrcpt = nremote;
+	qm.rcpt = tx->qrcpt;
+	tx->pending++;
+	store_gc_enqueue(s->m->gc, &qm, tx->blob, queue_done, s);
+}
+
+void deliver_commit(struct smtp_session *s)
+{
+	struct smtp_tx *tx = s->tx;
+	int rc;
+
+	if (flush_out(tx) < 0 || (rc = store_blob_finish(tx->blob)) != 0) {
+		log_warnx("%016" PRIx64 " smtp data qid=%016" PRIx64 " result=fail "
+			  "reason=\"blob write failed\"", s->id, tx->qid);
+		for (size_t i = 0; i < tx->nrcpt; i++)
+			tx->rcpt[i].result = STORE_EIO;
+		commit_finished(s);
+		return;
+	}
+	if (tx->nlocal > 0) {
+		size_t k = 0;
+
+		tx->srcpt = xcalloc(tx->nlocal, sizeof(*tx->srcpt));
+		for (size_t i = 0; i < tx->nrcpt; i++)
+			if (tx->rcpt[i].local)
+				tx->srcpt[k++].user = tx->rcpt[i].user;
+		tx->pending++;
+	}
+	if (tx->nlocal < tx->nrcpt)
+		enqueue_remote(s);
+	if (tx->nlocal > 0)
+		store_gc_deliver(s->m->gc, tx->blob, 0, tx->srcpt, tx->nlocal, local_done, s);
+}

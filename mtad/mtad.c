@@ -1,0 +1,175 @@
+/* mtad.c — owns mtad's start: the command line, the config, binding the listeners in the
+ * master, and each worker's set-up (event base, TLS context, store and group committer,
+ * directory, servers, queue runner) and tear-down. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "common/conf.h"
+#include "common/daemon.h"
+#include "common/log.h"
+#include "common/net.h"
+#include "common/tls.h"
+#include "common/xmalloc.h"
+#include "ldapauth/ldapauth.h"
+#include "mtad/mtad.h"
+#include "store/store.h"
+
+struct mtad_main {
+	struct conf *conf;
+	struct net_fds fds[L_NKINDS];
+	char hostname[256];
+};
+
+static const char *const listener_keys[L_NKINDS] = { "listen", "submission", "submissions",
+						     "lmtp" };
+
+static void limits_from_conf(const struct conf *c, struct mtad_limits *l)
+{
+	l->max_message_size = (uint64_t)conf_int(c, "mtad", "max_message_size");
+	l->line_max = (size_t)conf_int(c, "mtad", "line_max");
+	l->max_rcpt = (size_t)conf_int(c, "mtad", "max_recipients_per_transaction");
+	l->reject_rcpt = (size_t)conf_int(c, "mtad", "reject_recipients_per_transaction");
+	l->max_tx = (size_t)conf_int(c, "mtad", "max_transactions_per_session");
+	l->max_errors = (size_t)conf_int(c, "mtad", "max_errors");
+	l->greeting_delay_ms = conf_int(c, "mtad", "greeting_delay");
+	l->command_timeout_ms = conf_int(c, "mtad", "command_timeout");
+	l->data_timeout_ms = conf_int(c, "mtad", "data_timeout");
+	l->auth_require_tls = conf_bool(c, "mtad", "auth_require_tls");
+	l->bare_lf_normalize = strcmp(conf_str(c, "mtad", "bare_lf"), "normalize") == 0;
+	l->max_conns_per_ip = (uint32_t)conf_int(c, "mtad", "max_connections_per_ip");
+}
+
+static void on_drain(void *arg)
+{
+	mtad_servers_stop(arg);
+}
+
+static void on_reload(void *arg)
+{
+	struct mtad *m = arg;
+	char *err = NULL;
+
+	if (m->la != NULL && ldapauth_reload(m->la, &err) < 0) {
+		log_warnx("directory reload failed: %s", err);
+		free(err);
+	}
+}
+
+static void worker_open(struct mtad *m, const struct conf *c)
+{
+	struct store_opts so;
+	struct tls_conf tc;
+	char *err = NULL;
+	int rc;
+
+	tls_conf_from(&tc, c);
+	if (tc.cert != NULL && tc.cert[0] != '\0' &&
+	    (m->tls = tls_server_ctx_new(&tc, &err)) == NULL)
+		fatalx("tls: %s", err);
+	store_opts_from_conf(c, &so);
+	so.create = true;
+	if ((rc = store_open(&so, &m->store)) != 0)
+		fatalx("store %s: %s", so.path, store_strerror(rc));
+	if ((rc = store_gc_new(m->store, &m->gc)) != 0)
+		fatalx("store group commit: %s", store_strerror(rc));
+	store_gc_attach(m->gc, m->base);
+	if (ldapauth_new(m->base, c, &m->la, &err) < 0)
+		fatalx("directory: %s", err);
+}
+
+/* One line at exit for benchmarks: fsyncs and group-commit batching of this worker. */
+static void worker_stats(struct mtad *m, unsigned idx)
+{
+	uint64_t ops = 0, commits = 0;
+
+	store_gc_stats(m->gc, &ops, &commits);
+	log_info("mtad worker %u stats fsyncs=%" PRIu64 " gc_ops=%" PRIu64 " gc_commits=%" PRIu64,
+		 idx, store_fsync_count(m->store), ops, commits);
+}
+
+static int worker_main(struct daemon_worker *w, void *arg)
+{
+	struct mtad_main *mm = arg;
+	struct mtad m = { 0 };
+	int64_t maxc = conf_int(mm->conf, "mtad", "max_connections");
+	unsigned nw = (unsigned)conf_int(mm->conf, "mtad", "workers");
+
+	m.conf = mm->conf;
+	m.hostname = mm->hostname;
+	limits_from_conf(mm->conf, &m.lim);
+	if ((m.base = event_base_new()) == NULL)
+		fatalx("event_base_new failed");
+	worker_open(&m, mm->conf);
+	m.ipcount = net_ipcount_new(65536);
+	if (mtad_servers_start(&m, mm->fds, (size_t)((maxc + nw - 1) / nw)) < 0)
+		fatalx("cannot start listeners");
+	queue_runner_start(&m, daemon_worker_index(w));
+	daemon_worker_attach(w, m.base, on_drain, on_reload, &m);
+	log_info("mtad worker %u ready", daemon_worker_index(w));
+	event_base_dispatch(m.base);
+	queue_runner_stop(&m);
+	worker_stats(&m, daemon_worker_index(w));
+	for (int k = 0; k < L_NKINDS; k++)
+		net_server_free(&m.srv[k]);
+	store_gc_free(&m.gc);
+	ldapauth_free(&m.la);
+	store_close(&m.store);
+	net_ipcount_free(&m.ipcount);
+	tls_ctx_free(&m.tls);
+	event_base_free(m.base);
+	return 0;
+}
+
+static void bind_listeners(struct mtad_main *mm)
+{
+	struct net_listen_opts lo = { .reuseport = false, .backlog = 0, .unix_mode = 0660 };
+	const char *cert = conf_str(mm->conf, "tls", "cert");
+
+	for (int k = 0; k < L_NKINDS; k++) {
+		const struct conf_addrs *a = conf_addrs(mm->conf, "mtad", listener_keys[k]);
+		char *err = NULL;
+
+		if (a->n == 0)
+			continue;
+		if (k == L_SUBMISSIONS && cert[0] == '\0')
+			fatalx("[mtad] submissions needs [tls] cert");
+		if (net_listen(a, &lo, &mm->fds[k], &err) < 0)
+			fatalx("%s", err);
+		for (size_t i = 0; i < mm->fds[k].n; i++)
+			log_info("mtad listening %s=%s", listener_keys[k], mm->fds[k].name[i]);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct daemon_args args;
+	struct mtad_main mm = { 0 };
+	struct daemon_ops ops = { 0 };
+	const char *hn;
+
+	daemon_args_parse(argc, argv, "mtad", &args);
+	mm.conf = daemon_conf_load(&args);
+	hn = conf_str(mm.conf, "mtad", "hostname");
+	if (hn[0] != '\0')
+		snprintf(mm.hostname, sizeof(mm.hostname), "%s", hn);
+	else if (gethostname(mm.hostname, sizeof(mm.hostname) - 1) < 0)
+		snprintf(mm.hostname, sizeof(mm.hostname), "localhost");
+	bind_listeners(&mm);
+	ops.ident = "mtad";
+	ops.workers = (unsigned)conf_int(mm.conf, "mtad", "workers");
+	ops.pidfile = conf_str(mm.conf, "mtad", "pidfile");
+	ops.user = conf_str(mm.conf, "mtad", "user");
+	ops.detach = !args.foreground;
+	ops.worker_main = worker_main;
+	ops.arg = &mm;
+	int rc = daemon_run(&ops);
+	for (int k = 0; k < L_NKINDS; k++)
+		net_fds_close(&mm.fds[k]);
+	conf_free(&mm.conf);
+	return rc;
+}

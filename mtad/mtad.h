@@ -1,0 +1,219 @@
+/* mtad.h — types shared inside mtad: the per-worker context, the SMTP session with its
+ * transaction, and the functions the mtad files call on each other. */
+#ifndef HERON_MTAD_H
+#define HERON_MTAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <openssl/ssl.h>
+
+#include "common/buf.h"
+#include "common/line.h"
+#include "common/mailaddr.h"
+
+struct conf;
+struct net_server;
+struct net_fds;
+struct net_ipcount;
+struct store;
+struct store_gc;
+struct store_blob;
+struct store_rcpt;
+struct ldapauth;
+struct queue_runner;
+struct store_queue_rcpt;
+
+/* Listener kinds. */
+enum mtad_listener {
+	L_SMTP,        /* MX: local recipients only unless trusted */
+	L_SUBMISSION,  /* AUTH required, may relay */
+	L_SUBMISSIONS, /* implicit TLS, AUTH required */
+	L_LMTP,        /* LHLO, per-recipient replies after DATA */
+	L_NKINDS
+};
+
+/* Limits and policy read once from [mtad]. */
+struct mtad_limits {
+	uint64_t max_message_size;
+	size_t line_max;
+	size_t max_rcpt, reject_rcpt, max_tx, max_errors;
+	int64_t greeting_delay_ms, command_timeout_ms, data_timeout_ms;
+	bool auth_require_tls, bare_lf_normalize;
+	uint32_t max_conns_per_ip;
+};
+
+/* One worker's world. */
+struct mtad {
+	const struct conf *conf;
+	struct event_base *base;
+	struct mtad_limits lim;
+	const char *hostname;
+	SSL_CTX *tls;                       /* NULL: no TLS offered */
+	struct net_server *srv[L_NKINDS];
+	struct net_ipcount *ipcount;
+	struct store *store;
+	struct store_gc *gc;
+	struct ldapauth *la;                /* NULL: no directory configured */
+	size_t nsessions;
+	bool draining;
+	struct queue_runner *qr;
+};
+
+/* Session states: one bit each, so the command table can list where a verb is allowed. */
+enum smtp_state {
+	ST_GREETING = 1 << 0, /* greeting not sent yet (greeting_delay) */
+	ST_CONNECTED = 1 << 1, /* greeted, no EHLO yet */
+	ST_READY = 1 << 2,     /* EHLO done, no transaction */
+	ST_MAIL = 1 << 3,      /* MAIL accepted, no recipient yet */
+	ST_RCPT = 1 << 4,      /* at least one recipient */
+	ST_DATA = 1 << 5,      /* reading the DATA stream */
+	ST_BDAT = 1 << 6,      /* inside BDAT chunks (between or reading) */
+	ST_WAIT = 1 << 7,      /* waiting for the directory or the store; input paused */
+	ST_TLS = 1 << 8,       /* TLS handshake running */
+	ST_QUIT = 1 << 9,      /* closing after the output drains */
+};
+
+/* Session flags (separate from the state: STYLE 6). */
+enum smtp_flag {
+	SF_ESMTP = 1 << 0,
+	SF_TLS = 1 << 1,
+	SF_AUTH = 1 << 2,
+	SF_TRUSTED = 1 << 3,
+	SF_LMTP = 1 << 4,
+	SF_IPCOUNTED = 1 << 5,
+};
+
+/* Why a transaction will be refused at its end (keep reading, answer at the dot). */
+enum tx_error {
+	TX_OK = 0,
+	TX_ETOOBIG,  /* 552 5.3.4 */
+	TX_EBARELF,  /* 554 5.6.11 */
+	TX_EIO,      /* 451 4.3.0 */
+	TX_EHOPS,    /* 554 5.4.6 too many Received: */
+};
+
+struct smtp_rcpt {
+	char addr[MAILADDR_TEXT_MAX + 1];  /* as given, without <> */
+	char user[MAILADDR_TEXT_MAX + 1];  /* local: the store user; remote: "" */
+	bool local;
+	unsigned part;                     /* local: the user's store partition */
+	int result;                        /* after the commit: a store_err */
+	struct rcpt_params params;
+	char orcpt_raw[3 * RCPT_ORCPT_MAX + 40]; /* ORCPT addr-type;xtext, for the queue */
+};
+
+struct smtp_tx {
+	uint64_t qid;
+	char from[MAILADDR_TEXT_MAX + 1];  /* "" = null sender */
+	struct mail_params mp;
+	struct smtp_rcpt *rcpt;
+	size_t nrcpt, rcpt_cap;
+	size_t rcpt_attempts;
+	/* the message as it streams in */
+	struct store_blob *blob;
+	struct buf out;                    /* bytes waiting for store_blob_write */
+	uint64_t size;
+	enum tx_error err;
+	bool at_bol;                       /* the next byte starts a line */
+	bool prev_crlf;                    /* the last line ended with CRLF */
+	bool cr;                           /* the last byte passed on was a CR */
+	bool in_headers;
+	unsigned hops;
+	uint64_t chunk_left;               /* BDAT: bytes of this chunk still to read */
+	bool chunk_last;
+	/* delivery */
+	struct store_rcpt *srcpt;          /* nlocal entries */
+	struct store_queue_rcpt *qrcpt;    /* nrcpt - nlocal entries */
+	size_t nlocal, pending;
+	int store_rc, queue_rc;
+	int64_t started_ms;
+};
+
+struct smtp_session {
+	uint64_t id;
+	struct mtad *m;
+	enum mtad_listener kind;
+	struct bufferevent *bev;
+	struct sockaddr_storage ss;
+	socklen_t sslen;
+	char addr[128];                    /* peer address, text */
+	char helo[256];
+	char user[256];                    /* authenticated user */
+	unsigned state;                    /* one enum smtp_state bit */
+	unsigned flags;                    /* enum smtp_flag */
+	struct line_reader lr;
+	struct buf line;
+	size_t errors, ntx;
+	struct smtp_tx *tx;
+	struct event *timer;               /* greeting delay, auth delay */
+	unsigned auth_failures;
+	int auth_step;                     /* AUTH LOGIN: 1 = want user, 2 = want password */
+	char auth_login[256];
+	bool closing;
+	bool dead;                         /* the peer went away during ST_WAIT */
+	uint64_t discard_left;             /* BDAT chunk of a refused command */
+};
+
+/* smtp_server.c: fds[L_NKINDS] are the bound listeners of each kind. */
+int mtad_servers_start(struct mtad *m, const struct net_fds *fds, size_t max_conns);
+/* SIGTERM: stop accepting; the loop exits when the last session ended. */
+void mtad_servers_stop(struct mtad *m);
+void mtad_session_ended(struct mtad *m, struct smtp_session *s);
+
+/* smtp_session.c */
+struct smtp_session *smtp_session_new(struct mtad *m, enum mtad_listener kind, int fd,
+				      const struct sockaddr *sa, socklen_t salen);
+void smtp_set_state(struct smtp_session *s, enum smtp_state next);
+/* Resumes reading input after an asynchronous step finished (pipelined commands wait). */
+void smtp_resume(struct smtp_session *s);
+void smtp_close(struct smtp_session *s);
+void smtp_tx_free(struct smtp_tx **txp);
+void smtp_starttls(struct smtp_session *s);
+
+/* smtp_reply.c: every reply carries an enhanced status code in its text. */
+void smtp_reply(struct smtp_session *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* A 5xx/4xx protocol error: replies and counts; closes with 421 past max_errors. */
+void smtp_error(struct smtp_session *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* smtp_cmd.c */
+void smtp_dispatch(struct smtp_session *s, const char *line, size_t len);
+void smtp_ehlo_reply(struct smtp_session *s, bool esmtp);
+
+/* smtp_data.c: returns 1 when the data ended, 0 when more input is needed. */
+int smtp_data_start(struct smtp_session *s);
+int smtp_data_feed(struct smtp_session *s, struct evbuffer *in);
+int smtp_bdat_feed(struct smtp_session *s, struct evbuffer *in);
+/* The message is complete: commit and reply (async). */
+void smtp_data_done(struct smtp_session *s);
+
+/* smtp_auth.c */
+void smtp_cmd_auth(struct smtp_session *s, const char *arg, size_t len);
+void smtp_auth_line(struct smtp_session *s, const char *line, size_t len);
+
+/* deliver.c */
+int deliver_open(struct smtp_session *s);
+int deliver_write(struct smtp_session *s, const void *p, size_t n);
+void deliver_commit(struct smtp_session *s);
+void deliver_abort(struct smtp_tx *tx);
+/* Makes sure a directory user has a store account; its partition in *part_r. 0 or a
+   store_err. */
+int deliver_user_ensure(struct mtad *m, const char *user, int partition, unsigned *part_r);
+
+/* queue_runner.c: leases due queue entries and relays them (smtp_client.c). Every worker
+   runs one; leases keep two workers from taking the same entry. */
+void queue_runner_start(struct mtad *m, unsigned worker);
+void queue_runner_stop(struct mtad *m);
+/* New entries were queued: look for due entries now rather than at the next tick. */
+void queue_runner_kick(struct mtad *m);
+
+int64_t mtad_now_ms(void);
+
+#endif

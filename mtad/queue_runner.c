@@ -1,0 +1,409 @@
+/* queue_runner.c — owns relay scheduling: leasing due queue entries, routing each recipient
+ * (transport_map, then relay_host; local domains go to the store), grouping recipients per
+ * destination, the per-destination connection limit, outcomes with the retry schedule and
+ * expiry, bounces, and the Postfix-style log line per recipient outcome. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "common/conf.h"
+#include "common/log.h"
+#include "common/str.h"
+#include "common/tls.h"
+#include "common/xmalloc.h"
+#include "ldapauth/ldapauth.h"
+#include "mtad/relay.h"
+
+#define MAX_JOBS 256
+#define TICK_MS 1000
+
+static void job_finish(struct qjob *job);
+
+static int64_t now_s(void)
+{
+	return (int64_t)time(NULL);
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s != NULL ? xstrdup(s) : NULL;
+}
+
+static struct qjob *job_copy(struct queue_runner *qr, const struct store_queue_msg *qm)
+{
+	struct qjob *job = xcalloc(1, sizeof(*job));
+
+	job->qr = qr;
+	job->qm = *qm;
+	job->qm.sender = job->sender = xstrdup(qm->sender);
+	job->qm.envid = job->envid = dup_or_null(qm->envid);
+	job->own = xcalloc(2 * qm->nrcpt, sizeof(*job->own));
+	job->qm.rcpt = xcalloc(qm->nrcpt, sizeof(*qm->rcpt));
+	job->result = xcalloc(qm->nrcpt, sizeof(*job->result));
+	job->error = xcalloc(qm->nrcpt, sizeof(*job->error));
+	job->remote = xcalloc(qm->nrcpt, sizeof(*job->remote));
+	for (size_t i = 0; i < qm->nrcpt; i++) {
+		job->qm.rcpt[i] = qm->rcpt[i];
+		job->qm.rcpt[i].addr = job->own[2 * i] = xstrdup(qm->rcpt[i].addr);
+		job->qm.rcpt[i].orcpt = job->own[2 * i + 1] = dup_or_null(qm->rcpt[i].orcpt);
+		job->qm.rcpt[i].last_error = NULL;
+		job->result[i] = -1; /* not tried this time */
+	}
+	return job;
+}
+
+static void job_free(struct qjob *job)
+{
+	for (size_t i = 0; i < job->qm.nrcpt; i++) {
+		free(job->own[2 * i]);
+		free(job->own[2 * i + 1]);
+		free(job->error[i]);
+		free(job->remote[i]);
+	}
+	free(job->own);
+	free(job->sender);
+	free(job->envid);
+	free(job->qm.rcpt);
+	free(job->result);
+	free(job->error);
+	free(job->remote);
+	free(job);
+}
+
+/* "host:port", "[v6]:port" or "host" (port 25) into a destination, found or created. */
+static struct qdest *dest_get(struct queue_runner *qr, const char *hp)
+{
+	char host[256], port[16] = "25";
+	const char *colon = strrchr(hp, ':');
+
+	if (hp[0] == '[') {
+		const char *end = strchr(hp, ']');
+		size_t n = end ? (size_t)(end - hp - 1) : 0;
+
+		snprintf(host, sizeof(host), "%.*s", (int)n, hp + 1);
+		if (end && end[1] == ':')
+			snprintf(port, sizeof(port), "%s", end + 2);
+	} else if (colon != NULL) {
+		snprintf(host, sizeof(host), "%.*s", (int)(colon - hp), hp);
+		snprintf(port, sizeof(port), "%s", colon + 1);
+	} else {
+		snprintf(host, sizeof(host), "%s", hp);
+	}
+	struct qdest *d;
+	TAILQ_FOREACH(d, &qr->dests, entry)
+		if (strcmp(d->host, host) == 0 && strcmp(d->port, port) == 0)
+			return d;
+	d = xcalloc(1, sizeof(*d));
+	d->host = xstrdup(host);
+	d->port = xstrdup(port);
+	TAILQ_INIT(&d->waiting);
+	TAILQ_INIT(&d->idle);
+	TAILQ_INSERT_TAIL(&qr->dests, d, entry);
+	return d;
+}
+
+/* The next hop for addr: a transport_map entry for its domain, else relay_host; NULL when
+   there is none (*local_r: the domain is ours). */
+static struct qdest *route(struct queue_runner *qr, const char *addr, bool *local_r)
+{
+	const struct conf *c = qr->m->conf;
+	const struct conf_list *map = conf_list(c, "mtad", "transport_map");
+	const struct conf_list *locals = conf_list(c, "mtad", "local_domains");
+	const char *at = strrchr(addr, '@');
+	const char *dom = at ? at + 1 : "";
+	size_t dl = strlen(dom);
+
+	*local_r = at == NULL || conf_list_has(locals, dom, dl);
+	if (*local_r)
+		return NULL;
+	for (size_t i = 0; i < map->n; i++) {
+		const char *eq = strchr(map->v[i], '=');
+
+		if (eq != NULL && str_caseeq(map->v[i], (size_t)(eq - map->v[i]), dom, dl))
+			return dest_get(qr, eq + 1);
+	}
+	const char *relay = conf_str(c, "mtad", "relay_host");
+	return relay[0] != '\0' ? dest_get(qr, relay) : NULL;
+}
+
+static struct qwork *work_new(struct qjob *job, struct qdest *d)
+{
+	struct qwork *w = xcalloc(1, sizeof(*w));
+
+	w->job = job;
+	w->dest = d;
+	w->idx = xcalloc(job->qm.nrcpt, sizeof(*w->idx));
+	job->outstanding++;
+	return w;
+}
+
+static void dest_pump(struct queue_runner *qr, struct qdest *d)
+{
+	struct qwork *w;
+
+	while ((w = TAILQ_FIRST(&d->waiting)) != NULL &&
+	       (!TAILQ_EMPTY(&d->idle) || d->active < qr->concurrency)) {
+		TAILQ_REMOVE(&d->waiting, w, entry);
+		smtp_client_run(qr, w);
+	}
+}
+
+void queue_dest_released(struct queue_runner *qr, struct qdest *d)
+{
+	dest_pump(qr, d);
+}
+
+/* Local recipients in the queue (bounces to our own users): look up, then store_deliver. */
+static void local_lookup_cb(const struct ldapauth_reply *reply, void *arg)
+{
+	struct qwork *w = arg;
+	struct qjob *job = w->job;
+	struct store *st = job->qr->m->store;
+	struct store_rcpt r = { 0 };
+	uint64_t size;
+	int fd, rc;
+
+	if (reply->result == LDAPAUTH_ETEMP) {
+		queue_rcpt_outcome(w, 0, 451, "4.3.0 directory unavailable", "local");
+	} else if (reply->result != LDAPAUTH_OK) {
+		queue_rcpt_outcome(w, 0, 550, "5.1.1 no such user", "local");
+	} else if ((rc = store_queue_open(st, job->qm.id, &fd, &size)) != 0) {
+		queue_rcpt_outcome(w, 0, 451, store_strerror(rc), "local");
+	} else {
+		unsigned part;
+
+		r.user = reply->user->login;
+		rc = deliver_user_ensure(job->qr->m, r.user, reply->user->partition, &part);
+		if (rc == 0)
+			store_deliver(st, fd, 0, &r, 1);
+		close(fd);
+		rc = rc ? rc : r.result;
+		queue_rcpt_outcome(w, 0, rc == 0 ? 250 : store_err_temporary(rc) ? 451 : 550,
+				   rc == 0 ? "2.0.0 delivered to INBOX" : store_strerror(rc), "local");
+	}
+	queue_work_done(w);
+}
+
+static void job_dispatch(struct queue_runner *qr, struct qjob *job)
+{
+	struct qwork_list works = TAILQ_HEAD_INITIALIZER(works);
+
+	TAILQ_INSERT_TAIL(&qr->jobs, job, entry);
+	qr->njobs++;
+	job->outstanding = 1; /* held until every work is started */
+	for (size_t i = 0; i < job->qm.nrcpt; i++) {
+		bool local;
+		struct qdest *d;
+		struct qwork *w = NULL;
+
+		if (job->qm.rcpt[i].state != STORE_Q_PENDING)
+			continue;
+		d = route(qr, job->qm.rcpt[i].addr, &local);
+		if (local) {
+			w = work_new(job, NULL);
+			w->idx[w->n++] = i;
+			if (qr->m->la != NULL)
+				ldapauth_lookup(qr->m->la, job->qm.rcpt[i].addr, local_lookup_cb, w);
+			else
+				local_lookup_cb(&(struct ldapauth_reply){ .result = LDAPAUTH_ETEMP },
+						w);
+			continue;
+		}
+		if (d == NULL) {
+			job->result[i] = STORE_Q_FAILED;
+			job->error[i] = xstrdup("5.4.4 no route to the recipient's domain");
+			continue;
+		}
+		TAILQ_FOREACH(w, &works, entry)
+			if (w->dest == d)
+				break;
+		if (w == NULL) {
+			w = work_new(job, d);
+			TAILQ_INSERT_TAIL(&works, w, entry);
+		}
+		w->idx[w->n++] = i;
+	}
+	struct qwork *w;
+	while ((w = TAILQ_FIRST(&works)) != NULL) {
+		TAILQ_REMOVE(&works, w, entry);
+		TAILQ_INSERT_TAIL(&w->dest->waiting, w, entry);
+		dest_pump(qr, w->dest);
+	}
+	if (--job->outstanding == 0)
+		job_finish(job);
+}
+
+static void lease_cb(const struct store_queue_msg *qm, void *arg)
+{
+	job_dispatch(arg, job_copy(arg, qm));
+}
+
+static void tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct queue_runner *qr = arg;
+	int64_t lease_s = qr->timeout_ms / 1000 * 3 + 5; /* a crashed runner's entries return */
+	size_t n = 0;
+	int rc;
+
+	if (qr->stopping || qr->njobs >= MAX_JOBS)
+		return;
+	rc = store_queue_lease(qr->m->store, now_s(), lease_s, MAX_JOBS - qr->njobs, lease_cb, qr,
+			       &n);
+	if (rc != 0)
+		log_warnx("queue lease failed: %s", store_strerror(rc));
+}
+
+void queue_runner_start(struct mtad *m, unsigned worker)
+{
+	struct queue_runner *qr = xcalloc(1, sizeof(*qr));
+	struct tls_conf tc;
+	struct timeval tv = { TICK_MS / 1000, (TICK_MS % 1000) * 1000 };
+	char *err = NULL;
+
+	qr->m = m;
+	qr->concurrency = (unsigned)conf_int(m->conf, "mtad", "relay_concurrency");
+	qr->timeout_ms = conf_int(m->conf, "mtad", "relay_timeout");
+	TAILQ_INIT(&qr->jobs);
+	TAILQ_INIT(&qr->dests);
+	tls_conf_from(&tc, m->conf);
+	if ((qr->tls = tls_client_ctx_new(&tc, TLS_VERIFY_NONE, &err)) == NULL) {
+		log_warnx("relay: no client TLS: %s", err);
+		free(err);
+	}
+	qr->tick = event_new(m->base, -1, EV_PERSIST, tick_cb, qr);
+	event_add(qr->tick, &tv);
+	event_active(qr->tick, EV_TIMEOUT, 0);
+	m->qr = qr;
+}
+
+void queue_runner_kick(struct mtad *m)
+{
+	if (m->qr != NULL && !m->qr->stopping)
+		event_active(m->qr->tick, EV_TIMEOUT, 0);
+}
+
+void queue_runner_stop(struct mtad *m)
+{
+	struct queue_runner *qr = m->qr;
+	struct qdest *d;
+
+	if (qr == NULL)
+		return;
+	/* unfinished jobs keep their lease; it expires and another runner retries them */
+	qr->stopping = true;
+	while ((d = TAILQ_FIRST(&qr->dests)) != NULL) {
+		TAILQ_REMOVE(&qr->dests, d, entry);
+		smtp_client_close_idle(d);
+		free(d->host);
+		free(d->port);
+		free(d);
+	}
+	event_free(qr->tick);
+	tls_ctx_free(&qr->tls);
+	free(qr);
+	m->qr = NULL;
+}
+
+const char *queue_dsn_of(const char *text, int code, char *buf, size_t size)
+{
+	unsigned a, b, c;
+
+	if (text != NULL && sscanf(text, "%1u.%3u.%3u", &a, &b, &c) == 3 && a >= 2 && a <= 5) {
+		snprintf(buf, size, "%u.%u.%u", a, b, c);
+		return buf;
+	}
+	snprintf(buf, size, "%d.0.0", code >= 200 && code < 600 ? code / 100 : 4);
+	return buf;
+}
+
+void queue_rcpt_outcome(struct qwork *w, size_t k, int code, const char *text,
+			const char *relay)
+{
+	struct qjob *job = w->job;
+	size_t i = w->idx[k];
+	const struct conf *c = job->qr->m->conf;
+	int64_t age_s = now_s() - job->qm.created;
+	const char *status;
+	char dsn[16];
+
+	if (code >= 200 && code < 300) {
+		job->result[i] = STORE_Q_DELIVERED;
+		status = "sent";
+	} else if (code >= 500 && code < 600) {
+		job->result[i] = STORE_Q_FAILED;
+		status = "bounced";
+	} else if (age_s * 1000 >= conf_int(c, "mtad", "max_queue_lifetime")) {
+		job->result[i] = STORE_Q_FAILED;
+		status = "expired";
+	} else {
+		job->result[i] = STORE_Q_PENDING;
+		status = "deferred";
+	}
+	free(job->error[i]);
+	free(job->remote[i]);
+	job->error[i] = xstrdup(text ? text : "");
+	job->remote[i] = xstrdup(relay ? relay : "none");
+	log_info("%016" PRIx64 ": to=<%s>, relay=%s, delay=%" PRId64 ", dsn=%s, status=%s (%s)",
+		 job->qm.id, job->qm.rcpt[i].addr, job->remote[i], age_s,
+		 queue_dsn_of(text, code ? code : 400, dsn, sizeof(dsn)), status, job->error[i]);
+}
+
+void queue_work_done(struct qwork *w)
+{
+	struct qjob *job = w->job;
+
+	free(w->idx);
+	free(w);
+	if (--job->outstanding == 0)
+		job_finish(job);
+}
+
+static int64_t next_attempt(const struct queue_runner *qr, uint32_t attempts)
+{
+	const struct conf_list *sched = conf_list(qr->m->conf, "mtad", "retry_schedule");
+	size_t k = attempts < sched->n ? attempts : sched->n - 1;
+
+	return now_s() + (sched->n ? sched->ms[k] / 1000 : 300);
+}
+
+static void job_finish(struct qjob *job)
+{
+	struct queue_runner *qr = job->qr;
+	struct store *st = qr->m->store;
+	bool pending = false, failed = false;
+	int rc;
+
+	for (size_t i = 0; i < job->qm.nrcpt; i++) {
+		int r = job->result[i];
+
+		if (r < 0) {
+			pending |= job->qm.rcpt[i].state == STORE_Q_PENDING;
+			continue;
+		}
+		pending |= r == STORE_Q_PENDING;
+		failed |= r == STORE_Q_FAILED;
+		rc = store_queue_rcpt_set(st, job->qm.id, i, (enum store_rcpt_state)r,
+					  r == STORE_Q_PENDING
+					  ? next_attempt(qr, job->qm.rcpt[i].attempts) : 0,
+					  job->error[i]);
+		if (rc != 0)
+			log_warnx("%016" PRIx64 ": queue update failed: %s", job->qm.id,
+				  store_strerror(rc));
+	}
+	rc = failed ? bounce_send(qr, job) : 0;
+	if (rc == 0 && !pending)
+		rc = store_queue_delete(st, job->qm.id);
+	else
+		rc = store_queue_release_lease(st, job->qm.id);
+	if (rc != 0)
+		log_warnx("%016" PRIx64 ": queue finish failed: %s", job->qm.id,
+			  store_strerror(rc));
+	TAILQ_REMOVE(&qr->jobs, job, entry);
+	qr->njobs--;
+	job_free(job);
+}

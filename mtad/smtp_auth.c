@@ -1,0 +1,208 @@
+/* smtp_auth.c — owns AUTH PLAIN and LOGIN (RFC 4954, 4616): the exchange, base64, the check
+ * through ldapauth, and the penalty for failures: each failure from a client address waits
+ * longer before its 535 (doubling, capped), counted per address across sessions of this
+ * worker. Passwords are never logged and are wiped after use. */
+#include <inttypes.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "common/log.h"
+#include "common/str.h"
+#include "ldapauth/ldapauth.h"
+#include "mtad/mtad.h"
+
+#define AUTH_STEP_PLAIN 1
+#define AUTH_STEP_USER 2
+#define AUTH_STEP_PASS 3
+
+#define PENALTY_SLOTS 1024
+#define PENALTY_BASE_MS 500
+#define PENALTY_MAX_MS 8000
+#define PENALTY_FORGET_MS (15 * 60 * 1000)
+
+/* Failures per client address: direct-mapped by a hash, a collision just shares a slot. */
+static struct penalty {
+	char addr[64];
+	uint32_t fails;
+	int64_t last_ms;
+} penalties[PENALTY_SLOTS];
+
+static struct penalty *penalty_of(const struct smtp_session *s)
+{
+	char host[64];
+	uint32_t h = 2166136261u;
+	const char *colon = strrchr(s->addr, ':');
+	size_t n = colon ? (size_t)(colon - s->addr) : strlen(s->addr);
+
+	/* per address, not per port */
+	n = n < sizeof(host) - 1 ? n : sizeof(host) - 1;
+	memcpy(host, s->addr, n);
+	host[n] = '\0';
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)host[i]) * 16777619u;
+	struct penalty *p = &penalties[h % PENALTY_SLOTS];
+	if (strcmp(p->addr, host) != 0 || mtad_now_ms() - p->last_ms > PENALTY_FORGET_MS) {
+		str_lcpy(p->addr, host, sizeof(p->addr));
+		p->fails = 0;
+	}
+	return p;
+}
+
+/* base64 into out (NUL-terminated); -1 on bad input or no room. */
+static int b64_decode(const char *in, size_t len, char *out, size_t size, size_t *n_r)
+{
+	size_t pad = 0;
+
+	if (len % 4 != 0 || len / 4 * 3 + 1 > size)
+		return -1;
+	if (len > 0 && in[len - 1] == '=')
+		pad++;
+	if (len > 1 && in[len - 2] == '=')
+		pad++;
+	int n = EVP_DecodeBlock((unsigned char *)out, (const unsigned char *)in, (int)len);
+	if (n < 0)
+		return -1;
+	*n_r = (size_t)n - pad;
+	out[*n_r] = '\0';
+	return 0;
+}
+
+static void auth_reply_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct smtp_session *s = arg;
+
+	smtp_set_state(s, ST_READY);
+	if (!s->dead)
+		smtp_error(s, "535 5.7.8 Authentication credentials invalid");
+	smtp_resume(s);
+}
+
+static void auth_done(const struct ldapauth_reply *r, void *arg)
+{
+	struct smtp_session *s = arg;
+	struct penalty *p = penalty_of(s);
+
+	log_info("%016" PRIx64 " smtp auth addr=%s user=%s result=%s reason=\"%s\"", s->id,
+		 s->addr, s->auth_login, r->result == LDAPAUTH_OK ? "ok" : "fail",
+		 r->reason ? r->reason : ldapauth_strerror(r->result));
+	if (r->result == LDAPAUTH_OK) {
+		s->flags |= SF_AUTH;
+		str_lcpy(s->user, r->user->login, sizeof(s->user));
+		p->fails = 0;
+		smtp_set_state(s, ST_READY);
+		smtp_reply(s, "235 2.7.0 Authentication successful");
+	} else if (r->result == LDAPAUTH_ETEMP) {
+		smtp_set_state(s, ST_READY);
+		smtp_reply(s, "454 4.7.0 Temporary authentication failure");
+	} else {
+		/* delay the answer: doubling per failure from this address, capped */
+		int64_t ms = PENALTY_BASE_MS << (p->fails < 5 ? p->fails : 5);
+		struct timeval tv;
+
+		p->fails++;
+		p->last_ms = mtad_now_ms();
+		ms = ms > PENALTY_MAX_MS ? PENALTY_MAX_MS : ms;
+		tv.tv_sec = ms / 1000;
+		tv.tv_usec = (ms % 1000) * 1000;
+		if (s->timer != NULL)
+			event_free(s->timer);
+		s->timer = evtimer_new(s->m->base, auth_reply_cb, s);
+		evtimer_add(s->timer, &tv);
+		return;
+	}
+	smtp_resume(s);
+}
+
+static void auth_check(struct smtp_session *s, const char *user, const char *pass)
+{
+	str_lcpy(s->auth_login, user, sizeof(s->auth_login));
+	smtp_set_state(s, ST_WAIT);
+	ldapauth_auth(s->m->la, user, pass, auth_done, s);
+}
+
+/* PLAIN: [authzid] NUL authcid NUL passwd; authzid must be empty or the same user. */
+static void auth_plain(struct smtp_session *s, const char *b64, size_t len)
+{
+	char raw[1024];
+	size_t n;
+
+	if (b64_decode(b64, len, raw, sizeof(raw), &n) < 0) {
+		smtp_error(s, "501 5.5.2 Invalid base64 data");
+		return;
+	}
+	const char *zid = raw, *cid = memchr(raw, '\0', n);
+	const char *pw = cid ? memchr(cid + 1, '\0', n - (size_t)(cid + 1 - raw)) : NULL;
+	if (cid == NULL || pw == NULL || (*zid != '\0' && strcmp(zid, cid + 1) != 0)) {
+		explicit_bzero(raw, sizeof(raw));
+		smtp_error(s, "501 5.5.2 Invalid PLAIN response");
+		return;
+	}
+	auth_check(s, cid + 1, pw + 1);
+	explicit_bzero(raw, sizeof(raw));
+}
+
+void smtp_cmd_auth(struct smtp_session *s, const char *arg, size_t len)
+{
+	struct str_view rest = { arg, len }, mech, init = { NULL, 0 };
+
+	str_split_ws(&rest, &mech);
+	if (str_split_ws(&rest, &init) && str_split_ws(&rest, &mech)) {
+		smtp_error(s, "501 5.5.4 Syntax: AUTH mechanism [initial-response]");
+		return;
+	}
+	bool has_init = init.p != NULL && !(init.len == 1 && init.p[0] == '=');
+	if (str_caseeq(mech.p, mech.len, "PLAIN", 5)) {
+		if (has_init) {
+			auth_plain(s, init.p, init.len);
+			return;
+		}
+		if (init.p != NULL) {
+			auth_plain(s, "", 0);
+			return;
+		}
+		s->auth_step = AUTH_STEP_PLAIN;
+		smtp_reply(s, "334 ");
+	} else if (str_caseeq(mech.p, mech.len, "LOGIN", 5)) {
+		if (has_init) {
+			s->auth_step = AUTH_STEP_USER;
+			smtp_auth_line(s, init.p, init.len);
+			return;
+		}
+		s->auth_step = AUTH_STEP_USER;
+		smtp_reply(s, "334 VXNlcm5hbWU6");
+	} else {
+		smtp_error(s, "504 5.5.4 Unrecognized authentication type");
+	}
+}
+
+void smtp_auth_line(struct smtp_session *s, const char *line, size_t len)
+{
+	int step = s->auth_step;
+	char raw[LDAPAUTH_PASSWORD_MAX + 1];
+	size_t n;
+
+	s->auth_step = 0;
+	if (len == 1 && line[0] == '*') {
+		smtp_error(s, "501 5.7.0 Authentication canceled");
+		return;
+	}
+	if (step == AUTH_STEP_PLAIN) {
+		auth_plain(s, line, len);
+		return;
+	}
+	if (b64_decode(line, len, raw, sizeof(raw), &n) < 0 || memchr(raw, '\0', n) != NULL) {
+		smtp_error(s, "501 5.5.2 Invalid base64 data");
+		return;
+	}
+	if (step == AUTH_STEP_USER) {
+		str_lcpy(s->auth_login, raw, sizeof(s->auth_login));
+		s->auth_step = AUTH_STEP_PASS;
+		smtp_reply(s, "334 UGFzc3dvcmQ6");
+		return;
+	}
+	char user[sizeof(s->auth_login)];
+	str_lcpy(user, s->auth_login, sizeof(user));
+	auth_check(s, user, raw);
+	explicit_bzero(raw, sizeof(raw));
+}

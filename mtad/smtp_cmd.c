@@ -1,0 +1,492 @@
+/* smtp_cmd.c — owns the command table and dispatcher (verb, states where it is allowed,
+ * argument rule, handler) and the envelope commands: EHLO/HELO/LHLO, MAIL, RCPT with the relay
+ * policy, RSET, NOOP, QUIT, VRFY, HELP, STARTTLS, and the DATA/BDAT entry points. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/conf.h"
+#include "common/log.h"
+#include "common/str.h"
+#include "common/xmalloc.h"
+#include "ldapauth/ldapauth.h"
+#include "mtad/mtad.h"
+#include "store/store.h"
+
+enum arg_rule { ARG_NONE, ARG_NEED, ARG_ANY };
+
+struct smtp_cmd {
+	const char *verb;
+	unsigned states;   /* where it is allowed; elsewhere 503 */
+	enum arg_rule arg;
+	void (*fn)(struct smtp_session *s, const char *arg, size_t len);
+	unsigned flags;
+};
+
+#define CMD_SMTP 0x01 /* not in LMTP */
+#define CMD_LMTP 0x02 /* LMTP only */
+
+#define ST_SESSION (ST_CONNECTED | ST_READY | ST_MAIL | ST_RCPT | ST_BDAT)
+#define ST_TX (ST_MAIL | ST_RCPT | ST_BDAT)
+
+static void cmd_ehlo(struct smtp_session *s, const char *arg, size_t len);
+static void cmd_helo(struct smtp_session *s, const char *arg, size_t len);
+static void cmd_mail(struct smtp_session *s, const char *arg, size_t len);
+static void cmd_rcpt(struct smtp_session *s, const char *arg, size_t len);
+static void cmd_data(struct smtp_session *s, const char *arg, size_t len);
+static void cmd_bdat(struct smtp_session *s, const char *arg, size_t len);
+static void cmd_rset(struct smtp_session *s, const char *arg, size_t len);
+static void cmd_noop(struct smtp_session *s, const char *arg, size_t len);
+static void cmd_quit(struct smtp_session *s, const char *arg, size_t len);
+static void cmd_vrfy(struct smtp_session *s, const char *arg, size_t len);
+static void cmd_help(struct smtp_session *s, const char *arg, size_t len);
+static void cmd_starttls(struct smtp_session *s, const char *arg, size_t len);
+static void cmd_auth(struct smtp_session *s, const char *arg, size_t len);
+
+static const struct smtp_cmd smtp_cmds[] = {
+	/* verb        allowed in                  arg       handler       flags */
+	{ "EHLO",      ST_SESSION,                 ARG_NEED, cmd_ehlo,     CMD_SMTP },
+	{ "HELO",      ST_SESSION,                 ARG_NEED, cmd_helo,     CMD_SMTP },
+	{ "LHLO",      ST_SESSION,                 ARG_NEED, cmd_ehlo,     CMD_LMTP },
+	{ "MAIL",      ST_READY,                   ARG_NEED, cmd_mail,     0 },
+	{ "RCPT",      ST_MAIL | ST_RCPT,          ARG_NEED, cmd_rcpt,     0 },
+	{ "DATA",      ST_MAIL | ST_RCPT,          ARG_NONE, cmd_data,     0 },
+	{ "BDAT",      ST_SESSION,                 ARG_NEED, cmd_bdat,     0 },
+	{ "RSET",      ST_SESSION,                 ARG_NONE, cmd_rset,     0 },
+	{ "NOOP",      ST_SESSION,                 ARG_ANY,  cmd_noop,     0 },
+	{ "QUIT",      ST_SESSION,                 ARG_NONE, cmd_quit,     0 },
+	{ "VRFY",      ST_SESSION,                 ARG_NEED, cmd_vrfy,     0 },
+	{ "HELP",      ST_SESSION,                 ARG_ANY,  cmd_help,     0 },
+	{ "STARTTLS",  ST_CONNECTED | ST_READY,    ARG_NONE, cmd_starttls, 0 },
+	{ "AUTH",      ST_READY,                   ARG_NEED, cmd_auth,     CMD_SMTP },
+};
+
+void smtp_dispatch(struct smtp_session *s, const char *line, size_t len)
+{
+	const struct smtp_cmd *c = NULL;
+	size_t vlen = 0;
+
+	if (!str_is_safe_line(line, len)) {
+		smtp_error(s, "500 5.5.2 Invalid characters in command");
+		return;
+	}
+	while (vlen < len && line[vlen] != ' ')
+		vlen++;
+	for (size_t i = 0; i < sizeof(smtp_cmds) / sizeof(smtp_cmds[0]); i++)
+		if (str_caseeq(line, vlen, smtp_cmds[i].verb, strlen(smtp_cmds[i].verb)))
+			c = &smtp_cmds[i];
+	if (c == NULL || ((c->flags & CMD_SMTP) && (s->flags & SF_LMTP)) ||
+	    ((c->flags & CMD_LMTP) && !(s->flags & SF_LMTP))) {
+		log_debug("%016" PRIx64 " smtp unknown command addr=%s", s->id, s->addr);
+		smtp_error(s, "500 5.5.2 Command unrecognized");
+		return;
+	}
+	const char *arg = line + vlen;
+	size_t alen = len - vlen;
+	while (alen > 0 && *arg == ' ') {
+		arg++;
+		alen--;
+	}
+	if ((c->arg == ARG_NEED && alen == 0) || (c->arg == ARG_NONE && alen > 0)) {
+		smtp_error(s, "501 5.5.4 Syntax: %s%s", c->verb, c->arg == ARG_NEED ? " argument"
+			   : " takes no argument");
+		return;
+	}
+	if (!(c->states & s->state)) {
+		if (s->state == ST_CONNECTED)
+			smtp_error(s, "503 5.5.1 Send %s first",
+				   (s->flags & SF_LMTP) ? "LHLO" : "EHLO/HELO");
+		else
+			smtp_error(s, "503 5.5.1 Bad sequence of commands");
+		return;
+	}
+	c->fn(s, arg, alen);
+}
+
+static void set_helo(struct smtp_session *s, const char *arg, size_t len)
+{
+	if (len >= sizeof(s->helo))
+		len = sizeof(s->helo) - 1;
+	memcpy(s->helo, arg, len);
+	s->helo[len] = '\0';
+	smtp_tx_free(&s->tx);
+	smtp_set_state(s, ST_READY);
+}
+
+static bool auth_offered(const struct smtp_session *s)
+{
+	return s->m->la != NULL && !(s->flags & (SF_LMTP | SF_AUTH)) &&
+	       ((s->flags & SF_TLS) || !s->m->lim.auth_require_tls);
+}
+
+void smtp_ehlo_reply(struct smtp_session *s, bool esmtp)
+{
+	smtp_reply(s, "250-%s Hello %s [%s]", s->m->hostname, s->helo, s->addr);
+	smtp_reply(s, "250-PIPELINING");
+	smtp_reply(s, "250-SIZE %" PRIu64, s->m->lim.max_message_size);
+	smtp_reply(s, "250-8BITMIME");
+	smtp_reply(s, "250-SMTPUTF8");
+	smtp_reply(s, "250-CHUNKING");
+	smtp_reply(s, "250-DSN");
+	if (s->m->tls != NULL && !(s->flags & SF_TLS))
+		smtp_reply(s, "250-STARTTLS");
+	if (auth_offered(s))
+		smtp_reply(s, "250-AUTH PLAIN LOGIN");
+	smtp_reply(s, "250 ENHANCEDSTATUSCODES");
+}
+
+static void cmd_ehlo(struct smtp_session *s, const char *arg, size_t len)
+{
+	set_helo(s, arg, len);
+	s->flags |= SF_ESMTP;
+	smtp_ehlo_reply(s, true);
+}
+
+static void cmd_helo(struct smtp_session *s, const char *arg, size_t len)
+{
+	set_helo(s, arg, len);
+	s->flags &= ~SF_ESMTP;
+	smtp_reply(s, "250 %s", s->m->hostname);
+}
+
+/* "FROM:" / "TO:" then optional spaces; returns the rest or NULL. */
+static const char *after_prefix(const char *arg, size_t *len, const char *prefix)
+{
+	size_t pl = strlen(prefix);
+
+	if (*len < pl || !str_caseprefix(arg, *len, prefix))
+		return NULL;
+	arg += pl;
+	*len -= pl;
+	while (*len > 0 && *arg == ' ') {
+		arg++;
+		(*len)--;
+	}
+	return arg;
+}
+
+static bool needs_auth(const struct smtp_session *s)
+{
+	return (s->kind == L_SUBMISSION || s->kind == L_SUBMISSIONS) && !(s->flags & SF_AUTH);
+}
+
+static void cmd_mail(struct smtp_session *s, const char *arg, size_t len)
+{
+	struct mailaddr a;
+	struct mail_params mp;
+	const char *err, *p = after_prefix(arg, &len, "FROM:");
+	size_t used;
+	int rc;
+
+	if (p == NULL) {
+		smtp_error(s, "501 5.5.4 Syntax: MAIL FROM:<address>");
+		return;
+	}
+	if (needs_auth(s)) {
+		smtp_error(s, "530 5.7.0 Authentication required");
+		return;
+	}
+	if (s->ntx >= s->m->lim.max_tx) {
+		smtp_reply(s, "421 4.7.0 %s Too many transactions, closing", s->m->hostname);
+		smtp_close(s);
+		return;
+	}
+	if (mailaddr_parse_path(p, len, MAILADDR_ALLOW_NULL | MAILADDR_ALLOW_UTF8, &a, &used,
+				&err) < 0) {
+		smtp_error(s, "553 5.1.7 %s", err);
+		return;
+	}
+	if ((rc = mailaddr_mail_params(p + used, len - used, &mp, &err)) < 0) {
+		smtp_error(s, rc == MAILADDR_EUNKNOWN ? "555 5.5.4 %s" : "501 5.5.4 %s", err);
+		return;
+	}
+	if ((a.flags & MAILADDR_F_UTF8) && !mp.smtputf8) {
+		smtp_error(s, "553 5.6.7 Address needs SMTPUTF8");
+		return;
+	}
+	if (mp.has_size && mp.size > s->m->lim.max_message_size) {
+		smtp_error(s, "552 5.3.4 Message size exceeds fixed limit");
+		return;
+	}
+
+	struct smtp_tx *tx = xcalloc(1, sizeof(*tx));
+	tx->qid = log_new_id();
+	tx->mp = mp;
+	tx->started_ms = mtad_now_ms();
+	mailaddr_format(&a, tx->from, sizeof(tx->from));
+	buf_init(&tx->out, 0, 64 * 1024);
+	s->tx = tx;
+	s->ntx++;
+	smtp_set_state(s, ST_MAIL);
+	log_info("%016" PRIx64 " smtp mail qid=%016" PRIx64 " from=<%s> size=%" PRIu64, s->id,
+		 tx->qid, tx->from, mp.size);
+	smtp_reply(s, "250 2.1.0 Ok");
+}
+
+static struct smtp_rcpt *rcpt_add(struct smtp_tx *tx)
+{
+	if (tx->nrcpt == tx->rcpt_cap) {
+		tx->rcpt_cap = tx->rcpt_cap ? tx->rcpt_cap * 2 : 4;
+		tx->rcpt = xreallocarray(tx->rcpt, tx->rcpt_cap, sizeof(*tx->rcpt));
+	}
+	struct smtp_rcpt *r = &tx->rcpt[tx->nrcpt];
+	memset(r, 0, sizeof(*r));
+	return r;
+}
+
+static void rcpt_accepted(struct smtp_session *s)
+{
+	struct smtp_tx *tx = s->tx;
+
+	log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> local=%s result=ok",
+		 s->id, tx->qid, tx->rcpt[tx->nrcpt].addr, tx->rcpt[tx->nrcpt].local ? "yes" : "no");
+	tx->nrcpt++;
+	if (tx->rcpt[tx->nrcpt - 1].local)
+		tx->nlocal++;
+	smtp_set_state(s, ST_RCPT);
+	smtp_reply(s, "250 2.1.5 Ok");
+}
+
+static void rcpt_lookup_done(const struct ldapauth_reply *reply, void *arg)
+{
+	struct smtp_session *s = arg;
+	struct smtp_tx *tx = s->tx;
+	struct smtp_rcpt *r = &tx->rcpt[tx->nrcpt];
+	int rc = 0;
+
+	smtp_set_state(s, tx->nrcpt > 0 ? ST_RCPT : ST_MAIL);
+	if (s->dead) {
+		smtp_resume(s);
+		return;
+	}
+	if (reply->result == LDAPAUTH_OK) {
+		str_lcpy(r->user, reply->user->login, sizeof(r->user));
+		rc = deliver_user_ensure(s->m, r->user, reply->user->partition, &r->part);
+	}
+	if (reply->result == LDAPAUTH_OK && rc == 0) {
+		rcpt_accepted(s);
+	} else if (reply->result == LDAPAUTH_OK) {
+		log_warnx("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> result=defer "
+			  "reason=\"store: %s\"", s->id, tx->qid, r->addr, store_strerror(rc));
+		smtp_reply(s, "451 4.3.0 <%s>: Local error, try again later", r->addr);
+	} else if (reply->result != LDAPAUTH_ETEMP) {
+		log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> result=fail "
+			 "reason=\"no such user\"", s->id, tx->qid, r->addr);
+		smtp_error(s, "550 5.1.1 <%s>: Recipient address rejected: User unknown", r->addr);
+	} else {
+		log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> result=defer "
+			 "reason=\"directory unavailable\"", s->id, tx->qid, r->addr);
+		smtp_reply(s, "451 4.3.0 <%s>: Directory unavailable, try again later", r->addr);
+	}
+	smtp_resume(s);
+}
+
+static bool may_relay(const struct smtp_session *s)
+{
+	return !(s->flags & SF_LMTP) && (s->flags & (SF_AUTH | SF_TRUSTED));
+}
+
+static void relay_refused(struct smtp_session *s, const char *addr, const char *why)
+{
+	log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> addr=%s result=fail "
+		 "reason=\"%s\"", s->id, s->tx->qid, addr, s->addr, why);
+	smtp_error(s, "554 5.7.1 <%s>: Relay access denied", addr);
+}
+
+/* The relay policy for a parsed recipient: remote ones only for AUTH or trusted clients,
+   no relay tricks from anyone else, local ones checked against the directory (async). */
+static void rcpt_route(struct smtp_session *s, struct smtp_rcpt *r, const struct mailaddr *a)
+{
+	const struct conf_list *locals = conf_list(s->m->conf, "mtad", "local_domains");
+	unsigned tricks = mailaddr_tricks(a);
+	char key[MAILADDR_TEXT_MAX + 1];
+
+	r->local = a->domain[0] == '\0' || mailaddr_domain_in(a, locals->v, locals->n);
+	if (tricks != 0 && !may_relay(s)) {
+		relay_refused(s, r->addr, "relay trick");
+		return;
+	}
+	if (!r->local) {
+		if (may_relay(s))
+			rcpt_accepted(s);
+		else
+			relay_refused(s, r->addr, "relay denied");
+		return;
+	}
+	if (tricks != 0) {
+		smtp_error(s, "550 5.1.1 <%s>: Recipient address rejected: User unknown", r->addr);
+		return;
+	}
+	if (a->domain[0] == '\0')
+		snprintf(key, sizeof(key), "postmaster@%s", locals->n ? locals->v[0] : "localhost");
+	else
+		mailaddr_canonical(a, key, sizeof(key));
+	if (s->m->la == NULL) {
+		smtp_reply(s, "451 4.3.0 <%s>: Directory unavailable, try again later", r->addr);
+		return;
+	}
+	smtp_set_state(s, ST_WAIT);
+	ldapauth_lookup(s->m->la, key, rcpt_lookup_done, s);
+}
+
+static void cmd_rcpt(struct smtp_session *s, const char *arg, size_t len)
+{
+	struct smtp_tx *tx = s->tx;
+	struct mailaddr a;
+	const char *err, *p = after_prefix(arg, &len, "TO:");
+	size_t used;
+	int rc;
+
+	if (p == NULL) {
+		smtp_error(s, "501 5.5.4 Syntax: RCPT TO:<address>");
+		return;
+	}
+	if (++tx->rcpt_attempts > s->m->lim.reject_rcpt) {
+		log_info("%016" PRIx64 " smtp tx qid=%016" PRIx64 " result=fail "
+			 "reason=\"too many recipients\"", s->id, tx->qid);
+		smtp_tx_free(&s->tx);
+		smtp_set_state(s, ST_READY);
+		smtp_error(s, "554 5.5.3 Too many recipients, transaction refused");
+		return;
+	}
+	if (tx->nrcpt >= s->m->lim.max_rcpt) {
+		smtp_reply(s, "452 4.5.3 Too many recipients");
+		return;
+	}
+	if (mailaddr_parse_path(p, len, tx->mp.smtputf8 ? MAILADDR_ALLOW_UTF8 : 0, &a, &used,
+				&err) < 0) {
+		smtp_error(s, "553 5.1.3 %s", err);
+		return;
+	}
+	struct smtp_rcpt *r = rcpt_add(tx);
+	if ((rc = mailaddr_rcpt_params(p + used, len - used, tx->mp.smtputf8, &r->params,
+				       &err)) < 0) {
+		smtp_error(s, rc == MAILADDR_EUNKNOWN ? "555 5.5.4 %s" : "501 5.5.4 %s", err);
+		return;
+	}
+	mailaddr_format(&a, r->addr, sizeof(r->addr));
+	if (r->params.orcpt_type[0] != '\0') {
+		/* kept as received (addr-type;xtext) for the relay and the DSN */
+		size_t tl = strlen(r->params.orcpt_type);
+
+		snprintf(r->orcpt_raw, sizeof(r->orcpt_raw), "%s;", r->params.orcpt_type);
+		if (mailaddr_xtext_encode(r->params.orcpt, strlen(r->params.orcpt),
+					  r->orcpt_raw + tl + 1, sizeof(r->orcpt_raw) - tl - 1) < 0)
+			r->orcpt_raw[0] = '\0';
+	}
+	rcpt_route(s, r, &a);
+}
+
+static void cmd_data(struct smtp_session *s, const char *arg, size_t len)
+{
+	if (s->tx->nrcpt == 0) {
+		smtp_error(s, "554 5.5.1 No valid recipients");
+		return;
+	}
+	if (smtp_data_start(s) < 0)
+		return;
+	smtp_set_state(s, ST_DATA);
+	smtp_reply(s, "354 End data with <CR><LF>.<CR><LF>");
+}
+
+/* BDAT size [LAST] (RFC 3030). A refused BDAT still has its chunk read and dropped. */
+static void cmd_bdat(struct smtp_session *s, const char *arg, size_t len)
+{
+	struct str_view rest = { arg, len }, f;
+	uint64_t size;
+	bool last = false;
+
+	if (!str_split_ws(&rest, &f) || str_to_u64(f.p, f.len, UINT64_MAX / 2, &size) < 0) {
+		smtp_error(s, "501 5.5.4 Syntax: BDAT size [LAST]");
+		return;
+	}
+	if (str_split_ws(&rest, &f)) {
+		if (!str_caseeq(f.p, f.len, "LAST", 4) || str_split_ws(&rest, &f)) {
+			s->discard_left = size;
+			smtp_error(s, "501 5.5.4 Syntax: BDAT size [LAST]");
+			return;
+		}
+		last = true;
+	}
+	if (s->tx == NULL || (s->tx->nrcpt == 0)) {
+		s->discard_left = size;
+		smtp_error(s, s->tx == NULL ? "503 5.5.1 MAIL first"
+						   : "554 5.5.1 No valid recipients");
+		return;
+	}
+	if (s->state != ST_BDAT) {
+		if (smtp_data_start(s) < 0) {
+			s->discard_left = size;
+			return;
+		}
+		smtp_set_state(s, ST_BDAT);
+	}
+	s->tx->chunk_left = size;
+	s->tx->chunk_last = last;
+	if (size == 0)
+		smtp_bdat_feed(s, NULL);
+}
+
+static void cmd_rset(struct smtp_session *s, const char *arg, size_t len)
+{
+	smtp_tx_free(&s->tx);
+	if (s->state != ST_CONNECTED)
+		smtp_set_state(s, ST_READY);
+	smtp_reply(s, "250 2.0.0 Ok");
+}
+
+static void cmd_noop(struct smtp_session *s, const char *arg, size_t len)
+{
+	smtp_reply(s, "250 2.0.0 Ok");
+}
+
+static void cmd_quit(struct smtp_session *s, const char *arg, size_t len)
+{
+	smtp_reply(s, "221 2.0.0 Bye");
+	smtp_close(s);
+}
+
+static void cmd_vrfy(struct smtp_session *s, const char *arg, size_t len)
+{
+	smtp_reply(s, "252 2.5.0 Cannot VRFY user, but will accept message and attempt delivery");
+}
+
+static void cmd_help(struct smtp_session *s, const char *arg, size_t len)
+{
+	smtp_reply(s, "214 2.0.0 Heron mtad: see RFC 5321");
+}
+
+static void cmd_starttls(struct smtp_session *s, const char *arg, size_t len)
+{
+	if (s->m->tls == NULL || (s->flags & SF_TLS)) {
+		smtp_error(s, "502 5.5.1 STARTTLS not available");
+		return;
+	}
+	smtp_reply(s, "220 2.0.0 Ready to start TLS");
+	smtp_starttls(s);
+}
+
+static void cmd_auth(struct smtp_session *s, const char *arg, size_t len)
+{
+	if (!auth_offered(s)) {
+		smtp_error(s, (s->flags & SF_AUTH) ? "503 5.5.1 Already authenticated"
+			: "538 5.7.11 Encryption required for requested authentication mechanism");
+		return;
+	}
+	smtp_cmd_auth(s, arg, len);
+}
+
+void smtp_tx_free(struct smtp_tx **txp)
+{
+	struct smtp_tx *tx = *txp;
+
+	if (tx == NULL)
+		return;
+	deliver_abort(tx);
+	buf_release(&tx->out);
+	free(tx->rcpt);
+	free(tx->srcpt);
+	free(tx->qrcpt);
+	free(tx);
+	*txp = NULL;
+}

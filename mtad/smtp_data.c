@@ -1,0 +1,219 @@
+/* smtp_data.c — owns the message stream: the Received: header, DATA with dot-unstuffing and
+ * the strict end <CRLF>.<CRLF>, BDAT chunks, the line-end check (a bare LF or bare CR is refused
+ * or turned into CRLF by `bare_lf`; neither ever ends a message), the size limit and the hop
+ * count, all while the bytes stream into the store — never held whole in memory. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <event2/buffer.h>
+
+#include "common/log.h"
+#include "common/str.h"
+#include "mtad/mtad.h"
+
+/* Bytes of a line taken at once when no line end is in sight. */
+#define DATA_CHUNK (64 * 1024)
+/* Received: headers a message may carry before it is taken for a loop (RFC 5321 6.3). */
+#define MAX_HOPS 100
+
+static const char *protocol(const struct smtp_session *s)
+{
+	/* RFC 3848 / 6531 names */
+	if (s->flags & SF_LMTP)
+		return (s->flags & SF_TLS) ? "LMTPS" : "LMTP";
+	if (!(s->flags & SF_ESMTP))
+		return "SMTP";
+	if (s->tx->mp.smtputf8)
+		return (s->flags & SF_TLS) ? ((s->flags & SF_AUTH) ? "UTF8SMTPSA" : "UTF8SMTPS")
+					    : ((s->flags & SF_AUTH) ? "UTF8SMTPA" : "UTF8SMTP");
+	return (s->flags & SF_TLS) ? ((s->flags & SF_AUTH) ? "ESMTPSA" : "ESMTPS")
+				    : ((s->flags & SF_AUTH) ? "ESMTPA" : "ESMTP");
+}
+
+int smtp_data_start(struct smtp_session *s)
+{
+	struct smtp_tx *tx = s->tx;
+	char date[64], hdr[1024];
+	time_t now = time(NULL);
+	struct tm tm;
+
+	if (deliver_open(s) < 0) {
+		smtp_reply(s, "451 4.3.0 Local error, try again later");
+		return -1;
+	}
+	localtime_r(&now, &tm);
+	strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S %z", &tm);
+	/* the client's HELO is its claim; the address is what we saw */
+	snprintf(hdr, sizeof(hdr),
+		 "Received: from %s (%s)\r\n\tby %s (Heron) with %s id %016" PRIx64 "%s%s%s;\r\n"
+		 "\t%s\r\n",
+		 s->helo[0] ? s->helo : "unknown", s->addr, s->m->hostname, protocol(s), tx->qid,
+		 tx->nrcpt == 1 ? "\r\n\tfor <" : "", tx->nrcpt == 1 ? tx->rcpt[0].addr : "",
+		 tx->nrcpt == 1 ? ">" : "", date);
+	tx->at_bol = tx->prev_crlf = tx->in_headers = true;
+	if (deliver_write(s, hdr, strlen(hdr)) < 0)
+		tx->err = TX_EIO;
+	return 0;
+}
+
+static void pass(struct smtp_session *s, const char *p, size_t n)
+{
+	struct smtp_tx *tx = s->tx;
+
+	if (n == 0 || tx->err != TX_OK)
+		return;
+	if (tx->size + n > s->m->lim.max_message_size) {
+		tx->err = TX_ETOOBIG;
+		return;
+	}
+	tx->size += n;
+	if (deliver_write(s, p, n) < 0)
+		tx->err = TX_EIO;
+}
+
+/* Passes message bytes on, checking line ends across calls: a CR not followed by LF, or an LF
+   not preceded by CR, is bare; it makes the message refused, or becomes CRLF (normalize). */
+static void emit(struct smtp_session *s, const char *p, size_t n)
+{
+	struct smtp_tx *tx = s->tx;
+	bool fix = s->m->lim.bare_lf_normalize;
+	size_t start = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (tx->cr && p[i] != '\n') {
+			if (!fix)
+				tx->err = tx->err ? tx->err : TX_EBARELF;
+			pass(s, p + start, i - start);
+			pass(s, "\n", fix ? 1 : 0);
+			start = i;
+		}
+		if (p[i] == '\n' && !tx->cr) {
+			if (!fix)
+				tx->err = tx->err ? tx->err : TX_EBARELF;
+			pass(s, p + start, i - start);
+			pass(s, "\r\n", 2);
+			start = i + 1;
+		}
+		tx->cr = p[i] == '\r';
+	}
+	pass(s, p + start, n - start);
+}
+
+/* Header lines seen at the start of a line while still in the header. */
+static void header_line(struct smtp_session *s, const char *l, size_t len)
+{
+	struct smtp_tx *tx = s->tx;
+
+	if (len <= 2 && (l[0] == '\r' || l[0] == '\n')) {
+		tx->in_headers = false;
+	} else if (str_caseprefix(l, len, "Received:") && ++tx->hops > MAX_HOPS &&
+		   tx->err == TX_OK) {
+		tx->err = TX_EHOPS;
+	}
+}
+
+int smtp_data_feed(struct smtp_session *s, struct evbuffer *in)
+{
+	struct smtp_tx *tx = s->tx;
+
+	for (;;) {
+		size_t avail = evbuffer_get_length(in);
+		struct evbuffer_ptr eol = evbuffer_search(in, "\n", 1, NULL);
+		size_t len = eol.pos < 0 ? 0 : (size_t)eol.pos + 1;
+
+		if (avail == 0 || (eol.pos < 0 && avail < DATA_CHUNK))
+			return 0;
+		if (eol.pos < 0 || len > DATA_CHUNK) {
+			/* a long line: pass a piece on; it cannot be the final dot */
+			const char *p = (const char *)evbuffer_pullup(in, DATA_CHUNK);
+			size_t skip = tx->at_bol && tx->prev_crlf && p[0] == '.';
+
+			emit(s, p + skip, DATA_CHUNK - skip);
+			evbuffer_drain(in, DATA_CHUNK);
+			tx->at_bol = tx->prev_crlf = false;
+			continue;
+		}
+		const char *l = (const char *)evbuffer_pullup(in, (ssize_t)len);
+		bool crlf = len >= 2 && l[len - 2] == '\r';
+		if (tx->at_bol && tx->prev_crlf && crlf && len == 3 && l[0] == '.') {
+			evbuffer_drain(in, 3);
+			return 1;
+		}
+		size_t skip = tx->at_bol && tx->prev_crlf && l[0] == '.';
+		if (tx->in_headers && tx->at_bol)
+			header_line(s, l + skip, len - skip);
+		emit(s, l + skip, len - skip);
+		evbuffer_drain(in, len);
+		tx->at_bol = true;
+		tx->prev_crlf = crlf;
+	}
+}
+
+int smtp_bdat_feed(struct smtp_session *s, struct evbuffer *in)
+{
+	struct smtp_tx *tx = s->tx;
+
+	while (tx->chunk_left > 0) {
+		size_t avail = evbuffer_get_length(in);
+
+		if (avail == 0)
+			return 0;
+		size_t n = avail < DATA_CHUNK ? avail : DATA_CHUNK;
+		if (n > tx->chunk_left)
+			n = (size_t)tx->chunk_left;
+		const char *p = (const char *)evbuffer_pullup(in, (ssize_t)n);
+		emit(s, p, n);
+		evbuffer_drain(in, n);
+		tx->chunk_left -= n;
+	}
+	if (tx->chunk_last) {
+		if (tx->cr) {
+			/* the message ended with a bare CR */
+			if (s->m->lim.bare_lf_normalize)
+				pass(s, "\n", 1);
+			else if (tx->err == TX_OK)
+				tx->err = TX_EBARELF;
+		}
+		smtp_data_done(s);
+	} else if (tx->err != TX_OK) {
+		smtp_data_done(s);
+	} else {
+		smtp_reply(s, "250 2.0.0 %" PRIu64 " octets received", tx->size);
+	}
+	return 1;
+}
+
+void smtp_data_done(struct smtp_session *s)
+{
+	struct smtp_tx *tx = s->tx;
+	const char *reply = NULL;
+
+	switch (tx->err) {
+	case TX_OK:
+		smtp_set_state(s, ST_WAIT);
+		deliver_commit(s);
+		return;
+	case TX_ETOOBIG:
+		reply = "552 5.3.4 Message size exceeds fixed limit";
+		break;
+	case TX_EBARELF:
+		reply = "554 5.6.11 Bare CR or LF in message not allowed";
+		break;
+	case TX_EHOPS:
+		reply = "554 5.4.6 Too many hops (mail loop?)";
+		break;
+	case TX_EIO:
+		reply = "451 4.3.0 Local error, try again later";
+		break;
+	}
+	log_info("%016" PRIx64 " smtp data qid=%016" PRIx64 " from=<%s> result=fail "
+		 "reason=\"%s\"", s->id, tx->qid, tx->from, reply + 10);
+	/* LMTP answers once per recipient (RFC 2033 4.2) */
+	size_t n = (s->flags & SF_LMTP) ? tx->nrcpt : 1;
+	smtp_tx_free(&s->tx);
+	smtp_set_state(s, ST_READY);
+	for (size_t i = 0; i < n; i++)
+		smtp_reply(s, "%s", reply);
+}

@@ -1,0 +1,74 @@
+/* smtp_server.c — owns the accept side of a worker: one net_server per listener kind, the
+ * total and per-address connection caps, and the drain on SIGTERM (stop accepting, let the
+ * sessions finish, leave the loop when the last one ends). */
+#include <inttypes.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/net.h"
+#include "mtad/mtad.h"
+
+struct listener_ctx {
+	struct mtad *m;
+	enum mtad_listener kind;
+};
+
+static struct listener_ctx ctxs[L_NKINDS];
+
+static void accept_cb(struct net_server *srv, int fd, const struct sockaddr *sa,
+		      socklen_t salen, void *arg)
+{
+	struct listener_ctx *lc = arg;
+	struct mtad *m = lc->m;
+
+	if (!net_ipcount_inc(m->ipcount, sa, m->lim.max_conns_per_ip)) {
+		static const char msg[] = "421 4.7.0 Too many connections from your address\r\n";
+		char addr[NET_ADDRSTRLEN];
+
+		log_info("smtp refuse addr=%s reason=\"too many connections from address\"",
+			 net_addr_str(sa, salen, addr, sizeof(addr)));
+		if (write(fd, msg, sizeof(msg) - 1) < 0) {
+			/* best effort: the client is refused either way */
+		}
+		close(fd);
+		net_server_conn_done(srv);
+		return;
+	}
+	smtp_session_new(m, lc->kind, fd, sa, salen);
+}
+
+int mtad_servers_start(struct mtad *m, const struct net_fds *fds, size_t max_conns)
+{
+	for (int k = 0; k < L_NKINDS; k++) {
+		if (fds[k].n == 0)
+			continue;
+		ctxs[k].m = m;
+		ctxs[k].kind = (enum mtad_listener)k;
+		m->srv[k] = net_server_new(m->base, &fds[k], max_conns, accept_cb, &ctxs[k]);
+		if (m->srv[k] == NULL)
+			return -1;
+	}
+	return 0;
+}
+
+void mtad_servers_stop(struct mtad *m)
+{
+	m->draining = true;
+	for (int k = 0; k < L_NKINDS; k++)
+		if (m->srv[k] != NULL)
+			net_server_stop(m->srv[k]);
+	if (m->nsessions == 0)
+		event_base_loopexit(m->base, NULL);
+}
+
+void mtad_session_ended(struct mtad *m, struct smtp_session *s)
+{
+	if (s->flags & SF_IPCOUNTED)
+		net_ipcount_dec(m->ipcount, (const struct sockaddr *)&s->ss);
+	if (m->srv[s->kind] != NULL)
+		net_server_conn_done(m->srv[s->kind]);
+	m->nsessions--;
+	if (m->draining && m->nsessions == 0)
+		event_base_loopexit(m->base, NULL);
+}

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""test_ldap.py — mtad against the real slapd of scripts/ldap: recipients and aliases looked
+up in the directory, AUTH by bind, and a directory outage: RCPT gets 451 4.3.0 (never 550),
+mail accepted before is kept, and mail flows again once slapd is back.
+
+  test_ldap.py SOURCE_ROOT MTAD STORE_PEEK"""
+import os
+import shutil
+import smtplib
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mtadlib import DOMAIN, Mtad, Store, check_sanitizers, run_tests, wait_for  # noqa: E402
+
+ROOT, MTAD, PEEK = sys.argv[1:4]
+LDAP = os.path.join(ROOT, "scripts", "ldap")
+TMP = tempfile.mkdtemp(prefix="heron-mtad-ldap-")
+SLAPD = os.path.join(TMP, "slapd")
+
+
+def ldap(*args):
+    subprocess.run([sys.executable, LDAP, *args], check=True, stdin=subprocess.DEVNULL,
+                   timeout=120, capture_output=True)
+
+
+def ldap_env():
+    env = {}
+    with open(os.path.join(SLAPD, "ldap.env")) as f:
+        for line in f:
+            k, v = line.rstrip("\n").split("=", 1)
+            env[k] = v
+    return env
+
+
+def msg(subject):
+    return f"From: <a@{DOMAIN}>\r\nSubject: {subject}\r\n\r\nbody\r\n"
+
+
+def has_subject(store, user, subject):
+    return any(f"Subject: {subject}\r\n".encode() in store.body(user, uid)
+               for uid, _b, _s in store.inbox(user))
+
+
+def main():
+    ldap("start", SLAPD, "--users", "20")
+    env = ldap_env()
+    directory = {"backend": "ldap", "uri": env["LDAP_URI"], "base": env["LDAP_PEOPLE"],
+                 "bind_dn": env["LDAP_ADMIN_DN"],
+                 "bind_password_file": env["LDAP_ADMIN_PASSWORD_FILE"], "timeout": "2s",
+                 "negative_cache_ttl": "0s", "auth_cache_ttl": "0s"}
+    mtad = Mtad(MTAD, TMP, directory)
+    store = Store(PEEK, mtad.conf)
+
+    def test_lookup_and_alias():
+        with smtplib.SMTP("127.0.0.1", mtad.port) as c:
+            c.ehlo("c")
+            refused = c.sendmail(f"x@{DOMAIN}", [f"user1@{DOMAIN}", f"alias.user2@{DOMAIN}"],
+                                 msg("ldap-one"))
+            assert refused == {}, refused
+            c.docmd(f"MAIL FROM:<x@{DOMAIN}>")
+            code, text = c.docmd(f"RCPT TO:<nosuchuser@{DOMAIN}>")
+            assert code == 550 and b"5.1.1" in text, (code, text)
+        assert has_subject(store, "user1", "ldap-one")
+        assert has_subject(store, "user2", "ldap-one")
+
+    def test_auth_by_bind():
+        ctx = ssl.create_default_context()
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+        with smtplib.SMTP("127.0.0.1", mtad.sub_port) as c:
+            c.starttls(context=ctx)
+            c.login("user3", "user3")
+            c.sendmail(f"user3@{DOMAIN}", [f"user4@{DOMAIN}"], msg("ldap-auth"))
+        assert has_subject(store, "user4", "ldap-auth")
+
+    def test_directory_down_then_back():
+        ldap("stop", SLAPD)
+        with smtplib.SMTP("127.0.0.1", mtad.port, timeout=30) as c:
+            c.ehlo("c")
+            c.docmd(f"MAIL FROM:<x@{DOMAIN}>")
+            code, text = c.docmd(f"RCPT TO:<user5@{DOMAIN}>")
+            assert code == 451 and b"4.3.0" in text, (code, text)
+        # what was accepted before the outage is still there
+        assert has_subject(store, "user1", "ldap-one")
+        ldap("restart", SLAPD)
+
+        def flows():
+            try:
+                with smtplib.SMTP("127.0.0.1", mtad.port, timeout=30) as c:
+                    c.sendmail(f"x@{DOMAIN}", [f"user5@{DOMAIN}"], msg("ldap-back"))
+                return True
+            except smtplib.SMTPRecipientsRefused:
+                time.sleep(0.5)
+                return False
+        wait_for(flows, 60, "mail to flow after slapd restarted")
+        assert has_subject(store, "user5", "ldap-back")
+
+    try:
+        mtad.start()
+        rc = run_tests([test_lookup_and_alias, test_auth_by_bind,
+                        test_directory_down_then_back])
+    finally:
+        mtad.stop()
+        subprocess.run([sys.executable, LDAP, "stop", SLAPD], stdin=subprocess.DEVNULL,
+                       timeout=60, capture_output=True)
+    rc |= check_sanitizers(mtad)
+    if rc:
+        sys.stdout.write(mtad.logtext()[-20000:])
+    shutil.rmtree(TMP, ignore_errors=True)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
