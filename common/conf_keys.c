@@ -170,6 +170,8 @@ const struct conf_key conf_keys[] = {
 	  "largest literal outside APPEND" },
 	{ "imapd", "max_append_size", CONF_SIZE, 1 * KiB, 2 * GiB, "50M", NULL,
 	  "largest message APPEND takes (APPENDLIMIT)" },
+	{ "imapd", "max_bad_commands", CONF_INT, 1, 1000, "10", NULL,
+	  "consecutive invalid commands before the session is closed with BYE" },
 
 	{ "sink", "listen", CONF_ADDRS, 0, 0, "127.0.0.1:1100", NULL, "SMTP listeners" },
 	{ "sink", "control", CONF_ADDRS, 0, 0, "127.0.0.1:1101", NULL,

@@ -1,0 +1,313 @@
+/* cmd_auth.c — owns the commands of any state and of login: CAPABILITY, NOOP/CHECK, LOGOUT,
+ * ID, ENABLE, STARTTLS, LOGIN and AUTHENTICATE PLAIN (with SASL-IR), through ldapauth. After a
+ * successful authentication the user's store record is found (or created with its INBOX). */
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "common/log.h"
+#include "common/xmalloc.h"
+#include "imapd/imapd.h"
+#include "ldapauth/ldapauth.h"
+#include "store/store.h"
+
+/* The state of LOGIN/AUTHENTICATE while the directory answers. */
+struct auth_ctx {
+	struct ldapauth_req *req;
+	bool waiting_line;           /* AUTHENTICATE: "+ " sent, the response line is due */
+	bool done;
+	enum ldapauth_result result;
+	char *login;                 /* as the directory names the user */
+	int partition;
+};
+
+static void auth_ctx_free(struct imap_cmd *cmd)
+{
+	struct auth_ctx *a = cmd->ctx;
+
+	if (a == NULL)
+		return;
+	ldapauth_cancel(&a->req);
+	free(a->login);
+	free(a);
+	cmd->ctx = NULL;
+	cmd->c->flags &= ~IMAP_CF_SASL;
+}
+
+bool cmd_capability(struct imap_cmd *cmd)
+{
+	struct buf caps;
+
+	if (cmd->nargs != 0)
+		return imap_cmd_bad(cmd, "CAPABILITY takes no arguments");
+	buf_init(&caps, 256, 4096);
+	imap_capability(cmd->c, &caps);
+	imap_printf(cmd->c, "* CAPABILITY %s\r\n", buf_cstr(&caps));
+	buf_release(&caps);
+	return imap_cmd_ok(cmd, "Capability completed");
+}
+
+bool cmd_noop(struct imap_cmd *cmd)
+{
+	if (cmd->nargs != 0)
+		return imap_cmd_bad(cmd, "No arguments expected");
+	return imap_cmd_ok(cmd, "Completed");
+}
+
+bool cmd_logout(struct imap_cmd *cmd)
+{
+	struct imap_client *c = cmd->c;
+
+	if (cmd->nargs != 0)
+		return imap_cmd_bad(cmd, "LOGOUT takes no arguments");
+	imap_printf(c, "* BYE Logging out\r\n");
+	imap_client_set_state(c, IMAP_ST_LOGOUT);
+	imap_cmd_ok(cmd, "Logout completed");
+	imap_client_close(c, "logout");
+	return true;
+}
+
+bool cmd_id(struct imap_cmd *cmd)
+{
+	const struct imap_arg *a = imap_cmd_arg(cmd, 0);
+
+	if (a == NULL || imap_cmd_arg(cmd, 1) != NULL ||
+	    (a->type != IMAP_ARG_LIST && !imap_arg_is_nil(a)))
+		return imap_cmd_bad(cmd, "Expected: ID (params) or ID NIL");
+	imap_printf(cmd->c, "* ID (\"name\" \"Heron\" \"vendor\" \"Heron\")\r\n");
+	return imap_cmd_ok(cmd, "ID completed");
+}
+
+bool cmd_enable(struct imap_cmd *cmd)
+{
+	if (cmd->nargs == 0)
+		return imap_cmd_bad(cmd, "Expected: ENABLE capability...");
+	for (const struct imap_arg *a = cmd->args; a < cmd->args + cmd->nargs; a++)
+		if (a->type != IMAP_ARG_ATOM)
+			return imap_cmd_bad(cmd, "Capabilities are atoms");
+	/* nothing that needs enabling is implemented: none is enabled (RFC 5161) */
+	imap_printf(cmd->c, "* ENABLED\r\n");
+	return imap_cmd_ok(cmd, "Enabled");
+}
+
+bool cmd_starttls(struct imap_cmd *cmd)
+{
+	struct imap_client *c = cmd->c;
+
+	if (cmd->nargs != 0)
+		return imap_cmd_bad(cmd, "STARTTLS takes no arguments");
+	if (c->flags & IMAP_CF_TLS)
+		return imap_cmd_bad(cmd, "TLS is active already");
+	if (c->srv->tls_ctx == NULL)
+		return imap_cmd_no(cmd, "TLS is not available");
+	imap_cmd_ok(cmd, "Begin TLS negotiation now");
+	if (imap_client_starttls(c) < 0)
+		imap_client_close(c, "STARTTLS failed");
+	return true;
+}
+
+static bool plaintext_refused(struct imap_cmd *cmd)
+{
+	struct imap_client *c = cmd->c;
+
+	return !(c->flags & IMAP_CF_TLS) && !c->srv->allow_plaintext;
+}
+
+static void auth_done(const struct ldapauth_reply *r, void *arg)
+{
+	struct imap_client *c = arg;
+	struct auth_ctx *a = c->cmd.ctx;
+
+	a->req = NULL;
+	a->done = true;
+	a->result = r->result;
+	if (r->result == LDAPAUTH_OK) {
+		a->login = xstrdup(r->user->login);
+		a->partition = r->user->partition;
+	}
+	log_info("%016" PRIx64 " imap login user=%s result=%s cached=%s reason=\"%s\"", c->id,
+		 r->result == LDAPAUTH_OK ? r->user->login : "-",
+		 ldapauth_strerror(r->result), r->cached ? "yes" : "no",
+		 r->reason != NULL ? r->reason : "");
+	imap_client_resume(c);
+}
+
+static void auth_start(struct imap_cmd *cmd, const char *user, const char *pass)
+{
+	struct auth_ctx *a = cmd->ctx;
+
+	a->req = ldapauth_auth(cmd->c->srv->auth, user, pass, auth_done, cmd->c);
+}
+
+struct user_setup {
+	const char *name;
+	uint64_t id;
+};
+
+static int user_create_fn(struct store_txn *t, void *arg)
+{
+	struct user_setup *u = arg;
+	struct store_user su;
+	int rc = store_user_get(t, u->name, &su);
+
+	if (rc == 0) {
+		u->id = su.id;
+		return 0;
+	}
+	if (rc != STORE_ENOUSER)
+		return rc;
+	return store_user_create(t, u->name, &u->id);
+}
+
+/* The directory said yes: find (or create) the user's store record. */
+static bool auth_finish(struct imap_cmd *cmd, struct auth_ctx *a)
+{
+	struct imap_client *c = cmd->c;
+	struct store *st = c->srv->store;
+	struct user_setup u = { a->login, 0 };
+	unsigned part;
+	int rc;
+
+	if (store_user_locate(st, a->login, &part) != 0)
+		part = a->partition >= 0 && (unsigned)a->partition < store_partitions(st)
+			       ? (unsigned)a->partition
+			       : store_partition_for(st, a->login);
+	if ((rc = store_write(st, part, user_create_fn, &u)) != 0)
+		return imap_cmd_store_error(cmd, rc, "mailbox store");
+	c->user = xstrdup(a->login);
+	c->user_id = u.id;
+	c->part = part;
+	imap_client_set_state(c, IMAP_ST_AUTH);
+	{
+		struct buf caps;
+
+		buf_init(&caps, 256, 4096);
+		imap_capability(c, &caps);
+		imap_cmd_reply(cmd, "OK", "[CAPABILITY %s] Logged in", buf_cstr(&caps));
+		buf_release(&caps);
+	}
+	return true;
+}
+
+/* Resumption of LOGIN/AUTHENTICATE once the directory answered. */
+static bool auth_resume(struct imap_cmd *cmd)
+{
+	struct auth_ctx *a = cmd->ctx;
+
+	if (!a->done)
+		return false;
+	switch (a->result) {
+	case LDAPAUTH_OK:
+		return auth_finish(cmd, a);
+	case LDAPAUTH_ETEMP:
+		return imap_cmd_no(cmd, "[UNAVAILABLE] Authentication is unavailable now");
+	default:
+		return imap_cmd_no(cmd, "[AUTHENTICATIONFAILED] Authentication failed");
+	}
+}
+
+bool cmd_login(struct imap_cmd *cmd)
+{
+	struct imap_client *c = cmd->c;
+	char *user, *pass;
+
+	if (cmd->ctx != NULL)
+		return auth_resume(cmd);
+	if (imap_cmd_argc(cmd) != 2 || cmd->nargs != 2)
+		return imap_cmd_bad(cmd, "Expected: LOGIN user password");
+	if (plaintext_refused(cmd))
+		return imap_cmd_no(cmd, "[PRIVACYREQUIRED] Plaintext login is disabled; use "
+					"STARTTLS");
+	user = imap_arg_dup(&cmd->args[0]);
+	pass = imap_arg_dup(&cmd->args[1]);
+	if (user == NULL || pass == NULL) {
+		free(user);
+		free(pass);
+		return imap_cmd_bad(cmd, "Expected: LOGIN user password");
+	}
+	cmd->ctx = xcalloc(1, sizeof(struct auth_ctx));
+	cmd->ctx_free = auth_ctx_free;
+	auth_start(cmd, user, pass);
+	explicit_bzero(pass, strlen(pass));
+	free(user);
+	free(pass);
+	(void)c;
+	return false;
+}
+
+/* Decodes a SASL PLAIN response (base64 of authzid NUL authcid NUL password) and starts the
+   check; false when the reply was sent. */
+static bool sasl_plain(struct imap_cmd *cmd, const char *b64, size_t len)
+{
+	unsigned char dec[2048];
+	int n;
+	char *authz, *authc, *pass, *end;
+
+	if (len == 1 && b64[0] == '*')
+		return !imap_cmd_bad(cmd, "Authentication cancelled");
+	if (len == 0 || len > 2700 || len % 4 != 0)
+		return !imap_cmd_bad(cmd, "Invalid base64");
+	n = EVP_DecodeBlock(dec, (const unsigned char *)b64, (int)len);
+	if (n < 0)
+		return !imap_cmd_bad(cmd, "Invalid base64");
+	if (len >= 1 && b64[len - 1] == '=')
+		n--;
+	if (len >= 2 && b64[len - 2] == '=')
+		n--;
+	dec[n] = '\0';
+	authz = (char *)dec;
+	end = (char *)dec + n;
+	authc = memchr(authz, '\0', (size_t)n);
+	if (authc == NULL || ++authc >= end ||
+	    (pass = memchr(authc, '\0', (size_t)(end - authc))) == NULL || ++pass > end ||
+	    memchr(pass, '\0', (size_t)(end - pass)) != NULL)
+		return !imap_cmd_no(cmd, "[AUTHENTICATIONFAILED] Malformed PLAIN response");
+	if (*authz != '\0' && strcmp(authz, authc) != 0) {
+		explicit_bzero(dec, sizeof(dec));
+		return !imap_cmd_no(cmd, "[AUTHORIZATIONFAILED] Cannot act as another user");
+	}
+	auth_start(cmd, authc, pass);
+	explicit_bzero(dec, sizeof(dec));
+	return true;
+}
+
+bool cmd_authenticate(struct imap_cmd *cmd)
+{
+	struct imap_client *c = cmd->c;
+	const struct imap_arg *mech = imap_cmd_arg(cmd, 0), *ir = imap_cmd_arg(cmd, 1);
+	struct auth_ctx *a = cmd->ctx;
+
+	if (a != NULL)
+		return a->waiting_line ? false : auth_resume(cmd);
+	if (mech == NULL || mech->type != IMAP_ARG_ATOM || imap_cmd_arg(cmd, 2) != NULL ||
+	    (ir != NULL && ir->type != IMAP_ARG_ATOM))
+		return imap_cmd_bad(cmd, "Expected: AUTHENTICATE mechanism [initial-response]");
+	if (!imap_arg_atom_is(mech, "PLAIN"))
+		return imap_cmd_no(cmd, "Unsupported authentication mechanism");
+	if (plaintext_refused(cmd))
+		return imap_cmd_no(cmd, "[PRIVACYREQUIRED] Plaintext authentication is disabled; "
+					"use STARTTLS");
+	cmd->ctx = a = xcalloc(1, sizeof(*a));
+	cmd->ctx_free = auth_ctx_free;
+	if (ir == NULL) {
+		a->waiting_line = true;
+		c->flags |= IMAP_CF_SASL;
+		imap_printf(c, "+ \r\n");
+		return false;
+	}
+	if (ir->len == 1 && ir->s[0] == '=')
+		return sasl_plain(cmd, "", 0) ? false : true;
+	return sasl_plain(cmd, ir->s, ir->len) ? false : true;
+}
+
+void imap_auth_line(struct imap_client *c, const char *line, size_t len)
+{
+	struct imap_cmd *cmd = &c->cmd;
+	struct auth_ctx *a = cmd->ctx;
+
+	c->flags &= ~IMAP_CF_SASL;
+	a->waiting_line = false;
+	if (!sasl_plain(cmd, line, len))
+		return;
+}

@@ -1,0 +1,115 @@
+/* cmd_copy.c — owns COPY, MOVE (RFC 6851) and their UID forms, with COPYUID (UIDPLUS). Bodies
+ * are never copied: the store adds references. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/xmalloc.h"
+#include "imapd/imapd.h"
+#include "store/store.h"
+
+struct copy_op {
+	uint64_t src, dst;
+	uint32_t *uids;
+	size_t n;
+	bool move;
+	uint32_t *src_done, *dst_uids;
+	size_t ndone;
+};
+
+static int copy_fn(struct store_txn *t, void *arg)
+{
+	struct copy_op *co = arg;
+
+	free(co->src_done);
+	free(co->dst_uids);
+	co->src_done = co->dst_uids = NULL;
+	co->ndone = 0;
+	return store_msg_copy(t, co->src, co->dst, co->uids, co->n, co->move, &co->src_done,
+			      &co->dst_uids, &co->ndone);
+}
+
+static void uid_list(struct buf *b, const uint32_t *v, size_t n)
+{
+	/* both sets of COPYUID must pair up in order: listed one by one */
+	for (size_t i = 0; i < n; i++)
+		buf_printf(b, "%s%u", i ? "," : "", v[i]);
+}
+
+bool cmd_copy(struct imap_cmd *cmd)
+{
+	struct imap_client *c = cmd->c;
+	const struct imap_arg *set = imap_cmd_arg(cmd, 0), *mb = imap_cmd_arg(cmd, 1);
+	bool move = (cmd->def_flags & CMD_MOVE) != 0;
+	struct copy_op co = { c->view->mbox, 0, NULL, 0, move, NULL, NULL, 0 };
+	struct imap_seqset uids = { 0 };
+	struct store_txn *t = NULL;
+	struct store_status st;
+	struct buf code;
+	const char *why;
+	char *name;
+	int rc;
+
+	if (imap_cmd_argc(cmd) != 2 || set->type != IMAP_ARG_ATOM || !imap_arg_is_astring(mb))
+		return imap_cmd_bad(cmd, move ? "Expected: MOVE set mailbox"
+					      : "Expected: COPY set mailbox");
+	if (imap_view_resolve(c, set->s, set->len, cmd->uid, &uids, &why) < 0) {
+		imap_seqset_release(&uids);
+		return imap_cmd_bad(cmd, why);
+	}
+	if ((name = imap_mailbox_name(mb->s, mb->len, &why)) == NULL) {
+		imap_seqset_release(&uids);
+		return imap_cmd_no(cmd, why);
+	}
+	if (move && c->view->readonly) {
+		free(name);
+		imap_seqset_release(&uids);
+		return imap_cmd_no(cmd, "[READ-ONLY] Mailbox is read-only");
+	}
+	rc = store_txn_begin(c->srv->store, c->part, STORE_TXN_READ, &t);
+	if (rc == 0)
+		rc = store_mbox_find(t, c->user_id, name, &co.dst);
+	store_txn_abort(&t);
+	free(name);
+	if (rc == STORE_ENOMBOX) {
+		imap_seqset_release(&uids);
+		return imap_cmd_no(cmd, "[TRYCREATE] No such mailbox");
+	}
+	co.uids = xcalloc(c->view->n + 1, sizeof(*co.uids));
+	for (size_t i = 0; rc == 0 && i < c->view->n; i++)
+		if (imap_seqset_has(&uids, c->view->msgs[i].uid))
+			co.uids[co.n++] = c->view->msgs[i].uid;
+	imap_seqset_release(&uids);
+	if (rc == 0 && co.n > 0)
+		rc = store_write(c->srv->store, c->view->part, copy_fn, &co);
+	if (rc == 0 && (rc = store_txn_begin(c->srv->store, c->part, STORE_TXN_READ, &t)) == 0) {
+		rc = store_mbox_status(t, co.dst, &st);
+		store_txn_abort(&t);
+	}
+	free(co.uids);
+	if (rc != 0) {
+		free(co.src_done);
+		free(co.dst_uids);
+		return imap_cmd_store_error(cmd, rc, move ? "MOVE" : "COPY");
+	}
+	buf_init(&code, 256, (size_t)-1 / 2);
+	if (co.ndone > 0) {
+		buf_printf(&code, "[COPYUID %u ", st.uidvalidity);
+		uid_list(&code, co.src_done, co.ndone);
+		buf_putc(&code, ' ');
+		uid_list(&code, co.dst_uids, co.ndone);
+		buf_puts(&code, "] ");
+	}
+	if (move) {
+		if (code.len > 0)
+			imap_printf(c, "* OK %sMoved\r\n", buf_cstr(&code));
+		for (size_t i = 0; i < co.ndone; i++)
+			imap_view_expunged(c, co.src_done[i]);
+		buf_reset(&code);
+	}
+	buf_puts(&code, move ? "MOVE completed" : "COPY completed");
+	free(co.src_done);
+	free(co.dst_uids);
+	imap_cmd_ok(cmd, buf_cstr(&code));
+	buf_release(&code);
+	return true;
+}

@@ -1,0 +1,36 @@
+/* cmd_idle.c — owns IDLE (RFC 2177): the session waits for "DONE" while changes committed by
+ * any process (mtad deliveries, other sessions) are pushed as they happen. One store watcher
+ * per worker wakes every idle session of a changed partition (imap_server_changed); no
+ * polling per connection. */
+#include "imapd/imapd.h"
+
+bool cmd_idle(struct imap_cmd *cmd)
+{
+	struct imap_client *c = cmd->c;
+
+	if (c->flags & IMAP_CF_IDLE)
+		return false; /* resumed while idling: still waiting for DONE */
+	if (cmd->nargs != 0)
+		return imap_cmd_bad(cmd, "IDLE takes no arguments");
+	if (c->view != NULL)
+		imap_view_sync(c, true);
+	c->flags |= IMAP_CF_IDLE;
+	imap_printf(c, "+ idling\r\n");
+	return false;
+}
+
+void imap_idle_done(struct imap_client *c, bool ok)
+{
+	c->flags &= ~IMAP_CF_IDLE;
+	if (ok)
+		imap_cmd_ok(&c->cmd, "IDLE terminated");
+	else
+		imap_cmd_bad(&c->cmd, "Expected DONE");
+}
+
+void imap_server_changed(struct imap_server *srv)
+{
+	for (struct imap_client *c = srv->clients; c != NULL; c = c->next)
+		if ((c->flags & IMAP_CF_IDLE) && c->view != NULL && !imap_out_full(c))
+			imap_view_sync(c, true);
+}

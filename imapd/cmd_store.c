@@ -1,0 +1,197 @@
+/* cmd_store.c — owns STORE (FLAGS, +FLAGS, -FLAGS, .SILENT; keywords), EXPUNGE and UID
+ * EXPUNGE (UIDPLUS). Changes commit before the reply; FETCH responses report the flags after
+ * the change. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/str.h"
+#include "common/xmalloc.h"
+#include "imapd/imapd.h"
+#include "store/store.h"
+
+struct store_result {
+	uint32_t uid;
+	unsigned flags;
+	uint64_t kw;
+};
+
+struct store_op {
+	struct imap_client *c;
+	const struct imap_arg *flags_arg;
+	enum store_flag_op op;
+	struct imap_seqset *uids;
+	struct store_result *res;
+	size_t nres;
+	const char *why;
+};
+
+static int store_fn(struct store_txn *t, void *arg)
+{
+	struct store_op *so = arg;
+	struct imap_view *v = so->c->view;
+	unsigned flags;
+	uint64_t kw;
+	int rc;
+
+	so->nres = 0;
+	rc = imap_flags_parse(so->flags_arg, t, v->mbox, so->op != STORE_FLAGS_REMOVE, &flags,
+			      &kw, &so->why);
+	if (rc < 0)
+		return STORE_EINVAL;
+	for (size_t i = 0; i < v->n; i++) {
+		struct store_msg m;
+
+		if (!imap_seqset_has(so->uids, v->msgs[i].uid))
+			continue;
+		rc = store_msg_flags(t, v->mbox, v->msgs[i].uid, so->op, flags, kw, 0, &m);
+		if (rc == STORE_ENOMSG)
+			continue;
+		if (rc != 0)
+			return rc;
+		so->res[so->nres].uid = m.uid;
+		so->res[so->nres].flags = m.flags;
+		so->res[so->nres].kw = m.keywords;
+		so->nres++;
+	}
+	return 0;
+}
+
+bool cmd_store(struct imap_cmd *cmd)
+{
+	struct imap_client *c = cmd->c;
+	const struct imap_arg *set = imap_cmd_arg(cmd, 0), *what = imap_cmd_arg(cmd, 1);
+	struct imap_seqset uids = { 0 };
+	struct store_op so = { c, imap_cmd_arg(cmd, 2), STORE_FLAGS_SET, &uids, NULL, 0, NULL };
+	struct store_txn *t = NULL;
+	const char *why, *w;
+	size_t wl;
+	bool silent = false;
+	int rc;
+
+	if (imap_cmd_argc(cmd) != 3 || set->type != IMAP_ARG_ATOM || what->type != IMAP_ARG_ATOM)
+		return imap_cmd_bad(cmd, "Expected: STORE set [+|-]FLAGS[.SILENT] (flags)");
+	w = what->s;
+	wl = what->len;
+	if (wl > 0 && (w[0] == '+' || w[0] == '-')) {
+		so.op = w[0] == '+' ? STORE_FLAGS_ADD : STORE_FLAGS_REMOVE;
+		w++;
+		wl--;
+	}
+	if (str_caseeq(w, wl, "FLAGS.SILENT", 12))
+		silent = true;
+	else if (!str_caseeq(w, wl, "FLAGS", 5))
+		return imap_cmd_bad(cmd, "Expected FLAGS, +FLAGS or -FLAGS");
+	if (c->view->readonly)
+		return imap_cmd_no(cmd, "[READ-ONLY] Mailbox is read-only");
+	if (imap_view_resolve(c, set->s, set->len, cmd->uid, &uids, &why) < 0) {
+		imap_seqset_release(&uids);
+		return imap_cmd_bad(cmd, why);
+	}
+	so.res = xcalloc(c->view->n + 1, sizeof(*so.res));
+	rc = store_write(c->srv->store, c->view->part, store_fn, &so);
+	if (rc != 0) {
+		free(so.res);
+		imap_seqset_release(&uids);
+		if (so.why != NULL)
+			return imap_cmd_bad(cmd, so.why);
+		return imap_cmd_store_error(cmd, rc, "STORE");
+	}
+	store_txn_begin(c->srv->store, c->view->part, STORE_TXN_READ, &t);
+	if (t != NULL) {
+		const char *names[STORE_MAX_KEYWORDS];
+		unsigned nkw = 0;
+
+		/* a keyword new to the mailbox is announced before a FETCH shows it */
+		if (store_mbox_keywords(t, c->view->mbox, names, &nkw) == 0 &&
+		    nkw > c->view->nkeywords)
+			imap_view_send_flags(c, t);
+	}
+	for (size_t i = 0; i < so.nres; i++) {
+		uint32_t seq = imap_view_seq(c->view, so.res[i].uid);
+
+		imap_view_set_flags(c->view, so.res[i].uid, so.res[i].flags, so.res[i].kw);
+		if (silent || seq == 0)
+			continue;
+		imap_printf(c, "* %u FETCH (", seq);
+		if (cmd->uid)
+			imap_printf(c, "UID %u ", so.res[i].uid);
+		imap_write(c, "FLAGS ", 6);
+		imap_flags_write(c, so.res[i].flags, so.res[i].kw,
+				 c->view->msgs[seq - 1].flags & IMAP_VF_RECENT, t);
+		imap_write(c, ")\r\n", 3);
+	}
+	store_txn_abort(&t);
+	free(so.res);
+	imap_seqset_release(&uids);
+	return imap_cmd_ok(cmd, "STORE completed");
+}
+
+struct expunge_op {
+	struct imap_view *v;
+	struct imap_seqset *uids; /* UID EXPUNGE: only these */
+	uint32_t *done;
+	size_t ndone;
+};
+
+static int expunge_fn(struct store_txn *t, void *arg)
+{
+	struct expunge_op *eo = arg;
+	uint32_t *cand = NULL;
+	size_t n = 0;
+	int rc;
+
+	free(eo->done);
+	eo->done = NULL;
+	eo->ndone = 0;
+	if (eo->uids == NULL)
+		return store_msg_expunge(t, eo->v->mbox, NULL, 0, &eo->done, &eo->ndone);
+	cand = xcalloc(eo->v->n + 1, sizeof(*cand));
+	for (size_t i = 0; i < eo->v->n; i++) {
+		struct store_msg m;
+
+		if (imap_seqset_has(eo->uids, eo->v->msgs[i].uid) &&
+		    store_msg_get(t, eo->v->mbox, eo->v->msgs[i].uid, &m) == 0 &&
+		    (m.flags & STORE_DELETED))
+			cand[n++] = m.uid;
+	}
+	rc = n == 0 ? 0 : store_msg_expunge(t, eo->v->mbox, cand, n, &eo->done, &eo->ndone);
+	free(cand);
+	return rc;
+}
+
+bool cmd_expunge(struct imap_cmd *cmd)
+{
+	struct imap_client *c = cmd->c;
+	struct imap_seqset uids = { 0 };
+	struct expunge_op eo = { c->view, NULL, NULL, 0 };
+	const char *why;
+	int rc;
+
+	if (cmd->uid) {
+		const struct imap_arg *set = imap_cmd_arg(cmd, 0);
+
+		if (imap_cmd_argc(cmd) != 1 || set->type != IMAP_ARG_ATOM)
+			return imap_cmd_bad(cmd, "Expected: UID EXPUNGE uid-set");
+		if (imap_view_resolve(c, set->s, set->len, true, &uids, &why) < 0) {
+			imap_seqset_release(&uids);
+			return imap_cmd_bad(cmd, why);
+		}
+		eo.uids = &uids;
+	} else if (cmd->nargs != 0) {
+		return imap_cmd_bad(cmd, "EXPUNGE takes no arguments");
+	}
+	if (c->view->readonly) {
+		imap_seqset_release(&uids);
+		return imap_cmd_no(cmd, "[READ-ONLY] Mailbox is read-only");
+	}
+	rc = store_write(c->srv->store, c->view->part, expunge_fn, &eo);
+	imap_seqset_release(&uids);
+	if (rc != 0) {
+		free(eo.done);
+		return imap_cmd_store_error(cmd, rc, "EXPUNGE");
+	}
+	for (size_t i = 0; i < eo.ndone; i++)
+		imap_view_expunged(c, eo.done[i]);
+	free(eo.done);
+	return imap_cmd_ok(cmd, "EXPUNGE completed");
+}

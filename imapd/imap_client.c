@@ -1,0 +1,449 @@
+/* imap_client.c — owns a connection: input fed to the parser, literals (inline or streamed to
+ * an APPEND blob), output with back-pressure (commands and body streams pause above
+ * IMAP_OUT_HIGH and resume below IMAP_OUT_LOW), states, timeouts, STARTTLS, close. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "common/log.h"
+#include "common/net.h"
+#include "common/tls.h"
+#include "common/xmalloc.h"
+#include "imapd/imapd.h"
+#include "store/store.h"
+
+static void client_process(struct imap_client *c);
+static void client_continue(struct imap_client *c);
+static void client_free(struct imap_client *c);
+static void client_set_callbacks(struct imap_client *c);
+
+static const char *state_name(enum imap_state s)
+{
+	switch (s) {
+	case IMAP_ST_NOTAUTH:
+		return "notauth";
+	case IMAP_ST_AUTH:
+		return "auth";
+	case IMAP_ST_SELECTED:
+		return "selected";
+	default:
+		return "logout";
+	}
+}
+
+void imap_client_set_state(struct imap_client *c, enum imap_state next)
+{
+	log_debug("%016" PRIx64 " imap state %s -> %s", c->id, state_name(c->state),
+		  state_name(next));
+	c->state = next;
+}
+
+struct evbuffer *imap_out(struct imap_client *c)
+{
+	return bufferevent_get_output(c->bev);
+}
+
+bool imap_out_full(struct imap_client *c)
+{
+	return evbuffer_get_length(imap_out(c)) >= IMAP_OUT_HIGH;
+}
+
+static void timer_arm(struct imap_client *c)
+{
+	int64_t ms = c->state == IMAP_ST_NOTAUTH ? c->srv->login_timeout_ms
+						 : c->srv->idle_timeout_ms;
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+
+	evtimer_add(c->timer, &tv);
+}
+
+static void timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct imap_client *c = arg;
+
+	if (c->flags & IMAP_CF_CLOSING) {
+		if (++c->close_ticks > 200) /* 10 s for the last bytes to leave */
+			client_free(c);
+		else
+			client_continue(c);
+		return;
+	}
+	imap_printf(c, "* BYE Autologout; idle for too long\r\n");
+	imap_client_close(c, "timeout");
+}
+
+void imap_client_resume(struct imap_client *c)
+{
+	event_active(c->defer, EV_TIMEOUT, 0);
+}
+
+void imap_client_close(struct imap_client *c, const char *why)
+{
+	if (c->flags & IMAP_CF_CLOSING)
+		return;
+	log_info("%016" PRIx64 " imap close user=%s reason=\"%s\"", c->id,
+		 c->user != NULL ? c->user : "-", why);
+	c->flags |= IMAP_CF_CLOSING;
+	bufferevent_disable(c->bev, EV_READ);
+	imap_client_resume(c);
+}
+
+/* Writes body chunks while there is room; true when the stream is done. */
+static bool stream_pump(struct imap_client *c)
+{
+	struct imap_stream *s = &c->stream;
+
+	while (s->left > 0 && !imap_out_full(c)) {
+		struct evbuffer_iovec v;
+		size_t want = s->left < IMAP_STREAM_CHUNK ? (size_t)s->left : IMAP_STREAM_CHUNK;
+		ssize_t n;
+
+		if (evbuffer_reserve_space(imap_out(c), (ev_ssize_t)want, &v, 1) < 1)
+			fatalx("evbuffer_reserve_space");
+		n = pread(s->fd, v.iov_base, want, (off_t)s->off);
+		if (n <= 0) {
+			/* the file shrank or failed: the literal size was promised, so the
+			   connection cannot go on in sync */
+			log_warn("%016" PRIx64 " imap stream read", c->id);
+			imap_client_close(c, "message file read error");
+			s->left = 0;
+			break;
+		}
+		v.iov_len = (size_t)n;
+		evbuffer_commit_space(imap_out(c), &v, 1);
+		s->off += (uint64_t)n;
+		s->left -= (uint64_t)n;
+	}
+	if (s->left > 0)
+		return false;
+	if (s->fd >= 0)
+		close(s->fd);
+	s->fd = -1;
+	return true;
+}
+
+void imap_client_stream(struct imap_client *c, int fd, uint64_t off, uint64_t len)
+{
+	if (c->stream.fd >= 0)
+		fatalx("imap: two streams at once");
+	c->stream.fd = fd;
+	c->stream.off = off;
+	c->stream.left = len;
+	stream_pump(c);
+}
+
+/* Output drained below IMAP_OUT_LOW (or a deferred run): go on with what waits. */
+static void client_continue(struct imap_client *c)
+{
+	if (c->flags & IMAP_CF_CLOSING) {
+		struct bufferevent *under = bufferevent_get_underlying(c->bev);
+		size_t pending = evbuffer_get_length(imap_out(c)) +
+				 (under != NULL ? evbuffer_get_length(bufferevent_get_output(under))
+						: 0);
+		struct timeval tick = { 0, 50000 };
+
+		if (pending == 0)
+			client_free(c);
+		else /* a TLS filter's socket may still hold bytes: look again soon */
+			evtimer_add(c->timer, &tick);
+		return;
+	}
+	if (c->stream.fd >= 0 && !stream_pump(c))
+		return;
+	if (c->cmd_active && !imap_out_full(c) && c->stream.fd < 0)
+		imap_cmd_run(c);
+	client_process(c);
+}
+
+static void defer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	client_continue(arg);
+}
+
+static void write_cb(struct bufferevent *bev, void *arg)
+{
+	struct imap_client *c = arg;
+
+	if (c->state != IMAP_ST_NOTAUTH && evbuffer_get_length(imap_out(c)) > 0)
+		timer_arm(c); /* a slow reader making progress is not idle */
+	client_continue(c);
+}
+
+static void read_cb(struct bufferevent *bev, void *arg)
+{
+	struct imap_client *c = arg;
+
+	timer_arm(c);
+	client_process(c);
+}
+
+static void event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct imap_client *c = arg;
+
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+		log_info("%016" PRIx64 " imap disconnect user=%s", c->id,
+			 c->user != NULL ? c->user : "-");
+		client_free(c);
+	}
+}
+
+static void client_set_callbacks(struct imap_client *c)
+{
+	bufferevent_setcb(c->bev, read_cb, write_cb, event_cb, c);
+	bufferevent_setwatermark(c->bev, EV_WRITE, IMAP_OUT_LOW, 0);
+	/* pipelined input waiting behind a running command stays bounded */
+	bufferevent_setwatermark(c->bev, EV_READ, 0, c->srv->lim.line_max + 65536);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+}
+
+void imap_client_new(struct imap_server *srv, struct net_server *ns, int fd,
+		     const struct sockaddr *sa, socklen_t salen, bool tls)
+{
+	struct imap_client *c = xcalloc(1, sizeof(*c));
+
+	c->srv = srv;
+	c->ns = ns;
+	memcpy(&c->sa, sa, salen < sizeof(c->sa) ? salen : sizeof(c->sa));
+	c->id = log_new_id();
+	c->state = IMAP_ST_NOTAUTH;
+	c->stream.fd = -1;
+	net_addr_host(sa, c->addr, sizeof(c->addr));
+	if (tls) {
+		c->bev = tls_server_accept(srv->base, srv->tls_ctx, fd);
+		c->flags |= IMAP_CF_TLS;
+	} else {
+		c->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	}
+	if (c->bev == NULL)
+		fatalx("bufferevent_socket_new failed");
+	c->parser = imap_parser_new(&srv->lim);
+	c->timer = evtimer_new(srv->base, timer_cb, c);
+	c->defer = event_new(srv->base, -1, 0, defer_cb, c);
+	c->next = srv->clients;
+	if (srv->clients != NULL)
+		srv->clients->prev = c;
+	srv->clients = c;
+	srv->nclients++;
+	client_set_callbacks(c);
+	timer_arm(c);
+	log_info("%016" PRIx64 " imap connect from=%s tls=%s", c->id, c->addr, tls ? "yes" : "no");
+	{
+		struct buf caps;
+
+		buf_init(&caps, 256, 4096);
+		imap_capability(c, &caps);
+		imap_printf(c, "* OK [CAPABILITY %s] Heron IMAP ready\r\n", buf_cstr(&caps));
+		buf_release(&caps);
+	}
+}
+
+int imap_client_starttls(struct imap_client *c)
+{
+	struct bufferevent *tlsbev;
+
+	if (c->srv->tls_ctx == NULL)
+		return -1;
+	/* bytes pipelined after STARTTLS were sent in clear: tls_starttls_server drops them */
+	imap_parser_reset(c->parser);
+	tlsbev = tls_starttls_server(c->bev, c->srv->tls_ctx, NULL);
+	if (tlsbev == NULL)
+		return -1;
+	c->bev = tlsbev;
+	c->flags |= IMAP_CF_TLS;
+	client_set_callbacks(c);
+	return 0;
+}
+
+void imap_server_free_client(struct imap_client *c)
+{
+	client_free(c);
+}
+
+static void client_free(struct imap_client *c)
+{
+	struct imap_server *srv = c->srv;
+
+	if (c->cmd_active && c->cmd.ctx_free != NULL)
+		c->cmd.ctx_free(&c->cmd);
+	if (c->stream.fd >= 0)
+		close(c->stream.fd);
+	store_blob_free(&c->append_blob);
+	imap_view_close(c);
+	if (c->prev != NULL)
+		c->prev->next = c->next;
+	else
+		srv->clients = c->next;
+	if (c->next != NULL)
+		c->next->prev = c->prev;
+	srv->nclients--;
+	event_free(c->timer);
+	event_free(c->defer);
+	bufferevent_free(c->bev);
+	imap_parser_free(&c->parser);
+	if (srv->ipcount != NULL)
+		net_ipcount_dec(srv->ipcount, (struct sockaddr *)&c->sa);
+	net_server_conn_done(c->ns);
+	free(c->user);
+	free(c);
+	imap_server_accept_resume(srv);
+}
+
+/* A tagged (or untagged) reply to a line that never became a command. */
+static void client_reject(struct imap_client *c, const char *status, const char *text)
+{
+	const char *tag = imap_parser_tag(c->parser);
+
+	imap_printf(c, "%s %s %s\r\n", tag != NULL ? tag : "*", status, text);
+	imap_client_count_bad(c);
+}
+
+void imap_client_count_bad(struct imap_client *c)
+{
+	if (++c->nbad >= c->srv->max_bad) {
+		imap_printf(c, "* BYE Too many invalid commands\r\n");
+		imap_client_close(c, "too many invalid commands");
+	}
+}
+
+/* A literal was announced: APPEND's message is streamed into a blob, others read inline. */
+static void client_literal(struct imap_client *c)
+{
+	struct imap_parser *p = c->parser;
+	uint64_t size;
+	bool sync;
+	unsigned depth;
+	size_t n;
+	const struct imap_arg *a = imap_parser_args(p, &n);
+	int rc;
+
+	imap_parser_literal(p, &size, &sync, &depth);
+	if (n >= 2 && depth == 0 && imap_arg_atom_is(&a[0], "APPEND")) {
+		if (c->state == IMAP_ST_NOTAUTH) {
+			imap_parser_literal_reject(p, "Log in first");
+			return client_reject(c, "NO", "Log in first");
+		}
+		if (size > c->srv->max_append) {
+			imap_parser_literal_reject(p, "too big");
+			return client_reject(c, "NO", "[TOOBIG] Message too large");
+		}
+		if (c->append_blob != NULL) {
+			imap_parser_literal_reject(p, "one message");
+			return client_reject(c, "NO", "One message per APPEND");
+		}
+		if ((rc = store_blob_new(c->srv->store, c->part, &c->append_blob)) != 0) {
+			imap_parser_literal_reject(p, "store");
+			return client_reject(c, "NO", "[UNAVAILABLE] Cannot store the message now");
+		}
+		c->append_left = size;
+		c->append_failed = false;
+		if (sync)
+			imap_printf(c, "+ Ready for literal data\r\n");
+		if (size == 0)
+			imap_parser_literal_streamed(p);
+		return;
+	}
+	if (imap_parser_literal_accept(p) < 0)
+		return client_reject(c, "BAD", imap_parser_error(p));
+	if (sync)
+		imap_printf(c, "+ Ready for literal data\r\n");
+}
+
+/* Moves APPEND literal bytes from the input to the blob; true when the literal is complete. */
+static bool client_append_data(struct imap_client *c, struct evbuffer *in)
+{
+	while (c->append_left > 0 && evbuffer_get_length(in) > 0) {
+		struct evbuffer_iovec v;
+		size_t n;
+
+		evbuffer_peek(in, -1, NULL, &v, 1);
+		n = v.iov_len < c->append_left ? v.iov_len : (size_t)c->append_left;
+		if (!c->append_failed && store_blob_write(c->append_blob, v.iov_base, n) != 0)
+			c->append_failed = true; /* keep reading; APPEND answers NO */
+		evbuffer_drain(in, n);
+		c->append_left -= n;
+	}
+	if (c->append_left > 0)
+		return false;
+	imap_parser_literal_streamed(c->parser);
+	return true;
+}
+
+/* IDLE: the only input allowed is "DONE". */
+static void client_idle_input(struct imap_client *c, struct evbuffer *in)
+{
+	size_t len;
+	char *line = evbuffer_readln(in, &len, EVBUFFER_EOL_CRLF);
+
+	if (line == NULL) {
+		if (evbuffer_get_length(in) > 64) {
+			imap_client_close(c, "IDLE: garbage");
+		}
+		return;
+	}
+	imap_idle_done(c, len == 4 && strncasecmp(line, "DONE", 4) == 0);
+	free(line);
+}
+
+/* AUTHENTICATE: one base64 line. False when it has not arrived yet. */
+static bool client_sasl_input(struct imap_client *c, struct evbuffer *in)
+{
+	size_t len;
+	char *line = evbuffer_readln(in, &len, EVBUFFER_EOL_CRLF);
+
+	if (line == NULL) {
+		if (evbuffer_get_length(in) > 8192)
+			imap_client_close(c, "AUTHENTICATE: line too long");
+		return false;
+	}
+	imap_auth_line(c, line, len);
+	explicit_bzero(line, len);
+	free(line);
+	return true;
+}
+
+static void client_process(struct imap_client *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+
+	while (!(c->flags & IMAP_CF_CLOSING) && !imap_out_full(c)) {
+		struct evbuffer_iovec v;
+		size_t used;
+		int rc;
+
+		if (c->append_left > 0 && !client_append_data(c, in))
+			return;
+		if (c->flags & IMAP_CF_SASL) {
+			if (!client_sasl_input(c, in))
+				return;
+			continue;
+		}
+		if (c->flags & IMAP_CF_IDLE) {
+			if (evbuffer_get_length(in) == 0)
+				return;
+			client_idle_input(c, in);
+			continue;
+		}
+		if (c->cmd_active || evbuffer_get_length(in) == 0)
+			return;
+		evbuffer_peek(in, -1, NULL, &v, 1);
+		rc = imap_parser_feed(c->parser, v.iov_base, v.iov_len, &used);
+		evbuffer_drain(in, used);
+		switch (rc) {
+		case IMAP_PARSE_DONE:
+			imap_cmd_run(c);
+			break;
+		case IMAP_PARSE_LITERAL:
+			client_literal(c);
+			break;
+		case IMAP_PARSE_ERROR:
+			store_blob_free(&c->append_blob);
+			client_reject(c, "BAD", imap_parser_error(c->parser));
+			break;
+		}
+	}
+}

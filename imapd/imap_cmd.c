@@ -1,0 +1,240 @@
+/* imap_cmd.c — owns the command table (name, states, flags, handler: STYLE 5), dispatching a
+ * parsed line to its handler, and the tagged reply that ends every command. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/str.h"
+#include "common/xmalloc.h"
+#include "imapd/imapd.h"
+#include "store/store.h"
+
+struct imap_cmd_def {
+	const char *name;
+	unsigned states;
+	bool (*fn)(struct imap_cmd *cmd);
+	unsigned flags;
+};
+
+static const struct imap_cmd_def imap_cmds[] = {
+	/* name          allowed in        handler          flags */
+	{ "CAPABILITY",   IMAP_ST_ANY,      cmd_capability,  0 },
+	{ "NOOP",         IMAP_ST_ANY,      cmd_noop,        0 },
+	{ "LOGOUT",       IMAP_ST_ANY,      cmd_logout,      0 },
+	{ "ID",           IMAP_ST_ANY,      cmd_id,          0 },
+	{ "STARTTLS",     IMAP_ST_NOTAUTH,  cmd_starttls,    0 },
+	{ "LOGIN",        IMAP_ST_NOTAUTH,  cmd_login,       0 },
+	{ "AUTHENTICATE", IMAP_ST_NOTAUTH,  cmd_authenticate, 0 },
+	{ "ENABLE",       IMAP_ST_LOGGED,   cmd_enable,      0 },
+	{ "SELECT",       IMAP_ST_LOGGED,   cmd_select,      0 },
+	{ "EXAMINE",      IMAP_ST_LOGGED,   cmd_select,      CMD_READONLY },
+	{ "CREATE",       IMAP_ST_LOGGED,   cmd_create,      0 },
+	{ "DELETE",       IMAP_ST_LOGGED,   cmd_delete,      0 },
+	{ "RENAME",       IMAP_ST_LOGGED,   cmd_rename,      0 },
+	{ "SUBSCRIBE",    IMAP_ST_LOGGED,   cmd_subscribe,   0 },
+	{ "UNSUBSCRIBE",  IMAP_ST_LOGGED,   cmd_subscribe,   CMD_ALT },
+	{ "LIST",         IMAP_ST_LOGGED,   cmd_list,        0 },
+	{ "LSUB",         IMAP_ST_LOGGED,   cmd_list,        CMD_ALT },
+	{ "NAMESPACE",    IMAP_ST_LOGGED,   cmd_namespace,   0 },
+	{ "STATUS",       IMAP_ST_LOGGED,   cmd_status,      0 },
+	{ "APPEND",       IMAP_ST_LOGGED,   cmd_append,      0 },
+	{ "IDLE",         IMAP_ST_LOGGED,   cmd_idle,        0 },
+	{ "CHECK",        IMAP_ST_SELECTED, cmd_noop,        0 },
+	{ "CLOSE",        IMAP_ST_SELECTED, cmd_close,       0 },
+	{ "UNSELECT",     IMAP_ST_SELECTED, cmd_close,       CMD_ALT },
+	{ "EXPUNGE",      IMAP_ST_SELECTED, cmd_expunge,     CMD_UID },
+	{ "SEARCH",       IMAP_ST_SELECTED, cmd_search,      CMD_UID | CMD_NO_EXPUNGE },
+	{ "FETCH",        IMAP_ST_SELECTED, cmd_fetch,       CMD_UID | CMD_NO_EXPUNGE },
+	{ "STORE",        IMAP_ST_SELECTED, cmd_store,       CMD_UID | CMD_NO_EXPUNGE },
+	{ "COPY",         IMAP_ST_SELECTED, cmd_copy,        CMD_UID },
+	{ "MOVE",         IMAP_ST_SELECTED, cmd_copy,        CMD_UID | CMD_MOVE },
+};
+
+const struct imap_cmd_def *imap_cmd_find(const char *name, size_t len)
+{
+	for (size_t i = 0; i < sizeof(imap_cmds) / sizeof(imap_cmds[0]); i++)
+		if (str_caseeq(name, len, imap_cmds[i].name, strlen(imap_cmds[i].name)))
+			return &imap_cmds[i];
+	return NULL;
+}
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* Fills c->cmd from the parsed line; false (reply sent) when the command cannot run. */
+static bool cmd_prepare(struct imap_client *c)
+{
+	struct imap_cmd *cmd = &c->cmd;
+	size_t n;
+	const struct imap_arg *a = imap_parser_args(c->parser, &n);
+
+	memset(cmd, 0, sizeof(*cmd));
+	cmd->c = c;
+	cmd->tag = imap_parser_tag(c->parser);
+	cmd->start_us = now_us();
+	if (a[0].type != IMAP_ARG_ATOM)
+		return !imap_cmd_bad(cmd, "Command name expected");
+	if (imap_arg_atom_is(&a[0], "UID")) {
+		if (n < 2 || a[1].type != IMAP_ARG_ATOM)
+			return !imap_cmd_bad(cmd, "UID needs a command");
+		cmd->uid = true;
+		cmd->def = imap_cmd_find(a[1].s, a[1].len);
+		if (cmd->def == NULL || !(cmd->def->flags & CMD_UID))
+			return !imap_cmd_bad(cmd, "Unknown UID command");
+		cmd->args = a + 2;
+		cmd->nargs = n - 2;
+	} else {
+		cmd->def = imap_cmd_find(a[0].s, a[0].len);
+		if (cmd->def == NULL)
+			return !imap_cmd_bad(cmd, "Unknown command");
+		cmd->args = a + 1;
+		cmd->nargs = n - 1;
+	}
+	cmd->def_flags = cmd->def->flags;
+	if (!(cmd->def->states & c->state)) {
+		if (c->state == IMAP_ST_NOTAUTH)
+			return !imap_cmd_no(cmd, "Log in first");
+		if (cmd->def->states == IMAP_ST_SELECTED)
+			return !imap_cmd_bad(cmd, "No mailbox selected");
+		return !imap_cmd_bad(cmd, "Already logged in");
+	}
+	return true;
+}
+
+void imap_cmd_run(struct imap_client *c)
+{
+	if (!c->cmd_active) {
+		c->cmd_active = true;
+		if (!cmd_prepare(c))
+			return;
+	}
+	c->cmd.def->fn(&c->cmd);
+}
+
+bool imap_cmd_reply(struct imap_cmd *cmd, const char *status, const char *fmt, ...)
+{
+	struct imap_client *c = cmd->c;
+	va_list ap;
+	bool bad = strcmp(status, "BAD") == 0;
+
+	if (c->view != NULL && !bad && c->state == IMAP_ST_SELECTED)
+		imap_view_sync(c, cmd->def == NULL || !(cmd->def->flags & CMD_NO_EXPUNGE) ||
+					  cmd->uid);
+	imap_printf(c, "%s %s ", cmd->tag != NULL ? cmd->tag : "*", status);
+	va_start(ap, fmt);
+	evbuffer_add_vprintf(imap_out(c), fmt, ap);
+	va_end(ap);
+	imap_write(c, "\r\n", 2);
+	log_debug("%016" PRIx64 " imap cmd=%s user=%s result=%s us=%" PRIu64, c->id,
+		  cmd->def != NULL ? cmd->def->name : "?", c->user != NULL ? c->user : "-",
+		  status, now_us() - cmd->start_us);
+	if (!bad)
+		c->nbad = 0;
+	else
+		imap_client_count_bad(c);
+	if (cmd->ctx_free != NULL)
+		cmd->ctx_free(cmd);
+	cmd->ctx = NULL;
+	cmd->ctx_free = NULL;
+	c->cmd_active = false;
+	return true;
+}
+
+bool imap_cmd_ok(struct imap_cmd *cmd, const char *text)
+{
+	return imap_cmd_reply(cmd, "OK", "%s", text);
+}
+
+bool imap_cmd_bad(struct imap_cmd *cmd, const char *text)
+{
+	return imap_cmd_reply(cmd, "BAD", "%s", text);
+}
+
+bool imap_cmd_no(struct imap_cmd *cmd, const char *text)
+{
+	return imap_cmd_reply(cmd, "NO", "%s", text);
+}
+
+bool imap_cmd_store_error(struct imap_cmd *cmd, int err, const char *what)
+{
+	const char *code = "";
+
+	switch (err) {
+	case STORE_ENOMBOX:
+		code = "[NONEXISTENT] ";
+		break;
+	case STORE_EEXIST:
+		code = "[ALREADYEXISTS] ";
+		break;
+	case STORE_EQUOTA:
+		code = "[OVERQUOTA] ";
+		break;
+	case STORE_ENOTSUP:
+		code = "[CANNOT] ";
+		break;
+	case STORE_EINVAL:
+		code = "[CANNOT] ";
+		break;
+	default:
+		if (store_err_temporary(err))
+			code = "[UNAVAILABLE] ";
+		else
+			code = "[SERVERBUG] ";
+	}
+	if (store_err_temporary(err) || err == STORE_ECORRUPT)
+		log_warnx("%016" PRIx64 " imap %s user=%s error=\"%s\"", cmd->c->id, what,
+			  cmd->c->user ? cmd->c->user : "-", store_strerror(err));
+	return imap_cmd_reply(cmd, "NO", "%s%s: %s", code, what, store_strerror(err));
+}
+
+const struct imap_arg *imap_cmd_arg(const struct imap_cmd *cmd, size_t i)
+{
+	const struct imap_arg *a = cmd->args, *end = cmd->args + cmd->nargs;
+
+	while (a < end && i > 0) {
+		a = imap_arg_next(a);
+		i--;
+	}
+	return a < end ? a : NULL;
+}
+
+size_t imap_cmd_argc(const struct imap_cmd *cmd)
+{
+	const struct imap_arg *a = cmd->args, *end = cmd->args + cmd->nargs;
+	size_t n = 0;
+
+	for (; a < end; a = imap_arg_next(a))
+		n++;
+	return n;
+}
+
+char *imap_arg_dup(const struct imap_arg *a)
+{
+	if (a == NULL || !imap_arg_is_astring(a) || memchr(a->s, '\0', a->len) != NULL)
+		return NULL;
+	return xmemdup0(a->s, a->len);
+}
+
+void imap_capability(struct imap_client *c, struct buf *out)
+{
+	struct imap_server *srv = c->srv;
+	bool tls = c->flags & IMAP_CF_TLS;
+
+	buf_puts(out, "IMAP4rev1 LITERAL+ SASL-IR ID ENABLE IDLE NAMESPACE UNSELECT CHILDREN "
+		      "UIDPLUS MOVE");
+	if (c->state == IMAP_ST_NOTAUTH) {
+		if (srv->tls_ctx != NULL && !tls)
+			buf_puts(out, " STARTTLS");
+		if (tls || srv->allow_plaintext)
+			buf_puts(out, " AUTH=PLAIN");
+		else
+			buf_puts(out, " LOGINDISABLED");
+	} else {
+		buf_printf(out, " APPENDLIMIT=%" PRIu64, srv->max_append);
+	}
+}

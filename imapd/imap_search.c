@@ -1,0 +1,527 @@
+/* imap_search.c — owns SEARCH and UID SEARCH: every RFC 3501 key compiled into a small tree
+ * (OR, NOT, parenthesized lists), evaluated per message against the view (flags, \Recent,
+ * sequence numbers), the message row (dates, size, UID) and the cached header block; BODY and
+ * TEXT read the message file in bounded chunks. CHARSET US-ASCII and UTF-8. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/msgcache.h"
+#include "common/rfc5322.h"
+#include "common/str.h"
+#include "common/xmalloc.h"
+#include "imapd/imapd.h"
+#include "store/store.h"
+
+#define SEARCH_DEPTH_MAX 64
+#define SEARCH_NODES_MAX 512
+#define SCAN_CHUNK (64 * 1024)
+
+enum skey_type {
+	SK_ALL, SK_FLAG, SK_NOFLAG, SK_KEYWORD, SK_NOKEYWORD, SK_RECENT, SK_NEW, SK_OLD,
+	SK_BEFORE, SK_ON, SK_SINCE, SK_SENTBEFORE, SK_SENTON, SK_SENTSINCE, SK_LARGER,
+	SK_SMALLER, SK_HEADER, SK_BODY, SK_TEXT, SK_SEQ, SK_UID, SK_NOT, SK_OR, SK_AND,
+	SK_NEVER,
+};
+
+struct skey {
+	enum skey_type type;
+	unsigned flag;
+	uint64_t num;
+	int64_t day;               /* days since the epoch */
+	const char *hname, *str;   /* header name; needle */
+	size_t hlen, slen;
+	struct imap_seqset set;
+	struct skey *a, *b;        /* NOT: a; OR: a, b; AND: a = first child */
+	struct skey *next;         /* sibling in an AND */
+};
+
+struct search {
+	struct imap_client *c;
+	struct store_txn *t;
+	struct skey nodes[SEARCH_NODES_MAX];
+	size_t nnodes;
+	const char *why;
+	bool uid;
+};
+
+static struct skey *node_new(struct search *s, enum skey_type type)
+{
+	struct skey *k;
+
+	if (s->nnodes >= SEARCH_NODES_MAX) {
+		s->why = "Search too complex";
+		return NULL;
+	}
+	k = &s->nodes[s->nnodes++];
+	memset(k, 0, sizeof(*k));
+	k->type = type;
+	return k;
+}
+
+/* "1-Feb-1994" to days since the epoch. */
+static int parse_date(const struct imap_arg *a, int64_t *day_r)
+{
+	static const char mon[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+	char m[4], buf[16];
+	int d, y, n = 0;
+	struct tm tm = { 0 };
+	const char *p;
+
+	if (a == NULL || !imap_arg_is_astring(a) || a->len >= sizeof(buf))
+		return -1;
+	memcpy(buf, a->s, a->len);
+	buf[a->len] = '\0';
+	if (sscanf(buf, "%2d-%3c-%4d%n", &d, m, &y, &n) != 3 || (size_t)n != a->len)
+		return -1;
+	m[3] = '\0';
+	for (int i = 0; i < 3; i++)
+		m[i] = (char)(i == 0 ? (m[i] & ~0x20) : (m[i] | 0x20));
+	if ((p = strstr(mon, m)) == NULL || (p - mon) % 3 != 0 || d < 1 || d > 31)
+		return -1;
+	tm.tm_mday = d;
+	tm.tm_mon = (int)(p - mon) / 3;
+	tm.tm_year = y - 1900;
+	*day_r = (int64_t)timegm(&tm) / 86400;
+	return 0;
+}
+
+static const struct {
+	const char *name;
+	enum skey_type type;
+	unsigned flag;
+} simple_keys[] = {
+	{ "ALL", SK_ALL, 0 },
+	{ "ANSWERED", SK_FLAG, STORE_ANSWERED },   { "UNANSWERED", SK_NOFLAG, STORE_ANSWERED },
+	{ "DELETED", SK_FLAG, STORE_DELETED },     { "UNDELETED", SK_NOFLAG, STORE_DELETED },
+	{ "DRAFT", SK_FLAG, STORE_DRAFT },         { "UNDRAFT", SK_NOFLAG, STORE_DRAFT },
+	{ "FLAGGED", SK_FLAG, STORE_FLAGGED },     { "UNFLAGGED", SK_NOFLAG, STORE_FLAGGED },
+	{ "SEEN", SK_FLAG, STORE_SEEN },           { "UNSEEN", SK_NOFLAG, STORE_SEEN },
+	{ "RECENT", SK_RECENT, 0 },                { "NEW", SK_NEW, 0 },
+	{ "OLD", SK_OLD, 0 },
+};
+
+static const struct {
+	const char *name;
+	enum skey_type type;
+} date_keys[] = {
+	{ "BEFORE", SK_BEFORE },         { "ON", SK_ON },
+	{ "SINCE", SK_SINCE },           { "SENTBEFORE", SK_SENTBEFORE },
+	{ "SENTON", SK_SENTON },         { "SENTSINCE", SK_SENTSINCE },
+};
+
+static const char *const header_keys[] = { "FROM", "TO", "CC", "BCC", "SUBJECT" };
+
+static struct skey *parse_key(struct search *s, const struct imap_arg **ap,
+			      const struct imap_arg *end, unsigned depth);
+
+static const struct imap_arg *take(const struct imap_arg **ap, const struct imap_arg *end)
+{
+	const struct imap_arg *a = *ap;
+
+	if (a >= end)
+		return NULL;
+	*ap = imap_arg_next(a);
+	return a;
+}
+
+static struct skey *parse_string_key(struct search *s, const struct imap_arg **ap,
+				     const struct imap_arg *end, const char *name)
+{
+	const struct imap_arg *a;
+	struct skey *k;
+
+	if (strcmp(name, "HEADER") == 0) {
+		const struct imap_arg *h = take(ap, end);
+
+		if (h == NULL || !imap_arg_is_astring(h) || h->len == 0)
+			goto bad;
+		if ((k = node_new(s, SK_HEADER)) == NULL)
+			return NULL;
+		k->hname = h->s;
+		k->hlen = h->len;
+	} else {
+		if ((k = node_new(s, strcmp(name, "BODY") == 0   ? SK_BODY
+				     : strcmp(name, "TEXT") == 0 ? SK_TEXT
+								 : SK_HEADER)) == NULL)
+			return NULL;
+		k->hname = name;
+		k->hlen = strlen(name);
+	}
+	if ((a = take(ap, end)) == NULL || !imap_arg_is_astring(a))
+		goto bad;
+	k->str = a->s;
+	k->slen = a->len;
+	return k;
+bad:
+	s->why = "Search key needs a string";
+	return NULL;
+}
+
+static struct skey *parse_list(struct search *s, const struct imap_arg *list, unsigned depth)
+{
+	const struct imap_arg *p = list + 1, *end = list + 1 + list->span;
+	struct skey *and = node_new(s, SK_AND), **tail;
+
+	if (and == NULL)
+		return NULL;
+	tail = &and->a;
+	while (p < end) {
+		struct skey *k = parse_key(s, &p, end, depth + 1);
+
+		if (k == NULL)
+			return NULL;
+		*tail = k;
+		tail = &k->next;
+	}
+	if (and->a == NULL) {
+		s->why = "Empty search list";
+		return NULL;
+	}
+	return and;
+}
+
+static struct skey *parse_key(struct search *s, const struct imap_arg **ap,
+			      const struct imap_arg *end, unsigned depth)
+{
+	const struct imap_arg *a = take(ap, end), *v;
+	struct skey *k;
+	char name[16];
+
+	if (a == NULL) {
+		s->why = "Missing search key";
+		return NULL;
+	}
+	if (depth > SEARCH_DEPTH_MAX) {
+		s->why = "Search nested too deeply";
+		return NULL;
+	}
+	if (a->type == IMAP_ARG_LIST)
+		return parse_list(s, a, depth);
+	if (a->type != IMAP_ARG_ATOM)
+		goto bad;
+	if ((a->s[0] >= '0' && a->s[0] <= '9') || a->s[0] == '*') {
+		const char *why;
+
+		if ((k = node_new(s, SK_SEQ)) == NULL)
+			return NULL;
+		if (s->c->view->n == 0) { /* no sequence numbers: matches nothing */
+			if (imap_seqset_parse(&k->set, a->s, a->len, 4096) < 0)
+				goto bad;
+			k->type = SK_NEVER;
+			return k;
+		}
+		if (imap_view_resolve(s->c, a->s, a->len, false, &k->set, &why) < 0) {
+			s->why = why;
+			return NULL;
+		}
+		return k;
+	}
+	if (a->len >= sizeof(name))
+		goto bad;
+	memcpy(name, a->s, a->len);
+	name[a->len] = '\0';
+	for (char *p = name; *p; p++)
+		*p = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+	for (size_t i = 0; i < sizeof(simple_keys) / sizeof(simple_keys[0]); i++)
+		if (strcmp(name, simple_keys[i].name) == 0) {
+			if ((k = node_new(s, simple_keys[i].type)) != NULL)
+				k->flag = simple_keys[i].flag;
+			return k;
+		}
+	for (size_t i = 0; i < sizeof(date_keys) / sizeof(date_keys[0]); i++)
+		if (strcmp(name, date_keys[i].name) == 0) {
+			if ((k = node_new(s, date_keys[i].type)) == NULL)
+				return NULL;
+			if (parse_date(take(ap, end), &k->day) < 0) {
+				s->why = "Invalid search date";
+				return NULL;
+			}
+			return k;
+		}
+	for (size_t i = 0; i < sizeof(header_keys) / sizeof(header_keys[0]); i++)
+		if (strcmp(name, header_keys[i]) == 0)
+			return parse_string_key(s, ap, end, header_keys[i]);
+	if (strcmp(name, "HEADER") == 0 || strcmp(name, "BODY") == 0 ||
+	    strcmp(name, "TEXT") == 0)
+		return parse_string_key(s, ap, end, strcmp(name, "HEADER") == 0 ? "HEADER"
+						    : strcmp(name, "BODY") == 0  ? "BODY"
+										 : "TEXT");
+	if (strcmp(name, "LARGER") == 0 || strcmp(name, "SMALLER") == 0) {
+		if ((k = node_new(s, name[0] == 'L' ? SK_LARGER : SK_SMALLER)) == NULL)
+			return NULL;
+		v = take(ap, end);
+		if (v == NULL || v->type != IMAP_ARG_ATOM ||
+		    str_to_u64(v->s, v->len, UINT64_MAX / 2, &k->num) < 0) {
+			s->why = "Invalid size";
+			return NULL;
+		}
+		return k;
+	}
+	if (strcmp(name, "KEYWORD") == 0 || strcmp(name, "UNKEYWORD") == 0) {
+		unsigned idx;
+
+		if ((k = node_new(s, name[0] == 'K' ? SK_KEYWORD : SK_NOKEYWORD)) == NULL)
+			return NULL;
+		v = take(ap, end);
+		if (v == NULL || v->type != IMAP_ARG_ATOM)
+			goto bad;
+		if (store_mbox_keyword(s->t, s->c->view->mbox, v->s, false, &idx) == 0)
+			k->num = (uint64_t)1 << idx;
+		return k; /* num 0: a keyword the mailbox never had */
+	}
+	if (strcmp(name, "UID") == 0) {
+		const char *why;
+
+		if ((k = node_new(s, SK_UID)) == NULL)
+			return NULL;
+		v = take(ap, end);
+		if (v == NULL || v->type != IMAP_ARG_ATOM ||
+		    imap_view_resolve(s->c, v->s, v->len, true, &k->set, &why) < 0) {
+			s->why = "Invalid UID set";
+			return NULL;
+		}
+		return k;
+	}
+	if (strcmp(name, "NOT") == 0) {
+		if ((k = node_new(s, SK_NOT)) == NULL ||
+		    (k->a = parse_key(s, ap, end, depth + 1)) == NULL)
+			return NULL;
+		return k;
+	}
+	if (strcmp(name, "OR") == 0) {
+		if ((k = node_new(s, SK_OR)) == NULL ||
+		    (k->a = parse_key(s, ap, end, depth + 1)) == NULL ||
+		    (k->b = parse_key(s, ap, end, depth + 1)) == NULL)
+			return NULL;
+		return k;
+	}
+bad:
+	if (s->why == NULL)
+		s->why = "Unknown search key";
+	return NULL;
+}
+
+/* Case-insensitive search of needle in the message file range, chunk by chunk. */
+static bool file_contains(struct search *s, const struct store_msg *m, uint64_t off,
+			  uint64_t len, const char *needle, size_t nlen)
+{
+	char *chunk;
+	int fd;
+	uint64_t size;
+	bool found = false;
+
+	if (nlen == 0)
+		return true;
+	if (store_blob_open(s->c->srv->store, s->c->view->part, m->blob, &fd, &size) != 0)
+		return false;
+	chunk = xmalloc(SCAN_CHUNK + nlen);
+	while (len > 0 && !found) {
+		size_t want = len > SCAN_CHUNK + nlen ? SCAN_CHUNK + nlen : (size_t)len;
+		ssize_t n = pread(fd, chunk, want, (off_t)off);
+
+		if (n <= 0)
+			break;
+		found = str_casefind(chunk, (size_t)n, needle, nlen) != NULL;
+		if ((size_t)n < want || (uint64_t)n >= len)
+			break;
+		/* keep an overlap so a match across chunks is found */
+		off += (uint64_t)n - nlen;
+		len -= (uint64_t)n - nlen;
+	}
+	free(chunk);
+	close(fd);
+	return found;
+}
+
+static bool header_contains(const struct msgcache_view *mv, const char *name, size_t nlen,
+			    const char *needle, size_t slen)
+{
+	size_t pos = 0;
+	struct str_view fname, raw;
+
+	while (rfc5322_header_next(mv->header.p, mv->header.len, &pos, &fname, &raw) == 1) {
+		const char *colon;
+
+		if (!str_caseeq(fname.p, fname.len, name, nlen))
+			continue;
+		if (slen == 0)
+			return true;
+		colon = memchr(raw.p, ':', raw.len);
+		if (colon != NULL &&
+		    str_casefind(colon + 1, raw.len - (size_t)(colon + 1 - raw.p), needle,
+				 slen) != NULL)
+			return true;
+	}
+	return false;
+}
+
+/* The day of the Date: header in its own time zone (RFC 3501: SENT* disregard the time and
+   the zone), INT64_MIN when there is none. */
+static int64_t sent_day(const struct msgcache_view *mv)
+{
+	struct buf v;
+	int64_t t, off = 0, day = INT64_MIN;
+
+	buf_init(&v, 128, 1024);
+	if (rfc5322_header_value(mv->header.p, mv->header.len, "Date", &v) == 1 &&
+	    rfc5322_date_parse(v.data, v.len, &t) == 0) {
+		for (size_t i = 0; i + 5 <= v.len; i++) {
+			const char *z = v.data + i;
+
+			if ((z[0] == '+' || z[0] == '-') && (i == 0 || z[-1] == ' ') &&
+			    z[1] >= '0' && z[1] <= '9' && z[2] >= '0' && z[2] <= '9' &&
+			    z[3] >= '0' && z[3] <= '9' && z[4] >= '0' && z[4] <= '9')
+				off = (z[0] == '-' ? -1 : 1) *
+				      (((z[1] - '0') * 10 + (z[2] - '0')) * 3600 +
+				       ((z[3] - '0') * 10 + (z[4] - '0')) * 60);
+		}
+		t += off;
+		day = t >= 0 ? t / 86400 : (t - 86399) / 86400;
+	}
+	buf_release(&v);
+	return day;
+}
+
+static bool eval(struct search *s, const struct skey *k, const struct store_msg *m,
+		 const struct msgcache_view *mv, uint32_t seq, unsigned vflags)
+{
+	int64_t iday = m->internaldate >= 0 ? m->internaldate / 86400 : -1;
+	int64_t sday = k->type == SK_SENTBEFORE || k->type == SK_SENTON ||
+				       k->type == SK_SENTSINCE
+			       ? (mv->header.len > 0 ? sent_day(mv) : INT64_MIN)
+			       : 0;
+
+	switch (k->type) {
+	case SK_ALL:
+		return true;
+	case SK_NEVER:
+		return false;
+	case SK_FLAG:
+		return (m->flags & k->flag) != 0;
+	case SK_NOFLAG:
+		return (m->flags & k->flag) == 0;
+	case SK_KEYWORD:
+		return (m->keywords & k->num) != 0;
+	case SK_NOKEYWORD:
+		return (m->keywords & k->num) == 0 || k->num == 0;
+	case SK_RECENT:
+		return (vflags & IMAP_VF_RECENT) != 0;
+	case SK_NEW:
+		return (vflags & IMAP_VF_RECENT) && !(m->flags & STORE_SEEN);
+	case SK_OLD:
+		return !(vflags & IMAP_VF_RECENT);
+	case SK_BEFORE:
+		return iday < k->day;
+	case SK_ON:
+		return iday == k->day;
+	case SK_SINCE:
+		return iday >= k->day;
+	case SK_SENTBEFORE:
+		return sday != INT64_MIN && sday < k->day;
+	case SK_SENTON:
+		return sday != INT64_MIN && sday == k->day;
+	case SK_SENTSINCE:
+		return sday != INT64_MIN && sday >= k->day;
+	case SK_LARGER:
+		return m->size > k->num;
+	case SK_SMALLER:
+		return m->size < k->num;
+	case SK_HEADER:
+		return header_contains(mv, k->hname, k->hlen, k->str, k->slen);
+	case SK_BODY:
+		return file_contains(s, m, mv->header_size, mv->body_size, k->str, k->slen);
+	case SK_TEXT:
+		return str_casefind(mv->header.p, mv->header.len, k->str, k->slen) != NULL ||
+		       file_contains(s, m, mv->header_size, mv->body_size, k->str, k->slen);
+	case SK_SEQ:
+		return imap_seqset_has(&k->set, m->uid); /* resolved to UIDs */
+	case SK_UID:
+		return imap_seqset_has(&k->set, m->uid);
+	case SK_NOT:
+		return !eval(s, k->a, m, mv, seq, vflags);
+	case SK_OR:
+		return eval(s, k->a, m, mv, seq, vflags) || eval(s, k->b, m, mv, seq, vflags);
+	case SK_AND:
+		for (const struct skey *c = k->a; c != NULL; c = c->next)
+			if (!eval(s, c, m, mv, seq, vflags))
+				return false;
+		return true;
+	}
+	return false;
+}
+
+static void search_free(struct search *s)
+{
+	for (size_t i = 0; i < s->nnodes; i++)
+		imap_seqset_release(&s->nodes[i].set);
+	store_txn_abort(&s->t);
+	free(s);
+}
+
+bool cmd_search(struct imap_cmd *cmd)
+{
+	struct imap_client *c = cmd->c;
+	struct search *s = xcalloc(1, sizeof(*s));
+	const struct imap_arg *p = cmd->args, *end = cmd->args + cmd->nargs;
+	struct skey *root, **tail;
+	int rc;
+
+	s->c = c;
+	s->uid = cmd->uid;
+	if (p < end && imap_arg_atom_is(p, "CHARSET")) {
+		const struct imap_arg *cs = p + 1;
+
+		if (cs >= end || !imap_arg_is_astring(cs)) {
+			search_free(s);
+			return imap_cmd_bad(cmd, "CHARSET needs a name");
+		}
+		if (!str_caseeq(cs->s, cs->len, "UTF-8", 5) &&
+		    !str_caseeq(cs->s, cs->len, "US-ASCII", 8)) {
+			search_free(s);
+			return imap_cmd_no(cmd, "[BADCHARSET (UTF-8 US-ASCII)] Unsupported charset");
+		}
+		p = cs + 1;
+	}
+	if ((rc = store_txn_begin(c->srv->store, c->view->part, STORE_TXN_READ, &s->t)) != 0) {
+		search_free(s);
+		return imap_cmd_store_error(cmd, rc, "SEARCH");
+	}
+	root = node_new(s, SK_AND);
+	tail = &root->a;
+	if (p >= end)
+		s->why = "Missing search key";
+	while (p < end && s->why == NULL) {
+		struct skey *k = parse_key(s, &p, end, 0);
+
+		if (k == NULL)
+			break;
+		*tail = k;
+		tail = &k->next;
+	}
+	if (s->why != NULL) {
+		bool r = imap_cmd_bad(cmd, s->why);
+
+		search_free(s);
+		return r;
+	}
+	imap_write(c, "* SEARCH", 8);
+	for (size_t i = 0; i < c->view->n; i++) {
+		struct store_msg m;
+		struct msgcache_view mv;
+
+		if (store_msg_get(s->t, c->view->mbox, c->view->msgs[i].uid, &m) != 0)
+			continue;
+		if (m.cache_len == 0 || msgcache_parse(m.cache, m.cache_len, &mv) < 0) {
+			memset(&mv, 0, sizeof(mv));
+			mv.date = INT64_MIN;
+			mv.body_size = m.size;
+		}
+		if (eval(s, root, &m, &mv, (uint32_t)i + 1, c->view->msgs[i].flags))
+			imap_printf(c, " %u", cmd->uid ? m.uid : (uint32_t)i + 1);
+	}
+	imap_write(c, "\r\n", 2);
+	search_free(s);
+	return imap_cmd_ok(cmd, "SEARCH completed");
+}

@@ -1,0 +1,169 @@
+/* imap_server.c — owns a worker: its event base, the store handle and change watcher, the
+ * directory client, TLS context, the accept callbacks (total and per-address caps) and the
+ * drain on SIGTERM. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/daemon.h"
+#include "common/log.h"
+#include "common/net.h"
+#include "common/tls.h"
+#include "common/xmalloc.h"
+#include "imapd/imap_server.h"
+#include "imapd/imapd.h"
+#include "ldapauth/ldapauth.h"
+#include "store/store.h"
+
+static void accept_cb(struct net_server *ns, int fd, const struct sockaddr *sa, socklen_t salen,
+		      void *arg, bool tls)
+{
+	struct imap_server *srv = arg;
+
+	if (srv->ipcount != NULL && !net_ipcount_inc(srv->ipcount, sa, srv->max_per_ip)) {
+		static const char bye[] = "* BYE Too many connections from your address\r\n";
+
+		if (write(fd, bye, sizeof(bye) - 1) < 0) {
+			/* the client is gone already */
+		}
+		close(fd);
+		net_server_conn_done(ns);
+		return;
+	}
+	imap_client_new(srv, ns, fd, sa, salen, tls);
+}
+
+static void accept_plain(struct net_server *ns, int fd, const struct sockaddr *sa,
+			 socklen_t salen, void *arg)
+{
+	accept_cb(ns, fd, sa, salen, arg, false);
+}
+
+static void accept_tls(struct net_server *ns, int fd, const struct sockaddr *sa,
+		       socklen_t salen, void *arg)
+{
+	accept_cb(ns, fd, sa, salen, arg, true);
+}
+
+void imap_server_accept_resume(struct imap_server *srv)
+{
+	if (srv->draining && srv->clients == NULL)
+		event_base_loopexit(srv->base, NULL);
+}
+
+static void watch_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct imap_server *srv = arg;
+
+	if (srv->watch != NULL)
+		store_watch_drain(srv->watch, NULL);
+	imap_server_changed(srv);
+}
+
+static void on_drain(void *arg)
+{
+	struct imap_server *srv = arg;
+
+	srv->draining = true;
+	if (srv->plain != NULL)
+		net_server_stop(srv->plain);
+	if (srv->tls != NULL)
+		net_server_stop(srv->tls);
+	for (struct imap_client *c = srv->clients; c != NULL; c = c->next)
+		if (!c->cmd_active || (c->flags & IMAP_CF_IDLE)) {
+			imap_printf(c, "* BYE Server shutting down\r\n");
+			imap_client_close(c, "shutdown");
+		}
+	imap_server_accept_resume(srv);
+}
+
+static void on_reload(void *arg)
+{
+	struct imap_server *srv = arg;
+	char *error = NULL;
+
+	if (srv->auth != NULL && ldapauth_reload(srv->auth, &error) < 0) {
+		log_warnx("imapd: reload users: %s", error);
+		free(error);
+	}
+}
+
+static void server_watch_setup(struct imap_server *srv)
+{
+	struct timeval one = { 1, 0 };
+
+	if (store_watch_new(srv->store, &srv->watch) == 0) {
+		for (unsigned p = 0; p < store_partitions(srv->store); p++)
+			store_watch_partition(srv->watch, p);
+		srv->watch_ev = event_new(srv->base, store_watch_fd(srv->watch),
+					  EV_READ | EV_PERSIST, watch_cb, srv);
+		event_add(srv->watch_ev, NULL);
+		return;
+	}
+	log_warnx("imapd: store change notification unavailable; polling each second");
+	srv->poll_ev = event_new(srv->base, -1, EV_PERSIST, watch_cb, srv);
+	event_add(srv->poll_ev, &one);
+}
+
+int imap_server_run(struct daemon_worker *w, const struct imap_worker_args *a)
+{
+	struct imap_server srv;
+	struct store_opts so;
+	char *error = NULL;
+	size_t cap;
+	int rc;
+
+	memset(&srv, 0, sizeof(srv));
+	srv.conf = a->conf;
+	srv.base = event_base_new();
+	if (srv.base == NULL)
+		fatalx("event_base_new failed");
+	store_opts_from_conf(a->conf, &so);
+	so.create = true;
+	if ((rc = store_open(&so, &srv.store)) != 0)
+		fatalx("imapd: store %s: %s", so.path, store_strerror(rc));
+	if (ldapauth_new(srv.base, a->conf, &srv.auth, &error) < 0)
+		fatalx("imapd: directory: %s", error);
+	srv.tls_ctx = a->tls_ctx;
+	srv.allow_plaintext = conf_bool(a->conf, "imapd", "allow_plaintext_auth");
+	srv.lim.line_max = (size_t)conf_int(a->conf, "imapd", "line_max");
+	srv.lim.literal_max = (size_t)conf_int(a->conf, "imapd", "literal_max");
+	srv.lim.depth_max = 32;
+	srv.lim.items_max = 4096;
+	srv.max_append = (uint64_t)conf_int(a->conf, "imapd", "max_append_size");
+	srv.login_timeout_ms = conf_int(a->conf, "imapd", "login_timeout");
+	srv.idle_timeout_ms = conf_int(a->conf, "imapd", "idle_timeout");
+	srv.max_bad = (unsigned)conf_int(a->conf, "imapd", "max_bad_commands");
+	srv.max_per_ip = (unsigned)conf_int(a->conf, "imapd", "max_connections_per_ip");
+	srv.ipcount = net_ipcount_new(65536);
+	cap = (size_t)conf_int(a->conf, "imapd", "max_connections") / a->workers;
+	if (cap == 0)
+		cap = 1;
+	if (a->plain->n > 0)
+		srv.plain = net_server_new(srv.base, a->plain, cap, accept_plain, &srv);
+	if (a->tls->n > 0)
+		srv.tls = net_server_new(srv.base, a->tls, cap, accept_tls, &srv);
+	server_watch_setup(&srv);
+	daemon_worker_attach(w, srv.base, on_drain, on_reload, &srv);
+	event_base_dispatch(srv.base);
+	while (srv.clients != NULL) {
+		struct imap_client *c = srv.clients;
+
+		imap_client_close(c, "exit");
+		bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+		evbuffer_drain(imap_out(c), evbuffer_get_length(imap_out(c)));
+		imap_server_free_client(c);
+	}
+	net_server_free(&srv.plain);
+	net_server_free(&srv.tls);
+	net_ipcount_free(&srv.ipcount);
+	if (srv.watch_ev != NULL)
+		event_free(srv.watch_ev);
+	if (srv.poll_ev != NULL)
+		event_free(srv.poll_ev);
+	store_watch_free(&srv.watch);
+	ldapauth_free(&srv.auth);
+	store_close(&srv.store);
+	event_base_free(srv.base);
+	return 0;
+}

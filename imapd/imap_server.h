@@ -1,0 +1,22 @@
+/* imap_server.h — what imapd.c (the master) hands to each worker. */
+#ifndef HERON_IMAP_SERVER_H
+#define HERON_IMAP_SERVER_H
+
+#include <openssl/ssl.h>
+
+#include "common/conf.h"
+#include "common/net.h"
+
+struct daemon_worker;
+
+struct imap_worker_args {
+	struct conf *conf;
+	struct net_fds *plain, *tls; /* bound by the master */
+	SSL_CTX *tls_ctx;            /* NULL when [tls] cert is not set */
+	unsigned workers;
+};
+
+/* Runs one worker until it has drained; returns its exit status. */
+int imap_server_run(struct daemon_worker *w, const struct imap_worker_args *a);
+
+#endif

@@ -1,0 +1,274 @@
+/* imapd.h — types shared inside imapd: the worker's server, a client connection, the command
+ * being run, the selected view. Command handlers follow one signature (STYLE 9): they return
+ * true when the tagged reply has been sent, false when the command will be resumed (output
+ * back-pressure, an asynchronous authentication, a streamed body). */
+#ifndef HERON_IMAPD_H
+#define HERON_IMAPD_H
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include <sys/socket.h>
+
+#include "common/buf.h"
+#include "common/conf.h"
+#include "imapd/imap_parser.h"
+#include "imapd/imap_seqset.h"
+
+struct store;
+struct store_txn;
+struct store_msg;
+struct store_blob;
+struct store_watch;
+struct net_server;
+struct net_ipcount;
+
+/* Output is produced while the client's output buffer is below OUT_HIGH and resumed when it
+   drains below OUT_LOW: a slow reader of a big FETCH holds at most about OUT_HIGH + one
+   chunk of memory. */
+#define IMAP_OUT_HIGH (256 * 1024)
+#define IMAP_OUT_LOW (64 * 1024)
+#define IMAP_STREAM_CHUNK (64 * 1024)
+
+enum imap_state {
+	IMAP_ST_NOTAUTH = 1u << 0,
+	IMAP_ST_AUTH = 1u << 1,
+	IMAP_ST_SELECTED = 1u << 2,
+	IMAP_ST_LOGOUT = 1u << 3,
+};
+#define IMAP_ST_ANY (IMAP_ST_NOTAUTH | IMAP_ST_AUTH | IMAP_ST_SELECTED)
+#define IMAP_ST_LOGGED (IMAP_ST_AUTH | IMAP_ST_SELECTED)
+
+/* Client flags, separate from the state (STYLE 6). */
+enum imap_cflag {
+	IMAP_CF_TLS = 1u << 0,
+	IMAP_CF_CLOSING = 1u << 1,  /* close once the output is flushed */
+	IMAP_CF_IDLE = 1u << 2,
+	IMAP_CF_SASL = 1u << 3,     /* AUTHENTICATE waits for a response line */
+};
+
+/* Command flags in the table. */
+enum imap_cmdflag {
+	CMD_UID = 1u << 0,         /* has a UID form */
+	CMD_NO_EXPUNGE = 1u << 1,  /* no EXPUNGE responses while it runs (FETCH, STORE, SEARCH) */
+	CMD_READONLY = 1u << 2,    /* EXAMINE */
+	CMD_MOVE = 1u << 3,        /* COPY that moves */
+	CMD_ALT = 1u << 4,         /* the second form of a handler: UNSUBSCRIBE, LSUB, UNSELECT */
+};
+
+struct imap_server {
+	struct conf *conf;
+	struct event_base *base;
+	struct store *store;
+	struct store_watch *watch;
+	struct event *watch_ev;
+	struct ldapauth *auth;
+	void *tls_ctx;              /* SSL_CTX when [tls] cert is set */
+	bool allow_plaintext;
+	struct imap_parser_limits lim;
+	uint64_t max_append;
+	int64_t login_timeout_ms, idle_timeout_ms;
+	unsigned max_bad;
+	unsigned nclients, max_clients;
+	struct imap_client *clients; /* all connections (list for IDLE wake-ups) */
+	struct net_server *plain, *tls;
+	struct net_ipcount *ipcount;
+	unsigned max_per_ip;
+	struct event *poll_ev;       /* 1 s fallback when the store watcher is unavailable */
+	bool draining;
+};
+
+struct imap_view_msg {
+	uint32_t uid;
+	uint8_t flags;              /* store flags, plus IMAP_VF_RECENT */
+	uint64_t keywords;
+};
+#define IMAP_VF_RECENT 0x80u
+
+/* The selected mailbox as this session knows it: seq i is msgs[i - 1]. */
+struct imap_view {
+	uint64_t mbox;
+	unsigned part;
+	char *name;
+	bool readonly;
+	uint32_t uidvalidity, uidnext;
+	uint64_t modseq;
+	struct imap_view_msg *msgs;
+	size_t n, cap;
+	unsigned nkeywords;         /* keywords announced in FLAGS */
+	uint32_t recent;            /* messages \Recent for this session */
+	bool expunge_pending;       /* expunges seen while EXPUNGE responses were not allowed */
+};
+
+struct imap_cmd_def;
+
+struct imap_cmd {
+	struct imap_client *c;
+	const struct imap_cmd_def *def;
+	unsigned def_flags;         /* def's flags (enum imap_cmdflag) */
+	const char *tag;
+	bool uid;                   /* UID FETCH, UID STORE, ... */
+	const struct imap_arg *args; /* after the command name (and after "UID x") */
+	size_t nargs;               /* slots in args (list members included) */
+	void *ctx;                  /* state of a resumable command */
+	void (*ctx_free)(struct imap_cmd *cmd);
+	uint64_t start_us;
+};
+
+/* A body streamed from a message file to the client, chunk by chunk. */
+struct imap_stream {
+	int fd;
+	uint64_t off, left;
+};
+
+struct imap_client {
+	struct imap_server *srv;
+	struct imap_client *next, *prev;
+	uint64_t id;
+	struct bufferevent *bev;
+	struct event *timer;
+	struct event *defer;        /* runs queued work from the loop (never re-entrant) */
+	char addr[64];
+	struct sockaddr_storage sa;
+	struct net_server *ns;      /* the listener set that counted this connection */
+	enum imap_state state;
+	unsigned flags;             /* enum imap_cflag */
+	unsigned nbad;              /* consecutive bad commands */
+	unsigned close_ticks;       /* 50 ms ticks spent flushing before close */
+	struct imap_parser *parser;
+	bool cmd_active;
+	struct imap_cmd cmd;
+	struct imap_stream stream;  /* fd -1 when none */
+	/* APPEND data being streamed from the client */
+	struct store_blob *append_blob;
+	uint64_t append_left;
+	bool append_failed;
+	/* the user, once authenticated */
+	char *user;
+	uint64_t user_id;
+	unsigned part;
+	struct imap_view *view;
+	bool enabled_condstore;
+};
+
+/* imap_client.c */
+void imap_client_new(struct imap_server *srv, struct net_server *ns, int fd,
+		     const struct sockaddr *sa, socklen_t salen, bool tls);
+void imap_client_close(struct imap_client *c, const char *why);
+/* Frees at once (worker exit). */
+void imap_server_free_client(struct imap_client *c);
+void imap_client_set_state(struct imap_client *c, enum imap_state next);
+/* One more invalid command: after [imapd] max_bad_commands in a row, BYE and close. */
+void imap_client_count_bad(struct imap_client *c);
+/* Starts TLS on the connection (STARTTLS); -1 when TLS is not configured. */
+int imap_client_starttls(struct imap_client *c);
+/* A resumable command calls this when it can go on (after an asynchronous event). */
+void imap_client_resume(struct imap_client *c);
+struct evbuffer *imap_out(struct imap_client *c);
+bool imap_out_full(struct imap_client *c);
+/* Queues a body range of fd for streaming; the command is resumed when it is written. */
+void imap_client_stream(struct imap_client *c, int fd, uint64_t off, uint64_t len);
+/* imap_server.c: a client left; listeners paused at the cap accept again. */
+void imap_server_accept_resume(struct imap_server *srv);
+/* Wakes IDLE sessions after a store change notification. */
+void imap_server_changed(struct imap_server *srv);
+
+/* imap_reply.c */
+void imap_printf(struct imap_client *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void imap_write(struct imap_client *c, const void *p, size_t len);
+/* astring/nstring output: atom when possible, else quoted, else literal. */
+void imap_write_astring(struct imap_client *c, const char *s, size_t len);
+void imap_write_string(struct imap_client *c, const char *s, size_t len);
+void imap_write_nstring(struct imap_client *c, const char *s, size_t len);
+/* Appends the same to a buf (used when building responses before sending). */
+void imap_buf_string(struct buf *b, const char *s, size_t len);
+
+/* imap_cmd.c */
+const struct imap_cmd_def *imap_cmd_find(const char *name, size_t len);
+/* Runs the command in c->cmd (first call or resumption). */
+void imap_cmd_run(struct imap_client *c);
+/* Sends the untagged updates allowed now and the tagged reply; returns true (STYLE 9). */
+bool imap_cmd_reply(struct imap_cmd *cmd, const char *status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+bool imap_cmd_ok(struct imap_cmd *cmd, const char *text);
+bool imap_cmd_bad(struct imap_cmd *cmd, const char *text);
+bool imap_cmd_no(struct imap_cmd *cmd, const char *text);
+/* NO naming a store error ([TRYCREATE], [SERVERBUG], ...). */
+bool imap_cmd_store_error(struct imap_cmd *cmd, int err, const char *what);
+/* Argument helpers: the i-th top-level argument (NULL past the end) and their count. */
+const struct imap_arg *imap_cmd_arg(const struct imap_cmd *cmd, size_t i);
+size_t imap_cmd_argc(const struct imap_cmd *cmd);
+/* Copies an astring argument as a C string (NULL when not an astring or holds NUL). */
+char *imap_arg_dup(const struct imap_arg *a);
+void imap_capability(struct imap_client *c, struct buf *out);
+
+/* imap_view.c */
+int imap_view_open(struct imap_cmd *cmd, uint64_t mbox, const char *name, bool readonly);
+void imap_view_close(struct imap_client *c);
+/* Brings the view up to date and sends EXISTS/RECENT/FETCH (and EXPUNGE when allowed). */
+void imap_view_sync(struct imap_client *c, bool allow_expunge);
+/* Sequence number of uid (0 when absent). */
+uint32_t imap_view_seq(const struct imap_view *v, uint32_t uid);
+/* Resolves a sequence-set argument into view indexes: *set_r lists UIDs, sorted. -1 with a
+   reason in *why_r for a bad set or a sequence number past EXISTS. */
+int imap_view_resolve(struct imap_client *c, const char *s, size_t len, bool uid,
+		      struct imap_seqset *uids_r, const char **why_r);
+/* Sends FLAGS and PERMANENTFLAGS naming the mailbox's keywords now. */
+void imap_view_send_flags(struct imap_client *c, struct store_txn *t);
+/* Removes uid from the view sending "* n EXPUNGE". */
+void imap_view_expunged(struct imap_client *c, uint32_t uid);
+void imap_view_set_flags(struct imap_view *v, uint32_t uid, unsigned flags, uint64_t kw);
+/* Writes a flag list "(\Seen kw ...)" for flags/keywords (recent adds \Recent). */
+void imap_flags_write(struct imap_client *c, unsigned flags, uint64_t kw, bool recent,
+		      struct store_txn *t);
+/* Parses a flag list argument (a list or one flag) into flags/keywords (creating keywords
+   when t is a write txn). -1 with *why_r on a bad flag. */
+int imap_flags_parse(const struct imap_arg *a, struct store_txn *t, uint64_t mbox,
+		     bool create, unsigned *flags_r, uint64_t *kw_r, const char **why_r);
+
+/* imap_fetch.c */
+bool cmd_fetch(struct imap_cmd *cmd);
+/* imap_search.c */
+bool cmd_search(struct imap_cmd *cmd);
+
+/* command handlers, by family */
+bool cmd_capability(struct imap_cmd *cmd);
+bool cmd_noop(struct imap_cmd *cmd);
+bool cmd_logout(struct imap_cmd *cmd);
+bool cmd_starttls(struct imap_cmd *cmd);
+bool cmd_login(struct imap_cmd *cmd);
+bool cmd_authenticate(struct imap_cmd *cmd);
+bool cmd_id(struct imap_cmd *cmd);
+bool cmd_enable(struct imap_cmd *cmd);
+bool cmd_create(struct imap_cmd *cmd);
+bool cmd_delete(struct imap_cmd *cmd);
+bool cmd_rename(struct imap_cmd *cmd);
+bool cmd_subscribe(struct imap_cmd *cmd);
+bool cmd_list(struct imap_cmd *cmd);
+bool cmd_namespace(struct imap_cmd *cmd);
+bool cmd_select(struct imap_cmd *cmd);
+bool cmd_status(struct imap_cmd *cmd);
+bool cmd_close(struct imap_cmd *cmd);
+bool cmd_store(struct imap_cmd *cmd);
+bool cmd_expunge(struct imap_cmd *cmd);
+bool cmd_copy(struct imap_cmd *cmd);
+bool cmd_append(struct imap_cmd *cmd);
+bool cmd_idle(struct imap_cmd *cmd);
+/* cmd_auth.c: the client's line after AUTHENTICATE's "+ ". */
+void imap_auth_line(struct imap_client *c, const char *line, size_t len);
+/* An IDLE session got "DONE" (or a bad line). */
+void imap_idle_done(struct imap_client *c, bool ok);
+
+/* Mailbox names: validates a client's name (modified UTF-7, no empty levels) and maps INBOX
+   case-insensitively. Returns a malloc'd canonical name or NULL with *why_r. */
+char *imap_mailbox_name(const char *s, size_t len, const char **why_r);
+
+#endif
