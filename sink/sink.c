@@ -1,0 +1,419 @@
+/* sink.c — owns the sink's main: the command line (-c, -f, -t and the sink's own options),
+ * [sink] settings, listeners, the STARTTLS certificate (configured or generated), the
+ * shared statistics segment, the SIGUSR1 and exit summaries, and each worker's loop. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "common/conf.h"
+#include "common/daemon.h"
+#include "common/log.h"
+#include "common/net.h"
+#include "common/str.h"
+#include "common/tls.h"
+#include "common/xmalloc.h"
+#include "sink/sink.h"
+
+#define CONTROL_MAX_CONNS 64
+#define SINK_DRAIN_MS 2000
+
+struct sink_main {
+	struct conf *conf;
+	struct sink_opts o;
+	struct sink_shared *sh;
+	struct net_fds smtp_fds, control_fds;
+	struct tls_conf tls;
+	bool starttls;
+	SSL_CTX *tls_ctx;                   /* built before fork, shared by the workers */
+	char *gen_dir, *gen_cert, *gen_key; /* a generated certificate, removed at exit */
+	char hostname[256];
+};
+
+/* The sink's own options: name, [sink] key it overrides (NULL: a fault), has a value. */
+static const struct {
+	const char *opt;
+	const char *key;
+} sink_opts_table[] = {
+	{ "listen", "listen" },
+	{ "control", "control" },
+	{ "keep", "keep" },
+	{ "workers", "workers" },
+};
+
+static int usr1_pipe[2] = { -1, -1 };
+
+static noreturn void usage(void)
+{
+	fprintf(stderr,
+		"usage: sink [-c heron.conf] [-f] [-t] [--listen ADDR] [--control ADDR]\n"
+		"            [--keep DIR] [--workers N] [--mail-4xx SHARE] [--mail-5xx SHARE]\n"
+		"            [--rcpt-4xx SHARE] [--rcpt-5xx SHARE] [--data-4xx SHARE]\n"
+		"            [--data-5xx SHARE] [--drop-in-data SHARE] [--delay-ms MS]\n"
+		"            [--greeting-delay-ms MS]\n");
+	exit(2);
+}
+
+struct sink_cmdline {
+	const char *set[sizeof(sink_opts_table) / sizeof(sink_opts_table[0])];
+	double fault[FAULT_NKEYS];
+	bool fault_set[FAULT_NKEYS];
+};
+
+/* Takes "--name value" or "--name=value" at argv[*i]; false when it is not one of ours. */
+static bool parse_long(int argc, char **argv, int *i, struct sink_cmdline *cl)
+{
+	char name[64], *val, *end;
+	char *arg = argv[*i] + 2;
+	size_t nlen = strcspn(arg, "=");
+	int k;
+
+	if (strncmp(argv[*i], "--", 2) != 0 || nlen >= sizeof(name))
+		return false;
+	memcpy(name, arg, nlen);
+	name[nlen] = '\0';
+	if (arg[nlen] == '=')
+		val = arg + nlen + 1;
+	else if (*i + 1 < argc)
+		val = argv[++*i];
+	else
+		usage();
+	for (size_t o = 0; o < sizeof(sink_opts_table) / sizeof(sink_opts_table[0]); o++)
+		if (strcmp(name, sink_opts_table[o].opt) == 0)
+			return cl->set[o] = val, true;
+	for (char *p = name; *p != '\0'; p++)
+		if (*p == '-')
+			*p = '_';
+	if ((k = sink_fault_lookup(name, strlen(name))) < 0)
+		usage();
+	cl->fault[k] = strtod(val, &end);
+	if (*val == '\0' || *end != '\0') {
+		fprintf(stderr, "sink: --%s: not a number: %s\n", arg, val);
+		exit(2);
+	}
+	cl->fault_set[k] = true;
+	return true;
+}
+
+/* Splits argv into the sink's options and the daemon's (-c, -f, -t). */
+static void parse_cmdline(int argc, char **argv, struct sink_cmdline *cl,
+			  struct daemon_args *a)
+{
+	char **rest = xcalloc((size_t)argc + 1, sizeof(*rest));
+	int nrest = 0;
+
+	memset(cl, 0, sizeof(*cl));
+	rest[nrest++] = argv[0];
+	for (int i = 1; i < argc; i++)
+		if (!parse_long(argc, argv, &i, cl))
+			rest[nrest++] = argv[i];
+	daemon_args_parse(nrest, rest, "sink", a);
+	/* a's strings point into argv, not into rest */
+	free(rest);
+}
+
+/* --listen, --control, --keep, --workers override [sink]. */
+static void apply_overrides(struct sink_main *m, const struct sink_cmdline *cl)
+{
+	char *err = NULL;
+
+	for (size_t o = 0; o < sizeof(sink_opts_table) / sizeof(sink_opts_table[0]); o++) {
+		if (cl->set[o] == NULL)
+			continue;
+		if (conf_set(m->conf, "sink", sink_opts_table[o].key, cl->set[o], &err) < 0) {
+			fprintf(stderr, "sink: --%s: %s\n", sink_opts_table[o].opt, err);
+			exit(2);
+		}
+	}
+}
+
+static void apply_faults(struct sink_main *m, const struct sink_cmdline *cl)
+{
+	for (int k = 0; k < FAULT_NKEYS; k++) {
+		if (cl->fault_set[k] &&
+		    sink_fault_set(sink_shared_faults(m->sh), (enum sink_fault_key)k,
+				   cl->fault[k]) < 0) {
+			fprintf(stderr, "sink: --%s: out of range\n", sink_fault_name(k));
+			exit(2);
+		}
+	}
+}
+
+static void mkdir_or_die(const char *path)
+{
+	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+		fatal("mkdir %s", path);
+}
+
+/* Hands a directory made as root to the user the workers will run as. */
+static void chown_for_workers(const char *path, const char *user)
+{
+	struct passwd *pw;
+
+	if (getuid() != 0 || user[0] == '\0')
+		return;
+	if ((pw = getpwnam(user)) == NULL)
+		fatalx("sink: unknown user %s", user);
+	if (chown(path, pw->pw_uid, pw->pw_gid) < 0)
+		fatal("chown %s", path);
+}
+
+/* --keep DIR: a Maildir (tmp, new, cur) the workers can write. */
+static void keep_setup(const char *dir, const char *user)
+{
+	static const char *const sub[] = { "tmp", "new", "cur" };
+
+	mkdir_or_die(dir);
+	chown_for_workers(dir, user);
+	for (size_t i = 0; i < 3; i++) {
+		char *p = xasprintf("%s/%s", dir, sub[i]);
+
+		mkdir_or_die(p);
+		chown_for_workers(p, user);
+		free(p);
+	}
+}
+
+/* The [tls] certificate, or a self-signed one for hostname in a private directory. */
+static void tls_setup(struct sink_main *m)
+{
+	char tmpl[] = "/tmp/heron-sink-XXXXXX", *err = NULL;
+
+	tls_conf_from(&m->tls, m->conf);
+	if (!m->starttls || (m->tls.cert != NULL && m->tls.cert[0] != '\0'))
+		return;
+	if (mkdtemp(tmpl) == NULL)
+		fatal("mkdtemp %s", tmpl);
+	m->gen_dir = xstrdup(tmpl);
+	m->gen_cert = xasprintf("%s/cert.pem", tmpl);
+	m->gen_key = xasprintf("%s/key.pem", tmpl);
+	if (tls_selfsigned_write(m->gen_cert, m->gen_key, m->hostname, 30, &err) < 0)
+		fatalx("generating a certificate for STARTTLS: %s", err);
+	m->tls.cert = m->gen_cert;
+	m->tls.key = m->gen_key;
+	log_info("sink starttls certificate=generated cn=%s", m->hostname);
+}
+
+static void tls_ctx_setup(struct sink_main *m)
+{
+	char *err = NULL;
+
+	tls_setup(m);
+	if (m->starttls && (m->tls_ctx = tls_server_ctx_new(&m->tls, &err)) == NULL)
+		fatalx("sink starttls: %s", err);
+}
+
+static void tls_cleanup(struct sink_main *m)
+{
+	if (m->gen_dir == NULL)
+		return;
+	unlink(m->gen_cert);
+	unlink(m->gen_key);
+	rmdir(m->gen_dir);
+	free(m->gen_cert);
+	free(m->gen_key);
+	free(m->gen_dir);
+}
+
+static void load_opts(struct sink_main *m)
+{
+	const struct conf *c = m->conf;
+	const char *keep = conf_str(c, "sink", "keep");
+	const char *host = conf_str(c, "sink", "hostname");
+
+	if (host[0] != '\0')
+		str_lcpy(m->hostname, host, sizeof(m->hostname));
+	else if (gethostname(m->hostname, sizeof(m->hostname) - 1) < 0 || m->hostname[0] == '\0')
+		str_lcpy(m->hostname, "localhost", sizeof(m->hostname));
+	m->o.hostname = m->hostname;
+	m->o.keep_dir = keep[0] != '\0' ? keep : NULL;
+	m->o.max_message_size = (uint64_t)conf_int(c, "sink", "max_message_size");
+	m->o.max_recipients = (unsigned)conf_int(c, "sink", "max_recipients");
+	m->o.max_connections = (unsigned)conf_int(c, "sink", "max_connections");
+	m->o.timeout_ms = conf_int(c, "sink", "timeout");
+	m->starttls = conf_bool(c, "sink", "starttls");
+}
+
+/* As many descriptors as the hard limit allows: thousands of connections per worker. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			log_warn("sink setrlimit nofile");
+	}
+}
+
+/* SIGUSR1 in any process: a byte down the pipe; the worker that reads it logs the summary. */
+static void usr1_handler(int sig)
+{
+	int saved = errno;
+	char b = 1;
+
+	(void)sig;
+	if (write(usr1_pipe[1], &b, 1) < 0) {
+		/* the pipe is full: a summary is already on its way */
+	}
+	errno = saved;
+}
+
+static void usr1_setup(void)
+{
+	struct sigaction sa;
+
+	if (pipe2(usr1_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+		fatal("pipe");
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = usr1_handler;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
+	if (sigaction(SIGUSR1, &sa, NULL) < 0)
+		fatal("sigaction SIGUSR1");
+}
+
+/* ---- workers ---- */
+
+static void smtp_accept_cb(struct net_server *srv, int fd, const struct sockaddr *sa,
+			   socklen_t salen, void *arg)
+{
+	sink_session_start(arg, fd);
+}
+
+static void control_accept_cb(struct net_server *srv, int fd, const struct sockaddr *sa,
+			      socklen_t salen, void *arg)
+{
+	sink_control_start(arg, fd);
+}
+
+static void worker_maybe_exit(struct sink_worker *w)
+{
+	if (daemon_worker_draining(w->dw) && net_server_nconns(w->smtp) == 0 &&
+	    net_server_nconns(w->control) == 0)
+		event_base_loopexit(w->base, NULL);
+}
+
+void sink_worker_session_done(struct sink_worker *w)
+{
+	net_server_conn_done(w->smtp);
+	worker_maybe_exit(w);
+}
+
+void sink_worker_control_done(struct sink_worker *w)
+{
+	net_server_conn_done(w->control);
+	worker_maybe_exit(w);
+}
+
+static void worker_drain(void *arg)
+{
+	struct sink_worker *w = arg;
+
+	net_server_stop(w->smtp);
+	net_server_stop(w->control);
+	worker_maybe_exit(w);
+}
+
+static void worker_usr1_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct sink_worker *w = arg;
+	char b[64];
+
+	if (read(fd, b, sizeof(b)) > 0)
+		sink_stats_log_summary(w->sh, "SIGUSR1");
+}
+
+static int worker_main(struct daemon_worker *dw, void *arg)
+{
+	struct sink_main *m = arg;
+	struct sink_worker w = { .sh = m->sh, .o = &m->o, .dw = dw };
+	struct event *usr1;
+	w.index = daemon_worker_index(dw);
+	w.tls = m->tls_ctx;
+	w.base = event_base_new();
+	if (w.base == NULL)
+		fatalx("event_base_new failed");
+	sink_fault_seed(log_new_id() ^ ((uint64_t)getpid() << 32));
+	w.smtp = net_server_new(w.base, &m->smtp_fds, m->o.max_connections, smtp_accept_cb, &w);
+	w.control = net_server_new(w.base, &m->control_fds, CONTROL_MAX_CONNS,
+				   control_accept_cb, &w);
+	usr1 = event_new(w.base, usr1_pipe[0], EV_READ | EV_PERSIST, worker_usr1_cb, &w);
+	event_add(usr1, NULL);
+	daemon_worker_attach(dw, w.base, worker_drain, NULL, &w);
+	event_base_dispatch(w.base);
+	event_free(usr1);
+	net_server_free(&w.smtp);
+	net_server_free(&w.control);
+	event_base_free(w.base);
+	return 0;
+}
+
+static void listen_or_die(struct sink_main *m, const char *key, struct net_fds *fds)
+{
+	struct net_listen_opts lo = { .backlog = 4096 };
+	char *err = NULL;
+
+	if (net_listen(conf_addrs(m->conf, "sink", key), &lo, fds, &err) < 0)
+		fatalx("sink %s: %s", key, err);
+	for (size_t i = 0; i < fds->n; i++)
+		log_info("sink %s on %s", key, fds->name[i]);
+}
+
+int main(int argc, char **argv)
+{
+	static struct sink_main m;
+	struct sink_cmdline cl;
+	struct daemon_args a;
+	struct daemon_ops ops = { .ident = "sink", .drain_ms = SINK_DRAIN_MS };
+	bool test;
+	int rc;
+
+	parse_cmdline(argc, argv, &cl, &a);
+	test = a.test;
+	a.test = false;                 /* -t shows the values after the command line's */
+	a.foreground |= test;
+	m.conf = daemon_conf_load(&a);
+	apply_overrides(&m, &cl);
+	if (test) {
+		conf_dump(m.conf, stdout);
+		conf_free(&m.conf);
+		return 0;
+	}
+	m.sh = sink_shared_create((unsigned)conf_int(m.conf, "sink", "workers"),
+				  (size_t)conf_int(m.conf, "sink", "record_memory"),
+				  strcmp(conf_str(m.conf, "sink", "records"), "all") == 0);
+	apply_faults(&m, &cl);
+	load_opts(&m);
+	if (m.o.keep_dir != NULL)
+		keep_setup(m.o.keep_dir, conf_str(m.conf, "sink", "user"));
+	raise_nofile();
+	usr1_setup();
+	listen_or_die(&m, "listen", &m.smtp_fds);
+	listen_or_die(&m, "control", &m.control_fds);
+	tls_ctx_setup(&m);
+	ops.workers = (unsigned)conf_int(m.conf, "sink", "workers");
+	ops.pidfile = conf_str(m.conf, "sink", "pidfile");
+	ops.user = conf_str(m.conf, "sink", "user");
+	ops.detach = !a.foreground;
+	ops.worker_main = worker_main;
+	ops.arg = &m;
+	rc = daemon_run(&ops);
+	sink_stats_log_summary(m.sh, "exit");
+	tls_ctx_free(&m.tls_ctx);
+	tls_cleanup(&m);
+	net_fds_close(&m.smtp_fds);
+	net_fds_close(&m.control_fds);
+	sink_shared_destroy(&m.sh);
+	conf_free(&m.conf);
+	return rc;
+}
