@@ -15,9 +15,12 @@
  * A read txn is a consistent snapshot; keep it for one command, not longer (LMDB: long readers
  * stop page reuse). A write txn serializes writers of its partition; one process must not hold
  * two write txns on the same partition. Pointers returned by reads (names, caches) point into
- * the map and are valid until the txn ends. Any write call may return STORE_EAGAIN: the map
- * was full, has been grown, and the whole transaction must be redone (store_txn_abort, then
- * begin again and repeat the calls). store_write() does that loop for you; the batch and group
+ * the map and are valid until the txn ends. A write call that fails may have done part of its
+ * work in the txn: abort the txn (or commit only what you mean to keep; single-message calls
+ * such as store_msg_append and store_msg_flags check everything before they write, so their
+ * refusals - EQUOTA, ENOMSG, ELOCKED - leave the txn clean). Any write call may return
+ * STORE_EAGAIN: the map was full, has been grown, and the whole transaction must be redone
+ * (store_txn_abort, then begin again and repeat the calls). store_write() does that loop for you; the batch and group
  * commit APIs do it internally.
  *
  * Durability (STYLE 12). A message file is written to a tmp name, fsynced, renamed, and its
@@ -277,9 +280,11 @@ int store_blob_new(struct store *st, unsigned part, struct store_blob **b_r);
 /* Appends bytes (the message as stored: CRLF line ends). Errors: STORE_ENOSPC, STORE_EIO;
    after an error the blob can only be freed. */
 int store_blob_write(struct store_blob *b, const void *data, size_t len);
-/* fsync, rename to its final name, fsync the directory. After 0 the blob is durable and can
-   be referenced by deliveries/appends (store_deliver, store_msg_append, store_queue_add).
-   Errors: STORE_ENOSPC, STORE_EIO. */
+/* fsync, rename to its final name. After 0 the blob can be referenced by deliveries/appends
+   (store_deliver, store_msg_append, store_queue_add, the batch calls); its directory is
+   fsynced before the first index commit that references it (once per directory for a whole
+   batch), so the rename is durable before any acknowledgement. Errors: STORE_ENOSPC,
+   STORE_EIO. */
 int store_blob_finish(struct store_blob *b);
 /* Writes a whole file (fd read from its current offset to EOF) as a durable blob:
    new + write + finish. Errors: as those, and STORE_EIO on a read error. */
@@ -417,7 +422,9 @@ void store_batch_flags(struct store_batch *bt, uint64_t mbox, uint32_t uid,
 		       enum store_flag_op op, unsigned flags, uint64_t keywords,
 		       store_done_cb *cb, void *arg);
 struct store_queue_msg;
-/* Queues a queue entry (store_queue_add); value = the queue id. qm is copied now. */
+/* Queues a queue entry (store_queue_add); value = the queue id. qm, its strings and its
+   recipients are copied now (the caller may free them at once); b must live until the
+   callback. */
 void store_batch_enqueue(struct store_batch *bt, const struct store_queue_msg *qm,
 			 struct store_blob *b, store_done_cb *cb, void *arg);
 size_t store_batch_count(const struct store_batch *bt);
@@ -433,7 +440,10 @@ void store_batch_free(struct store_batch **btp);
      committer flushes group_commit_ms after the first pending operation (or at once when
      group_commit_max are pending) from the event loop and runs the callbacks there.
    - threads: store_gc_*_wait() blocks the calling thread until its operation committed; the
-     first waiter waits group_commit_ms for company, then commits for all.
+     first waiter waits group_commit_ms for company, then commits for all. Producer threads
+     may write blobs (store_blob_*) meanwhile, but must not use other calls of the same
+     store handle: only the committing thread uses LMDB (the map may be grown).
+   A commit writes every partition the batch touches in parallel (one thread each).
    Errors of the _wait calls: those of the operation (see store_batch_*). */
 struct store_gc;
 int store_gc_new(struct store *st, struct store_gc **gc_r);

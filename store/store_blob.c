@@ -3,6 +3,7 @@
  * counts in the index and unlinking after the commit that dropped the last reference; opening
  * for streaming. */
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/endian.h"
@@ -24,6 +26,10 @@
 #define BLOB_REC_LEN 12
 
 static int fsync_subdir(struct store *st, struct store_env *e, uint64_t id);
+static int blob_link_locked(struct store_blob *b, unsigned part);
+
+/* A batch commits partitions in parallel threads; their view of a blob's links is guarded. */
+static pthread_mutex_t links_mu = PTHREAD_MUTEX_INITIALIZER;
 
 void store_blob_path(char *out, size_t size, uint64_t id)
 {
@@ -60,6 +66,10 @@ int store_blob_new(struct store *st, unsigned part, struct store_blob **b_r)
 	do {
 		if (getrandom(&b->id, sizeof(b->id), 0) != sizeof(b->id))
 			fatal("getrandom");
+		/* the top byte (the subdirectory) follows the hour: files written together share
+		   a directory, so a group commit fsyncs that directory once for all of them */
+		b->id = (b->id & ~(UINT64_C(0xff) << 56)) |
+			(uint64_t)((time(NULL) / 3600) & 0xff) << 56;
 	} while (b->id == 0);
 	store_blob_path(b->tmp, sizeof(b->tmp), b->id);
 	strcat(b->tmp, ".tmp");
@@ -132,9 +142,42 @@ int store_blob_finish(struct store_blob *b)
 		return b->err = store_errno(errno);
 	}
 	b->finished = true;
-	if ((b->err = fsync_subdir(b->st, e, b->id)) != 0)
+	/* the directory fsync (the rename's durability) is done before the first index commit
+	   that references the blob: store_blob_sync_dir, once per directory per batch */
+	return 0;
+}
+
+/* Makes the blob's rename durable (fsync of its directory), once. */
+int store_blob_sync_dir(struct store_blob *b)
+{
+	int rc;
+
+	if (b->dir_synced)
+		return 0;
+	if ((rc = fsync_subdir(b->st, store_env_of(b->st, b->part), b->id)) != 0) {
 		log_warn("store: fsync blob dir");
-	return b->err;
+		return rc;
+	}
+	b->dir_synced = true;
+	return 0;
+}
+
+/* One directory fsync for every blob of a batch that shares it. */
+int store_blob_sync_dirs(struct store_blob **v, size_t n)
+{
+	int rc;
+
+	for (size_t i = 0; i < n; i++) {
+		if (v[i] == NULL || v[i]->dir_synced)
+			continue;
+		if ((rc = store_blob_sync_dir(v[i])) != 0)
+			return rc;
+		for (size_t j = i + 1; j < n; j++)
+			if (v[j] != NULL && v[j]->part == v[i]->part &&
+			    v[j]->id >> 56 == v[i]->id >> 56)
+				v[j]->dir_synced = true;
+	}
+	return 0;
 }
 
 int store_blob_from_fd(struct store *st, unsigned part, int fd, struct store_blob **b_r)
@@ -208,10 +251,21 @@ void store_blob_free(struct store_blob **bp)
 	free(b);
 }
 
-/* Makes sure b's file exists in t's partition (a hard link, made durable). */
-static int blob_link(struct store_txn *t, struct store_blob *b)
+/* Makes sure b's file exists in partition part (a hard link, made durable). Not thread-safe
+   for one blob: the batch links every blob before its partitions commit in parallel. */
+int store_blob_link(struct store_blob *b, unsigned part)
 {
-	struct store_env *src = store_env_of(b->st, b->part), *dst = t->e;
+	int rc;
+
+	pthread_mutex_lock(&links_mu);
+	rc = blob_link_locked(b, part);
+	pthread_mutex_unlock(&links_mu);
+	return rc;
+}
+
+static int blob_link_locked(struct store_blob *b, unsigned part)
+{
+	struct store_env *src = store_env_of(b->st, b->part), *dst = store_env_of(b->st, part);
 	char final[32];
 
 	for (size_t i = 0; i < b->nlinks; i++)
@@ -248,7 +302,7 @@ int store_blob_ref(struct store_txn *t, const struct store_blob *cb)
 
 	if (!b->finished)
 		return STORE_EINVAL;
-	if ((rc = blob_link(t, b)) != 0)
+	if ((rc = store_blob_sync_dir(b)) != 0 || (rc = store_blob_link(b, t->e->part)) != 0)
 		return rc;
 	put_be64(k, b->id);
 	rc = store_get(t, DBI_BLOBS, k, 8, &v);
@@ -314,6 +368,7 @@ void store_blob_unlink_dead(struct store_env *e)
 /* After t committed: its references keep their files (store_blob_free leaves them). */
 void store_blob_txn_committed(struct store_txn *t)
 {
+	pthread_mutex_lock(&links_mu);
 	for (size_t i = 0; i < t->nrefd; i++) {
 		struct store_blob *b = t->refd[i];
 
@@ -321,6 +376,7 @@ void store_blob_txn_committed(struct store_txn *t)
 			if (b->links[j].part == t->e->part)
 				b->links[j].referenced = true;
 	}
+	pthread_mutex_unlock(&links_mu);
 }
 
 int store_blob_open(struct store *st, unsigned part, uint64_t blob, int *fd_r,

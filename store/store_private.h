@@ -88,6 +88,7 @@ struct store_blob {
 	uint64_t size;
 	int fd;
 	bool finished;
+	bool dir_synced;      /* its directory was fsynced after the rename */
 	char tmp[64];         /* name under blobs/ while writing */
 	struct msgcache_builder *mb;
 	struct buf cache;
@@ -171,6 +172,9 @@ int store_blob_ref_id(struct store_txn *t, uint64_t blob, int delta);
 void store_blob_path(char *out, size_t size, uint64_t id);
 void store_blob_unlink_dead(struct store_env *e);
 void store_blob_txn_committed(struct store_txn *t);
+int store_blob_sync_dir(struct store_blob *b);
+int store_blob_link(struct store_blob *b, unsigned part);
+int store_blob_sync_dirs(struct store_blob **v, size_t n);
 
 /* store_queue.c */
 int store_queue_add_txn(struct store_txn *t, const struct store_queue_msg *qm,

@@ -290,7 +290,8 @@ static int check_blobs(struct vstate *v)
 	MDB_val k, val;
 	size_t i = 0;
 	uint64_t *fix = NULL; /* pairs (blob, refs) to rewrite; refs 0 = delete */
-	size_t nfix = 0;
+	uint64_t *nocache = NULL;
+	size_t nfix = 0, nnocache = 0;
 	int rc, op = MDB_FIRST;
 
 	if (v->nrefs > 1)
@@ -314,11 +315,13 @@ static int check_blobs(struct vstate *v)
 
 			v->r->blobs++;
 			put_be64(ck, id);
-			if (want > 0 && store_get(v->t, DBI_CACHE, ck, 8, &cv) != 0) {
 #ifdef HAVE_MSGCACHE
+			if (want > 0 && have == want && store_get(v->t, DBI_CACHE, ck, 8, &cv) != 0) {
 				v->r->missing_cache++;
-#endif
+				nocache = xreallocarray(nocache, nnocache + 1, sizeof(*nocache));
+				nocache[nnocache++] = id;
 			}
+#endif
 			rc = mdb_cursor_get(c, &k, &val, MDB_NEXT);
 		}
 		if (have != want) {
@@ -353,7 +356,10 @@ static int check_blobs(struct vstate *v)
 		}
 		v->r->repaired += rc == 0;
 	}
+	for (size_t j = 0; v->repair && j < nnocache && rc == 0; j++)
+		rc = rebuild_cache(v, nocache[j]);
 	free(fix);
+	free(nocache);
 	return rc;
 }
 

@@ -73,10 +73,11 @@ static void *producer(void *arg)
 		memset(r, 0, sizeof(r));
 		for (unsigned i = 0; i < sc->nrcpt; i++)
 			r[i].user = users[(first + i) % NUSERS];
-		/* the message is written once, to the first recipient's partition */
-		unsigned part;
-		if (store_user_locate(sc->st, r[0].user, &part) != 0 ||
-		    store_blob_new(sc->st, part, &b) != 0) {
+		/* the message is written once, to the first recipient's partition (the users
+		   were created in their hashed partitions; producers do not read the index:
+		   only the committer uses LMDB) */
+		unsigned part = store_partition_for(sc->st, r[0].user);
+		if (store_blob_new(sc->st, part, &b) != 0) {
 			atomic_fetch_add(&sc->failed, 1);
 			continue;
 		}
@@ -234,6 +235,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	setvbuf(stdout, NULL, _IOLBF, 0); /* figures appear as they are measured */
 	if (producers < 1 || producers > 64)
 		producers = 16;
 	if (dir == NULL && (dir = mkdtemp(tmpl)) == NULL)

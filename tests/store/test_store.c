@@ -9,6 +9,9 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <event2/event.h>
+#include <lmdb.h>
+
 #include "common/msgcache.h"
 #include "store_test.h"
 
@@ -571,7 +574,84 @@ static void test_batch_and_gc(void **state)
 	r[0].user = "frank";
 	assert_int_equal(store_gc_deliver_wait(gc, b[0], 0, r, 1), 0);
 	store_blob_free(&b[0]);
+
+	/* local and remote parts of one message: a delivery and a queue entry share the flush;
+	   the queue entry's strings are copied at once */
+	struct store_queue_rcpt *qr = calloc(1, sizeof(*qr));
+	struct store_queue_msg qm = { .sender = strdup("from@example.com"), .nrcpt = 1,
+				      .rcpt = qr };
+	struct store_queue_msg got;
+	qr->addr = strdup("far@remote.test");
+	memset(d, 0, sizeof(d));
+	b[0] = tblob(ts.st, STORE_ID_PART(mb), 300, 2);
+	r[0].user = "frank";
+	store_gc_deliver(gc, b[0], 0, &r[0], 1, done_cb, &d[0]);
+	store_gc_enqueue(gc, &qm, b[0], done_cb, &d[1]);
+	free((char *)(uintptr_t)qm.sender);
+	free((char *)(uintptr_t)qr->addr);
+	free(qr);
+	store_gc_flush(gc);
+	assert_int_equal(d[0].result, 0);
+	assert_int_equal(d[1].result, 0);
+	assert_int_equal(store_queue_get(ts.st, d[1].value, &got), 0);
+	assert_string_equal(got.sender, "from@example.com");
+	assert_string_equal(got.rcpt[0].addr, "far@remote.test");
+	store_queue_msg_clear(&got);
+	store_blob_free(&b[0]);
 	store_gc_free(&gc);
+	tcheck_status(ts.st, mb);
+	tverify_clean(ts.st);
+	tstore_close(&ts, true);
+}
+
+struct loop_ctx {
+	struct event_base *base;
+	struct done_rec d[5];
+};
+
+/* The libevent mode: operations queued from the loop commit on the committer's timer and
+   their callbacks run after the commit, in the loop. */
+static void test_gc_libevent(void **state)
+{
+	struct tstore ts;
+	struct store_gc *gc;
+	struct store_blob *b[5];
+	struct store_rcpt r[5];
+	struct loop_ctx lc;
+	uint64_t u, mb, c0, ops, commits;
+
+	(void)state;
+	tstore_open(&ts, 1);
+	u = tuser(ts.st, "loop");
+	mb = tmbox(ts.st, u, "INBOX");
+	memset(&lc, 0, sizeof(lc));
+	memset(r, 0, sizeof(r));
+	lc.base = event_base_new();
+	assert_non_null(lc.base);
+	assert_int_equal(store_gc_new(ts.st, &gc), 0);
+	store_gc_attach(gc, lc.base);
+	c0 = store_commit_count(ts.st);
+	for (int i = 0; i < 4; i++) {
+		b[i] = tblob(ts.st, 0, 500, (unsigned)i);
+		r[i].user = "loop";
+		store_gc_deliver(gc, b[i], 0, &r[i], 1, done_cb, &lc.d[i]);
+	}
+	store_gc_flags(gc, mb, 1, STORE_FLAGS_ADD, STORE_FLAGGED, 0, done_cb, &lc.d[4]);
+	assert_int_equal(lc.d[0].calls, 0);
+	/* returns (1: no events left) once the committer's timer ran */
+	assert_int_not_equal(event_base_dispatch(lc.base), -1);
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(lc.d[i].calls, 1);
+		assert_int_equal(lc.d[i].result, 0); /* the flag change sees uid 1 delivered */
+	}
+	assert_int_equal(store_commit_count(ts.st) - c0, 1);
+	store_gc_stats(gc, &ops, &commits);
+	assert_int_equal(ops, 5);
+	assert_int_equal(commits, 1);
+	for (int i = 0; i < 4; i++)
+		store_blob_free(&b[i]);
+	store_gc_free(&gc);
+	event_base_free(lc.base);
 	tcheck_status(ts.st, mb);
 	tverify_clean(ts.st);
 	tstore_close(&ts, true);
@@ -702,6 +782,40 @@ static void test_verify_repair(void **state)
 	tcheck_status(ts.st, mb);
 	assert_int_equal(store_verify(ts.st, "jill", false, &r), 0);
 	assert_int_equal(r.messages, 1);
+
+	/* plant: the message cache row of the remaining message goes (raw LMDB, store closed) */
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_READ, &t), 0);
+	struct store_iter *it;
+	assert_int_equal(store_msg_iter(t, mb, 1, UINT32_MAX, 0, &it), 0);
+	assert_int_equal(store_iter_next(it, &m), 1);
+	store_iter_free(&it);
+	store_txn_abort(&t);
+	store_close(&ts.st);
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	uint8_t key[8];
+	MDB_val k = { 8, key };
+	for (int i = 0; i < 8; i++)
+		key[i] = (uint8_t)(m.blob >> (56 - 8 * i));
+	snprintf(path, sizeof(path), "%s/part0/index.mdb", ts.dir);
+	assert_int_equal(mdb_env_create(&env), 0);
+	mdb_env_set_maxdbs(env, 32);
+	assert_int_equal(mdb_env_open(env, path, MDB_NOSUBDIR, 0640), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	assert_int_equal(mdb_dbi_open(txn, "cache", 0, &dbi), 0);
+	assert_int_equal(mdb_del(txn, dbi, &k, NULL), 0);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	assert_int_equal(store_open(&ts.o, &ts.st), 0);
+	assert_int_equal(store_verify(ts.st, NULL, false, &r), STORE_ECORRUPT);
+	assert_int_equal(r.missing_cache, 1);
+	assert_int_equal(store_verify(ts.st, NULL, true, &r), 0);
+	tverify_clean(ts.st);
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_READ, &t), 0);
+	assert_int_equal(store_msg_get(t, mb, m.uid, &m), 0);
+	assert_true(m.cache_len > 0);
+	store_txn_abort(&t);
 	tstore_close(&ts, true);
 }
 
@@ -731,6 +845,7 @@ int main(void)
 		cmocka_unit_test(test_deliver_many),
 		cmocka_unit_test(test_queue),
 		cmocka_unit_test(test_batch_and_gc),
+		cmocka_unit_test(test_gc_libevent),
 		cmocka_unit_test(test_watch),
 		cmocka_unit_test(test_map_growth),
 		cmocka_unit_test(test_verify_repair),
