@@ -194,6 +194,7 @@ static void print_cmd(FILE *f, const struct mc_cmd *c)
 static int usage_all(FILE *f, int rc)
 {
 	fputs("usage: mailctl [-c heron.conf] [--json] NOUN VERB [ARGS...]\n"
+	      "       mailctl [-c heron.conf] -t    (print the effective configuration)\n"
 	      "Administers the Heron message store and queue; exit 0 ok, 1 not found or\n"
 	      "refused, 2 usage or system error. `mailctl NOUN --help` for one noun.\n\n",
 	      f);
@@ -347,6 +348,7 @@ static int run(struct mc *mc, int argc, char **argv)
 int main(int argc, char **argv)
 {
 	struct mc mc = { .conf_path = DEFAULT_CONF };
+	bool check = false;
 	char *err = NULL;
 	int i, rc;
 
@@ -357,17 +359,24 @@ int main(int argc, char **argv)
 			mc.conf_path = argv[++i];
 		else if (strcmp(argv[i], "--json") == 0)
 			mc.json = true;
+		else if (strcmp(argv[i], "-t") == 0)
+			check = true;
 		else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
 			return usage_all(stdout, MC_OK);
 		else
 			return usage_all(stderr, MC_ERR);
 	}
-	if (i == argc)
+	if (i == argc && !check)
 		return usage_all(stderr, MC_ERR);
 	if (conf_load(mc.conf_path, &mc.conf, &err) < 0) {
 		fprintf(stderr, "mailctl: %s; fix the file or give another with -c\n", err);
 		free(err);
 		return MC_ERR;
+	}
+	if (check) { /* -t: the effective configuration, as every Heron program prints it */
+		conf_dump(mc.conf, stdout);
+		conf_free(&mc.conf);
+		return MC_OK;
 	}
 	rc = run(&mc, argc - i, argv + i);
 	conf_free(&mc.conf);

@@ -70,6 +70,7 @@ struct imp {
 	uint64_t count, bytes;
 	uint32_t first_uid, last_uid;
 	char *kwletters[MAILDIR_KWS]; /* Maildir: dovecot-keywords */
+	unsigned nboxes;              /* Maildir++ folders imported */
 };
 
 /* ------------------------------------------------------------------------------------- */
@@ -258,26 +259,55 @@ static bool is_from_line(const char *p, size_t len)
 	return len >= 5 && memcmp(p, "From ", 5) == 0;
 }
 
-/* The asctime date of a From_ line ("From sender Sat Nov 28 21:04:37 2026"), as UTC. */
+/* Parses text with fmt as UTC, or with its %z offset applied; 0 when it does not parse. */
+static int64_t parse_time(const char *text, const char *fmt)
+{
+	struct tm tm;
+	int64_t off;
+
+	memset(&tm, 0, sizeof(tm));
+	if (strptime(text, fmt, &tm) == NULL)
+		return 0;
+	off = (int64_t)tm.tm_gmtoff; /* read before timegm, which resets it */
+	return (int64_t)timegm(&tm) - off;
+}
+
+/* The date of a From_ line ("From sender Sat Nov 28 21:04:37 2026", also with a numeric
+   zone before the year), as UTC. */
 static int64_t from_line_date(const char *p, size_t len)
 {
 	static const char *const days[] = { "Mon ", "Tue ", "Wed ", "Thu ", "Fri ", "Sat ",
 					    "Sun " };
 	char line[1024];
+	int64_t t;
 
 	len = len < sizeof(line) - 1 ? len : sizeof(line) - 1;
 	memcpy(line, p, len);
 	line[len] = '\0';
 	for (char *q = line + 5; *q != '\0'; q++)
-		for (size_t d = 0; d < 7; d++) {
-			struct tm tm;
-
-			memset(&tm, 0, sizeof(tm));
+		for (size_t d = 0; d < 7; d++)
 			if (strncmp(q, days[d], 4) == 0 &&
-			    strptime(q, "%a %b %d %H:%M:%S %Y", &tm) != NULL)
-				return (int64_t)timegm(&tm);
-		}
+			    ((t = parse_time(q, "%a %b %d %H:%M:%S %Y")) != 0 ||
+			     (t = parse_time(q, "%a %b %d %H:%M:%S %z %Y")) != 0))
+				return t;
 	return 0;
+}
+
+/* An RFC 5322 Date: value (the fallback when the From_ line has no date). */
+static int64_t header_date(const char *p, size_t len)
+{
+	char v[256];
+	const char *s;
+	int64_t t;
+
+	len = len < sizeof(v) - 1 ? len : sizeof(v) - 1;
+	memcpy(v, p, len);
+	v[len] = '\0';
+	for (s = v; *s == ' ' || *s == '\t'; s++)
+		;
+	if ((t = parse_time(s, "%a, %d %b %Y %H:%M:%S %z")) != 0)
+		return t;
+	return parse_time(s, "%d %b %Y %H:%M:%S %z");
 }
 
 /* Applies a collected Status / X-Status / X-Keywords value. */
@@ -332,6 +362,8 @@ static bool header_line(struct mbox_state *s, const char *p, size_t len)
 	if (s->hdr != H_NONE)
 		flag_header_done(s);
 	s->skip_hdr = false;
+	if (s->pm->date == 0 && len > 5 && str_caseprefix(p, len, "Date:"))
+		s->pm->date = header_date(p + 5, len - 5);
 	for (size_t i = 0; i < sizeof(hidden) / sizeof(hidden[0]); i++) {
 		size_t n = strlen(hidden[i].name);
 
@@ -597,6 +629,80 @@ static int import_maildir(struct imp *im)
 	return rc;
 }
 
+static int sub_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The Maildir++ folders of root (".Sent", ".Work.Projects"): directories with a cur/. */
+static char **md_folders(const char *root, size_t *n_r)
+{
+	char **v = NULL, p[4400];
+	struct dirent *de;
+	struct stat sb;
+	DIR *d;
+
+	*n_r = 0;
+	if ((d = opendir(root)) == NULL)
+		return NULL;
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] != '.' || de->d_name[1] == '\0' || de->d_name[1] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/%s/cur", root, de->d_name);
+		if (stat(p, &sb) == -1 || !S_ISDIR(sb.st_mode))
+			continue;
+		v = xreallocarray(v, *n_r + 1, sizeof(*v));
+		v[(*n_r)++] = xstrdup(de->d_name);
+	}
+	closedir(d);
+	if (*n_r > 1)
+		qsort(v, *n_r, sizeof(*v), sub_cmp); /* parents before children */
+	return v;
+}
+
+static int w_mbox_ensure(struct store_txn *t, void *arg);
+
+/* A Maildir into the target mailbox, then each Maildir++ folder ".A.B" into "A/B" below
+   it (at the top level when the target is INBOX), each with its own dovecot-keywords. */
+static int import_maildir_tree(struct imp *im)
+{
+	const char *root = im->path, *top = im->mailbox;
+	bool at_top = str_caseeq(top, strlen(top), "INBOX", 5);
+	size_t n;
+	char **subs = md_folders(root, &n);
+	uint32_t first, last;
+	int rc = import_maildir(im);
+
+	first = im->first_uid;
+	last = im->last_uid;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		char *name = xasprintf("%s%s%s", at_top ? "" : top, at_top ? "" : "/", subs[i] + 1);
+		char *path = xasprintf("%s/%s", root, subs[i]);
+
+		for (char *c = name + (at_top ? 0 : strlen(top) + 1); *c != '\0'; c++)
+			*c = *c == '.' ? '/' : *c;
+		for (size_t k = 0; k < MAILDIR_KWS; k++) {
+			free(im->kwletters[k]);
+			im->kwletters[k] = NULL;
+		}
+		im->path = path;
+		im->mailbox = name;
+		if ((rc = store_write(im->mc->st, im->part, w_mbox_ensure, im)) == 0)
+			rc = import_maildir(im);
+		im->nboxes += rc == 0;
+		im->path = root;
+		im->mailbox = top;
+		free(name);
+		free(path);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(subs[i]);
+	free(subs);
+	im->first_uid = first;
+	im->last_uid = last;
+	return rc;
+}
+
 /* ------------------------------------------------------------------------------------- */
 /* import */
 
@@ -614,11 +720,12 @@ static void import_report(struct mc *mc, const struct imp *im)
 		printf("{\"imported\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"mailbox\": ",
 		       im->count, im->bytes);
 		mc_json_str(stdout, im->mailbox, strlen(im->mailbox));
-		printf(", \"first_uid\": %" PRIu32 ", \"last_uid\": %" PRIu32 "}\n",
-		       im->first_uid, im->last_uid);
+		printf(", \"first_uid\": %" PRIu32 ", \"last_uid\": %" PRIu32
+		       ", \"folders\": %u}\n", im->first_uid, im->last_uid, im->nboxes);
 	} else
-		printf("imported %" PRIu64 " message%s (%" PRIu64 " bytes) into %s of %s\n",
-		       im->count, im->count == 1 ? "" : "s", im->bytes, im->mailbox, im->user);
+		printf("imported %" PRIu64 " message%s (%" PRIu64 " bytes) into %s of %s%s\n",
+		       im->count, im->count == 1 ? "" : "s", im->bytes, im->mailbox, im->user,
+		       im->nboxes ? " and its Maildir++ folders" : "");
 }
 
 int mc_import(struct mc *mc, const struct mc_args *a)
@@ -641,7 +748,7 @@ int mc_import(struct mc *mc, const struct mc_args *a)
 		rc = mc_fail(mc, err, "mailbox '%s' of '%s'", im->mailbox, im->user);
 	else {
 		if (S_ISDIR(sb.st_mode))
-			err = import_maildir(im);
+			err = import_maildir_tree(im);
 		else if ((fd = open(im->path, O_RDONLY | O_CLOEXEC)) == -1)
 			err = STORE_EIO;
 		else

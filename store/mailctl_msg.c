@@ -1,6 +1,7 @@
-/* mailctl_msg.c — owns the message commands of mailctl (list, show, flags, delete) and
- * expunge: UID sets, flag names, selecting messages by flag or date, and streaming a message
- * body from its file to stdout (as is, or inside a JSON string). */
+/* mailctl_msg.c — owns the message commands of mailctl (list with From and Subject from the
+ * message cache, show, flags, delete) and expunge: UID sets, flag names, selecting messages
+ * by flag or date, and streaming a message body from its file to stdout (as is, or inside a
+ * JSON string). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/msgcache.h"
 #include "common/str.h"
 #include "common/xmalloc.h"
 #include "store/mailctl.h"
@@ -228,7 +230,41 @@ static int uid_cmp(const void *a, const void *b)
 /* message list */
 
 static const char *const msg_cols[] = { "uid", "size", "date", "flags", "modseq", "blob",
-					NULL };
+					"from", "subject", NULL };
+
+#define FIELD_MAX 200 /* bytes of a header value shown */
+
+/* The unfolded value of header field name from the cached header block (raw: encoded
+   words are shown as they are), NULL when absent. */
+static const char *header_field(const struct store_msg *m, const char *name, char *out,
+				size_t size)
+{
+	struct msgcache_view v;
+	size_t nlen = strlen(name), n = 0;
+
+	if (m->cache_len == 0 || msgcache_parse(m->cache, m->cache_len, &v) < 0)
+		return NULL;
+	for (size_t i = 0; i + nlen < v.header.len; i++) {
+		const char *p = v.header.p + i;
+
+		if ((i > 0 && p[-1] != '\n') || !str_caseprefix(p, v.header.len - i, name) ||
+		    p[nlen] != ':')
+			continue;
+		for (size_t j = i + nlen + 1; j < v.header.len && n + 1 < size; j++) {
+			char c = v.header.p[j];
+
+			if (c == '\n' && (j + 1 >= v.header.len ||
+					  (v.header.p[j + 1] != ' ' && v.header.p[j + 1] != '\t')))
+				break;
+			if (c == '\r' || c == '\n' || (c == ' ' && (n == 0 || out[n - 1] == ' ')))
+				continue;
+			out[n++] = c == '\t' ? ' ' : c;
+		}
+		out[n] = '\0';
+		return out;
+	}
+	return NULL;
+}
 
 static void msg_row(struct mc_table *tab, const struct store_msg *m, const char *const *names,
 		    unsigned nkw)
@@ -243,6 +279,8 @@ static void msg_row(struct mc_table *tab, const struct store_msg *m, const char 
 	mc_cell_str(tab, fl);
 	mc_cell_u64(tab, m->modseq);
 	mc_cell_hex(tab, m->blob);
+	mc_cell_str(tab, header_field(m, "From", fl, FIELD_MAX));
+	mc_cell_str(tab, header_field(m, "Subject", fl, FIELD_MAX));
 }
 
 static int list_set(struct mc *mc, const char *user, const char *mailbox,

@@ -93,6 +93,9 @@ def test_usage():
     with open(bad, "w") as f:
         f.write("[store]\nno_such_key = 1\n")
     fails(2, "stats", conf=bad, says="bad.conf:2")
+    out = ok("-t").decode()
+    assert "partitions" in out and "heron.conf:" in out, out   # values with their origin
+    fails(2, "-t", conf=bad, says="bad.conf:2")
 
 
 def test_users():
@@ -216,6 +219,16 @@ def test_mbox_round_trip():
     ok("import", "m2", crlf, "--mailbox", "FromCRLF")
     assert [b for b, _, _ in bodies("m2", "FromCRLF")] == [b for b, _, _ in first]
 
+    # dates: a From_ line with a zone, and a Date: header when the From_ line has none
+    dated = os.path.join(TMP, "dated.mbox")
+    with open(dated, "wb") as f:
+        f.write(b"From a@x Mon Jan  5 10:00:00 +0100 2026\nSubject: z\n\nzone\n\n"
+                b"From nodate\nDate: Tue, 10 Feb 2026 11:30:00 -0500\nSubject: d\n\nb\n")
+    ok("mailbox", "create", "m2", "Dated")
+    ok("import", "m2", dated, "--mailbox", "Dated")
+    assert [m["date"] for m in messages("m2", "Dated")] == ["2026-01-05T09:00:00Z",
+                                                            "2026-02-10T16:30:00Z"]
+
     notmbox = os.path.join(TMP, "not.mbox")
     with open(notmbox, "wb") as f:
         f.write(b"Subject: hi\n\nbody\n")
@@ -267,6 +280,33 @@ def test_maildir_round_trip():
     assert c1 == c2
     fails(2, "export", "d2", "INBOX", os.path.join(TMP, "x"), "--format", "mh")
 
+    # Maildir++ folders: ".Sent", ".Work.Projects" become mailboxes, each with its keywords
+    tree = os.path.join(TMP, "md-tree")
+    for folder, body, kw in (("", b"Subject: root\n\n", None),
+                             (".Sent", b"Subject: sent\n\n", "0 sentkw\n"),
+                             (".Work.Projects", b"Subject: proj\n\n", None)):
+        d = os.path.join(tree, folder)
+        for sub in ("cur", "new", "tmp"):
+            os.makedirs(os.path.join(d, sub))
+        with open(os.path.join(d, "cur", "1700000000.X.host:2,Sa"), "wb") as f:
+            f.write(body)
+        os.utime(os.path.join(d, "cur", "1700000000.X.host:2,Sa"), (1700000000, 1700000000))
+        if kw:
+            with open(os.path.join(d, "dovecot-keywords"), "w") as f:
+                f.write(kw)
+    ok("user", "add", "d3")
+    r = js("import", "d3", tree)
+    assert r["imported"] == 3 and r["folders"] == 2 and r["first_uid"] == 1, r
+    names = [m["mailbox"] for m in js("mailbox", "list", "d3")]
+    assert names == ["INBOX", "Sent", "Work", "Work/Projects"], names
+    assert bodies("d3", "Sent") == [(b"Subject: sent\r\n\r\n", "\\Seen sentkw",
+                                     "2023-11-14T22:13:20Z")]
+    assert messages("d3", "INBOX")[0]["flags"] == "\\Seen"  # no dovecot-keywords at root
+    r = js("import", "d3", tree, "--mailbox", "Old")
+    names = [m["mailbox"] for m in js("mailbox", "list", "d3", "Old*")]
+    assert names == ["Old", "Old/Sent", "Old/Work", "Old/Work/Projects"], names
+    assert raw("d3", "Old/Work/Projects", 1) == b"Subject: proj\r\n\r\n"
+
     # across formats: Maildir → mbox → store keeps the bytes of CRLF-terminated messages
     mb = os.path.join(TMP, "md.mbox")
     ok("export", "d2", "INBOX", mb)
@@ -283,6 +323,8 @@ def test_messages():
     ok("import", "f1", src)
     ms = messages("f1", "INBOX")
     assert [m["uid"] for m in ms] == [1, 2, 3] and all(m["size"] > 0 for m in ms), ms
+    assert [(m["from"], m["subject"]) for m in ms] == [("alice@example.com", "one"),
+                                                      (None, "two"), (None, "three")], ms
     assert [m["uid"] for m in js("message", "list", "f1", "INBOX", "2:*")] == [2, 3]
     assert [m["uid"] for m in js("message", "list", "f1", "INBOX", "3,1")] == [1, 3]
     fails(2, "message", "list", "f1", "INBOX", "x:y")
@@ -437,6 +479,30 @@ def test_backup_restore():
     r = js("restore", bdir, "--force", conf=conf)
     assert r["replaced"] and os.path.isdir(r["replaced"]), r
     assert bodies("b1", "INBOX", conf) == want[("b1", "INBOX")]
+    # a hot copy while an import writes: the restored store is consistent (every message it
+    # lists has its file; verify clean) and holds a prefix of what the import committed
+    big = os.path.join(TMP, "big.mbox")
+    with open(big, "wb") as f:
+        for i in range(3000):
+            f.write(b"From a Mon Jan  5 10:00:00 2026\nSubject: m%d\n\nbody %d\n\n" % (i, i))
+    ok("mailbox", "create", "b2", "Big", conf=conf)
+    imp = subprocess.Popen([MAILCTL, "-c", conf, "import", "b2", big, "--mailbox", "Big"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        hot = os.path.join(TMP, "backup-hot")
+        ok("backup", hot, conf=conf)
+    finally:
+        assert imp.wait(timeout=120) == 0, imp.stderr.read()
+    conf4 = write_conf("restore4.conf", os.path.join(TMP, "r4"))
+    ok("restore", hot, conf=conf4)
+    assert js("verify", conf=conf4)["status"] == "clean"
+    copied = messages("b2", "Big", conf4)
+    live = messages("b2", "Big", conf)
+    assert len(live) == 3000 and copied == live[:len(copied)], (len(copied), len(live))
+    if copied:
+        last = copied[-1]["uid"]
+        assert raw("b2", "Big", last, conf4) == raw("b2", "Big", last, conf)
+
     fails(2, "restore", TMP, conf=conf2, says="not a Heron backup")
     conf3 = write_conf("restore3.conf", os.path.join(TMP, "r3"), partitions=3)
     fails(1, "restore", bdir, conf=conf3, says="partitions")
