@@ -13,6 +13,7 @@
 
 struct user_create {
 	const char *name;
+	uint64_t quota;
 };
 
 static int create_fn(struct store_txn *t, void *arg)
@@ -21,12 +22,15 @@ static int create_fn(struct store_txn *t, void *arg)
 	uint64_t id;
 	int rc = store_user_create(t, uc->name, &id);
 
+	if (rc == 0 && uc->quota > 0)
+		rc = store_user_set_quota(t, uc->name, uc->quota, 0);
 	return rc == STORE_EEXIST ? 0 : rc;
 }
 
-int deliver_user_ensure(struct mtad *m, const char *user, int partition, unsigned *part_r)
+int deliver_user_ensure(struct mtad *m, const char *user, int partition, uint64_t quota,
+			unsigned *part_r)
 {
-	struct user_create uc = { user };
+	struct user_create uc = { user, quota };
 	int rc = store_user_locate(m->store, user, part_r);
 
 	if (rc != STORE_ENOUSER)
@@ -158,8 +162,84 @@ static void reply_smtp(struct smtp_session *s)
 		smtp_reply(s, "451 4.3.0 Local error, try again later");
 }
 
+static unsigned store_notify_of(unsigned notify)
+{
+	return ((notify & RCPT_NOTIFY_NEVER) ? STORE_NOTIFY_NEVER : 0) |
+	       ((notify & RCPT_NOTIFY_SUCCESS) ? STORE_NOTIFY_SUCCESS : 0) |
+	       ((notify & RCPT_NOTIFY_FAILURE) ? STORE_NOTIFY_FAILURE : 0) |
+	       ((notify & RCPT_NOTIFY_DELAY) ? STORE_NOTIFY_DELAY : 0);
+}
+
+static bool rcpt_remote(const struct smtp_rcpt *r)
+{
+	return !r->local;
+}
+
+static bool rcpt_failed(const struct smtp_rcpt *r)
+{
+	return r->result != 0;
+}
+
+/* Queues the message for the recipients pick() chooses (one queue entry, one group commit);
+   cb runs after the commit. */
+static void enqueue_some(struct smtp_session *s, bool (*pick)(const struct smtp_rcpt *r),
+			 store_done_cb *cb)
+{
+	struct smtp_tx *tx = s->tx;
+	struct store_queue_msg qm = { 0 };
+	size_t k = 0;
+
+	free(tx->qrcpt);
+	tx->qrcpt = xcalloc(tx->nrcpt, sizeof(*tx->qrcpt));
+	for (size_t i = 0; i < tx->nrcpt; i++) {
+		const struct smtp_rcpt *r = &tx->rcpt[i];
+
+		if (!pick(r))
+			continue;
+		tx->qrcpt[k].addr = r->addr;
+		tx->qrcpt[k].orcpt = r->orcpt_raw[0] ? r->orcpt_raw : NULL;
+		tx->qrcpt[k].notify = store_notify_of(r->params.notify);
+		k++;
+	}
+	qm.sender = tx->from;
+	qm.envid = tx->mp.envid[0] ? tx->mp.envid : NULL;
+	qm.ret = tx->mp.ret == MAIL_RET_FULL ? STORE_RET_FULL
+		 : tx->mp.ret == MAIL_RET_HDRS ? STORE_RET_HDRS : STORE_RET_NONE;
+	qm.size = store_blob_size(tx->blob);
+	qm.nrcpt = k;
+	qm.rcpt = tx->qrcpt;
+	store_gc_enqueue(s->m->gc, &qm, tx->blob, cb, s);
+}
+
+static void requeue_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+			 void *arg);
+
+/* SMTP has one reply per message: when some local recipients failed and the others are done,
+   the failed ones go to the queue (the runner delivers local recipients too) so the message
+   can be acknowledged once, without the client sending it again to everyone. */
+static bool requeue_failed(struct smtp_session *s)
+{
+	struct smtp_tx *tx = s->tx;
+	size_t ok = 0;
+
+	for (size_t i = 0; i < tx->nrcpt; i++)
+		ok += tx->rcpt[i].result == 0;
+	if ((s->flags & SF_LMTP) || tx->requeued || ok == 0 || ok == tx->nrcpt)
+		return false;
+	tx->requeued = true;
+	for (size_t i = 0; i < tx->nrcpt; i++)
+		if (tx->rcpt[i].result != 0)
+			log_info("%016" PRIx64 ": to=<%s>, relay=local, dsn=4.3.0, status=deferred "
+				 "(%s; requeued)", tx->qid, tx->rcpt[i].addr,
+				 store_strerror(tx->rcpt[i].result));
+	enqueue_some(s, rcpt_failed, requeue_done);
+	return true;
+}
+
 static void commit_finished(struct smtp_session *s)
 {
+	if (requeue_failed(s))
+		return;
 	log_outcomes(s);
 	if (s->flags & SF_LMTP)
 		reply_lmtp(s);
@@ -168,6 +248,23 @@ static void commit_finished(struct smtp_session *s)
 	smtp_tx_free(&s->tx);
 	smtp_set_state(s, ST_READY);
 	smtp_resume(s);
+}
+
+static void requeue_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+			 void *arg)
+{
+	struct smtp_session *s = arg;
+	struct smtp_tx *tx = s->tx;
+
+	for (size_t i = 0; i < tx->nrcpt; i++) {
+		if (tx->rcpt[i].result != 0) {
+			tx->rcpt[i].local = false; /* now a queue entry */
+			tx->rcpt[i].result = result;
+		}
+	}
+	if (result == 0)
+		queue_runner_kick(s->m);
+	commit_finished(s);
 }
 
 static void local_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
@@ -199,50 +296,22 @@ static void queue_done(int result, const struct store_rcpt *rcpts, size_t n, uin
 		commit_finished(s);
 }
 
-static unsigned store_notify_of(unsigned notify)
-{
-	return ((notify & RCPT_NOTIFY_NEVER) ? STORE_NOTIFY_NEVER : 0) |
-	       ((notify & RCPT_NOTIFY_SUCCESS) ? STORE_NOTIFY_SUCCESS : 0) |
-	       ((notify & RCPT_NOTIFY_FAILURE) ? STORE_NOTIFY_FAILURE : 0) |
-	       ((notify & RCPT_NOTIFY_DELAY) ? STORE_NOTIFY_DELAY : 0);
-}
 
 static void enqueue_remote(struct smtp_session *s)
 {
-	struct smtp_tx *tx = s->tx;
-	size_t nremote = tx->nrcpt - tx->nlocal, k = 0;
-	struct store_queue_msg qm = { 0 };
-
-	tx->qrcpt = xcalloc(nremote, sizeof(*tx->qrcpt));
-	for (size_t i = 0; i < tx->nrcpt; i++) {
-		const struct smtp_rcpt *r = &tx->rcpt[i];
-
-		if (r->local)
-			continue;
-		tx->qrcpt[k].addr = r->addr;
-		tx->qrcpt[k].orcpt = r->orcpt_raw[0] ? r->orcpt_raw : NULL;
-		tx->qrcpt[k].notify = store_notify_of(r->params.notify);
-		k++;
-	}
-	qm.sender = tx->from;
-	qm.envid = tx->mp.envid[0] ? tx->mp.envid : NULL;
-	qm.ret = tx->mp.ret == MAIL_RET_FULL ? STORE_RET_FULL
-		 : tx->mp.ret == MAIL_RET_HDRS ? STORE_RET_HDRS : STORE_RET_NONE;
-	qm.size = store_blob_size(tx->blob);
-	qm.nrcpt = nremote;
-	qm.rcpt = tx->qrcpt;
-	tx->pending++;
-	store_gc_enqueue(s->m->gc, &qm, tx->blob, queue_done, s);
+	s->tx->pending++;
+	enqueue_some(s, rcpt_remote, queue_done);
 }
 
-void deliver_commit(struct smtp_session *s)
+/* The message file is durable (or not): deliver and enqueue in one group commit. */
+static void blob_finished(int rc, void *arg)
 {
+	struct smtp_session *s = arg;
 	struct smtp_tx *tx = s->tx;
-	int rc;
 
-	if (flush_out(tx) < 0 || (rc = store_blob_finish(tx->blob)) != 0) {
+	if (rc != 0) {
 		log_warnx("%016" PRIx64 " smtp data qid=%016" PRIx64 " result=fail "
-			  "reason=\"blob write failed\"", s->id, tx->qid);
+			  "reason=\"message file: %s\"", s->id, tx->qid, store_strerror(rc));
 		for (size_t i = 0; i < tx->nrcpt; i++)
 			tx->rcpt[i].result = STORE_EIO;
 		commit_finished(s);
@@ -261,4 +330,16 @@ void deliver_commit(struct smtp_session *s)
 		enqueue_remote(s);
 	if (tx->nlocal > 0)
 		store_gc_deliver(s->m->gc, tx->blob, 0, tx->srcpt, tx->nlocal, local_done, s);
+}
+
+void deliver_commit(struct smtp_session *s)
+{
+	struct smtp_tx *tx = s->tx;
+
+	if (flush_out(tx) < 0) {
+		blob_finished(STORE_EIO, s);
+		return;
+	}
+	/* fsync off the loop: other sessions keep going meanwhile */
+	finisher_run(s->m->fin, tx->blob, blob_finished, s);
 }

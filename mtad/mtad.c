@@ -78,6 +78,7 @@ static void worker_open(struct mtad *m, const struct conf *c)
 	if ((rc = store_gc_new(m->store, &m->gc)) != 0)
 		fatalx("store group commit: %s", store_strerror(rc));
 	store_gc_attach(m->gc, m->base);
+	m->fin = finisher_new(m->base);
 	if (ldapauth_new(m->base, c, &m->la, &err) < 0)
 		fatalx("directory: %s", err);
 }
@@ -100,6 +101,7 @@ static int worker_main(struct daemon_worker *w, void *arg)
 	unsigned nw = (unsigned)conf_int(mm->conf, "mtad", "workers");
 
 	m.conf = mm->conf;
+	TAILQ_INIT(&m.sessions);
 	m.hostname = mm->hostname;
 	limits_from_conf(mm->conf, &m.lim);
 	if ((m.base = event_base_new()) == NULL)
@@ -116,6 +118,7 @@ static int worker_main(struct daemon_worker *w, void *arg)
 	worker_stats(&m, daemon_worker_index(w));
 	for (int k = 0; k < L_NKINDS; k++)
 		net_server_free(&m.srv[k]);
+	finisher_free(&m.fin);
 	store_gc_free(&m.gc);
 	ldapauth_free(&m.la);
 	store_close(&m.store);

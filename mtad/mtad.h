@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 
 #include <event2/buffer.h>
@@ -27,6 +28,7 @@ struct store_blob;
 struct store_rcpt;
 struct ldapauth;
 struct queue_runner;
+struct finisher;
 struct store_queue_rcpt;
 
 /* Listener kinds. */
@@ -59,8 +61,10 @@ struct mtad {
 	struct net_ipcount *ipcount;
 	struct store *store;
 	struct store_gc *gc;
+	struct finisher *fin;
 	struct ldapauth *la;                /* NULL: no directory configured */
 	size_t nsessions;
+	TAILQ_HEAD(, smtp_session) sessions;
 	bool draining;
 	struct queue_runner *qr;
 };
@@ -131,7 +135,7 @@ struct smtp_tx {
 	struct store_rcpt *srcpt;          /* nlocal entries */
 	struct store_queue_rcpt *qrcpt;    /* nrcpt - nlocal entries */
 	size_t nlocal, pending;
-	int store_rc, queue_rc;
+	bool requeued;                     /* failed local recipients went to the queue */
 	int64_t started_ms;
 };
 
@@ -158,6 +162,7 @@ struct smtp_session {
 	bool closing;
 	bool dead;                         /* the peer went away during ST_WAIT */
 	uint64_t discard_left;             /* BDAT chunk of a refused command */
+	TAILQ_ENTRY(smtp_session) entry;
 };
 
 /* smtp_server.c: fds[L_NKINDS] are the bound listeners of each kind. */
@@ -173,6 +178,9 @@ void smtp_set_state(struct smtp_session *s, enum smtp_state next);
 /* Resumes reading input after an asynchronous step finished (pipelined commands wait). */
 void smtp_resume(struct smtp_session *s);
 void smtp_close(struct smtp_session *s);
+/* Draining (SIGTERM): a session between transactions gets 421 and is closed; one inside a
+   transaction is closed when it ends. */
+void smtp_session_drain(struct smtp_session *s);
 void smtp_tx_free(struct smtp_tx **txp);
 void smtp_starttls(struct smtp_session *s);
 
@@ -203,9 +211,16 @@ int deliver_open(struct smtp_session *s);
 int deliver_write(struct smtp_session *s, const void *p, size_t n);
 void deliver_commit(struct smtp_session *s);
 void deliver_abort(struct smtp_tx *tx);
-/* Makes sure a directory user has a store account; its partition in *part_r. 0 or a
-   store_err. */
-int deliver_user_ensure(struct mtad *m, const char *user, int partition, unsigned *part_r);
+/* Makes sure a directory user has a store account (created with the directory's quota in
+   bytes, 0 = none); its partition in *part_r. 0 or a store_err. */
+int deliver_user_ensure(struct mtad *m, const char *user, int partition, uint64_t quota,
+			unsigned *part_r);
+
+/* finisher.c: store_blob_finish on a pool thread; cb(store_err, arg) runs in the loop. */
+typedef void finisher_cb(int rc, void *arg);
+struct finisher *finisher_new(struct event_base *base);
+void finisher_run(struct finisher *f, struct store_blob *b, finisher_cb *cb, void *arg);
+void finisher_free(struct finisher **fp);
 
 /* queue_runner.c: leases due queue entries and relays them (smtp_client.c). Every worker
    runs one; leases keep two workers from taking the same entry. */

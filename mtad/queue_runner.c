@@ -178,13 +178,17 @@ static void local_lookup_cb(const struct ldapauth_reply *reply, void *arg)
 		unsigned part;
 
 		r.user = reply->user->login;
-		rc = deliver_user_ensure(job->qr->m, r.user, reply->user->partition, &part);
+		rc = deliver_user_ensure(job->qr->m, r.user, reply->user->partition,
+					 reply->user->quota, &part);
 		if (rc == 0)
 			store_deliver(st, fd, 0, &r, 1);
 		close(fd);
 		rc = rc ? rc : r.result;
-		queue_rcpt_outcome(w, 0, rc == 0 ? 250 : store_err_temporary(rc) ? 451 : 550,
-				   rc == 0 ? "2.0.0 delivered to INBOX" : store_strerror(rc), "local");
+		/* over quota waits like a temporary failure (until max_queue_lifetime) */
+		queue_rcpt_outcome(w, 0, rc == 0 ? 250 : rc == STORE_EQUOTA ? 452
+				   : store_err_temporary(rc) ? 451 : 550,
+				   rc == 0 ? "2.0.0 delivered to INBOX" : rc == STORE_EQUOTA
+				   ? "4.2.2 mailbox full" : store_strerror(rc), "local");
 	}
 	queue_work_done(w);
 }

@@ -234,7 +234,7 @@ static void send_mail(struct smtp_client *c)
 		snprintf(envid, sizeof(envid), " ENVID=%s", xt);
 	client_send(c, "MAIL FROM:<%s>%s%s%s%s%s", job->qm.sender, size,
 		    (c->caps & CAP_8BITMIME) ? " BODY=8BITMIME" : "",
-		    (c->caps & CAP_SMTPUTF8) && needs_utf8(job) ? " SMTPUTF8" : "",
+		    needs_utf8(job) ? " SMTPUTF8" : "",
 		    !(c->caps & CAP_DSN) || job->qm.ret == STORE_RET_NONE ? ""
 		    : job->qm.ret == STORE_RET_FULL ? " RET=FULL" : " RET=HDRS", envid);
 }
@@ -270,6 +270,13 @@ static void send_cmd(struct smtp_client *c, size_t i)
 static void tx_start(struct smtp_client *c, struct qwork *w)
 {
 	c->w = w;
+	if (needs_utf8(w->job) && !(c->caps & CAP_SMTPUTF8)) {
+		/* RFC 6531 3.5: no downgrade; the sender learns it by a DSN */
+		work_outcome_all(c, 553, "5.6.7 the next hop does not support SMTPUTF8");
+		work_end(c);
+		client_next(c);
+		return;
+	}
 	c->st = C_TX;
 	c->expect = 0;
 	c->naccepted = 0;

@@ -261,7 +261,8 @@ static void rcpt_lookup_done(const struct ldapauth_reply *reply, void *arg)
 	}
 	if (reply->result == LDAPAUTH_OK) {
 		str_lcpy(r->user, reply->user->login, sizeof(r->user));
-		rc = deliver_user_ensure(s->m, r->user, reply->user->partition, &r->part);
+		rc = deliver_user_ensure(s->m, r->user, reply->user->partition, reply->user->quota,
+					 &r->part);
 	}
 	if (reply->result == LDAPAUTH_OK && rc == 0) {
 		rcpt_accepted(s);

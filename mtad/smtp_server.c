@@ -54,10 +54,16 @@ int mtad_servers_start(struct mtad *m, const struct net_fds *fds, size_t max_con
 
 void mtad_servers_stop(struct mtad *m)
 {
+	struct smtp_session *s, *next;
+
 	m->draining = true;
 	for (int k = 0; k < L_NKINDS; k++)
 		if (m->srv[k] != NULL)
 			net_server_stop(m->srv[k]);
+	for (s = TAILQ_FIRST(&m->sessions); s != NULL; s = next) {
+		next = TAILQ_NEXT(s, entry);
+		smtp_session_drain(s);
+	}
 	if (m->nsessions == 0)
 		event_base_loopexit(m->base, NULL);
 }

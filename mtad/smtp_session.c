@@ -117,6 +117,7 @@ struct smtp_session *smtp_session_new(struct mtad *m, enum mtad_listener kind, i
 	line_reader_init(&s->lr, m->lim.line_max, 0);
 	buf_init(&s->line, 256, m->lim.line_max + 2);
 	m->nsessions++;
+	TAILQ_INSERT_TAIL(&m->sessions, s, entry);
 	log_info("%016" PRIx64 " smtp connect addr=%s listener=%s%s", s->id, s->addr,
 		 kind == L_SMTP ? "smtp" : kind == L_SUBMISSION ? "submission"
 		 : kind == L_SUBMISSIONS ? "submissions" : "lmtp",
@@ -198,6 +199,8 @@ static void session_input(struct smtp_session *s)
 
 	while (session_step(s, in))
 		;
+	if (s->m->draining)
+		smtp_session_drain(s);
 	if (!s->closing)
 		set_timeouts(s);
 }
@@ -326,6 +329,14 @@ void smtp_close(struct smtp_session *s)
 	}
 }
 
+void smtp_session_drain(struct smtp_session *s)
+{
+	if (s->closing || !(s->state & (ST_GREETING | ST_CONNECTED | ST_READY)))
+		return;
+	smtp_reply(s, "421 4.3.2 %s Service shutting down", s->m->hostname);
+	smtp_close(s);
+}
+
 void smtp_starttls(struct smtp_session *s)
 {
 	size_t dropped = 0;
@@ -360,6 +371,7 @@ static void session_free(struct smtp_session *s)
 		bufferevent_free(s->bev);
 	buf_release(&s->line);
 	explicit_bzero(s->auth_login, sizeof(s->auth_login));
+	TAILQ_REMOVE(&m->sessions, s, entry);
 	mtad_session_ended(m, s);
 	free(s);
 }

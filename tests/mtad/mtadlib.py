@@ -48,11 +48,13 @@ def ssha(password):
     return "{SSHA}" + base64.b64encode(digest + salt).decode()
 
 
-def write_users(path, users):
-    """users: names; each gets name@DOMAIN, password = name."""
+def write_users(path, users, quotas=None):
+    """users: names; each gets name@DOMAIN, password = name; quotas: name -> "1k"."""
+    quotas = quotas or {}
     with open(path, "w") as f:
         for u in users:
-            f.write(f"{u}:{ssha(u)}:{u}@{DOMAIN},alias.{u}@{DOMAIN}\n")
+            q = f":{quotas[u]}" if u in quotas else ""
+            f.write(f"{u}:{ssha(u)}:{u}@{DOMAIN},alias.{u}@{DOMAIN}{q}\n")
 
 
 class Mtad:
@@ -63,12 +65,13 @@ class Mtad:
         self.port, self.sub_port = free_port(), free_port()
         self.subs_port, self.lmtp_port = free_port(), free_port()
         self.conf = os.path.join(tmp, "heron.conf")
+        self.lmtp_path = os.path.join(tmp, "lmtp.sock")
         self.log = os.path.join(tmp, "mtad.log")
         self.proc = None
         keys = {
             "listen": f"127.0.0.1:{self.port}",
             "submission": f"127.0.0.1:{self.sub_port}",
-            "lmtp": f"127.0.0.1:{self.lmtp_port}",
+            "lmtp": f"127.0.0.1:{self.lmtp_port},{os.path.join(tmp, 'lmtp.sock')}",
             "hostname": "mx.heron.test",
             "workers": "2",
             "local_domains": DOMAIN,
@@ -87,11 +90,20 @@ class Mtad:
             keys["submissions"] = f"127.0.0.1:{self.subs_port}"
         keys.update(mtad_keys or {})
         sections["mtad"] = keys
+        self.sections = sections
+        self.write_conf()
+
+    def write_conf(self):
         with open(self.conf, "w") as f:
-            for sec, kv in sections.items():
+            for sec, kv in self.sections.items():
                 f.write(f"[{sec}]\n")
                 for k, v in kv.items():
                     f.write(f"{k} = {v}\n")
+
+    def set_keys(self, mtad_keys):
+        """More [mtad] keys, before start()."""
+        self.sections["mtad"].update(mtad_keys)
+        self.write_conf()
 
     def start(self):
         logf = open(self.log, "ab")
@@ -187,8 +199,15 @@ class RelayTarget(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self):
+    def __init__(self, tls=None):
+        """tls: (cert, key) to offer STARTTLS."""
         self.port = free_port()
+        self.ssl = None
+        if tls is not None:
+            import ssl
+            self.ssl = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self.ssl.load_cert_chain(*tls)
+        self.tls_messages = 0  # messages received over TLS
         self.messages = []     # (mail_from, [rcpts], data bytes)
         self.attempts = {}
         self.lock = threading.Lock()
@@ -214,15 +233,24 @@ class RelayHandler(socketserver.StreamRequestHandler):
     def dialogue(self):
         srv = self.server
         self.send("220 relay.test ESMTP test")
-        mail, rcpts = None, []
+        mail, rcpts, tls = None, [], False
         while True:
             line = self.rfile.readline(4096)
             if not line:
                 return
             cmd = line.decode(errors="replace").strip()
             up = cmd.upper()
-            if up.startswith("EHLO"):
+            if up == "STARTTLS" and srv.ssl is not None and not tls:
+                self.send("220 2.0.0 go ahead")
+                self.wfile.flush()
+                self.request = srv.ssl.wrap_socket(self.request, server_side=True)
+                self.rfile = self.request.makefile("rb")
+                self.wfile = self.request.makefile("wb", buffering=0)
+                tls = True
+            elif up.startswith("EHLO"):
                 self.send("250-relay.test")
+                if srv.ssl is not None and not tls:
+                    self.send("250-STARTTLS")
                 self.send("250-PIPELINING")
                 self.send("250-DSN")
                 self.send("250 8BITMIME")
@@ -255,6 +283,7 @@ class RelayHandler(socketserver.StreamRequestHandler):
                     data += l[1:] if l.startswith(b".") else l
                 with srv.lock:
                     srv.messages.append((mail, rcpts, data))
+                    srv.tls_messages += tls
                 self.send("250 2.0.0 queued")
             elif up == "RSET" or up == "NOOP":
                 self.send("250 2.0.0 ok")

@@ -21,11 +21,13 @@ from mtadlib import (DOMAIN, Mtad, RelayTarget, Store, check_sanitizers,  # noqa
 
 ROOT, MTAD, PEEK = sys.argv[1:4]
 TMP = tempfile.mkdtemp(prefix="heron-mtad-")
-USERS = [f"user{i}" for i in range(1, 6)]
+USERS = [f"user{i}" for i in range(1, 6)] + ["tiny"]
 relay = RelayTarget()
-write_users(os.path.join(TMP, "users"), USERS)
-mtad = Mtad(MTAD, TMP, {"backend": "file", "users_file": os.path.join(TMP, "users")},
-            {"transport_map": f"remote.test=127.0.0.1:{relay.port}"})
+write_users(os.path.join(TMP, "users"), USERS, {"tiny": "1k"})
+mtad = Mtad(MTAD, TMP, {"backend": "file", "users_file": os.path.join(TMP, "users")})
+tls_relay = RelayTarget(tls=(os.path.join(TMP, "cert.pem"), os.path.join(TMP, "key.pem")))
+mtad.set_keys({"transport_map": f"remote.test=127.0.0.1:{relay.port},"
+                                f"tls.test=127.0.0.1:{tls_relay.port}"})
 store = Store(PEEK, mtad.conf)
 
 
@@ -53,10 +55,15 @@ def find_subject(user, subject):
 
 
 class Raw:
-    """A raw SMTP connection for pipelining and protocol abuse."""
+    """A raw SMTP connection for pipelining and protocol abuse (port, or a unix socket)."""
 
     def __init__(self, port):
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=15)
+        if isinstance(port, str):
+            self.s = socket.socket(socket.AF_UNIX)
+            self.s.settimeout(15)
+            self.s.connect(port)
+        else:
+            self.s = socket.create_connection(("127.0.0.1", port), timeout=15)
         self.f = self.s.makefile("rb")
         self.greeting = self.reply()
 
@@ -223,6 +230,16 @@ def test_submission_auth_relay():
              "relayed message at the relay target")
 
 
+def test_relay_uses_starttls():
+    with auth_session(mtad.sub_port, "user2", "user2") as c:
+        c.sendmail(f"user2@{DOMAIN}", ["a@tls.test", "b@tls.test"], msg("over-tls"))
+    wait_for(lambda: tls_relay.messages, 30, "the message at the TLS relay target")
+    mail, rcpts, data = tls_relay.messages[0]
+    assert sorted(rcpts) == ["a@tls.test", "b@tls.test"], rcpts  # one transaction
+    assert b"Subject: over-tls" in data
+    assert tls_relay.tls_messages == 1, "relayed without TLS although STARTTLS was offered"
+
+
 def test_submissions_implicit_tls():
     with smtplib.SMTP_SSL("127.0.0.1", mtad.subs_port, context=tls_ctx()) as c:
         c.ehlo("c")
@@ -297,6 +314,14 @@ def test_lmtp():
     assert r.reply()[0] == 221
     r.close()
     assert find_subject("user1", "lmtp") and find_subject("user2", "lmtp")
+    # the same over the unix socket
+    r = Raw(mtad.lmtp_path)
+    r.send(f"LHLO c\r\nMAIL FROM:<s@{DOMAIN}>\r\nRCPT TO:<user3@{DOMAIN}>\r\nDATA\r\n")
+    assert [c for c, _ in r.replies(4)] == [250, 250, 250, 354]
+    r.send(msg("lmtp-unix") + ".\r\nQUIT\r\n")
+    assert [c for c, _ in r.replies(2)] == [250, 221]
+    r.close()
+    assert find_subject("user3", "lmtp-unix")
 
 
 def test_retry_and_bounce():
@@ -343,6 +368,33 @@ def test_retry_and_bounce():
     assert len(dsns) == 1, dsns
 
 
+def test_utf8_not_downgraded():
+    """The relay target lacks SMTPUTF8: the sender gets a 5.6.7 DSN, nothing is sent."""
+    with auth_session(mtad.sub_port, "user4", "user4") as c:
+        c.sendmail(f"user4@{DOMAIN}", ["\u00fcnicode@remote.test"], msg("no-downgrade"),
+                   mail_options=["SMTPUTF8"])
+
+    def dsn():
+        for uid, _b, _s in store.inbox("user4"):
+            body = store.body("user4", uid)
+            if b"multipart/report" in body and b"Status: 5.6.7" in body:
+                return True
+        return False
+    wait_for(dsn, 30, "a 5.6.7 DSN")
+    assert not any(b"Subject: no-downgrade" in m[2] for m in relay.messages)
+
+
+def test_partial_failure_requeued():
+    """One recipient over quota, one fine: one 250, the full one waits in the queue."""
+    with smtplib.SMTP("127.0.0.1", mtad.port) as c:
+        refused = c.sendmail(f"x@{DOMAIN}", [f"user5@{DOMAIN}", f"tiny@{DOMAIN}"],
+                             msg("partial", "y" * 4000 + "\r\n"))
+        assert refused == {}, refused
+    assert find_subject("user5", "partial") is not None
+    wait_for(lambda: any("tiny@heron.test" in q for q in store.queue()), 10,
+             "the over-quota recipient in the queue")
+
+
 def test_mail_loop_refused():
     received = "".join(f"Received: from hop{i}.test by x.test; Sun, 29 Nov 2026 12:00:00 +0000\r\n"
                        for i in range(101))
@@ -360,12 +412,15 @@ def main():
         rc = run_tests([test_local_three_recipients_stored_once, test_pipelining,
                         test_size_limits, test_bdat, test_smtputf8_and_8bit,
                         test_open_relay_refused, test_submission_auth_relay,
-                        test_submissions_implicit_tls, test_smuggling,
+                        test_relay_uses_starttls, test_submissions_implicit_tls,
+                        test_smuggling,
                         test_starttls_injection, test_lmtp, test_retry_and_bounce,
-                        test_mail_loop_refused])
+                        test_utf8_not_downgraded, test_mail_loop_refused,
+                        test_partial_failure_requeued])
     finally:
         mtad.stop()
         relay.close()
+        tls_relay.close()
     rc |= check_sanitizers(mtad)
     if rc:
         sys.stdout.write(mtad.logtext()[-20000:])
