@@ -20,6 +20,7 @@ struct auth_ctx {
 	enum ldapauth_result result;
 	char *login;                 /* as the directory names the user */
 	int partition;
+	uint64_t quota;              /* bytes, from the directory; 0: none */
 };
 
 static void auth_ctx_free(struct imap_cmd *cmd)
@@ -86,8 +87,18 @@ bool cmd_enable(struct imap_cmd *cmd)
 	for (const struct imap_arg *a = cmd->args; a < cmd->args + cmd->nargs; a++)
 		if (a->type != IMAP_ARG_ATOM)
 			return imap_cmd_bad(cmd, "Capabilities are atoms");
-	/* nothing that needs enabling is implemented: none is enabled (RFC 5161) */
-	imap_printf(cmd->c, "* ENABLED\r\n");
+	/* only what is implemented is enabled (RFC 5161); the others are ignored */
+	imap_printf(cmd->c, "* ENABLED");
+	for (const struct imap_arg *a = cmd->args; a < cmd->args + cmd->nargs; a++)
+		if (imap_arg_atom_is(a, "CONDSTORE") && !cmd->c->enabled_condstore) {
+			cmd->c->enabled_condstore = true;
+			imap_printf(cmd->c, " CONDSTORE");
+		} else if (imap_arg_atom_is(a, "QRESYNC") && !cmd->c->enabled_qresync) {
+			/* QRESYNC implies CONDSTORE (RFC 7162 3.2.3) */
+			cmd->c->enabled_qresync = cmd->c->enabled_condstore = true;
+			imap_printf(cmd->c, " QRESYNC");
+		}
+	imap_printf(cmd->c, "\r\n");
 	return imap_cmd_ok(cmd, "Enabled");
 }
 
@@ -125,6 +136,7 @@ static void auth_done(const struct ldapauth_reply *r, void *arg)
 	if (r->result == LDAPAUTH_OK) {
 		a->login = xstrdup(r->user->login);
 		a->partition = r->user->partition;
+		a->quota = r->user->quota;
 	}
 	log_info("%016" PRIx64 " imap login user=%s result=%s cached=%s reason=\"%s\"", c->id,
 		 r->result == LDAPAUTH_OK ? r->user->login : "-",
@@ -143,6 +155,7 @@ static void auth_start(struct imap_cmd *cmd, const char *user, const char *pass)
 struct user_setup {
 	const char *name;
 	uint64_t id;
+	uint64_t quota;
 };
 
 static int user_create_fn(struct store_txn *t, void *arg)
@@ -153,11 +166,16 @@ static int user_create_fn(struct store_txn *t, void *arg)
 
 	if (rc == 0) {
 		u->id = su.id;
+		/* the directory's quota is the truth; the store enforces it */
+		if (su.quota_bytes != u->quota)
+			return store_user_set_quota(t, u->name, u->quota, su.quota_msgs);
 		return 0;
 	}
 	if (rc != STORE_ENOUSER)
 		return rc;
-	return store_user_create(t, u->name, &u->id);
+	if ((rc = store_user_create(t, u->name, &u->id)) != 0 || u->quota == 0)
+		return rc;
+	return store_user_set_quota(t, u->name, u->quota, 0);
 }
 
 /* The directory said yes: find (or create) the user's store record. */
@@ -165,10 +183,18 @@ static bool auth_finish(struct imap_cmd *cmd, struct auth_ctx *a)
 {
 	struct imap_client *c = cmd->c;
 	struct store *st = c->srv->store;
-	struct user_setup u = { a->login, 0 };
+	struct user_setup u = { a->login, 0, a->quota };
 	unsigned part;
 	int rc;
 
+	{
+		unsigned same = 0;
+
+		for (struct imap_client *o = c->srv->clients; o != NULL; o = o->next)
+			same += o->user != NULL && strcmp(o->user, a->login) == 0;
+		if (same >= c->srv->max_per_user)
+			return imap_cmd_no(cmd, "[LIMIT] Too many sessions for this user");
+	}
 	if (store_user_locate(st, a->login, &part) != 0)
 		part = a->partition >= 0 && (unsigned)a->partition < store_partitions(st)
 			       ? (unsigned)a->partition

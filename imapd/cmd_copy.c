@@ -35,6 +35,35 @@ static void uid_list(struct buf *b, const uint32_t *v, size_t n)
 		buf_printf(b, "%s%u", i ? "," : "", v[i]);
 }
 
+/* [COPYUID ...] on the tagged OK of COPY, or on an untagged OK before MOVE's expunges. */
+static void copy_reply(struct imap_cmd *cmd, struct copy_op *co, uint32_t uidvalidity,
+		       bool move)
+{
+	struct imap_client *c = cmd->c;
+	struct buf code;
+
+	buf_init(&code, 256, (size_t)-1 / 2);
+	if (co->ndone > 0) {
+		buf_printf(&code, "[COPYUID %u ", uidvalidity);
+		uid_list(&code, co->src_done, co->ndone);
+		buf_putc(&code, ' ');
+		uid_list(&code, co->dst_uids, co->ndone);
+		buf_puts(&code, "] ");
+	}
+	if (move) {
+		if (code.len > 0)
+			imap_printf(c, "* OK %sMoved\r\n", buf_cstr(&code));
+		for (size_t i = 0; i < co->ndone; i++)
+			imap_view_expunged(c, co->src_done[i]);
+		buf_reset(&code);
+	}
+	buf_puts(&code, move ? "MOVE completed" : "COPY completed");
+	free(co->src_done);
+	free(co->dst_uids);
+	imap_cmd_ok(cmd, buf_cstr(&code));
+	buf_release(&code);
+}
+
 bool cmd_copy(struct imap_cmd *cmd)
 {
 	struct imap_client *c = cmd->c;
@@ -44,7 +73,6 @@ bool cmd_copy(struct imap_cmd *cmd)
 	struct imap_seqset uids = { 0 };
 	struct store_txn *t = NULL;
 	struct store_status st;
-	struct buf code;
 	const char *why;
 	char *name;
 	int rc;
@@ -91,25 +119,6 @@ bool cmd_copy(struct imap_cmd *cmd)
 		free(co.dst_uids);
 		return imap_cmd_store_error(cmd, rc, move ? "MOVE" : "COPY");
 	}
-	buf_init(&code, 256, (size_t)-1 / 2);
-	if (co.ndone > 0) {
-		buf_printf(&code, "[COPYUID %u ", st.uidvalidity);
-		uid_list(&code, co.src_done, co.ndone);
-		buf_putc(&code, ' ');
-		uid_list(&code, co.dst_uids, co.ndone);
-		buf_puts(&code, "] ");
-	}
-	if (move) {
-		if (code.len > 0)
-			imap_printf(c, "* OK %sMoved\r\n", buf_cstr(&code));
-		for (size_t i = 0; i < co.ndone; i++)
-			imap_view_expunged(c, co.src_done[i]);
-		buf_reset(&code);
-	}
-	buf_puts(&code, move ? "MOVE completed" : "COPY completed");
-	free(co.src_done);
-	free(co.dst_uids);
-	imap_cmd_ok(cmd, buf_cstr(&code));
-	buf_release(&code);
+	copy_reply(cmd, &co, st.uidvalidity, move);
 	return true;
 }

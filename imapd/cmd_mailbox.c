@@ -60,14 +60,50 @@ struct mbox_op {
 	uint64_t user;
 	char *a, *b;
 	bool on;
+	unsigned special;
 };
+
+static const struct {
+	unsigned bit;
+	const char *name;
+} special_uses[] = {
+	{ STORE_USE_ALL, "\\All" },       { STORE_USE_ARCHIVE, "\\Archive" },
+	{ STORE_USE_DRAFTS, "\\Drafts" }, { STORE_USE_FLAGGED, "\\Flagged" },
+	{ STORE_USE_JUNK, "\\Junk" },     { STORE_USE_SENT, "\\Sent" },
+	{ STORE_USE_TRASH, "\\Trash" },
+};
+#define NUSES (sizeof(special_uses) / sizeof(special_uses[0]))
+
+/* CREATE's (USE (\Sent ...)) parameter (RFC 6154): 0 and *mask_r, or -1. */
+static int parse_use(const struct imap_arg *a, unsigned *mask_r)
+{
+	const struct imap_arg *use, *list;
+
+	*mask_r = 0;
+	if (a->type != IMAP_ARG_LIST || a->n != 2 || !imap_arg_atom_is(a + 1, "USE"))
+		return -1;
+	use = a + 1;
+	list = imap_arg_next(use);
+	if (list->type != IMAP_ARG_LIST)
+		return -1;
+	for (const struct imap_arg *f = list + 1; f <= list + list->span; f++) {
+		size_t i;
+
+		for (i = 0; i < NUSES && !imap_arg_atom_is(f, special_uses[i].name); i++)
+			;
+		if (i == NUSES)
+			return -1;
+		*mask_r |= special_uses[i].bit;
+	}
+	return 0;
+}
 
 static int create_fn(struct store_txn *t, void *arg)
 {
 	struct mbox_op *op = arg;
 	uint64_t id;
 
-	return store_mbox_create(t, op->user, op->a, 0, &id);
+	return store_mbox_create(t, op->user, op->a, op->special, &id);
 }
 
 static int delete_fn(struct store_txn *t, void *arg)
@@ -111,11 +147,14 @@ static bool mbox_write(struct imap_cmd *cmd, int (*fn)(struct store_txn *, void 
 
 bool cmd_create(struct imap_cmd *cmd)
 {
-	struct mbox_op op = { cmd->c->user_id, NULL, NULL, false };
+	struct mbox_op op = { cmd->c->user_id, NULL, NULL, false, 0 };
 	const struct imap_arg *a = imap_cmd_arg(cmd, 0);
+	size_t argc = imap_cmd_argc(cmd);
 
-	if (imap_cmd_argc(cmd) != 1)
-		return imap_cmd_bad(cmd, "Expected: CREATE mailbox");
+	if (argc < 1 || argc > 2)
+		return imap_cmd_bad(cmd, "Expected: CREATE mailbox [(USE (attributes))]");
+	if (argc == 2 && parse_use(imap_cmd_arg(cmd, 1), &op.special) < 0)
+		return imap_cmd_no(cmd, "[USEATTR] Unknown special-use attribute");
 	/* a trailing delimiter says the name will have children: it is not part of the name */
 	if (imap_arg_is_astring(a) && a->len > 1 && a->s[a->len - 1] == '/') {
 		const char *why;
@@ -134,7 +173,7 @@ bool cmd_create(struct imap_cmd *cmd)
 
 bool cmd_delete(struct imap_cmd *cmd)
 {
-	struct mbox_op op = { cmd->c->user_id, NULL, NULL, false };
+	struct mbox_op op = { cmd->c->user_id, NULL, NULL, false, 0 };
 
 	if (imap_cmd_argc(cmd) != 1)
 		return imap_cmd_bad(cmd, "Expected: DELETE mailbox");
@@ -153,7 +192,7 @@ bool cmd_delete(struct imap_cmd *cmd)
 
 bool cmd_rename(struct imap_cmd *cmd)
 {
-	struct mbox_op op = { cmd->c->user_id, NULL, NULL, false };
+	struct mbox_op op = { cmd->c->user_id, NULL, NULL, false, 0 };
 
 	if (imap_cmd_argc(cmd) != 2)
 		return imap_cmd_bad(cmd, "Expected: RENAME from to");
@@ -168,7 +207,7 @@ bool cmd_rename(struct imap_cmd *cmd)
 
 bool cmd_subscribe(struct imap_cmd *cmd)
 {
-	struct mbox_op op = { cmd->c->user_id, NULL, NULL, !(cmd->def_flags & CMD_ALT) };
+	struct mbox_op op = { cmd->c->user_id, NULL, NULL, !(cmd->def_flags & CMD_ALT), 0 };
 
 	if (imap_cmd_argc(cmd) != 1)
 		return imap_cmd_bad(cmd, "Expected: SUBSCRIBE mailbox");
@@ -177,63 +216,103 @@ bool cmd_subscribe(struct imap_cmd *cmd)
 	return mbox_write(cmd, subscribe_fn, &op, op.on ? "SUBSCRIBE" : "UNSUBSCRIBE");
 }
 
+enum { LSEL_SUBSCRIBED = 1, LSEL_SPECIAL = 2, LSEL_RECURSIVE = 4 };
+enum { LRET_SUBSCRIBED = 1, LRET_CHILDREN = 2, LRET_SPECIAL = 4, LRET_STATUS = 8 };
+
 struct list_ctx {
 	struct imap_client *c;
+	struct store_txn *t;
 	bool lsub;
+	unsigned sel, ret;
+	const struct imap_arg *status;  /* RETURN (STATUS (items)) */
 };
 
 static int list_cb(const struct store_mbox_info *mi, void *arg)
 {
-	static const struct {
-		unsigned bit;
-		const char *name;
-	} uses[] = {
-		{ STORE_USE_ALL, "\\All" },       { STORE_USE_ARCHIVE, "\\Archive" },
-		{ STORE_USE_DRAFTS, "\\Drafts" }, { STORE_USE_FLAGGED, "\\Flagged" },
-		{ STORE_USE_JUNK, "\\Junk" },     { STORE_USE_SENT, "\\Sent" },
-		{ STORE_USE_TRASH, "\\Trash" },
-	};
 	struct list_ctx *l = arg;
 	struct imap_client *c = l->c;
+	bool nonexistent = (mi->attrs & STORE_MBOX_NONEXISTENT) != 0;
+	struct store_status st;
 	struct buf attrs;
 
+	if ((l->sel & LSEL_SPECIAL) && mi->special == 0)
+		return 0;
 	buf_init(&attrs, 64, 256);
-	if (mi->attrs & (STORE_MBOX_NOSELECT | STORE_MBOX_NONEXISTENT))
+	if (nonexistent && (l->sel & LSEL_SUBSCRIBED))
+		buf_puts(&attrs, "\\NonExistent ");
+	else if (mi->attrs & (STORE_MBOX_NOSELECT | STORE_MBOX_NONEXISTENT))
 		buf_puts(&attrs, "\\Noselect ");
-	if (!l->lsub)
+	if (!l->lsub && !nonexistent)
 		buf_puts(&attrs, mi->attrs & STORE_MBOX_HASCHILDREN ? "\\HasChildren "
 								    : "\\HasNoChildren ");
-	for (size_t i = 0; i < sizeof(uses) / sizeof(uses[0]) && !l->lsub; i++)
-		if (mi->special & uses[i].bit)
-			buf_printf(&attrs, "%s ", uses[i].name);
+	if ((l->sel & LSEL_SUBSCRIBED) ||
+	    ((l->ret & LRET_SUBSCRIBED) && (mi->attrs & STORE_MBOX_SUBSCRIBED)))
+		buf_puts(&attrs, "\\Subscribed ");
+	for (size_t i = 0; i < NUSES && !l->lsub; i++)
+		if (mi->special & special_uses[i].bit)
+			buf_printf(&attrs, "%s ", special_uses[i].name);
 	if (attrs.len > 0)
 		buf_truncate(&attrs, attrs.len - 1);
 	imap_printf(c, "* %s (%s) \"/\" ", l->lsub ? "LSUB" : "LIST", buf_cstr(&attrs));
 	imap_write_astring(c, mi->name, mi->name_len);
 	imap_write(c, "\r\n", 2);
 	buf_release(&attrs);
+	/* LIST-STATUS: selectable mailboxes only (RFC 5819) */
+	if ((l->ret & LRET_STATUS) && !nonexistent && !(mi->attrs & STORE_MBOX_NOSELECT) &&
+	    store_mbox_status(l->t, mi->id, &st) == 0)
+		imap_status_write(c, mi->name, mi->name_len, &st, l->status);
 	return 0;
 }
 
-bool cmd_list(struct imap_cmd *cmd)
+/* LIST-EXTENDED selection options "(SUBSCRIBED ...)": 0, or -1. */
+static int list_selection(const struct imap_arg *a, unsigned *sel)
 {
-	struct imap_client *c = cmd->c;
-	const struct imap_arg *ref = imap_cmd_arg(cmd, 0), *pat = imap_cmd_arg(cmd, 1);
-	struct list_ctx l = { c, (cmd->def_flags & CMD_ALT) != 0 };
-	struct store_txn *t = NULL;
+	for (const struct imap_arg *o = a + 1; o <= a + a->span; o = imap_arg_next(o)) {
+		if (imap_arg_atom_is(o, "SUBSCRIBED"))
+			*sel |= LSEL_SUBSCRIBED;
+		else if (imap_arg_atom_is(o, "SPECIAL-USE"))
+			*sel |= LSEL_SPECIAL;
+		else if (imap_arg_atom_is(o, "RECURSIVEMATCH"))
+			*sel |= LSEL_RECURSIVE;
+		else if (!imap_arg_atom_is(o, "REMOTE"))
+			return -1;
+	}
+	/* RECURSIVEMATCH alone is an error (RFC 5258 3) */
+	return (*sel & LSEL_RECURSIVE) && !(*sel & (LSEL_SUBSCRIBED | LSEL_SPECIAL)) ? -1 : 0;
+}
+
+/* RETURN (SUBSCRIBED CHILDREN SPECIAL-USE STATUS (items)): 0, or -1. */
+static int list_return(const struct imap_arg *a, struct list_ctx *l)
+{
+	if (a->type != IMAP_ARG_LIST)
+		return -1;
+	for (const struct imap_arg *o = a + 1; o <= a + a->span; o = imap_arg_next(o)) {
+		if (imap_arg_atom_is(o, "SUBSCRIBED"))
+			l->ret |= LRET_SUBSCRIBED;
+		else if (imap_arg_atom_is(o, "CHILDREN"))
+			l->ret |= LRET_CHILDREN;
+		else if (imap_arg_atom_is(o, "SPECIAL-USE"))
+			l->ret |= LRET_SPECIAL;
+		else if (imap_arg_atom_is(o, "STATUS")) {
+			o = imap_arg_next(o);
+			if (o > a + a->span || !imap_status_items_ok(o))
+				return -1;
+			l->ret |= LRET_STATUS;
+			l->status = o;
+		} else
+			return -1;
+	}
+	return 0;
+}
+
+/* Lists one pattern (reference already applied); INBOX matched case-insensitively. */
+static int list_pattern(struct list_ctx *l, const struct imap_arg *ref,
+			const struct imap_arg *pat)
+{
 	char *pattern;
 	size_t plen;
 	int rc;
 
-	if (ref == NULL || pat == NULL || imap_cmd_arg(cmd, 2) != NULL ||
-	    !imap_arg_is_astring(ref) || !imap_arg_is_astring(pat) ||
-	    memchr(ref->s, '\0', ref->len) != NULL || memchr(pat->s, '\0', pat->len) != NULL)
-		return imap_cmd_bad(cmd, "Expected: LIST reference pattern");
-	if (pat->len == 0) {
-		if (!l.lsub)
-			imap_printf(c, "* LIST (\\Noselect) \"/\" \"\"\r\n");
-		return imap_cmd_ok(cmd, "List completed");
-	}
 	if (ref->len > 0 && pat->s[0] == '/')
 		pattern = xmemdup0(pat->s, pat->len); /* an absolute pattern ignores ref */
 	else
@@ -241,12 +320,58 @@ bool cmd_list(struct imap_cmd *cmd)
 	plen = strlen(pattern);
 	if (str_caseprefix(pattern, plen, "INBOX") && (plen == 5 || pattern[5] == '/'))
 		memcpy(pattern, "INBOX", 5);
-	if ((rc = store_txn_begin(c->srv->store, c->part, STORE_TXN_READ, &t)) == 0) {
-		rc = store_mbox_list(t, c->user_id, pattern, l.lsub, list_cb, &l);
-		store_txn_abort(&t);
-	}
+	rc = store_mbox_list(l->t, l->c->user_id, pattern,
+			     l->lsub || (l->sel & LSEL_SUBSCRIBED), list_cb, l);
 	free(pattern);
-	if (rc != 0 && rc != STORE_EINVAL)
+	return rc == STORE_EINVAL ? 0 : rc;
+}
+
+static bool string_arg(const struct imap_arg *a)
+{
+	return a != NULL && imap_arg_is_astring(a) && memchr(a->s, '\0', a->len) == NULL;
+}
+
+bool cmd_list(struct imap_cmd *cmd)
+{
+	struct imap_client *c = cmd->c;
+	struct list_ctx l = { c, NULL, (cmd->def_flags & CMD_ALT) != 0, 0, 0, NULL };
+	size_t i = 0, argc = imap_cmd_argc(cmd);
+	const struct imap_arg *ref, *pat, *a;
+	int rc = 0;
+
+	if (!l.lsub && argc > 0 && imap_cmd_arg(cmd, 0)->type == IMAP_ARG_LIST &&
+	    list_selection(imap_cmd_arg(cmd, i++), &l.sel) < 0)
+		return imap_cmd_bad(cmd, "Invalid LIST selection options");
+	ref = imap_cmd_arg(cmd, i++);
+	pat = imap_cmd_arg(cmd, i++);
+	if ((a = imap_cmd_arg(cmd, i)) != NULL) {
+		if (l.lsub || !imap_arg_atom_is(a, "RETURN") ||
+		    list_return(imap_cmd_arg(cmd, i + 1), &l) < 0 || i + 2 != argc)
+			return imap_cmd_bad(cmd, "Invalid LIST return options");
+	}
+	if (!string_arg(ref) || pat == NULL ||
+	    (!string_arg(pat) && (pat->type != IMAP_ARG_LIST || l.lsub)))
+		return imap_cmd_bad(cmd, "Expected: LIST reference pattern");
+	if (pat->type == IMAP_ARG_ATOM || imap_arg_is_string(pat)) {
+		if (pat->len == 0 && l.sel == 0) {
+			if (!l.lsub)
+				imap_printf(c, "* LIST (\\Noselect) \"/\" \"\"\r\n");
+			return imap_cmd_ok(cmd, l.lsub ? "Lsub completed" : "List completed");
+		}
+	} else {
+		for (a = pat + 1; a <= pat + pat->span; a++)
+			if (!string_arg(a))
+				return imap_cmd_bad(cmd, "Patterns are strings");
+	}
+	if ((rc = store_txn_begin(c->srv->store, c->part, STORE_TXN_READ, &l.t)) == 0) {
+		if (pat->type == IMAP_ARG_LIST)
+			for (a = pat + 1; a <= pat + pat->span && rc == 0; a++)
+				rc = list_pattern(&l, ref, a);
+		else
+			rc = list_pattern(&l, ref, pat);
+		store_txn_abort(&l.t);
+	}
+	if (rc != 0)
 		return imap_cmd_store_error(cmd, rc, l.lsub ? "LSUB" : "LIST");
 	return imap_cmd_ok(cmd, l.lsub ? "Lsub completed" : "List completed");
 }

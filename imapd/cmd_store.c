@@ -12,7 +12,7 @@
 struct store_result {
 	uint32_t uid;
 	unsigned flags;
-	uint64_t kw;
+	uint64_t kw, modseq;
 };
 
 struct store_op {
@@ -23,6 +23,8 @@ struct store_op {
 	struct store_result *res;
 	size_t nres;
 	const char *why;
+	uint64_t unchangedsince;   /* CONDSTORE; 0: none */
+	struct imap_seqset modified; /* UIDs refused by UNCHANGEDSINCE */
 };
 
 static int store_fn(struct store_txn *t, void *arg)
@@ -34,6 +36,7 @@ static int store_fn(struct store_txn *t, void *arg)
 	int rc;
 
 	so->nres = 0;
+	imap_seqset_clear(&so->modified);
 	rc = imap_flags_parse(so->flags_arg, t, v->mbox, so->op != STORE_FLAGS_REMOVE, &flags,
 			      &kw, &so->why);
 	if (rc < 0)
@@ -43,44 +46,132 @@ static int store_fn(struct store_txn *t, void *arg)
 
 		if (!imap_seqset_has(so->uids, v->msgs[i].uid))
 			continue;
-		rc = store_msg_flags(t, v->mbox, v->msgs[i].uid, so->op, flags, kw, 0, &m);
+		rc = store_msg_flags(t, v->mbox, v->msgs[i].uid, so->op, flags, kw,
+				     so->unchangedsince, &m);
 		if (rc == STORE_ENOMSG)
 			continue;
+		if (rc == STORE_ELOCKED) {
+			imap_seqset_add(&so->modified, v->msgs[i].uid, v->msgs[i].uid);
+			continue;
+		}
 		if (rc != 0)
 			return rc;
 		so->res[so->nres].uid = m.uid;
 		so->res[so->nres].flags = m.flags;
 		so->res[so->nres].kw = m.keywords;
+		so->res[so->nres].modseq = m.modseq;
 		so->nres++;
 	}
 	return 0;
 }
 
-bool cmd_store(struct imap_cmd *cmd)
+/* Reads [(UNCHANGEDSINCE n)] [+|-]FLAGS[.SILENT] flags into so; NULL or the BAD text. */
+static const char *store_parse(struct imap_cmd *cmd, struct store_op *so, bool *silent)
 {
-	struct imap_client *c = cmd->c;
-	const struct imap_arg *set = imap_cmd_arg(cmd, 0), *what = imap_cmd_arg(cmd, 1);
-	struct imap_seqset uids = { 0 };
-	struct store_op so = { c, imap_cmd_arg(cmd, 2), STORE_FLAGS_SET, &uids, NULL, 0, NULL };
-	struct store_txn *t = NULL;
-	const char *why, *w;
-	size_t wl;
-	bool silent = false;
-	int rc;
+	const struct imap_arg *what = imap_cmd_arg(cmd, 1);
+	size_t argc = imap_cmd_argc(cmd), wl;
+	const char *w;
 
-	if (imap_cmd_argc(cmd) != 3 || set->type != IMAP_ARG_ATOM || what->type != IMAP_ARG_ATOM)
-		return imap_cmd_bad(cmd, "Expected: STORE set [+|-]FLAGS[.SILENT] (flags)");
+	so->flags_arg = imap_cmd_arg(cmd, 2);
+	if (argc == 4 && what != NULL && what->type == IMAP_ARG_LIST) {
+		/* (UNCHANGEDSINCE n) — RFC 7162 */
+		const struct imap_arg *v = what + 2;
+
+		if (what->n != 2 || !imap_arg_atom_is(what + 1, "UNCHANGEDSINCE") ||
+		    v->type != IMAP_ARG_ATOM ||
+		    str_to_u64(v->s, v->len, INT64_MAX, &so->unchangedsince) < 0)
+			return "Invalid STORE modifier";
+		cmd->c->enabled_condstore = true;
+		what = imap_cmd_arg(cmd, 2);
+		so->flags_arg = imap_cmd_arg(cmd, 3);
+		argc--;
+	}
+	if (argc != 3 || imap_cmd_arg(cmd, 0)->type != IMAP_ARG_ATOM ||
+	    what->type != IMAP_ARG_ATOM)
+		return "Expected: STORE set [+|-]FLAGS[.SILENT] (flags)";
 	w = what->s;
 	wl = what->len;
 	if (wl > 0 && (w[0] == '+' || w[0] == '-')) {
-		so.op = w[0] == '+' ? STORE_FLAGS_ADD : STORE_FLAGS_REMOVE;
+		so->op = w[0] == '+' ? STORE_FLAGS_ADD : STORE_FLAGS_REMOVE;
 		w++;
 		wl--;
 	}
-	if (str_caseeq(w, wl, "FLAGS.SILENT", 12))
-		silent = true;
-	else if (!str_caseeq(w, wl, "FLAGS", 5))
-		return imap_cmd_bad(cmd, "Expected FLAGS, +FLAGS or -FLAGS");
+	*silent = str_caseeq(w, wl, "FLAGS.SILENT", 12);
+	if (!*silent && !str_caseeq(w, wl, "FLAGS", 5))
+		return "Expected FLAGS, +FLAGS or -FLAGS";
+	return NULL;
+}
+
+/* The FETCH responses of a STORE (after a new keyword's FLAGS announcement). */
+static void store_report(struct imap_cmd *cmd, const struct store_op *so, bool silent)
+{
+	struct imap_client *c = cmd->c;
+	struct store_txn *t = NULL;
+	const char *names[STORE_MAX_KEYWORDS];
+	unsigned nkw = 0;
+
+	store_txn_begin(c->srv->store, c->view->part, STORE_TXN_READ, &t);
+	if (t != NULL && store_mbox_keywords(t, c->view->mbox, names, &nkw) == 0 &&
+	    nkw > c->view->nkeywords)
+		imap_view_send_flags(c, t);
+	for (size_t i = 0; i < so->nres; i++) {
+		uint32_t seq = imap_view_seq(c->view, so->res[i].uid);
+
+		imap_view_set_flags(c->view, so->res[i].uid, so->res[i].flags, so->res[i].kw);
+		if (silent || seq == 0)
+			continue;
+		imap_printf(c, "* %u FETCH (", seq);
+		if (cmd->uid)
+			imap_printf(c, "UID %u ", so->res[i].uid);
+		imap_write(c, "FLAGS ", 6);
+		imap_flags_write(c, so->res[i].flags, so->res[i].kw,
+				 c->view->msgs[seq - 1].flags & IMAP_VF_RECENT, t);
+		if (c->enabled_condstore)
+			imap_printf(c, " MODSEQ (%" PRIu64 ")", so->res[i].modseq);
+		imap_write(c, ")\r\n", 3);
+	}
+	store_txn_abort(&t);
+}
+
+/* The tagged reply: [MODIFIED set] when UNCHANGEDSINCE refused some messages. */
+static bool store_finish(struct imap_cmd *cmd, struct store_op *so)
+{
+	struct imap_seqset seqs = { 0 };
+	struct buf b;
+
+	if (so->modified.n == 0) {
+		imap_seqset_release(&so->modified);
+		return imap_cmd_ok(cmd, "STORE completed");
+	}
+	/* UIDs for UID STORE, sequence numbers otherwise */
+	for (size_t i = 0; i < so->modified.n; i++) {
+		uint32_t n = cmd->uid ? so->modified.v[i].lo
+				      : imap_view_seq(cmd->c->view, so->modified.v[i].lo);
+
+		imap_seqset_add(&seqs, n, n);
+	}
+	imap_seqset_resolve(&seqs, 0);
+	buf_init(&b, 64, (size_t)-1 / 2);
+	imap_seqset_format(&seqs, &b);
+	imap_cmd_reply(cmd, "OK", "[MODIFIED %s] Conditional STORE failed", buf_cstr(&b));
+	buf_release(&b);
+	imap_seqset_release(&seqs);
+	imap_seqset_release(&so->modified);
+	return true;
+}
+
+bool cmd_store(struct imap_cmd *cmd)
+{
+	struct imap_client *c = cmd->c;
+	const struct imap_arg *set = imap_cmd_arg(cmd, 0);
+	struct imap_seqset uids = { 0 };
+	struct store_op so = { c, NULL, STORE_FLAGS_SET, &uids, NULL, 0, NULL, 0, { 0 } };
+	const char *why;
+	bool silent = false;
+	int rc;
+
+	if ((why = store_parse(cmd, &so, &silent)) != NULL)
+		return imap_cmd_bad(cmd, why);
 	if (c->view->readonly)
 		return imap_cmd_no(cmd, "[READ-ONLY] Mailbox is read-only");
 	if (imap_view_resolve(c, set->s, set->len, cmd->uid, &uids, &why) < 0) {
@@ -89,41 +180,17 @@ bool cmd_store(struct imap_cmd *cmd)
 	}
 	so.res = xcalloc(c->view->n + 1, sizeof(*so.res));
 	rc = store_write(c->srv->store, c->view->part, store_fn, &so);
+	imap_seqset_release(&uids);
 	if (rc != 0) {
 		free(so.res);
-		imap_seqset_release(&uids);
+		imap_seqset_release(&so.modified);
 		if (so.why != NULL)
 			return imap_cmd_bad(cmd, so.why);
 		return imap_cmd_store_error(cmd, rc, "STORE");
 	}
-	store_txn_begin(c->srv->store, c->view->part, STORE_TXN_READ, &t);
-	if (t != NULL) {
-		const char *names[STORE_MAX_KEYWORDS];
-		unsigned nkw = 0;
-
-		/* a keyword new to the mailbox is announced before a FETCH shows it */
-		if (store_mbox_keywords(t, c->view->mbox, names, &nkw) == 0 &&
-		    nkw > c->view->nkeywords)
-			imap_view_send_flags(c, t);
-	}
-	for (size_t i = 0; i < so.nres; i++) {
-		uint32_t seq = imap_view_seq(c->view, so.res[i].uid);
-
-		imap_view_set_flags(c->view, so.res[i].uid, so.res[i].flags, so.res[i].kw);
-		if (silent || seq == 0)
-			continue;
-		imap_printf(c, "* %u FETCH (", seq);
-		if (cmd->uid)
-			imap_printf(c, "UID %u ", so.res[i].uid);
-		imap_write(c, "FLAGS ", 6);
-		imap_flags_write(c, so.res[i].flags, so.res[i].kw,
-				 c->view->msgs[seq - 1].flags & IMAP_VF_RECENT, t);
-		imap_write(c, ")\r\n", 3);
-	}
-	store_txn_abort(&t);
+	store_report(cmd, &so, silent);
 	free(so.res);
-	imap_seqset_release(&uids);
-	return imap_cmd_ok(cmd, "STORE completed");
+	return store_finish(cmd, &so);
 }
 
 struct expunge_op {

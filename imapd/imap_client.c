@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include "common/log.h"
@@ -213,6 +214,13 @@ void imap_client_new(struct imap_server *srv, struct net_server *ns, int fd,
 	c->state = IMAP_ST_NOTAUTH;
 	c->stream.fd = -1;
 	net_addr_host(sa, c->addr, sizeof(c->addr));
+	if (sa->sa_family == AF_INET || sa->sa_family == AF_INET6) {
+		int one = 1;
+
+		/* responses leave in whole writes; Nagle would hold the tail of one until the
+		   client's delayed ACK (40 ms) */
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	}
 	if (tls) {
 		c->bev = tls_server_accept(srv->base, srv->tls_ctx, fd);
 		c->flags |= IMAP_CF_TLS;

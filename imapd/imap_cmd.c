@@ -39,6 +39,9 @@ static const struct imap_cmd_def imap_cmds[] = {
 	{ "STATUS",       IMAP_ST_LOGGED,   cmd_status,      0 },
 	{ "APPEND",       IMAP_ST_LOGGED,   cmd_append,      0 },
 	{ "IDLE",         IMAP_ST_LOGGED,   cmd_idle,        0 },
+	{ "GETQUOTA",     IMAP_ST_LOGGED,   cmd_quota,       0 },
+	{ "GETQUOTAROOT", IMAP_ST_LOGGED,   cmd_quota,       CMD_ALT },
+	{ "SETQUOTA",     IMAP_ST_LOGGED,   cmd_setquota,    0 },
 	{ "CHECK",        IMAP_ST_SELECTED, cmd_noop,        0 },
 	{ "CLOSE",        IMAP_ST_SELECTED, cmd_close,       0 },
 	{ "UNSELECT",     IMAP_ST_SELECTED, cmd_close,       CMD_ALT },
@@ -142,6 +145,11 @@ bool imap_cmd_reply(struct imap_cmd *cmd, const char *status, const char *fmt, .
 	cmd->ctx = NULL;
 	cmd->ctx_free = NULL;
 	c->cmd_active = false;
+	if (c->srv->draining && !(c->flags & IMAP_CF_CLOSING)) {
+		/* SIGTERM: the command in progress was finished; now say goodbye */
+		imap_printf(c, "* BYE Server shutting down\r\n");
+		imap_client_close(c, "shutdown");
+	}
 	return true;
 }
 
@@ -226,7 +234,9 @@ void imap_capability(struct imap_client *c, struct buf *out)
 	bool tls = c->flags & IMAP_CF_TLS;
 
 	buf_puts(out, "IMAP4rev1 LITERAL+ SASL-IR ID ENABLE IDLE NAMESPACE UNSELECT CHILDREN "
-		      "UIDPLUS MOVE");
+		      "UIDPLUS MOVE SPECIAL-USE CREATE-SPECIAL-USE STATUS=SIZE ESEARCH CONDSTORE QRESYNC WITHIN LIST-EXTENDED LIST-STATUS SEARCHRES "
+		      "QUOTA QUOTA=RES-STORAGE "
+		      "QUOTA=RES-MESSAGE");
 	if (c->state == IMAP_ST_NOTAUTH) {
 		if (srv->tls_ctx != NULL && !tls)
 			buf_puts(out, " STARTTLS");

@@ -31,7 +31,7 @@ struct fetch_item {
 	enum fetch_sec sec;
 	bool peek;
 	char part[64];                 /* "1.2", "" for the message */
-	struct str_view fields[FETCH_FIELDS_MAX];
+	struct str_view *fields;       /* HEADER.FIELDS names, only for those items */
 	size_t nfields;
 	bool partial;
 	uint64_t p_off, p_len;
@@ -46,6 +46,8 @@ struct fetch_ctx {
 	size_t next;                   /* next view index */
 	size_t item;                   /* next item of the message being written (0: none) */
 	bool set_seen;
+	uint64_t changedsince;         /* CONDSTORE: only messages with a higher modseq */
+	bool vanished;                 /* QRESYNC: UID FETCH (CHANGEDSINCE n VANISHED) */
 };
 
 static void fetch_ctx_free(struct imap_cmd *cmd)
@@ -57,6 +59,7 @@ static void fetch_ctx_free(struct imap_cmd *cmd)
 	for (size_t i = 0; i < f->n; i++) {
 		free(f->items[i].label);
 		free(f->items[i].fields_text);
+		free(f->items[i].fields);
 	}
 	imap_seqset_release(&f->uids);
 	free(f);
@@ -67,6 +70,10 @@ static struct fetch_item *item_add(struct fetch_ctx *f, enum fetch_type type)
 {
 	struct fetch_item *it;
 
+	/* an item asked twice (UID in UID FETCH, FLAGS in a macro) is answered once */
+	for (size_t i = 0; i < f->n && type != FI_SECTION; i++)
+		if (f->items[i].type == type)
+			return &f->items[i];
 	if (f->n >= FETCH_ITEMS_MAX)
 		return NULL;
 	it = &f->items[f->n++];
@@ -102,6 +109,7 @@ static int parse_fields(struct fetch_item *it, const char *s, size_t len)
 	if (len < 2 || s[0] != '(' || s[len - 1] != ')')
 		return -1;
 	it->fields_text = dst = xmalloc(len + 1);
+	it->fields = xcalloc(FETCH_FIELDS_MAX, sizeof(*it->fields));
 	s++;
 	len -= 2;
 	while (i < len) {
@@ -226,6 +234,7 @@ static int parse_item(struct fetch_ctx *f, const struct imap_arg *a)
 		{ "RFC822.HEADER", FI_RFC822_HEADER }, { "RFC822.SIZE", FI_RFC822_SIZE },
 		{ "RFC822.TEXT", FI_RFC822_TEXT }, { "BODY", FI_BODY },
 		{ "BODYSTRUCTURE", FI_BODYSTRUCTURE }, { "UID", FI_UID },
+		{ "MODSEQ", FI_MODSEQ },
 	};
 
 	if (a->type != IMAP_ARG_ATOM)
@@ -482,8 +491,9 @@ static bool fetch_message(struct imap_cmd *cmd, struct fetch_ctx *f, struct stor
 	struct store_msg m;
 	struct msgcache_view mv;
 
-	if (store_msg_get(t, c->view->mbox, vm->uid, &m) != 0) {
-		f->item = 0; /* expunged meanwhile: nothing to say about it */
+	if (store_msg_get(t, c->view->mbox, vm->uid, &m) != 0 ||
+	    (f->item == 0 && f->changedsince != 0 && m.modseq <= f->changedsince)) {
+		f->item = 0; /* expunged meanwhile (or unchanged): nothing to say about it */
 		return true;
 	}
 	if (m.cache_len == 0 || msgcache_parse(m.cache, m.cache_len, &mv) < 0) {
@@ -561,7 +571,9 @@ static bool fetch_start(struct imap_cmd *cmd)
 	const struct imap_arg *set = imap_cmd_arg(cmd, 0), *items = imap_cmd_arg(cmd, 1);
 	const char *why;
 
-	if (set == NULL || items == NULL || imap_cmd_arg(cmd, 2) != NULL ||
+	const struct imap_arg *mods = imap_cmd_arg(cmd, 2);
+
+	if (set == NULL || items == NULL || imap_cmd_arg(cmd, 3) != NULL ||
 	    set->type != IMAP_ARG_ATOM)
 		return !imap_cmd_bad(cmd, "Expected: FETCH sequence-set items");
 	f = xcalloc(1, sizeof(*f));
@@ -571,10 +583,41 @@ static bool fetch_start(struct imap_cmd *cmd)
 		item_add(f, FI_UID);
 	if (parse_items(f, items) < 0)
 		return !imap_cmd_bad(cmd, "Invalid FETCH item");
+	if (mods != NULL) {
+		/* (CHANGEDSINCE n) — RFC 7162 */
+		const struct imap_arg *v = mods + 2;
+
+		if (mods->type != IMAP_ARG_LIST || (mods->n != 2 && mods->n != 3) ||
+		    !imap_arg_atom_is(mods + 1, "CHANGEDSINCE") || v->type != IMAP_ARG_ATOM ||
+		    str_to_u64(v->s, v->len, INT64_MAX, &f->changedsince) < 0 ||
+		    (mods->n == 3 && (!imap_arg_atom_is(v + 1, "VANISHED") || !cmd->uid ||
+				      !c->enabled_qresync)))
+			return !imap_cmd_bad(cmd, "Invalid FETCH modifier");
+		c->enabled_condstore = true;
+		f->vanished = mods->n == 3;
+	}
+	for (size_t i = 0; i < f->n; i++)
+		if (f->items[i].type == FI_MODSEQ)
+			c->enabled_condstore = true;
+	if (f->changedsince != 0) {
+		bool has = false;
+
+		for (size_t i = 0; i < f->n; i++)
+			has |= f->items[i].type == FI_MODSEQ;
+		if (!has)
+			item_add(f, FI_MODSEQ);
+	}
 	if (imap_view_resolve(c, set->s, set->len, cmd->uid, &f->uids, &why) < 0)
 		return !imap_cmd_bad(cmd, why);
 	if (f->set_seen && !c->view->readonly)
 		mark_seen(c, f);
+	if (f->vanished) {
+		struct store_txn *t = NULL;
+
+		if (store_txn_begin(c->srv->store, c->view->part, STORE_TXN_READ, &t) == 0)
+			imap_view_vanished(c, t, f->changedsince, &f->uids);
+		store_txn_abort(&t);
+	}
 	return true;
 }
 

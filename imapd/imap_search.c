@@ -22,7 +22,7 @@ enum skey_type {
 	SK_ALL, SK_FLAG, SK_NOFLAG, SK_KEYWORD, SK_NOKEYWORD, SK_RECENT, SK_NEW, SK_OLD,
 	SK_BEFORE, SK_ON, SK_SINCE, SK_SENTBEFORE, SK_SENTON, SK_SENTSINCE, SK_LARGER,
 	SK_SMALLER, SK_HEADER, SK_BODY, SK_TEXT, SK_SEQ, SK_UID, SK_NOT, SK_OR, SK_AND,
-	SK_NEVER,
+	SK_NEVER, SK_MODSEQ, SK_OLDER, SK_YOUNGER,
 };
 
 struct skey {
@@ -37,8 +37,13 @@ struct skey {
 	struct skey *next;         /* sibling in an AND */
 };
 
+enum { RET_MIN = 1, RET_MAX = 2, RET_ALL = 4, RET_COUNT = 8, RET_SAVE = 16 };
+
 struct search {
 	struct imap_client *c;
+	unsigned ret;              /* ESEARCH RETURN options; 0: a plain SEARCH */
+	bool esearch;
+	bool modseq_used;          /* a MODSEQ key: the reply names the highest modseq */
 	struct store_txn *t;
 	struct skey nodes[SEARCH_NODES_MAX];
 	size_t nnodes;
@@ -182,48 +187,123 @@ static struct skey *parse_list(struct search *s, const struct imap_arg *list, un
 	return and;
 }
 
-static struct skey *parse_key(struct search *s, const struct imap_arg **ap,
-			      const struct imap_arg *end, unsigned depth)
+/* A sequence set as a key ("2:4,7"). */
+static struct skey *parse_seq_key(struct search *s, const struct imap_arg *a)
 {
-	const struct imap_arg *a = take(ap, end), *v;
-	struct skey *k;
-	char name[16];
+	struct skey *k = node_new(s, SK_SEQ);
+	const char *why;
 
-	if (a == NULL) {
-		s->why = "Missing search key";
+	if (k == NULL)
 		return NULL;
-	}
-	if (depth > SEARCH_DEPTH_MAX) {
-		s->why = "Search nested too deeply";
-		return NULL;
-	}
-	if (a->type == IMAP_ARG_LIST)
-		return parse_list(s, a, depth);
-	if (a->type != IMAP_ARG_ATOM)
-		goto bad;
-	if ((a->s[0] >= '0' && a->s[0] <= '9') || a->s[0] == '*') {
-		const char *why;
-
-		if ((k = node_new(s, SK_SEQ)) == NULL)
+	if (s->c->view->n == 0) { /* no sequence numbers: matches nothing */
+		if (imap_seqset_parse(&k->set, a->s, a->len, 4096) < 0) {
+			s->why = "Invalid sequence set";
 			return NULL;
-		if (s->c->view->n == 0) { /* no sequence numbers: matches nothing */
-			if (imap_seqset_parse(&k->set, a->s, a->len, 4096) < 0)
-				goto bad;
-			k->type = SK_NEVER;
-			return k;
 		}
-		if (imap_view_resolve(s->c, a->s, a->len, false, &k->set, &why) < 0) {
-			s->why = why;
+		k->type = SK_NEVER;
+		return k;
+	}
+	if (imap_view_resolve(s->c, a->s, a->len, false, &k->set, &why) < 0) {
+		s->why = why;
+		return NULL;
+	}
+	return k;
+}
+
+static const struct {
+	const char *name;
+	enum skey_type type;
+	uint64_t max;
+	const char *why;
+} number_keys[] = {
+	{ "LARGER", SK_LARGER, UINT64_MAX / 2, "Invalid size" },
+	{ "SMALLER", SK_SMALLER, UINT64_MAX / 2, "Invalid size" },
+	/* WITHIN (RFC 5032): an interval in seconds against the internal date */
+	{ "OLDER", SK_OLDER, UINT32_MAX, "Invalid interval" },
+	{ "YOUNGER", SK_YOUNGER, UINT32_MAX, "Invalid interval" },
+};
+
+static struct skey *parse_number_key(struct search *s, const struct imap_arg *v, size_t i)
+{
+	struct skey *k = node_new(s, number_keys[i].type);
+
+	if (k == NULL)
+		return NULL;
+	if (v == NULL || v->type != IMAP_ARG_ATOM ||
+	    str_to_u64(v->s, v->len, number_keys[i].max, &k->num) < 0 ||
+	    (k->num == 0 && number_keys[i].max == UINT32_MAX)) {
+		s->why = number_keys[i].why;
+		return NULL;
+	}
+	if (k->type == SK_OLDER || k->type == SK_YOUNGER)
+		k->day = (int64_t)time(NULL) - (int64_t)k->num; /* the cut-off time */
+	return k;
+}
+
+/* MODSEQ [entry-name entry-type] n (RFC 7162): all flags share one modseq here. */
+static struct skey *parse_modseq_key(struct search *s, const struct imap_arg **ap,
+				     const struct imap_arg *end)
+{
+	struct skey *k = node_new(s, SK_MODSEQ);
+	const struct imap_arg *v = take(ap, end);
+
+	if (k == NULL)
+		return NULL;
+	if (v != NULL && imap_arg_is_string(v)) {
+		v = take(ap, end); /* entry-type */
+		if (v == NULL || !(imap_arg_atom_is(v, "priv") || imap_arg_atom_is(v, "shared") ||
+				   imap_arg_atom_is(v, "all"))) {
+			s->why = "Invalid MODSEQ entry type";
+			return NULL;
+		}
+		v = take(ap, end);
+	}
+	if (v == NULL || v->type != IMAP_ARG_ATOM ||
+	    str_to_u64(v->s, v->len, INT64_MAX, &k->num) < 0) {
+		s->why = "Invalid MODSEQ";
+		return NULL;
+	}
+	s->modseq_used = true;
+	return k;
+}
+
+/* KEYWORD kw / UNKEYWORD kw / UID set. */
+static struct skey *parse_arg_key(struct search *s, const char *name,
+				  const struct imap_arg *v)
+{
+	struct skey *k;
+	const char *why;
+	unsigned idx;
+
+	if (strcmp(name, "UID") == 0) {
+		if ((k = node_new(s, SK_UID)) == NULL)
+			return NULL;
+		if (v == NULL || v->type != IMAP_ARG_ATOM ||
+		    imap_view_resolve(s->c, v->s, v->len, true, &k->set, &why) < 0) {
+			s->why = "Invalid UID set";
 			return NULL;
 		}
 		return k;
 	}
-	if (a->len >= sizeof(name))
-		goto bad;
-	memcpy(name, a->s, a->len);
-	name[a->len] = '\0';
-	for (char *p = name; *p; p++)
-		*p = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+	if ((k = node_new(s, name[0] == 'K' ? SK_KEYWORD : SK_NOKEYWORD)) == NULL)
+		return NULL;
+	if (v == NULL || v->type != IMAP_ARG_ATOM) {
+		s->why = "KEYWORD needs a flag";
+		return NULL;
+	}
+	if (store_mbox_keyword(s->t, s->c->view->mbox, v->s, false, &idx) == 0)
+		k->num = (uint64_t)1 << idx;
+	return k; /* num 0: a keyword the mailbox never had */
+}
+
+/* Every key named by an atom except NOT and OR; *known false when the name is not one. */
+static struct skey *parse_named_key(struct search *s, const char *name,
+				    const struct imap_arg **ap, const struct imap_arg *end,
+				    bool *known)
+{
+	struct skey *k;
+
+	*known = true;
 	for (size_t i = 0; i < sizeof(simple_keys) / sizeof(simple_keys[0]); i++)
 		if (strcmp(name, simple_keys[i].name) == 0) {
 			if ((k = node_new(s, simple_keys[i].type)) != NULL)
@@ -232,58 +312,66 @@ static struct skey *parse_key(struct search *s, const struct imap_arg **ap,
 		}
 	for (size_t i = 0; i < sizeof(date_keys) / sizeof(date_keys[0]); i++)
 		if (strcmp(name, date_keys[i].name) == 0) {
-			if ((k = node_new(s, date_keys[i].type)) == NULL)
-				return NULL;
-			if (parse_date(take(ap, end), &k->day) < 0) {
+			if ((k = node_new(s, date_keys[i].type)) != NULL &&
+			    parse_date(take(ap, end), &k->day) < 0) {
 				s->why = "Invalid search date";
 				return NULL;
 			}
 			return k;
 		}
+	for (size_t i = 0; i < sizeof(number_keys) / sizeof(number_keys[0]); i++)
+		if (strcmp(name, number_keys[i].name) == 0)
+			return parse_number_key(s, take(ap, end), i);
 	for (size_t i = 0; i < sizeof(header_keys) / sizeof(header_keys[0]); i++)
 		if (strcmp(name, header_keys[i]) == 0)
 			return parse_string_key(s, ap, end, header_keys[i]);
-	if (strcmp(name, "HEADER") == 0 || strcmp(name, "BODY") == 0 ||
-	    strcmp(name, "TEXT") == 0)
-		return parse_string_key(s, ap, end, strcmp(name, "HEADER") == 0 ? "HEADER"
-						    : strcmp(name, "BODY") == 0  ? "BODY"
-										 : "TEXT");
-	if (strcmp(name, "LARGER") == 0 || strcmp(name, "SMALLER") == 0) {
-		if ((k = node_new(s, name[0] == 'L' ? SK_LARGER : SK_SMALLER)) == NULL)
-			return NULL;
-		v = take(ap, end);
-		if (v == NULL || v->type != IMAP_ARG_ATOM ||
-		    str_to_u64(v->s, v->len, UINT64_MAX / 2, &k->num) < 0) {
-			s->why = "Invalid size";
-			return NULL;
-		}
+	if (strcmp(name, "HEADER") == 0)
+		return parse_string_key(s, ap, end, "HEADER");
+	if (strcmp(name, "BODY") == 0)
+		return parse_string_key(s, ap, end, "BODY");
+	if (strcmp(name, "TEXT") == 0)
+		return parse_string_key(s, ap, end, "TEXT");
+	if (strcmp(name, "MODSEQ") == 0)
+		return parse_modseq_key(s, ap, end);
+	if (strcmp(name, "KEYWORD") == 0 || strcmp(name, "UNKEYWORD") == 0 ||
+	    strcmp(name, "UID") == 0)
+		return parse_arg_key(s, name, take(ap, end));
+	*known = false;
+	return NULL;
+}
+
+static struct skey *parse_key(struct search *s, const struct imap_arg **ap,
+			      const struct imap_arg *end, unsigned depth)
+{
+	const struct imap_arg *a = take(ap, end);
+	struct skey *k;
+	char name[16];
+	bool known;
+
+	if (a == NULL || depth > SEARCH_DEPTH_MAX) {
+		s->why = a == NULL ? "Missing search key" : "Search nested too deeply";
+		return NULL;
+	}
+	if (a->type == IMAP_ARG_LIST)
+		return parse_list(s, a, depth);
+	if (a->type != IMAP_ARG_ATOM || a->len >= sizeof(name)) {
+		s->why = "Unknown search key";
+		return NULL;
+	}
+	if ((a->s[0] >= '0' && a->s[0] <= '9') || a->s[0] == '*')
+		return parse_seq_key(s, a);
+	if (a->len == 1 && a->s[0] == '$') { /* SEARCHRES: the saved result */
+		if ((k = node_new(s, SK_UID)) != NULL)
+			imap_view_resolve(s->c, "$", 1, true, &k->set, NULL);
 		return k;
 	}
-	if (strcmp(name, "KEYWORD") == 0 || strcmp(name, "UNKEYWORD") == 0) {
-		unsigned idx;
-
-		if ((k = node_new(s, name[0] == 'K' ? SK_KEYWORD : SK_NOKEYWORD)) == NULL)
-			return NULL;
-		v = take(ap, end);
-		if (v == NULL || v->type != IMAP_ARG_ATOM)
-			goto bad;
-		if (store_mbox_keyword(s->t, s->c->view->mbox, v->s, false, &idx) == 0)
-			k->num = (uint64_t)1 << idx;
-		return k; /* num 0: a keyword the mailbox never had */
-	}
-	if (strcmp(name, "UID") == 0) {
-		const char *why;
-
-		if ((k = node_new(s, SK_UID)) == NULL)
-			return NULL;
-		v = take(ap, end);
-		if (v == NULL || v->type != IMAP_ARG_ATOM ||
-		    imap_view_resolve(s->c, v->s, v->len, true, &k->set, &why) < 0) {
-			s->why = "Invalid UID set";
-			return NULL;
-		}
+	memcpy(name, a->s, a->len);
+	name[a->len] = '\0';
+	for (char *p = name; *p; p++)
+		*p = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+	k = parse_named_key(s, name, ap, end, &known);
+	if (known)
 		return k;
-	}
 	if (strcmp(name, "NOT") == 0) {
 		if ((k = node_new(s, SK_NOT)) == NULL ||
 		    (k->a = parse_key(s, ap, end, depth + 1)) == NULL)
@@ -297,9 +385,7 @@ static struct skey *parse_key(struct search *s, const struct imap_arg **ap,
 			return NULL;
 		return k;
 	}
-bad:
-	if (s->why == NULL)
-		s->why = "Unknown search key";
+	s->why = "Unknown search key";
 	return NULL;
 }
 
@@ -361,27 +447,12 @@ static bool header_contains(const struct msgcache_view *mv, const char *name, si
    the zone), INT64_MIN when there is none. */
 static int64_t sent_day(const struct msgcache_view *mv)
 {
-	struct buf v;
-	int64_t t, off = 0, day = INT64_MIN;
+	int64_t t;
 
-	buf_init(&v, 128, 1024);
-	if (rfc5322_header_value(mv->header.p, mv->header.len, "Date", &v) == 1 &&
-	    rfc5322_date_parse(v.data, v.len, &t) == 0) {
-		for (size_t i = 0; i + 5 <= v.len; i++) {
-			const char *z = v.data + i;
-
-			if ((z[0] == '+' || z[0] == '-') && (i == 0 || z[-1] == ' ') &&
-			    z[1] >= '0' && z[1] <= '9' && z[2] >= '0' && z[2] <= '9' &&
-			    z[3] >= '0' && z[3] <= '9' && z[4] >= '0' && z[4] <= '9')
-				off = (z[0] == '-' ? -1 : 1) *
-				      (((z[1] - '0') * 10 + (z[2] - '0')) * 3600 +
-				       ((z[3] - '0') * 10 + (z[4] - '0')) * 60);
-		}
-		t += off;
-		day = t >= 0 ? t / 86400 : (t - 86399) / 86400;
-	}
-	buf_release(&v);
-	return day;
+	if (mv->date == INT64_MIN)
+		return INT64_MIN;
+	t = mv->date + (int64_t)mv->date_tz * 60;
+	return t >= 0 ? t / 86400 : (t - 86399) / 86400;
 }
 
 static bool eval(struct search *s, const struct skey *k, const struct store_msg *m,
@@ -390,7 +461,7 @@ static bool eval(struct search *s, const struct skey *k, const struct store_msg 
 	int64_t iday = m->internaldate >= 0 ? m->internaldate / 86400 : -1;
 	int64_t sday = k->type == SK_SENTBEFORE || k->type == SK_SENTON ||
 				       k->type == SK_SENTSINCE
-			       ? (mv->header.len > 0 ? sent_day(mv) : INT64_MIN)
+			       ? sent_day(mv)
 			       : 0;
 
 	switch (k->type) {
@@ -398,6 +469,12 @@ static bool eval(struct search *s, const struct skey *k, const struct store_msg 
 		return true;
 	case SK_NEVER:
 		return false;
+	case SK_MODSEQ:
+		return m->modseq >= k->num;
+	case SK_OLDER:
+		return m->internaldate <= k->day; /* day holds the cut-off time here */
+	case SK_YOUNGER:
+		return m->internaldate >= k->day;
 	case SK_FLAG:
 		return (m->flags & k->flag) != 0;
 	case SK_NOFLAG:
@@ -460,6 +537,114 @@ static void search_free(struct search *s)
 	free(s);
 }
 
+/* Writes "* SEARCH ..." or, with RETURN, "* ESEARCH ..." (RFC 4731). */
+static void search_reply(struct search *s, struct imap_cmd *cmd, const uint32_t *hits,
+			 size_t n, uint64_t maxmod)
+{
+	struct imap_client *c = s->c;
+
+	if (s->ret & RET_SAVE) {
+		struct imap_view *v = c->view;
+
+		imap_seqset_clear(&v->saved);
+		for (size_t i = 0; i < n; i++) {
+			uint32_t uid = cmd->uid ? hits[i] : v->msgs[hits[i] - 1].uid;
+
+			imap_seqset_add(&v->saved, uid, uid);
+		}
+		imap_seqset_resolve(&v->saved, 0);
+		if (s->ret == RET_SAVE)
+			return; /* SAVE alone: no ESEARCH response (RFC 5182 2.1) */
+	}
+	if (!s->esearch) {
+		imap_write(c, "* SEARCH", 8);
+		for (size_t i = 0; i < n; i++)
+			imap_printf(c, " %u", hits[i]);
+		if (s->modseq_used && n > 0)
+			imap_printf(c, " (MODSEQ %" PRIu64 ")", maxmod);
+		imap_write(c, "\r\n", 2);
+		return;
+	}
+	imap_printf(c, "* ESEARCH (TAG \"%s\")%s", cmd->tag, cmd->uid ? " UID" : "");
+	if ((s->ret & RET_MIN) && n > 0)
+		imap_printf(c, " MIN %u", hits[0]);
+	if ((s->ret & RET_MAX) && n > 0)
+		imap_printf(c, " MAX %u", hits[n - 1]);
+	if (s->ret & RET_COUNT)
+		imap_printf(c, " COUNT %zu", n);
+	if ((s->ret & RET_ALL) && n > 0) {
+		struct imap_seqset set = { 0 };
+		struct buf b;
+
+		for (size_t i = 0; i < n; i++)
+			imap_seqset_add(&set, hits[i], hits[i]);
+		imap_seqset_resolve(&set, 0);
+		buf_init(&b, 256, (size_t)-1 / 2);
+		imap_seqset_format(&set, &b);
+		imap_printf(c, " ALL %s", buf_cstr(&b));
+		buf_release(&b);
+		imap_seqset_release(&set);
+	}
+	if (s->modseq_used && n > 0)
+		imap_printf(c, " MODSEQ %" PRIu64, maxmod);
+	imap_write(c, "\r\n", 2);
+}
+
+static void search_run(struct search *s, struct imap_cmd *cmd, const struct skey *root)
+{
+	struct imap_client *c = s->c;
+	uint32_t *hits = xcalloc(c->view->n + 1, sizeof(*hits));
+	uint64_t maxmod = 0;
+	size_t n = 0;
+
+	for (size_t i = 0; i < c->view->n; i++) {
+		struct store_msg m;
+		struct msgcache_view mv;
+
+		if (store_msg_get(s->t, c->view->mbox, c->view->msgs[i].uid, &m) != 0)
+			continue;
+		if (m.cache_len == 0 || msgcache_parse(m.cache, m.cache_len, &mv) < 0) {
+			memset(&mv, 0, sizeof(mv));
+			mv.date = INT64_MIN;
+			mv.body_size = m.size;
+		}
+		if (eval(s, root, &m, &mv, (uint32_t)i + 1, c->view->msgs[i].flags)) {
+			hits[n++] = cmd->uid ? m.uid : (uint32_t)i + 1;
+			if (m.modseq > maxmod)
+				maxmod = m.modseq;
+		}
+	}
+	search_reply(s, cmd, hits, n, maxmod);
+	free(hits);
+}
+
+/* ESEARCH "RETURN (MIN MAX COUNT ALL)" at *pp; false when it is not valid. */
+static bool search_return(struct search *s, const struct imap_arg **pp,
+			  const struct imap_arg *end)
+{
+	const struct imap_arg *opts = *pp + 1;
+
+	if (opts >= end || opts->type != IMAP_ARG_LIST)
+		return false;
+	s->esearch = true;
+	for (const struct imap_arg *o = opts + 1; o <= opts + opts->span; o++) {
+		unsigned bit = imap_arg_atom_is(o, "MIN")     ? RET_MIN
+			       : imap_arg_atom_is(o, "MAX")   ? RET_MAX
+			       : imap_arg_atom_is(o, "ALL")   ? RET_ALL
+			       : imap_arg_atom_is(o, "COUNT") ? RET_COUNT
+			       : imap_arg_atom_is(o, "SAVE")  ? RET_SAVE
+							      : 0;
+
+		if (bit == 0)
+			return false;
+		s->ret |= bit;
+	}
+	if (s->ret == 0)
+		s->ret = RET_ALL;
+	*pp = imap_arg_next(opts);
+	return true;
+}
+
 bool cmd_search(struct imap_cmd *cmd)
 {
 	struct imap_client *c = cmd->c;
@@ -470,6 +655,10 @@ bool cmd_search(struct imap_cmd *cmd)
 
 	s->c = c;
 	s->uid = cmd->uid;
+	if (p < end && imap_arg_atom_is(p, "RETURN") && !search_return(s, &p, end)) {
+		search_free(s);
+		return imap_cmd_bad(cmd, "Invalid RETURN options");
+	}
 	if (p < end && imap_arg_atom_is(p, "CHARSET")) {
 		const struct imap_arg *cs = p + 1;
 
@@ -506,22 +695,7 @@ bool cmd_search(struct imap_cmd *cmd)
 		search_free(s);
 		return r;
 	}
-	imap_write(c, "* SEARCH", 8);
-	for (size_t i = 0; i < c->view->n; i++) {
-		struct store_msg m;
-		struct msgcache_view mv;
-
-		if (store_msg_get(s->t, c->view->mbox, c->view->msgs[i].uid, &m) != 0)
-			continue;
-		if (m.cache_len == 0 || msgcache_parse(m.cache, m.cache_len, &mv) < 0) {
-			memset(&mv, 0, sizeof(mv));
-			mv.date = INT64_MIN;
-			mv.body_size = m.size;
-		}
-		if (eval(s, root, &m, &mv, (uint32_t)i + 1, c->view->msgs[i].flags))
-			imap_printf(c, " %u", cmd->uid ? m.uid : (uint32_t)i + 1);
-	}
-	imap_write(c, "\r\n", 2);
+	search_run(s, cmd, root);
 	search_free(s);
 	return imap_cmd_ok(cmd, "SEARCH completed");
 }

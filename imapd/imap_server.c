@@ -135,6 +135,7 @@ int imap_server_run(struct daemon_worker *w, const struct imap_worker_args *a)
 	srv.idle_timeout_ms = conf_int(a->conf, "imapd", "idle_timeout");
 	srv.max_bad = (unsigned)conf_int(a->conf, "imapd", "max_bad_commands");
 	srv.max_per_ip = (unsigned)conf_int(a->conf, "imapd", "max_connections_per_ip");
+	srv.max_per_user = (unsigned)conf_int(a->conf, "imapd", "max_connections_per_user");
 	srv.ipcount = net_ipcount_new(65536);
 	cap = (size_t)conf_int(a->conf, "imapd", "max_connections") / a->workers;
 	if (cap == 0)

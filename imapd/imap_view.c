@@ -181,6 +181,16 @@ static int take_recent_fn(struct store_txn *t, void *arg)
 static uint32_t view_take_recent(struct imap_client *c, uint64_t mbox)
 {
 	struct take_recent tr = { mbox, UINT32_MAX };
+	struct store_txn *t = NULL;
+	struct store_status st;
+
+	/* most SELECTs find nothing \Recent: a read tells, without a write txn and its fsync */
+	if (store_txn_begin(c->srv->store, STORE_ID_PART(mbox), STORE_TXN_READ, &t) == 0 &&
+	    store_mbox_status(t, mbox, &st) == 0 && st.first_recent_uid >= st.uidnext) {
+		store_txn_abort(&t);
+		return st.uidnext;
+	}
+	store_txn_abort(&t);
 
 	if (store_write(c->srv->store, STORE_ID_PART(mbox), take_recent_fn, &tr) != 0)
 		return UINT32_MAX;
@@ -193,6 +203,7 @@ void imap_view_close(struct imap_client *c)
 		return;
 	free(c->view->msgs);
 	free(c->view->name);
+	imap_seqset_release(&c->view->saved);
 	free(c->view);
 	c->view = NULL;
 }
@@ -255,7 +266,17 @@ int imap_view_open(struct imap_cmd *cmd, uint64_t mbox, const char *name, bool r
 		imap_printf(c, "* OK [UNSEEN %u] First unseen\r\n", unseen);
 	imap_printf(c, "* OK [UIDVALIDITY %u] UIDs valid\r\n* OK [UIDNEXT %u] Predicted next UID\r\n",
 		    v->uidvalidity, v->uidnext);
+	imap_printf(c, "* OK [HIGHESTMODSEQ %" PRIu64 "] Highest\r\n", v->modseq);
 	return 0;
+}
+
+/* An expunge as the session is to hear it: VANISHED once QRESYNC is enabled (RFC 7162). */
+static void say_expunge(struct imap_client *c, size_t seq, uint32_t uid)
+{
+	if (c->enabled_qresync)
+		imap_printf(c, "* VANISHED %u\r\n", uid);
+	else
+		imap_printf(c, "* %zu EXPUNGE\r\n", seq);
 }
 
 /* Drops messages no longer in the store, sending EXPUNGE for each (ascending sequence
@@ -274,7 +295,7 @@ static int view_expunge_scan(struct imap_client *c, struct store_txn *t)
 		return rc;
 	while ((rc = store_iter_next(it, &m)) == 1) {
 		while (i < v->n && v->msgs[i].uid < m.uid) {
-			imap_printf(c, "* %zu EXPUNGE\r\n", out + 1);
+			say_expunge(c, out + 1, v->msgs[i].uid);
 			if (v->msgs[i].flags & IMAP_VF_RECENT)
 				v->recent--;
 			i++;
@@ -283,7 +304,7 @@ static int view_expunge_scan(struct imap_client *c, struct store_txn *t)
 			v->msgs[out++] = v->msgs[i++];
 	}
 	for (; i < v->n; i++) {
-		imap_printf(c, "* %zu EXPUNGE\r\n", out + 1);
+		say_expunge(c, out + 1, v->msgs[i].uid);
 		if (v->msgs[i].flags & IMAP_VF_RECENT)
 			v->recent--;
 	}
@@ -318,6 +339,8 @@ static int view_flag_changes(struct imap_client *c, struct store_txn *t)
 		vm->keywords = m.keywords;
 		imap_printf(c, "* %u FETCH (FLAGS ", seq);
 		imap_flags_write(c, m.flags, m.keywords, vm->flags & IMAP_VF_RECENT, t);
+		if (c->enabled_condstore)
+			imap_printf(c, " MODSEQ (%" PRIu64 ")", m.modseq);
 		imap_printf(c, ")\r\n");
 	}
 	store_iter_free(&it);
@@ -409,7 +432,7 @@ void imap_view_expunged(struct imap_client *c, uint32_t uid)
 		v->recent--;
 	memmove(&v->msgs[seq - 1], &v->msgs[seq], (v->n - seq) * sizeof(*v->msgs));
 	v->n--;
-	imap_printf(c, "* %u EXPUNGE\r\n", seq);
+	say_expunge(c, seq, uid);
 }
 
 void imap_view_set_flags(struct imap_view *v, uint32_t uid, unsigned flags, uint64_t kw)
@@ -422,12 +445,66 @@ void imap_view_set_flags(struct imap_view *v, uint32_t uid, unsigned flags, uint
 	v->msgs[seq - 1].keywords = kw;
 }
 
+int imap_view_vanished(struct imap_client *c, struct store_txn *t, uint64_t since,
+		       const struct imap_seqset *known)
+{
+	struct imap_view *v = c->view;
+	struct imap_seqset gone = { 0 };
+	uint32_t *uids = NULL;
+	size_t n = 0;
+	bool exact = false;
+	int rc;
+
+	if ((rc = store_msg_vanished(t, v->mbox, since, &uids, &n, &exact)) != 0)
+		return rc;
+	if (exact) {
+		for (size_t i = 0; i < n; i++)
+			if (known == NULL || imap_seqset_has(known, uids[i]))
+				imap_seqset_add(&gone, uids[i], uids[i]);
+	} else {
+		/* history too short: every known UID not in the mailbox (RFC 7162 3.2.5.2) */
+		struct imap_seqset all = { 0 };
+		const struct imap_seqset *k = known;
+
+		if (k == NULL) {
+			imap_seqset_add(&all, 1, v->uidnext > 1 ? v->uidnext - 1 : 1);
+			imap_seqset_resolve(&all, 0);
+			k = &all;
+		}
+		for (size_t r = 0; r < k->n; r++)
+			for (uint64_t u = k->v[r].lo; u <= k->v[r].hi && u < v->uidnext; u++)
+				if (imap_view_seq(v, (uint32_t)u) == 0)
+					imap_seqset_add(&gone, (uint32_t)u, (uint32_t)u);
+		imap_seqset_release(&all);
+	}
+	free(uids);
+	if (gone.n > 0) {
+		struct buf b;
+
+		imap_seqset_resolve(&gone, 0);
+		buf_init(&b, 64, (size_t)-1 / 2);
+		imap_seqset_format(&gone, &b);
+		imap_printf(c, "* VANISHED (EARLIER) %s\r\n", buf_cstr(&b));
+		buf_release(&b);
+	}
+	imap_seqset_release(&gone);
+	return 0;
+}
+
 int imap_view_resolve(struct imap_client *c, const char *s, size_t len, bool uid,
 		      struct imap_seqset *uids_r, const char **why_r)
 {
 	struct imap_view *v = c->view;
 	struct imap_seqset seqs = { 0 };
 
+	if (len == 1 && s[0] == '$') {
+		/* SEARCHRES (RFC 5182): the last saved result, as UIDs, in either form */
+		imap_seqset_clear(uids_r);
+		for (size_t i = 0; i < v->saved.n; i++)
+			imap_seqset_add(uids_r, v->saved.v[i].lo, v->saved.v[i].hi);
+		imap_seqset_resolve(uids_r, 0);
+		return 0;
+	}
 	if (imap_seqset_parse(uid ? uids_r : &seqs, s, len, 4096) < 0) {
 		imap_seqset_release(&seqs);
 		*why_r = "Invalid sequence set";

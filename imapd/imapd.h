@@ -81,6 +81,7 @@ struct imap_server {
 	struct net_server *plain, *tls;
 	struct net_ipcount *ipcount;
 	unsigned max_per_ip;
+	unsigned max_per_user;       /* sessions of one user in this worker */
 	struct event *poll_ev;       /* 1 s fallback when the store watcher is unavailable */
 	bool draining;
 };
@@ -105,6 +106,7 @@ struct imap_view {
 	unsigned nkeywords;         /* keywords announced in FLAGS */
 	uint32_t recent;            /* messages \Recent for this session */
 	bool expunge_pending;       /* expunges seen while EXPUNGE responses were not allowed */
+	struct imap_seqset saved;   /* SEARCHRES: the UIDs "$" stands for */
 };
 
 struct imap_cmd_def;
@@ -156,6 +158,7 @@ struct imap_client {
 	unsigned part;
 	struct imap_view *view;
 	bool enabled_condstore;
+	bool enabled_qresync;
 };
 
 /* imap_client.c */
@@ -223,6 +226,10 @@ int imap_view_resolve(struct imap_client *c, const char *s, size_t len, bool uid
 		      struct imap_seqset *uids_r, const char **why_r);
 /* Sends FLAGS and PERMANENTFLAGS naming the mailbox's keywords now. */
 void imap_view_send_flags(struct imap_client *c, struct store_txn *t);
+/* QRESYNC: "* VANISHED (EARLIER) ..." for UIDs expunged since modseq since (only those in
+   known when given). */
+int imap_view_vanished(struct imap_client *c, struct store_txn *t, uint64_t since,
+		       const struct imap_seqset *known);
 /* Removes uid from the view sending "* n EXPUNGE". */
 void imap_view_expunged(struct imap_client *c, uint32_t uid);
 void imap_view_set_flags(struct imap_view *v, uint32_t uid, unsigned flags, uint64_t kw);
@@ -262,10 +269,18 @@ bool cmd_expunge(struct imap_cmd *cmd);
 bool cmd_copy(struct imap_cmd *cmd);
 bool cmd_append(struct imap_cmd *cmd);
 bool cmd_idle(struct imap_cmd *cmd);
+bool cmd_quota(struct imap_cmd *cmd);
+bool cmd_setquota(struct imap_cmd *cmd);
 /* cmd_auth.c: the client's line after AUTHENTICATE's "+ ". */
 void imap_auth_line(struct imap_client *c, const char *line, size_t len);
 /* An IDLE session got "DONE" (or a bad line). */
 void imap_idle_done(struct imap_client *c, bool ok);
+
+/* cmd_select.c: STATUS items (a list of known names), and one "* STATUS" line. */
+struct store_status;
+bool imap_status_items_ok(const struct imap_arg *items);
+void imap_status_write(struct imap_client *c, const char *name, size_t len,
+		       const struct store_status *st, const struct imap_arg *items);
 
 /* Mailbox names: validates a client's name (modified UTF-7, no empty levels) and maps INBOX
    case-insensitively. Returns a malloc'd canonical name or NULL with *why_r. */

@@ -15,7 +15,8 @@ import tempfile
 import time
 
 PASSWORD = "s3cret pass"
-USERS = ["alice", "bob"]
+USERS = ["alice", "bob", "carol"]
+QUOTAS = {"carol": "1M"}
 
 
 def free_port():
@@ -42,7 +43,8 @@ class Imapd:
         users = os.path.join(self.dir, "users")
         with open(users, "w") as f:
             for u in USERS:
-                f.write("%s:%s:%s@heron.test\n" % (u, sha256_hash(PASSWORD), u))
+                f.write("%s:%s:%s@heron.test%s\n" % (u, sha256_hash(PASSWORD), u,
+                                                       ":" + QUOTAS[u] if u in QUOTAS else ""))
         self.store = os.path.join(self.dir, "store")
         tls_conf = ""
         self.cert = None
@@ -93,10 +95,19 @@ class Imapd:
 
     def __exit__(self, *exc):
         self.stop()
-        if exc[0] is not None:
-            sys.stderr.write("--- imapd log ---\n" + self.logtext())
+        self.log.flush()
+        with open(os.path.join(self.dir, "imapd.log"), errors="replace") as f:
+            text = f.read()
         self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+        # a worker that crashed or leaked under the sanitizers is restarted by the master:
+        # its report in the log is the only trace, so it fails the test here
+        bad = [m for m in ("AddressSanitizer", "LeakSanitizer", "runtime error:",
+                           "worker exited", "killed by signal") if m in text]
+        if exc[0] is not None or bad:
+            sys.stderr.write("--- imapd log ---\n" + text[-20000:])
+        if bad and exc[0] is None:
+            raise AssertionError("imapd log reports: %s" % ", ".join(bad))
         return False
 
     def stop(self):

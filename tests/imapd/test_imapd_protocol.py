@@ -12,7 +12,10 @@ from imapd_harness import Imapd, Raw, PASSWORD  # noqa: E402
 from messages import SIMPLE, NESTED  # noqa: E402
 
 IMAPD = DELIVER = None
-CAPS = "IMAP4rev1 LITERAL+ SASL-IR ID ENABLE IDLE NAMESPACE UNSELECT CHILDREN UIDPLUS MOVE"
+CAPS = ("IMAP4rev1 LITERAL+ SASL-IR ID ENABLE IDLE NAMESPACE UNSELECT CHILDREN UIDPLUS MOVE "
+        "SPECIAL-USE CREATE-SPECIAL-USE STATUS=SIZE ESEARCH CONDSTORE QRESYNC WITHIN LIST-EXTENDED "
+        "LIST-STATUS SEARCHRES QUOTA "
+        "QUOTA=RES-STORAGE QUOTA=RES-MESSAGE")
 SIMPLE_BS = ('("text" "plain" ("charset" "us-ascii") NIL NIL "7bit" 49 2 NIL NIL NIL NIL)')
 NESTED_BS = (
     '((("text" "plain" ("charset" "utf-8") NIL NIL "7bit" 10 0 NIL NIL NIL NIL)'
@@ -173,6 +176,30 @@ class TestMailboxes(Base):
         self.assertEqual(r.cmd("f", 'LSUB "" *'), ['* LSUB () "/" INBOX', '* LSUB () "/" Lists',
                                                    "f OK Lsub completed"])
 
+    def test_list_extended_status(self):
+        r = self.raw()
+        r.cmd("a", "CREATE LXa/child")
+        r.cmd("b", "CREATE LXb (USE (\\Trash))")
+        r.cmd("c", "SUBSCRIBE LXa/child")
+        r.cmd("d", "SUBSCRIBE LXgone")
+        self.append(r, SIMPLE, "LXb")
+        self.assertEqual(r.cmd("e", 'LIST (SUBSCRIBED) "" LX*'), [
+            '* LIST (\\HasNoChildren \\Subscribed) "/" LXa/child',
+            '* LIST (\\NonExistent \\Subscribed) "/" LXgone', "e OK List completed"])
+        self.assertEqual(r.cmd("f", 'LIST "" (LXa LXb) RETURN (SUBSCRIBED STATUS (MESSAGES '
+                                    'UNSEEN))'), [
+            '* LIST (\\HasChildren) "/" LXa', "* STATUS LXa (MESSAGES 0 UNSEEN 0)",
+            '* LIST (\\HasNoChildren \\Trash) "/" LXb', "* STATUS LXb (MESSAGES 1 UNSEEN 1)",
+            "f OK List completed"])
+        self.assertEqual(r.cmd("g", 'LIST (SPECIAL-USE) "" LX*'),
+                         ['* LIST (\\HasNoChildren \\Trash) "/" LXb', "g OK List completed"])
+        self.assertEqual(r.cmd("h", 'LIST (RECURSIVEMATCH) "" *'),
+                         ["h BAD Invalid LIST selection options"])
+        self.assertEqual(r.cmd("i", 'LIST "" * RETURN (BOGUS)'),
+                         ["i BAD Invalid LIST return options"])
+        r.cmd("j", "UNSUBSCRIBE LXa/child")  # leaves LSUB of other tests as it was
+        r.cmd("k", "UNSUBSCRIBE LXgone")
+
     def test_bad_names(self):
         r = self.raw()
         for name, why in [('""', "Empty mailbox name"),
@@ -204,11 +231,47 @@ class TestMailboxes(Base):
         self.assertEqual(r.cmd("c", "STATUS Stat (BOGUS)"), ["c BAD Unknown STATUS item"])
         self.assertEqual(r.cmd("d", "STATUS Nope (MESSAGES)")[0][:5], "d NO ")
 
+    def test_quota(self):
+        r = self.raw()
+        self.assertEqual(r.cmd("a", "GETQUOTAROOT INBOX"),
+                         ['* QUOTAROOT INBOX ""', '* QUOTA "" ()', "a OK GETQUOTAROOT completed"])
+        self.assertEqual(r.cmd("b", 'GETQUOTA ""'),
+                         ['* QUOTA "" ()', "b OK GETQUOTA completed"])
+        self.assertEqual(r.cmd("c", 'GETQUOTA "other"'),
+                         ["c NO [NONEXISTENT] No such quota root"])
+        self.assertEqual(r.cmd("d", 'SETQUOTA "" (STORAGE 10)'),
+                         ["d NO [NOPERM] Quotas are set by the administrator"])
+        # carol's directory entry carries a 1 MiB quota: the store enforces it
+        c = Raw(self.d.port)
+        self.addCleanup(c.close)
+        c.cmd("L", 'LOGIN carol "%s"' % PASSWORD)
+        self.append(c, SIMPLE)
+        self.assertEqual(c.cmd("e", "GETQUOTAROOT INBOX"),
+                         ['* QUOTAROOT INBOX ""', '* QUOTA "" (STORAGE 1 1024)',
+                          "e OK GETQUOTAROOT completed"])
+        big = b"Subject: big\r\n\r\n" + b"x" * (1100 * 1024) + b"\r\n"
+        c.send(b"f APPEND INBOX {%d+}\r\n" % len(big) + big + b"\r\n")
+        self.assertEqual(c.until_tag("f"), ["f NO [OVERQUOTA] APPEND: quota exceeded"])
+
     def test_namespace_enable(self):
         r = self.raw()
         self.assertEqual(r.cmd("a", "NAMESPACE"),
                          ['* NAMESPACE (("" "/")) NIL NIL', "a OK Namespace completed"])
         self.assertEqual(r.cmd("b", "ENABLE FOO"), ["* ENABLED", "b OK Enabled"])
+        self.assertEqual(r.cmd("c", "ENABLE CONDSTORE FOO"),
+                         ["* ENABLED CONDSTORE", "c OK Enabled"])
+        self.assertEqual(r.cmd("d", "ENABLE CONDSTORE"), ["* ENABLED", "d OK Enabled"])
+
+    def test_special_use(self):
+        r = self.raw()
+        self.assertEqual(r.cmd("a", "CREATE Sent (USE (\\Sent))"), ["a OK CREATE completed"])
+        self.assertEqual(r.cmd("b", "CREATE Bin (USE (\\Bogus))"),
+                         ["b NO [USEATTR] Unknown special-use attribute"])
+        self.assertEqual(r.cmd("c", 'LIST "" Sent'),
+                         ['* LIST (\\HasNoChildren \\Sent) "/" Sent', "c OK List completed"])
+        self.append(r, SIMPLE, "Sent")
+        self.assertEqual(r.cmd("d", "STATUS Sent (MESSAGES SIZE)"),
+                         ["* STATUS Sent (MESSAGES 1 SIZE 237)", "d OK STATUS completed"])
 
 
 class TestSelected(Base):
@@ -238,6 +301,7 @@ class TestSelected(Base):
             "permitted",
             "* 2 EXISTS", "* 2 RECENT", "* OK [UNSEEN 1] First unseen",
             "* OK [UIDVALIDITY %s] UIDs valid" % uidv, "* OK [UIDNEXT 3] Predicted next UID",
+            "* OK [HIGHESTMODSEQ %s] Highest" % out[7].split()[3].rstrip("]"),
             "s OK [READ-WRITE] SELECT completed"])
         out = self.select(examine=True)
         self.assertEqual(out[1], "* OK [PERMANENTFLAGS ()] Read-only mailbox")
@@ -382,6 +446,8 @@ class TestSelected(Base):
             ("UNKEYWORD nope", "1 2"), ("CHARSET UTF-8 SUBJECT Report", "2"),
             ("DELETED", ""), ("UNDELETED", "1 2"), ("DRAFT", ""), ("UNDRAFT", "1 2"),
             ("ANSWERED", ""), ("UNANSWERED", "1 2"),
+            # WITHIN: the internal dates are 1994
+            ("OLDER 86400", "1 2"), ("YOUNGER 86400", ""),
         ]
         for key, want in cases:
             out = r.cmd("s", "SEARCH " + key)
@@ -452,6 +518,86 @@ class TestSelected(Base):
         self.assertEqual(self.r.cmd("g", "FETCH 4 (FLAGS RFC822)"), [
             "* 4 FETCH (FLAGS (\\Flagged \\Seen \\Recent kw) RFC822 {1}\r\nx)",
             "g OK Fetch completed"])
+
+    def test_esearch(self):
+        self.select()
+        r = self.r
+        self.assertEqual(r.cmd("a", "SEARCH RETURN (MIN MAX COUNT) ALL"),
+                         ['* ESEARCH (TAG "a") MIN 1 MAX 2 COUNT 2', "a OK SEARCH completed"])
+        self.assertEqual(r.cmd("b", "UID SEARCH RETURN () ALL"),
+                         ['* ESEARCH (TAG "b") UID ALL 1:2', "b OK SEARCH completed"])
+        self.assertEqual(r.cmd("c", "SEARCH RETURN (COUNT ALL) DELETED"),
+                         ['* ESEARCH (TAG "c") COUNT 0', "c OK SEARCH completed"])
+        # SEARCHRES: SAVE alone answers nothing; "$" is the saved set for any command
+        self.assertEqual(r.cmd("s1", "SEARCH RETURN (SAVE) LARGER 300"),
+                         ["s1 OK SEARCH completed"])
+        self.assertEqual(r.cmd("s2", "FETCH $ UID"), ["* 2 FETCH (UID 2)", "s2 OK Fetch completed"])
+        self.assertEqual(r.cmd("s3", "UID SEARCH RETURN (SAVE MIN) NOT $"),
+                         ['* ESEARCH (TAG "s3") UID MIN 1', "s3 OK SEARCH completed"])
+        self.assertEqual(r.cmd("s4", "UID FETCH $ UID"),
+                         ["* 1 FETCH (UID 1)", "s4 OK Fetch completed"])
+        self.assertEqual(r.cmd("d", "SEARCH RETURN (BOGUS) ALL"),
+                         ["d BAD Invalid RETURN options"])
+
+    def test_condstore(self):
+        out = self.r.cmd("s", "SELECT %s (CONDSTORE)" % self.box)
+        hms = int([x for x in out if "HIGHESTMODSEQ" in x][0].split()[3].rstrip("]"))
+        r = self.r
+        out = r.cmd("a", "FETCH 1:* (MODSEQ)")
+        m1 = int(out[0].split("MODSEQ (")[1].rstrip("))"))
+        m2 = int(out[1].split("MODSEQ (")[1].rstrip("))"))
+        self.assertEqual(out, ["* 1 FETCH (MODSEQ (%d))" % m1, "* 2 FETCH (MODSEQ (%d))" % m2,
+                               "a OK Fetch completed"])
+        self.assertEqual(max(m1, m2), hms)
+        out = r.cmd("b", "STORE 1 +FLAGS (\\Flagged)")
+        m1b = int(out[0].split("MODSEQ (")[1].rstrip("))"))
+        self.assertGreater(m1b, hms)
+        self.assertEqual(out, ["* 1 FETCH (FLAGS (\\Flagged \\Recent) MODSEQ (%d))" % m1b,
+                               "b OK STORE completed"])
+        self.assertEqual(r.cmd("c", "FETCH 1:* (FLAGS) (CHANGEDSINCE %d)" % hms),
+                         ["* 1 FETCH (FLAGS (\\Flagged \\Recent) MODSEQ (%d))" % m1b,
+                          "c OK Fetch completed"])
+        self.assertEqual(r.cmd("d", "UID STORE 1:2 (UNCHANGEDSINCE %d) +FLAGS (\\Seen)" % hms)[-1],
+                         "d OK [MODIFIED 1] Conditional STORE failed")
+        # message 2 took \\Seen above (modseq m1b + 1); 1 kept m1b
+        self.assertEqual(r.cmd("e", "SEARCH MODSEQ %d" % m1b),
+                         ["* SEARCH 1 2 (MODSEQ %d)" % (m1b + 1), "e OK SEARCH completed"])
+        self.assertEqual(r.cmd("e2", "SEARCH MODSEQ %d" % (m1b + 1)),
+                         ["* SEARCH 2 (MODSEQ %d)" % (m1b + 1), "e2 OK SEARCH completed"])
+        self.assertEqual(r.cmd("f", "STATUS %s (HIGHESTMODSEQ)" % self.box),
+                         ["* STATUS %s (HIGHESTMODSEQ %d)" % (self.box, m1b + 1),
+                          "f OK STATUS completed"])
+
+    def test_qresync(self):
+        r = self.r
+        out = self.select()
+        uv = int(out[5].split()[3].rstrip("]"))
+        ms = int(out[7].split()[3].rstrip("]"))
+        self.assertEqual(r.cmd("a", "SELECT %s (QRESYNC (%d %d))" % (self.box, uv, ms)),
+                         ["a BAD Invalid SELECT parameters"])  # not enabled yet
+        self.assertEqual(r.cmd("b", "ENABLE QRESYNC"), ["* ENABLED QRESYNC", "b OK Enabled"])
+        self.append(r, SIMPLE, self.box)  # uid 3
+        other = self.raw()
+        other.cmd("s", "SELECT " + self.box)
+        other.cmd("d", "STORE 1 +FLAGS.SILENT (\\Deleted)")
+        other.cmd("e", "EXPUNGE")
+        other.cmd("f", "STORE 2 +FLAGS.SILENT (\\Flagged)")
+        out = r.cmd("c", "SELECT %s (QRESYNC (%d %d 1:3))" % (self.box, uv, ms))
+        self.assertEqual(out[0], "* OK [CLOSED] Previous mailbox closed")
+        self.assertIn("* VANISHED (EARLIER) 1", out)
+        fetches = [x for x in out if " FETCH " in x]
+        # other's "STORE 2" came after its expunge: that is uid 3 (appended after ms too)
+        self.assertEqual([x.split(" MODSEQ")[0] for x in fetches],
+                         ["* 2 FETCH (UID 3 FLAGS (\\Flagged)"])
+        self.assertEqual(out[-1], "c OK [READ-WRITE] SELECT completed")
+        out = r.cmd("g", "UID FETCH 1:* FLAGS (CHANGEDSINCE %d VANISHED)" % ms)
+        self.assertEqual(out[0], "* VANISHED (EARLIER) 1")
+        self.assertEqual([x.split(" MODSEQ")[0] for x in out[1:]],
+                         ["* 2 FETCH (UID 3 FLAGS (\\Flagged)", "g OK Fetch completed"])
+        r.cmd("h", "STORE 1 +FLAGS.SILENT (\\Deleted)")
+        self.assertEqual(r.cmd("i", "EXPUNGE"), ["* VANISHED 2", "i OK EXPUNGE completed"])
+        self.assertEqual(r.cmd("j", "SELECT %s (QRESYNC (1 1))" % self.box)[-1],
+                         "j OK [READ-WRITE] SELECT completed")  # wrong uidvalidity: plain
 
     def test_pipelining(self):
         r = self.r

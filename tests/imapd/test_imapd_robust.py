@@ -140,6 +140,69 @@ class TestConcurrency(Base):
         self.assertEqual(a.cmd("n", "NOOP"), ["n OK Completed"])
 
 
+class TestLimits(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        extra = ("max_connections_per_user = 2\nmax_connections_per_ip = 4\n"
+                 "login_timeout = 1s\n")
+        cls.d = Imapd(IMAPD, deliver=DELIVER, extra=extra)
+        cls.d.__enter__()
+        cls.addClassCleanup(cls.d.__exit__, None, None, None)
+
+    def test_caps_and_login_timeout(self):
+        a, b = Raw(self.d.port), Raw(self.d.port)
+        self.addCleanup(a.close)
+        self.addCleanup(b.close)
+        for r in (a, b):
+            self.assertTrue(r.cmd("l", 'LOGIN alice "%s"' % PASSWORD)[-1].startswith("l OK"))
+        c = Raw(self.d.port)
+        self.addCleanup(c.close)
+        self.assertEqual(c.cmd("l", 'LOGIN alice "%s"' % PASSWORD),
+                         ["l NO [LIMIT] Too many sessions for this user"])
+        self.assertTrue(c.cmd("m", 'LOGIN bob "%s"' % PASSWORD)[-1].startswith("m OK"))
+        # a fifth connection from 127.0.0.1 is turned away at once
+        d = socket.create_connection(("127.0.0.1", self.d.port), timeout=10)
+        self.addCleanup(d.close)
+        e = socket.create_connection(("127.0.0.1", self.d.port), timeout=10)
+        self.addCleanup(e.close)
+        data = b""
+        while not data.endswith(b"\r\n"):
+            chunk = e.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        self.assertEqual(data, b"* BYE Too many connections from your address\r\n")
+        # d never logs in: after login_timeout it is told so and closed (bounded wait)
+        d.settimeout(15)
+        got = b""
+        while True:
+            chunk = d.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+        self.assertTrue(got.endswith(b"* BYE Autologout; idle for too long\r\n"), got)
+
+
+class TestDrain(unittest.TestCase):
+    def test_sigterm_says_bye(self):
+        with Imapd(IMAPD, deliver=DELIVER) as d:
+            a, b = Raw(d.port), Raw(d.port)
+            self.addCleanup(a.close)
+            self.addCleanup(b.close)
+            a.cmd("l", 'LOGIN alice "%s"' % PASSWORD)
+            b.cmd("l", 'LOGIN bob "%s"' % PASSWORD)
+            b.cmd("s", "SELECT INBOX")
+            b.send("i IDLE\r\n")
+            self.assertEqual(b.line(), "+ idling")
+            d.proc.terminate()
+            for r in (a, b):
+                r.s.settimeout(15)
+                self.assertEqual(r.line(), "* BYE Server shutting down")
+                with self.assertRaises(EOFError):
+                    r.line()
+            self.assertEqual(d.proc.wait(timeout=30), 0)
+
+
 def worker_pids(master):
     pids = []
     for p in os.listdir("/proc"):
