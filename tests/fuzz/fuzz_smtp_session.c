@@ -58,6 +58,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	fuzz_set(conf, "mtad", "command_timeout", "5s");
 	fuzz_set(conf, "mtad", "data_timeout", "5s");
 	m.conf = conf;
+	TAILQ_INIT(&m.sessions);
 	m.hostname = "mx.heron.test";
 	m.lim.max_message_size = (uint64_t)conf_int(conf, "mtad", "max_message_size");
 	m.lim.line_max = (size_t)conf_int(conf, "mtad", "line_max");
@@ -70,6 +71,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	m.lim.max_conns_per_ip = 1000;
 	m.base = event_base_new();
 	fuzz_must(m.base != NULL, "event_base_new");
+	m.fin = finisher_new(m.base);
 	fuzz_must(ldapauth_new(m.base, conf, &m.la, &err) == 0, "ldapauth_new");
 	m.ipcount = net_ipcount_new(1024);
 	for (int i = 0; i < 3; i++) {
