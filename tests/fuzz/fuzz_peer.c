@@ -133,12 +133,19 @@ void fuzz_session(struct event_base *base, int port, const uint8_t *data, size_t
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
 				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in src = { .sin_family = AF_INET };
+	static uint32_t serial;
 	struct peer p = { .data = data, .size = size };
 	struct timeval tick = { 0, 100000 };
 	int64_t deadline = now_ms() + timeout_ms;
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
 	fuzz_must(fd >= 0, "socket");
+	/* A new source address in 127/8 for each input, so per-address state in the server (the
+	   AUTH failure penalty, connection counts) does not carry from one input to the next and
+	   a crash reproduces from its input alone. */
+	src.sin_addr.s_addr = htonl(0x7f000002u + (serial++ % 0xfffff0u));
+	fuzz_must(bind(fd, (struct sockaddr *)&src, sizeof(src)) == 0, "bind");
 	fuzz_must(connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0, "connect");
 	fuzz_must(fcntl(fd, F_SETFL, O_NONBLOCK) == 0, "fcntl");
 	p.fd = fd;

@@ -2,7 +2,8 @@
  * input is a client byte stream sent over loopback TCP to the real mtad session code (mtad/
  * without its main, the users file backend, a fresh store with its group committer in a temp
  * dir per input), then half-closed; the session must answer and end by itself within a few
- * seconds with nothing leaked (ASan). The first byte picks the listener: SMTP (MX), submission
+ * seconds with nothing leaked (ASan); a failed AUTH is answered after mtad's penalty (up to
+ * 8 s each), hence the longer bound. The first byte picks the listener: SMTP (MX), submission
  * or LMTP. Local domain heron.test, users alice and bob (password "pw"); no relay host, the
  * queue runner is not started (relayed mail is only queued). Built only with -Dfuzz=true. */
 #include <stdio.h>
@@ -98,7 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_must(store_gc_new(m.store, &m.gc) == 0, "store_gc_new");
 	store_gc_attach(m.gc, m.base);
 	fuzz_session(m.base, port, size > 0 ? data + 1 : data, size > 0 ? size - 1 : 0,
-		     session_done, NULL, 8000);
+		     session_done, NULL, 60000);
 	store_gc_free(&m.gc);
 	store_close(&m.store);
 	fuzz_rm_rf(sdir);
