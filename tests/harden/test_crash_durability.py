@@ -22,8 +22,10 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "mtad"))
-from mtadlib import DOMAIN, Mtad, free_port, write_users  # noqa: E402
+from mtadlib import DOMAIN, Mtad  # noqa: E402
+from hardenlib import shared_conf  # noqa: E402
 
 ROOT, MTAD, IMAPD, MAILCTL = sys.argv[1:5]
 SEED = int(sys.argv[5]) if len(sys.argv) > 5 else int(time.time())
@@ -151,18 +153,9 @@ def main():
     random.seed(SEED)
     print(f"seed {SEED}", flush=True)
     tmp = tempfile.mkdtemp(prefix="heron-crash-")
-    users = os.path.join(tmp, "users")
-    write_users(users, SMTP_USERS + IMAP_USERS)  # password = user name
-    smtp_port, imap_port = free_port(), free_port()
-    conf = os.path.join(tmp, "heron.conf")
-    with open(conf, "w") as f:
-        f.write(f"[store]\npath = {tmp}/store\npartitions = 2\nmap_size = 32M\n"
-                f"[directory]\nbackend = file\nusers_file = {users}\n"
-                f"[mtad]\nlisten = 127.0.0.1:{smtp_port}\nsubmission =\nworkers = 2\n"
-                f"local_domains = {DOMAIN}\nhostname = mx.{DOMAIN}\n"
-                f"[imapd]\nlisten = 127.0.0.1:{imap_port}\nworkers = 2\n"
-                f"allow_plaintext_auth = yes\n"
-                f"[log]\ntarget = stderr\nlevel = info\n")
+    # password = user name
+    conf, smtp_port, imap_port = shared_conf(tmp, SMTP_USERS + IMAP_USERS, workers=2,
+                                             partitions=2, map_size="32M")
     mtad = Daemon(MTAD, conf, os.path.join(tmp, "mtad.log"), smtp_port)
     imapd = Daemon(IMAPD, conf, os.path.join(tmp, "imapd.log"), imap_port)
     ledger = Ledger()
