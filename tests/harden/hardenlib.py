@@ -4,7 +4,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "mtad"))
-from mtadlib import DOMAIN, free_port, write_users  # noqa: E402
+from mtadlib import DOMAIN, Mtad, free_port, write_users  # noqa: E402
 
 
 def shared_conf(tmp, users, workers=1, partitions=1, map_size="16M"):
@@ -22,3 +22,12 @@ def shared_conf(tmp, users, workers=1, partitions=1, map_size="16M"):
                 f"[imapd]\nlisten = 127.0.0.1:{imap_port}\nworkers = {workers}\n"
                 f"allow_plaintext_auth = yes\n[log]\ntarget = stderr\nlevel = info\n")
     return conf, smtp_port, imap_port
+
+
+class Daemon(Mtad):
+    """mtad or imapd on a config of ours: start, kill -9, stop by pid and the log come from
+    mtadlib's Mtad, which only needs these fields."""
+
+    def __init__(self, exe, conf, log, port):  # pylint: disable=super-init-not-called
+        self.exe, self.conf, self.log, self.port = exe, conf, log, port
+        self.proc = None

@@ -24,7 +24,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "mtad"))
-from mtadlib import DOMAIN, Mtad  # noqa: E402
+from mtadlib import DOMAIN  # noqa: E402
+import hardenlib  # noqa: E402
 from hardenlib import shared_conf  # noqa: E402
 
 ROOT, MTAD, IMAPD, MAILCTL = sys.argv[1:5]
@@ -35,13 +36,7 @@ IMAP_USERS = ["user3", "user4"]
 MAX_OPS = 300  # per client thread and round: every loop is bounded
 
 
-class Daemon(Mtad):
-    """mtad or imapd on a config of ours: start, kill -9 and stop by pid come from mtadlib."""
-
-    def __init__(self, exe, conf, log, port):  # pylint: disable=super-init-not-called
-        self.exe, self.conf, self.log, self.port = exe, conf, log, port
-        self.proc = None
-
+class Daemon(hardenlib.Daemon):
     def kill_worker(self):
         pids = self.worker_pids()
         if pids:
