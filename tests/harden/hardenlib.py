@@ -1,10 +1,11 @@
 """hardenlib.py — shared by the tests in tests/harden: one heron.conf for mtad and imapd on one
 store (users file backend, password = user name, free loopback ports)."""
 import os
+import shutil
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "mtad"))
-from mtadlib import DOMAIN, Mtad, free_port, write_users  # noqa: E402
+from mtadlib import DOMAIN, Mtad, check_sanitizers, free_port, write_users  # noqa: E402
 
 
 def shared_conf(tmp, users, workers=1, partitions=1, map_size="16M"):
@@ -31,3 +32,17 @@ class Daemon(Mtad):
     def __init__(self, exe, conf, log, port):  # pylint: disable=super-init-not-called
         self.exe, self.conf, self.log, self.port = exe, conf, log, port
         self.proc = None
+
+
+def finish(rc, tmp, *daemons):
+    """The end of a test program: sanitizer reports of the (stopped) daemons fail it; on
+    failure their log tails are printed and tmp is kept, else removed. Returns the status."""
+    for d in daemons:
+        rc |= check_sanitizers(d)
+    if rc:
+        for d in daemons:
+            sys.stdout.write(d.logtext()[-6000:])
+        print(f"kept {tmp}")
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return rc

@@ -9,7 +9,6 @@ slapd stopped: LOGIN gets NO [UNAVAILABLE] and RCPT 451 4.3.0 (never "wrong pass
   test_ldap_faults.py SOURCE_ROOT MTAD IMAPD"""
 import os
 import select
-import shutil
 import smtplib
 import socket
 import subprocess
@@ -19,9 +18,11 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "mtad"))
 sys.path.insert(0, os.path.join(HERE, "..", "imapd"))
 from mtadlib import DOMAIN, Mtad, run_tests, wait_for  # noqa: E402
+from hardenlib import finish  # noqa: E402
 from imapd_harness import Imapd, Raw  # noqa: E402
 
 ROOT, MTAD, IMAPD = sys.argv[1:4]
@@ -180,10 +181,7 @@ def main():
         proxy.close()
         subprocess.run([sys.executable, LDAP, "stop", slapd], stdin=subprocess.DEVNULL,
                        timeout=60, capture_output=True)
-    if rc:
-        sys.stdout.write(mtad.logtext()[-6000:])
-    shutil.rmtree(tmp, ignore_errors=True)
-    return rc
+    return finish(rc, tmp, mtad)
 
 
 if __name__ == "__main__":
