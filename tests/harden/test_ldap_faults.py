@@ -97,7 +97,7 @@ def main():
     uri = f"ldap://127.0.0.1:{proxy.port}/"
     keys = {"backend": "ldap", "uri": uri, "base": env["LDAP_PEOPLE"],
             "bind_dn": env["LDAP_ADMIN_DN"],
-            "bind_password_file": env["LDAP_ADMIN_PASSWORD_FILE"], "timeout": "2s",
+            "bind_password_file": env["LDAP_ADMIN_PASSWORD_FILE"], "timeout": "10s",
             "auth_mode": "bind", "auth_cache_ttl": "0s", "negative_cache_ttl": "0s"}
     directory = "[directory]\n" + "".join(f"{k} = {v}\n" for k, v in keys.items())
     imapd = Imapd(IMAPD, workers=1, directory=directory)
@@ -117,7 +117,7 @@ def main():
         proxy.delay = 0.0
         b = Raw(imapd.port)
         assert login(b, "user2").startswith("L OK"), "baseline login"
-        proxy.delay = 0.7  # each LDAP exchange now waits: still within the 2 s timeout
+        proxy.delay = 1.0  # each chunk waits 1 s: well within the 10 s timeout
         a = Raw(imapd.port)
         a.send("L LOGIN user1 user1\r\n")
         # while a's login waits on the directory, b is answered
@@ -133,7 +133,7 @@ def main():
         proxy.delay = 0.0
         b = Raw(imapd.port)
         assert login(b, "user3").startswith("L OK")
-        proxy.delay = 3.0  # past the 2 s timeout
+        proxy.delay = 6.0  # a request and its answer: 12 s, past the 10 s timeout
         a = Raw(imapd.port)
         out = login(a, "user4")
         assert out.startswith("L NO [UNAVAILABLE]"), out
