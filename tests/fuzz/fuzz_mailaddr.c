@@ -1,8 +1,10 @@
 /* fuzz_mailaddr.c — libFuzzer target: RFC 5321 paths, addresses, MAIL/RCPT parameters and
  * xtext (common/mailaddr). The first byte picks the options; the rest is the argument. A parsed
  * path stays within the RFC 5321 limits, formats and canonicalizes without overflow, and
- * re-parses to the same address; xtext round-trips. Built only with -Dfuzz=true (clang). */
+ * re-parses to the same address; xtext round-trips; ENVID and ORCPT never decode to a control
+ * character (they are copied into DSN header fields). Built only with -Dfuzz=true (clang). */
 #include <assert.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -11,6 +13,14 @@
 #include "common/mailaddr.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static bool has_ctl(const char *s)
+{
+	for (; *s != '\0'; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return true;
+	return false;
+}
 
 static void check_addr(const struct mailaddr *a, unsigned opts)
 {
@@ -61,10 +71,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (mailaddr_parse(p, len, opts, &a, &err) == 0)
 		check_addr(&a, opts);
-	if (mailaddr_mail_params(p, len, &mp, &err) == 0)
+	/* ENVID and ORCPT end up in DSN header fields: never a control character */
+	if (mailaddr_mail_params(p, len, &mp, &err) == 0) {
 		assert(strlen(mp.envid) <= MAIL_ENVID_MAX);
-	if (mailaddr_rcpt_params(p, len, true, &rp, &err) == 0)
+		assert(!has_ctl(mp.envid));
+	}
+	if (mailaddr_rcpt_params(p, len, true, &rp, &err) == 0) {
 		assert(strlen(rp.orcpt) <= RCPT_ORCPT_MAX);
+		assert(!has_ctl(rp.orcpt));
+	}
 	(void)mailaddr_utf8_valid(p, len);
 	if (mailaddr_xtext_decode(p, len, x, sizeof(x)) == 0 &&
 	    mailaddr_xtext_encode(x, strlen(x), y, sizeof(y)) == 0) {
