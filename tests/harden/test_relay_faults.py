@@ -4,7 +4,7 @@ is the transport for remote.test. While it answers 4xx at the end of data, drops
 in the middle of DATA, or answers every reply slowly, mail that mtad acknowledged stays in the
 queue and arrives once the fault ends: every message exactly once (4xx, drops) or at least
 once (slow). A permanent 5xx ends in a bounce (DSN) in the local sender's INBOX and an empty
-queue.
+queue. A hostile target's reply with a bare LF cannot inject lines into that bounce.
 
   test_relay_faults.py SOURCE_ROOT MTAD SINK STORE_PEEK"""
 import json
@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -50,8 +51,50 @@ class Control:
             out.append(r["id"])
 
 
+class HostileTarget:
+    """A relay target whose RCPT reply carries a bare LF and a would-be header field."""
+
+    def __init__(self):
+        self.lsock = socket.socket()
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(8)
+        self.port = self.lsock.getsockname()[1]
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.session, args=(c,), daemon=True).start()
+
+    def session(self, c):
+        f = c.makefile("rb")
+        try:
+            c.sendall(b"220 evil.test ESMTP\r\n")
+            for line in f:
+                verb = line[:4].upper()
+                if verb in (b"EHLO", b"HELO"):
+                    c.sendall(b"250 evil.test\r\n")
+                elif verb == b"RCPT":
+                    c.sendall(b"550 5.1.1 no such user\nX-Injected: evil\r\n")
+                elif verb == b"QUIT":
+                    c.sendall(b"221 bye\r\n")
+                    break
+                else:
+                    c.sendall(b"250 ok\r\n")
+        except OSError:
+            pass
+        c.close()
+
+    def close(self):
+        self.lsock.close()
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="heron-relayfault-")
+    hostile = HostileTarget()
     sink_port, ctl_port = free_port(), free_port()
     sink_conf = os.path.join(tmp, "sink.conf")
     with open(sink_conf, "w") as f:
@@ -61,7 +104,8 @@ def main():
                             stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     write_users(os.path.join(tmp, "users"), ["user1"])
     mtad = Mtad(MTAD, tmp, {"backend": "file", "users_file": os.path.join(tmp, "users")},
-                {"transport_map": f"remote.test=127.0.0.1:{sink_port}",
+                {"transport_map": f"remote.test=127.0.0.1:{sink_port},"
+                                  f"evil.test=127.0.0.1:{hostile.port}",
                  "trusted_networks": "127.0.0.1/32", "relay_timeout": "3s",
                  "retry_schedule": "1s"}, tls=False)
     store = Store(PEEK, mtad.conf)
@@ -122,14 +166,29 @@ def main():
         dsn = store.body("user1", uid)
         assert b"far@remote.test" in dsn and b"delivery-status" in dsn.lower(), dsn[:2000]
 
+    def test_hostile_reply_cannot_inject_into_the_bounce():
+        before = len(store.inbox("user1"))
+        with smtplib.SMTP("127.0.0.1", mtad.port, timeout=30) as c:
+            c.sendmail(f"user1@{DOMAIN}", ["victim@evil.test"],
+                       f"From: <user1@{DOMAIN}>\r\nSubject: to evil\r\n\r\nhi\r\n")
+        wait_for(lambda: len(store.inbox("user1")) > before, 60, "the bounce")
+        dsn = store.body("user1", store.inbox("user1")[-1][0])
+        assert b"victim@evil.test" in dsn, dsn[:2000]
+        bare = [i for i in range(len(dsn)) if dsn[i:i + 1] in (b"\n", b"\r") and
+                dsn[i - 1:i + 1] != b"\r\n" and dsn[i:i + 2] != b"\r\n"]
+        assert not bare, f"bare CR/LF in the DSN at {bare[:5]}: {dsn[:1500]!r}"
+        assert b"\r\nX-Injected:" not in dsn, dsn[:1500]
+
     rc = 1
     try:
         wait_port(ctl_port)
         mtad.start()
         rc = run_tests([test_4xx_at_end_of_data, test_drop_in_data, test_slow_target,
-                        test_permanent_failure_bounces], mtad)
+                        test_permanent_failure_bounces,
+                        test_hostile_reply_cannot_inject_into_the_bounce], mtad)
     finally:
         mtad.stop()
+        hostile.close()
         sink.terminate()
         try:
             sink.wait(timeout=10)
