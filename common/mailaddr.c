@@ -149,8 +149,14 @@ static int parse_literal(struct cur *c, size_t *end_r)
 	unsigned char addr[16];
 	size_t start = ++c->i;
 
-	while (cur_more(c) && cur_peek(c) != ']')
+	/* dcontent: %d33-90 / %d94-126 */
+	while (cur_more(c) && cur_peek(c) != ']') {
+		unsigned char ch = cur_peek(c);
+
+		if (ch < 33 || ch > 126 || ch == '[' || ch == '\\')
+			return cur_fail(c, "Bad address literal");
 		c->i++;
+	}
 	if (!cur_more(c))
 		return cur_fail(c, "Unterminated address literal");
 	size_t n = c->i - start;

@@ -166,8 +166,9 @@ static int user_create_fn(struct store_txn *t, void *arg)
 
 	if (rc == 0) {
 		u->id = su.id;
-		/* the directory's quota is the truth; the store enforces it */
-		if (su.quota_bytes != u->quota)
+		/* a quota the directory gives is the truth (the store enforces it); without
+		   one, whatever mailctl set stays */
+		if (u->quota != 0 && su.quota_bytes != u->quota)
 			return store_user_set_quota(t, u->name, u->quota, su.quota_msgs);
 		return 0;
 	}

@@ -225,6 +225,8 @@ struct list_ctx {
 	bool lsub;
 	unsigned sel, ret;
 	const struct imap_arg *status;  /* RETURN (STATUS (items)) */
+	char **subs;                    /* RECURSIVEMATCH: every subscription */
+	size_t nsubs;
 };
 
 static int list_cb(const struct store_mbox_info *mi, void *arg)
@@ -261,6 +263,36 @@ static int list_cb(const struct store_mbox_info *mi, void *arg)
 	if ((l->ret & LRET_STATUS) && !nonexistent && !(mi->attrs & STORE_MBOX_NOSELECT) &&
 	    store_mbox_status(l->t, mi->id, &st) == 0)
 		imap_status_write(c, mi->name, mi->name_len, &st, l->status);
+	return 0;
+}
+
+static int collect_sub_cb(const struct store_mbox_info *mi, void *arg)
+{
+	struct list_ctx *l = arg;
+
+	if (l->nsubs % 16 == 0)
+		l->subs = xreallocarray(l->subs, l->nsubs + 16, sizeof(*l->subs));
+	l->subs[l->nsubs++] = xmemdup0(mi->name, mi->name_len);
+	return 0;
+}
+
+/* RECURSIVEMATCH: a mailbox that is not subscribed but has a subscribed descendant is listed
+   with CHILDINFO ("SUBSCRIBED") (RFC 5258 3.5). */
+static int childinfo_cb(const struct store_mbox_info *mi, void *arg)
+{
+	struct list_ctx *l = arg;
+
+	if (mi->attrs & STORE_MBOX_SUBSCRIBED)
+		return 0;
+	for (size_t i = 0; i < l->nsubs; i++)
+		if (strlen(l->subs[i]) > mi->name_len && l->subs[i][mi->name_len] == '/' &&
+		    memcmp(l->subs[i], mi->name, mi->name_len) == 0) {
+			imap_printf(l->c, "* LIST (%s) \"/\" ",
+				    mi->attrs & STORE_MBOX_NOSELECT ? "\\Noselect" : "");
+			imap_write_astring(l->c, mi->name, mi->name_len);
+			imap_printf(l->c, " (\"CHILDINFO\" (\"SUBSCRIBED\"))\r\n");
+			break;
+		}
 	return 0;
 }
 
@@ -322,6 +354,12 @@ static int list_pattern(struct list_ctx *l, const struct imap_arg *ref,
 		memcpy(pattern, "INBOX", 5);
 	rc = store_mbox_list(l->t, l->c->user_id, pattern,
 			     l->lsub || (l->sel & LSEL_SUBSCRIBED), list_cb, l);
+	if (rc == 0 && (l->sel & LSEL_RECURSIVE) && (l->sel & LSEL_SUBSCRIBED)) {
+		if (l->subs == NULL)
+			rc = store_mbox_list(l->t, l->c->user_id, "*", true, collect_sub_cb, l);
+		if (rc == 0)
+			rc = store_mbox_list(l->t, l->c->user_id, pattern, false, childinfo_cb, l);
+	}
 	free(pattern);
 	return rc == STORE_EINVAL ? 0 : rc;
 }
@@ -334,7 +372,7 @@ static bool string_arg(const struct imap_arg *a)
 bool cmd_list(struct imap_cmd *cmd)
 {
 	struct imap_client *c = cmd->c;
-	struct list_ctx l = { c, NULL, (cmd->def_flags & CMD_ALT) != 0, 0, 0, NULL };
+	struct list_ctx l = { c, NULL, (cmd->def_flags & CMD_ALT) != 0, 0, 0, NULL, NULL, 0 };
 	size_t i = 0, argc = imap_cmd_argc(cmd);
 	const struct imap_arg *ref, *pat, *a;
 	int rc = 0;
@@ -371,6 +409,9 @@ bool cmd_list(struct imap_cmd *cmd)
 			rc = list_pattern(&l, ref, pat);
 		store_txn_abort(&l.t);
 	}
+	for (size_t k = 0; k < l.nsubs; k++)
+		free(l.subs[k]);
+	free(l.subs);
 	if (rc != 0)
 		return imap_cmd_store_error(cmd, rc, l.lsub ? "LSUB" : "LIST");
 	return imap_cmd_ok(cmd, l.lsub ? "Lsub completed" : "List completed");

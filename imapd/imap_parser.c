@@ -329,7 +329,7 @@ static int step_literal(struct imap_parser *p, unsigned char c)
 			p->state = S_LITLF;
 			return IMAP_PARSE_MORE;
 		}
-		/* fall through */
+		__attribute__((fallthrough));
 	case S_LITLF:
 		if (c != '\n')
 			return fail(p, "Literal must end the line", false);

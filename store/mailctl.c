@@ -138,6 +138,8 @@ static const char *hint(int rc)
 }
 
 static void vfail(struct mc *mc, const char *reason, const char *hint_text, const char *fmt,
+		  va_list ap) __attribute__((format(printf, 4, 0)));
+static void vfail(struct mc *mc, const char *reason, const char *hint_text, const char *fmt,
 		  va_list ap)
 {
 	char what[1024];

@@ -374,7 +374,7 @@ static int qupdate_apply(struct store_txn *t, struct qupdate *u, struct qrec *q)
 	case 2:
 	case 3:
 		q->m.held = u->what == 2;
-		/* fallthrough */
+		__attribute__((fallthrough));
 	case 4:
 		if (u->what != 2 && !q->m.held) {
 			for (size_t i = 0; i < q->m.nrcpt; i++)

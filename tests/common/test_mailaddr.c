@@ -59,6 +59,7 @@ static void test_bad_syntax(void **state)
 		"<\"unterminated@example.org>", "<alice@exa_mple.org>", "<alice@[300.1.1.1]>",
 		"<alice@[IPv6:zz::1]>", "<alice@[tag:stuff]>", "<a\x01@example.org>",
 		"<user@remote@example.org>", "<alice@.>", "<caf\xc3\xa9@example.org>",
+		"<a@[1.2.3.4 ]>", "<a@[IPv6:::1\x01]>",
 	};
 	struct mailaddr a;
 

@@ -193,6 +193,11 @@ class TestMailboxes(Base):
             "f OK List completed"])
         self.assertEqual(r.cmd("g", 'LIST (SPECIAL-USE) "" LX*'),
                          ['* LIST (\\HasNoChildren \\Trash) "/" LXb', "g OK List completed"])
+        self.assertEqual(r.cmd("g2", 'LIST (SUBSCRIBED RECURSIVEMATCH) "" LX%'), [
+            '* LIST (\\NonExistent \\Subscribed) "/" LXgone',
+            '* LIST () "/" LXa ("CHILDINFO" ("SUBSCRIBED"))', "g2 OK List completed"])
+        self.assertEqual(r.cmd("g3", 'LIST "" LXa/% RETURN (SUBSCRIBED)'), [
+            '* LIST (\\HasNoChildren \\Subscribed) "/" LXa/child', "g3 OK List completed"])
         self.assertEqual(r.cmd("h", 'LIST (RECURSIVEMATCH) "" *'),
                          ["h BAD Invalid LIST selection options"])
         self.assertEqual(r.cmd("i", 'LIST "" * RETURN (BOGUS)'),

@@ -24,7 +24,7 @@ write_users(os.path.join(TMP, "users"), ["user1"])
 mtad = Mtad(MTAD, TMP, {"backend": "file", "users_file": os.path.join(TMP, "users")},
             {"greeting_delay": "1s", "max_connections_per_ip": "3", "max_errors": "3",
              "max_recipients_per_transaction": "3", "reject_recipients_per_transaction": "5",
-             "workers": "1", "line_max": "512"}, tls=False)
+             "workers": "1", "line_max": "512", "bare_lf": "normalize"}, tls=False)
 store = Store(PEEK, mtad.conf)
 
 
@@ -115,6 +115,31 @@ def test_recipient_limits():
     s.close()
 
 
+def test_bare_lf_normalized():
+    """bare_lf = normalize: bare LF/CR become CRLF, and a bare-LF "end" followed by commands
+    is message text: one message, never two."""
+    s, f = greeted()
+    s.sendall(f"EHLO c\r\nMAIL FROM:<a@{DOMAIN}>\r\nRCPT TO:<user1@{DOMAIN}>\r\n"
+              f"DATA\r\n".encode())
+    assert [reply(f)[0] for _ in range(4)] == [250, 250, 250, 354]
+    s.sendall(b"Subject: normalized\r\n\r\nline one\nline two\r.\n"
+              b"MAIL FROM:<evil@heron.test>\r\nRCPT TO:<user1@heron.test>\r\nDATA\r\n"
+              b"Subject: smuggled\r\n\r\nx\r\n.\r\n")
+    code, text = reply(f)
+    assert code == 250, text
+    s.sendall(b"QUIT\r\n")
+    assert reply(f)[0] == 221
+    f.close()
+    s.close()
+    bodies = [store.body("user1", uid) for uid, _b, _s in store.inbox("user1")]
+    ours = [b for b in bodies if b"Subject: normalized" in b]
+    assert len(ours) == 1 and not any(b"Subject: smuggled\r\n\r\nx" in b and
+                                      b"normalized" not in b for b in bodies)
+    body = ours[0].split(b"\r\n\r\n", 1)[1]
+    assert body.startswith(b"line one\r\nline two\r\n.\r\nMAIL FROM:"), body[:80]
+    assert b"\n" not in body.replace(b"\r\n", b"")
+
+
 def test_drain():
     idle, idle_f = greeted()
     idle.sendall(b"EHLO c\r\n")
@@ -141,7 +166,8 @@ def main():
     try:
         mtad.start()
         rc = run_tests([test_talk_before_greeting, test_connections_per_address,
-                        test_errors_and_long_lines, test_recipient_limits, test_drain])
+                        test_errors_and_long_lines, test_recipient_limits,
+                        test_bare_lf_normalized, test_drain])
     finally:
         mtad.stop()
     rc |= check_sanitizers(mtad)

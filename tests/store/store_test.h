@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "store/store.h"
@@ -53,26 +54,42 @@ static inline void tstore_close(struct tstore *ts, bool remove)
 	}
 }
 
-/* A temp file holding a message of about size bytes; returns its fd (offset 0). */
-static inline int tmsg_fd(size_t size, unsigned seq)
+/* A temp file holding a message of about size bytes: its fd (offset 0), or -1. Uses no
+   cmocka assertion, so forked children can call it (a failed assertion in a child would
+   let the child run the rest of the tests). */
+static inline int tmsg_fd_raw(size_t size, unsigned seq)
 {
 	char path[] = "/tmp/heron-msg.XXXXXX";
-	int fd = mkstemp(path);
+	/* a file without a name: a child killed here leaves nothing behind */
+	int fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 	char line[128];
 	size_t n = 0;
 
-	assert_true(fd >= 0);
-	unlink(path);
+	if (fd < 0 && (fd = mkstemp(path)) >= 0)
+		unlink(path);
+	if (fd < 0)
+		return -1;
 	n += (size_t)dprintf(fd, "From: a%u@example.com\r\nTo: b@example.com\r\n"
 			     "Subject: test %u\r\nMessage-ID: <%u@t>\r\n\r\n", seq, seq, seq);
 	memset(line, 'x', sizeof(line));
 	line[sizeof(line) - 2] = '\r';
 	line[sizeof(line) - 1] = '\n';
 	while (n < size) {
-		assert_int_equal(write(fd, line, sizeof(line)), (ssize_t)sizeof(line));
+		if (write(fd, line, sizeof(line)) != (ssize_t)sizeof(line)) {
+			close(fd);
+			return -1;
+		}
 		n += sizeof(line);
 	}
 	lseek(fd, 0, SEEK_SET);
+	return fd;
+}
+
+static inline int tmsg_fd(size_t size, unsigned seq)
+{
+	int fd = tmsg_fd_raw(size, seq);
+
+	assert_true(fd >= 0);
 	return fd;
 }
 

@@ -44,9 +44,11 @@ static void deliverer(const struct store_opts *o, int out, unsigned n, bool grou
 		store_gc_new(st, &gc);
 	for (unsigned i = 0; i < n; i++) {
 		struct store_rcpt r[2] = { { .user = "p1" }, { .user = "p2" } };
-		int fd = tmsg_fd(1000 + (i % 7) * 3000, i);
+		int fd = tmsg_fd_raw(1000 + (i % 7) * 3000, i);
 		int rc;
 
+		if (fd < 0)
+			_exit(4);
 		uint64_t qid = 0;
 
 		if (gc != NULL) {
@@ -298,6 +300,9 @@ static void test_crash_safety(void **state)
 		nanosleep(&delay, NULL);
 		kill(pid, SIGKILL);
 		assert_int_equal(waitpid(pid, &wst, 0), pid);
+		/* killed, or done with all its messages; anything else is its own failure */
+		assert_true((WIFSIGNALED(wst) && WTERMSIG(wst) == SIGKILL) ||
+			    (WIFEXITED(wst) && WEXITSTATUS(wst) == 0));
 		size_t n = read_all(p[0], acks, sizeof(acks)) / sizeof(acks[0]);
 		close(p[0]);
 		total += (unsigned)n;
