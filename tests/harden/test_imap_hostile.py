@@ -1,11 +1,13 @@
 """Hostile IMAP clients against the real imapd (issue 11): a client that leaves IDLE with a
-partial line, slow-loris and half-open connections, the per-address connection limit, overlong
+partial line, slow-loris and half-open connections, the per-address and total connection
+limits, overlong
 lines and literals, huge APPENDs, failed logins logged, and mailbox-name tricks that try to
 reach another user's mail. Every test asserts what the server answers and that others are
 still served; none measures time.
 
 Usage: test_imap_hostile.py IMAPD_BINARY DELIVER_BINARY"""
 import os
+import select
 import socket
 import sys
 import time
@@ -136,6 +138,21 @@ class TestPerAddressLimit(Base):
                 break
             time.sleep(0.1)
         self.assertTrue(r.greeting.startswith("* OK"), r.greeting)
+
+
+class TestTotalLimit(Base):
+    EXTRA = "max_connections = 5"
+
+    def test_over_the_cap_waits_then_is_served(self):
+        # STYLE 7: at the cap the listener pauses; a client over it waits in the backlog
+        # (no greeting, no refusal) and is served as soon as a slot frees.
+        held = [self.raw(login=False) for _ in range(5)]
+        s = socket.create_connection(("127.0.0.1", self.d.port), timeout=20)
+        self.addCleanup(s.close)
+        ready, _, _ = select.select([s], [], [], 1.0)
+        self.assertEqual(ready, [], "greeted over the connection cap")
+        held[0].close()
+        self.assertTrue(s.recv(4096).startswith(b"* OK"))
 
 
 class TestNameTricks(Base):
