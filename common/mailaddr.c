@@ -302,6 +302,10 @@ int mailaddr_parse_path(const char *p, size_t len, unsigned opts, struct mailadd
 			*error_r = c.err;
 			return -1;
 		}
+		if (c.i + 2 > MAILADDR_PATH_MAX) { /* as if it had its angle brackets */
+			*error_r = "Path too long (256 octets at most)";
+			return -1;
+		}
 		*used_r = c.i;
 		return 0;
 	}

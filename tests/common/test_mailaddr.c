@@ -187,6 +187,13 @@ static void test_tricks(void **state)
 	assert_false(mailaddr_domain_in(&a, locals, 2));
 }
 
+static int path_n(const char *p, size_t len, struct mailaddr *a, size_t *used)
+{
+	const char *err;
+
+	return mailaddr_parse_path(p, len, MAILADDR_ALLOW_BARE, a, used, &err);
+}
+
 static void test_bare(void **state)
 {
 	struct mailaddr a;
@@ -197,6 +204,15 @@ static void test_bare(void **state)
 	assert_int_equal(used, 17);
 	assert_int_equal(mailaddr_parse("bob@example.org", 15, 0, &a, &err), 0);
 	assert_int_equal(mailaddr_parse("bob@example.org>", 16, 0, &a, &err), -1);
+	/* the 256-octet path limit holds without brackets too (found by fuzz_mailaddr) */
+	char longp[300];
+	memset(longp, 'a', 60);
+	longp[60] = '@';
+	for (size_t i = 61; i < 300; i++)
+		longp[i] = i % 50 == 0 ? '.' : 'b';
+	assert_int_equal(path_n(longp, 255, &a, &used), -1);
+	assert_int_equal(path_n(longp, 254, &a, &used), 0);
+	assert_int_equal(used, 254);
 }
 
 static void test_xtext(void **state)
