@@ -76,6 +76,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	srv.idle_timeout_ms = 5000;
 	srv.max_bad = (unsigned)conf_int(conf, "imapd", "max_bad_commands");
 	srv.max_per_ip = 1000;
+	srv.max_per_user = (unsigned)conf_int(conf, "imapd", "max_connections_per_user");
 	srv.max_clients = 1000;
 	fuzz_must(net_listen(conf_addrs(conf, "imapd", "listen"), NULL, &fds, &err) == 0, "listen");
 	port = net_fd_port(fds.fd[0]);
@@ -93,9 +94,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	store_opts_from_conf(conf, &so);
 	so.create = true;
 	fuzz_must(store_open(&so, &srv.store) == 0, "store_open");
+	fuzz_must(store_gc_new(srv.store, &srv.gc) == 0, "store_gc_new");
+	store_gc_attach(srv.gc, srv.base);
 	/* The session answers, sees the end of input and closes, within the time bound (a hang
 	   is a bug; the fuzzer's -timeout also catches it). */
 	fuzz_session(srv.base, port, data, size, session_done, NULL, 8000);
+	store_gc_free(&srv.gc);
 	store_close(&srv.store);
 	fuzz_rm_rf(sdir);
 	return 0;
