@@ -530,6 +530,15 @@ const char *conf_origin(const struct conf *c, const char *section, const char *k
 	return c->v[i].origin;
 }
 
+const char *conf_text(const struct conf *c, const char *section, const char *key)
+{
+	int i = key_index(section, key);
+
+	if (i < 0)
+		abort();
+	return c->v[i].text;
+}
+
 void conf_dump(const struct conf *c, FILE *out)
 {
 	const char *cur = "";

@@ -82,6 +82,9 @@ bool conf_bool(const struct conf *c, const char *section, const char *key);
 const struct conf_addrs *conf_addrs(const struct conf *c, const char *section, const char *key);
 const struct conf_cidrs *conf_cidrs(const struct conf *c, const char *section, const char *key);
 const struct conf_list *conf_list(const struct conf *c, const char *section, const char *key);
+/* The value as written (or the default's text), whatever the key's type: to compare two
+   configs, e.g. on reload. */
+const char *conf_text(const struct conf *c, const char *section, const char *key);
 /* Where the key's value came from ("default" or "file:line"). */
 const char *conf_origin(const struct conf *c, const char *section, const char *key);
 

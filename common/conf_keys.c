@@ -144,6 +144,9 @@ const struct conf_key conf_keys[] = {
 	  "connections per destination" },
 	{ "mtad", "relay_timeout", CONF_DURATION, 1 * SEC, 1 * HOUR, "5m", NULL,
 	  "timeout for each step of a relay session" },
+	{ "mtad", "delay_warning", CONF_DURATION, 0, 60 * DAY, "4h", NULL,
+	  "a sender who asked NOTIFY=DELAY gets one delay notice per message deferred this long "
+	  "(0: never)" },
 
 	{ "imapd", "listen", CONF_ADDRS, 0, 0, "*:143", NULL, "IMAP listeners (STARTTLS)" },
 	{ "imapd", "listen_tls", CONF_ADDRS, 0, 0, "", NULL,

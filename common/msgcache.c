@@ -55,7 +55,10 @@ struct msgcache_builder *msgcache_builder_new(void)
 	struct msgcache_builder *b = xcalloc(1, sizeof(*b));
 	struct rfc5322_limits lim = { MC_FIELD_MAX, MC_DEPTH_MAX, MC_PARTS_MAX };
 
-	b->parts = xcalloc(MC_PARTS_MAX, sizeof(*b->parts));
+	/* most messages have a few parts: grow on demand rather than clear MC_PARTS_MAX entries
+	   for every message */
+	b->parts_cap = 8;
+	b->parts = xcalloc(b->parts_cap, sizeof(*b->parts));
 	buf_init(&b->arena, 0, MC_ARENA_MAX);
 	buf_init(&b->header, 0, MC_HEADER_MAX);
 	buf_init(&b->scratch, 0, 4 * MC_FIELD_MAX + 1024);
@@ -137,6 +140,13 @@ static void cb_part_begin(void *ctx, const struct rfc5322_part *p)
 	reset_fields(b);
 	if (p->index >= MC_PARTS_MAX)
 		return;
+	if (p->index >= b->parts_cap) {
+		uint32_t cap = b->parts_cap * 2 > p->index ? b->parts_cap * 2 : p->index + 1;
+
+		cap = cap < MC_PARTS_MAX ? cap : MC_PARTS_MAX;
+		b->parts = xreallocarray(b->parts, cap, sizeof(*b->parts));
+		b->parts_cap = cap;
+	}
 	mp = &b->parts[p->index];
 	memset(mp, 0, sizeof(*mp));
 	mp->parent = p->parent;

@@ -41,8 +41,8 @@ struct mc_part {
 
 struct msgcache_builder {
 	struct rfc5322_parser *ps;
-	struct mc_part *parts; /* MC_PARTS_MAX */
-	uint32_t nparts;
+	struct mc_part *parts; /* grown as parts begin, up to MC_PARTS_MAX */
+	uint32_t nparts, parts_cap;
 	uint64_t size, header_size;
 	int64_t date;
 	int date_tz;

@@ -2,7 +2,8 @@
  * part, the message/delivery-status part (per failed recipient: Final-Recipient, Original-
  * Recipient, Action, Status, Remote-MTA, Diagnostic-Code) and the returned headers or message
  * (RET=HDRS/FULL), queued from the null sender to the original sender. Never to the null
- * sender; never for recipients that asked NOTIFY=NEVER or left FAILURE out. */
+ * sender; never for recipients that asked NOTIFY=NEVER or left FAILURE out. Also the delay
+ * notice (Action: delayed, headers returned) for recipients still being retried. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/buf.h"
+#include "common/conf.h"
 #include "common/log.h"
 #include "mtad/relay.h"
 
@@ -22,6 +24,14 @@ static bool wants_bounce(const struct store_queue_rcpt *r)
 				  !(r->notify & STORE_NOTIFY_NEVER));
 }
 
+/* Whether recipient i is in this DSN. */
+static bool in_dsn(const struct qjob *job, size_t i, enum dsn_kind kind)
+{
+	if (kind == DSN_DELAYED)
+		return job->delayed[i];
+	return job->result[i] == STORE_Q_FAILED && wants_bounce(&job->qm.rcpt[i]);
+}
+
 static void rfc5322_date(int64_t t, char *out, size_t size)
 {
 	time_t tt = (time_t)t;
@@ -32,26 +42,32 @@ static void rfc5322_date(int64_t t, char *out, size_t size)
 }
 
 static void report_head(struct buf *b, const struct queue_runner *qr, const struct qjob *job,
-			const char *boundary)
+			const char *boundary, enum dsn_kind kind)
 {
+	bool delayed = kind == DSN_DELAYED;
 	const char *host = qr->m->hostname;
 	char date[64], arrival[64];
 
 	rfc5322_date(time(NULL), date, sizeof(date));
 	rfc5322_date(job->qm.created, arrival, sizeof(arrival));
 	buf_printf(b, "From: Mail Delivery System <MAILER-DAEMON@%s>\r\n"
-		   "To: <%s>\r\nSubject: Undelivered Mail Returned to Sender\r\n"
-		   "Date: %s\r\nMessage-ID: <%016" PRIx64 ".bounce@%s>\r\n"
+		   "To: <%s>\r\nSubject: %s\r\n"
+		   "Date: %s\r\nMessage-ID: <%016" PRIx64 ".%s@%s>\r\n"
 		   "Auto-Submitted: auto-replied\r\nMIME-Version: 1.0\r\n"
 		   "Content-Type: multipart/report; report-type=delivery-status;\r\n"
 		   "\tboundary=\"%s\"\r\n\r\n"
 		   "This is a MIME-encapsulated message.\r\n\r\n--%s\r\n"
 		   "Content-Type: text/plain; charset=us-ascii\r\n\r\n"
-		   "This is the mail system at host %s.\r\n\r\n"
-		   "Your message could not be delivered to one or more recipients.\r\n\r\n",
-		   host, job->qm.sender, date, job->qm.id, host, boundary, boundary, host);
+		   "This is the mail system at host %s.\r\n\r\n%s\r\n\r\n",
+		   host, job->qm.sender,
+		   delayed ? "Delayed Mail (still being retried)"
+			   : "Undelivered Mail Returned to Sender",
+		   date, job->qm.id, delayed ? "delay" : "bounce", host, boundary, boundary, host,
+		   delayed ? "Your message could not be delivered yet to one or more recipients;\r\n"
+			     "delivery is still being tried. You need not send it again."
+			   : "Your message could not be delivered to one or more recipients.");
 	for (size_t i = 0; i < job->qm.nrcpt; i++)
-		if (job->result[i] == STORE_Q_FAILED && wants_bounce(&job->qm.rcpt[i]))
+		if (in_dsn(job, i, kind))
 			buf_printf(b, "<%s>: %s\r\n", job->qm.rcpt[i].addr,
 				   job->error[i] ? job->error[i] : "failed");
 	buf_printf(b, "\r\n--%s\r\nContent-Type: message/delivery-status\r\n\r\n"
@@ -61,7 +77,8 @@ static void report_head(struct buf *b, const struct queue_runner *qr, const stru
 	buf_printf(b, "Arrival-Date: %s\r\n", arrival);
 }
 
-static void report_rcpt(struct buf *b, const struct qjob *job, size_t i)
+static void report_rcpt(struct buf *b, const struct queue_runner *qr, const struct qjob *job,
+			size_t i, enum dsn_kind kind)
 {
 	const struct store_queue_rcpt *r = &job->qm.rcpt[i];
 	char dsn[16];
@@ -73,17 +90,25 @@ static void report_rcpt(struct buf *b, const struct qjob *job, size_t i)
 						  sizeof(orig)) == 0)
 		buf_printf(b, "Original-Recipient: %.*s; %s\r\n", (int)(semi - r->orcpt),
 			   r->orcpt, orig);
-	buf_printf(b, "Action: failed\r\nStatus: %s\r\n",
-		   queue_dsn_of(job->error[i], 500, dsn, sizeof(dsn)));
+	buf_printf(b, "Action: %s\r\nStatus: %s\r\n", kind == DSN_DELAYED ? "delayed" : "failed",
+		   queue_dsn_of(job->error[i], kind == DSN_DELAYED ? 400 : 500, dsn, sizeof(dsn)));
 	if (job->remote[i] != NULL && strcmp(job->remote[i], "none") != 0)
 		buf_printf(b, "Remote-MTA: dns; %s\r\n", job->remote[i]);
 	buf_printf(b, "Diagnostic-Code: smtp; %s\r\n", job->error[i] ? job->error[i] : "failed");
+	if (kind == DSN_DELAYED) {
+		char until[64];
+
+		rfc5322_date(job->qm.created +
+			     conf_int(qr->m->conf, "mtad", "max_queue_lifetime") / 1000,
+			     until, sizeof(until));
+		buf_printf(b, "Will-Retry-Until: %s\r\n", until);
+	}
 }
 
 /* Appends the original (headers only unless RET=FULL) from the queue file. */
-static int return_original(struct store_blob *blob, struct store *st, const struct qjob *job)
+static int return_original(struct store_blob *blob, struct store *st, const struct qjob *job,
+			   bool full)
 {
-	bool full = job->qm.ret == STORE_RET_FULL;
 	char chunk[16 * 1024];
 	size_t total = 0;
 	uint64_t size;
@@ -111,24 +136,27 @@ static int return_original(struct store_blob *blob, struct store *st, const stru
 	return n < 0 ? STORE_EIO : rc;
 }
 
-static int bounce_write(struct queue_runner *qr, const struct qjob *job, struct store_blob *b)
+static int bounce_write(struct queue_runner *qr, const struct qjob *job, struct store_blob *b,
+			enum dsn_kind kind)
 {
+	/* a delay notice returns the headers only: the message is still on its way */
+	bool full = job->qm.ret == STORE_RET_FULL && kind == DSN_FAILED;
 	char boundary[64];
 	struct buf head;
 	int rc;
 
 	snprintf(boundary, sizeof(boundary), BOUNCE_BOUNDARY_FMT, job->qm.id, qr->m->hostname);
 	buf_init(&head, 4096, 1024 * 1024);
-	report_head(&head, qr, job, boundary);
+	report_head(&head, qr, job, boundary, kind);
 	for (size_t i = 0; i < job->qm.nrcpt; i++)
-		if (job->result[i] == STORE_Q_FAILED && wants_bounce(&job->qm.rcpt[i]))
-			report_rcpt(&head, job, i);
+		if (in_dsn(job, i, kind))
+			report_rcpt(&head, qr, job, i, kind);
 	buf_printf(&head, "\r\n--%s\r\nContent-Type: %s\r\n\r\n", boundary,
-		   job->qm.ret == STORE_RET_FULL ? "message/rfc822" : "text/rfc822-headers");
+		   full ? "message/rfc822" : "text/rfc822-headers");
 	rc = store_blob_write(b, head.data, head.len);
 	buf_reset(&head);
 	if (rc == 0)
-		rc = return_original(b, qr->m->store, job);
+		rc = return_original(b, qr->m->store, job, full);
 	buf_printf(&head, "\r\n--%s--\r\n", boundary);
 	if (rc == 0)
 		rc = store_blob_write(b, head.data, head.len);
@@ -136,7 +164,7 @@ static int bounce_write(struct queue_runner *qr, const struct qjob *job, struct 
 	return rc;
 }
 
-int bounce_send(struct queue_runner *qr, const struct qjob *job)
+int bounce_send(struct queue_runner *qr, const struct qjob *job, enum dsn_kind kind)
 {
 	struct store *st = qr->m->store;
 	struct store_blob *b = NULL;
@@ -147,7 +175,7 @@ int bounce_send(struct queue_runner *qr, const struct qjob *job)
 	int rc;
 
 	for (size_t i = 0; i < job->qm.nrcpt; i++)
-		n += job->result[i] == STORE_Q_FAILED && wants_bounce(&job->qm.rcpt[i]);
+		n += in_dsn(job, i, kind);
 	if (n == 0)
 		return 0;
 	if (job->qm.sender[0] == '\0') {
@@ -155,7 +183,7 @@ int bounce_send(struct queue_runner *qr, const struct qjob *job)
 		return 0;
 	}
 	if ((rc = store_blob_new(st, STORE_QUEUE_PART, &b)) == 0 &&
-	    (rc = bounce_write(qr, job, b)) == 0 && (rc = store_blob_finish(b)) == 0) {
+	    (rc = bounce_write(qr, job, b, kind)) == 0 && (rc = store_blob_finish(b)) == 0) {
 		to.addr = job->qm.sender;
 		qm.sender = "";
 		qm.size = store_blob_size(b);
@@ -168,7 +196,8 @@ int bounce_send(struct queue_runner *qr, const struct qjob *job)
 		log_warnx("%016" PRIx64 ": bounce failed: %s", job->qm.id, store_strerror(rc));
 		return rc;
 	}
-	log_info("%016" PRIx64 ": sender non-delivery notification: %016" PRIx64, job->qm.id, id);
+	log_info("%016" PRIx64 ": sender %s notification: %016" PRIx64, job->qm.id,
+		 kind == DSN_DELAYED ? "delay" : "non-delivery", id);
 	queue_runner_kick(qr->m);
 	return 0;
 }

@@ -20,10 +20,16 @@
 #include "store/store.h"
 
 struct mtad_main {
-	struct conf *conf;
+	struct conf *conf;          /* for workers started from now on */
+	struct conf *reloaded;      /* owned: the last config SIGHUP loaded (conf), or NULL */
+	const char *conf_path;
 	struct net_fds fds[L_NKINDS];
 	char hostname[256];
+	struct mtad_shared *shared;
 };
+
+/* AUTH failures of an address are forgotten this long after its last one. */
+#define AUTH_FORGET_MS (15 * 60 * 1000)
 
 static const char *const listener_keys[L_NKINDS] = { "listen", "submission", "submissions",
 						     "lmtp" };
@@ -49,11 +55,104 @@ static void on_drain(void *arg)
 	mtad_servers_stop(arg);
 }
 
+/* [mtad] keys a SIGHUP applies (read per use, or into mtad_limits / the queue runner);
+   every other key (listeners, workers, user, pidfile, hostname, max_connections, the [store]
+   and [tls] sections...) takes effect at the next restart. */
+static const char *const reloadable_keys[] = {
+	"local_domains", "trusted_networks", "relay_host", "transport_map",
+	"max_connections_per_ip", "max_message_size", "line_max",
+	"max_recipients_per_transaction", "reject_recipients_per_transaction",
+	"max_transactions_per_session", "max_errors", "greeting_delay", "command_timeout",
+	"data_timeout", "auth_require_tls", "bare_lf", "retry_schedule", "max_queue_lifetime",
+	"relay_concurrency", "relay_timeout", "delay_warning",
+};
+
+static bool reloadable(const char *section, const char *key)
+{
+	if (strcmp(section, "mtad") != 0)
+		return false;
+	for (size_t i = 0; i < sizeof(reloadable_keys) / sizeof(reloadable_keys[0]); i++)
+		if (strcmp(key, reloadable_keys[i]) == 0)
+			return true;
+	return false;
+}
+
+/* Loads the config file again; NULL (logged, the old one stays) on error. who: for logs. */
+static struct conf *reload_conf(const char *path, const char *who)
+{
+	struct conf *c = NULL;
+	char *err = NULL;
+
+	if (conf_load(path, &c, &err) < 0) {
+		log_warnx("%s: reload of %s failed, the old config stays: %s", who, path, err);
+		free(err);
+		return NULL;
+	}
+	return c;
+}
+
+/* Logs what changed between old and new in the sections mtad reads: applied, or waiting
+   for a restart. */
+static void reload_report(const struct conf *old, const struct conf *new)
+{
+	static const char *const sections[] = { "mtad", "store", "tls", "directory" };
+
+	for (size_t i = 0; i < conf_nkeys; i++) {
+		const struct conf_key *k = &conf_keys[i];
+		bool ours = false;
+
+		for (size_t j = 0; j < sizeof(sections) / sizeof(sections[0]); j++)
+			ours |= strcmp(k->section, sections[j]) == 0;
+		if (!ours || strcmp(conf_text(old, k->section, k->name),
+				    conf_text(new, k->section, k->name)) == 0)
+			continue;
+		if (reloadable(k->section, k->name))
+			log_info("mtad reload: [%s] %s = %s", k->section, k->name,
+				 conf_text(new, k->section, k->name));
+		else if (strcmp(k->section, "directory") == 0)
+			log_info("mtad reload: [%s] %s changed (the directory reloads what it can)",
+				 k->section, k->name);
+		else
+			log_warnx("mtad reload: [%s] %s changed: it takes effect only when mtad is "
+				  "restarted%s", k->section, k->name,
+				  strstr(k->name, "listen") || strcmp(k->name, "submission") == 0 ||
+				  strcmp(k->name, "submissions") == 0 || strcmp(k->name, "lmtp") == 0
+				  ? " (listeners are bound at start)" : "");
+	}
+}
+
+/* Master, SIGHUP: the new config is reported and kept for workers started later. The
+   config of the start stays allocated (the daemon's pidfile and user point into it). */
+static void master_reload(void *arg)
+{
+	struct mtad_main *mm = arg;
+	struct conf *c = reload_conf(mm->conf_path, "mtad master");
+
+	if (c == NULL)
+		return;
+	reload_report(mm->conf, c);
+	mm->conf = c;
+	conf_free(&mm->reloaded);
+	mm->reloaded = c;
+}
+
+/* Worker, SIGHUP: the policy keys of the new config apply to what starts from now on
+   (sessions, transactions, relay connections); the directory reloads its users file. */
 static void on_reload(void *arg)
 {
 	struct mtad *m = arg;
+	struct conf *c = reload_conf(m->conf_path, "mtad worker");
 	char *err = NULL;
 
+	if (c != NULL) {
+		m->conf = c;
+		conf_free(&m->reloaded);
+		m->reloaded = c;
+		limits_from_conf(c, &m->lim);
+		if (m->qr != NULL)
+			queue_runner_reload(m);
+		log_info("mtad worker %u config reloaded", m->worker);
+	}
 	if (m->la != NULL && ldapauth_reload(m->la, &err) < 0) {
 		log_warnx("directory reload failed: %s", err);
 		free(err);
@@ -101,6 +200,10 @@ static int worker_main(struct daemon_worker *w, void *arg)
 	unsigned nw = (unsigned)conf_int(mm->conf, "mtad", "workers");
 
 	m.conf = mm->conf;
+	m.conf_path = mm->conf_path;
+	m.shared = mm->shared;
+	m.worker = daemon_worker_index(w);
+	mtad_shared_worker_reset(m.shared, m.worker);
 	TAILQ_INIT(&m.sessions);
 	m.hostname = mm->hostname;
 	limits_from_conf(mm->conf, &m.lim);
@@ -125,6 +228,7 @@ static int worker_main(struct daemon_worker *w, void *arg)
 	net_ipcount_free(&m.ipcount);
 	tls_ctx_free(&m.tls);
 	event_base_free(m.base);
+	conf_free(&m.reloaded);
 	return 0;
 }
 
@@ -157,22 +261,28 @@ int main(int argc, char **argv)
 
 	daemon_args_parse(argc, argv, "mtad", &args);
 	mm.conf = daemon_conf_load(&args);
+	mm.conf_path = args.conf_path;
+	struct conf *first = mm.conf;
 	hn = conf_str(mm.conf, "mtad", "hostname");
 	if (hn[0] != '\0')
 		snprintf(mm.hostname, sizeof(mm.hostname), "%s", hn);
 	else if (gethostname(mm.hostname, sizeof(mm.hostname) - 1) < 0)
 		snprintf(mm.hostname, sizeof(mm.hostname), "localhost");
 	bind_listeners(&mm);
+	mm.shared = mtad_shared_new(AUTH_FORGET_MS);
 	ops.ident = "mtad";
 	ops.workers = (unsigned)conf_int(mm.conf, "mtad", "workers");
 	ops.pidfile = conf_str(mm.conf, "mtad", "pidfile");
 	ops.user = conf_str(mm.conf, "mtad", "user");
 	ops.detach = !args.foreground;
 	ops.worker_main = worker_main;
+	ops.reload = master_reload;
 	ops.arg = &mm;
 	int rc = daemon_run(&ops);
 	for (int k = 0; k < L_NKINDS; k++)
 		net_fds_close(&mm.fds[k]);
-	conf_free(&mm.conf);
+	mtad_shared_free(&mm.shared);
+	conf_free(&first);
+	conf_free(&mm.reloaded);
 	return rc;
 }

@@ -52,7 +52,9 @@ struct mtad_limits {
 
 /* One worker's world. */
 struct mtad {
-	const struct conf *conf;
+	const struct conf *conf;            /* in force: the start's, or the last reload's */
+	struct conf *reloaded;              /* owned: the last config SIGHUP loaded, or NULL */
+	const char *conf_path;
 	struct event_base *base;
 	struct mtad_limits lim;
 	const char *hostname;
@@ -67,6 +69,8 @@ struct mtad {
 	TAILQ_HEAD(, smtp_session) sessions;
 	bool draining;
 	struct queue_runner *qr;
+	struct mtad_shared *shared;         /* the workers' common table (shared.c) */
+	unsigned worker;                    /* this worker's index */
 };
 
 /* Session states: one bit each, so the command table can list where a verb is allowed. */
@@ -226,9 +230,32 @@ void finisher_free(struct finisher **fp);
    runs one; leases keep two workers from taking the same entry. */
 void queue_runner_start(struct mtad *m, unsigned worker);
 void queue_runner_stop(struct mtad *m);
+/* m->conf was replaced (SIGHUP): relay_concurrency and relay_timeout apply to new
+   connections. */
+void queue_runner_reload(struct mtad *m);
 /* New entries were queued: look for due entries now rather than at the next tick. */
 void queue_runner_kick(struct mtad *m);
 
 int64_t mtad_now_ms(void);
+
+/* shared.c: a table all workers see (mapped by the master before fork), bounded. */
+#define MTAD_SHARED_WORKERS 256  /* connection counts are kept per worker index modulo this */
+#define MTAD_SHARED_KEY_MAX 272  /* "host:port" of a 255-byte host */
+struct mtad_shared;
+/* auth_forget_ms: an address's AUTH failures are forgotten this long after its last one. */
+struct mtad_shared *mtad_shared_new(int64_t auth_forget_ms);
+void mtad_shared_free(struct mtad_shared **shp);
+/* A (re)started worker: the relay connections counted for its index are gone. */
+void mtad_shared_worker_reset(struct mtad_shared *sh, unsigned worker);
+/* One more relay connection to dest ("host:port") if fewer than limit are open in all
+   workers: true (counted for worker), else false. */
+bool mtad_shared_dest_take(struct mtad_shared *sh, unsigned worker, const char *dest,
+			   unsigned limit);
+void mtad_shared_dest_put(struct mtad_shared *sh, unsigned worker, const char *dest);
+unsigned mtad_shared_dest_active(struct mtad_shared *sh, const char *dest);
+/* Counts an AUTH failure from addr (an address, no port); returns the count before it. */
+uint32_t mtad_shared_auth_failure(struct mtad_shared *sh, const char *addr);
+/* A successful AUTH from addr: its failures are forgotten. */
+void mtad_shared_auth_clear(struct mtad_shared *sh, const char *addr);
 
 #endif

@@ -47,10 +47,14 @@ static struct qjob *job_copy(struct queue_runner *qr, const struct store_queue_m
 	job->result = xcalloc(qm->nrcpt, sizeof(*job->result));
 	job->error = xcalloc(qm->nrcpt, sizeof(*job->error));
 	job->remote = xcalloc(qm->nrcpt, sizeof(*job->remote));
+	job->delayed = xcalloc(qm->nrcpt, sizeof(*job->delayed));
 	for (size_t i = 0; i < qm->nrcpt; i++) {
 		job->qm.rcpt[i] = qm->rcpt[i];
 		job->qm.rcpt[i].addr = job->own[2 * i] = xstrdup(qm->rcpt[i].addr);
 		job->qm.rcpt[i].orcpt = job->own[2 * i + 1] = dup_or_null(qm->rcpt[i].orcpt);
+		job->delay_noticed |= qm->rcpt[i].last_error != NULL &&
+				      strncmp(qm->rcpt[i].last_error, QUEUE_DELAY_MARK,
+					      strlen(QUEUE_DELAY_MARK)) == 0;
 		job->qm.rcpt[i].last_error = NULL;
 		job->result[i] = -1; /* not tried this time */
 	}
@@ -72,6 +76,7 @@ static void job_free(struct qjob *job)
 	free(job->result);
 	free(job->error);
 	free(job->remote);
+	free(job->delayed);
 	free(job);
 }
 
@@ -101,6 +106,7 @@ static struct qdest *dest_get(struct queue_runner *qr, const char *hp)
 	d = xcalloc(1, sizeof(*d));
 	d->host = xstrdup(host);
 	d->port = xstrdup(port);
+	snprintf(d->key, sizeof(d->key), "%s:%s", host, port);
 	TAILQ_INIT(&d->waiting);
 	TAILQ_INIT(&d->idle);
 	TAILQ_INSERT_TAIL(&qr->dests, d, entry);
@@ -146,8 +152,11 @@ static void dest_pump(struct queue_runner *qr, struct qdest *d)
 {
 	struct qwork *w;
 
+	/* a new connection needs a slot of relay_concurrency, counted over all workers; when
+	   other workers hold them all, the work waits for the next tick */
 	while ((w = TAILQ_FIRST(&d->waiting)) != NULL &&
-	       (!TAILQ_EMPTY(&d->idle) || d->active < qr->concurrency)) {
+	       (!TAILQ_EMPTY(&d->idle) || mtad_shared_dest_take(qr->m->shared, qr->m->worker,
+								   d->key, qr->concurrency))) {
 		TAILQ_REMOVE(&d->waiting, w, entry);
 		smtp_client_run(qr, w);
 	}
@@ -254,7 +263,12 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	size_t n = 0;
 	int rc;
 
-	if (qr->stopping || qr->njobs >= MAX_JOBS)
+	if (qr->stopping)
+		return;
+	struct qdest *d;
+	TAILQ_FOREACH(d, &qr->dests, entry)
+		dest_pump(qr, d);
+	if (qr->njobs >= MAX_JOBS)
 		return;
 	rc = store_queue_lease(qr->m->store, now_s(), lease_s, MAX_JOBS - qr->njobs, lease_cb, qr,
 			       &n);
@@ -270,8 +284,8 @@ void queue_runner_start(struct mtad *m, unsigned worker)
 	char *err = NULL;
 
 	qr->m = m;
-	qr->concurrency = (unsigned)conf_int(m->conf, "mtad", "relay_concurrency");
-	qr->timeout_ms = conf_int(m->conf, "mtad", "relay_timeout");
+	m->qr = qr;
+	queue_runner_reload(m);
 	TAILQ_INIT(&qr->jobs);
 	TAILQ_INIT(&qr->dests);
 	tls_conf_from(&tc, m->conf);
@@ -283,6 +297,12 @@ void queue_runner_start(struct mtad *m, unsigned worker)
 	event_add(qr->tick, &tv);
 	event_active(qr->tick, EV_TIMEOUT, 0);
 	m->qr = qr;
+}
+
+void queue_runner_reload(struct mtad *m)
+{
+	m->qr->concurrency = (unsigned)conf_int(m->conf, "mtad", "relay_concurrency");
+	m->qr->timeout_ms = conf_int(m->conf, "mtad", "relay_timeout");
 }
 
 void queue_runner_kick(struct mtad *m)
@@ -375,15 +395,37 @@ static int64_t next_attempt(const struct queue_runner *qr, uint32_t attempts)
 	return now_s() + (sched->n ? sched->ms[k] / 1000 : 300);
 }
 
+/* Once per message, when it has waited delay_warning: the recipients deferred now that
+   asked NOTIFY=DELAY get a delay notice. Whether the message is marked noticed from now on. */
+static bool delay_notice(struct queue_runner *qr, struct qjob *job)
+{
+	int64_t warn_ms = conf_int(qr->m->conf, "mtad", "delay_warning");
+	bool any = false;
+
+	if (job->delay_noticed)
+		return true;
+	if (warn_ms <= 0 || (now_s() - job->qm.created) * 1000 < warn_ms)
+		return false;
+	for (size_t i = 0; i < job->qm.nrcpt; i++) {
+		unsigned notify = job->qm.rcpt[i].notify;
+
+		job->delayed[i] = job->result[i] == STORE_Q_PENDING &&
+				  (notify & STORE_NOTIFY_DELAY) && !(notify & STORE_NOTIFY_NEVER);
+		any |= job->delayed[i];
+	}
+	return any && bounce_send(qr, job, DSN_DELAYED) == 0;
+}
+
 static void job_finish(struct qjob *job)
 {
 	struct queue_runner *qr = job->qr;
 	struct store *st = qr->m->store;
-	bool pending = false, failed = false;
+	bool pending = false, failed = false, noticed = delay_notice(qr, job);
 	int rc;
 
 	for (size_t i = 0; i < job->qm.nrcpt; i++) {
 		int r = job->result[i];
+		char *marked = NULL;
 
 		if (r < 0) {
 			pending |= job->qm.rcpt[i].state == STORE_Q_PENDING;
@@ -391,15 +433,19 @@ static void job_finish(struct qjob *job)
 		}
 		pending |= r == STORE_Q_PENDING;
 		failed |= r == STORE_Q_FAILED;
+		if (r == STORE_Q_PENDING && noticed)
+			marked = xasprintf("%s%s", QUEUE_DELAY_MARK, job->error[i] ? job->error[i]
+										  : "");
 		rc = store_queue_rcpt_set(st, job->qm.id, i, (enum store_rcpt_state)r,
 					  r == STORE_Q_PENDING
 					  ? next_attempt(qr, job->qm.rcpt[i].attempts) : 0,
-					  job->error[i]);
+					  marked ? marked : job->error[i]);
+		free(marked);
 		if (rc != 0)
 			log_warnx("%016" PRIx64 ": queue update failed: %s", job->qm.id,
 				  store_strerror(rc));
 	}
-	rc = failed ? bounce_send(qr, job) : 0;
+	rc = failed ? bounce_send(qr, job, DSN_FAILED) : 0;
 	if (rc == 0 && !pending)
 		rc = store_queue_delete(st, job->qm.id);
 	else

@@ -23,6 +23,8 @@ struct qjob {
 	int *result;                       /* per recipient: enum store_rcpt_state after now */
 	char **error;                      /* per recipient: last reply, malloc'd or NULL */
 	char **remote;                     /* per recipient: the relay that answered */
+	bool *delayed;                     /* per recipient: in this run's delay notice */
+	bool delay_noticed;                /* a delay notice went out for this message before */
 	TAILQ_ENTRY(qjob) entry;
 };
 
@@ -39,7 +41,9 @@ TAILQ_HEAD(qwork_list, qwork);
 /* A next hop (host:port) with its connections. */
 struct qdest {
 	char *host, *port;
-	unsigned active;                   /* connections open (busy or idle) */
+	char key[MTAD_SHARED_KEY_MAX];     /* "host:port": its entry in the shared table */
+	unsigned active;                   /* connections open (busy or idle) in this worker; each
+					      holds a slot of the shared table */
 	struct qwork_list waiting;
 	TAILQ_HEAD(, smtp_client) idle;
 	TAILQ_ENTRY(qdest) entry;
@@ -75,8 +79,15 @@ const char *queue_dsn_of(const char *text, int code, char *buf, size_t size);
 /* A connection to d closed; starts waiting works. */
 void queue_dest_released(struct queue_runner *qr, struct qdest *d);
 
-/* bounce.c: writes a DSN (RFC 3464) for the recipients of job marked failed, and queues it
-   to the sender. Never for the null sender. 0 or a store_err. */
-int bounce_send(struct queue_runner *qr, const struct qjob *job);
+/* A deferred recipient's stored last error starts with this once its message had its delay
+   notice (the queue keeps no other per-message mark), so the notice goes out once. */
+#define QUEUE_DELAY_MARK "[delay notice sent] "
+
+/* bounce.c: writes a DSN (RFC 3464) and queues it to the sender; never for the null sender.
+   DSN_FAILED: for the recipients of job marked failed that want it (NOTIFY); DSN_DELAYED:
+   for those in job->delayed (still being retried). 0 (also when nobody gets one) or a
+   store_err. */
+enum dsn_kind { DSN_FAILED, DSN_DELAYED };
+int bounce_send(struct queue_runner *qr, const struct qjob *job, enum dsn_kind kind);
 
 #endif

@@ -1,7 +1,7 @@
 /* smtp_auth.c — owns AUTH PLAIN and LOGIN (RFC 4954, 4616): the exchange, base64, the check
  * through ldapauth, and the penalty for failures: each failure from a client address waits
- * longer before its 535 (doubling, capped), counted per address across sessions of this
- * worker. Passwords are never logged and are wiped after use. */
+ * longer before its 535 (doubling, capped), counted per address across the sessions of
+ * every worker (shared.c); forgotten 15 minutes after the last failure. Passwords are never logged and are wiped after use. */
 #include <inttypes.h>
 #include <string.h>
 
@@ -16,37 +16,18 @@
 #define AUTH_STEP_USER 2
 #define AUTH_STEP_PASS 3
 
-#define PENALTY_SLOTS 1024
 #define PENALTY_BASE_MS 500
 #define PENALTY_MAX_MS 8000
-#define PENALTY_FORGET_MS (15 * 60 * 1000)
 
-/* Failures per client address: direct-mapped by a hash, a collision just shares a slot. */
-static struct penalty {
-	char addr[64];
-	uint32_t fails;
-	int64_t last_ms;
-} penalties[PENALTY_SLOTS];
-
-static struct penalty *penalty_of(const struct smtp_session *s)
+/* The client's address without its port: failures count per address. */
+static void client_host(const struct smtp_session *s, char *host, size_t size)
 {
-	char host[64];
-	uint32_t h = 2166136261u;
 	const char *colon = strrchr(s->addr, ':');
 	size_t n = colon ? (size_t)(colon - s->addr) : strlen(s->addr);
 
-	/* per address, not per port */
-	n = n < sizeof(host) - 1 ? n : sizeof(host) - 1;
+	n = n < size - 1 ? n : size - 1;
 	memcpy(host, s->addr, n);
 	host[n] = '\0';
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)host[i]) * 16777619u;
-	struct penalty *p = &penalties[h % PENALTY_SLOTS];
-	if (strcmp(p->addr, host) != 0 || mtad_now_ms() - p->last_ms > PENALTY_FORGET_MS) {
-		str_lcpy(p->addr, host, sizeof(p->addr));
-		p->fails = 0;
-	}
-	return p;
 }
 
 /* base64 into out (NUL-terminated); -1 on bad input or no room. */
@@ -81,27 +62,31 @@ static void auth_reply_cb(evutil_socket_t fd, short what, void *arg)
 static void auth_done(const struct ldapauth_reply *r, void *arg)
 {
 	struct smtp_session *s = arg;
-	struct penalty *p = penalty_of(s);
+	char host[64];
+	uint32_t fails = 0;
 
-	log_info("%016" PRIx64 " smtp auth addr=%s user=%s result=%s reason=\"%s\"", s->id,
-		 s->addr, s->auth_login, r->result == LDAPAUTH_OK ? "ok" : "fail",
+	client_host(s, host, sizeof(host));
+	if (r->result != LDAPAUTH_OK && r->result != LDAPAUTH_ETEMP)
+		fails = mtad_shared_auth_failure(s->m->shared, host) + 1;
+	log_info("%016" PRIx64 " smtp auth addr=%s user=%s result=%s failures=%" PRIu32
+		 " reason=\"%s\"", s->id, s->addr, s->auth_login,
+		 r->result == LDAPAUTH_OK ? "ok" : "fail", fails,
 		 r->reason ? r->reason : ldapauth_strerror(r->result));
 	if (r->result == LDAPAUTH_OK) {
 		s->flags |= SF_AUTH;
 		str_lcpy(s->user, r->user->login, sizeof(s->user));
-		p->fails = 0;
+		mtad_shared_auth_clear(s->m->shared, host);
 		smtp_set_state(s, ST_READY);
 		smtp_reply(s, "235 2.7.0 Authentication successful");
 	} else if (r->result == LDAPAUTH_ETEMP) {
 		smtp_set_state(s, ST_READY);
 		smtp_reply(s, "454 4.7.0 Temporary authentication failure");
 	} else {
-		/* delay the answer: doubling per failure from this address, capped */
-		int64_t ms = PENALTY_BASE_MS << (p->fails < 5 ? p->fails : 5);
+		/* delay the answer: doubling per failure from this address (in any worker),
+		   capped */
+		int64_t ms = PENALTY_BASE_MS << (fails - 1 < 5 ? fails - 1 : 5);
 		struct timeval tv;
 
-		p->fails++;
-		p->last_ms = mtad_now_ms();
 		ms = ms > PENALTY_MAX_MS ? PENALTY_MAX_MS : ms;
 		tv.tv_sec = ms / 1000;
 		tv.tv_usec = (ms % 1000) * 1000;

@@ -561,6 +561,7 @@ static void client_free(struct smtp_client *c)
 	buf_release(&c->line);
 	free(c);
 	d->active--;
+	mtad_shared_dest_put(qr->m->shared, qr->m->worker, d->key);
 	if (!qr->stopping)
 		queue_dest_released(qr, d);
 }

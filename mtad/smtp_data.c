@@ -73,15 +73,27 @@ static void pass(struct smtp_session *s, const char *p, size_t n)
 		tx->err = TX_EIO;
 }
 
+/* The index of the next CR or LF in p[i..n), or n. */
+static size_t next_cr_or_lf(const char *p, size_t i, size_t n)
+{
+	const char *lf = memchr(p + i, '\n', n - i);
+	size_t end = lf != NULL ? (size_t)(lf - p) : n;
+	const char *cr = memchr(p + i, '\r', end - i);
+
+	return cr != NULL ? (size_t)(cr - p) : end;
+}
+
 /* Passes message bytes on, checking line ends across calls: a CR not followed by LF, or an LF
-   not preceded by CR, is bare; it makes the message refused, or becomes CRLF (normalize). */
+   not preceded by CR, is bare; it makes the message refused, or becomes CRLF (normalize).
+   Only CR and LF bytes are looked at one by one; the runs between them are skipped with
+   memchr. */
 static void emit(struct smtp_session *s, const char *p, size_t n)
 {
 	struct smtp_tx *tx = s->tx;
 	bool fix = s->m->lim.bare_lf_normalize;
-	size_t start = 0;
+	size_t start = 0, i = 0;
 
-	for (size_t i = 0; i < n; i++) {
+	while (i < n) {
 		if (tx->cr && p[i] != '\n') {
 			if (!fix)
 				tx->err = tx->err ? tx->err : TX_EBARELF;
@@ -97,6 +109,10 @@ static void emit(struct smtp_session *s, const char *p, size_t n)
 			start = i + 1;
 		}
 		tx->cr = p[i] == '\r';
+		if (p[i] != '\r' && p[i] != '\n')
+			i = next_cr_or_lf(p, i + 1, n); /* plain bytes: nothing to check */
+		else
+			i++;
 	}
 	pass(s, p + start, n - start);
 }
@@ -114,11 +130,62 @@ static void header_line(struct smtp_session *s, const char *l, size_t len)
 	}
 }
 
+/* One whole line (with its LF, at most DATA_CHUNK bytes) of DATA; 1 at the final dot. */
+static int data_line(struct smtp_session *s, const char *l, size_t len)
+{
+	struct smtp_tx *tx = s->tx;
+	bool crlf = len >= 2 && l[len - 2] == '\r';
+
+	if (tx->at_bol && tx->prev_crlf && crlf && len == 3 && l[0] == '.')
+		return 1;
+	size_t skip = tx->at_bol && tx->prev_crlf && l[0] == '.';
+	if (tx->in_headers && tx->at_bol)
+		header_line(s, l + skip, len - skip);
+	emit(s, l + skip, len - skip);
+	tx->at_bol = true;
+	tx->prev_crlf = crlf;
+	return 0;
+}
+
+/* The lines wholly inside the first chain of in, read in place (no search, no copy);
+   *used_r bytes were consumed (drained by the caller). 1 at the final dot. */
+static int data_chain(struct smtp_session *s, struct evbuffer *in, size_t *used_r)
+{
+	struct evbuffer_iovec v;
+	size_t off = 0;
+	int end = 0;
+
+	if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+		return 0;
+	const char *p = v.iov_base;
+	while (off < v.iov_len && !end) {
+		size_t room = v.iov_len - off;
+		const char *nl = memchr(p + off, '\n', room < DATA_CHUNK ? room : DATA_CHUNK);
+
+		if (nl == NULL)
+			break;
+		size_t len = (size_t)(nl - (p + off)) + 1;
+		end = data_line(s, p + off, len);
+		off += len;
+	}
+	*used_r = off;
+	return end;
+}
+
 int smtp_data_feed(struct smtp_session *s, struct evbuffer *in)
 {
 	struct smtp_tx *tx = s->tx;
 
 	for (;;) {
+		size_t used = 0;
+		int end = data_chain(s, in, &used);
+
+		evbuffer_drain(in, used);
+		if (end)
+			return 1;
+		if (used > 0)
+			continue;
+		/* the next line goes past the first chain, or is long */
 		size_t avail = evbuffer_get_length(in);
 		struct evbuffer_ptr eol = evbuffer_search(in, "\n", 1, NULL);
 		size_t len = eol.pos < 0 ? 0 : (size_t)eol.pos + 1;
@@ -135,19 +202,10 @@ int smtp_data_feed(struct smtp_session *s, struct evbuffer *in)
 			tx->at_bol = tx->prev_crlf = false;
 			continue;
 		}
-		const char *l = (const char *)evbuffer_pullup(in, (ssize_t)len);
-		bool crlf = len >= 2 && l[len - 2] == '\r';
-		if (tx->at_bol && tx->prev_crlf && crlf && len == 3 && l[0] == '.') {
-			evbuffer_drain(in, 3);
-			return 1;
-		}
-		size_t skip = tx->at_bol && tx->prev_crlf && l[0] == '.';
-		if (tx->in_headers && tx->at_bol)
-			header_line(s, l + skip, len - skip);
-		emit(s, l + skip, len - skip);
+		end = data_line(s, (const char *)evbuffer_pullup(in, (ssize_t)len), len);
 		evbuffer_drain(in, len);
-		tx->at_bol = true;
-		tx->prev_crlf = crlf;
+		if (end)
+			return 1;
 	}
 }
 

@@ -4,6 +4,8 @@
  * Commands are in smtp_cmd.c, message data in smtp_data.c. */
 #include <inttypes.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/time.h>
 #include <time.h>
 
@@ -114,6 +116,13 @@ struct smtp_session *smtp_session_new(struct mtad *m, enum mtad_listener kind, i
 	if (kind == L_LMTP)
 		s->flags |= SF_LMTP;
 	s->flags |= SF_IPCOUNTED; /* the accept callback counted it */
+	if (sa->sa_family != AF_UNIX) {
+		int one = 1;
+
+		/* replies go out at once: no delayed-ACK wait on a pipelined client */
+		if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == -1)
+			log_warn("%016" PRIx64 " TCP_NODELAY", s->id);
+	}
 	line_reader_init(&s->lr, m->lim.line_max, 0);
 	buf_init(&s->line, 256, m->lim.line_max + 2);
 	m->nsessions++;

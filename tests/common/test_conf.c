@@ -88,6 +88,8 @@ static void test_values(void **state)
 	assert_int_equal(conf_int(c, "store", "partitions"), 8);
 	assert_true(conf_int(c, "store", "map_size") == (2LL << 30));
 	assert_true(strstr(conf_origin(c, "store", "partitions"), "t.conf:4") != NULL);
+	assert_string_equal(conf_text(c, "mtad", "command_timeout"), "90s");
+	assert_string_equal(conf_text(c, "mtad", "relay_host"), "");
 	const struct conf_addrs *a = conf_addrs(c, "mtad", "listen");
 	assert_int_equal(a->n, 3);
 	assert_string_equal(a->v[0].host, "127.0.0.1");

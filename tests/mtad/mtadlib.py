@@ -16,9 +16,24 @@ DOMAIN = "heron.test"
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below the ephemeral range: a port the kernel hands out (bind to 0) may be
+    taken as the local port of some outgoing connection before mtad binds it again (the
+    crash test restarts mtad on the same ports many times)."""
+    import random
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for _ in range(200):
+        port = random.randint(10000, low - 1) if low > 11000 else 0
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise RuntimeError("no free port")
 
 
 def wait_port(port, timeout=20.0):
@@ -195,13 +210,14 @@ def wait_for(pred, timeout=30.0, what="condition"):
 
 class RelayTarget(socketserver.ThreadingTCPServer):
     """A small SMTP server that records what it receives. Recipients whose local part starts
-    with "temp" get 451 on their first attempt and 250 later; "reject" ones get 550."""
+    with "temp" get 451 on their first attempt and 250 later; "reject" ones get 550; "defer"
+    ones always 451."""
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, tls=None):
-        """tls: (cert, key) to offer STARTTLS."""
-        self.port = free_port()
+    def __init__(self, tls=None, port=None):
+        """tls: (cert, key) to offer STARTTLS; port: a given one (default: a free one)."""
+        self.port = port or free_port()
         self.ssl = None
         if tls is not None:
             import ssl
@@ -210,6 +226,9 @@ class RelayTarget(socketserver.ThreadingTCPServer):
         self.tls_messages = 0  # messages received over TLS
         self.messages = []     # (mail_from, [rcpts], data bytes)
         self.attempts = {}
+        self.data_delay = 0.0  # seconds before the answer to the final dot
+        self.active = 0        # connections open now
+        self.max_active = 0    # the most open at once
         self.lock = threading.Lock()
         super().__init__(("127.0.0.1", self.port), RelayHandler)
         self.thread = threading.Thread(target=self.serve_forever, daemon=True)
@@ -225,10 +244,17 @@ class RelayHandler(socketserver.StreamRequestHandler):
         self.wfile.write(line.encode() + b"\r\n")
 
     def handle(self):
+        srv = self.server
+        with srv.lock:
+            srv.active += 1
+            srv.max_active = max(srv.max_active, srv.active)
         try:
             self.dialogue()
         except OSError:
             pass  # the client went away (kill -9 tests): nothing was accepted
+        finally:
+            with srv.lock:
+                srv.active -= 1
 
     def dialogue(self):
         srv = self.server
@@ -263,7 +289,7 @@ class RelayHandler(socketserver.StreamRequestHandler):
                     n = srv.attempts[addr] = srv.attempts.get(addr, 0) + 1
                 if addr.startswith("reject"):
                     self.send("550 5.1.1 no such user here")
-                elif addr.startswith("temp") and n == 1:
+                elif addr.startswith("defer") or (addr.startswith("temp") and n == 1):
                     self.send("451 4.3.0 try again later")
                 else:
                     rcpts.append(addr)
@@ -281,6 +307,7 @@ class RelayHandler(socketserver.StreamRequestHandler):
                     if l == b".\r\n":
                         break
                     data += l[1:] if l.startswith(b".") else l
+                time.sleep(srv.data_delay)
                 with srv.lock:
                     srv.messages.append((mail, rcpts, data))
                     srv.tls_messages += tls
@@ -307,6 +334,25 @@ def run_tests(tests, mtad=None):
             print(f"FAIL {name}: {e}", flush=True)
             failed += 1
     return 1 if failed else 0
+
+
+def run_suite(mtad, tests, tmp, cleanup=()):
+    """Starts mtad, runs tests, then always stops mtad and calls each of cleanup; fails on a
+    sanitizer report too, prints the log's tail on failure, removes tmp. The exit status."""
+    import shutil
+    rc = 1
+    try:
+        mtad.start()
+        rc = run_tests(tests)
+    finally:
+        mtad.stop()
+        for fn in cleanup:
+            fn()
+    rc |= check_sanitizers(mtad)
+    if rc:
+        sys.stdout.write(mtad.logtext()[-20000:])
+    shutil.rmtree(tmp, ignore_errors=True)
+    return rc
 
 
 def check_sanitizers(mtad):

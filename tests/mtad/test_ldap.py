@@ -5,7 +5,6 @@ mail accepted before is kept, and mail flows again once slapd is back.
 
   test_ldap.py SOURCE_ROOT MTAD STORE_PEEK"""
 import os
-import shutil
 import smtplib
 import ssl
 import subprocess
@@ -14,7 +13,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mtadlib import DOMAIN, Mtad, Store, check_sanitizers, run_tests, wait_for  # noqa: E402
+from mtadlib import DOMAIN, Mtad, Store, run_suite, wait_for  # noqa: E402
 
 ROOT, MTAD, PEEK = sys.argv[1:4]
 LDAP = os.path.join(ROOT, "scripts", "ldap")
@@ -98,19 +97,11 @@ def main():
         wait_for(flows, 60, "mail to flow after slapd restarted")
         assert has_subject(store, "user5", "ldap-back")
 
-    try:
-        mtad.start()
-        rc = run_tests([test_lookup_and_alias, test_auth_by_bind,
-                        test_directory_down_then_back])
-    finally:
-        mtad.stop()
+    def slapd_stop():
         subprocess.run([sys.executable, LDAP, "stop", SLAPD], stdin=subprocess.DEVNULL,
                        timeout=60, capture_output=True)
-    rc |= check_sanitizers(mtad)
-    if rc:
-        sys.stdout.write(mtad.logtext()[-20000:])
-    shutil.rmtree(TMP, ignore_errors=True)
-    return rc
+    return run_suite(mtad, [test_lookup_and_alias, test_auth_by_bind,
+                            test_directory_down_then_back], TMP, cleanup=[slapd_stop])
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ sessions with 421 while a transaction in progress is finished first.
 
   test_limits.py SOURCE_ROOT MTAD STORE_PEEK"""
 import os
-import shutil
 import signal
 import socket
 import sys
@@ -15,8 +14,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mtadlib import (DOMAIN, Mtad, Store, check_sanitizers, run_tests,  # noqa: E402
-                     write_users)
+from mtadlib import DOMAIN, Mtad, Store, run_suite, write_users  # noqa: E402
 
 ROOT, MTAD, PEEK = sys.argv[1:4]
 TMP = tempfile.mkdtemp(prefix="heron-mtad-limits-")
@@ -163,18 +161,9 @@ def test_drain():
 
 
 def main():
-    try:
-        mtad.start()
-        rc = run_tests([test_talk_before_greeting, test_connections_per_address,
-                        test_errors_and_long_lines, test_recipient_limits,
-                        test_bare_lf_normalized, test_drain])
-    finally:
-        mtad.stop()
-    rc |= check_sanitizers(mtad)
-    if rc:
-        sys.stdout.write(mtad.logtext()[-20000:])
-    shutil.rmtree(TMP, ignore_errors=True)
-    return rc
+    return run_suite(mtad, [test_talk_before_greeting, test_connections_per_address,
+                            test_errors_and_long_lines, test_recipient_limits,
+                            test_bare_lf_normalized, test_drain], TMP)
 
 
 if __name__ == "__main__":

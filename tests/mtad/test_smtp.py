@@ -7,7 +7,6 @@ remote delivery to a relay target with a 451 retry and a 550 bounce (DSN).
   test_smtp.py SOURCE_ROOT MTAD STORE_PEEK"""
 import email
 import os
-import shutil
 import smtplib
 import socket
 import ssl
@@ -16,8 +15,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mtadlib import (DOMAIN, Mtad, RelayTarget, Store, check_sanitizers,  # noqa: E402
-                     run_tests, wait_for, write_users)
+from mtadlib import (DOMAIN, Mtad, RelayTarget, Store, run_suite,  # noqa: E402
+                     wait_for, write_users)
 
 ROOT, MTAD, PEEK = sys.argv[1:4]
 TMP = tempfile.mkdtemp(prefix="heron-mtad-")
@@ -407,25 +406,15 @@ def test_mail_loop_refused():
 
 
 def main():
-    try:
-        mtad.start()
-        rc = run_tests([test_local_three_recipients_stored_once, test_pipelining,
-                        test_size_limits, test_bdat, test_smtputf8_and_8bit,
-                        test_open_relay_refused, test_submission_auth_relay,
-                        test_relay_uses_starttls, test_submissions_implicit_tls,
-                        test_smuggling,
-                        test_starttls_injection, test_lmtp, test_retry_and_bounce,
-                        test_utf8_not_downgraded, test_mail_loop_refused,
-                        test_partial_failure_requeued])
-    finally:
-        mtad.stop()
-        relay.close()
-        tls_relay.close()
-    rc |= check_sanitizers(mtad)
-    if rc:
-        sys.stdout.write(mtad.logtext()[-20000:])
-    shutil.rmtree(TMP, ignore_errors=True)
-    return rc
+    return run_suite(mtad, [test_local_three_recipients_stored_once, test_pipelining,
+                            test_size_limits, test_bdat, test_smtputf8_and_8bit,
+                            test_open_relay_refused, test_submission_auth_relay,
+                            test_relay_uses_starttls, test_submissions_implicit_tls,
+                            test_smuggling,
+                            test_starttls_injection, test_lmtp, test_retry_and_bounce,
+                            test_utf8_not_downgraded, test_mail_loop_refused,
+                            test_partial_failure_requeued], TMP,
+                     cleanup=[relay.close, tls_relay.close])
 
 
 if __name__ == "__main__":
