@@ -208,7 +208,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	job.result = result;
 	job.error = error;
 	job.remote = remote;
-	assert(bounce_send(&qr, &job) == 0);
+	assert(bounce_send(&qr, &job, DSN_FAILED) == 0);
 	found[0] = qm.id;
 	store_queue_list(m.store, find_bounce, found);
 	bounce = found[1];

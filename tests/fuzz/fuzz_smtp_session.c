@@ -73,6 +73,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	m.base = event_base_new();
 	fuzz_must(m.base != NULL, "event_base_new");
 	m.fin = finisher_new(m.base);
+	m.shared = mtad_shared_new(60000); /* the master makes it in mtad.c */
 	fuzz_must(ldapauth_new(m.base, conf, &m.la, &err) == 0, "ldapauth_new");
 	m.ipcount = net_ipcount_new(1024);
 	for (int i = 0; i < 3; i++) {
