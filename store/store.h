@@ -286,6 +286,14 @@ int store_blob_write(struct store_blob *b, const void *data, size_t len);
    batch), so the rename is durable before any acknowledgement. Errors: STORE_ENOSPC,
    STORE_EIO. */
 int store_blob_finish(struct store_blob *b);
+/* As store_blob_finish, but without the fsync: the file stays open and the commit that first
+   references the blob makes it durable before the index commit (a batch or group commit
+   writes back all its deferred blobs together, then fsyncs each, then one fsync per
+   directory), so producers do not wait for a fsync of their own and a batch costs about one
+   journal flush for all its files. Use it with the batch / group commit calls; an error of
+   that later fsync is the operation's result (STORE_EIO, STORE_ENOSPC). At most 256 blobs
+   are deferred at once per process (beyond, this fsyncs at once like store_blob_finish). */
+int store_blob_finish_deferred(struct store_blob *b);
 /* Writes a whole file (fd read from its current offset to EOF) as a durable blob:
    new + write + finish. Errors: as those, and STORE_EIO on a read error. */
 int store_blob_from_fd(struct store *st, unsigned part, int fd, struct store_blob **b_r);

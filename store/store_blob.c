@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -26,7 +27,7 @@
 #define BLOB_REC_LEN 12
 
 static int fsync_subdir(struct store *st, struct store_env *e, uint64_t id);
-static int blob_link_locked(struct store_blob *b, unsigned part);
+static int blob_link_locked(struct store_blob *b, unsigned part, bool sync);
 
 /* A batch commits partitions in parallel threads; their view of a blob's links is guarded. */
 static pthread_mutex_t links_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -117,7 +118,12 @@ int store_blob_write(struct store_blob *b, const void *data, size_t len)
 	return 0;
 }
 
-int store_blob_finish(struct store_blob *b)
+/* Blobs finished without fsync keep their fd open until the committer syncs them; past this
+   many at once (a big import batch) store_blob_finish_deferred fsyncs at once instead. */
+#define DEFERRED_MAX 256
+static atomic_int deferred_open;
+
+static int blob_finish(struct store_blob *b, bool defer)
 {
 	struct store_env *e = store_env_of(b->st, b->part);
 	char final[32];
@@ -130,54 +136,144 @@ int store_blob_finish(struct store_blob *b)
 	msgcache_builder_free(&b->mb);
 #endif
 	store_blob_path(final, sizeof(final), b->id);
-	if (fsync(b->fd) == -1 || close(b->fd) == -1) {
-		b->fd = -1;
-		log_warn("store: fsync blob %016" PRIx64, b->id);
-		return b->err = store_errno(errno);
+	if (defer && atomic_fetch_add(&deferred_open, 1) >= DEFERRED_MAX) {
+		atomic_fetch_sub(&deferred_open, 1);
+		defer = false;
 	}
-	b->fd = -1;
-	store_fsync_note(b->st);
+	if (!defer) {
+		if (fsync(b->fd) == -1 || close(b->fd) == -1) {
+			b->fd = -1;
+			log_warn("store: fsync blob %016" PRIx64, b->id);
+			return b->err = store_errno(errno);
+		}
+		b->fd = -1;
+		b->data_synced = true;
+		store_fsync_note(b->st);
+	}
+	b->deferred = defer;
+	/* a crash before the data is durable leaves an unreferenced file: verify's orphan */
 	if (renameat(e->blobdir_fd, b->tmp, e->blobdir_fd, final) == -1) {
 		log_warn("store: rename blob %016" PRIx64, b->id);
 		return b->err = store_errno(errno);
 	}
 	b->finished = true;
 	/* the directory fsync (the rename's durability) is done before the first index commit
-	   that references the blob: store_blob_sync_dir, once per directory per batch */
+	   that references the blob, once per directory per batch */
 	return 0;
 }
 
-/* Makes the blob's rename durable (fsync of its directory), once. */
-int store_blob_sync_dir(struct store_blob *b)
+int store_blob_finish(struct store_blob *b)
 {
-	int rc;
+	return blob_finish(b, false);
+}
 
-	if (b->dir_synced)
-		return 0;
-	if ((rc = fsync_subdir(b->st, store_env_of(b->st, b->part), b->id)) != 0) {
-		log_warn("store: fsync blob dir");
-		return rc;
+int store_blob_finish_deferred(struct store_blob *b)
+{
+	return blob_finish(b, true);
+}
+
+/* Closes the deferred fd (after its fsync, or when the blob is dropped). */
+static void blob_close_deferred(struct store_blob *b)
+{
+	if (b->fd != -1)
+		close(b->fd);
+	b->fd = -1;
+	if (b->deferred) {
+		b->deferred = false;
+		atomic_fetch_sub(&deferred_open, 1);
 	}
-	b->dir_synced = true;
-	return 0;
 }
 
-/* One directory fsync for every blob of a batch that shares it. */
-int store_blob_sync_dirs(struct store_blob **v, size_t n)
+/* Makes a deferred blob's bytes durable; a failed fsync is final for the blob (the page
+   cache may have dropped the bytes: a retry could report success falsely). */
+static int blob_sync_data(struct store_blob *b)
 {
-	int rc;
+	if (b->err != 0 || b->data_synced)
+		return b->err;
+	if (fdatasync(b->fd) == -1) {
+		log_warn("store: fsync blob %016" PRIx64, b->id);
+		b->err = store_errno(errno);
+	} else
+		b->data_synced = true;
+	store_fsync_note(b->st);
+	blob_close_deferred(b);
+	return b->err;
+}
+
+/* A directory to fsync: partition part's blobs/<sub>. */
+struct dir_sync {
+	unsigned part, sub;
+	bool *synced;
+};
+
+/* fsyncs each distinct directory of v once; marks the entries of those that succeeded. */
+static int sync_dir_set(struct store *st, struct dir_sync *v, size_t n)
+{
+	int first = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		if (v[i] == NULL || v[i]->dir_synced)
+		int rc;
+
+		if (*v[i].synced)
 			continue;
-		if ((rc = store_blob_sync_dir(v[i])) != 0)
-			return rc;
-		for (size_t j = i + 1; j < n; j++)
-			if (v[j] != NULL && v[j]->part == v[i]->part &&
-			    v[j]->id >> 56 == v[i]->id >> 56)
-				v[j]->dir_synced = true;
+		rc = fsync_subdir(st, store_env_of(st, v[i].part), (uint64_t)v[i].sub << 56);
+		if (rc != 0) {
+			log_warn("store: fsync blob dir");
+			if (first == 0)
+				first = rc;
+			continue;
+		}
+		for (size_t j = i; j < n; j++)
+			if (v[j].part == v[i].part && v[j].sub == v[i].sub)
+				*v[j].synced = true;
 	}
-	return 0;
+	return first;
+}
+
+/* Makes every blob of a batch durable and present where it is referenced, before the index
+   commits: (1) the bytes of deferred blobs, writeback started for all before the first
+   fsync so the filesystem writes them together; (2) hard links into parts[i] (v[i]'s own
+   partition needs none); (3) one fsync per directory touched by a rename or a link. v may
+   hold NULLs and repeats. An error is kept in the blob (b->err, met again by
+   store_blob_ref) or met again by store_blob_ref's own checks. */
+int store_blob_sync_batch(struct store_blob **v, const unsigned *parts, size_t n)
+{
+	struct store *st = NULL;
+	struct dir_sync *ds;
+	size_t nds = 0, cap = 0;
+	int first = 0, rc;
+
+	for (size_t i = 0; i < n; i++)
+		if (v[i] != NULL && v[i]->fd != -1 && !v[i]->data_synced && v[i]->err == 0)
+			(void)sync_file_range(v[i]->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+	for (size_t i = 0; i < n; i++)
+		if (v[i] != NULL && v[i]->finished && (rc = blob_sync_data(v[i])) != 0 &&
+		    first == 0)
+			first = rc;
+	pthread_mutex_lock(&links_mu);
+	for (size_t i = 0; i < n; i++)
+		if (v[i] != NULL && v[i]->err == 0 && v[i]->finished && parts[i] != v[i]->part &&
+		    (rc = blob_link_locked(v[i], parts[i], false)) != 0 && first == 0)
+			first = rc;
+	ds = NULL;
+	for (size_t i = 0; i < n; i++) {
+		struct store_blob *b = v[i];
+
+		if (b == NULL || !b->finished)
+			continue;
+		st = b->st;
+		if (nds + b->nlinks > cap)
+			ds = xreallocarray(ds, cap = (nds + b->nlinks) * 2, sizeof(*ds));
+		ds[nds++] = (struct dir_sync){ b->part, (unsigned)(b->id >> 56), &b->dir_synced };
+		for (size_t j = 1; j < b->nlinks; j++)
+			ds[nds++] = (struct dir_sync){ b->links[j].part, (unsigned)(b->id >> 56),
+						       &b->links[j].dir_synced };
+	}
+	if (nds > 0 && (rc = sync_dir_set(st, ds, nds)) != 0 && first == 0)
+		first = rc;
+	pthread_mutex_unlock(&links_mu);
+	free(ds);
+	return first;
 }
 
 int store_blob_from_fd(struct store *st, unsigned part, int fd, struct store_blob **b_r)
@@ -230,8 +326,7 @@ void store_blob_free(struct store_blob **bp)
 	if (b == NULL)
 		return;
 	*bp = NULL;
-	if (b->fd != -1)
-		close(b->fd);
+	blob_close_deferred(b);
 	store_blob_path(final, sizeof(final), b->id);
 	for (size_t i = 0; i < b->nlinks; i++) {
 		struct store_env *e = store_env_of(b->st, b->links[i].part);
@@ -251,35 +346,53 @@ void store_blob_free(struct store_blob **bp)
 	free(b);
 }
 
-/* Makes sure b's file exists in partition part (a hard link, made durable). Not thread-safe
-   for one blob: the batch links every blob before its partitions commit in parallel. */
-int store_blob_link(struct store_blob *b, unsigned part)
+/* Makes b durable and present in partition part (store_blob_ref outside a batch, or after
+   a batch's store_blob_sync_batch met an error): the bytes, its own directory, and a hard
+   link into part with its directory; each done once. Called with links_mu held. */
+static int blob_durable_locked(struct store_blob *b, unsigned part)
 {
 	int rc;
 
-	pthread_mutex_lock(&links_mu);
-	rc = blob_link_locked(b, part);
-	pthread_mutex_unlock(&links_mu);
-	return rc;
+	if ((rc = blob_sync_data(b)) != 0)
+		return rc;
+	if (!b->dir_synced) {
+		if ((rc = fsync_subdir(b->st, store_env_of(b->st, b->part), b->id)) != 0) {
+			log_warn("store: fsync blob dir");
+			return rc;
+		}
+		b->dir_synced = true;
+	}
+	return blob_link_locked(b, part, true);
 }
 
-static int blob_link_locked(struct store_blob *b, unsigned part)
+/* Makes sure b's file exists in partition part (a hard link; with sync its directory is
+   fsynced, else the caller fsyncs it: store_blob_sync_batch). */
+static int blob_link_locked(struct store_blob *b, unsigned part, bool sync)
 {
 	struct store_env *src = store_env_of(b->st, b->part), *dst = store_env_of(b->st, part);
+	struct blob_link *l = NULL;
 	char final[32];
+	int rc;
 
 	for (size_t i = 0; i < b->nlinks; i++)
 		if (b->links[i].part == dst->part)
-			return 0;
-	store_blob_path(final, sizeof(final), b->id);
-	if (linkat(src->blobdir_fd, final, dst->blobdir_fd, final, 0) == -1 && errno != EEXIST) {
-		log_warn("store: link blob %016" PRIx64 " into %s", b->id, dst->dir);
-		return store_errno(errno);
+			l = &b->links[i];
+	if (l == NULL) {
+		store_blob_path(final, sizeof(final), b->id);
+		if (linkat(src->blobdir_fd, final, dst->blobdir_fd, final, 0) == -1 &&
+		    errno != EEXIST) {
+			log_warn("store: link blob %016" PRIx64 " into %s", b->id, dst->dir);
+			return store_errno(errno);
+		}
+		b->links = xreallocarray(b->links, b->nlinks + 1, sizeof(*b->links));
+		l = &b->links[b->nlinks++];
+		*l = (struct blob_link){ dst->part, false, false };
 	}
-	b->links = xreallocarray(b->links, b->nlinks + 1, sizeof(*b->links));
-	b->links[b->nlinks].part = dst->part;
-	b->links[b->nlinks++].referenced = false;
-	return fsync_subdir(b->st, dst, b->id);
+	if (!sync || l->dir_synced || l == &b->links[0])
+		return 0;
+	if ((rc = fsync_subdir(b->st, dst, b->id)) == 0)
+		l->dir_synced = true;
+	return rc;
 }
 
 static int blob_row_put(struct store_txn *t, uint64_t id, uint32_t refs, uint64_t size)
@@ -302,7 +415,10 @@ int store_blob_ref(struct store_txn *t, const struct store_blob *cb)
 
 	if (!b->finished)
 		return STORE_EINVAL;
-	if ((rc = store_blob_sync_dir(b)) != 0 || (rc = store_blob_link(b, t->e->part)) != 0)
+	pthread_mutex_lock(&links_mu);
+	rc = blob_durable_locked(b, t->e->part);
+	pthread_mutex_unlock(&links_mu);
+	if (rc != 0)
 		return rc;
 	put_be64(k, b->id);
 	rc = store_get(t, DBI_BLOBS, k, 8, &v);

@@ -88,6 +88,8 @@ struct store_blob {
 	uint64_t size;
 	int fd;
 	bool finished;
+	bool deferred;        /* finished without fsync: the committer fsyncs fd (data_fd) */
+	bool data_synced;     /* the bytes are durable (fsync done) */
 	bool dir_synced;      /* its directory was fsynced after the rename */
 	char tmp[64];         /* name under blobs/ while writing */
 	struct msgcache_builder *mb;
@@ -96,6 +98,7 @@ struct store_blob {
 	struct blob_link {
 		unsigned part;
 		bool referenced; /* a committed txn of part references it: keep the file */
+		bool dir_synced; /* the link's directory was fsynced after it was made */
 	} *links;             /* partitions holding the file (the first is part) */
 	size_t nlinks;
 };
@@ -172,9 +175,7 @@ int store_blob_ref_id(struct store_txn *t, uint64_t blob, int delta);
 void store_blob_path(char *out, size_t size, uint64_t id);
 void store_blob_unlink_dead(struct store_env *e);
 void store_blob_txn_committed(struct store_txn *t);
-int store_blob_sync_dir(struct store_blob *b);
-int store_blob_link(struct store_blob *b, unsigned part);
-int store_blob_sync_dirs(struct store_blob **v, size_t n);
+int store_blob_sync_batch(struct store_blob **v, const unsigned *parts, size_t n);
 
 /* store_queue.c */
 int store_queue_add_txn(struct store_txn *t, const struct store_queue_msg *qm,
