@@ -346,7 +346,10 @@ struct store_iter;
    those with modseq <= changedsince (0 = none skipped). Errors: STORE_ENOMBOX. */
 int store_msg_iter(struct store_txn *t, uint64_t mbox, uint32_t lo, uint32_t hi,
 		   uint64_t changedsince, struct store_iter **it_r);
-/* 1 and *m_r, 0 at the end, or an error. */
+/* STORE_ITER_MSG (1) and *m_r, 0 at the end, or an error. Test `== STORE_ITER_MSG` (or
+   `== 1`) for a message: the errors it can return (STORE_EIO, STORE_ENOSPC, STORE_EAGAIN,
+   STORE_ECORRUPT) are all > 1, never STORE_EINVAL, whose value is also 1. */
+#define STORE_ITER_MSG 1
 int store_iter_next(struct store_iter *it, struct store_msg *m_r);
 void store_iter_free(struct store_iter **itp);
 /* Messages by sequence numbers lo..hi (1-based, hi = UINT32_MAX for '*') in t's snapshot:
@@ -366,7 +369,8 @@ int store_msg_flags(struct store_txn *t, uint64_t mbox, uint32_t uid, enum store
 		    unsigned flags, uint64_t keywords, uint64_t unchangedsince,
 		    struct store_msg *m_r);
 /* Expunges the given UIDs (uids == NULL: every \Deleted message; absent UIDs are skipped).
-   Appends each expunged UID to *out (xreallocarray'd, *n_out set; out may be NULL), records
+   Sets *out to a new array of the expunged UIDs (xreallocarray'd: free it) unless out is
+   NULL, and *n_out (may be NULL) to their number either way; records
    (uid, modseq) in the expunge history, drops blob references (files unlinked after the
    commit when no reference is left). Errors: STORE_ENOMBOX. */
 int store_msg_expunge(struct store_txn *t, uint64_t mbox, const uint32_t *uids, size_t n,
@@ -401,6 +405,9 @@ struct store_rcpt {
    the blob is written in the first recipient's partition, hard-linked into the others, and
    each partition commits one txn. Per-recipient results are in rcpts[i].result; the return
    is 0 if at least one recipient was delivered, or the error of the first (all failed).
+   A recipient repeated (same user and mailbox; NULL and INBOX are one) is delivered once and
+   the repeat gets the same result, mailbox and UID (so do the batch and group commit
+   deliveries).
    internaldate 0 = now. Acknowledge recipient i only when rcpts[i].result == 0. Errors (per
    recipient): STORE_ENOUSER, STORE_EQUOTA, STORE_ENOSPC, STORE_EFULL, STORE_EIO. */
 int store_deliver(struct store *st, int fd, int64_t internaldate, struct store_rcpt *rcpts,
@@ -582,13 +589,23 @@ struct store_verify_report {
 	uint64_t bad_records;      /* records that did not decode */
 	uint64_t missing_cache;    /* blobs without a message cache */
 	uint64_t repaired;
+	uint64_t bad_cache;        /* cache entries that do not parse (msgcache_parse) */
+	uint64_t moved_lost_found; /* orphan files made messages of lost+found (repair) */
 };
 
 /* Checks one user (user != NULL) or everything: counters against a recount, refcounts,
-   files. repair: fixes counters and refcounts, rebuilds missing caches, removes orphan files
-   older than a minute (younger ones may belong to a delivery in progress), drops message
-   rows whose file is gone (logged). Returns 0 when nothing was wrong (or all was repaired),
-   STORE_ECORRUPT when problems remain, or a system error. */
+   files, caches (present and parsing). repair: fixes counters and refcounts, rebuilds
+   missing and unparsable caches from the message file, moves orphan files older than a
+   minute (younger ones may belong to a delivery in progress) into the mailbox
+   STORE_LOST_FOUND of user lost_found (created with the user when missing; as new messages,
+   internaldate = the file's mtime) and only then unlinks them, drops message rows whose
+   file is gone (logged: nothing can be read of them). Orphans are looked for only when
+   user == NULL. Returns 0 when nothing was wrong (or all was repaired), STORE_ECORRUPT when
+   problems remain, or a system error. */
+int store_verify_lost_found(struct store *st, const char *user, bool repair,
+			    const char *lost_found, struct store_verify_report *r);
+#define STORE_LOST_FOUND "lost+found"
+/* store_verify_lost_found with lost_found = "postmaster". */
 int store_verify(struct store *st, const char *user, bool repair,
 		 struct store_verify_report *r);
 

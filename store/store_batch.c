@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,7 +28,9 @@ struct bop {
 	int64_t internaldate;
 	struct store_rcpt *rcpts;  /* BOP_DELIVER */
 	size_t n;
-	unsigned *rcpt_part;       /* partition of each recipient (UINT_MAX: unknown user) */
+	unsigned *rcpt_part;       /* partition of each recipient (NO_PART: unknown user or a
+				      duplicate, whose result is copied from dup[i]) */
+	size_t *dup;               /* the first identical recipient, or SIZE_MAX */
 	uint64_t mbox;             /* APPEND, FLAGS */
 	uint32_t uid;
 	enum store_flag_op op;
@@ -134,6 +137,7 @@ void store_batch_free(struct store_batch **btp)
 		return;
 	for (size_t i = 0; i < bt->n; i++) {
 		free(bt->ops[i].rcpt_part);
+		free(bt->ops[i].dup);
 		if (bt->ops[i].type == BOP_ENQUEUE)
 			store_queue_msg_clear(&bt->ops[i].qm);
 	}
@@ -149,6 +153,21 @@ struct part_run {
 	unsigned part;
 	int rc;
 };
+
+#define NO_PART UINT32_MAX
+
+/* Same user and same mailbox (NULL = INBOX, INBOX in any case): one delivery. */
+static bool rcpt_same(const struct store_rcpt *a, const struct store_rcpt *b)
+{
+	const char *ma = a->mailbox != NULL ? a->mailbox : "INBOX";
+	const char *mb = b->mailbox != NULL ? b->mailbox : "INBOX";
+
+	if (strcmp(a->user, b->user) != 0)
+		return false;
+	if (strcasecmp(ma, "INBOX") == 0 && strcasecmp(mb, "INBOX") == 0)
+		return true;
+	return strcmp(ma, mb) == 0;
+}
 
 static int deliver_one(struct store_txn *t, struct bop *o, struct store_rcpt *r)
 {
@@ -284,13 +303,24 @@ static void locate_rcpts(struct store_batch *bt, bool *parts)
 		switch (o->type) {
 		case BOP_DELIVER:
 			o->rcpt_part = xcalloc(o->n + 1, sizeof(*o->rcpt_part));
+			o->dup = xcalloc(o->n + 1, sizeof(*o->dup));
 			for (size_t j = 0; j < o->n; j++) {
 				unsigned p;
-				int rc = store_user_locate(bt->st, o->rcpts[j].user, &p);
+				int rc;
 
-				o->rcpts[j].result = rc;
+				o->dup[j] = SIZE_MAX;
+				for (size_t k = 0; k < j && o->dup[j] == SIZE_MAX; k++)
+					if (o->dup[k] == SIZE_MAX &&
+					    rcpt_same(&o->rcpts[k], &o->rcpts[j]))
+						o->dup[j] = k;
 				o->rcpts[j].uid = 0;
-				o->rcpt_part[j] = rc == 0 ? p : UINT32_MAX;
+				if (o->dup[j] != SIZE_MAX) {
+					o->rcpt_part[j] = NO_PART;
+					continue;
+				}
+				rc = store_user_locate(bt->st, o->rcpts[j].user, &p);
+				o->rcpts[j].result = rc;
+				o->rcpt_part[j] = rc == 0 ? p : NO_PART;
 				if (rc == 0)
 					parts[p] = true;
 			}
@@ -328,7 +358,7 @@ static void prepare_blobs(struct store_batch *bt)
 
 		if (o->type == BOP_DELIVER) {
 			for (size_t j = 0; j < o->n; j++)
-				if (o->rcpt_part[j] != UINT32_MAX) {
+				if (o->rcpt_part[j] != NO_PART) {
 					v[n] = o->blob;
 					parts[n++] = o->rcpt_part[j];
 				}
@@ -403,6 +433,12 @@ size_t store_batch_commit(struct store_batch **btp)
 		struct bop *o = &bt->ops[i];
 
 		if (o->type == BOP_DELIVER) {
+			for (size_t j = 0; j < o->n; j++)
+				if (o->dup[j] != SIZE_MAX) {
+					o->rcpts[j].result = o->rcpts[o->dup[j]].result;
+					o->rcpts[j].mbox = o->rcpts[o->dup[j]].mbox;
+					o->rcpts[j].uid = o->rcpts[o->dup[j]].uid;
+				}
 			o->result = o->n > 0 ? o->rcpts[0].result : STORE_EINVAL;
 			for (size_t j = 0; j < o->n; j++)
 				if (o->rcpts[j].result == 0)

@@ -365,6 +365,55 @@ static int blob_durable_locked(struct store_blob *b, unsigned part)
 	return blob_link_locked(b, part, true);
 }
 
+/* Partitions on different filesystems (a hard link fails with EXDEV): a copy, written to
+   a tmp name, fsynced and renamed like a new blob (its directory is fsynced as a link's). */
+static int blob_copy(struct store_blob *b, struct store_env *src, struct store_env *dst,
+		     const char *final)
+{
+	char tmp[48], buf[65536];
+	int in, out, rc = 0;
+	ssize_t n;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", final);
+	if ((in = openat(src->blobdir_fd, final, O_RDONLY | O_CLOEXEC)) == -1)
+		return store_errno(errno);
+	out = openat(dst->blobdir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+	if (out == -1) {
+		rc = store_errno(errno);
+		close(in);
+		return rc;
+	}
+	while (rc == 0 && (n = read(in, buf, sizeof(buf))) != 0) {
+		if (n == -1 && errno == EINTR)
+			continue;
+		for (ssize_t off = 0; rc == 0 && n > 0 && off < n;) {
+			ssize_t w = write(out, buf + off, (size_t)(n - off));
+
+			if (w == -1 && errno != EINTR)
+				rc = store_errno(errno);
+			else if (w > 0)
+				off += w;
+		}
+		if (n == -1)
+			rc = store_errno(errno);
+	}
+	close(in);
+	if (rc == 0 && fdatasync(out) == -1)
+		rc = store_errno(errno);
+	store_fsync_note(b->st);
+	if (close(out) == -1 && rc == 0)
+		rc = store_errno(errno);
+	if (rc == 0 && renameat(dst->blobdir_fd, tmp, dst->blobdir_fd, final) == -1)
+		rc = store_errno(errno);
+	if (rc != 0) {
+		log_warnx("store: copy blob %016" PRIx64 " into %s (another filesystem): %s",
+			  b->id, dst->dir, store_strerror(rc));
+		(void)unlinkat(dst->blobdir_fd, tmp, 0);
+		return rc;
+	}
+	return 0;
+}
+
 /* Makes sure b's file exists in partition part (a hard link; with sync its directory is
    fsynced, else the caller fsyncs it: store_blob_sync_batch). */
 static int blob_link_locked(struct store_blob *b, unsigned part, bool sync)
@@ -379,10 +428,15 @@ static int blob_link_locked(struct store_blob *b, unsigned part, bool sync)
 			l = &b->links[i];
 	if (l == NULL) {
 		store_blob_path(final, sizeof(final), b->id);
-		if (linkat(src->blobdir_fd, final, dst->blobdir_fd, final, 0) == -1 &&
-		    errno != EEXIST) {
-			log_warn("store: link blob %016" PRIx64 " into %s", b->id, dst->dir);
-			return store_errno(errno);
+		if (linkat(src->blobdir_fd, final, dst->blobdir_fd, final, 0) == -1) {
+			if (errno == EXDEV) {
+				if ((rc = blob_copy(b, src, dst, final)) != 0)
+					return rc;
+			} else if (errno != EEXIST) {
+				log_warn("store: link blob %016" PRIx64 " into %s", b->id,
+					 dst->dir);
+				return store_errno(errno);
+			}
 		}
 		b->links = xreallocarray(b->links, b->nlinks + 1, sizeof(*b->links));
 		l = &b->links[b->nlinks++];

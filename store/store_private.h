@@ -167,6 +167,7 @@ void msg_decode(const MDB_val *v, uint32_t uid, struct store_msg *m);
 int store_msg_add_ref(struct store_txn *t, struct mbox_rec *r, uint64_t mbox,
 		      uint64_t blob, uint64_t size, unsigned flags, uint64_t kws,
 		      int64_t internaldate, bool check_quota, uint32_t *uid_r);
+int store_msg_prune_history(struct store_txn *t, uint64_t mbox, struct mbox_rec *r);
 int store_msg_purge_mbox(struct store_txn *t, uint64_t mbox, struct mbox_rec *r);
 
 /* store_blob.c */

@@ -45,15 +45,6 @@ static void *producer(void *arg)
 	return NULL;
 }
 
-static const char *user_in(struct store *st, unsigned part, char *buf, size_t len)
-{
-	for (unsigned i = 0;; i++) {
-		snprintf(buf, len, "gcuser%u", i);
-		if (store_partition_for(st, buf) == part)
-			return buf;
-	}
-}
-
 static void test_gc_threads_deferred(void **state)
 {
 	struct tstore ts;
@@ -66,8 +57,8 @@ static void test_gc_threads_deferred(void **state)
 	tstore_open(&ts, 2);
 	memset(&g, 0, sizeof(g));
 	g.st = ts.st;
-	g.users[0] = user_in(ts.st, 0, n0, sizeof(n0));
-	g.users[1] = user_in(ts.st, 1, n1, sizeof(n1));
+	g.users[0] = tuser_name_in(ts.st, 0, "gcuser", n0, sizeof(n0));
+	g.users[1] = tuser_name_in(ts.st, 1, "gcuser", n1, sizeof(n1));
 	for (int i = 0; i < 2; i++) {
 		u[i] = tuser(ts.st, g.users[i]);
 		mb[i] = tmbox(ts.st, u[i], "INBOX");
