@@ -496,7 +496,6 @@ int store_blob_ref(struct store_txn *t, const struct store_blob *cb)
    after the commit. */
 int store_blob_ref_id(struct store_txn *t, uint64_t blob, int delta)
 {
-	struct store_env *e = t->e;
 	uint8_t k[8];
 	MDB_val v;
 	uint32_t refs;
@@ -516,23 +515,24 @@ int store_blob_ref_id(struct store_txn *t, uint64_t blob, int delta)
 	rc = store_del(t, DBI_CACHE, k, 8);
 	if (rc != 0 && rc != STORE_ENOMSG)
 		return rc;
-	if (e->ndead == e->capdead)
-		e->dead = xreallocarray(e->dead, e->capdead = e->capdead * 2 + 16,
-					sizeof(*e->dead));
-	e->dead[e->ndead++] = blob;
+	if (t->ndead == t->capdead)
+		t->dead = xreallocarray(t->dead, t->capdead = t->capdead * 2 + 16,
+					sizeof(*t->dead));
+	t->dead[t->ndead++] = blob;
 	return 0;
 }
 
-void store_blob_unlink_dead(struct store_env *e)
+void store_blob_unlink_dead(struct store_txn *t)
 {
+	struct store_env *e = t->e;
 	char path[32];
 
-	for (size_t i = 0; i < e->ndead; i++) {
-		store_blob_path(path, sizeof(path), e->dead[i]);
+	for (size_t i = 0; i < t->ndead; i++) {
+		store_blob_path(path, sizeof(path), t->dead[i]);
 		if (unlinkat(e->blobdir_fd, path, 0) == -1 && errno != ENOENT)
 			log_warn("store: unlink %s/blobs/%s", e->dir, path);
 	}
-	e->ndead = 0;
+	t->ndead = 0;
 }
 
 /* After t committed: its references keep their files (store_blob_free leaves them). */

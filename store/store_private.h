@@ -52,9 +52,6 @@ struct store_env {
 	int blobdir_fd;       /* <dir>/blobs */
 	int notify_fd;        /* <dir>/notify, written after each commit */
 	uint64_t map_size;
-	/* blob files to unlink after the current write txn commits (refcount reached 0) */
-	uint64_t *dead;
-	size_t ndead, capdead;
 };
 
 struct store {
@@ -79,6 +76,10 @@ struct store_txn {
 	int err;
 	struct store_blob **refd; /* blobs this txn references: kept once it commits */
 	size_t nrefd, caprefd;
+	/* blob files to unlink after this txn commits (refcount reached 0); the txn's own, so
+	   readers and writers in other threads never touch it */
+	uint64_t *dead;
+	size_t ndead, capdead;
 };
 
 struct store_blob {
@@ -174,7 +175,7 @@ int store_msg_purge_mbox(struct store_txn *t, uint64_t mbox, struct mbox_rec *r)
 int store_blob_ref(struct store_txn *t, const struct store_blob *b);
 int store_blob_ref_id(struct store_txn *t, uint64_t blob, int delta);
 void store_blob_path(char *out, size_t size, uint64_t id);
-void store_blob_unlink_dead(struct store_env *e);
+void store_blob_unlink_dead(struct store_txn *t);
 void store_blob_txn_committed(struct store_txn *t);
 int store_blob_sync_batch(struct store_blob **v, const unsigned *parts, size_t n);
 
