@@ -454,8 +454,12 @@ void store_batch_free(struct store_batch **btp);
    - libevent: store_gc_attach(gc, base); producers call store_gc_* with a callback; the
      committer flushes group_commit_ms after the first pending operation (or at once when
      group_commit_max are pending) from the event loop and runs the callbacks there.
-   - threads: store_gc_*_wait() blocks the calling thread until its operation committed; the
-     first waiter waits group_commit_ms for company, then commits for all. Producer threads
+   - threads: store_gc_*_wait() blocks the calling thread until its operation committed. A
+     waiter leads the next commit once no commit runs (what queues during a commit goes in
+     the next one), after gathering: until as many operations are pending as there were
+     producers at the end of the previous commit, or group_commit_ms, whichever is first (a
+     lone producer never waits). Blobs finished with store_blob_finish_deferred are fsynced
+     by the commit, in parallel, before the index commit. Producer threads
      may write blobs (store_blob_*) meanwhile, but must not use other calls of the same
      store handle: only the committing thread uses LMDB (the map may be grown).
    A commit writes every partition the batch touches in parallel (one thread each).

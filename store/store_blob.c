@@ -230,32 +230,80 @@ static int sync_dir_set(struct store *st, struct dir_sync *v, size_t n)
 	return first;
 }
 
+/* Deferred blobs of a batch fsynced by up to SYNC_THREADS threads at once: concurrent fsyncs
+   share the filesystem's journal commits (one fsync after another would wait for one
+   commit each). */
+#define SYNC_THREADS 8
+
+struct par_sync {
+	struct store_blob **u;
+	size_t n;
+	atomic_size_t next;
+};
+
+static void *par_sync_thread(void *arg)
+{
+	struct par_sync *p = arg;
+	size_t i;
+
+	while ((i = atomic_fetch_add(&p->next, 1)) < p->n)
+		(void)blob_sync_data(p->u[i]);
+	return NULL;
+}
+
+static void sync_data_parallel(struct store_blob **u, size_t n)
+{
+	struct par_sync p = { .u = u, .n = n };
+	pthread_t th[SYNC_THREADS];
+	size_t nth = 0;
+
+	atomic_init(&p.next, 0);
+	for (size_t i = 0; i < n; i++)
+		(void)sync_file_range(u[i]->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+	while (nth + 1 < SYNC_THREADS && nth + 1 < n &&
+	       pthread_create(&th[nth], NULL, par_sync_thread, &p) == 0)
+		nth++;
+	par_sync_thread(&p);
+	for (size_t i = 0; i < nth; i++)
+		pthread_join(th[i], NULL);
+}
+
 /* Makes every blob of a batch durable and present where it is referenced, before the index
-   commits: (1) the bytes of deferred blobs, writeback started for all before the first
-   fsync so the filesystem writes them together; (2) hard links into parts[i] (v[i]'s own
-   partition needs none); (3) one fsync per directory touched by a rename or a link. v may
-   hold NULLs and repeats. An error is kept in the blob (b->err, met again by
-   store_blob_ref) or met again by store_blob_ref's own checks. */
+   commits: (1) hard links into parts[i] (v[i]'s own partition needs none), first, so the
+   journal commit of (2) carries them with the renames; (2) the bytes of deferred blobs,
+   writeback started for all, then fsynced in parallel; (3) one fsync per directory touched
+   by a rename or a link. v may hold NULLs and repeats. An error is kept in the blob
+   (b->err, met again by store_blob_ref) or met again by store_blob_ref's own checks. */
 int store_blob_sync_batch(struct store_blob **v, const unsigned *parts, size_t n)
 {
 	struct store *st = NULL;
-	struct dir_sync *ds;
-	size_t nds = 0, cap = 0;
+	struct store_blob **u = xcalloc(n + 1, sizeof(*u));
+	struct dir_sync *ds = NULL;
+	size_t nds = 0, cap = 0, nu = 0;
 	int first = 0, rc;
 
-	for (size_t i = 0; i < n; i++)
-		if (v[i] != NULL && v[i]->fd != -1 && !v[i]->data_synced && v[i]->err == 0)
-			(void)sync_file_range(v[i]->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
-	for (size_t i = 0; i < n; i++)
-		if (v[i] != NULL && v[i]->finished && (rc = blob_sync_data(v[i])) != 0 &&
-		    first == 0)
-			first = rc;
 	pthread_mutex_lock(&links_mu);
 	for (size_t i = 0; i < n; i++)
 		if (v[i] != NULL && v[i]->err == 0 && v[i]->finished && parts[i] != v[i]->part &&
 		    (rc = blob_link_locked(v[i], parts[i], false)) != 0 && first == 0)
 			first = rc;
-	ds = NULL;
+	pthread_mutex_unlock(&links_mu);
+	for (size_t i = 0; i < n; i++) {
+		bool seen = false;
+
+		if (v[i] == NULL || !v[i]->finished || v[i]->data_synced || v[i]->err != 0)
+			continue;
+		for (size_t j = 0; j < nu && !seen; j++)
+			seen = u[j] == v[i];
+		if (!seen)
+			u[nu++] = v[i];
+	}
+	sync_data_parallel(u, nu);
+	for (size_t i = 0; i < nu; i++)
+		if (u[i]->err != 0 && first == 0)
+			first = u[i]->err;
+	free(u);
+	pthread_mutex_lock(&links_mu);
 	for (size_t i = 0; i < n; i++) {
 		struct store_blob *b = v[i];
 
