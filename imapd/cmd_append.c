@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "common/str.h"
+#include "common/xmalloc.h"
 #include "imapd/imapd.h"
 #include "store/store.h"
 
@@ -42,90 +43,125 @@ static int parse_date_time(const char *s, size_t len, int64_t *t_r)
 
 struct append_op {
 	uint64_t mbox;
-	struct store_blob *blob;
 	const struct imap_arg *flags;
 	int64_t date;
-	uint32_t uid;
+	struct store_blob *blob;    /* owned by the commit */
+	uint32_t uid, uidvalidity;
 	const char *why;
 };
 
 static int append_fn(struct store_txn *t, void *arg)
 {
 	struct append_op *ao = arg;
+	struct store_status st;
 	unsigned flags = 0;
 	uint64_t kw = 0;
+	int rc;
 
 	if (ao->flags != NULL &&
 	    imap_flags_parse(ao->flags, t, ao->mbox, true, &flags, &kw, &ao->why) < 0)
 		return STORE_EINVAL;
-	return store_msg_append(t, ao->mbox, ao->blob, flags, kw, ao->date, &ao->uid);
+	if ((rc = store_msg_append(t, ao->mbox, ao->blob, flags, kw, ao->date, &ao->uid)) != 0)
+		return rc;
+	if (store_mbox_status(t, ao->mbox, &st) == 0)
+		ao->uidvalidity = st.uidvalidity;
+	return 0;
+}
+
+/* The arguments between the mailbox and the literal: [(flags)] [date-time]. NULL or the
+   BAD text. */
+static const char *append_parse(struct imap_cmd *cmd, size_t argc, struct append_op *ao)
+{
+	const struct imap_arg *mb = imap_cmd_arg(cmd, 0), *msg = imap_cmd_arg(cmd, argc - 1);
+	static const char usage[] = "Expected: APPEND mailbox [(flags)] [date-time] literal";
+
+	if (argc < 2 || argc > 4 || !imap_arg_is_astring(mb) || msg->type != IMAP_ARG_STREAMED)
+		return usage;
+	for (size_t i = 1; i + 1 < argc; i++) {
+		const struct imap_arg *a = imap_cmd_arg(cmd, i);
+
+		if (a->type == IMAP_ARG_LIST && ao->flags == NULL && i == 1)
+			ao->flags = a;
+		else if (a->type == IMAP_ARG_QUOTED && ao->date == 0) {
+			if (parse_date_time(a->s, a->len, &ao->date) < 0)
+				return "Invalid date-time";
+		} else
+			return usage;
+	}
+	return NULL;
+}
+
+/* The mailbox named by the client: 0, or a reply was sent (-1). */
+static int append_mailbox(struct imap_cmd *cmd, struct append_op *ao)
+{
+	struct imap_client *c = cmd->c;
+	const struct imap_arg *mb = imap_cmd_arg(cmd, 0);
+	struct store_txn *t = NULL;
+	const char *why;
+	char *name;
+	int rc;
+
+	if ((name = imap_mailbox_name(c, mb->s, mb->len, &why)) == NULL) {
+		imap_cmd_no(cmd, why);
+		return -1;
+	}
+	rc = store_txn_begin(c->srv->store, c->part, STORE_TXN_READ, &t);
+	if (rc == 0)
+		rc = store_mbox_find(t, c->user_id, name, &ao->mbox);
+	store_txn_abort(&t);
+	free(name);
+	if (rc == STORE_ENOMBOX)
+		imap_cmd_no(cmd, "[TRYCREATE] No such mailbox");
+	else if (rc != 0)
+		imap_cmd_store_error(cmd, rc, "APPEND");
+	return rc == 0 ? 0 : -1;
+}
+
+/* Resumed after the group commit: the reply, APPENDUID (UIDPLUS) when it succeeded. */
+static bool append_finish(struct imap_cmd *cmd)
+{
+	bool pending;
+	int rc;
+	struct append_op *ao = imap_commit_result(cmd, &pending, &rc);
+
+	if (pending)
+		return false;
+	if (rc != 0)
+		return ao->why != NULL ? imap_cmd_bad(cmd, ao->why)
+				       : imap_cmd_store_error(cmd, rc, "APPEND");
+	return imap_cmd_reply(cmd, "OK", "[APPENDUID %u %u] APPEND completed", ao->uidvalidity,
+			      ao->uid);
 }
 
 bool cmd_append(struct imap_cmd *cmd)
 {
 	struct imap_client *c = cmd->c;
-	size_t argc = imap_cmd_argc(cmd);
-	const struct imap_arg *mb = imap_cmd_arg(cmd, 0), *msg = imap_cmd_arg(cmd, argc - 1);
-	struct append_op ao = { 0, c->append_blob, NULL, 0, 0, NULL };
-	struct store_txn *t = NULL;
-	struct store_status st;
+	struct append_op *ao;
+	struct store_blob *blob = c->append_blob;
 	const char *why;
-	char *name;
 	int rc;
 
+	if (cmd->ctx != NULL)
+		return append_finish(cmd);
 	c->append_blob = NULL;
-	if (argc < 2 || argc > 4 || !imap_arg_is_astring(mb) || msg->type != IMAP_ARG_STREAMED ||
-	    ao.blob == NULL) {
-		store_blob_free(&ao.blob);
-		return imap_cmd_bad(cmd, "Expected: APPEND mailbox [(flags)] [date-time] literal");
+	ao = xcalloc(1, sizeof(*ao));
+	if ((why = append_parse(cmd, imap_cmd_argc(cmd), ao)) != NULL || blob == NULL) {
+		store_blob_free(&blob);
+		free(ao);
+		return imap_cmd_bad(cmd, why != NULL ? why : "APPEND needs a message literal");
 	}
-	for (size_t i = 1; i + 1 < argc; i++) {
-		const struct imap_arg *a = imap_cmd_arg(cmd, i);
-
-		if (a->type == IMAP_ARG_LIST && ao.flags == NULL && i == 1) {
-			ao.flags = a;
-		} else if (a->type == IMAP_ARG_QUOTED && ao.date == 0) {
-			if (parse_date_time(a->s, a->len, &ao.date) < 0) {
-				store_blob_free(&ao.blob);
-				return imap_cmd_bad(cmd, "Invalid date-time");
-			}
-		} else {
-			store_blob_free(&ao.blob);
-			return imap_cmd_bad(cmd, "Expected: APPEND mailbox [(flags)] [date-time] "
-						 "literal");
-		}
+	if (append_mailbox(cmd, ao) < 0) {
+		store_blob_free(&blob);
+		free(ao);
+		return true;
 	}
-	if ((name = imap_mailbox_name(mb->s, mb->len, &why)) == NULL) {
-		store_blob_free(&ao.blob);
-		return imap_cmd_no(cmd, why);
-	}
-	rc = store_txn_begin(c->srv->store, c->part, STORE_TXN_READ, &t);
-	if (rc == 0)
-		rc = store_mbox_find(t, c->user_id, name, &ao.mbox);
-	store_txn_abort(&t);
-	free(name);
-	if (rc == STORE_ENOMBOX) {
-		store_blob_free(&ao.blob);
-		return imap_cmd_no(cmd, "[TRYCREATE] No such mailbox");
-	}
-	if (rc == 0 && c->append_failed)
-		rc = STORE_EIO;
-	if (rc == 0)
-		rc = store_blob_finish(ao.blob);
-	if (rc == 0)
-		rc = store_write(c->srv->store, c->part, append_fn, &ao);
-	store_blob_free(&ao.blob); /* after the commit: the file stays referenced */
+	rc = c->append_failed ? STORE_EIO : store_blob_finish(blob);
 	if (rc != 0) {
-		if (ao.why != NULL)
-			return imap_cmd_bad(cmd, ao.why);
+		store_blob_free(&blob);
+		free(ao);
 		return imap_cmd_store_error(cmd, rc, "APPEND");
 	}
-	if ((rc = store_txn_begin(c->srv->store, c->part, STORE_TXN_READ, &t)) == 0) {
-		rc = store_mbox_status(t, ao.mbox, &st);
-		store_txn_abort(&t);
-	}
-	if (rc != 0)
-		return imap_cmd_ok(cmd, "APPEND completed");
-	return imap_cmd_reply(cmd, "OK", "[APPENDUID %u %u] APPEND completed", st.uidvalidity,
-			      ao.uid);
+	ao->blob = blob;
+	imap_commit_start(cmd, STORE_ID_PART(ao->mbox), blob, append_fn, ao, free);
+	return false;
 }

@@ -93,6 +93,9 @@ bool cmd_enable(struct imap_cmd *cmd)
 		if (imap_arg_atom_is(a, "CONDSTORE") && !cmd->c->enabled_condstore) {
 			cmd->c->enabled_condstore = true;
 			imap_printf(cmd->c, " CONDSTORE");
+		} else if (imap_arg_atom_is(a, "IMAP4rev2") && !cmd->c->rev2) {
+			cmd->c->rev2 = true;
+			imap_printf(cmd->c, " IMAP4rev2");
 		} else if (imap_arg_atom_is(a, "QRESYNC") && !cmd->c->enabled_qresync) {
 			/* QRESYNC implies CONDSTORE (RFC 7162 3.2.3) */
 			cmd->c->enabled_qresync = cmd->c->enabled_condstore = true;

@@ -84,7 +84,7 @@ bool cmd_copy(struct imap_cmd *cmd)
 		imap_seqset_release(&uids);
 		return imap_cmd_bad(cmd, why);
 	}
-	if ((name = imap_mailbox_name(mb->s, mb->len, &why)) == NULL) {
+	if ((name = imap_mailbox_name(cmd->c, mb->s, mb->len, &why)) == NULL) {
 		imap_seqset_release(&uids);
 		return imap_cmd_no(cmd, why);
 	}

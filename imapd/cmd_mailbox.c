@@ -10,7 +10,8 @@
 #include "imapd/imapd.h"
 #include "store/store.h"
 
-char *imap_mailbox_name(const char *s, size_t len, const char **why_r)
+/* A name in modified UTF-7 (the store's form), validated. */
+static char *mailbox_name_mutf7(const char *s, size_t len, const char **why_r)
 {
 	char *name;
 
@@ -40,6 +41,25 @@ char *imap_mailbox_name(const char *s, size_t len, const char **why_r)
 	return name;
 }
 
+char *imap_mailbox_name(const struct imap_client *c, const char *s, size_t len,
+			const char **why_r)
+{
+	struct buf b;
+	char *name;
+
+	if (!c->rev2 || len == 0)
+		return mailbox_name_mutf7(s, len, why_r);
+	buf_init(&b, 64, 8 * STORE_MAX_NAME);
+	if (utf7imap_encode(s, len, &b) < 0) {
+		buf_release(&b);
+		*why_r = "Mailbox name is not valid UTF-8";
+		return NULL;
+	}
+	name = mailbox_name_mutf7(b.data, b.len, why_r);
+	buf_release(&b);
+	return name;
+}
+
 /* The mailbox name argument of cmd (index i), validated; NULL after a reply was sent. */
 static char *name_arg(struct imap_cmd *cmd, size_t i)
 {
@@ -51,7 +71,7 @@ static char *name_arg(struct imap_cmd *cmd, size_t i)
 		imap_cmd_bad(cmd, "Mailbox name expected");
 		return NULL;
 	}
-	if ((name = imap_mailbox_name(a->s, a->len, &why)) == NULL)
+	if ((name = imap_mailbox_name(cmd->c, a->s, a->len, &why)) == NULL)
 		imap_cmd_no(cmd, why);
 	return name;
 }
@@ -159,7 +179,7 @@ bool cmd_create(struct imap_cmd *cmd)
 	if (imap_arg_is_astring(a) && a->len > 1 && a->s[a->len - 1] == '/') {
 		const char *why;
 
-		if ((op.a = imap_mailbox_name(a->s, a->len - 1, &why)) == NULL)
+		if ((op.a = imap_mailbox_name(cmd->c, a->s, a->len - 1, &why)) == NULL)
 			return imap_cmd_no(cmd, why);
 	} else if ((op.a = name_arg(cmd, 0)) == NULL) {
 		return true;
@@ -256,7 +276,7 @@ static int list_cb(const struct store_mbox_info *mi, void *arg)
 	if (attrs.len > 0)
 		buf_truncate(&attrs, attrs.len - 1);
 	imap_printf(c, "* %s (%s) \"/\" ", l->lsub ? "LSUB" : "LIST", buf_cstr(&attrs));
-	imap_write_astring(c, mi->name, mi->name_len);
+	imap_write_mailbox(c, mi->name, mi->name_len);
 	imap_write(c, "\r\n", 2);
 	buf_release(&attrs);
 	/* LIST-STATUS: selectable mailboxes only (RFC 5819) */
@@ -289,7 +309,7 @@ static int childinfo_cb(const struct store_mbox_info *mi, void *arg)
 		    memcmp(l->subs[i], mi->name, mi->name_len) == 0) {
 			imap_printf(l->c, "* LIST (%s) \"/\" ",
 				    mi->attrs & STORE_MBOX_NOSELECT ? "\\Noselect" : "");
-			imap_write_astring(l->c, mi->name, mi->name_len);
+			imap_write_mailbox(l->c, mi->name, mi->name_len);
 			imap_printf(l->c, " (\"CHILDINFO\" (\"SUBSCRIBED\"))\r\n");
 			break;
 		}
@@ -327,7 +347,7 @@ static int list_return(const struct imap_arg *a, struct list_ctx *l)
 			l->ret |= LRET_SPECIAL;
 		else if (imap_arg_atom_is(o, "STATUS")) {
 			o = imap_arg_next(o);
-			if (o > a + a->span || !imap_status_items_ok(o))
+			if (o > a + a->span || !imap_status_items_ok(l->c, o))
 				return -1;
 			l->ret |= LRET_STATUS;
 			l->status = o;
@@ -350,6 +370,20 @@ static int list_pattern(struct list_ctx *l, const struct imap_arg *ref,
 	else
 		pattern = xasprintf("%.*s%.*s", (int)ref->len, ref->s, (int)pat->len, pat->s);
 	plen = strlen(pattern);
+	if (l->c->rev2 && plen > 0) {
+		struct buf b;
+
+		buf_init(&b, 64, 8 * STORE_MAX_NAME);
+		if (utf7imap_encode(pattern, plen, &b) < 0) {
+			buf_release(&b);
+			free(pattern);
+			return 0; /* not UTF-8: matches nothing */
+		}
+		free(pattern);
+		pattern = xmemdup0(b.data, b.len);
+		plen = b.len;
+		buf_release(&b);
+	}
 	if (str_caseprefix(pattern, plen, "INBOX") && (plen == 5 || pattern[5] == '/'))
 		memcpy(pattern, "INBOX", 5);
 	rc = store_mbox_list(l->t, l->c->user_id, pattern,
@@ -373,6 +407,7 @@ bool cmd_list(struct imap_cmd *cmd)
 {
 	struct imap_client *c = cmd->c;
 	struct list_ctx l = { c, NULL, (cmd->def_flags & CMD_ALT) != 0, 0, 0, NULL, NULL, 0 };
+	bool lsub = l.lsub;
 	size_t i = 0, argc = imap_cmd_argc(cmd);
 	const struct imap_arg *ref, *pat, *a;
 	int rc = 0;
@@ -401,6 +436,11 @@ bool cmd_list(struct imap_cmd *cmd)
 			if (!string_arg(a))
 				return imap_cmd_bad(cmd, "Patterns are strings");
 	}
+	if (lsub && c->rev2) {
+		/* IMAP4rev2 answers LSUB as LIST (SUBSCRIBED) (RFC 9051 appendix E) */
+		l.lsub = false;
+		l.sel = LSEL_SUBSCRIBED;
+	}
 	if ((rc = store_txn_begin(c->srv->store, c->part, STORE_TXN_READ, &l.t)) == 0) {
 		if (pat->type == IMAP_ARG_LIST)
 			for (a = pat + 1; a <= pat + pat->span && rc == 0; a++)
@@ -413,8 +453,31 @@ bool cmd_list(struct imap_cmd *cmd)
 		free(l.subs[k]);
 	free(l.subs);
 	if (rc != 0)
-		return imap_cmd_store_error(cmd, rc, l.lsub ? "LSUB" : "LIST");
-	return imap_cmd_ok(cmd, l.lsub ? "Lsub completed" : "List completed");
+		return imap_cmd_store_error(cmd, rc, lsub ? "LSUB" : "LIST");
+	return imap_cmd_ok(cmd, lsub ? "Lsub completed" : "List completed");
+}
+
+int imap_list_one(struct imap_client *c, struct store_txn *t, const char *name)
+{
+	struct list_ctx l = { c, t, false, 0, 0, NULL, NULL, 0 };
+
+	return store_mbox_list(t, c->user_id, name, false, list_cb, &l);
+}
+
+void imap_write_mailbox(struct imap_client *c, const char *name, size_t len)
+{
+	struct buf b;
+
+	if (!c->rev2 || memchr(name, '&', len) == NULL) {
+		imap_write_astring(c, name, len);
+		return;
+	}
+	buf_init(&b, 64, 8 * STORE_MAX_NAME);
+	if (utf7imap_decode(name, len, &b) < 0)
+		imap_write_astring(c, name, len);
+	else
+		imap_write_utf8(c, b.data, b.len);
+	buf_release(&b);
 }
 
 bool cmd_namespace(struct imap_cmd *cmd)

@@ -50,7 +50,7 @@ bool cmd_quota(struct imap_cmd *cmd)
 	}
 	if (root) {
 		const char *why;
-		char *name = imap_mailbox_name(a->s, a->len, &why);
+		char *name = imap_mailbox_name(cmd->c, a->s, a->len, &why);
 
 		if (name == NULL) {
 			store_txn_abort(&t);
@@ -63,7 +63,7 @@ bool cmd_quota(struct imap_cmd *cmd)
 			return imap_cmd_store_error(cmd, rc, "GETQUOTAROOT");
 		}
 		imap_write(c, "* QUOTAROOT ", 12);
-		imap_write_astring(c, name, strlen(name));
+		imap_write_mailbox(c, name, strlen(name));
 		imap_write(c, " \"\"\r\n", 5);
 		free(name);
 	}

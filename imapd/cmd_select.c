@@ -28,7 +28,7 @@ static char *mbox_arg(struct imap_cmd *cmd, const struct imap_arg *a)
 		imap_cmd_bad(cmd, "Mailbox name expected");
 		return NULL;
 	}
-	if ((name = imap_mailbox_name(a->s, a->len, &why)) == NULL)
+	if ((name = imap_mailbox_name(cmd->c, a->s, a->len, &why)) == NULL)
 		imap_cmd_no(cmd, why);
 	return name;
 }
@@ -156,9 +156,9 @@ bool cmd_select(struct imap_cmd *cmd)
 }
 
 static const char *const status_names[] = { "MESSAGES", "RECENT", "UIDNEXT", "UIDVALIDITY",
-					    "UNSEEN", "HIGHESTMODSEQ", "SIZE" };
+					    "UNSEEN", "HIGHESTMODSEQ", "SIZE", "DELETED" };
 
-bool imap_status_items_ok(const struct imap_arg *items)
+bool imap_status_items_ok(const struct imap_client *c, const struct imap_arg *items)
 {
 	if (items == NULL || items->type != IMAP_ARG_LIST || items->n == 0)
 		return false;
@@ -167,6 +167,8 @@ bool imap_status_items_ok(const struct imap_arg *items)
 
 		for (size_t i = 0; i < sizeof(status_names) / sizeof(status_names[0]); i++)
 			known |= imap_arg_atom_is(a, status_names[i]);
+		if (c->rev2 && imap_arg_atom_is(a, "RECENT"))
+			known = false; /* IMAP4rev2 has no \Recent */
 		if (!known)
 			return false;
 	}
@@ -179,7 +181,7 @@ void imap_status_write(struct imap_client *c, const char *name, size_t len,
 	bool first = true;
 
 	imap_write(c, "* STATUS ", 9);
-	imap_write_astring(c, name, len);
+	imap_write_mailbox(c, name, len);
 	imap_write(c, " (", 2);
 	for (const struct imap_arg *a = items + 1; a <= items + items->span; a++) {
 		uint64_t v = imap_arg_atom_is(a, "MESSAGES")      ? st->messages
@@ -188,6 +190,7 @@ void imap_status_write(struct imap_client *c, const char *name, size_t len,
 			     : imap_arg_atom_is(a, "UIDVALIDITY") ? st->uidvalidity
 			     : imap_arg_atom_is(a, "UNSEEN")      ? st->unseen
 			     : imap_arg_atom_is(a, "SIZE")        ? st->size
+			     : imap_arg_atom_is(a, "DELETED")     ? st->deleted
 								  : st->highestmodseq;
 		char up[16];
 
@@ -212,7 +215,7 @@ bool cmd_status(struct imap_cmd *cmd)
 
 	if (imap_cmd_argc(cmd) != 2 || items->type != IMAP_ARG_LIST || items->n == 0)
 		return imap_cmd_bad(cmd, "Expected: STATUS mailbox (items)");
-	if (!imap_status_items_ok(items))
+	if (!imap_status_items_ok(c, items))
 		return imap_cmd_bad(cmd, "Unknown STATUS item");
 	if ((name = mbox_arg(cmd, imap_cmd_arg(cmd, 0))) == NULL)
 		return true;

@@ -25,6 +25,7 @@ struct store_op {
 	const char *why;
 	uint64_t unchangedsince;   /* CONDSTORE; 0: none */
 	struct imap_seqset modified; /* UIDs refused by UNCHANGEDSINCE */
+	bool silent;
 };
 
 static int store_fn(struct store_txn *t, void *arg)
@@ -139,10 +140,8 @@ static bool store_finish(struct imap_cmd *cmd, struct store_op *so)
 	struct imap_seqset seqs = { 0 };
 	struct buf b;
 
-	if (so->modified.n == 0) {
-		imap_seqset_release(&so->modified);
+	if (so->modified.n == 0)
 		return imap_cmd_ok(cmd, "STORE completed");
-	}
 	/* UIDs for UID STORE, sequence numbers otherwise */
 	for (size_t i = 0; i < so->modified.n; i++) {
 		uint32_t n = cmd->uid ? so->modified.v[i].lo
@@ -153,49 +152,70 @@ static bool store_finish(struct imap_cmd *cmd, struct store_op *so)
 	imap_seqset_resolve(&seqs, 0);
 	buf_init(&b, 64, (size_t)-1 / 2);
 	imap_seqset_format(&seqs, &b);
+	imap_seqset_release(&seqs);
+	/* the reply ends the command and frees so (imap_commit.c) */
 	imap_cmd_reply(cmd, "OK", "[MODIFIED %s] Conditional STORE failed", buf_cstr(&b));
 	buf_release(&b);
-	imap_seqset_release(&seqs);
-	imap_seqset_release(&so->modified);
 	return true;
+}
+
+static void store_op_free(void *arg)
+{
+	struct store_op *so = arg;
+
+	imap_seqset_release(so->uids);
+	free(so->uids);
+	imap_seqset_release(&so->modified);
+	free(so->res);
+	free(so);
+}
+
+/* Resumed after the group commit: FETCH responses and the reply. */
+static bool store_resume(struct imap_cmd *cmd)
+{
+	bool pending;
+	int rc;
+	struct store_op *so = imap_commit_result(cmd, &pending, &rc);
+
+	if (pending)
+		return false;
+	if (rc != 0)
+		return so->why != NULL ? imap_cmd_bad(cmd, so->why)
+				       : imap_cmd_store_error(cmd, rc, "STORE");
+	store_report(cmd, so, so->silent);
+	return store_finish(cmd, so);
 }
 
 bool cmd_store(struct imap_cmd *cmd)
 {
 	struct imap_client *c = cmd->c;
 	const struct imap_arg *set = imap_cmd_arg(cmd, 0);
-	struct imap_seqset uids = { 0 };
-	struct store_op so = { c, NULL, STORE_FLAGS_SET, &uids, NULL, 0, NULL, 0, { 0 } };
+	struct store_op *so;
 	const char *why;
-	bool silent = false;
-	int rc;
 
-	if ((why = store_parse(cmd, &so, &silent)) != NULL)
-		return imap_cmd_bad(cmd, why);
-	if (c->view->readonly)
+	if (cmd->ctx != NULL)
+		return store_resume(cmd);
+	so = xcalloc(1, sizeof(*so));
+	so->c = c;
+	so->op = STORE_FLAGS_SET;
+	so->uids = xcalloc(1, sizeof(*so->uids));
+	if ((why = store_parse(cmd, so, &so->silent)) == NULL && c->view->readonly) {
+		store_op_free(so);
 		return imap_cmd_no(cmd, "[READ-ONLY] Mailbox is read-only");
-	if (imap_view_resolve(c, set->s, set->len, cmd->uid, &uids, &why) < 0) {
-		imap_seqset_release(&uids);
+	}
+	if (why != NULL || imap_view_resolve(c, set->s, set->len, cmd->uid, so->uids, &why) < 0) {
+		store_op_free(so);
 		return imap_cmd_bad(cmd, why);
 	}
-	so.res = xcalloc(c->view->n + 1, sizeof(*so.res));
-	rc = store_write(c->srv->store, c->view->part, store_fn, &so);
-	imap_seqset_release(&uids);
-	if (rc != 0) {
-		free(so.res);
-		imap_seqset_release(&so.modified);
-		if (so.why != NULL)
-			return imap_cmd_bad(cmd, so.why);
-		return imap_cmd_store_error(cmd, rc, "STORE");
-	}
-	store_report(cmd, &so, silent);
-	free(so.res);
-	return store_finish(cmd, &so);
+	so->res = xcalloc(c->view->n + 1, sizeof(*so->res));
+	imap_commit_start(cmd, c->view->part, NULL, store_fn, so, store_op_free);
+	return false;
 }
 
 struct expunge_op {
 	struct imap_view *v;
-	struct imap_seqset *uids; /* UID EXPUNGE: only these */
+	bool by_uid;
+	struct imap_seqset uids;  /* UID EXPUNGE: only these */
 	uint32_t *done;
 	size_t ndone;
 };
@@ -210,13 +230,13 @@ static int expunge_fn(struct store_txn *t, void *arg)
 	free(eo->done);
 	eo->done = NULL;
 	eo->ndone = 0;
-	if (eo->uids == NULL)
+	if (!eo->by_uid)
 		return store_msg_expunge(t, eo->v->mbox, NULL, 0, &eo->done, &eo->ndone);
 	cand = xcalloc(eo->v->n + 1, sizeof(*cand));
 	for (size_t i = 0; i < eo->v->n; i++) {
 		struct store_msg m;
 
-		if (imap_seqset_has(eo->uids, eo->v->msgs[i].uid) &&
+		if (imap_seqset_has(&eo->uids, eo->v->msgs[i].uid) &&
 		    store_msg_get(t, eo->v->mbox, eo->v->msgs[i].uid, &m) == 0 &&
 		    (m.flags & STORE_DELETED))
 			cand[n++] = m.uid;
@@ -226,39 +246,58 @@ static int expunge_fn(struct store_txn *t, void *arg)
 	return rc;
 }
 
+static void expunge_op_free(void *arg)
+{
+	struct expunge_op *eo = arg;
+
+	imap_seqset_release(&eo->uids);
+	free(eo->done);
+	free(eo);
+}
+
+/* Resumed after the group commit: EXPUNGE (or VANISHED) responses and the reply. */
+static bool expunge_resume(struct imap_cmd *cmd)
+{
+	bool pending;
+	int rc;
+	struct expunge_op *eo = imap_commit_result(cmd, &pending, &rc);
+
+	if (pending)
+		return false;
+	if (rc != 0)
+		return imap_cmd_store_error(cmd, rc, "EXPUNGE");
+	for (size_t i = 0; i < eo->ndone; i++)
+		imap_view_expunged(cmd->c, eo->done[i]);
+	return imap_cmd_ok(cmd, "EXPUNGE completed");
+}
+
 bool cmd_expunge(struct imap_cmd *cmd)
 {
 	struct imap_client *c = cmd->c;
-	struct imap_seqset uids = { 0 };
-	struct expunge_op eo = { c->view, NULL, NULL, 0 };
+	struct expunge_op *eo;
 	const char *why;
-	int rc;
 
+	if (cmd->ctx != NULL)
+		return expunge_resume(cmd);
+	if (!cmd->uid && cmd->nargs != 0)
+		return imap_cmd_bad(cmd, "EXPUNGE takes no arguments");
+	eo = xcalloc(1, sizeof(*eo));
+	eo->v = c->view;
 	if (cmd->uid) {
 		const struct imap_arg *set = imap_cmd_arg(cmd, 0);
 
-		if (imap_cmd_argc(cmd) != 1 || set->type != IMAP_ARG_ATOM)
-			return imap_cmd_bad(cmd, "Expected: UID EXPUNGE uid-set");
-		if (imap_view_resolve(c, set->s, set->len, true, &uids, &why) < 0) {
-			imap_seqset_release(&uids);
+		eo->by_uid = true;
+		why = "Expected: UID EXPUNGE uid-set";
+		if (imap_cmd_argc(cmd) != 1 || set->type != IMAP_ARG_ATOM ||
+		    imap_view_resolve(c, set->s, set->len, true, &eo->uids, &why) < 0) {
+			expunge_op_free(eo);
 			return imap_cmd_bad(cmd, why);
 		}
-		eo.uids = &uids;
-	} else if (cmd->nargs != 0) {
-		return imap_cmd_bad(cmd, "EXPUNGE takes no arguments");
 	}
 	if (c->view->readonly) {
-		imap_seqset_release(&uids);
+		expunge_op_free(eo);
 		return imap_cmd_no(cmd, "[READ-ONLY] Mailbox is read-only");
 	}
-	rc = store_write(c->srv->store, c->view->part, expunge_fn, &eo);
-	imap_seqset_release(&uids);
-	if (rc != 0) {
-		free(eo.done);
-		return imap_cmd_store_error(cmd, rc, "EXPUNGE");
-	}
-	for (size_t i = 0; i < eo.ndone; i++)
-		imap_view_expunged(c, eo.done[i]);
-	free(eo.done);
-	return imap_cmd_ok(cmd, "EXPUNGE completed");
+	imap_commit_start(cmd, c->view->part, NULL, expunge_fn, eo, expunge_op_free);
+	return false;
 }

@@ -370,14 +370,39 @@ static int read_header(struct imap_client *c, const struct store_msg *m, uint64_
 	return 0;
 }
 
+/* HEADER.FIELDS[.NOT] of the message (from the cache) or of an embedded message (its
+   header at hoff, hsize in the file). */
+static void write_header_fields(struct imap_client *c, const struct store_msg *m,
+				const struct msgcache_view *mv, const struct fetch_item *it,
+				uint64_t hoff, uint64_t hsize)
+{
+	struct buf hdr;
+
+	buf_init(&hdr, 1024, 4 * 1024 * 1024);
+	if (it->part[0] == '\0') {
+		rfc5322_header_fields(mv->header.p, mv->header.len, it->fields, it->nfields,
+				      it->sec == SEC_FIELDS_NOT, &hdr);
+	} else {
+		struct buf raw;
+
+		buf_init(&raw, 1024, 1024 * 1024);
+		if (read_header(c, m, hoff, hsize, &raw) == 0)
+			rfc5322_header_fields(raw.data, raw.len, it->fields, it->nfields,
+					      it->sec == SEC_FIELDS_NOT, &hdr);
+		else
+			buf_puts(&hdr, "\r\n");
+		buf_release(&raw);
+	}
+	write_mem_literal(c, hdr.data != NULL ? hdr.data : "", hdr.len, it);
+	buf_release(&hdr);
+}
+
 /* BODY[section]: returns false when a stream was started. */
 static bool write_section(struct imap_client *c, const struct store_msg *m,
 			  const struct msgcache_view *mv, const struct fetch_item *it)
 {
 	struct msgcache_part mp;
 	uint64_t hoff, hsize, boff, bsize;
-	struct buf hdr;
-	bool ok = true;
 
 	imap_printf(c, "%s", it->label);
 	if (it->partial)
@@ -388,10 +413,10 @@ static bool write_section(struct imap_client *c, const struct store_msg *m,
 	} else if (msgcache_part(m->cache, m->cache_len, it->part, &mp) < 0) {
 		imap_write(c, "NIL", 3);
 		return true;
-	} else if (it->sec == SEC_MIME || it->sec == SEC_ALL) {
-		if (it->sec == SEC_MIME)
-			return write_file_literal(c, m, mp.header_off, mp.header_size, it->p_off,
-						  it->p_len, it->partial);
+	} else if (it->sec == SEC_MIME) {
+		return write_file_literal(c, m, mp.header_off, mp.header_size, it->p_off,
+					  it->p_len, it->partial);
+	} else if (it->sec == SEC_ALL) {
 		return write_file_literal(c, m, mp.body_off, mp.body_size, it->p_off, it->p_len,
 					  it->partial);
 	} else if (!mp.is_message) {
@@ -413,26 +438,9 @@ static bool write_section(struct imap_client *c, const struct store_msg *m,
 		}
 		return write_file_literal(c, m, hoff, hsize, it->p_off, it->p_len, it->partial);
 	default:
-		break;
+		write_header_fields(c, m, mv, it, hoff, hsize);
+		return true;
 	}
-	buf_init(&hdr, 1024, 4 * 1024 * 1024);
-	if (it->part[0] == '\0') {
-		rfc5322_header_fields(mv->header.p, mv->header.len, it->fields, it->nfields,
-				      it->sec == SEC_FIELDS_NOT, &hdr);
-	} else {
-		struct buf raw;
-
-		buf_init(&raw, 1024, 1024 * 1024);
-		if (read_header(c, m, hoff, hsize, &raw) == 0)
-			rfc5322_header_fields(raw.data, raw.len, it->fields, it->nfields,
-					      it->sec == SEC_FIELDS_NOT, &hdr);
-		else
-			buf_puts(&hdr, "\r\n");
-		buf_release(&raw);
-	}
-	write_mem_literal(c, hdr.data != NULL ? hdr.data : "", hdr.len, it);
-	buf_release(&hdr);
-	return ok;
 }
 
 /* Writes item i of message m; false when a body stream was started. */

@@ -50,15 +50,9 @@ void imap_buf_string(struct buf *b, const char *s, size_t len)
 	buf_putc(b, '"');
 }
 
-void imap_write_string(struct imap_client *c, const char *s, size_t len)
+/* "s" with '"' and '\\' escaped. */
+static void write_quoted(struct evbuffer *out, const char *s, size_t len)
 {
-	struct evbuffer *out = imap_out(c);
-
-	if (string_kind(s, len) == 2) {
-		evbuffer_add_printf(out, "{%zu}\r\n", len);
-		evbuffer_add(out, s, len);
-		return;
-	}
 	evbuffer_add(out, "\"", 1);
 	for (size_t i = 0, run = 0; i <= len; i++) {
 		if (i == len || s[i] == '"' || s[i] == '\\') {
@@ -69,6 +63,18 @@ void imap_write_string(struct imap_client *c, const char *s, size_t len)
 		}
 	}
 	evbuffer_add(out, "\"", 1);
+}
+
+void imap_write_string(struct imap_client *c, const char *s, size_t len)
+{
+	struct evbuffer *out = imap_out(c);
+
+	if (string_kind(s, len) == 2) {
+		evbuffer_add_printf(out, "{%zu}\r\n", len);
+		evbuffer_add(out, s, len);
+		return;
+	}
+	write_quoted(out, s, len);
 }
 
 void imap_write_astring(struct imap_client *c, const char *s, size_t len)
@@ -85,4 +91,15 @@ void imap_write_nstring(struct imap_client *c, const char *s, size_t len)
 		imap_write(c, "NIL", 3);
 	else
 		imap_write_string(c, s, len);
+}
+
+void imap_write_utf8(struct imap_client *c, const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (s[i] == '\0' || s[i] == '\r' || s[i] == '\n') {
+			imap_write_string(c, s, len);
+			return;
+		}
+	/* IMAP4rev2 quoted strings carry UTF-8 (RFC 9051 QUOTED-CHAR) */
+	write_quoted(imap_out(c), s, len);
 }

@@ -16,7 +16,6 @@
 
 #define SEARCH_DEPTH_MAX 64
 #define SEARCH_NODES_MAX 512
-#define SCAN_CHUNK (64 * 1024)
 
 enum skey_type {
 	SK_ALL, SK_FLAG, SK_NOFLAG, SK_KEYWORD, SK_NOKEYWORD, SK_RECENT, SK_NEW, SK_OLD,
@@ -31,6 +30,7 @@ struct skey {
 	uint64_t num;
 	int64_t day;               /* days since the epoch */
 	const char *hname, *str;   /* header name; needle */
+	char *fold;                /* the needle case-folded (imap_text_fold) */
 	size_t hlen, slen;
 	struct imap_seqset set;
 	struct skey *a, *b;        /* NOT: a; OR: a, b; AND: a = first child */
@@ -49,6 +49,7 @@ struct search {
 	size_t nnodes;
 	const char *why;
 	bool uid;
+	struct imap_textmatch *tm; /* BODY/TEXT: made at the first use */
 };
 
 static struct skey *node_new(struct search *s, enum skey_type type)
@@ -158,6 +159,8 @@ static struct skey *parse_string_key(struct search *s, const struct imap_arg **a
 		goto bad;
 	k->str = a->s;
 	k->slen = a->len;
+	k->fold = xmemdup0(a->s, a->len);
+	imap_text_fold(k->fold, a->len);
 	return k;
 bad:
 	s->why = "Search key needs a string";
@@ -369,6 +372,11 @@ static struct skey *parse_key(struct search *s, const struct imap_arg **ap,
 	name[a->len] = '\0';
 	for (char *p = name; *p; p++)
 		*p = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+	if (s->c->rev2 && (strcmp(name, "RECENT") == 0 || strcmp(name, "NEW") == 0 ||
+			   strcmp(name, "OLD") == 0)) {
+		s->why = "IMAP4rev2 has no \\Recent";
+		return NULL;
+	}
 	k = parse_named_key(s, name, ap, end, &known);
 	if (known)
 		return k;
@@ -389,40 +397,26 @@ static struct skey *parse_key(struct search *s, const struct imap_arg **ap,
 	return NULL;
 }
 
-/* Case-insensitive search of needle in the message file range, chunk by chunk. */
-static bool file_contains(struct search *s, const struct store_msg *m, uint64_t off,
-			  uint64_t len, const char *needle, size_t nlen)
+/* BODY/TEXT: the folded needle in the message's decoded text (imap_textmatch.c). */
+static bool text_contains(struct search *s, const struct store_msg *m, const struct skey *k,
+			  bool top)
 {
-	char *chunk;
 	int fd;
 	uint64_t size;
-	bool found = false;
+	bool found;
 
-	if (nlen == 0)
+	if (k->slen == 0)
 		return true;
 	if (store_blob_open(s->c->srv->store, s->c->view->part, m->blob, &fd, &size) != 0)
 		return false;
-	chunk = xmalloc(SCAN_CHUNK + nlen);
-	while (len > 0 && !found) {
-		size_t want = len > SCAN_CHUNK + nlen ? SCAN_CHUNK + nlen : (size_t)len;
-		ssize_t n = pread(fd, chunk, want, (off_t)off);
-
-		if (n <= 0)
-			break;
-		found = str_casefind(chunk, (size_t)n, needle, nlen) != NULL;
-		if ((size_t)n < want || (uint64_t)n >= len)
-			break;
-		/* keep an overlap so a match across chunks is found */
-		off += (uint64_t)n - nlen;
-		len -= (uint64_t)n - nlen;
-	}
-	free(chunk);
+	if (s->tm == NULL)
+		s->tm = imap_textmatch_new();
+	found = imap_textmatch_file(s->tm, fd, size, k->fold, k->slen, top);
 	close(fd);
 	return found;
 }
 
-static bool header_contains(const struct msgcache_view *mv, const char *name, size_t nlen,
-			    const char *needle, size_t slen)
+static bool header_contains(const struct msgcache_view *mv, const struct skey *k)
 {
 	size_t pos = 0;
 	struct str_view fname, raw;
@@ -430,14 +424,14 @@ static bool header_contains(const struct msgcache_view *mv, const char *name, si
 	while (rfc5322_header_next(mv->header.p, mv->header.len, &pos, &fname, &raw) == 1) {
 		const char *colon;
 
-		if (!str_caseeq(fname.p, fname.len, name, nlen))
+		if (!str_caseeq(fname.p, fname.len, k->hname, k->hlen))
 			continue;
-		if (slen == 0)
+		if (k->slen == 0)
 			return true;
 		colon = memchr(raw.p, ':', raw.len);
 		if (colon != NULL &&
-		    str_casefind(colon + 1, raw.len - (size_t)(colon + 1 - raw.p), needle,
-				 slen) != NULL)
+		    imap_text_field_contains(colon + 1, raw.len - (size_t)(colon + 1 - raw.p),
+					     k->fold, k->slen))
 			return true;
 	}
 	return false;
@@ -455,26 +449,39 @@ static int64_t sent_day(const struct msgcache_view *mv)
 	return t >= 0 ? t / 86400 : (t - 86399) / 86400;
 }
 
-static bool eval(struct search *s, const struct skey *k, const struct store_msg *m,
-		 const struct msgcache_view *mv, uint32_t seq, unsigned vflags)
+/* The date keys: internal date (BEFORE ON SINCE OLDER YOUNGER) or Date: header (SENT*). */
+static bool eval_date(const struct skey *k, const struct store_msg *m,
+		      const struct msgcache_view *mv)
 {
 	int64_t iday = m->internaldate >= 0 ? m->internaldate / 86400 : -1;
-	int64_t sday = k->type == SK_SENTBEFORE || k->type == SK_SENTON ||
-				       k->type == SK_SENTSINCE
-			       ? sent_day(mv)
-			       : 0;
+	int64_t sday = sent_day(mv);
 
 	switch (k->type) {
-	case SK_ALL:
-		return true;
-	case SK_NEVER:
-		return false;
-	case SK_MODSEQ:
-		return m->modseq >= k->num;
 	case SK_OLDER:
 		return m->internaldate <= k->day; /* day holds the cut-off time here */
 	case SK_YOUNGER:
 		return m->internaldate >= k->day;
+	case SK_BEFORE:
+		return iday < k->day;
+	case SK_ON:
+		return iday == k->day;
+	case SK_SINCE:
+		return iday >= k->day;
+	case SK_SENTBEFORE:
+		return sday != INT64_MIN && sday < k->day;
+	case SK_SENTON:
+		return sday != INT64_MIN && sday == k->day;
+	case SK_SENTSINCE:
+		return sday != INT64_MIN && sday >= k->day;
+	default:
+		return false;
+	}
+}
+
+/* The flag keys: system flags, keywords, \Recent (per session: vflags). */
+static bool eval_flag(const struct skey *k, const struct store_msg *m, unsigned vflags)
+{
+	switch (k->type) {
 	case SK_FLAG:
 		return (m->flags & k->flag) != 0;
 	case SK_NOFLAG:
@@ -489,29 +496,37 @@ static bool eval(struct search *s, const struct skey *k, const struct store_msg 
 		return (vflags & IMAP_VF_RECENT) && !(m->flags & STORE_SEEN);
 	case SK_OLD:
 		return !(vflags & IMAP_VF_RECENT);
-	case SK_BEFORE:
-		return iday < k->day;
-	case SK_ON:
-		return iday == k->day;
-	case SK_SINCE:
-		return iday >= k->day;
-	case SK_SENTBEFORE:
-		return sday != INT64_MIN && sday < k->day;
-	case SK_SENTON:
-		return sday != INT64_MIN && sday == k->day;
-	case SK_SENTSINCE:
-		return sday != INT64_MIN && sday >= k->day;
+	default:
+		return false;
+	}
+}
+
+static bool eval(struct search *s, const struct skey *k, const struct store_msg *m,
+		 const struct msgcache_view *mv, uint32_t seq, unsigned vflags)
+{
+	switch (k->type) {
+	case SK_ALL:
+		return true;
+	case SK_NEVER:
+		return false;
+	case SK_MODSEQ:
+		return m->modseq >= k->num;
+	case SK_FLAG: case SK_NOFLAG: case SK_KEYWORD: case SK_NOKEYWORD: case SK_RECENT:
+	case SK_NEW: case SK_OLD:
+		return eval_flag(k, m, vflags);
+	case SK_OLDER: case SK_YOUNGER: case SK_BEFORE: case SK_ON: case SK_SINCE:
+	case SK_SENTBEFORE: case SK_SENTON: case SK_SENTSINCE:
+		return eval_date(k, m, mv);
 	case SK_LARGER:
 		return m->size > k->num;
 	case SK_SMALLER:
 		return m->size < k->num;
 	case SK_HEADER:
-		return header_contains(mv, k->hname, k->hlen, k->str, k->slen);
+		return header_contains(mv, k);
 	case SK_BODY:
-		return file_contains(s, m, mv->header_size, mv->body_size, k->str, k->slen);
+		return text_contains(s, m, k, false);
 	case SK_TEXT:
-		return str_casefind(mv->header.p, mv->header.len, k->str, k->slen) != NULL ||
-		       file_contains(s, m, mv->header_size, mv->body_size, k->str, k->slen);
+		return text_contains(s, m, k, true);
 	case SK_SEQ:
 		return imap_seqset_has(&k->set, m->uid); /* resolved to UIDs */
 	case SK_UID:
@@ -531,8 +546,11 @@ static bool eval(struct search *s, const struct skey *k, const struct store_msg 
 
 static void search_free(struct search *s)
 {
-	for (size_t i = 0; i < s->nnodes; i++)
+	for (size_t i = 0; i < s->nnodes; i++) {
 		imap_seqset_release(&s->nodes[i].set);
+		free(s->nodes[i].fold);
+	}
+	imap_textmatch_free(&s->tm);
 	store_txn_abort(&s->t);
 	free(s);
 }
@@ -658,6 +676,11 @@ bool cmd_search(struct imap_cmd *cmd)
 	if (p < end && imap_arg_atom_is(p, "RETURN") && !search_return(s, &p, end)) {
 		search_free(s);
 		return imap_cmd_bad(cmd, "Invalid RETURN options");
+	}
+	if (c->rev2 && !s->esearch) {
+		/* IMAP4rev2 answers every SEARCH with ESEARCH, RETURN (ALL) by default */
+		s->esearch = true;
+		s->ret = RET_ALL;
 	}
 	if (p < end && imap_arg_atom_is(p, "CHARSET")) {
 		const struct imap_arg *cs = p + 1;

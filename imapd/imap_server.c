@@ -105,6 +105,59 @@ static void server_watch_setup(struct imap_server *srv)
 	event_add(srv->poll_ev, &one);
 }
 
+/* The [imapd] limits and timeouts. */
+static void server_limits(struct imap_server *srv, const struct conf *conf)
+{
+	srv->allow_plaintext = conf_bool(conf, "imapd", "allow_plaintext_auth");
+	srv->lim.line_max = (size_t)conf_int(conf, "imapd", "line_max");
+	srv->lim.literal_max = (size_t)conf_int(conf, "imapd", "literal_max");
+	srv->lim.depth_max = 32;
+	srv->lim.items_max = 4096;
+	srv->max_append = (uint64_t)conf_int(conf, "imapd", "max_append_size");
+	srv->login_timeout_ms = conf_int(conf, "imapd", "login_timeout");
+	srv->idle_timeout_ms = conf_int(conf, "imapd", "idle_timeout");
+	srv->max_bad = (unsigned)conf_int(conf, "imapd", "max_bad_commands");
+	srv->max_per_ip = (unsigned)conf_int(conf, "imapd", "max_connections_per_ip");
+	srv->max_per_user = (unsigned)conf_int(conf, "imapd", "max_connections_per_user");
+}
+
+/* Flushes the group committer (the writes of clients already gone are skipped), logs how
+   many writes shared how many commits, and frees it. */
+static void server_gc_close(struct imap_server *srv)
+{
+	uint64_t ops, commits;
+
+	store_gc_flush(srv->gc);
+	store_gc_stats(srv->gc, &ops, &commits);
+	log_info("imapd: group commit writes=%" PRIu64 " commits=%" PRIu64, ops, commits);
+	store_gc_free(&srv->gc);
+}
+
+/* Worker exit: the clients left are dropped, then everything the worker holds is freed. */
+static void server_free(struct imap_server *srv)
+{
+	while (srv->clients != NULL) {
+		struct imap_client *c = srv->clients;
+
+		imap_client_close(c, "exit");
+		bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+		evbuffer_drain(imap_out(c), evbuffer_get_length(imap_out(c)));
+		imap_server_free_client(c);
+	}
+	net_server_free(&srv->plain);
+	net_server_free(&srv->tls);
+	net_ipcount_free(&srv->ipcount);
+	if (srv->watch_ev != NULL)
+		event_free(srv->watch_ev);
+	if (srv->poll_ev != NULL)
+		event_free(srv->poll_ev);
+	store_watch_free(&srv->watch);
+	server_gc_close(srv);
+	ldapauth_free(&srv->auth);
+	store_close(&srv->store);
+	event_base_free(srv->base);
+}
+
 int imap_server_run(struct daemon_worker *w, const struct imap_worker_args *a)
 {
 	struct imap_server srv;
@@ -122,20 +175,13 @@ int imap_server_run(struct daemon_worker *w, const struct imap_worker_args *a)
 	so.create = true;
 	if ((rc = store_open(&so, &srv.store)) != 0)
 		fatalx("imapd: store %s: %s", so.path, store_strerror(rc));
+	if ((rc = store_gc_new(srv.store, &srv.gc)) != 0)
+		fatalx("imapd: group commit: %s", store_strerror(rc));
+	store_gc_attach(srv.gc, srv.base);
 	if (ldapauth_new(srv.base, a->conf, &srv.auth, &error) < 0)
 		fatalx("imapd: directory: %s", error);
+	server_limits(&srv, a->conf);
 	srv.tls_ctx = a->tls_ctx;
-	srv.allow_plaintext = conf_bool(a->conf, "imapd", "allow_plaintext_auth");
-	srv.lim.line_max = (size_t)conf_int(a->conf, "imapd", "line_max");
-	srv.lim.literal_max = (size_t)conf_int(a->conf, "imapd", "literal_max");
-	srv.lim.depth_max = 32;
-	srv.lim.items_max = 4096;
-	srv.max_append = (uint64_t)conf_int(a->conf, "imapd", "max_append_size");
-	srv.login_timeout_ms = conf_int(a->conf, "imapd", "login_timeout");
-	srv.idle_timeout_ms = conf_int(a->conf, "imapd", "idle_timeout");
-	srv.max_bad = (unsigned)conf_int(a->conf, "imapd", "max_bad_commands");
-	srv.max_per_ip = (unsigned)conf_int(a->conf, "imapd", "max_connections_per_ip");
-	srv.max_per_user = (unsigned)conf_int(a->conf, "imapd", "max_connections_per_user");
 	srv.ipcount = net_ipcount_new(65536);
 	cap = (size_t)conf_int(a->conf, "imapd", "max_connections") / a->workers;
 	if (cap == 0)
@@ -147,24 +193,6 @@ int imap_server_run(struct daemon_worker *w, const struct imap_worker_args *a)
 	server_watch_setup(&srv);
 	daemon_worker_attach(w, srv.base, on_drain, on_reload, &srv);
 	event_base_dispatch(srv.base);
-	while (srv.clients != NULL) {
-		struct imap_client *c = srv.clients;
-
-		imap_client_close(c, "exit");
-		bufferevent_disable(c->bev, EV_READ | EV_WRITE);
-		evbuffer_drain(imap_out(c), evbuffer_get_length(imap_out(c)));
-		imap_server_free_client(c);
-	}
-	net_server_free(&srv.plain);
-	net_server_free(&srv.tls);
-	net_ipcount_free(&srv.ipcount);
-	if (srv.watch_ev != NULL)
-		event_free(srv.watch_ev);
-	if (srv.poll_ev != NULL)
-		event_free(srv.poll_ev);
-	store_watch_free(&srv.watch);
-	ldapauth_free(&srv.auth);
-	store_close(&srv.store);
-	event_base_free(srv.base);
+	server_free(&srv);
 	return 0;
 }

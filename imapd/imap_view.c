@@ -64,7 +64,7 @@ void imap_flags_write(struct imap_client *c, unsigned flags, uint64_t kw, bool r
 			imap_printf(c, "%s%s", first ? "" : " ", sys_flags[i].name);
 			first = false;
 		}
-	if (recent) {
+	if (recent && !c->rev2) {
 		imap_printf(c, "%s\\Recent", first ? "" : " ");
 		first = false;
 	}
@@ -257,12 +257,16 @@ int imap_view_open(struct imap_cmd *cmd, uint64_t mbox, const char *name, bool r
 	}
 	c->view = v;
 	imap_view_send_flags(c, t);
+	if (c->rev2)
+		imap_list_one(c, t, name); /* RFC 9051 6.3.2: SELECT returns the LIST response */
 	store_txn_abort(&t);
 	for (size_t i = 0; i < v->n && unseen == 0; i++)
 		if (!(v->msgs[i].flags & STORE_SEEN))
 			unseen = (uint32_t)i + 1;
-	imap_printf(c, "* %zu EXISTS\r\n* %u RECENT\r\n", v->n, v->recent);
-	if (unseen != 0)
+	imap_printf(c, "* %zu EXISTS\r\n", v->n);
+	if (!c->rev2)
+		imap_printf(c, "* %u RECENT\r\n", v->recent);
+	if (unseen != 0 && !c->rev2) /* IMAP4rev2 dropped [UNSEEN] */
 		imap_printf(c, "* OK [UNSEEN %u] First unseen\r\n", unseen);
 	imap_printf(c, "* OK [UIDVALIDITY %u] UIDs valid\r\n* OK [UIDNEXT %u] Predicted next UID\r\n",
 		    v->uidvalidity, v->uidnext);
@@ -415,7 +419,7 @@ void imap_view_sync(struct imap_client *c, bool allow_expunge)
 		v->modseq = st.highestmodseq;
 	if (v->n != old_n)
 		imap_printf(c, "* %zu EXISTS\r\n", v->n);
-	if (v->recent != old_recent)
+	if (v->recent != old_recent && !c->rev2)
 		imap_printf(c, "* %u RECENT\r\n", v->recent);
 out:
 	store_txn_abort(&t);

@@ -27,6 +27,7 @@ struct store_txn;
 struct store_msg;
 struct store_blob;
 struct store_watch;
+struct store_gc;
 struct net_server;
 struct net_ipcount;
 
@@ -67,6 +68,7 @@ struct imap_server {
 	struct conf *conf;
 	struct event_base *base;
 	struct store *store;
+	struct store_gc *gc;        /* group commit of APPEND, STORE, EXPUNGE */
 	struct store_watch *watch;
 	struct event *watch_ev;
 	struct ldapauth *auth;
@@ -159,6 +161,7 @@ struct imap_client {
 	struct imap_view *view;
 	bool enabled_condstore;
 	bool enabled_qresync;
+	bool rev2;                  /* ENABLE IMAP4rev2: no \Recent, ESEARCH results, UTF-8 names */
 };
 
 /* imap_client.c */
@@ -191,6 +194,8 @@ void imap_write(struct imap_client *c, const void *p, size_t len);
 void imap_write_astring(struct imap_client *c, const char *s, size_t len);
 void imap_write_string(struct imap_client *c, const char *s, size_t len);
 void imap_write_nstring(struct imap_client *c, const char *s, size_t len);
+/* A quoted string that may hold UTF-8 (IMAP4rev2); a literal when it holds CR, LF or NUL. */
+void imap_write_utf8(struct imap_client *c, const char *s, size_t len);
 /* Appends the same to a buf (used when building responses before sending). */
 void imap_buf_string(struct buf *b, const char *s, size_t len);
 
@@ -241,6 +246,33 @@ void imap_flags_write(struct imap_client *c, unsigned flags, uint64_t kw, bool r
 int imap_flags_parse(const struct imap_arg *a, struct store_txn *t, uint64_t mbox,
 		     bool create, unsigned *flags_r, uint64_t *kw_r, const char **why_r);
 
+/* imap_commit.c: runs fn(t, arg) in the worker's group commit on partition part (blob: a
+   durable blob fn references, freed after the commit, or NULL) and resumes the command after
+   the commit. arg_free(arg) runs when the command ends (or after the commit when the client
+   left first: then fn is skipped). A handler resumed while cmd->ctx is set calls
+   imap_commit_result: *pending_r while the commit is queued, else *rc_r is its result. */
+void imap_commit_start(struct imap_cmd *cmd, unsigned part, struct store_blob *blob,
+		       int (*fn)(struct store_txn *t, void *arg), void *arg,
+		       void (*arg_free)(void *arg));
+void *imap_commit_result(struct imap_cmd *cmd, bool *pending_r, int *rc_r);
+
+/* imap_textmatch.c: SEARCH text keys on decoded text. Needles are folded first with
+   imap_text_fold (case folding of ASCII, Latin-1, Latin Extended-A, Greek, Cyrillic, in
+   place, same length). */
+struct imap_textmatch;
+struct imap_textmatch *imap_textmatch_new(void);
+void imap_textmatch_free(struct imap_textmatch **tmp);
+size_t imap_text_fold(char *s, size_t len);
+/* Whether the folded needle occurs in the message file fd of size bytes: in its body (leaf
+   bodies decoded from base64/quoted-printable, ISO-8859-1 to UTF-8; MIME header fields of its
+   parts with RFC 2047 words decoded), and with top in the message's header fields too. The
+   file is streamed in 64 KiB chunks. */
+bool imap_textmatch_file(struct imap_textmatch *tm, int fd, uint64_t size, const char *needle,
+			 size_t nlen, bool top);
+/* Whether the folded needle occurs in a raw header field value (after the colon; folds and
+   RFC 2047 encoded words decoded). */
+bool imap_text_field_contains(const char *raw, size_t len, const char *needle, size_t nlen);
+
 /* imap_fetch.c */
 bool cmd_fetch(struct imap_cmd *cmd);
 /* imap_search.c */
@@ -278,12 +310,20 @@ void imap_idle_done(struct imap_client *c, bool ok);
 
 /* cmd_select.c: STATUS items (a list of known names), and one "* STATUS" line. */
 struct store_status;
-bool imap_status_items_ok(const struct imap_arg *items);
+bool imap_status_items_ok(const struct imap_client *c, const struct imap_arg *items);
 void imap_status_write(struct imap_client *c, const char *name, size_t len,
 		       const struct store_status *st, const struct imap_arg *items);
 
 /* Mailbox names: validates a client's name (modified UTF-7, no empty levels) and maps INBOX
-   case-insensitively. Returns a malloc'd canonical name or NULL with *why_r. */
-char *imap_mailbox_name(const char *s, size_t len, const char **why_r);
+   case-insensitively. Returns a malloc'd canonical name or NULL with *why_r. After ENABLE
+   IMAP4rev2 the client's names are UTF-8 and are first encoded to modified UTF-7 (the form
+   the store keeps). */
+char *imap_mailbox_name(const struct imap_client *c, const char *s, size_t len,
+			const char **why_r);
+/* Writes a stored (modified UTF-7) mailbox name as the client reads names: as it is, or as
+   UTF-8 after ENABLE IMAP4rev2. */
+void imap_write_mailbox(struct imap_client *c, const char *name, size_t len);
+/* "* LIST" for one mailbox with its attributes (IMAP4rev2 SELECT); 0 or a store error. */
+int imap_list_one(struct imap_client *c, struct store_txn *t, const char *name);
 
 #endif

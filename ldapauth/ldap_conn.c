@@ -7,10 +7,24 @@
  * connection's identity). When no connection can be made, waiting requests fail at once as
  * temporary failures and the pool probes again with exponential backoff.
  *
- * Known limit: the TLS handshake itself (ldap_install_tls) is synchronous in libldap; it is
- * bounded by LDAP_OPT_NETWORK_TIMEOUT, set to the operation timeout. */
+ * The socket is non-blocking for its whole life (lconn_nonblock: libldap changes it behind our
+ * back, see there). Reads: ldap_result reads only when poll says the socket is readable, and
+ * liblber reads once per call, keeping a message (or TLS record) that has arrived in part in
+ * the handle, reported as EWOULDBLOCK, until a later call completes it; so a partial reply
+ * never holds the loop (test_partial_replies). Writes: a request that does not fit in the
+ * socket buffer is kept by libldap and flushed by a later ldap_result; requests are small and
+ * at most LPOOL_INFLIGHT are outstanding per connection, so in practice every write completes
+ * at once, and one that did not would end in the operation timeout, never in a blocked loop.
+ *
+ * Known limit: the TLS handshake itself (ldap_install_tls) is synchronous in libldap. With
+ * LDAP_OPT_CONNECT_ASYNC set for its duration, libldap polls between handshake steps,
+ * bounded by LDAP_OPT_NETWORK_TIMEOUT (set to the operation timeout), so a directory that
+ * accepts the connection and then stalls holds the loop for at most that long, once per
+ * connection attempt (test_silent_tls_server). Without that option libldap retries the
+ * handshake at once on the non-blocking socket, spinning for as long as the server is
+ * silent. The option does not make the handshake return early: its "connecting" state only
+ * covers connections libldap opens itself, and ldap_init_fd is given ours connected. */
 #include <errno.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -346,7 +360,7 @@ static void lconn_setup_timeout_cb(evutil_socket_t fd, short what, void *arg)
 static void lconn_connected_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct lconn *c = arg;
-	int err = 0, fl;
+	int err = 0;
 	socklen_t len = sizeof(err);
 
 	c->io_set = false;
@@ -356,10 +370,7 @@ static void lconn_connected_cb(evutil_socket_t fd, short what, void *arg)
 		lconn_fail(c, "cannot connect to the directory", true);
 		return;
 	}
-	/* libldap reads only when ldap_result says data is ready, and its requests are small:
-	   a blocking socket never stalls the loop on reads and spares partial-write handling */
-	if ((fl = fcntl(fd, F_GETFL)) == -1 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == -1 ||
-	    lconn_ldap_init(c) < 0)
+	if (lconn_ldap_init(c) < 0)
 		return;
 	event_assign(&c->io, c->pool->base, c->fd, EV_READ | EV_PERSIST, lconn_read_cb, c);
 	c->io_set = true;
@@ -378,6 +389,21 @@ static void lconn_connected_cb(evutil_socket_t fd, short what, void *arg)
 	lconn_after_tls(c);
 }
 
+/* Makes c's socket non-blocking through liblber. Needed twice: ldap_init_fd leaves the socket
+   blocking (the TLS handshake must not be), and libldap makes it blocking again after an
+   asynchronous-mode handshake (a partial reply must not hold the loop). */
+static int lconn_nonblock(struct lconn *c)
+{
+	Sockbuf *sb = NULL;
+
+	if (ldap_get_option(c->ld, LDAP_OPT_SOCKBUF, &sb) != LDAP_OPT_SUCCESS ||
+	    ber_sockbuf_ctrl(sb, LBER_SB_OPT_SET_NONBLOCK, (void *)1) != 1) {
+		lconn_fail(c, "LDAP library error", true);
+		return -1;
+	}
+	return 0;
+}
+
 /* Wraps the connected socket in an LDAP handle; ldaps:// does its TLS handshake here. */
 static int lconn_ldap_init(struct lconn *c)
 {
@@ -391,9 +417,16 @@ static int lconn_ldap_init(struct lconn *c)
 		return -1;
 	}
 	c->fd = -1; /* the handle owns it now */
+	if (lconn_nonblock(c) < 0)
+		return -1;
 	ldap_set_option(c->ld, LDAP_OPT_PROTOCOL_VERSION, &v3);
 	ldap_set_option(c->ld, LDAP_OPT_REFERRALS, LDAP_OPT_OFF);
 	ldap_set_option(c->ld, LDAP_OPT_NETWORK_TIMEOUT, &tv);
+	/* libldap runs the TLS handshake on a non-blocking socket when a network timeout is set,
+	   but polls (bounded by that timeout) between its steps only in async mode: without it,
+	   it retries at once, spinning until the server answers, for ever if it never does.
+	   Async mode is for the handshake only: lconn_after_tls turns it off again. */
+	ldap_set_option(c->ld, LDAP_OPT_CONNECT_ASYNC, LDAP_OPT_ON);
 	if (c->url->ldaps || p->starttls) {
 		ldap_set_option(c->ld, LDAP_OPT_X_TLS_REQUIRE_CERT, &hard);
 		if (p->ca[0] != '\0')
@@ -415,6 +448,9 @@ static void lconn_after_tls(struct lconn *c)
 	struct berval cred = { strlen(p->bind_pw), p->bind_pw };
 	int rc;
 
+	ldap_set_option(c->ld, LDAP_OPT_CONNECT_ASYNC, LDAP_OPT_OFF);
+	if (lconn_nonblock(c) < 0)
+		return;
 	if (p->bind_dn[0] == '\0') {
 		lconn_ready(c);
 		return;

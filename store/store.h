@@ -442,6 +442,15 @@ struct store_queue_msg;
    callback. */
 void store_batch_enqueue(struct store_batch *bt, const struct store_queue_msg *qm,
 			 struct store_blob *b, store_done_cb *cb, void *arg);
+/* Queues fn(t, fn_arg), run in the batch's write txn of partition part inside a nested txn:
+   when fn returns non-zero (or a write hits a full map) what it wrote is dropped and the
+   others' work stays. fn may run again if the partition's txn is redone (it must set its
+   outputs afresh), and in another thread than the caller's (the caller's thread waits in
+   the commit meanwhile). b (or NULL) is a durable blob fn references: its directory sync
+   and partition link are shared with the batch's. The callback's value is 0. */
+void store_batch_write(struct store_batch *bt, unsigned part, struct store_blob *b,
+		       int (*fn)(struct store_txn *t, void *arg), void *fn_arg,
+		       store_done_cb *cb, void *arg);
 size_t store_batch_count(const struct store_batch *bt);
 /* Commits everything queued (one write txn per partition + one for the queue), calls every
    callback in queue order, and frees the batch (*btp = NULL). Returns the number of
@@ -474,6 +483,9 @@ void store_gc_flags(struct store_gc *gc, uint64_t mbox, uint32_t uid, enum store
 		    unsigned flags, uint64_t keywords, store_done_cb *cb, void *arg);
 void store_gc_enqueue(struct store_gc *gc, const struct store_queue_msg *qm,
 		      struct store_blob *b, store_done_cb *cb, void *arg);
+void store_gc_write(struct store_gc *gc, unsigned part, struct store_blob *b,
+		    int (*fn)(struct store_txn *t, void *arg), void *fn_arg, store_done_cb *cb,
+		    void *arg);
 int store_gc_deliver_wait(struct store_gc *gc, struct store_blob *b, int64_t internaldate,
 			  struct store_rcpt *rcpts, size_t n);
 /* Commits what is pending now and runs its callbacks (in the caller's thread). */

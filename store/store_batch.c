@@ -16,7 +16,7 @@
 #include "common/xmalloc.h"
 #include "store/store_private.h"
 
-enum bop_type { BOP_DELIVER, BOP_APPEND, BOP_FLAGS, BOP_ENQUEUE };
+enum bop_type { BOP_DELIVER, BOP_APPEND, BOP_FLAGS, BOP_ENQUEUE, BOP_WRITE };
 
 struct bop {
 	enum bop_type type;
@@ -37,6 +37,9 @@ struct bop {
 	unsigned flags;
 	uint64_t keywords;
 	struct store_queue_msg qm; /* ENQUEUE: a deep copy, freed with the batch */
+	unsigned part;             /* WRITE */
+	int (*fn)(struct store_txn *t, void *arg);
+	void *fn_arg;
 };
 
 struct store_batch {
@@ -124,6 +127,18 @@ void store_batch_enqueue(struct store_batch *bt, const struct store_queue_msg *q
 	o->blob = b;
 }
 
+void store_batch_write(struct store_batch *bt, unsigned part, struct store_blob *b,
+		       int (*fn)(struct store_txn *t, void *arg), void *fn_arg,
+		       store_done_cb *cb, void *arg)
+{
+	struct bop *o = bop_add(bt, BOP_WRITE, cb, arg);
+
+	o->part = part;
+	o->blob = b;
+	o->fn = fn;
+	o->fn_arg = fn_arg;
+}
+
 size_t store_batch_count(const struct store_batch *bt)
 {
 	return bt->n;
@@ -202,6 +217,30 @@ static bool txn_fatal(struct store_txn *t, int rc)
 	       rc == STORE_EFULL;
 }
 
+/* A caller's function in a nested txn of the partition's: when it fails alone its writes
+   (and the blobs it referenced) are dropped and the others' stay. */
+static int run_nested(struct store_txn *t, struct bop *o)
+{
+	MDB_txn *parent = t->txn, *child;
+	size_t nrefd = t->nrefd, ndead = t->ndead;
+	int rc, mrc;
+
+	if ((mrc = mdb_txn_begin(t->e->env, parent, 0, &child)) != 0)
+		return store_mdb_err(t, mrc, "begin nested");
+	t->txn = child;
+	rc = o->fn(t, o->fn_arg);
+	t->txn = parent;
+	if (rc == 0 && !t->failed) {
+		if ((mrc = mdb_txn_commit(child)) != 0)
+			return store_mdb_err(t, mrc, "commit nested");
+		return 0;
+	}
+	mdb_txn_abort(child);
+	t->nrefd = nrefd;
+	t->ndead = ndead; /* files it freed stay: their rows came back */
+	return rc != 0 ? rc : t->err;
+}
+
 static int run_op(struct store_txn *t, struct bop *o, unsigned part)
 {
 	struct store_msg m;
@@ -239,6 +278,11 @@ static int run_op(struct store_txn *t, struct bop *o, unsigned part)
 		rc = store_queue_add_txn(t, &o->qm, o->blob, &o->value);
 		o->result = rc;
 		break;
+	case BOP_WRITE:
+		if (o->part != part)
+			return 0;
+		o->result = run_nested(t, o);
+		break;
 	}
 	return txn_fatal(t, o->result) ? o->result : 0;
 }
@@ -256,6 +300,8 @@ static bool op_touches(const struct bop *o, unsigned part)
 		return STORE_ID_PART(o->mbox) == part;
 	case BOP_ENQUEUE:
 		return part == STORE_QUEUE_PART;
+	case BOP_WRITE:
+		return o->part == part;
 	}
 	return false;
 }
@@ -335,6 +381,12 @@ static void locate_rcpts(struct store_batch *bt, bool *parts)
 		case BOP_ENQUEUE:
 			parts[bt->st->nparts] = true;
 			break;
+		case BOP_WRITE:
+			if (o->part < bt->st->nparts)
+				parts[o->part] = true;
+			else
+				o->result = STORE_EINVAL;
+			break;
 		}
 	}
 }
@@ -368,6 +420,9 @@ static void prepare_blobs(struct store_batch *bt)
 		} else if (o->type == BOP_ENQUEUE) {
 			v[n] = o->blob;
 			parts[n++] = STORE_QUEUE_PART;
+		} else if (o->type == BOP_WRITE && o->blob != NULL && o->result == 0) {
+			v[n] = o->blob;
+			parts[n++] = o->part;
 		}
 	}
 	(void)store_blob_sync_batch(v, parts, n);
@@ -605,6 +660,18 @@ void store_gc_enqueue(struct store_gc *gc, const struct store_queue_msg *qm,
 
 	pthread_mutex_lock(&l->mu);
 	store_batch_enqueue(gc_pending(gc, l), qm, b, cb, arg);
+	gc_queued(gc, l);
+	pthread_mutex_unlock(&l->mu);
+}
+
+void store_gc_write(struct store_gc *gc, unsigned part, struct store_blob *b,
+		    int (*fn)(struct store_txn *t, void *arg), void *fn_arg, store_done_cb *cb,
+		    void *arg)
+{
+	struct gc_lane *l = gc_lane(gc, part);
+
+	pthread_mutex_lock(&l->mu);
+	store_batch_write(gc_pending(gc, l), part, b, fn, fn_arg, cb, arg);
 	gc_queued(gc, l);
 	pthread_mutex_unlock(&l->mu);
 }

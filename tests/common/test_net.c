@@ -237,6 +237,14 @@ static void test_server_cap(void **state)
 }
 
 /* Out of descriptors, accept fails: the listener pauses and accepts once descriptors free. */
+/* Restored by a teardown, so a failed assertion cannot leave later tests short of fds. */
+static struct rlimit emfile_saved;
+
+static int restore_nofile(void **state)
+{
+	return setrlimit(RLIMIT_NOFILE, &emfile_saved) == 0 ? 0 : -1;
+}
+
 static void test_server_emfile_pause(void **state)
 {
 	struct conf_addr a;
@@ -254,6 +262,7 @@ static void test_server_emfile_pause(void **state)
 	top = dup(0); /* the lowest free descriptor: with the limit there, accept gets none */
 	close(top);
 	assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
+	emfile_saved = saved;
 	low = saved;
 	low.rlim_cur = (rlim_t)top;
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
@@ -569,7 +578,7 @@ int main(void)
 		cmocka_unit_test(test_listen_any),
 		cmocka_unit_test(test_listen_unix),
 		cmocka_unit_test(test_server_cap),
-		cmocka_unit_test(test_server_emfile_pause),
+		cmocka_unit_test_teardown(test_server_emfile_pause, restore_nofile),
 		cmocka_unit_test(test_ipcount_limits),
 		cmocka_unit_test(test_ipcount_model),
 		cmocka_unit_test(test_addr_text),

@@ -510,6 +510,70 @@ static void done_cb(int result, const struct store_rcpt *r, size_t n, uint64_t v
 	d->value = value;
 }
 
+/* A caller's function in the batch: it writes, then fails or succeeds (arg). */
+struct write_arg {
+	uint64_t user;
+	const char *name;
+	int fail;
+	int runs;
+};
+
+static int write_fn(struct store_txn *t, void *arg)
+{
+	struct write_arg *w = arg;
+	uint64_t id;
+	int rc;
+
+	w->runs++;
+	if ((rc = store_mbox_create(t, w->user, w->name, 0, &id)) != 0)
+		return rc;
+	return w->fail;
+}
+
+/* store_batch_write: a failing function's writes are dropped (nested txn), the others'
+   commit with the same partition txn; the group committer runs them too. */
+static void test_batch_write(void **state)
+{
+	struct tstore ts;
+	struct store_batch *bt;
+	struct store_gc *gc;
+	struct done_rec d[3];
+	struct write_arg w[3] = { { 0, "Kept", 0, 0 }, { 0, "Dropped", STORE_EINVAL, 0 },
+				  { 0, "ByGc", 0, 0 } };
+	struct store_txn *t = NULL;
+	uint64_t u, id, c0;
+
+	(void)state;
+	tstore_open(&ts, 1);
+	u = tuser(ts.st, "hana");
+	for (int i = 0; i < 3; i++)
+		w[i].user = u;
+	memset(d, 0, sizeof(d));
+	c0 = store_commit_count(ts.st);
+	bt = store_batch_new(ts.st);
+	store_batch_write(bt, 0, NULL, write_fn, &w[0], done_cb, &d[0]);
+	store_batch_write(bt, 0, NULL, write_fn, &w[1], done_cb, &d[1]);
+	assert_int_equal(store_batch_commit(&bt), 1);
+	assert_int_equal(store_commit_count(ts.st) - c0, 1);
+	assert_int_equal(d[0].calls, 1);
+	assert_int_equal(d[0].result, 0);
+	assert_int_equal(d[1].calls, 1);
+	assert_int_equal(d[1].result, STORE_EINVAL);
+	assert_int_equal(store_gc_new(ts.st, &gc), 0);
+	store_gc_write(gc, 0, NULL, write_fn, &w[2], done_cb, &d[2]);
+	assert_int_equal(d[2].calls, 0); /* nothing acknowledged before the commit */
+	store_gc_flush(gc);
+	assert_int_equal(d[2].result, 0);
+	store_gc_free(&gc);
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_READ, &t), 0);
+	assert_int_equal(store_mbox_find(t, u, "Kept", &id), 0);
+	assert_int_equal(store_mbox_find(t, u, "ByGc", &id), 0);
+	assert_int_equal(store_mbox_find(t, u, "Dropped", &id), STORE_ENOMBOX);
+	store_txn_abort(&t);
+	tverify_clean(ts.st);
+	tstore_close(&ts, true);
+}
+
 static void test_batch_and_gc(void **state)
 {
 	struct tstore ts;
@@ -836,6 +900,7 @@ int main(void)
 		cmocka_unit_test(test_deliver_many),
 		cmocka_unit_test(test_queue),
 		cmocka_unit_test(test_batch_and_gc),
+		cmocka_unit_test(test_batch_write),
 		cmocka_unit_test(test_gc_libevent),
 		cmocka_unit_test(test_watch),
 		cmocka_unit_test(test_map_growth),

@@ -1,0 +1,92 @@
+/* imap_commit.c — owns a command's write through the worker's group committer (store_gc):
+ * the write is queued with the other sessions' and the command is resumed after the commit,
+ * so nothing is acknowledged before it is durable and the sessions of a worker share index
+ * fsyncs. A client that leaves while its write is queued cancels it (nothing was said OK). */
+#include <stdlib.h>
+
+#include "common/xmalloc.h"
+#include "imapd/imapd.h"
+#include "store/store.h"
+
+struct imap_commit {
+	struct imap_client *c;      /* NULL once the client left: the write is skipped */
+	int (*fn)(struct store_txn *t, void *arg);
+	void *arg;
+	void (*arg_free)(void *arg);
+	struct store_blob *blob;    /* freed after the commit */
+	int rc;
+	bool pending;
+};
+
+static void commit_free(struct imap_commit *cm)
+{
+	if (cm->arg_free != NULL)
+		cm->arg_free(cm->arg);
+	store_blob_free(&cm->blob);
+	free(cm);
+}
+
+static void commit_ctx_free(struct imap_cmd *cmd)
+{
+	struct imap_commit *cm = cmd->ctx;
+
+	cmd->ctx = NULL;
+	if (cm == NULL)
+		return;
+	if (cm->pending)
+		cm->c = NULL; /* the callback frees it */
+	else
+		commit_free(cm);
+}
+
+/* In the commit (maybe another thread; the worker's loop waits for it). */
+static int commit_fn(struct store_txn *t, void *arg)
+{
+	struct imap_commit *cm = arg;
+
+	if (cm->c == NULL)
+		return STORE_EINVAL;
+	return cm->fn(t, cm->arg);
+}
+
+static void commit_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+			void *arg)
+{
+	struct imap_commit *cm = arg;
+
+	(void)rcpts;
+	(void)n;
+	(void)value;
+	cm->pending = false;
+	cm->rc = result;
+	if (cm->c == NULL)
+		commit_free(cm);
+	else
+		imap_client_resume(cm->c);
+}
+
+void imap_commit_start(struct imap_cmd *cmd, unsigned part, struct store_blob *blob,
+		       int (*fn)(struct store_txn *t, void *arg), void *arg,
+		       void (*arg_free)(void *arg))
+{
+	struct imap_commit *cm = xcalloc(1, sizeof(*cm));
+
+	cm->c = cmd->c;
+	cm->fn = fn;
+	cm->arg = arg;
+	cm->arg_free = arg_free;
+	cm->blob = blob;
+	cm->pending = true;
+	cmd->ctx = cm;
+	cmd->ctx_free = commit_ctx_free;
+	store_gc_write(cmd->c->srv->gc, part, blob, commit_fn, cm, commit_done, cm);
+}
+
+void *imap_commit_result(struct imap_cmd *cmd, bool *pending_r, int *rc_r)
+{
+	struct imap_commit *cm = cmd->ctx;
+
+	*pending_r = cm->pending;
+	*rc_r = cm->rc;
+	return cm->arg;
+}

@@ -1,0 +1,493 @@
+/* imap_textmatch.c — owns SEARCH's text comparison on decoded text: a message file is
+ * streamed through the MIME parser (rfc5322.h) in fixed chunks, each leaf body decoded from
+ * base64 or quoted-printable, its charset (UTF-8, US-ASCII, ISO-8859-1) brought to UTF-8,
+ * case-folded and matched with a window of the needle's length across chunks; header fields
+ * have their RFC 2047 encoded words decoded. Memory is bounded by the chunk size, the parser's
+ * fixed limits and the needle: a body is never held whole. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/buf.h"
+#include "common/rfc5322.h"
+#include "common/str.h"
+#include "common/xmalloc.h"
+#include "imapd/imapd.h"
+
+#define TM_CHUNK (64 * 1024)
+
+enum tm_enc { ENC_IDENTITY, ENC_BASE64, ENC_QP };
+
+struct imap_textmatch {
+	struct rfc5322_parser *parser;
+	const char *needle;
+	size_t nlen;
+	bool top;                  /* TEXT: the message's own header fields count too */
+	bool found;
+	/* the current leaf */
+	enum tm_enc enc;
+	bool latin1;
+	uint32_t b64_acc;
+	unsigned b64_bits;
+	char qp[3];                /* "=X" pending across chunks */
+	unsigned nqp;
+	char carry[4];             /* an incomplete UTF-8 sequence at a chunk's end */
+	unsigned ncarry;
+	struct buf win;            /* the window: the last nlen - 1 folded bytes, then new text */
+	struct buf dec, tmp;       /* scratch, bounded by the chunk */
+};
+
+/* ---- case folding: ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic capitals, which
+   keep their UTF-8 length, so text is folded in place ---- */
+
+static uint32_t fold_cp(uint32_t c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c + 32;
+	if (c < 0xc0)
+		return c;
+	if (c <= 0xde && c != 0xd7)
+		return c + 32;
+	if (c >= 0x100 && c <= 0x17f) {
+		if ((c <= 0x137 && c != 0x130) || (c >= 0x14a && c <= 0x177))
+			return c | 1; /* pairs: even capital, odd small */
+		if ((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17e))
+			return c & 1 ? c + 1 : c;
+		if (c == 0x178)
+			return 0xff;
+		return c;
+	}
+	if (c >= 0x391 && c <= 0x3a9 && c != 0x3a2)
+		return c + 32;
+	if (c >= 0x410 && c <= 0x42f)
+		return c + 32;
+	if (c >= 0x400 && c <= 0x40f)
+		return c + 80;
+	return c;
+}
+
+/* Length of the UTF-8 sequence led by b (1 for a byte that leads none). */
+static unsigned seq_len(unsigned char b)
+{
+	return b >= 0xf0 && b < 0xf8 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
+}
+
+/* Folds s[0..len) in place; returns how many bytes at the end form an incomplete sequence
+   (left unfolded). */
+static size_t fold_run(char *s, size_t len)
+{
+	unsigned char *p = (unsigned char *)s;
+	size_t i = 0;
+
+	while (i < len) {
+		unsigned n = seq_len(p[i]);
+		uint32_t c, f;
+
+		if (n == 1) {
+			if (p[i] >= 'A' && p[i] <= 'Z')
+				p[i] = (unsigned char)(p[i] + 32);
+			i++;
+			continue;
+		}
+		if (i + n > len)
+			return len - i;
+		if (n != 2 && n != 3) {
+			i += n;
+			continue;
+		}
+		c = n == 2 ? (uint32_t)(p[i] & 0x1f) << 6 | (p[i + 1] & 0x3f)
+			   : (uint32_t)(p[i] & 0x0f) << 12 | (uint32_t)(p[i + 1] & 0x3f) << 6 |
+				     (p[i + 2] & 0x3f);
+		if ((f = fold_cp(c)) != c) {
+			if (n == 2) {
+				p[i] = (unsigned char)(0xc0 | f >> 6);
+				p[i + 1] = (unsigned char)(0x80 | (f & 0x3f));
+			} else {
+				p[i] = (unsigned char)(0xe0 | f >> 12);
+				p[i + 1] = (unsigned char)(0x80 | ((f >> 6) & 0x3f));
+				p[i + 2] = (unsigned char)(0x80 | (f & 0x3f));
+			}
+		}
+		i += n;
+	}
+	return 0;
+}
+
+size_t imap_text_fold(char *s, size_t len)
+{
+	fold_run(s, len);
+	return len;
+}
+
+/* ---- charsets ---- */
+
+static bool charset_latin1(const char *cs, size_t len)
+{
+	return str_caseeq(cs, len, "ISO-8859-1", 10) || str_caseeq(cs, len, "latin1", 6) ||
+	       str_caseeq(cs, len, "windows-1252", 12) || str_caseeq(cs, len, "ISO_8859-1", 10);
+}
+
+/* Appends text in the charset to out as UTF-8 (Latin-1 converted, anything else as is). */
+static void to_utf8(const char *p, size_t len, bool latin1, struct buf *out)
+{
+	if (!latin1) {
+		buf_append(out, p, len);
+		return;
+	}
+	for (size_t i = 0; i < len; i++) {
+		unsigned char b = (unsigned char)p[i];
+
+		if (b < 0x80) {
+			buf_putc(out, (char)b);
+		} else {
+			buf_putc(out, (char)(0xc0 | b >> 6));
+			buf_putc(out, (char)(0x80 | (b & 0x3f)));
+		}
+	}
+}
+
+/* ---- transfer decoding ---- */
+
+static int b64_val(unsigned char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+')
+		return 62;
+	if (c == '/')
+		return 63;
+	return -1;
+}
+
+static int hex_val(unsigned char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c = (unsigned char)(c | 0x20);
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* Base64 bytes to out; state in acc and bits across calls (other characters are skipped). */
+static void b64_decode(const char *p, size_t len, uint32_t *acc, unsigned *bits,
+		       struct buf *out)
+{
+	for (size_t i = 0; i < len; i++) {
+		int v = b64_val((unsigned char)p[i]);
+
+		if (v < 0)
+			continue;
+		*acc = (*acc << 6) | (uint32_t)v;
+		*bits += 6;
+		if (*bits >= 8) {
+			*bits -= 8;
+			buf_putc(out, (char)((*acc >> *bits) & 0xff));
+		}
+	}
+}
+
+/* Quoted-printable to out; an "=" escape cut by the chunk's end waits in tm->qp. When
+   final, what waits is written as it stands. */
+static void qp_decode(struct imap_textmatch *tm, const char *p, size_t len, struct buf *out)
+{
+	for (size_t i = 0; i < len; i++) {
+		char c = p[i];
+
+		if (tm->nqp == 0) {
+			if (c == '=')
+				tm->qp[tm->nqp++] = c;
+			else
+				buf_putc(out, c);
+			continue;
+		}
+		tm->qp[tm->nqp++] = c;
+		if (tm->nqp == 2 && (c == '\n' || (c == '\r'))) {
+			if (c == '\n')
+				tm->nqp = 0; /* soft line break "=\n" */
+			continue;        /* "=\r": the '\n' ends it */
+		}
+		if (tm->nqp == 3 && tm->qp[1] == '\r') {
+			tm->nqp = 0;
+			if (c != '\n')
+				buf_putc(out, c);
+			continue;
+		}
+		if (tm->nqp < 3)
+			continue;
+		if (hex_val((unsigned char)tm->qp[1]) >= 0 && hex_val((unsigned char)tm->qp[2]) >= 0)
+			buf_putc(out, (char)(hex_val((unsigned char)tm->qp[1]) << 4 |
+					     hex_val((unsigned char)tm->qp[2])));
+		else
+			buf_append(out, tm->qp, 3); /* not an escape: kept as written */
+		tm->nqp = 0;
+	}
+}
+
+/* ---- matching ---- */
+
+/* Feeds UTF-8 text of the current leaf to the window and looks for the needle. */
+static void match_feed(struct imap_textmatch *tm, const char *p, size_t len)
+{
+	struct buf *w = &tm->win;
+	size_t start = w->len, keep, inc;
+
+	buf_append(w, tm->carry, tm->ncarry);
+	buf_append(w, p, len);
+	tm->ncarry = 0;
+	inc = fold_run(w->data + start, w->len - start);
+	if (inc > 0) {
+		memcpy(tm->carry, w->data + w->len - inc, inc);
+		tm->ncarry = (unsigned)inc;
+		buf_truncate(w, w->len - inc);
+	}
+	if (w->len >= tm->nlen && memmem(w->data, w->len, tm->needle, tm->nlen) != NULL) {
+		tm->found = true;
+		return;
+	}
+	keep = w->len < tm->nlen - 1 ? w->len : tm->nlen - 1;
+	buf_consume(w, w->len - keep);
+}
+
+/* One encoded word "=?charset?B|Q?text?=" at p (len bytes available): its length, and its
+   text decoded to UTF-8 appended to out; 0 when p is not one. */
+static size_t encoded_word(const char *p, size_t len, struct buf *out)
+{
+	const char *cs, *q1, *q2, *end;
+	char e;
+	struct buf raw;
+	uint32_t acc = 0;
+	unsigned bits = 0;
+
+	if (len < 8 || p[0] != '=' || p[1] != '?')
+		return 0;
+	cs = p + 2;
+	if ((q1 = memchr(cs, '?', len - 2)) == NULL || q1 + 3 >= p + len || q1[2] != '?')
+		return 0;
+	e = (char)(q1[1] | 0x20);
+	if (e != 'b' && e != 'q')
+		return 0;
+	if ((end = memmem(q1 + 3, (size_t)(p + len - (q1 + 3)), "?=", 2)) == NULL)
+		return 0;
+	q2 = q1 + 3;
+	buf_init(&raw, 64, 64 * 1024);
+	if (e == 'b') {
+		b64_decode(q2, (size_t)(end - q2), &acc, &bits, &raw);
+	} else {
+		for (const char *s = q2; s < end; s++) {
+			if (*s == '_')
+				buf_putc(&raw, ' ');
+			else if (*s == '=' && end - s >= 3 && hex_val((unsigned char)s[1]) >= 0 &&
+				 hex_val((unsigned char)s[2]) >= 0) {
+				buf_putc(&raw, (char)(hex_val((unsigned char)s[1]) << 4 |
+						      hex_val((unsigned char)s[2])));
+				s += 2;
+			} else
+				buf_putc(&raw, *s);
+		}
+	}
+	{
+		/* RFC 2231 language suffix: "charset*lang" */
+		const char *star = memchr(cs, '*', (size_t)(q1 - cs));
+		size_t cslen = (size_t)((star != NULL ? star : q1) - cs);
+
+		to_utf8(raw.data != NULL ? raw.data : "", raw.len, charset_latin1(cs, cslen), out);
+	}
+	buf_release(&raw);
+	return (size_t)(end + 2 - p);
+}
+
+/* Whether the folded needle is in header text p (unfolded), its RFC 2047 encoded words
+   decoded into out (scratch). */
+static bool field_matches(const char *p, size_t len, const char *needle, size_t nlen,
+			  struct buf *out)
+{
+	size_t i = 0, gap_start = 0;
+	bool after_word = false;
+
+	buf_reset(out);
+	while (i < len) {
+		size_t n = p[i] == '=' ? encoded_word(p + i, len - i, out) : 0;
+
+		if (n > 0) {
+			/* white space between two encoded words is dropped (RFC 2047 6.2) */
+			i += n;
+			after_word = true;
+			gap_start = out->len;
+			continue;
+		}
+		if (after_word && (p[i] == ' ' || p[i] == '\t')) {
+			size_t j = i;
+
+			while (j < len && (p[j] == ' ' || p[j] == '\t'))
+				j++;
+			if (j < len && p[j] == '=' && encoded_word(p + j, len - j, out) > 0) {
+				buf_truncate(out, gap_start); /* only probing: undo */
+				i = j;
+				continue;
+			}
+		}
+		after_word = false;
+		buf_putc(out, p[i++]);
+	}
+	if (out->len < nlen)
+		return nlen == 0;
+	fold_run(out->data, out->len);
+	return memmem(out->data, out->len, needle, nlen) != NULL;
+}
+
+bool imap_text_field_contains(const char *raw, size_t len, const char *needle, size_t nlen)
+{
+	struct buf out, unfolded;
+	bool r;
+
+	if (nlen == 0)
+		return true;
+	buf_init(&out, 256, 1024 * 1024);
+	buf_init(&unfolded, 256, 1024 * 1024);
+	rfc5322_unfold(raw, len, &unfolded);
+	r = unfolded.len > 0 &&
+	    field_matches(unfolded.data, unfolded.len, needle, nlen, &out);
+	buf_release(&out);
+	buf_release(&unfolded);
+	return r;
+}
+
+/* ---- the parser's callbacks ---- */
+
+static void cb_part_begin(void *ctx, const struct rfc5322_part *p)
+{
+	struct imap_textmatch *tm = ctx;
+
+	(void)p;
+	tm->enc = ENC_IDENTITY;
+	tm->latin1 = false;
+}
+
+static void cb_field(void *ctx, const struct rfc5322_part *p, const struct rfc5322_field *f)
+{
+	struct imap_textmatch *tm = ctx;
+
+	if (tm->found)
+		return;
+	if (str_caseeq(f->name.p, f->name.len, "Content-Transfer-Encoding", 25)) {
+		if (str_caseeq(f->value.p, f->value.len, "base64", 6))
+			tm->enc = ENC_BASE64;
+		else if (str_caseeq(f->value.p, f->value.len, "quoted-printable", 16))
+			tm->enc = ENC_QP;
+	}
+	if (p->index == 0 && !tm->top)
+		return;
+	/* the header fields of parts and embedded messages are text of the body */
+	if (field_matches(f->name.p, f->name.len, tm->needle, tm->nlen, &tm->dec) ||
+	    field_matches(f->value.p, f->value.len, tm->needle, tm->nlen, &tm->dec))
+		tm->found = true;
+}
+
+static void cb_header_end(void *ctx, const struct rfc5322_part *p)
+{
+	struct imap_textmatch *tm = ctx;
+	const struct rfc5322_ctype *ct = p->ctype;
+
+	buf_reset(&tm->win); /* a match does not span parts */
+	tm->b64_acc = 0;
+	tm->b64_bits = 0;
+	tm->nqp = 0;
+	tm->ncarry = 0;
+	if (ct == NULL || !p->is_text)
+		return;
+	for (unsigned i = 0; i < ct->nparams; i++)
+		if (str_caseeq(ct->params[i].name.p, ct->params[i].name.len, "charset", 7))
+			tm->latin1 = charset_latin1(ct->params[i].value.p, ct->params[i].value.len);
+}
+
+static void cb_body(void *ctx, const struct rfc5322_part *p, const char *data, size_t len,
+		    uint64_t off)
+{
+	struct imap_textmatch *tm = ctx;
+
+	(void)p;
+	(void)off;
+	if (tm->found)
+		return;
+	buf_reset(&tm->dec);
+	buf_reset(&tm->tmp);
+	switch (tm->enc) {
+	case ENC_BASE64:
+		b64_decode(data, len, &tm->b64_acc, &tm->b64_bits, &tm->dec);
+		break;
+	case ENC_QP:
+		qp_decode(tm, data, len, &tm->dec);
+		break;
+	case ENC_IDENTITY:
+		buf_append(&tm->dec, data, len);
+		break;
+	}
+	to_utf8(tm->dec.data != NULL ? tm->dec.data : "", tm->dec.len, tm->latin1, &tm->tmp);
+	match_feed(tm, tm->tmp.data != NULL ? tm->tmp.data : "", tm->tmp.len);
+}
+
+static const struct rfc5322_callbacks tm_callbacks = {
+	.part_begin = cb_part_begin,
+	.field = cb_field,
+	.header_end = cb_header_end,
+	.body = cb_body,
+};
+
+struct imap_textmatch *imap_textmatch_new(void)
+{
+	struct imap_textmatch *tm = xcalloc(1, sizeof(*tm));
+
+	tm->parser = rfc5322_parser_new(NULL, &tm_callbacks, tm);
+	/* a chunk decodes to at most its size, doubled by Latin-1, plus the window */
+	buf_init(&tm->win, 1024, 4 * TM_CHUNK + 64 * 1024);
+	buf_init(&tm->dec, 1024, 4 * TM_CHUNK + 64 * 1024);
+	buf_init(&tm->tmp, 1024, 4 * TM_CHUNK + 64 * 1024);
+	return tm;
+}
+
+void imap_textmatch_free(struct imap_textmatch **tmp)
+{
+	struct imap_textmatch *tm = *tmp;
+
+	if (tm == NULL)
+		return;
+	rfc5322_parser_free(&tm->parser);
+	buf_release(&tm->win);
+	buf_release(&tm->dec);
+	buf_release(&tm->tmp);
+	free(tm);
+	*tmp = NULL;
+}
+
+bool imap_textmatch_file(struct imap_textmatch *tm, int fd, uint64_t size, const char *needle,
+			 size_t nlen, bool top)
+{
+	char *chunk;
+	uint64_t off = 0;
+
+	if (nlen == 0)
+		return true;
+	tm->needle = needle;
+	tm->nlen = nlen;
+	tm->top = top;
+	tm->found = false;
+	buf_reset(&tm->win);
+	rfc5322_parser_reset(tm->parser);
+	chunk = xmalloc(TM_CHUNK);
+	while (off < size && !tm->found) {
+		size_t want = size - off < TM_CHUNK ? (size_t)(size - off) : TM_CHUNK;
+		ssize_t n = pread(fd, chunk, want, (off_t)off);
+
+		if (n <= 0)
+			break;
+		rfc5322_parser_push(tm->parser, chunk, (size_t)n);
+		off += (uint64_t)n;
+	}
+	if (!tm->found)
+		rfc5322_parser_finish(tm->parser);
+	free(chunk);
+	return tm->found;
+}

@@ -1,0 +1,801 @@
+/* agent.c — owns a load agent: set-up from the manager's configuration, the per-user arrival
+ * timers and phases, step accounting (histograms, errors, time series), delivery bookkeeping
+ * and probes, and the JSON-lines control connection. Sessions live in load_smtp.c and
+ * load_imap.c. */
+#include <errno.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/listener.h>
+#include <openssl/err.h>
+
+#include "common/log.h"
+#include "common/str.h"
+#include "common/xmalloc.h"
+#include "mailload/agent.h"
+#include "mailload/json.h"
+
+#define CTL_LINE_MAX (1u << 20)
+
+static void ag_tick_cb(evutil_socket_t fd, short what, void *arg);
+
+static int resolve(const char *host, uint64_t port, struct sockaddr_storage *ss, socklen_t *len)
+{
+	struct addrinfo hints, *res;
+	char ps[16];
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	snprintf(ps, sizeof(ps), "%" PRIu64, port);
+	if (getaddrinfo(host, ps, &hints, &res) != 0)
+		return -1;
+	memcpy(ss, res->ai_addr, res->ai_addrlen);
+	*len = (socklen_t)res->ai_addrlen;
+	freeaddrinfo(res);
+	return 0;
+}
+
+int agent_setup(struct agent *ag, const struct ml_cfg *c, const char **error_r)
+{
+	ag->cfg = *c;
+	if (resolve(c->smtp_host, c->smtp_port, &ag->sa_smtp, &ag->salen_smtp) < 0 ||
+	    resolve(c->submit_host, c->submit_port, &ag->sa_submit, &ag->salen_submit) < 0 ||
+	    resolve(c->imap_host, c->imap_port, &ag->sa_imap, &ag->salen_imap) < 0) {
+		*error_r = "cannot resolve a server address";
+		return -1;
+	}
+	if (c->user_hi <= c->user_lo || c->user_hi > c->users + 1 || c->user_lo == 0) {
+		*error_r = "bad user range";
+		return -1;
+	}
+	if (strcmp(c->tls, "none") != 0) {
+		ag->ssl = SSL_CTX_new(TLS_client_method());
+		SSL_CTX_set_verify(ag->ssl, SSL_VERIFY_NONE, NULL); /* load, not trust: any cert */
+	}
+	ml_msggen_init();
+	ml_msg_init(&ag->msg);
+	ml_rng_seed(&ag->rng, c->seed, 1000003 + c->agent);
+	ag->nusers = (uint32_t)(c->user_hi - c->user_lo);
+	ag->users = xcalloc(ag->nusers, sizeof(*ag->users));
+	for (uint32_t i = 0; i < ag->nusers; i++)
+		ag->users[i].m.id = (uint32_t)c->user_lo + i;
+	ag->probe_lastuid = xcalloc(c->users, sizeof(uint32_t));
+	ag->probe_uidv = xcalloc(c->users, sizeof(uint32_t));
+	ag->probe_on = xcalloc(c->users, 1);
+	uint64_t total = c->ramp_s + c->steady_s + c->down_s + c->drain_s + 60;
+	ag->ts_step_s = (uint32_t)(total / 600 + 1);
+	ag->nts = (uint32_t)(total / ag->ts_step_s + 1);
+	ag->ts = xcalloc(ag->nts, sizeof(*ag->ts));
+	for (int i = 0; i < FN_COUNT; i++)
+		histo_init(&ag->h[i]);
+	ag->seq = (c->agent + 1) * 1000000000ULL;
+	return 0;
+}
+
+void agent_free(struct agent *ag)
+{
+	free(ag->users);
+	free(ag->probe_lastuid);
+	free(ag->probe_uidv);
+	free(ag->probe_on);
+	free(ag->ts);
+	free(ag->sent);
+	free(ag->rcpts);
+	free(ag->seen);
+	free(ag->seen_set);
+	free(ag->wait);
+	ml_msg_release(&ag->msg);
+	if (ag->ssl != NULL)
+		SSL_CTX_free(ag->ssl);
+	if (ag->tick != NULL)
+		event_free(ag->tick);
+}
+
+struct ag_user *ag_user(struct agent *ag, uint32_t user)
+{
+	if (user < ag->cfg.user_lo || user >= ag->cfg.user_hi)
+		return NULL;
+	return &ag->users[user - ag->cfg.user_lo];
+}
+
+const char *ag_password(const struct agent *ag, uint32_t user, char *tmp, size_t n)
+{
+	if (ag->cfg.password[0] != '\0')
+		return ag->cfg.password;
+	snprintf(tmp, n, "user%u", user);
+	return tmp;
+}
+
+void ag_rcpt_addr(const struct agent *ag, int64_t id, char *out, size_t n)
+{
+	if (id > 0)
+		snprintf(out, n, "user%" PRId64 "@%s", id, ag->cfg.domain);
+	else
+		snprintf(out, n, "r%" PRId64 "@%s", -id, ag->cfg.ext_domain);
+}
+
+uint64_t ag_init_seq(uint32_t user, uint32_t folder, uint32_t idx)
+{
+	return ((uint64_t)user << 20) | ((uint64_t)folder << 12) | idx;
+}
+
+/* ---- connections ---- */
+int ag_connect(struct agent *ag, int which, struct bufferevent **bev_r)
+{
+	const struct sockaddr_storage *sa = which == CONN_SMTP	  ? &ag->sa_smtp
+					    : which == CONN_SUBMIT ? &ag->sa_submit
+								   : &ag->sa_imap;
+	socklen_t len = which == CONN_SMTP     ? ag->salen_smtp
+			: which == CONN_SUBMIT ? ag->salen_submit
+					       : ag->salen_imap;
+	struct bufferevent *bev;
+
+	if (strcmp(ag->cfg.tls, "implicit") == 0) {
+		SSL *ssl = SSL_new(ag->ssl);
+		bev = bufferevent_openssl_socket_new(ag->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
+						     BEV_OPT_CLOSE_ON_FREE);
+	} else {
+		bev = bufferevent_socket_new(ag->base, -1, BEV_OPT_CLOSE_ON_FREE);
+	}
+	if (bev == NULL)
+		return -1;
+	if (bufferevent_socket_connect(bev, (const struct sockaddr *)sa, (int)len) < 0) {
+		bufferevent_free(bev);
+		return -1;
+	}
+	*bev_r = bev;
+	return 0;
+}
+
+/* ---- accounting ---- */
+bool ag_measured(const struct agent *ag, int64_t t_us)
+{
+	int64_t ms = t_us / 1000;
+
+	return ms >= ag->ramp_end && ms < ag->steady_end;
+}
+
+static void ts_add(struct agent *ag, enum ml_fn fn, int64_t t0_us, uint64_t us, bool ok)
+{
+	int64_t off = t0_us / 1000 - (int64_t)ag->cfg.t0_ms;
+	int p = ml_fns[fn].smtp ? 0 : 1;
+
+	if (off < 0 || ag->nts == 0)
+		return;
+	uint64_t slot = (uint64_t)off / 1000 / ag->ts_step_s;
+	if (slot >= ag->nts)
+		return;
+	struct ag_ts *t = &ag->ts[slot];
+	t->steps[p]++;
+	if (!ok) {
+		t->errors[p]++;
+		return;
+	}
+	unsigned lb = us == 0 ? 0 : 64u - (unsigned)__builtin_clzll(us);
+	t->lb[p][lb >= TS_LB ? TS_LB - 1 : lb]++;
+}
+
+void ag_error(struct agent *ag, enum ml_fn fn, const char *why)
+{
+	struct ag_err *e, *min = NULL;
+
+	ag->err[fn]++;
+	ag->errors_all++;
+	for (int i = 0; i < ERRTOP_MAX; i++) {
+		e = &ag->errtop[i];
+		if (e->n > 0 && e->fn == fn && strncmp(e->msg, why, sizeof(e->msg) - 1) == 0) {
+			e->n++;
+			return;
+		}
+		if (min == NULL || e->n < min->n)
+			min = e;
+	}
+	/* a full table replaces its rarest entry (space-saving count) */
+	min->fn = (uint8_t)fn;
+	str_lcpy(min->msg, why, sizeof(min->msg));
+	min->n = min->n + 1;
+}
+
+void ag_step(struct agent *ag, enum ml_fn fn, int64_t t0_us, bool ok, const char *why)
+{
+	int64_t now = ml_now_us();
+	uint64_t us = now > t0_us ? (uint64_t)(now - t0_us) : 0;
+
+	bool init = ag->cfg.mode[0] == 'i';
+
+	ts_add(ag, fn, t0_us, us, ok);
+	if (ok)
+		log_debug("agent%" PRIu64 " step=%s us=%" PRIu64, ag->cfg.agent, ml_fns[fn].key, us);
+	else if (init)
+		log_warnx("agent%" PRIu64 " init step=%s result=fail reason=\"%s\"", ag->cfg.agent,
+			  ml_fns[fn].key, why);
+	else
+		log_debug("agent%" PRIu64 " step=%s result=fail reason=\"%s\"", ag->cfg.agent,
+			  ml_fns[fn].key, why);
+	if (!init && !ag_measured(ag, t0_us))
+		return;
+	ag->steps_all++;
+	if (ok)
+		histo_add(&ag->h[fn], us);
+	else
+		ag_error(ag, fn, why);
+}
+
+/* ---- delivery bookkeeping ---- */
+static void wait_add(struct agent *ag, uint64_t seq, uint32_t user, int64_t deadline)
+{
+	if (ag->nwait == ag->capwait) {
+		ag->capwait = ag->capwait ? ag->capwait * 2 : 64;
+		ag->wait = xreallocarray(ag->wait, ag->capwait, sizeof(*ag->wait));
+	}
+	ag->wait[ag->nwait++] = (struct ag_wait){ seq, user, deadline };
+}
+
+bool ag_wants(const struct agent *ag, uint32_t user)
+{
+	int64_t now = ml_now_ms();
+
+	for (size_t i = 0; i < ag->nwait; i++)
+		if (ag->wait[i].user == user && ag->wait[i].deadline_ms > now)
+			return true;
+	return false;
+}
+
+static void probe_kick(struct agent *ag)
+{
+	int64_t now = ml_now_ms();
+
+	for (size_t i = 0; i < ag->nwait && ag->probes_open < ag->cfg.probe_max; ) {
+		struct ag_wait *w = &ag->wait[i];
+
+		if (w->deadline_ms <= now) { /* given up: the manager's accounting decides */
+			*w = ag->wait[--ag->nwait];
+			continue;
+		}
+		if (!ag->probe_on[w->user - 1]) {
+			ag->probe_on[w->user - 1] = 1;
+			ag->probes_open++;
+			imap_start_probe(ag, w->user);
+		}
+		i++;
+	}
+}
+
+void ag_probe_done(struct agent *ag, uint32_t user)
+{
+	ag->probe_on[user - 1] = 0;
+	ag->probes_open--;
+	probe_kick(ag);
+}
+
+void ag_sent_ack(struct agent *ag, uint64_t seq, int64_t sent_ms, const int64_t *rcpt,
+		 uint32_t n, bool submitted)
+{
+	int64_t now = ml_now_ms();
+
+	if (ag->nsent == ag->capsent) {
+		ag->capsent = ag->capsent ? ag->capsent * 2 : 256;
+		ag->sent = xreallocarray(ag->sent, ag->capsent, sizeof(*ag->sent));
+	}
+	if (ag->nrcpts + n > ag->caprcpts) {
+		while (ag->nrcpts + n > ag->caprcpts)
+			ag->caprcpts = ag->caprcpts ? ag->caprcpts * 2 : 1024;
+		ag->rcpts = xreallocarray(ag->rcpts, ag->caprcpts, sizeof(*ag->rcpts));
+	}
+	ag->sent[ag->nsent++] = (struct ag_sent){ seq, sent_ms, now, (uint32_t)ag->nrcpts, n,
+						  submitted };
+	if (n > 0)
+		memcpy(ag->rcpts + ag->nrcpts, rcpt, n * sizeof(*rcpt));
+	ag->nrcpts += n;
+	for (uint32_t i = 0; i < n; i++)
+		if (rcpt[i] > 0)
+			wait_add(ag, seq, (uint32_t)rcpt[i],
+				 now + 2 * ML_DELIVERY_LIMIT_MS);
+	probe_kick(ag);
+}
+
+static bool seen_set_add(struct agent *ag, uint64_t key)
+{
+	if (key == 0)
+		key = 1;
+	if (ag->seen_set_n * 2 >= ag->seen_set_cap) {
+		size_t ocap = ag->seen_set_cap;
+		uint64_t *old = ag->seen_set;
+
+		ag->seen_set_cap = ocap ? ocap * 2 : 1024;
+		ag->seen_set = xcalloc(ag->seen_set_cap, sizeof(uint64_t));
+		ag->seen_set_n = 0;
+		for (size_t i = 0; i < ocap; i++)
+			if (old[i] != 0)
+				seen_set_add(ag, old[i]);
+		free(old);
+	}
+	size_t i = (size_t)(key * 0x9e3779b97f4a7c15ULL) & (ag->seen_set_cap - 1);
+	while (ag->seen_set[i] != 0) {
+		if (ag->seen_set[i] == key)
+			return false;
+		i = (i + 1) & (ag->seen_set_cap - 1);
+	}
+	ag->seen_set[i] = key;
+	ag->seen_set_n++;
+	return true;
+}
+
+void ag_seen(struct agent *ag, uint32_t user, uint64_t seq, uint32_t uidvalidity, uint32_t uid)
+{
+	uint64_t key = seq * 0x100000001b3ULL ^ ((uint64_t)user << 32 | uid) * 0xc2b2ae3d27d4eb4fULL;
+
+	for (size_t i = 0; i < ag->nwait; i++)
+		if (ag->wait[i].seq == seq && ag->wait[i].user == user) {
+			ag->wait[i] = ag->wait[--ag->nwait];
+			break;
+		}
+	if (!seen_set_add(ag, key))
+		return;
+	if (ag->nseen == ag->capseen) {
+		ag->capseen = ag->capseen ? ag->capseen * 2 : 256;
+		ag->seen = xreallocarray(ag->seen, ag->capseen, sizeof(*ag->seen));
+	}
+	ag->seen[ag->nseen++] = (struct ag_seen){ seq, user, uidvalidity, uid, ml_now_ms() };
+}
+
+uint64_t ag_msgid_seq(const struct agent *ag, const char *hdr, size_t len)
+{
+	const char *v;
+	size_t n = hdr_find(hdr, len, "Message-ID", &v);
+	uint64_t run, seq;
+	char tmp[80];
+
+	if (n == 0 || n >= sizeof(tmp))
+		return 0;
+	memcpy(tmp, v, n);
+	tmp[n] = '\0';
+	if (sscanf(tmp, "<%" SCNu64 ".%" SCNu64 "@mailload>", &run, &seq) != 2 ||
+	    run != ag->cfg.run_id)
+		return 0;
+	return seq;
+}
+
+void ag_msg_spec(const struct agent *ag, struct ml_msg_spec *s, uint64_t seq, int64_t date_ms)
+{
+	memset(s, 0, sizeof(*s));
+	s->seed = ag->cfg.seed;
+	s->run_id = ag->cfg.run_id;
+	s->seq = seq;
+	s->date_ms = date_ms;
+	s->sent_ms = date_ms;
+	s->size_scale = ag->cfg.size_scale;
+}
+
+/* ---- arrivals ---- */
+static bool ag_can_start(struct agent *ag)
+{
+	if (ag->open_smtp + ag->open_imap >= ag->cfg.max_sessions) {
+		ag->sessions_refused++;
+		ag_error(ag, FN_SMTP_CONNECT, "agent session cap reached (client overloaded)");
+		return false;
+	}
+	return ag->phase == PH_RAMP || ag->phase == PH_STEADY;
+}
+
+static void arm(struct agent *ag, struct wtimer *t, double per_hour)
+{
+	double mean_ms = 3600000.0 / per_hour;
+
+	if (per_hour <= 0)
+		return; /* this activity is switched off */
+	wheel_add(&ag->wheel, t, ml_now_ms() + (int64_t)ml_rng_exp(&ag->rng, mean_ms) + 1);
+}
+
+#define USER_OF(t, field) \
+	((struct ag_user *)(void *)((char *)(t) - offsetof(struct ag_user, field)))
+
+static void on_send(struct agent *ag, struct wtimer *t)
+{
+	struct ag_user *u = USER_OF(t, t_send);
+
+	if (ag_can_start(ag))
+		smtp_start(ag, SK_SUBMIT, u->m.id, 1);
+	arm(ag, t, ag->cfg.send_per_hour);
+}
+
+static void on_recv(struct agent *ag, struct wtimer *t)
+{
+	struct ag_user *u = USER_OF(t, t_recv);
+
+	if (ag_can_start(ag))
+		smtp_start(ag, SK_MTA, u->m.id, 1);
+	arm(ag, t, ag->cfg.recv_per_hour);
+}
+
+static void queue_imap(struct agent *ag, struct ag_user *u, enum ml_session kind, uint64_t seq,
+		       int64_t date_ms)
+{
+	if (!u->imap_busy) {
+		u->imap_busy = true;
+		imap_start(ag, u, kind, seq, date_ms);
+		return;
+	}
+	if (u->queued >= 4) {
+		ag_error(ag, kind == SESS_APPEND ? FN_IMAP_APPEND : FN_IMAP_CONNECT,
+			 "user's IMAP sessions backed up (previous still open)");
+		return;
+	}
+	u->queued_kind[u->queued] = (uint8_t)kind;
+	u->append_seq[u->queued] = seq;
+	u->append_date[u->queued] = date_ms;
+	u->queued++;
+}
+
+static void on_imap(struct agent *ag, struct wtimer *t)
+{
+	struct ag_user *u = USER_OF(t, t_imap);
+
+	if (ag_can_start(ag))
+		queue_imap(ag, u, ml_pick_session(&ag->rng, &ag->cfg), 0, 0);
+	arm(ag, t, ag->cfg.imap_per_hour);
+}
+
+void ag_imap_done(struct agent *ag, struct ag_user *u)
+{
+	u->imap_busy = false;
+	if (u->queued > 0 && ag->phase != PH_DONE) {
+		enum ml_session k = (enum ml_session)u->queued_kind[0];
+		uint64_t seq = u->append_seq[0];
+		int64_t date = u->append_date[0];
+
+		u->queued--;
+		memmove(u->queued_kind, u->queued_kind + 1, u->queued);
+		memmove(u->append_seq, u->append_seq + 1, u->queued * sizeof(uint64_t));
+		memmove(u->append_date, u->append_date + 1, u->queued * sizeof(int64_t));
+		u->imap_busy = true;
+		imap_start(ag, u, k, seq, date);
+	}
+}
+
+/* The SMTP side calls this after a submission: the user files the message in Sent. */
+void ag_after_submit(struct agent *ag, uint32_t user, uint64_t seq, int64_t date_ms)
+{
+	struct ag_user *u = ag_user(ag, user);
+
+	if (u != NULL)
+		queue_imap(ag, u, SESS_APPEND, seq, date_ms);
+}
+
+static void start_users(struct agent *ag)
+{
+	const struct ml_cfg *c = &ag->cfg;
+
+	for (uint32_t i = 0; i < ag->nusers; i++) {
+		struct ag_user *u = &ag->users[i];
+		/* users start evenly spread over the ramp, by global number */
+		int64_t start = (int64_t)c->t0_ms +
+				(int64_t)((double)c->ramp_s * 1000.0 * (double)(u->m.id - 1) /
+					  (double)c->users);
+		u->t_send.cb = on_send;
+		u->t_recv.cb = on_recv;
+		u->t_imap.cb = on_imap;
+		if (c->send_per_hour > 0)
+			wheel_add(&ag->wheel, &u->t_send,
+				  start + (int64_t)ml_rng_exp(&ag->rng, 3600000.0 / c->send_per_hour));
+		if (c->recv_per_hour > 0)
+			wheel_add(&ag->wheel, &u->t_recv,
+				  start + (int64_t)ml_rng_exp(&ag->rng, 3600000.0 / c->recv_per_hour));
+		if (c->imap_per_hour > 0)
+			wheel_add(&ag->wheel, &u->t_imap,
+				  start + (int64_t)ml_rng_exp(&ag->rng, 3600000.0 / c->imap_per_hour));
+	}
+}
+
+/* ---- init mode: users one after another, a window of them at a time ---- */
+#define INIT_WINDOW 16
+static void init_pump(struct agent *ag)
+{
+	while (ag->init_active < INIT_WINDOW && ag->init_next < ag->nusers) {
+		uint32_t user = ag->users[ag->init_next++].m.id;
+
+		ag->init_active++;
+		imap_start_init(ag, user);
+	}
+}
+
+void ag_init_user_done(struct agent *ag)
+{
+	ag->init_active--;
+	ag->init_done++;
+	init_pump(ag);
+}
+
+static void ag_start(struct agent *ag, int64_t t0_ms)
+{
+	const struct ml_cfg *c = &ag->cfg;
+
+	ag->cfg.t0_ms = (uint64_t)t0_ms;
+	ag->ramp_end = t0_ms + (int64_t)c->ramp_s * 1000;
+	ag->steady_end = ag->ramp_end + (int64_t)c->steady_s * 1000;
+	ag->down_end = ag->steady_end + (int64_t)c->down_s * 1000;
+	ag->drain_end = ag->down_end + (int64_t)c->drain_s * 1000;
+	wheel_init(&ag->wheel, ml_now_ms());
+	ag->phase = PH_RAMP;
+	if (strcmp(c->mode, "init") == 0)
+		init_pump(ag);
+	else
+		start_users(ag);
+	struct timeval tv = { 0, WHEEL_TICK_MS * 1000 };
+	ag->tick = event_new(ag->base, -1, EV_PERSIST, ag_tick_cb, ag);
+	event_add(ag->tick, &tv);
+}
+
+static void ag_tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct agent *ag = arg;
+	int64_t now = ml_now_ms();
+
+	if (strcmp(ag->cfg.mode, "init") == 0) {
+		if (ag->init_done == ag->nusers)
+			ag->phase = PH_DONE;
+		return;
+	}
+	if (now < ag->ramp_end)
+		ag->phase = PH_RAMP;
+	else if (now < ag->steady_end)
+		ag->phase = PH_STEADY;
+	else if (now < ag->down_end)
+		ag->phase = PH_DOWN;
+	else if (ag->phase != PH_DONE)
+		ag->phase = (ag->open_smtp + ag->open_imap > ag->probes_open || ag->nwait > 0) &&
+					    now < ag->drain_end
+				    ? PH_DRAIN
+				    : PH_DONE;
+	wheel_run(&ag->wheel, ag, now);
+	static int64_t last_kick;
+	if (now - last_kick > 1000) {
+		last_kick = now;
+		probe_kick(ag);
+	}
+}
+
+/* ---- control protocol ---- */
+static const char *phase_name(enum ag_phase p)
+{
+	static const char *const n[] = { "idle", "ramp-up", "steady", "ramp-down", "drain",
+					 "done" };
+	return n[p];
+}
+
+static void put_status(struct agent *ag, struct buf *o)
+{
+	buf_printf(o, "{\"ok\":true,\"phase\":\"%s\",\"open_smtp\":%u,\"open_imap\":%u,"
+		      "\"probes\":%u,\"steps\":%" PRIu64 ",\"errors\":%" PRIu64
+		      ",\"sent\":%zu,\"waiting\":%zu,\"init_done\":%u,\"init_msgs\":%" PRIu64
+		      ",\"users\":%u,\"now_ms\":%" PRId64,
+		   phase_name(ag->phase), ag->open_smtp, ag->open_imap, ag->probes_open,
+		   ag->steps_all, ag->errors_all, ag->nsent, ag->nwait, ag->init_done,
+		   ag->init_msgs, ag->nusers, ml_now_ms());
+	/* worst summary function so far */
+	double worst = 101;
+	int wf = -1;
+	for (int f = 0; f < FN_NSUMMARY; f++) {
+		uint64_t n = ag->h[f].count + ag->err[f];
+		if (n == 0)
+			continue;
+		double pct = 100.0 * (double)histo_count_le(&ag->h[f], ml_fns[f].limit_ms * 1000ULL) /
+			     (double)n;
+		if (pct < worst) {
+			worst = pct;
+			wf = f;
+		}
+	}
+	if (wf >= 0)
+		buf_printf(o, ",\"worst\":\"%s\",\"worst_pct\":%.2f", ml_fns[wf].key, worst);
+	buf_puts(o, "}\n");
+}
+
+static void put_results(struct agent *ag, struct buf *o)
+{
+	buf_printf(o, "{\"ok\":true,\"agent\":%" PRIu64 ",\"functions\":{", ag->cfg.agent);
+	for (int f = 0; f < FN_COUNT; f++) {
+		buf_printf(o, "%s\"%s\":{\"errors\":%" PRIu64 ",\"histo\":", f ? "," : "",
+			   ml_fns[f].key, ag->err[f]);
+		struct buf h;
+		buf_init(&h, 256, 1u << 20);
+		histo_serialize(&ag->h[f], &h);
+		json_put_str(o, buf_cstr(&h));
+		buf_release(&h);
+		buf_putc(o, '}');
+	}
+	buf_puts(o, "},\"errtop\":[");
+	bool first = true;
+	for (int i = 0; i < ERRTOP_MAX; i++) {
+		if (ag->errtop[i].n == 0)
+			continue;
+		buf_printf(o, "%s[\"%s\",", first ? "" : ",", ml_fns[ag->errtop[i].fn].key);
+		json_put_str(o, ag->errtop[i].msg);
+		buf_printf(o, ",%" PRIu64 "]", ag->errtop[i].n);
+		first = false;
+	}
+	buf_printf(o, "],\"ts_step_s\":%u,\"ts\":[", ag->ts_step_s);
+	for (uint32_t i = 0; i < ag->nts; i++) {
+		const struct ag_ts *t = &ag->ts[i];
+		buf_printf(o, "%s[%u,%u,%u,%u,[", i ? "," : "", t->steps[0], t->errors[0],
+			   t->steps[1], t->errors[1]);
+		for (int p = 0; p < 2; p++)
+			for (int b = 0; b < TS_LB; b++)
+				buf_printf(o, "%s%u", p + b ? "," : "", t->lb[p][b]);
+		buf_puts(o, "]]");
+	}
+	buf_puts(o, "],\"sent\":[");
+	for (size_t i = 0; i < ag->nsent; i++) {
+		const struct ag_sent *s = &ag->sent[i];
+		buf_printf(o, "%s[%" PRIu64 ",%" PRId64 ",%" PRId64 ",%d,[", i ? "," : "", s->seq,
+			   s->sent_ms, s->ack_ms, s->submitted ? 1 : 0);
+		for (uint32_t r = 0; r < s->nrcpt; r++)
+			buf_printf(o, "%s%" PRId64, r ? "," : "", ag->rcpts[s->rcpt_off + r]);
+		buf_puts(o, "]]");
+	}
+	buf_puts(o, "],\"seen\":[");
+	for (size_t i = 0; i < ag->nseen; i++) {
+		const struct ag_seen *s = &ag->seen[i];
+		buf_printf(o, "%s[%" PRIu64 ",%u,%u,%u,%" PRId64 "]", i ? "," : "", s->seq, s->user,
+			   s->uidvalidity, s->uid, s->ms);
+	}
+	buf_puts(o, "],\"server\":{\"smtp_greeting\":");
+	json_put_str(o, ag->smtp_greeting);
+	buf_puts(o, ",\"imap_greeting\":");
+	json_put_str(o, ag->imap_greeting);
+	buf_puts(o, ",\"imap_capability\":");
+	json_put_str(o, ag->imap_caps);
+	buf_printf(o, "},\"sessions_refused\":%" PRIu64 "}\n", ag->sessions_refused);
+}
+
+static void ctl_reply(struct agent *ag, struct buf *o)
+{
+	bufferevent_write(ag->ctl, o->data, o->len);
+}
+
+static void ctl_command(struct agent *ag, const char *line, size_t len)
+{
+	struct jv *req = NULL;
+	const char *err = NULL, *cmd;
+	struct buf o;
+
+	buf_init(&o, 256, (size_t)1 << 34);
+	if (jv_parse(line, len, &req, &err) < 0) {
+		buf_puts(&o, "{\"ok\":false,\"error\":");
+		json_put_str(&o, err);
+		buf_puts(&o, "}\n");
+		goto out;
+	}
+	cmd = jv_str(req, "cmd", "");
+	if (strcmp(cmd, "setup") == 0) {
+		struct ml_cfg c;
+		ml_cfg_defaults(&c, "small");
+		if (ag->users != NULL)
+			err = "already set up";
+		else if (ml_cfg_from_json(&c, jv_get(req, "cfg")) < 0)
+			err = "bad cfg";
+		else
+			agent_setup(ag, &c, &err);
+	} else if (strcmp(cmd, "start") == 0) {
+		if (ag->users == NULL || ag->phase != PH_IDLE)
+			err = "not set up, or started already";
+		else
+			ag_start(ag, jv_int(req, "t0_ms", ml_now_ms()));
+	} else if (strcmp(cmd, "status") == 0) {
+		put_status(ag, &o);
+		goto out;
+	} else if (strcmp(cmd, "results") == 0) {
+		put_results(ag, &o);
+		goto out;
+	} else if (strcmp(cmd, "quit") == 0) {
+		ag->quit = true;
+		event_base_loopexit(ag->base, NULL);
+	} else {
+		err = "unknown command";
+	}
+	if (err != NULL) {
+		buf_puts(&o, "{\"ok\":false,\"error\":");
+		json_put_str(&o, err);
+		buf_puts(&o, "}\n");
+	} else {
+		buf_puts(&o, "{\"ok\":true}\n");
+	}
+out:
+	ctl_reply(ag, &o);
+	buf_release(&o);
+	jv_free(&req);
+}
+
+static void ctl_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct agent *ag = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+
+	for (;;) {
+		size_t eol_len;
+		struct evbuffer_ptr eol = evbuffer_search_eol(in, NULL, &eol_len, EVBUFFER_EOL_LF);
+
+		if (eol.pos == -1) {
+			if (evbuffer_get_length(in) > CTL_LINE_MAX) {
+				log_warnx("agent control line too long; closing");
+				event_base_loopexit(ag->base, NULL);
+			}
+			return;
+		}
+		char *line = xmalloc((size_t)eol.pos + 1);
+		evbuffer_remove(in, line, (size_t)eol.pos);
+		evbuffer_drain(in, eol_len);
+		ctl_command(ag, line, (size_t)eol.pos);
+		free(line);
+	}
+}
+
+static void ctl_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct agent *ag = arg;
+
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+		log_info("agent%" PRIu64 " manager went away; stopping", ag->cfg.agent);
+		event_base_loopexit(ag->base, NULL);
+	}
+}
+
+int agent_serve_fd(int fd)
+{
+	struct agent ag;
+
+	memset(&ag, 0, sizeof(ag));
+	ag.base = event_base_new();
+	evutil_make_socket_nonblocking(fd);
+	ag.ctl = bufferevent_socket_new(ag.base, fd, BEV_OPT_CLOSE_ON_FREE);
+	bufferevent_setcb(ag.ctl, ctl_read_cb, NULL, ctl_event_cb, &ag);
+	bufferevent_enable(ag.ctl, EV_READ);
+	event_base_dispatch(ag.base);
+	bufferevent_free(ag.ctl);
+	agent_free(&ag);
+	event_base_free(ag.base);
+	return 0;
+}
+
+int agent_listen(const char *hostport)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	char host[256];
+	const char *colon = strrchr(hostport, ':');
+	uint64_t port;
+	int one = 1;
+
+	if (colon == NULL || (size_t)(colon - hostport) >= sizeof(host) ||
+	    str_to_u64(colon + 1, strlen(colon + 1), 65535, &port) < 0)
+		fatalx("agent: --listen wants host:port, got %s", hostport);
+	memcpy(host, hostport, (size_t)(colon - hostport));
+	host[colon - hostport] = '\0';
+	if (resolve(host, port, &ss, &len) < 0)
+		fatalx("agent: cannot resolve %s", host);
+	int lfd = socket(ss.ss_family, SOCK_STREAM, 0);
+	if (lfd < 0)
+		fatal("socket");
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(lfd, (struct sockaddr *)&ss, len) < 0 || listen(lfd, 4) < 0)
+		fatal("agent: bind %s", hostport);
+	log_info("agent listening on %s", hostport);
+	for (;;) {
+		int fd = accept(lfd, NULL, NULL);
+		if (fd < 0) {
+			if (errno == EINTR)
+				continue;
+			fatal("accept");
+		}
+		agent_serve_fd(fd); /* one manager at a time; a new agent state per run */
+	}
+}

@@ -1,0 +1,187 @@
+/* agent.h — a load agent: one libevent loop simulating a range of users with SMTP and IMAP
+ * client state machines, a timer wheel for Poisson arrivals, per-function histograms, delivery
+ * probes, and a JSON-lines control connection to the manager. */
+#ifndef HERON_MAILLOAD_AGENT_H
+#define HERON_MAILLOAD_AGENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <event2/event.h>
+#include <openssl/ssl.h>
+
+#include "common/buf.h"
+#include "common/histo.h"
+#include "mailload/mailload.h"
+#include "mailload/usermodel.h"
+
+struct bufferevent;
+struct agent;
+
+/* ---- timer wheel: 10 ms ticks, 4096 slots, entries further out wait for their round ---- */
+#define WHEEL_TICK_MS 10
+#define WHEEL_SLOTS 4096
+struct wtimer {
+	struct wtimer *next, **pprev;
+	uint64_t due; /* tick */
+	void (*cb)(struct agent *ag, struct wtimer *t);
+};
+struct wheel {
+	struct wtimer *slot[WHEEL_SLOTS];
+	uint64_t now; /* current tick (ms / WHEEL_TICK_MS) */
+	uint64_t count;
+};
+void wheel_init(struct wheel *w, int64_t now_ms);
+void wheel_add(struct wheel *w, struct wtimer *t, int64_t due_ms);
+void wheel_del(struct wtimer *t);
+/* Fires every timer due at or before now_ms. */
+void wheel_run(struct wheel *w, struct agent *ag, int64_t now_ms);
+
+/* ---- users ---- */
+struct ag_user {
+	struct um_user m;
+	uint32_t inbox_lastuid; /* highest INBOX UID a check session looked at */
+	bool imap_busy;
+	uint8_t queued;         /* IMAP sessions waiting for the open one to end */
+	uint8_t queued_kind[4];
+	uint64_t append_seq[4]; /* for queued APPEND sessions: the message sent */
+	int64_t append_date[4];
+	struct wtimer t_send, t_recv, t_imap;
+};
+
+/* A message acknowledged by the server: rcpt ids are user numbers (> 0) or remote (< 0). */
+struct ag_sent {
+	uint64_t seq;
+	int64_t sent_ms, ack_ms;
+	uint32_t rcpt_off, nrcpt;
+	bool submitted; /* by a local user (counts in R) or by an outside MTA */
+};
+struct ag_seen {
+	uint64_t seq;
+	uint32_t user, uidvalidity, uid;
+	int64_t ms;
+};
+struct ag_wait { /* a local delivery the probes look for */
+	uint64_t seq;
+	uint32_t user;
+	int64_t deadline_ms;
+};
+
+#define TS_LB 24 /* log2 buckets of the time series (1 us .. 8 s and above) */
+struct ag_ts {
+	uint32_t steps[2], errors[2];
+	uint32_t lb[2][TS_LB];
+};
+
+#define ERRTOP_MAX 32
+struct ag_err {
+	char msg[96];
+	uint8_t fn;
+	uint64_t n;
+};
+
+enum ag_phase { PH_IDLE, PH_RAMP, PH_STEADY, PH_DOWN, PH_DRAIN, PH_DONE };
+
+struct agent {
+	struct event_base *base;
+	struct ml_cfg cfg;
+	SSL_CTX *ssl;
+	struct sockaddr_storage sa_smtp, sa_submit, sa_imap;
+	socklen_t salen_smtp, salen_submit, salen_imap;
+	struct ml_rng rng;
+	struct wheel wheel;
+	struct event *tick;
+	enum ag_phase phase;
+	int64_t ramp_end, steady_end, down_end, drain_end;
+	/* users */
+	struct ag_user *users;
+	uint32_t nusers;
+	uint32_t *probe_lastuid, *probe_uidv; /* by global user - 1 */
+	uint8_t *probe_on;                  /* by global user - 1 */
+	/* stats */
+	struct histo h[FN_COUNT];
+	uint64_t err[FN_COUNT];
+	uint64_t steps_all, errors_all;
+	struct ag_err errtop[ERRTOP_MAX];
+	struct ag_ts *ts;
+	uint32_t nts, ts_step_s;
+	/* delivery */
+	struct ag_sent *sent;
+	size_t nsent, capsent;
+	int64_t *rcpts;
+	size_t nrcpts, caprcpts;
+	struct ag_seen *seen;
+	size_t nseen, capseen;
+	uint64_t *seen_set;
+	size_t seen_set_cap, seen_set_n;
+	struct ag_wait *wait;
+	size_t nwait, capwait;
+	uint32_t probes_open;
+	uint64_t seq;
+	/* sessions */
+	uint32_t open_smtp, open_imap;
+	uint64_t sessions_started, sessions_refused;
+	struct ml_msg msg; /* scratch: emitted by reference at once, then reused */
+	char imap_delim; /* hierarchy delimiter, from the first LIST */
+	char smtp_greeting[160], imap_greeting[160], imap_caps[320];
+	/* init */
+	uint32_t init_next, init_done, init_active;
+	uint64_t init_msgs;
+	/* control */
+	struct bufferevent *ctl;
+	struct evconnlistener *lev;
+	bool quit;
+};
+
+/* agent.c */
+int agent_setup(struct agent *ag, const struct ml_cfg *c, const char **error_r);
+void agent_free(struct agent *ag);
+/* Serves the control protocol on fd (a socketpair end or an accepted socket) until "quit". */
+int agent_serve_fd(int fd);
+/* Listens on host:port, serves managers one at a time. */
+int agent_listen(const char *hostport);
+bool ag_measured(const struct agent *ag, int64_t t_us);
+/* Records one step of fn that started at t0_us: ok, or failed with why. */
+void ag_step(struct agent *ag, enum ml_fn fn, int64_t t0_us, bool ok, const char *why);
+void ag_error(struct agent *ag, enum ml_fn fn, const char *why);
+struct ag_user *ag_user(struct agent *ag, uint32_t user);
+const char *ag_password(const struct agent *ag, uint32_t user, char *tmp, size_t n);
+/* A message with rcpts was acknowledged (250 after DATA). */
+void ag_sent_ack(struct agent *ag, uint64_t seq, int64_t sent_ms, const int64_t *rcpt,
+		 uint32_t n, bool submitted);
+/* A user saw a message of this run in INBOX. */
+void ag_seen(struct agent *ag, uint32_t user, uint64_t seq, uint32_t uidvalidity, uint32_t uid);
+/* Parses "<run.seq@mailload>" from a header block: the seq, or 0. */
+uint64_t ag_msgid_seq(const struct agent *ag, const char *hdr, size_t len);
+bool ag_wants(const struct agent *ag, uint32_t user);
+void ag_imap_done(struct agent *ag, struct ag_user *u);
+void ag_probe_done(struct agent *ag, uint32_t user);
+void ag_init_user_done(struct agent *ag);
+int ag_connect(struct agent *ag, int which, struct bufferevent **bev_r);
+enum { CONN_SMTP, CONN_SUBMIT, CONN_IMAP };
+
+/* load_smtp.c */
+enum smtp_kind { SK_SUBMIT, SK_MTA, SK_INIT };
+/* Starts a session: SUBMIT from user (one message), MTA to user (one message, all local
+   recipients), INIT: count messages to user's INBOX from the initial set starting at index. */
+void smtp_start(struct agent *ag, enum smtp_kind kind, uint32_t user, uint32_t count);
+/* INIT from message index first on. */
+void smtp_start_at(struct agent *ag, enum smtp_kind kind, uint32_t user, uint32_t first,
+		   uint32_t count);
+void ag_after_submit(struct agent *ag, uint32_t user, uint64_t seq, int64_t date_ms);
+
+/* load_imap.c */
+void imap_start(struct agent *ag, struct ag_user *u, enum ml_session kind, uint64_t seq,
+		int64_t date_ms);
+void imap_start_probe(struct agent *ag, uint32_t user);
+void imap_start_init(struct agent *ag, uint32_t user);
+
+/* The address of a recipient id. */
+void ag_rcpt_addr(const struct agent *ag, int64_t id, char *out, size_t n);
+/* Message spec for a message sent in this run. */
+void ag_msg_spec(const struct agent *ag, struct ml_msg_spec *s, uint64_t seq, int64_t date_ms);
+/* Seq numbers of initial (init) messages: user << 20 | folder << 12 | index. */
+uint64_t ag_init_seq(uint32_t user, uint32_t folder, uint32_t idx);
+
+#endif

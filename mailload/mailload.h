@@ -1,0 +1,208 @@
+/* mailload.h — types shared inside mailload: the function table (WORKLOAD.md's order), the
+ * run configuration (one key table used for profiles, the agent setup message and the report),
+ * the deterministic random source and the message generator's interface. */
+#ifndef HERON_MAILLOAD_H
+#define HERON_MAILLOAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "common/histo.h"
+
+/* Timed functions. The first FN_NSUMMARY are the summary table, in WORKLOAD.md's order. */
+enum ml_fn {
+	FN_SMTP_CONNECT,
+	FN_SMTP_DATA,
+	FN_IMAP_APPEND,
+	FN_IMAP_CONNECT,
+	FN_IMAP_EXPUNGE,
+	FN_IMAP_FETCH_BODY,
+	FN_IMAP_FETCH_HDR,
+	FN_IMAP_LIST,
+	FN_IMAP_LSUB,
+	FN_IMAP_SELECT_FOLDER,
+	FN_IMAP_SELECT_INBOX,
+	FN_IMAP_STORE_DELETED,
+	FN_IMAP_UID_STORE_DELETED,
+	FN_IMAP_UID_FETCH_HDR,
+	FN_IMAP_UID_STORE_SEEN,
+	FN_NSUMMARY,
+	FN_SMTP_EHLO = FN_NSUMMARY,
+	FN_SMTP_STARTTLS,
+	FN_SMTP_AUTH,
+	FN_SMTP_MAIL,
+	FN_SMTP_RCPT,
+	FN_SMTP_DATA_CMD,
+	FN_SMTP_QUIT,
+	FN_IMAP_CAPABILITY,
+	FN_IMAP_STARTTLS,
+	FN_IMAP_LOGIN,
+	FN_IMAP_LOGOUT,
+	FN_IMAP_CREATE,
+	FN_IMAP_SUBSCRIBE,
+	FN_IMAP_STATUS,
+	FN_IMAP_EXAMINE,
+	FN_IMAP_NOOP,
+	FN_IMAP_IDLE,
+	FN_DELIVERY, /* not a step: the delivery-check failures (lost, duplicated) count here */
+	FN_COUNT,
+};
+
+struct ml_fn_def {
+	const char *name;  /* as printed in the report */
+	const char *key;   /* short key in JSON */
+	uint32_t limit_ms; /* response-time limit (summary functions) */
+	bool smtp;         /* protocol, for the time series */
+};
+extern const struct ml_fn_def ml_fns[FN_COUNT];
+int ml_fn_by_key(const char *key);
+
+#define ML_REQUIRED_PCT 95.0
+#define ML_DELIVERY_LIMIT_MS 60000
+#define ML_ERROR_RATE_MAX 1.0
+
+/* ---- configuration: one table drives profiles, the setup message and the report ---- */
+enum ml_cfg_type { CFGT_DBL, CFGT_U64, CFGT_STR };
+#define ML_STR 96
+
+struct ml_cfg {
+	/* workload (profile) */
+	char profile[ML_STR];
+	double send_per_hour, recv_per_hour, imap_per_hour;
+	double mix_check, mix_sync, mix_cleanup;
+	double rcpt_local;
+	double inbox_mean, inbox_max, folder_mean, folder_max, folders_mean, folders_max;
+	double subscribed;
+	double size_scale;
+	double check_delete; /* share of read messages flagged \Deleted in a check session */
+	/* run */
+	double rate;
+	uint64_t users, seed, run_id;
+	uint64_t ramp_s, steady_s, down_s, drain_s;
+	uint64_t timeout_s, probe_max, max_sessions;
+	char domain[ML_STR], ext_domain[ML_STR], password[ML_STR];
+	char smtp_host[ML_STR], submit_host[ML_STR], imap_host[ML_STR];
+	uint64_t smtp_port, submit_port, imap_port;
+	char tls[ML_STR]; /* none | starttls | implicit */
+	char mode[ML_STR]; /* run | init */
+	/* per agent (set by the manager) */
+	uint64_t agent, nagents, user_lo, user_hi, t0_ms;
+};
+
+struct ml_cfg_key {
+	const char *name;
+	enum ml_cfg_type type;
+	size_t off;
+	bool profile; /* printed as part of the profile */
+	const char *doc;
+};
+extern const struct ml_cfg_key ml_cfg_keys[];
+extern const size_t ml_cfg_nkeys;
+
+/* Fills defaults for a built-in profile ("tiny", "small", "corporate"); -1 if unknown. */
+int ml_cfg_defaults(struct ml_cfg *c, const char *profile);
+/* Sets one key from text; -1 with *error_r on unknown key or bad value. */
+int ml_cfg_set(struct ml_cfg *c, const char *key, const char *val, const char **error_r);
+/* Reads "key = value" lines (# comments); -1 with a message in err (size errlen). */
+int ml_cfg_load(struct ml_cfg *c, const char *path, char *err, size_t errlen);
+/* Appends the config as a JSON object's members (no braces). */
+void ml_cfg_json(const struct ml_cfg *c, struct buf *out);
+struct jv;
+/* Sets every key present in obj; -1 on a bad value. */
+int ml_cfg_from_json(struct ml_cfg *c, const struct jv *obj);
+
+/* ---- deterministic random numbers (splitmix64) ---- */
+struct ml_rng {
+	uint64_t s;
+};
+static inline uint64_t ml_rng_next(struct ml_rng *r)
+{
+	uint64_t z = (r->s += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+static inline void ml_rng_seed(struct ml_rng *r, uint64_t a, uint64_t b)
+{
+	r->s = a * 0x9e3779b97f4a7c15ULL ^ (b + 0x632be59bd9b4e019ULL);
+	(void)ml_rng_next(r);
+}
+/* Uniform in [0, 1). */
+static inline double ml_rng_unit(struct ml_rng *r)
+{
+	return (double)(ml_rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
+}
+/* Uniform in [lo, hi]. */
+static inline uint64_t ml_rng_range(struct ml_rng *r, uint64_t lo, uint64_t hi)
+{
+	return lo + ml_rng_next(r) % (hi - lo + 1);
+}
+/* Exponential with the given mean. */
+double ml_rng_exp(struct ml_rng *r, double mean);
+/* A count with the given mean, geometric-like, capped at max. */
+uint32_t ml_rng_count(struct ml_rng *r, double mean, double max);
+
+/* ---- workload distributions (msggen.c) ---- */
+uint32_t ml_pick_rcpt_count(struct ml_rng *r);
+enum ml_session { SESS_CHECK, SESS_SYNC, SESS_CLEANUP, SESS_APPEND, SESS_PROBE, SESS_INIT };
+enum ml_session ml_pick_session(struct ml_rng *r, const struct ml_cfg *c);
+/* Body size in bytes for a message (corporate classes times size_scale). */
+uint32_t ml_pick_size(struct ml_rng *r, double scale);
+
+/* Folders of a user: INBOX, Sent, Drafts, Trash, then personal ones. */
+#define ML_MAX_FOLDERS 17
+#define ML_FOLDER_NAME_MAX 40
+struct ml_folders {
+	uint32_t n;
+	char name[ML_MAX_FOLDERS][ML_FOLDER_NAME_MAX];
+	bool subscribed[ML_MAX_FOLDERS];
+	uint32_t msgs[ML_MAX_FOLDERS]; /* initial message count */
+};
+void ml_user_folders(const struct ml_cfg *c, uint64_t user, struct ml_folders *f);
+
+/* ---- message generation ---- */
+enum ml_mime { MIME_PLAIN, MIME_ALT, MIME_MIXED };
+#define ML_MSG_MAXPARTS 48
+struct ml_msg {
+	struct buf head; /* headers and MIME glue, owned */
+	/* the message is: pieces in order; a piece is either a slice of head or of a pool */
+	uint32_t npieces;
+	struct {
+		const char *p; /* NULL: offset into head */
+		size_t off, len;
+	} piece[ML_MSG_MAXPARTS * 2];
+	size_t size;
+	enum ml_mime mime;
+};
+struct ml_msg_spec {
+	uint64_t seed, run_id, seq;
+	int64_t date_ms;  /* Date: header */
+	int64_t sent_ms;  /* X-Mailload-Sent; 0: none */
+	const char *from; /* full address */
+	const char *const *to;
+	uint32_t nto;
+	double size_scale;
+};
+/* Builds the shared text pools (once per process; deterministic). */
+void ml_msggen_init(void);
+void ml_msg_init(struct ml_msg *m);
+void ml_msg_release(struct ml_msg *m);
+/* Composes the message for spec into m (reusing its memory). */
+void ml_msg_build(struct ml_msg *m, const struct ml_msg_spec *s);
+/* Appends the whole message to out (for tests and APPEND of small messages). */
+void ml_msg_render(const struct ml_msg *m, struct buf *out);
+struct evbuffer;
+/* Adds the message to an evbuffer by reference to the pools (no copy of the body). */
+void ml_msg_emit(const struct ml_msg *m, struct evbuffer *out);
+
+/* Message-ID local part for a sequence number. */
+#define ML_MSGID_FMT "<%" PRIu64 ".%" PRIu64 "@mailload>"
+
+/* ---- time ---- */
+int64_t ml_now_ms(void);
+int64_t ml_now_us(void);
+
+#endif

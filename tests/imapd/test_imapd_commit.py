@@ -1,0 +1,82 @@
+"""imapd end to end: APPEND, STORE and EXPUNGE of many sessions go through the worker's group
+commit. Each session gets its exact reply after the commit; the worker's log at exit counts
+the writes and the commits they shared (fewer commits than writes when sessions overlap).
+
+Usage: test_imapd_commit.py IMAPD_BINARY DELIVER_BINARY"""
+import os
+import re
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from imapd_harness import Imapd, Raw, PASSWORD  # noqa: E402
+from messages import SIMPLE  # noqa: E402
+
+IMAPD = DELIVER = None
+SESSIONS = 8
+
+
+class GroupCommit(unittest.TestCase):
+    def test_sessions_share_commits(self):
+        # a long delay, so the sessions' writes surely meet in one batch
+        d = Imapd(IMAPD, deliver=DELIVER, extra="\n[store]\ngroup_commit_delay = 300ms\n")
+        with d:
+            rs = []
+            for i in range(SESSIONS):
+                r = Raw(d.port)
+                rs.append(r)
+                self.assertEqual(r.cmd("L", 'LOGIN alice "%s"' % PASSWORD)[-1][:4], "L OK")
+            self.assertEqual(rs[0].cmd("c", "CREATE Shared"), ["c OK CREATE completed"])
+            # every session appends at once
+            for r in rs:
+                r.send(("A APPEND Shared (\\Flagged) {%d+}\r\n" % len(SIMPLE)).encode() +
+                       SIMPLE + b"\r\n")
+            uids = []
+            for r in rs:
+                out = r.until_tag("A")
+                self.assertEqual(len(out), 1, out)
+                m = re.fullmatch(r"A OK \[APPENDUID (\d+) (\d+)\] APPEND completed", out[0])
+                self.assertIsNotNone(m, out)
+                uids.append(int(m.group(2)))
+            self.assertEqual(sorted(uids), list(range(1, SESSIONS + 1)))
+            # every session selects, then stores a flag on its own message at once
+            for r in rs:
+                self.assertEqual(r.cmd("s", "SELECT Shared")[-1],
+                                 "s OK [READ-WRITE] SELECT completed")
+            for r, uid in zip(rs, uids):
+                r.send("T UID STORE %d +FLAGS.SILENT (\\Deleted)\r\n" % uid)
+            for r in rs:
+                self.assertEqual(r.until_tag("T")[-1], "T OK STORE completed")
+            # a STORE refused inside the batch (a bad flag) changes nothing
+            self.assertEqual(rs[0].cmd("b", "STORE 1 +FLAGS (\\Bogus)"), ["b BAD Unknown system flag"])
+            # two sessions expunge at once: one removes every message, and the other hears
+            # of the same expunges before its reply
+            rs[0].send("E EXPUNGE\r\n")
+            rs[1].send("E EXPUNGE\r\n")
+            for r in rs[:2]:
+                self.assertEqual(r.until_tag("E"),
+                                 ["* 1 EXPUNGE"] * SESSIONS + ["E OK EXPUNGE completed"])
+            self.assertEqual(rs[2].cmd("n", "NOOP")[-1], "n OK Completed")
+            self.assertEqual(rs[2].cmd("st", "STATUS Shared (MESSAGES)")[0],
+                             "* STATUS Shared (MESSAGES 0)")
+            for r in rs:
+                r.close()
+            d.stop()
+            m = re.search(r"group commit writes=(\d+) commits=(\d+)", d.logtext())
+            self.assertIsNotNone(m)
+            writes, commits = int(m.group(1)), int(m.group(2))
+            print("group commit: %d writes in %d commits" % (writes, commits))
+            self.assertEqual(writes, 2 * SESSIONS + 3)
+            # How many writes shared a commit depends on timing: printed above, not asserted.
+            self.assertLessEqual(commits, writes)
+            self.assertGreaterEqual(commits, 1)
+
+
+def main():
+    global IMAPD, DELIVER
+    IMAPD, DELIVER = sys.argv[1], sys.argv[2]
+    unittest.main(argv=[sys.argv[0], "-v"])
+
+
+if __name__ == "__main__":
+    main()

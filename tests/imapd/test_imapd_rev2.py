@@ -1,0 +1,107 @@
+"""imapd end to end: IMAP4rev2 (RFC 9051) after ENABLE IMAP4rev2, checked on the wire with the
+exact responses expected, beside an IMAP4rev1 session on the same mailboxes.
+
+Usage: test_imapd_rev2.py IMAPD_BINARY DELIVER_BINARY"""
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_imapd_protocol as proto  # noqa: E402
+from messages import SIMPLE, NESTED  # noqa: E402
+
+
+class Rev2(proto.Base):
+    user = "bob"
+
+    def rev2(self):
+        r = self.raw()
+        self.assertEqual(r.cmd("e", "ENABLE IMAP4rev2"), ["* ENABLED IMAP4rev2", "e OK Enabled"])
+        self.assertEqual(r.cmd("e2", "ENABLE IMAP4rev2"), ["* ENABLED", "e2 OK Enabled"])
+        return r
+
+    def test_capability(self):
+        r = self.raw(login=False)
+        caps = r.cmd("a", "CAPABILITY")[0].split()
+        self.assertEqual(caps[2:4], ["IMAP4rev1", "IMAP4rev2"])
+
+    def test_utf8_names(self):
+        r = self.rev2()
+        old = self.raw()
+        self.assertEqual(r.cmd("a", 'CREATE "Entwürfe"'),
+                         ["a OK CREATE completed"])
+        self.assertEqual(r.cmd("b", 'CREATE "R&D/日本"'), ["b OK CREATE completed"])
+        self.assertEqual(r.cmd("c", 'LIST "" "Entw*"'), [
+            '* LIST (\\HasNoChildren) "/" "Entwürfe"', "c OK List completed"])
+        self.assertEqual(r.cmd("d", 'LIST "" "R&D/*"'), [
+            '* LIST (\\HasNoChildren) "/" "R&D/日本"', "d OK List completed"])
+        # the rev1 session sees the same mailboxes in modified UTF-7
+        self.assertEqual(old.cmd("e", 'LIST "" Entw*'), [
+            '* LIST (\\HasNoChildren) "/" Entw&APw-rfe', "e OK List completed"])
+        self.assertEqual(old.cmd("f", 'LIST "" R&-D/*'), [
+            '* LIST (\\HasNoChildren) "/" R&-D/&ZeVnLA-', "f OK List completed"])
+        # after ENABLE IMAP4rev2 "&" is an ampersand, not a shift into modified UTF-7
+        self.assertEqual(r.cmd("g", 'STATUS "Entw&APw-rfe" (MESSAGES)')[0][:5], "g NO ")
+        self.assertEqual(r.cmd("h", 'STATUS "Entwürfe" (MESSAGES DELETED)'), [
+            '* STATUS "Entwürfe" (MESSAGES 0 DELETED 0)', "h OK STATUS completed"])
+        r.send(b'i CREATE "bad\xff"\r\n')
+        self.assertEqual(r.until_tag("i"), ["i NO Mailbox name is not valid UTF-8"])
+        self.assertEqual(r.cmd("j", 'RENAME "Entwürfe" "Brouillons/été"'),
+                         ["j OK RENAME completed"])
+        self.assertEqual(old.cmd("k", 'LIST "" Brouillons/*'), [
+            '* LIST (\\HasNoChildren) "/" Brouillons/&AOk-t&AOk-', "k OK List completed"])
+
+    def test_select_search_status(self):
+        r = self.rev2()
+        r.cmd("a", "CREATE Rv")
+        self.append(r, SIMPLE, "Rv")
+        self.append(r, NESTED, "Rv", "(\\Deleted)")
+        self.assertEqual(r.cmd("b", "STATUS Rv (MESSAGES DELETED SIZE)"), [
+            "* STATUS Rv (MESSAGES 2 DELETED 1 SIZE %d)" % (len(SIMPLE) + len(NESTED)),
+            "b OK STATUS completed"])
+        self.assertEqual(r.cmd("c", "STATUS Rv (RECENT)"), ["c BAD Unknown STATUS item"])
+        out = r.cmd("s", "SELECT Rv")
+        uidv = out[4].split()[3].rstrip("]")
+        self.assertEqual(out, [
+            "* FLAGS (\\Answered \\Flagged \\Deleted \\Seen \\Draft)",
+            "* OK [PERMANENTFLAGS (\\Answered \\Flagged \\Deleted \\Seen \\Draft \\*)] Flags "
+            "permitted",
+            '* LIST (\\HasNoChildren) "/" Rv',
+            "* 2 EXISTS",
+            "* OK [UIDVALIDITY %s] UIDs valid" % uidv, "* OK [UIDNEXT 3] Predicted next UID",
+            "* OK [HIGHESTMODSEQ %s] Highest" % out[6].split()[3].rstrip("]"),
+            "s OK [READ-WRITE] SELECT completed"])
+        # the messages are \Recent for this session, and a rev2 session never says so
+        self.assertEqual(r.cmd("d", "FETCH 1:2 FLAGS"), [
+            "* 1 FETCH (FLAGS ())", "* 2 FETCH (FLAGS (\\Deleted))", "d OK Fetch completed"])
+        self.assertEqual(r.cmd("f", "SEARCH ALL"),
+                         ['* ESEARCH (TAG "f") ALL 1:2', "f OK SEARCH completed"])
+        self.assertEqual(r.cmd("g", "UID SEARCH SUBJECT lunch"),
+                         ['* ESEARCH (TAG "g") UID ALL 1', "g OK SEARCH completed"])
+        self.assertEqual(r.cmd("h", "SEARCH SUBJECT nowhere"),
+                         ['* ESEARCH (TAG "h")', "h OK SEARCH completed"])
+        self.assertEqual(r.cmd("i", "SEARCH RETURN (COUNT) DELETED"),
+                         ['* ESEARCH (TAG "i") COUNT 1', "i OK SEARCH completed"])
+        self.assertEqual(r.cmd("j", "SEARCH RECENT"), ["j BAD IMAP4rev2 has no \\Recent"])
+        # new mail: EXISTS and no RECENT
+        self.append(self.raw(), SIMPLE, "Rv")
+        self.assertEqual(r.cmd("k", "NOOP"), ["* 3 EXISTS", "k OK Completed"])
+
+    def test_lsub_as_list(self):
+        r = self.rev2()
+        r.cmd("a", "CREATE Ls2")
+        r.cmd("b", "SUBSCRIBE Ls2")
+        r.cmd("c", "SUBSCRIBE Ls2gone")
+        self.assertEqual(r.cmd("d", 'LSUB "" Ls2*'), [
+            '* LIST (\\HasNoChildren \\Subscribed) "/" Ls2',
+            '* LIST (\\NonExistent \\Subscribed) "/" Ls2gone', "d OK Lsub completed"])
+        r.cmd("e", "UNSUBSCRIBE Ls2gone")
+
+
+def main():
+    proto.IMAPD, proto.DELIVER = sys.argv[1], sys.argv[2]
+    unittest.main(argv=[sys.argv[0], "-v"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,354 @@
+#!/usr/bin/env python3
+"""test_fake_server.py — runs mailload against a scripted fake SMTP/IMAP server on loopback.
+
+The fake server keeps a tiny in-memory mail store: SMTP deliveries to local users land in
+their INBOX, IMAP speaks the RFC 3501 subset mailload uses (literals, sequence sets, FETCH of
+UID/FLAGS/RFC822.SIZE/ENVELOPE/INTERNALDATE/BODY[]/BODY.PEEK[HEADER.FIELDS], STORE, EXPUNGE,
+APPEND with a synchronizing literal). The test runs `mailload init`, then one short run per
+IMAP session kind (check, sync, cleanup; submissions with their APPEND to Sent, deliveries
+from outside MTAs and the delivery probes come along), and asserts what each kind must
+produce: samples for its functions, no errors, nothing lost or duplicated. A last run against
+a server that changes UIDVALIDITY under the client must report the contradiction.
+
+usage: test_fake_server.py PATH/TO/mailload"""
+import json
+import os
+import re
+import shutil
+import socket
+import socketserver
+import subprocess
+import sys
+import tempfile
+import threading
+
+DOMAIN = "heron.test"
+LOCK = threading.Lock()
+STORE = {}  # user -> {folder: {"uidvalidity", "uidnext", "msgs": [[uid, flags(set), bytes]], "sub"}}
+LIE = {"uidvalidity": False}
+LINE_MAX = 100000
+
+
+def mailbox(user, name, create=False):
+    u = STORE.setdefault(user, {})
+    if name.upper() == "INBOX":
+        name = "INBOX"
+    if name not in u:
+        if not create and name not in ("INBOX", "Sent", "Drafts", "Trash"):
+            return None
+        u[name] = {"uidvalidity": 1000 + len(u), "uidnext": 1, "msgs": [], "sub": False}
+    return u[name]
+
+
+def deliver(user, data, flags=()):
+    with LOCK:
+        mb = mailbox(user, "INBOX")
+        mb["msgs"].append([mb["uidnext"], set(flags), data])
+        mb["uidnext"] += 1
+
+
+class SMTP(socketserver.StreamRequestHandler):
+    def reply(self, s):
+        self.wfile.write(s.encode() + b"\r\n")
+
+    def handle(self):
+        self.reply("220 fake.heron.test ESMTP fake")
+        rcpts = []
+        while True:
+            line = self.rfile.readline(LINE_MAX)
+            if not line:
+                return
+            cmd = line.decode(errors="replace").strip()
+            up = cmd.upper()
+            if up.startswith("EHLO"):
+                self.wfile.write(b"250-fake.heron.test\r\n250-PIPELINING\r\n250 8BITMIME\r\n")
+            elif up.startswith("MAIL FROM:"):
+                rcpts = []
+                self.reply("250 2.1.0 ok")
+            elif up.startswith("RCPT TO:"):
+                rcpts.append(re.search(r"<([^>]*)>", cmd).group(1))
+                self.reply("250 2.1.5 ok")
+            elif up == "DATA":
+                self.reply("354 go ahead")
+                chunks = []
+                while True:
+                    d = self.rfile.readline(LINE_MAX)
+                    if not d or d == b".\r\n":
+                        break
+                    chunks.append(d[1:] if d.startswith(b"..") else d)
+                data = b"".join(chunks)
+                for r in rcpts:
+                    m = re.match(r"(user\d+)@" + re.escape(DOMAIN) + "$", r)
+                    if m:
+                        deliver(m.group(1), data)
+                self.reply("250 2.0.0 queued")
+            elif up == "QUIT":
+                self.reply("221 bye")
+                return
+            else:
+                self.reply("502 unknown")
+
+
+def seqset(spec, maxv):
+    out = []
+    for part in spec.split(","):
+        if ":" in part:
+            a, b = part.split(":")
+            a = maxv if a == "*" else int(a)
+            b = maxv if b == "*" else int(b)
+            lo, hi = min(a, b), max(a, b)
+            out.extend(range(lo, hi + 1))
+        else:
+            out.append(maxv if part == "*" else int(part))
+    return out
+
+
+def header_fields(data, names):
+    head = data.split(b"\r\n\r\n", 1)[0] + b"\r\n"
+    out, keep = [], False
+    for line in head.split(b"\r\n")[:-1]:
+        if line[:1] in (b" ", b"\t"):
+            if keep:
+                out.append(line)
+            continue
+        keep = line.split(b":", 1)[0].decode().lower() in names
+        if keep:
+            out.append(line)
+    return b"\r\n".join(out) + b"\r\n\r\n" if out else b"\r\n"
+
+
+class IMAP(socketserver.StreamRequestHandler):
+    def send(self, s):
+        self.wfile.write(s if isinstance(s, bytes) else s.encode())
+
+    def fetch_one(self, mb, seq, items, uid_cmd):
+        uid, flags, data = mb["msgs"][seq - 1]
+        parts = []
+        if uid_cmd or "UID" in items:
+            parts.append(b"UID %d" % uid)
+        up = items.upper()
+        if "BODY[]" in up and "PEEK" not in up:
+            flags.add("\\Seen")
+        if "FLAGS" in up:
+            parts.append(("FLAGS (%s)" % " ".join(sorted(flags))).encode())
+        if "RFC822.SIZE" in up:
+            parts.append(b"RFC822.SIZE %d" % len(data))
+        if "INTERNALDATE" in up:
+            parts.append(b'INTERNALDATE "01-Jan-2026 00:00:00 +0000"')
+        if "ENVELOPE" in up:
+            parts.append(b'ENVELOPE ("date" "subject" NIL NIL NIL NIL NIL NIL NIL "<id>")')
+        m = re.search(r"HEADER\.FIELDS \(([^)]*)\)", items, re.I)
+        if m:
+            h = header_fields(data, [n.lower() for n in m.group(1).split()])
+            parts.append(b"BODY[HEADER.FIELDS (%s)] {%d}\r\n%s" % (m.group(1).encode(), len(h), h))
+        elif "BODY[]" in up:
+            parts.append(b"BODY[] {%d}\r\n%s" % (len(data), data))
+        self.send(b"* %d FETCH (%s)\r\n" % (seq, b" ".join(parts)))
+
+    def handle(self):
+        self.send("* OK [CAPABILITY IMAP4rev1] fake imap ready\r\n")
+        user, sel = None, None
+        while True:
+            line = self.rfile.readline(LINE_MAX)
+            if not line:
+                return
+            text = line.decode(errors="replace").rstrip("\r\n")
+            tag, _, rest = text.partition(" ")
+            cmd, _, args = rest.partition(" ")
+            cmd = cmd.upper()
+            uid_cmd = False
+            if cmd == "UID":
+                uid_cmd = True
+                cmd, _, args = args.partition(" ")
+                cmd = cmd.upper()
+            with LOCK:
+                r = self.command(tag, cmd, args, uid_cmd, user, sel)
+            if r is None:
+                return
+            user, sel = r
+
+    def command(self, tag, cmd, args, uid_cmd, user, sel):
+        ok = "%s OK done\r\n" % tag
+        if cmd == "CAPABILITY":
+            self.send("* CAPABILITY IMAP4rev1\r\n" + ok)
+        elif cmd == "LOGIN":
+            user = args.split()[0].strip('"')
+            self.send(ok)
+        elif cmd == "LOGOUT":
+            self.send("* BYE bye\r\n" + ok)
+            return None
+        elif cmd == "NOOP":
+            if sel is not None:
+                self.send("* %d EXISTS\r\n" % len(sel["msgs"]))
+            self.send(ok)
+        elif cmd in ("LIST", "LSUB"):
+            mailbox(user, "INBOX")
+            for name, mb in STORE[user].items():
+                if cmd == "LIST" or mb["sub"]:
+                    self.send('* %s () "/" "%s"\r\n' % (cmd, name))
+            self.send(ok)
+        elif cmd == "CREATE":
+            mailbox(user, args.strip('"'), create=True)
+            self.send(ok)
+        elif cmd == "SUBSCRIBE":
+            mailbox(user, args.strip('"'), create=True)["sub"] = True
+            self.send(ok)
+        elif cmd == "STATUS":
+            name = args.split(" (")[0].strip('"')
+            mb = mailbox(user, name)
+            self.send('* STATUS "%s" (MESSAGES %d)\r\n' % (name, len(mb["msgs"])) + ok)
+        elif cmd in ("SELECT", "EXAMINE"):
+            sel = mailbox(user, args.strip('"'))
+            if sel is None:
+                self.send("%s NO no such mailbox\r\n" % tag)
+                return user, None
+            if LIE["uidvalidity"] and sel is STORE[user]["INBOX"]:
+                sel["uidvalidity"] += 1
+            self.send("* %d EXISTS\r\n* 0 RECENT\r\n* OK [UIDVALIDITY %d] v\r\n"
+                      "* OK [UIDNEXT %d] n\r\n" % (len(sel["msgs"]), sel["uidvalidity"],
+                                                   sel["uidnext"]) + ok)
+        elif cmd == "FETCH":
+            spec, _, items = args.partition(" ")
+            n = len(sel["msgs"])
+            if uid_cmd:
+                uids = [m[0] for m in sel["msgs"]]
+                want = seqset(spec, uids[-1] if uids else 0)
+                seqs = [i + 1 for i, u in enumerate(uids) if u in want]
+            else:
+                seqs = [s for s in seqset(spec, n) if 1 <= s <= n]
+            for s in seqs:
+                self.fetch_one(sel, s, items, uid_cmd)
+            self.send(ok)
+        elif cmd == "STORE":
+            spec, _, rest = args.partition(" ")
+            flags = re.search(r"\(([^)]*)\)", rest).group(1).split()
+            uids = [m[0] for m in sel["msgs"]]
+            if uid_cmd:
+                want = seqset(spec, uids[-1] if uids else 0)
+                seqs = [i + 1 for i, u in enumerate(uids) if u in want]
+            else:
+                seqs = seqset(spec, len(uids))
+            for s in seqs:
+                sel["msgs"][s - 1][1].update(flags)
+                self.send("* %d FETCH (FLAGS (%s)%s)\r\n" % (
+                    s, " ".join(sorted(sel["msgs"][s - 1][1])),
+                    " UID %d" % sel["msgs"][s - 1][0] if uid_cmd else ""))
+            self.send(ok)
+        elif cmd == "EXPUNGE":
+            i = 0
+            while i < len(sel["msgs"]):
+                if "\\Deleted" in sel["msgs"][i][1]:
+                    del sel["msgs"][i]
+                    self.send("* %d EXPUNGE\r\n" % (i + 1))
+                else:
+                    i += 1
+            self.send(ok)
+        elif cmd == "APPEND":
+            m = re.match(r'"?([^"]*)"? \(([^)]*)\) \{(\d+)\}$', args)
+            self.send("+ go ahead\r\n")
+            data = self.rfile.read(int(m.group(3)))
+            self.rfile.readline(LINE_MAX)
+            mb = mailbox(user, m.group(1))
+            mb["msgs"].append([mb["uidnext"], set(m.group(2).split()), data])
+            mb["uidnext"] += 1
+            self.send(ok)
+        else:
+            self.send("%s BAD unknown command\r\n" % tag)
+        return user, sel
+
+
+class Server(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def start(handler):
+    srv = Server(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+def mailload(exe, smtp, imap, *args):
+    cmd = [exe, args[0], "--target", "127.0.0.1", "--smtp-port", str(smtp),
+           "--submission-port", str(smtp), "--imap-port", str(imap), "--users", "4",
+           "--local-agents", "1", "--profile", "tiny", "--seed", "7", "-q"] + list(args[1:])
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+
+
+def run_kind(exe, smtp, imap, tmp, name, mix, extra=()):
+    rep = os.path.join(tmp, name)
+    p = mailload(exe, smtp, imap, "run", "--rate", "0.02", "--phases", "1/6/2", "--drain",
+                 "10", "--load-points", "100", "--report", rep,
+                 "--set", "imap_per_hour=1800", "--set", "send_per_hour=1200",
+                 "--set", "recv_per_hour=1200", "--set", "check_delete=1",
+                 "--set", "mix_check=%g" % mix[0], "--set", "mix_sync=%g" % mix[1],
+                 "--set", "mix_cleanup=%g" % mix[2], *extra)
+    assert p.returncode in (0, 1), p.stderr.decode()
+    assert os.path.exists(os.path.join(rep, "report.json")), (p.returncode, p.stderr.decode())
+    with open(os.path.join(rep, "report.json")) as f:
+        r = json.load(f)
+    assert os.path.getsize(os.path.join(rep, "report.html")) > 1000
+    pt = r["points"][0]
+    return pt, {f["key"]: f for f in pt["functions"]}
+
+
+def main():
+    exe = os.path.abspath(sys.argv[1])
+    tmp = tempfile.mkdtemp(prefix="heron-mailload-test-")
+    smtp, imap = start(SMTP), start(IMAP)
+    sp, ip = smtp.server_address[1], imap.server_address[1]
+    try:
+        p = mailload(exe, sp, ip, "init", "--set", "folder_mean=6", "--set", "inbox_mean=6")
+        assert p.returncode == 0, p.stderr.decode()
+        assert set(STORE) == {"user1", "user2", "user3", "user4"}, STORE.keys()
+        total = sum(len(mb["msgs"]) for u in STORE.values() for mb in u.values())
+        assert total > 20, total
+        # resumable and deterministic: a second init adds nothing
+        p = mailload(exe, sp, ip, "init", "--set", "folder_mean=6", "--set", "inbox_mean=6")
+        assert p.returncode == 0, p.stderr.decode()
+        assert total == sum(len(mb["msgs"]) for u in STORE.values() for mb in u.values())
+
+        need = {
+            "check": ((1, 0, 0), ["smtp_connect", "smtp_data", "imap_append", "imap_connect",
+                                  "imap_select_inbox", "imap_uid_fetch_hdr", "imap_fetch_body",
+                                  "imap_uid_store_seen", "imap_uid_store_deleted",
+                                  "imap_expunge", "imap_login", "imap_logout"]),
+            "sync": ((0, 1, 0), ["imap_list", "imap_lsub", "imap_select_inbox",
+                                 "imap_fetch_hdr", "imap_select_folder"]),
+            "cleanup": ((0, 0, 1), ["imap_select_folder", "imap_store_deleted",
+                                    "imap_expunge"]),
+        }
+        for name, (mix, keys) in need.items():
+            pt, fns = run_kind(exe, sp, ip, tmp, name, mix)
+            for k in keys:
+                assert fns[k]["count"] > 0, (name, k, fns[k])
+            bad = {k: f["errors"] for k, f in fns.items() if f["errors"]}
+            assert not bad, (name, bad, pt["errors"]["top"])
+            d = pt["delivery"]
+            assert d["lost"] == 0 and d["duplicated"] == 0, (name, d)
+            assert d["delivered"] > 0, (name, d)
+            print("ok %s: %d steps, %d deliveries checked" % (name, pt["errors"]["steps"],
+                                                            d["checked"]))
+
+        # a server that changes UIDVALIDITY under the client is caught
+        LIE["uidvalidity"] = True
+        pt, fns = run_kind(exe, sp, ip, tmp, "lie", (1, 0, 0))
+        top = [t[1] for t in pt["errors"]["top"]]
+        assert any("UIDVALIDITY changed" in t for t in top), top
+        assert pt["pass"] is False
+        print("ok contradiction reported:", [t for t in top if "contradiction" in t][:1])
+        # the report re-renders from its JSON
+        p = subprocess.run([exe, "report", os.path.join(tmp, "lie")], stdout=subprocess.PIPE,
+                           timeout=30)
+        assert p.returncode == 0 and b"FAIL" in p.stdout
+    finally:
+        smtp.shutdown()
+        imap.shutdown()
+        smtp.server_close()
+        imap.server_close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("fake server tests passed")
+
+
+if __name__ == "__main__":
+    main()
