@@ -302,6 +302,10 @@ int mailaddr_parse_path(const char *p, size_t len, unsigned opts, struct mailadd
 			*error_r = c.err;
 			return -1;
 		}
+		if (c.i + 2 > MAILADDR_PATH_MAX) { /* as if it had its angle brackets */
+			*error_r = "Path too long (256 octets at most)";
+			return -1;
+		}
 		*used_r = c.i;
 		return 0;
 	}
@@ -431,6 +435,22 @@ static int hexval(unsigned char ch)
 	if (ch >= 'A' && ch <= 'F')
 		return ch - 'A' + 10;
 	return -1; /* xtext hex digits are upper case only */
+}
+
+/* Whether xtext p[0..len) encodes a control character (+00..+1F, +7F). ENVID and ORCPT values
+   are copied into DSN header fields (bounce.c): a decoded CR or LF there would inject lines. */
+static bool xtext_has_ctl(const char *p, size_t len)
+{
+	for (size_t i = 0; i + 2 < len; i++) {
+		int hi, lo;
+
+		if (p[i] != '+' || (hi = hexval((unsigned char)p[i + 1])) < 0 ||
+		    (lo = hexval((unsigned char)p[i + 2])) < 0)
+			continue;
+		if ((hi << 4 | lo) < 0x20 || (hi << 4 | lo) == 0x7f)
+			return true;
+	}
+	return false;
 }
 
 int mailaddr_xtext_decode(const char *p, size_t len, char *dst, size_t size)
@@ -584,7 +604,7 @@ static int mail_param(const struct param *pm, unsigned *seen, struct mail_params
 	} else if (key_is(pm, "ENVID")) {
 		if (once(seen, 16, error_r) < 0)
 			return -1;
-		if (!pm->has_val ||
+		if (!pm->has_val || xtext_has_ctl(pm->val.p, pm->val.len) ||
 		    mailaddr_xtext_decode(pm->val.p, pm->val.len, mp->envid, sizeof(mp->envid)) < 0)
 			return *error_r = "Bad ENVID value", -1;
 	} else if (key_is(pm, "AUTH")) {
@@ -655,7 +675,8 @@ static int parse_orcpt(const struct param *pm, struct rcpt_params *rp, const cha
 			return *error_r = "Bad ORCPT address type", -1;
 	memcpy(rp->orcpt_type, pm->val.p, tl);
 	rp->orcpt_type[tl] = '\0';
-	if (mailaddr_xtext_decode(semi + 1, pm->val.len - tl - 1, rp->orcpt, sizeof(rp->orcpt)) < 0)
+	if (xtext_has_ctl(semi + 1, pm->val.len - tl - 1) ||
+	    mailaddr_xtext_decode(semi + 1, pm->val.len - tl - 1, rp->orcpt, sizeof(rp->orcpt)) < 0)
 		return *error_r = "Bad ORCPT value", -1;
 	return 0;
 }

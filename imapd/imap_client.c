@@ -381,20 +381,21 @@ static bool client_append_data(struct imap_client *c, struct evbuffer *in)
 	return true;
 }
 
-/* IDLE: the only input allowed is "DONE". */
-static void client_idle_input(struct imap_client *c, struct evbuffer *in)
+/* IDLE: the only input allowed is "DONE". False when no whole line has arrived yet (the
+   caller must wait for more input, not loop). */
+static bool client_idle_input(struct imap_client *c, struct evbuffer *in)
 {
 	size_t len;
 	char *line = evbuffer_readln(in, &len, EVBUFFER_EOL_CRLF);
 
 	if (line == NULL) {
-		if (evbuffer_get_length(in) > 64) {
+		if (evbuffer_get_length(in) > 64)
 			imap_client_close(c, "IDLE: garbage");
-		}
-		return;
+		return false;
 	}
 	imap_idle_done(c, len == 4 && strncasecmp(line, "DONE", 4) == 0);
 	free(line);
+	return true;
 }
 
 /* AUTHENTICATE: one base64 line. False when it has not arrived yet. */
@@ -431,9 +432,8 @@ static void client_process(struct imap_client *c)
 			continue;
 		}
 		if (c->flags & IMAP_CF_IDLE) {
-			if (evbuffer_get_length(in) == 0)
+			if (!client_idle_input(c, in))
 				return;
-			client_idle_input(c, in);
 			continue;
 		}
 		if (c->cmd_active || evbuffer_get_length(in) == 0)

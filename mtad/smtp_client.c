@@ -512,6 +512,11 @@ static void client_read_cb(struct bufferevent *bev, void *arg)
 			continue;
 		char msg[REPLY_LINE_MAX + 8];
 		snprintf(msg, sizeof(msg), "%d %s", code, text);
+		/* The text goes into logs and DSNs (bounce.c): a bare CR or LF inside the line
+		   (data to the strict line reader) would start a line there. */
+		for (char *q = msg; *q != '\0'; q++)
+			if ((unsigned char)*q < 0x20 || *q == 0x7f)
+				*q = '?';
 		on_reply(c, code, c->st == C_TX || c->st == C_DOT ? msg + 4 : msg);
 		if (c->st == C_TLS || c->st == C_BODY)
 			return; /* the bufferevent changed, or the body is being written */

@@ -22,9 +22,7 @@
 #include "store/mailctl.h"
 #include "store/store_admin.h"
 
-#define ORPHAN_AGE 60 /* seconds, as store_verify: younger files may be a delivery */
 #define MANIFEST "heron-backup"
-#define LOST_FOUND "lost+found"
 
 /* Referenced blob ids of one environment, sorted. */
 struct refs {
@@ -308,97 +306,13 @@ int mc_queue_delete(struct mc *mc, const struct mc_args *a)
 }
 
 /* ------------------------------------------------------------------------------------- */
-/* verify: orphan files are moved into LOST_FOUND of a user before the store's repair */
-
-struct lf {
-	struct mc *mc;
-	const char *user;
-	unsigned part;       /* the lost+found user's partition */
-	const struct refs *refs;
-	time_t now;
-	uint64_t moved;
-	struct store_blob *b;
-	int64_t date;
-};
-
-static int w_lf_prepare(struct store_txn *t, void *arg)
-{
-	struct lf *lf = arg;
-	uint64_t id;
-
-	return mc_mbox_ensure(t, lf->user, LOST_FOUND, true, &id);
-}
-
-static int w_lf_append(struct store_txn *t, void *arg)
-{
-	struct lf *lf = arg;
-	struct store_user u;
-	uint64_t mbox;
-	uint32_t uid;
-	int rc;
-
-	if ((rc = store_user_get(t, lf->user, &u)) != 0 ||
-	    (rc = store_mbox_find(t, u.id, LOST_FOUND, &mbox)) != 0)
-		return rc;
-	return store_msg_append(t, mbox, lf->b, 0, 0, lf->date, &uid);
-}
-
-/* One file: copied as a new message of lost+found, then unlinked (after the commit). */
-static int lf_file(void *arg, int dirfd, unsigned sub, const char *name, uint64_t id,
-		   const struct stat *sb)
-{
-	struct lf *lf = arg;
-	int fd, rc;
-
-	(void)sub;
-	if (refs_has(lf->refs, id) || sb->st_mtime > lf->now - ORPHAN_AGE)
-		return 0;
-	if ((fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC)) == -1)
-		return 0;
-	rc = store_blob_from_fd(lf->mc->st, lf->part, fd, &lf->b);
-	close(fd);
-	lf->date = (int64_t)sb->st_mtime;
-	if (rc == 0)
-		rc = store_write(lf->mc->st, lf->part, w_lf_append, lf);
-	store_blob_free(&lf->b);
-	if (rc != 0)
-		return rc;
-	(void)unlinkat(dirfd, name, 0);
-	lf->moved++;
-	return 0;
-}
-
-static int salvage_orphans(struct mc *mc, const char *user, uint64_t *moved_r)
-{
-	struct lf lf = { .mc = mc, .user = user, .now = time(NULL) };
-	const char *root = conf_str(mc->conf, "store", "path");
-	unsigned n = store_partitions(mc->st);
-	char dir[4096];
-	int rc;
-
-	if (store_user_locate(mc->st, user, &lf.part) != 0)
-		lf.part = store_partition_for(mc->st, user);
-	if ((rc = store_write(mc->st, lf.part, w_lf_prepare, &lf)) != 0)
-		return rc;
-	for (unsigned p = 0; p <= n && rc == 0; p++) {
-		unsigned part = p == n ? STORE_QUEUE_PART : p;
-		struct refs r;
-
-		if ((rc = collect_refs(mc->st, part, &r)) == 0) {
-			lf.refs = &r;
-			env_dir(dir, sizeof(dir), root, part);
-			rc = walk_blobs(dir, lf_file, &lf);
-		}
-		free(r.v);
-	}
-	*moved_r = lf.moved;
-	return rc;
-}
+/* verify: the store's repair moves orphan files to a user's lost+found
+   (store_verify_lost_found), so mailctl and libstore follow one rule */
 
 static uint64_t problems(const struct store_verify_report *r)
 {
 	return r->bad_counters + r->bad_refcounts + r->missing_files + r->orphan_files +
-	       r->bad_records + r->missing_cache;
+	       r->bad_records + r->missing_cache + r->bad_cache;
 }
 
 static void verify_print(struct mc *mc, const struct store_verify_report *r, uint64_t repaired,
@@ -407,12 +321,13 @@ static void verify_print(struct mc *mc, const struct store_verify_report *r, uin
 	static const char *const cols[] = {
 		"status", "users", "mailboxes", "messages", "blobs", "queue", "bad_counters",
 		"bad_refcounts", "missing_files", "orphan_files", "young_files", "bad_records",
-		"missing_cache", "repaired", "moved_to_lost_found", "remaining_problems", NULL };
+		"missing_cache", "bad_cache", "repaired", "moved_to_lost_found",
+		"remaining_problems", NULL };
 	struct mc_table *tab = mc_table_new(cols);
 	const uint64_t v[] = { r->users, r->mailboxes, r->messages, r->blobs, r->queue,
 			       r->bad_counters, r->bad_refcounts, r->missing_files,
 			       r->orphan_files, r->young_files, r->bad_records, r->missing_cache,
-			       repaired, moved, remaining };
+			       r->bad_cache, repaired, moved, remaining };
 
 	mc_table_row(tab);
 	mc_cell_str(tab, status);
@@ -425,7 +340,6 @@ int mc_verify(struct mc *mc, const struct mc_args *a)
 {
 	const char *user = a->npos ? a->pos[0] : NULL;
 	struct store_verify_report before, fix, after;
-	uint64_t moved = 0;
 	int rc;
 
 	if ((rc = store_verify(mc->st, user, false, &before)) != 0 && rc != STORE_ECORRUPT)
@@ -438,14 +352,12 @@ int mc_verify(struct mc *mc, const struct mc_args *a)
 				problems(&before) == 1 ? "" : "s");
 		return rc == 0 ? MC_OK : MC_REFUSED;
 	}
-	if (user == NULL && before.orphan_files > 0 &&
-	    (rc = salvage_orphans(mc, a->set[1] ? a->val[1] : "postmaster", &moved)) != 0)
-		return mc_fail(mc, rc, "moving orphan message files to %s", LOST_FOUND);
-	if ((rc = store_verify(mc->st, user, true, &fix)) != 0 && rc != STORE_ECORRUPT)
-		return mc_fail(mc, rc, "repair");
+	if ((rc = store_verify_lost_found(mc->st, user, true, a->set[1] ? a->val[1] : "postmaster",
+					  &fix)) != 0 && rc != STORE_ECORRUPT)
+		return mc_fail(mc, rc, "repair (orphan message files go to %s)", STORE_LOST_FOUND);
 	if ((rc = store_verify(mc->st, user, false, &after)) != 0 && rc != STORE_ECORRUPT)
 		return mc_fail(mc, rc, "verify after the repair");
-	verify_print(mc, &before, fix.repaired + moved, moved, problems(&after),
+	verify_print(mc, &before, fix.repaired, fix.moved_lost_found, problems(&after),
 		     problems(&after) == 0 ? "repaired" : "problems");
 	if (problems(&after) != 0) {
 		fprintf(stderr, "mailctl: %" PRIu64 " problems remain after the repair; see the log "

@@ -175,7 +175,6 @@ static void env_close(struct store_env *e)
 	if (e->notify_fd != -1)
 		close(e->notify_fd);
 	free(e->dir);
-	free(e->dead);
 	memset(e, 0, sizeof(*e));
 	e->blobdir_fd = e->notify_fd = -1;
 }
@@ -373,7 +372,6 @@ int store_txn_begin(struct store *st, unsigned part, enum store_txn_mode mode,
 		free(t);
 		return rc == ENOSPC ? STORE_ENOSPC : STORE_EIO;
 	}
-	e->ndead = 0;
 	*t_r = t;
 	return 0;
 }
@@ -402,8 +400,8 @@ int store_txn_commit(struct store_txn **tp)
 	}
 	if (t->failed) {
 		mdb_txn_abort(t->txn);
-		e->ndead = 0;
 		rc = t->err == STORE_EAGAIN ? env_grow(t->st, e) : t->err;
+		free(t->dead);
 		free(t->refd);
 		free(t);
 		return rc;
@@ -413,7 +411,7 @@ int store_txn_commit(struct store_txn **tp)
 		atomic_fetch_add(&t->st->commits, 1);
 		atomic_fetch_add(&t->st->fsyncs, 2); /* LMDB: data pages, then the meta page */
 		store_blob_txn_committed(t);
-		store_blob_unlink_dead(e);
+		store_blob_unlink_dead(t);
 		txn_notify(e);
 	} else if (rc == MDB_MAP_FULL) {
 		rc = env_grow(t->st, e);
@@ -421,7 +419,7 @@ int store_txn_commit(struct store_txn **tp)
 		log_warnx("store: %s: commit: %s", e->dir, mdb_strerror(rc));
 		rc = rc == ENOSPC || rc == EDQUOT ? STORE_ENOSPC : STORE_EIO;
 	}
-	e->ndead = 0;
+	free(t->dead);
 	free(t->refd);
 	free(t);
 	return rc;
@@ -436,10 +434,10 @@ void store_txn_abort(struct store_txn **tp)
 	*tp = NULL;
 	mdb_txn_abort(t->txn);
 	if (t->write) {
-		t->e->ndead = 0;
 		if (t->failed && t->err == STORE_EAGAIN)
 			(void)env_grow(t->st, t->e);
 	}
+	free(t->dead);
 	free(t->refd);
 	free(t);
 }

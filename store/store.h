@@ -286,6 +286,14 @@ int store_blob_write(struct store_blob *b, const void *data, size_t len);
    batch), so the rename is durable before any acknowledgement. Errors: STORE_ENOSPC,
    STORE_EIO. */
 int store_blob_finish(struct store_blob *b);
+/* As store_blob_finish, but without the fsync: the file stays open and the commit that first
+   references the blob makes it durable before the index commit (a batch or group commit
+   writes back all its deferred blobs together, then fsyncs each, then one fsync per
+   directory), so producers do not wait for a fsync of their own and a batch costs about one
+   journal flush for all its files. Use it with the batch / group commit calls; an error of
+   that later fsync is the operation's result (STORE_EIO, STORE_ENOSPC). At most 256 blobs
+   are deferred at once per process (beyond, this fsyncs at once like store_blob_finish). */
+int store_blob_finish_deferred(struct store_blob *b);
 /* Writes a whole file (fd read from its current offset to EOF) as a durable blob:
    new + write + finish. Errors: as those, and STORE_EIO on a read error. */
 int store_blob_from_fd(struct store *st, unsigned part, int fd, struct store_blob **b_r);
@@ -338,7 +346,10 @@ struct store_iter;
    those with modseq <= changedsince (0 = none skipped). Errors: STORE_ENOMBOX. */
 int store_msg_iter(struct store_txn *t, uint64_t mbox, uint32_t lo, uint32_t hi,
 		   uint64_t changedsince, struct store_iter **it_r);
-/* 1 and *m_r, 0 at the end, or an error. */
+/* STORE_ITER_MSG (1) and *m_r, 0 at the end, or an error. Test `== STORE_ITER_MSG` (or
+   `== 1`) for a message: the errors it can return (STORE_EIO, STORE_ENOSPC, STORE_EAGAIN,
+   STORE_ECORRUPT) are all > 1, never STORE_EINVAL, whose value is also 1. */
+#define STORE_ITER_MSG 1
 int store_iter_next(struct store_iter *it, struct store_msg *m_r);
 void store_iter_free(struct store_iter **itp);
 /* Messages by sequence numbers lo..hi (1-based, hi = UINT32_MAX for '*') in t's snapshot:
@@ -358,7 +369,8 @@ int store_msg_flags(struct store_txn *t, uint64_t mbox, uint32_t uid, enum store
 		    unsigned flags, uint64_t keywords, uint64_t unchangedsince,
 		    struct store_msg *m_r);
 /* Expunges the given UIDs (uids == NULL: every \Deleted message; absent UIDs are skipped).
-   Appends each expunged UID to *out (xreallocarray'd, *n_out set; out may be NULL), records
+   Sets *out to a new array of the expunged UIDs (xreallocarray'd: free it) unless out is
+   NULL, and *n_out (may be NULL) to their number either way; records
    (uid, modseq) in the expunge history, drops blob references (files unlinked after the
    commit when no reference is left). Errors: STORE_ENOMBOX. */
 int store_msg_expunge(struct store_txn *t, uint64_t mbox, const uint32_t *uids, size_t n,
@@ -393,6 +405,9 @@ struct store_rcpt {
    the blob is written in the first recipient's partition, hard-linked into the others, and
    each partition commits one txn. Per-recipient results are in rcpts[i].result; the return
    is 0 if at least one recipient was delivered, or the error of the first (all failed).
+   A recipient repeated (same user and mailbox; NULL and INBOX are one) is delivered once and
+   the repeat gets the same result, mailbox and UID (so do the batch and group commit
+   deliveries).
    internaldate 0 = now. Acknowledge recipient i only when rcpts[i].result == 0. Errors (per
    recipient): STORE_ENOUSER, STORE_EQUOTA, STORE_ENOSPC, STORE_EFULL, STORE_EIO. */
 int store_deliver(struct store *st, int fd, int64_t internaldate, struct store_rcpt *rcpts,
@@ -448,8 +463,12 @@ void store_batch_free(struct store_batch **btp);
    - libevent: store_gc_attach(gc, base); producers call store_gc_* with a callback; the
      committer flushes group_commit_ms after the first pending operation (or at once when
      group_commit_max are pending) from the event loop and runs the callbacks there.
-   - threads: store_gc_*_wait() blocks the calling thread until its operation committed; the
-     first waiter waits group_commit_ms for company, then commits for all. Producer threads
+   - threads: store_gc_*_wait() blocks the calling thread until its operation committed. A
+     waiter leads the next commit once no commit runs (what queues during a commit goes in
+     the next one), after gathering: until as many operations are pending as there were
+     producers at the end of the previous commit, or group_commit_ms, whichever is first (a
+     lone producer never waits). Blobs finished with store_blob_finish_deferred are fsynced
+     by the commit, in parallel, before the index commit. Producer threads
      may write blobs (store_blob_*) meanwhile, but must not use other calls of the same
      store handle: only the committing thread uses LMDB (the map may be grown).
    A commit writes every partition the batch touches in parallel (one thread each).
@@ -586,13 +605,23 @@ struct store_verify_report {
 	uint64_t bad_records;      /* records that did not decode */
 	uint64_t missing_cache;    /* blobs without a message cache */
 	uint64_t repaired;
+	uint64_t bad_cache;        /* cache entries that do not parse (msgcache_parse) */
+	uint64_t moved_lost_found; /* orphan files made messages of lost+found (repair) */
 };
 
 /* Checks one user (user != NULL) or everything: counters against a recount, refcounts,
-   files. repair: fixes counters and refcounts, rebuilds missing caches, removes orphan files
-   older than a minute (younger ones may belong to a delivery in progress), drops message
-   rows whose file is gone (logged). Returns 0 when nothing was wrong (or all was repaired),
-   STORE_ECORRUPT when problems remain, or a system error. */
+   files, caches (present and parsing). repair: fixes counters and refcounts, rebuilds
+   missing and unparsable caches from the message file, moves orphan files older than a
+   minute (younger ones may belong to a delivery in progress) into the mailbox
+   STORE_LOST_FOUND of user lost_found (created with the user when missing; as new messages,
+   internaldate = the file's mtime) and only then unlinks them, drops message rows whose
+   file is gone (logged: nothing can be read of them). Orphans are looked for only when
+   user == NULL. Returns 0 when nothing was wrong (or all was repaired), STORE_ECORRUPT when
+   problems remain, or a system error. */
+int store_verify_lost_found(struct store *st, const char *user, bool repair,
+			    const char *lost_found, struct store_verify_report *r);
+#define STORE_LOST_FOUND "lost+found"
+/* store_verify_lost_found with lost_found = "postmaster". */
 int store_verify(struct store *st, const char *user, bool repair,
 		 struct store_verify_report *r);
 

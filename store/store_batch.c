@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,7 +28,9 @@ struct bop {
 	int64_t internaldate;
 	struct store_rcpt *rcpts;  /* BOP_DELIVER */
 	size_t n;
-	unsigned *rcpt_part;       /* partition of each recipient (UINT_MAX: unknown user) */
+	unsigned *rcpt_part;       /* partition of each recipient (NO_PART: unknown user or a
+				      duplicate, whose result is copied from dup[i]) */
+	size_t *dup;               /* the first identical recipient, or SIZE_MAX */
 	uint64_t mbox;             /* APPEND, FLAGS */
 	uint32_t uid;
 	enum store_flag_op op;
@@ -149,6 +152,7 @@ void store_batch_free(struct store_batch **btp)
 		return;
 	for (size_t i = 0; i < bt->n; i++) {
 		free(bt->ops[i].rcpt_part);
+		free(bt->ops[i].dup);
 		if (bt->ops[i].type == BOP_ENQUEUE)
 			store_queue_msg_clear(&bt->ops[i].qm);
 	}
@@ -164,6 +168,21 @@ struct part_run {
 	unsigned part;
 	int rc;
 };
+
+#define NO_PART UINT32_MAX
+
+/* Same user and same mailbox (NULL = INBOX, INBOX in any case): one delivery. */
+static bool rcpt_same(const struct store_rcpt *a, const struct store_rcpt *b)
+{
+	const char *ma = a->mailbox != NULL ? a->mailbox : "INBOX";
+	const char *mb = b->mailbox != NULL ? b->mailbox : "INBOX";
+
+	if (strcmp(a->user, b->user) != 0)
+		return false;
+	if (strcasecmp(ma, "INBOX") == 0 && strcasecmp(mb, "INBOX") == 0)
+		return true;
+	return strcmp(ma, mb) == 0;
+}
 
 static int deliver_one(struct store_txn *t, struct bop *o, struct store_rcpt *r)
 {
@@ -203,7 +222,7 @@ static bool txn_fatal(struct store_txn *t, int rc)
 static int run_nested(struct store_txn *t, struct bop *o)
 {
 	MDB_txn *parent = t->txn, *child;
-	size_t nrefd = t->nrefd;
+	size_t nrefd = t->nrefd, ndead = t->ndead;
 	int rc, mrc;
 
 	if ((mrc = mdb_txn_begin(t->e->env, parent, 0, &child)) != 0)
@@ -218,6 +237,7 @@ static int run_nested(struct store_txn *t, struct bop *o)
 	}
 	mdb_txn_abort(child);
 	t->nrefd = nrefd;
+	t->ndead = ndead; /* files it freed stay: their rows came back */
 	return rc != 0 ? rc : t->err;
 }
 
@@ -329,13 +349,24 @@ static void locate_rcpts(struct store_batch *bt, bool *parts)
 		switch (o->type) {
 		case BOP_DELIVER:
 			o->rcpt_part = xcalloc(o->n + 1, sizeof(*o->rcpt_part));
+			o->dup = xcalloc(o->n + 1, sizeof(*o->dup));
 			for (size_t j = 0; j < o->n; j++) {
 				unsigned p;
-				int rc = store_user_locate(bt->st, o->rcpts[j].user, &p);
+				int rc;
 
-				o->rcpts[j].result = rc;
+				o->dup[j] = SIZE_MAX;
+				for (size_t k = 0; k < j && o->dup[j] == SIZE_MAX; k++)
+					if (o->dup[k] == SIZE_MAX &&
+					    rcpt_same(&o->rcpts[k], &o->rcpts[j]))
+						o->dup[j] = k;
 				o->rcpts[j].uid = 0;
-				o->rcpt_part[j] = rc == 0 ? p : UINT32_MAX;
+				if (o->dup[j] != SIZE_MAX) {
+					o->rcpt_part[j] = NO_PART;
+					continue;
+				}
+				rc = store_user_locate(bt->st, o->rcpts[j].user, &p);
+				o->rcpts[j].result = rc;
+				o->rcpt_part[j] = rc == 0 ? p : NO_PART;
 				if (rc == 0)
 					parts[p] = true;
 			}
@@ -360,32 +391,43 @@ static void locate_rcpts(struct store_batch *bt, bool *parts)
 	}
 }
 
-/* Before the partitions commit (in parallel): the renames of the batch's blobs become
-   durable with one fsync per directory, and each blob is linked into every partition that
-   will reference it. An error here is met again (and reported) by store_blob_ref in the
-   partition's txn. */
+/* Before the partitions commit (in parallel): the batch's blobs become durable together
+   (bytes of deferred blobs, renames, hard links into every partition that will reference
+   them, one fsync per directory). An error here is met again (and reported) by
+   store_blob_ref in the partition's txn. */
 static void prepare_blobs(struct store_batch *bt)
 {
-	struct store_blob **v = xcalloc(bt->n + 1, sizeof(*v));
+	size_t n = 0, cap = 0;
+	struct store_blob **v = NULL;
+	unsigned *parts = NULL;
 
 	for (size_t i = 0; i < bt->n; i++)
-		v[i] = bt->ops[i].blob;
-	(void)store_blob_sync_dirs(v, bt->n);
-	free(v);
+		cap += bt->ops[i].type == BOP_DELIVER ? bt->ops[i].n : 1;
+	v = xcalloc(cap + 1, sizeof(*v));
+	parts = xcalloc(cap + 1, sizeof(*parts));
 	for (size_t i = 0; i < bt->n; i++) {
 		struct bop *o = &bt->ops[i];
 
 		if (o->type == BOP_DELIVER) {
 			for (size_t j = 0; j < o->n; j++)
-				if (o->rcpt_part[j] != UINT32_MAX)
-					(void)store_blob_link(o->blob, o->rcpt_part[j]);
-		} else if (o->type == BOP_APPEND && o->result == 0)
-			(void)store_blob_link(o->blob, STORE_ID_PART(o->mbox));
-		else if (o->type == BOP_ENQUEUE)
-			(void)store_blob_link(o->blob, STORE_QUEUE_PART);
-		else if (o->type == BOP_WRITE && o->blob != NULL && o->result == 0)
-			(void)store_blob_link(o->blob, o->part);
+				if (o->rcpt_part[j] != NO_PART) {
+					v[n] = o->blob;
+					parts[n++] = o->rcpt_part[j];
+				}
+		} else if (o->type == BOP_APPEND && o->result == 0) {
+			v[n] = o->blob;
+			parts[n++] = STORE_ID_PART(o->mbox);
+		} else if (o->type == BOP_ENQUEUE) {
+			v[n] = o->blob;
+			parts[n++] = STORE_QUEUE_PART;
+		} else if (o->type == BOP_WRITE && o->blob != NULL && o->result == 0) {
+			v[n] = o->blob;
+			parts[n++] = o->part;
+		}
 	}
+	(void)store_blob_sync_batch(v, parts, n);
+	free(parts);
+	free(v);
 }
 
 static void *part_thread(void *arg)
@@ -446,6 +488,12 @@ size_t store_batch_commit(struct store_batch **btp)
 		struct bop *o = &bt->ops[i];
 
 		if (o->type == BOP_DELIVER) {
+			for (size_t j = 0; j < o->n; j++)
+				if (o->dup[j] != SIZE_MAX) {
+					o->rcpts[j].result = o->rcpts[o->dup[j]].result;
+					o->rcpts[j].mbox = o->rcpts[o->dup[j]].mbox;
+					o->rcpts[j].uid = o->rcpts[o->dup[j]].uid;
+				}
 			o->result = o->n > 0 ? o->rcpts[0].result : STORE_EINVAL;
 			for (size_t j = 0; j < o->n; j++)
 				if (o->rcpts[j].result == 0)
@@ -499,8 +547,11 @@ int store_deliver(struct store *st, int fd, int64_t internaldate, struct store_r
 struct gc_lane {
 	pthread_mutex_t mu;        /* pending, leader */
 	pthread_mutex_t commit_mu; /* one commit at a time per lane */
-	pthread_cond_t cv;
+	pthread_cond_t cv;         /* a commit ended */
+	pthread_cond_t arrive;     /* an operation was queued (the leader gathers) */
 	struct store_batch *pending;
+	size_t expect;             /* producers seen at the end of the previous commit: its
+				      operations + those pending then (the next gather's aim) */
 	bool leader;
 };
 
@@ -523,6 +574,12 @@ int store_gc_new(struct store *st, struct store_gc **gc_r)
 	for (unsigned i = 0; i < gc->nlanes; i++) {
 		pthread_mutex_init(&gc->lanes[i].mu, NULL);
 		pthread_mutex_init(&gc->lanes[i].commit_mu, NULL);
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&gc->lanes[i].arrive, &ca);
+		pthread_condattr_destroy(&ca);
 		pthread_cond_init(&gc->lanes[i].cv, NULL);
 	}
 	*gc_r = gc;
@@ -554,6 +611,7 @@ static struct gc_lane *gc_lane(struct store_gc *gc, unsigned part)
 /* Called with the lane's mu held after an operation was queued: arms the timer. */
 static void gc_queued(struct store_gc *gc, struct gc_lane *l)
 {
+	pthread_cond_signal(&l->arrive);
 	if (gc->ev == NULL)
 		return;
 	if (store_batch_count(l->pending) >= gc->st->gc_max) {
@@ -618,13 +676,18 @@ void store_gc_write(struct store_gc *gc, unsigned part, struct store_blob *b,
 	pthread_mutex_unlock(&l->mu);
 }
 
-/* Takes the lane's pending batch and commits it; callbacks run in this thread. */
-static void gc_commit_lane(struct store_gc *gc, struct gc_lane *l)
+static void gc_gather(struct store_gc *gc, struct gc_lane *l);
+
+/* Takes the lane's pending batch (after gathering: see store_gc_deliver_wait) and commits
+   it; callbacks run in this thread. */
+static void gc_commit_lane(struct store_gc *gc, struct gc_lane *l, bool gather)
 {
 	struct store_batch *bt;
 	size_t n;
 
 	pthread_mutex_lock(&l->commit_mu);
+	if (gather && gc->st->gc_ms > 0)
+		gc_gather(gc, l);
 	pthread_mutex_lock(&l->mu);
 	bt = l->pending;
 	l->pending = NULL;
@@ -636,6 +699,7 @@ static void gc_commit_lane(struct store_gc *gc, struct gc_lane *l)
 		atomic_fetch_add(&gc->ops, n);
 		atomic_fetch_add(&gc->commits, 1);
 		pthread_mutex_lock(&l->mu);
+		l->expect = n + (l->pending != NULL ? store_batch_count(l->pending) : 0);
 		pthread_cond_broadcast(&l->cv);
 		pthread_mutex_unlock(&l->mu);
 	}
@@ -648,7 +712,7 @@ void store_gc_flush(struct store_gc *gc)
 		evtimer_del(gc->ev);
 	atomic_store(&gc->armed, false);
 	for (unsigned i = 0; i < gc->nlanes; i++)
-		gc_commit_lane(gc, &gc->lanes[i]);
+		gc_commit_lane(gc, &gc->lanes[i], false);
 }
 
 struct gc_wait {
@@ -668,6 +732,24 @@ static void gc_wait_cb(int result, const struct store_rcpt *rcpts, size_t n, uin
 	atomic_store(&w->done, true); /* waiters re-check after the broadcast */
 }
 
+/* The leader's wait for company (see store_gc_deliver_wait). */
+static void gc_gather(struct store_gc *gc, struct gc_lane *l)
+{
+	struct timespec until;
+	size_t want;
+
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_nsec += (long)(gc->st->gc_ms % 1000) * 1000000;
+	until.tv_sec += gc->st->gc_ms / 1000 + until.tv_nsec / 1000000000;
+	until.tv_nsec %= 1000000000;
+	pthread_mutex_lock(&l->mu);
+	want = l->expect < gc->st->gc_max ? l->expect : gc->st->gc_max;
+	while (l->pending != NULL && store_batch_count(l->pending) < want)
+		if (pthread_cond_timedwait(&l->arrive, &l->mu, &until) != 0)
+			break;
+	pthread_mutex_unlock(&l->mu);
+}
+
 int store_gc_deliver_wait(struct store_gc *gc, struct store_blob *b, int64_t internaldate,
 			  struct store_rcpt *rcpts, size_t n)
 {
@@ -677,27 +759,25 @@ int store_gc_deliver_wait(struct store_gc *gc, struct store_blob *b, int64_t int
 
 	pthread_mutex_lock(&l->mu);
 	store_batch_deliver(gc_pending(gc, l), b, internaldate, rcpts, n, gc_wait_cb, &w);
+	pthread_cond_signal(&l->arrive);
 	lead = !l->leader || store_batch_count(l->pending) >= gc->st->gc_max;
 	l->leader = true;
 	pthread_mutex_unlock(&l->mu);
-	if (lead) {
-		/* wait for company, unless a commit is running: then its end is the wait */
-		if (gc->st->gc_ms > 0 && pthread_mutex_trylock(&l->commit_mu) == 0) {
-			struct timespec ts = { gc->st->gc_ms / 1000,
-					       (gc->st->gc_ms % 1000) * 1000000 };
-
-			pthread_mutex_unlock(&l->commit_mu);
-			nanosleep(&ts, NULL);
-		}
-		gc_commit_lane(gc, l);
-	}
+	/* The leader commits once no commit is running (the classic group commit: what
+	   queued during a commit goes in the next one), after gathering: it waits until as
+	   many operations are pending as there were producers at the end of the previous
+	   commit (its own operations, which come back, plus those that queued during it), or
+	   group_commit_ms passed, whichever is first. So a lone producer never waits, and a
+	   steady crowd commits together instead of splitting into two alternating halves. */
+	if (lead)
+		gc_commit_lane(gc, l, true);
 	pthread_mutex_lock(&l->mu);
 	while (!atomic_load(&w.done)) {
 		if (l->pending != NULL && !l->leader) {
 			/* our operation is still pending and nobody leads: lead */
 			l->leader = true;
 			pthread_mutex_unlock(&l->mu);
-			gc_commit_lane(gc, l);
+			gc_commit_lane(gc, l, true);
 			pthread_mutex_lock(&l->mu);
 			continue;
 		}
@@ -726,6 +806,7 @@ void store_gc_free(struct store_gc **gcp)
 		pthread_mutex_destroy(&gc->lanes[i].mu);
 		pthread_mutex_destroy(&gc->lanes[i].commit_mu);
 		pthread_cond_destroy(&gc->lanes[i].cv);
+		pthread_cond_destroy(&gc->lanes[i].arrive);
 	}
 	free(gc->lanes);
 	free(gc);

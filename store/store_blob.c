@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -26,7 +27,7 @@
 #define BLOB_REC_LEN 12
 
 static int fsync_subdir(struct store *st, struct store_env *e, uint64_t id);
-static int blob_link_locked(struct store_blob *b, unsigned part);
+static int blob_link_locked(struct store_blob *b, unsigned part, bool sync);
 
 /* A batch commits partitions in parallel threads; their view of a blob's links is guarded. */
 static pthread_mutex_t links_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -117,7 +118,12 @@ int store_blob_write(struct store_blob *b, const void *data, size_t len)
 	return 0;
 }
 
-int store_blob_finish(struct store_blob *b)
+/* Blobs finished without fsync keep their fd open until the committer syncs them; past this
+   many at once (a big import batch) store_blob_finish_deferred fsyncs at once instead. */
+#define DEFERRED_MAX 256
+static atomic_int deferred_open;
+
+static int blob_finish(struct store_blob *b, bool defer)
 {
 	struct store_env *e = store_env_of(b->st, b->part);
 	char final[32];
@@ -130,54 +136,192 @@ int store_blob_finish(struct store_blob *b)
 	msgcache_builder_free(&b->mb);
 #endif
 	store_blob_path(final, sizeof(final), b->id);
-	if (fsync(b->fd) == -1 || close(b->fd) == -1) {
-		b->fd = -1;
-		log_warn("store: fsync blob %016" PRIx64, b->id);
-		return b->err = store_errno(errno);
+	if (defer && atomic_fetch_add(&deferred_open, 1) >= DEFERRED_MAX) {
+		atomic_fetch_sub(&deferred_open, 1);
+		defer = false;
 	}
-	b->fd = -1;
-	store_fsync_note(b->st);
+	if (!defer) {
+		if (fsync(b->fd) == -1 || close(b->fd) == -1) {
+			b->fd = -1;
+			log_warn("store: fsync blob %016" PRIx64, b->id);
+			return b->err = store_errno(errno);
+		}
+		b->fd = -1;
+		b->data_synced = true;
+		store_fsync_note(b->st);
+	}
+	b->deferred = defer;
+	/* a crash before the data is durable leaves an unreferenced file: verify's orphan */
 	if (renameat(e->blobdir_fd, b->tmp, e->blobdir_fd, final) == -1) {
 		log_warn("store: rename blob %016" PRIx64, b->id);
 		return b->err = store_errno(errno);
 	}
 	b->finished = true;
 	/* the directory fsync (the rename's durability) is done before the first index commit
-	   that references the blob: store_blob_sync_dir, once per directory per batch */
+	   that references the blob, once per directory per batch */
 	return 0;
 }
 
-/* Makes the blob's rename durable (fsync of its directory), once. */
-int store_blob_sync_dir(struct store_blob *b)
+int store_blob_finish(struct store_blob *b)
 {
-	int rc;
+	return blob_finish(b, false);
+}
 
-	if (b->dir_synced)
-		return 0;
-	if ((rc = fsync_subdir(b->st, store_env_of(b->st, b->part), b->id)) != 0) {
-		log_warn("store: fsync blob dir");
-		return rc;
+int store_blob_finish_deferred(struct store_blob *b)
+{
+	return blob_finish(b, true);
+}
+
+/* Closes the deferred fd (after its fsync, or when the blob is dropped). */
+static void blob_close_deferred(struct store_blob *b)
+{
+	if (b->fd != -1)
+		close(b->fd);
+	b->fd = -1;
+	if (b->deferred) {
+		b->deferred = false;
+		atomic_fetch_sub(&deferred_open, 1);
 	}
-	b->dir_synced = true;
-	return 0;
 }
 
-/* One directory fsync for every blob of a batch that shares it. */
-int store_blob_sync_dirs(struct store_blob **v, size_t n)
+/* Makes a deferred blob's bytes durable; a failed fsync is final for the blob (the page
+   cache may have dropped the bytes: a retry could report success falsely). */
+static int blob_sync_data(struct store_blob *b)
 {
-	int rc;
+	if (b->err != 0 || b->data_synced)
+		return b->err;
+	if (fdatasync(b->fd) == -1) {
+		log_warn("store: fsync blob %016" PRIx64, b->id);
+		b->err = store_errno(errno);
+	} else
+		b->data_synced = true;
+	store_fsync_note(b->st);
+	blob_close_deferred(b);
+	return b->err;
+}
+
+/* A directory to fsync: partition part's blobs/<sub>. */
+struct dir_sync {
+	unsigned part, sub;
+	bool *synced;
+};
+
+/* fsyncs each distinct directory of v once; marks the entries of those that succeeded. */
+static int sync_dir_set(struct store *st, struct dir_sync *v, size_t n)
+{
+	int first = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		if (v[i] == NULL || v[i]->dir_synced)
+		int rc;
+
+		if (*v[i].synced)
 			continue;
-		if ((rc = store_blob_sync_dir(v[i])) != 0)
-			return rc;
-		for (size_t j = i + 1; j < n; j++)
-			if (v[j] != NULL && v[j]->part == v[i]->part &&
-			    v[j]->id >> 56 == v[i]->id >> 56)
-				v[j]->dir_synced = true;
+		rc = fsync_subdir(st, store_env_of(st, v[i].part), (uint64_t)v[i].sub << 56);
+		if (rc != 0) {
+			log_warn("store: fsync blob dir");
+			if (first == 0)
+				first = rc;
+			continue;
+		}
+		for (size_t j = i; j < n; j++)
+			if (v[j].part == v[i].part && v[j].sub == v[i].sub)
+				*v[j].synced = true;
 	}
-	return 0;
+	return first;
+}
+
+/* Deferred blobs of a batch fsynced by up to SYNC_THREADS threads at once: concurrent fsyncs
+   share the filesystem's journal commits (one fsync after another would wait for one
+   commit each). */
+#define SYNC_THREADS 8
+
+struct par_sync {
+	struct store_blob **u;
+	size_t n;
+	atomic_size_t next;
+};
+
+static void *par_sync_thread(void *arg)
+{
+	struct par_sync *p = arg;
+	size_t i;
+
+	while ((i = atomic_fetch_add(&p->next, 1)) < p->n)
+		(void)blob_sync_data(p->u[i]);
+	return NULL;
+}
+
+static void sync_data_parallel(struct store_blob **u, size_t n)
+{
+	struct par_sync p = { .u = u, .n = n };
+	pthread_t th[SYNC_THREADS];
+	size_t nth = 0;
+
+	atomic_init(&p.next, 0);
+	for (size_t i = 0; i < n; i++)
+		(void)sync_file_range(u[i]->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+	while (nth + 1 < SYNC_THREADS && nth + 1 < n &&
+	       pthread_create(&th[nth], NULL, par_sync_thread, &p) == 0)
+		nth++;
+	par_sync_thread(&p);
+	for (size_t i = 0; i < nth; i++)
+		pthread_join(th[i], NULL);
+}
+
+/* Makes every blob of a batch durable and present where it is referenced, before the index
+   commits: (1) hard links into parts[i] (v[i]'s own partition needs none), first, so the
+   journal commit of (2) carries them with the renames; (2) the bytes of deferred blobs,
+   writeback started for all, then fsynced in parallel; (3) one fsync per directory touched
+   by a rename or a link. v may hold NULLs and repeats. An error is kept in the blob
+   (b->err, met again by store_blob_ref) or met again by store_blob_ref's own checks. */
+int store_blob_sync_batch(struct store_blob **v, const unsigned *parts, size_t n)
+{
+	struct store *st = NULL;
+	struct store_blob **u = xcalloc(n + 1, sizeof(*u));
+	struct dir_sync *ds = NULL;
+	size_t nds = 0, cap = 0, nu = 0;
+	int first = 0, rc;
+
+	pthread_mutex_lock(&links_mu);
+	for (size_t i = 0; i < n; i++)
+		if (v[i] != NULL && v[i]->err == 0 && v[i]->finished && parts[i] != v[i]->part &&
+		    (rc = blob_link_locked(v[i], parts[i], false)) != 0 && first == 0)
+			first = rc;
+	pthread_mutex_unlock(&links_mu);
+	for (size_t i = 0; i < n; i++) {
+		bool seen = false;
+
+		if (v[i] == NULL || !v[i]->finished || v[i]->data_synced || v[i]->err != 0)
+			continue;
+		for (size_t j = 0; j < nu && !seen; j++)
+			seen = u[j] == v[i];
+		if (!seen)
+			u[nu++] = v[i];
+	}
+	sync_data_parallel(u, nu);
+	for (size_t i = 0; i < nu; i++)
+		if (u[i]->err != 0 && first == 0)
+			first = u[i]->err;
+	free(u);
+	pthread_mutex_lock(&links_mu);
+	for (size_t i = 0; i < n; i++) {
+		struct store_blob *b = v[i];
+
+		if (b == NULL || !b->finished)
+			continue;
+		st = b->st;
+		if (nds + b->nlinks > cap)
+			ds = xreallocarray(ds, cap = (nds + b->nlinks) * 2, sizeof(*ds));
+		ds[nds++] = (struct dir_sync){ b->part, (unsigned)(b->id >> 56), &b->dir_synced };
+		for (size_t j = 1; j < b->nlinks; j++)
+			ds[nds++] = (struct dir_sync){ b->links[j].part, (unsigned)(b->id >> 56),
+						       &b->links[j].dir_synced };
+	}
+	if (nds > 0 && (rc = sync_dir_set(st, ds, nds)) != 0 && first == 0)
+		first = rc;
+	pthread_mutex_unlock(&links_mu);
+	free(ds);
+	return first;
 }
 
 int store_blob_from_fd(struct store *st, unsigned part, int fd, struct store_blob **b_r)
@@ -230,8 +374,7 @@ void store_blob_free(struct store_blob **bp)
 	if (b == NULL)
 		return;
 	*bp = NULL;
-	if (b->fd != -1)
-		close(b->fd);
+	blob_close_deferred(b);
 	store_blob_path(final, sizeof(final), b->id);
 	for (size_t i = 0; i < b->nlinks; i++) {
 		struct store_env *e = store_env_of(b->st, b->links[i].part);
@@ -251,35 +394,107 @@ void store_blob_free(struct store_blob **bp)
 	free(b);
 }
 
-/* Makes sure b's file exists in partition part (a hard link, made durable). Not thread-safe
-   for one blob: the batch links every blob before its partitions commit in parallel. */
-int store_blob_link(struct store_blob *b, unsigned part)
+/* Makes b durable and present in partition part (store_blob_ref outside a batch, or after
+   a batch's store_blob_sync_batch met an error): the bytes, its own directory, and a hard
+   link into part with its directory; each done once. Called with links_mu held. */
+static int blob_durable_locked(struct store_blob *b, unsigned part)
 {
 	int rc;
 
-	pthread_mutex_lock(&links_mu);
-	rc = blob_link_locked(b, part);
-	pthread_mutex_unlock(&links_mu);
-	return rc;
+	if ((rc = blob_sync_data(b)) != 0)
+		return rc;
+	if (!b->dir_synced) {
+		if ((rc = fsync_subdir(b->st, store_env_of(b->st, b->part), b->id)) != 0) {
+			log_warn("store: fsync blob dir");
+			return rc;
+		}
+		b->dir_synced = true;
+	}
+	return blob_link_locked(b, part, true);
 }
 
-static int blob_link_locked(struct store_blob *b, unsigned part)
+/* Partitions on different filesystems (a hard link fails with EXDEV): a copy, written to
+   a tmp name, fsynced and renamed like a new blob (its directory is fsynced as a link's). */
+static int blob_copy(struct store_blob *b, struct store_env *src, struct store_env *dst,
+		     const char *final)
+{
+	char tmp[48], buf[65536];
+	int in, out, rc = 0;
+	ssize_t n;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", final);
+	if ((in = openat(src->blobdir_fd, final, O_RDONLY | O_CLOEXEC)) == -1)
+		return store_errno(errno);
+	out = openat(dst->blobdir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+	if (out == -1) {
+		rc = store_errno(errno);
+		close(in);
+		return rc;
+	}
+	while (rc == 0 && (n = read(in, buf, sizeof(buf))) != 0) {
+		if (n == -1 && errno == EINTR)
+			continue;
+		for (ssize_t off = 0; rc == 0 && n > 0 && off < n;) {
+			ssize_t w = write(out, buf + off, (size_t)(n - off));
+
+			if (w == -1 && errno != EINTR)
+				rc = store_errno(errno);
+			else if (w > 0)
+				off += w;
+		}
+		if (n == -1)
+			rc = store_errno(errno);
+	}
+	close(in);
+	if (rc == 0 && fdatasync(out) == -1)
+		rc = store_errno(errno);
+	store_fsync_note(b->st);
+	if (close(out) == -1 && rc == 0)
+		rc = store_errno(errno);
+	if (rc == 0 && renameat(dst->blobdir_fd, tmp, dst->blobdir_fd, final) == -1)
+		rc = store_errno(errno);
+	if (rc != 0) {
+		log_warnx("store: copy blob %016" PRIx64 " into %s (another filesystem): %s",
+			  b->id, dst->dir, store_strerror(rc));
+		(void)unlinkat(dst->blobdir_fd, tmp, 0);
+		return rc;
+	}
+	return 0;
+}
+
+/* Makes sure b's file exists in partition part (a hard link; with sync its directory is
+   fsynced, else the caller fsyncs it: store_blob_sync_batch). */
+static int blob_link_locked(struct store_blob *b, unsigned part, bool sync)
 {
 	struct store_env *src = store_env_of(b->st, b->part), *dst = store_env_of(b->st, part);
+	struct blob_link *l = NULL;
 	char final[32];
+	int rc;
 
 	for (size_t i = 0; i < b->nlinks; i++)
 		if (b->links[i].part == dst->part)
-			return 0;
-	store_blob_path(final, sizeof(final), b->id);
-	if (linkat(src->blobdir_fd, final, dst->blobdir_fd, final, 0) == -1 && errno != EEXIST) {
-		log_warn("store: link blob %016" PRIx64 " into %s", b->id, dst->dir);
-		return store_errno(errno);
+			l = &b->links[i];
+	if (l == NULL) {
+		store_blob_path(final, sizeof(final), b->id);
+		if (linkat(src->blobdir_fd, final, dst->blobdir_fd, final, 0) == -1) {
+			if (errno == EXDEV) {
+				if ((rc = blob_copy(b, src, dst, final)) != 0)
+					return rc;
+			} else if (errno != EEXIST) {
+				log_warn("store: link blob %016" PRIx64 " into %s", b->id,
+					 dst->dir);
+				return store_errno(errno);
+			}
+		}
+		b->links = xreallocarray(b->links, b->nlinks + 1, sizeof(*b->links));
+		l = &b->links[b->nlinks++];
+		*l = (struct blob_link){ dst->part, false, false };
 	}
-	b->links = xreallocarray(b->links, b->nlinks + 1, sizeof(*b->links));
-	b->links[b->nlinks].part = dst->part;
-	b->links[b->nlinks++].referenced = false;
-	return fsync_subdir(b->st, dst, b->id);
+	if (!sync || l->dir_synced || l == &b->links[0])
+		return 0;
+	if ((rc = fsync_subdir(b->st, dst, b->id)) == 0)
+		l->dir_synced = true;
+	return rc;
 }
 
 static int blob_row_put(struct store_txn *t, uint64_t id, uint32_t refs, uint64_t size)
@@ -302,7 +517,10 @@ int store_blob_ref(struct store_txn *t, const struct store_blob *cb)
 
 	if (!b->finished)
 		return STORE_EINVAL;
-	if ((rc = store_blob_sync_dir(b)) != 0 || (rc = store_blob_link(b, t->e->part)) != 0)
+	pthread_mutex_lock(&links_mu);
+	rc = blob_durable_locked(b, t->e->part);
+	pthread_mutex_unlock(&links_mu);
+	if (rc != 0)
 		return rc;
 	put_be64(k, b->id);
 	rc = store_get(t, DBI_BLOBS, k, 8, &v);
@@ -326,7 +544,6 @@ int store_blob_ref(struct store_txn *t, const struct store_blob *cb)
    after the commit. */
 int store_blob_ref_id(struct store_txn *t, uint64_t blob, int delta)
 {
-	struct store_env *e = t->e;
 	uint8_t k[8];
 	MDB_val v;
 	uint32_t refs;
@@ -346,23 +563,24 @@ int store_blob_ref_id(struct store_txn *t, uint64_t blob, int delta)
 	rc = store_del(t, DBI_CACHE, k, 8);
 	if (rc != 0 && rc != STORE_ENOMSG)
 		return rc;
-	if (e->ndead == e->capdead)
-		e->dead = xreallocarray(e->dead, e->capdead = e->capdead * 2 + 16,
-					sizeof(*e->dead));
-	e->dead[e->ndead++] = blob;
+	if (t->ndead == t->capdead)
+		t->dead = xreallocarray(t->dead, t->capdead = t->capdead * 2 + 16,
+					sizeof(*t->dead));
+	t->dead[t->ndead++] = blob;
 	return 0;
 }
 
-void store_blob_unlink_dead(struct store_env *e)
+void store_blob_unlink_dead(struct store_txn *t)
 {
+	struct store_env *e = t->e;
 	char path[32];
 
-	for (size_t i = 0; i < e->ndead; i++) {
-		store_blob_path(path, sizeof(path), e->dead[i]);
+	for (size_t i = 0; i < t->ndead; i++) {
+		store_blob_path(path, sizeof(path), t->dead[i]);
 		if (unlinkat(e->blobdir_fd, path, 0) == -1 && errno != ENOENT)
 			log_warn("store: unlink %s/blobs/%s", e->dir, path);
 	}
-	e->ndead = 0;
+	t->ndead = 0;
 }
 
 /* After t committed: its references keep their files (store_blob_free leaves them). */

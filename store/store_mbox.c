@@ -102,9 +102,15 @@ int mbox_rec_load(struct store_txn *t, uint64_t mbox, struct mbox_rec *r)
 int mbox_rec_store(struct store_txn *t, uint64_t mbox, const struct mbox_rec *r)
 {
 	uint8_t k[8], b[MBOX_REC_FIXED + STORE_MAX_NAME + 1];
+	struct mbox_rec pr = *r;
+	int rc;
 
+	/* every write of a mailbox ages its expunge history out (one cursor seek when there
+	   is nothing to drop), so it stays bounded without new expunges */
+	if ((rc = store_msg_prune_history(t, mbox, &pr)) != 0)
+		return rc;
 	put_be64(k, mbox);
-	mbox_rec_encode(r, b);
+	mbox_rec_encode(&pr, b);
 	return store_put(t, DBI_MBOX, k, 8, b, MBOX_REC_FIXED + r->name_len + 1);
 }
 
@@ -268,6 +274,37 @@ static int mbox_drop(struct store_txn *t, uint64_t user, uint64_t id, struct mbo
 	return rc == STORE_ENOMSG ? STORE_ECORRUPT : rc;
 }
 
+/* Drops the \Noselect ancestors of name left without children (as Dovecot does): walking
+   up from name's parent, stopping at the first that is selectable or still has children. */
+static int prune_noselect_parents(struct store_txn *t, uint64_t user, const char *name,
+				  size_t len)
+{
+	char p[STORE_MAX_NAME + 1];
+	struct mbox_rec r;
+	uint64_t id;
+	int rc;
+
+	memcpy(p, name, len);
+	p[len] = '\0';
+	for (;;) {
+		char *slash = strrchr(p, STORE_DELIM);
+
+		if (slash == NULL)
+			return 0;
+		*slash = '\0';
+		len = (size_t)(slash - p);
+		rc = mbox_lookup(t, user, p, len, &id);
+		if (rc == STORE_ENOMBOX)
+			continue; /* a level that never existed: look further up */
+		if (rc != 0 || (rc = mbox_rec_load(t, id, &r)) != 0)
+			return rc;
+		if (!(r.attrs & STORE_MBOX_NOSELECT) || has_children(t, user, p, len))
+			return 0;
+		if ((rc = mbox_drop(t, user, id, &r)) != 0)
+			return rc;
+	}
+}
+
 int store_mbox_delete(struct store_txn *t, uint64_t user, const char *name)
 {
 	char n[STORE_MAX_NAME + 1];
@@ -282,8 +319,11 @@ int store_mbox_delete(struct store_txn *t, uint64_t user, const char *name)
 		return STORE_ENOTSUP;
 	if ((rc = mbox_lookup(t, user, n, len, &id)) != 0 || (rc = mbox_rec_load(t, id, &r)) != 0)
 		return rc;
-	if (!has_children(t, user, n, len))
-		return mbox_drop(t, user, id, &r);
+	if (!has_children(t, user, n, len)) {
+		if ((rc = mbox_drop(t, user, id, &r)) != 0)
+			return rc;
+		return prune_noselect_parents(t, user, n, len);
+	}
 	if (r.attrs & STORE_MBOX_NOSELECT)
 		return STORE_ENOTSUP;
 	if ((rc = store_msg_purge_mbox(t, id, &r)) != 0)
@@ -397,7 +437,7 @@ int store_mbox_rename(struct store_txn *t, uint64_t user, const char *from, cons
 	for (size_t i = 0; i < nitems && rc == 0; i++)
 		rc = rename_one(t, user, &items[i], n, tlen, flen);
 	free(items);
-	return rc;
+	return rc != 0 ? rc : prune_noselect_parents(t, user, f, flen);
 }
 
 int store_mbox_subscribe(struct store_txn *t, uint64_t user, const char *name, bool on)

@@ -310,7 +310,7 @@ static void push_uid(uint32_t **v, size_t *n, size_t *cap, uint32_t uid)
 }
 
 /* Drops history older than the configured window; the floor moves past what was dropped. */
-static int prune_history(struct store_txn *t, uint64_t mbox, struct mbox_rec *r)
+int store_msg_prune_history(struct store_txn *t, uint64_t mbox, struct mbox_rec *r)
 {
 	int64_t cutoff = time(NULL) - t->st->expunge_history_ms / 1000;
 	uint8_t k[20];
@@ -404,7 +404,7 @@ static int expunge_msgs(struct store_txn *t, uint64_t mbox, struct mbox_rec *r,
 			const uint32_t *uids, size_t n, uint32_t **out, size_t *n_out)
 {
 	struct store_msg *v = NULL;
-	size_t cnt = 0, cap = 0;
+	size_t cnt = 0, cap = 0, got = 0;
 	uint64_t modseq;
 	int rc;
 
@@ -419,11 +419,11 @@ static int expunge_msgs(struct store_txn *t, uint64_t mbox, struct mbox_rec *r,
 	modseq = ++r->highestmodseq;
 	for (size_t i = 0; i < cnt && rc == 0; i++) {
 		if ((rc = expunge_one(t, mbox, r, &v[i], modseq, true)) == 0 && out != NULL)
-			push_uid(out, n_out, &cap, v[i].uid);
+			push_uid(out, &got, &cap, v[i].uid);
 	}
 	free(v);
-	if (rc == 0)
-		rc = prune_history(t, mbox, r);
+	if (n_out != NULL)
+		*n_out = out != NULL ? got : cnt;
 	return rc;
 }
 
@@ -433,10 +433,10 @@ int store_msg_expunge(struct store_txn *t, uint64_t mbox, const uint32_t *uids, 
 	struct mbox_rec r;
 	int rc;
 
-	if (out != NULL) {
+	if (out != NULL)
 		*out = NULL;
+	if (n_out != NULL)
 		*n_out = 0;
-	}
 	if ((rc = mbox_rec_load(t, mbox, &r)) != 0)
 		return rc;
 	if ((rc = expunge_msgs(t, mbox, &r, uids, n, out, n_out)) != 0)
@@ -530,6 +530,7 @@ int store_msg_vanished(struct store_txn *t, uint64_t mbox, uint64_t since, uint3
 	MDB_cursor *c;
 	MDB_val key = { 16, k }, v;
 	size_t cap = 0;
+	uint64_t cutoff;
 	int rc;
 
 	*out = NULL;
@@ -537,6 +538,7 @@ int store_msg_vanished(struct store_txn *t, uint64_t mbox, uint64_t since, uint3
 	if ((rc = mbox_rec_load(t, mbox, &r)) != 0)
 		return rc;
 	*exact_r = since + 1 >= r.expunge_floor;
+	cutoff = (uint64_t)(time(NULL) - t->st->expunge_history_ms / 1000);
 	put_be64(k, mbox);
 	put_be64(k + 8, since + 1);
 	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[DBI_EXPUNGED], &c)) != 0)
@@ -545,6 +547,11 @@ int store_msg_vanished(struct store_txn *t, uint64_t mbox, uint64_t since, uint3
 	     rc = mdb_cursor_get(c, &key, &v, MDB_NEXT)) {
 		if (key.mv_size != 20 || get_be64(key.mv_data) != mbox)
 			break;
+		if (v.mv_size == 8 && get_be64(v.mv_data) < cutoff) {
+			/* past expunge_history but not pruned yet (no write since): as if gone */
+			*exact_r = false;
+			continue;
+		}
 		push_uid(out, n_r, &cap, get_be32((uint8_t *)key.mv_data + 16));
 	}
 	mdb_cursor_close(c);

@@ -52,9 +52,6 @@ struct store_env {
 	int blobdir_fd;       /* <dir>/blobs */
 	int notify_fd;        /* <dir>/notify, written after each commit */
 	uint64_t map_size;
-	/* blob files to unlink after the current write txn commits (refcount reached 0) */
-	uint64_t *dead;
-	size_t ndead, capdead;
 };
 
 struct store {
@@ -79,6 +76,10 @@ struct store_txn {
 	int err;
 	struct store_blob **refd; /* blobs this txn references: kept once it commits */
 	size_t nrefd, caprefd;
+	/* blob files to unlink after this txn commits (refcount reached 0); the txn's own, so
+	   readers and writers in other threads never touch it */
+	uint64_t *dead;
+	size_t ndead, capdead;
 };
 
 struct store_blob {
@@ -88,6 +89,8 @@ struct store_blob {
 	uint64_t size;
 	int fd;
 	bool finished;
+	bool deferred;        /* finished without fsync: the committer fsyncs fd (data_fd) */
+	bool data_synced;     /* the bytes are durable (fsync done) */
 	bool dir_synced;      /* its directory was fsynced after the rename */
 	char tmp[64];         /* name under blobs/ while writing */
 	struct msgcache_builder *mb;
@@ -96,6 +99,7 @@ struct store_blob {
 	struct blob_link {
 		unsigned part;
 		bool referenced; /* a committed txn of part references it: keep the file */
+		bool dir_synced; /* the link's directory was fsynced after it was made */
 	} *links;             /* partitions holding the file (the first is part) */
 	size_t nlinks;
 };
@@ -164,17 +168,16 @@ void msg_decode(const MDB_val *v, uint32_t uid, struct store_msg *m);
 int store_msg_add_ref(struct store_txn *t, struct mbox_rec *r, uint64_t mbox,
 		      uint64_t blob, uint64_t size, unsigned flags, uint64_t kws,
 		      int64_t internaldate, bool check_quota, uint32_t *uid_r);
+int store_msg_prune_history(struct store_txn *t, uint64_t mbox, struct mbox_rec *r);
 int store_msg_purge_mbox(struct store_txn *t, uint64_t mbox, struct mbox_rec *r);
 
 /* store_blob.c */
 int store_blob_ref(struct store_txn *t, const struct store_blob *b);
 int store_blob_ref_id(struct store_txn *t, uint64_t blob, int delta);
 void store_blob_path(char *out, size_t size, uint64_t id);
-void store_blob_unlink_dead(struct store_env *e);
+void store_blob_unlink_dead(struct store_txn *t);
 void store_blob_txn_committed(struct store_txn *t);
-int store_blob_sync_dir(struct store_blob *b);
-int store_blob_link(struct store_blob *b, unsigned part);
-int store_blob_sync_dirs(struct store_blob **v, size_t n);
+int store_blob_sync_batch(struct store_blob **v, const unsigned *parts, size_t n);
 
 /* store_queue.c */
 int store_queue_add_txn(struct store_txn *t, const struct store_queue_msg *qm,

@@ -1,7 +1,8 @@
 /* store_verify.c — owns the consistency check and repair (`mailctl verify`): mailbox and user
  * counters against a recount of the message rows, blob reference counts against the
- * references, message files missing or orphaned, message caches missing. Repair fixes derived
- * data, drops rows whose file is gone (logged), removes orphan files older than a minute. */
+ * references, message files missing or orphaned, message caches missing or unparsable.
+ * Repair fixes derived data, rebuilds caches from the files, drops rows whose file is gone
+ * (logged), and moves orphan files older than a minute into a lost+found mailbox. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -44,6 +45,11 @@ struct vstate {
 	size_t nus;
 	uint64_t *refs;        /* blob ids referenced, one per reference */
 	size_t nrefs, caprefs;
+	struct orphan {        /* repair: files to move to lost+found after the commit */
+		char path[48];  /* under blobs/ */
+		int64_t mtime;
+	} *orph;
+	size_t norph;
 };
 
 static int cmp_u64(const void *a, const void *b)
@@ -316,8 +322,18 @@ static int check_blobs(struct vstate *v)
 			v->r->blobs++;
 			put_be64(ck, id);
 #ifdef HAVE_MSGCACHE
-			if (want > 0 && have == want && store_get(v->t, DBI_CACHE, ck, 8, &cv) != 0) {
-				v->r->missing_cache++;
+			struct msgcache_view view;
+			bool absent = false, bad = false;
+
+			if (want > 0 && have == want) {
+				absent = store_get(v->t, DBI_CACHE, ck, 8, &cv) != 0;
+				bad = !absent && msgcache_parse(cv.mv_data, cv.mv_size, &view) != 0;
+			}
+			if (absent || bad) {
+				if (absent)
+					v->r->missing_cache++;
+				else
+					v->r->bad_cache++;
 				nocache = xreallocarray(nocache, nnocache + 1, sizeof(*nocache));
 				nocache[nnocache++] = id;
 			}
@@ -405,10 +421,12 @@ static void check_orphans(struct vstate *v)
 				continue;
 			}
 			v->r->orphan_files++;
-			if (!v->repair)
+			if (!v->repair || strlen(de->d_name) > 40)
 				continue;
-			if (unlinkat(fd, de->d_name, 0) == 0)
-				v->r->repaired++;
+			v->orph = xreallocarray(v->orph, v->norph + 1, sizeof(*v->orph));
+			snprintf(v->orph[v->norph].path, sizeof(v->orph->path), "%s/%s", sub,
+				 de->d_name);
+			v->orph[v->norph++].mtime = (int64_t)sb.st_mtime;
 		}
 		closedir(dir);
 	}
@@ -435,8 +453,70 @@ static int queue_refs(struct vstate *v)
 	return 0;
 }
 
+struct lf_append {
+	const char *user;
+	struct store_blob *b;
+	int64_t date;
+};
+
+static int lf_append_fn(struct store_txn *t, void *arg)
+{
+	struct lf_append *a = arg;
+	struct store_user u;
+	uint64_t mbox;
+	uint32_t uid;
+	int rc;
+
+	if ((rc = store_user_get(t, a->user, &u)) == STORE_ENOUSER)
+		rc = store_user_create(t, a->user, &u.id);
+	if (rc != 0)
+		return rc;
+	if ((rc = store_mbox_find(t, u.id, STORE_LOST_FOUND, &mbox)) == STORE_ENOMBOX)
+		rc = store_mbox_create(t, u.id, STORE_LOST_FOUND, 0, &mbox);
+	if (rc != 0)
+		return rc;
+	return store_msg_append(t, mbox, a->b, 0, 0, a->date, &uid);
+}
+
+/* Repair, after the partition's txn committed: each orphan becomes a message of
+   lost_found's lost+found (a copy in that user's partition), then the file goes. */
+static int move_orphans(struct store *st, struct store_env *e, const char *lost_found,
+			const struct orphan *o, size_t n, struct store_verify_report *r)
+{
+	unsigned lp;
+	int rc = 0;
+
+	if (n == 0)
+		return 0;
+	if (store_user_locate(st, lost_found, &lp) != 0)
+		lp = store_partition_for(st, lost_found);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		struct lf_append a = { .user = lost_found, .date = o[i].mtime };
+		int fd = openat(e->blobdir_fd, o[i].path, O_RDONLY | O_CLOEXEC);
+
+		if (fd == -1)
+			continue; /* gone meanwhile */
+		rc = store_blob_from_fd(st, lp, fd, &a.b);
+		close(fd);
+		if (rc == 0)
+			rc = store_write(st, lp, lf_append_fn, &a);
+		store_blob_free(&a.b);
+		if (rc != 0) {
+			log_warnx("store: %s/blobs/%s could not be moved to %s of %s: %s", e->dir,
+				  o[i].path, STORE_LOST_FOUND, lost_found, store_strerror(rc));
+			break;
+		}
+		log_info("store: orphan %s/blobs/%s moved to %s of %s", e->dir, o[i].path,
+			 STORE_LOST_FOUND, lost_found);
+		(void)unlinkat(e->blobdir_fd, o[i].path, 0);
+		r->moved_lost_found++;
+		r->repaired++;
+	}
+	return rc;
+}
+
 static int verify_env(struct store *st, unsigned part, const char *user, bool repair,
-		      struct store_verify_report *r)
+		      const char *lost_found, struct store_verify_report *r)
 {
 	struct vstate v = { .r = r, .repair = repair };
 	uint64_t *gone = NULL;
@@ -474,6 +554,9 @@ static int verify_env(struct store *st, unsigned part, const char *user, bool re
 	if (rc == 0 && repair)
 		rc = store_txn_commit(&v.t);
 	store_txn_abort(&v.t);
+	if (rc == 0 && repair)
+		rc = move_orphans(st, store_env_of(st, part), lost_found, v.orph, v.norph, r);
+	free(v.orph);
 	free(gone);
 	free(v.mb);
 	free(v.us);
@@ -484,24 +567,32 @@ static int verify_env(struct store *st, unsigned part, const char *user, bool re
 int store_verify(struct store *st, const char *user, bool repair,
 		 struct store_verify_report *r)
 {
+	return store_verify_lost_found(st, user, repair, "postmaster", r);
+}
+
+int store_verify_lost_found(struct store *st, const char *user, bool repair,
+			    const char *lost_found, struct store_verify_report *r)
+{
 	unsigned p;
 	int rc;
 
 	memset(r, 0, sizeof(*r));
+	if (lost_found == NULL || *lost_found == '\0')
+		return STORE_EINVAL;
 	if (user != NULL) {
 		if ((rc = store_user_locate(st, user, &p)) != 0)
 			return rc;
-		rc = verify_env(st, p, user, repair, r);
+		rc = verify_env(st, p, user, repair, lost_found, r);
 	} else {
 		rc = 0;
 		for (p = 0; p < st->nparts && rc == 0; p++)
-			rc = verify_env(st, p, NULL, repair, r);
+			rc = verify_env(st, p, NULL, repair, lost_found, r);
 		if (rc == 0)
-			rc = verify_env(st, STORE_QUEUE_PART, NULL, repair, r);
+			rc = verify_env(st, STORE_QUEUE_PART, NULL, repair, lost_found, r);
 	}
 	if (rc != 0)
 		return rc;
 	uint64_t problems = r->bad_counters + r->bad_refcounts + r->missing_files +
-			    r->orphan_files + r->bad_records + r->missing_cache;
+			    r->orphan_files + r->bad_records + r->missing_cache + r->bad_cache;
 	return problems == 0 || (repair && r->repaired >= problems) ? 0 : STORE_ECORRUPT;
 }

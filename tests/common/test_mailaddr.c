@@ -187,6 +187,13 @@ static void test_tricks(void **state)
 	assert_false(mailaddr_domain_in(&a, locals, 2));
 }
 
+static int path_n(const char *p, size_t len, struct mailaddr *a, size_t *used)
+{
+	const char *err;
+
+	return mailaddr_parse_path(p, len, MAILADDR_ALLOW_BARE, a, used, &err);
+}
+
 static void test_bare(void **state)
 {
 	struct mailaddr a;
@@ -197,6 +204,15 @@ static void test_bare(void **state)
 	assert_int_equal(used, 17);
 	assert_int_equal(mailaddr_parse("bob@example.org", 15, 0, &a, &err), 0);
 	assert_int_equal(mailaddr_parse("bob@example.org>", 16, 0, &a, &err), -1);
+	/* the 256-octet path limit holds without brackets too (found by fuzz_mailaddr) */
+	char longp[300];
+	memset(longp, 'a', 60);
+	longp[60] = '@';
+	for (size_t i = 61; i < 300; i++)
+		longp[i] = i % 50 == 0 ? '.' : 'b';
+	assert_int_equal(path_n(longp, 255, &a, &used), -1);
+	assert_int_equal(path_n(longp, 254, &a, &used), 0);
+	assert_int_equal(used, 254);
 }
 
 static void test_xtext(void **state)
@@ -229,6 +245,17 @@ static void test_mail_params(void **state)
 	assert_true(mp.smtputf8);
 	assert_int_equal(mailaddr_mail_params("", 0, &mp, &err), 0);
 	assert_false(mp.has_size);
+	/* control characters in ENVID or ORCPT would reach DSN header fields (bounce.c) */
+	static const char *ctl[] = { "ENVID=a+0D+0AX-Evil:+20yes", "ENVID=a+00b", "ENVID=+7F" };
+	for (size_t i = 0; i < sizeof(ctl) / sizeof(ctl[0]); i++)
+		assert_int_equal(mailaddr_mail_params(ctl[i], strlen(ctl[i]), &mp, &err), -1);
+	static const char *rctl[] = { "ORCPT=rfc822;a+0D+0AX-Evil:+20yes", "ORCPT=rfc822;a+0Ab",
+				      "ORCPT=utf-8;a+09b" };
+	struct rcpt_params rp;
+	for (size_t i = 0; i < sizeof(rctl) / sizeof(rctl[0]); i++)
+		assert_int_equal(mailaddr_rcpt_params(rctl[i], strlen(rctl[i]), true, &rp, &err), -1);
+	assert_int_equal(mailaddr_rcpt_params("ORCPT=rfc822;a+2Bb", 18, false, &rp, &err), 0);
+	assert_string_equal(rp.orcpt, "a+b");
 
 	static const char *bad[] = { "SIZE=", "SIZE=12x", "SIZE=1 SIZE=2", "BODY=9BIT",
 				     "RET=ALL", "SMTPUTF8=yes", "=x", "SIZE=99999999999999999999" };

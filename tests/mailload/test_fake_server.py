@@ -145,7 +145,21 @@ class IMAP(socketserver.StreamRequestHandler):
             parts.append(b"BODY[] {%d}\r\n%s" % (len(data), data))
         self.send(b"* %d FETCH (%s)\r\n" % (seq, b" ".join(parts)))
 
+    def sync_view(self, sel):
+        """Tells this session, as RFC 3501 requires, of messages other sessions expunged
+        (EXPUNGE, highest first) and of new ones (EXISTS), so EXISTS never goes down."""
+        now = [m[0] for m in sel["msgs"]]
+        present = set(now)
+        for i in reversed(range(len(self.view))):
+            if self.view[i] not in present:
+                self.send("* %d EXPUNGE\r\n" % (i + 1))
+                del self.view[i]
+        known = set(self.view)
+        self.view += [u for u in now if u not in known]
+        self.send("* %d EXISTS\r\n" % len(self.view))
+
     def handle(self):
+        self.view = []
         self.send("* OK [CAPABILITY IMAP4rev1] fake imap ready\r\n")
         user, sel = None, None
         while True:
@@ -179,7 +193,7 @@ class IMAP(socketserver.StreamRequestHandler):
             return None
         elif cmd == "NOOP":
             if sel is not None:
-                self.send("* %d EXISTS\r\n" % len(sel["msgs"]))
+                self.sync_view(sel)
             self.send(ok)
         elif cmd in ("LIST", "LSUB"):
             mailbox(user, "INBOX")
@@ -204,6 +218,7 @@ class IMAP(socketserver.StreamRequestHandler):
                 return user, None
             if LIE["uidvalidity"] and sel is STORE[user]["INBOX"]:
                 sel["uidvalidity"] += 1
+            self.view = [m[0] for m in sel["msgs"]]
             self.send("* %d EXISTS\r\n* 0 RECENT\r\n* OK [UIDVALIDITY %d] v\r\n"
                       "* OK [UIDNEXT %d] n\r\n" % (len(sel["msgs"]), sel["uidvalidity"],
                                                    sel["uidnext"]) + ok)
@@ -238,6 +253,8 @@ class IMAP(socketserver.StreamRequestHandler):
             i = 0
             while i < len(sel["msgs"]):
                 if "\\Deleted" in sel["msgs"][i][1]:
+                    if sel["msgs"][i][0] in self.view:
+                        self.view.remove(sel["msgs"][i][0])
                     del sel["msgs"][i]
                     self.send("* %d EXPUNGE\r\n" % (i + 1))
                 else:

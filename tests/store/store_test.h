@@ -12,6 +12,7 @@
 #include <string.h>
 #include <fcntl.h>
 #include <unistd.h>
+#include <lmdb.h>
 
 #include "store/store.h"
 
@@ -177,6 +178,47 @@ static inline void tcheck_status(struct store *st, uint64_t mbox)
 	assert_int_equal(s.size, size);
 	assert_true(s.uidnext > maxuid);
 	assert_true(s.highestmodseq >= maxmod);
+}
+
+/* A user name (prefix + a number) that store_partition_for puts in partition part. */
+static inline const char *tuser_name_in(struct store *st, unsigned part, const char *prefix,
+					char *buf, size_t len)
+{
+	for (unsigned i = 0;; i++) {
+		snprintf(buf, len, "%s%u", prefix, i);
+		if (store_partition_for(st, buf) == part)
+			return buf;
+	}
+}
+
+/* Damage planted with raw LMDB (the store closed meanwhile): the cache row of blob is
+   replaced by val (len bytes), or deleted when val is NULL. */
+static inline void tplant_cache(struct tstore *ts, unsigned part, uint64_t blob, void *val,
+				size_t len)
+{
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	uint8_t key[8];
+	MDB_val k = { 8, key }, v = { len, val };
+	char path[512];
+
+	store_close(&ts->st);
+	for (int i = 0; i < 8; i++)
+		key[i] = (uint8_t)(blob >> (56 - 8 * i));
+	snprintf(path, sizeof(path), "%s/part%u/index.mdb", ts->dir, part);
+	assert_int_equal(mdb_env_create(&env), 0);
+	mdb_env_set_maxdbs(env, 32);
+	assert_int_equal(mdb_env_open(env, path, MDB_NOSUBDIR, 0640), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	assert_int_equal(mdb_dbi_open(txn, "cache", 0, &dbi), 0);
+	if (val != NULL)
+		assert_int_equal(mdb_put(txn, dbi, &k, &v, 0), 0);
+	else
+		assert_int_equal(mdb_del(txn, dbi, &k, NULL), 0);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	assert_int_equal(store_open(&ts->o, &ts->st), 0);
 }
 
 static inline void tverify_clean(struct store *st)

@@ -862,24 +862,7 @@ static void test_verify_repair(void **state)
 	assert_int_equal(store_iter_next(it, &m), 1);
 	store_iter_free(&it);
 	store_txn_abort(&t);
-	store_close(&ts.st);
-	MDB_env *env;
-	MDB_txn *txn;
-	MDB_dbi dbi;
-	uint8_t key[8];
-	MDB_val k = { 8, key };
-	for (int i = 0; i < 8; i++)
-		key[i] = (uint8_t)(m.blob >> (56 - 8 * i));
-	snprintf(path, sizeof(path), "%s/part0/index.mdb", ts.dir);
-	assert_int_equal(mdb_env_create(&env), 0);
-	mdb_env_set_maxdbs(env, 32);
-	assert_int_equal(mdb_env_open(env, path, MDB_NOSUBDIR, 0640), 0);
-	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
-	assert_int_equal(mdb_dbi_open(txn, "cache", 0, &dbi), 0);
-	assert_int_equal(mdb_del(txn, dbi, &k, NULL), 0);
-	assert_int_equal(mdb_txn_commit(txn), 0);
-	mdb_env_close(env);
-	assert_int_equal(store_open(&ts.o, &ts.st), 0);
+	tplant_cache(&ts, 0, m.blob, NULL, 0);
 	assert_int_equal(store_verify(ts.st, NULL, false, &r), STORE_ECORRUPT);
 	assert_int_equal(r.missing_cache, 1);
 	assert_int_equal(store_verify(ts.st, NULL, true, &r), 0);

@@ -1,0 +1,34 @@
+/* fuzz_peer.h — shared by the session fuzz targets: a private temp dir, a loopback client that
+ * writes the input and half-closes, a bounded event loop until the server side is done, and
+ * removal of a per-input store directory. */
+#ifndef HERON_FUZZ_PEER_H
+#define HERON_FUZZ_PEER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <event2/event.h>
+
+struct conf;
+
+/* Aborts with what and strerror(errno) unless ok. */
+void fuzz_must(int ok, const char *what);
+/* conf_set or abort. */
+void fuzz_set(struct conf *c, const char *sec, const char *key, const char *val);
+/* Makes a private dir (on /dev/shm when writable, fsync is cheap there) into dir. */
+void fuzz_tmpdir(char *dir, size_t size, const char *name);
+/* Logging (debug when FUZZ_LOG is set, else errors only), the private dir and a users file in
+   it (path_r): alice (alice@heron.test, al@heron.test) and bob (bob@heron.test), password
+   "pw". */
+void fuzz_start(char *dir, size_t size, const char *name, char *path_r, size_t path_size);
+/* Removes a directory tree. */
+void fuzz_rm_rf(const char *path);
+/* Connects to 127.0.0.1:port, sends data[0..size), half-closes once the server has been quiet
+   for 20 ms and reads until the server
+   closes, running base; returns once the peer saw EOF and done(arg) is true, or aborts after
+   timeout_ms (a session that does not end is a bug). */
+void fuzz_session(struct event_base *base, int port, const uint8_t *data, size_t size,
+		  bool (*done)(void *arg), void *arg, int64_t timeout_ms);
+
+#endif

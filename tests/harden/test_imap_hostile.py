@@ -1,0 +1,211 @@
+"""Hostile IMAP clients against the real imapd (issue 11): a client that leaves IDLE with a
+partial line, slow-loris and half-open connections, the per-address and total connection
+limits, overlong lines and literals, huge APPENDs, failed logins logged, and mailbox-name
+tricks that try to reach another user's mail. Every test asserts what the server answers and that others are
+still served; none measures time.
+
+Usage: test_imap_hostile.py IMAPD_BINARY DELIVER_BINARY"""
+import os
+import select
+import socket
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "imapd"))
+from imapd_harness import Imapd, Raw, PASSWORD  # noqa: E402
+from messages import SIMPLE  # noqa: E402
+
+IMAPD = DELIVER = None
+
+
+class Base(unittest.TestCase):
+    EXTRA = ""
+
+    @classmethod
+    def setUpClass(cls):
+        # One worker: anything that stalls it stalls every session, which is what we look for.
+        cls.d = Imapd(IMAPD, deliver=DELIVER, workers=1, extra=cls.EXTRA)
+        cls.d.__enter__()
+        cls.addClassCleanup(cls.d.__exit__, None, None, None)
+
+    def raw(self, user="alice", login=True, timeout=20):
+        r = Raw(self.d.port, timeout=timeout)
+        self.addCleanup(r.close)
+        if login:
+            self.assertTrue(r.cmd("L", 'LOGIN %s "%s"' % (user, PASSWORD))[-1].startswith("L OK"))
+        return r
+
+    def assert_served(self):
+        """A fresh client logs in and gets an answer: the worker is not stuck."""
+        r = self.raw(timeout=10)
+        self.assertEqual(r.cmd("n", "NOOP")[-1], "n OK Completed")
+
+
+class TestStalls(Base):
+    def test_idle_partial_done_does_not_spin(self):
+        # Regression (found by fuzz_imap_session): a partial line during IDLE made the worker
+        # loop forever, so no other session was served.
+        r = self.raw()
+        r.send("i IDLE\r\n")
+        self.assertTrue(r.line().startswith("+"))
+        r.send("DO")
+        self.assert_served()
+        r.send("NE\r\n")
+        self.assertEqual(r.until_tag("i")[-1], "i OK IDLE terminated")
+        self.assertEqual(r.cmd("n", "NOOP")[-1], "n OK Completed")
+
+    def test_slow_loris_and_half_open(self):
+        # 100 connections that send nothing or half a line, and one that sends a byte at a
+        # time, while others log in and work.
+        quiet = []
+        try:
+            for i in range(100):
+                s = socket.create_connection(("127.0.0.1", self.d.port), timeout=10)
+                if i % 2:
+                    s.sendall(b"h%d LOGIN alice" % i)
+                quiet.append(s)
+            slow = Raw(self.d.port)
+            self.addCleanup(slow.close)
+            line = b'x LOGIN alice "%s"\r\n' % PASSWORD.encode()
+            for k, b in enumerate(line):
+                slow.send(bytes([b]))
+                if k % 8 == 0:
+                    self.assert_served()
+                time.sleep(0.02)
+            self.assertTrue(slow.until_tag("x")[-1].startswith("x OK"))
+        finally:
+            for s in quiet:
+                s.close()
+        self.assert_served()
+
+    def test_overlong_and_huge_literals(self):
+        r = self.raw()
+        r.send("a1 NOOP " + "x" * 100000 + "\r\n")
+        self.assertEqual(r.line(), "a1 BAD Command line too long")
+        self.assertEqual(r.cmd("a2", "NOOP")[-1], "a2 OK Completed")
+        # a synchronizing literal too large is refused before any data is sent
+        self.assertEqual(r.cmd("a3", "SELECT {99999999999}")[-1], "a3 BAD Literal too large")
+        # a non-synchronizing one is skipped with its line: the session goes on
+        r.send("a4 SELECT {200000+}\r\n" + "y" * 200000 + "\r\n")
+        self.assertTrue(r.until_tag("a4")[-1].startswith("a4 BAD"))
+        self.assertEqual(r.cmd("a5", "NOOP")[-1], "a5 OK Completed")
+        # APPEND larger than max_append_size: refused before the data (no '+')
+        out = r.cmd("a6", "APPEND INBOX {99999999999}")
+        self.assertRegex(out[-1], r"^a6 (NO|BAD) ")
+        self.assertFalse(any(x.startswith("+") for x in out), out)
+        st = r.cmd("a7", "STATUS INBOX (MESSAGES)")
+        self.assertIn("(MESSAGES 0)", st[0])
+        self.assert_served()
+
+    def test_failed_logins_are_refused_and_logged(self):
+        r = self.raw(login=False)
+        for i in range(5):
+            out = r.cmd("b%d" % i, 'LOGIN alice "wrong%d"' % i)
+            self.assertTrue(out[-1].startswith("b%d NO" % i), out)
+        # the right password still works afterwards on a fresh connection
+        self.assert_served()
+        log = self.d.logtext()
+        fails = [x for x in log.splitlines()
+                 if " imap login " in x and "result=ok" not in x]
+        self.assertGreaterEqual(len(fails), 5, log)
+        self.assertNotIn("wrong0", log)  # never the password
+
+
+class TestPerAddressLimit(Base):
+    EXTRA = "max_connections_per_ip = 4"
+
+    def test_fifth_connection_refused_with_bye(self):
+        held = [self.raw(login=False) for _ in range(4)]
+        s = socket.create_connection(("127.0.0.1", self.d.port), timeout=10)
+        self.addCleanup(s.close)
+        data = b""
+        while not data.endswith(b"\r\n"):
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        self.assertEqual(data, b"* BYE Too many connections from your address\r\n")
+        self.assertEqual(s.recv(4096), b"")  # and closed
+        held[0].close()
+        # a slot is free again (the close is seen asynchronously: retry a few times)
+        for _ in range(50):
+            r = Raw(self.d.port, timeout=10)
+            self.addCleanup(r.close)
+            if r.greeting.startswith("* OK"):
+                break
+            time.sleep(0.1)
+        self.assertTrue(r.greeting.startswith("* OK"), r.greeting)
+
+
+class TestTotalLimit(Base):
+    EXTRA = "max_connections = 5"
+
+    def test_over_the_cap_waits_then_is_served(self):
+        # STYLE 7: at the cap the listener pauses; a client over it waits in the backlog
+        # (no greeting, no refusal) and is served as soon as a slot frees.
+        held = [self.raw(login=False) for _ in range(5)]
+        s = socket.create_connection(("127.0.0.1", self.d.port), timeout=20)
+        self.addCleanup(s.close)
+        ready, _, _ = select.select([s], [], [], 1.0)
+        self.assertEqual(ready, [], "greeted over the connection cap")
+        held[0].close()
+        self.assertTrue(s.recv(4096).startswith(b"* OK"))
+
+
+class TestNameTricks(Base):
+    TRICKS = ["../bob/INBOX", "../bob", "..", "../../store", "/bob/INBOX", "/INBOX", "~bob",
+              "~bob/INBOX", "~/INBOX", "#users/bob/INBOX", "bob/INBOX", "%", "*", "INBOX/*",
+              "&AC4ALgAv-bob/INBOX", "&AH4-bob/INBOX", "..%2fbob", "INBOX/../../bob/INBOX",
+              "\\\\bob\\INBOX", "Other Users/bob/INBOX", "user.bob", "&-&-/bob"]
+
+    def quote(self, name):
+        return '"%s"' % name.replace("\\", "\\\\")
+
+    def test_other_users_mail_unreachable(self):
+        b = self.raw("bob")  # the first login creates the user in the store
+        a = self.raw("alice")
+        self.d.deliver("bob", SIMPLE.replace(b"Subject: ", b"Subject: bob-secret ", 1))
+        self.d.deliver("alice", SIMPLE)
+        for name in self.TRICKS:
+            q = self.quote(name)
+            for cmd in ["SELECT", "EXAMINE"]:
+                out = a.cmd("t", "%s %s" % (cmd, q))
+                if out[-1].startswith("t OK"):
+                    got = a.cmd("f", "FETCH 1:* (BODY.PEEK[HEADER.FIELDS (SUBJECT)])")
+                    self.assertNotIn("bob-secret", "\n".join(got), (cmd, name))
+                a.cmd("u", "UNSELECT")
+            out = a.cmd("t", "STATUS %s (MESSAGES)" % q)
+            self.assertFalse(out[-1].startswith("t OK") and "MESSAGES 0" not in out[0]
+                             and name not in ("/INBOX", "INBOX/*"), (name, out))
+            # LIST with a tricky reference or pattern shows only names of alice's own
+            # (a CREATE of "../bob/INBOX" made alice a parent mailbox "../bob", say)
+            mine = [x for x in a.cmd("l", 'LIST "" "*"') if x.startswith("* LIST")]
+            for ref, pat in [('""', q), (q, '"*"'), (q, '"%"')]:
+                out = a.cmd("l", "LIST %s %s" % (ref, pat))
+                self.assertTrue(out[-1].startswith("l "), out)
+                listed = [x for x in out if x.startswith("* LIST")]
+                self.assertTrue(set(listed) <= set(mine), (ref, pat, listed, mine))
+            # names alice may create live in her own namespace and go away with DELETE
+            out = a.cmd("c", "CREATE %s" % q)
+            if out[-1].startswith("c OK"):
+                self.assertTrue(a.cmd("d", "DELETE %s" % q)[-1].startswith("d OK"), name)
+        # COPY of alice's mail into a tricky name never lands in bob's INBOX
+        self.assertTrue(a.cmd("s", "SELECT INBOX")[-1].startswith("s OK"))
+        for name in self.TRICKS:
+            a.cmd("c", "COPY 1:* %s" % self.quote(name))
+        self.assertIn("* 1 EXISTS", b.cmd("s", "EXAMINE INBOX"))
+        out = b.cmd("f", "FETCH 1 (BODY.PEEK[HEADER.FIELDS (SUBJECT)])")
+        self.assertIn("bob-secret", "\n".join(out))
+        # mailbox names never reach the filesystem
+        for root, dirs, files in os.walk(self.d.store):
+            for n in dirs + files:
+                self.assertNotIn("bob", n)
+                self.assertNotIn("..", n)
+
+
+if __name__ == "__main__":
+    IMAPD, DELIVER = sys.argv[1], sys.argv[2]
+    del sys.argv[1:3]
+    unittest.main(verbosity=2)

@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""A failing directory under imapd and mtad (issue 11): the real slapd of scripts/ldap, reached
+through a TCP proxy in this test that can delay every byte. Slow but within [directory]
+timeout: logins succeed, and a session that is already logged in is answered while another's
+login waits on the directory (the worker never blocks on LDAP). Slower than the timeout, or
+slapd stopped: LOGIN gets NO [UNAVAILABLE] and RCPT 451 4.3.0 (never "wrong password" or
+550), sessions already logged in go on working. slapd restarted: logins work again.
+
+  test_ldap_faults.py SOURCE_ROOT MTAD IMAPD"""
+import os
+import select
+import smtplib
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "mtad"))
+sys.path.insert(0, os.path.join(HERE, "..", "imapd"))
+from mtadlib import DOMAIN, Mtad, run_tests, wait_for  # noqa: E402
+from hardenlib import finish  # noqa: E402
+from imapd_harness import Imapd, Raw  # noqa: E402
+
+ROOT, MTAD, IMAPD = sys.argv[1:4]
+LDAP = os.path.join(ROOT, "scripts", "ldap")
+
+
+class DelayProxy:
+    """Forwards 127.0.0.1:port to a target; each chunk waits `delay` seconds first."""
+
+    def __init__(self, target_port):
+        self.target = target_port
+        self.delay = 0.0
+        self.lsock = socket.socket()
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(64)
+        self.port = self.lsock.getsockname()[1]
+        self.closing = False
+        threading.Thread(target=self.accept_loop, daemon=True).start()
+
+    def accept_loop(self):
+        while not self.closing:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            try:
+                u = socket.create_connection(("127.0.0.1", self.target), timeout=5)
+            except OSError:
+                c.close()  # directory down: the client sees the connection drop
+                continue
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self.pump, args=(a, b), daemon=True).start()
+
+    def pump(self, src, dst):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                if self.delay:
+                    time.sleep(self.delay)
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self):
+        self.closing = True
+        self.lsock.close()
+
+
+def ldap(*args):
+    subprocess.run([sys.executable, LDAP, *args], check=True, stdin=subprocess.DEVNULL,
+                   timeout=120, capture_output=True)
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="heron-ldapfault-")
+    slapd = os.path.join(tmp, "slapd")
+    ldap("start", slapd, "--users", "10")
+    env = {}
+    with open(os.path.join(slapd, "ldap.env")) as f:
+        for line in f:
+            k, v = line.rstrip("\n").split("=", 1)
+            env[k] = v
+    port = int(env["LDAP_URI"].rsplit(":", 1)[1].strip("/"))
+    proxy = DelayProxy(port)
+    uri = f"ldap://127.0.0.1:{proxy.port}/"
+    keys = {"backend": "ldap", "uri": uri, "base": env["LDAP_PEOPLE"],
+            "bind_dn": env["LDAP_ADMIN_DN"],
+            "bind_password_file": env["LDAP_ADMIN_PASSWORD_FILE"], "timeout": "10s",
+            "auth_mode": "bind", "auth_cache_ttl": "0s", "negative_cache_ttl": "0s"}
+    directory = "[directory]\n" + "".join(f"{k} = {v}\n" for k, v in keys.items())
+    imapd = Imapd(IMAPD, workers=1, directory=directory)
+    mtad = Mtad(MTAD, os.path.join(tmp), keys, {"workers": "1"}, tls=False)
+
+    def login(r, user, tag="L"):
+        return r.cmd(tag, f"LOGIN {user} {user}")[-1]
+
+    def rcpt_is_temporary():
+        with smtplib.SMTP("127.0.0.1", mtad.port, timeout=60) as c:
+            c.ehlo("c")
+            c.docmd(f"MAIL FROM:<x@{DOMAIN}>")
+            code, text = c.docmd(f"RCPT TO:<user5@{DOMAIN}>")
+            assert code == 451 and b"4.3.0" in text, (code, text)
+
+    def test_slow_directory_does_not_block_others():
+        proxy.delay = 0.0
+        b = Raw(imapd.port)
+        assert login(b, "user2").startswith("L OK"), "baseline login"
+        proxy.delay = 1.0  # each chunk waits 1 s: well within the 10 s timeout
+        a = Raw(imapd.port)
+        a.send("L LOGIN user1 user1\r\n")
+        # while a's login waits on the directory, b is answered
+        assert b.cmd("n", "NOOP")[-1] == "n OK Completed"
+        assert b.cmd("s", "SELECT INBOX")[-1].startswith("s OK")
+        pending = select.select([a.s], [], [], 0)[0]
+        assert not pending and not a.buf, "a's login answered before b's commands"
+        assert a.until_tag("L")[-1].startswith("L OK"), "slow login"
+        a.close()
+        b.close()
+
+    def test_too_slow_and_down_are_temporary():
+        proxy.delay = 0.0
+        b = Raw(imapd.port)
+        assert login(b, "user3").startswith("L OK")
+        proxy.delay = 6.0  # a request and its answer: 12 s, past the 10 s timeout
+        a = Raw(imapd.port)
+        out = login(a, "user4")
+        assert out.startswith("L NO [UNAVAILABLE]"), out
+        rcpt_is_temporary()
+        proxy.delay = 0.0
+        ldap("stop", slapd)
+        out = login(a, "user4", "M")
+        assert out.startswith("M NO [UNAVAILABLE]"), out
+        rcpt_is_temporary()
+        # the session logged in before the outage goes on
+        assert b.cmd("s", "SELECT INBOX")[-1].startswith("s OK")
+        ldap("restart", slapd)
+
+        def back():
+            r = Raw(imapd.port)
+            try:
+                return login(r, "user4").startswith("L OK")
+            finally:
+                r.close()
+        wait_for(back, 60, "logins to work after slapd restarted")
+
+        def flows():  # mtad reconnects on its own schedule: 451 until then
+            try:
+                with smtplib.SMTP("127.0.0.1", mtad.port, timeout=60) as c:
+                    c.sendmail(f"x@{DOMAIN}", [f"user5@{DOMAIN}"],
+                               "Subject: back\r\n\r\nagain\r\n")
+                return True
+            except smtplib.SMTPRecipientsRefused as e:
+                assert all(v[0] == 451 for v in e.recipients.values()), e.recipients
+                time.sleep(0.5)
+                return False
+        wait_for(flows, 60, "mail to flow after slapd restarted")
+        a.close()
+        b.close()
+
+    rc = 1
+    try:
+        imapd.__enter__()
+        mtad.start()
+        rc = run_tests([test_slow_directory_does_not_block_others,
+                        test_too_slow_and_down_are_temporary])
+    finally:
+        mtad.stop()
+        imapd.__exit__(None, None, None)
+        proxy.close()
+        subprocess.run([sys.executable, LDAP, "stop", slapd], stdin=subprocess.DEVNULL,
+                       timeout=60, capture_output=True)
+    return finish(rc, tmp, mtad)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

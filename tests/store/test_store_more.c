@@ -1,0 +1,333 @@
+/* test_store_more.c — the smaller store rules: expunge history aged out by a later write of
+ * the mailbox (no new expunge needed), a \Noselect parent dropped with its last child (delete
+ * and rename), store_deliver delivering a repeated recipient once, partitions on different
+ * filesystems (a copy where a hard link fails with EXDEV), verify moving orphan files to
+ * lost+found and rebuilding a cache entry that does not parse, store_msg_expunge with
+ * out == NULL, and store_iter_next's answers. */
+#include <errno.h>
+#include <lmdb.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "store_test.h"
+
+static int list_cb(const struct store_mbox_info *mi, void *arg)
+{
+	char *out = arg;
+
+	strncat(out, mi->name, mi->name_len);
+	strcat(out, (mi->attrs & STORE_MBOX_NOSELECT) ? "(noselect)," : ",");
+	return 0;
+}
+
+static void mbox_names(struct store *st, uint64_t user, char *out)
+{
+	struct store_txn *t;
+
+	out[0] = '\0';
+	assert_int_equal(store_txn_begin(st, STORE_ID_PART(user), STORE_TXN_READ, &t), 0);
+	assert_int_equal(store_mbox_list(t, user, "*", false, list_cb, out), 0);
+	store_txn_abort(&t);
+}
+
+static int w_delete(struct store_txn *t, void *arg)
+{
+	const char **a = arg;
+
+	return store_mbox_delete(t, *(const uint64_t *)(const void *)a[0], a[1]);
+}
+
+static void mbox_delete(struct store *st, uint64_t user, const char *name)
+{
+	const char *a[2] = { (const char *)&user, name };
+
+	assert_int_equal(store_write(st, STORE_ID_PART(user), w_delete, a), 0);
+}
+
+static void test_noselect_parent_goes(void **state)
+{
+	struct tstore ts;
+	struct store_txn *t;
+	char names[512];
+	uint64_t u;
+
+	(void)state;
+	tstore_open(&ts, 1);
+	u = tuser(ts.st, "nora");
+	tmbox(ts.st, u, "a/b/c");
+	tmbox(ts.st, u, "a/x");
+	mbox_delete(ts.st, u, "a");
+	mbox_delete(ts.st, u, "a/b");
+	mbox_names(ts.st, u, names);
+	assert_string_equal(names, "INBOX,a(noselect),a/b(noselect),a/b/c,a/x,");
+	mbox_delete(ts.st, u, "a/b/c"); /* a/b goes; a stays for a/x */
+	mbox_names(ts.st, u, names);
+	assert_string_equal(names, "INBOX,a(noselect),a/x,");
+	/* a rename takes the last child away */
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_WRITE, &t), 0);
+	assert_int_equal(store_mbox_rename(t, u, "a/x", "y"), 0);
+	assert_int_equal(store_txn_commit(&t), 0);
+	mbox_names(ts.st, u, names);
+	assert_string_equal(names, "INBOX,y,");
+	/* a selectable parent stays */
+	tmbox(ts.st, u, "p/q");
+	mbox_delete(ts.st, u, "p/q");
+	mbox_names(ts.st, u, names);
+	assert_string_equal(names, "INBOX,p,y,");
+	tverify_clean(ts.st);
+	tstore_close(&ts, true);
+}
+
+static void test_deliver_dedup(void **state)
+{
+	struct tstore ts;
+	struct store_rcpt r[4];
+	struct store_txn *t;
+	struct store_status s;
+	uint64_t u, inbox, work;
+	int fd;
+
+	(void)state;
+	tstore_open(&ts, 2);
+	u = tuser(ts.st, "otto");
+	tuser(ts.st, "pia");
+	inbox = tmbox(ts.st, u, "INBOX");
+	work = tmbox(ts.st, u, "Work");
+	memset(r, 0, sizeof(r));
+	r[0].user = "otto";
+	r[1].user = "otto";
+	r[1].mailbox = "inbox";
+	r[2].user = "pia";
+	r[3].user = "otto";
+	r[3].mailbox = "Work";
+	fd = tmsg_fd(500, 1);
+	assert_int_equal(store_deliver(ts.st, fd, 0, r, 4), 0);
+	close(fd);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(r[i].result, 0);
+	assert_int_equal(r[1].uid, r[0].uid);
+	assert_int_equal(r[1].mbox, inbox);
+	assert_int_equal(r[3].mbox, work);
+	assert_int_equal(store_txn_begin(ts.st, STORE_ID_PART(u), STORE_TXN_READ, &t), 0);
+	assert_int_equal(store_mbox_status(t, inbox, &s), 0);
+	assert_int_equal(s.messages, 1);
+	store_txn_abort(&t);
+	tcheck_status(ts.st, inbox);
+	tverify_clean(ts.st);
+	tstore_close(&ts, true);
+}
+
+static void test_expunge_out_null_and_iter(void **state)
+{
+	struct tstore ts;
+	struct store_txn *t;
+	struct store_iter *it;
+	struct store_msg m;
+	uint64_t u, mb;
+	uint32_t uids[3], *out = (uint32_t *)&out;
+	size_t n = 99;
+	int rc, seen = 0;
+
+	(void)state;
+	tstore_open(&ts, 1);
+	u = tuser(ts.st, "quin");
+	mb = tmbox(ts.st, u, "INBOX");
+	for (int i = 0; i < 3; i++)
+		uids[i] = tappend(ts.st, mb, 200, 0);
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_WRITE, &t), 0);
+	assert_int_equal(store_msg_expunge(t, mb, uids, 2, NULL, &n), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(store_msg_expunge(t, mb, uids, 2, NULL, NULL), 0); /* gone: none */
+	assert_int_equal(store_msg_expunge(t, mb, uids, 3, &out, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(out[0], uids[2]);
+	free(out);
+	assert_int_equal(store_txn_commit(&t), 0);
+	tappend(ts.st, mb, 200, 0);
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_READ, &t), 0);
+	assert_int_equal(store_msg_iter(t, mb, 1, UINT32_MAX, 0, &it), 0);
+	while ((rc = store_iter_next(it, &m)) == STORE_ITER_MSG)
+		seen++;
+	assert_int_equal(rc, 0);
+	assert_int_equal(seen, 1);
+	store_iter_free(&it);
+	store_txn_abort(&t);
+	tcheck_status(ts.st, mb);
+	tstore_close(&ts, true);
+}
+
+/* History kept 1 s: two seconds later VANISHED no longer reports it (not exact), and the
+   next write of the mailbox (an append, no expunge) drops the rows and raises the floor. */
+static void test_history_ages_out(void **state)
+{
+	struct tstore ts;
+	struct store_txn *t;
+	struct store_status s;
+	uint64_t u, mb, modseq;
+	uint32_t uid, *v;
+	size_t n;
+	bool exact;
+
+	(void)state;
+	tstore_open(&ts, 1);
+	ts.o.expunge_history_ms = 1000;
+	tstore_reopen(&ts);
+	u = tuser(ts.st, "rita");
+	mb = tmbox(ts.st, u, "INBOX");
+	uid = tappend(ts.st, mb, 200, 0);
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_WRITE, &t), 0);
+	assert_int_equal(store_mbox_status(t, mb, &s), 0);
+	modseq = s.highestmodseq;
+	assert_int_equal(store_msg_expunge(t, mb, &uid, 1, NULL, NULL), 0);
+	assert_int_equal(store_txn_commit(&t), 0);
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_READ, &t), 0);
+	assert_int_equal(store_msg_vanished(t, mb, modseq, &v, &n, &exact), 0);
+	assert_int_equal(n, 1);
+	assert_true(exact);
+	free(v);
+	store_txn_abort(&t);
+	sleep(2);
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_READ, &t), 0);
+	assert_int_equal(store_msg_vanished(t, mb, modseq, &v, &n, &exact), 0);
+	assert_int_equal(n, 0);
+	assert_false(exact);
+	free(v);
+	assert_int_equal(store_mbox_status(t, mb, &s), 0);
+	assert_true(s.expunge_floor <= modseq + 1);
+	store_txn_abort(&t);
+	tappend(ts.st, mb, 200, 0);
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_READ, &t), 0);
+	assert_int_equal(store_mbox_status(t, mb, &s), 0);
+	assert_true(s.expunge_floor > modseq + 1);
+	assert_int_equal(store_msg_vanished(t, mb, modseq, &v, &n, &exact), 0);
+	assert_int_equal(n, 0);
+	assert_false(exact);
+	free(v);
+	store_txn_abort(&t);
+	tstore_close(&ts, true);
+}
+
+/* part1 on another filesystem (/dev/shm, tmpfs): a message for users in both partitions is
+   copied there, and both copies read back whole. */
+static void test_exdev_copy(void **state)
+{
+	struct tstore ts;
+	struct store_rcpt r[2];
+	struct stat a, b;
+	char shm[64], p1[128], cmd[512], n0[32], n1[32];
+	int fd;
+
+	(void)state;
+	tstore_open(&ts, 2);
+	strcpy(shm, "/dev/shm/heron-store-xdev.XXXXXX");
+	if (mkdtemp(shm) == NULL || stat("/dev/shm", &a) != 0 || stat(ts.dir, &b) != 0 ||
+	    a.st_dev == b.st_dev) {
+		tstore_close(&ts, true);
+		skip();
+	}
+	store_close(&ts.st);
+	snprintf(p1, sizeof(p1), "%s/part1", ts.dir);
+	snprintf(cmd, sizeof(cmd), "mv '%s' '%s/' && ln -s '%s/part1' '%s'", p1, shm, shm, p1);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(store_open(&ts.o, &ts.st), 0);
+	memset(r, 0, sizeof(r));
+	r[0].user = tuser_name_in(ts.st, 0, "xdev", n0, sizeof(n0));
+	r[1].user = tuser_name_in(ts.st, 1, "xdev", n1, sizeof(n1));
+	tuser(ts.st, r[0].user);
+	tuser(ts.st, r[1].user);
+	fd = tmsg_fd(3000, 7);
+	assert_int_equal(store_deliver(ts.st, fd, 0, r, 2), 0);
+	close(fd);
+	assert_int_equal(r[0].result, 0);
+	assert_int_equal(r[1].result, 0);
+	for (int i = 0; i < 2; i++) {
+		struct store_txn *t;
+		struct store_msg m;
+		uint64_t size;
+		int bfd;
+
+		assert_int_equal(store_txn_begin(ts.st, (unsigned)i, STORE_TXN_READ, &t), 0);
+		assert_int_equal(store_msg_get(t, r[i].mbox, r[i].uid, &m), 0);
+		store_txn_abort(&t);
+		assert_int_equal(store_blob_open(ts.st, (unsigned)i, m.blob, &bfd, &size), 0);
+		assert_int_equal(size, m.size);
+		close(bfd);
+	}
+	tverify_clean(ts.st);
+	tstore_close(&ts, true);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", shm);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* Planted: an old orphan file and a cache row that does not parse. Repair moves the orphan
+   into lost+found of the named user (byte for byte) and rebuilds the cache. */
+static void test_verify_lost_found_and_bad_cache(void **state)
+{
+	struct tstore ts;
+	struct store_verify_report r;
+	struct store_txn *t;
+	struct store_msg m;
+	struct store_user su;
+	uint64_t u, mb, lf;
+	uint32_t uid;
+	char path[512], got[64];
+	const char orphan[] = "Subject: lost\r\n\r\nfound\r\n";
+	int fd;
+	uint64_t size;
+
+	(void)state;
+	tstore_open(&ts, 1);
+	u = tuser(ts.st, "sam");
+	mb = tmbox(ts.st, u, "INBOX");
+	uid = tappend(ts.st, mb, 300, 0);
+	snprintf(path, sizeof(path), "%s/part0/blobs/cd/cdcdcdcdcdcdcdcd", ts.dir);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(orphan, f);
+	fclose(f);
+	struct timespec old[2] = { { time(NULL) - 3600, 0 }, { time(NULL) - 3600, 0 } };
+	assert_int_equal(utimensat(AT_FDCWD, path, old, 0), 0);
+
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_READ, &t), 0);
+	assert_int_equal(store_msg_get(t, mb, uid, &m), 0);
+	store_txn_abort(&t);
+	char junk[] = "junk!";
+	tplant_cache(&ts, 0, m.blob, junk, 5);
+
+	assert_int_equal(store_verify(ts.st, NULL, false, &r), STORE_ECORRUPT);
+	assert_int_equal(r.orphan_files, 1);
+	assert_int_equal(r.bad_cache, 1);
+	assert_int_equal(r.missing_cache, 0);
+	assert_int_equal(store_verify_lost_found(ts.st, NULL, true, "keeper", &r), 0);
+	assert_int_equal(r.moved_lost_found, 1);
+	tverify_clean(ts.st);
+	tcheck_status(ts.st, mb);
+
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_READ, &t), 0);
+	assert_int_equal(store_msg_get(t, mb, uid, &m), 0);
+	assert_true(m.cache_len > 5);
+	assert_int_equal(store_user_get(t, "keeper", &su), 0);
+	assert_int_equal(store_mbox_find(t, su.id, STORE_LOST_FOUND, &lf), 0);
+	assert_int_equal(store_msg_get(t, lf, 1, &m), 0);
+	store_txn_abort(&t);
+	assert_int_equal(store_blob_open(ts.st, 0, m.blob, &fd, &size), 0);
+	assert_int_equal(size, sizeof(orphan) - 1);
+	assert_int_equal(read(fd, got, sizeof(got)), (ssize_t)size);
+	assert_memory_equal(got, orphan, size);
+	close(fd);
+	tstore_close(&ts, true);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_noselect_parent_goes),
+		cmocka_unit_test(test_deliver_dedup),
+		cmocka_unit_test(test_expunge_out_null_and_iter),
+		cmocka_unit_test(test_history_ages_out),
+		cmocka_unit_test(test_exdev_copy),
+		cmocka_unit_test(test_verify_lost_found_and_bad_cache),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
