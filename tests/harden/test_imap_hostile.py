@@ -100,6 +100,13 @@ class TestStalls(Base):
         self.assertIn("(MESSAGES 0)", st[0])
         self.assert_served()
 
+    def test_root_warning_once(self):
+        # started as root with [imapd] user empty: the master warns, once (not per worker)
+        with open(os.path.join(self.d.dir, "imapd.log"), errors="replace") as f:
+            text = f.read()
+        warn = "imapd: workers keep root: set [imapd] user"
+        self.assertEqual(text.count(warn), 1 if os.geteuid() == 0 else 0, text[:2000])
+
     def test_failed_logins_are_refused_and_logged(self):
         self.raw()  # a success from this address forgets its earlier failures
         r = self.raw(login=False)
