@@ -556,6 +556,8 @@ int daemon_run(const struct daemon_ops *ops)
 	m.slot = xcalloc(ops->workers, sizeof(*m.slot));
 	master_events();
 	log_info("%s: master pid=%ld starting %u workers", ops->ident, (long)m.pid, ops->workers);
+	if (geteuid() == 0 && (ops->user == NULL || ops->user[0] == '\0'))
+		log_warnx("%s: workers keep root: set [%s] user", ops->ident, ops->ident);
 	for (unsigned i = 0; i < ops->workers; i++)
 		master_spawn(i);
 	event_base_dispatch(m.base);

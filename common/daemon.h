@@ -63,7 +63,8 @@ void daemon_pidfile_remove(const char *path, int fd);
 struct daemon_worker;
 
 struct daemon_ops {
-	const char *ident;  /* for logs */
+	const char *ident;  /* for logs; also the config section the master names when it warns,
+			       started as root with user empty, that workers keep root */
 	unsigned workers;   /* >= 1 */
 	const char *pidfile; /* NULL or "": none */
 	const char *user;    /* workers drop to this user when root; NULL or "": stay */

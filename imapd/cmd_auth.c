@@ -1,12 +1,19 @@
 /* cmd_auth.c — owns the commands of any state and of login: CAPABILITY, NOOP/CHECK, LOGOUT,
  * ID, ENABLE, STARTTLS, LOGIN and AUTHENTICATE PLAIN (with SASL-IR), through ldapauth. After a
- * successful authentication the user's store record is found (or created with its INBOX). */
+ * successful authentication the user's store record is found (or created with its INBOX).
+ * A failure is answered late: the tagged NO waits on a timer (the worker goes on serving
+ * others, the session reads no further command) for 0.5 s doubled per failure from the same
+ * client address, up to 8 s; an address's count is kept per worker and forgotten 15 minutes
+ * after its last failure or at a success from it. The log names the user tried (sanitized),
+ * never the password. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <openssl/evp.h>
 
 #include "common/log.h"
+#include "common/str.h"
 #include "common/xmalloc.h"
 #include "imapd/imapd.h"
 #include "ldapauth/ldapauth.h"
@@ -21,7 +28,78 @@ struct auth_ctx {
 	char *login;                 /* as the directory names the user */
 	int partition;
 	uint64_t quota;              /* bytes, from the directory; 0: none */
+	char tried[65];              /* the user name given, sanitized for the log */
+	struct event *delay;         /* holds the NO of a failure */
 };
+
+#define PENALTY_BASE_MS 500
+#define PENALTY_MAX_MS 8000
+#define PENALTY_FORGET_MS (15 * 60 * 1000)
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + 1; /* never 0 */
+}
+
+/* The slot of addr; create: take a free or forgotten one, else the oldest. */
+static struct imap_authfail *authfail_find(struct imap_server *srv, const char *addr,
+					   int64_t now, bool create)
+{
+	struct imap_authfail *spare = NULL;
+
+	for (struct imap_authfail *f = srv->authfail; f < srv->authfail + IMAP_AUTHFAIL_SLOTS;
+	     f++) {
+		if (f->last_ms != 0 && now - f->last_ms > PENALTY_FORGET_MS)
+			f->last_ms = 0; /* forgotten */
+		if (f->last_ms != 0 && strcmp(f->addr, addr) == 0)
+			return f;
+		if (spare == NULL || (spare->last_ms != 0 && f->last_ms < spare->last_ms))
+			spare = f;
+	}
+	if (!create)
+		return NULL;
+	str_lcpy(spare->addr, addr, sizeof(spare->addr));
+	spare->fails = 0;
+	spare->last_ms = now;
+	return spare;
+}
+
+/* Counts a failure from addr; returns the count including it. */
+static uint32_t authfail_count(struct imap_server *srv, const char *addr)
+{
+	int64_t now = now_ms();
+	struct imap_authfail *f = authfail_find(srv, addr, now, true);
+
+	f->last_ms = now;
+	return ++f->fails;
+}
+
+static void authfail_clear(struct imap_server *srv, const char *addr)
+{
+	struct imap_authfail *f = authfail_find(srv, addr, now_ms(), false);
+
+	if (f != NULL)
+		f->last_ms = 0;
+}
+
+/* The user name for the log: printable ASCII other than quote and backslash, at most
+   sizeof(a->tried) - 1 bytes (a longer one ends in "..."). */
+static void tried_set(struct auth_ctx *a, const char *user)
+{
+	size_t n = 0, max = sizeof(a->tried) - 1;
+
+	for (; user[n] != '\0' && n < max; n++) {
+		unsigned char ch = (unsigned char)user[n];
+
+		a->tried[n] = ch < 0x20 || ch > 0x7e || ch == '"' || ch == '\\' ? '?' : (char)ch;
+	}
+	a->tried[n] = '\0';
+	if (user[n] != '\0')
+		memcpy(a->tried + max - 3, "...", 3);
+}
 
 static void auth_ctx_free(struct imap_cmd *cmd)
 {
@@ -30,6 +108,8 @@ static void auth_ctx_free(struct imap_cmd *cmd)
 	if (a == NULL)
 		return;
 	ldapauth_cancel(&a->req);
+	if (a->delay != NULL)
+		event_free(a->delay);
 	free(a->login);
 	free(a);
 	cmd->ctx = NULL;
@@ -128,23 +208,51 @@ static bool plaintext_refused(struct imap_cmd *cmd)
 	return !(c->flags & IMAP_CF_TLS) && !c->srv->allow_plaintext;
 }
 
-static void auth_done(const struct ldapauth_reply *r, void *arg)
+static void auth_delay_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct imap_client *c = arg;
 	struct auth_ctx *a = c->cmd.ctx;
 
-	a->req = NULL;
+	(void)fd;
+	(void)what;
 	a->done = true;
+	imap_client_resume(c);
+}
+
+static void auth_done(const struct ldapauth_reply *r, void *arg)
+{
+	struct imap_client *c = arg;
+	struct auth_ctx *a = c->cmd.ctx;
+	bool failed = r->result != LDAPAUTH_OK && r->result != LDAPAUTH_ETEMP;
+	uint32_t fails = failed ? authfail_count(c->srv, c->addr) : 0;
+	int64_t ms = 0;
+
+	a->req = NULL;
 	a->result = r->result;
 	if (r->result == LDAPAUTH_OK) {
 		a->login = xstrdup(r->user->login);
 		a->partition = r->user->partition;
 		a->quota = r->user->quota;
+		authfail_clear(c->srv, c->addr);
 	}
-	log_info("%016" PRIx64 " imap login user=%s result=%s cached=%s reason=\"%s\"", c->id,
-		 r->result == LDAPAUTH_OK ? r->user->login : "-",
-		 ldapauth_strerror(r->result), r->cached ? "yes" : "no",
+	if (failed) {
+		/* doubling per failure from this address, capped */
+		ms = (int64_t)PENALTY_BASE_MS << (fails - 1 < 5 ? fails - 1 : 5);
+		ms = ms > PENALTY_MAX_MS ? PENALTY_MAX_MS : ms;
+	}
+	log_info("%016" PRIx64 " imap login addr=%s user=%s result=%s cached=%s failures=%" PRIu32
+		 " delay_ms=%" PRId64 " reason=\"%s\"",
+		 c->id, c->addr, r->result == LDAPAUTH_OK ? r->user->login : a->tried,
+		 ldapauth_strerror(r->result), r->cached ? "yes" : "no", fails, ms,
 		 r->reason != NULL ? r->reason : "");
+	if (ms > 0) {
+		struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+
+		a->delay = evtimer_new(c->srv->base, auth_delay_cb, c);
+		evtimer_add(a->delay, &tv);
+		return;
+	}
+	a->done = true;
 	imap_client_resume(c);
 }
 
@@ -152,6 +260,7 @@ static void auth_start(struct imap_cmd *cmd, const char *user, const char *pass)
 {
 	struct auth_ctx *a = cmd->ctx;
 
+	tried_set(a, user);
 	a->req = ldapauth_auth(cmd->c->srv->auth, user, pass, auth_done, cmd->c);
 }
 

@@ -64,6 +64,14 @@ enum imap_cmdflag {
 	CMD_ALT = 1u << 4,         /* the second form of a handler: UNSUBSCRIBE, LSUB, UNSELECT */
 };
 
+/* Failed LOGIN/AUTHENTICATE from one client address, in this worker (cmd_auth.c). */
+struct imap_authfail {
+	char addr[64];
+	uint32_t fails;
+	int64_t last_ms;            /* monotonic; 0: slot free */
+};
+#define IMAP_AUTHFAIL_SLOTS 128
+
 struct imap_server {
 	struct conf *conf;
 	struct event_base *base;
@@ -86,6 +94,7 @@ struct imap_server {
 	unsigned max_per_user;       /* sessions of one user in this worker */
 	struct event *poll_ev;       /* 1 s fallback when the store watcher is unavailable */
 	bool draining;
+	struct imap_authfail authfail[IMAP_AUTHFAIL_SLOTS];
 };
 
 struct imap_view_msg {

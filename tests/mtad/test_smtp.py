@@ -405,8 +405,16 @@ def test_mail_loop_refused():
             assert e.smtp_code == 554 and b"5.4.6" in e.smtp_error, e
 
 
+def test_root_warning_once():
+    # started as root with [mtad] user empty: the master warns, once (not per worker)
+    with open(mtad.log, errors="replace") as f:
+        text = f.read()
+    warn = "mtad: workers keep root: set [mtad] user"
+    assert text.count(warn) == (1 if os.geteuid() == 0 else 0), text[:2000]
+
+
 def main():
-    return run_suite(mtad, [test_local_three_recipients_stored_once, test_pipelining,
+    return run_suite(mtad, [test_root_warning_once, test_local_three_recipients_stored_once, test_pipelining,
                             test_size_limits, test_bdat, test_smtputf8_and_8bit,
                             test_open_relay_refused, test_submission_auth_relay,
                             test_relay_uses_starttls, test_submissions_implicit_tls,

@@ -453,6 +453,9 @@ def main():
     assert proc.returncode == 0, proc.returncode
     assert "sink summary why=SIGUSR1" in text, text[-2000:]
     assert "sink summary why=exit" in text, text[-2000:]
+    # started as root with [sink] user empty: the master warns, once
+    warn = "sink: workers keep root: set [sink] user"
+    assert text.count(warn) == (1 if os.geteuid() == 0 else 0), text[:2000]
     print("sink e2e: all passed")
 
 
