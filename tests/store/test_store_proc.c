@@ -86,6 +86,20 @@ static void flagger(const struct store_opts *o, uint64_t mbox, int out, unsigned
 
 	if (store_open(o, &st) != 0)
 		_exit(1);
+	/* Start once the deliverer has delivered something (bounded: 30 s), so the two really
+	   overlap however the scheduler orders the processes. */
+	for (int w = 0; w < 3000; w++) {
+		struct store_txn *t;
+		struct store_status s;
+
+		if (store_txn_begin(st, STORE_ID_PART(mbox), STORE_TXN_READ, &t) != 0 ||
+		    store_mbox_status(t, mbox, &s) != 0)
+			_exit(2);
+		store_txn_abort(&t);
+		if (s.uidnext > 1)
+			break;
+		usleep(10000);
+	}
 	srand(42);
 	for (unsigned i = 0; i < rounds; i++) {
 		struct store_txn *t;
