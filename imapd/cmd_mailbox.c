@@ -61,7 +61,7 @@ char *imap_mailbox_name(const struct imap_client *c, const char *s, size_t len,
 }
 
 /* The mailbox name argument of cmd (index i), validated; NULL after a reply was sent. */
-static char *name_arg(struct imap_cmd *cmd, size_t i)
+char *imap_mailbox_arg(struct imap_cmd *cmd, size_t i)
 {
 	const struct imap_arg *a = imap_cmd_arg(cmd, i);
 	const char *why;
@@ -181,7 +181,7 @@ bool cmd_create(struct imap_cmd *cmd)
 
 		if ((op.a = imap_mailbox_name(cmd->c, a->s, a->len - 1, &why)) == NULL)
 			return imap_cmd_no(cmd, why);
-	} else if ((op.a = name_arg(cmd, 0)) == NULL) {
+	} else if ((op.a = imap_mailbox_arg(cmd, 0)) == NULL) {
 		return true;
 	}
 	if (strcmp(op.a, "INBOX") == 0) {
@@ -197,7 +197,7 @@ bool cmd_delete(struct imap_cmd *cmd)
 
 	if (imap_cmd_argc(cmd) != 1)
 		return imap_cmd_bad(cmd, "Expected: DELETE mailbox");
-	if ((op.a = name_arg(cmd, 0)) == NULL)
+	if ((op.a = imap_mailbox_arg(cmd, 0)) == NULL)
 		return true;
 	if (strcmp(op.a, "INBOX") == 0) {
 		free(op.a);
@@ -216,9 +216,9 @@ bool cmd_rename(struct imap_cmd *cmd)
 
 	if (imap_cmd_argc(cmd) != 2)
 		return imap_cmd_bad(cmd, "Expected: RENAME from to");
-	if ((op.a = name_arg(cmd, 0)) == NULL)
+	if ((op.a = imap_mailbox_arg(cmd, 0)) == NULL)
 		return true;
-	if ((op.b = name_arg(cmd, 1)) == NULL) {
+	if ((op.b = imap_mailbox_arg(cmd, 1)) == NULL) {
 		free(op.a);
 		return true;
 	}
@@ -231,7 +231,7 @@ bool cmd_subscribe(struct imap_cmd *cmd)
 
 	if (imap_cmd_argc(cmd) != 1)
 		return imap_cmd_bad(cmd, "Expected: SUBSCRIBE mailbox");
-	if ((op.a = name_arg(cmd, 0)) == NULL)
+	if ((op.a = imap_mailbox_arg(cmd, 0)) == NULL)
 		return true;
 	return mbox_write(cmd, subscribe_fn, &op, op.on ? "SUBSCRIBE" : "UNSUBSCRIBE");
 }

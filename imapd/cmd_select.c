@@ -19,20 +19,6 @@ static int find_mbox(struct imap_client *c, const char *name, uint64_t *id_r)
 	return rc;
 }
 
-static char *mbox_arg(struct imap_cmd *cmd, const struct imap_arg *a)
-{
-	const char *why;
-	char *name;
-
-	if (a == NULL || !imap_arg_is_astring(a)) {
-		imap_cmd_bad(cmd, "Mailbox name expected");
-		return NULL;
-	}
-	if ((name = imap_mailbox_name(cmd->c, a->s, a->len, &why)) == NULL)
-		imap_cmd_no(cmd, why);
-	return name;
-}
-
 struct qresync {
 	bool on;
 	uint64_t uidvalidity, modseq;
@@ -135,7 +121,7 @@ bool cmd_select(struct imap_cmd *cmd)
 	/* a failed SELECT leaves no mailbox selected (RFC 3501 6.3.1) */
 	imap_view_close(c);
 	imap_client_set_state(c, IMAP_ST_AUTH);
-	if ((name = mbox_arg(cmd, imap_cmd_arg(cmd, 0))) == NULL) {
+	if ((name = imap_mailbox_arg(cmd, 0)) == NULL) {
 		imap_seqset_release(&qr.known);
 		return true;
 	}
@@ -217,7 +203,7 @@ bool cmd_status(struct imap_cmd *cmd)
 		return imap_cmd_bad(cmd, "Expected: STATUS mailbox (items)");
 	if (!imap_status_items_ok(c, items))
 		return imap_cmd_bad(cmd, "Unknown STATUS item");
-	if ((name = mbox_arg(cmd, imap_cmd_arg(cmd, 0))) == NULL)
+	if ((name = imap_mailbox_arg(cmd, 0)) == NULL)
 		return true;
 	rc = find_mbox(c, name, &id);
 	if (rc == 0 && (rc = store_txn_begin(c->srv->store, c->part, STORE_TXN_READ, &t)) == 0) {

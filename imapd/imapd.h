@@ -329,6 +329,8 @@ void imap_status_write(struct imap_client *c, const char *name, size_t len,
    the store keeps). */
 char *imap_mailbox_name(const struct imap_client *c, const char *s, size_t len,
 			const char **why_r);
+/* The mailbox name argument i of cmd, validated and converted; NULL after a BAD/NO was sent. */
+char *imap_mailbox_arg(struct imap_cmd *cmd, size_t i);
 /* Writes a stored (modified UTF-7) mailbox name as the client reads names: as it is, or as
    UTF-8 after ENABLE IMAP4rev2. */
 void imap_write_mailbox(struct imap_client *c, const char *name, size_t len);
