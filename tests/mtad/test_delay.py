@@ -12,9 +12,9 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mtadlib import (DOMAIN, Mtad, RelayTarget, Store, run_suite,  # noqa: E402
-                     wait_for, write_users)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heronlib import (DOMAIN, Mtad, RelayTarget, Store, run_suite,  # noqa: E402
+                      wait_for, write_users)
 
 ROOT, MTAD, PEEK = sys.argv[1:4]
 TMP = tempfile.mkdtemp(prefix="heron-mtad-delay-")

@@ -6,33 +6,17 @@ mail accepted before is kept, and mail flows again once slapd is back.
   test_ldap.py SOURCE_ROOT MTAD STORE_PEEK"""
 import os
 import smtplib
-import ssl
-import subprocess
 import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mtadlib import DOMAIN, Mtad, Store, run_suite, wait_for  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heronlib import (DOMAIN, Mtad, Slapd, Store, run_suite, tls_client_ctx,  # noqa: E402
+                      wait_for)
 
 ROOT, MTAD, PEEK = sys.argv[1:4]
-LDAP = os.path.join(ROOT, "scripts", "ldap")
 TMP = tempfile.mkdtemp(prefix="heron-mtad-ldap-")
-SLAPD = os.path.join(TMP, "slapd")
-
-
-def ldap(*args):
-    subprocess.run([sys.executable, LDAP, *args], check=True, stdin=subprocess.DEVNULL,
-                   timeout=120, capture_output=True)
-
-
-def ldap_env():
-    env = {}
-    with open(os.path.join(SLAPD, "ldap.env")) as f:
-        for line in f:
-            k, v = line.rstrip("\n").split("=", 1)
-            env[k] = v
-    return env
+SLAPD = Slapd(ROOT, os.path.join(TMP, "slapd"), users=20)
 
 
 def msg(subject):
@@ -45,12 +29,12 @@ def has_subject(store, user, subject):
 
 
 def main():
-    ldap("start", SLAPD, "--users", "20")
-    env = ldap_env()
-    directory = {"backend": "ldap", "uri": env["LDAP_URI"], "base": env["LDAP_PEOPLE"],
-                 "bind_dn": env["LDAP_ADMIN_DN"],
-                 "bind_password_file": env["LDAP_ADMIN_PASSWORD_FILE"], "timeout": "2s",
-                 "negative_cache_ttl": "0s", "auth_cache_ttl": "0s"}
+    with SLAPD:
+        return suite()
+
+
+def suite():
+    directory = SLAPD.directory(timeout="2s", negative_cache_ttl="0s", auth_cache_ttl="0s")
     mtad = Mtad(MTAD, TMP, directory)
     store = Store(PEEK, mtad.conf)
 
@@ -67,16 +51,14 @@ def main():
         assert has_subject(store, "user2", "ldap-one")
 
     def test_auth_by_bind():
-        ctx = ssl.create_default_context()
-        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
         with smtplib.SMTP("127.0.0.1", mtad.sub_port) as c:
-            c.starttls(context=ctx)
+            c.starttls(context=tls_client_ctx())
             c.login("user3", "user3")
             c.sendmail(f"user3@{DOMAIN}", [f"user4@{DOMAIN}"], msg("ldap-auth"))
         assert has_subject(store, "user4", "ldap-auth")
 
     def test_directory_down_then_back():
-        ldap("stop", SLAPD)
+        SLAPD.stop(check=True)
         with smtplib.SMTP("127.0.0.1", mtad.port, timeout=30) as c:
             c.ehlo("c")
             c.docmd(f"MAIL FROM:<x@{DOMAIN}>")
@@ -84,7 +66,7 @@ def main():
             assert code == 451 and b"4.3.0" in text, (code, text)
         # what was accepted before the outage is still there
         assert has_subject(store, "user1", "ldap-one")
-        ldap("restart", SLAPD)
+        SLAPD.restart()
 
         def flows():
             try:
@@ -97,11 +79,8 @@ def main():
         wait_for(flows, 60, "mail to flow after slapd restarted")
         assert has_subject(store, "user5", "ldap-back")
 
-    def slapd_stop():
-        subprocess.run([sys.executable, LDAP, "stop", SLAPD], stdin=subprocess.DEVNULL,
-                       timeout=60, capture_output=True)
     return run_suite(mtad, [test_lookup_and_alias, test_auth_by_bind,
-                            test_directory_down_then_back], TMP, cleanup=[slapd_stop])
+                            test_directory_down_then_back], TMP, cleanup=[SLAPD.stop])
 
 
 if __name__ == "__main__":

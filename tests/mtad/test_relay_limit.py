@@ -14,9 +14,9 @@ import sys
 import tempfile
 import threading
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mtadlib import (DOMAIN, Mtad, RelayTarget, run_suite, wait_for,  # noqa: E402
-                     write_users)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heronlib import (DOMAIN, Mtad, RelayTarget, run_suite, wait_for,  # noqa: E402
+                      write_users)
 
 ROOT, MTAD, PEEK = sys.argv[1:4]
 TMP = tempfile.mkdtemp(prefix="heron-mtad-relaylimit-")

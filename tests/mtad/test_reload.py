@@ -13,9 +13,9 @@ import socket
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mtadlib import (DOMAIN, Mtad, free_port, run_suite, wait_for,  # noqa: E402
-                     write_users)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heronlib import (DOMAIN, Mtad, free_port, run_suite, wait_for,  # noqa: E402
+                      write_users)
 
 ROOT, MTAD, PEEK = sys.argv[1:4]
 TMP = tempfile.mkdtemp(prefix="heron-mtad-reload-")

@@ -8,15 +8,14 @@ remote delivery to a relay target with a 451 retry and a 550 bounce (DSN).
 import email
 import os
 import smtplib
-import socket
-import ssl
 import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mtadlib import (DOMAIN, Mtad, RelayTarget, Store, run_suite,  # noqa: E402
-                     wait_for, write_users)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heronlib import (DOMAIN, Mtad, RelayTarget, Store, run_suite,  # noqa: E402
+                      wait_for, write_users)
+from heronlib import SmtpRaw as Raw, tls_client_ctx as tls_ctx  # noqa: E402
 
 ROOT, MTAD, PEEK = sys.argv[1:4]
 TMP = tempfile.mkdtemp(prefix="heron-mtad-")
@@ -28,13 +27,6 @@ tls_relay = RelayTarget(tls=(os.path.join(TMP, "cert.pem"), os.path.join(TMP, "k
 mtad.set_keys({"transport_map": f"remote.test=127.0.0.1:{relay.port},"
                                 f"tls.test=127.0.0.1:{tls_relay.port}"})
 store = Store(PEEK, mtad.conf)
-
-
-def tls_ctx():
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    return ctx
 
 
 def msg(subject, body="Hello.\r\n", extra=""):
@@ -51,41 +43,6 @@ def find_subject(user, subject):
         if f"Subject: {subject}\r\n".encode() in store.body(user, uid):
             return uid
     return None
-
-
-class Raw:
-    """A raw SMTP connection for pipelining and protocol abuse (port, or a unix socket)."""
-
-    def __init__(self, port):
-        if isinstance(port, str):
-            self.s = socket.socket(socket.AF_UNIX)
-            self.s.settimeout(15)
-            self.s.connect(port)
-        else:
-            self.s = socket.create_connection(("127.0.0.1", port), timeout=15)
-        self.f = self.s.makefile("rb")
-        self.greeting = self.reply()
-
-    def send(self, data):
-        self.s.sendall(data if isinstance(data, bytes) else data.encode())
-
-    def reply(self):
-        """One complete (possibly multi-line) reply as (code, text)."""
-        lines = []
-        while True:
-            line = self.f.readline(4096)
-            if not line:
-                raise EOFError("connection closed")
-            lines.append(line.decode(errors="replace").rstrip("\r\n"))
-            if len(line) < 4 or line[3:4] != b"-":
-                break
-        return int(lines[-1][:3]), "\n".join(lines)
-
-    def replies(self, n):
-        return [self.reply() for _ in range(n)]
-
-    def close(self):
-        self.s.close()
 
 
 def test_local_three_recipients_stored_once():
