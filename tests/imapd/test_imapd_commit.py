@@ -8,8 +8,8 @@ import re
 import sys
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from imapd_harness import Imapd, Raw, PASSWORD  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heronlib import IMAP_PASSWORD as PASSWORD, Imapd, ImapRaw as Raw  # noqa: E402
 from messages import SIMPLE  # noqa: E402
 
 IMAPD = DELIVER = None

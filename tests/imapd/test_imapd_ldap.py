@@ -4,13 +4,12 @@ password, a wrong password and an unknown user are refused, the session works af
 Usage: test_imapd_ldap.py IMAPD_BINARY DELIVER_BINARY SOURCE_ROOT"""
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from imapd_harness import Imapd, Raw  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heronlib import Imapd, ImapRaw as Raw, Slapd  # noqa: E402
 from messages import SIMPLE  # noqa: E402
 
 IMAPD = DELIVER = ROOT = None
@@ -20,21 +19,15 @@ class TestLdap(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.ldir = tempfile.mkdtemp(prefix="heron-imapd-ldap-")
-        ldap = os.path.join(ROOT, "scripts", "ldap")
-        subprocess.run([sys.executable, ldap, "start", cls.ldir, "--users", "5"], check=True,
-                       stdin=subprocess.DEVNULL, timeout=120)
+        slapd = Slapd(ROOT, cls.ldir, users=5)
 
         def stop():
-            subprocess.run([sys.executable, ldap, "stop", cls.ldir], timeout=60)
+            slapd.stop()
             shutil.rmtree(cls.ldir, ignore_errors=True)
         cls.addClassCleanup(stop)
-        env = {}
-        with open(os.path.join(cls.ldir, "ldap.env")) as f:
-            for line in f:
-                k, v = line.rstrip("\n").split("=", 1)
-                env[k] = v
-        directory = ("[directory]\nbackend = ldap\nuri = %s\nbase = %s\nauth_mode = bind\n" %
-                     (env["LDAP_URI"], env["LDAP_PEOPLE"]))
+        slapd.start()
+        directory = {"backend": "ldap", "uri": slapd.uri, "base": slapd.env["LDAP_PEOPLE"],
+                     "auth_mode": "bind"}
         cls.d = Imapd(IMAPD, deliver=DELIVER, directory=directory)
         cls.d.__enter__()
         cls.addClassCleanup(cls.d.__exit__, None, None, None)

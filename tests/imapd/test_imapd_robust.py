@@ -9,8 +9,9 @@ import sys
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from imapd_harness import Imapd, Raw, PASSWORD  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heronlib import IMAP_PASSWORD as PASSWORD, Imapd, ImapRaw as Raw  # noqa: E402
+from heronlib import children as worker_pids  # noqa: E402
 from messages import SIMPLE  # noqa: E402
 
 IMAPD = DELIVER = None
@@ -201,19 +202,6 @@ class TestDrain(unittest.TestCase):
                 with self.assertRaises(EOFError):
                     r.line()
             self.assertEqual(d.proc.wait(timeout=30), 0)
-
-
-def worker_pids(master):
-    pids = []
-    for p in os.listdir("/proc"):
-        if p.isdigit():
-            try:
-                with open("/proc/%s/stat" % p) as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == master:
-                        pids.append(int(p))
-            except OSError:
-                pass
-    return pids
 
 
 def rss_kib(pid):

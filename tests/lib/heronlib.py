@@ -233,17 +233,6 @@ def write_conf(path, sections):
     return path
 
 
-def parse_keys(text):
-    """`key = value` lines (no section headers) as a dict, in order."""
-    out = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            k, v = line.split("=", 1)
-            out[k.strip()] = v.strip()
-    return out
-
-
 def file_directory(users_file):
     return {"backend": "file", "users_file": users_file}
 
@@ -403,8 +392,8 @@ IMAP_FAILURE_MARKS = ("AddressSanitizer", "LeakSanitizer", "runtime error:", "wo
 class Imapd(Daemon):
     """The real imapd on a free 127.0.0.1 port in its own temporary directory: a users file
     (IMAP_USERS, password IMAP_PASSWORD, {SHA256}) or a given [directory] (dict or text), a
-    fresh store, optional TLS (imap STARTTLS and imaps), extra [imapd] keys (dict or
-    `key = value` text). As a context manager it is stopped, its directory removed, and a
+    fresh store, optional TLS (imap STARTTLS and imaps), extra [imapd] keys (a dict, or
+    text put after them as it is). As a context manager it is stopped, its directory removed, and a
     crashed, leaking or sanitizer-flagged worker in its log fails the test.
 
       with Imapd(imapd_bin) as d: c = d.login('alice') ..."""
@@ -438,8 +427,11 @@ class Imapd(Daemon):
             imapd["listen_tls"] = f"{HOST}:{self.tls_port}"
         imapd["workers"] = str(workers)
         imapd["allow_plaintext_auth"] = "yes" if plaintext else "no"
-        imapd.update(parse_keys(extra) if isinstance(extra, str) else extra)
         sections["imapd"] = imapd
+        if isinstance(extra, str):
+            sections["imapd+"] = extra + "\n"  # text: more [imapd] keys, maybe more sections
+        else:
+            imapd.update(extra)
         sections["log"] = {"level": "debug"}
         write_conf(self.conf, sections)
 
