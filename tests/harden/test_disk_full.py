@@ -8,7 +8,6 @@ there, and `mailctl verify` finds the store clean. Needs root (mount); skipped (
   test_disk_full.py SOURCE_ROOT MTAD STORE_PEEK IMAPD MAILCTL"""
 import errno
 import imaplib
-import json
 import os
 import shutil
 import smtplib
@@ -17,10 +16,9 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "mtad"))
-sys.path.insert(0, os.path.join(HERE, "..", "imapd"))
-from mtadlib import DOMAIN, Mtad, Store, check_sanitizers, write_users  # noqa: E402
-from imapd_harness import Imapd, PASSWORD  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from heronlib import (DOMAIN, Imapd, Mtad, Store, check_sanitizers,  # noqa: E402
+                      mailctl_verify, write_users)
 
 ROOT, MTAD, PEEK, IMAPD, MAILCTL = sys.argv[1:6]
 SKIP = 77
@@ -56,15 +54,6 @@ def fill(path):
         except OSError:
             pass
     return name
-
-
-def verify(conf):
-    r = subprocess.run([MAILCTL, "-c", conf, "--json", "verify"], capture_output=True,
-                       text=True)
-    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
-    v = json.loads(r.stdout)
-    assert v["status"] == "clean", v
-    return v
 
 
 def message(subject, size=20000):
@@ -121,7 +110,7 @@ def test_mtad(tmp):
         mtad.stop()
         got = subjects(Store(PEEK, mtad.conf), "user1")
         assert sorted(got) == ["after", "before0", "before1", "before2"], got
-        verify(mtad.conf)
+        mailctl_verify(MAILCTL, mtad.conf)
         print("ok   mtad: 4xx while full, nothing stored of it, clean after", flush=True)
         return check_sanitizers(mtad)
     except Exception:
@@ -163,7 +152,7 @@ def test_imapd():
         assert got == ["after", "before0", "before1", "before2"], got
         c.logout()
         d.stop()
-        verify(d.conf)
+        mailctl_verify(MAILCTL, d.conf)
         print("ok   imapd: NO while full, nothing stored of it, clean after", flush=True)
         return 0
     finally:

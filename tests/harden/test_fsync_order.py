@@ -16,10 +16,8 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "mtad"))
-from mtadlib import DOMAIN, wait_port  # noqa: E402
-from hardenlib import shared_conf  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from heronlib import DOMAIN, children, shared_conf, wait_port  # noqa: E402
 
 ROOT, MTAD, IMAPD = sys.argv[1:4]
 SKIP = 77
@@ -38,10 +36,8 @@ def traced(exe, conf, trace):
 
 def stop(proc):
     """SIGTERM to the daemon's master (strace's child), then wait for strace."""
-    kids = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
-                          text=True).stdout.split()
-    for k in kids:
-        os.kill(int(k), signal.SIGTERM)
+    for k in children(proc.pid):
+        os.kill(k, signal.SIGTERM)
     try:
         proc.wait(timeout=30)
     except subprocess.TimeoutExpired:

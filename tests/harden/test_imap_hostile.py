@@ -14,8 +14,9 @@ import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, os.path.join(HERE, "..", "imapd"))
-from imapd_harness import Imapd, Raw, PASSWORD  # noqa: E402
+from heronlib import IMAP_PASSWORD as PASSWORD, Imapd, ImapRaw as Raw  # noqa: E402
 from messages import SIMPLE  # noqa: E402
 
 IMAPD = DELIVER = None

@@ -11,22 +11,17 @@ import os
 import select
 import smtplib
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "mtad"))
-sys.path.insert(0, os.path.join(HERE, "..", "imapd"))
-from mtadlib import DOMAIN, Mtad, run_tests, wait_for  # noqa: E402
-from hardenlib import finish  # noqa: E402
-from imapd_harness import Imapd, Raw  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from heronlib import (DOMAIN, Imapd, ImapRaw as Raw, Mtad, Slapd,  # noqa: E402
+                      finish, run_tests, wait_for)
 
 ROOT, MTAD, IMAPD = sys.argv[1:4]
-LDAP = os.path.join(ROOT, "scripts", "ldap")
 
 
 class DelayProxy:
@@ -78,29 +73,13 @@ class DelayProxy:
         self.lsock.close()
 
 
-def ldap(*args):
-    subprocess.run([sys.executable, LDAP, *args], check=True, stdin=subprocess.DEVNULL,
-                   timeout=120, capture_output=True)
-
-
 def main():
     tmp = tempfile.mkdtemp(prefix="heron-ldapfault-")
-    slapd = os.path.join(tmp, "slapd")
-    ldap("start", slapd, "--users", "10")
-    env = {}
-    with open(os.path.join(slapd, "ldap.env")) as f:
-        for line in f:
-            k, v = line.rstrip("\n").split("=", 1)
-            env[k] = v
-    port = int(env["LDAP_URI"].rsplit(":", 1)[1].strip("/"))
-    proxy = DelayProxy(port)
-    uri = f"ldap://127.0.0.1:{proxy.port}/"
-    keys = {"backend": "ldap", "uri": uri, "base": env["LDAP_PEOPLE"],
-            "bind_dn": env["LDAP_ADMIN_DN"],
-            "bind_password_file": env["LDAP_ADMIN_PASSWORD_FILE"], "timeout": "10s",
-            "auth_mode": "bind", "auth_cache_ttl": "0s", "negative_cache_ttl": "0s"}
-    directory = "[directory]\n" + "".join(f"{k} = {v}\n" for k, v in keys.items())
-    imapd = Imapd(IMAPD, workers=1, directory=directory)
+    slapd = Slapd(ROOT, os.path.join(tmp, "slapd"), users=10).start()
+    proxy = DelayProxy(slapd.port)
+    keys = slapd.directory(uri=f"ldap://127.0.0.1:{proxy.port}/", timeout="10s",
+                           auth_mode="bind", auth_cache_ttl="0s", negative_cache_ttl="0s")
+    imapd = Imapd(IMAPD, workers=1, directory=keys)
     mtad = Mtad(MTAD, os.path.join(tmp), keys, {"workers": "1"}, tls=False)
 
     def login(r, user, tag="L"):
@@ -139,13 +118,13 @@ def main():
         assert out.startswith("L NO [UNAVAILABLE]"), out
         rcpt_is_temporary()
         proxy.delay = 0.0
-        ldap("stop", slapd)
+        slapd.stop(check=True)
         out = login(a, "user4", "M")
         assert out.startswith("M NO [UNAVAILABLE]"), out
         rcpt_is_temporary()
         # the session logged in before the outage goes on
         assert b.cmd("s", "SELECT INBOX")[-1].startswith("s OK")
-        ldap("restart", slapd)
+        slapd.restart()
 
         def back():
             r = Raw(imapd.port)
@@ -179,8 +158,7 @@ def main():
         mtad.stop()
         imapd.__exit__(None, None, None)
         proxy.close()
-        subprocess.run([sys.executable, LDAP, "stop", slapd], stdin=subprocess.DEVNULL,
-                       timeout=60, capture_output=True)
+        slapd.stop()
     return finish(rc, tmp, mtad)
 
 

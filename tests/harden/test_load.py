@@ -15,10 +15,8 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "mtad"))
-from mtadlib import DOMAIN, Store, check_sanitizers  # noqa: E402
-from hardenlib import Daemon, shared_conf  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from heronlib import DOMAIN, Daemon, Store, check_sanitizers, shared_conf  # noqa: E402
 
 ROOT, MTAD, IMAPD, PEEK = sys.argv[1:5]
 IMAP_N, SMTP_N = 10000, 1000

@@ -7,48 +7,20 @@ once (slow). A permanent 5xx ends in a bounce (DSN) in the local sender's INBOX 
 queue. A hostile target's reply with a bare LF cannot inject lines into that bounce.
 
   test_relay_faults.py SOURCE_ROOT MTAD SINK STORE_PEEK"""
-import json
 import os
 import smtplib
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "mtad"))
-from mtadlib import (DOMAIN, Mtad, Store, free_port, run_tests, wait_for,  # noqa: E402
-                     wait_port, write_users)
-from hardenlib import finish  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from heronlib import (DOMAIN, Mtad, Sink, SinkControl, Store, finish,  # noqa: E402
+                      run_tests, wait_for, write_users)
 
 ROOT, MTAD, SINK, PEEK = sys.argv[1:5]
-
-
-class Control:
-    def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.f = self.sock.makefile("rwb")
-
-    def req(self, **kw):
-        self.f.write(json.dumps(kw).encode() + b"\n")
-        self.f.flush()
-        r = json.loads(self.f.readline())
-        assert r.get("ok") is True, r
-        return r
-
-    def ids(self):
-        """Message-IDs of every record so far (one per accepted message)."""
-        self.f.write(b'{"cmd":"records","since":0}\n')
-        self.f.flush()
-        out = []
-        while True:
-            r = json.loads(self.f.readline())
-            if "ok" in r:
-                return out
-            out.append(r["id"])
 
 
 class HostileTarget:
@@ -95,13 +67,8 @@ class HostileTarget:
 def main():
     tmp = tempfile.mkdtemp(prefix="heron-relayfault-")
     hostile = HostileTarget()
-    sink_port, ctl_port = free_port(), free_port()
-    sink_conf = os.path.join(tmp, "sink.conf")
-    with open(sink_conf, "w") as f:
-        f.write(f"[sink]\nlisten = 127.0.0.1:{sink_port}\ncontrol = 127.0.0.1:{ctl_port}\n"
-                f"starttls = no\n[log]\ntarget = stderr\n")
-    sink = subprocess.Popen([SINK, "-c", sink_conf, "-f"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    sink = Sink(SINK, tmp, {"starttls": "no"})
+    sink_port, ctl_port = sink.port, sink.control_port
     write_users(os.path.join(tmp, "users"), ["user1"])
     mtad = Mtad(MTAD, tmp, {"backend": "file", "users_file": os.path.join(tmp, "users")},
                 {"transport_map": f"remote.test=127.0.0.1:{sink_port},"
@@ -125,6 +92,9 @@ def main():
                 ids.append(mid)
         return ids
 
+    def control():
+        return SinkControl(ctl_port, check=True)  # every request must succeed
+
     def fault_then_heal(ctl, fault, heal, tag, exactly_once=True):
         ctl.req(cmd="faults", **fault)
         ids = send(5, tag)
@@ -141,20 +111,20 @@ def main():
             assert n == 1 or not exactly_once, f"{tag}: {i} delivered {n} times"
 
     def test_4xx_at_end_of_data():
-        fault_then_heal(Control(ctl_port), {"data_4xx": 1.0}, {"data_4xx": 0.0}, "tempfail")
+        fault_then_heal(control(), {"data_4xx": 1.0}, {"data_4xx": 0.0}, "tempfail")
 
     def test_drop_in_data():
-        fault_then_heal(Control(ctl_port), {"drop_in_data": 1.0}, {"drop_in_data": 0.0},
+        fault_then_heal(control(), {"drop_in_data": 1.0}, {"drop_in_data": 0.0},
                         "dropped")
 
     def test_slow_target():
         # every reply 5 s late, past relay_timeout: mtad gives up and retries; once the target
         # is quick again everything arrives (a timeout after the final dot may duplicate)
-        fault_then_heal(Control(ctl_port), {"delay_ms": 5000}, {"delay_ms": 0}, "slow",
+        fault_then_heal(control(), {"delay_ms": 5000}, {"delay_ms": 0}, "slow",
                         exactly_once=False)
 
     def test_permanent_failure_bounces():
-        ctl = Control(ctl_port)
+        ctl = control()
         ctl.req(cmd="faults", rcpt_5xx=1.0)
         before = len(store.inbox("user1"))
         ids = send(1, "bounced")
@@ -181,7 +151,7 @@ def main():
 
     rc = 1
     try:
-        wait_port(ctl_port)
+        sink.start()
         mtad.start()
         rc = run_tests([test_4xx_at_end_of_data, test_drop_in_data, test_slow_target,
                         test_permanent_failure_bounces,
@@ -189,12 +159,7 @@ def main():
     finally:
         mtad.stop()
         hostile.close()
-        sink.terminate()
-        try:
-            sink.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            sink.kill()
-            sink.wait()
+        sink.stop(timeout=10)
     return finish(rc, tmp, mtad)
 
 

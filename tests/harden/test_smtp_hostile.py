@@ -7,17 +7,15 @@ answered only after a growing delay and logged (never with the password).
   test_smtp_hostile.py SOURCE_ROOT MTAD STORE_PEEK"""
 import base64
 import os
-import shutil
-import smtplib
 import socket
 import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "mtad"))
-from mtadlib import (DOMAIN, Mtad, Store, check_sanitizers, run_tests,  # noqa: E402
-                     write_users)
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from heronlib import DOMAIN, Mtad, Store, finish, run_tests, write_users  # noqa: E402
+from heronlib import smtp_connect as client  # noqa: E402
 
 ROOT, MTAD, PEEK = sys.argv[1:4]
 TMP = tempfile.mkdtemp(prefix="heron-harden-smtp-")
@@ -27,13 +25,6 @@ mtad = Mtad(MTAD, TMP, {"backend": "file", "users_file": os.path.join(TMP, "user
             {"workers": "1", "max_connections_per_ip": "150", "auth_require_tls": "no"},
             tls=False)
 store = Store(PEEK, mtad.conf)
-
-
-def client(port, timeout=20):
-    c = smtplib.SMTP(timeout=timeout)
-    code, text = c.connect("127.0.0.1", port)
-    assert code == 220, (code, text)
-    return c
 
 
 def served():
@@ -148,12 +139,7 @@ def main():
                        mtad)
     finally:
         mtad.stop()
-    rc |= check_sanitizers(mtad)
-    if rc == 0:
-        shutil.rmtree(TMP, ignore_errors=True)
-    else:
-        print(mtad.logtext()[-4000:])
-    return rc
+    return finish(rc, TMP, mtad, tail=4000)
 
 
 if __name__ == "__main__":
