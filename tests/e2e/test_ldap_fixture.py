@@ -10,22 +10,18 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heronlib import alive, ldap_script, read_env  # noqa: E402
+
 ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
-LDAP = os.path.join(ROOT, "scripts", "ldap")
 
 
 def fixture(*args):
-    subprocess.run([sys.executable, LDAP, *args], check=True, stdin=subprocess.DEVNULL,
-                   timeout=120)
+    ldap_script(ROOT, *args)
 
 
 def env_of(d):
-    env = {}
-    with open(os.path.join(d, "ldap.env")) as f:
-        for line in f:
-            k, v = line.rstrip("\n").split("=", 1)
-            env[k] = v
-    return env
+    return read_env(os.path.join(d, "ldap.env"))
 
 
 def ldap(tool, env, *args, bind=None):
@@ -42,11 +38,7 @@ def dns(env, flt, base=None):
 
 
 def gone(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
+    return not alive(pid)
 
 
 def check_generated(d):

@@ -16,8 +16,8 @@ import time
 import uuid
 from email.message import EmailMessage
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from stacklib import Stack, run_tests, wait_for  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heronlib import Stack, run_tests, wait_for  # noqa: E402
 
 ROOT, BUILD = sys.argv[1:3]
 
