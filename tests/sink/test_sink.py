@@ -11,69 +11,21 @@ reset, the Maildir copies, and the SIGUSR1 and exit summaries.
 
 usage: test_sink.py PATH/TO/sink
 """
-import json
 import os
 import resource
 import shutil
 import signal
 import smtplib
 import socket
-import ssl
-import subprocess
 import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heronlib import Sink, SinkControl as Control, tls_client_ctx  # noqa: E402
+
 SINK = sys.argv[1]
 STAMP = None  # unix ms put into X-Mailload-Sent
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, proc, limit=10.0):
-    end = time.time() + limit
-    while time.time() < end:
-        if proc.poll() is not None:
-            raise RuntimeError("sink exited early: %s" % proc.returncode)
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("sink did not listen on %d" % port)
-
-
-class Control:
-    def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.f = self.sock.makefile("rwb")
-
-    def raw(self, line):
-        self.f.write(line + b"\n")
-        self.f.flush()
-        return json.loads(self.f.readline())
-
-    def req(self, **kw):
-        return self.raw(json.dumps(kw).encode())
-
-    def records(self, since=0):
-        self.f.write(json.dumps({"cmd": "records", "since": since}).encode() + b"\n")
-        self.f.flush()
-        out = []
-        while True:
-            r = json.loads(self.f.readline())
-            if "ok" in r:
-                assert r["ok"] is True, r
-                return out, r["next"]
-            out.append(r)
-
-    def close(self):
-        self.f.close()
-        self.sock.close()
 
 
 def message(mid, folded=False, sent=None, body="hello\r\n"):
@@ -270,9 +222,7 @@ def test_starttls(ctl, port):
     base = ctl.req(cmd="stats")
     s = smtp(port)
     assert s.has_extn("starttls")
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
+    ctx = tls_client_ctx()
     s.starttls(context=ctx)
     s.ehlo("client.test")
     assert not s.has_extn("starttls")
@@ -397,19 +347,14 @@ def test_control_errors(ctl):
 def main():
     global STAMP
     tmp = tempfile.mkdtemp(prefix="heron-sink-test-")
-    port, cport = free_port(), free_port()
-    conf = os.path.join(tmp, "heron.conf")
     keep = os.path.join(tmp, "maildir")
-    with open(conf, "w") as f:
-        f.write("[sink]\nmax_message_size = 1M\n[log]\nlevel = info\n")
-    log = open(os.path.join(tmp, "sink.log"), "w+")
-    proc = subprocess.Popen([SINK, "-c", conf, "-f", "--listen", "127.0.0.1:%d" % port,
-                             "--control=127.0.0.1:%d" % cport, "--workers", "2",
-                             "--keep", keep], stdout=log, stderr=log)
+    # the ports as --listen and --control, the rest in the config
+    sink = Sink(SINK, tmp, {"max_message_size": "1M"}, {"log": {"level": "info"}},
+                args=["--workers", "2", "--keep", keep], cli_ports=True)
+    port, cport = sink.port, sink.control_port
     ok = False
     try:
-        wait_port(port, proc)
-        wait_port(cport, proc)
+        sink.start(timeout=10)
         STAMP = int(time.time() * 1000) - 1500
         ctl = Control(cport)
         assert ctl.req(cmd="reset") == {"ok": True}
@@ -430,7 +375,7 @@ def main():
         assert os.listdir(os.path.join(keep, "tmp")) == []
         with open(os.path.join(keep, "new", sorted(kept)[0]), "rb") as f:
             assert f.read().startswith(b"Return-Path: <")
-        os.kill(proc.pid, signal.SIGUSR1)
+        os.kill(sink.proc.pid, signal.SIGUSR1)
         assert ctl.req(cmd="reset")["ok"]
         st = ctl.req(cmd="stats")
         assert st["messages"] == 0 and st["delivery_histo"].startswith("0 "), st
@@ -438,19 +383,12 @@ def main():
         ctl.close()
         ok = True
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.seek(0)
-        text = log.read()
-        log.close()
+        sink.stop()
+        text = sink.logtext()
         if not ok:
             sys.stderr.write(text[-5000:])
         shutil.rmtree(tmp, ignore_errors=True)
-    assert proc.returncode == 0, proc.returncode
+    assert sink.returncode == 0, sink.returncode
     assert "sink summary why=SIGUSR1" in text, text[-2000:]
     assert "sink summary why=exit" in text, text[-2000:]
     # started as root with [sink] user empty: the master warns, once
