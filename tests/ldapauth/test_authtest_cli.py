@@ -7,19 +7,16 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heronlib import ldap_script, write_conf  # noqa: E402
+
 prog, root = sys.argv[1], sys.argv[2]
 tmp = os.environ["HERON_TMP"]
 
 
 def conf(name, **kv):
-    path = os.path.join(tmp, name)
-    with open(path, "w") as f:
-        f.write("[directory]\n")
-        f.write(f"uri = {os.environ['LDAP_URI']}\nbase = {os.environ['LDAP_PEOPLE']}\n")
-        f.write("timeout = 1s\n")
-        for k, v in kv.items():
-            f.write(f"{k} = {v}\n")
-    return path
+    keys = {"uri": os.environ["LDAP_URI"], "base": os.environ["LDAP_PEOPLE"], "timeout": "1s"}
+    return write_conf(os.path.join(tmp, name), {"directory": {**keys, **kv}})
 
 
 def run(cfg, *args, password=None):
@@ -66,8 +63,7 @@ rc, out = run(conf("bad.conf", uri="http://nowhere/"), "lookup", "a@b")
 assert rc == 78, rc
 
 # directory down: a temporary failure (75), never "wrong credentials"
-subprocess.run([os.path.join(root, "scripts", "ldap"), "stop", os.environ["HERON_LDAP_DIR"]],
-               check=True)
+ldap_script(root, "stop", os.environ["HERON_LDAP_DIR"])
 rc, out = run(bind, "auth", "test", "user7", password="user7\n")
 assert rc == 75 and out[0].startswith("result=temporary failure"), (rc, out)
 print("ok")

@@ -3,15 +3,18 @@
 
   with_slapd.py SOURCE_ROOT [--users N] [--tls] -- PROGRAM [ARGS...]
 
-Starts the fixture in a temporary directory, runs PROGRAM with the fixture's ldap.env values
-in its environment (plus HERON_LDAP_DIR, the fixture directory, so the program can stop and
-restart slapd), then always stops slapd and removes the directory. Exits with PROGRAM's
-status."""
+Starts the fixture (tests/lib/heronlib.py's Slapd) in a temporary directory, runs PROGRAM with
+the fixture's ldap.env values in its environment (plus HERON_LDAP_DIR, the fixture directory,
+so the program can stop and restart slapd, and HERON_TMP), then always stops slapd and removes
+the directory. Exits with PROGRAM's status."""
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heronlib import Slapd  # noqa: E402
 
 
 def main():
@@ -22,23 +25,16 @@ def main():
     sep = argv.index("--")
     opts, prog = argv[:sep], argv[sep + 1:]
     root = opts.pop(0)
-    ldap = os.path.join(root, "scripts", "ldap")
     tmp = tempfile.mkdtemp(prefix="heron-ldapauth-")
-    d = os.path.join(tmp, "slapd")
     try:
-        subprocess.run([sys.executable, ldap, "start", d, *opts], check=True,
-                       stdin=subprocess.DEVNULL, timeout=180)
-        env = dict(os.environ)
-        with open(os.path.join(d, "ldap.env")) as f:
-            for line in f:
-                k, v = line.rstrip("\n").split("=", 1)
-                env[k] = v
-        env["HERON_LDAP_DIR"] = d
-        env["HERON_TMP"] = tmp
-        return subprocess.run(prog, env=env, stdin=subprocess.DEVNULL, timeout=600).returncode
+        with Slapd(root, os.path.join(tmp, "slapd"), *opts) as slapd:
+            env = dict(os.environ)
+            env.update(slapd.env)
+            env["HERON_LDAP_DIR"] = slapd.path
+            env["HERON_TMP"] = tmp
+            return subprocess.run(prog, env=env, stdin=subprocess.DEVNULL,
+                                  timeout=600).returncode
     finally:
-        subprocess.run([sys.executable, ldap, "stop", d], stdin=subprocess.DEVNULL,
-                       timeout=60)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
