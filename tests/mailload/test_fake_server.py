@@ -15,14 +15,15 @@ import json
 import os
 import re
 import shutil
-import socket
 import socketserver
 import subprocess
 import sys
 import tempfile
 import threading
 
-DOMAIN = "heron.test"
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heronlib import DOMAIN, serve  # noqa: E402
+
 LOCK = threading.Lock()
 STORE = {}  # user -> {folder: {"uidvalidity", "uidnext", "msgs": [[uid, flags(set), bytes]], "sub"}}
 LIE = {"uidvalidity": False}
@@ -274,17 +275,6 @@ class IMAP(socketserver.StreamRequestHandler):
         return user, sel
 
 
-class Server(socketserver.ThreadingTCPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-
-def start(handler):
-    srv = Server(("127.0.0.1", 0), handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv
-
-
 def mailload(exe, smtp, imap, *args):
     cmd = [exe, args[0], "--target", "127.0.0.1", "--smtp-port", str(smtp),
            "--submission-port", str(smtp), "--imap-port", str(imap), "--users", "4",
@@ -312,7 +302,7 @@ def run_kind(exe, smtp, imap, tmp, name, mix, extra=()):
 def main():
     exe = os.path.abspath(sys.argv[1])
     tmp = tempfile.mkdtemp(prefix="heron-mailload-test-")
-    smtp, imap = start(SMTP), start(IMAP)
+    smtp, imap = serve(SMTP), serve(IMAP)
     sp, ip = smtp.server_address[1], imap.server_address[1]
     try:
         p = mailload(exe, sp, ip, "init", "--set", "folder_mean=6", "--set", "inbox_mean=6")
