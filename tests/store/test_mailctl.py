@@ -6,8 +6,6 @@ repairing planted damage (deleted message file, orphan file, corrupted counters)
 restore, the queue, and the directory commands (auth test, lookup) on a users file.
 
 Usage: test_mailctl.py MAILCTL MAILCTL_PLANT"""
-import base64
-import hashlib
 import json
 import os
 import shutil
@@ -15,16 +13,18 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import heronlib  # noqa: E402
+from heronlib import file_directory, ssha  # noqa: E402
+
 MAILCTL, PLANT = sys.argv[1], sys.argv[2]
 TMP = tempfile.mkdtemp(prefix="heron-mailctl-")
 
 
-def write_conf(name, store, partitions=2, extra=""):
-    path = os.path.join(TMP, name)
-    with open(path, "w") as f:
-        f.write(f"[store]\npath = {store}\npartitions = {partitions}\nmap_size = 4M\n")
-        f.write(extra)
-    return path
+def write_conf(name, store, partitions=2, more=None):
+    """TMP/name: a [store] at store, plus the sections of more."""
+    return heronlib.write_conf(os.path.join(TMP, name), {
+        "store": {"path": store, "partitions": partitions, "map_size": "4M"}, **(more or {})})
 
 
 CONF = write_conf("heron.conf", os.path.join(TMP, "store"))
@@ -519,17 +519,12 @@ def test_stats():
     assert b"total" in ok("stats")
 
 
-def ssha(password):
-    salt = b"saltsalt"
-    return "{SSHA}" + base64.b64encode(hashlib.sha1(password + salt).digest() + salt).decode()
-
-
 def test_directory():
     users = os.path.join(TMP, "users")
     with open(users, "w") as f:
         f.write(f"carol:{ssha(b'secret')}:carol@heron.test,c@heron.test:1M\n")
     conf = write_conf("dir.conf", os.path.join(TMP, "store"),
-                      extra=f"[directory]\nbackend = file\nusers_file = {users}\n")
+                      more={"directory": file_directory(users)})
     out = ok("auth", "test", "carol", conf=conf, stdin=b"secret\n").decode()
     assert out.startswith("result=ok") and "user=carol" in out, out
     r = json.loads(ok("--json", "auth", "test", "carol", conf=conf, stdin=b"secret\n"))
