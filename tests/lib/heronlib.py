@@ -169,12 +169,12 @@ def read_env(path, shell=False):
 
 # ---- certificates, users, config ----
 
-def make_cert(d, cn="localhost"):
+def make_cert(d):
     """A self-signed P-256 certificate for localhost and 127.0.0.1: (d/cert.pem, d/key.pem)."""
     cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
     r = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
                         "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert,
-                        "-days", "2", "-subj", f"/CN={cn}", "-addext",
+                        "-days", "2", "-subj", "/CN=localhost", "-addext",
                         "subjectAltName=DNS:localhost,IP:127.0.0.1"],
                        capture_output=True, text=True)
     if r.returncode != 0:
@@ -494,9 +494,9 @@ class Sink(Daemon):
         return SinkControl(self.control_port, check)
 
 
-def shared_conf(tmp, users, workers=1, partitions=1, map_size="16M", more=None):
+def shared_conf(tmp, users, workers=1, partitions=1, map_size="16M"):
     """mtad and imapd on one store (users file, password = user name, free ports): writes
-    tmp/users and tmp/heron.conf; more: extra sections appended. (conf, smtp, imap port)."""
+    tmp/users and tmp/heron.conf; returns (conf path, smtp port, imap port)."""
     users_file = os.path.join(tmp, "users")
     write_users(users_file, users)
     smtp_port, imap_port = free_port(), free_port()
@@ -511,18 +511,15 @@ def shared_conf(tmp, users, workers=1, partitions=1, map_size="16M", more=None):
         "log": {"target": "stderr", "level": "info"},
     }
     write_conf(conf, sections)
-    if more:
-        with open(conf, "a") as f:
-            f.write(more)
     return conf, smtp_port, imap_port
 
 
 # ---- slapd (scripts/ldap) and the stack (scripts/stack) ----
 
-def ldap_script(root, *args, timeout=120, capture=True):
+def ldap_script(root, *args, timeout=120):
     """Runs scripts/ldap ARGS; raises (with its output) when it fails."""
     r = subprocess.run([sys.executable, os.path.join(root, "scripts", "ldap"), *args],
-                       stdin=subprocess.DEVNULL, timeout=timeout, capture_output=capture,
+                       stdin=subprocess.DEVNULL, timeout=timeout, capture_output=True,
                        text=True)
     if r.returncode != 0:
         raise RuntimeError(f"scripts/ldap {' '.join(args)} failed ({r.returncode}):\n"
@@ -689,11 +686,10 @@ def mailctl_verify(mailctl, conf):
 
 # ---- peers and clients ----
 
-def serve(handler, port=0, server_class=None):
+def serve(handler, port=0):
     """A threaded TCP server with handler on 127.0.0.1 (port 0: bound and held at once),
     serving in a daemon thread; shutdown() and server_close() it."""
-    cls = server_class or ThreadingServer
-    srv = cls((HOST, port), handler)
+    srv = ThreadingServer((HOST, port), handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     return srv
 
