@@ -54,7 +54,7 @@ def _reserve(port):
     except OSError:
         pass
     try:
-        fd = os.open(os.path.join(_PORT_LOCK_DIR, str(port)), os.O_RDWR | os.O_CREAT, 0o666)
+        fd = os.open(os.path.join(_PORT_LOCK_DIR, str(port)), os.O_RDONLY | os.O_CREAT, 0o644)
     except OSError:
         return True  # no lock directory: the bind check alone
     try:
