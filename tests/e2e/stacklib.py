@@ -5,6 +5,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+# the old module put tests/mtad on sys.path: tests may import mtadlib after it
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "mtad"))
 from heronlib import *  # noqa: E402,F401,F403
 from heronlib import (Stack, alive, processes_with, read_env, run_tests,  # noqa: E402,F401
                       wait_for)
