@@ -87,6 +87,18 @@ class Rev2(proto.Base):
         self.append(self.raw(), SIMPLE, "Rv")
         self.assertEqual(r.cmd("k", "NOOP"), ["* 3 EXISTS", "k OK Completed"])
 
+    def test_check_removed(self):
+        # RFC 9051 removed CHECK (clients use NOOP): unknown once IMAP4rev2 is enabled, in any
+        # state, while a rev1 session keeps it
+        r = self.rev2()
+        self.assertEqual(r.cmd("a", "CHECK"), ["a BAD Unknown command in IMAP4rev2 (use NOOP)"])
+        self.assertEqual(r.cmd("b", "SELECT INBOX")[-1], "b OK [READ-WRITE] SELECT completed")
+        self.assertEqual(r.cmd("c", "CHECK"), ["c BAD Unknown command in IMAP4rev2 (use NOOP)"])
+        self.assertEqual(r.cmd("d", "NOOP"), ["d OK Completed"])
+        old = self.raw()
+        old.cmd("e", "SELECT INBOX")
+        self.assertEqual(old.cmd("f", "CHECK"), ["f OK Completed"])
+
     def test_lsub_as_list(self):
         r = self.rev2()
         r.cmd("a", "CREATE Ls2")
