@@ -91,11 +91,12 @@ static int append_fn(struct store_txn *t, void *arg)
 	return 0;
 }
 
-/* The arguments after the mailbox: ([(flags)] [date-time] literal)+. NULL or the BAD text. */
+/* The arguments after the mailbox: ([(flags)] [date-time] (literal | UTF8 (literal8)))+.
+   NULL or the BAD text. */
 static const char *append_parse(struct imap_cmd *cmd, size_t argc, struct append_op *ao)
 {
 	static const char usage[] =
-		"Expected: APPEND mailbox ([(flags)] [date-time] literal)...";
+		"Expected: APPEND mailbox ([(flags)] [date-time] literal|UTF8 (literal8))...";
 	size_t i = 1;
 
 	if (argc < 2 || !imap_arg_is_astring(imap_cmd_arg(cmd, 0)))
@@ -114,6 +115,15 @@ static const char *append_parse(struct imap_cmd *cmd, size_t argc, struct append
 			if (parse_date_time(a->s, a->len, &m->date) < 0)
 				return "Invalid date-time";
 			a = imap_cmd_arg(cmd, ++i);
+		}
+		if (a != NULL && imap_arg_atom_is(a, "UTF8")) {
+			/* UTF8 (~{n}): a message with UTF-8 header fields (RFC 6855 4) */
+			if (!cmd->c->enabled_utf8)
+				return "UTF8 needs ENABLE UTF8=ACCEPT first";
+			a = imap_cmd_arg(cmd, ++i);
+			if (a == NULL || a->type != IMAP_ARG_LIST || a->n != 1)
+				return usage;
+			a++;
 		}
 		if (a == NULL || a->type != IMAP_ARG_STREAMED)
 			return usage;

@@ -428,10 +428,15 @@ static void client_append_literal(struct imap_client *c, uint64_t size, bool syn
 }
 
 /* Whether the literal being announced is an APPEND message: a top-level argument of APPEND
-   after the mailbox. */
+   after the mailbox, or the one member of UTF8 (~{n}) (RFC 6855). */
 static bool literal_is_message(const struct imap_arg *a, size_t n, unsigned depth)
 {
-	return n >= 2 && depth == 0 && imap_arg_atom_is(&a[0], "APPEND");
+	if (n < 2 || !imap_arg_atom_is(&a[0], "APPEND"))
+		return false;
+	if (depth == 0)
+		return true;
+	return depth == 1 && n >= 4 && a[n - 1].type == IMAP_ARG_LIST && a[n - 1].n == 0 &&
+	       imap_arg_atom_is(&a[n - 2], "UTF8");
 }
 
 /* A literal was announced: APPEND's messages are streamed into blobs, others read inline. */

@@ -201,6 +201,8 @@ struct imap_client {
 	bool enabled_condstore;
 	bool enabled_qresync;
 	bool rev2;                  /* ENABLE IMAP4rev2: no \Recent, ESEARCH results, UTF-8 names */
+	bool enabled_utf8;          /* ENABLE UTF8=ACCEPT (RFC 6855) */
+	bool utf8;                  /* mailbox names in UTF-8: IMAP4rev2 or UTF8=ACCEPT */
 };
 
 /* imap_client.c */
