@@ -112,7 +112,7 @@ void store_close(struct store **stp);
 unsigned store_partitions(const struct store *st);
 /* The partition a new user goes to when none is given: a stable hash of the name. */
 unsigned store_partition_for(const struct store *st, const char *user);
-/* Number of fsync/fdatasync calls libstore issued in this process (message files,
+/* Number of fsync/fdatasync/syncfs calls libstore issued in this process (message files,
    directories, and two per index commit), for benchmarks. */
 uint64_t store_fsync_count(const struct store *st);
 /* Number of index write commits in this process (each is two fdatasyncs in LMDB's default
@@ -288,9 +288,10 @@ int store_blob_write(struct store_blob *b, const void *data, size_t len);
 int store_blob_finish(struct store_blob *b);
 /* As store_blob_finish, but without the fsync: the file stays open and the commit that first
    references the blob makes it durable before the index commit (a batch or group commit
-   writes back all its deferred blobs together, then fsyncs each, then one fsync per
-   directory), so producers do not wait for a fsync of their own and a batch costs about one
-   journal flush for all its files. Use it with the batch / group commit calls; an error of
+   writes back all its deferred blobs together, then fsyncs each and one fsync per directory,
+   or, for 2 or more at once, one syncfs of their filesystem covering files and directories),
+   so producers do not wait for a fsync of their own and a batch costs about one journal
+   flush for all its files. Use it with the batch / group commit calls; an error of
    that later fsync is the operation's result (STORE_EIO, STORE_ENOSPC). At most 256 blobs
    are deferred at once per process (beyond, this fsyncs at once like store_blob_finish). */
 int store_blob_finish_deferred(struct store_blob *b);
