@@ -30,6 +30,10 @@ const struct conf_key conf_keys[] = {
 	  "how long a commit waits for more deliveries/flag changes to share it" },
 	{ "store", "group_commit_max", CONF_INT, 1, 100000, "256", NULL,
 	  "operations that make a group commit flush at once" },
+	{ "store", "group_commit_syncfs", CONF_BOOL, 0, 0, "no", NULL,
+	  "a group commit of 2 or more new message files makes them durable with one syncfs "
+	  "of the store's filesystem instead of a fsync each: for a store on a filesystem of "
+	  "its own (syncfs also waits for every other file's unwritten data there)" },
 
 	{ "directory", "backend", CONF_ENUM, 0, 0, "ldap", "ldap|file",
 	  "where users live: an LDAP directory or a users file" },

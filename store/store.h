@@ -98,6 +98,9 @@ struct store_opts {
 	int64_t expunge_history_ms;  /* how long expunged UIDs are kept for QRESYNC */
 	int64_t group_commit_ms;     /* store_gc default delay */
 	unsigned group_commit_max;   /* store_gc flushes at once when this many are pending */
+	bool group_commit_syncfs;    /* batches of deferred blobs: one syncfs (see
+					store_blob_finish_deferred); for a store on its own
+					filesystem */
 	bool create;                 /* create missing partitions (mailctl, daemons: yes) */
 };
 
@@ -289,7 +292,8 @@ int store_blob_finish(struct store_blob *b);
 /* As store_blob_finish, but without the fsync: the file stays open and the commit that first
    references the blob makes it durable before the index commit (a batch or group commit
    writes back all its deferred blobs together, then fsyncs each and one fsync per directory,
-   or, for 2 or more at once, one syncfs of their filesystem covering files and directories),
+   or, with group_commit_syncfs and 2 or more at once, one syncfs of their filesystem
+   covering files and directories),
    so producers do not wait for a fsync of their own and a batch costs about one journal
    flush for all its files. Use it with the batch / group commit calls; an error of
    that later fsync is the operation's result (STORE_EIO, STORE_ENOSPC). At most 256 blobs
@@ -462,8 +466,10 @@ void store_batch_free(struct store_batch **btp);
 
 /* The group committer: many producers in one process share commits.
    - libevent: store_gc_attach(gc, base); producers call store_gc_* with a callback; the
-     committer flushes group_commit_ms after the first pending operation (or at once when
-     group_commit_max are pending) from the event loop and runs the callbacks there.
+     committer flushes from the event loop and runs the callbacks there: at the end of the
+     loop pass when the previous commit held one operation (a lone producer does not wait
+     for the timer) or group_commit_max are pending, else group_commit_ms after the first
+     pending operation.
    - threads: store_gc_*_wait() blocks the calling thread until its operation committed. A
      waiter leads the next commit once no commit runs (what queues during a commit goes in
      the next one), after gathering: until as many operations are pending as there were

@@ -268,13 +268,14 @@ static void sync_data_parallel(struct store_blob **u, size_t n)
 		pthread_join(th[i], NULL);
 }
 
-/* A batch with at least this many deferred message files makes them durable with one
-   syncfs() per filesystem instead of an fdatasync each and a fsync per directory: one call
-   writes back every file of the batch and commits the journal once (renames and links
-   included), so a loaded commit costs about three sync calls however many messages it
-   holds. Smaller batches keep the per-file calls, which do not wait for unrelated dirty data
-   of the filesystem. syncfs reports writeback errors of any file of the filesystem (Linux
-   5.8 and later); when it fails the per-file calls run and report each file's own. */
+/* With [store] group_commit_syncfs, a batch with at least this many deferred message files
+   makes them durable with one syncfs() per filesystem instead of an fdatasync each and a
+   fsync per directory: one call writes back every file of the batch and commits the journal
+   once (renames and links included), so a loaded commit costs about three sync calls however
+   many messages it holds. But syncfs also waits for every other dirty file of the
+   filesystem (on a busy shared one, measured: 3x slower), hence the option, for a store with
+   a filesystem of its own. syncfs reports writeback errors of any file of the filesystem
+   (Linux 5.8 and later); when it fails the per-file calls run and report each file's own. */
 #define SYNCFS_MIN 2
 
 /* The filesystem (st_dev) of partition part's blobs/, or 0 when fstat fails. */
@@ -378,7 +379,7 @@ int store_blob_sync_batch(struct store_blob **v, const unsigned *parts, size_t n
 			u[nu++] = v[i];
 	}
 	/* links_mu stays held: ds points into the blobs' link arrays */
-	if (nu >= SYNCFS_MIN)
+	if (nu >= SYNCFS_MIN && st->gc_syncfs)
 		sync_fs_batch(st, u, nu, ds, nds);
 	for (size_t i = 0; i < nu; i++)
 		if (!u[i]->data_synced)

@@ -144,8 +144,8 @@ static void test_deferred_single(void **state)
 	tstore_close(&ts, true);
 }
 
-/* A batch of deferred blobs to two users in two partitions: the files are made durable by
-   one syncfs (both partitions are on one filesystem: one call covers files, renames, links
+/* With group_commit_syncfs, a batch of deferred blobs to two users in two partitions: the
+   files are made durable by one syncfs (both partitions are on one filesystem: one call covers files, renames, links
    and directories), so the batch costs that call and the two partitions' commits (two
    each), not a fsync per file and directory; every message is delivered with its file. */
 #define SYNCFS_BATCH 6
@@ -161,6 +161,8 @@ static void test_deferred_batch_syncfs(void **state)
 
 	(void)state;
 	tstore_open(&ts, 2);
+	ts.o.group_commit_syncfs = true;
+	tstore_reopen(&ts);
 	tuser(ts.st, tuser_name_in(ts.st, 0, "syncfs", n0, sizeof(n0)));
 	tuser(ts.st, tuser_name_in(ts.st, 1, "syncfs", n1, sizeof(n1)));
 	before = store_fsync_count(ts.st);
