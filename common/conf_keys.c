@@ -27,9 +27,14 @@ const struct conf_key conf_keys[] = {
 	{ "store", "expunge_history", CONF_DURATION, 0, 3650 * DAY, "30d", NULL,
 	  "how long expunged UIDs are remembered for QRESYNC VANISHED" },
 	{ "store", "group_commit_delay", CONF_DURATION, 0, 1000, "2ms", NULL,
-	  "how long a commit waits for more deliveries/flag changes to share it" },
+	  "how long a commit waits for more deliveries/flag changes to share it (not when the "
+	  "previous commit held a single one: a lone writer commits at once)" },
 	{ "store", "group_commit_max", CONF_INT, 1, 100000, "256", NULL,
 	  "operations that make a group commit flush at once" },
+	{ "store", "group_commit_syncfs", CONF_BOOL, 0, 0, "no", NULL,
+	  "a group commit of 2 or more new message files makes them durable with one syncfs "
+	  "of the store's filesystem instead of a fsync each: for a store on a filesystem of "
+	  "its own (syncfs also waits for every other file's unwritten data there)" },
 
 	{ "directory", "backend", CONF_ENUM, 0, 0, "ldap", "ldap|file",
 	  "where users live: an LDAP directory or a users file" },

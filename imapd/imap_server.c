@@ -1,6 +1,7 @@
-/* imap_server.c — owns a worker: its event base, the store handle and change watcher, the
- * directory client, TLS context, the accept callbacks (total and per-address caps) and the
- * drain on SIGTERM. */
+/* imap_server.c — owns a worker: its set-up and tear-down (imapd_worker_init / _free, also
+ * used by the fuzz harness: event base, the store handle, group committer and change watcher,
+ * the directory client, TLS context), the accept callbacks (total and per-address caps) and
+ * the drain on SIGTERM. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -133,8 +134,7 @@ static void server_gc_close(struct imap_server *srv)
 	store_gc_free(&srv->gc);
 }
 
-/* Worker exit: the clients left are dropped, then everything the worker holds is freed. */
-static void server_free(struct imap_server *srv)
+void imapd_worker_free(struct imap_server *srv)
 {
 	while (srv->clients != NULL) {
 		struct imap_client *c = srv->clients;
@@ -158,31 +158,38 @@ static void server_free(struct imap_server *srv)
 	event_base_free(srv->base);
 }
 
+void imapd_worker_init(struct imap_server *srv, struct conf *conf, void *tls_ctx)
+{
+	struct store_opts so;
+	char *error = NULL;
+	int rc;
+
+	memset(srv, 0, sizeof(*srv));
+	srv->conf = conf;
+	srv->base = event_base_new();
+	if (srv->base == NULL)
+		fatalx("event_base_new failed");
+	store_opts_from_conf(conf, &so);
+	so.create = true;
+	if ((rc = store_open(&so, &srv->store)) != 0)
+		fatalx("imapd: store %s: %s", so.path, store_strerror(rc));
+	if ((rc = store_gc_new(srv->store, &srv->gc)) != 0)
+		fatalx("imapd: group commit: %s", store_strerror(rc));
+	store_gc_attach(srv->gc, srv->base);
+	if (ldapauth_new(srv->base, conf, &srv->auth, &error) < 0)
+		fatalx("imapd: directory: %s", error);
+	server_limits(srv, conf);
+	srv->tls_ctx = tls_ctx;
+	srv->ipcount = net_ipcount_new(65536);
+	server_watch_setup(srv);
+}
+
 int imap_server_run(struct daemon_worker *w, const struct imap_worker_args *a)
 {
 	struct imap_server srv;
-	struct store_opts so;
-	char *error = NULL;
 	size_t cap;
-	int rc;
 
-	memset(&srv, 0, sizeof(srv));
-	srv.conf = a->conf;
-	srv.base = event_base_new();
-	if (srv.base == NULL)
-		fatalx("event_base_new failed");
-	store_opts_from_conf(a->conf, &so);
-	so.create = true;
-	if ((rc = store_open(&so, &srv.store)) != 0)
-		fatalx("imapd: store %s: %s", so.path, store_strerror(rc));
-	if ((rc = store_gc_new(srv.store, &srv.gc)) != 0)
-		fatalx("imapd: group commit: %s", store_strerror(rc));
-	store_gc_attach(srv.gc, srv.base);
-	if (ldapauth_new(srv.base, a->conf, &srv.auth, &error) < 0)
-		fatalx("imapd: directory: %s", error);
-	server_limits(&srv, a->conf);
-	srv.tls_ctx = a->tls_ctx;
-	srv.ipcount = net_ipcount_new(65536);
+	imapd_worker_init(&srv, a->conf, a->tls_ctx);
 	cap = (size_t)conf_int(a->conf, "imapd", "max_connections") / a->workers;
 	if (cap == 0)
 		cap = 1;
@@ -190,9 +197,8 @@ int imap_server_run(struct daemon_worker *w, const struct imap_worker_args *a)
 		srv.plain = net_server_new(srv.base, a->plain, cap, accept_plain, &srv);
 	if (a->tls->n > 0)
 		srv.tls = net_server_new(srv.base, a->tls, cap, accept_tls, &srv);
-	server_watch_setup(&srv);
 	daemon_worker_attach(w, srv.base, on_drain, on_reload, &srv);
 	event_base_dispatch(srv.base);
-	server_free(&srv);
+	imapd_worker_free(&srv);
 	return 0;
 }

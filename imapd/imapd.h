@@ -211,6 +211,14 @@ void imap_client_new(struct imap_server *srv, struct net_server *ns, int fd,
 void imap_client_close(struct imap_client *c, const char *why);
 /* Frees at once (worker exit). */
 void imap_server_free_client(struct imap_client *c);
+/* imap_server.c: one worker's world, as imapd's workers and the fuzz harness set it up:
+   zeroes srv, makes the event base, opens the store ([store] path) with its group committer
+   on the base and its change watcher, the directory, the [imapd] limits of conf (kept:
+   srv->conf) and per-address connection counts; tls_ctx (an SSL_CTX, or NULL) is borrowed.
+   Fatal on failure. The caller adds the listeners (srv->plain, srv->tls).
+   imapd_worker_free drops the clients left and frees everything, listeners included. */
+void imapd_worker_init(struct imap_server *srv, struct conf *conf, void *tls_ctx);
+void imapd_worker_free(struct imap_server *srv);
 void imap_client_set_state(struct imap_client *c, enum imap_state next);
 /* One more invalid command: after [imapd] max_bad_commands in a row, BYE and close. */
 void imap_client_count_bad(struct imap_client *c);

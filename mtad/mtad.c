@@ -1,6 +1,6 @@
 /* mtad.c — owns mtad's start: the command line, the config, binding the listeners in the
- * master, and each worker's set-up (event base, TLS context, store and group committer,
- * directory, servers, queue runner) and tear-down. */
+ * master, and running each worker (its set-up is worker.c's; here its servers, queue runner,
+ * reload and drain). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,22 +33,6 @@ struct mtad_main {
 
 static const char *const listener_keys[L_NKINDS] = { "listen", "submission", "submissions",
 						     "lmtp" };
-
-static void limits_from_conf(const struct conf *c, struct mtad_limits *l)
-{
-	l->max_message_size = (uint64_t)conf_int(c, "mtad", "max_message_size");
-	l->line_max = (size_t)conf_int(c, "mtad", "line_max");
-	l->max_rcpt = (size_t)conf_int(c, "mtad", "max_recipients_per_transaction");
-	l->reject_rcpt = (size_t)conf_int(c, "mtad", "reject_recipients_per_transaction");
-	l->max_tx = (size_t)conf_int(c, "mtad", "max_transactions_per_session");
-	l->max_errors = (size_t)conf_int(c, "mtad", "max_errors");
-	l->greeting_delay_ms = conf_int(c, "mtad", "greeting_delay");
-	l->command_timeout_ms = conf_int(c, "mtad", "command_timeout");
-	l->data_timeout_ms = conf_int(c, "mtad", "data_timeout");
-	l->auth_require_tls = conf_bool(c, "mtad", "auth_require_tls");
-	l->bare_lf_normalize = strcmp(conf_str(c, "mtad", "bare_lf"), "normalize") == 0;
-	l->max_conns_per_ip = (uint32_t)conf_int(c, "mtad", "max_connections_per_ip");
-}
 
 static void on_drain(void *arg)
 {
@@ -148,7 +132,7 @@ static void on_reload(void *arg)
 		m->conf = c;
 		conf_free(&m->reloaded);
 		m->reloaded = c;
-		limits_from_conf(c, &m->lim);
+		mtad_limits_from_conf(c, &m->lim);
 		if (m->qr != NULL)
 			queue_runner_reload(m);
 		log_info("mtad worker %u config reloaded", m->worker);
@@ -157,29 +141,6 @@ static void on_reload(void *arg)
 		log_warnx("directory reload failed: %s", err);
 		free(err);
 	}
-}
-
-static void worker_open(struct mtad *m, const struct conf *c)
-{
-	struct store_opts so;
-	struct tls_conf tc;
-	char *err = NULL;
-	int rc;
-
-	tls_conf_from(&tc, c);
-	if (tc.cert != NULL && tc.cert[0] != '\0' &&
-	    (m->tls = tls_server_ctx_new(&tc, &err)) == NULL)
-		fatalx("tls: %s", err);
-	store_opts_from_conf(c, &so);
-	so.create = true;
-	if ((rc = store_open(&so, &m->store)) != 0)
-		fatalx("store %s: %s", so.path, store_strerror(rc));
-	if ((rc = store_gc_new(m->store, &m->gc)) != 0)
-		fatalx("store group commit: %s", store_strerror(rc));
-	store_gc_attach(m->gc, m->base);
-	m->fin = finisher_new(m->base);
-	if (ldapauth_new(m->base, c, &m->la, &err) < 0)
-		fatalx("directory: %s", err);
 }
 
 /* One line at exit for benchmarks: fsyncs and group-commit batching of this worker. */
@@ -199,18 +160,10 @@ static int worker_main(struct daemon_worker *w, void *arg)
 	int64_t maxc = conf_int(mm->conf, "mtad", "max_connections");
 	unsigned nw = (unsigned)conf_int(mm->conf, "mtad", "workers");
 
-	m.conf = mm->conf;
+	mtad_worker_init(&m, mm->conf, daemon_worker_index(w), mm->hostname);
 	m.conf_path = mm->conf_path;
 	m.shared = mm->shared;
-	m.worker = daemon_worker_index(w);
 	mtad_shared_worker_reset(m.shared, m.worker);
-	TAILQ_INIT(&m.sessions);
-	m.hostname = mm->hostname;
-	limits_from_conf(mm->conf, &m.lim);
-	if ((m.base = event_base_new()) == NULL)
-		fatalx("event_base_new failed");
-	worker_open(&m, mm->conf);
-	m.ipcount = net_ipcount_new(65536);
 	if (mtad_servers_start(&m, mm->fds, (size_t)((maxc + nw - 1) / nw)) < 0)
 		fatalx("cannot start listeners");
 	queue_runner_start(&m, daemon_worker_index(w));
@@ -219,16 +172,7 @@ static int worker_main(struct daemon_worker *w, void *arg)
 	event_base_dispatch(m.base);
 	queue_runner_stop(&m);
 	worker_stats(&m, daemon_worker_index(w));
-	for (int k = 0; k < L_NKINDS; k++)
-		net_server_free(&m.srv[k]);
-	finisher_free(&m.fin);
-	store_gc_free(&m.gc);
-	ldapauth_free(&m.la);
-	store_close(&m.store);
-	net_ipcount_free(&m.ipcount);
-	tls_ctx_free(&m.tls);
-	event_base_free(m.base);
-	conf_free(&m.reloaded);
+	mtad_worker_free(&m);
 	return 0;
 }
 

@@ -28,7 +28,6 @@ struct store_blob;
 struct store_rcpt;
 struct ldapauth;
 struct queue_runner;
-struct finisher;
 struct store_queue_rcpt;
 
 /* Listener kinds. */
@@ -63,7 +62,6 @@ struct mtad {
 	struct net_ipcount *ipcount;
 	struct store *store;
 	struct store_gc *gc;
-	struct finisher *fin;
 	struct ldapauth *la;                /* NULL: no directory configured */
 	size_t nsessions;
 	TAILQ_HEAD(, smtp_session) sessions;
@@ -220,11 +218,17 @@ void deliver_abort(struct smtp_tx *tx);
 int deliver_user_ensure(struct mtad *m, const char *user, int partition, uint64_t quota,
 			unsigned *part_r);
 
-/* finisher.c: store_blob_finish on a pool thread; cb(store_err, arg) runs in the loop. */
-typedef void finisher_cb(int rc, void *arg);
-struct finisher *finisher_new(struct event_base *base);
-void finisher_run(struct finisher *f, struct store_blob *b, finisher_cb *cb, void *arg);
-void finisher_free(struct finisher **fp);
+/* worker.c: one worker's world, as mtad's workers and the fuzz harness set it up: zeroes m,
+   reads the [mtad] limits of c (kept: m->conf), makes the event base, the TLS context (when
+   [tls] cert is set), opens the store ([store] path) with its group committer on the base,
+   the directory and the per-address connection counts; fatal on failure. The caller then
+   starts the servers (mtad_servers_start) and, for a daemon, sets m->shared and the queue
+   runner. mtad_worker_free frees what init made, the servers and m->reloaded. */
+void mtad_worker_init(struct mtad *m, const struct conf *c, unsigned worker,
+		      const char *hostname);
+void mtad_worker_free(struct mtad *m);
+/* The [mtad] limits of c (a SIGHUP reads them again). */
+void mtad_limits_from_conf(const struct conf *c, struct mtad_limits *l);
 
 /* queue_runner.c: leases due queue entries and relays them (smtp_client.c). Every worker
    runs one; leases keep two workers from taking the same entry. */
