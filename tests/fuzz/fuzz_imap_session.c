@@ -16,6 +16,7 @@
 #include "common/conf.h"
 #include "common/log.h"
 #include "common/net.h"
+#include "common/shmtable.h"
 #include "imapd/imapd.h"
 #include "ldapauth/ldapauth.h"
 #include "store/store.h"
@@ -80,6 +81,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	srv.max_per_ip = 1000;
 	srv.max_per_user = (unsigned)conf_int(conf, "imapd", "max_connections_per_user");
 	srv.max_clients = 1000;
+	srv.shared = shmtable_new(64, 1, NET_SHM_KEY_MAX, 60000); /* as imapd.c */
 	fuzz_must(net_listen(conf_addrs(conf, "imapd", "listen"), NULL, &fds, &err) == 0, "listen");
 	port = net_fd_port(fds.fd[0]);
 	srv.plain = net_server_new(srv.base, &fds, 1000, accept_cb, &srv);
@@ -100,7 +102,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	store_gc_attach(srv.gc, srv.base);
 	/* The session answers, sees the end of input and closes, within the time bound (a hang
 	   is a bug; the fuzzer's -timeout also catches it). */
-	memset(srv.authfail, 0, sizeof(srv.authfail)); /* one input's failures are its own */
+	/* one input's failures are its own */
+	shmtable_fail_clear(srv.shared, SHM_AUTH_FAILS, "127.0.0.1");
 	fuzz_session(srv.base, port, data, size, session_done, NULL, 60000);
 	store_gc_free(&srv.gc);
 	store_close(&srv.store);

@@ -16,6 +16,7 @@
 #include "common/conf.h"
 #include "common/log.h"
 #include "common/net.h"
+#include "common/shmtable.h"
 #include "ldapauth/ldapauth.h"
 #include "mtad/mtad.h"
 #include "store/store.h"
@@ -73,7 +74,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	m.base = event_base_new();
 	fuzz_must(m.base != NULL, "event_base_new");
 	m.fin = finisher_new(m.base);
-	m.shared = mtad_shared_new(60000); /* the master makes it in mtad.c */
+	m.shared = shmtable_new(MTAD_SHARED_SLOTS, 1, MTAD_SHARED_KEY_MAX, 60000); /* as mtad.c */
 	fuzz_must(ldapauth_new(m.base, conf, &m.la, &err) == 0, "ldapauth_new");
 	m.ipcount = net_ipcount_new(1024);
 	for (int i = 0; i < 3; i++) {
