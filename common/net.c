@@ -268,8 +268,15 @@ static void server_enable(struct net_server *srv, bool on)
 
 void net_refuse(int fd, const char *line)
 {
+	char early[512];
+
 	if (send(fd, line, strlen(line), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
 		/* the client is gone already: it is refused either way */
+	}
+	/* A close with unread input resets the connection, and a reset can destroy the line in
+	   flight: drop what a too-eager client already sent (one read, never waiting). */
+	if (recv(fd, early, sizeof(early), MSG_DONTWAIT) < 0) {
+		/* nothing sent: the usual case */
 	}
 	close(fd);
 }
@@ -289,7 +296,8 @@ static void server_refuse(struct net_server *srv, int fd, const struct sockaddr 
 	if (sa != NULL)
 		net_addr_str(sa, salen, addr, sizeof(addr));
 	log_info("%s refuse addr=%s reason=\"%s\" conns=%zu refused=%" PRIu64, srv->name, addr,
-		 why, srv->nconns, srv->nrefused - srv->logged_refused);
+		 why, srv->shared != NULL ? (size_t)shmtable_total(srv->shared) : srv->nconns,
+		 srv->nrefused - srv->logged_refused);
 	srv->logged_at = now;
 	srv->logged_refused = srv->nrefused;
 }

@@ -212,7 +212,7 @@ static int worker_main(struct daemon_worker *w, void *arg)
 	if ((m.base = event_base_new()) == NULL)
 		fatalx("event_base_new failed");
 	worker_open(&m, mm->conf);
-	m.ipcount = net_ipcount_new_shared(m.conns, m.worker);
+	m.ipcount = net_ipcount_new(65536);
 	if (mtad_servers_start(&m, mm->fds, (size_t)maxc) < 0)
 		fatalx("cannot start listeners");
 	queue_runner_start(&m, daemon_worker_index(w));

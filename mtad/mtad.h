@@ -173,7 +173,7 @@ struct smtp_session {
 
 /* smtp_server.c: fds[L_NKINDS] are the bound listeners of each kind; max_conns caps the
    connections of all kinds, of all workers when m->conns is set (else of this one); more are
-   refused with 421. */
+   refused with 421. With m->conns, m->ipcount is replaced by counts of all workers. */
 int mtad_servers_start(struct mtad *m, const struct net_fds *fds, size_t max_conns);
 /* SIGTERM: stop accepting; the loop exits when the last session ended. */
 void mtad_servers_stop(struct mtad *m);

@@ -41,6 +41,11 @@ int mtad_servers_start(struct mtad *m, const struct net_fds *fds, size_t max_con
 	char *refusal = xasprintf("421 4.7.0 %s Too many connections, try again later\r\n",
 				  m->hostname);
 
+	if (m->conns != NULL) {
+		/* a daemon: the per-address counts are those of all workers */
+		net_ipcount_free(&m->ipcount);
+		m->ipcount = net_ipcount_new_shared(m->conns, m->worker);
+	}
 	for (int k = 0; k < L_NKINDS; k++) {
 		if (fds[k].n == 0)
 			continue;
