@@ -48,8 +48,9 @@ void shmtable_free(struct shmtable **tp);
 void shmtable_worker_reset(struct shmtable *t, unsigned worker);
 
 /* One more of (kind, key) for worker if fewer than limit are counted in all workers: true,
-   else false (nothing counted). No room for the key: true, nothing counted (put is then a
-   no-op), logged. */
+   else false (nothing counted). No room for the key: true, nothing counted, logged (at most
+   once a second); its put finds nothing to uncount, or, if the key found room since, one
+   count of this worker's: a table that full is off by a few, never stuck. */
 bool shmtable_take(struct shmtable *t, enum shmtable_kind kind, const char *key,
 		   unsigned worker, uint32_t limit);
 /* Uncounts one taken by this worker; a count already at 0 stays 0. */
