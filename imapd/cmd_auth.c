@@ -137,8 +137,11 @@ bool cmd_enable(struct imap_cmd *cmd)
 			cmd->c->enabled_condstore = true;
 			imap_printf(cmd->c, " CONDSTORE");
 		} else if (imap_arg_atom_is(a, "IMAP4rev2") && !cmd->c->rev2) {
-			cmd->c->rev2 = true;
+			cmd->c->rev2 = cmd->c->utf8 = true;
 			imap_printf(cmd->c, " IMAP4rev2");
+		} else if (imap_arg_atom_is(a, "UTF8=ACCEPT") && !cmd->c->enabled_utf8) {
+			cmd->c->enabled_utf8 = cmd->c->utf8 = true;
+			imap_printf(cmd->c, " UTF8=ACCEPT");
 		} else if (imap_arg_atom_is(a, "QRESYNC") && !cmd->c->enabled_qresync) {
 			/* QRESYNC implies CONDSTORE (RFC 7162 3.2.3) */
 			cmd->c->enabled_qresync = cmd->c->enabled_condstore = true;
