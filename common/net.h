@@ -77,7 +77,11 @@ struct net_server *net_server_new(struct event_base *base, const struct net_fds 
    name says which server in the log ("smtp", "imap"). */
 void net_server_set_refusal(struct net_server *srv, const char *name, const char *line);
 /* The cap counts the connections of every process sharing t (its total count; several servers
-   of one process may share it too), this one as worker. Call before the first connection. */
+   of one process may share it too), this one as worker. While the total is under the cap, a
+   worker holding its share (max_conns / the workers of t, rounded up) disables its listeners
+   and looks again every 100 ms, so that the kernel hands new clients to the others (it would
+   wake an idle worker for every one); at the cap every worker listens, to refuse. Call after
+   net_server_set_refusal and before the first connection. */
 void net_server_share(struct net_server *srv, struct shmtable *t, unsigned worker);
 /* A counted connection ended. */
 void net_server_conn_done(struct net_server *srv);
