@@ -30,6 +30,7 @@ struct store_watch;
 struct store_gc;
 struct net_server;
 struct net_ipcount;
+struct shmtable;
 
 /* Output is produced while the client's output buffer is below OUT_HIGH and resumed when it
    drains below OUT_LOW: a slow reader of a big FETCH holds at most about OUT_HIGH + one
@@ -65,14 +66,6 @@ enum imap_cmdflag {
 	CMD_REV1 = 1u << 5,        /* IMAP4rev1 only: unknown after ENABLE IMAP4rev2 (CHECK) */
 };
 
-/* Failed LOGIN/AUTHENTICATE from one client address, in this worker (cmd_auth.c). */
-struct imap_authfail {
-	char addr[64];
-	uint32_t fails;
-	int64_t last_ms;            /* monotonic; 0: slot free */
-};
-#define IMAP_AUTHFAIL_SLOTS 128
-
 struct imap_server {
 	struct conf *conf;
 	struct event_base *base;
@@ -95,7 +88,8 @@ struct imap_server {
 	unsigned max_per_user;       /* sessions of one user in this worker */
 	struct event *poll_ev;       /* 1 s fallback when the store watcher is unavailable */
 	bool draining;
-	struct imap_authfail authfail[IMAP_AUTHFAIL_SLOTS];
+	struct shmtable *shared;    /* all workers': connections, failed logins (cmd_auth.c) */
+	unsigned worker;            /* this worker's column in shared */
 };
 
 struct imap_view_msg {

@@ -13,6 +13,7 @@
 #include "common/daemon.h"
 #include "common/log.h"
 #include "common/net.h"
+#include "common/shmtable.h"
 #include "common/tls.h"
 #include "common/xmalloc.h"
 #include "ldapauth/ldapauth.h"
@@ -25,7 +26,7 @@ struct mtad_main {
 	const char *conf_path;
 	struct net_fds fds[L_NKINDS];
 	char hostname[256];
-	struct mtad_shared *shared;
+	struct shmtable *shared, *conns;
 };
 
 /* AUTH failures of an address are forgotten this long after its last one. */
@@ -158,13 +159,14 @@ static int worker_main(struct daemon_worker *w, void *arg)
 	struct mtad_main *mm = arg;
 	struct mtad m = { 0 };
 	int64_t maxc = conf_int(mm->conf, "mtad", "max_connections");
-	unsigned nw = (unsigned)conf_int(mm->conf, "mtad", "workers");
 
 	mtad_worker_init(&m, mm->conf, daemon_worker_index(w), mm->hostname);
 	m.conf_path = mm->conf_path;
 	m.shared = mm->shared;
-	mtad_shared_worker_reset(m.shared, m.worker);
-	if (mtad_servers_start(&m, mm->fds, (size_t)((maxc + nw - 1) / nw)) < 0)
+	m.conns = mm->conns;
+	shmtable_worker_reset(m.shared, m.worker);
+	shmtable_worker_reset(m.conns, m.worker);
+	if (mtad_servers_start(&m, mm->fds, (size_t)maxc) < 0)
 		fatalx("cannot start listeners");
 	queue_runner_start(&m, daemon_worker_index(w));
 	daemon_worker_attach(w, m.base, on_drain, on_reload, &m);
@@ -213,9 +215,12 @@ int main(int argc, char **argv)
 	else if (gethostname(mm.hostname, sizeof(mm.hostname) - 1) < 0)
 		snprintf(mm.hostname, sizeof(mm.hostname), "localhost");
 	bind_listeners(&mm);
-	mm.shared = mtad_shared_new(AUTH_FORGET_MS);
-	ops.ident = "mtad";
 	ops.workers = (unsigned)conf_int(mm.conf, "mtad", "workers");
+	mm.shared = shmtable_new(MTAD_SHARED_SLOTS, ops.workers, MTAD_SHARED_KEY_MAX,
+				 AUTH_FORGET_MS);
+	mm.conns = shmtable_new(net_shm_slots((size_t)conf_int(mm.conf, "mtad", "max_connections")),
+				ops.workers, NET_SHM_KEY_MAX, 0);
+	ops.ident = "mtad";
 	ops.pidfile = conf_str(mm.conf, "mtad", "pidfile");
 	ops.user = conf_str(mm.conf, "mtad", "user");
 	ops.detach = !args.foreground;
@@ -225,7 +230,8 @@ int main(int argc, char **argv)
 	int rc = daemon_run(&ops);
 	for (int k = 0; k < L_NKINDS; k++)
 		net_fds_close(&mm.fds[k]);
-	mtad_shared_free(&mm.shared);
+	shmtable_free(&mm.shared);
+	shmtable_free(&mm.conns);
 	conf_free(&first);
 	conf_free(&mm.reloaded);
 	return rc;

@@ -22,6 +22,7 @@ struct conf;
 struct net_server;
 struct net_fds;
 struct net_ipcount;
+struct shmtable;
 struct store;
 struct store_gc;
 struct store_blob;
@@ -67,7 +68,8 @@ struct mtad {
 	TAILQ_HEAD(, smtp_session) sessions;
 	bool draining;
 	struct queue_runner *qr;
-	struct mtad_shared *shared;         /* the workers' common table (shared.c) */
+	struct shmtable *shared;            /* relay and AUTH counts of all workers */
+	struct shmtable *conns;             /* connections of all workers: per address, total */
 	unsigned worker;                    /* this worker's index */
 };
 
@@ -167,7 +169,9 @@ struct smtp_session {
 	TAILQ_ENTRY(smtp_session) entry;
 };
 
-/* smtp_server.c: fds[L_NKINDS] are the bound listeners of each kind. */
+/* smtp_server.c: fds[L_NKINDS] are the bound listeners of each kind; max_conns caps the
+   connections of all kinds, of all workers when m->conns is set (else of this one); more are
+   refused with 421. With m->conns, m->ipcount is replaced by counts of all workers. */
 int mtad_servers_start(struct mtad *m, const struct net_fds *fds, size_t max_conns);
 /* SIGTERM: stop accepting; the loop exits when the last session ended. */
 void mtad_servers_stop(struct mtad *m);
@@ -242,24 +246,10 @@ void queue_runner_kick(struct mtad *m);
 
 int64_t mtad_now_ms(void);
 
-/* shared.c: a table all workers see (mapped by the master before fork), bounded. */
-#define MTAD_SHARED_WORKERS 256  /* connection counts are kept per worker index modulo this */
+/* The workers' common tables (common/shmtable.h), mapped by the master before fork: relay
+   connections per destination (SHM_RELAY_DEST) and AUTH failures per address (SHM_AUTH_FAILS)
+   in shared; connections per client address and in total in conns. */
+#define MTAD_SHARED_SLOTS 2048
 #define MTAD_SHARED_KEY_MAX 272  /* "host:port" of a 255-byte host */
-struct mtad_shared;
-/* auth_forget_ms: an address's AUTH failures are forgotten this long after its last one. */
-struct mtad_shared *mtad_shared_new(int64_t auth_forget_ms);
-void mtad_shared_free(struct mtad_shared **shp);
-/* A (re)started worker: the relay connections counted for its index are gone. */
-void mtad_shared_worker_reset(struct mtad_shared *sh, unsigned worker);
-/* One more relay connection to dest ("host:port") if fewer than limit are open in all
-   workers: true (counted for worker), else false. */
-bool mtad_shared_dest_take(struct mtad_shared *sh, unsigned worker, const char *dest,
-			   unsigned limit);
-void mtad_shared_dest_put(struct mtad_shared *sh, unsigned worker, const char *dest);
-unsigned mtad_shared_dest_active(struct mtad_shared *sh, const char *dest);
-/* Counts an AUTH failure from addr (an address, no port); returns the count before it. */
-uint32_t mtad_shared_auth_failure(struct mtad_shared *sh, const char *addr);
-/* A successful AUTH from addr: its failures are forgotten. */
-void mtad_shared_auth_clear(struct mtad_shared *sh, const char *addr);
 
 #endif

@@ -17,6 +17,7 @@
 #include "common/conf.h"
 #include "common/log.h"
 #include "common/net.h"
+#include "common/shmtable.h"
 #include "imapd/imapd.h"
 #include "ldapauth/ldapauth.h"
 #include "store/store.h"
@@ -28,6 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static char dir[80];
 static struct conf *conf;
 static struct imap_server srv;
+static struct shmtable *shared;
 static struct net_fds fds;
 static int port;
 static unsigned serial;
@@ -69,6 +71,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	set("imapd", "max_append_size", "1M");
 	set("imapd", "login_timeout", "5s");
 	set("imapd", "max_connections_per_ip", "1000");
+	shared = shmtable_new(64, 1, NET_SHM_KEY_MAX, 60000); /* the master makes it in imapd.c */
 	fuzz_must(net_listen(conf_addrs(conf, "imapd", "listen"), NULL, &fds, &err) == 0, "listen");
 	port = net_fd_port(fds.fd[0]);
 	return 0;
@@ -88,6 +91,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	srv.plain = net_server_new(srv.base, &fds, 1000, accept_cb, &srv);
 	/* The session answers, sees the end of input and closes, within the time bound (a hang
 	   is a bug; the fuzzer's -timeout also catches it). */
+	srv.shared = shared;
+	/* one input's failures are its own */
+	shmtable_fail_clear(srv.shared, SHM_AUTH_FAILS, "127.0.0.1");
 	fuzz_session(srv.base, port, data, size, session_done, NULL, 60000);
 	imapd_worker_free(&srv);
 	fuzz_rm_rf(sdir);

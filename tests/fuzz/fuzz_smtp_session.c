@@ -16,6 +16,7 @@
 #include "common/conf.h"
 #include "common/log.h"
 #include "common/net.h"
+#include "common/shmtable.h"
 #include "ldapauth/ldapauth.h"
 #include "mtad/mtad.h"
 #include "store/store.h"
@@ -29,7 +30,7 @@ static const enum mtad_listener kind_ids[] = { L_SMTP, L_SUBMISSION, L_LMTP };
 static char dir[80];
 static struct conf *conf;
 static struct mtad m;
-static struct mtad_shared *shared;
+static struct shmtable *shared;
 static struct net_fds fds[L_NKINDS];
 static int ports[3];
 static unsigned serial;
@@ -60,7 +61,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	fuzz_set(conf, "mtad", "max_connections_per_ip", "1000");
 	fuzz_set(conf, "mtad", "command_timeout", "5s");
 	fuzz_set(conf, "mtad", "data_timeout", "5s");
-	shared = mtad_shared_new(60000); /* the master makes it in mtad.c */
+	shared = shmtable_new(MTAD_SHARED_SLOTS, 1, MTAD_SHARED_KEY_MAX, 60000); /* as mtad.c */
 	for (int i = 0; i < 3; i++) {
 		fuzz_set(conf, "mtad", kinds[i], "127.0.0.1:0");
 		fuzz_must(net_listen(conf_addrs(conf, "mtad", kinds[i]), NULL, &fds[kind_ids[i]],
