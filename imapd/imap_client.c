@@ -371,7 +371,7 @@ static void client_free(struct imap_client *c)
 	net_server_conn_done(c->ns);
 	free(c->user);
 	free(c);
-	imap_server_accept_resume(srv);
+	imap_server_client_left(srv);
 }
 
 /* A tagged (or untagged) reply to a line that never became a command. */

@@ -45,7 +45,7 @@ static void accept_tls(struct net_server *ns, int fd, const struct sockaddr *sa,
 	accept_cb(ns, fd, sa, salen, arg, true);
 }
 
-void imap_server_accept_resume(struct imap_server *srv)
+void imap_server_client_left(struct imap_server *srv)
 {
 	if (srv->draining && srv->clients == NULL)
 		event_base_loopexit(srv->base, NULL);
@@ -74,7 +74,7 @@ static void on_drain(void *arg)
 			imap_printf(c, "* BYE Server shutting down\r\n");
 			imap_client_close(c, "shutdown");
 		}
-	imap_server_accept_resume(srv);
+	imap_server_client_left(srv);
 }
 
 static void on_reload(void *arg)

@@ -229,8 +229,8 @@ void imap_client_stream_decoded(struct imap_client *c, int fd, uint64_t off, uin
 				enum imap_cte cte, uint64_t skip, uint64_t emit);
 /* Frees the blobs of an APPEND in progress. */
 void imap_client_append_reset(struct imap_client *c);
-/* imap_server.c: a client left; listeners paused at the cap accept again. */
-void imap_server_accept_resume(struct imap_server *srv);
+/* imap_server.c: a client left; a draining worker exits after its last one. */
+void imap_server_client_left(struct imap_server *srv);
 /* Wakes IDLE sessions after a store change notification. */
 void imap_server_changed(struct imap_server *srv);
 
