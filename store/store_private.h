@@ -63,6 +63,7 @@ struct store {
 	int64_t expunge_history_ms;
 	int64_t gc_ms;
 	unsigned gc_max;
+	bool gc_syncfs;       /* store_opts.group_commit_syncfs */
 	atomic_uint_fast64_t fsyncs;
 	atomic_uint_fast64_t commits;
 };
