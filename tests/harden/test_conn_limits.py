@@ -16,9 +16,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from hardenlib import Daemon, finish, shared_conf  # noqa: E402
-from mtadlib import free_port  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from heronlib import Daemon, Sink, finish, shared_conf  # noqa: E402
 
 ROOT, MTAD, IMAPD, SINK = sys.argv[1:5]
 TMP = tempfile.mkdtemp(prefix="heron-harden-limits-")
@@ -141,31 +140,15 @@ def test_sink(sink):
             s.close()
 
 
-def with_keys(conf, section, keys):
-    """Adds keys at the top of [section] of the file conf."""
-    with open(conf) as f:
-        text = f.read()
-    head = f"[{section}]\n"
-    assert head in text, text
-    text = text.replace(head, head + "".join(f"{k} = {v}\n" for k, v in keys.items()), 1)
-    with open(conf, "w") as f:
-        f.write(text)
-
-
 def main():
-    conf, smtp_port, imap_port = shared_conf(TMP, ["alice"], workers=2)
     limits = {"max_connections": MAX, "max_connections_per_ip": PER_IP}
-    with_keys(conf, "mtad", limits)
-    with_keys(conf, "imapd", limits)
-    sink_conf = os.path.join(TMP, "sink.conf")
-    sink_port = free_port()
-    with open(sink_conf, "w") as f:
-        f.write(f"[sink]\nlisten = 127.0.0.1:{sink_port}\ncontrol = 127.0.0.1:{free_port()}\n"
-                f"workers = 2\nmax_connections = {MAX}\nhostname = sink.heron.test\n"
-                "starttls = no\n[log]\ntarget = stderr\nlevel = info\n")
+    conf, smtp_port, imap_port = shared_conf(TMP, ["alice"], workers=2,
+                                             keys={"mtad": limits, "imapd": limits})
     mtad = Daemon(MTAD, conf, os.path.join(TMP, "mtad.log"), smtp_port)
     imapd = Daemon(IMAPD, conf, os.path.join(TMP, "imapd.log"), imap_port)
-    sink = Daemon(SINK, sink_conf, os.path.join(TMP, "sink.log"), sink_port)
+    sink = Sink(SINK, TMP, {"workers": 2, "max_connections": MAX,
+                            "hostname": "sink.heron.test", "starttls": "no"},
+                {"log": {"target": "stderr", "level": "info"}})
     tests = [(test_mtad, mtad), (test_imapd, imapd),
              (test_imap_login_penalty_across_workers, imapd), (test_sink, sink)]
     rc = 0

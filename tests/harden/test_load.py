@@ -48,12 +48,12 @@ def main():
         print("SKIP: cannot raise the fd limit")
         return SKIP
     tmp = tempfile.mkdtemp(prefix="heron-load-")
-    conf, smtp_port, imap_port = shared_conf(tmp, ["user1"], workers=2, map_size="64M")
-    with open(conf, "a") as f:
-        # the clients come from 250*40 loopback addresses; the caps are not what is tested
-        f.write("[imapd]\nmax_connections = 20000\nmax_connections_per_ip = 100\n"
-                "max_connections_per_user = 20000\n"
-                "[mtad]\nmax_connections = 4000\nmax_connections_per_ip = 100\n")
+    # the clients come from 250*40 loopback addresses; the caps are not what is tested
+    caps = {"imapd": {"max_connections": 20000, "max_connections_per_ip": 100,
+                      "max_connections_per_user": 20000},
+            "mtad": {"max_connections": 4000, "max_connections_per_ip": 100}}
+    conf, smtp_port, imap_port = shared_conf(tmp, ["user1"], workers=2, map_size="64M",
+                                             keys=caps)
     mtad = Daemon(MTAD, conf, os.path.join(tmp, "mtad.log"), smtp_port)
     imapd = Daemon(IMAPD, conf, os.path.join(tmp, "imapd.log"), imap_port)
     rc = 1

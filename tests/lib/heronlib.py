@@ -494,9 +494,10 @@ class Sink(Daemon):
         return SinkControl(self.control_port, check)
 
 
-def shared_conf(tmp, users, workers=1, partitions=1, map_size="16M"):
+def shared_conf(tmp, users, workers=1, partitions=1, map_size="16M", keys=None):
     """mtad and imapd on one store (users file, password = user name, free ports): writes
-    tmp/users and tmp/heron.conf; returns (conf path, smtp port, imap port)."""
+    tmp/users and tmp/heron.conf, with keys ({section: {key: value}}) added to its sections;
+    returns (conf path, smtp port, imap port)."""
     users_file = os.path.join(tmp, "users")
     write_users(users_file, users)
     smtp_port, imap_port = free_port(), free_port()
@@ -510,6 +511,8 @@ def shared_conf(tmp, users, workers=1, partitions=1, map_size="16M"):
                   "allow_plaintext_auth": "yes"},
         "log": {"target": "stderr", "level": "info"},
     }
+    for sec, kv in (keys or {}).items():
+        sections.setdefault(sec, {}).update(kv)
     write_conf(conf, sections)
     return conf, smtp_port, imap_port
 
