@@ -10,10 +10,9 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
-#include <openssl/ssl.h>
 
 #include "common/log.h"
+#include "common/net.h"
 #include "common/str.h"
 #include "common/xmalloc.h"
 #include "mailload/agent.h"
@@ -30,6 +29,7 @@ enum is_state { IS_GREETING, IS_CAPA, IS_STARTTLS, IS_LOGIN, IS_RUN, IS_LOGOUT }
 struct imap_sess {
 	struct agent *ag;
 	struct bufferevent *bev;
+	struct net_connect *nc; /* while connecting */
 	struct event *timer, *poll;
 	struct ag_user *u; /* NULL for probes */
 	uint32_t user;
@@ -104,6 +104,7 @@ static void is_end(struct imap_sess *s)
 	s->dead = true;
 	event_del(s->timer);
 	event_del(s->poll);
+	net_connect_cancel(&s->nc);
 	if (s->bev != NULL)
 		bufferevent_disable(s->bev, EV_READ | EV_WRITE);
 	if (s->u != NULL && s->view.f != NULL && s->kind != SESS_INIT)
@@ -432,14 +433,13 @@ static void is_tagged(struct imap_sess *s, const char *p, size_t len)
 
 static void is_starttls(struct imap_sess *s)
 {
-	SSL *ssl = SSL_new(s->ag->ssl);
-	struct bufferevent *tb = bufferevent_openssl_filter_new(
-		s->ag->base, s->bev, ssl, BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
+	struct bufferevent *tb = ag_starttls(s->ag, s->bev);
 
 	if (tb == NULL)
 		return is_fail(s, FN_IMAP_STARTTLS, "TLS set-up failed");
 	s->bev = tb;
 	s->tls_done = true;
+	imap_rparser_reset_input(&s->rp);
 	bufferevent_setcb(tb, is_read_cb, NULL, is_event_cb, s);
 	bufferevent_enable(tb, EV_READ | EV_WRITE);
 }
@@ -494,15 +494,32 @@ static void is_read_cb(struct bufferevent *bev, void *arg)
 static void is_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct imap_sess *s = arg;
+	char why[200] = "";
 
-	if ((what & BEV_EVENT_CONNECTED) || s->dead)
+	if (s->dead || ag_tls_event(s->ag, bev, what, 1, why, sizeof(why)))
 		return;
+	if (why[0] != '\0')
+		return is_fail(s, s->fn, why);
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
 		if (s->st == IS_LOGOUT)
 			return is_end(s); /* closed right after BYE: fine */
-		is_fail(s, s->fn, s->st == IS_GREETING ? "connect failed or closed"
+		is_fail(s, s->fn, s->st == IS_GREETING ? "connection closed before the greeting"
 						       : "connection closed by server");
 	}
+}
+
+static void is_connected(struct bufferevent *bev, const char *error, void *arg)
+{
+	struct imap_sess *s = arg;
+
+	s->nc = NULL;
+	if (bev == NULL)
+		return is_fail(s, FN_IMAP_CONNECT, error);
+	if ((s->bev = ag_connected(s->ag, CONN_IMAP, bev)) == NULL)
+		return is_fail(s, FN_IMAP_CONNECT, "TLS set-up failed");
+	s->tls_done = s->ag->srv[CONN_IMAP].implicit;
+	bufferevent_setcb(s->bev, is_read_cb, NULL, is_event_cb, s);
+	bufferevent_enable(s->bev, EV_READ | EV_WRITE);
 }
 
 /* ---- session scripts ---- */
@@ -812,7 +829,7 @@ static void step_init(struct imap_sess *s)
 
 static void is_next(struct imap_sess *s)
 {
-	if (s->st == IS_CAPA && strcmp(s->ag->cfg.tls, "starttls") == 0 && !s->tls_done) {
+	if (s->st == IS_CAPA && s->ag->srv[CONN_IMAP].starttls && !s->tls_done) {
 		s->st = IS_STARTTLS;
 		return is_cmd(s, FN_IMAP_STARTTLS, "STARTTLS");
 	}
@@ -870,12 +887,9 @@ static void is_start(struct agent *ag, struct ag_user *u, uint32_t user, enum ml
 	ag->open_imap++;
 	ag->sessions_started++;
 	s->t0 = ml_now_us();
-	if (ag_connect(ag, CONN_IMAP, &s->bev) < 0)
-		return is_fail(s, FN_IMAP_CONNECT, "connect failed");
-	bufferevent_setcb(s->bev, is_read_cb, NULL, is_event_cb, s);
-	bufferevent_enable(s->bev, EV_READ | EV_WRITE);
 	s->st = IS_GREETING;
 	is_arm(s);
+	s->nc = ag_connect(ag, CONN_IMAP, is_connected, s);
 }
 
 void imap_start(struct agent *ag, struct ag_user *u, enum ml_session kind, uint64_t seq,

@@ -15,16 +15,20 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "common/histo.h"
 #include "common/log.h"
 #include "common/str.h"
 #include "common/xmalloc.h"
 #include "mailload/agent.h"
+#include "mailload/ctlauth.h"
 #include "mailload/json.h"
 #include "mailload/manager.h"
 #include "mailload/report.h"
 
 #define MGR_LINE_MAX ((size_t)1 << 30)
+#define MGR_AGENTS_MAX 64
 
 struct mgr_agent {
 	FILE *r, *w;
@@ -75,23 +79,26 @@ struct mgr_point {
 };
 
 /* ---- agents ---- */
-static int agent_request(struct mgr_agent *a, const char *req, struct jv **resp_r)
+/* Reads one reply line of a into *resp_r. */
+static int agent_read(struct mgr_agent *a, struct jv **resp_r)
 {
 	char *line = NULL;
 	size_t cap = 0;
-	ssize_t n;
+	ssize_t n = getline(&line, &cap, a->r);
 	const char *err;
+	int rc = -1;
 
+	if (n > 0 && (size_t)n <= MGR_LINE_MAX)
+		rc = jv_parse(line, (size_t)n, resp_r, &err);
+	free(line);
+	return rc < 0 ? -1 : 0;
+}
+
+static int agent_request(struct mgr_agent *a, const char *req, struct jv **resp_r)
+{
 	if (fputs(req, a->w) == EOF || fputc('\n', a->w) == EOF || fflush(a->w) == EOF)
 		return -1;
-	n = getline(&line, &cap, a->r);
-	if (n <= 0 || (size_t)n > MGR_LINE_MAX) {
-		free(line);
-		return -1;
-	}
-	int rc = jv_parse(line, (size_t)n, resp_r, &err);
-	free(line);
-	if (rc < 0)
+	if (agent_read(a, resp_r) < 0)
 		return -1;
 	if (jv_get(*resp_r, "ok") == NULL || !jv_get(*resp_r, "ok")->b) {
 		log_warnx("agent %s: %s", a->name, jv_str(*resp_r, "error", "error"));
@@ -99,6 +106,39 @@ static int agent_request(struct mgr_agent *a, const char *req, struct jv **resp_
 		return -1;
 	}
 	return 0;
+}
+
+/* The challenge-response of ctlauth.h, manager side: we answer the agent's challenge, and the
+   agent must answer ours. */
+static int agent_auth(struct mgr_agent *a, const struct ctlauth_secret *secret)
+{
+	struct jv *hello = NULL, *resp = NULL;
+	char nonce[CTLAUTH_NONCE_HEX], mac[CTLAUTH_MAC_HEX], req[256];
+	int rc = -1;
+
+	if (agent_read(a, &hello) < 0 ||
+	    strcmp(jv_str(hello, "hello", ""), "mailload-agent") != 0 ||
+	    strlen(jv_str(hello, "nonce", "")) != CTLAUTH_NONCE_HEX - 1) {
+		log_warnx("agent %s: no mailload agent greeting", a->name);
+		goto out;
+	}
+	ctlauth_nonce(nonce);
+	ctlauth_mac(secret, "manager", jv_str(hello, "nonce", ""), mac);
+	snprintf(req, sizeof(req), "{\"cmd\":\"auth\",\"nonce\":\"%s\",\"mac\":\"%s\"}", nonce,
+		 mac);
+	if (agent_request(a, req, &resp) < 0) {
+		log_warnx("agent %s refused our secret", a->name);
+		goto out;
+	}
+	if (!ctlauth_check(secret, "agent", nonce, jv_str(resp, "mac", ""))) {
+		log_warnx("agent %s does not know the secret", a->name);
+		goto out;
+	}
+	rc = 0;
+out:
+	jv_free(&hello);
+	jv_free(&resp);
+	return rc;
 }
 
 static int tcp_connect(const char *hostport)
@@ -136,58 +176,6 @@ static int agent_open_fd(struct mgr_agent *a, int fd)
 	return a->r != NULL && a->w != NULL ? 0 : -1;
 }
 
-static int agents_start(struct mgr_opts *o, struct mgr_agent **as_r, uint32_t *n_r)
-{
-	struct mgr_agent *as;
-	uint32_t n = 0;
-
-	if (o->agents != NULL) {
-		char *list = xstrdup(o->agents), *save = NULL;
-		as = xcalloc(64, sizeof(*as));
-		for (char *tok = strtok_r(list, ",", &save); tok != NULL && n < 64;
-		     tok = strtok_r(NULL, ",", &save)) {
-			int fd = tcp_connect(tok);
-			if (fd < 0) {
-				log_warnx("cannot connect to agent %s", tok);
-				free(list);
-				return -1;
-			}
-			str_lcpy(as[n].name, tok, sizeof(as[n].name));
-			agent_open_fd(&as[n++], fd);
-		}
-		free(list);
-	} else {
-		long cores = sysconf(_SC_NPROCESSORS_ONLN);
-		n = o->local_agents ? o->local_agents : (uint32_t)(cores > 0 ? cores : 1);
-		as = xcalloc(n, sizeof(*as));
-		fflush(NULL);
-		for (uint32_t i = 0; i < n; i++) {
-			int sv[2];
-			if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
-				fatal("socketpair");
-			pid_t pid = fork();
-			if (pid < 0)
-				fatal("fork");
-			if (pid == 0) {
-				close(sv[0]);
-				for (uint32_t j = 0; j < i; j++) { /* siblings' control ends */
-					fclose(as[j].r);
-					fclose(as[j].w);
-				}
-				agent_serve_fd(sv[1]);
-				_exit(0);
-			}
-			close(sv[1]);
-			as[i].pid = pid;
-			snprintf(as[i].name, sizeof(as[i].name), "local%u(pid %d)", i, (int)pid);
-			agent_open_fd(&as[i], sv[0]);
-		}
-	}
-	*as_r = as;
-	*n_r = n;
-	return 0;
-}
-
 static void agents_stop(struct mgr_agent *as, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++) {
@@ -203,6 +191,96 @@ static void agents_stop(struct mgr_agent *as, uint32_t n)
 			waitpid(as[i].pid, NULL, 0);
 	}
 	free(as);
+}
+
+/* Connects to the agents of o->agents; n_r counts those connected, also on failure. */
+static int agents_connect(const char *list_text, struct mgr_agent *as, uint32_t *n_r)
+{
+	char *list = xstrdup(list_text), *save = NULL;
+	int rc = 0;
+
+	for (char *tok = strtok_r(list, ",", &save); tok != NULL && *n_r < MGR_AGENTS_MAX;
+	     tok = strtok_r(NULL, ",", &save)) {
+		int fd = tcp_connect(tok);
+		if (fd < 0) {
+			log_warnx("cannot connect to agent %s", tok);
+			rc = -1;
+			break;
+		}
+		str_lcpy(as[*n_r].name, tok, sizeof(as[*n_r].name));
+		agent_open_fd(&as[(*n_r)++], fd);
+	}
+	free(list);
+	return rc;
+}
+
+/* Forks n local agents, each on a socketpair, knowing secret. */
+static void agents_fork(struct mgr_agent *as, uint32_t n, const struct ctlauth_secret *secret)
+{
+	fflush(NULL);
+	for (uint32_t i = 0; i < n; i++) {
+		int sv[2];
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+			fatal("socketpair");
+		pid_t pid = fork();
+		if (pid < 0)
+			fatal("fork");
+		if (pid == 0) {
+			close(sv[0]);
+			for (uint32_t j = 0; j < i; j++) { /* siblings' control ends */
+				fclose(as[j].r);
+				fclose(as[j].w);
+			}
+			agent_serve_fd(sv[1], secret);
+			_exit(0);
+		}
+		close(sv[1]);
+		as[i].pid = pid;
+		snprintf(as[i].name, sizeof(as[i].name), "local%u(pid %d)", i, (int)pid);
+		agent_open_fd(&as[i], sv[0]);
+	}
+}
+
+/* Remote agents (o->agents) need the secret they were started with (o->secret_file); local
+   ones get a fresh random secret. Every agent must pass the challenge-response. */
+static int agents_start(struct mgr_opts *o, struct mgr_agent **as_r, uint32_t *n_r)
+{
+	struct ctlauth_secret secret;
+	struct mgr_agent *as;
+	uint32_t n = 0;
+	char err[300];
+	int rc = 0;
+
+	if (o->secret_file != NULL) {
+		if (ctlauth_load(&secret, o->secret_file, err, sizeof(err)) < 0) {
+			log_warnx("%s", err);
+			return -1;
+		}
+	} else if (o->agents != NULL) {
+		log_warnx("remote agents need --secret-file (the one they were started with)");
+		return -1;
+	} else {
+		ctlauth_generate(&secret);
+	}
+	if (o->agents != NULL) {
+		as = xcalloc(MGR_AGENTS_MAX, sizeof(*as));
+		rc = agents_connect(o->agents, as, &n);
+	} else {
+		long cores = sysconf(_SC_NPROCESSORS_ONLN);
+		n = o->local_agents ? o->local_agents : (uint32_t)(cores > 0 ? cores : 1);
+		as = xcalloc(n, sizeof(*as));
+		agents_fork(as, n, &secret);
+	}
+	for (uint32_t i = 0; i < n && rc == 0; i++)
+		rc = agent_auth(&as[i], &secret);
+	OPENSSL_cleanse(&secret, sizeof(secret));
+	if (rc < 0) {
+		agents_stop(as, n);
+		return -1;
+	}
+	*as_r = as;
+	*n_r = n;
+	return 0;
 }
 
 /* Sends each agent its configuration with its share of the users. */
