@@ -214,8 +214,7 @@ static const char *ctl_do(struct agent *ag, const struct jv *req, struct buf *o)
 	} else if (strcmp(cmd, "results") == 0) {
 		ag_put_results(ag, o);
 	} else if (strcmp(cmd, "quit") == 0) {
-		ag->quit = true;
-		event_base_loopexit(ag->base, NULL);
+		ag->quit = true; /* the loop ends once the reply is out */
 	} else {
 		err = "unknown command";
 	}
@@ -264,8 +263,8 @@ static void ctl_read_cb(struct bufferevent *bev, void *arg)
 	struct line ln;
 	int rc;
 
-	while (!ag->quit && (rc = line_peek(&ag->ctl_lr, in, &ln)) != 0) {
-		bool keep = rc > 0 && ctl_command(ag, ln.p, ln.len);
+	while ((rc = line_peek(&ag->ctl_lr, in, &ln)) != 0) {
+		bool keep = rc > 0 && ctl_command(ag, ln.p, ln.len) && !ag->quit;
 
 		if (rc < 0)
 			log_warnx("agent: control line too long; closing");
