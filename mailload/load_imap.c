@@ -304,12 +304,56 @@ static bool resp_code_num(const struct itok *t, const char *name, uint64_t *n)
 	       str_to_u64(t->s + nl, (size_t)(e - t->s - (ptrdiff_t)nl), UINT32_MAX, n) == 0;
 }
 
+/* "* n EXISTS" and "* n EXPUNGE" (t is past the number). */
+static void is_untagged_num(struct imap_sess *s, struct itok *t, uint64_t n)
+{
+	const char *why = NULL;
+
+	itok_next(t);
+	if (s->view.f == NULL)
+		return;
+	if (itok_is(t, "EXISTS")) {
+		why = um_view_exists(&s->view, (uint32_t)n);
+		if (s->idling) /* new mail: leave IDLE to read it */
+			is_idle_done(s);
+	} else if (itok_is(t, "EXPUNGE")) {
+		why = um_view_expunge(&s->view, (uint32_t)n);
+	}
+	if (why != NULL)
+		is_contradiction(s, why);
+}
+
+/* "* OK": the greeting, or a response code about the selected mailbox. */
+static void is_untagged_ok(struct imap_sess *s, struct itok *t, const char *p, size_t len)
+{
+	const char *why = NULL;
+	uint64_t n;
+
+	if (s->st == IS_GREETING) {
+		ag_step(s->ag, FN_IMAP_CONNECT, s->t0, true, NULL);
+		if (s->ag->imap_greeting[0] == '\0')
+			snprintf(s->ag->imap_greeting, sizeof(s->ag->imap_greeting), "%.*s",
+				 (int)(len > 150 ? 150 : len), p);
+		s->st = IS_CAPA;
+		is_cmd(s, FN_IMAP_CAPABILITY, "CAPABILITY");
+		return;
+	}
+	itok_next(t);
+	if (s->view.f == NULL)
+		return;
+	if (resp_code_num(t, "[UIDVALIDITY ", &n))
+		why = um_view_uidvalidity(&s->view, (uint32_t)n);
+	else if (resp_code_num(t, "[UIDNEXT ", &n))
+		why = um_view_uidnext(&s->view, (uint32_t)n);
+	if (why != NULL)
+		is_contradiction(s, why);
+}
+
 static void is_untagged(struct imap_sess *s, const char *p, size_t len)
 {
 	struct itok t;
 	struct imap_fetch f;
 	uint64_t n;
-	const char *why = NULL;
 	int rc;
 
 	if ((rc = imap_parse_fetch(p, len, &f)) != 0) {
@@ -319,42 +363,10 @@ static void is_untagged(struct imap_sess *s, const char *p, size_t len)
 	}
 	itok_init(&t, p, len);
 	itok_next(&t);
-	if (itok_num(&t, &n)) {
-		itok_next(&t);
-		if (s->view.f == NULL)
-			return;
-		if (itok_is(&t, "EXISTS")) {
-			why = um_view_exists(&s->view, (uint32_t)n);
-			if (s->idling) /* new mail: leave IDLE to read it */
-				is_idle_done(s);
-		}
-		else if (itok_is(&t, "EXPUNGE"))
-			why = um_view_expunge(&s->view, (uint32_t)n);
-		if (why != NULL)
-			is_contradiction(s, why);
-		return;
-	}
-	if (itok_is(&t, "OK") && s->st == IS_GREETING) {
-		ag_step(s->ag, FN_IMAP_CONNECT, s->t0, true, NULL);
-		if (s->ag->imap_greeting[0] == '\0')
-			snprintf(s->ag->imap_greeting, sizeof(s->ag->imap_greeting), "%.*s",
-				 (int)(len > 150 ? 150 : len), p);
-		s->st = IS_CAPA;
-		is_cmd(s, FN_IMAP_CAPABILITY, "CAPABILITY");
-		return;
-	}
-	if (itok_is(&t, "OK")) {
-		itok_next(&t);
-		if (s->view.f == NULL)
-			return;
-		if (resp_code_num(&t, "[UIDVALIDITY ", &n))
-			why = um_view_uidvalidity(&s->view, (uint32_t)n);
-		else if (resp_code_num(&t, "[UIDNEXT ", &n))
-			why = um_view_uidnext(&s->view, (uint32_t)n);
-		if (why != NULL)
-			is_contradiction(s, why);
-		return;
-	}
+	if (itok_num(&t, &n))
+		return is_untagged_num(s, &t, n);
+	if (itok_is(&t, "OK"))
+		return is_untagged_ok(s, &t, p, len);
 	if (itok_is(&t, "CAPABILITY")) {
 		while (itok_next(&t) == IT_ATOM)
 			if (itok_is(&t, "IDLE"))
@@ -528,6 +540,49 @@ static uint32_t pick_folder(struct imap_sess *s)
 	return s->folders.n > 1 ? (uint32_t)ml_rng_range(&s->ag->rng, 1, s->folders.n - 1) : 0;
 }
 
+/* Check, step 4: marks the new messages \Seen (and some \Deleted), pipelined; false when
+   there was nothing to store. */
+static bool check_store(struct imap_sess *s)
+{
+	bool any = false;
+
+	s->view.deleted = 0;
+	for (uint32_t i = 0; i < s->nnew; i++) {
+		uint32_t seq = um_view_seq_of_uid(&s->view, s->newm[i].uid);
+		if (seq == 0)
+			continue;
+		is_cmd(s, FN_IMAP_UID_STORE_SEEN, "UID STORE %u +FLAGS (\\Seen)", s->newm[i].uid);
+		is_cmd_stores(s, seq, FL_SEEN);
+		any = true;
+		if (ml_rng_unit(&s->ag->rng) < s->ag->cfg.check_delete) {
+			is_cmd(s, FN_IMAP_UID_STORE_DELETED, "UID STORE %u +FLAGS (\\Deleted)",
+			       s->newm[i].uid);
+			is_cmd_stores(s, seq, FL_DELETED);
+		}
+	}
+	return any;
+}
+
+/* Check, step 3: fetches the next new message's body; false when all were read. */
+static bool check_read_next(struct imap_sess *s)
+{
+	if (s->body_pending) {
+		s->readi++;
+		s->body_pending = false;
+	}
+	while (s->readi < s->nnew) {
+		uint32_t seq = um_view_seq_of_uid(&s->view, s->newm[s->readi].uid);
+		if (seq == 0) {
+			s->readi++;
+			continue;
+		}
+		s->body_pending = true;
+		is_cmd(s, FN_IMAP_FETCH_BODY, "FETCH %u BODY[]", seq);
+		return true;
+	}
+	return false;
+}
+
 static void step_check(struct imap_sess *s)
 {
 	struct ag_user *u = s->u;
@@ -547,47 +602,16 @@ static void step_check(struct imap_sess *s)
 			if (s->newm[i].uid > u->inbox_lastuid)
 				u->inbox_lastuid = s->newm[i].uid;
 		s->readi = 0;
-		/* fall through: read the first */
-		s->step = 3;
-		__attribute__((fallthrough));
+		__attribute__((fallthrough)); /* read the first */
 	case 3:
-		if (s->body_pending) {
-			s->readi++;
-			s->body_pending = false;
-		}
-		if (s->readi < s->nnew) {
-			uint32_t seq = um_view_seq_of_uid(&s->view, s->newm[s->readi].uid);
-			s->step = 3;
-			if (seq == 0) {
-				s->readi++;
-				return step_check(s);
-			}
-			s->body_pending = true;
-			return is_cmd(s, FN_IMAP_FETCH_BODY, "FETCH %u BODY[]", seq);
-		}
-		s->step = 4;
-		__attribute__((fallthrough));
-	case 4: {
-		bool any = false;
-		s->step = 5;
-		s->view.deleted = 0;
-		for (uint32_t i = 0; i < s->nnew; i++) {
-			uint32_t seq = um_view_seq_of_uid(&s->view, s->newm[i].uid);
-			if (seq == 0)
-				continue;
-			is_cmd(s, FN_IMAP_UID_STORE_SEEN, "UID STORE %u +FLAGS (\\Seen)",
-			       s->newm[i].uid);
-			is_cmd_stores(s, seq, FL_SEEN);
-			any = true;
-			if (ml_rng_unit(&s->ag->rng) < s->ag->cfg.check_delete) {
-				is_cmd(s, FN_IMAP_UID_STORE_DELETED, "UID STORE %u +FLAGS (\\Deleted)",
-				       s->newm[i].uid);
-				is_cmd_stores(s, seq, FL_DELETED);
-			}
-		}
-		if (any)
+		s->step = 3;
+		if (check_read_next(s))
 			return;
-	}
+		__attribute__((fallthrough));
+	case 4:
+		s->step = 5;
+		if (check_store(s))
+			return;
 		__attribute__((fallthrough));
 	case 5:
 		s->step = 6;

@@ -582,6 +582,54 @@ struct deliv {
 	uint64_t submitted, incoming, submitted_steady;
 };
 
+/* Copies of message seq that local user r saw (distinct UIDVALIDITY/UID), the first at
+   *first. */
+static uint64_t local_copies(const struct mgr_point *p, uint64_t seq, uint32_t r, int64_t *first)
+{
+	struct mgr_seen key = { seq, r, 0, 0, 0 };
+	size_t lo = 0, hi = p->nseen;
+	uint64_t copies = 0;
+
+	while (lo < hi) { /* first entry >= (seq, user) */
+		size_t mid = (lo + hi) / 2;
+		if (cmp_seen(&p->seen[mid], &key) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t j = lo; j < p->nseen && p->seen[j].seq == seq && p->seen[j].user == r; j++) {
+		bool same = j > lo && p->seen[j - 1].uidv == p->seen[j].uidv &&
+			    p->seen[j - 1].uid == p->seen[j].uid;
+		copies += !same;
+		if (p->seen[j].ms < *first)
+			*first = p->seen[j].ms;
+	}
+	return copies;
+}
+
+/* Copies of message seq the sink recorded for remote recipient r, the first at *first. */
+static uint64_t remote_copies(const struct remote_rec *rr, size_t nrr, uint64_t seq, int64_t r,
+			      int64_t *first)
+{
+	struct remote_rec key = { seq, r, INT64_MIN };
+	size_t lo = 0, hi = nrr;
+	uint64_t copies = 0;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (cmp_remote(&rr[mid], &key) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t j = lo; j < nrr && rr[j].seq == seq && rr[j].rcpt == r; j++) {
+		copies++;
+		if (rr[j].ms < *first)
+			*first = rr[j].ms;
+	}
+	return copies;
+}
+
 static void account(struct mgr_point *p, const struct ml_cfg *c, const struct jv *sink,
 		    struct deliv *d)
 {
@@ -597,56 +645,23 @@ static void account(struct mgr_point *p, const struct ml_cfg *c, const struct jv
 		const struct mgr_sent *s = &p->sent[i];
 		bool measured = s->ack_ms >= ramp_end && s->ack_ms < steady_end;
 
-		if (s->submitted) {
-			d->submitted++;
-			d->submitted_steady += measured;
-		} else {
-			d->incoming++;
-		}
+		d->submitted += s->submitted;
+		d->submitted_steady += s->submitted && measured;
+		d->incoming += !s->submitted;
 		for (uint32_t k = 0; k < s->n; k++) {
-			int64_t r = p->rcpt[s->off + k];
-			uint64_t copies = 0;
-			int64_t first = INT64_MAX;
+			int64_t r = p->rcpt[s->off + k], first = INT64_MAX;
+			uint64_t copies;
 
 			if (r > 0) {
 				d->local++;
-				struct mgr_seen key = { s->seq, (uint32_t)r, 0, 0, 0 };
-				size_t lo = 0, hi = p->nseen;
-				while (lo < hi) { /* first entry >= (seq, user) */
-					size_t mid = (lo + hi) / 2;
-					if (cmp_seen(&p->seen[mid], &key) < 0)
-						lo = mid + 1;
-					else
-						hi = mid;
-				}
-				for (size_t j = lo; j < p->nseen && p->seen[j].seq == s->seq &&
-						    p->seen[j].user == (uint32_t)r; j++) {
-					bool same = j > lo && p->seen[j - 1].uidv == p->seen[j].uidv &&
-						    p->seen[j - 1].uid == p->seen[j].uid;
-					copies += !same;
-					if (p->seen[j].ms < first)
-						first = p->seen[j].ms;
-				}
+				copies = local_copies(p, s->seq, (uint32_t)r, &first);
 			} else {
 				d->remote++;
 				if (sink == NULL) {
 					d->unchecked++;
 					continue;
 				}
-				struct remote_rec key = { s->seq, r, INT64_MIN };
-				size_t lo = 0, hi = nrr;
-				while (lo < hi) {
-					size_t mid = (lo + hi) / 2;
-					if (cmp_remote(&rr[mid], &key) < 0)
-						lo = mid + 1;
-					else
-						hi = mid;
-				}
-				for (size_t j = lo; j < nrr && rr[j].seq == s->seq && rr[j].rcpt == r; j++) {
-					copies++;
-					if (rr[j].ms < first)
-						first = rr[j].ms;
-				}
+				copies = remote_copies(rr, nrr, s->seq, r, &first);
 			}
 			d->checked++;
 			if (copies == 0) {
@@ -654,8 +669,7 @@ static void account(struct mgr_point *p, const struct ml_cfg *c, const struct jv
 				continue;
 			}
 			d->delivered++;
-			if (copies > 1)
-				d->dup++;
+			d->dup += copies > 1;
 			if (measured)
 				histo_add(&p->delivery,
 					  (uint64_t)(first > s->ack_ms ? first - s->ack_ms : 0) * 1000);
@@ -716,19 +730,13 @@ static int cmp_err(const void *a, const void *b)
 	return x->n < y->n ? 1 : x->n > y->n ? -1 : 0;
 }
 
-bool mgr_point_finish(struct mgr_point *p, const struct ml_cfg *c, double pct,
-		      const struct jv *sink, const char *sink_note, struct buf *o)
+/* The functions array; adds up steps and failures, and the summary rules broken to why. */
+static bool put_point_functions(const struct mgr_point *p, struct buf *o, uint64_t *steps,
+				uint64_t *failed, struct buf *why)
 {
-	struct deliv d;
-	uint64_t steps = 0, failed = 0;
 	bool pass = true;
-	struct buf why;
 
-	buf_init(&why, 256, 1u << 16);
-	account(p, c, sink, &d);
-	buf_printf(o, "{\"pct\":%.0f,\"rate\":%.3f,\"users\":%" PRIu64 ",\"run_id\":%" PRIu64
-		      ",\"t0_ms\":%" PRIu64 ",\"functions\":[",
-		   pct, c->rate, c->users, c->run_id, c->t0_ms);
+	buf_puts(o, "\"functions\":[");
 	for (int f = 0; f < FN_DELIVERY; f++) {
 		const struct histo *h = &p->h[f];
 		uint64_t all = h->count + p->err[f];
@@ -736,64 +744,69 @@ bool mgr_point_finish(struct mgr_point *p, const struct ml_cfg *c, double pct,
 					     (double)all
 				   : 0;
 
-		steps += all;
-		failed += p->err[f];
+		*steps += all;
+		*failed += p->err[f];
 		if (f < FN_NSUMMARY && (all == 0 || share <= ML_REQUIRED_PCT)) {
 			pass = false;
-			buf_printf(&why, "%s\"%s: %s\"", why.len ? "," : "", ml_fns[f].name,
+			buf_printf(why, "%s\"%s: %s\"", why->len ? "," : "", ml_fns[f].name,
 				   all == 0 ? "no samples" : "not more than 95% inside the limit");
 		}
-		buf_printf(o, "%s{\"key\":\"%s\",\"name\":\"%s\",\"summary\":%s,\"limit_ms\":%u,", f ? "," : "",
-			   ml_fns[f].key, ml_fns[f].name, f < FN_NSUMMARY ? "true" : "false",
-			   ml_fns[f].limit_ms);
+		buf_printf(o, "%s{\"key\":\"%s\",\"name\":\"%s\",\"summary\":%s,\"limit_ms\":%u,",
+			   f ? "," : "", ml_fns[f].key, ml_fns[f].name,
+			   f < FN_NSUMMARY ? "true" : "false", ml_fns[f].limit_ms);
 		put_histo_fields(o, h, p->err[f], ml_fns[f].limit_ms);
 		buf_putc(o, '}');
 	}
-	/* lost and duplicated deliveries are failed steps too */
-	failed += d.lost + d.dup;
-	steps += d.checked;
-	uint64_t dwithin = histo_count_le(&p->delivery, ML_DELIVERY_LIMIT_MS * 1000ULL);
+	buf_putc(o, ']');
+	return pass;
+}
+
+/* The delivery rules: time within the limit, nothing lost or duplicated, error rate. */
+static bool point_rules(const struct mgr_point *p, const struct deliv *d, double erate,
+			struct buf *why)
+{
 	uint64_t dall = p->delivery.count;
+	uint64_t dwithin = histo_count_le(&p->delivery, ML_DELIVERY_LIMIT_MS * 1000ULL);
 	double dpct = dall ? 100.0 * (double)dwithin / (double)dall : 0;
-	double erate = steps ? 100.0 * (double)failed / (double)steps : 0;
+	bool pass = true;
+
 	if (dall == 0 || dpct <= ML_REQUIRED_PCT) {
 		pass = false;
-		buf_printf(&why, "%s\"Delivery Time: %s\"", why.len ? "," : "",
+		buf_printf(why, "%s\"Delivery Time: %s\"", why->len ? "," : "",
 			   dall == 0 ? "no deliveries checked" : "not more than 95% within 60 s");
 	}
 	if (erate >= ML_ERROR_RATE_MAX) {
 		pass = false;
-		buf_printf(&why, "%s\"Error Rate: %.2f%% (limit < 1%%)\"", why.len ? "," : "", erate);
+		buf_printf(why, "%s\"Error Rate: %.2f%% (limit < 1%%)\"", why->len ? "," : "", erate);
 	}
-	if (d.lost > 0 || d.dup > 0) {
+	if (d->lost > 0 || d->dup > 0) {
 		pass = false;
-		buf_printf(&why, "%s\"%" PRIu64 " lost, %" PRIu64 " duplicated\"", why.len ? "," : "",
-			   d.lost, d.dup);
+		buf_printf(why, "%s\"%" PRIu64 " lost, %" PRIu64 " duplicated\"", why->len ? "," : "",
+			   d->lost, d->dup);
 	}
-	buf_printf(o, "],\"delivery\":{\"limit_ms\":%d,\"checked\":%" PRIu64 ",\"delivered\":%" PRIu64
+	return pass;
+}
+
+static void put_point_delivery(const struct mgr_point *p, const struct ml_cfg *c,
+			       const struct deliv *d, const char *sink_note, struct buf *o)
+{
+	buf_printf(o, ",\"delivery\":{\"limit_ms\":%d,\"checked\":%" PRIu64 ",\"delivered\":%" PRIu64
 		      ",\"lost\":%" PRIu64 ",\"duplicated\":%" PRIu64 ",\"local\":%" PRIu64
 		      ",\"remote\":%" PRIu64 ",\"remote_unchecked\":%" PRIu64 ",\"remote_note\":",
-		   ML_DELIVERY_LIMIT_MS, d.checked, d.delivered, d.lost, d.dup, d.local, d.remote,
-		   d.unchecked);
+		   ML_DELIVERY_LIMIT_MS, d->checked, d->delivered, d->lost, d->dup, d->local,
+		   d->remote, d->unchecked);
 	json_put_str(o, sink_note != NULL ? sink_note : "");
 	buf_putc(o, ',');
 	put_histo_fields(o, &p->delivery, 0, ML_DELIVERY_LIMIT_MS);
 	buf_printf(o, "},\"messages\":{\"submitted\":%" PRIu64 ",\"submitted_steady\":%" PRIu64
 		      ",\"incoming\":%" PRIu64 ",\"measured_rate\":%.3f}",
-		   d.submitted, d.submitted_steady, d.incoming,
-		   c->steady_s ? (double)d.submitted_steady * 60.0 / (double)c->steady_s : 0.0);
-	if (p->nerrs > 1)
-		qsort(p->errs, p->nerrs, sizeof(*p->errs), cmp_err);
-	buf_printf(o, ",\"errors\":{\"steps\":%" PRIu64 ",\"failed\":%" PRIu64
-		      ",\"rate_pct\":%.4f,\"sessions_refused\":%" PRIu64 ",\"top\":[",
-		   steps, failed, erate, p->refused);
-	for (size_t i = 0; i < p->nerrs && i < 10; i++) {
-		buf_printf(o, "%s[\"%s\",", i ? "," : "",
-			   p->errs[i].fn >= 0 ? ml_fns[p->errs[i].fn].key : "?");
-		json_put_str(o, p->errs[i].msg);
-		buf_printf(o, ",%" PRIu64 "]", p->errs[i].n);
-	}
-	buf_puts(o, "]},\"server\":{\"smtp_greeting\":");
+		   d->submitted, d->submitted_steady, d->incoming,
+		   c->steady_s ? (double)d->submitted_steady * 60.0 / (double)c->steady_s : 0.0);
+}
+
+static void put_point_server(const struct mgr_point *p, struct buf *o)
+{
+	buf_puts(o, ",\"server\":{\"smtp_greeting\":");
 	json_put_str(o, p->smtp_greeting);
 	buf_puts(o, ",\"imap_greeting\":");
 	json_put_str(o, p->imap_greeting);
@@ -806,6 +819,40 @@ bool mgr_point_finish(struct mgr_point *p, const struct ml_cfg *c, double pct,
 	buf_puts(o, ",\"cipher\":");
 	json_put_str(o, p->tls_cipher);
 	buf_puts(o, "},");
+}
+
+bool mgr_point_finish(struct mgr_point *p, const struct ml_cfg *c, double pct,
+		      const struct jv *sink, const char *sink_note, struct buf *o)
+{
+	struct deliv d;
+	uint64_t steps = 0, failed = 0;
+	struct buf why;
+
+	buf_init(&why, 256, 1u << 16);
+	account(p, c, sink, &d);
+	buf_printf(o, "{\"pct\":%.0f,\"rate\":%.3f,\"users\":%" PRIu64 ",\"run_id\":%" PRIu64
+		      ",\"t0_ms\":%" PRIu64 ",",
+		   pct, c->rate, c->users, c->run_id, c->t0_ms);
+	bool pass = put_point_functions(p, o, &steps, &failed, &why);
+	/* lost and duplicated deliveries are failed steps too */
+	failed += d.lost + d.dup;
+	steps += d.checked;
+	double erate = steps ? 100.0 * (double)failed / (double)steps : 0;
+	pass &= point_rules(p, &d, erate, &why);
+	put_point_delivery(p, c, &d, sink_note, o);
+	if (p->nerrs > 1)
+		qsort(p->errs, p->nerrs, sizeof(*p->errs), cmp_err);
+	buf_printf(o, ",\"errors\":{\"steps\":%" PRIu64 ",\"failed\":%" PRIu64
+		      ",\"rate_pct\":%.4f,\"sessions_refused\":%" PRIu64 ",\"top\":[",
+		   steps, failed, erate, p->refused);
+	for (size_t i = 0; i < p->nerrs && i < 10; i++) {
+		buf_printf(o, "%s[\"%s\",", i ? "," : "",
+			   p->errs[i].fn >= 0 ? ml_fns[p->errs[i].fn].key : "?");
+		json_put_str(o, p->errs[i].msg);
+		buf_printf(o, ",%" PRIu64 "]", p->errs[i].n);
+	}
+	buf_puts(o, "]}");
+	put_point_server(p, o);
 	put_ts(o, p);
 	buf_printf(o, ",\"agent_clocks\":[%s]", buf_cstr(&p->clocks));
 	buf_printf(o, ",\"pass\":%s,\"reasons\":[%s]}", pass ? "true" : "false", buf_cstr(&why));

@@ -179,6 +179,51 @@ static bool atom_char(char c)
 	       c != '\r' && (unsigned char)c >= 0x20;
 }
 
+/* A quoted string; t->p is past the opening quote. */
+static enum itok_type itok_quoted(struct itok *t)
+{
+	const char *q = t->p;
+
+	while (q < t->end && *q != '"') {
+		if (*q == '\\' && q + 1 < t->end)
+			q++;
+		q++;
+	}
+	if (q >= t->end)
+		return t->type = IT_BAD;
+	t->s = t->p;
+	t->len = (size_t)(q - t->p);
+	t->p = q + 1;
+	return t->type = IT_STRING;
+}
+
+/* A literal as imap_rparser stores it: "{n}\n" and its bytes, or "{n}" when dropped. */
+static enum itok_type itok_literal(struct itok *t)
+{
+	uint64_t n = 0;
+	const char *q = t->p + 1;
+
+	while (q < t->end && *q >= '0' && *q <= '9')
+		n = n * 10 + (uint64_t)(*q++ - '0');
+	if (q >= t->end || *q != '}')
+		return t->type = IT_BAD;
+	q++;
+	t->literal = true;
+	t->litlen = n;
+	t->s = q;
+	t->len = 0;
+	t->p = q;
+	if (q < t->end && *q == '\n') { /* kept */
+		q++;
+		if ((uint64_t)(t->end - q) < n)
+			return t->type = IT_BAD;
+		t->s = q;
+		t->len = (size_t)n;
+		t->p = q + n;
+	}
+	return t->type = IT_STRING;
+}
+
 enum itok_type itok_next(struct itok *t)
 {
 	t->literal = false;
@@ -194,43 +239,11 @@ enum itok_type itok_next(struct itok *t)
 		return t->type = c == '(' ? IT_LPAREN : IT_RPAREN;
 	}
 	if (c == '"') {
-		const char *q = ++t->p;
-		while (q < t->end && *q != '"') {
-			if (*q == '\\' && q + 1 < t->end)
-				q++;
-			q++;
-		}
-		if (q >= t->end)
-			return t->type = IT_BAD;
-		t->s = t->p;
-		t->len = (size_t)(q - t->p);
-		t->p = q + 1;
-		return t->type = IT_STRING;
+		t->p++;
+		return itok_quoted(t);
 	}
-	if (c == '{') {
-		uint64_t n = 0;
-		const char *q = t->p + 1;
-		while (q < t->end && *q >= '0' && *q <= '9')
-			n = n * 10 + (uint64_t)(*q++ - '0');
-		if (q >= t->end || *q != '}')
-			return t->type = IT_BAD;
-		q++;
-		t->literal = true;
-		t->litlen = n;
-		if (q < t->end && *q == '\n') { /* kept */
-			q++;
-			if ((uint64_t)(t->end - q) < n)
-				return t->type = IT_BAD;
-			t->s = q;
-			t->len = (size_t)n;
-			t->p = q + n;
-		} else {
-			t->s = q;
-			t->len = 0;
-			t->p = q;
-		}
-		return t->type = IT_STRING;
-	}
+	if (c == '{')
+		return itok_literal(t);
 	const char *q = t->p;
 	int depth = 0;
 	while (q < t->end && (atom_char(*q) || (depth > 0 && *q != '\n'))) {
