@@ -19,6 +19,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heronlib import free_port, run_tests  # noqa: E402
+
 EXE = sys.argv[1]
 TMP = tempfile.mkdtemp(prefix="heron-ml-auth-")
 GOOD = b"correct horse battery staple 0123456789"
@@ -31,12 +34,6 @@ def write_secret(name, data, mode=0o600):
     os.close(fd)
     os.chmod(path, mode)
     return path
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def mac(secret, role, nonce):
@@ -74,19 +71,6 @@ def main():
     agent = subprocess.Popen([EXE, "agent", "--listen", f"127.0.0.1:{port}",
                               "--secret-file", good],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    failed = 0
-
-    def check(name, fn):
-        nonlocal failed
-        try:
-            fn()
-            print(f"ok   {name}", flush=True)
-        except Exception as e:  # report every check, fail at the end
-            import traceback
-            traceback.print_exc()
-            print(f"FAIL {name}: {e}", flush=True)
-            failed += 1
-
     def test_command_before_auth_refused():
         c = Conn(port)
         hello = c.read()
@@ -169,11 +153,12 @@ def main():
         assert r.returncode == 2 and "shorter" in r.stderr, r.stderr
 
     try:
-        for t in (test_command_before_auth_refused, test_wrong_mac_refused,
-                  test_replayed_mac_refused, test_right_mac_accepted_and_agent_proves_secret,
-                  test_manager_with_wrong_secret_refused, test_remote_agents_need_a_secret,
-                  test_agent_needs_a_private_secret_file):
-            check(t.__name__, t)
+        failed = run_tests([test_command_before_auth_refused, test_wrong_mac_refused,
+                            test_replayed_mac_refused,
+                            test_right_mac_accepted_and_agent_proves_secret,
+                            test_manager_with_wrong_secret_refused,
+                            test_remote_agents_need_a_secret,
+                            test_agent_needs_a_private_secret_file])
         assert agent.poll() is None, "the agent died: " + agent.stderr.read().decode()[-2000:]
     finally:
         agent.terminate()
@@ -183,7 +168,7 @@ def main():
             agent.kill()
             agent.wait()
         shutil.rmtree(TMP, ignore_errors=True)
-    return 1 if failed else 0
+    return failed
 
 
 if __name__ == "__main__":

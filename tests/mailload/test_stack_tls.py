@@ -16,8 +16,8 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
-from stacklib import Stack, run_tests  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heronlib import Stack, run_tests  # noqa: E402
 
 ROOT, BUILD = sys.argv[1:3]
 USERS = 40
