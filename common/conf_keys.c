@@ -165,7 +165,7 @@ const struct conf_key conf_keys[] = {
 	{ "imapd", "max_connections_per_ip", CONF_INT, 1, 10000000, "1000", NULL,
 	  "concurrent connections from one client address, all workers (more get BYE)" },
 	{ "imapd", "max_connections_per_user", CONF_INT, 1, 100000, "20", NULL,
-	  "concurrent sessions of one user (per worker)" },
+	  "concurrent sessions of one user, all workers (more get NO [LIMIT] at login)" },
 	{ "imapd", "allow_plaintext_auth", CONF_BOOL, 0, 0, "no", NULL,
 	  "allow LOGIN/AUTHENTICATE without TLS" },
 	{ "imapd", "login_timeout", CONF_DURATION, 1 * SEC, 1 * HOUR, "60s", NULL,

@@ -1,6 +1,6 @@
 /* imapd.c — owns main: `imapd -c heron.conf [-f] [-t]`. The master reads the config, binds the
  * imap (STARTTLS) and imaps (implicit TLS) listeners, builds the TLS context, maps the table
- * the workers share (connections, failed logins) and runs the workers (imap_server.c). */
+ * the workers share (connections, failed logins, sessions per user) and runs the workers (imap_server.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,7 +49,9 @@ int main(int argc, char **argv)
 	wa.plain = &plain;
 	wa.tls = &tls;
 	wa.workers = (unsigned)conf_int(conf, "imapd", "workers");
-	wa.shared = shmtable_new(net_shm_slots((size_t)conf_int(conf, "imapd", "max_connections")),
+	/* room for the addresses and the users of max_connections sessions */
+	wa.shared = shmtable_new(2 * net_shm_slots((size_t)conf_int(conf, "imapd",
+								    "max_connections")),
 				 wa.workers, NET_SHM_KEY_MAX, IMAP_PENALTY_FORGET_MS);
 	memset(&ops, 0, sizeof(ops));
 	ops.ident = "imapd";
