@@ -1,9 +1,11 @@
 /* daemon.c — owns process life: command line, config load and -t, logging start, pidfile,
- * privilege drop, and the master that forks, restarts, signals and reaps workers. */
+ * privilege drop, the descriptor limit (RLIMIT_NOFILE), and the master that forks, restarts,
+ * signals and reaps workers. */
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <inttypes.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdint.h>
@@ -12,6 +14,7 @@
 #include <stdnoreturn.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -30,6 +33,44 @@
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 10000
 #define HEALTHY_MS 10000 /* a worker that lived this long resets its slot's backoff */
+
+uint64_t daemon_nofile_target(uint64_t need, uint64_t soft, uint64_t hard)
+{
+	if (soft >= need)
+		return soft;
+	return hard >= need ? need : hard;
+}
+
+uint64_t daemon_nofile_ensure(const char *ident, uint64_t max_conns)
+{
+	uint64_t need = max_conns * DAEMON_NOFILE_PER_CONN + DAEMON_NOFILE_MARGIN;
+	uint64_t soft, hard, target;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+		log_warn("%s: getrlimit nofile", ident);
+		return 0;
+	}
+	soft = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
+	hard = rl.rlim_max == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_max;
+	target = daemon_nofile_target(need, soft, hard);
+	if (target != soft) {
+		rl.rlim_cur = (rlim_t)target;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+			log_warn("%s: setrlimit nofile %" PRIu64, ident, target);
+			target = soft;
+		} else {
+			log_info("%s: descriptor limit raised from %" PRIu64 " to %" PRIu64, ident,
+				 soft, target);
+		}
+	}
+	if (target < need)
+		log_warnx("%s: descriptor limit %" PRIu64 " (hard %" PRIu64 ") is below the %" PRIu64
+			  " that [%s] max_connections = %" PRIu64 " needs; raise the hard limit "
+			  "(ulimit -Hn, LimitNOFILE=) or lower max_connections",
+			  ident, target, hard, need, ident, max_conns);
+	return target;
+}
 
 static void master_spawn(unsigned i);
 static void master_sigchld_cb(evutil_socket_t sig, short what, void *arg);

@@ -1,6 +1,6 @@
 /* daemon.h — what every Heron daemon shares: the command line (-c, -f, -t), loading the config
  * and starting the log, the pidfile, dropping privileges, and the master that forks, watches
- * and signals N workers.
+ * and signals N workers, and the descriptor limit for a daemon's connections.
  *
  * Shape of a daemon's main():
  *
@@ -24,6 +24,7 @@
 #define HERON_DAEMON_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include <event2/event.h>
 
@@ -59,6 +60,23 @@ int daemon_drop_privileges(const char *user, char **error_r);
 int daemon_pidfile_create(const char *path, char **error_r);
 /* Unlinks path and closes fd (the master at exit). */
 void daemon_pidfile_remove(const char *path, int fd);
+
+/* Descriptors: a connection may hold DAEMON_NOFILE_PER_CONN (its socket, and a message or
+   spool file it reads or writes), and a process needs DAEMON_NOFILE_MARGIN more (listeners,
+   the store, the log, the directory, the spare descriptor of net.c). */
+#define DAEMON_NOFILE_PER_CONN 2
+#define DAEMON_NOFILE_MARGIN 64
+
+/* The soft RLIMIT_NOFILE to set so that a process has need descriptors, given its soft and
+   hard limits now: soft when it suffices, need when the hard limit allows it, else hard (the
+   most there is; not enough). */
+uint64_t daemon_nofile_target(uint64_t need, uint64_t soft, uint64_t hard);
+
+/* At start (the master, before daemon_run: workers inherit it): makes RLIMIT_NOFILE's soft
+   limit enough for max_conns connections in one process (any one worker may hold them all),
+   raising it toward the hard limit; when even the hard limit is too low, log_warnx says so,
+   naming ident's [section] max_connections. Returns the soft limit in force. */
+uint64_t daemon_nofile_ensure(const char *ident, uint64_t max_conns);
 
 struct daemon_worker;
 

@@ -32,6 +32,7 @@ int main(int argc, char **argv)
 	daemon_args_parse(argc, argv, "imapd", &args);
 	conf = daemon_conf_load(&args);
 	memset(&wa, 0, sizeof(wa));
+	daemon_nofile_ensure("imapd", (uint64_t)conf_int(conf, "imapd", "max_connections"));
 	tls_conf_from(&tc, conf);
 	if (tc.cert != NULL && tc.cert[0] != '\0' &&
 	    (wa.tls_ctx = tls_server_ctx_new(&tc, &error)) == NULL)

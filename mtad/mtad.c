@@ -214,6 +214,7 @@ int main(int argc, char **argv)
 		snprintf(mm.hostname, sizeof(mm.hostname), "%s", hn);
 	else if (gethostname(mm.hostname, sizeof(mm.hostname) - 1) < 0)
 		snprintf(mm.hostname, sizeof(mm.hostname), "localhost");
+	daemon_nofile_ensure("mtad", (uint64_t)conf_int(mm.conf, "mtad", "max_connections"));
 	bind_listeners(&mm);
 	ops.workers = (unsigned)conf_int(mm.conf, "mtad", "workers");
 	mm.shared = shmtable_new(MTAD_SHARED_SLOTS, ops.workers, MTAD_SHARED_KEY_MAX,
