@@ -34,6 +34,57 @@
 #define BACKOFF_MAX_MS 10000
 #define HEALTHY_MS 10000 /* a worker that lived this long resets its slot's backoff */
 
+struct conf *daemon_conf_reload(const char *path, const char *who)
+{
+	struct conf *c = NULL;
+	char *err = NULL;
+
+	if (conf_load(path, &c, &err) < 0) {
+		log_warnx("%s: reload of %s failed, the old config stays: %s", who, path, err);
+		free(err);
+		return NULL;
+	}
+	return c;
+}
+
+static bool in_sections(const char *section, const char *const *sections)
+{
+	for (; *sections != NULL; sections++)
+		if (strcmp(section, *sections) == 0)
+			return true;
+	return false;
+}
+
+void daemon_conf_report(const char *ident, const struct conf *old, const struct conf *new,
+			const char *const *sections,
+			enum daemon_reload (*how)(const char *section, const char *key))
+{
+	for (size_t i = 0; i < conf_nkeys; i++) {
+		const struct conf_key *k = &conf_keys[i];
+		const char *now = conf_text(new, k->section, k->name);
+
+		if (!in_sections(k->section, sections) ||
+		    strcmp(conf_text(old, k->section, k->name), now) == 0)
+			continue;
+		switch (how(k->section, k->name)) {
+		case DAEMON_RELOAD_APPLIED:
+			log_info("%s reload: [%s] %s = %s", ident, k->section, k->name, now);
+			break;
+		case DAEMON_RELOAD_PARTLY:
+			log_info("%s reload: [%s] %s changed (the directory reloads what it can)",
+				 ident, k->section, k->name);
+			break;
+		case DAEMON_RELOAD_RESTART:
+		case DAEMON_RELOAD_LISTEN:
+			log_warnx("%s reload: [%s] %s changed: it takes effect only when %s is "
+				  "restarted%s", ident, k->section, k->name, ident,
+				  how(k->section, k->name) == DAEMON_RELOAD_LISTEN
+				  ? " (listeners are bound at start)" : "");
+			break;
+		}
+	}
+}
+
 uint64_t daemon_nofile_target(uint64_t need, uint64_t soft, uint64_t hard)
 {
 	if (soft >= need)

@@ -48,6 +48,26 @@ void daemon_args_parse(int argc, char **argv, const char *ident, struct daemon_a
    (target, level, facility; -f forces stderr) and returns the config (the caller owns it). */
 struct conf *daemon_conf_load(const struct daemon_args *a);
 
+/* SIGHUP: loads path again; NULL (logged "who: reload of PATH failed, the old config stays:
+   REASON") when the file has an error. */
+struct conf *daemon_conf_reload(const char *path, const char *who);
+
+/* What a SIGHUP does with a changed key (daemon_conf_report). */
+enum daemon_reload {
+	DAEMON_RELOAD_APPLIED, /* applies from now on: logged with its new value */
+	DAEMON_RELOAD_PARTLY,  /* its owner reloads what it can (the directory): logged */
+	DAEMON_RELOAD_RESTART, /* waits for a restart: warned */
+	DAEMON_RELOAD_LISTEN,  /* a listener: waits for a restart (bound at start): warned */
+};
+
+/* Logs each key of sections (NULL-terminated) whose text differs between old and new, as
+   how(section, key) says: "IDENT reload: [s] k = v", "... [s] k changed (the directory
+   reloads what it can)" or the warning "... [s] k changed: it takes effect only when IDENT is
+   restarted". */
+void daemon_conf_report(const char *ident, const struct conf *old, const struct conf *new,
+			const char *const *sections,
+			enum daemon_reload (*how)(const char *section, const char *key));
+
 /* Privilege drop: when running as root and user is not empty, switches to user (initgroups,
    setgid, setuid) and checks root cannot be regained; otherwise does nothing. -1 with
    *error_r (malloc'd) on an unknown user or a failed call. */

@@ -67,7 +67,9 @@ enum imap_cmdflag {
 };
 
 struct imap_server {
-	struct conf *conf;
+	struct conf *conf;          /* in force: the master's, or reloaded (then also below) */
+	struct conf *reloaded;      /* owned: the config the last SIGHUP loaded, or NULL */
+	const char *conf_path;      /* the file SIGHUP reads again; NULL: no reload */
 	struct event_base *base;
 	struct store *store;
 	struct store_gc *gc;        /* group commit of APPEND, STORE, EXPUNGE */
@@ -75,6 +77,7 @@ struct imap_server {
 	struct event *watch_ev;
 	struct ldapauth *auth;
 	void *tls_ctx;              /* SSL_CTX when [tls] cert is set */
+	bool tls_ctx_owned;         /* built by a SIGHUP here: freed with the worker */
 	bool allow_plaintext;
 	struct imap_parser_limits lim;
 	uint64_t max_append;
