@@ -13,54 +13,76 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
-#include <event2/listener.h>
-#include <openssl/err.h>
 
 #include "common/log.h"
+#include "common/net.h"
 #include "common/str.h"
+#include "common/tls.h"
 #include "common/xmalloc.h"
 #include "mailload/agent.h"
 #include "mailload/json.h"
 
-#define CTL_LINE_MAX (1u << 20)
-
 static void ag_tick_cb(evutil_socket_t fd, short what, void *arg);
 
-static int resolve(const char *host, uint64_t port, struct sockaddr_storage *ss, socklen_t *len)
+/* The server's address as numeric text, resolved once here so that no connection waits
+   for a resolver. */
+static int server_set(struct ag_server *sv, const char *host, uint64_t port)
 {
 	struct addrinfo hints, *res;
-	char ps[16];
 
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
-	snprintf(ps, sizeof(ps), "%" PRIu64, port);
-	if (getaddrinfo(host, ps, &hints, &res) != 0)
+	if (getaddrinfo(host, NULL, &hints, &res) != 0)
 		return -1;
-	memcpy(ss, res->ai_addr, res->ai_addrlen);
-	*len = (socklen_t)res->ai_addrlen;
+	int rc = getnameinfo(res->ai_addr, res->ai_addrlen, sv->host, sizeof(sv->host), NULL, 0,
+			     NI_NUMERICHOST);
 	freeaddrinfo(res);
+	snprintf(sv->port, sizeof(sv->port), "%" PRIu64, port);
+	return rc == 0 && port > 0 && port <= 65535 ? 0 : -1;
+}
+
+/* TLS per server: "starttls" upgrades every connection; "implicit" speaks TLS from the first
+   byte on submission and IMAP (ports 465, 993) while port 25, which has no implicit form,
+   keeps STARTTLS. */
+static int agent_setup_servers(struct agent *ag, const struct ml_cfg *c, const char **error_r)
+{
+	char *err = NULL;
+
+	ag->tls = strcmp(c->tls, "implicit") == 0   ? AG_TLS_IMPLICIT
+		  : strcmp(c->tls, "starttls") == 0 ? AG_TLS_STARTTLS
+						     : AG_TLS_NONE;
+	if (server_set(&ag->srv[CONN_SMTP], c->smtp_host, c->smtp_port) < 0 ||
+	    server_set(&ag->srv[CONN_SUBMIT], c->submit_host, c->submit_port) < 0 ||
+	    server_set(&ag->srv[CONN_IMAP], c->imap_host, c->imap_port) < 0) {
+		*error_r = "cannot resolve a server address";
+		return -1;
+	}
+	for (int i = 0; i < CONN_COUNT; i++) {
+		ag->srv[i].implicit = ag->tls == AG_TLS_IMPLICIT && i != CONN_SMTP;
+		ag->srv[i].starttls = ag->tls != AG_TLS_NONE && !ag->srv[i].implicit;
+	}
+	if (ag->tls == AG_TLS_NONE)
+		return 0;
+	ag->ssl = tls_client_ctx_new(&(struct tls_conf){ 0 }, TLS_VERIFY_NONE, &err);
+	if (ag->ssl == NULL) {
+		log_warnx("agent: TLS client context: %s", err);
+		free(err);
+		*error_r = "cannot make a TLS client context";
+		return -1;
+	}
 	return 0;
 }
 
 int agent_setup(struct agent *ag, const struct ml_cfg *c, const char **error_r)
 {
 	ag->cfg = *c;
-	if (resolve(c->smtp_host, c->smtp_port, &ag->sa_smtp, &ag->salen_smtp) < 0 ||
-	    resolve(c->submit_host, c->submit_port, &ag->sa_submit, &ag->salen_submit) < 0 ||
-	    resolve(c->imap_host, c->imap_port, &ag->sa_imap, &ag->salen_imap) < 0) {
-		*error_r = "cannot resolve a server address";
-		return -1;
-	}
 	if (c->user_hi <= c->user_lo || c->user_hi > c->users + 1 || c->user_lo == 0) {
 		*error_r = "bad user range";
 		return -1;
 	}
-	if (strcmp(c->tls, "none") != 0) {
-		ag->ssl = SSL_CTX_new(TLS_client_method());
-		SSL_CTX_set_verify(ag->ssl, SSL_VERIFY_NONE, NULL); /* load, not trust: any cert */
-	}
+	if (agent_setup_servers(ag, c, error_r) < 0)
+		return -1;
 	ml_msggen_init();
 	ml_msg_init(&ag->msg);
 	ml_rng_seed(&ag->rng, c->seed, 1000003 + c->agent);
@@ -94,8 +116,7 @@ void agent_free(struct agent *ag)
 	free(ag->seen_set);
 	free(ag->wait);
 	ml_msg_release(&ag->msg);
-	if (ag->ssl != NULL)
-		SSL_CTX_free(ag->ssl);
+	tls_ctx_free(&ag->ssl);
 	if (ag->tick != NULL)
 		event_free(ag->tick);
 }
@@ -129,31 +150,59 @@ uint64_t ag_init_seq(uint32_t user, uint32_t folder, uint32_t idx)
 }
 
 /* ---- connections ---- */
-int ag_connect(struct agent *ag, int which, struct bufferevent **bev_r)
+struct net_connect *ag_connect(struct agent *ag, int which,
+			       void (*cb)(struct bufferevent *bev, const char *error, void *arg),
+			       void *arg)
 {
-	const struct sockaddr_storage *sa = which == CONN_SMTP	  ? &ag->sa_smtp
-					    : which == CONN_SUBMIT ? &ag->sa_submit
-								   : &ag->sa_imap;
-	socklen_t len = which == CONN_SMTP     ? ag->salen_smtp
-			: which == CONN_SUBMIT ? ag->salen_submit
-					       : ag->salen_imap;
-	struct bufferevent *bev;
+	const struct ag_server *sv = &ag->srv[which];
 
-	if (strcmp(ag->cfg.tls, "implicit") == 0) {
-		SSL *ssl = SSL_new(ag->ssl);
-		bev = bufferevent_openssl_socket_new(ag->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
-						     BEV_OPT_CLOSE_ON_FREE);
-	} else {
-		bev = bufferevent_socket_new(ag->base, -1, BEV_OPT_CLOSE_ON_FREE);
-	}
-	if (bev == NULL)
-		return -1;
-	if (bufferevent_socket_connect(bev, (const struct sockaddr *)sa, (int)len) < 0) {
+	return net_connect(ag->base, NULL, sv->host, sv->port, (int)ag->cfg.timeout_s * 1000, cb,
+			   arg);
+}
+
+struct bufferevent *ag_connected(struct agent *ag, int which, struct bufferevent *bev)
+{
+	struct bufferevent *tb;
+
+	if (!ag->srv[which].implicit)
+		return bev;
+	if ((tb = tls_starttls_client(bev, ag->ssl, NULL, NULL)) == NULL) {
 		bufferevent_free(bev);
-		return -1;
+		ag->tls_fail[which == CONN_IMAP]++;
 	}
-	*bev_r = bev;
-	return 0;
+	return tb;
+}
+
+struct bufferevent *ag_starttls(struct agent *ag, struct bufferevent *plain)
+{
+	return tls_starttls_client(plain, ag->ssl, NULL, NULL);
+}
+
+bool ag_tls_event(struct agent *ag, struct bufferevent *bev, short what, int imap, char *why,
+		  size_t n)
+{
+	if (!tls_is_tls(bev))
+		return (what & BEV_EVENT_CONNECTED) != 0;
+	if (what & BEV_EVENT_CONNECTED) {
+		ag->tls_ok[imap]++;
+		if (ag->tls_proto[0] == '\0') {
+			const char *proto, *cipher;
+
+			tls_peer_info(bev, &proto, &cipher, NULL);
+			str_lcpy(ag->tls_proto, proto != NULL ? proto : "", sizeof(ag->tls_proto));
+			str_lcpy(ag->tls_cipher, cipher != NULL ? cipher : "",
+				 sizeof(ag->tls_cipher));
+		}
+		return true;
+	}
+	if ((what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) &&
+	    !SSL_is_init_finished(bufferevent_openssl_get_ssl(bev))) {
+		char e[160];
+
+		ag->tls_fail[imap]++;
+		snprintf(why, n, "TLS handshake failed: %s", tls_error(bev, e, sizeof(e)));
+	}
+	return false;
 }
 
 /* ---- accounting ---- */
@@ -515,7 +564,7 @@ void ag_init_user_done(struct agent *ag)
 	init_pump(ag);
 }
 
-static void ag_start(struct agent *ag, int64_t t0_ms)
+void ag_start(struct agent *ag, int64_t t0_ms)
 {
 	const struct ml_cfg *c = &ag->cfg;
 
@@ -561,241 +610,5 @@ static void ag_tick_cb(evutil_socket_t fd, short what, void *arg)
 	if (now - last_kick > 1000) {
 		last_kick = now;
 		probe_kick(ag);
-	}
-}
-
-/* ---- control protocol ---- */
-static const char *phase_name(enum ag_phase p)
-{
-	static const char *const n[] = { "idle", "ramp-up", "steady", "ramp-down", "drain",
-					 "done" };
-	return n[p];
-}
-
-static void put_status(struct agent *ag, struct buf *o)
-{
-	buf_printf(o, "{\"ok\":true,\"phase\":\"%s\",\"open_smtp\":%u,\"open_imap\":%u,"
-		      "\"probes\":%u,\"steps\":%" PRIu64 ",\"errors\":%" PRIu64
-		      ",\"sent\":%zu,\"waiting\":%zu,\"init_done\":%u,\"init_msgs\":%" PRIu64
-		      ",\"users\":%u,\"now_ms\":%" PRId64,
-		   phase_name(ag->phase), ag->open_smtp, ag->open_imap, ag->probes_open,
-		   ag->steps_all, ag->errors_all, ag->nsent, ag->nwait, ag->init_done,
-		   ag->init_msgs, ag->nusers, ml_now_ms());
-	/* worst summary function so far */
-	double worst = 101;
-	int wf = -1;
-	for (int f = 0; f < FN_NSUMMARY; f++) {
-		uint64_t n = ag->h[f].count + ag->err[f];
-		if (n == 0)
-			continue;
-		double pct = 100.0 * (double)histo_count_le(&ag->h[f], ml_fns[f].limit_ms * 1000ULL) /
-			     (double)n;
-		if (pct < worst) {
-			worst = pct;
-			wf = f;
-		}
-	}
-	if (wf >= 0)
-		buf_printf(o, ",\"worst\":\"%s\",\"worst_pct\":%.2f", ml_fns[wf].key, worst);
-	buf_puts(o, "}\n");
-}
-
-static void put_results(struct agent *ag, struct buf *o)
-{
-	buf_printf(o, "{\"ok\":true,\"agent\":%" PRIu64 ",\"functions\":{", ag->cfg.agent);
-	for (int f = 0; f < FN_COUNT; f++) {
-		buf_printf(o, "%s\"%s\":{\"errors\":%" PRIu64 ",\"histo\":", f ? "," : "",
-			   ml_fns[f].key, ag->err[f]);
-		struct buf h;
-		buf_init(&h, 256, 1u << 20);
-		histo_serialize(&ag->h[f], &h);
-		json_put_str(o, buf_cstr(&h));
-		buf_release(&h);
-		buf_putc(o, '}');
-	}
-	buf_puts(o, "},\"errtop\":[");
-	bool first = true;
-	for (int i = 0; i < ERRTOP_MAX; i++) {
-		if (ag->errtop[i].n == 0)
-			continue;
-		buf_printf(o, "%s[\"%s\",", first ? "" : ",", ml_fns[ag->errtop[i].fn].key);
-		json_put_str(o, ag->errtop[i].msg);
-		buf_printf(o, ",%" PRIu64 "]", ag->errtop[i].n);
-		first = false;
-	}
-	buf_printf(o, "],\"ts_step_s\":%u,\"ts\":[", ag->ts_step_s);
-	for (uint32_t i = 0; i < ag->nts; i++) {
-		const struct ag_ts *t = &ag->ts[i];
-		buf_printf(o, "%s[%u,%u,%u,%u,[", i ? "," : "", t->steps[0], t->errors[0],
-			   t->steps[1], t->errors[1]);
-		for (int p = 0; p < 2; p++)
-			for (int b = 0; b < TS_LB; b++)
-				buf_printf(o, "%s%u", p + b ? "," : "", t->lb[p][b]);
-		buf_puts(o, "]]");
-	}
-	buf_puts(o, "],\"sent\":[");
-	for (size_t i = 0; i < ag->nsent; i++) {
-		const struct ag_sent *s = &ag->sent[i];
-		buf_printf(o, "%s[%" PRIu64 ",%" PRId64 ",%" PRId64 ",%d,[", i ? "," : "", s->seq,
-			   s->sent_ms, s->ack_ms, s->submitted ? 1 : 0);
-		for (uint32_t r = 0; r < s->nrcpt; r++)
-			buf_printf(o, "%s%" PRId64, r ? "," : "", ag->rcpts[s->rcpt_off + r]);
-		buf_puts(o, "]]");
-	}
-	buf_puts(o, "],\"seen\":[");
-	for (size_t i = 0; i < ag->nseen; i++) {
-		const struct ag_seen *s = &ag->seen[i];
-		buf_printf(o, "%s[%" PRIu64 ",%u,%u,%u,%" PRId64 "]", i ? "," : "", s->seq, s->user,
-			   s->uidvalidity, s->uid, s->ms);
-	}
-	buf_puts(o, "],\"server\":{\"smtp_greeting\":");
-	json_put_str(o, ag->smtp_greeting);
-	buf_puts(o, ",\"imap_greeting\":");
-	json_put_str(o, ag->imap_greeting);
-	buf_puts(o, ",\"imap_capability\":");
-	json_put_str(o, ag->imap_caps);
-	buf_printf(o, "},\"sessions_refused\":%" PRIu64 "}\n", ag->sessions_refused);
-}
-
-static void ctl_reply(struct agent *ag, struct buf *o)
-{
-	bufferevent_write(ag->ctl, o->data, o->len);
-}
-
-static void ctl_command(struct agent *ag, const char *line, size_t len)
-{
-	struct jv *req = NULL;
-	const char *err = NULL, *cmd;
-	struct buf o;
-
-	buf_init(&o, 256, (size_t)1 << 34);
-	if (jv_parse(line, len, &req, &err) < 0) {
-		buf_puts(&o, "{\"ok\":false,\"error\":");
-		json_put_str(&o, err);
-		buf_puts(&o, "}\n");
-		goto out;
-	}
-	cmd = jv_str(req, "cmd", "");
-	if (strcmp(cmd, "setup") == 0) {
-		struct ml_cfg c;
-		ml_cfg_defaults(&c, "small");
-		if (ag->users != NULL)
-			err = "already set up";
-		else if (ml_cfg_from_json(&c, jv_get(req, "cfg")) < 0)
-			err = "bad cfg";
-		else
-			agent_setup(ag, &c, &err);
-	} else if (strcmp(cmd, "start") == 0) {
-		if (ag->users == NULL || ag->phase != PH_IDLE)
-			err = "not set up, or started already";
-		else
-			ag_start(ag, jv_int(req, "t0_ms", ml_now_ms()));
-	} else if (strcmp(cmd, "status") == 0) {
-		put_status(ag, &o);
-		goto out;
-	} else if (strcmp(cmd, "results") == 0) {
-		put_results(ag, &o);
-		goto out;
-	} else if (strcmp(cmd, "quit") == 0) {
-		ag->quit = true;
-		event_base_loopexit(ag->base, NULL);
-	} else {
-		err = "unknown command";
-	}
-	if (err != NULL) {
-		buf_puts(&o, "{\"ok\":false,\"error\":");
-		json_put_str(&o, err);
-		buf_puts(&o, "}\n");
-	} else {
-		buf_puts(&o, "{\"ok\":true}\n");
-	}
-out:
-	ctl_reply(ag, &o);
-	buf_release(&o);
-	jv_free(&req);
-}
-
-static void ctl_read_cb(struct bufferevent *bev, void *arg)
-{
-	struct agent *ag = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
-
-	for (;;) {
-		size_t eol_len;
-		struct evbuffer_ptr eol = evbuffer_search_eol(in, NULL, &eol_len, EVBUFFER_EOL_LF);
-
-		if (eol.pos == -1) {
-			if (evbuffer_get_length(in) > CTL_LINE_MAX) {
-				log_warnx("agent control line too long; closing");
-				event_base_loopexit(ag->base, NULL);
-			}
-			return;
-		}
-		char *line = xmalloc((size_t)eol.pos + 1);
-		evbuffer_remove(in, line, (size_t)eol.pos);
-		evbuffer_drain(in, eol_len);
-		ctl_command(ag, line, (size_t)eol.pos);
-		free(line);
-	}
-}
-
-static void ctl_event_cb(struct bufferevent *bev, short what, void *arg)
-{
-	struct agent *ag = arg;
-
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
-		log_info("agent%" PRIu64 " manager went away; stopping", ag->cfg.agent);
-		event_base_loopexit(ag->base, NULL);
-	}
-}
-
-int agent_serve_fd(int fd)
-{
-	struct agent ag;
-
-	memset(&ag, 0, sizeof(ag));
-	ag.base = event_base_new();
-	evutil_make_socket_nonblocking(fd);
-	ag.ctl = bufferevent_socket_new(ag.base, fd, BEV_OPT_CLOSE_ON_FREE);
-	bufferevent_setcb(ag.ctl, ctl_read_cb, NULL, ctl_event_cb, &ag);
-	bufferevent_enable(ag.ctl, EV_READ);
-	event_base_dispatch(ag.base);
-	bufferevent_free(ag.ctl);
-	agent_free(&ag);
-	event_base_free(ag.base);
-	return 0;
-}
-
-int agent_listen(const char *hostport)
-{
-	struct sockaddr_storage ss;
-	socklen_t len;
-	char host[256];
-	const char *colon = strrchr(hostport, ':');
-	uint64_t port;
-	int one = 1;
-
-	if (colon == NULL || (size_t)(colon - hostport) >= sizeof(host) ||
-	    str_to_u64(colon + 1, strlen(colon + 1), 65535, &port) < 0)
-		fatalx("agent: --listen wants host:port, got %s", hostport);
-	memcpy(host, hostport, (size_t)(colon - hostport));
-	host[colon - hostport] = '\0';
-	if (resolve(host, port, &ss, &len) < 0)
-		fatalx("agent: cannot resolve %s", host);
-	int lfd = socket(ss.ss_family, SOCK_STREAM, 0);
-	if (lfd < 0)
-		fatal("socket");
-	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(lfd, (struct sockaddr *)&ss, len) < 0 || listen(lfd, 4) < 0)
-		fatal("agent: bind %s", hostport);
-	log_info("agent listening on %s", hostport);
-	for (;;) {
-		int fd = accept(lfd, NULL, NULL);
-		if (fd < 0) {
-			if (errno == EINTR)
-				continue;
-			fatal("accept");
-		}
-		agent_serve_fd(fd); /* one manager at a time; a new agent state per run */
 	}
 }

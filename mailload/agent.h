@@ -13,10 +13,13 @@
 
 #include "common/buf.h"
 #include "common/histo.h"
+#include "common/line.h"
 #include "mailload/mailload.h"
 #include "mailload/usermodel.h"
 
 struct bufferevent;
+struct ctlauth_secret;
+struct net_connect;
 struct agent;
 
 /* ---- timer wheel: 10 ms ticks, 4096 slots, entries further out wait for their round ---- */
@@ -83,12 +86,24 @@ struct ag_err {
 
 enum ag_phase { PH_IDLE, PH_RAMP, PH_STEADY, PH_DOWN, PH_DRAIN, PH_DONE };
 
+enum ag_tls { AG_TLS_NONE, AG_TLS_STARTTLS, AG_TLS_IMPLICIT };
+enum { CONN_SMTP, CONN_SUBMIT, CONN_IMAP, CONN_COUNT };
+
+struct ag_server {
+	char host[64]; /* numeric, resolved once at set-up */
+	char port[8];
+	bool implicit;  /* TLS from the first byte */
+	bool starttls;  /* upgrade after the greeting */
+};
+
 struct agent {
 	struct event_base *base;
 	struct ml_cfg cfg;
-	SSL_CTX *ssl;
-	struct sockaddr_storage sa_smtp, sa_submit, sa_imap;
-	socklen_t salen_smtp, salen_submit, salen_imap;
+	enum ag_tls tls;
+	SSL_CTX *ssl; /* client context (no verification: load, not trust) */
+	struct ag_server srv[CONN_COUNT];
+	uint64_t tls_ok[2], tls_fail[2]; /* handshakes by protocol: 0 SMTP, 1 IMAP */
+	char tls_proto[32], tls_cipher[64];
 	struct ml_rng rng;
 	struct wheel wheel;
 	struct event *tick;
@@ -130,17 +145,26 @@ struct agent {
 	uint64_t init_msgs;
 	/* control */
 	struct bufferevent *ctl;
-	struct evconnlistener *lev;
+	struct line_reader ctl_lr;
+	bool authed;                         /* the manager proved the secret */
+	const struct ctlauth_secret *secret;
+	char nonce[33];                      /* the challenge sent to the manager, hex */
 	bool quit;
 };
 
 /* agent.c */
 int agent_setup(struct agent *ag, const struct ml_cfg *c, const char **error_r);
 void agent_free(struct agent *ag);
-/* Serves the control protocol on fd (a socketpair end or an accepted socket) until "quit". */
-int agent_serve_fd(int fd);
-/* Listens on host:port, serves managers one at a time. */
-int agent_listen(const char *hostport);
+/* agent_ctl.c: serves the control protocol on fd (a socketpair end or an accepted socket)
+   until "quit" or the manager goes; the manager must first prove it knows secret
+   (ctlauth.h). */
+int agent_serve_fd(int fd, const struct ctlauth_secret *secret);
+/* Listens on host:port (net_listen), serves managers one at a time; -1 when it cannot. */
+int agent_listen(const char *hostport, const struct ctlauth_secret *secret);
+/* The status and results replies of the control protocol. */
+void ag_put_status(struct agent *ag, struct buf *o);
+void ag_put_results(struct agent *ag, struct buf *o);
+void ag_start(struct agent *ag, int64_t t0_ms);
 bool ag_measured(const struct agent *ag, int64_t t_us);
 /* Records one step of fn that started at t0_us: ok, or failed with why. */
 void ag_step(struct agent *ag, enum ml_fn fn, int64_t t0_us, bool ok, const char *why);
@@ -158,8 +182,22 @@ bool ag_wants(const struct agent *ag, uint32_t user);
 void ag_imap_done(struct agent *ag, struct ag_user *u);
 void ag_probe_done(struct agent *ag, uint32_t user);
 void ag_init_user_done(struct agent *ag);
-int ag_connect(struct agent *ag, int which, struct bufferevent **bev_r);
-enum { CONN_SMTP, CONN_SUBMIT, CONN_IMAP };
+/* Starts connecting to server which (CONN_*); cb runs from the loop (common/net.h). */
+struct net_connect *ag_connect(struct agent *ag, int which,
+			       void (*cb)(struct bufferevent *bev, const char *error, void *arg),
+			       void *arg);
+/* In that callback: the bufferevent to use, wrapped in TLS when server which speaks implicit
+   TLS (the handshake completes later: see ag_tls_event); NULL when TLS set-up failed (bev is
+   freed). */
+struct bufferevent *ag_connected(struct agent *ag, int which, struct bufferevent *bev);
+/* STARTTLS after the server's go-ahead: the TLS bufferevent replacing plain (which it owns),
+   or NULL (plain is then still the caller's). */
+struct bufferevent *ag_starttls(struct agent *ag, struct bufferevent *plain);
+/* For a session's event callback: counts a completed (BEV_EVENT_CONNECTED) or failed TLS
+   handshake of protocol imap (0 SMTP, 1 IMAP); returns true when the event was
+   BEV_EVENT_CONNECTED. On a failed handshake why gets OpenSSL's reason. */
+bool ag_tls_event(struct agent *ag, struct bufferevent *bev, short what, int imap, char *why,
+		  size_t n);
 
 /* load_smtp.c */
 enum smtp_kind { SK_SUBMIT, SK_MTA, SK_INIT };

@@ -42,73 +42,81 @@ static void put_utf8(struct buf *b, unsigned cp)
 	}
 }
 
+/* Four hex digits of a \u escape; -1 when they are not. */
+static int jp_hex4(struct jp *j)
+{
+	unsigned cp = 0;
+
+	if (j->end - j->p < 4)
+		return -1;
+	for (int i = 0; i < 4; i++) {
+		char h = *j->p++;
+		cp <<= 4;
+		if (h >= '0' && h <= '9')
+			cp |= (unsigned)(h - '0');
+		else if (h >= 'a' && h <= 'f')
+			cp |= (unsigned)(h - 'a' + 10);
+		else if (h >= 'A' && h <= 'F')
+			cp |= (unsigned)(h - 'A' + 10);
+		else
+			return -1;
+	}
+	return (int)cp;
+}
+
+/* The escape after a backslash, appended to b: 0, -1 bad escape, -2 too long. */
+static int jp_escape(struct jp *j, struct buf *b)
+{
+	char c = *j->p++;
+	int cp;
+
+	switch (c) {
+	case 'n': c = '\n'; break;
+	case 'r': c = '\r'; break;
+	case 't': c = '\t'; break;
+	case 'b': c = '\b'; break;
+	case 'f': c = '\f'; break;
+	case '"': case '\\': case '/': break;
+	case 'u':
+		if ((cp = jp_hex4(j)) < 0)
+			return -1;
+		put_utf8(b, (unsigned)cp);
+		return 0;
+	default:
+		return -1;
+	}
+	return buf_putc(b, c) < 0 ? -2 : 0;
+}
+
 static int jp_string(struct jp *j, char **out)
 {
 	struct buf b;
+	const char *why = NULL;
 
 	buf_init(&b, 16, 64u << 20);
 	j->p++; /* the quote */
-	while (j->p < j->end && *j->p != '"') {
+	while (why == NULL && j->p < j->end && *j->p != '"') {
 		char c = *j->p++;
+		int rc = 0;
 
-		if ((unsigned char)c < 0x20) {
-			buf_release(&b);
-			return jp_fail(j, "control character in string");
-		}
-		if (c != '\\') {
-			if (buf_putc(&b, c) < 0)
-				goto toolong;
-			continue;
-		}
-		if (j->p >= j->end)
-			break;
-		c = *j->p++;
-		switch (c) {
-		case 'n': c = '\n'; break;
-		case 'r': c = '\r'; break;
-		case 't': c = '\t'; break;
-		case 'b': c = '\b'; break;
-		case 'f': c = '\f'; break;
-		case '"': case '\\': case '/': break;
-		case 'u': {
-			unsigned cp = 0;
-
-			if (j->end - j->p < 4)
-				goto bad;
-			for (int i = 0; i < 4; i++) {
-				char h = *j->p++;
-				cp <<= 4;
-				if (h >= '0' && h <= '9')
-					cp |= (unsigned)(h - '0');
-				else if (h >= 'a' && h <= 'f')
-					cp |= (unsigned)(h - 'a' + 10);
-				else if (h >= 'A' && h <= 'F')
-					cp |= (unsigned)(h - 'A' + 10);
-				else
-					goto bad;
-			}
-			put_utf8(&b, cp);
-			continue;
-		}
-		default:
-			goto bad;
-		}
-		if (buf_putc(&b, c) < 0)
-			goto toolong;
+		if ((unsigned char)c < 0x20)
+			why = "control character in string";
+		else if (c != '\\')
+			rc = buf_putc(&b, c) < 0 ? -2 : 0;
+		else if (j->p < j->end)
+			rc = jp_escape(j, &b);
+		if (rc < 0)
+			why = rc == -1 ? "bad escape in string" : "string too long";
 	}
-	if (j->p >= j->end) {
+	if (why == NULL && j->p >= j->end)
+		why = "unterminated string";
+	if (why != NULL) {
 		buf_release(&b);
-		return jp_fail(j, "unterminated string");
+		return jp_fail(j, why);
 	}
 	j->p++;
 	*out = buf_steal(&b, NULL);
 	return 0;
-bad:
-	buf_release(&b);
-	return jp_fail(j, "bad escape in string");
-toolong:
-	buf_release(&b);
-	return jp_fail(j, "string too long");
 }
 
 static struct jv *jv_push(struct jv *v)

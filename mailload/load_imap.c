@@ -10,10 +10,9 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
-#include <openssl/ssl.h>
 
 #include "common/log.h"
+#include "common/net.h"
 #include "common/str.h"
 #include "common/xmalloc.h"
 #include "mailload/agent.h"
@@ -30,6 +29,7 @@ enum is_state { IS_GREETING, IS_CAPA, IS_STARTTLS, IS_LOGIN, IS_RUN, IS_LOGOUT }
 struct imap_sess {
 	struct agent *ag;
 	struct bufferevent *bev;
+	struct net_connect *nc; /* while connecting */
 	struct event *timer, *poll;
 	struct ag_user *u; /* NULL for probes */
 	uint32_t user;
@@ -104,6 +104,7 @@ static void is_end(struct imap_sess *s)
 	s->dead = true;
 	event_del(s->timer);
 	event_del(s->poll);
+	net_connect_cancel(&s->nc);
 	if (s->bev != NULL)
 		bufferevent_disable(s->bev, EV_READ | EV_WRITE);
 	if (s->u != NULL && s->view.f != NULL && s->kind != SESS_INIT)
@@ -303,12 +304,56 @@ static bool resp_code_num(const struct itok *t, const char *name, uint64_t *n)
 	       str_to_u64(t->s + nl, (size_t)(e - t->s - (ptrdiff_t)nl), UINT32_MAX, n) == 0;
 }
 
+/* "* n EXISTS" and "* n EXPUNGE" (t is past the number). */
+static void is_untagged_num(struct imap_sess *s, struct itok *t, uint64_t n)
+{
+	const char *why = NULL;
+
+	itok_next(t);
+	if (s->view.f == NULL)
+		return;
+	if (itok_is(t, "EXISTS")) {
+		why = um_view_exists(&s->view, (uint32_t)n);
+		if (s->idling) /* new mail: leave IDLE to read it */
+			is_idle_done(s);
+	} else if (itok_is(t, "EXPUNGE")) {
+		why = um_view_expunge(&s->view, (uint32_t)n);
+	}
+	if (why != NULL)
+		is_contradiction(s, why);
+}
+
+/* "* OK": the greeting, or a response code about the selected mailbox. */
+static void is_untagged_ok(struct imap_sess *s, struct itok *t, const char *p, size_t len)
+{
+	const char *why = NULL;
+	uint64_t n;
+
+	if (s->st == IS_GREETING) {
+		ag_step(s->ag, FN_IMAP_CONNECT, s->t0, true, NULL);
+		if (s->ag->imap_greeting[0] == '\0')
+			snprintf(s->ag->imap_greeting, sizeof(s->ag->imap_greeting), "%.*s",
+				 (int)(len > 150 ? 150 : len), p);
+		s->st = IS_CAPA;
+		is_cmd(s, FN_IMAP_CAPABILITY, "CAPABILITY");
+		return;
+	}
+	itok_next(t);
+	if (s->view.f == NULL)
+		return;
+	if (resp_code_num(t, "[UIDVALIDITY ", &n))
+		why = um_view_uidvalidity(&s->view, (uint32_t)n);
+	else if (resp_code_num(t, "[UIDNEXT ", &n))
+		why = um_view_uidnext(&s->view, (uint32_t)n);
+	if (why != NULL)
+		is_contradiction(s, why);
+}
+
 static void is_untagged(struct imap_sess *s, const char *p, size_t len)
 {
 	struct itok t;
 	struct imap_fetch f;
 	uint64_t n;
-	const char *why = NULL;
 	int rc;
 
 	if ((rc = imap_parse_fetch(p, len, &f)) != 0) {
@@ -318,42 +363,10 @@ static void is_untagged(struct imap_sess *s, const char *p, size_t len)
 	}
 	itok_init(&t, p, len);
 	itok_next(&t);
-	if (itok_num(&t, &n)) {
-		itok_next(&t);
-		if (s->view.f == NULL)
-			return;
-		if (itok_is(&t, "EXISTS")) {
-			why = um_view_exists(&s->view, (uint32_t)n);
-			if (s->idling) /* new mail: leave IDLE to read it */
-				is_idle_done(s);
-		}
-		else if (itok_is(&t, "EXPUNGE"))
-			why = um_view_expunge(&s->view, (uint32_t)n);
-		if (why != NULL)
-			is_contradiction(s, why);
-		return;
-	}
-	if (itok_is(&t, "OK") && s->st == IS_GREETING) {
-		ag_step(s->ag, FN_IMAP_CONNECT, s->t0, true, NULL);
-		if (s->ag->imap_greeting[0] == '\0')
-			snprintf(s->ag->imap_greeting, sizeof(s->ag->imap_greeting), "%.*s",
-				 (int)(len > 150 ? 150 : len), p);
-		s->st = IS_CAPA;
-		is_cmd(s, FN_IMAP_CAPABILITY, "CAPABILITY");
-		return;
-	}
-	if (itok_is(&t, "OK")) {
-		itok_next(&t);
-		if (s->view.f == NULL)
-			return;
-		if (resp_code_num(&t, "[UIDVALIDITY ", &n))
-			why = um_view_uidvalidity(&s->view, (uint32_t)n);
-		else if (resp_code_num(&t, "[UIDNEXT ", &n))
-			why = um_view_uidnext(&s->view, (uint32_t)n);
-		if (why != NULL)
-			is_contradiction(s, why);
-		return;
-	}
+	if (itok_num(&t, &n))
+		return is_untagged_num(s, &t, n);
+	if (itok_is(&t, "OK"))
+		return is_untagged_ok(s, &t, p, len);
 	if (itok_is(&t, "CAPABILITY")) {
 		while (itok_next(&t) == IT_ATOM)
 			if (itok_is(&t, "IDLE"))
@@ -432,14 +445,13 @@ static void is_tagged(struct imap_sess *s, const char *p, size_t len)
 
 static void is_starttls(struct imap_sess *s)
 {
-	SSL *ssl = SSL_new(s->ag->ssl);
-	struct bufferevent *tb = bufferevent_openssl_filter_new(
-		s->ag->base, s->bev, ssl, BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
+	struct bufferevent *tb = ag_starttls(s->ag, s->bev);
 
 	if (tb == NULL)
 		return is_fail(s, FN_IMAP_STARTTLS, "TLS set-up failed");
 	s->bev = tb;
 	s->tls_done = true;
+	imap_rparser_reset_input(&s->rp);
 	bufferevent_setcb(tb, is_read_cb, NULL, is_event_cb, s);
 	bufferevent_enable(tb, EV_READ | EV_WRITE);
 }
@@ -494,21 +506,81 @@ static void is_read_cb(struct bufferevent *bev, void *arg)
 static void is_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct imap_sess *s = arg;
+	char why[200] = "";
 
-	if ((what & BEV_EVENT_CONNECTED) || s->dead)
+	if (s->dead || ag_tls_event(s->ag, bev, what, 1, why, sizeof(why)))
 		return;
+	if (why[0] != '\0')
+		return is_fail(s, s->fn, why);
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
 		if (s->st == IS_LOGOUT)
 			return is_end(s); /* closed right after BYE: fine */
-		is_fail(s, s->fn, s->st == IS_GREETING ? "connect failed or closed"
+		is_fail(s, s->fn, s->st == IS_GREETING ? "connection closed before the greeting"
 						       : "connection closed by server");
 	}
+}
+
+static void is_connected(struct bufferevent *bev, const char *error, void *arg)
+{
+	struct imap_sess *s = arg;
+
+	s->nc = NULL;
+	if (bev == NULL)
+		return is_fail(s, FN_IMAP_CONNECT, error);
+	if ((s->bev = ag_connected(s->ag, CONN_IMAP, bev)) == NULL)
+		return is_fail(s, FN_IMAP_CONNECT, "TLS set-up failed");
+	s->tls_done = s->ag->srv[CONN_IMAP].implicit;
+	bufferevent_setcb(s->bev, is_read_cb, NULL, is_event_cb, s);
+	bufferevent_enable(s->bev, EV_READ | EV_WRITE);
 }
 
 /* ---- session scripts ---- */
 static uint32_t pick_folder(struct imap_sess *s)
 {
 	return s->folders.n > 1 ? (uint32_t)ml_rng_range(&s->ag->rng, 1, s->folders.n - 1) : 0;
+}
+
+/* Check, step 4: marks the new messages \Seen (and some \Deleted), pipelined; false when
+   there was nothing to store. */
+static bool check_store(struct imap_sess *s)
+{
+	bool any = false;
+
+	s->view.deleted = 0;
+	for (uint32_t i = 0; i < s->nnew; i++) {
+		uint32_t seq = um_view_seq_of_uid(&s->view, s->newm[i].uid);
+		if (seq == 0)
+			continue;
+		is_cmd(s, FN_IMAP_UID_STORE_SEEN, "UID STORE %u +FLAGS (\\Seen)", s->newm[i].uid);
+		is_cmd_stores(s, seq, FL_SEEN);
+		any = true;
+		if (ml_rng_unit(&s->ag->rng) < s->ag->cfg.check_delete) {
+			is_cmd(s, FN_IMAP_UID_STORE_DELETED, "UID STORE %u +FLAGS (\\Deleted)",
+			       s->newm[i].uid);
+			is_cmd_stores(s, seq, FL_DELETED);
+		}
+	}
+	return any;
+}
+
+/* Check, step 3: fetches the next new message's body; false when all were read. */
+static bool check_read_next(struct imap_sess *s)
+{
+	if (s->body_pending) {
+		s->readi++;
+		s->body_pending = false;
+	}
+	while (s->readi < s->nnew) {
+		uint32_t seq = um_view_seq_of_uid(&s->view, s->newm[s->readi].uid);
+		if (seq == 0) {
+			s->readi++;
+			continue;
+		}
+		s->body_pending = true;
+		is_cmd(s, FN_IMAP_FETCH_BODY, "FETCH %u BODY[]", seq);
+		return true;
+	}
+	return false;
 }
 
 static void step_check(struct imap_sess *s)
@@ -530,47 +602,16 @@ static void step_check(struct imap_sess *s)
 			if (s->newm[i].uid > u->inbox_lastuid)
 				u->inbox_lastuid = s->newm[i].uid;
 		s->readi = 0;
-		/* fall through: read the first */
-		s->step = 3;
-		__attribute__((fallthrough));
+		__attribute__((fallthrough)); /* read the first */
 	case 3:
-		if (s->body_pending) {
-			s->readi++;
-			s->body_pending = false;
-		}
-		if (s->readi < s->nnew) {
-			uint32_t seq = um_view_seq_of_uid(&s->view, s->newm[s->readi].uid);
-			s->step = 3;
-			if (seq == 0) {
-				s->readi++;
-				return step_check(s);
-			}
-			s->body_pending = true;
-			return is_cmd(s, FN_IMAP_FETCH_BODY, "FETCH %u BODY[]", seq);
-		}
-		s->step = 4;
-		__attribute__((fallthrough));
-	case 4: {
-		bool any = false;
-		s->step = 5;
-		s->view.deleted = 0;
-		for (uint32_t i = 0; i < s->nnew; i++) {
-			uint32_t seq = um_view_seq_of_uid(&s->view, s->newm[i].uid);
-			if (seq == 0)
-				continue;
-			is_cmd(s, FN_IMAP_UID_STORE_SEEN, "UID STORE %u +FLAGS (\\Seen)",
-			       s->newm[i].uid);
-			is_cmd_stores(s, seq, FL_SEEN);
-			any = true;
-			if (ml_rng_unit(&s->ag->rng) < s->ag->cfg.check_delete) {
-				is_cmd(s, FN_IMAP_UID_STORE_DELETED, "UID STORE %u +FLAGS (\\Deleted)",
-				       s->newm[i].uid);
-				is_cmd_stores(s, seq, FL_DELETED);
-			}
-		}
-		if (any)
+		s->step = 3;
+		if (check_read_next(s))
 			return;
-	}
+		__attribute__((fallthrough));
+	case 4:
+		s->step = 5;
+		if (check_store(s))
+			return;
 		__attribute__((fallthrough));
 	case 5:
 		s->step = 6;
@@ -812,7 +853,7 @@ static void step_init(struct imap_sess *s)
 
 static void is_next(struct imap_sess *s)
 {
-	if (s->st == IS_CAPA && strcmp(s->ag->cfg.tls, "starttls") == 0 && !s->tls_done) {
+	if (s->st == IS_CAPA && s->ag->srv[CONN_IMAP].starttls && !s->tls_done) {
 		s->st = IS_STARTTLS;
 		return is_cmd(s, FN_IMAP_STARTTLS, "STARTTLS");
 	}
@@ -870,12 +911,9 @@ static void is_start(struct agent *ag, struct ag_user *u, uint32_t user, enum ml
 	ag->open_imap++;
 	ag->sessions_started++;
 	s->t0 = ml_now_us();
-	if (ag_connect(ag, CONN_IMAP, &s->bev) < 0)
-		return is_fail(s, FN_IMAP_CONNECT, "connect failed");
-	bufferevent_setcb(s->bev, is_read_cb, NULL, is_event_cb, s);
-	bufferevent_enable(s->bev, EV_READ | EV_WRITE);
 	s->st = IS_GREETING;
 	is_arm(s);
+	s->nc = ag_connect(ag, CONN_IMAP, is_connected, s);
 }
 
 void imap_start(struct agent *ag, struct ag_user *u, enum ml_session kind, uint64_t seq,

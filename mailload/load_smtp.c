@@ -9,10 +9,10 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
-#include <openssl/ssl.h>
+#include <openssl/evp.h>
 
 #include "common/log.h"
+#include "common/net.h"
 #include "common/str.h"
 #include "common/xmalloc.h"
 #include "mailload/agent.h"
@@ -27,8 +27,10 @@ enum pend_op { P_MAIL, P_RCPT, P_DATA };
 struct smtp_sess {
 	struct agent *ag;
 	struct bufferevent *bev;
+	struct net_connect *nc; /* while connecting */
 	struct event *timer;
 	enum smtp_kind kind;
+	int conn;               /* CONN_SMTP or CONN_SUBMIT */
 	enum ss_state st;
 	uint32_t user;
 	uint32_t ext;
@@ -82,6 +84,7 @@ static void ss_free(struct smtp_sess *s)
 		return;
 	s->dead = true;
 	event_del(s->timer);
+	net_connect_cancel(&s->nc);
 	if (s->bev != NULL)
 		bufferevent_disable(s->bev, EV_READ | EV_WRITE);
 	s->ag->open_smtp--;
@@ -240,7 +243,7 @@ static void ss_after_ehlo(struct smtp_sess *s)
 	struct agent *ag = s->ag;
 	char pw[64];
 
-	if (strcmp(ag->cfg.tls, "starttls") == 0 && !s->tls_done) {
+	if (ag->srv[s->conn].starttls && !s->tls_done) {
 		if (!(s->ext & SMTP_EXT_STARTTLS))
 			return ss_fail(s, FN_SMTP_STARTTLS, "STARTTLS not offered");
 		ss_set_state(s, SS_STARTTLS);
@@ -261,14 +264,13 @@ static void ss_after_ehlo(struct smtp_sess *s)
 
 static void ss_starttls(struct smtp_sess *s)
 {
-	SSL *ssl = SSL_new(s->ag->ssl);
-	struct bufferevent *tb = bufferevent_openssl_filter_new(
-		s->ag->base, s->bev, ssl, BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
+	struct bufferevent *tb = ag_starttls(s->ag, s->bev);
 
 	if (tb == NULL)
 		return ss_fail(s, FN_SMTP_STARTTLS, "TLS set-up failed");
 	s->bev = tb;
 	s->tls_done = true;
+	line_reader_reset(&s->r.lr);
 	bufferevent_setcb(tb, ss_read_cb, NULL, ss_event_cb, s);
 	bufferevent_enable(tb, EV_READ | EV_WRITE);
 	ss_set_state(s, SS_EHLO);
@@ -412,12 +414,29 @@ static void ss_read_cb(struct bufferevent *bev, void *arg)
 static void ss_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct smtp_sess *s = arg;
+	char why[200] = "";
 
-	if ((what & BEV_EVENT_CONNECTED) || s->dead)
+	if (s->dead || ag_tls_event(s->ag, bev, what, 0, why, sizeof(why)))
 		return;
+	if (why[0] != '\0')
+		return ss_fail(s, s->fn, why);
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
-		ss_fail(s, s->fn, s->st == SS_GREETING ? "connect failed or closed"
-							: "connection closed by server");
+		ss_fail(s, s->fn, s->st == SS_GREETING ? "connection closed before the greeting"
+						       : "connection closed by server");
+}
+
+static void ss_connected(struct bufferevent *bev, const char *error, void *arg)
+{
+	struct smtp_sess *s = arg;
+
+	s->nc = NULL;
+	if (bev == NULL)
+		return ss_fail(s, FN_SMTP_CONNECT, error);
+	if ((s->bev = ag_connected(s->ag, s->conn, bev)) == NULL)
+		return ss_fail(s, FN_SMTP_CONNECT, "TLS set-up failed");
+	s->tls_done = s->ag->srv[s->conn].implicit;
+	bufferevent_setcb(s->bev, ss_read_cb, NULL, ss_event_cb, s);
+	bufferevent_enable(s->bev, EV_READ | EV_WRITE);
 }
 
 void smtp_start(struct agent *ag, enum smtp_kind kind, uint32_t user, uint32_t count)
@@ -433,18 +452,14 @@ void smtp_start_at(struct agent *ag, enum smtp_kind kind, uint32_t user, uint32_
 	s->idx = first;
 	s->ag = ag;
 	s->kind = kind;
+	s->conn = kind == SK_SUBMIT ? CONN_SUBMIT : CONN_SMTP;
 	s->user = user;
 	s->left = count;
 	s->fn = FN_SMTP_CONNECT;
 	ag->open_smtp++;
 	s->timer = evtimer_new(ag->base, ss_timeout_cb, s);
 	smtp_reply_reset(&s->r);
-	s->t0 = ml_now_us();
-	if (ag_connect(ag, kind == SK_SUBMIT ? CONN_SUBMIT : CONN_SMTP, &s->bev) < 0)
-		return ss_fail(s, FN_SMTP_CONNECT, "connect failed");
-	bufferevent_setcb(s->bev, ss_read_cb, NULL, ss_event_cb, s);
-	bufferevent_enable(s->bev, EV_READ | EV_WRITE);
 	ss_set_state(s, SS_GREETING);
 	ss_send(s, FN_SMTP_CONNECT, NULL);
+	s->nc = ag_connect(ag, s->conn, ss_connected, s);
 }
-

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/str.h"
 #include "mailload/agent.h"
+#include "mailload/ctlauth.h"
 #include "mailload/manager.h"
 #include "mailload/report.h"
 
@@ -22,30 +23,25 @@ static void usage(FILE *fp)
 	      "                    [--load-points 80,100,120] [--agents host:port,...] [--tls MODE]\n"
 	      "                    [--sink HOST:PORT] --report DIR [options]\n"
 	      "       mailload search --from R0 [--to R1] [--steps N] --report DIR [options]\n"
-	      "       mailload agent --listen HOST:PORT\n"
+	      "       mailload agent --listen HOST:PORT --secret-file FILE\n"
 	      "       mailload report DIR\n"
 	      "options: --target HOST --smtp-port P --submission-port P --imap-port P\n"
 	      "         --domain D --ext-domain D --password PW --profile tiny|small|corporate|FILE\n"
 	      "         --seed S --drain S --timeout S --probes N --local-agents N\n"
+	      "         --secret-file FILE (remote agents' shared secret)\n"
 	      "         --set KEY=VALUE -q (no live line) -v (debug log)\n"
 	      "see mailload(1)\n",
 	      fp);
 }
 
-static int cmd_ldif(uint64_t users, const char *domain, const char *base, bool ou)
+static int cmd_ldif(uint64_t users, const char *domain, const char *base, bool ou,
+		    const char *password)
 {
 	if (users == 0) {
 		fputs("mailload ldif: --users N is needed\n", stderr);
 		return 2;
 	}
-	if (ou)
-		printf("dn: %s\nobjectClass: organizationalUnit\nou: people\n\n", base);
-	for (uint64_t i = 1; i <= users; i++)
-		printf("dn: uid=user%" PRIu64 ",%s\nobjectClass: inetOrgPerson\nuid: user%" PRIu64
-		       "\ncn: User %" PRIu64 "\nsn: User%" PRIu64 "\nmail: user%" PRIu64
-		       "@%s\nuserPassword: user%" PRIu64 "\n\n",
-		       i, base, i, i, i, i, domain, i);
-	return fflush(stdout) == 0 ? 0 : 1;
+	return ml_ldif_write(stdout, users, domain, base, ou, password) == 0 ? 0 : 1;
 }
 
 static int parse_phases(const char *s, struct ml_cfg *c)
@@ -99,6 +95,7 @@ enum {
 	O_USERS = 256, O_DOMAIN, O_EXT, O_BASE, O_OU, O_TARGET, O_SMTP_PORT, O_SUB_PORT, O_IMAP_PORT,
 	O_PASSWORD, O_PROFILE, O_SEED, O_RATE, O_PHASES, O_POINTS, O_AGENTS, O_LOCAL, O_TLS, O_SINK,
 	O_REPORT, O_TIMEOUT, O_PROBES, O_SET, O_DRAIN, O_LISTEN, O_FROM, O_TO, O_STEPS,
+	O_SECRET,
 };
 
 static const struct option longopts[] = {
@@ -130,6 +127,7 @@ static const struct option longopts[] = {
 	{ "from", required_argument, NULL, O_FROM },
 	{ "to", required_argument, NULL, O_TO },
 	{ "steps", required_argument, NULL, O_STEPS },
+	{ "secret-file", required_argument, NULL, O_SECRET },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -139,13 +137,163 @@ static int num(const char *s, uint64_t *v)
 	return str_to_u64(s, strlen(s), UINT64_MAX, v);
 }
 
+/* Everything the command line gives besides the manager's options. */
+struct cli {
+	struct mgr_opts o;
+	const char *base, *listen;
+	bool ou;
+	double from, to;
+	uint64_t steps;
+};
+
+/* --set KEY=VALUE or --set KEY VALUE; false on a bad one. */
+static bool opt_set(struct cli *cl, char *arg, int argc, char **argv)
+{
+	char *eq = strchr(arg, '=');
+	const char *val, *err;
+
+	if (eq != NULL) {
+		*eq = '\0';
+		val = eq + 1;
+	} else if (optind < argc) {
+		val = argv[optind++];
+	} else {
+		return false;
+	}
+	if (ml_cfg_set(&cl->o.cfg, arg, val, &err) < 0) {
+		fprintf(stderr, "mailload: --set %s: %s\n", arg, err);
+		return false;
+	}
+	return true;
+}
+
+/* The options that set the workload and its servers; false on a bad value. */
+static bool opt_cfg(struct cli *cl, int c, const char *arg)
+{
+	struct ml_cfg *cfg = &cl->o.cfg;
+	const char *err;
+
+	switch (c) {
+	case O_DOMAIN: return ml_cfg_set(cfg, "domain", arg, &err) == 0;
+	case O_EXT: return ml_cfg_set(cfg, "ext_domain", arg, &err) == 0;
+	case O_TARGET:
+		return ml_cfg_set(cfg, "smtp_host", arg, &err) == 0 &&
+		       ml_cfg_set(cfg, "submit_host", arg, &err) == 0 &&
+		       ml_cfg_set(cfg, "imap_host", arg, &err) == 0;
+	case O_SMTP_PORT: return num(arg, &cfg->smtp_port) == 0;
+	case O_SUB_PORT: return num(arg, &cfg->submit_port) == 0;
+	case O_IMAP_PORT: return num(arg, &cfg->imap_port) == 0;
+	case O_PASSWORD: return ml_cfg_set(cfg, "password", arg, &err) == 0;
+	case O_PROFILE: return set_profile(cfg, arg) == 0;
+	case O_SEED: return num(arg, &cfg->seed) == 0;
+	case O_RATE: return (cfg->rate = atof(arg)) > 0;
+	case O_PHASES: return parse_phases(arg, cfg) == 0;
+	case O_TLS:
+		return (strcmp(arg, "none") == 0 || strcmp(arg, "starttls") == 0 ||
+			strcmp(arg, "implicit") == 0) &&
+		       ml_cfg_set(cfg, "tls", arg, &err) == 0;
+	case O_TIMEOUT: return num(arg, &cfg->timeout_s) == 0;
+	case O_PROBES: return num(arg, &cfg->probe_max) == 0;
+	case O_DRAIN: return num(arg, &cfg->drain_s) == 0;
+	}
+	return false;
+}
+
+/* One option; false on a bad one. */
+static bool opt_one(struct cli *cl, int c, int argc, char **argv)
+{
+	uint64_t v;
+
+	switch (c) {
+	case O_USERS: cl->o.users_given = true; return num(optarg, &cl->o.cfg.users) == 0;
+	case O_BASE: cl->base = optarg; return true;
+	case O_OU: cl->ou = true; return true;
+	case O_POINTS: return parse_points(optarg, &cl->o) == 0;
+	case O_AGENTS: cl->o.agents = optarg; return true;
+	case O_LOCAL:
+		if (num(optarg, &v) < 0 || v == 0 || v > 1024)
+			return false;
+		cl->o.local_agents = (uint32_t)v;
+		return true;
+	case O_SINK: cl->o.sink = optarg; return true;
+	case O_REPORT: cl->o.report_dir = optarg; return true;
+	case O_SET: return opt_set(cl, optarg, argc, argv);
+	case O_LISTEN: cl->listen = optarg; return true;
+	case O_SECRET: cl->o.secret_file = optarg; return true;
+	case O_FROM: cl->from = atof(optarg); return true;
+	case O_TO: cl->to = atof(optarg); return true;
+	case O_STEPS: return num(optarg, &cl->steps) == 0;
+	case 'q': cl->o.quiet = true; return true;
+	case 'v': log_set_level(LOG_LVL_DEBUG); return true;
+	}
+	return opt_cfg(cl, c, optarg);
+}
+
+static void cli_init(struct cli *cl)
+{
+	memset(cl, 0, sizeof(*cl));
+	ml_cfg_defaults(&cl->o.cfg, "small");
+	cl->o.points[0] = 80;
+	cl->o.points[1] = 100;
+	cl->o.points[2] = 120;
+	cl->o.npoints = 3;
+	cl->base = "ou=people,dc=heron,dc=test";
+	cl->to = 100000;
+	cl->steps = 8;
+}
+
+/* mailload agent: a secret file is required, so no unauthenticated manager drives it. */
+static int cmd_agent(const struct cli *cl)
+{
+	struct ctlauth_secret secret;
+	char err[300];
+
+	if (cl->listen == NULL || cl->o.secret_file == NULL) {
+		fputs("mailload agent: --listen HOST:PORT and --secret-file FILE are needed\n",
+		      stderr);
+		return 2;
+	}
+	if (ctlauth_load(&secret, cl->o.secret_file, err, sizeof(err)) < 0) {
+		fprintf(stderr, "mailload agent: %s\n", err);
+		return 2;
+	}
+	return agent_listen(cl->listen, &secret) < 0 ? 1 : 0;
+}
+
+/* The commands that drive agents. */
+static int cmd_manager(const char *cmd, struct cli *cl)
+{
+	struct mgr_opts *o = &cl->o;
+
+	if (!o->users_given)
+		o->cfg.users = (uint64_t)(200.0 * o->cfg.rate + 0.5);
+	if (strcmp(cmd, "init") == 0) {
+		if (!o->users_given) {
+			fputs("mailload init: --users N is needed\n", stderr);
+			return 2;
+		}
+		return mgr_init(o) < 0 ? 1 : 0;
+	}
+	if (strcmp(cmd, "run") == 0) {
+		int rc = mgr_run(o);
+		return rc < 0 ? 2 : rc;
+	}
+	if (strcmp(cmd, "search") == 0) {
+		if (cl->from <= 0 || o->report_dir == NULL) {
+			fputs("mailload search: --from R0 and --report DIR are needed\n", stderr);
+			return 2;
+		}
+		return mgr_search(o, cl->from, cl->to, (uint32_t)cl->steps) < 0 ? 2 : 0;
+	}
+	usage(stderr);
+	return 2;
+}
+
 int main(int argc, char **argv)
 {
-	struct mgr_opts o;
-	const char *cmd, *base = "ou=people,dc=heron,dc=test", *listen = NULL, *err;
-	bool ou = false, bad = false;
-	double from = 0, to = 100000;
-	uint64_t steps = 8, v;
+	struct cli cl;
+	const char *cmd;
+	bool bad = false;
 	int c;
 
 	if (argc < 2) {
@@ -160,87 +308,23 @@ int main(int argc, char **argv)
 	log_init("mailload", true, 0);
 	log_set_level(LOG_LVL_WARN);
 	signal(SIGPIPE, SIG_IGN);
-	memset(&o, 0, sizeof(o));
-	ml_cfg_defaults(&o.cfg, "small");
-	o.points[0] = 80;
-	o.points[1] = 100;
-	o.points[2] = 120;
-	o.npoints = 3;
+	cli_init(&cl);
 	optind = 2;
 	while ((c = getopt_long(argc, argv, "qvh", longopts, NULL)) != -1) {
-		switch (c) {
-		case O_USERS: bad |= num(optarg, &o.cfg.users) < 0; o.users_given = true; break;
-		case O_DOMAIN: bad |= ml_cfg_set(&o.cfg, "domain", optarg, &err) < 0; break;
-		case O_EXT: bad |= ml_cfg_set(&o.cfg, "ext_domain", optarg, &err) < 0; break;
-		case O_BASE: base = optarg; break;
-		case O_OU: ou = true; break;
-		case O_TARGET:
-			bad |= ml_cfg_set(&o.cfg, "smtp_host", optarg, &err) < 0 ||
-			       ml_cfg_set(&o.cfg, "submit_host", optarg, &err) < 0 ||
-			       ml_cfg_set(&o.cfg, "imap_host", optarg, &err) < 0;
-			break;
-		case O_SMTP_PORT: bad |= num(optarg, &o.cfg.smtp_port) < 0; break;
-		case O_SUB_PORT: bad |= num(optarg, &o.cfg.submit_port) < 0; break;
-		case O_IMAP_PORT: bad |= num(optarg, &o.cfg.imap_port) < 0; break;
-		case O_PASSWORD: bad |= ml_cfg_set(&o.cfg, "password", optarg, &err) < 0; break;
-		case O_PROFILE: bad |= set_profile(&o.cfg, optarg) < 0; break;
-		case O_SEED: bad |= num(optarg, &o.cfg.seed) < 0; break;
-		case O_RATE: o.cfg.rate = atof(optarg); bad |= o.cfg.rate <= 0; break;
-		case O_PHASES: bad |= parse_phases(optarg, &o.cfg) < 0; break;
-		case O_POINTS: bad |= parse_points(optarg, &o) < 0; break;
-		case O_AGENTS: o.agents = optarg; break;
-		case O_LOCAL: bad |= num(optarg, &v) < 0; o.local_agents = (uint32_t)v; break;
-		case O_TLS:
-			bad |= strcmp(optarg, "none") != 0 && strcmp(optarg, "starttls") != 0 &&
-			       strcmp(optarg, "implicit") != 0;
-			bad |= ml_cfg_set(&o.cfg, "tls", optarg, &err) < 0;
-			break;
-		case O_SINK: o.sink = optarg; break;
-		case O_REPORT: o.report_dir = optarg; break;
-		case O_TIMEOUT: bad |= num(optarg, &o.cfg.timeout_s) < 0; break;
-		case O_PROBES: bad |= num(optarg, &o.cfg.probe_max) < 0; break;
-		case O_DRAIN: bad |= num(optarg, &o.cfg.drain_s) < 0; break;
-		case O_SET: {
-			char *eq = strchr(optarg, '=');
-			const char *val;
-			if (eq != NULL) {
-				*eq = '\0';
-				val = eq + 1;
-			} else if (optind < argc) { /* --set KEY VALUE */
-				val = argv[optind++];
-			} else {
-				bad = true;
-				break;
-			}
-			if (ml_cfg_set(&o.cfg, optarg, val, &err) < 0) {
-				fprintf(stderr, "mailload: --set %s: %s\n", optarg, err);
-				bad = true;
-			}
-			break;
+		if (c == 'h') {
+			usage(stdout);
+			return 0;
 		}
-		case O_LISTEN: listen = optarg; break;
-		case O_FROM: from = atof(optarg); break;
-		case O_TO: to = atof(optarg); break;
-		case O_STEPS: bad |= num(optarg, &steps) < 0; break;
-		case 'q': o.quiet = true; break;
-		case 'v': log_set_level(LOG_LVL_DEBUG); break;
-		case 'h': usage(stdout); return 0;
-		default: bad = true;
-		}
+		bad |= !opt_one(&cl, c, argc, argv);
 	}
 	if (bad) {
 		usage(stderr);
 		return 2;
 	}
 	if (strcmp(cmd, "ldif") == 0)
-		return cmd_ldif(o.cfg.users, o.cfg.domain, base, ou);
-	if (strcmp(cmd, "agent") == 0) {
-		if (listen == NULL) {
-			fputs("mailload agent: --listen HOST:PORT is needed\n", stderr);
-			return 2;
-		}
-		return agent_listen(listen) < 0 ? 1 : 0;
-	}
+		return cmd_ldif(cl.o.cfg.users, cl.o.cfg.domain, cl.base, cl.ou, cl.o.cfg.password);
+	if (strcmp(cmd, "agent") == 0)
+		return cmd_agent(&cl);
 	if (strcmp(cmd, "report") == 0) {
 		if (optind >= argc) {
 			fputs("mailload report: DIR is needed\n", stderr);
@@ -248,26 +332,5 @@ int main(int argc, char **argv)
 		}
 		return report_render_dir(argv[optind], true) < 0 ? 1 : 0;
 	}
-	if (!o.users_given)
-		o.cfg.users = (uint64_t)(200.0 * o.cfg.rate + 0.5);
-	if (strcmp(cmd, "init") == 0) {
-		if (!o.users_given) {
-			fputs("mailload init: --users N is needed\n", stderr);
-			return 2;
-		}
-		return mgr_init(&o) < 0 ? 1 : 0;
-	}
-	if (strcmp(cmd, "run") == 0) {
-		int rc = mgr_run(&o);
-		return rc < 0 ? 2 : rc;
-	}
-	if (strcmp(cmd, "search") == 0) {
-		if (from <= 0 || o.report_dir == NULL) {
-			fputs("mailload search: --from R0 and --report DIR are needed\n", stderr);
-			return 2;
-		}
-		return mgr_search(&o, from, to, (uint32_t)steps) < 0 ? 2 : 0;
-	}
-	usage(stderr);
-	return 2;
+	return cmd_manager(cmd, &cl);
 }

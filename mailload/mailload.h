@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "common/buf.h"
 #include "common/histo.h"
@@ -200,6 +201,14 @@ void ml_msg_emit(const struct ml_msg *m, struct evbuffer *out);
 
 /* Message-ID local part for a sequence number. */
 #define ML_MSGID_FMT "<%" PRIu64 ".%" PRIu64 "@mailload>"
+
+/* ---- LDIF (ldif.c) ---- */
+/* "{SSHA}" + base64(SHA-1(password + salt) + salt), a random 8-byte salt; n >= 40. */
+void ml_ssha(const char *password, char *out, size_t n);
+/* The population user1..userN under base (with the ou entry first when ou), passwords
+   "userK" or password when it is set, stored as {SSHA}. 0, or -1 on a write error. */
+int ml_ldif_write(FILE *fp, uint64_t users, const char *domain, const char *base, bool ou,
+		  const char *password);
 
 /* ---- time ---- */
 int64_t ml_now_ms(void);

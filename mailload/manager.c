@@ -15,16 +15,20 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "common/histo.h"
 #include "common/log.h"
 #include "common/str.h"
 #include "common/xmalloc.h"
 #include "mailload/agent.h"
+#include "mailload/ctlauth.h"
 #include "mailload/json.h"
 #include "mailload/manager.h"
 #include "mailload/report.h"
 
 #define MGR_LINE_MAX ((size_t)1 << 30)
+#define MGR_AGENTS_MAX 64
 
 struct mgr_agent {
 	FILE *r, *w;
@@ -69,29 +73,34 @@ struct mgr_point {
 	size_t nseen, capseen;
 	char smtp_greeting[160], imap_greeting[160], imap_caps[320];
 	uint64_t refused;
+	uint64_t tls[4]; /* handshakes over the whole run: SMTP, IMAP, SMTP failed, IMAP failed */
+	char tls_proto[32], tls_cipher[64];
 	struct histo delivery;
 	int64_t offset_ms; /* of the agent being merged: its times are moved to our clock */
 	struct buf clocks;  /* JSON array members: each agent's offset and round trip */
 };
 
 /* ---- agents ---- */
-static int agent_request(struct mgr_agent *a, const char *req, struct jv **resp_r)
+/* Reads one reply line of a into *resp_r. */
+static int agent_read(struct mgr_agent *a, struct jv **resp_r)
 {
 	char *line = NULL;
 	size_t cap = 0;
-	ssize_t n;
+	ssize_t n = getline(&line, &cap, a->r);
 	const char *err;
+	int rc = -1;
 
+	if (n > 0 && (size_t)n <= MGR_LINE_MAX)
+		rc = jv_parse(line, (size_t)n, resp_r, &err);
+	free(line);
+	return rc < 0 ? -1 : 0;
+}
+
+static int agent_request(struct mgr_agent *a, const char *req, struct jv **resp_r)
+{
 	if (fputs(req, a->w) == EOF || fputc('\n', a->w) == EOF || fflush(a->w) == EOF)
 		return -1;
-	n = getline(&line, &cap, a->r);
-	if (n <= 0 || (size_t)n > MGR_LINE_MAX) {
-		free(line);
-		return -1;
-	}
-	int rc = jv_parse(line, (size_t)n, resp_r, &err);
-	free(line);
-	if (rc < 0)
+	if (agent_read(a, resp_r) < 0)
 		return -1;
 	if (jv_get(*resp_r, "ok") == NULL || !jv_get(*resp_r, "ok")->b) {
 		log_warnx("agent %s: %s", a->name, jv_str(*resp_r, "error", "error"));
@@ -99,6 +108,39 @@ static int agent_request(struct mgr_agent *a, const char *req, struct jv **resp_
 		return -1;
 	}
 	return 0;
+}
+
+/* The challenge-response of ctlauth.h, manager side: we answer the agent's challenge, and the
+   agent must answer ours. */
+static int agent_auth(struct mgr_agent *a, const struct ctlauth_secret *secret)
+{
+	struct jv *hello = NULL, *resp = NULL;
+	char nonce[CTLAUTH_NONCE_HEX], mac[CTLAUTH_MAC_HEX], req[256];
+	int rc = -1;
+
+	if (agent_read(a, &hello) < 0 ||
+	    strcmp(jv_str(hello, "hello", ""), "mailload-agent") != 0 ||
+	    strlen(jv_str(hello, "nonce", "")) != CTLAUTH_NONCE_HEX - 1) {
+		log_warnx("agent %s: no mailload agent greeting", a->name);
+		goto out;
+	}
+	ctlauth_nonce(nonce);
+	ctlauth_mac(secret, "manager", jv_str(hello, "nonce", ""), mac);
+	snprintf(req, sizeof(req), "{\"cmd\":\"auth\",\"nonce\":\"%s\",\"mac\":\"%s\"}", nonce,
+		 mac);
+	if (agent_request(a, req, &resp) < 0) {
+		log_warnx("agent %s refused our secret", a->name);
+		goto out;
+	}
+	if (!ctlauth_check(secret, "agent", nonce, jv_str(resp, "mac", ""))) {
+		log_warnx("agent %s does not know the secret", a->name);
+		goto out;
+	}
+	rc = 0;
+out:
+	jv_free(&hello);
+	jv_free(&resp);
+	return rc;
 }
 
 static int tcp_connect(const char *hostport)
@@ -136,58 +178,6 @@ static int agent_open_fd(struct mgr_agent *a, int fd)
 	return a->r != NULL && a->w != NULL ? 0 : -1;
 }
 
-static int agents_start(struct mgr_opts *o, struct mgr_agent **as_r, uint32_t *n_r)
-{
-	struct mgr_agent *as;
-	uint32_t n = 0;
-
-	if (o->agents != NULL) {
-		char *list = xstrdup(o->agents), *save = NULL;
-		as = xcalloc(64, sizeof(*as));
-		for (char *tok = strtok_r(list, ",", &save); tok != NULL && n < 64;
-		     tok = strtok_r(NULL, ",", &save)) {
-			int fd = tcp_connect(tok);
-			if (fd < 0) {
-				log_warnx("cannot connect to agent %s", tok);
-				free(list);
-				return -1;
-			}
-			str_lcpy(as[n].name, tok, sizeof(as[n].name));
-			agent_open_fd(&as[n++], fd);
-		}
-		free(list);
-	} else {
-		long cores = sysconf(_SC_NPROCESSORS_ONLN);
-		n = o->local_agents ? o->local_agents : (uint32_t)(cores > 0 ? cores : 1);
-		as = xcalloc(n, sizeof(*as));
-		fflush(NULL);
-		for (uint32_t i = 0; i < n; i++) {
-			int sv[2];
-			if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
-				fatal("socketpair");
-			pid_t pid = fork();
-			if (pid < 0)
-				fatal("fork");
-			if (pid == 0) {
-				close(sv[0]);
-				for (uint32_t j = 0; j < i; j++) { /* siblings' control ends */
-					fclose(as[j].r);
-					fclose(as[j].w);
-				}
-				agent_serve_fd(sv[1]);
-				_exit(0);
-			}
-			close(sv[1]);
-			as[i].pid = pid;
-			snprintf(as[i].name, sizeof(as[i].name), "local%u(pid %d)", i, (int)pid);
-			agent_open_fd(&as[i], sv[0]);
-		}
-	}
-	*as_r = as;
-	*n_r = n;
-	return 0;
-}
-
 static void agents_stop(struct mgr_agent *as, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++) {
@@ -203,6 +193,96 @@ static void agents_stop(struct mgr_agent *as, uint32_t n)
 			waitpid(as[i].pid, NULL, 0);
 	}
 	free(as);
+}
+
+/* Connects to the agents of o->agents; n_r counts those connected, also on failure. */
+static int agents_connect(const char *list_text, struct mgr_agent *as, uint32_t *n_r)
+{
+	char *list = xstrdup(list_text), *save = NULL;
+	int rc = 0;
+
+	for (char *tok = strtok_r(list, ",", &save); tok != NULL && *n_r < MGR_AGENTS_MAX;
+	     tok = strtok_r(NULL, ",", &save)) {
+		int fd = tcp_connect(tok);
+		if (fd < 0) {
+			log_warnx("cannot connect to agent %s", tok);
+			rc = -1;
+			break;
+		}
+		str_lcpy(as[*n_r].name, tok, sizeof(as[*n_r].name));
+		agent_open_fd(&as[(*n_r)++], fd);
+	}
+	free(list);
+	return rc;
+}
+
+/* Forks n local agents, each on a socketpair, knowing secret. */
+static void agents_fork(struct mgr_agent *as, uint32_t n, const struct ctlauth_secret *secret)
+{
+	fflush(NULL);
+	for (uint32_t i = 0; i < n; i++) {
+		int sv[2];
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+			fatal("socketpair");
+		pid_t pid = fork();
+		if (pid < 0)
+			fatal("fork");
+		if (pid == 0) {
+			close(sv[0]);
+			for (uint32_t j = 0; j < i; j++) { /* siblings' control ends */
+				fclose(as[j].r);
+				fclose(as[j].w);
+			}
+			agent_serve_fd(sv[1], secret);
+			_exit(0);
+		}
+		close(sv[1]);
+		as[i].pid = pid;
+		snprintf(as[i].name, sizeof(as[i].name), "local%u(pid %d)", i, (int)pid);
+		agent_open_fd(&as[i], sv[0]);
+	}
+}
+
+/* Remote agents (o->agents) need the secret they were started with (o->secret_file); local
+   ones get a fresh random secret. Every agent must pass the challenge-response. */
+static int agents_start(struct mgr_opts *o, struct mgr_agent **as_r, uint32_t *n_r)
+{
+	struct ctlauth_secret secret;
+	struct mgr_agent *as;
+	uint32_t n = 0;
+	char err[300];
+	int rc = 0;
+
+	if (o->secret_file != NULL) {
+		if (ctlauth_load(&secret, o->secret_file, err, sizeof(err)) < 0) {
+			log_warnx("%s", err);
+			return -1;
+		}
+	} else if (o->agents != NULL) {
+		log_warnx("remote agents need --secret-file (the one they were started with)");
+		return -1;
+	} else {
+		ctlauth_generate(&secret);
+	}
+	if (o->agents != NULL) {
+		as = xcalloc(MGR_AGENTS_MAX, sizeof(*as));
+		rc = agents_connect(o->agents, as, &n);
+	} else {
+		long cores = sysconf(_SC_NPROCESSORS_ONLN);
+		n = o->local_agents ? o->local_agents : (uint32_t)(cores > 0 ? cores : 1);
+		as = xcalloc(n, sizeof(*as));
+		agents_fork(as, n, &secret);
+	}
+	for (uint32_t i = 0; i < n && rc == 0; i++)
+		rc = agent_auth(&as[i], &secret);
+	OPENSSL_cleanse(&secret, sizeof(secret));
+	if (rc < 0) {
+		agents_stop(as, n);
+		return -1;
+	}
+	*as_r = as;
+	*n_r = n;
+	return 0;
 }
 
 /* Sends each agent its configuration with its share of the users. */
@@ -379,6 +459,20 @@ static int merge_delivery(struct mgr_point *p, const struct jv *r)
 	return 0;
 }
 
+static void merge_tls(struct mgr_point *p, const struct jv *t)
+{
+	static const char *const keys[4] = { "smtp", "imap", "smtp_failed", "imap_failed" };
+
+	if (t == NULL)
+		return;
+	for (int i = 0; i < 4; i++)
+		p->tls[i] += (uint64_t)jv_int(t, keys[i], 0);
+	if (p->tls_proto[0] == '\0') {
+		str_lcpy(p->tls_proto, jv_str(t, "protocol", ""), sizeof(p->tls_proto));
+		str_lcpy(p->tls_cipher, jv_str(t, "cipher", ""), sizeof(p->tls_cipher));
+	}
+}
+
 int mgr_point_merge(struct mgr_point *p, const struct jv *r)
 {
 	const struct jv *fns = jv_get(r, "functions"), *top = jv_get(r, "errtop");
@@ -411,6 +505,7 @@ int mgr_point_merge(struct mgr_point *p, const struct jv *r)
 	if (p->imap_caps[0] == '\0')
 		str_lcpy(p->imap_caps, jv_str(srv, "imap_capability", ""), sizeof(p->imap_caps));
 	p->refused += (uint64_t)jv_int(r, "sessions_refused", 0);
+	merge_tls(p, jv_get(r, "tls"));
 	return 0;
 }
 
@@ -487,6 +582,54 @@ struct deliv {
 	uint64_t submitted, incoming, submitted_steady;
 };
 
+/* Copies of message seq that local user r saw (distinct UIDVALIDITY/UID), the first at
+   *first. */
+static uint64_t local_copies(const struct mgr_point *p, uint64_t seq, uint32_t r, int64_t *first)
+{
+	struct mgr_seen key = { seq, r, 0, 0, 0 };
+	size_t lo = 0, hi = p->nseen;
+	uint64_t copies = 0;
+
+	while (lo < hi) { /* first entry >= (seq, user) */
+		size_t mid = (lo + hi) / 2;
+		if (cmp_seen(&p->seen[mid], &key) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t j = lo; j < p->nseen && p->seen[j].seq == seq && p->seen[j].user == r; j++) {
+		bool same = j > lo && p->seen[j - 1].uidv == p->seen[j].uidv &&
+			    p->seen[j - 1].uid == p->seen[j].uid;
+		copies += !same;
+		if (p->seen[j].ms < *first)
+			*first = p->seen[j].ms;
+	}
+	return copies;
+}
+
+/* Copies of message seq the sink recorded for remote recipient r, the first at *first. */
+static uint64_t remote_copies(const struct remote_rec *rr, size_t nrr, uint64_t seq, int64_t r,
+			      int64_t *first)
+{
+	struct remote_rec key = { seq, r, INT64_MIN };
+	size_t lo = 0, hi = nrr;
+	uint64_t copies = 0;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (cmp_remote(&rr[mid], &key) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t j = lo; j < nrr && rr[j].seq == seq && rr[j].rcpt == r; j++) {
+		copies++;
+		if (rr[j].ms < *first)
+			*first = rr[j].ms;
+	}
+	return copies;
+}
+
 static void account(struct mgr_point *p, const struct ml_cfg *c, const struct jv *sink,
 		    struct deliv *d)
 {
@@ -502,56 +645,23 @@ static void account(struct mgr_point *p, const struct ml_cfg *c, const struct jv
 		const struct mgr_sent *s = &p->sent[i];
 		bool measured = s->ack_ms >= ramp_end && s->ack_ms < steady_end;
 
-		if (s->submitted) {
-			d->submitted++;
-			d->submitted_steady += measured;
-		} else {
-			d->incoming++;
-		}
+		d->submitted += s->submitted;
+		d->submitted_steady += s->submitted && measured;
+		d->incoming += !s->submitted;
 		for (uint32_t k = 0; k < s->n; k++) {
-			int64_t r = p->rcpt[s->off + k];
-			uint64_t copies = 0;
-			int64_t first = INT64_MAX;
+			int64_t r = p->rcpt[s->off + k], first = INT64_MAX;
+			uint64_t copies;
 
 			if (r > 0) {
 				d->local++;
-				struct mgr_seen key = { s->seq, (uint32_t)r, 0, 0, 0 };
-				size_t lo = 0, hi = p->nseen;
-				while (lo < hi) { /* first entry >= (seq, user) */
-					size_t mid = (lo + hi) / 2;
-					if (cmp_seen(&p->seen[mid], &key) < 0)
-						lo = mid + 1;
-					else
-						hi = mid;
-				}
-				for (size_t j = lo; j < p->nseen && p->seen[j].seq == s->seq &&
-						    p->seen[j].user == (uint32_t)r; j++) {
-					bool same = j > lo && p->seen[j - 1].uidv == p->seen[j].uidv &&
-						    p->seen[j - 1].uid == p->seen[j].uid;
-					copies += !same;
-					if (p->seen[j].ms < first)
-						first = p->seen[j].ms;
-				}
+				copies = local_copies(p, s->seq, (uint32_t)r, &first);
 			} else {
 				d->remote++;
 				if (sink == NULL) {
 					d->unchecked++;
 					continue;
 				}
-				struct remote_rec key = { s->seq, r, INT64_MIN };
-				size_t lo = 0, hi = nrr;
-				while (lo < hi) {
-					size_t mid = (lo + hi) / 2;
-					if (cmp_remote(&rr[mid], &key) < 0)
-						lo = mid + 1;
-					else
-						hi = mid;
-				}
-				for (size_t j = lo; j < nrr && rr[j].seq == s->seq && rr[j].rcpt == r; j++) {
-					copies++;
-					if (rr[j].ms < first)
-						first = rr[j].ms;
-				}
+				copies = remote_copies(rr, nrr, s->seq, r, &first);
 			}
 			d->checked++;
 			if (copies == 0) {
@@ -559,8 +669,7 @@ static void account(struct mgr_point *p, const struct ml_cfg *c, const struct jv
 				continue;
 			}
 			d->delivered++;
-			if (copies > 1)
-				d->dup++;
+			d->dup += copies > 1;
 			if (measured)
 				histo_add(&p->delivery,
 					  (uint64_t)(first > s->ack_ms ? first - s->ack_ms : 0) * 1000);
@@ -621,19 +730,13 @@ static int cmp_err(const void *a, const void *b)
 	return x->n < y->n ? 1 : x->n > y->n ? -1 : 0;
 }
 
-bool mgr_point_finish(struct mgr_point *p, const struct ml_cfg *c, double pct,
-		      const struct jv *sink, const char *sink_note, struct buf *o)
+/* The functions array; adds up steps and failures, and the summary rules broken to why. */
+static bool put_point_functions(const struct mgr_point *p, struct buf *o, uint64_t *steps,
+				uint64_t *failed, struct buf *why)
 {
-	struct deliv d;
-	uint64_t steps = 0, failed = 0;
 	bool pass = true;
-	struct buf why;
 
-	buf_init(&why, 256, 1u << 16);
-	account(p, c, sink, &d);
-	buf_printf(o, "{\"pct\":%.0f,\"rate\":%.3f,\"users\":%" PRIu64 ",\"run_id\":%" PRIu64
-		      ",\"t0_ms\":%" PRIu64 ",\"functions\":[",
-		   pct, c->rate, c->users, c->run_id, c->t0_ms);
+	buf_puts(o, "\"functions\":[");
 	for (int f = 0; f < FN_DELIVERY; f++) {
 		const struct histo *h = &p->h[f];
 		uint64_t all = h->count + p->err[f];
@@ -641,52 +744,102 @@ bool mgr_point_finish(struct mgr_point *p, const struct ml_cfg *c, double pct,
 					     (double)all
 				   : 0;
 
-		steps += all;
-		failed += p->err[f];
+		*steps += all;
+		*failed += p->err[f];
 		if (f < FN_NSUMMARY && (all == 0 || share <= ML_REQUIRED_PCT)) {
 			pass = false;
-			buf_printf(&why, "%s\"%s: %s\"", why.len ? "," : "", ml_fns[f].name,
+			buf_printf(why, "%s\"%s: %s\"", why->len ? "," : "", ml_fns[f].name,
 				   all == 0 ? "no samples" : "not more than 95% inside the limit");
 		}
-		buf_printf(o, "%s{\"key\":\"%s\",\"name\":\"%s\",\"summary\":%s,\"limit_ms\":%u,", f ? "," : "",
-			   ml_fns[f].key, ml_fns[f].name, f < FN_NSUMMARY ? "true" : "false",
-			   ml_fns[f].limit_ms);
+		buf_printf(o, "%s{\"key\":\"%s\",\"name\":\"%s\",\"summary\":%s,\"limit_ms\":%u,",
+			   f ? "," : "", ml_fns[f].key, ml_fns[f].name,
+			   f < FN_NSUMMARY ? "true" : "false", ml_fns[f].limit_ms);
 		put_histo_fields(o, h, p->err[f], ml_fns[f].limit_ms);
 		buf_putc(o, '}');
 	}
-	/* lost and duplicated deliveries are failed steps too */
-	failed += d.lost + d.dup;
-	steps += d.checked;
-	uint64_t dwithin = histo_count_le(&p->delivery, ML_DELIVERY_LIMIT_MS * 1000ULL);
+	buf_putc(o, ']');
+	return pass;
+}
+
+/* The delivery rules: time within the limit, nothing lost or duplicated, error rate. */
+static bool point_rules(const struct mgr_point *p, const struct deliv *d, double erate,
+			struct buf *why)
+{
 	uint64_t dall = p->delivery.count;
+	uint64_t dwithin = histo_count_le(&p->delivery, ML_DELIVERY_LIMIT_MS * 1000ULL);
 	double dpct = dall ? 100.0 * (double)dwithin / (double)dall : 0;
-	double erate = steps ? 100.0 * (double)failed / (double)steps : 0;
+	bool pass = true;
+
 	if (dall == 0 || dpct <= ML_REQUIRED_PCT) {
 		pass = false;
-		buf_printf(&why, "%s\"Delivery Time: %s\"", why.len ? "," : "",
+		buf_printf(why, "%s\"Delivery Time: %s\"", why->len ? "," : "",
 			   dall == 0 ? "no deliveries checked" : "not more than 95% within 60 s");
 	}
 	if (erate >= ML_ERROR_RATE_MAX) {
 		pass = false;
-		buf_printf(&why, "%s\"Error Rate: %.2f%% (limit < 1%%)\"", why.len ? "," : "", erate);
+		buf_printf(why, "%s\"Error Rate: %.2f%% (limit < 1%%)\"", why->len ? "," : "", erate);
 	}
-	if (d.lost > 0 || d.dup > 0) {
+	if (d->lost > 0 || d->dup > 0) {
 		pass = false;
-		buf_printf(&why, "%s\"%" PRIu64 " lost, %" PRIu64 " duplicated\"", why.len ? "," : "",
-			   d.lost, d.dup);
+		buf_printf(why, "%s\"%" PRIu64 " lost, %" PRIu64 " duplicated\"", why->len ? "," : "",
+			   d->lost, d->dup);
 	}
-	buf_printf(o, "],\"delivery\":{\"limit_ms\":%d,\"checked\":%" PRIu64 ",\"delivered\":%" PRIu64
+	return pass;
+}
+
+static void put_point_delivery(const struct mgr_point *p, const struct ml_cfg *c,
+			       const struct deliv *d, const char *sink_note, struct buf *o)
+{
+	buf_printf(o, ",\"delivery\":{\"limit_ms\":%d,\"checked\":%" PRIu64 ",\"delivered\":%" PRIu64
 		      ",\"lost\":%" PRIu64 ",\"duplicated\":%" PRIu64 ",\"local\":%" PRIu64
 		      ",\"remote\":%" PRIu64 ",\"remote_unchecked\":%" PRIu64 ",\"remote_note\":",
-		   ML_DELIVERY_LIMIT_MS, d.checked, d.delivered, d.lost, d.dup, d.local, d.remote,
-		   d.unchecked);
+		   ML_DELIVERY_LIMIT_MS, d->checked, d->delivered, d->lost, d->dup, d->local,
+		   d->remote, d->unchecked);
 	json_put_str(o, sink_note != NULL ? sink_note : "");
 	buf_putc(o, ',');
 	put_histo_fields(o, &p->delivery, 0, ML_DELIVERY_LIMIT_MS);
 	buf_printf(o, "},\"messages\":{\"submitted\":%" PRIu64 ",\"submitted_steady\":%" PRIu64
 		      ",\"incoming\":%" PRIu64 ",\"measured_rate\":%.3f}",
-		   d.submitted, d.submitted_steady, d.incoming,
-		   c->steady_s ? (double)d.submitted_steady * 60.0 / (double)c->steady_s : 0.0);
+		   d->submitted, d->submitted_steady, d->incoming,
+		   c->steady_s ? (double)d->submitted_steady * 60.0 / (double)c->steady_s : 0.0);
+}
+
+static void put_point_server(const struct mgr_point *p, struct buf *o)
+{
+	buf_puts(o, ",\"server\":{\"smtp_greeting\":");
+	json_put_str(o, p->smtp_greeting);
+	buf_puts(o, ",\"imap_greeting\":");
+	json_put_str(o, p->imap_greeting);
+	buf_puts(o, ",\"imap_capability\":");
+	json_put_str(o, p->imap_caps);
+	buf_printf(o, "},\"tls\":{\"smtp\":%" PRIu64 ",\"imap\":%" PRIu64 ",\"smtp_failed\":%" PRIu64
+		      ",\"imap_failed\":%" PRIu64 ",\"protocol\":",
+		   p->tls[0], p->tls[1], p->tls[2], p->tls[3]);
+	json_put_str(o, p->tls_proto);
+	buf_puts(o, ",\"cipher\":");
+	json_put_str(o, p->tls_cipher);
+	buf_puts(o, "},");
+}
+
+bool mgr_point_finish(struct mgr_point *p, const struct ml_cfg *c, double pct,
+		      const struct jv *sink, const char *sink_note, struct buf *o)
+{
+	struct deliv d;
+	uint64_t steps = 0, failed = 0;
+	struct buf why;
+
+	buf_init(&why, 256, 1u << 16);
+	account(p, c, sink, &d);
+	buf_printf(o, "{\"pct\":%.0f,\"rate\":%.3f,\"users\":%" PRIu64 ",\"run_id\":%" PRIu64
+		      ",\"t0_ms\":%" PRIu64 ",",
+		   pct, c->rate, c->users, c->run_id, c->t0_ms);
+	bool pass = put_point_functions(p, o, &steps, &failed, &why);
+	/* lost and duplicated deliveries are failed steps too */
+	failed += d.lost + d.dup;
+	steps += d.checked;
+	double erate = steps ? 100.0 * (double)failed / (double)steps : 0;
+	pass &= point_rules(p, &d, erate, &why);
+	put_point_delivery(p, c, &d, sink_note, o);
 	if (p->nerrs > 1)
 		qsort(p->errs, p->nerrs, sizeof(*p->errs), cmp_err);
 	buf_printf(o, ",\"errors\":{\"steps\":%" PRIu64 ",\"failed\":%" PRIu64
@@ -698,13 +851,8 @@ bool mgr_point_finish(struct mgr_point *p, const struct ml_cfg *c, double pct,
 		json_put_str(o, p->errs[i].msg);
 		buf_printf(o, ",%" PRIu64 "]", p->errs[i].n);
 	}
-	buf_puts(o, "]},\"server\":{\"smtp_greeting\":");
-	json_put_str(o, p->smtp_greeting);
-	buf_puts(o, ",\"imap_greeting\":");
-	json_put_str(o, p->imap_greeting);
-	buf_puts(o, ",\"imap_capability\":");
-	json_put_str(o, p->imap_caps);
-	buf_puts(o, "},");
+	buf_puts(o, "]}");
+	put_point_server(p, o);
 	put_ts(o, p);
 	buf_printf(o, ",\"agent_clocks\":[%s]", buf_cstr(&p->clocks));
 	buf_printf(o, ",\"pass\":%s,\"reasons\":[%s]}", pass ? "true" : "false", buf_cstr(&why));

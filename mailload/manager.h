@@ -16,6 +16,8 @@ struct mgr_opts {
 	struct ml_cfg cfg;
 	const char *agents;      /* "host:port,..." or NULL: local agents */
 	uint32_t local_agents;   /* 0: one per core */
+	const char *secret_file; /* the agents' shared secret (ctlauth.h); NULL: local agents
+				    get a generated one, remote agents cannot be used */
 	const char *sink;        /* sink control host:port, NULL: none */
 	const char *report_dir;
 	double points[8];        /* load points, percent of rate */

@@ -293,7 +293,8 @@ static void build_headers(struct ml_msg *m, const struct ml_msg_spec *s, struct 
 	buf_puts(b, "MIME-Version: 1.0\r\n");
 }
 
-void ml_msg_build(struct ml_msg *m, const struct ml_msg_spec *s)
+/* multipart/mixed: a text part and one to three base64 attachments. */
+static void build_mixed(struct ml_msg *m, struct ml_rng *r, const char *bnd, uint32_t size)
 {
 	static const char *const att[][2] = {
 		{ "application/pdf", "report.pdf" },
@@ -301,6 +302,45 @@ void ml_msg_build(struct ml_msg *m, const struct ml_msg_spec *s)
 		  "notes.docx" },
 		{ "image/jpeg", "photo.jpg" },
 	};
+	uint32_t natt = (uint32_t)ml_rng_range(r, 1, 3), text = size / 8;
+	size_t from = 0;
+
+	buf_printf(&m->head, "Content-Type: multipart/mixed; boundary=\"%s\"\r\n\r\n"
+			     "--%s\r\nContent-Type: text/plain; charset=us-ascii\r\n\r\n",
+		   bnd, bnd);
+	piece_head(m, from);
+	piece_pool(m, r, text_pool, TEXT_POOL, text);
+	for (uint32_t i = 0; i < natt; i++) {
+		uint32_t a = (uint32_t)(ml_rng_next(r) % 3);
+
+		from = m->head.len;
+		buf_printf(&m->head, "--%s\r\nContent-Type: %s; name=\"%s\"\r\n"
+				     "Content-Transfer-Encoding: base64\r\n"
+				     "Content-Disposition: attachment; filename=\"%s\"\r\n\r\n",
+			   bnd, att[a][0], att[a][1], att[a][1]);
+		piece_head(m, from);
+		piece_pool(m, r, b64_pool, B64_POOL, (size - text) / natt);
+	}
+}
+
+/* multipart/alternative: a text and an HTML part. */
+static void build_alt(struct ml_msg *m, struct ml_rng *r, const char *bnd, uint32_t size)
+{
+	size_t from = 0;
+
+	buf_printf(&m->head, "Content-Type: multipart/alternative; boundary=\"%s\"\r\n\r\n"
+			     "--%s\r\nContent-Type: text/plain; charset=us-ascii\r\n\r\n",
+		   bnd, bnd);
+	piece_head(m, from);
+	piece_pool(m, r, text_pool, TEXT_POOL, size / 3);
+	from = m->head.len;
+	buf_printf(&m->head, "--%s\r\nContent-Type: text/html; charset=us-ascii\r\n\r\n", bnd);
+	piece_head(m, from);
+	piece_pool(m, r, html_pool, HTML_POOL, size - size / 3);
+}
+
+void ml_msg_build(struct ml_msg *m, const struct ml_msg_spec *s)
+{
 	struct ml_rng r;
 	uint32_t size;
 	size_t from;
@@ -316,46 +356,18 @@ void ml_msg_build(struct ml_msg *m, const struct ml_msg_spec *s)
 	m->mime = u < 0.5 ? MIME_PLAIN : u < 0.8 ? MIME_ALT : MIME_MIXED;
 	build_headers(m, s, &r);
 	snprintf(bnd, sizeof(bnd), "=_ml_%016" PRIx64, ml_rng_next(&r));
-	from = 0;
 	switch (m->mime) {
 	case MIME_PLAIN:
 		buf_puts(&m->head, "Content-Type: text/plain; charset=us-ascii\r\n\r\n");
-		piece_head(m, from);
+		piece_head(m, 0);
 		piece_pool(m, &r, text_pool, TEXT_POOL, size);
 		return;
 	case MIME_ALT:
-		buf_printf(&m->head, "Content-Type: multipart/alternative; boundary=\"%s\"\r\n\r\n"
-				     "--%s\r\nContent-Type: text/plain; charset=us-ascii\r\n\r\n",
-			   bnd, bnd);
-		piece_head(m, from);
-		piece_pool(m, &r, text_pool, TEXT_POOL, size / 3);
-		from = m->head.len;
-		buf_printf(&m->head, "--%s\r\nContent-Type: text/html; charset=us-ascii\r\n\r\n",
-			   bnd);
-		piece_head(m, from);
-		piece_pool(m, &r, html_pool, HTML_POOL, size - size / 3);
+		build_alt(m, &r, bnd, size);
 		break;
-	case MIME_MIXED: {
-		uint32_t natt = (uint32_t)ml_rng_range(&r, 1, 3), text = size / 8;
-
-		buf_printf(&m->head, "Content-Type: multipart/mixed; boundary=\"%s\"\r\n\r\n"
-				     "--%s\r\nContent-Type: text/plain; charset=us-ascii\r\n\r\n",
-			   bnd, bnd);
-		piece_head(m, from);
-		piece_pool(m, &r, text_pool, TEXT_POOL, text);
-		for (uint32_t i = 0; i < natt; i++) {
-			uint32_t a = (uint32_t)(ml_rng_next(&r) % 3);
-
-			from = m->head.len;
-			buf_printf(&m->head, "--%s\r\nContent-Type: %s; name=\"%s\"\r\n"
-					     "Content-Transfer-Encoding: base64\r\n"
-					     "Content-Disposition: attachment; filename=\"%s\"\r\n\r\n",
-				   bnd, att[a][0], att[a][1], att[a][1]);
-			piece_head(m, from);
-			piece_pool(m, &r, b64_pool, B64_POOL, (size - text) / natt);
-		}
+	case MIME_MIXED:
+		build_mixed(m, &r, bnd, size);
 		break;
-	}
 	}
 	from = m->head.len;
 	buf_printf(&m->head, "--%s--\r\n", bnd);

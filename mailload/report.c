@@ -129,6 +129,17 @@ static void text_detail(const struct jv *pt, struct buf *o)
 	}
 }
 
+static void text_tls(const struct jv *t, struct buf *o)
+{
+	if (t == NULL || jv_int(t, "smtp", 0) + jv_int(t, "imap", 0) + jv_int(t, "smtp_failed", 0) +
+				 jv_int(t, "imap_failed", 0) == 0)
+		return;
+	buf_printf(o, "  TLS handshakes (whole run): SMTP %" PRId64 " (%" PRId64 " failed), IMAP %" PRId64
+		      " (%" PRId64 " failed); %s %s\n",
+		   jv_int(t, "smtp", 0), jv_int(t, "smtp_failed", 0), jv_int(t, "imap", 0),
+		   jv_int(t, "imap_failed", 0), jv_str(t, "protocol", ""), jv_str(t, "cipher", ""));
+}
+
 static void text_config(const struct jv *r, struct buf *o)
 {
 	const struct jv *c = jv_get(r, "config"), *pt = headline_point(r), *cl = jv_get(r, "client");
@@ -162,6 +173,7 @@ static void text_config(const struct jv *r, struct buf *o)
 		      "  IMAP capability: %s\n",
 		   jv_str(srv, "smtp_greeting", "?"), jv_str(srv, "imap_greeting", "?"),
 		   jv_str(srv, "imap_capability", "?"));
+	text_tls(jv_get(pt, "tls"), o);
 	buf_printf(o, "\nClient machine\n  CPU %s, %" PRId64 " cores, %.1f GiB memory, %s\n",
 		   jv_str(cl, "cpu", "?"), jv_int(cl, "cores", 0),
 		   (double)jv_int(cl, "mem_kb", 0) / 1048576.0, jv_str(cl, "kernel", "?"));

@@ -11,6 +11,7 @@
 void smtp_reply_reset(struct smtp_reply *r)
 {
 	memset(r, 0, sizeof(*r));
+	line_reader_init(&r->lr, SMTP_LINE_MAX, 0);
 }
 
 static void smtp_ext(struct smtp_reply *r, const char *kw, size_t n)
@@ -27,53 +28,51 @@ static void smtp_ext(struct smtp_reply *r, const char *kw, size_t n)
 		r->ext |= SMTP_EXT_AUTH_PLAIN;
 }
 
+static int smtp_reply_fail(struct smtp_reply *r, const char *why)
+{
+	str_lcpy(r->text, why, sizeof(r->text));
+	return -1;
+}
+
+static bool smtp_line_ok(const char *l, size_t n)
+{
+	return n >= 3 && l[0] >= '2' && l[0] <= '5' && l[1] >= '0' && l[1] <= '9' &&
+	       l[2] >= '0' && l[2] <= '9' && (n == 3 || l[3] == ' ' || l[3] == '-');
+}
+
 int smtp_reply_parse(struct smtp_reply *r, struct evbuffer *in)
 {
-	char line[SMTP_LINE_MAX + 2];
+	struct line ln;
+	int rc;
 
-	for (;;) {
-		size_t eol_len = 0;
-		struct evbuffer_ptr eol = evbuffer_search_eol(in, NULL, &eol_len, EVBUFFER_EOL_CRLF);
+	while ((rc = line_peek(&r->lr, in, &ln)) == 1) {
+		const char *l = ln.p;
+		size_t n = ln.len;
 
-		if (eol.pos == -1) {
-			if (evbuffer_get_length(in) > SMTP_LINE_MAX) {
-				snprintf(r->text, sizeof(r->text), "reply line too long");
-				return -1;
-			}
-			return 0;
-		}
-		if ((size_t)eol.pos > SMTP_LINE_MAX) {
-			snprintf(r->text, sizeof(r->text), "reply line too long");
+		if (!smtp_line_ok(l, n)) {
+			snprintf(r->text, sizeof(r->text), "malformed reply: %.*s",
+				 (int)(n > 60 ? 60 : n), l);
 			return -1;
 		}
-		size_t n = (size_t)eol.pos;
-		evbuffer_remove(in, line, n);
-		evbuffer_drain(in, eol_len);
-		line[n] = '\0';
-		if (n < 3 || line[0] < '2' || line[0] > '5' || line[1] < '0' || line[1] > '9' ||
-		    line[2] < '0' || line[2] > '9' || (n > 3 && line[3] != ' ' && line[3] != '-')) {
-			snprintf(r->text, sizeof(r->text), "malformed reply: %.60s", line);
-			return -1;
-		}
-		int code = (line[0] - '0') * 100 + (line[1] - '0') * 10 + (line[2] - '0');
-		if (r->nlines > 0 && code != r->code) {
-			snprintf(r->text, sizeof(r->text), "reply code changed within a reply");
-			return -1;
-		}
-		if (++r->nlines > SMTP_LINES_MAX) {
-			snprintf(r->text, sizeof(r->text), "too many reply lines");
-			return -1;
-		}
-		const char *t = n > 4 ? line + 4 : "";
+		int code = (l[0] - '0') * 100 + (l[1] - '0') * 10 + (l[2] - '0');
+		if (r->nlines > 0 && code != r->code)
+			return smtp_reply_fail(r, "reply code changed within a reply");
+		if (++r->nlines > SMTP_LINES_MAX)
+			return smtp_reply_fail(r, "too many reply lines");
+		const char *t = n > 4 ? l + 4 : "";
+		size_t tn = n > 4 ? n - 4 : 0;
 		if (r->nlines == 1) {
 			r->code = code;
-			str_lcpy(r->text, t, sizeof(r->text));
+			snprintf(r->text, sizeof(r->text), "%.*s", (int)tn, t);
 		} else {
-			smtp_ext(r, t, strlen(t));
+			smtp_ext(r, t, tn);
 		}
-		if (n == 3 || line[3] == ' ')
+		bool last = n == 3 || l[3] == ' ';
+		line_drain(in, &ln);
+		if (last)
 			return 1;
 	}
+	return rc < 0 ? smtp_reply_fail(r, "reply line too long") : 0;
 }
 
 void imap_rparser_init(struct imap_rparser *p, size_t line_max, size_t keep_max,
@@ -83,7 +82,13 @@ void imap_rparser_init(struct imap_rparser *p, size_t line_max, size_t keep_max,
 	p->line_max = line_max;
 	p->keep_max = keep_max;
 	p->lit_max = lit_max;
+	line_reader_init(&p->lr, line_max, 0);
 	buf_init(&p->line, 1024, line_max * 4 + keep_max * 2 + 64);
+}
+
+void imap_rparser_reset_input(struct imap_rparser *p)
+{
+	line_reader_reset(&p->lr);
 }
 
 void imap_rparser_release(struct imap_rparser *p)
@@ -139,19 +144,14 @@ int imap_rparser_next(struct imap_rparser *p, struct evbuffer *in)
 			p->in_literal = false;
 			continue;
 		}
-		size_t eol_len = 0;
-		struct evbuffer_ptr eol = evbuffer_search_eol(in, NULL, &eol_len, EVBUFFER_EOL_CRLF);
-		if (eol.pos == -1)
-			return evbuffer_get_length(in) > p->line_max ? rp_fail(p, "line too long") : 0;
-		if ((size_t)eol.pos > p->line_max)
-			return rp_fail(p, "line too long");
-		size_t start = p->line.len, n = (size_t)eol.pos;
-		char *dst = buf_reserve(&p->line, n + 1);
-		if (dst == NULL)
+		struct line ln;
+		int rc = line_peek(&p->lr, in, &ln);
+		if (rc <= 0)
+			return rc < 0 ? rp_fail(p, "line too long") : 0;
+		size_t start = p->line.len, n = ln.len;
+		if (buf_append(&p->line, ln.p, n) < 0)
 			return rp_fail(p, "response too long");
-		evbuffer_remove(in, dst, n);
-		evbuffer_drain(in, eol_len);
-		buf_commit(&p->line, n);
+		line_drain(in, &ln);
 		int64_t lit = line_literal(p->line.data + start, n);
 		if (lit < 0)
 			return 1; /* the response is complete; caller resets line */
@@ -179,6 +179,51 @@ static bool atom_char(char c)
 	       c != '\r' && (unsigned char)c >= 0x20;
 }
 
+/* A quoted string; t->p is past the opening quote. */
+static enum itok_type itok_quoted(struct itok *t)
+{
+	const char *q = t->p;
+
+	while (q < t->end && *q != '"') {
+		if (*q == '\\' && q + 1 < t->end)
+			q++;
+		q++;
+	}
+	if (q >= t->end)
+		return t->type = IT_BAD;
+	t->s = t->p;
+	t->len = (size_t)(q - t->p);
+	t->p = q + 1;
+	return t->type = IT_STRING;
+}
+
+/* A literal as imap_rparser stores it: "{n}\n" and its bytes, or "{n}" when dropped. */
+static enum itok_type itok_literal(struct itok *t)
+{
+	uint64_t n = 0;
+	const char *q = t->p + 1;
+
+	while (q < t->end && *q >= '0' && *q <= '9')
+		n = n * 10 + (uint64_t)(*q++ - '0');
+	if (q >= t->end || *q != '}')
+		return t->type = IT_BAD;
+	q++;
+	t->literal = true;
+	t->litlen = n;
+	t->s = q;
+	t->len = 0;
+	t->p = q;
+	if (q < t->end && *q == '\n') { /* kept */
+		q++;
+		if ((uint64_t)(t->end - q) < n)
+			return t->type = IT_BAD;
+		t->s = q;
+		t->len = (size_t)n;
+		t->p = q + n;
+	}
+	return t->type = IT_STRING;
+}
+
 enum itok_type itok_next(struct itok *t)
 {
 	t->literal = false;
@@ -194,43 +239,11 @@ enum itok_type itok_next(struct itok *t)
 		return t->type = c == '(' ? IT_LPAREN : IT_RPAREN;
 	}
 	if (c == '"') {
-		const char *q = ++t->p;
-		while (q < t->end && *q != '"') {
-			if (*q == '\\' && q + 1 < t->end)
-				q++;
-			q++;
-		}
-		if (q >= t->end)
-			return t->type = IT_BAD;
-		t->s = t->p;
-		t->len = (size_t)(q - t->p);
-		t->p = q + 1;
-		return t->type = IT_STRING;
+		t->p++;
+		return itok_quoted(t);
 	}
-	if (c == '{') {
-		uint64_t n = 0;
-		const char *q = t->p + 1;
-		while (q < t->end && *q >= '0' && *q <= '9')
-			n = n * 10 + (uint64_t)(*q++ - '0');
-		if (q >= t->end || *q != '}')
-			return t->type = IT_BAD;
-		q++;
-		t->literal = true;
-		t->litlen = n;
-		if (q < t->end && *q == '\n') { /* kept */
-			q++;
-			if ((uint64_t)(t->end - q) < n)
-				return t->type = IT_BAD;
-			t->s = q;
-			t->len = (size_t)n;
-			t->p = q + n;
-		} else {
-			t->s = q;
-			t->len = 0;
-			t->p = q;
-		}
-		return t->type = IT_STRING;
-	}
+	if (c == '{')
+		return itok_literal(t);
 	const char *q = t->p;
 	int depth = 0;
 	while (q < t->end && (atom_char(*q) || (depth > 0 && *q != '\n'))) {

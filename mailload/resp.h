@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "common/buf.h"
+#include "common/line.h"
 
 struct evbuffer;
 
@@ -19,6 +20,7 @@ enum { SMTP_EXT_PIPELINING = 1, SMTP_EXT_STARTTLS = 2, SMTP_EXT_AUTH_PLAIN = 4,
        SMTP_EXT_8BITMIME = 8 };
 
 struct smtp_reply {
+	struct line_reader lr; /* CRLF lines of at most SMTP_LINE_MAX */
 	int code;         /* 0 until the first line */
 	uint32_t nlines;
 	uint32_t ext;     /* SMTP_EXT_* seen in this reply's lines (EHLO) */
@@ -34,6 +36,7 @@ void smtp_reply_reset(struct smtp_reply *r);
    size is <= keep_max is stored as "{n}\n" followed by its n bytes; a bigger one as "{n}" only
    (its bytes are counted in lit_skipped and dropped). */
 struct imap_rparser {
+	struct line_reader lr;
 	struct buf line;
 	size_t line_max;  /* per text line */
 	size_t keep_max;  /* literal bytes kept */
@@ -51,6 +54,8 @@ void imap_rparser_init(struct imap_rparser *p, size_t line_max, size_t keep_max,
 void imap_rparser_release(struct imap_rparser *p);
 /* 1: a complete response in p->line; 0: need more; -1: error (p->error). */
 int imap_rparser_next(struct imap_rparser *p, struct evbuffer *in);
+/* The input changed under the parser (STARTTLS): forget what was searched. */
+void imap_rparser_reset_input(struct imap_rparser *p);
 
 /* Tokens of a response. */
 enum itok_type { IT_END, IT_ATOM, IT_STRING, IT_LPAREN, IT_RPAREN, IT_NIL, IT_BAD };
