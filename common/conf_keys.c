@@ -26,6 +26,9 @@ const struct conf_key conf_keys[] = {
 	  "the map size a partition may grow to" },
 	{ "store", "expunge_history", CONF_DURATION, 0, 3650 * DAY, "30d", NULL,
 	  "how long expunged UIDs are remembered for QRESYNC VANISHED" },
+	{ "store", "expunge_history_max", CONF_INT, 1, 100000000, "100000", NULL,
+	  "expunged UIDs remembered per mailbox at most: the oldest go first, as if past "
+	  "expunge_history" },
 	{ "store", "group_commit_delay", CONF_DURATION, 0, 1000, "2ms", NULL,
 	  "how long a commit waits for more deliveries/flag changes to share it (not when the "
 	  "previous commit held a single one: a lone writer commits at once)" },
@@ -165,7 +168,7 @@ const struct conf_key conf_keys[] = {
 	{ "imapd", "max_connections_per_ip", CONF_INT, 1, 10000000, "1000", NULL,
 	  "concurrent connections from one client address, all workers (more get BYE)" },
 	{ "imapd", "max_connections_per_user", CONF_INT, 1, 100000, "20", NULL,
-	  "concurrent sessions of one user (per worker)" },
+	  "concurrent sessions of one user, all workers (more get NO [LIMIT] at login)" },
 	{ "imapd", "allow_plaintext_auth", CONF_BOOL, 0, 0, "no", NULL,
 	  "allow LOGIN/AUTHENTICATE without TLS" },
 	{ "imapd", "login_timeout", CONF_DURATION, 1 * SEC, 1 * HOUR, "60s", NULL,

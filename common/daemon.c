@@ -1,9 +1,11 @@
 /* daemon.c — owns process life: command line, config load and -t, logging start, pidfile,
- * privilege drop, and the master that forks, restarts, signals and reaps workers. */
+ * privilege drop, the descriptor limit (RLIMIT_NOFILE), and the master that forks, restarts,
+ * signals and reaps workers. */
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <inttypes.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdint.h>
@@ -12,6 +14,7 @@
 #include <stdnoreturn.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -30,6 +33,95 @@
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 10000
 #define HEALTHY_MS 10000 /* a worker that lived this long resets its slot's backoff */
+
+struct conf *daemon_conf_reload(const char *path, const char *who)
+{
+	struct conf *c = NULL;
+	char *err = NULL;
+
+	if (conf_load(path, &c, &err) < 0) {
+		log_warnx("%s: reload of %s failed, the old config stays: %s", who, path, err);
+		free(err);
+		return NULL;
+	}
+	return c;
+}
+
+static bool in_sections(const char *section, const char *const *sections)
+{
+	for (; *sections != NULL; sections++)
+		if (strcmp(section, *sections) == 0)
+			return true;
+	return false;
+}
+
+void daemon_conf_report(const char *ident, const struct conf *old, const struct conf *new,
+			const char *const *sections,
+			enum daemon_reload (*how)(const char *section, const char *key))
+{
+	for (size_t i = 0; i < conf_nkeys; i++) {
+		const struct conf_key *k = &conf_keys[i];
+		const char *now = conf_text(new, k->section, k->name);
+
+		if (!in_sections(k->section, sections) ||
+		    strcmp(conf_text(old, k->section, k->name), now) == 0)
+			continue;
+		switch (how(k->section, k->name)) {
+		case DAEMON_RELOAD_APPLIED:
+			log_info("%s reload: [%s] %s = %s", ident, k->section, k->name, now);
+			break;
+		case DAEMON_RELOAD_PARTLY:
+			log_info("%s reload: [%s] %s changed (the directory reloads what it can)",
+				 ident, k->section, k->name);
+			break;
+		case DAEMON_RELOAD_RESTART:
+		case DAEMON_RELOAD_LISTEN:
+			log_warnx("%s reload: [%s] %s changed: it takes effect only when %s is "
+				  "restarted%s", ident, k->section, k->name, ident,
+				  how(k->section, k->name) == DAEMON_RELOAD_LISTEN
+				  ? " (listeners are bound at start)" : "");
+			break;
+		}
+	}
+}
+
+uint64_t daemon_nofile_target(uint64_t need, uint64_t soft, uint64_t hard)
+{
+	if (soft >= need)
+		return soft;
+	return hard >= need ? need : hard;
+}
+
+uint64_t daemon_nofile_ensure(const char *ident, uint64_t max_conns)
+{
+	uint64_t need = max_conns * DAEMON_NOFILE_PER_CONN + DAEMON_NOFILE_MARGIN;
+	uint64_t soft, hard, target;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+		log_warn("%s: getrlimit nofile", ident);
+		return 0;
+	}
+	soft = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
+	hard = rl.rlim_max == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_max;
+	target = daemon_nofile_target(need, soft, hard);
+	if (target != soft) {
+		rl.rlim_cur = (rlim_t)target;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+			log_warn("%s: setrlimit nofile %" PRIu64, ident, target);
+			target = soft;
+		} else {
+			log_info("%s: descriptor limit raised from %" PRIu64 " to %" PRIu64, ident,
+				 soft, target);
+		}
+	}
+	if (target < need)
+		log_warnx("%s: descriptor limit %" PRIu64 " (hard %" PRIu64 ") is below the %" PRIu64
+			  " that [%s] max_connections = %" PRIu64 " needs; raise the hard limit "
+			  "(ulimit -Hn, LimitNOFILE=) or lower max_connections",
+			  ident, target, hard, need, ident, max_conns);
+	return target;
+}
 
 static void master_spawn(unsigned i);
 static void master_sigchld_cb(evutil_socket_t sig, short what, void *arg);

@@ -1,6 +1,6 @@
 /* daemon.h — what every Heron daemon shares: the command line (-c, -f, -t), loading the config
  * and starting the log, the pidfile, dropping privileges, and the master that forks, watches
- * and signals N workers.
+ * and signals N workers, and the descriptor limit for a daemon's connections.
  *
  * Shape of a daemon's main():
  *
@@ -24,6 +24,7 @@
 #define HERON_DAEMON_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include <event2/event.h>
 
@@ -47,6 +48,26 @@ void daemon_args_parse(int argc, char **argv, const char *ident, struct daemon_a
    (target, level, facility; -f forces stderr) and returns the config (the caller owns it). */
 struct conf *daemon_conf_load(const struct daemon_args *a);
 
+/* SIGHUP: loads path again; NULL (logged "who: reload of PATH failed, the old config stays:
+   REASON") when the file has an error. */
+struct conf *daemon_conf_reload(const char *path, const char *who);
+
+/* What a SIGHUP does with a changed key (daemon_conf_report). */
+enum daemon_reload {
+	DAEMON_RELOAD_APPLIED, /* applies from now on: logged with its new value */
+	DAEMON_RELOAD_PARTLY,  /* its owner reloads what it can (the directory): logged */
+	DAEMON_RELOAD_RESTART, /* waits for a restart: warned */
+	DAEMON_RELOAD_LISTEN,  /* a listener: waits for a restart (bound at start): warned */
+};
+
+/* Logs each key of sections (NULL-terminated) whose text differs between old and new, as
+   how(section, key) says: "IDENT reload: [s] k = v", "... [s] k changed (the directory
+   reloads what it can)" or the warning "... [s] k changed: it takes effect only when IDENT is
+   restarted". */
+void daemon_conf_report(const char *ident, const struct conf *old, const struct conf *new,
+			const char *const *sections,
+			enum daemon_reload (*how)(const char *section, const char *key));
+
 /* Privilege drop: when running as root and user is not empty, switches to user (initgroups,
    setgid, setuid) and checks root cannot be regained; otherwise does nothing. -1 with
    *error_r (malloc'd) on an unknown user or a failed call. */
@@ -59,6 +80,23 @@ int daemon_drop_privileges(const char *user, char **error_r);
 int daemon_pidfile_create(const char *path, char **error_r);
 /* Unlinks path and closes fd (the master at exit). */
 void daemon_pidfile_remove(const char *path, int fd);
+
+/* Descriptors: a connection may hold DAEMON_NOFILE_PER_CONN (its socket, and a message or
+   spool file it reads or writes), and a process needs DAEMON_NOFILE_MARGIN more (listeners,
+   the store, the log, the directory, the spare descriptor of net.c). */
+#define DAEMON_NOFILE_PER_CONN 2
+#define DAEMON_NOFILE_MARGIN 64
+
+/* The soft RLIMIT_NOFILE to set so that a process has need descriptors, given its soft and
+   hard limits now: soft when it suffices, need when the hard limit allows it, else hard (the
+   most there is; not enough). */
+uint64_t daemon_nofile_target(uint64_t need, uint64_t soft, uint64_t hard);
+
+/* At start (the master, before daemon_run: workers inherit it): makes RLIMIT_NOFILE's soft
+   limit enough for max_conns connections in one process (any one worker may hold them all),
+   raising it toward the hard limit; when even the hard limit is too low, log_warnx says so,
+   naming ident's [section] max_connections. Returns the soft limit in force. */
+uint64_t daemon_nofile_ensure(const char *ident, uint64_t max_conns);
 
 struct daemon_worker;
 

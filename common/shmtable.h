@@ -31,6 +31,7 @@ enum shmtable_kind {
 	SHM_ADDR_CONNS = 1, /* connections open per client address (net.c) */
 	SHM_AUTH_FAILS,     /* failed logins per client address (mtad, imapd) */
 	SHM_RELAY_DEST,     /* relay connections per destination "host:port" (mtad) */
+	SHM_USER_SESSIONS,  /* authenticated sessions per user (imapd) */
 };
 
 struct shmtable;

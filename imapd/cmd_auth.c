@@ -5,8 +5,9 @@
  * others, the session reads no further command) for 0.5 s doubled per failure from the same
  * client address, up to 8 s; an address's count is kept in the table all workers share
  * (common/shmtable.h) and forgotten 15 minutes after its last failure
- * (IMAP_PENALTY_FORGET_MS) or at a success from it. The log names the user tried (sanitized),
- * never the password. */
+ * (IMAP_PENALTY_FORGET_MS) or at a success from it. The sessions of one user are counted in
+ * that table too (max_connections_per_user holds over all workers). The log names the user
+ * tried (sanitized), never the password. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -14,6 +15,7 @@
 #include <openssl/evp.h>
 
 #include "common/log.h"
+#include "common/net.h"
 #include "common/shmtable.h"
 #include "common/str.h"
 #include "common/xmalloc.h"
@@ -46,6 +48,42 @@ static uint32_t authfail_count(struct imap_server *srv, const char *addr)
 static void authfail_clear(struct imap_server *srv, const char *addr)
 {
 	shmtable_fail_clear(srv->shared, SHM_AUTH_FAILS, addr);
+}
+
+/* The key of user in the shared table: the name itself when it fits, else its head, '#' and
+   a hash of the whole name (64-bit FNV-1a), so that two long names do not share one count. */
+static const char *user_key(const char *user, char out[NET_SHM_KEY_MAX])
+{
+	size_t len = strlen(user), head = NET_SHM_KEY_MAX - 18;
+	uint64_t h = 14695981039346656037ULL;
+
+	if (len < NET_SHM_KEY_MAX)
+		return user;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)user[i]) * 1099511628211ULL;
+	memcpy(out, user, head);
+	snprintf(out + head, NET_SHM_KEY_MAX - head, "#%016" PRIx64, h);
+	return out;
+}
+
+/* One more session of user, over all workers: false at max_connections_per_user. */
+static bool user_take(struct imap_client *c, const char *user)
+{
+	char key[NET_SHM_KEY_MAX];
+
+	c->user_counted = shmtable_take(c->srv->shared, SHM_USER_SESSIONS, user_key(user, key),
+					c->srv->worker, c->srv->max_per_user);
+	return c->user_counted;
+}
+
+void imap_user_put(struct imap_client *c)
+{
+	char key[NET_SHM_KEY_MAX];
+
+	if (!c->user_counted)
+		return;
+	c->user_counted = false;
+	shmtable_put(c->srv->shared, SHM_USER_SESSIONS, user_key(c->user, key), c->srv->worker);
 }
 
 /* The user name for the log: printable ASCII other than quote and backslash, at most
@@ -266,21 +304,22 @@ static bool auth_finish(struct imap_cmd *cmd, struct auth_ctx *a)
 	unsigned part;
 	int rc;
 
-	{
-		unsigned same = 0;
-
-		for (struct imap_client *o = c->srv->clients; o != NULL; o = o->next)
-			same += o->user != NULL && strcmp(o->user, a->login) == 0;
-		if (same >= c->srv->max_per_user)
-			return imap_cmd_no(cmd, "[LIMIT] Too many sessions for this user");
+	if (!user_take(c, a->login)) {
+		log_info("%016" PRIx64 " imap refuse user=%s reason=\"too many sessions\"", c->id,
+			 a->tried);
+		return imap_cmd_no(cmd, "[LIMIT] Too many sessions for this user");
 	}
 	if (store_user_locate(st, a->login, &part) != 0)
 		part = a->partition >= 0 && (unsigned)a->partition < store_partitions(st)
 			       ? (unsigned)a->partition
 			       : store_partition_for(st, a->login);
-	if ((rc = store_write(st, part, user_create_fn, &u)) != 0)
-		return imap_cmd_store_error(cmd, rc, "mailbox store");
 	c->user = xstrdup(a->login);
+	if ((rc = store_write(st, part, user_create_fn, &u)) != 0) {
+		imap_user_put(c);
+		free(c->user);
+		c->user = NULL;
+		return imap_cmd_store_error(cmd, rc, "mailbox store");
+	}
 	c->user_id = u.id;
 	c->part = part;
 	imap_client_set_state(c, IMAP_ST_AUTH);

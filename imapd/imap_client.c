@@ -89,6 +89,7 @@ void imap_client_close(struct imap_client *c, const char *why)
 	log_info("%016" PRIx64 " imap close user=%s reason=\"%s\"", c->id,
 		 c->user != NULL ? c->user : "-", why);
 	c->flags |= IMAP_CF_CLOSING;
+	imap_user_put(c); /* before the last reply leaves: a new login may follow it at once */
 	bufferevent_disable(c->bev, EV_READ);
 	imap_client_resume(c);
 }
@@ -369,6 +370,7 @@ static void client_free(struct imap_client *c)
 	if (srv->ipcount != NULL)
 		net_ipcount_dec(srv->ipcount, (struct sockaddr *)&c->sa);
 	net_server_conn_done(c->ns);
+	imap_user_put(c);
 	free(c->user);
 	free(c);
 	imap_server_client_left(srv);

@@ -1,7 +1,8 @@
 /* imap_server.c — owns a worker: its set-up and tear-down (imapd_worker_init / _free, also
  * used by the fuzz harness: event base, the store handle, group committer and change watcher,
  * the directory client, TLS context), the accept callbacks (total and per-address caps,
- * counted over all workers in the shared table and refused with BYE) and the drain on SIGTERM. */
+ * counted over all workers in the shared table and refused with BYE), the drain on SIGTERM and
+ * the reload on SIGHUP (config file, TLS certificate, users file). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,11 +78,77 @@ static void on_drain(void *arg)
 	imap_server_client_left(srv);
 }
 
+/* The [imapd] limits and timeouts. */
+static void server_limits(struct imap_server *srv, const struct conf *conf)
+{
+	srv->allow_plaintext = conf_bool(conf, "imapd", "allow_plaintext_auth");
+	srv->lim.line_max = (size_t)conf_int(conf, "imapd", "line_max");
+	srv->lim.literal_max = (size_t)conf_int(conf, "imapd", "literal_max");
+	srv->lim.depth_max = 32;
+	srv->lim.items_max = 4096;
+	srv->max_append = (uint64_t)conf_int(conf, "imapd", "max_append_size");
+	srv->login_timeout_ms = conf_int(conf, "imapd", "login_timeout");
+	srv->idle_timeout_ms = conf_int(conf, "imapd", "idle_timeout");
+	srv->max_bad = (unsigned)conf_int(conf, "imapd", "max_bad_commands");
+	srv->max_per_ip = (unsigned)conf_int(conf, "imapd", "max_connections_per_ip");
+	srv->max_per_user = (unsigned)conf_int(conf, "imapd", "max_connections_per_user");
+}
+
+bool imapd_tls_reload(SSL_CTX **ctxp, const struct conf *old, const struct conf *new,
+		      const char *who)
+{
+	static const char *const keys[] = { "cert", "key", "min_version", "ciphers" };
+	struct tls_conf tc;
+	SSL_CTX *ctx;
+	char *error = NULL;
+	bool same = true;
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		same &= strcmp(conf_text(old, "tls", keys[i]), conf_text(new, "tls", keys[i])) == 0;
+	if (same)
+		return false;
+	tls_conf_from(&tc, new);
+	if (tc.cert == NULL || tc.cert[0] == '\0') {
+		if (*ctxp != NULL)
+			log_warnx("%s: [tls] cert removed: TLS stays on until imapd is restarted",
+				  who);
+		return false;
+	}
+	if ((ctx = tls_server_ctx_new(&tc, &error)) == NULL) {
+		log_warnx("%s: [tls] reload failed, the old certificate stays: %s", who, error);
+		free(error);
+		return false;
+	}
+	tls_ctx_free(ctxp);
+	*ctxp = ctx;
+	log_info("%s: TLS certificate reloaded for new connections", who);
+	return true;
+}
+
+/* SIGHUP: the config file again (the [imapd] limits, timeouts and allow_plaintext_auth for
+   the sessions from now on; the TLS certificate for new connections; the master reports what
+   waits for a restart), then the users file. A file with an error changes nothing. */
 static void on_reload(void *arg)
 {
 	struct imap_server *srv = arg;
+	struct conf *c = srv->conf_path != NULL
+				 ? daemon_conf_reload(srv->conf_path, "imapd worker")
+				 : NULL;
 	char *error = NULL;
 
+	if (c != NULL) {
+		SSL_CTX *ctx = srv->tls_ctx;
+
+		if (imapd_tls_reload(&ctx, srv->conf, c, "imapd worker")) {
+			srv->tls_ctx = ctx;
+			srv->tls_ctx_owned = true;
+		}
+		server_limits(srv, c);
+		srv->conf = c;
+		conf_free(&srv->reloaded);
+		srv->reloaded = c;
+		log_info("imapd worker %u config reloaded", srv->worker);
+	}
 	if (srv->auth != NULL && ldapauth_reload(srv->auth, &error) < 0) {
 		log_warnx("imapd: reload users: %s", error);
 		free(error);
@@ -103,22 +170,6 @@ static void server_watch_setup(struct imap_server *srv)
 	log_warnx("imapd: store change notification unavailable; polling each second");
 	srv->poll_ev = event_new(srv->base, -1, EV_PERSIST, watch_cb, srv);
 	event_add(srv->poll_ev, &one);
-}
-
-/* The [imapd] limits and timeouts. */
-static void server_limits(struct imap_server *srv, const struct conf *conf)
-{
-	srv->allow_plaintext = conf_bool(conf, "imapd", "allow_plaintext_auth");
-	srv->lim.line_max = (size_t)conf_int(conf, "imapd", "line_max");
-	srv->lim.literal_max = (size_t)conf_int(conf, "imapd", "literal_max");
-	srv->lim.depth_max = 32;
-	srv->lim.items_max = 4096;
-	srv->max_append = (uint64_t)conf_int(conf, "imapd", "max_append_size");
-	srv->login_timeout_ms = conf_int(conf, "imapd", "login_timeout");
-	srv->idle_timeout_ms = conf_int(conf, "imapd", "idle_timeout");
-	srv->max_bad = (unsigned)conf_int(conf, "imapd", "max_bad_commands");
-	srv->max_per_ip = (unsigned)conf_int(conf, "imapd", "max_connections_per_ip");
-	srv->max_per_user = (unsigned)conf_int(conf, "imapd", "max_connections_per_user");
 }
 
 /* A listener set whose cap (of all workers) is refused with BYE. */
@@ -166,6 +217,14 @@ void imapd_worker_free(struct imap_server *srv)
 	ldapauth_free(&srv->auth);
 	store_close(&srv->store);
 	event_base_free(srv->base);
+	if (srv->tls_ctx_owned) {
+		SSL_CTX *ctx = srv->tls_ctx;
+
+		tls_ctx_free(&ctx);
+		srv->tls_ctx = NULL;
+	}
+	srv->conf = NULL;
+	conf_free(&srv->reloaded);
 }
 
 void imapd_worker_init(struct imap_server *srv, struct conf *conf, void *tls_ctx)
@@ -201,6 +260,7 @@ int imap_server_run(struct daemon_worker *w, const struct imap_worker_args *a)
 
 	imapd_worker_init(&srv, a->conf, a->tls_ctx);
 	srv.shared = a->shared;
+	srv.conf_path = a->conf_path;
 	srv.worker = daemon_worker_index(w);
 	shmtable_worker_reset(srv.shared, srv.worker);
 	net_ipcount_free(&srv.ipcount);

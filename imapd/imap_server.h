@@ -2,6 +2,8 @@
 #ifndef HERON_IMAP_SERVER_H
 #define HERON_IMAP_SERVER_H
 
+#include <stdbool.h>
+
 #include <openssl/ssl.h>
 
 #include "common/conf.h"
@@ -11,15 +13,24 @@ struct daemon_worker;
 struct shmtable;
 
 struct imap_worker_args {
-	struct conf *conf;
+	struct conf *conf;           /* for workers started from now on (SIGHUP replaces it) */
+	const char *conf_path;       /* the file SIGHUP reads again */
 	struct net_fds *plain, *tls; /* bound by the master */
-	SSL_CTX *tls_ctx;            /* NULL when [tls] cert is not set */
+	SSL_CTX *tls_ctx;            /* NULL when [tls] cert is not set; SIGHUP may replace it */
 	unsigned workers;
 	struct shmtable *shared;     /* connections per address and in total, failed logins */
 };
 
 /* Failed logins of an address are forgotten this long after its last one (cmd_auth.c). */
 #define IMAP_PENALTY_FORGET_MS (15 * 60 * 1000)
+
+/* SIGHUP: when [tls] cert, key, min_version or ciphers differ between old and new, builds a
+   server context from new for the connections from now on, frees *ctxp (sessions still using
+   it keep it alive: OpenSSL counts its references), stores the new one and returns true.
+   False when nothing changed, or (logged, *ctxp stays) when new has no cert (that needs a
+   restart) or its context cannot be built. who: for the log. */
+bool imapd_tls_reload(SSL_CTX **ctxp, const struct conf *old, const struct conf *new,
+		      const char *who);
 
 /* Runs one worker until it has drained; returns its exit status. */
 int imap_server_run(struct daemon_worker *w, const struct imap_worker_args *a);

@@ -1,6 +1,9 @@
 /* imapd.c — owns main: `imapd -c heron.conf [-f] [-t]`. The master reads the config, binds the
  * imap (STARTTLS) and imaps (implicit TLS) listeners, builds the TLS context, maps the table
- * the workers share (connections, failed logins) and runs the workers (imap_server.c). */
+ * the workers share (connections, failed logins, sessions per user) and runs the workers
+ * (imap_server.c). On SIGHUP it reads the config again, logs what changed (applied, or
+ * waiting for a restart) and keeps it, with a new TLS context if [tls] changed, for workers
+ * started later; each running worker reloads itself (imap_server.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,9 +15,58 @@
 #include "common/tls.h"
 #include "imapd/imap_server.h"
 
+/* The master's state: what workers get, and the configs it loaded. */
+struct imapd_main {
+	struct imap_worker_args wa;
+	struct conf *first;    /* the config of the start (the pidfile and user point into it) */
+	struct conf *reloaded; /* owned: the last config SIGHUP loaded (wa->conf), or NULL */
+};
+
 static int worker_main(struct daemon_worker *w, void *arg)
 {
-	return imap_server_run(w, arg);
+	struct imapd_main *m = arg;
+
+	return imap_server_run(w, &m->wa);
+}
+
+/* [imapd] keys a SIGHUP applies to the sessions from now on (imap_server.c server_limits). */
+static const char *const reloadable_keys[] = {
+	"allow_plaintext_auth", "line_max", "literal_max", "max_append_size", "login_timeout",
+	"idle_timeout", "max_bad_commands", "max_connections_per_ip", "max_connections_per_user",
+};
+
+/* What a SIGHUP does with a changed key of the sections imapd reads. */
+static enum daemon_reload imapd_reload_how(const char *section, const char *key)
+{
+	if (strcmp(section, "directory") == 0)
+		return DAEMON_RELOAD_PARTLY;
+	if (strcmp(section, "tls") == 0)
+		return strcmp(key, "ca") == 0 ? DAEMON_RELOAD_RESTART : DAEMON_RELOAD_APPLIED;
+	if (strcmp(section, "imapd") != 0)
+		return DAEMON_RELOAD_RESTART;
+	if (strcmp(key, "listen") == 0 || strcmp(key, "listen_tls") == 0)
+		return DAEMON_RELOAD_LISTEN;
+	for (size_t i = 0; i < sizeof(reloadable_keys) / sizeof(reloadable_keys[0]); i++)
+		if (strcmp(key, reloadable_keys[i]) == 0)
+			return DAEMON_RELOAD_APPLIED;
+	return DAEMON_RELOAD_RESTART;
+}
+
+/* Master, SIGHUP: the new config is reported and kept, with a new TLS context when [tls]
+   changed, for the workers started from now on (the running ones reload themselves). */
+static void master_reload(void *arg)
+{
+	static const char *const sections[] = { "imapd", "store", "tls", "directory", NULL };
+	struct imapd_main *m = arg;
+	struct conf *c = daemon_conf_reload(m->wa.conf_path, "imapd master");
+
+	if (c == NULL)
+		return;
+	daemon_conf_report("imapd", m->wa.conf, c, sections, imapd_reload_how);
+	imapd_tls_reload(&m->wa.tls_ctx, m->wa.conf, c, "imapd master");
+	m->wa.conf = c;
+	conf_free(&m->reloaded);
+	m->reloaded = c;
 }
 
 int main(int argc, char **argv)
@@ -23,7 +75,8 @@ int main(int argc, char **argv)
 	struct conf *conf;
 	struct net_fds plain = { 0 }, tls = { 0 };
 	struct net_listen_opts lo = { .reuseport = false };
-	struct imap_worker_args wa;
+	static struct imapd_main m;
+	struct imap_worker_args *wa = &m.wa;
 	struct daemon_ops ops;
 	struct tls_conf tc;
 	char *error = NULL;
@@ -31,12 +84,13 @@ int main(int argc, char **argv)
 
 	daemon_args_parse(argc, argv, "imapd", &args);
 	conf = daemon_conf_load(&args);
-	memset(&wa, 0, sizeof(wa));
+	m.first = conf;
+	daemon_nofile_ensure("imapd", (uint64_t)conf_int(conf, "imapd", "max_connections"));
 	tls_conf_from(&tc, conf);
 	if (tc.cert != NULL && tc.cert[0] != '\0' &&
-	    (wa.tls_ctx = tls_server_ctx_new(&tc, &error)) == NULL)
+	    (wa->tls_ctx = tls_server_ctx_new(&tc, &error)) == NULL)
 		fatalx("imapd: tls: %s", error);
-	if (conf_addrs(conf, "imapd", "listen_tls")->n > 0 && wa.tls_ctx == NULL)
+	if (conf_addrs(conf, "imapd", "listen_tls")->n > 0 && wa->tls_ctx == NULL)
 		fatalx("imapd: listen_tls needs [tls] cert and key");
 	if (net_listen(conf_addrs(conf, "imapd", "listen"), &lo, &plain, &error) < 0 ||
 	    net_listen(conf_addrs(conf, "imapd", "listen_tls"), &lo, &tls, &error) < 0)
@@ -45,25 +99,30 @@ int main(int argc, char **argv)
 		log_info("imapd listening on %s", plain.name[i]);
 	for (size_t i = 0; i < tls.n; i++)
 		log_info("imapd listening on %s (TLS)", tls.name[i]);
-	wa.conf = conf;
-	wa.plain = &plain;
-	wa.tls = &tls;
-	wa.workers = (unsigned)conf_int(conf, "imapd", "workers");
-	wa.shared = shmtable_new(net_shm_slots((size_t)conf_int(conf, "imapd", "max_connections")),
-				 wa.workers, NET_SHM_KEY_MAX, IMAP_PENALTY_FORGET_MS);
+	wa->conf = conf;
+	wa->conf_path = args.conf_path;
+	wa->plain = &plain;
+	wa->tls = &tls;
+	wa->workers = (unsigned)conf_int(conf, "imapd", "workers");
+	/* room for the addresses and the users of max_connections sessions */
+	wa->shared = shmtable_new(2 * net_shm_slots((size_t)conf_int(conf, "imapd",
+								     "max_connections")),
+				  wa->workers, NET_SHM_KEY_MAX, IMAP_PENALTY_FORGET_MS);
 	memset(&ops, 0, sizeof(ops));
 	ops.ident = "imapd";
-	ops.workers = wa.workers;
+	ops.workers = wa->workers;
 	ops.pidfile = conf_str(conf, "imapd", "pidfile");
 	ops.user = conf_str(conf, "imapd", "user");
 	ops.detach = !args.foreground;
 	ops.worker_main = worker_main;
-	ops.arg = &wa;
+	ops.reload = master_reload;
+	ops.arg = &m;
 	rc = daemon_run(&ops);
 	net_fds_close(&plain);
 	net_fds_close(&tls);
-	shmtable_free(&wa.shared);
-	tls_ctx_free(&wa.tls_ctx);
-	conf_free(&conf);
+	shmtable_free(&wa->shared);
+	tls_ctx_free(&wa->tls_ctx);
+	conf_free(&m.first);
+	conf_free(&m.reloaded);
 	return rc;
 }

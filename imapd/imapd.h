@@ -67,7 +67,9 @@ enum imap_cmdflag {
 };
 
 struct imap_server {
-	struct conf *conf;
+	struct conf *conf;          /* in force: the master's, or reloaded (then also below) */
+	struct conf *reloaded;      /* owned: the config the last SIGHUP loaded, or NULL */
+	const char *conf_path;      /* the file SIGHUP reads again; NULL: no reload */
 	struct event_base *base;
 	struct store *store;
 	struct store_gc *gc;        /* group commit of APPEND, STORE, EXPUNGE */
@@ -75,6 +77,7 @@ struct imap_server {
 	struct event *watch_ev;
 	struct ldapauth *auth;
 	void *tls_ctx;              /* SSL_CTX when [tls] cert is set */
+	bool tls_ctx_owned;         /* built by a SIGHUP here: freed with the worker */
 	bool allow_plaintext;
 	struct imap_parser_limits lim;
 	uint64_t max_append;
@@ -85,10 +88,11 @@ struct imap_server {
 	struct net_server *plain, *tls;
 	struct net_ipcount *ipcount;
 	unsigned max_per_ip;
-	unsigned max_per_user;       /* sessions of one user in this worker */
+	unsigned max_per_user;       /* sessions of one user in all workers (shared) */
 	struct event *poll_ev;       /* 1 s fallback when the store watcher is unavailable */
 	bool draining;
-	struct shmtable *shared;    /* all workers': connections, failed logins (cmd_auth.c) */
+	struct shmtable *shared;    /* all workers': connections, failed logins, sessions per
+				       user (cmd_auth.c) */
 	unsigned worker;            /* this worker's column in shared */
 };
 
@@ -189,6 +193,7 @@ struct imap_client {
 	bool append_nul;            /* a NUL arrived in a plain literal (only ~{n} may hold one) */
 	/* the user, once authenticated */
 	char *user;
+	bool user_counted;          /* one of user's sessions in srv->shared (imap_user_put) */
 	uint64_t user_id;
 	unsigned part;
 	struct imap_view *view;
@@ -371,6 +376,8 @@ bool cmd_quota(struct imap_cmd *cmd);
 bool cmd_setquota(struct imap_cmd *cmd);
 /* cmd_auth.c: the client's line after AUTHENTICATE's "+ ". */
 void imap_auth_line(struct imap_client *c, const char *line, size_t len);
+/* cmd_auth.c: a session of c->user ends: its count in the shared table goes (if taken). */
+void imap_user_put(struct imap_client *c);
 /* An IDLE session got "DONE" (or a bad line). */
 void imap_idle_done(struct imap_client *c, bool ok);
 

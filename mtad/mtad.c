@@ -52,70 +52,34 @@ static const char *const reloadable_keys[] = {
 	"relay_concurrency", "relay_timeout", "delay_warning",
 };
 
-static bool reloadable(const char *section, const char *key)
+/* What a SIGHUP does with a changed key of the sections mtad reads. */
+static enum daemon_reload mtad_reload_how(const char *section, const char *key)
 {
+	if (strcmp(section, "directory") == 0)
+		return DAEMON_RELOAD_PARTLY;
 	if (strcmp(section, "mtad") != 0)
-		return false;
+		return DAEMON_RELOAD_RESTART;
 	for (size_t i = 0; i < sizeof(reloadable_keys) / sizeof(reloadable_keys[0]); i++)
 		if (strcmp(key, reloadable_keys[i]) == 0)
-			return true;
-	return false;
+			return DAEMON_RELOAD_APPLIED;
+	for (size_t i = 0; i < L_NKINDS; i++)
+		if (strcmp(key, listener_keys[i]) == 0)
+			return DAEMON_RELOAD_LISTEN;
+	return DAEMON_RELOAD_RESTART;
 }
 
-/* Loads the config file again; NULL (logged, the old one stays) on error. who: for logs. */
-static struct conf *reload_conf(const char *path, const char *who)
-{
-	struct conf *c = NULL;
-	char *err = NULL;
-
-	if (conf_load(path, &c, &err) < 0) {
-		log_warnx("%s: reload of %s failed, the old config stays: %s", who, path, err);
-		free(err);
-		return NULL;
-	}
-	return c;
-}
-
-/* Logs what changed between old and new in the sections mtad reads: applied, or waiting
-   for a restart. */
-static void reload_report(const struct conf *old, const struct conf *new)
-{
-	static const char *const sections[] = { "mtad", "store", "tls", "directory" };
-
-	for (size_t i = 0; i < conf_nkeys; i++) {
-		const struct conf_key *k = &conf_keys[i];
-		bool ours = false;
-
-		for (size_t j = 0; j < sizeof(sections) / sizeof(sections[0]); j++)
-			ours |= strcmp(k->section, sections[j]) == 0;
-		if (!ours || strcmp(conf_text(old, k->section, k->name),
-				    conf_text(new, k->section, k->name)) == 0)
-			continue;
-		if (reloadable(k->section, k->name))
-			log_info("mtad reload: [%s] %s = %s", k->section, k->name,
-				 conf_text(new, k->section, k->name));
-		else if (strcmp(k->section, "directory") == 0)
-			log_info("mtad reload: [%s] %s changed (the directory reloads what it can)",
-				 k->section, k->name);
-		else
-			log_warnx("mtad reload: [%s] %s changed: it takes effect only when mtad is "
-				  "restarted%s", k->section, k->name,
-				  strstr(k->name, "listen") || strcmp(k->name, "submission") == 0 ||
-				  strcmp(k->name, "submissions") == 0 || strcmp(k->name, "lmtp") == 0
-				  ? " (listeners are bound at start)" : "");
-	}
-}
+static const char *const reload_sections[] = { "mtad", "store", "tls", "directory", NULL };
 
 /* Master, SIGHUP: the new config is reported and kept for workers started later. The
    config of the start stays allocated (the daemon's pidfile and user point into it). */
 static void master_reload(void *arg)
 {
 	struct mtad_main *mm = arg;
-	struct conf *c = reload_conf(mm->conf_path, "mtad master");
+	struct conf *c = daemon_conf_reload(mm->conf_path, "mtad master");
 
 	if (c == NULL)
 		return;
-	reload_report(mm->conf, c);
+	daemon_conf_report("mtad", mm->conf, c, reload_sections, mtad_reload_how);
 	mm->conf = c;
 	conf_free(&mm->reloaded);
 	mm->reloaded = c;
@@ -126,7 +90,7 @@ static void master_reload(void *arg)
 static void on_reload(void *arg)
 {
 	struct mtad *m = arg;
-	struct conf *c = reload_conf(m->conf_path, "mtad worker");
+	struct conf *c = daemon_conf_reload(m->conf_path, "mtad worker");
 	char *err = NULL;
 
 	if (c != NULL) {
@@ -214,6 +178,7 @@ int main(int argc, char **argv)
 		snprintf(mm.hostname, sizeof(mm.hostname), "%s", hn);
 	else if (gethostname(mm.hostname, sizeof(mm.hostname) - 1) < 0)
 		snprintf(mm.hostname, sizeof(mm.hostname), "localhost");
+	daemon_nofile_ensure("mtad", (uint64_t)conf_int(mm.conf, "mtad", "max_connections"));
 	bind_listeners(&mm);
 	ops.workers = (unsigned)conf_int(mm.conf, "mtad", "workers");
 	mm.shared = shmtable_new(MTAD_SHARED_SLOTS, ops.workers, MTAD_SHARED_KEY_MAX,

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -246,18 +245,6 @@ static void load_opts(struct sink_main *m)
 	m->starttls = conf_bool(c, "sink", "starttls");
 }
 
-/* As many descriptors as the hard limit allows: thousands of connections per worker. */
-static void raise_nofile(void)
-{
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
-			log_warn("sink setrlimit nofile");
-	}
-}
-
 /* SIGUSR1 in any process: a byte down the pipe; the worker that reads it logs the summary. */
 static void usr1_handler(int sig)
 {
@@ -407,7 +394,7 @@ int main(int argc, char **argv)
 	load_opts(&m);
 	if (m.o.keep_dir != NULL)
 		keep_setup(m.o.keep_dir, conf_str(m.conf, "sink", "user"));
-	raise_nofile();
+	daemon_nofile_ensure("sink", m.o.max_connections);
 	usr1_setup();
 	listen_or_die(&m, "listen", &m.smtp_fds);
 	listen_or_die(&m, "control", &m.control_fds);

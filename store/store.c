@@ -73,6 +73,7 @@ void store_opts_from_conf(const struct conf *c, struct store_opts *o)
 	o->map_size = (uint64_t)conf_int(c, "store", "map_size");
 	o->map_size_max = (uint64_t)conf_int(c, "store", "map_size_max");
 	o->expunge_history_ms = conf_int(c, "store", "expunge_history");
+	o->expunge_history_max = (uint32_t)conf_int(c, "store", "expunge_history_max");
 	o->group_commit_ms = conf_int(c, "store", "group_commit_delay");
 	o->group_commit_max = (unsigned)conf_int(c, "store", "group_commit_max");
 	o->group_commit_syncfs = conf_bool(c, "store", "group_commit_syncfs");
@@ -221,6 +222,8 @@ int store_open(const struct store_opts *o, struct store **st_r)
 	st->nparts = o->partitions;
 	st->map_size_max = o->map_size_max > o->map_size ? o->map_size_max : o->map_size;
 	st->expunge_history_ms = o->expunge_history_ms;
+	st->expunge_history_max = o->expunge_history_max > 0 ? o->expunge_history_max
+							      : STORE_EXPUNGE_HISTORY_MAX;
 	st->gc_ms = o->group_commit_ms;
 	st->gc_max = o->group_commit_max > 0 ? o->group_commit_max : 256;
 	st->gc_syncfs = o->group_commit_syncfs;

@@ -90,12 +90,16 @@ bool store_err_temporary(int err);
 
 struct store;
 
+#define STORE_EXPUNGE_HISTORY_MAX 100000 /* the default of store_opts.expunge_history_max */
+
 struct store_opts {
 	const char *path;            /* the store directory; created if missing */
 	unsigned partitions;         /* 1..1024; must match the store once created */
 	uint64_t map_size;           /* initial map size per environment */
 	uint64_t map_size_max;       /* growth stops here (STORE_EFULL) */
 	int64_t expunge_history_ms;  /* how long expunged UIDs are kept for QRESYNC */
+	uint32_t expunge_history_max; /* and how many per mailbox at most (the oldest go
+					 first); 0: STORE_EXPUNGE_HISTORY_MAX */
 	int64_t group_commit_ms;     /* store_gc default delay */
 	unsigned group_commit_max;   /* store_gc flushes at once when this many are pending */
 	bool group_commit_syncfs;    /* batches of deferred blobs: one syncfs (see

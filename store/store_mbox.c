@@ -59,13 +59,24 @@ static void mbox_rec_encode(const struct mbox_rec *r, uint8_t *b)
 	put_be64(b + 60, r->expunge_floor);
 	put_be32(b + 68, r->nkw);
 	memcpy(b + MBOX_REC_FIXED, r->namebuf, r->name_len + 1);
+	put_be32(b + MBOX_REC_FIXED + r->name_len + 1, r->hist_n);
 }
 
 static int mbox_rec_decode(const MDB_val *v, struct mbox_rec *r)
 {
 	const uint8_t *b = v->mv_data;
+	size_t len;
 
-	if (v->mv_size < MBOX_REC_FIXED + 1 || v->mv_size > MBOX_REC_FIXED + STORE_MAX_NAME + 1)
+	if (v->mv_size < MBOX_REC_FIXED + 1 || v->mv_size > MBOX_REC_MAX)
+		return STORE_ECORRUPT;
+	len = strnlen((const char *)b + MBOX_REC_FIXED, v->mv_size - MBOX_REC_FIXED);
+	if (len > STORE_MAX_NAME)
+		return STORE_ECORRUPT;
+	if (v->mv_size == MBOX_REC_FIXED + len + 1 + 4)
+		r->hist_n = get_be32(b + MBOX_REC_FIXED + len + 1);
+	else if (v->mv_size == MBOX_REC_FIXED + len + 1)
+		r->hist_n = MBOX_HIST_UNKNOWN; /* the format before the count */
+	else
 		return STORE_ECORRUPT;
 	r->user = get_be64(b);
 	r->uidvalidity = get_be32(b + 8);
@@ -81,7 +92,7 @@ static int mbox_rec_decode(const MDB_val *v, struct mbox_rec *r)
 	r->special = get_be32(b + 56);
 	r->expunge_floor = get_be64(b + 60);
 	r->nkw = get_be32(b + 68);
-	r->name_len = v->mv_size - MBOX_REC_FIXED - 1;
+	r->name_len = len;
 	memcpy(r->namebuf, b + MBOX_REC_FIXED, r->name_len);
 	r->namebuf[r->name_len] = '\0';
 	return 0;
@@ -101,17 +112,18 @@ int mbox_rec_load(struct store_txn *t, uint64_t mbox, struct mbox_rec *r)
 
 int mbox_rec_store(struct store_txn *t, uint64_t mbox, const struct mbox_rec *r)
 {
-	uint8_t k[8], b[MBOX_REC_FIXED + STORE_MAX_NAME + 1];
+	uint8_t k[8], b[MBOX_REC_MAX];
 	struct mbox_rec pr = *r;
 	int rc;
 
-	/* every write of a mailbox ages its expunge history out (one cursor seek when there
-	   is nothing to drop), so it stays bounded without new expunges */
+	/* every write of a mailbox ages its expunge history out and holds it to
+	   expunge_history_max (one cursor seek when there is nothing to drop), so it stays
+	   bounded without new expunges */
 	if ((rc = store_msg_prune_history(t, mbox, &pr)) != 0)
 		return rc;
 	put_be64(k, mbox);
 	mbox_rec_encode(&pr, b);
-	return store_put(t, DBI_MBOX, k, 8, b, MBOX_REC_FIXED + r->name_len + 1);
+	return store_put(t, DBI_MBOX, k, 8, b, MBOX_REC_FIXED + r->name_len + 1 + 4);
 }
 
 static int mbox_lookup(struct store_txn *t, uint64_t user, const char *name, size_t len,

@@ -309,7 +309,26 @@ static void push_uid(uint32_t **v, size_t *n, size_t *cap, uint32_t uid)
 	(*v)[(*n)++] = uid;
 }
 
-/* Drops history older than the configured window; the floor moves past what was dropped. */
+/* The entries of mbox's expunge history, counted (a record of the format before the count). */
+static int history_count(struct store_txn *t, MDB_cursor *c, uint64_t mbox, uint32_t *n_r)
+{
+	uint8_t k[8];
+	MDB_val key = { 8, k }, v;
+	uint32_t n = 0;
+	int rc;
+
+	put_be64(k, mbox);
+	for (rc = mdb_cursor_get(c, &key, &v, MDB_SET_RANGE);
+	     rc == 0 && key.mv_size == 20 && get_be64(key.mv_data) == mbox;
+	     rc = mdb_cursor_get(c, &key, &v, MDB_NEXT))
+		n++;
+	*n_r = n;
+	return rc == 0 || rc == MDB_NOTFOUND ? 0 : store_mdb_err(t, rc, "history count");
+}
+
+/* Drops the history older than the configured window (at most 1000 entries a call) and the
+   oldest entries beyond expunge_history_max (all of them: each entry goes once, so this costs
+   what its expunge cost); the floor moves past what was dropped. */
 int store_msg_prune_history(struct store_txn *t, uint64_t mbox, struct mbox_rec *r)
 {
 	int64_t cutoff = time(NULL) - t->st->expunge_history_ms / 1000;
@@ -321,15 +340,22 @@ int store_msg_prune_history(struct store_txn *t, uint64_t mbox, struct mbox_rec 
 	put_be64(k, mbox);
 	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[DBI_EXPUNGED], &c)) != 0)
 		return store_mdb_err(t, rc, "cursor");
-	while (done < 1000 && (rc = mdb_cursor_get(c, &key, &v, MDB_SET_RANGE)) == 0 &&
+	if (r->hist_n == MBOX_HIST_UNKNOWN && (rc = history_count(t, c, mbox, &r->hist_n)) != 0) {
+		mdb_cursor_close(c);
+		return rc;
+	}
+	while ((rc = mdb_cursor_get(c, &key, &v, MDB_SET_RANGE)) == 0 &&
 	       key.mv_size == 20 && get_be64(key.mv_data) == mbox && v.mv_size == 8 &&
-	       (int64_t)get_be64(v.mv_data) < cutoff) {
+	       (r->hist_n > t->st->expunge_history_max ||
+		(done < 1000 && (int64_t)get_be64(v.mv_data) < cutoff))) {
 		uint64_t ms = get_be64((uint8_t *)key.mv_data + 8);
 
 		if ((rc = mdb_cursor_del(c, 0)) != 0)
 			break;
 		if (ms + 1 > r->expunge_floor)
 			r->expunge_floor = ms + 1;
+		if (r->hist_n > 0)
+			r->hist_n--;
 		key.mv_data = k;
 		key.mv_size = 8;
 		done++;
@@ -353,6 +379,8 @@ static int expunge_one(struct store_txn *t, uint64_t mbox, struct mbox_rec *r,
 		return rc;
 	if (!history)
 		return 0;
+	if (r->hist_n != MBOX_HIST_UNKNOWN)
+		r->hist_n++;
 	put_be64(k, mbox);
 	put_be64(k + 8, modseq);
 	put_be32(k + 16, m->uid);
@@ -470,6 +498,7 @@ int store_msg_purge_mbox(struct store_txn *t, uint64_t mbox, struct mbox_rec *r)
 	    (rc = store_del_prefix(t, DBI_EXPUNGED, mbox)) != 0)
 		return rc;
 	r->nkw = 0;
+	r->hist_n = 0;
 	return 0;
 }
 

@@ -61,6 +61,7 @@ struct store {
 	struct store_env queue;
 	uint64_t map_size_max;
 	int64_t expunge_history_ms;
+	uint32_t expunge_history_max;
 	int64_t gc_ms;
 	unsigned gc_max;
 	bool gc_syncfs;       /* store_opts.group_commit_syncfs */
@@ -110,8 +111,12 @@ struct store_blob {
 #define USER_REC_LEN 48
 /* mailbox: user 8, uidvalidity 4, uidnext 4, highestmodseq 8, messages 4, recent 4,
    unseen 4, deleted 4, size 8, first_recent 4, attrs 4, special 4, expunge_floor 8,
-   nkw 4, name... */
+   nkw 4, name with its NUL, history entries 4. A record written before the history count
+   ends at the name's NUL: its count is unknown until the next write of the mailbox counts
+   the entries once (store_msg_prune_history). */
 #define MBOX_REC_FIXED 72
+#define MBOX_REC_MAX (MBOX_REC_FIXED + STORE_MAX_NAME + 1 + 4)
+#define MBOX_HIST_UNKNOWN UINT32_MAX
 /* message: blob 8, modseq 8, internaldate 8, size 8, flags 4, keywords 8 */
 #define MSG_REC_LEN 44
 
@@ -127,6 +132,7 @@ struct mbox_rec {
 	uint64_t expunge_floor;
 	uint32_t nkw;
 	size_t name_len;      /* the name is in namebuf, NUL-terminated */
+	uint32_t hist_n;      /* entries in the expunge history, or MBOX_HIST_UNKNOWN */
 };
 
 struct user_rec {

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -405,6 +406,62 @@ static int teardown(void **state)
 	return 0;
 }
 
+/* ---- descriptor limit ---- */
+
+static void test_nofile_target(void **state)
+{
+	(void)state;
+	/* enough already: left alone (never lowered) */
+	assert_int_equal(daemon_nofile_target(1000, 1024, 4096), 1024);
+	assert_int_equal(daemon_nofile_target(1024, 1024, 1024), 1024);
+	assert_int_equal(daemon_nofile_target(1000, UINT64_MAX, UINT64_MAX), UINT64_MAX);
+	/* the hard limit allows it: raised to what is needed, not further */
+	assert_int_equal(daemon_nofile_target(2000, 1024, 4096), 2000);
+	assert_int_equal(daemon_nofile_target(4096, 1024, 4096), 4096);
+	assert_int_equal(daemon_nofile_target(2000, 1024, UINT64_MAX), 2000);
+	/* it does not: as far as it goes */
+	assert_int_equal(daemon_nofile_target(5000, 1024, 4096), 4096);
+}
+
+/* In a child (the limits it sets stay there): 0 when ensure raised a low soft limit to what
+   max_conns needs, and stopped at a hard limit too low for more. */
+static int nofile_child(void)
+{
+	uint64_t want = 100 * DAEMON_NOFILE_PER_CONN + DAEMON_NOFILE_MARGIN;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_max < want + 10)
+		return 0; /* nothing to show under so low a hard limit */
+	rl.rlim_cur = want - 10;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return 10;
+	if (daemon_nofile_ensure("test", 100) != want)
+		return 11;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur != want)
+		return 12;
+	rl.rlim_cur = rl.rlim_max = want - 5;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return 13;
+	if (daemon_nofile_ensure("test", 100) != want - 5)
+		return 14;
+	return getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur == want - 5 ? 0 : 15;
+}
+
+static void test_nofile_ensure(void **state)
+{
+	pid_t pid;
+	int st;
+
+	(void)state;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(nofile_child());
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -413,6 +470,8 @@ int main(void)
 		cmocka_unit_test(test_pidfile),
 		cmocka_unit_test(test_drop_privileges),
 		cmocka_unit_test(test_master_workers),
+		cmocka_unit_test(test_nofile_target),
+		cmocka_unit_test(test_nofile_ensure),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

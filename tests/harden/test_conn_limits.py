@@ -3,7 +3,8 @@
 all their workers. Over max_connections a client is answered at once (421 for SMTP, BYE for
 IMAP) and closed, and served again once a connection ends; max_connections_per_ip holds across
 workers (the connections it counts are spread over both, as the connect lines in the log
-show); and imapd's failed-login penalty grows whichever worker a client reaches. Each client
+show); imapd's failed-login penalty grows whichever worker a client reaches, and its
+max_connections_per_user counts a user's sessions on both workers. Each client
 address is its own loopback address (127.0.0.x), so the per-address counts of one step (and
 the start-up probe from 127.0.0.1) do not touch another's.
 
@@ -21,7 +22,7 @@ from heronlib import Daemon, Sink, finish, shared_conf  # noqa: E402
 
 ROOT, MTAD, IMAPD, SINK = sys.argv[1:5]
 TMP = tempfile.mkdtemp(prefix="heron-harden-limits-")
-MAX, PER_IP = 4, 3
+MAX, PER_IP, PER_USER = 4, 3, 2
 HOST = "mx.heron.test"
 
 
@@ -127,6 +128,53 @@ def test_imap_login_penalty_across_workers(imapd):
     assert dict((int(n), int(ms)) for _, n, ms in fails) == {1: 500, 2: 1000, 3: 2000}, fails
 
 
+def imap_reply(s, tag):
+    """Reads up to the tagged reply of tag (untagged lines before it are skipped); returns
+    that reply line."""
+    data = b""
+    while True:
+        chunk = line(s)
+        assert chunk, f"closed before {tag!r}: {data!r}"
+        data += chunk
+        for reply in data.split(b"\r\n"):
+            if reply.startswith(tag + b" "):
+                return reply + b"\r\n"
+
+
+def test_imap_sessions_per_user_across_workers(imapd):
+    # three clients (one address each, so the per-address cap stays out of it); the first
+    # two logins of alice land on different workers: the third, on either, is over the
+    # per-user cap of the whole daemon; once one logs out, it is served
+    sources = ["127.0.0.6", "127.0.0.7", "127.0.0.8"]
+    conns = {src: served_again(imapd.port, src, b"* OK") for src in sources}
+    try:
+        pid = {}
+        for src in sources:
+            got = workers_of(imapd, r"imap connect from=%s " % re.escape(src))
+            assert len(got) == 1, got
+            pid[src] = next(iter(got))
+        assert len(set(pid.values())) == 2, f"connections not on both workers: {pid}"
+        first = sources[0]
+        second = next(src for src in sources[1:] if pid[src] != pid[first])
+        third = next(src for src in sources if src not in (first, second))
+        for i, src in enumerate((first, second)):
+            conns[src].sendall(b"u%d LOGIN alice alice\r\n" % i)
+            reply = imap_reply(conns[src], b"u%d" % i)
+            assert reply.startswith(b"u%d OK " % i), reply
+        conns[third].sendall(b"u2 LOGIN alice alice\r\n")
+        assert imap_reply(conns[third], b"u2") == \
+            b"u2 NO [LIMIT] Too many sessions for this user\r\n"
+        conns[first].sendall(b"u3 LOGOUT\r\n")
+        assert imap_reply(conns[first], b"u3").startswith(b"u3 OK "), "logout"
+        # a session is counted off when it closes, before its LOGOUT reply leaves
+        conns[third].sendall(b"u4 LOGIN alice alice\r\n")
+        reply = imap_reply(conns[third], b"u4")
+        assert reply.startswith(b"u4 OK "), reply
+    finally:
+        for s in conns.values():
+            s.close()
+
+
 def test_sink(sink):
     held = [greeted(sink.port, "127.0.0.1", b"220 ") for _ in range(MAX)]
     try:
@@ -142,15 +190,17 @@ def test_sink(sink):
 
 def main():
     limits = {"max_connections": MAX, "max_connections_per_ip": PER_IP}
-    conf, smtp_port, imap_port = shared_conf(TMP, ["alice"], workers=2,
-                                             keys={"mtad": limits, "imapd": limits})
+    conf, smtp_port, imap_port = shared_conf(
+        TMP, ["alice"], workers=2,
+        keys={"mtad": limits, "imapd": dict(limits, max_connections_per_user=PER_USER)})
     mtad = Daemon(MTAD, conf, os.path.join(TMP, "mtad.log"), smtp_port)
     imapd = Daemon(IMAPD, conf, os.path.join(TMP, "imapd.log"), imap_port)
     sink = Sink(SINK, TMP, {"workers": 2, "max_connections": MAX,
                             "hostname": "sink.heron.test", "starttls": "no"},
                 {"log": {"target": "stderr", "level": "info"}})
     tests = [(test_mtad, mtad), (test_imapd, imapd),
-             (test_imap_login_penalty_across_workers, imapd), (test_sink, sink)]
+             (test_imap_login_penalty_across_workers, imapd),
+             (test_imap_sessions_per_user_across_workers, imapd), (test_sink, sink)]
     rc = 0
     try:
         for d in (mtad, imapd, sink):

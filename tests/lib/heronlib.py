@@ -169,12 +169,14 @@ def read_env(path, shell=False):
 
 # ---- certificates, users, config ----
 
-def make_cert(d):
-    """A self-signed P-256 certificate for localhost and 127.0.0.1: (d/cert.pem, d/key.pem)."""
-    cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+def make_cert(d, name=None):
+    """A self-signed P-256 certificate for localhost and 127.0.0.1: (d/cert.pem, d/key.pem),
+    or with a name (d/NAME.pem, d/NAME.key, CN=NAME) another one beside it."""
+    cert, key = ((os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")) if name is None
+                 else (os.path.join(d, name + ".pem"), os.path.join(d, name + ".key")))
     r = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
                         "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert,
-                        "-days", "2", "-subj", "/CN=localhost", "-addext",
+                        "-days", "2", "-subj", "/CN=" + (name or "localhost"), "-addext",
                         "subjectAltName=DNS:localhost,IP:127.0.0.1"],
                        capture_output=True, text=True)
     if r.returncode != 0:

@@ -207,6 +207,138 @@ static void test_history_ages_out(void **state)
 	tstore_close(&ts, true);
 }
 
+/* Expunges uids in one transaction; returns the modseq they got. */
+static uint64_t expunge_uids(struct store *st, uint64_t mb, const uint32_t *uids, size_t n)
+{
+	struct store_txn *t;
+	struct store_status s;
+
+	assert_int_equal(store_txn_begin(st, STORE_ID_PART(mb), STORE_TXN_WRITE, &t), 0);
+	assert_int_equal(store_msg_expunge(t, mb, uids, n, NULL, NULL), 0);
+	assert_int_equal(store_mbox_status(t, mb, &s), 0);
+	assert_int_equal(store_txn_commit(&t), 0);
+	return s.highestmodseq;
+}
+
+/* VANISHED since modseq: the UIDs (first..first+n-1 expected) and whether it is exact. */
+static void check_vanished(struct store *st, uint64_t mb, uint64_t since, uint32_t first,
+			   size_t n, bool exact)
+{
+	struct store_txn *t;
+	uint32_t *v;
+	size_t got;
+	bool ex;
+
+	assert_int_equal(store_txn_begin(st, STORE_ID_PART(mb), STORE_TXN_READ, &t), 0);
+	assert_int_equal(store_msg_vanished(t, mb, since, &v, &got, &ex), 0);
+	store_txn_abort(&t);
+	assert_int_equal(got, n);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(v[i], first + i);
+	assert_int_equal(ex, exact);
+	free(v);
+}
+
+/* The mailbox record of mb rewritten as the format before the history count wrote it (it
+   ended at the name's NUL), with raw LMDB, the store closed meanwhile. */
+static void plant_old_mbox_record(struct tstore *ts, uint64_t mb)
+{
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	uint8_t key[8], old[512];
+	MDB_val k = { 8, key }, v;
+	char path[512];
+
+	store_close(&ts->st);
+	for (int i = 0; i < 8; i++)
+		key[i] = (uint8_t)(mb >> (56 - 8 * i));
+	snprintf(path, sizeof(path), "%s/part%u/index.mdb", ts->dir, (unsigned)STORE_ID_PART(mb));
+	assert_int_equal(mdb_env_create(&env), 0);
+	mdb_env_set_maxdbs(env, 32);
+	assert_int_equal(mdb_env_open(env, path, MDB_NOSUBDIR, 0640), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	assert_int_equal(mdb_dbi_open(txn, "mbox", 0, &dbi), 0);
+	assert_int_equal(mdb_get(txn, dbi, &k, &v), 0);
+	assert_true(v.mv_size > 4 && v.mv_size <= sizeof(old));
+	memcpy(old, v.mv_data, v.mv_size);
+	assert_int_equal(old[v.mv_size - 5], 0); /* the name's NUL, then the count */
+	v.mv_data = old;
+	v.mv_size -= 4;
+	assert_int_equal(mdb_put(txn, dbi, &k, &v, 0), 0);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	assert_int_equal(store_open(&ts->o, &ts->st), 0);
+}
+
+/* A store with expunge_history_max = 5 and a mailbox of n messages (UIDs 1..n): its id. */
+static uint64_t capped_mbox(struct tstore *ts, uint32_t n)
+{
+	uint64_t mb;
+
+	tstore_open(ts, 1);
+	ts->o.expunge_history_max = 5;
+	tstore_reopen(ts);
+	mb = tmbox(ts->st, tuser(ts->st, "hilda"), "INBOX");
+	for (uint32_t i = 1; i <= n; i++)
+		assert_int_equal(tappend(ts->st, mb, 200, 0), i);
+	return mb;
+}
+
+/* expunge_history_max = 5: the oldest entries go as new ones come, one by one or many in one
+   expunge; the floor follows, so VANISHED from before them is not exact (the client falls
+   back) and from after them is exact. A record of the format before the count is counted at
+   its next write, and the cap holds exactly after it. */
+static void test_history_capped(void **state)
+{
+	struct tstore ts;
+	struct store_txn *t;
+	struct store_status s;
+	uint64_t mb, m0, ms[13];
+	uint32_t uids[3] = { 10, 11, 12 };
+
+	(void)state;
+	mb = capped_mbox(&ts, 12);
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_READ, &t), 0);
+	assert_int_equal(store_mbox_status(t, mb, &s), 0);
+	store_txn_abort(&t);
+	m0 = s.highestmodseq;
+	for (uint32_t i = 1; i <= 3; i++)
+		ms[i] = expunge_uids(ts.st, mb, &i, 1);
+	check_vanished(ts.st, mb, m0, 1, 3, true);
+	for (uint32_t i = 4; i <= 9; i++)
+		ms[i] = expunge_uids(ts.st, mb, &i, 1);
+	/* 1..4 went: from before them inexact, from after the 4th exact */
+	check_vanished(ts.st, mb, m0, 5, 5, false);
+	check_vanished(ts.st, mb, ms[3], 5, 5, false);
+	check_vanished(ts.st, mb, ms[4], 5, 5, true);
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_READ, &t), 0);
+	assert_int_equal(store_mbox_status(t, mb, &s), 0);
+	store_txn_abort(&t);
+	assert_int_equal(s.expunge_floor, ms[4] + 1);
+	/* three in one expunge: 5..7 make room */
+	ms[10] = expunge_uids(ts.st, mb, uids, 3);
+	check_vanished(ts.st, mb, ms[6], 8, 5, false);
+	check_vanished(ts.st, mb, ms[7], 8, 5, true);
+	check_vanished(ts.st, mb, ms[9], 10, 3, true);
+	tverify_clean(ts.st);
+	tstore_close(&ts, true);
+
+	/* the format before the count: 3 entries, unknown to the record, then 4 expunges */
+	mb = capped_mbox(&ts, 7);
+	for (uint32_t i = 1; i <= 3; i++)
+		ms[i] = expunge_uids(ts.st, mb, &i, 1);
+	plant_old_mbox_record(&ts, mb);
+	check_vanished(ts.st, mb, m0 = ms[1] - 1, 1, 3, true);
+	for (uint32_t i = 4; i <= 7; i++)
+		ms[i] = expunge_uids(ts.st, mb, &i, 1);
+	check_vanished(ts.st, mb, m0, 3, 5, false);
+	check_vanished(ts.st, mb, ms[2], 3, 5, true);
+	tcheck_status(ts.st, mb);
+	tverify_clean(ts.st);
+	tstore_close(&ts, true);
+}
+
 /* part1 on another filesystem (/dev/shm, tmpfs): a message for users in both partitions is
    copied there, and both copies read back whole. */
 static void test_exdev_copy(void **state)
@@ -325,6 +457,7 @@ int main(void)
 		cmocka_unit_test(test_deliver_dedup),
 		cmocka_unit_test(test_expunge_out_null_and_iter),
 		cmocka_unit_test(test_history_ages_out),
+		cmocka_unit_test(test_history_capped),
 		cmocka_unit_test(test_exdev_copy),
 		cmocka_unit_test(test_verify_lost_found_and_bad_cache),
 	};
