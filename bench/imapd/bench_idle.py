@@ -14,9 +14,9 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tests", "imapd"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from imapd_harness import Imapd, Raw, PASSWORD  # noqa: E402
+from heronlib import Imapd, IMAP_PASSWORD as PASSWORD, ImapRaw as Raw  # noqa: E402
 from bench_imapd import worker_rss_kib  # noqa: E402
 
 MSG = (b"From: a@heron.test\r\nTo: bob@heron.test\r\nSubject: idle bench\r\n\r\n"

@@ -14,8 +14,8 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tests", "imapd"))
-from imapd_harness import Imapd, Raw, PASSWORD  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
+from heronlib import Imapd, IMAP_PASSWORD as PASSWORD, ImapRaw as Raw  # noqa: E402
 
 FETCH = ("FETCH 1:* (ENVELOPE FLAGS INTERNALDATE RFC822.SIZE UID "
          "BODY.PEEK[HEADER.FIELDS (From To Subject Date)])")
