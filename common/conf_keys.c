@@ -78,6 +78,8 @@ const struct conf_key conf_keys[] = {
 	  "users file for backend = file (name:{SCHEME}hash:address,aliases:quota)" },
 	{ "directory", "pool_size", CONF_INT, 1, 64, "4", NULL,
 	  "LDAP connections per process" },
+	{ "directory", "bind_pool_size", CONF_INT, 1, 256, "16", NULL,
+	  "LDAP connections per process for user binds (auth_mode = bind; a bind holds one)" },
 	{ "directory", "timeout", CONF_DURATION, 100, 5 * MIN, "5s", NULL,
 	  "per-operation LDAP timeout" },
 	{ "directory", "auth_cache_size", CONF_INT, 0, 100000000, "500000", NULL,

@@ -244,8 +244,11 @@ static int setup_ldap(struct ldapauth *la, const struct conf *c, char **error_r)
 	o.timeout_ms = la->timeout_ms;
 	if (rc == 0)
 		rc = lpool_new(la, la->base, LPOOL_SEARCH, &o, &la->search, error_r);
-	if (rc == 0 && la->mode == MODE_BIND)
+	if (rc == 0 && la->mode == MODE_BIND) {
+		/* binds cannot share a connection (one in flight each): a pool of their own */
+		o.size = (unsigned)conf_int(c, "directory", "bind_pool_size");
 		rc = lpool_new(la, la->base, LPOOL_BIND, &o, &la->bind, error_r);
+	}
 	for (size_t i = 0; i < o.nuris; i++)
 		free(o.uris[i]);
 	free(o.uris);

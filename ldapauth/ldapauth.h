@@ -6,7 +6,8 @@
  * refused input). The callback receives exactly one of four results; a temporary failure
  * (directory down, timeout, busy) is never reported as wrong credentials. The directory is
  * reached through libldap's asynchronous calls with its descriptor in the event loop, over a
- * pool of [directory] pool_size search connections and as many user-bind connections.
+ * pool of [directory] pool_size search connections and [directory] bind_pool_size user-bind
+ * connections (auth_mode = bind).
  *
  * Inputs are checked before anything is asked: an empty password, a NUL, CR or LF in a name or
  * password, or a name longer than LDAPAUTH_NAME_MAX is refused (wrong credentials for auth, no

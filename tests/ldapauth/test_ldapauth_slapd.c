@@ -688,6 +688,7 @@ static void test_concurrent(void **state)
 	static char names[N][16];
 
 	setk(c, "directory", "pool_size", "4");
+	setk(c, "directory", "bind_pool_size", "4");
 	setk(c, "directory", "auth_cache_size", "0");
 	struct timeval two_ms = { 0, 2000 };
 	int socks_max = 0;
