@@ -1,5 +1,6 @@
 /* mailload.c — owns the command line: ldif, init, run, search, agent and report, and the LDIF
- * writer. Everything else is the manager's (manager.c) or an agent's (agent.c). */
+ * writer. Everything else is the manager's (manager.c), an agent's (agent.c) or, for init
+ * straight into a Heron store, init_store.c's. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -11,6 +12,7 @@
 #include "common/log.h"
 #include "common/str.h"
 #include "mailload/agent.h"
+#include "mailload/init_store.h"
 #include "mailload/manager.h"
 #include "mailload/report.h"
 
@@ -18,6 +20,7 @@ static void usage(FILE *fp)
 {
 	fputs("usage: mailload ldif --users N [--domain D] [--base DN] [--ou]\n"
 	      "       mailload init --target HOST --users N [--profile P] [--seed S] [options]\n"
+	      "       mailload init --heron-conf FILE --users N [--profile P] [--seed S] [--jobs J]\n"
 	      "       mailload run --rate R [--users N] [--phases 300/1800/120]\n"
 	      "                    [--load-points 80,100,120] [--agents host:port,...] [--tls MODE]\n"
 	      "                    [--sink HOST:PORT] --report DIR [options]\n"
@@ -99,6 +102,7 @@ enum {
 	O_USERS = 256, O_DOMAIN, O_EXT, O_BASE, O_OU, O_TARGET, O_SMTP_PORT, O_SUB_PORT, O_IMAP_PORT,
 	O_PASSWORD, O_PROFILE, O_SEED, O_RATE, O_PHASES, O_POINTS, O_AGENTS, O_LOCAL, O_TLS, O_SINK,
 	O_REPORT, O_TIMEOUT, O_PROBES, O_SET, O_DRAIN, O_LISTEN, O_FROM, O_TO, O_STEPS,
+	O_HERON_CONF, O_JOBS,
 };
 
 static const struct option longopts[] = {
@@ -130,6 +134,8 @@ static const struct option longopts[] = {
 	{ "from", required_argument, NULL, O_FROM },
 	{ "to", required_argument, NULL, O_TO },
 	{ "steps", required_argument, NULL, O_STEPS },
+	{ "heron-conf", required_argument, NULL, O_HERON_CONF },
+	{ "jobs", required_argument, NULL, O_JOBS },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -143,9 +149,10 @@ int main(int argc, char **argv)
 {
 	struct mgr_opts o;
 	const char *cmd, *base = "ou=people,dc=heron,dc=test", *listen = NULL, *err;
+	const char *heron_conf = NULL;
 	bool ou = false, bad = false;
 	double from = 0, to = 100000;
-	uint64_t steps = 8, v;
+	uint64_t steps = 8, jobs = 0, v;
 	int c;
 
 	if (argc < 2) {
@@ -222,6 +229,8 @@ int main(int argc, char **argv)
 		case O_FROM: from = atof(optarg); break;
 		case O_TO: to = atof(optarg); break;
 		case O_STEPS: bad |= num(optarg, &steps) < 0; break;
+		case O_HERON_CONF: heron_conf = optarg; break;
+		case O_JOBS: bad |= num(optarg, &jobs) < 0 || jobs > 64; break;
 		case 'q': o.quiet = true; break;
 		case 'v': log_set_level(LOG_LVL_DEBUG); break;
 		case 'h': usage(stdout); return 0;
@@ -255,6 +264,8 @@ int main(int argc, char **argv)
 			fputs("mailload init: --users N is needed\n", stderr);
 			return 2;
 		}
+		if (heron_conf != NULL)
+			return init_store_run(&o.cfg, heron_conf, (unsigned)jobs, o.quiet) < 0 ? 1 : 0;
 		return mgr_init(&o) < 0 ? 1 : 0;
 	}
 	if (strcmp(cmd, "run") == 0) {

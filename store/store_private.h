@@ -63,6 +63,7 @@ struct store {
 	int64_t expunge_history_ms;
 	int64_t gc_ms;
 	unsigned gc_max;
+	bool nosync;          /* store_opts.nosync: bulk loading, synced at store_close */
 	atomic_uint_fast64_t fsyncs;
 	atomic_uint_fast64_t commits;
 };
