@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <openssl/evp.h>
+
 #include "common/log.h"
 #include "common/str.h"
 #include "mailload/agent.h"
@@ -18,7 +20,7 @@
 
 static void usage(FILE *fp)
 {
-	fputs("usage: mailload ldif --users N [--domain D] [--base DN] [--ou]\n"
+	fputs("usage: mailload ldif --users N [--domain D] [--base DN] [--ou] [--hashed]\n"
 	      "       mailload init --target HOST --users N [--profile P] [--seed S] [options]\n"
 	      "       mailload init --heron-conf FILE --users N [--profile P] [--seed S] [--jobs J]\n"
 	      "       mailload run --rate R [--users N] [--phases 300/1800/120]\n"
@@ -35,19 +37,43 @@ static void usage(FILE *fp)
 	      fp);
 }
 
-static int cmd_ldif(uint64_t users, const char *domain, const char *base, bool ou)
+/* {SSHA} of pw (RFC 2307 style: base64 of SHA-1(pw || salt) || salt), the salt made from n so
+   the LDIF stays deterministic. out: at least 48 bytes. */
+static void ssha(const char *pw, uint64_t n, char *out)
 {
+	unsigned char d[20 + 8];
+	EVP_MD_CTX *c = EVP_MD_CTX_new();
+
+	for (int i = 0; i < 8; i++)
+		d[20 + i] = (unsigned char)((n >> (8 * i)) ^ 0x5a);
+	if (c == NULL || EVP_DigestInit_ex(c, EVP_sha1(), NULL) != 1 ||
+	    EVP_DigestUpdate(c, pw, strlen(pw)) != 1 || EVP_DigestUpdate(c, d + 20, 8) != 1 ||
+	    EVP_DigestFinal_ex(c, d, NULL) != 1)
+		fatalx("sha1");
+	EVP_MD_CTX_free(c);
+	memcpy(out, "{SSHA}", 6);
+	EVP_EncodeBlock((unsigned char *)out + 6, d, (int)sizeof(d));
+}
+
+static int cmd_ldif(uint64_t users, const char *domain, const char *base, bool ou, bool hashed)
+{
+	char pw[32], hash[64];
+
 	if (users == 0) {
 		fputs("mailload ldif: --users N is needed\n", stderr);
 		return 2;
 	}
 	if (ou)
 		printf("dn: %s\nobjectClass: organizationalUnit\nou: people\n\n", base);
-	for (uint64_t i = 1; i <= users; i++)
+	for (uint64_t i = 1; i <= users; i++) {
+		snprintf(pw, sizeof(pw), "user%" PRIu64, i);
+		if (hashed)
+			ssha(pw, i, hash);
 		printf("dn: uid=user%" PRIu64 ",%s\nobjectClass: inetOrgPerson\nuid: user%" PRIu64
 		       "\ncn: User %" PRIu64 "\nsn: User%" PRIu64 "\nmail: user%" PRIu64
-		       "@%s\nuserPassword: user%" PRIu64 "\n\n",
-		       i, base, i, i, i, i, domain, i);
+		       "@%s\nuserPassword: %s\n\n",
+		       i, base, i, i, i, i, domain, hashed ? hash : pw);
+	}
 	return fflush(stdout) == 0 ? 0 : 1;
 }
 
@@ -102,7 +128,7 @@ enum {
 	O_USERS = 256, O_DOMAIN, O_EXT, O_BASE, O_OU, O_TARGET, O_SMTP_PORT, O_SUB_PORT, O_IMAP_PORT,
 	O_PASSWORD, O_PROFILE, O_SEED, O_RATE, O_PHASES, O_POINTS, O_AGENTS, O_LOCAL, O_TLS, O_SINK,
 	O_REPORT, O_TIMEOUT, O_PROBES, O_SET, O_DRAIN, O_LISTEN, O_FROM, O_TO, O_STEPS,
-	O_HERON_CONF, O_JOBS,
+	O_HERON_CONF, O_JOBS, O_HASHED,
 };
 
 static const struct option longopts[] = {
@@ -136,6 +162,7 @@ static const struct option longopts[] = {
 	{ "steps", required_argument, NULL, O_STEPS },
 	{ "heron-conf", required_argument, NULL, O_HERON_CONF },
 	{ "jobs", required_argument, NULL, O_JOBS },
+	{ "hashed", no_argument, NULL, O_HASHED },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -150,7 +177,7 @@ int main(int argc, char **argv)
 	struct mgr_opts o;
 	const char *cmd, *base = "ou=people,dc=heron,dc=test", *listen = NULL, *err;
 	const char *heron_conf = NULL;
-	bool ou = false, bad = false;
+	bool ou = false, hashed = false, bad = false;
 	double from = 0, to = 100000;
 	uint64_t steps = 8, jobs = 0, v;
 	int c;
@@ -231,6 +258,7 @@ int main(int argc, char **argv)
 		case O_STEPS: bad |= num(optarg, &steps) < 0; break;
 		case O_HERON_CONF: heron_conf = optarg; break;
 		case O_JOBS: bad |= num(optarg, &jobs) < 0 || jobs > 64; break;
+		case O_HASHED: hashed = true; break;
 		case 'q': o.quiet = true; break;
 		case 'v': log_set_level(LOG_LVL_DEBUG); break;
 		case 'h': usage(stdout); return 0;
@@ -242,7 +270,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (strcmp(cmd, "ldif") == 0)
-		return cmd_ldif(o.cfg.users, o.cfg.domain, base, ou);
+		return cmd_ldif(o.cfg.users, o.cfg.domain, base, ou, hashed);
 	if (strcmp(cmd, "agent") == 0) {
 		if (listen == NULL) {
 			fputs("mailload agent: --listen HOST:PORT is needed\n", stderr);
