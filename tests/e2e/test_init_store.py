@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """test_init_store.py — `mailload init --heron-conf` (the fast path straight into the store)
 gives the same mailboxes as the protocol init (SMTP to INBOX, IMAP APPEND to the others), for
-the same seed and profile. Two stacks from scripts/stack (users file, no slapd): A is filled
-over the protocols, B through the store while B's mtad and imapd serve it. Read back over IMAP
+the same seed and profile. Two stacks from scripts/stack: A (users file) is filled over the
+protocols, B (slapd, auth_mode = lookup on the {SSHA} LDIF of `mailload ldif --hashed`)
+through the store while B's mtad and imapd serve it. Read back over IMAP
 from both: the same folders and subscriptions, and per folder the same messages, in order, with
 the same \\Seen flags and the same bytes (A's INBOX copies carry the Received: line mtad adds;
 it is taken off before comparing). Resuming: B filled first for half the users, then for all,
@@ -113,8 +114,10 @@ def compare(a, b):
 
 
 def main():
+    # B logs its users in through the real slapd in lookup mode (the LDIF of `mailload ldif
+    # --hashed`: {SSHA} checked by the daemons), A through a users file
     with Stack(ROOT, BUILD, users=USERS, args=["--auth", "file"]) as a, \
-            Stack(ROOT, BUILD, users=USERS, args=["--auth", "file"]) as b:
+            Stack(ROOT, BUILD, users=USERS, args=["--auth-mode", "lookup"]) as b:
         state = {}
 
         def test_protocol_init():
