@@ -1,9 +1,11 @@
-/* net.c — owns sockets: listeners, the capped accept wrapper, per-address connection counts,
+/* net.c — owns sockets: listeners, the capped accept wrapper and its refusals (spare
+ * descriptor, the shared total), per-address connection counts (local or in a shmtable),
  * address text, async client connect and free test ports. TLS on top: tls.c. */
 #include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stddef.h>
@@ -13,6 +15,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/bufferevent.h>
@@ -23,6 +26,7 @@
 
 #include "common/log.h"
 #include "common/net.h"
+#include "common/shmtable.h"
 #include "common/str.h"
 #include "common/xmalloc.h"
 
@@ -239,6 +243,16 @@ struct net_server {
 	struct event *pause; /* accept ran out of descriptors or memory: retry later */
 	net_accept_cb *cb;
 	void *arg;
+	char *refusal;       /* the line over the cap; NULL: pause at the cap */
+	char *name;          /* for the refusal log */
+	int spare;           /* a descriptor held in reserve for refusals; -1: none */
+	struct shmtable *shared;
+	unsigned worker;
+	size_t share;        /* shared: this worker's share of max_conns */
+	struct event *balance; /* shared: re-checks a server paused at its share */
+	uint64_t nrefused;
+	uint64_t logged_refused; /* nrefused at the last refusal log line */
+	time_t logged_at;
 };
 
 #define NET_ACCEPT_PAUSE_MS 1000
@@ -252,13 +266,92 @@ static void server_enable(struct net_server *srv, bool on)
 	srv->enabled = on;
 }
 
+void net_refuse(int fd, const char *line)
+{
+	char early[512];
+
+	if (send(fd, line, strlen(line), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+		/* the client is gone already: it is refused either way */
+	}
+	/* A close with unread input resets the connection, and a reset can destroy the line in
+	   flight: drop what a too-eager client already sent (one read, never waiting). */
+	if (recv(fd, early, sizeof(early), MSG_DONTWAIT) < 0) {
+		/* nothing sent: the usual case */
+	}
+	close(fd);
+}
+
+/* Refuses fd (one over the cap); a log line at most once a second, with the count since the
+   last one. why: over the cap, or out of descriptors. */
+static void server_refuse(struct net_server *srv, int fd, const struct sockaddr *sa,
+			  socklen_t salen, const char *why)
+{
+	time_t now = time(NULL);
+	char addr[NET_ADDRSTRLEN] = "unknown";
+
+	net_refuse(fd, srv->refusal);
+	srv->nrefused++;
+	if (now == srv->logged_at)
+		return;
+	if (sa != NULL)
+		net_addr_str(sa, salen, addr, sizeof(addr));
+	log_info("%s refuse addr=%s reason=\"%s\" conns=%zu refused=%" PRIu64, srv->name, addr,
+		 why, srv->shared != NULL ? (size_t)shmtable_total(srv->shared) : srv->nconns,
+		 srv->nrefused - srv->logged_refused);
+	srv->logged_at = now;
+	srv->logged_refused = srv->nrefused;
+}
+
+/* Whether one more connection fits under the cap; if so it is counted. */
+static bool server_admit(struct net_server *srv)
+{
+	if (srv->shared != NULL) {
+		if (!shmtable_total_take(srv->shared, srv->worker, (uint32_t)srv->max_conns))
+			return false;
+	} else if (srv->refusal != NULL && srv->nconns >= srv->max_conns) {
+		return false;
+	}
+	srv->nconns++;
+	return true;
+}
+
+#define NET_BALANCE_MS 100
+
+/* Shared cap: a worker holding its share leaves new clients to the others (the kernel wakes
+   every worker, and an idle one would take them all) while the total is under the cap; at
+   the cap every worker listens again, to refuse. A paused server looks again every
+   NET_BALANCE_MS (its siblings' connections and the other workers' are not its events). */
+static void server_balance(struct net_server *srv)
+{
+	struct timeval tv = { 0, NET_BALANCE_MS * 1000 };
+	bool over;
+
+	if (srv->shared == NULL || srv->stopped)
+		return;
+	over = shmtable_total_mine(srv->shared, srv->worker) >= srv->share &&
+	       shmtable_total(srv->shared) < srv->max_conns;
+	server_enable(srv, !over && !evtimer_pending(srv->pause, NULL));
+	if (over && !evtimer_pending(srv->balance, NULL))
+		evtimer_add(srv->balance, &tv);
+}
+
+static void server_balance_cb(evutil_socket_t fd, short what, void *arg)
+{
+	server_balance(arg);
+}
+
 static void server_accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
 			     int salen, void *arg)
 {
 	struct net_server *srv = arg;
 
-	if (++srv->nconns >= srv->max_conns)
+	if (!server_admit(srv)) {
+		server_refuse(srv, fd, sa, (socklen_t)salen, "too many connections");
+		return;
+	}
+	if (srv->refusal == NULL && srv->nconns >= srv->max_conns)
 		server_enable(srv, false);
+	server_balance(srv);
 	srv->cb(srv, fd, sa, (socklen_t)salen, srv->arg);
 }
 
@@ -266,11 +359,34 @@ static void server_resume_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct net_server *srv = arg;
 
-	if (!srv->stopped && srv->nconns < srv->max_conns)
+	if (!srv->stopped && (srv->refusal != NULL || srv->nconns < srv->max_conns))
 		server_enable(srv, true);
+	server_balance(srv);
 }
 
-/* accept() failed for another reason than a vanished client. Out of descriptors or memory, a
+/* Out of descriptors: frees the spare, refuses one client with it and takes the spare again.
+   False when there is no spare or it cannot be taken back (then the listeners pause). */
+static bool server_refuse_spare(struct net_server *srv, struct evconnlistener *l)
+{
+	int lfd = evconnlistener_get_fd(l), fd;
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	int e;
+
+	if (srv->spare < 0 || srv->refusal == NULL)
+		return false;
+	close(srv->spare);
+	fd = accept4(lfd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	e = errno;
+	if (fd >= 0)
+		server_refuse(srv, fd, (struct sockaddr *)&ss, len, "out of descriptors");
+	srv->spare = fcntl(lfd, F_DUPFD_CLOEXEC, 0);
+	return srv->spare >= 0 && (fd >= 0 || e == EAGAIN || e == EWOULDBLOCK);
+}
+
+/* accept() failed for another reason than a vanished client. Out of descriptors, a refusing
+   server answers one client with its spare descriptor; otherwise (or out of memory) a
    level-triggered listener would spin: pause the listeners for a moment instead. */
 static void server_error_cb(struct evconnlistener *l, void *arg)
 {
@@ -278,6 +394,9 @@ static void server_error_cb(struct evconnlistener *l, void *arg)
 	int e = errno;
 	struct timeval tv = { NET_ACCEPT_PAUSE_MS / 1000, (NET_ACCEPT_PAUSE_MS % 1000) * 1000 };
 
+	if ((e == EMFILE || e == ENFILE) && server_refuse_spare(srv, l))
+		return;
+	errno = e;
 	log_warn("accept");
 	if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
 		server_enable(srv, false);
@@ -296,6 +415,7 @@ struct net_server *net_server_new(struct event_base *base, const struct net_fds 
 	srv->cb = cb;
 	srv->arg = arg;
 	srv->enabled = true;
+	srv->spare = -1;
 	for (size_t i = 0; i < fds->n; i++) {
 		/* backlog 0: the socket already listens; accepted fds come non-blocking. */
 		srv->lev[i] = evconnlistener_new(base, server_accept_cb, srv,
@@ -310,17 +430,51 @@ struct net_server *net_server_new(struct event_base *base, const struct net_fds 
 	return srv;
 }
 
+void net_server_set_refusal(struct net_server *srv, const char *name, const char *line)
+{
+	free(srv->refusal);
+	free(srv->name);
+	srv->refusal = xstrdup(line);
+	srv->name = xstrdup(name);
+	if (srv->spare < 0 && srv->nlev > 0 &&
+	    (srv->spare = fcntl(evconnlistener_get_fd(srv->lev[0]), F_DUPFD_CLOEXEC, 0)) < 0)
+		log_warn("%s: no spare descriptor for refusals", name);
+	if (!srv->stopped)
+		server_enable(srv, true);
+}
+
+void net_server_share(struct net_server *srv, struct shmtable *t, unsigned worker)
+{
+	unsigned nw = shmtable_workers(t);
+
+	assert(srv->nconns == 0 && srv->refusal != NULL && srv->shared == NULL);
+	srv->shared = t;
+	srv->worker = worker;
+	srv->share = (srv->max_conns + nw - 1) / nw;
+	if ((srv->balance = evtimer_new(event_get_base(srv->pause), server_balance_cb, srv)) ==
+	    NULL)
+		fatalx("evtimer_new failed");
+}
+
 void net_server_conn_done(struct net_server *srv)
 {
 	assert(srv->nconns > 0);
 	srv->nconns--;
+	if (srv->shared != NULL)
+		shmtable_total_put(srv->shared, srv->worker);
 	if (!srv->stopped && srv->nconns < srv->max_conns)
 		server_enable(srv, true);
+	server_balance(srv);
 }
 
 size_t net_server_nconns(const struct net_server *srv)
 {
 	return srv->nconns;
+}
+
+uint64_t net_server_nrefused(const struct net_server *srv)
+{
+	return srv->nrefused;
 }
 
 void net_server_stop(struct net_server *srv)
@@ -338,6 +492,12 @@ void net_server_free(struct net_server **srvp)
 	for (size_t i = 0; i < srv->nlev; i++)
 		evconnlistener_free(srv->lev[i]);
 	event_free(srv->pause);
+	if (srv->balance != NULL)
+		event_free(srv->balance);
+	if (srv->spare >= 0)
+		close(srv->spare);
+	free(srv->refusal);
+	free(srv->name);
 	free(srv->lev);
 	free(srv);
 	*srvp = NULL;
@@ -351,6 +511,8 @@ struct ipslot {
 };
 
 struct net_ipcount {
+	struct shmtable *shared; /* the shared kind: counts live there; the rest is unused */
+	unsigned worker;
 	struct ipslot *slot;
 	size_t mask;       /* capacity - 1, capacity a power of two >= 2 * max */
 	size_t n, max;
@@ -412,6 +574,29 @@ struct net_ipcount *net_ipcount_new(size_t max_addrs)
 	return t;
 }
 
+struct net_ipcount *net_ipcount_new_shared(struct shmtable *t, unsigned worker)
+{
+	struct net_ipcount *c = xcalloc(1, sizeof(*c));
+
+	c->shared = t;
+	c->worker = worker;
+	return c;
+}
+
+size_t net_shm_slots(size_t max_conns)
+{
+	return max_conns < SIZE_MAX / 4 ? 2 * max_conns : max_conns;
+}
+
+/* The text key of sa in a shared table; false for addresses that are not counted. */
+static bool ip_text(const struct sockaddr *sa, char *out, size_t size)
+{
+	if (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)
+		return false;
+	net_addr_host(sa, out, size);
+	return true;
+}
+
 void net_ipcount_free(struct net_ipcount **tp)
 {
 	if (*tp == NULL)
@@ -424,8 +609,12 @@ void net_ipcount_free(struct net_ipcount **tp)
 bool net_ipcount_inc(struct net_ipcount *t, const struct sockaddr *sa, uint32_t limit)
 {
 	uint8_t key[16];
+	char text[NET_SHM_KEY_MAX];
 	size_t i;
 
+	if (t->shared != NULL)
+		return !ip_text(sa, text, sizeof(text)) ||
+		       shmtable_take(t->shared, SHM_ADDR_CONNS, text, t->worker, limit);
 	if (!ip_key(sa, key))
 		return true;
 	i = ip_find(t, key);
@@ -444,8 +633,14 @@ bool net_ipcount_inc(struct net_ipcount *t, const struct sockaddr *sa, uint32_t 
 void net_ipcount_dec(struct net_ipcount *t, const struct sockaddr *sa)
 {
 	uint8_t key[16];
+	char text[NET_SHM_KEY_MAX];
 	size_t i, j;
 
+	if (t->shared != NULL) {
+		if (ip_text(sa, text, sizeof(text)))
+			shmtable_put(t->shared, SHM_ADDR_CONNS, text, t->worker);
+		return;
+	}
 	if (!ip_key(sa, key))
 		return;
 	i = ip_find(t, key);
@@ -469,7 +664,11 @@ void net_ipcount_dec(struct net_ipcount *t, const struct sockaddr *sa)
 uint32_t net_ipcount_get(const struct net_ipcount *t, const struct sockaddr *sa)
 {
 	uint8_t key[16];
+	char text[NET_SHM_KEY_MAX];
 
+	if (t->shared != NULL)
+		return ip_text(sa, text, sizeof(text)) ?
+		       shmtable_count(t->shared, SHM_ADDR_CONNS, text) : 0;
 	if (!ip_key(sa, key))
 		return 0;
 	return t->slot[ip_find(t, key)].count;

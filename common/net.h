@@ -53,11 +53,18 @@ void net_fds_close(struct net_fds *fds);
 int net_fd_port(int fd);
 
 /* The accept side: one evconnlistener per descriptor, a shared connection count and cap.
-   When the count reaches max_conns every listener is disabled (new clients wait in the kernel
-   backlog, STYLE 7); net_server_conn_done() re-enables them below the cap. When accept() runs
-   out of descriptors or memory the listeners pause for a second instead of spinning. Accepted
-   sockets are non-blocking and close-on-exec. */
+   By default, when the count reaches max_conns every listener is disabled (new clients wait in
+   the kernel backlog, STYLE 7) and net_server_conn_done() re-enables them below the cap. With a
+   refusal line (net_server_set_refusal) the listeners stay enabled instead: a client over the
+   cap is accepted, sent the line without blocking and closed at once, never counted, never
+   handed to the callback. A refusing server keeps one spare descriptor in reserve: when
+   accept() runs out of descriptors, the spare is closed, one client is accepted and refused,
+   and the spare is taken again. When even that fails (or without a refusal line), and when
+   accept() runs out of memory, the listeners pause for a second instead of spinning: the
+   fallback. Refusals are logged at most once a second. Accepted sockets are non-blocking and
+   close-on-exec. */
 struct net_server;
+struct shmtable;
 /* Called with a new connection, already counted; the callee owns fd and must call
    net_server_conn_done() exactly once when the connection ends (also when it refuses it at
    once). sa/salen: the peer address. */
@@ -66,21 +73,42 @@ typedef void net_accept_cb(struct net_server *srv, int fd, const struct sockaddr
 /* The listeners use fds (not owned: the server never closes them). max_conns >= 1. */
 struct net_server *net_server_new(struct event_base *base, const struct net_fds *fds,
 				  size_t max_conns, net_accept_cb *cb, void *arg);
+/* At the cap, refuse with line (a complete reply ending in CRLF, copied) instead of pausing;
+   name says which server in the log ("smtp", "imap"). */
+void net_server_set_refusal(struct net_server *srv, const char *name, const char *line);
+/* The cap counts the connections of every process sharing t (its total count; several servers
+   of one process may share it too), this one as worker. While the total is under the cap, a
+   worker holding its share (max_conns / the workers of t, rounded up) disables its listeners
+   and looks again every 100 ms, so that the kernel hands new clients to the others (it would
+   wake an idle worker for every one); at the cap every worker listens, to refuse. Call after
+   net_server_set_refusal and before the first connection. */
+void net_server_share(struct net_server *srv, struct shmtable *t, unsigned worker);
 /* A counted connection ended. */
 void net_server_conn_done(struct net_server *srv);
-/* Connections counted now. */
+/* Connections this server counted now (in this process). */
 size_t net_server_nconns(const struct net_server *srv);
+/* Connections refused over the cap so far (in this process). */
+uint64_t net_server_nrefused(const struct net_server *srv);
 /* Stops accepting for good (graceful drain): listeners are disabled and stay so; the count
    keeps working. */
 void net_server_stop(struct net_server *srv);
 /* Frees the listeners (not the descriptors) and sets *srvp = NULL; safe on NULL. */
 void net_server_free(struct net_server **srvp);
 
-/* Per-client-address connection counts (max_connections_per_ip): a fixed-size open-addressing
-   table, O(1) per operation, holding at most max_addrs distinct addresses. IPv4-mapped IPv6
-   addresses count as their IPv4 address; unix-socket peers are never limited or counted. */
+/* Refuses a fresh connection: writes line (ending in CRLF) without blocking, best effort (a
+   new socket's empty send buffer takes a short line whole), and closes fd. */
+void net_refuse(int fd, const char *line);
+
+/* Per-client-address connection counts (max_connections_per_ip). IPv4-mapped IPv6 addresses
+   count as their IPv4 address; unix-socket peers are never limited or counted. Two kinds:
+   net_ipcount_new: this process alone, a fixed-size open-addressing table, O(1) per operation,
+   holding at most max_addrs distinct addresses (a new address is refused when it is full);
+   net_ipcount_new_shared: the counts of every worker in t (kind SHM_ADDR_CONNS, keyed by the
+   address text), so the limit holds across workers; an address that finds no room in t is
+   admitted uncounted (the total cap still holds). */
 struct net_ipcount;
 struct net_ipcount *net_ipcount_new(size_t max_addrs);
+struct net_ipcount *net_ipcount_new_shared(struct shmtable *t, unsigned worker);
 void net_ipcount_free(struct net_ipcount **tp);
 /* Counts one more connection from sa's address and returns true, or returns false (and counts
    nothing) when that address already has limit connections or the table is full. */
@@ -89,6 +117,10 @@ bool net_ipcount_inc(struct net_ipcount *t, const struct sockaddr *sa, uint32_t 
 void net_ipcount_dec(struct net_ipcount *t, const struct sockaddr *sa);
 /* The current count for sa's address (0 when absent). */
 uint32_t net_ipcount_get(const struct net_ipcount *t, const struct sockaddr *sa);
+/* Sizes a shared table for net_ipcount_new_shared: slots for max_conns distinct addresses
+   with room to spare, keys of an address's text. */
+#define NET_SHM_KEY_MAX 48
+size_t net_shm_slots(size_t max_conns);
 
 /* "127.0.0.1:2525", "[::1]:25", "unix:/run/x.sock" (or "unix" when unnamed); returns out.
    size >= NET_ADDRSTRLEN always suffices. */

@@ -1,6 +1,8 @@
-/* cmd_append.c — owns APPEND: the message literal was streamed into a blob by imap_client.c
- * while it arrived (never held in memory); here the blob is made durable and appended with
- * its flags and internal date, answered with APPENDUID (UIDPLUS) after the commit. */
+/* cmd_append.c — owns APPEND and MULTIAPPEND (RFC 3502): each message literal (or literal8
+ * ~{n}, RFC 3516) was streamed into a blob by imap_client.c while it arrived (never held in
+ * memory); here the blobs are made durable and appended with their flags and internal dates in
+ * one nested txn of the group commit (all or none), answered with APPENDUID (UIDPLUS, a UID
+ * set for several) after the commit. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -41,52 +43,92 @@ static int parse_date_time(const char *s, size_t len, int64_t *t_r)
 	return 0;
 }
 
-struct append_op {
-	uint64_t mbox;
+/* One message of the command (MULTIAPPEND, RFC 3502: several, all appended or none). */
+struct append_msg {
 	const struct imap_arg *flags;
 	int64_t date;
-	struct store_blob *blob;    /* owned by the commit */
-	uint32_t uid, uidvalidity;
+	struct store_blob *blob;    /* owned by the op */
+	uint32_t uid;
+};
+
+struct append_op {
+	uint64_t mbox;
+	struct append_msg msgs[IMAP_APPEND_MAX];
+	unsigned n;
+	uint32_t uidvalidity;
 	const char *why;
 };
 
+static void append_op_free(void *arg)
+{
+	struct append_op *ao = arg;
+
+	for (unsigned i = 0; i < ao->n; i++)
+		store_blob_free(&ao->msgs[i].blob);
+	free(ao);
+}
+
+/* In the group commit: every message in the same nested txn, so a failure drops them all. */
 static int append_fn(struct store_txn *t, void *arg)
 {
 	struct append_op *ao = arg;
 	struct store_status st;
-	unsigned flags = 0;
-	uint64_t kw = 0;
 	int rc;
 
-	if (ao->flags != NULL &&
-	    imap_flags_parse(ao->flags, t, ao->mbox, true, &flags, &kw, &ao->why) < 0)
-		return STORE_EINVAL;
-	if ((rc = store_msg_append(t, ao->mbox, ao->blob, flags, kw, ao->date, &ao->uid)) != 0)
-		return rc;
+	for (unsigned i = 0; i < ao->n; i++) {
+		struct append_msg *m = &ao->msgs[i];
+		unsigned flags = 0;
+		uint64_t kw = 0;
+
+		if (m->flags != NULL &&
+		    imap_flags_parse(m->flags, t, ao->mbox, true, &flags, &kw, &ao->why) < 0)
+			return STORE_EINVAL;
+		if ((rc = store_msg_append(t, ao->mbox, m->blob, flags, kw, m->date, &m->uid)) != 0)
+			return rc;
+	}
 	if (store_mbox_status(t, ao->mbox, &st) == 0)
 		ao->uidvalidity = st.uidvalidity;
 	return 0;
 }
 
-/* The arguments between the mailbox and the literal: [(flags)] [date-time]. NULL or the
-   BAD text. */
+/* The arguments after the mailbox: ([(flags)] [date-time] (literal | UTF8 (literal8)))+.
+   NULL or the BAD text. */
 static const char *append_parse(struct imap_cmd *cmd, size_t argc, struct append_op *ao)
 {
-	const struct imap_arg *mb = imap_cmd_arg(cmd, 0), *msg = imap_cmd_arg(cmd, argc - 1);
-	static const char usage[] = "Expected: APPEND mailbox [(flags)] [date-time] literal";
+	static const char usage[] =
+		"Expected: APPEND mailbox ([(flags)] [date-time] literal|UTF8 (literal8))...";
+	size_t i = 1;
 
-	if (argc < 2 || argc > 4 || !imap_arg_is_astring(mb) || msg->type != IMAP_ARG_STREAMED)
+	if (argc < 2 || !imap_arg_is_astring(imap_cmd_arg(cmd, 0)))
 		return usage;
-	for (size_t i = 1; i + 1 < argc; i++) {
+	while (i < argc) {
 		const struct imap_arg *a = imap_cmd_arg(cmd, i);
+		struct append_msg *m = &ao->msgs[ao->n];
 
-		if (a->type == IMAP_ARG_LIST && ao->flags == NULL && i == 1)
-			ao->flags = a;
-		else if (a->type == IMAP_ARG_QUOTED && ao->date == 0) {
-			if (parse_date_time(a->s, a->len, &ao->date) < 0)
-				return "Invalid date-time";
-		} else
+		if (ao->n >= IMAP_APPEND_MAX)
 			return usage;
+		if (a->type == IMAP_ARG_LIST) {
+			m->flags = a;
+			a = imap_cmd_arg(cmd, ++i);
+		}
+		if (a != NULL && a->type == IMAP_ARG_QUOTED) {
+			if (parse_date_time(a->s, a->len, &m->date) < 0)
+				return "Invalid date-time";
+			a = imap_cmd_arg(cmd, ++i);
+		}
+		if (a != NULL && imap_arg_atom_is(a, "UTF8")) {
+			/* UTF8 (~{n}): a message with UTF-8 header fields (RFC 6855 4) */
+			if (!cmd->c->enabled_utf8)
+				return "UTF8 needs ENABLE UTF8=ACCEPT first";
+			a = imap_cmd_arg(cmd, ++i);
+			if (a == NULL || a->type != IMAP_ARG_LIST || a->n != 1)
+				return usage;
+			a++;
+		}
+		if (a == NULL || a->type != IMAP_ARG_STREAMED)
+			return usage;
+		ao->n++;
+		i++;
 	}
 	return NULL;
 }
@@ -117,51 +159,94 @@ static int append_mailbox(struct imap_cmd *cmd, struct append_op *ao)
 	return rc == 0 ? 0 : -1;
 }
 
+/* "a:b" for consecutive UIDs (one commit appends them in order), else "a,b,c". */
+static void append_uidset(const struct append_op *ao, struct buf *out)
+{
+	for (unsigned i = 0; i < ao->n; i++) {
+		unsigned j = i;
+
+		while (j + 1 < ao->n && ao->msgs[j + 1].uid == ao->msgs[j].uid + 1)
+			j++;
+		buf_printf(out, "%s%u", i > 0 ? "," : "", ao->msgs[i].uid);
+		if (j > i)
+			buf_printf(out, ":%u", ao->msgs[j].uid);
+		i = j;
+	}
+}
+
 /* Resumed after the group commit: the reply, APPENDUID (UIDPLUS) when it succeeded. */
 static bool append_finish(struct imap_cmd *cmd)
 {
 	bool pending;
 	int rc;
 	struct append_op *ao = imap_commit_result(cmd, &pending, &rc);
+	struct buf set;
 
 	if (pending)
 		return false;
 	if (rc != 0)
 		return ao->why != NULL ? imap_cmd_bad(cmd, ao->why)
 				       : imap_cmd_store_error(cmd, rc, "APPEND");
-	return imap_cmd_reply(cmd, "OK", "[APPENDUID %u %u] APPEND completed", ao->uidvalidity,
-			      ao->uid);
+	buf_init(&set, 64, 16 * IMAP_APPEND_MAX);
+	append_uidset(ao, &set);
+	imap_cmd_reply(cmd, "OK", "[APPENDUID %u %s] APPEND completed", ao->uidvalidity,
+		       buf_cstr(&set));
+	buf_release(&set);
+	return true;
+}
+
+/* Takes the client's message blobs into ao and makes them durable: 0, or a store error. */
+static int append_take_blobs(struct imap_client *c, struct append_op *ao)
+{
+	int rc = c->append_failed ? STORE_EIO : 0;
+
+	for (unsigned i = 0; i < ao->n; i++) {
+		ao->msgs[i].blob = c->append_blobs[i];
+		c->append_blobs[i] = NULL;
+		if (rc == 0)
+			rc = store_blob_finish(ao->msgs[i].blob);
+	}
+	c->nappend = 0;
+	return rc;
+}
+
+/* The reasons to refuse before taking the blobs: the BAD text, or NULL. */
+static const char *append_check(struct imap_cmd *cmd, struct append_op *ao)
+{
+	struct imap_client *c = cmd->c;
+	const char *why = append_parse(cmd, imap_cmd_argc(cmd), ao);
+
+	if (why == NULL && ao->n != c->nappend)
+		why = "APPEND needs message literals";
+	if (why == NULL && c->append_nul)
+		why = "NUL in a literal: send binary messages as literal8";
+	return why;
 }
 
 bool cmd_append(struct imap_cmd *cmd)
 {
 	struct imap_client *c = cmd->c;
 	struct append_op *ao;
-	struct store_blob *blob = c->append_blob;
 	const char *why;
 	int rc;
 
 	if (cmd->ctx != NULL)
 		return append_finish(cmd);
-	c->append_blob = NULL;
 	ao = xcalloc(1, sizeof(*ao));
-	if ((why = append_parse(cmd, imap_cmd_argc(cmd), ao)) != NULL || blob == NULL) {
-		store_blob_free(&blob);
+	if ((why = append_check(cmd, ao)) != NULL) {
 		free(ao);
-		return imap_cmd_bad(cmd, why != NULL ? why : "APPEND needs a message literal");
+		imap_client_append_reset(c);
+		return imap_cmd_bad(cmd, why);
 	}
-	if (append_mailbox(cmd, ao) < 0) {
-		store_blob_free(&blob);
-		free(ao);
-		return true;
-	}
-	rc = c->append_failed ? STORE_EIO : store_blob_finish(blob);
+	rc = append_take_blobs(c, ao);
 	if (rc != 0) {
-		store_blob_free(&blob);
-		free(ao);
+		append_op_free(ao);
 		return imap_cmd_store_error(cmd, rc, "APPEND");
 	}
-	ao->blob = blob;
-	imap_commit_start(cmd, STORE_ID_PART(ao->mbox), blob, append_fn, ao, free);
+	if (append_mailbox(cmd, ao) < 0) {
+		append_op_free(ao);
+		return true;
+	}
+	imap_commit_start(cmd, STORE_ID_PART(ao->mbox), NULL, append_fn, ao, append_op_free);
 	return false;
 }

@@ -3,8 +3,9 @@
  * successful authentication the user's store record is found (or created with its INBOX).
  * A failure is answered late: the tagged NO waits on a timer (the worker goes on serving
  * others, the session reads no further command) for 0.5 s doubled per failure from the same
- * client address, up to 8 s; an address's count is kept per worker and forgotten 15 minutes
- * after its last failure or at a success from it. The log names the user tried (sanitized),
+ * client address, up to 8 s; an address's count is kept in the table all workers share
+ * (common/shmtable.h) and forgotten 15 minutes after its last failure
+ * (IMAP_PENALTY_FORGET_MS) or at a success from it. The log names the user tried (sanitized),
  * never the password. */
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include <openssl/evp.h>
 
 #include "common/log.h"
+#include "common/shmtable.h"
 #include "common/str.h"
 #include "common/xmalloc.h"
 #include "imapd/imapd.h"
@@ -34,55 +36,16 @@ struct auth_ctx {
 
 #define PENALTY_BASE_MS 500
 #define PENALTY_MAX_MS 8000
-#define PENALTY_FORGET_MS (15 * 60 * 1000)
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + 1; /* never 0 */
-}
-
-/* The slot of addr; create: take a free or forgotten one, else the oldest. */
-static struct imap_authfail *authfail_find(struct imap_server *srv, const char *addr,
-					   int64_t now, bool create)
-{
-	struct imap_authfail *spare = NULL;
-
-	for (struct imap_authfail *f = srv->authfail; f < srv->authfail + IMAP_AUTHFAIL_SLOTS;
-	     f++) {
-		if (f->last_ms != 0 && now - f->last_ms > PENALTY_FORGET_MS)
-			f->last_ms = 0; /* forgotten */
-		if (f->last_ms != 0 && strcmp(f->addr, addr) == 0)
-			return f;
-		if (spare == NULL || (spare->last_ms != 0 && f->last_ms < spare->last_ms))
-			spare = f;
-	}
-	if (!create)
-		return NULL;
-	str_lcpy(spare->addr, addr, sizeof(spare->addr));
-	spare->fails = 0;
-	spare->last_ms = now;
-	return spare;
-}
-
-/* Counts a failure from addr; returns the count including it. */
+/* Counts a failure from addr (in every worker); returns the count including it. */
 static uint32_t authfail_count(struct imap_server *srv, const char *addr)
 {
-	int64_t now = now_ms();
-	struct imap_authfail *f = authfail_find(srv, addr, now, true);
-
-	f->last_ms = now;
-	return ++f->fails;
+	return shmtable_fail(srv->shared, SHM_AUTH_FAILS, addr) + 1;
 }
 
 static void authfail_clear(struct imap_server *srv, const char *addr)
 {
-	struct imap_authfail *f = authfail_find(srv, addr, now_ms(), false);
-
-	if (f != NULL)
-		f->last_ms = 0;
+	shmtable_fail_clear(srv->shared, SHM_AUTH_FAILS, addr);
 }
 
 /* The user name for the log: printable ASCII other than quote and backslash, at most
@@ -174,8 +137,11 @@ bool cmd_enable(struct imap_cmd *cmd)
 			cmd->c->enabled_condstore = true;
 			imap_printf(cmd->c, " CONDSTORE");
 		} else if (imap_arg_atom_is(a, "IMAP4rev2") && !cmd->c->rev2) {
-			cmd->c->rev2 = true;
+			cmd->c->rev2 = cmd->c->utf8 = true;
 			imap_printf(cmd->c, " IMAP4rev2");
+		} else if (imap_arg_atom_is(a, "UTF8=ACCEPT") && !cmd->c->enabled_utf8) {
+			cmd->c->enabled_utf8 = cmd->c->utf8 = true;
+			imap_printf(cmd->c, " UTF8=ACCEPT");
 		} else if (imap_arg_atom_is(a, "QRESYNC") && !cmd->c->enabled_qresync) {
 			/* QRESYNC implies CONDSTORE (RFC 7162 3.2.3) */
 			cmd->c->enabled_qresync = cmd->c->enabled_condstore = true;

@@ -47,7 +47,7 @@ char *imap_mailbox_name(const struct imap_client *c, const char *s, size_t len,
 	struct buf b;
 	char *name;
 
-	if (!c->rev2 || len == 0)
+	if (!c->utf8 || len == 0)
 		return mailbox_name_mutf7(s, len, why_r);
 	buf_init(&b, 64, 8 * STORE_MAX_NAME);
 	if (utf7imap_encode(s, len, &b) < 0) {
@@ -370,7 +370,7 @@ static int list_pattern(struct list_ctx *l, const struct imap_arg *ref,
 	else
 		pattern = xasprintf("%.*s%.*s", (int)ref->len, ref->s, (int)pat->len, pat->s);
 	plen = strlen(pattern);
-	if (l->c->rev2 && plen > 0) {
+	if (l->c->utf8 && plen > 0) {
 		struct buf b;
 
 		buf_init(&b, 64, 8 * STORE_MAX_NAME);
@@ -468,7 +468,7 @@ void imap_write_mailbox(struct imap_client *c, const char *name, size_t len)
 {
 	struct buf b;
 
-	if (!c->rev2 || memchr(name, '&', len) == NULL) {
+	if (!c->utf8 || memchr(name, '&', len) == NULL) {
 		imap_write_astring(c, name, len);
 		return;
 	}

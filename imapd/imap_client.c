@@ -93,37 +93,94 @@ void imap_client_close(struct imap_client *c, const char *why)
 	imap_client_resume(c);
 }
 
+/* The stream cannot go on (the file shrank or failed): the literal size was promised, so the
+   connection cannot stay in sync. */
+static void stream_broken(struct imap_client *c)
+{
+	log_warn("%016" PRIx64 " imap stream read", c->id);
+	imap_client_close(c, "message file read error");
+	c->stream.left = 0;
+	c->stream.emit = 0;
+}
+
+/* Reads up to want file bytes to dst; the number read, 0 after stream_broken. */
+static size_t stream_read(struct imap_client *c, char *dst, size_t want)
+{
+	struct imap_stream *s = &c->stream;
+	ssize_t n = pread(s->fd, dst, want, (off_t)s->off);
+
+	if (n <= 0) {
+		stream_broken(c);
+		return 0;
+	}
+	s->off += (uint64_t)n;
+	s->left -= (uint64_t)n;
+	return (size_t)n;
+}
+
+/* Keeps the decoded bytes of p[0..n) that fall in [skip, skip + emit); returns how many,
+   moved to the front of p. */
+static size_t stream_window(struct imap_stream *s, char *p, size_t n)
+{
+	size_t drop = s->skip < n ? (size_t)s->skip : n;
+
+	s->skip -= drop;
+	memmove(p, p + drop, n - drop);
+	n -= drop;
+	if (n > s->emit)
+		n = (size_t)s->emit;
+	s->emit -= n;
+	return n;
+}
+
+/* One chunk of a decoded stream. The file bytes are read IMAP_DECODE_LEAD bytes into the
+   reserved space and decoded to its start: a decoder writes at most that many bytes more
+   than it has read (held quoted-printable escapes and white space), so the output never
+   overtakes unread input. */
+static void stream_decode_chunk(struct imap_client *c)
+{
+	struct imap_stream *s = &c->stream;
+	struct evbuffer_iovec v;
+	size_t want = s->left < IMAP_STREAM_CHUNK ? (size_t)s->left : IMAP_STREAM_CHUNK;
+	size_t n = 0;
+	char *p;
+
+	if (evbuffer_reserve_space(imap_out(c), (ev_ssize_t)(want + IMAP_DECODE_LEAD), &v, 1) < 1)
+		fatalx("evbuffer_reserve_space");
+	p = v.iov_base;
+	if (want > 0 && (n = stream_read(c, p + IMAP_DECODE_LEAD, want)) == 0)
+		return;
+	n = imap_decode(&s->dec, p + IMAP_DECODE_LEAD, n, p);
+	if (s->left == 0)
+		n += imap_decode_finish(&s->dec, p + n);
+	v.iov_len = stream_window(s, p, n);
+	evbuffer_commit_space(imap_out(c), &v, 1);
+	if (s->left == 0 && s->emit > 0)
+		stream_broken(c); /* fewer decoded bytes than the size pass counted */
+}
+
 /* Writes body chunks while there is room; true when the stream is done. */
 static bool stream_pump(struct imap_client *c)
 {
 	struct imap_stream *s = &c->stream;
 
-	while (s->left > 0 && !imap_out_full(c)) {
+	while (s->decode && s->emit > 0 && !imap_out_full(c))
+		stream_decode_chunk(c);
+	while (!s->decode && s->left > 0 && !imap_out_full(c)) {
 		struct evbuffer_iovec v;
 		size_t want = s->left < IMAP_STREAM_CHUNK ? (size_t)s->left : IMAP_STREAM_CHUNK;
-		ssize_t n;
 
 		if (evbuffer_reserve_space(imap_out(c), (ev_ssize_t)want, &v, 1) < 1)
 			fatalx("evbuffer_reserve_space");
-		n = pread(s->fd, v.iov_base, want, (off_t)s->off);
-		if (n <= 0) {
-			/* the file shrank or failed: the literal size was promised, so the
-			   connection cannot go on in sync */
-			log_warn("%016" PRIx64 " imap stream read", c->id);
-			imap_client_close(c, "message file read error");
-			s->left = 0;
-			break;
-		}
-		v.iov_len = (size_t)n;
+		v.iov_len = stream_read(c, v.iov_base, want);
 		evbuffer_commit_space(imap_out(c), &v, 1);
-		s->off += (uint64_t)n;
-		s->left -= (uint64_t)n;
 	}
-	if (s->left > 0)
+	if (s->decode ? s->emit > 0 : s->left > 0)
 		return false;
 	if (s->fd >= 0)
 		close(s->fd);
 	s->fd = -1;
+	s->decode = false;
 	return true;
 }
 
@@ -134,6 +191,22 @@ void imap_client_stream(struct imap_client *c, int fd, uint64_t off, uint64_t le
 	c->stream.fd = fd;
 	c->stream.off = off;
 	c->stream.left = len;
+	c->stream.decode = false;
+	stream_pump(c);
+}
+
+void imap_client_stream_decoded(struct imap_client *c, int fd, uint64_t off, uint64_t len,
+				enum imap_cte cte, uint64_t skip, uint64_t emit)
+{
+	if (c->stream.fd >= 0)
+		fatalx("imap: two streams at once");
+	c->stream.fd = fd;
+	c->stream.off = off;
+	c->stream.left = len;
+	c->stream.decode = true;
+	imap_decoder_init(&c->stream.dec, cte);
+	c->stream.skip = skip;
+	c->stream.emit = emit;
 	stream_pump(c);
 }
 
@@ -280,7 +353,7 @@ static void client_free(struct imap_client *c)
 		c->cmd.ctx_free(&c->cmd);
 	if (c->stream.fd >= 0)
 		close(c->stream.fd);
-	store_blob_free(&c->append_blob);
+	imap_client_append_reset(c);
 	imap_view_close(c);
 	if (c->prev != NULL)
 		c->prev->next = c->next;
@@ -298,7 +371,7 @@ static void client_free(struct imap_client *c)
 	net_server_conn_done(c->ns);
 	free(c->user);
 	free(c);
-	imap_server_accept_resume(srv);
+	imap_server_client_left(srv);
 }
 
 /* A tagged (or untagged) reply to a line that never became a command. */
@@ -318,7 +391,55 @@ void imap_client_count_bad(struct imap_client *c)
 	}
 }
 
-/* A literal was announced: APPEND's message is streamed into a blob, others read inline. */
+void imap_client_append_reset(struct imap_client *c)
+{
+	while (c->nappend > 0)
+		store_blob_free(&c->append_blobs[--c->nappend]);
+	c->append_nul = false;
+}
+
+/* APPEND's message literal (one of several with MULTIAPPEND): streamed into a new blob. */
+static void client_append_literal(struct imap_client *c, uint64_t size, bool sync)
+{
+	struct imap_parser *p = c->parser;
+	const char *why = NULL;
+
+	if (c->state == IMAP_ST_NOTAUTH)
+		why = "Log in first";
+	else if (size > c->srv->max_append)
+		why = "[TOOBIG] Message too large";
+	else if (c->nappend >= IMAP_APPEND_MAX)
+		why = "[LIMIT] Too many messages in one APPEND";
+	else if (store_blob_new(c->srv->store, c->part, &c->append_blobs[c->nappend]) != 0)
+		why = "[UNAVAILABLE] Cannot store the message now";
+	if (why != NULL) {
+		imap_parser_literal_reject(p, why);
+		imap_client_append_reset(c); /* all or none: the earlier messages go too */
+		return client_reject(c, "NO", why);
+	}
+	c->nappend++;
+	c->append_left = size;
+	if (c->nappend == 1)
+		c->append_failed = false;
+	if (sync)
+		imap_printf(c, "+ Ready for literal data\r\n");
+	if (size == 0)
+		imap_parser_literal_streamed(p);
+}
+
+/* Whether the literal being announced is an APPEND message: a top-level argument of APPEND
+   after the mailbox, or the one member of UTF8 (~{n}) (RFC 6855). */
+static bool literal_is_message(const struct imap_arg *a, size_t n, unsigned depth)
+{
+	if (n < 2 || !imap_arg_atom_is(&a[0], "APPEND"))
+		return false;
+	if (depth == 0)
+		return true;
+	return depth == 1 && n >= 4 && a[n - 1].type == IMAP_ARG_LIST && a[n - 1].n == 0 &&
+	       imap_arg_atom_is(&a[n - 2], "UTF8");
+}
+
+/* A literal was announced: APPEND's messages are streamed into blobs, others read inline. */
 static void client_literal(struct imap_client *c)
 {
 	struct imap_parser *p = c->parser;
@@ -327,33 +448,13 @@ static void client_literal(struct imap_client *c)
 	unsigned depth;
 	size_t n;
 	const struct imap_arg *a = imap_parser_args(p, &n);
-	int rc;
 
 	imap_parser_literal(p, &size, &sync, &depth);
-	if (n >= 2 && depth == 0 && imap_arg_atom_is(&a[0], "APPEND")) {
-		if (c->state == IMAP_ST_NOTAUTH) {
-			imap_parser_literal_reject(p, "Log in first");
-			return client_reject(c, "NO", "Log in first");
-		}
-		if (size > c->srv->max_append) {
-			imap_parser_literal_reject(p, "too big");
-			return client_reject(c, "NO", "[TOOBIG] Message too large");
-		}
-		if (c->append_blob != NULL) {
-			imap_parser_literal_reject(p, "one message");
-			return client_reject(c, "NO", "One message per APPEND");
-		}
-		if ((rc = store_blob_new(c->srv->store, c->part, &c->append_blob)) != 0) {
-			imap_parser_literal_reject(p, "store");
-			return client_reject(c, "NO", "[UNAVAILABLE] Cannot store the message now");
-		}
-		c->append_left = size;
-		c->append_failed = false;
-		if (sync)
-			imap_printf(c, "+ Ready for literal data\r\n");
-		if (size == 0)
-			imap_parser_literal_streamed(p);
-		return;
+	if (literal_is_message(a, n, depth))
+		return client_append_literal(c, size, sync);
+	if (imap_parser_literal_binary(p)) {
+		imap_parser_literal_reject(p, "literal8 only for APPEND messages");
+		return client_reject(c, "BAD", "literal8 (~{n}) only for APPEND messages");
 	}
 	if (imap_parser_literal_accept(p) < 0)
 		return client_reject(c, "BAD", imap_parser_error(p));
@@ -364,14 +465,19 @@ static void client_literal(struct imap_client *c)
 /* Moves APPEND literal bytes from the input to the blob; true when the literal is complete. */
 static bool client_append_data(struct imap_client *c, struct evbuffer *in)
 {
+	struct store_blob *blob = c->append_blobs[c->nappend - 1];
+
 	while (c->append_left > 0 && evbuffer_get_length(in) > 0) {
 		struct evbuffer_iovec v;
 		size_t n;
 
 		evbuffer_peek(in, -1, NULL, &v, 1);
 		n = v.iov_len < c->append_left ? v.iov_len : (size_t)c->append_left;
-		if (!c->append_failed && store_blob_write(c->append_blob, v.iov_base, n) != 0)
+		if (!c->append_failed && store_blob_write(blob, v.iov_base, n) != 0)
 			c->append_failed = true; /* keep reading; APPEND answers NO */
+		if (!c->append_nul && memchr(v.iov_base, '\0', n) != NULL &&
+		    !imap_parser_literal_binary(c->parser))
+			c->append_nul = true;
 		evbuffer_drain(in, n);
 		c->append_left -= n;
 	}
@@ -449,7 +555,7 @@ static void client_process(struct imap_client *c)
 			client_literal(c);
 			break;
 		case IMAP_PARSE_ERROR:
-			store_blob_free(&c->append_blob);
+			imap_client_append_reset(c);
 			client_reject(c, "BAD", imap_parser_error(c->parser));
 			break;
 		}

@@ -42,7 +42,7 @@ static const struct imap_cmd_def imap_cmds[] = {
 	{ "GETQUOTA",     IMAP_ST_LOGGED,   cmd_quota,       0 },
 	{ "GETQUOTAROOT", IMAP_ST_LOGGED,   cmd_quota,       CMD_ALT },
 	{ "SETQUOTA",     IMAP_ST_LOGGED,   cmd_setquota,    0 },
-	{ "CHECK",        IMAP_ST_SELECTED, cmd_noop,        0 },
+	{ "CHECK",        IMAP_ST_SELECTED, cmd_noop,        CMD_REV1 },
 	{ "CLOSE",        IMAP_ST_SELECTED, cmd_close,       0 },
 	{ "UNSELECT",     IMAP_ST_SELECTED, cmd_close,       CMD_ALT },
 	{ "EXPUNGE",      IMAP_ST_SELECTED, cmd_expunge,     CMD_UID },
@@ -99,6 +99,8 @@ static bool cmd_prepare(struct imap_client *c)
 		cmd->nargs = n - 1;
 	}
 	cmd->def_flags = cmd->def->flags;
+	if (c->rev2 && (cmd->def->flags & CMD_REV1)) /* RFC 9051 removed it (CHECK) */
+		return !imap_cmd_bad(cmd, "Unknown command in IMAP4rev2 (use NOOP)");
 	if (!(cmd->def->states & c->state)) {
 		if (c->state == IMAP_ST_NOTAUTH)
 			return !imap_cmd_no(cmd, "Log in first");
@@ -142,6 +144,8 @@ bool imap_cmd_reply(struct imap_cmd *cmd, const char *status, const char *fmt, .
 		imap_client_count_bad(c);
 	if (cmd->ctx_free != NULL)
 		cmd->ctx_free(cmd);
+	if (c->nappend > 0) /* APPEND blobs of a command that did not take them */
+		imap_client_append_reset(c);
 	cmd->ctx = NULL;
 	cmd->ctx_free = NULL;
 	c->cmd_active = false;
@@ -236,7 +240,7 @@ void imap_capability(struct imap_client *c, struct buf *out)
 	buf_puts(out, "IMAP4rev1 IMAP4rev2 LITERAL+ SASL-IR ID ENABLE IDLE NAMESPACE UNSELECT CHILDREN "
 		      "UIDPLUS MOVE SPECIAL-USE CREATE-SPECIAL-USE STATUS=SIZE ESEARCH CONDSTORE QRESYNC WITHIN LIST-EXTENDED LIST-STATUS SEARCHRES "
 		      "QUOTA QUOTA=RES-STORAGE "
-		      "QUOTA=RES-MESSAGE");
+		      "QUOTA=RES-MESSAGE BINARY MULTIAPPEND UTF8=ACCEPT");
 	if (c->state == IMAP_ST_NOTAUTH) {
 		if (srv->tls_ctx != NULL && !tls)
 			buf_puts(out, " STARTTLS");

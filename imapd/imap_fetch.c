@@ -1,5 +1,5 @@
 /* imap_fetch.c — owns FETCH and UID FETCH: item parsing (macros, BODY[section]<partial>,
- * BODY.PEEK, RFC822.*), rendering from the store's message cache (ENVELOPE, BODY[STRUCTURE],
+ * BODY.PEEK, RFC822.*, BINARY[part]<partial>, BINARY.PEEK, BINARY.SIZE), rendering from the store's message cache (ENVELOPE, BODY[STRUCTURE],
  * headers), body sections from the part table with pread, large literals streamed with
  * back-pressure, and the implicit \Seen of non-PEEK body fetches. */
 #include <stdlib.h>
@@ -26,6 +26,17 @@ enum fetch_type {
 
 enum fetch_sec { SEC_ALL, SEC_HEADER, SEC_FIELDS, SEC_FIELDS_NOT, SEC_TEXT, SEC_MIME };
 
+enum fetch_kind { FK_BODY, FK_BINARY, FK_BINARY_SIZE };
+
+/* A BINARY section of the message being written (RFC 3516), found before its FETCH line. */
+struct fetch_binary {
+	bool exists;                   /* false: NIL */
+	enum imap_cte cte;
+	uint64_t off, len;             /* the encoded body in the file */
+	uint64_t size;                 /* decoded */
+	bool nul;                      /* decodes to a NUL: literal8 */
+};
+
 struct fetch_item {
 	enum fetch_type type;
 	enum fetch_sec sec;
@@ -37,6 +48,8 @@ struct fetch_item {
 	uint64_t p_off, p_len;
 	char *label;                   /* "BODY[1.HEADER]" as it is answered */
 	char *fields_text;             /* storage behind fields[] */
+	enum fetch_kind kind;          /* BODY[], BINARY[] or BINARY.SIZE[] */
+	struct fetch_binary bin;       /* BINARY: the part in the current message */
 };
 
 struct fetch_ctx {
@@ -48,6 +61,7 @@ struct fetch_ctx {
 	bool set_seen;
 	uint64_t changedsince;         /* CONDSTORE: only messages with a higher modseq */
 	bool vanished;                 /* QRESYNC: UID FETCH (CHANGEDSINCE n VANISHED) */
+	char *scratch;                 /* BINARY size pass: chunk + IMAP_DECODE_LEAD, once */
 };
 
 static void fetch_ctx_free(struct imap_cmd *cmd)
@@ -62,6 +76,7 @@ static void fetch_ctx_free(struct imap_cmd *cmd)
 		free(f->items[i].fields);
 	}
 	imap_seqset_release(&f->uids);
+	free(f->scratch);
 	free(f);
 	cmd->ctx = NULL;
 }
@@ -189,9 +204,28 @@ static int parse_section(struct fetch_item *it, const char *s, size_t len)
 	return 0;
 }
 
-/* BODY[...]<a.b> / BODY.PEEK[...]: the atom from '[' on. */
-static int parse_body_section(struct fetch_ctx *f, const char *s, size_t len, bool peek)
+/* Parses "<a.b>" after a section into it; 0, or -1 when malformed. */
+static int parse_partial(struct fetch_item *it, const char *s, size_t len)
 {
+	const char *dot = memchr(s, '.', len);
+	uint64_t a, b;
+
+	if (s[0] != '<' || s[len - 1] != '>' || dot == NULL ||
+	    str_to_u64(s + 1, (size_t)(dot - s) - 1, UINT32_MAX, &a) < 0 ||
+	    str_to_u64(dot + 1, (size_t)(s + len - 1 - dot) - 1, UINT32_MAX, &b) < 0 || b == 0)
+		return -1;
+	it->partial = true;
+	it->p_off = a;
+	it->p_len = b;
+	return 0;
+}
+
+/* BODY[...]<a.b>, BODY.PEEK[...], BINARY[part]<a.b>, BINARY.PEEK[part], BINARY.SIZE[part]:
+   the atom from '[' on. */
+static int parse_body_section(struct fetch_ctx *f, const char *s, size_t len, bool peek,
+			      enum fetch_kind kind)
+{
+	static const char *const names[] = { "BODY", "BINARY", "BINARY.SIZE" };
 	const char *close = memchr(s, ']', len);
 	struct fetch_item *it = item_add(f, FI_SECTION);
 	size_t seclen;
@@ -199,26 +233,18 @@ static int parse_body_section(struct fetch_ctx *f, const char *s, size_t len, bo
 	if (it == NULL || close == NULL)
 		return -1;
 	it->peek = peek;
+	it->kind = kind;
 	seclen = (size_t)(close - s) - 1;
 	if (parse_section(it, s + 1, seclen) < 0)
 		return -1;
+	if (kind != FK_BODY && it->sec != SEC_ALL)
+		return -1; /* section-binary: part numbers only */
 	s = close + 1;
 	len -= seclen + 2;
-	if (len > 0) {
-		const char *dot = memchr(s, '.', len);
-		uint64_t a, b;
-
-		if (s[0] != '<' || s[len - 1] != '>' || dot == NULL ||
-		    str_to_u64(s + 1, (size_t)(dot - s) - 1, UINT32_MAX, &a) < 0 ||
-		    str_to_u64(dot + 1, (size_t)(s + len - 1 - dot) - 1, UINT32_MAX, &b) < 0 ||
-		    b == 0)
-			return -1;
-		it->partial = true;
-		it->p_off = a;
-		it->p_len = b;
-	}
-	it->label = xasprintf("BODY[%.*s]", (int)seclen, close - seclen);
-	if (!peek)
+	if (len > 0 && (kind == FK_BINARY_SIZE || parse_partial(it, s, len) < 0))
+		return -1;
+	it->label = xasprintf("%s[%.*s]", names[kind], (int)seclen, close - seclen);
+	if (!peek && kind != FK_BINARY_SIZE)
 		f->set_seen = true;
 	return 0;
 }
@@ -248,9 +274,15 @@ static int parse_item(struct fetch_ctx *f, const struct imap_arg *a)
 			return 0;
 		}
 	if (str_caseprefix(a->s, a->len, "BODY.PEEK["))
-		return parse_body_section(f, a->s + 9, a->len - 9, true);
+		return parse_body_section(f, a->s + 9, a->len - 9, true, FK_BODY);
 	if (str_caseprefix(a->s, a->len, "BODY["))
-		return parse_body_section(f, a->s + 4, a->len - 4, false);
+		return parse_body_section(f, a->s + 4, a->len - 4, false, FK_BODY);
+	if (str_caseprefix(a->s, a->len, "BINARY.PEEK["))
+		return parse_body_section(f, a->s + 11, a->len - 11, true, FK_BINARY);
+	if (str_caseprefix(a->s, a->len, "BINARY.SIZE["))
+		return parse_body_section(f, a->s + 11, a->len - 11, true, FK_BINARY_SIZE);
+	if (str_caseprefix(a->s, a->len, "BINARY["))
+		return parse_body_section(f, a->s + 6, a->len - 6, false, FK_BINARY);
 	return -1;
 }
 
@@ -443,6 +475,99 @@ static bool write_section(struct imap_client *c, const struct store_msg *m,
 	}
 }
 
+/* The CTE of a part from its MIME header (read from the file at hoff, hsize). */
+static enum imap_cte part_cte(struct imap_client *c, const struct store_msg *m, uint64_t hoff,
+			      uint64_t hsize)
+{
+	struct buf raw, val;
+	enum imap_cte cte = IMAP_CTE_IDENTITY;
+
+	buf_init(&raw, 1024, 1024 * 1024);
+	buf_init(&val, 64, 4096);
+	if (read_header(c, m, hoff, hsize, &raw) < 0)
+		cte = IMAP_CTE_UNKNOWN; /* cannot tell: refused rather than guessed */
+	else if (rfc5322_header_value(raw.data, raw.len, "Content-Transfer-Encoding", &val) > 0)
+		cte = imap_cte_parse(val.data, val.len);
+	buf_release(&val);
+	buf_release(&raw);
+	return cte;
+}
+
+/* Finds a BINARY item's part in message m and measures its decoded size: 0, or -1 when its
+   CTE is unknown (the FETCH then fails with [UNKNOWN-CTE], RFC 3516). BINARY[] is the whole
+   message and multipart or message/rfc822 parts are sent as they are. */
+static int binary_prepare(struct imap_client *c, struct fetch_ctx *f, struct fetch_item *it,
+			  const struct store_msg *m)
+{
+	struct fetch_binary *b = &it->bin;
+	struct msgcache_part mp;
+	int fd;
+	uint64_t fsize;
+	int rc;
+
+	memset(b, 0, sizeof(*b));
+	if (it->part[0] == '\0') {
+		b->off = 0, b->len = m->size;
+	} else if (msgcache_part(m->cache, m->cache_len, it->part, &mp) < 0) {
+		return 0; /* no such part: NIL */
+	} else {
+		b->off = mp.body_off, b->len = mp.body_size;
+		if (!mp.is_multipart && !mp.is_message)
+			b->cte = part_cte(c, m, mp.header_off, mp.header_size);
+	}
+	if (b->cte == IMAP_CTE_UNKNOWN)
+		return -1;
+	b->exists = true;
+	b->size = b->len;
+	if (b->cte == IMAP_CTE_IDENTITY && it->kind == FK_BINARY_SIZE)
+		return 0; /* no NUL scan needed for a size */
+	if (store_blob_open(c->srv->store, c->view->part, m->blob, &fd, &fsize) != 0)
+		return -1;
+	if (f->scratch == NULL)
+		f->scratch = xmalloc(IMAP_STREAM_CHUNK + IMAP_DECODE_LEAD);
+	rc = imap_decode_measure(fd, b->off, b->len, b->cte, f->scratch, &b->size, &b->nul);
+	close(fd);
+	return rc;
+}
+
+/* BINARY[part]<partial> or BINARY.SIZE[part] of the prepared part; false when a stream was
+   started. */
+static bool write_binary(struct imap_client *c, const struct store_msg *m,
+			 const struct fetch_item *it)
+{
+	const struct fetch_binary *b = &it->bin;
+	uint64_t skip = 0, emit = b->size;
+	int fd;
+	uint64_t fsize;
+
+	imap_printf(c, "%s", it->label);
+	if (it->kind == FK_BINARY_SIZE) {
+		imap_printf(c, " %" PRIu64, b->exists ? b->size : 0);
+		return true;
+	}
+	if (it->partial) {
+		imap_printf(c, "<%" PRIu64 ">", it->p_off);
+		skip = it->p_off < b->size ? it->p_off : b->size;
+		emit = b->size - skip < it->p_len ? b->size - skip : it->p_len;
+	}
+	if (!b->exists) {
+		imap_write(c, " NIL", 4);
+		return true;
+	}
+	imap_printf(c, " %s{%" PRIu64 "}\r\n", b->nul ? "~" : "", emit);
+	if (emit == 0)
+		return true;
+	if (store_blob_open(c->srv->store, c->view->part, m->blob, &fd, &fsize) != 0) {
+		imap_client_close(c, "message file missing"); /* the size is promised */
+		return true;
+	}
+	if (b->cte == IMAP_CTE_IDENTITY)
+		imap_client_stream(c, fd, b->off + skip, emit);
+	else
+		imap_client_stream_decoded(c, fd, b->off, b->len, b->cte, skip, emit);
+	return c->stream.fd < 0;
+}
+
 /* Writes item i of message m; false when a body stream was started. */
 static bool write_item(struct imap_client *c, struct store_txn *t, const struct store_msg *m,
 		       const struct msgcache_view *mv, const struct fetch_item *it, bool recent)
@@ -485,14 +610,25 @@ static bool write_item(struct imap_client *c, struct store_txn *t, const struct 
 		imap_write(c, "RFC822.TEXT ", 12);
 		return write_file_literal(c, m, mv->header_size, mv->body_size, 0, 0, false);
 	case FI_SECTION:
-		return write_section(c, m, mv, it);
+		return it->kind == FK_BODY ? write_section(c, m, mv, it) : write_binary(c, m, it);
 	}
 	return true;
 }
 
-/* Writes (the rest of) one message; false when suspended inside it. */
-static bool fetch_message(struct imap_cmd *cmd, struct fetch_ctx *f, struct store_txn *t,
-			  size_t vi)
+/* Before a message's FETCH line: its BINARY parts found and measured; -1 on an unknown CTE. */
+static int fetch_prepare(struct imap_client *c, struct fetch_ctx *f, const struct store_msg *m)
+{
+	for (size_t i = 0; i < f->n; i++)
+		if (f->items[i].type == FI_SECTION && f->items[i].kind != FK_BODY &&
+		    binary_prepare(c, f, &f->items[i], m) < 0)
+			return -1;
+	return 0;
+}
+
+/* Writes (the rest of) one message: 1 done, 0 suspended inside it, -1 a BINARY part has an
+   unknown CTE (nothing of the message was written). */
+static int fetch_message(struct imap_cmd *cmd, struct fetch_ctx *f, struct store_txn *t,
+			 size_t vi)
 {
 	struct imap_client *c = cmd->c;
 	struct imap_view_msg *vm = &c->view->msgs[vi];
@@ -502,7 +638,7 @@ static bool fetch_message(struct imap_cmd *cmd, struct fetch_ctx *f, struct stor
 	if (store_msg_get(t, c->view->mbox, vm->uid, &m) != 0 ||
 	    (f->item == 0 && f->changedsince != 0 && m.modseq <= f->changedsince)) {
 		f->item = 0; /* expunged meanwhile (or unchanged): nothing to say about it */
-		return true;
+		return 1;
 	}
 	if (m.cache_len == 0 || msgcache_parse(m.cache, m.cache_len, &mv) < 0) {
 		memset(&mv, 0, sizeof(mv));
@@ -513,19 +649,22 @@ static bool fetch_message(struct imap_cmd *cmd, struct fetch_ctx *f, struct stor
 		mv.header_size = 0;
 		mv.size = mv.body_size = m.size;
 	}
-	if (f->item == 0)
+	if (f->item == 0) {
+		if (fetch_prepare(c, f, &m) < 0)
+			return -1;
 		imap_printf(c, "* %zu FETCH (", vi + 1);
+	}
 	while (f->item < f->n) {
 		const struct fetch_item *it = &f->items[f->item++];
 
 		if (f->item > 1)
 			imap_write(c, " ", 1);
 		if (!write_item(c, t, &m, &mv, it, vm->flags & IMAP_VF_RECENT))
-			return false;
+			return 0;
 	}
 	imap_write(c, ")\r\n", 3);
 	f->item = 0;
-	return true;
+	return 1;
 }
 
 struct seen_ctx {
@@ -652,8 +791,11 @@ bool cmd_fetch(struct imap_cmd *cmd)
 			store_txn_abort(&t);
 			return false;
 		}
-		if (!fetch_message(cmd, f, t, f->next)) {
+		if ((rc = fetch_message(cmd, f, t, f->next)) <= 0) {
 			store_txn_abort(&t);
+			if (rc < 0)
+				return imap_cmd_no(cmd, "[UNKNOWN-CTE] Cannot decode a part's "
+							"Content-Transfer-Encoding");
 			return false;
 		}
 		f->next++;

@@ -43,6 +43,7 @@ struct imap_parser {
 	uint64_t lit_size, lit_left;
 	unsigned lit_digits;
 	bool lit_plus;
+	bool lit_binary;         /* literal8 ~{n} (RFC 3516) */
 	const char *error;
 };
 
@@ -203,6 +204,27 @@ static int step_tag(struct imap_parser *p, unsigned char c)
 	return fail(p, "Invalid tag", false);
 }
 
+static int literal_open(struct imap_parser *p, bool binary)
+{
+	p->lit_size = 0;
+	p->lit_digits = 0;
+	p->lit_plus = false;
+	p->lit_binary = binary;
+	p->state = S_LITSIZE;
+	return IMAP_PARSE_MORE;
+}
+
+/* "~{": the atom "~" just started was the prefix of a literal8: it is taken back. */
+static int literal8_open(struct imap_parser *p)
+{
+	struct imap_arg *a = &p->args[--p->nargs];
+
+	if (p->depth > 0)
+		p->args[p->stack[p->depth - 1]].n--;
+	buf_truncate(&p->data, a->off);
+	return literal_open(p, true);
+}
+
 static int step_between(struct imap_parser *p, unsigned char c)
 {
 	switch (c) {
@@ -218,11 +240,7 @@ static int step_between(struct imap_parser *p, unsigned char c)
 		p->state = S_QUOTED;
 		return IMAP_PARSE_MORE;
 	case '{':
-		p->lit_size = 0;
-		p->lit_digits = 0;
-		p->lit_plus = false;
-		p->state = S_LITSIZE;
-		return IMAP_PARSE_MORE;
+		return literal_open(p, false);
 	case '\r':
 		p->state = S_CR;
 		return IMAP_PARSE_MORE;
@@ -275,6 +293,9 @@ static int step_atom_char(struct imap_parser *p, unsigned char c)
 	}
 	if (atom_char(c))
 		return put(p, (char)c);
+	if (c == '{' && p->data.len == p->args[p->nargs - 1].off + 1 &&
+	    p->data.data[p->data.len - 1] == '~')
+		return literal8_open(p);
 	arg_end_string(p);
 	if (c >= 0x80)
 		return fail(p, "8-bit data outside a string", false);
@@ -448,6 +469,11 @@ const struct imap_arg *imap_parser_args(const struct imap_parser *p, size_t *n_r
 const char *imap_parser_error(const struct imap_parser *p)
 {
 	return p->error != NULL ? p->error : "Syntax error";
+}
+
+bool imap_parser_literal_binary(const struct imap_parser *p)
+{
+	return p->lit_binary;
 }
 
 void imap_parser_literal(const struct imap_parser *p, uint64_t *size_r, bool *sync_r,

@@ -18,7 +18,8 @@
  * Syntax accepted: a tag, then arguments separated by spaces: atoms (printable ASCII except
  * ( ) { " and SP; an atom holding '[' runs to its matching ']' and may contain spaces and
  * parentheses there, as in BODY[HEADER.FIELDS (From To)]<0.100>), quoted strings with \" and
- * \\ escapes (8-bit bytes kept as they are; CR, LF and NUL refused), literals, and lists in
+ * \\ escapes (8-bit bytes kept as they are; CR, LF and NUL refused), literals (and literal8
+ * "~{n}", RFC 3516: reported like a literal, imap_parser_literal_binary()), and lists in
  * parentheses. Lines end in CRLF (a bare LF is tolerated). Empty lines are ignored. */
 #ifndef HERON_IMAP_PARSER_H
 #define HERON_IMAP_PARSER_H
@@ -82,6 +83,9 @@ const char *imap_parser_error(const struct imap_parser *p);
    which it appears (0: a top-level argument). */
 void imap_parser_literal(const struct imap_parser *p, uint64_t *size_r, bool *sync_r,
 			 unsigned *depth_r);
+/* After LITERAL (and while its data is streamed by the caller): whether it is a literal8
+   "~{n}" (RFC 3516), which may hold NUL bytes. */
+bool imap_parser_literal_binary(const struct imap_parser *p);
 /* Reads the literal inline. 0, or -1 when it passes literal_max (the parser then behaves as
    after imap_parser_literal_reject() and imap_parser_error() says why). */
 int imap_parser_literal_accept(struct imap_parser *p);

@@ -100,6 +100,6 @@ void imap_write_utf8(struct imap_client *c, const char *s, size_t len)
 			imap_write_string(c, s, len);
 			return;
 		}
-	/* IMAP4rev2 quoted strings carry UTF-8 (RFC 9051 QUOTED-CHAR) */
+	/* IMAP4rev2 and UTF8=ACCEPT quoted strings carry UTF-8 (RFC 9051 QUOTED-CHAR) */
 	write_quoted(imap_out(c), s, len);
 }

@@ -689,6 +689,10 @@ bool cmd_search(struct imap_cmd *cmd)
 			search_free(s);
 			return imap_cmd_bad(cmd, "CHARSET needs a name");
 		}
+		if (c->enabled_utf8) { /* RFC 6855 3: strings are UTF-8, a label conflicts */
+			search_free(s);
+			return imap_cmd_bad(cmd, "No CHARSET after ENABLE UTF8=ACCEPT");
+		}
 		if (!str_caseeq(cs->s, cs->len, "UTF-8", 5) &&
 		    !str_caseeq(cs->s, cs->len, "US-ASCII", 8)) {
 			search_free(s);

@@ -1,13 +1,14 @@
-/* imap_server.c — owns a worker: its event base, the store handle and change watcher, the
- * directory client, TLS context, the accept callbacks (total and per-address caps) and the
- * drain on SIGTERM. */
+/* imap_server.c — owns a worker: its set-up and tear-down (imapd_worker_init / _free, also
+ * used by the fuzz harness: event base, the store handle, group committer and change watcher,
+ * the directory client, TLS context), the accept callbacks (total and per-address caps,
+ * counted over all workers in the shared table and refused with BYE) and the drain on SIGTERM. */
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/daemon.h"
 #include "common/log.h"
 #include "common/net.h"
+#include "common/shmtable.h"
 #include "common/tls.h"
 #include "common/xmalloc.h"
 #include "imapd/imap_server.h"
@@ -21,12 +22,11 @@ static void accept_cb(struct net_server *ns, int fd, const struct sockaddr *sa, 
 	struct imap_server *srv = arg;
 
 	if (srv->ipcount != NULL && !net_ipcount_inc(srv->ipcount, sa, srv->max_per_ip)) {
-		static const char bye[] = "* BYE Too many connections from your address\r\n";
+		char addr[NET_ADDRSTRLEN];
 
-		if (write(fd, bye, sizeof(bye) - 1) < 0) {
-			/* the client is gone already */
-		}
-		close(fd);
+		log_info("imap refuse addr=%s reason=\"too many connections from address\"",
+			 net_addr_str(sa, salen, addr, sizeof(addr)));
+		net_refuse(fd, "* BYE Too many connections from your address\r\n");
 		net_server_conn_done(ns);
 		return;
 	}
@@ -45,7 +45,7 @@ static void accept_tls(struct net_server *ns, int fd, const struct sockaddr *sa,
 	accept_cb(ns, fd, sa, salen, arg, true);
 }
 
-void imap_server_accept_resume(struct imap_server *srv)
+void imap_server_client_left(struct imap_server *srv)
 {
 	if (srv->draining && srv->clients == NULL)
 		event_base_loopexit(srv->base, NULL);
@@ -74,7 +74,7 @@ static void on_drain(void *arg)
 			imap_printf(c, "* BYE Server shutting down\r\n");
 			imap_client_close(c, "shutdown");
 		}
-	imap_server_accept_resume(srv);
+	imap_server_client_left(srv);
 }
 
 static void on_reload(void *arg)
@@ -121,6 +121,17 @@ static void server_limits(struct imap_server *srv, const struct conf *conf)
 	srv->max_per_user = (unsigned)conf_int(conf, "imapd", "max_connections_per_user");
 }
 
+/* A listener set whose cap (of all workers) is refused with BYE. */
+static struct net_server *server_net_new(struct imap_server *srv, const struct net_fds *fds,
+					 size_t cap, net_accept_cb *cb)
+{
+	struct net_server *ns = net_server_new(srv->base, fds, cap, cb, srv);
+
+	net_server_set_refusal(ns, "imap", "* BYE Too many connections\r\n");
+	net_server_share(ns, srv->shared, srv->worker);
+	return ns;
+}
+
 /* Flushes the group committer (the writes of clients already gone are skipped), logs how
    many writes shared how many commits, and frees it. */
 static void server_gc_close(struct imap_server *srv)
@@ -133,8 +144,7 @@ static void server_gc_close(struct imap_server *srv)
 	store_gc_free(&srv->gc);
 }
 
-/* Worker exit: the clients left are dropped, then everything the worker holds is freed. */
-static void server_free(struct imap_server *srv)
+void imapd_worker_free(struct imap_server *srv)
 {
 	while (srv->clients != NULL) {
 		struct imap_client *c = srv->clients;
@@ -158,41 +168,50 @@ static void server_free(struct imap_server *srv)
 	event_base_free(srv->base);
 }
 
+void imapd_worker_init(struct imap_server *srv, struct conf *conf, void *tls_ctx)
+{
+	struct store_opts so;
+	char *error = NULL;
+	int rc;
+
+	memset(srv, 0, sizeof(*srv));
+	srv->conf = conf;
+	srv->base = event_base_new();
+	if (srv->base == NULL)
+		fatalx("event_base_new failed");
+	store_opts_from_conf(conf, &so);
+	so.create = true;
+	if ((rc = store_open(&so, &srv->store)) != 0)
+		fatalx("imapd: store %s: %s", so.path, store_strerror(rc));
+	if ((rc = store_gc_new(srv->store, &srv->gc)) != 0)
+		fatalx("imapd: group commit: %s", store_strerror(rc));
+	store_gc_attach(srv->gc, srv->base);
+	if (ldapauth_new(srv->base, conf, &srv->auth, &error) < 0)
+		fatalx("imapd: directory: %s", error);
+	server_limits(srv, conf);
+	srv->tls_ctx = tls_ctx;
+	srv->ipcount = net_ipcount_new(65536);
+	server_watch_setup(srv);
+}
+
 int imap_server_run(struct daemon_worker *w, const struct imap_worker_args *a)
 {
 	struct imap_server srv;
-	struct store_opts so;
-	char *error = NULL;
 	size_t cap;
-	int rc;
 
-	memset(&srv, 0, sizeof(srv));
-	srv.conf = a->conf;
-	srv.base = event_base_new();
-	if (srv.base == NULL)
-		fatalx("event_base_new failed");
-	store_opts_from_conf(a->conf, &so);
-	so.create = true;
-	if ((rc = store_open(&so, &srv.store)) != 0)
-		fatalx("imapd: store %s: %s", so.path, store_strerror(rc));
-	if ((rc = store_gc_new(srv.store, &srv.gc)) != 0)
-		fatalx("imapd: group commit: %s", store_strerror(rc));
-	store_gc_attach(srv.gc, srv.base);
-	if (ldapauth_new(srv.base, a->conf, &srv.auth, &error) < 0)
-		fatalx("imapd: directory: %s", error);
-	server_limits(&srv, a->conf);
-	srv.tls_ctx = a->tls_ctx;
-	srv.ipcount = net_ipcount_new(65536);
-	cap = (size_t)conf_int(a->conf, "imapd", "max_connections") / a->workers;
-	if (cap == 0)
-		cap = 1;
+	imapd_worker_init(&srv, a->conf, a->tls_ctx);
+	srv.shared = a->shared;
+	srv.worker = daemon_worker_index(w);
+	shmtable_worker_reset(srv.shared, srv.worker);
+	net_ipcount_free(&srv.ipcount);
+	srv.ipcount = net_ipcount_new_shared(srv.shared, srv.worker);
+	cap = (size_t)conf_int(a->conf, "imapd", "max_connections");
 	if (a->plain->n > 0)
-		srv.plain = net_server_new(srv.base, a->plain, cap, accept_plain, &srv);
+		srv.plain = server_net_new(&srv, a->plain, cap, accept_plain);
 	if (a->tls->n > 0)
-		srv.tls = net_server_new(srv.base, a->tls, cap, accept_tls, &srv);
-	server_watch_setup(&srv);
+		srv.tls = server_net_new(&srv, a->tls, cap, accept_tls);
 	daemon_worker_attach(w, srv.base, on_drain, on_reload, &srv);
 	event_base_dispatch(srv.base);
-	server_free(&srv);
+	imapd_worker_free(&srv);
 	return 0;
 }

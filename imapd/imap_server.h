@@ -8,13 +8,18 @@
 #include "common/net.h"
 
 struct daemon_worker;
+struct shmtable;
 
 struct imap_worker_args {
 	struct conf *conf;
 	struct net_fds *plain, *tls; /* bound by the master */
 	SSL_CTX *tls_ctx;            /* NULL when [tls] cert is not set */
 	unsigned workers;
+	struct shmtable *shared;     /* connections per address and in total, failed logins */
 };
+
+/* Failed logins of an address are forgotten this long after its last one (cmd_auth.c). */
+#define IMAP_PENALTY_FORGET_MS (15 * 60 * 1000)
 
 /* Runs one worker until it has drained; returns its exit status. */
 int imap_server_run(struct daemon_worker *w, const struct imap_worker_args *a);

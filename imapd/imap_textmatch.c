@@ -16,8 +16,6 @@
 
 #define TM_CHUNK (64 * 1024)
 
-enum tm_enc { ENC_IDENTITY, ENC_BASE64, ENC_QP };
-
 struct imap_textmatch {
 	struct rfc5322_parser *parser;
 	const char *needle;
@@ -25,12 +23,8 @@ struct imap_textmatch {
 	bool top;                  /* TEXT: the message's own header fields count too */
 	bool found;
 	/* the current leaf */
-	enum tm_enc enc;
+	struct imap_decoder decoder; /* its transfer decoding, across chunks */
 	bool latin1;
-	uint32_t b64_acc;
-	unsigned b64_bits;
-	char qp[3];                /* "=X" pending across chunks */
-	unsigned nqp;
 	char carry[4];             /* an incomplete UTF-8 sequence at a chunk's end */
 	unsigned ncarry;
 	struct buf win;            /* the window: the last nlen - 1 folded bytes, then new text */
@@ -148,82 +142,13 @@ static void to_utf8(const char *p, size_t len, bool latin1, struct buf *out)
 
 /* ---- transfer decoding ---- */
 
-static int b64_val(unsigned char c)
+/* Decodes a chunk onto the end of out (bounded: out's ceiling leaves room for a chunk). */
+static void decode_to(struct imap_decoder *d, const char *p, size_t len, struct buf *out)
 {
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+')
-		return 62;
-	if (c == '/')
-		return 63;
-	return -1;
-}
+	char *dst = buf_reserve(out, len + IMAP_DECODE_LEAD);
 
-static int hex_val(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c = (unsigned char)(c | 0x20);
-	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-/* Base64 bytes to out; state in acc and bits across calls (other characters are skipped). */
-static void b64_decode(const char *p, size_t len, uint32_t *acc, unsigned *bits,
-		       struct buf *out)
-{
-	for (size_t i = 0; i < len; i++) {
-		int v = b64_val((unsigned char)p[i]);
-
-		if (v < 0)
-			continue;
-		*acc = (*acc << 6) | (uint32_t)v;
-		*bits += 6;
-		if (*bits >= 8) {
-			*bits -= 8;
-			buf_putc(out, (char)((*acc >> *bits) & 0xff));
-		}
-	}
-}
-
-/* Quoted-printable to out; an "=" escape cut by the chunk's end waits in tm->qp. When
-   final, what waits is written as it stands. */
-static void qp_decode(struct imap_textmatch *tm, const char *p, size_t len, struct buf *out)
-{
-	for (size_t i = 0; i < len; i++) {
-		char c = p[i];
-
-		if (tm->nqp == 0) {
-			if (c == '=')
-				tm->qp[tm->nqp++] = c;
-			else
-				buf_putc(out, c);
-			continue;
-		}
-		tm->qp[tm->nqp++] = c;
-		if (tm->nqp == 2 && (c == '\n' || (c == '\r'))) {
-			if (c == '\n')
-				tm->nqp = 0; /* soft line break "=\n" */
-			continue;        /* "=\r": the '\n' ends it */
-		}
-		if (tm->nqp == 3 && tm->qp[1] == '\r') {
-			tm->nqp = 0;
-			if (c != '\n')
-				buf_putc(out, c);
-			continue;
-		}
-		if (tm->nqp < 3)
-			continue;
-		if (hex_val((unsigned char)tm->qp[1]) >= 0 && hex_val((unsigned char)tm->qp[2]) >= 0)
-			buf_putc(out, (char)(hex_val((unsigned char)tm->qp[1]) << 4 |
-					     hex_val((unsigned char)tm->qp[2])));
-		else
-			buf_append(out, tm->qp, 3); /* not an escape: kept as written */
-		tm->nqp = 0;
-	}
+	if (dst != NULL)
+		buf_commit(out, imap_decode(d, p, len, dst));
 }
 
 /* ---- matching ---- */
@@ -258,8 +183,7 @@ static size_t encoded_word(const char *p, size_t len, struct buf *out)
 	const char *cs, *q1, *q2, *end;
 	char e;
 	struct buf raw;
-	uint32_t acc = 0;
-	unsigned bits = 0;
+	struct imap_decoder b64;
 
 	if (len < 8 || p[0] != '=' || p[1] != '?')
 		return 0;
@@ -274,15 +198,15 @@ static size_t encoded_word(const char *p, size_t len, struct buf *out)
 	q2 = q1 + 3;
 	buf_init(&raw, 64, 64 * 1024);
 	if (e == 'b') {
-		b64_decode(q2, (size_t)(end - q2), &acc, &bits, &raw);
+		imap_decoder_init(&b64, IMAP_CTE_BASE64);
+		decode_to(&b64, q2, (size_t)(end - q2), &raw);
 	} else {
 		for (const char *s = q2; s < end; s++) {
 			if (*s == '_')
 				buf_putc(&raw, ' ');
-			else if (*s == '=' && end - s >= 3 && hex_val((unsigned char)s[1]) >= 0 &&
-				 hex_val((unsigned char)s[2]) >= 0) {
-				buf_putc(&raw, (char)(hex_val((unsigned char)s[1]) << 4 |
-						      hex_val((unsigned char)s[2])));
+			else if (*s == '=' && end - s >= 3 && imap_hex_val(s[1]) >= 0 &&
+				 imap_hex_val(s[2]) >= 0) {
+				buf_putc(&raw, (char)(imap_hex_val(s[1]) << 4 | imap_hex_val(s[2])));
 				s += 2;
 			} else
 				buf_putc(&raw, *s);
@@ -362,7 +286,7 @@ static void cb_part_begin(void *ctx, const struct rfc5322_part *p)
 	struct imap_textmatch *tm = ctx;
 
 	(void)p;
-	tm->enc = ENC_IDENTITY;
+	imap_decoder_init(&tm->decoder, IMAP_CTE_IDENTITY);
 	tm->latin1 = false;
 }
 
@@ -373,10 +297,10 @@ static void cb_field(void *ctx, const struct rfc5322_part *p, const struct rfc53
 	if (tm->found)
 		return;
 	if (str_caseeq(f->name.p, f->name.len, "Content-Transfer-Encoding", 25)) {
-		if (str_caseeq(f->value.p, f->value.len, "base64", 6))
-			tm->enc = ENC_BASE64;
-		else if (str_caseeq(f->value.p, f->value.len, "quoted-printable", 16))
-			tm->enc = ENC_QP;
+		enum imap_cte cte = imap_cte_parse(f->value.p, f->value.len);
+
+		/* an unknown encoding is searched as it stands */
+		imap_decoder_init(&tm->decoder, cte == IMAP_CTE_UNKNOWN ? IMAP_CTE_IDENTITY : cte);
 	}
 	if (p->index == 0 && !tm->top)
 		return;
@@ -392,9 +316,7 @@ static void cb_header_end(void *ctx, const struct rfc5322_part *p)
 	const struct rfc5322_ctype *ct = p->ctype;
 
 	buf_reset(&tm->win); /* a match does not span parts */
-	tm->b64_acc = 0;
-	tm->b64_bits = 0;
-	tm->nqp = 0;
+	imap_decoder_init(&tm->decoder, tm->decoder.cte);
 	tm->ncarry = 0;
 	if (ct == NULL || !p->is_text)
 		return;
@@ -414,17 +336,7 @@ static void cb_body(void *ctx, const struct rfc5322_part *p, const char *data, s
 		return;
 	buf_reset(&tm->dec);
 	buf_reset(&tm->tmp);
-	switch (tm->enc) {
-	case ENC_BASE64:
-		b64_decode(data, len, &tm->b64_acc, &tm->b64_bits, &tm->dec);
-		break;
-	case ENC_QP:
-		qp_decode(tm, data, len, &tm->dec);
-		break;
-	case ENC_IDENTITY:
-		buf_append(&tm->dec, data, len);
-		break;
-	}
+	decode_to(&tm->decoder, data, len, &tm->dec);
 	to_utf8(tm->dec.data != NULL ? tm->dec.data : "", tm->dec.len, tm->latin1, &tm->tmp);
 	match_feed(tm, tm->tmp.data != NULL ? tm->tmp.data : "", tm->tmp.len);
 }

@@ -1,6 +1,6 @@
 /* imapd.c — owns main: `imapd -c heron.conf [-f] [-t]`. The master reads the config, binds the
- * imap (STARTTLS) and imaps (implicit TLS) listeners, builds the TLS context and runs the
- * workers (imap_server.c). */
+ * imap (STARTTLS) and imaps (implicit TLS) listeners, builds the TLS context, maps the table
+ * the workers share (connections, failed logins) and runs the workers (imap_server.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,6 +8,7 @@
 #include "common/daemon.h"
 #include "common/log.h"
 #include "common/net.h"
+#include "common/shmtable.h"
 #include "common/tls.h"
 #include "imapd/imap_server.h"
 
@@ -48,6 +49,8 @@ int main(int argc, char **argv)
 	wa.plain = &plain;
 	wa.tls = &tls;
 	wa.workers = (unsigned)conf_int(conf, "imapd", "workers");
+	wa.shared = shmtable_new(net_shm_slots((size_t)conf_int(conf, "imapd", "max_connections")),
+				 wa.workers, NET_SHM_KEY_MAX, IMAP_PENALTY_FORGET_MS);
 	memset(&ops, 0, sizeof(ops));
 	ops.ident = "imapd";
 	ops.workers = wa.workers;
@@ -59,6 +62,7 @@ int main(int argc, char **argv)
 	rc = daemon_run(&ops);
 	net_fds_close(&plain);
 	net_fds_close(&tls);
+	shmtable_free(&wa.shared);
 	tls_ctx_free(&wa.tls_ctx);
 	conf_free(&conf);
 	return rc;

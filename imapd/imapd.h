@@ -30,6 +30,7 @@ struct store_watch;
 struct store_gc;
 struct net_server;
 struct net_ipcount;
+struct shmtable;
 
 /* Output is produced while the client's output buffer is below OUT_HIGH and resumed when it
    drains below OUT_LOW: a slow reader of a big FETCH holds at most about OUT_HIGH + one
@@ -62,15 +63,8 @@ enum imap_cmdflag {
 	CMD_READONLY = 1u << 2,    /* EXAMINE */
 	CMD_MOVE = 1u << 3,        /* COPY that moves */
 	CMD_ALT = 1u << 4,         /* the second form of a handler: UNSUBSCRIBE, LSUB, UNSELECT */
+	CMD_REV1 = 1u << 5,        /* IMAP4rev1 only: unknown after ENABLE IMAP4rev2 (CHECK) */
 };
-
-/* Failed LOGIN/AUTHENTICATE from one client address, in this worker (cmd_auth.c). */
-struct imap_authfail {
-	char addr[64];
-	uint32_t fails;
-	int64_t last_ms;            /* monotonic; 0: slot free */
-};
-#define IMAP_AUTHFAIL_SLOTS 128
 
 struct imap_server {
 	struct conf *conf;
@@ -94,7 +88,8 @@ struct imap_server {
 	unsigned max_per_user;       /* sessions of one user in this worker */
 	struct event *poll_ev;       /* 1 s fallback when the store watcher is unavailable */
 	bool draining;
-	struct imap_authfail authfail[IMAP_AUTHFAIL_SLOTS];
+	struct shmtable *shared;    /* all workers': connections, failed logins (cmd_auth.c) */
+	unsigned worker;            /* this worker's column in shared */
 };
 
 struct imap_view_msg {
@@ -122,6 +117,9 @@ struct imap_view {
 
 struct imap_cmd_def;
 
+/* Messages in one APPEND (MULTIAPPEND, RFC 3502). */
+#define IMAP_APPEND_MAX 64
+
 struct imap_cmd {
 	struct imap_client *c;
 	const struct imap_cmd_def *def;
@@ -135,10 +133,34 @@ struct imap_cmd {
 	uint64_t start_us;
 };
 
-/* A body streamed from a message file to the client, chunk by chunk. */
+/* Content-transfer-encodings (imap_cte.c). */
+enum imap_cte { IMAP_CTE_IDENTITY, IMAP_CTE_BASE64, IMAP_CTE_QP, IMAP_CTE_UNKNOWN };
+
+/* Quoted-printable white space held back until the line goes on (trailing white space is
+   transport padding, deleted: RFC 2045 6.7); a longer run is written out. A decoder writes
+   at most this many bytes more than it reads (IMAP_DECODE_LEAD). */
+#define IMAP_QP_WS_MAX 76
+#define IMAP_DECODE_LEAD (IMAP_QP_WS_MAX + 4)
+
+/* An incremental decoder: state carried across chunks. */
+struct imap_decoder {
+	enum imap_cte cte;
+	uint32_t acc;               /* base64 bits not yet output */
+	unsigned bits;
+	char qp[3];                 /* quoted-printable "=X" pending */
+	unsigned nqp;
+	char ws[IMAP_QP_WS_MAX];    /* quoted-printable white space pending */
+	unsigned nws;
+};
+
+/* A body streamed from a message file to the client, chunk by chunk; with decode set, the
+   file's bytes are decoded and skip decoded bytes dropped before emit are sent (BINARY). */
 struct imap_stream {
 	int fd;
-	uint64_t off, left;
+	uint64_t off, left;         /* file bytes still to read */
+	bool decode;
+	struct imap_decoder dec;
+	uint64_t skip, emit;        /* decoded bytes to drop, then to send */
 };
 
 struct imap_client {
@@ -159,10 +181,12 @@ struct imap_client {
 	bool cmd_active;
 	struct imap_cmd cmd;
 	struct imap_stream stream;  /* fd -1 when none */
-	/* APPEND data being streamed from the client */
-	struct store_blob *append_blob;
+	/* APPEND data being streamed from the client: one blob per message (MULTIAPPEND) */
+	struct store_blob *append_blobs[IMAP_APPEND_MAX];
+	unsigned nappend;
 	uint64_t append_left;
 	bool append_failed;
+	bool append_nul;            /* a NUL arrived in a plain literal (only ~{n} may hold one) */
 	/* the user, once authenticated */
 	char *user;
 	uint64_t user_id;
@@ -171,6 +195,8 @@ struct imap_client {
 	bool enabled_condstore;
 	bool enabled_qresync;
 	bool rev2;                  /* ENABLE IMAP4rev2: no \Recent, ESEARCH results, UTF-8 names */
+	bool enabled_utf8;          /* ENABLE UTF8=ACCEPT (RFC 6855) */
+	bool utf8;                  /* mailbox names in UTF-8: IMAP4rev2 or UTF8=ACCEPT */
 };
 
 /* imap_client.c */
@@ -179,6 +205,14 @@ void imap_client_new(struct imap_server *srv, struct net_server *ns, int fd,
 void imap_client_close(struct imap_client *c, const char *why);
 /* Frees at once (worker exit). */
 void imap_server_free_client(struct imap_client *c);
+/* imap_server.c: one worker's world, as imapd's workers and the fuzz harness set it up:
+   zeroes srv, makes the event base, opens the store ([store] path) with its group committer
+   on the base and its change watcher, the directory, the [imapd] limits of conf (kept:
+   srv->conf) and per-address connection counts; tls_ctx (an SSL_CTX, or NULL) is borrowed.
+   Fatal on failure. The caller adds the listeners (srv->plain, srv->tls).
+   imapd_worker_free drops the clients left and frees everything, listeners included. */
+void imapd_worker_init(struct imap_server *srv, struct conf *conf, void *tls_ctx);
+void imapd_worker_free(struct imap_server *srv);
 void imap_client_set_state(struct imap_client *c, enum imap_state next);
 /* One more invalid command: after [imapd] max_bad_commands in a row, BYE and close. */
 void imap_client_count_bad(struct imap_client *c);
@@ -190,8 +224,13 @@ struct evbuffer *imap_out(struct imap_client *c);
 bool imap_out_full(struct imap_client *c);
 /* Queues a body range of fd for streaming; the command is resumed when it is written. */
 void imap_client_stream(struct imap_client *c, int fd, uint64_t off, uint64_t len);
-/* imap_server.c: a client left; listeners paused at the cap accept again. */
-void imap_server_accept_resume(struct imap_server *srv);
+/* The same, decoding the range with cte and sending decoded bytes [skip, skip + emit). */
+void imap_client_stream_decoded(struct imap_client *c, int fd, uint64_t off, uint64_t len,
+				enum imap_cte cte, uint64_t skip, uint64_t emit);
+/* Frees the blobs of an APPEND in progress. */
+void imap_client_append_reset(struct imap_client *c);
+/* imap_server.c: a client left; a draining worker exits after its last one. */
+void imap_server_client_left(struct imap_server *srv);
 /* Wakes IDLE sessions after a store change notification. */
 void imap_server_changed(struct imap_server *srv);
 
@@ -281,6 +320,24 @@ bool imap_textmatch_file(struct imap_textmatch *tm, int fd, uint64_t size, const
 /* Whether the folded needle occurs in a raw header field value (after the colon; folds and
    RFC 2047 encoded words decoded). */
 bool imap_text_field_contains(const char *raw, size_t len, const char *needle, size_t nlen);
+
+/* imap_cte.c: the CTE named by a Content-Transfer-Encoding value (absent: identity). */
+enum imap_cte imap_cte_parse(const char *v, size_t len);
+void imap_decoder_init(struct imap_decoder *d, enum imap_cte cte);
+/* Decodes len bytes of in to out, which has room for len + IMAP_DECODE_LEAD bytes; returns
+   bytes written. out may overlap in when it starts IMAP_DECODE_LEAD or more bytes before it
+   (decoding in place). */
+size_t imap_decode(struct imap_decoder *d, const char *in, size_t len, char *out);
+/* At the end of the data: what is still pending (at most 3 bytes), written to out. */
+size_t imap_decode_finish(struct imap_decoder *d, char *out);
+/* The decoded size of file bytes [off, off + len) and whether they decode to a NUL, read in
+   IMAP_STREAM_CHUNK pieces through scratch (IMAP_STREAM_CHUNK + IMAP_DECODE_LEAD bytes): 0, or
+   -1 when the
+   file cannot be read. */
+int imap_decode_measure(int fd, uint64_t off, uint64_t len, enum imap_cte cte, char *scratch,
+			uint64_t *size_r, bool *nul_r);
+/* A hexadecimal digit's value, or -1. */
+int imap_hex_val(char c);
 
 /* imap_fetch.c */
 bool cmd_fetch(struct imap_cmd *cmd);

@@ -1,7 +1,7 @@
 /* deliver.c — owns the path from the DATA stream to durable storage: the message streams into
  * a store blob (one file, in the first local recipient's partition, or the queue's), and at the
- * end one group commit delivers it to every local INBOX and enqueues it for the remote
- * recipients. The reply (250, or per recipient in LMTP) is sent only from the commit callback,
+ * end one group commit makes it durable with the other messages of the batch (deferred fsync),
+ * delivers it to every local INBOX and enqueues it for the remote recipients. The reply (250, or per recipient in LMTP) is sent only from the commit callback,
  * so nothing is acknowledged before it is durable. Also Postfix-style outcome log lines. */
 #include <inttypes.h>
 #include <string.h>
@@ -303,7 +303,8 @@ static void enqueue_remote(struct smtp_session *s)
 	enqueue_some(s, rcpt_remote, queue_done);
 }
 
-/* The message file is durable (or not): deliver and enqueue in one group commit. */
+/* The message file is complete (or failed): deliver and enqueue in one group commit, which
+   makes the file durable first. */
 static void blob_finished(int rc, void *arg)
 {
 	struct smtp_session *s = arg;
@@ -340,6 +341,7 @@ void deliver_commit(struct smtp_session *s)
 		blob_finished(STORE_EIO, s);
 		return;
 	}
-	/* fsync off the loop: other sessions keep going meanwhile */
-	finisher_run(s->m->fin, tx->blob, blob_finished, s);
+	/* renamed now, fsynced by the group commit with the other messages of its batch, before
+	   the index commit that references it (and so before any reply) */
+	blob_finished(store_blob_finish_deferred(tx->blob), s);
 }

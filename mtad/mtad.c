@@ -1,6 +1,6 @@
 /* mtad.c — owns mtad's start: the command line, the config, binding the listeners in the
- * master, and each worker's set-up (event base, TLS context, store and group committer,
- * directory, servers, queue runner) and tear-down. */
+ * master, and running each worker (its set-up is worker.c's; here its servers, queue runner,
+ * reload and drain). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +13,7 @@
 #include "common/daemon.h"
 #include "common/log.h"
 #include "common/net.h"
+#include "common/shmtable.h"
 #include "common/tls.h"
 #include "common/xmalloc.h"
 #include "ldapauth/ldapauth.h"
@@ -25,7 +26,7 @@ struct mtad_main {
 	const char *conf_path;
 	struct net_fds fds[L_NKINDS];
 	char hostname[256];
-	struct mtad_shared *shared;
+	struct shmtable *shared, *conns;
 };
 
 /* AUTH failures of an address are forgotten this long after its last one. */
@@ -33,22 +34,6 @@ struct mtad_main {
 
 static const char *const listener_keys[L_NKINDS] = { "listen", "submission", "submissions",
 						     "lmtp" };
-
-static void limits_from_conf(const struct conf *c, struct mtad_limits *l)
-{
-	l->max_message_size = (uint64_t)conf_int(c, "mtad", "max_message_size");
-	l->line_max = (size_t)conf_int(c, "mtad", "line_max");
-	l->max_rcpt = (size_t)conf_int(c, "mtad", "max_recipients_per_transaction");
-	l->reject_rcpt = (size_t)conf_int(c, "mtad", "reject_recipients_per_transaction");
-	l->max_tx = (size_t)conf_int(c, "mtad", "max_transactions_per_session");
-	l->max_errors = (size_t)conf_int(c, "mtad", "max_errors");
-	l->greeting_delay_ms = conf_int(c, "mtad", "greeting_delay");
-	l->command_timeout_ms = conf_int(c, "mtad", "command_timeout");
-	l->data_timeout_ms = conf_int(c, "mtad", "data_timeout");
-	l->auth_require_tls = conf_bool(c, "mtad", "auth_require_tls");
-	l->bare_lf_normalize = strcmp(conf_str(c, "mtad", "bare_lf"), "normalize") == 0;
-	l->max_conns_per_ip = (uint32_t)conf_int(c, "mtad", "max_connections_per_ip");
-}
 
 static void on_drain(void *arg)
 {
@@ -148,7 +133,7 @@ static void on_reload(void *arg)
 		m->conf = c;
 		conf_free(&m->reloaded);
 		m->reloaded = c;
-		limits_from_conf(c, &m->lim);
+		mtad_limits_from_conf(c, &m->lim);
 		if (m->qr != NULL)
 			queue_runner_reload(m);
 		log_info("mtad worker %u config reloaded", m->worker);
@@ -157,29 +142,6 @@ static void on_reload(void *arg)
 		log_warnx("directory reload failed: %s", err);
 		free(err);
 	}
-}
-
-static void worker_open(struct mtad *m, const struct conf *c)
-{
-	struct store_opts so;
-	struct tls_conf tc;
-	char *err = NULL;
-	int rc;
-
-	tls_conf_from(&tc, c);
-	if (tc.cert != NULL && tc.cert[0] != '\0' &&
-	    (m->tls = tls_server_ctx_new(&tc, &err)) == NULL)
-		fatalx("tls: %s", err);
-	store_opts_from_conf(c, &so);
-	so.create = true;
-	if ((rc = store_open(&so, &m->store)) != 0)
-		fatalx("store %s: %s", so.path, store_strerror(rc));
-	if ((rc = store_gc_new(m->store, &m->gc)) != 0)
-		fatalx("store group commit: %s", store_strerror(rc));
-	store_gc_attach(m->gc, m->base);
-	m->fin = finisher_new(m->base);
-	if (ldapauth_new(m->base, c, &m->la, &err) < 0)
-		fatalx("directory: %s", err);
 }
 
 /* One line at exit for benchmarks: fsyncs and group-commit batching of this worker. */
@@ -197,21 +159,14 @@ static int worker_main(struct daemon_worker *w, void *arg)
 	struct mtad_main *mm = arg;
 	struct mtad m = { 0 };
 	int64_t maxc = conf_int(mm->conf, "mtad", "max_connections");
-	unsigned nw = (unsigned)conf_int(mm->conf, "mtad", "workers");
 
-	m.conf = mm->conf;
+	mtad_worker_init(&m, mm->conf, daemon_worker_index(w), mm->hostname);
 	m.conf_path = mm->conf_path;
 	m.shared = mm->shared;
-	m.worker = daemon_worker_index(w);
-	mtad_shared_worker_reset(m.shared, m.worker);
-	TAILQ_INIT(&m.sessions);
-	m.hostname = mm->hostname;
-	limits_from_conf(mm->conf, &m.lim);
-	if ((m.base = event_base_new()) == NULL)
-		fatalx("event_base_new failed");
-	worker_open(&m, mm->conf);
-	m.ipcount = net_ipcount_new(65536);
-	if (mtad_servers_start(&m, mm->fds, (size_t)((maxc + nw - 1) / nw)) < 0)
+	m.conns = mm->conns;
+	shmtable_worker_reset(m.shared, m.worker);
+	shmtable_worker_reset(m.conns, m.worker);
+	if (mtad_servers_start(&m, mm->fds, (size_t)maxc) < 0)
 		fatalx("cannot start listeners");
 	queue_runner_start(&m, daemon_worker_index(w));
 	daemon_worker_attach(w, m.base, on_drain, on_reload, &m);
@@ -219,16 +174,7 @@ static int worker_main(struct daemon_worker *w, void *arg)
 	event_base_dispatch(m.base);
 	queue_runner_stop(&m);
 	worker_stats(&m, daemon_worker_index(w));
-	for (int k = 0; k < L_NKINDS; k++)
-		net_server_free(&m.srv[k]);
-	finisher_free(&m.fin);
-	store_gc_free(&m.gc);
-	ldapauth_free(&m.la);
-	store_close(&m.store);
-	net_ipcount_free(&m.ipcount);
-	tls_ctx_free(&m.tls);
-	event_base_free(m.base);
-	conf_free(&m.reloaded);
+	mtad_worker_free(&m);
 	return 0;
 }
 
@@ -269,9 +215,12 @@ int main(int argc, char **argv)
 	else if (gethostname(mm.hostname, sizeof(mm.hostname) - 1) < 0)
 		snprintf(mm.hostname, sizeof(mm.hostname), "localhost");
 	bind_listeners(&mm);
-	mm.shared = mtad_shared_new(AUTH_FORGET_MS);
-	ops.ident = "mtad";
 	ops.workers = (unsigned)conf_int(mm.conf, "mtad", "workers");
+	mm.shared = shmtable_new(MTAD_SHARED_SLOTS, ops.workers, MTAD_SHARED_KEY_MAX,
+				 AUTH_FORGET_MS);
+	mm.conns = shmtable_new(net_shm_slots((size_t)conf_int(mm.conf, "mtad", "max_connections")),
+				ops.workers, NET_SHM_KEY_MAX, 0);
+	ops.ident = "mtad";
 	ops.pidfile = conf_str(mm.conf, "mtad", "pidfile");
 	ops.user = conf_str(mm.conf, "mtad", "user");
 	ops.detach = !args.foreground;
@@ -281,7 +230,8 @@ int main(int argc, char **argv)
 	int rc = daemon_run(&ops);
 	for (int k = 0; k < L_NKINDS; k++)
 		net_fds_close(&mm.fds[k]);
-	mtad_shared_free(&mm.shared);
+	shmtable_free(&mm.shared);
+	shmtable_free(&mm.conns);
 	conf_free(&first);
 	conf_free(&mm.reloaded);
 	return rc;

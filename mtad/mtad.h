@@ -22,13 +22,13 @@ struct conf;
 struct net_server;
 struct net_fds;
 struct net_ipcount;
+struct shmtable;
 struct store;
 struct store_gc;
 struct store_blob;
 struct store_rcpt;
 struct ldapauth;
 struct queue_runner;
-struct finisher;
 struct store_queue_rcpt;
 
 /* Listener kinds. */
@@ -63,13 +63,13 @@ struct mtad {
 	struct net_ipcount *ipcount;
 	struct store *store;
 	struct store_gc *gc;
-	struct finisher *fin;
 	struct ldapauth *la;                /* NULL: no directory configured */
 	size_t nsessions;
 	TAILQ_HEAD(, smtp_session) sessions;
 	bool draining;
 	struct queue_runner *qr;
-	struct mtad_shared *shared;         /* the workers' common table (shared.c) */
+	struct shmtable *shared;            /* relay and AUTH counts of all workers */
+	struct shmtable *conns;             /* connections of all workers: per address, total */
 	unsigned worker;                    /* this worker's index */
 };
 
@@ -169,7 +169,9 @@ struct smtp_session {
 	TAILQ_ENTRY(smtp_session) entry;
 };
 
-/* smtp_server.c: fds[L_NKINDS] are the bound listeners of each kind. */
+/* smtp_server.c: fds[L_NKINDS] are the bound listeners of each kind; max_conns caps the
+   connections of all kinds, of all workers when m->conns is set (else of this one); more are
+   refused with 421. With m->conns, m->ipcount is replaced by counts of all workers. */
 int mtad_servers_start(struct mtad *m, const struct net_fds *fds, size_t max_conns);
 /* SIGTERM: stop accepting; the loop exits when the last session ended. */
 void mtad_servers_stop(struct mtad *m);
@@ -220,11 +222,17 @@ void deliver_abort(struct smtp_tx *tx);
 int deliver_user_ensure(struct mtad *m, const char *user, int partition, uint64_t quota,
 			unsigned *part_r);
 
-/* finisher.c: store_blob_finish on a pool thread; cb(store_err, arg) runs in the loop. */
-typedef void finisher_cb(int rc, void *arg);
-struct finisher *finisher_new(struct event_base *base);
-void finisher_run(struct finisher *f, struct store_blob *b, finisher_cb *cb, void *arg);
-void finisher_free(struct finisher **fp);
+/* worker.c: one worker's world, as mtad's workers and the fuzz harness set it up: zeroes m,
+   reads the [mtad] limits of c (kept: m->conf), makes the event base, the TLS context (when
+   [tls] cert is set), opens the store ([store] path) with its group committer on the base,
+   the directory and the per-address connection counts; fatal on failure. The caller then
+   starts the servers (mtad_servers_start) and, for a daemon, sets m->shared and the queue
+   runner. mtad_worker_free frees what init made, the servers and m->reloaded. */
+void mtad_worker_init(struct mtad *m, const struct conf *c, unsigned worker,
+		      const char *hostname);
+void mtad_worker_free(struct mtad *m);
+/* The [mtad] limits of c (a SIGHUP reads them again). */
+void mtad_limits_from_conf(const struct conf *c, struct mtad_limits *l);
 
 /* queue_runner.c: leases due queue entries and relays them (smtp_client.c). Every worker
    runs one; leases keep two workers from taking the same entry. */
@@ -238,24 +246,10 @@ void queue_runner_kick(struct mtad *m);
 
 int64_t mtad_now_ms(void);
 
-/* shared.c: a table all workers see (mapped by the master before fork), bounded. */
-#define MTAD_SHARED_WORKERS 256  /* connection counts are kept per worker index modulo this */
+/* The workers' common tables (common/shmtable.h), mapped by the master before fork: relay
+   connections per destination (SHM_RELAY_DEST) and AUTH failures per address (SHM_AUTH_FAILS)
+   in shared; connections per client address and in total in conns. */
+#define MTAD_SHARED_SLOTS 2048
 #define MTAD_SHARED_KEY_MAX 272  /* "host:port" of a 255-byte host */
-struct mtad_shared;
-/* auth_forget_ms: an address's AUTH failures are forgotten this long after its last one. */
-struct mtad_shared *mtad_shared_new(int64_t auth_forget_ms);
-void mtad_shared_free(struct mtad_shared **shp);
-/* A (re)started worker: the relay connections counted for its index are gone. */
-void mtad_shared_worker_reset(struct mtad_shared *sh, unsigned worker);
-/* One more relay connection to dest ("host:port") if fewer than limit are open in all
-   workers: true (counted for worker), else false. */
-bool mtad_shared_dest_take(struct mtad_shared *sh, unsigned worker, const char *dest,
-			   unsigned limit);
-void mtad_shared_dest_put(struct mtad_shared *sh, unsigned worker, const char *dest);
-unsigned mtad_shared_dest_active(struct mtad_shared *sh, const char *dest);
-/* Counts an AUTH failure from addr (an address, no port); returns the count before it. */
-uint32_t mtad_shared_auth_failure(struct mtad_shared *sh, const char *addr);
-/* A successful AUTH from addr: its failures are forgotten. */
-void mtad_shared_auth_clear(struct mtad_shared *sh, const char *addr);
 
 #endif

@@ -13,6 +13,7 @@
 
 #include "common/conf.h"
 #include "common/log.h"
+#include "common/shmtable.h"
 #include "common/str.h"
 #include "common/tls.h"
 #include "common/xmalloc.h"
@@ -155,8 +156,8 @@ static void dest_pump(struct queue_runner *qr, struct qdest *d)
 	/* a new connection needs a slot of relay_concurrency, counted over all workers; when
 	   other workers hold them all, the work waits for the next tick */
 	while ((w = TAILQ_FIRST(&d->waiting)) != NULL &&
-	       (!TAILQ_EMPTY(&d->idle) || mtad_shared_dest_take(qr->m->shared, qr->m->worker,
-								   d->key, qr->concurrency))) {
+	       (!TAILQ_EMPTY(&d->idle) || shmtable_take(qr->m->shared, SHM_RELAY_DEST,
+							    d->key, qr->m->worker, qr->concurrency))) {
 		TAILQ_REMOVE(&d->waiting, w, entry);
 		smtp_client_run(qr, w);
 	}

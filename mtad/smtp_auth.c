@@ -8,6 +8,7 @@
 #include <openssl/evp.h>
 
 #include "common/log.h"
+#include "common/shmtable.h"
 #include "common/str.h"
 #include "ldapauth/ldapauth.h"
 #include "mtad/mtad.h"
@@ -67,7 +68,7 @@ static void auth_done(const struct ldapauth_reply *r, void *arg)
 
 	client_host(s, host, sizeof(host));
 	if (r->result != LDAPAUTH_OK && r->result != LDAPAUTH_ETEMP)
-		fails = mtad_shared_auth_failure(s->m->shared, host) + 1;
+		fails = shmtable_fail(s->m->shared, SHM_AUTH_FAILS, host) + 1;
 	log_info("%016" PRIx64 " smtp auth addr=%s user=%s result=%s failures=%" PRIu32
 		 " reason=\"%s\"", s->id, s->addr, s->auth_login,
 		 r->result == LDAPAUTH_OK ? "ok" : "fail", fails,
@@ -75,7 +76,7 @@ static void auth_done(const struct ldapauth_reply *r, void *arg)
 	if (r->result == LDAPAUTH_OK) {
 		s->flags |= SF_AUTH;
 		str_lcpy(s->user, r->user->login, sizeof(s->user));
-		mtad_shared_auth_clear(s->m->shared, host);
+		shmtable_fail_clear(s->m->shared, SHM_AUTH_FAILS, host);
 		smtp_set_state(s, ST_READY);
 		smtp_reply(s, "235 2.7.0 Authentication successful");
 	} else if (r->result == LDAPAUTH_ETEMP) {

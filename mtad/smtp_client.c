@@ -16,6 +16,7 @@
 #include "common/line.h"
 #include "common/log.h"
 #include "common/net.h"
+#include "common/shmtable.h"
 #include "common/str.h"
 #include "common/tls.h"
 #include "common/xmalloc.h"
@@ -561,7 +562,7 @@ static void client_free(struct smtp_client *c)
 	buf_release(&c->line);
 	free(c);
 	d->active--;
-	mtad_shared_dest_put(qr->m->shared, qr->m->worker, d->key);
+	shmtable_put(qr->m->shared, SHM_RELAY_DEST, d->key, qr->m->worker);
 	if (!qr->stopping)
 		queue_dest_released(qr, d);
 }

@@ -1,12 +1,14 @@
 /* smtp_server.c — owns the accept side of a worker: one net_server per listener kind, the
- * total and per-address connection caps, and the drain on SIGTERM (stop accepting, let the
- * sessions finish, leave the loop when the last one ends). */
+ * total and per-address connection caps (counted over all workers in m->conns, refused with
+ * 421), and the drain on SIGTERM (stop accepting, let the sessions finish, leave the loop when
+ * the last one ends). */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/log.h"
 #include "common/net.h"
+#include "common/xmalloc.h"
 #include "mtad/mtad.h"
 
 struct listener_ctx {
@@ -23,15 +25,11 @@ static void accept_cb(struct net_server *srv, int fd, const struct sockaddr *sa,
 	struct mtad *m = lc->m;
 
 	if (!net_ipcount_inc(m->ipcount, sa, m->lim.max_conns_per_ip)) {
-		static const char msg[] = "421 4.7.0 Too many connections from your address\r\n";
 		char addr[NET_ADDRSTRLEN];
 
 		log_info("smtp refuse addr=%s reason=\"too many connections from address\"",
 			 net_addr_str(sa, salen, addr, sizeof(addr)));
-		if (write(fd, msg, sizeof(msg) - 1) < 0) {
-			/* best effort: the client is refused either way */
-		}
-		close(fd);
+		net_refuse(fd, "421 4.7.0 Too many connections from your address\r\n");
 		net_server_conn_done(srv);
 		return;
 	}
@@ -40,15 +38,29 @@ static void accept_cb(struct net_server *srv, int fd, const struct sockaddr *sa,
 
 int mtad_servers_start(struct mtad *m, const struct net_fds *fds, size_t max_conns)
 {
+	char *refusal = xasprintf("421 4.7.0 %s Too many connections, try again later\r\n",
+				  m->hostname);
+
+	if (m->conns != NULL) {
+		/* a daemon: the per-address counts are those of all workers */
+		net_ipcount_free(&m->ipcount);
+		m->ipcount = net_ipcount_new_shared(m->conns, m->worker);
+	}
 	for (int k = 0; k < L_NKINDS; k++) {
 		if (fds[k].n == 0)
 			continue;
 		ctxs[k].m = m;
 		ctxs[k].kind = (enum mtad_listener)k;
 		m->srv[k] = net_server_new(m->base, &fds[k], max_conns, accept_cb, &ctxs[k]);
-		if (m->srv[k] == NULL)
+		if (m->srv[k] == NULL) {
+			free(refusal);
 			return -1;
+		}
+		net_server_set_refusal(m->srv[k], "smtp", refusal);
+		if (m->conns != NULL)
+			net_server_share(m->srv[k], m->conns, m->worker);
 	}
+	free(refusal);
 	return 0;
 }
 

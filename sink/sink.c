@@ -1,6 +1,7 @@
 /* sink.c — owns the sink's main: the command line (-c, -f, -t and the sink's own options),
  * [sink] settings, listeners, the STARTTLS certificate (configured or generated), the
- * shared statistics segment, the SIGUSR1 and exit summaries, and each worker's loop. */
+ * shared statistics segment, the connection cap of all workers (refused with 421), the
+ * SIGUSR1 and exit summaries, and each worker's loop. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -19,6 +20,7 @@
 #include "common/daemon.h"
 #include "common/log.h"
 #include "common/net.h"
+#include "common/shmtable.h"
 #include "common/str.h"
 #include "common/tls.h"
 #include "common/xmalloc.h"
@@ -31,6 +33,7 @@ struct sink_main {
 	struct conf *conf;
 	struct sink_opts o;
 	struct sink_shared *sh;
+	struct shmtable *conns;             /* the SMTP connections of all workers */
 	struct net_fds smtp_fds, control_fds;
 	struct tls_conf tls;
 	bool starttls;
@@ -338,6 +341,8 @@ static int worker_main(struct daemon_worker *dw, void *arg)
 	struct sink_main *m = arg;
 	struct sink_worker w = { .sh = m->sh, .o = &m->o, .dw = dw };
 	struct event *usr1;
+	char *refusal;
+
 	w.index = daemon_worker_index(dw);
 	w.tls = m->tls_ctx;
 	w.base = event_base_new();
@@ -345,6 +350,12 @@ static int worker_main(struct daemon_worker *dw, void *arg)
 		fatalx("event_base_new failed");
 	sink_fault_seed(log_new_id() ^ ((uint64_t)getpid() << 32));
 	w.smtp = net_server_new(w.base, &m->smtp_fds, m->o.max_connections, smtp_accept_cb, &w);
+	refusal = xasprintf("421 4.7.0 %s Too many connections, try again later\r\n",
+			    m->hostname);
+	net_server_set_refusal(w.smtp, "sink", refusal);
+	free(refusal);
+	shmtable_worker_reset(m->conns, w.index);
+	net_server_share(w.smtp, m->conns, w.index);
 	w.control = net_server_new(w.base, &m->control_fds, CONTROL_MAX_CONNS,
 				   control_accept_cb, &w);
 	usr1 = event_new(w.base, usr1_pipe[0], EV_READ | EV_PERSIST, worker_usr1_cb, &w);
@@ -402,6 +413,7 @@ int main(int argc, char **argv)
 	listen_or_die(&m, "control", &m.control_fds);
 	tls_ctx_setup(&m);
 	ops.workers = (unsigned)conf_int(m.conf, "sink", "workers");
+	m.conns = shmtable_new(SHMTABLE_PROBE, ops.workers, NET_SHM_KEY_MAX, 0);
 	ops.pidfile = conf_str(m.conf, "sink", "pidfile");
 	ops.user = conf_str(m.conf, "sink", "user");
 	ops.detach = !a.foreground;
@@ -414,6 +426,7 @@ int main(int argc, char **argv)
 	net_fds_close(&m.smtp_fds);
 	net_fds_close(&m.control_fds);
 	sink_shared_destroy(&m.sh);
+	shmtable_free(&m.conns);
 	conf_free(&m.conf);
 	return rc;
 }

@@ -184,7 +184,7 @@ struct sink_opts {
 	const char *keep_dir;        /* NULL: discard */
 	uint64_t max_message_size;
 	unsigned max_recipients;
-	unsigned max_connections;    /* per worker */
+	unsigned max_connections;    /* of all workers; more are refused with 421 */
 	int64_t timeout_ms;          /* idle time allowed in a session */
 	const char *hostname;
 };

@@ -75,6 +75,7 @@ void store_opts_from_conf(const struct conf *c, struct store_opts *o)
 	o->expunge_history_ms = conf_int(c, "store", "expunge_history");
 	o->group_commit_ms = conf_int(c, "store", "group_commit_delay");
 	o->group_commit_max = (unsigned)conf_int(c, "store", "group_commit_max");
+	o->group_commit_syncfs = conf_bool(c, "store", "group_commit_syncfs");
 	o->create = true;
 }
 
@@ -229,6 +230,7 @@ int store_open(const struct store_opts *o, struct store **st_r)
 	st->gc_ms = o->group_commit_ms;
 	st->gc_max = o->group_commit_max > 0 ? o->group_commit_max : 256;
 	st->nosync = o->nosync;
+	st->gc_syncfs = o->group_commit_syncfs;
 	st->parts = xcalloc(st->nparts, sizeof(*st->parts));
 	for (unsigned i = 0; i < st->nparts; i++)
 		st->parts[i].blobdir_fd = st->parts[i].notify_fd = -1;

@@ -98,6 +98,9 @@ struct store_opts {
 	int64_t expunge_history_ms;  /* how long expunged UIDs are kept for QRESYNC */
 	int64_t group_commit_ms;     /* store_gc default delay */
 	unsigned group_commit_max;   /* store_gc flushes at once when this many are pending */
+	bool group_commit_syncfs;    /* batches of deferred blobs: one syncfs (see
+					store_blob_finish_deferred); for a store on its own
+					filesystem */
 	bool create;                 /* create missing partitions (mailctl, daemons: yes) */
 	bool nosync;                 /* bulk loading only (mailload init --heron-conf): no fsync
 					of message files or directories and no index sync at
@@ -117,7 +120,7 @@ void store_close(struct store **stp);
 unsigned store_partitions(const struct store *st);
 /* The partition a new user goes to when none is given: a stable hash of the name. */
 unsigned store_partition_for(const struct store *st, const char *user);
-/* Number of fsync/fdatasync calls libstore issued in this process (message files,
+/* Number of fsync/fdatasync/syncfs calls libstore issued in this process (message files,
    directories, and two per index commit), for benchmarks. */
 uint64_t store_fsync_count(const struct store *st);
 /* Number of index write commits in this process (each is two fdatasyncs in LMDB's default
@@ -293,9 +296,11 @@ int store_blob_write(struct store_blob *b, const void *data, size_t len);
 int store_blob_finish(struct store_blob *b);
 /* As store_blob_finish, but without the fsync: the file stays open and the commit that first
    references the blob makes it durable before the index commit (a batch or group commit
-   writes back all its deferred blobs together, then fsyncs each, then one fsync per
-   directory), so producers do not wait for a fsync of their own and a batch costs about one
-   journal flush for all its files. Use it with the batch / group commit calls; an error of
+   writes back all its deferred blobs together, then fsyncs each and one fsync per directory,
+   or, with group_commit_syncfs and 2 or more at once, one syncfs of their filesystem
+   covering files and directories),
+   so producers do not wait for a fsync of their own and a batch costs about one journal
+   flush for all its files. Use it with the batch / group commit calls; an error of
    that later fsync is the operation's result (STORE_EIO, STORE_ENOSPC). At most 256 blobs
    are deferred at once per process (beyond, this fsyncs at once like store_blob_finish). */
 int store_blob_finish_deferred(struct store_blob *b);
@@ -466,8 +471,10 @@ void store_batch_free(struct store_batch **btp);
 
 /* The group committer: many producers in one process share commits.
    - libevent: store_gc_attach(gc, base); producers call store_gc_* with a callback; the
-     committer flushes group_commit_ms after the first pending operation (or at once when
-     group_commit_max are pending) from the event loop and runs the callbacks there.
+     committer flushes from the event loop and runs the callbacks there: at the end of the
+     loop pass when the previous commit held one operation (a lone producer does not wait
+     for the timer) or group_commit_max are pending, else group_commit_ms after the first
+     pending operation.
    - threads: store_gc_*_wait() blocks the calling thread until its operation committed. A
      waiter leads the next commit once no commit runs (what queues during a commit goes in
      the next one), after gathering: until as many operations are pending as there were

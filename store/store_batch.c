@@ -608,13 +608,21 @@ static struct gc_lane *gc_lane(struct store_gc *gc, unsigned part)
 	return &gc->lanes[0];
 }
 
-/* Called with the lane's mu held after an operation was queued: arms the timer. */
+/* Called with the lane's mu held after an operation was queued. libevent: the commit runs
+   at the end of this loop pass (what the pass still queues joins it) when the previous
+   commit held a single operation (a low load: nothing to wait for) or group_commit_max are
+   pending; else the timer (group_commit_ms after the first) flushes, gathering the others.
+   A lone writer so does not wait for a timer with nothing to batch; once two operations meet
+   in a commit the timer gathers again. */
 static void gc_queued(struct store_gc *gc, struct gc_lane *l)
 {
+	size_t n;
+
 	pthread_cond_signal(&l->arrive);
 	if (gc->ev == NULL)
 		return;
-	if (store_batch_count(l->pending) >= gc->st->gc_max) {
+	n = store_batch_count(l->pending);
+	if (n >= gc->st->gc_max || l->expect <= 1) {
 		event_active(gc->ev, EV_TIMEOUT, 0);
 		atomic_store(&gc->armed, true);
 	} else if (!atomic_exchange(&gc->armed, true)) {

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """bench/imapd — prints imapd figures (never asserts): for a 1,000-message INBOX the header
 FETCH throughput, SELECT latency, LOGIN rate with the auth cache warm, and memory per idle
-authenticated connection (worker RSS / connections).
+authenticated connection (worker RSS / connections); with --store N only the STORE latency
+(p50/p99, 1 to 16 concurrent sessions, with and without pauses between commands).
 
-Usage: bench/imapd/bench_imapd.py BUILD_DIR [--messages N] [--idle N] [--rounds N]
+Usage: bench/imapd/bench_imapd.py BUILD_DIR [--messages N] [--idle N] [--rounds N] [--store N]
 (BUILD_DIR holds imapd/imapd and tests/imapd/imap_deliver). Bounded in count and time."""
 import argparse
 import os
@@ -129,6 +130,103 @@ def run_imap(label, port, user, password, nmsg, rounds, cpu=None):
           (label, n / dt))
 
 
+def store_latency(port, user, password, sessions, per_session, think_ms, limit_s=120):
+    """STORE latencies (seconds, sorted) of `sessions` concurrent sessions on INBOX, each
+    sending per_session STORE +FLAGS/-FLAGS (\\Flagged) on its own message, one at a time,
+    think_ms apart (0: the next as soon as the OK came). One thread drives every session
+    (selectors), so the figures are the server's, not the client's scheduling."""
+    import selectors
+    sel = selectors.DefaultSelector()
+    conns = []
+    for k in range(sessions):
+        r = Raw(port)
+        r.cmd("L", 'LOGIN %s "%s"' % (user, password))
+        r.cmd("S", "SELECT INBOX")
+        r.s.setblocking(False)
+        st = {"r": r, "i": 0, "t0": 0.0, "due": 0.0, "buf": b"", "k": k}
+        conns.append(st)
+        sel.register(r.s, selectors.EVENT_READ, st)
+    lat = []
+    end = time.monotonic() + limit_s
+
+    def send(st):
+        i = st["i"]
+        seq = 1 + st["k"] % 50  # its own message, set and cleared in turn: a real change
+        st["tag"] = b"T%d" % i
+        st["t0"] = time.monotonic()
+        st["r"].s.sendall(b"T%d STORE %d %sFLAGS.SILENT (\\Flagged)\r\n" %
+                          (i, seq, b"+" if i % 2 == 0 else b"-"))
+
+    for st in conns:
+        send(st)
+    active = len(conns)
+    while active > 0 and time.monotonic() < end:
+        now = time.monotonic()
+        waits = [st["due"] - now for st in conns if st["due"] > 0]
+        timeout = max(0.0, min(waits)) if waits else 1.0
+        for key, _ in sel.select(timeout):
+            st = key.data
+            try:
+                chunk = st["r"].s.recv(65536)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                raise EOFError("server closed")
+            st["buf"] += chunk
+            while b"\r\n" in st["buf"]:
+                line, st["buf"] = st["buf"].split(b"\r\n", 1)
+                if not line.startswith(st["tag"] + b" "):
+                    continue
+                if not line.startswith(st["tag"] + b" OK"):
+                    raise RuntimeError(line.decode(errors="replace"))
+                lat.append(time.monotonic() - st["t0"])
+                st["i"] += 1
+                st["tag"] = b"\0"
+                if st["i"] >= per_session:
+                    active -= 1
+                elif think_ms > 0:
+                    st["due"] = time.monotonic() + think_ms / 1e3
+                else:
+                    send(st)
+        now = time.monotonic()
+        for st in conns:
+            if st["due"] > 0 and st["due"] <= now:
+                st["due"] = 0.0
+                send(st)
+    for st in conns:
+        st["r"].s.close()
+    lat.sort()
+    return lat
+
+
+def run_store(label, port, user, password, per_session):
+    """STORE latency p50/p99 for 1, 4 and 16 concurrent sessions without pause, and for one
+    and 4 sessions pausing 20 ms between commands (a low load: nothing to batch)."""
+    for sessions, think in ((1, 20), (4, 20), (1, 0), (4, 0), (16, 0)):
+        t0 = time.monotonic()
+        lat = store_latency(port, user, password, sessions, per_session, think)
+        dt = time.monotonic() - t0
+        if not lat:
+            print("%s STORE: no reply" % label)
+            continue
+        print("%s STORE +FLAGS.SILENT, %2d sessions, pause %2d ms: p50 %.2f ms, p99 %.2f ms, "
+              "%d commands, %.0f/s, load %.1f" %
+              (label, sessions, think, lat[len(lat) // 2] * 1e3,
+               lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1e3, len(lat),
+               len(lat) / dt, os.getloadavg()[0]), flush=True)
+
+
+def fill(port, user, password, nmsg):
+    """APPENDs nmsg messages to INBOX (pipelined, one connection)."""
+    r = Raw(port)
+    r.cmd("L", 'LOGIN %s "%s"' % (user, password))
+    for i in range(nmsg):
+        m = message(i)
+        r.send(b"A%d APPEND INBOX {%d+}\r\n" % (i, len(m)) + m + b"\r\n")
+    drain_until(r, "A%d" % (nmsg - 1))
+    r.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build")
@@ -138,7 +236,19 @@ def main():
     ap.add_argument("--peer", nargs=3, metavar=("PORT", "USER", "PASSWORD"),
                     help="also measure another IMAP server (e.g. the Dovecot of "
                          "/work/shared/peers) with the same mailbox and commands")
+    ap.add_argument("--store", type=int, default=0, metavar="N",
+                    help="only the STORE latency figures: N commands per session (the "
+                    "mailbox gets 50 messages)")
     a = ap.parse_args()
+    if a.store:
+        if a.peer:
+            fill(int(a.peer[0]), a.peer[1], a.peer[2], 50)
+            run_store("peer:", int(a.peer[0]), a.peer[1], a.peer[2], a.store)
+        extra = "max_connections_per_user = 1000\n"
+        with Imapd(os.path.join(a.build, "imapd", "imapd"), workers=1, extra=extra) as d:
+            fill(d.port, "bob", PASSWORD, 50)
+            run_store("heron:", d.port, "bob", PASSWORD, a.store)
+        return
     if a.peer:
         run_imap("peer:", int(a.peer[0]), a.peer[1], a.peer[2], a.messages, a.rounds)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

@@ -26,6 +26,7 @@
 
 #include "common/conf.h"
 #include "common/net.h"
+#include "common/shmtable.h"
 
 /* A conf_addrs of one entry (host, port) or a unix path (port NULL). */
 static struct conf_addrs one_addr(struct conf_addr *a, const char *host, const char *port)
@@ -181,19 +182,37 @@ static void run_until(struct cap_state *cs, size_t want)
 	event_base_dispatch(cs->base);
 }
 
-static void test_server_cap(void **state)
+/* A loopback listener with a server on it capped at max (refusing with refusal when it is not
+   NULL); returns the port. */
+static int cap_open(struct cap_state *cs, struct net_fds *fds, size_t max, const char *refusal)
 {
 	struct conf_addr a;
 	struct conf_addrs l = one_addr(&a, "127.0.0.1", "0");
+	char *error;
+
+	assert_int_equal(net_listen(&l, NULL, fds, &error), 0);
+	cs->base = event_base_new();
+	cs->srv = net_server_new(cs->base, fds, max, cap_accept, cs);
+	if (refusal != NULL)
+		net_server_set_refusal(cs->srv, "test", refusal);
+	return net_fd_port(fds->fd[0]);
+}
+
+/* Frees what cap_open made. */
+static void cap_close(struct cap_state *cs, struct net_fds *fds)
+{
+	net_server_free(&cs->srv);
+	assert_null(cs->srv);
+	net_fds_close(fds);
+	event_base_free(cs->base);
+}
+
+static void test_server_cap(void **state)
+{
 	struct net_fds fds = { 0 };
 	struct cap_state cs = { 0 };
-	char *error;
-	int c[3], port;
+	int c[3], port = cap_open(&cs, &fds, 2, NULL);
 
-	assert_int_equal(net_listen(&l, NULL, &fds, &error), 0);
-	port = net_fd_port(fds.fd[0]);
-	cs.base = event_base_new();
-	cs.srv = net_server_new(cs.base, &fds, 2, cap_accept, &cs);
 	for (int i = 0; i < 3; i++)
 		c[i] = dial(port); /* the kernel completes all three handshakes */
 	run_until(&cs, 2);
@@ -230,10 +249,120 @@ static void test_server_cap(void **state)
 		close(c[i]);
 	close(c4);
 	net_server_free(&cs.srv);
-	assert_null(cs.srv);
-	net_server_free(&cs.srv);
-	net_fds_close(&fds);
-	event_base_free(cs.base);
+	cap_close(&cs, &fds); /* a second free is harmless */
+}
+
+/* Runs the loop in short passes until srv has refused want clients, at most 5 s. */
+static void run_until_refused(struct cap_state *cs, uint64_t want)
+{
+	for (int i = 0; i < 100 && net_server_nrefused(cs->srv) < want; i++) {
+		struct timeval step = { 0, 50000 };
+
+		event_base_loopexit(cs->base, &step);
+		event_base_dispatch(cs->base);
+	}
+	assert_int_equal(net_server_nrefused(cs->srv), want);
+}
+
+/* What a client reads until the server closes (the server has written and closed already). */
+static void assert_refused(int fd, const char *want)
+{
+	char buf[256];
+	size_t n = 0;
+	ssize_t r;
+
+	while (n < sizeof(buf) - 1 && (r = read(fd, buf + n, sizeof(buf) - 1 - n)) > 0)
+		n += (size_t)r;
+	buf[n] = '\0';
+	assert_string_equal(buf, want);
+}
+
+#define REFUSAL "421 4.7.0 mx.heron.test Too many connections, try again later\r\n"
+
+/* With a refusal line the listener never pauses: over the cap a client is answered and
+   closed, never counted; below the cap again, clients are served. */
+static void test_server_refusal(void **state)
+{
+	struct net_fds fds = { 0 };
+	struct cap_state cs = { 0 };
+	int c[4], port = cap_open(&cs, &fds, 2, REFUSAL);
+
+	c[0] = dial(port);
+	c[1] = dial(port);
+	run_until(&cs, 2);
+	c[2] = dial(port);
+	run_until_refused(&cs, 1);
+	assert_refused(c[2], REFUSAL);
+	assert_int_equal(net_server_nconns(cs.srv), 2);
+	assert_int_equal(cs.naccepted, 2);
+	close(cs.accepted[0]);
+	net_server_conn_done(cs.srv);
+	c[3] = dial(port);
+	run_until(&cs, 3);
+	assert_int_equal(cs.naccepted, 3);
+	assert_int_equal(net_server_nrefused(cs.srv), 1);
+	for (size_t i = 1; i < cs.naccepted; i++) {
+		close(cs.accepted[i]);
+		net_server_conn_done(cs.srv);
+	}
+	for (int i = 0; i < 4; i++)
+		close(c[i]);
+	cap_close(&cs, &fds);
+}
+
+/* Two servers counting into one shared total (as two workers do, each its own column): the
+   cap holds for both together. */
+static void test_server_shared_total(void **state)
+{
+	struct conf_addr a;
+	struct conf_addrs l = one_addr(&a, "127.0.0.1", "0");
+	struct net_fds f1 = { 0 }, f2 = { 0 };
+	struct cap_state s1 = { 0 }, s2 = { 0 };
+	struct shmtable *t = shmtable_new(64, 2, NET_SHM_KEY_MAX, 0);
+	char *error;
+	int c[4];
+
+	assert_int_equal(net_listen(&l, NULL, &f1, &error), 0);
+	assert_int_equal(net_listen(&l, NULL, &f2, &error), 0);
+	s1.base = s2.base = event_base_new();
+	s1.srv = net_server_new(s1.base, &f1, 3, cap_accept, &s1);
+	s2.srv = net_server_new(s2.base, &f2, 3, cap_accept, &s2);
+	net_server_set_refusal(s1.srv, "one", REFUSAL);
+	net_server_set_refusal(s2.srv, "two", REFUSAL);
+	net_server_share(s1.srv, t, 0);
+	net_server_share(s2.srv, t, 1);
+	c[0] = dial(net_fd_port(f1.fd[0]));
+	c[1] = dial(net_fd_port(f1.fd[0]));
+	run_until(&s1, 2);
+	c[2] = dial(net_fd_port(f2.fd[0]));
+	run_until(&s2, 1);
+	assert_int_equal(shmtable_total(t), 3);
+	c[3] = dial(net_fd_port(f2.fd[0]));
+	run_until_refused(&s2, 1);
+	assert_refused(c[3], REFUSAL);
+	assert_int_equal(net_server_nconns(s2.srv), 1);
+	close(s1.accepted[0]);
+	net_server_conn_done(s1.srv);
+	assert_int_equal(shmtable_total(t), 2);
+	close(c[3]);
+	c[3] = dial(net_fd_port(f2.fd[0]));
+	run_until(&s2, 2);
+	assert_int_equal(net_server_nconns(s2.srv), 2);
+	close(s1.accepted[1]);
+	net_server_conn_done(s1.srv);
+	for (size_t i = 0; i < s2.naccepted; i++) {
+		close(s2.accepted[i]);
+		net_server_conn_done(s2.srv);
+	}
+	assert_int_equal(shmtable_total(t), 0);
+	for (int i = 0; i < 4; i++)
+		close(c[i]);
+	net_server_free(&s1.srv);
+	net_server_free(&s2.srv);
+	net_fds_close(&f1);
+	net_fds_close(&f2);
+	event_base_free(s1.base);
+	shmtable_free(&t);
 }
 
 /* Out of descriptors, accept fails: the listener pauses and accepts once descriptors free. */
@@ -245,27 +374,28 @@ static int restore_nofile(void **state)
 	return setrlimit(RLIMIT_NOFILE, &emfile_saved) == 0 ? 0 : -1;
 }
 
-static void test_server_emfile_pause(void **state)
+/* Lowers the descriptor limit to the lowest free descriptor: accept gets none. */
+static void nofile_exhaust(struct rlimit *saved)
 {
-	struct conf_addr a;
-	struct conf_addrs l = one_addr(&a, "127.0.0.1", "0");
-	struct net_fds fds = { 0 };
-	struct cap_state cs = { 0 };
-	struct rlimit saved, low;
-	char *error;
-	int c, top;
+	struct rlimit low;
+	int top = dup(0);
 
-	assert_int_equal(net_listen(&l, NULL, &fds, &error), 0);
-	cs.base = event_base_new();
-	cs.srv = net_server_new(cs.base, &fds, 10, cap_accept, &cs);
-	c = dial(net_fd_port(fds.fd[0]));
-	top = dup(0); /* the lowest free descriptor: with the limit there, accept gets none */
 	close(top);
-	assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
-	emfile_saved = saved;
-	low = saved;
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, saved), 0);
+	emfile_saved = *saved;
+	low = *saved;
 	low.rlim_cur = (rlim_t)top;
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+}
+
+static void test_server_emfile_pause(void **state)
+{
+	struct net_fds fds = { 0 };
+	struct cap_state cs = { 0 };
+	struct rlimit saved;
+	int c = dial(cap_open(&cs, &fds, 10, NULL));
+
+	nofile_exhaust(&saved);
 	struct timeval brief = { 0, 200000 };
 	event_base_loopexit(cs.base, &brief);
 	event_base_dispatch(cs.base);
@@ -276,9 +406,35 @@ static void test_server_emfile_pause(void **state)
 	close(cs.accepted[0]);
 	net_server_conn_done(cs.srv);
 	close(c);
-	net_server_free(&cs.srv);
-	net_fds_close(&fds);
-	event_base_free(cs.base);
+	cap_close(&cs, &fds);
+}
+
+/* Out of descriptors, a refusing server answers the client with its spare descriptor instead
+   of pausing, and takes the spare back. */
+static void test_server_emfile_refusal(void **state)
+{
+	struct net_fds fds = { 0 };
+	struct cap_state cs = { 0 };
+	struct rlimit saved;
+	int port = cap_open(&cs, &fds, 10, REFUSAL);
+	int c[2] = { dial(port), dial(port) };
+
+	nofile_exhaust(&saved);
+	run_until_refused(&cs, 2);
+	assert_int_equal(cs.naccepted, 0);
+	assert_refused(c[0], REFUSAL);
+	assert_refused(c[1], REFUSAL);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+	/* the spare is back: with descriptors again, clients are served */
+	close(c[0]);
+	c[0] = dial(port);
+	run_until(&cs, 1);
+	assert_int_equal(cs.naccepted, 1);
+	close(cs.accepted[0]);
+	net_server_conn_done(cs.srv);
+	close(c[0]);
+	close(c[1]);
+	cap_close(&cs, &fds);
 }
 
 /* ---- per-address counts ---- */
@@ -363,6 +519,34 @@ static void test_ipcount_model(void **state)
 			}
 	}
 	net_ipcount_free(&t);
+}
+
+/* The shared kind: the same answers, the counts in a shmtable another worker sees. */
+static void test_ipcount_shared(void **state)
+{
+	struct shmtable *sh = shmtable_new(64, 2, NET_SHM_KEY_MAX, 0);
+	struct net_ipcount *w0 = net_ipcount_new_shared(sh, 0);
+	struct net_ipcount *w1 = net_ipcount_new_shared(sh, 1);
+	struct sockaddr_in a = sa4(0xc0000201, 25);
+	struct sockaddr_in6 mapped = sa6("::ffff:192.0.2.1");
+	struct sockaddr_un un = { .sun_family = AF_UNIX };
+	const struct sockaddr *A = (const struct sockaddr *)&a;
+
+	assert_true(net_ipcount_inc(w0, A, 3));
+	assert_true(net_ipcount_inc(w1, (const struct sockaddr *)&mapped, 3));
+	assert_true(net_ipcount_inc(w1, A, 3));
+	assert_false(net_ipcount_inc(w0, A, 3));
+	assert_int_equal(net_ipcount_get(w0, A), 3);
+	assert_int_equal(shmtable_count(sh, SHM_ADDR_CONNS, "192.0.2.1"), 3);
+	assert_true(net_ipcount_inc(w0, (const struct sockaddr *)&un, 1));
+	net_ipcount_dec(w0, (const struct sockaddr *)&un);
+	net_ipcount_dec(w1, A);
+	assert_true(net_ipcount_inc(w0, A, 3));
+	shmtable_worker_reset(sh, 1); /* worker 1 died: its one left is gone */
+	assert_int_equal(net_ipcount_get(w0, (const struct sockaddr *)&mapped), 2);
+	net_ipcount_free(&w0);
+	net_ipcount_free(&w1);
+	shmtable_free(&sh);
 }
 
 static void test_addr_text(void **state)
@@ -587,8 +771,12 @@ int main(void)
 		cmocka_unit_test(test_listen_unix),
 		cmocka_unit_test(test_server_cap),
 		cmocka_unit_test_teardown(test_server_emfile_pause, restore_nofile),
+		cmocka_unit_test(test_server_refusal),
+		cmocka_unit_test(test_server_shared_total),
+		cmocka_unit_test_teardown(test_server_emfile_refusal, restore_nofile),
 		cmocka_unit_test(test_ipcount_limits),
 		cmocka_unit_test(test_ipcount_model),
+		cmocka_unit_test(test_ipcount_shared),
 		cmocka_unit_test(test_addr_text),
 		cmocka_unit_test(test_connect),
 		cmocka_unit_test(test_connect_name),

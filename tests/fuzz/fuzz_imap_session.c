@@ -1,9 +1,10 @@
 /* fuzz_imap_session.c — libFuzzer target: a whole IMAP session. Each input is a client byte
  * stream sent over a loopback TCP connection to the real imapd command code (imapd/, the users
- * file backend, a fresh store in a temp dir per input), then half-closed; the session must
- * answer and close by itself within a few seconds, with nothing left allocated (ASan); a failed
- * LOGIN/AUTHENTICATE is answered after imapd's penalty (up to 8 s each, counted afresh for each
- * input), hence the longer bound. User "alice", password "pw". Built only with -Dfuzz=true
+ * file backend; a worker set up by imapd_worker_init as imapd's are, on a fresh store in a temp
+ * dir, per input), then half-closed; the session must answer and close by itself within a
+ * few seconds, with nothing left allocated (ASan); a failed LOGIN/AUTHENTICATE is answered
+ * after imapd's penalty (up to 8 s each, counted afresh for each input), hence the longer
+ * bound. User "alice", password "pw". Built only with -Dfuzz=true
  * (clang). */
 #include <assert.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include "common/conf.h"
 #include "common/log.h"
 #include "common/net.h"
+#include "common/shmtable.h"
 #include "imapd/imapd.h"
 #include "ldapauth/ldapauth.h"
 #include "store/store.h"
@@ -27,6 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static char dir[80];
 static struct conf *conf;
 static struct imap_server srv;
+static struct shmtable *shared;
 static struct net_fds fds;
 static int port;
 static unsigned serial;
@@ -45,6 +48,8 @@ static bool session_done(void *arg)
 static void accept_cb(struct net_server *ns, int fd, const struct sockaddr *sa, socklen_t salen,
 		      void *arg)
 {
+	/* counted per address as imapd's accept does (the client's end uncounts it) */
+	fuzz_must(net_ipcount_inc(srv.ipcount, sa, srv.max_per_ip), "net_ipcount_inc");
 	imap_client_new(arg, ns, fd, sa, salen, false);
 }
 
@@ -63,47 +68,34 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	set("store", "map_size", "4M");
 	set("imapd", "listen", "127.0.0.1:0");
 	set("imapd", "allow_plaintext_auth", "yes");
-
-	srv.conf = conf;
-	srv.base = event_base_new();
-	fuzz_must(srv.base != NULL, "event_base_new");
-	fuzz_must(ldapauth_new(srv.base, conf, &srv.auth, &err) == 0, "ldapauth_new");
-	srv.allow_plaintext = true;
-	srv.lim.line_max = (size_t)conf_int(conf, "imapd", "line_max");
-	srv.lim.literal_max = (size_t)conf_int(conf, "imapd", "literal_max");
-	srv.lim.depth_max = 32;
-	srv.lim.items_max = 4096;
-	srv.max_append = 1 << 20;
-	srv.login_timeout_ms = 5000;
-	srv.idle_timeout_ms = 5000;
-	srv.max_bad = (unsigned)conf_int(conf, "imapd", "max_bad_commands");
-	srv.max_per_ip = 1000;
-	srv.max_per_user = (unsigned)conf_int(conf, "imapd", "max_connections_per_user");
-	srv.max_clients = 1000;
+	set("imapd", "max_append_size", "1M");
+	set("imapd", "login_timeout", "5s");
+	set("imapd", "max_connections_per_ip", "1000");
+	shared = shmtable_new(64, 1, NET_SHM_KEY_MAX, 60000); /* the master makes it in imapd.c */
 	fuzz_must(net_listen(conf_addrs(conf, "imapd", "listen"), NULL, &fds, &err) == 0, "listen");
 	port = net_fd_port(fds.fd[0]);
-	srv.plain = net_server_new(srv.base, &fds, 1000, accept_cb, &srv);
 	return 0;
 }
 
+/* Each input gets a worker of its own, set up as imapd's (imapd_worker_init) on a fresh
+   store, so one input's state (failed logins, sessions) is not the next one's; the listening
+   socket is bound once. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct store_opts so;
 	char sdir[160];
 
 	snprintf(sdir, sizeof(sdir), "%s/store%u", dir, serial++);
 	set("store", "path", sdir);
-	store_opts_from_conf(conf, &so);
-	so.create = true;
-	fuzz_must(store_open(&so, &srv.store) == 0, "store_open");
-	fuzz_must(store_gc_new(srv.store, &srv.gc) == 0, "store_gc_new");
-	store_gc_attach(srv.gc, srv.base);
+	imapd_worker_init(&srv, conf, NULL);
+	srv.idle_timeout_ms = 5000; /* below the key's minimum: an IDLE ends within the bound */
+	srv.plain = net_server_new(srv.base, &fds, 1000, accept_cb, &srv);
 	/* The session answers, sees the end of input and closes, within the time bound (a hang
 	   is a bug; the fuzzer's -timeout also catches it). */
-	memset(srv.authfail, 0, sizeof(srv.authfail)); /* one input's failures are its own */
+	srv.shared = shared;
+	/* one input's failures are its own */
+	shmtable_fail_clear(srv.shared, SHM_AUTH_FAILS, "127.0.0.1");
 	fuzz_session(srv.base, port, data, size, session_done, NULL, 60000);
-	store_gc_free(&srv.gc);
-	store_close(&srv.store);
+	imapd_worker_free(&srv);
 	fuzz_rm_rf(sdir);
 	return 0;
 }

@@ -2,7 +2,13 @@
 """Durable before acknowledged, seen from the kernel (issue 11): mtad and imapd run under
 strace; for one SMTP message and one IMAP APPEND and STORE, the message file's fsync, the
 index's fdatasync and then its commit (LMDB's meta page, written through a descriptor opened
-O_DSYNC) complete after the data arrived and before the 250 / OK is written to the socket. Skipped (77) without strace or when ptrace is not allowed.
+O_DSYNC) complete after the data arrived and before the 250 / OK is written to the socket.
+Then mtad takes 12 messages at once (commits of several, their files fsynced by the commit),
+with per-file syncs and with [store] group_commit_syncfs, and each 250 is followed back to
+its own message file (the id in its Received header): the file renamed, its bytes synced
+after its last write and its directory after the rename (fsyncs, or a syncfs after both),
+then the index commit, all before that 250. Skipped (77) without strace or when ptrace is
+not allowed.
 
   test_fsync_order.py SOURCE_ROOT MTAD IMAPD"""
 import imaplib
@@ -23,8 +29,8 @@ from hardenlib import shared_conf  # noqa: E402
 
 ROOT, MTAD, IMAPD = sys.argv[1:4]
 SKIP = 77
-CALLS = ("fsync,fdatasync,write,writev,pwrite64,pwritev,sendmsg,sendto,read,recvfrom,recvmsg,"
-         "readv,openat")
+CALLS = ("fsync,fdatasync,syncfs,write,writev,pwrite64,pwritev,sendmsg,sendto,read,recvfrom,"
+         "recvmsg,readv,openat,rename,renameat,renameat2")
 # strace -f -y -s 200: "[pid N] " prefix (or not), then the call
 LINE = re.compile(r"^(?:\[pid\s+\d+\]\s+|\d+\s+)?(?P<call>\w+)\((?P<args>.*)$")
 
@@ -123,6 +129,157 @@ def check_order(trace, start_pat, ack_pat, what, need_blob=True):
     return problems
 
 
+EVENT = re.compile(r"^(?:\[pid\s+)?(?P<pid>\d+)\]?\s+(?P<rest>.*)$")
+
+
+def calls(trace):
+    """Completed calls in completion order: (start, end, pid, call, args). A call strace
+    split (<unfinished ...> / <... resumed>) is put together: it starts at the first line,
+    ends at the second, with the first's arguments and the second's result."""
+    out, pending, idx = [], {}, 0
+    with open(trace, errors="replace") as f:
+        for ln in f:
+            m = EVENT.match(ln.strip())
+            if m is None:
+                continue
+            idx += 1
+            pid, rest = m.group("pid"), m.group("rest")
+            rm = re.match(r"<\.\.\. (\w+) resumed>(.*)$", rest)
+            if rm is not None:
+                if pid in pending:
+                    start, call, args = pending.pop(pid)
+                    out.append((start, idx, pid, call, args + rm.group(2)))
+                continue
+            cm = re.match(r"(\w+)\((.*)$", rest)
+            if cm is None:
+                continue
+            if cm.group(2).endswith("<unfinished ...>"):
+                pending[pid] = (idx, cm.group(1), cm.group(2)[:-len("<unfinished ...>")])
+            else:
+                out.append((idx, idx, pid, cm.group(1), cm.group(2)))
+    return out
+
+
+def ok_result(args):
+    return re.search(r"\)\s+= 0\b", args) is not None
+
+
+def check_each_message(trace, what):
+    """For every 250 of the trace (queued as QID): the message file whose first bytes carry
+    "id QID" (the Received header mtad writes) was renamed to its final name, its bytes were
+    made durable after its last write (an fdatasync/fsync of it, or a syncfs after it), its
+    directory after the rename (a fsync of blobs/xx, or that syncfs), then the index data
+    was fdatasynced and the commit (meta page, O_DSYNC) written, all before the 250. Returns
+    (problems, number of 250s checked, syncfs calls seen)."""
+    ev = calls(trace)
+    dsync = {fd for (_s, _e, _p, c, a) in ev if c == "openat" and "index.mdb" in a and
+             "O_DSYNC" in a for fd in re.findall(r"= (\d+)<", a)}
+    problems, n = [], 0
+    nsyncfs = sum(1 for e in ev if e[3] == "syncfs")
+    for (_s, ack, _p, c, a) in ev:
+        m = re.search(r"250 2\.0\.0 Ok: queued as ([0-9a-f]{16})", a)
+        if c not in ("write", "writev", "sendmsg", "sendto") or "socket:" not in a or m is None:
+            continue
+        n += 1
+        qid = m.group(1)
+        first = next((e for e in ev if e[3] in ("write", "writev") and "/blobs/" in e[4] and
+                      f"id {qid}" in e[4]), None)
+        if first is None:
+            problems.append(f"{what} {qid}: no message file write carrying its id")
+            continue
+        tmp = re.match(r"\d+<([^>]*/blobs/[0-9a-f]{2}/[0-9a-f]{16})\.tmp>", first[4])
+        if tmp is None:
+            problems.append(f"{what} {qid}: message file name not seen: {first[4][:120]}")
+            continue
+        final = tmp.group(1)
+        blobdir = os.path.dirname(final)
+        rel = "/".join(final.split("/")[-2:])  # renameat names it under the blobs/ fd
+        ren = next((e for e in ev if e[3].startswith("rename") and f'"{rel}.tmp"' in e[4] and
+                    ok_result(e[4]) and e[1] < ack), None)
+        if ren is None:
+            problems.append(f"{what} {qid}: {final} not renamed before the 250")
+            continue
+        last_w = max(e[1] for e in ev if e[3] in ("write", "writev") and
+                     (f"<{final}.tmp>" in e[4] or f"<{final}>" in e[4]))
+        data = [e[1] for e in ev if ((e[3] in ("fsync", "fdatasync") and f"<{final}" in e[4])
+                                     or e[3] == "syncfs")
+                and e[0] > last_w and e[0] > (ren[1] if e[3] == "syncfs" else 0)
+                and ok_result(e[4])]
+        dirs = [e[1] for e in ev if ((e[3] == "fsync" and
+                                      re.match(r"\d+<" + re.escape(blobdir) + r">\)", e[4]))
+                                     or e[3] == "syncfs")
+                and e[0] > ren[1] and ok_result(e[4])]
+        if not data:
+            problems.append(f"{what} {qid}: {final}: no sync of its bytes after its last write")
+            continue
+        if not dirs:
+            problems.append(f"{what} {qid}: {blobdir}: no sync of the directory after the "
+                            f"rename")
+            continue
+        synced = max(min(data), min(dirs))
+        idx = next((e for e in ev if e[3] in ("fsync", "fdatasync") and "index.mdb" in e[4] and
+                    e[0] > synced and ok_result(e[4])), None)
+        meta = idx and next((e for e in ev if e[3] in ("pwrite64", "pwritev") and
+                             "index.mdb" in e[4] and e[0] > idx[1] and
+                             re.match(r"(\d+)<", e[4]).group(1) in dsync), None)
+        if idx is None or meta is None or meta[1] > ack:
+            problems.append(f"{what} {qid}: no index commit (fdatasync, then the meta page) "
+                            f"between the message file's syncs and the 250")
+    return problems, n, nsyncfs
+
+
+def concurrent_smtp(conf, smtp_port, n):
+    """n messages sent at once over n connections (so commits hold several): the 250s."""
+    import threading
+    errors = []
+
+    def one(i):
+        try:
+            with smtplib.SMTP("127.0.0.1", smtp_port, timeout=120) as s:
+                s.sendmail(f"a@{DOMAIN}", [f"user1@{DOMAIN}"],
+                           f"Subject: concurrent {i}\r\n\r\nbatch {i}\r\n")
+        except (OSError, smtplib.SMTPException) as e:
+            errors.append(f"message {i}: {e}")
+
+    th = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join(180)
+    return errors
+
+
+def batch_runs(tmp):
+    """mtad under strace with CONCURRENT messages at once, with the per-file syncs and with
+    [store] group_commit_syncfs: every 250 checked by check_each_message."""
+    problems = []
+    for mode in ("files", "syncfs"):
+        d = os.path.join(tmp, mode)
+        os.mkdir(d)
+        conf, smtp_port, _imap = shared_conf(d, ["user1"])
+        if mode == "syncfs":
+            with open(conf) as f:
+                text = f.read()
+            with open(conf, "w") as f:
+                f.write(text.replace("[store]\n", "[store]\ngroup_commit_syncfs = yes\n", 1))
+        trace = os.path.join(d, "mtad.trace")
+        mtad = traced(MTAD, conf, trace)
+        try:
+            wait_port(smtp_port, 60)
+            problems += concurrent_smtp(conf, smtp_port, CONCURRENT)
+        finally:
+            stop(mtad)
+        p, n, nsyncfs = check_each_message(trace, f"SMTP batch ({mode})")
+        if n != CONCURRENT:
+            p.append(f"SMTP batch ({mode}): {n} replies 250 in the trace, {CONCURRENT} sent")
+        print(f"{mode}: {n} messages checked one by one, syncfs calls: {nsyncfs}")
+        problems += p
+    return problems
+
+
+CONCURRENT = 12
+
+
 def main():
     if shutil.which("strace") is None:
         print("SKIP: no strace")
@@ -159,6 +316,8 @@ def main():
     problems += check_order(itrace, r'"\+ ', r'OK \[APPENDUID', "IMAP APPEND")
     problems += check_order(itrace, r"STORE 1 \+FLAGS", r"OK STORE", "IMAP STORE",
                             need_blob=False)
+    problems += check_each_message(mtrace, "SMTP DATA")[0]
+    problems += batch_runs(tmp)
     if problems:
         print("\n".join(problems))
         print(f"traces kept in {tmp}")

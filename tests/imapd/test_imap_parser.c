@@ -171,6 +171,35 @@ static void test_literals(void **state)
 	check("l X {3}\r\nabcd\r\n", IMAP_PARSE_ERROR, "l|Missing space between arguments");
 }
 
+/* literal8 "~{n}" (RFC 3516): read like a literal, reported as binary; "~" alone is an atom
+   character. */
+static void test_literal8(void **state)
+{
+	struct imap_parser *p = imap_parser_new(&lim);
+	const char *in = "a APPEND x ~{3+}\r\n";
+	size_t used;
+	uint64_t size;
+	bool sync;
+	unsigned depth;
+
+	check("a APPEND x ~{3}\r\nabc\r\n", IMAP_PARSE_DONE, "a APPEND x {3}abc");
+	check("a X (~ ~{1}\r\nz ~y)\r\n", IMAP_PARSE_DONE, "a X (3: ~ {1}z ~y)");
+	check("a LIST \"\" ~x\r\n", IMAP_PARSE_DONE, "a LIST \"\" ~x");
+	check("a X a~{1}\r\nz\r\n", IMAP_PARSE_ERROR, "a|Missing space between arguments");
+	check("a X ~{x}\r\n", IMAP_PARSE_ERROR, "a|Bad literal size");
+	assert_int_equal(imap_parser_feed(p, in, strlen(in), &used), IMAP_PARSE_LITERAL);
+	imap_parser_literal(p, &size, &sync, &depth);
+	assert_true(imap_parser_literal_binary(p));
+	assert_int_equal(size, 3);
+	assert_false(sync);
+	imap_parser_literal_reject(p, "test");
+	assert_int_equal(imap_parser_feed(p, "abc\r\n", 5, &used), IMAP_PARSE_MORE);
+	in = "b APPEND x {2}\r\n";
+	assert_int_equal(imap_parser_feed(p, in, strlen(in), &used), IMAP_PARSE_LITERAL);
+	assert_false(imap_parser_literal_binary(p));
+	imap_parser_free(&p);
+}
+
 static void test_errors(void **state)
 {
 	check("a1\r\n", IMAP_PARSE_ERROR, "a1|Missing command");
@@ -283,6 +312,7 @@ int main(void)
 		cmocka_unit_test(test_brackets),
 		cmocka_unit_test(test_nested_lists),
 		cmocka_unit_test(test_literals),
+		cmocka_unit_test(test_literal8),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_recovery),

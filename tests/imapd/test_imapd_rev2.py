@@ -87,6 +87,18 @@ class Rev2(proto.Base):
         self.append(self.raw(), SIMPLE, "Rv")
         self.assertEqual(r.cmd("k", "NOOP"), ["* 3 EXISTS", "k OK Completed"])
 
+    def test_check_removed(self):
+        # RFC 9051 removed CHECK (clients use NOOP): unknown once IMAP4rev2 is enabled, in any
+        # state, while a rev1 session keeps it
+        r = self.rev2()
+        self.assertEqual(r.cmd("a", "CHECK"), ["a BAD Unknown command in IMAP4rev2 (use NOOP)"])
+        self.assertEqual(r.cmd("b", "SELECT INBOX")[-1], "b OK [READ-WRITE] SELECT completed")
+        self.assertEqual(r.cmd("c", "CHECK"), ["c BAD Unknown command in IMAP4rev2 (use NOOP)"])
+        self.assertEqual(r.cmd("d", "NOOP"), ["d OK Completed"])
+        old = self.raw()
+        old.cmd("e", "SELECT INBOX")
+        self.assertEqual(old.cmd("f", "CHECK"), ["f OK Completed"])
+
     def test_lsub_as_list(self):
         r = self.rev2()
         r.cmd("a", "CREATE Ls2")
@@ -96,6 +108,46 @@ class Rev2(proto.Base):
             '* LIST (\\HasNoChildren \\Subscribed) "/" Ls2',
             '* LIST (\\NonExistent \\Subscribed) "/" Ls2gone', "d OK Lsub completed"])
         r.cmd("e", "UNSUBSCRIBE Ls2gone")
+
+
+class Utf8Accept(proto.Base):
+    """RFC 6855: UTF-8 mailbox names and strings without the rest of IMAP4rev2."""
+    user = "carol"
+
+    def utf8(self):
+        r = self.raw()
+        self.assertEqual(r.cmd("e", "ENABLE UTF8=ACCEPT"),
+                         ["* ENABLED UTF8=ACCEPT", "e OK Enabled"])
+        return r
+
+    def test_names_and_search(self):
+        r = self.utf8()
+        old = self.raw()
+        self.assertEqual(r.cmd("a", 'CREATE "Réseau"'), ["a OK CREATE completed"])
+        self.assertEqual(r.cmd("b", 'LIST "" "R*"'), [
+            '* LIST (\\HasNoChildren) "/" "Réseau"', "b OK List completed"])
+        self.assertEqual(old.cmd("c", 'LIST "" "R*"'), [
+            '* LIST (\\HasNoChildren) "/" R&AOk-seau', "c OK List completed"])
+        msg = ("Subject: café noir\r\nFrom: Zoë <zoe@heron.test>\r\n\r\nbody\r\n").encode()
+        r.send(b'd APPEND "R\xc3\xa9seau" UTF8 (~{%d}\r\n' % len(msg))
+        self.assertEqual(r.line(), "+ Ready for literal data")
+        r.send(msg + b")\r\n")
+        self.assertRegex(r.until_tag("d")[-1], r"^d OK \[APPENDUID \d+ 1\] APPEND completed$")
+        # not a rev2 session: \Recent stays
+        out = r.cmd("s", 'SELECT "Réseau"')
+        self.assertIn("* 1 RECENT", out)
+        self.assertEqual(r.cmd("f", 'SEARCH SUBJECT "café"'), ["* SEARCH 1", "f OK SEARCH completed"])
+        self.assertEqual(r.cmd("g", 'SEARCH CHARSET UTF-8 SUBJECT "café"'),
+                         ["g BAD No CHARSET after ENABLE UTF8=ACCEPT"])
+        self.assertEqual(r.cmd("h", "FETCH 1 BODY.PEEK[HEADER.FIELDS (SUBJECT)]"), [
+            "* 1 FETCH (BODY[HEADER.FIELDS (SUBJECT)] {23}\r\nSubject: café noir\r\n\r\n)",
+            "h OK Fetch completed"])
+        # without ENABLE: no UTF8 data item, and CHARSET is fine
+        old.send(b"i APPEND INBOX UTF8 (~{%d+}\r\n%s)\r\n" % (len(msg), msg))
+        self.assertEqual(old.until_tag("i"), ["i BAD UTF8 needs ENABLE UTF8=ACCEPT first"])
+        old.cmd("j", "SELECT R&AOk-seau")
+        self.assertEqual(old.cmd("k", 'SEARCH CHARSET UTF-8 SUBJECT "café"'),
+                         ["* SEARCH 1", "k OK SEARCH completed"])
 
 
 def main():

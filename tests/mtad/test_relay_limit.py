@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """test_relay_limit.py — relay_concurrency holds for the whole daemon, not per worker: two
-workers capped at one session each (max_connections = 2), so the two client sessions land
-on different workers and each worker queues and relays its own messages to one slow
+workers share max_connections = 2 (a worker holding its share, one, leaves new clients to the
+other while the total is under the cap), so the two client sessions land on different workers and each worker queues and relays its own messages to one slow
 destination at the same time; with relay_concurrency = 1 the destination never sees two
 connections at once, and every message arrives. (AUTH failures counted across workers use
-the same shared table: tests/mtad/test_shared.c.)
+the same shared table: tests/common/test_shmtable.c.)
 
   test_relay_limit.py SOURCE_ROOT MTAD STORE_PEEK"""
 import os

@@ -2,7 +2,8 @@
  * messages with store_blob_finish_deferred and wait in store_gc_deliver_wait for recipients
  * in two partitions (the hard-link path); every acknowledged message is then in the index
  * with its file, counters equal a recount, and verify is clean. Also: a deferred blob used
- * outside a batch (store_msg_append) and one dropped before any commit. Built for the
+ * outside a batch (store_msg_append), one dropped before any commit, and a batch made
+ * durable by one syncfs. Built for the
  * ThreadSanitizer run as well. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -143,11 +144,60 @@ static void test_deferred_single(void **state)
 	tstore_close(&ts, true);
 }
 
+/* With group_commit_syncfs, a batch of deferred blobs to two users in two partitions: the
+   files are made durable by one syncfs (both partitions are on one filesystem: one call covers files, renames, links
+   and directories), so the batch costs that call and the two partitions' commits (two
+   each), not a fsync per file and directory; every message is delivered with its file. */
+#define SYNCFS_BATCH 6
+static void test_deferred_batch_syncfs(void **state)
+{
+	struct tstore ts;
+	struct store_blob *b[SYNCFS_BATCH];
+	struct store_rcpt r[SYNCFS_BATCH][2];
+	struct store_batch *bt;
+	struct store_verify_report rep;
+	char n0[32], n1[32];
+	uint64_t before;
+
+	(void)state;
+	tstore_open(&ts, 2);
+	ts.o.group_commit_syncfs = true;
+	tstore_reopen(&ts);
+	tuser(ts.st, tuser_name_in(ts.st, 0, "syncfs", n0, sizeof(n0)));
+	tuser(ts.st, tuser_name_in(ts.st, 1, "syncfs", n1, sizeof(n1)));
+	before = store_fsync_count(ts.st);
+	bt = store_batch_new(ts.st);
+	for (unsigned i = 0; i < SYNCFS_BATCH; i++) {
+		char body[64];
+		int n = snprintf(body, sizeof(body), "Subject: batch %u\r\n\r\nbody\r\n", i);
+
+		memset(r[i], 0, sizeof(r[i]));
+		r[i][0].user = n0;
+		r[i][1].user = n1;
+		assert_int_equal(store_blob_new(ts.st, 0, &b[i]), 0);
+		assert_int_equal(store_blob_write(b[i], body, (size_t)n), 0);
+		assert_int_equal(store_blob_finish_deferred(b[i]), 0);
+		store_batch_deliver(bt, b[i], 0, r[i], 2, NULL, NULL);
+	}
+	assert_int_equal(store_batch_commit(&bt), 0);
+	assert_int_equal(store_fsync_count(ts.st) - before, 1 + 2 * 2);
+	for (unsigned i = 0; i < SYNCFS_BATCH; i++) {
+		assert_int_equal(r[i][0].result, 0);
+		assert_int_equal(r[i][1].result, 0);
+		store_blob_free(&b[i]);
+	}
+	assert_int_equal(store_verify(ts.st, NULL, false, &rep), 0);
+	assert_int_equal(rep.messages, 2 * SYNCFS_BATCH);
+	assert_int_equal(rep.missing_files + rep.orphan_files + rep.young_files, 0);
+	tstore_close(&ts, true);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gc_threads_deferred),
 		cmocka_unit_test(test_deferred_single),
+		cmocka_unit_test(test_deferred_batch_syncfs),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,77 @@
+/* worker.c — owns one mtad worker's set-up and tear-down (mtad_worker_init / mtad_worker_free):
+ * the [mtad] limits, the event base, TLS context, store and group committer, directory and
+ * per-address connection counts. The daemon's workers (mtad.c) and the fuzz harness
+ * (tests/fuzz/fuzz_smtp_session.c) both use it, so they run the same world. */
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "common/conf.h"
+#include "common/log.h"
+#include "common/net.h"
+#include "common/tls.h"
+#include "ldapauth/ldapauth.h"
+#include "mtad/mtad.h"
+#include "store/store.h"
+
+void mtad_limits_from_conf(const struct conf *c, struct mtad_limits *l)
+{
+	l->max_message_size = (uint64_t)conf_int(c, "mtad", "max_message_size");
+	l->line_max = (size_t)conf_int(c, "mtad", "line_max");
+	l->max_rcpt = (size_t)conf_int(c, "mtad", "max_recipients_per_transaction");
+	l->reject_rcpt = (size_t)conf_int(c, "mtad", "reject_recipients_per_transaction");
+	l->max_tx = (size_t)conf_int(c, "mtad", "max_transactions_per_session");
+	l->max_errors = (size_t)conf_int(c, "mtad", "max_errors");
+	l->greeting_delay_ms = conf_int(c, "mtad", "greeting_delay");
+	l->command_timeout_ms = conf_int(c, "mtad", "command_timeout");
+	l->data_timeout_ms = conf_int(c, "mtad", "data_timeout");
+	l->auth_require_tls = conf_bool(c, "mtad", "auth_require_tls");
+	l->bare_lf_normalize = strcmp(conf_str(c, "mtad", "bare_lf"), "normalize") == 0;
+	l->max_conns_per_ip = (uint32_t)conf_int(c, "mtad", "max_connections_per_ip");
+}
+
+void mtad_worker_init(struct mtad *m, const struct conf *c, unsigned worker,
+		      const char *hostname)
+{
+	struct store_opts so;
+	struct tls_conf tc;
+	char *err = NULL;
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	m->conf = c;
+	m->worker = worker;
+	m->hostname = hostname;
+	TAILQ_INIT(&m->sessions);
+	mtad_limits_from_conf(c, &m->lim);
+	if ((m->base = event_base_new()) == NULL)
+		fatalx("event_base_new failed");
+	tls_conf_from(&tc, c);
+	if (tc.cert != NULL && tc.cert[0] != '\0' &&
+	    (m->tls = tls_server_ctx_new(&tc, &err)) == NULL)
+		fatalx("tls: %s", err);
+	store_opts_from_conf(c, &so);
+	so.create = true;
+	if ((rc = store_open(&so, &m->store)) != 0)
+		fatalx("store %s: %s", so.path, store_strerror(rc));
+	if ((rc = store_gc_new(m->store, &m->gc)) != 0)
+		fatalx("store group commit: %s", store_strerror(rc));
+	store_gc_attach(m->gc, m->base);
+	if (ldapauth_new(m->base, c, &m->la, &err) < 0)
+		fatalx("directory: %s", err);
+	m->ipcount = net_ipcount_new(65536);
+}
+
+void mtad_worker_free(struct mtad *m)
+{
+	for (int k = 0; k < L_NKINDS; k++)
+		net_server_free(&m->srv[k]);
+	store_gc_free(&m->gc);
+	ldapauth_free(&m->la);
+	store_close(&m->store);
+	net_ipcount_free(&m->ipcount);
+	tls_ctx_free(&m->tls);
+	event_base_free(m->base);
+	m->base = NULL;
+	conf_free(&m->reloaded);
+}

@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""Connection caps with two workers (issue 11): mtad, imapd and the sink count connections over
+all their workers. Over max_connections a client is answered at once (421 for SMTP, BYE for
+IMAP) and closed, and served again once a connection ends; max_connections_per_ip holds across
+workers (the connections it counts are spread over both, as the connect lines in the log
+show); and imapd's failed-login penalty grows whichever worker a client reaches. Each client
+address is its own loopback address (127.0.0.x), so the per-address counts of one step (and
+the start-up probe from 127.0.0.1) do not touch another's.
+
+  test_conn_limits.py SOURCE_ROOT MTAD IMAPD SINK"""
+import os
+import re
+import socket
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from hardenlib import Daemon, finish, shared_conf  # noqa: E402
+from mtadlib import free_port  # noqa: E402
+
+ROOT, MTAD, IMAPD, SINK = sys.argv[1:5]
+TMP = tempfile.mkdtemp(prefix="heron-harden-limits-")
+MAX, PER_IP = 4, 3
+HOST = "mx.heron.test"
+
+
+def connect(port, source):
+    return socket.create_connection(("127.0.0.1", port), timeout=20,
+                                    source_address=(source, 0))
+
+
+def line(s):
+    """The first line the server sends (b"" when it closes first)."""
+    data = b""
+    while not data.endswith(b"\r\n"):
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def greeted(port, source, ok):
+    s = connect(port, source)
+    first = line(s)
+    assert first.startswith(ok), first
+    return s
+
+
+def refused(port, source):
+    """A client over a limit: its one line, and the server closes right after it."""
+    with connect(port, source) as s:
+        first = line(s)
+        assert s.recv(4096) == b"", "not closed after the refusal"
+    return first
+
+
+def served_again(port, source, ok):
+    """A slot frees once the server has seen a close (asynchronously): retry a few times."""
+    for _ in range(100):
+        s = connect(port, source)
+        first = line(s)
+        if first.startswith(ok):
+            return s
+        s.close()
+        time.sleep(0.1)
+    raise AssertionError(f"not served again: {first!r}")
+
+
+def workers_of(d, connect_re):
+    """The worker pids that logged a connect matching connect_re, with their counts."""
+    pids = {}
+    for pid in re.findall(r"\[(\d+)\] info: \S+ " + connect_re, d.logtext()):
+        pids[pid] = pids.get(pid, 0) + 1
+    return pids
+
+
+def check_limits(d, ok, per_ip_line, total_line, connect_re):
+    """max_connections_per_ip, then max_connections, of daemon d (MAX, PER_IP)."""
+    held = [greeted(d.port, "127.0.0.5", ok) for _ in range(PER_IP)]
+    try:
+        spread = workers_of(d, connect_re % re.escape("127.0.0.5"))
+        assert len(spread) == 2, f"connections not on both workers: {spread}"
+        # per address, over both workers: the next one from 127.0.0.5 is refused
+        assert refused(d.port, "127.0.0.5") == per_ip_line
+        # another address takes the last slot; over the total, anyone is refused
+        held.append(greeted(d.port, "127.0.0.2", ok))
+        assert refused(d.port, "127.0.0.2") == total_line
+        assert refused(d.port, "127.0.0.4") == total_line
+        held.pop(0).close()
+        held.append(served_again(d.port, "127.0.0.4", ok))
+    finally:
+        for s in held:
+            s.close()
+
+
+def test_mtad(mtad):
+    check_limits(mtad, b"220 ", b"421 4.7.0 Too many connections from your address\r\n",
+                 b"421 4.7.0 %s Too many connections, try again later\r\n" % HOST.encode(),
+                 r"smtp connect addr=%s:")
+
+
+def test_imapd(imapd):
+    check_limits(imapd, b"* OK", b"* BYE Too many connections from your address\r\n",
+                 b"* BYE Too many connections\r\n", r"imap connect from=%s ")
+
+
+def test_imap_login_penalty_across_workers(imapd):
+    # three clients from one address, on both workers; each fails a LOGIN in turn: the count
+    # (and so the delay) grows over the workers: failures 1, 2, 3, never 1 twice
+    conns = [served_again(imapd.port, "127.0.0.3", b"* OK") for _ in range(3)]
+    try:
+        spread = workers_of(imapd, r"imap connect from=127\.0\.0\.3 ")
+        assert len(spread) == 2, f"connections not on both workers: {spread}"
+        for i, s in enumerate(conns):
+            s.sendall(b'f%d LOGIN alice "wrong"\r\n' % i)
+            reply = line(s)
+            assert reply.startswith(b"f%d NO [AUTHENTICATIONFAILED]" % i), reply
+    finally:
+        for s in conns:
+            s.close()
+    fails = re.findall(r"imapd\[(\d+)\] info: \S+ imap login addr=127\.0\.0\.3 user=alice "
+                       r".*? failures=(\d+) delay_ms=(\d+) ", imapd.logtext())
+    assert sorted(int(n) for _, n, _ in fails) == [1, 2, 3], fails
+    assert len({pid for pid, _, _ in fails}) == 2, fails
+    assert dict((int(n), int(ms)) for _, n, ms in fails) == {1: 500, 2: 1000, 3: 2000}, fails
+
+
+def test_sink(sink):
+    held = [greeted(sink.port, "127.0.0.1", b"220 ") for _ in range(MAX)]
+    try:
+        want = b"421 4.7.0 sink.heron.test Too many connections, try again later\r\n"
+        assert refused(sink.port, "127.0.0.1") == want
+        assert refused(sink.port, "127.0.0.2") == want
+        held.pop().close()
+        held.append(served_again(sink.port, "127.0.0.1", b"220 "))
+    finally:
+        for s in held:
+            s.close()
+
+
+def with_keys(conf, section, keys):
+    """Adds keys at the top of [section] of the file conf."""
+    with open(conf) as f:
+        text = f.read()
+    head = f"[{section}]\n"
+    assert head in text, text
+    text = text.replace(head, head + "".join(f"{k} = {v}\n" for k, v in keys.items()), 1)
+    with open(conf, "w") as f:
+        f.write(text)
+
+
+def main():
+    conf, smtp_port, imap_port = shared_conf(TMP, ["alice"], workers=2)
+    limits = {"max_connections": MAX, "max_connections_per_ip": PER_IP}
+    with_keys(conf, "mtad", limits)
+    with_keys(conf, "imapd", limits)
+    sink_conf = os.path.join(TMP, "sink.conf")
+    sink_port = free_port()
+    with open(sink_conf, "w") as f:
+        f.write(f"[sink]\nlisten = 127.0.0.1:{sink_port}\ncontrol = 127.0.0.1:{free_port()}\n"
+                f"workers = 2\nmax_connections = {MAX}\nhostname = sink.heron.test\n"
+                "starttls = no\n[log]\ntarget = stderr\nlevel = info\n")
+    mtad = Daemon(MTAD, conf, os.path.join(TMP, "mtad.log"), smtp_port)
+    imapd = Daemon(IMAPD, conf, os.path.join(TMP, "imapd.log"), imap_port)
+    sink = Daemon(SINK, sink_conf, os.path.join(TMP, "sink.log"), sink_port)
+    tests = [(test_mtad, mtad), (test_imapd, imapd),
+             (test_imap_login_penalty_across_workers, imapd), (test_sink, sink)]
+    rc = 0
+    try:
+        for d in (mtad, imapd, sink):
+            d.start()
+        for t, d in tests:
+            try:
+                t(d)
+                print(f"ok {t.__name__}")
+            except Exception as e:  # noqa: BLE001 — reported, and the run fails
+                print(f"FAIL {t.__name__}: {e!r}")
+                rc = 1
+    finally:
+        for d in (mtad, imapd, sink):
+            if d.proc is not None:
+                d.stop()
+    return finish(rc, TMP, mtad, imapd, sink)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
