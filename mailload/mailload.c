@@ -12,6 +12,7 @@
 #include "common/str.h"
 #include "mailload/agent.h"
 #include "mailload/ctlauth.h"
+#include "mailload/init_store.h"
 #include "mailload/manager.h"
 #include "mailload/report.h"
 
@@ -19,6 +20,7 @@ static void usage(FILE *fp)
 {
 	fputs("usage: mailload ldif --users N [--domain D] [--base DN] [--ou]\n"
 	      "       mailload init --target HOST --users N [--profile P] [--seed S] [options]\n"
+	      "       mailload init --heron-conf FILE --users N [--profile P] [--seed S] [--jobs J]\n"
 	      "       mailload run --rate R [--users N] [--phases 300/1800/120]\n"
 	      "                    [--load-points 80,100,120] [--agents host:port,...] [--tls MODE]\n"
 	      "                    [--sink HOST:PORT] --report DIR [options]\n"
@@ -95,7 +97,7 @@ enum {
 	O_USERS = 256, O_DOMAIN, O_EXT, O_BASE, O_OU, O_TARGET, O_SMTP_PORT, O_SUB_PORT, O_IMAP_PORT,
 	O_PASSWORD, O_PROFILE, O_SEED, O_RATE, O_PHASES, O_POINTS, O_AGENTS, O_LOCAL, O_TLS, O_SINK,
 	O_REPORT, O_TIMEOUT, O_PROBES, O_SET, O_DRAIN, O_LISTEN, O_FROM, O_TO, O_STEPS,
-	O_SECRET,
+	O_SECRET, O_HERON_CONF, O_JOBS,
 };
 
 static const struct option longopts[] = {
@@ -128,6 +130,8 @@ static const struct option longopts[] = {
 	{ "to", required_argument, NULL, O_TO },
 	{ "steps", required_argument, NULL, O_STEPS },
 	{ "secret-file", required_argument, NULL, O_SECRET },
+	{ "heron-conf", required_argument, NULL, O_HERON_CONF },
+	{ "jobs", required_argument, NULL, O_JOBS },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -141,9 +145,10 @@ static int num(const char *s, uint64_t *v)
 struct cli {
 	struct mgr_opts o;
 	const char *base, *listen;
+	const char *heron_conf; /* init straight into this Heron configuration's store */
 	bool ou;
 	double from, to;
-	uint64_t steps;
+	uint64_t steps, jobs;
 };
 
 /* --set KEY=VALUE or --set KEY VALUE; false on a bad one. */
@@ -223,6 +228,8 @@ static bool opt_one(struct cli *cl, int c, int argc, char **argv)
 	case O_FROM: cl->from = atof(optarg); return true;
 	case O_TO: cl->to = atof(optarg); return true;
 	case O_STEPS: return num(optarg, &cl->steps) == 0;
+	case O_HERON_CONF: cl->heron_conf = optarg; return true;
+	case O_JOBS: return num(optarg, &cl->jobs) == 0 && cl->jobs <= 64;
 	case 'q': cl->o.quiet = true; return true;
 	case 'v': log_set_level(LOG_LVL_DEBUG); return true;
 	}
@@ -272,6 +279,10 @@ static int cmd_manager(const char *cmd, struct cli *cl)
 			fputs("mailload init: --users N is needed\n", stderr);
 			return 2;
 		}
+		if (cl->heron_conf != NULL)
+			return init_store_run(&o->cfg, cl->heron_conf, (unsigned)cl->jobs, o->quiet) < 0
+				       ? 1
+				       : 0;
 		return mgr_init(o) < 0 ? 1 : 0;
 	}
 	if (strcmp(cmd, "run") == 0) {

@@ -43,7 +43,7 @@ static const char *const dbi_names[DBI_COUNT] = {
 
 static int env_open(struct store *st, struct store_env *e, const char *dir, unsigned part,
 		    uint64_t map_size, bool create);
-static void env_close(struct store_env *e);
+static void env_close(struct store_env *e, bool nosync);
 static int env_grow(struct store *st, struct store_env *e);
 static int check_partitions(struct store *st);
 
@@ -142,7 +142,8 @@ static int env_open(struct store *st, struct store_env *e, const char *dir, unsi
 		goto fail;
 	snprintf(p, sizeof(p), "%s/index.mdb", dir);
 	/* NOSUBDIR: index.mdb + index.mdb-lock; NOTLS: read txns are not tied to threads. */
-	rc = mdb_env_open(e->env, p, MDB_NOSUBDIR | MDB_NOTLS, 0640);
+	rc = mdb_env_open(e->env, p, MDB_NOSUBDIR | MDB_NOTLS | (st->nosync ? MDB_NOSYNC : 0),
+			  0640);
 	if (rc != 0)
 		goto fail;
 	mdb_reader_check(e->env, &dead);
@@ -161,15 +162,20 @@ static int env_open(struct store *st, struct store_env *e, const char *dir, unsi
 	}
 	if ((rc = mdb_txn_commit(txn)) != 0)
 		goto fail;
-	(void)st;
 	return 0;
 fail:
 	log_warnx("store: open %s: %s", dir, mdb_strerror(rc));
 	return rc == ENOSPC ? STORE_ENOSPC : STORE_EIO;
 }
 
-static void env_close(struct store_env *e)
+static void env_close(struct store_env *e, bool nosync)
 {
+	/* a bulk load: the index and every file written through this handle become durable
+	   now (syncfs: the message files and directories of the filesystem) */
+	if (nosync && e->env != NULL && mdb_env_sync(e->env, 1) != 0)
+		log_warnx("store: sync %s failed", e->dir);
+	if (nosync && e->blobdir_fd != -1 && syncfs(e->blobdir_fd) == -1)
+		log_warn("store: syncfs %s", e->dir);
 	if (e->env != NULL)
 		mdb_env_close(e->env);
 	if (e->blobdir_fd != -1)
@@ -226,6 +232,7 @@ int store_open(const struct store_opts *o, struct store **st_r)
 							      : STORE_EXPUNGE_HISTORY_MAX;
 	st->gc_ms = o->group_commit_ms;
 	st->gc_max = o->group_commit_max > 0 ? o->group_commit_max : 256;
+	st->nosync = o->nosync;
 	st->gc_syncfs = o->group_commit_syncfs;
 	st->parts = xcalloc(st->nparts, sizeof(*st->parts));
 	for (unsigned i = 0; i < st->nparts; i++)
@@ -256,8 +263,8 @@ void store_close(struct store **stp)
 	if (st == NULL)
 		return;
 	for (unsigned i = 0; i < st->nparts; i++)
-		env_close(&st->parts[i]);
-	env_close(&st->queue);
+		env_close(&st->parts[i], st->nosync);
+	env_close(&st->queue, st->nosync);
 	free(st->parts);
 	free(st->path);
 	free(st);

@@ -106,6 +106,11 @@ struct store_opts {
 					store_blob_finish_deferred); for a store on its own
 					filesystem */
 	bool create;                 /* create missing partitions (mailctl, daemons: yes) */
+	bool nosync;                 /* bulk loading only (mailload init --heron-conf): no fsync
+					of message files or directories and no index sync at
+					commit (LMDB MDB_NOSYNC, in this process only); store_close
+					then syncs it all. A machine crash before store_close may
+					lose what was loaded: load again. Never for daemons. */
 };
 
 /* Fills o from the [store] section of c (strings point into c: keep c alive). */

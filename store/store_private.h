@@ -64,6 +64,7 @@ struct store {
 	uint32_t expunge_history_max;
 	int64_t gc_ms;
 	unsigned gc_max;
+	bool nosync;          /* store_opts.nosync: bulk loading, synced at store_close */
 	bool gc_syncfs;       /* store_opts.group_commit_syncfs */
 	atomic_uint_fast64_t fsyncs;
 	atomic_uint_fast64_t commits;
