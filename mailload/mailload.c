@@ -1,6 +1,6 @@
 /* mailload.c — owns the command line: ldif, init, run, search, agent and report, and the LDIF
  * writer. Everything else is the manager's (manager.c), an agent's (agent.c) or, for init
- * straight into a Heron store, init_store.c's. */
+ * straight into a Heron store or a Dovecot Maildir root, init_store.c's and init_maildir.c's. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -23,6 +23,7 @@ static void usage(FILE *fp)
 	fputs("usage: mailload ldif --users N [--domain D] [--base DN] [--ou] [--hashed]\n"
 	      "       mailload init --target HOST --users N [--profile P] [--seed S] [options]\n"
 	      "       mailload init --heron-conf FILE --users N [--profile P] [--seed S] [--jobs J]\n"
+	      "       mailload init --maildir ROOT --users N [--profile P] [--seed S] [--jobs J]\n"
 	      "       mailload run --rate R [--users N] [--phases 300/1800/120]\n"
 	      "                    [--load-points 80,100,120] [--agents host:port,...] [--tls MODE]\n"
 	      "                    [--sink HOST:PORT] --report DIR [options]\n"
@@ -128,7 +129,7 @@ enum {
 	O_USERS = 256, O_DOMAIN, O_EXT, O_BASE, O_OU, O_TARGET, O_SMTP_PORT, O_SUB_PORT, O_IMAP_PORT,
 	O_PASSWORD, O_PROFILE, O_SEED, O_RATE, O_PHASES, O_POINTS, O_AGENTS, O_LOCAL, O_TLS, O_SINK,
 	O_REPORT, O_TIMEOUT, O_PROBES, O_SET, O_DRAIN, O_LISTEN, O_FROM, O_TO, O_STEPS,
-	O_HERON_CONF, O_JOBS, O_HASHED,
+	O_HERON_CONF, O_MAILDIR, O_JOBS, O_HASHED,
 };
 
 static const struct option longopts[] = {
@@ -161,6 +162,7 @@ static const struct option longopts[] = {
 	{ "to", required_argument, NULL, O_TO },
 	{ "steps", required_argument, NULL, O_STEPS },
 	{ "heron-conf", required_argument, NULL, O_HERON_CONF },
+	{ "maildir", required_argument, NULL, O_MAILDIR },
 	{ "jobs", required_argument, NULL, O_JOBS },
 	{ "hashed", no_argument, NULL, O_HASHED },
 	{ "help", no_argument, NULL, 'h' },
@@ -176,7 +178,7 @@ int main(int argc, char **argv)
 {
 	struct mgr_opts o;
 	const char *cmd, *base = "ou=people,dc=heron,dc=test", *listen = NULL, *err;
-	const char *heron_conf = NULL;
+	const char *heron_conf = NULL, *maildir = NULL;
 	bool ou = false, hashed = false, bad = false;
 	double from = 0, to = 100000;
 	uint64_t steps = 8, jobs = 0, v;
@@ -257,6 +259,7 @@ int main(int argc, char **argv)
 		case O_TO: to = atof(optarg); break;
 		case O_STEPS: bad |= num(optarg, &steps) < 0; break;
 		case O_HERON_CONF: heron_conf = optarg; break;
+		case O_MAILDIR: maildir = optarg; break;
 		case O_JOBS: bad |= num(optarg, &jobs) < 0 || jobs > 64; break;
 		case O_HASHED: hashed = true; break;
 		case 'q': o.quiet = true; break;
@@ -294,6 +297,8 @@ int main(int argc, char **argv)
 		}
 		if (heron_conf != NULL)
 			return init_store_run(&o.cfg, heron_conf, (unsigned)jobs, o.quiet) < 0 ? 1 : 0;
+		if (maildir != NULL)
+			return init_maildir_run(&o.cfg, maildir, (unsigned)jobs, o.quiet) < 0 ? 1 : 0;
 		return mgr_init(&o) < 0 ? 1 : 0;
 	}
 	if (strcmp(cmd, "run") == 0) {
