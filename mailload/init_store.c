@@ -54,10 +54,21 @@ bool ml_init_seen(uint32_t fi, uint32_t idx)
 	return fi != 0 && idx % 10 < 7;
 }
 
-/* Progress of one job, in memory shared with the parent. */
-struct job_stats {
-	uint64_t users, skipped, msgs, bytes, errors;
-};
+int64_t ml_init_render(const struct ml_cfg *c, uint32_t user, uint32_t fi, uint32_t idx,
+		       struct ml_msg *m, struct buf *out)
+{
+	char from[ML_INIT_ADDR], to[ML_INIT_ADDR];
+	const char *tov[1] = { to };
+	struct ml_msg_spec spec;
+
+	ml_init_spec(c, user, fi, idx, &spec, from, to);
+	spec.to = tov;
+	spec.nto = 1;
+	ml_msg_build(m, &spec);
+	buf_reset(out);
+	ml_msg_render(m, out);
+	return spec.date_ms;
+}
 
 struct pending {
 	struct store_blob *b;
@@ -67,7 +78,7 @@ struct pending {
 struct job {
 	struct store *st;
 	const struct ml_cfg *c;
-	struct job_stats *stats;
+	struct ml_init_stats *stats;
 	struct ml_msg msg;
 	struct buf text;
 	char name[32];
@@ -115,21 +126,13 @@ static int read_have(struct job *j, unsigned part, bool *complete_r)
 /* Writes the message files of what is missing, in folder and index order. */
 static int write_missing(struct job *j, unsigned part)
 {
-	char from[ML_INIT_ADDR], to[ML_INIT_ADDR];
-	const char *tov[1] = { to };
-	struct ml_msg_spec spec;
 	int rc;
 
 	for (uint32_t fi = 0; fi < j->f.n; fi++) {
 		for (uint32_t idx = j->have[fi]; idx < j->f.msgs[fi]; idx++) {
 			struct pending *p;
 
-			ml_init_spec(j->c, j->user, fi, idx, &spec, from, to);
-			spec.to = tov;
-			spec.nto = 1;
-			ml_msg_build(&j->msg, &spec);
-			buf_reset(&j->text);
-			ml_msg_render(&j->msg, &j->text);
+			ml_init_render(j->c, j->user, fi, idx, &j->msg, &j->text);
 			if (j->npend == j->cappend) {
 				j->cappend = j->cappend ? 2 * j->cappend : 64;
 				j->pend = xreallocarray(j->pend, j->cappend, sizeof(*j->pend));
@@ -229,11 +232,11 @@ static int fill_user(struct job *j, uint32_t user)
 	return rc;
 }
 
-static int job_main(const struct ml_cfg *c, const struct store_opts *so, unsigned k,
-		    unsigned jobs, struct job_stats *stats)
+static int job_main(const struct ml_cfg *c, void *arg, unsigned k, unsigned jobs,
+		    struct ml_init_stats *stats)
 {
 	struct job j = { .c = c, .stats = stats };
-	struct store_opts o = *so;
+	struct store_opts o = *(const struct store_opts *)arg;
 	int rc;
 
 	o.create = true;
@@ -260,7 +263,7 @@ static int job_main(const struct ml_cfg *c, const struct store_opts *so, unsigne
 	return stats->errors ? 1 : 0;
 }
 
-static void sum(const struct job_stats *v, unsigned n, struct job_stats *s)
+static void sum(const struct ml_init_stats *v, unsigned n, struct ml_init_stats *s)
 {
 	memset(s, 0, sizeof(*s));
 	for (unsigned i = 0; i < n; i++) {
@@ -272,22 +275,14 @@ static void sum(const struct job_stats *v, unsigned n, struct job_stats *s)
 	}
 }
 
-int init_store_run(const struct ml_cfg *c, const char *conf_path, unsigned jobs, bool quiet)
+int ml_init_jobs(const struct ml_cfg *c, unsigned jobs, bool quiet, const char *where,
+		 ml_init_job_fn fn, void *arg)
 {
-	struct conf *conf;
-	struct store_opts so;
-	struct job_stats *stats, s;
+	struct ml_init_stats *stats, s;
 	pid_t *pids;
-	char *err = NULL;
 	int failed = 0;
 	int64_t t0 = ml_now_ms();
 
-	if (conf_load(conf_path, &conf, &err) < 0) {
-		fprintf(stderr, "mailload init: %s: %s\n", conf_path, err ? err : "unreadable");
-		free(err);
-		return -1;
-	}
-	store_opts_from_conf(conf, &so);
 	if (jobs == 0) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 		jobs = n > 0 ? (unsigned)n : 1;
@@ -300,15 +295,15 @@ int init_store_run(const struct ml_cfg *c, const char *conf_path, unsigned jobs,
 		fatal("mmap");
 	memset(stats, 0, jobs * sizeof(*stats));
 	pids = xcalloc(jobs, sizeof(*pids));
-	fprintf(stderr, "init: %" PRIu64 " users into the store %s (%s), profile %s, seed %" PRIu64
+	fprintf(stderr, "init: %" PRIu64 " users into %s, profile %s, seed %" PRIu64
 			", %u jobs\n",
-		c->users, so.path, conf_path, c->profile, c->seed, jobs);
+		c->users, where, c->profile, c->seed, jobs);
 	fflush(stderr);
 	for (unsigned k = 0; k < jobs; k++) {
 		if ((pids[k] = fork()) == -1)
 			fatal("fork");
 		if (pids[k] == 0)
-			_exit(job_main(c, &so, k, jobs, &stats[k]));
+			_exit(fn(c, arg, k, jobs, &stats[k]));
 	}
 	for (unsigned left = jobs; left > 0;) {
 		int status;
@@ -342,6 +337,24 @@ int init_store_run(const struct ml_cfg *c, const char *conf_path, unsigned jobs,
 		failed || s.errors ? "with errors (run it again: it resumes)" : "done");
 	munmap(stats, jobs * sizeof(*stats));
 	free(pids);
-	conf_free(&conf);
 	return failed || s.errors ? -1 : 0;
+}
+
+int init_store_run(const struct ml_cfg *c, const char *conf_path, unsigned jobs, bool quiet)
+{
+	struct conf *conf;
+	struct store_opts so;
+	char *err = NULL, where[600];
+	int rc;
+
+	if (conf_load(conf_path, &conf, &err) < 0) {
+		fprintf(stderr, "mailload init: %s: %s\n", conf_path, err ? err : "unreadable");
+		free(err);
+		return -1;
+	}
+	store_opts_from_conf(conf, &so);
+	snprintf(where, sizeof(where), "the store %s (%s)", so.path, conf_path);
+	rc = ml_init_jobs(c, jobs, quiet, where, job_main, &so);
+	conf_free(&conf);
+	return rc;
 }

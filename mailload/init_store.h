@@ -1,11 +1,13 @@
-/* init_store.h — `mailload init --heron-conf FILE`: Heron's fast path of mailbox
- * initialization, straight into the store, with the content of the protocol init. */
+/* init_store.h — the fast paths of mailbox initialization with the content of the protocol
+ * init: `mailload init --heron-conf FILE` straight into Heron's store (init_store.c) and
+ * `mailload init --maildir ROOT` as Dovecot Maildir++ (init_maildir.c), and their job runner. */
 #ifndef HERON_MAILLOAD_INIT_STORE_H
 #define HERON_MAILLOAD_INIT_STORE_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/buf.h"
 #include "mailload/mailload.h"
 
 /* The message of the initial set of user's folder fi (0 = INBOX), index idx, as the protocol
@@ -18,6 +20,23 @@ void ml_init_spec(const struct ml_cfg *c, uint32_t user, uint32_t fi, uint32_t i
    7 in 10; mail delivered to INBOX is unseen). */
 bool ml_init_seen(uint32_t fi, uint32_t idx);
 
+/* The message of ml_init_spec rendered into out (reset first, CRLF lines); returns its date
+   (ms since the epoch, the INTERNALDATE the fast paths give it). */
+int64_t ml_init_render(const struct ml_cfg *c, uint32_t user, uint32_t fi, uint32_t idx,
+		       struct ml_msg *m, struct buf *out);
+
+/* Progress of one init job, in memory shared with the parent. */
+struct ml_init_stats {
+	uint64_t users, skipped, msgs, bytes, errors;
+};
+/* One job of a fast init: users 1 + k, 1 + k + jobs, ... of c; exit status 0 or 1. */
+typedef int (*ml_init_job_fn)(const struct ml_cfg *c, void *arg, unsigned k, unsigned jobs,
+			      struct ml_init_stats *stats);
+/* Runs fn in jobs forked processes (0: one per core), prints progress (unless quiet) and the
+   summary to stderr, where naming the destination. 0 or -1 (some job failed). */
+int ml_init_jobs(const struct ml_cfg *c, unsigned jobs, bool quiet, const char *where,
+		 ml_init_job_fn fn, void *arg);
+
 /* Fills every mailbox of users 1..c->users in the store of the Heron configuration conf_path
    ([store] section), with jobs processes (0: one per core). Resumable: a user's folders,
    subscriptions and the missing messages (by index, as the protocol init) are added in one
@@ -25,5 +44,11 @@ bool ml_init_seen(uint32_t fi, uint32_t idx);
    and imapd run on the same store. Writes without fsync and syncs the store at the end
    (store_opts.nosync). Prints progress to stderr unless quiet. 0 or -1. */
 int init_store_run(const struct ml_cfg *c, const char *conf_path, unsigned jobs, bool quiet);
+
+/* Fills every mailbox of users 1..c->users as Dovecot Maildir++ under root (the home of userN
+   is root/userN, mail in root/userN/Maildir), with jobs processes (0: one per core); see
+   init_maildir.c for the layout. Files get root's owner and group. Resumable: users already in
+   place are skipped. Prints progress to stderr unless quiet. 0 or -1. */
+int init_maildir_run(const struct ml_cfg *c, const char *root, unsigned jobs, bool quiet);
 
 #endif

@@ -1,5 +1,7 @@
-/* mailload.c — owns the command line: ldif, init, run, search, agent and report, and the LDIF
- * writer. Everything else is the manager's (manager.c) or an agent's (agent.c). */
+/* mailload.c — owns the command line: ldif, init, run, search, agent and report. Everything
+ * else is the manager's (manager.c), an agent's (agent.c), the LDIF writer's (ldif.c) or, for
+ * init straight into a Heron store or a Dovecot Maildir root, init_store.c's and
+ * init_maildir.c's. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -21,6 +23,7 @@ static void usage(FILE *fp)
 	fputs("usage: mailload ldif --users N [--domain D] [--base DN] [--ou]\n"
 	      "       mailload init --target HOST --users N [--profile P] [--seed S] [options]\n"
 	      "       mailload init --heron-conf FILE --users N [--profile P] [--seed S] [--jobs J]\n"
+	      "       mailload init --maildir ROOT --users N [--profile P] [--seed S] [--jobs J]\n"
 	      "       mailload run --rate R [--users N] [--phases 300/1800/120]\n"
 	      "                    [--load-points 80,100,120] [--agents host:port,...] [--tls MODE]\n"
 	      "                    [--sink HOST:PORT] --report DIR [options]\n"
@@ -97,7 +100,7 @@ enum {
 	O_USERS = 256, O_DOMAIN, O_EXT, O_BASE, O_OU, O_TARGET, O_SMTP_PORT, O_SUB_PORT, O_IMAP_PORT,
 	O_PASSWORD, O_PROFILE, O_SEED, O_RATE, O_PHASES, O_POINTS, O_AGENTS, O_LOCAL, O_TLS, O_SINK,
 	O_REPORT, O_TIMEOUT, O_PROBES, O_SET, O_DRAIN, O_LISTEN, O_FROM, O_TO, O_STEPS,
-	O_SECRET, O_HERON_CONF, O_JOBS,
+	O_SECRET, O_HERON_CONF, O_MAILDIR, O_JOBS,
 };
 
 static const struct option longopts[] = {
@@ -131,6 +134,7 @@ static const struct option longopts[] = {
 	{ "steps", required_argument, NULL, O_STEPS },
 	{ "secret-file", required_argument, NULL, O_SECRET },
 	{ "heron-conf", required_argument, NULL, O_HERON_CONF },
+	{ "maildir", required_argument, NULL, O_MAILDIR },
 	{ "jobs", required_argument, NULL, O_JOBS },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
@@ -146,6 +150,7 @@ struct cli {
 	struct mgr_opts o;
 	const char *base, *listen;
 	const char *heron_conf; /* init straight into this Heron configuration's store */
+	const char *maildir;    /* init straight into Maildir++ trees under this root */
 	bool ou;
 	double from, to;
 	uint64_t steps, jobs;
@@ -229,6 +234,7 @@ static bool opt_one(struct cli *cl, int c, int argc, char **argv)
 	case O_TO: cl->to = atof(optarg); return true;
 	case O_STEPS: return num(optarg, &cl->steps) == 0;
 	case O_HERON_CONF: cl->heron_conf = optarg; return true;
+	case O_MAILDIR: cl->maildir = optarg; return true;
 	case O_JOBS: return num(optarg, &cl->jobs) == 0 && cl->jobs <= 64;
 	case 'q': cl->o.quiet = true; return true;
 	case 'v': log_set_level(LOG_LVL_DEBUG); return true;
@@ -281,6 +287,10 @@ static int cmd_manager(const char *cmd, struct cli *cl)
 		}
 		if (cl->heron_conf != NULL)
 			return init_store_run(&o->cfg, cl->heron_conf, (unsigned)cl->jobs, o->quiet) < 0
+				       ? 1
+				       : 0;
+		if (cl->maildir != NULL)
+			return init_maildir_run(&o->cfg, cl->maildir, (unsigned)cl->jobs, o->quiet) < 0
 				       ? 1
 				       : 0;
 		return mgr_init(o) < 0 ? 1 : 0;
