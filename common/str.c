@@ -265,3 +265,16 @@ int str_to_bool(const char *p, size_t len, bool *v_r)
 	}
 	return -1;
 }
+
+int str_b64_digit(unsigned char c, unsigned char c63)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+')
+		return 62;
+	return c == c63 ? 63 : -1;
+}

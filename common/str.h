@@ -55,6 +55,9 @@ int str_to_size(const char *p, size_t len, uint64_t *v_r);
 int str_to_duration_ms(const char *p, size_t len, int64_t *ms_r);
 /* yes/no, true/false, on/off, 1/0 (case-insensitive). */
 int str_to_bool(const char *p, size_t len, bool *v_r);
+/* The value 0..63 of a base64 digit, or -1: A-Z a-z 0-9 + then c63 ('/' in RFC 4648 base64,
+   ',' in IMAP's modified UTF-7). */
+int str_b64_digit(unsigned char c, unsigned char c63);
 
 static inline struct str_view str_view_of(const char *s)
 {

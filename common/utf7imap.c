@@ -2,25 +2,11 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/str.h"
 #include "common/utf7imap.h"
 
 static const char b64[] =
 	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+,";
-
-static int b64_value(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+')
-		return 62;
-	if (c == ',')
-		return 63;
-	return -1;
-}
 
 /* Reads one UTF-8 character at in[*i]; returns its code point or -1 when invalid. */
 static int32_t utf8_next(const unsigned char *in, size_t len, size_t *i)
@@ -168,7 +154,7 @@ static int dec_run(const unsigned char *in, size_t len, size_t *i, struct buf *o
 			(*i)++;
 			break;
 		}
-		if ((v = b64_value(in[*i])) < 0)
+		if ((v = str_b64_digit(in[*i], ',')) < 0)
 			return -1;
 		(*i)++;
 		bits = (bits << 6) | (uint32_t)v;

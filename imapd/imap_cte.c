@@ -31,21 +31,6 @@ void imap_decoder_init(struct imap_decoder *d, enum imap_cte cte)
 	d->cte = cte;
 }
 
-static int b64_val(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+')
-		return 62;
-	if (c == '/')
-		return 63;
-	return -1;
-}
-
 int imap_hex_val(char ch)
 {
 	unsigned char c = (unsigned char)ch;
@@ -62,7 +47,7 @@ static size_t b64_decode(struct imap_decoder *d, const char *p, size_t len, char
 	size_t o = 0;
 
 	for (size_t i = 0; i < len; i++) {
-		int v = b64_val((unsigned char)p[i]);
+		int v = str_b64_digit((unsigned char)p[i], '/');
 
 		if (v < 0)
 			continue;

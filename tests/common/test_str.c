@@ -122,6 +122,20 @@ static void test_size_duration_bool(void **state)
 	assert_int_equal(str_to_bool("maybe", 5, &b), -1);
 }
 
+static void test_b64_digit(void **state)
+{
+	(void)state;
+	assert_int_equal(str_b64_digit('A', '/'), 0);
+	assert_int_equal(str_b64_digit('z', '/'), 51);
+	assert_int_equal(str_b64_digit('9', '/'), 61);
+	assert_int_equal(str_b64_digit('+', ','), 62);
+	assert_int_equal(str_b64_digit('/', '/'), 63);
+	assert_int_equal(str_b64_digit(',', ','), 63);
+	assert_int_equal(str_b64_digit('/', ','), -1);
+	assert_int_equal(str_b64_digit('=', '/'), -1);
+	assert_int_equal(str_b64_digit(0x80, '/'), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -130,6 +144,7 @@ int main(void)
 		cmocka_unit_test(test_trim_split),
 		cmocka_unit_test(test_numbers),
 		cmocka_unit_test(test_size_duration_bool),
+		cmocka_unit_test(test_b64_digit),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
