@@ -46,6 +46,8 @@ static int env_open(struct store *st, struct store_env *e, const char *dir, unsi
 static void env_close(struct store_env *e, bool nosync);
 static int env_grow(struct store *st, struct store_env *e);
 static int check_partitions(struct store *st);
+static int env_txn_begin(struct store_env *e, unsigned flags, MDB_txn **txn_r);
+static void env_txn_end(struct store_env *e);
 
 const char *store_strerror(int err)
 {
@@ -119,6 +121,7 @@ static int env_open(struct store *st, struct store_env *e, const char *dir, unsi
 	e->part = part;
 	e->dir = xstrdup(dir);
 	e->blobdir_fd = e->notify_fd = -1;
+	pthread_rwlock_init(&e->remap_lock, NULL);
 	snprintf(p, sizeof(p), "%s/index.mdb", dir);
 	if (!create && access(p, F_OK) == -1) {
 		log_warnx("store: %s missing (create the store first)", p);
@@ -152,15 +155,18 @@ static int env_open(struct store *st, struct store_env *e, const char *dir, unsi
 	MDB_envinfo info;
 	mdb_env_info(e->env, &info);
 	e->map_size = info.me_mapsize;
-	if ((rc = mdb_txn_begin(e->env, NULL, 0, &txn)) != 0)
-		goto fail;
+	if ((rc = env_txn_begin(e, 0, &txn)) != 0)
+		return rc;
 	for (int i = 0; i < DBI_COUNT; i++) {
 		if ((rc = mdb_dbi_open(txn, dbi_names[i], MDB_CREATE, &e->dbi[i])) != 0) {
 			mdb_txn_abort(txn);
+			env_txn_end(e);
 			goto fail;
 		}
 	}
-	if ((rc = mdb_txn_commit(txn)) != 0)
+	rc = mdb_txn_commit(txn);
+	env_txn_end(e);
+	if (rc != 0)
 		goto fail;
 	return 0;
 fail:
@@ -182,6 +188,8 @@ static void env_close(struct store_env *e, bool nosync)
 		close(e->blobdir_fd);
 	if (e->notify_fd != -1)
 		close(e->notify_fd);
+	if (e->dir != NULL)
+		pthread_rwlock_destroy(&e->remap_lock);
 	free(e->dir);
 	memset(e, 0, sizeof(*e));
 	e->blobdir_fd = e->notify_fd = -1;
@@ -359,6 +367,54 @@ int store_mdb_err(struct store_txn *t, int rc, const char *what)
 	return err;
 }
 
+/* Begins a transaction on e: the one place that does. Another process may have grown the
+ * map past this process's mapping: LMDB then answers MDB_MAP_RESIZED and the map is taken
+ * again at the size the environment records (mdb_env_set_mapsize 0), which LMDB allows only
+ * while this process has no transaction on e, since their pages would move. So a remap
+ * waits for the begins of other threads (remap_lock) and is skipped while a transaction is
+ * open: STORE_EAGAIN, the caller retries once its transactions ended. End each
+ * transaction begun here with env_txn_end. */
+static int env_txn_begin(struct store_env *e, unsigned flags, MDB_txn **txn_r)
+{
+	int rc = MDB_MAP_RESIZED;
+
+	for (int tries = 0; tries < 8 && rc == MDB_MAP_RESIZED; tries++) {
+		pthread_rwlock_rdlock(&e->remap_lock);
+		atomic_fetch_add(&e->txns, 1);
+		rc = mdb_txn_begin(e->env, NULL, flags, txn_r);
+		pthread_rwlock_unlock(&e->remap_lock);
+		if (rc == 0)
+			return 0;
+		atomic_fetch_sub(&e->txns, 1);
+		if (rc != MDB_MAP_RESIZED)
+			break;
+		pthread_rwlock_wrlock(&e->remap_lock);
+		if (atomic_load(&e->txns) == 0 && (rc = mdb_env_set_mapsize(e->env, 0)) == 0) {
+			MDB_envinfo info;
+
+			mdb_env_info(e->env, &info);
+			if (info.me_mapsize > e->map_size)
+				e->map_size = info.me_mapsize;
+			rc = MDB_MAP_RESIZED; /* begin again */
+		} else if (rc == MDB_MAP_RESIZED) {
+			tries = 8; /* a transaction of this process is open */
+		}
+		pthread_rwlock_unlock(&e->remap_lock);
+	}
+	if (rc == MDB_MAP_RESIZED) {
+		log_info("store: %s: map grown by another process, transaction to be redone",
+			 e->dir);
+		return STORE_EAGAIN;
+	}
+	log_warnx("store: %s: begin txn: %s", e->dir, mdb_strerror(rc));
+	return rc == ENOSPC ? STORE_ENOSPC : STORE_EIO;
+}
+
+static void env_txn_end(struct store_env *e)
+{
+	atomic_fetch_sub(&e->txns, 1);
+}
+
 int store_txn_begin(struct store *st, unsigned part, enum store_txn_mode mode,
 		    struct store_txn **t_r)
 {
@@ -373,16 +429,9 @@ int store_txn_begin(struct store *st, unsigned part, enum store_txn_mode mode,
 	t->st = st;
 	t->e = e;
 	t->write = mode == STORE_TXN_WRITE;
-	rc = mdb_txn_begin(e->env, NULL, t->write ? 0 : MDB_RDONLY, &t->txn);
-	if (rc == MDB_MAP_RESIZED) {
-		/* another process grew the map: adopt its size */
-		mdb_env_set_mapsize(e->env, 0);
-		rc = mdb_txn_begin(e->env, NULL, t->write ? 0 : MDB_RDONLY, &t->txn);
-	}
-	if (rc != 0) {
-		log_warnx("store: %s: begin txn: %s", e->dir, mdb_strerror(rc));
+	if ((rc = env_txn_begin(e, t->write ? 0 : MDB_RDONLY, &t->txn)) != 0) {
 		free(t);
-		return rc == ENOSPC ? STORE_ENOSPC : STORE_EIO;
+		return rc;
 	}
 	*t_r = t;
 	return 0;
@@ -407,11 +456,13 @@ int store_txn_commit(struct store_txn **tp)
 	e = t->e;
 	if (!t->write) {
 		mdb_txn_abort(t->txn);
+		env_txn_end(e);
 		free(t);
 		return 0;
 	}
 	if (t->failed) {
 		mdb_txn_abort(t->txn);
+		env_txn_end(e);
 		rc = t->err == STORE_EAGAIN ? env_grow(t->st, e) : t->err;
 		free(t->dead);
 		free(t->refd);
@@ -419,6 +470,7 @@ int store_txn_commit(struct store_txn **tp)
 		return rc;
 	}
 	rc = mdb_txn_commit(t->txn);
+	env_txn_end(e);
 	if (rc == 0) {
 		atomic_fetch_add(&t->st->commits, 1);
 		atomic_fetch_add(&t->st->fsyncs, 2); /* LMDB: data pages, then the meta page */
@@ -445,6 +497,7 @@ void store_txn_abort(struct store_txn **tp)
 		return;
 	*tp = NULL;
 	mdb_txn_abort(t->txn);
+	env_txn_end(t->e);
 	if (t->write) {
 		if (t->failed && t->err == STORE_EAGAIN)
 			(void)env_grow(t->st, t->e);

@@ -37,7 +37,7 @@
  * STORE_ENOSPC, STORE_EIO and STORE_EFULL are temporary (store_err_temporary()): answer
  * 451/NO [SERVERBUG]-style and let the client retry; nothing half-written stays behind.
  * Every function's errors are listed with it; STORE_EIO (an unexpected system or LMDB error,
- * logged with its cause) and STORE_EAGAIN (write calls only, see above) can come from any
+ * logged with its cause) and STORE_EAGAIN (write calls and store_txn_begin) can come from any
  * call that touches the index and are not repeated in each list. */
 #ifndef HERON_STORE_H
 #define HERON_STORE_H
@@ -138,7 +138,11 @@ struct store_txn;
 
 enum store_txn_mode { STORE_TXN_READ, STORE_TXN_WRITE };
 
-/* Begins a txn on partition part. Errors: STORE_EINVAL (part out of range), STORE_EIO. */
+/* Begins a txn on partition part. When another process has grown the partition's map, the
+   map is taken again at its new size first (LMDB MDB_MAP_RESIZED), which needs this process
+   to hold no other txn on the partition. Errors: STORE_EINVAL (part out of range),
+   STORE_EAGAIN (the map was grown while this process holds a txn on part: end it, begin
+   again), STORE_EIO. */
 int store_txn_begin(struct store *st, unsigned part, enum store_txn_mode mode,
 		    struct store_txn **t_r);
 /* Commits (write) or ends (read) the txn and consumes *tp (NULL afterwards, even on failure);
@@ -153,7 +157,8 @@ struct store *store_txn_store(const struct store_txn *t);
 
 /* Runs fn in a write txn on part and commits; if fn or the commit return STORE_EAGAIN, the
    txn is aborted and fn runs again (fn must only change the index through t). fn returning
-   non-zero aborts and is returned. Errors: fn's, and store_txn_commit's except EAGAIN. */
+   non-zero aborts and is returned. Errors: fn's, store_txn_begin's, and store_txn_commit's
+   except EAGAIN. */
 int store_write(struct store *st, unsigned part, int (*fn)(struct store_txn *t, void *arg),
 		void *arg);
 

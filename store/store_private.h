@@ -52,6 +52,10 @@ struct store_env {
 	int blobdir_fd;       /* <dir>/blobs */
 	int notify_fd;        /* <dir>/notify, written after each commit */
 	uint64_t map_size;
+	/* transactions of this process on env (being begun or open), and the lock a remap
+	   takes so that none is: store.c env_txn_begin */
+	atomic_uint txns;
+	pthread_rwlock_t remap_lock;
 };
 
 struct store {
