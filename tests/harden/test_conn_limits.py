@@ -18,7 +18,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from heronlib import Daemon, Sink, finish, shared_conf  # noqa: E402
+from heronlib import Daemon, Sink, run_main, shared_conf  # noqa: E402
 
 ROOT, MTAD, IMAPD, SINK = sys.argv[1:5]
 TMP = tempfile.mkdtemp(prefix="heron-harden-limits-")
@@ -201,8 +201,8 @@ def main():
     tests = [(test_mtad, mtad), (test_imapd, imapd),
              (test_imap_login_penalty_across_workers, imapd),
              (test_imap_sessions_per_user_across_workers, imapd), (test_sink, sink)]
-    rc = 0
-    try:
+    def body():
+        rc = 0
         for d in (mtad, imapd, sink):
             d.start()
         for t, d in tests:
@@ -212,11 +212,8 @@ def main():
             except Exception as e:  # noqa: BLE001 — reported, and the run fails
                 print(f"FAIL {t.__name__}: {e!r}")
                 rc = 1
-    finally:
-        for d in (mtad, imapd, sink):
-            if d.proc is not None:
-                d.stop()
-    return finish(rc, TMP, mtad, imapd, sink)
+        return rc
+    return run_main(body, TMP, [mtad, imapd, sink])
 
 
 if __name__ == "__main__":

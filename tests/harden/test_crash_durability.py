@@ -11,7 +11,6 @@ import imaplib
 import os
 import random
 import re
-import shutil
 import signal
 import smtplib
 import sys
@@ -22,7 +21,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 import heronlib  # noqa: E402
-from heronlib import DOMAIN, check_sanitizers, mailctl_verify, shared_conf  # noqa: E402
+from heronlib import DOMAIN, mailctl_verify, run_main, shared_conf  # noqa: E402
 
 ROOT, MTAD, IMAPD, MAILCTL = sys.argv[1:5]
 SEED = int(sys.argv[5]) if len(sys.argv) > 5 else int(time.time())
@@ -154,8 +153,8 @@ def main():
     mtad = Daemon(MTAD, conf, os.path.join(tmp, "mtad.log"), smtp_port)
     imapd = Daemon(IMAPD, conf, os.path.join(tmp, "imapd.log"), imap_port)
     ledger = Ledger()
-    rc = 1
-    try:
+
+    def body():
         mtad.start()
         imapd.start()
         for u in IMAP_USERS:  # the first login creates the account
@@ -222,21 +221,8 @@ def main():
         mtad.stop()
         imapd.stop()
         mailctl_verify(MAILCTL, conf)
-        rc = 0
-    except Exception:
-        import traceback
-        traceback.print_exc()
-        for d in (mtad, imapd):
-            sys.stdout.write(d.logtext()[-6000:])
-    finally:
-        mtad.stop()
-        imapd.stop()
-    rc |= check_sanitizers(mtad) | check_sanitizers(imapd)
-    if rc == 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-    else:
-        print(f"kept {tmp}; rerun with seed {SEED}")
-    return rc
+
+    return run_main(body, tmp, [mtad, imapd], tail=6000, note=f"; rerun with seed {SEED}")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 from heronlib import (DOMAIN, Imapd, ImapRaw as Raw, Mtad, Slapd,  # noqa: E402
-                      finish, run_tests, wait_for)
+                      run_main, run_tests, wait_for)
 
 ROOT, MTAD, IMAPD = sys.argv[1:4]
 
@@ -148,18 +148,13 @@ def main():
         a.close()
         b.close()
 
-    rc = 1
-    try:
+    def body():
         imapd.__enter__()
         mtad.start()
-        rc = run_tests([test_slow_directory_does_not_block_others,
-                        test_too_slow_and_down_are_temporary])
-    finally:
-        mtad.stop()
-        imapd.__exit__(None, None, None)
-        proxy.close()
-        slapd.stop()
-    return finish(rc, tmp, mtad)
+        return run_tests([test_slow_directory_does_not_block_others,
+                          test_too_slow_and_down_are_temporary])
+    return run_main(body, tmp, [mtad],
+                    cleanup=[lambda: imapd.__exit__(None, None, None), proxy.close, slapd.stop])
 
 
 if __name__ == "__main__":

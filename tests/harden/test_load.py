@@ -9,14 +9,13 @@ Skipped (77) when the hard fd limit is too low.
 import json
 import os
 import resource
-import shutil
 import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from heronlib import DOMAIN, Daemon, Store, check_sanitizers, shared_conf  # noqa: E402
+from heronlib import DOMAIN, Daemon, Store, run_main, shared_conf  # noqa: E402
 
 ROOT, MTAD, IMAPD, PEEK = sys.argv[1:5]
 IMAP_N, SMTP_N = 10000, 1000
@@ -56,8 +55,8 @@ def main():
                                              keys=caps)
     mtad = Daemon(MTAD, conf, os.path.join(tmp, "mtad.log"), smtp_port)
     imapd = Daemon(IMAPD, conf, os.path.join(tmp, "imapd.log"), imap_port)
-    rc = 1
-    try:
+
+    def body():
         imapd.start()
         mtad.start()
         got = client("imap", imap_port, IMAP_N, "user1", "user1", 240, timeout=300)
@@ -69,19 +68,8 @@ def main():
         mtad.stop()
         stored = Store(PEEK, conf).inbox("user1")
         assert len(stored) == SMTP_N, len(stored)
-        rc = 0
-    except Exception:
-        import traceback
-        traceback.print_exc()
-        for d in (imapd, mtad):
-            sys.stdout.write(d.logtext()[-3000:])
-    finally:
-        mtad.stop()
-        imapd.stop()
-    rc |= check_sanitizers(mtad) | check_sanitizers(imapd)
-    if rc == 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return rc
+
+    return run_main(body, tmp, [imapd, mtad], tail=3000)
 
 
 if __name__ == "__main__":

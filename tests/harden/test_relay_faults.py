@@ -17,7 +17,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from heronlib import (DOMAIN, Mtad, Sink, SinkControl, Store, finish,  # noqa: E402
+from heronlib import (DOMAIN, Mtad, Sink, SinkControl, Store, run_main,  # noqa: E402
                       run_tests, wait_for, write_users)
 
 ROOT, MTAD, SINK, PEEK = sys.argv[1:5]
@@ -149,18 +149,13 @@ def main():
         assert not bare, f"bare CR/LF in the DSN at {bare[:5]}: {dsn[:1500]!r}"
         assert b"\r\nX-Injected:" not in dsn, dsn[:1500]
 
-    rc = 1
-    try:
+    def body():
         sink.start()
         mtad.start()
-        rc = run_tests([test_4xx_at_end_of_data, test_drop_in_data, test_slow_target,
-                        test_permanent_failure_bounces,
-                        test_hostile_reply_cannot_inject_into_the_bounce], mtad)
-    finally:
-        mtad.stop()
-        hostile.close()
-        sink.stop(timeout=10)
-    return finish(rc, tmp, mtad)
+        return run_tests([test_4xx_at_end_of_data, test_drop_in_data, test_slow_target,
+                          test_permanent_failure_bounces,
+                          test_hostile_reply_cannot_inject_into_the_bounce], mtad)
+    return run_main(body, tmp, [mtad], cleanup=[hostile.close, lambda: sink.stop(timeout=10)])
 
 
 if __name__ == "__main__":

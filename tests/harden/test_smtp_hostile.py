@@ -14,7 +14,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from heronlib import DOMAIN, Mtad, Store, finish, run_tests, write_users  # noqa: E402
+from heronlib import DOMAIN, Mtad, Store, run_main, run_tests, write_users  # noqa: E402
 from heronlib import smtp_connect as client  # noqa: E402
 
 ROOT, MTAD, PEEK = sys.argv[1:4]
@@ -132,14 +132,12 @@ def test_auth_guessing_delayed_and_logged():
 
 
 def main():
-    mtad.start()
-    try:
-        rc = run_tests([test_slow_loris_and_half_open, test_per_address_limit,
-                        test_overlong_line_and_size_lie, test_auth_guessing_delayed_and_logged],
-                       mtad)
-    finally:
-        mtad.stop()
-    return finish(rc, TMP, mtad, tail=4000)
+    def body():
+        mtad.start()
+        return run_tests([test_slow_loris_and_half_open, test_per_address_limit,
+                          test_overlong_line_and_size_lie, test_auth_guessing_delayed_and_logged],
+                         mtad)
+    return run_main(body, TMP, [mtad], tail=4000)
 
 
 if __name__ == "__main__":

@@ -980,32 +980,35 @@ def run_tests(tests, daemon=None):
 
 
 def run_suite(daemon, tests, tmp, cleanup=()):
-    """Starts daemon, runs tests, then always stops it and calls each of cleanup; fails on a
-    sanitizer report too, prints the log's tail on failure, removes tmp. The exit status."""
+    """Starts daemon and runs tests, with the epilogue of run_main. The exit status."""
+    def body():
+        daemon.start()
+        return run_tests(tests)
+    return run_main(body, tmp, [daemon], cleanup=cleanup, tail=20000)
+
+
+def run_main(body, tmp, daemons, cleanup=(), tail=6000, note=""):
+    """A test program's body and its epilogue, the one copy: body() returns the status (None:
+    0); an exception in it is printed with its traceback and fails the program. Then the
+    daemons (started or not) are always stopped and each of cleanup called; a sanitizer
+    report in a daemon's log fails the program too. On failure the daemons' log tails are
+    printed and tmp is kept (said, with note), else removed. The exit status."""
     rc = 1
     try:
-        daemon.start()
-        rc = run_tests(tests)
+        rc = body() or 0
+    except Exception:  # reported here, and the program fails
+        traceback.print_exc()
     finally:
-        daemon.stop()
+        for d in daemons:
+            d.stop()
         for fn in cleanup:
             fn()
-    rc |= check_sanitizers(daemon)
-    if rc:
-        sys.stdout.write(daemon.logtext()[-20000:])
-    shutil.rmtree(tmp, ignore_errors=True)
-    return rc
-
-
-def finish(rc, tmp, *daemons, tail=6000):
-    """The end of a test program: sanitizer reports of the (stopped) daemons fail it; on
-    failure their log tails are printed and tmp is kept, else removed. Returns the status."""
     for d in daemons:
         rc |= check_sanitizers(d)
     if rc:
         for d in daemons:
             sys.stdout.write(d.logtext()[-tail:])
-        print(f"kept {tmp}")
+        print(f"kept {tmp}{note}")
     else:
         shutil.rmtree(tmp, ignore_errors=True)
     return rc

@@ -5,7 +5,6 @@ times: every message that got its 250 is in the store (local recipients) or was 
 
   test_crash.py SOURCE_ROOT MTAD STORE_PEEK"""
 import os
-import shutil
 import smtplib
 import sys
 import tempfile
@@ -13,8 +12,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from heronlib import (DOMAIN, Mtad, RelayTarget, Store, check_sanitizers,  # noqa: E402
-                      wait_for, write_users)
+from heronlib import (DOMAIN, Mtad, RelayTarget, Store, run_main, wait_for,  # noqa: E402
+                      write_users)
 
 ROOT, MTAD, PEEK = sys.argv[1:4]
 ROUNDS = 3
@@ -47,8 +46,8 @@ def main():
                  "trusted_networks": "127.0.0.1/32", "relay_timeout": "2s"}, tls=False)
     store = Store(PEEK, mtad.conf)
     acked = []
-    rc = 1
-    try:
+
+    def body():
         for r in range(ROUNDS):
             mtad.start()
             stop = threading.Event()
@@ -79,17 +78,8 @@ def main():
               f"missing {len(missing)}")
         assert acked, "nothing was acknowledged"
         assert not missing, missing[:10]
-        rc = 0
-    except Exception:
-        import traceback
-        traceback.print_exc()
-        sys.stdout.write(mtad.logtext()[-20000:])
-    finally:
-        mtad.stop()
-        relay.close()
-    rc |= check_sanitizers(mtad)
-    shutil.rmtree(tmp, ignore_errors=True)
-    return rc
+
+    return run_main(body, tmp, [mtad], cleanup=[relay.close], tail=20000)
 
 
 if __name__ == "__main__":
