@@ -168,7 +168,7 @@ struct bufferevent *ag_connected(struct agent *ag, int which, struct bufferevent
 		return bev;
 	if ((tb = tls_starttls_client(bev, ag->ssl, NULL, NULL)) == NULL) {
 		bufferevent_free(bev);
-		ag->tls_fail[which == CONN_IMAP]++;
+		ag->server.tls_fail[which == CONN_IMAP]++;
 	}
 	return tb;
 }
@@ -184,14 +184,14 @@ bool ag_tls_event(struct agent *ag, struct bufferevent *bev, short what, int ima
 	if (!tls_is_tls(bev))
 		return (what & BEV_EVENT_CONNECTED) != 0;
 	if (what & BEV_EVENT_CONNECTED) {
-		ag->tls_ok[imap]++;
-		if (ag->tls_proto[0] == '\0') {
+		ag->server.tls_ok[imap]++;
+		if (ag->server.tls_proto[0] == '\0') {
 			const char *proto, *cipher;
 
 			tls_peer_info(bev, &proto, &cipher, NULL);
-			str_lcpy(ag->tls_proto, proto != NULL ? proto : "", sizeof(ag->tls_proto));
-			str_lcpy(ag->tls_cipher, cipher != NULL ? cipher : "",
-				 sizeof(ag->tls_cipher));
+			str_lcpy(ag->server.tls_proto, proto != NULL ? proto : "", sizeof(ag->server.tls_proto));
+			str_lcpy(ag->server.tls_cipher, cipher != NULL ? cipher : "",
+				 sizeof(ag->server.tls_cipher));
 		}
 		return true;
 	}
@@ -199,7 +199,7 @@ bool ag_tls_event(struct agent *ag, struct bufferevent *bev, short what, int ima
 	    !SSL_is_init_finished(bufferevent_openssl_get_ssl(bev))) {
 		char e[160];
 
-		ag->tls_fail[imap]++;
+		ag->server.tls_fail[imap]++;
 		snprintf(why, n, "TLS handshake failed: %s", tls_error(bev, e, sizeof(e)));
 	}
 	return false;

@@ -102,8 +102,7 @@ struct agent {
 	enum ag_tls tls;
 	SSL_CTX *ssl; /* client context (no verification: load, not trust) */
 	struct ag_server srv[CONN_COUNT];
-	uint64_t tls_ok[2], tls_fail[2]; /* handshakes by protocol: 0 SMTP, 1 IMAP */
-	char tls_proto[32], tls_cipher[64];
+	struct ml_server_info server; /* greetings, capabilities, TLS handshakes */
 	struct ml_rng rng;
 	struct wheel wheel;
 	struct event *tick;
@@ -139,7 +138,6 @@ struct agent {
 	uint64_t sessions_started, sessions_refused;
 	struct ml_msg msg; /* scratch: emitted by reference at once, then reused */
 	char imap_delim; /* hierarchy delimiter, from the first LIST */
-	char smtp_greeting[160], imap_greeting[160], imap_caps[320];
 	/* init */
 	uint32_t init_next, init_done, init_active;
 	uint64_t init_msgs;

@@ -131,30 +131,14 @@ static void put_delivery(const struct agent *ag, struct buf *o)
 	buf_putc(o, ']');
 }
 
-static void put_server(const struct agent *ag, struct buf *o)
-{
-	buf_puts(o, ",\"server\":{\"smtp_greeting\":");
-	json_put_str(o, ag->smtp_greeting);
-	buf_puts(o, ",\"imap_greeting\":");
-	json_put_str(o, ag->imap_greeting);
-	buf_puts(o, ",\"imap_capability\":");
-	json_put_str(o, ag->imap_caps);
-	buf_printf(o, "},\"tls\":{\"smtp\":%" PRIu64 ",\"imap\":%" PRIu64
-		      ",\"smtp_failed\":%" PRIu64 ",\"imap_failed\":%" PRIu64 ",\"protocol\":",
-		   ag->tls_ok[0], ag->tls_ok[1], ag->tls_fail[0], ag->tls_fail[1]);
-	json_put_str(o, ag->tls_proto);
-	buf_puts(o, ",\"cipher\":");
-	json_put_str(o, ag->tls_cipher);
-	buf_putc(o, '}');
-}
-
 void ag_put_results(struct agent *ag, struct buf *o)
 {
 	buf_printf(o, "{\"ok\":true,\"agent\":%" PRIu64 ",", ag->cfg.agent);
 	put_functions(ag, o);
 	put_series(ag, o);
 	put_delivery(ag, o);
-	put_server(ag, o);
+	buf_putc(o, ',');
+	ml_server_info_json(&ag->server, o);
 	buf_printf(o, ",\"sessions_refused\":%" PRIu64 "}\n", ag->sessions_refused);
 }
 

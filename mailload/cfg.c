@@ -1,5 +1,6 @@
 /* cfg.c — owns the function table and the run configuration: built-in profiles, the key table
- * that profile files, the agent setup message and the report share, and the clock helpers. */
+ * that profile files, the agent setup message and the report share, the server info's JSON
+ * (agent results and report alike) and the clock helpers. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -308,6 +309,48 @@ int ml_cfg_from_json(struct ml_cfg *c, const struct jv *obj)
 		}
 	}
 	return 0;
+}
+
+void ml_server_info_json(const struct ml_server_info *s, struct buf *out)
+{
+	buf_puts(out, "\"server\":{\"smtp_greeting\":");
+	json_put_str(out, s->smtp_greeting);
+	buf_puts(out, ",\"imap_greeting\":");
+	json_put_str(out, s->imap_greeting);
+	buf_puts(out, ",\"imap_capability\":");
+	json_put_str(out, s->imap_caps);
+	buf_printf(out, "},\"tls\":{\"smtp\":%" PRIu64 ",\"imap\":%" PRIu64
+			",\"smtp_failed\":%" PRIu64 ",\"imap_failed\":%" PRIu64 ",\"protocol\":",
+		   s->tls_ok[0], s->tls_ok[1], s->tls_fail[0], s->tls_fail[1]);
+	json_put_str(out, s->tls_proto);
+	buf_puts(out, ",\"cipher\":");
+	json_put_str(out, s->tls_cipher);
+	buf_putc(out, '}');
+}
+
+static void merge_text(char *dst, size_t size, const struct jv *o, const char *key)
+{
+	if (dst[0] == '\0')
+		str_lcpy(dst, jv_str(o, key, ""), size);
+}
+
+void ml_server_info_merge(struct ml_server_info *s, const struct jv *r)
+{
+	const struct jv *srv = jv_get(r, "server"), *t = jv_get(r, "tls");
+
+	merge_text(s->smtp_greeting, sizeof(s->smtp_greeting), srv, "smtp_greeting");
+	merge_text(s->imap_greeting, sizeof(s->imap_greeting), srv, "imap_greeting");
+	merge_text(s->imap_caps, sizeof(s->imap_caps), srv, "imap_capability");
+	if (t == NULL)
+		return;
+	s->tls_ok[0] += (uint64_t)jv_int(t, "smtp", 0);
+	s->tls_ok[1] += (uint64_t)jv_int(t, "imap", 0);
+	s->tls_fail[0] += (uint64_t)jv_int(t, "smtp_failed", 0);
+	s->tls_fail[1] += (uint64_t)jv_int(t, "imap_failed", 0);
+	if (s->tls_proto[0] == '\0') {
+		str_lcpy(s->tls_proto, jv_str(t, "protocol", ""), sizeof(s->tls_proto));
+		str_lcpy(s->tls_cipher, jv_str(t, "cipher", ""), sizeof(s->tls_cipher));
+	}
 }
 
 int64_t ml_now_ms(void)

@@ -331,8 +331,8 @@ static void is_untagged_ok(struct imap_sess *s, struct itok *t, const char *p, s
 
 	if (s->st == IS_GREETING) {
 		ag_step(s->ag, FN_IMAP_CONNECT, s->t0, true, NULL);
-		if (s->ag->imap_greeting[0] == '\0')
-			snprintf(s->ag->imap_greeting, sizeof(s->ag->imap_greeting), "%.*s",
+		if (s->ag->server.imap_greeting[0] == '\0')
+			snprintf(s->ag->server.imap_greeting, sizeof(s->ag->server.imap_greeting), "%.*s",
 				 (int)(len > 150 ? 150 : len), p);
 		s->st = IS_CAPA;
 		is_cmd(s, FN_IMAP_CAPABILITY, "CAPABILITY");
@@ -371,8 +371,8 @@ static void is_untagged(struct imap_sess *s, const char *p, size_t len)
 		while (itok_next(&t) == IT_ATOM)
 			if (itok_is(&t, "IDLE"))
 				s->has_idle = true;
-		if (s->ag->imap_caps[0] == '\0')
-			snprintf(s->ag->imap_caps, sizeof(s->ag->imap_caps), "%.*s",
+		if (s->ag->server.imap_caps[0] == '\0')
+			snprintf(s->ag->server.imap_caps, sizeof(s->ag->server.imap_caps), "%.*s",
 				 (int)(len > 300 ? 300 : len), p);
 		return;
 	}

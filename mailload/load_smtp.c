@@ -350,8 +350,8 @@ static void ss_reply(struct smtp_sess *s)
 	case SS_GREETING:
 		if (s->r.code != 220)
 			return ss_fail(s, FN_SMTP_CONNECT, why);
-		if (ag->smtp_greeting[0] == '\0')
-			str_lcpy(ag->smtp_greeting, s->r.text, sizeof(ag->smtp_greeting));
+		if (ag->server.smtp_greeting[0] == '\0')
+			str_lcpy(ag->server.smtp_greeting, s->r.text, sizeof(ag->server.smtp_greeting));
 		ag_step(ag, FN_SMTP_CONNECT, s->t0, true, NULL);
 		ss_set_state(s, SS_EHLO);
 		ss_send(s, FN_SMTP_EHLO, "EHLO mailload.%s\r\n", ag->cfg.ext_domain);

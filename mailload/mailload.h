@@ -114,6 +114,19 @@ struct jv;
 /* Sets every key present in obj; -1 on a bad value. */
 int ml_cfg_from_json(struct ml_cfg *c, const struct jv *obj);
 
+/* ---- what the server showed: each agent's, then the manager's merge of them (cfg.c) ---- */
+struct ml_server_info {
+	char smtp_greeting[160], imap_greeting[160], imap_caps[320];
+	uint64_t tls_ok[2], tls_fail[2]; /* handshakes by protocol: 0 SMTP, 1 IMAP */
+	char tls_proto[32], tls_cipher[64];
+};
+/* Appends the members "server":{...},"tls":{...} (no comma before or after): the agent's
+   results and the report write the same. */
+void ml_server_info_json(const struct ml_server_info *s, struct buf *out);
+/* Adds the "server" and "tls" members of an agent's results r into s: handshakes add, the
+   texts are the first agent's that has them. */
+void ml_server_info_merge(struct ml_server_info *s, const struct jv *r);
+
 /* ---- deterministic random numbers (splitmix64) ---- */
 struct ml_rng {
 	uint64_t s;

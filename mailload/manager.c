@@ -71,10 +71,8 @@ struct mgr_point {
 	size_t nrcpt, caprcpt;
 	struct mgr_seen *seen;
 	size_t nseen, capseen;
-	char smtp_greeting[160], imap_greeting[160], imap_caps[320];
+	struct ml_server_info server; /* merged: handshakes over the whole run */
 	uint64_t refused;
-	uint64_t tls[4]; /* handshakes over the whole run: SMTP, IMAP, SMTP failed, IMAP failed */
-	char tls_proto[32], tls_cipher[64];
 	struct histo delivery;
 	int64_t offset_ms; /* of the agent being merged: its times are moved to our clock */
 	struct buf clocks;  /* JSON array members: each agent's offset and round trip */
@@ -459,24 +457,9 @@ static int merge_delivery(struct mgr_point *p, const struct jv *r)
 	return 0;
 }
 
-static void merge_tls(struct mgr_point *p, const struct jv *t)
-{
-	static const char *const keys[4] = { "smtp", "imap", "smtp_failed", "imap_failed" };
-
-	if (t == NULL)
-		return;
-	for (int i = 0; i < 4; i++)
-		p->tls[i] += (uint64_t)jv_int(t, keys[i], 0);
-	if (p->tls_proto[0] == '\0') {
-		str_lcpy(p->tls_proto, jv_str(t, "protocol", ""), sizeof(p->tls_proto));
-		str_lcpy(p->tls_cipher, jv_str(t, "cipher", ""), sizeof(p->tls_cipher));
-	}
-}
-
 int mgr_point_merge(struct mgr_point *p, const struct jv *r)
 {
 	const struct jv *fns = jv_get(r, "functions"), *top = jv_get(r, "errtop");
-	const struct jv *srv = jv_get(r, "server");
 
 	if (fns == NULL || fns->type != JV_OBJ)
 		return -1;
@@ -498,14 +481,8 @@ int mgr_point_merge(struct mgr_point *p, const struct jv *r)
 	}
 	if (merge_ts(p, r) < 0 || merge_delivery(p, r) < 0)
 		return -1;
-	if (p->smtp_greeting[0] == '\0')
-		str_lcpy(p->smtp_greeting, jv_str(srv, "smtp_greeting", ""), sizeof(p->smtp_greeting));
-	if (p->imap_greeting[0] == '\0')
-		str_lcpy(p->imap_greeting, jv_str(srv, "imap_greeting", ""), sizeof(p->imap_greeting));
-	if (p->imap_caps[0] == '\0')
-		str_lcpy(p->imap_caps, jv_str(srv, "imap_capability", ""), sizeof(p->imap_caps));
+	ml_server_info_merge(&p->server, r);
 	p->refused += (uint64_t)jv_int(r, "sessions_refused", 0);
-	merge_tls(p, jv_get(r, "tls"));
 	return 0;
 }
 
@@ -804,23 +781,6 @@ static void put_point_delivery(const struct mgr_point *p, const struct ml_cfg *c
 		   c->steady_s ? (double)d->submitted_steady * 60.0 / (double)c->steady_s : 0.0);
 }
 
-static void put_point_server(const struct mgr_point *p, struct buf *o)
-{
-	buf_puts(o, ",\"server\":{\"smtp_greeting\":");
-	json_put_str(o, p->smtp_greeting);
-	buf_puts(o, ",\"imap_greeting\":");
-	json_put_str(o, p->imap_greeting);
-	buf_puts(o, ",\"imap_capability\":");
-	json_put_str(o, p->imap_caps);
-	buf_printf(o, "},\"tls\":{\"smtp\":%" PRIu64 ",\"imap\":%" PRIu64 ",\"smtp_failed\":%" PRIu64
-		      ",\"imap_failed\":%" PRIu64 ",\"protocol\":",
-		   p->tls[0], p->tls[1], p->tls[2], p->tls[3]);
-	json_put_str(o, p->tls_proto);
-	buf_puts(o, ",\"cipher\":");
-	json_put_str(o, p->tls_cipher);
-	buf_puts(o, "},");
-}
-
 bool mgr_point_finish(struct mgr_point *p, const struct ml_cfg *c, double pct,
 		      const struct jv *sink, const char *sink_note, struct buf *o)
 {
@@ -852,7 +812,9 @@ bool mgr_point_finish(struct mgr_point *p, const struct ml_cfg *c, double pct,
 		buf_printf(o, ",%" PRIu64 "]", p->errs[i].n);
 	}
 	buf_puts(o, "]}");
-	put_point_server(p, o);
+	buf_putc(o, ',');
+	ml_server_info_json(&p->server, o);
+	buf_putc(o, ',');
 	put_ts(o, p);
 	buf_printf(o, ",\"agent_clocks\":[%s]", buf_cstr(&p->clocks));
 	buf_printf(o, ",\"pass\":%s,\"reasons\":[%s]}", pass ? "true" : "false", buf_cstr(&why));

@@ -170,6 +170,40 @@ static void test_delivery_accounting(void **state)
 	mgr_point_free(&p);
 }
 
+/* The "server" and "tls" members: an agent writes them, the manager adds two agents' up and
+   writes the same shape into the report. */
+static void test_server_info(void **state)
+{
+	struct ml_server_info a = { "mx ESMTP", "", "CAPABILITY IMAP4rev1", { 3, 1 }, { 0, 2 },
+				    "TLSv1.3", "TLS_AES_128_GCM_SHA256" };
+	struct ml_server_info b = { "other", "OK \"imap\"", "X", { 4, 5 }, { 1, 0 }, "TLSv1.2",
+				    "x" };
+	struct ml_server_info m = { 0 };
+	const struct ml_server_info *agents[2] = { &a, &b };
+	struct buf o;
+	struct jv *r;
+	const char *err;
+
+	buf_init(&o, 1024, 1 << 16);
+	for (int i = 0; i < 2; i++) {
+		buf_reset(&o);
+		buf_putc(&o, '{');
+		ml_server_info_json(agents[i], &o);
+		buf_putc(&o, '}');
+		assert_int_equal(jv_parse(o.data, o.len, &r, &err), 0);
+		ml_server_info_merge(&m, r);
+		jv_free(&r);
+	}
+	buf_reset(&o);
+	ml_server_info_json(&m, &o);
+	assert_string_equal(buf_cstr(&o),
+			    "\"server\":{\"smtp_greeting\":\"mx ESMTP\",\"imap_greeting\":"
+			    "\"OK \\\"imap\\\"\",\"imap_capability\":\"CAPABILITY IMAP4rev1\"},"
+			    "\"tls\":{\"smtp\":7,\"imap\":6,\"smtp_failed\":1,\"imap_failed\":2,"
+			    "\"protocol\":\"TLSv1.3\",\"cipher\":\"TLS_AES_128_GCM_SHA256\"}");
+	buf_release(&o);
+}
+
 static void test_json(void **state)
 {
 	static const char *const bad[] = { "{", "[1,]", "{\"a\" 1}", "\"\\q\"", "tru", "[1] x",
@@ -195,6 +229,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_exact_merge),
 		cmocka_unit_test(test_delivery_accounting),
+		cmocka_unit_test(test_server_info),
 		cmocka_unit_test(test_json),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
