@@ -25,11 +25,14 @@ static void accept_cb(struct net_server *srv, int fd, const struct sockaddr *sa,
 	struct mtad *m = lc->m;
 
 	if (!net_ipcount_inc(m->ipcount, sa, m->lim.max_conns_per_ip)) {
-		char addr[NET_ADDRSTRLEN];
+		char addr[NET_ADDRSTRLEN], line[320];
 
 		log_info("smtp refuse addr=%s reason=\"too many connections from address\"",
 			 net_addr_str(sa, salen, addr, sizeof(addr)));
-		net_refuse(fd, "421 4.7.0 Too many connections from your address\r\n");
+		/* RFC 5321 4.2: a 421 starts with the server's domain, as the total cap's does */
+		snprintf(line, sizeof(line),
+			 "421 4.7.0 %s Too many connections from your address\r\n", m->hostname);
+		net_refuse(fd, line);
 		net_server_conn_done(srv);
 		return;
 	}

@@ -97,7 +97,8 @@ def check_limits(d, ok, per_ip_line, total_line, connect_re):
 
 
 def test_mtad(mtad):
-    check_limits(mtad, b"220 ", b"421 4.7.0 Too many connections from your address\r\n",
+    check_limits(mtad, b"220 ",
+                 b"421 4.7.0 %s Too many connections from your address\r\n" % HOST.encode(),
                  b"421 4.7.0 %s Too many connections, try again later\r\n" % HOST.encode(),
                  r"smtp connect addr=%s:")
 

@@ -72,7 +72,8 @@ def test_per_address_limit():
                 refused = data
                 break
             assert data.startswith(b"220"), data
-        assert refused == b"421 4.7.0 Too many connections from your address\r\n", refused
+        assert refused == (b"421 4.7.0 mx.heron.test Too many connections from your "
+                           b"address\r\n"), refused
         assert len(held) == 151, len(held)
         assert held[-1].recv(4096) == b""  # closed after the refusal
     finally:
