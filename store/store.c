@@ -372,7 +372,8 @@ int store_mdb_err(struct store_txn *t, int rc, const char *what)
  * again at the size the environment records (mdb_env_set_mapsize 0), which LMDB allows only
  * while this process has no transaction on e, since their pages would move. So a remap
  * waits for the begins of other threads (remap_lock) and is skipped while a transaction is
- * open: STORE_EAGAIN, the caller retries once its transactions ended. End each
+ * open: STORE_EAGAIN, the caller retries once its transactions ended. A begin inside an
+ * open transaction never waits for a remap (the default rwlock prefers readers). End each
  * transaction begun here with env_txn_end. */
 static int env_txn_begin(struct store_env *e, unsigned flags, MDB_txn **txn_r)
 {
