@@ -350,6 +350,17 @@ static void client_free(struct imap_client *c)
 {
 	struct imap_server *srv = c->srv;
 
+	if (c->ncommits > 0) {
+		/* the group commit's thread reads this client: imap_commit.c frees it after */
+		if (!(c->flags & IMAP_CF_DEFUNCT))
+			log_info("%016" PRIx64 " imap client left with a write in the group commit",
+				 c->id);
+		c->flags |= IMAP_CF_DEFUNCT;
+		bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+		evtimer_del(c->timer);
+		event_del(c->defer);
+		return;
+	}
 	if (c->cmd_active && c->cmd.ctx_free != NULL)
 		c->cmd.ctx_free(&c->cmd);
 	if (c->stream.fd >= 0)

@@ -1,7 +1,8 @@
 /* imap_commit.c — owns a command's write through the worker's group committer (store_gc):
  * the write is queued with the other sessions' and the command is resumed after the commit,
  * so nothing is acknowledged before it is durable and the sessions of a worker share index
- * fsyncs. A client that leaves while its write is queued cancels it (nothing was said OK). */
+ * fsyncs. The commit runs in the committer's thread; a client that leaves meanwhile stays
+ * allocated (defunct) until its write is back, then is freed (nothing was said OK). */
 #include <stdlib.h>
 
 #include "common/xmalloc.h"
@@ -39,7 +40,9 @@ static void commit_ctx_free(struct imap_cmd *cmd)
 		commit_free(cm);
 }
 
-/* In the commit (maybe another thread; the worker's loop waits for it). */
+/* In the commit: the group committer's thread, while the loop goes on with the other
+   clients. This client waits for the result and stays allocated until then, even if its
+   connection ends (client_free defers), so fn may read its view and its command. */
 static int commit_fn(struct store_txn *t, void *arg)
 {
 	struct imap_commit *cm = arg;
@@ -59,10 +62,13 @@ static void commit_done(int result, const struct store_rcpt *rcpts, size_t n, ui
 	(void)value;
 	cm->pending = false;
 	cm->rc = result;
-	if (cm->c == NULL)
+	if (cm->c == NULL) {
 		commit_free(cm);
-	else
+	} else if (--cm->c->ncommits == 0 && (cm->c->flags & IMAP_CF_DEFUNCT)) {
+		imap_server_free_client(cm->c); /* frees cm with the command */
+	} else {
 		imap_client_resume(cm->c);
+	}
 }
 
 void imap_commit_start(struct imap_cmd *cmd, unsigned part, struct store_blob *blob,
@@ -79,6 +85,7 @@ void imap_commit_start(struct imap_cmd *cmd, unsigned part, struct store_blob *b
 	cm->pending = true;
 	cmd->ctx = cm;
 	cmd->ctx_free = commit_ctx_free;
+	cmd->c->ncommits++;
 	store_gc_write(cmd->c->srv->gc, part, blob, commit_fn, cm, commit_done, cm);
 }
 

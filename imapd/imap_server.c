@@ -183,7 +183,7 @@ static struct net_server *server_net_new(struct imap_server *srv, const struct n
 	return ns;
 }
 
-/* Flushes the group committer (the writes of clients already gone are skipped), logs how
+/* Flushes the group committer (nothing is left in it: imapd_worker_free), logs how
    many writes shared how many commits, and frees it. */
 static void server_gc_close(struct imap_server *srv)
 {
@@ -197,11 +197,18 @@ static void server_gc_close(struct imap_server *srv)
 
 void imapd_worker_free(struct imap_server *srv)
 {
+	for (struct imap_client *c = srv->clients; c != NULL; c = c->next) {
+		imap_client_close(c, "exit");
+		bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+	}
+	/* the writes in the group commit come back first: their clients are then free to go */
+	for (int i = 0; i < 16 && srv->clients != NULL; i++)
+		store_gc_flush(srv->gc);
 	while (srv->clients != NULL) {
 		struct imap_client *c = srv->clients;
 
-		imap_client_close(c, "exit");
-		bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+		if (c->ncommits > 0)
+			fatalx("imapd: a client's write outlived the group commit flush");
 		evbuffer_drain(imap_out(c), evbuffer_get_length(imap_out(c)));
 		imap_server_free_client(c);
 	}

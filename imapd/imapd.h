@@ -54,6 +54,7 @@ enum imap_cflag {
 	IMAP_CF_CLOSING = 1u << 1,  /* close once the output is flushed */
 	IMAP_CF_IDLE = 1u << 2,
 	IMAP_CF_SASL = 1u << 3,     /* AUTHENTICATE waits for a response line */
+	IMAP_CF_DEFUNCT = 1u << 4,  /* gone, freed once its writes leave the group commit */
 };
 
 /* Command flags in the table. */
@@ -180,6 +181,9 @@ struct imap_client {
 	enum imap_state state;
 	unsigned flags;             /* enum imap_cflag */
 	unsigned nbad;              /* consecutive bad commands */
+	unsigned ncommits;          /* writes in the group commit: its thread reads this
+				       client's view and command, so the client stays until
+				       they are back (imap_commit.c) */
 	unsigned close_ticks;       /* 50 ms ticks spent flushing before close */
 	struct imap_parser *parser;
 	bool cmd_active;
@@ -301,8 +305,9 @@ int imap_flags_parse(const struct imap_arg *a, struct store_txn *t, uint64_t mbo
 
 /* imap_commit.c: runs fn(t, arg) in the worker's group commit on partition part (blob: a
    durable blob fn references, freed after the commit, or NULL) and resumes the command after
-   the commit. arg_free(arg) runs when the command ends (or after the commit when the client
-   left first: then fn is skipped). A handler resumed while cmd->ctx is set calls
+   the commit. fn runs in the group committer's thread and may read the client's view and
+   command: the client stays allocated until the commit is back, even if it left (then it is
+   freed there). arg_free(arg) runs when the command ends. A handler resumed while cmd->ctx is set calls
    imap_commit_result: *pending_r while the commit is queued, else *rc_r is its result. */
 void imap_commit_start(struct imap_cmd *cmd, unsigned part, struct store_blob *blob,
 		       int (*fn)(struct store_txn *t, void *arg), void *arg,

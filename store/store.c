@@ -323,12 +323,25 @@ static int env_grow(struct store *st, struct store_env *e)
 {
 	MDB_envinfo info;
 	uint64_t next;
-	int rc;
+	int rc = 0;
 
+	/* no transaction of this process may be open on e while its map changes (the group
+	   committer's thread grows it while the loop's thread reads): new ones wait for the
+	   lock, open ones are short and never wait for this thread */
+	pthread_rwlock_wrlock(&e->remap_lock);
+	for (int i = 0; atomic_load(&e->txns) > 0 && i < 50000; i++)
+		usleep(100);
+	if (atomic_load(&e->txns) > 0) {
+		pthread_rwlock_unlock(&e->remap_lock);
+		log_warnx("store: %s: map not grown: a transaction of this process stays open",
+			  e->dir);
+		return STORE_EFULL;
+	}
 	mdb_env_info(e->env, &info);
 	if (info.me_mapsize > e->map_size)
 		e->map_size = info.me_mapsize;
 	if (e->map_size >= st->map_size_max) {
+		pthread_rwlock_unlock(&e->remap_lock);
 		log_warnx("store: %s: map full at map_size_max %" PRIu64, e->dir,
 			  st->map_size_max);
 		return STORE_EFULL;
@@ -336,13 +349,16 @@ static int env_grow(struct store *st, struct store_env *e)
 	next = e->map_size * 2;
 	if (next > st->map_size_max)
 		next = st->map_size_max;
-	if ((rc = mdb_env_set_mapsize(e->env, next)) != 0) {
+	if ((rc = mdb_env_set_mapsize(e->env, next)) == 0) {
+		log_info("store: %s: map grown from %" PRIu64 " to %" PRIu64, e->dir,
+			 e->map_size, next);
+		e->map_size = next;
+	}
+	pthread_rwlock_unlock(&e->remap_lock);
+	if (rc != 0) {
 		log_warnx("store: %s: grow map: %s", e->dir, mdb_strerror(rc));
 		return STORE_EIO;
 	}
-	log_info("store: %s: map grown from %" PRIu64 " to %" PRIu64, e->dir, e->map_size,
-		 next);
-	e->map_size = next;
 	return STORE_EAGAIN;
 }
 

@@ -479,11 +479,15 @@ size_t store_batch_commit(struct store_batch **btp);
 void store_batch_free(struct store_batch **btp);
 
 /* The group committer: many producers in one process share commits.
-   - libevent: store_gc_attach(gc, base); producers call store_gc_* with a callback; the
-     committer flushes from the event loop and runs the callbacks there: at the end of the
-     loop pass when the previous commit held one operation (a lone producer does not wait
-     for the timer) or group_commit_max are pending, else group_commit_ms after the first
-     pending operation.
+   - libevent: store_gc_attach(gc, base); producers call store_gc_* with a callback. A
+     committer thread runs the commits (LMDB and the fsyncs), so the loop never waits for
+     the disk; the loop hands it a batch and runs the callbacks when it is back. A batch
+     leaves at the end of the loop pass when the previous commit held one operation (a lone
+     producer does not wait for the timer) or group_commit_max are pending, else
+     group_commit_ms after the first pending operation; while one is out, what queues is
+     the next batch, which leaves as soon as it is back. Operations' functions run in the
+     committer's thread: what they read must stay allocated and unchanged until their
+     callback.
    - threads: store_gc_*_wait() blocks the calling thread until its operation committed. A
      waiter leads the next commit once no commit runs (what queues during a commit goes in
      the next one), after gathering: until as many operations are pending as there were
@@ -509,7 +513,8 @@ void store_gc_write(struct store_gc *gc, unsigned part, struct store_blob *b,
 		    void *arg);
 int store_gc_deliver_wait(struct store_gc *gc, struct store_blob *b, int64_t internaldate,
 			  struct store_rcpt *rcpts, size_t n);
-/* Commits what is pending now and runs its callbacks (in the caller's thread). */
+/* Waits for the batch out in the committer's thread, commits what is pending now, and runs
+   their callbacks (in the caller's thread: the loop's). */
 void store_gc_flush(struct store_gc *gc);
 /* Operations committed and commits done so far (bench: ops per commit). */
 void store_gc_stats(const struct store_gc *gc, uint64_t *ops_r, uint64_t *commits_r);

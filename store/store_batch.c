@@ -3,6 +3,8 @@
  * group committer shared by the producers of a process (libevent timer or threads), and
  * store_deliver() built on them. */
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <event2/event.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -473,17 +475,24 @@ static void commit_parts(struct store_batch *bt, const bool *parts)
 	free(pr);
 }
 
-size_t store_batch_commit(struct store_batch **btp)
+/* The commit itself: LMDB and fsyncs, no callback (the group committer's thread runs it). */
+static void batch_run(struct store_batch *bt)
 {
-	struct store_batch *bt = *btp;
 	struct store *st = bt->st;
 	bool *parts = xcalloc(st->nparts + 1, sizeof(*parts));
-	size_t failed = 0;
 
 	locate_rcpts(bt, parts);
 	prepare_blobs(bt);
 	commit_parts(bt, parts);
 	free(parts);
+}
+
+/* The results of a run batch to its producers, in queue order; frees it. */
+static size_t batch_finish(struct store_batch **btp)
+{
+	struct store_batch *bt = *btp;
+	size_t failed = 0;
+
 	for (size_t i = 0; i < bt->n; i++) {
 		struct bop *o = &bt->ops[i];
 
@@ -506,6 +515,12 @@ size_t store_batch_commit(struct store_batch **btp)
 	}
 	store_batch_free(btp);
 	return failed;
+}
+
+size_t store_batch_commit(struct store_batch **btp)
+{
+	batch_run(*btp);
+	return batch_finish(btp);
 }
 
 int store_deliver(struct store *st, int fd, int64_t internaldate, struct store_rcpt *rcpts,
@@ -553,6 +568,8 @@ struct gc_lane {
 	size_t expect;             /* producers seen at the end of the previous commit: its
 				      operations + those pending then (the next gather's aim) */
 	bool leader;
+	struct store_batch *inflight; /* libevent: handed to the committer thread */
+	bool inflight_done;        /* libevent: committed, its callbacks not run yet */
 };
 
 struct store_gc {
@@ -562,6 +579,16 @@ struct store_gc {
 	struct event *ev;          /* libevent flush timer */
 	atomic_bool armed;
 	atomic_uint_fast64_t ops, commits;
+	/* libevent: a committer thread runs each batch (LMDB and the fsyncs) so the loop never
+	   waits for the disk or for another process's write lock; the loop hands it one batch
+	   at a time and runs the callbacks when the pipe says the batch is done. What queues
+	   meanwhile is the next batch (the classic group commit). */
+	bool threaded;
+	bool stop;                 /* under lanes[0].mu */
+	pthread_t thread;
+	pthread_cond_t work;       /* under lanes[0].mu: a batch to commit, or stop */
+	int done_pipe[2];
+	struct event *done_ev;
 };
 
 int store_gc_new(struct store *st, struct store_gc **gc_r)
@@ -586,13 +613,134 @@ int store_gc_new(struct store *st, struct store_gc **gc_r)
 	return 0;
 }
 
+/* libevent: hands the pending batch to the committer thread unless one is in flight (its
+   end starts the next). */
+static void gc_async_start(struct store_gc *gc)
+{
+	evtimer_del(gc->ev);
+	atomic_store(&gc->armed, false);
+	for (unsigned i = 0; i < gc->nlanes; i++) {
+		struct gc_lane *l = &gc->lanes[i];
+
+		pthread_mutex_lock(&l->mu);
+		if (l->inflight == NULL && l->pending != NULL) {
+			l->inflight = l->pending;
+			l->pending = NULL;
+			pthread_cond_signal(&gc->work);
+			/* armed only while a batch is out: an idle committer keeps no loop alive */
+			event_add(gc->done_ev, NULL);
+		}
+		pthread_mutex_unlock(&l->mu);
+	}
+}
+
+/* libevent: runs the callbacks of the batch the thread finished, if any (the loop's
+   thread). */
+static bool gc_async_reap(struct store_gc *gc, struct gc_lane *l)
+{
+	struct store_batch *bt;
+
+	pthread_mutex_lock(&l->mu);
+	if (l->inflight == NULL || !l->inflight_done) {
+		pthread_mutex_unlock(&l->mu);
+		return false;
+	}
+	bt = l->inflight;
+	l->inflight = NULL;
+	l->inflight_done = false;
+	l->expect = store_batch_count(bt) + (l->pending != NULL ? store_batch_count(l->pending)
+								: 0);
+	pthread_mutex_unlock(&l->mu);
+	batch_finish(&bt);
+	return true;
+}
+
+static void *gc_thread(void *arg)
+{
+	struct store_gc *gc = arg;
+	struct gc_lane *l = &gc->lanes[0];
+
+	pthread_mutex_lock(&l->mu);
+	for (;;) {
+		struct store_batch *bt;
+		size_t n;
+
+		while (!gc->stop && (l->inflight == NULL || l->inflight_done))
+			pthread_cond_wait(&gc->work, &l->mu);
+		if (l->inflight == NULL || l->inflight_done)
+			break; /* stop, nothing left */
+		bt = l->inflight;
+		pthread_mutex_unlock(&l->mu);
+		n = store_batch_count(bt);
+		batch_run(bt);
+		atomic_fetch_add(&gc->ops, n);
+		atomic_fetch_add(&gc->commits, 1);
+		pthread_mutex_lock(&l->mu);
+		l->inflight_done = true;
+		pthread_cond_broadcast(&l->cv);
+		if (write(gc->done_pipe[1], "x", 1) == -1 && errno != EAGAIN)
+			log_warn("store: group commit notify");
+	}
+	pthread_mutex_unlock(&l->mu);
+	return NULL;
+}
+
+static void gc_done_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct store_gc *gc = arg;
+	char b[64];
+	bool any = false;
+
+	(void)what;
+	while (read(fd, b, sizeof(b)) > 0)
+		;
+	for (unsigned i = 0; i < gc->nlanes; i++)
+		any |= gc_async_reap(gc, &gc->lanes[i]);
+	if (any) /* what queued during the commit (and its callbacks) goes now */
+		gc_async_start(gc);
+}
+
 static void gc_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct store_gc *gc = arg;
 
 	(void)fd;
 	(void)what;
-	store_gc_flush(gc);
+	if (gc->threaded)
+		gc_async_start(gc);
+	else
+		store_gc_flush(gc);
+}
+
+/* The committer thread takes no signal: the daemons' handlers run in the loop. */
+static bool gc_thread_start(struct store_gc *gc, struct event_base *base)
+{
+	sigset_t all, old;
+	int rc;
+
+	if (pipe2(gc->done_pipe, O_NONBLOCK | O_CLOEXEC) == -1) {
+		log_warn("store: group commit pipe");
+		return false;
+	}
+	gc->done_ev = event_new(base, gc->done_pipe[0], EV_READ, gc_done_cb, gc);
+	if (gc->done_ev == NULL)
+		fatalx("store: event_new");
+	pthread_cond_init(&gc->work, NULL);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&gc->thread, NULL, gc_thread, gc);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0) {
+		log_warnx("store: group commit thread: %s (commits run in the loop)",
+			  strerror(rc));
+		event_free(gc->done_ev);
+		gc->done_ev = NULL;
+		close(gc->done_pipe[0]);
+		close(gc->done_pipe[1]);
+		pthread_cond_destroy(&gc->work);
+		return false;
+	}
+	return true;
 }
 
 void store_gc_attach(struct store_gc *gc, struct event_base *base)
@@ -600,6 +748,7 @@ void store_gc_attach(struct store_gc *gc, struct event_base *base)
 	gc->ev = evtimer_new(base, gc_timer_cb, gc);
 	if (gc->ev == NULL)
 		fatalx("store: evtimer_new");
+	gc->threaded = gc_thread_start(gc, base);
 }
 
 static struct gc_lane *gc_lane(struct store_gc *gc, unsigned part)
@@ -619,8 +768,8 @@ static void gc_queued(struct store_gc *gc, struct gc_lane *l)
 	size_t n;
 
 	pthread_cond_signal(&l->arrive);
-	if (gc->ev == NULL)
-		return;
+	if (gc->ev == NULL || l->inflight != NULL)
+		return; /* threads gather themselves; the end of the commit in flight starts this */
 	n = store_batch_count(l->pending);
 	if (n >= gc->st->gc_max || l->expect <= 1) {
 		event_active(gc->ev, EV_TIMEOUT, 0);
@@ -716,6 +865,15 @@ static void gc_commit_lane(struct store_gc *gc, struct gc_lane *l, bool gather)
 
 void store_gc_flush(struct store_gc *gc)
 {
+	for (unsigned i = 0; gc->threaded && i < gc->nlanes; i++) {
+		struct gc_lane *l = &gc->lanes[i];
+
+		pthread_mutex_lock(&l->mu);
+		while (l->inflight != NULL && !l->inflight_done)
+			pthread_cond_wait(&l->cv, &l->mu);
+		pthread_mutex_unlock(&l->mu);
+		gc_async_reap(gc, l);
+	}
 	if (gc->ev != NULL)
 		evtimer_del(gc->ev);
 	atomic_store(&gc->armed, false);
@@ -808,6 +966,17 @@ void store_gc_free(struct store_gc **gcp)
 	if (gc == NULL)
 		return;
 	store_gc_flush(gc);
+	if (gc->threaded) {
+		pthread_mutex_lock(&gc->lanes[0].mu);
+		gc->stop = true;
+		pthread_cond_signal(&gc->work);
+		pthread_mutex_unlock(&gc->lanes[0].mu);
+		pthread_join(gc->thread, NULL);
+		event_free(gc->done_ev);
+		close(gc->done_pipe[0]);
+		close(gc->done_pipe[1]);
+		pthread_cond_destroy(&gc->work);
+	}
 	if (gc->ev != NULL)
 		event_free(gc->ev);
 	for (unsigned i = 0; i < gc->nlanes; i++) {
