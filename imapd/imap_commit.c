@@ -64,11 +64,19 @@ static void commit_done(int result, const struct store_rcpt *rcpts, size_t n, ui
 	cm->rc = result;
 	if (cm->c == NULL) {
 		commit_free(cm);
-	} else if (--cm->c->ncommits == 0 && (cm->c->flags & IMAP_CF_DEFUNCT)) {
-		imap_server_free_client(cm->c); /* frees cm with the command */
 	} else {
-		imap_client_resume(cm->c);
+		imap_client_commit_back(cm->c); /* frees cm with the command if the client left */
 	}
+}
+
+bool imap_client_commit_back(struct imap_client *c)
+{
+	if (--c->ncommits == 0 && (c->flags & IMAP_CF_DEFUNCT)) {
+		imap_server_free_client(c);
+		return false;
+	}
+	imap_client_resume(c);
+	return true;
 }
 
 void imap_commit_start(struct imap_cmd *cmd, unsigned part, struct store_blob *blob,

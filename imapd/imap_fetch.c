@@ -59,6 +59,7 @@ struct fetch_ctx {
 	size_t next;                   /* next view index */
 	size_t item;                   /* next item of the message being written (0: none) */
 	bool set_seen;
+	bool seen_pending;             /* the implicit \Seen is in the group commit */
 	uint64_t changedsince;         /* CONDSTORE: only messages with a higher modseq */
 	bool vanished;                 /* QRESYNC: UID FETCH (CHANGEDSINCE n VANISHED) */
 	char *scratch;                 /* BINARY size pass: chunk + IMAP_DECODE_LEAD, once */
@@ -693,14 +694,12 @@ static int set_seen_fn(struct store_txn *t, void *arg)
 	return 0;
 }
 
-static void mark_seen(struct imap_client *c, struct fetch_ctx *f)
+/* The implicit \Seen is durable: the view says so and the FETCH reports FLAGS. */
+static void seen_apply(struct imap_client *c, struct fetch_ctx *f)
 {
-	struct seen_ctx s = { c, f };
 	struct imap_view *v = c->view;
 	bool has_flags = false;
 
-	if (store_write(c->srv->store, v->part, set_seen_fn, &s) != 0)
-		return;
 	for (size_t i = 0; i < v->n; i++)
 		if (imap_seqset_has(&f->uids, v->msgs[i].uid))
 			v->msgs[i].flags |= STORE_SEEN;
@@ -708,6 +707,45 @@ static void mark_seen(struct imap_client *c, struct fetch_ctx *f)
 		has_flags |= f->items[i].type == FI_FLAGS;
 	if (!has_flags)
 		item_add(f, FI_FLAGS);
+}
+
+static void seen_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+		      void *arg)
+{
+	struct seen_ctx *s = arg;
+	struct imap_client *c = s->c;
+
+	(void)rcpts;
+	(void)n;
+	(void)value;
+	s->f->seen_pending = false;
+	if (result == 0 && !(c->flags & IMAP_CF_DEFUNCT))
+		seen_apply(c, s->f);
+	free(s);
+	imap_client_commit_back(c);
+}
+
+/* FETCH of a body sets \Seen (RFC 3501 6.4.5) through the group commit; the FETCH waits
+   for it (f->seen_pending), the loop does not. */
+static void mark_seen(struct imap_client *c, struct fetch_ctx *f)
+{
+	struct imap_view *v = c->view;
+	struct seen_ctx *s;
+	bool unseen = false;
+
+	for (size_t i = 0; i < v->n && !unseen; i++)
+		unseen = !(v->msgs[i].flags & STORE_SEEN) && imap_seqset_has(&f->uids,
+									     v->msgs[i].uid);
+	if (!unseen) {
+		seen_apply(c, f);
+		return;
+	}
+	s = xmalloc(sizeof(*s));
+	s->c = c;
+	s->f = f;
+	f->seen_pending = true;
+	c->ncommits++;
+	store_gc_write(c->srv->gc, v->part, NULL, set_seen_fn, s, seen_done, s);
 }
 
 /* Starts a FETCH: parses the set and the items. False when a reply was sent. */
@@ -780,6 +818,8 @@ bool cmd_fetch(struct imap_cmd *cmd)
 			return true;
 		f = cmd->ctx;
 	}
+	if (f->seen_pending)
+		return false; /* resumed by seen_done */
 	if ((rc = store_txn_begin(c->srv->store, c->view->part, STORE_TXN_READ, &t)) != 0)
 		return imap_cmd_store_error(cmd, rc, "fetch");
 	while (f->next < c->view->n) {

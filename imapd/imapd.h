@@ -313,6 +313,9 @@ void imap_commit_start(struct imap_cmd *cmd, unsigned part, struct store_blob *b
 		       int (*fn)(struct store_txn *t, void *arg), void *arg,
 		       void (*arg_free)(void *arg));
 void *imap_commit_result(struct imap_cmd *cmd, bool *pending_r, int *rc_r);
+/* A write c queued itself (c->ncommits++ before store_gc_*) is back: resumes c, or frees it
+   if it left meanwhile (then false). */
+bool imap_client_commit_back(struct imap_client *c);
 
 /* imap_textmatch.c: SEARCH text keys on decoded text. Needles are folded first with
    imap_text_fold (case folding of ASCII, Latin-1, Latin Extended-A, Greek, Cyrillic, in
