@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "common/str.h"
+#include "common/xmalloc.h"
 #include "imapd/imapd.h"
 #include "store/store.h"
 
@@ -99,21 +100,79 @@ static void qresync_report(struct imap_client *c, const struct qresync *qr)
 	store_txn_abort(&t);
 }
 
+/* A SELECT between its \Recent claim (in the group commit) and the view. */
+struct select_op {
+	struct qresync qr;
+	uint64_t id;
+	char *name;
+	struct imap_recent_claim claim;
+};
+
+static void select_op_free(void *arg)
+{
+	struct select_op *so = arg;
+
+	imap_seqset_release(&so->qr.known);
+	free(so->name);
+	free(so);
+}
+
+static int select_claim_fn(struct store_txn *t, void *arg)
+{
+	struct select_op *so = arg;
+
+	return imap_view_take_recent_fn(t, &so->claim);
+}
+
+/* Opens the view with the claimed \Recent UIDs and replies; frees so. */
+static bool select_finish(struct imap_cmd *cmd, struct select_op *so, uint32_t first_recent,
+			  bool owned)
+{
+	struct imap_client *c = cmd->c;
+	bool readonly = (cmd->def_flags & CMD_READONLY) != 0;
+	int rc = imap_view_open(cmd, so->id, so->name, readonly, first_recent);
+
+	if (rc == 0 && so->qr.on)
+		qresync_report(c, &so->qr);
+	if (!owned) /* else the command's end frees it (imap_commit.c) */
+		select_op_free(so);
+	if (rc != 0)
+		return imap_cmd_store_error(cmd, rc, readonly ? "EXAMINE" : "SELECT");
+	imap_client_set_state(c, IMAP_ST_SELECTED);
+	return imap_cmd_reply(cmd, "OK", "[%s] %s completed",
+			      readonly ? "READ-ONLY" : "READ-WRITE",
+			      readonly ? "EXAMINE" : "SELECT");
+}
+
+/* SELECT claims the mailbox's \Recent messages for this session: when there are any, the
+   claim is a write, which goes through the group commit (the loop does not wait for it);
+   the view opens once it is back. */
 bool cmd_select(struct imap_cmd *cmd)
 {
 	struct imap_client *c = cmd->c;
 	bool readonly = (cmd->def_flags & CMD_READONLY) != 0;
-	struct qresync qr = { 0 };
-	uint64_t id;
-	char *name;
+	struct select_op *so;
+	uint32_t first = UINT32_MAX;
 	int rc;
 
+	if (cmd->ctx != NULL) {
+		bool pending;
+
+		so = imap_commit_result(cmd, &pending, &rc);
+		if (pending)
+			return false;
+		if (rc != 0)
+			return imap_cmd_store_error(cmd, rc, "SELECT");
+		return select_finish(cmd, so, so->claim.first, true);
+	}
+	so = xcalloc(1, sizeof(*so));
 	if (imap_cmd_argc(cmd) == 2) {
-		if (select_params(cmd, imap_cmd_arg(cmd, 1), &qr) < 0) {
-			imap_seqset_release(&qr.known);
+		if (select_params(cmd, imap_cmd_arg(cmd, 1), &so->qr) < 0) {
+			select_op_free(so);
 			return imap_cmd_bad(cmd, "Invalid SELECT parameters");
 		}
 	} else if (imap_cmd_argc(cmd) != 1) {
+		select_op_free(so);
 		return imap_cmd_bad(cmd, "Expected: SELECT mailbox");
 	}
 	if (c->view != NULL && c->enabled_qresync)
@@ -121,24 +180,22 @@ bool cmd_select(struct imap_cmd *cmd)
 	/* a failed SELECT leaves no mailbox selected (RFC 3501 6.3.1) */
 	imap_view_close(c);
 	imap_client_set_state(c, IMAP_ST_AUTH);
-	if ((name = imap_mailbox_arg(cmd, 0)) == NULL) {
-		imap_seqset_release(&qr.known);
+	if ((so->name = imap_mailbox_arg(cmd, 0)) == NULL) {
+		select_op_free(so);
 		return true;
 	}
-	if ((rc = find_mbox(c, name, &id)) != 0 ||
-	    (rc = imap_view_open(cmd, id, name, readonly)) != 0) {
-		free(name);
-		imap_seqset_release(&qr.known);
+	if ((rc = find_mbox(c, so->name, &so->id)) != 0) {
+		select_op_free(so);
 		return imap_cmd_store_error(cmd, rc, readonly ? "EXAMINE" : "SELECT");
 	}
-	free(name);
-	if (qr.on)
-		qresync_report(c, &qr);
-	imap_seqset_release(&qr.known);
-	imap_client_set_state(c, IMAP_ST_SELECTED);
-	return imap_cmd_reply(cmd, "OK", "[%s] %s completed",
-			      readonly ? "READ-ONLY" : "READ-WRITE",
-			      readonly ? "EXAMINE" : "SELECT");
+	if (!readonly && imap_view_recent_check(c, so->id, &first)) {
+		so->claim.mbox = so->id;
+		so->claim.first = UINT32_MAX;
+		imap_commit_start(cmd, STORE_ID_PART(so->id), NULL, select_claim_fn, so,
+				  select_op_free);
+		return false;
+	}
+	return select_finish(cmd, so, readonly ? UINT32_MAX : first, false);
 }
 
 static const char *const status_names[] = { "MESSAGES", "RECENT", "UIDNEXT", "UIDVALIDITY",

@@ -165,34 +165,37 @@ void imap_view_send_flags(struct imap_client *c, struct store_txn *t)
 	c->view->nkeywords = nkw;
 }
 
-struct take_recent {
-	uint64_t mbox;
-	uint32_t first;
-};
-
-static int take_recent_fn(struct store_txn *t, void *arg)
+int imap_view_take_recent_fn(struct store_txn *t, void *arg)
 {
-	struct take_recent *tr = arg;
+	struct imap_recent_claim *tr = arg;
 
 	return store_mbox_take_recent(t, tr->mbox, &tr->first);
 }
 
-/* Claims the \Recent messages for this session (SELECT, and new mail while selected). */
-static uint32_t view_take_recent(struct imap_client *c, uint64_t mbox)
+bool imap_view_recent_check(struct imap_client *c, uint64_t mbox, uint32_t *first_r)
 {
-	struct take_recent tr = { mbox, UINT32_MAX };
 	struct store_txn *t = NULL;
 	struct store_status st;
+	int rc;
 
 	/* most SELECTs find nothing \Recent: a read tells, without a write txn and its fsync */
-	if (store_txn_begin(c->srv->store, STORE_ID_PART(mbox), STORE_TXN_READ, &t) == 0 &&
-	    store_mbox_status(t, mbox, &st) == 0 && st.first_recent_uid >= st.uidnext) {
-		store_txn_abort(&t);
-		return st.uidnext;
-	}
+	if ((rc = store_txn_begin(c->srv->store, STORE_ID_PART(mbox), STORE_TXN_READ, &t)) == 0)
+		rc = store_mbox_status(t, mbox, &st);
 	store_txn_abort(&t);
+	*first_r = rc != 0 ? UINT32_MAX : st.uidnext;
+	return rc == 0 && st.first_recent_uid < st.uidnext;
+}
 
-	if (store_write(c->srv->store, STORE_ID_PART(mbox), take_recent_fn, &tr) != 0)
+/* Claims the \Recent messages that arrived while selected (a write in the loop: rare, new
+   mail during a session; SELECT's claim goes through the group commit instead). */
+static uint32_t view_take_recent(struct imap_client *c, uint64_t mbox)
+{
+	struct imap_recent_claim tr = { mbox, UINT32_MAX };
+	uint32_t first;
+
+	if (!imap_view_recent_check(c, mbox, &first))
+		return first;
+	if (store_write(c->srv->store, STORE_ID_PART(mbox), imap_view_take_recent_fn, &tr) != 0)
 		return UINT32_MAX;
 	return tr.first;
 }
@@ -233,11 +236,11 @@ static int view_load(struct imap_client *c, struct imap_view *v, uint32_t first_
 	return rc;
 }
 
-int imap_view_open(struct imap_cmd *cmd, uint64_t mbox, const char *name, bool readonly)
+int imap_view_open(struct imap_cmd *cmd, uint64_t mbox, const char *name, bool readonly,
+		   uint32_t first_recent)
 {
 	struct imap_client *c = cmd->c;
 	struct imap_view *v = xcalloc(1, sizeof(*v));
-	uint32_t first_recent = readonly ? UINT32_MAX : view_take_recent(c, mbox);
 	struct store_txn *t = NULL;
 	struct store_status st;
 	uint32_t unseen = 0;

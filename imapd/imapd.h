@@ -276,7 +276,19 @@ char *imap_arg_dup(const struct imap_arg *a);
 void imap_capability(struct imap_client *c, struct buf *out);
 
 /* imap_view.c */
-int imap_view_open(struct imap_cmd *cmd, uint64_t mbox, const char *name, bool readonly);
+/* Opens the view; first_recent: the first UID this session claimed \Recent (UINT32_MAX:
+   none, EXAMINE) from imap_view_recent_check or the claim's write. */
+int imap_view_open(struct imap_cmd *cmd, uint64_t mbox, const char *name, bool readonly,
+		   uint32_t first_recent);
+/* SELECT's \Recent claim: a read tells whether mbox has \Recent messages to claim. False:
+   nothing to write, *first_r is the first UID to show \Recent (UINT32_MAX on error). True:
+   the claim needs a write, imap_view_take_recent_fn in the group commit. */
+struct imap_recent_claim {
+	uint64_t mbox;
+	uint32_t first;
+};
+bool imap_view_recent_check(struct imap_client *c, uint64_t mbox, uint32_t *first_r);
+int imap_view_take_recent_fn(struct store_txn *t, void *arg); /* arg: imap_recent_claim */
 void imap_view_close(struct imap_client *c);
 /* Brings the view up to date and sends EXISTS/RECENT/FETCH (and EXPUNGE when allowed). */
 void imap_view_sync(struct imap_client *c, bool allow_expunge);
