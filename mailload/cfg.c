@@ -310,6 +310,14 @@ int ml_cfg_from_json(struct ml_cfg *c, const struct jv *obj)
 	return 0;
 }
 
+void ml_rcpt_addr(const struct ml_cfg *c, int64_t id, char *out, size_t n)
+{
+	if (id > 0)
+		snprintf(out, n, "user%" PRId64 "@%s", id, c->domain);
+	else
+		snprintf(out, n, "r%" PRId64 "@%s", -id, c->ext_domain);
+}
+
 int64_t ml_now_ms(void)
 {
 	struct timespec ts;
