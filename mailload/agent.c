@@ -138,10 +138,7 @@ const char *ag_password(const struct agent *ag, uint32_t user, char *tmp, size_t
 
 void ag_rcpt_addr(const struct agent *ag, int64_t id, char *out, size_t n)
 {
-	if (id > 0)
-		snprintf(out, n, "user%" PRId64 "@%s", id, ag->cfg.domain);
-	else
-		snprintf(out, n, "r%" PRId64 "@%s", -id, ag->cfg.ext_domain);
+	ml_rcpt_addr(&ag->cfg, id, out, n);
 }
 
 uint64_t ag_init_seq(uint32_t user, uint32_t folder, uint32_t idx)

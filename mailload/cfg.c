@@ -353,6 +353,14 @@ void ml_server_info_merge(struct ml_server_info *s, const struct jv *r)
 	}
 }
 
+void ml_rcpt_addr(const struct ml_cfg *c, int64_t id, char *out, size_t n)
+{
+	if (id > 0)
+		snprintf(out, n, "user%" PRId64 "@%s", id, c->domain);
+	else
+		snprintf(out, n, "r%" PRId64 "@%s", -id, c->ext_domain);
+}
+
 int64_t ml_now_ms(void)
 {
 	struct timespec ts;

@@ -66,6 +66,7 @@ struct imap_sess {
 	int64_t date_ms, deadline_ms;
 	bool literal_wait, app_init;
 	bool has_idle, idle_wait, idling; /* probes: IDLE offered, asked, in progress */
+	bool grew; /* probes: EXISTS went up since the last look (after any EXPUNGE) */
 	uint64_t app_seq;
 	int64_t app_date;
 	/* init */
@@ -313,6 +314,7 @@ static void is_untagged_num(struct imap_sess *s, struct itok *t, uint64_t n)
 	if (s->view.f == NULL)
 		return;
 	if (itok_is(t, "EXISTS")) {
+		s->grew |= n > s->view.exists;
 		why = um_view_exists(&s->view, (uint32_t)n);
 		if (s->idling) /* new mail: leave IDLE to read it */
 			is_idle_done(s);
@@ -761,6 +763,14 @@ static void is_poll_cb(evutil_socket_t fd, short what, void *arg)
 	is_cmd(s, FN_IMAP_NOOP, "NOOP");
 }
 
+/* The delivery probe: EXAMINE INBOX, then the Message-IDs of what is new, again each time
+   EXISTS grows, until nothing is awaited. The first look at a mailbox (no UID known for its
+   UIDVALIDITY) reads every message: a new message is not necessarily the last one, since a
+   server numbers what it had never numbered (a Maildir filled behind its back) when it first
+   opens it, possibly after the message it is saving (Dovecot's LMTP gives that one UID 1).
+   After that, UIDs only grow (RFC 3501 2.3.1.1), so the UIDs above the highest seen. An
+   EXPUNGE from another session lowers EXISTS, so growth is what the probe watches, not the
+   count it saw last. */
 static void step_probe(struct imap_sess *s)
 {
 	struct agent *ag = s->ag;
@@ -773,22 +783,21 @@ static void step_probe(struct imap_sess *s)
 		return is_select(s, 0, FN_IMAP_EXAMINE, true);
 	case 1:
 		s->step = 2;
+		s->grew = false;
 		if (ag->probe_uidv[s->user - 1] != s->view.uidvalidity || *last == 0) {
-			uint32_t n = s->view.exists, lo = n > 50 ? n - 49 : 1;
 			ag->probe_uidv[s->user - 1] = s->view.uidvalidity;
-			if (n == 0)
+			*last = 0;
+			if (s->view.exists == 0)
 				return step_probe(s);
-			s->seq = n;
 			return is_cmd(s, FN_IMAP_NOOP,
-				      "FETCH %u:* (UID BODY.PEEK[HEADER.FIELDS (Message-ID)])", lo);
+				      "FETCH 1:* (UID BODY.PEEK[HEADER.FIELDS (Message-ID)])");
 		}
-		s->seq = s->view.exists;
 		return is_cmd(s, FN_IMAP_NOOP,
 			      "UID FETCH %u:* (UID BODY.PEEK[HEADER.FIELDS (Message-ID)])",
 			      *last + 1);
 	default:
-		if (s->view.exists > s->seq) { /* new mail since the last look */
-			s->seq = s->view.exists;
+		if (s->grew) { /* new mail since the last look */
+			s->grew = false;
 			return is_cmd(s, FN_IMAP_NOOP,
 				      "UID FETCH %u:* (UID BODY.PEEK[HEADER.FIELDS (Message-ID)])",
 				      *last + 1);

@@ -113,6 +113,8 @@ void ml_cfg_json(const struct ml_cfg *c, struct buf *out);
 struct jv;
 /* Sets every key present in obj; -1 on a bad value. */
 int ml_cfg_from_json(struct ml_cfg *c, const struct jv *obj);
+/* The address of recipient id: userN@domain (id = N > 0) or rN@ext_domain (id = -N). */
+void ml_rcpt_addr(const struct ml_cfg *c, int64_t id, char *out, size_t n);
 
 /* ---- what the server showed: each agent's, then the manager's merge of them (cfg.c) ---- */
 struct ml_server_info {

@@ -554,9 +554,17 @@ static size_t sink_remote(const struct jv *recs, const struct ml_cfg *c, struct 
 	return n;
 }
 
+#define LOST_LIST_MAX 20 /* lost copies named in the report (the first the accounting meets) */
+struct lost_copy {
+	const struct mgr_sent *sent;
+	int64_t rcpt; /* a user number (> 0) or a remote recipient (< 0) */
+};
+
 struct deliv {
 	uint64_t checked, delivered, lost, dup, unchecked, local, remote;
 	uint64_t submitted, incoming, submitted_steady;
+	struct lost_copy lost_list[LOST_LIST_MAX];
+	uint32_t nlost_list;
 };
 
 /* Copies of message seq that local user r saw (distinct UIDVALIDITY/UID), the first at
@@ -642,6 +650,8 @@ static void account(struct mgr_point *p, const struct ml_cfg *c, const struct jv
 			}
 			d->checked++;
 			if (copies == 0) {
+				if (d->nlost_list < LOST_LIST_MAX)
+					d->lost_list[d->nlost_list++] = (struct lost_copy){ s, r };
 				d->lost++;
 				continue;
 			}
@@ -764,6 +774,29 @@ static bool point_rules(const struct mgr_point *p, const struct deliv *d, double
 	return pass;
 }
 
+/* The lost copies named: the Message-ID, the recipient, local or remote, user submission or
+   inbound mail, and when the server acknowledged it (wall-clock ms, and seconds into the run)
+   so that they can be found in the servers' logs. */
+static void put_lost_copies(struct buf *o, const struct ml_cfg *c, const struct deliv *d)
+{
+	buf_puts(o, ",\"lost_copies\":[");
+	for (uint32_t i = 0; i < d->nlost_list; i++) {
+		const struct lost_copy *l = &d->lost_list[i];
+		char addr[2 * ML_STR];
+
+		ml_rcpt_addr(c, l->rcpt, addr, sizeof(addr));
+		buf_printf(o, "%s{\"message_id\":\"<%" PRIu64 ".%" PRIu64 "@mailload>\",\"rcpt\":",
+			   i ? "," : "", c->run_id, l->sent->seq);
+		json_put_str(o, addr);
+		buf_printf(o, ",\"local\":%s,\"submitted\":%s,\"ack_ms\":%" PRId64
+			      ",\"sent_s\":%.3f,\"ack_s\":%.3f}",
+			   l->rcpt > 0 ? "true" : "false", l->sent->submitted ? "true" : "false",
+			   l->sent->ack_ms, (double)(l->sent->sent_ms - (int64_t)c->t0_ms) / 1000.0,
+			   (double)(l->sent->ack_ms - (int64_t)c->t0_ms) / 1000.0);
+	}
+	buf_putc(o, ']');
+}
+
 static void put_point_delivery(const struct mgr_point *p, const struct ml_cfg *c,
 			       const struct deliv *d, const char *sink_note, struct buf *o)
 {
@@ -773,6 +806,7 @@ static void put_point_delivery(const struct mgr_point *p, const struct ml_cfg *c
 		   ML_DELIVERY_LIMIT_MS, d->checked, d->delivered, d->lost, d->dup, d->local,
 		   d->remote, d->unchecked);
 	json_put_str(o, sink_note != NULL ? sink_note : "");
+	put_lost_copies(o, c, d);
 	buf_putc(o, ',');
 	put_histo_fields(o, &p->delivery, 0, ML_DELIVERY_LIMIT_MS);
 	buf_printf(o, "},\"messages\":{\"submitted\":%" PRIu64 ",\"submitted_steady\":%" PRIu64

@@ -74,6 +74,23 @@ static void text_summary(const struct jv *pt, struct buf *o)
 		buf_printf(o, "  fails: %s\n", why->kid[i].s != NULL ? why->kid[i].s : "?");
 }
 
+/* The lost copies the report names (delivery.lost_copies), one a line. */
+static void text_lost_copies(struct buf *o, const struct jv *d)
+{
+	const struct jv *l = jv_get(d, "lost_copies");
+
+	for (size_t i = 0; l != NULL && i < l->n; i++) {
+		const struct jv *c = &l->kid[i];
+		buf_printf(o, "  lost: %s to %s (%s, %s), acknowledged %.3f s into the run\n",
+			   jv_str(c, "message_id", "?"), jv_str(c, "rcpt", "?"),
+			   jv_true(c, "local") ? "local" : "remote",
+			   jv_true(c, "submitted") ? "user submission" : "inbound",
+			   jv_num(c, "ack_s", 0));
+	}
+	if (l != NULL && (int64_t)l->n < jv_int(d, "lost", 0))
+		buf_printf(o, "  (the first %zu lost copies named)\n", l->n);
+}
+
 static void text_detail(const struct jv *pt, struct buf *o)
 {
 	const struct jv *fns = jv_get(pt, "functions"), *d = jv_get(pt, "delivery");
@@ -114,6 +131,7 @@ static void text_detail(const struct jv *pt, struct buf *o)
 		buf_printf(o, "  %" PRId64 " remote recipient copies unchecked\n",
 			   jv_int(d, "remote_unchecked", 0));
 	buf_printf(o, "  remote check: %s\n", jv_str(d, "remote_note", ""));
+	text_lost_copies(o, d);
 	buf_printf(o, "Errors: %" PRId64 " of %" PRId64 " steps (%.3f%%)",
 		   jv_int(e, "failed", 0), jv_int(e, "steps", 0), jv_num(e, "rate_pct", 0));
 	if (jv_int(e, "sessions_refused", 0) > 0)

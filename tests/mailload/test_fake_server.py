@@ -8,7 +8,12 @@ APPEND with a synchronizing literal). The test runs `mailload init`, then one sh
 IMAP session kind (check, sync, cleanup; submissions with their APPEND to Sent, deliveries
 from outside MTAs and the delivery probes come along), and asserts what each kind must
 produce: samples for its functions, no errors, nothing lost or duplicated. A last run against
-a server that changes UIDVALIDITY under the client must report the contradiction.
+a server that changes UIDVALIDITY under the client must report the contradiction. Two more
+find every delivery with the probes alone (no user session reads INBOX): into INBOXes filled
+behind the server's back, where the first delivery is numbered before the messages already
+there and so comes first (Dovecot's LMTP into a Maildir it never indexed); and with deliveries
+made after the acknowledgement (a queue) while another session expunges a message, so that
+EXISTS does not grow past what the probe saw before.
 
 usage: test_fake_server.py PATH/TO/mailload"""
 import json
@@ -27,6 +32,10 @@ from heronlib import DOMAIN, serve  # noqa: E402
 LOCK = threading.Lock()
 STORE = {}  # user -> {folder: {"uidvalidity", "uidnext", "msgs": [[uid, flags(set), bytes]], "sub"}}
 LIE = {"uidvalidity": False}
+# save_first: a delivery into a mailbox with unnumbered messages is numbered first (Dovecot);
+# late: seconds between the SMTP acknowledgement and the delivery (0: before the reply);
+# expunge_old: each delivery also expunges the oldest message, as another session would
+MODE = {"save_first": False, "late": 0.0, "expunge_old": False}
 LINE_MAX = 100000
 
 
@@ -41,11 +50,26 @@ def mailbox(user, name, create=False):
     return u[name]
 
 
+def number(mb):
+    """UIDs for the messages that have none (put there behind the server's back), in order."""
+    for m in mb["msgs"]:
+        if m[0] is None:
+            m[0] = mb["uidnext"]
+            mb["uidnext"] += 1
+
+
 def deliver(user, data, flags=()):
     with LOCK:
         mb = mailbox(user, "INBOX")
-        mb["msgs"].append([mb["uidnext"], set(flags), data])
+        if MODE["expunge_old"] and mb["msgs"]:
+            del mb["msgs"][0]
+        if not MODE["save_first"]:
+            number(mb)
+        msg = [mb["uidnext"], set(flags), data]
         mb["uidnext"] += 1
+        number(mb)  # save_first: after the new one, which comes first in UID order
+        mb["msgs"].append(msg)
+        mb["msgs"].sort(key=lambda m: m[0])
 
 
 class SMTP(socketserver.StreamRequestHandler):
@@ -80,7 +104,11 @@ class SMTP(socketserver.StreamRequestHandler):
                 data = b"".join(chunks)
                 for r in rcpts:
                     m = re.match(r"(user\d+)@" + re.escape(DOMAIN) + "$", r)
-                    if m:
+                    if m and MODE["late"]:
+                        t = threading.Timer(MODE["late"], deliver, (m.group(1), data))
+                        t.daemon = True
+                        t.start()
+                    elif m:
                         deliver(m.group(1), data)
                 self.reply("250 2.0.0 queued")
             elif up == "QUIT":
@@ -211,6 +239,7 @@ class IMAP(socketserver.StreamRequestHandler):
         elif cmd == "STATUS":
             name = args.split(" (")[0].strip('"')
             mb = mailbox(user, name)
+            number(mb)
             self.send('* STATUS "%s" (MESSAGES %d)\r\n' % (name, len(mb["msgs"])) + ok)
         elif cmd in ("SELECT", "EXAMINE"):
             sel = mailbox(user, args.strip('"'))
@@ -219,6 +248,7 @@ class IMAP(socketserver.StreamRequestHandler):
                 return user, None
             if LIE["uidvalidity"] and sel is STORE[user]["INBOX"]:
                 sel["uidvalidity"] += 1
+            number(sel)
             self.view = [m[0] for m in sel["msgs"]]
             self.send("* %d EXISTS\r\n* 0 RECENT\r\n* OK [UIDVALIDITY %d] v\r\n"
                       "* OK [UIDNEXT %d] n\r\n" % (len(sel["msgs"]), sel["uidvalidity"],
@@ -299,6 +329,39 @@ def run_kind(exe, smtp, imap, tmp, name, mix, extra=()):
     return pt, {f["key"]: f for f in pt["functions"]}
 
 
+def fill_inboxes(numbered):
+    """60 messages in every user's INBOX, written as `mailload init --maildir` does: with no
+    UIDs yet unless numbered."""
+    with LOCK:
+        for k, user in enumerate(sorted(STORE)):
+            mb = {"uidvalidity": 7000 + k, "uidnext": 1, "sub": False,
+                  "msgs": [[None, set(), b"Message-ID: <old%d@fill>\r\nSubject: old\r\n\r\n"
+                            b"old\r\n" % i] for i in range(60)]}
+            if numbered:
+                number(mb)
+            STORE[user]["INBOX"] = mb
+
+
+def probes_find_every_delivery(exe, sp, ip, tmp):
+    """Only the probes read INBOX (no IMAP session of users): each delivery must be found
+    where a server may legitimately put it, and when it comes after an EXPUNGE."""
+    for name, mode, numbered in (
+            ("first-save", {"save_first": True, "late": 0.0, "expunge_old": False}, False),
+            ("queue-expunge", {"save_first": False, "late": 1.5, "expunge_old": True}, True)):
+        fill_inboxes(numbered)
+        MODE.update(mode)
+        try:
+            pt, fns = run_kind(exe, sp, ip, tmp, name, (1, 0, 0),
+                               ("--set", "imap_per_hour=0"))
+        finally:
+            MODE.update({"save_first": False, "late": 0.0, "expunge_old": False})
+        d = pt["delivery"]
+        assert d["delivered"] > 0, (name, d)
+        assert d["lost"] == 0 and d["duplicated"] == 0, (name, d)
+        assert fns["imap_noop"]["count"] > 0, (name, fns["imap_noop"])
+        print("ok %s: %d local copies found by the probes" % (name, d["local"]))
+
+
 def main():
     exe = os.path.abspath(sys.argv[1])
     tmp = tempfile.mkdtemp(prefix="heron-mailload-test-")
@@ -348,6 +411,9 @@ def main():
         p = subprocess.run([exe, "report", os.path.join(tmp, "lie")], stdout=subprocess.PIPE,
                            timeout=30)
         assert p.returncode == 0 and b"FAIL" in p.stdout
+        LIE["uidvalidity"] = False
+
+        probes_find_every_delivery(exe, sp, ip, tmp)
     finally:
         smtp.shutdown()
         imap.shutdown()
