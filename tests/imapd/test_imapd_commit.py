@@ -3,9 +3,13 @@ commit. Each session gets its exact reply after the commit; the worker's log at 
 the writes and the commits they shared (fewer commits than writes when sessions overlap).
 
 Usage: test_imapd_commit.py IMAPD_BINARY DELIVER_BINARY"""
+import contextlib
+import glob
 import os
 import re
+import subprocess
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -75,31 +79,36 @@ class GroupCommit(unittest.TestCase):
 
     def test_client_leaves_during_commit(self):
         # The commit runs in the committer's thread and reads the session: a session that
-        # leaves while its write is in the batch stays allocated until the write is back
-        # (the sanitizer build catches a use after free). Its write either happened or not;
-        # the worker goes on serving.
-        d = Imapd(IMAPD, deliver=DELIVER, extra="\n[store]\ngroup_commit_delay = 300ms\n")
+        # leaves while its write is out stays allocated until the write is back (the log
+        # says so; the sanitizer build checks the memory), and meanwhile the loop serves
+        # the others. A second process holding LMDB's write lock keeps the writes out for as
+        # long as the test needs, whatever the machine's speed.
+        d = Imapd(IMAPD, deliver=DELIVER)
         with d:
             first = Raw(d.port)
             self.assertEqual(first.cmd("L", 'LOGIN alice "%s"' % PASSWORD)[-1][:4], "L OK")
             self.assertEqual(first.cmd("c", "CREATE Gone"), ["c OK CREATE completed"])
             first.send(("A APPEND Gone {%d+}\r\n" % len(SIMPLE)).encode() + SIMPLE + b"\r\n")
             self.assertEqual(first.until_tag("A")[-1][:4], "A OK")
-            for round_ in range(3):
-                leavers = []
-                for i in range(SESSIONS):
-                    r = Raw(d.port)
-                    self.assertEqual(r.cmd("L", 'LOGIN alice "%s"' % PASSWORD)[-1][:4], "L OK")
-                    self.assertEqual(r.cmd("s", "SELECT Gone")[-1][:4], "s OK")
+            leavers = []
+            for i in range(SESSIONS):
+                r = Raw(d.port)
+                self.assertEqual(r.cmd("L", 'LOGIN alice "%s"' % PASSWORD)[-1][:4], "L OK")
+                self.assertEqual(r.cmd("s", "SELECT Gone")[-1][:4], "s OK")
+                leavers.append(r)
+            with hold_write_locks(d.store):
+                for i, r in enumerate(leavers):
                     if i % 2:
                         r.send("T STORE 1 +FLAGS (\\Flagged)\r\n")
                     else:
                         r.send(("A APPEND Gone {%d+}\r\n" % len(SIMPLE)).encode() + SIMPLE +
                                b"\r\n")
-                    leavers.append(r)
+                # the writes wait for the lock; the loop does not
+                self.assertEqual(first.cmd("n", "NOOP")[-1], "n OK Completed")
                 for r in leavers:
-                    r.close()  # before the 300 ms batch commits
-            # the worker still answers, and the store is consistent
+                    r.close()
+                time.sleep(0.5)  # the worker sees them leave while their writes are out
+            # the lock released: the writes commit, the sessions that left are freed
             self.assertEqual(first.cmd("n", "NOOP")[-1], "n OK Completed")
             st = first.cmd("st", "STATUS Gone (MESSAGES)")
             self.assertRegex(st[0], r"^\* STATUS Gone \(MESSAGES \d+\)$")
@@ -109,8 +118,43 @@ class GroupCommit(unittest.TestCase):
             d.stop()
             log = d.logtext()
             self.assertNotIn("fatal", log.lower())
-            # the case under test happened: sessions left with a write in the batch
+            # the case under test happened: sessions left with a write out
             self.assertIn("left with a write in the group commit", log)
+
+
+HOLDER = r"""
+import ctypes, sys
+lm = ctypes.CDLL("liblmdb.so.0")
+txns = []
+for path in sys.argv[1:]:
+    env = ctypes.c_void_p()
+    txn = ctypes.c_void_p()
+    assert lm.mdb_env_create(ctypes.byref(env)) == 0
+    lm.mdb_env_set_maxdbs(env, 32)
+    assert lm.mdb_env_open(env, path.encode(), 0x4000, 0o640) == 0  # MDB_NOSUBDIR
+    assert lm.mdb_txn_begin(env, None, 0, ctypes.byref(txn)) == 0   # the write lock
+    txns.append((env, txn))
+print("held", flush=True)
+sys.stdin.read()
+for env, txn in txns:
+    lm.mdb_txn_abort(txn)
+    lm.mdb_env_close(env)
+"""
+
+
+@contextlib.contextmanager
+def hold_write_locks(store):
+    """Another process holds the write lock of every partition of store."""
+    paths = sorted(glob.glob(os.path.join(store, "part*", "index.mdb")))
+    p = subprocess.Popen([sys.executable, "-c", HOLDER] + paths, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        if p.stdout.readline().strip() != "held":
+            raise AssertionError("could not take the store's write locks")
+        yield
+    finally:
+        p.stdin.close()
+        p.wait(timeout=30)
 
 
 def main():
