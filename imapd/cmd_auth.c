@@ -295,6 +295,23 @@ static int user_create_fn(struct store_txn *t, void *arg)
 	return store_user_set_quota(t, u->name, u->quota, 0);
 }
 
+/* The user's record as it should be (the common case at LOGIN): its id from a read txn,
+   without the partition's write lock and a commit. False: user_create_fn must run. */
+static bool user_ready(struct store *st, unsigned part, struct user_setup *u)
+{
+	struct store_txn *t = NULL;
+	struct store_user su;
+	bool ready = false;
+
+	if (store_txn_begin(st, part, STORE_TXN_READ, &t) == 0 &&
+	    store_user_get(t, u->name, &su) == 0 && (u->quota == 0 || su.quota_bytes == u->quota)) {
+		u->id = su.id;
+		ready = true;
+	}
+	store_txn_abort(&t);
+	return ready;
+}
+
 /* The directory said yes: find (or create) the user's store record. */
 static bool auth_finish(struct imap_cmd *cmd, struct auth_ctx *a)
 {
@@ -314,7 +331,7 @@ static bool auth_finish(struct imap_cmd *cmd, struct auth_ctx *a)
 			       ? (unsigned)a->partition
 			       : store_partition_for(st, a->login);
 	c->user = xstrdup(a->login);
-	if ((rc = store_write(st, part, user_create_fn, &u)) != 0) {
+	if (!user_ready(st, part, &u) && (rc = store_write(st, part, user_create_fn, &u)) != 0) {
 		imap_user_put(c);
 		free(c->user);
 		c->user = NULL;

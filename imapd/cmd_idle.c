@@ -28,9 +28,10 @@ void imap_idle_done(struct imap_client *c, bool ok)
 		imap_cmd_bad(&c->cmd, "Expected DONE");
 }
 
-void imap_server_changed(struct imap_server *srv)
+void imap_server_changed(struct imap_server *srv, const bool *parts)
 {
 	for (struct imap_client *c = srv->clients; c != NULL; c = c->next)
-		if ((c->flags & IMAP_CF_IDLE) && c->view != NULL && !imap_out_full(c))
+		if ((c->flags & IMAP_CF_IDLE) && c->view != NULL && !imap_out_full(c) &&
+		    (parts == NULL || parts[c->view->part]))
 			imap_view_sync(c, true);
 }

@@ -56,9 +56,12 @@ static void watch_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct imap_server *srv = arg;
 
-	if (srv->watch != NULL)
-		store_watch_drain(srv->watch, NULL);
-	imap_server_changed(srv);
+	if (srv->watch == NULL) {
+		imap_server_changed(srv, NULL); /* polling: every partition may have changed */
+		return;
+	}
+	store_watch_drain(srv->watch, srv->watch_changed);
+	imap_server_changed(srv, srv->watch_changed);
 }
 
 static void on_drain(void *arg)
@@ -160,6 +163,7 @@ static void server_watch_setup(struct imap_server *srv)
 	struct timeval one = { 1, 0 };
 
 	if (store_watch_new(srv->store, &srv->watch) == 0) {
+		srv->watch_changed = xcalloc(store_partitions(srv->store), sizeof(bool));
 		for (unsigned p = 0; p < store_partitions(srv->store); p++)
 			store_watch_partition(srv->watch, p);
 		srv->watch_ev = event_new(srv->base, store_watch_fd(srv->watch),
@@ -220,6 +224,8 @@ void imapd_worker_free(struct imap_server *srv)
 	if (srv->poll_ev != NULL)
 		event_free(srv->poll_ev);
 	store_watch_free(&srv->watch);
+	free(srv->watch_changed);
+	srv->watch_changed = NULL;
 	server_gc_close(srv);
 	ldapauth_free(&srv->auth);
 	store_close(&srv->store);

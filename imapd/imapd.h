@@ -75,6 +75,7 @@ struct imap_server {
 	struct store *store;
 	struct store_gc *gc;        /* group commit of APPEND, STORE, EXPUNGE */
 	struct store_watch *watch;
+	bool *watch_changed;        /* per partition, filled by each drain */
 	struct event *watch_ev;
 	struct ldapauth *auth;
 	void *tls_ctx;              /* SSL_CTX when [tls] cert is set */
@@ -240,8 +241,8 @@ void imap_client_stream_decoded(struct imap_client *c, int fd, uint64_t off, uin
 void imap_client_append_reset(struct imap_client *c);
 /* imap_server.c: a client left; a draining worker exits after its last one. */
 void imap_server_client_left(struct imap_server *srv);
-/* Wakes IDLE sessions after a store change notification. */
-void imap_server_changed(struct imap_server *srv);
+/* Syncs the idle sessions whose mailbox is in a changed partition (parts[p]; NULL: all). */
+void imap_server_changed(struct imap_server *srv, const bool *parts);
 
 /* imap_reply.c */
 void imap_printf(struct imap_client *c, const char *fmt, ...)

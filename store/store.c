@@ -465,6 +465,8 @@ int store_txn_commit(struct store_txn **tp)
 {
 	struct store_txn *t = *tp;
 	struct store_env *e;
+	MDB_envinfo info;
+	size_t id;
 	int rc;
 
 	if (t == NULL)
@@ -486,14 +488,19 @@ int store_txn_commit(struct store_txn **tp)
 		free(t);
 		return rc;
 	}
+	id = mdb_txn_id(t->txn);
 	rc = mdb_txn_commit(t->txn);
 	env_txn_end(e);
 	if (rc == 0) {
-		atomic_fetch_add(&t->st->commits, 1);
-		atomic_fetch_add(&t->st->fsyncs, 2); /* LMDB: data pages, then the meta page */
 		store_blob_txn_committed(t);
 		store_blob_unlink_dead(t);
-		txn_notify(e);
+		/* a txn that changed nothing commits without a write (LMDB keeps the last txn
+		   id): no fsync to count and nothing for the watchers to look at */
+		if (mdb_env_info(e->env, &info) != 0 || info.me_last_txnid >= id) {
+			atomic_fetch_add(&t->st->commits, 1);
+			atomic_fetch_add(&t->st->fsyncs, 2); /* data pages, then the meta page */
+			txn_notify(e);
+		}
 	} else if (rc == MDB_MAP_FULL) {
 		rc = env_grow(t->st, e);
 	} else {

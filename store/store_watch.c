@@ -88,6 +88,10 @@ int store_watch_drain(struct store_watch *w, bool *changed)
 			}
 			p += sizeof(*ev) + ev->len;
 		}
+		/* a read that left room for one more event of any size emptied the queue: what
+		   arrives later wakes the caller's poll again (one read a wake-up, not two) */
+		if ((size_t)r + sizeof(struct inotify_event) + NAME_MAX + 1 <= sizeof(buf))
+			break;
 	}
 	return n;
 }
