@@ -696,8 +696,19 @@ static void gc_done_cb(evutil_socket_t fd, short what, void *arg)
 		;
 	for (unsigned i = 0; i < gc->nlanes; i++)
 		any |= gc_async_reap(gc, &gc->lanes[i]);
-	if (any) /* what queued during the commit (and its callbacks) goes now */
+	if (any) { /* what queued during the commit (and its callbacks) goes now */
 		gc_async_start(gc);
+		return;
+	}
+	/* a stale wake-up (store_gc_flush reaped that batch itself): keep watching for the
+	   batch still out, if any */
+	for (unsigned i = 0; i < gc->nlanes; i++) {
+		pthread_mutex_lock(&gc->lanes[i].mu);
+		any |= gc->lanes[i].inflight != NULL;
+		pthread_mutex_unlock(&gc->lanes[i].mu);
+	}
+	if (any)
+		event_add(gc->done_ev, NULL);
 }
 
 static void gc_timer_cb(evutil_socket_t fd, short what, void *arg)
