@@ -150,7 +150,8 @@ def calls(trace):
             if cm is None:
                 continue
             if cm.group(2).endswith("<unfinished ...>"):
-                pending[pid] = (idx, cm.group(1), cm.group(2)[:-len("<unfinished ...>")])
+                pending[pid] = (idx, cm.group(1),
+                                cm.group(2)[:-len("<unfinished ...>")].rstrip())
             else:
                 out.append((idx, idx, pid, cm.group(1), cm.group(2)))
     return out
