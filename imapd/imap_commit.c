@@ -5,13 +5,13 @@
  * allocated (defunct) until its write is back, then is freed (nothing was said OK). */
 #include <stdlib.h>
 
+#include "common/log.h"
 #include "common/xmalloc.h"
 #include "imapd/imapd.h"
 #include "store/store.h"
 
 struct imap_commit {
-	struct imap_client *c;      /* NULL once the client left: the write is skipped */
-	int (*fn)(struct store_txn *t, void *arg);
+	struct imap_client *c;      /* stays allocated until the write is back (client_free) */
 	void *arg;
 	void (*arg_free)(void *arg);
 	struct store_blob *blob;    /* freed after the commit */
@@ -34,22 +34,9 @@ static void commit_ctx_free(struct imap_cmd *cmd)
 	cmd->ctx = NULL;
 	if (cm == NULL)
 		return;
-	if (cm->pending)
-		cm->c = NULL; /* the callback frees it */
-	else
-		commit_free(cm);
-}
-
-/* In the commit: the group committer's thread, while the loop goes on with the other
-   clients. This client waits for the result and stays allocated until then, even if its
-   connection ends (client_free defers), so fn may read its view and its command. */
-static int commit_fn(struct store_txn *t, void *arg)
-{
-	struct imap_commit *cm = arg;
-
-	if (cm->c == NULL)
-		return STORE_EINVAL;
-	return cm->fn(t, cm->arg);
+	if (cm->pending) /* client_free waits for the write (ncommits), the command too */
+		fatalx("imapd: a command ended while its write was in the group commit");
+	commit_free(cm);
 }
 
 static void commit_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
@@ -62,11 +49,7 @@ static void commit_done(int result, const struct store_rcpt *rcpts, size_t n, ui
 	(void)value;
 	cm->pending = false;
 	cm->rc = result;
-	if (cm->c == NULL) {
-		commit_free(cm);
-	} else {
-		imap_client_commit_back(cm->c); /* frees cm with the command if the client left */
-	}
+	imap_client_commit_back(cm->c); /* frees cm with the command if the client left */
 }
 
 bool imap_client_commit_back(struct imap_client *c)
@@ -86,7 +69,6 @@ void imap_commit_start(struct imap_cmd *cmd, unsigned part, struct store_blob *b
 	struct imap_commit *cm = xcalloc(1, sizeof(*cm));
 
 	cm->c = cmd->c;
-	cm->fn = fn;
 	cm->arg = arg;
 	cm->arg_free = arg_free;
 	cm->blob = blob;
@@ -94,7 +76,10 @@ void imap_commit_start(struct imap_cmd *cmd, unsigned part, struct store_blob *b
 	cmd->ctx = cm;
 	cmd->ctx_free = commit_ctx_free;
 	cmd->c->ncommits++;
-	store_gc_write(cmd->c->srv->gc, part, blob, commit_fn, cm, commit_done, cm);
+	/* fn runs in the group committer's thread while the loop serves the other clients; this
+	   client waits for the result and stays allocated until then, even if its connection
+	   ends (client_free defers), so fn may read its view and its command */
+	store_gc_write(cmd->c->srv->gc, part, blob, fn, arg, commit_done, cm);
 }
 
 void *imap_commit_result(struct imap_cmd *cmd, bool *pending_r, int *rc_r)
