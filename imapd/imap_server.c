@@ -284,6 +284,7 @@ int imap_server_run(struct daemon_worker *w, const struct imap_worker_args *a)
 	if (a->tls->n > 0)
 		srv.tls = server_net_new(&srv, a->tls, cap, accept_tls);
 	daemon_worker_attach(w, srv.base, on_drain, on_reload, &srv);
+	log_info("imapd worker %u ready", daemon_worker_index(w));
 	event_base_dispatch(srv.base);
 	imapd_worker_free(&srv);
 	return 0;

@@ -15,7 +15,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, os.path.join(HERE, "..", "imapd"))
-from heronlib import IMAP_PASSWORD as PASSWORD, Imapd, ImapRaw as Raw  # noqa: E402
+from heronlib import (IMAP_PASSWORD as PASSWORD, Imapd, ImapRaw as Raw,  # noqa: E402
+                      root_warning_count)
 from messages import SIMPLE  # noqa: E402
 
 IMAPD = DELIVER = None
@@ -102,10 +103,8 @@ class TestStalls(Base):
 
     def test_root_warning_once(self):
         # started as root with [imapd] user empty: the master warns, once (not per worker)
-        with open(os.path.join(self.d.dir, "imapd.log"), errors="replace") as f:
-            text = f.read()
-        warn = "imapd: workers keep root: set [imapd] user"
-        self.assertEqual(text.count(warn), 1 if os.geteuid() == 0 else 0, text[:2000])
+        self.assertEqual(root_warning_count(self.d, "imapd"), 1 if os.geteuid() == 0 else 0,
+                         self.d.logtext()[:2000])
 
     def test_failed_logins_are_refused_and_logged(self):
         self.raw()  # a success from this address forgets its earlier failures

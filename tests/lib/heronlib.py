@@ -112,6 +112,15 @@ def wait_for(pred, timeout=30.0, what="condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def root_warning_count(daemon, ident):
+    """How often the master of a daemon started with an empty [ident] user logged that its
+    workers keep root. The listeners answer before the master logs; worker 0's "ready" line
+    comes after the warning (workers are forked after it), so this waits for that first."""
+    wait_for(lambda: f"{ident} worker 0 ready" in daemon.logtext(), 30,
+             f"{ident} worker 0 ready in the log")
+    return daemon.logtext().count(f"{ident}: workers keep root: set [{ident}] user")
+
+
 def alive(pid):
     """True while pid exists and is not a zombie."""
     try:
