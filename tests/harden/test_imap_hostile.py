@@ -16,7 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, os.path.join(HERE, "..", "imapd"))
 from heronlib import (IMAP_PASSWORD as PASSWORD, Imapd, ImapRaw as Raw,  # noqa: E402
-                      root_warning_count)
+                      root_warning_count, wait_for)
 from messages import SIMPLE  # noqa: E402
 
 IMAPD = DELIVER = None
@@ -132,13 +132,12 @@ class TestStalls(Base):
         start = time.monotonic()
         r.send('w2 LOGIN alice "bad2"\r\nn NOOP\r\n')
         # the failure is logged (with the delay) when the directory answers, before the NO
-        for _ in range(100):
+        def third_failure():
             lines = [x for x in self.d.logtext().splitlines() if " imap login " in x]
-            if "failures=3 " in lines[-1]:
-                break
-            time.sleep(0.02)
-        self.assertIn("user=alice ", lines[-1])
-        self.assertIn("failures=3 delay_ms=2000 ", lines[-1])
+            return lines[-1] if lines and "failures=3 " in lines[-1] else None
+        last = wait_for(third_failure, 20, "the third failed LOGIN in the log")
+        self.assertIn("user=alice ", last)
+        self.assertIn("failures=3 delay_ms=2000 ", last)
         self.assert_served()  # the worker is not blocked by the held reply
         self.assertTrue(r.line().startswith("w2 NO [AUTHENTICATIONFAILED]"))
         held = time.monotonic() - start
