@@ -163,7 +163,7 @@ class LimitBase(Base):
 
     def assert_served_again(self):
         # a slot is free again (the close is seen asynchronously: retry a few times)
-        for _ in range(50):
+        for _ in range(200):
             r = Raw(self.d.port, timeout=10)
             self.addCleanup(r.close)
             if r.greeting.startswith("* OK"):

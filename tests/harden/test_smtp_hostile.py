@@ -80,7 +80,7 @@ def test_per_address_limit():
         for s in held:
             s.close()
     # the count goes down as they leave: a new client is served again
-    for _ in range(100):
+    for _ in range(200):
         with socket.create_connection(("127.0.0.1", mtad.port), timeout=10) as s:
             greeting = s.recv(4096)
         if greeting.startswith(b"220"):
