@@ -320,8 +320,9 @@ int imap_flags_parse(const struct imap_arg *a, struct store_txn *t, uint64_t mbo
    durable blob fn references, freed after the commit, or NULL) and resumes the command after
    the commit. fn runs in the group committer's thread and may read the client's view and
    command: the client stays allocated until the commit is back, even if it left (then it is
-   freed there). arg_free(arg) runs when the command ends. A handler resumed while cmd->ctx is set calls
-   imap_commit_result: *pending_r while the commit is queued, else *rc_r is its result. */
+   freed there). arg_free(arg) runs when the command ends. A handler resumed while cmd->ctx
+   is set calls imap_commit_result: *pending_r while the commit is queued, else *rc_r is its
+   result. */
 void imap_commit_start(struct imap_cmd *cmd, unsigned part, struct store_blob *blob,
 		       int (*fn)(struct store_txn *t, void *arg), void *arg,
 		       void (*arg_free)(void *arg));

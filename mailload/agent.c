@@ -136,11 +136,6 @@ const char *ag_password(const struct agent *ag, uint32_t user, char *tmp, size_t
 	return tmp;
 }
 
-void ag_rcpt_addr(const struct agent *ag, int64_t id, char *out, size_t n)
-{
-	ml_rcpt_addr(&ag->cfg, id, out, n);
-}
-
 uint64_t ag_init_seq(uint32_t user, uint32_t folder, uint32_t idx)
 {
 	return ((uint64_t)user << 20) | ((uint64_t)folder << 12) | idx;
@@ -183,12 +178,13 @@ bool ag_tls_event(struct agent *ag, struct bufferevent *bev, short what, int ima
 	if (what & BEV_EVENT_CONNECTED) {
 		ag->server.tls_ok[imap]++;
 		if (ag->server.tls_proto[0] == '\0') {
+			struct ml_server_info *si = &ag->server;
 			const char *proto, *cipher;
 
 			tls_peer_info(bev, &proto, &cipher, NULL);
-			str_lcpy(ag->server.tls_proto, proto != NULL ? proto : "", sizeof(ag->server.tls_proto));
-			str_lcpy(ag->server.tls_cipher, cipher != NULL ? cipher : "",
-				 sizeof(ag->server.tls_cipher));
+			str_lcpy(si->tls_proto, proto != NULL ? proto : "", sizeof(si->tls_proto));
+			str_lcpy(si->tls_cipher, cipher != NULL ? cipher : "",
+				 sizeof(si->tls_cipher));
 		}
 		return true;
 	}

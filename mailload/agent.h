@@ -213,8 +213,6 @@ void imap_start(struct agent *ag, struct ag_user *u, enum ml_session kind, uint6
 void imap_start_probe(struct agent *ag, uint32_t user);
 void imap_start_init(struct agent *ag, uint32_t user);
 
-/* The address of a recipient id. */
-void ag_rcpt_addr(const struct agent *ag, int64_t id, char *out, size_t n);
 /* Message spec for a message sent in this run. */
 void ag_msg_spec(const struct agent *ag, struct ml_msg_spec *s, uint64_t seq, int64_t date_ms);
 /* Seq numbers of initial (init) messages: user << 20 | folder << 12 | index. */

@@ -332,9 +332,11 @@ static void is_untagged_ok(struct imap_sess *s, struct itok *t, const char *p, s
 	uint64_t n;
 
 	if (s->st == IS_GREETING) {
+		char *greeting = s->ag->server.imap_greeting;
+
 		ag_step(s->ag, FN_IMAP_CONNECT, s->t0, true, NULL);
-		if (s->ag->server.imap_greeting[0] == '\0')
-			snprintf(s->ag->server.imap_greeting, sizeof(s->ag->server.imap_greeting), "%.*s",
+		if (greeting[0] == '\0')
+			snprintf(greeting, sizeof(s->ag->server.imap_greeting), "%.*s",
 				 (int)(len > 150 ? 150 : len), p);
 		s->st = IS_CAPA;
 		is_cmd(s, FN_IMAP_CAPABILITY, "CAPABILITY");
@@ -702,7 +704,7 @@ static void build_append(struct imap_sess *s)
 	const struct ag_sent *sent = NULL;
 
 	ag_msg_spec(ag, &spec, s->app_seq, s->app_date);
-	ag_rcpt_addr(ag, s->user, from, sizeof(from));
+	ml_rcpt_addr(&ag->cfg, s->user, from, sizeof(from));
 	spec.from = from;
 	spec.to = tov;
 	if (s->app_init) {
@@ -717,7 +719,8 @@ static void build_append(struct imap_sess *s)
 	}
 	if (sent != NULL && sent->nrcpt > 0) {
 		for (uint32_t i = 0; i < sent->nrcpt && i < 20; i++) {
-			ag_rcpt_addr(ag, ag->rcpts[sent->rcpt_off + i], addr[i], sizeof(addr[i]));
+			ml_rcpt_addr(&ag->cfg, ag->rcpts[sent->rcpt_off + i], addr[i],
+				     sizeof(addr[i]));
 			tov[spec.nto++] = addr[i];
 		}
 	} else {

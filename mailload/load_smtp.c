@@ -162,7 +162,7 @@ static void ss_begin_tx(struct smtp_sess *s)
 		ss_pick_rcpts(s);
 	}
 	if (s->kind == SK_SUBMIT)
-		ag_rcpt_addr(ag, s->user, from, sizeof(from));
+		ml_rcpt_addr(&ag->cfg, s->user, from, sizeof(from));
 	else
 		snprintf(from, sizeof(from), "sender%u@%s", s->user, ag->cfg.ext_domain);
 	s->nok = 0;
@@ -170,7 +170,7 @@ static void ss_begin_tx(struct smtp_sess *s)
 	evbuffer_add_printf(out, "MAIL FROM:<%s>\r\n", from);
 	s->pend[s->npend++].op = P_MAIL;
 	for (uint32_t i = 0; i < s->nrcpt; i++) {
-		ag_rcpt_addr(ag, s->rcpt[i], to, sizeof(to));
+		ml_rcpt_addr(&ag->cfg, s->rcpt[i], to, sizeof(to));
 		s->rcpt_ok[i] = false;
 		if (pipe)
 			evbuffer_add_printf(out, "RCPT TO:<%s>\r\n", to);
@@ -194,7 +194,7 @@ static void ss_send_next_unpiped(struct smtp_sess *s)
 	if (s->ext & SMTP_EXT_PIPELINING || k >= s->npend)
 		return;
 	if (s->pend[k].op == P_RCPT) {
-		ag_rcpt_addr(s->ag, s->rcpt[s->pend[k].idx], to, sizeof(to));
+		ml_rcpt_addr(&s->ag->cfg, s->rcpt[s->pend[k].idx], to, sizeof(to));
 		evbuffer_add_printf(bufferevent_get_output(s->bev), "RCPT TO:<%s>\r\n", to);
 	} else if (s->pend[k].op == P_DATA) {
 		evbuffer_add_printf(bufferevent_get_output(s->bev), "DATA\r\n");
@@ -212,11 +212,11 @@ static void ss_send_body(struct smtp_sess *s)
 
 	ag_msg_spec(ag, &spec, s->seq, s->sent_ms);
 	if (s->kind == SK_SUBMIT)
-		ag_rcpt_addr(ag, s->user, from, sizeof(from));
+		ml_rcpt_addr(&ag->cfg, s->user, from, sizeof(from));
 	else
 		snprintf(from, sizeof(from), "sender%u@%s", s->user, ag->cfg.ext_domain);
 	for (uint32_t i = 0; i < s->nrcpt; i++) {
-		ag_rcpt_addr(ag, s->rcpt[i], addr[n], sizeof(addr[n]));
+		ml_rcpt_addr(&ag->cfg, s->rcpt[i], addr[n], sizeof(addr[n]));
 		to[n] = addr[n];
 		n++;
 	}
@@ -351,7 +351,8 @@ static void ss_reply(struct smtp_sess *s)
 		if (s->r.code != 220)
 			return ss_fail(s, FN_SMTP_CONNECT, why);
 		if (ag->server.smtp_greeting[0] == '\0')
-			str_lcpy(ag->server.smtp_greeting, s->r.text, sizeof(ag->server.smtp_greeting));
+			str_lcpy(ag->server.smtp_greeting, s->r.text,
+				 sizeof(ag->server.smtp_greeting));
 		ag_step(ag, FN_SMTP_CONNECT, s->t0, true, NULL);
 		ss_set_state(s, SS_EHLO);
 		ss_send(s, FN_SMTP_EHLO, "EHLO mailload.%s\r\n", ag->cfg.ext_domain);
