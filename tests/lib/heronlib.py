@@ -112,12 +112,19 @@ def wait_for(pred, timeout=30.0, what="condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def wait_workers_ready(daemon, ident, n=1):
+    """Waits until workers 0..n-1 of a daemon logged "<ident> worker N ready": its listeners
+    answer before the workers are forked and attached, so a test that needs the workers
+    themselves (or what the master logs before forking them) waits for this."""
+    for i in range(n):
+        wait_for(lambda: f"{ident} worker {i} ready" in daemon.logtext(), 30,
+                 f"{ident} worker {i} ready in the log")
+
+
 def root_warning_count(daemon, ident):
     """How often the master of a daemon started with an empty [ident] user logged that its
-    workers keep root. The listeners answer before the master logs; worker 0's "ready" line
-    comes after the warning (workers are forked after it), so this waits for that first."""
-    wait_for(lambda: f"{ident} worker 0 ready" in daemon.logtext(), 30,
-             f"{ident} worker 0 ready in the log")
+    workers keep root (the master warns before it forks worker 0)."""
+    wait_workers_ready(daemon, ident)
     return daemon.logtext().count(f"{ident}: workers keep root: set [{ident}] user")
 
 

@@ -16,7 +16,7 @@ import threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from heronlib import (DOMAIN, Mtad, RelayTarget, run_suite, wait_for,  # noqa: E402
-                      write_users)
+                      wait_workers_ready, write_users)
 
 ROOT, MTAD, PEEK = sys.argv[1:4]
 TMP = tempfile.mkdtemp(prefix="heron-mtad-relaylimit-")
@@ -31,7 +31,8 @@ mtad = Mtad(MTAD, TMP, {"backend": "file", "users_file": os.path.join(TMP, "user
 
 
 def test_one_connection_for_all_workers():
-    # both sessions greeted before any mail: one per worker
+    # both sessions greeted before any mail: one per worker (both workers listening first)
+    wait_workers_ready(mtad, "mtad", 2)
     sessions = [smtplib.SMTP("127.0.0.1", mtad.port, timeout=30) for _ in range(2)]
     errors = []
 
