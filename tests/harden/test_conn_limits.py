@@ -18,7 +18,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from heronlib import Daemon, Sink, run_main, shared_conf  # noqa: E402
+from heronlib import Daemon, Sink, run_main, shared_conf, wait_workers_ready  # noqa: E402
 
 ROOT, MTAD, IMAPD, SINK = sys.argv[1:5]
 TMP = tempfile.mkdtemp(prefix="heron-harden-limits-")
@@ -97,6 +97,7 @@ def check_limits(d, ok, per_ip_line, total_line, connect_re):
 
 
 def test_mtad(mtad):
+    wait_workers_ready(mtad, "mtad", 2)  # the connections spread over both
     check_limits(mtad, b"220 ",
                  b"421 4.7.0 %s Too many connections from your address\r\n" % HOST.encode(),
                  b"421 4.7.0 %s Too many connections, try again later\r\n" % HOST.encode(),
@@ -104,6 +105,7 @@ def test_mtad(mtad):
 
 
 def test_imapd(imapd):
+    wait_workers_ready(imapd, "imapd", 2)
     check_limits(imapd, b"* OK", b"* BYE Too many connections from your address\r\n",
                  b"* BYE Too many connections\r\n", r"imap connect from=%s ")
 
