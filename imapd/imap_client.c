@@ -387,12 +387,18 @@ static void client_free(struct imap_client *c)
 	imap_server_client_left(srv);
 }
 
-/* A tagged (or untagged) reply to a line that never became a command. */
+/* A tagged (or untagged) reply to a line that never became a command. When the parser
+   can no longer tell the client's commands from literal data, the connection ends. */
 static void client_reject(struct imap_client *c, const char *status, const char *text)
 {
 	const char *tag = imap_parser_tag(c->parser);
 
 	imap_printf(c, "%s %s %s\r\n", tag != NULL ? tag : "*", status, text);
+	if (imap_parser_lost(c->parser)) {
+		imap_printf(c, "* BYE Cannot skip the literal data\r\n");
+		imap_client_close(c, "unskippable literal");
+		return;
+	}
 	imap_client_count_bad(c);
 }
 

@@ -26,6 +26,20 @@ enum pstate {
 	S_SKIPLIT,  /* dropping a refused non-synchronizing literal */
 	S_SKIPLINE, /* dropping the rest of a bad line */
 	S_FRESH,    /* the next feed starts a new command */
+	S_LOST,     /* a literal's data could not be told from commands: nothing more */
+};
+
+/* While a bad line is dropped: how far its bytes match a literal announcement "{n}" or
+   "{n+}" that ends the line (a {n+} literal's data follows its line end and is dropped
+   too). */
+enum skipstate {
+	K_NONE,
+	K_SIZE,     /* after '{' and digits */
+	K_PLUS,     /* after "{n+" */
+	K_SYNC,     /* after "{n}" */
+	K_NONSYNC,  /* after "{n+}" */
+	K_SYNC_CR,
+	K_NONSYNC_CR,
 };
 
 struct imap_parser {
@@ -44,6 +58,10 @@ struct imap_parser {
 	unsigned lit_digits;
 	bool lit_plus;
 	bool lit_binary;         /* literal8 ~{n} (RFC 3516) */
+	bool lit_overflow;       /* the size had more digits than fit */
+	enum skipstate skip;     /* S_SKIPLINE: the literal announcement seen so far */
+	unsigned skip_digits;
+	uint64_t skip_size;
 	const char *error;
 };
 
@@ -65,6 +83,8 @@ struct imap_parser *imap_parser_new(const struct imap_parser_limits *lim)
 	struct imap_parser *p = xcalloc(1, sizeof(*p));
 
 	p->lim = *lim;
+	if (p->lim.skip_max == 0)
+		p->lim.skip_max = lim->literal_max;
 	/* strings, their NULs and inline literals all fit under one ceiling */
 	buf_init(&p->data, 256, lim->line_max + lim->literal_max + lim->items_max);
 	p->stack = xcalloc(lim->depth_max + 1, sizeof(*p->stack));
@@ -102,7 +122,19 @@ static int fail(struct imap_parser *p, const char *why, bool line_ended)
 {
 	p->error = why;
 	p->state = line_ended ? S_FRESH : S_SKIPLINE;
+	p->skip = K_NONE;
 	return IMAP_PARSE_ERROR;
+}
+
+/* A bad literal announcement: after a '+' the client sends the data without waiting, and
+   where it ends cannot be known. */
+static int literal_fail(struct imap_parser *p, const char *why, bool line_ended)
+{
+	int rc = fail(p, why, line_ended);
+
+	if (p->lit_plus)
+		p->state = S_LOST;
+	return rc;
 }
 
 /* Adds an argument (member of the innermost open list); NULL when there are too many. */
@@ -209,6 +241,7 @@ static int literal_open(struct imap_parser *p, bool binary)
 	p->lit_size = 0;
 	p->lit_digits = 0;
 	p->lit_plus = false;
+	p->lit_overflow = false;
 	p->lit_binary = binary;
 	p->state = S_LITSIZE;
 	return IMAP_PARSE_MORE;
@@ -331,20 +364,24 @@ static int step_literal(struct imap_parser *p, unsigned char c)
 	switch (p->state) {
 	case S_LITSIZE:
 		if (c >= '0' && c <= '9' && !p->lit_plus) {
+			/* more digits than fit are read on: a '+' may follow */
 			if (++p->lit_digits > 18)
-				return fail(p, "Literal size too large", false);
-			p->lit_size = p->lit_size * 10 + (c - '0');
+				p->lit_overflow = true;
+			else
+				p->lit_size = p->lit_size * 10 + (c - '0');
 			return IMAP_PARSE_MORE;
 		}
 		if (c == '+' && p->lit_digits > 0 && !p->lit_plus) {
 			p->lit_plus = true;
 			return IMAP_PARSE_MORE;
 		}
+		if (c == '}' && p->lit_overflow)
+			return literal_fail(p, "Literal size too large", false);
 		if (c == '}' && p->lit_digits > 0) {
 			p->state = S_LITCR;
 			return IMAP_PARSE_MORE;
 		}
-		return fail(p, "Bad literal size", c == '\n');
+		return literal_fail(p, "Bad literal size", c == '\n');
 	case S_LITCR:
 		if (c == '\r') {
 			p->state = S_LITLF;
@@ -353,7 +390,7 @@ static int step_literal(struct imap_parser *p, unsigned char c)
 		__attribute__((fallthrough));
 	case S_LITLF:
 		if (c != '\n')
-			return fail(p, "Literal must end the line", false);
+			return literal_fail(p, "Literal must end the line", false);
 		p->state = S_LITWAIT;
 		return IMAP_PARSE_LITERAL;
 	default:
@@ -388,11 +425,83 @@ static int step(struct imap_parser *p, unsigned char c)
 	}
 }
 
+/* One byte of a dropped line, matched against a literal announcement that ends the line. */
+static void skip_match(struct imap_parser *p, unsigned char c)
+{
+	bool digit = c >= '0' && c <= '9';
+
+	switch (p->skip) {
+	case K_SIZE:
+		if (digit) {
+			if (++p->skip_digits <= 18)
+				p->skip_size = p->skip_size * 10 + (c - '0');
+			return;
+		}
+		if (p->skip_digits > 0 && (c == '+' || c == '}')) {
+			p->skip = c == '+' ? K_PLUS : K_SYNC;
+			return;
+		}
+		break;
+	case K_PLUS:
+		if (c == '}') {
+			p->skip = K_NONSYNC;
+			return;
+		}
+		break;
+	case K_SYNC:
+	case K_NONSYNC:
+		if (c == '\r') {
+			p->skip = p->skip == K_SYNC ? K_SYNC_CR : K_NONSYNC_CR;
+			return;
+		}
+		break;
+	default:
+		break;
+	}
+	p->skip = K_NONE;
+	if (c == '{') {
+		p->skip = K_SIZE;
+		p->skip_digits = 0;
+		p->skip_size = 0;
+	}
+}
+
+/* The dropped line ended: when it announced a non-synchronizing literal, its data is
+   dropped too (or, too large or unreadable, the input is lost). */
+static void skip_line_end(struct imap_parser *p)
+{
+	bool nonsync = p->skip == K_NONSYNC || p->skip == K_NONSYNC_CR;
+
+	p->skip = K_NONE;
+	if (!nonsync) {
+		imap_parser_reset(p);
+		return;
+	}
+	if (p->skip_digits > 18 || p->skip_size > p->lim.skip_max) {
+		p->state = S_LOST;
+		return;
+	}
+	p->lit_left = p->skip_size;
+	p->state = p->lit_left > 0 ? S_SKIPLIT : S_SKIPLINE;
+}
+
+/* Bytes of a dropped line, up to and including its LF; how many were consumed. */
+static size_t skip_line(struct imap_parser *p, const char *data, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		if (data[i] == '\n') {
+			skip_line_end(p);
+			return i + 1;
+		}
+		skip_match(p, (unsigned char)data[i]);
+	}
+	return len;
+}
+
 /* Bytes of literal data, skipped literal data or a skipped line: no per-byte parsing. */
 static size_t feed_bulk(struct imap_parser *p, const char *data, size_t len)
 {
 	size_t n;
-	const char *lf;
 
 	switch (p->state) {
 	case S_LITDATA:
@@ -405,14 +514,13 @@ static size_t feed_bulk(struct imap_parser *p, const char *data, size_t len)
 		return n;
 	case S_SKIPLIT:
 		n = len < p->lit_left ? len : (size_t)p->lit_left;
-		if ((p->lit_left -= n) == 0)
+		if ((p->lit_left -= n) == 0) {
 			p->state = S_SKIPLINE;
+			p->skip = K_NONE;
+		}
 		return n;
 	default: /* S_SKIPLINE */
-		if ((lf = memchr(data, '\n', len)) == NULL)
-			return len;
-		imap_parser_reset(p);
-		return (size_t)(lf - data) + 1;
+		return skip_line(p, data, len);
 	}
 }
 
@@ -432,12 +540,19 @@ int imap_parser_feed(struct imap_parser *p, const char *data, size_t len, size_t
 	int rc = IMAP_PARSE_MORE;
 	size_t i = 0;
 
-	assert(p->state != S_LITWAIT);
+	assert(p->state != S_LITWAIT && p->state != S_LOST);
 	if (p->state == S_FRESH)
 		imap_parser_reset(p);
 	while (i < len && rc == IMAP_PARSE_MORE) {
 		if (p->state == S_LITDATA || p->state == S_SKIPLIT || p->state == S_SKIPLINE) {
 			i += feed_bulk(p, data + i, len - i);
+			if (p->state == S_LOST) {
+				/* the line's BAD was sent: this one is for the connection */
+				p->taglen = 0;
+				p->tag[0] = '\0';
+				p->error = "Literal too large to skip";
+				rc = IMAP_PARSE_ERROR;
+			}
 			continue;
 		}
 		if (++p->line_len > p->lim.line_max) {
@@ -469,6 +584,11 @@ const struct imap_arg *imap_parser_args(const struct imap_parser *p, size_t *n_r
 const char *imap_parser_error(const struct imap_parser *p)
 {
 	return p->error != NULL ? p->error : "Syntax error";
+}
+
+bool imap_parser_lost(const struct imap_parser *p)
+{
+	return p->state == S_LOST;
 }
 
 bool imap_parser_literal_binary(const struct imap_parser *p)
@@ -527,9 +647,12 @@ void imap_parser_literal_reject(struct imap_parser *p, const char *why)
 	p->error = why;
 	if (!p->lit_plus) {
 		p->state = S_FRESH;
+	} else if (p->lit_size > p->lim.skip_max) {
+		p->state = S_LOST;
 	} else {
 		p->lit_left = p->lit_size;
 		p->state = p->lit_left > 0 ? S_SKIPLIT : S_SKIPLINE;
+		p->skip = K_NONE;
 	}
 }
 

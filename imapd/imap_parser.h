@@ -10,7 +10,12 @@
  *                       streams message data to the store), or imap_parser_literal_reject();
  *   IMAP_PARSE_ERROR    bad syntax or a limit: imap_parser_error() names the problem for a
  *                       tagged BAD (imap_parser_tag() is NULL when no tag was read: "* BAD");
- *                       the parser then drops the rest of the line by itself;
+ *                       the parser then drops the rest of the line by itself, and with it
+ *                       the data of every non-synchronizing literal {n+} the dropped part
+ *                       announces, so that no literal byte is ever taken for a command;
+ *                       when that cannot be done (a {n+} whose size cannot be read, or one
+ *                       larger than skip_max) imap_parser_lost() is true and the caller
+ *                       must close the connection after the BAD (RFC 7888 section 4);
  *   IMAP_PARSE_MORE     everything was consumed and the command is not complete.
  * Limits are checked before anything is stored: line bytes (literal data excluded), inline
  * literal size, list nesting depth, number of arguments, tag length.
@@ -40,6 +45,8 @@ struct imap_parser_limits {
 	size_t literal_max; /* largest literal accepted inline */
 	unsigned depth_max; /* nesting of parenthesized lists */
 	unsigned items_max; /* arguments in all (lists and their members count) */
+	uint64_t skip_max;  /* largest refused non-synchronizing literal read and dropped;
+			       a larger one ends the connection (0: literal_max) */
 };
 
 enum imap_arg_type {
@@ -78,6 +85,10 @@ const char *imap_parser_tag(const struct imap_parser *p);
 const struct imap_arg *imap_parser_args(const struct imap_parser *p, size_t *n_r);
 /* After ERROR: what was wrong, for the BAD reply. */
 const char *imap_parser_error(const struct imap_parser *p);
+/* After ERROR or imap_parser_literal_reject(): whether the input can no longer be split into
+   commands (a non-synchronizing literal was announced whose data cannot be skipped). The
+   caller answers and closes the connection; feeding more is a bug. */
+bool imap_parser_lost(const struct imap_parser *p);
 
 /* After LITERAL: the announced size, whether it is synchronizing ({n}) and the list depth at
    which it appears (0: a top-level argument). */
@@ -93,7 +104,7 @@ int imap_parser_literal_accept(struct imap_parser *p);
 void imap_parser_literal_streamed(struct imap_parser *p);
 /* Refuses the literal (the caller answers the command). A synchronizing literal was not sent,
    so the next byte starts a new command; a non-synchronizing one is skipped with the rest of
-   its line. */
+   its line, unless it is larger than skip_max: then imap_parser_lost() is true. */
 void imap_parser_literal_reject(struct imap_parser *p, const char *why);
 
 /* The argument after a (skipping a list's members). */

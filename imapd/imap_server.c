@@ -90,6 +90,9 @@ static void server_limits(struct imap_server *srv, const struct conf *conf)
 	srv->lim.depth_max = 32;
 	srv->lim.items_max = 4096;
 	srv->max_append = (uint64_t)conf_int(conf, "imapd", "max_append_size");
+	/* a refused {n+} APPEND of any size the server would take is read and dropped */
+	srv->lim.skip_max = srv->max_append > srv->lim.literal_max ? srv->max_append
+								    : srv->lim.literal_max;
 	srv->login_timeout_ms = conf_int(conf, "imapd", "login_timeout");
 	srv->idle_timeout_ms = conf_int(conf, "imapd", "idle_timeout");
 	srv->max_bad = (unsigned)conf_int(conf, "imapd", "max_bad_commands");

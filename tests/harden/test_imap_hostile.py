@@ -101,6 +101,38 @@ class TestStalls(Base):
         self.assertIn("(MESSAGES 0)", st[0])
         self.assert_served()
 
+    def test_refused_nonsync_literal_never_runs_as_commands(self):
+        # An APPEND whose {n+} size cannot be read (or is too large to skip) is answered BAD
+        # and the connection closed (RFC 7888 4): the literal's bytes, sent without waiting,
+        # are never read as the commands they look like.
+        a = self.raw()
+        self.assertTrue(a.cmd("c", "CREATE victimbox")[-1].startswith("c OK"))
+        for size in ("99999999999999999999", "9999999999999999"):
+            r = self.raw()
+            r.send("a APPEND INBOX {%s+}\r\nb DELETE victimbox\r\nc LOGOUT\r\n" % size)
+            out = []
+            try:
+                while True:
+                    out.append(r.line())
+            except (EOFError, OSError):
+                pass
+            self.assertRegex(out[0] if out else "", r"^a (BAD|NO) ", out)
+            self.assertIn("* BYE Cannot skip the literal data", out, out)
+            self.assertFalse([x for x in out if x.startswith(("b ", "c "))], out)
+        # a line dropped for its length that ends in {n+}: the literal's data is dropped
+        # with it
+        r = self.raw()
+        r.send("a1 NOOP " + "x" * 70000 + " {18+}\r\nb1 DELETE victimbox\r\n\r\n")
+        self.assertEqual(r.line(), "a1 BAD Command line too long")
+        self.assertEqual(r.cmd("a2", "NOOP")[-1], "a2 OK Completed")
+        # a refused {n+} of a size the server skips: its data is read and dropped
+        r.send("a3 APPEND nosuchbox {20+}\r\nb3 DELETE victimbox\r\n\r\n")
+        self.assertTrue(r.until_tag("a3")[-1].startswith("a3 NO"))
+        self.assertEqual(r.cmd("a4", "NOOP")[-1], "a4 OK Completed")
+        out = a.cmd("l", 'LIST "" victimbox')
+        self.assertTrue([x for x in out if x.startswith("* LIST") and "victimbox" in x], out)
+        self.assertNotIn("b DELETE", self.d.logtext())
+
     def test_root_warning_once(self):
         # started as root with [imapd] user empty: the master warns, once (not per worker)
         self.assertEqual(root_warning_count(self.d, "imapd"), 1 if os.geteuid() == 0 else 0,

@@ -305,6 +305,90 @@ static void test_literal_reject(void **state)
 	imap_parser_free(&p);
 }
 
+/* Feeds in whole, answering every literal by refusing it (as a refused APPEND is); returns
+   the tags of the commands parsed (D) and refused (E) as "Da Eb ...", and "L" at the end
+   when the parser lost track of the input. */
+static void feed_refusing(const char *in, size_t len, size_t step, struct buf *out)
+{
+	struct imap_parser *p = imap_parser_new(&lim);
+	size_t off = 0, used;
+
+	buf_reset(out);
+	while (off < len) {
+		size_t n = step == 0 || len - off < step ? len - off : step;
+		int rc = imap_parser_feed(p, in + off, n, &used);
+		const char *tag;
+
+		off += used;
+		if (rc == IMAP_PARSE_LITERAL) {
+			imap_parser_literal_reject(p, "No");
+			rc = IMAP_PARSE_ERROR;
+		}
+		if (rc == IMAP_PARSE_MORE)
+			continue;
+		tag = imap_parser_tag(p);
+		buf_printf(out, "%s%c%s", out->len ? " " : "", rc == IMAP_PARSE_DONE ? 'D' : 'E',
+			   tag != NULL ? tag : "*");
+		if (imap_parser_lost(p)) {
+			buf_puts(out, " L");
+			break;
+		}
+		if (rc == IMAP_PARSE_DONE)
+			imap_parser_reset(p);
+	}
+	imap_parser_free(&p);
+}
+
+static void check_refusing(const char *in, const char *want)
+{
+	struct buf out;
+	size_t len = strlen(in);
+
+	buf_init(&out, 0, 4096);
+	for (size_t step = 0; step <= len; step++) {
+		feed_refusing(in, len, step, &out);
+		if (strcmp(buf_cstr(&out), want) != 0)
+			fail_msg("input %s step %zu: '%s', want '%s'", in, step, buf_cstr(&out),
+				 want);
+	}
+	buf_release(&out);
+}
+
+/* No byte of a refused non-synchronizing literal is ever parsed as a command (RFC 7888 4):
+   its data is dropped when its size is known and small enough to skip, else the parser says
+   the input is lost (the caller closes). */
+static void test_nonsync_never_commands(void **state)
+{
+	char big[600];
+
+	/* a size that does not fit: lost, whatever follows */
+	check_refusing("a APPEND INBOX {99999999999999999999+}\r\nb DELETE x\r\n", "Ea L");
+	check_refusing("a X {5+\nb DELETE x\r\n", "Ea L");
+	check_refusing("a X {5+}x\r\nb DELETE x\r\n", "Ea L");
+	/* a known size over skip_max (literal_max here: 100): lost */
+	check_refusing("a APPEND INBOX {101+}\r\nb DELETE x\r\n", "Ea L");
+	/* refused and skipped: the next line is a command again */
+	check_refusing("a APPEND INBOX {12+}\r\nb DELETE x\r\n\r\nc NOOP\r\n", "Ea Dc");
+	/* synchronizing: the client waits for "+", so what follows is a command */
+	check_refusing("a X {99999999999999999999}\r\nb NOOP\r\n", "Ea Db");
+	/* a bad line is dropped with the data of the {n+} literals it announces */
+	check_refusing("a X \x01 {12+}\r\nb DELETE x\r\n {3+}\r\nc D\r\nd NOOP\r\n",
+		       "Ea Dd");
+	check_refusing("a X \x01 {12}\r\nb NOOP\r\n", "Ea Db");
+	check_refusing("a X \x01 {12+}\r\n", "Ea");
+	check_refusing("a X \x01 {99999999999999999999+}\r\nb DELETE x\r\n", "Ea E* L");
+	check_refusing("a X \x01 {101+}\r\nb DELETE x\r\n", "Ea E* L");
+	check_refusing("a X \x01 {1+} {12+}\r\nb DELETE x\r\n\r\nc NOOP\r\n", "Ea Dc");
+	check_refusing("a X \x01 {1+}x\r\nb NOOP\r\n", "Ea Db");
+	/* an overlong line ending in {n+}: its data is dropped too */
+	memset(big, 'x', sizeof(big));
+	memcpy(big, "a X ", 4);
+	strcpy(big + 300, "{13+}\r\nb DELETE x\r\n\r\nc NOOP\r\n");
+	check_refusing(big, "Ea Dc");
+	strcpy(big + 300, "{99999999999999999999+}\r\nb DELETE x\r\n");
+	check_refusing(big, "Ea E* L");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -317,6 +401,7 @@ int main(void)
 		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_recovery),
 		cmocka_unit_test(test_literal_reject),
+		cmocka_unit_test(test_nonsync_never_commands),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
