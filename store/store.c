@@ -1,6 +1,7 @@
 /* store.c — owns partitions: environment open/close, map size growth, DBI setup,
- * transactions and store_write(), errors, statistics. Records: store_user.c, store_mbox.c,
- * store_msg.c; files: store_blob.c; queue: store_queue.c. */
+ * transactions and store_write(), errors, statistics, compacted index copies (backups).
+ * Records: store_user.c, store_mbox.c, store_msg.c; files: store_blob.c; queue:
+ * store_queue.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -693,4 +694,22 @@ int store_stats(struct store *st, unsigned part, struct store_stats *s)
 	}
 	store_txn_abort(&t);
 	return rc;
+}
+
+int store_copy_index(struct store *st, unsigned part, const char *path)
+{
+	struct store_env *e = store_env_of(st, part);
+	int rc;
+
+	if (e == NULL || e->env == NULL)
+		return STORE_EINVAL;
+	if (access(path, F_OK) == 0)
+		return STORE_EEXIST;
+	/* the env is MDB_NOSUBDIR: path names the copy's data file itself */
+	if ((rc = mdb_env_copy2(e->env, path, MDB_CP_COMPACT)) != 0) {
+		log_warnx("store: copy of %s/index.mdb to %s: %s", e->dir, path, mdb_strerror(rc));
+		(void)unlink(path);
+		return rc == ENOSPC ? STORE_ENOSPC : STORE_EIO;
+	}
+	return 0;
 }

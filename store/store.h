@@ -658,5 +658,10 @@ struct store_stats {
 /* Per partition (part < store_partitions) or the queue (STORE_QUEUE_PART: messages =
    entries, bytes = their sizes). Errors: STORE_EINVAL. */
 int store_stats(struct store *st, unsigned part, struct store_stats *s_r);
+/* Writes a compacted copy of partition part's index (STORE_QUEUE_PART: the queue's) to the
+   file path, which must not exist (mdb_env_copy2 with MDB_CP_COMPACT: one read snapshot, so
+   the copy is consistent while writers go on; `mailctl backup`). Errors: STORE_EINVAL
+   (part), STORE_EEXIST (path exists), STORE_ENOSPC, STORE_EIO. */
+int store_copy_index(struct store *st, unsigned part, const char *path);
 
 #endif

@@ -27,7 +27,7 @@
 
 #include "common/str.h"
 #include "common/xmalloc.h"
-#include "store/mailctl.h"
+#include "mailctl/mailctl.h"
 
 #define RD_SIZE 65536
 #define BATCH 64           /* messages appended per index transaction */

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""test_authtest_cli.py — heron-authtest (the code of `mailctl auth test` and `mailctl
-lookup`) against the fixture's slapd: run through with_slapd.py, which exports ldap.env.
+"""test_mailctl_dir.py — `mailctl auth test` and `mailctl lookup` against the fixture's slapd:
+run through with_slapd.py, which exports ldap.env.
 
-Usage: with_slapd.py ROOT -- test_authtest_cli.py HERON_AUTHTEST ROOT"""
+Usage: with_slapd.py ROOT -- test_mailctl_dir.py MAILCTL ROOT"""
+import json
 import os
 import subprocess
 import sys
@@ -57,10 +58,13 @@ lookup = conf("lookup.conf", auth_mode="lookup", bind_dn=os.environ["LDAP_ADMIN_
 rc, out = run(lookup, "auth", "test", "user8", password="user8\n")
 assert rc == 0 and field(out[0], "mode") == "lookup", (rc, out)
 
-rc, out = run(bind, "frobnicate", "x")
-assert rc == 64, rc
+rc, out = run(bind, "auth", "frobnicate", "x")
+assert rc == 2, rc
 rc, out = run(conf("bad.conf", uri="http://nowhere/"), "lookup", "a@b")
-assert rc == 78, rc
+assert rc == 2, rc
+
+rc, out = run(bind, "--json", "lookup", "user9@heron.test")
+assert rc == 0 and json.loads(out[0])["user"] == "user9", (rc, out)
 
 # directory down: a temporary failure (75), never "wrong credentials"
 ldap_script(root, "stop", os.environ["HERON_LDAP_DIR"])

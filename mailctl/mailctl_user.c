@@ -8,7 +8,7 @@
 
 #include "common/str.h"
 #include "common/xmalloc.h"
-#include "store/mailctl.h"
+#include "mailctl/mailctl.h"
 
 /* The arguments of one write, shared by the small write callbacks below. */
 struct op {

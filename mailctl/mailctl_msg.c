@@ -12,7 +12,7 @@
 #include "common/msgcache.h"
 #include "common/str.h"
 #include "common/xmalloc.h"
-#include "store/mailctl.h"
+#include "mailctl/mailctl.h"
 
 #define MAX_RANGES 1024
 

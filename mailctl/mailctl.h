@@ -1,6 +1,7 @@
 /* mailctl.h — what the files of mailctl share (not a library interface): the invocation
  * state, the command table entry, argument parsing, output (human tables or JSON) and error
- * reporting with exit codes 0 (ok), 1 (not found or refused), 2 (usage or system error). */
+ * reporting with exit codes 0 (ok), 1 (not found or refused), 2 (usage or system error),
+ * 75 (the directory is unavailable, from `auth test` and `lookup`). */
 #ifndef HERON_MAILCTL_H
 #define HERON_MAILCTL_H
 
@@ -14,6 +15,7 @@
 #define MC_OK 0
 #define MC_REFUSED 1 /* not found, exists, quota, verify found problems */
 #define MC_ERR 2     /* usage, configuration, system */
+#define MC_TEMPFAIL 75 /* auth test, lookup: the directory is unavailable (EX_TEMPFAIL) */
 
 #define MC_MAX_POS 8
 #define MC_MAX_OPTS 8

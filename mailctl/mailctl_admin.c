@@ -3,7 +3,7 @@
  *
  * Layout relied on (store.h): <path>/partN/ and <path>/queue/, each with index.mdb and
  * blobs/xx/<16 hex>. A backup directory has the same layout plus a `heron-backup` manifest;
- * its indexes are compacted LMDB copies (store_admin_copy_index), its message files copies
+ * its indexes are compacted LMDB copies (store_copy_index), its message files copies
  * with their mtimes. */
 #include <dirent.h>
 #include <errno.h>
@@ -19,8 +19,7 @@
 #include "common/conf.h"
 #include "common/str.h"
 #include "common/xmalloc.h"
-#include "store/mailctl.h"
-#include "store/store_admin.h"
+#include "mailctl/mailctl.h"
 
 #define MANIFEST "heron-backup"
 
@@ -494,7 +493,7 @@ static int backup_all(struct mc *mc, const char *dest, struct copy *c)
 
 		env_dir(idx, sizeof(idx) - 16, dest, part);
 		strcat(idx, "/index.mdb");
-		rc = store_admin_copy_index(mc->st, part, idx);
+		rc = store_copy_index(mc->st, part, idx);
 	}
 	store_opts_from_conf(mc->conf, &o);
 	o.path = dest;

@@ -1,5 +1,5 @@
-/* ldapauth_cli.c — owns `mailctl auth test` and `mailctl lookup`: runs the requests on a
- * private event base and prints what the library answered (see ldapauth_cli.h). */
+/* mailctl_dir.c — owns `mailctl auth test` and `mailctl lookup`: runs the requests on a
+ * private event base and prints what the library answered (see mailctl_dir.h). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,11 +13,9 @@
 #include "common/conf.h"
 #include "common/str.h"
 #include "ldapauth/ldapauth.h"
-#include "ldapauth/ldapauth_cli.h"
+#include "mailctl/mailctl.h"
+#include "mailctl/mailctl_dir.h"
 
-#define EX_USAGE_ 64
-#define EX_TEMPFAIL_ 75
-#define EX_CONFIG_ 78
 
 struct cli_run {
 	struct event_base *base;
@@ -97,10 +95,10 @@ static int usage(void)
 {
 	fprintf(stderr, "usage: auth test [-n COUNT] USER   (password on stdin)\n"
 			"       lookup [-n COUNT] ADDRESS\n");
-	return EX_USAGE_;
+	return MC_ERR;
 }
 
-int ldapauth_cli_main(const struct conf *c, int argc, char **argv)
+int mc_dir_main(const struct conf *c, int argc, char **argv)
 {
 	bool is_auth;
 	int i = 1, rc = 0;
@@ -132,7 +130,7 @@ int ldapauth_cli_main(const struct conf *c, int argc, char **argv)
 		free(err);
 		if (run.base != NULL)
 			event_base_free(run.base);
-		return EX_CONFIG_;
+		return MC_ERR;
 	}
 	run.mode = ldapauth_mode(la);
 	for (uint64_t k = 0; k < count; k++) {
@@ -144,9 +142,9 @@ int ldapauth_cli_main(const struct conf *c, int argc, char **argv)
 			ldapauth_lookup(la, argv[i], cli_cb, &run);
 		while (!run.done && event_base_loop(run.base, EVLOOP_ONCE) == 0)
 			;
-		rc = run.result == LDAPAUTH_OK	     ? 0
-		     : run.result == LDAPAUTH_ETEMP ? EX_TEMPFAIL_
-						    : 1;
+		rc = run.result == LDAPAUTH_OK	     ? MC_OK
+		     : run.result == LDAPAUTH_ETEMP ? MC_TEMPFAIL
+						    : MC_REFUSED;
 	}
 	OPENSSL_cleanse(password, sizeof(password));
 	ldapauth_free(&la);

@@ -1,7 +1,7 @@
 /* mailctl.c — owns mailctl's entry point: global options, the noun/verb command table,
- * argument parsing and arity checks, help, error reporting and exit codes, and the directory
- * commands (`auth test`, `lookup`) handed to ldapauth_cli_main. The commands themselves live
- * in mailctl_user.c, mailctl_msg.c, mailctl_io.c and mailctl_admin.c. */
+ * argument parsing and arity checks, help, error reporting and exit codes, and the JSON
+ * form of the directory commands (`auth test`, `lookup`: mailctl_dir.c). The commands
+ * themselves live in mailctl_user.c, mailctl_msg.c, mailctl_io.c and mailctl_admin.c. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -13,8 +13,8 @@
 #include "common/conf.h"
 #include "common/log.h"
 #include "common/xmalloc.h"
-#include "ldapauth/ldapauth_cli.h"
-#include "store/mailctl.h"
+#include "mailctl/mailctl_dir.h"
+#include "mailctl/mailctl.h"
 
 #define DEFAULT_CONF "/etc/heron/heron.conf"
 
@@ -308,7 +308,7 @@ static bool wants_help(int argc, char **argv)
 	return false;
 }
 
-/* "auth test" and "lookup": the directory commands of ldapauth (their exit codes mapped). */
+/* "auth test" and "lookup": the directory commands (mailctl_dir.c). */
 static int run_directory(struct mc *mc, int argc, char **argv);
 
 static int run(struct mc *mc, int argc, char **argv)
@@ -390,7 +390,7 @@ int main(int argc, char **argv)
 }
 
 /* ------------------------------------------------------------------------------------- */
-/* Directory commands. ldapauth_cli_main prints "key=value" lines; with --json they are
+/* Directory commands. mc_dir_main prints "key=value" lines; with --json they are
    captured and turned into objects. */
 
 static const char *const dir_keys[] = { "result", "mode", "time", "cached", "refused",
@@ -471,7 +471,7 @@ static int run_directory(struct mc *mc, int argc, char **argv)
 		fprintf(stderr, "mailctl: cannot capture the output: %s\n", strerror(errno));
 		return MC_ERR;
 	}
-	rc = ldapauth_cli_main(mc->conf, argc, argv);
+	rc = mc_dir_main(mc->conf, argc, argv);
 	if (cap != NULL) {
 		char line[8192];
 
@@ -483,5 +483,5 @@ static int run_directory(struct mc *mc, int argc, char **argv)
 			dir_line_json(line, strcspn(line, "\n"));
 		fclose(cap);
 	}
-	return rc == 0 ? MC_OK : rc == 1 ? MC_REFUSED : MC_ERR;
+	return rc;
 }

@@ -9,7 +9,7 @@
 
 #include "common/str.h"
 #include "common/xmalloc.h"
-#include "store/mailctl.h"
+#include "mailctl/mailctl.h"
 
 enum cell_kind { CELL_STR, CELL_NUM, CELL_BOOL, CELL_NULL };
 
