@@ -12,10 +12,9 @@
 #include <string.h>
 #include <time.h>
 
-#include <openssl/evp.h>
-
 #include "common/log.h"
 #include "common/net.h"
+#include "common/sasl.h"
 #include "common/shmtable.h"
 #include "common/str.h"
 #include "common/xmalloc.h"
@@ -397,39 +396,26 @@ bool cmd_login(struct imap_cmd *cmd)
 	return false;
 }
 
-/* Decodes a SASL PLAIN response (base64 of authzid NUL authcid NUL password) and starts the
-   check; false when the reply was sent. */
+/* Decodes a SASL PLAIN response (common/sasl.h decides, as for mtad) and starts the check;
+   false when the reply was sent. */
 static bool sasl_plain(struct imap_cmd *cmd, const char *b64, size_t len)
 {
-	unsigned char dec[2048];
-	int n;
-	char *authz, *authc, *pass, *end;
+	struct sasl_plain p;
 
 	if (len == 1 && b64[0] == '*')
 		return !imap_cmd_bad(cmd, "Authentication cancelled");
-	if (len == 0 || len > 2700 || len % 4 != 0)
+	switch (sasl_plain_decode(b64, len, &p)) {
+	case SASL_OK:
+		break;
+	case SASL_EBASE64:
 		return !imap_cmd_bad(cmd, "Invalid base64");
-	n = EVP_DecodeBlock(dec, (const unsigned char *)b64, (int)len);
-	if (n < 0)
-		return !imap_cmd_bad(cmd, "Invalid base64");
-	if (len >= 1 && b64[len - 1] == '=')
-		n--;
-	if (len >= 2 && b64[len - 2] == '=')
-		n--;
-	dec[n] = '\0';
-	authz = (char *)dec;
-	end = (char *)dec + n;
-	authc = memchr(authz, '\0', (size_t)n);
-	if (authc == NULL || ++authc >= end ||
-	    (pass = memchr(authc, '\0', (size_t)(end - authc))) == NULL || ++pass > end ||
-	    memchr(pass, '\0', (size_t)(end - pass)) != NULL)
+	case SASL_EFORMAT:
 		return !imap_cmd_no(cmd, "[AUTHENTICATIONFAILED] Malformed PLAIN response");
-	if (*authz != '\0' && strcmp(authz, authc) != 0) {
-		explicit_bzero(dec, sizeof(dec));
+	case SASL_EAUTHZ:
 		return !imap_cmd_no(cmd, "[AUTHORIZATIONFAILED] Cannot act as another user");
 	}
-	auth_start(cmd, authc, pass);
-	explicit_bzero(dec, sizeof(dec));
+	auth_start(cmd, p.authcid, p.passwd);
+	sasl_plain_wipe(&p);
 	return true;
 }
 

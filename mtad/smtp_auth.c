@@ -5,9 +5,8 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include <openssl/evp.h>
-
 #include "common/log.h"
+#include "common/sasl.h"
 #include "common/shmtable.h"
 #include "common/str.h"
 #include "ldapauth/ldapauth.h"
@@ -29,25 +28,6 @@ static void client_host(const struct smtp_session *s, char *host, size_t size)
 	n = n < size - 1 ? n : size - 1;
 	memcpy(host, s->addr, n);
 	host[n] = '\0';
-}
-
-/* base64 into out (NUL-terminated); -1 on bad input or no room. */
-static int b64_decode(const char *in, size_t len, char *out, size_t size, size_t *n_r)
-{
-	size_t pad = 0;
-
-	if (len % 4 != 0 || len / 4 * 3 + 1 > size)
-		return -1;
-	if (len > 0 && in[len - 1] == '=')
-		pad++;
-	if (len > 1 && in[len - 2] == '=')
-		pad++;
-	int n = EVP_DecodeBlock((unsigned char *)out, (const unsigned char *)in, (int)len);
-	if (n < 0)
-		return -1;
-	*n_r = (size_t)n - pad;
-	out[*n_r] = '\0';
-	return 0;
 }
 
 static void auth_reply_cb(evutil_socket_t fd, short what, void *arg)
@@ -107,25 +87,27 @@ static void auth_check(struct smtp_session *s, const char *user, const char *pas
 	ldapauth_auth(s->m->la, user, pass, auth_done, s);
 }
 
-/* PLAIN: [authzid] NUL authcid NUL passwd; authzid must be empty or the same user. */
+/* PLAIN (common/sasl.h decides, as for imapd): [authzid] NUL authcid NUL passwd, the
+   authzid empty or the same user. */
 static void auth_plain(struct smtp_session *s, const char *b64, size_t len)
 {
-	char raw[1024];
-	size_t n;
+	struct sasl_plain p;
 
-	if (b64_decode(b64, len, raw, sizeof(raw), &n) < 0) {
+	switch (sasl_plain_decode(b64, len, &p)) {
+	case SASL_OK:
+		auth_check(s, p.authcid, p.passwd);
+		sasl_plain_wipe(&p);
+		return;
+	case SASL_EBASE64:
 		smtp_error(s, "501 5.5.2 Invalid base64 data");
 		return;
-	}
-	const char *zid = raw, *cid = memchr(raw, '\0', n);
-	const char *pw = cid ? memchr(cid + 1, '\0', n - (size_t)(cid + 1 - raw)) : NULL;
-	if (cid == NULL || pw == NULL || (*zid != '\0' && strcmp(zid, cid + 1) != 0)) {
-		explicit_bzero(raw, sizeof(raw));
+	case SASL_EFORMAT:
 		smtp_error(s, "501 5.5.2 Invalid PLAIN response");
 		return;
+	case SASL_EAUTHZ:
+		smtp_error(s, "535 5.7.8 Cannot act as another user");
+		return;
 	}
-	auth_check(s, cid + 1, pw + 1);
-	explicit_bzero(raw, sizeof(raw));
 }
 
 void smtp_cmd_auth(struct smtp_session *s, const char *arg, size_t len)
@@ -165,7 +147,7 @@ void smtp_cmd_auth(struct smtp_session *s, const char *arg, size_t len)
 void smtp_auth_line(struct smtp_session *s, const char *line, size_t len)
 {
 	int step = s->auth_step;
-	char raw[LDAPAUTH_PASSWORD_MAX + 1];
+	unsigned char raw[LDAPAUTH_PASSWORD_MAX + 1];
 	size_t n;
 
 	s->auth_step = 0;
@@ -177,18 +159,19 @@ void smtp_auth_line(struct smtp_session *s, const char *line, size_t len)
 		auth_plain(s, line, len);
 		return;
 	}
-	if (b64_decode(line, len, raw, sizeof(raw), &n) < 0 || memchr(raw, '\0', n) != NULL) {
+	if (sasl_b64_decode(line, len, raw, sizeof(raw), &n) != SASL_OK ||
+	    memchr(raw, '\0', n) != NULL) {
 		smtp_error(s, "501 5.5.2 Invalid base64 data");
 		return;
 	}
 	if (step == AUTH_STEP_USER) {
-		str_lcpy(s->auth_login, raw, sizeof(s->auth_login));
+		str_lcpy(s->auth_login, (const char *)raw, sizeof(s->auth_login));
 		s->auth_step = AUTH_STEP_PASS;
 		smtp_reply(s, "334 UGFzc3dvcmQ6");
 		return;
 	}
 	char user[sizeof(s->auth_login)];
 	str_lcpy(user, s->auth_login, sizeof(user));
-	auth_check(s, user, raw);
+	auth_check(s, user, (const char *)raw);
 	explicit_bzero(raw, sizeof(raw));
 }
