@@ -158,6 +158,24 @@ const struct conf_key conf_keys[] = {
 	  "a sender who asked NOTIFY=DELAY gets one delay notice per message deferred this long "
 	  "(0: never)" },
 
+	{ "dns", "resolv_conf", CONF_STR, 0, 0, "/etc/resolv.conf", NULL,
+	  "nameservers are read from this file when nameservers is empty (both empty: full "
+	  "recursion from the root)" },
+	{ "dns", "nameservers", CONF_LIST, 0, 0, "", NULL,
+	  "resolvers to ask (addr, addr@port, [v6]:port); empty: those of resolv_conf" },
+	{ "dns", "timeout", CONF_DURATION, 100, 5 * MIN, "5s", NULL,
+	  "how long one attempt of a lookup may take" },
+	{ "dns", "attempts", CONF_INT, 1, 10, "2", NULL,
+	  "attempts of a lookup before it fails as temporary" },
+	{ "dns", "dnssec", CONF_ENUM, 0, 0, "validate", "validate|trust-ad|off",
+	  "validate: check DNSSEC ourselves from trust_anchor_file; trust-ad: believe the AD bit "
+	  "of the nameservers (they must validate and the path to them be safe); off: nothing "
+	  "is secure (no DANE)" },
+	{ "dns", "trust_anchor_file", CONF_STR, 0, 0, "/usr/share/dns/root.key", NULL,
+	  "DNSSEC trust anchors (DS or DNSKEY records, zone-file format) for dnssec = validate" },
+	{ "dns", "cache_size", CONF_INT, 0, 10000000, "10000", NULL,
+	  "answers each process keeps for their TTL (0: no cache)" },
+
 	{ "imapd", "listen", CONF_ADDRS, 0, 0, "*:143", NULL, "IMAP listeners (STARTTLS)" },
 	{ "imapd", "listen_tls", CONF_ADDRS, 0, 0, "", NULL,
 	  "implicit-TLS IMAP listeners, e.g. *:993 (needs [tls] cert)" },
