@@ -396,27 +396,27 @@ bool cmd_login(struct imap_cmd *cmd)
 	return false;
 }
 
-/* Decodes a SASL PLAIN response (common/sasl.h decides, as for mtad) and starts the check;
-   false when the reply was sent. */
+/* Decodes a SASL PLAIN response (common/sasl.h decides, as for mtad) and starts the check:
+   a handler's result (true: the reply was sent; false: the check resumes the command). */
 static bool sasl_plain(struct imap_cmd *cmd, const char *b64, size_t len)
 {
 	struct sasl_plain p;
 
 	if (len == 1 && b64[0] == '*')
-		return !imap_cmd_bad(cmd, "Authentication cancelled");
+		return imap_cmd_bad(cmd, "Authentication cancelled");
 	switch (sasl_plain_decode(b64, len, &p)) {
 	case SASL_OK:
 		break;
 	case SASL_EBASE64:
-		return !imap_cmd_bad(cmd, "Invalid base64");
+		return imap_cmd_bad(cmd, "Invalid base64");
 	case SASL_EFORMAT:
-		return !imap_cmd_no(cmd, "[AUTHENTICATIONFAILED] Malformed PLAIN response");
+		return imap_cmd_no(cmd, "[AUTHENTICATIONFAILED] Malformed PLAIN response");
 	case SASL_EAUTHZ:
-		return !imap_cmd_no(cmd, "[AUTHORIZATIONFAILED] Cannot act as another user");
+		return imap_cmd_no(cmd, "[AUTHORIZATIONFAILED] Cannot act as another user");
 	}
 	auth_start(cmd, p.authcid, p.passwd);
 	sasl_plain_wipe(&p);
-	return true;
+	return false;
 }
 
 bool cmd_authenticate(struct imap_cmd *cmd)
@@ -444,8 +444,8 @@ bool cmd_authenticate(struct imap_cmd *cmd)
 		return false;
 	}
 	if (ir->len == 1 && ir->s[0] == '=')
-		return sasl_plain(cmd, "", 0) ? false : true;
-	return sasl_plain(cmd, ir->s, ir->len) ? false : true;
+		return sasl_plain(cmd, "", 0);
+	return sasl_plain(cmd, ir->s, ir->len);
 }
 
 void imap_auth_line(struct imap_client *c, const char *line, size_t len)
@@ -455,6 +455,5 @@ void imap_auth_line(struct imap_client *c, const char *line, size_t len)
 
 	c->flags &= ~IMAP_CF_SASL;
 	a->waiting_line = false;
-	if (!sasl_plain(cmd, line, len))
-		return;
+	sasl_plain(cmd, line, len);
 }

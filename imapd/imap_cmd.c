@@ -69,7 +69,8 @@ static uint64_t now_us(void)
 	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
-/* Fills c->cmd from the parsed line; false (reply sent) when the command cannot run. */
+/* Fills c->cmd from the parsed line; true when the tagged reply was sent (the command cannot
+   run), as a handler's true. */
 static bool cmd_prepare(struct imap_client *c)
 {
 	struct imap_cmd *cmd = &c->cmd;
@@ -81,41 +82,41 @@ static bool cmd_prepare(struct imap_client *c)
 	cmd->tag = imap_parser_tag(c->parser);
 	cmd->start_us = now_us();
 	if (a[0].type != IMAP_ARG_ATOM)
-		return !imap_cmd_bad(cmd, "Command name expected");
+		return imap_cmd_bad(cmd, "Command name expected");
 	if (imap_arg_atom_is(&a[0], "UID")) {
 		if (n < 2 || a[1].type != IMAP_ARG_ATOM)
-			return !imap_cmd_bad(cmd, "UID needs a command");
+			return imap_cmd_bad(cmd, "UID needs a command");
 		cmd->uid = true;
 		cmd->def = imap_cmd_find(a[1].s, a[1].len);
 		if (cmd->def == NULL || !(cmd->def->flags & CMD_UID))
-			return !imap_cmd_bad(cmd, "Unknown UID command");
+			return imap_cmd_bad(cmd, "Unknown UID command");
 		cmd->args = a + 2;
 		cmd->nargs = n - 2;
 	} else {
 		cmd->def = imap_cmd_find(a[0].s, a[0].len);
 		if (cmd->def == NULL)
-			return !imap_cmd_bad(cmd, "Unknown command");
+			return imap_cmd_bad(cmd, "Unknown command");
 		cmd->args = a + 1;
 		cmd->nargs = n - 1;
 	}
 	cmd->def_flags = cmd->def->flags;
 	if (c->rev2 && (cmd->def->flags & CMD_REV1)) /* RFC 9051 removed it (CHECK) */
-		return !imap_cmd_bad(cmd, "Unknown command in IMAP4rev2 (use NOOP)");
+		return imap_cmd_bad(cmd, "Unknown command in IMAP4rev2 (use NOOP)");
 	if (!(cmd->def->states & c->state)) {
 		if (c->state == IMAP_ST_NOTAUTH)
-			return !imap_cmd_no(cmd, "Log in first");
+			return imap_cmd_no(cmd, "Log in first");
 		if (cmd->def->states == IMAP_ST_SELECTED)
-			return !imap_cmd_bad(cmd, "No mailbox selected");
-		return !imap_cmd_bad(cmd, "Already logged in");
+			return imap_cmd_bad(cmd, "No mailbox selected");
+		return imap_cmd_bad(cmd, "Already logged in");
 	}
-	return true;
+	return false;
 }
 
 void imap_cmd_run(struct imap_client *c)
 {
 	if (!c->cmd_active) {
 		c->cmd_active = true;
-		if (!cmd_prepare(c))
+		if (cmd_prepare(c))
 			return;
 	}
 	c->cmd.def->fn(&c->cmd);
