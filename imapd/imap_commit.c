@@ -82,6 +82,11 @@ void imap_commit_start(struct imap_cmd *cmd, unsigned part, struct store_blob *b
 	store_gc_write(cmd->c->srv->gc, part, blob, fn, arg, commit_done, cm);
 }
 
+bool imap_commit_active(const struct imap_cmd *cmd)
+{
+	return cmd->ctx != NULL && cmd->ctx_free == commit_ctx_free;
+}
+
 void *imap_commit_result(struct imap_cmd *cmd, bool *pending_r, int *rc_r)
 {
 	struct imap_commit *cm = cmd->ctx;

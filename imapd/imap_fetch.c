@@ -1,7 +1,9 @@
-/* imap_fetch.c — owns FETCH and UID FETCH: item parsing (macros, BODY[section]<partial>,
- * BODY.PEEK, RFC822.*, BINARY[part]<partial>, BINARY.PEEK, BINARY.SIZE), rendering from the store's message cache (ENVELOPE, BODY[STRUCTURE],
- * headers), body sections from the part table with pread, large literals streamed with
- * back-pressure, and the implicit \Seen of non-PEEK body fetches. */
+/* imap_fetch.c — owns FETCH items: a table of every item (its name, its parser, and its
+ * per-message writer), the items of one FETCH, and one message's "* n FETCH (...)" line:
+ * rendering from the store's message cache (ENVELOPE, BODY[STRUCTURE], headers), body
+ * sections from the part table with pread, BINARY[part]<partial> and BINARY.SIZE decoded
+ * while streamed, large literals streamed with back-pressure. The command (sequence set,
+ * CHANGEDSINCE/VANISHED, the implicit \Seen) is cmd_fetch.c. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -17,16 +19,8 @@
 
 #define FETCH_ITEMS_MAX 64
 #define FETCH_FIELDS_MAX 64
-#define INLINE_MAX (16 * 1024) /* bodies up to this size are read at once, larger streamed */
-
-enum fetch_type {
-	FI_ENVELOPE, FI_FLAGS, FI_INTERNALDATE, FI_RFC822, FI_RFC822_HEADER, FI_RFC822_SIZE,
-	FI_RFC822_TEXT, FI_BODY, FI_BODYSTRUCTURE, FI_UID, FI_MODSEQ, FI_SECTION,
-};
 
 enum fetch_sec { SEC_ALL, SEC_HEADER, SEC_FIELDS, SEC_FIELDS_NOT, SEC_TEXT, SEC_MIME };
-
-enum fetch_kind { FK_BODY, FK_BINARY, FK_BINARY_SIZE };
 
 /* A BINARY section of the message being written (RFC 3516), found before its FETCH line. */
 struct fetch_binary {
@@ -37,10 +31,12 @@ struct fetch_binary {
 	bool nul;                      /* decodes to a NUL: literal8 */
 };
 
+struct fetch_def;
+
+/* One item asked for; the section fields only for BODY[...] and BINARY[...] items. */
 struct fetch_item {
-	enum fetch_type type;
+	const struct fetch_def *def;
 	enum fetch_sec sec;
-	bool peek;
 	char part[64];                 /* "1.2", "" for the message */
 	struct str_view *fields;       /* HEADER.FIELDS names, only for those items */
 	size_t nfields;
@@ -48,53 +44,89 @@ struct fetch_item {
 	uint64_t p_off, p_len;
 	char *label;                   /* "BODY[1.HEADER]" as it is answered */
 	char *fields_text;             /* storage behind fields[] */
-	enum fetch_kind kind;          /* BODY[], BINARY[] or BINARY.SIZE[] */
 	struct fetch_binary bin;       /* BINARY: the part in the current message */
 };
 
-struct fetch_ctx {
+struct imap_fetch {
 	struct fetch_item items[FETCH_ITEMS_MAX];
 	size_t n;
-	struct imap_seqset uids;
-	size_t next;                   /* next view index */
 	size_t item;                   /* next item of the message being written (0: none) */
-	bool set_seen;
-	bool seen_pending;             /* the implicit \Seen is in the group commit */
-	uint64_t changedsince;         /* CONDSTORE: only messages with a higher modseq */
-	bool vanished;                 /* QRESYNC: UID FETCH (CHANGEDSINCE n VANISHED) */
+	bool sets_seen;                /* a non-PEEK body item */
 	char *scratch;                 /* BINARY size pass: chunk + IMAP_DECODE_LEAD, once */
 };
 
-static void fetch_ctx_free(struct imap_cmd *cmd)
+/* What an item's writer sees of the message being written. */
+struct fetch_msg {
+	struct imap_client *c;
+	struct imap_fetch *f;
+	struct store_txn *t;
+	const struct store_msg *m;
+	const struct msgcache_view *mv;
+	bool recent;
+	const char *why;               /* a writer's or prepare's -1 */
+};
+
+/* Item flags. */
+enum {
+	FD_SECTION = 1u << 0,          /* name ends in '[': a section (and partial) follows */
+	FD_SEEN = 1u << 1,             /* sets \Seen (RFC 3501 6.4.5) */
+	FD_MODSEQ = 1u << 2,           /* enables CONDSTORE (RFC 7162 3.1) */
+};
+
+/* An item: parse reads the text after the name (from '[' on; NULL for plain atoms);
+   prepare runs before the message's FETCH line (0, -1 fails the FETCH); write answers the
+   item for one message: 1 written, 0 written with its body left streaming (the message
+   resumes at the next item once the stream is out), -1 cannot be written (*why). */
+struct fetch_def {
+	const char *name;
+	const char *label;             /* section items: the name they are answered with */
+	unsigned flags;
+	int (*parse)(struct fetch_item *it, const char *s, size_t len);
+	int (*prepare)(struct fetch_msg *fm, struct fetch_item *it);
+	int (*write)(struct fetch_msg *fm, const struct fetch_item *it);
+};
+
+static void item_free(struct fetch_item *it)
 {
-	struct fetch_ctx *f = cmd->ctx;
+	free(it->label);
+	free(it->fields_text);
+	free(it->fields);
+}
+
+struct imap_fetch *imap_fetch_new(void)
+{
+	return xcalloc(1, sizeof(struct imap_fetch));
+}
+
+void imap_fetch_free(struct imap_fetch **fp)
+{
+	struct imap_fetch *f = *fp;
 
 	if (f == NULL)
 		return;
-	for (size_t i = 0; i < f->n; i++) {
-		free(f->items[i].label);
-		free(f->items[i].fields_text);
-		free(f->items[i].fields);
-	}
-	imap_seqset_release(&f->uids);
+	for (size_t i = 0; i < f->n; i++)
+		item_free(&f->items[i]);
 	free(f->scratch);
 	free(f);
-	cmd->ctx = NULL;
+	*fp = NULL;
 }
 
-static struct fetch_item *item_add(struct fetch_ctx *f, enum fetch_type type)
+/* A new item of def; an item without a section asked twice (UID in UID FETCH, FLAGS in a
+   macro) is answered once. NULL when there are too many. */
+static struct fetch_item *item_add(struct imap_fetch *f, const struct fetch_def *def)
 {
 	struct fetch_item *it;
 
-	/* an item asked twice (UID in UID FETCH, FLAGS in a macro) is answered once */
-	for (size_t i = 0; i < f->n && type != FI_SECTION; i++)
-		if (f->items[i].type == type)
+	for (size_t i = 0; i < f->n && !(def->flags & FD_SECTION); i++)
+		if (f->items[i].def == def)
 			return &f->items[i];
 	if (f->n >= FETCH_ITEMS_MAX)
 		return NULL;
 	it = &f->items[f->n++];
 	memset(it, 0, sizeof(*it));
-	it->type = type;
+	it->def = def;
+	if (def->flags & FD_SEEN)
+		f->sets_seen = true;
 	return it;
 }
 
@@ -221,151 +253,76 @@ static int parse_partial(struct fetch_item *it, const char *s, size_t len)
 	return 0;
 }
 
-/* BODY[...]<a.b>, BODY.PEEK[...], BINARY[part]<a.b>, BINARY.PEEK[part], BINARY.SIZE[part]:
-   the atom from '[' on. */
-static int parse_body_section(struct fetch_ctx *f, const char *s, size_t len, bool peek,
-			      enum fetch_kind kind)
+/* The "[section]<partial>" after BODY or BODY.PEEK. */
+static int parse_body(struct fetch_item *it, const char *s, size_t len)
 {
-	static const char *const names[] = { "BODY", "BINARY", "BINARY.SIZE" };
 	const char *close = memchr(s, ']', len);
-	struct fetch_item *it = item_add(f, FI_SECTION);
 	size_t seclen;
 
-	if (it == NULL || close == NULL)
+	if (len == 0 || s[0] != '[' || close == NULL)
 		return -1;
-	it->peek = peek;
-	it->kind = kind;
 	seclen = (size_t)(close - s) - 1;
 	if (parse_section(it, s + 1, seclen) < 0)
 		return -1;
-	if (kind != FK_BODY && it->sec != SEC_ALL)
-		return -1; /* section-binary: part numbers only */
-	s = close + 1;
-	len -= seclen + 2;
-	if (len > 0 && (kind == FK_BINARY_SIZE || parse_partial(it, s, len) < 0))
+	if (len > seclen + 2 && parse_partial(it, close + 1, len - seclen - 2) < 0)
 		return -1;
-	it->label = xasprintf("%s[%.*s]", names[kind], (int)seclen, close - seclen);
-	if (!peek && kind != FK_BINARY_SIZE)
-		f->set_seen = true;
+	it->label = xasprintf("%s[%.*s]", it->def->label, (int)seclen, s + 1);
 	return 0;
 }
 
-static int parse_item(struct fetch_ctx *f, const struct imap_arg *a)
+/* The "[part]<partial>" after BINARY or BINARY.PEEK: section-binary is part numbers only. */
+static int parse_binary(struct fetch_item *it, const char *s, size_t len)
 {
-	static const struct {
-		const char *name;
-		enum fetch_type type;
-	} simple[] = {
-		{ "ENVELOPE", FI_ENVELOPE },     { "FLAGS", FI_FLAGS },
-		{ "INTERNALDATE", FI_INTERNALDATE }, { "RFC822", FI_RFC822 },
-		{ "RFC822.HEADER", FI_RFC822_HEADER }, { "RFC822.SIZE", FI_RFC822_SIZE },
-		{ "RFC822.TEXT", FI_RFC822_TEXT }, { "BODY", FI_BODY },
-		{ "BODYSTRUCTURE", FI_BODYSTRUCTURE }, { "UID", FI_UID },
-		{ "MODSEQ", FI_MODSEQ },
-	};
-
-	if (a->type != IMAP_ARG_ATOM)
+	if (parse_body(it, s, len) < 0 || it->sec != SEC_ALL)
 		return -1;
-	for (size_t i = 0; i < sizeof(simple) / sizeof(simple[0]); i++)
-		if (str_caseeq(a->s, a->len, simple[i].name, strlen(simple[i].name))) {
-			if (item_add(f, simple[i].type) == NULL)
-				return -1;
-			if (simple[i].type == FI_RFC822 || simple[i].type == FI_RFC822_TEXT)
-				f->set_seen = true;
-			return 0;
-		}
-	if (str_caseprefix(a->s, a->len, "BODY.PEEK["))
-		return parse_body_section(f, a->s + 9, a->len - 9, true, FK_BODY);
-	if (str_caseprefix(a->s, a->len, "BODY["))
-		return parse_body_section(f, a->s + 4, a->len - 4, false, FK_BODY);
-	if (str_caseprefix(a->s, a->len, "BINARY.PEEK["))
-		return parse_body_section(f, a->s + 11, a->len - 11, true, FK_BINARY);
-	if (str_caseprefix(a->s, a->len, "BINARY.SIZE["))
-		return parse_body_section(f, a->s + 11, a->len - 11, true, FK_BINARY_SIZE);
-	if (str_caseprefix(a->s, a->len, "BINARY["))
-		return parse_body_section(f, a->s + 6, a->len - 6, false, FK_BINARY);
-	return -1;
-}
-
-static int parse_items(struct fetch_ctx *f, const struct imap_arg *a)
-{
-	static const char *const macros[][5] = {
-		{ "ALL", "FLAGS", "INTERNALDATE", "RFC822.SIZE", "ENVELOPE" },
-		{ "FAST", "FLAGS", "INTERNALDATE", "RFC822.SIZE", NULL },
-		{ "FULL", "FLAGS", "INTERNALDATE", "RFC822.SIZE", "ENVELOPE" },
-	};
-
-	if (a->type == IMAP_ARG_ATOM) {
-		for (size_t m = 0; m < 3; m++) {
-			if (!imap_arg_atom_is(a, macros[m][0]))
-				continue;
-			for (size_t i = 1; i < 5 && macros[m][i] != NULL; i++) {
-				struct imap_arg tmp = { .type = IMAP_ARG_ATOM, .s = macros[m][i],
-							.len = strlen(macros[m][i]) };
-
-				parse_item(f, &tmp);
-			}
-			if (m == 2)
-				item_add(f, FI_BODY);
-			return 0;
-		}
-		return parse_item(f, a);
-	}
-	if (a->type != IMAP_ARG_LIST || a->n == 0)
-		return -1;
-	for (const struct imap_arg *m = a + 1; m <= a + a->span; m = imap_arg_next(m))
-		if (parse_item(f, m) < 0)
-			return -1;
 	return 0;
 }
 
-static void write_internaldate(struct imap_client *c, int64_t t)
+/* The "[part]" after BINARY.SIZE: no partial. */
+static int parse_binary_size(struct fetch_item *it, const char *s, size_t len)
 {
-	static const char mon[12][4] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
-					  "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
-	time_t tt = (time_t)t;
-	struct tm tm;
-
-	gmtime_r(&tt, &tm);
-	imap_printf(c, "INTERNALDATE \"%02d-%s-%04d %02d:%02d:%02d +0000\"", tm.tm_mday,
-		    mon[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+	if (parse_binary(it, s, len) < 0 || it->partial)
+		return -1;
+	return 0;
 }
 
-/* Writes bytes [off, off+len) of the message file as a literal (streamed when large).
-   Returns false when a stream was started (the command resumes after it). */
-static bool write_file_literal(struct imap_client *c, const struct store_msg *m, uint64_t off,
-			       uint64_t len, uint64_t p_off, uint64_t p_len, bool partial)
+/* Writes bytes [off, off+len) of the message file as a literal, cut to the item's partial
+   range (it NULL: whole), streamed: a writer's 1/0/-1. */
+static int write_file_literal(struct fetch_msg *fm, uint64_t off, uint64_t len,
+			      const struct fetch_item *it)
 {
+	struct imap_client *c = fm->c;
 	int fd;
 	uint64_t size;
 
-	if (partial) {
-		if (p_off >= len) {
+	if (it != NULL && it->partial) {
+		if (it->p_off >= len) {
 			imap_write(c, "\"\"", 2);
-			return true;
+			return 1;
 		}
-		off += p_off;
-		len -= p_off;
-		if (len > p_len)
-			len = p_len;
+		off += it->p_off;
+		len -= it->p_off;
+		if (len > it->p_len)
+			len = it->p_len;
 	}
 	imap_printf(c, "{%" PRIu64 "}\r\n", len);
 	if (len == 0)
-		return true;
-	if (store_blob_open(c->srv->store, c->view->part, m->blob, &fd, &size) != 0) {
+		return 1;
+	if (store_blob_open(c->srv->store, c->view->part, fm->m->blob, &fd, &size) != 0) {
 		/* the size is promised: the connection cannot stay in sync */
 		imap_client_close(c, "message file missing");
-		return true;
+		fm->why = "[SERVERBUG] Message file missing";
+		return -1;
 	}
 	imap_client_stream(c, fd, off, len);
-	return c->stream.fd < 0;
+	return c->stream.fd < 0 ? 1 : 0;
 }
 
 /* Writes a string produced in memory (header subsets) as a literal, with partial. */
 static void write_mem_literal(struct imap_client *c, const char *p, size_t len,
 			      const struct fetch_item *it)
 {
-	if (it->partial) {
+	if (it != NULL && it->partial) {
 		if (it->p_off >= len) {
 			imap_write(c, "\"\"", 2);
 			return;
@@ -405,35 +362,122 @@ static int read_header(struct imap_client *c, const struct store_msg *m, uint64_
 
 /* HEADER.FIELDS[.NOT] of the message (from the cache) or of an embedded message (its
    header at hoff, hsize in the file). */
-static void write_header_fields(struct imap_client *c, const struct store_msg *m,
-				const struct msgcache_view *mv, const struct fetch_item *it,
+static void write_header_fields(struct fetch_msg *fm, const struct fetch_item *it,
 				uint64_t hoff, uint64_t hsize)
 {
 	struct buf hdr;
 
 	buf_init(&hdr, 1024, 4 * 1024 * 1024);
 	if (it->part[0] == '\0') {
-		rfc5322_header_fields(mv->header.p, mv->header.len, it->fields, it->nfields,
-				      it->sec == SEC_FIELDS_NOT, &hdr);
+		rfc5322_header_fields(fm->mv->header.p, fm->mv->header.len, it->fields,
+				      it->nfields, it->sec == SEC_FIELDS_NOT, &hdr);
 	} else {
 		struct buf raw;
 
 		buf_init(&raw, 1024, 1024 * 1024);
-		if (read_header(c, m, hoff, hsize, &raw) == 0)
+		if (read_header(fm->c, fm->m, hoff, hsize, &raw) == 0)
 			rfc5322_header_fields(raw.data, raw.len, it->fields, it->nfields,
 					      it->sec == SEC_FIELDS_NOT, &hdr);
 		else
 			buf_puts(&hdr, "\r\n");
 		buf_release(&raw);
 	}
-	write_mem_literal(c, hdr.data != NULL ? hdr.data : "", hdr.len, it);
+	write_mem_literal(fm->c, hdr.data != NULL ? hdr.data : "", hdr.len, it);
 	buf_release(&hdr);
 }
 
-/* BODY[section]: returns false when a stream was started. */
-static bool write_section(struct imap_client *c, const struct store_msg *m,
-			  const struct msgcache_view *mv, const struct fetch_item *it)
+static int write_uid(struct fetch_msg *fm, const struct fetch_item *it)
 {
+	(void)it;
+	imap_printf(fm->c, "UID %u", fm->m->uid);
+	return 1;
+}
+
+static int write_flags(struct fetch_msg *fm, const struct fetch_item *it)
+{
+	(void)it;
+	imap_write(fm->c, "FLAGS ", 6);
+	imap_flags_write(fm->c, fm->m->flags, fm->m->keywords, fm->recent, fm->t);
+	return 1;
+}
+
+static int write_internaldate(struct fetch_msg *fm, const struct fetch_item *it)
+{
+	static const char mon[12][4] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
+					  "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
+	time_t tt = (time_t)fm->m->internaldate;
+	struct tm tm;
+
+	(void)it;
+	gmtime_r(&tt, &tm);
+	imap_printf(fm->c, "INTERNALDATE \"%02d-%s-%04d %02d:%02d:%02d +0000\"", tm.tm_mday,
+		    mon[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+	return 1;
+}
+
+static int write_size(struct fetch_msg *fm, const struct fetch_item *it)
+{
+	(void)it;
+	imap_printf(fm->c, "RFC822.SIZE %" PRIu64, fm->m->size);
+	return 1;
+}
+
+static int write_modseq(struct fetch_msg *fm, const struct fetch_item *it)
+{
+	(void)it;
+	imap_printf(fm->c, "MODSEQ (%" PRIu64 ")", fm->m->modseq);
+	return 1;
+}
+
+static int write_envelope(struct fetch_msg *fm, const struct fetch_item *it)
+{
+	(void)it;
+	imap_printf(fm->c, "ENVELOPE %.*s", (int)fm->mv->envelope.len, fm->mv->envelope.p);
+	return 1;
+}
+
+static int write_body(struct fetch_msg *fm, const struct fetch_item *it)
+{
+	(void)it;
+	imap_printf(fm->c, "BODY %.*s", (int)fm->mv->body.len, fm->mv->body.p);
+	return 1;
+}
+
+static int write_bodystructure(struct fetch_msg *fm, const struct fetch_item *it)
+{
+	(void)it;
+	imap_printf(fm->c, "BODYSTRUCTURE %.*s", (int)fm->mv->bodystructure.len,
+		    fm->mv->bodystructure.p);
+	return 1;
+}
+
+static int write_rfc822_header(struct fetch_msg *fm, const struct fetch_item *it)
+{
+	(void)it;
+	imap_write(fm->c, "RFC822.HEADER ", 14);
+	write_mem_literal(fm->c, fm->mv->header.p, fm->mv->header.len, NULL);
+	return 1;
+}
+
+static int write_rfc822(struct fetch_msg *fm, const struct fetch_item *it)
+{
+	(void)it;
+	imap_write(fm->c, "RFC822 ", 7);
+	return write_file_literal(fm, 0, fm->m->size, NULL);
+}
+
+static int write_rfc822_text(struct fetch_msg *fm, const struct fetch_item *it)
+{
+	(void)it;
+	imap_write(fm->c, "RFC822.TEXT ", 12);
+	return write_file_literal(fm, fm->mv->header_size, fm->mv->body_size, NULL);
+}
+
+/* BODY[section]<partial>. */
+static int write_section(struct fetch_msg *fm, const struct fetch_item *it)
+{
+	struct imap_client *c = fm->c;
+	const struct msgcache_view *mv = fm->mv;
 	struct msgcache_part mp;
 	uint64_t hoff, hsize, boff, bsize;
 
@@ -443,36 +487,34 @@ static bool write_section(struct imap_client *c, const struct store_msg *m,
 	imap_write(c, " ", 1);
 	if (it->part[0] == '\0') {
 		hoff = 0, hsize = mv->header_size, boff = mv->header_size, bsize = mv->body_size;
-	} else if (msgcache_part(m->cache, m->cache_len, it->part, &mp) < 0) {
+	} else if (msgcache_part(fm->m->cache, fm->m->cache_len, it->part, &mp) < 0) {
 		imap_write(c, "NIL", 3);
-		return true;
+		return 1;
 	} else if (it->sec == SEC_MIME) {
-		return write_file_literal(c, m, mp.header_off, mp.header_size, it->p_off,
-					  it->p_len, it->partial);
+		return write_file_literal(fm, mp.header_off, mp.header_size, it);
 	} else if (it->sec == SEC_ALL) {
-		return write_file_literal(c, m, mp.body_off, mp.body_size, it->p_off, it->p_len,
-					  it->partial);
+		return write_file_literal(fm, mp.body_off, mp.body_size, it);
 	} else if (!mp.is_message) {
 		imap_write(c, "NIL", 3);
-		return true;
+		return 1;
 	} else {
 		hoff = mp.sub_header_off, hsize = mp.sub_header_size;
 		boff = mp.sub_body_off, bsize = mp.sub_body_size;
 	}
 	switch (it->sec) {
 	case SEC_ALL:
-		return write_file_literal(c, m, 0, mv->size, it->p_off, it->p_len, it->partial);
+		return write_file_literal(fm, 0, mv->size, it);
 	case SEC_TEXT:
-		return write_file_literal(c, m, boff, bsize, it->p_off, it->p_len, it->partial);
+		return write_file_literal(fm, boff, bsize, it);
 	case SEC_HEADER:
 		if (it->part[0] == '\0') {
 			write_mem_literal(c, mv->header.p, mv->header.len, it);
-			return true;
+			return 1;
 		}
-		return write_file_literal(c, m, hoff, hsize, it->p_off, it->p_len, it->partial);
+		return write_file_literal(fm, hoff, hsize, it);
 	default:
-		write_header_fields(c, m, mv, it, hoff, hsize);
-		return true;
+		write_header_fields(fm, it, hoff, hsize);
+		return 1;
 	}
 }
 
@@ -494,12 +536,13 @@ static enum imap_cte part_cte(struct imap_client *c, const struct store_msg *m, 
 	return cte;
 }
 
-/* Finds a BINARY item's part in message m and measures its decoded size: 0, or -1 when its
-   CTE is unknown (the FETCH then fails with [UNKNOWN-CTE], RFC 3516). BINARY[] is the whole
-   message and multipart or message/rfc822 parts are sent as they are. */
-static int binary_prepare(struct imap_client *c, struct fetch_ctx *f, struct fetch_item *it,
-			  const struct store_msg *m)
+/* Finds a BINARY item's part in the message and measures its decoded size: 0, or -1 when
+   its CTE is unknown (the FETCH then fails with [UNKNOWN-CTE], RFC 3516). BINARY[] is the
+   whole message and multipart or message/rfc822 parts are sent as they are. */
+static int prepare_binary(struct fetch_msg *fm, struct fetch_item *it)
 {
+	struct imap_client *c = fm->c;
+	const struct store_msg *m = fm->m;
 	struct fetch_binary *b = &it->bin;
 	struct msgcache_part mp;
 	int fd;
@@ -517,35 +560,41 @@ static int binary_prepare(struct imap_client *c, struct fetch_ctx *f, struct fet
 			b->cte = part_cte(c, m, mp.header_off, mp.header_size);
 	}
 	if (b->cte == IMAP_CTE_UNKNOWN)
-		return -1;
+		goto unknown;
 	b->exists = true;
 	b->size = b->len;
-	if (b->cte == IMAP_CTE_IDENTITY && it->kind == FK_BINARY_SIZE)
+	if (b->cte == IMAP_CTE_IDENTITY && it->def->parse == parse_binary_size)
 		return 0; /* no NUL scan needed for a size */
 	if (store_blob_open(c->srv->store, c->view->part, m->blob, &fd, &fsize) != 0)
-		return -1;
-	if (f->scratch == NULL)
-		f->scratch = xmalloc(IMAP_STREAM_CHUNK + IMAP_DECODE_LEAD);
-	rc = imap_decode_measure(fd, b->off, b->len, b->cte, f->scratch, &b->size, &b->nul);
+		goto unknown;
+	if (fm->f->scratch == NULL)
+		fm->f->scratch = xmalloc(IMAP_STREAM_CHUNK + IMAP_DECODE_LEAD);
+	rc = imap_decode_measure(fd, b->off, b->len, b->cte, fm->f->scratch, &b->size, &b->nul);
 	close(fd);
-	return rc;
+	if (rc == 0)
+		return 0;
+unknown:
+	fm->why = "[UNKNOWN-CTE] Cannot decode a part's Content-Transfer-Encoding";
+	return -1;
 }
 
-/* BINARY[part]<partial> or BINARY.SIZE[part] of the prepared part; false when a stream was
-   started. */
-static bool write_binary(struct imap_client *c, const struct store_msg *m,
-			 const struct fetch_item *it)
+/* BINARY.SIZE[part] of the prepared part. */
+static int write_binary_size(struct fetch_msg *fm, const struct fetch_item *it)
 {
+	imap_printf(fm->c, "%s %" PRIu64, it->label, it->bin.exists ? it->bin.size : 0);
+	return 1;
+}
+
+/* BINARY[part]<partial> of the prepared part. */
+static int write_binary(struct fetch_msg *fm, const struct fetch_item *it)
+{
+	struct imap_client *c = fm->c;
 	const struct fetch_binary *b = &it->bin;
 	uint64_t skip = 0, emit = b->size;
 	int fd;
 	uint64_t fsize;
 
 	imap_printf(c, "%s", it->label);
-	if (it->kind == FK_BINARY_SIZE) {
-		imap_printf(c, " %" PRIu64, b->exists ? b->size : 0);
-		return true;
-	}
 	if (it->partial) {
 		imap_printf(c, "<%" PRIu64 ">", it->p_off);
 		skip = it->p_off < b->size ? it->p_off : b->size;
@@ -553,91 +602,139 @@ static bool write_binary(struct imap_client *c, const struct store_msg *m,
 	}
 	if (!b->exists) {
 		imap_write(c, " NIL", 4);
-		return true;
+		return 1;
 	}
 	imap_printf(c, " %s{%" PRIu64 "}\r\n", b->nul ? "~" : "", emit);
 	if (emit == 0)
-		return true;
-	if (store_blob_open(c->srv->store, c->view->part, m->blob, &fd, &fsize) != 0) {
+		return 1;
+	if (store_blob_open(c->srv->store, c->view->part, fm->m->blob, &fd, &fsize) != 0) {
 		imap_client_close(c, "message file missing"); /* the size is promised */
-		return true;
+		fm->why = "[SERVERBUG] Message file missing";
+		return -1;
 	}
 	if (b->cte == IMAP_CTE_IDENTITY)
 		imap_client_stream(c, fd, b->off + skip, emit);
 	else
 		imap_client_stream_decoded(c, fd, b->off, b->len, b->cte, skip, emit);
-	return c->stream.fd < 0;
+	return c->stream.fd < 0 ? 1 : 0;
 }
 
-/* Writes item i of message m; false when a body stream was started. */
-static bool write_item(struct imap_client *c, struct store_txn *t, const struct store_msg *m,
-		       const struct msgcache_view *mv, const struct fetch_item *it, bool recent)
+/* Every item, in the order a name is looked up (a section item matches by its prefix). */
+static const struct fetch_def fetch_defs[] = {
+	/* name            label          flags                  parse              prepare         write */
+	{ "UID",           NULL,          0,                     NULL,              NULL,           write_uid },
+	{ "FLAGS",         NULL,          0,                     NULL,              NULL,           write_flags },
+	{ "INTERNALDATE",  NULL,          0,                     NULL,              NULL,           write_internaldate },
+	{ "RFC822.SIZE",   NULL,          0,                     NULL,              NULL,           write_size },
+	{ "MODSEQ",        NULL,          FD_MODSEQ,             NULL,              NULL,           write_modseq },
+	{ "ENVELOPE",      NULL,          0,                     NULL,              NULL,           write_envelope },
+	{ "BODY",          NULL,          0,                     NULL,              NULL,           write_body },
+	{ "BODYSTRUCTURE", NULL,          0,                     NULL,              NULL,           write_bodystructure },
+	{ "RFC822.HEADER", NULL,          0,                     NULL,              NULL,           write_rfc822_header },
+	{ "RFC822.TEXT",   NULL,          FD_SEEN,               NULL,              NULL,           write_rfc822_text },
+	{ "RFC822",        NULL,          FD_SEEN,               NULL,              NULL,           write_rfc822 },
+	{ "BODY[",         "BODY",        FD_SECTION | FD_SEEN,  parse_body,        NULL,           write_section },
+	{ "BODY.PEEK[",    "BODY",        FD_SECTION,            parse_body,        NULL,           write_section },
+	{ "BINARY[",       "BINARY",      FD_SECTION | FD_SEEN,  parse_binary,      prepare_binary, write_binary },
+	{ "BINARY.PEEK[",  "BINARY",      FD_SECTION,            parse_binary,      prepare_binary, write_binary },
+	{ "BINARY.SIZE[",  "BINARY.SIZE", FD_SECTION,            parse_binary_size, prepare_binary, write_binary_size },
+};
+
+/* The item named at the start of s (a whole atom, or a section item's prefix through '['):
+   *name_len_r is where its parse starts (at the '['). */
+static const struct fetch_def *fetch_def_find(const char *s, size_t len, size_t *name_len_r)
 {
-	switch (it->type) {
-	case FI_UID:
-		imap_printf(c, "UID %u", m->uid);
-		break;
-	case FI_FLAGS:
-		imap_write(c, "FLAGS ", 6);
-		imap_flags_write(c, m->flags, m->keywords, recent, t);
-		break;
-	case FI_INTERNALDATE:
-		write_internaldate(c, m->internaldate);
-		break;
-	case FI_RFC822_SIZE:
-		imap_printf(c, "RFC822.SIZE %" PRIu64, m->size);
-		break;
-	case FI_MODSEQ:
-		imap_printf(c, "MODSEQ (%" PRIu64 ")", m->modseq);
-		break;
-	case FI_ENVELOPE:
-		imap_printf(c, "ENVELOPE %.*s", (int)mv->envelope.len, mv->envelope.p);
-		break;
-	case FI_BODY:
-		imap_printf(c, "BODY %.*s", (int)mv->body.len, mv->body.p);
-		break;
-	case FI_BODYSTRUCTURE:
-		imap_printf(c, "BODYSTRUCTURE %.*s", (int)mv->bodystructure.len,
-			    mv->bodystructure.p);
-		break;
-	case FI_RFC822_HEADER:
-		imap_printf(c, "RFC822.HEADER {%zu}\r\n", mv->header.len);
-		imap_write(c, mv->header.p, mv->header.len);
-		break;
-	case FI_RFC822:
-		imap_write(c, "RFC822 ", 7);
-		return write_file_literal(c, m, 0, m->size, 0, 0, false);
-	case FI_RFC822_TEXT:
-		imap_write(c, "RFC822.TEXT ", 12);
-		return write_file_literal(c, m, mv->header_size, mv->body_size, 0, 0, false);
-	case FI_SECTION:
-		return it->kind == FK_BODY ? write_section(c, m, mv, it) : write_binary(c, m, it);
+	for (size_t i = 0; i < sizeof(fetch_defs) / sizeof(fetch_defs[0]); i++) {
+		const struct fetch_def *d = &fetch_defs[i];
+		size_t nl = strlen(d->name);
+
+		if (d->flags & FD_SECTION) {
+			if (!str_caseprefix(s, len, d->name))
+				continue;
+			*name_len_r = nl - 1;
+			return d;
+		}
+		if (str_caseeq(s, len, d->name, nl)) {
+			*name_len_r = nl;
+			return d;
+		}
 	}
-	return true;
+	return NULL;
 }
 
-/* Before a message's FETCH line: its BINARY parts found and measured; -1 on an unknown CTE. */
-static int fetch_prepare(struct imap_client *c, struct fetch_ctx *f, const struct store_msg *m)
+/* One item atom. */
+static int parse_item(struct imap_fetch *f, const char *s, size_t len)
 {
-	for (size_t i = 0; i < f->n; i++)
-		if (f->items[i].type == FI_SECTION && f->items[i].kind != FK_BODY &&
-		    binary_prepare(c, f, &f->items[i], m) < 0)
+	size_t nl;
+	const struct fetch_def *d = fetch_def_find(s, len, &nl);
+	struct fetch_item *it;
+
+	if (d == NULL || (it = item_add(f, d)) == NULL)
+		return -1;
+	return d->parse == NULL ? 0 : d->parse(it, s + nl, len - nl);
+}
+
+int imap_fetch_add(struct imap_fetch *f, const char *name)
+{
+	return parse_item(f, name, strlen(name));
+}
+
+int imap_fetch_parse(struct imap_fetch *f, const struct imap_arg *a)
+{
+	static const char *const macros[][6] = {
+		{ "ALL", "FLAGS", "INTERNALDATE", "RFC822.SIZE", "ENVELOPE", NULL },
+		{ "FAST", "FLAGS", "INTERNALDATE", "RFC822.SIZE", NULL, NULL },
+		{ "FULL", "FLAGS", "INTERNALDATE", "RFC822.SIZE", "ENVELOPE", "BODY" },
+	};
+
+	if (a->type == IMAP_ARG_ATOM) {
+		for (size_t m = 0; m < sizeof(macros) / sizeof(macros[0]); m++) {
+			if (!imap_arg_atom_is(a, macros[m][0]))
+				continue;
+			for (size_t i = 1; i < 6 && macros[m][i] != NULL; i++)
+				if (imap_fetch_add(f, macros[m][i]) < 0)
+					return -1;
+			return 0;
+		}
+		return parse_item(f, a->s, a->len);
+	}
+	if (a->type != IMAP_ARG_LIST || a->n == 0)
+		return -1;
+	for (const struct imap_arg *m = a + 1; m <= a + a->span; m = imap_arg_next(m))
+		if (m->type != IMAP_ARG_ATOM || parse_item(f, m->s, m->len) < 0)
 			return -1;
 	return 0;
 }
 
-/* Writes (the rest of) one message: 1 done, 0 suspended inside it, -1 a BINARY part has an
-   unknown CTE (nothing of the message was written). */
-static int fetch_message(struct imap_cmd *cmd, struct fetch_ctx *f, struct store_txn *t,
-			 size_t vi)
+bool imap_fetch_sets_seen(const struct imap_fetch *f)
 {
-	struct imap_client *c = cmd->c;
+	return f->sets_seen;
+}
+
+bool imap_fetch_in_message(const struct imap_fetch *f)
+{
+	return f->item != 0;
+}
+
+bool imap_fetch_condstore(const struct imap_fetch *f)
+{
+	for (size_t i = 0; i < f->n; i++)
+		if (f->items[i].def->flags & FD_MODSEQ)
+			return true;
+	return false;
+}
+
+int imap_fetch_message(struct imap_client *c, struct imap_fetch *f, struct store_txn *t,
+		       size_t vi, uint64_t changedsince, const char **why_r)
+{
 	struct imap_view_msg *vm = &c->view->msgs[vi];
 	struct store_msg m;
 	struct msgcache_view mv;
+	struct fetch_msg fm = { .c = c, .f = f, .t = t, .m = &m, .mv = &mv,
+				.recent = (vm->flags & IMAP_VF_RECENT) != 0 };
 
 	if (store_msg_get(t, c->view->mbox, vm->uid, &m) != 0 ||
-	    (f->item == 0 && f->changedsince != 0 && m.modseq <= f->changedsince)) {
+	    (f->item == 0 && changedsince != 0 && m.modseq <= changedsince)) {
 		f->item = 0; /* expunged meanwhile (or unchanged): nothing to say about it */
 		return 1;
 	}
@@ -651,197 +748,29 @@ static int fetch_message(struct imap_cmd *cmd, struct fetch_ctx *f, struct store
 		mv.size = mv.body_size = m.size;
 	}
 	if (f->item == 0) {
-		if (fetch_prepare(c, f, &m) < 0)
-			return -1;
+		for (size_t i = 0; i < f->n; i++)
+			if (f->items[i].def->prepare != NULL &&
+			    f->items[i].def->prepare(&fm, &f->items[i]) < 0) {
+				*why_r = fm.why;
+				return -1;
+			}
 		imap_printf(c, "* %zu FETCH (", vi + 1);
 	}
 	while (f->item < f->n) {
 		const struct fetch_item *it = &f->items[f->item++];
+		int rc;
 
 		if (f->item > 1)
 			imap_write(c, " ", 1);
-		if (!write_item(c, t, &m, &mv, it, vm->flags & IMAP_VF_RECENT))
-			return 0;
+		if ((rc = it->def->write(&fm, it)) <= 0) {
+			if (rc < 0) {
+				f->item = 0;
+				*why_r = fm.why;
+			}
+			return rc;
+		}
 	}
 	imap_write(c, ")\r\n", 3);
 	f->item = 0;
 	return 1;
-}
-
-struct seen_ctx {
-	struct imap_client *c;
-	struct fetch_ctx *f;
-};
-
-static int set_seen_fn(struct store_txn *t, void *arg)
-{
-	struct seen_ctx *s = arg;
-	struct imap_view *v = s->c->view;
-
-	for (size_t i = 0; i < v->n; i++) {
-		struct store_msg m;
-		int rc;
-
-		if (!imap_seqset_has(&s->f->uids, v->msgs[i].uid) || (v->msgs[i].flags & STORE_SEEN))
-			continue;
-		rc = store_msg_flags(t, v->mbox, v->msgs[i].uid, STORE_FLAGS_ADD, STORE_SEEN, 0, 0,
-				     &m);
-		if (rc == STORE_ENOMSG)
-			continue;
-		if (rc != 0)
-			return rc;
-	}
-	return 0;
-}
-
-/* The implicit \Seen is durable: the view says so and the FETCH reports FLAGS. */
-static void seen_apply(struct imap_client *c, struct fetch_ctx *f)
-{
-	struct imap_view *v = c->view;
-	bool has_flags = false;
-
-	for (size_t i = 0; i < v->n; i++)
-		if (imap_seqset_has(&f->uids, v->msgs[i].uid))
-			v->msgs[i].flags |= STORE_SEEN;
-	for (size_t i = 0; i < f->n; i++)
-		has_flags |= f->items[i].type == FI_FLAGS;
-	if (!has_flags)
-		item_add(f, FI_FLAGS);
-}
-
-static void seen_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
-		      void *arg)
-{
-	struct seen_ctx *s = arg;
-	struct imap_client *c = s->c;
-
-	(void)rcpts;
-	(void)n;
-	(void)value;
-	s->f->seen_pending = false;
-	if (result == 0 && !(c->flags & IMAP_CF_DEFUNCT))
-		seen_apply(c, s->f);
-	free(s);
-	imap_client_commit_back(c);
-}
-
-/* FETCH of a body sets \Seen (RFC 3501 6.4.5) through the group commit; the FETCH waits
-   for it (f->seen_pending), the loop does not. */
-static void mark_seen(struct imap_client *c, struct fetch_ctx *f)
-{
-	struct imap_view *v = c->view;
-	struct seen_ctx *s;
-	bool unseen = false;
-
-	for (size_t i = 0; i < v->n && !unseen; i++)
-		unseen = !(v->msgs[i].flags & STORE_SEEN) && imap_seqset_has(&f->uids,
-									     v->msgs[i].uid);
-	if (!unseen) {
-		seen_apply(c, f);
-		return;
-	}
-	s = xmalloc(sizeof(*s));
-	s->c = c;
-	s->f = f;
-	f->seen_pending = true;
-	c->ncommits++;
-	store_gc_write(c->srv->gc, v->part, NULL, set_seen_fn, s, seen_done, s);
-}
-
-/* Starts a FETCH: parses the set and the items. False when a reply was sent. */
-static bool fetch_start(struct imap_cmd *cmd)
-{
-	struct imap_client *c = cmd->c;
-	struct fetch_ctx *f;
-	const struct imap_arg *set = imap_cmd_arg(cmd, 0), *items = imap_cmd_arg(cmd, 1);
-	const char *why;
-
-	const struct imap_arg *mods = imap_cmd_arg(cmd, 2);
-
-	if (set == NULL || items == NULL || imap_cmd_arg(cmd, 3) != NULL ||
-	    set->type != IMAP_ARG_ATOM)
-		return !imap_cmd_bad(cmd, "Expected: FETCH sequence-set items");
-	f = xcalloc(1, sizeof(*f));
-	cmd->ctx = f;
-	cmd->ctx_free = fetch_ctx_free;
-	if (cmd->uid)
-		item_add(f, FI_UID);
-	if (parse_items(f, items) < 0)
-		return !imap_cmd_bad(cmd, "Invalid FETCH item");
-	if (mods != NULL) {
-		/* (CHANGEDSINCE n) — RFC 7162 */
-		const struct imap_arg *v = mods + 2;
-
-		if (mods->type != IMAP_ARG_LIST || (mods->n != 2 && mods->n != 3) ||
-		    !imap_arg_atom_is(mods + 1, "CHANGEDSINCE") || v->type != IMAP_ARG_ATOM ||
-		    str_to_u64(v->s, v->len, INT64_MAX, &f->changedsince) < 0 ||
-		    (mods->n == 3 && (!imap_arg_atom_is(v + 1, "VANISHED") || !cmd->uid ||
-				      !c->enabled_qresync)))
-			return !imap_cmd_bad(cmd, "Invalid FETCH modifier");
-		c->enabled_condstore = true;
-		f->vanished = mods->n == 3;
-	}
-	for (size_t i = 0; i < f->n; i++)
-		if (f->items[i].type == FI_MODSEQ)
-			c->enabled_condstore = true;
-	if (f->changedsince != 0) {
-		bool has = false;
-
-		for (size_t i = 0; i < f->n; i++)
-			has |= f->items[i].type == FI_MODSEQ;
-		if (!has)
-			item_add(f, FI_MODSEQ);
-	}
-	if (imap_view_resolve(c, set->s, set->len, cmd->uid, &f->uids, &why) < 0)
-		return !imap_cmd_bad(cmd, why);
-	if (f->set_seen && !c->view->readonly)
-		mark_seen(c, f);
-	if (f->vanished) {
-		struct store_txn *t = NULL;
-
-		if (store_txn_begin(c->srv->store, c->view->part, STORE_TXN_READ, &t) == 0)
-			imap_view_vanished(c, t, f->changedsince, &f->uids);
-		store_txn_abort(&t);
-	}
-	return true;
-}
-
-bool cmd_fetch(struct imap_cmd *cmd)
-{
-	struct imap_client *c = cmd->c;
-	struct fetch_ctx *f = cmd->ctx;
-	struct store_txn *t = NULL;
-	int rc;
-
-	if (f == NULL) {
-		if (!fetch_start(cmd))
-			return true;
-		f = cmd->ctx;
-	}
-	if (f->seen_pending)
-		return false; /* resumed by seen_done */
-	if ((rc = store_txn_begin(c->srv->store, c->view->part, STORE_TXN_READ, &t)) != 0)
-		return imap_cmd_store_error(cmd, rc, "fetch");
-	while (f->next < c->view->n) {
-		if (f->item == 0 && !imap_seqset_has(&f->uids, c->view->msgs[f->next].uid)) {
-			f->next++;
-			continue;
-		}
-		if (imap_out_full(c) || c->stream.fd >= 0) {
-			store_txn_abort(&t);
-			return false;
-		}
-		if ((rc = fetch_message(cmd, f, t, f->next)) <= 0) {
-			store_txn_abort(&t);
-			if (rc < 0)
-				return imap_cmd_no(cmd, "[UNKNOWN-CTE] Cannot decode a part's "
-							"Content-Transfer-Encoding");
-			return false;
-		}
-		f->next++;
-	}
-	store_txn_abort(&t);
-	if (c->stream.fd >= 0)
-		return false;
-	return imap_cmd_ok(cmd, "Fetch completed");
 }

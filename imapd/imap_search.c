@@ -1,7 +1,8 @@
-/* imap_search.c — owns SEARCH and UID SEARCH: every RFC 3501 key compiled into a small tree
- * (OR, NOT, parenthesized lists), evaluated per message against the view (flags, \Recent,
- * sequence numbers), the message row (dates, size, UID) and the cached header block; BODY and
- * TEXT read the message file in bounded chunks. CHARSET US-ASCII and UTF-8. */
+/* imap_search.c — owns search keys (RFC 3501 SEARCH-KEY, WITHIN, MODSEQ, SEARCHRES "$"):
+ * compiled into a small tree (OR, NOT, parenthesized lists) and evaluated per message against
+ * the view (flags, \Recent, sequence numbers), the message row (dates, size, UID) and the
+ * cached header block; BODY and TEXT read the message file in bounded chunks. The commands
+ * that take keys (SEARCH, UID SEARCH) are cmd_search.c. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -37,22 +38,18 @@ struct skey {
 	struct skey *next;         /* sibling in an AND */
 };
 
-enum { RET_MIN = 1, RET_MAX = 2, RET_ALL = 4, RET_COUNT = 8, RET_SAVE = 16 };
-
-struct search {
+struct imap_search {
 	struct imap_client *c;
-	unsigned ret;              /* ESEARCH RETURN options; 0: a plain SEARCH */
-	bool esearch;
 	bool modseq_used;          /* a MODSEQ key: the reply names the highest modseq */
-	struct store_txn *t;
+	struct store_txn *t;       /* borrowed: keywords at compile time, messages at match */
 	struct skey nodes[SEARCH_NODES_MAX];
 	size_t nnodes;
+	struct skey *root;
 	const char *why;
-	bool uid;
 	struct imap_textmatch *tm; /* BODY/TEXT: made at the first use */
 };
 
-static struct skey *node_new(struct search *s, enum skey_type type)
+static struct skey *node_new(struct imap_search *s, enum skey_type type)
 {
 	struct skey *k;
 
@@ -119,7 +116,7 @@ static const struct {
 
 static const char *const header_keys[] = { "FROM", "TO", "CC", "BCC", "SUBJECT" };
 
-static struct skey *parse_key(struct search *s, const struct imap_arg **ap,
+static struct skey *parse_key(struct imap_search *s, const struct imap_arg **ap,
 			      const struct imap_arg *end, unsigned depth);
 
 static const struct imap_arg *take(const struct imap_arg **ap, const struct imap_arg *end)
@@ -132,7 +129,7 @@ static const struct imap_arg *take(const struct imap_arg **ap, const struct imap
 	return a;
 }
 
-static struct skey *parse_string_key(struct search *s, const struct imap_arg **ap,
+static struct skey *parse_string_key(struct imap_search *s, const struct imap_arg **ap,
 				     const struct imap_arg *end, const char *name)
 {
 	const struct imap_arg *a;
@@ -167,7 +164,7 @@ bad:
 	return NULL;
 }
 
-static struct skey *parse_list(struct search *s, const struct imap_arg *list, unsigned depth)
+static struct skey *parse_list(struct imap_search *s, const struct imap_arg *list, unsigned depth)
 {
 	const struct imap_arg *p = list + 1, *end = list + 1 + list->span;
 	struct skey *and = node_new(s, SK_AND), **tail;
@@ -191,7 +188,7 @@ static struct skey *parse_list(struct search *s, const struct imap_arg *list, un
 }
 
 /* A sequence set as a key ("2:4,7"). */
-static struct skey *parse_seq_key(struct search *s, const struct imap_arg *a)
+static struct skey *parse_seq_key(struct imap_search *s, const struct imap_arg *a)
 {
 	struct skey *k = node_new(s, SK_SEQ);
 	const char *why;
@@ -226,7 +223,7 @@ static const struct {
 	{ "YOUNGER", SK_YOUNGER, UINT32_MAX, "Invalid interval" },
 };
 
-static struct skey *parse_number_key(struct search *s, const struct imap_arg *v, size_t i)
+static struct skey *parse_number_key(struct imap_search *s, const struct imap_arg *v, size_t i)
 {
 	struct skey *k = node_new(s, number_keys[i].type);
 
@@ -244,7 +241,7 @@ static struct skey *parse_number_key(struct search *s, const struct imap_arg *v,
 }
 
 /* MODSEQ [entry-name entry-type] n (RFC 7162): all flags share one modseq here. */
-static struct skey *parse_modseq_key(struct search *s, const struct imap_arg **ap,
+static struct skey *parse_modseq_key(struct imap_search *s, const struct imap_arg **ap,
 				     const struct imap_arg *end)
 {
 	struct skey *k = node_new(s, SK_MODSEQ);
@@ -271,7 +268,7 @@ static struct skey *parse_modseq_key(struct search *s, const struct imap_arg **a
 }
 
 /* KEYWORD kw / UNKEYWORD kw / UID set. */
-static struct skey *parse_arg_key(struct search *s, const char *name,
+static struct skey *parse_arg_key(struct imap_search *s, const char *name,
 				  const struct imap_arg *v)
 {
 	struct skey *k;
@@ -300,7 +297,7 @@ static struct skey *parse_arg_key(struct search *s, const char *name,
 }
 
 /* Every key named by an atom except NOT and OR; *known false when the name is not one. */
-static struct skey *parse_named_key(struct search *s, const char *name,
+static struct skey *parse_named_key(struct imap_search *s, const char *name,
 				    const struct imap_arg **ap, const struct imap_arg *end,
 				    bool *known)
 {
@@ -343,7 +340,7 @@ static struct skey *parse_named_key(struct search *s, const char *name,
 	return NULL;
 }
 
-static struct skey *parse_key(struct search *s, const struct imap_arg **ap,
+static struct skey *parse_key(struct imap_search *s, const struct imap_arg **ap,
 			      const struct imap_arg *end, unsigned depth)
 {
 	const struct imap_arg *a = take(ap, end);
@@ -398,7 +395,7 @@ static struct skey *parse_key(struct search *s, const struct imap_arg **ap,
 }
 
 /* BODY/TEXT: the folded needle in the message's decoded text (imap_textmatch.c). */
-static bool text_contains(struct search *s, const struct store_msg *m, const struct skey *k,
+static bool text_contains(struct imap_search *s, const struct store_msg *m, const struct skey *k,
 			  bool top)
 {
 	int fd;
@@ -501,7 +498,7 @@ static bool eval_flag(const struct skey *k, const struct store_msg *m, unsigned 
 	}
 }
 
-static bool eval(struct search *s, const struct skey *k, const struct store_msg *m,
+static bool eval(struct imap_search *s, const struct skey *k, const struct store_msg *m,
 		 const struct msgcache_view *mv, uint32_t seq, unsigned vflags)
 {
 	switch (k->type) {
@@ -544,168 +541,32 @@ static bool eval(struct search *s, const struct skey *k, const struct store_msg 
 	return false;
 }
 
-static void search_free(struct search *s)
+void imap_search_free(struct imap_search **sp)
 {
+	struct imap_search *s = *sp;
+
+	if (s == NULL)
+		return;
 	for (size_t i = 0; i < s->nnodes; i++) {
 		imap_seqset_release(&s->nodes[i].set);
 		free(s->nodes[i].fold);
 	}
 	imap_textmatch_free(&s->tm);
-	store_txn_abort(&s->t);
 	free(s);
+	*sp = NULL;
 }
 
-/* Writes "* SEARCH ..." or, with RETURN, "* ESEARCH ..." (RFC 4731). */
-static void search_reply(struct search *s, struct imap_cmd *cmd, const uint32_t *hits,
-			 size_t n, uint64_t maxmod)
+struct imap_search *imap_search_compile(struct imap_client *c, struct store_txn *t,
+					const struct imap_arg *p, const struct imap_arg *end,
+					const char **why_r)
 {
-	struct imap_client *c = s->c;
-
-	if (s->ret & RET_SAVE) {
-		struct imap_view *v = c->view;
-
-		imap_seqset_clear(&v->saved);
-		for (size_t i = 0; i < n; i++) {
-			uint32_t uid = cmd->uid ? hits[i] : v->msgs[hits[i] - 1].uid;
-
-			imap_seqset_add(&v->saved, uid, uid);
-		}
-		imap_seqset_resolve(&v->saved, 0);
-		if (s->ret == RET_SAVE)
-			return; /* SAVE alone: no ESEARCH response (RFC 5182 2.1) */
-	}
-	if (!s->esearch) {
-		imap_write(c, "* SEARCH", 8);
-		for (size_t i = 0; i < n; i++)
-			imap_printf(c, " %u", hits[i]);
-		if (s->modseq_used && n > 0)
-			imap_printf(c, " (MODSEQ %" PRIu64 ")", maxmod);
-		imap_write(c, "\r\n", 2);
-		return;
-	}
-	imap_printf(c, "* ESEARCH (TAG \"%s\")%s", cmd->tag, cmd->uid ? " UID" : "");
-	if ((s->ret & RET_MIN) && n > 0)
-		imap_printf(c, " MIN %u", hits[0]);
-	if ((s->ret & RET_MAX) && n > 0)
-		imap_printf(c, " MAX %u", hits[n - 1]);
-	if (s->ret & RET_COUNT)
-		imap_printf(c, " COUNT %zu", n);
-	if ((s->ret & RET_ALL) && n > 0) {
-		struct imap_seqset set = { 0 };
-		struct buf b;
-
-		for (size_t i = 0; i < n; i++)
-			imap_seqset_add(&set, hits[i], hits[i]);
-		imap_seqset_resolve(&set, 0);
-		buf_init(&b, 256, (size_t)-1 / 2);
-		imap_seqset_format(&set, &b);
-		imap_printf(c, " ALL %s", buf_cstr(&b));
-		buf_release(&b);
-		imap_seqset_release(&set);
-	}
-	if (s->modseq_used && n > 0)
-		imap_printf(c, " MODSEQ %" PRIu64, maxmod);
-	imap_write(c, "\r\n", 2);
-}
-
-static void search_run(struct search *s, struct imap_cmd *cmd, const struct skey *root)
-{
-	struct imap_client *c = s->c;
-	uint32_t *hits = xcalloc(c->view->n + 1, sizeof(*hits));
-	uint64_t maxmod = 0;
-	size_t n = 0;
-
-	for (size_t i = 0; i < c->view->n; i++) {
-		struct store_msg m;
-		struct msgcache_view mv;
-
-		if (store_msg_get(s->t, c->view->mbox, c->view->msgs[i].uid, &m) != 0)
-			continue;
-		if (m.cache_len == 0 || msgcache_parse(m.cache, m.cache_len, &mv) < 0) {
-			memset(&mv, 0, sizeof(mv));
-			mv.date = INT64_MIN;
-			mv.body_size = m.size;
-		}
-		if (eval(s, root, &m, &mv, (uint32_t)i + 1, c->view->msgs[i].flags)) {
-			hits[n++] = cmd->uid ? m.uid : (uint32_t)i + 1;
-			if (m.modseq > maxmod)
-				maxmod = m.modseq;
-		}
-	}
-	search_reply(s, cmd, hits, n, maxmod);
-	free(hits);
-}
-
-/* ESEARCH "RETURN (MIN MAX COUNT ALL)" at *pp; false when it is not valid. */
-static bool search_return(struct search *s, const struct imap_arg **pp,
-			  const struct imap_arg *end)
-{
-	const struct imap_arg *opts = *pp + 1;
-
-	if (opts >= end || opts->type != IMAP_ARG_LIST)
-		return false;
-	s->esearch = true;
-	for (const struct imap_arg *o = opts + 1; o <= opts + opts->span; o++) {
-		unsigned bit = imap_arg_atom_is(o, "MIN")     ? RET_MIN
-			       : imap_arg_atom_is(o, "MAX")   ? RET_MAX
-			       : imap_arg_atom_is(o, "ALL")   ? RET_ALL
-			       : imap_arg_atom_is(o, "COUNT") ? RET_COUNT
-			       : imap_arg_atom_is(o, "SAVE")  ? RET_SAVE
-							      : 0;
-
-		if (bit == 0)
-			return false;
-		s->ret |= bit;
-	}
-	if (s->ret == 0)
-		s->ret = RET_ALL;
-	*pp = imap_arg_next(opts);
-	return true;
-}
-
-bool cmd_search(struct imap_cmd *cmd)
-{
-	struct imap_client *c = cmd->c;
-	struct search *s = xcalloc(1, sizeof(*s));
-	const struct imap_arg *p = cmd->args, *end = cmd->args + cmd->nargs;
-	struct skey *root, **tail;
-	int rc;
+	struct imap_search *s = xcalloc(1, sizeof(*s));
+	struct skey **tail;
 
 	s->c = c;
-	s->uid = cmd->uid;
-	if (p < end && imap_arg_atom_is(p, "RETURN") && !search_return(s, &p, end)) {
-		search_free(s);
-		return imap_cmd_bad(cmd, "Invalid RETURN options");
-	}
-	if (c->rev2 && !s->esearch) {
-		/* IMAP4rev2 answers every SEARCH with ESEARCH, RETURN (ALL) by default */
-		s->esearch = true;
-		s->ret = RET_ALL;
-	}
-	if (p < end && imap_arg_atom_is(p, "CHARSET")) {
-		const struct imap_arg *cs = p + 1;
-
-		if (cs >= end || !imap_arg_is_astring(cs)) {
-			search_free(s);
-			return imap_cmd_bad(cmd, "CHARSET needs a name");
-		}
-		if (c->enabled_utf8) { /* RFC 6855 3: strings are UTF-8, a label conflicts */
-			search_free(s);
-			return imap_cmd_bad(cmd, "No CHARSET after ENABLE UTF8=ACCEPT");
-		}
-		if (!str_caseeq(cs->s, cs->len, "UTF-8", 5) &&
-		    !str_caseeq(cs->s, cs->len, "US-ASCII", 8)) {
-			search_free(s);
-			return imap_cmd_no(cmd, "[BADCHARSET (UTF-8 US-ASCII)] Unsupported charset");
-		}
-		p = cs + 1;
-	}
-	if ((rc = store_txn_begin(c->srv->store, c->view->part, STORE_TXN_READ, &s->t)) != 0) {
-		search_free(s);
-		return imap_cmd_store_error(cmd, rc, "SEARCH");
-	}
-	root = node_new(s, SK_AND);
-	tail = &root->a;
+	s->t = t;
+	s->root = node_new(s, SK_AND);
+	tail = &s->root->a;
 	if (p >= end)
 		s->why = "Missing search key";
 	while (p < end && s->why == NULL) {
@@ -717,12 +578,28 @@ bool cmd_search(struct imap_cmd *cmd)
 		tail = &k->next;
 	}
 	if (s->why != NULL) {
-		bool r = imap_cmd_bad(cmd, s->why);
-
-		search_free(s);
-		return r;
+		*why_r = s->why;
+		imap_search_free(&s);
 	}
-	search_run(s, cmd, root);
-	search_free(s);
-	return imap_cmd_ok(cmd, "SEARCH completed");
+	return s;
+}
+
+bool imap_search_uses_modseq(const struct imap_search *s)
+{
+	return s->modseq_used;
+}
+
+bool imap_search_match(struct imap_search *s, size_t vi, struct store_msg *m_r)
+{
+	const struct imap_view *v = s->c->view;
+	struct msgcache_view mv;
+
+	if (store_msg_get(s->t, v->mbox, v->msgs[vi].uid, m_r) != 0)
+		return false;
+	if (m_r->cache_len == 0 || msgcache_parse(m_r->cache, m_r->cache_len, &mv) < 0) {
+		memset(&mv, 0, sizeof(mv));
+		mv.date = INT64_MIN;
+		mv.body_size = m_r->size;
+	}
+	return eval(s, s->root, m_r, &mv, (uint32_t)vi + 1, v->msgs[vi].flags);
 }

@@ -327,6 +327,8 @@ void imap_commit_start(struct imap_cmd *cmd, unsigned part, struct store_blob *b
 		       int (*fn)(struct store_txn *t, void *arg), void *arg,
 		       void (*arg_free)(void *arg));
 void *imap_commit_result(struct imap_cmd *cmd, bool *pending_r, int *rc_r);
+/* Whether cmd's state is a write's (imap_commit_start ran for it). */
+bool imap_commit_active(const struct imap_cmd *cmd);
 /* A write c queued itself (c->ncommits++ before store_gc_*) is back: resumes c, or frees it
    if it left meanwhile (then false). */
 bool imap_client_commit_back(struct imap_client *c);
@@ -366,9 +368,44 @@ int imap_decode_measure(int fd, uint64_t off, uint64_t len, enum imap_cte cte, c
 /* A hexadecimal digit's value, or -1. */
 int imap_hex_val(char c);
 
-/* imap_fetch.c */
+/* imap_fetch.c: the items of one FETCH, from a table of every item (name, parser,
+   per-message writer), and one message's "* n FETCH (...)" line. */
+struct imap_fetch;
+struct imap_fetch *imap_fetch_new(void);
+void imap_fetch_free(struct imap_fetch **fp);
+/* FETCH's items argument: a macro (ALL FAST FULL), one item or a list; -1 when invalid. */
+int imap_fetch_parse(struct imap_fetch *f, const struct imap_arg *items);
+/* Adds the item name (UID of UID FETCH, MODSEQ of CHANGEDSINCE, FLAGS after the implicit
+   \Seen); an item asked twice is answered once. -1 when unknown or too many. */
+int imap_fetch_add(struct imap_fetch *f, const char *name);
+/* Whether an item sets \Seen (a non-PEEK body), or enables CONDSTORE (MODSEQ). */
+bool imap_fetch_sets_seen(const struct imap_fetch *f);
+bool imap_fetch_condstore(const struct imap_fetch *f);
+/* Whether a message was suspended half-written (imap_fetch_message returned 0). */
+bool imap_fetch_in_message(const struct imap_fetch *f);
+/* Writes (the rest of) view message vi, skipped when its modseq is not above changedsince
+   (0: none) or it is gone: 1 done, 0 suspended inside it (a body is streaming: call again
+   once it is out), -1 the FETCH fails with the NO text in *why_r (an unknown CTE before
+   anything of the message was written, or a missing message file: connection closed). */
+int imap_fetch_message(struct imap_client *c, struct imap_fetch *f, struct store_txn *t,
+		       size_t vi, uint64_t changedsince, const char **why_r);
+
+/* imap_search.c: search keys compiled for the selected view and matched per message. */
+struct imap_search;
+/* Compiles the keys [p, end) for c's view; t (a read txn, borrowed until the search is
+   freed) looks up keywords and later the messages. NULL with the BAD text in *why_r. */
+struct imap_search *imap_search_compile(struct imap_client *c, struct store_txn *t,
+					const struct imap_arg *p, const struct imap_arg *end,
+					const char **why_r);
+void imap_search_free(struct imap_search **sp);
+/* Whether a MODSEQ key is used (the reply then names a modseq, RFC 7162 3.1.5). */
+bool imap_search_uses_modseq(const struct imap_search *s);
+/* Whether view message vi matches; *m_r is its row (false too when it is gone). */
+bool imap_search_match(struct imap_search *s, size_t vi, struct store_msg *m_r);
+
+/* cmd_fetch.c */
 bool cmd_fetch(struct imap_cmd *cmd);
-/* imap_search.c */
+/* cmd_search.c */
 bool cmd_search(struct imap_cmd *cmd);
 
 /* command handlers, by family */

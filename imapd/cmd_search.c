@@ -1,0 +1,188 @@
+/* cmd_search.c — owns SEARCH and UID SEARCH: CHARSET (US-ASCII, UTF-8), the ESEARCH RETURN
+ * options (RFC 4731: MIN MAX COUNT ALL; SAVE of SEARCHRES, RFC 5182), IMAP4rev2's ESEARCH
+ * default, and the reply with the highest MODSEQ when a MODSEQ key was used (RFC 7162). The
+ * keys themselves are imap_search.c. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/str.h"
+#include "common/xmalloc.h"
+#include "imapd/imapd.h"
+#include "store/store.h"
+
+enum { RET_MIN = 1, RET_MAX = 2, RET_ALL = 4, RET_COUNT = 8, RET_SAVE = 16 };
+
+struct search_cmd {
+	unsigned ret;              /* ESEARCH RETURN options; 0: a plain SEARCH */
+	bool esearch;
+	bool modseq;               /* a MODSEQ key was used */
+	uint32_t *hits;            /* UIDs or sequence numbers, ascending */
+	size_t n;
+	uint64_t maxmod;           /* the highest modseq of the hits */
+};
+
+/* SEARCHRES: "$" stands for the hits from now on. */
+static void search_save(struct imap_cmd *cmd, const struct search_cmd *sc)
+{
+	struct imap_view *v = cmd->c->view;
+
+	imap_seqset_clear(&v->saved);
+	for (size_t i = 0; i < sc->n; i++) {
+		uint32_t uid = cmd->uid ? sc->hits[i] : v->msgs[sc->hits[i] - 1].uid;
+
+		imap_seqset_add(&v->saved, uid, uid);
+	}
+	imap_seqset_resolve(&v->saved, 0);
+}
+
+/* " ALL 1:3,5" of the hits. */
+static void write_all(struct imap_client *c, const struct search_cmd *sc)
+{
+	struct imap_seqset set = { 0 };
+	struct buf b;
+
+	for (size_t i = 0; i < sc->n; i++)
+		imap_seqset_add(&set, sc->hits[i], sc->hits[i]);
+	imap_seqset_resolve(&set, 0);
+	buf_init(&b, 256, (size_t)-1 / 2);
+	imap_seqset_format(&set, &b);
+	imap_printf(c, " ALL %s", buf_cstr(&b));
+	buf_release(&b);
+	imap_seqset_release(&set);
+}
+
+/* Writes "* SEARCH ..." or, with RETURN, "* ESEARCH ..." (RFC 4731). */
+static void search_reply(struct imap_cmd *cmd, const struct search_cmd *sc)
+{
+	struct imap_client *c = cmd->c;
+	size_t n = sc->n;
+
+	if (sc->ret & RET_SAVE) {
+		search_save(cmd, sc);
+		if (sc->ret == RET_SAVE)
+			return; /* SAVE alone: no ESEARCH response (RFC 5182 2.1) */
+	}
+	if (!sc->esearch) {
+		imap_write(c, "* SEARCH", 8);
+		for (size_t i = 0; i < n; i++)
+			imap_printf(c, " %u", sc->hits[i]);
+		if (sc->modseq && n > 0)
+			imap_printf(c, " (MODSEQ %" PRIu64 ")", sc->maxmod);
+		imap_write(c, "\r\n", 2);
+		return;
+	}
+	imap_printf(c, "* ESEARCH (TAG \"%s\")%s", cmd->tag, cmd->uid ? " UID" : "");
+	if ((sc->ret & RET_MIN) && n > 0)
+		imap_printf(c, " MIN %u", sc->hits[0]);
+	if ((sc->ret & RET_MAX) && n > 0)
+		imap_printf(c, " MAX %u", sc->hits[n - 1]);
+	if (sc->ret & RET_COUNT)
+		imap_printf(c, " COUNT %zu", n);
+	if ((sc->ret & RET_ALL) && n > 0)
+		write_all(c, sc);
+	if (sc->modseq && n > 0)
+		imap_printf(c, " MODSEQ %" PRIu64, sc->maxmod);
+	imap_write(c, "\r\n", 2);
+}
+
+/* Every view message against the keys: sc's hits. */
+static void search_run(struct imap_cmd *cmd, struct imap_search *s, struct search_cmd *sc)
+{
+	const struct imap_view *v = cmd->c->view;
+
+	sc->hits = xcalloc(v->n + 1, sizeof(*sc->hits));
+	for (size_t i = 0; i < v->n; i++) {
+		struct store_msg m;
+
+		if (!imap_search_match(s, i, &m))
+			continue;
+		sc->hits[sc->n++] = cmd->uid ? m.uid : (uint32_t)i + 1;
+		if (m.modseq > sc->maxmod)
+			sc->maxmod = m.modseq;
+	}
+}
+
+/* ESEARCH "RETURN (MIN MAX COUNT ALL SAVE)" at *pp; -1 when it is not valid. */
+static int search_return(struct search_cmd *sc, const struct imap_arg **pp,
+			 const struct imap_arg *end)
+{
+	const struct imap_arg *opts = *pp + 1;
+
+	if (opts >= end || opts->type != IMAP_ARG_LIST)
+		return -1;
+	sc->esearch = true;
+	for (const struct imap_arg *o = opts + 1; o <= opts + opts->span; o++) {
+		unsigned bit = imap_arg_atom_is(o, "MIN")     ? RET_MIN
+			       : imap_arg_atom_is(o, "MAX")   ? RET_MAX
+			       : imap_arg_atom_is(o, "ALL")   ? RET_ALL
+			       : imap_arg_atom_is(o, "COUNT") ? RET_COUNT
+			       : imap_arg_atom_is(o, "SAVE")  ? RET_SAVE
+							      : 0;
+
+		if (bit == 0)
+			return -1;
+		sc->ret |= bit;
+	}
+	if (sc->ret == 0)
+		sc->ret = RET_ALL;
+	*pp = imap_arg_next(opts);
+	return 0;
+}
+
+/* "CHARSET name" at *pp (when there): NULL, or the reply's text in *why_r with *no_r for a
+   NO (an unknown charset) rather than a BAD. */
+static const char *search_charset(struct imap_client *c, const struct imap_arg **pp,
+				  const struct imap_arg *end, bool *no_r)
+{
+	const struct imap_arg *cs = *pp + 1;
+
+	*no_r = false;
+	if (*pp >= end || !imap_arg_atom_is(*pp, "CHARSET"))
+		return NULL;
+	if (cs >= end || !imap_arg_is_astring(cs))
+		return "CHARSET needs a name";
+	if (c->enabled_utf8) /* RFC 6855 3: strings are UTF-8, a label conflicts */
+		return "No CHARSET after ENABLE UTF8=ACCEPT";
+	if (!str_caseeq(cs->s, cs->len, "UTF-8", 5) &&
+	    !str_caseeq(cs->s, cs->len, "US-ASCII", 8)) {
+		*no_r = true;
+		return "[BADCHARSET (UTF-8 US-ASCII)] Unsupported charset";
+	}
+	*pp = cs + 1;
+	return NULL;
+}
+
+bool cmd_search(struct imap_cmd *cmd)
+{
+	struct imap_client *c = cmd->c;
+	struct search_cmd sc = { 0 };
+	const struct imap_arg *p = cmd->args, *end = cmd->args + cmd->nargs;
+	struct imap_search *s;
+	struct store_txn *t = NULL;
+	const char *why;
+	bool no;
+	int rc;
+
+	if (p < end && imap_arg_atom_is(p, "RETURN") && search_return(&sc, &p, end) < 0)
+		return imap_cmd_bad(cmd, "Invalid RETURN options");
+	if (c->rev2 && !sc.esearch) {
+		/* IMAP4rev2 answers every SEARCH with ESEARCH, RETURN (ALL) by default */
+		sc.esearch = true;
+		sc.ret = RET_ALL;
+	}
+	if ((why = search_charset(c, &p, end, &no)) != NULL)
+		return no ? imap_cmd_no(cmd, why) : imap_cmd_bad(cmd, why);
+	if ((rc = store_txn_begin(c->srv->store, c->view->part, STORE_TXN_READ, &t)) != 0)
+		return imap_cmd_store_error(cmd, rc, "SEARCH");
+	if ((s = imap_search_compile(c, t, p, end, &why)) == NULL) {
+		store_txn_abort(&t);
+		return imap_cmd_bad(cmd, why);
+	}
+	sc.modseq = imap_search_uses_modseq(s);
+	search_run(cmd, s, &sc);
+	imap_search_free(&s);
+	store_txn_abort(&t);
+	search_reply(cmd, &sc);
+	free(sc.hits);
+	return imap_cmd_ok(cmd, "SEARCH completed");
+}
