@@ -230,8 +230,10 @@ const struct conf_key conf_keys[] = {
 	{ "sink", "records", CONF_ENUM, 0, 0, "stamped", "stamped|all",
 	  "which messages get an arrival record: those with X-Mailload-Sent, or all" },
 
-	{ "log", "target", CONF_ENUM, 0, 0, "syslog", "syslog|stderr",
-	  "where log lines go (-f forces stderr)" },
+	{ "log", "target", CONF_ENUM, 0, 0, "syslog", "syslog|stderr|file",
+	  "where log lines go (-f forces stderr); file: appended to [log] file, reopened on SIGUSR1" },
+	{ "log", "file", CONF_STR, 0, 0, "/var/log/heron/heron.log", NULL,
+	  "the log file of target = file (every program may share it: a line is one write)" },
 	{ "log", "level", CONF_ENUM, 0, 0, "info", "err|warn|info|debug", "lowest level logged" },
 	{ "log", "facility", CONF_ENUM, 0, 0, "mail",
 	  "mail|daemon|user|local0|local1|local2|local3|local4|local5|local6|local7",

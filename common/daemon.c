@@ -1,6 +1,7 @@
 /* daemon.c — owns process life: command line, config load and -t, logging start, pidfile,
- * privilege drop, the descriptor limit (RLIMIT_NOFILE), and the master that forks, restarts,
- * signals and reaps workers. */
+ * privilege drop, the descriptor limit (RLIMIT_NOFILE), the master that forks, restarts,
+ * signals and reaps workers, and what the service manager is told (READY when every worker
+ * is serving, RELOADING, STOPPING). */
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +27,7 @@
 #include "common/conf.h"
 #include "common/daemon.h"
 #include "common/log.h"
+#include "common/notify.h"
 #include "common/xmalloc.h"
 
 #define DRAIN_MS_DEFAULT 30000
@@ -127,6 +129,8 @@ static void master_spawn(unsigned i);
 static void master_sigchld_cb(evutil_socket_t sig, short what, void *arg);
 static void master_sigterm_cb(evutil_socket_t sig, short what, void *arg);
 static void master_sighup_cb(evutil_socket_t sig, short what, void *arg);
+static void master_sigusr1_cb(evutil_socket_t sig, short what, void *arg);
+static void master_ready_cb(evutil_socket_t fd, short what, void *arg);
 static void master_restart_cb(evutil_socket_t fd, short what, void *arg);
 static void master_kill_cb(evutil_socket_t fd, short what, void *arg);
 
@@ -134,9 +138,10 @@ static void master_kill_cb(evutil_socket_t fd, short what, void *arg);
 
 static void usage(FILE *f, const char *ident)
 {
-	fprintf(f, "usage: %s [-f] [-t] [-c config]\n"
+	fprintf(f, "usage: %s [-f | -F] [-t] [-c config]\n"
 		   "  -c PATH  configuration file (default " DAEMON_CONF_DEFAULT ")\n"
 		   "  -f       stay in the foreground and log to stderr\n"
+		   "  -F       stay in the foreground (under systemd), log as [log] says\n"
 		   "  -t       check the configuration, print the effective values and exit\n",
 		ident);
 }
@@ -149,13 +154,17 @@ void daemon_args_parse(int argc, char **argv, const char *ident, struct daemon_a
 	a->ident = ident;
 	a->conf_path = DAEMON_CONF_DEFAULT;
 	optind = 1;
-	while ((ch = getopt(argc, argv, "c:fth")) != -1) {
+	while ((ch = getopt(argc, argv, "c:fFth")) != -1) {
 		switch (ch) {
 		case 'c':
 			a->conf_path = optarg;
+			a->conf_given = true;
 			break;
 		case 'f':
 			a->foreground = true;
+			break;
+		case 'F':
+			a->supervised = true;
 			break;
 		case 't':
 			a->test = true;
@@ -174,28 +183,55 @@ void daemon_args_parse(int argc, char **argv, const char *ident, struct daemon_a
 	}
 }
 
+/* Prints why the config did not load; a file that cannot be opened is named, with -c. */
+static noreturn void conf_load_fail(const struct daemon_args *a, char *error)
+{
+	fprintf(stderr, "%s: %s\n", a->ident, error);
+	if (access(a->conf_path, R_OK) == -1 && !a->conf_given)
+		fprintf(stderr, "%s: %s is the default configuration file; give another with "
+				"-c PATH\n", a->ident, a->conf_path);
+	else if (access(a->conf_path, R_OK) == -1)
+		fprintf(stderr, "%s: %s was given with -c: check the path and its permissions\n",
+			a->ident, a->conf_path);
+	free(error);
+	exit(1);
+}
+
+/* Starts the log from [log]: -f forces stderr; target = file needs the file now. */
+static void log_start(const struct daemon_args *a, const struct conf *c)
+{
+	const char *target = conf_str(c, "log", "target");
+	int fac = log_facility_parse(conf_str(c, "log", "facility"));
+	int lvl = log_level_parse(conf_str(c, "log", "level"));
+	char *error = NULL;
+
+	log_init(a->ident, a->foreground || strcmp(target, "stderr") == 0, fac);
+	if (!a->foreground && strcmp(target, "file") == 0 &&
+	    log_init_file(a->ident, conf_str(c, "log", "file"), &error) == -1) {
+		fprintf(stderr, "%s: %s ([log] file)\n", a->ident, error);
+		exit(1);
+	}
+	log_set_level(lvl >= 0 ? (enum log_level)lvl : LOG_LVL_INFO);
+}
+
 struct conf *daemon_conf_load(const struct daemon_args *a)
 {
 	struct conf *c;
 	char *error;
-	int fac, lvl;
 
-	if (conf_load(a->conf_path, &c, &error) == -1) {
-		fprintf(stderr, "%s: %s\n", a->ident, error);
-		free(error);
-		exit(1);
-	}
+	signal(SIGUSR1, SIG_IGN); /* until the master's loop hooks it: never fatal */
+	if (a->conf_optional && !a->conf_given && access(a->conf_path, F_OK) == -1 &&
+	    errno == ENOENT)
+		c = conf_defaults();
+	else if (conf_load(a->conf_path, &c, &error) == -1)
+		conf_load_fail(a, error);
 	if (a->test) {
 		conf_dump(c, stdout);
 		fflush(stdout);
 		conf_free(&c);
 		exit(0);
 	}
-	fac = log_facility_parse(conf_str(c, "log", "facility"));
-	lvl = log_level_parse(conf_str(c, "log", "level"));
-	log_init(a->ident, a->foreground || strcmp(conf_str(c, "log", "target"), "stderr") == 0,
-		 fac);
-	log_set_level(lvl >= 0 ? (enum log_level)lvl : LOG_LVL_INFO);
+	log_start(a, c);
 	return c;
 }
 
@@ -321,10 +357,11 @@ static void detach(void)
 
 struct daemon_worker {
 	unsigned index;
+	int ready_fd; /* the master's readiness pipe (write end), or -1 */
 	int drain_ms;
 	bool draining;
 	struct event_base *base;
-	struct event *ev_term, *ev_hup, *ev_drain;
+	struct event *ev_term, *ev_hup, *ev_usr1, *ev_drain;
 	void (*on_drain)(void *arg);
 	void (*on_reload)(void *arg);
 	void *arg;
@@ -372,6 +409,20 @@ static void worker_sighup_cb(evutil_socket_t sig, short what, void *arg)
 		w->on_reload(w->arg);
 }
 
+static void worker_sigusr1_cb(evutil_socket_t sig, short what, void *arg)
+{
+	log_reopen();
+}
+
+/* Tells the master this worker serves: the master counts them for READY. */
+static void worker_tell_ready(const struct daemon_worker *w)
+{
+	uint32_t idx = w->index;
+
+	if (w->ready_fd != -1 && write(w->ready_fd, &idx, sizeof(idx)) != sizeof(idx))
+		log_warn("worker %u: telling the master it is ready", w->index);
+}
+
 void daemon_worker_attach(struct daemon_worker *w, struct event_base *base,
 			  void (*on_drain)(void *arg), void (*on_reload)(void *arg), void *arg)
 {
@@ -384,15 +435,19 @@ void daemon_worker_attach(struct daemon_worker *w, struct event_base *base,
 	w->arg = arg;
 	w->ev_term = evsignal_new(base, SIGTERM, worker_sigterm_cb, w);
 	w->ev_hup = evsignal_new(base, SIGHUP, worker_sighup_cb, w);
+	w->ev_usr1 = evsignal_new(base, SIGUSR1, worker_sigusr1_cb, w);
 	w->ev_drain = evtimer_new(base, worker_drain_timeout_cb, w);
-	if (w->ev_term == NULL || w->ev_hup == NULL || w->ev_drain == NULL ||
-	    evsignal_add(w->ev_term, NULL) == -1 || evsignal_add(w->ev_hup, NULL) == -1)
+	if (w->ev_term == NULL || w->ev_hup == NULL || w->ev_usr1 == NULL || w->ev_drain == NULL ||
+	    evsignal_add(w->ev_term, NULL) == -1 || evsignal_add(w->ev_hup, NULL) == -1 ||
+	    evsignal_add(w->ev_usr1, NULL) == -1)
 		fatalx("worker %u: cannot install signal events", w->index);
 	/* Signals that arrived since fork were held pending: they are delivered now. */
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGUSR1);
 	sigprocmask(SIG_UNBLOCK, &set, NULL);
+	worker_tell_ready(w);
 }
 
 /* ---- master side ---- */
@@ -404,6 +459,8 @@ struct slot {
 	struct event *restart;
 };
 
+#define MASTER_NSIGS 5
+
 static struct master {
 	const struct daemon_ops *ops;
 	struct event_base *base;
@@ -411,7 +468,10 @@ static struct master {
 	bool stopping;
 	int pidfd;
 	pid_t pid;
-	struct event *ev_sig[4], *ev_kill;
+	int ready_pipe[2];    /* workers write their index once they serve */
+	unsigned nready;      /* slots that have served at least once */
+	bool *ready;          /* per slot */
+	struct event *ev_sig[MASTER_NSIGS], *ev_kill, *ev_ready;
 } m;
 
 static int64_t now_ms(void)
@@ -430,6 +490,7 @@ static void master_signal_block(sigset_t *old)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGUSR1);
 	sigaddset(&set, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &set, old);
 }
@@ -437,7 +498,7 @@ static void master_signal_block(sigset_t *old)
 /* In the new worker: forget the master's loop, drop privileges, run worker_main, exit. */
 static noreturn void worker_start(unsigned i)
 {
-	struct daemon_worker w = { .index = i };
+	struct daemon_worker w = { .index = i, .ready_fd = m.ready_pipe[1] };
 	const struct daemon_ops *ops = m.ops;
 	sigset_t set;
 	char *error;
@@ -451,10 +512,11 @@ static noreturn void worker_start(unsigned i)
 	m.base = NULL;
 	if (m.pidfd != -1)
 		close(m.pidfd);
+	close(m.ready_pipe[0]);
 	signal(SIGINT, SIG_IGN); /* ^C in the foreground goes to the master, which drains */
 	if (daemon_drop_privileges(ops->user, &error) == -1)
 		fatalx("worker %u: %s", i, error);
-	/* TERM and HUP stay blocked until daemon_worker_attach hooks them into the loop. */
+	/* TERM, HUP and USR1 stay blocked until daemon_worker_attach hooks them into the loop. */
 	sigemptyset(&set);
 	sigaddset(&set, SIGCHLD);
 	sigaddset(&set, SIGINT);
@@ -564,6 +626,7 @@ static void master_sigterm_cb(evutil_socket_t sig, short what, void *arg)
 	if (m.stopping)
 		return;
 	log_info("%s: signal %d: draining %u workers", m.ops->ident, (int)sig, master_alive());
+	notify_send("STOPPING=1", "draining %u workers", master_alive());
 	m.stopping = true;
 	for (unsigned i = 0; i < m.ops->workers; i++)
 		evtimer_del(m.slot[i].restart);
@@ -584,10 +647,39 @@ static void master_kill_cb(evutil_socket_t fd, short what, void *arg)
 static void master_sighup_cb(evutil_socket_t sig, short what, void *arg)
 {
 	log_info("%s: SIGHUP: reloading", m.ops->ident);
+	notify_send("RELOADING=1", "reloading the configuration");
 	if (m.ops->reload != NULL)
 		m.ops->reload(m.ops->arg);
 	log_reopen();
 	master_signal_workers(SIGHUP);
+	notify_send("READY=1", "%u workers serving; configuration reloaded", master_alive());
+}
+
+/* SIGUSR1: every process reopens its log (logrotate moved the file); then ops.usr1. */
+static void master_sigusr1_cb(evutil_socket_t sig, short what, void *arg)
+{
+	log_reopen();
+	master_signal_workers(SIGUSR1);
+	log_info("%s: SIGUSR1: log reopened", m.ops->ident);
+	if (m.ops->usr1 != NULL)
+		m.ops->usr1(m.ops->arg);
+}
+
+/* A worker serves: once each slot did, the daemon is ready (READY=1 for systemd). */
+static void master_ready_cb(evutil_socket_t fd, short what, void *arg)
+{
+	uint32_t idx[64];
+	ssize_t n = read(fd, idx, sizeof(idx));
+
+	for (ssize_t k = 0; k < n / (ssize_t)sizeof(idx[0]); k++) {
+		if (idx[k] >= m.ops->workers || m.ready[idx[k]])
+			continue;
+		m.ready[idx[k]] = true;
+		if (++m.nready == m.ops->workers && !m.stopping) {
+			log_info("%s: all %u workers ready", m.ops->ident, m.ops->workers);
+			notify_send("READY=1", "%u workers serving", m.ops->workers);
+		}
+	}
 }
 
 /* The master's loop: poll-based, so a forked worker can free its copy safely. */
@@ -608,17 +700,27 @@ static struct event_base *master_base_new(void)
 
 static void master_events(void)
 {
-	static const int sigs[4] = { SIGTERM, SIGINT, SIGHUP, SIGCHLD };
+	static const struct {
+		int sig;
+		event_callback_fn fn;
+	} sigs[MASTER_NSIGS] = {
+		{ SIGTERM, master_sigterm_cb }, { SIGINT, master_sigterm_cb },
+		{ SIGHUP, master_sighup_cb },   { SIGUSR1, master_sigusr1_cb },
+		{ SIGCHLD, master_sigchld_cb },
+	};
 
-	for (unsigned k = 0; k < 4; k++) {
-		event_callback_fn fn = sigs[k] == SIGHUP	? master_sighup_cb
-				       : sigs[k] == SIGCHLD ? master_sigchld_cb
-							    : master_sigterm_cb;
-
-		m.ev_sig[k] = evsignal_new(m.base, sigs[k], fn, NULL);
+	for (unsigned k = 0; k < MASTER_NSIGS; k++) {
+		m.ev_sig[k] = evsignal_new(m.base, sigs[k].sig, sigs[k].fn, NULL);
 		if (m.ev_sig[k] == NULL || evsignal_add(m.ev_sig[k], NULL) == -1)
 			fatalx("cannot install the master's signal events");
 	}
+	if (pipe2(m.ready_pipe, O_CLOEXEC | O_NONBLOCK) == -1)
+		fatal("pipe");
+	m.ev_ready = event_new(m.base, m.ready_pipe[0], EV_READ | EV_PERSIST, master_ready_cb,
+			       NULL);
+	if (m.ev_ready == NULL || event_add(m.ev_ready, NULL) == -1)
+		fatalx("cannot watch the workers' readiness");
+	m.ready = xcalloc(m.ops->workers, sizeof(*m.ready));
 	m.ev_kill = evtimer_new(m.base, master_kill_cb, NULL);
 	for (unsigned i = 0; i < m.ops->workers; i++)
 		m.slot[i].restart = evtimer_new(m.base, master_restart_cb, (void *)(uintptr_t)i);
@@ -654,9 +756,13 @@ int daemon_run(const struct daemon_ops *ops)
 		master_spawn(i);
 	event_base_dispatch(m.base);
 
-	for (unsigned k = 0; k < 4; k++)
+	for (unsigned k = 0; k < MASTER_NSIGS; k++)
 		event_free(m.ev_sig[k]);
 	event_free(m.ev_kill);
+	event_free(m.ev_ready);
+	close(m.ready_pipe[0]);
+	close(m.ready_pipe[1]);
+	free(m.ready);
 	for (unsigned i = 0; i < ops->workers; i++)
 		event_free(m.slot[i].restart);
 	free(m.slot);

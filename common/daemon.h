@@ -16,10 +16,15 @@
  *
  * Signals. Master: SIGTERM or SIGINT = graceful stop: forwarded to the workers, no restarts,
  * workers still alive after drain_ms + 5 s get SIGKILL; the pidfile is removed and daemon_run
- * returns. SIGHUP = ops.reload, log_reopen, then forwarded to the workers. SIGCHLD = a worker
+ * returns. SIGHUP = ops.reload, log_reopen, then forwarded to the workers. SIGUSR1 = log_reopen
+ * (for logrotate), forwarded to the workers, then ops.usr1. SIGCHLD = a worker
  * died: it is restarted after a backoff that doubles (100 ms up to 10 s) while workers keep
  * dying within 10 s of their start. All of these are libevent signal events in the master's
- * own loop. Worker: see daemon_worker_attach. A worker whose master dies gets SIGTERM. */
+ * own loop. Worker: see daemon_worker_attach. A worker whose master dies gets SIGTERM.
+ *
+ * Service manager (notify.h; nothing without $NOTIFY_SOCKET): READY=1 once every worker has
+ * called daemon_worker_attach, RELOADING=1 then READY=1 around a SIGHUP, STOPPING=1 on
+ * SIGTERM. */
 #ifndef HERON_DAEMON_H
 #define HERON_DAEMON_H
 
@@ -33,19 +38,24 @@ struct conf;
 struct daemon_args {
 	const char *ident;     /* program name for logs and messages ("mtad") */
 	const char *conf_path; /* -c; default /etc/heron/heron.conf */
-	bool foreground;       /* -f: stay attached, log to stderr */
+	bool conf_given;       /* -c was on the command line */
+	bool foreground;       /* -f: stay attached, log to stderr; also set by -F */
+	bool supervised;       /* -F: stay attached (systemd), log as [log] says */
 	bool test;             /* -t: check the config, print it, exit */
+	bool conf_optional;    /* set by the caller: without -c, a missing default file means
+				  the built-in defaults (the command line says the rest) */
 };
 
 #define DAEMON_CONF_DEFAULT "/etc/heron/heron.conf"
 
-/* Parses -c PATH, -f, -t and -h from argv. Prints usage to stderr and exits 2 on anything else
-   (-h: usage to stdout, exit 0). */
+/* Parses -c PATH, -f, -F, -t and -h from argv. Prints usage to stderr and exits 2 on anything
+   else (-h: usage to stdout, exit 0). */
 void daemon_args_parse(int argc, char **argv, const char *ident, struct daemon_args *a);
 
-/* Loads a->conf_path. On error prints "ident: file:line: reason" to stderr and exits 1. With
-   a->test prints conf_dump() to stdout and exits 0. Otherwise starts logging from [log]
-   (target, level, facility; -f forces stderr) and returns the config (the caller owns it). */
+/* Loads a->conf_path. On error prints "ident: file:line: reason" to stderr (a file that
+   cannot be opened: which one, and that -c names another) and exits 1. With a->test prints
+   conf_dump() to stdout and exits 0. Otherwise starts logging from [log] (target, file,
+   level, facility; -f forces stderr) and returns the config (the caller owns it). */
 struct conf *daemon_conf_load(const struct daemon_args *a);
 
 /* SIGHUP: loads path again; NULL (logged "who: reload of PATH failed, the old config stays:
@@ -115,6 +125,8 @@ struct daemon_ops {
 	/* Master, on SIGHUP, before the signal is forwarded; NULL: nothing. Failures are the
 	   callback's to log (the old config stays in force). */
 	void (*reload)(void *arg);
+	/* Master, on SIGUSR1, after every process reopened its log; NULL: nothing. */
+	void (*usr1)(void *arg);
 	void *arg;
 };
 
@@ -128,8 +140,9 @@ unsigned daemon_worker_index(const struct daemon_worker *w);
 /* Hooks the worker's signals into its loop: SIGTERM -> the worker is draining: on_drain(arg)
    runs (stop accepting: net_server_stop; finish sessions; call event_base_loopexit when the
    last one ends) and after drain_ms the loop is made to exit anyway; a second SIGTERM exits
-   at once. SIGHUP -> log_reopen and on_reload(arg). Either callback may be NULL. Until this is
-   called SIGTERM and SIGHUP stay blocked (pending) in the worker. */
+   at once. SIGHUP -> log_reopen and on_reload(arg). SIGUSR1 -> log_reopen. Either callback
+   may be NULL. Until this is called SIGTERM, SIGHUP and SIGUSR1 stay blocked (pending) in the
+   worker; calling it tells the master this worker serves (its listeners must be open). */
 void daemon_worker_attach(struct daemon_worker *w, struct event_base *base,
 			  void (*on_drain)(void *arg), void (*on_reload)(void *arg), void *arg);
 /* Whether SIGTERM has arrived (sessions check it to close after their current command). */

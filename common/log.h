@@ -1,4 +1,4 @@
-/* log.h — one line per event, to syslog or stderr.
+/* log.h — one line per event, to syslog, stderr or a file.
  *
  * Convention (STYLE 16): a session or queue id first as %016" PRIx64 ", then key=value pairs,
  * never a secret. fatal/log_warn append strerror(errno); the x forms do not. */
@@ -25,7 +25,12 @@ enum log_level log_get_level(void);
 int log_level_parse(const char *name);
 /* Parses a syslog facility name ("mail", "local0".."local7", "daemon", "user"); -1 unknown. */
 int log_facility_parse(const char *name);
-/* Reopens the log target (SIGHUP). */
+/* Starts logging as ident to the file at path (appended, created 0640): lines as on stderr,
+   one write(2) each, so processes sharing the file never interleave. -1 with *error_r
+   (malloc'd; error_r may be NULL) when it cannot be opened; logging is then unchanged. */
+int log_init_file(const char *ident, const char *path, char **error_r);
+/* Reopens the log target (SIGHUP, SIGUSR1: after logrotate moved the file away). A file that
+   cannot be opened again is warned about and the old descriptor kept. The ident stays. */
 void log_reopen(void);
 /* A new id for a session or queue entry: unique in this process, random across processes. */
 uint64_t log_new_id(void);

@@ -113,7 +113,7 @@ int main(int argc, char **argv)
 	ops.workers = wa->workers;
 	ops.pidfile = conf_str(conf, "imapd", "pidfile");
 	ops.user = conf_str(conf, "imapd", "user");
-	ops.detach = !args.foreground;
+	ops.detach = !args.foreground && !args.supervised;
 	ops.worker_main = worker_main;
 	ops.reload = master_reload;
 	ops.arg = &m;

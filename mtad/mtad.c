@@ -188,7 +188,7 @@ int main(int argc, char **argv)
 	ops.ident = "mtad";
 	ops.pidfile = conf_str(mm.conf, "mtad", "pidfile");
 	ops.user = conf_str(mm.conf, "mtad", "user");
-	ops.detach = !args.foreground;
+	ops.detach = !args.foreground && !args.supervised;
 	ops.worker_main = worker_main;
 	ops.reload = master_reload;
 	ops.arg = &mm;

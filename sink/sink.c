@@ -52,8 +52,6 @@ static const struct {
 	{ "workers", "workers" },
 };
 
-static int usr1_pipe[2] = { -1, -1 };
-
 static noreturn void usage(void)
 {
 	fprintf(stderr,
@@ -245,31 +243,12 @@ static void load_opts(struct sink_main *m)
 	m->starttls = conf_bool(c, "sink", "starttls");
 }
 
-/* SIGUSR1 in any process: a byte down the pipe; the worker that reads it logs the summary. */
-static void usr1_handler(int sig)
+/* SIGUSR1 (the master's, after every process reopened its log): the summary line. */
+static void master_usr1(void *arg)
 {
-	int saved = errno;
-	char b = 1;
+	struct sink_main *m = arg;
 
-	(void)sig;
-	if (write(usr1_pipe[1], &b, 1) < 0) {
-		/* the pipe is full: a summary is already on its way */
-	}
-	errno = saved;
-}
-
-static void usr1_setup(void)
-{
-	struct sigaction sa;
-
-	if (pipe2(usr1_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
-		fatal("pipe");
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = usr1_handler;
-	sigemptyset(&sa.sa_mask);
-	sa.sa_flags = SA_RESTART;
-	if (sigaction(SIGUSR1, &sa, NULL) < 0)
-		fatal("sigaction SIGUSR1");
+	sink_stats_log_summary(m->sh, "SIGUSR1");
 }
 
 /* ---- workers ---- */
@@ -314,20 +293,10 @@ static void worker_drain(void *arg)
 	worker_maybe_exit(w);
 }
 
-static void worker_usr1_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct sink_worker *w = arg;
-	char b[64];
-
-	if (read(fd, b, sizeof(b)) > 0)
-		sink_stats_log_summary(w->sh, "SIGUSR1");
-}
-
 static int worker_main(struct daemon_worker *dw, void *arg)
 {
 	struct sink_main *m = arg;
 	struct sink_worker w = { .sh = m->sh, .o = &m->o, .dw = dw };
-	struct event *usr1;
 	char *refusal;
 
 	w.index = daemon_worker_index(dw);
@@ -345,11 +314,8 @@ static int worker_main(struct daemon_worker *dw, void *arg)
 	net_server_share(w.smtp, m->conns, w.index);
 	w.control = net_server_new(w.base, &m->control_fds, CONTROL_MAX_CONNS,
 				   control_accept_cb, &w);
-	usr1 = event_new(w.base, usr1_pipe[0], EV_READ | EV_PERSIST, worker_usr1_cb, &w);
-	event_add(usr1, NULL);
 	daemon_worker_attach(dw, w.base, worker_drain, NULL, &w);
 	event_base_dispatch(w.base);
-	event_free(usr1);
 	net_server_free(&w.smtp);
 	net_server_free(&w.control);
 	event_base_free(w.base);
@@ -380,6 +346,7 @@ int main(int argc, char **argv)
 	test = a.test;
 	a.test = false;                 /* -t shows the values after the command line's */
 	a.foreground |= test;
+	a.conf_optional = true; /* --listen and --control may be all it needs */
 	m.conf = daemon_conf_load(&a);
 	apply_overrides(&m, &cl);
 	if (test) {
@@ -395,7 +362,6 @@ int main(int argc, char **argv)
 	if (m.o.keep_dir != NULL)
 		keep_setup(m.o.keep_dir, conf_str(m.conf, "sink", "user"));
 	daemon_nofile_ensure("sink", m.o.max_connections);
-	usr1_setup();
 	listen_or_die(&m, "listen", &m.smtp_fds);
 	listen_or_die(&m, "control", &m.control_fds);
 	tls_ctx_setup(&m);
@@ -403,8 +369,9 @@ int main(int argc, char **argv)
 	m.conns = shmtable_new(SHMTABLE_PROBE, ops.workers, NET_SHM_KEY_MAX, 0);
 	ops.pidfile = conf_str(m.conf, "sink", "pidfile");
 	ops.user = conf_str(m.conf, "sink", "user");
-	ops.detach = !a.foreground;
+	ops.detach = !a.foreground && !a.supervised;
 	ops.worker_main = worker_main;
+	ops.usr1 = master_usr1;
 	ops.arg = &m;
 	rc = daemon_run(&ops);
 	sink_stats_log_summary(m.sh, "exit");

@@ -266,6 +266,7 @@ class Daemon:
     we started and its own children (the workers) are ever signalled."""
 
     name = "daemon"
+    fg = "-f"  # "-F": in the foreground as under systemd, logging as [log] says
 
     def __init__(self, exe, conf, log, port, args=()):
         self.exe, self.conf, self.log, self.port = exe, conf, log, port
@@ -275,7 +276,7 @@ class Daemon:
 
     def start(self, timeout=30.0):
         with open(self.log, "ab") as logf:
-            self.proc = subprocess.Popen([self.exe, "-c", self.conf, "-f", *self.args],
+            self.proc = subprocess.Popen([self.exe, "-c", self.conf, self.fg, *self.args],
                                          stdout=logf, stderr=logf, stdin=subprocess.DEVNULL)
         try:
             wait_port(self.port, timeout, self.proc, os.path.basename(self.exe))
