@@ -143,6 +143,31 @@ void tls_ctx_free(SSL_CTX **ctxp)
 	*ctxp = NULL;
 }
 
+bool tls_server_ctx_reload(SSL_CTX **ctxp, const struct conf *new, const char *who)
+{
+	struct tls_conf tc;
+	SSL_CTX *ctx;
+	char *error = NULL;
+
+	tls_conf_from(&tc, new);
+	if (tc.cert == NULL || tc.cert[0] == '\0') {
+		if (*ctxp != NULL)
+			log_warnx("%s: [tls] cert removed: TLS stays on until a restart", who);
+		return false;
+	}
+	/* Built again even when the paths are the same: a renewed certificate is a new file
+	   under the old name (certbot, acme.sh). */
+	if ((ctx = tls_server_ctx_new(&tc, &error)) == NULL) {
+		log_warnx("%s: [tls] reload failed, the old certificate stays: %s", who, error);
+		free(error);
+		return false;
+	}
+	tls_ctx_free(ctxp);
+	*ctxp = ctx;
+	log_info("%s: TLS certificate reloaded for new connections", who);
+	return true;
+}
+
 struct bufferevent *tls_server_accept(struct event_base *base, SSL_CTX *ctx, int fd)
 {
 	SSL *ssl = SSL_new(ctx);

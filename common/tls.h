@@ -39,6 +39,12 @@ enum tls_verify {
 /* A client context (cert and key are used as a client certificate when both are set). */
 SSL_CTX *tls_client_ctx_new(const struct tls_conf *t, enum tls_verify verify, char **error_r);
 void tls_ctx_free(SSL_CTX **ctxp);
+/* SIGHUP: builds a server context from new's [tls] (the files read again, so a certificate
+   renewed under the same path is picked up) for the connections from now on, frees *ctxp
+   (sessions still using it keep it alive: OpenSSL counts its references), stores the new
+   one and returns true. False, logged and *ctxp unchanged, when new has no cert (TLS stays
+   as it is until a restart) or its context cannot be built. who: for the log. */
+bool tls_server_ctx_reload(SSL_CTX **ctxp, const struct conf *new, const char *who);
 
 /* Implicit TLS (IMAPS 993, SMTPS 465): a bufferevent over the accepted socket fd that runs the
    server handshake first; it owns fd (closed on free, also when this returns NULL). The event

@@ -100,37 +100,6 @@ static void server_limits(struct imap_server *srv, const struct conf *conf)
 	srv->max_per_user = (unsigned)conf_int(conf, "imapd", "max_connections_per_user");
 }
 
-bool imapd_tls_reload(SSL_CTX **ctxp, const struct conf *old, const struct conf *new,
-		      const char *who)
-{
-	static const char *const keys[] = { "cert", "key", "min_version", "ciphers" };
-	struct tls_conf tc;
-	SSL_CTX *ctx;
-	char *error = NULL;
-	bool same = true;
-
-	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-		same &= strcmp(conf_text(old, "tls", keys[i]), conf_text(new, "tls", keys[i])) == 0;
-	if (same)
-		return false;
-	tls_conf_from(&tc, new);
-	if (tc.cert == NULL || tc.cert[0] == '\0') {
-		if (*ctxp != NULL)
-			log_warnx("%s: [tls] cert removed: TLS stays on until imapd is restarted",
-				  who);
-		return false;
-	}
-	if ((ctx = tls_server_ctx_new(&tc, &error)) == NULL) {
-		log_warnx("%s: [tls] reload failed, the old certificate stays: %s", who, error);
-		free(error);
-		return false;
-	}
-	tls_ctx_free(ctxp);
-	*ctxp = ctx;
-	log_info("%s: TLS certificate reloaded for new connections", who);
-	return true;
-}
-
 /* SIGHUP: the config file again (the [imapd] limits, timeouts and allow_plaintext_auth for
    the sessions from now on; the TLS certificate for new connections; the master reports what
    waits for a restart), then the users file. A file with an error changes nothing. */
@@ -145,7 +114,7 @@ static void on_reload(void *arg)
 	if (c != NULL) {
 		SSL_CTX *ctx = srv->tls_ctx;
 
-		if (imapd_tls_reload(&ctx, srv->conf, c, "imapd worker")) {
+		if (tls_server_ctx_reload(&ctx, c, "imapd worker")) {
 			srv->tls_ctx = ctx;
 			srv->tls_ctx_owned = true;
 		}

@@ -24,14 +24,6 @@ struct imap_worker_args {
 /* Failed logins of an address are forgotten this long after its last one (cmd_auth.c). */
 #define IMAP_PENALTY_FORGET_MS (15 * 60 * 1000)
 
-/* SIGHUP: when [tls] cert, key, min_version or ciphers differ between old and new, builds a
-   server context from new for the connections from now on, frees *ctxp (sessions still using
-   it keep it alive: OpenSSL counts its references), stores the new one and returns true.
-   False when nothing changed, or (logged, *ctxp stays) when new has no cert (that needs a
-   restart) or its context cannot be built. who: for the log. */
-bool imapd_tls_reload(SSL_CTX **ctxp, const struct conf *old, const struct conf *new,
-		      const char *who);
-
 /* Runs one worker until it has drained; returns its exit status. */
 int imap_server_run(struct daemon_worker *w, const struct imap_worker_args *a);
 

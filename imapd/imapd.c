@@ -63,7 +63,7 @@ static void master_reload(void *arg)
 	if (c == NULL)
 		return;
 	daemon_conf_report("imapd", m->wa.conf, c, sections, imapd_reload_how);
-	imapd_tls_reload(&m->wa.tls_ctx, m->wa.conf, c, "imapd master");
+	tls_server_ctx_reload(&m->wa.tls_ctx, c, "imapd master");
 	m->wa.conf = c;
 	conf_free(&m->reloaded);
 	m->reloaded = c;

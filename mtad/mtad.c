@@ -40,9 +40,10 @@ static void on_drain(void *arg)
 	mtad_servers_stop(arg);
 }
 
-/* [mtad] keys a SIGHUP applies (read per use, or into mtad_limits / the queue runner);
-   every other key (listeners, workers, user, pidfile, hostname, max_connections, the [store]
-   and [tls] sections...) takes effect at the next restart. */
+/* [mtad] keys a SIGHUP applies (read per use, or into mtad_limits / the queue runner), and
+   [tls] cert, key, min_version and ciphers (the server certificate, read again); every other
+   key (listeners, workers, user, pidfile, hostname, max_connections, [store], [tls] ca...)
+   takes effect at the next restart. */
 static const char *const reloadable_keys[] = {
 	"local_domains", "trusted_networks", "relay_host", "transport_map",
 	"max_connections_per_ip", "max_message_size", "line_max",
@@ -57,6 +58,8 @@ static enum daemon_reload mtad_reload_how(const char *section, const char *key)
 {
 	if (strcmp(section, "directory") == 0)
 		return DAEMON_RELOAD_PARTLY;
+	if (strcmp(section, "tls") == 0)
+		return strcmp(key, "ca") == 0 ? DAEMON_RELOAD_RESTART : DAEMON_RELOAD_APPLIED;
 	if (strcmp(section, "mtad") != 0)
 		return DAEMON_RELOAD_RESTART;
 	for (size_t i = 0; i < sizeof(reloadable_keys) / sizeof(reloadable_keys[0]); i++)
@@ -86,7 +89,9 @@ static void master_reload(void *arg)
 }
 
 /* Worker, SIGHUP: the policy keys of the new config apply to what starts from now on
-   (sessions, transactions, relay connections); the directory reloads its users file. */
+   (sessions, transactions, relay connections); the server certificate is read again for new
+   connections and STARTTLS (sessions in TLS keep theirs); the directory reloads its users
+   file. */
 static void on_reload(void *arg)
 {
 	struct mtad *m = arg;
@@ -94,6 +99,7 @@ static void on_reload(void *arg)
 	char *err = NULL;
 
 	if (c != NULL) {
+		tls_server_ctx_reload(&m->tls, c, "mtad worker");
 		m->conf = c;
 		conf_free(&m->reloaded);
 		m->reloaded = c;
