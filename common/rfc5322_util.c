@@ -5,8 +5,6 @@
 
 #include "common/rfc5322.h"
 
-#define ACC_MAX 1024
-
 static bool is_wsp(char c)
 {
 	return c == ' ' || c == '\t';

@@ -34,22 +34,6 @@ static int string_kind(const char *s, size_t len)
 	return kind;
 }
 
-void imap_buf_string(struct buf *b, const char *s, size_t len)
-{
-	if (string_kind(s, len) == 2) {
-		buf_printf(b, "{%zu}\r\n", len);
-		buf_append(b, s, len);
-		return;
-	}
-	buf_putc(b, '"');
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] == '"' || s[i] == '\\')
-			buf_putc(b, '\\');
-		buf_putc(b, s[i]);
-	}
-	buf_putc(b, '"');
-}
-
 /* "s" with '"' and '\\' escaped. */
 static void write_quoted(struct evbuffer *out, const char *s, size_t len)
 {
@@ -81,14 +65,6 @@ void imap_write_astring(struct imap_client *c, const char *s, size_t len)
 {
 	if (string_kind(s, len) == 0 && !(len == 3 && strncasecmp(s, "NIL", 3) == 0))
 		imap_write(c, s, len);
-	else
-		imap_write_string(c, s, len);
-}
-
-void imap_write_nstring(struct imap_client *c, const char *s, size_t len)
-{
-	if (s == NULL)
-		imap_write(c, "NIL", 3);
 	else
 		imap_write_string(c, s, len);
 }

@@ -251,11 +251,8 @@ void imap_write(struct imap_client *c, const void *p, size_t len);
 /* astring/nstring output: atom when possible, else quoted, else literal. */
 void imap_write_astring(struct imap_client *c, const char *s, size_t len);
 void imap_write_string(struct imap_client *c, const char *s, size_t len);
-void imap_write_nstring(struct imap_client *c, const char *s, size_t len);
 /* A quoted string that may hold UTF-8 (IMAP4rev2); a literal when it holds CR, LF or NUL. */
 void imap_write_utf8(struct imap_client *c, const char *s, size_t len);
-/* Appends the same to a buf (used when building responses before sending). */
-void imap_buf_string(struct buf *b, const char *s, size_t len);
 
 /* imap_cmd.c */
 const struct imap_cmd_def *imap_cmd_find(const char *name, size_t len);

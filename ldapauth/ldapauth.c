@@ -152,37 +152,6 @@ void ldapauth_rec_add_alias(struct ldapauth_rec *r, const char *addr, size_t len
 	u->aliases[u->naliases++] = xmemdup0(addr, len);
 }
 
-static char *dup_or_null(const char *s)
-{
-	return s != NULL ? xstrdup(s) : NULL;
-}
-
-struct ldapauth_user *ldapauth_user_dup(const struct ldapauth_user *u)
-{
-	struct ldapauth_user *d = xcalloc(1, sizeof(*d));
-
-	d->login = dup_or_null(u->login);
-	d->address = dup_or_null(u->address);
-	d->mailhost = dup_or_null(u->mailhost);
-	d->dn = dup_or_null(u->dn);
-	d->partition = u->partition;
-	d->quota = u->quota;
-	d->naliases = u->naliases;
-	d->aliases = xcalloc(u->naliases + 1, sizeof(*d->aliases));
-	for (size_t i = 0; i < u->naliases; i++)
-		d->aliases[i] = xstrdup(u->aliases[i]);
-	return d;
-}
-
-void ldapauth_user_free(struct ldapauth_user **up)
-{
-	if (*up == NULL)
-		return;
-	user_release(*up);
-	free(*up);
-	*up = NULL;
-}
-
 /* ---- set-up ---- */
 
 static int read_secret(const char *path, char **out_r, char **error_r)

@@ -38,7 +38,7 @@ enum ldapauth_result {
 };
 
 /* A user as the directory describes it. Strings are NUL-terminated; optional ones are NULL when
-   absent. Valid only during the callback: copy what you keep (ldapauth_user_dup). */
+   absent. Valid only during the callback: copy what you keep. */
 struct ldapauth_user {
 	char *login;      /* login name (the uid attribute; the file's name) */
 	char *address;    /* primary address (mail) */
@@ -98,8 +98,5 @@ void ldapauth_get_stats(const struct ldapauth *la, struct ldapauth_stats *st);
 /* "bind", "lookup" or "file". */
 const char *ldapauth_mode(const struct ldapauth *la);
 const char *ldapauth_strerror(enum ldapauth_result r);
-
-struct ldapauth_user *ldapauth_user_dup(const struct ldapauth_user *u);
-void ldapauth_user_free(struct ldapauth_user **up);
 
 #endif

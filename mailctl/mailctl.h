@@ -73,7 +73,6 @@ void mc_table_row(struct mc_table *t);
 void mc_cell_str(struct mc_table *t, const char *s);
 void mc_cell_strn(struct mc_table *t, const char *s, size_t len);
 void mc_cell_u64(struct mc_table *t, uint64_t v);
-void mc_cell_i64(struct mc_table *t, int64_t v);
 void mc_cell_bool(struct mc_table *t, bool v);
 void mc_cell_time(struct mc_table *t, int64_t unix_time); /* ISO 8601 UTC; 0 = null */
 void mc_cell_hex(struct mc_table *t, uint64_t v);         /* 16 hex digits, a string */

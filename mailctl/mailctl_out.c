@@ -78,13 +78,6 @@ void mc_cell_u64(struct mc_table *t, uint64_t v)
 	put(t, CELL_NUM, s, strlen(s));
 }
 
-void mc_cell_i64(struct mc_table *t, int64_t v)
-{
-	char *s = xasprintf("%" PRId64, v);
-
-	put(t, CELL_NUM, s, strlen(s));
-}
-
 void mc_cell_bool(struct mc_table *t, bool v)
 {
 	put(t, CELL_BOOL, xstrdup(v ? "true" : "false"), v ? 4 : 5);

@@ -1,7 +1,8 @@
 /* smtp_auth.c — owns AUTH PLAIN and LOGIN (RFC 4954, 4616): the exchange, base64, the check
  * through ldapauth, and the penalty for failures: each failure from a client address waits
  * longer before its 535 (doubling, capped), counted per address across the sessions of
- * every worker (shared.c); forgotten 15 minutes after the last failure. Passwords are never logged and are wiped after use. */
+ * every worker (the master's shared table, common/shmtable.h); forgotten 15 minutes after
+ * the last failure. Passwords are never logged and are wiped after use. */
 #include <inttypes.h>
 #include <string.h>
 

@@ -27,7 +27,6 @@ struct smtp_cmd {
 #define CMD_LMTP 0x02 /* LMTP only */
 
 #define ST_SESSION (ST_CONNECTED | ST_READY | ST_MAIL | ST_RCPT | ST_BDAT)
-#define ST_TX (ST_MAIL | ST_RCPT | ST_BDAT)
 
 static void cmd_ehlo(struct smtp_session *s, const char *arg, size_t len);
 static void cmd_helo(struct smtp_session *s, const char *arg, size_t len);

@@ -532,16 +532,6 @@ void store_txn_abort(struct store_txn **tp)
 	free(t);
 }
 
-unsigned store_txn_partition(const struct store_txn *t)
-{
-	return t->e->part;
-}
-
-struct store *store_txn_store(const struct store_txn *t)
-{
-	return t->st;
-}
-
 int store_write(struct store *st, unsigned part, int (*fn)(struct store_txn *t, void *arg),
 		void *arg)
 {

@@ -152,8 +152,6 @@ int store_txn_begin(struct store *st, unsigned part, enum store_txn_mode mode,
 int store_txn_commit(struct store_txn **tp);
 /* Drops the txn; *tp = NULL; safe on NULL. */
 void store_txn_abort(struct store_txn **tp);
-unsigned store_txn_partition(const struct store_txn *t);
-struct store *store_txn_store(const struct store_txn *t);
 
 /* Runs fn in a write txn on part and commits; if fn or the commit return STORE_EAGAIN, the
    txn is aborted and fn runs again (fn must only change the index through t). fn returning
@@ -371,11 +369,6 @@ int store_msg_iter(struct store_txn *t, uint64_t mbox, uint32_t lo, uint32_t hi,
 #define STORE_ITER_MSG 1
 int store_iter_next(struct store_iter *it, struct store_msg *m_r);
 void store_iter_free(struct store_iter **itp);
-/* Messages by sequence numbers lo..hi (1-based, hi = UINT32_MAX for '*') in t's snapshot:
-   cb for each; cb's non-zero stops and is returned. Walks from the start (O(n)): imapd keeps
-   its own UID map; this is for mailctl and simple clients. Errors: STORE_ENOMBOX. */
-int store_msg_list_seq(struct store_txn *t, uint64_t mbox, uint32_t lo, uint32_t hi,
-		       int (*cb)(const struct store_msg *m, uint32_t seq, void *arg), void *arg);
 
 enum store_flag_op { STORE_FLAGS_SET, STORE_FLAGS_ADD, STORE_FLAGS_REMOVE };
 

@@ -18,9 +18,7 @@
 #include "common/endian.h"
 #include "common/log.h"
 #include "common/xmalloc.h"
-#ifdef HAVE_MSGCACHE
 #include "common/msgcache.h"
-#endif
 #include "store/store_private.h"
 
 #define CACHE_MAX (4u << 20) /* the serialized cache of one message */
@@ -90,9 +88,7 @@ int store_blob_new(struct store *st, unsigned part, struct store_blob **b_r)
 	b->links[0].part = part;
 	b->nlinks = 1;
 	buf_init(&b->cache, 0, CACHE_MAX);
-#ifdef HAVE_MSGCACHE
 	b->mb = msgcache_builder_new();
-#endif
 	*b_r = b;
 	return 0;
 }
@@ -103,9 +99,7 @@ int store_blob_write(struct store_blob *b, const void *data, size_t len)
 
 	if (b->err != 0 || b->finished)
 		return b->err != 0 ? b->err : STORE_EINVAL;
-#ifdef HAVE_MSGCACHE
 	msgcache_builder_push(b->mb, data, len);
-#endif
 	while (len > 0) {
 		ssize_t w = write(b->fd, p, len);
 
@@ -134,11 +128,9 @@ static int blob_finish(struct store_blob *b, bool defer)
 
 	if (b->err != 0 || b->finished)
 		return b->err != 0 ? b->err : STORE_EINVAL;
-#ifdef HAVE_MSGCACHE
 	if (msgcache_builder_finish(b->mb, &b->cache) < 0)
 		buf_reset(&b->cache); /* too big to cache: imapd falls back to the file */
 	msgcache_builder_free(&b->mb);
-#endif
 	store_blob_path(final, sizeof(final), b->id);
 	if (b->st->nosync)
 		defer = false; /* bulk load: nothing to defer, store_close syncs */
@@ -471,9 +463,7 @@ void store_blob_free(struct store_blob **bp)
 		else
 			(void)unlinkat(e->blobdir_fd, final, 0);
 	}
-#ifdef HAVE_MSGCACHE
 	msgcache_builder_free(&b->mb);
-#endif
 	buf_release(&b->cache);
 	free(b->links);
 	free(b);

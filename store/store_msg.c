@@ -227,28 +227,6 @@ void store_iter_free(struct store_iter **itp)
 	*itp = NULL;
 }
 
-int store_msg_list_seq(struct store_txn *t, uint64_t mbox, uint32_t lo, uint32_t hi,
-		       int (*cb)(const struct store_msg *m, uint32_t seq, void *arg), void *arg)
-{
-	struct store_iter *it;
-	struct store_msg m;
-	uint32_t seq = 0;
-	int rc;
-
-	if ((rc = store_msg_iter(t, mbox, 1, UINT32_MAX, 0, &it)) != 0)
-		return rc;
-	while ((rc = store_iter_next(it, &m)) == 1) {
-		if (++seq < lo)
-			continue;
-		if (seq > hi)
-			break;
-		if ((rc = cb(&m, seq, arg)) != 0)
-			break;
-	}
-	store_iter_free(&it);
-	return rc == 1 ? 0 : rc;
-}
-
 static uint64_t apply64(enum store_flag_op op, uint64_t cur, uint64_t val)
 {
 	switch (op) {

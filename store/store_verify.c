@@ -17,9 +17,7 @@
 #include "common/endian.h"
 #include "common/log.h"
 #include "common/xmalloc.h"
-#ifdef HAVE_MSGCACHE
 #include "common/msgcache.h"
-#endif
 #include "store/store_private.h"
 
 #define ORPHAN_AGE 60 /* seconds: younger files may belong to a delivery in progress */
@@ -257,7 +255,6 @@ static int check_counters(struct vstate *v)
 
 static int rebuild_cache(struct vstate *v, uint64_t blob)
 {
-#ifdef HAVE_MSGCACHE
 	struct msgcache_builder *mb;
 	struct buf out;
 	char chunk[65536];
@@ -282,11 +279,6 @@ static int rebuild_cache(struct vstate *v, uint64_t blob)
 	buf_release(&out);
 	msgcache_builder_free(&mb);
 	return rc;
-#else
-	(void)v;
-	(void)blob;
-	return 0;
-#endif
 }
 
 /* Blob rows against the sorted references. */
@@ -321,7 +313,6 @@ static int check_blobs(struct vstate *v)
 
 			v->r->blobs++;
 			put_be64(ck, id);
-#ifdef HAVE_MSGCACHE
 			struct msgcache_view view;
 			bool absent = false, bad = false;
 
@@ -337,7 +328,6 @@ static int check_blobs(struct vstate *v)
 				nocache = xreallocarray(nocache, nnocache + 1, sizeof(*nocache));
 				nocache[nnocache++] = id;
 			}
-#endif
 			rc = mdb_cursor_get(c, &k, &val, MDB_NEXT);
 		}
 		if (have != want) {

@@ -131,7 +131,7 @@ static void run_deliveries(struct store *st, unsigned nrcpt, size_t size, bool g
 	double load[1] = { -1 };
 
 	(void)getloadavg(load, 1);
-	/* index fsync/msg: index commits per delivered message. A commit is the issue's "fsync
+	/* index fsync/msg: index commits per delivered message. A commit is an "fsync
 	   pair": one fdatasync syscall (data pages) and one synchronous write of the meta page
 	   (LMDB writes it through an O_DSYNC descriptor on Linux: strace -c shows one fdatasync
 	   per commit); "disk syncs" counts both. per rcpt: per mailbox delivery. all fsync/msg:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Connection caps with two workers (issue 11): mtad, imapd and the sink count connections over
+"""Connection caps with two workers: mtad, imapd and the sink count connections over
 all their workers. Over max_connections a client is answered at once (421 for SMTP, BYE for
 IMAP) and closed, and served again once a connection ends; max_connections_per_ip holds across
 workers (the connections it counts are spread over both, as the connect lines in the log

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Crash durability (issue 11): mtad and imapd share one store while SMTP clients deliver and
+"""Crash durability: mtad and imapd share one store while SMTP clients deliver and
 IMAP clients APPEND, flag (STORE) and EXPUNGE; at random moments (seeded, printed) a worker or
 a whole daemon (master and workers) of either gets SIGKILL, many rounds. Afterwards every
 message that got 250 is in its recipient's INBOX, every APPEND that got OK is there unless an

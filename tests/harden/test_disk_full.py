@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The store's disk fills up under mtad and imapd (issue 11, failing dependencies): the store
+"""The store's disk fills up under mtad and imapd (a failing dependency): the store
 lives on a small tmpfs that a filler file then fills. While it is full, SMTP clients get a 4xx
 at the end of DATA and IMAP APPEND gets NO, sessions go on, and nothing of the refused messages
 is stored; once space is back both accept mail again, every message acknowledged before is

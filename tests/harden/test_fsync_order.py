@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Durable before acknowledged, seen from the kernel (issue 11): mtad and imapd run under
+"""Durable before acknowledged, seen from the kernel: mtad and imapd run under
 strace; for one SMTP message and one IMAP APPEND and STORE, the message file's fsync, the
 index's fdatasync and then its commit (LMDB's meta page, written through a descriptor opened
 O_DSYNC) complete after the data arrived and before the 250 / OK is written to the socket.

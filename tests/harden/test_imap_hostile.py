@@ -1,4 +1,4 @@
-"""Hostile IMAP clients against the real imapd (issue 11): a client that leaves IDLE with a
+"""Hostile IMAP clients against the real imapd: a client that leaves IDLE with a
 partial line, slow-loris and half-open connections, the per-address and total connection
 limits, overlong lines and literals, huge APPENDs, failed logins logged, and mailbox-name
 tricks that try to reach another user's mail. Every test asserts what the server answers and that others are

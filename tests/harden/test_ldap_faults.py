@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A failing directory under imapd and mtad (issue 11): the real slapd of scripts/ldap, reached
+"""A failing directory under imapd and mtad: the real slapd of scripts/ldap, reached
 through a TCP proxy in this test that can delay every byte. Slow but within [directory]
 timeout: logins succeed, and a session that is already logged in is answered while another's
 login waits on the directory (the worker never blocks on LDAP). Slower than the timeout, or

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Load (issue 11): 10,000 concurrent logged-in idle IMAP sessions and 1,000 concurrent SMTP
+"""Load: 10,000 concurrent logged-in idle IMAP sessions and 1,000 concurrent SMTP
 transactions are held, each answered afterwards (every NOOP OK, every message 250 and
 stored). The fd limit is raised here (the daemons inherit it); the clients run in a separate
 process (loadclient.py). Counts are asserted, never times; every step has a deadline.

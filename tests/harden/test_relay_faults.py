@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A failing relay target under mtad (issue 11): the sink (sink/, with its fault injection)
+"""A failing relay target under mtad: the sink (sink/, with its fault injection)
 is the transport for remote.test. While it answers 4xx at the end of data, drops connections
 in the middle of DATA, or answers every reply slowly, mail that mtad acknowledged stays in the
 queue and arrives once the fault ends: every message exactly once (4xx, drops) or at least

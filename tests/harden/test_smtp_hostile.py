@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Hostile SMTP clients against the real mtad (issue 11): slow-loris and half-open connections
+"""Hostile SMTP clients against the real mtad: slow-loris and half-open connections
 do not stop others, the per-address limit answers 421, overlong command lines get 500 and the
 session goes on, a SIZE lie is refused at the dot and nothing is stored, AUTH guessing is
 answered only after a growing delay and logged (never with the password).

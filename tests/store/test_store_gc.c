@@ -3,8 +3,7 @@
  * in two partitions (the hard-link path); every acknowledged message is then in the index
  * with its file, counters equal a recount, and verify is clean. Also: a deferred blob used
  * outside a batch (store_msg_append), one dropped before any commit, and a batch made
- * durable by one syncfs. Built for the
- * ThreadSanitizer run as well. */
+ * durable by one syncfs. scripts/test runs it under ThreadSanitizer too (build-tsan). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
