@@ -307,6 +307,21 @@ static int step_after(struct imap_parser *p, unsigned char c)
 	return fail(p, "Missing space between arguments", false);
 }
 
+/* Whether the atom so far names a FETCH item whose "[section]" may hold spaces and lists
+   (BODY[HEADER.FIELDS (From To)]): only there does '[' open a bracket; elsewhere '[' and ']'
+   are atom characters like any other (RFC 3501 ATOM-CHAR, ASTRING-CHAR). */
+static bool section_atom(const struct imap_parser *p)
+{
+	static const char *const names[] = { "BODY", "BODY.PEEK", "BINARY", "BINARY.PEEK",
+					     "BINARY.SIZE" };
+	size_t off = p->args[p->nargs - 1].off, len = p->data.len - off;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (str_caseeq(p->data.data + off, len, names[i], strlen(names[i])))
+			return true;
+	return false;
+}
+
 static int step_atom_char(struct imap_parser *p, unsigned char c)
 {
 	if (p->bracket > 0) {
@@ -320,7 +335,7 @@ static int step_atom_char(struct imap_parser *p, unsigned char c)
 			p->bracket--;
 		return put(p, (char)c);
 	}
-	if (c == '[') {
+	if (c == '[' && section_atom(p)) {
 		p->bracket++;
 		return put(p, (char)c);
 	}

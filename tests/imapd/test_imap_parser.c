@@ -141,6 +141,19 @@ static void test_brackets(void **state)
 	check("f FETCH 1 BODY[]\r\n", IMAP_PARSE_DONE, "f FETCH 1 BODY[]");
 	check("f FETCH 1 (BODY[1.2.MIME])\r\n", IMAP_PARSE_DONE, "f FETCH 1 (1: BODY[1.2.MIME])");
 	check("f FETCH 1 BODY[HEADER\r\n", IMAP_PARSE_ERROR, "f|Missing ']'");
+	check("f FETCH 1 binary.peek[1 2]\r\n", IMAP_PARSE_DONE, "f FETCH 1 binary.peek[1 2]");
+}
+
+/* '[' and ']' are atom characters outside a FETCH section (RFC 3501 ATOM-CHAR and
+   ASTRING-CHAR): an unbalanced '[' is not a section. */
+static void test_bracket_atoms(void **state)
+{
+	check("a SELECT !#$&'+,-.0123456789:;<=>?@^_`|[}\r\n", IMAP_PARSE_DONE,
+	      "a SELECT !#$&'+,-.0123456789:;<=>?@^_`|[}");
+	check("b LIST \"\" !#$&'+,-.0123456789:;<=>?@^_`|[}%*\r\n", IMAP_PARSE_DONE,
+	      "b LIST \"\" !#$&'+,-.0123456789:;<=>?@^_`|[}%*");
+	check("c SELECT a]b[c [x y]\r\n", IMAP_PARSE_DONE, "c SELECT a]b[c [x y]");
+	check("d FETCH 1 BODYX[a b]\r\n", IMAP_PARSE_DONE, "d FETCH 1 BODYX[a b]");
 }
 
 static void test_nested_lists(void **state)
@@ -394,6 +407,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_simple),
 		cmocka_unit_test(test_brackets),
+		cmocka_unit_test(test_bracket_atoms),
 		cmocka_unit_test(test_nested_lists),
 		cmocka_unit_test(test_literals),
 		cmocka_unit_test(test_literal8),
