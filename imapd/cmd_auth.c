@@ -162,29 +162,34 @@ bool cmd_id(struct imap_cmd *cmd)
 
 bool cmd_enable(struct imap_cmd *cmd)
 {
+	struct imap_client *c = cmd->c;
+	bool condstore = false;
+
 	if (cmd->nargs == 0)
 		return imap_cmd_bad(cmd, "Expected: ENABLE capability...");
 	for (const struct imap_arg *a = cmd->args; a < cmd->args + cmd->nargs; a++)
 		if (a->type != IMAP_ARG_ATOM)
 			return imap_cmd_bad(cmd, "Capabilities are atoms");
 	/* only what is implemented is enabled (RFC 5161); the others are ignored */
-	imap_printf(cmd->c, "* ENABLED");
+	imap_printf(c, "* ENABLED");
 	for (const struct imap_arg *a = cmd->args; a < cmd->args + cmd->nargs; a++)
-		if (imap_arg_atom_is(a, "CONDSTORE") && !cmd->c->enabled_condstore) {
-			cmd->c->enabled_condstore = true;
-			imap_printf(cmd->c, " CONDSTORE");
-		} else if (imap_arg_atom_is(a, "IMAP4rev2") && !cmd->c->rev2) {
-			cmd->c->rev2 = cmd->c->utf8 = true;
-			imap_printf(cmd->c, " IMAP4rev2");
-		} else if (imap_arg_atom_is(a, "UTF8=ACCEPT") && !cmd->c->enabled_utf8) {
-			cmd->c->enabled_utf8 = cmd->c->utf8 = true;
-			imap_printf(cmd->c, " UTF8=ACCEPT");
-		} else if (imap_arg_atom_is(a, "QRESYNC") && !cmd->c->enabled_qresync) {
+		if (imap_arg_atom_is(a, "CONDSTORE") && !c->enabled_condstore && !condstore) {
+			condstore = true;
+			imap_printf(c, " CONDSTORE");
+		} else if (imap_arg_atom_is(a, "IMAP4rev2") && !c->rev2) {
+			c->rev2 = c->utf8 = true;
+			imap_printf(c, " IMAP4rev2");
+		} else if (imap_arg_atom_is(a, "UTF8=ACCEPT") && !c->enabled_utf8) {
+			c->enabled_utf8 = c->utf8 = true;
+			imap_printf(c, " UTF8=ACCEPT");
+		} else if (imap_arg_atom_is(a, "QRESYNC") && !c->enabled_qresync) {
 			/* QRESYNC implies CONDSTORE (RFC 7162 3.2.3) */
-			cmd->c->enabled_qresync = cmd->c->enabled_condstore = true;
-			imap_printf(cmd->c, " QRESYNC");
+			c->enabled_qresync = condstore = true;
+			imap_printf(c, " QRESYNC");
 		}
-	imap_printf(cmd->c, "\r\n");
+	imap_printf(c, "\r\n");
+	if (condstore)
+		imap_view_enable_condstore(c);
 	return imap_cmd_ok(cmd, "Enabled");
 }
 

@@ -114,7 +114,7 @@ static const char *fetch_parse(struct imap_cmd *cmd, struct fetch_cmd *f)
 	if (mods != NULL && fetch_modifiers(cmd, f, mods) < 0)
 		return "Invalid FETCH modifier";
 	if (mods != NULL || imap_fetch_condstore(f->items))
-		c->enabled_condstore = true;
+		imap_view_enable_condstore(c);
 	if (f->changedsince != 0 && imap_fetch_add(f->items, "MODSEQ") < 0)
 		return "Invalid FETCH item";
 	if (imap_view_resolve(c, set->s, set->len, cmd->uid, &f->uids, &why) < 0)

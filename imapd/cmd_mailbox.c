@@ -245,9 +245,30 @@ struct list_ctx {
 	bool lsub;
 	unsigned sel, ret;
 	const struct imap_arg *status;  /* RETURN (STATUS (items)) */
-	char **subs;                    /* RECURSIVEMATCH: every subscription */
+	char **subs;                    /* every subscription, sorted (parents_find) */
 	size_t nsubs;
+	char **parents;                 /* this pattern's parents_find result, sorted */
+	size_t nparents;
+	bool childinfo;                 /* list_cb: the mailbox is one of parents[] */
 };
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Whether name[0..len) is in the sorted v. */
+static bool name_in(char *const *v, size_t n, const char *name, size_t len)
+{
+	char buf[STORE_MAX_NAME + 1];
+	const char *key = buf;
+
+	if (n == 0 || len > STORE_MAX_NAME)
+		return false;
+	memcpy(buf, name, len);
+	buf[len] = '\0';
+	return bsearch(&key, v, n, sizeof(*v), name_cmp) != NULL;
+}
 
 static int list_cb(const struct store_mbox_info *mi, void *arg)
 {
@@ -259,6 +280,8 @@ static int list_cb(const struct store_mbox_info *mi, void *arg)
 
 	if ((l->sel & LSEL_SPECIAL) && mi->special == 0)
 		return 0;
+	if (!l->childinfo && !l->lsub)
+		l->childinfo = name_in(l->parents, l->nparents, mi->name, mi->name_len);
 	buf_init(&attrs, 64, 256);
 	if (nonexistent && (l->sel & LSEL_SUBSCRIBED))
 		buf_puts(&attrs, "\\NonExistent ");
@@ -277,7 +300,10 @@ static int list_cb(const struct store_mbox_info *mi, void *arg)
 		buf_truncate(&attrs, attrs.len - 1);
 	imap_printf(c, "* %s (%s) \"/\" ", l->lsub ? "LSUB" : "LIST", buf_cstr(&attrs));
 	imap_write_mailbox(c, mi->name, mi->name_len);
+	if (l->childinfo)
+		imap_printf(c, " (\"CHILDINFO\" (\"SUBSCRIBED\"))");
 	imap_write(c, "\r\n", 2);
+	l->childinfo = false;
 	buf_release(&attrs);
 	/* LIST-STATUS: selectable mailboxes only (RFC 5819) */
 	if ((l->ret & LRET_STATUS) && !nonexistent && !(mi->attrs & STORE_MBOX_NOSELECT) &&
@@ -296,24 +322,77 @@ static int collect_sub_cb(const struct store_mbox_info *mi, void *arg)
 	return 0;
 }
 
-/* RECURSIVEMATCH: a mailbox that is not subscribed but has a subscribed descendant is listed
-   with CHILDINFO ("SUBSCRIBED") (RFC 5258 3.5). */
-static int childinfo_cb(const struct store_mbox_info *mi, void *arg)
+/* The parents a subscription speaks for: each name the pattern matches that has a subscribed
+   descendant the pattern does not match. LSUB lists them \Noselect when they are not
+   subscribed (RFC 3501 6.3.9, "foo/bar" subscribed: LSUB "" % gives foo); LIST (SUBSCRIBED
+   RECURSIVEMATCH) gives them CHILDINFO (RFC 5258 3), and a descendant that is itself in the
+   result speaks for no parent. */
+static void parents_find(struct list_ctx *l, const char *pattern)
 {
-	struct list_ctx *l = arg;
+	for (size_t i = 0; i < l->nsubs; i++) {
+		const char *d = l->subs[i];
 
-	if (mi->attrs & STORE_MBOX_SUBSCRIBED)
-		return 0;
-	for (size_t i = 0; i < l->nsubs; i++)
-		if (strlen(l->subs[i]) > mi->name_len && l->subs[i][mi->name_len] == '/' &&
-		    memcmp(l->subs[i], mi->name, mi->name_len) == 0) {
-			imap_printf(l->c, "* LIST (%s) \"/\" ",
-				    mi->attrs & STORE_MBOX_NOSELECT ? "\\Noselect" : "");
-			imap_write_mailbox(l->c, mi->name, mi->name_len);
-			imap_printf(l->c, " (\"CHILDINFO\" (\"SUBSCRIBED\"))\r\n");
-			break;
+		if (store_mbox_match(pattern, d, strlen(d)))
+			continue;
+		for (const char *p = strchr(d, '/'); p != NULL; p = strchr(p + 1, '/')) {
+			size_t len = (size_t)(p - d);
+
+			if (!store_mbox_match(pattern, d, len))
+				continue;
+			if (l->nparents % 16 == 0)
+				l->parents = xreallocarray(l->parents, l->nparents + 16,
+							   sizeof(*l->parents));
+			l->parents[l->nparents++] = xmemdup0(d, len);
 		}
-	return 0;
+	}
+	qsort(l->parents, l->nparents, sizeof(*l->parents), name_cmp);
+	if (l->nparents > 1) { /* each once */
+		size_t o = 1;
+
+		for (size_t i = 1; i < l->nparents; i++) {
+			if (strcmp(l->parents[i], l->parents[o - 1]) == 0)
+				free(l->parents[i]);
+			else
+				l->parents[o++] = l->parents[i];
+		}
+		l->nparents = o;
+	}
+}
+
+static void parents_free(struct list_ctx *l)
+{
+	for (size_t i = 0; i < l->nparents; i++)
+		free(l->parents[i]);
+	free(l->parents);
+	l->parents = NULL;
+	l->nparents = 0;
+}
+
+/* A parent that is not subscribed itself: LSUB's \Noselect line, or LIST's with CHILDINFO
+   (with its attributes when it exists, \NonExistent when only its descendants do). */
+static int parent_write(struct list_ctx *l, const char *name)
+{
+	bool sel = (l->sel & LSEL_SUBSCRIBED) != 0;
+	int rc;
+
+	if (l->lsub) {
+		imap_printf(l->c, "* LSUB (\\Noselect) \"/\" ");
+		imap_write_mailbox(l->c, name, strlen(name));
+		imap_write(l->c, "\r\n", 2);
+		return 0;
+	}
+	l->sel &= ~(unsigned)LSEL_SUBSCRIBED;
+	l->childinfo = true;
+	rc = store_mbox_list(l->t, l->c->user_id, name, false, list_cb, l);
+	if (sel)
+		l->sel |= LSEL_SUBSCRIBED;
+	if (rc == 0 && l->childinfo) { /* list_cb did not run: no such mailbox */
+		l->childinfo = false;
+		imap_printf(l->c, "* LIST (\\NonExistent) \"/\" ");
+		imap_write_mailbox(l->c, name, strlen(name));
+		imap_printf(l->c, " (\"CHILDINFO\" (\"SUBSCRIBED\"))\r\n");
+	}
+	return rc;
 }
 
 /* LIST-EXTENDED selection options "(SUBSCRIBED ...)": 0, or -1. */
@@ -357,6 +436,29 @@ static int list_return(const struct imap_arg *a, struct list_ctx *l)
 	return 0;
 }
 
+/* The mailboxes (or subscriptions) pattern matches, and the parents that speak for
+   subscriptions it does not match (parents_find). */
+static int list_matches(struct list_ctx *l, const char *pattern)
+{
+	bool subscribed = l->lsub || (l->sel & LSEL_SUBSCRIBED);
+	bool parents = l->lsub || ((l->sel & LSEL_RECURSIVE) && (l->sel & LSEL_SUBSCRIBED));
+	int rc = 0;
+
+	if (parents && l->subs == NULL) {
+		rc = store_mbox_list(l->t, l->c->user_id, "*", true, collect_sub_cb, l);
+		qsort(l->subs, l->nsubs, sizeof(*l->subs), name_cmp);
+	}
+	if (rc == 0 && parents)
+		parents_find(l, pattern);
+	if (rc == 0)
+		rc = store_mbox_list(l->t, l->c->user_id, pattern, subscribed, list_cb, l);
+	for (size_t i = 0; i < l->nparents && rc == 0; i++)
+		if (!name_in(l->subs, l->nsubs, l->parents[i], strlen(l->parents[i])))
+			rc = parent_write(l, l->parents[i]);
+	parents_free(l);
+	return rc;
+}
+
 /* Lists one pattern (reference already applied); INBOX matched case-insensitively. */
 static int list_pattern(struct list_ctx *l, const struct imap_arg *ref,
 			const struct imap_arg *pat)
@@ -386,14 +488,7 @@ static int list_pattern(struct list_ctx *l, const struct imap_arg *ref,
 	}
 	if (str_caseprefix(pattern, plen, "INBOX") && (plen == 5 || pattern[5] == '/'))
 		memcpy(pattern, "INBOX", 5);
-	rc = store_mbox_list(l->t, l->c->user_id, pattern,
-			     l->lsub || (l->sel & LSEL_SUBSCRIBED), list_cb, l);
-	if (rc == 0 && (l->sel & LSEL_RECURSIVE) && (l->sel & LSEL_SUBSCRIBED)) {
-		if (l->subs == NULL)
-			rc = store_mbox_list(l->t, l->c->user_id, "*", true, collect_sub_cb, l);
-		if (rc == 0)
-			rc = store_mbox_list(l->t, l->c->user_id, pattern, false, childinfo_cb, l);
-	}
+	rc = list_matches(l, pattern);
 	free(pattern);
 	return rc == STORE_EINVAL ? 0 : rc;
 }

@@ -17,9 +17,35 @@ struct search_cmd {
 	bool esearch;
 	bool modseq;               /* a MODSEQ key was used */
 	uint32_t *hits;            /* UIDs or sequence numbers, ascending */
+	uint64_t *mods;            /* the modseq of each hit */
 	size_t n;
-	uint64_t maxmod;           /* the highest modseq of the hits */
 };
+
+/* With MIN and/or MAX but neither ALL nor COUNT, RETURN returns only the lowest and the
+   highest hit: SAVE keeps those (RFC 5182 2.4) and MODSEQ is theirs (RFC 4731 3.2). */
+static bool returns_ends(const struct search_cmd *sc)
+{
+	return (sc->ret & (RET_MIN | RET_MAX)) && !(sc->ret & (RET_ALL | RET_COUNT));
+}
+
+/* Whether hit i is among the returned messages. */
+static bool returned(const struct search_cmd *sc, size_t i)
+{
+	if (!returns_ends(sc))
+		return true;
+	return ((sc->ret & RET_MIN) && i == 0) || ((sc->ret & RET_MAX) && i == sc->n - 1);
+}
+
+/* The MODSEQ of the reply: the highest of the returned messages' (RFC 7162 3.1.5). */
+static uint64_t reply_modseq(const struct search_cmd *sc)
+{
+	uint64_t max = 0;
+
+	for (size_t i = 0; i < sc->n; i++)
+		if (returned(sc, i) && sc->mods[i] > max)
+			max = sc->mods[i];
+	return max;
+}
 
 /* SEARCHRES: "$" stands for the hits from now on. */
 static void search_save(struct imap_cmd *cmd, const struct search_cmd *sc)
@@ -30,7 +56,8 @@ static void search_save(struct imap_cmd *cmd, const struct search_cmd *sc)
 	for (size_t i = 0; i < sc->n; i++) {
 		uint32_t uid = cmd->uid ? sc->hits[i] : v->msgs[sc->hits[i] - 1].uid;
 
-		imap_seqset_add(&v->saved, uid, uid);
+		if (returned(sc, i))
+			imap_seqset_add(&v->saved, uid, uid);
 	}
 	imap_seqset_resolve(&v->saved, 0);
 }
@@ -67,7 +94,7 @@ static void search_reply(struct imap_cmd *cmd, const struct search_cmd *sc)
 		for (size_t i = 0; i < n; i++)
 			imap_printf(c, " %u", sc->hits[i]);
 		if (sc->modseq && n > 0)
-			imap_printf(c, " (MODSEQ %" PRIu64 ")", sc->maxmod);
+			imap_printf(c, " (MODSEQ %" PRIu64 ")", reply_modseq(sc));
 		imap_write(c, "\r\n", 2);
 		return;
 	}
@@ -81,7 +108,7 @@ static void search_reply(struct imap_cmd *cmd, const struct search_cmd *sc)
 	if ((sc->ret & RET_ALL) && n > 0)
 		write_all(c, sc);
 	if (sc->modseq && n > 0)
-		imap_printf(c, " MODSEQ %" PRIu64, sc->maxmod);
+		imap_printf(c, " MODSEQ %" PRIu64, reply_modseq(sc));
 	imap_write(c, "\r\n", 2);
 }
 
@@ -91,14 +118,14 @@ static void search_run(struct imap_cmd *cmd, struct imap_search *s, struct searc
 	const struct imap_view *v = cmd->c->view;
 
 	sc->hits = xcalloc(v->n + 1, sizeof(*sc->hits));
+	sc->mods = xcalloc(v->n + 1, sizeof(*sc->mods));
 	for (size_t i = 0; i < v->n; i++) {
 		struct store_msg m;
 
 		if (!imap_search_match(s, i, &m))
 			continue;
+		sc->mods[sc->n] = m.modseq;
 		sc->hits[sc->n++] = cmd->uid ? m.uid : (uint32_t)i + 1;
-		if (m.modseq > sc->maxmod)
-			sc->maxmod = m.modseq;
 	}
 }
 
@@ -178,11 +205,13 @@ bool cmd_search(struct imap_cmd *cmd)
 		store_txn_abort(&t);
 		return imap_cmd_bad(cmd, why);
 	}
-	sc.modseq = imap_search_uses_modseq(s);
+	if ((sc.modseq = imap_search_uses_modseq(s)))
+		imap_view_enable_condstore(c); /* a CONDSTORE enabling command (RFC 7162 3.1) */
 	search_run(cmd, s, &sc);
 	imap_search_free(&s);
 	store_txn_abort(&t);
 	search_reply(cmd, &sc);
 	free(sc.hits);
+	free(sc.mods);
 	return imap_cmd_ok(cmd, "SEARCH completed");
 }

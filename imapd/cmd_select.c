@@ -61,7 +61,7 @@ static int select_params(struct imap_cmd *cmd, const struct imap_arg *p, struct 
 		return -1;
 	for (a = p + 1; a <= p + p->span; a = imap_arg_next(a)) {
 		if (imap_arg_atom_is(a, "CONDSTORE")) {
-			cmd->c->enabled_condstore = true;
+			cmd->c->enabled_condstore = true; /* SELECT says HIGHESTMODSEQ itself */
 		} else if (imap_arg_atom_is(a, "QRESYNC") && cmd->c->enabled_qresync) {
 			a = imap_arg_next(a);
 			if (a > p + p->span || parse_qresync(a, qr) < 0)
@@ -273,6 +273,9 @@ bool cmd_status(struct imap_cmd *cmd)
 	}
 	imap_status_write(c, name, strlen(name), &st, items);
 	free(name);
+	for (const struct imap_arg *a = items + 1; a <= items + items->span; a++)
+		if (imap_arg_atom_is(a, "HIGHESTMODSEQ")) /* CONDSTORE enabling (RFC 7162 3.1) */
+			imap_view_enable_condstore(c);
 	return imap_cmd_ok(cmd, "STATUS completed");
 }
 

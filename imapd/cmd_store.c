@@ -82,7 +82,7 @@ static const char *store_parse(struct imap_cmd *cmd, struct store_op *so, bool *
 		    v->type != IMAP_ARG_ATOM ||
 		    str_to_u64(v->s, v->len, INT64_MAX, &so->unchangedsince) < 0)
 			return "Invalid STORE modifier";
-		cmd->c->enabled_condstore = true;
+		imap_view_enable_condstore(cmd->c);
 		what = imap_cmd_arg(cmd, 2);
 		so->flags_arg = imap_cmd_arg(cmd, 3);
 		argc--;

@@ -102,6 +102,26 @@ static size_t qp_ws_flush(struct imap_decoder *d, char *out)
 	return n;
 }
 
+/* A '=' followed by white space: a soft line break if only white space is left before the
+   line end (RFC 2045 6.7 rule 3: it is transport padding), else kept as written. Returns
+   whether c was taken. */
+static bool qp_eq_ws(struct imap_decoder *d, char c, char *out, size_t *o)
+{
+	if (c == ' ' || c == '\t') {
+		if (d->nws < IMAP_QP_WS_MAX) {
+			d->ws[d->nws++] = c;
+			return true;
+		}
+	} else if (c == '\r' || c == '\n') {
+		d->nws = 0; /* "= \r\n": the padding goes, the escape takes the line end */
+		return false;
+	}
+	out[(*o)++] = '='; /* "=  x" (or padding past the limit): not an escape */
+	*o += qp_ws_flush(d, out + *o);
+	d->nqp = 0;
+	return false;
+}
+
 static size_t qp_decode(struct imap_decoder *d, const char *p, size_t len, char *out)
 {
 	size_t o = 0;
@@ -109,6 +129,9 @@ static size_t qp_decode(struct imap_decoder *d, const char *p, size_t len, char 
 	for (size_t i = 0; i < len; i++) {
 		char c = p[i];
 
+		if (d->nqp == 1 && (d->nws > 0 || c == ' ' || c == '\t') &&
+		    qp_eq_ws(d, c, out, &o))
+			continue;
 		if (d->nqp > 0) {
 			o += qp_escape(d, c, out + o);
 		} else if (c == ' ' || c == '\t') {
@@ -146,7 +169,7 @@ size_t imap_decode_finish(struct imap_decoder *d, char *out)
 {
 	size_t n = 0;
 
-	if (d->cte == IMAP_CTE_QP && d->nqp > 0 && d->qp[1] != '\r') {
+	if (d->cte == IMAP_CTE_QP && d->nqp > 0 && (d->nqp == 1 || d->qp[1] != '\r')) {
 		n = d->nqp; /* "=" or "=X" cut by the end: kept as written */
 		memcpy(out, d->qp, n);
 	}

@@ -398,6 +398,8 @@ static int write_flags(struct fetch_msg *fm, const struct fetch_item *it)
 	(void)it;
 	imap_write(fm->c, "FLAGS ", 6);
 	imap_flags_write(fm->c, fm->m->flags, fm->m->keywords, fm->recent, fm->t);
+	/* the session now knows these flags: no second FETCH for them at the next sync */
+	imap_view_set_flags(fm->c->view, fm->m->uid, fm->m->flags, fm->m->keywords);
 	return 1;
 }
 
@@ -748,6 +750,7 @@ int imap_fetch_message(struct imap_client *c, struct imap_fetch *f, struct store
 		mv.size = mv.body_size = m.size;
 	}
 	if (f->item == 0) {
+		imap_view_keywords_announce(c, t, m.keywords); /* before a FLAGS naming one */
 		for (size_t i = 0; i < f->n; i++)
 			if (f->items[i].def->prepare != NULL &&
 			    f->items[i].def->prepare(&fm, &f->items[i]) < 0) {

@@ -17,12 +17,13 @@
 
 #define SEARCH_DEPTH_MAX 64
 #define SEARCH_NODES_MAX 512
+#define SK_ADDRESS 1u /* skey flag of FROM TO CC BCC: addresses are matched as parsed */
 
 enum skey_type {
 	SK_ALL, SK_FLAG, SK_NOFLAG, SK_KEYWORD, SK_NOKEYWORD, SK_RECENT, SK_NEW, SK_OLD,
 	SK_BEFORE, SK_ON, SK_SINCE, SK_SENTBEFORE, SK_SENTON, SK_SENTSINCE, SK_LARGER,
 	SK_SMALLER, SK_HEADER, SK_BODY, SK_TEXT, SK_SEQ, SK_UID, SK_NOT, SK_OR, SK_AND,
-	SK_NEVER, SK_MODSEQ, SK_OLDER, SK_YOUNGER,
+	SK_MODSEQ, SK_OLDER, SK_YOUNGER,
 };
 
 struct skey {
@@ -151,6 +152,8 @@ static struct skey *parse_string_key(struct imap_search *s, const struct imap_ar
 			return NULL;
 		k->hname = name;
 		k->hlen = strlen(name);
+		if (strcmp(name, "SUBJECT") != 0 && k->type == SK_HEADER)
+			k->flag = SK_ADDRESS;
 	}
 	if ((a = take(ap, end)) == NULL || !imap_arg_is_astring(a))
 		goto bad;
@@ -187,24 +190,15 @@ static struct skey *parse_list(struct imap_search *s, const struct imap_arg *lis
 	return and;
 }
 
-/* A sequence set as a key ("2:4,7"). */
+/* A sequence set as a key ("2:4,7"): numbers past EXISTS match nothing. */
 static struct skey *parse_seq_key(struct imap_search *s, const struct imap_arg *a)
 {
 	struct skey *k = node_new(s, SK_SEQ);
-	const char *why;
 
 	if (k == NULL)
 		return NULL;
-	if (s->c->view->n == 0) { /* no sequence numbers: matches nothing */
-		if (imap_seqset_parse(&k->set, a->s, a->len, 4096) < 0) {
-			s->why = "Invalid sequence set";
-			return NULL;
-		}
-		k->type = SK_NEVER;
-		return k;
-	}
-	if (imap_view_resolve(s->c, a->s, a->len, false, &k->set, &why) < 0) {
-		s->why = why;
+	if (imap_view_resolve_key(s->c, a->s, a->len, &k->set) < 0) {
+		s->why = "Invalid sequence set";
 		return NULL;
 	}
 	return k;
@@ -413,6 +407,46 @@ static bool text_contains(struct imap_search *s, const struct store_msg *m, cons
 	return found;
 }
 
+struct addr_match {
+	const struct skey *k;
+	struct buf text;
+	bool found;
+};
+
+static void addr_match_cb(void *arg, const struct rfc5322_addr *a)
+{
+	struct addr_match *am = arg;
+
+	if (am->found || a->is_group_start || a->is_group_end)
+		return;
+	buf_reset(&am->text);
+	if (a->name.len > 0)
+		buf_printf(&am->text, "%.*s ", (int)a->name.len, a->name.p);
+	buf_printf(&am->text, "<%.*s", (int)a->mailbox.len, a->mailbox.p);
+	if (a->domain.len > 0)
+		buf_printf(&am->text, "@%.*s", (int)a->domain.len, a->domain.p);
+	buf_puts(&am->text, ">");
+	am->found = imap_text_field_contains(am->text.data, am->text.len, am->k->fold,
+					     am->k->slen);
+}
+
+/* FROM/TO/CC/BCC also match the addresses as parsed, the way ENVELOPE shows them:
+   "Name <local@domain>" without comments, routes or quoting, so
+   "<user (comment)@ (comment) domain.org>" matches user@domain.org. */
+static bool addresses_contain(const char *value, size_t len, const struct skey *k)
+{
+	struct addr_match am = { .k = k };
+	struct buf unfolded;
+
+	buf_init(&unfolded, 256, 1024 * 1024);
+	buf_init(&am.text, 128, 4096);
+	if (rfc5322_unfold(value, len, &unfolded) == 0 && unfolded.len > 0)
+		rfc5322_addr_parse(unfolded.data, unfolded.len, addr_match_cb, &am);
+	buf_release(&am.text);
+	buf_release(&unfolded);
+	return am.found;
+}
+
 static bool header_contains(const struct msgcache_view *mv, const struct skey *k)
 {
 	size_t pos = 0;
@@ -420,15 +454,18 @@ static bool header_contains(const struct msgcache_view *mv, const struct skey *k
 
 	while (rfc5322_header_next(mv->header.p, mv->header.len, &pos, &fname, &raw) == 1) {
 		const char *colon;
+		size_t vlen;
 
 		if (!str_caseeq(fname.p, fname.len, k->hname, k->hlen))
 			continue;
 		if (k->slen == 0)
 			return true;
 		colon = memchr(raw.p, ':', raw.len);
-		if (colon != NULL &&
-		    imap_text_field_contains(colon + 1, raw.len - (size_t)(colon + 1 - raw.p),
-					     k->fold, k->slen))
+		if (colon == NULL)
+			continue;
+		vlen = raw.len - (size_t)(colon + 1 - raw.p);
+		if (imap_text_field_contains(colon + 1, vlen, k->fold, k->slen) ||
+		    (k->flag == SK_ADDRESS && addresses_contain(colon + 1, vlen, k)))
 			return true;
 	}
 	return false;
@@ -504,8 +541,6 @@ static bool eval(struct imap_search *s, const struct skey *k, const struct store
 	switch (k->type) {
 	case SK_ALL:
 		return true;
-	case SK_NEVER:
-		return false;
 	case SK_MODSEQ:
 		return m->modseq >= k->num;
 	case SK_FLAG: case SK_NOFLAG: case SK_KEYWORD: case SK_NOKEYWORD: case SK_RECENT:

@@ -498,6 +498,49 @@ int imap_view_vanished(struct imap_client *c, struct store_txn *t, uint64_t sinc
 	return 0;
 }
 
+void imap_view_enable_condstore(struct imap_client *c)
+{
+	if (c->enabled_condstore)
+		return;
+	c->enabled_condstore = true;
+	if (c->view != NULL && c->state == IMAP_ST_SELECTED)
+		imap_printf(c, "* OK [HIGHESTMODSEQ %" PRIu64 "] Highest\r\n", c->view->modseq);
+}
+
+void imap_view_keywords_announce(struct imap_client *c, struct store_txn *t, uint64_t kw)
+{
+	unsigned n = c->view->nkeywords;
+
+	if (n < 64 && (kw >> n) != 0)
+		imap_view_send_flags(c, t);
+}
+
+int imap_view_resolve_key(struct imap_client *c, const char *s, size_t len,
+			  struct imap_seqset *uids_r)
+{
+	struct imap_view *v = c->view;
+	struct imap_seqset seqs = { 0 };
+
+	if (imap_seqset_parse(&seqs, s, len, 4096) < 0) {
+		imap_seqset_release(&seqs);
+		return -1;
+	}
+	imap_seqset_resolve(&seqs, (uint32_t)v->n);
+	imap_seqset_clear(uids_r);
+	for (size_t i = 0; i < seqs.n; i++) {
+		uint32_t lo = seqs.v[i].lo, hi = seqs.v[i].hi;
+
+		if (lo == 0 || lo > v->n)
+			continue; /* past EXISTS (or '*' of an empty mailbox): nothing */
+		if (hi > v->n)
+			hi = (uint32_t)v->n;
+		imap_seqset_add(uids_r, v->msgs[lo - 1].uid, v->msgs[hi - 1].uid);
+	}
+	imap_seqset_resolve(uids_r, 0);
+	imap_seqset_release(&seqs);
+	return 0;
+}
+
 int imap_view_resolve(struct imap_client *c, const char *s, size_t len, bool uid,
 		      struct imap_seqset *uids_r, const char **why_r)
 {

@@ -296,6 +296,16 @@ uint32_t imap_view_seq(const struct imap_view *v, uint32_t uid);
    reason in *why_r for a bad set or a sequence number past EXISTS. */
 int imap_view_resolve(struct imap_client *c, const char *s, size_t len, bool uid,
 		      struct imap_seqset *uids_r, const char **why_r);
+/* A CONDSTORE enabling command (RFC 7162 3.1): the first one in a session with a mailbox
+   selected also sends "* OK [HIGHESTMODSEQ n]". */
+void imap_view_enable_condstore(struct imap_client *c);
+/* Before a response names keywords kw (read in t): "* FLAGS" first when one of them was
+   not announced to this session yet (another session made it). */
+void imap_view_keywords_announce(struct imap_client *c, struct store_txn *t, uint64_t kw);
+/* A sequence set as a SEARCH key: the same, except that numbers past EXISTS match nothing
+   (SEARCH answers OK, as Dovecot and Cyrus do); -1 only when it is not a sequence set. */
+int imap_view_resolve_key(struct imap_client *c, const char *s, size_t len,
+			  struct imap_seqset *uids_r);
 /* Sends FLAGS and PERMANENTFLAGS naming the mailbox's keywords now. */
 void imap_view_send_flags(struct imap_client *c, struct store_txn *t);
 /* QRESYNC: "* VANISHED (EARLIER) ..." for UIDs expunged since modseq since (only those in
