@@ -769,7 +769,7 @@ int store_mbox_remove_all(struct store_txn *t, uint64_t user)
 			rc = mbox_drop(t, user, items[i].id, &r);
 	}
 	free(items);
-	if (rc != 0)
+	if (rc != 0 || (rc = store_del_prefix(t, DBI_SIEVE, user)) != 0)
 		return rc;
 	return store_del_prefix(t, DBI_SUBS, user);
 }

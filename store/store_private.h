@@ -14,6 +14,7 @@
  *   subs     be64 user + name bytes    -> ""
  *   blobs    be64 blob id              -> be32 refcount + be64 size
  *   cache    be64 blob id              -> msgcache bytes (msgcache.h)
+ *   sieve    be64 user + type + ...    -> Sieve scripts and memories (store_sieve.h)
  * The queue environment (queue/) has meta, blobs (one reference per entry) and:
  *   queue    be64 id                   -> queue record
  *   due      be64 time + be64 id       -> ""   (one row per not-held, not-final entry) */
@@ -41,6 +42,7 @@ enum store_dbi {
 	DBI_QUEUE,
 	DBI_DUE,
 	DBI_CACHE,
+	DBI_SIEVE,    /* store_sieve.c / store_sieve.h */
 	DBI_COUNT
 };
 
