@@ -1,5 +1,6 @@
-/* conf.c — owns reading heron.conf: the line parser, includes, typed values and -t output.
- * The keys themselves are in conf_keys.c. */
+/* conf.c — owns reading heron.conf: the line parser, includes, typed values (struct
+ * heron_conf, filled as each key is set) and -t output. The keys themselves are in
+ * conf_keys.c, their fields in conf_keys.h. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
@@ -21,6 +22,7 @@ struct conf_value {
 	char *origin; /* "default" or "file:line" */
 	int64_t i;
 	bool b;
+	int choice; /* CONF_ENUM: the index in the key's choices */
 	struct conf_addrs addrs;
 	struct conf_cidrs cidrs;
 	struct conf_list list;
@@ -28,6 +30,7 @@ struct conf_value {
 
 struct conf {
 	struct conf_value *v; /* one per conf_keys[] row */
+	struct heron_conf vals;
 };
 
 static int key_index(const char *section, const char *name)
@@ -235,7 +238,7 @@ static char *parse_value(const struct conf_key *k, const char *text, const char 
 	case CONF_ENUM: {
 		struct str_view ch = str_view_of(k->choices), c;
 
-		while (str_split_next(&ch, '|', &c))
+		for (v->choice = 0; str_split_next(&ch, '|', &c); v->choice++)
 			if (c.len == all.len && memcmp(c.p, all.p, c.len) == 0)
 				return NULL;
 		return errorf(origin, "%s: expected one of %s, got \"%s\"", k->name, k->choices,
@@ -291,6 +294,96 @@ static char *parse_value(const struct conf_key *k, const char *text, const char 
 	return NULL;
 }
 
+/* The kind of field each key type fills. */
+static enum conf_field field_of(enum conf_type t)
+{
+	switch (t) {
+	case CONF_STR:
+		return CONF_F_STR;
+	case CONF_INT:
+	case CONF_DURATION:
+		return CONF_F_I64;
+	case CONF_SIZE:
+		return CONF_F_U64;
+	case CONF_BOOL:
+		return CONF_F_BOOL;
+	case CONF_ENUM:
+		return CONF_F_ENUM;
+	case CONF_ADDRS:
+		return CONF_F_ADDRS;
+	case CONF_CIDRS:
+		return CONF_F_CIDRS;
+	case CONF_LIST:
+	case CONF_DURLIST:
+		break;
+	}
+	return CONF_F_LIST;
+}
+
+static size_t field_size_of(enum conf_field f)
+{
+	switch (f) {
+	case CONF_F_BOOL:
+		return sizeof(bool);
+	case CONF_F_ENUM:
+		return sizeof(int);
+	default:
+		return 8; /* int64_t, uint64_t, pointers */
+	}
+}
+
+/* Copies key i's value into its field of c->vals. */
+static void bind_value(struct conf *c, size_t i)
+{
+	const struct conf_key *k = &conf_keys[i];
+	const struct conf_value *v = &c->v[i];
+	void *f = (char *)&c->vals + k->off;
+
+	switch (k->field) {
+	case CONF_F_NONE:
+		break;
+	case CONF_F_STR:
+		*(const char **)f = v->text;
+		break;
+	case CONF_F_I64:
+		*(int64_t *)f = v->i;
+		break;
+	case CONF_F_U64:
+		*(uint64_t *)f = (uint64_t)v->i;
+		break;
+	case CONF_F_BOOL:
+		*(bool *)f = v->b;
+		break;
+	case CONF_F_ENUM:
+		*(int *)f = v->choice;
+		break;
+	case CONF_F_ADDRS:
+		*(const struct conf_addrs **)f = &v->addrs;
+		break;
+	case CONF_F_CIDRS:
+		*(const struct conf_cidrs **)f = &v->cidrs;
+		break;
+	case CONF_F_LIST:
+		*(const struct conf_list **)f = &v->list;
+		break;
+	}
+}
+
+/* A row whose field has another kind or size than its type fills: a bug in the table. */
+static void check_field(const struct conf_key *k)
+{
+	enum conf_field want = field_of(k->type);
+
+	if (k->field == CONF_F_NONE)
+		return;
+	if (k->field != want || k->field_size != field_size_of(want) ||
+	    k->off + k->field_size > sizeof(struct heron_conf)) {
+		fprintf(stderr, "heron: bug: config key %s.%s: its field in struct heron_conf "
+				"is not of its type\n", k->section, k->name);
+		abort();
+	}
+}
+
 struct conf *conf_defaults(void)
 {
 	struct conf *c = xcalloc(1, sizeof(*c));
@@ -303,8 +396,15 @@ struct conf *conf_defaults(void)
 			fprintf(stderr, "heron: bad built-in default: %s\n", err);
 			abort();
 		}
+		check_field(&conf_keys[i]);
+		bind_value(c, i);
 	}
 	return c;
+}
+
+const struct heron_conf *conf_values(const struct conf *c)
+{
+	return &c->vals;
 }
 
 void conf_free(struct conf **cp)
@@ -338,9 +438,9 @@ static int conf_set_at(struct conf *c, const char *section, const char *key,
 		/* Keep the default: the caller refuses the whole file anyway. */
 		*error_r = err;
 		parse_value(&conf_keys[i], conf_keys[i].def, "default", &c->v[i]);
-		return -1;
 	}
-	return 0;
+	bind_value(c, (size_t)i);
+	return err != NULL ? -1 : 0;
 }
 
 int conf_set(struct conf *c, const char *section, const char *key, const char *value,

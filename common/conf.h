@@ -3,8 +3,9 @@
  * Every key of every program lives in one typed table (conf_keys.c) with its bounds, default
  * and documentation; the parser, the defaults, `-t` and the test that etc/heron.conf documents
  * every key all read that table (STYLE 15). Unknown sections, unknown keys and bad values are
- * errors naming file:line. Getters take (section, key) and abort on a name not in the table:
- * that is a bug, not an input error. Durations are in milliseconds, sizes in bytes. */
+ * errors naming file:line. Programs read the values through conf_values(): one typed struct
+ * per section (conf_keys.h), filled once as the file is read. Durations are in
+ * milliseconds, sizes in bytes. */
 #ifndef HERON_CONF_H
 #define HERON_CONF_H
 
@@ -13,6 +14,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/socket.h>
+
+#include "common/conf_keys.h"
 
 enum conf_type {
 	CONF_STR,      /* any text (may be empty) */
@@ -27,6 +30,13 @@ enum conf_type {
 	CONF_DURLIST,  /* comma list of durations (a retry schedule) */
 };
 
+/* How a struct heron_conf field holds a value (checked against the key's type at start). */
+enum conf_field {
+	CONF_F_NONE, /* the row names no field */
+	CONF_F_STR, CONF_F_I64, CONF_F_U64, CONF_F_BOOL, CONF_F_ENUM,
+	CONF_F_ADDRS, CONF_F_CIDRS, CONF_F_LIST,
+};
+
 struct conf_key {
 	const char *section;
 	const char *name;
@@ -35,7 +45,24 @@ struct conf_key {
 	const char *def;     /* the default, written as in the file */
 	const char *choices; /* CONF_ENUM: "a|b|c" */
 	const char *doc;     /* one line for -t and the docs test */
+	size_t off;          /* CONF_AT: the field in struct heron_conf */
+	enum conf_field field;
+	size_t field_size;
 };
+
+/* The field of a conf_keys[] row: CONF_AT(mtad.line_max). Its C type gives its kind. */
+#define CONF_AT(f)                                                                         \
+	.off = offsetof(struct heron_conf, f),                                             \
+	.field_size = sizeof(((struct heron_conf *)0)->f),                                 \
+	.field = _Generic(((struct heron_conf *)0)->f,                                     \
+			 const char *: CONF_F_STR,                                          \
+			 int64_t: CONF_F_I64,                                               \
+			 uint64_t: CONF_F_U64,                                              \
+			 bool: CONF_F_BOOL,                                                 \
+			 const struct conf_addrs *: CONF_F_ADDRS,                           \
+			 const struct conf_cidrs *: CONF_F_CIDRS,                           \
+			 const struct conf_list *: CONF_F_LIST,                             \
+			 default: CONF_F_ENUM)
 
 extern const struct conf_key conf_keys[];
 extern const size_t conf_nkeys;
@@ -75,6 +102,9 @@ struct conf *conf_defaults(void);
 int conf_set(struct conf *c, const char *section, const char *key, const char *value,
 	     char **error_r);
 void conf_free(struct conf **cp);
+
+/* Every key's value, typed (conf_keys.h); valid while c is. */
+const struct heron_conf *conf_values(const struct conf *c);
 
 const char *conf_str(const struct conf *c, const char *section, const char *key);
 int64_t conf_int(const struct conf *c, const char *section, const char *key);

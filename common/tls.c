@@ -48,27 +48,11 @@ static char *ssl_errorf(const char *what, const char *arg)
 	return xasprintf("%s%s%s: %s", what, set(arg) ? " " : "", set(arg) ? arg : "", reason);
 }
 
-void tls_conf_from(struct tls_conf *t, const struct conf *c)
-{
-	t->cert = conf_str(c, "tls", "cert");
-	t->key = conf_str(c, "tls", "key");
-	t->ca = conf_str(c, "tls", "ca");
-	t->min_version = conf_str(c, "tls", "min_version");
-	t->ciphers = conf_str(c, "tls", "ciphers");
-}
-
 /* Version floor, options, ciphers and (when both are set) the certificate and key. */
 static int ctx_common(SSL_CTX *ctx, const struct tls_conf *t, char **error_r)
 {
-	int min = TLS1_2_VERSION;
-
-	if (set(t->min_version) && strcmp(t->min_version, "TLSv1.3") == 0)
-		min = TLS1_3_VERSION;
-	else if (set(t->min_version) && strcmp(t->min_version, "TLSv1.2") != 0) {
-		*error_r = xasprintf("tls min_version %s: not TLSv1.2 or TLSv1.3", t->min_version);
-		return -1;
-	}
-	SSL_CTX_set_min_proto_version(ctx, min);
+	SSL_CTX_set_min_proto_version(ctx, t->min_version == TLS_MIN_V1_3 ? TLS1_3_VERSION
+									 : TLS1_2_VERSION);
 	SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
 					 SSL_OP_CIPHER_SERVER_PREFERENCE);
 	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
@@ -145,19 +129,18 @@ void tls_ctx_free(SSL_CTX **ctxp)
 
 bool tls_server_ctx_reload(SSL_CTX **ctxp, const struct conf *new, const char *who)
 {
-	struct tls_conf tc;
+	const struct tls_conf *tc = &conf_values(new)->tls;
 	SSL_CTX *ctx;
 	char *error = NULL;
 
-	tls_conf_from(&tc, new);
-	if (tc.cert == NULL || tc.cert[0] == '\0') {
+	if (!set(tc->cert)) {
 		if (*ctxp != NULL)
 			log_warnx("%s: [tls] cert removed: TLS stays on until a restart", who);
 		return false;
 	}
 	/* Built again even when the paths are the same: a renewed certificate is a new file
 	   under the old name (certbot, acme.sh). */
-	if ((ctx = tls_server_ctx_new(&tc, &error)) == NULL) {
+	if ((ctx = tls_server_ctx_new(tc, &error)) == NULL) {
 		log_warnx("%s: [tls] reload failed, the old certificate stays: %s", who, error);
 		free(error);
 		return false;

@@ -14,20 +14,12 @@
 #include <event2/bufferevent_ssl.h>
 #include <openssl/ssl.h>
 
+#include "common/conf_keys.h"
+
 struct conf;
 
-/* The [tls] settings; strings are not owned (they point into the conf or the caller's data).
-   Empty strings and NULL mean "not set". */
-struct tls_conf {
-	const char *cert;        /* PEM chain, leaf first (servers) */
-	const char *key;         /* PEM private key for cert */
-	const char *ca;          /* PEM CA bundle for verifying peers; unset: the system store */
-	const char *min_version; /* "TLSv1.2" (default) or "TLSv1.3" */
-	const char *ciphers;     /* TLS 1.2 cipher list; unset: OpenSSL's default */
-};
-
-/* Fills t from the [tls] section of c (pointers into c). */
-void tls_conf_from(struct tls_conf *t, const struct conf *c);
+/* The [tls] settings are a struct tls_conf (common/conf_keys.h): conf_values(c)->tls, or one
+   the caller fills. Strings are not owned; empty strings and NULL mean "not set". */
 
 /* A server context with t->cert and t->key (both required, the key must match). */
 SSL_CTX *tls_server_ctx_new(const struct tls_conf *t, char **error_r);

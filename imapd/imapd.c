@@ -78,7 +78,7 @@ int main(int argc, char **argv)
 	static struct imapd_main m;
 	struct imap_worker_args *wa = &m.wa;
 	struct daemon_ops ops;
-	struct tls_conf tc;
+	const struct tls_conf *tc;
 	char *error = NULL;
 	int rc;
 
@@ -86,9 +86,8 @@ int main(int argc, char **argv)
 	conf = daemon_conf_load(&args);
 	m.first = conf;
 	daemon_nofile_ensure("imapd", (uint64_t)conf_int(conf, "imapd", "max_connections"));
-	tls_conf_from(&tc, conf);
-	if (tc.cert != NULL && tc.cert[0] != '\0' &&
-	    (wa->tls_ctx = tls_server_ctx_new(&tc, &error)) == NULL)
+	tc = &conf_values(conf)->tls;
+	if (tc->cert[0] != '\0' && (wa->tls_ctx = tls_server_ctx_new(tc, &error)) == NULL)
 		fatalx("imapd: tls: %s", error);
 	if (conf_addrs(conf, "imapd", "listen_tls")->n > 0 && wa->tls_ctx == NULL)
 		fatalx("imapd: listen_tls needs [tls] cert and key");

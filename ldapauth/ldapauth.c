@@ -46,15 +46,6 @@ struct ldapauth {
 	struct ldapauth_stats st;
 };
 
-static const struct {
-	const char *key;
-	enum la_attr at;
-} attr_keys[] = {
-	{ "login_attribute", AT_LOGIN },	 { "address_attribute", AT_MAIL },
-	{ "mailhost_attribute", AT_HOST },	 { "partition_attribute", AT_PARTITION },
-	{ "quota_attribute", AT_QUOTA },	 { "password_attribute", AT_PASSWORD },
-};
-
 static void req_complete(struct ldapauth_req *req, enum ldapauth_result r, const char *reason);
 static void req_free(struct ldapauth_req *req);
 static void done_cb(evutil_socket_t fd, short what, void *arg);
@@ -194,8 +185,9 @@ static char **make_attrs(const struct ldapauth *la, bool with_password)
 
 static int setup_ldap(struct ldapauth *la, const struct conf *c, char **error_r)
 {
+	const struct directory_conf *d = &conf_values(c)->directory;
 	struct lpool_opts o = { 0 };
-	char *pw = NULL, *uris = xstrdup(conf_str(c, "directory", "uri"));
+	char *pw = NULL, *uris = xstrdup(d->uri);
 	struct str_view rest = str_view_of(uris), f;
 	int rc = 0;
 
@@ -203,19 +195,19 @@ static int setup_ldap(struct ldapauth *la, const struct conf *c, char **error_r)
 		o.uris = xreallocarray(o.uris, o.nuris + 1, sizeof(*o.uris));
 		o.uris[o.nuris++] = xmemdup0(f.p, f.len);
 	}
-	if (conf_str(c, "directory", "bind_password_file")[0] != '\0')
-		rc = read_secret(conf_str(c, "directory", "bind_password_file"), &pw, error_r);
-	o.starttls = conf_bool(c, "directory", "starttls");
-	o.ca = conf_str(c, "tls", "ca");
-	o.bind_dn = conf_str(c, "directory", "bind_dn");
+	if (d->bind_password_file[0] != '\0')
+		rc = read_secret(d->bind_password_file, &pw, error_r);
+	o.starttls = d->starttls;
+	o.ca = conf_values(c)->tls.ca;
+	o.bind_dn = d->bind_dn;
 	o.bind_pw = pw != NULL ? pw : "";
-	o.size = (unsigned)conf_int(c, "directory", "pool_size");
+	o.size = (unsigned)d->pool_size;
 	o.timeout_ms = la->timeout_ms;
 	if (rc == 0)
 		rc = lpool_new(la, la->base, LPOOL_SEARCH, &o, &la->search, error_r);
 	if (rc == 0 && la->mode == MODE_BIND) {
 		/* binds cannot share a connection (one in flight each): a pool of their own */
-		o.size = (unsigned)conf_int(c, "directory", "bind_pool_size");
+		o.size = (unsigned)d->bind_pool_size;
 		rc = lpool_new(la, la->base, LPOOL_BIND, &o, &la->bind, error_r);
 	}
 	for (size_t i = 0; i < o.nuris; i++)
@@ -232,34 +224,35 @@ int ldapauth_new(struct event_base *base, const struct conf *c, struct ldapauth 
 		 char **error_r)
 {
 	struct ldapauth *la = xcalloc(1, sizeof(*la));
-	const struct conf_list *al = conf_list(c, "directory", "alias_attributes");
-	const char *scope = conf_str(c, "directory", "scope");
+	const struct directory_conf *d = &conf_values(c)->directory;
+	const struct conf_list *al = d->alias_attributes;
 	int rc = 0;
 
 	*la_r = NULL;
 	la->base = base;
-	la->backend = strcmp(conf_str(c, "directory", "backend"), "file") == 0 ? BACKEND_FILE
-										: BACKEND_LDAP;
-	la->mode = strcmp(conf_str(c, "directory", "auth_mode"), "lookup") == 0 ? MODE_LOOKUP
-										    : MODE_BIND;
-	la->base_dn = xstrdup(conf_str(c, "directory", "base"));
-	la->user_filter = xstrdup(conf_str(c, "directory", "user_filter"));
-	la->address_filter = xstrdup(conf_str(c, "directory", "address_filter"));
-	la->users_file = xstrdup(conf_str(c, "directory", "users_file"));
-	la->scope = strcmp(scope, "base") == 0	  ? LDAP_SCOPE_BASE
-		    : strcmp(scope, "one") == 0 ? LDAP_SCOPE_ONELEVEL
-						: LDAP_SCOPE_SUBTREE;
-	la->timeout_ms = conf_int(c, "directory", "timeout");
-	for (size_t i = 0; i < sizeof(attr_keys) / sizeof(attr_keys[0]); i++)
-		la->attr[attr_keys[i].at] = xstrdup(conf_str(c, "directory", attr_keys[i].key));
+	la->backend = d->backend == DIRECTORY_BACKEND_FILE ? BACKEND_FILE : BACKEND_LDAP;
+	la->mode = d->auth_mode == DIRECTORY_AUTH_LOOKUP ? MODE_LOOKUP : MODE_BIND;
+	la->base_dn = xstrdup(d->base);
+	la->user_filter = xstrdup(d->user_filter);
+	la->address_filter = xstrdup(d->address_filter);
+	la->users_file = xstrdup(d->users_file);
+	la->scope = d->scope == DIRECTORY_SCOPE_BASE  ? LDAP_SCOPE_BASE
+		    : d->scope == DIRECTORY_SCOPE_ONE ? LDAP_SCOPE_ONELEVEL
+						      : LDAP_SCOPE_SUBTREE;
+	la->timeout_ms = d->timeout_ms;
+	la->attr[AT_LOGIN] = xstrdup(d->login_attribute);
+	la->attr[AT_MAIL] = xstrdup(d->address_attribute);
+	la->attr[AT_HOST] = xstrdup(d->mailhost_attribute);
+	la->attr[AT_PARTITION] = xstrdup(d->partition_attribute);
+	la->attr[AT_QUOTA] = xstrdup(d->quota_attribute);
+	la->attr[AT_PASSWORD] = xstrdup(d->password_attribute);
 	la->alias_attrs = xcalloc(al->n + 1, sizeof(*la->alias_attrs));
 	for (size_t i = 0; i < al->n; i++)
 		la->alias_attrs[la->nalias++] = xstrdup(al->v[i]);
 	la->search_attrs = make_attrs(la, false);
 	la->auth_attrs = make_attrs(la, la->mode == MODE_LOOKUP);
-	la->cache = authcache_new((size_t)conf_int(c, "directory", "auth_cache_size"),
-				  conf_int(c, "directory", "auth_cache_ttl"),
-				  conf_int(c, "directory", "negative_cache_ttl"));
+	la->cache = authcache_new((size_t)d->auth_cache_size, d->auth_cache_ttl_ms,
+				  d->negative_cache_ttl_ms);
 	TAILQ_INIT(&la->done);
 	TAILQ_INIT(&la->live);
 	la->done_ev = event_new(base, -1, 0, done_cb, la);

@@ -280,7 +280,6 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 void queue_runner_start(struct mtad *m, unsigned worker)
 {
 	struct queue_runner *qr = xcalloc(1, sizeof(*qr));
-	struct tls_conf tc;
 	struct timeval tv = { TICK_MS / 1000, (TICK_MS % 1000) * 1000 };
 	char *err = NULL;
 
@@ -289,8 +288,8 @@ void queue_runner_start(struct mtad *m, unsigned worker)
 	queue_runner_reload(m);
 	TAILQ_INIT(&qr->jobs);
 	TAILQ_INIT(&qr->dests);
-	tls_conf_from(&tc, m->conf);
-	if ((qr->tls = tls_client_ctx_new(&tc, TLS_VERIFY_NONE, &err)) == NULL) {
+	if ((qr->tls = tls_client_ctx_new(&conf_values(m->conf)->tls, TLS_VERIFY_NONE, &err)) ==
+	    NULL) {
 		log_warnx("relay: no client TLS: %s", err);
 		free(err);
 	}

@@ -34,7 +34,7 @@ void mtad_worker_init(struct mtad *m, const struct conf *c, unsigned worker,
 		      const char *hostname)
 {
 	struct store_opts so;
-	struct tls_conf tc;
+	const struct tls_conf *tc = &conf_values(c)->tls;
 	char *err = NULL;
 	int rc;
 
@@ -46,9 +46,7 @@ void mtad_worker_init(struct mtad *m, const struct conf *c, unsigned worker,
 	mtad_limits_from_conf(c, &m->lim);
 	if ((m->base = event_base_new()) == NULL)
 		fatalx("event_base_new failed");
-	tls_conf_from(&tc, c);
-	if (tc.cert != NULL && tc.cert[0] != '\0' &&
-	    (m->tls = tls_server_ctx_new(&tc, &err)) == NULL)
+	if (tc->cert[0] != '\0' && (m->tls = tls_server_ctx_new(tc, &err)) == NULL)
 		fatalx("tls: %s", err);
 	store_opts_from_conf(c, &so);
 	so.create = true;

@@ -188,7 +188,7 @@ static void tls_setup(struct sink_main *m)
 {
 	char tmpl[] = "/tmp/heron-sink-XXXXXX", *err = NULL;
 
-	tls_conf_from(&m->tls, m->conf);
+	m->tls = conf_values(m->conf)->tls;
 	if (!m->starttls || (m->tls.cert != NULL && m->tls.cert[0] != '\0'))
 		return;
 	if (mkdtemp(tmpl) == NULL)

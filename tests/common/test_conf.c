@@ -190,6 +190,57 @@ static void test_include_and_set(void **state)
 	free(inc);
 }
 
+/* The typed values: filled from the defaults, updated by conf_set, the default kept after a
+   refused value; every enum field numbers its choices in the table's order. */
+static void test_typed(void **state)
+{
+	static const struct {
+		const char *section, *key, *choice;
+		size_t off;
+		int want;
+	} enums[] = {
+#define E(s, k, ch, want) { #s, #k, ch, offsetof(struct heron_conf, s.k), want }
+		E(directory, backend, "ldap", DIRECTORY_BACKEND_LDAP),
+		E(directory, backend, "file", DIRECTORY_BACKEND_FILE),
+		E(directory, scope, "sub", DIRECTORY_SCOPE_SUB),
+		E(directory, scope, "one", DIRECTORY_SCOPE_ONE),
+		E(directory, scope, "base", DIRECTORY_SCOPE_BASE),
+		E(directory, auth_mode, "bind", DIRECTORY_AUTH_BIND),
+		E(directory, auth_mode, "lookup", DIRECTORY_AUTH_LOOKUP),
+		E(tls, min_version, "TLSv1.2", TLS_MIN_V1_2),
+		E(tls, min_version, "TLSv1.3", TLS_MIN_V1_3),
+#undef E
+	};
+	struct conf *c = conf_defaults();
+	const struct heron_conf *v = conf_values(c);
+	char *err = NULL;
+
+	assert_string_equal(v->directory.uri, "ldap://127.0.0.1/");
+	assert_int_equal(v->directory.timeout_ms, 5000);
+	assert_int_equal(v->directory.auth_cache_ttl_ms, 2 * 3600 * 1000);
+	assert_int_equal(v->directory.auth_cache_size, 500000);
+	assert_int_equal(v->directory.alias_attributes->n, 2);
+	assert_string_equal(v->directory.alias_attributes->v[1], "mailAlternateAddress");
+	assert_false(v->directory.starttls);
+	assert_string_equal(v->tls.cert, "");
+	for (size_t i = 0; i < sizeof(enums) / sizeof(enums[0]); i++) {
+		assert_int_equal(conf_set(c, enums[i].section, enums[i].key, enums[i].choice, &err),
+				 0);
+		assert_int_equal(*(const int *)(const void *)((const char *)v + enums[i].off),
+				 enums[i].want);
+	}
+	assert_int_equal(conf_set(c, "directory", "timeout", "2m", &err), 0);
+	assert_int_equal(v->directory.timeout_ms, 120000);
+	assert_int_equal(conf_set(c, "directory", "timeout", "forever", &err), -1);
+	free(err);
+	assert_int_equal(v->directory.timeout_ms, 5000);
+	assert_int_equal(conf_set(c, "directory", "alias_attributes", "a, b, c", &err), 0);
+	assert_int_equal(v->directory.alias_attributes->n, 3);
+	assert_int_equal(conf_set(c, "directory", "starttls", "yes", &err), 0);
+	assert_true(v->directory.starttls);
+	conf_free(&c);
+}
+
 static void test_dump(void **state)
 {
 	struct conf *c = NULL;
@@ -276,6 +327,7 @@ int main(void)
 		cmocka_unit_test(test_values),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_include_and_set),
+		cmocka_unit_test(test_typed),
 		cmocka_unit_test(test_dump),
 		cmocka_unit_test(test_documented),
 	};

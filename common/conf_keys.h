@@ -1,0 +1,69 @@
+/* conf_keys.h — the typed values of heron.conf: one struct per section, one field per key
+ * of conf_keys.c, filled once when the file is read (conf_values()). A key is added in three
+ * places: its row in conf_keys.c (naming its field with CONF_AT), its field here, and its
+ * documentation with the default in etc/heron.conf.
+ *
+ * Field types by key type: CONF_STR const char * (never NULL), CONF_INT and CONF_DURATION
+ * int64_t (durations in ms: the field ends in _ms), CONF_SIZE uint64_t (bytes), CONF_BOOL
+ * bool, CONF_ENUM the enum declared next to it (in the order of the key's choices),
+ * CONF_ADDRS, CONF_CIDRS, CONF_LIST and CONF_DURLIST a pointer to the parsed list. Strings
+ * and lists belong to the struct conf they came from: keep it alive while they are used. */
+#ifndef HERON_CONF_KEYS_H
+#define HERON_CONF_KEYS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct conf_addrs;
+struct conf_cidrs;
+struct conf_list;
+
+/* [directory]: libldapauth */
+enum directory_backend { DIRECTORY_BACKEND_LDAP, DIRECTORY_BACKEND_FILE };
+enum directory_scope { DIRECTORY_SCOPE_SUB, DIRECTORY_SCOPE_ONE, DIRECTORY_SCOPE_BASE };
+enum directory_auth_mode { DIRECTORY_AUTH_BIND, DIRECTORY_AUTH_LOOKUP };
+struct directory_conf {
+	enum directory_backend backend;
+	const char *uri;
+	const char *base;
+	enum directory_scope scope;
+	const char *bind_dn;
+	const char *bind_password_file;
+	bool starttls;
+	enum directory_auth_mode auth_mode;
+	const char *user_filter;
+	const char *address_filter;
+	const char *login_attribute;
+	const char *address_attribute;
+	const struct conf_list *alias_attributes;
+	const char *mailhost_attribute;
+	const char *partition_attribute;
+	const char *quota_attribute;
+	const char *password_attribute;
+	const char *users_file;
+	int64_t pool_size;
+	int64_t bind_pool_size;
+	int64_t timeout_ms;
+	int64_t auth_cache_size;
+	int64_t auth_cache_ttl_ms;
+	int64_t negative_cache_ttl_ms;
+};
+
+/* [tls]: common/tls.c (strings empty or NULL: not set, when a caller fills one itself) */
+enum tls_min_version { TLS_MIN_V1_2, TLS_MIN_V1_3 };
+struct tls_conf {
+	const char *cert;                 /* PEM chain, leaf first (servers) */
+	const char *key;                  /* PEM private key for cert */
+	const char *ca;                   /* PEM CA bundle for verifying peers; unset: the
+					     system store */
+	enum tls_min_version min_version;
+	const char *ciphers;              /* TLS 1.2 cipher list; unset: OpenSSL's default */
+};
+
+/* Every section, as conf_values() returns it. */
+struct heron_conf {
+	struct directory_conf directory;
+	struct tls_conf tls;
+};
+
+#endif
