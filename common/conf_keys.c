@@ -135,9 +135,11 @@ const struct conf_key conf_keys[] = {
 	{ "mtad", "trusted_networks", CONF_CIDRS, 0, 0, "", NULL,
 	  "clients that may relay without AUTH (empty: none, not even loopback)" },
 	{ "mtad", "relay_host", CONF_STR, 0, 0, "", NULL,
-	  "host:port that takes all remote mail (empty: use transport_map)" },
+	  "host:port that takes all remote mail not in transport_map ([host]: no MX lookup; empty: "
+	  "each domain's MX hosts through DNS)" },
 	{ "mtad", "transport_map", CONF_LIST, 0, 0, "", NULL,
-	  "domain=host:port entries for remote mail, checked before relay_host" },
+	  "domain=host:port entries for remote mail, checked before relay_host ([host]: its "
+	  "addresses; host: its MX records; an address as is)" },
 	{ "mtad", "max_message_size", CONF_SIZE, 1 * KiB, 2 * GiB, "50M", NULL,
 	  "largest message accepted (SIZE)" },
 	{ "mtad", "line_max", CONF_SIZE, 512, 1 * MiB, "4k", NULL,
@@ -166,6 +168,8 @@ const struct conf_key conf_keys[] = {
 	  "after this a deferred message bounces" },
 	{ "mtad", "relay_concurrency", CONF_INT, 1, 10000, "20", NULL,
 	  "connections per destination" },
+	{ "mtad", "relay_port", CONF_INT, 1, 65535, "25", NULL,
+	  "TCP port of the mail exchangers found through DNS (tests use another)" },
 	{ "mtad", "relay_timeout", CONF_DURATION, 1 * SEC, 1 * HOUR, "5m", NULL,
 	  "timeout for each step of a relay session" },
 	{ "mtad", "delay_warning", CONF_DURATION, 0, 60 * DAY, "4h", NULL,

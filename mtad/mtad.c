@@ -16,6 +16,7 @@
 #include "common/shmtable.h"
 #include "common/tls.h"
 #include "common/xmalloc.h"
+#include "dns/dns.h"
 #include "ldapauth/ldapauth.h"
 #include "mtad/mtad.h"
 #include "store/store.h"
@@ -50,7 +51,7 @@ static const char *const reloadable_keys[] = {
 	"max_recipients_per_transaction", "reject_recipients_per_transaction",
 	"max_transactions_per_session", "max_errors", "greeting_delay", "command_timeout",
 	"data_timeout", "auth_require_tls", "bare_lf", "retry_schedule", "max_queue_lifetime",
-	"relay_concurrency", "relay_timeout", "delay_warning",
+	"relay_concurrency", "relay_timeout", "delay_warning", "relay_port",
 };
 
 /* What a SIGHUP does with a changed key of the sections mtad reads. */
@@ -119,15 +120,22 @@ static void worker_stats(struct mtad *m, unsigned idx)
 {
 	uint64_t ops = 0, commits = 0;
 
+	struct dns_stats ds = { 0 };
+
 	store_gc_stats(m->gc, &ops, &commits);
-	log_info("mtad worker %u stats fsyncs=%" PRIu64 " gc_ops=%" PRIu64 " gc_commits=%" PRIu64,
-		 idx, store_fsync_count(m->store), ops, commits);
+	if (m->dns != NULL)
+		dns_stats(m->dns, &ds);
+	log_info("mtad worker %u stats fsyncs=%" PRIu64 " gc_ops=%" PRIu64 " gc_commits=%" PRIu64
+		 " dns_lookups=%" PRIu64 " dns_hits=%" PRIu64 " dns_queries=%" PRIu64,
+		 idx, store_fsync_count(m->store), ops, commits, ds.lookups, ds.hits, ds.queries);
 }
 
 static int worker_main(struct daemon_worker *w, void *arg)
 {
 	struct mtad_main *mm = arg;
 	struct mtad m = { 0 };
+	struct dns_opts dopts;
+	char *err = NULL;
 	int64_t maxc = conf_int(mm->conf, "mtad", "max_connections");
 
 	mtad_worker_init(&m, mm->conf, daemon_worker_index(w), mm->hostname);
@@ -138,12 +146,16 @@ static int worker_main(struct daemon_worker *w, void *arg)
 	shmtable_worker_reset(m.conns, m.worker);
 	if (mtad_servers_start(&m, mm->fds, (size_t)maxc) < 0)
 		fatalx("cannot start listeners");
+	dns_opts_from_conf(&dopts, mm->conf);
+	if (dns_new(m.base, &dopts, &m.dns, &err) < 0)
+		fatalx("%s", err);
 	queue_runner_start(&m, daemon_worker_index(w));
 	daemon_worker_attach(w, m.base, on_drain, on_reload, &m);
 	log_info("mtad worker %u ready", daemon_worker_index(w));
 	event_base_dispatch(m.base);
 	queue_runner_stop(&m);
 	worker_stats(&m, daemon_worker_index(w));
+	dns_free(&m.dns);
 	mtad_worker_free(&m);
 	return 0;
 }

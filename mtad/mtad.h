@@ -30,6 +30,7 @@ struct store_rcpt;
 struct ldapauth;
 struct queue_runner;
 struct store_queue_rcpt;
+struct dns;
 
 /* Listener kinds. */
 enum mtad_listener {
@@ -68,6 +69,7 @@ struct mtad {
 	TAILQ_HEAD(, smtp_session) sessions;
 	bool draining;
 	struct queue_runner *qr;
+	struct dns *dns;                    /* the worker's resolver and its cache (daemon only) */
 	struct shmtable *shared;            /* relay and AUTH counts of all workers */
 	struct shmtable *conns;             /* connections of all workers: per address, total */
 	unsigned worker;                    /* this worker's index */

@@ -1,11 +1,12 @@
 /* queue_runner.c — owns relay scheduling: leasing due queue entries, routing each recipient
- * (transport_map, then relay_host; local domains go to the store), grouping recipients per
- * destination, the per-destination connection limit, outcomes with the retry schedule and
+ * (transport_map, then relay_host, then the domain's MX hosts: queue_route.c; local domains go
+ * to the store), grouping recipients per next hop, the per-destination connection limit, outcomes with the retry schedule and
  * expiry, bounces, and the Postfix-style log line per recipient outcome. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -81,31 +82,18 @@ static void job_free(struct qjob *job)
 	free(job);
 }
 
-/* "host:port", "[v6]:port" or "host" (port 25) into a destination, found or created. */
-static struct qdest *dest_get(struct queue_runner *qr, const char *hp)
+struct qdest *queue_dest_get(struct queue_runner *qr, const char *host, const char *addr,
+			     const char *port)
 {
-	char host[256], port[16] = "25";
-	const char *colon = strrchr(hp, ':');
-
-	if (hp[0] == '[') {
-		const char *end = strchr(hp, ']');
-		size_t n = end ? (size_t)(end - hp - 1) : 0;
-
-		snprintf(host, sizeof(host), "%.*s", (int)n, hp + 1);
-		if (end && end[1] == ':')
-			snprintf(port, sizeof(port), "%s", end + 2);
-	} else if (colon != NULL) {
-		snprintf(host, sizeof(host), "%.*s", (int)(colon - hp), hp);
-		snprintf(port, sizeof(port), "%s", colon + 1);
-	} else {
-		snprintf(host, sizeof(host), "%s", hp);
-	}
 	struct qdest *d;
+
 	TAILQ_FOREACH(d, &qr->dests, entry)
-		if (strcmp(d->host, host) == 0 && strcmp(d->port, port) == 0)
+		if (strcmp(d->addr, addr) == 0 && strcmp(d->port, port) == 0 &&
+		    strcmp(d->host, host) == 0)
 			return d;
 	d = xcalloc(1, sizeof(*d));
 	d->host = xstrdup(host);
+	d->addr = xstrdup(addr);
 	d->port = xstrdup(port);
 	snprintf(d->key, sizeof(d->key), "%s:%s", host, port);
 	TAILQ_INIT(&d->waiting);
@@ -114,9 +102,37 @@ static struct qdest *dest_get(struct queue_runner *qr, const char *hp)
 	return d;
 }
 
-/* The next hop for addr: a transport_map entry for its domain, else relay_host; NULL when
-   there is none (*local_r: the domain is ours). */
-static struct qdest *route(struct queue_runner *qr, const char *addr, bool *local_r)
+/* A transport_map or relay_host value: "host:port", "[host]:port", "[v6]:port" or "host"
+   (port 25). Brackets: no MX lookup (Postfix's convention). */
+static void nexthop_parse(const char *hp, struct qnexthop *nh)
+{
+	const char *colon = strrchr(hp, ':');
+
+	memset(nh, 0, sizeof(*nh));
+	snprintf(nh->port, sizeof(nh->port), "25");
+	if (hp[0] == '[') {
+		const char *end = strchr(hp, ']');
+		size_t n = end ? (size_t)(end - hp - 1) : 0;
+
+		snprintf(nh->name, sizeof(nh->name), "%.*s", (int)n, hp + 1);
+		if (end && end[1] == ':')
+			snprintf(nh->port, sizeof(nh->port), "%s", end + 2);
+	} else if (colon != NULL && strchr(hp, ':') == colon) {
+		snprintf(nh->name, sizeof(nh->name), "%.*s", (int)(colon - hp), hp);
+		snprintf(nh->port, sizeof(nh->port), "%s", colon + 1);
+		nh->mx = true;
+	} else {
+		snprintf(nh->name, sizeof(nh->name), "%s", hp);
+		nh->mx = strchr(hp, ':') == NULL;
+	}
+	if (mx_is_literal(nh->name))
+		nh->mx = false;
+}
+
+/* The next hop for addr: a transport_map entry for its domain, else relay_host, else the
+   domain's MX hosts (*local_r: the domain is ours). */
+static void route(struct queue_runner *qr, const char *addr, bool *local_r,
+		  struct qnexthop *nh)
 {
 	const struct conf *c = qr->m->conf;
 	const struct conf_list *map = conf_list(c, "mtad", "transport_map");
@@ -127,29 +143,40 @@ static struct qdest *route(struct queue_runner *qr, const char *addr, bool *loca
 
 	*local_r = at == NULL || conf_list_has(locals, dom, dl);
 	if (*local_r)
-		return NULL;
+		return;
 	for (size_t i = 0; i < map->n; i++) {
 		const char *eq = strchr(map->v[i], '=');
 
-		if (eq != NULL && str_caseeq(map->v[i], (size_t)(eq - map->v[i]), dom, dl))
-			return dest_get(qr, eq + 1);
+		if (eq != NULL && str_caseeq(map->v[i], (size_t)(eq - map->v[i]), dom, dl)) {
+			nexthop_parse(eq + 1, nh);
+			return;
+		}
 	}
 	const char *relay = conf_str(c, "mtad", "relay_host");
-	return relay[0] != '\0' ? dest_get(qr, relay) : NULL;
+	if (relay[0] != '\0') {
+		nexthop_parse(relay, nh);
+		return;
+	}
+	memset(nh, 0, sizeof(*nh));
+	snprintf(nh->name, sizeof(nh->name), "%s", dom);
+	snprintf(nh->port, sizeof(nh->port), "%s", qr->relay_port);
+	nh->mx = true;
 }
 
-static struct qwork *work_new(struct qjob *job, struct qdest *d)
+static struct qwork *work_new(struct qjob *job, const struct qnexthop *nh)
 {
 	struct qwork *w = xcalloc(1, sizeof(*w));
 
 	w->job = job;
-	w->dest = d;
+	if (nh != NULL)
+		w->nh = *nh;
 	w->idx = xcalloc(job->qm.nrcpt, sizeof(*w->idx));
+	buf_init(&w->trylog, 256, 2048);
 	job->outstanding++;
 	return w;
 }
 
-static void dest_pump(struct queue_runner *qr, struct qdest *d)
+void queue_dest_pump(struct queue_runner *qr, struct qdest *d)
 {
 	struct qwork *w;
 
@@ -165,7 +192,7 @@ static void dest_pump(struct queue_runner *qr, struct qdest *d)
 
 void queue_dest_released(struct queue_runner *qr, struct qdest *d)
 {
-	dest_pump(qr, d);
+	queue_dest_pump(qr, d);
 }
 
 /* Local recipients in the queue (bounces to our own users): look up, then store_deliver. */
@@ -212,12 +239,12 @@ static void job_dispatch(struct queue_runner *qr, struct qjob *job)
 	job->outstanding = 1; /* held until every work is started */
 	for (size_t i = 0; i < job->qm.nrcpt; i++) {
 		bool local;
-		struct qdest *d;
+		struct qnexthop nh;
 		struct qwork *w = NULL;
 
 		if (job->qm.rcpt[i].state != STORE_Q_PENDING)
 			continue;
-		d = route(qr, job->qm.rcpt[i].addr, &local);
+		route(qr, job->qm.rcpt[i].addr, &local, &nh);
 		if (local) {
 			w = work_new(job, NULL);
 			w->idx[w->n++] = i;
@@ -228,16 +255,12 @@ static void job_dispatch(struct queue_runner *qr, struct qjob *job)
 						w);
 			continue;
 		}
-		if (d == NULL) {
-			job->result[i] = STORE_Q_FAILED;
-			job->error[i] = xstrdup("5.4.4 no route to the recipient's domain");
-			continue;
-		}
 		TAILQ_FOREACH(w, &works, entry)
-			if (w->dest == d)
+			if (w->nh.mx == nh.mx && strcmp(w->nh.port, nh.port) == 0 &&
+			    strcasecmp(w->nh.name, nh.name) == 0)
 				break;
 		if (w == NULL) {
-			w = work_new(job, d);
+			w = work_new(job, &nh);
 			TAILQ_INSERT_TAIL(&works, w, entry);
 		}
 		w->idx[w->n++] = i;
@@ -245,8 +268,7 @@ static void job_dispatch(struct queue_runner *qr, struct qjob *job)
 	struct qwork *w;
 	while ((w = TAILQ_FIRST(&works)) != NULL) {
 		TAILQ_REMOVE(&works, w, entry);
-		TAILQ_INSERT_TAIL(&w->dest->waiting, w, entry);
-		dest_pump(qr, w->dest);
+		queue_route_start(qr, w);
 	}
 	if (--job->outstanding == 0)
 		job_finish(job);
@@ -268,7 +290,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	struct qdest *d;
 	TAILQ_FOREACH(d, &qr->dests, entry)
-		dest_pump(qr, d);
+		queue_dest_pump(qr, d);
 	if (qr->njobs >= MAX_JOBS)
 		return;
 	rc = store_queue_lease(qr->m->store, now_s(), lease_s, MAX_JOBS - qr->njobs, lease_cb, qr,
@@ -285,6 +307,9 @@ void queue_runner_start(struct mtad *m, unsigned worker)
 
 	qr->m = m;
 	m->qr = qr;
+	srandom((unsigned)time(NULL) ^ (unsigned)getpid() << 8); /* equal MX preferences */
+	qr->dns = m->dns;
+	qr->own = queue_own_addrs(m->conf);
 	queue_runner_reload(m);
 	TAILQ_INIT(&qr->jobs);
 	TAILQ_INIT(&qr->dests);
@@ -303,6 +328,8 @@ void queue_runner_reload(struct mtad *m)
 {
 	m->qr->concurrency = (unsigned)conf_int(m->conf, "mtad", "relay_concurrency");
 	m->qr->timeout_ms = conf_int(m->conf, "mtad", "relay_timeout");
+	snprintf(m->qr->relay_port, sizeof(m->qr->relay_port), "%" PRId64,
+		 conf_int(m->conf, "mtad", "relay_port"));
 }
 
 void queue_runner_kick(struct mtad *m)
@@ -324,9 +351,12 @@ void queue_runner_stop(struct mtad *m)
 		TAILQ_REMOVE(&qr->dests, d, entry);
 		smtp_client_close_idle(d);
 		free(d->host);
+		free(d->addr);
 		free(d->port);
 		free(d);
 	}
+	free(qr->own->v);
+	free(qr->own);
 	event_free(qr->tick);
 	tls_ctx_free(&qr->tls);
 	free(qr);
@@ -382,6 +412,7 @@ void queue_work_done(struct qwork *w)
 	struct qjob *job = w->job;
 
 	free(w->idx);
+	buf_release(&w->trylog);
 	free(w);
 	if (--job->outstanding == 0)
 		job_finish(job);

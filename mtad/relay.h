@@ -8,7 +8,10 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
+#include "common/buf.h"
+#include "dns/dns.h"
 #include "mtad/mtad.h"
+#include "mtad/mx.h"
 #include "store/store.h"
 
 struct qdest;
@@ -28,20 +31,52 @@ struct qjob {
 	TAILQ_ENTRY(qjob) entry;
 };
 
-/* The recipients of one job that go to one destination. */
+/* Where a recipient goes: a next hop from the transport map or relay_host ("host:port": MX
+   lookup of host; "[host]:port": its addresses; a numeric host as is), or the recipient
+   domain's MX hosts on relay_port. */
+struct qnexthop {
+	char name[DNS_NAME_MAX + 3];       /* a domain, a host, or an address */
+	char port[8];
+	bool mx;                           /* look up MX records of name */
+};
+
+#define QUEUE_MX_ADDRS 8                   /* addresses of one host tried at most */
+#define QUEUE_TRIES_MAX 5                  /* connections tried for one work in a run */
+
+/* The recipients of one job that go to one next hop, and the state of routing them: the MX
+   hosts in order, the addresses of the current one, what each try gave. */
 struct qwork {
 	struct qjob *job;
-	struct qdest *dest;
+	struct qdest *dest;                /* the connection it is on or waits for */
 	size_t *idx;                       /* recipient indexes into job->qm.rcpt */
 	size_t n;
+	struct qnexthop nh;
+	struct mx_host mx[MX_HOSTS_MAX];
+	size_t nmx, mxi;                   /* hosts; the one being tried */
+	char addr[QUEUE_MX_ADDRS][46];
+	size_t naddr, ai;                  /* its addresses; the one being tried */
+	unsigned tries;                    /* connections tried */
+	bool host_temp;                    /* a host lookup failed temporarily */
+	struct dns_query *q[2];            /* AAAA, A (or MX in q[0]) of the host in hand */
+	struct dns_answer_copy {
+		bool done;
+		enum dns_status status;
+		size_t n;
+		char addr[QUEUE_MX_ADDRS][46];
+	} ans[2];
+	int last_code;                     /* the last try's reply code (0: none) */
+	char last_text[512];
+	char dest_relay[300];              /* the last try's "host[addr]:port" */
+	struct buf trylog;                 /* "host[addr]:port: reason; ..." */
 	TAILQ_ENTRY(qwork) entry;
 };
 TAILQ_HEAD(qwork_list, qwork);
 
-/* A next hop (host:port) with its connections. */
+/* A next hop (host name, address, port) with its connections. */
 struct qdest {
-	char *host, *port;
-	char key[MTAD_SHARED_KEY_MAX];     /* "host:port": its entry in the shared table */
+	char *host, *addr, *port;          /* host: the MX name (SNI, logs); addr: to connect */
+	char key[MTAD_SHARED_KEY_MAX];     /* "host:port": its entry in the shared table (the
+					      connection limit is per host, not per address) */
 	unsigned active;                   /* connections open (busy or idle) in this worker; each
 					      holds a slot of the shared table */
 	struct qwork_list waiting;
@@ -53,6 +88,9 @@ struct queue_runner {
 	struct mtad *m;
 	struct event *tick;
 	SSL_CTX *tls;                      /* client context: TLS when offered */
+	struct dns *dns;                   /* the worker's resolver (m->dns) */
+	struct conf_cidrs *own;            /* our own addresses (mail loops) */
+	char relay_port[8];
 	TAILQ_HEAD(, qjob) jobs;
 	TAILQ_HEAD(, qdest) dests;
 	size_t njobs;
@@ -74,10 +112,26 @@ void smtp_client_close_idle(struct qdest *d);
 void queue_rcpt_outcome(struct qwork *w, size_t k, int code, const char *text,
 			const char *relay);
 void queue_work_done(struct qwork *w);
+/* The connection for w failed before any recipient was accepted (connect, greeting, EHLO,
+   TLS, MAIL): tries the next address or MX host, or records code/text for every recipient
+   and ends w when there is none. */
+void queue_work_failover(struct qwork *w, int code, const char *text, const char *relay);
 /* The enhanced status code at the start of text, else one from the reply code ("5.0.0"). */
 const char *queue_dsn_of(const char *text, int code, char *buf, size_t size);
 /* A connection to d closed; starts waiting works. */
 void queue_dest_released(struct queue_runner *qr, struct qdest *d);
+
+/* The destination host/addr/port, found or created. */
+struct qdest *queue_dest_get(struct queue_runner *qr, const char *host, const char *addr,
+			     const char *port);
+/* Starts the works waiting for d as far as the connection limit allows. */
+void queue_dest_pump(struct queue_runner *qr, struct qdest *d);
+
+/* queue_route.c: finds the hops of w (MX, addresses) and starts it on the first; outcomes
+   for every recipient when there is none. */
+void queue_route_start(struct queue_runner *qr, struct qwork *w);
+/* Our own addresses ([mtad] listen hosts; every interface's for a wildcard). */
+struct conf_cidrs *queue_own_addrs(const struct conf *c);
 
 /* A deferred recipient's stored last error starts with this once its message had its delay
    notice (the queue keeps no other per-message mark), so the notice goes out once. */

@@ -50,6 +50,7 @@ struct smtp_client {
 	struct qwork *w;
 	size_t expect, sent;       /* replies awaited / commands sent in this transaction */
 	int mail_code;
+	char mail_text[REPLY_LINE_MAX + 8]; /* a 4xx reply to MAIL, kept for the failover */
 	int *rcode;                /* per recipient of w: RCPT reply code */
 	char **rtext;
 	size_t naccepted;
@@ -100,7 +101,8 @@ static void work_outcome_all(struct smtp_client *c, int code, const char *text)
 		queue_rcpt_outcome(c->w, k, code, text, c->relay);
 }
 
-static void work_end(struct smtp_client *c)
+/* Lets go of the current work; returns it. */
+static struct qwork *work_release(struct smtp_client *c)
 {
 	struct qwork *w = c->w;
 
@@ -115,7 +117,26 @@ static void work_end(struct smtp_client *c)
 	c->rtext = NULL;
 	c->rcode = NULL;
 	c->w = NULL;
-	queue_work_done(w);
+	return w;
+}
+
+static void work_end(struct smtp_client *c)
+{
+	queue_work_done(work_release(c));
+}
+
+/* This host failed the work before taking any recipient: the next address or MX gets it. */
+static void work_failover(struct smtp_client *c, int code, const char *text)
+{
+	queue_work_failover(work_release(c), code, text, c->relay);
+}
+
+/* Whether a failure now leaves every recipient of the work untouched (nothing answered in the
+   transaction yet), so that another exchanger may be tried. */
+static bool can_failover(const struct smtp_client *c)
+{
+	return c->st == C_CONNECT || c->st == C_GREETING || c->st == C_EHLO || c->st == C_HELO ||
+	       c->st == C_STARTTLS || c->st == C_TLS || (c->st == C_TX && c->expect == 0);
 }
 
 static void free_cb(evutil_socket_t fd, short what, void *arg)
@@ -132,7 +153,9 @@ static void client_fail(struct smtp_client *c, int code, const char *text)
 	if (c->dead)
 		return;
 	c->dead = true;
-	if (c->w != NULL) {
+	if (c->w != NULL && can_failover(c)) {
+		work_failover(c, code, text);
+	} else if (c->w != NULL) {
 		work_outcome_all(c, code, text);
 		work_end(c);
 	}
@@ -149,8 +172,10 @@ static void connect_cb(struct bufferevent *bev, const char *error, void *arg)
 
 	c->nc = NULL;
 	if (bev == NULL) {
-		work_outcome_all(c, 0, error);
-		work_end(c);
+		char text[300];
+
+		snprintf(text, sizeof(text), "4.4.1 %s", error);
+		work_failover(c, 0, text);
 		client_free(c);
 		return;
 	}
@@ -179,8 +204,8 @@ void smtp_client_run(struct queue_runner *qr, struct qwork *w)
 	d->active++;
 	line_reader_init(&c->lr, REPLY_LINE_MAX, 0);
 	buf_init(&c->line, 256, REPLY_LINE_MAX + 2);
-	snprintf(c->relay, sizeof(c->relay), "%s[%s]:%s", d->host, d->host, d->port);
-	c->nc = net_connect(qr->m->base, NULL, d->host, d->port, (int)qr->timeout_ms,
+	snprintf(c->relay, sizeof(c->relay), "%s[%s]:%s", d->host, d->addr, d->port);
+	c->nc = net_connect(qr->m->base, NULL, d->addr, d->port, (int)qr->timeout_ms,
 			    connect_cb, c);
 }
 
@@ -352,7 +377,15 @@ static void tx_reply(struct smtp_client *c, int code, const char *text)
 
 	if (i == 0) {
 		c->mail_code = code;
-		if (code / 100 != 2) {
+		if (code / 100 == 4) {
+			/* 4xx to MAIL: another exchanger may take it (RFC 5321 5.1) */
+			snprintf(c->mail_text, sizeof(c->mail_text), "%s", text);
+			if (!(c->caps & CAP_PIPELINING)) {
+				work_failover(c, code, text);
+				client_send(c, "RSET");
+				c->st = C_RSET;
+			}
+		} else if (code / 100 != 2) {
 			work_outcome_all(c, code, text);
 			if (!(c->caps & CAP_PIPELINING)) {
 				work_end(c);
@@ -386,7 +419,10 @@ static void tx_reply(struct smtp_client *c, int code, const char *text)
 		for (size_t k = 0; k < n; k++)
 			if (c->rcode[k] / 100 == 2 && c->mail_code / 100 == 2)
 				queue_rcpt_outcome(c->w, k, code, text, c->relay);
-		work_end(c);
+		if (c->mail_code / 100 == 4)
+			work_failover(c, c->mail_code, c->mail_text);
+		else
+			work_end(c);
 		if (code != 354)
 			client_send(c, "RSET");
 		c->st = code == 354 ? C_DOT : C_RSET;

@@ -382,7 +382,11 @@ class Mtad(Daemon):
         sections = {"store": {"path": os.path.join(tmp, "store"), "partitions": "2",
                               "map_size": "16M"},
                     "directory": dict(directory),
-                    "log": {"target": "stderr", "level": "info"}}
+                    "log": {"target": "stderr", "level": "info"},
+                    # no lookup leaves the machine: a closed loopback port unless a test
+                    # gives its own DNS world (scripts/dns, DnsWorld)
+                    "dns": {"nameservers": "127.0.0.1@9", "dnssec": "off", "timeout": "1s",
+                            "attempts": "1"}}
         if tls:
             cert, key = make_cert(tmp)
             sections["tls"] = {"cert": cert, "key": key}
@@ -726,9 +730,14 @@ class RelayTarget(ThreadingServer):
     with "temp" get 451 on their first attempt and 250 later; "reject" ones get 550; "defer"
     ones always 451."""
 
-    def __init__(self, tls=None, port=None):
-        """tls: (cert, key) to offer STARTTLS; port: a given one (default: a free one)."""
+    def __init__(self, tls=None, port=None, host=HOST, greeting="220 relay.test ESMTP test",
+                 mail_reply="250 2.1.0 ok"):
+        """tls: (cert, key) to offer STARTTLS; port: a given one (default: a free one);
+        host: the loopback address to listen on (a remote MX of a DNS world); greeting and
+        mail_reply: what it answers (a 421 greeting closes the connection)."""
         self.port = port or free_port()
+        self.greeting, self.mail_reply = greeting, mail_reply
+        self.connections = 0  # accepted so far
         self.ssl = None
         if tls is not None:
             import ssl
@@ -741,7 +750,7 @@ class RelayTarget(ThreadingServer):
         self.active = 0        # connections open now
         self.max_active = 0    # the most open at once
         self.lock = threading.Lock()
-        super().__init__((HOST, self.port), RelayHandler)
+        super().__init__((host, self.port), RelayHandler)
         self.thread = threading.Thread(target=self.serve_forever, daemon=True)
         self.thread.start()
 
@@ -758,6 +767,7 @@ class RelayHandler(socketserver.StreamRequestHandler):
         srv = self.server
         with srv.lock:
             srv.active += 1
+            srv.connections += 1
             srv.max_active = max(srv.max_active, srv.active)
         try:
             self.dialogue()
@@ -769,7 +779,9 @@ class RelayHandler(socketserver.StreamRequestHandler):
 
     def dialogue(self):
         srv = self.server
-        self.send("220 relay.test ESMTP test")
+        self.send(srv.greeting)
+        if not srv.greeting.startswith("220"):
+            return
         mail, rcpts, tls = None, [], False
         while True:
             line = self.rfile.readline(4096)
@@ -793,7 +805,9 @@ class RelayHandler(socketserver.StreamRequestHandler):
                 self.send("250 8BITMIME")
             elif up.startswith("MAIL FROM:"):
                 mail, rcpts = cmd[10:].split(" ")[0].strip("<>"), []
-                self.send("250 2.1.0 ok")
+                self.send(srv.mail_reply)
+                if not srv.mail_reply.startswith("2"):
+                    mail = None
             elif up.startswith("RCPT TO:"):
                 addr = cmd[8:].split(" ")[0].strip("<>")
                 with srv.lock:
@@ -830,6 +844,45 @@ class RelayHandler(socketserver.StreamRequestHandler):
                 return
             else:
                 self.send("500 5.5.2 what")
+
+
+class DnsWorld:
+    """The private DNS world of scripts/dns (nsd + a validating unbound) with the zones of
+    spec (see scripts/dns); stopped by stop() or on leaving the with block, also on failure."""
+
+    def __init__(self, root, tmp, spec):
+        self.script = os.path.join(root, "scripts", "dns")
+        self.dir = os.path.join(tmp, "dns")
+        self.spec_path = os.path.join(tmp, "dns-spec.json")
+        self.write(spec)
+        subprocess.run([self.script, "start", self.dir, "--zones", self.spec_path],
+                       check=True, timeout=120)
+        self.env = read_env(os.path.join(self.dir, "dns.env"))
+
+    def write(self, spec):
+        with open(self.spec_path, "w") as f:
+            json.dump(spec, f)
+
+    def update(self, spec):
+        """New records for the same zones: re-signed, reloaded, caches flushed."""
+        self.write(spec)
+        subprocess.run([self.script, "update", self.dir, "--zones", self.spec_path],
+                       check=True, timeout=120)
+
+    def conf(self, dnssec="validate"):
+        """[dns] keys for a daemon that resolves through this world."""
+        return {"nameservers": self.env["DNS_RESOLVER"], "dnssec": dnssec,
+                "trust_anchor_file": self.env["DNS_ANCHORS"], "timeout": "2s",
+                "attempts": "2"}
+
+    def stop(self):
+        subprocess.run([self.script, "stop", self.dir], timeout=60)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
 
 
 class SinkControl:

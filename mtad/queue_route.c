@@ -1,0 +1,305 @@
+/* queue_route.c — owns finding where a work goes through DNS (RFC 5321 5.1): the MX lookup of
+ * the next hop (null MX, NXDOMAIN and bad records answered at once, SERVFAIL deferred, no MX:
+ * the domain itself), the A and AAAA lookups of each MX host in order, mail loops to our own
+ * addresses (as Postfix: only exchangers better than us are tried; none: bounce), and moving a
+ * work to the next address or host when a try fails before any recipient was taken. */
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/conf.h"
+#include "common/log.h"
+#include "common/xmalloc.h"
+#include "mtad/relay.h"
+
+static void host_lookup(struct queue_runner *qr, struct qwork *w);
+static void go_addr(struct queue_runner *qr, struct qwork *w);
+
+static uint32_t mx_random(void)
+{
+	return (uint32_t)random();
+}
+
+/* Every recipient of w gets code/text; w ends. */
+static void fail_all(struct qwork *w, int code, const char *text)
+{
+	for (size_t k = 0; k < w->n; k++)
+		queue_rcpt_outcome(w, k, code, text, "none");
+	queue_work_done(w);
+}
+
+/* No hop is left: the last try's answer (with the tries before it), or why there was none. */
+static void fail_out(struct qwork *w)
+{
+	char text[1024];
+
+	if (w->tries == 0 && w->last_code == 0) {
+		if (w->host_temp)
+			snprintf(text, sizeof(text), "4.4.3 no address of the mail exchangers of %s "
+				 "could be found now: %s", w->nh.name, buf_cstr(&w->trylog));
+		else
+			snprintf(text, sizeof(text), "5.4.4 the mail exchangers of %s have no "
+				 "address: %s", w->nh.name, buf_cstr(&w->trylog));
+		fail_all(w, w->host_temp ? 451 : 554, text);
+		return;
+	}
+	snprintf(text, sizeof(text), "%s%s%s", w->last_text, w->tries > 1 ? "; tries: " : "",
+		 w->tries > 1 ? buf_cstr(&w->trylog) : "");
+	for (size_t k = 0; k < w->n; k++)
+		queue_rcpt_outcome(w, k, w->last_code, text, w->dest_relay);
+	queue_work_done(w);
+}
+
+static void trylog_add(struct qwork *w, const char *who, const char *what)
+{
+	if (w->trylog.len > 0)
+		buf_puts(&w->trylog, "; ");
+	buf_printf(&w->trylog, "%s: %s", who, what);
+}
+
+static void mx_cb(const struct dns_answer *a, void *arg)
+{
+	struct qwork *w = arg;
+	struct queue_runner *qr = w->job->qr;
+	struct dns_mx *mx;
+	char text[600];
+
+	w->q[0] = NULL;
+	switch (a->status) {
+	case DNS_NXDOMAIN:
+	case DNS_EINVAL:
+		snprintf(text, sizeof(text), "5.1.2 the recipient domain %s does not exist (%s)",
+			 w->nh.name, dns_status_str(a->status));
+		fail_all(w, 550, text);
+		return;
+	case DNS_ETEMP:
+	case DNS_EBOGUS:
+		snprintf(text, sizeof(text), "4.4.3 MX lookup of %s failed: %s", w->nh.name,
+			 a->why);
+		fail_all(w, 451, text);
+		return;
+	case DNS_NODATA: /* RFC 5321 5.1: the domain is its own exchanger */
+		w->nmx = 1;
+		w->mx[0].pref = 0;
+		snprintf(w->mx[0].name, sizeof(w->mx[0].name), "%.*s", DNS_NAME_MAX, w->nh.name);
+		break;
+	case DNS_OK:
+		mx = xcalloc(a->n, sizeof(*mx));
+		for (size_t i = 0; i < a->n; i++)
+			mx[i] = a->rr[i].u.mx;
+		enum mx_verdict v = mx_order(mx, a->n, w->mx, MX_HOSTS_MAX, &w->nmx, mx_random);
+		free(mx);
+		if (v == MX_NULL) {
+			snprintf(text, sizeof(text), "5.1.10 the recipient domain %s accepts no mail "
+				 "(null MX)", w->nh.name);
+			fail_all(w, 556, text);
+			return;
+		}
+		if (v == MX_INVALID) {
+			snprintf(text, sizeof(text), "5.4.4 the MX records of %s name no usable host",
+				 w->nh.name);
+			fail_all(w, 554, text);
+			return;
+		}
+		break;
+	}
+	host_lookup(qr, w);
+}
+
+static bool is_own(const struct queue_runner *qr, const char *addr)
+{
+	struct sockaddr_storage ss = { 0 };
+	struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+	if (inet_pton(AF_INET, addr, &s4->sin_addr) == 1)
+		ss.ss_family = AF_INET;
+	else if (inet_pton(AF_INET6, addr, &s6->sin6_addr) == 1)
+		ss.ss_family = AF_INET6;
+	else
+		return false;
+	return conf_cidrs_match(qr->own, (struct sockaddr *)&ss);
+}
+
+/* Both address lookups of the current host are in. */
+static void host_addrs(struct queue_runner *qr, struct qwork *w)
+{
+	const char *host = w->mx[w->mxi].name;
+	char text[600];
+
+	w->naddr = mx_interleave(w->ans[0].addr, w->ans[0].n, w->ans[1].addr, w->ans[1].n,
+				 w->addr, QUEUE_MX_ADDRS);
+	if (w->naddr == 0) {
+		enum dns_status s6 = w->ans[0].status, s4 = w->ans[1].status;
+		bool temp = s6 == DNS_ETEMP || s6 == DNS_EBOGUS || s4 == DNS_ETEMP ||
+			    s4 == DNS_EBOGUS;
+
+		w->host_temp |= temp;
+		snprintf(text, sizeof(text), "address lookup: %s", temp ? "temporary failure"
+			 : dns_status_str(s4 == DNS_OK ? s6 : s4));
+		trylog_add(w, host, text);
+		w->mxi++;
+		host_lookup(qr, w);
+		return;
+	}
+	for (size_t i = 0; i < w->naddr; i++) {
+		if (!is_own(qr, w->addr[i]))
+			continue;
+		/* we are this exchanger: only better ones may be tried (RFC 5321 5.1) */
+		size_t keep = 0;
+		while (keep < w->mxi && w->mx[keep].pref < w->mx[w->mxi].pref)
+			keep++;
+		log_info("%016" PRIx64 ": MX %s of %s is this host (%s)", w->job->qm.id, host,
+			 w->nh.name, w->addr[i]);
+		if (keep == 0) {
+			snprintf(text, sizeof(text), "5.4.6 mail for %s loops back to myself (MX %s "
+				 "is %s)", w->nh.name, host, w->addr[i]);
+			fail_all(w, 554, text);
+			return;
+		}
+		w->nmx = w->mxi;
+		host_lookup(qr, w);
+		return;
+	}
+	w->ai = 0;
+	go_addr(qr, w);
+}
+
+static void addr_cb(const struct dns_answer *a, void *arg)
+{
+	struct qwork *w = arg;
+	int k = a->type == DNS_T_AAAA ? 0 : 1;
+
+	w->q[k] = NULL;
+	w->ans[k].done = true;
+	w->ans[k].status = a->status;
+	w->ans[k].n = 0;
+	for (size_t i = 0; a->status == DNS_OK && i < a->n && w->ans[k].n < QUEUE_MX_ADDRS; i++)
+		inet_ntop(k == 0 ? AF_INET6 : AF_INET, k == 0 ? (const void *)&a->rr[i].u.aaaa
+			  : (const void *)&a->rr[i].u.a, w->ans[k].addr[w->ans[k].n++], 46);
+	if (w->ans[0].done && w->ans[1].done)
+		host_addrs(w->job->qr, w);
+}
+
+static void host_lookup(struct queue_runner *qr, struct qwork *w)
+{
+	if (w->mxi >= w->nmx || w->tries >= QUEUE_TRIES_MAX) {
+		fail_out(w);
+		return;
+	}
+	memset(w->ans, 0, sizeof(w->ans));
+	w->q[0] = dns_lookup(qr->dns, w->mx[w->mxi].name, DNS_T_AAAA, addr_cb, w);
+	w->q[1] = dns_lookup(qr->dns, w->mx[w->mxi].name, DNS_T_A, addr_cb, w);
+}
+
+static void go_addr(struct queue_runner *qr, struct qwork *w)
+{
+	if (w->tries >= QUEUE_TRIES_MAX) {
+		fail_out(w);
+		return;
+	}
+	if (w->ai >= w->naddr) {
+		w->mxi++;
+		host_lookup(qr, w);
+		return;
+	}
+	w->dest = queue_dest_get(qr, w->mx[w->mxi].name, w->addr[w->ai], w->nh.port);
+	TAILQ_INSERT_TAIL(&w->dest->waiting, w, entry);
+	queue_dest_pump(qr, w->dest);
+}
+
+void queue_route_start(struct queue_runner *qr, struct qwork *w)
+{
+	char lit[DNS_NAME_MAX + 3];
+	size_t len = strlen(w->nh.name);
+
+	if (mx_is_literal(w->nh.name)) {
+		snprintf(lit, sizeof(lit), "%.*s", (int)(w->nh.name[0] == '[' ? len - 2 : len),
+			 w->nh.name + (w->nh.name[0] == '['));
+		w->nmx = 1;
+		snprintf(w->mx[0].name, sizeof(w->mx[0].name), "%.*s", DNS_NAME_MAX, lit);
+		snprintf(w->addr[0], sizeof(w->addr[0]), "%.45s", lit);
+		w->naddr = 1;
+		go_addr(qr, w);
+		return;
+	}
+	if (w->nh.mx) {
+		w->q[0] = dns_lookup(qr->dns, w->nh.name, DNS_T_MX, mx_cb, w);
+		return;
+	}
+	w->nmx = 1;
+	snprintf(w->mx[0].name, sizeof(w->mx[0].name), "%.*s", DNS_NAME_MAX, w->nh.name);
+	host_lookup(qr, w);
+}
+
+void queue_work_failover(struct qwork *w, int code, const char *text, const char *relay)
+{
+	struct queue_runner *qr = w->job->qr;
+
+	trylog_add(w, relay, text);
+	w->last_code = code;
+	snprintf(w->last_text, sizeof(w->last_text), "%s", text);
+	snprintf(w->dest_relay, sizeof(w->dest_relay), "%s", relay);
+	w->tries++;
+	w->ai++;
+	w->dest = NULL;
+	if (qr->stopping) {
+		fail_out(w);
+		return;
+	}
+	go_addr(qr, w);
+}
+
+static void own_add(struct conf_cidrs *own, const char *text)
+{
+	struct conf_cidr c;
+
+	if (conf_cidr_parse(text, &c) < 0)
+		return;
+	own->v = xreallocarray(own->v, own->n + 1, sizeof(*own->v));
+	own->v[own->n++] = c;
+}
+
+struct conf_cidrs *queue_own_addrs(const struct conf *c)
+{
+	static const char *const keys[] = { "listen", "submission", "submissions" };
+	struct conf_cidrs *own = xcalloc(1, sizeof(*own));
+	bool wildcard = false;
+
+	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+		const struct conf_addrs *a = conf_addrs(c, "mtad", keys[k]);
+
+		for (size_t i = 0; i < a->n; i++) {
+			if (a->v[i].unix_path)
+				continue;
+			if (a->v[i].host[0] == '\0' || strcmp(a->v[i].host, "*") == 0)
+				wildcard = true;
+			else
+				own_add(own, a->v[i].host);
+		}
+	}
+	struct ifaddrs *ifs, *ifa;
+	if (wildcard && getifaddrs(&ifs) == 0) {
+		for (ifa = ifs; ifa != NULL; ifa = ifa->ifa_next) {
+			char text[INET6_ADDRSTRLEN];
+
+			if (ifa->ifa_addr == NULL)
+				continue;
+			if (ifa->ifa_addr->sa_family == AF_INET)
+				inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)ifa->ifa_addr)->sin_addr,
+					  text, sizeof(text));
+			else if (ifa->ifa_addr->sa_family == AF_INET6)
+				inet_ntop(AF_INET6,
+					  &((struct sockaddr_in6 *)(void *)ifa->ifa_addr)->sin6_addr, text,
+					  sizeof(text));
+			else
+				continue;
+			own_add(own, text);
+		}
+		freeifaddrs(ifs);
+	}
+	return own;
+}
