@@ -225,6 +225,12 @@ struct bufferevent *tls_starttls_client(struct bufferevent *plain, SSL_CTX *ctx,
 	return tls_filter(plain, ssl, BUFFEREVENT_SSL_CONNECTING, dropped_r);
 }
 
+struct bufferevent *tls_starttls_client_ssl(struct bufferevent *plain, SSL *ssl,
+					    size_t *dropped_r)
+{
+	return tls_filter(plain, ssl, BUFFEREVENT_SSL_CONNECTING, dropped_r);
+}
+
 void tls_peer_info(struct bufferevent *bev, const char **proto_r, const char **cipher_r,
 		   int *bits_r)
 {

@@ -62,6 +62,11 @@ struct bufferevent *tls_starttls_server(struct bufferevent *plain, SSL_CTX *ctx,
 struct bufferevent *tls_starttls_client(struct bufferevent *plain, SSL_CTX *ctx,
 					const char *host, size_t *dropped_r);
 
+/* As tls_starttls_client with an SSL the caller made and set up (SNI, DANE, verification),
+   which the returned bufferevent owns; NULL leaves ssl to the caller. */
+struct bufferevent *tls_starttls_client_ssl(struct bufferevent *plain, SSL *ssl,
+					    size_t *dropped_r);
+
 /* After the handshake: protocol ("TLSv1.3"), cipher ("TLS_AES_256_GCM_SHA384") and secret bits;
    NULLs and 0 for a bufferevent without TLS or before the handshake. Outputs may be NULL. */
 void tls_peer_info(struct bufferevent *bev, const char **proto_r, const char **cipher_r,

@@ -68,6 +68,7 @@ static void mx_cb(const struct dns_answer *a, void *arg)
 	char text[600];
 
 	w->q[0] = NULL;
+	w->mx_secure = a->secure;
 	switch (a->status) {
 	case DNS_NXDOMAIN:
 	case DNS_EINVAL:
@@ -124,7 +125,31 @@ static bool is_own(const struct queue_runner *qr, const char *addr)
 	return conf_cidrs_match(qr->own, (struct sockaddr *)&ss);
 }
 
-/* Both address lookups of the current host are in. */
+/* The TLS level for the host in hand (tls_policy_decide); -1 when it cannot be used now. */
+static int host_tls(struct qwork *w)
+{
+	struct tls_facts f = { .override = w->nh.tls, .mx_secure = w->mx_secure,
+			       .addr_secure = w->ans[0].secure || w->ans[1].secure,
+			       .tlsa_status = w->ans[2].status, .tlsa_secure = w->ans[2].secure };
+	const char *defer;
+
+	if (!w->ans[2].done)
+		f.tlsa_status = DNS_NODATA;
+	for (size_t i = 0; i < w->ans[2].n; i++)
+		f.tlsa_usable += tls_tlsa_usable(w->tlsa[i].usage, w->tlsa[i].selector,
+						 w->tlsa[i].mtype, w->tlsa[i].len);
+	w->tls = tls_policy_decide(&f, &defer);
+	if (defer != NULL) {
+		trylog_add(w, w->mx[w->mxi].name, defer);
+		w->last_code = 451;
+		snprintf(w->last_text, sizeof(w->last_text), "%s (%s)", defer, w->mx[w->mxi].name);
+		snprintf(w->dest_relay, sizeof(w->dest_relay), "%s", w->mx[w->mxi].name);
+		return -1;
+	}
+	return 0;
+}
+
+/* The address (and TLSA) lookups of the current host are in. */
 static void host_addrs(struct queue_runner *qr, struct qwork *w)
 {
 	const char *host = w->mx[w->mxi].name;
@@ -164,8 +189,41 @@ static void host_addrs(struct queue_runner *qr, struct qwork *w)
 		host_lookup(qr, w);
 		return;
 	}
+	if (host_tls(w) < 0) {
+		w->mxi++;
+		host_lookup(qr, w);
+		return;
+	}
 	w->ai = 0;
 	go_addr(qr, w);
+}
+
+static void tlsa_cb(const struct dns_answer *a, void *arg)
+{
+	struct qwork *w = arg;
+
+	w->q[2] = NULL;
+	w->ans[2].done = true;
+	w->ans[2].status = a->status;
+	w->ans[2].secure = a->secure;
+	w->ans[2].n = 0;
+	w->tlsa = a->n ? xcalloc(a->n < TLSA_MAX ? a->n : TLSA_MAX, sizeof(*w->tlsa)) : NULL;
+	for (size_t i = 0; a->status == DNS_OK && i < a->n && w->ans[2].n < TLSA_MAX; i++) {
+		const struct dns_tlsa *t = &a->rr[i].u.tlsa;
+		struct tlsa_rec *r = &w->tlsa[w->ans[2].n];
+
+		if (t->len > TLSA_DATA_MAX)
+			continue;
+		r->usage = t->usage;
+		r->selector = t->selector;
+		r->mtype = t->mtype;
+		r->len = t->len;
+		r->data = xmalloc(t->len + 1);
+		memcpy(r->data, t->data, t->len);
+		w->ans[2].n++;
+	}
+	if (w->ans[0].done && w->ans[1].done)
+		host_addrs(w->job->qr, w);
 }
 
 static void addr_cb(const struct dns_answer *a, void *arg)
@@ -176,11 +234,12 @@ static void addr_cb(const struct dns_answer *a, void *arg)
 	w->q[k] = NULL;
 	w->ans[k].done = true;
 	w->ans[k].status = a->status;
+	w->ans[k].secure = a->secure && a->status == DNS_OK;
 	w->ans[k].n = 0;
 	for (size_t i = 0; a->status == DNS_OK && i < a->n && w->ans[k].n < QUEUE_MX_ADDRS; i++)
 		inet_ntop(k == 0 ? AF_INET6 : AF_INET, k == 0 ? (const void *)&a->rr[i].u.aaaa
 			  : (const void *)&a->rr[i].u.a, w->ans[k].addr[w->ans[k].n++], 46);
-	if (w->ans[0].done && w->ans[1].done)
+	if (w->ans[0].done && w->ans[1].done && (w->ans[2].done || w->q[2] == NULL))
 		host_addrs(w->job->qr, w);
 }
 
@@ -190,9 +249,21 @@ static void host_lookup(struct queue_runner *qr, struct qwork *w)
 		fail_out(w);
 		return;
 	}
+	for (size_t i = 0; w->tlsa != NULL && i < w->ans[2].n; i++)
+		free(w->tlsa[i].data);
+	free(w->tlsa);
+	w->tlsa = NULL;
 	memset(w->ans, 0, sizeof(w->ans));
 	w->q[0] = dns_lookup(qr->dns, w->mx[w->mxi].name, DNS_T_AAAA, addr_cb, w);
 	w->q[1] = dns_lookup(qr->dns, w->mx[w->mxi].name, DNS_T_A, addr_cb, w);
+	/* DANE (RFC 7672): the exchanger's TLSA records, when its name came from a secure
+	   answer (or the configuration); tls=none/may/verify overrides need none */
+	if ((w->mx_secure && w->nh.tls == TLSL_DEFAULT) || w->nh.tls == TLSL_DANE) {
+		char name[DNS_NAME_MAX + 16];
+
+		snprintf(name, sizeof(name), "_%s._tcp.%s", w->nh.port, w->mx[w->mxi].name);
+		w->q[2] = dns_lookup(qr->dns, name, DNS_T_TLSA, tlsa_cb, w);
+	}
 }
 
 static void go_addr(struct queue_runner *qr, struct qwork *w)
@@ -206,7 +277,8 @@ static void go_addr(struct queue_runner *qr, struct qwork *w)
 		host_lookup(qr, w);
 		return;
 	}
-	w->dest = queue_dest_get(qr, w->mx[w->mxi].name, w->addr[w->ai], w->nh.port);
+	w->dest = queue_dest_get(qr, w->mx[w->mxi].name, w->addr[w->ai], w->nh.port, w->tls,
+				 w->tlsa, w->tls == TLSL_DANE ? w->ans[2].n : 0);
 	TAILQ_INSERT_TAIL(&w->dest->waiting, w, entry);
 	queue_dest_pump(qr, w->dest);
 }
@@ -223,6 +295,10 @@ void queue_route_start(struct queue_runner *qr, struct qwork *w)
 		snprintf(w->mx[0].name, sizeof(w->mx[0].name), "%.*s", DNS_NAME_MAX, lit);
 		snprintf(w->addr[0], sizeof(w->addr[0]), "%.45s", lit);
 		w->naddr = 1;
+		if (host_tls(w) < 0) {
+			fail_out(w);
+			return;
+		}
 		go_addr(qr, w);
 		return;
 	}
@@ -230,6 +306,7 @@ void queue_route_start(struct queue_runner *qr, struct qwork *w)
 		w->q[0] = dns_lookup(qr->dns, w->nh.name, DNS_T_MX, mx_cb, w);
 		return;
 	}
+	w->mx_secure = true; /* a host name from the configuration */
 	w->nmx = 1;
 	snprintf(w->mx[0].name, sizeof(w->mx[0].name), "%.*s", DNS_NAME_MAX, w->nh.name);
 	host_lookup(qr, w);

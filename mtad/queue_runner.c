@@ -82,16 +82,45 @@ static void job_free(struct qjob *job)
 	free(job);
 }
 
+static void tlsa_free(struct tlsa_rec *t, size_t n)
+{
+	for (size_t i = 0; t != NULL && i < n; i++)
+		free(t[i].data);
+	free(t);
+}
+
+static struct tlsa_rec *tlsa_copy(const struct tlsa_rec *t, size_t n)
+{
+	struct tlsa_rec *c = n ? xcalloc(n, sizeof(*c)) : NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		c[i] = t[i];
+		c[i].data = xmalloc(t[i].len + 1);
+		memcpy(c[i].data, t[i].data, t[i].len);
+	}
+	return c;
+}
+
 struct qdest *queue_dest_get(struct queue_runner *qr, const char *host, const char *addr,
-			     const char *port)
+			     const char *port, enum tls_level tls, const struct tlsa_rec *tlsa,
+			     size_t ntlsa)
 {
 	struct qdest *d;
 
 	TAILQ_FOREACH(d, &qr->dests, entry)
 		if (strcmp(d->addr, addr) == 0 && strcmp(d->port, port) == 0 &&
-		    strcmp(d->host, host) == 0)
+		    strcmp(d->host, host) == 0 && d->tls == tls) {
+			if (tls == TLSL_DANE) { /* the records as DNS says now */
+				tlsa_free(d->tlsa, d->ntlsa);
+				d->tlsa = tlsa_copy(tlsa, ntlsa);
+				d->ntlsa = ntlsa;
+			}
 			return d;
+		}
 	d = xcalloc(1, sizeof(*d));
+	d->tls = tls;
+	d->tlsa = tlsa_copy(tlsa, ntlsa);
+	d->ntlsa = ntlsa;
 	d->host = xstrdup(host);
 	d->addr = xstrdup(addr);
 	d->port = xstrdup(port);
@@ -108,7 +137,23 @@ static void nexthop_parse(const char *hp, struct qnexthop *nh)
 {
 	const char *colon = strrchr(hp, ':');
 
+	const char *sp = strchr(hp, ' ');
+	char buf[DNS_NAME_MAX + 16];
+
 	memset(nh, 0, sizeof(*nh));
+	if (sp != NULL) {
+		/* "host:port tls=LEVEL" */
+		const char *opt = sp + strspn(sp, " ");
+		int l = strncmp(opt, "tls=", 4) == 0 ? tls_level_parse(opt + 4, strlen(opt + 4))
+						     : -1;
+
+		if (l < 0)
+			log_warnx("transport_map: ignoring \"%s\"", opt);
+		nh->tls = l < 0 ? TLSL_DEFAULT : (enum tls_level)l;
+		snprintf(buf, sizeof(buf), "%.*s", (int)(sp - hp), hp);
+		hp = buf;
+		colon = strrchr(hp, ':');
+	}
 	snprintf(nh->port, sizeof(nh->port), "25");
 	if (hp[0] == '[') {
 		const char *end = strchr(hp, ']');
@@ -122,7 +167,7 @@ static void nexthop_parse(const char *hp, struct qnexthop *nh)
 		snprintf(nh->port, sizeof(nh->port), "%s", colon + 1);
 		nh->mx = true;
 	} else {
-		snprintf(nh->name, sizeof(nh->name), "%s", hp);
+		snprintf(nh->name, sizeof(nh->name), "%.*s", (int)sizeof(nh->name) - 1, hp);
 		nh->mx = strchr(hp, ':') == NULL;
 	}
 	if (mx_is_literal(nh->name))
@@ -317,6 +362,8 @@ void queue_runner_start(struct mtad *m, unsigned worker)
 	    NULL) {
 		log_warnx("relay: no client TLS: %s", err);
 		free(err);
+	} else if (SSL_CTX_dane_enable(qr->tls) <= 0) {
+		log_warnx("relay: no DANE support in OpenSSL");
 	}
 	qr->tick = event_new(m->base, -1, EV_PERSIST, tick_cb, qr);
 	event_add(qr->tick, &tv);
@@ -351,6 +398,7 @@ void queue_runner_stop(struct mtad *m)
 		TAILQ_REMOVE(&qr->dests, d, entry);
 		smtp_client_close_idle(d);
 		free(d->host);
+		tlsa_free(d->tlsa, d->ntlsa);
 		free(d->addr);
 		free(d->port);
 		free(d);
@@ -402,8 +450,9 @@ void queue_rcpt_outcome(struct qwork *w, size_t k, int code, const char *text,
 	free(job->remote[i]);
 	job->error[i] = xstrdup(text ? text : "");
 	job->remote[i] = xstrdup(relay ? relay : "none");
-	log_info("%016" PRIx64 ": to=<%s>, relay=%s, delay=%" PRId64 ", dsn=%s, status=%s (%s)",
-		 job->qm.id, job->qm.rcpt[i].addr, job->remote[i], age_s,
+	log_info("%016" PRIx64 ": to=<%s>, relay=%s, %s%sdelay=%" PRId64 ", dsn=%s, status=%s (%s)",
+		 job->qm.id, job->qm.rcpt[i].addr, job->remote[i], w->tlsdesc,
+		 w->tlsdesc[0] ? ", " : "", age_s,
 		 queue_dsn_of(text, code ? code : 400, dsn, sizeof(dsn)), status, job->error[i]);
 }
 
@@ -413,6 +462,7 @@ void queue_work_done(struct qwork *w)
 
 	free(w->idx);
 	buf_release(&w->trylog);
+	tlsa_free(w->tlsa, w->ans[2].n);
 	free(w);
 	if (--job->outstanding == 0)
 		job_finish(job);

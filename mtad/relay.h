@@ -12,6 +12,7 @@
 #include "dns/dns.h"
 #include "mtad/mtad.h"
 #include "mtad/mx.h"
+#include "mtad/tls_policy.h"
 #include "store/store.h"
 
 struct qdest;
@@ -38,6 +39,7 @@ struct qnexthop {
 	char name[DNS_NAME_MAX + 3];       /* a domain, a host, or an address */
 	char port[8];
 	bool mx;                           /* look up MX records of name */
+	enum tls_level tls;                /* transport_map tls=, else TLSL_DEFAULT */
 };
 
 #define QUEUE_MX_ADDRS 8                   /* addresses of one host tried at most */
@@ -57,13 +59,17 @@ struct qwork {
 	size_t naddr, ai;                  /* its addresses; the one being tried */
 	unsigned tries;                    /* connections tried */
 	bool host_temp;                    /* a host lookup failed temporarily */
-	struct dns_query *q[2];            /* AAAA, A (or MX in q[0]) of the host in hand */
+	struct dns_query *q[3];            /* AAAA, A, TLSA of the host in hand (MX in q[0]) */
 	struct dns_answer_copy {
-		bool done;
+		bool done, secure;
 		enum dns_status status;
 		size_t n;
 		char addr[QUEUE_MX_ADDRS][46];
-	} ans[2];
+	} ans[3];
+	bool mx_secure;                    /* the MX answer (or a configured name) validated */
+	struct tlsa_rec *tlsa;             /* the host's TLSA records (ans[2].n of them) */
+	enum tls_level tls;                /* decided for the host in hand */
+	char tlsdesc[128];                 /* "tls=dane TLSv1.3 TLS_AES_256_GCM_SHA384" */
 	int last_code;                     /* the last try's reply code (0: none) */
 	char last_text[512];
 	char dest_relay[300];              /* the last try's "host[addr]:port" */
@@ -77,6 +83,9 @@ struct qdest {
 	char *host, *addr, *port;          /* host: the MX name (SNI, logs); addr: to connect */
 	char key[MTAD_SHARED_KEY_MAX];     /* "host:port": its entry in the shared table (the
 					      connection limit is per host, not per address) */
+	enum tls_level tls;                /* the level its connections reach */
+	struct tlsa_rec *tlsa;             /* DANE: the records certificates must match */
+	size_t ntlsa;
 	unsigned active;                   /* connections open (busy or idle) in this worker; each
 					      holds a slot of the shared table */
 	struct qwork_list waiting;
@@ -123,7 +132,8 @@ void queue_dest_released(struct queue_runner *qr, struct qdest *d);
 
 /* The destination host/addr/port, found or created. */
 struct qdest *queue_dest_get(struct queue_runner *qr, const char *host, const char *addr,
-			     const char *port);
+			     const char *port, enum tls_level tls, const struct tlsa_rec *tlsa,
+			     size_t ntlsa);
 /* Starts the works waiting for d as far as the connection limit allows. */
 void queue_dest_pump(struct queue_runner *qr, struct qdest *d);
 

@@ -58,6 +58,7 @@ struct smtp_client {
 	bool body_bol, body_crlf;  /* at a line start; the last bytes sent were CRLF */
 	bool body_cr;              /* the last byte sent was CR */
 	bool dead;                 /* freed from the loop soon: ignore everything */
+	char tlsdesc[128];         /* "tls=LEVEL PROTOCOL CIPHER" of this connection */
 	char relay[300];
 	struct event *idle;
 	TAILQ_ENTRY(smtp_client) entry;
@@ -296,6 +297,7 @@ static void send_cmd(struct smtp_client *c, size_t i)
 static void tx_start(struct smtp_client *c, struct qwork *w)
 {
 	c->w = w;
+	snprintf(w->tlsdesc, sizeof(w->tlsdesc), "%s", c->tlsdesc);
 	if (needs_utf8(w->job) && !(c->caps & CAP_SMTPUTF8)) {
 		/* RFC 6531 3.5: no downgrade; the sender learns it by a DSN */
 		work_outcome_all(c, 553, "5.6.7 the next hop does not support SMTPUTF8");
@@ -445,11 +447,21 @@ static void parse_cap(struct smtp_client *c, const char *t)
 
 static void session_ready(struct smtp_client *c)
 {
-	if ((c->caps & CAP_STARTTLS) && !c->tls && c->qr->tls != NULL) {
+	enum tls_level l = c->d->tls;
+
+	if ((c->caps & CAP_STARTTLS) && !c->tls && c->qr->tls != NULL && l != TLSL_NONE) {
 		client_send(c, "STARTTLS");
 		c->st = C_STARTTLS;
 		return;
 	}
+	if (!c->tls && l >= TLSL_ENCRYPT) {
+		/* never plaintext where TLS is required (RFC 7672 2.2) */
+		client_fail(c, 0, c->qr->tls == NULL ? "4.7.4 TLS is required and not available here"
+			    : "4.7.4 TLS is required and the server does not offer STARTTLS");
+		return;
+	}
+	if (!c->tls)
+		snprintf(c->tlsdesc, sizeof(c->tlsdesc), "tls=none");
 	if (c->w != NULL)
 		tx_start(c, c->w);
 	else
@@ -459,10 +471,14 @@ static void session_ready(struct smtp_client *c)
 
 static void start_tls(struct smtp_client *c)
 {
-	struct bufferevent *tls = tls_starttls_client(c->bev, c->qr->tls, c->d->host, NULL);
+	const char *why;
+	enum tls_level l = c->d->tls == TLSL_DEFAULT ? TLSL_MAY : c->d->tls;
+	SSL *ssl = tls_policy_ssl(c->qr->tls, l, c->d->host, c->d->tlsa, c->d->ntlsa, &why);
+	struct bufferevent *tls = ssl ? tls_starttls_client_ssl(c->bev, ssl, NULL) : NULL;
 
 	if (tls == NULL) {
-		client_fail(c, 0, "4.7.0 TLS setup failed");
+		SSL_free(ssl);
+		client_fail(c, 0, why);
 		return;
 	}
 	c->bev = tls;
@@ -506,6 +522,14 @@ static void on_reply(struct smtp_client *c, int code, const char *text)
 			return;
 		}
 		c->caps &= ~CAP_STARTTLS;
+		if (c->d->tls >= TLSL_ENCRYPT) {
+			char why[REPLY_LINE_MAX + 64];
+
+			snprintf(why, sizeof(why), "4.7.4 TLS is required and STARTTLS failed: %s",
+				 text);
+			client_fail(c, code, why);
+			return;
+		}
 		session_ready(c);
 		break;
 	case C_TX:
@@ -568,14 +592,49 @@ static void client_write_cb(struct bufferevent *bev, void *arg)
 		body_pump(c);
 }
 
+/* The handshake is done: a verified level must have verified; the log names the level. */
+static int tls_connected(struct smtp_client *c)
+{
+	SSL *ssl = bufferevent_openssl_get_ssl(c->bev);
+	enum tls_level l = c->d->tls == TLSL_DEFAULT ? TLSL_MAY : c->d->tls;
+	const char *proto, *cipher;
+
+	if ((l == TLSL_DANE || l == TLSL_VERIFY) &&
+	    (ssl == NULL || SSL_get_verify_result(ssl) != X509_V_OK ||
+	     (l == TLSL_DANE && SSL_get0_dane_authority(ssl, NULL, NULL) < 0))) {
+		client_fail(c, 0, l == TLSL_DANE ? "4.7.5 the certificate matches no TLSA record"
+			    : "4.7.5 the certificate does not verify");
+		return -1;
+	}
+	tls_peer_info(c->bev, &proto, &cipher, NULL);
+	snprintf(c->tlsdesc, sizeof(c->tlsdesc), "tls=%s %s %s", tls_level_name(l),
+		 proto ? proto : "?", cipher ? cipher : "?");
+	log_info("%s %s TLS connection established: %s with cipher %s",
+		 c->relay, l == TLSL_DANE ? "Verified (DANE)" : l == TLSL_VERIFY ? "Verified"
+		 : "Untrusted", proto ? proto : "?", cipher ? cipher : "?");
+	return 0;
+}
+
 static void client_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct smtp_client *c = arg;
 
 	if ((what & BEV_EVENT_CONNECTED) && c->st == C_TLS) {
+		if (tls_connected(c) < 0)
+			return;
 		c->caps = 0;
 		client_send(c, "EHLO %s", c->qr->m->hostname);
 		c->st = C_EHLO;
+		return;
+	}
+	if (c->st == C_TLS && !(what & BEV_EVENT_TIMEOUT)) {
+		char err[256], text[400];
+
+		snprintf(text, sizeof(text), "4.7.5 TLS handshake failed (%s): %s",
+			 c->d->tls == TLSL_DANE ? "dane" : tls_level_name(c->d->tls == TLSL_DEFAULT
+									 ? TLSL_MAY : c->d->tls),
+			 tls_error(bev, err, sizeof(err)));
+		client_fail(c, 0, text);
 		return;
 	}
 	client_fail(c, 0, (what & BEV_EVENT_TIMEOUT) ? "4.4.2 timeout talking to the remote server"

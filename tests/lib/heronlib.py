@@ -758,6 +758,25 @@ class RelayTarget(ThreadingServer):
         self.shutdown()
         self.server_close()
 
+    def with_subject(self, subject):
+        """The messages received whose Subject: header contains subject."""
+        return [m for m in self.messages if ("Subject: " + subject).encode() in m[2]]
+
+
+def send_subject(port, sender, rcpt, subject):
+    """One message to rcpt through the SMTP server on 127.0.0.1:port, with this Subject."""
+    import smtplib
+    with smtplib.SMTP(HOST, port, timeout=30) as c:
+        c.sendmail(sender, [rcpt], f"Subject: {subject}\r\n\r\nbody of {subject}\r\n")
+
+
+def close_peers(targets, world=None):
+    """Closes in-test servers and stops a DnsWorld (None: not started)."""
+    for t in targets:
+        t.close()
+    if world is not None:
+        world.stop()
+
 
 class RelayHandler(socketserver.StreamRequestHandler):
     def send(self, line):
@@ -855,7 +874,10 @@ class DnsWorld:
         self.dir = os.path.join(tmp, "dns")
         self.spec_path = os.path.join(tmp, "dns-spec.json")
         self.write(spec)
-        subprocess.run([self.script, "start", self.dir, "--zones", self.spec_path],
+        # ports reserved like every other port of the tests (free for TCP; nsd and unbound
+        # bind UDP on the same numbers)
+        subprocess.run([self.script, "start", self.dir, "--zones", self.spec_path,
+                        "--port", str(free_port()), "--resolver-port", str(free_port())],
                        check=True, timeout=120)
         self.env = read_env(os.path.join(self.dir, "dns.env"))
 

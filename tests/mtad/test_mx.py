@@ -13,12 +13,11 @@ lost, and the tries are named in the queue entry and the bounce.
   test_mx.py SOURCE_ROOT MTAD STORE_PEEK"""
 import os
 import re
-import smtplib
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from heronlib import (DOMAIN, DnsWorld, Mtad, RelayTarget, free_port, run_main,  # noqa: E402
+from heronlib import (close_peers, send_subject, DOMAIN, DnsWorld, Mtad, RelayTarget, free_port, run_main,  # noqa: E402
                       run_tests, wait_for, write_users)
 
 ROOT, MTAD, PEEK = sys.argv[1:4]
@@ -76,19 +75,15 @@ def setup():
 
 
 def cleanup():
-    for t in targets.values():
-        t.close()
-    if world is not None:
-        world.stop()
+    close_peers(targets.values(), world)
 
 
 def send(rcpt, subject):
-    with smtplib.SMTP("127.0.0.1", mtad.port, timeout=30) as c:
-        c.sendmail(SENDER, [rcpt], f"Subject: {subject}\r\n\r\nbody of {subject}\r\n")
+    send_subject(mtad.port, SENDER, rcpt, subject)
 
 
 def got(name, subject):
-    return [m for m in targets[name].messages if ("Subject: " + subject).encode() in m[2]]
+    return targets[name].with_subject(subject)
 
 
 def bounce_for(rcpt):
