@@ -18,6 +18,19 @@ struct conf_addrs;
 struct conf_cidrs;
 struct conf_list;
 
+/* [store]: libstore (store_opts_from_conf), mailctl */
+struct store_conf {
+	const char *path;
+	int64_t partitions;
+	uint64_t map_size;
+	uint64_t map_size_max;
+	int64_t expunge_history_ms;
+	int64_t expunge_history_max;
+	int64_t group_commit_delay_ms;
+	int64_t group_commit_max;
+	bool group_commit_syncfs;
+};
+
 /* [directory]: libldapauth */
 enum directory_backend { DIRECTORY_BACKEND_LDAP, DIRECTORY_BACKEND_FILE };
 enum directory_scope { DIRECTORY_SCOPE_SUB, DIRECTORY_SCOPE_ONE, DIRECTORY_SCOPE_BASE };
@@ -60,10 +73,31 @@ struct tls_conf {
 	const char *ciphers;              /* TLS 1.2 cipher list; unset: OpenSSL's default */
 };
 
+/* [sink] */
+enum sink_records { SINK_RECORDS_STAMPED, SINK_RECORDS_ALL };
+struct sink_conf {
+	const struct conf_addrs *listen;
+	const struct conf_addrs *control;
+	int64_t workers;
+	const char *keep;
+	const char *pidfile;
+	const char *user;
+	const char *hostname;
+	int64_t max_connections;
+	uint64_t max_message_size;
+	int64_t max_recipients;
+	int64_t timeout_ms;
+	bool starttls;
+	uint64_t record_memory;
+	enum sink_records records;
+};
+
 /* Every section, as conf_values() returns it. */
 struct heron_conf {
+	struct store_conf store;
 	struct directory_conf directory;
 	struct tls_conf tls;
+	struct sink_conf sink;
 };
 
 #endif

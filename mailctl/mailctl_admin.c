@@ -458,7 +458,7 @@ static int backup_files(struct mc *mc, const char *dest, unsigned part, struct c
 {
 	char src[4096], dst[4096];
 
-	env_dir(src, sizeof(src), conf_str(mc->conf, "store", "path"), part);
+	env_dir(src, sizeof(src), conf_values(mc->conf)->store.path, part);
 	env_dir(dst, sizeof(dst), dest, part);
 	if (only == NULL && (c->err = make_env_dirs(dst)) != 0)
 		return STORE_EIO;
@@ -522,7 +522,7 @@ static int write_manifest(struct mc *mc, const char *dest)
 		return errno;
 	fprintf(f, "heron-backup 1\npartitions %u\ncreated %lld\nsource %s\n",
 		store_partitions(mc->st), (long long)time(NULL),
-		conf_str(mc->conf, "store", "path"));
+		conf_values(mc->conf)->store.path);
 	return fclose(f) == 0 ? 0 : errno;
 }
 
@@ -638,8 +638,9 @@ static int restore_into(struct mc *mc, const char *from, const char *tmp, unsign
 
 int mc_restore(struct mc *mc, const struct mc_args *a)
 {
-	const char *from = a->pos[0], *path = conf_str(mc->conf, "store", "path");
-	unsigned parts, want = (unsigned)conf_int(mc->conf, "store", "partitions");
+	const struct store_conf *sc = &conf_values(mc->conf)->store;
+	const char *from = a->pos[0], *path = sc->path;
+	unsigned parts, want = (unsigned)sc->partitions;
 	struct copy *c;
 	char *tmp, *aside = NULL;
 	int err;

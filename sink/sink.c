@@ -226,21 +226,19 @@ static void tls_cleanup(struct sink_main *m)
 
 static void load_opts(struct sink_main *m)
 {
-	const struct conf *c = m->conf;
-	const char *keep = conf_str(c, "sink", "keep");
-	const char *host = conf_str(c, "sink", "hostname");
+	const struct sink_conf *sc = &conf_values(m->conf)->sink;
 
-	if (host[0] != '\0')
-		str_lcpy(m->hostname, host, sizeof(m->hostname));
+	if (sc->hostname[0] != '\0')
+		str_lcpy(m->hostname, sc->hostname, sizeof(m->hostname));
 	else if (gethostname(m->hostname, sizeof(m->hostname) - 1) < 0 || m->hostname[0] == '\0')
 		str_lcpy(m->hostname, "localhost", sizeof(m->hostname));
 	m->o.hostname = m->hostname;
-	m->o.keep_dir = keep[0] != '\0' ? keep : NULL;
-	m->o.max_message_size = (uint64_t)conf_int(c, "sink", "max_message_size");
-	m->o.max_recipients = (unsigned)conf_int(c, "sink", "max_recipients");
-	m->o.max_connections = (unsigned)conf_int(c, "sink", "max_connections");
-	m->o.timeout_ms = conf_int(c, "sink", "timeout");
-	m->starttls = conf_bool(c, "sink", "starttls");
+	m->o.keep_dir = sc->keep[0] != '\0' ? sc->keep : NULL;
+	m->o.max_message_size = sc->max_message_size;
+	m->o.max_recipients = (unsigned)sc->max_recipients;
+	m->o.max_connections = (unsigned)sc->max_connections;
+	m->o.timeout_ms = sc->timeout_ms;
+	m->starttls = sc->starttls;
 }
 
 /* SIGUSR1 (the master's, after every process reopened its log): the summary line. */
@@ -322,12 +320,12 @@ static int worker_main(struct daemon_worker *dw, void *arg)
 	return 0;
 }
 
-static void listen_or_die(struct sink_main *m, const char *key, struct net_fds *fds)
+static void listen_or_die(const struct conf_addrs *addrs, const char *key, struct net_fds *fds)
 {
 	struct net_listen_opts lo = { .backlog = 4096 };
 	char *err = NULL;
 
-	if (net_listen(conf_addrs(m->conf, "sink", key), &lo, fds, &err) < 0)
+	if (net_listen(addrs, &lo, fds, &err) < 0)
 		fatalx("sink %s: %s", key, err);
 	for (size_t i = 0; i < fds->n; i++)
 		log_info("sink %s on %s", key, fds->name[i]);
@@ -336,6 +334,7 @@ static void listen_or_die(struct sink_main *m, const char *key, struct net_fds *
 int main(int argc, char **argv)
 {
 	static struct sink_main m;
+	const struct sink_conf *sc;
 	struct sink_cmdline cl;
 	struct daemon_args a;
 	struct daemon_ops ops = { .ident = "sink", .drain_ms = SINK_DRAIN_MS };
@@ -354,21 +353,21 @@ int main(int argc, char **argv)
 		conf_free(&m.conf);
 		return 0;
 	}
-	m.sh = sink_shared_create((unsigned)conf_int(m.conf, "sink", "workers"),
-				  (size_t)conf_int(m.conf, "sink", "record_memory"),
-				  strcmp(conf_str(m.conf, "sink", "records"), "all") == 0);
+	sc = &conf_values(m.conf)->sink;
+	m.sh = sink_shared_create((unsigned)sc->workers, (size_t)sc->record_memory,
+				  sc->records == SINK_RECORDS_ALL);
 	apply_faults(&m, &cl);
 	load_opts(&m);
 	if (m.o.keep_dir != NULL)
-		keep_setup(m.o.keep_dir, conf_str(m.conf, "sink", "user"));
+		keep_setup(m.o.keep_dir, sc->user);
 	daemon_nofile_ensure("sink", m.o.max_connections);
-	listen_or_die(&m, "listen", &m.smtp_fds);
-	listen_or_die(&m, "control", &m.control_fds);
+	listen_or_die(sc->listen, "listen", &m.smtp_fds);
+	listen_or_die(sc->control, "control", &m.control_fds);
 	tls_ctx_setup(&m);
-	ops.workers = (unsigned)conf_int(m.conf, "sink", "workers");
+	ops.workers = (unsigned)sc->workers;
 	m.conns = shmtable_new(SHMTABLE_PROBE, ops.workers, NET_SHM_KEY_MAX, 0);
-	ops.pidfile = conf_str(m.conf, "sink", "pidfile");
-	ops.user = conf_str(m.conf, "sink", "user");
+	ops.pidfile = sc->pidfile;
+	ops.user = sc->user;
 	ops.detach = !a.foreground && !a.supervised;
 	ops.worker_main = worker_main;
 	ops.usr1 = master_usr1;

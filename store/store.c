@@ -70,16 +70,18 @@ int store_errno(int e)
 
 void store_opts_from_conf(const struct conf *c, struct store_opts *o)
 {
+	const struct store_conf *s = &conf_values(c)->store;
+
 	memset(o, 0, sizeof(*o));
-	o->path = conf_str(c, "store", "path");
-	o->partitions = (unsigned)conf_int(c, "store", "partitions");
-	o->map_size = (uint64_t)conf_int(c, "store", "map_size");
-	o->map_size_max = (uint64_t)conf_int(c, "store", "map_size_max");
-	o->expunge_history_ms = conf_int(c, "store", "expunge_history");
-	o->expunge_history_max = (uint32_t)conf_int(c, "store", "expunge_history_max");
-	o->group_commit_ms = conf_int(c, "store", "group_commit_delay");
-	o->group_commit_max = (unsigned)conf_int(c, "store", "group_commit_max");
-	o->group_commit_syncfs = conf_bool(c, "store", "group_commit_syncfs");
+	o->path = s->path;
+	o->partitions = (unsigned)s->partitions;
+	o->map_size = s->map_size;
+	o->map_size_max = s->map_size_max;
+	o->expunge_history_ms = s->expunge_history_ms;
+	o->expunge_history_max = (uint32_t)s->expunge_history_max;
+	o->group_commit_ms = s->group_commit_delay_ms;
+	o->group_commit_max = (unsigned)s->group_commit_max;
+	o->group_commit_syncfs = s->group_commit_syncfs;
 	o->create = true;
 }
 

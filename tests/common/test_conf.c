@@ -209,6 +209,8 @@ static void test_typed(void **state)
 		E(directory, auth_mode, "lookup", DIRECTORY_AUTH_LOOKUP),
 		E(tls, min_version, "TLSv1.2", TLS_MIN_V1_2),
 		E(tls, min_version, "TLSv1.3", TLS_MIN_V1_3),
+		E(sink, records, "stamped", SINK_RECORDS_STAMPED),
+		E(sink, records, "all", SINK_RECORDS_ALL),
 #undef E
 	};
 	struct conf *c = conf_defaults();
@@ -223,6 +225,10 @@ static void test_typed(void **state)
 	assert_string_equal(v->directory.alias_attributes->v[1], "mailAlternateAddress");
 	assert_false(v->directory.starttls);
 	assert_string_equal(v->tls.cert, "");
+	assert_string_equal(v->store.path, "/var/lib/heron/store");
+	assert_int_equal(v->store.map_size, 1 << 30);
+	assert_int_equal(v->store.group_commit_delay_ms, 2);
+	assert_false(v->store.group_commit_syncfs);
 	for (size_t i = 0; i < sizeof(enums) / sizeof(enums[0]); i++) {
 		assert_int_equal(conf_set(c, enums[i].section, enums[i].key, enums[i].choice, &err),
 				 0);
