@@ -183,21 +183,21 @@ const struct conf_key conf_keys[] = {
 
 	{ "dns", "resolv_conf", CONF_STR, 0, 0, "/etc/resolv.conf", NULL,
 	  "nameservers are read from this file when nameservers is empty (both empty: full "
-	  "recursion from the root)" },
+	  "recursion from the root)", CONF_AT(dns.resolv_conf) },
 	{ "dns", "nameservers", CONF_LIST, 0, 0, "", NULL,
-	  "resolvers to ask (addr, addr@port, [v6]:port); empty: those of resolv_conf" },
+	  "resolvers to ask (addr, addr@port, [v6]:port); empty: those of resolv_conf", CONF_AT(dns.nameservers) },
 	{ "dns", "timeout", CONF_DURATION, 100, 5 * MIN, "5s", NULL,
-	  "how long one attempt of a lookup may take" },
+	  "how long one attempt of a lookup may take", CONF_AT(dns.timeout_ms) },
 	{ "dns", "attempts", CONF_INT, 1, 10, "2", NULL,
-	  "attempts of a lookup before it fails as temporary" },
+	  "attempts of a lookup before it fails as temporary", CONF_AT(dns.attempts) },
 	{ "dns", "dnssec", CONF_ENUM, 0, 0, "validate", "validate|trust-ad|off",
 	  "validate: check DNSSEC ourselves from trust_anchor_file; trust-ad: meant to believe "
 	  "the AD bit of the nameservers, for now resolves like off (libunbound does not hand "
-	  "their AD bit back); off: nothing is secure (no DANE)" },
+	  "their AD bit back); off: nothing is secure (no DANE)", CONF_AT(dns.dnssec) },
 	{ "dns", "trust_anchor_file", CONF_STR, 0, 0, "/usr/share/dns/root.key", NULL,
-	  "DNSSEC trust anchors (DS or DNSKEY records, zone-file format) for dnssec = validate" },
+	  "DNSSEC trust anchors (DS or DNSKEY records, zone-file format) for dnssec = validate", CONF_AT(dns.trust_anchor_file) },
 	{ "dns", "cache_size", CONF_INT, 0, 10000000, "10000", NULL,
-	  "answers each process keeps for their TTL (0: no cache)" },
+	  "answers each process keeps for their TTL (0: no cache)", CONF_AT(dns.cache_size) },
 
 	{ "imapd", "listen", CONF_ADDRS, 0, 0, "*:143", NULL, "IMAP listeners (STARTTLS)" },
 	{ "imapd", "listen_tls", CONF_ADDRS, 0, 0, "", NULL,

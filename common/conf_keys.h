@@ -92,12 +92,25 @@ struct sink_conf {
 	enum sink_records records;
 };
 
+/* [dns]: libheron_dns (dns/dns.h) */
+enum dns_dnssec { DNS_DNSSEC_VALIDATE, DNS_DNSSEC_TRUST_AD, DNS_DNSSEC_OFF };
+struct dns_conf {
+	const char *resolv_conf;
+	const struct conf_list *nameservers;
+	int64_t timeout_ms;
+	int64_t attempts;
+	enum dns_dnssec dnssec;
+	const char *trust_anchor_file;
+	int64_t cache_size;
+};
+
 /* Every section, as conf_values() returns it. */
 struct heron_conf {
 	struct store_conf store;
 	struct directory_conf directory;
 	struct tls_conf tls;
 	struct sink_conf sink;
+	struct dns_conf dns;
 };
 
 #endif

@@ -88,20 +88,17 @@ const char *dns_status_str(enum dns_status st)
 
 void dns_opts_from_conf(struct dns_opts *o, const struct conf *c)
 {
-	const struct conf_list *ns = conf_list(c, "dns", "nameservers");
-	const char *mode = conf_str(c, "dns", "dnssec");
+	const struct dns_conf *dc = &conf_values(c)->dns;
 
 	memset(o, 0, sizeof(*o));
-	o->resolv_conf = conf_str(c, "dns", "resolv_conf");
-	o->nameservers = (const char *const *)ns->v;
-	o->nnameservers = ns->n;
-	o->timeout_ms = conf_int(c, "dns", "timeout");
-	o->attempts = (unsigned)conf_int(c, "dns", "attempts");
-	o->dnssec = strcmp(mode, "validate") == 0   ? DNS_DNSSEC_VALIDATE
-		    : strcmp(mode, "trust-ad") == 0 ? DNS_DNSSEC_TRUST_AD
-						    : DNS_DNSSEC_OFF;
-	o->trust_anchor_file = conf_str(c, "dns", "trust_anchor_file");
-	o->cache_size = (size_t)conf_int(c, "dns", "cache_size");
+	o->resolv_conf = dc->resolv_conf;
+	o->nameservers = (const char *const *)dc->nameservers->v;
+	o->nnameservers = dc->nameservers->n;
+	o->timeout_ms = dc->timeout_ms;
+	o->attempts = (unsigned)dc->attempts;
+	o->dnssec = dc->dnssec;
+	o->trust_anchor_file = dc->trust_anchor_file;
+	o->cache_size = (size_t)dc->cache_size;
 }
 
 /* "1.2.3.4", "1.2.3.4@53", "1.2.3.4:53", "::1", "[::1]:53", "::1@53" into libunbound's

@@ -20,6 +20,8 @@
 
 #include <event2/event.h>
 
+#include "common/conf_keys.h"
+
 struct conf;
 
 #define DNS_NAME_MAX 253   /* a domain name as text, without the trailing dot */
@@ -44,11 +46,9 @@ enum dns_status {
 	DNS_EINVAL,    /* the name is not a domain name we look up */
 };
 
-enum dns_dnssec {
-	DNS_DNSSEC_VALIDATE, /* libunbound validates from trust_anchor_file */
-	DNS_DNSSEC_TRUST_AD, /* the AD bit of the configured resolvers is believed */
-	DNS_DNSSEC_OFF,      /* nothing is ever secure */
-};
+/* enum dns_dnssec (common/conf_keys.h, [dns] dnssec): DNS_DNSSEC_VALIDATE (libunbound
+   validates from trust_anchor_file), DNS_DNSSEC_TRUST_AD (the configured resolvers' AD bit),
+   DNS_DNSSEC_OFF (nothing is ever secure). */
 
 struct dns_mx {
 	uint16_t pref;

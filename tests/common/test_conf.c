@@ -211,6 +211,9 @@ static void test_typed(void **state)
 		E(tls, min_version, "TLSv1.3", TLS_MIN_V1_3),
 		E(sink, records, "stamped", SINK_RECORDS_STAMPED),
 		E(sink, records, "all", SINK_RECORDS_ALL),
+		E(dns, dnssec, "validate", DNS_DNSSEC_VALIDATE),
+		E(dns, dnssec, "trust-ad", DNS_DNSSEC_TRUST_AD),
+		E(dns, dnssec, "off", DNS_DNSSEC_OFF),
 #undef E
 	};
 	struct conf *c = conf_defaults();
