@@ -73,6 +73,42 @@ struct tls_conf {
 	const char *ciphers;              /* TLS 1.2 cipher list; unset: OpenSSL's default */
 };
 
+/* [mtad] */
+enum mtad_bare_lf { MTAD_BARE_LF_REJECT, MTAD_BARE_LF_NORMALIZE };
+struct mtad_conf {
+	const struct conf_addrs *listen;
+	const struct conf_addrs *submission;
+	const struct conf_addrs *submissions;
+	const struct conf_addrs *lmtp;
+	const char *hostname;
+	int64_t workers;
+	const char *user;
+	const char *pidfile;
+	int64_t max_connections;
+	int64_t max_connections_per_ip;
+	const struct conf_list *local_domains;
+	const struct conf_cidrs *trusted_networks;
+	const char *relay_host;
+	const struct conf_list *transport_map;
+	uint64_t max_message_size;
+	uint64_t line_max;
+	int64_t max_recipients_per_transaction;
+	int64_t reject_recipients_per_transaction;
+	int64_t max_transactions_per_session;
+	int64_t max_errors;
+	int64_t greeting_delay_ms;
+	int64_t command_timeout_ms;
+	int64_t data_timeout_ms;
+	bool auth_require_tls;
+	enum mtad_bare_lf bare_lf;
+	const struct conf_list *retry_schedule; /* ms in ->ms */
+	int64_t max_queue_lifetime_ms;
+	int64_t relay_concurrency;
+	int64_t relay_port;
+	int64_t relay_timeout_ms;
+	int64_t delay_warning_ms;
+};
+
 /* [sink] */
 enum sink_records { SINK_RECORDS_STAMPED, SINK_RECORDS_ALL };
 struct sink_conf {
@@ -109,6 +145,7 @@ struct heron_conf {
 	struct store_conf store;
 	struct directory_conf directory;
 	struct tls_conf tls;
+	struct mtad_conf mtad;
 	struct sink_conf sink;
 	struct dns_conf dns;
 };

@@ -99,7 +99,7 @@ static void report_rcpt(struct buf *b, const struct queue_runner *qr, const stru
 		char until[64];
 
 		rfc5322_date(job->qm.created +
-			     conf_int(qr->m->conf, "mtad", "max_queue_lifetime") / 1000,
+			     conf_values(qr->m->conf)->mtad.max_queue_lifetime_ms / 1000,
 			     until, sizeof(until));
 		buf_printf(b, "Will-Retry-Until: %s\r\n", until);
 	}

@@ -136,7 +136,7 @@ static int worker_main(struct daemon_worker *w, void *arg)
 	struct mtad m = { 0 };
 	struct dns_opts dopts;
 	char *err = NULL;
-	int64_t maxc = conf_int(mm->conf, "mtad", "max_connections");
+	int64_t maxc = conf_values(mm->conf)->mtad.max_connections;
 
 	mtad_worker_init(&m, mm->conf, daemon_worker_index(w), mm->hostname);
 	m.conf_path = mm->conf_path;
@@ -163,10 +163,15 @@ static int worker_main(struct daemon_worker *w, void *arg)
 static void bind_listeners(struct mtad_main *mm)
 {
 	struct net_listen_opts lo = { .reuseport = false, .backlog = 0, .unix_mode = 0660 };
-	const char *cert = conf_str(mm->conf, "tls", "cert");
+	const struct heron_conf *v = conf_values(mm->conf);
+	const struct conf_addrs *const lists[L_NKINDS] = {
+		[L_SMTP] = v->mtad.listen, [L_SUBMISSION] = v->mtad.submission,
+		[L_SUBMISSIONS] = v->mtad.submissions, [L_LMTP] = v->mtad.lmtp,
+	};
+	const char *cert = v->tls.cert;
 
 	for (int k = 0; k < L_NKINDS; k++) {
-		const struct conf_addrs *a = conf_addrs(mm->conf, "mtad", listener_keys[k]);
+		const struct conf_addrs *a = lists[k];
 		char *err = NULL;
 
 		if (a->n == 0)
@@ -185,27 +190,27 @@ int main(int argc, char **argv)
 	struct daemon_args args;
 	struct mtad_main mm = { 0 };
 	struct daemon_ops ops = { 0 };
-	const char *hn;
+	const struct mtad_conf *mc;
 
 	daemon_args_parse(argc, argv, "mtad", &args);
 	mm.conf = daemon_conf_load(&args);
 	mm.conf_path = args.conf_path;
 	struct conf *first = mm.conf;
-	hn = conf_str(mm.conf, "mtad", "hostname");
-	if (hn[0] != '\0')
-		snprintf(mm.hostname, sizeof(mm.hostname), "%s", hn);
+	mc = &conf_values(mm.conf)->mtad;
+	if (mc->hostname[0] != '\0')
+		snprintf(mm.hostname, sizeof(mm.hostname), "%s", mc->hostname);
 	else if (gethostname(mm.hostname, sizeof(mm.hostname) - 1) < 0)
 		snprintf(mm.hostname, sizeof(mm.hostname), "localhost");
-	daemon_nofile_ensure("mtad", (uint64_t)conf_int(mm.conf, "mtad", "max_connections"));
+	daemon_nofile_ensure("mtad", (uint64_t)mc->max_connections);
 	bind_listeners(&mm);
-	ops.workers = (unsigned)conf_int(mm.conf, "mtad", "workers");
+	ops.workers = (unsigned)mc->workers;
 	mm.shared = shmtable_new(MTAD_SHARED_SLOTS, ops.workers, MTAD_SHARED_KEY_MAX,
 				 AUTH_FORGET_MS);
-	mm.conns = shmtable_new(net_shm_slots((size_t)conf_int(mm.conf, "mtad", "max_connections")),
-				ops.workers, NET_SHM_KEY_MAX, 0);
+	mm.conns = shmtable_new(net_shm_slots((size_t)mc->max_connections), ops.workers,
+				NET_SHM_KEY_MAX, 0);
 	ops.ident = "mtad";
-	ops.pidfile = conf_str(mm.conf, "mtad", "pidfile");
-	ops.user = conf_str(mm.conf, "mtad", "user");
+	ops.pidfile = mc->pidfile;
+	ops.user = mc->user;
 	ops.detach = !args.foreground && !args.supervised;
 	ops.worker_main = worker_main;
 	ops.reload = master_reload;

@@ -342,12 +342,13 @@ static void own_add(struct conf_cidrs *own, const char *text)
 
 struct conf_cidrs *queue_own_addrs(const struct conf *c)
 {
-	static const char *const keys[] = { "listen", "submission", "submissions" };
+	const struct mtad_conf *mc = &conf_values(c)->mtad;
+	const struct conf_addrs *const lists[] = { mc->listen, mc->submission, mc->submissions };
 	struct conf_cidrs *own = xcalloc(1, sizeof(*own));
 	bool wildcard = false;
 
-	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
-		const struct conf_addrs *a = conf_addrs(c, "mtad", keys[k]);
+	for (size_t k = 0; k < sizeof(lists) / sizeof(lists[0]); k++) {
+		const struct conf_addrs *a = lists[k];
 
 		for (size_t i = 0; i < a->n; i++) {
 			if (a->v[i].unix_path)

@@ -179,9 +179,8 @@ static void nexthop_parse(const char *hp, struct qnexthop *nh)
 static void route(struct queue_runner *qr, const char *addr, bool *local_r,
 		  struct qnexthop *nh)
 {
-	const struct conf *c = qr->m->conf;
-	const struct conf_list *map = conf_list(c, "mtad", "transport_map");
-	const struct conf_list *locals = conf_list(c, "mtad", "local_domains");
+	const struct mtad_conf *mc = &conf_values(qr->m->conf)->mtad;
+	const struct conf_list *map = mc->transport_map, *locals = mc->local_domains;
 	const char *at = strrchr(addr, '@');
 	const char *dom = at ? at + 1 : "";
 	size_t dl = strlen(dom);
@@ -197,9 +196,8 @@ static void route(struct queue_runner *qr, const char *addr, bool *local_r,
 			return;
 		}
 	}
-	const char *relay = conf_str(c, "mtad", "relay_host");
-	if (relay[0] != '\0') {
-		nexthop_parse(relay, nh);
+	if (mc->relay_host[0] != '\0') {
+		nexthop_parse(mc->relay_host, nh);
 		return;
 	}
 	memset(nh, 0, sizeof(*nh));
@@ -373,10 +371,11 @@ void queue_runner_start(struct mtad *m, unsigned worker)
 
 void queue_runner_reload(struct mtad *m)
 {
-	m->qr->concurrency = (unsigned)conf_int(m->conf, "mtad", "relay_concurrency");
-	m->qr->timeout_ms = conf_int(m->conf, "mtad", "relay_timeout");
-	snprintf(m->qr->relay_port, sizeof(m->qr->relay_port), "%" PRId64,
-		 conf_int(m->conf, "mtad", "relay_port"));
+	const struct mtad_conf *mc = &conf_values(m->conf)->mtad;
+
+	m->qr->concurrency = (unsigned)mc->relay_concurrency;
+	m->qr->timeout_ms = mc->relay_timeout_ms;
+	snprintf(m->qr->relay_port, sizeof(m->qr->relay_port), "%" PRId64, mc->relay_port);
 }
 
 void queue_runner_kick(struct mtad *m)
@@ -439,7 +438,7 @@ void queue_rcpt_outcome(struct qwork *w, size_t k, int code, const char *text,
 	} else if (code >= 500 && code < 600) {
 		job->result[i] = STORE_Q_FAILED;
 		status = "bounced";
-	} else if (age_s * 1000 >= conf_int(c, "mtad", "max_queue_lifetime")) {
+	} else if (age_s * 1000 >= conf_values(c)->mtad.max_queue_lifetime_ms) {
 		job->result[i] = STORE_Q_FAILED;
 		status = "expired";
 	} else {
@@ -470,7 +469,7 @@ void queue_work_done(struct qwork *w)
 
 static int64_t next_attempt(const struct queue_runner *qr, uint32_t attempts)
 {
-	const struct conf_list *sched = conf_list(qr->m->conf, "mtad", "retry_schedule");
+	const struct conf_list *sched = conf_values(qr->m->conf)->mtad.retry_schedule;
 	size_t k = attempts < sched->n ? attempts : sched->n - 1;
 
 	return now_s() + (sched->n ? sched->ms[k] / 1000 : 300);
@@ -480,7 +479,7 @@ static int64_t next_attempt(const struct queue_runner *qr, uint32_t attempts)
    asked NOTIFY=DELAY get a delay notice. Whether the message is marked noticed from now on. */
 static bool delay_notice(struct queue_runner *qr, struct qjob *job)
 {
-	int64_t warn_ms = conf_int(qr->m->conf, "mtad", "delay_warning");
+	int64_t warn_ms = conf_values(qr->m->conf)->mtad.delay_warning_ms;
 	bool any = false;
 
 	if (job->delay_noticed)

@@ -297,7 +297,7 @@ static void relay_refused(struct smtp_session *s, const char *addr, const char *
    no relay tricks from anyone else, local ones checked against the directory (async). */
 static void rcpt_route(struct smtp_session *s, struct smtp_rcpt *r, const struct mailaddr *a)
 {
-	const struct conf_list *locals = conf_list(s->m->conf, "mtad", "local_domains");
+	const struct conf_list *locals = conf_values(s->m->conf)->mtad.local_domains;
 	unsigned tricks = mailaddr_tricks(a);
 	char key[MAILADDR_TEXT_MAX + 1];
 

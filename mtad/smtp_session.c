@@ -103,7 +103,7 @@ struct smtp_session *smtp_session_new(struct mtad *m, enum mtad_listener kind, i
 				      const struct sockaddr *sa, socklen_t salen)
 {
 	struct smtp_session *s = xcalloc(1, sizeof(*s));
-	const struct conf_cidrs *trusted = conf_cidrs(m->conf, "mtad", "trusted_networks");
+	const struct conf_cidrs *trusted = conf_values(m->conf)->mtad.trusted_networks;
 
 	s->id = log_new_id();
 	s->m = m;

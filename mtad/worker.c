@@ -16,18 +16,20 @@
 
 void mtad_limits_from_conf(const struct conf *c, struct mtad_limits *l)
 {
-	l->max_message_size = (uint64_t)conf_int(c, "mtad", "max_message_size");
-	l->line_max = (size_t)conf_int(c, "mtad", "line_max");
-	l->max_rcpt = (size_t)conf_int(c, "mtad", "max_recipients_per_transaction");
-	l->reject_rcpt = (size_t)conf_int(c, "mtad", "reject_recipients_per_transaction");
-	l->max_tx = (size_t)conf_int(c, "mtad", "max_transactions_per_session");
-	l->max_errors = (size_t)conf_int(c, "mtad", "max_errors");
-	l->greeting_delay_ms = conf_int(c, "mtad", "greeting_delay");
-	l->command_timeout_ms = conf_int(c, "mtad", "command_timeout");
-	l->data_timeout_ms = conf_int(c, "mtad", "data_timeout");
-	l->auth_require_tls = conf_bool(c, "mtad", "auth_require_tls");
-	l->bare_lf_normalize = strcmp(conf_str(c, "mtad", "bare_lf"), "normalize") == 0;
-	l->max_conns_per_ip = (uint32_t)conf_int(c, "mtad", "max_connections_per_ip");
+	const struct mtad_conf *mc = &conf_values(c)->mtad;
+
+	l->max_message_size = mc->max_message_size;
+	l->line_max = (size_t)mc->line_max;
+	l->max_rcpt = (size_t)mc->max_recipients_per_transaction;
+	l->reject_rcpt = (size_t)mc->reject_recipients_per_transaction;
+	l->max_tx = (size_t)mc->max_transactions_per_session;
+	l->max_errors = (size_t)mc->max_errors;
+	l->greeting_delay_ms = mc->greeting_delay_ms;
+	l->command_timeout_ms = mc->command_timeout_ms;
+	l->data_timeout_ms = mc->data_timeout_ms;
+	l->auth_require_tls = mc->auth_require_tls;
+	l->bare_lf_normalize = mc->bare_lf == MTAD_BARE_LF_NORMALIZE;
+	l->max_conns_per_ip = (uint32_t)mc->max_connections_per_ip;
 }
 
 void mtad_worker_init(struct mtad *m, const struct conf *c, unsigned worker,

@@ -209,6 +209,8 @@ static void test_typed(void **state)
 		E(directory, auth_mode, "lookup", DIRECTORY_AUTH_LOOKUP),
 		E(tls, min_version, "TLSv1.2", TLS_MIN_V1_2),
 		E(tls, min_version, "TLSv1.3", TLS_MIN_V1_3),
+		E(mtad, bare_lf, "reject", MTAD_BARE_LF_REJECT),
+		E(mtad, bare_lf, "normalize", MTAD_BARE_LF_NORMALIZE),
 		E(sink, records, "stamped", SINK_RECORDS_STAMPED),
 		E(sink, records, "all", SINK_RECORDS_ALL),
 		E(dns, dnssec, "validate", DNS_DNSSEC_VALIDATE),
