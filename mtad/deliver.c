@@ -56,6 +56,7 @@ int deliver_open(struct smtp_session *s)
 			break;
 		}
 	}
+	tx->blob_part = part;
 	if ((rc = store_blob_new(s->m->store, part, &tx->blob)) != 0) {
 		log_warnx("%016" PRIx64 " smtp data qid=%016" PRIx64 " result=fail reason=\"%s\"",
 			  s->id, tx->qid, store_strerror(rc));
@@ -89,6 +90,7 @@ int deliver_write(struct smtp_session *s, const void *p, size_t n)
 
 void deliver_abort(struct smtp_tx *tx)
 {
+	deliver_sieve_free(tx);
 	if (tx->blob != NULL)
 		store_blob_free(&tx->blob);
 }
@@ -121,7 +123,8 @@ static void log_outcomes(struct smtp_session *s)
 			status = "queued";
 		log_info("%016" PRIx64 ": from=<%s>, to=<%s>, relay=%s, delay=%.2f, dsn=%s, "
 			 "status=%s (%s)", tx->qid, tx->from, r->addr, r->local ? "local" : "queue",
-			 delay, dsn, status, r->result ? store_strerror(r->result)
+			 delay, dsn, r->sieve_reject[0] ? "rejected" : status,
+			 r->result ? store_strerror(r->result) : r->sieve_note[0] ? r->sieve_note
 			 : r->local ? "delivered to INBOX" : "queued for relay");
 	}
 }
@@ -133,7 +136,9 @@ static void reply_lmtp(struct smtp_session *s)
 	for (size_t i = 0; i < tx->nrcpt; i++) {
 		int rc = tx->rcpt[i].result;
 
-		if (rc == 0)
+		if (tx->rcpt[i].sieve_reject[0])
+			smtp_reply(s, "550 5.7.1 <%s> %s", tx->rcpt[i].addr, tx->rcpt[i].sieve_reject);
+		else if (rc == 0)
 			smtp_reply(s, "250 2.1.5 <%s> Ok: delivered as %016" PRIx64, tx->rcpt[i].addr,
 				   tx->qid);
 		else if (rc == STORE_EQUOTA)
@@ -154,7 +159,9 @@ static void reply_smtp(struct smtp_session *s)
 		ok += tx->rcpt[i].result == 0;
 		quota += tx->rcpt[i].result == STORE_EQUOTA;
 	}
-	if (ok == tx->nrcpt)
+	if (tx->nrcpt == 1 && tx->rcpt[0].sieve_reject[0])
+		smtp_reply(s, "550 5.7.1 %s", tx->rcpt[0].sieve_reject);
+	else if (ok == tx->nrcpt)
 		smtp_reply(s, "250 2.0.0 Ok: queued as %016" PRIx64, tx->qid);
 	else if (quota == tx->nrcpt)
 		smtp_reply(s, "552 5.2.2 Mailbox full");
@@ -267,6 +274,12 @@ static void requeue_done(int result, const struct store_rcpt *rcpts, size_t n, u
 	commit_finished(s);
 }
 
+void deliver_step_done(struct smtp_session *s)
+{
+	if (--s->tx->pending == 0)
+		commit_finished(s);
+}
+
 static void local_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
 		       void *arg)
 {
@@ -316,6 +329,11 @@ static void blob_finished(int rc, void *arg)
 		for (size_t i = 0; i < tx->nrcpt; i++)
 			tx->rcpt[i].result = STORE_EIO;
 		commit_finished(s);
+		return;
+	}
+	if (tx->nlocal > 0 && deliver_sieve(s)) {
+		if (tx->nlocal < tx->nrcpt)
+			enqueue_remote(s);
 		return;
 	}
 	if (tx->nlocal > 0) {

@@ -31,6 +31,7 @@ struct ldapauth;
 struct queue_runner;
 struct store_queue_rcpt;
 struct dns;
+struct sieve_tx;
 
 /* Listener kinds. */
 enum mtad_listener {
@@ -116,6 +117,8 @@ struct smtp_rcpt {
 	int result;                        /* after the commit: a store_err */
 	struct rcpt_params params;
 	char orcpt_raw[3 * RCPT_ORCPT_MAX + 40]; /* ORCPT addr-type;xtext, for the queue */
+	char sieve_reject[400];            /* Sieve reject/ereject: the 550's text, or "" */
+	char sieve_note[160];              /* what Sieve did, for the log line, or "" */
 };
 
 struct smtp_tx {
@@ -142,6 +145,8 @@ struct smtp_tx {
 	struct store_queue_rcpt *qrcpt;    /* nrcpt - nlocal entries */
 	size_t nlocal, pending;
 	bool requeued;                     /* failed local recipients went to the queue */
+	unsigned blob_part;                /* the partition the message file is in */
+	struct sieve_tx *sieve;            /* deliver_sieve.c's state, or NULL */
 	int64_t started_ms;
 };
 
@@ -219,6 +224,18 @@ int deliver_open(struct smtp_session *s);
 int deliver_write(struct smtp_session *s, const void *p, size_t n);
 void deliver_commit(struct smtp_session *s);
 void deliver_abort(struct smtp_tx *tx);
+/* One asynchronous step of the delivery ended (deliver_sieve.c counts its steps in
+   tx->pending): the reply goes out after the last. */
+void deliver_step_done(struct smtp_session *s);
+
+/* deliver_sieve.c: [sieve] before/after compiled and the limits read (each worker at start;
+   -1 and *error_r naming the script and line). */
+int deliver_sieve_init(const struct conf *c, char **error_r);
+/* Runs the recipients' scripts and delivers the local part (true), or returns false when no
+   local recipient has a script (deliver.c then delivers to INBOX as usual). */
+bool deliver_sieve(struct smtp_session *s);
+void deliver_sieve_free(struct smtp_tx *tx);
+
 /* Makes sure a directory user has a store account (created with the directory's quota in
    bytes, 0 = none); its partition in *part_r. 0 or a store_err. */
 int deliver_user_ensure(struct mtad *m, const char *user, int partition, uint64_t quota,

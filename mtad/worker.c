@@ -60,6 +60,8 @@ void mtad_worker_init(struct mtad *m, const struct conf *c, unsigned worker,
 	if (ldapauth_new(m->base, c, &m->la, &err) < 0)
 		fatalx("directory: %s", err);
 	m->ipcount = net_ipcount_new(65536);
+	if (deliver_sieve_init(c, &err) < 0)
+		fatalx("sieve: %s", err);
 }
 
 void mtad_worker_free(struct mtad *m)

@@ -1,0 +1,878 @@
+/* deliver_sieve.c — owns Sieve at local delivery: for each local recipient it runs the admin's
+ * before script, the user's active script (compiled, read from the store in the same read txn
+ * as the user) and the admin's after script, then turns the actions into the existing
+ * machinery: keep/fileinto become the recipients of the one group-commit delivery of the
+ * message (same single copy; :create mailboxes made in the same batch first; keywords set
+ * right after), redirect and vacation replies are queued for relay (RFC 5228 4.2: redirect
+ * keeps the envelope sender; a vacation reply goes from the null sender, RFC 5230 4.3),
+ * reject/ereject become the recipient's 550 (LMTP, or SMTP with one recipient) or a
+ * rejection notice to the sender. Vacation's "once per sender per :days" is checked and
+ * remembered inside one write txn of the user's partition, so two workers cannot both reply.
+ * Everything completes before the reply to the client (deliver.c counts tx->pending). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/conf.h"
+#include "common/log.h"
+#include "common/str.h"
+#include "common/utf7imap.h"
+#include "common/xmalloc.h"
+#include "mtad/mtad.h"
+#include "sieve/sieve.h"
+#include "store/store.h"
+#include "store/store_sieve.h"
+
+struct sv_dest {
+	size_t rcpt;            /* index in tx->rcpt */
+	char *mailbox;          /* store name (modified UTF-7) or NULL = INBOX */
+	unsigned flags;         /* system flags */
+	char **kw;              /* keywords to set after the delivery */
+	size_t nkw;
+};
+
+struct sv_vac {
+	struct smtp_session *s;
+	char *user;
+	unsigned part;
+	char *key;              /* handle + sender */
+	int64_t until;
+	bool send;              /* out of the write: not answered within the period */
+	struct buf msg;         /* the reply */
+	struct store_blob *blob;
+};
+
+struct sv_out {             /* a queued message: redirect copy, vacation reply, notice */
+	struct smtp_session *s;
+	struct store_blob *blob;
+	char *sender, *rcpt;
+};
+
+struct sv_group;
+struct sv_state {           /* the store deliveries and how many are out */
+	struct sv_group **g;
+	size_t ng, left;
+};
+
+struct sieve_tx {
+	struct sv_state st;
+	void *map;
+	size_t maplen;
+	struct sv_dest *d;
+	size_t nd;
+	struct sv_vac **vac;
+	size_t nvac;
+	struct sv_out **out;
+	size_t nout;
+};
+
+struct sieve_conf {
+	uint8_t *before, *after;
+	size_t before_len, after_len;
+	struct sieve_limits lim;
+	int64_t vacation_min;
+};
+
+static struct sieve_conf gconf;
+static bool gconf_loaded;
+
+/* ---- configuration -------------------------------------------------------------------- */
+
+static int load_admin(const char *path, uint8_t **prog_r, size_t *len_r, char **error_r)
+{
+	FILE *f;
+	struct buf b;
+	char chunk[8192];
+	size_t n;
+	char *err;
+
+	*prog_r = NULL;
+	*len_r = 0;
+	if (path == NULL || *path == '\0')
+		return 0;
+	if ((f = fopen(path, "r")) == NULL) {
+		*error_r = xasprintf("%s: cannot open", path);
+		return -1;
+	}
+	buf_init(&b, 4096, 16u << 20);
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+		if (buf_append(&b, chunk, n) < 0)
+			break;
+	fclose(f);
+	if (sieve_compile(b.data ? b.data : "", b.len, NULL, prog_r, len_r, &err) < 0) {
+		*error_r = xasprintf("%s: %s", path, err);
+		free(err);
+		buf_release(&b);
+		return -1;
+	}
+	buf_release(&b);
+	return 0;
+}
+
+int deliver_sieve_init(const struct conf *c, char **error_r)
+{
+	struct sieve_conf sc = { 0 };
+
+	if (load_admin(conf_str(c, "sieve", "before"), &sc.before, &sc.before_len, error_r) < 0 ||
+	    load_admin(conf_str(c, "sieve", "after"), &sc.after, &sc.after_len, error_r) < 0) {
+		free(sc.before);
+		return -1;
+	}
+	sc.lim.max_instructions = (uint64_t)conf_int(c, "sieve", "max_instructions");
+	sc.lim.max_redirects = (unsigned)conf_int(c, "sieve", "max_redirects");
+	sc.lim.max_actions = (unsigned)conf_int(c, "sieve", "max_actions");
+	sc.lim.max_header_bytes = (uint64_t)conf_int(c, "sieve", "max_header_bytes");
+	sc.lim.max_body_bytes = (uint64_t)conf_int(c, "sieve", "max_body_bytes");
+	sc.vacation_min = conf_int(c, "sieve", "vacation_min_days") * 86400;
+	if (gconf_loaded) {
+		free(gconf.before);
+		free(gconf.after);
+	}
+	gconf = sc;
+	gconf_loaded = true;
+	return 0;
+}
+
+/* ---- running the scripts ---------------------------------------------------------------- */
+
+struct env_ctx {
+	struct store_txn *t;
+	const char *user;
+	uint64_t uid;
+	int64_t now;
+};
+
+static bool cb_mailbox_exists(void *ctx, const char *name)
+{
+	struct env_ctx *ec = ctx;
+	struct buf b;
+	uint64_t id;
+	bool ok;
+
+	buf_init(&b, 64, 4096);
+	ok = utf7imap_encode(name, strlen(name), &b) == 0 &&
+	     store_mbox_find(ec->t, ec->uid, b.data, &id) == 0;
+	buf_release(&b);
+	return ok;
+}
+
+static bool cb_duplicate(void *ctx, const char *key)
+{
+	struct env_ctx *ec = ctx;
+	bool seen = false;
+
+	(void)store_sieve_seen(ec->t, ec->user, STORE_SIEVE_DUPLICATE, key, ec->now, &seen);
+	return seen;
+}
+
+static const uint8_t *cb_include(void *ctx, bool global, const char *name, size_t *len_r)
+{
+	struct env_ctx *ec = ctx;
+	struct store_sieve_script sc;
+
+	if (global || store_sieve_get(ec->t, ec->user, name, &sc) != 0)
+		return NULL;
+	*len_r = sc.prog_len;
+	return sc.prog;
+}
+
+/* runs the chain for recipient r inside a read txn of its partition; 0 or -1 (store) */
+static int run_for(struct smtp_session *s, struct sieve_tx *sv, const struct smtp_rcpt *r,
+		   struct sieve_result *res)
+{
+	struct mtad *m = s->m;
+	const struct conf *c = m->conf;
+	struct store_txn *t;
+	struct store_user u;
+	struct store_sieve_script sc;
+	const uint8_t *progs[3] = { gconf.before, NULL, gconf.after };
+	size_t lens[3] = { gconf.before_len, 0, gconf.after_len };
+	struct env_ctx ec = { .user = r->user, .now = time(NULL) };
+	struct sieve_env env = {
+		.msg = sv->map, .msg_len = sv->maplen, .env_from = s->tx->from,
+		.env_to = r->addr, .orig_to = NULL, .user = r->user, .domain = m->hostname,
+		.subaddress_sep = '+', .now = ec.now,
+		.spam_header = conf_str(c, "sieve", "spam_header"),
+		.spam_max = (double)conf_int(c, "sieve", "spam_max"),
+		.virus_header = conf_str(c, "sieve", "virus_header"),
+		.ctx = &ec, .mailbox_exists = cb_mailbox_exists, .duplicate_seen = cb_duplicate,
+		.include = cb_include,
+	};
+	struct tm tm;
+	time_t now = (time_t)ec.now;
+	int rc;
+
+	localtime_r(&now, &tm);
+	env.zone_min = (int)(tm.tm_gmtoff / 60);
+	memset(res, 0, sizeof(*res));
+	if ((rc = store_txn_begin(m->store, r->part, STORE_TXN_READ, &t)) != 0)
+		return -1;
+	ec.t = t;
+	if (store_user_get(t, r->user, &u) == 0) {
+		ec.uid = u.id;
+		if (store_sieve_active(t, r->user, &sc) == 0) {
+			progs[1] = sc.prog;
+			lens[1] = sc.prog_len;
+		}
+	}
+	if (progs[0] == NULL && progs[1] == NULL && progs[2] == NULL) {
+		store_txn_abort(&t);
+		return 1;  /* no script: plain delivery to INBOX */
+	}
+	sieve_run_chain(progs, lens, 3, &env, &gconf.lim, res);
+	store_txn_abort(&t);
+	if (res->error)
+		log_warnx("%016" PRIx64 ": to=<%s>, sieve error=\"%s\" (kept in INBOX)", s->tx->qid,
+			  r->addr, res->error);
+	return 0;
+}
+
+/* ---- actions to deliveries ---------------------------------------------------------------- */
+
+struct sv_group {           /* one store delivery of one message file */
+	struct sieve_tx *sv;
+	struct smtp_session *s;
+	struct store_blob *blob;
+	bool own;               /* a copy with an edited header (editheader) */
+	struct store_rcpt *srcpt;
+	size_t *dest;           /* srcpt[i] delivers sv->d[dest[i]] */
+	size_t n;
+};
+
+static unsigned sys_flag(const char *f)
+{
+	static const struct {
+		const char *name;
+		unsigned bit;
+	} sys[] = { { "\\Seen", STORE_SEEN }, { "\\Answered", STORE_ANSWERED },
+		    { "\\Flagged", STORE_FLAGGED }, { "\\Deleted", STORE_DELETED },
+		    { "\\Draft", STORE_DRAFT } };
+
+	for (size_t i = 0; i < sizeof(sys) / sizeof(sys[0]); i++)
+		if (strcasecmp(f, sys[i].name) == 0)
+			return sys[i].bit;
+	return 0;
+}
+
+static bool keyword_ok(const char *k)
+{
+	size_t n = strlen(k);
+
+	if (n == 0 || n > STORE_MAX_KEYWORD || k[0] == '\\')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)k[i] <= ' ' || (unsigned char)k[i] >= 0x7f ||
+		    strchr("(){%*\"\\]", k[i]) != NULL)
+			return false;
+	return true;
+}
+
+static void add_dest(struct sieve_tx *sv, size_t rcpt, const struct sieve_action *a)
+{
+	struct sv_dest *d;
+
+	sv->d = xreallocarray(sv->d, sv->nd + 1, sizeof(*sv->d));
+	d = &sv->d[sv->nd++];
+	memset(d, 0, sizeof(*d));
+	d->rcpt = rcpt;
+	if (a->type == SIEVE_FILEINTO && a->mailbox != NULL) {
+		struct buf b;
+
+		buf_init(&b, 64, STORE_MAX_NAME);
+		if (utf7imap_encode(a->mailbox, strlen(a->mailbox), &b) == 0 && b.len > 0)
+			d->mailbox = buf_steal(&b, NULL);
+		buf_release(&b);
+	}
+	for (size_t i = 0; i < a->nflags; i++) {
+		unsigned bit = sys_flag(a->flags[i]);
+
+		d->flags |= bit;
+		if (bit == 0 && keyword_ok(a->flags[i])) {
+			d->kw = xreallocarray(d->kw, d->nkw + 1, sizeof(char *));
+			d->kw[d->nkw++] = xstrdup(a->flags[i]);
+		}
+	}
+}
+
+/* a one-line, printable reason for an SMTP reply */
+static void reply_text(const char *in, char *out, size_t size)
+{
+	size_t k = 0;
+
+	for (; *in && k + 1 < size; in++)
+		out[k++] = (unsigned char)*in < ' ' || *in == 0x7f ? ' ' : *in;
+	out[k] = '\0';
+	while (k > 0 && out[k - 1] == ' ')
+		out[--k] = '\0';
+	if (k == 0)
+		str_lcpy(out, "Rejected by the recipient's filter", size);
+}
+
+static void fmt_date(char *out, size_t size)
+{
+	time_t now = time(NULL);
+	struct tm tm;
+
+	localtime_r(&now, &tm);
+	strftime(out, size, "%a, %d %b %Y %H:%M:%S %z", &tm);
+}
+
+/* appends text with bare LF made CRLF */
+static void put_crlf(struct buf *b, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\n' && (b->len == 0 || b->data[b->len - 1] != '\r'))
+			buf_putc(b, '\r');
+		buf_putc(b, *s);
+	}
+	if (b->len < 2 || memcmp(b->data + b->len - 2, "\r\n", 2) != 0)
+		buf_puts(b, "\r\n");
+}
+
+static void out_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+		     void *arg)
+{
+	struct sv_out *o = arg;
+	struct smtp_session *s = o->s;
+
+	log_info("%016" PRIx64 ": sieve queued from=<%s> to=<%s> id=%016" PRIx64 " result=%s",
+		 s->tx->qid, o->sender, o->rcpt, value, result ? store_strerror(result) : "ok");
+	if (result == 0)
+		queue_runner_kick(s->m);
+	deliver_step_done(s);
+}
+
+/* queues pre + body (a message) from sender to rcpt; one more pending step */
+static void queue_msg(struct smtp_session *s, struct sieve_tx *sv, const char *sender,
+		      const char *rcpt, const struct buf *pre, const void *body, size_t blen)
+{
+	struct sv_out *o = xcalloc(1, sizeof(*o));
+	struct store_queue_rcpt qr = { .addr = rcpt };
+	struct store_queue_msg qm = { .sender = sender, .nrcpt = 1, .rcpt = &qr };
+	int rc;
+
+	o->s = s;
+	o->sender = xstrdup(sender);
+	o->rcpt = xstrdup(rcpt);
+	sv->out = xreallocarray(sv->out, sv->nout + 1, sizeof(*sv->out));
+	sv->out[sv->nout++] = o;
+	if ((rc = store_blob_new(s->m->store, STORE_QUEUE_PART, &o->blob)) != 0 ||
+	    (rc = store_blob_write(o->blob, pre->data, pre->len)) != 0 ||
+	    (blen > 0 && (rc = store_blob_write(o->blob, body, blen)) != 0) ||
+	    (rc = store_blob_finish_deferred(o->blob)) != 0) {
+		log_warnx("%016" PRIx64 ": sieve to=<%s> result=fail reason=\"%s\"", s->tx->qid,
+			  rcpt, store_strerror(rc));
+		return;
+	}
+	qm.size = store_blob_size(o->blob);
+	s->tx->pending++;
+	store_gc_enqueue(s->m->gc, &qm, o->blob, out_done, o);
+}
+
+static bool header_has(const char *msg, size_t len, const char *line)
+{
+	size_t n = strlen(line);
+
+	for (size_t i = 0; i + n <= len; i++) {
+		if (i > 0 && msg[i - 1] != '\n')
+			continue;
+		if (msg[i] == '\r' || msg[i] == '\n')
+			return false;  /* end of the header */
+		if (strncasecmp(msg + i, line, n) == 0)
+			return true;
+	}
+	return false;
+}
+
+static void do_redirect(struct smtp_session *s, struct sieve_tx *sv, const struct smtp_rcpt *r,
+			const char *to)
+{
+	struct buf pre;
+	char *mark = xasprintf("Delivered-To: %s\r\n", r->addr);
+
+	if (header_has(sv->map, sv->maplen, mark)) {
+		log_warnx("%016" PRIx64 ": to=<%s>, sieve redirect to=<%s> refused: the message was "
+			  "already delivered to this recipient (a loop)", s->tx->qid, r->addr, to);
+		free(mark);
+		return;
+	}
+	buf_init(&pre, 128, 4096);
+	buf_puts(&pre, mark);
+	free(mark);
+	queue_msg(s, sv, s->tx->from, to, &pre, sv->map, sv->maplen);
+	buf_release(&pre);
+}
+
+static void reject_notice(struct smtp_session *s, struct sieve_tx *sv, const struct smtp_rcpt *r,
+			  const char *reason)
+{
+	struct buf b;
+	char date[64];
+
+	if (s->tx->from[0] == '\0')
+		return;  /* nobody to tell */
+	fmt_date(date, sizeof(date));
+	buf_init(&b, 1024, 1 << 20);
+	buf_printf(&b, "From: Mail Delivery System <MAILER-DAEMON@%s>\r\nTo: <%s>\r\n"
+		   "Subject: Message rejected by %s\r\nDate: %s\r\n"
+		   "Message-ID: <%016" PRIx64 ".reject.%lx@%s>\r\nAuto-Submitted: auto-replied\r\n"
+		   "MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n"
+		   "Content-Transfer-Encoding: 8bit\r\n\r\n"
+		   "Your message to <%s> was rejected by the recipient's mail filter:\r\n\r\n",
+		   s->m->hostname, s->tx->from, r->addr, date, s->tx->qid, (long)random(),
+		   s->m->hostname, r->addr);
+	put_crlf(&b, reason);
+	queue_msg(s, sv, "", s->tx->from, &b, NULL, 0);
+	buf_release(&b);
+}
+
+/* ---- vacation ---------------------------------------------------------------------------- */
+
+/* in the committer's thread: answered within the period? if not, remember now */
+static int vac_fn(struct store_txn *t, void *arg)
+{
+	struct sv_vac *v = arg;
+	int64_t now = time(NULL);
+	bool seen = false;
+	int rc;
+
+	v->send = false;
+	if ((rc = store_sieve_seen(t, v->user, STORE_SIEVE_VACATION, v->key, now, &seen)) != 0)
+		return rc;
+	if (seen)
+		return 0;
+	if ((rc = store_sieve_remember(t, v->user, STORE_SIEVE_VACATION, v->key, now,
+				       v->until)) == 0)
+		v->send = true;
+	return rc;
+}
+
+static void vac_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+		     void *arg)
+{
+	struct sv_vac *v = arg;
+	struct smtp_session *s = v->s;
+
+	if (result != 0 || !v->send) {
+		log_info("%016" PRIx64 ": sieve vacation user=%s to=<%s> result=%s", s->tx->qid,
+			 v->user, strchr(v->key, '\x1f') + 1, result ? store_strerror(result)
+			 : "skipped (already answered within the period)");
+	} else {
+		queue_msg(s, s->tx->sieve, "", strchr(v->key, '\x1f') + 1, &v->msg, NULL, 0);
+	}
+	deliver_step_done(s);
+}
+
+static void do_vacation(struct smtp_session *s, struct sieve_tx *sv, const struct smtp_rcpt *r,
+			const struct sieve_vacation *va)
+{
+	struct sv_vac *v = xcalloc(1, sizeof(*v));
+	char date[64];
+	int64_t secs = va->seconds < gconf.vacation_min ? gconf.vacation_min : va->seconds;
+
+	v->s = s;
+	v->user = xstrdup(r->user);
+	v->part = r->part;
+	v->key = xasprintf("%s\x1f%s", va->handle, va->to);
+	v->until = time(NULL) + (secs > 0 ? secs : 1);
+	fmt_date(date, sizeof(date));
+	buf_init(&v->msg, 1024, 1 << 20);
+	buf_printf(&v->msg, "From: <%s>\r\nTo: <%s>\r\n", va->from ? va->from : r->addr, va->to);
+	buf_puts(&v->msg, "Subject: ");
+	for (const char *p = va->subject; *p; p++)
+		buf_putc(&v->msg, *p == '\r' || *p == '\n' ? ' ' : *p);
+	buf_printf(&v->msg, "\r\nDate: %s\r\nMessage-ID: <%016" PRIx64 ".vacation.%lx@%s>\r\n",
+		   date, s->tx->qid, (long)random(), s->m->hostname);
+	if (va->in_reply_to)
+		buf_printf(&v->msg, "In-Reply-To: %s\r\n", va->in_reply_to);
+	if (va->references)
+		buf_printf(&v->msg, "References: %s\r\n", va->references);
+	buf_puts(&v->msg, "Auto-Submitted: auto-replied (vacation)\r\nPrecedence: bulk\r\n"
+		 "X-Heron-Vacation: yes\r\nMIME-Version: 1.0\r\n");
+	if (!va->mime)
+		buf_puts(&v->msg, "Content-Type: text/plain; charset=utf-8\r\n"
+			 "Content-Transfer-Encoding: 8bit\r\n\r\n");
+	put_crlf(&v->msg, va->reason ? va->reason : "");
+	sv->vac = xreallocarray(sv->vac, sv->nvac + 1, sizeof(*sv->vac));
+	sv->vac[sv->nvac++] = v;
+	s->tx->pending++;
+	store_gc_write(s->m->gc, r->part, NULL, vac_fn, v, vac_done, v);
+}
+
+/* ---- :create, duplicate marks, keywords ------------------------------------------------- */
+
+struct sv_write {
+	struct smtp_session *s;
+	char *user, *mailbox, *key;
+	int64_t until;
+	const struct store_rcpt *sr;  /* keywords: the delivered message */
+	char **kw;
+	size_t nkw;
+};
+
+static int create_fn(struct store_txn *t, void *arg)
+{
+	struct sv_write *w = arg;
+	struct store_user u;
+	uint64_t id;
+	int rc;
+
+	if ((rc = store_user_get(t, w->user, &u)) != 0)
+		return rc;
+	rc = store_mbox_create(t, u.id, w->mailbox, 0, &id);
+	return rc == STORE_EEXIST ? 0 : rc;
+}
+
+static int dup_fn(struct store_txn *t, void *arg)
+{
+	struct sv_write *w = arg;
+
+	return store_sieve_remember(t, w->user, STORE_SIEVE_DUPLICATE, w->key, time(NULL),
+				    w->until);
+}
+
+static int kw_fn(struct store_txn *t, void *arg)
+{
+	struct sv_write *w = arg;
+	uint64_t bits = 0;
+	unsigned idx;
+
+	for (size_t i = 0; i < w->nkw; i++)
+		if (store_mbox_keyword(t, w->sr->mbox, w->kw[i], true, &idx) == 0)
+			bits |= (uint64_t)1 << idx;
+	if (bits == 0)
+		return 0;
+	return store_msg_flags(t, w->sr->mbox, w->sr->uid, STORE_FLAGS_ADD, 0, bits, 0, NULL);
+}
+
+static void write_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+		       void *arg)
+{
+	struct sv_write *w = arg;
+	struct smtp_session *s = w->s;
+
+	if (result != 0)
+		log_warnx("%016" PRIx64 ": sieve user=%s %s result=fail reason=\"%s\"", s->tx->qid,
+			  w->user, w->mailbox ? "create mailbox" : w->key ? "duplicate" : "keywords",
+			  store_strerror(result));
+	free(w->user);
+	free(w->mailbox);
+	free(w->key);
+	free(w);
+	deliver_step_done(s);
+}
+
+static void submit_write(struct smtp_session *s, unsigned part, int (*fn)(struct store_txn *,
+			 void *), struct sv_write *w)
+{
+	w->s = s;
+	s->tx->pending++;
+	store_gc_write(s->m->gc, part, NULL, fn, w, write_done, w);
+}
+
+/* ---- the deliveries --------------------------------------------------------------------- */
+
+static struct sv_state *state_of(struct sieve_tx *sv);
+
+static void groups_done(struct smtp_session *s)
+{
+	struct smtp_tx *tx = s->tx;
+	struct sieve_tx *sv = tx->sieve;
+	struct sv_state *st = state_of(sv);
+
+	for (size_t i = 0; i < tx->nrcpt; i++)
+		if (tx->rcpt[i].local)
+			tx->rcpt[i].result = 0;
+	for (size_t k = 0; k < st->ng; k++) {
+		const struct sv_group *g = st->g[k];
+
+		for (size_t i = 0; i < g->n; i++) {
+			const struct sv_dest *d = &sv->d[g->dest[i]];
+			struct smtp_rcpt *r = &tx->rcpt[d->rcpt];
+
+			if (g->srcpt[i].result != 0 && r->result == 0)
+				r->result = g->srcpt[i].result;
+			if (g->srcpt[i].result == 0 && d->nkw > 0) {
+				struct sv_write *w = xcalloc(1, sizeof(*w));
+
+				w->user = xstrdup(r->user);
+				w->sr = &g->srcpt[i];
+				w->kw = d->kw;
+				w->nkw = d->nkw;
+				submit_write(s, r->part, kw_fn, w);
+			}
+		}
+	}
+}
+
+static void group_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+		       void *arg)
+{
+	struct sv_group *g = arg;
+	struct smtp_session *s = g->s;
+	struct sv_state *st = state_of(g->sv);
+
+	if (--st->left == 0)
+		groups_done(s);
+	deliver_step_done(s);
+}
+
+static struct sv_group *group_new(struct smtp_session *s, struct sieve_tx *sv,
+				  struct store_blob *b, bool own)
+{
+	struct sv_state *st = state_of(sv);
+	struct sv_group *g = xcalloc(1, sizeof(*g));
+
+	g->sv = sv;
+	g->s = s;
+	g->blob = b;
+	g->own = own;
+	st->g = xreallocarray(st->g, st->ng + 1, sizeof(*st->g));
+	st->g[st->ng++] = g;
+	return g;
+}
+
+static void group_add(struct sv_group *g, size_t dest, const struct sv_dest *d,
+		      const struct smtp_rcpt *r)
+{
+	g->srcpt = xreallocarray(g->srcpt, g->n + 1, sizeof(*g->srcpt));
+	g->dest = xreallocarray(g->dest, g->n + 1, sizeof(*g->dest));
+	memset(&g->srcpt[g->n], 0, sizeof(g->srcpt[0]));
+	g->srcpt[g->n].user = r->user;
+	g->srcpt[g->n].mailbox = d->mailbox;
+	g->srcpt[g->n].flags = d->flags;
+	g->dest[g->n++] = dest;
+}
+
+/* a copy of the message with the header editheader made, for this recipient's deliveries */
+static struct store_blob *edited_copy(struct smtp_session *s, struct sieve_tx *sv,
+				      const struct smtp_rcpt *r, const struct sieve_result *res)
+{
+	const char *m = sv->map, *body = NULL;
+	struct store_blob *b = NULL;
+
+	for (size_t i = 0; i + 1 < sv->maplen && body == NULL; i++)
+		if (m[i] == '\n' && (m[i + 1] == '\n' || (i + 2 < sv->maplen && m[i + 1] == '\r' &&
+							  m[i + 2] == '\n')))
+			body = m + i + (m[i + 1] == '\n' ? 2 : 3);
+	if (body == NULL)
+		body = m + sv->maplen;
+	if (store_blob_new(s->m->store, r->part, &b) != 0 ||
+	    store_blob_write(b, res->header, res->header_len) != 0 ||
+	    store_blob_write(b, body, (size_t)(m + sv->maplen - body)) != 0 ||
+	    store_blob_finish_deferred(b) != 0) {
+		store_blob_free(&b);
+		return NULL;
+	}
+	return b;
+}
+
+/* the actions of recipient i */
+static void apply(struct smtp_session *s, struct sieve_tx *sv, size_t i,
+		  const struct sieve_result *res, struct sv_group *g0)
+{
+	struct smtp_tx *tx = s->tx;
+	struct smtp_rcpt *r = &tx->rcpt[i];
+	struct sv_group *g = g0;
+	size_t first = sv->nd;
+
+	for (size_t k = 0; k < res->nact; k++) {
+		const struct sieve_action *a = &res->act[k];
+
+		switch (a->type) {
+		case SIEVE_KEEP:
+		case SIEVE_FILEINTO:
+			add_dest(sv, i, a);
+			if (a->type == SIEVE_FILEINTO && a->create && sv->d[sv->nd - 1].mailbox) {
+				struct sv_write *w = xcalloc(1, sizeof(*w));
+
+				w->user = xstrdup(r->user);
+				w->mailbox = xstrdup(sv->d[sv->nd - 1].mailbox);
+				submit_write(s, r->part, create_fn, w);
+			}
+			break;
+		case SIEVE_REDIRECT:
+			do_redirect(s, sv, r, a->addr);
+			break;
+		case SIEVE_REJECT:
+		case SIEVE_EREJECT:
+			if ((s->flags & SF_LMTP) || tx->nrcpt == 1) {
+				reply_text(a->reason, r->sieve_reject, sizeof(r->sieve_reject));
+			} else {
+				reject_notice(s, sv, r, a->reason);
+			}
+			str_lcpy(r->sieve_note, "rejected by sieve", sizeof(r->sieve_note));
+			break;
+		case SIEVE_VACATION:
+			do_vacation(s, sv, r, &a->vac);
+			break;
+		}
+	}
+	for (size_t k = 0; k < res->ndup; k++) {
+		struct sv_write *w = xcalloc(1, sizeof(*w));
+
+		w->user = xstrdup(r->user);
+		w->key = xstrdup(res->dup[k].key);
+		w->until = time(NULL) + res->dup[k].seconds;
+		submit_write(s, r->part, dup_fn, w);
+	}
+	if (sv->nd == first && r->sieve_note[0] == '\0')
+		str_lcpy(r->sieve_note, "discarded by sieve", sizeof(r->sieve_note));
+	else if (sv->nd > first && !(sv->nd == first + 1 && sv->d[first].mailbox == NULL))
+		snprintf(r->sieve_note, sizeof(r->sieve_note), "filed by sieve into %s%s",
+			 sv->d[first].mailbox ? sv->d[first].mailbox : "INBOX",
+			 sv->nd > first + 1 ? " and more" : "");
+	if (res->header != NULL && sv->nd > first) {
+		struct store_blob *b = edited_copy(s, sv, r, res);
+
+		if (b != NULL)
+			g = group_new(s, sv, b, true);
+	}
+	for (size_t k = first; k < sv->nd; k++)
+		group_add(g, k, &sv->d[k], r);
+}
+
+static void nothing_cb(evutil_socket_t fd, short what, void *arg)
+{
+	deliver_step_done(arg);
+}
+
+static int map_message(struct smtp_session *s, struct sieve_tx *sv)
+{
+	uint64_t size;
+	int fd, rc;
+
+	if ((rc = store_blob_open(s->m->store, s->tx->blob_part, store_blob_id(s->tx->blob), &fd,
+				  &size)) != 0)
+		return -1;
+	sv->maplen = (size_t)size;
+	sv->map = size ? mmap(NULL, sv->maplen, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+	close(fd);
+	if (size && sv->map == MAP_FAILED) {
+		sv->map = NULL;
+		return -1;
+	}
+	if (sv->map == NULL) {
+		static char empty[1];
+
+		sv->map = empty;
+		sv->maplen = 0;
+	}
+	return 0;
+}
+
+bool deliver_sieve(struct smtp_session *s)
+{
+	struct smtp_tx *tx = s->tx;
+	struct sieve_tx *sv;
+	struct sieve_result *res;
+	struct sv_group *g0;
+	bool any = false;
+
+	if (!gconf_loaded)
+		return false;
+	sv = xcalloc(1, sizeof(*sv));
+	res = xcalloc(tx->nrcpt, sizeof(*res));
+	tx->sieve = sv;
+	for (size_t i = 0; i < tx->nrcpt; i++) {
+		int rc;
+
+		if (!tx->rcpt[i].local)
+			continue;
+		if (sv->map == NULL && map_message(s, sv) < 0)
+			break;  /* cannot read the message: plain delivery */
+		rc = run_for(s, sv, &tx->rcpt[i], &res[i]);
+		if (rc == 0)
+			any = true;
+		if (rc != 0) {  /* no script (or the store failed): keep */
+			memset(&res[i], 0, sizeof(res[i]));
+			res[i].act = xcalloc(1, sizeof(*res[i].act));
+			res[i].act[0].type = SIEVE_KEEP;
+			res[i].nact = 1;
+		}
+	}
+	if (!any) {
+		for (size_t i = 0; i < tx->nrcpt; i++)
+			sieve_result_clear(&res[i]);
+		free(res);
+		return false;  /* deliver.c's plain path; deliver_sieve_free unmaps */
+	}
+	g0 = group_new(s, sv, tx->blob, false);
+	for (size_t i = 0; i < tx->nrcpt; i++)
+		if (tx->rcpt[i].local)
+			apply(s, sv, i, &res[i], g0);
+	for (size_t i = 0; i < tx->nrcpt; i++)
+		sieve_result_clear(&res[i]);
+	free(res);
+	struct sv_state *st = state_of(sv);
+	for (size_t k = 0; k < st->ng; k++)
+		if (st->g[k]->n > 0)
+			st->left++;
+	for (size_t k = 0; k < st->ng; k++) {
+		struct sv_group *g = st->g[k];
+
+		if (g->n == 0)
+			continue;
+		tx->pending++;
+		store_gc_deliver(s->m->gc, g->blob, 0, g->srcpt, g->n, group_done, g);
+	}
+	if (st->left == 0) {  /* nothing stored: finish from the loop all the same */
+		const struct timeval zero = { 0, 0 };
+
+		groups_done(s);
+		tx->pending++;
+		event_base_once(s->m->base, -1, EV_TIMEOUT, nothing_cb, s, &zero);
+	}
+	return true;
+}
+
+void deliver_sieve_free(struct smtp_tx *tx)
+{
+	struct sieve_tx *sv = tx->sieve;
+
+	if (sv == NULL)
+		return;
+	if (sv->map != NULL && sv->maplen > 0)
+		munmap(sv->map, sv->maplen);
+	for (size_t i = 0; i < sv->nd; i++) {
+		free(sv->d[i].mailbox);
+		for (size_t k = 0; k < sv->d[i].nkw; k++)
+			free(sv->d[i].kw[k]);
+		free(sv->d[i].kw);
+	}
+	free(sv->d);
+	for (size_t i = 0; i < sv->nvac; i++) {
+		free(sv->vac[i]->user);
+		free(sv->vac[i]->key);
+		buf_release(&sv->vac[i]->msg);
+		free(sv->vac[i]);
+	}
+	free(sv->vac);
+	for (size_t i = 0; i < sv->nout; i++) {
+		store_blob_free(&sv->out[i]->blob);
+		free(sv->out[i]->sender);
+		free(sv->out[i]->rcpt);
+		free(sv->out[i]);
+	}
+	free(sv->out);
+	struct sv_state *st = state_of(sv);
+	for (size_t k = 0; k < st->ng; k++) {
+		if (st->g[k]->own)
+			store_blob_free(&st->g[k]->blob);
+		free(st->g[k]->srcpt);
+		free(st->g[k]->dest);
+		free(st->g[k]);
+	}
+	free(st->g);
+	free(sv);
+	tx->sieve = NULL;
+}
+
+static struct sv_state *state_of(struct sieve_tx *sv)
+{
+	return &sv->st;
+}
