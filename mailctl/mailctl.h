@@ -140,4 +140,14 @@ int mc_backup(struct mc *, const struct mc_args *);
 int mc_restore(struct mc *, const struct mc_args *);
 int mc_stats(struct mc *, const struct mc_args *);
 
+/* mailctl_sieve.c */
+int mc_sieve_list(struct mc *mc, const struct mc_args *a);
+int mc_sieve_get(struct mc *mc, const struct mc_args *a);
+int mc_sieve_put(struct mc *mc, const struct mc_args *a);
+int mc_sieve_check(struct mc *mc, const struct mc_args *a);
+int mc_sieve_activate(struct mc *mc, const struct mc_args *a);
+int mc_sieve_deactivate(struct mc *mc, const struct mc_args *a);
+int mc_sieve_delete(struct mc *mc, const struct mc_args *a);
+int mc_sieve_rename(struct mc *mc, const struct mc_args *a);
+
 #endif

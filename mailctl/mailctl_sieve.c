@@ -1,0 +1,185 @@
+/* mailctl_sieve.c — owns `mailctl sieve`: list, get, put (compile, quota, store), activate,
+ * deactivate, delete and check of a user's Sieve scripts; a refused script is explained
+ * with the line and column of the fault. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/xmalloc.h"
+#include "mailctl/mailctl.h"
+#include "sieve/sieve_admin.h"
+#include "store/store_sieve.h"
+
+static int read_file(struct mc *mc, const char *path, uint64_t max, struct buf *b)
+{
+	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+	char chunk[8192];
+	size_t n;
+
+	if (f == NULL)
+		return mc_fail(mc, STORE_EIO, "cannot open %s", path);
+	buf_init(b, 4096, (size_t)max + 1);
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+		if (buf_append(b, chunk, n) < 0) {
+			if (f != stdin)
+				fclose(f);
+			buf_release(b);
+			fprintf(stderr, "mailctl: %s: larger than [sieve] max_script_size (%llu bytes)\n",
+				path, (unsigned long long)max);
+			return MC_REFUSED;
+		}
+	if (f != stdin)
+		fclose(f);
+	return MC_OK;
+}
+
+static const char *const list_cols[] = { "script", "active", "bytes", NULL };
+
+static int list_cb(const struct store_sieve_script *s, void *arg)
+{
+	struct mc_table *t = arg;
+
+	mc_table_row(t);
+	mc_cell_strn(t, s->name, s->name_len);
+	mc_cell_bool(t, s->active);
+	mc_cell_u64(t, s->src_len);
+	return 0;
+}
+
+int mc_sieve_list(struct mc *mc, const struct mc_args *a)
+{
+	struct store_txn *t;
+	struct store_user u;
+	struct mc_table *tab;
+	int rc;
+
+	if ((rc = mc_begin(mc, a->pos[0], NULL, STORE_TXN_READ, &t, &u, NULL)) != MC_OK)
+		return rc;
+	tab = mc_table_new(list_cols);
+	rc = store_sieve_list(t, a->pos[0], list_cb, tab);
+	store_txn_abort(&t);
+	if (rc != 0) {
+		mc_table_free(&tab);
+		return mc_fail(mc, rc, "scripts of '%s'", a->pos[0]);
+	}
+	mc_table_print(mc, &tab);
+	return MC_OK;
+}
+
+int mc_sieve_get(struct mc *mc, const struct mc_args *a)
+{
+	struct store_txn *t;
+	struct store_user u;
+	struct store_sieve_script s;
+	int rc;
+
+	if ((rc = mc_begin(mc, a->pos[0], NULL, STORE_TXN_READ, &t, &u, NULL)) != MC_OK)
+		return rc;
+	rc = a->npos > 1 ? store_sieve_get(t, a->pos[0], a->pos[1], &s)
+			 : store_sieve_active(t, a->pos[0], &s);
+	if (rc == 0)
+		fwrite(s.src, 1, s.src_len, stdout);
+	store_txn_abort(&t);
+	if (rc != 0)
+		return mc_fail(mc, rc, "script '%s' of '%s'", a->npos > 1 ? a->pos[1] : "(active)",
+			       a->pos[0]);
+	return MC_OK;
+}
+
+static int put_or_check(struct mc *mc, const char *user, const char *name, const char *path,
+			bool check, bool activate)
+{
+	struct sieve_admin_limits l;
+	struct buf b;
+	char *err;
+	int rc, src;
+
+	sieve_admin_limits_from_conf(mc->conf, &l);
+	if ((rc = read_file(mc, path, l.max_script_size, &b)) != MC_OK)
+		return rc;
+	src = sieve_admin_put(mc->st, &l, user, name, b.data ? b.data : "", b.len, check,
+			      activate, &err, &rc);
+	buf_release(&b);
+	switch (src) {
+	case SIEVE_ADMIN_OK:
+		printf("%s: %s\n", path, check ? "ok" : activate ? "stored and active" : "stored");
+		return MC_OK;
+	case SIEVE_ADMIN_ESYNTAX:
+	case SIEVE_ADMIN_EQUOTA:
+		fprintf(stderr, "mailctl: %s: %s\n", path, err);
+		free(err);
+		return MC_REFUSED;
+	}
+	return mc_fail(mc, rc, "cannot store script '%s' of '%s'", name, user);
+}
+
+int mc_sieve_put(struct mc *mc, const struct mc_args *a)
+{
+	return put_or_check(mc, a->pos[0], a->pos[1], a->pos[2], false, a->set[0]);
+}
+
+int mc_sieve_check(struct mc *mc, const struct mc_args *a)
+{
+	return put_or_check(mc, a->pos[0], NULL, a->pos[1], true, false);
+}
+
+struct sv_op {
+	const char *user, *name, *to;
+	int verb;
+};
+
+static int w_sieve(struct store_txn *t, void *arg)
+{
+	struct sv_op *o = arg;
+
+	switch (o->verb) {
+	case 0: return store_sieve_activate(t, o->user, o->name);
+	case 1: return store_sieve_delete(t, o->user, o->name);
+	default: return store_sieve_rename(t, o->user, o->name, o->to);
+	}
+}
+
+static int sieve_write(struct mc *mc, struct sv_op *o, const char *done)
+{
+	unsigned part;
+	int rc = store_user_locate(mc->st, o->user, &part);
+
+	if (rc == 0)
+		rc = store_write(mc->st, part, w_sieve, o);
+	if (rc == STORE_ENOTSUP)
+		return fprintf(stderr, "mailctl: '%s' is the active script; deactivate it first\n",
+			       o->name), MC_REFUSED;
+	if (rc != 0)
+		return mc_fail(mc, rc, "script '%s' of '%s'", o->name ? o->name : "", o->user);
+	printf("%s\n", done);
+	return MC_OK;
+}
+
+int mc_sieve_activate(struct mc *mc, const struct mc_args *a)
+{
+	struct sv_op o = { a->pos[0], a->pos[1], NULL, 0 };
+
+	return sieve_write(mc, &o, "activated");
+}
+
+int mc_sieve_deactivate(struct mc *mc, const struct mc_args *a)
+{
+	struct sv_op o = { a->pos[0], NULL, NULL, 0 };
+
+	return sieve_write(mc, &o, "no script active");
+}
+
+int mc_sieve_delete(struct mc *mc, const struct mc_args *a)
+{
+	struct sv_op o = { a->pos[0], a->pos[1], NULL, 1 };
+
+	return sieve_write(mc, &o, "deleted");
+}
+
+int mc_sieve_rename(struct mc *mc, const struct mc_args *a)
+{
+	struct sv_op o = { a->pos[0], a->pos[1], a->pos[2], 2 };
+
+	return sieve_write(mc, &o, "renamed");
+}
