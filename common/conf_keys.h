@@ -14,6 +14,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/log.h"
+
 struct conf_addrs;
 struct conf_cidrs;
 struct conf_list;
@@ -109,6 +111,25 @@ struct mtad_conf {
 	int64_t delay_warning_ms;
 };
 
+/* [imapd] */
+struct imapd_conf {
+	const struct conf_addrs *listen;
+	const struct conf_addrs *listen_tls;
+	int64_t workers;
+	const char *user;
+	const char *pidfile;
+	int64_t max_connections;
+	int64_t max_connections_per_ip;
+	int64_t max_connections_per_user;
+	bool allow_plaintext_auth;
+	int64_t login_timeout_ms;
+	int64_t idle_timeout_ms;
+	uint64_t line_max;
+	uint64_t literal_max;
+	uint64_t max_append_size;
+	int64_t max_bad_commands;
+};
+
 /* [sink] */
 enum sink_records { SINK_RECORDS_STAMPED, SINK_RECORDS_ALL };
 struct sink_conf {
@@ -140,14 +161,30 @@ struct dns_conf {
 	int64_t cache_size;
 };
 
+/* [log]: common/daemon.c */
+enum log_target { LOG_TARGET_SYSLOG, LOG_TARGET_STDERR, LOG_TARGET_FILE };
+enum log_facility {
+	LOG_FACILITY_MAIL, LOG_FACILITY_DAEMON, LOG_FACILITY_USER, LOG_FACILITY_LOCAL0,
+	LOG_FACILITY_LOCAL1, LOG_FACILITY_LOCAL2, LOG_FACILITY_LOCAL3, LOG_FACILITY_LOCAL4,
+	LOG_FACILITY_LOCAL5, LOG_FACILITY_LOCAL6, LOG_FACILITY_LOCAL7,
+};
+struct log_conf {
+	enum log_target target;
+	const char *file;
+	enum log_level level; /* the choices are in enum log_level's order (log.h) */
+	enum log_facility facility;
+};
+
 /* Every section, as conf_values() returns it. */
 struct heron_conf {
 	struct store_conf store;
 	struct directory_conf directory;
 	struct tls_conf tls;
 	struct mtad_conf mtad;
+	struct imapd_conf imapd;
 	struct sink_conf sink;
 	struct dns_conf dns;
+	struct log_conf log;
 };
 
 #endif

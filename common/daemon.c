@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -200,18 +201,25 @@ static noreturn void conf_load_fail(const struct daemon_args *a, char *error)
 /* Starts the log from [log]: -f forces stderr; target = file needs the file now. */
 static void log_start(const struct daemon_args *a, const struct conf *c)
 {
-	const char *target = conf_str(c, "log", "target");
-	int fac = log_facility_parse(conf_str(c, "log", "facility"));
-	int lvl = log_level_parse(conf_str(c, "log", "level"));
+	static const int facility[] = {
+		[LOG_FACILITY_MAIL] = LOG_MAIL,	    [LOG_FACILITY_DAEMON] = LOG_DAEMON,
+		[LOG_FACILITY_USER] = LOG_USER,	    [LOG_FACILITY_LOCAL0] = LOG_LOCAL0,
+		[LOG_FACILITY_LOCAL1] = LOG_LOCAL1, [LOG_FACILITY_LOCAL2] = LOG_LOCAL2,
+		[LOG_FACILITY_LOCAL3] = LOG_LOCAL3, [LOG_FACILITY_LOCAL4] = LOG_LOCAL4,
+		[LOG_FACILITY_LOCAL5] = LOG_LOCAL5, [LOG_FACILITY_LOCAL6] = LOG_LOCAL6,
+		[LOG_FACILITY_LOCAL7] = LOG_LOCAL7,
+	};
+	const struct log_conf *lc = &conf_values(c)->log;
 	char *error = NULL;
 
-	log_init(a->ident, a->foreground || strcmp(target, "stderr") == 0, fac);
-	if (!a->foreground && strcmp(target, "file") == 0 &&
-	    log_init_file(a->ident, conf_str(c, "log", "file"), &error) == -1) {
+	log_init(a->ident, a->foreground || lc->target == LOG_TARGET_STDERR,
+		 facility[lc->facility]);
+	if (!a->foreground && lc->target == LOG_TARGET_FILE &&
+	    log_init_file(a->ident, lc->file, &error) == -1) {
 		fprintf(stderr, "%s: %s ([log] file)\n", a->ident, error);
 		exit(1);
 	}
-	log_set_level(lvl >= 0 ? (enum log_level)lvl : LOG_LVL_INFO);
+	log_set_level(lc->level);
 }
 
 struct conf *daemon_conf_load(const struct daemon_args *a)

@@ -68,35 +68,6 @@ enum log_level log_get_level(void)
 	return lg.level;
 }
 
-int log_level_parse(const char *name)
-{
-	for (size_t i = 0; i < sizeof(lvl_name) / sizeof(lvl_name[0]); i++)
-		if (strcasecmp(name, lvl_name[i]) == 0)
-			return (int)i;
-	if (strcasecmp(name, "error") == 0)
-		return LOG_LVL_ERR;
-	if (strcasecmp(name, "warning") == 0)
-		return LOG_LVL_WARN;
-	return -1;
-}
-
-int log_facility_parse(const char *name)
-{
-	static const struct {
-		const char *name;
-		int fac;
-	} facs[] = {
-		{ "mail", LOG_MAIL },     { "daemon", LOG_DAEMON }, { "user", LOG_USER },
-		{ "auth", LOG_AUTH },     { "local0", LOG_LOCAL0 }, { "local1", LOG_LOCAL1 },
-		{ "local2", LOG_LOCAL2 }, { "local3", LOG_LOCAL3 }, { "local4", LOG_LOCAL4 },
-		{ "local5", LOG_LOCAL5 }, { "local6", LOG_LOCAL6 }, { "local7", LOG_LOCAL7 },
-	};
-	for (size_t i = 0; i < sizeof(facs) / sizeof(facs[0]); i++)
-		if (strcasecmp(name, facs[i].name) == 0)
-			return facs[i].fac;
-	return -1;
-}
-
 static int file_open(const char *path, char **error_r)
 {
 	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);

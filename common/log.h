@@ -21,10 +21,6 @@ enum log_level {
 void log_init(const char *ident, bool to_stderr, int facility);
 void log_set_level(enum log_level lvl);
 enum log_level log_get_level(void);
-/* Parses "err", "warn", "info", "debug"; -1 when unknown. */
-int log_level_parse(const char *name);
-/* Parses a syslog facility name ("mail", "local0".."local7", "daemon", "user"); -1 unknown. */
-int log_facility_parse(const char *name);
 /* Starts logging as ident to the file at path (appended, created 0640): lines as on stderr,
    one write(2) each, so processes sharing the file never interleave. -1 with *error_r
    (malloc'd; error_r may be NULL) when it cannot be opened; logging is then unchanged. */

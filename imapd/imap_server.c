@@ -84,20 +84,22 @@ static void on_drain(void *arg)
 /* The [imapd] limits and timeouts. */
 static void server_limits(struct imap_server *srv, const struct conf *conf)
 {
-	srv->allow_plaintext = conf_bool(conf, "imapd", "allow_plaintext_auth");
-	srv->lim.line_max = (size_t)conf_int(conf, "imapd", "line_max");
-	srv->lim.literal_max = (size_t)conf_int(conf, "imapd", "literal_max");
+	const struct imapd_conf *ic = &conf_values(conf)->imapd;
+
+	srv->allow_plaintext = ic->allow_plaintext_auth;
+	srv->lim.line_max = (size_t)ic->line_max;
+	srv->lim.literal_max = (size_t)ic->literal_max;
 	srv->lim.depth_max = 32;
 	srv->lim.items_max = 4096;
-	srv->max_append = (uint64_t)conf_int(conf, "imapd", "max_append_size");
+	srv->max_append = ic->max_append_size;
 	/* a refused {n+} APPEND of any size the server would take is read and dropped */
 	srv->lim.skip_max = srv->max_append > srv->lim.literal_max ? srv->max_append
 								    : srv->lim.literal_max;
-	srv->login_timeout_ms = conf_int(conf, "imapd", "login_timeout");
-	srv->idle_timeout_ms = conf_int(conf, "imapd", "idle_timeout");
-	srv->max_bad = (unsigned)conf_int(conf, "imapd", "max_bad_commands");
-	srv->max_per_ip = (unsigned)conf_int(conf, "imapd", "max_connections_per_ip");
-	srv->max_per_user = (unsigned)conf_int(conf, "imapd", "max_connections_per_user");
+	srv->login_timeout_ms = ic->login_timeout_ms;
+	srv->idle_timeout_ms = ic->idle_timeout_ms;
+	srv->max_bad = (unsigned)ic->max_bad_commands;
+	srv->max_per_ip = (unsigned)ic->max_connections_per_ip;
+	srv->max_per_user = (unsigned)ic->max_connections_per_user;
 }
 
 /* SIGHUP: the config file again (the [imapd] limits, timeouts and allow_plaintext_auth for
@@ -250,7 +252,7 @@ int imap_server_run(struct daemon_worker *w, const struct imap_worker_args *a)
 	shmtable_worker_reset(srv.shared, srv.worker);
 	net_ipcount_free(&srv.ipcount);
 	srv.ipcount = net_ipcount_new_shared(srv.shared, srv.worker);
-	cap = (size_t)conf_int(a->conf, "imapd", "max_connections");
+	cap = (size_t)conf_values(a->conf)->imapd.max_connections;
 	if (a->plain->n > 0)
 		srv.plain = server_net_new(&srv, a->plain, cap, accept_plain);
 	if (a->tls->n > 0)

@@ -78,6 +78,7 @@ int main(int argc, char **argv)
 	static struct imapd_main m;
 	struct imap_worker_args *wa = &m.wa;
 	struct daemon_ops ops;
+	const struct imapd_conf *ic;
 	const struct tls_conf *tc;
 	char *error = NULL;
 	int rc;
@@ -85,14 +86,15 @@ int main(int argc, char **argv)
 	daemon_args_parse(argc, argv, "imapd", &args);
 	conf = daemon_conf_load(&args);
 	m.first = conf;
-	daemon_nofile_ensure("imapd", (uint64_t)conf_int(conf, "imapd", "max_connections"));
+	ic = &conf_values(conf)->imapd;
 	tc = &conf_values(conf)->tls;
+	daemon_nofile_ensure("imapd", (uint64_t)ic->max_connections);
 	if (tc->cert[0] != '\0' && (wa->tls_ctx = tls_server_ctx_new(tc, &error)) == NULL)
 		fatalx("imapd: tls: %s", error);
-	if (conf_addrs(conf, "imapd", "listen_tls")->n > 0 && wa->tls_ctx == NULL)
+	if (ic->listen_tls->n > 0 && wa->tls_ctx == NULL)
 		fatalx("imapd: listen_tls needs [tls] cert and key");
-	if (net_listen(conf_addrs(conf, "imapd", "listen"), &lo, &plain, &error) < 0 ||
-	    net_listen(conf_addrs(conf, "imapd", "listen_tls"), &lo, &tls, &error) < 0)
+	if (net_listen(ic->listen, &lo, &plain, &error) < 0 ||
+	    net_listen(ic->listen_tls, &lo, &tls, &error) < 0)
 		fatalx("imapd: %s", error);
 	for (size_t i = 0; i < plain.n; i++)
 		log_info("imapd listening on %s", plain.name[i]);
@@ -102,16 +104,15 @@ int main(int argc, char **argv)
 	wa->conf_path = args.conf_path;
 	wa->plain = &plain;
 	wa->tls = &tls;
-	wa->workers = (unsigned)conf_int(conf, "imapd", "workers");
+	wa->workers = (unsigned)ic->workers;
 	/* room for the addresses and the users of max_connections sessions */
-	wa->shared = shmtable_new(2 * net_shm_slots((size_t)conf_int(conf, "imapd",
-								     "max_connections")),
-				  wa->workers, NET_SHM_KEY_MAX, IMAP_PENALTY_FORGET_MS);
+	wa->shared = shmtable_new(2 * net_shm_slots((size_t)ic->max_connections), wa->workers,
+				  NET_SHM_KEY_MAX, IMAP_PENALTY_FORGET_MS);
 	memset(&ops, 0, sizeof(ops));
 	ops.ident = "imapd";
 	ops.workers = wa->workers;
-	ops.pidfile = conf_str(conf, "imapd", "pidfile");
-	ops.user = conf_str(conf, "imapd", "user");
+	ops.pidfile = ic->pidfile;
+	ops.user = ic->user;
 	ops.detach = !args.foreground && !args.supervised;
 	ops.worker_main = worker_main;
 	ops.reload = master_reload;

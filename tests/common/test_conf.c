@@ -211,6 +211,17 @@ static void test_typed(void **state)
 		E(tls, min_version, "TLSv1.3", TLS_MIN_V1_3),
 		E(mtad, bare_lf, "reject", MTAD_BARE_LF_REJECT),
 		E(mtad, bare_lf, "normalize", MTAD_BARE_LF_NORMALIZE),
+		E(log, target, "syslog", LOG_TARGET_SYSLOG),
+		E(log, target, "stderr", LOG_TARGET_STDERR),
+		E(log, target, "file", LOG_TARGET_FILE),
+		E(log, level, "err", LOG_LVL_ERR),
+		E(log, level, "warn", LOG_LVL_WARN),
+		E(log, level, "info", LOG_LVL_INFO),
+		E(log, level, "debug", LOG_LVL_DEBUG),
+		E(log, facility, "mail", LOG_FACILITY_MAIL),
+		E(log, facility, "user", LOG_FACILITY_USER),
+		E(log, facility, "local0", LOG_FACILITY_LOCAL0),
+		E(log, facility, "local7", LOG_FACILITY_LOCAL7),
 		E(sink, records, "stamped", SINK_RECORDS_STAMPED),
 		E(sink, records, "all", SINK_RECORDS_ALL),
 		E(dns, dnssec, "validate", DNS_DNSSEC_VALIDATE),
@@ -250,6 +261,27 @@ static void test_typed(void **state)
 	assert_int_equal(conf_set(c, "directory", "starttls", "yes", &err), 0);
 	assert_true(v->directory.starttls);
 	conf_free(&c);
+}
+
+/* Every row of the table names its own field of struct heron_conf (conf_defaults checks
+   that the field has the key's type). */
+static void test_fields(void **state)
+{
+	for (size_t i = 0; i < conf_nkeys; i++) {
+		const struct conf_key *k = &conf_keys[i];
+
+		if (k->field == CONF_F_NONE)
+			fail_msg("%s.%s names no field (CONF_AT in conf_keys.c)", k->section,
+				 k->name);
+		for (size_t j = 0; j < i; j++) {
+			const struct conf_key *o = &conf_keys[j];
+
+			if (k->off < o->off + o->field_size && o->off < k->off + k->field_size)
+				fail_msg("%s.%s and %s.%s share a field", k->section, k->name,
+					 o->section, o->name);
+		}
+	}
+	conf_free(&(struct conf *){ conf_defaults() });
 }
 
 static void test_dump(void **state)
@@ -339,6 +371,7 @@ int main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_include_and_set),
 		cmocka_unit_test(test_typed),
+		cmocka_unit_test(test_fields),
 		cmocka_unit_test(test_dump),
 		cmocka_unit_test(test_documented),
 	};

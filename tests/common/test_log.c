@@ -65,15 +65,6 @@ static void test_output(void **state)
 	assert_int_equal(lines, 4);
 }
 
-static void test_parse(void **state)
-{
-	assert_int_equal(log_level_parse("debug"), LOG_LVL_DEBUG);
-	assert_int_equal(log_level_parse("WARN"), LOG_LVL_WARN);
-	assert_int_equal(log_level_parse("loud"), -1);
-	assert_true(log_facility_parse("local3") >= 0);
-	assert_int_equal(log_facility_parse("kernel-ish"), -1);
-}
-
 static void test_ids(void **state)
 {
 	uint64_t prev = log_new_id();
@@ -149,7 +140,6 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_output),
-		cmocka_unit_test(test_parse),
 		cmocka_unit_test(test_ids),
 		cmocka_unit_test(test_file_reopen),
 		cmocka_unit_test(test_reopen_keeps_ident),
