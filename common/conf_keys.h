@@ -161,6 +161,31 @@ struct dns_conf {
 	int64_t cache_size;
 };
 
+/* [sieve]: delivery (mtad/deliver_sieve.c), ManageSieve, mailctl sieve */
+struct sieve_conf {
+	const char *before;
+	const char *after;
+	uint64_t max_script_size;
+	int64_t max_scripts;
+	uint64_t max_storage;
+	int64_t max_instructions;
+	int64_t max_redirects;
+	int64_t max_actions;
+	uint64_t max_header_bytes;
+	uint64_t max_body_bytes;
+	const char *spam_header;
+	int64_t spam_max;
+	const char *virus_header;
+	int64_t vacation_min_days;
+	const struct conf_addrs *listen;
+	int64_t workers;
+	const char *user;
+	const char *pidfile;
+	int64_t max_connections;
+	bool allow_plaintext_auth;
+	int64_t timeout_ms;
+};
+
 /* [log]: common/daemon.c */
 enum log_target { LOG_TARGET_SYSLOG, LOG_TARGET_STDERR, LOG_TARGET_FILE };
 enum log_facility {
@@ -184,6 +209,7 @@ struct heron_conf {
 	struct imapd_conf imapd;
 	struct sink_conf sink;
 	struct dns_conf dns;
+	struct sieve_conf sieve;
 	struct log_conf log;
 };
 

@@ -70,14 +70,14 @@ struct sieve_tx {
 	size_t nout;
 };
 
-struct sieve_conf {
+struct sieve_setup {
 	uint8_t *before, *after;
 	size_t before_len, after_len;
 	struct sieve_limits lim;
 	int64_t vacation_min;
 };
 
-static struct sieve_conf gconf;
+static struct sieve_setup gconf;
 static bool gconf_loaded;
 
 /* ---- configuration -------------------------------------------------------------------- */
@@ -115,7 +115,7 @@ static int load_admin(const char *path, uint8_t **prog_r, size_t *len_r, char **
 
 int deliver_sieve_init(const struct conf *c, char **error_r)
 {
-	struct sieve_conf sc = { 0 };
+	struct sieve_setup sc = { 0 };
 
 	if (load_admin(conf_str(c, "sieve", "before"), &sc.before, &sc.before_len, error_r) < 0 ||
 	    load_admin(conf_str(c, "sieve", "after"), &sc.after, &sc.after_len, error_r) < 0) {
