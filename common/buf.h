@@ -18,6 +18,10 @@ struct buf {
 	size_t max;  /* the ceiling for len */
 };
 
+/* The max of a buf whose size its input already bounds (the UIDs of a mailbox, a reply
+   built from bounded parts); the caller says by what. */
+#define BUF_INPUT_BOUNDED (SIZE_MAX / 2)
+
 void buf_init(struct buf *b, size_t initial, size_t max);
 struct buf *buf_new(size_t initial, size_t max);
 /* Frees the data; the buf can be used again after buf_init. */

@@ -122,7 +122,7 @@ bool cmd_capability(struct imap_cmd *cmd)
 
 	if (cmd->nargs != 0)
 		return imap_cmd_bad(cmd, "CAPABILITY takes no arguments");
-	buf_init(&caps, 256, 4096);
+	buf_init(&caps, 256, IMAP_CAPS_MAX);
 	imap_capability(cmd->c, &caps);
 	imap_printf(cmd->c, "* CAPABILITY %s\r\n", buf_cstr(&caps));
 	buf_release(&caps);
@@ -347,7 +347,7 @@ static bool auth_finish(struct imap_cmd *cmd, struct auth_ctx *a)
 	{
 		struct buf caps;
 
-		buf_init(&caps, 256, 4096);
+		buf_init(&caps, 256, IMAP_CAPS_MAX);
 		imap_capability(c, &caps);
 		imap_cmd_reply(cmd, "OK", "[CAPABILITY %s] Logged in", buf_cstr(&caps));
 		buf_release(&caps);

@@ -42,7 +42,7 @@ static void copy_reply(struct imap_cmd *cmd, struct copy_op *co, uint32_t uidval
 	struct imap_client *c = cmd->c;
 	struct buf code;
 
-	buf_init(&code, 256, (size_t)-1 / 2);
+	buf_init(&code, 256, BUF_INPUT_BOUNDED); /* two UID sets of the messages copied */
 	if (co->ndone > 0) {
 		buf_printf(&code, "[COPYUID %u ", uidvalidity);
 		uid_list(&code, co->src_done, co->ndone);

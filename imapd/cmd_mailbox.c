@@ -10,6 +10,8 @@
 #include "imapd/imapd.h"
 #include "store/store.h"
 
+#define LIST_ATTRS_MAX 256 /* the attributes of one LIST reply line */
+
 /* A name in modified UTF-7 (the store's form), validated. */
 static char *mailbox_name_mutf7(const char *s, size_t len, const char **why_r)
 {
@@ -282,7 +284,7 @@ static int list_cb(const struct store_mbox_info *mi, void *arg)
 		return 0;
 	if (!l->childinfo && !l->lsub)
 		l->childinfo = name_in(l->parents, l->nparents, mi->name, mi->name_len);
-	buf_init(&attrs, 64, 256);
+	buf_init(&attrs, 64, LIST_ATTRS_MAX);
 	if (nonexistent && (l->sel & LSEL_SUBSCRIBED))
 		buf_puts(&attrs, "\\NonExistent ");
 	else if (mi->attrs & (STORE_MBOX_NOSELECT | STORE_MBOX_NONEXISTENT))

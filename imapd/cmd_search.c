@@ -71,7 +71,7 @@ static void write_all(struct imap_client *c, const struct search_cmd *sc)
 	for (size_t i = 0; i < sc->n; i++)
 		imap_seqset_add(&set, sc->hits[i], sc->hits[i]);
 	imap_seqset_resolve(&set, 0);
-	buf_init(&b, 256, (size_t)-1 / 2);
+	buf_init(&b, 256, BUF_INPUT_BOUNDED); /* the mailbox's numbers */
 	imap_seqset_format(&set, &b);
 	imap_printf(c, " ALL %s", buf_cstr(&b));
 	buf_release(&b);

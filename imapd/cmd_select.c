@@ -42,7 +42,7 @@ static int parse_qresync(const struct imap_arg *q, struct qresync *qr)
 	if (q->n >= 3) {
 		known = imap_arg_next(ms);
 		if (known->type != IMAP_ARG_ATOM ||
-		    imap_seqset_parse(&qr->known, known->s, known->len, 4096) < 0 ||
+		    imap_seqset_parse(&qr->known, known->s, known->len, IMAP_SEQSET_RANGES_MAX) < 0 ||
 		    qr->known.has_star)
 			return -1;
 		imap_seqset_resolve(&qr->known, 0);

@@ -150,7 +150,7 @@ static bool store_finish(struct imap_cmd *cmd, struct store_op *so)
 		imap_seqset_add(&seqs, n, n);
 	}
 	imap_seqset_resolve(&seqs, 0);
-	buf_init(&b, 64, (size_t)-1 / 2);
+	buf_init(&b, 64, BUF_INPUT_BOUNDED); /* the mailbox's numbers */
 	imap_seqset_format(&seqs, &b);
 	imap_seqset_release(&seqs);
 	/* the reply ends the command and frees so (imap_commit.c) */

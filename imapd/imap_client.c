@@ -317,7 +317,7 @@ void imap_client_new(struct imap_server *srv, struct net_server *ns, int fd,
 	{
 		struct buf caps;
 
-		buf_init(&caps, 256, 4096);
+		buf_init(&caps, 256, IMAP_CAPS_MAX);
 		imap_capability(c, &caps);
 		imap_printf(c, "* OK [CAPABILITY %s] Heron IMAP ready\r\n", buf_cstr(&caps));
 		buf_release(&caps);

@@ -345,7 +345,7 @@ static int read_header(struct imap_client *c, const struct store_msg *m, uint64_
 	char *dst;
 	ssize_t n;
 
-	if (len > 1024 * 1024 || store_blob_open(c->srv->store, c->view->part, m->blob, &fd,
+	if (len > IMAP_HEADER_READ_MAX || store_blob_open(c->srv->store, c->view->part, m->blob, &fd,
 						   &size) != 0)
 		return -1;
 	if ((dst = buf_reserve(out, (size_t)len)) == NULL) {
@@ -367,14 +367,14 @@ static void write_header_fields(struct fetch_msg *fm, const struct fetch_item *i
 {
 	struct buf hdr;
 
-	buf_init(&hdr, 1024, 4 * 1024 * 1024);
+	buf_init(&hdr, 1024, 4 * IMAP_HEADER_READ_MAX); /* the header, decoded words expanded */
 	if (it->part[0] == '\0') {
 		rfc5322_header_fields(fm->mv->header.p, fm->mv->header.len, it->fields,
 				      it->nfields, it->sec == SEC_FIELDS_NOT, &hdr);
 	} else {
 		struct buf raw;
 
-		buf_init(&raw, 1024, 1024 * 1024);
+		buf_init(&raw, 1024, IMAP_HEADER_READ_MAX);
 		if (read_header(fm->c, fm->m, hoff, hsize, &raw) == 0)
 			rfc5322_header_fields(raw.data, raw.len, it->fields, it->nfields,
 					      it->sec == SEC_FIELDS_NOT, &hdr);
@@ -527,8 +527,8 @@ static enum imap_cte part_cte(struct imap_client *c, const struct store_msg *m, 
 	struct buf raw, val;
 	enum imap_cte cte = IMAP_CTE_IDENTITY;
 
-	buf_init(&raw, 1024, 1024 * 1024);
-	buf_init(&val, 64, 4096);
+	buf_init(&raw, 1024, IMAP_HEADER_READ_MAX);
+	buf_init(&val, 64, IMAP_FIELD_MAX);
 	if (read_header(c, m, hoff, hsize, &raw) < 0)
 		cte = IMAP_CTE_UNKNOWN; /* cannot tell: refused rather than guessed */
 	else if (rfc5322_header_value(raw.data, raw.len, "Content-Transfer-Encoding", &val) > 0)

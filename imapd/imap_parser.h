@@ -40,6 +40,11 @@ enum imap_parse_result {
 	IMAP_PARSE_LITERAL = 2,
 };
 
+/* imapd's structural limits of a command (the byte limits are [imapd] line_max and
+   literal_max): lists nested this deep, this many arguments in all. */
+#define IMAP_DEPTH_MAX 32
+#define IMAP_ARGS_MAX 4096
+
 struct imap_parser_limits {
 	size_t line_max;    /* bytes of a command line, literal data excluded */
 	size_t literal_max; /* largest literal accepted inline */

@@ -438,8 +438,8 @@ static bool addresses_contain(const char *value, size_t len, const struct skey *
 	struct addr_match am = { .k = k };
 	struct buf unfolded;
 
-	buf_init(&unfolded, 256, 1024 * 1024);
-	buf_init(&am.text, 128, 4096);
+	buf_init(&unfolded, 256, IMAP_HEADER_READ_MAX);
+	buf_init(&am.text, 128, IMAP_FIELD_MAX);
 	if (rfc5322_unfold(value, len, &unfolded) == 0 && unfolded.len > 0)
 		rfc5322_addr_parse(unfolded.data, unfolded.len, addr_match_cb, &am);
 	buf_release(&am.text);

@@ -13,6 +13,10 @@
 
 #include "common/buf.h"
 
+/* The ranges a client's sequence set may hold (SELECT QRESYNC, FETCH, STORE, SEARCH, ...):
+   more is refused with BAD, the parsed set never grows past it. */
+#define IMAP_SEQSET_RANGES_MAX 4096
+
 struct imap_range {
 	uint32_t lo, hi; /* lo <= hi after resolve; 0 stands for '*' before it */
 };

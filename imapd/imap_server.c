@@ -89,8 +89,8 @@ static void server_limits(struct imap_server *srv, const struct conf *conf)
 	srv->allow_plaintext = ic->allow_plaintext_auth;
 	srv->lim.line_max = (size_t)ic->line_max;
 	srv->lim.literal_max = (size_t)ic->literal_max;
-	srv->lim.depth_max = 32;
-	srv->lim.items_max = 4096;
+	srv->lim.depth_max = IMAP_DEPTH_MAX;
+	srv->lim.items_max = IMAP_ARGS_MAX;
 	srv->max_append = ic->max_append_size;
 	/* a refused {n+} APPEND of any size the server would take is read and dropped */
 	srv->lim.skip_max = srv->max_append > srv->lim.literal_max ? srv->max_append

@@ -15,6 +15,7 @@
 #include "imapd/imapd.h"
 
 #define TM_CHUNK (64 * 1024)
+#define TM_WORD_MAX (64 * 1024) /* one RFC 2047 encoded word, decoded */
 
 struct imap_textmatch {
 	struct rfc5322_parser *parser;
@@ -196,7 +197,7 @@ static size_t encoded_word(const char *p, size_t len, struct buf *out)
 	if ((end = memmem(q1 + 3, (size_t)(p + len - (q1 + 3)), "?=", 2)) == NULL)
 		return 0;
 	q2 = q1 + 3;
-	buf_init(&raw, 64, 64 * 1024);
+	buf_init(&raw, 64, TM_WORD_MAX);
 	if (e == 'b') {
 		imap_decoder_init(&b64, IMAP_CTE_BASE64);
 		decode_to(&b64, q2, (size_t)(end - q2), &raw);
@@ -269,8 +270,8 @@ bool imap_text_field_contains(const char *raw, size_t len, const char *needle, s
 
 	if (nlen == 0)
 		return true;
-	buf_init(&out, 256, 1024 * 1024);
-	buf_init(&unfolded, 256, 1024 * 1024);
+	buf_init(&out, 256, IMAP_HEADER_READ_MAX);
+	buf_init(&unfolded, 256, IMAP_HEADER_READ_MAX);
 	rfc5322_unfold(raw, len, &unfolded);
 	r = unfolded.len > 0 &&
 	    field_matches(unfolded.data, unfolded.len, needle, nlen, &out);

@@ -151,7 +151,7 @@ void imap_view_send_flags(struct imap_client *c, struct store_txn *t)
 	struct buf b;
 
 	store_mbox_keywords(t, c->view->mbox, names, &nkw);
-	buf_init(&b, 256, 64 * (STORE_MAX_KEYWORD + 2) + 256);
+	buf_init(&b, 256, STORE_MAX_KEYWORDS * (STORE_MAX_KEYWORD + 2) + 256);
 	buf_puts(&b, "\\Answered \\Flagged \\Deleted \\Seen \\Draft");
 	for (unsigned i = 0; i < nkw; i++)
 		buf_printf(&b, " %s", names[i]);
@@ -489,7 +489,7 @@ int imap_view_vanished(struct imap_client *c, struct store_txn *t, uint64_t sinc
 		struct buf b;
 
 		imap_seqset_resolve(&gone, 0);
-		buf_init(&b, 64, (size_t)-1 / 2);
+		buf_init(&b, 64, BUF_INPUT_BOUNDED); /* the expunged UIDs */
 		imap_seqset_format(&gone, &b);
 		imap_printf(c, "* VANISHED (EARLIER) %s\r\n", buf_cstr(&b));
 		buf_release(&b);
@@ -521,7 +521,7 @@ int imap_view_resolve_key(struct imap_client *c, const char *s, size_t len,
 	struct imap_view *v = c->view;
 	struct imap_seqset seqs = { 0 };
 
-	if (imap_seqset_parse(&seqs, s, len, 4096) < 0) {
+	if (imap_seqset_parse(&seqs, s, len, IMAP_SEQSET_RANGES_MAX) < 0) {
 		imap_seqset_release(&seqs);
 		return -1;
 	}
@@ -555,7 +555,7 @@ int imap_view_resolve(struct imap_client *c, const char *s, size_t len, bool uid
 		imap_seqset_resolve(uids_r, 0);
 		return 0;
 	}
-	if (imap_seqset_parse(uid ? uids_r : &seqs, s, len, 4096) < 0) {
+	if (imap_seqset_parse(uid ? uids_r : &seqs, s, len, IMAP_SEQSET_RANGES_MAX) < 0) {
 		imap_seqset_release(&seqs);
 		*why_r = "Invalid sequence set";
 		return -1;

@@ -22,6 +22,12 @@
 #include "imapd/imap_parser.h"
 #include "imapd/imap_seqset.h"
 
+/* Ceilings of imapd's working buffers (the request limits are [imapd] keys). */
+#define IMAP_CAPS_MAX 4096                /* the CAPABILITY list */
+#define IMAP_HEADER_READ_MAX (1024 * 1024) /* a message header read from its file: HEADER.FIELDS,
+					      BINARY.SIZE, SEARCH; a longer one is not read */
+#define IMAP_FIELD_MAX 4096               /* one header field's decoded value (SEARCH, BINARY) */
+
 struct store;
 struct store_txn;
 struct store_msg;
