@@ -16,6 +16,7 @@
 #define STACK_MAX 64
 #define NAME_MAX_KEPT 256
 #define CTYPE_MAX 8192
+#define CTE_MAX 256 /* a Content-Transfer-Encoding value */
 
 enum pstate { ST_HEADER, ST_BODY };
 
@@ -102,7 +103,7 @@ struct rfc5322_parser *rfc5322_parser_new(const struct rfc5322_limits *lim,
 	buf_init(&p->hline, 0, p->lim.field_max + 2);
 	buf_init(&p->fval, 0, p->lim.field_max);
 	buf_init(&p->ctype_val, 0, CTYPE_MAX);
-	buf_init(&p->cte_val, 0, 256);
+	buf_init(&p->cte_val, 0, CTE_MAX);
 	buf_init(&p->scratch, 0, CTYPE_MAX * 4 + 1024);
 	parser_init(p);
 	return p;

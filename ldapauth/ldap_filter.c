@@ -7,6 +7,8 @@
 #include "common/buf.h"
 #include "ldapauth/ldapauth_private.h"
 
+#define FILTER_MAX 16384 /* a filter with every value escaped (RFC 4515) */
+
 static int put_escaped(struct buf *b, const char *p, size_t len);
 
 static int put_escaped(struct buf *b, const char *p, size_t len)
@@ -45,7 +47,7 @@ char *ldapauth_filter_expand(const char *tmpl, const char *name)
 
 	if (!ldapauth_filter_valid(tmpl))
 		return NULL;
-	buf_init(&b, 128, 16384);
+	buf_init(&b, 128, FILTER_MAX);
 	for (const char *p = tmpl; *p != '\0' && rc == 0; p++) {
 		if (*p != '%') {
 			rc = buf_putc(&b, *p);

@@ -17,6 +17,7 @@
 
 #define BOUNCE_BOUNDARY_FMT "%016" PRIx64 "/%s"
 #define RETURN_MAX (64 * 1024) /* headers returned at most */
+#define REPORT_HEAD_MAX (1024 * 1024) /* the report up to the returned headers */
 
 static bool wants_bounce(const struct store_queue_rcpt *r)
 {
@@ -146,7 +147,7 @@ static int bounce_write(struct queue_runner *qr, const struct qjob *job, struct 
 	int rc;
 
 	snprintf(boundary, sizeof(boundary), BOUNCE_BOUNDARY_FMT, job->qm.id, qr->m->hostname);
-	buf_init(&head, 4096, 1024 * 1024);
+	buf_init(&head, 4096, REPORT_HEAD_MAX);
 	report_head(&head, qr, job, boundary, kind);
 	for (size_t i = 0; i < job->qm.nrcpt; i++)
 		if (in_dsn(job, i, kind))

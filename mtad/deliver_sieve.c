@@ -27,6 +27,11 @@
 #include "store/store.h"
 #include "store/store_sieve.h"
 
+#define ADMIN_SCRIPT_MAX (16u << 20) /* the before/after script files */
+#define FOLDER_MUTF7_MAX 4096        /* a fileinto folder name in modified UTF-7 */
+#define TRACE_HEADER_MAX 4096        /* the loop mark a redirect adds */
+#define NOTICE_MAX (1 << 20)         /* a rejection notice or a vacation reply */
+
 struct sv_dest {
 	size_t rcpt;            /* index in tx->rcpt */
 	char *mailbox;          /* store name (modified UTF-7) or NULL = INBOX */
@@ -98,7 +103,7 @@ static int load_admin(const char *path, uint8_t **prog_r, size_t *len_r, char **
 		*error_r = xasprintf("%s: cannot open", path);
 		return -1;
 	}
-	buf_init(&b, 4096, 16u << 20);
+	buf_init(&b, 4096, ADMIN_SCRIPT_MAX);
 	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
 		if (buf_append(&b, chunk, n) < 0)
 			break;
@@ -153,7 +158,7 @@ static bool cb_mailbox_exists(void *ctx, const char *name)
 	uint64_t id;
 	bool ok;
 
-	buf_init(&b, 64, 4096);
+	buf_init(&b, 64, FOLDER_MUTF7_MAX);
 	ok = utf7imap_encode(name, strlen(name), &b) == 0 &&
 	     store_mbox_find(ec->t, ec->uid, b.data, &id) == 0;
 	buf_release(&b);
@@ -400,7 +405,7 @@ static void do_redirect(struct smtp_session *s, struct sieve_tx *sv, const struc
 		free(mark);
 		return;
 	}
-	buf_init(&pre, 128, 4096);
+	buf_init(&pre, 128, TRACE_HEADER_MAX);
 	buf_puts(&pre, mark);
 	free(mark);
 	queue_msg(s, sv, s->tx->from, to, &pre, sv->map, sv->maplen);
@@ -416,7 +421,7 @@ static void reject_notice(struct smtp_session *s, struct sieve_tx *sv, const str
 	if (s->tx->from[0] == '\0')
 		return;  /* nobody to tell */
 	fmt_date(date, sizeof(date));
-	buf_init(&b, 1024, 1 << 20);
+	buf_init(&b, 1024, NOTICE_MAX);
 	buf_printf(&b, "From: Mail Delivery System <MAILER-DAEMON@%s>\r\nTo: <%s>\r\n"
 		   "Subject: Message rejected by %s\r\nDate: %s\r\n"
 		   "Message-ID: <%016" PRIx64 ".reject.%lx@%s>\r\nAuto-Submitted: auto-replied\r\n"
@@ -480,7 +485,7 @@ static void do_vacation(struct smtp_session *s, struct sieve_tx *sv, const struc
 	v->key = xasprintf("%s\x1f%s", va->handle, va->to);
 	v->until = time(NULL) + (secs > 0 ? secs : 1);
 	fmt_date(date, sizeof(date));
-	buf_init(&v->msg, 1024, 1 << 20);
+	buf_init(&v->msg, 1024, NOTICE_MAX);
 	buf_printf(&v->msg, "From: <%s>\r\nTo: <%s>\r\n", va->from ? va->from : r->addr, va->to);
 	buf_puts(&v->msg, "Subject: ");
 	for (const char *p = va->subject; *p; p++)

@@ -271,4 +271,7 @@ int64_t mtad_now_ms(void);
 #define MTAD_SHARED_SLOTS 2048
 #define MTAD_SHARED_KEY_MAX 272  /* "host:port" of a 255-byte host */
 
+/* deliver.c: message bytes gathered before a write into the blob file */
+#define DELIVER_BUF_MAX (64 * 1024)
+
 #endif

@@ -23,6 +23,7 @@
 
 #define MAX_JOBS 256
 #define TICK_MS 1000
+#define TRYLOG_MAX 2048 /* the hosts tried, for the log line and the DSN */
 
 static void job_finish(struct qjob *job);
 
@@ -214,7 +215,7 @@ static struct qwork *work_new(struct qjob *job, const struct qnexthop *nh)
 	if (nh != NULL)
 		w->nh = *nh;
 	w->idx = xcalloc(job->qm.nrcpt, sizeof(*w->idx));
-	buf_init(&w->trylog, 256, 2048);
+	buf_init(&w->trylog, 256, TRYLOG_MAX);
 	job->outstanding++;
 	return w;
 }

@@ -213,7 +213,7 @@ static void cmd_mail(struct smtp_session *s, const char *arg, size_t len)
 	tx->mp = mp;
 	tx->started_ms = mtad_now_ms();
 	mailaddr_format(&a, tx->from, sizeof(tx->from));
-	buf_init(&tx->out, 0, 64 * 1024);
+	buf_init(&tx->out, 0, DELIVER_BUF_MAX);
 	s->tx = tx;
 	s->ntx++;
 	smtp_set_state(s, ST_MAIL);

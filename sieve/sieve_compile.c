@@ -481,7 +481,7 @@ int sieve_parser_finish(struct sieve_parser **pp, uint8_t **prog_r, size_t *len_
 	*prog_r = NULL;
 	*len_r = 0;
 	*error_r = NULL;
-	buf_init(&out, 256, SIZE_MAX / 2); /* bounded by the source; checked at the end */
+	buf_init(&out, 256, BUF_INPUT_BOUNDED); /* by the source; checked at the end */
 	if (sv_lexer_end(p->lx) < 0) {
 		*error_r = xstrdup(sv_lexer_error(p->lx));
 		goto done;

@@ -449,7 +449,7 @@ static char *header_block(struct sv_run *rn, size_t *len_r)
 {
 	struct buf b;
 
-	buf_init(&b, 1024, SIZE_MAX / 2);
+	buf_init(&b, 1024, BUF_INPUT_BOUNDED); /* the message's header block */
 	for (size_t i = 0; i < rn->nh; i++) {
 		const struct sv_hdr *h = &rn->h[i];
 

@@ -61,7 +61,7 @@ void sink_control_start(struct sink_worker *w, int fd)
 	c->w = w;
 	line_reader_init(&c->lr, SINK_CONTROL_LINE_MAX, LINE_LF);
 	buf_init(&c->line, 256, SINK_CONTROL_LINE_MAX);
-	buf_init(&c->out, 256, SIZE_MAX / 2);
+	buf_init(&c->out, 256, BUF_INPUT_BOUNDED); /* the replies to one client's lines */
 	c->bev = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (c->bev == NULL) {
 		close(fd);
@@ -128,7 +128,7 @@ static void ctl_stats(struct ctl_conn *c, const struct sink_json_member *m, int 
 	if (n > 1)
 		return ctl_error(c, "stats takes no arguments", NULL);
 	sink_stats_snapshot(c->w->sh, &s, &h, &dropped);
-	buf_init(&hs, 256, SIZE_MAX / 2);
+	buf_init(&hs, 256, BUF_INPUT_BOUNDED); /* one histogram, a fixed number of buckets */
 	histo_serialize(&h, &hs);
 	buf_printf(&c->out, "{\"ok\":true,\"connections\":%" PRIu64 ",\"messages\":%" PRIu64
 		   ",\"recipients\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"stamped\":%" PRIu64

@@ -257,7 +257,7 @@ static void keep_open(struct sink_session *s)
 		s->keep_path = NULL;
 		return;
 	}
-	buf_init(&env, 256, SIZE_MAX / 2);
+	buf_init(&env, 256, BUF_INPUT_BOUNDED); /* the envelope: max_recipients addresses */
 	buf_printf(&env, "Return-Path: <%s>\r\n", s->from);
 	for (size_t off = 0; off < s->rcpts.len; off += strlen(s->rcpts.data + off) + 1)
 		buf_printf(&env, "Delivered-To: %s\r\n", s->rcpts.data + off);

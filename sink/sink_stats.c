@@ -20,6 +20,7 @@
 #define REC_PAD 2u
 #define REC_ALIGN 8u
 #define READ_COPY_MAX (256u * 1024u) /* bytes copied out per sink_records_read */
+#define READ_COPY_SLACK (2u << 20)   /* room for the record that crosses READ_COPY_MAX */
 
 struct rec_hdr {
 	uint32_t len;  /* the whole entry, aligned */
@@ -284,7 +285,7 @@ size_t sink_records_read(struct sink_shared *sh, uint64_t since, uint64_t until,
 	size_t n, off = 0;
 
 	if (read_copy.max == 0)
-		buf_init(&read_copy, 64 * 1024, READ_COPY_MAX + 2 * 1024 * 1024);
+		buf_init(&read_copy, 64 * 1024, READ_COPY_MAX + READ_COPY_SLACK);
 	sh_lock(sh);
 	n = sh->ring_size > 0 ? ring_copy_since(sh, since, until, max) : 0;
 	sh_unlock(sh);

@@ -21,7 +21,6 @@
 #include "common/msgcache.h"
 #include "store/store_private.h"
 
-#define CACHE_MAX (4u << 20) /* the serialized cache of one message */
 #define BLOB_REC_LEN 12
 
 static int fsync_subdir(struct store *st, struct store_env *e, uint64_t id);
@@ -87,7 +86,7 @@ int store_blob_new(struct store *st, unsigned part, struct store_blob **b_r)
 	b->links = xcalloc(1, sizeof(*b->links));
 	b->links[0].part = part;
 	b->nlinks = 1;
-	buf_init(&b->cache, 0, CACHE_MAX);
+	buf_init(&b->cache, 0, STORE_CACHE_MAX);
 	b->mb = msgcache_builder_new();
 	*b_r = b;
 	return 0;

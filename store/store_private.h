@@ -126,6 +126,7 @@ struct store_blob {
 #define MBOX_HIST_UNKNOWN UINT32_MAX
 /* message: blob 8, modseq 8, internaldate 8, size 8, flags 4, keywords 8 */
 #define MSG_REC_LEN 44
+#define STORE_CACHE_MAX (4u << 20) /* the serialized header cache of one message */
 
 struct mbox_rec {
 	char namebuf[STORE_MAX_NAME + 1];

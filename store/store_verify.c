@@ -269,7 +269,7 @@ static int rebuild_cache(struct vstate *v, uint64_t blob)
 	while ((n = read(fd, chunk, sizeof(chunk))) > 0)
 		msgcache_builder_push(mb, chunk, (size_t)n);
 	close(fd);
-	buf_init(&out, 0, 4u << 20);
+	buf_init(&out, 0, STORE_CACHE_MAX);
 	rc = 0;
 	if (msgcache_builder_finish(mb, &out) == 0 && out.len > 0) {
 		put_be64(k, blob);
