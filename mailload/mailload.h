@@ -60,6 +60,9 @@ struct ml_fn_def {
 extern const struct ml_fn_def ml_fns[FN_COUNT];
 int ml_fn_by_key(const char *key);
 
+/* Where the workload is specified, as the reports cite it. */
+#define ML_WORKLOAD_SPEC                                                                  \
+	"docs/workload.md in the Heron sources (installed: /usr/share/doc/heron-bench/workload.md)"
 #define ML_REQUIRED_PCT 95.0
 #define ML_DELIVERY_LIMIT_MS 60000
 #define ML_ERROR_RATE_MAX 1.0

@@ -230,7 +230,7 @@ void report_text(const struct jv *r, struct buf *o)
 	buf_puts(o, "\nNotes\n  Compliance counts failed steps as outside the limit. Only steps that"
 		    " start in\n  steady state are measured. Delivery time is from the SMTP 250 to"
 		    " the first\n  sighting (IMAP probe poll every second, or the sink's arrival"
-		    " stamp).\n");
+		    " stamp).\n  The workload and its rules: " ML_WORKLOAD_SPEC "\n");
 }
 
 /* ---- HTML ---- */

@@ -65,6 +65,8 @@ static void test_text(void **state)
 	assert_non_null(strstr(t, "Server under test"));
 	assert_non_null(strstr(t, "Client machine\n  CPU Test CPU, 2 cores, 8.0 GiB"));
 	assert_non_null(strstr(t, "0 lost, 0 duplicated"));
+	/* the report cites the specification the project ships */
+	assert_non_null(strstr(t, "The workload and its rules: docs/workload.md in the Heron sources"));
 	for (size_t i = 0; i < ml_cfg_nkeys; i++)
 		if (ml_cfg_keys[i].profile && strcmp(ml_cfg_keys[i].name, "profile") != 0) {
 			char k[80];
