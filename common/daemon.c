@@ -269,6 +269,41 @@ int daemon_drop_privileges(const char *user, char **error_r)
 	return 0;
 }
 
+/* The status of path or of its nearest existing parent ("/", or "." for a relative path). */
+static int stat_nearest(const char *path, struct stat *st)
+{
+	char *dir = xstrdup(path), *slash;
+	int rc;
+
+	while ((rc = stat(dir, st)) == -1 && (slash = strrchr(dir, '/')) != NULL)
+		slash[slash == dir] = '\0'; /* "/a" -> "/", "a/b" -> "a" */
+	if (rc == -1 && strchr(path, '/') != path)
+		rc = stat(".", st);
+	free(dir);
+	return rc;
+}
+
+long daemon_become_owner(const char *path, char **error_r)
+{
+	struct passwd *pw;
+	struct stat st;
+
+	*error_r = NULL;
+	if (geteuid() != 0)
+		return (long)geteuid();
+	if (stat_nearest(path, &st) == -1 || st.st_uid == 0)
+		return 0;
+	pw = getpwuid(st.st_uid);
+	if ((pw != NULL ? initgroups(pw->pw_name, pw->pw_gid) : setgroups(0, NULL)) == -1 ||
+	    setgid(pw != NULL ? pw->pw_gid : st.st_gid) == -1 || setuid(st.st_uid) == -1 ||
+	    setuid(0) != -1) {
+		*error_r = xasprintf("switching to uid %ld, the owner of %s: %s", (long)st.st_uid,
+				     path, strerror(errno));
+		return -1;
+	}
+	return (long)st.st_uid;
+}
+
 /* Open-file-description locks: unlike process locks, closing some other descriptor of the
    file (a library reading it, say) does not release them. The holder's pid is the file's
    content, or 0 when the file is not locked. */

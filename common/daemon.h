@@ -46,7 +46,12 @@ struct daemon_args {
 				  the built-in defaults (the command line says the rest) */
 };
 
-#define DAEMON_CONF_DEFAULT "/etc/heron/heron.conf"
+#ifndef HERON_SYSCONFDIR
+#define HERON_SYSCONFDIR "/etc"
+#endif
+/* The configuration file when -c is not given: SYSCONFDIR/heron/heron.conf (meson's
+   sysconfdir: /etc for prefix /usr, PREFIX/etc otherwise). */
+#define DAEMON_CONF_DEFAULT HERON_SYSCONFDIR "/heron/heron.conf"
 
 /* Parses -c PATH, -f, -F, -t and -h from argv. Prints usage to stderr and exits 2 on anything
    else (-h: usage to stdout, exit 0). */
@@ -82,6 +87,12 @@ void daemon_conf_report(const char *ident, const struct conf *old, const struct 
    setgid, setuid) and checks root cannot be regained; otherwise does nothing. -1 with
    *error_r (malloc'd) on an unknown user or a failed call. */
 int daemon_drop_privileges(const char *user, char **error_r);
+
+/* For an admin tool run as root on files a daemon's user owns (mailctl on the store): when
+   running as root, switches to the owner (and its groups) of path, or of path's nearest
+   existing parent, unless that owner is root; otherwise does nothing. Returns the uid now in
+   force; -1 with *error_r (malloc'd) when the switch failed. */
+long daemon_become_owner(const char *path, char **error_r);
 
 /* Creates path holding our pid, locked (an open-file-description lock) while the returned
    descriptor (close-on-exec) stays open. Refuses (-1, *error_r "pidfile PATH: held by pid N")

@@ -11,12 +11,13 @@
 #include <unistd.h>
 
 #include "common/conf.h"
+#include "common/daemon.h"
 #include "common/log.h"
 #include "common/xmalloc.h"
 #include "mailctl/mailctl_dir.h"
 #include "mailctl/mailctl.h"
 
-#define DEFAULT_CONF "/etc/heron/heron.conf"
+#define DEFAULT_CONF DAEMON_CONF_DEFAULT
 
 static int usage_all(FILE *f, int rc);
 static int help_noun(const char *noun);
@@ -302,10 +303,18 @@ static int parse_args(struct mc *mc, const struct mc_cmd *c, int argc, char **ar
 static int open_store(struct mc *mc, enum mc_open how)
 {
 	struct store_opts o;
+	char *err = NULL;
 	int rc;
 
 	store_opts_from_conf(mc->conf, &o);
 	o.create = how == MC_STORE_NEW;
+	/* As root, work as the store's owner (the daemons' user): what mailctl writes stays
+	   theirs to read and write. */
+	if (daemon_become_owner(o.path, &err) == -1) {
+		fprintf(stderr, "mailctl: %s\n", err);
+		free(err);
+		return MC_ERR;
+	}
 	if (!o.create && access(o.path, F_OK) == -1) {
 		fprintf(stderr, "mailctl: no store at %s; check [store] path in %s, or create it "
 				"with `mailctl user add USER`\n", o.path, mc->conf_path);

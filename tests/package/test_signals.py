@@ -19,7 +19,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from heronlib import (HOST, Daemon, Sink, free_port, run_tests, shared_conf,  # noqa: E402
+from heronlib import (HOST, Daemon, Sink, run_main, run_tests, shared_conf,  # noqa: E402
                       wait_for, wait_port, write_conf)
 
 
@@ -231,14 +231,8 @@ def main():
                  sections={"log": {"target": "stderr", "level": "debug"}})
         exercise_stderr(d, "sink", 2)
 
-    rc = run_tests([test_mtad, test_imapd, test_sink, test_mtad_stderr, test_imapd_stderr,
-                    test_sink_stderr])
-    if rc == 0:
-        import shutil
-        shutil.rmtree(tmp, ignore_errors=True)
-    else:
-        print(f"kept {tmp}")
-    return rc
+    return run_main(lambda: run_tests([test_mtad, test_imapd, test_sink, test_mtad_stderr,
+                                       test_imapd_stderr, test_sink_stderr]), tmp, [])
 
 
 if __name__ == "__main__":
