@@ -61,7 +61,11 @@ def test_tree():
         assert os.path.isfile(page), page
         with open(page) as f:
             assert f".TH {prog.upper()} {section}" in f.read(), page
-    assert os.path.isfile(os.path.join(MAN, "man5", "heron.conf.5"))
+    for page in os.listdir(os.path.join(SRC, "docs")):  # every man page of docs/
+        m = re.search(r"\.([1-8])$", page)
+        if m:
+            assert os.path.isfile(os.path.join(MAN, f"man{m.group(1)}", page)), \
+                f"docs/{page} is not installed: add it to docs/meson.build"
     for doc in ("deploy.md", "workload.md", "SECURITY.md"):
         assert os.path.isfile(os.path.join(DOC, doc)), doc
     assert stat.S_IMODE(os.stat(CONF).st_mode) == 0o644, oct(os.stat(CONF).st_mode)
