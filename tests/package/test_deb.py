@@ -85,6 +85,32 @@ def copy_tree(dest):
             n for n in names if os.path.exists(os.path.join(d, n, "meson-private"))])
 
 
+def test_build_depends():
+    """Every library the build looks for is a Build-Depends of debian/control: the pkg-config
+    name of each dependency() in the meson.build files, mapped to the Debian package that
+    ships its .pc file."""
+    with open(os.path.join(SRC, "debian", "control")) as f:
+        control = f.read()
+    head = control.split("\n\n")[0]
+    declared = set(re.findall(r"^\s*(?:Build-Depends:)?\s*([a-z0-9][a-z0-9+.-]+)[ ,(<\n]",
+                              head.split("Build-Depends:", 1)[1].split("\nStandards")[0] + "\n",
+                              re.M))
+    names = set()
+    for dirpath, dirs, files in os.walk(SRC):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "build", "obj-"))
+                   and d != "debian"]
+        if "meson.build" in files:
+            with open(os.path.join(dirpath, "meson.build")) as f:
+                names |= set(re.findall(r"dependency\('([^']+)'", f.read()))
+    names -= {"threads", "cmocka"}  # the compiler's own; cmocka: <!nocheck>, checked below
+    assert "libcmocka-dev" in control
+    for name in sorted(names):
+        pc = sh(["pkg-config", "--variable=pcfiledir", name]).stdout.strip()
+        owner = sh(["dpkg", "-S", os.path.join(pc, name + ".pc")]).stdout.split(":")[0]
+        assert owner in declared, f"meson's dependency('{name}') is {owner}: not in " \
+            f"debian/control's Build-Depends {sorted(declared)}"
+
+
 def test_build():
     if os.environ.get("HERON_TEST_DEBS"):  # packages built before: test those
         os.makedirs(OUT)
@@ -390,7 +416,8 @@ def main():
     if os.geteuid() != 0:
         print("skipped: needs root (mounts, chroot, dpkg in a throwaway root)")
         return 77
-    return run_main(lambda: run_tests([test_build, test_lintian, test_contents,
+    return run_main(lambda: run_tests([test_build_depends, test_build, test_lintian,
+                                       test_contents,
                                        test_install_and_purge, test_systemd_boot]),
                     TMP, [], cleanup=[overlay_down])
 
