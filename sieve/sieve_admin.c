@@ -17,20 +17,22 @@ void sieve_admin_limits_from_conf(const struct conf *c, struct sieve_admin_limit
 	l->max_storage = (uint64_t)conf_int(c, "sieve", "max_storage");
 }
 
-struct put_op {
-	const struct sieve_admin_limits *l;
-	const char *user, *name, *src;
-	size_t len;
-	const uint8_t *prog;
-	size_t prog_len;
-	bool activate;
-	bool quota;        /* out: refused for quota */
-	char why[160];
-};
-
-static int put_fn(struct store_txn *t, void *arg)
+int sieve_admin_compile(struct sieve_admin_op *o, char **error_r)
 {
-	struct put_op *o = arg;
+	struct sieve_compile_opts co = { .max_script_size = (size_t)o->l->max_script_size };
+
+	return sieve_compile(o->src, o->len, &co, &o->prog, &o->prog_len, error_r);
+}
+
+void sieve_admin_op_clear(struct sieve_admin_op *o)
+{
+	free(o->prog);
+	o->prog = NULL;
+}
+
+int sieve_admin_put_fn(struct store_txn *t, void *arg)
+{
+	struct sieve_admin_op *o = arg;
 	struct store_sieve_script old;
 	uint64_t n, bytes;
 	int rc;
@@ -60,25 +62,22 @@ int sieve_admin_put(struct store *st, const struct sieve_admin_limits *l, const 
 		    const char *name, const char *src, size_t len, bool check_only,
 		    bool activate, char **error_r, int *store_rc_r)
 {
-	struct sieve_compile_opts co = { .max_script_size = (size_t)l->max_script_size };
-	struct put_op o = { .l = l, .user = user, .name = name, .src = src, .len = len,
-			    .activate = activate };
-	uint8_t *prog;
+	struct sieve_admin_op o = { .l = l, .user = user, .name = name, .src = src, .len = len,
+				    .activate = activate };
 	unsigned part;
 	int rc;
 
 	*error_r = NULL;
 	*store_rc_r = 0;
-	if (sieve_compile(src, len, &co, &prog, &o.prog_len, error_r) < 0)
+	if (sieve_admin_compile(&o, error_r) < 0)
 		return SIEVE_ADMIN_ESYNTAX;
-	o.prog = prog;
 	if (check_only) {
-		free(prog);
+		sieve_admin_op_clear(&o);
 		return SIEVE_ADMIN_OK;
 	}
 	if ((rc = store_user_locate(st, user, &part)) == 0)
-		rc = store_write(st, part, put_fn, &o);
-	free(prog);
+		rc = store_write(st, part, sieve_admin_put_fn, &o);
+	sieve_admin_op_clear(&o);
 	if (rc == STORE_EQUOTA && o.quota) {
 		*error_r = xstrdup(o.why);
 		return SIEVE_ADMIN_EQUOTA;

@@ -1,0 +1,139 @@
+/* managesieved.c — owns main and the worker's world of `managesieved -c heron.conf [-f] [-t]`,
+ * Heron's ManageSieve server (RFC 5804, port 4190): the master reads the config, binds
+ * [sieve] listen, builds the TLS context and runs [sieve] workers (common/daemon.c); each
+ * worker opens the store with its group committer and the directory (ldapauth: the same
+ * [directory] backend, auth_mode and cache settings as imapd) and serves sessions
+ * (ms_session.c). A small daemon of its own rather than a listener of imapd: a different
+ * protocol and parser, rare writes that should not share imapd's workers, and it can run
+ * (or not) and be restricted on its own. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/conf.h"
+#include "common/daemon.h"
+#include "common/log.h"
+#include "common/net.h"
+#include "common/tls.h"
+#include "ldapauth/ldapauth.h"
+#include "managesieve/managesieved.h"
+#include "store/store.h"
+
+static void accept_cb(struct net_server *ns, int fd, const struct sockaddr *sa, socklen_t salen,
+		      void *arg)
+{
+	struct ms_server *srv = arg;
+	char addr[128];
+
+	if (srv->draining) {
+		net_refuse(fd, "BYE \"Server shutting down\"\r\n");
+		net_server_conn_done(ns);
+		return;
+	}
+	ms_session_new(srv, fd, net_addr_str(sa, salen, addr, sizeof(addr)));
+}
+
+static void on_drain(void *arg)
+{
+	struct ms_server *srv = arg;
+	struct ms_session *s, *next;
+
+	srv->draining = true;
+	net_server_stop(srv->ns);
+	for (s = TAILQ_FIRST(&srv->sessions); s != NULL; s = next) {
+		next = TAILQ_NEXT(s, entry);
+		ms_session_drain(s);
+	}
+	if (srv->nsessions == 0)
+		event_base_loopexit(srv->base, NULL);
+}
+
+int ms_server_run(struct daemon_worker *w, const struct ms_worker_args *wa)
+{
+	static struct ms_server srv;
+	struct store_opts so;
+	char *err = NULL;
+	int rc;
+
+	memset(&srv, 0, sizeof(srv));
+	TAILQ_INIT(&srv.sessions);
+	srv.conf = wa->conf;
+	srv.tls_ctx = wa->tls_ctx;
+	srv.allow_plaintext = conf_bool(wa->conf, "sieve", "allow_plaintext_auth");
+	srv.timeout_ms = conf_int(wa->conf, "sieve", "timeout");
+	sieve_admin_limits_from_conf(wa->conf, &srv.lim);
+	if ((srv.base = event_base_new()) == NULL)
+		fatalx("event_base_new failed");
+	store_opts_from_conf(wa->conf, &so);
+	so.create = true;
+	if ((rc = store_open(&so, &srv.store)) != 0)
+		fatalx("store %s: %s", so.path, store_strerror(rc));
+	if ((rc = store_gc_new(srv.store, &srv.gc)) != 0)
+		fatalx("store group commit: %s", store_strerror(rc));
+	store_gc_attach(srv.gc, srv.base);
+	if (ldapauth_new(srv.base, wa->conf, &srv.auth, &err) < 0)
+		fatalx("directory: %s", err);
+	srv.ns = net_server_new(srv.base, wa->fds,
+				(size_t)conf_int(wa->conf, "sieve", "max_connections"), accept_cb,
+				&srv);
+	net_server_set_refusal(srv.ns, "managesieve", "BYE \"Too many connections\"\r\n");
+	daemon_worker_attach(w, srv.base, on_drain, NULL, &srv);
+	log_info("managesieved worker %u ready", daemon_worker_index(w));
+	event_base_dispatch(srv.base);
+	net_server_free(&srv.ns);
+	store_gc_free(&srv.gc);
+	ldapauth_free(&srv.auth);
+	store_close(&srv.store);
+	event_base_free(srv.base);
+	return 0;
+}
+
+struct ms_main {
+	struct ms_worker_args wa;
+};
+
+static int worker_main(struct daemon_worker *w, void *arg)
+{
+	struct ms_main *m = arg;
+
+	return ms_server_run(w, &m->wa);
+}
+
+int main(int argc, char **argv)
+{
+	struct daemon_args args;
+	struct conf *conf;
+	struct net_fds fds = { 0 };
+	struct net_listen_opts lo = { .reuseport = false };
+	static struct ms_main m;
+	struct daemon_ops ops;
+	const struct tls_conf *tc;
+	char *error = NULL;
+	int rc;
+
+	daemon_args_parse(argc, argv, "managesieved", &args);
+	conf = daemon_conf_load(&args);
+	daemon_nofile_ensure("sieve", (uint64_t)conf_int(conf, "sieve", "max_connections"));
+	tc = &conf_values(conf)->tls;
+	if (tc->cert[0] != '\0' && (m.wa.tls_ctx = tls_server_ctx_new(tc, &error)) == NULL)
+		fatalx("managesieved: tls: %s", error);
+	if (net_listen(conf_addrs(conf, "sieve", "listen"), &lo, &fds, &error) < 0)
+		fatalx("managesieved: %s", error);
+	for (size_t i = 0; i < fds.n; i++)
+		log_info("managesieved listening on %s%s", fds.name[i],
+			 m.wa.tls_ctx ? " (STARTTLS)" : "");
+	m.wa.conf = conf;
+	m.wa.fds = &fds;
+	memset(&ops, 0, sizeof(ops));
+	ops.ident = "managesieved";
+	ops.workers = (unsigned)conf_int(conf, "sieve", "workers");
+	ops.pidfile = conf_str(conf, "sieve", "pidfile");
+	ops.user = conf_str(conf, "sieve", "user");
+	ops.detach = !args.foreground && !args.supervised;
+	ops.worker_main = worker_main;
+	ops.arg = &m;
+	rc = daemon_run(&ops);
+	net_fds_close(&fds);
+	tls_ctx_free(&m.wa.tls_ctx);
+	conf_free(&conf);
+	return rc;
+}

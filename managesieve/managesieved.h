@@ -1,0 +1,85 @@
+/* managesieved.h — types shared by the ManageSieve server's files: the worker's world and
+ * one client session. */
+#ifndef HERON_MANAGESIEVED_H
+#define HERON_MANAGESIEVED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <openssl/ssl.h>
+
+#include "common/buf.h"
+#include "sieve/sieve_admin.h"
+
+struct conf;
+struct net_fds;
+struct net_server;
+struct store;
+struct store_gc;
+struct ldapauth;
+struct ldapauth_req;
+struct daemon_worker;
+
+struct ms_worker_args {
+	const struct conf *conf;
+	const struct net_fds *fds;
+	SSL_CTX *tls_ctx;
+};
+
+struct ms_server {
+	struct event_base *base;
+	const struct conf *conf;
+	SSL_CTX *tls_ctx;
+	struct net_server *ns;
+	struct store *store;
+	struct store_gc *gc;
+	struct ldapauth *auth;
+	struct sieve_admin_limits lim;
+	bool allow_plaintext;
+	int64_t timeout_ms;
+	size_t nsessions;
+	bool draining;
+	TAILQ_HEAD(, ms_session) sessions;
+};
+
+#define MS_MAX_ARGS 6
+#define MS_LINE_MAX 8192
+
+struct ms_arg {
+	const char *p;    /* into the session's cmd buffer, NUL-terminated */
+	size_t len;
+	bool atom;
+};
+
+struct ms_session {
+	uint64_t id;
+	struct ms_server *srv;
+	struct bufferevent *bev;
+	char addr[128];
+	char user[321];          /* the authenticated (store) user, "" before */
+	unsigned part;
+	bool tls, authed, closing, busy, dead, auth_cont;
+	unsigned auth_failures;
+	size_t need;             /* bytes the input must hold before it is parsed again */
+	uint64_t discard_left;   /* bytes of a refused literal still to drop */
+	bool discard_line;       /* then the rest of its line */
+	struct buf cmd;          /* the current command's argument bytes */
+	size_t lit_bytes;        /* of which in literals (not counted against the line) */
+	size_t pending_lit;      /* the literal being waited for, bytes */
+	struct ms_arg arg[MS_MAX_ARGS];
+	int narg;
+	struct ldapauth_req *req;
+	struct event *timer;     /* closing: waits for a TLS socket to flush */
+	TAILQ_ENTRY(ms_session) entry;
+};
+
+/* ms_session.c */
+void ms_session_new(struct ms_server *srv, int fd, const char *addr);
+void ms_session_drain(struct ms_session *s);
+int ms_server_run(struct daemon_worker *w, const struct ms_worker_args *wa);
+
+#endif

@@ -1,0 +1,761 @@
+/* ms_session.c — owns one ManageSieve (RFC 5804) connection: the greeting with the
+ * capabilities, the command parser (atoms, quoted strings, literals {n+} and {n}, with line
+ * and script limits checked before anything is kept), STARTTLS, AUTHENTICATE PLAIN through
+ * ldapauth, and the script commands over the store's sieve DBI; every write goes through the
+ * group commit and the reply is sent from its callback. */
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+
+#include "common/conf.h"
+#include "common/log.h"
+#include "common/net.h"
+#include "common/sasl.h"
+#include "common/str.h"
+#include "common/tls.h"
+#include "common/xmalloc.h"
+#include "ldapauth/ldapauth.h"
+#include "managesieve/managesieved.h"
+#include "sieve/sieve.h"
+#include "store/store.h"
+#include "store/store_sieve.h"
+
+static void read_cb(struct bufferevent *bev, void *arg);
+static void event_cb(struct bufferevent *bev, short what, void *arg);
+static void ms_free(struct ms_session *s);
+
+static void out(struct ms_session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void out(struct ms_session *s, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	evbuffer_add_vprintf(bufferevent_get_output(s->bev), fmt, ap);
+	va_end(ap);
+}
+
+/* a quoted string for replies: quotes and backslashes escaped, CR/LF dropped */
+static void out_quoted(struct ms_session *s, const char *p, size_t len)
+{
+	struct evbuffer *o = bufferevent_get_output(s->bev);
+
+	evbuffer_add(o, "\"", 1);
+	for (size_t i = 0; i < len; i++) {
+		if (p[i] == '\r' || p[i] == '\n')
+			continue;
+		if (p[i] == '"' || p[i] == '\\')
+			evbuffer_add(o, "\\", 1);
+		evbuffer_add(o, p + i, 1);
+	}
+	evbuffer_add(o, "\"", 1);
+}
+
+static void reply_no(struct ms_session *s, const char *code, const char *text)
+{
+	out(s, "NO%s%s%s ", code ? " (" : "", code ? code : "", code ? ")" : "");
+	out_quoted(s, text, strlen(text));
+	out(s, "\r\n");
+}
+
+static void capabilities(struct ms_session *s)
+{
+	struct ms_server *srv = s->srv;
+
+	out(s, "\"IMPLEMENTATION\" \"Heron\"\r\n");
+	if (s->tls || srv->allow_plaintext)
+		out(s, "\"SASL\" \"PLAIN\"\r\n");
+	else
+		out(s, "\"SASL\" \"\"\r\n");
+	out(s, "\"SIEVE\" \"%s\"\r\n", sieve_extensions());
+	if (srv->tls_ctx != NULL && !s->tls)
+		out(s, "\"STARTTLS\"\r\n");
+	out(s, "\"MAXREDIRECTS\" \"%" PRId64 "\"\r\n", conf_int(srv->conf, "sieve",
+							    "max_redirects"));
+	if (s->authed)
+		out(s, "\"OWNER\" \"%s\"\r\n", s->user);
+	out(s, "\"VERSION\" \"1.0\"\r\nOK \"Heron ManageSieve ready\"\r\n");
+}
+
+/* closing: free once the output (and a TLS filter's socket) has flushed */
+static void flush_check(struct ms_session *s)
+{
+	struct bufferevent *under = bufferevent_get_underlying(s->bev);
+	size_t pending = evbuffer_get_length(bufferevent_get_output(s->bev)) +
+			 (under ? evbuffer_get_length(bufferevent_get_output(under)) : 0);
+	struct timeval tick = { 0, 50000 };
+
+	if (pending == 0)
+		ms_free(s);
+	else
+		evtimer_add(s->timer, &tick);
+}
+
+static void timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	flush_check(arg);
+}
+
+static void closing(struct ms_session *s)
+{
+	s->closing = true;
+	bufferevent_disable(s->bev, EV_READ);
+	flush_check(s);
+}
+
+static void write_cb(struct bufferevent *bev, void *arg)
+{
+	struct ms_session *s = arg;
+
+	if (s->closing)
+		flush_check(s);
+}
+
+static void set_callbacks(struct ms_session *s)
+{
+	struct timeval tv = { s->srv->timeout_ms / 1000, (s->srv->timeout_ms % 1000) * 1000 };
+
+	bufferevent_setcb(s->bev, read_cb, write_cb, event_cb, s);
+	bufferevent_set_timeouts(s->bev, &tv, &tv);
+	bufferevent_enable(s->bev, EV_READ | EV_WRITE);
+}
+
+void ms_session_new(struct ms_server *srv, int fd, const char *addr)
+{
+	static uint64_t next_id;
+	struct ms_session *s = xcalloc(1, sizeof(*s));
+
+	s->id = ((uint64_t)getpid() << 32) | ++next_id;
+	s->srv = srv;
+	str_lcpy(s->addr, addr, sizeof(s->addr));
+	buf_init(&s->cmd, 256, (size_t)srv->lim.max_script_size + MS_LINE_MAX);
+	s->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (s->bev == NULL)
+		fatalx("bufferevent_socket_new failed");
+	s->timer = evtimer_new(srv->base, timer_cb, s);
+	TAILQ_INSERT_TAIL(&srv->sessions, s, entry);
+	srv->nsessions++;
+	set_callbacks(s);
+	log_info("%016" PRIx64 " managesieve connect addr=%s", s->id, s->addr);
+	capabilities(s);
+}
+
+static void ms_free(struct ms_session *s)
+{
+	struct ms_server *srv = s->srv;
+
+	if (s->busy) {   /* an answer from the directory or the store is on its way */
+		s->dead = true;
+		bufferevent_disable(s->bev, EV_READ | EV_WRITE);
+		return;
+	}
+	ldapauth_cancel(&s->req);
+	event_free(s->timer);
+	TAILQ_REMOVE(&srv->sessions, s, entry);
+	srv->nsessions--;
+	bufferevent_free(s->bev);
+	buf_release(&s->cmd);
+	log_info("%016" PRIx64 " managesieve close user=%s", s->id, s->user[0] ? s->user : "-");
+	free(s);
+	net_server_conn_done(srv->ns);
+	if (srv->draining && srv->nsessions == 0)
+		event_base_loopexit(srv->base, NULL);
+}
+
+/* an asynchronous step ended: false when the session went away meanwhile (it is freed) */
+static bool resume(struct ms_session *s)
+{
+	s->busy = false;
+	if (s->dead) {
+		s->dead = false;
+		ms_free(s);
+		return false;
+	}
+	bufferevent_enable(s->bev, EV_READ);
+	read_cb(s->bev, s);
+	return true;
+}
+
+static void event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct ms_session *s = arg;
+
+	if ((what & BEV_EVENT_CONNECTED) && !(what & (BEV_EVENT_ERROR | BEV_EVENT_EOF)))
+		return;  /* the TLS handshake completed */
+	if (what & BEV_EVENT_TIMEOUT)
+		out(s, "BYE \"Idle timeout\"\r\n");
+	ms_free(s);
+}
+
+void ms_session_drain(struct ms_session *s)
+{
+	if (!s->busy) {
+		out(s, "BYE \"Server shutting down\"\r\n");
+		closing(s);
+	}
+}
+
+/* ---- the parser --------------------------------------------------------------------------- */
+
+enum { P_ERR = -1, P_MORE = 0, P_DONE = 1 };
+
+/* one argument at *pos of p[0..n) into s->cmd; P_DONE, P_MORE (*need_r set), P_ERR */
+static int parse_arg(struct ms_session *s, const char *p, size_t n, size_t *pos, size_t *need_r,
+		     const char **err_r)
+{
+	size_t i = *pos;
+	struct ms_arg *a = &s->arg[s->narg];
+	size_t start = s->cmd.len;
+
+	if (p[i] == '"') {
+		for (i++; i < n; i++) {
+			if (p[i] == '\\' && i + 1 < n) {
+				buf_putc(&s->cmd, p[++i]);
+				continue;
+			}
+			if (p[i] == '"')
+				break;
+			if (p[i] == '\r' || p[i] == '\n') {
+				*err_r = "line end inside a quoted string";
+				return P_ERR;
+			}
+			buf_putc(&s->cmd, p[i]);
+		}
+		if (i >= n) {
+			*need_r = n + 1;
+			return P_MORE;
+		}
+		i++;
+	} else if (p[i] == '{') {
+		uint64_t len = 0;
+		size_t j = i + 1;
+
+		while (j < n && isdigit((unsigned char)p[j]) && len < UINT32_MAX)
+			len = len * 10 + (uint64_t)(p[j++] - '0');
+		if (j < n && p[j] == '+')
+			j++;
+		if (j + 2 >= n + 1 && j + 2 > n) {
+			*need_r = j + 3;
+			return j - i > 22 ? (*err_r = "bad literal", P_ERR) : P_MORE;
+		}
+		if (p[j] != '}' || (p[j + 1] != '\r' && p[j + 1] != '\n')) {
+			*err_r = "bad literal";
+			return P_ERR;
+		}
+		j += p[j + 1] == '\r' ? 3 : 2;
+		if (j > n) {
+			*need_r = j;
+			return P_MORE;
+		}
+		if (len > s->srv->lim.max_script_size) {
+			/* drop what the client sends anyway; the answer is NO (QUOTA/MAXSIZE) */
+			s->discard_left = len;
+			*pos = j;
+			*err_r = "script too large";
+			return P_ERR;
+		}
+		if (n - j < len) {
+			*need_r = j + (size_t)len;
+			s->pending_lit = (size_t)len;
+			return P_MORE;
+		}
+		buf_append(&s->cmd, p + j, (size_t)len);
+		s->lit_bytes += (size_t)len;
+		i = j + (size_t)len;
+	} else {
+		while (i < n && p[i] != ' ' && p[i] != '\r' && p[i] != '\n') {
+			if ((unsigned char)p[i] < ' ' || p[i] == '"' || p[i] == '{') {
+				*err_r = "bad character in a command";
+				return P_ERR;
+			}
+			buf_putc(&s->cmd, p[i++]);
+		}
+		if (i >= n) {
+			*need_r = n + 1;
+			return P_MORE;
+		}
+		a->atom = true;
+	}
+	buf_putc(&s->cmd, '\0');
+	a->len = s->cmd.len - start - 1;
+	a->p = (const char *)(uintptr_t)start; /* an offset until the command is complete */
+	s->narg++;
+	*pos = i;
+	return P_DONE;
+}
+
+/* the next command from in: P_DONE with s->arg filled (the bytes drained), P_MORE, P_ERR */
+static int parse_cmd(struct ms_session *s, struct evbuffer *in, const char **err_r)
+{
+	size_t n = evbuffer_get_length(in), pos = 0, need = 0;
+	const char *p;
+	int rc;
+
+	if (n == 0 || n < s->need)
+		return P_MORE;
+	p = (const char *)evbuffer_pullup(in, -1);
+	buf_reset(&s->cmd);
+	s->narg = 0;
+	s->lit_bytes = 0;
+	s->pending_lit = 0;
+	for (;;) {
+		while (pos < n && p[pos] == ' ')
+			pos++;
+		if (pos >= n) {
+			need = n + 1;
+			break;
+		}
+		if (p[pos] == '\r' || p[pos] == '\n') {
+			if (p[pos] == '\r' && pos + 1 >= n) {
+				need = n + 1;
+				break;
+			}
+			pos += p[pos] == '\r' ? (p[pos + 1] == '\n' ? 2 : 1) : 1;
+			evbuffer_drain(in, pos);
+			s->need = 0;
+			for (int k = 0; k < s->narg; k++)
+				s->arg[k].p = s->cmd.data + (uintptr_t)s->arg[k].p;
+			return s->narg == 0 ? P_MORE : P_DONE;
+		}
+		if (s->narg == MS_MAX_ARGS) {
+			*err_r = "too many arguments";
+			goto fail;
+		}
+		rc = parse_arg(s, p, n, &pos, &need, err_r);
+		if (rc == P_ERR)
+			goto fail;
+		if (rc == P_MORE)
+			break;
+	}
+	/* incomplete: the part outside literals must stay short */
+	/* the bytes outside literals (up to an awaited literal) */
+	if ((s->pending_lit ? need - s->pending_lit : n) - s->lit_bytes > MS_LINE_MAX) {
+		*err_r = "line too long";
+		goto fail;
+	}
+	s->need = need;
+	return P_MORE;
+fail:
+	/* drop the bad line (and a refused literal, see discard) */
+	{
+		const char *eol = memchr(p + pos, '\n', n - pos);
+		size_t drop = s->discard_left ? pos : eol ? (size_t)(eol - p) + 1 : n;
+
+		if (!s->discard_left && eol == NULL)
+			s->discard_line = true;  /* the rest of the line is still coming */
+		evbuffer_drain(in, drop);
+	}
+	s->need = 0;
+	return P_ERR;
+}
+
+/* ---- commands --------------------------------------------------------------------------- */
+
+static bool name_ok(const struct ms_arg *a)
+{
+	if (a->len == 0 || a->len > STORE_SIEVE_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < a->len; i++)
+		if ((unsigned char)a->p[i] < 0x20 || a->p[i] == 0x7f || a->p[i] == '/')
+			return false;
+	return true;
+}
+
+static void auth_done(const struct ldapauth_reply *r, void *arg)
+{
+	struct ms_session *s = arg;
+
+	s->req = NULL;
+	if (s->dead) {
+		resume(s);
+		return;
+	}
+	if (r->result == LDAPAUTH_OK) {
+		str_lcpy(s->user, r->user->login, sizeof(s->user));
+		/* a user the store does not know yet gets an account with the first script */
+		if (store_user_locate(s->srv->store, s->user, &s->part) == STORE_ENOUSER)
+			s->part = r->user->partition >= 0 ? (unsigned)r->user->partition %
+				  store_partitions(s->srv->store) : store_partition_for(s->srv->store,
+											 s->user);
+		s->authed = true;
+		log_info("%016" PRIx64 " managesieve login user=%s result=ok", s->id, s->user);
+		out(s, "OK \"Logged in\"\r\n");
+	} else if (r->result == LDAPAUTH_ETEMP) {
+		log_info("%016" PRIx64 " managesieve login result=tempfail reason=\"%s\"", s->id,
+			 r->reason ? r->reason : "");
+		reply_no(s, "TRYLATER", "Directory unavailable, try again later");
+	} else {
+		s->auth_failures++;
+		log_info("%016" PRIx64 " managesieve login result=fail reason=\"%s\"", s->id,
+			 r->reason ? r->reason : "bad credentials");
+		reply_no(s, NULL, "Authentication failed");
+		if (s->auth_failures >= 3) {
+			out(s, "BYE \"Too many failures\"\r\n");
+			s->busy = false;
+			closing(s);
+			return;
+		}
+	}
+	resume(s);
+}
+
+static void auth_response(struct ms_session *s, const char *b64, size_t len)
+{
+	struct sasl_plain sp;
+	enum sasl_result sr = sasl_plain_decode(b64, len, &sp);
+
+	if (sr != SASL_OK) {
+		reply_no(s, NULL, sasl_strerror(sr));
+		return;
+	}
+	s->busy = true;
+	bufferevent_disable(s->bev, EV_READ);
+	s->req = ldapauth_auth(s->srv->auth, sp.authcid, sp.passwd, auth_done, s);
+	sasl_plain_wipe(&sp);
+}
+
+static void cmd_authenticate(struct ms_session *s)
+{
+	if (s->authed) {
+		reply_no(s, NULL, "Already authenticated");
+		return;
+	}
+	if (!s->tls && !s->srv->allow_plaintext) {
+		reply_no(s, "ENCRYPT-NEEDED", "Use STARTTLS first");
+		return;
+	}
+	if (s->narg < 2 || strcasecmp(s->arg[1].p, "PLAIN") != 0) {
+		reply_no(s, NULL, "Only AUTHENTICATE \"PLAIN\" is offered");
+		return;
+	}
+	if (s->narg >= 3) {
+		auth_response(s, s->arg[2].p, s->arg[2].len);
+		return;
+	}
+	s->auth_cont = true;
+	out(s, "\"\"\r\n");
+}
+
+static void cmd_starttls(struct ms_session *s)
+{
+	struct bufferevent *tb;
+
+	if (s->tls || s->srv->tls_ctx == NULL) {
+		reply_no(s, NULL, s->tls ? "Already in TLS" : "TLS is not configured");
+		return;
+	}
+	out(s, "OK \"Begin TLS negotiation now\"\r\n");
+	tb = tls_starttls_server(s->bev, s->srv->tls_ctx, NULL);
+	if (tb == NULL) {
+		closing(s);
+		return;
+	}
+	s->bev = tb;
+	s->tls = true;
+	s->need = 0;
+	set_callbacks(s);
+	capabilities(s);  /* RFC 5804 2.2: the capabilities again after the handshake */
+}
+
+struct ms_write {
+	struct ms_session *s;
+	int op;
+	char name[STORE_SIEVE_NAME_MAX + 1], to[STORE_SIEVE_NAME_MAX + 1];
+	struct sieve_admin_op put;
+	char *src;
+};
+
+enum { W_PUT, W_ACTIVATE, W_DELETE, W_RENAME };
+
+static int ensure_user(struct store_txn *t, const char *user)
+{
+	struct store_user u;
+	uint64_t id;
+	int rc = store_user_get(t, user, &u);
+
+	return rc == STORE_ENOUSER ? store_user_create(t, user, &id) : rc;
+}
+
+static int write_fn(struct store_txn *t, void *arg)
+{
+	struct ms_write *w = arg;
+	const char *user = w->s->user;
+	int rc;
+
+	if ((rc = ensure_user(t, user)) != 0)
+		return rc;
+	switch (w->op) {
+	case W_PUT:
+		return sieve_admin_put_fn(t, &w->put);
+	case W_ACTIVATE:
+		return store_sieve_activate(t, user, w->name[0] ? w->name : NULL);
+	case W_DELETE:
+		return store_sieve_delete(t, user, w->name);
+	default:
+		return store_sieve_rename(t, user, w->name, w->to);
+	}
+}
+
+static void write_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+		       void *arg)
+{
+	struct ms_write *w = arg;
+	struct ms_session *s = w->s;
+
+	if (!s->dead) {
+		if (result == 0)
+			out(s, "OK\r\n");
+		else if (w->op == W_PUT && w->put.quota)
+			reply_no(s, strstr(w->put.why, "scripts") ? "QUOTA/MAXSCRIPTS"
+				 : "QUOTA/MAXSIZE", w->put.why);
+		else if (result == STORE_ENOMSG)
+			reply_no(s, "NONEXISTENT", "No such script");
+		else if (result == STORE_EEXIST)
+			reply_no(s, "ALREADYEXISTS", "A script of that name exists");
+		else if (result == STORE_ENOTSUP)
+			reply_no(s, "ACTIVE", "The script is active");
+		else if (result == STORE_EINVAL)
+			reply_no(s, NULL, "Invalid script name");
+		else
+			reply_no(s, "TRYLATER", store_strerror(result));
+		log_info("%016" PRIx64 " managesieve user=%s %s %s result=%s", s->id, s->user,
+			 w->op == W_PUT ? "putscript" : w->op == W_ACTIVATE ? "setactive" :
+			 w->op == W_DELETE ? "deletescript" : "renamescript", w->name,
+			 result ? store_strerror(result) : "ok");
+	}
+	sieve_admin_op_clear(&w->put);
+	free(w->src);
+	free(w);
+	resume(s);
+}
+
+static void submit(struct ms_session *s, struct ms_write *w)
+{
+	w->s = s;
+	s->busy = true;
+	bufferevent_disable(s->bev, EV_READ);
+	store_gc_write(s->srv->gc, s->part, NULL, write_fn, w, write_done, w);
+}
+
+static void cmd_putscript(struct ms_session *s, bool check)
+{
+	const struct ms_arg *src = &s->arg[check ? 1 : 2];
+	struct ms_write *w;
+	char *err = NULL;
+
+	if (s->narg != (check ? 2 : 3) || (!check && !name_ok(&s->arg[1]))) {
+		reply_no(s, NULL, check ? "Expected: CHECKSCRIPT script" :
+			 "Expected: PUTSCRIPT name script");
+		return;
+	}
+	w = xcalloc(1, sizeof(*w));
+	w->src = xmemdup0(src->p, src->len);
+	w->put = (struct sieve_admin_op){ .l = &s->srv->lim, .user = s->user, .name = w->name,
+					  .src = w->src, .len = src->len };
+	if (!check)
+		str_lcpy(w->name, s->arg[1].p, sizeof(w->name));
+	if (sieve_admin_compile(&w->put, &err) < 0) {
+		reply_no(s, NULL, err);
+		free(err);
+		free(w->src);
+		free(w);
+		return;
+	}
+	if (check) {
+		out(s, "OK\r\n");
+		sieve_admin_op_clear(&w->put);
+		free(w->src);
+		free(w);
+		return;
+	}
+	w->op = W_PUT;
+	submit(s, w);
+}
+
+static int list_cb(const struct store_sieve_script *sc, void *arg)
+{
+	struct ms_session *s = arg;
+
+	out_quoted(s, sc->name, sc->name_len);
+	out(s, "%s\r\n", sc->active ? " ACTIVE" : "");
+	return 0;
+}
+
+static void cmd_read(struct ms_session *s, const char *verb)
+{
+	struct store_txn *t;
+	struct store_sieve_script sc;
+	int rc;
+
+	if ((rc = store_txn_begin(s->srv->store, s->part, STORE_TXN_READ, &t)) != 0) {
+		reply_no(s, "TRYLATER", store_strerror(rc));
+		return;
+	}
+	if (strcasecmp(verb, "LISTSCRIPTS") == 0) {
+		rc = store_sieve_list(t, s->user, list_cb, s);
+		if (rc == 0 || rc == STORE_ENOUSER)
+			out(s, "OK\r\n");
+		else
+			reply_no(s, "TRYLATER", store_strerror(rc));
+	} else if (strcasecmp(verb, "GETSCRIPT") == 0) {
+		if (s->narg != 2)
+			reply_no(s, NULL, "Expected: GETSCRIPT name");
+		else if ((rc = store_sieve_get(t, s->user, s->arg[1].p, &sc)) == 0) {
+			out(s, "{%zu}\r\n", sc.src_len);
+			evbuffer_add(bufferevent_get_output(s->bev), sc.src, sc.src_len);
+			out(s, "\r\nOK\r\n");
+		} else {
+			reply_no(s, rc == STORE_ENOMSG || rc == STORE_ENOUSER ? "NONEXISTENT"
+				 : "TRYLATER", rc == STORE_ENOMSG || rc == STORE_ENOUSER
+				 ? "No such script" : store_strerror(rc));
+		}
+	} else { /* HAVESPACE name size */
+		uint64_t n = 0, bytes = 0, size;
+		const struct sieve_admin_limits *l = &s->srv->lim;
+
+		if (s->narg != 3 || !name_ok(&s->arg[1]) ||
+		    str_to_u64(s->arg[2].p, s->arg[2].len, UINT32_MAX, &size) < 0) {
+			reply_no(s, NULL, "Expected: HAVESPACE name size");
+		} else {
+			rc = store_sieve_usage(t, s->user, &n, &bytes);
+			if (rc == 0 && store_sieve_get(t, s->user, s->arg[1].p, &sc) == 0) {
+				n--;
+				bytes -= sc.src_len;
+			}
+			if (size > l->max_script_size)
+				reply_no(s, "QUOTA/MAXSIZE", "Script too large");
+			else if (n + 1 > l->max_scripts)
+				reply_no(s, "QUOTA/MAXSCRIPTS", "Too many scripts");
+			else if (bytes + size > l->max_storage)
+				reply_no(s, "QUOTA/MAXSIZE", "Not enough space for scripts left");
+			else
+				out(s, "OK\r\n");
+		}
+	}
+	store_txn_abort(&t);
+}
+
+static void dispatch(struct ms_session *s)
+{
+	const char *verb = s->arg[0].p;
+	struct ms_write *w;
+
+	if (!s->arg[0].atom) {
+		reply_no(s, NULL, "Expected a command");
+		return;
+	}
+	if (strcasecmp(verb, "LOGOUT") == 0) {
+		out(s, "OK \"Logout\"\r\n");
+		closing(s);
+		return;
+	}
+	if (strcasecmp(verb, "CAPABILITY") == 0) {
+		capabilities(s);
+		return;
+	}
+	if (strcasecmp(verb, "NOOP") == 0) {
+		if (s->narg > 1) {
+			out(s, "OK (TAG ");
+			out_quoted(s, s->arg[1].p, s->arg[1].len);
+			out(s, ") \"Done\"\r\n");
+		} else {
+			out(s, "OK \"Done\"\r\n");
+		}
+		return;
+	}
+	if (strcasecmp(verb, "STARTTLS") == 0) {
+		cmd_starttls(s);
+		return;
+	}
+	if (strcasecmp(verb, "AUTHENTICATE") == 0) {
+		cmd_authenticate(s);
+		return;
+	}
+	if (!s->authed) {
+		reply_no(s, NULL, "Authenticate first");
+		return;
+	}
+	if (strcasecmp(verb, "PUTSCRIPT") == 0 || strcasecmp(verb, "CHECKSCRIPT") == 0) {
+		cmd_putscript(s, strcasecmp(verb, "CHECKSCRIPT") == 0);
+		return;
+	}
+	if (strcasecmp(verb, "LISTSCRIPTS") == 0 || strcasecmp(verb, "GETSCRIPT") == 0 ||
+	    strcasecmp(verb, "HAVESPACE") == 0) {
+		cmd_read(s, verb);
+		return;
+	}
+	int op = strcasecmp(verb, "SETACTIVE") == 0 ? W_ACTIVATE
+		 : strcasecmp(verb, "DELETESCRIPT") == 0 ? W_DELETE
+		 : strcasecmp(verb, "RENAMESCRIPT") == 0 ? W_RENAME : -1;
+	int want = op == W_RENAME ? 3 : 2;
+	if (op < 0) {
+		reply_no(s, NULL, "Unknown command");
+		return;
+	}
+	if (s->narg != want || (op != W_ACTIVATE && !name_ok(&s->arg[1])) ||
+	    (op == W_RENAME && !name_ok(&s->arg[2])) || s->arg[1].len > STORE_SIEVE_NAME_MAX) {
+		reply_no(s, NULL, op == W_RENAME ? "Expected: RENAMESCRIPT old new"
+			 : "Expected: one script name");
+		return;
+	}
+	w = xcalloc(1, sizeof(*w));
+	w->op = op;
+	str_lcpy(w->name, s->arg[1].p, sizeof(w->name));
+	if (op == W_RENAME)
+		str_lcpy(w->to, s->arg[2].p, sizeof(w->to));
+	submit(s, w);
+}
+
+static void read_cb(struct bufferevent *bev, void *arg)
+{
+	struct ms_session *s = arg;
+	struct evbuffer *in = bufferevent_get_input(s->bev);
+	const char *err;
+	int rc;
+
+	while (!s->busy && !s->closing) {
+		if (s->discard_left > 0 || s->discard_line) {
+			size_t n = evbuffer_get_length(in);
+
+			if (s->discard_left > 0) {
+				size_t k = n < s->discard_left ? n : (size_t)s->discard_left;
+
+				evbuffer_drain(in, k);
+				s->discard_left -= k;
+				if (s->discard_left > 0)
+					return;
+				s->discard_line = true;
+			}
+			struct evbuffer_ptr eol = evbuffer_search(in, "\n", 1, NULL);
+			if (eol.pos < 0) {
+				evbuffer_drain(in, evbuffer_get_length(in));
+				return;
+			}
+			evbuffer_drain(in, (size_t)eol.pos + 1);
+			s->discard_line = false;
+			continue;
+		}
+		rc = parse_cmd(s, in, &err);
+		if (rc == P_MORE)
+			return;
+		if (rc == P_ERR) {
+			reply_no(s, strcmp(err, "script too large") == 0 ? "QUOTA/MAXSIZE" : NULL, err);
+			if (s->discard_left > 0)
+				continue;
+			continue;
+		}
+		if (s->auth_cont) {
+			s->auth_cont = false;
+			if (s->arg[0].len == 1 && s->arg[0].p[0] == '*' && s->arg[0].atom)
+				reply_no(s, NULL, "Authentication cancelled");
+			else
+				auth_response(s, s->arg[0].p, s->arg[0].len);
+			continue;
+		}
+		dispatch(s);
+	}
+}
