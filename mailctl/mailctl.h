@@ -145,6 +145,7 @@ int mc_sieve_list(struct mc *mc, const struct mc_args *a);
 int mc_sieve_get(struct mc *mc, const struct mc_args *a);
 int mc_sieve_put(struct mc *mc, const struct mc_args *a);
 int mc_sieve_check(struct mc *mc, const struct mc_args *a);
+int mc_sieve_put_all(struct mc *mc, const struct mc_args *a);
 int mc_sieve_activate(struct mc *mc, const struct mc_args *a);
 int mc_sieve_deactivate(struct mc *mc, const struct mc_args *a);
 int mc_sieve_delete(struct mc *mc, const struct mc_args *a);

@@ -183,3 +183,86 @@ int mc_sieve_rename(struct mc *mc, const struct mc_args *a)
 
 	return sieve_write(mc, &o, "renamed");
 }
+
+/* ---- put-all: one script for every user (benchmarks, a site-wide default) ---------------- */
+
+struct names {
+	char **v;
+	size_t n;
+};
+
+static int collect_user(const struct store_user *u, void *arg)
+{
+	struct names *nm = arg;
+
+	nm->v = xreallocarray(nm->v, nm->n + 1, sizeof(char *));
+	nm->v[nm->n++] = xstrdup(u->name);
+	return 0;
+}
+
+struct chunk {
+	struct sieve_admin_op *op;
+	char **users;
+	size_t n;
+};
+
+static int w_chunk(struct store_txn *t, void *arg)
+{
+	struct chunk *c = arg;
+	int rc;
+
+	for (size_t i = 0; i < c->n; i++) {
+		c->op->user = c->users[i];
+		if ((rc = sieve_admin_put_fn(t, c->op)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
+int mc_sieve_put_all(struct mc *mc, const struct mc_args *a)
+{
+	struct sieve_admin_limits l;
+	struct sieve_admin_op op = { .l = &l, .name = a->pos[0], .activate = a->set[0] };
+	struct buf b;
+	char *err;
+	uint64_t done = 0;
+	int rc;
+
+	sieve_admin_limits_from_conf(mc->conf, &l);
+	if ((rc = read_file(mc, a->pos[1], l.max_script_size, &b)) != MC_OK)
+		return rc;
+	op.src = b.data ? b.data : "";
+	op.len = b.len;
+	if (sieve_admin_compile(&op, &err) < 0) {
+		fprintf(stderr, "mailctl: %s: %s\n", a->pos[1], err);
+		free(err);
+		buf_release(&b);
+		return MC_REFUSED;
+	}
+	for (unsigned p = 0; p < store_partitions(mc->st) && rc == 0; p++) {
+		struct names nm = { 0 };
+		struct store_txn *t;
+
+		if ((rc = store_txn_begin(mc->st, p, STORE_TXN_READ, &t)) == 0) {
+			rc = store_user_list(t, collect_user, &nm);
+			store_txn_abort(&t);
+		}
+		for (size_t i = 0; rc == 0 && i < nm.n; i += 1000) {
+			struct chunk c = { &op, nm.v + i, nm.n - i < 1000 ? nm.n - i : 1000 };
+
+			if ((rc = store_write(mc->st, p, w_chunk, &c)) == 0)
+				done += c.n;
+		}
+		for (size_t i = 0; i < nm.n; i++)
+			free(nm.v[i]);
+		free(nm.v);
+	}
+	sieve_admin_op_clear(&op);
+	buf_release(&b);
+	if (rc != 0)
+		return mc_fail(mc, rc, "put-all stopped after %llu users",
+			       (unsigned long long)done);
+	printf("%s stored%s for %llu users\n", a->pos[0], a->set[0] ? " and active" : "",
+	       (unsigned long long)done);
+	return MC_OK;
+}
