@@ -338,6 +338,13 @@ static void put_crlf(struct buf *b, const char *s)
 		buf_puts(b, "\r\n");
 }
 
+/* a header field value from script text: CR and LF become blanks */
+static void put_field(struct buf *b, const char *s)
+{
+	for (; *s; s++)
+		buf_putc(b, *s == '\r' || *s == '\n' ? ' ' : *s);
+}
+
 static void out_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
 		     void *arg)
 {
@@ -486,10 +493,13 @@ static void do_vacation(struct smtp_session *s, struct sieve_tx *sv, const struc
 	v->until = time(NULL) + (secs > 0 ? secs : 1);
 	fmt_date(date, sizeof(date));
 	buf_init(&v->msg, 1024, NOTICE_MAX);
-	buf_printf(&v->msg, "From: <%s>\r\nTo: <%s>\r\n", va->from ? va->from : r->addr, va->to);
-	buf_puts(&v->msg, "Subject: ");
-	for (const char *p = va->subject; *p; p++)
-		buf_putc(&v->msg, *p == '\r' || *p == '\n' ? ' ' : *p);
+	const char *from = va->from ? va->from : r->addr;
+
+	/* script text goes into header fields: no line ends in them */
+	buf_puts(&v->msg, strchr(from, '<') ? "From: " : "From: <");
+	put_field(&v->msg, from);
+	buf_printf(&v->msg, "%s\r\nTo: <%s>\r\nSubject: ", strchr(from, '<') ? "" : ">", va->to);
+	put_field(&v->msg, va->subject);
 	buf_printf(&v->msg, "\r\nDate: %s\r\nMessage-ID: <%016" PRIx64 ".vacation.%lx@%s>\r\n",
 		   date, s->tx->qid, (long)random(), s->m->hostname);
 	if (va->in_reply_to)
