@@ -107,6 +107,12 @@ const struct conf_key conf_keys[] = {
 	{ "directory", "negative_cache_ttl", CONF_DURATION, 0, 30 * DAY, "5m", NULL,
 	  "how long a negative result (no such user) is cached",
 	  CONF_AT(directory.negative_cache_ttl_ms) },
+	{ "directory", "login_throttle_file", CONF_STR, 0, 0, "", NULL,
+	  "file mtad and imapd share to count failed logins per address and user (empty: "
+	  "login-throttle in the [store] path)", CONF_AT(directory.login_throttle_file) },
+	{ "directory", "login_throttle_slots", CONF_INT, 1024, 16777216, "65536", NULL,
+	  "entries of the login throttle: (address, user) pairs, users and addresses with "
+	  "recent logins", CONF_AT(directory.login_throttle_slots) },
 
 	{ "tls", "cert", CONF_STR, 0, 0, "", NULL,
 	  "PEM certificate chain for the servers (empty: no TLS offered)", CONF_AT(tls.cert) },
@@ -141,6 +147,10 @@ const struct conf_key conf_keys[] = {
 	{ "mtad", "max_connections_per_ip", CONF_INT, 1, 1000000, "100", NULL,
 	  "concurrent connections from one client address, all workers (more get 421)",
 	  CONF_AT(mtad.max_connections_per_ip) },
+	{ "mtad", "max_unauth_connections_per_ip", CONF_INT, 1, 1000000, "50", NULL,
+	  "sessions from one client address not authenticated yet, all workers: submission "
+	  "connections, and port 25 sessions once they start AUTH (more get 421 / 454)",
+	  CONF_AT(mtad.max_unauth_connections_per_ip) },
 	{ "mtad", "local_domains", CONF_LIST, 0, 0, "", NULL,
 	  "domains whose mail is delivered into the store", CONF_AT(mtad.local_domains) },
 	{ "mtad", "trusted_networks", CONF_CIDRS, 0, 0, "", NULL,
@@ -276,6 +286,9 @@ const struct conf_key conf_keys[] = {
 	{ "imapd", "max_connections_per_ip", CONF_INT, 1, 10000000, "1000", NULL,
 	  "concurrent connections from one client address, all workers (more get BYE)",
 	  CONF_AT(imapd.max_connections_per_ip) },
+	{ "imapd", "max_unauth_connections_per_ip", CONF_INT, 1, 10000000, "50", NULL,
+	  "connections from one client address not logged in yet, all workers (more get BYE)",
+	  CONF_AT(imapd.max_unauth_connections_per_ip) },
 	{ "imapd", "max_connections_per_user", CONF_INT, 1, 100000, "20", NULL,
 	  "concurrent sessions of one user, all workers (more get NO [LIMIT] at login)",
 	  CONF_AT(imapd.max_connections_per_user) },

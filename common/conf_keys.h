@@ -62,6 +62,8 @@ struct directory_conf {
 	int64_t auth_cache_size;
 	int64_t auth_cache_ttl_ms;
 	int64_t negative_cache_ttl_ms;
+	const char *login_throttle_file;
+	int64_t login_throttle_slots;
 };
 
 /* [tls]: common/tls.c (strings empty or NULL: not set, when a caller fills one itself) */
@@ -88,6 +90,7 @@ struct mtad_conf {
 	const char *pidfile;
 	int64_t max_connections;
 	int64_t max_connections_per_ip;
+	int64_t max_unauth_connections_per_ip;
 	const struct conf_list *local_domains;
 	const struct conf_cidrs *trusted_networks;
 	const char *relay_host;
@@ -120,6 +123,7 @@ struct imapd_conf {
 	const char *pidfile;
 	int64_t max_connections;
 	int64_t max_connections_per_ip;
+	int64_t max_unauth_connections_per_ip;
 	int64_t max_connections_per_user;
 	bool allow_plaintext_auth;
 	int64_t login_timeout_ms;

@@ -513,6 +513,7 @@ struct ipslot {
 struct net_ipcount {
 	struct shmtable *shared; /* the shared kind: counts live there; the rest is unused */
 	unsigned worker;
+	enum shmtable_kind kind;
 	struct ipslot *slot;
 	size_t mask;       /* capacity - 1, capacity a power of two >= 2 * max */
 	size_t n, max;
@@ -574,12 +575,13 @@ struct net_ipcount *net_ipcount_new(size_t max_addrs)
 	return t;
 }
 
-struct net_ipcount *net_ipcount_new_shared(struct shmtable *t, unsigned worker)
+struct net_ipcount *net_ipcount_new_shared(struct shmtable *t, unsigned worker, int kind)
 {
 	struct net_ipcount *c = xcalloc(1, sizeof(*c));
 
 	c->shared = t;
 	c->worker = worker;
+	c->kind = (enum shmtable_kind)kind;
 	return c;
 }
 
@@ -614,7 +616,7 @@ bool net_ipcount_inc(struct net_ipcount *t, const struct sockaddr *sa, uint32_t 
 
 	if (t->shared != NULL)
 		return !ip_text(sa, text, sizeof(text)) ||
-		       shmtable_take(t->shared, SHM_ADDR_CONNS, text, t->worker, limit);
+		       shmtable_take(t->shared, t->kind, text, t->worker, limit);
 	if (!ip_key(sa, key))
 		return true;
 	i = ip_find(t, key);
@@ -638,7 +640,7 @@ void net_ipcount_dec(struct net_ipcount *t, const struct sockaddr *sa)
 
 	if (t->shared != NULL) {
 		if (ip_text(sa, text, sizeof(text)))
-			shmtable_put(t->shared, SHM_ADDR_CONNS, text, t->worker);
+			shmtable_put(t->shared, t->kind, text, t->worker);
 		return;
 	}
 	if (!ip_key(sa, key))
@@ -668,7 +670,7 @@ uint32_t net_ipcount_get(const struct net_ipcount *t, const struct sockaddr *sa)
 
 	if (t->shared != NULL)
 		return ip_text(sa, text, sizeof(text)) ?
-		       shmtable_count(t->shared, SHM_ADDR_CONNS, text) : 0;
+		       shmtable_count(t->shared, t->kind, text) : 0;
 	if (!ip_key(sa, key))
 		return 0;
 	return t->slot[ip_find(t, key)].count;

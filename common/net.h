@@ -103,12 +103,12 @@ void net_refuse(int fd, const char *line);
    count as their IPv4 address; unix-socket peers are never limited or counted. Two kinds:
    net_ipcount_new: this process alone, a fixed-size open-addressing table, O(1) per operation,
    holding at most max_addrs distinct addresses (a new address is refused when it is full);
-   net_ipcount_new_shared: the counts of every worker in t (kind SHM_ADDR_CONNS, keyed by the
-   address text), so the limit holds across workers; an address that finds no room in t is
-   admitted uncounted (the total cap still holds). */
+   net_ipcount_new_shared: the counts of every worker in t (entries of kind, e.g.
+   SHM_ADDR_CONNS, keyed by the address text), so the limit holds across workers; an address
+   that finds no room in t is admitted uncounted (the total cap still holds). */
 struct net_ipcount;
 struct net_ipcount *net_ipcount_new(size_t max_addrs);
-struct net_ipcount *net_ipcount_new_shared(struct shmtable *t, unsigned worker);
+struct net_ipcount *net_ipcount_new_shared(struct shmtable *t, unsigned worker, int kind);
 void net_ipcount_free(struct net_ipcount **tp);
 /* Counts one more connection from sa's address and returns true, or returns false (and counts
    nothing) when that address already has limit connections or the table is full. */

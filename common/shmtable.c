@@ -1,29 +1,42 @@
-/* shmtable.c — owns the workers' shared table: its mapping, the lock, the entry layout
- * (variable stride: key, then one count per worker), lookup in a seeded window, eviction and
- * expiry. The contract is in shmtable.h. */
+/* shmtable.c — owns the workers' shared table: its mapping (anonymous, or a file several
+ * daemons share), the lock, the entry layout (variable stride: key, then one count per
+ * worker), lookup in a seeded window, eviction and expiry. The contract is in shmtable.h. */
 #include <assert.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
 #include "common/shmtable.h"
 #include "common/str.h"
+#include "common/xmalloc.h"
+
+#define SHM_MAGIC 0x4865726f6e536854ULL /* "HeronShT" */
+#define SHM_VERSION 2
 
 /* One slot; the key (key_max bytes) and the worker counts follow at fixed offsets. */
 struct shm_entry {
-	uint8_t kind;    /* 0: free */
-	uint32_t fails;
-	int64_t last_ms; /* the last failure, monotonic */
+	uint8_t kind; /* 0: free */
+	int64_t made_ms; /* when the key took the slot: a new entry is not the oldest */
+	struct shmtable_rec rec;
 	char key[];
 };
 
 struct shmtable {
+	uint64_t magic;         /* set last when a file-backed table is made */
+	uint32_t version;
+	char boot_id[40];       /* the boot it was made in (a file outlives a reboot) */
 	pthread_mutex_t lock;
 	uint64_t seed;
 	size_t nslots, map_size, stride, counts_off, key_max;
@@ -32,6 +45,10 @@ struct shmtable {
 	uint32_t total[SHMTABLE_WORKERS_MAX];
 	_Alignas(8) unsigned char slots[];
 };
+
+/* Bytes of a table of n (a power of two) slots, and the entry layout. */
+static size_t shm_geometry(size_t n, unsigned workers, size_t key_max, size_t *counts_off_r,
+			   size_t *stride_r);
 
 static int64_t shm_now_ms(void)
 {
@@ -46,22 +63,43 @@ static size_t align_up(size_t n, size_t a)
 	return (n + a - 1) / a * a;
 }
 
-struct shmtable *shmtable_new(size_t nslots, unsigned workers, size_t key_max,
-			      int64_t forget_ms)
+static size_t shm_geometry(size_t n, unsigned workers, size_t key_max, size_t *counts_off_r,
+			   size_t *stride_r)
 {
-	pthread_mutexattr_t ma;
-	struct shmtable *t;
-	size_t n = SHMTABLE_PROBE, counts_off, stride, size;
+	*counts_off_r = align_up(offsetof(struct shm_entry, key) + key_max, sizeof(uint32_t));
+	*stride_r = align_up(*counts_off_r + workers * sizeof(uint32_t), 8);
+	return sizeof(struct shmtable) + n * *stride_r;
+}
 
-	assert(workers >= 1 && workers <= SHMTABLE_WORKERS_MAX && key_max >= 2);
+static size_t shm_slots_for(size_t nslots)
+{
+	size_t n = SHMTABLE_PROBE;
+
 	while (n < nslots)
 		n *= 2;
-	counts_off = align_up(offsetof(struct shm_entry, key) + key_max, sizeof(uint32_t));
-	stride = align_up(counts_off + workers * sizeof(uint32_t), 8);
-	size = sizeof(*t) + n * stride;
-	t = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (t == MAP_FAILED)
-		fatal("mmap shared table (%zu bytes)", size);
+	return n;
+}
+
+/* This boot's id ("" when the kernel does not say). */
+static void shm_boot_id(char out[40])
+{
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+
+	out[0] = '\0';
+	if (f != NULL) {
+		if (fgets(out, 40, f) == NULL)
+			out[0] = '\0';
+		fclose(f);
+	}
+	out[strcspn(out, "\n")] = '\0';
+}
+
+/* Fills a mapped, zeroed region of size bytes as a table. */
+static void shm_init(struct shmtable *t, size_t n, unsigned workers, size_t key_max,
+		     int64_t forget_ms, size_t size)
+{
+	pthread_mutexattr_t ma;
+
 	pthread_mutexattr_init(&ma);
 	pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
 	pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
@@ -72,12 +110,110 @@ struct shmtable *shmtable_new(size_t nslots, unsigned workers, size_t key_max,
 		t->seed = (uint64_t)(uintptr_t)t ^ (uint64_t)getpid() ^ (uint64_t)shm_now_ms();
 	t->nslots = n;
 	t->map_size = size;
-	t->stride = stride;
-	t->counts_off = counts_off;
+	(void)shm_geometry(n, workers, key_max, &t->counts_off, &t->stride);
 	t->key_max = key_max;
 	t->workers = workers;
 	t->forget_ms = forget_ms;
+	t->version = SHM_VERSION;
+	shm_boot_id(t->boot_id);
+}
+
+struct shmtable *shmtable_new(size_t nslots, unsigned workers, size_t key_max,
+			      int64_t forget_ms)
+{
+	struct shmtable *t;
+	size_t n = shm_slots_for(nslots), counts_off, stride, size;
+
+	assert(workers >= 1 && workers <= SHMTABLE_WORKERS_MAX && key_max >= 2);
+	size = shm_geometry(n, workers, key_max, &counts_off, &stride);
+	t = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (t == MAP_FAILED)
+		fatal("mmap shared table (%zu bytes)", size);
+	shm_init(t, n, workers, key_max, forget_ms, size);
+	t->magic = SHM_MAGIC;
 	return t;
+}
+
+/* Whether the file's first bytes are a table made in this boot with a geometry that matches
+   its size; the table's size in *size_r. */
+static bool shm_file_valid(int fd, size_t *size_r)
+{
+	struct shmtable h;
+	struct stat sb;
+	char boot[40];
+	size_t co, st;
+
+	if (fstat(fd, &sb) == -1 || (size_t)sb.st_size < sizeof(h) ||
+	    pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
+		return false;
+	shm_boot_id(boot);
+	if (h.magic != SHM_MAGIC || h.version != SHM_VERSION || strcmp(h.boot_id, boot) != 0 ||
+	    h.workers < 1 || h.workers > SHMTABLE_WORKERS_MAX || h.key_max < 2 ||
+	    h.nslots < SHMTABLE_PROBE || (h.nslots & (h.nslots - 1)) != 0 ||
+	    h.map_size != shm_geometry(h.nslots, h.workers, h.key_max, &co, &st) ||
+	    h.stride != st || h.counts_off != co || h.map_size != (size_t)sb.st_size)
+		return false;
+	*size_r = h.map_size;
+	return true;
+}
+
+int shmtable_open(const char *path, size_t nslots, unsigned workers, size_t key_max,
+		  int64_t forget_ms, struct shmtable **t_r, char **error_r)
+{
+	size_t n = shm_slots_for(nslots), counts_off, stride, size;
+	bool valid;
+	struct shmtable *t;
+	int fd;
+
+	assert(workers >= 1 && workers <= SHMTABLE_WORKERS_MAX && key_max >= 2);
+	if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)) == -1) {
+		*error_r = xasprintf("%s: %s", path, strerror(errno));
+		return -1;
+	}
+	/* one process at a time looks at (and maybe makes) the table */
+	if (flock(fd, LOCK_EX) == -1)
+		goto fail;
+	if (!(valid = shm_file_valid(fd, &size))) {
+		size = shm_geometry(n, workers, key_max, &counts_off, &stride);
+		if (ftruncate(fd, 0) == -1 || ftruncate(fd, (off_t)size) == -1)
+			goto fail;
+	}
+	t = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (t == MAP_FAILED)
+		goto fail;
+	if (!valid) {
+		shm_init(t, n, workers, key_max, forget_ms, size);
+		__atomic_store_n(&t->magic, SHM_MAGIC, __ATOMIC_RELEASE);
+	} else if (t->nslots != n || t->workers != workers || t->key_max != key_max) {
+		log_warnx("shared table %s: has %zu slots, %u columns, %zu-byte keys; kept (asked "
+			  "for %zu, %u, %zu)", path, t->nslots, t->workers, t->key_max, n, workers,
+			  key_max);
+	}
+	/* the mapping holds the open file, and so the flock: it must be let go by name */
+	flock(fd, LOCK_UN);
+	close(fd);
+	*t_r = t;
+	return 0;
+fail:
+	*error_r = xasprintf("%s: %s", path, strerror(errno));
+	flock(fd, LOCK_UN);
+	close(fd);
+	return -1;
+}
+
+const char *shmtable_key(const char *text, char *out, size_t key_max)
+{
+	size_t len = strlen(text), head = key_max - 18;
+	uint64_t h = 14695981039346656037ULL;
+
+	assert(key_max > 18);
+	if (len < key_max)
+		return text;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)text[i]) * 1099511628211ULL;
+	memcpy(out, text, head);
+	snprintf(out + head, key_max - head, "#%016" PRIx64, h);
+	return out;
 }
 
 void shmtable_free(struct shmtable **tp)
@@ -134,12 +270,22 @@ static uint64_t shm_hash(const struct shmtable *t, uint8_t kind, const char *key
 
 static bool shm_forgotten(const struct shmtable *t, const struct shm_entry *e, int64_t now)
 {
-	return e->fails == 0 || now - e->last_ms >= t->forget_ms;
+	return e->rec.fails == 0 || now - e->rec.last_ms >= t->forget_ms;
+}
+
+/* The entry's latest time: its last failure (when counted), success or next event. */
+static int64_t shm_latest(const struct shm_entry *e)
+{
+	int64_t l = e->rec.fails > 0 && e->rec.last_ms > e->made_ms ? e->rec.last_ms : e->made_ms;
+
+	l = e->rec.ok_ms > l ? e->rec.ok_ms : l;
+	return e->rec.next_ms > l ? e->rec.next_ms : l;
 }
 
 static bool shm_reusable(struct shmtable *t, struct shm_entry *e, int64_t now)
 {
-	return e->kind == 0 || (shm_sum(t, e) == 0 && shm_forgotten(t, e, now));
+	return e->kind == 0 ||
+	       (shm_sum(t, e) == 0 && now - shm_latest(e) >= t->forget_ms);
 }
 
 /* The entry of (kind, key); create: make one in a reusable slot of the window, else over its
@@ -160,7 +306,7 @@ static struct shm_entry *shm_find(struct shmtable *t, uint8_t kind, const char *
 		if (spare == NULL && shm_reusable(t, e, now))
 			spare = e;
 		if (e->kind != 0 && shm_sum(t, e) == 0 &&
-		    (oldest == NULL || e->last_ms < oldest->last_ms))
+		    (oldest == NULL || shm_latest(e) < shm_latest(oldest)))
 			oldest = e;
 	}
 	if (!create)
@@ -171,6 +317,7 @@ static struct shm_entry *shm_find(struct shmtable *t, uint8_t kind, const char *
 		return NULL;
 	memset(spare, 0, t->stride);
 	spare->kind = kind;
+	spare->made_ms = now;
 	memcpy(spare->key, key, klen);
 	return spare;
 }
@@ -247,9 +394,9 @@ uint32_t shmtable_fail(struct shmtable *t, enum shmtable_kind kind, const char *
 	shm_lock(t);
 	if ((e = shm_find(t, (uint8_t)kind, key, true)) != NULL) {
 		if (shm_forgotten(t, e, now))
-			e->fails = 0;
-		before = e->fails++;
-		e->last_ms = now;
+			e->rec.fails = 0;
+		before = e->rec.fails++;
+		e->rec.last_ms = now;
 	}
 	shm_unlock(t);
 	return before;
@@ -261,7 +408,28 @@ void shmtable_fail_clear(struct shmtable *t, enum shmtable_kind kind, const char
 
 	shm_lock(t);
 	if ((e = shm_find(t, (uint8_t)kind, key, false)) != NULL)
-		e->fails = 0;
+		e->rec.fails = 0;
+	shm_unlock(t);
+}
+
+void shmtable_with(struct shmtable *t, size_t n, const enum shmtable_kind *kinds,
+		   const char *const *keys,
+		   void (*fn)(struct shmtable_rec **recs, size_t n, int64_t now_ms, void *arg),
+		   void *arg)
+{
+	struct shmtable_rec *recs[8];
+
+	assert(n <= 8);
+	shm_lock(t);
+	for (size_t i = 0; i < n; i++) {
+		struct shm_entry *e = shm_find(t, (uint8_t)kinds[i], keys[i], true);
+
+		recs[i] = e != NULL ? &e->rec : NULL;
+		for (size_t j = 0; j < i && recs[i] != NULL; j++)
+			if (recs[j] == recs[i]) /* taken over by key i: key j has no room */
+				recs[j] = NULL;
+	}
+	fn(recs, n, shm_now_ms(), arg);
 	shm_unlock(t);
 }
 

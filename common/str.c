@@ -278,3 +278,17 @@ int str_b64_digit(unsigned char c, unsigned char c63)
 		return 62;
 	return c == c63 ? 63 : -1;
 }
+
+void str_log_name(char *dst, size_t size, const char *name)
+{
+	size_t n = 0, max = size - 1;
+
+	for (; name[n] != '\0' && n < max; n++) {
+		unsigned char ch = (unsigned char)name[n];
+
+		dst[n] = ch < 0x20 || ch > 0x7e || ch == '"' || ch == '\\' ? '?' : (char)ch;
+	}
+	dst[n] = '\0';
+	if (name[n] != '\0' && max >= 3)
+		memcpy(dst + max - 3, "...", 3);
+}

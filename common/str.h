@@ -45,6 +45,10 @@ static inline struct str_view str_view_of(const char *s);
 /* Whether the view has no bytes 0x00, CR or LF (safe to put in a line-based protocol). */
 bool str_is_safe_line(const char *p, size_t len);
 
+/* A client-given name made fit for a log line: printable ASCII other than '"' and '\\' kept,
+   every other byte '?', at most size - 1 bytes (a longer name ends in "..."). */
+void str_log_name(char *dst, size_t size, const char *name);
+
 /* Unsigned decimal, no sign, no spaces, <= max. */
 int str_to_u64(const char *p, size_t len, uint64_t max, uint64_t *v_r);
 /* Signed decimal in [min, max]. */

@@ -1,17 +1,17 @@
 /* cmd_auth.c — owns the commands of any state and of login: CAPABILITY, NOOP/CHECK, LOGOUT,
  * ID, ENABLE, STARTTLS, LOGIN and AUTHENTICATE PLAIN (with SASL-IR), through ldapauth. After a
  * successful authentication the user's store record is found (or created with its INBOX).
- * A failure is answered late: the tagged NO waits on a timer (the worker goes on serving
- * others, the session reads no further command) for 0.5 s doubled per failure from the same
- * client address, up to 8 s; an address's count is kept in the table all workers share
- * (common/shmtable.h) and forgotten 15 minutes after its last failure
- * (IMAP_PENALTY_FORGET_MS) or at a success from it. The sessions of one user are counted in
- * that table too (max_connections_per_user holds over all workers). The log names the user
- * tried (sanitized), never the password. */
+ * Each check goes through the login throttle mtad shares (common/authguard.h): it may be
+ * held before it starts or refused (NO [UNAVAILABLE]), and a failure is answered late: the
+ * tagged NO waits on a timer (the worker goes on serving others, the session reads no
+ * further command). The sessions of one user are counted in the workers' table
+ * (max_connections_per_user holds over all workers). The log names the user tried
+ * (sanitized), never the password. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "common/authguard.h"
 #include "common/log.h"
 #include "common/net.h"
 #include "common/sasl.h"
@@ -32,37 +32,19 @@ struct auth_ctx {
 	int partition;
 	uint64_t quota;              /* bytes, from the directory; 0: none */
 	char tried[65];              /* the user name given, sanitized for the log */
+	char *user;                  /* the user name given (the throttle's key) */
+	char *pass;                  /* held while the throttle delays the check */
+	struct authguard_check chk;
+	bool charged;                /* the throttle counts this check: its outcome is due */
+	bool throttled;              /* refused by the throttle: no check made */
+	struct event *held;          /* the throttle's delay before the check */
 	struct event *delay;         /* holds the NO of a failure */
 };
 
-#define PENALTY_BASE_MS 500
-#define PENALTY_MAX_MS 8000
-
-/* Counts a failure from addr (in every worker); returns the count including it. */
-static uint32_t authfail_count(struct imap_server *srv, const char *addr)
-{
-	return shmtable_fail(srv->shared, SHM_AUTH_FAILS, addr) + 1;
-}
-
-static void authfail_clear(struct imap_server *srv, const char *addr)
-{
-	shmtable_fail_clear(srv->shared, SHM_AUTH_FAILS, addr);
-}
-
-/* The key of user in the shared table: the name itself when it fits, else its head, '#' and
-   a hash of the whole name (64-bit FNV-1a), so that two long names do not share one count. */
+/* The key of user in the shared table (long names hashed). */
 static const char *user_key(const char *user, char out[NET_SHM_KEY_MAX])
 {
-	size_t len = strlen(user), head = NET_SHM_KEY_MAX - 18;
-	uint64_t h = 14695981039346656037ULL;
-
-	if (len < NET_SHM_KEY_MAX)
-		return user;
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ (unsigned char)user[i]) * 1099511628211ULL;
-	memcpy(out, user, head);
-	snprintf(out + head, NET_SHM_KEY_MAX - head, "#%016" PRIx64, h);
-	return out;
+	return shmtable_key(user, out, NET_SHM_KEY_MAX);
 }
 
 /* One more session of user, over all workers: false at max_connections_per_user. */
@@ -85,20 +67,10 @@ void imap_user_put(struct imap_client *c)
 	shmtable_put(c->srv->shared, SHM_USER_SESSIONS, user_key(c->user, key), c->srv->worker);
 }
 
-/* The user name for the log: printable ASCII other than quote and backslash, at most
-   sizeof(a->tried) - 1 bytes (a longer one ends in "..."). */
+/* The user name for the log (sanitized, capped). */
 static void tried_set(struct auth_ctx *a, const char *user)
 {
-	size_t n = 0, max = sizeof(a->tried) - 1;
-
-	for (; user[n] != '\0' && n < max; n++) {
-		unsigned char ch = (unsigned char)user[n];
-
-		a->tried[n] = ch < 0x20 || ch > 0x7e || ch == '"' || ch == '\\' ? '?' : (char)ch;
-	}
-	a->tried[n] = '\0';
-	if (user[n] != '\0')
-		memcpy(a->tried + max - 3, "...", 3);
+	str_log_name(a->tried, sizeof(a->tried), user);
 }
 
 static void auth_ctx_free(struct imap_cmd *cmd)
@@ -108,8 +80,17 @@ static void auth_ctx_free(struct imap_cmd *cmd)
 	if (a == NULL)
 		return;
 	ldapauth_cancel(&a->req);
+	if (a->charged) /* the client left before the outcome: not a failure */
+		authguard_temp(cmd->c->srv->guard, cmd->c->addr, a->user);
 	if (a->delay != NULL)
 		event_free(a->delay);
+	if (a->held != NULL)
+		event_free(a->held);
+	if (a->pass != NULL) {
+		explicit_bzero(a->pass, strlen(a->pass));
+		free(a->pass);
+	}
+	free(a->user);
 	free(a->login);
 	free(a);
 	cmd->ctx = NULL;
@@ -232,26 +213,27 @@ static void auth_done(const struct ldapauth_reply *r, void *arg)
 	struct imap_client *c = arg;
 	struct auth_ctx *a = c->cmd.ctx;
 	bool failed = r->result != LDAPAUTH_OK && r->result != LDAPAUTH_ETEMP;
-	uint32_t fails = failed ? authfail_count(c->srv, c->addr) : 0;
 	int64_t ms = 0;
 
 	a->req = NULL;
 	a->result = r->result;
+	a->charged = false;
 	if (r->result == LDAPAUTH_OK) {
 		a->login = xstrdup(r->user->login);
 		a->partition = r->user->partition;
 		a->quota = r->user->quota;
-		authfail_clear(c->srv, c->addr);
-	}
-	if (failed) {
-		/* doubling per failure from this address, capped */
-		ms = (int64_t)PENALTY_BASE_MS << (fails - 1 < 5 ? fails - 1 : 5);
-		ms = ms > PENALTY_MAX_MS ? PENALTY_MAX_MS : ms;
+		authguard_ok(c->srv->guard, c->addr, a->user);
+	} else if (r->result == LDAPAUTH_ETEMP) {
+		authguard_temp(c->srv->guard, c->addr, a->user);
+	} else {
+		ms = authguard_failed(c->srv->guard, c->addr, a->user);
 	}
 	log_info("%016" PRIx64 " imap login addr=%s user=%s result=%s cached=%s failures=%" PRIu32
-		 " delay_ms=%" PRId64 " reason=\"%s\"",
+		 " delay_ms=%" PRId64 " user_failures=%" PRIu32 " addr_failures=%" PRIu32
+		 " reason=\"%s\"",
 		 c->id, c->addr, r->result == LDAPAUTH_OK ? r->user->login : a->tried,
-		 ldapauth_strerror(r->result), r->cached ? "yes" : "no", fails, ms,
+		 ldapauth_strerror(r->result), r->cached ? "yes" : "no",
+		 failed ? a->chk.pair + 1 : 0, ms, a->chk.user + failed, a->chk.addr + failed,
 		 r->reason != NULL ? r->reason : "");
 	if (ms > 0) {
 		struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
@@ -264,12 +246,44 @@ static void auth_done(const struct ldapauth_reply *r, void *arg)
 	imap_client_resume(c);
 }
 
+/* The throttle's delay is over: the check starts. */
+static void auth_held_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct imap_client *c = arg;
+	struct auth_ctx *a = c->cmd.ctx;
+
+	(void)fd;
+	(void)what;
+	a->req = ldapauth_auth(c->srv->auth, a->user, a->pass, auth_done, c);
+	explicit_bzero(a->pass, strlen(a->pass));
+	free(a->pass);
+	a->pass = NULL;
+}
+
 static void auth_start(struct imap_cmd *cmd, const char *user, const char *pass)
 {
+	struct imap_client *c = cmd->c;
 	struct auth_ctx *a = cmd->ctx;
 
 	tried_set(a, user);
-	a->req = ldapauth_auth(cmd->c->srv->auth, user, pass, auth_done, cmd->c);
+	a->user = xstrdup(user);
+	authguard_begin(c->srv->guard, c->id, "imap", c->addr, user, &a->chk);
+	if (a->chk.refused) {
+		a->throttled = a->done = true;
+		imap_client_resume(c);
+		return;
+	}
+	a->charged = true;
+	if (a->chk.wait_ms > 0) {
+		struct timeval tv = { (time_t)(a->chk.wait_ms / 1000),
+				      (suseconds_t)(a->chk.wait_ms % 1000) * 1000 };
+
+		a->pass = xstrdup(pass);
+		a->held = evtimer_new(c->srv->base, auth_held_cb, c);
+		evtimer_add(a->held, &tv);
+		return;
+	}
+	a->req = ldapauth_auth(c->srv->auth, user, pass, auth_done, c);
 }
 
 struct user_setup {
@@ -362,6 +376,8 @@ static bool auth_resume(struct imap_cmd *cmd)
 
 	if (!a->done)
 		return false;
+	if (a->throttled)
+		return imap_cmd_no(cmd, "[UNAVAILABLE] Too many failed logins; try again later");
 	switch (a->result) {
 	case LDAPAUTH_OK:
 		return auth_finish(cmd, a);

@@ -36,8 +36,18 @@ static const char *state_name(enum imap_state s)
 	}
 }
 
+void imap_unauth_put(struct imap_client *c)
+{
+	if (!c->unauth_counted)
+		return;
+	c->unauth_counted = false;
+	net_ipcount_dec(c->srv->unauth, (struct sockaddr *)&c->sa);
+}
+
 void imap_client_set_state(struct imap_client *c, enum imap_state next)
 {
+	if (next != IMAP_ST_NOTAUTH)
+		imap_unauth_put(c);
 	log_debug("%016" PRIx64 " imap state %s -> %s", c->id, state_name(c->state),
 		  state_name(next));
 	c->state = next;
@@ -286,6 +296,7 @@ void imap_client_new(struct imap_server *srv, struct net_server *ns, int fd,
 	memcpy(&c->sa, sa, salen < sizeof(c->sa) ? salen : sizeof(c->sa));
 	c->id = log_new_id();
 	c->state = IMAP_ST_NOTAUTH;
+	c->unauth_counted = srv->unauth != NULL; /* the accept callback counted it */
 	c->stream.fd = -1;
 	net_addr_host(sa, c->addr, sizeof(c->addr));
 	if (sa->sa_family == AF_INET || sa->sa_family == AF_INET6) {
@@ -380,6 +391,7 @@ static void client_free(struct imap_client *c)
 	imap_parser_free(&c->parser);
 	if (srv->ipcount != NULL)
 		net_ipcount_dec(srv->ipcount, (struct sockaddr *)&c->sa);
+	imap_unauth_put(c);
 	net_server_conn_done(c->ns);
 	imap_user_put(c);
 	free(c->user);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/authguard.h"
 #include "common/daemon.h"
 #include "common/log.h"
 #include "common/net.h"
@@ -28,6 +29,17 @@ static void accept_cb(struct net_server *ns, int fd, const struct sockaddr *sa, 
 		log_info("imap refuse addr=%s reason=\"too many connections from address\"",
 			 net_addr_str(sa, salen, addr, sizeof(addr)));
 		net_refuse(fd, "* BYE Too many connections from your address\r\n");
+		net_server_conn_done(ns);
+		return;
+	}
+	if (srv->unauth != NULL && !net_ipcount_inc(srv->unauth, sa, srv->max_unauth_per_ip)) {
+		char addr[NET_ADDRSTRLEN];
+
+		log_info("imap refuse addr=%s reason=\"too many connections not logged in from "
+			 "address\"", net_addr_str(sa, salen, addr, sizeof(addr)));
+		net_refuse(fd, "* BYE Too many connections not logged in from your address\r\n");
+		if (srv->ipcount != NULL)
+			net_ipcount_dec(srv->ipcount, sa);
 		net_server_conn_done(ns);
 		return;
 	}
@@ -99,6 +111,7 @@ static void server_limits(struct imap_server *srv, const struct conf *conf)
 	srv->idle_timeout_ms = ic->idle_timeout_ms;
 	srv->max_bad = (unsigned)ic->max_bad_commands;
 	srv->max_per_ip = (unsigned)ic->max_connections_per_ip;
+	srv->max_unauth_per_ip = (unsigned)ic->max_unauth_connections_per_ip;
 	srv->max_per_user = (unsigned)ic->max_connections_per_user;
 }
 
@@ -193,6 +206,8 @@ void imapd_worker_free(struct imap_server *srv)
 	net_server_free(&srv->plain);
 	net_server_free(&srv->tls);
 	net_ipcount_free(&srv->ipcount);
+	net_ipcount_free(&srv->unauth);
+	authguard_close(&srv->guard);
 	if (srv->watch_ev != NULL)
 		event_free(srv->watch_ev);
 	if (srv->poll_ev != NULL)
@@ -237,6 +252,8 @@ void imapd_worker_init(struct imap_server *srv, struct conf *conf, void *tls_ctx
 	server_limits(srv, conf);
 	srv->tls_ctx = tls_ctx;
 	srv->ipcount = net_ipcount_new(65536);
+	srv->unauth = net_ipcount_new(65536);
+	srv->guard = authguard_open(conf);
 	server_watch_setup(srv);
 }
 
@@ -251,7 +268,9 @@ int imap_server_run(struct daemon_worker *w, const struct imap_worker_args *a)
 	srv.worker = daemon_worker_index(w);
 	shmtable_worker_reset(srv.shared, srv.worker);
 	net_ipcount_free(&srv.ipcount);
-	srv.ipcount = net_ipcount_new_shared(srv.shared, srv.worker);
+	srv.ipcount = net_ipcount_new_shared(srv.shared, srv.worker, SHM_ADDR_CONNS);
+	net_ipcount_free(&srv.unauth);
+	srv.unauth = net_ipcount_new_shared(srv.shared, srv.worker, SHM_ADDR_UNAUTH);
 	cap = (size_t)conf_values(a->conf)->imapd.max_connections;
 	if (a->plain->n > 0)
 		srv.plain = server_net_new(&srv, a->plain, cap, accept_plain);

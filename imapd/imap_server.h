@@ -18,7 +18,7 @@ struct imap_worker_args {
 	struct net_fds *plain, *tls; /* bound by the master */
 	SSL_CTX *tls_ctx;            /* NULL when [tls] cert is not set; SIGHUP may replace it */
 	unsigned workers;
-	struct shmtable *shared;     /* connections per address and in total, failed logins */
+	struct shmtable *shared;     /* connections per address and in total, sessions per user */
 };
 
 /* Failed logins of an address are forgotten this long after its last one (cmd_auth.c). */

@@ -1,6 +1,6 @@
 /* imapd.c — owns main: `imapd -c heron.conf [-f] [-t]`. The master reads the config, binds the
  * imap (STARTTLS) and imaps (implicit TLS) listeners, builds the TLS context, maps the table
- * the workers share (connections, failed logins, sessions per user) and runs the workers
+ * the workers share (connections, sessions per user) and runs the workers
  * (imap_server.c). On SIGHUP it reads the config again, logs what changed (applied, or
  * waiting for a restart) and keeps it, with a new TLS context if [tls] changed, for workers
  * started later; each running worker reloads itself (imap_server.c). */

@@ -37,6 +37,7 @@ struct store_gc;
 struct net_server;
 struct net_ipcount;
 struct shmtable;
+struct authguard;
 
 /* Output is produced while the client's output buffer is below OUT_HIGH and resumed when it
    drains below OUT_LOW: a slow reader of a big FETCH holds at most about OUT_HIGH + one
@@ -95,12 +96,14 @@ struct imap_server {
 	struct imap_client *clients; /* all connections (list for IDLE wake-ups) */
 	struct net_server *plain, *tls;
 	struct net_ipcount *ipcount;
-	unsigned max_per_ip;
+	struct net_ipcount *unauth;  /* connections not logged in yet, per address */
+	struct authguard *guard;     /* the login throttle imapd and mtad share */
+	unsigned max_per_ip, max_unauth_per_ip;
 	unsigned max_per_user;       /* sessions of one user in all workers (shared) */
 	struct event *poll_ev;       /* 1 s fallback when the store watcher is unavailable */
 	bool draining;
-	struct shmtable *shared;    /* all workers': connections, failed logins, sessions per
-				       user (cmd_auth.c) */
+	struct shmtable *shared;    /* all workers': connections, sessions per user
+				       (cmd_auth.c) */
 	unsigned worker;            /* this worker's column in shared */
 };
 
@@ -205,6 +208,7 @@ struct imap_client {
 	/* the user, once authenticated */
 	char *user;
 	bool user_counted;          /* one of user's sessions in srv->shared (imap_user_put) */
+	bool unauth_counted;        /* counted in srv->unauth until it logs in */
 	uint64_t user_id;
 	unsigned part;
 	struct imap_view *view;
@@ -230,6 +234,8 @@ void imap_server_free_client(struct imap_client *c);
 void imapd_worker_init(struct imap_server *srv, struct conf *conf, void *tls_ctx);
 void imapd_worker_free(struct imap_server *srv);
 void imap_client_set_state(struct imap_client *c, enum imap_state next);
+/* The connection is no longer one not logged in (it logged in, or ends): uncounted. */
+void imap_unauth_put(struct imap_client *c);
 /* One more invalid command: after [imapd] max_bad_commands in a row, BYE and close. */
 void imap_client_count_bad(struct imap_client *c);
 /* Starts TLS on the connection (STARTTLS); -1 when TLS is not configured. */

@@ -30,8 +30,8 @@ struct mtad_main {
 	struct shmtable *shared, *conns;
 };
 
-/* AUTH failures of an address are forgotten this long after its last one. */
-#define AUTH_FORGET_MS (15 * 60 * 1000)
+/* Entries of the relay table without counts are forgotten after this. */
+#define SHARED_FORGET_MS (15 * 60 * 1000)
 
 static const char *const listener_keys[L_NKINDS] = { "listen", "submission", "submissions",
 						     "lmtp" };
@@ -205,7 +205,7 @@ int main(int argc, char **argv)
 	bind_listeners(&mm);
 	ops.workers = (unsigned)mc->workers;
 	mm.shared = shmtable_new(MTAD_SHARED_SLOTS, ops.workers, MTAD_SHARED_KEY_MAX,
-				 AUTH_FORGET_MS);
+				 SHARED_FORGET_MS);
 	mm.conns = shmtable_new(net_shm_slots((size_t)mc->max_connections), ops.workers,
 				NET_SHM_KEY_MAX, 0);
 	ops.ident = "mtad";

@@ -14,6 +14,7 @@
 #include <event2/event.h>
 #include <openssl/ssl.h>
 
+#include "common/authguard.h"
 #include "common/buf.h"
 #include "common/line.h"
 #include "common/mailaddr.h"
@@ -32,6 +33,7 @@ struct queue_runner;
 struct store_queue_rcpt;
 struct dns;
 struct sieve_tx;
+struct authguard;
 
 /* Listener kinds. */
 enum mtad_listener {
@@ -49,7 +51,7 @@ struct mtad_limits {
 	size_t max_rcpt, reject_rcpt, max_tx, max_errors;
 	int64_t greeting_delay_ms, command_timeout_ms, data_timeout_ms;
 	bool auth_require_tls, bare_lf_normalize;
-	uint32_t max_conns_per_ip;
+	uint32_t max_conns_per_ip, max_unauth_per_ip;
 };
 
 /* One worker's world. */
@@ -63,6 +65,8 @@ struct mtad {
 	SSL_CTX *tls;                       /* NULL: no TLS offered */
 	struct net_server *srv[L_NKINDS];
 	struct net_ipcount *ipcount;
+	struct net_ipcount *unauth;         /* sessions not authenticated per address */
+	struct authguard *guard;            /* the login throttle mtad and imapd share */
 	struct store *store;
 	struct store_gc *gc;
 	struct ldapauth *la;                /* NULL: no directory configured */
@@ -71,7 +75,7 @@ struct mtad {
 	bool draining;
 	struct queue_runner *qr;
 	struct dns *dns;                    /* the worker's resolver and its cache (daemon only) */
-	struct shmtable *shared;            /* relay and AUTH counts of all workers */
+	struct shmtable *shared;            /* relay counts of all workers */
 	struct shmtable *conns;             /* connections of all workers: per address, total */
 	unsigned worker;                    /* this worker's index */
 };
@@ -98,6 +102,7 @@ enum smtp_flag {
 	SF_TRUSTED = 1 << 3,
 	SF_LMTP = 1 << 4,
 	SF_IPCOUNTED = 1 << 5,
+	SF_UNAUTH_COUNTED = 1 << 6, /* counted in m->unauth */
 };
 
 /* Why a transaction will be refused at its end (keep reading, answer at the dot). */
@@ -170,6 +175,8 @@ struct smtp_session {
 	unsigned auth_failures;
 	int auth_step;                     /* AUTH LOGIN: 1 = want user, 2 = want password */
 	char auth_login[256];
+	char *auth_pass;                   /* held while the login throttle delays the check */
+	struct authguard_check auth_chk;   /* the login throttle's view of the last AUTH */
 	bool closing;
 	bool dead;                         /* the peer went away during ST_WAIT */
 	uint64_t discard_left;             /* BDAT chunk of a refused command */
@@ -217,6 +224,8 @@ void smtp_data_done(struct smtp_session *s);
 
 /* smtp_auth.c */
 void smtp_cmd_auth(struct smtp_session *s, const char *arg, size_t len);
+/* The session is no longer unauthenticated (it logged in, or ended): uncounted. */
+void smtp_unauth_put(struct smtp_session *s);
 void smtp_auth_line(struct smtp_session *s, const char *line, size_t len);
 
 /* deliver.c */
@@ -266,8 +275,9 @@ void queue_runner_kick(struct mtad *m);
 int64_t mtad_now_ms(void);
 
 /* The workers' common tables (common/shmtable.h), mapped by the master before fork: relay
-   connections per destination (SHM_RELAY_DEST) and AUTH failures per address (SHM_AUTH_FAILS)
-   in shared; connections per client address and in total in conns. */
+   connections per destination (SHM_RELAY_DEST) in shared; connections (and unauthenticated
+   sessions) per client address and in total in conns. Failed logins are in the login
+   throttle's table (common/authguard.h), which imapd shares. */
 #define MTAD_SHARED_SLOTS 2048
 #define MTAD_SHARED_KEY_MAX 272  /* "host:port" of a 255-byte host */
 

@@ -1,15 +1,19 @@
-/* smtp_auth.c — owns AUTH PLAIN and LOGIN (RFC 4954, 4616): the exchange, base64, the check
- * through ldapauth, and the penalty for failures: each failure from a client address waits
- * longer before its 535 (doubling, capped), counted per address across the sessions of
- * every worker (the master's shared table, common/shmtable.h); forgotten 15 minutes after
- * the last failure. Passwords are never logged and are wiped after use. */
+/* smtp_auth.c — owns AUTH PLAIN and LOGIN (RFC 4954, 4616): the exchange, the decoding (the
+ * SASL decoder imapd uses too, common/sasl.h), the check through ldapauth, and the login
+ * throttle around it (common/authguard.h, shared with imapd): a check may be held or
+ * refused before it starts, a failure's 535 is held, and a port 25 session that starts AUTH
+ * counts as unauthenticated for max_unauth_connections_per_ip. Passwords are never logged
+ * and are wiped after use. */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "common/authguard.h"
 #include "common/log.h"
+#include "common/net.h"
 #include "common/sasl.h"
-#include "common/shmtable.h"
 #include "common/str.h"
+#include "common/xmalloc.h"
 #include "ldapauth/ldapauth.h"
 #include "mtad/mtad.h"
 
@@ -17,18 +21,54 @@
 #define AUTH_STEP_USER 2
 #define AUTH_STEP_PASS 3
 
-#define PENALTY_BASE_MS 500
-#define PENALTY_MAX_MS 8000
-
-/* The client's address without its port: failures count per address. */
+/* The client's address without its port, as imapd names it: the throttle's key. */
 static void client_host(const struct smtp_session *s, char *host, size_t size)
 {
-	const char *colon = strrchr(s->addr, ':');
-	size_t n = colon ? (size_t)(colon - s->addr) : strlen(s->addr);
+	net_addr_host((const struct sockaddr *)&s->ss, host, size);
+}
 
-	n = n < size - 1 ? n : size - 1;
-	memcpy(host, s->addr, n);
-	host[n] = '\0';
+static void pass_wipe(struct smtp_session *s)
+{
+	if (s->auth_pass == NULL)
+		return;
+	explicit_bzero(s->auth_pass, strlen(s->auth_pass));
+	free(s->auth_pass);
+	s->auth_pass = NULL;
+}
+
+void smtp_unauth_put(struct smtp_session *s)
+{
+	pass_wipe(s);
+	if (!(s->flags & SF_UNAUTH_COUNTED))
+		return;
+	s->flags &= ~SF_UNAUTH_COUNTED;
+	net_ipcount_dec(s->m->unauth, (const struct sockaddr *)&s->ss);
+}
+
+/* A port 25 session that starts AUTH counts as unauthenticated from now on (submission
+   sessions are counted from their accept); false when its address has too many. */
+static bool unauth_take(struct smtp_session *s)
+{
+	if (s->kind != L_SMTP || (s->flags & SF_UNAUTH_COUNTED))
+		return true;
+	if (!net_ipcount_inc(s->m->unauth, (const struct sockaddr *)&s->ss,
+			     s->m->lim.max_unauth_per_ip)) {
+		log_info("%016" PRIx64 " smtp refuse addr=%s reason=\"too many unauthenticated "
+			 "sessions from address\"", s->id, s->addr);
+		return false;
+	}
+	s->flags |= SF_UNAUTH_COUNTED;
+	return true;
+}
+
+static void timer_set(struct smtp_session *s, int64_t ms, event_callback_fn fn)
+{
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+
+	if (s->timer != NULL)
+		event_free(s->timer);
+	s->timer = evtimer_new(s->m->base, fn, s);
+	evtimer_add(s->timer, &tv);
 }
 
 static void auth_reply_cb(evutil_socket_t fd, short what, void *arg)
@@ -44,47 +84,75 @@ static void auth_reply_cb(evutil_socket_t fd, short what, void *arg)
 static void auth_done(const struct ldapauth_reply *r, void *arg)
 {
 	struct smtp_session *s = arg;
-	char host[64];
-	uint32_t fails = 0;
+	char host[NET_ADDRSTRLEN], name[65];
+	bool failed = r->result != LDAPAUTH_OK && r->result != LDAPAUTH_ETEMP;
+	int64_t hold = 0;
 
 	client_host(s, host, sizeof(host));
-	if (r->result != LDAPAUTH_OK && r->result != LDAPAUTH_ETEMP)
-		fails = shmtable_fail(s->m->shared, SHM_AUTH_FAILS, host) + 1;
+	if (r->result == LDAPAUTH_OK)
+		authguard_ok(s->m->guard, host, s->auth_login);
+	else if (r->result == LDAPAUTH_ETEMP)
+		authguard_temp(s->m->guard, host, s->auth_login);
+	else
+		hold = authguard_failed(s->m->guard, host, s->auth_login);
+	str_log_name(name, sizeof(name), s->auth_login);
 	log_info("%016" PRIx64 " smtp auth addr=%s user=%s result=%s failures=%" PRIu32
-		 " reason=\"%s\"", s->id, s->addr, s->auth_login,
-		 r->result == LDAPAUTH_OK ? "ok" : "fail", fails,
+		 " delay_ms=%" PRId64 " user_failures=%" PRIu32 " addr_failures=%" PRIu32
+		 " reason=\"%s\"", s->id, s->addr, name,
+		 r->result == LDAPAUTH_OK ? "ok" : "fail", failed ? s->auth_chk.pair + 1 : 0, hold,
+		 s->auth_chk.user + failed, s->auth_chk.addr + failed,
 		 r->reason ? r->reason : ldapauth_strerror(r->result));
 	if (r->result == LDAPAUTH_OK) {
 		s->flags |= SF_AUTH;
 		str_lcpy(s->user, r->user->login, sizeof(s->user));
-		shmtable_fail_clear(s->m->shared, SHM_AUTH_FAILS, host);
+		smtp_unauth_put(s);
 		smtp_set_state(s, ST_READY);
 		smtp_reply(s, "235 2.7.0 Authentication successful");
 	} else if (r->result == LDAPAUTH_ETEMP) {
 		smtp_set_state(s, ST_READY);
 		smtp_reply(s, "454 4.7.0 Temporary authentication failure");
 	} else {
-		/* delay the answer: doubling per failure from this address (in any worker),
-		   capped */
-		int64_t ms = PENALTY_BASE_MS << (fails - 1 < 5 ? fails - 1 : 5);
-		struct timeval tv;
-
-		ms = ms > PENALTY_MAX_MS ? PENALTY_MAX_MS : ms;
-		tv.tv_sec = ms / 1000;
-		tv.tv_usec = (ms % 1000) * 1000;
-		if (s->timer != NULL)
-			event_free(s->timer);
-		s->timer = evtimer_new(s->m->base, auth_reply_cb, s);
-		evtimer_add(s->timer, &tv);
+		/* the answer is held (the throttle says how long): no faster guessing here */
+		timer_set(s, hold, auth_reply_cb);
 		return;
 	}
 	smtp_resume(s);
 }
 
+/* The throttle's hold is over: the check starts. */
+static void auth_held_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct smtp_session *s = arg;
+	char host[NET_ADDRSTRLEN];
+
+	if (s->dead) {
+		client_host(s, host, sizeof(host));
+		authguard_temp(s->m->guard, host, s->auth_login); /* never checked */
+		pass_wipe(s);
+		smtp_resume(s);
+		return;
+	}
+	ldapauth_auth(s->m->la, s->auth_login, s->auth_pass, auth_done, s);
+	pass_wipe(s);
+}
+
 static void auth_check(struct smtp_session *s, const char *user, const char *pass)
 {
+	char host[NET_ADDRSTRLEN];
+
 	str_lcpy(s->auth_login, user, sizeof(s->auth_login));
+	client_host(s, host, sizeof(host));
+	authguard_begin(s->m->guard, s->id, "smtp", host, user, &s->auth_chk);
+	if (s->auth_chk.refused) {
+		smtp_reply(s, "454 4.7.0 Too many failed logins, try again later");
+		return;
+	}
 	smtp_set_state(s, ST_WAIT);
+	if (s->auth_chk.wait_ms > 0) {
+		s->auth_pass = xstrdup(pass);
+		timer_set(s, s->auth_chk.wait_ms, auth_held_cb);
+		return;
+	}
 	ldapauth_auth(s->m->la, user, pass, auth_done, s);
 }
 
@@ -121,6 +189,10 @@ void smtp_cmd_auth(struct smtp_session *s, const char *arg, size_t len)
 		return;
 	}
 	bool has_init = init.p != NULL && !(init.len == 1 && init.p[0] == '=');
+	if (!unauth_take(s)) {
+		smtp_reply(s, "454 4.7.0 Too many unauthenticated sessions from your address");
+		return;
+	}
 	if (str_caseeq(mech.p, mech.len, "PLAIN", 5)) {
 		if (has_init) {
 			auth_plain(s, init.p, init.len);

@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "common/net.h"
+#include "common/shmtable.h"
 #include "common/xmalloc.h"
 #include "mtad/mtad.h"
 
@@ -23,6 +24,7 @@ static void accept_cb(struct net_server *srv, int fd, const struct sockaddr *sa,
 {
 	struct listener_ctx *lc = arg;
 	struct mtad *m = lc->m;
+	struct smtp_session *s;
 
 	if (!net_ipcount_inc(m->ipcount, sa, m->lim.max_conns_per_ip)) {
 		char addr[NET_ADDRSTRLEN], line[320];
@@ -36,7 +38,26 @@ static void accept_cb(struct net_server *srv, int fd, const struct sockaddr *sa,
 		net_server_conn_done(srv);
 		return;
 	}
-	smtp_session_new(m, lc->kind, fd, sa, salen);
+	if ((lc->kind == L_SUBMISSION || lc->kind == L_SUBMISSIONS) &&
+	    !net_ipcount_inc(m->unauth, sa, m->lim.max_unauth_per_ip)) {
+		char addr[NET_ADDRSTRLEN], line[320];
+
+		log_info("smtp refuse addr=%s reason=\"too many unauthenticated connections from "
+			 "address\"", net_addr_str(sa, salen, addr, sizeof(addr)));
+		snprintf(line, sizeof(line), "421 4.7.0 %s Too many unauthenticated connections "
+			 "from your address\r\n", m->hostname);
+		net_ipcount_dec(m->ipcount, sa);
+		net_refuse(fd, line);
+		net_server_conn_done(srv);
+		return;
+	}
+	s = smtp_session_new(m, lc->kind, fd, sa, salen);
+	if (lc->kind == L_SUBMISSION || lc->kind == L_SUBMISSIONS) {
+		if (s != NULL)
+			s->flags |= SF_UNAUTH_COUNTED;
+		else
+			net_ipcount_dec(m->unauth, sa);
+	}
 }
 
 int mtad_servers_start(struct mtad *m, const struct net_fds *fds, size_t max_conns)
@@ -47,7 +68,9 @@ int mtad_servers_start(struct mtad *m, const struct net_fds *fds, size_t max_con
 	if (m->conns != NULL) {
 		/* a daemon: the per-address counts are those of all workers */
 		net_ipcount_free(&m->ipcount);
-		m->ipcount = net_ipcount_new_shared(m->conns, m->worker);
+		m->ipcount = net_ipcount_new_shared(m->conns, m->worker, SHM_ADDR_CONNS);
+		net_ipcount_free(&m->unauth);
+		m->unauth = net_ipcount_new_shared(m->conns, m->worker, SHM_ADDR_UNAUTH);
 	}
 	for (int k = 0; k < L_NKINDS; k++) {
 		if (fds[k].n == 0)
@@ -87,6 +110,7 @@ void mtad_session_ended(struct mtad *m, struct smtp_session *s)
 {
 	if (s->flags & SF_IPCOUNTED)
 		net_ipcount_dec(m->ipcount, (const struct sockaddr *)&s->ss);
+	smtp_unauth_put(s);
 	if (m->srv[s->kind] != NULL)
 		net_server_conn_done(m->srv[s->kind]);
 	m->nsessions--;

@@ -1,11 +1,12 @@
 /* worker.c — owns one mtad worker's set-up and tear-down (mtad_worker_init / mtad_worker_free):
- * the [mtad] limits, the event base, TLS context, store and group committer, directory and
- * per-address connection counts. The daemon's workers (mtad.c) and the fuzz harness
+ * the [mtad] limits, the event base, TLS context, store and group committer, directory,
+ * per-address connection counts and the login throttle. The daemon's workers (mtad.c) and the fuzz harness
  * (tests/fuzz/fuzz_smtp_session.c) both use it, so they run the same world. */
 #include <string.h>
 
 #include <event2/event.h>
 
+#include "common/authguard.h"
 #include "common/conf.h"
 #include "common/log.h"
 #include "common/net.h"
@@ -30,6 +31,7 @@ void mtad_limits_from_conf(const struct conf *c, struct mtad_limits *l)
 	l->auth_require_tls = mc->auth_require_tls;
 	l->bare_lf_normalize = mc->bare_lf == MTAD_BARE_LF_NORMALIZE;
 	l->max_conns_per_ip = (uint32_t)mc->max_connections_per_ip;
+	l->max_unauth_per_ip = (uint32_t)mc->max_unauth_connections_per_ip;
 }
 
 void mtad_worker_init(struct mtad *m, const struct conf *c, unsigned worker,
@@ -62,6 +64,8 @@ void mtad_worker_init(struct mtad *m, const struct conf *c, unsigned worker,
 	m->ipcount = net_ipcount_new(65536);
 	if (deliver_sieve_init(c, &err) < 0)
 		fatalx("sieve: %s", err);
+	m->unauth = net_ipcount_new(65536);
+	m->guard = authguard_open(c);
 }
 
 void mtad_worker_free(struct mtad *m)
@@ -72,6 +76,8 @@ void mtad_worker_free(struct mtad *m)
 	ldapauth_free(&m->la);
 	store_close(&m->store);
 	net_ipcount_free(&m->ipcount);
+	net_ipcount_free(&m->unauth);
+	authguard_close(&m->guard);
 	tls_ctx_free(&m->tls);
 	event_base_free(m->base);
 	m->base = NULL;

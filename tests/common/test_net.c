@@ -525,8 +525,8 @@ static void test_ipcount_model(void **state)
 static void test_ipcount_shared(void **state)
 {
 	struct shmtable *sh = shmtable_new(64, 2, NET_SHM_KEY_MAX, 0);
-	struct net_ipcount *w0 = net_ipcount_new_shared(sh, 0);
-	struct net_ipcount *w1 = net_ipcount_new_shared(sh, 1);
+	struct net_ipcount *w0 = net_ipcount_new_shared(sh, 0, SHM_ADDR_CONNS);
+	struct net_ipcount *w1 = net_ipcount_new_shared(sh, 1, SHM_ADDR_CONNS);
 	struct sockaddr_in a = sa4(0xc0000201, 25);
 	struct sockaddr_in6 mapped = sa6("::ffff:192.0.2.1");
 	struct sockaddr_un un = { .sun_family = AF_UNIX };

@@ -6,7 +6,10 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -166,6 +169,67 @@ static void test_bounded(void **state)
 	shmtable_free(&t);
 }
 
+static void bump_fn(struct shmtable_rec **recs, size_t n, int64_t now, void *arg)
+{
+	for (size_t i = 0; i < n; i++)
+		if (recs[i] != NULL) {
+			recs[i]->fails++;
+			recs[i]->ok_ms = now;
+		}
+	*(uint32_t *)arg = recs[0] != NULL ? recs[0]->fails : 0;
+}
+
+/* A table in a file: another process that opens the same path (not a fork's copy) sees the
+   same entries; a file that is not a table is made anew. */
+static void test_file_shared_by_processes(void **state)
+{
+	char dir[] = "/tmp/heron-shmtable-XXXXXX", path[64];
+	const enum shmtable_kind kinds[2] = { SHM_LOGIN_PAIR, SHM_LOGIN_USER };
+	const char *keys[2] = { "127.0.0.1|bob", "bob" };
+	struct shmtable *t = NULL;
+	char *err = NULL;
+	uint32_t got = 0;
+	pid_t pid;
+	int st, fd;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/table", dir);
+	fd = open(path, O_WRONLY | O_CREAT, 0600);
+	assert_int_equal(write(fd, "not a table", 11), 11); /* made anew */
+	close(fd);
+	assert_int_equal(shmtable_open(path, 64, 1, 128, 60000, &t, &err), 0);
+	shmtable_with(t, 2, kinds, keys, bump_fn, &got);
+	assert_int_equal(got, 1);
+	pid = fork();
+	if (pid == 0) {
+		struct shmtable *u = NULL;
+		uint32_t n = 0;
+
+		shmtable_free(&t); /* not the parent's mapping: its own open */
+		if (shmtable_open(path, 4096, 1, 64, 1, &u, &err) != 0)
+			_exit(10);
+		shmtable_with(u, 2, kinds, keys, bump_fn, &n);
+		_exit((int)n);
+	}
+	assert_true(pid > 0);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 2); /* it saw ours, and kept the table's geometry */
+	shmtable_with(t, 2, kinds, keys, bump_fn, &got);
+	assert_int_equal(got, 3);
+	shmtable_free(&t);
+	/* opened again later (no process maps it): the entries are still there */
+	assert_int_equal(shmtable_open(path, 64, 1, 128, 60000, &t, &err), 0);
+	shmtable_with(t, 2, kinds, keys, bump_fn, &got);
+	assert_int_equal(got, 4);
+	shmtable_free(&t);
+	assert_int_equal(shmtable_open("/nonexistent/dir/table", 64, 1, 128, 1, &t, &err), -1);
+	assert_non_null(strstr(err, "/nonexistent/dir/table"));
+	free(err);
+	unlink(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -175,6 +239,7 @@ int main(void)
 		cmocka_unit_test(test_forgotten),
 		cmocka_unit_test(test_long_keys_are_cut),
 		cmocka_unit_test(test_bounded),
+		cmocka_unit_test(test_file_shared_by_processes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

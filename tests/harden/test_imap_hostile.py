@@ -46,6 +46,9 @@ class Base(unittest.TestCase):
 
 
 class TestStalls(Base):
+    # 100 quiet connections not logged in: more than the default per-address cap on those
+    EXTRA = "max_unauth_connections_per_ip = 200"
+
     def test_idle_partial_done_does_not_spin(self):
         # Regression (found by fuzz_imap_session): a partial line during IDLE made the worker
         # loop forever, so no other session was served.
@@ -212,6 +215,20 @@ class TestPerAddressLimit(LimitBase):
         self.assertEqual(self.refused(), "* BYE Too many connections from your address")
         held[0].close()
         self.assert_served_again()
+
+
+class TestUnauthLimit(LimitBase):
+    EXTRA = "max_unauth_connections_per_ip = 3"
+
+    def test_fourth_connection_not_logged_in_refused(self):
+        held = [self.raw(login=False) for _ in range(3)]
+        self.assertEqual(self.refused(),
+                         "* BYE Too many connections not logged in from your address")
+        # a connection that logs in no longer counts: another may come
+        self.assertTrue(held[0].cmd("L", 'LOGIN alice "%s"' % PASSWORD)[-1].startswith("L OK"))
+        self.assert_served_again()
+        self.assertIn('reason="too many connections not logged in from address"',
+                      self.d.logtext())
 
 
 class TestTotalLimit(LimitBase):

@@ -1,18 +1,23 @@
 #!/usr/bin/env python3
 """Who may do what, against the real mtad and imapd on one store and one users file: the SASL
-PLAIN responses both decode the same way (one decoder), and the rest of what a hostile user
-tries with a valid account or none (see each test).
+PLAIN responses both decode the same way (one decoder); the login throttle both share holds
+against an attacker who owns an account (good logins in between do not reset the victim's
+count), against parallel connections and against guesses spread over many addresses, while
+the victim's own client still logs in; unauthenticated sessions per address are capped.
 
   test_trust.py SOURCE_ROOT MTAD IMAPD STORE_PEEK"""
 import base64
 import os
+import re
+import socket
 import sys
 import tempfile
+import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 from heronlib import (DOMAIN, HOST, Daemon, ImapRaw, SmtpRaw, Store, free_port,  # noqa: E402
-                      run_main, run_tests, shared_conf, wait_workers_ready)
+                      run_main, run_tests, shared_conf, wait_for, wait_workers_ready)
 
 ROOT, MTAD, IMAPD, PEEK = sys.argv[1:5]
 TMP = tempfile.mkdtemp(prefix="heron-harden-trust-")
@@ -20,7 +25,8 @@ USERS = ["user%d" % i for i in range(1, 10)]
 SUB_PORT = free_port()
 CONF, SMTP_PORT, IMAP_PORT = shared_conf(TMP, USERS, workers=2, keys={
     "mtad": {"submission": f"{HOST}:{SUB_PORT}", "auth_require_tls": "no",
-             "max_message_size": "1M"},
+             "max_message_size": "1M", "max_unauth_connections_per_ip": "4"},
+    "imapd": {"max_unauth_connections_per_ip": "30"},
 })
 mtad = Daemon(MTAD, CONF, os.path.join(TMP, "mtad.log"), SMTP_PORT)
 imapd = Daemon(IMAPD, CONF, os.path.join(TMP, "imapd.log"), IMAP_PORT)
@@ -80,13 +86,172 @@ def test_sasl_plain_one_decoder():
         assert imap_auth(token).startswith(("a BAD", "a NO")), token
 
 
+class Imap:
+    """A raw IMAP line client from a chosen 127.0.0.0/8 source address."""
+
+    def __init__(self, source="127.0.0.1", timeout=60):
+        self.s = socket.create_connection((HOST, IMAP_PORT), timeout=timeout,
+                                          source_address=(source, 0))
+        self.buf = b""
+        self.greeting = self.line()
+
+    def line(self):
+        while b"\r\n" not in self.buf:
+            chunk = self.s.recv(65536)
+            if not chunk:
+                raise EOFError("closed")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line.decode(errors="replace")
+
+    def cmd(self, tag, text):
+        self.s.sendall(("%s %s\r\n" % (tag, text)).encode())
+        while True:
+            line = self.line()
+            if line.startswith(tag + " "):
+                return line
+
+    def close(self):
+        self.s.close()
+
+
+def login(user, password, source="127.0.0.1"):
+    c = Imap(source)
+    try:
+        return c.cmd("l", "LOGIN %s %s" % (user, password))
+    finally:
+        c.close()
+
+
+def login_lines(user, log):
+    return [ln for ln in log.splitlines() if " imap login " in ln and f"user={user} " in ln]
+
+
+def smtp_lines(user, log):
+    return [ln for ln in log.splitlines() if " smtp auth " in ln and f"user={user} " in ln]
+
+
+def field(line, name):
+    m = re.search(r"(?:^| )%s=(\S+)" % name, line)
+    return m.group(1) if m else None
+
+
+def test_good_logins_do_not_reset_the_victims_count():
+    # user2 owns an account and guesses user3's password, logging in as itself in between
+    # (which once cleared the failures of the whole address)
+    for i in range(3):
+        assert login("user3", "guess%d" % i).startswith("l NO"), i
+        assert login("user2", "user2").startswith("l OK")
+    fails = [ln for ln in login_lines("user3", imapd.logtext()) if "result=" in ln]
+    assert [field(ln, "failures") for ln in fails] == ["1", "2", "3"], fails
+    assert [field(ln, "delay_ms") for ln in fails] == ["500", "1000", "2000"], fails
+    # the count is the same table for mtad: its next failure for user3 is the fourth
+    code, text = smtp_auth(b64(b"\0user3\0guess3"))
+    assert code == 535, (code, text)
+    last = smtp_lines("user3", mtad.logtext())[-1]
+    assert field(last, "failures") == "4" and field(last, "delay_ms") == "4000", last
+    # and mtad's failures count for imapd (the fifth), which holds the check for its slot
+    assert login("user3", "guess4").startswith("l NO")
+    last = login_lines("user3", imapd.logtext())[-1]
+    assert field(last, "failures") == "5", last
+    # the right password works, and forgets the pair's failures only
+    assert login("user3", "user3").startswith("l OK")
+    assert login("user3", "wrong").startswith("l NO")
+    last = login_lines("user3", imapd.logtext())[-1]
+    assert field(last, "failures") == "1" and field(last, "user_failures") == "6", last
+
+
+def test_parallel_guesses_are_spaced():
+    # 10 guesses for one pair at once: each waits for its own slot (0.5 s, 1 s, 2 s, 4 s,
+    # 8 s apart) whatever connection or worker it came on, and those whose slot is more than
+    # 15 s away are refused without a check
+    conns = [Imap() for _ in range(10)]
+    out = [None] * 10
+
+    def guess(i):
+        out[i] = conns[i].cmd("g", "LOGIN user4 guess%d" % i)
+    threads = [threading.Thread(target=guess, args=(i,)) for i in range(10)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(90)
+    for c in conns:
+        c.close()
+    refused = [x for x in out if x and x.startswith("g NO [UNAVAILABLE]")]
+    failed = [x for x in out if x and x.startswith("g NO [AUTHENTICATIONFAILED]")]
+    assert len(refused) + len(failed) == 10, out
+    assert 1 <= len(failed) <= 6 and len(refused) >= 4, out
+    log = imapd.logtext()
+    waits = [int(field(ln, "wait_ms")) for ln in log.splitlines()
+             if " imap throttle " in ln and "user=user4 " in ln and "decision=wait" in ln]
+    assert len(waits) == len(failed) - 1, (waits, out)
+    assert len([ln for ln in log.splitlines() if " imap throttle " in ln
+                and "user=user4 " in ln and "decision=refuse" in ln]) == len(refused)
+    # the slots grow: 0.5 s, 1.5 s, 3.5 s, 7.5 s after the first (less what passed)
+    assert sorted(waits) == waits or len(waits) <= 1, waits
+    assert all(w <= 15000 for w in waits), waits
+
+
+def test_guesses_from_many_addresses_and_the_users_own_client():
+    # the victim logs in from its usual client first: that pair is known
+    assert login("user5", "user5").startswith("l OK")
+    # 14 guesses at once from 14 other addresses: one per pair, but the user's count grows,
+    # and past 9 failures of the user its checks are spaced: 4 of them wait
+    out = [None] * 14
+
+    def guess(i):
+        out[i] = login("user5", "guess%d" % i, source="127.0.0.%d" % (i + 2))
+    threads = [threading.Thread(target=guess, args=(i,)) for i in range(14)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(90)
+    assert all(x and x.startswith("l NO [AUTHENTICATIONFAILED]") for x in out), out
+    lines = [ln for ln in login_lines("user5", imapd.logtext()) if "result=" in ln][1:]
+    assert [field(ln, "failures") for ln in lines] == ["1"] * 14, lines
+    assert sorted(int(field(ln, "user_failures")) for ln in lines) == list(range(1, 15))
+    thr = [ln for ln in imapd.logtext().splitlines()
+           if " imap throttle " in ln and "user=user5 " in ln]
+    assert len(thr) == 4 and all(field(ln, "decision") == "wait" and field(ln, "known") == "no"
+               for ln in thr), thr
+    # the victim's own client is spaced by its own pair only: it logs in at once
+    got = login("user5", "user5")
+    assert got.startswith("l OK"), got
+    assert len([ln for ln in imapd.logtext().splitlines()
+                if " imap throttle " in ln and "user=user5 " in ln]) == 4
+
+
+def test_unauth_sessions_per_address_capped():
+    held = [SmtpRaw(SUB_PORT) for _ in range(4)]
+    try:
+        extra = SmtpRaw(SUB_PORT)
+        assert extra.greeting[0] == 421 and "unauthenticated" in extra.greeting[1], \
+            extra.greeting
+        extra.close()
+        # one logs in: it no longer counts
+        held[0].send("EHLO a.test\r\n")
+        assert held[0].reply()[0] == 250
+        held[0].send("AUTH PLAIN %s\r\n" % b64(b"\0user6\0user6"))
+        assert held[0].reply()[0] == 235
+        ok = wait_for(lambda: (lambda c: (c.close(), c.greeting)[1])(SmtpRaw(SUB_PORT))
+                      [0] == 220, 20, "a submission slot")
+        assert ok
+    finally:
+        for c in held:
+            c.close()
+
+
 def main():
     def body():
         mtad.start()
         imapd.start()
         wait_workers_ready(mtad, "mtad", 2)
         wait_workers_ready(imapd, "imapd", 2)
-        return run_tests([test_sasl_plain_one_decoder])
+        return run_tests([test_sasl_plain_one_decoder,
+                          test_good_logins_do_not_reset_the_victims_count,
+                          test_parallel_guesses_are_spaced,
+                          test_guesses_from_many_addresses_and_the_users_own_client,
+                          test_unauth_sessions_per_address_capped])
     return run_main(body, TMP, [mtad, imapd], tail=6000)
 
 
