@@ -268,7 +268,8 @@ try:
     res["before"] = {u: show(u) for u in ("heron-mtad", "heron-imapd")}
     res["users"] = run("ps", "-o", "user=,comm=", "-C", "mtad,imapd")[1]
     pid = res["before"]["heron-mtad"]["MainPID"]
-    res["capeff"] = [l for l in open(f"/proc/{pid}/status") if l.startswith("Cap")]
+    res["capeff"] = [l for l in open(f"/proc/{pid}/status")
+                     if l.startswith(("Cap", "Seccomp:", "NoNewPrivs:"))]
     send(b"first")
     i = imaplib.IMAP4("127.0.0.1", 143)
     i.login("alice", "alicepw")
@@ -289,6 +290,7 @@ try:
     time.sleep(1)
     res["logs"] = sorted(os.listdir("/var/log/heron"))
     res["new_log"] = open("/var/log/heron/heron.log").read()
+    res["all_logs"] = run("sh", "-c", "cat /var/log/heron/heron.log*")[1]
     res["after_rotate"] = {u: show(u) for u in ("heron-mtad", "heron-imapd")}
     res["stop"] = run("systemctl", "stop", "heron-mtad", "heron-imapd")
     res["after_stop"] = {u: show(u) for u in ("heron-mtad", "heron-imapd")}
@@ -392,6 +394,7 @@ def test_systemd_boot():
         assert set(res["users"].split()) == {"heron", "mtad", "imapd"}, res["users"]
         caps = dict(l.split(":") for l in res["capeff"])
         assert int(caps["CapEff"], 16) == 1 << 10 and int(caps["CapBnd"], 16) == 1 << 10, caps
+        assert caps["Seccomp"].strip() == "2" and caps["NoNewPrivs"].strip() == "1", caps
         assert "Subject: first" in res["fetched"], res["fetched"]
         assert res["reload"][0] == 0 and res["logrotate"][0] == 0, (res["reload"],
                                                                     res["logrotate"])
@@ -399,6 +402,9 @@ def test_systemd_boot():
         assert "SIGUSR1: log reopened" in res["new_log"], res["new_log"][-2000:]
         assert re.search(r" mtad\[\d+\] info: \S+ smtp connect", res["new_log"]), \
             res["new_log"][-2000:]
+        # nothing the sandbox refused (SystemCallFilter answers EPERM) nor any other error
+        errors = [l for l in res["all_logs"].splitlines() if " err: " in l]
+        assert not errors, errors
     except AssertionError:
         print(res.get("journal", "")[-6000:])
         print(res.get("heron_log", ""))
