@@ -61,6 +61,8 @@ static enum daemon_reload mtad_reload_how(const char *section, const char *key)
 		return DAEMON_RELOAD_PARTLY;
 	if (strcmp(section, "tls") == 0)
 		return strcmp(key, "ca") == 0 ? DAEMON_RELOAD_RESTART : DAEMON_RELOAD_APPLIED;
+	if (strcmp(section, "sieve") == 0)  /* the scripts and limits of delivery */
+		return DAEMON_RELOAD_APPLIED;
 	if (strcmp(section, "mtad") != 0)
 		return DAEMON_RELOAD_RESTART;
 	for (size_t i = 0; i < sizeof(reloadable_keys) / sizeof(reloadable_keys[0]); i++)
@@ -72,7 +74,8 @@ static enum daemon_reload mtad_reload_how(const char *section, const char *key)
 	return DAEMON_RELOAD_RESTART;
 }
 
-static const char *const reload_sections[] = { "mtad", "store", "tls", "directory", NULL };
+static const char *const reload_sections[] = { "mtad", "store", "tls", "directory", "sieve",
+					       NULL };
 
 /* Master, SIGHUP: the new config is reported and kept for workers started later. The
    config of the start stays allocated (the daemon's pidfile and user point into it). */
@@ -107,6 +110,11 @@ static void on_reload(void *arg)
 		mtad_limits_from_conf(c, &m->lim);
 		if (m->qr != NULL)
 			queue_runner_reload(m);
+		if (deliver_sieve_init(c, &err) < 0) {
+			log_warnx("sieve: %s (the previous [sieve] scripts stay in force)", err);
+			free(err);
+			err = NULL;
+		}
 		log_info("mtad worker %u config reloaded", m->worker);
 	}
 	if (m->la != NULL && ldapauth_reload(m->la, &err) < 0) {

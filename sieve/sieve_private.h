@@ -184,4 +184,9 @@ int sv_cmp_values(enum sv_cmp cmp, const char *a, size_t alen, const char *b, si
 bool sv_contains(enum sv_cmp cmp, const char *hay, size_t hlen, const char *n, size_t nlen);
 bool sv_relop_ok(enum sv_relop r, int c);
 
+/* ---- decoding (sieve_mime.c) ------------------------------------------------------------- */
+void sv_rfc2047_decode(const char *in, size_t len, struct buf *out);
+void sv_qp_decode(const char *in, size_t len, bool header, struct buf *out);
+void sv_b64_decode(const char *in, size_t len, struct buf *out);
+
 #endif

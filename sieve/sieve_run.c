@@ -398,6 +398,25 @@ struct sv_str sv_hdr_value(struct sv_run *rn, size_t i)
 	return (struct sv_str){ h->value, h->vlen };
 }
 
+struct sv_str sv_hdr_decoded(struct sv_run *rn, size_t i)
+{
+	struct sv_hdr *h = &rn->h[i];
+	struct sv_str v = sv_hdr_value(rn, i);
+
+	if (h->dvalue == NULL) {
+		struct buf b;
+
+		if (memmem(v.p, v.len, "=?", 2) == NULL)
+			return v;
+		buf_init(&b, v.len + 1, SV_EXPAND_MAX);
+		sv_rfc2047_decode(v.p, v.len, &b);
+		h->dvalue = sv_strndup(&rn->arena, b.data ? b.data : "", b.len);
+		h->dlen = b.len;
+		buf_release(&b);
+	}
+	return (struct sv_str){ h->dvalue, h->dlen };
+}
+
 /* ---- the message ------------------------------------------------------------------------------ */
 
 static void hdr_add(struct sv_run *rn, const char *name, size_t nlen, const char *raw,
@@ -410,9 +429,9 @@ static void hdr_add(struct sv_run *rn, const char *name, size_t nlen, const char
 	if (front) {
 		memmove(rn->h + 1, rn->h, rn->nh * sizeof(*rn->h));
 		rn->nh++;
-		rn->h[0] = (struct sv_hdr){ name, nlen, raw, rawlen, NULL, 0, false };
+		rn->h[0] = (struct sv_hdr){ name, nlen, raw, rawlen, NULL, 0, NULL, 0, false };
 	} else {
-		rn->h[rn->nh++] = (struct sv_hdr){ name, nlen, raw, rawlen, NULL, 0, false };
+		rn->h[rn->nh++] = (struct sv_hdr){ name, nlen, raw, rawlen, NULL, 0, NULL, 0, false };
 	}
 }
 

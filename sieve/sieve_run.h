@@ -17,6 +17,8 @@ struct sv_hdr {
 	size_t rawlen;
 	char *value;          /* unfolded, computed when first needed (run arena) */
 	size_t vlen;
+	char *dvalue;         /* and RFC 2047-decoded, when first needed */
+	size_t dlen;
 	bool deleted;
 };
 
@@ -71,6 +73,8 @@ int sv_match_values(struct sv_run *rn, const struct sv_ins *in, unsigned kf,
 		    const struct sv_str *vals, size_t n);
 /* the unfolded value of header i */
 struct sv_str sv_hdr_value(struct sv_run *rn, size_t i);
+/* the same with RFC 2047 encoded words decoded (header test) */
+struct sv_str sv_hdr_decoded(struct sv_run *rn, size_t i);
 /* charges header or body bytes against the limits: 0 or -1 (failed) */
 int sv_charge(struct sv_run *rn, bool body, uint64_t n);
 

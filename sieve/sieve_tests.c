@@ -126,7 +126,7 @@ static int for_headers(struct sv_run *rn, const struct sv_ins *in, const struct 
 
 static void hdr_value_cb(struct sv_run *rn, size_t i, void *arg)
 {
-	struct sv_str v = sv_hdr_value(rn, i);
+	struct sv_str v = sv_hdr_decoded(rn, i);
 
 	vals_add(arg, v.p, v.len);
 }
@@ -205,6 +205,7 @@ struct body_scan {
 	struct vals *vs;
 	const char *msg;
 	bool take;             /* the current leaf's content type is wanted */
+	int cte;               /* of the current part: 0 none, 'Q' quoted-printable, 'B' base64 */
 	int failed;
 };
 
@@ -239,6 +240,23 @@ static bool ctype_wanted(struct body_scan *bs, const struct rfc5322_part *p)
 	return false;
 }
 
+static void body_part_begin(void *ctx, const struct rfc5322_part *p)
+{
+	((struct body_scan *)ctx)->cte = 0;
+}
+
+static void body_field(void *ctx, const struct rfc5322_part *p, const struct rfc5322_field *f)
+{
+	struct body_scan *bs = ctx;
+
+	if (!str_caseeq(f->name.p, f->name.len, "Content-Transfer-Encoding", 25))
+		return;
+	if (str_caseprefix(f->value.p, f->value.len, "quoted-printable"))
+		bs->cte = 'Q';
+	else if (str_caseprefix(f->value.p, f->value.len, "base64"))
+		bs->cte = 'B';
+}
+
 static void body_header_end(void *ctx, const struct rfc5322_part *p)
 {
 	struct body_scan *bs = ctx;
@@ -255,7 +273,22 @@ static void body_part_end(void *ctx, const struct rfc5322_part *p)
 			bs->failed = 1;
 			return;
 		}
-		vals_add(bs->vs, bs->msg + p->body_off, (size_t)p->body_size);
+		const char *body = bs->msg + p->body_off;
+		size_t len = (size_t)p->body_size;
+
+		if (bs->cte) {  /* searched decoded (RFC 5173 5) */
+			struct buf b;
+
+			buf_init(&b, len + 1, len + 16);
+			if (bs->cte == 'Q')
+				sv_qp_decode(body, len, false, &b);
+			else
+				sv_b64_decode(body, len, &b);
+			body = sv_strndup(&bs->rn->tmp, b.data ? b.data : "", b.len);
+			len = b.len;
+			buf_release(&b);
+		}
+		vals_add(bs->vs, body, len);
 	}
 	bs->take = false;
 }
@@ -268,7 +301,8 @@ static int test_body(struct sv_run *rn, const struct sv_ins *in, struct vals *vs
 		vals_add(vs, rn->body ? rn->body : "", rn->body_len);
 	} else {
 		struct body_scan bs = { rn, in, in->bodyt == B_TEXT, vs, rn->env->msg, false, 0 };
-		struct rfc5322_callbacks cb = { .header_end = body_header_end,
+		struct rfc5322_callbacks cb = { .part_begin = body_part_begin, .field = body_field,
+						.header_end = body_header_end,
 						.part_end = body_part_end };
 		struct rfc5322_parser *p = rfc5322_parser_new(NULL, &cb, &bs);
 

@@ -55,6 +55,26 @@ static const char MSG_MIME[] =
 	"%PDF-1.4 secret-bytes\r\n"
 	"--b1--\r\n";
 
+static const char MSG_ENC[] =
+	"From: =?ISO-8859-1?Q?Andr=E9?= <andre@example.org>\r\n"
+	"To: bob@example.com\r\n"
+	"Subject: =?UTF-8?B?UmVjaG51bmc=?= =?UTF-8?Q?_f=C3=BCr_Dezember?=\r\n"
+	"MIME-Version: 1.0\r\n"
+	"Content-Type: multipart/alternative; boundary=\"b2\"\r\n"
+	"\r\n"
+	"--b2\r\n"
+	"Content-Type: text/plain; charset=utf-8\r\n"
+	"Content-Transfer-Encoding: quoted-printable\r\n"
+	"\r\n"
+	"Die Rechnung =C3=BCber 100 Euro ist f=\r\n"
+	"=C3=A4llig.\r\n"
+	"--b2\r\n"
+	"Content-Type: text/html; charset=utf-8\r\n"
+	"Content-Transfer-Encoding: base64\r\n"
+	"\r\n"
+	"PHA+cGF5bWVudCBkdWU8L3A+\r\n"
+	"--b2--\r\n";
+
 static bool seen_dup(void *ctx, const char *key)
 {
 	return ctx != NULL && strstr(key, "m1@desert") != NULL;
@@ -308,6 +328,16 @@ static const struct tcase cases[] = {
 	  "{ discard; }", MSG1, "keep" },
 	{ "require [\"editheader\"]; deleteheader \"Received\"; if exists \"Received\" "
 	  "{ discard; }", MSG1, "" },
+	/* RFC 2047 words in header tests; transfer encodings in body tests */
+	{ "if header :is \"subject\" \"Rechnung f\xc3\xbcr Dezember\" { discard; }", MSG_ENC, "" },
+	{ "if header :contains \"from\" \"Andr\xc3\xa9\" { discard; }", MSG_ENC, "" },
+	{ "if address :is \"from\" \"andre@example.org\" { discard; }", MSG_ENC, "" },
+	{ "require \"body\"; if body :text :contains \"f\xc3\xa4llig\" { discard; }", MSG_ENC,
+	  "" },
+	{ "require \"body\"; if body :content \"text/html\" :contains \"payment due\" "
+	  "{ discard; }", MSG_ENC, "" },
+	{ "require \"body\"; if body :raw :contains \"payment due\" { discard; }", MSG_ENC,
+	  "keep" },
 	/* multi-line strings and comments */
 	{ "require \"reject\"; # hash comment\n/* bracket\n comment */ reject text:\n"
 	  "line one\n..dot\n.\n;", MSG1, "reject:line one\r\n.dot\r\n" },
