@@ -198,6 +198,9 @@ def test_bad_input():
     for i in range(len(msg)):
         r.send(msg[i:i + 1])
     assert r.response() == ["OK"]
+    deep = b"if true {" * 10000 + b"keep;" + b"}" * 10000
+    r.send(b'PUTSCRIPT "deep" {%d+}\r\n%s\r\n' % (len(deep), deep))
+    assert "nested too deeply" in r.response()[-1]
     r.send("A" * 20000 + "\r\n")
     assert "too long" in r.response()[-1]
     r.send("NOOP\r\n")

@@ -31,7 +31,7 @@ lmtp_port = free_port()
 CONF, SMTP_PORT, IMAP_PORT = shared_conf(TMP, USERS, keys={
     "mtad": {"transport_map": f"sink.test=127.0.0.1:{sink.port}", "retry_schedule": "1s",
              "lmtp": f"{HOST}:{lmtp_port}"},
-    "sieve": {"before": BEFORE},
+    "sieve": {"before": BEFORE, "vacation_min_days": "0"},
 })
 mtad = Daemon(MTAD, CONF, os.path.join(TMP, "mtad.log"), SMTP_PORT)
 imapd = Daemon(IMAPD, CONF, os.path.join(TMP, "imapd.log"), IMAP_PORT)
@@ -203,6 +203,39 @@ def test_vacation_loop_between_local_users():
     assert len([s for s in erin if "ping" in s]) == 1, erin
 
 
+def test_editheader_and_duplicate():
+    put("carol", 'require ["editheader", "duplicate", "fileinto"];\n'
+                 'if duplicate { discard; stop; }\n'
+                 'addheader "X-Filtered" "by heron sieve";\n'
+                 'deleteheader "X-Internal";\n')
+    msg = ("From: <a@heron.test>\r\nTo: <carol@heron.test>\r\nSubject: edited\r\n"
+           "Message-ID: <dup-1@test>\r\nX-Internal: secret\r\n\r\nbody\r\n")
+    for _ in range(2):
+        with smtplib.SMTP(HOST, SMTP_PORT, timeout=30) as c:
+            c.sendmail("a@heron.test", ["carol@heron.test"], msg)
+    wait_for(lambda: "edited" in subjects("carol"), what="edited message")
+    c = imap("carol")
+    typ, data = c.select("INBOX", readonly=True)
+    typ, res = c.search(None, "SUBJECT", "edited")
+    uids = res[0].split()
+    assert len(uids) == 1, f"the duplicate was delivered: {uids}"
+    typ, data = c.fetch(uids[0], "(BODY.PEEK[HEADER])")
+    c.logout()
+    hdr = data[0][1]
+    assert hdr.startswith(b"X-Filtered: by heron sieve\r\n"), hdr[:200]
+    assert b"X-Internal" not in hdr and b"Received: from" in hdr, hdr
+
+
+def test_vacation_seconds_expire():
+    put("erin", 'require "vacation-seconds";\nvacation :seconds 1 :subject "erin-secs" "away";\n')
+    frm = "pal@sink.test"
+    send("erin@heron.test", "first", frm=frm)
+    wait_for(lambda: vacation_replies("erin-secs") == 1, timeout=60, what="first reply")
+    time.sleep(2.5)  # the remembered reply expired
+    send("erin@heron.test", "second", frm=frm)
+    wait_for(lambda: vacation_replies("erin-secs") == 2, timeout=60, what="second reply")
+
+
 def test_runtime_error_keeps():
     put("erin", 'require ["include"];\ninclude "missing";\ndiscard;\n')
     send("erin@heron.test", "kept despite error")
@@ -228,7 +261,8 @@ def test_mailctl_sieve():
 
 TESTS = [test_fileinto_flags_and_keywords, test_admin_before_script, test_redirect_to_sink,
          test_reject_smtp_and_lmtp, test_vacation_once_per_days,
-         test_vacation_loop_between_local_users, test_runtime_error_keeps, test_mailctl_sieve]
+         test_vacation_loop_between_local_users, test_editheader_and_duplicate,
+         test_vacation_seconds_expire, test_runtime_error_keeps, test_mailctl_sieve]
 
 
 def main():
