@@ -90,9 +90,7 @@ int agent_setup(struct agent *ag, const struct ml_cfg *c, const char **error_r)
 	ag->users = xcalloc(ag->nusers, sizeof(*ag->users));
 	for (uint32_t i = 0; i < ag->nusers; i++)
 		ag->users[i].m.id = (uint32_t)c->user_lo + i;
-	ag->probe_lastuid = xcalloc(c->users, sizeof(uint32_t));
-	ag->probe_uidv = xcalloc(c->users, sizeof(uint32_t));
-	ag->probe_on = xcalloc(c->users, 1);
+	probe_setup(ag);
 	uint64_t total = c->ramp_s + c->steady_s + c->down_s + c->drain_s + 60;
 	ag->ts_step_s = (uint32_t)(total / 600 + 1);
 	ag->nts = (uint32_t)(total / ag->ts_step_s + 1);
@@ -106,15 +104,13 @@ int agent_setup(struct agent *ag, const struct ml_cfg *c, const char **error_r)
 void agent_free(struct agent *ag)
 {
 	free(ag->users);
-	free(ag->probe_lastuid);
-	free(ag->probe_uidv);
-	free(ag->probe_on);
+	probe_free(ag);
+	buf_release(&ag->fill_msg);
 	free(ag->ts);
 	free(ag->sent);
 	free(ag->rcpts);
 	free(ag->seen);
 	free(ag->seen_set);
-	free(ag->wait);
 	ml_msg_release(&ag->msg);
 	tls_ctx_free(&ag->ssl);
 	if (ag->tick != NULL)
@@ -231,7 +227,7 @@ void ag_error(struct agent *ag, enum ml_fn fn, const char *why)
 	struct ag_err *e, *min = NULL;
 
 	ag->err[fn]++;
-	ag->errors_all++;
+	ag->errors_all += ml_fn_class(fn) != FC_PROBE;
 	for (int i = 0; i < ERRTOP_MAX; i++) {
 		e = &ag->errtop[i];
 		if (e->n > 0 && e->fn == fn && strncmp(e->msg, why, sizeof(e->msg) - 1) == 0) {
@@ -251,10 +247,8 @@ void ag_step(struct agent *ag, enum ml_fn fn, int64_t t0_us, bool ok, const char
 {
 	int64_t now = ml_now_us();
 	uint64_t us = now > t0_us ? (uint64_t)(now - t0_us) : 0;
-
 	bool init = ag->cfg.mode[0] == 'i';
 
-	ts_add(ag, fn, t0_us, us, ok);
 	if (ok)
 		log_debug("agent%" PRIu64 " step=%s us=%" PRIu64, ag->cfg.agent, ml_fns[fn].key, us);
 	else if (init)
@@ -263,6 +257,16 @@ void ag_step(struct agent *ag, enum ml_fn fn, int64_t t0_us, bool ok, const char
 	else
 		log_debug("agent%" PRIu64 " step=%s result=fail reason=\"%s\"", ag->cfg.agent,
 			  ml_fns[fn].key, why);
+	if (ml_fn_class(fn) == FC_PROBE) { /* measurement: the whole run, apart from the steps */
+		if (ag->phase == PH_IDLE)
+			return; /* the fill check before the run */
+		if (ok)
+			histo_add(&ag->h[fn], us);
+		else
+			ag_error(ag, fn, why);
+		return;
+	}
+	ts_add(ag, fn, t0_us, us, ok);
 	if (!init && !ag_measured(ag, t0_us))
 		return;
 	ag->steps_all++;
@@ -272,53 +276,12 @@ void ag_step(struct agent *ag, enum ml_fn fn, int64_t t0_us, bool ok, const char
 		ag_error(ag, fn, why);
 }
 
+void ag_sample(struct agent *ag, enum ml_fn fn, uint64_t us)
+{
+	histo_add(&ag->h[fn], us);
+}
+
 /* ---- delivery bookkeeping ---- */
-static void wait_add(struct agent *ag, uint64_t seq, uint32_t user, int64_t deadline)
-{
-	if (ag->nwait == ag->capwait) {
-		ag->capwait = ag->capwait ? ag->capwait * 2 : 64;
-		ag->wait = xreallocarray(ag->wait, ag->capwait, sizeof(*ag->wait));
-	}
-	ag->wait[ag->nwait++] = (struct ag_wait){ seq, user, deadline };
-}
-
-bool ag_wants(const struct agent *ag, uint32_t user)
-{
-	int64_t now = ml_now_ms();
-
-	for (size_t i = 0; i < ag->nwait; i++)
-		if (ag->wait[i].user == user && ag->wait[i].deadline_ms > now)
-			return true;
-	return false;
-}
-
-static void probe_kick(struct agent *ag)
-{
-	int64_t now = ml_now_ms();
-
-	for (size_t i = 0; i < ag->nwait && ag->probes_open < ag->cfg.probe_max; ) {
-		struct ag_wait *w = &ag->wait[i];
-
-		if (w->deadline_ms <= now) { /* given up: the manager's accounting decides */
-			*w = ag->wait[--ag->nwait];
-			continue;
-		}
-		if (!ag->probe_on[w->user - 1]) {
-			ag->probe_on[w->user - 1] = 1;
-			ag->probes_open++;
-			imap_start_probe(ag, w->user);
-		}
-		i++;
-	}
-}
-
-void ag_probe_done(struct agent *ag, uint32_t user)
-{
-	ag->probe_on[user - 1] = 0;
-	ag->probes_open--;
-	probe_kick(ag);
-}
-
 void ag_sent_ack(struct agent *ag, uint64_t seq, int64_t sent_ms, const int64_t *rcpt,
 		 uint32_t n, bool submitted)
 {
@@ -340,9 +303,7 @@ void ag_sent_ack(struct agent *ag, uint64_t seq, int64_t sent_ms, const int64_t 
 	ag->nrcpts += n;
 	for (uint32_t i = 0; i < n; i++)
 		if (rcpt[i] > 0)
-			wait_add(ag, seq, (uint32_t)rcpt[i],
-				 now + 2 * ML_DELIVERY_LIMIT_MS);
-	probe_kick(ag);
+			probe_wait_add(ag, seq, (uint32_t)rcpt[i], now);
 }
 
 static bool seen_set_add(struct agent *ag, uint64_t key)
@@ -372,22 +333,19 @@ static bool seen_set_add(struct agent *ag, uint64_t key)
 	return true;
 }
 
-void ag_seen(struct agent *ag, uint32_t user, uint64_t seq, uint32_t uidvalidity, uint32_t uid)
+bool ag_seen(struct agent *ag, uint32_t user, uint64_t seq, uint32_t uidvalidity, uint32_t uid)
 {
 	uint64_t key = seq * 0x100000001b3ULL ^ ((uint64_t)user << 32 | uid) * 0xc2b2ae3d27d4eb4fULL;
+	bool awaited = probe_wait_seen(ag, seq, user);
 
-	for (size_t i = 0; i < ag->nwait; i++)
-		if (ag->wait[i].seq == seq && ag->wait[i].user == user) {
-			ag->wait[i] = ag->wait[--ag->nwait];
-			break;
-		}
 	if (!seen_set_add(ag, key))
-		return;
+		return awaited;
 	if (ag->nseen == ag->capseen) {
 		ag->capseen = ag->capseen ? ag->capseen * 2 : 256;
 		ag->seen = xreallocarray(ag->seen, ag->capseen, sizeof(*ag->seen));
 	}
 	ag->seen[ag->nseen++] = (struct ag_seen){ seq, user, uidvalidity, uid, ml_now_ms() };
+	return awaited;
 }
 
 uint64_t ag_msgid_seq(const struct agent *ag, const char *hdr, size_t len)
@@ -538,6 +496,33 @@ static void start_users(struct agent *ag)
 	}
 }
 
+/* ---- the fill record ---- */
+void fillrec_start(struct agent *ag, const char *record)
+{
+	struct ml_fill f;
+
+	ag->fill_found[0] = ag->fill_error[0] = '\0';
+	ag->fill_state = 1;
+	if (record != NULL) {
+		if (ml_fill_parse(record, &f) < 0) {
+			str_lcpy(ag->fill_error, "bad record", sizeof(ag->fill_error));
+			ag->fill_state = 3;
+			return;
+		}
+		buf_release(&ag->fill_msg);
+		buf_init(&ag->fill_msg, 1024, 65536);
+		ml_fill_message(&f, &ag->fill_msg);
+	}
+	imap_start_fillrec(ag, record != NULL);
+}
+
+void fillrec_done(struct agent *ag, bool ok, const char *why)
+{
+	ag->fill_state = ok ? 2 : 3;
+	if (!ok)
+		str_lcpy(ag->fill_error, why, sizeof(ag->fill_error));
+}
+
 /* ---- init mode: users one after another, a window of them at a time ---- */
 #define INIT_WINDOW 16
 static void init_pump(struct agent *ag)
@@ -594,14 +579,14 @@ static void ag_tick_cb(evutil_socket_t fd, short what, void *arg)
 	else if (now < ag->down_end)
 		ag->phase = PH_DOWN;
 	else if (ag->phase != PH_DONE)
-		ag->phase = (ag->open_smtp + ag->open_imap > ag->probes_open || ag->nwait > 0) &&
+		ag->phase = (ag->open_smtp + ag->open_imap > ag->pr.open ||
+			     probe_waiting(ag) > 0) &&
 					    now < ag->drain_end
 				    ? PH_DRAIN
 				    : PH_DONE;
 	wheel_run(&ag->wheel, ag, now);
-	static int64_t last_kick;
-	if (now - last_kick > 1000) {
-		last_kick = now;
-		probe_kick(ag);
+	if (now - ag->last_probe_tick >= 100) {
+		ag->last_probe_tick = now;
+		probe_tick(ag, now);
 	}
 }

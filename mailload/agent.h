@@ -65,10 +65,58 @@ struct ag_seen {
 	uint32_t user, uidvalidity, uid;
 	int64_t ms;
 };
-struct ag_wait { /* a local delivery the probes look for */
+struct ag_wait { /* a local delivery the probes look for, in order of the 250s */
 	uint64_t seq;
 	uint32_t user;
-	int64_t deadline_ms;
+	int64_t ack_ms;
+};
+/* One key of the set of copies still awaited (open addressing, linear probing). */
+struct ag_wkey {
+	uint64_t seq; /* 0: empty slot */
+	uint32_t user;
+};
+struct ag_wset {
+	struct ag_wkey *a;
+	size_t cap, n;
+};
+/* A copy the reconciliation found: below when its UID is at or under one an earlier look of
+   this agent had already covered (the server added it below a UID it had shown). */
+struct ag_rseen {
+	uint64_t seq;
+	uint32_t user, uidvalidity, uid;
+	int64_t ms;
+	bool below;
+};
+enum ag_probe_state { PS_IDLE, PS_QUEUED, PS_OPEN, PS_WATCHING };
+struct ag_ring { /* a FIFO of fixed-size entries */
+	char *a;
+	size_t esz, head, len, cap;
+};
+/* The delivery probes of an agent (probe.c). Per recipient (by global user - 1): the last UID
+   looked at and its UIDVALIDITY, the probe's state, the copies awaited, and since when the
+   oldest of those has had no probe watching (ms after base_ms, 0 none). */
+struct ag_probes {
+	uint32_t *lastuid, *uidv, *nwait, *need;
+	uint8_t *state;
+	int64_t base_ms;
+	struct ag_wset awaited;  /* the copies probes watch for */
+	struct ag_wset expired;  /* unseen after their window: the drain still waits for them */
+	struct ag_ring fifo;     /* the same copies by 250 time (struct ag_wait): windows end */
+	struct ag_ring queue;    /* recipients waiting for a probe connection (uint32_t) */
+	struct ag_ring retry;    /* recipients whose probe was refused: queued again in 1 s */
+	uint32_t open, cap, cap_max; /* open probes; the cap now and the most it may grow to */
+	bool limited;            /* the server refused probes: the cap came down */
+	int64_t last_refusal_ms, last_retry_ms;
+	uint64_t started, refused, expired_unprobed, idle_missed;
+	/* the reconciliation pass */
+	uint32_t *recon_users;
+	size_t recon_n, recon_next, recon_done;
+	uint32_t recon_active;
+	uint32_t *recon_ok;      /* outcome by recon index: 0 pending, 1 read, 2 failed */
+	char (*recon_why)[96];
+	uint8_t *recon_tries;
+	struct ag_rseen *rseen;
+	size_t nrseen, caprseen;
 };
 
 #define TS_LB 24 /* log2 buckets of the time series (1 us .. 8 s and above) */
@@ -106,13 +154,13 @@ struct agent {
 	struct ml_rng rng;
 	struct wheel wheel;
 	struct event *tick;
+	int64_t last_probe_tick;
 	enum ag_phase phase;
 	int64_t ramp_end, steady_end, down_end, drain_end;
 	/* users */
 	struct ag_user *users;
 	uint32_t nusers;
-	uint32_t *probe_lastuid, *probe_uidv; /* by global user - 1 */
-	uint8_t *probe_on;                  /* by global user - 1 */
+	struct ag_probes pr;
 	/* stats */
 	struct histo h[FN_COUNT];
 	uint64_t err[FN_COUNT];
@@ -129,9 +177,6 @@ struct agent {
 	size_t nseen, capseen;
 	uint64_t *seen_set;
 	size_t seen_set_cap, seen_set_n;
-	struct ag_wait *wait;
-	size_t nwait, capwait;
-	uint32_t probes_open;
 	uint64_t seq;
 	/* sessions */
 	uint32_t open_smtp, open_imap;
@@ -141,6 +186,10 @@ struct agent {
 	/* init */
 	uint32_t init_next, init_done, init_active;
 	uint64_t init_msgs;
+	/* the fill record (fillrec): 0 idle, 1 running, 2 done, 3 failed */
+	int fill_state;
+	char fill_found[400], fill_error[160];
+	struct buf fill_msg;
 	/* control */
 	struct bufferevent *ctl;
 	struct line_reader ctl_lr;
@@ -172,14 +221,43 @@ const char *ag_password(const struct agent *ag, uint32_t user, char *tmp, size_t
 /* A message with rcpts was acknowledged (250 after DATA). */
 void ag_sent_ack(struct agent *ag, uint64_t seq, int64_t sent_ms, const int64_t *rcpt,
 		 uint32_t n, bool submitted);
-/* A user saw a message of this run in INBOX. */
-void ag_seen(struct agent *ag, uint32_t user, uint64_t seq, uint32_t uidvalidity, uint32_t uid);
+/* A user saw a message of this run in INBOX; true when it was a copy this agent awaited. */
+bool ag_seen(struct agent *ag, uint32_t user, uint64_t seq, uint32_t uidvalidity, uint32_t uid);
 /* Parses "<run.seq@mailload>" from a header block: the seq, or 0. */
 uint64_t ag_msgid_seq(const struct agent *ag, const char *hdr, size_t len);
-bool ag_wants(const struct agent *ag, uint32_t user);
 void ag_imap_done(struct agent *ag, struct ag_user *u);
-void ag_probe_done(struct agent *ag, uint32_t user);
 void ag_init_user_done(struct agent *ag);
+/* Starts reading (record NULL) or writing user1's fill record. */
+void fillrec_start(struct agent *ag, const char *record);
+void fillrec_done(struct agent *ag, bool ok, const char *why);
+/* Records a sample of a function that is not a timed step (the probe's queueing delays). */
+void ag_sample(struct agent *ag, enum ml_fn fn, uint64_t us);
+
+/* probe.c: the copies awaited, the probe pool and the reconciliation pass. */
+void probe_setup(struct agent *ag);
+void probe_free(struct agent *ag);
+/* A local copy was acknowledged: watch for it until ack_ms + the window. */
+void probe_wait_add(struct agent *ag, uint64_t seq, uint32_t user, int64_t ack_ms);
+/* It was seen (by anyone on this agent); true when it was awaited. */
+bool probe_wait_seen(struct agent *ag, uint64_t seq, uint32_t user);
+/* Copies awaited for user; copies this agent has not seen, in or after their window. */
+bool ag_wants(const struct agent *ag, uint32_t user);
+size_t probe_waiting(const struct agent *ag);
+/* Once a second and on changes: ends windows, starts probes for queued recipients. */
+void probe_tick(struct agent *ag, int64_t now_ms);
+/* A probe of user completed its first look: it watches from now on. */
+void probe_watching(struct agent *ag, uint32_t user);
+/* A probe of user ended; refused: before it could look (connect, greeting or login). */
+void probe_done(struct agent *ag, uint32_t user, bool refused);
+/* The reconciliation pass: reads the INBOX of each user (the manager's list). */
+void recon_start(struct agent *ag, const uint32_t *users, size_t n);
+bool recon_running(const struct agent *ag);
+/* A reconciliation session of recon index i ended: read (ok) or not (why). */
+void recon_done(struct agent *ag, size_t i, bool ok, const char *why);
+void recon_seen(struct agent *ag, uint32_t user, uint64_t seq, uint32_t uidvalidity,
+		uint32_t uid);
+void recon_put(const struct agent *ag, struct buf *o);
+void probe_put_stats(const struct agent *ag, struct buf *o);
 /* Starts connecting to server which (CONN_*); cb runs from the loop (common/net.h). */
 struct net_connect *ag_connect(struct agent *ag, int which,
 			       void (*cb)(struct bufferevent *bev, const char *error, void *arg),
@@ -212,6 +290,11 @@ void imap_start(struct agent *ag, struct ag_user *u, enum ml_session kind, uint6
 		int64_t date_ms);
 void imap_start_probe(struct agent *ag, uint32_t user);
 void imap_start_init(struct agent *ag, uint32_t user);
+/* The fill record of user1: read it into ag->fill_found, or write ag->fill_msg; ends with
+   fillrec_done(). */
+void imap_start_fillrec(struct agent *ag, bool write);
+/* Reconciliation: reads user's INBOX; ends with recon_done(ag, idx, ...). */
+void imap_start_recon(struct agent *ag, uint32_t user, size_t idx);
 
 /* Message spec for a message sent in this run. */
 void ag_msg_spec(const struct agent *ag, struct ml_msg_spec *s, uint64_t seq, int64_t date_ms);

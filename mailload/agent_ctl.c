@@ -59,12 +59,19 @@ void ag_put_status(struct agent *ag, struct buf *o)
 	buf_printf(o, "{\"ok\":true,\"phase\":\"%s\",\"open_smtp\":%u,\"open_imap\":%u,"
 		      "\"probes\":%u,\"steps\":%" PRIu64 ",\"errors\":%" PRIu64
 		      ",\"sent\":%zu,\"waiting\":%zu,\"init_done\":%u,\"init_msgs\":%" PRIu64
-		      ",\"users\":%u,\"now_ms\":%" PRId64,
-		   phase_name(ag->phase), ag->open_smtp, ag->open_imap, ag->probes_open,
-		   ag->steps_all, ag->errors_all, ag->nsent, ag->nwait, ag->init_done,
-		   ag->init_msgs, ag->nusers, ml_now_ms());
+		      ",\"users\":%u,\"now_ms\":%" PRId64 ",\"recon_left\":%zu",
+		   phase_name(ag->phase), ag->open_smtp, ag->open_imap, ag->pr.open,
+		   ag->steps_all, ag->errors_all, ag->nsent, probe_waiting(ag), ag->init_done,
+		   ag->init_msgs, ag->nusers, ml_now_ms(), ag->pr.recon_n - ag->pr.recon_done);
 	if (wf >= 0)
 		buf_printf(o, ",\"worst\":\"%s\",\"worst_pct\":%.2f", ml_fns[wf].key, pct);
+	if (ag->fill_state != 0) {
+		static const char *const st[] = { "idle", "running", "done", "failed" };
+		buf_printf(o, ",\"fill_state\":\"%s\",\"fill_found\":", st[ag->fill_state]);
+		json_put_str(o, ag->fill_found);
+		buf_puts(o, ",\"fill_error\":");
+		json_put_str(o, ag->fill_error);
+	}
 	buf_puts(o, "}\n");
 }
 
@@ -139,7 +146,37 @@ void ag_put_results(struct agent *ag, struct buf *o)
 	put_delivery(ag, o);
 	buf_putc(o, ',');
 	ml_server_info_json(&ag->server, o);
-	buf_printf(o, ",\"sessions_refused\":%" PRIu64 "}\n", ag->sessions_refused);
+	buf_printf(o, ",\"sessions_refused\":%" PRIu64 ",", ag->sessions_refused);
+	probe_put_stats(ag, o);
+	buf_puts(o, ",\"host\":{");
+	ml_host_json(o);
+	buf_puts(o, "}}\n");
+}
+
+/* {"cmd":"reconcile","users":[...]}: the users must be this agent's or any in the run. */
+static const char *ctl_reconcile(struct agent *ag, const struct jv *req)
+{
+	const struct jv *u = jv_get(req, "users");
+	uint32_t *users;
+
+	if (ag->users == NULL || ag->phase != PH_DONE)
+		return "not done with the run";
+	if (recon_running(ag))
+		return "a reconciliation is running";
+	if (u == NULL || u->type != JV_ARR)
+		return "users missing";
+	users = xcalloc(u->n ? u->n : 1, sizeof(*users));
+	for (size_t i = 0; i < u->n; i++) {
+		if (u->kid[i].type != JV_NUM || u->kid[i].i < 1 ||
+		    (uint64_t)u->kid[i].i > ag->cfg.users) {
+			free(users);
+			return "bad user";
+		}
+		users[i] = (uint32_t)u->kid[i].i;
+	}
+	recon_start(ag, users, u->n);
+	free(users);
+	return NULL;
 }
 
 /* ---- commands ---- */
@@ -197,6 +234,22 @@ static const char *ctl_do(struct agent *ag, const struct jv *req, struct buf *o)
 		ag_put_status(ag, o);
 	} else if (strcmp(cmd, "results") == 0) {
 		ag_put_results(ag, o);
+	} else if (strcmp(cmd, "fillrec") == 0) {
+		if (ag->users == NULL || ag->fill_state == 1)
+			err = "not set up, or a fill record session is running";
+		else
+			fillrec_start(ag, jv_str(req, "record", NULL));
+	} else if (strcmp(cmd, "reconcile") == 0) {
+		err = ctl_reconcile(ag, req);
+	} else if (strcmp(cmd, "reconciled") == 0) {
+		const struct jv *stop = jv_get(req, "stop");
+		if (recon_running(ag) && (stop == NULL || stop->type != JV_BOOL || !stop->b)) {
+			err = "the reconciliation is still running";
+		} else {
+			buf_puts(o, "{\"ok\":true,");
+			recon_put(ag, o);
+			buf_puts(o, "}\n");
+		}
 	} else if (strcmp(cmd, "quit") == 0) {
 		ag->quit = true; /* the loop ends once the reply is out */
 	} else {

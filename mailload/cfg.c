@@ -3,10 +3,13 @@
  * (agent results and report alike) and the clock helpers. */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/utsname.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/str.h"
 #include "mailload/json.h"
@@ -49,9 +52,17 @@ const struct ml_fn_def ml_fns[FN_COUNT] = {
 	[FN_IMAP_CREATE] = { "IMAP CREATE", "imap_create", 5000, false },
 	[FN_IMAP_SUBSCRIBE] = { "IMAP SUBSCRIBE", "imap_subscribe", 5000, false },
 	[FN_IMAP_STATUS] = { "IMAP STATUS", "imap_status", 5000, false },
-	[FN_IMAP_EXAMINE] = { "IMAP EXAMINE (probe)", "imap_examine", 5000, false },
-	[FN_IMAP_NOOP] = { "IMAP probe NOOP or FETCH", "imap_noop", 5000, false },
-	[FN_IMAP_IDLE] = { "IMAP IDLE (probe, time held open)", "imap_idle", 5000, false },
+	[FN_PROBE_CONNECT] = { "Probe connect", "probe_connect", 5000, false },
+	[FN_PROBE_LOGIN] = { "Probe CAPABILITY, STARTTLS and LOGIN", "probe_login", 5000, false },
+	[FN_PROBE_EXAMINE] = { "Probe EXAMINE INBOX", "probe_examine", 5000, false },
+	[FN_PROBE_FETCH] = { "Probe look (FETCH of Message-IDs, or NOOP)", "probe_fetch", 5000,
+			     false },
+	[FN_PROBE_IDLE] = { "Probe IDLE (time held open)", "probe_idle", 5000, false },
+	[FN_PROBE_LOGOUT] = { "Probe LOGOUT", "probe_logout", 5000, false },
+	[FN_PROBE_QUEUE] = { "Probe queueing delay (250 to the probe's start)", "probe_queue",
+			     5000, false },
+	[FN_PROBE_READY] = { "Probe first look (250 to its first complete look)", "probe_ready",
+			     5000, false },
 	[FN_DELIVERY] = { "Delivery check", "delivery", ML_DELIVERY_LIMIT_MS, true },
 };
 
@@ -93,7 +104,10 @@ const struct ml_cfg_key ml_cfg_keys[] = {
 	U(down_s, false, "ramp-down seconds"),
 	U(drain_s, false, "delivery-check drain seconds after ramp-down"),
 	U(timeout_s, false, "per-step timeout seconds"),
-	U(probe_max, false, "delivery probe connections per agent"),
+	U(probe_max, false, "delivery probe connections per agent (0: as many as needed)"),
+	U(probe_window_s, false, "seconds a probe watches for a copy after its 250"),
+	U(min_samples, false, "steady-state samples a summary function needs"),
+	U(reconcile_s, false, "bound of the reconciliation pass, seconds"),
 	U(max_sessions, false, "open sessions per agent at most"),
 	S(domain, false, "local domain"),
 	S(ext_domain, false, "remote domain (relayed to the sink)"),
@@ -142,7 +156,10 @@ int ml_cfg_defaults(struct ml_cfg *c, const char *profile)
 	c->down_s = 120;
 	c->drain_s = 60;
 	c->timeout_s = 60;
-	c->probe_max = 100;
+	c->probe_max = 0;
+	c->probe_window_s = 2 * ML_DELIVERY_LIMIT_MS / 1000;
+	c->min_samples = ML_MIN_SAMPLES;
+	c->reconcile_s = 120;
 	c->max_sessions = 20000;
 	str_lcpy(c->domain, "heron.test", ML_STR);
 	str_lcpy(c->ext_domain, "ext.heron.test", ML_STR);
@@ -359,6 +376,60 @@ void ml_rcpt_addr(const struct ml_cfg *c, int64_t id, char *out, size_t n)
 		snprintf(out, n, "user%" PRId64 "@%s", id, c->domain);
 	else
 		snprintf(out, n, "r%" PRId64 "@%s", -id, c->ext_domain);
+}
+
+void ml_wilson(uint64_t k, uint64_t n, double *lo_pct, double *hi_pct)
+{
+	const double z = ML_CI_Z, z2 = z * z;
+
+	if (n == 0) {
+		*lo_pct = 0;
+		*hi_pct = 100;
+		return;
+	}
+	double p = (double)k / (double)n, nn = (double)n;
+	double mid = (p + z2 / (2 * nn)) / (1 + z2 / nn);
+	double half = z / (1 + z2 / nn) * sqrt(p * (1 - p) / nn + z2 / (4 * nn * nn));
+	*lo_pct = 100.0 * (mid - half < 0 ? 0 : mid - half);
+	*hi_pct = 100.0 * (mid + half > 1 ? 1 : mid + half);
+}
+
+void ml_host_json(struct buf *o)
+{
+	char model[160] = "unknown", line[256], host[256] = "unknown", k[400];
+	uint64_t mem_kb = 0;
+	struct utsname u;
+	FILE *fp;
+
+	if ((fp = fopen("/proc/cpuinfo", "r")) != NULL) {
+		while (fgets(line, sizeof(line), fp) != NULL)
+			if (strncmp(line, "model name", 10) == 0) {
+				char *c = strchr(line, ':');
+				if (c != NULL) {
+					str_lcpy(model, c + 2, sizeof(model));
+					model[strcspn(model, "\n")] = '\0';
+				}
+				break;
+			}
+		fclose(fp);
+	}
+	if ((fp = fopen("/proc/meminfo", "r")) != NULL) {
+		if (fscanf(fp, "MemTotal: %" SCNu64, &mem_kb) != 1)
+			mem_kb = 0;
+		fclose(fp);
+	}
+	if (gethostname(host, sizeof(host)) < 0)
+		str_lcpy(host, "unknown", sizeof(host));
+	host[sizeof(host) - 1] = '\0';
+	uname(&u);
+	buf_puts(o, "\"name\":");
+	json_put_str(o, host);
+	buf_puts(o, ",\"cpu\":");
+	json_put_str(o, model);
+	buf_printf(o, ",\"cores\":%ld,\"mem_kb\":%" PRIu64 ",\"kernel\":",
+		   sysconf(_SC_NPROCESSORS_ONLN), mem_kb);
+	snprintf(k, sizeof(k), "%s %s %s", u.sysname, u.release, u.machine);
+	json_put_str(o, k);
 }
 
 int64_t ml_now_ms(void)

@@ -67,6 +67,13 @@ struct imap_sess {
 	bool literal_wait, app_init;
 	bool has_idle, idle_wait, idling; /* probes: IDLE offered, asked, in progress */
 	bool grew; /* probes: EXISTS went up since the last look (after any EXPUNGE) */
+	bool watched;   /* probes: the first look completed */
+	bool recheck;   /* probes: this look was not asked for by an EXISTS */
+	int64_t last_look_ms;
+	bool recon_ok;  /* reconciliation: the INBOX was read */
+	size_t recon_idx;
+	bool fill_write, fill_ok, fill_absent; /* the fill record: write it, done, no folder */
+	char why[96];   /* the failure that ended the session */
 	uint64_t app_seq;
 	int64_t app_date;
 	/* init */
@@ -81,6 +88,31 @@ static void is_event_cb(struct bufferevent *bev, short what, void *arg);
 static void is_next(struct imap_sess *s);
 static void build_append(struct imap_sess *s);
 static void is_idle_done(struct imap_sess *s);
+
+/* Probes and the reconciliation are measurement: their steps go to the probe functions. */
+static bool is_probe_kind(const struct imap_sess *s)
+{
+	return s->kind == SESS_PROBE || s->kind == SESS_RECON || s->kind == SESS_FILLREC;
+}
+
+static enum ml_fn sfn(const struct imap_sess *s, enum ml_fn fn)
+{
+	if (!is_probe_kind(s))
+		return fn;
+	switch (fn) {
+	case FN_IMAP_CONNECT: return FN_PROBE_CONNECT;
+	case FN_IMAP_CAPABILITY:
+	case FN_IMAP_STARTTLS:
+	case FN_IMAP_LOGIN: return FN_PROBE_LOGIN;
+	case FN_IMAP_LOGOUT: return FN_PROBE_LOGOUT;
+	default: return fn;
+	}
+}
+
+static bool is_logout_fn(enum ml_fn fn)
+{
+	return fn == FN_IMAP_LOGOUT || fn == FN_PROBE_LOGOUT;
+}
 
 static void is_reap(evutil_socket_t fd, short what, void *arg)
 {
@@ -113,8 +145,15 @@ static void is_end(struct imap_sess *s)
 	ag->open_imap--;
 	switch (s->kind) {
 	case SESS_PROBE:
-		ag_probe_done(ag, s->user);
+		probe_done(ag, s->user, !s->watched);
 		break;
+	case SESS_RECON:
+		recon_done(ag, s->recon_idx, s->recon_ok, s->why[0] ? s->why : "session ended");
+		break;
+	case SESS_FILLREC:
+		fillrec_done(ag, s->fill_ok || s->fill_absent, s->why[0] ? s->why : "session ended");
+		break;
+
 	case SESS_INIT: {
 		uint32_t want = s->folders.msgs[0], have = s->have[0];
 		if (s->st == IS_LOGOUT && want > have)
@@ -132,7 +171,9 @@ static void is_end(struct imap_sess *s)
 
 static void is_fail(struct imap_sess *s, enum ml_fn fn, const char *why)
 {
-	ag_step(s->ag, fn, s->t0, false, why);
+	if (s->why[0] == '\0')
+		snprintf(s->why, sizeof(s->why), "%s: %.60s", ml_fns[sfn(s, fn)].key, why);
+	ag_step(s->ag, sfn(s, fn), s->t0, false, why);
 	is_end(s);
 }
 
@@ -159,6 +200,7 @@ static void is_cmd(struct imap_sess *s, enum ml_fn fn, const char *fmt, ...)
 	va_list ap;
 
 	assert(s->npend < MAX_PEND);
+	fn = sfn(s, fn);
 	s->tagn++;
 	evbuffer_add_printf(out, "a%u ", s->tagn);
 	va_start(ap, fmt);
@@ -232,11 +274,20 @@ static void is_fetch(struct imap_sess *s, const struct imap_fetch *f)
 		is_contradiction(s, why);
 	if (f->hdr != NULL && s->in_inbox && f->uid != 0) {
 		uint64_t seq = ag_msgid_seq(s->ag, f->hdr, f->hdrlen);
-		if (seq != 0)
-			ag_seen(s->ag, s->user, seq, s->view.uidvalidity, (uint32_t)f->uid);
+		if (seq != 0 && s->kind == SESS_RECON)
+			recon_seen(s->ag, s->user, seq, s->view.uidvalidity, (uint32_t)f->uid);
+		else if (seq != 0 && ag_seen(s->ag, s->user, seq, s->view.uidvalidity,
+					     (uint32_t)f->uid) && s->recheck)
+			s->ag->pr.idle_missed++; /* IDLE had not announced it */
 	}
-	if (s->kind == SESS_PROBE && f->uid > s->ag->probe_lastuid[s->user - 1])
-		s->ag->probe_lastuid[s->user - 1] = (uint32_t)f->uid;
+	if (s->kind == SESS_FILLREC && f->hdr != NULL) {
+		const char *v;
+		size_t n = hdr_find(f->hdr, f->hdrlen, "X-Mailload-Fill", &v);
+		if (n > 0 && n < sizeof(s->ag->fill_found))
+			snprintf(s->ag->fill_found, sizeof(s->ag->fill_found), "%.*s", (int)n, v);
+	}
+	if (s->kind == SESS_PROBE && f->uid > s->ag->pr.lastuid[s->user - 1])
+		s->ag->pr.lastuid[s->user - 1] = (uint32_t)f->uid;
 	if (s->kind == SESS_CHECK && s->step == 2 && f->uid > s->lastuid && s->nnew < CHECK_READ_MAX) {
 		s->newm[s->nnew].uid = (uint32_t)f->uid;
 		s->newm[s->nnew].size = f->size;
@@ -334,7 +385,7 @@ static void is_untagged_ok(struct imap_sess *s, struct itok *t, const char *p, s
 	if (s->st == IS_GREETING) {
 		char *greeting = s->ag->server.imap_greeting;
 
-		ag_step(s->ag, FN_IMAP_CONNECT, s->t0, true, NULL);
+		ag_step(s->ag, sfn(s, FN_IMAP_CONNECT), s->t0, true, NULL);
 		if (greeting[0] == '\0')
 			snprintf(greeting, sizeof(s->ag->server.imap_greeting), "%.*s",
 				 (int)(len > 150 ? 150 : len), p);
@@ -420,7 +471,11 @@ static void is_tagged(struct imap_sess *s, const char *p, size_t len)
 		ag_step(s->ag, fn, t0, true, NULL);
 	} else {
 		ag_step(s->ag, fn, t0, ok, why);
-		if (!ok && fn != FN_IMAP_LOGOUT) {
+		if (!ok && s->kind == SESS_FILLREC && fn == FN_PROBE_EXAMINE)
+			s->fill_absent = true; /* no MailloadFill folder: no record */
+		if (!ok && !is_logout_fn(fn)) {
+			if (s->why[0] == '\0')
+				snprintf(s->why, sizeof(s->why), "%s: %.60s", ml_fns[fn].key, why);
 			if (s->st != IS_LOGOUT && s->npend == 0)
 				is_logout(s);
 			s->step = -1; /* nothing more after a failure but LOGOUT */
@@ -429,9 +484,9 @@ static void is_tagged(struct imap_sess *s, const char *p, size_t len)
 	}
 	if (st_bits != 0)
 		um_view_want(&s->view, st_seq, st_bits);
-	if (fn == FN_IMAP_SELECT_INBOX || fn == FN_IMAP_SELECT_FOLDER || fn == FN_IMAP_EXAMINE) {
+	if (fn == FN_IMAP_SELECT_INBOX || fn == FN_IMAP_SELECT_FOLDER || fn == FN_PROBE_EXAMINE) {
 		const char *c = um_view_selected(&s->view);
-		if (c != NULL && s->kind != SESS_PROBE && s->kind != SESS_INIT)
+		if (c != NULL && !is_probe_kind(s) && s->kind != SESS_INIT)
 			is_contradiction(s, c);
 	}
 	if (fn == FN_IMAP_EXPUNGE) {
@@ -442,7 +497,7 @@ static void is_tagged(struct imap_sess *s, const char *p, size_t len)
 	if (s->npend > 0)
 		return;
 	event_del(s->timer);
-	if (fn == FN_IMAP_LOGOUT)
+	if (is_logout_fn(fn))
 		return is_end(s);
 	is_next(s);
 }
@@ -464,6 +519,12 @@ static void is_append_literal(struct imap_sess *s)
 {
 	struct evbuffer *out = bufferevent_get_output(s->bev);
 
+	if (s->kind == SESS_FILLREC) {
+		evbuffer_add(out, s->ag->fill_msg.data, s->ag->fill_msg.len);
+		evbuffer_add(out, "\r\n", 2);
+		s->literal_wait = false;
+		return;
+	}
 	build_append(s);
 	ml_msg_emit(&s->ag->msg, out);
 	evbuffer_add(out, "\r\n", 2);
@@ -763,7 +824,20 @@ static void is_poll_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (s->idling)
 		return is_idle_done(s);
-	is_cmd(s, FN_IMAP_NOOP, "NOOP");
+	is_cmd(s, FN_PROBE_FETCH, "NOOP");
+}
+
+#define PROBE_FETCH "(UID BODY.PEEK[HEADER.FIELDS (Message-ID)])"
+#define PROBE_RECHECK_MS 10000
+
+/* A look: the Message-IDs of the UIDs above the highest seen. */
+static void probe_look(struct imap_sess *s, bool asked)
+{
+	s->grew = false;
+	s->recheck = !asked;
+	s->last_look_ms = ml_now_ms();
+	is_cmd(s, FN_PROBE_FETCH, "UID FETCH %u:* " PROBE_FETCH,
+	       s->ag->pr.lastuid[s->user - 1] + 1);
 }
 
 /* The delivery probe: EXAMINE INBOX, then the Message-IDs of what is new, again each time
@@ -773,46 +847,105 @@ static void is_poll_cb(evutil_socket_t fd, short what, void *arg)
    opens it, possibly after the message it is saving (Dovecot's LMTP gives that one UID 1).
    After that, UIDs only grow (RFC 3501 2.3.1.1), so the UIDs above the highest seen. An
    EXPUNGE from another session lowers EXISTS, so growth is what the probe watches, not the
-   count it saw last. */
+   count it saw last. In IDLE it also looks every 10 s unasked, and counts what only such a
+   look found (a server whose IDLE missed new mail). */
 static void step_probe(struct imap_sess *s)
 {
 	struct agent *ag = s->ag;
-	uint32_t *last = &ag->probe_lastuid[s->user - 1];
+	struct ag_probes *pr = &ag->pr;
+	uint32_t u = s->user - 1;
 	static const struct timeval sec = { 1, 0 };
 
 	switch (s->step) {
 	case 0:
 		s->step = 1;
-		return is_select(s, 0, FN_IMAP_EXAMINE, true);
+		return is_select(s, 0, FN_PROBE_EXAMINE, true);
 	case 1:
 		s->step = 2;
-		s->grew = false;
-		if (ag->probe_uidv[s->user - 1] != s->view.uidvalidity || *last == 0) {
-			ag->probe_uidv[s->user - 1] = s->view.uidvalidity;
-			*last = 0;
+		if (pr->uidv[u] != s->view.uidvalidity || pr->lastuid[u] == 0) {
+			pr->uidv[u] = s->view.uidvalidity;
+			pr->lastuid[u] = 0;
 			if (s->view.exists == 0)
 				return step_probe(s);
-			return is_cmd(s, FN_IMAP_NOOP,
-				      "FETCH 1:* (UID BODY.PEEK[HEADER.FIELDS (Message-ID)])");
-		}
-		return is_cmd(s, FN_IMAP_NOOP,
-			      "UID FETCH %u:* (UID BODY.PEEK[HEADER.FIELDS (Message-ID)])",
-			      *last + 1);
-	default:
-		if (s->grew) { /* new mail since the last look */
 			s->grew = false;
-			return is_cmd(s, FN_IMAP_NOOP,
-				      "UID FETCH %u:* (UID BODY.PEEK[HEADER.FIELDS (Message-ID)])",
-				      *last + 1);
+			s->last_look_ms = ml_now_ms();
+			return is_cmd(s, FN_PROBE_FETCH, "FETCH 1:* " PROBE_FETCH);
 		}
+		return probe_look(s, true);
+	case 2:
+		s->step = 3;
+		s->watched = true;
+		probe_watching(ag, s->user);
+		__attribute__((fallthrough));
+	default:
+		if (s->grew) /* new mail since the last look */
+			return probe_look(s, true);
 		if (!ag_wants(ag, s->user) || ml_now_ms() > ag->drain_end)
 			return is_logout(s);
+		if (s->has_idle && ml_now_ms() - s->last_look_ms >= PROBE_RECHECK_MS)
+			return probe_look(s, false);
 		if (s->has_idle) { /* RFC 2177 where offered, else NOOP every second */
 			s->idle_wait = true;
-			return is_cmd(s, FN_IMAP_IDLE, "IDLE");
+			return is_cmd(s, FN_PROBE_IDLE, "IDLE");
 		}
 		event_add(s->poll, &sec);
 		return;
+	}
+}
+
+/* The reconciliation after the drain: every Message-ID in the INBOX, whatever its UID. */
+static void step_recon(struct imap_sess *s)
+{
+	switch (s->step++) {
+	case 0:
+		return is_select(s, 0, FN_PROBE_EXAMINE, true);
+	case 1:
+		if (s->view.exists > 0)
+			return is_cmd(s, FN_PROBE_FETCH, "FETCH 1:* " PROBE_FETCH);
+		s->step++;
+		__attribute__((fallthrough));
+	case 2:
+		s->recon_ok = true;
+		__attribute__((fallthrough));
+	default:
+		return is_logout(s);
+	}
+}
+
+/* The fill record in user1's MailloadFill folder: read its X-Mailload-Fill header, or
+   replace the folder's content with the record message. */
+static void step_fillrec(struct imap_sess *s)
+{
+	struct agent *ag = s->ag;
+
+	switch (s->step++) {
+	case 0:
+		if (s->fill_write)
+			return is_cmd(s, FN_IMAP_CREATE, "CREATE \"" ML_FILL_FOLDER "\"");
+		s->step++;
+		__attribute__((fallthrough));
+	case 1:
+		um_view_begin(&s->view, &s->scratch, false);
+		return is_cmd(s, FN_PROBE_EXAMINE, "%s \"" ML_FILL_FOLDER "\"",
+			      s->fill_write ? "SELECT" : "EXAMINE");
+	case 2:
+		if (s->view.exists == 0)
+			return step_fillrec(s); /* on to the APPEND (write) or the end (read) */
+		if (!s->fill_write)
+			return is_cmd(s, FN_PROBE_FETCH,
+				      "FETCH 1:* (BODY.PEEK[HEADER.FIELDS (X-Mailload-Fill)])");
+		is_cmd(s, FN_PROBE_FETCH, "STORE 1:* +FLAGS.SILENT (\\Deleted)");
+		return is_cmd(s, FN_PROBE_FETCH, "EXPUNGE");
+	case 3:
+		if (s->fill_write) {
+			s->literal_wait = true;
+			return is_cmd(s, FN_PROBE_FETCH, "APPEND \"" ML_FILL_FOLDER "\" (\\Seen) {%zu}",
+				      ag->fill_msg.len);
+		}
+		__attribute__((fallthrough));
+	default:
+		s->fill_ok = true;
+		return is_logout(s);
 	}
 }
 
@@ -892,11 +1025,13 @@ static void is_next(struct imap_sess *s)
 	case SESS_APPEND: return step_append(s);
 	case SESS_PROBE: return step_probe(s);
 	case SESS_INIT: return step_init(s);
+	case SESS_RECON: return step_recon(s);
+	case SESS_FILLREC: return step_fillrec(s);
 	}
 }
 
-static void is_start(struct agent *ag, struct ag_user *u, uint32_t user, enum ml_session kind,
-		     uint64_t seq, int64_t date_ms)
+static struct imap_sess *is_start(struct agent *ag, struct ag_user *u, uint32_t user,
+				  enum ml_session kind, uint64_t seq, int64_t date_ms)
 {
 	struct imap_sess *s = xcalloc(1, sizeof(*s));
 
@@ -926,6 +1061,7 @@ static void is_start(struct agent *ag, struct ag_user *u, uint32_t user, enum ml
 	s->st = IS_GREETING;
 	is_arm(s);
 	s->nc = ag_connect(ag, CONN_IMAP, is_connected, s);
+	return s;
 }
 
 void imap_start(struct agent *ag, struct ag_user *u, enum ml_session kind, uint64_t seq,
@@ -942,4 +1078,18 @@ void imap_start_probe(struct agent *ag, uint32_t user)
 void imap_start_init(struct agent *ag, uint32_t user)
 {
 	is_start(ag, NULL, user, SESS_INIT, 0, 0);
+}
+
+void imap_start_fillrec(struct agent *ag, bool write)
+{
+	struct imap_sess *s = is_start(ag, NULL, 1, SESS_FILLREC, 0, 0);
+
+	s->fill_write = write;
+}
+
+void imap_start_recon(struct agent *ag, uint32_t user, size_t idx)
+{
+	struct imap_sess *s = is_start(ag, NULL, user, SESS_RECON, 0, 0);
+
+	s->recon_idx = idx;
 }

@@ -15,28 +15,112 @@
 #include "mailload/agent.h"
 #include "mailload/ctlauth.h"
 #include "mailload/init_store.h"
+#include "mailload/json.h"
 #include "mailload/manager.h"
 #include "mailload/report.h"
 
+/* Each subcommand's synopsis and options, for `mailload CMD --help` (mailload(1) has
+   the details). */
+struct subcmd {
+	const char *name, *text;
+};
+
+#define TARGET_OPTS                                                                         \
+	"server:\n"                                                                         \
+	"  --target HOST            SMTP, submission and IMAP host (127.0.0.1)\n"               \
+	"  --smtp-host H, --submission-host H, --imap-host H   one host per role\n"           \
+	"  --smtp-port P, --submission-port P, --imap-port P   ports (25, 587, 143)\n"        \
+	"  --tls none|starttls|implicit   TLS for every connection (none)\n"                  \
+	"  --tls-verify             verify the server's certificate and name\n"               \
+	"  --ca-file FILE           trust these CAs (with --tls-verify; else the system's)\n" \
+	"users:\n"                                                                          \
+	"  --domain D, --ext-domain D   local (heron.test) and remote (ext.heron.test)\n"   \
+	"  --user-format FMT        login of user N, printf-style (user%d)\n"               \
+	"  --password PW            every user's password (default: the login)\n"           \
+	"  --users-file FILE        login, password and address of each user, one a line\n" \
+	"workload:\n"                                                                       \
+	"  --users N                population (200 x rate)\n"                              \
+	"  --profile tiny|small|corporate|FILE   workload profile (small)\n"               \
+	"  --seed S                 random seed (1)\n"                                      \
+	"  --set KEY=VALUE          any configuration key (mailload(1))\n"
+
+#define RUN_OPTS                                                                              \
+	"run:\n"                                                                              \
+	"  --rate R                 messages per minute submitted by the users\n"             \
+	"  --phases A/B/C           ramp-up/steady/ramp-down seconds (300/1800/120)\n"        \
+	"  --load-points L          percentages of R (80,100,120)\n"                          \
+	"  --report DIR             where report.json, .txt and .html go\n"                   \
+	"  --sink HOST:PORT         the sink's control port (remote delivery records)\n"      \
+	"  --agents HOST:PORT,...   remote agents (with --secret-file), else local ones\n"    \
+	"  --local-agents N         local agents (one per core)\n"                            \
+	"  --secret-file FILE       the remote agents' shared secret\n"                       \
+	"  --drain S                wait for delivery checks after ramp-down (60)\n"          \
+	"  --timeout S              per-step timeout (60)\n"                                  \
+	"  --probes N               probe connections per agent (0: as many as needed)\n"     \
+	"  --probe-window S         how long a probe watches for a copy (120)\n"              \
+	"  --min-samples N          samples a summary function needs (73)\n"                  \
+	"  --fill-record FILE       the record a fast-path init wrote (else user1's over IMAP)\n" \
+	"  --force                  run even when the fill does not match\n"                  \
+	"  --sut-config FILE        disclose the server's configuration (a heron.conf)\n"     \
+	"  --sut-pid PID            measure the CPU of this process tree (repeatable)\n"      \
+	"  --notes FILE             tuning notes for the report\n"                            \
+	"  -q                       no live status line and no summary on stdout\n"          \
+	"  -v                       log every step\n"
+
+static const struct subcmd subcmds[] = {
+	{ "ldif", "usage: mailload ldif --users N [--domain D] [--base DN] [--ou] [--password PW]\n"
+		  "Writes LDIF for user1..userN (uid, mail, {SSHA} userPassword) to stdout.\n" },
+	{ "init", "usage: mailload init --users N [--profile P] [--seed S] [server options]\n"
+		  "       mailload init --heron-conf FILE --users N [--profile P] [--seed S] [--jobs J]\n"
+		  "       mailload init --maildir ROOT --users N [--profile P] [--seed S] [--jobs J]\n"
+		  "Fills every mailbox (over SMTP and IMAP, or straight into a Heron store or\n"
+		  "Dovecot Maildirs) and records the seed, profile and users in the target.\n"
+		  TARGET_OPTS },
+	{ "run", "usage: mailload run --rate R --report DIR [options]\n"
+		 "Runs each load point and writes the report. Exit status: 0 pass, 1 fail,\n"
+		 "2 error, 3 invalid (too few samples, or copies that could not be checked).\n"
+		 TARGET_OPTS RUN_OPTS },
+	{ "search", "usage: mailload search --from R0 [--to R1] [--steps N] --report DIR [options]\n"
+		    "Finds the highest valid passing rate: doubles from R0, then bisects, skips\n"
+		    "invalid points and runs a point again when its interval straddles a limit.\n"
+		    "Exit status: 0 when a rate passed, 1 when none did, 2 error.\n"
+		    "  --from R0, --to R1       the range (R1: 100000)\n"
+		    "  --steps N                runs at most (8)\n" TARGET_OPTS RUN_OPTS },
+	{ "agent", "usage: mailload agent --listen HOST:PORT --secret-file FILE\n"
+		   "A load agent for a remote manager; the control port is authenticated with the\n"
+		   "shared secret of FILE (owner-only, at least 16 bytes).\n" },
+	{ "report", "usage: mailload report DIR\n"
+		    "Renders DIR/report.txt and DIR/report.html again from DIR/report.json.\n" },
+	{ "compare", "usage: mailload compare A/report.json B/report.json [--html FILE]\n"
+		     "Two results side by side (verdicts, rates, server CPU, per function the\n"
+		     "compliance, p50 and p99 with the ratio B/A); --html also writes the page.\n" },
+};
+
 static void usage(FILE *fp)
 {
-	fputs("usage: mailload ldif --users N [--domain D] [--base DN] [--ou]\n"
-	      "       mailload init --target HOST --users N [--profile P] [--seed S] [options]\n"
-	      "       mailload init --heron-conf FILE --users N [--profile P] [--seed S] [--jobs J]\n"
-	      "       mailload init --maildir ROOT --users N [--profile P] [--seed S] [--jobs J]\n"
-	      "       mailload run --rate R [--users N] [--phases 300/1800/120]\n"
-	      "                    [--load-points 80,100,120] [--agents host:port,...] [--tls MODE]\n"
-	      "                    [--sink HOST:PORT] --report DIR [options]\n"
-	      "       mailload search --from R0 [--to R1] [--steps N] --report DIR [options]\n"
-	      "       mailload agent --listen HOST:PORT --secret-file FILE\n"
-	      "       mailload report DIR\n"
-	      "options: --target HOST --smtp-port P --submission-port P --imap-port P\n"
-	      "         --domain D --ext-domain D --password PW --profile tiny|small|corporate|FILE\n"
-	      "         --seed S --drain S --timeout S --probes N --local-agents N\n"
-	      "         --secret-file FILE (remote agents' shared secret)\n"
-	      "         --set KEY=VALUE -q (no live line) -v (debug log)\n"
+	fputs("usage: mailload COMMAND [options]; mailload COMMAND --help for its options\n"
+	      "commands:\n"
+	      "  ldif      LDIF of the users, for the server's directory\n"
+	      "  init      fill every mailbox\n"
+	      "  run       run the load points and write the report\n"
+	      "  search    find the highest passing rate\n"
+	      "  agent     a load agent for a remote manager\n"
+	      "  report    render a report again from its report.json\n"
+	      "  compare   two reports side by side\n"
 	      "see mailload(1)\n",
 	      fp);
+}
+
+static int subcmd_help(const char *cmd, FILE *fp)
+{
+	for (size_t i = 0; i < sizeof(subcmds) / sizeof(subcmds[0]); i++)
+		if (strcmp(subcmds[i].name, cmd) == 0) {
+			fputs(subcmds[i].text, fp);
+			fputs("see mailload(1)\n", fp);
+			return 0;
+		}
+	usage(fp);
+	return -1;
 }
 
 static int cmd_ldif(uint64_t users, const char *domain, const char *base, bool ou,
@@ -100,7 +184,8 @@ enum {
 	O_USERS = 256, O_DOMAIN, O_EXT, O_BASE, O_OU, O_TARGET, O_SMTP_PORT, O_SUB_PORT, O_IMAP_PORT,
 	O_PASSWORD, O_PROFILE, O_SEED, O_RATE, O_PHASES, O_POINTS, O_AGENTS, O_LOCAL, O_TLS, O_SINK,
 	O_REPORT, O_TIMEOUT, O_PROBES, O_SET, O_DRAIN, O_LISTEN, O_FROM, O_TO, O_STEPS,
-	O_SECRET, O_HERON_CONF, O_MAILDIR, O_JOBS,
+	O_SECRET, O_HERON_CONF, O_MAILDIR, O_JOBS, O_PROBE_WINDOW, O_MIN_SAMPLES, O_HTML,
+	O_FILL_RECORD, O_FORCE,
 };
 
 static const struct option longopts[] = {
@@ -136,6 +221,11 @@ static const struct option longopts[] = {
 	{ "heron-conf", required_argument, NULL, O_HERON_CONF },
 	{ "maildir", required_argument, NULL, O_MAILDIR },
 	{ "jobs", required_argument, NULL, O_JOBS },
+	{ "probe-window", required_argument, NULL, O_PROBE_WINDOW },
+	{ "min-samples", required_argument, NULL, O_MIN_SAMPLES },
+	{ "html", required_argument, NULL, O_HTML },
+	{ "fill-record", required_argument, NULL, O_FILL_RECORD },
+	{ "force", no_argument, NULL, O_FORCE },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -151,6 +241,7 @@ struct cli {
 	const char *base, *listen;
 	const char *heron_conf; /* init straight into this Heron configuration's store */
 	const char *maildir;    /* init straight into Maildir++ trees under this root */
+	const char *html;       /* compare: the HTML page's path */
 	bool ou;
 	double from, to;
 	uint64_t steps, jobs;
@@ -204,6 +295,8 @@ static bool opt_cfg(struct cli *cl, int c, const char *arg)
 		       ml_cfg_set(cfg, "tls", arg, &err) == 0;
 	case O_TIMEOUT: return num(arg, &cfg->timeout_s) == 0;
 	case O_PROBES: return num(arg, &cfg->probe_max) == 0;
+	case O_PROBE_WINDOW: return num(arg, &cfg->probe_window_s) == 0 && cfg->probe_window_s > 0;
+	case O_MIN_SAMPLES: return num(arg, &cfg->min_samples) == 0;
 	case O_DRAIN: return num(arg, &cfg->drain_s) == 0;
 	}
 	return false;
@@ -236,6 +329,9 @@ static bool opt_one(struct cli *cl, int c, int argc, char **argv)
 	case O_HERON_CONF: cl->heron_conf = optarg; return true;
 	case O_MAILDIR: cl->maildir = optarg; return true;
 	case O_JOBS: return num(optarg, &cl->jobs) == 0 && cl->jobs <= 64;
+	case O_HTML: cl->html = optarg; return true;
+	case O_FILL_RECORD: cl->o.fill_record = optarg; return true;
+	case O_FORCE: cl->o.force = true; return true;
 	case 'q': cl->o.quiet = true; return true;
 	case 'v': log_set_level(LOG_LVL_DEBUG); return true;
 	}
@@ -273,6 +369,24 @@ static int cmd_agent(const struct cli *cl)
 	return agent_listen(cl->listen, &secret) < 0 ? 1 : 0;
 }
 
+/* The fill record of a fast path, next to what it filled (mailload run --fill-record). */
+static int fill_file_write(const struct ml_cfg *c, const char *path)
+{
+	struct ml_fill f;
+	char rec[400];
+	FILE *fp = fopen(path, "w");
+
+	ml_fill_of(c, &f);
+	f.when_ms = ml_now_ms();
+	ml_fill_format(&f, rec, sizeof(rec));
+	if (fp == NULL || fprintf(fp, "%s\n", rec) < 0 || fclose(fp) != 0) {
+		fprintf(stderr, "mailload init: cannot write the fill record %s\n", path);
+		return -1;
+	}
+	fprintf(stderr, "init: fill record in %s (mailload run --fill-record %s)\n", path, path);
+	return 0;
+}
+
 /* The commands that drive agents. */
 static int cmd_manager(const char *cmd, struct cli *cl)
 {
@@ -289,13 +403,20 @@ static int cmd_manager(const char *cmd, struct cli *cl)
 			return init_store_run(&o->cfg, cl->heron_conf, (unsigned)cl->jobs, o->quiet) < 0
 				       ? 1
 				       : 0;
-		if (cl->maildir != NULL)
-			return init_maildir_run(&o->cfg, cl->maildir, (unsigned)cl->jobs, o->quiet) < 0
-				       ? 1
-				       : 0;
+		if (cl->maildir != NULL) {
+			if (init_maildir_run(&o->cfg, cl->maildir, (unsigned)cl->jobs, o->quiet) < 0)
+				return 1;
+			char path[4096];
+			snprintf(path, sizeof(path), "%s/" ML_FILL_FILE, cl->maildir);
+			return fill_file_write(&o->cfg, path) < 0 ? 1 : 0;
+		}
 		return mgr_init(o) < 0 ? 1 : 0;
 	}
 	if (strcmp(cmd, "run") == 0) {
+		if (o->report_dir == NULL) {
+			fputs("mailload run: --report DIR is needed\n", stderr);
+			return 2;
+		}
 		int rc = mgr_run(o);
 		return rc < 0 ? 2 : rc;
 	}
@@ -304,10 +425,70 @@ static int cmd_manager(const char *cmd, struct cli *cl)
 			fputs("mailload search: --from R0 and --report DIR are needed\n", stderr);
 			return 2;
 		}
-		return mgr_search(o, cl->from, cl->to, (uint32_t)cl->steps) < 0 ? 2 : 0;
+		int rc = mgr_search(o, cl->from, cl->to, (uint32_t)cl->steps);
+		return rc < 0 ? 2 : rc;
 	}
 	usage(stderr);
 	return 2;
+}
+
+/* mailload compare A B: text on stdout, the page to --html FILE. */
+static int cmd_compare(const struct cli *cl, int argc, char **argv)
+{
+	struct jv *a, *b;
+	struct buf o;
+	int rc = 0;
+
+	if (argc - optind != 2) {
+		subcmd_help("compare", stderr);
+		return 2;
+	}
+	if ((a = report_load(argv[optind])) == NULL)
+		return 2;
+	if ((b = report_load(argv[optind + 1])) == NULL) {
+		jv_free(&a);
+		return 2;
+	}
+	buf_init(&o, 1 << 14, 1u << 26);
+	report_compare_text(a, b, argv[optind], argv[optind + 1], &o);
+	fwrite(o.data, 1, o.len, stdout);
+	if (cl->html != NULL) {
+		FILE *fp = fopen(cl->html, "w");
+		buf_reset(&o);
+		report_compare_html(a, b, argv[optind], argv[optind + 1], &o);
+		if (fp == NULL || fwrite(o.data, 1, o.len, fp) != o.len || fclose(fp) != 0) {
+			fprintf(stderr, "mailload compare: cannot write %s\n", cl->html);
+			rc = 2;
+		}
+	}
+	buf_release(&o);
+	jv_free(&a);
+	jv_free(&b);
+	return rc;
+}
+
+/* The command line as typed, shell-quoted where needed, for the report. */
+static char *command_line(int argc, char **argv)
+{
+	struct buf b;
+
+	buf_init(&b, 256, 1u << 16);
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i];
+		bool plain = a[0] != '\0' && strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+						   "0123456789-_.,/:=@%+") == strlen(a);
+		if (i > 0)
+			buf_putc(&b, ' ');
+		if (plain) {
+			buf_puts(&b, a);
+			continue;
+		}
+		buf_putc(&b, '\'');
+		for (; *a != '\0'; a++)
+			*a == '\'' ? buf_puts(&b, "'\\''") : buf_putc(&b, *a);
+		buf_putc(&b, '\'');
+	}
+	return buf_steal(&b, NULL);
 }
 
 int main(int argc, char **argv)
@@ -330,18 +511,19 @@ int main(int argc, char **argv)
 	log_set_level(LOG_LVL_WARN);
 	signal(SIGPIPE, SIG_IGN);
 	cli_init(&cl);
+	cl.o.command_line = command_line(argc, argv); /* before getopt: --set edits argv */
 	optind = 2;
 	while ((c = getopt_long(argc, argv, "qvh", longopts, NULL)) != -1) {
-		if (c == 'h') {
-			usage(stdout);
-			return 0;
-		}
+		if (c == 'h')
+			return subcmd_help(cmd, stdout) < 0 ? 2 : 0;
 		bad |= !opt_one(&cl, c, argc, argv);
 	}
 	if (bad) {
-		usage(stderr);
+		fprintf(stderr, "mailload %s: bad option (mailload %s --help)\n", cmd, cmd);
 		return 2;
 	}
+	if (strcmp(cmd, "compare") == 0)
+		return cmd_compare(&cl, argc, argv);
 	if (strcmp(cmd, "ldif") == 0)
 		return cmd_ldif(cl.o.cfg.users, cl.o.cfg.domain, cl.base, cl.ou, cl.o.cfg.password);
 	if (strcmp(cmd, "agent") == 0)

@@ -44,13 +44,23 @@ enum ml_fn {
 	FN_IMAP_CREATE,
 	FN_IMAP_SUBSCRIBE,
 	FN_IMAP_STATUS,
-	FN_IMAP_EXAMINE,
-	FN_IMAP_NOOP,
-	FN_IMAP_IDLE,
+	/* The delivery probes' and the reconciliation's own steps: measurement, not workload.
+	   They count in no summary function and not in the error rate; a probe that cannot look
+	   makes copies late or unchecked, never lost. */
+	FN_PROBE_FIRST,
+	FN_PROBE_CONNECT = FN_PROBE_FIRST,
+	FN_PROBE_LOGIN,   /* CAPABILITY, STARTTLS and LOGIN of a probe */
+	FN_PROBE_EXAMINE,
+	FN_PROBE_FETCH,   /* a look: FETCH of Message-IDs, or NOOP */
+	FN_PROBE_IDLE,    /* time held in IDLE */
+	FN_PROBE_LOGOUT,
+	FN_PROBE_QUEUE,   /* from the 250 of the oldest copy awaited to the probe's start */
+	FN_PROBE_READY,   /* from that 250 to the probe's first complete look */
 	FN_DELIVERY, /* not a step: the delivery-check failures (lost, duplicated) count here */
 	FN_COUNT,
 };
 
+enum ml_fn_class { FC_SUMMARY, FC_OTHER, FC_PROBE };
 struct ml_fn_def {
 	const char *name;  /* as printed in the report */
 	const char *key;   /* short key in JSON */
@@ -59,6 +69,10 @@ struct ml_fn_def {
 };
 extern const struct ml_fn_def ml_fns[FN_COUNT];
 int ml_fn_by_key(const char *key);
+static inline enum ml_fn_class ml_fn_class(int fn)
+{
+	return fn < FN_NSUMMARY ? FC_SUMMARY : fn < FN_PROBE_FIRST ? FC_OTHER : FC_PROBE;
+}
 
 /* Where the workload is specified, as the reports cite it. */
 #define ML_WORKLOAD_SPEC                                                                  \
@@ -66,6 +80,14 @@ int ml_fn_by_key(const char *key);
 #define ML_REQUIRED_PCT 95.0
 #define ML_DELIVERY_LIMIT_MS 60000
 #define ML_ERROR_RATE_MAX 1.0
+/* z of a two-sided 95% confidence interval (Wilson score interval). */
+#define ML_CI_Z 1.959963984540054
+/* The fewest samples for which an all-compliant function's Wilson lower bound clears 95%:
+   n / (n + z^2) > 0.95 from n > 19 z^2 = 72.99. Fewer make a run "invalid (too short)". */
+#define ML_MIN_SAMPLES 73
+
+/* Wilson score interval of k successes in n, in percent; n = 0 gives 0..100. */
+void ml_wilson(uint64_t k, uint64_t n, double *lo_pct, double *hi_pct);
 
 /* ---- configuration: one table drives profiles, the setup message and the report ---- */
 enum ml_cfg_type { CFGT_DBL, CFGT_U64, CFGT_STR };
@@ -86,6 +108,9 @@ struct ml_cfg {
 	uint64_t users, seed, run_id;
 	uint64_t ramp_s, steady_s, down_s, drain_s;
 	uint64_t timeout_s, probe_max, max_sessions;
+	uint64_t probe_window_s; /* a probe watches a copy this long after its 250 */
+	uint64_t min_samples;    /* per summary function, else "invalid (too short)" */
+	uint64_t reconcile_s;    /* bound of the reconciliation pass after the drain */
 	char domain[ML_STR], ext_domain[ML_STR], password[ML_STR];
 	char smtp_host[ML_STR], submit_host[ML_STR], imap_host[ML_STR];
 	uint64_t smtp_port, submit_port, imap_port;
@@ -166,7 +191,8 @@ uint32_t ml_rng_count(struct ml_rng *r, double mean, double max);
 
 /* ---- workload distributions (msggen.c) ---- */
 uint32_t ml_pick_rcpt_count(struct ml_rng *r);
-enum ml_session { SESS_CHECK, SESS_SYNC, SESS_CLEANUP, SESS_APPEND, SESS_PROBE, SESS_INIT };
+enum ml_session { SESS_CHECK, SESS_SYNC, SESS_CLEANUP, SESS_APPEND, SESS_PROBE, SESS_INIT,
+		  SESS_RECON, SESS_FILLREC };
 enum ml_session ml_pick_session(struct ml_rng *r, const struct ml_cfg *c);
 /* Body size in bytes for a message (corporate classes times size_scale). */
 uint32_t ml_pick_size(struct ml_rng *r, double scale);
@@ -227,6 +253,31 @@ void ml_ssha(const char *password, char *out, size_t n);
    "userK" or password when it is set, stored as {SSHA}. 0, or -1 on a write error. */
 int ml_ldif_write(FILE *fp, uint64_t users, const char *domain, const char *base, bool ou,
 		  const char *password);
+
+/* Appends this machine's members "name","cpu","cores","mem_kb","kernel" (no braces). */
+void ml_host_json(struct buf *o);
+
+/* ---- the fill record (fillrec.c): what init filled, checked by run ---- */
+#define ML_FILL_FOLDER "MailloadFill"
+#define ML_FILL_FILE ".mailload-fill"
+struct ml_fill {
+	uint64_t seed, users, digest; /* digest: of the keys that shape the mailboxes */
+	char profile[ML_STR], domain[ML_STR];
+	int64_t when_ms;
+};
+/* The record a fill of c makes (when_ms left 0). */
+void ml_fill_of(const struct ml_cfg *c, struct ml_fill *f);
+/* "seed=S; profile=P; digest=D; users=N; domain=D; when=MS" */
+void ml_fill_format(const struct ml_fill *f, char *out, size_t n);
+/* Parses that (anywhere in s); 0 or -1. */
+int ml_fill_parse(const char *s, struct ml_fill *f);
+/* The record as a message (CRLF lines) for user1's MailloadFill folder. */
+void ml_fill_message(const struct ml_fill *f, struct buf *out);
+/* Whether a run of c may use mailboxes filled as fill; else why names what differs. */
+bool ml_fill_matches(const struct ml_fill *fill, const struct ml_cfg *run, char *why, size_t n);
+
+/* report.json's schema version (docs/mailload-report.md) */
+#define ML_REPORT_SCHEMA 2
 
 /* ---- time ---- */
 int64_t ml_now_ms(void);

@@ -10,7 +10,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,6 +24,7 @@
 #include "mailload/ctlauth.h"
 #include "mailload/json.h"
 #include "mailload/manager.h"
+#include "mailload/ml_version.h"
 #include "mailload/report.h"
 
 #define MGR_LINE_MAX ((size_t)1 << 30)
@@ -36,46 +36,6 @@ struct mgr_agent {
 	char name[80];
 	int64_t offset_ms; /* the agent's clock minus ours */
 	int64_t rtt_ms;
-};
-
-struct mgr_seen {
-	uint64_t seq;
-	uint32_t user, uidv, uid;
-	int64_t ms;
-};
-
-struct mgr_sent {
-	uint64_t seq;
-	int64_t sent_ms, ack_ms;
-	bool submitted;
-	uint32_t off, n;
-};
-
-struct mgr_err {
-	int fn;
-	char *msg;
-	uint64_t n;
-};
-
-struct mgr_point {
-	struct histo h[FN_COUNT];
-	uint64_t err[FN_COUNT];
-	struct mgr_err *errs;
-	size_t nerrs;
-	uint32_t ts_step_s, nts;
-	uint64_t (*ts)[4];   /* smtp steps, smtp errors, imap steps, imap errors */
-	uint64_t (*tslb)[2][TS_LB];
-	struct mgr_sent *sent;
-	size_t nsent, capsent;
-	int64_t *rcpt;
-	size_t nrcpt, caprcpt;
-	struct mgr_seen *seen;
-	size_t nseen, capseen;
-	struct ml_server_info server; /* merged: handshakes over the whole run */
-	uint64_t refused;
-	struct histo delivery;
-	int64_t offset_ms; /* of the agent being merged: its times are moved to our clock */
-	struct buf clocks;  /* JSON array members: each agent's offset and round trip */
 };
 
 /* ---- agents ---- */
@@ -342,520 +302,6 @@ static int agents_start_phases(struct mgr_agent *as, uint32_t n, int64_t t0)
 	return 0;
 }
 
-/* ---- the merge ---- */
-struct mgr_point *mgr_point_new(void)
-{
-	struct mgr_point *p = xcalloc(1, sizeof(*p));
-
-	for (int i = 0; i < FN_COUNT; i++)
-		histo_init(&p->h[i]);
-	histo_init(&p->delivery);
-	buf_init(&p->clocks, 256, 1u << 20);
-	return p;
-}
-
-void mgr_point_free(struct mgr_point **pp)
-{
-	struct mgr_point *p = *pp;
-
-	if (p == NULL)
-		return;
-	for (size_t i = 0; i < p->nerrs; i++)
-		free(p->errs[i].msg);
-	free(p->errs);
-	free(p->ts);
-	free(p->tslb);
-	free(p->sent);
-	free(p->rcpt);
-	free(p->seen);
-	buf_release(&p->clocks);
-	free(p);
-	*pp = NULL;
-}
-
-const struct histo *mgr_point_histo(const struct mgr_point *p, int fn)
-{
-	return fn < 0 ? &p->delivery : &p->h[fn];
-}
-
-static void add_err(struct mgr_point *p, int fn, const char *msg, uint64_t n)
-{
-	for (size_t i = 0; i < p->nerrs; i++)
-		if (p->errs[i].fn == fn && strcmp(p->errs[i].msg, msg) == 0) {
-			p->errs[i].n += n;
-			return;
-		}
-	p->errs = xreallocarray(p->errs, p->nerrs + 1, sizeof(*p->errs));
-	p->errs[p->nerrs++] = (struct mgr_err){ fn, xstrdup(msg), n };
-}
-
-static int merge_ts(struct mgr_point *p, const struct jv *r)
-{
-	const struct jv *ts = jv_get(r, "ts");
-	uint32_t step = (uint32_t)jv_int(r, "ts_step_s", 1);
-
-	if (ts == NULL || ts->type != JV_ARR)
-		return -1;
-	if (p->ts == NULL) {
-		p->nts = (uint32_t)ts->n;
-		p->ts_step_s = step;
-		p->ts = xcalloc(p->nts ? p->nts : 1, sizeof(*p->ts));
-		p->tslb = xcalloc(p->nts ? p->nts : 1, sizeof(*p->tslb));
-	}
-	if (step != p->ts_step_s || ts->n != p->nts)
-		return -1;
-	for (size_t i = 0; i < ts->n; i++) {
-		const struct jv *e = &ts->kid[i];
-		if (e->type != JV_ARR || e->n != 5 || e->kid[4].n != 2 * TS_LB)
-			return -1;
-		for (int k = 0; k < 4; k++)
-			p->ts[i][k] += (uint64_t)e->kid[k].i;
-		for (int k = 0; k < 2 * TS_LB; k++)
-			p->tslb[i][k / TS_LB][k % TS_LB] += (uint64_t)e->kid[4].kid[k].i;
-	}
-	return 0;
-}
-
-static int merge_delivery(struct mgr_point *p, const struct jv *r)
-{
-	const struct jv *sent = jv_get(r, "sent"), *seen = jv_get(r, "seen");
-
-	if (sent == NULL || seen == NULL || sent->type != JV_ARR || seen->type != JV_ARR)
-		return -1;
-	for (size_t i = 0; i < sent->n; i++) {
-		const struct jv *e = &sent->kid[i];
-		if (e->type != JV_ARR || e->n != 5 || e->kid[4].type != JV_ARR)
-			return -1;
-		if (p->nsent == p->capsent) {
-			p->capsent = p->capsent ? p->capsent * 2 : 1024;
-			p->sent = xreallocarray(p->sent, p->capsent, sizeof(*p->sent));
-		}
-		const struct jv *rc = &e->kid[4];
-		while (p->nrcpt + rc->n > p->caprcpt) {
-			p->caprcpt = p->caprcpt ? p->caprcpt * 2 : 4096;
-			p->rcpt = xreallocarray(p->rcpt, p->caprcpt, sizeof(*p->rcpt));
-		}
-		p->sent[p->nsent++] = (struct mgr_sent){ (uint64_t)e->kid[0].i,
-							 e->kid[1].i - p->offset_ms,
-							 e->kid[2].i - p->offset_ms, e->kid[3].i != 0,
-							 (uint32_t)p->nrcpt, (uint32_t)rc->n };
-		for (size_t k = 0; k < rc->n; k++)
-			p->rcpt[p->nrcpt++] = rc->kid[k].i;
-	}
-	for (size_t i = 0; i < seen->n; i++) {
-		const struct jv *e = &seen->kid[i];
-		if (e->type != JV_ARR || e->n != 5)
-			return -1;
-		if (p->nseen == p->capseen) {
-			p->capseen = p->capseen ? p->capseen * 2 : 1024;
-			p->seen = xreallocarray(p->seen, p->capseen, sizeof(*p->seen));
-		}
-		p->seen[p->nseen++] = (struct mgr_seen){ (uint64_t)e->kid[0].i, (uint32_t)e->kid[1].i,
-							 (uint32_t)e->kid[2].i, (uint32_t)e->kid[3].i,
-							 e->kid[4].i - p->offset_ms };
-	}
-	return 0;
-}
-
-int mgr_point_merge(struct mgr_point *p, const struct jv *r)
-{
-	const struct jv *fns = jv_get(r, "functions"), *top = jv_get(r, "errtop");
-
-	if (fns == NULL || fns->type != JV_OBJ)
-		return -1;
-	for (size_t i = 0; i < fns->n; i++) {
-		int fn = ml_fn_by_key(fns->kid[i].key);
-		struct histo h;
-		const char *hs = jv_str(&fns->kid[i], "histo", NULL);
-
-		if (fn < 0 || hs == NULL || histo_deserialize(&h, hs, strlen(hs)) < 0)
-			return -1;
-		histo_merge(&p->h[fn], &h); /* exact: counts per bucket add */
-		p->err[fn] += (uint64_t)jv_int(&fns->kid[i], "errors", 0);
-	}
-	for (size_t i = 0; top != NULL && i < top->n; i++) {
-		const struct jv *e = &top->kid[i];
-		if (e->type == JV_ARR && e->n == 3 && e->kid[0].type == JV_STR &&
-		    e->kid[1].type == JV_STR)
-			add_err(p, ml_fn_by_key(e->kid[0].s), e->kid[1].s, (uint64_t)e->kid[2].i);
-	}
-	if (merge_ts(p, r) < 0 || merge_delivery(p, r) < 0)
-		return -1;
-	ml_server_info_merge(&p->server, r);
-	p->refused += (uint64_t)jv_int(r, "sessions_refused", 0);
-	return 0;
-}
-
-/* ---- delivery accounting ---- */
-static int cmp_seen(const void *a, const void *b)
-{
-	const struct mgr_seen *x = a, *y = b;
-
-	if (x->seq != y->seq)
-		return x->seq < y->seq ? -1 : 1;
-	if (x->user != y->user)
-		return x->user < y->user ? -1 : 1;
-	if (x->uidv != y->uidv)
-		return x->uidv < y->uidv ? -1 : 1;
-	if (x->uid != y->uid)
-		return x->uid < y->uid ? -1 : 1;
-	return x->ms < y->ms ? -1 : x->ms > y->ms;
-}
-
-/* Remote arrivals from the sink, one per (message, recipient address) copy. */
-struct remote_rec {
-	uint64_t seq;
-	int64_t rcpt;
-	int64_t ms;
-};
-
-static int cmp_remote(const void *a, const void *b)
-{
-	const struct remote_rec *x = a, *y = b;
-
-	if (x->seq != y->seq)
-		return x->seq < y->seq ? -1 : 1;
-	if (x->rcpt != y->rcpt)
-		return x->rcpt < y->rcpt ? -1 : 1;
-	return x->ms < y->ms ? -1 : x->ms > y->ms;
-}
-
-static size_t sink_remote(const struct jv *recs, const struct ml_cfg *c, struct remote_rec **out)
-{
-	size_t n = 0, cap = 0;
-	struct remote_rec *r = NULL;
-
-	for (size_t i = 0; recs != NULL && i < recs->n; i++) {
-		const struct jv *e = &recs->kid[i], *rc = jv_get(e, "rcpts");
-		uint64_t run, seq;
-		char ext[ML_STR + 8];
-
-		if (sscanf(jv_str(e, "id", ""), "<%" SCNu64 ".%" SCNu64 "@mailload>", &run, &seq) != 2 ||
-		    run != c->run_id || rc == NULL)
-			continue;
-		for (size_t k = 0; k < rc->n; k++) {
-			uint64_t id;
-			const char *a = rc->kid[k].s != NULL ? rc->kid[k].s : "";
-			snprintf(ext, sizeof(ext), "@%s", c->ext_domain);
-			const char *at = strchr(a, '@');
-			if (a[0] != 'r' || at == NULL || strcasecmp(at, ext) != 0 ||
-			    str_to_u64(a + 1, (size_t)(at - a - 1), UINT32_MAX, &id) < 0)
-				continue;
-			if (n == cap) {
-				cap = cap ? cap * 2 : 1024;
-				r = xreallocarray(r, cap, sizeof(*r));
-			}
-			r[n++] = (struct remote_rec){ seq, -(int64_t)id, jv_int(e, "arrival_ms", 0) };
-		}
-	}
-	if (n > 1) /* qsort wants a non-null base even for nothing */
-		qsort(r, n, sizeof(*r), cmp_remote);
-	*out = r;
-	return n;
-}
-
-#define LOST_LIST_MAX 20 /* lost copies named in the report (the first the accounting meets) */
-struct lost_copy {
-	const struct mgr_sent *sent;
-	int64_t rcpt; /* a user number (> 0) or a remote recipient (< 0) */
-};
-
-struct deliv {
-	uint64_t checked, delivered, lost, dup, unchecked, local, remote;
-	uint64_t submitted, incoming, submitted_steady;
-	struct lost_copy lost_list[LOST_LIST_MAX];
-	uint32_t nlost_list;
-};
-
-/* Copies of message seq that local user r saw (distinct UIDVALIDITY/UID), the first at
-   *first. */
-static uint64_t local_copies(const struct mgr_point *p, uint64_t seq, uint32_t r, int64_t *first)
-{
-	struct mgr_seen key = { seq, r, 0, 0, 0 };
-	size_t lo = 0, hi = p->nseen;
-	uint64_t copies = 0;
-
-	while (lo < hi) { /* first entry >= (seq, user) */
-		size_t mid = (lo + hi) / 2;
-		if (cmp_seen(&p->seen[mid], &key) < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	for (size_t j = lo; j < p->nseen && p->seen[j].seq == seq && p->seen[j].user == r; j++) {
-		bool same = j > lo && p->seen[j - 1].uidv == p->seen[j].uidv &&
-			    p->seen[j - 1].uid == p->seen[j].uid;
-		copies += !same;
-		if (p->seen[j].ms < *first)
-			*first = p->seen[j].ms;
-	}
-	return copies;
-}
-
-/* Copies of message seq the sink recorded for remote recipient r, the first at *first. */
-static uint64_t remote_copies(const struct remote_rec *rr, size_t nrr, uint64_t seq, int64_t r,
-			      int64_t *first)
-{
-	struct remote_rec key = { seq, r, INT64_MIN };
-	size_t lo = 0, hi = nrr;
-	uint64_t copies = 0;
-
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (cmp_remote(&rr[mid], &key) < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	for (size_t j = lo; j < nrr && rr[j].seq == seq && rr[j].rcpt == r; j++) {
-		copies++;
-		if (rr[j].ms < *first)
-			*first = rr[j].ms;
-	}
-	return copies;
-}
-
-static void account(struct mgr_point *p, const struct ml_cfg *c, const struct jv *sink,
-		    struct deliv *d)
-{
-	struct remote_rec *rr = NULL;
-	size_t nrr = sink != NULL ? sink_remote(sink, c, &rr) : 0;
-	int64_t ramp_end = (int64_t)c->t0_ms + (int64_t)c->ramp_s * 1000;
-	int64_t steady_end = ramp_end + (int64_t)c->steady_s * 1000;
-
-	memset(d, 0, sizeof(*d));
-	if (p->nseen > 1)
-		qsort(p->seen, p->nseen, sizeof(*p->seen), cmp_seen);
-	for (size_t i = 0; i < p->nsent; i++) {
-		const struct mgr_sent *s = &p->sent[i];
-		bool measured = s->ack_ms >= ramp_end && s->ack_ms < steady_end;
-
-		d->submitted += s->submitted;
-		d->submitted_steady += s->submitted && measured;
-		d->incoming += !s->submitted;
-		for (uint32_t k = 0; k < s->n; k++) {
-			int64_t r = p->rcpt[s->off + k], first = INT64_MAX;
-			uint64_t copies;
-
-			if (r > 0) {
-				d->local++;
-				copies = local_copies(p, s->seq, (uint32_t)r, &first);
-			} else {
-				d->remote++;
-				if (sink == NULL) {
-					d->unchecked++;
-					continue;
-				}
-				copies = remote_copies(rr, nrr, s->seq, r, &first);
-			}
-			d->checked++;
-			if (copies == 0) {
-				if (d->nlost_list < LOST_LIST_MAX)
-					d->lost_list[d->nlost_list++] = (struct lost_copy){ s, r };
-				d->lost++;
-				continue;
-			}
-			d->delivered++;
-			d->dup += copies > 1;
-			if (measured)
-				histo_add(&p->delivery,
-					  (uint64_t)(first > s->ack_ms ? first - s->ack_ms : 0) * 1000);
-		}
-	}
-	free(rr);
-}
-
-static void put_histo_fields(struct buf *o, const struct histo *h, uint64_t errors,
-			     uint32_t limit_ms)
-{
-	uint64_t within = histo_count_le(h, (uint64_t)limit_ms * 1000);
-	uint64_t all = h->count + errors;
-	struct buf hs;
-
-	buf_printf(o, "\"count\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"within\":%" PRIu64
-		      ",\"pct\":%.3f,\"p50_ms\":%.3f,\"p90_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f"
-		      ",\"mean_ms\":%.3f,\"histo\":",
-		   h->count, errors, within, all ? 100.0 * (double)within / (double)all : 0.0,
-		   (double)histo_percentile(h, 50) / 1000.0, (double)histo_percentile(h, 90) / 1000.0,
-		   (double)histo_percentile(h, 99) / 1000.0, (double)h->max / 1000.0,
-		   (double)histo_mean(h) / 1000.0);
-	buf_init(&hs, 256, 1u << 22);
-	histo_serialize(h, &hs);
-	json_put_str(o, buf_cstr(&hs));
-	buf_release(&hs);
-}
-
-static void put_ts(struct buf *o, const struct mgr_point *p)
-{
-	buf_printf(o, "\"ts\":{\"step_s\":%u,\"rows\":[", p->ts_step_s);
-	for (uint32_t i = 0; i < p->nts; i++) {
-		double p99[2];
-		for (int k = 0; k < 2; k++) {
-			uint64_t tot = 0, acc = 0;
-			for (int b = 0; b < TS_LB; b++)
-				tot += p->tslb[i][k][b];
-			p99[k] = 0;
-			for (int b = 0; b < TS_LB && tot > 0; b++) {
-				acc += p->tslb[i][k][b];
-				if ((double)acc >= 0.99 * (double)tot) { /* bucket b holds < 2^b us */
-					p99[k] = (double)((uint64_t)1 << b) / 1000.0;
-					break;
-				}
-			}
-		}
-		buf_printf(o, "%s[%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%.3f,%.3f]",
-			   i ? "," : "", p->ts[i][0], p->ts[i][1], p->ts[i][2], p->ts[i][3], p99[0],
-			   p99[1]);
-	}
-	buf_puts(o, "]}");
-}
-
-static int cmp_err(const void *a, const void *b)
-{
-	const struct mgr_err *x = a, *y = b;
-
-	return x->n < y->n ? 1 : x->n > y->n ? -1 : 0;
-}
-
-/* The functions array; adds up steps and failures, and the summary rules broken to why. */
-static bool put_point_functions(const struct mgr_point *p, struct buf *o, uint64_t *steps,
-				uint64_t *failed, struct buf *why)
-{
-	bool pass = true;
-
-	buf_puts(o, "\"functions\":[");
-	for (int f = 0; f < FN_DELIVERY; f++) {
-		const struct histo *h = &p->h[f];
-		uint64_t all = h->count + p->err[f];
-		double share = all ? 100.0 * (double)histo_count_le(h, ml_fns[f].limit_ms * 1000ULL) /
-					     (double)all
-				   : 0;
-
-		*steps += all;
-		*failed += p->err[f];
-		if (f < FN_NSUMMARY && (all == 0 || share <= ML_REQUIRED_PCT)) {
-			pass = false;
-			buf_printf(why, "%s\"%s: %s\"", why->len ? "," : "", ml_fns[f].name,
-				   all == 0 ? "no samples" : "not more than 95% inside the limit");
-		}
-		buf_printf(o, "%s{\"key\":\"%s\",\"name\":\"%s\",\"summary\":%s,\"limit_ms\":%u,",
-			   f ? "," : "", ml_fns[f].key, ml_fns[f].name,
-			   f < FN_NSUMMARY ? "true" : "false", ml_fns[f].limit_ms);
-		put_histo_fields(o, h, p->err[f], ml_fns[f].limit_ms);
-		buf_putc(o, '}');
-	}
-	buf_putc(o, ']');
-	return pass;
-}
-
-/* The delivery rules: time within the limit, nothing lost or duplicated, error rate. */
-static bool point_rules(const struct mgr_point *p, const struct deliv *d, double erate,
-			struct buf *why)
-{
-	uint64_t dall = p->delivery.count;
-	uint64_t dwithin = histo_count_le(&p->delivery, ML_DELIVERY_LIMIT_MS * 1000ULL);
-	double dpct = dall ? 100.0 * (double)dwithin / (double)dall : 0;
-	bool pass = true;
-
-	if (dall == 0 || dpct <= ML_REQUIRED_PCT) {
-		pass = false;
-		buf_printf(why, "%s\"Delivery Time: %s\"", why->len ? "," : "",
-			   dall == 0 ? "no deliveries checked" : "not more than 95% within 60 s");
-	}
-	if (erate >= ML_ERROR_RATE_MAX) {
-		pass = false;
-		buf_printf(why, "%s\"Error Rate: %.2f%% (limit < 1%%)\"", why->len ? "," : "", erate);
-	}
-	if (d->lost > 0 || d->dup > 0) {
-		pass = false;
-		buf_printf(why, "%s\"%" PRIu64 " lost, %" PRIu64 " duplicated\"", why->len ? "," : "",
-			   d->lost, d->dup);
-	}
-	return pass;
-}
-
-/* The lost copies named: the Message-ID, the recipient, local or remote, user submission or
-   inbound mail, and when the server acknowledged it (wall-clock ms, and seconds into the run)
-   so that they can be found in the servers' logs. */
-static void put_lost_copies(struct buf *o, const struct ml_cfg *c, const struct deliv *d)
-{
-	buf_puts(o, ",\"lost_copies\":[");
-	for (uint32_t i = 0; i < d->nlost_list; i++) {
-		const struct lost_copy *l = &d->lost_list[i];
-		char addr[2 * ML_STR];
-
-		ml_rcpt_addr(c, l->rcpt, addr, sizeof(addr));
-		buf_printf(o, "%s{\"message_id\":\"<%" PRIu64 ".%" PRIu64 "@mailload>\",\"rcpt\":",
-			   i ? "," : "", c->run_id, l->sent->seq);
-		json_put_str(o, addr);
-		buf_printf(o, ",\"local\":%s,\"submitted\":%s,\"ack_ms\":%" PRId64
-			      ",\"sent_s\":%.3f,\"ack_s\":%.3f}",
-			   l->rcpt > 0 ? "true" : "false", l->sent->submitted ? "true" : "false",
-			   l->sent->ack_ms, (double)(l->sent->sent_ms - (int64_t)c->t0_ms) / 1000.0,
-			   (double)(l->sent->ack_ms - (int64_t)c->t0_ms) / 1000.0);
-	}
-	buf_putc(o, ']');
-}
-
-static void put_point_delivery(const struct mgr_point *p, const struct ml_cfg *c,
-			       const struct deliv *d, const char *sink_note, struct buf *o)
-{
-	buf_printf(o, ",\"delivery\":{\"limit_ms\":%d,\"checked\":%" PRIu64 ",\"delivered\":%" PRIu64
-		      ",\"lost\":%" PRIu64 ",\"duplicated\":%" PRIu64 ",\"local\":%" PRIu64
-		      ",\"remote\":%" PRIu64 ",\"remote_unchecked\":%" PRIu64 ",\"remote_note\":",
-		   ML_DELIVERY_LIMIT_MS, d->checked, d->delivered, d->lost, d->dup, d->local,
-		   d->remote, d->unchecked);
-	json_put_str(o, sink_note != NULL ? sink_note : "");
-	put_lost_copies(o, c, d);
-	buf_putc(o, ',');
-	put_histo_fields(o, &p->delivery, 0, ML_DELIVERY_LIMIT_MS);
-	buf_printf(o, "},\"messages\":{\"submitted\":%" PRIu64 ",\"submitted_steady\":%" PRIu64
-		      ",\"incoming\":%" PRIu64 ",\"measured_rate\":%.3f}",
-		   d->submitted, d->submitted_steady, d->incoming,
-		   c->steady_s ? (double)d->submitted_steady * 60.0 / (double)c->steady_s : 0.0);
-}
-
-bool mgr_point_finish(struct mgr_point *p, const struct ml_cfg *c, double pct,
-		      const struct jv *sink, const char *sink_note, struct buf *o)
-{
-	struct deliv d;
-	uint64_t steps = 0, failed = 0;
-	struct buf why;
-
-	buf_init(&why, 256, 1u << 16);
-	account(p, c, sink, &d);
-	buf_printf(o, "{\"pct\":%.0f,\"rate\":%.3f,\"users\":%" PRIu64 ",\"run_id\":%" PRIu64
-		      ",\"t0_ms\":%" PRIu64 ",",
-		   pct, c->rate, c->users, c->run_id, c->t0_ms);
-	bool pass = put_point_functions(p, o, &steps, &failed, &why);
-	/* lost and duplicated deliveries are failed steps too */
-	failed += d.lost + d.dup;
-	steps += d.checked;
-	double erate = steps ? 100.0 * (double)failed / (double)steps : 0;
-	pass &= point_rules(p, &d, erate, &why);
-	put_point_delivery(p, c, &d, sink_note, o);
-	if (p->nerrs > 1)
-		qsort(p->errs, p->nerrs, sizeof(*p->errs), cmp_err);
-	buf_printf(o, ",\"errors\":{\"steps\":%" PRIu64 ",\"failed\":%" PRIu64
-		      ",\"rate_pct\":%.4f,\"sessions_refused\":%" PRIu64 ",\"top\":[",
-		   steps, failed, erate, p->refused);
-	for (size_t i = 0; i < p->nerrs && i < 10; i++) {
-		buf_printf(o, "%s[\"%s\",", i ? "," : "",
-			   p->errs[i].fn >= 0 ? ml_fns[p->errs[i].fn].key : "?");
-		json_put_str(o, p->errs[i].msg);
-		buf_printf(o, ",%" PRIu64 "]", p->errs[i].n);
-	}
-	buf_puts(o, "]}");
-	buf_putc(o, ',');
-	ml_server_info_json(&p->server, o);
-	buf_putc(o, ',');
-	put_ts(o, p);
-	buf_printf(o, ",\"agent_clocks\":[%s]", buf_cstr(&p->clocks));
-	buf_printf(o, ",\"pass\":%s,\"reasons\":[%s]}", pass ? "true" : "false", buf_cstr(&why));
-	buf_release(&why);
-	return pass;
-}
-
 /* ---- the sink ---- */
 static int sink_cmd(FILE *r, FILE *w, const char *req, struct jv **resp)
 {
@@ -875,21 +321,23 @@ static int sink_cmd(FILE *r, FILE *w, const char *req, struct jv **resp)
 	return 0;
 }
 
-/* Collects every record of the sink into an array (jv built by hand). */
-static struct jv *sink_records(const char *hostport, char *note, size_t notelen)
+/* Collects every record of the sink into an array (jv built by hand); *next_r gets the
+   highest sink sequence number it covered. */
+static struct jv *sink_records(const char *hostport, uint64_t *next_r, char *note,
+			       size_t notelen)
 {
 	int fd = tcp_connect(hostport);
 	FILE *r, *w;
-	struct jv *arr = xcalloc(1, sizeof(*arr));
+	struct jv *arr = NULL, *fin = NULL;
 	struct buf all;
 	char *line = NULL;
 	size_t cap = 0;
 	ssize_t n;
+	const char *err;
 
 	if (fd < 0) {
-		snprintf(note, notelen, "sink control %s unreachable: remote delivery unchecked",
+		snprintf(note, notelen, "sink control %s unreachable: remote copies unchecked",
 			 hostport);
-		free(arr);
 		return NULL;
 	}
 	r = fdopen(fd, "r");
@@ -901,7 +349,10 @@ static struct jv *sink_records(const char *hostport, char *note, size_t notelen)
 	bool first = true, ok = false;
 	while ((n = getline(&line, &cap, r)) > 0) {
 		if (strstr(line, "\"seq\"") == NULL) {
-			ok = strstr(line, "\"ok\":true") != NULL;
+			ok = jv_parse(line, (size_t)n, &fin, &err) == 0 && jv_get(fin, "ok") != NULL &&
+			     jv_get(fin, "ok")->b;
+			*next_r = (uint64_t)jv_int(fin, "next", 0);
+			jv_free(&fin);
 			break;
 		}
 		if (!first)
@@ -913,11 +364,8 @@ static struct jv *sink_records(const char *hostport, char *note, size_t notelen)
 	free(line);
 	fclose(r);
 	fclose(w);
-	const char *err;
-	free(arr);
-	arr = NULL;
 	if (!ok || jv_parse(all.data, all.len, &arr, &err) < 0) {
-		snprintf(note, notelen, "sink %s gave no valid records: remote delivery unchecked",
+		snprintf(note, notelen, "sink %s gave no valid records: remote copies unchecked",
 			 hostport);
 		arr = NULL;
 	} else {
@@ -927,54 +375,27 @@ static struct jv *sink_records(const char *hostport, char *note, size_t notelen)
 	return arr;
 }
 
-static void sink_reset(const char *hostport)
+/* One request to the sink's control port; the reply, or NULL. */
+static struct jv *sink_request(const char *hostport, const char *req)
 {
 	int fd = tcp_connect(hostport);
 	struct jv *resp = NULL;
 
 	if (fd < 0)
-		return;
+		return NULL;
 	FILE *r = fdopen(fd, "r"), *w = fdopen(dup(fd), "w");
-	if (sink_cmd(r, w, "{\"cmd\":\"reset\"}", &resp) == 0)
-		jv_free(&resp);
+	if (sink_cmd(r, w, req, &resp) < 0)
+		resp = NULL;
 	fclose(r);
 	fclose(w);
+	return resp;
 }
 
-/* ---- the client machine ---- */
-static void put_client(struct buf *o)
+static void sink_reset(const char *hostport)
 {
-	char model[160] = "unknown", line[256];
-	uint64_t mem_kb = 0;
-	struct utsname u;
-	FILE *fp;
+	struct jv *resp = sink_request(hostport, "{\"cmd\":\"reset\"}");
 
-	if ((fp = fopen("/proc/cpuinfo", "r")) != NULL) {
-		while (fgets(line, sizeof(line), fp) != NULL)
-			if (strncmp(line, "model name", 10) == 0) {
-				char *c = strchr(line, ':');
-				if (c != NULL) {
-					str_lcpy(model, c + 2, sizeof(model));
-					model[strcspn(model, "\n")] = '\0';
-				}
-				break;
-			}
-		fclose(fp);
-	}
-	if ((fp = fopen("/proc/meminfo", "r")) != NULL) {
-		if (fscanf(fp, "MemTotal: %" SCNu64, &mem_kb) != 1)
-			mem_kb = 0;
-		fclose(fp);
-	}
-	uname(&u);
-	buf_puts(o, "\"client\":{\"cpu\":");
-	json_put_str(o, model);
-	buf_printf(o, ",\"cores\":%ld,\"mem_kb\":%" PRIu64 ",\"kernel\":", sysconf(_SC_NPROCESSORS_ONLN),
-		   mem_kb);
-	char k[400];
-	snprintf(k, sizeof(k), "%s %s %s", u.sysname, u.release, u.machine);
-	json_put_str(o, k);
-	buf_puts(o, "}");
+	jv_free(&resp);
 }
 
 /* ---- running ---- */
@@ -1060,6 +481,49 @@ static int run_agents_until_done(struct mgr_agent *as, uint32_t n, const struct 
 	return 0;
 }
 
+/* Asks agent a for user1's fill record (record NULL) or to write it; waits up to 60 s. The
+   record found goes to found (empty: none). 0, or -1 with why. */
+static int agent_fillrec(struct mgr_agent *a, const char *record, char *found, size_t nfound,
+			 char *why, size_t nwhy)
+{
+	struct buf req;
+	struct jv *r = NULL;
+	int rc = -1;
+
+	buf_init(&req, 512, 8192);
+	buf_puts(&req, "{\"cmd\":\"fillrec\"");
+	if (record != NULL) {
+		buf_puts(&req, ",\"record\":");
+		json_put_str(&req, record);
+	}
+	buf_putc(&req, '}');
+	snprintf(why, nwhy, "the agent did not answer");
+	if (agent_request(a, buf_cstr(&req), &r) < 0)
+		goto out;
+	for (int i = 0; i < 600; i++) {
+		jv_free(&r);
+		if (agent_request(a, "{\"cmd\":\"status\"}", &r) < 0)
+			goto out;
+		const char *st = jv_str(r, "fill_state", "running");
+		if (strcmp(st, "running") == 0) {
+			usleep(100000);
+			continue;
+		}
+		if (strcmp(st, "done") == 0) {
+			str_lcpy(found, jv_str(r, "fill_found", ""), nfound);
+			rc = 0;
+		} else {
+			snprintf(why, nwhy, "%s", jv_str(r, "fill_error", "failed"));
+		}
+		goto out;
+	}
+	snprintf(why, nwhy, "no answer from the server in 60 s");
+out:
+	jv_free(&r);
+	buf_release(&req);
+	return rc;
+}
+
 int mgr_init(struct mgr_opts *o)
 {
 	struct mgr_agent *as;
@@ -1083,19 +547,223 @@ int mgr_init(struct mgr_opts *o)
 			errors += (uint64_t)jv_int(r, "errors", 0);
 		jv_free(&r);
 	}
+	if (errors == 0) { /* the record run checks: in user1's MailloadFill folder */
+		struct ml_fill f;
+		char rec[400], found[400], why[160];
+
+		ml_fill_of(&c, &f);
+		f.when_ms = ml_now_ms();
+		ml_fill_format(&f, rec, sizeof(rec));
+		if (agent_fillrec(&as[0], rec, found, sizeof(found), why, sizeof(why)) < 0) {
+			fprintf(stderr, "init: could not write the fill record into user1's %s folder: "
+					"%s\n", ML_FILL_FOLDER, why);
+			errors++;
+		}
+	}
 	agents_stop(as, n);
 	fprintf(stderr, "init: %" PRIu64 " users, %s\n", c.users,
 		errors ? "with errors (run it again: it resumes)" : "done");
 	return errors ? -1 : 0;
 }
 
-static bool run_point(struct mgr_opts *o, double pct, struct buf *out, int *rc)
+/* The init command that would fill what this run needs. */
+static void fill_command(const struct ml_cfg *c, char *out, size_t n)
+{
+	snprintf(out, n, "mailload init --target %s --smtp-port %" PRIu64 " --submission-port %" PRIu64
+			 " --imap-port %" PRIu64 " --users %" PRIu64 " --profile %s --seed %" PRIu64
+			 "%s%s",
+		 c->smtp_host, c->smtp_port, c->submit_port, c->imap_port, c->users, c->profile,
+		 c->seed, strcmp(c->domain, "heron.test") != 0 ? " --domain " : "",
+		 strcmp(c->domain, "heron.test") != 0 ? c->domain : "");
+}
+
+/* The fill record (the fast path's file, else user1's over IMAP) against this run: the
+   "fill" member of the report into out; -1 (with the fix on stderr) on a mismatch that
+   --force does not override, or when the check could not be made. */
+static int fill_check(struct mgr_opts *o, struct buf *out)
+{
+	char found[400] = "", why[300], fix[600];
+	const char *status = "verified";
+	struct ml_fill f;
+	struct ml_cfg c = o->cfg;
+
+	if (!o->users_given)
+		c.users = (uint64_t)(200.0 * c.rate + 0.5);
+	if (o->fill_record != NULL) {
+		FILE *fp = fopen(o->fill_record, "r");
+		if (fp == NULL || fgets(found, sizeof(found), fp) == NULL) {
+			fprintf(stderr, "mailload run: cannot read the fill record %s\n", o->fill_record);
+			if (fp != NULL)
+				fclose(fp);
+			return -1;
+		}
+		fclose(fp);
+	} else {
+		struct mgr_agent *as;
+		uint32_t n;
+		int rc = -1;
+
+		if (agents_start(o, &as, &n) < 0)
+			return -1;
+		if (agents_setup(as, n, &c) == 0)
+			rc = agent_fillrec(&as[0], NULL, found, sizeof(found), why, sizeof(why));
+		agents_stop(as, n);
+		if (rc < 0 && !o->force) {
+			fprintf(stderr, "mailload run: cannot check the fill record in user1's %s folder: "
+					"%s (--force runs anyway)\n", ML_FILL_FOLDER, why);
+			return -1;
+		}
+	}
+	if (found[0] == '\0') {
+		status = o->force ? "forced" : "none";
+		snprintf(why, sizeof(why), "no fill record found (not filled by mailload init, or by a "
+					   "fast path without --fill-record): not verified");
+		fprintf(stderr, "mailload run: warning: %s\n", why);
+	} else if (ml_fill_parse(found, &f) < 0) {
+		fprintf(stderr, "mailload run: the fill record \"%s\" is malformed\n", found);
+		return -1;
+	} else if (!ml_fill_matches(&f, &c, why, sizeof(why))) {
+		fill_command(&c, fix, sizeof(fix));
+		if (!o->force) {
+			fprintf(stderr, "mailload run: the mailboxes do not match this run: %s.\n"
+					"  filled: %s\n  fill them again for this run: %s\n"
+					"  or run with the fill's --seed %" PRIu64 " --profile %s (and at most "
+					"--users %" PRIu64 "), or add --force\n",
+				why, found, fix, f.seed, f.profile, f.users);
+			return -1;
+		}
+		status = "forced";
+		char tmp[sizeof(why)];
+		snprintf(tmp, sizeof(tmp), "do NOT match (%.200s), run with --force", why);
+		str_lcpy(why, tmp, sizeof(why));
+	} else {
+		snprintf(why, sizeof(why), "filled by mailload init with seed %" PRIu64 ", profile %s, "
+					   "%" PRIu64 " users: verified",
+			 f.seed, f.profile, f.users);
+	}
+	buf_printf(out, "\"fill\":{\"status\":\"%s\",\"text\":", status);
+	json_put_str(out, why);
+	buf_puts(out, ",\"record\":");
+	json_put_str(out, found);
+	buf_putc(out, '}');
+	return 0;
+}
+
+/* The reconciliation after the drain: each agent reads the INBOX of its own users among the
+   recipients with a copy nobody saw, within reconcile_s. */
+static void reconcile(struct mgr_agent *as, uint32_t n, const struct ml_cfg *c,
+		      struct mgr_point *p, bool quiet)
+{
+	uint32_t *users = NULL;
+	size_t nu = mgr_point_missing_users(p, &users), *lo = xcalloc(n + 1, sizeof(size_t));
+	bool *asked = xcalloc(n, sizeof(bool));
+	struct buf req;
+
+	buf_init(&req, 4096, MGR_LINE_MAX);
+	if (nu > 0 && !quiet)
+		fprintf(stderr, "reconciliation: reading the INBOX of %zu recipients with copies "
+				"not seen yet\n", nu);
+	for (uint32_t i = 0, k = 0; i < n && nu > 0; i++) { /* users[lo[i]..lo[i+1]) are agent i's */
+		uint64_t hi = 1 + c->users * (i + 1) / n;
+		struct jv *resp = NULL;
+
+		lo[i] = k;
+		while (k < nu && users[k] < hi)
+			k++;
+		lo[i + 1] = k;
+		if (lo[i + 1] == lo[i])
+			continue;
+		buf_reset(&req);
+		buf_puts(&req, "{\"cmd\":\"reconcile\",\"users\":[");
+		for (size_t j = lo[i]; j < lo[i + 1]; j++)
+			buf_printf(&req, "%s%u", j > lo[i] ? "," : "", users[j]);
+		buf_puts(&req, "]}");
+		if (agent_request(&as[i], buf_cstr(&req), &resp) == 0)
+			asked[i] = true;
+		else
+			mgr_point_recon_failed(p, users + lo[i], lo[i + 1] - lo[i],
+					       "the agent could not start the reconciliation");
+		jv_free(&resp);
+	}
+	for (int64_t end = ml_now_ms() + (int64_t)c->reconcile_s * 1000; ml_now_ms() < end;) {
+		bool running = false;
+		for (uint32_t i = 0; i < n; i++) {
+			struct jv *r = NULL;
+			if (asked[i] && agent_request(&as[i], "{\"cmd\":\"status\"}", &r) == 0)
+				running |= jv_int(r, "recon_left", 0) > 0;
+			jv_free(&r);
+		}
+		if (!running)
+			break;
+		sleep(1);
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct jv *r = NULL;
+		if (!asked[i])
+			continue;
+		if (agent_request(&as[i], "{\"cmd\":\"reconciled\",\"stop\":true}", &r) < 0 ||
+		    mgr_point_merge_recon(p, r, as[i].offset_ms) < 0)
+			mgr_point_recon_failed(p, users + lo[i], lo[i + 1] - lo[i],
+					       "no reconciliation results from the agent");
+		jv_free(&r);
+	}
+	buf_release(&req);
+	free(asked);
+	free(lo);
+	free(users);
+}
+
+/* The sink's records after the drain; remote copies not recorded yet get up to
+   reconcile_s more (read again every 2 s): those that come then are late. */
+static struct jv *collect_sink(const char *hostport, struct mgr_point *p, const struct ml_cfg *c,
+			       struct mgr_sink *sk, char *note, size_t notelen)
+{
+	struct jv *recs = sink_records(hostport, &sk->first_next, note, notelen);
+	struct jv *st = sink_request(hostport, "{\"cmd\":\"stats\"}");
+
+	sk->records = recs;
+	sk->note = note;
+	sk->dropped = (uint64_t)jv_int(st, "records_dropped", 0);
+	jv_free(&st);
+	int64_t end = ml_now_ms() + (int64_t)c->reconcile_s * 1000;
+	while (recs != NULL && mgr_point_remote_missing(p, c, sk) > 0 && ml_now_ms() < end) {
+		uint64_t next;
+		sleep(2);
+		struct jv *again = sink_records(hostport, &next, note, notelen);
+		if (again == NULL)
+			break;
+		jv_free(&recs);
+		sk->records = recs = again;
+	}
+	return recs;
+}
+
+/* The point's verdict and delivery accounting, one line on stderr (also with -q). */
+static void point_line(const char *json, size_t len, double pct)
+{
+	struct jv *pt = NULL;
+	const char *err;
+	struct buf line;
+
+	if (jv_parse(json, len, &pt, &err) < 0)
+		return;
+	buf_init(&line, 256, 4096);
+	report_accounting_line(pt, &line);
+	fprintf(stderr, "load point %.0f%%: %s; %s", pct, jv_str(pt, "verdict", "?"), buf_cstr(&line));
+	buf_release(&line);
+	jv_free(&pt);
+}
+
+/* Runs one load point; its JSON object goes to out. The verdict, or -1 on a set-up error. */
+static int run_point(struct mgr_opts *o, double pct, struct buf *out, bool *uncertain_r,
+		     bool *too_short_r)
 {
 	struct ml_cfg c = o->cfg;
 	struct mgr_agent *as;
 	uint32_t n;
-	struct mgr_point *p = mgr_point_new();
-	char note[200] = "no sink control given: remote delivery unchecked (unavailable)";
+	struct mgr_point *p;
+	struct mgr_sink sk = { 0 };
+	char note[200] = "no sink control given: remote copies unchecked";
 
 	/* The population is the one initialised: 200 users per message per minute of the
 	   rate, or --users. A load point or a population given apart from the rate changes
@@ -1111,11 +779,8 @@ static bool run_point(struct mgr_opts *o, double pct, struct buf *out, int *rc)
 	}
 	c.run_id = (uint64_t)ml_now_ms();
 	str_lcpy(c.mode, "run", ML_STR);
-	if (agents_start(o, &as, &n) < 0) {
-		*rc = -1;
-		mgr_point_free(&p);
-		return false;
-	}
+	if (agents_start(o, &as, &n) < 0)
+		return -1;
 	if (o->sink != NULL)
 		sink_reset(o->sink);
 	int64_t t0 = ml_now_ms() + 1000;
@@ -1125,29 +790,32 @@ static bool run_point(struct mgr_opts *o, double pct, struct buf *out, int *rc)
 		pct, c.rate, c.users, n, c.ramp_s, c.steady_s, c.down_s);
 	if (agents_setup(as, n, &c) < 0 || agents_start_phases(as, n, t0) < 0) {
 		agents_stop(as, n);
-		mgr_point_free(&p);
-		*rc = -1;
-		return false;
+		return -1;
 	}
 	run_agents_until_done(as, n, &c, t0, false, o->quiet);
+	p = mgr_point_new();
 	for (uint32_t i = 0; i < n; i++) {
 		struct jv *r = NULL;
-		p->offset_ms = as[i].offset_ms;
-		buf_printf(&p->clocks, "%s{\"agent\":", i ? "," : "");
-		json_put_str(&p->clocks, as[i].name);
-		buf_printf(&p->clocks, ",\"offset_ms\":%" PRId64 ",\"rtt_ms\":%" PRId64 "}",
-			   as[i].offset_ms, as[i].rtt_ms);
-		if (agent_request(&as[i], "{\"cmd\":\"results\"}", &r) < 0 ||
-		    mgr_point_merge(p, r) < 0)
+		if (agent_request(&as[i], "{\"cmd\":\"results\"}", &r) < 0) {
+			log_warnx("agent %s: no results", as[i].name);
+			continue;
+		}
+		mgr_point_agent(p, as[i].name, as[i].offset_ms, as[i].rtt_ms, r);
+		if (mgr_point_merge(p, r) < 0)
 			log_warnx("agent %s: no usable results", as[i].name);
 		jv_free(&r);
 	}
+	reconcile(as, n, &c, p, o->quiet);
+	struct jv *recs = o->sink != NULL ? collect_sink(o->sink, p, &c, &sk, note, sizeof(note))
+					  : NULL;
+	sk.note = note;
 	agents_stop(as, n);
-	struct jv *sink = o->sink != NULL ? sink_records(o->sink, note, sizeof(note)) : NULL;
-	bool pass = mgr_point_finish(p, &c, pct, sink, note, out);
-	jv_free(&sink);
+	size_t at = out->len;
+	enum ml_verdict v = mgr_point_finish(p, &c, pct, &sk, out, uncertain_r, too_short_r);
+	point_line(out->data + at, out->len - at, pct);
+	jv_free(&recs);
 	mgr_point_free(&p);
-	return pass;
+	return (int)v;
 }
 
 static int write_file(const char *dir, const char *name, const char *data, size_t len)
@@ -1164,82 +832,183 @@ static int write_file(const char *dir, const char *name, const char *data, size_
 	return fclose(fp) == 0 ? 0 : -1;
 }
 
+/* The run's head: schema, versions, the exact command, the configuration, the machines. */
+static void put_head(const struct mgr_opts *o, struct buf *out, int64_t started)
+{
+	char date[40];
+	time_t t = (time_t)(started / 1000);
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	buf_printf(out, "{\"schema\":\"heron-mailload-report\",\"schema_version\":%d,"
+			"\"mailload\":{\"version\":\"%s\",\"git\":\"%s\"},\"run\":{\"id\":%" PRId64
+			",\"started_ms\":%" PRId64 ",\"date\":\"%s\",\"command_line\":",
+		   ML_REPORT_SCHEMA, ML_VERSION, ML_GIT_REVISION, started, started, date);
+	json_put_str(out, o->command_line != NULL ? o->command_line : "");
+	buf_puts(out, "},\"agents_spec\":");
+	json_put_str(out, o->agents != NULL ? o->agents : "local");
+	buf_printf(out, ",\"sink\":");
+	json_put_str(out, o->sink != NULL ? o->sink : "");
+	buf_puts(out, ",\"config\":{");
+	ml_cfg_json(&o->cfg, out);
+	buf_puts(out, "},\"manager\":{");
+	ml_host_json(out);
+	buf_putc(out, '}');
+	if (o->disclosure != NULL)
+		buf_printf(out, ",%s", o->disclosure);
+}
+
 int mgr_run(struct mgr_opts *o)
 {
+	static const char *const names[] = { "PASS", "FAIL", "INVALID" };
 	struct buf out;
-	bool pass = true;
+	enum ml_verdict verdict = MV_PASS;
+	bool uncertain = false, too_short = false;
 	int rc = 0;
+	int64_t started = ml_now_ms();
 
 	if (o->report_dir == NULL || (mkdir(o->report_dir, 0755) < 0 && errno != EEXIST)) {
 		log_warnx("run: --report DIR is needed and must be creatable");
 		return -1;
 	}
 	buf_init(&out, 1 << 16, MGR_LINE_MAX);
-	buf_printf(&out, "{\"mailload\":\"0.1.0\",\"generated_ms\":%" PRId64 ",\"agents\":", ml_now_ms());
-	json_put_str(&out, o->agents != NULL ? o->agents : "local");
-	buf_printf(&out, ",\"sink\":");
-	json_put_str(&out, o->sink != NULL ? o->sink : "");
-	buf_puts(&out, ",\"config\":{");
-	ml_cfg_json(&o->cfg, &out);
-	buf_puts(&out, "},");
-	put_client(&out);
+	struct buf fill;
+	buf_init(&fill, 512, 1u << 16);
+	if (fill_check(o, &fill) < 0) {
+		buf_release(&fill);
+		buf_release(&out);
+		return -1;
+	}
+	put_head(o, &out, started);
+	buf_printf(&out, ",%s", buf_cstr(&fill));
+	buf_release(&fill);
 	buf_puts(&out, ",\"points\":[");
 	for (uint32_t i = 0; i < o->npoints; i++) {
+		bool unc = false, short_run = false;
+
 		if (i > 0)
 			buf_putc(&out, ',');
-		bool pp = run_point(o, o->points[i], &out, &rc);
-		if (rc < 0)
+		int v = run_point(o, o->points[i], &out, &unc, &short_run);
+		if (v < 0) {
+			rc = -1;
 			break;
-		if (o->points[i] <= 100)
-			pass &= pp;
+		}
+		if (o->points[i] > 100) /* headroom: reported, not judged */
+			continue;
+		uncertain |= unc;
+		too_short |= short_run;
+		if (v == MV_INVALID || (v == MV_FAIL && verdict == MV_PASS))
+			verdict = verdict == MV_INVALID ? MV_INVALID : (enum ml_verdict)v;
 	}
-	buf_printf(&out, "],\"pass\":%s}\n", pass && rc == 0 ? "true" : "false");
+	buf_printf(&out, "],\"finished_ms\":%" PRId64 ",\"verdict\":\"%s\",\"pass\":%s,"
+			 "\"uncertain\":%s",
+		   ml_now_ms(), names[verdict], verdict == MV_PASS && rc == 0 ? "true" : "false",
+		   uncertain ? "true" : "false");
+	/* certified: a pass with the workload's full phases and no interval in doubt */
+	bool full = o->cfg.ramp_s >= 300 && o->cfg.steady_s >= 1800 && o->cfg.down_s >= 120;
+	if (verdict == MV_PASS && full && !uncertain && rc == 0)
+		buf_printf(&out, ",\"certified\":{\"rate\":%.3f,\"users\":%" PRIu64 "}", o->cfg.rate,
+			   o->users_given ? o->cfg.users : (uint64_t)(200.0 * o->cfg.rate + 0.5));
+	else
+		buf_puts(&out, ",\"certified\":null");
+	buf_puts(&out, "}\n");
 	if (rc == 0 && write_file(o->report_dir, "report.json", out.data, out.len) == 0)
 		rc = report_render_dir(o->report_dir, !o->quiet);
 	buf_release(&out);
+	o->uncertain = uncertain;
+	o->too_short = too_short;
 	if (rc < 0)
 		return -1;
-	return pass ? 0 : 1;
+	return verdict == MV_PASS ? 0 : verdict == MV_FAIL ? 1 : 3;
 }
 
-int mgr_search(struct mgr_opts *o, double lo, double hi, uint32_t steps)
+/* One search step: the run at rate r (again while a result straddles 95% and repeats are
+   left, up to three runs: the majority of the valid ones decides). */
+static int search_point(struct mgr_opts *o, const char *base, double r, bool *too_short_r)
 {
-	double best = 0, r = lo;
+	static const char *const names[] = { "PASS", "FAIL", "?", "INVALID" };
 	char dir[4096];
-	const char *base = o->report_dir;
-	bool found_fail = false;
+	int pass = 0, fail = 0, invalid = 0, last = 0;
 
-	lo = 0; /* the highest rate known to pass */
-
-	/* double until a rate fails (or hi), then bisect */
-	o->npoints = 1;
-	o->points[0] = 100;
-	for (uint32_t i = 0; i < steps; i++) {
-		snprintf(dir, sizeof(dir), "%s/rate-%.1f", base, r);
-		mkdir(base, 0755);
+	for (int k = 0; k < 3; k++) {
+		if (k == 0)
+			snprintf(dir, sizeof(dir), "%s/rate-%.1f", base, r);
+		else
+			snprintf(dir, sizeof(dir), "%s/rate-%.1f-run%d", base, r, k + 1);
 		o->report_dir = dir;
 		o->cfg.rate = r;
-		int rc = mgr_run(o);
-		if (rc < 0)
+		last = mgr_run(o);
+		if (last < 0)
 			return -1;
-		fprintf(stderr, "search: %.2f msgs/min %s\n", r, rc == 0 ? "PASS" : "FAIL");
+		pass += last == 0;
+		fail += last == 1;
+		invalid += last == 3;
+		*too_short_r = o->too_short;
+		fprintf(stderr, "search: %.2f msgs/min %s%s (%s)\n", r, names[last],
+			o->uncertain ? ", its interval straddles the limit" : "", dir);
+		if (!o->uncertain || last == 3 || pass == 2 || fail == 2)
+			break;
+		if (k == 0)
+			fprintf(stderr, "search: running %.2f msgs/min again before deciding\n", r);
+	}
+	if (pass > fail)
+		return 0;
+	if (fail > pass || (fail > 0 && fail == pass)) /* a tie: not shown to pass */
+		return 1;
+	return invalid ? 3 : last;
+}
+
+int mgr_search(struct mgr_opts *o, double from, double to, uint32_t steps)
+{
+	double best = 0, lo = 0, hi = to, r = from;
+	const char *base = o->report_dir;
+	bool found_fail = false;
+	uint32_t nfail = 0, ninvalid = 0, runs = 0;
+
+	mkdir(base, 0755);
+	o->npoints = 1;
+	o->points[0] = 100;
+	/* double until a rate fails (or the top), then bisect; an invalid point moves neither
+	   bound: too short goes up (more samples), unchecked deliveries go down */
+	while (runs++ < steps) {
+		bool too_short = false;
+		int rc = search_point(o, base, r, &too_short);
+		double next;
+
+		if (rc < 0) {
+			o->report_dir = base;
+			return -1;
+		}
 		if (rc == 0) {
-			best = r;
+			best = r > best ? r : best;
 			lo = r;
-			if (!found_fail && r >= hi)
+			if (!found_fail && r >= to)
 				break; /* passes at the top of the range */
-			r = found_fail ? (lo + hi) / 2 : (r * 2 < hi ? r * 2 : hi);
-		} else {
+			next = found_fail ? (lo + hi) / 2 : (r * 2 < to ? r * 2 : to);
+		} else if (rc == 1) {
+			nfail++;
 			found_fail = true;
 			hi = r;
-			r = (lo + hi) / 2;
+			next = (lo + hi) / 2;
+		} else {
+			ninvalid++;
+			next = too_short ? (found_fail ? (r + hi) / 2 : (r * 2 < to ? r * 2 : to))
+					 : (lo + r) / 2;
 		}
-		if (found_fail && hi - lo < lo * 0.05)
+		if ((found_fail && lo > 0 && hi - lo < lo * 0.05) || next == r || next <= 0)
 			break;
+		r = next;
 	}
 	o->report_dir = base;
-	printf("highest passing rate: %.2f msgs/min (%.0f users%s)\n", best,
+	if (best <= 0) {
+		fprintf(stderr, "mailload search: no rate passed: %u runs between %.2f and %.2f "
+				"msgs/min, %u failed, %u invalid; the reports are in %s/rate-*\n",
+			runs > steps ? steps : runs, from, to, nfail, ninvalid, base);
+		return 1;
+	}
+	printf("highest valid passing rate: %.2f msgs/min (%.0f users%s)\n", best,
 	       o->users_given ? (double)o->cfg.users : best * 200,
 	       o->users_given ? ", fixed population" : "");
-	return best > 0 ? 0 : 1;
+	return 0;
 }

@@ -134,7 +134,7 @@ def show(name, users, res, checked=True):
     else:
         print("  delivery check off (the sink keeps the mail; no probes)")
     for t in e["top"][:3]:
-        print("  error: %s %s x%d" % (t[0], t[1], t[2]))
+        print("  error: %s %s x%d" % (t["function"], t["message"], t["count"]))
     if cpu > 0:
         print("  => %.0f steps/s per fully used agent core (%.0f us of CPU per step)" %
               (steps / a.seconds / cpu, 1e6 * cpu * a.seconds / max(steps, 1)))

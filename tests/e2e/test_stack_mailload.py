@@ -47,11 +47,12 @@ def main():
 
         def test_run_completes():
             r = mailload(st, "run", "--rate", str(USERS / 200), "--users", str(USERS),
-                         "--profile", "small", "--phases", PHASES, "--load-points", "100",
+                         "--profile", "tiny", "--phases", PHASES, "--load-points", "100",
                          "--drain", "30", "--sink", st.env["SINK_CONTROL"], "--report", report,
                          *ACTIVITY, timeout=400)
             # exit status: 0 pass, 1 fail (rules), 2 the run could not be made
-            assert r.returncode in (0, 1), f"rc {r.returncode}\n" + r.stderr[-3000:]
+            # 3: invalid (too few samples in these short phases): a verdict, the run was made
+    assert r.returncode in (0, 1, 3), f"rc {r.returncode}\n" + r.stderr[-3000:]
             for name in ("report.json", "report.txt", "report.html"):
                 path = os.path.join(report, name)
                 assert os.path.exists(path) and os.path.getsize(path) > 0, \
@@ -76,7 +77,7 @@ def main():
         def test_nothing_lost_or_duplicated():
             d = point()["delivery"]
             assert d["checked"] > 0 and d["local"] > 0 and d["remote"] > 0, d
-            assert d["remote_unchecked"] == 0, d
+            assert d["unchecked"] == 0 and d["late"] == 0, d
             assert d["lost"] == 0, d
             assert d["duplicated"] == 0, d
             assert d["delivered"] == d["checked"], d

@@ -35,7 +35,11 @@ LIE = {"uidvalidity": False}
 # save_first: a delivery into a mailbox with unnumbered messages is numbered first (Dovecot);
 # late: seconds between the SMTP acknowledgement and the delivery (0: before the reply);
 # expunge_old: each delivery also expunges the oldest message, as another session would
-MODE = {"save_first": False, "late": 0.0, "expunge_old": False}
+# below: a delivery may take a UID under one a FETCH already showed (a server that numbers
+# out of order); refuse: users whose LOGIN is refused (a server that cannot be read)
+MODE = {"save_first": False, "late": 0.0, "expunge_old": False, "below": False,
+        "refuse": ()}
+DEFAULT_MODE = dict(MODE)
 LINE_MAX = 100000
 
 
@@ -65,8 +69,17 @@ def deliver(user, data, flags=()):
             del mb["msgs"][0]
         if not MODE["save_first"]:
             number(mb)
-        msg = [mb["uidnext"], set(flags), data]
-        mb["uidnext"] += 1
+        hole = mb.get("hole")
+        if MODE["below"] and hole is not None and mb.get("shown", 0) > hole:
+            msg = [hole, set(flags), data]  # under a UID already shown: RFC 3501 violated
+            mb["hole"] = None
+        elif MODE["below"] and hole is None:
+            mb["hole"] = mb["uidnext"]  # keep one UID back for a later delivery
+            msg = [mb["uidnext"] + 1, set(flags), data]
+            mb["uidnext"] += 2
+        else:
+            msg = [mb["uidnext"], set(flags), data]
+            mb["uidnext"] += 1
         number(mb)  # save_first: after the new one, which comes first in UID order
         mb["msgs"].append(msg)
         mb["msgs"].sort(key=lambda m: m[0])
@@ -152,6 +165,7 @@ class IMAP(socketserver.StreamRequestHandler):
 
     def fetch_one(self, mb, seq, items, uid_cmd):
         uid, flags, data = mb["msgs"][seq - 1]
+        mb["shown"] = max(mb.get("shown", 0), uid)
         parts = []
         if uid_cmd or "UID" in items:
             parts.append(b"UID %d" % uid)
@@ -216,6 +230,9 @@ class IMAP(socketserver.StreamRequestHandler):
             self.send("* CAPABILITY IMAP4rev1\r\n" + ok)
         elif cmd == "LOGIN":
             user = args.split()[0].strip('"')
+            if user in MODE["refuse"]:
+                self.send("%s NO [UNAVAILABLE] try later\r\n" % tag)
+                return None, None
             self.send(ok)
         elif cmd == "LOGOUT":
             self.send("* BYE bye\r\n" + ok)
@@ -312,20 +329,30 @@ def mailload(exe, smtp, imap, *args):
     return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
 
 
-def run_kind(exe, smtp, imap, tmp, name, mix, extra=()):
+def run_kind(exe, smtp, imap, tmp, name, mix, extra=(), codes=(0, 1, 3), min_samples="1"):
     rep = os.path.join(tmp, name)
     p = mailload(exe, smtp, imap, "run", "--rate", "0.02", "--phases", "1/6/2", "--drain",
-                 "10", "--load-points", "100", "--report", rep,
+                 "10", "--load-points", "100", "--report", rep, "--min-samples", min_samples,
                  "--set", "imap_per_hour=1800", "--set", "send_per_hour=1200",
                  "--set", "recv_per_hour=1200", "--set", "check_delete=1",
                  "--set", "mix_check=%g" % mix[0], "--set", "mix_sync=%g" % mix[1],
                  "--set", "mix_cleanup=%g" % mix[2], *extra)
-    assert p.returncode in (0, 1), p.stderr.decode()
+    assert p.returncode in codes, (p.returncode, p.stderr.decode())
     assert os.path.exists(os.path.join(rep, "report.json")), (p.returncode, p.stderr.decode())
     with open(os.path.join(rep, "report.json")) as f:
         r = json.load(f)
     assert os.path.getsize(os.path.join(rep, "report.html")) > 1000
+    assert r["schema_version"] == 2 and r["run"]["command_line"].startswith(exe), r["run"]
+    with open(os.path.join(rep, "report.txt")) as f:
+        text = f.read()
+    assert r["fill"]["status"] == "verified", r["fill"]
     pt = r["points"][0]
+    d = pt["delivery"]
+    line = ("Delivery accounting: %d copies checked, %d delivered, %d late, %d unchecked, "
+            "%d lost, %d duplicated" % (d["checked"], d["delivered"], d["late"],
+                                        d["unchecked"], d["lost"], d["duplicated"]))
+    assert line in text and line in p.stderr.decode(), (line, p.stderr.decode())
+    assert d["checked"] == d["delivered"] + d["late"] + d["unchecked"] + d["lost"], d
     return pt, {f["key"]: f for f in pt["functions"]}
 
 
@@ -354,12 +381,102 @@ def probes_find_every_delivery(exe, sp, ip, tmp):
             pt, fns = run_kind(exe, sp, ip, tmp, name, (1, 0, 0),
                                ("--set", "imap_per_hour=0"))
         finally:
-            MODE.update({"save_first": False, "late": 0.0, "expunge_old": False})
+            MODE.update(DEFAULT_MODE)
         d = pt["delivery"]
         assert d["delivered"] > 0, (name, d)
         assert d["lost"] == 0 and d["duplicated"] == 0, (name, d)
-        assert fns["imap_noop"]["count"] > 0, (name, fns["imap_noop"])
+        assert fns["probe_fetch"]["count"] > 0, (name, fns["probe_fetch"])
         print("ok %s: %d local copies found by the probes" % (name, d["local"]))
+
+
+def fill_record_checked(exe, sp, ip, tmp):
+    """init records its seed, profile and users in user1's MailloadFill folder; run refuses a
+    fill that does not match (with the command that fixes it) unless --force, and the report
+    says which."""
+    recs = STORE["user1"]["MailloadFill"]["msgs"]
+    assert len(recs) == 1 and b"X-Mailload-Fill: seed=7; profile=tiny;" in recs[0][2], recs
+    assert b"users=4;" in recs[0][2], recs[0][2]
+    rep = os.path.join(tmp, "wrong-seed")
+    p = mailload(exe, sp, ip, "run", "--rate", "0.02", "--phases", "1/2/1", "--load-points",
+                 "100", "--report", rep, "--seed", "8")
+    err = p.stderr.decode()
+    assert p.returncode == 2 and "do not match" in err and "the seed (filled 7" in err, err
+    assert "mailload init --target 127.0.0.1" in err and "--seed 8" in err, err
+    assert not os.path.exists(os.path.join(rep, "report.json"))
+    p = mailload(exe, sp, ip, "run", "--rate", "0.02", "--phases", "1/2/1", "--load-points",
+                 "100", "--report", rep, "--users", "5")
+    assert p.returncode == 2 and "the users (4 filled" in p.stderr.decode(), p.stderr.decode()
+    p = mailload(exe, sp, ip, "run", "--rate", "0.02", "--phases", "1/2/1", "--load-points",
+                 "100", "--report", rep, "--seed", "8", "--force", "--drain", "2")
+    assert p.returncode in (0, 1, 3), p.stderr.decode()
+    with open(os.path.join(rep, "report.json")) as f:
+        fill = json.load(f)["fill"]
+    assert fill["status"] == "forced" and "do NOT match" in fill["text"], fill
+    with open(os.path.join(rep, "report.txt")) as f:
+        assert "mailboxes: do NOT match" in f.read()
+    print("ok fill record: a different seed or more users refused, --force noted")
+
+
+def verdicts_stay_true(exe, sp, ip, tmp):
+    """Only the probes read INBOX. A server too slow for the probe's window gets late copies,
+    not lost ones; a copy put under a UID the client had seen is found by the reconciliation
+    and named; copies of a user nobody can log in as are unchecked (invalid run), not lost;
+    too few samples make the run invalid, and a search that finds no passing rate says so."""
+    only_probes = ("--set", "imap_per_hour=0", "--set", "rcpt_local=1")
+    fill_inboxes(True)
+    MODE.update({"late": 3.0})
+    try:  # delivered 3 s after the 250, the probes watch for 1 s only
+        pt, fns = run_kind(exe, sp, ip, tmp, "overloaded", (1, 0, 0),
+                           only_probes + ("--probe-window", "1", "--drain", "6"))
+    finally:
+        MODE.update(DEFAULT_MODE)
+    d = pt["delivery"]
+    assert d["lost"] == 0 and d["duplicated"] == 0 and d["unchecked"] == 0, d
+    assert d["late"] > 0 and d["late"] == d["local"], d
+    assert all(c["delivery_s"] >= 2.5 and c["how"] for c in d["late_copies"]), d["late_copies"]
+    assert d["probes"]["expired_unprobed"] == 0, d["probes"]  # watched, just too early
+    assert d["probes"]["queue"]["count"] > 0, d["probes"]
+    print("ok overloaded: %d late, 0 lost of %d local copies" % (d["late"], d["local"]))
+
+    fill_inboxes(True)
+    MODE.update({"below": True})
+    try:
+        pt, fns = run_kind(exe, sp, ip, tmp, "below", (1, 0, 0), only_probes, codes=(1, 3))
+    finally:
+        MODE.update(DEFAULT_MODE)
+    d = pt["delivery"]
+    assert d["lost"] == 0 and d["reconciliation"]["below_covered_uid"] > 0, d
+    assert any("under a UID already covered" in c["how"] for c in d["late_copies"]), d
+    assert not pt["pass"] and any("UID" in r for r in pt["reasons"]), pt["reasons"]
+    print("ok below: %d copies under a covered UID found by the reconciliation"
+          % d["reconciliation"]["below_covered_uid"])
+
+    fill_inboxes(True)
+    MODE.update({"refuse": ("user3",)})
+    try:
+        pt, fns = run_kind(exe, sp, ip, tmp, "unreadable", (1, 0, 0), only_probes, codes=(3,))
+    finally:
+        MODE.update(DEFAULT_MODE)
+    d = pt["delivery"]
+    assert d["lost"] == 0 and d["unchecked"] > 0, d
+    assert all(c["rcpt"].startswith("user3@") for c in d["unchecked_copies"]), d
+    assert pt["verdict"] == "INVALID" and pt["invalid_reasons"], pt
+    # the probes' failed logins are not workload errors (the users' own APPEND sessions are)
+    logins = sum(t["count"] for t in pt["errors"]["top"] if t["function"] == "imap_login")
+    assert pt["errors"]["failed"] == logins and pt["errors"]["probe_failed"] > 0, pt["errors"]
+    print("ok unreadable: %d copies unchecked, 0 lost, run invalid" % d["unchecked"])
+
+    pt, fns = run_kind(exe, sp, ip, tmp, "short", (1, 0, 0), codes=(3,), min_samples="73")
+    assert pt["verdict"] == "INVALID", pt
+    assert any("73 required (too short)" in r for r in pt["invalid_reasons"]), pt
+    print("ok short:", pt["invalid_reasons"][0])
+    rep = os.path.join(tmp, "search")
+    p = mailload(exe, sp, ip, "search", "--from", "0.01", "--to", "0.02", "--steps", "2",
+                 "--phases", "1/3/1", "--drain", "5", "--report", rep)
+    assert p.returncode == 1, (p.returncode, p.stderr.decode())
+    assert b"no rate passed" in p.stderr and b"2 invalid" in p.stderr, p.stderr.decode()
+    assert b"highest" not in p.stdout, p.stdout
+    print("ok search: no rate passed, exit 1")
 
 
 def main():
@@ -368,15 +485,16 @@ def main():
     smtp, imap = serve(SMTP), serve(IMAP)
     sp, ip = smtp.server_address[1], imap.server_address[1]
     try:
-        p = mailload(exe, sp, ip, "init", "--set", "folder_mean=6", "--set", "inbox_mean=6")
+        p = mailload(exe, sp, ip, "init")
         assert p.returncode == 0, p.stderr.decode()
         assert set(STORE) == {"user1", "user2", "user3", "user4"}, STORE.keys()
         total = sum(len(mb["msgs"]) for u in STORE.values() for mb in u.values())
         assert total > 20, total
         # resumable and deterministic: a second init adds nothing
-        p = mailload(exe, sp, ip, "init", "--set", "folder_mean=6", "--set", "inbox_mean=6")
+        p = mailload(exe, sp, ip, "init")
         assert p.returncode == 0, p.stderr.decode()
         assert total == sum(len(mb["msgs"]) for u in STORE.values() for mb in u.values())
+        fill_record_checked(exe, sp, ip, tmp)
 
         need = {
             "check": ((1, 0, 0), ["smtp_connect", "smtp_data", "imap_append", "imap_connect",
@@ -403,17 +521,18 @@ def main():
         # a server that changes UIDVALIDITY under the client is caught
         LIE["uidvalidity"] = True
         pt, fns = run_kind(exe, sp, ip, tmp, "lie", (1, 0, 0))
-        top = [t[1] for t in pt["errors"]["top"]]
+        top = [t["message"] for t in pt["errors"]["top"]]
         assert any("UIDVALIDITY changed" in t for t in top), top
-        assert pt["pass"] is False
+        assert pt["pass"] is False and any("Error Rate" in r for r in pt["reasons"]), pt
         print("ok contradiction reported:", [t for t in top if "contradiction" in t][:1])
         # the report re-renders from its JSON
         p = subprocess.run([exe, "report", os.path.join(tmp, "lie")], stdout=subprocess.PIPE,
                            timeout=30)
-        assert p.returncode == 0 and b"FAIL" in p.stdout
+        assert p.returncode == 0 and b"contradiction: UIDVALIDITY changed" in p.stdout
         LIE["uidvalidity"] = False
 
         probes_find_every_delivery(exe, sp, ip, tmp)
+        verdicts_stay_true(exe, sp, ip, tmp)
     finally:
         smtp.shutdown()
         imap.shutdown()

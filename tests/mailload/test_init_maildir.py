@@ -33,6 +33,7 @@ def tree(root):
     """relative path -> sha256 of the content ('' for directories)"""
     out = {}
     for d, dirs, files in os.walk(root):
+        files = [n for n in files if n != ".mailload-fill"]  # the fill record: has a date
         for n in dirs:
             out[os.path.relpath(os.path.join(d, n), root)] = ""
         for n in files:
@@ -91,7 +92,11 @@ def main():
         users = 12
         out = init(mailload, a, users)
         assert "12 users (0 already complete)" in out, out
-        assert sorted(os.listdir(a)) == sorted(f"user{u}" for u in range(1, users + 1))
+        assert sorted(os.listdir(a)) == sorted([f"user{u}" for u in range(1, users + 1)]
+                                               + [".mailload-fill"])
+        with open(os.path.join(a, ".mailload-fill")) as f:  # for mailload run --fill-record
+            rec = f.read()
+        assert rec.startswith("seed=1; profile=tiny; digest=") and "; users=12;" in rec, rec
         nf = nm = ns = 0
         for u in range(1, users + 1):
             f, m, s = check_user(os.path.join(a, f"user{u}"))

@@ -42,10 +42,11 @@ def mailload(st, tls, *args, timeout):
 
 def run_point(st, tls, report):
     r = mailload(st, tls, "run", "--rate", str(USERS / 200), "--users", str(USERS),
-                 "--profile", "small", "--phases", PHASES, "--load-points", "100",
+                 "--profile", "tiny", "--phases", PHASES, "--load-points", "100",
                  "--drain", "30", "--sink", st.env["SINK_CONTROL"], "--report", report,
                  *ACTIVITY, timeout=300)
-    assert r.returncode in (0, 1), f"rc {r.returncode}\n" + r.stderr[-3000:]
+    # 3: invalid (too few samples in these short phases): a verdict, the run was made
+    assert r.returncode in (0, 1, 3), f"rc {r.returncode}\n" + r.stderr[-3000:]
     with open(os.path.join(report, "report.json")) as f:
         doc = json.load(f)
     assert len(doc["points"]) == 1, doc.keys()
