@@ -143,7 +143,8 @@ static void agents_stop(struct mgr_agent *as, uint32_t n)
 		fflush(as[i].w);
 		char *line = NULL;
 		size_t cap = 0;
-		(void)getline(&line, &cap, as[i].r);
+		if (getline(&line, &cap, as[i].r) < 0)
+			log_debug("agent %s: no reply to quit", as[i].name);
 		free(line);
 		fclose(as[i].r);
 		fclose(as[i].w);
