@@ -121,6 +121,9 @@ static const struct mc_cmd mc_cmds[] = {
 	  mc_restore, { { "force", false } } },
 	{ "stats", NULL, 0, 0, MC_STORE, "", "users, mailboxes, messages, bytes per partition",
 	  mc_stats, { { NULL, false } } },
+	{ "upgrade", NULL, 0, 0, MC_STORE_UPGRADE, "",
+	  "bring a store of an older format to this Heron's, in place (daemons stopped; "
+	  "may be interrupted and run again)", mc_upgrade, { { NULL, false } } },
 };
 #define NCMDS (sizeof(mc_cmds) / sizeof(mc_cmds[0]))
 
@@ -151,6 +154,8 @@ static const char *hint(int rc)
 	case STORE_ENOTSUP: return "this object cannot be changed that way";
 	case STORE_ELOCKED: return "a queue runner holds it; retry in a minute";
 	case STORE_ECORRUPT: return "run `mailctl verify --repair`";
+	case STORE_EFORMAT: return "the log line above says what is needed (`mailctl upgrade` "
+				   "for an older store)";
 	case STORE_EFULL: return "raise [store] map_size_max in heron.conf";
 	case STORE_ENOSPC: return "free disk space under [store] path, then retry";
 	case STORE_EINVAL: return "check the arguments (see --help)";
@@ -311,6 +316,9 @@ static int open_store(struct mc *mc, enum mc_open how)
 
 	store_opts_from_conf(mc->conf, &o);
 	o.create = how == MC_STORE_NEW;
+	o.upgrade = how == MC_STORE_UPGRADE;
+	if (o.upgrade)
+		log_set_level(LOG_LVL_INFO); /* each step says what it does */
 	/* As root, work as the store's owner (the daemons' user): what mailctl writes stays
 	   theirs to read and write. */
 	if (daemon_become_owner(o.path, &err) == -1) {

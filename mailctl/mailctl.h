@@ -39,6 +39,7 @@ enum mc_open {
 	MC_NOSTORE,    /* the command does not touch the store */
 	MC_STORE,      /* the store must exist */
 	MC_STORE_NEW,  /* created when missing (user add, import, restore target) */
+	MC_STORE_UPGRADE, /* upgrade: the store to itself, brought to this binary's format */
 };
 
 struct mc_cmd {
@@ -139,6 +140,7 @@ int mc_verify(struct mc *, const struct mc_args *);
 int mc_backup(struct mc *, const struct mc_args *);
 int mc_restore(struct mc *, const struct mc_args *);
 int mc_stats(struct mc *, const struct mc_args *);
+int mc_upgrade(struct mc *, const struct mc_args *);
 
 /* mailctl_sieve.c */
 int mc_sieve_list(struct mc *mc, const struct mc_args *a);

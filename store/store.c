@@ -35,15 +35,17 @@ static const char *const store_errs[STORE_NERR] = {
 	[STORE_EAGAIN] = "store map grown, transaction must be redone",
 	[STORE_ECORRUPT] = "store record damaged (run mailctl verify)",
 	[STORE_ELOCKED] = "locked or modified concurrently",
+	[STORE_EFORMAT] = "store format not readable by this Heron (see the log: newer, or "
+			  "older and `mailctl upgrade` needed)",
 };
 
 static const char *const dbi_names[DBI_COUNT] = {
 	"meta", "users", "userid", "mboxes", "mbox", "kw", "msgs", "expunged", "subs", "blobs",
-	"queue", "due", "cache", "sieve",
+	"queue", "due", "cache", "sieve", "dead",
 };
 
 static int env_open(struct store *st, struct store_env *e, const char *dir, unsigned part,
-		    uint64_t map_size, bool create);
+		    uint64_t map_size, bool create, bool upgrade);
 static void env_close(struct store_env *e, bool nosync);
 static int env_grow(struct store *st, struct store_env *e);
 static int check_partitions(struct store *st);
@@ -114,10 +116,11 @@ static int make_blob_dirs(const char *dir)
 }
 
 static int env_open(struct store *st, struct store_env *e, const char *dir, unsigned part,
-		    uint64_t map_size, bool create)
+		    uint64_t map_size, bool create, bool upgrade)
 {
 	char p[PATH_MAX];
 	MDB_txn *txn;
+	bool fresh;
 	int rc, dead;
 
 	memset(e, 0, sizeof(*e));
@@ -126,7 +129,8 @@ static int env_open(struct store *st, struct store_env *e, const char *dir, unsi
 	e->blobdir_fd = e->notify_fd = -1;
 	pthread_rwlock_init(&e->remap_lock, NULL);
 	snprintf(p, sizeof(p), "%s/index.mdb", dir);
-	if (!create && access(p, F_OK) == -1) {
+	fresh = access(p, F_OK) == -1;
+	if (!create && fresh) {
 		log_warnx("store: %s missing (create the store first)", p);
 		return STORE_EIO;
 	}
@@ -160,6 +164,12 @@ static int env_open(struct store *st, struct store_env *e, const char *dir, unsi
 	e->map_size = info.me_mapsize;
 	if ((rc = env_txn_begin(e, 0, &txn)) != 0)
 		return rc;
+	/* the format first: a store this binary cannot read gets no new table */
+	if ((rc = store_format_check(st, e, txn, fresh, upgrade)) != 0) {
+		mdb_txn_abort(txn);
+		env_txn_end(e);
+		return rc;
+	}
 	for (int i = 0; i < DBI_COUNT; i++) {
 		if ((rc = mdb_dbi_open(txn, dbi_names[i], MDB_CREATE, &e->dbi[i])) != 0) {
 			mdb_txn_abort(txn);
@@ -236,6 +246,7 @@ int store_open(const struct store_opts *o, struct store **st_r)
 		return STORE_EINVAL;
 	st = xcalloc(1, sizeof(*st));
 	st->path = xstrdup(o->path);
+	st->lock_fd = -1;
 	st->nparts = o->partitions;
 	st->map_size_max = o->map_size_max > o->map_size ? o->map_size_max : o->map_size;
 	st->expunge_history_ms = o->expunge_history_ms;
@@ -250,13 +261,23 @@ int store_open(const struct store_opts *o, struct store **st_r)
 		st->parts[i].blobdir_fd = st->parts[i].notify_fd = -1;
 	st->queue.blobdir_fd = st->queue.notify_fd = -1;
 	uint64_t map = o->map_size > 0 ? o->map_size : (uint64_t)1 << 30;
+	if (o->create && mkdir_p(o->path) == -1) {
+		log_warn("store: mkdir %s", o->path);
+		rc = store_errno(errno);
+		goto fail;
+	}
+	if ((rc = store_lock(st, o->upgrade)) != 0)
+		goto fail;
 	for (unsigned i = 0; i < st->nparts; i++) {
 		snprintf(dir, sizeof(dir), "%s/part%u", o->path, i);
-		if ((rc = env_open(st, &st->parts[i], dir, i, map, o->create)) != 0)
+		if ((rc = env_open(st, &st->parts[i], dir, i, map, o->create, o->upgrade)) != 0)
 			goto fail;
 	}
 	snprintf(dir, sizeof(dir), "%s/queue", o->path);
-	if ((rc = env_open(st, &st->queue, dir, STORE_QUEUE_PART, map, o->create)) != 0)
+	if ((rc = env_open(st, &st->queue, dir, STORE_QUEUE_PART, map, o->create,
+			   o->upgrade)) != 0)
+		goto fail;
+	if (o->upgrade && (rc = store_format_upgrade(st)) != 0)
 		goto fail;
 	if ((rc = check_partitions(st)) != 0)
 		goto fail;
@@ -276,6 +297,8 @@ void store_close(struct store **stp)
 	for (unsigned i = 0; i < st->nparts; i++)
 		env_close(&st->parts[i], st->nosync);
 	env_close(&st->queue, st->nosync);
+	if (st->lock_fd != -1)
+		close(st->lock_fd);
 	free(st->parts);
 	free(st->path);
 	free(st);

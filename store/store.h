@@ -69,7 +69,10 @@ enum store_err {
 	STORE_EIO,       /* other system/LMDB failure (logged with the cause): temporary */
 	STORE_EAGAIN,    /* map grown: abort and redo the write transaction */
 	STORE_ECORRUPT,  /* a record did not decode: run `mailctl verify` */
-	STORE_ELOCKED,   /* queue entry leased by another runner, or held */
+	STORE_ELOCKED,   /* queue entry leased by another runner, or held; store_open: the
+			    store is being upgraded, or (upgrade) in use */
+	STORE_EFORMAT,   /* store_open: the store's format is newer than this binary's, or
+			    older and needs `mailctl upgrade` (the log says which) */
 	STORE_NERR
 };
 
@@ -106,6 +109,8 @@ struct store_opts {
 					store_blob_finish_deferred); for a store on its own
 					filesystem */
 	bool create;                 /* create missing partitions (mailctl, daemons: yes) */
+	bool upgrade;                /* `mailctl upgrade`: bring an older store to this
+					binary's format in place (needs the store to itself) */
 	bool nosync;                 /* bulk loading only (mailload init --heron-conf): no fsync
 					of message files or directories and no index sync at
 					commit (LMDB MDB_NOSYNC, in this process only); store_close
@@ -113,11 +118,23 @@ struct store_opts {
 					lose what was loaded: load again. Never for daemons. */
 };
 
+/* Format. Every environment records the format it is in and the Heron that last opened it
+   for writing ("heron 0.1.0"). store_open refuses a store of a newer format (STORE_EFORMAT:
+   this binary cannot read it safely) and one of an older format unless o->upgrade, which
+   runs the upgrade steps in place: each step works in bounded transactions that commit
+   their position, so a crash or an error leaves a store that the next upgrade resumes
+   (the other openers keep refusing it meanwhile). Every opener holds <path>/store.lock
+   shared; an upgrade takes it exclusively (STORE_ELOCKED when a daemon has the store
+   open, or, for the others, while an upgrade runs). */
+unsigned store_format(void);
+const char *store_writer_id(void);
+
 /* Fills o from the [store] section of c (strings point into c: keep c alive). */
 void store_opts_from_conf(const struct conf *c, struct store_opts *o);
 /* Opens (creating when o->create) the store: every partition environment and the queue.
    Runs mdb_reader_check on each. Errors: STORE_EINVAL (partitions differ from the store's
-   recorded count, bad opts), STORE_ENOSPC, STORE_EIO (cannot create/open; logged). */
+   recorded count, bad opts), STORE_EFORMAT, STORE_ELOCKED (see Format above), STORE_ENOSPC,
+   STORE_EIO (cannot create/open; logged). */
 int store_open(const struct store_opts *o, struct store **st_r);
 /* Closes every environment; *stp = NULL; safe on NULL. No txn may be open. */
 void store_close(struct store **stp);

@@ -304,6 +304,18 @@ static int history_count(struct store_txn *t, MDB_cursor *c, uint64_t mbox, uint
 	return rc == 0 || rc == MDB_NOTFOUND ? 0 : store_mdb_err(t, rc, "history count");
 }
 
+int store_msg_count_history(struct store_txn *t, uint64_t mbox, uint32_t *n_r)
+{
+	MDB_cursor *c;
+	int rc;
+
+	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[DBI_EXPUNGED], &c)) != 0)
+		return store_mdb_err(t, rc, "cursor");
+	rc = history_count(t, c, mbox, n_r);
+	mdb_cursor_close(c);
+	return rc;
+}
+
 /* Drops the history older than the configured window (at most 1000 entries a call) and the
    oldest entries beyond expunge_history_max (all of them: each entry goes once, so this costs
    what its expunge cost); the floor moves past what was dropped. */

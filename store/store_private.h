@@ -4,6 +4,7 @@
  *
  * DBIs of a partition environment:
  *   meta     "next_id" be64, "parts" be32, "uidvalidity" be32       counters of the partition
+ *            "format" be32, "writer" text, "upgrade_pos" be32 step + be64  (store_format.c)
  *   users    name bytes                -> user record
  *   userid   be64 user id              -> name bytes
  *   mboxes   be64 user + name bytes    -> be64 mailbox id
@@ -15,6 +16,7 @@
  *   blobs    be64 blob id              -> be32 refcount + be64 size
  *   cache    be64 blob id              -> msgcache bytes (msgcache.h)
  *   sieve    be64 user + type + ...    -> Sieve scripts and memories (store_sieve.h)
+ *   dead     be64 blob id              -> ""   (last reference gone, file to unlink)
  * The queue environment (queue/) has meta, blobs (one reference per entry) and:
  *   queue    be64 id                   -> queue record
  *   due      be64 time + be64 id       -> ""   (one row per not-held, not-final entry) */
@@ -27,6 +29,9 @@
 
 #include "common/buf.h"
 #include "store/store.h"
+
+/* The format this code writes (store_format.c lists them all). */
+#define STORE_FORMAT 2
 
 enum store_dbi {
 	DBI_META,
@@ -43,6 +48,7 @@ enum store_dbi {
 	DBI_DUE,
 	DBI_CACHE,
 	DBI_SIEVE,    /* store_sieve.c / store_sieve.h */
+	DBI_DEAD,
 	DBI_COUNT
 };
 
@@ -62,6 +68,7 @@ struct store_env {
 
 struct store {
 	char *path;
+	int lock_fd;          /* <path>/store.lock, held shared (exclusive: upgrading) */
 	unsigned nparts;
 	struct store_env *parts;
 	struct store_env queue;
@@ -185,6 +192,7 @@ int store_msg_add_ref(struct store_txn *t, struct mbox_rec *r, uint64_t mbox,
 		      int64_t internaldate, bool check_quota, uint32_t *uid_r);
 int store_msg_prune_history(struct store_txn *t, uint64_t mbox, struct mbox_rec *r);
 int store_msg_purge_mbox(struct store_txn *t, uint64_t mbox, struct mbox_rec *r);
+int store_msg_count_history(struct store_txn *t, uint64_t mbox, uint32_t *n_r);
 
 /* store_blob.c */
 int store_blob_ref(struct store_txn *t, const struct store_blob *b);
@@ -193,6 +201,13 @@ void store_blob_path(char *out, size_t size, uint64_t id);
 void store_blob_unlink_dead(struct store_txn *t);
 void store_blob_txn_committed(struct store_txn *t);
 int store_blob_sync_batch(struct store_blob **v, const unsigned *parts, size_t n);
+
+/* store_format.c */
+int store_format_check(struct store *st, struct store_env *e, MDB_txn *txn, bool fresh,
+		       bool upgrade);
+int store_format_read(struct store_txn *t, unsigned *format_r);
+int store_format_upgrade(struct store *st);
+int store_lock(struct store *st, bool exclusive);
 
 /* store_queue.c */
 int store_queue_add_txn(struct store_txn *t, const struct store_queue_msg *qm,

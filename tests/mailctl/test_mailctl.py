@@ -542,7 +542,25 @@ def test_directory():
     assert b"auth test" in ok("auth", "--help", conf=conf)
 
 
-TESTS = [test_usage, test_users, test_quota, test_mailboxes, test_mbox_round_trip,
+def test_upgrade():
+    """A store of the first format (the fixture): every command refuses it naming `mailctl
+    upgrade`; the upgrade brings it to this format; then it reads back and verifies."""
+    fixture = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "store", "fixtures",
+                           "store-format1.tar.gz")
+    store = os.path.join(TMP, "old")
+    os.mkdir(store)
+    subprocess.run(["tar", "xzf", fixture, "-C", store], check=True)
+    conf = write_conf("old.conf", store)
+    rc, _, err = run("stats", conf=conf)
+    assert rc == 2 and "has format 1" in err and "run `mailctl upgrade`" in err, (rc, err)
+    out = ok("upgrade", conf=conf).decode()
+    assert out.startswith("store at format "), out
+    assert "fixture 4" in ok("message", "list", "alice", "INBOX", conf=conf).decode()
+    assert js("verify", conf=conf)["status"] == "clean"
+    assert ok("upgrade", conf=conf).decode() == out  # nothing left to do
+
+
+TESTS = [test_usage, test_upgrade, test_users, test_quota, test_mailboxes, test_mbox_round_trip,
          test_maildir_round_trip, test_messages, test_queue, test_verify,
          test_backup_restore, test_stats, test_directory]
 
