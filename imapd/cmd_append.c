@@ -195,7 +195,8 @@ static bool append_finish(struct imap_cmd *cmd)
 	return true;
 }
 
-/* Takes the client's message blobs into ao and makes them durable: 0, or a store error. */
+/* Takes the client's message blobs into ao and finishes them (their commit makes them
+   durable): 0, or a store error. */
 static int append_take_blobs(struct imap_client *c, struct append_op *ao)
 {
 	int rc = c->append_failed ? STORE_EIO : 0;
@@ -203,8 +204,10 @@ static int append_take_blobs(struct imap_client *c, struct append_op *ao)
 	for (unsigned i = 0; i < ao->n; i++) {
 		ao->msgs[i].blob = c->append_blobs[i];
 		c->append_blobs[i] = NULL;
+		/* renamed now; fsynced by the commit that references it, in the group
+		   committer's thread (before the index commit, so before the OK) */
 		if (rc == 0)
-			rc = store_blob_finish(ao->msgs[i].blob);
+			rc = store_blob_finish_deferred(ao->msgs[i].blob);
 	}
 	c->nappend = 0;
 	return rc;

@@ -23,6 +23,12 @@
 #include "store/store.h"
 
 /* The state of LOGIN/AUTHENTICATE while the directory answers. */
+struct user_setup {
+	const char *name;
+	uint64_t id;
+	uint64_t quota;
+};
+
 struct auth_ctx {
 	struct ldapauth_req *req;
 	bool waiting_line;           /* AUTHENTICATE: "+ " sent, the response line is due */
@@ -39,6 +45,11 @@ struct auth_ctx {
 	bool throttled;              /* refused by the throttle: no check made */
 	struct event *held;          /* the throttle's delay before the check */
 	struct event *delay;         /* holds the NO of a failure */
+	/* the user's store record being made or fixed in the group commit (first login) */
+	struct user_setup setup;
+	unsigned part;
+	bool creating, created;
+	int create_rc;
 };
 
 /* The key of user in the shared table (long names hashed). */
@@ -286,12 +297,6 @@ static void auth_start(struct imap_cmd *cmd, const char *user, const char *pass)
 	a->req = ldapauth_auth(c->srv->auth, user, pass, auth_done, c);
 }
 
-struct user_setup {
-	const char *name;
-	uint64_t id;
-	uint64_t quota;
-};
-
 static int user_create_fn(struct store_txn *t, void *arg)
 {
 	struct user_setup *u = arg;
@@ -330,32 +335,63 @@ static bool user_ready(struct store *st, unsigned part, struct user_setup *u)
 	return ready;
 }
 
-/* The directory said yes: find (or create) the user's store record. */
+/* The user's store record is made (or fixed): LOGIN goes on, or the client left. */
+static void user_created(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+			 void *arg)
+{
+	struct imap_client *c = arg;
+	struct auth_ctx *a = c->cmd.ctx;
+
+	(void)rcpts;
+	(void)n;
+	(void)value;
+	a->creating = false;
+	a->created = true;
+	a->create_rc = result;
+	imap_client_commit_back(c);
+}
+
+/* The directory said yes: find the user's store record, or have it made through the group
+   commit (the first login; LOGIN resumes here once it is back). */
 static bool auth_finish(struct imap_cmd *cmd, struct auth_ctx *a)
 {
 	struct imap_client *c = cmd->c;
 	struct store *st = c->srv->store;
-	struct user_setup u = { a->login, 0, a->quota };
 	unsigned part;
 	int rc;
 
-	if (!user_take(c, a->login)) {
-		log_info("%016" PRIx64 " imap refuse user=%s reason=\"too many sessions\"", c->id,
-			 a->tried);
-		return imap_cmd_no(cmd, "[LIMIT] Too many sessions for this user");
+	if (a->created) {
+		part = a->part;
+		rc = a->create_rc;
+	} else {
+		if (!user_take(c, a->login)) {
+			log_info("%016" PRIx64 " imap refuse user=%s reason=\"too many sessions\"",
+				 c->id, a->tried);
+			return imap_cmd_no(cmd, "[LIMIT] Too many sessions for this user");
+		}
+		if (store_user_locate(st, a->login, &part) != 0)
+			part = a->partition >= 0 && (unsigned)a->partition < store_partitions(st)
+				       ? (unsigned)a->partition
+				       : store_partition_for(st, a->login);
+		c->user = xstrdup(a->login);
+		a->setup = (struct user_setup){ a->login, 0, a->quota };
+		rc = 0;
+		if (!user_ready(st, part, &a->setup)) {
+			a->part = part;
+			a->creating = true;
+			c->ncommits++;
+			store_gc_submit(c->srv->gc, part, NULL, user_create_fn, &a->setup,
+					user_created, c);
+			return false;
+		}
 	}
-	if (store_user_locate(st, a->login, &part) != 0)
-		part = a->partition >= 0 && (unsigned)a->partition < store_partitions(st)
-			       ? (unsigned)a->partition
-			       : store_partition_for(st, a->login);
-	c->user = xstrdup(a->login);
-	if (!user_ready(st, part, &u) && (rc = store_write(st, part, user_create_fn, &u)) != 0) {
+	if (rc != 0) {
 		imap_user_put(c);
 		free(c->user);
 		c->user = NULL;
 		return imap_cmd_store_error(cmd, rc, "mailbox store");
 	}
-	c->user_id = u.id;
+	c->user_id = a->setup.id;
 	c->part = part;
 	imap_client_set_state(c, IMAP_ST_AUTH);
 	{
@@ -374,7 +410,7 @@ static bool auth_resume(struct imap_cmd *cmd)
 {
 	struct auth_ctx *a = cmd->ctx;
 
-	if (!a->done)
+	if (!a->done || a->creating)
 		return false;
 	if (a->throttled)
 		return imap_cmd_no(cmd, "[UNAVAILABLE] Too many failed logins; try again later");

@@ -24,6 +24,8 @@ static int copy_fn(struct store_txn *t, void *arg)
 	free(co->dst_uids);
 	co->src_done = co->dst_uids = NULL;
 	co->ndone = 0;
+	if (co->n == 0)
+		return 0;
 	return store_msg_copy(t, co->src, co->dst, co->uids, co->n, co->move, &co->src_done,
 			      &co->dst_uids, &co->ndone);
 }
@@ -60,8 +62,41 @@ static void copy_reply(struct imap_cmd *cmd, struct copy_op *co, uint32_t uidval
 	buf_puts(&code, move ? "MOVE completed" : "COPY completed");
 	free(co->src_done);
 	free(co->dst_uids);
+	co->src_done = co->dst_uids = NULL;
 	imap_cmd_ok(cmd, buf_cstr(&code));
 	buf_release(&code);
+}
+
+static void copy_op_free(void *arg)
+{
+	struct copy_op *co = arg;
+
+	free(co->uids);
+	free(co->src_done);
+	free(co->dst_uids);
+	free(co);
+}
+
+/* Resumed after the group commit: COPYUID and the reply. */
+static bool copy_resume(struct imap_cmd *cmd)
+{
+	struct imap_client *c = cmd->c;
+	struct store_txn *t = NULL;
+	struct store_status st;
+	bool pending;
+	int rc;
+	struct copy_op *co = imap_commit_result(cmd, &pending, &rc);
+
+	if (pending)
+		return false;
+	if (rc == 0 && (rc = store_txn_begin(c->srv->store, c->part, STORE_TXN_READ, &t)) == 0) {
+		rc = store_mbox_status(t, co->dst, &st);
+		store_txn_abort(&t);
+	}
+	if (rc != 0)
+		return imap_cmd_store_error(cmd, rc, co->move ? "MOVE" : "COPY");
+	copy_reply(cmd, co, st.uidvalidity, co->move);
+	return true;
 }
 
 bool cmd_copy(struct imap_cmd *cmd)
@@ -69,14 +104,16 @@ bool cmd_copy(struct imap_cmd *cmd)
 	struct imap_client *c = cmd->c;
 	const struct imap_arg *set = imap_cmd_arg(cmd, 0), *mb = imap_cmd_arg(cmd, 1);
 	bool move = (cmd->def_flags & CMD_MOVE) != 0;
-	struct copy_op co = { c->view->mbox, 0, NULL, 0, move, NULL, NULL, 0 };
 	struct imap_seqset uids = { 0 };
 	struct store_txn *t = NULL;
-	struct store_status st;
+	struct copy_op *co;
 	const char *why;
 	char *name;
+	uint64_t dst = 0;
 	int rc;
 
+	if (cmd->ctx != NULL)
+		return copy_resume(cmd);
 	if (imap_cmd_argc(cmd) != 2 || set->type != IMAP_ARG_ATOM || !imap_arg_is_astring(mb))
 		return imap_cmd_bad(cmd, move ? "Expected: MOVE set mailbox"
 					      : "Expected: COPY set mailbox");
@@ -95,30 +132,24 @@ bool cmd_copy(struct imap_cmd *cmd)
 	}
 	rc = store_txn_begin(c->srv->store, c->part, STORE_TXN_READ, &t);
 	if (rc == 0)
-		rc = store_mbox_find(t, c->user_id, name, &co.dst);
+		rc = store_mbox_find(t, c->user_id, name, &dst);
 	store_txn_abort(&t);
 	free(name);
-	if (rc == STORE_ENOMBOX) {
-		imap_seqset_release(&uids);
-		return imap_cmd_no(cmd, "[TRYCREATE] No such mailbox");
-	}
-	co.uids = xcalloc(c->view->n + 1, sizeof(*co.uids));
-	for (size_t i = 0; rc == 0 && i < c->view->n; i++)
-		if (imap_seqset_has(&uids, c->view->msgs[i].uid))
-			co.uids[co.n++] = c->view->msgs[i].uid;
-	imap_seqset_release(&uids);
-	if (rc == 0 && co.n > 0)
-		rc = store_write(c->srv->store, c->view->part, copy_fn, &co);
-	if (rc == 0 && (rc = store_txn_begin(c->srv->store, c->part, STORE_TXN_READ, &t)) == 0) {
-		rc = store_mbox_status(t, co.dst, &st);
-		store_txn_abort(&t);
-	}
-	free(co.uids);
 	if (rc != 0) {
-		free(co.src_done);
-		free(co.dst_uids);
-		return imap_cmd_store_error(cmd, rc, move ? "MOVE" : "COPY");
+		imap_seqset_release(&uids);
+		return rc == STORE_ENOMBOX ? imap_cmd_no(cmd, "[TRYCREATE] No such mailbox")
+					   : imap_cmd_store_error(cmd, rc, move ? "MOVE" : "COPY");
 	}
-	copy_reply(cmd, &co, st.uidvalidity, move);
-	return true;
+	co = xcalloc(1, sizeof(*co));
+	co->src = c->view->mbox;
+	co->dst = dst;
+	co->move = move;
+	co->uids = xcalloc(c->view->n + 1, sizeof(*co->uids));
+	for (size_t i = 0; i < c->view->n; i++)
+		if (imap_seqset_has(&uids, c->view->msgs[i].uid))
+			co->uids[co->n++] = c->view->msgs[i].uid;
+	imap_seqset_release(&uids);
+	/* nothing to copy is a write of nothing: the commit is a no-op, the reply the same */
+	imap_commit_start(cmd, c->view->part, NULL, copy_fn, co, copy_op_free);
+	return false;
 }

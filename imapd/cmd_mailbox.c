@@ -83,6 +83,7 @@ struct mbox_op {
 	char *a, *b;
 	bool on;
 	unsigned special;
+	const char *what;      /* the command's name, for the reply */
 };
 
 static const struct {
@@ -149,19 +150,40 @@ static int subscribe_fn(struct store_txn *t, void *arg)
 	return store_mbox_subscribe(t, op->user, op->a, op->on);
 }
 
-/* Runs a mailbox write and answers it. */
-static bool mbox_write(struct imap_cmd *cmd, int (*fn)(struct store_txn *, void *),
-		       struct mbox_op *op, const char *what)
+static void mbox_op_free(void *arg)
 {
-	int rc = store_write(cmd->c->srv->store, cmd->c->part, fn, op);
-	char *done;
-	bool r;
+	struct mbox_op *op = arg;
 
 	free(op->a);
 	free(op->b);
+	free(op);
+}
+
+/* Queues a mailbox write in the group commit; the command resumes in mbox_resume. */
+static bool mbox_write(struct imap_cmd *cmd, int (*fn)(struct store_txn *, void *),
+		       struct mbox_op *op, const char *what)
+{
+	struct mbox_op *h = xmalloc(sizeof(*h));
+
+	*h = *op;
+	h->what = what;
+	imap_commit_start(cmd, cmd->c->part, NULL, fn, h, mbox_op_free);
+	return false;
+}
+
+/* Answers a mailbox write once its commit is back. */
+static bool mbox_resume(struct imap_cmd *cmd)
+{
+	bool pending, r;
+	int rc;
+	struct mbox_op *op = imap_commit_result(cmd, &pending, &rc);
+	char *done;
+
+	if (pending)
+		return false;
 	if (rc != 0)
-		return imap_cmd_store_error(cmd, rc, what);
-	done = xasprintf("%s completed", what);
+		return imap_cmd_store_error(cmd, rc, op->what);
+	done = xasprintf("%s completed", op->what);
 	r = imap_cmd_ok(cmd, done);
 	free(done);
 	return r;
@@ -172,6 +194,9 @@ bool cmd_create(struct imap_cmd *cmd)
 	struct mbox_op op = { cmd->c->user_id, NULL, NULL, false, 0 };
 	const struct imap_arg *a = imap_cmd_arg(cmd, 0);
 	size_t argc = imap_cmd_argc(cmd);
+
+	if (cmd->ctx != NULL)
+		return mbox_resume(cmd);
 
 	if (argc < 1 || argc > 2)
 		return imap_cmd_bad(cmd, "Expected: CREATE mailbox [(USE (attributes))]");
@@ -197,6 +222,9 @@ bool cmd_delete(struct imap_cmd *cmd)
 {
 	struct mbox_op op = { cmd->c->user_id, NULL, NULL, false, 0 };
 
+	if (cmd->ctx != NULL)
+		return mbox_resume(cmd);
+
 	if (imap_cmd_argc(cmd) != 1)
 		return imap_cmd_bad(cmd, "Expected: DELETE mailbox");
 	if ((op.a = imap_mailbox_arg(cmd, 0)) == NULL)
@@ -216,6 +244,9 @@ bool cmd_rename(struct imap_cmd *cmd)
 {
 	struct mbox_op op = { cmd->c->user_id, NULL, NULL, false, 0 };
 
+	if (cmd->ctx != NULL)
+		return mbox_resume(cmd);
+
 	if (imap_cmd_argc(cmd) != 2)
 		return imap_cmd_bad(cmd, "Expected: RENAME from to");
 	if ((op.a = imap_mailbox_arg(cmd, 0)) == NULL)
@@ -230,6 +261,9 @@ bool cmd_rename(struct imap_cmd *cmd)
 bool cmd_subscribe(struct imap_cmd *cmd)
 {
 	struct mbox_op op = { cmd->c->user_id, NULL, NULL, !(cmd->def_flags & CMD_ALT), 0 };
+
+	if (cmd->ctx != NULL)
+		return mbox_resume(cmd);
 
 	if (imap_cmd_argc(cmd) != 1)
 		return imap_cmd_bad(cmd, "Expected: SUBSCRIBE mailbox");

@@ -286,18 +286,32 @@ static int close_expunge_fn(struct store_txn *t, void *arg)
 	return store_msg_expunge(t, *mbox, NULL, 0, NULL, NULL);
 }
 
+/* CLOSE's silent expunge goes through the group commit; the view closes once it is back
+   (RFC 3501 6.4.2: no EXPUNGE responses). */
 bool cmd_close(struct imap_cmd *cmd)
 {
 	struct imap_client *c = cmd->c;
 	bool unselect = (cmd->def_flags & CMD_ALT) != 0;
 	int rc = 0;
 
-	if (cmd->nargs != 0)
-		return imap_cmd_bad(cmd, unselect ? "UNSELECT takes no arguments"
-						  : "CLOSE takes no arguments");
-	/* CLOSE expunges silently (no EXPUNGE responses) */
-	if (!unselect && !c->view->readonly)
-		rc = store_write(c->srv->store, c->view->part, close_expunge_fn, &c->view->mbox);
+	if (cmd->ctx != NULL) {
+		bool pending;
+
+		(void)imap_commit_result(cmd, &pending, &rc);
+		if (pending)
+			return false;
+	} else {
+		if (cmd->nargs != 0)
+			return imap_cmd_bad(cmd, unselect ? "UNSELECT takes no arguments"
+							  : "CLOSE takes no arguments");
+		if (!unselect && !c->view->readonly) {
+			uint64_t *mbox = xmalloc(sizeof(*mbox));
+
+			*mbox = c->view->mbox;
+			imap_commit_start(cmd, c->view->part, NULL, close_expunge_fn, mbox, free);
+			return false;
+		}
+	}
 	imap_view_close(c);
 	imap_client_set_state(c, IMAP_ST_AUTH);
 	if (rc != 0)

@@ -79,7 +79,7 @@ void imap_commit_start(struct imap_cmd *cmd, unsigned part, struct store_blob *b
 	/* fn runs in the group committer's thread while the loop serves the other clients; this
 	   client waits for the result and stays allocated until then, even if its connection
 	   ends (client_free defers), so fn may read its view and its command */
-	store_gc_write(cmd->c->srv->gc, part, blob, fn, arg, commit_done, cm);
+	store_gc_submit(cmd->c->srv->gc, part, blob, fn, arg, commit_done, cm);
 }
 
 bool imap_commit_active(const struct imap_cmd *cmd)

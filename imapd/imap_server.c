@@ -184,6 +184,9 @@ static void server_gc_close(struct imap_server *srv)
 	store_gc_stats(srv->gc, &ops, &commits);
 	log_info("imapd: group commit writes=%" PRIu64 " commits=%" PRIu64, ops, commits);
 	store_gc_free(&srv->gc);
+	if (srv->gc_ev != NULL)
+		event_free(srv->gc_ev);
+	srv->gc_ev = NULL;
 }
 
 void imapd_worker_free(struct imap_server *srv)
@@ -229,6 +232,14 @@ void imapd_worker_free(struct imap_server *srv)
 	conf_free(&srv->reloaded);
 }
 
+/* The group commit's results, in the loop (store_gc_fd readable). */
+static void server_gc_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	store_gc_dispatch(arg);
+}
+
 void imapd_worker_init(struct imap_server *srv, struct conf *conf, void *tls_ctx)
 {
 	struct store_opts so;
@@ -246,7 +257,10 @@ void imapd_worker_init(struct imap_server *srv, struct conf *conf, void *tls_ctx
 		fatalx("imapd: store %s: %s", so.path, store_strerror(rc));
 	if ((rc = store_gc_new(srv->store, &srv->gc)) != 0)
 		fatalx("imapd: group commit: %s", store_strerror(rc));
-	store_gc_attach(srv->gc, srv->base);
+	srv->gc_ev = event_new(srv->base, store_gc_fd(srv->gc), EV_READ | EV_PERSIST,
+			       server_gc_cb, srv->gc);
+	if (srv->gc_ev == NULL || event_add(srv->gc_ev, NULL) == -1)
+		fatalx("imapd: group commit: event");
 	if (ldapauth_new(srv->base, conf, &srv->auth, &error) < 0)
 		fatalx("imapd: directory: %s", error);
 	server_limits(srv, conf);

@@ -186,18 +186,67 @@ bool imap_view_recent_check(struct imap_client *c, uint64_t mbox, uint32_t *firs
 	return rc == 0 && st.first_recent_uid < st.uidnext;
 }
 
-/* Claims the \Recent messages that arrived while selected (a write in the loop: rare, new
-   mail during a session; SELECT's claim goes through the group commit instead). */
+/* A claim of a selected session out in the group commit: the worker's other sessions
+   see what it took before it is committed. */
+struct imap_recent_pending {
+	struct imap_recent_pending *next;
+	struct imap_server *srv;
+	struct imap_recent_claim claim;
+	uint32_t until;            /* the uidnext it claimed up to */
+};
+
+static void claim_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+		       void *arg)
+{
+	struct imap_recent_pending *p = arg, **pp;
+
+	(void)result;
+	(void)rcpts;
+	(void)n;
+	(void)value;
+	for (pp = &p->srv->recent_pending; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	free(p);
+}
+
+/* Claims the \Recent messages that arrived while selected: the first unclaimed UID read
+   now (or past what a claim of this worker still out took) is this session's, and the
+   claim goes to the group commit without waiting (the loop never writes). Sessions of two
+   workers syncing the same new mail at the same moment may both show it \Recent (IMAP4rev2
+   dropped the flag); SELECT's claim waits for its commit. */
 static uint32_t view_take_recent(struct imap_client *c, uint64_t mbox)
 {
-	struct imap_recent_claim tr = { mbox, UINT32_MAX };
+	struct imap_server *srv = c->srv;
+	struct store_txn *t = NULL;
+	struct store_status st;
+	struct imap_recent_pending *p;
 	uint32_t first;
+	int rc;
 
-	if (!imap_view_recent_check(c, mbox, &first))
-		return first;
-	if (store_write(c->srv->store, STORE_ID_PART(mbox), imap_view_take_recent_fn, &tr) != 0)
+	if ((rc = store_txn_begin(srv->store, STORE_ID_PART(mbox), STORE_TXN_READ, &t)) == 0)
+		rc = store_mbox_status(t, mbox, &st);
+	store_txn_abort(&t);
+	if (rc != 0)
 		return UINT32_MAX;
-	return tr.first;
+	first = st.first_recent_uid;
+	for (p = srv->recent_pending; p != NULL; p = p->next)
+		if (p->claim.mbox == mbox && p->until > first)
+			first = p->until;
+	if (first >= st.uidnext)
+		return st.uidnext; /* nothing unclaimed */
+	p = xcalloc(1, sizeof(*p));
+	p->srv = srv;
+	p->claim.mbox = mbox;
+	p->claim.first = UINT32_MAX;
+	p->until = st.uidnext;
+	p->next = srv->recent_pending;
+	srv->recent_pending = p;
+	store_gc_submit(srv->gc, STORE_ID_PART(mbox), NULL, imap_view_take_recent_fn, &p->claim,
+			claim_done, p);
+	return first;
 }
 
 void imap_view_close(struct imap_client *c)

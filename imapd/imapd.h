@@ -74,13 +74,18 @@ enum imap_cmdflag {
 	CMD_REV1 = 1u << 5,        /* IMAP4rev1 only: unknown after ENABLE IMAP4rev2 (CHECK) */
 };
 
+struct imap_recent_pending;
+
 struct imap_server {
+	struct imap_recent_pending *recent_pending; /* \Recent claims in the group commit
+						       (imap_view.c): what they took */
 	struct conf *conf;          /* in force: the master's, or reloaded (then also below) */
 	struct conf *reloaded;      /* owned: the config the last SIGHUP loaded, or NULL */
 	const char *conf_path;      /* the file SIGHUP reads again; NULL: no reload */
 	struct event_base *base;
 	struct store *store;
-	struct store_gc *gc;        /* group commit of APPEND, STORE, EXPUNGE */
+	struct store_gc *gc;        /* group commit: every write of the worker */
+	struct event *gc_ev;        /* store_gc_fd readable: store_gc_dispatch */
 	struct store_watch *watch;
 	bool *watch_changed;        /* per partition, filled by each drain */
 	struct event *watch_ev;

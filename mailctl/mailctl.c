@@ -317,6 +317,7 @@ static int open_store(struct mc *mc, enum mc_open how)
 	store_opts_from_conf(mc->conf, &o);
 	o.create = how == MC_STORE_NEW;
 	o.upgrade = how == MC_STORE_UPGRADE;
+	o.recover_background = false; /* a verify right after sees what recovery left */
 	if (o.upgrade)
 		log_set_level(LOG_LVL_INFO); /* each step says what it does */
 	/* As root, work as the store's owner (the daemons' user): what mailctl writes stays

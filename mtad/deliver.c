@@ -12,8 +12,11 @@
 #include "store/store.h"
 
 struct user_create {
-	const char *name;
+	char *name;
 	uint64_t quota;
+	unsigned part;
+	void (*done)(int rc, unsigned part, void *arg);
+	void *arg;
 };
 
 static int create_fn(struct store_txn *t, void *arg)
@@ -27,21 +30,40 @@ static int create_fn(struct store_txn *t, void *arg)
 	return rc == STORE_EEXIST ? 0 : rc;
 }
 
-int deliver_user_ensure(struct mtad *m, const char *user, int partition, uint64_t quota,
-			unsigned *part_r)
+static void create_done(int result, const struct store_rcpt *rcpts, size_t n,
+			uint64_t value, void *arg)
 {
-	struct user_create uc = { user, quota };
+	struct user_create *uc = arg;
+
+	(void)rcpts;
+	(void)n;
+	(void)value;
+	if (result == 0)
+		log_info("store user created user=%s part=%u", uc->name, uc->part);
+	uc->done(result, uc->part, uc->arg);
+	free(uc->name);
+	free(uc);
+}
+
+int deliver_user_ensure(struct mtad *m, const char *user, int partition, uint64_t quota,
+			unsigned *part_r, void (*done)(int rc, unsigned part, void *arg),
+			void *arg)
+{
+	struct user_create *uc;
 	int rc = store_user_locate(m->store, user, part_r);
 
 	if (rc != STORE_ENOUSER)
 		return rc;
 	/* the directory knows the user, the store not yet: provision on first mail */
-	*part_r = partition >= 0 ? (unsigned)partition % store_partitions(m->store)
-				 : store_partition_for(m->store, user);
-	rc = store_write(m->store, *part_r, create_fn, &uc);
-	if (rc == 0)
-		log_info("store user created user=%s part=%u", user, *part_r);
-	return rc;
+	uc = xcalloc(1, sizeof(*uc));
+	uc->name = xstrdup(user);
+	uc->quota = quota;
+	uc->part = partition >= 0 ? (unsigned)partition % store_partitions(m->store)
+				  : store_partition_for(m->store, user);
+	uc->done = done;
+	uc->arg = arg;
+	store_gc_submit(m->gc, uc->part, NULL, create_fn, uc, create_done, uc);
+	return DELIVER_PENDING;
 }
 
 int deliver_open(struct smtp_session *s)

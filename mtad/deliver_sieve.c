@@ -515,7 +515,7 @@ static void do_vacation(struct smtp_session *s, struct sieve_tx *sv, const struc
 	sv->vac = xreallocarray(sv->vac, sv->nvac + 1, sizeof(*sv->vac));
 	sv->vac[sv->nvac++] = v;
 	s->tx->pending++;
-	store_gc_write(s->m->gc, r->part, NULL, vac_fn, v, vac_done, v);
+	store_gc_submit(s->m->gc, r->part, NULL, vac_fn, v, vac_done, v);
 }
 
 /* ---- :create, duplicate marks, keywords ------------------------------------------------- */
@@ -586,7 +586,7 @@ static void submit_write(struct smtp_session *s, unsigned part, int (*fn)(struct
 {
 	w->s = s;
 	s->tx->pending++;
-	store_gc_write(s->m->gc, part, NULL, fn, w, write_done, w);
+	store_gc_submit(s->m->gc, part, NULL, fn, w, write_done, w);
 }
 
 /* ---- the deliveries --------------------------------------------------------------------- */

@@ -69,6 +69,7 @@ struct mtad {
 	struct authguard *guard;            /* the login throttle mtad and imapd share */
 	struct store *store;
 	struct store_gc *gc;
+	struct event *gc_ev;        /* store_gc_fd readable: store_gc_dispatch */
 	struct ldapauth *la;                /* NULL: no directory configured */
 	size_t nsessions;
 	TAILQ_HEAD(, smtp_session) sessions;
@@ -246,9 +247,13 @@ bool deliver_sieve(struct smtp_session *s);
 void deliver_sieve_free(struct smtp_tx *tx);
 
 /* Makes sure a directory user has a store account (created with the directory's quota in
-   bytes, 0 = none); its partition in *part_r. 0 or a store_err. */
+   bytes, 0 = none). When it has one: 0 and its partition in *part_r (or a store_err).
+   Otherwise the account is made through the group commit and DELIVER_PENDING returned:
+   done(rc, part, arg) runs from the commit's callback (the loop never writes). */
+#define DELIVER_PENDING (-1)
 int deliver_user_ensure(struct mtad *m, const char *user, int partition, uint64_t quota,
-			unsigned *part_r);
+			unsigned *part_r, void (*done)(int rc, unsigned part, void *arg),
+			void *arg);
 
 /* worker.c: one worker's world, as mtad's workers and the fuzz harness set it up: zeroes m,
    reads the [mtad] limits of c (kept: m->conf), makes the event base, the TLS context (when

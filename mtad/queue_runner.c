@@ -2,6 +2,7 @@
  * (transport_map, then relay_host, then the domain's MX hosts: queue_route.c; local domains go
  * to the store), grouping recipients per next hop, the per-destination connection limit, outcomes with the retry schedule and
  * expiry, bounces, and the Postfix-style log line per recipient outcome. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -239,39 +240,104 @@ void queue_dest_released(struct queue_runner *qr, struct qdest *d)
 	queue_dest_pump(qr, d);
 }
 
-/* Local recipients in the queue (bounces to our own users): look up, then store_deliver. */
+/* A local recipient of a queue entry (a bounce to one of our users, a requeued local
+   recipient): its copy of the message file, delivered through the group commit. */
+struct local_dlv {
+	struct qwork *w;
+	struct store_rcpt r;
+	char user[256];
+	struct store_blob *blob;
+};
+
+static void local_outcome(struct local_dlv *ld, int rc)
+{
+	/* over quota waits like a temporary failure (until max_queue_lifetime) */
+	queue_rcpt_outcome(ld->w, 0, rc == 0 ? 250 : rc == STORE_EQUOTA ? 452
+			   : store_err_temporary(rc) ? 451 : 550,
+			   rc == 0 ? "2.0.0 delivered to INBOX" : rc == STORE_EQUOTA
+			   ? "4.2.2 mailbox full" : store_strerror(rc), "local");
+	queue_work_done(ld->w);
+	store_blob_free(&ld->blob);
+	free(ld);
+}
+
+static void local_delivered(int result, const struct store_rcpt *rcpts, size_t n,
+			    uint64_t value, void *arg)
+{
+	struct local_dlv *ld = arg;
+
+	(void)rcpts;
+	(void)n;
+	(void)value;
+	local_outcome(ld, result != 0 ? result : ld->r.result);
+}
+
+/* Copies the queue's message file into a blob of part (read here; made durable by the
+   commit that references it, in the committer's thread) and queues the delivery. */
+static void local_deliver(struct local_dlv *ld, unsigned part)
+{
+	struct store *st = ld->w->job->qr->m->store;
+	char chunk[65536];
+	uint64_t size;
+	ssize_t got;
+	int fd, rc;
+
+	if ((rc = store_queue_open(st, ld->w->job->qm.id, &fd, &size)) != 0) {
+		local_outcome(ld, rc);
+		return;
+	}
+	if ((rc = store_blob_new(st, part, &ld->blob)) == 0) {
+		while (rc == 0 && (got = read(fd, chunk, sizeof(chunk))) != 0) {
+			if (got < 0 && errno == EINTR)
+				continue;
+			rc = got < 0 ? STORE_EIO : store_blob_write(ld->blob, chunk, (size_t)got);
+		}
+	}
+	close(fd);
+	if (rc == 0)
+		rc = store_blob_finish_deferred(ld->blob);
+	if (rc != 0) {
+		local_outcome(ld, rc);
+		return;
+	}
+	store_gc_deliver(ld->w->job->qr->m->gc, ld->blob, 0, &ld->r, 1, local_delivered, ld);
+}
+
+static void local_user_made(int rc, unsigned part, void *arg)
+{
+	if (rc != 0)
+		local_outcome(arg, rc);
+	else
+		local_deliver(arg, part);
+}
+
+/* Local recipients in the queue: look up, make the account when new, deliver. */
 static void local_lookup_cb(const struct ldapauth_reply *reply, void *arg)
 {
 	struct qwork *w = arg;
-	struct qjob *job = w->job;
-	struct store *st = job->qr->m->store;
-	struct store_rcpt r = { 0 };
-	uint64_t size;
-	int fd, rc;
+	struct local_dlv *ld;
+	unsigned part;
+	int rc;
 
 	if (reply->result == LDAPAUTH_ETEMP) {
 		queue_rcpt_outcome(w, 0, 451, "4.3.0 directory unavailable", "local");
-	} else if (reply->result != LDAPAUTH_OK) {
-		queue_rcpt_outcome(w, 0, 550, "5.1.1 no such user", "local");
-	} else if ((rc = store_queue_open(st, job->qm.id, &fd, &size)) != 0) {
-		queue_rcpt_outcome(w, 0, 451, store_strerror(rc), "local");
-	} else {
-		unsigned part;
-
-		r.user = reply->user->login;
-		rc = deliver_user_ensure(job->qr->m, r.user, reply->user->partition,
-					 reply->user->quota, &part);
-		if (rc == 0)
-			store_deliver(st, fd, 0, &r, 1);
-		close(fd);
-		rc = rc ? rc : r.result;
-		/* over quota waits like a temporary failure (until max_queue_lifetime) */
-		queue_rcpt_outcome(w, 0, rc == 0 ? 250 : rc == STORE_EQUOTA ? 452
-				   : store_err_temporary(rc) ? 451 : 550,
-				   rc == 0 ? "2.0.0 delivered to INBOX" : rc == STORE_EQUOTA
-				   ? "4.2.2 mailbox full" : store_strerror(rc), "local");
+		queue_work_done(w);
+		return;
 	}
-	queue_work_done(w);
+	if (reply->result != LDAPAUTH_OK) {
+		queue_rcpt_outcome(w, 0, 550, "5.1.1 no such user", "local");
+		queue_work_done(w);
+		return;
+	}
+	ld = xcalloc(1, sizeof(*ld));
+	ld->w = w;
+	str_lcpy(ld->user, reply->user->login, sizeof(ld->user));
+	ld->r.user = ld->user;
+	rc = deliver_user_ensure(w->job->qr->m, ld->user, reply->user->partition,
+				 reply->user->quota, &part, local_user_made, ld);
+	if (rc == DELIVER_PENDING)
+		return;
+	local_user_made(rc, part, ld);
 }
 
 static void job_dispatch(struct queue_runner *qr, struct qjob *job)

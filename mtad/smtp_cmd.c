@@ -246,30 +246,19 @@ static void rcpt_accepted(struct smtp_session *s)
 	smtp_reply(s, "250 2.1.5 Ok");
 }
 
-static void rcpt_lookup_done(const struct ldapauth_reply *reply, void *arg)
+/* The answer to RCPT once the directory (and, for a new user, the store) said. */
+static void rcpt_decide(struct smtp_session *s, enum ldapauth_result result, int rc)
 {
-	struct smtp_session *s = arg;
 	struct smtp_tx *tx = s->tx;
 	struct smtp_rcpt *r = &tx->rcpt[tx->nrcpt];
-	int rc = 0;
 
-	smtp_set_state(s, tx->nrcpt > 0 ? ST_RCPT : ST_MAIL);
-	if (s->dead) {
-		smtp_resume(s);
-		return;
-	}
-	if (reply->result == LDAPAUTH_OK) {
-		str_lcpy(r->user, reply->user->login, sizeof(r->user));
-		rc = deliver_user_ensure(s->m, r->user, reply->user->partition, reply->user->quota,
-					 &r->part);
-	}
-	if (reply->result == LDAPAUTH_OK && rc == 0) {
+	if (result == LDAPAUTH_OK && rc == 0) {
 		rcpt_accepted(s);
-	} else if (reply->result == LDAPAUTH_OK) {
+	} else if (result == LDAPAUTH_OK) {
 		log_warnx("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> result=defer "
 			  "reason=\"store: %s\"", s->id, tx->qid, r->addr, store_strerror(rc));
 		smtp_reply(s, "451 4.3.0 <%s>: Local error, try again later", r->addr);
-	} else if (reply->result != LDAPAUTH_ETEMP) {
+	} else if (result != LDAPAUTH_ETEMP) {
 		log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> result=fail "
 			 "reason=\"no such user\"", s->id, tx->qid, r->addr);
 		smtp_error(s, "550 5.1.1 <%s>: Recipient address rejected: User unknown", r->addr);
@@ -279,6 +268,44 @@ static void rcpt_lookup_done(const struct ldapauth_reply *reply, void *arg)
 		smtp_reply(s, "451 4.3.0 <%s>: Directory unavailable, try again later", r->addr);
 	}
 	smtp_resume(s);
+}
+
+/* A new user's store account was made through the group commit (the session waited). */
+static void rcpt_user_made(int rc, unsigned part, void *arg)
+{
+	struct smtp_session *s = arg;
+	struct smtp_tx *tx = s->tx;
+
+	smtp_set_state(s, tx->nrcpt > 0 ? ST_RCPT : ST_MAIL);
+	if (s->dead) {
+		smtp_resume(s);
+		return;
+	}
+	tx->rcpt[tx->nrcpt].part = part;
+	rcpt_decide(s, LDAPAUTH_OK, rc);
+}
+
+static void rcpt_lookup_done(const struct ldapauth_reply *reply, void *arg)
+{
+	struct smtp_session *s = arg;
+	struct smtp_tx *tx = s->tx;
+	struct smtp_rcpt *r = &tx->rcpt[tx->nrcpt];
+	int rc = 0;
+
+	if (s->dead) {
+		smtp_set_state(s, tx->nrcpt > 0 ? ST_RCPT : ST_MAIL);
+		smtp_resume(s);
+		return;
+	}
+	if (reply->result == LDAPAUTH_OK) {
+		str_lcpy(r->user, reply->user->login, sizeof(r->user));
+		rc = deliver_user_ensure(s->m, r->user, reply->user->partition, reply->user->quota,
+					 &r->part, rcpt_user_made, s);
+		if (rc == DELIVER_PENDING)
+			return; /* still ST_WAIT: rcpt_user_made goes on */
+	}
+	smtp_set_state(s, tx->nrcpt > 0 ? ST_RCPT : ST_MAIL);
+	rcpt_decide(s, reply->result, rc);
 }
 
 static bool may_relay(const struct smtp_session *s)

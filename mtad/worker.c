@@ -34,6 +34,13 @@ void mtad_limits_from_conf(const struct conf *c, struct mtad_limits *l)
 	l->max_unauth_per_ip = (uint32_t)mc->max_unauth_connections_per_ip;
 }
 
+static void worker_gc_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	store_gc_dispatch(arg);
+}
+
 void mtad_worker_init(struct mtad *m, const struct conf *c, unsigned worker,
 		      const char *hostname)
 {
@@ -58,7 +65,11 @@ void mtad_worker_init(struct mtad *m, const struct conf *c, unsigned worker,
 		fatalx("store %s: %s", so.path, store_strerror(rc));
 	if ((rc = store_gc_new(m->store, &m->gc)) != 0)
 		fatalx("store group commit: %s", store_strerror(rc));
-	store_gc_attach(m->gc, m->base);
+	/* results of the group commit come back through its descriptor */
+	m->gc_ev = event_new(m->base, store_gc_fd(m->gc), EV_READ | EV_PERSIST, worker_gc_cb,
+			     m->gc);
+	if (m->gc_ev == NULL || event_add(m->gc_ev, NULL) == -1)
+		fatalx("store group commit: event");
 	if (ldapauth_new(m->base, c, &m->la, &err) < 0)
 		fatalx("directory: %s", err);
 	m->ipcount = net_ipcount_new(65536);
@@ -73,6 +84,9 @@ void mtad_worker_free(struct mtad *m)
 	for (int k = 0; k < L_NKINDS; k++)
 		net_server_free(&m->srv[k]);
 	store_gc_free(&m->gc);
+	if (m->gc_ev != NULL)
+		event_free(m->gc_ev);
+	m->gc_ev = NULL;
 	ldapauth_free(&m->la);
 	store_close(&m->store);
 	net_ipcount_free(&m->ipcount);

@@ -85,6 +85,7 @@ void store_opts_from_conf(const struct conf *c, struct store_opts *o)
 	o->group_commit_max = (unsigned)s->group_commit_max;
 	o->group_commit_syncfs = s->group_commit_syncfs;
 	o->create = true;
+	o->recover_background = true;
 }
 
 static int mkdir_p(const char *dir)
@@ -128,6 +129,7 @@ static int env_open(struct store *st, struct store_env *e, const char *dir, unsi
 	e->dir = xstrdup(dir);
 	e->blobdir_fd = e->notify_fd = -1;
 	pthread_rwlock_init(&e->remap_lock, NULL);
+	pthread_mutex_init(&e->gone_mu, NULL);
 	snprintf(p, sizeof(p), "%s/index.mdb", dir);
 	fresh = access(p, F_OK) == -1;
 	if (!create && fresh) {
@@ -201,8 +203,11 @@ static void env_close(struct store_env *e, bool nosync)
 		close(e->blobdir_fd);
 	if (e->notify_fd != -1)
 		close(e->notify_fd);
-	if (e->dir != NULL)
+	if (e->dir != NULL) {
 		pthread_rwlock_destroy(&e->remap_lock);
+		pthread_mutex_destroy(&e->gone_mu);
+	}
+	free(e->gone);
 	free(e->dir);
 	memset(e, 0, sizeof(*e));
 	e->blobdir_fd = e->notify_fd = -1;
@@ -246,7 +251,7 @@ int store_open(const struct store_opts *o, struct store **st_r)
 		return STORE_EINVAL;
 	st = xcalloc(1, sizeof(*st));
 	st->path = xstrdup(o->path);
-	st->lock_fd = -1;
+	st->lock_fd = st->marker_fd = -1;
 	st->nparts = o->partitions;
 	st->map_size_max = o->map_size_max > o->map_size ? o->map_size_max : o->map_size;
 	st->expunge_history_ms = o->expunge_history_ms;
@@ -281,6 +286,8 @@ int store_open(const struct store_opts *o, struct store **st_r)
 		goto fail;
 	if ((rc = check_partitions(st)) != 0)
 		goto fail;
+	if ((rc = store_recover_start(st, o->recover_background)) != 0)
+		goto fail;
 	*st_r = st;
 	return 0;
 fail:
@@ -294,6 +301,7 @@ void store_close(struct store **stp)
 
 	if (st == NULL)
 		return;
+	store_recover_stop(st);
 	for (unsigned i = 0; i < st->nparts; i++)
 		env_close(&st->parts[i], st->nosync);
 	env_close(&st->queue, st->nosync);
@@ -487,6 +495,32 @@ static void txn_notify(struct store_env *e)
 		log_warn("store: %s: notify", e->dir);
 }
 
+/* The `dead` rows of files this process unlinked since its last commit on the env go with
+   this commit (a failure leaves them for the next store_open: harmless). */
+static void gone_rows(struct store_txn *t)
+{
+	struct store_env *e = t->e;
+	uint64_t *v;
+	size_t n;
+	uint8_t k[8];
+
+	if (e->ngone == 0) /* racy read: a miss waits for the next commit */
+		return;
+	pthread_mutex_lock(&e->gone_mu);
+	v = e->gone;
+	n = e->ngone;
+	e->gone = NULL;
+	e->ngone = e->capgone = 0;
+	pthread_mutex_unlock(&e->gone_mu);
+	for (size_t i = 0; i < n; i++) {
+		MDB_val key = { 8, k };
+
+		put_be64(k, v[i]);
+		(void)mdb_del(t->txn, e->dbi[DBI_DEAD], &key, NULL);
+	}
+	free(v);
+}
+
 int store_txn_commit(struct store_txn **tp)
 {
 	struct store_txn *t = *tp;
@@ -514,6 +548,7 @@ int store_txn_commit(struct store_txn **tp)
 		free(t);
 		return rc;
 	}
+	gone_rows(t);
 	id = mdb_txn_id(t->txn);
 	rc = mdb_txn_commit(t->txn);
 	env_txn_end(e);

@@ -48,7 +48,6 @@
 #include <time.h>
 
 struct conf;
-struct event_base;
 
 /* ------------------------------------------------------------------------------------- */
 /* Errors */
@@ -111,6 +110,9 @@ struct store_opts {
 	bool create;                 /* create missing partitions (mailctl, daemons: yes) */
 	bool upgrade;                /* `mailctl upgrade`: bring an older store to this
 					binary's format in place (needs the store to itself) */
+	bool recover_background;     /* remove what crashed processes left (their
+					unacknowledged message files) in a thread of its own
+					instead of inside store_open (store_opts_from_conf: yes) */
 	bool nosync;                 /* bulk loading only (mailload init --heron-conf): no fsync
 					of message files or directories and no index sync at
 					commit (LMDB MDB_NOSYNC, in this process only); store_close
@@ -132,6 +134,8 @@ const char *store_writer_id(void);
 /* Fills o from the [store] section of c (strings point into c: keep c alive). */
 void store_opts_from_conf(const struct conf *c, struct store_opts *o);
 /* Opens (creating when o->create) the store: every partition environment and the queue.
+   Message files that processes killed before their commit left behind (never acknowledged)
+   and files whose unlink a crash cut short are removed (store_recover.c).
    Runs mdb_reader_check on each. Errors: STORE_EINVAL (partitions differ from the store's
    recorded count, bad opts), STORE_EFORMAT, STORE_ELOCKED (see Format above), STORE_ENOSPC,
    STORE_EIO (cannot create/open; logged). */
@@ -443,8 +447,9 @@ int store_deliver(struct store *st, int fd, int64_t internaldate, struct store_r
 		  size_t n);
 
 /* ------------------------------------------------------------------------------------- */
-/* Group commit. A batch holds deliveries, appends, flag changes and queue additions; commit
-   runs them all in one write txn per partition touched, so one index fsync covers them. */
+/* Group commit. A batch holds writes (a function on a partition), deliveries and queue
+   additions; commit runs them all in one write txn per partition touched, so one index
+   fsync covers them. */
 
 struct store_batch;
 /* Called once per operation after its partition's commit (result 0) or failure. */
@@ -457,14 +462,6 @@ struct store_batch *store_batch_new(struct store *st);
    callback gets (0 if any recipient succeeded, rcpts, n, 0, arg). */
 void store_batch_deliver(struct store_batch *bt, struct store_blob *b, int64_t internaldate,
 			 struct store_rcpt *rcpts, size_t n, store_done_cb *cb, void *arg);
-/* Queues an append; the callback's value is the new UID. */
-void store_batch_append(struct store_batch *bt, uint64_t mbox, struct store_blob *b,
-			unsigned flags, uint64_t keywords, int64_t internaldate,
-			store_done_cb *cb, void *arg);
-/* Queues a flag change (as store_msg_flags, no unchangedsince); value = the new modseq. */
-void store_batch_flags(struct store_batch *bt, uint64_t mbox, uint32_t uid,
-		       enum store_flag_op op, unsigned flags, uint64_t keywords,
-		       store_done_cb *cb, void *arg);
 struct store_queue_msg;
 /* Queues a queue entry (store_queue_add); value = the queue id. qm, its strings and its
    recipients are copied now (the caller may free them at once); b must live until the
@@ -483,52 +480,50 @@ void store_batch_write(struct store_batch *bt, unsigned part, struct store_blob 
 size_t store_batch_count(const struct store_batch *bt);
 /* Commits everything queued (one write txn per partition + one for the queue), calls every
    callback in queue order, and frees the batch (*btp = NULL). Returns the number of
-   operations whose result was non-zero. */
+   operations whose result was non-zero. Blocks on the disk: not for an event loop. */
 size_t store_batch_commit(struct store_batch **btp);
 /* Drops a batch without running it (callbacks are not called); *btp = NULL. */
 void store_batch_free(struct store_batch **btp);
 
-/* The group committer: many producers in one process share commits.
-   - libevent: store_gc_attach(gc, base); producers call store_gc_* with a callback. A
-     committer thread runs the commits (LMDB and the fsyncs), so the loop never waits for
-     the disk; the loop hands it a batch and runs the callbacks when it is back. A batch
-     leaves at the end of the loop pass when the previous commit held one operation (a lone
-     producer does not wait for the timer) or group_commit_max are pending, else
-     group_commit_ms after the first pending operation; while one is out, what queues is
-     the next batch, which leaves as soon as it is back. Operations' functions run in the
-     committer's thread: what they read must stay allocated and unchanged until their
-     callback.
-   - threads: store_gc_*_wait() blocks the calling thread until its operation committed. A
-     waiter leads the next commit once no commit runs (what queues during a commit goes in
-     the next one), after gathering: until as many operations are pending as there were
-     producers at the end of the previous commit, or group_commit_ms, whichever is first (a
-     lone producer never waits). Blobs finished with store_blob_finish_deferred are fsynced
-     by the commit, in parallel, before the index commit. Producer threads
-     may write blobs (store_blob_*) meanwhile, but must not use other calls of the same
-     store handle: only the committing thread uses LMDB (the map may be grown).
-   A commit writes every partition the batch touches in parallel (one thread each).
-   Errors of the _wait calls: those of the operation (see store_batch_*). */
+/* The group committer: the one write path of a daemon. Every write of an event loop is a
+   store_gc_submit (or one of its two typed forms for mtad, store_gc_deliver and
+   store_gc_enqueue, which queue into the same batches). A committer thread per handle takes
+   what is pending as one batch and runs it (LMDB and every fsync, with the partitions of a
+   batch in parallel on a pool of persistent threads), so a loop never waits for the disk
+   or for another process's write lock and never fsyncs; what queues while a commit runs is
+   the next batch. An idle committer commits a lone operation at once when the previous
+   batch held one, else waits up to group_commit_ms for as many operations as the previous
+   batch and those queued during it (at most group_commit_max). Results come back through a
+   descriptor, as libldap's do: poll store_gc_fd() for reading and call store_gc_dispatch(),
+   which runs the callbacks of the finished operations in the caller's thread, in queue
+   order. Operations' functions run in the committer's threads: what they read must stay
+   allocated and unchanged until their callback. Producers must submit from one thread (the
+   loop's); they may write blobs (store_blob_*) meanwhile, but use no other call of the
+   handle that writes. Errors reach each callback (see store_batch_*). */
 struct store_gc;
+/* Starts the committer thread and its pool. Errors: STORE_EIO (no thread or eventfd). */
 int store_gc_new(struct store *st, struct store_gc **gc_r);
-/* Flushes from base's loop (a timer). Without attach, call store_gc_flush yourself. */
-void store_gc_attach(struct store_gc *gc, struct event_base *base);
+/* Readable while finished operations wait for store_gc_dispatch (level-triggered: use
+   EV_READ|EV_PERSIST). */
+int store_gc_fd(const struct store_gc *gc);
+/* Runs the callbacks of every finished operation (never blocks). */
+void store_gc_dispatch(struct store_gc *gc);
+/* Queues fn(t, fn_arg) on partition part, as store_batch_write; cb(result, NULL, 0, 0, arg)
+   from store_gc_dispatch once committed (result 0) or failed. */
+void store_gc_submit(struct store_gc *gc, unsigned part, struct store_blob *b,
+		     int (*fn)(struct store_txn *t, void *arg), void *fn_arg, store_done_cb *cb,
+		     void *arg);
+/* store_batch_deliver and store_batch_enqueue through the committer. */
 void store_gc_deliver(struct store_gc *gc, struct store_blob *b, int64_t internaldate,
 		      struct store_rcpt *rcpts, size_t n, store_done_cb *cb, void *arg);
-void store_gc_flags(struct store_gc *gc, uint64_t mbox, uint32_t uid, enum store_flag_op op,
-		    unsigned flags, uint64_t keywords, store_done_cb *cb, void *arg);
 void store_gc_enqueue(struct store_gc *gc, const struct store_queue_msg *qm,
 		      struct store_blob *b, store_done_cb *cb, void *arg);
-void store_gc_write(struct store_gc *gc, unsigned part, struct store_blob *b,
-		    int (*fn)(struct store_txn *t, void *arg), void *fn_arg, store_done_cb *cb,
-		    void *arg);
-int store_gc_deliver_wait(struct store_gc *gc, struct store_blob *b, int64_t internaldate,
-			  struct store_rcpt *rcpts, size_t n);
-/* Waits for the batch out in the committer's thread, commits what is pending now, and runs
-   their callbacks (in the caller's thread: the loop's). */
+/* Waits until nothing is pending or out and runs the callbacks (of what they queue too):
+   shutdown, tests, benchmarks; it blocks. */
 void store_gc_flush(struct store_gc *gc);
 /* Operations committed and commits done so far (bench: ops per commit). */
 void store_gc_stats(const struct store_gc *gc, uint64_t *ops_r, uint64_t *commits_r);
-/* Flushes what is pending, then frees; *gcp = NULL. */
+/* Flushes, stops the threads, frees; *gcp = NULL. */
 void store_gc_free(struct store_gc **gcp);
 
 /* ------------------------------------------------------------------------------------- */

@@ -1,11 +1,12 @@
-/* store_batch.c — owns group commit: batches of deliveries, appends, flag changes and queue
- * additions run in one write txn per partition (so one index fsync covers them all), the
- * group committer shared by the producers of a process (libevent timer or threads), and
- * store_deliver() built on them. */
+/* store_batch.c — owns group commit: batches of writes (a caller's function on a partition,
+ * deliveries, queue additions) run in one write txn per partition (so one index fsync covers
+ * them all); the group committer of a process (its committer thread, the persistent pool of
+ * partition threads, the descriptor and dispatch call that hand results back to the caller's
+ * loop); and store_deliver() built on them. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <event2/event.h>
+#include <sys/eventfd.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -18,7 +19,7 @@
 #include "common/xmalloc.h"
 #include "store/store_private.h"
 
-enum bop_type { BOP_DELIVER, BOP_APPEND, BOP_FLAGS, BOP_ENQUEUE, BOP_WRITE };
+enum bop_type { BOP_DELIVER, BOP_ENQUEUE, BOP_WRITE };
 
 struct bop {
 	enum bop_type type;
@@ -33,11 +34,6 @@ struct bop {
 	unsigned *rcpt_part;       /* partition of each recipient (NO_PART: unknown user or a
 				      duplicate, whose result is copied from dup[i]) */
 	size_t *dup;               /* the first identical recipient, or SIZE_MAX */
-	uint64_t mbox;             /* APPEND, FLAGS */
-	uint32_t uid;
-	enum store_flag_op op;
-	unsigned flags;
-	uint64_t keywords;
 	struct store_queue_msg qm; /* ENQUEUE: a deep copy, freed with the batch */
 	unsigned part;             /* WRITE */
 	int (*fn)(struct store_txn *t, void *arg);
@@ -82,32 +78,6 @@ void store_batch_deliver(struct store_batch *bt, struct store_blob *b, int64_t i
 	o->internaldate = internaldate;
 	o->rcpts = rcpts;
 	o->n = n;
-}
-
-void store_batch_append(struct store_batch *bt, uint64_t mbox, struct store_blob *b,
-			unsigned flags, uint64_t keywords, int64_t internaldate,
-			store_done_cb *cb, void *arg)
-{
-	struct bop *o = bop_add(bt, BOP_APPEND, cb, arg);
-
-	o->mbox = mbox;
-	o->blob = b;
-	o->flags = flags;
-	o->keywords = keywords;
-	o->internaldate = internaldate;
-}
-
-void store_batch_flags(struct store_batch *bt, uint64_t mbox, uint32_t uid,
-		       enum store_flag_op op, unsigned flags, uint64_t keywords,
-		       store_done_cb *cb, void *arg)
-{
-	struct bop *o = bop_add(bt, BOP_FLAGS, cb, arg);
-
-	o->mbox = mbox;
-	o->uid = uid;
-	o->op = op;
-	o->flags = flags;
-	o->keywords = keywords;
 }
 
 void store_batch_enqueue(struct store_batch *bt, const struct store_queue_msg *qm,
@@ -245,7 +215,6 @@ static int run_nested(struct store_txn *t, struct bop *o)
 
 static int run_op(struct store_txn *t, struct bop *o, unsigned part)
 {
-	struct store_msg m;
 	int rc;
 
 	switch (o->type) {
@@ -259,21 +228,6 @@ static int run_op(struct store_txn *t, struct bop *o, unsigned part)
 				return rc;
 		}
 		return 0;
-	case BOP_APPEND:
-		if (STORE_ID_PART(o->mbox) != part)
-			return 0;
-		rc = store_msg_append(t, o->mbox, o->blob, o->flags, o->keywords,
-				      o->internaldate, &o->uid);
-		o->result = rc;
-		o->value = o->uid;
-		break;
-	case BOP_FLAGS:
-		if (STORE_ID_PART(o->mbox) != part)
-			return 0;
-		rc = store_msg_flags(t, o->mbox, o->uid, o->op, o->flags, o->keywords, 0, &m);
-		o->result = rc;
-		o->value = m.modseq;
-		break;
 	case BOP_ENQUEUE:
 		if (part != STORE_QUEUE_PART)
 			return 0;
@@ -297,9 +251,6 @@ static bool op_touches(const struct bop *o, unsigned part)
 			if (o->rcpt_part[i] == part)
 				return true;
 		return false;
-	case BOP_APPEND:
-	case BOP_FLAGS:
-		return STORE_ID_PART(o->mbox) == part;
 	case BOP_ENQUEUE:
 		return part == STORE_QUEUE_PART;
 	case BOP_WRITE:
@@ -373,13 +324,6 @@ static void locate_rcpts(struct store_batch *bt, bool *parts)
 					parts[p] = true;
 			}
 			break;
-		case BOP_APPEND:
-		case BOP_FLAGS:
-			if (STORE_ID_PART(o->mbox) < bt->st->nparts)
-				parts[STORE_ID_PART(o->mbox)] = true;
-			else
-				o->result = STORE_ENOMBOX;
-			break;
 		case BOP_ENQUEUE:
 			parts[bt->st->nparts] = true;
 			break;
@@ -416,9 +360,6 @@ static void prepare_blobs(struct store_batch *bt)
 					v[n] = o->blob;
 					parts[n++] = o->rcpt_part[j];
 				}
-		} else if (o->type == BOP_APPEND && o->result == 0) {
-			v[n] = o->blob;
-			parts[n++] = STORE_ID_PART(o->mbox);
 		} else if (o->type == BOP_ENQUEUE) {
 			v[n] = o->blob;
 			parts[n++] = STORE_QUEUE_PART;
@@ -432,46 +373,32 @@ static void prepare_blobs(struct store_batch *bt)
 	free(v);
 }
 
-static void *part_thread(void *arg)
+static void part_job(void *arg, size_t i)
 {
-	struct part_run *pr = arg;
+	struct part_run *pr = (struct part_run *)arg + i;
 
 	pr->rc = store_write(pr->bt->st, pr->part, part_fn, pr);
-	return NULL;
 }
 
-/* One write txn per partition touched, the partitions in parallel (their environments are
-   independent, so their fsyncs overlap); a single partition commits in this thread. */
+/* One write txn per partition touched, the partitions in parallel on the store's pool of
+   persistent threads when it has one (their environments are independent, so their fsyncs
+   overlap), else one after the other in this thread. */
 static void commit_parts(struct store_batch *bt, const bool *parts)
 {
 	struct store *st = bt->st;
 	struct part_run *pr = xcalloc(st->nparts + 1, sizeof(*pr));
-	pthread_t *th = xcalloc(st->nparts + 1, sizeof(*th));
-	bool *started = xcalloc(st->nparts + 1, sizeof(*started));
-	unsigned n = 0;
+	size_t n = 0;
 
-	for (unsigned p = 0; p <= st->nparts; p++)
-		n += parts[p];
 	for (unsigned p = 0; p <= st->nparts; p++) {
 		if (!parts[p])
 			continue;
-		pr[p].bt = bt;
-		pr[p].part = p == st->nparts ? STORE_QUEUE_PART : p;
-		if (n > 1 && pthread_create(&th[p], NULL, part_thread, &pr[p]) == 0)
-			started[p] = true;
-		else
-			part_thread(&pr[p]);
+		pr[n].bt = bt;
+		pr[n++].part = p == st->nparts ? STORE_QUEUE_PART : p;
 	}
-	for (unsigned p = 0; p <= st->nparts; p++) {
-		if (!parts[p])
-			continue;
-		if (started[p])
-			pthread_join(th[p], NULL);
-		if (pr[p].rc != 0)
-			part_failed(bt, pr[p].part, pr[p].rc);
-	}
-	free(started);
-	free(th);
+	store_pool_run(st->pool, part_job, pr, n);
+	for (size_t i = 0; i < n; i++)
+		if (pr[i].rc != 0)
+			part_failed(bt, pr[i].part, pr[i].rc);
 	free(pr);
 }
 
@@ -555,413 +482,324 @@ int store_deliver(struct store *st, int fd, int64_t internaldate, struct store_r
 }
 
 /* ------------------------------------------------------------------------------------- */
-/* The group committer: one lane of pending operations (a batch commits its partitions in
-   parallel, so one lane loses nothing and lets a message for several partitions share the
-   commits of the others). */
+/* The pool: persistent threads that run the partitions of a batch (and the fsyncs of its
+   message files) in parallel, so no thread is created per batch. One job at a time: only
+   the committer thread uses it. */
 
-struct gc_lane {
-	pthread_mutex_t mu;        /* pending, leader */
-	pthread_mutex_t commit_mu; /* one commit at a time per lane */
-	pthread_cond_t cv;         /* a commit ended */
-	pthread_cond_t arrive;     /* an operation was queued (the leader gathers) */
-	struct store_batch *pending;
-	size_t expect;             /* producers seen at the end of the previous commit: its
-				      operations + those pending then (the next gather's aim) */
-	bool leader;
-	struct store_batch *inflight; /* libevent: handed to the committer thread */
-	bool inflight_done;        /* libevent: committed, its callbacks not run yet */
+struct store_pool {
+	pthread_mutex_t mu;
+	pthread_cond_t job, idle;
+	void (*fn)(void *arg, size_t i);
+	void *arg;
+	size_t n, next, running;
+	uint64_t gen;              /* bumped for each job */
+	bool stop;
+	unsigned nthreads;
+	pthread_t *threads;
 };
+
+/* Takes items of the current job until none is left. Called with mu held. */
+static void pool_work(struct store_pool *p)
+{
+	while (p->next < p->n) {
+		size_t i = p->next++;
+
+		p->running++;
+		pthread_mutex_unlock(&p->mu);
+		p->fn(p->arg, i);
+		pthread_mutex_lock(&p->mu);
+		if (--p->running == 0 && p->next >= p->n)
+			pthread_cond_broadcast(&p->idle);
+	}
+}
+
+static void *pool_thread(void *arg)
+{
+	struct store_pool *p = arg;
+	uint64_t seen = 0;
+
+	pthread_mutex_lock(&p->mu);
+	for (;;) {
+		while (!p->stop && p->gen == seen)
+			pthread_cond_wait(&p->job, &p->mu);
+		if (p->stop)
+			break;
+		seen = p->gen;
+		pool_work(p);
+	}
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+/* Threads take no signal: the daemons' handlers run in their loops. */
+static struct store_pool *pool_new(unsigned nthreads)
+{
+	struct store_pool *p = xcalloc(1, sizeof(*p));
+	sigset_t all, old;
+
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->job, NULL);
+	pthread_cond_init(&p->idle, NULL);
+	p->threads = xcalloc(nthreads + 1, sizeof(*p->threads));
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	for (unsigned i = 0; i < nthreads; i++) {
+		if (pthread_create(&p->threads[p->nthreads], NULL, pool_thread, p) != 0)
+			break; /* fewer threads: the caller's takes the rest */
+		p->nthreads++;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return p;
+}
+
+static void pool_free(struct store_pool **pp)
+{
+	struct store_pool *p = *pp;
+
+	if (p == NULL)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->stop = true;
+	pthread_cond_broadcast(&p->job);
+	pthread_mutex_unlock(&p->mu);
+	for (unsigned i = 0; i < p->nthreads; i++)
+		pthread_join(p->threads[i], NULL);
+	pthread_cond_destroy(&p->idle);
+	pthread_cond_destroy(&p->job);
+	pthread_mutex_destroy(&p->mu);
+	free(p->threads);
+	free(p);
+	*pp = NULL;
+}
+
+void store_pool_run(struct store_pool *p, void (*fn)(void *arg, size_t i), void *arg,
+		    size_t n)
+{
+	if (p == NULL || p->nthreads == 0 || n < 2) {
+		for (size_t i = 0; i < n; i++)
+			fn(arg, i);
+		return;
+	}
+	pthread_mutex_lock(&p->mu);
+	p->fn = fn;
+	p->arg = arg;
+	p->n = n;
+	p->next = 0;
+	p->gen++;
+	pthread_cond_broadcast(&p->job);
+	pool_work(p); /* this thread works too */
+	while (p->running > 0 || p->next < p->n)
+		pthread_cond_wait(&p->idle, &p->mu);
+	p->n = 0;
+	pthread_mutex_unlock(&p->mu);
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* The group committer. Producers (the daemon's loop) queue operations; the committer
+   thread takes what is pending as one batch, runs it (LMDB and every fsync), and puts it on
+   the done list; the eventfd says so, and store_gc_dispatch (in the loop) runs the
+   callbacks. What queues while a commit runs is the next batch (the classic group commit).
+   An idle committer that gets an operation commits at once when the previous batch held
+   one (a lone producer waits for nothing), else it waits up to group_commit_ms for as many
+   operations as the previous batch and those queued during it held (or
+   group_commit_max). */
 
 struct store_gc {
 	struct store *st;
-	unsigned nlanes;
-	struct gc_lane *lanes;
-	struct event *ev;          /* libevent flush timer */
-	atomic_bool armed;
-	atomic_uint_fast64_t ops, commits;
-	/* libevent: a committer thread runs each batch (LMDB and the fsyncs) so the loop never
-	   waits for the disk or for another process's write lock; the loop hands it one batch
-	   at a time and runs the callbacks when the pipe says the batch is done. What queues
-	   meanwhile is the next batch (the classic group commit). */
-	bool threaded;
-	bool stop;                 /* under lanes[0].mu */
+	pthread_mutex_t mu;
+	pthread_cond_t work;       /* an operation was queued, or stop */
+	pthread_cond_t idle;       /* a batch is done */
+	struct store_batch *pending;
+	struct store_batch **done; /* committed, callbacks not run yet */
+	size_t ndone, capdone;
+	size_t expect;             /* operations of the previous batch and its followers */
+	bool busy, stop, threaded;
 	pthread_t thread;
-	pthread_cond_t work;       /* under lanes[0].mu: a batch to commit, or stop */
-	int done_pipe[2];
-	struct event *done_ev;
+	int efd;                   /* eventfd: readable while done batches wait */
+	struct store_pool *pool;
+	atomic_uint_fast64_t ops, commits;
 };
 
-int store_gc_new(struct store *st, struct store_gc **gc_r)
+/* Waits (mu held) for company when the committer is idle and the last batch was shared. */
+static void gc_gather(struct store_gc *gc)
 {
-	struct store_gc *gc = xcalloc(1, sizeof(*gc));
+	struct timespec until;
+	size_t want = gc->expect < gc->st->gc_max ? gc->expect : gc->st->gc_max;
 
-	gc->st = st;
-	gc->nlanes = 1;
-	gc->lanes = xcalloc(gc->nlanes, sizeof(*gc->lanes));
-	for (unsigned i = 0; i < gc->nlanes; i++) {
-		pthread_mutex_init(&gc->lanes[i].mu, NULL);
-		pthread_mutex_init(&gc->lanes[i].commit_mu, NULL);
-		pthread_condattr_t ca;
-
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&gc->lanes[i].arrive, &ca);
-		pthread_condattr_destroy(&ca);
-		pthread_cond_init(&gc->lanes[i].cv, NULL);
-	}
-	*gc_r = gc;
-	return 0;
+	if (want <= 1 || gc->st->gc_ms <= 0)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_nsec += (long)(gc->st->gc_ms % 1000) * 1000000;
+	until.tv_sec += gc->st->gc_ms / 1000 + until.tv_nsec / 1000000000;
+	until.tv_nsec %= 1000000000;
+	while (!gc->stop && store_batch_count(gc->pending) < want)
+		if (pthread_cond_timedwait(&gc->work, &gc->mu, &until) != 0)
+			break;
 }
 
-/* libevent: hands the pending batch to the committer thread unless one is in flight (its
-   end starts the next). */
-static void gc_async_start(struct store_gc *gc)
+static void gc_done_push(struct store_gc *gc, struct store_batch *bt)
 {
-	evtimer_del(gc->ev);
-	atomic_store(&gc->armed, false);
-	for (unsigned i = 0; i < gc->nlanes; i++) {
-		struct gc_lane *l = &gc->lanes[i];
+	uint64_t one = 1;
 
-		pthread_mutex_lock(&l->mu);
-		if (l->inflight == NULL && l->pending != NULL) {
-			l->inflight = l->pending;
-			l->pending = NULL;
-			pthread_cond_signal(&gc->work);
-			/* armed only while a batch is out: an idle committer keeps no loop alive */
-			event_add(gc->done_ev, NULL);
-		}
-		pthread_mutex_unlock(&l->mu);
-	}
-}
-
-/* libevent: runs the callbacks of the batch the thread finished, if any (the loop's
-   thread). */
-static bool gc_async_reap(struct store_gc *gc, struct gc_lane *l)
-{
-	struct store_batch *bt;
-
-	pthread_mutex_lock(&l->mu);
-	if (l->inflight == NULL || !l->inflight_done) {
-		pthread_mutex_unlock(&l->mu);
-		return false;
-	}
-	bt = l->inflight;
-	l->inflight = NULL;
-	l->inflight_done = false;
-	l->expect = store_batch_count(bt) + (l->pending != NULL ? store_batch_count(l->pending)
-								: 0);
-	pthread_mutex_unlock(&l->mu);
-	batch_finish(&bt);
-	return true;
+	if (gc->ndone == gc->capdone)
+		gc->done = xreallocarray(gc->done, gc->capdone = gc->capdone * 2 + 4,
+					 sizeof(*gc->done));
+	gc->done[gc->ndone++] = bt;
+	if (write(gc->efd, &one, sizeof(one)) == -1 && errno != EAGAIN)
+		log_warn("store: group commit notify");
 }
 
 static void *gc_thread(void *arg)
 {
 	struct store_gc *gc = arg;
-	struct gc_lane *l = &gc->lanes[0];
 
-	pthread_mutex_lock(&l->mu);
+	pthread_mutex_lock(&gc->mu);
 	for (;;) {
 		struct store_batch *bt;
 		size_t n;
 
-		while (!gc->stop && (l->inflight == NULL || l->inflight_done))
-			pthread_cond_wait(&gc->work, &l->mu);
-		if (l->inflight == NULL || l->inflight_done)
+		while (!gc->stop && gc->pending == NULL)
+			pthread_cond_wait(&gc->work, &gc->mu);
+		if (gc->pending == NULL)
 			break; /* stop, nothing left */
-		bt = l->inflight;
-		pthread_mutex_unlock(&l->mu);
+		gc_gather(gc);
+		bt = gc->pending;
+		gc->pending = NULL;
+		gc->busy = true;
+		pthread_mutex_unlock(&gc->mu);
 		n = store_batch_count(bt);
 		batch_run(bt);
 		atomic_fetch_add(&gc->ops, n);
 		atomic_fetch_add(&gc->commits, 1);
-		pthread_mutex_lock(&l->mu);
-		l->inflight_done = true;
-		pthread_cond_broadcast(&l->cv);
-		if (write(gc->done_pipe[1], "x", 1) == -1 && errno != EAGAIN)
-			log_warn("store: group commit notify");
+		pthread_mutex_lock(&gc->mu);
+		gc->busy = false;
+		gc->expect = n + (gc->pending != NULL ? store_batch_count(gc->pending) : 0);
+		gc_done_push(gc, bt);
+		pthread_cond_broadcast(&gc->idle);
 	}
-	pthread_mutex_unlock(&l->mu);
+	pthread_mutex_unlock(&gc->mu);
 	return NULL;
 }
 
-static void gc_done_cb(evutil_socket_t fd, short what, void *arg)
+int store_gc_new(struct store *st, struct store_gc **gc_r)
 {
-	struct store_gc *gc = arg;
-	char b[64];
-	bool any = false;
-
-	(void)what;
-	while (read(fd, b, sizeof(b)) > 0)
-		;
-	for (unsigned i = 0; i < gc->nlanes; i++)
-		any |= gc_async_reap(gc, &gc->lanes[i]);
-	if (any) { /* what queued during the commit (and its callbacks) goes now */
-		gc_async_start(gc);
-		return;
-	}
-	/* a stale wake-up (store_gc_flush reaped that batch itself): keep watching for the
-	   batch still out, if any */
-	for (unsigned i = 0; i < gc->nlanes; i++) {
-		pthread_mutex_lock(&gc->lanes[i].mu);
-		any |= gc->lanes[i].inflight != NULL;
-		pthread_mutex_unlock(&gc->lanes[i].mu);
-	}
-	if (any)
-		event_add(gc->done_ev, NULL);
-}
-
-static void gc_timer_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct store_gc *gc = arg;
-
-	(void)fd;
-	(void)what;
-	if (gc->threaded)
-		gc_async_start(gc);
-	else
-		store_gc_flush(gc);
-}
-
-/* The committer thread takes no signal: the daemons' handlers run in the loop. */
-static bool gc_thread_start(struct store_gc *gc, struct event_base *base)
-{
+	struct store_gc *gc = xcalloc(1, sizeof(*gc));
+	pthread_condattr_t ca;
 	sigset_t all, old;
 	int rc;
 
-	if (pipe2(gc->done_pipe, O_NONBLOCK | O_CLOEXEC) == -1) {
-		log_warn("store: group commit pipe");
-		return false;
+	*gc_r = NULL;
+	gc->st = st;
+	if ((gc->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) == -1) {
+		log_warn("store: eventfd");
+		free(gc);
+		return STORE_EIO;
 	}
-	gc->done_ev = event_new(base, gc->done_pipe[0], EV_READ, gc_done_cb, gc);
-	if (gc->done_ev == NULL)
-		fatalx("store: event_new");
-	pthread_cond_init(&gc->work, NULL);
+	pthread_mutex_init(&gc->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&gc->work, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_cond_init(&gc->idle, NULL);
+	/* one thread per environment a batch may touch (partitions and the queue), up to 8:
+	   their fsyncs overlap */
+	gc->pool = pool_new(st->nparts + 1 < 8 ? st->nparts + 1 : 8);
+	if (st->pool == NULL)
+		st->pool = gc->pool;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	rc = pthread_create(&gc->thread, NULL, gc_thread, gc);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc != 0) {
-		log_warnx("store: group commit thread: %s (commits run in the loop)",
-			  strerror(rc));
-		event_free(gc->done_ev);
-		gc->done_ev = NULL;
-		close(gc->done_pipe[0]);
-		close(gc->done_pipe[1]);
-		pthread_cond_destroy(&gc->work);
-		return false;
+		log_warnx("store: group commit thread: %s", strerror(rc));
+		store_gc_free(&gc); /* no thread to join (threaded is false) */
+		return STORE_EIO;
 	}
-	return true;
+	gc->threaded = true;
+	*gc_r = gc;
+	return 0;
 }
 
-void store_gc_attach(struct store_gc *gc, struct event_base *base)
+int store_gc_fd(const struct store_gc *gc)
 {
-	gc->ev = evtimer_new(base, gc_timer_cb, gc);
-	if (gc->ev == NULL)
-		fatalx("store: evtimer_new");
-	gc->threaded = gc_thread_start(gc, base);
+	return gc->efd;
 }
 
-static struct gc_lane *gc_lane(struct store_gc *gc, unsigned part)
+/* Runs the callbacks of every batch the committer finished (the caller's thread). */
+static size_t gc_reap(struct store_gc *gc)
 {
-	(void)part; /* one lane today; lanes per partition were measured to batch worse */
-	return &gc->lanes[0];
-}
-
-/* Called with the lane's mu held after an operation was queued. libevent: the commit runs
-   at the end of this loop pass (what the pass still queues joins it) when the previous
-   commit held a single operation (a low load: nothing to wait for) or group_commit_max are
-   pending; else the timer (group_commit_ms after the first) flushes, gathering the others.
-   A lone writer so does not wait for a timer with nothing to batch; once two operations meet
-   in a commit the timer gathers again. */
-static void gc_queued(struct store_gc *gc, struct gc_lane *l)
-{
+	struct store_batch **v;
 	size_t n;
+	uint64_t cnt;
 
-	pthread_cond_signal(&l->arrive);
-	if (gc->ev == NULL || l->inflight != NULL)
-		return; /* threads gather themselves; the end of the commit in flight starts this */
-	n = store_batch_count(l->pending);
-	if (n >= gc->st->gc_max || l->expect <= 1) {
-		event_active(gc->ev, EV_TIMEOUT, 0);
-		atomic_store(&gc->armed, true);
-	} else if (!atomic_exchange(&gc->armed, true)) {
-		struct timeval tv = { gc->st->gc_ms / 1000, (gc->st->gc_ms % 1000) * 1000 };
-
-		evtimer_add(gc->ev, &tv);
-	}
+	if (read(gc->efd, &cnt, sizeof(cnt)) == -1 && errno != EAGAIN)
+		log_warn("store: group commit eventfd");
+	pthread_mutex_lock(&gc->mu);
+	v = gc->done;
+	n = gc->ndone;
+	gc->done = NULL;
+	gc->ndone = gc->capdone = 0;
+	pthread_mutex_unlock(&gc->mu);
+	for (size_t i = 0; i < n; i++)
+		batch_finish(&v[i]);
+	free(v);
+	return n;
 }
 
-static struct store_batch *gc_pending(struct store_gc *gc, struct gc_lane *l)
+void store_gc_dispatch(struct store_gc *gc)
 {
-	if (l->pending == NULL)
-		l->pending = store_batch_new(gc->st);
-	return l->pending;
+	(void)gc_reap(gc);
+}
+
+static struct store_batch *gc_pending(struct store_gc *gc)
+{
+	if (gc->pending == NULL)
+		gc->pending = store_batch_new(gc->st);
+	return gc->pending;
+}
+
+static void gc_queued(struct store_gc *gc)
+{
+	pthread_cond_signal(&gc->work);
+	pthread_mutex_unlock(&gc->mu);
+}
+
+void store_gc_submit(struct store_gc *gc, unsigned part, struct store_blob *b,
+		     int (*fn)(struct store_txn *t, void *arg), void *fn_arg, store_done_cb *cb,
+		     void *arg)
+{
+	pthread_mutex_lock(&gc->mu);
+	store_batch_write(gc_pending(gc), part, b, fn, fn_arg, cb, arg);
+	gc_queued(gc);
 }
 
 void store_gc_deliver(struct store_gc *gc, struct store_blob *b, int64_t internaldate,
 		      struct store_rcpt *rcpts, size_t n, store_done_cb *cb, void *arg)
 {
-	struct gc_lane *l = gc_lane(gc, b->part);
-
-	pthread_mutex_lock(&l->mu);
-	store_batch_deliver(gc_pending(gc, l), b, internaldate, rcpts, n, cb, arg);
-	gc_queued(gc, l);
-	pthread_mutex_unlock(&l->mu);
-}
-
-void store_gc_flags(struct store_gc *gc, uint64_t mbox, uint32_t uid, enum store_flag_op op,
-		    unsigned flags, uint64_t keywords, store_done_cb *cb, void *arg)
-{
-	struct gc_lane *l = gc_lane(gc, STORE_ID_PART(mbox));
-
-	pthread_mutex_lock(&l->mu);
-	store_batch_flags(gc_pending(gc, l), mbox, uid, op, flags, keywords, cb, arg);
-	gc_queued(gc, l);
-	pthread_mutex_unlock(&l->mu);
+	pthread_mutex_lock(&gc->mu);
+	store_batch_deliver(gc_pending(gc), b, internaldate, rcpts, n, cb, arg);
+	gc_queued(gc);
 }
 
 void store_gc_enqueue(struct store_gc *gc, const struct store_queue_msg *qm,
 		      struct store_blob *b, store_done_cb *cb, void *arg)
 {
-	struct gc_lane *l = gc_lane(gc, STORE_QUEUE_PART);
-
-	pthread_mutex_lock(&l->mu);
-	store_batch_enqueue(gc_pending(gc, l), qm, b, cb, arg);
-	gc_queued(gc, l);
-	pthread_mutex_unlock(&l->mu);
-}
-
-void store_gc_write(struct store_gc *gc, unsigned part, struct store_blob *b,
-		    int (*fn)(struct store_txn *t, void *arg), void *fn_arg, store_done_cb *cb,
-		    void *arg)
-{
-	struct gc_lane *l = gc_lane(gc, part);
-
-	pthread_mutex_lock(&l->mu);
-	store_batch_write(gc_pending(gc, l), part, b, fn, fn_arg, cb, arg);
-	gc_queued(gc, l);
-	pthread_mutex_unlock(&l->mu);
-}
-
-static void gc_gather(struct store_gc *gc, struct gc_lane *l);
-
-/* Takes the lane's pending batch (after gathering: see store_gc_deliver_wait) and commits
-   it; callbacks run in this thread. */
-static void gc_commit_lane(struct store_gc *gc, struct gc_lane *l, bool gather)
-{
-	struct store_batch *bt;
-	size_t n;
-
-	pthread_mutex_lock(&l->commit_mu);
-	if (gather && gc->st->gc_ms > 0)
-		gc_gather(gc, l);
-	pthread_mutex_lock(&l->mu);
-	bt = l->pending;
-	l->pending = NULL;
-	l->leader = false;
-	pthread_mutex_unlock(&l->mu);
-	if (bt != NULL) {
-		n = store_batch_count(bt);
-		store_batch_commit(&bt);
-		atomic_fetch_add(&gc->ops, n);
-		atomic_fetch_add(&gc->commits, 1);
-		pthread_mutex_lock(&l->mu);
-		l->expect = n + (l->pending != NULL ? store_batch_count(l->pending) : 0);
-		pthread_cond_broadcast(&l->cv);
-		pthread_mutex_unlock(&l->mu);
-	}
-	pthread_mutex_unlock(&l->commit_mu);
+	pthread_mutex_lock(&gc->mu);
+	store_batch_enqueue(gc_pending(gc), qm, b, cb, arg);
+	gc_queued(gc);
 }
 
 void store_gc_flush(struct store_gc *gc)
 {
-	for (unsigned i = 0; gc->threaded && i < gc->nlanes; i++) {
-		struct gc_lane *l = &gc->lanes[i];
-
-		pthread_mutex_lock(&l->mu);
-		while (l->inflight != NULL && !l->inflight_done)
-			pthread_cond_wait(&l->cv, &l->mu);
-		pthread_mutex_unlock(&l->mu);
-		gc_async_reap(gc, l);
-	}
-	if (gc->ev != NULL)
-		evtimer_del(gc->ev);
-	atomic_store(&gc->armed, false);
-	for (unsigned i = 0; i < gc->nlanes; i++)
-		gc_commit_lane(gc, &gc->lanes[i], false);
-}
-
-struct gc_wait {
-	atomic_bool done;
-	int result;
-};
-
-static void gc_wait_cb(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
-		       void *arg)
-{
-	struct gc_wait *w = arg;
-
-	(void)rcpts;
-	(void)n;
-	(void)value;
-	w->result = result;
-	atomic_store(&w->done, true); /* waiters re-check after the broadcast */
-}
-
-/* The leader's wait for company (see store_gc_deliver_wait). */
-static void gc_gather(struct store_gc *gc, struct gc_lane *l)
-{
-	struct timespec until;
-	size_t want;
-
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_nsec += (long)(gc->st->gc_ms % 1000) * 1000000;
-	until.tv_sec += gc->st->gc_ms / 1000 + until.tv_nsec / 1000000000;
-	until.tv_nsec %= 1000000000;
-	pthread_mutex_lock(&l->mu);
-	want = l->expect < gc->st->gc_max ? l->expect : gc->st->gc_max;
-	while (l->pending != NULL && store_batch_count(l->pending) < want)
-		if (pthread_cond_timedwait(&l->arrive, &l->mu, &until) != 0)
+	for (;;) {
+		pthread_mutex_lock(&gc->mu);
+		while (gc->pending != NULL || gc->busy)
+			pthread_cond_wait(&gc->idle, &gc->mu);
+		pthread_mutex_unlock(&gc->mu);
+		/* callbacks may queue more: until nothing is left */
+		if (gc_reap(gc) == 0)
 			break;
-	pthread_mutex_unlock(&l->mu);
-}
-
-int store_gc_deliver_wait(struct store_gc *gc, struct store_blob *b, int64_t internaldate,
-			  struct store_rcpt *rcpts, size_t n)
-{
-	struct gc_lane *l = gc_lane(gc, b->part);
-	struct gc_wait w = { false, 0 };
-	bool lead;
-
-	pthread_mutex_lock(&l->mu);
-	store_batch_deliver(gc_pending(gc, l), b, internaldate, rcpts, n, gc_wait_cb, &w);
-	pthread_cond_signal(&l->arrive);
-	lead = !l->leader || store_batch_count(l->pending) >= gc->st->gc_max;
-	l->leader = true;
-	pthread_mutex_unlock(&l->mu);
-	/* The leader commits once no commit is running (the classic group commit: what
-	   queued during a commit goes in the next one), after gathering: it waits until as
-	   many operations are pending as there were producers at the end of the previous
-	   commit (its own operations, which come back, plus those that queued during it), or
-	   group_commit_ms passed, whichever is first. So a lone producer never waits, and a
-	   steady crowd commits together instead of splitting into two alternating halves. */
-	if (lead)
-		gc_commit_lane(gc, l, true);
-	pthread_mutex_lock(&l->mu);
-	while (!atomic_load(&w.done)) {
-		if (l->pending != NULL && !l->leader) {
-			/* our operation is still pending and nobody leads: lead */
-			l->leader = true;
-			pthread_mutex_unlock(&l->mu);
-			gc_commit_lane(gc, l, true);
-			pthread_mutex_lock(&l->mu);
-			continue;
-		}
-		pthread_cond_wait(&l->cv, &l->mu);
 	}
-	pthread_mutex_unlock(&l->mu);
-	return w.result;
 }
 
 void store_gc_stats(const struct store_gc *gc, uint64_t *ops_r, uint64_t *commits_r)
@@ -977,26 +815,20 @@ void store_gc_free(struct store_gc **gcp)
 	if (gc == NULL)
 		return;
 	store_gc_flush(gc);
-	if (gc->threaded) {
-		pthread_mutex_lock(&gc->lanes[0].mu);
-		gc->stop = true;
-		pthread_cond_signal(&gc->work);
-		pthread_mutex_unlock(&gc->lanes[0].mu);
+	pthread_mutex_lock(&gc->mu);
+	gc->stop = true;
+	pthread_cond_signal(&gc->work);
+	pthread_mutex_unlock(&gc->mu);
+	if (gc->threaded)
 		pthread_join(gc->thread, NULL);
-		event_free(gc->done_ev);
-		close(gc->done_pipe[0]);
-		close(gc->done_pipe[1]);
-		pthread_cond_destroy(&gc->work);
-	}
-	if (gc->ev != NULL)
-		event_free(gc->ev);
-	for (unsigned i = 0; i < gc->nlanes; i++) {
-		pthread_mutex_destroy(&gc->lanes[i].mu);
-		pthread_mutex_destroy(&gc->lanes[i].commit_mu);
-		pthread_cond_destroy(&gc->lanes[i].cv);
-		pthread_cond_destroy(&gc->lanes[i].arrive);
-	}
-	free(gc->lanes);
+	if (gc->st->pool == gc->pool)
+		gc->st->pool = NULL;
+	pool_free(&gc->pool);
+	close(gc->efd);
+	pthread_cond_destroy(&gc->work);
+	pthread_cond_destroy(&gc->idle);
+	pthread_mutex_destroy(&gc->mu);
+	free(gc->done);
 	free(gc);
 	*gcp = NULL;
 }

@@ -72,6 +72,8 @@ int store_blob_new(struct store *st, unsigned part, struct store_blob **b_r)
 		if (!st->nosync)
 			b->id = (b->id & ~(UINT64_C(0xff) << 56)) |
 				(uint64_t)((time(NULL) / 3600) & 0xff) << 56;
+		/* the process tag: what a crash of this process leaves is found by it */
+		b->id = (b->id & ~(UINT64_C(0xffff) << 40)) | (uint64_t)st->tag << 40;
 	} while (b->id == 0);
 	store_blob_path(b->tmp, sizeof(b->tmp), b->id);
 	strcat(b->tmp, ".tmp");
@@ -234,42 +236,19 @@ static int sync_dir_set(struct store *st, struct dir_sync *v, size_t n)
 	return first;
 }
 
-/* Deferred blobs of a batch fsynced by up to SYNC_THREADS threads at once: concurrent fsyncs
-   share the filesystem's journal commits (one fsync after another would wait for one
-   commit each). */
-#define SYNC_THREADS 8
-
-struct par_sync {
-	struct store_blob **u;
-	size_t n;
-	atomic_size_t next;
-};
-
-static void *par_sync_thread(void *arg)
+/* Deferred blobs of a batch fsynced in parallel on the store's pool (the group committer's
+   persistent threads): concurrent fsyncs share the filesystem's journal commits (one fsync
+   after another would wait for one commit each). */
+static void sync_job(void *arg, size_t i)
 {
-	struct par_sync *p = arg;
-	size_t i;
-
-	while ((i = atomic_fetch_add(&p->next, 1)) < p->n)
-		(void)blob_sync_data(p->u[i]);
-	return NULL;
+	(void)blob_sync_data(((struct store_blob **)arg)[i]);
 }
 
-static void sync_data_parallel(struct store_blob **u, size_t n)
+static void sync_data_parallel(struct store *st, struct store_blob **u, size_t n)
 {
-	struct par_sync p = { .u = u, .n = n };
-	pthread_t th[SYNC_THREADS];
-	size_t nth = 0;
-
-	atomic_init(&p.next, 0);
 	for (size_t i = 0; i < n; i++)
 		(void)sync_file_range(u[i]->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
-	while (nth + 1 < SYNC_THREADS && nth + 1 < n &&
-	       pthread_create(&th[nth], NULL, par_sync_thread, &p) == 0)
-		nth++;
-	par_sync_thread(&p);
-	for (size_t i = 0; i < nth; i++)
-		pthread_join(th[i], NULL);
+	store_pool_run(st != NULL ? st->pool : NULL, sync_job, u, n);
 }
 
 /* With [store] group_commit_syncfs, a batch with at least this many deferred message files
@@ -388,7 +367,7 @@ int store_blob_sync_batch(struct store_blob **v, const unsigned *parts, size_t n
 	for (size_t i = 0; i < nu; i++)
 		if (!u[i]->data_synced)
 			u[k++] = u[i];
-	sync_data_parallel(u, k);
+	sync_data_parallel(st, u, k);
 	for (size_t i = 0; i < k; i++)
 		if (u[i]->err != 0 && first == 0)
 			first = u[i]->err;
@@ -637,6 +616,9 @@ int store_blob_ref_id(struct store_txn *t, uint64_t blob, int delta)
 	rc = store_del(t, DBI_CACHE, k, 8);
 	if (rc != 0 && rc != STORE_ENOMSG)
 		return rc;
+	/* a crash between the commit and the unlink: the next open unlinks it */
+	if ((rc = store_put(t, DBI_DEAD, k, 8, "", 0)) != 0)
+		return rc;
 	if (t->ndead == t->capdead)
 		t->dead = xreallocarray(t->dead, t->capdead = t->capdead * 2 + 16,
 					sizeof(*t->dead));
@@ -653,6 +635,15 @@ void store_blob_unlink_dead(struct store_txn *t)
 		store_blob_path(path, sizeof(path), t->dead[i]);
 		if (unlinkat(e->blobdir_fd, path, 0) == -1 && errno != ENOENT)
 			log_warn("store: unlink %s/blobs/%s", e->dir, path);
+	}
+	if (t->ndead > 0) { /* their rows go with the next commit (store.c gone_rows) */
+		pthread_mutex_lock(&e->gone_mu);
+		if (e->ngone + t->ndead > e->capgone)
+			e->gone = xreallocarray(e->gone, e->capgone = (e->ngone + t->ndead) * 2,
+						sizeof(*e->gone));
+		memcpy(e->gone + e->ngone, t->dead, t->ndead * sizeof(*t->dead));
+		e->ngone += t->ndead;
+		pthread_mutex_unlock(&e->gone_mu);
 	}
 	t->ndead = 0;
 }

@@ -23,6 +23,7 @@
 #ifndef HERON_STORE_PRIVATE_H
 #define HERON_STORE_PRIVATE_H
 
+#include <limits.h>
 #include <lmdb.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -64,11 +65,25 @@ struct store_env {
 	   takes so that none is: store.c env_txn_begin */
 	atomic_uint txns;
 	pthread_rwlock_t remap_lock;
+	/* message files this process unlinked after a commit: their `dead` rows go with the
+	   next write txn of the environment (store_txn_commit) */
+	pthread_mutex_t gone_mu;
+	uint64_t *gone;
+	size_t ngone, capgone;
 };
+
+/* The process tag in a message file id (store_recover.c): bits 40..55; the top byte is the
+   hour the file was made in (its directory), the low 40 bits are random. */
+#define STORE_BLOB_TAG(id) ((uint16_t)((id) >> 40))
 
 struct store {
 	char *path;
 	int lock_fd;          /* <path>/store.lock, held shared (exclusive: upgrading) */
+	uint16_t tag;         /* this process's tag in the ids of the files it makes */
+	int marker_fd;        /* <path>/run/<tag>, locked while the store is open */
+	char marker_path[PATH_MAX + 16];
+	struct store_recovery *recovery;
+	struct store_pool *pool; /* the group committer's threads (store_batch.c), or NULL */
 	unsigned nparts;
 	struct store_env *parts;
 	struct store_env queue;
@@ -208,6 +223,17 @@ int store_format_check(struct store *st, struct store_env *e, MDB_txn *txn, bool
 int store_format_read(struct store_txn *t, unsigned *format_r);
 int store_format_upgrade(struct store *st);
 int store_lock(struct store *st, bool exclusive);
+
+/* store_batch.c: runs fn(arg, 0..n-1) on the pool's threads and this one, returns when all
+   are done; p NULL: one after the other here. Only one thread at a time may use a pool. */
+struct store_pool;
+void store_pool_run(struct store_pool *p, void (*fn)(void *arg, size_t i), void *arg,
+		    size_t n);
+
+/* store_recover.c */
+int store_recover_start(struct store *st, bool background);
+void store_recover_stop(struct store *st);
+void store_recover_wait(struct store *st);
 
 /* store_queue.c */
 int store_queue_add_txn(struct store_txn *t, const struct store_queue_msg *qm,

@@ -7,6 +7,7 @@
  * Every scenario is bounded by MESSAGES and by SECONDS, whichever comes first. */
 #include <errno.h>
 #include <getopt.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -88,22 +89,88 @@ static void *producer(void *arg)
 			atomic_fetch_add(&sc->failed, 1);
 			continue;
 		}
-		if (sc->gc != NULL)
-			rc = store_gc_deliver_wait(sc->gc, b, 0, r, sc->nrcpt);
-		else {
-			struct store_batch *bt = store_batch_new(sc->st);
+		struct store_batch *bt = store_batch_new(sc->st);
 
-			store_batch_deliver(bt, b, 0, r, sc->nrcpt, NULL, NULL);
-			rc = store_batch_commit(&bt) == 0 ? 0 : STORE_EIO;
-		}
+		store_batch_deliver(bt, b, 0, r, sc->nrcpt, NULL, NULL);
+		rc = store_batch_commit(&bt) == 0 ? 0 : STORE_EIO;
 		store_blob_free(&b);
 		atomic_fetch_add(rc == 0 ? &sc->done : &sc->failed, 1);
 	}
 	return NULL;
 }
 
-/* Single-process group commit needs producers in one process; without it every producer
-   (thread here, worker process in mtad) commits alone, serialized by LMDB's writer lock. */
+/* One delivery of the loop's: a session that sends its next message once this one is
+   acknowledged. */
+struct gc_session {
+	struct scenario *sc;
+	struct store_rcpt r[NUSERS];
+	struct store_blob *b;
+	bool active;
+};
+
+static void gc_session_next(struct gc_session *gs);
+
+static void gc_session_done(int result, const struct store_rcpt *rcpts, size_t n,
+			    uint64_t value, void *arg)
+{
+	struct gc_session *gs = arg;
+
+	(void)rcpts;
+	(void)n;
+	(void)value;
+	atomic_fetch_add(result == 0 ? &gs->sc->done : &gs->sc->failed, 1);
+	store_blob_free(&gs->b);
+	gc_session_next(gs);
+}
+
+static void gc_session_next(struct gc_session *gs)
+{
+	struct scenario *sc = gs->sc;
+	unsigned seq;
+
+	gs->active = false;
+	if (now_s() >= sc->deadline || (seq = atomic_fetch_add(&sc->next, 1)) >= sc->limit)
+		return;
+	memset(gs->r, 0, sizeof(gs->r));
+	for (unsigned i = 0; i < sc->nrcpt; i++)
+		gs->r[i].user = users[(seq + i) % NUSERS];
+	if (store_blob_new(sc->st, store_partition_for(sc->st, gs->r[0].user), &gs->b) != 0 ||
+	    store_blob_write(gs->b, sc->body, sc->size) != 0 ||
+	    store_blob_finish_deferred(gs->b) != 0) {
+		store_blob_free(&gs->b);
+		atomic_fetch_add(&sc->failed, 1);
+		return;
+	}
+	gs->active = true;
+	store_gc_deliver(sc->gc, gs->b, 0, gs->r, sc->nrcpt, gc_session_done, gs);
+}
+
+/* A daemon's loop with `sessions` deliveries outstanding: poll the committer's descriptor,
+   dispatch, each callback starts that session's next message. */
+static void run_gc_loop(struct scenario *sc, unsigned sessions)
+{
+	struct gc_session *gs = calloc(sessions, sizeof(*gs));
+	bool any = true;
+
+	for (unsigned i = 0; i < sessions; i++) {
+		gs[i].sc = sc;
+		gc_session_next(&gs[i]);
+	}
+	while (any) {
+		struct pollfd p = { .fd = store_gc_fd(sc->gc), .events = POLLIN };
+
+		(void)poll(&p, 1, 1000);
+		store_gc_dispatch(sc->gc);
+		any = false;
+		for (unsigned i = 0; i < sessions; i++)
+			any |= gs[i].active;
+	}
+	free(gs);
+}
+
+/* Group commit gathers the loop's concurrent sessions (one process); without it every
+   producer (thread here, worker process in mtad) commits alone, serialized by LMDB's
+   writer lock. */
 static void run_deliveries(struct store *st, unsigned nrcpt, size_t size, bool group,
 			   unsigned producers, unsigned limit, double seconds)
 {
@@ -117,9 +184,11 @@ static void run_deliveries(struct store *st, unsigned nrcpt, size_t size, bool g
 		store_gc_new(st, &sc.gc);
 	t0 = now_s();
 	sc.deadline = t0 + seconds;
-	for (unsigned i = 0; i < producers; i++)
+	if (sc.gc != NULL)
+		run_gc_loop(&sc, producers);
+	for (unsigned i = 0; sc.gc == NULL && i < producers; i++)
 		pthread_create(&th[i], NULL, producer, &sc);
-	for (unsigned i = 0; i < producers; i++)
+	for (unsigned i = 0; sc.gc == NULL && i < producers; i++)
 		pthread_join(th[i], NULL);
 	dt = now_s() - t0;
 	if (sc.gc != NULL) {
@@ -151,17 +220,26 @@ static void run_deliveries(struct store *st, unsigned nrcpt, size_t size, bool g
 	free((char *)(uintptr_t)sc.body);
 }
 
+static uint64_t fill_mbox_id;
+
+static int fill_fn(struct store_txn *t, void *arg)
+{
+	return store_msg_append(t, fill_mbox_id, arg, 0, 0, 0, NULL);
+}
+
 static void fill_mailbox(struct store *st, uint64_t mbox, unsigned n)
 {
 	char *body = make_body(4096);
 	struct store_batch *bt = store_batch_new(st);
 	struct store_blob **blobs = calloc(n, sizeof(*blobs));
 
+	fill_mbox_id = mbox;
+
 	for (unsigned i = 0; i < n; i++) {
 		if (store_blob_new(st, STORE_ID_PART(mbox), &blobs[i]) != 0 ||
 		    store_blob_write(blobs[i], body, 4096) != 0 || store_blob_finish(blobs[i]) != 0)
 			exit(2);
-		store_batch_append(bt, mbox, blobs[i], 0, 0, 0, NULL, NULL);
+		store_batch_write(bt, STORE_ID_PART(mbox), blobs[i], fill_fn, blobs[i], NULL, NULL);
 		if (store_batch_count(bt) == 500 || i + 1 == n) {
 			store_batch_commit(&bt);
 			bt = store_batch_new(st);

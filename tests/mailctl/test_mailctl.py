@@ -545,8 +545,8 @@ def test_directory():
 def test_upgrade():
     """A store of the first format (the fixture): every command refuses it naming `mailctl
     upgrade`; the upgrade brings it to this format; then it reads back and verifies."""
-    fixture = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "store", "fixtures",
-                           "store-format1.tar.gz")
+    fixture = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "store",
+                           "fixtures", "store-format1.tar.gz")
     store = os.path.join(TMP, "old")
     os.mkdir(store)
     subprocess.run(["tar", "xzf", fixture, "-C", store], check=True)

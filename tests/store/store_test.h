@@ -145,6 +145,33 @@ static inline uint32_t tappend(struct store *st, uint64_t mbox, size_t size, uns
 	return uid;
 }
 
+/* A delivery through the group committer, waited for (store_gc_flush runs its callback). */
+struct tgc_wait {
+	int result, calls;
+};
+
+static inline void tgc_done(int result, const struct store_rcpt *rcpts, size_t n,
+			    uint64_t value, void *arg)
+{
+	struct tgc_wait *w = arg;
+
+	(void)rcpts;
+	(void)n;
+	(void)value;
+	w->result = result;
+	w->calls++;
+}
+
+static inline int tgc_deliver(struct store_gc *gc, struct store_blob *b,
+			      struct store_rcpt *r, size_t n)
+{
+	struct tgc_wait w = { -1, 0 };
+
+	store_gc_deliver(gc, b, 0, r, n, tgc_done, &w);
+	store_gc_flush(gc);
+	return w.calls == 1 ? w.result : -1;
+}
+
 /* Recounts a mailbox from its rows and compares with STATUS. */
 static inline void tcheck_status(struct store *st, uint64_t mbox)
 {

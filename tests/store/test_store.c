@@ -5,6 +5,7 @@
  * committer, change notification, map growth, verify with planted damage. */
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -496,6 +497,7 @@ static void test_queue(void **state)
 struct done_rec {
 	int calls, result;
 	uint64_t value;
+	void *ctx;
 };
 
 static void done_cb(int result, const struct store_rcpt *r, size_t n, uint64_t value,
@@ -560,7 +562,7 @@ static void test_batch_write(void **state)
 	assert_int_equal(d[1].calls, 1);
 	assert_int_equal(d[1].result, STORE_EINVAL);
 	assert_int_equal(store_gc_new(ts.st, &gc), 0);
-	store_gc_write(gc, 0, NULL, write_fn, &w[2], done_cb, &d[2]);
+	store_gc_submit(gc, 0, NULL, write_fn, &w[2], done_cb, &d[2]);
 	assert_int_equal(d[2].calls, 0); /* nothing acknowledged before the commit */
 	store_gc_flush(gc);
 	assert_int_equal(d[2].result, 0);
@@ -572,6 +574,19 @@ static void test_batch_write(void **state)
 	store_txn_abort(&t);
 	tverify_clean(ts.st);
 	tstore_close(&ts, true);
+}
+
+struct flag_arg {
+	uint64_t mbox;
+	uint32_t uid;
+	unsigned flags;
+};
+
+static int flag_fn(struct store_txn *t, void *arg)
+{
+	struct flag_arg *fa = arg;
+
+	return store_msg_flags(t, fa->mbox, fa->uid, STORE_FLAGS_ADD, fa->flags, 0, 0, NULL);
 }
 
 static void test_batch_and_gc(void **state)
@@ -600,8 +615,10 @@ static void test_batch_and_gc(void **state)
 		store_batch_deliver(bt, b[i], 0, &r[i], 1, done_cb, &d[i]);
 	}
 	f1 = store_commit_count(ts.st);
-	store_batch_flags(bt, mb, 1, STORE_FLAGS_ADD, STORE_SEEN, 0, done_cb, &d[20]);
-	store_batch_flags(bt, mb, 999, STORE_FLAGS_ADD, STORE_SEEN, 0, done_cb, &d[21]);
+	struct flag_arg fa[2] = { { mb, 1, STORE_SEEN }, { mb, 999, STORE_SEEN } };
+
+	store_batch_write(bt, STORE_ID_PART(mb), NULL, flag_fn, &fa[0], done_cb, &d[20]);
+	store_batch_write(bt, STORE_ID_PART(mb), NULL, flag_fn, &fa[1], done_cb, &d[21]);
 	assert_int_equal(store_batch_commit(&bt), 1);
 	assert_null(bt);
 	/* one index commit per partition touched: 22 operations, at most 2 commits */
@@ -633,10 +650,10 @@ static void test_batch_and_gc(void **state)
 	}
 	store_gc_stats(gc, &ops, &commits);
 	assert_int_equal(ops, 10);
-	assert_int_equal(commits, 1);
+	assert_true(commits >= 1 && commits <= 10); /* the committer takes what is there */
 	b[0] = tblob(ts.st, STORE_ID_PART(mb), 300, 1);
 	r[0].user = "frank";
-	assert_int_equal(store_gc_deliver_wait(gc, b[0], 0, r, 1), 0);
+	assert_int_equal(tgc_deliver(gc, b[0], r, 1), 0);
 	store_blob_free(&b[0]);
 
 	/* local and remote parts of one message: a delivery and a queue entry share the flush;
@@ -671,10 +688,31 @@ static void test_batch_and_gc(void **state)
 struct loop_ctx {
 	struct event_base *base;
 	struct done_rec d[5];
+	pthread_t loop_thread;
+	int calls, other_thread;
 };
 
-/* The libevent mode: operations queued from the loop commit on the committer's timer and
-   their callbacks run after the commit, in the loop. */
+static void loop_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+		      void *arg)
+{
+	struct done_rec *d = arg;
+	struct loop_ctx *lc = d->ctx;
+
+	done_cb(result, rcpts, n, value, arg);
+	lc->other_thread += !pthread_equal(pthread_self(), lc->loop_thread);
+	if (++lc->calls == 5)
+		event_base_loopbreak(lc->base);
+}
+
+static void loop_gc_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	store_gc_dispatch(arg);
+}
+
+/* In a loop: operations queued from it commit in the committer's thread and their callbacks
+   run in the loop's, from store_gc_dispatch when store_gc_fd is readable. */
 static void test_gc_libevent(void **state)
 {
 	struct tstore ts;
@@ -682,7 +720,9 @@ static void test_gc_libevent(void **state)
 	struct store_blob *b[5];
 	struct store_rcpt r[5];
 	struct loop_ctx lc;
-	uint64_t u, mb, c0, ops, commits;
+	struct flag_arg fa;
+	struct event *ev;
+	uint64_t u, mb, ops, commits;
 
 	(void)state;
 	tstore_open(&ts, 1);
@@ -691,29 +731,35 @@ static void test_gc_libevent(void **state)
 	memset(&lc, 0, sizeof(lc));
 	memset(r, 0, sizeof(r));
 	lc.base = event_base_new();
+	lc.loop_thread = pthread_self();
 	assert_non_null(lc.base);
 	assert_int_equal(store_gc_new(ts.st, &gc), 0);
-	store_gc_attach(gc, lc.base);
-	c0 = store_commit_count(ts.st);
+	ev = event_new(lc.base, store_gc_fd(gc), EV_READ | EV_PERSIST, loop_gc_cb, gc);
+	assert_non_null(ev);
+	assert_int_equal(event_add(ev, NULL), 0);
 	for (int i = 0; i < 4; i++) {
 		b[i] = tblob(ts.st, 0, 500, (unsigned)i);
 		r[i].user = "loop";
-		store_gc_deliver(gc, b[i], 0, &r[i], 1, done_cb, &lc.d[i]);
+		lc.d[i].ctx = &lc;
+		store_gc_deliver(gc, b[i], 0, &r[i], 1, loop_done, &lc.d[i]);
 	}
-	store_gc_flags(gc, mb, 1, STORE_FLAGS_ADD, STORE_FLAGGED, 0, done_cb, &lc.d[4]);
+	/* queued after the deliveries: commits with or after them, so it sees uid 1 */
+	fa = (struct flag_arg){ mb, 1, STORE_FLAGGED };
+	lc.d[4].ctx = &lc;
+	store_gc_submit(gc, 0, NULL, flag_fn, &fa, loop_done, &lc.d[4]);
 	assert_int_equal(lc.d[0].calls, 0);
-	/* returns (1: no events left) once the committer's timer ran */
 	assert_int_not_equal(event_base_dispatch(lc.base), -1);
 	for (int i = 0; i < 5; i++) {
 		assert_int_equal(lc.d[i].calls, 1);
-		assert_int_equal(lc.d[i].result, 0); /* the flag change sees uid 1 delivered */
+		assert_int_equal(lc.d[i].result, 0);
 	}
-	assert_int_equal(store_commit_count(ts.st) - c0, 1);
+	assert_int_equal(lc.other_thread, 0);
 	store_gc_stats(gc, &ops, &commits);
 	assert_int_equal(ops, 5);
-	assert_int_equal(commits, 1);
+	assert_true(commits >= 1 && commits <= 5);
 	for (int i = 0; i < 4; i++)
 		store_blob_free(&b[i]);
+	event_free(ev);
 	store_gc_free(&gc);
 	event_base_free(lc.base);
 	tcheck_status(ts.st, mb);

@@ -1,6 +1,7 @@
-/* test_store_gc.c — the threaded group committer with deferred blobs: producer threads write
- * messages with store_blob_finish_deferred and wait in store_gc_deliver_wait for recipients
- * in two partitions (the hard-link path); every acknowledged message is then in the index
+/* test_store_gc.c — the group committer with deferred blobs: the test's thread (a daemon's
+ * loop) writes messages with store_blob_finish_deferred and queues their deliveries to
+ * recipients in two partitions (the hard-link path) while the committer thread and its pool
+ * commit, dispatching results as they come; every acknowledged message is then in the index
  * with its file, counters equal a recount, and verify is clean. Also: a deferred blob used
  * outside a batch (store_msg_append), one dropped before any commit, and a batch made
  * durable by one syncfs. scripts/test runs it under ThreadSanitizer too (build-tsan). */
@@ -17,39 +18,59 @@ struct gc_run {
 	struct store *st;
 	struct store_gc *gc;
 	const char *users[2];
-	atomic_uint ok, failed;
+	unsigned ok, failed;
 };
 
-static void *producer(void *arg)
-{
-	struct gc_run *g = arg;
+struct gc_op {
+	struct gc_run *g;
+	struct store_rcpt r[2];
+	struct store_blob *b;
+};
 
-	for (unsigned i = 0; i < PER_THREAD; i++) {
-		struct store_rcpt r[2];
-		struct store_blob *b;
+static void gc_op_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+		       void *arg)
+{
+	struct gc_op *op = arg;
+
+	(void)rcpts;
+	(void)n;
+	(void)value;
+	if (result != 0 || op->r[0].result != 0 || op->r[1].result != 0)
+		op->g->failed++;
+	else
+		op->g->ok++;
+	store_blob_free(&op->b);
+}
+
+/* Writes and queues NTHREADS * PER_THREAD messages, dispatching now and then. */
+static void producer(struct gc_run *g, struct gc_op *ops)
+{
+	for (unsigned i = 0; i < NTHREADS * PER_THREAD; i++) {
+		struct gc_op *op = &ops[i];
 		char body[600];
 		int n = snprintf(body, sizeof(body), "Subject: gc %u\r\n\r\nbody %u\r\n", i, i);
 
-		memset(r, 0, sizeof(r));
-		r[0].user = g->users[i % 2];
-		r[1].user = g->users[(i + 1) % 2];
-		if (store_blob_new(g->st, store_partition_for(g->st, r[0].user), &b) != 0 ||
-		    store_blob_write(b, body, (size_t)n) != 0 || store_blob_finish_deferred(b) != 0 ||
-		    store_gc_deliver_wait(g->gc, b, 0, r, 2) != 0 || r[0].result != 0 ||
-		    r[1].result != 0)
-			atomic_fetch_add(&g->failed, 1);
-		else
-			atomic_fetch_add(&g->ok, 1);
-		store_blob_free(&b);
+		op->g = g;
+		op->r[0].user = g->users[i % 2];
+		op->r[1].user = g->users[(i + 1) % 2];
+		if (store_blob_new(g->st, store_partition_for(g->st, op->r[0].user), &op->b) != 0 ||
+		    store_blob_write(op->b, body, (size_t)n) != 0 ||
+		    store_blob_finish_deferred(op->b) != 0) {
+			g->failed++;
+			store_blob_free(&op->b);
+			continue;
+		}
+		store_gc_deliver(g->gc, op->b, 0, op->r, 2, gc_op_done, op);
+		if (i % 5 == 0)
+			store_gc_dispatch(g->gc);
 	}
-	return NULL;
+	store_gc_flush(g->gc);
 }
 
 static void test_gc_threads_deferred(void **state)
 {
 	struct tstore ts;
 	struct gc_run g;
-	pthread_t th[NTHREADS];
 	char n0[32], n1[32];
 	uint64_t u[2], mb[2], ops, commits;
 
@@ -64,14 +85,15 @@ static void test_gc_threads_deferred(void **state)
 		mb[i] = tmbox(ts.st, u[i], "INBOX");
 	}
 	assert_int_equal(store_gc_new(ts.st, &g.gc), 0);
-	for (int i = 0; i < NTHREADS; i++)
-		assert_int_equal(pthread_create(&th[i], NULL, producer, &g), 0);
-	for (int i = 0; i < NTHREADS; i++)
-		pthread_join(th[i], NULL);
+	struct gc_op *gops = calloc(NTHREADS * PER_THREAD, sizeof(*gops));
+
+	assert_non_null(gops);
+	producer(&g, gops);
+	free(gops);
 	store_gc_stats(g.gc, &ops, &commits);
 	store_gc_free(&g.gc);
-	assert_int_equal(atomic_load(&g.failed), 0);
-	assert_int_equal(atomic_load(&g.ok), NTHREADS * PER_THREAD);
+	assert_int_equal(g.failed, 0);
+	assert_int_equal(g.ok, NTHREADS * PER_THREAD);
 	assert_int_equal(ops, NTHREADS * PER_THREAD);
 	assert_true(commits >= 1 && commits <= ops);
 	for (int i = 0; i < 2; i++) {

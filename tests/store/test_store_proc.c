@@ -58,7 +58,7 @@ static void deliverer(const struct store_opts *o, int out, unsigned n, bool grou
 
 			if (store_blob_from_fd(st, 0, fd, &b) != 0)
 				_exit(2);
-			rc = store_gc_deliver_wait(gc, b, 0, r, 2);
+			rc = tgc_deliver(gc, b, r, 2);
 			/* the remote part of the same message: queued, acknowledged with it */
 			if (rc == 0 && store_queue_add(st, &qm, b, &qid) != 0)
 				_exit(2);
