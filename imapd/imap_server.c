@@ -17,6 +17,7 @@
 #include "imapd/imapd.h"
 #include "ldapauth/ldapauth.h"
 #include "store/store.h"
+#include "store/store_event.h"
 
 static void accept_cb(struct net_server *ns, int fd, const struct sockaddr *sa, socklen_t salen,
 		      void *arg, bool tls)
@@ -232,14 +233,6 @@ void imapd_worker_free(struct imap_server *srv)
 	conf_free(&srv->reloaded);
 }
 
-/* The group commit's results, in the loop (store_gc_fd readable). */
-static void server_gc_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	store_gc_dispatch(arg);
-}
-
 void imapd_worker_init(struct imap_server *srv, struct conf *conf, void *tls_ctx)
 {
 	struct store_opts so;
@@ -257,9 +250,7 @@ void imapd_worker_init(struct imap_server *srv, struct conf *conf, void *tls_ctx
 		fatalx("imapd: store %s: %s", so.path, store_strerror(rc));
 	if ((rc = store_gc_new(srv->store, &srv->gc)) != 0)
 		fatalx("imapd: group commit: %s", store_strerror(rc));
-	srv->gc_ev = event_new(srv->base, store_gc_fd(srv->gc), EV_READ | EV_PERSIST,
-			       server_gc_cb, srv->gc);
-	if (srv->gc_ev == NULL || event_add(srv->gc_ev, NULL) == -1)
+	if ((srv->gc_ev = store_gc_event_new(srv->base, srv->gc)) == NULL)
 		fatalx("imapd: group commit: event");
 	if (ldapauth_new(srv->base, conf, &srv->auth, &error) < 0)
 		fatalx("imapd: directory: %s", error);

@@ -17,6 +17,7 @@
 #include "ldapauth/ldapauth.h"
 #include "managesieve/managesieved.h"
 #include "store/store.h"
+#include "store/store_event.h"
 
 static void accept_cb(struct net_server *ns, int fd, const struct sockaddr *sa, socklen_t salen,
 		      void *arg)
@@ -54,6 +55,8 @@ int ms_server_run(struct daemon_worker *w, const struct ms_worker_args *wa)
 	char *err = NULL;
 	int rc;
 
+	struct event *gc_ev;
+
 	memset(&srv, 0, sizeof(srv));
 	TAILQ_INIT(&srv.sessions);
 	srv.conf = wa->conf;
@@ -69,7 +72,8 @@ int ms_server_run(struct daemon_worker *w, const struct ms_worker_args *wa)
 		fatalx("store %s: %s", so.path, store_strerror(rc));
 	if ((rc = store_gc_new(srv.store, &srv.gc)) != 0)
 		fatalx("store group commit: %s", store_strerror(rc));
-	store_gc_attach(srv.gc, srv.base);
+	if ((gc_ev = store_gc_event_new(srv.base, srv.gc)) == NULL)
+		fatalx("store group commit: event");
 	if (ldapauth_new(srv.base, wa->conf, &srv.auth, &err) < 0)
 		fatalx("directory: %s", err);
 	srv.ns = net_server_new(srv.base, wa->fds,
@@ -80,6 +84,7 @@ int ms_server_run(struct daemon_worker *w, const struct ms_worker_args *wa)
 	log_info("managesieved worker %u ready", daemon_worker_index(w));
 	event_base_dispatch(srv.base);
 	net_server_free(&srv.ns);
+	event_free(gc_ev);
 	store_gc_free(&srv.gc);
 	ldapauth_free(&srv.auth);
 	store_close(&srv.store);

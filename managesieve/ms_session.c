@@ -538,7 +538,7 @@ static void submit(struct ms_session *s, struct ms_write *w)
 	w->s = s;
 	s->busy = true;
 	bufferevent_disable(s->bev, EV_READ);
-	store_gc_write(s->srv->gc, s->part, NULL, write_fn, w, write_done, w);
+	store_gc_submit(s->srv->gc, s->part, NULL, write_fn, w, write_done, w);
 }
 
 static void cmd_putscript(struct ms_session *s, bool check)

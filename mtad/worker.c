@@ -14,6 +14,7 @@
 #include "ldapauth/ldapauth.h"
 #include "mtad/mtad.h"
 #include "store/store.h"
+#include "store/store_event.h"
 
 void mtad_limits_from_conf(const struct conf *c, struct mtad_limits *l)
 {
@@ -32,13 +33,6 @@ void mtad_limits_from_conf(const struct conf *c, struct mtad_limits *l)
 	l->bare_lf_normalize = mc->bare_lf == MTAD_BARE_LF_NORMALIZE;
 	l->max_conns_per_ip = (uint32_t)mc->max_connections_per_ip;
 	l->max_unauth_per_ip = (uint32_t)mc->max_unauth_connections_per_ip;
-}
-
-static void worker_gc_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	store_gc_dispatch(arg);
 }
 
 void mtad_worker_init(struct mtad *m, const struct conf *c, unsigned worker,
@@ -66,9 +60,7 @@ void mtad_worker_init(struct mtad *m, const struct conf *c, unsigned worker,
 	if ((rc = store_gc_new(m->store, &m->gc)) != 0)
 		fatalx("store group commit: %s", store_strerror(rc));
 	/* results of the group commit come back through its descriptor */
-	m->gc_ev = event_new(m->base, store_gc_fd(m->gc), EV_READ | EV_PERSIST, worker_gc_cb,
-			     m->gc);
-	if (m->gc_ev == NULL || event_add(m->gc_ev, NULL) == -1)
+	if ((m->gc_ev = store_gc_event_new(m->base, m->gc)) == NULL)
 		fatalx("store group commit: event");
 	if (ldapauth_new(m->base, c, &m->la, &err) < 0)
 		fatalx("directory: %s", err);
