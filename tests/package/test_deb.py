@@ -11,7 +11,8 @@ then installed, run under a real systemd and purged in a throwaway root.
    reads its entry, the installed mtad accepts the installed heron.conf; `dpkg --purge`
    removes the user, the directories, the configuration and the units.
 3. Installed again and booted with systemd (systemd-nspawn, its own network namespace with
-   only a loopback): the units start as Type=notify, bind ports 25 and 143 as the heron user
+   only a loopback): the units (mtad, imapd, managesieved) start as Type=notify, bind ports
+   25, 143 and 4190 as the heron user
    with CAP_NET_BIND_SERVICE alone, take a message over SMTP that IMAP then reads, reload
    (SIGHUP) keeping their main process, reopen the log when logrotate rotates it, and stop
    cleanly. Purged with mail in the store, the store and its user are kept.
@@ -41,16 +42,19 @@ DEBS = {}
 
 HERON_FILES = {
     "./usr/sbin/mtad": "-rwxr-xr-x", "./usr/sbin/imapd": "-rwxr-xr-x",
-    "./usr/sbin/mailctl": "-rwxr-xr-x", "./etc/heron/heron.conf": "-rw-r--r--",
+    "./usr/sbin/mailctl": "-rwxr-xr-x", "./usr/sbin/managesieved": "-rwxr-xr-x",
+    "./etc/heron/heron.conf": "-rw-r--r--",
     "./etc/logrotate.d/heron": "-rw-r--r--",
     "./lib/systemd/system/heron-mtad.service": "-rw-r--r--",
     "./lib/systemd/system/heron-imapd.service": "-rw-r--r--",
+    "./lib/systemd/system/heron-managesieve.service": "-rw-r--r--",
     "./usr/lib/sysusers.d/heron.conf": "-rw-r--r--",
     "./usr/lib/tmpfiles.d/heron.conf": "-rw-r--r--",
     "./usr/share/heron/ldap/heron.schema": "-rw-r--r--",
     "./usr/share/man/man5/heron.conf.5.gz": "-rw-r--r--",
     "./usr/share/doc/heron/deploy.md.gz": "-rw-r--r--",
 }
+UNITS = ("heron-mtad", "heron-imapd", "heron-managesieve")
 BENCH_FILES = {
     "./usr/bin/mailload": "-rwxr-xr-x", "./usr/sbin/sink": "-rwxr-xr-x",
     "./usr/share/doc/heron-bench/workload.md.gz": "-rw-r--r--",
@@ -229,19 +233,21 @@ def test_install_and_purge():
     assert owner_mode("/var/lib/heron/store") == "heron:heron 750"
     assert owner_mode("/var/log/heron") == "heron:adm 750"
     assert owner_mode("/run/heron") == "heron:heron 755"
-    for unit in ("heron-mtad.service", "heron-imapd.service"):
-        r = sh(["systemctl", f"--root={ROOT}", "is-enabled", unit], check=False)
+    for unit in UNITS:
+        r = sh(["systemctl", f"--root={ROOT}", "is-enabled", unit + ".service"], check=False)
         assert r.stdout.strip() == "disabled", (unit, r.stdout, r.stderr)
-    r = chroot("systemd-analyze verify --man=no /lib/systemd/system/heron-mtad.service "
-               "/lib/systemd/system/heron-imapd.service 2>&1", check=False)
+    r = chroot("systemd-analyze verify --man=no " +
+               " ".join(f"/lib/systemd/system/{u}.service" for u in UNITS) + " 2>&1",
+               check=False)
     assert r.returncode == 0 and r.stdout.strip() == "", r.stdout
     chroot("logrotate -d /etc/logrotate.d/heron")
-    r = chroot("/usr/sbin/mtad -t && /usr/sbin/imapd -t && mailctl -t && sink -t", check=False)
+    r = chroot("mtad -t && imapd -t && managesieved -t && mailctl -t && sink -t", check=False)
     assert r.returncode == 0 and "path = /var/lib/heron/store" in r.stdout, r.stderr
     chroot("dpkg --purge heron heron-bench")
     assert chroot("getent passwd heron; getent group heron", check=False).stdout == ""
     for p in ("/var/lib/heron", "/var/log/heron", "/run/heron", "/etc/heron",
               "/lib/systemd/system/heron-mtad.service", "/etc/logrotate.d/heron",
+              "/lib/systemd/system/heron-managesieve.service", "/usr/sbin/managesieved",
               "/usr/sbin/mtad", "/usr/bin/mailload"):
         assert not os.path.lexists(ROOT + p), f"{p} left after purge"
 
@@ -249,7 +255,8 @@ def test_install_and_purge():
 # ---- 3. boot with systemd ----
 
 CHECK = r'''
-import imaplib, json, os, smtplib, subprocess, time
+import imaplib, json, os, smtplib, socket, subprocess, time
+UNITS = ("heron-mtad", "heron-imapd", "heron-managesieve")
 res = {}
 def run(*a):
     r = subprocess.run(a, capture_output=True, text=True)
@@ -264,9 +271,9 @@ def send(subject):
                    b"\r\n\r\nunder systemd\r\n")
 try:
     res["pre"] = run("sh", "-c", "ss -ltnp")[1]
-    res["start"] = run("systemctl", "start", "heron-mtad", "heron-imapd")
-    res["before"] = {u: show(u) for u in ("heron-mtad", "heron-imapd")}
-    res["users"] = run("ps", "-o", "user=,comm=", "-C", "mtad,imapd")[1]
+    res["start"] = run("systemctl", "start", *UNITS)
+    res["before"] = {u: show(u) for u in UNITS}
+    res["users"] = run("ps", "-o", "user=,comm=", "-C", "mtad,imapd,managesieved")[1]
     pid = res["before"]["heron-mtad"]["MainPID"]
     res["capeff"] = [l for l in open(f"/proc/{pid}/status")
                      if l.startswith(("Cap", "Seccomp:", "NoNewPrivs:"))]
@@ -281,9 +288,11 @@ try:
         time.sleep(0.2)
     res["fetched"] = i.fetch(found[0], "(BODY[HEADER.FIELDS (SUBJECT)])")[1][0][1].decode()
     i.logout()
-    res["reload"] = run("systemctl", "reload", "heron-mtad", "heron-imapd")
+    with socket.create_connection(("127.0.0.1", 4190), timeout=20) as m:
+        res["sieve_greeting"] = m.recv(4096).decode(errors="replace")
+    res["reload"] = run("systemctl", "reload", *UNITS)
     time.sleep(1)
-    res["after_reload"] = {u: show(u) for u in ("heron-mtad", "heron-imapd")}
+    res["after_reload"] = {u: show(u) for u in UNITS}
     res["logrotate"] = run("logrotate", "-f", "/etc/logrotate.d/heron")
     time.sleep(1)
     send(b"second")
@@ -291,12 +300,12 @@ try:
     res["logs"] = sorted(os.listdir("/var/log/heron"))
     res["new_log"] = open("/var/log/heron/heron.log").read()
     res["all_logs"] = run("sh", "-c", "cat /var/log/heron/heron.log*")[1]
-    res["after_rotate"] = {u: show(u) for u in ("heron-mtad", "heron-imapd")}
-    res["stop"] = run("systemctl", "stop", "heron-mtad", "heron-imapd")
-    res["after_stop"] = {u: show(u) for u in ("heron-mtad", "heron-imapd")}
+    res["after_rotate"] = {u: show(u) for u in UNITS}
+    res["stop"] = run("systemctl", "stop", *UNITS)
+    res["after_stop"] = {u: show(u) for u in UNITS}
 except Exception as e:
     res["error"] = repr(e)
-res["journal"] = run("journalctl", "--no-pager", "-u", "heron-mtad", "-u", "heron-imapd")[1]
+res["journal"] = run("journalctl", "--no-pager", *(a for u in UNITS for a in ("-u", u)))[1]
 res["heron_log"] = run("sh", "-c", "tail -n 40 /var/log/heron/*")[1]
 res["listening"] = run("sh", "-c", "ss -ltnp; systemctl list-units --no-pager --state=active")[1]
 with open("/root/heron-result.json", "w") as f:
@@ -383,15 +392,17 @@ def test_systemd_boot():
     try:
         assert "error" not in res, res.get("error")
         assert res["start"][0] == 0, res["start"]
-        for unit in ("heron-mtad", "heron-imapd"):
+        for unit in UNITS:
             b, r = res["before"][unit], res["after_rotate"][unit]
             assert b["ActiveState"] == "active" and b["SubState"] == "running", b
-            assert b["StatusText"] == "2 workers serving", b  # READY=1 came with it
+            assert re.fullmatch(r"\d+ workers serving", b["StatusText"]), b  # with READY=1
             assert r["MainPID"] == b["MainPID"] and r["NRestarts"] == "0", (b, r)
             assert res["after_reload"][unit]["ActiveState"] == "active"
             s = res["after_stop"][unit]
             assert s["ActiveState"] == "inactive" and s["Result"] == "success", s
-        assert set(res["users"].split()) == {"heron", "mtad", "imapd"}, res["users"]
+        assert set(res["users"].split()) == {"heron", "mtad", "imapd", "managesieved"}, \
+            res["users"]
+        assert '"IMPLEMENTATION"' in res["sieve_greeting"], res["sieve_greeting"]
         caps = dict(l.split(":") for l in res["capeff"])
         assert int(caps["CapEff"], 16) == 1 << 10 and int(caps["CapBnd"], 16) == 1 << 10, caps
         assert caps["Seccomp"].strip() == "2" and caps["NoNewPrivs"].strip() == "1", caps

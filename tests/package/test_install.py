@@ -37,8 +37,8 @@ CONF = DEST + os.path.join(SYSCONFDIR, "heron", "heron.conf")
 MAN = DEST + os.path.join(PREFIX, "share", "man")
 DOC = DEST + os.path.join(PREFIX, "share", "doc", "heron")
 LIB = DEST + os.path.join(PREFIX, "lib")
-PROGRAMS = {"mtad": (SBIN, 8), "imapd": (SBIN, 8), "mailctl": (SBIN, 8), "sink": (SBIN, 8),
-            "mailload": (BIN, 1)}
+PROGRAMS = {"mtad": (SBIN, 8), "imapd": (SBIN, 8), "managesieved": (SBIN, 8),
+            "mailctl": (SBIN, 8), "sink": (SBIN, 8), "mailload": (BIN, 1)}
 
 
 def install():
@@ -126,10 +126,10 @@ def test_ldap_schema():
 
 
 def test_units():
-    for name in ("heron-mtad", "heron-imapd"):
+    for name, prog in (("heron-mtad", "mtad"), ("heron-imapd", "imapd"),
+                       ("heron-managesieve", "managesieved")):
         with open(os.path.join(LIB, "systemd", "system", name + ".service")) as f:
             unit = f.read()
-        prog = name.split("-")[1]
         assert "\nType=notify\n" in unit
         assert f"\nExecStart={PREFIX}/sbin/{prog} -F -c {SYSCONFDIR}/heron/heron.conf\n" in unit
         assert "\nExecReload=/bin/kill -HUP $MAINPID\n" in unit
@@ -147,7 +147,7 @@ def test_conf_kept():
 
 
 def test_programs_check_the_installed_conf():
-    for prog in ("mtad", "imapd", "sink", "mailctl"):
+    for prog in ("mtad", "imapd", "managesieved", "sink", "mailctl"):
         r = run([os.path.join(SBIN, prog), "-c", CONF, "-t"])
         assert r.returncode == 0, (prog, r.stderr)
         assert "[store]" in r.stdout and "path = /var/lib/heron/store" in r.stdout, prog
@@ -155,7 +155,7 @@ def test_programs_check_the_installed_conf():
 
 def test_missing_conf_is_named():
     default = os.path.join(SYSCONFDIR, "heron", "heron.conf")
-    for prog in ("mtad", "imapd"):
+    for prog in ("mtad", "imapd", "managesieved"):
         r = run([os.path.join(SBIN, prog), "-t", "-c", os.path.join(TMP, "none.conf")])
         assert r.returncode == 1, (prog, r.returncode)
         assert f"{TMP}/none.conf" in r.stderr and "-c" in r.stderr, r.stderr

@@ -1,4 +1,4 @@
-"""test_signals.py — what every daemon (mtad, imapd, sink) does with the signals an admin and
+"""test_signals.py — what every daemon (mtad, imapd, managesieved, sink) does with the signals an admin and
 systemd send, run as a service runs: `-F` (foreground, logging as [log] says) with
 [log] target = file and a notification socket like systemd's ($NOTIFY_SOCKET):
 
@@ -9,7 +9,7 @@ systemd send, run as a service runs: `-F` (foreground, logging as [log] says) wi
   daemon keeps serving with the same processes; SIGUSR1 sent straight to a worker does the
   same for that worker and kills nothing.
 
-    test_signals.py MTAD IMAPD SINK
+    test_signals.py MTAD IMAPD SINK MANAGESIEVED
 """
 import os
 import signal
@@ -19,8 +19,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from heronlib import (HOST, Daemon, Sink, run_main, run_tests, shared_conf,  # noqa: E402
-                      wait_for, wait_port, write_conf)
+from heronlib import (HOST, Daemon, Sink, free_port, run_main, run_tests,  # noqa: E402
+                      shared_conf, wait_for, wait_port, write_conf)
 
 
 class Notify:
@@ -191,11 +191,12 @@ def file_log(logfile):
 
 
 def main():
-    mtad_exe, imapd_exe, sink_exe = sys.argv[1:4]
+    mtad_exe, imapd_exe, sink_exe, sieve_exe = sys.argv[1:5]
     tmp = tempfile.mkdtemp(prefix="heron-signals-")
     logfile = os.path.join(tmp, "heron.log")
-    conf, smtp_port, imap_port = shared_conf(tmp, ["alice"], workers=2,
-                                             keys={"log": file_log(logfile)})
+    sieve_port = free_port()
+    conf, smtp_port, imap_port = shared_conf(tmp, ["alice"], workers=2, keys={
+        "log": file_log(logfile), "sieve": {"listen": f"{HOST}:{sieve_port}", "workers": 2}})
 
     def test_mtad():
         d = Daemon(mtad_exe, conf, os.path.join(tmp, "mtad.err"), smtp_port)
@@ -204,6 +205,10 @@ def main():
     def test_imapd():
         d = Daemon(imapd_exe, conf, os.path.join(tmp, "imapd.err"), imap_port)
         run_daemon(d, "imapd", tmp, logfile, 2, abstract=True)
+
+    def test_managesieved():
+        d = Daemon(sieve_exe, conf, os.path.join(tmp, "managesieved.err"), sieve_port)
+        run_daemon(d, "managesieved", tmp, logfile, 2, abstract=False)
 
     def test_sink():
         sink_log = os.path.join(tmp, "sink.log")
@@ -226,13 +231,18 @@ def main():
         exercise_stderr(Daemon(imapd_exe, stderr_conf, os.path.join(tmp, "imapd2.err"),
                                imap_port), "imapd", 2)
 
+    def test_managesieved_stderr():
+        exercise_stderr(Daemon(sieve_exe, stderr_conf, os.path.join(tmp, "ms2.err"),
+                               sieve_port), "managesieved", 2)
+
     def test_sink_stderr():
         d = Sink(sink_exe, tmp, sink_keys={"workers": "2"},
                  sections={"log": {"target": "stderr", "level": "debug"}})
         exercise_stderr(d, "sink", 2)
 
-    return run_main(lambda: run_tests([test_mtad, test_imapd, test_sink, test_mtad_stderr,
-                                       test_imapd_stderr, test_sink_stderr]), tmp, [])
+    return run_main(lambda: run_tests([test_mtad, test_imapd, test_managesieved, test_sink,
+                                       test_mtad_stderr, test_imapd_stderr,
+                                       test_managesieved_stderr, test_sink_stderr]), tmp, [])
 
 
 if __name__ == "__main__":
