@@ -110,6 +110,7 @@ struct mtad_conf {
 	int64_t max_queue_lifetime_ms;
 	int64_t relay_concurrency;
 	int64_t relay_port;
+	int64_t mta_sts_port;
 	int64_t relay_timeout_ms;
 	int64_t delay_warning_ms;
 };

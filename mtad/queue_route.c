@@ -16,6 +16,7 @@
 #include "mtad/relay.h"
 
 static void host_lookup(struct queue_runner *qr, struct qwork *w);
+static void route_ready(struct queue_runner *qr, struct qwork *w);
 static void go_addr(struct queue_runner *qr, struct qwork *w);
 
 static uint32_t mx_random(void)
@@ -26,6 +27,7 @@ static uint32_t mx_random(void)
 /* Every recipient of w gets code/text; w ends. */
 static void fail_all(struct qwork *w, int code, const char *text)
 {
+	sts_cancel(&w->sts);
 	for (size_t k = 0; k < w->n; k++)
 		queue_rcpt_outcome(w, k, code, text, "none");
 	queue_work_done(w);
@@ -107,7 +109,8 @@ static void mx_cb(const struct dns_answer *a, void *arg)
 		}
 		break;
 	}
-	host_lookup(qr, w);
+	w->mx_ready = true;
+	route_ready(qr, w);
 }
 
 static bool is_own(const struct queue_runner *qr, const char *addr)
@@ -139,6 +142,10 @@ static int host_tls(struct qwork *w)
 		f.tlsa_usable += tls_tlsa_usable(w->tlsa[i].usage, w->tlsa[i].selector,
 						 w->tlsa[i].mtype, w->tlsa[i].len);
 	w->tls = tls_policy_decide(&f, &defer);
+	/* MTA-STS applies where DANE does not (RFC 8461 2) */
+	if (defer == NULL && w->tls == TLSL_MAY && w->sts_pol != NULL &&
+	    w->sts_pol->mode == STS_ENFORCE)
+		w->tls = TLSL_STS;
 	if (defer != NULL) {
 		trylog_add(w, w->mx[w->mxi].name, defer);
 		w->last_code = 451;
@@ -278,9 +285,56 @@ static void go_addr(struct queue_runner *qr, struct qwork *w)
 		return;
 	}
 	w->dest = queue_dest_get(qr, w->mx[w->mxi].name, w->addr[w->ai], w->nh.port, w->tls,
-				 w->tlsa, w->tls == TLSL_DANE ? w->ans[2].n : 0);
+				 w->tlsa, w->tls == TLSL_DANE ? w->ans[2].n : 0,
+				 w->sts_pol != NULL && w->sts_pol->mode == STS_TESTING &&
+				 w->tls == TLSL_MAY);
 	TAILQ_INSERT_TAIL(&w->dest->waiting, w, entry);
 	queue_dest_pump(qr, w->dest);
+}
+
+static void policy_cb(const struct sts_policy *p, void *arg)
+{
+	struct qwork *w = arg;
+
+	w->sts = NULL;
+	if (p != NULL && p->mode != STS_NONE) {
+		w->sts_pol = xmalloc(sizeof(*w->sts_pol));
+		*w->sts_pol = *p;
+	}
+	if (w->mx_ready)
+		route_ready(w->job->qr, w);
+}
+
+/* The MX hosts and the MTA-STS policy are in: an enforced policy keeps only the hosts it
+   names (none: the mail waits, RFC 8461 4.1); a policy in testing mode logs them. */
+static void route_ready(struct queue_runner *qr, struct qwork *w)
+{
+	const struct sts_policy *p = w->sts_pol;
+	size_t keep = 0;
+	char text[600];
+
+	if (w->sts != NULL)
+		return;
+	for (size_t i = 0; p != NULL && i < w->nmx; i++) {
+		if (sts_mx_match(p, w->mx[i].name)) {
+			w->mx[keep++] = w->mx[i];
+			continue;
+		}
+		log_info("%016" PRIx64 ": mta-sts %s: MX %s is not in the policy (mode %s)%s",
+			 w->job->qm.id, w->nh.name, w->mx[i].name, sts_mode_name(p->mode),
+			 p->mode == STS_ENFORCE ? ", skipped" : "");
+		if (p->mode != STS_ENFORCE)
+			w->mx[keep++] = w->mx[i];
+	}
+	if (p != NULL)
+		w->nmx = keep;
+	if (p != NULL && keep == 0) {
+		snprintf(text, sizeof(text), "4.7.5 no MX host of %s matches its MTA-STS policy",
+			 w->nh.name);
+		fail_all(w, 451, text);
+		return;
+	}
+	host_lookup(qr, w);
 }
 
 void queue_route_start(struct queue_runner *qr, struct qwork *w)
@@ -303,6 +357,8 @@ void queue_route_start(struct queue_runner *qr, struct qwork *w)
 		return;
 	}
 	if (w->nh.mx) {
+		if (w->nh.sts && w->nh.tls == TLSL_DEFAULT && qr->sts != NULL)
+			w->sts = sts_lookup(qr->sts, w->nh.name, policy_cb, w);
 		w->q[0] = dns_lookup(qr->dns, w->nh.name, DNS_T_MX, mx_cb, w);
 		return;
 	}

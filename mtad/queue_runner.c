@@ -105,7 +105,7 @@ static struct tlsa_rec *tlsa_copy(const struct tlsa_rec *t, size_t n)
 
 struct qdest *queue_dest_get(struct queue_runner *qr, const char *host, const char *addr,
 			     const char *port, enum tls_level tls, const struct tlsa_rec *tlsa,
-			     size_t ntlsa)
+			     size_t ntlsa, bool sts_testing)
 {
 	struct qdest *d;
 
@@ -117,10 +117,12 @@ struct qdest *queue_dest_get(struct queue_runner *qr, const char *host, const ch
 				d->tlsa = tlsa_copy(tlsa, ntlsa);
 				d->ntlsa = ntlsa;
 			}
+			d->sts_testing |= sts_testing;
 			return d;
 		}
 	d = xcalloc(1, sizeof(*d));
 	d->tls = tls;
+	d->sts_testing = sts_testing;
 	d->tlsa = tlsa_copy(tlsa, ntlsa);
 	d->ntlsa = ntlsa;
 	d->host = xstrdup(host);
@@ -206,6 +208,7 @@ static void route(struct queue_runner *qr, const char *addr, bool *local_r,
 	snprintf(nh->name, sizeof(nh->name), "%s", dom);
 	snprintf(nh->port, sizeof(nh->port), "%s", qr->relay_port);
 	nh->mx = true;
+	nh->sts = true;
 }
 
 static struct qwork *work_new(struct qjob *job, const struct qnexthop *nh)
@@ -430,6 +433,17 @@ void queue_runner_start(struct mtad *m, unsigned worker)
 	} else if (SSL_CTX_dane_enable(qr->tls) <= 0) {
 		log_warnx("relay: no DANE support in OpenSSL");
 	}
+	if ((qr->verify_tls = tls_client_ctx_new(&conf_values(m->conf)->tls, TLS_VERIFY_PEER,
+						 &err)) == NULL) {
+		log_warnx("relay: no verifying TLS context, MTA-STS off: %s", err);
+		free(err);
+	} else {
+		char port[16];
+
+		snprintf(port, sizeof(port), "%" PRId64, conf_int(m->conf, "mtad", "mta_sts_port"));
+		qr->sts = sts_cache_new(m->base, qr->dns, qr->verify_tls, port, qr->timeout_ms < 30000
+					? qr->timeout_ms : 30000);
+	}
 	qr->tick = event_new(m->base, -1, EV_PERSIST, tick_cb, qr);
 	event_add(qr->tick, &tv);
 	event_active(qr->tick, EV_TIMEOUT, 0);
@@ -471,6 +485,8 @@ void queue_runner_stop(struct mtad *m)
 	}
 	free(qr->own->v);
 	free(qr->own);
+	sts_cache_free(&qr->sts);
+	tls_ctx_free(&qr->verify_tls);
 	event_free(qr->tick);
 	tls_ctx_free(&qr->tls);
 	free(qr);
@@ -529,6 +545,8 @@ void queue_work_done(struct qwork *w)
 	free(w->idx);
 	buf_release(&w->trylog);
 	tlsa_free(w->tlsa, w->ans[2].n);
+	sts_cancel(&w->sts);
+	free(w->sts_pol);
 	free(w);
 	if (--job->outstanding == 0)
 		job_finish(job);

@@ -11,6 +11,7 @@
 #include "common/buf.h"
 #include "dns/dns.h"
 #include "mtad/mtad.h"
+#include "mtad/mta_sts.h"
 #include "mtad/mx.h"
 #include "mtad/tls_policy.h"
 #include "store/store.h"
@@ -40,6 +41,7 @@ struct qnexthop {
 	char port[8];
 	bool mx;                           /* look up MX records of name */
 	enum tls_level tls;                /* transport_map tls=, else TLSL_DEFAULT */
+	bool sts;                          /* the recipient domain's MX (MTA-STS applies) */
 };
 
 #define QUEUE_MX_ADDRS 8                   /* addresses of one host tried at most */
@@ -69,6 +71,9 @@ struct qwork {
 	bool mx_secure;                    /* the MX answer (or a configured name) validated */
 	struct tlsa_rec *tlsa;             /* the host's TLSA records (ans[2].n of them) */
 	enum tls_level tls;                /* decided for the host in hand */
+	struct sts_req *sts;               /* the MTA-STS policy lookup in flight */
+	struct sts_policy *sts_pol;        /* the domain's policy (mode testing/enforce) */
+	bool mx_ready;                     /* the MX answer is in (waiting for sts) */
 	char tlsdesc[128];                 /* "tls=dane TLSv1.3 TLS_AES_256_GCM_SHA384" */
 	int last_code;                     /* the last try's reply code (0: none) */
 	char last_text[512];
@@ -84,6 +89,7 @@ struct qdest {
 	char key[MTAD_SHARED_KEY_MAX];     /* "host:port": its entry in the shared table (the
 					      connection limit is per host, not per address) */
 	enum tls_level tls;                /* the level its connections reach */
+	bool sts_testing;                  /* log what an MTA-STS policy in testing mode sees */
 	struct tlsa_rec *tlsa;             /* DANE: the records certificates must match */
 	size_t ntlsa;
 	unsigned active;                   /* connections open (busy or idle) in this worker; each
@@ -98,6 +104,8 @@ struct queue_runner {
 	struct event *tick;
 	SSL_CTX *tls;                      /* client context: TLS when offered */
 	struct dns *dns;                   /* the worker's resolver (m->dns) */
+	SSL_CTX *verify_tls;               /* verifying client context (MTA-STS policy fetch) */
+	struct sts_cache *sts;             /* MTA-STS policies (NULL: no verifying context) */
 	struct conf_cidrs *own;            /* our own addresses (mail loops) */
 	char relay_port[8];
 	TAILQ_HEAD(, qjob) jobs;
@@ -133,7 +141,7 @@ void queue_dest_released(struct queue_runner *qr, struct qdest *d);
 /* The destination host/addr/port, found or created. */
 struct qdest *queue_dest_get(struct queue_runner *qr, const char *host, const char *addr,
 			     const char *port, enum tls_level tls, const struct tlsa_rec *tlsa,
-			     size_t ntlsa);
+			     size_t ntlsa, bool sts_testing);
 /* Starts the works waiting for d as far as the connection limit allows. */
 void queue_dest_pump(struct queue_runner *qr, struct qdest *d);
 

@@ -599,10 +599,17 @@ static int tls_connected(struct smtp_client *c)
 	enum tls_level l = c->d->tls == TLSL_DEFAULT ? TLSL_MAY : c->d->tls;
 	const char *proto, *cipher;
 
-	if ((l == TLSL_DANE || l == TLSL_VERIFY) &&
+	bool verified = ssl != NULL && SSL_get_verify_result(ssl) == X509_V_OK;
+
+	if (c->d->sts_testing && !verified)
+		log_info("%s mta-sts testing: the certificate does not verify (%s); an enforced "
+			 "policy would defer", c->relay, ssl ? X509_verify_cert_error_string(
+				 SSL_get_verify_result(ssl)) : "no TLS");
+	if ((l == TLSL_DANE || l == TLSL_VERIFY || l == TLSL_STS) &&
 	    (ssl == NULL || SSL_get_verify_result(ssl) != X509_V_OK ||
 	     (l == TLSL_DANE && SSL_get0_dane_authority(ssl, NULL, NULL) < 0))) {
 		client_fail(c, 0, l == TLSL_DANE ? "4.7.5 the certificate matches no TLSA record"
+			    : l == TLSL_STS ? "4.7.5 the certificate does not verify (MTA-STS)"
 			    : "4.7.5 the certificate does not verify");
 		return -1;
 	}
@@ -610,8 +617,8 @@ static int tls_connected(struct smtp_client *c)
 	snprintf(c->tlsdesc, sizeof(c->tlsdesc), "tls=%s %s %s", tls_level_name(l),
 		 proto ? proto : "?", cipher ? cipher : "?");
 	log_info("%s %s TLS connection established: %s with cipher %s",
-		 c->relay, l == TLSL_DANE ? "Verified (DANE)" : l == TLSL_VERIFY ? "Verified"
-		 : "Untrusted", proto ? proto : "?", cipher ? cipher : "?");
+		 c->relay, l == TLSL_DANE ? "Verified (DANE)" : l == TLSL_STS ? "Verified (MTA-STS)"
+		 : l == TLSL_VERIFY ? "Verified" : verified ? "Trusted" : "Untrusted", proto ? proto : "?", cipher ? cipher : "?");
 	return 0;
 }
 

@@ -7,7 +7,8 @@
 #include "mtad/mx.h"
 #include "mtad/tls_policy.h"
 
-static const char *const level_names[] = { "", "none", "may", "encrypt", "verify", "dane" };
+static const char *const level_names[] = { "", "none", "may", "encrypt", "verify", "sts",
+					   "dane" };
 
 const char *tls_level_name(enum tls_level l)
 {
@@ -19,7 +20,7 @@ int tls_level_parse(const char *s, size_t len)
 	if (s == NULL || len == 0)
 		return TLSL_DEFAULT;
 	for (size_t i = 1; i < sizeof(level_names) / sizeof(level_names[0]); i++)
-		if (strlen(level_names[i]) == len && memcmp(level_names[i], s, len) == 0)
+		if (i != TLSL_STS && strlen(level_names[i]) == len && memcmp(level_names[i], s, len) == 0)
 			return (int)i;
 	return -1;
 }
@@ -90,11 +91,12 @@ SSL *tls_policy_ssl(SSL_CTX *ctx, enum tls_level l, const char *host,
 	}
 	if (!mx_is_literal(sni) && SSL_set_tlsext_host_name(ssl, sni) != 1)
 		goto fail;
-	if (l == TLSL_VERIFY) {
-		if (SSL_set1_host(ssl, sni) != 1)
-			goto fail;
+	/* the name is checked at every level: a mismatch fails verify and sts, and is logged
+	   for an MTA-STS policy in testing mode */
+	if (!mx_is_literal(sni) && SSL_set1_host(ssl, sni) != 1)
+		goto fail;
+	if (l == TLSL_VERIFY || l == TLSL_STS)
 		SSL_set_verify(ssl, SSL_VERIFY_PEER, NULL);
-	}
 	return ssl;
 fail:
 	SSL_free(ssl);

@@ -20,6 +20,7 @@ enum tls_level {
 	TLSL_MAY,         /* STARTTLS when offered, any certificate, plaintext otherwise */
 	TLSL_ENCRYPT,     /* TLS required, no authentication (TLSA present, none usable) */
 	TLSL_VERIFY,      /* TLS required, the certificate verifies (PKIX) for the host name */
+	TLSL_STS,         /* as verify, because of the domain's MTA-STS policy (RFC 8461) */
 	TLSL_DANE,        /* TLS required, the certificate matches the TLSA records */
 };
 
@@ -50,8 +51,8 @@ enum tls_level tls_policy_decide(const struct tls_facts *f, const char **defer_r
    matching type 0/1/2 with the right length). */
 bool tls_tlsa_usable(uint8_t usage, uint8_t selector, uint8_t mtype, size_t len);
 
-/* "none", "may", "encrypt", "verify", "dane"; parses the same ("" and NULL: TLSL_DEFAULT;
-   -1 for anything else). */
+/* "none", "may", "encrypt", "verify", "sts", "dane"; parses the same except "sts" (a
+   domain's policy, not a setting) ("" and NULL: TLSL_DEFAULT; -1 for anything else). */
 const char *tls_level_name(enum tls_level l);
 int tls_level_parse(const char *s, size_t len);
 
