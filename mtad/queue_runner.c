@@ -440,7 +440,7 @@ void queue_runner_start(struct mtad *m, unsigned worker)
 	} else {
 		char port[16];
 
-		snprintf(port, sizeof(port), "%" PRId64, conf_int(m->conf, "mtad", "mta_sts_port"));
+		snprintf(port, sizeof(port), "%" PRId64, conf_values(m->conf)->mtad.mta_sts_port);
 		qr->sts = sts_cache_new(m->base, qr->dns, qr->verify_tls, port, qr->timeout_ms < 30000
 					? qr->timeout_ms : 30000);
 	}
