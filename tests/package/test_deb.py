@@ -58,6 +58,7 @@ UNITS = ("heron-mtad", "heron-imapd", "heron-managesieve")
 BENCH_FILES = {
     "./usr/bin/mailload": "-rwxr-xr-x", "./usr/sbin/sink": "-rwxr-xr-x",
     "./usr/share/doc/heron-bench/workload.md.gz": "-rw-r--r--",
+    "./usr/share/doc/heron-bench/mailload-report.md.gz": "-rw-r--r--",
 }
 
 
@@ -126,7 +127,12 @@ def test_build():
     copy_tree(src)
     env = dict(os.environ, DEB_BUILD_OPTIONS="nocheck parallel=2")
     t = time.monotonic()
-    sh(["dpkg-buildpackage", "-us", "-uc", "-b"], cwd=src, env=env, timeout=1500)
+    r = sh(["dpkg-buildpackage", "-us", "-uc", "-b"], cwd=src, env=env, timeout=1500,
+           check=False)
+    if r.returncode != 0:  # the lines that say why (dh_missing: a file no package takes)
+        why = [l for l in (r.stdout + r.stderr).splitlines()
+               if re.search(r"error|warning|dh_missing|not installed", l, re.I)]
+        raise AssertionError("dpkg-buildpackage failed:\n" + "\n".join(why[-40:]))
     print(f"dpkg-buildpackage: {time.monotonic() - t:.0f} s")
     find_debs()
 

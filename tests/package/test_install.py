@@ -66,7 +66,7 @@ def test_tree():
         if m:
             assert os.path.isfile(os.path.join(MAN, f"man{m.group(1)}", page)), \
                 f"docs/{page} is not installed: add it to docs/meson.build"
-    for doc in ("deploy.md", "workload.md", "SECURITY.md"):
+    for doc in ("deploy.md", "workload.md", "mailload-report.md", "SECURITY.md"):
         assert os.path.isfile(os.path.join(DOC, doc)), doc
     assert stat.S_IMODE(os.stat(CONF).st_mode) == 0o644, oct(os.stat(CONF).st_mode)
     with open(CONF) as f, open(os.path.join(SRC, "etc", "heron.conf")) as g:
