@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -186,10 +187,18 @@ static const uint8_t *cb_include(void *ctx, bool global, const char *name, size_
 }
 
 /* runs the chain for recipient r inside a read txn of its partition; 0 or -1 (store) */
-static int run_for(struct smtp_session *s, struct sieve_tx *sv, const struct smtp_rcpt *r,
+/* what one recipient's run needs to know */
+struct sv_who {
+	uint64_t qid;
+	const char *from;       /* envelope sender */
+	const char *addr;       /* the recipient address */
+	const char *user;       /* its store user */
+	unsigned part;
+};
+
+static int run_who(struct mtad *m, const struct sv_who *r, const void *map, size_t maplen,
 		   struct sieve_result *res)
 {
-	struct mtad *m = s->m;
 	const struct conf *c = m->conf;
 	struct store_txn *t;
 	struct store_user u;
@@ -198,7 +207,7 @@ static int run_for(struct smtp_session *s, struct sieve_tx *sv, const struct smt
 	size_t lens[3] = { gconf.before_len, 0, gconf.after_len };
 	struct env_ctx ec = { .user = r->user, .now = time(NULL) };
 	struct sieve_env env = {
-		.msg = sv->map, .msg_len = sv->maplen, .env_from = s->tx->from,
+		.msg = map, .msg_len = maplen, .env_from = r->from,
 		.env_to = r->addr, .orig_to = NULL, .user = r->user, .domain = m->hostname,
 		.subaddress_sep = '+', .now = ec.now,
 		.spam_header = conf_str(c, "sieve", "spam_header"),
@@ -231,9 +240,17 @@ static int run_for(struct smtp_session *s, struct sieve_tx *sv, const struct smt
 	sieve_run_chain(progs, lens, 3, &env, &gconf.lim, res);
 	store_txn_abort(&t);
 	if (res->error)
-		log_warnx("%016" PRIx64 ": to=<%s>, sieve error=\"%s\" (kept in INBOX)", s->tx->qid,
+		log_warnx("%016" PRIx64 ": to=<%s>, sieve error=\"%s\" (kept in INBOX)", r->qid,
 			  r->addr, res->error);
 	return 0;
+}
+
+static int run_for(struct smtp_session *s, struct sieve_tx *sv, const struct smtp_rcpt *r,
+		   struct sieve_result *res)
+{
+	struct sv_who w = { s->tx->qid, s->tx->from, r->addr, r->user, r->part };
+
+	return run_who(s->m, &w, sv->map, sv->maplen, res);
 }
 
 /* ---- actions to deliveries ---------------------------------------------------------------- */
@@ -444,6 +461,9 @@ static void reject_notice(struct smtp_session *s, struct sieve_tx *sv, const str
 
 /* ---- vacation ---------------------------------------------------------------------------- */
 
+static void vacation_text(struct buf *b, struct mtad *m, uint64_t qid, const char *rcpt,
+			  const struct sieve_vacation *va);
+
 /* in the committer's thread: answered within the period? if not, remember now */
 static int vac_fn(struct store_txn *t, void *arg)
 {
@@ -483,7 +503,6 @@ static void do_vacation(struct smtp_session *s, struct sieve_tx *sv, const struc
 			const struct sieve_vacation *va)
 {
 	struct sv_vac *v = xcalloc(1, sizeof(*v));
-	char date[64];
 	int64_t secs = va->seconds < gconf.vacation_min ? gconf.vacation_min : va->seconds;
 
 	v->s = s;
@@ -491,31 +510,40 @@ static void do_vacation(struct smtp_session *s, struct sieve_tx *sv, const struc
 	v->part = r->part;
 	v->key = xasprintf("%s\x1f%s", va->handle, va->to);
 	v->until = time(NULL) + (secs > 0 ? secs : 1);
-	fmt_date(date, sizeof(date));
-	buf_init(&v->msg, 1024, NOTICE_MAX);
-	const char *from = va->from ? va->from : r->addr;
-
-	/* script text goes into header fields: no line ends in them */
-	buf_puts(&v->msg, strchr(from, '<') ? "From: " : "From: <");
-	put_field(&v->msg, from);
-	buf_printf(&v->msg, "%s\r\nTo: <%s>\r\nSubject: ", strchr(from, '<') ? "" : ">", va->to);
-	put_field(&v->msg, va->subject);
-	buf_printf(&v->msg, "\r\nDate: %s\r\nMessage-ID: <%016" PRIx64 ".vacation.%lx@%s>\r\n",
-		   date, s->tx->qid, (long)random(), s->m->hostname);
-	if (va->in_reply_to)
-		buf_printf(&v->msg, "In-Reply-To: %s\r\n", va->in_reply_to);
-	if (va->references)
-		buf_printf(&v->msg, "References: %s\r\n", va->references);
-	buf_puts(&v->msg, "Auto-Submitted: auto-replied (vacation)\r\nPrecedence: bulk\r\n"
-		 "X-Heron-Vacation: yes\r\nMIME-Version: 1.0\r\n");
-	if (!va->mime)
-		buf_puts(&v->msg, "Content-Type: text/plain; charset=utf-8\r\n"
-			 "Content-Transfer-Encoding: 8bit\r\n\r\n");
-	put_crlf(&v->msg, va->reason ? va->reason : "");
+	vacation_text(&v->msg, s->m, s->tx->qid, r->addr, va);
 	sv->vac = xreallocarray(sv->vac, sv->nvac + 1, sizeof(*sv->vac));
 	sv->vac[sv->nvac++] = v;
 	s->tx->pending++;
 	store_gc_submit(s->m->gc, r->part, NULL, vac_fn, v, vac_done, v);
+}
+
+/* the reply of va for the recipient address rcpt */
+static void vacation_text(struct buf *b, struct mtad *m, uint64_t qid, const char *rcpt,
+			  const struct sieve_vacation *va)
+{
+	char date[64];
+	const char *from = va->from ? va->from : rcpt;
+
+	fmt_date(date, sizeof(date));
+	buf_init(b, 1024, NOTICE_MAX);
+
+	/* script text goes into header fields: no line ends in them */
+	buf_puts(b, strchr(from, '<') ? "From: " : "From: <");
+	put_field(b, from);
+	buf_printf(b, "%s\r\nTo: <%s>\r\nSubject: ", strchr(from, '<') ? "" : ">", va->to);
+	put_field(b, va->subject);
+	buf_printf(b, "\r\nDate: %s\r\nMessage-ID: <%016" PRIx64 ".vacation.%lx@%s>\r\n",
+		   date, qid, (long)random(), m->hostname);
+	if (va->in_reply_to)
+		buf_printf(b, "In-Reply-To: %s\r\n", va->in_reply_to);
+	if (va->references)
+		buf_printf(b, "References: %s\r\n", va->references);
+	buf_puts(b, "Auto-Submitted: auto-replied (vacation)\r\nPrecedence: bulk\r\n"
+		 "X-Heron-Vacation: yes\r\nMIME-Version: 1.0\r\n");
+	if (!va->mime)
+		buf_puts(b, "Content-Type: text/plain; charset=utf-8\r\n"
+			 "Content-Transfer-Encoding: 8bit\r\n\r\n");
+	put_crlf(b, va->reason ? va->reason : "");
 }
 
 /* ---- :create, duplicate marks, keywords ------------------------------------------------- */
@@ -890,4 +918,250 @@ void deliver_sieve_free(struct smtp_tx *tx)
 static struct sv_state *state_of(struct sieve_tx *sv)
 {
 	return &sv->st;
+}
+
+/* ---- queued local recipients (the queue runner) -------------------------------------------- */
+
+/* One queued message to one local recipient: everything the store must do is one write
+   (mailboxes made, duplicate and vacation memories, the deliveries with flags and
+   keywords), then the redirect copies and a vacation reply are queued. */
+struct qdlv {
+	struct mtad *m;
+	char *user;
+	unsigned part;
+	uint64_t qid;
+	struct store_blob *blob;    /* the caller's copy in part (lives until done) */
+	struct sieve_tx d;          /* dests only (d.d, d.nd) */
+	bool *create;               /* per dest */
+	char **dup;
+	int64_t *dup_until;
+	size_t ndup;
+	struct sv_vac vac;
+	bool has_vac;
+	char *vac_to;
+	unsigned pending;
+	int code;
+	char text[512];
+	void (*done)(int code, const char *text, void *arg);
+	void *arg;
+};
+
+static int q_mbox(struct store_txn *t, uint64_t uid, const char *name, bool create,
+		  uint64_t *mbox_r)
+{
+	int rc;
+
+	if (name == NULL)
+		return store_mbox_find(t, uid, "INBOX", mbox_r);
+	if ((rc = store_mbox_find(t, uid, name, mbox_r)) != STORE_ENOMBOX)
+		return rc;
+	if (create && (rc = store_mbox_create(t, uid, name, 0, mbox_r)) != STORE_EEXIST)
+		return rc;
+	return store_mbox_find(t, uid, create ? name : "INBOX", mbox_r);
+}
+
+/* in the committer's thread */
+static int q_fn(struct store_txn *t, void *arg)
+{
+	struct qdlv *q = arg;
+	struct store_user u;
+	int64_t now = time(NULL);
+	int rc;
+
+	q->vac.send = false;
+	if ((rc = store_user_get(t, q->user, &u)) != 0)
+		return rc;
+	for (size_t i = 0; i < q->ndup; i++)
+		if ((rc = store_sieve_remember(t, q->user, STORE_SIEVE_DUPLICATE, q->dup[i], now,
+					       q->dup_until[i])) != 0)
+			return rc;
+	if (q->has_vac && (rc = vac_fn(t, &q->vac)) != 0)
+		return rc;
+	for (size_t i = 0; i < q->d.nd; i++) {
+		const struct sv_dest *d = &q->d.d[i];
+		uint64_t mbox, bits = 0;
+		uint32_t uid;
+		unsigned idx;
+
+		if ((rc = q_mbox(t, u.id, d->mailbox, q->create[i], &mbox)) != 0)
+			return rc;
+		for (size_t k = 0; k < d->nkw; k++)
+			if (store_mbox_keyword(t, mbox, d->kw[k], true, &idx) == 0)
+				bits |= (uint64_t)1 << idx;
+		if ((rc = store_msg_append(t, mbox, q->blob, d->flags, bits, 0, &uid)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
+static void q_free(struct qdlv *q)
+{
+	for (size_t i = 0; i < q->d.nd; i++) {
+		free(q->d.d[i].mailbox);
+		for (size_t k = 0; k < q->d.d[i].nkw; k++)
+			free(q->d.d[i].kw[k]);
+		free(q->d.d[i].kw);
+	}
+	free(q->d.d);
+	for (size_t i = 0; i < q->d.nout; i++) {
+		store_blob_free(&q->d.out[i]->blob);
+		free(q->d.out[i]->sender);
+		free(q->d.out[i]->rcpt);
+		free(q->d.out[i]);
+	}
+	free(q->d.out);
+	for (size_t i = 0; i < q->ndup; i++)
+		free(q->dup[i]);
+	free(q->dup);
+	free(q->dup_until);
+	free(q->create);
+	free(q->user);
+	free(q->vac.key);
+	free(q->vac_to);
+	buf_release(&q->vac.msg);
+	free(q);
+}
+
+static void q_step_done(struct qdlv *q)
+{
+	if (--q->pending > 0)
+		return;
+	q->done(q->code, q->text, q->arg);
+	q_free(q);
+}
+
+static void q_out_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+		       void *arg)
+{
+	struct sv_out *o = arg;
+	struct qdlv *q = (struct qdlv *)(void *)o->s;
+
+	log_info("%016" PRIx64 ": sieve queued from=<%s> to=<%s> id=%016" PRIx64 " result=%s",
+		 q->qid, o->sender, o->rcpt, value, result ? store_strerror(result) : "ok");
+	q_step_done(q);
+}
+
+/* a new queue entry from sender to rcpt holding pre + body; one more step */
+static void q_queue(struct qdlv *q, const char *sender, const char *rcpt, const struct buf *pre,
+		    const void *body, size_t blen)
+{
+	struct sv_out *o = xcalloc(1, sizeof(*o));
+	struct store_queue_rcpt qr = { .addr = rcpt };
+	struct store_queue_msg qm = { .sender = sender, .nrcpt = 1, .rcpt = &qr };
+	int rc;
+
+	o->s = (struct smtp_session *)(void *)q;  /* the owner, for q_out_done */
+	o->sender = xstrdup(sender);
+	o->rcpt = xstrdup(rcpt);
+	q->d.out = xreallocarray(q->d.out, q->d.nout + 1, sizeof(*q->d.out));
+	q->d.out[q->d.nout++] = o;
+	if ((rc = store_blob_new(q->m->store, STORE_QUEUE_PART, &o->blob)) != 0 ||
+	    (rc = store_blob_write(o->blob, pre->data, pre->len)) != 0 ||
+	    (blen > 0 && (rc = store_blob_write(o->blob, body, blen)) != 0) ||
+	    (rc = store_blob_finish_deferred(o->blob)) != 0) {
+		log_warnx("%016" PRIx64 ": sieve to=<%s> result=fail reason=\"%s\"", q->qid, rcpt,
+			  store_strerror(rc));
+		return;
+	}
+	qm.size = store_blob_size(o->blob);
+	q->pending++;
+	store_gc_enqueue(q->m->gc, &qm, o->blob, q_out_done, o);
+}
+
+static void q_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+		   void *arg)
+{
+	struct qdlv *q = arg;
+
+	if (result != 0) {
+		q->code = result == STORE_EQUOTA ? 452 : store_err_temporary(result) ? 451 : 550;
+		snprintf(q->text, sizeof(q->text), "%s", result == STORE_EQUOTA
+			 ? "4.2.2 mailbox full" : store_strerror(result));
+	} else if (q->has_vac && q->vac.send) {
+		q_queue(q, "", q->vac_to, &q->vac.msg, NULL, 0);
+	}
+	if (result == 0)
+		queue_runner_kick(q->m);
+	q_step_done(q);
+}
+
+int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
+			 void (*done)(int code, const char *text, void *arg), void *arg)
+{
+	struct sv_who who = { dq->qid, dq->from, dq->addr, dq->user, dq->part };
+	struct sieve_result res;
+	struct qdlv *q;
+	void *map;
+
+	if (!gconf_loaded || dq->size == 0 || dq->size > SIZE_MAX)
+		return 1;
+	map = mmap(NULL, (size_t)dq->size, PROT_READ, MAP_PRIVATE, dq->fd, 0);
+	if (map == MAP_FAILED)
+		return 1;
+	if (run_who(m, &who, map, (size_t)dq->size, &res) != 0) {
+		munmap(map, (size_t)dq->size);
+		return 1;  /* no script (or the store could not say): plain delivery */
+	}
+	q = xcalloc(1, sizeof(*q));
+	q->m = m;
+	q->user = xstrdup(dq->user);
+	q->part = dq->part;
+	q->qid = dq->qid;
+	q->blob = dq->blob;
+	q->done = done;
+	q->arg = arg;
+	q->code = 250;
+	q->pending = 1;  /* the store write */
+	snprintf(q->text, sizeof(q->text), "2.0.0 discarded by sieve");
+	q->create = xcalloc(res.nact + 1, sizeof(bool));
+	for (size_t k = 0; k < res.nact; k++) {
+		const struct sieve_action *a = &res.act[k];
+
+		if (a->type == SIEVE_KEEP || a->type == SIEVE_FILEINTO) {
+			q->create[q->d.nd] = a->type == SIEVE_FILEINTO && a->create;
+			add_dest(&q->d, 0, a);
+			snprintf(q->text, sizeof(q->text), "2.0.0 delivered by sieve into %s",
+				 q->d.d[0].mailbox ? q->d.d[0].mailbox : "INBOX");
+		} else if (a->type == SIEVE_REDIRECT) {
+			char *mark = xasprintf("Delivered-To: %s\r\n", dq->addr);
+			struct buf pre;
+
+			if (!header_has(map, (size_t)dq->size, mark)) {
+				buf_init(&pre, 128, 4096);
+				buf_puts(&pre, mark);
+				q_queue(q, dq->from, a->addr, &pre, map, (size_t)dq->size);
+				buf_release(&pre);
+			}
+			free(mark);
+		} else if (a->type == SIEVE_REJECT || a->type == SIEVE_EREJECT) {
+			char why[400];
+
+			reply_text(a->reason, why, sizeof(why));
+			q->code = 550;  /* the queue runner bounces it to the sender (RFC 5429) */
+			snprintf(q->text, sizeof(q->text), "5.7.1 %s", why);
+		} else if (a->type == SIEVE_VACATION && !q->has_vac) {
+			int64_t secs = a->vac.seconds < gconf.vacation_min ? gconf.vacation_min
+				       : a->vac.seconds;
+
+			q->has_vac = true;
+			q->vac.user = q->user;
+			q->vac.key = xasprintf("%s\x1f%s", a->vac.handle, a->vac.to);
+			q->vac.until = time(NULL) + (secs > 0 ? secs : 1);
+			q->vac_to = xstrdup(a->vac.to);
+			vacation_text(&q->vac.msg, m, dq->qid, dq->addr, &a->vac);
+		}
+	}
+	q->dup = xcalloc(res.ndup + 1, sizeof(char *));
+	q->dup_until = xcalloc(res.ndup + 1, sizeof(int64_t));
+	for (size_t k = 0; k < res.ndup; k++) {
+		q->dup[q->ndup] = xstrdup(res.dup[k].key);
+		q->dup_until[q->ndup++] = time(NULL) + res.dup[k].seconds;
+	}
+	if (res.header != NULL && q->d.nd > 0)
+		log_warnx("%016" PRIx64 ": to=<%s>, sieve editheader is not applied to a queued "
+			  "delivery (stored unchanged)", dq->qid, dq->addr);
+	sieve_result_clear(&res);
+	munmap(map, (size_t)dq->size);
+	store_gc_write(m->gc, dq->part, dq->blob, q_fn, q, q_done, q);
+	return 0;
 }

@@ -245,6 +245,21 @@ int deliver_sieve_init(const struct conf *c, char **error_r);
    local recipient has a script (deliver.c then delivers to INBOX as usual). */
 bool deliver_sieve(struct smtp_session *s);
 void deliver_sieve_free(struct smtp_tx *tx);
+/* The queue runner's local delivery of a queue entry to one recipient: its file (fd, size,
+   read here) and its durable copy blob in the user's partition (alive until done). 1 when
+   no script applies (deliver to INBOX as usual); else 0, and done(code, text, arg) runs
+   from the loop once the store write and the messages it queued are committed: 250, 4xx,
+   or 550 for a Sieve reject (the runner bounces it to the sender). */
+struct deliver_queued {
+	uint64_t qid;
+	const char *from, *addr, *user;
+	unsigned part;
+	int fd;
+	uint64_t size;
+	struct store_blob *blob;
+};
+int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
+			 void (*done)(int code, const char *text, void *arg), void *arg);
 
 /* Makes sure a directory user has a store account (created with the directory's quota in
    bytes, 0 = none). When it has one: 0 and its partition in *part_r (or a store_err).

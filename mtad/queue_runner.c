@@ -264,6 +264,16 @@ static void local_outcome(struct local_dlv *ld, int rc)
 	free(ld);
 }
 
+static void local_sieved(int code, const char *text, void *arg)
+{
+	struct local_dlv *ld = arg;
+
+	queue_rcpt_outcome(ld->w, 0, code, text, "local");
+	queue_work_done(ld->w);
+	store_blob_free(&ld->blob);
+	free(ld);
+}
+
 static void local_delivered(int result, const struct store_rcpt *rcpts, size_t n,
 			    uint64_t value, void *arg)
 {
@@ -296,12 +306,26 @@ static void local_deliver(struct local_dlv *ld, unsigned part)
 			rc = got < 0 ? STORE_EIO : store_blob_write(ld->blob, chunk, (size_t)got);
 		}
 	}
-	close(fd);
+	/* the file stays open for the recipient's Sieve scripts, which read it mapped */
+	int sieve_fd = fd;
+
 	if (rc == 0)
 		rc = store_blob_finish_deferred(ld->blob);
 	if (rc != 0) {
+		close(sieve_fd);
 		local_outcome(ld, rc);
 		return;
+	}
+	{
+		struct qjob *job = ld->w->job;
+		struct deliver_queued dq = { job->qm.id, job->qm.sender,
+					     job->qm.rcpt[ld->w->idx[0]].addr, ld->user, part,
+					     sieve_fd, size, ld->blob };
+
+		rc = deliver_sieve_queued(job->qr->m, &dq, local_sieved, ld);
+		close(sieve_fd);
+		if (rc == 0)
+			return;  /* the recipient's Sieve scripts deliver it */
 	}
 	store_gc_deliver(ld->w->job->qr->m->gc, ld->blob, 0, &ld->r, 1, local_delivered, ld);
 }

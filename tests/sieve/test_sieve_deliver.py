@@ -126,6 +126,16 @@ def test_redirect_to_sink():
     assert "please fwd this" not in subjects("bob")
 
 
+def test_redirect_to_local_user_runs_their_script():
+    put("bob", 'if header :contains "subject" "for alice" { redirect "alice@heron.test"; }\n')
+    send("bob@heron.test", "report for alice")
+    # alice's own script files "report" mail (the queue runner runs it for her)
+    wait_for(lambda: "report for alice" in (subjects("alice", "Reports/2026") or {}),
+             timeout=60, what="the redirected report in alice's Reports/2026")
+    assert "report for alice" not in subjects("bob")
+    assert "report for alice" not in subjects("alice")
+
+
 def test_reject_smtp_and_lmtp():
     put("carol", 'require "reject";\nif header :contains "subject" "offer" '
                  '{ reject "No offers, thanks."; }\n')
@@ -260,6 +270,7 @@ def test_mailctl_sieve():
 
 
 TESTS = [test_fileinto_flags_and_keywords, test_admin_before_script, test_redirect_to_sink,
+         test_redirect_to_local_user_runs_their_script,
          test_reject_smtp_and_lmtp, test_vacation_once_per_days,
          test_vacation_loop_between_local_users, test_editheader_and_duplicate,
          test_vacation_seconds_expire, test_runtime_error_keeps, test_mailctl_sieve]
