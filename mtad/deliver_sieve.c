@@ -1162,6 +1162,6 @@ int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
 			  "delivery (stored unchanged)", dq->qid, dq->addr);
 	sieve_result_clear(&res);
 	munmap(map, (size_t)dq->size);
-	store_gc_write(m->gc, dq->part, dq->blob, q_fn, q, q_done, q);
+	store_gc_submit(m->gc, dq->part, dq->blob, q_fn, q, q_done, q);
 	return 0;
 }
