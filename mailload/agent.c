@@ -37,6 +37,7 @@ static int server_set(struct ag_server *sv, const char *host, uint64_t port)
 		return -1;
 	int rc = getnameinfo(res->ai_addr, res->ai_addrlen, sv->host, sizeof(sv->host), NULL, 0,
 			     NI_NUMERICHOST);
+	str_lcpy(sv->name, host, sizeof(sv->name));
 	freeaddrinfo(res);
 	snprintf(sv->port, sizeof(sv->port), "%" PRIu64, port);
 	return rc == 0 && port > 0 && port <= 65535 ? 0 : -1;
@@ -64,7 +65,9 @@ static int agent_setup_servers(struct agent *ag, const struct ml_cfg *c, const c
 	}
 	if (ag->tls == AG_TLS_NONE)
 		return 0;
-	ag->ssl = tls_client_ctx_new(&(struct tls_conf){ 0 }, TLS_VERIFY_NONE, &err);
+	struct tls_conf tc = { 0 };
+	tc.ca = c->ca_file[0] != '\0' ? c->ca_file : NULL;
+	ag->ssl = tls_client_ctx_new(&tc, c->tls_verify ? TLS_VERIFY_PEER : TLS_VERIFY_NONE, &err);
 	if (ag->ssl == NULL) {
 		log_warnx("agent: TLS client context: %s", err);
 		free(err);
@@ -79,6 +82,11 @@ int agent_setup(struct agent *ag, const struct ml_cfg *c, const char **error_r)
 	ag->cfg = *c;
 	if (c->user_hi <= c->user_lo || c->user_hi > c->users + 1 || c->user_lo == 0) {
 		*error_r = "bad user range";
+		return -1;
+	}
+	static char uerr[300];
+	if (ml_users_load(&ag->cfg, uerr, sizeof(uerr)) < 0) {
+		*error_r = uerr;
 		return -1;
 	}
 	if (agent_setup_servers(ag, c, error_r) < 0)
@@ -126,10 +134,7 @@ struct ag_user *ag_user(struct agent *ag, uint32_t user)
 
 const char *ag_password(const struct agent *ag, uint32_t user, char *tmp, size_t n)
 {
-	if (ag->cfg.password[0] != '\0')
-		return ag->cfg.password;
-	snprintf(tmp, n, "user%u", user);
-	return tmp;
+	return ml_user_password(&ag->cfg, user, tmp, n);
 }
 
 uint64_t ag_init_seq(uint32_t user, uint32_t folder, uint32_t idx)
@@ -154,16 +159,18 @@ struct bufferevent *ag_connected(struct agent *ag, int which, struct bufferevent
 
 	if (!ag->srv[which].implicit)
 		return bev;
-	if ((tb = tls_starttls_client(bev, ag->ssl, NULL, NULL)) == NULL) {
+	if ((tb = tls_starttls_client(bev, ag->ssl, ag->cfg.tls_verify ? ag->srv[which].name : NULL,
+				      NULL)) == NULL) {
 		bufferevent_free(bev);
 		ag->server.tls_fail[which == CONN_IMAP]++;
 	}
 	return tb;
 }
 
-struct bufferevent *ag_starttls(struct agent *ag, struct bufferevent *plain)
+struct bufferevent *ag_starttls(struct agent *ag, int which, struct bufferevent *plain)
 {
-	return tls_starttls_client(plain, ag->ssl, NULL, NULL);
+	return tls_starttls_client(plain, ag->ssl, ag->cfg.tls_verify ? ag->srv[which].name : NULL,
+				   NULL);
 }
 
 bool ag_tls_event(struct agent *ag, struct bufferevent *bev, short what, int imap, char *why,

@@ -139,6 +139,7 @@ enum { CONN_SMTP, CONN_SUBMIT, CONN_IMAP, CONN_COUNT };
 
 struct ag_server {
 	char host[64]; /* numeric, resolved once at set-up */
+	char name[ML_STR]; /* as given: SNI and the name verified with --tls-verify */
 	char port[8];
 	bool implicit;  /* TLS from the first byte */
 	bool starttls;  /* upgrade after the greeting */
@@ -268,7 +269,7 @@ struct net_connect *ag_connect(struct agent *ag, int which,
 struct bufferevent *ag_connected(struct agent *ag, int which, struct bufferevent *bev);
 /* STARTTLS after the server's go-ahead: the TLS bufferevent replacing plain (which it owns),
    or NULL (plain is then still the caller's). */
-struct bufferevent *ag_starttls(struct agent *ag, struct bufferevent *plain);
+struct bufferevent *ag_starttls(struct agent *ag, int which, struct bufferevent *plain);
 /* For a session's event callback: counts a completed (BEV_EVENT_CONNECTED) or failed TLS
    handshake of protocol imap (0 SMTP, 1 IMAP); returns true when the event was
    BEV_EVENT_CONNECTED. On a failed handshake why gets OpenSSL's reason. */

@@ -111,7 +111,11 @@ const struct ml_cfg_key ml_cfg_keys[] = {
 	U(max_sessions, false, "open sessions per agent at most"),
 	S(domain, false, "local domain"),
 	S(ext_domain, false, "remote domain (relayed to the sink)"),
-	S(password, false, "password of every user (empty: the user name)"),
+	S(password, false, "password of every user (empty: the login)"),
+	S(user_format, false, "login of user N, printf-style (user%d)"),
+	S(users_file, false, "login, password and address of each user, one a line"),
+	U(tls_verify, false, "1: verify the server's certificate and name"),
+	S(ca_file, false, "CA bundle for --tls-verify (empty: the system's)"),
 	S(smtp_host, false, "SMTP host (inbound MTA role)"),
 	S(submit_host, false, "submission host"),
 	S(imap_host, false, "IMAP host"),
@@ -170,6 +174,7 @@ int ml_cfg_defaults(struct ml_cfg *c, const char *profile)
 	c->submit_port = 587;
 	c->imap_port = 143;
 	str_lcpy(c->tls, "none", ML_STR);
+	str_lcpy(c->user_format, "user%d", ML_STR);
 	str_lcpy(c->mode, "run", ML_STR);
 	c->nagents = 1;
 	str_lcpy(c->profile, profile, ML_STR);
@@ -368,14 +373,6 @@ void ml_server_info_merge(struct ml_server_info *s, const struct jv *r)
 		str_lcpy(s->tls_proto, jv_str(t, "protocol", ""), sizeof(s->tls_proto));
 		str_lcpy(s->tls_cipher, jv_str(t, "cipher", ""), sizeof(s->tls_cipher));
 	}
-}
-
-void ml_rcpt_addr(const struct ml_cfg *c, int64_t id, char *out, size_t n)
-{
-	if (id > 0)
-		snprintf(out, n, "user%" PRId64 "@%s", id, c->domain);
-	else
-		snprintf(out, n, "r%" PRId64 "@%s", -id, c->ext_domain);
 }
 
 void ml_wilson(uint64_t k, uint64_t n, double *lo_pct, double *hi_pct)

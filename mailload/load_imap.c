@@ -504,7 +504,7 @@ static void is_tagged(struct imap_sess *s, const char *p, size_t len)
 
 static void is_starttls(struct imap_sess *s)
 {
-	struct bufferevent *tb = ag_starttls(s->ag, s->bev);
+	struct bufferevent *tb = ag_starttls(s->ag, CONN_IMAP, s->bev);
 
 	if (tb == NULL)
 		return is_fail(s, FN_IMAP_STARTTLS, "TLS set-up failed");
@@ -1009,9 +1009,10 @@ static void is_next(struct imap_sess *s)
 			return;
 	}
 	if (s->st == IS_CAPA) {
-		char pw[64];
+		char pw[128], login[128];
 		s->st = IS_LOGIN;
-		return is_cmd(s, FN_IMAP_LOGIN, "LOGIN \"user%u\" \"%s\"", s->user,
+		ml_user_login(&s->ag->cfg, s->user, login, sizeof(login));
+		return is_cmd(s, FN_IMAP_LOGIN, "LOGIN \"%s\" \"%s\"", login,
 			      ag_password(s->ag, s->user, pw, sizeof(pw)));
 	}
 	if (s->st == IS_LOGIN)

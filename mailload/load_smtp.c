@@ -241,7 +241,7 @@ static void ss_quit(struct smtp_sess *s)
 static void ss_after_ehlo(struct smtp_sess *s)
 {
 	struct agent *ag = s->ag;
-	char pw[64];
+	char pw[128];
 
 	if (ag->srv[s->conn].starttls && !s->tls_done) {
 		if (!(s->ext & SMTP_EXT_STARTTLS))
@@ -251,9 +251,10 @@ static void ss_after_ehlo(struct smtp_sess *s)
 		return;
 	}
 	if (s->kind == SK_SUBMIT && (s->ext & SMTP_EXT_AUTH_PLAIN)) {
-		char raw[300], b64[420];
+		char raw[300], b64[420], login[128];
 		const char *user_pw = ag_password(ag, s->user, pw, sizeof(pw));
-		int n = snprintf(raw, sizeof(raw), "%cuser%u%c%s", 0, s->user, 0, user_pw);
+		ml_user_login(&ag->cfg, s->user, login, sizeof(login));
+		int n = snprintf(raw, sizeof(raw), "%c%s%c%s", 0, login, 0, user_pw);
 		EVP_EncodeBlock((unsigned char *)b64, (const unsigned char *)raw, n);
 		ss_set_state(s, SS_AUTH);
 		ss_send(s, FN_SMTP_AUTH, "AUTH PLAIN %s\r\n", b64);
@@ -264,7 +265,7 @@ static void ss_after_ehlo(struct smtp_sess *s)
 
 static void ss_starttls(struct smtp_sess *s)
 {
-	struct bufferevent *tb = ag_starttls(s->ag, s->bev);
+	struct bufferevent *tb = ag_starttls(s->ag, s->conn, s->bev);
 
 	if (tb == NULL)
 		return ss_fail(s, FN_SMTP_STARTTLS, "TLS set-up failed");

@@ -64,6 +64,7 @@ struct subcmd {
 	"  --sut-config FILE        disclose the server's configuration (a heron.conf)\n"     \
 	"  --sut-pid PID            measure the CPU of this process tree (repeatable)\n"      \
 	"  --notes FILE             tuning notes for the report\n"                            \
+	"  --sut-version TEXT       the server's version, for the disclosure\n"              \
 	"  -q                       no live status line and no summary on stdout\n"          \
 	"  -v                       log every step\n"
 
@@ -185,7 +186,8 @@ enum {
 	O_PASSWORD, O_PROFILE, O_SEED, O_RATE, O_PHASES, O_POINTS, O_AGENTS, O_LOCAL, O_TLS, O_SINK,
 	O_REPORT, O_TIMEOUT, O_PROBES, O_SET, O_DRAIN, O_LISTEN, O_FROM, O_TO, O_STEPS,
 	O_SECRET, O_HERON_CONF, O_MAILDIR, O_JOBS, O_PROBE_WINDOW, O_MIN_SAMPLES, O_HTML,
-	O_FILL_RECORD, O_FORCE,
+	O_FILL_RECORD, O_FORCE, O_SUT_CONFIG, O_SUT_VERSION, O_SUT_PID, O_NOTES, O_SMTP_HOST,
+	O_SUB_HOST, O_IMAP_HOST, O_USER_FORMAT, O_USERS_FILE, O_TLS_VERIFY, O_CA_FILE,
 };
 
 static const struct option longopts[] = {
@@ -226,6 +228,17 @@ static const struct option longopts[] = {
 	{ "html", required_argument, NULL, O_HTML },
 	{ "fill-record", required_argument, NULL, O_FILL_RECORD },
 	{ "force", no_argument, NULL, O_FORCE },
+	{ "sut-config", required_argument, NULL, O_SUT_CONFIG },
+	{ "sut-version", required_argument, NULL, O_SUT_VERSION },
+	{ "sut-pid", required_argument, NULL, O_SUT_PID },
+	{ "notes", required_argument, NULL, O_NOTES },
+	{ "smtp-host", required_argument, NULL, O_SMTP_HOST },
+	{ "submission-host", required_argument, NULL, O_SUB_HOST },
+	{ "imap-host", required_argument, NULL, O_IMAP_HOST },
+	{ "user-format", required_argument, NULL, O_USER_FORMAT },
+	{ "users-file", required_argument, NULL, O_USERS_FILE },
+	{ "tls-verify", no_argument, NULL, O_TLS_VERIFY },
+	{ "ca-file", required_argument, NULL, O_CA_FILE },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -281,6 +294,14 @@ static bool opt_cfg(struct cli *cl, int c, const char *arg)
 		return ml_cfg_set(cfg, "smtp_host", arg, &err) == 0 &&
 		       ml_cfg_set(cfg, "submit_host", arg, &err) == 0 &&
 		       ml_cfg_set(cfg, "imap_host", arg, &err) == 0;
+	case O_SMTP_HOST: return ml_cfg_set(cfg, "smtp_host", arg, &err) == 0;
+	case O_SUB_HOST: return ml_cfg_set(cfg, "submit_host", arg, &err) == 0;
+	case O_IMAP_HOST: return ml_cfg_set(cfg, "imap_host", arg, &err) == 0;
+	case O_USER_FORMAT: return ml_cfg_set(cfg, "user_format", arg, &err) == 0 &&
+				   ml_user_format_ok(arg);
+	case O_USERS_FILE: return ml_cfg_set(cfg, "users_file", arg, &err) == 0;
+	case O_TLS_VERIFY: cfg->tls_verify = 1; return true;
+	case O_CA_FILE: return ml_cfg_set(cfg, "ca_file", arg, &err) == 0;
 	case O_SMTP_PORT: return num(arg, &cfg->smtp_port) == 0;
 	case O_SUB_PORT: return num(arg, &cfg->submit_port) == 0;
 	case O_IMAP_PORT: return num(arg, &cfg->imap_port) == 0;
@@ -332,6 +353,14 @@ static bool opt_one(struct cli *cl, int c, int argc, char **argv)
 	case O_HTML: cl->html = optarg; return true;
 	case O_FILL_RECORD: cl->o.fill_record = optarg; return true;
 	case O_FORCE: cl->o.force = true; return true;
+	case O_SUT_CONFIG: cl->o.sut_config = optarg; return true;
+	case O_SUT_VERSION: cl->o.sut_version = optarg; return true;
+	case O_NOTES: cl->o.notes = optarg; return true;
+	case O_SUT_PID:
+		if (num(optarg, &v) < 0 || v == 0 || v > INT32_MAX || cl->o.nsut_pids == 16)
+			return false;
+		cl->o.sut_pids[cl->o.nsut_pids++] = (pid_t)v;
+		return true;
 	case 'q': cl->o.quiet = true; return true;
 	case 'v': log_set_level(LOG_LVL_DEBUG); return true;
 	}
@@ -391,7 +420,17 @@ static int fill_file_write(const struct ml_cfg *c, const char *path)
 static int cmd_manager(const char *cmd, struct cli *cl)
 {
 	struct mgr_opts *o = &cl->o;
+	char err[300];
 
+	if (o->cfg.users_file[0] != '\0') { /* the users file is the population */
+		if (!o->users_given)
+			o->cfg.users = 0;
+		if (ml_users_load(&o->cfg, err, sizeof(err)) < 0) {
+			fprintf(stderr, "mailload %s: --users-file %s\n", cmd, err);
+			return 2;
+		}
+		o->users_given = true;
+	}
 	if (!o->users_given)
 		o->cfg.users = (uint64_t)(200.0 * o->cfg.rate + 0.5);
 	if (strcmp(cmd, "init") == 0) {

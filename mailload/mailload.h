@@ -115,6 +115,8 @@ struct ml_cfg {
 	char smtp_host[ML_STR], submit_host[ML_STR], imap_host[ML_STR];
 	uint64_t smtp_port, submit_port, imap_port;
 	char tls[ML_STR]; /* none | starttls | implicit */
+	char user_format[ML_STR], users_file[ML_STR], ca_file[ML_STR];
+	uint64_t tls_verify;
 	char mode[ML_STR]; /* run | init */
 	/* per agent (set by the manager) */
 	uint64_t agent, nagents, user_lo, user_hi, t0_ms;
@@ -141,8 +143,17 @@ void ml_cfg_json(const struct ml_cfg *c, struct buf *out);
 struct jv;
 /* Sets every key present in obj; -1 on a bad value. */
 int ml_cfg_from_json(struct ml_cfg *c, const struct jv *obj);
-/* The address of recipient id: userN@domain (id = N > 0) or rN@ext_domain (id = -N). */
+/* ---- users (users.c) ---- */
+/* The address of recipient id: user N's (id = N > 0: from the users file, else the login
+   of --user-format at domain) or rN@ext_domain (id = -N). */
 void ml_rcpt_addr(const struct ml_cfg *c, int64_t id, char *out, size_t n);
+/* --user-format: one %d (%u, %i, with a width) and nothing else after a %. */
+bool ml_user_format_ok(const char *fmt);
+/* Loads c->users_file once per process (users 0: as many as it has); 0, or -1 with err. */
+int ml_users_load(struct ml_cfg *c, char *err, size_t errlen);
+void ml_user_login(const struct ml_cfg *c, uint64_t user, char *out, size_t n);
+/* From the users file, else --password, else the login (tmp holds it). */
+const char *ml_user_password(const struct ml_cfg *c, uint64_t user, char *tmp, size_t n);
 
 /* ---- what the server showed: each agent's, then the manager's merge of them (cfg.c) ---- */
 struct ml_server_info {

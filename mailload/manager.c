@@ -786,6 +786,7 @@ static int run_point(struct mgr_opts *o, double pct, struct buf *out, bool *unce
 		sink_reset(o->sink);
 	int64_t t0 = ml_now_ms() + 1000;
 	c.t0_ms = (uint64_t)t0;
+	double cpu0 = sut_cpu_seconds(o->sut_pids, o->nsut_pids);
 	fprintf(stderr, "load point %.0f%%: %.2f msgs/min, %" PRIu64 " users, %u agents, phases %" PRIu64
 			"/%" PRIu64 "/%" PRIu64 " s\n",
 		pct, c.rate, c.users, n, c.ramp_s, c.steady_s, c.down_s);
@@ -794,7 +795,15 @@ static int run_point(struct mgr_opts *o, double pct, struct buf *out, bool *unce
 		return -1;
 	}
 	run_agents_until_done(as, n, &c, t0, false, o->quiet);
+	double cpu1 = sut_cpu_seconds(o->sut_pids, o->nsut_pids);
 	p = mgr_point_new();
+	if (o->nsut_pids > 0) {
+		char pids[128] = "";
+		for (size_t i = 0; i < o->nsut_pids; i++)
+			snprintf(pids + strlen(pids), sizeof(pids) - strlen(pids), "%s%d", i ? "," : "",
+				 (int)o->sut_pids[i]);
+		mgr_point_sut_cpu(p, cpu1 - cpu0, pids);
+	}
 	for (uint32_t i = 0; i < n; i++) {
 		struct jv *r = NULL;
 		if (agent_request(&as[i], "{\"cmd\":\"results\"}", &r) < 0) {
@@ -882,8 +891,12 @@ int mgr_run(struct mgr_opts *o)
 		return -1;
 	}
 	put_head(o, &out, started);
-	buf_printf(&out, ",%s", buf_cstr(&fill));
+	buf_printf(&out, ",%s,", buf_cstr(&fill));
 	buf_release(&fill);
+	if (sut_disclose(o, &out) < 0) {
+		buf_release(&out);
+		return -1;
+	}
 	buf_puts(&out, ",\"points\":[");
 	for (uint32_t i = 0; i < o->npoints; i++) {
 		bool unc = false, short_run = false;

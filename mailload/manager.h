@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "common/buf.h"
 #include "mailload/mailload.h"
@@ -27,6 +28,11 @@ struct mgr_opts {
 	const char *command_line; /* as typed, for the report */
 	const char *fill_record;  /* run: the fill record file of a fast path; NULL: user1's */
 	bool force;               /* run even when the fill does not match */
+	const char *sut_config;   /* disclosed: a heron.conf (or any text) */
+	const char *sut_version;  /* disclosed as given */
+	const char *notes;        /* the report's notes */
+	pid_t sut_pids[16];       /* the server's process trees: CPU per load point */
+	size_t nsut_pids;
 	const char *disclosure;   /* JSON members added to the report's head, or NULL */
 	/* out: the last run's result */
 	bool uncertain, too_short;
@@ -42,6 +48,13 @@ int mgr_run(struct mgr_opts *o);
    points; invalid points are skipped, a straddling result is run again. 0 when some rate
    passed (printed), 1 when none did (said on stderr), -1 on a set-up error. */
 int mgr_search(struct mgr_opts *o, double from, double to, uint32_t steps);
+
+/* sut.c: appends "sut":{...} and "notes" (the report's head members); -1 when a file given
+   cannot be read. */
+int sut_disclose(const struct mgr_opts *o, struct buf *out);
+/* CPU seconds (user + system) of the process trees rooted at roots, with what the roots
+   reaped. */
+double sut_cpu_seconds(const pid_t *roots, size_t n);
 
 /* ---- one load point's results (point.c; exposed for tests) ---- */
 enum ml_verdict { MV_PASS, MV_FAIL, MV_INVALID };
@@ -74,6 +87,8 @@ uint64_t mgr_point_remote_missing(struct mgr_point *p, const struct ml_cfg *c,
 /* These users' INBOXes could not be read at all (why). */
 void mgr_point_recon_failed(struct mgr_point *p, const uint32_t *users, size_t n,
 			    const char *why);
+/* The server's CPU seconds over the point (measured on its process trees, pids as text). */
+void mgr_point_sut_cpu(struct mgr_point *p, double cpu_s, const char *pids);
 /* Accounts every copy, judges the rules; appends the point's JSON object to out. The
    verdict; *uncertain_r: some interval straddles its limit; *too_short_r: too few samples. */
 enum ml_verdict mgr_point_finish(struct mgr_point *p, const struct ml_cfg *c, double pct,

@@ -68,6 +68,8 @@ struct mgr_point {
 		bool limited;
 	} probes;
 	struct histo delivery;
+	double sut_cpu_s; /* < 0: not measured */
+	char sut_pids[128];
 	int64_t offset_ms; /* of the agent being merged: its times are moved to our clock */
 	struct buf agents; /* JSON array members: each agent's machine and clock */
 };
@@ -80,6 +82,7 @@ struct mgr_point *mgr_point_new(void)
 		histo_init(&p->h[i]);
 	histo_init(&p->delivery);
 	buf_init(&p->agents, 256, 1u << 20);
+	p->sut_cpu_s = -1;
 	return p;
 }
 
@@ -108,6 +111,12 @@ void mgr_point_free(struct mgr_point **pp)
 const struct histo *mgr_point_histo(const struct mgr_point *p, int fn)
 {
 	return fn < 0 ? &p->delivery : &p->h[fn];
+}
+
+void mgr_point_sut_cpu(struct mgr_point *p, double cpu_s, const char *pids)
+{
+	p->sut_cpu_s = cpu_s;
+	str_lcpy(p->sut_pids, pids, sizeof(p->sut_pids));
 }
 
 void mgr_point_agent(struct mgr_point *p, const char *name, int64_t offset_ms, int64_t rtt_ms,
@@ -946,6 +955,14 @@ enum ml_verdict mgr_point_finish(struct mgr_point *p, const struct ml_cfg *c, do
 	buf_putc(o, ',');
 	put_ts(o, p);
 	buf_printf(o, ",\"agents\":[%s]", buf_cstr(&p->agents));
+	if (p->sut_cpu_s >= 0) {
+		uint64_t msgs = d.submitted + d.incoming;
+		buf_printf(o, ",\"sut_cpu\":{\"cpu_s\":%.3f,\"messages\":%" PRIu64
+			      ",\"s_per_1000_messages\":%.3f,\"pids\":",
+			   p->sut_cpu_s, msgs, msgs ? p->sut_cpu_s * 1000.0 / (double)msgs : 0.0);
+		json_put_str(o, p->sut_pids);
+		buf_putc(o, '}');
+	}
 	/* too few samples decide before anything: such a point is neither a pass nor a fail;
 	   then a broken rule fails it; then copies nobody could check leave it invalid */
 	enum ml_verdict verdict = v.too_short	    ? MV_INVALID

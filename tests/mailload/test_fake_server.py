@@ -40,6 +40,7 @@ LIE = {"uidvalidity": False}
 MODE = {"save_first": False, "late": 0.0, "expunge_old": False, "below": False,
         "refuse": ()}
 DEFAULT_MODE = dict(MODE)
+LAST = {}  # the last run's report.json
 LINE_MAX = 100000
 
 
@@ -115,8 +116,8 @@ class SMTP(socketserver.StreamRequestHandler):
                         break
                     chunks.append(d[1:] if d.startswith(b"..") else d)
                 data = b"".join(chunks)
-                for r in rcpts:
-                    m = re.match(r"(user\d+)@" + re.escape(DOMAIN) + "$", r)
+                for r in rcpts:  # any local part at any domain but the remote one
+                    m = re.match(r"([^@]+)@(?!ext\.)", r)
                     if m and MODE["late"]:
                         t = threading.Timer(MODE["late"], deliver, (m.group(1), data))
                         t.daemon = True
@@ -341,6 +342,7 @@ def run_kind(exe, smtp, imap, tmp, name, mix, extra=(), codes=(0, 1, 3), min_sam
     assert os.path.exists(os.path.join(rep, "report.json")), (p.returncode, p.stderr.decode())
     with open(os.path.join(rep, "report.json")) as f:
         r = json.load(f)
+    LAST["report"] = r
     assert os.path.getsize(os.path.join(rep, "report.html")) > 1000
     assert r["schema_version"] == 2 and r["run"]["command_line"].startswith(exe), r["run"]
     with open(os.path.join(rep, "report.txt")) as f:
@@ -387,6 +389,45 @@ def probes_find_every_delivery(exe, sp, ip, tmp):
         assert d["lost"] == 0 and d["duplicated"] == 0, (name, d)
         assert fns["probe_fetch"]["count"] > 0, (name, fns["probe_fetch"])
         print("ok %s: %d local copies found by the probes" % (name, d["local"]))
+
+
+def any_server(exe, sp, ip, tmp):
+    """Users named by a users file (login, password, address; two domains), and the server
+    disclosed: a heron.conf's non-default keys (secrets withheld) and workers, a process tree's
+    pinning and CPU, the notes."""
+    users, conf, notes = (os.path.join(tmp, n) for n in ("users.txt", "sut.conf", "notes.txt"))
+    with open(users, "w") as f:
+        f.write("# login password address\n")
+        for i in range(1, 5):
+            f.write("u%d pw%d u%d@%s.heron.test\n" % (i, i, i, "ab"[i % 2]))
+    with open(conf, "w") as f:
+        f.write("[mtad]\nworkers = 3\n[imapd]\nworkers = 2\nmax_connections = 20000\n"
+                "[directory]\nbind_password_file = /etc/secret\n")
+    with open(notes, "w") as f:
+        f.write("  noatime on the store's file system\n")
+    p = mailload(exe, sp, ip, "init", "--users-file", users)
+    assert p.returncode == 0, p.stderr.decode()
+    assert "MailloadFill" in STORE["u1"], STORE["u1"].keys()  # the record: user 1 is u1
+    assert {"u1", "u2", "u3", "u4"} <= set(STORE), STORE.keys()
+    pt, fns = run_kind(exe, sp, ip, tmp, "users-file", (1, 0, 0),
+                       ("--users-file", users, "--set", "rcpt_local=1", "--sut-config", conf,
+                        "--sut-pid", str(os.getpid()), "--sut-version", "Heron test",
+                        "--notes", notes))
+    d, r = pt["delivery"], LAST["report"]
+    assert d["delivered"] > 0 and d["lost"] == 0 and d["unchecked"] == 0, d
+    mail = b"".join(m[2] for u in ("u1", "u2", "u3", "u4") for m in STORE[u]["INBOX"]["msgs"])
+    assert b"@a.heron.test" in mail and b"@b.heron.test" in mail, "addresses from the file"
+    sc = r["sut"]["config"]
+    assert sc["kind"] == "heron.conf" and sc["mtad_workers"] == 3, sc
+    assert sc["non_default"]["mtad.workers"] == "3", sc
+    assert sc["non_default"]["directory.bind_password_file"] == "(not disclosed)", sc
+    assert "python" in sc["cpu_pinning"] and "CPUs " in sc["cpu_pinning"], sc
+    assert r["notes"].strip() == "noatime on the store's file system", r["notes"]
+    assert pt["sut_cpu"]["cpu_s"] >= 0 and pt["sut_cpu"]["messages"] > 0, pt["sut_cpu"]
+    p = mailload(exe, sp, ip, "run", "--rate", "1", "--report", os.path.join(tmp, "bad"),
+                 "--user-format", "u%s")
+    assert p.returncode == 2, p.stderr
+    print("ok users file in two domains, server disclosed:", sorted(sc["non_default"]))
 
 
 def fill_record_checked(exe, sp, ip, tmp):
@@ -495,6 +536,7 @@ def main():
         assert p.returncode == 0, p.stderr.decode()
         assert total == sum(len(mb["msgs"]) for u in STORE.values() for mb in u.values())
         fill_record_checked(exe, sp, ip, tmp)
+        any_server(exe, sp, ip, tmp)
 
         need = {
             "check": ((1, 0, 0), ["smtp_connect", "smtp_data", "imap_append", "imap_connect",
