@@ -138,6 +138,8 @@ def show(name, users, res, checked=True):
     if cpu > 0:
         print("  => %.0f steps/s per fully used agent core (%.0f us of CPU per step)" %
               (steps / a.seconds / cpu, 1e6 * cpu * a.seconds / max(steps, 1)))
+    print("  driver: %.1f ms of CPU per 1,000 steps; %.0f bytes of memory (peak RSS) per user" %
+          (1e6 * cpu * a.seconds / max(steps, 1), res["rss"] * 1048576.0 / max(users, 1)))
     sys.stdout.flush()
 
 
