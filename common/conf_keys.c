@@ -183,6 +183,15 @@ const struct conf_key conf_keys[] = {
 	  "idle time allowed between commands", CONF_AT(mtad.command_timeout_ms) },
 	{ "mtad", "data_timeout", CONF_DURATION, 1 * SEC, 1 * HOUR, "10m", NULL,
 	  "idle time allowed inside DATA/BDAT", CONF_AT(mtad.data_timeout_ms) },
+	{ "mtad", "login_timeout", CONF_DURATION, 1 * SEC, 1 * HOUR, "60s", NULL,
+	  "time a submission connection may take to authenticate, from its connect (whatever it "
+	  "sends meanwhile)", CONF_AT(mtad.login_timeout_ms) },
+	{ "mtad", "max_transaction_time", CONF_DURATION, 1 * SEC, 1 * DAY, "1h", NULL,
+	  "time one message may take from MAIL to the end of its data, however busy the client",
+	  CONF_AT(mtad.max_transaction_time_ms) },
+	{ "mtad", "max_data_time", CONF_DURATION, 1 * SEC, 1 * DAY, "30m", NULL,
+	  "time the data of one message (DATA or all its BDAT chunks) may take, however busy "
+	  "the client", CONF_AT(mtad.max_data_time_ms) },
 	{ "mtad", "auth_require_tls", CONF_BOOL, 0, 0, "yes", NULL,
 	  "offer AUTH only over TLS", CONF_AT(mtad.auth_require_tls) },
 	{ "mtad", "bare_lf", CONF_ENUM, 0, 0, "reject", "reject|normalize",
@@ -298,7 +307,8 @@ const struct conf_key conf_keys[] = {
 	{ "imapd", "allow_plaintext_auth", CONF_BOOL, 0, 0, "no", NULL,
 	  "allow LOGIN/AUTHENTICATE without TLS", CONF_AT(imapd.allow_plaintext_auth) },
 	{ "imapd", "login_timeout", CONF_DURATION, 1 * SEC, 1 * HOUR, "60s", NULL,
-	  "idle time allowed before login", CONF_AT(imapd.login_timeout_ms) },
+	  "time a connection may take to log in, from its connect (whatever it sends "
+	  "meanwhile)", CONF_AT(imapd.login_timeout_ms) },
 	{ "imapd", "idle_timeout", CONF_DURATION, 30 * MIN, 1 * DAY, "30m", NULL,
 	  "idle time allowed after login (RFC 3501: at least 30 minutes)",
 	  CONF_AT(imapd.idle_timeout_ms) },

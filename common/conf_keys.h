@@ -104,6 +104,9 @@ struct mtad_conf {
 	int64_t greeting_delay_ms;
 	int64_t command_timeout_ms;
 	int64_t data_timeout_ms;
+	int64_t login_timeout_ms;
+	int64_t max_transaction_time_ms;
+	int64_t max_data_time_ms;
 	bool auth_require_tls;
 	enum mtad_bare_lf bare_lf;
 	const struct conf_list *retry_schedule; /* ms in ->ms */

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -21,6 +22,7 @@ static void client_process(struct imap_client *c);
 static void client_continue(struct imap_client *c);
 static void client_free(struct imap_client *c);
 static void client_set_callbacks(struct imap_client *c);
+static void timer_arm(struct imap_client *c);
 
 static const char *state_name(enum imap_state s)
 {
@@ -46,11 +48,15 @@ void imap_unauth_put(struct imap_client *c)
 
 void imap_client_set_state(struct imap_client *c, enum imap_state next)
 {
+	bool logged_in = c->state == IMAP_ST_NOTAUTH && next != IMAP_ST_NOTAUTH;
+
 	if (next != IMAP_ST_NOTAUTH)
 		imap_unauth_put(c);
 	log_debug("%016" PRIx64 " imap state %s -> %s", c->id, state_name(c->state),
 		  state_name(next));
 	c->state = next;
+	if (logged_in && !(c->flags & IMAP_CF_CLOSING))
+		timer_arm(c); /* the login deadline is over: idle time from now */
 }
 
 struct evbuffer *imap_out(struct imap_client *c)
@@ -63,12 +69,27 @@ bool imap_out_full(struct imap_client *c)
 	return evbuffer_get_length(imap_out(c)) >= IMAP_OUT_HIGH;
 }
 
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Before login the timeout is a deadline from the connect (input does not move it: a
+   client sending a byte a second is still out at login_timeout); after it, idle time. */
 static void timer_arm(struct imap_client *c)
 {
-	int64_t ms = c->state == IMAP_ST_NOTAUTH ? c->srv->login_timeout_ms
-						 : c->srv->idle_timeout_ms;
-	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+	int64_t ms = c->srv->idle_timeout_ms;
+	struct timeval tv;
 
+	if (c->state == IMAP_ST_NOTAUTH) {
+		ms = c->login_deadline - mono_ms();
+		ms = ms > 0 ? ms : 0;
+	}
+	tv.tv_sec = (time_t)(ms / 1000);
+	tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
 	evtimer_add(c->timer, &tv);
 }
 
@@ -81,6 +102,11 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 			client_free(c);
 		else
 			client_continue(c);
+		return;
+	}
+	if (c->state == IMAP_ST_NOTAUTH) {
+		imap_printf(c, "* BYE Autologout; not logged in in time\r\n");
+		imap_client_close(c, "login timeout");
 		return;
 	}
 	imap_printf(c, "* BYE Autologout; idle for too long\r\n");
@@ -296,6 +322,7 @@ void imap_client_new(struct imap_server *srv, struct net_server *ns, int fd,
 	memcpy(&c->sa, sa, salen < sizeof(c->sa) ? salen : sizeof(c->sa));
 	c->id = log_new_id();
 	c->state = IMAP_ST_NOTAUTH;
+	c->login_deadline = mono_ms() + srv->login_timeout_ms;
 	c->unauth_counted = srv->unauth != NULL; /* the accept callback counted it */
 	c->stream.fd = -1;
 	net_addr_host(sa, c->addr, sizeof(c->addr));

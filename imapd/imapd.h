@@ -214,6 +214,7 @@ struct imap_client {
 	char *user;
 	bool user_counted;          /* one of user's sessions in srv->shared (imap_user_put) */
 	bool unauth_counted;        /* counted in srv->unauth until it logs in */
+	int64_t login_deadline;     /* monotonic ms: logged in by then, or closed */
 	uint64_t user_id;
 	unsigned part;
 	struct imap_view *view;

@@ -50,7 +50,9 @@ static const char *const reloadable_keys[] = {
 	"max_connections_per_ip", "max_message_size", "line_max",
 	"max_recipients_per_transaction", "reject_recipients_per_transaction",
 	"max_transactions_per_session", "max_errors", "greeting_delay", "command_timeout",
-	"data_timeout", "auth_require_tls", "bare_lf", "retry_schedule", "max_queue_lifetime",
+	"data_timeout", "login_timeout", "max_transaction_time", "max_data_time",
+	"max_unauth_connections_per_ip", "auth_require_tls", "bare_lf", "retry_schedule",
+	"max_queue_lifetime",
 	"relay_concurrency", "relay_timeout", "delay_warning", "relay_port",
 };
 

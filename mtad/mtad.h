@@ -50,6 +50,7 @@ struct mtad_limits {
 	size_t line_max;
 	size_t max_rcpt, reject_rcpt, max_tx, max_errors;
 	int64_t greeting_delay_ms, command_timeout_ms, data_timeout_ms;
+	int64_t login_timeout_ms, max_tx_ms, max_data_ms; /* absolute, not idle */
 	bool auth_require_tls, bare_lf_normalize;
 	uint32_t max_conns_per_ip, max_unauth_per_ip;
 };
@@ -154,6 +155,8 @@ struct smtp_tx {
 	unsigned blob_part;                /* the partition the message file is in */
 	struct sieve_tx *sieve;            /* deliver_sieve.c's state, or NULL */
 	int64_t started_ms;
+	int64_t deadline;                  /* monotonic ms: the whole transaction */
+	int64_t data_deadline;             /* monotonic ms: its data; 0 before DATA/BDAT */
 };
 
 struct smtp_session {
@@ -181,6 +184,8 @@ struct smtp_session {
 	bool closing;
 	bool dead;                         /* the peer went away during ST_WAIT */
 	uint64_t discard_left;             /* BDAT chunk of a refused command */
+	int64_t login_deadline;            /* monotonic ms: submission must AUTH by then; 0 */
+	struct event *deadline;            /* the earliest of the session's deadlines */
 	TAILQ_ENTRY(smtp_session) entry;
 };
 
@@ -293,6 +298,8 @@ void queue_runner_reload(struct mtad *m);
 void queue_runner_kick(struct mtad *m);
 
 int64_t mtad_now_ms(void);
+/* CLOCK_MONOTONIC ms, for deadlines. */
+int64_t mtad_mono_ms(void);
 
 /* The workers' common tables (common/shmtable.h), mapped by the master before fork: relay
    connections per destination (SHM_RELAY_DEST) in shared; connections (and unauthenticated

@@ -212,6 +212,7 @@ static void cmd_mail(struct smtp_session *s, const char *arg, size_t len)
 	tx->qid = log_new_id();
 	tx->mp = mp;
 	tx->started_ms = mtad_now_ms();
+	tx->deadline = mtad_mono_ms() + s->m->lim.max_tx_ms;
 	mailaddr_format(&a, tx->from, sizeof(tx->from));
 	buf_init(&tx->out, 0, DELIVER_BUF_MAX);
 	s->tx = tx;

@@ -27,6 +27,7 @@ static void session_read_cb(struct bufferevent *bev, void *arg);
 static void session_write_cb(struct bufferevent *bev, void *arg);
 static void session_event_cb(struct bufferevent *bev, short what, void *arg);
 static void session_free(struct smtp_session *s);
+static void set_timeouts(struct smtp_session *s);
 
 static const char *st_name(unsigned st)
 {
@@ -53,19 +54,83 @@ int64_t mtad_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t mtad_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 void smtp_set_state(struct smtp_session *s, enum smtp_state next)
 {
 	log_debug("%016" PRIx64 " state %s -> %s", s->id, st_name(s->state), st_name(next));
 	s->state = next;
 }
 
+/* The earliest deadline in force and what it is for; 0 when none. */
+static int64_t deadline_next(const struct smtp_session *s, const char **what_r)
+{
+	int64_t d = 0;
+
+	*what_r = NULL;
+	if (s->login_deadline != 0 && !(s->flags & SF_AUTH)) {
+		d = s->login_deadline;
+		*what_r = "login timeout";
+	}
+	if (s->tx != NULL && s->tx->deadline != 0 && (d == 0 || s->tx->deadline < d)) {
+		d = s->tx->deadline;
+		*what_r = "transaction took too long";
+	}
+	if (s->tx != NULL && s->tx->data_deadline != 0 && (d == 0 || s->tx->data_deadline < d)) {
+		d = s->tx->data_deadline;
+		*what_r = "message data took too long";
+	}
+	return d;
+}
+
+static void deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct smtp_session *s = arg;
+	const char *why;
+	int64_t d = deadline_next(s, &why);
+
+	/* the directory or the store is working for it: judged when that returns */
+	if (s->closing || s->state == ST_WAIT || d == 0)
+		return;
+	if (d > mtad_mono_ms()) { /* moved later since it was armed */
+		set_timeouts(s);
+		return;
+	}
+	log_info("%016" PRIx64 " smtp close addr=%s reason=\"%s\" state=%s", s->id, s->addr, why,
+		 st_name(s->state));
+	smtp_reply(s, "421 4.4.2 %s Timeout: %s, closing connection", s->m->hostname, why);
+	smtp_close(s);
+}
+
+/* The idle timeouts of the bufferevent, and the session's absolute deadlines (login,
+   transaction, data), which no amount of input moves. */
 static void set_timeouts(struct smtp_session *s)
 {
 	int64_t ms = (s->state & (ST_DATA | ST_BDAT)) ? s->m->lim.data_timeout_ms
 						      : s->m->lim.command_timeout_ms;
 	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+	const char *why;
+	int64_t d = deadline_next(s, &why);
 
 	bufferevent_set_timeouts(s->bev, &tv, &tv);
+	if (d == 0) {
+		if (s->deadline != NULL)
+			evtimer_del(s->deadline);
+		return;
+	}
+	if (s->deadline == NULL)
+		s->deadline = evtimer_new(s->m->base, deadline_cb, s);
+	ms = d - mtad_mono_ms();
+	ms = ms > 0 ? ms : 0;
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (ms % 1000) * 1000;
+	evtimer_add(s->deadline, &tv);
 }
 
 static void setup_bev(struct smtp_session *s)
@@ -123,6 +188,8 @@ struct smtp_session *smtp_session_new(struct mtad *m, enum mtad_listener kind, i
 		if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == -1)
 			log_warn("%016" PRIx64 " TCP_NODELAY", s->id);
 	}
+	if (kind == L_SUBMISSION || kind == L_SUBMISSIONS)
+		s->login_deadline = mtad_mono_ms() + m->lim.login_timeout_ms;
 	line_reader_init(&s->lr, m->lim.line_max, 0);
 	buf_init(&s->line, 256, m->lim.line_max + 2);
 	m->nsessions++;
@@ -375,6 +442,8 @@ static void session_free(struct smtp_session *s)
 
 	if (s->timer != NULL)
 		event_free(s->timer);
+	if (s->deadline != NULL)
+		event_free(s->deadline);
 	smtp_tx_free(&s->tx);
 	if (s->bev != NULL)
 		bufferevent_free(s->bev);

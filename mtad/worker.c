@@ -29,6 +29,9 @@ void mtad_limits_from_conf(const struct conf *c, struct mtad_limits *l)
 	l->greeting_delay_ms = mc->greeting_delay_ms;
 	l->command_timeout_ms = mc->command_timeout_ms;
 	l->data_timeout_ms = mc->data_timeout_ms;
+	l->login_timeout_ms = mc->login_timeout_ms;
+	l->max_tx_ms = mc->max_transaction_time_ms;
+	l->max_data_ms = mc->max_data_time_ms;
 	l->auth_require_tls = mc->auth_require_tls;
 	l->bare_lf_normalize = mc->bare_lf == MTAD_BARE_LF_NORMALIZE;
 	l->max_conns_per_ip = (uint32_t)mc->max_connections_per_ip;

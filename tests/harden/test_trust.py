@@ -3,16 +3,20 @@
 PLAIN responses both decode the same way (one decoder); the login throttle both share holds
 against an attacker who owns an account (good logins in between do not reset the victim's
 count), against parallel connections and against guesses spread over many addresses, while
-the victim's own client still logs in; unauthenticated sessions per address are capped.
+the victim's own client still logs in; unauthenticated sessions per address are capped; the
+time before login, of a transaction and of its data is a deadline that trickled input does
+not move.
 
   test_trust.py SOURCE_ROOT MTAD IMAPD STORE_PEEK"""
 import base64
 import os
 import re
+import select
 import socket
 import sys
 import tempfile
 import threading
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
@@ -25,8 +29,9 @@ USERS = ["user%d" % i for i in range(1, 10)]
 SUB_PORT = free_port()
 CONF, SMTP_PORT, IMAP_PORT = shared_conf(TMP, USERS, workers=2, keys={
     "mtad": {"submission": f"{HOST}:{SUB_PORT}", "auth_require_tls": "no",
-             "max_message_size": "1M", "max_unauth_connections_per_ip": "4"},
-    "imapd": {"max_unauth_connections_per_ip": "30"},
+             "max_message_size": "1M", "max_unauth_connections_per_ip": "4",
+             "login_timeout": "20s", "max_transaction_time": "8s", "max_data_time": "4s"},
+    "imapd": {"max_unauth_connections_per_ip": "30", "login_timeout": "20s"},
 })
 mtad = Daemon(MTAD, CONF, os.path.join(TMP, "mtad.log"), SMTP_PORT)
 imapd = Daemon(IMAPD, CONF, os.path.join(TMP, "imapd.log"), IMAP_PORT)
@@ -241,6 +246,73 @@ def test_unauth_sessions_per_address_capped():
             c.close()
 
 
+def trickle(socks, data, end_after, interval=0.5):
+    """Sends data one byte per interval on every socket (each its own copy, cycling) until
+    the server closes it or end_after seconds pass; returns what each received."""
+    got = {s: b"" for s in socks}
+    open_ = set(socks)
+    pos = {s: 0 for s in socks}
+    end = time.monotonic() + end_after
+    while open_ and time.monotonic() < end:
+        for s in list(open_):
+            try:
+                s.sendall(data[pos[s] % len(data):pos[s] % len(data) + 1])
+                pos[s] += 1
+            except OSError:
+                open_.discard(s)
+        r, _, _ = select.select(list(open_), [], [], interval)
+        for s in r:
+            try:
+                chunk = s.recv(65536)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                open_.discard(s)
+            got[s] += chunk
+    return got, open_
+
+
+def test_login_is_a_deadline_not_idle_time():
+    # 5 IMAP and 3 submission connections send a byte every half second and never log in:
+    # each is closed at login_timeout (20 s here) after its connect, the bytes do not
+    # keep it (they once reset an idle timer: 30 such connections stayed 80 s at 60 s)
+    imap = [socket.create_connection((HOST, IMAP_PORT), timeout=10) for _ in range(5)]
+    sub = [socket.create_connection((HOST, SUB_PORT), timeout=10) for _ in range(3)]
+    try:
+        got, still = trickle(imap + sub, b"a NOOP\r\nb CAPABILITY\r\n", 60)
+        assert not still, "%d connections still open after 60 s" % len(still)
+        for s in imap:
+            assert b"* BYE Autologout; not logged in in time" in got[s], got[s][-200:]
+        for s in sub:
+            assert b"421 4.4.2 mx.heron.test Timeout: login timeout" in got[s], got[s][-200:]
+    finally:
+        for s in imap + sub:
+            s.close()
+    assert 'reason="login timeout"' in imapd.logtext()
+
+
+def test_transaction_and_data_are_deadlines():
+    # a transaction kept alive by NOOPs, and a DATA fed a byte at a time, end at
+    # max_transaction_time (8 s) and max_data_time (4 s) whatever arrives; nothing is stored
+    before = len(store.inbox("user7"))
+    a = SmtpRaw(SMTP_PORT)
+    b = SmtpRaw(SMTP_PORT)
+    for c in (a, b):
+        c.send("EHLO slow.test\r\nMAIL FROM:<slow@example.org>\r\n"
+               "RCPT TO:<user7@%s>\r\n" % DOMAIN)
+        assert [r[0] for r in c.replies(3)] == [250, 250, 250]
+    b.send("DATA\r\n")
+    assert b.reply()[0] == 354
+    got, still = trickle([a.s, b.s], b"NOOP\r\n", 60)
+    assert not still, "%d connections still open after 60 s" % len(still)
+    assert b"421 4.4.2 mx.heron.test Timeout: transaction took too long" in got[a.s], got[a.s]
+    assert b"421 4.4.2 mx.heron.test Timeout: message data took too long" in got[b.s], \
+        got[b.s]
+    a.close()
+    b.close()
+    assert len(store.inbox("user7")) == before
+
+
 def main():
     def body():
         mtad.start()
@@ -251,7 +323,9 @@ def main():
                           test_good_logins_do_not_reset_the_victims_count,
                           test_parallel_guesses_are_spaced,
                           test_guesses_from_many_addresses_and_the_users_own_client,
-                          test_unauth_sessions_per_address_capped])
+                          test_unauth_sessions_per_address_capped,
+                          test_login_is_a_deadline_not_idle_time,
+                          test_transaction_and_data_are_deadlines])
     return run_main(body, TMP, [mtad, imapd], tail=6000)
 
 

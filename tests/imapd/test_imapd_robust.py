@@ -181,7 +181,7 @@ class TestLimits(unittest.TestCase):
             if not chunk:
                 break
             got += chunk
-        self.assertTrue(got.endswith(b"* BYE Autologout; idle for too long\r\n"), got)
+        self.assertTrue(got.endswith(b"* BYE Autologout; not logged in in time\r\n"), got)
 
 
 class TestDrain(unittest.TestCase):
