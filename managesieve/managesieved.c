@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/authguard.h"
 #include "common/conf.h"
 #include "common/daemon.h"
 #include "common/log.h"
@@ -23,14 +24,15 @@ static void accept_cb(struct net_server *ns, int fd, const struct sockaddr *sa, 
 		      void *arg)
 {
 	struct ms_server *srv = arg;
-	char addr[128];
+	char addr[128], host[128];
 
 	if (srv->draining) {
 		net_refuse(fd, "BYE \"Server shutting down\"\r\n");
 		net_server_conn_done(ns);
 		return;
 	}
-	ms_session_new(srv, fd, net_addr_str(sa, salen, addr, sizeof(addr)));
+	ms_session_new(srv, fd, net_addr_str(sa, salen, addr, sizeof(addr)),
+		       net_addr_host(sa, host, sizeof(host)));
 }
 
 static void on_drain(void *arg)
@@ -76,6 +78,7 @@ int ms_server_run(struct daemon_worker *w, const struct ms_worker_args *wa)
 		fatalx("store group commit: event");
 	if (ldapauth_new(srv.base, wa->conf, &srv.auth, &err) < 0)
 		fatalx("directory: %s", err);
+	srv.guard = authguard_open(wa->conf);
 	srv.ns = net_server_new(srv.base, wa->fds,
 				(size_t)conf_int(wa->conf, "sieve", "max_connections"), accept_cb,
 				&srv);
@@ -87,6 +90,7 @@ int ms_server_run(struct daemon_worker *w, const struct ms_worker_args *wa)
 	event_free(gc_ev);
 	store_gc_free(&srv.gc);
 	ldapauth_free(&srv.auth);
+	authguard_close(&srv.guard);
 	store_close(&srv.store);
 	event_base_free(srv.base);
 	return 0;

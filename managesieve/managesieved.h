@@ -23,6 +23,8 @@ struct store_gc;
 struct ldapauth;
 struct ldapauth_req;
 struct daemon_worker;
+struct authguard;
+struct sasl_plain;
 
 struct ms_worker_args {
 	const struct conf *conf;
@@ -38,6 +40,7 @@ struct ms_server {
 	struct store *store;
 	struct store_gc *gc;
 	struct ldapauth *auth;
+	struct authguard *guard;   /* the login throttle mtad and imapd share */
 	struct sieve_admin_limits lim;
 	bool allow_plaintext;
 	int64_t timeout_ms;
@@ -60,6 +63,11 @@ struct ms_session {
 	struct ms_server *srv;
 	struct bufferevent *bev;
 	char addr[128];
+	char host[128];          /* the address without the port (the throttle's key) */
+	char auth_user[321];     /* the name of the check in progress */
+	struct sasl_plain *plain; /* held by the throttle before its check */
+	struct event *hold;
+	int hold_kind;
 	char user[321];          /* the authenticated (store) user, "" before */
 	unsigned part;
 	bool tls, authed, closing, busy, dead, auth_cont;
@@ -78,7 +86,8 @@ struct ms_session {
 };
 
 /* ms_session.c */
-void ms_session_new(struct ms_server *srv, int fd, const char *addr);
+enum { HOLD_START = 1, HOLD_FAIL };
+void ms_session_new(struct ms_server *srv, int fd, const char *addr, const char *host);
 void ms_session_drain(struct ms_session *s);
 int ms_server_run(struct daemon_worker *w, const struct ms_worker_args *wa);
 

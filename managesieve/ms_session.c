@@ -12,6 +12,7 @@
 
 #include <event2/buffer.h>
 
+#include "common/authguard.h"
 #include "common/conf.h"
 #include "common/log.h"
 #include "common/net.h"
@@ -28,6 +29,7 @@
 static void read_cb(struct bufferevent *bev, void *arg);
 static void event_cb(struct bufferevent *bev, short what, void *arg);
 static void ms_free(struct ms_session *s);
+static void hold_cb(evutil_socket_t fd, short what, void *arg);
 
 static void out(struct ms_session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void out(struct ms_session *s, const char *fmt, ...)
@@ -124,7 +126,7 @@ static void set_callbacks(struct ms_session *s)
 	bufferevent_enable(s->bev, EV_READ | EV_WRITE);
 }
 
-void ms_session_new(struct ms_server *srv, int fd, const char *addr)
+void ms_session_new(struct ms_server *srv, int fd, const char *addr, const char *host)
 {
 	static uint64_t next_id;
 	struct ms_session *s = xcalloc(1, sizeof(*s));
@@ -132,11 +134,13 @@ void ms_session_new(struct ms_server *srv, int fd, const char *addr)
 	s->id = ((uint64_t)getpid() << 32) | ++next_id;
 	s->srv = srv;
 	str_lcpy(s->addr, addr, sizeof(s->addr));
+	str_lcpy(s->host, host, sizeof(s->host));
 	buf_init(&s->cmd, 256, (size_t)srv->lim.max_script_size + MS_LINE_MAX);
 	s->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (s->bev == NULL)
 		fatalx("bufferevent_socket_new failed");
 	s->timer = evtimer_new(srv->base, timer_cb, s);
+	s->hold = evtimer_new(srv->base, hold_cb, s);
 	TAILQ_INSERT_TAIL(&srv->sessions, s, entry);
 	srv->nsessions++;
 	set_callbacks(s);
@@ -155,6 +159,11 @@ static void ms_free(struct ms_session *s)
 	}
 	ldapauth_cancel(&s->req);
 	event_free(s->timer);
+	event_free(s->hold);
+	if (s->plain != NULL) {
+		sasl_plain_wipe(s->plain);
+		free(s->plain);
+	}
 	TAILQ_REMOVE(&srv->sessions, s, entry);
 	srv->nsessions--;
 	bufferevent_free(s->bev);
@@ -365,12 +374,33 @@ static bool name_ok(const struct ms_arg *a)
 	return true;
 }
 
+/* the answer to a failed check, after the throttle's hold */
+static void auth_fail_reply(struct ms_session *s)
+{
+	reply_no(s, NULL, "Authentication failed");
+	if (s->auth_failures >= 3) {
+		out(s, "BYE \"Too many failures\"\r\n");
+		s->busy = false;
+		closing(s);
+		return;
+	}
+	resume(s);
+}
+
 static void auth_done(const struct ldapauth_reply *r, void *arg)
 {
 	struct ms_session *s = arg;
+	struct authguard *g = s->srv->guard;
+	int64_t hold;
 
 	s->req = NULL;
+	if (r->result == LDAPAUTH_OK)
+		authguard_ok(g, s->host, s->auth_user);
+	else if (r->result == LDAPAUTH_ETEMP)
+		authguard_temp(g, s->host, s->auth_user);
 	if (s->dead) {
+		if (r->result != LDAPAUTH_OK && r->result != LDAPAUTH_ETEMP)
+			(void)authguard_failed(g, s->host, s->auth_user);
 		resume(s);
 		return;
 	}
@@ -390,32 +420,72 @@ static void auth_done(const struct ldapauth_reply *r, void *arg)
 		reply_no(s, "TRYLATER", "Directory unavailable, try again later");
 	} else {
 		s->auth_failures++;
-		log_info("%016" PRIx64 " managesieve login result=fail reason=\"%s\"", s->id,
-			 r->reason ? r->reason : "bad credentials");
-		reply_no(s, NULL, "Authentication failed");
-		if (s->auth_failures >= 3) {
-			out(s, "BYE \"Too many failures\"\r\n");
-			s->busy = false;
-			closing(s);
+		log_info("%016" PRIx64 " managesieve login user=%s result=fail reason=\"%s\"", s->id,
+			 s->auth_user, r->reason ? r->reason : "bad credentials");
+		hold = authguard_failed(g, s->host, s->auth_user);
+		if (hold > 0) {  /* the NO waits until the next check of the pair could start */
+			struct timeval tv = { hold / 1000, (hold % 1000) * 1000 };
+
+			s->hold_kind = HOLD_FAIL;
+			evtimer_add(s->hold, &tv);
 			return;
 		}
+		auth_fail_reply(s);
+		return;
 	}
 	resume(s);
 }
 
+static void auth_start(struct ms_session *s)
+{
+	struct sasl_plain *sp = s->plain;
+
+	s->plain = NULL;
+	s->req = ldapauth_auth(s->srv->auth, sp->authcid, sp->passwd, auth_done, s);
+	sasl_plain_wipe(sp);
+	free(sp);
+}
+
+static void hold_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct ms_session *s = arg;
+
+	if (s->hold_kind == HOLD_FAIL)
+		auth_fail_reply(s);
+	else
+		auth_start(s);
+}
+
 static void auth_response(struct ms_session *s, const char *b64, size_t len)
 {
-	struct sasl_plain sp;
-	enum sasl_result sr = sasl_plain_decode(b64, len, &sp);
+	struct sasl_plain *sp = xcalloc(1, sizeof(*sp));
+	enum sasl_result sr = sasl_plain_decode(b64, len, sp);
+	struct authguard_check chk;
 
 	if (sr != SASL_OK) {
+		free(sp);
 		reply_no(s, NULL, sasl_strerror(sr));
+		return;
+	}
+	str_lcpy(s->auth_user, sp->authcid, sizeof(s->auth_user));
+	authguard_begin(s->srv->guard, s->id, "sieve", s->host, sp->authcid, &chk);
+	if (chk.refused) {
+		sasl_plain_wipe(sp);
+		free(sp);
+		reply_no(s, "TRYLATER", "Too many failed logins, try again later");
 		return;
 	}
 	s->busy = true;
 	bufferevent_disable(s->bev, EV_READ);
-	s->req = ldapauth_auth(s->srv->auth, sp.authcid, sp.passwd, auth_done, s);
-	sasl_plain_wipe(&sp);
+	s->plain = sp;
+	if (chk.wait_ms > 0) {  /* the throttle spaces this check */
+		struct timeval tv = { chk.wait_ms / 1000, (chk.wait_ms % 1000) * 1000 };
+
+		s->hold_kind = HOLD_START;
+		evtimer_add(s->hold, &tv);
+		return;
+	}
+	auth_start(s);
 }
 
 static void cmd_authenticate(struct ms_session *s)

@@ -207,7 +207,36 @@ def test_bad_input():
     assert r.response()[-1].startswith("OK")
 
 
-TESTS = [test_sieve_connect_upload_activate_and_filter, test_putscript_refuses_malformed_with_line,
+def test_login_throttle():
+    # two guesses at once from two sessions: the throttle mtad and imapd share counts the
+    # first when it starts, so the second is spaced (and says so in the log)
+    bad = base64.b64encode(b"\0alice\0wrong").decode()
+    r1, r2 = Raw(), Raw()
+    for r in (r1, r2):
+        r.response()
+        r.starttls()
+    r1.send(f'AUTHENTICATE "PLAIN" "{bad}"\r\n')
+    r2.send(f'AUTHENTICATE "PLAIN" "{bad}"\r\n')
+    assert r1.response()[-1].startswith("NO")
+    assert r2.response()[-1].startswith("NO")
+    wait_for(lambda: "sieve throttle addr=127.0.0.1 user=alice decision=wait" in msd.logtext(),
+             what="the throttle's log line")
+    for _ in range(2):
+        r1.send(f'AUTHENTICATE "PLAIN" "{bad}"\r\n')
+        last = r1.response()
+    assert last[-1].startswith("NO"), last
+    assert r1.response()[-1].startswith("BYE")  # three failures end the session
+    assert login_ok("alice")  # the right password still gets in
+
+
+def login_ok(user):
+    r = tls_session(user)
+    r.send("LOGOUT\r\n")
+    r.response()
+    return True
+
+
+TESTS = [test_sieve_connect_upload_activate_and_filter, test_login_throttle, test_putscript_refuses_malformed_with_line,
          test_capabilities_and_plaintext_refused, test_script_commands, test_bad_input]
 
 
