@@ -324,6 +324,12 @@ static int parse_cmd(struct ms_session *s, struct evbuffer *in, const char **err
 				break;
 			}
 			pos += p[pos] == '\r' ? (p[pos + 1] == '\n' ? 2 : 1) : 1;
+			if (pos - s->lit_bytes > MS_LINE_MAX + 2) {
+				*err_r = "line too long";
+				evbuffer_drain(in, pos);
+				s->need = 0;
+				return P_ERR;
+			}
 			evbuffer_drain(in, pos);
 			s->need = 0;
 			for (int k = 0; k < s->narg; k++)
