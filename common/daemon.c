@@ -25,6 +25,7 @@
 
 #include <event2/event.h>
 
+#include "common/clock.h"
 #include "common/conf.h"
 #include "common/daemon.h"
 #include "common/log.h"
@@ -517,14 +518,6 @@ static struct master {
 	struct event *ev_sig[MASTER_NSIGS], *ev_kill, *ev_ready;
 } m;
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void master_signal_block(sigset_t *old)
 {
 	sigset_t set;
@@ -589,7 +582,7 @@ static void master_spawn(unsigned i)
 		return;
 	}
 	s->pid = pid;
-	s->started = now_ms();
+	s->started = clock_mono_ms();
 	log_info("%s: worker %u started pid=%ld", m.ops->ident, i, (long)pid);
 }
 
@@ -615,7 +608,7 @@ static void master_schedule_restart(unsigned i)
 	struct slot *s = &m.slot[i];
 	struct timeval tv;
 
-	if (now_ms() - s->started >= HEALTHY_MS)
+	if (clock_mono_ms() - s->started >= HEALTHY_MS)
 		s->backoff_ms = 0;
 	else if (s->backoff_ms == 0)
 		s->backoff_ms = BACKOFF_MIN_MS;

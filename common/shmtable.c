@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/shmtable.h"
 #include "common/str.h"
@@ -49,14 +50,6 @@ struct shmtable {
 /* Bytes of a table of n (a power of two) slots, and the entry layout. */
 static size_t shm_geometry(size_t n, unsigned workers, size_t key_max, size_t *counts_off_r,
 			   size_t *stride_r);
-
-static int64_t shm_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static size_t align_up(size_t n, size_t a)
 {
@@ -107,7 +100,7 @@ static void shm_init(struct shmtable *t, size_t n, unsigned workers, size_t key_
 		fatalx("shared table mutex");
 	pthread_mutexattr_destroy(&ma);
 	if (getrandom(&t->seed, sizeof(t->seed), 0) != sizeof(t->seed))
-		t->seed = (uint64_t)(uintptr_t)t ^ (uint64_t)getpid() ^ (uint64_t)shm_now_ms();
+		t->seed = (uint64_t)(uintptr_t)t ^ (uint64_t)getpid() ^ (uint64_t)clock_mono_ms();
 	t->nslots = n;
 	t->map_size = size;
 	(void)shm_geometry(n, workers, key_max, &t->counts_off, &t->stride);
@@ -295,7 +288,7 @@ static struct shm_entry *shm_find(struct shmtable *t, uint8_t kind, const char *
 {
 	size_t klen = strnlen(key, t->key_max - 1);
 	uint64_t h = shm_hash(t, kind, key, klen);
-	int64_t now = shm_now_ms();
+	int64_t now = clock_mono_ms();
 	struct shm_entry *spare = NULL, *oldest = NULL;
 
 	for (size_t i = 0; i < SHMTABLE_PROBE; i++) {
@@ -389,7 +382,7 @@ uint32_t shmtable_fail(struct shmtable *t, enum shmtable_kind kind, const char *
 {
 	struct shm_entry *e;
 	uint32_t before = 0;
-	int64_t now = shm_now_ms();
+	int64_t now = clock_mono_ms();
 
 	shm_lock(t);
 	if ((e = shm_find(t, (uint8_t)kind, key, true)) != NULL) {
@@ -429,7 +422,7 @@ void shmtable_with(struct shmtable *t, size_t n, const enum shmtable_kind *kinds
 			if (recs[j] == recs[i]) /* taken over by key i: key j has no room */
 				recs[j] = NULL;
 	}
-	fn(recs, n, shm_now_ms(), arg);
+	fn(recs, n, clock_mono_ms(), arg);
 	shm_unlock(t);
 }
 

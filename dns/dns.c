@@ -10,6 +10,7 @@
 
 #include <unbound.h>
 
+#include "common/clock.h"
 #include "common/conf.h"
 #include "common/log.h"
 #include "common/xmalloc.h"
@@ -69,14 +70,6 @@ struct dns {
 };
 
 static void entry_start(struct dns_entry *e);
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 const char *dns_status_str(enum dns_status st)
 {
@@ -273,7 +266,7 @@ static void deliver(struct dns_query *q, bool cached)
 	a = e->ans;
 	a.cached = cached;
 	if (e->in_lru) {
-		int64_t left = (e->expires_ms - now_ms()) / 1000;
+		int64_t left = (e->expires_ms - clock_mono_ms()) / 1000;
 
 		a.ttl = left > 0 ? (uint32_t)left : 0;
 	}
@@ -406,7 +399,7 @@ static void entry_cache(struct dns_entry *e)
 		entry_unlink(e);
 		return;
 	}
-	e->expires_ms = now_ms() + (int64_t)e->ans.ttl * 1000;
+	e->expires_ms = clock_mono_ms() + (int64_t)e->ans.ttl * 1000;
 	while (d->ncached >= d->cache_size) {
 		struct dns_entry *old = TAILQ_FIRST(&d->lru);
 
@@ -514,7 +507,7 @@ struct dns_query *dns_lookup(struct dns *d, const char *name, enum dns_type type
 	q->name[len] = '\0';
 	h = name_hash(q->name, type);
 	e = entry_find(d, q->name, type, h);
-	if (e != NULL && e->done && e->expires_ms <= now_ms()) {
+	if (e != NULL && e->done && e->expires_ms <= clock_mono_ms()) {
 		entry_unlink(e);
 		if (e->refs == 0)
 			entry_free(e);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/str.h"
 #include "common/xmalloc.h"
@@ -61,14 +62,6 @@ const struct imap_cmd_def *imap_cmd_find(const char *name, size_t len)
 	return NULL;
 }
 
-static uint64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
 /* Fills c->cmd from the parsed line; true when the tagged reply was sent (the command cannot
    run), as a handler's true. */
 static bool cmd_prepare(struct imap_client *c)
@@ -80,7 +73,7 @@ static bool cmd_prepare(struct imap_client *c)
 	memset(cmd, 0, sizeof(*cmd));
 	cmd->c = c;
 	cmd->tag = imap_parser_tag(c->parser);
-	cmd->start_us = now_us();
+	cmd->start_us = clock_mono_us();
 	if (a[0].type != IMAP_ARG_ATOM)
 		return imap_cmd_bad(cmd, "Command name expected");
 	if (imap_arg_atom_is(&a[0], "UID")) {
@@ -138,7 +131,7 @@ bool imap_cmd_reply(struct imap_cmd *cmd, const char *status, const char *fmt, .
 	imap_write(c, "\r\n", 2);
 	log_debug("%016" PRIx64 " imap cmd=%s user=%s result=%s us=%" PRIu64, c->id,
 		  cmd->def != NULL ? cmd->def->name : "?", c->user != NULL ? c->user : "-",
-		  status, now_us() - cmd->start_us);
+		  status, clock_mono_us() - cmd->start_us);
 	if (!bad)
 		c->nbad = 0;
 	else

@@ -15,6 +15,7 @@
 #include <ldap.h>
 #include <openssl/crypto.h>
 
+#include "common/clock.h"
 #include "common/conf.h"
 #include "common/log.h"
 #include "common/str.h"
@@ -60,14 +61,6 @@ static int entry_check_password(struct ldapauth *la, LDAP *ld, LDAPMessage *e,
 				const char *password);
 static int setup_ldap(struct ldapauth *la, const struct conf *c, char **error_r);
 static char **make_attrs(const struct ldapauth *la, bool with_password);
-
-int64_t ldapauth_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 const char *ldapauth_strerror(enum ldapauth_result r)
 {
@@ -389,7 +382,7 @@ static bool req_from_cache(struct ldapauth_req *req)
 {
 	struct ldapauth *la = req->la;
 	struct ldapauth_rec *rec = NULL;
-	enum ac_res r = authcache_get(la->cache, req->key, req->password, ldapauth_now_ms(), &rec);
+	enum ac_res r = authcache_get(la->cache, req->key, req->password, clock_mono_ms(), &rec);
 
 	if (r == AC_MISS) {
 		la->st.cache_misses++;
@@ -506,7 +499,7 @@ static void req_file(struct ldapauth_req *req)
 	if (req->kind == REQ_LOOKUP) {
 		req->rec = static_users_find_address(la->users, req->name);
 		if (req->rec == NULL)
-			authcache_put(la->cache, req->key, NULL, NULL, ldapauth_now_ms());
+			authcache_put(la->cache, req->key, NULL, NULL, clock_mono_ms());
 		req_complete(req, req->rec != NULL ? LDAPAUTH_OK : LDAPAUTH_ENOUSER, "file");
 		return;
 	}
@@ -617,14 +610,14 @@ static void search_result(struct ldapauth_req *req, LDAP *ld, LDAPMessage *msg)
 		return;
 	}
 	if (n <= 0) {
-		authcache_put(la->cache, req->key, NULL, NULL, ldapauth_now_ms());
+		authcache_put(la->cache, req->key, NULL, NULL, clock_mono_ms());
 		req_complete(req, LDAPAUTH_ENOUSER, "no such entry");
 		return;
 	}
 	e = ldap_first_entry(ld, msg);
 	req->rec = entry_to_rec(la, ld, e, req->name);
 	if (req->kind == REQ_LOOKUP) {
-		authcache_put(la->cache, req->key, req->rec, NULL, ldapauth_now_ms());
+		authcache_put(la->cache, req->key, req->rec, NULL, clock_mono_ms());
 		req_complete(req, LDAPAUTH_OK, "directory");
 	} else if (la->mode == MODE_BIND && req->rec->u.dn[0] == '\0') {
 		/* binding with an empty DN would be anonymous: never a success */
@@ -632,7 +625,7 @@ static void search_result(struct ldapauth_req *req, LDAP *ld, LDAPMessage *msg)
 	} else if (la->mode == MODE_BIND) {
 		req_to_directory(req, OP_BIND);
 	} else if ((ok = entry_check_password(la, ld, e, req->password)) == 1) {
-		authcache_put(la->cache, req->key, req->rec, req->password, ldapauth_now_ms());
+		authcache_put(la->cache, req->key, req->rec, req->password, clock_mono_ms());
 		req_complete(req, LDAPAUTH_OK, "directory");
 	} else {
 		req_complete(req, LDAPAUTH_EBADCRED,
@@ -648,7 +641,7 @@ static void bind_result(struct ldapauth_req *req, LDAP *ld, LDAPMessage *msg)
 	if (ldap_parse_result(ld, msg, &err, NULL, NULL, NULL, NULL, 0) != 0)
 		err = LDAP_OTHER;
 	if (err == LDAP_SUCCESS) {
-		authcache_put(la->cache, req->key, req->rec, req->password, ldapauth_now_ms());
+		authcache_put(la->cache, req->key, req->rec, req->password, clock_mono_ms());
 		req_complete(req, LDAPAUTH_OK, "directory");
 	} else if (!ldap_rc_temporary(err)) {
 		req_complete(req, LDAPAUTH_EBADCRED, "wrong password");

@@ -120,6 +120,5 @@ void ldapauth_op_result(struct ldapauth_req *req, LDAP *ld, LDAPMessage *msg);
 /* The operation cannot complete (connection lost or refused). */
 void ldapauth_op_failed(struct ldapauth_req *req, const char *reason);
 
-int64_t ldapauth_now_ms(void);
 
 #endif

@@ -10,6 +10,7 @@
 #include <event2/event.h>
 #include <openssl/crypto.h>
 
+#include "common/clock.h"
 #include "common/conf.h"
 #include "common/str.h"
 #include "ldapauth/ldapauth.h"
@@ -24,14 +25,6 @@ struct cli_run {
 	const char *mode;
 	bool done;
 };
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void print_user(const struct ldapauth_user *u)
 {
@@ -49,7 +42,7 @@ static void print_user(const struct ldapauth_user *u)
 static void cli_cb(const struct ldapauth_reply *rep, void *arg)
 {
 	struct cli_run *run = arg;
-	double ms = (double)(now_ns() - run->t0_ns) / 1e6;
+	double ms = (double)(clock_mono_ns() - run->t0_ns) / 1e6;
 
 	run->result = rep->result;
 	run->done = true;
@@ -135,7 +128,7 @@ int mc_dir_main(const struct conf *c, int argc, char **argv)
 	run.mode = ldapauth_mode(la);
 	for (uint64_t k = 0; k < count; k++) {
 		run.done = false;
-		run.t0_ns = now_ns();
+		run.t0_ns = clock_mono_ns();
 		if (is_auth)
 			ldapauth_auth(la, argv[i], password, cli_cb, &run);
 		else

@@ -14,6 +14,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/net.h"
 #include "common/str.h"
@@ -252,7 +253,7 @@ void ag_error(struct agent *ag, enum ml_fn fn, const char *why)
 
 void ag_step(struct agent *ag, enum ml_fn fn, int64_t t0_us, bool ok, const char *why)
 {
-	int64_t now = ml_now_us();
+	int64_t now = clock_wall_us();
 	uint64_t us = now > t0_us ? (uint64_t)(now - t0_us) : 0;
 	bool init = ag->cfg.mode[0] == 'i';
 
@@ -292,7 +293,7 @@ void ag_sample(struct agent *ag, enum ml_fn fn, uint64_t us)
 void ag_sent_ack(struct agent *ag, uint64_t seq, int64_t sent_ms, const int64_t *rcpt,
 		 uint32_t n, bool submitted)
 {
-	int64_t now = ml_now_ms();
+	int64_t now = clock_wall_ms();
 
 	if (ag->nsent == ag->capsent) {
 		ag->capsent = ag->capsent ? ag->capsent * 2 : 256;
@@ -351,7 +352,7 @@ bool ag_seen(struct agent *ag, uint32_t user, uint64_t seq, uint32_t uidvalidity
 		ag->capseen = ag->capseen ? ag->capseen * 2 : 256;
 		ag->seen = xreallocarray(ag->seen, ag->capseen, sizeof(*ag->seen));
 	}
-	ag->seen[ag->nseen++] = (struct ag_seen){ seq, user, uidvalidity, uid, ml_now_ms() };
+	ag->seen[ag->nseen++] = (struct ag_seen){ seq, user, uidvalidity, uid, clock_wall_ms() };
 	return awaited;
 }
 
@@ -400,7 +401,7 @@ static void arm(struct agent *ag, struct wtimer *t, double per_hour)
 
 	if (per_hour <= 0)
 		return; /* this activity is switched off */
-	wheel_add(&ag->wheel, t, ml_now_ms() + (int64_t)ml_rng_exp(&ag->rng, mean_ms) + 1);
+	wheel_add(&ag->wheel, t, clock_wall_ms() + (int64_t)ml_rng_exp(&ag->rng, mean_ms) + 1);
 }
 
 #define USER_OF(t, field) \
@@ -558,7 +559,7 @@ void ag_start(struct agent *ag, int64_t t0_ms)
 	ag->steady_end = ag->ramp_end + (int64_t)c->steady_s * 1000;
 	ag->down_end = ag->steady_end + (int64_t)c->down_s * 1000;
 	ag->drain_end = ag->down_end + (int64_t)c->drain_s * 1000;
-	wheel_init(&ag->wheel, ml_now_ms());
+	wheel_init(&ag->wheel, clock_wall_ms());
 	ag->phase = PH_RAMP;
 	if (strcmp(c->mode, "init") == 0)
 		init_pump(ag);
@@ -572,7 +573,7 @@ void ag_start(struct agent *ag, int64_t t0_ms)
 static void ag_tick_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct agent *ag = arg;
-	int64_t now = ml_now_ms();
+	int64_t now = clock_wall_ms();
 
 	if (strcmp(ag->cfg.mode, "init") == 0) {
 		if (ag->init_done == ag->nusers)

@@ -12,6 +12,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
+#include "common/clock.h"
 #include "common/conf.h"
 #include "common/log.h"
 #include "common/net.h"
@@ -62,7 +63,7 @@ void ag_put_status(struct agent *ag, struct buf *o)
 		      ",\"users\":%u,\"now_ms\":%" PRId64 ",\"recon_left\":%zu",
 		   phase_name(ag->phase), ag->open_smtp, ag->open_imap, ag->pr.open,
 		   ag->steps_all, ag->errors_all, ag->nsent, probe_waiting(ag), ag->init_done,
-		   ag->init_msgs, ag->nusers, ml_now_ms(), ag->pr.recon_n - ag->pr.recon_done);
+		   ag->init_msgs, ag->nusers, clock_wall_ms(), ag->pr.recon_n - ag->pr.recon_done);
 	if (wf >= 0)
 		buf_printf(o, ",\"worst\":\"%s\",\"worst_pct\":%.2f", ml_fns[wf].key, pct);
 	if (ag->fill_state != 0) {
@@ -229,7 +230,7 @@ static const char *ctl_do(struct agent *ag, const struct jv *req, struct buf *o)
 		if (ag->users == NULL || ag->phase != PH_IDLE)
 			err = "not set up, or started already";
 		else
-			ag_start(ag, jv_int(req, "t0_ms", ml_now_ms()));
+			ag_start(ag, jv_int(req, "t0_ms", clock_wall_ms()));
 	} else if (strcmp(cmd, "status") == 0) {
 		ag_put_status(ag, o);
 	} else if (strcmp(cmd, "results") == 0) {

@@ -1,6 +1,6 @@
 /* cfg.c — owns the function table and the run configuration: built-in profiles, the key table
  * that profile files, the agent setup message and the report share, the server info's JSON
- * (agent results and report alike) and the clock helpers. */
+ * (agent results and report alike). */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/str.h"
 #include "mailload/json.h"
 #include "mailload/mailload.h"
@@ -429,18 +430,3 @@ void ml_host_json(struct buf *o)
 	json_put_str(o, k);
 }
 
-int64_t ml_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t ml_now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}

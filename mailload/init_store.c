@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/conf.h"
 #include "common/log.h"
 #include "common/xmalloc.h"
@@ -281,7 +282,7 @@ int ml_init_jobs(const struct ml_cfg *c, unsigned jobs, bool quiet, const char *
 	struct ml_init_stats *stats, s;
 	pid_t *pids;
 	int failed = 0;
-	int64_t t0 = ml_now_ms();
+	int64_t t0 = clock_wall_ms();
 
 	if (jobs == 0) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -317,7 +318,7 @@ int ml_init_jobs(const struct ml_cfg *c, unsigned jobs, bool quiet, const char *
 		if (p == -1 && errno != EINTR)
 			break;
 		if (!quiet) {
-			double el = (double)(ml_now_ms() - t0) / 1000.0;
+			double el = (double)(clock_wall_ms() - t0) / 1000.0;
 			sum(stats, jobs, &s);
 			fprintf(stderr, "\rinit: %" PRIu64 "/%" PRIu64 " users, %" PRIu64
 					" messages, %.0f MB, %.0f s   ",
@@ -326,7 +327,7 @@ int ml_init_jobs(const struct ml_cfg *c, unsigned jobs, bool quiet, const char *
 		usleep(p == 0 ? 500000 : 0);
 	}
 	sum(stats, jobs, &s);
-	double el = (double)(ml_now_ms() - t0) / 1000.0;
+	double el = (double)(clock_wall_ms() - t0) / 1000.0;
 	if (!quiet)
 		fputc('\n', stderr);
 	fprintf(stderr, "init: %" PRIu64 " users (%" PRIu64 " already complete), %" PRIu64

@@ -11,6 +11,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/net.h"
 #include "common/str.h"
@@ -210,10 +211,10 @@ static void is_cmd(struct imap_sess *s, enum ml_fn fn, const char *fmt, ...)
 	s->pend[s->npend].tag = s->tagn;
 	s->pend[s->npend].fn = (uint8_t)fn;
 	s->pend[s->npend].bits = 0;
-	s->pend[s->npend].t0 = ml_now_us();
+	s->pend[s->npend].t0 = clock_wall_us();
 	s->npend++;
 	s->fn = fn;
-	s->t0 = ml_now_us();
+	s->t0 = clock_wall_us();
 	is_arm(s);
 }
 
@@ -835,7 +836,7 @@ static void probe_look(struct imap_sess *s, bool asked)
 {
 	s->grew = false;
 	s->recheck = !asked;
-	s->last_look_ms = ml_now_ms();
+	s->last_look_ms = clock_wall_ms();
 	is_cmd(s, FN_PROBE_FETCH, "UID FETCH %u:* " PROBE_FETCH,
 	       s->ag->pr.lastuid[s->user - 1] + 1);
 }
@@ -868,7 +869,7 @@ static void step_probe(struct imap_sess *s)
 			if (s->view.exists == 0)
 				return step_probe(s);
 			s->grew = false;
-			s->last_look_ms = ml_now_ms();
+			s->last_look_ms = clock_wall_ms();
 			return is_cmd(s, FN_PROBE_FETCH, "FETCH 1:* " PROBE_FETCH);
 		}
 		return probe_look(s, true);
@@ -880,9 +881,9 @@ static void step_probe(struct imap_sess *s)
 	default:
 		if (s->grew) /* new mail since the last look */
 			return probe_look(s, true);
-		if (!ag_wants(ag, s->user) || ml_now_ms() > ag->drain_end)
+		if (!ag_wants(ag, s->user) || clock_wall_ms() > ag->drain_end)
 			return is_logout(s);
-		if (s->has_idle && ml_now_ms() - s->last_look_ms >= PROBE_RECHECK_MS)
+		if (s->has_idle && clock_wall_ms() - s->last_look_ms >= PROBE_RECHECK_MS)
 			return probe_look(s, false);
 		if (s->has_idle) { /* RFC 2177 where offered, else NOOP every second */
 			s->idle_wait = true;
@@ -1058,7 +1059,7 @@ static struct imap_sess *is_start(struct agent *ag, struct ag_user *u, uint32_t 
 	}
 	ag->open_imap++;
 	ag->sessions_started++;
-	s->t0 = ml_now_us();
+	s->t0 = clock_wall_us();
 	s->st = IS_GREETING;
 	is_arm(s);
 	s->nc = ag_connect(ag, CONN_IMAP, is_connected, s);

@@ -11,6 +11,7 @@
 #include <event2/bufferevent.h>
 #include <openssl/evp.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/net.h"
 #include "common/str.h"
@@ -119,7 +120,7 @@ static void ss_send(struct smtp_sess *s, enum ml_fn fn, const char *fmt, ...)
 		va_end(ap);
 	}
 	s->fn = fn;
-	s->t0 = ml_now_us();
+	s->t0 = clock_wall_us();
 	event_add(s->timer, &tv);
 }
 
@@ -158,7 +159,7 @@ static void ss_begin_tx(struct smtp_sess *s)
 		s->sent_ms = 1735689600000LL + (int64_t)s->seq % 86400000; /* fixed: deterministic */
 	} else {
 		s->seq = ag->seq++;
-		s->sent_ms = ml_now_ms();
+		s->sent_ms = clock_wall_ms();
 		ss_pick_rcpts(s);
 	}
 	if (s->kind == SK_SUBMIT)
@@ -199,7 +200,7 @@ static void ss_send_next_unpiped(struct smtp_sess *s)
 	} else if (s->pend[k].op == P_DATA) {
 		evbuffer_add_printf(bufferevent_get_output(s->bev), "DATA\r\n");
 	}
-	s->pend_t0 = ml_now_us();
+	s->pend_t0 = clock_wall_us();
 }
 
 static void ss_send_body(struct smtp_sess *s)

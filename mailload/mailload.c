@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/str.h"
 #include "mailload/agent.h"
@@ -406,7 +407,7 @@ static int fill_file_write(const struct ml_cfg *c, const char *path)
 	FILE *fp = fopen(path, "w");
 
 	ml_fill_of(c, &f);
-	f.when_ms = ml_now_ms();
+	f.when_ms = clock_wall_ms();
 	ml_fill_format(&f, rec, sizeof(rec));
 	if (fp == NULL || fprintf(fp, "%s\n", rec) < 0 || fclose(fp) != 0) {
 		fprintf(stderr, "mailload init: cannot write the fill record %s\n", path);

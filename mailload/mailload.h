@@ -291,7 +291,5 @@ bool ml_fill_matches(const struct ml_fill *fill, const struct ml_cfg *run, char 
 #define ML_REPORT_SCHEMA 2
 
 /* ---- time ---- */
-int64_t ml_now_ms(void);
-int64_t ml_now_us(void);
 
 #endif

@@ -16,6 +16,7 @@
 
 #include <openssl/crypto.h>
 
+#include "common/clock.h"
 #include "common/histo.h"
 #include "common/log.h"
 #include "common/str.h"
@@ -284,10 +285,10 @@ static int agents_start_phases(struct mgr_agent *as, uint32_t n, int64_t t0)
 
 	for (uint32_t i = 0; i < n; i++) {
 		struct jv *resp = NULL;
-		int64_t before = ml_now_ms();
+		int64_t before = clock_wall_ms();
 		if (agent_request(&as[i], "{\"cmd\":\"status\"}", &resp) < 0)
 			return -1;
-		int64_t after = ml_now_ms();
+		int64_t after = clock_wall_ms();
 		as[i].rtt_ms = after - before;
 		as[i].offset_ms = jv_int(resp, "now_ms", before) - (before + after) / 2;
 		jv_free(&resp);
@@ -409,7 +410,7 @@ static void status_line(struct mgr_agent *as, uint32_t n, const struct ml_cfg *c
 	bool done = true;
 	static uint64_t last_steps;
 	static int64_t last_ms;
-	int64_t now = ml_now_ms();
+	int64_t now = clock_wall_ms();
 
 	for (uint32_t i = 0; i < n; i++) {
 		struct jv *r = NULL;
@@ -472,7 +473,7 @@ static int run_agents_until_done(struct mgr_agent *as, uint32_t n, const struct 
 	while (!done) {
 		sleep(1);
 		status_line(as, n, c, t0, init, quiet, &done);
-		if (!init && ml_now_ms() > limit) {
+		if (!init && clock_wall_ms() > limit) {
 			log_warnx("agents did not finish in time; collecting what they have");
 			break;
 		}
@@ -536,11 +537,11 @@ int mgr_init(struct mgr_opts *o)
 		return -1;
 	if (n > c.users)
 		n = (uint32_t)c.users; /* extra local agents just idle */
-	if (agents_setup(as, n, &c) < 0 || agents_start_phases(as, n, ml_now_ms()) < 0) {
+	if (agents_setup(as, n, &c) < 0 || agents_start_phases(as, n, clock_wall_ms()) < 0) {
 		agents_stop(as, n);
 		return -1;
 	}
-	run_agents_until_done(as, n, &c, ml_now_ms(), true, o->quiet);
+	run_agents_until_done(as, n, &c, clock_wall_ms(), true, o->quiet);
 	uint64_t errors = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		struct jv *r = NULL;
@@ -553,7 +554,7 @@ int mgr_init(struct mgr_opts *o)
 		char rec[400], found[400], why[160];
 
 		ml_fill_of(&c, &f);
-		f.when_ms = ml_now_ms();
+		f.when_ms = clock_wall_ms();
 		ml_fill_format(&f, rec, sizeof(rec));
 		if (agent_fillrec(&as[0], rec, found, sizeof(found), why, sizeof(why)) < 0) {
 			fprintf(stderr, "init: could not write the fill record into user1's %s folder: "
@@ -686,7 +687,7 @@ static void reconcile(struct mgr_agent *as, uint32_t n, const struct ml_cfg *c,
 					       "the agent could not start the reconciliation");
 		jv_free(&resp);
 	}
-	for (int64_t end = ml_now_ms() + (int64_t)c->reconcile_s * 1000; ml_now_ms() < end;) {
+	for (int64_t end = clock_wall_ms() + (int64_t)c->reconcile_s * 1000; clock_wall_ms() < end;) {
 		bool running = false;
 		for (uint32_t i = 0; i < n; i++) {
 			struct jv *r = NULL;
@@ -726,8 +727,8 @@ static struct jv *collect_sink(const char *hostport, struct mgr_point *p, const 
 	sk->note = note;
 	sk->dropped = (uint64_t)jv_int(st, "records_dropped", 0);
 	jv_free(&st);
-	int64_t end = ml_now_ms() + (int64_t)c->reconcile_s * 1000;
-	while (recs != NULL && mgr_point_remote_missing(p, c, sk) > 0 && ml_now_ms() < end) {
+	int64_t end = clock_wall_ms() + (int64_t)c->reconcile_s * 1000;
+	while (recs != NULL && mgr_point_remote_missing(p, c, sk) > 0 && clock_wall_ms() < end) {
 		uint64_t next;
 		sleep(2);
 		struct jv *again = sink_records(hostport, &next, note, notelen);
@@ -778,13 +779,13 @@ static int run_point(struct mgr_opts *o, double pct, struct buf *out, bool *unce
 		c.recv_per_hour *= f;
 		c.imap_per_hour *= f;
 	}
-	c.run_id = (uint64_t)ml_now_ms();
+	c.run_id = (uint64_t)clock_wall_ms();
 	str_lcpy(c.mode, "run", ML_STR);
 	if (agents_start(o, &as, &n) < 0)
 		return -1;
 	if (o->sink != NULL)
 		sink_reset(o->sink);
-	int64_t t0 = ml_now_ms() + 1000;
+	int64_t t0 = clock_wall_ms() + 1000;
 	c.t0_ms = (uint64_t)t0;
 	double cpu0 = sut_cpu_seconds(o->sut_pids, o->nsut_pids);
 	fprintf(stderr, "load point %.0f%%: %.2f msgs/min, %" PRIu64 " users, %u agents, phases %" PRIu64
@@ -876,7 +877,7 @@ int mgr_run(struct mgr_opts *o)
 	enum ml_verdict verdict = MV_PASS;
 	bool uncertain = false, too_short = false;
 	int rc = 0;
-	int64_t started = ml_now_ms();
+	int64_t started = clock_wall_ms();
 
 	if (o->report_dir == NULL || (mkdir(o->report_dir, 0755) < 0 && errno != EEXIST)) {
 		log_warnx("run: --report DIR is needed and must be creatable");
@@ -917,7 +918,7 @@ int mgr_run(struct mgr_opts *o)
 	}
 	buf_printf(&out, "],\"finished_ms\":%" PRId64 ",\"verdict\":\"%s\",\"pass\":%s,"
 			 "\"uncertain\":%s",
-		   ml_now_ms(), names[verdict], verdict == MV_PASS && rc == 0 ? "true" : "false",
+		   clock_wall_ms(), names[verdict], verdict == MV_PASS && rc == 0 ? "true" : "false",
 		   uncertain ? "true" : "false");
 	/* certified: a pass with the workload's full phases and no interval in doubt */
 	bool full = o->cfg.ramp_s >= 300 && o->cfg.steady_s >= 1800 && o->cfg.down_s >= 120;

@@ -11,6 +11,7 @@
 
 #include <event2/event.h>
 
+#include "common/clock.h"
 #include "common/str.h"
 #include "common/xmalloc.h"
 #include "mailload/agent.h"
@@ -137,7 +138,7 @@ void probe_setup(struct agent *ag)
 	pr->nwait = xcalloc(n, sizeof(uint32_t));
 	pr->need = xcalloc(n, sizeof(uint32_t));
 	pr->state = xcalloc(n, 1);
-	pr->base_ms = ml_now_ms();
+	pr->base_ms = clock_wall_ms();
 	ring_init(&pr->fifo, sizeof(struct ag_wait));
 	ring_init(&pr->queue, sizeof(uint32_t));
 	ring_init(&pr->retry, sizeof(uint32_t));
@@ -304,7 +305,7 @@ void probe_tick(struct agent *ag, int64_t now)
 void probe_watching(struct agent *ag, uint32_t user)
 {
 	struct ag_probes *pr = &ag->pr;
-	int64_t now = ml_now_ms();
+	int64_t now = clock_wall_ms();
 
 	if (pr->need[user - 1] != 0) {
 		int64_t since = abs_ms(pr, pr->need[user - 1]);
@@ -317,7 +318,7 @@ void probe_watching(struct agent *ag, uint32_t user)
 void probe_done(struct agent *ag, uint32_t user, bool refused)
 {
 	struct ag_probes *pr = &ag->pr;
-	int64_t now = ml_now_ms();
+	int64_t now = clock_wall_ms();
 
 	pr->state[user - 1] = PS_IDLE;
 	pr->open--;
@@ -437,7 +438,7 @@ void recon_seen(struct agent *ag, uint32_t user, uint64_t seq, uint32_t uidvalid
 		pr->caprseen = pr->caprseen ? pr->caprseen * 2 : 64;
 		pr->rseen = xreallocarray(pr->rseen, pr->caprseen, sizeof(*pr->rseen));
 	}
-	pr->rseen[pr->nrseen++] = (struct ag_rseen){ seq, user, uidvalidity, uid, ml_now_ms(),
+	pr->rseen[pr->nrseen++] = (struct ag_rseen){ seq, user, uidvalidity, uid, clock_wall_ms(),
 						     below };
 }
 

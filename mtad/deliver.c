@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xmalloc.h"
 #include "mtad/mtad.h"
@@ -135,7 +136,7 @@ static const char *rcpt_dsn(int rc, const char **status_r)
 static void log_outcomes(struct smtp_session *s)
 {
 	struct smtp_tx *tx = s->tx;
-	double delay = (double)(mtad_now_ms() - tx->started_ms) / 1000.0;
+	double delay = (double)(clock_wall_ms() - tx->started_ms) / 1000.0;
 
 	for (size_t i = 0; i < tx->nrcpt; i++) {
 		const struct smtp_rcpt *r = &tx->rcpt[i];

@@ -16,6 +16,7 @@
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/net.h"
 #include "common/tls.h"
@@ -63,11 +64,6 @@ struct sts_cache {
 
 static void fetch_start(struct sts_entry *e);
 
-static int64_t now_s(void)
-{
-	return (int64_t)time(NULL);
-}
-
 struct sts_cache *sts_cache_new(struct event_base *base, struct dns *dns, SSL_CTX *verify_ctx,
 				const char *port, int64_t timeout_ms)
 {
@@ -86,7 +82,7 @@ struct sts_cache *sts_cache_new(struct event_base *base, struct dns *dns, SSL_CT
 static void entry_done(struct sts_entry *e)
 {
 	struct sts_req *r;
-	bool valid = e->have && e->expires > now_s();
+	bool valid = e->have && e->expires > clock_wall_s();
 
 	dns_cancel(&e->q);
 	net_connect_cancel(&e->nc);
@@ -109,7 +105,7 @@ static void entry_done(struct sts_entry *e)
 static void fetch_fail(struct sts_entry *e, const char *why)
 {
 	log_warnx("mta-sts %s: policy fetch failed: %s%s", e->domain, why,
-		  e->have && e->expires > now_s() ? " (the cached policy stays in force)" : "");
+		  e->have && e->expires > clock_wall_s() ? " (the cached policy stays in force)" : "");
 	entry_done(e);
 }
 
@@ -159,7 +155,7 @@ static void fetch_parse(struct sts_entry *e)
 	e->policy = pol;
 	e->have = true;
 	snprintf(e->id, sizeof(e->id), "%s", e->want_id);
-	e->expires = now_s() + pol.max_age;
+	e->expires = clock_wall_s() + pol.max_age;
 	log_info("mta-sts %s: policy id=%s mode=%s max_age=%" PRId64 " mx=%zu", e->domain, e->id,
 		 sts_mode_name(pol.mode), pol.max_age, pol.nmx);
 	entry_done(e);
@@ -267,7 +263,7 @@ static void txt_cb(const struct dns_answer *a, void *arg)
 		}
 	}
 	/* no (valid) record: an unexpired cached policy stays in force (RFC 8461 5.1) */
-	if (found <= 0 || (e->have && strcmp(e->id, e->want_id) == 0 && e->expires > now_s())) {
+	if (found <= 0 || (e->have && strcmp(e->id, e->want_id) == 0 && e->expires > clock_wall_s())) {
 		entry_done(e);
 		return;
 	}

@@ -297,9 +297,6 @@ void queue_runner_reload(struct mtad *m);
 /* New entries were queued: look for due entries now rather than at the next tick. */
 void queue_runner_kick(struct mtad *m);
 
-int64_t mtad_now_ms(void);
-/* CLOCK_MONOTONIC ms, for deadlines. */
-int64_t mtad_mono_ms(void);
 
 /* The workers' common tables (common/shmtable.h), mapped by the master before fork: relay
    connections per destination (SHM_RELAY_DEST) in shared; connections (and unauthenticated

@@ -13,6 +13,7 @@
 
 #include <event2/event.h>
 
+#include "common/clock.h"
 #include "common/conf.h"
 #include "common/log.h"
 #include "common/shmtable.h"
@@ -27,11 +28,6 @@
 #define TRYLOG_MAX 2048 /* the hosts tried, for the log line and the DSN */
 
 static void job_finish(struct qjob *job);
-
-static int64_t now_s(void)
-{
-	return (int64_t)time(NULL);
-}
 
 static char *dup_or_null(const char *s)
 {
@@ -430,7 +426,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 		queue_dest_pump(qr, d);
 	if (qr->njobs >= MAX_JOBS)
 		return;
-	rc = store_queue_lease(qr->m->store, now_s(), lease_s, MAX_JOBS - qr->njobs, lease_cb, qr,
+	rc = store_queue_lease(qr->m->store, clock_wall_s(), lease_s, MAX_JOBS - qr->njobs, lease_cb, qr,
 			       &n);
 	if (rc != 0)
 		log_warnx("queue lease failed: %s", store_strerror(rc));
@@ -535,7 +531,7 @@ void queue_rcpt_outcome(struct qwork *w, size_t k, int code, const char *text,
 	struct qjob *job = w->job;
 	size_t i = w->idx[k];
 	const struct conf *c = job->qr->m->conf;
-	int64_t age_s = now_s() - job->qm.created;
+	int64_t age_s = clock_wall_s() - job->qm.created;
 	const char *status;
 	char dsn[16];
 
@@ -581,7 +577,7 @@ static int64_t next_attempt(const struct queue_runner *qr, uint32_t attempts)
 	const struct conf_list *sched = conf_values(qr->m->conf)->mtad.retry_schedule;
 	size_t k = attempts < sched->n ? attempts : sched->n - 1;
 
-	return now_s() + (sched->n ? sched->ms[k] / 1000 : 300);
+	return clock_wall_s() + (sched->n ? sched->ms[k] / 1000 : 300);
 }
 
 /* Once per message, when it has waited delay_warning: the recipients deferred now that
@@ -593,7 +589,7 @@ static bool delay_notice(struct queue_runner *qr, struct qjob *job)
 
 	if (job->delay_noticed)
 		return true;
-	if (warn_ms <= 0 || (now_s() - job->qm.created) * 1000 < warn_ms)
+	if (warn_ms <= 0 || (clock_wall_s() - job->qm.created) * 1000 < warn_ms)
 		return false;
 	for (size_t i = 0; i < job->qm.nrcpt; i++) {
 		unsigned notify = job->qm.rcpt[i].notify;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/conf.h"
 #include "common/log.h"
 #include "common/str.h"
@@ -211,8 +212,8 @@ static void cmd_mail(struct smtp_session *s, const char *arg, size_t len)
 	struct smtp_tx *tx = xcalloc(1, sizeof(*tx));
 	tx->qid = log_new_id();
 	tx->mp = mp;
-	tx->started_ms = mtad_now_ms();
-	tx->deadline = mtad_mono_ms() + s->m->lim.max_tx_ms;
+	tx->started_ms = clock_wall_ms();
+	tx->deadline = clock_mono_ms() + s->m->lim.max_tx_ms;
 	mailaddr_format(&a, tx->from, sizeof(tx->from));
 	buf_init(&tx->out, 0, DELIVER_BUF_MAX);
 	s->tx = tx;

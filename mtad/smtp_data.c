@@ -9,6 +9,7 @@
 
 #include <event2/buffer.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/str.h"
 #include "mtad/mtad.h"
@@ -43,7 +44,7 @@ int smtp_data_start(struct smtp_session *s)
 		smtp_reply(s, "451 4.3.0 Local error, try again later");
 		return -1;
 	}
-	tx->data_deadline = mtad_mono_ms() + s->m->lim.max_data_ms;
+	tx->data_deadline = clock_mono_ms() + s->m->lim.max_data_ms;
 	localtime_r(&now, &tm);
 	strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S %z", &tm);
 	/* the client's HELO is its claim; the address is what we saw */

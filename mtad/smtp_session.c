@@ -13,6 +13,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include "common/clock.h"
 #include "common/conf.h"
 #include "common/log.h"
 #include "common/net.h"
@@ -44,22 +45,6 @@ static const char *st_name(unsigned st)
 	case ST_QUIT: return "quit";
 	}
 	return "?";
-}
-
-int64_t mtad_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t mtad_mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 void smtp_set_state(struct smtp_session *s, enum smtp_state next)
@@ -98,7 +83,7 @@ static void deadline_cb(evutil_socket_t fd, short what, void *arg)
 	/* the directory or the store is working for it: judged when that returns */
 	if (s->closing || s->state == ST_WAIT || d == 0)
 		return;
-	if (d > mtad_mono_ms()) { /* moved later since it was armed */
+	if (d > clock_mono_ms()) { /* moved later since it was armed */
 		set_timeouts(s);
 		return;
 	}
@@ -126,7 +111,7 @@ static void set_timeouts(struct smtp_session *s)
 	}
 	if (s->deadline == NULL)
 		s->deadline = evtimer_new(s->m->base, deadline_cb, s);
-	ms = d - mtad_mono_ms();
+	ms = d - clock_mono_ms();
 	ms = ms > 0 ? ms : 0;
 	tv.tv_sec = ms / 1000;
 	tv.tv_usec = (ms % 1000) * 1000;
@@ -189,7 +174,7 @@ struct smtp_session *smtp_session_new(struct mtad *m, enum mtad_listener kind, i
 			log_warn("%016" PRIx64 " TCP_NODELAY", s->id);
 	}
 	if (kind == L_SUBMISSION || kind == L_SUBMISSIONS)
-		s->login_deadline = mtad_mono_ms() + m->lim.login_timeout_ms;
+		s->login_deadline = clock_mono_ms() + m->lim.login_timeout_ms;
 	line_reader_init(&s->lr, m->lim.line_max, 0);
 	buf_init(&s->line, 256, m->lim.line_max + 2);
 	m->nsessions++;

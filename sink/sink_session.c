@@ -18,6 +18,7 @@
 #include <event2/event.h>
 
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/line.h"
 #include "common/log.h"
 #include "common/str.h"
@@ -120,14 +121,6 @@ static const struct sess_cmd sess_cmds[] = {
 static const struct sink_faults *sess_faults(const struct sink_session *s)
 {
 	return sink_shared_faults(s->w->sh);
-}
-
-static int64_t now_ms(void)
-{
-	struct timeval tv;
-
-	gettimeofday(&tv, NULL);
-	return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
 }
 
 static void sess_set_state(struct sink_session *s, enum sess_state next)
@@ -248,7 +241,7 @@ static void keep_open(struct sink_session *s)
 	if (w->o->keep_dir == NULL)
 		return;
 	s->keep_path = xasprintf("%s/tmp/%" PRId64 ".%d_%u_%" PRIu64 ".heron-sink",
-				 w->o->keep_dir, now_ms() / 1000, (int)getpid(), w->index,
+				 w->o->keep_dir, clock_wall_ms() / 1000, (int)getpid(), w->index,
 				 ++w->keep_seq);
 	s->keep_fd = open(s->keep_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (s->keep_fd < 0) {
@@ -334,7 +327,7 @@ static void tx_finish(struct sink_session *s)
 		tx_reset(s);
 		return;
 	}
-	r.arrival_ms = now_ms();
+	r.arrival_ms = clock_wall_ms();
 	stamped = sink_hdr_sent(&s->hdr, &r.sent_ms);
 	if (!stamped)
 		r.sent_ms = 0;

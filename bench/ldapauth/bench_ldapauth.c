@@ -11,6 +11,7 @@
 
 #include <event2/event.h>
 
+#include "common/clock.h"
 #include "common/conf.h"
 #include "common/log.h"
 #include "ldapauth/ldapauth.h"
@@ -23,14 +24,6 @@ struct bench {
 	unsigned sent, done, ok, temp;
 	char names[64][64]; /* one buffer per window slot is enough: copied by the library */
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void send_one(struct bench *b);
 
@@ -64,15 +57,15 @@ static void send_one(struct bench *b)
 static void run_pass(struct bench *b, const char *label)
 {
 	struct ldapauth_stats st0, st1;
-	double t0 = now_s(), t;
+	double t0 = clock_mono_seconds(), t;
 
 	ldapauth_get_stats(b->la, &st0);
 	b->sent = b->done = b->ok = b->temp = 0;
 	for (unsigned i = 0; i < b->window && b->sent < b->count; i++)
 		send_one(b);
-	while (b->done < b->count && now_s() - t0 < 300)
+	while (b->done < b->count && clock_mono_seconds() - t0 < 300)
 		event_base_loop(b->base, EVLOOP_ONCE);
-	t = now_s() - t0;
+	t = clock_mono_seconds() - t0;
 	ldapauth_get_stats(b->la, &st1);
 	printf("%-28s %7u ops %8.3f s %10.0f /s  ok=%u temp=%u cache_hits=%llu "
 	       "directory_calls=%llu\n",

@@ -7,15 +7,8 @@
 #include <time.h>
 
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/msgcache.h"
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void make_msg(struct buf *m, size_t attach)
 {
@@ -47,7 +40,7 @@ static void bench(const char *name, const struct buf *m)
 {
 	struct msgcache_builder *b = msgcache_builder_new();
 	struct buf out;
-	double t0 = now(), t;
+	double t0 = clock_mono_seconds(), t;
 	unsigned long n = 0;
 
 	buf_init(&out, 0, 1 << 24);
@@ -60,7 +53,7 @@ static void bench(const char *name, const struct buf *m)
 			buf_reset(&out);
 			msgcache_builder_finish(b, &out);
 		}
-		t = now() - t0;
+		t = clock_mono_seconds() - t0;
 	} while (t < 1.0 && n < 10000000);
 	printf("build  %-22s %8zu bytes  %10.0f msgs/s  %8.1f MB/s  blob %zu bytes\n", name,
 	       m->len, (double)n / t, (double)n * (double)m->len / t / 1e6, out.len);
@@ -69,13 +62,13 @@ static void bench(const char *name, const struct buf *m)
 	struct msgcache_part p;
 
 	n = 0;
-	t0 = now();
+	t0 = clock_mono_seconds();
 	do {
 		for (int i = 0; i < 1000; i++, n++) {
 			msgcache_parse(out.data, out.len, &v);
 			msgcache_part(out.data, out.len, "2", &p);
 		}
-		t = now() - t0;
+		t = clock_mono_seconds() - t0;
 	} while (t < 0.5);
 	printf("read   %-22s %10.0f views+lookups/s\n", name, (double)n / t);
 	buf_release(&out);

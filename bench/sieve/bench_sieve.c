@@ -9,15 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "sieve/sieve.h"
-
-static double now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
 
 static char *slurp(const char *path, size_t *len_r)
 {
@@ -72,14 +65,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_sieve: cannot read %s\n", path);
 		return 2;
 	}
-	t0 = now_us();
+	t0 = ((double)clock_mono_ns() / 1e3);
 	if (sieve_compile(src, slen, NULL, &prog, &plen, &err) < 0) {
 		fprintf(stderr, "bench_sieve: %s: %s\n", path, err);
 		return 2;
 	}
-	double compile_us = now_us() - t0;
+	double compile_us = ((double)clock_mono_ns() / 1e3) - t0;
 	for (int k = 0; k < 5; k++) {
-		t0 = now_us();
+		t0 = ((double)clock_mono_ns() / 1e3);
 		for (long i = 0; i < runs; i++) {
 			const char *m = msgs[(size_t)i % nmsg];
 			struct sieve_env env = { .msg = m, .msg_len = strlen(m),
@@ -94,7 +87,7 @@ int main(int argc, char **argv)
 			}
 			sieve_result_clear(&r);
 		}
-		rounds[k] = (now_us() - t0) / (double)runs;
+		rounds[k] = (((double)clock_mono_ns() / 1e3) - t0) / (double)runs;
 	}
 	qsort(rounds, 5, sizeof(rounds[0]), cmp_double);
 	printf("script            %s (%zu bytes source, %zu bytes compiled)\n", path, slen, plen);

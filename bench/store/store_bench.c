@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/msgcache.h"
 #include "common/str.h"
 #include "store/store.h"
@@ -34,14 +35,6 @@ struct scenario {
 	double deadline;
 	atomic_uint next, done, failed;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static char *make_body(size_t size)
 {
@@ -65,7 +58,7 @@ static void *producer(void *arg)
 {
 	struct scenario *sc = arg;
 
-	while (now_s() < sc->deadline && atomic_fetch_add(&sc->next, 1) < sc->limit) {
+	while (clock_mono_seconds() < sc->deadline && atomic_fetch_add(&sc->next, 1) < sc->limit) {
 		struct store_rcpt r[NUSERS];
 		struct store_blob *b;
 		unsigned first = atomic_load(&sc->next) % NUSERS;
@@ -129,7 +122,7 @@ static void gc_session_next(struct gc_session *gs)
 	unsigned seq;
 
 	gs->active = false;
-	if (now_s() >= sc->deadline || (seq = atomic_fetch_add(&sc->next, 1)) >= sc->limit)
+	if (clock_mono_seconds() >= sc->deadline || (seq = atomic_fetch_add(&sc->next, 1)) >= sc->limit)
 		return;
 	memset(gs->r, 0, sizeof(gs->r));
 	for (unsigned i = 0; i < sc->nrcpt; i++)
@@ -182,7 +175,7 @@ static void run_deliveries(struct store *st, unsigned nrcpt, size_t size, bool g
 	sc.body = make_body(size);
 	if (group)
 		store_gc_new(st, &sc.gc);
-	t0 = now_s();
+	t0 = clock_mono_seconds();
 	sc.deadline = t0 + seconds;
 	if (sc.gc != NULL)
 		run_gc_loop(&sc, producers);
@@ -190,7 +183,7 @@ static void run_deliveries(struct store *st, unsigned nrcpt, size_t size, bool g
 		pthread_create(&th[i], NULL, producer, &sc);
 	for (unsigned i = 0; sc.gc == NULL && i < producers; i++)
 		pthread_join(th[i], NULL);
-	dt = now_s() - t0;
+	dt = clock_mono_seconds() - t0;
 	if (sc.gc != NULL) {
 		store_gc_stats(sc.gc, &ops, &commits);
 		store_gc_free(&sc.gc);
@@ -269,7 +262,7 @@ static void run_cache_reads(struct store *st, unsigned n)
 	user = u.id;
 	store_mbox_find(t, user, "INBOX", &mbox);
 	store_txn_abort(&t);
-	t0 = now_s();
+	t0 = clock_mono_seconds();
 	do {
 		struct store_iter *it;
 		struct store_msg m;
@@ -288,7 +281,7 @@ static void run_cache_reads(struct store *st, unsigned n)
 		store_iter_free(&it);
 		store_txn_abort(&t);
 		rounds++;
-	} while ((dt = now_s() - t0) < 2.0 && rounds < 50);
+	} while ((dt = clock_mono_seconds() - t0) < 2.0 && rounds < 50);
 	printf("header cache reads (%u-message mailbox): %.0f msg/s (%u of %u with cache)\n", n,
 	       reads / dt, hits, reads);
 }

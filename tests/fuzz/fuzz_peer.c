@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/conf.h"
 #include "common/log.h"
 #include "tests/fuzz/fuzz_peer.h"
@@ -84,14 +85,6 @@ void fuzz_rm_rf(const char *path)
 	fuzz_must(nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0, "remove a temp dir");
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void peer_write(evutil_socket_t fd, short what, void *arg)
 {
 	struct peer *p = arg;
@@ -137,7 +130,7 @@ void fuzz_session(struct event_base *base, int port, const uint8_t *data, size_t
 	static uint32_t serial;
 	struct peer p = { .data = data, .size = size };
 	struct timeval tick = { 0, 100000 };
-	int64_t deadline = now_ms() + timeout_ms;
+	int64_t deadline = clock_mono_ms() + timeout_ms;
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
 	fuzz_must(fd >= 0, "socket");
@@ -157,7 +150,7 @@ void fuzz_session(struct event_base *base, int port, const uint8_t *data, size_t
 		event_add(p.wr, NULL);
 	else
 		evtimer_add(p.quiet, &quiet_tv);
-	while ((!p.eof || !done(arg)) && now_ms() < deadline) {
+	while ((!p.eof || !done(arg)) && clock_mono_ms() < deadline) {
 		event_base_loopexit(base, &tick);
 		event_base_loop(base, EVLOOP_ONCE);
 	}
