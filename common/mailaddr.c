@@ -592,6 +592,12 @@ static int mail_param(const struct param *pm, unsigned *seen, struct mail_params
 		if (pm->has_val)
 			return *error_r = "SMTPUTF8 takes no value", -1;
 		mp->smtputf8 = true;
+	} else if (key_is(pm, "REQUIRETLS")) {
+		if (once(seen, 64, error_r) < 0)
+			return -1;
+		if (pm->has_val)
+			return *error_r = "REQUIRETLS takes no value", -1;
+		mp->requiretls = true;
 	} else if (key_is(pm, "RET")) {
 		if (once(seen, 8, error_r) < 0)
 			return -1;

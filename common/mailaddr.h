@@ -83,6 +83,7 @@ struct mail_params {
 	bool has_size;
 	enum mail_body body;
 	bool smtputf8;
+	bool requiretls;                /* REQUIRETLS (RFC 8689) */
 	enum mail_ret ret;
 	char envid[MAIL_ENVID_MAX + 1]; /* decoded; "" when not given */
 };

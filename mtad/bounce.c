@@ -141,7 +141,8 @@ static int bounce_write(struct queue_runner *qr, const struct qjob *job, struct 
 			enum dsn_kind kind)
 {
 	/* a delay notice returns the headers only: the message is still on its way */
-	bool full = job->qm.ret == STORE_RET_FULL && kind == DSN_FAILED;
+	/* a REQUIRETLS message's body goes nowhere its sender did not allow (RFC 8689 5) */
+	bool full = job->qm.ret == STORE_RET_FULL && kind == DSN_FAILED && !job->qm.requiretls;
 	char boundary[64];
 	struct buf head;
 	int rc;
@@ -190,6 +191,7 @@ int bounce_send(struct queue_runner *qr, const struct qjob *job, enum dsn_kind k
 		qm.size = store_blob_size(b);
 		qm.nrcpt = 1;
 		qm.rcpt = &to;
+		/* the DSN itself goes as usual (it must reach the sender), with the headers only */
 		rc = store_queue_add(st, &qm, b, &id);
 	}
 	store_blob_free(&b);

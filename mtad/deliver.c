@@ -233,6 +233,7 @@ static void enqueue_some(struct smtp_session *s, bool (*pick)(const struct smtp_
 	}
 	qm.sender = tx->from;
 	qm.envid = tx->mp.envid[0] ? tx->mp.envid : NULL;
+	qm.requiretls = tx->mp.requiretls;
 	qm.ret = tx->mp.ret == MAIL_RET_FULL ? STORE_RET_FULL
 		 : tx->mp.ret == MAIL_RET_HDRS ? STORE_RET_HDRS : STORE_RET_NONE;
 	qm.size = store_blob_size(tx->blob);

@@ -146,9 +146,21 @@ static int host_tls(struct qwork *w)
 	if (defer == NULL && w->tls == TLSL_MAY && w->sts_pol != NULL &&
 	    w->sts_pol->mode == STS_ENFORCE)
 		w->tls = TLSL_STS;
+	if (defer == NULL && w->job->qm.requiretls && w->tls != TLSL_DANE && w->tls != TLSL_STS &&
+	    w->tls != TLSL_VERIFY) {
+		/* RFC 8689 4.2.1: the exchanger's name from a validated answer (or our config),
+		   its certificate verified for that name; else no path for this message */
+		if (w->mx_secure && w->tls != TLSL_NONE && !mx_is_literal(w->mx[w->mxi].name))
+			w->tls = TLSL_VERIFY;
+		else
+			defer = "5.7.30 REQUIRETLS support required: no authenticated TLS path to the "
+				"exchanger";
+	}
 	if (defer != NULL) {
+		bool perm = defer[0] == '5';
+
 		trylog_add(w, w->mx[w->mxi].name, defer);
-		w->last_code = 451;
+		w->last_code = perm ? 550 : 451;
 		snprintf(w->last_text, sizeof(w->last_text), "%s (%s)", defer, w->mx[w->mxi].name);
 		snprintf(w->dest_relay, sizeof(w->dest_relay), "%s", w->mx[w->mxi].name);
 		return -1;

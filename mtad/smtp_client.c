@@ -28,6 +28,7 @@
 #define CAP_8BITMIME 0x08
 #define CAP_DSN 0x10
 #define CAP_SMTPUTF8 0x20
+#define CAP_REQUIRETLS 0x40
 
 #define REPLY_LINE_MAX 2048
 #define BODY_CHUNK (16 * 1024)
@@ -259,11 +260,12 @@ static void send_mail(struct smtp_client *c)
 	if ((c->caps & CAP_DSN) && job->qm.envid != NULL &&
 	    mailaddr_xtext_encode(job->qm.envid, strlen(job->qm.envid), xt, sizeof(xt)) == 0)
 		snprintf(envid, sizeof(envid), " ENVID=%s", xt);
-	client_send(c, "MAIL FROM:<%s>%s%s%s%s%s", job->qm.sender, size,
+	client_send(c, "MAIL FROM:<%s>%s%s%s%s%s%s", job->qm.sender, size,
 		    (c->caps & CAP_8BITMIME) ? " BODY=8BITMIME" : "",
 		    needs_utf8(job) ? " SMTPUTF8" : "",
 		    !(c->caps & CAP_DSN) || job->qm.ret == STORE_RET_NONE ? ""
-		    : job->qm.ret == STORE_RET_FULL ? " RET=FULL" : " RET=HDRS", envid);
+		    : job->qm.ret == STORE_RET_FULL ? " RET=FULL" : " RET=HDRS", envid,
+		    job->qm.requiretls ? " REQUIRETLS" : "");
 }
 
 static void send_rcpt(struct smtp_client *c, size_t k)
@@ -302,6 +304,13 @@ static void tx_start(struct smtp_client *c, struct qwork *w)
 		/* RFC 6531 3.5: no downgrade; the sender learns it by a DSN */
 		work_outcome_all(c, 553, "5.6.7 the next hop does not support SMTPUTF8");
 		work_end(c);
+		client_next(c);
+		return;
+	}
+	if (w->job->qm.requiretls && (!c->tls || !(c->caps & CAP_REQUIRETLS))) {
+		/* RFC 8689 4.2.1: the next hop must offer REQUIRETLS; another exchanger may */
+		work_failover(c, 550, "5.7.30 REQUIRETLS support required: the server does not "
+			      "offer REQUIRETLS");
 		client_next(c);
 		return;
 	}
@@ -436,7 +445,7 @@ static void parse_cap(struct smtp_client *c, const char *t)
 	static const struct { const char *name; unsigned bit; } caps[] = {
 		{ "PIPELINING", CAP_PIPELINING }, { "STARTTLS", CAP_STARTTLS },
 		{ "SIZE", CAP_SIZE }, { "8BITMIME", CAP_8BITMIME }, { "DSN", CAP_DSN },
-		{ "SMTPUTF8", CAP_SMTPUTF8 },
+		{ "SMTPUTF8", CAP_SMTPUTF8 }, { "REQUIRETLS", CAP_REQUIRETLS },
 	};
 	size_t len = strcspn(t, " ");
 

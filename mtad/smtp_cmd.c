@@ -128,6 +128,8 @@ void smtp_ehlo_reply(struct smtp_session *s, bool esmtp)
 	smtp_reply(s, "250-SMTPUTF8");
 	smtp_reply(s, "250-CHUNKING");
 	smtp_reply(s, "250-DSN");
+	if (s->flags & SF_TLS) /* RFC 8689 4.1: only over TLS */
+		smtp_reply(s, "250-REQUIRETLS");
 	if (s->m->tls != NULL && !(s->flags & SF_TLS))
 		smtp_reply(s, "250-STARTTLS");
 	if (auth_offered(s))
@@ -202,6 +204,10 @@ static void cmd_mail(struct smtp_session *s, const char *arg, size_t len)
 	}
 	if ((a.flags & MAILADDR_F_UTF8) && !mp.smtputf8) {
 		smtp_error(s, "553 5.6.7 Address needs SMTPUTF8");
+		return;
+	}
+	if (mp.requiretls && !(s->flags & SF_TLS)) {
+		smtp_error(s, "530 5.7.10 REQUIRETLS needs a TLS session");
 		return;
 	}
 	if (mp.has_size && mp.size > s->m->lim.max_message_size) {

@@ -581,6 +581,8 @@ struct store_queue_msg {
 	uint64_t size;
 	uint64_t blob;             /* queue/blobs id (store_queue_open) */
 	bool held;
+	bool requiretls;           /* MAIL FROM ... REQUIRETLS (RFC 8689): relay only over
+				      verified TLS to a server offering it */
 	int64_t lease_until;       /* a runner holds it until then */
 	size_t nrcpt;
 	struct store_queue_rcpt *rcpt;

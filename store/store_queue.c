@@ -10,7 +10,9 @@
 #include "common/xmalloc.h"
 #include "store/store_private.h"
 
-#define QREC_FIXED 46 /* created 8, size 8, blob 8, held 1, ret 1, lease 8, due 8, nrcpt 4 */
+#define QREC_FIXED 46 /* created 8, size 8, blob 8, flags 1, ret 1, lease 8, due 8, nrcpt 4 */
+#define QREC_HELD 0x01
+#define QREC_REQUIRETLS 0x02 /* a binary without it reads the entry as held: never sent */
 #define QREC_MAX (16u << 20)
 #define QSTR_MAX 4096
 
@@ -40,7 +42,7 @@ static int qrec_encode(const struct qrec *q, struct buf *b)
 	put_be64(f, (uint64_t)m->created);
 	put_be64(f + 8, m->size);
 	put_be64(f + 16, m->blob);
-	f[24] = m->held;
+	f[24] = (uint8_t)((m->held ? QREC_HELD : 0) | (m->requiretls ? QREC_REQUIRETLS : 0));
 	f[25] = (uint8_t)m->ret;
 	put_be64(f + 26, (uint64_t)m->lease_until);
 	put_be64(f + 34, (uint64_t)q->due);
@@ -108,7 +110,8 @@ static int qrec_decode(uint64_t id, const MDB_val *v, struct qrec *q)
 	m->created = (int64_t)get_be64(p);
 	m->size = get_be64(p + 8);
 	m->blob = get_be64(p + 16);
-	m->held = p[24] != 0;
+	m->held = (p[24] & QREC_HELD) != 0;
+	m->requiretls = (p[24] & QREC_REQUIRETLS) != 0;
 	m->ret = (enum store_ret)p[25];
 	m->lease_until = (int64_t)get_be64(p + 26);
 	q->due = (int64_t)get_be64(p + 34);
@@ -230,6 +233,7 @@ int store_queue_add_txn(struct store_txn *t, const struct store_queue_msg *qm,
 	q.m.sender = qm->sender != NULL ? qm->sender : "";
 	q.m.envid = qm->envid;
 	q.m.ret = qm->ret;
+	q.m.requiretls = qm->requiretls;
 	q.m.created = qm->created != 0 ? qm->created : now;
 	q.m.size = store_blob_size(b);
 	q.m.blob = store_blob_id(b);

@@ -243,6 +243,9 @@ static void test_mail_params(void **state)
 	assert_int_equal(mp.ret, MAIL_RET_HDRS);
 	assert_string_equal(mp.envid, "QQ+1");
 	assert_true(mp.smtputf8);
+	assert_false(mp.requiretls);
+	assert_int_equal(mailaddr_mail_params("REQUIRETLS", 10, &mp, &err), 0);
+	assert_true(mp.requiretls);
 	assert_int_equal(mailaddr_mail_params("", 0, &mp, &err), 0);
 	assert_false(mp.has_size);
 	/* control characters in ENVID or ORCPT would reach DSN header fields (bounce.c) */
@@ -258,7 +261,8 @@ static void test_mail_params(void **state)
 	assert_string_equal(rp.orcpt, "a+b");
 
 	static const char *bad[] = { "SIZE=", "SIZE=12x", "SIZE=1 SIZE=2", "BODY=9BIT",
-				     "RET=ALL", "SMTPUTF8=yes", "=x", "SIZE=99999999999999999999" };
+				     "RET=ALL", "SMTPUTF8=yes", "=x", "SIZE=99999999999999999999",
+				     "REQUIRETLS=yes", "REQUIRETLS REQUIRETLS" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		if (mailaddr_mail_params(bad[i], strlen(bad[i]), &mp, &err) != -1)
 			fail_msg("accepted %s", bad[i]);

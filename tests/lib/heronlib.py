@@ -731,10 +731,13 @@ class RelayTarget(ThreadingServer):
     ones always 451."""
 
     def __init__(self, tls=None, port=None, host=HOST, greeting="220 relay.test ESMTP test",
-                 mail_reply="250 2.1.0 ok"):
+                 mail_reply="250 2.1.0 ok", requiretls=False):
         """tls: (cert, key) to offer STARTTLS; port: a given one (default: a free one);
         host: the loopback address to listen on (a remote MX of a DNS world); greeting and
-        mail_reply: what it answers (a 421 greeting closes the connection)."""
+        mail_reply: what it answers (a 421 greeting closes the connection); requiretls:
+        offer REQUIRETLS once under TLS (the MAIL lines are kept in mail_lines)."""
+        self.requiretls = requiretls
+        self.mail_lines = []
         self.port = port or free_port()
         self.greeting, self.mail_reply = greeting, mail_reply
         self.connections = 0  # accepted so far
@@ -819,11 +822,14 @@ class RelayHandler(socketserver.StreamRequestHandler):
                 self.send("250-relay.test")
                 if srv.ssl is not None and not tls:
                     self.send("250-STARTTLS")
+                if srv.requiretls and tls:
+                    self.send("250-REQUIRETLS")
                 self.send("250-PIPELINING")
                 self.send("250-DSN")
                 self.send("250 8BITMIME")
             elif up.startswith("MAIL FROM:"):
                 mail, rcpts = cmd[10:].split(" ")[0].strip("<>"), []
+                srv.mail_lines.append(cmd)
                 self.send(srv.mail_reply)
                 if not srv.mail_reply.startswith("2"):
                     mail = None
