@@ -224,9 +224,9 @@ const struct conf_key conf_keys[] = {
 	{ "dns", "attempts", CONF_INT, 1, 10, "2", NULL,
 	  "attempts of a lookup before it fails as temporary", CONF_AT(dns.attempts) },
 	{ "dns", "dnssec", CONF_ENUM, 0, 0, "validate", "validate|trust-ad|off",
-	  "validate: check DNSSEC ourselves from trust_anchor_file; trust-ad: meant to believe "
-	  "the AD bit of the nameservers, for now resolves like off (libunbound does not hand "
-	  "their AD bit back); off: nothing is secure (no DANE)", CONF_AT(dns.dnssec) },
+	  "validate: check DNSSEC ourselves from trust_anchor_file; trust-ad: believe the AD bit "
+	  "of the first nameserver (it must validate, the path to it be safe); off: nothing is "
+	  "secure (no DANE)", CONF_AT(dns.dnssec) },
 	{ "dns", "trust_anchor_file", CONF_STR, 0, 0, "/usr/share/dns/root.key", NULL,
 	  "DNSSEC trust anchors (DS or DNSKEY records, zone-file format) for dnssec = validate", CONF_AT(dns.trust_anchor_file) },
 	{ "dns", "cache_size", CONF_INT, 0, 10000000, "10000", NULL,

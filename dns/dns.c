@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/xmalloc.h"
 #include "dns/dns.h"
+#include "dns/dns_private.h"
 
 #define DNS_BUCKETS_MIN 64
 #define DNS_NEG_TTL_MAX 3600       /* negative answers at most this long (seconds) */
@@ -34,6 +35,7 @@ struct dns_entry {
 	char why[160];
 	int64_t expires_ms;
 	int ub_id;                     /* the libunbound query out, or 0 */
+	struct dns_adq *adq;           /* trust-ad: the AD check out */
 	unsigned attempts_left;
 	struct event *timer;
 	TAILQ_HEAD(, dns_query) waiters;
@@ -60,6 +62,8 @@ struct dns {
 	struct ub_ctx *ub;
 	struct event *ub_ev;
 	enum dns_dnssec dnssec;
+	struct sockaddr_storage ad_server;  /* trust-ad: the resolver whose AD bit counts */
+	socklen_t ad_len;
 	int64_t timeout_ms;
 	unsigned attempts;
 	size_t cache_size, ncached, nbuckets;
@@ -96,7 +100,7 @@ void dns_opts_from_conf(struct dns_opts *o, const struct conf *c)
 
 /* "1.2.3.4", "1.2.3.4@53", "1.2.3.4:53", "::1", "[::1]:53", "::1@53" into libunbound's
    "addr@port". */
-static int ns_addr(const char *in, char *out, size_t size)
+int dns_ns_addr(const char *in, char *out, size_t size)
 {
 	const char *colon = strchr(in, ':'), *end;
 
@@ -127,7 +131,7 @@ static int ub_setup(struct dns *d, const struct dns_opts *o, char **error_r)
 	if (getenv("HERON_DNS_DEBUG") != NULL)
 		ub_ctx_debuglevel(d->ub, atoi(getenv("HERON_DNS_DEBUG")));
 	for (size_t i = 0; i < o->nnameservers; i++) {
-		if (ns_addr(o->nameservers[i], addr, sizeof(addr)) < 0) {
+		if (dns_ns_addr(o->nameservers[i], addr, sizeof(addr)) < 0) {
 			*error_r = xasprintf("[dns] nameservers: bad address %s", o->nameservers[i]);
 			return -1;
 		}
@@ -204,6 +208,11 @@ int dns_new(struct event_base *base, const struct dns_opts *o, struct dns **dns_
 		dns_free(&d);
 		return -1;
 	}
+	if (d->dnssec == DNS_DNSSEC_TRUST_AD && dns_ad_server(o, &d->ad_server, &d->ad_len) < 0) {
+		*error_r = xasprintf("[dns] dnssec = trust-ad needs a nameserver address");
+		dns_free(&d);
+		return -1;
+	}
 	d->ub_ev = event_new(base, ub_fd(d->ub), EV_READ | EV_PERSIST, ub_read_cb, d);
 	event_add(d->ub_ev, NULL);
 	*dns_r = d;
@@ -242,6 +251,7 @@ static void entry_free(struct dns_entry *e)
 	free(e->rr);
 	if (e->timer != NULL)
 		event_free(e->timer);
+	dns_ad_cancel(&e->adq);
 	free(e);
 }
 
@@ -334,9 +344,7 @@ static void entry_fill(struct dns_entry *e, int err, struct ub_result *r)
 				;
 	}
 	if (d->dnssec == DNS_DNSSEC_VALIDATE)
-		e->ans.secure = r->secure != 0;
-	else if (d->dnssec == DNS_DNSSEC_TRUST_AD)
-		e->ans.secure = r->answer_len >= 4 && (((uint8_t *)r->answer_packet)[3] & 0x20);
+		e->ans.secure = r->secure != 0; /* trust-ad: dns_ad.c asks after this */
 	e->ans.ttl = r->ttl > 0 ? (uint32_t)r->ttl : 0;
 	if (r->nxdomain || r->rcode == 3) {
 		e->ans.status = DNS_NXDOMAIN;
@@ -412,15 +420,43 @@ static void entry_cache(struct dns_entry *e)
 	d->ncached++;
 }
 
+static void entry_complete(struct dns_entry *e);
+
+static void ad_cb(bool ad, void *arg)
+{
+	struct dns_entry *e = arg;
+
+	e->adq = NULL;
+	e->ans.secure = ad;
+	entry_complete(e);
+}
+
 static void entry_finish(struct dns_entry *e, int err, struct ub_result *r, const char *why)
 {
-	struct dns_query *q;
+	struct dns *d = e->d;
+	enum dns_status st;
 
 	e->ub_id = 0;
 	event_del(e->timer);
 	entry_fill(e, err, r);
 	if (why != NULL)
 		snprintf(e->why, sizeof(e->why), "%s", why);
+	st = e->ans.status;
+	if (d->dnssec == DNS_DNSSEC_TRUST_AD &&
+	    (st == DNS_OK || st == DNS_NODATA || st == DNS_NXDOMAIN)) {
+		/* the trusted resolver's verdict on the same question (its cache answers) */
+		e->adq = dns_ad_ask(d->base, (struct sockaddr *)&d->ad_server, d->ad_len, e->name,
+				    (uint16_t)e->type, d->timeout_ms, ad_cb, e);
+		return;
+	}
+	entry_complete(e);
+}
+
+/* The answer is final: cached when it may be, handed to every waiter. */
+static void entry_complete(struct dns_entry *e)
+{
+	struct dns_query *q;
+
 	e->done = true;
 	entry_cache(e);
 	e->refs++; /* the loop below may drop the last waiter */

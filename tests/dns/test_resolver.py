@@ -2,7 +2,8 @@
 """libheron_dns against a real DNS world (scripts/dns: nsd serving signed and unsigned zones,
 a validating unbound in front), through dnsq: MX/A/AAAA/TXT/TLSA/CNAME answers, DNSSEC status
 from our own validation (secure for the signed zone, not for the unsigned one, bogus when the
-anchor does not match), NXDOMAIN/NODATA/SERVFAIL, timeouts and retries, the cache (TTL left,
+anchor does not match) or, with trust-ad, from the AD bit of the validating resolver (not from
+an authoritative server that sets none), NXDOMAIN/NODATA/SERVFAIL, timeouts and retries, the cache (TTL left,
 in-flight lookups joined, counters), and hostile answers: a CNAME loop, 1,000 MX records, a
 64 KB TXT record, invalid names. The DNS world is stopped also when a check fails.
 
@@ -81,6 +82,14 @@ def check_answers(env):
     assert field(l, "status") == "temporary", l
     # off: the same answers, never secure
     l = one(env, "MX", "signed.test", mode="off")
+    assert field(l, "status") == "ok" and field(l, "secure") == "no", l
+    # trust-ad: the validating unbound's AD bit counts; the authoritative nsd sets none
+    l = one(env, "MX", "signed.test", mode="trust-ad")
+    assert field(l, "status") == "ok" and field(l, "secure") == "yes", l
+    assert field(one(env, "TLSA", "_25._tcp.mx.signed.test", mode="trust-ad"), "secure") == "yes"
+    assert field(one(env, "MX", "plain.test", mode="trust-ad"), "secure") == "no"
+    auth = dict(env, DNS_RESOLVER=env["DNS_AUTH"])
+    l = one(auth, "MX", "signed.test", mode="trust-ad")
     assert field(l, "status") == "ok" and field(l, "secure") == "no", l
 
 
