@@ -19,7 +19,6 @@ struct ssl_ctx_st;
 
 /* ---- limits ---- */
 #define SINK_LINE_MAX 4096      /* command line, CRLF included */
-#define SINK_ADDR_MAX 256       /* RFC 5321 path limit */
 #define SINK_HDR_VALUE_MAX 998  /* a captured header value (unfolded) */
 #define SINK_CONTROL_LINE_MAX 4096
 

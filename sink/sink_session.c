@@ -21,6 +21,7 @@
 #include "common/clock.h"
 #include "common/line.h"
 #include "common/log.h"
+#include "common/mailaddr.h"
 #include "common/str.h"
 #include "common/tls.h"
 #include "common/xmalloc.h"
@@ -73,7 +74,7 @@ struct sink_session {
 	struct sink_hdr hdr;
 	int keep_fd;
 	char *keep_path;    /* the Maildir tmp/ file while a copy is kept */
-	char from[SINK_ADDR_MAX + 1];
+	char from[MAILADDR_TEXT_MAX + 1];
 };
 
 struct sess_cmd {
@@ -157,7 +158,7 @@ void sink_session_start(struct sink_worker *w, int fd)
 	line_reader_init(&s->lr, SINK_LINE_MAX, LINE_LF);
 	buf_init(&s->reply, 0, SESS_OUTPUT_MAX);
 	buf_init(&s->pending, 0, SESS_OUTPUT_MAX);
-	buf_init(&s->rcpts, 0, (size_t)w->o->max_recipients * (SINK_ADDR_MAX + 1));
+	buf_init(&s->rcpts, 0, (size_t)w->o->max_recipients * (MAILADDR_TEXT_MAX + 1));
 	s->bev = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (s->bev == NULL) {
 		log_warnx("%016" PRIx64 " sink cannot set up the connection", s->id);
@@ -465,34 +466,18 @@ static void cmd_helo(struct sink_session *s, const char *arg, size_t len)
 	sess_reply(s, "250 %s", s->w->o->hostname);
 }
 
-/* Parses "<path>" at the start of p; the address (without brackets) goes to addr. Returns the
-   bytes used, or 0 when malformed. */
-static size_t parse_path(const char *p, size_t len, char *addr, size_t size)
+/* Parses the "<path>" at the start of p (common/mailaddr: RFC 5321 syntax and limits) into
+   addr as "local@domain" ("" for "<>"). Returns the bytes used, or 0 when malformed. */
+static size_t parse_path(const char *p, size_t len, unsigned opts, char *addr, size_t size)
 {
-	size_t i = 1, n = 0;
-	bool quoted = false;
+	struct mailaddr a;
+	const char *why;
+	size_t used;
 
-	if (len == 0 || p[0] != '<')
+	if (mailaddr_parse_path(p, len, opts | MAILADDR_ALLOW_UTF8, &a, &used, &why) < 0 ||
+	    mailaddr_format(&a, addr, size) < 0)
 		return 0;
-	for (; i < len; i++) {
-		unsigned char c = (unsigned char)p[i];
-
-		if (c < 0x20 || c == 0x7f)
-			return 0;
-		if (!quoted && c == '>')
-			break;
-		if (c == '"')
-			quoted = !quoted;
-		else if (c == '\\' && quoted && i + 1 < len)
-			addr[n++] = p[i++];
-		if (n + 1 >= size)
-			return 0;
-		addr[n++] = p[i];
-	}
-	if (i >= len)
-		return 0;
-	addr[n] = '\0';
-	return i + 1;
+	return used;
 }
 
 /* Checks the ESMTP parameters after a path; NULL when all are fine, else the reply. */
@@ -536,7 +521,7 @@ static void cmd_mail(struct sink_session *s, const char *arg, size_t len)
 	arg += 5, len -= 5;
 	while (len > 0 && *arg == ' ')
 		arg++, len--;
-	if ((used = parse_path(arg, len, s->from, sizeof(s->from))) == 0)
+	if ((used = parse_path(arg, len, MAILADDR_ALLOW_NULL, s->from, sizeof(s->from))) == 0)
 		return sess_reply(s, "501 5.1.7 Bad sender address syntax");
 	if ((err = check_params(s, arg + used, len - used, true)) != NULL)
 		return sess_reply(s, "%s", err);
@@ -554,7 +539,7 @@ static void cmd_mail(struct sink_session *s, const char *arg, size_t len)
 
 static void cmd_rcpt(struct sink_session *s, const char *arg, size_t len)
 {
-	char addr[SINK_ADDR_MAX + 1];
+	char addr[MAILADDR_TEXT_MAX + 1];
 	size_t used;
 	enum sink_verdict v;
 
@@ -565,7 +550,7 @@ static void cmd_rcpt(struct sink_session *s, const char *arg, size_t len)
 	arg += 3, len -= 3;
 	while (len > 0 && *arg == ' ')
 		arg++, len--;
-	if ((used = parse_path(arg, len, addr, sizeof(addr))) == 0 || addr[0] == '\0')
+	if ((used = parse_path(arg, len, 0, addr, sizeof(addr))) == 0)
 		return sess_reply(s, "501 5.1.3 Bad recipient address syntax");
 	if (check_params(s, arg + used, len - used, false) != NULL)
 		return sess_reply(s, "555 5.5.4 Unsupported parameter");
