@@ -117,6 +117,10 @@ int rfc5322_header_next(const char *hdr, size_t len, size_t *pos, struct str_vie
    when out's ceiling was reached (out then holds a prefix). */
 int rfc5322_unfold(const char *p, size_t len, struct buf *out);
 
+/* The end of the comment "(...)" that starts at p[i] (nested comments and quoted-pairs
+   inside it); len for one left open. */
+size_t rfc5322_skip_comment(const char *p, size_t len, size_t i);
+
 /* RFC 5322 date-time (obsolete forms: 2-digit years, named zones, missing seconds or
    weekday, comments) to a Unix time: 0, or -1 when it cannot be read. */
 int rfc5322_date_parse(const char *p, size_t len, int64_t *t_r);

@@ -27,18 +27,7 @@ static size_t skip_cfws(const char *p, size_t len, size_t i)
 		if (p[i] == ' ' || p[i] == '\t' || p[i] == '\r' || p[i] == '\n') {
 			i++;
 		} else if (p[i] == '(') {
-			int depth = 0;
-
-			for (; i < len; i++) {
-				if (p[i] == '\\' && i + 1 < len)
-					i++;
-				else if (p[i] == '(')
-					depth++;
-				else if (p[i] == ')' && --depth == 0) {
-					i++;
-					break;
-				}
-			}
+			i = rfc5322_skip_comment(p, len, i);
 		} else {
 			break;
 		}

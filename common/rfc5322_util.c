@@ -199,7 +199,7 @@ static bool digits4(const char *p, size_t len, size_t i)
 	return true;
 }
 
-static size_t skip_comment(const char *p, size_t len, size_t i)
+size_t rfc5322_skip_comment(const char *p, size_t len, size_t i)
 {
 	int depth = 0;
 
@@ -223,7 +223,7 @@ int rfc5322_date_parse_tz(const char *p, size_t len, int64_t *t_r, int *tz_r)
 		char c = p[i];
 
 		if (c == '(') {
-			i = skip_comment(p, len, i);
+			i = rfc5322_skip_comment(p, len, i);
 		} else if (c >= '0' && c <= '9') {
 			i = date_number(&dp, p, len, i);
 		} else if ((c == '+' || c == '-') && dp.have_time && digits4(p, len, i + 1)) {

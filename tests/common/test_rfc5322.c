@@ -395,6 +395,17 @@ static int64_t date(const char *s)
 	return rfc5322_date_parse(s, strlen(s), &t) == 0 ? t : -1;
 }
 
+/* The one comment skipper (dates, Content-Type parameters): nesting, quoted-pairs, open. */
+static void test_skip_comment(void **state)
+{
+	const char *a = "(a (b) c) x", *b = "(a \\) b) x", *c = "(open (never";
+
+	assert_int_equal(rfc5322_skip_comment(a, strlen(a), 0), 9);
+	assert_int_equal(rfc5322_skip_comment(b, strlen(b), 0), 8);
+	assert_int_equal(rfc5322_skip_comment(c, strlen(c), 0), strlen(c));
+	assert_int_equal(rfc5322_skip_comment("x (y)", 5, 2), 5);
+}
+
 static void test_dates(void **state)
 {
 	assert_int_equal(date("Fri, 21 Nov 1997 09:55:06 -0600"), 880127706);
@@ -490,6 +501,7 @@ int main(void)
 		cmocka_unit_test(test_ctype),
 		cmocka_unit_test(test_header_fields),
 		cmocka_unit_test(test_header_value),
+		cmocka_unit_test(test_skip_comment),
 		cmocka_unit_test(test_dates),
 		cmocka_unit_test(test_addresses),
 	};
