@@ -43,6 +43,13 @@ const struct conf_key conf_keys[] = {
 	  "of the store's filesystem instead of a fsync each: for a store on a filesystem of "
 	  "its own (syncfs also waits for every other file's unwritten data there)",
 	  CONF_AT(store.group_commit_syncfs) },
+	{ "store", "fsync_flags", CONF_BOOL, 0, 0, "no", NULL,
+	  "yes: a flag change (STORE, FETCH's implicit \\Seen, the \\Recent claim) is answered "
+	  "only once the index is synced, like a delivery; no (as Dovecot and Cyrus): once it "
+	  "is committed, a sync later: a killed process loses nothing, a machine crash can lose "
+	  "the flag changes answered during the last index sync (milliseconds), never a "
+	  "message, never a damaged index",
+	  CONF_AT(store.fsync_flags) },
 
 	{ "directory", "backend", CONF_ENUM, 0, 0, "ldap", "ldap|file",
 	  "where users live: an LDAP directory or a users file", CONF_AT(directory.backend) },

@@ -31,6 +31,7 @@ struct store_conf {
 	int64_t group_commit_delay_ms;
 	int64_t group_commit_max;
 	bool group_commit_syncfs;
+	bool fsync_flags;
 };
 
 /* [directory]: libldapauth */

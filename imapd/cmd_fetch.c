@@ -168,7 +168,7 @@ static struct fetch_cmd *fetch_state(struct imap_cmd *cmd, bool *done_r)
 			/* the FETCH waits for the write, the loop does not */
 			cmd->ctx = NULL;
 			cmd->ctx_free = NULL;
-			imap_commit_start(cmd, c->view->part, NULL, set_seen_fn, f, fetch_cmd_free);
+			imap_commit_start_flags(cmd, c->view->part, set_seen_fn, f, fetch_cmd_free);
 			if (f->vanished)
 				fetch_vanished(c, f);
 			return NULL;

@@ -191,8 +191,8 @@ bool cmd_select(struct imap_cmd *cmd)
 	if (!readonly && imap_view_recent_check(c, so->id, &first)) {
 		so->claim.mbox = so->id;
 		so->claim.first = UINT32_MAX;
-		imap_commit_start(cmd, STORE_ID_PART(so->id), NULL, select_claim_fn, so,
-				  select_op_free);
+		imap_commit_start_flags(cmd, STORE_ID_PART(so->id), select_claim_fn, so,
+					select_op_free);
 		return false;
 	}
 	return select_finish(cmd, so, readonly ? UINT32_MAX : first, false);

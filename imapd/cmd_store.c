@@ -208,7 +208,7 @@ bool cmd_store(struct imap_cmd *cmd)
 		return imap_cmd_bad(cmd, why);
 	}
 	so->res = xcalloc(c->view->n + 1, sizeof(*so->res));
-	imap_commit_start(cmd, c->view->part, NULL, store_fn, so, store_op_free);
+	imap_commit_start_flags(cmd, c->view->part, store_fn, so, store_op_free);
 	return false;
 }
 

@@ -62,9 +62,9 @@ bool imap_client_commit_back(struct imap_client *c)
 	return true;
 }
 
-void imap_commit_start(struct imap_cmd *cmd, unsigned part, struct store_blob *blob,
-		       int (*fn)(struct store_txn *t, void *arg), void *arg,
-		       void (*arg_free)(void *arg))
+static void commit_start(struct imap_cmd *cmd, unsigned part, struct store_blob *blob,
+			 int (*fn)(struct store_txn *t, void *arg), void *arg,
+			 void (*arg_free)(void *arg), bool flags)
 {
 	struct imap_commit *cm = xcalloc(1, sizeof(*cm));
 
@@ -79,7 +79,24 @@ void imap_commit_start(struct imap_cmd *cmd, unsigned part, struct store_blob *b
 	/* fn runs in the group committer's thread while the loop serves the other clients; this
 	   client waits for the result and stays allocated until then, even if its connection
 	   ends (client_free defers), so fn may read its view and its command */
-	store_gc_submit(cmd->c->srv->gc, part, blob, fn, arg, commit_done, cm);
+	if (flags)
+		store_gc_submit_flags(cmd->c->srv->gc, part, fn, arg, commit_done, cm);
+	else
+		store_gc_submit(cmd->c->srv->gc, part, blob, fn, arg, commit_done, cm);
+}
+
+void imap_commit_start(struct imap_cmd *cmd, unsigned part, struct store_blob *blob,
+		       int (*fn)(struct store_txn *t, void *arg), void *arg,
+		       void (*arg_free)(void *arg))
+{
+	commit_start(cmd, part, blob, fn, arg, arg_free, false);
+}
+
+void imap_commit_start_flags(struct imap_cmd *cmd, unsigned part,
+			     int (*fn)(struct store_txn *t, void *arg), void *arg,
+			     void (*arg_free)(void *arg))
+{
+	commit_start(cmd, part, NULL, fn, arg, arg_free, true);
 }
 
 bool imap_commit_active(const struct imap_cmd *cmd)

@@ -244,8 +244,8 @@ static uint32_t view_take_recent(struct imap_client *c, uint64_t mbox)
 	p->until = st.uidnext;
 	p->next = srv->recent_pending;
 	srv->recent_pending = p;
-	store_gc_submit(srv->gc, STORE_ID_PART(mbox), NULL, imap_view_take_recent_fn, &p->claim,
-			claim_done, p);
+	store_gc_submit_flags(srv->gc, STORE_ID_PART(mbox), imap_view_take_recent_fn, &p->claim,
+			      claim_done, p);
 	return first;
 }
 

@@ -351,6 +351,10 @@ int imap_flags_parse(const struct imap_arg *a, struct store_txn *t, uint64_t mbo
 void imap_commit_start(struct imap_cmd *cmd, unsigned part, struct store_blob *blob,
 		       int (*fn)(struct store_txn *t, void *arg), void *arg,
 		       void (*arg_free)(void *arg));
+/* imap_commit_start for flag changes ([store] fsync_flags: see store_gc_submit_flags). */
+void imap_commit_start_flags(struct imap_cmd *cmd, unsigned part,
+			     int (*fn)(struct store_txn *t, void *arg), void *arg,
+			     void (*arg_free)(void *arg));
 void *imap_commit_result(struct imap_cmd *cmd, bool *pending_r, int *rc_r);
 /* Whether cmd's state is a write's (imap_commit_start ran for it). */
 bool imap_commit_active(const struct imap_cmd *cmd);

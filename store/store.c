@@ -84,6 +84,7 @@ void store_opts_from_conf(const struct conf *c, struct store_opts *o)
 	o->group_commit_ms = s->group_commit_delay_ms;
 	o->group_commit_max = (unsigned)s->group_commit_max;
 	o->group_commit_syncfs = s->group_commit_syncfs;
+	o->fsync_flags = s->fsync_flags;
 	o->create = true;
 	o->recover_background = true;
 }
@@ -261,6 +262,7 @@ int store_open(const struct store_opts *o, struct store **st_r)
 	st->gc_max = o->group_commit_max > 0 ? o->group_commit_max : 256;
 	st->nosync = o->nosync;
 	st->gc_syncfs = o->group_commit_syncfs;
+	st->fsync_flags = o->fsync_flags;
 	st->parts = xcalloc(st->nparts, sizeof(*st->parts));
 	for (unsigned i = 0; i < st->nparts; i++)
 		st->parts[i].blobdir_fd = st->parts[i].notify_fd = -1;
@@ -521,6 +523,54 @@ static void gone_rows(struct store_txn *t)
 	free(v);
 }
 
+/* After a commit in a MDB_NOMETASYNC env: its data sync made every earlier commit's meta
+   page durable (commits of an env are serialized); the committer's own meta waits for the
+   next one or store_env_sync, any other commit syncs it now. */
+static int meta_after_commit(struct store_txn *t)
+{
+	struct store_env *e = t->e;
+	uint64_t before = atomic_load(&e->gc_seq), d = atomic_load(&e->gc_durable);
+
+	while (d < before && !atomic_compare_exchange_weak(&e->gc_durable, &d, before))
+		;
+	if (t->defer_meta) {
+		atomic_fetch_add(&e->gc_seq, 1);
+		return 0;
+	}
+	return store_env_sync(t->st, e->part);
+}
+
+int store_env_sync(struct store *st, unsigned part)
+{
+	struct store_env *e = store_env_of(st, part);
+	uint64_t upto = atomic_load(&e->gc_seq), d;
+	int rc;
+
+	if ((rc = mdb_env_sync(e->env, 1)) != 0) {
+		log_warnx("store: %s: sync: %s", e->dir, mdb_strerror(rc));
+		return rc == ENOSPC ? STORE_ENOSPC : STORE_EIO;
+	}
+	store_fsync_note(st);
+	d = atomic_load(&e->gc_durable);
+	while (d < upto && !atomic_compare_exchange_weak(&e->gc_durable, &d, upto))
+		;
+	return 0;
+}
+
+void store_env_nometasync(struct store *st, unsigned part, bool on)
+{
+	struct store_env *e = store_env_of(st, part);
+
+	if (st->nosync)
+		return; /* bulk loading syncs nothing until store_close */
+	/* the committer synced what it answered; anything left (a commit it had not answered)
+	   is synced here */
+	if (!on && e->nometasync && atomic_load(&e->gc_durable) < atomic_load(&e->gc_seq))
+		(void)store_env_sync(st, part);
+	mdb_env_set_flags(e->env, MDB_NOMETASYNC, on ? 1 : 0);
+	e->nometasync = on;
+}
+
 int store_txn_commit(struct store_txn **tp)
 {
 	struct store_txn *t = *tp;
@@ -559,7 +609,9 @@ int store_txn_commit(struct store_txn **tp)
 		   id): no fsync to count and nothing for the watchers to look at */
 		if (mdb_env_info(e->env, &info) != 0 || info.me_last_txnid >= id) {
 			atomic_fetch_add(&t->st->commits, 1);
-			atomic_fetch_add(&t->st->fsyncs, 2); /* data pages, then the meta page */
+			atomic_fetch_add(&t->st->fsyncs, e->nometasync ? 1 : 2); /* data, meta */
+			if (e->nometasync)
+				rc = meta_after_commit(t);
 			txn_notify(e);
 		}
 	} else if (rc == MDB_MAP_FULL) {
@@ -592,8 +644,8 @@ void store_txn_abort(struct store_txn **tp)
 	free(t);
 }
 
-int store_write(struct store *st, unsigned part, int (*fn)(struct store_txn *t, void *arg),
-		void *arg)
+static int write_loop(struct store *st, unsigned part, int (*fn)(struct store_txn *t, void *arg),
+		      void *arg, bool defer_meta)
 {
 	struct store_txn *t;
 	int rc;
@@ -601,6 +653,7 @@ int store_write(struct store *st, unsigned part, int (*fn)(struct store_txn *t, 
 	for (int tries = 0; tries < 64; tries++) {
 		if ((rc = store_txn_begin(st, part, STORE_TXN_WRITE, &t)) != 0)
 			return rc;
+		t->defer_meta = defer_meta;
 		rc = fn(t, arg);
 		if (t->failed && rc == 0)
 			rc = t->err;
@@ -628,6 +681,18 @@ int store_write(struct store *st, unsigned part, int (*fn)(struct store_txn *t, 
 			return STORE_EFULL;
 	}
 	return STORE_EFULL;
+}
+
+int store_write(struct store *st, unsigned part, int (*fn)(struct store_txn *t, void *arg),
+		void *arg)
+{
+	return write_loop(st, part, fn, arg, false);
+}
+
+int store_write_deferred(struct store *st, unsigned part,
+			 int (*fn)(struct store_txn *t, void *arg), void *arg)
+{
+	return write_loop(st, part, fn, arg, true);
 }
 
 /* ------------------------------------------------------------------------------------- */

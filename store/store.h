@@ -107,6 +107,8 @@ struct store_opts {
 	bool group_commit_syncfs;    /* batches of deferred blobs: one syncfs (see
 					store_blob_finish_deferred); for a store on its own
 					filesystem */
+	bool fsync_flags;            /* store_gc_submit_flags answers after the index sync too
+					(else once committed; see there) */
 	bool create;                 /* create missing partitions (mailctl, daemons: yes) */
 	bool upgrade;                /* `mailctl upgrade`: bring an older store to this
 					binary's format in place (needs the store to itself) */
@@ -513,6 +515,16 @@ void store_gc_dispatch(struct store_gc *gc);
 void store_gc_submit(struct store_gc *gc, unsigned part, struct store_blob *b,
 		     int (*fn)(struct store_txn *t, void *arg), void *fn_arg, store_done_cb *cb,
 		     void *arg);
+/* store_gc_submit for a flag change (or another write a machine crash may lose: the
+   \Recent claim). With store_opts.fsync_flags false (the default, as Dovecot and Cyrus),
+   cb runs once the change is committed, before the index's final sync (the committer's
+   next sync, in milliseconds): a killed process loses nothing; a machine crash can lose
+   the changes answered since the last index sync, never a message (every other write is
+   answered after the sync) and never the index's consistency (LMDB keeps it with
+   MDB_NOMETASYNC). With fsync_flags, as store_gc_submit. */
+void store_gc_submit_flags(struct store_gc *gc, unsigned part,
+			   int (*fn)(struct store_txn *t, void *arg), void *fn_arg,
+			   store_done_cb *cb, void *arg);
 /* store_batch_deliver and store_batch_enqueue through the committer. */
 void store_gc_deliver(struct store_gc *gc, struct store_blob *b, int64_t internaldate,
 		      struct store_rcpt *rcpts, size_t n, store_done_cb *cb, void *arg);

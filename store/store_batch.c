@@ -38,12 +38,21 @@ struct bop {
 	unsigned part;             /* WRITE */
 	int (*fn)(struct store_txn *t, void *arg);
 	void *fn_arg;
+	bool lazy;                 /* answered once committed, before the sync */
+	bool called;
 };
 
 struct store_batch {
 	struct store *st;
 	struct bop *ops;
 	size_t n, cap;
+	/* the group committer's: the environments the batch wrote and the commit (gc_seq) of
+	   each that must be durable before its callbacks run; lazy operations (flag changes)
+	   may be answered before */
+	bool *parts;
+	uint64_t *seq;
+	unsigned waited;           /* batches committed after it while it waited */
+	bool lazy_done;
 };
 
 struct store_batch *store_batch_new(struct store *st)
@@ -129,6 +138,8 @@ void store_batch_free(struct store_batch **btp)
 			store_queue_msg_clear(&bt->ops[i].qm);
 	}
 	free(bt->ops);
+	free(bt->parts);
+	free(bt->seq);
 	free(bt);
 	*btp = NULL;
 }
@@ -276,13 +287,14 @@ static int part_fn(struct store_txn *t, void *arg)
 	return 0;
 }
 
-/* Sets every result of partition part to err (its commit failed). */
-static void part_failed(struct store_batch *bt, unsigned part, int err)
+/* Sets every result of partition part to err (its commit failed); lazy_too: the lazy
+   operations' too (else they are answered already: their sync failed after). */
+static void part_failed_ops(struct store_batch *bt, unsigned part, int err, bool lazy_too)
 {
 	for (size_t i = 0; i < bt->n; i++) {
 		struct bop *o = &bt->ops[i];
 
-		if (!op_touches(o, part))
+		if (!op_touches(o, part) || (o->lazy && !lazy_too))
 			continue;
 		if (o->type == BOP_DELIVER) {
 			for (size_t j = 0; j < o->n; j++)
@@ -291,6 +303,16 @@ static void part_failed(struct store_batch *bt, unsigned part, int err)
 		} else
 			o->result = err;
 	}
+}
+
+static void part_failed(struct store_batch *bt, unsigned part, int err)
+{
+	part_failed_ops(bt, part, err, true);
+}
+
+static void part_failed_durable(struct store_batch *bt, unsigned part, int err)
+{
+	part_failed_ops(bt, part, err, false);
 }
 
 /* Finds each recipient's partition; an unknown user fails now (ENOUSER). */
@@ -377,7 +399,8 @@ static void part_job(void *arg, size_t i)
 {
 	struct part_run *pr = (struct part_run *)arg + i;
 
-	pr->rc = store_write(pr->bt->st, pr->part, part_fn, pr);
+	pr->rc = pr->bt->parts != NULL ? store_write_deferred(pr->bt->st, pr->part, part_fn, pr)
+				       : store_write(pr->bt->st, pr->part, part_fn, pr);
 }
 
 /* One write txn per partition touched, the partitions in parallel on the store's pool of
@@ -403,15 +426,34 @@ static void commit_parts(struct store_batch *bt, const bool *parts)
 }
 
 /* The commit itself: LMDB and fsyncs, no callback (the group committer's thread runs it). */
-static void batch_run(struct store_batch *bt)
+/* The commit itself. deferred: the group committer's (bt->parts kept, the meta pages left
+   to gc_sync). */
+static void batch_run(struct store_batch *bt, bool deferred)
 {
 	struct store *st = bt->st;
 	bool *parts = xcalloc(st->nparts + 1, sizeof(*parts));
 
 	locate_rcpts(bt, parts);
 	prepare_blobs(bt);
+	if (deferred)
+		bt->parts = parts;
 	commit_parts(bt, parts);
-	free(parts);
+	if (!deferred)
+		free(parts);
+}
+
+/* The lazy operations' callbacks (they are committed; their sync may be to come). */
+static void batch_lazy(struct store_batch *bt)
+{
+	for (size_t i = 0; i < bt->n; i++) {
+		struct bop *o = &bt->ops[i];
+
+		if (o->lazy && !o->called) {
+			o->called = true;
+			if (o->cb != NULL)
+				o->cb(o->result, o->rcpts, o->n, o->value, o->arg);
+		}
+	}
 }
 
 /* The results of a run batch to its producers, in queue order; frees it. */
@@ -422,6 +464,11 @@ static size_t batch_finish(struct store_batch **btp)
 
 	for (size_t i = 0; i < bt->n; i++) {
 		struct bop *o = &bt->ops[i];
+
+		if (o->called) {
+			failed += o->result != 0;
+			continue;
+		}
 
 		if (o->type == BOP_DELIVER) {
 			for (size_t j = 0; j < o->n; j++)
@@ -446,7 +493,7 @@ static size_t batch_finish(struct store_batch **btp)
 
 size_t store_batch_commit(struct store_batch **btp)
 {
-	batch_run(*btp);
+	batch_run(*btp, false);
 	return batch_finish(btp);
 }
 
@@ -610,7 +657,10 @@ struct store_gc {
 	pthread_cond_t work;       /* an operation was queued, or stop */
 	pthread_cond_t idle;       /* a batch is done */
 	struct store_batch *pending;
-	struct store_batch **done; /* committed, callbacks not run yet */
+	struct gc_done {
+		struct store_batch *bt;
+		bool final;        /* else only its lazy operations are ready */
+	} *done;                   /* committed, callbacks not run yet */
 	size_t ndone, capdone;
 	size_t expect;             /* operations of the previous batch and its followers */
 	bool busy, stop, threaded;
@@ -637,47 +687,158 @@ static void gc_gather(struct store_gc *gc)
 			break;
 }
 
-static void gc_done_push(struct store_gc *gc, struct store_batch *bt)
+/* A batch for store_gc_dispatch: its lazy operations' callbacks (final false), or all the
+   others' and the batch freed (final). Called with mu held. */
+static void gc_done_push(struct store_gc *gc, struct store_batch *bt, bool final)
 {
 	uint64_t one = 1;
 
 	if (gc->ndone == gc->capdone)
 		gc->done = xreallocarray(gc->done, gc->capdone = gc->capdone * 2 + 4,
 					 sizeof(*gc->done));
-	gc->done[gc->ndone++] = bt;
+	gc->done[gc->ndone].bt = bt;
+	gc->done[gc->ndone++].final = final;
 	if (write(gc->efd, &one, sizeof(one)) == -1 && errno != EAGAIN)
 		log_warn("store: group commit notify");
+}
+
+static unsigned env_index_part(const struct store *st, unsigned i)
+{
+	return i == st->nparts ? STORE_QUEUE_PART : i;
+}
+
+/* Every environment the batch wrote has its commit's meta page durable. */
+static bool batch_durable(const struct store_batch *bt)
+{
+	struct store *st = bt->st;
+
+	for (unsigned i = 0; i <= st->nparts; i++) {
+		struct store_env *e = store_env_of((struct store *)(uintptr_t)st,
+						   env_index_part(st, i));
+
+		if (bt->parts[i] && atomic_load(&e->gc_durable) < bt->seq[i])
+			return false;
+	}
+	return true;
+}
+
+struct env_sync {
+	struct store *st;
+	unsigned part;
+	int rc;
+};
+
+static void env_sync_job(void *arg, size_t i)
+{
+	struct env_sync *es = (struct env_sync *)arg + i;
+
+	es->rc = store_env_sync(es->st, es->part);
+}
+
+/* Syncs (in parallel) the environments the waiting batches still need: all of them when no
+   batch follows (all), else those of batches that waited through one already (the next
+   commit's data sync covers the environments it writes, for free). A failed sync fails the
+   operations of that environment. */
+static void gc_sync(struct store_gc *gc, struct store_batch **w, size_t nw, bool all)
+{
+	struct store *st = gc->st;
+	struct env_sync *es = xcalloc(st->nparts + 1, sizeof(*es));
+	size_t n = 0;
+
+	for (unsigned i = 0; i <= st->nparts; i++) {
+		struct store_env *e = store_env_of(st, env_index_part(st, i));
+		bool need = false;
+
+		for (size_t k = 0; k < nw && !need; k++)
+			need = (all || w[k]->waited > 0) && w[k]->parts[i] &&
+			       atomic_load(&e->gc_durable) < w[k]->seq[i];
+		if (need)
+			es[n++] = (struct env_sync){ st, env_index_part(st, i), 0 };
+	}
+	store_pool_run(gc->pool, env_sync_job, es, n);
+	for (size_t j = 0; j < n; j++) {
+		if (es[j].rc == 0)
+			continue;
+		for (size_t k = 0; k < nw; k++) /* their commit may not be durable: not OK */
+			part_failed_durable(w[k], es[j].part, es[j].rc);
+		/* counted as synced so that they are answered (with the error) */
+		struct store_env *e = store_env_of(st, es[j].part);
+
+		atomic_store(&e->gc_durable, atomic_load(&e->gc_seq));
+	}
+	free(es);
+}
+
+/* After batch_run: what each environment's commit number was (bt->seq). */
+static void batch_seqs(struct store_batch *bt)
+{
+	struct store *st = bt->st;
+
+	bt->seq = xcalloc(st->nparts + 1, sizeof(*bt->seq));
+	for (unsigned i = 0; i <= st->nparts; i++)
+		if (bt->parts[i])
+			bt->seq[i] = atomic_load(&store_env_of(st, env_index_part(st, i))->gc_seq);
+}
+
+static bool batch_has_lazy(const struct store_batch *bt)
+{
+	for (size_t i = 0; i < bt->n; i++)
+		if (bt->ops[i].lazy)
+			return true;
+	return false;
 }
 
 static void *gc_thread(void *arg)
 {
 	struct store_gc *gc = arg;
+	struct store_batch **w = NULL; /* committed, waiting for their sync */
+	size_t nw = 0, capw = 0;
 
 	pthread_mutex_lock(&gc->mu);
 	for (;;) {
 		struct store_batch *bt;
-		size_t n;
+		size_t n, k = 0;
+		bool more;
 
 		while (!gc->stop && gc->pending == NULL)
 			pthread_cond_wait(&gc->work, &gc->mu);
 		if (gc->pending == NULL)
-			break; /* stop, nothing left */
+			break; /* stop, nothing left (nothing waits: see below) */
 		gc_gather(gc);
 		bt = gc->pending;
 		gc->pending = NULL;
 		gc->busy = true;
 		pthread_mutex_unlock(&gc->mu);
 		n = store_batch_count(bt);
-		batch_run(bt);
+		batch_run(bt, true);
+		batch_seqs(bt);
 		atomic_fetch_add(&gc->ops, n);
 		atomic_fetch_add(&gc->commits, 1);
+		for (size_t i = 0; i < nw; i++)
+			w[i]->waited++;
+		if (nw == capw)
+			w = xreallocarray(w, capw = capw * 2 + 4, sizeof(*w));
+		w[nw++] = bt;
 		pthread_mutex_lock(&gc->mu);
-		gc->busy = false;
+		more = gc->pending != NULL;
+		if (batch_has_lazy(bt))
+			gc_done_push(gc, bt, false);
+		pthread_mutex_unlock(&gc->mu);
+		gc_sync(gc, w, nw, !more);
+		pthread_mutex_lock(&gc->mu);
+		for (size_t i = 0; i < nw; i++) {
+			if (batch_durable(w[i]))
+				gc_done_push(gc, w[i], true);
+			else
+				w[k++] = w[i];
+		}
+		nw = k;
+		gc->busy = nw > 0;
 		gc->expect = n + (gc->pending != NULL ? store_batch_count(gc->pending) : 0);
-		gc_done_push(gc, bt);
 		pthread_cond_broadcast(&gc->idle);
 	}
 	pthread_mutex_unlock(&gc->mu);
+	free(w);
 	return NULL;
 }
 
@@ -706,6 +867,10 @@ int store_gc_new(struct store *st, struct store_gc **gc_r)
 	gc->pool = pool_new(st->nparts + 1 < 8 ? st->nparts + 1 : 8);
 	if (st->pool == NULL)
 		st->pool = gc->pool;
+	/* the committer syncs the meta pages itself (gc_sync): a batch written right after
+	   another makes the other durable with its own data sync */
+	for (unsigned i = 0; i <= st->nparts; i++)
+		store_env_nometasync(st, env_index_part(st, i), true);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	rc = pthread_create(&gc->thread, NULL, gc_thread, gc);
@@ -728,7 +893,7 @@ int store_gc_fd(const struct store_gc *gc)
 /* Runs the callbacks of every batch the committer finished (the caller's thread). */
 static size_t gc_reap(struct store_gc *gc)
 {
-	struct store_batch **v;
+	struct gc_done *v;
 	size_t n;
 	uint64_t cnt;
 
@@ -740,8 +905,12 @@ static size_t gc_reap(struct store_gc *gc)
 	gc->done = NULL;
 	gc->ndone = gc->capdone = 0;
 	pthread_mutex_unlock(&gc->mu);
-	for (size_t i = 0; i < n; i++)
-		batch_finish(&v[i]);
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].final)
+			batch_finish(&v[i].bt);
+		else
+			batch_lazy(v[i].bt);
+	}
 	free(v);
 	return n;
 }
@@ -770,6 +939,19 @@ void store_gc_submit(struct store_gc *gc, unsigned part, struct store_blob *b,
 {
 	pthread_mutex_lock(&gc->mu);
 	store_batch_write(gc_pending(gc), part, b, fn, fn_arg, cb, arg);
+	gc_queued(gc);
+}
+
+void store_gc_submit_flags(struct store_gc *gc, unsigned part,
+			   int (*fn)(struct store_txn *t, void *arg), void *fn_arg,
+			   store_done_cb *cb, void *arg)
+{
+	struct store_batch *bt;
+
+	pthread_mutex_lock(&gc->mu);
+	bt = gc_pending(gc);
+	store_batch_write(bt, part, NULL, fn, fn_arg, cb, arg);
+	bt->ops[bt->n - 1].lazy = !gc->st->fsync_flags;
 	gc_queued(gc);
 }
 
@@ -824,6 +1006,8 @@ void store_gc_free(struct store_gc **gcp)
 	if (gc->st->pool == gc->pool)
 		gc->st->pool = NULL;
 	pool_free(&gc->pool);
+	for (unsigned i = 0; i <= gc->st->nparts; i++)
+		store_env_nometasync(gc->st, env_index_part(gc->st, i), false);
 	close(gc->efd);
 	pthread_cond_destroy(&gc->work);
 	pthread_cond_destroy(&gc->idle);

@@ -70,6 +70,12 @@ struct store_env {
 	pthread_mutex_t gone_mu;
 	uint64_t *gone;
 	size_t ngone, capgone;
+	/* a group committer runs in this process: the env is MDB_NOMETASYNC (store_batch.c).
+	   The committer's commits leave their meta page unsynced (gc_seq counts them; the
+	   next commit's data sync, or an explicit sync, makes them durable: gc_durable); every
+	   other commit of the process syncs it at once (store_txn_commit) */
+	bool nometasync;
+	atomic_uint_fast64_t gc_seq, gc_durable;
 };
 
 /* The process tag in a message file id (store_recover.c): bits 40..55; the top byte is the
@@ -94,6 +100,7 @@ struct store {
 	unsigned gc_max;
 	bool nosync;          /* store_opts.nosync: bulk loading, synced at store_close */
 	bool gc_syncfs;       /* store_opts.group_commit_syncfs */
+	bool fsync_flags;     /* store_opts.fsync_flags */
 	atomic_uint_fast64_t fsyncs;
 	atomic_uint_fast64_t commits;
 };
@@ -103,6 +110,7 @@ struct store_txn {
 	struct store_env *e;
 	MDB_txn *txn;
 	bool write;
+	bool defer_meta;      /* the group committer's: the meta page synced later */
 	bool failed;          /* a write call hit MAP_FULL: the txn must be redone */
 	int err;
 	struct store_blob **refd; /* blobs this txn references: kept once it commits */
@@ -172,6 +180,13 @@ struct user_rec {
 
 /* store.c */
 int store_mdb_err(struct store_txn *t, int rc, const char *what);
+/* store_write for the group committer: its commits leave the meta page to store_env_sync. */
+int store_write_deferred(struct store *st, unsigned part,
+			 int (*fn)(struct store_txn *t, void *arg), void *arg);
+/* Makes every commit of env part so far durable (its meta page): 0 or STORE_EIO. */
+int store_env_sync(struct store *st, unsigned part);
+/* The env's flag for the group committer of this process (on: MDB_NOMETASYNC). */
+void store_env_nometasync(struct store *st, unsigned part, bool on);
 int store_get(struct store_txn *t, enum store_dbi d, const void *k, size_t klen, MDB_val *v);
 int store_put(struct store_txn *t, enum store_dbi d, const void *k, size_t klen,
 	      const void *v, size_t vlen);

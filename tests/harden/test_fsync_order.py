@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Durable before acknowledged, seen from the kernel: mtad and imapd run under
 strace; for one SMTP message and one IMAP APPEND and STORE, the message file's fsync, the
-index's fdatasync and then its commit (LMDB's meta page, written through a descriptor opened
-O_DSYNC) complete after the data arrived and before the 250 / OK is written to the socket.
+index's fdatasync and then its commit (LMDB's meta page, synced: written through a descriptor
+opened O_DSYNC, or by the group committer's own sync after it) complete after the data arrived
+and before the 250 / OK is written to the socket (for the STORE: the commit, its sync may
+follow: [store] fsync_flags = no).
 Then mtad takes 12 messages at once (commits of several, their files fsynced by the commit),
 with per-file syncs and with [store] group_commit_syncfs, and each 250 is followed back to
 its own message file (the id in its Received header): the file renamed, its bytes synced
@@ -52,19 +54,23 @@ def stop(proc):
 
 
 def resumed_calls(trace):
-    """Like events() but resumed lines carry their call name from the '<... x resumed>'."""
-    out = []
+    """(call, args, done) in trace order; a call strace split is done at its '<... x
+    resumed>' line, which carries the first line's arguments (per thread) and its result."""
+    out, pending = [], {}
     with open(trace, errors="replace") as f:
         for ln in f:
             ln = ln.strip()
+            pid = re.match(r"^(?:\[pid\s+)?(\d+)", ln)
+            pid = pid.group(1) if pid else ""
             rm = re.search(r"<\.\.\. (\w+) resumed>(.*)$", ln)
             if rm is not None:
-                out.append((rm.group(1), rm.group(2), True))
+                out.append((rm.group(1), pending.pop(pid, "") + rm.group(2), True))
                 continue
             m = LINE.match(ln)
             if m is None:
                 continue
             if m.group("args").endswith("<unfinished ...>"):
+                pending[pid] = m.group("args")[:-len("<unfinished ...>")].rstrip()
                 out.append((m.group("call"), m.group("args"), False))
                 continue
             out.append((m.group("call"), m.group("args"), True))
@@ -82,11 +88,22 @@ def dsync_fds(ev):
     return fds
 
 
-def check_order(trace, start_pat, ack_pat, what, need_blob=True):
+def meta_write(call, args):
+    """LMDB's meta page: a short pwrite into the index's first two pages (data pages and the
+    file's creation write whole pages)."""
+    m = re.search(r", (\d+), (\d+)\)\s+= \d+", args)
+    return call in ("pwrite64", "pwritev") and "index.mdb" in args and m is not None and \
+        int(m.group(2)) < 8192 and int(m.group(1)) < 4096
+
+
+def check_order(trace, start_pat, ack_pat, what, need_blob=True, durable=True):
     """Between the first read or write matching start_pat and the next socket write matching
     ack_pat: a completed fsync of the message file (when need_blob), then a completed
-    fdatasync/fsync of the index's data pages, then the meta page (the commit) written through
-    the index's O_DSYNC descriptor. Returns a list of problems."""
+    fdatasync/fsync of the index's data pages, then the meta page (the commit) written, and
+    (durable) synced: through the index's O_DSYNC descriptor, or a completed fdatasync/fsync
+    of the index after it (the group committer's: MDB_NOMETASYNC, then its own sync). A flag
+    change ([store] fsync_flags = no) is answered once committed: durable=False. Returns a
+    list of problems."""
     ev = resumed_calls(trace)
     io = ("write", "writev", "sendmsg", "sendto", "read", "readv", "recvfrom", "recvmsg")
     writes = ("write", "writev", "sendmsg", "sendto")
@@ -100,19 +117,22 @@ def check_order(trace, start_pat, ack_pat, what, need_blob=True):
                None)
     if ack is None:
         return [f"{what}: no reply matching {ack_pat!r} after the start"]
-    blob = data = meta = None
+    blob = data = meta = synced = None
     for i in range(start, ack):
         c, a, done = ev[i]
         if not done:
             continue
         if c in ("fsync", "fdatasync") and "/blobs/" in a and blob is None:
             blob = i
+        elif c in ("fsync", "fdatasync") and "index.mdb" in a and meta is not None:
+            synced = i
         elif c in ("fsync", "fdatasync") and "index.mdb" in a and \
                 (blob is not None or not need_blob):
             data = i
-        elif c in ("pwrite64", "pwritev") and "index.mdb" in a and data is not None and \
-                re.match(r"(\d+)<", a) and re.match(r"(\d+)<", a).group(1) in dsync:
+        elif meta_write(c, a) and data is not None and meta is None:
             meta = i
+            if re.match(r"(\d+)<", a).group(1) in dsync:
+                synced = i
     problems = []
     if need_blob and blob is None:
         problems.append(f"{what}: no completed fsync of the message file before the reply")
@@ -120,8 +140,11 @@ def check_order(trace, start_pat, ack_pat, what, need_blob=True):
         problems.append(f"{what}: no completed fdatasync of the index "
                         f"{'after the message file ' if need_blob else ''}before the reply")
     elif meta is None:
-        problems.append(f"{what}: the index commit (meta page through O_DSYNC) is not "
-                        f"written before the reply")
+        problems.append(f"{what}: the index commit (its meta page) is not written before the "
+                        f"reply")
+    elif durable and synced is None:
+        problems.append(f"{what}: the index commit's meta page is not synced before the "
+                        f"reply")
     return problems
 
 
@@ -216,9 +239,11 @@ def check_each_message(trace, what):
         synced = max(min(data), min(dirs))
         idx = next((e for e in ev if e[3] in ("fsync", "fdatasync") and "index.mdb" in e[4] and
                     e[0] > synced and ok_result(e[4])), None)
-        meta = idx and next((e for e in ev if e[3] in ("pwrite64", "pwritev") and
-                             "index.mdb" in e[4] and e[0] > idx[1] and
-                             re.match(r"(\d+)<", e[4]).group(1) in dsync), None)
+        meta = idx and next((e for e in ev if meta_write(e[3], e[4]) and e[0] > idx[1]),
+                            None)
+        if meta is not None and re.match(r"(\d+)<", meta[4]).group(1) not in dsync:
+            meta = next((e for e in ev if e[3] in ("fsync", "fdatasync") and
+                         "index.mdb" in e[4] and e[0] > meta[1] and ok_result(e[4])), None)
         if idx is None or meta is None or meta[1] > ack:
             problems.append(f"{what} {qid}: no index commit (fdatasync, then the meta page) "
                             f"between the message file's syncs and the 250")
@@ -312,7 +337,7 @@ def main():
     problems += check_order(mtrace, r'"354 ', r'"250 2\.0\.0 Ok: queued', "SMTP DATA")
     problems += check_order(itrace, r'"\+ ', r'OK \[APPENDUID', "IMAP APPEND")
     problems += check_order(itrace, r"STORE 1 \+FLAGS", r"OK STORE", "IMAP STORE",
-                            need_blob=False)
+                            need_blob=False, durable=False)
     problems += check_each_message(mtrace, "SMTP DATA")[0]
     problems += batch_runs(tmp)
     if problems:
