@@ -196,7 +196,10 @@ struct sv_who {
 	unsigned part;
 };
 
+/* map NULL: get_map(mctx, &map, &len) gives the message once a script is to run (so a
+   recipient without one costs no read of the message); -1 from it fails the run */
 static int run_who(struct mtad *m, const struct sv_who *r, const void *map, size_t maplen,
+		   int (*get_map)(void *mctx, const void **map_r, size_t *len_r), void *mctx,
 		   struct sieve_result *res)
 {
 	const struct conf *c = m->conf;
@@ -237,6 +240,12 @@ static int run_who(struct mtad *m, const struct sv_who *r, const void *map, size
 		store_txn_abort(&t);
 		return 1;  /* no script: plain delivery to INBOX */
 	}
+	if (map == NULL && (get_map == NULL || get_map(mctx, &map, &maplen) < 0)) {
+		store_txn_abort(&t);
+		return -1;
+	}
+	env.msg = map;
+	env.msg_len = maplen;
 	sieve_run_chain(progs, lens, 3, &env, &gconf.lim, res);
 	store_txn_abort(&t);
 	if (res->error)
@@ -245,12 +254,31 @@ static int run_who(struct mtad *m, const struct sv_who *r, const void *map, size
 	return 0;
 }
 
+static int map_message(struct smtp_session *s, struct sieve_tx *sv);
+
+struct map_ctx {
+	struct smtp_session *s;
+	struct sieve_tx *sv;
+};
+
+static int get_map(void *mctx, const void **map_r, size_t *len_r)
+{
+	struct map_ctx *mc = mctx;
+
+	if (mc->sv->map == NULL && map_message(mc->s, mc->sv) < 0)
+		return -1;
+	*map_r = mc->sv->map;
+	*len_r = mc->sv->maplen;
+	return 0;
+}
+
 static int run_for(struct smtp_session *s, struct sieve_tx *sv, const struct smtp_rcpt *r,
 		   struct sieve_result *res)
 {
 	struct sv_who w = { s->tx->qid, s->tx->from, r->addr, r->user, r->part };
+	struct map_ctx mc = { s, sv };
 
-	return run_who(s->m, &w, sv->map, sv->maplen, res);
+	return run_who(s->m, &w, sv->map, sv->maplen, get_map, &mc, res);
 }
 
 /* ---- actions to deliveries ---------------------------------------------------------------- */
@@ -826,8 +854,6 @@ bool deliver_sieve(struct smtp_session *s)
 
 		if (!tx->rcpt[i].local)
 			continue;
-		if (sv->map == NULL && map_message(s, sv) < 0)
-			break;  /* cannot read the message: plain delivery */
 		rc = run_for(s, sv, &tx->rcpt[i], &res[i]);
 		if (rc == 0)
 			any = true;
@@ -1098,7 +1124,7 @@ int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
 	map = mmap(NULL, (size_t)dq->size, PROT_READ, MAP_PRIVATE, dq->fd, 0);
 	if (map == MAP_FAILED)
 		return 1;
-	if (run_who(m, &who, map, (size_t)dq->size, &res) != 0) {
+	if (run_who(m, &who, map, (size_t)dq->size, NULL, NULL, &res) != 0) {
 		munmap(map, (size_t)dq->size);
 		return 1;  /* no script (or the store could not say): plain delivery */
 	}
