@@ -13,6 +13,7 @@ lost, and the tries are named in the queue entry and the bounce.
   test_mx.py SOURCE_ROOT MTAD STORE_PEEK"""
 import os
 import re
+import subprocess
 import sys
 import tempfile
 
@@ -46,6 +47,7 @@ def spec(broken_fixed=False):
             "literal MX 10 127.0.0.2.",
             "loop MX 10 self",
             "backup MX 10 refuse", "backup MX 20 self",
+            "refuse2 A 127.0.0.11", "alldown MX 10 refuse", "alldown MX 20 refuse2",
         ] + many},
         "broken.test": {"records": ["@ MX 10 b.plain.test."]} if broken_fixed
         else {"servfail": True},
@@ -154,10 +156,21 @@ def test_servfail_defers_then_delivers():
 
 
 def test_tries_named():
-    """A message whose every exchanger fails names each try (host, address, reason)."""
-    send("u@backup.plain.test", "backup2")
-    wait_for(lambda: re.search(r"to=<u@backup\.plain\.test>.*refuse\.plain\.test"
-                               r"\[127\.0\.0\.9\]", mtad.logtext()), 60, "the try named")
+    """A message whose every exchanger fails names each try (host, address, reason) in its
+    log line and in its queue entry (mailctl queue show)."""
+    send("u@alldown.plain.test", "alldown")
+    pat = (r"to=<u@alldown\.plain\.test>.*status=deferred.*tries: refuse\.plain\.test"
+           r"\[127\.0\.0\.9\]:\d+: 4\.4\.1 [^;]*refused; refuse2\.plain\.test"
+           r"\[127\.0\.0\.11\]")
+    wait_for(lambda: re.search(pat, mtad.logtext()), 60, "both tries named")
+    qid = re.search(r"(\w+): to=<u@alldown\.plain\.test>.*status=deferred",
+                    mtad.logtext()).group(1)
+    mailctl = os.path.join(os.path.dirname(os.path.dirname(MTAD)), "mailctl", "mailctl")
+    r = subprocess.run([mailctl, "-c", mtad.conf, "queue", "show", qid], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert "refuse.plain.test[127.0.0.9]" in r.stdout and \
+        "refuse2.plain.test[127.0.0.11]" in r.stdout, r.stdout
 
 
 def body():
