@@ -263,8 +263,9 @@ const struct conf_key conf_keys[] = {
 	  "header bytes the tests of one delivery may compare", CONF_AT(sieve.max_header_bytes) },
 	{ "sieve", "max_body_bytes", CONF_SIZE, 0, 1 * GiB, "16M", NULL,
 	  "body bytes the body tests of one delivery may search", CONF_AT(sieve.max_body_bytes) },
-	{ "sieve", "spam_header", CONF_STR, 0, 0, "X-Spam-Score", NULL,
-	  "header with the spam scanner's score (spamtest)", CONF_AT(sieve.spam_header) },
+	{ "sieve", "spam_header", CONF_STR, 0, 0, "", NULL,
+	  "header with the spam scanner's score for spamtest (empty: X-Spam-Score, else rspamd's "
+	  "X-Spamd-Result with its own threshold)", CONF_AT(sieve.spam_header) },
 	{ "sieve", "spam_max", CONF_INT, 1, 1000, "15", NULL,
 	  "the score spamtest maps to 10 (spamtestplus :percent to 100)", CONF_AT(sieve.spam_max) },
 	{ "sieve", "virus_header", CONF_STR, 0, 0, "X-Virus-Scan", NULL,

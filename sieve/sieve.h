@@ -125,7 +125,8 @@ struct sieve_env {
 	char subaddress_sep;    /* '+' */
 	int64_t now;            /* Unix time (date tests, currentdate) */
 	int zone_min;           /* local zone, minutes east of UTC */
-	const char *spam_header;  /* spamtest: the header holding the score (X-Spam-Score) */
+	const char *spam_header;  /* spamtest: the header holding the score; NULL: X-Spam-Score,
+				     else X-Spamd-Result (rspamd: "[score / threshold]") */
 	double spam_max;          /* the score mapped to 10 */
 	const char *virus_header; /* virustest: the header (X-Virus-Scan: clean|infected) */
 	/* callbacks (each may be NULL: then mailboxexists is false, duplicate is false, include

@@ -504,12 +504,17 @@ static int test_spam(struct sv_run *rn, const struct sv_ins *in, struct vals *vs
 	char *out = sv_alloc(&rn->tmp, 16);
 	struct sv_str v = { NULL, 0 };
 
-	if (hname == NULL)
-		hname = virus ? "X-Virus-Scan" : "X-Spam-Score";
-	for (size_t i = 0; i < rn->nh && v.p == NULL; i++)
-		if (!rn->h[i].deleted && rn->h[i].nlen == strlen(hname) &&
-		    strncasecmp(rn->h[i].name, hname, rn->h[i].nlen) == 0)
-			v = sv_hdr_value(rn, i);
+	for (int pass = 0; pass < 2 && v.p == NULL; pass++) {
+		const char *name = hname != NULL ? hname : virus ? "X-Virus-Scan"
+				   : pass == 0 ? "X-Spam-Score" : "X-Spamd-Result";
+
+		for (size_t i = 0; i < rn->nh && v.p == NULL; i++)
+			if (!rn->h[i].deleted && rn->h[i].nlen == strlen(name) &&
+			    strncasecmp(rn->h[i].name, name, rn->h[i].nlen) == 0)
+				v = sv_hdr_value(rn, i);
+		if (hname != NULL || virus)
+			break;
+	}
 	if (v.p == NULL) {
 		strcpy(out, "0");  /* not tested */
 	} else if (virus) {
@@ -522,9 +527,24 @@ static int test_spam(struct sv_run *rn, const struct sv_ins *in, struct vals *vs
 		size_t n = v.len < sizeof(num) - 1 ? v.len : sizeof(num) - 1;
 		double max = rn->env->spam_max > 0 ? rn->env->spam_max : 15.0, score;
 
-		memcpy(num, v.p, n);
+		/* a bare score (X-Spam-Score: 9.5) or rspamd's "default: True [9.50 / 15.00]"
+		   (X-Spamd-Result), whose second figure is the reject threshold */
+		const char *lb = memchr(v.p, '[', v.len);
+
+		if (lb != NULL) {
+			size_t off = (size_t)(lb - v.p) + 1;
+
+			n = v.len - off < sizeof(num) - 1 ? v.len - off : sizeof(num) - 1;
+			memcpy(num, v.p + off, n);
+		} else {
+			memcpy(num, v.p, n);
+		}
 		num[n] = '\0';
-		score = strtod(num, NULL);
+		char *end;
+		score = strtod(num, &end);
+		const char *slash = lb != NULL ? strchr(end, '/') : NULL;
+		if (slash != NULL && strtod(slash + 1, NULL) > 0)
+			max = strtod(slash + 1, NULL);
 		if (in->flags & I_PERCENT) {
 			double pct = score <= 0 ? 0 : score >= max ? 100 : 100.0 * score / max;
 

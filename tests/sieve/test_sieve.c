@@ -55,6 +55,11 @@ static const char MSG_MIME[] =
 	"%PDF-1.4 secret-bytes\r\n"
 	"--b1--\r\n";
 
+static const char MSG_RSPAMD[] =
+	"From: x@spam.example\r\nTo: bob@example.com\r\nSubject: win\r\n"
+	"X-Spamd-Result: default: False [12.00 / 15.00]; R_SPF_FAIL(1.00)[-all]\r\n"
+	"\r\nbody\r\n";
+
 static const char MSG_ENC[] =
 	"From: =?ISO-8859-1?Q?Andr=E9?= <andre@example.org>\r\n"
 	"To: bob@example.com\r\n"
@@ -313,6 +318,9 @@ static const struct tcase cases[] = {
 	{ "require [\"virustest\", \"relational\", \"comparator-i;ascii-numeric\"]; "
 	  "if virustest :value \"eq\" :comparator \"i;ascii-numeric\" \"1\" { discard; }", MSG1,
 	  "" },
+	{ "require [\"spamtest\", \"relational\", \"comparator-i;ascii-numeric\"]; "
+	  "if spamtest :value \"eq\" :comparator \"i;ascii-numeric\" \"8\" { discard; }",
+	  MSG_RSPAMD, "" },
 	/* include (RFC 6609) */
 	{ "require [\"include\"]; include :personal \"spam\";", MSG1, "fileinto:Junk" },
 	{ "require [\"include\"]; include \"missing\";", MSG1,

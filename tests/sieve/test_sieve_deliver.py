@@ -267,6 +267,14 @@ def test_mailctl_sieve():
     mailctl("sieve", "deactivate", "alice")
     mailctl("sieve", "delete", "alice", "main")
     assert "main" not in mailctl("sieve", "list", "alice").stdout
+    site = os.path.join(TMP, "site.sieve")
+    with open(site, "w") as f:
+        f.write('require "fileinto";\nif header :contains "subject" "site" '
+                '{ fileinto "Site"; }\n')
+    r = mailctl("sieve", "put-all", "site", site, "--activate")
+    assert f"for {len(USERS)} users" in r.stdout, r.stdout
+    for u in USERS:
+        assert "site" in mailctl("sieve", "get", u).stdout
 
 
 TESTS = [test_fileinto_flags_and_keywords, test_admin_before_script, test_redirect_to_sink,
