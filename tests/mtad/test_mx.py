@@ -5,7 +5,7 @@ remote exchangers: preference order, random among equal preferences, the domain 
 it has no MX, an MX named through a CNAME, IPv6 then IPv4, the next exchanger when one
 refuses the connection, greets 421 or answers MAIL with 451; a null MX (5.1.10), NXDOMAIN
 (5.1.2), an MX naming an address literal (5.4.4), 1,000 MX records whose hosts do not exist
-(5.4.4), an MX pointing back at mtad (5.4.6) bounce with the right code; a SERVFAIL zone
+(5.4.4), an MX pointing back at mtad or at localhost (5.4.6) bounce with the right code; a SERVFAIL zone
 defers (4.4.3) and is delivered once the zone is fixed; transport_map and relay_host still
 come first. Every message ends at the right server or in a bounce to its sender, none is
 lost, and the tries are named in the queue entry and the bounce.
@@ -45,7 +45,7 @@ def spec(broken_fixed=False):
             "v6 MX 10 dual",
             "nullmx MX 0 .",
             "literal MX 10 127.0.0.2.",
-            "loop MX 10 self",
+            "loop MX 10 self", "localmx MX 10 localhost.",
             "backup MX 10 refuse", "backup MX 20 self",
             "refuse2 A 127.0.0.11", "alldown MX 10 refuse", "alldown MX 20 refuse2",
         ] + many},
@@ -128,7 +128,7 @@ def test_equal_preferences_spread():
 def test_bounces():
     cases = [("u@nullmx.plain.test", "5.1.10"), ("u@nx.plain.test", "5.1.2"),
              ("u@literal.plain.test", "5.4.4"), ("u@many.plain.test", "5.4.4"),
-             ("u@loop.plain.test", "5.4.6")]
+             ("u@loop.plain.test", "5.4.6"), ("u@localmx.plain.test", "5.4.6")]
     for i, (rcpt, _) in enumerate(cases):
         send(rcpt, f"bounce{i}")
     for rcpt, code in cases:
