@@ -20,14 +20,16 @@ import json
 import os
 import re
 import shutil
+import socket
 import socketserver
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from heronlib import DOMAIN, serve  # noqa: E402
+from heronlib import DOMAIN, free_port, serve  # noqa: E402
 
 LOCK = threading.Lock()
 STORE = {}  # user -> {folder: {"uidvalidity", "uidnext", "msgs": [[uid, flags(set), bytes]], "sub"}}
@@ -41,6 +43,7 @@ MODE = {"save_first": False, "late": 0.0, "expunge_old": False, "below": False,
         "refuse": ()}
 DEFAULT_MODE = dict(MODE)
 LAST = {}  # the last run's report.json
+ACKED = {"n": 0}  # messages the fake SMTP server acknowledged
 LINE_MAX = 100000
 
 
@@ -124,6 +127,8 @@ class SMTP(socketserver.StreamRequestHandler):
                         t.start()
                     elif m:
                         deliver(m.group(1), data)
+                with LOCK:
+                    ACKED["n"] += 1
                 self.reply("250 2.0.0 queued")
             elif up == "QUIT":
                 self.reply("221 bye")
@@ -430,6 +435,46 @@ def any_server(exe, sp, ip, tmp):
     print("ok users file in two domains, server disclosed:", sorted(sc["non_default"]))
 
 
+def two_agents(exe, sp, ip, tmp):
+    """Two agents in their own processes on their own ports, as on two hosts, driven by one
+    manager: the merged report counts every message the server acknowledged, each agent's
+    machine and clock offset are disclosed, and copies one agent sent to the other's users are
+    all found (the sightings of both merge)."""
+    secret = os.path.join(tmp, "agents.secret")
+    fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.write(fd, b"two agents on two hosts, one secret 0123456789\n")
+    os.close(fd)
+    ports = [free_port(), free_port()]
+    agents = [subprocess.Popen([exe, "agent", "--listen", "127.0.0.1:%d" % p, "--secret-file",
+                                secret], stderr=subprocess.DEVNULL) for p in ports]
+    try:
+        for p in ports:  # listening?
+            for _ in range(200):
+                try:
+                    socket.create_connection(("127.0.0.1", p), timeout=5).close()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+        with LOCK:
+            before = ACKED["n"]
+        pt, fns = run_kind(exe, sp, ip, tmp, "two-agents", (1, 0, 0),
+                           ("--agents", ",".join("127.0.0.1:%d" % p for p in ports),
+                            "--secret-file", secret, "--set", "rcpt_local=1"))
+        with LOCK:
+            acked = ACKED["n"] - before
+    finally:
+        for a in agents:
+            a.terminate()
+            a.wait(10)
+    assert [a["name"] for a in pt["agents"]] == ["127.0.0.1:%d" % p for p in ports], pt["agents"]
+    assert all("clock_offset_ms" in a and a["kernel"] for a in pt["agents"]), pt["agents"]
+    m, d = pt["messages"], pt["delivery"]
+    assert m["submitted"] + m["incoming"] == acked, (m, acked)
+    assert d["checked"] > 0 and d["lost"] == 0 and d["unchecked"] == 0, d
+    print("ok two agents: %d messages acknowledged, all %d merged; %d copies, none lost"
+          % (acked, m["submitted"] + m["incoming"], d["checked"]))
+
+
 def fill_record_checked(exe, sp, ip, tmp):
     """init records its seed, profile and users in user1's MailloadFill folder; run refuses a
     fill that does not match (with the command that fixes it) unless --force, and the report
@@ -537,6 +582,7 @@ def main():
         assert total == sum(len(mb["msgs"]) for u in STORE.values() for mb in u.values())
         fill_record_checked(exe, sp, ip, tmp)
         any_server(exe, sp, ip, tmp)
+        two_agents(exe, sp, ip, tmp)
 
         need = {
             "check": ((1, 0, 0), ["smtp_connect", "smtp_data", "imap_append", "imap_connect",
