@@ -89,6 +89,7 @@ static void is_event_cb(struct bufferevent *bev, short what, void *arg);
 static void is_next(struct imap_sess *s);
 static void build_append(struct imap_sess *s);
 static void is_idle_done(struct imap_sess *s);
+static bool is_over(struct imap_sess *s);
 
 /* Probes and the reconciliation are measurement: their steps go to the probe functions. */
 static bool is_probe_kind(const struct imap_sess *s)
@@ -182,6 +183,8 @@ static void is_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct imap_sess *s = arg;
 
+	if (is_over(s))
+		return;
 	is_fail(s, s->fn, "timeout");
 }
 
@@ -551,11 +554,25 @@ static void is_response(struct imap_sess *s, const char *p, size_t len)
 	is_tagged(s, p, len);
 }
 
+/* After the run (the agent done, its results taken), only the reconciliation and the fill
+   record may still read a mailbox: a user's session or a probe that went on would see, and
+   expunge, copies the results no longer hear of. */
+static bool is_over(struct imap_sess *s)
+{
+	if (s->ag->phase != PH_DONE || s->kind == SESS_RECON || s->kind == SESS_FILLREC ||
+	    s->kind == SESS_INIT)
+		return false;
+	is_end(s);
+	return true;
+}
+
 static void is_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct imap_sess *s = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
 
+	if (is_over(s))
+		return;
 	while (!s->dead) {
 		int rc = imap_rparser_next(&s->rp, in);
 
@@ -823,6 +840,8 @@ static void is_poll_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct imap_sess *s = arg;
 
+	if (is_over(s))
+		return;
 	if (s->idling)
 		return is_idle_done(s);
 	is_cmd(s, FN_PROBE_FETCH, "NOOP");

@@ -399,6 +399,8 @@ static void ss_read_cb(struct bufferevent *bev, void *arg)
 	struct smtp_sess *s = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
 
+	if (s->ag->phase == PH_DONE && s->kind != SK_INIT) /* the results are taken */
+		return ss_free(s);
 	for (;;) {
 		int rc = smtp_reply_parse(&s->r, in);
 
