@@ -40,11 +40,11 @@ def mailload(st, tls, *args, timeout):
     return r
 
 
-def run_point(st, tls, report):
+def run_point(st, tls, report, *extra):
     r = mailload(st, tls, "run", "--rate", str(USERS / 200), "--users", str(USERS),
                  "--profile", "tiny", "--phases", PHASES, "--load-points", "100",
                  "--drain", "30", "--sink", st.env["SINK_CONTROL"], "--report", report,
-                 *ACTIVITY, timeout=300)
+                 *ACTIVITY, *extra, timeout=300)
     # 3: invalid (too few samples in these short phases): a verdict, the run was made
     assert r.returncode in (0, 1, 3), f"rc {r.returncode}\n" + r.stderr[-3000:]
     with open(os.path.join(report, "report.json")) as f:
@@ -75,7 +75,8 @@ def check_point(pt):
 
 
 def main():
-    reports = {m: tempfile.mkdtemp(prefix=f"heron-tls-{m}-") for m in ("starttls", "implicit")}
+    reports = {m: tempfile.mkdtemp(prefix=f"heron-tls-{m}-")
+               for m in ("starttls", "implicit", "verify")}
     try:
         with Stack(ROOT, BUILD, users=USERS, args=["--tls"]) as st:
             points = {}
@@ -92,13 +93,25 @@ def main():
                 assert counts.get("smtp_starttls", 0) > 0, counts
                 assert counts.get("imap_starttls", 0) > 0, counts
 
+            def test_verified_certificate():
+                # the stack's CA trusted: every handshake verifies the chain and the name
+                pt = run_point(st, "starttls", reports["verify"], "--tls-verify", "--ca-file",
+                               st.env["TLS_CA"])
+                check_point(pt)
+                # the system's store does not know the stack's CA: every handshake fails
+                r = mailload(st, "starttls", "init", "--users", "1", "--profile", "tiny",
+                             "--seed", "1", "--tls-verify", timeout=120)
+                assert r.returncode != 0 and "certificate verify failed" in r.stderr, \
+                    r.stderr[-2000:]
+
             def test_run_implicit():
                 points["implicit"] = pt = run_point(st, "implicit", reports["implicit"])
                 counts = check_point(pt)
                 # IMAP speaks TLS from the first byte: no IMAP STARTTLS at all
                 assert counts.get("imap_starttls", 0) == 0, counts
 
-            rc = run_tests([test_init_over_starttls, test_run_starttls, test_run_implicit])
+            rc = run_tests([test_init_over_starttls, test_run_starttls, test_verified_certificate,
+                            test_run_implicit])
     finally:
         for d in reports.values():
             shutil.rmtree(d, ignore_errors=True)
