@@ -49,6 +49,8 @@ static const struct imap_cmd_def imap_cmds[] = {
 	{ "EXPUNGE",      IMAP_ST_SELECTED, cmd_expunge,     CMD_UID },
 	{ "SEARCH",       IMAP_ST_SELECTED, cmd_search,      CMD_UID | CMD_NO_EXPUNGE },
 	{ "FETCH",        IMAP_ST_SELECTED, cmd_fetch,       CMD_UID | CMD_NO_EXPUNGE },
+	{ "SORT",         IMAP_ST_SELECTED, cmd_sort,        CMD_UID | CMD_NO_EXPUNGE },
+	{ "THREAD",       IMAP_ST_SELECTED, cmd_thread,      CMD_UID | CMD_NO_EXPUNGE },
 	{ "STORE",        IMAP_ST_SELECTED, cmd_store,       CMD_UID | CMD_NO_EXPUNGE },
 	{ "COPY",         IMAP_ST_SELECTED, cmd_copy,        CMD_UID },
 	{ "MOVE",         IMAP_ST_SELECTED, cmd_copy,        CMD_UID | CMD_MOVE },
@@ -234,7 +236,8 @@ void imap_capability(struct imap_client *c, struct buf *out)
 	buf_puts(out, "IMAP4rev1 IMAP4rev2 LITERAL+ SASL-IR ID ENABLE IDLE NAMESPACE UNSELECT CHILDREN "
 		      "UIDPLUS MOVE SPECIAL-USE CREATE-SPECIAL-USE STATUS=SIZE ESEARCH CONDSTORE QRESYNC WITHIN LIST-EXTENDED LIST-STATUS SEARCHRES "
 		      "QUOTA QUOTA=RES-STORAGE "
-		      "QUOTA=RES-MESSAGE BINARY MULTIAPPEND UTF8=ACCEPT");
+		      "QUOTA=RES-MESSAGE BINARY MULTIAPPEND UTF8=ACCEPT SORT SORT=DISPLAY ESORT "
+		      "THREAD=ORDEREDSUBJECT THREAD=REFERENCES THREAD=REFS");
 	if (c->state == IMAP_ST_NOTAUTH) {
 		if (srv->tls_ctx != NULL && !tls)
 			buf_puts(out, " STARTTLS");

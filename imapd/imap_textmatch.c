@@ -224,15 +224,11 @@ static size_t encoded_word(const char *p, size_t len, struct buf *out)
 	return (size_t)(end + 2 - p);
 }
 
-/* Whether the folded needle is in header text p (unfolded), its RFC 2047 encoded words
-   decoded into out (scratch). */
-static bool field_matches(const char *p, size_t len, const char *needle, size_t nlen,
-			  struct buf *out)
+void imap_text_decode_words(const char *p, size_t len, struct buf *out)
 {
 	size_t i = 0, gap_start = 0;
 	bool after_word = false;
 
-	buf_reset(out);
 	while (i < len) {
 		size_t n = p[i] == '=' ? encoded_word(p + i, len - i, out) : 0;
 
@@ -257,6 +253,15 @@ static bool field_matches(const char *p, size_t len, const char *needle, size_t 
 		after_word = false;
 		buf_putc(out, p[i++]);
 	}
+}
+
+/* Whether the folded needle is in header text p (unfolded), its RFC 2047 encoded words
+   decoded into out (scratch). */
+static bool field_matches(const char *p, size_t len, const char *needle, size_t nlen,
+			  struct buf *out)
+{
+	buf_reset(out);
+	imap_text_decode_words(p, len, out);
 	if (out->len < nlen)
 		return nlen == 0;
 	fold_run(out->data, out->len);

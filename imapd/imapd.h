@@ -378,6 +378,9 @@ bool imap_textmatch_file(struct imap_textmatch *tm, int fd, uint64_t size, const
 /* Whether the folded needle occurs in a raw header field value (after the colon; folds and
    RFC 2047 encoded words decoded). */
 bool imap_text_field_contains(const char *raw, size_t len, const char *needle, size_t nlen);
+/* Appends unfolded header text p with its RFC 2047 encoded words decoded to UTF-8 (white space
+   between two words dropped) to out. */
+void imap_text_decode_words(const char *p, size_t len, struct buf *out);
 
 /* imap_cte.c: the CTE named by a Content-Transfer-Encoding value (absent: identity). */
 enum imap_cte imap_cte_parse(const char *v, size_t len);
@@ -431,6 +434,44 @@ void imap_search_free(struct imap_search **sp);
 bool imap_search_uses_modseq(const struct imap_search *s);
 /* Whether view message vi matches; *m_r is its row (false too when it is gone). */
 bool imap_search_match(struct imap_search *s, size_t vi, struct store_msg *m_r);
+
+/* imap_sort.c: SORT and THREAD keys and algorithms (RFC 5256, RFC 5957). */
+enum imap_sort_key {
+	SORT_ARRIVAL, SORT_CC, SORT_DATE, SORT_FROM, SORT_SIZE, SORT_SUBJECT, SORT_TO,
+	SORT_DISPLAYFROM, SORT_DISPLAYTO,
+};
+#define IMAP_SORT_CRITERIA_MAX 16
+struct imap_sort_crit {
+	enum imap_sort_key key;
+	bool reverse;
+};
+/* What the keys of a set are read for (the header fields parsed per message). */
+enum {
+	IMAP_SORT_NEED_SUBJECT = 1u << 0,
+	IMAP_SORT_NEED_ADDR = 1u << 1,
+	IMAP_SORT_NEED_THREAD = 1u << 2, /* Message-ID, References, In-Reply-To, subject */
+};
+enum imap_thread_alg { THREAD_ORDEREDSUBJECT, THREAD_REFERENCES, THREAD_REFS };
+/* SORT's criteria list into crit (up to IMAP_SORT_CRITERIA_MAX), *need_r |= what they read;
+   -1 when invalid. */
+int imap_sort_parse(const struct imap_arg *list, struct imap_sort_crit *crit, size_t *n_r,
+		    unsigned *need_r);
+struct imap_sort_set;
+struct imap_sort_set *imap_sort_set_new(unsigned need);
+void imap_sort_set_free(struct imap_sort_set **sp);
+/* Adds message m (sequence number seq); its cache is read now (m valid for its txn only). */
+void imap_sort_set_add(struct imap_sort_set *s, uint32_t seq, const struct store_msg *m);
+size_t imap_sort_set_count(const struct imap_sort_set *s);
+/* Sorts by the criteria, ties in sequence order; then imap_sort_at(i) is the i-th. */
+void imap_sort_run(struct imap_sort_set *s, const struct imap_sort_crit *crit, size_t n);
+uint32_t imap_sort_at(const struct imap_sort_set *s, size_t i, bool uid);
+/* THREAD: the threads as "(1 2 (3)(4))(5)" appended to out (UIDs when uid). */
+void imap_thread_run(struct imap_sort_set *s, enum imap_thread_alg alg, bool uid,
+		     struct buf *out);
+
+/* cmd_sort.c */
+bool cmd_sort(struct imap_cmd *cmd);
+bool cmd_thread(struct imap_cmd *cmd);
 
 /* cmd_fetch.c */
 bool cmd_fetch(struct imap_cmd *cmd);

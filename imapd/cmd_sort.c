@@ -1,0 +1,179 @@
+/* cmd_sort.c — owns SORT, UID SORT, THREAD and UID THREAD (RFC 5256, RFC 5957 DISPLAYFROM and
+ * DISPLAYTO) and ESORT's RETURN options (RFC 5267: MIN MAX COUNT ALL, answered as ESEARCH):
+ * the criteria, the charset, the search keys (imap_search.c) and the replies. The keys and
+ * the algorithms are imap_sort.c. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/str.h"
+#include "common/xmalloc.h"
+#include "imapd/imapd.h"
+#include "store/store.h"
+
+enum { ESORT_MIN = 1, ESORT_MAX = 2, ESORT_ALL = 4, ESORT_COUNT = 8 };
+
+/* SORT and THREAD name a charset of their own (no CHARSET keyword): NULL, or the reply's
+   text with *no_r for a NO. */
+static const char *sort_charset(const struct imap_arg *cs, bool *no_r)
+{
+	*no_r = false;
+	if (cs == NULL || !imap_arg_is_astring(cs))
+		return "Expected a charset";
+	if (str_caseeq(cs->s, cs->len, "UTF-8", 5) || str_caseeq(cs->s, cs->len, "US-ASCII", 8))
+		return NULL;
+	*no_r = true;
+	return "[BADCHARSET (UTF-8 US-ASCII)] Unsupported charset";
+}
+
+/* The messages the keys [p, end) match, with the keys need asks for; NULL after a reply. */
+static struct imap_sort_set *sort_select(struct imap_cmd *cmd, const struct imap_arg *p,
+					 unsigned need, const char *what)
+{
+	struct imap_client *c = cmd->c;
+	const struct imap_arg *end = cmd->args + cmd->nargs;
+	struct imap_sort_set *set;
+	struct imap_search *s;
+	struct store_txn *t = NULL;
+	const char *why;
+	bool no;
+	int rc;
+
+	if ((why = sort_charset(p, &no)) != NULL) {
+		if (no)
+			imap_cmd_no(cmd, why);
+		else
+			imap_cmd_bad(cmd, why);
+		return NULL;
+	}
+	if ((rc = store_txn_begin(c->srv->store, c->view->part, STORE_TXN_READ, &t)) != 0) {
+		imap_cmd_store_error(cmd, rc, what);
+		return NULL;
+	}
+	if ((s = imap_search_compile(c, t, imap_arg_next(p), end, &why)) == NULL) {
+		store_txn_abort(&t);
+		imap_cmd_bad(cmd, why);
+		return NULL;
+	}
+	if (imap_search_uses_modseq(s))
+		imap_view_enable_condstore(c);
+	set = imap_sort_set_new(need);
+	for (size_t i = 0; i < c->view->n; i++) {
+		struct store_msg m;
+
+		if (imap_search_match(s, i, &m))
+			imap_sort_set_add(set, (uint32_t)i + 1, &m);
+	}
+	imap_search_free(&s);
+	store_txn_abort(&t);
+	return set;
+}
+
+/* RETURN (MIN MAX COUNT ALL) of ESORT; -1 when invalid. */
+static int esort_return(const struct imap_arg *opts, unsigned *ret)
+{
+	if (opts == NULL || opts->type != IMAP_ARG_LIST)
+		return -1;
+	for (const struct imap_arg *o = opts + 1; o <= opts + opts->span; o++) {
+		unsigned bit = imap_arg_atom_is(o, "MIN")     ? ESORT_MIN
+			       : imap_arg_atom_is(o, "MAX")   ? ESORT_MAX
+			       : imap_arg_atom_is(o, "ALL")   ? ESORT_ALL
+			       : imap_arg_atom_is(o, "COUNT") ? ESORT_COUNT
+							      : 0;
+
+		if (bit == 0)
+			return -1;
+		*ret |= bit;
+	}
+	if (*ret == 0)
+		*ret = ESORT_ALL;
+	return 0;
+}
+
+/* "* ESEARCH (TAG ...)": MIN and MAX are the first and last in sort order, ALL lists the
+   messages in sort order (RFC 5267 3.1). */
+static void esort_reply(struct imap_cmd *cmd, const struct imap_sort_set *set, unsigned ret)
+{
+	struct imap_client *c = cmd->c;
+	size_t n = imap_sort_set_count(set);
+
+	imap_printf(c, "* ESEARCH (TAG \"%s\")%s", cmd->tag, cmd->uid ? " UID" : "");
+	if ((ret & ESORT_MIN) && n > 0)
+		imap_printf(c, " MIN %u", imap_sort_at(set, 0, cmd->uid));
+	if ((ret & ESORT_MAX) && n > 0)
+		imap_printf(c, " MAX %u", imap_sort_at(set, n - 1, cmd->uid));
+	if (ret & ESORT_COUNT)
+		imap_printf(c, " COUNT %zu", n);
+	if ((ret & ESORT_ALL) && n > 0) {
+		imap_write(c, " ALL ", 5);
+		for (size_t i = 0; i < n; i++)
+			imap_printf(c, "%s%u", i > 0 ? "," : "", imap_sort_at(set, i, cmd->uid));
+	}
+	imap_write(c, "\r\n", 2);
+}
+
+bool cmd_sort(struct imap_cmd *cmd)
+{
+	struct imap_client *c = cmd->c;
+	const struct imap_arg *p = imap_cmd_arg(cmd, 0);
+	struct imap_sort_crit crit[IMAP_SORT_CRITERIA_MAX];
+	struct imap_sort_set *set;
+	unsigned need = 0, ret = 0;
+	size_t ncrit;
+	bool esort = false;
+
+	if (p != NULL && imap_arg_atom_is(p, "RETURN")) {
+		if (esort_return(imap_arg_next(p), &ret) < 0)
+			return imap_cmd_bad(cmd, "Invalid RETURN options");
+		esort = true;
+		p = imap_arg_next(imap_arg_next(p));
+	}
+	if (p >= cmd->args + cmd->nargs || imap_sort_parse(p, crit, &ncrit, &need) < 0)
+		return imap_cmd_bad(cmd, "Expected: SORT (criteria) charset search-keys");
+	if ((set = sort_select(cmd, imap_arg_next(p), need, "SORT")) == NULL)
+		return true;
+	imap_sort_run(set, crit, ncrit);
+	if (esort) {
+		esort_reply(cmd, set, ret);
+	} else {
+		imap_write(c, "* SORT", 6);
+		for (size_t i = 0; i < imap_sort_set_count(set); i++)
+			imap_printf(c, " %u", imap_sort_at(set, i, cmd->uid));
+		imap_write(c, "\r\n", 2);
+	}
+	imap_sort_set_free(&set);
+	return imap_cmd_ok(cmd, "SORT completed");
+}
+
+bool cmd_thread(struct imap_cmd *cmd)
+{
+	static const struct {
+		const char *name;
+		enum imap_thread_alg alg;
+	} algs[] = {
+		{ "ORDEREDSUBJECT", THREAD_ORDEREDSUBJECT },
+		{ "REFERENCES", THREAD_REFERENCES },
+		{ "REFS", THREAD_REFS },
+	};
+	const struct imap_arg *a = imap_cmd_arg(cmd, 0);
+	struct imap_sort_set *set;
+	struct buf out;
+	size_t i;
+
+	for (i = 0; a != NULL && i < sizeof(algs) / sizeof(algs[0]); i++)
+		if (imap_arg_atom_is(a, algs[i].name))
+			break;
+	if (a == NULL || i == sizeof(algs) / sizeof(algs[0]))
+		return imap_cmd_bad(cmd, "Expected: THREAD algorithm charset search-keys");
+	if (imap_cmd_arg(cmd, 1) == NULL)
+		return imap_cmd_bad(cmd, "Expected: THREAD algorithm charset search-keys");
+	set = sort_select(cmd, imap_cmd_arg(cmd, 1),
+			  IMAP_SORT_NEED_THREAD | IMAP_SORT_NEED_SUBJECT, "THREAD");
+	if (set == NULL)
+		return true;
+	buf_init(&out, 256, (size_t)-1 / 2);
+	imap_thread_run(set, algs[i].alg, cmd->uid, &out);
+	imap_printf(cmd->c, "* THREAD%s%s\r\n", out.len > 0 ? " " : "", buf_cstr(&out));
+	buf_release(&out);
+	imap_sort_set_free(&set);
+	return imap_cmd_ok(cmd, "THREAD completed");
+}
