@@ -185,6 +185,22 @@ bool cmd_enable(struct imap_cmd *cmd)
 	return imap_cmd_ok(cmd, "Enabled");
 }
 
+/* COMPRESS DEFLATE (RFC 4978): the OK is the last uncompressed byte. */
+bool cmd_compress(struct imap_cmd *cmd)
+{
+	struct imap_client *c = cmd->c;
+	const struct imap_arg *alg = imap_cmd_arg(cmd, 0);
+
+	if (alg == NULL || imap_cmd_arg(cmd, 1) != NULL || !imap_arg_atom_is(alg, "DEFLATE"))
+		return imap_cmd_bad(cmd, "Expected: COMPRESS DEFLATE");
+	if (c->flags & IMAP_CF_COMPRESS)
+		return imap_cmd_no(cmd, "[COMPRESSIONACTIVE] DEFLATE is already active");
+	imap_cmd_ok(cmd, "DEFLATE active");
+	if (imap_compress_start(c) < 0)
+		imap_client_close(c, "compression failed to start"); /* the OK was said */
+	return true;
+}
+
 bool cmd_starttls(struct imap_cmd *cmd)
 {
 	struct imap_client *c = cmd->c;

@@ -252,10 +252,13 @@ static void client_continue(struct imap_client *c)
 {
 	if (c->flags & IMAP_CF_CLOSING) {
 		struct bufferevent *under = bufferevent_get_underlying(c->bev);
-		size_t pending = evbuffer_get_length(imap_out(c)) +
-				 (under != NULL ? evbuffer_get_length(bufferevent_get_output(under))
-						: 0);
+		size_t pending;
 		struct timeval tick = { 0, 50000 };
+
+		if (c->flags & IMAP_CF_COMPRESS) /* what zlib holds goes out before the close */
+			bufferevent_flush(c->bev, EV_WRITE, BEV_FLUSH);
+		pending = evbuffer_get_length(imap_out(c)) +
+			  (under != NULL ? evbuffer_get_length(bufferevent_get_output(under)) : 0);
 
 		if (pending == 0)
 			client_free(c);
@@ -377,6 +380,11 @@ int imap_client_starttls(struct imap_client *c)
 	c->flags |= IMAP_CF_TLS;
 	client_set_callbacks(c);
 	return 0;
+}
+
+void imap_client_rewrap(struct imap_client *c)
+{
+	client_set_callbacks(c);
 }
 
 void imap_server_free_client(struct imap_client *c)
@@ -581,9 +589,9 @@ static bool client_sasl_input(struct imap_client *c, struct evbuffer *in)
 
 static void client_process(struct imap_client *c)
 {
-	struct evbuffer *in = bufferevent_get_input(c->bev);
-
 	while (!(c->flags & IMAP_CF_CLOSING) && !imap_out_full(c)) {
+		/* looked up each time: COMPRESS puts a filter in front of the connection */
+		struct evbuffer *in = bufferevent_get_input(c->bev);
 		struct evbuffer_iovec v;
 		size_t used;
 		int rc;

@@ -27,6 +27,7 @@ static const struct imap_cmd_def imap_cmds[] = {
 	{ "LOGIN",        IMAP_ST_NOTAUTH,  cmd_login,       0 },
 	{ "AUTHENTICATE", IMAP_ST_NOTAUTH,  cmd_authenticate, 0 },
 	{ "ENABLE",       IMAP_ST_LOGGED,   cmd_enable,      0 },
+	{ "COMPRESS",     IMAP_ST_LOGGED,   cmd_compress,    0 },
 	{ "SELECT",       IMAP_ST_LOGGED,   cmd_select,      0 },
 	{ "EXAMINE",      IMAP_ST_LOGGED,   cmd_select,      CMD_READONLY },
 	{ "CREATE",       IMAP_ST_LOGGED,   cmd_create,      0 },
@@ -246,6 +247,9 @@ void imap_capability(struct imap_client *c, struct buf *out)
 		else
 			buf_puts(out, " LOGINDISABLED");
 	} else {
+		/* COMPRESS after login only, as Dovecot: the login exchange stays readable */
+		if (!(c->flags & IMAP_CF_COMPRESS))
+			buf_puts(out, " COMPRESS=DEFLATE");
 		buf_printf(out, " APPENDLIMIT=%" PRIu64, srv->max_append);
 	}
 }

@@ -62,6 +62,7 @@ enum imap_cflag {
 	IMAP_CF_IDLE = 1u << 2,
 	IMAP_CF_SASL = 1u << 3,     /* AUTHENTICATE waits for a response line */
 	IMAP_CF_DEFUNCT = 1u << 4,  /* gone, freed once its writes leave the group commit */
+	IMAP_CF_COMPRESS = 1u << 5, /* COMPRESS=DEFLATE is on (imap_compress.c) */
 };
 
 /* Command flags in the table. */
@@ -246,6 +247,12 @@ void imap_unauth_put(struct imap_client *c);
 void imap_client_count_bad(struct imap_client *c);
 /* Starts TLS on the connection (STARTTLS); -1 when TLS is not configured. */
 int imap_client_starttls(struct imap_client *c);
+/* c->bev was replaced by a filter over the old one (COMPRESS): callbacks and watermarks on
+   the new one. */
+void imap_client_rewrap(struct imap_client *c);
+/* imap_compress.c: from now on the connection is raw deflate both ways (RFC 4978); -1 when
+   zlib cannot start (nothing changed). */
+int imap_compress_start(struct imap_client *c);
 /* A resumable command calls this when it can go on (after an asynchronous event). */
 void imap_client_resume(struct imap_client *c);
 struct evbuffer *imap_out(struct imap_client *c);
@@ -483,6 +490,7 @@ bool cmd_capability(struct imap_cmd *cmd);
 bool cmd_noop(struct imap_cmd *cmd);
 bool cmd_logout(struct imap_cmd *cmd);
 bool cmd_starttls(struct imap_cmd *cmd);
+bool cmd_compress(struct imap_cmd *cmd);
 bool cmd_login(struct imap_cmd *cmd);
 bool cmd_authenticate(struct imap_cmd *cmd);
 bool cmd_id(struct imap_cmd *cmd);

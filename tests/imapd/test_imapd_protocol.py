@@ -86,7 +86,8 @@ class TestAnyState(Base):
                          ["a NO [AUTHENTICATIONFAILED] Authentication failed"])
         self.assertEqual(r.cmd("b", "SELECT INBOX"), ["b NO Log in first"])
         out = r.cmd("c", 'LOGIN alice "%s"' % PASSWORD)
-        self.assertEqual(out, ["c OK [CAPABILITY %s APPENDLIMIT=52428800] Logged in" % CAPS])
+        self.assertEqual(out, ["c OK [CAPABILITY %s COMPRESS=DEFLATE APPENDLIMIT=52428800] Logged in" %
+                               CAPS])
         self.assertEqual(r.cmd("d", "LOGIN alice x"), ["d BAD Already logged in"])
 
     def test_login_literals(self):
