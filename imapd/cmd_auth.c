@@ -185,6 +185,27 @@ bool cmd_enable(struct imap_cmd *cmd)
 	return imap_cmd_ok(cmd, "Enabled");
 }
 
+/* UNAUTHENTICATE (RFC 8437): back to the state after the greeting, TLS and COMPRESS kept: the
+   mailbox closed, the user's session given back, everything ENABLEd off. */
+bool cmd_unauthenticate(struct imap_cmd *cmd)
+{
+	struct imap_client *c = cmd->c;
+
+	if (cmd->nargs != 0)
+		return imap_cmd_bad(cmd, "UNAUTHENTICATE takes no arguments");
+	log_info("%016" PRIx64 " imap unauthenticate user=%s", c->id, c->user);
+	imap_view_close(c);
+	imap_user_put(c);
+	free(c->user);
+	c->user = NULL;
+	c->user_id = 0;
+	c->part = 0;
+	c->enabled_condstore = c->enabled_qresync = false;
+	c->rev2 = c->enabled_utf8 = c->utf8 = false;
+	imap_client_set_state(c, IMAP_ST_NOTAUTH);
+	return imap_cmd_ok(cmd, "Unauthenticated");
+}
+
 /* COMPRESS DEFLATE (RFC 4978): the OK is the last uncompressed byte. */
 bool cmd_compress(struct imap_cmd *cmd)
 {

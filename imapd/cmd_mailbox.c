@@ -84,6 +84,7 @@ struct mbox_op {
 	bool on;
 	unsigned special;
 	const char *what;      /* the command's name, for the reply */
+	uint64_t id;           /* CREATE: the new mailbox (its MAILBOXID) */
 };
 
 static const struct {
@@ -124,9 +125,8 @@ static int parse_use(const struct imap_arg *a, unsigned *mask_r)
 static int create_fn(struct store_txn *t, void *arg)
 {
 	struct mbox_op *op = arg;
-	uint64_t id;
 
-	return store_mbox_create(t, op->user, op->a, op->special, &id);
+	return store_mbox_create(t, op->user, op->a, op->special, &op->id);
 }
 
 static int delete_fn(struct store_txn *t, void *arg)
@@ -183,7 +183,14 @@ static bool mbox_resume(struct imap_cmd *cmd)
 		return false;
 	if (rc != 0)
 		return imap_cmd_store_error(cmd, rc, op->what);
-	done = xasprintf("%s completed", op->what);
+	if (op->id != 0) { /* CREATE: the new mailbox's MAILBOXID (RFC 8474 4.1) */
+		char id[IMAP_OBJECTID_MAX];
+
+		imap_mailboxid(op->id, id);
+		done = xasprintf("[MAILBOXID (%s)] %s completed", id, op->what);
+	} else {
+		done = xasprintf("%s completed", op->what);
+	}
 	r = imap_cmd_ok(cmd, done);
 	free(done);
 	return r;
@@ -344,7 +351,7 @@ static int list_cb(const struct store_mbox_info *mi, void *arg)
 	/* LIST-STATUS: selectable mailboxes only (RFC 5819) */
 	if ((l->ret & LRET_STATUS) && !nonexistent && !(mi->attrs & STORE_MBOX_NOSELECT) &&
 	    store_mbox_status(l->t, mi->id, &st) == 0)
-		imap_status_write(c, mi->name, mi->name_len, &st, l->status);
+		imap_status_write(c, mi->name, mi->name_len, mi->id, &st, l->status);
 	return 0;
 }
 

@@ -199,7 +199,8 @@ bool cmd_select(struct imap_cmd *cmd)
 }
 
 static const char *const status_names[] = { "MESSAGES", "RECENT", "UIDNEXT", "UIDVALIDITY",
-					    "UNSEEN", "HIGHESTMODSEQ", "SIZE", "DELETED" };
+					    "UNSEEN", "HIGHESTMODSEQ", "SIZE", "DELETED",
+					    "MAILBOXID" };
 
 bool imap_status_items_ok(const struct imap_client *c, const struct imap_arg *items)
 {
@@ -218,7 +219,17 @@ bool imap_status_items_ok(const struct imap_client *c, const struct imap_arg *it
 	return true;
 }
 
-void imap_status_write(struct imap_client *c, const char *name, size_t len,
+void imap_mailboxid(uint64_t mbox, char *out)
+{
+	snprintf(out, IMAP_OBJECTID_MAX, "F%016" PRIx64, mbox);
+}
+
+void imap_emailid(uint64_t blob, char *out)
+{
+	snprintf(out, IMAP_OBJECTID_MAX, "M%016" PRIx64, blob);
+}
+
+void imap_status_write(struct imap_client *c, const char *name, size_t len, uint64_t mbox,
 		       const struct store_status *st, const struct imap_arg *items)
 {
 	bool first = true;
@@ -227,6 +238,14 @@ void imap_status_write(struct imap_client *c, const char *name, size_t len,
 	imap_write_mailbox(c, name, len);
 	imap_write(c, " (", 2);
 	for (const struct imap_arg *a = items + 1; a <= items + items->span; a++) {
+		if (imap_arg_atom_is(a, "MAILBOXID")) { /* RFC 8474 */
+			char id[IMAP_OBJECTID_MAX];
+
+			imap_mailboxid(mbox, id);
+			imap_printf(c, "%sMAILBOXID (%s)", first ? "" : " ", id);
+			first = false;
+			continue;
+		}
 		uint64_t v = imap_arg_atom_is(a, "MESSAGES")      ? st->messages
 			     : imap_arg_atom_is(a, "RECENT")      ? st->recent
 			     : imap_arg_atom_is(a, "UIDNEXT")     ? st->uidnext
@@ -271,7 +290,7 @@ bool cmd_status(struct imap_cmd *cmd)
 		free(name);
 		return imap_cmd_store_error(cmd, rc, "STATUS");
 	}
-	imap_status_write(c, name, strlen(name), &st, items);
+	imap_status_write(c, name, strlen(name), id, &st, items);
 	free(name);
 	for (const struct imap_arg *a = items + 1; a <= items + items->span; a++)
 		if (imap_arg_atom_is(a, "HIGHESTMODSEQ")) /* CONDSTORE enabling (RFC 7162 3.1) */

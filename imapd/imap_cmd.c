@@ -28,6 +28,7 @@ static const struct imap_cmd_def imap_cmds[] = {
 	{ "AUTHENTICATE", IMAP_ST_NOTAUTH,  cmd_authenticate, 0 },
 	{ "ENABLE",       IMAP_ST_LOGGED,   cmd_enable,      0 },
 	{ "COMPRESS",     IMAP_ST_LOGGED,   cmd_compress,    0 },
+	{ "UNAUTHENTICATE", IMAP_ST_LOGGED, cmd_unauthenticate, 0 },
 	{ "SELECT",       IMAP_ST_LOGGED,   cmd_select,      0 },
 	{ "EXAMINE",      IMAP_ST_LOGGED,   cmd_select,      CMD_READONLY },
 	{ "CREATE",       IMAP_ST_LOGGED,   cmd_create,      0 },
@@ -238,7 +239,7 @@ void imap_capability(struct imap_client *c, struct buf *out)
 		      "UIDPLUS MOVE SPECIAL-USE CREATE-SPECIAL-USE STATUS=SIZE ESEARCH CONDSTORE QRESYNC WITHIN LIST-EXTENDED LIST-STATUS SEARCHRES "
 		      "QUOTA QUOTA=RES-STORAGE "
 		      "QUOTA=RES-MESSAGE BINARY MULTIAPPEND UTF8=ACCEPT SORT SORT=DISPLAY ESORT "
-		      "THREAD=ORDEREDSUBJECT THREAD=REFERENCES THREAD=REFS");
+		      "THREAD=ORDEREDSUBJECT THREAD=REFERENCES THREAD=REFS OBJECTID");
 	if (c->state == IMAP_ST_NOTAUTH) {
 		if (srv->tls_ctx != NULL && !tls)
 			buf_puts(out, " STARTTLS");
@@ -250,6 +251,7 @@ void imap_capability(struct imap_client *c, struct buf *out)
 		/* COMPRESS after login only, as Dovecot: the login exchange stays readable */
 		if (!(c->flags & IMAP_CF_COMPRESS))
 			buf_puts(out, " COMPRESS=DEFLATE");
+		buf_puts(out, " UNAUTHENTICATE");
 		buf_printf(out, " APPENDLIMIT=%" PRIu64, srv->max_append);
 	}
 }

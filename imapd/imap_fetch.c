@@ -431,6 +431,24 @@ static int write_modseq(struct fetch_msg *fm, const struct fetch_item *it)
 	return 1;
 }
 
+static int write_emailid(struct fetch_msg *fm, const struct fetch_item *it)
+{
+	char id[IMAP_OBJECTID_MAX];
+
+	(void)it;
+	imap_emailid(fm->m->blob, id);
+	imap_printf(fm->c, "EMAILID (%s)", id);
+	return 1;
+}
+
+/* THREADID NIL: threads have no object id here (RFC 8474 5.2 allows NIL) */
+static int write_threadid(struct fetch_msg *fm, const struct fetch_item *it)
+{
+	(void)it;
+	imap_write(fm->c, "THREADID NIL", 12);
+	return 1;
+}
+
 static int write_envelope(struct fetch_msg *fm, const struct fetch_item *it)
 {
 	(void)it;
@@ -630,6 +648,8 @@ static const struct fetch_def fetch_defs[] = {
 	{ "RFC822.SIZE",   NULL,          0,                     NULL,              NULL,           write_size },
 	{ "MODSEQ",        NULL,          FD_MODSEQ,             NULL,              NULL,           write_modseq },
 	{ "ENVELOPE",      NULL,          0,                     NULL,              NULL,           write_envelope },
+	{ "EMAILID",       NULL,          0,                     NULL,              NULL,           write_emailid },
+	{ "THREADID",      NULL,          0,                     NULL,              NULL,           write_threadid },
 	{ "BODY",          NULL,          0,                     NULL,              NULL,           write_body },
 	{ "BODYSTRUCTURE", NULL,          0,                     NULL,              NULL,           write_bodystructure },
 	{ "RFC822.HEADER", NULL,          0,                     NULL,              NULL,           write_rfc822_header },

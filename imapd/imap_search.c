@@ -23,7 +23,7 @@ enum skey_type {
 	SK_ALL, SK_FLAG, SK_NOFLAG, SK_KEYWORD, SK_NOKEYWORD, SK_RECENT, SK_NEW, SK_OLD,
 	SK_BEFORE, SK_ON, SK_SINCE, SK_SENTBEFORE, SK_SENTON, SK_SENTSINCE, SK_LARGER,
 	SK_SMALLER, SK_HEADER, SK_BODY, SK_TEXT, SK_SEQ, SK_UID, SK_NOT, SK_OR, SK_AND,
-	SK_MODSEQ, SK_OLDER, SK_YOUNGER,
+	SK_MODSEQ, SK_OLDER, SK_YOUNGER, SK_EMAILID, SK_NEVER,
 };
 
 struct skey {
@@ -261,6 +261,39 @@ static struct skey *parse_modseq_key(struct imap_search *s, const struct imap_ar
 	return k;
 }
 
+/* EMAILID id / THREADID id (RFC 8474 6): an EMAILID names a blob; no message has a THREADID. */
+static struct skey *parse_objectid_key(struct imap_search *s, const char *name,
+				       const struct imap_arg *v)
+{
+	struct skey *k = node_new(s, name[0] == 'E' ? SK_EMAILID : SK_NEVER);
+	uint64_t blob = 0;
+
+	if (k == NULL)
+		return NULL;
+	if (v == NULL || v->type != IMAP_ARG_ATOM || v->len > 255) {
+		s->why = "Invalid object id";
+		return NULL;
+	}
+	for (size_t i = 0; i < v->len; i++) {
+		int h = imap_hex_val(v->s[i]);
+
+		if (!((v->s[i] >= 'A' && v->s[i] <= 'Z') || (v->s[i] >= 'a' && v->s[i] <= 'z') ||
+		      (v->s[i] >= '0' && v->s[i] <= '9') || v->s[i] == '_' || v->s[i] == '-')) {
+			s->why = "Invalid object id";
+			return NULL;
+		}
+		if (i > 0 && h >= 0)
+			blob = blob << 4 | (uint64_t)h;
+		else if (i > 0)
+			k->type = SK_NEVER;
+	}
+	/* "M" and 16 hex digits is one of ours; anything else matches nothing */
+	if (v->len != 17 || v->s[0] != 'M')
+		k->type = SK_NEVER;
+	k->num = blob;
+	return k;
+}
+
 /* KEYWORD kw / UNKEYWORD kw / UID set. */
 static struct skey *parse_arg_key(struct imap_search *s, const char *name,
 				  const struct imap_arg *v)
@@ -327,6 +360,8 @@ static struct skey *parse_named_key(struct imap_search *s, const char *name,
 		return parse_string_key(s, ap, end, "TEXT");
 	if (strcmp(name, "MODSEQ") == 0)
 		return parse_modseq_key(s, ap, end);
+	if (strcmp(name, "EMAILID") == 0 || strcmp(name, "THREADID") == 0)
+		return parse_objectid_key(s, name, take(ap, end));
 	if (strcmp(name, "KEYWORD") == 0 || strcmp(name, "UNKEYWORD") == 0 ||
 	    strcmp(name, "UID") == 0)
 		return parse_arg_key(s, name, take(ap, end));
@@ -543,6 +578,10 @@ static bool eval(struct imap_search *s, const struct skey *k, const struct store
 		return true;
 	case SK_MODSEQ:
 		return m->modseq >= k->num;
+	case SK_EMAILID:
+		return m->blob == k->num;
+	case SK_NEVER:
+		return false;
 	case SK_FLAG: case SK_NOFLAG: case SK_KEYWORD: case SK_NOKEYWORD: case SK_RECENT:
 	case SK_NEW: case SK_OLD:
 		return eval_flag(k, m, vflags);

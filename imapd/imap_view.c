@@ -323,6 +323,12 @@ int imap_view_open(struct imap_cmd *cmd, uint64_t mbox, const char *name, bool r
 	imap_printf(c, "* OK [UIDVALIDITY %u] UIDs valid\r\n* OK [UIDNEXT %u] Predicted next UID\r\n",
 		    v->uidvalidity, v->uidnext);
 	imap_printf(c, "* OK [HIGHESTMODSEQ %" PRIu64 "] Highest\r\n", v->modseq);
+	{
+		char id[IMAP_OBJECTID_MAX];
+
+		imap_mailboxid(v->mbox, id);
+		imap_printf(c, "* OK [MAILBOXID (%s)] Ok\r\n", id);
+	}
 	return 0;
 }
 

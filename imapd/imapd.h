@@ -491,6 +491,7 @@ bool cmd_noop(struct imap_cmd *cmd);
 bool cmd_logout(struct imap_cmd *cmd);
 bool cmd_starttls(struct imap_cmd *cmd);
 bool cmd_compress(struct imap_cmd *cmd);
+bool cmd_unauthenticate(struct imap_cmd *cmd);
 bool cmd_login(struct imap_cmd *cmd);
 bool cmd_authenticate(struct imap_cmd *cmd);
 bool cmd_id(struct imap_cmd *cmd);
@@ -521,8 +522,13 @@ void imap_idle_done(struct imap_client *c, bool ok);
 /* cmd_select.c: STATUS items (a list of known names), and one "* STATUS" line. */
 struct store_status;
 bool imap_status_items_ok(const struct imap_client *c, const struct imap_arg *items);
-void imap_status_write(struct imap_client *c, const char *name, size_t len,
+void imap_status_write(struct imap_client *c, const char *name, size_t len, uint64_t mbox,
 		       const struct store_status *st, const struct imap_arg *items);
+/* OBJECTID (RFC 8474): a mailbox's MAILBOXID and a message's EMAILID (its blob: the same on
+   every copy of it, never reused), as objectid text "F..."/"M..." into out (>= 24 bytes). */
+#define IMAP_OBJECTID_MAX 24
+void imap_mailboxid(uint64_t mbox, char *out);
+void imap_emailid(uint64_t blob, char *out);
 
 /* Mailbox names: validates a client's name (modified UTF-7, no empty levels) and maps INBOX
    case-insensitively. Returns a malloc'd canonical name or NULL with *why_r. After ENABLE

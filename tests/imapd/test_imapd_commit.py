@@ -13,7 +13,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from heronlib import IMAP_PASSWORD as PASSWORD, Imapd, ImapRaw as Raw  # noqa: E402
+from heronlib import IMAP_PASSWORD as PASSWORD, Imapd, ImapRaw as Raw, without_objectid  # noqa: E402,E501
 from messages import SIMPLE  # noqa: E402
 
 IMAPD = DELIVER = None
@@ -30,7 +30,8 @@ class GroupCommit(unittest.TestCase):
                 r = Raw(d.port)
                 rs.append(r)
                 self.assertEqual(r.cmd("L", 'LOGIN alice "%s"' % PASSWORD)[-1][:4], "L OK")
-            self.assertEqual(rs[0].cmd("c", "CREATE Shared"), ["c OK CREATE completed"])
+            self.assertEqual(without_objectid(rs[0].cmd("c", "CREATE Shared")),
+                             ["c OK CREATE completed"])
             # every session appends at once
             for r in rs:
                 r.send(("A APPEND Shared (\\Flagged) {%d+}\r\n" % len(SIMPLE)).encode() +
@@ -88,7 +89,8 @@ class GroupCommit(unittest.TestCase):
         with d:
             first = Raw(d.port)
             self.assertEqual(first.cmd("L", 'LOGIN alice "%s"' % PASSWORD)[-1][:4], "L OK")
-            self.assertEqual(first.cmd("c", "CREATE Gone"), ["c OK CREATE completed"])
+            self.assertEqual(without_objectid(first.cmd("c", "CREATE Gone")),
+                             ["c OK CREATE completed"])
             first.send(("A APPEND Gone {%d+}\r\n" % len(SIMPLE)).encode() + SIMPLE + b"\r\n")
             self.assertEqual(first.until_tag("A")[-1][:4], "A OK")
             leavers = []

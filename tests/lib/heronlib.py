@@ -15,6 +15,7 @@ import hashlib
 import imaplib
 import json
 import os
+import re
 import random
 import shlex
 import shutil
@@ -1004,6 +1005,17 @@ class SmtpRaw:
 
     def close(self):
         self.s.close()
+
+
+def without_objectid(lines):
+    """IMAP response lines without OBJECTID's MAILBOXID (RFC 8474: a CREATE's response code,
+    SELECT's untagged OK), which name store ids a dialogue cannot know."""
+    out = []
+    for line in lines:
+        if re.match(r"\* OK \[MAILBOXID \([A-Za-z0-9_-]+\)\] Ok$", line):
+            continue
+        out.append(re.sub(r" OK \[MAILBOXID \([A-Za-z0-9_-]+\)\] ", " OK ", line, count=1))
+    return out
 
 
 class ImapRaw:

@@ -1,0 +1,83 @@
+"""imapd end to end: the smaller extensions, one raw dialogue each with exact responses:
+UNAUTHENTICATE (RFC 8437) and OBJECTID (RFC 8474).
+
+Usage: test_imapd_ext.py IMAPD_BINARY DELIVER_BINARY"""
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_imapd_protocol as proto  # noqa: E402
+
+
+class Unauthenticate(proto.Base):
+    def test_back_to_not_authenticated(self):
+        r = self.raw()
+        self.assertTrue(r.cmd("a", "SELECT INBOX")[-1].startswith("a OK"))
+        self.assertEqual(r.cmd("b", "ENABLE CONDSTORE"),
+                         ["* ENABLED CONDSTORE", "* OK [HIGHESTMODSEQ 1] Highest", "b OK Enabled"])
+        self.assertEqual(r.cmd("c", "UNAUTHENTICATE x"),
+                         ["c BAD UNAUTHENTICATE takes no arguments"])
+        self.assertEqual(r.cmd("d", "UNAUTHENTICATE"), ["d OK Unauthenticated"])
+        self.assertEqual(r.cmd("e", "SELECT INBOX"), ["e NO Log in first"])
+        self.assertEqual(r.cmd("f", "UNAUTHENTICATE"), ["f NO Log in first"])
+        caps = r.cmd("g", "CAPABILITY")[0]
+        self.assertIn(" AUTH=PLAIN", caps)
+        self.assertNotIn("UNAUTHENTICATE", caps)
+        out = r.cmd("h", 'LOGIN bob "%s"' % proto.PASSWORD)
+        self.assertTrue(out[-1].startswith("h OK [CAPABILITY "), out)
+        self.assertIn(" UNAUTHENTICATE ", out[-1])
+        # a new user, nothing carried over: CONDSTORE is off again
+        out = r.cmd("i", "SELECT INBOX")
+        self.assertTrue(out[-1].startswith("i OK"))
+        self.assertEqual(r.cmd("j", "ENABLE CONDSTORE")[:2],
+                         ["* ENABLED CONDSTORE", "* OK [HIGHESTMODSEQ 1] Highest"])
+        self.assertEqual(r.cmd("k", "LOGOUT"), ["* BYE Logging out", "k OK Logout completed"])
+
+
+class ObjectId(proto.Base):
+    user = "carol"
+
+    def test_ids(self):
+        import re
+        r = self.raw()
+        out = r.cmd("a", "CREATE Box1")
+        m = re.fullmatch(r"a OK \[MAILBOXID \((F[0-9a-f]{16})\)\] CREATE completed", out[0])
+        self.assertIsNotNone(m, out)
+        box = m.group(1)
+        self.assertEqual(r.cmd("b", "STATUS Box1 (MAILBOXID MESSAGES)"),
+                         ["* STATUS Box1 (MAILBOXID (%s) MESSAGES 0)" % box,
+                          "b OK STATUS completed"])
+        self.assertIn("* OK [MAILBOXID (%s)] Ok" % box, r.cmd("c", "SELECT Box1"))
+        # the id stays across RENAME (RFC 8474 4.2)
+        r.cmd("d", "UNSELECT")
+        self.assertEqual(r.cmd("e", "RENAME Box1 Box2"), ["e OK RENAME completed"])
+        self.assertEqual(r.cmd("f", "STATUS Box2 (MAILBOXID)")[0],
+                         "* STATUS Box2 (MAILBOXID (%s))" % box)
+        self.append(r, proto.SIMPLE, "Box2")
+        r.cmd("g", "SELECT Box2")
+        out = r.cmd("h", "FETCH 1 (EMAILID THREADID)")
+        m = re.fullmatch(r"\* 1 FETCH \(EMAILID \((M[0-9a-f]{16})\) THREADID NIL\)", out[0])
+        self.assertIsNotNone(m, out)
+        mail = m.group(1)
+        # COPY keeps the EMAILID (the same message), a new APPEND gets another
+        self.assertTrue(r.cmd("i", "COPY 1 Box2")[-1].startswith("i OK"))
+        self.append(r, proto.SIMPLE, "Box2")
+        r.cmd("n", "NOOP")
+        out = r.cmd("j", "FETCH 1:3 EMAILID")
+        ids = [re.search(r"EMAILID \(([A-Za-z0-9_-]+)\)", line).group(1) for line in out[:-1]]
+        self.assertEqual(ids[:2], [mail, mail])
+        self.assertNotEqual(ids[2], mail)
+        self.assertEqual(r.cmd("k", "SEARCH EMAILID " + mail),
+                         ["* SEARCH 1 2", "k OK SEARCH completed"])
+        self.assertEqual(r.cmd("l", "SEARCH THREADID T1"), ["* SEARCH", "l OK SEARCH completed"])
+        self.assertEqual(r.cmd("m", "SEARCH EMAILID a+b"), ["m BAD Invalid object id"])
+
+
+def main():
+    proto.IMAPD, proto.DELIVER = sys.argv[1], sys.argv[2]
+    unittest.main(argv=[sys.argv[0], "-v"])
+
+
+if __name__ == "__main__":
+    main()
