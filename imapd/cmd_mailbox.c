@@ -388,7 +388,8 @@ static void parents_find(struct list_ctx *l, const char *pattern)
 			l->parents[l->nparents++] = xmemdup0(d, len);
 		}
 	}
-	qsort(l->parents, l->nparents, sizeof(*l->parents), name_cmp);
+	if (l->nparents > 1)
+		qsort(l->parents, l->nparents, sizeof(*l->parents), name_cmp);
 	if (l->nparents > 1) { /* each once */
 		size_t o = 1;
 
@@ -489,7 +490,8 @@ static int list_matches(struct list_ctx *l, const char *pattern)
 
 	if (parents && l->subs == NULL) {
 		rc = store_mbox_list(l->t, l->c->user_id, "*", true, collect_sub_cb, l);
-		qsort(l->subs, l->nsubs, sizeof(*l->subs), name_cmp);
+		if (l->nsubs > 1)
+			qsort(l->subs, l->nsubs, sizeof(*l->subs), name_cmp);
 	}
 	if (rc == 0 && parents)
 		parents_find(l, pattern);

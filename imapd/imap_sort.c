@@ -471,7 +471,8 @@ void imap_sort_run(struct imap_sort_set *s, const struct imap_sort_crit *crit, s
 	/* the loop is single-threaded: the comparator's criteria live for one qsort */
 	sort_crit = crit;
 	sort_ncrit = n;
-	qsort(s->v, s->n, sizeof(*s->v), sort_cmp);
+	if (s->n > 1)
+		qsort(s->v, s->n, sizeof(*s->v), sort_cmp);
 	sort_crit = NULL;
 	sort_ncrit = 0;
 }
@@ -651,7 +652,8 @@ static struct tnode *sort_siblings(struct tnode *first, bool recurse, bool lates
 		v[n++] = c;
 	}
 	by_latest = latest;
-	qsort(v, n, sizeof(*v), node_cmp);
+	if (n > 1)
+		qsort(v, n, sizeof(*v), node_cmp);
 	by_latest = false;
 	for (size_t i = n; i-- > 0;) {
 		v[i]->next = out;
