@@ -449,6 +449,32 @@ static int write_threadid(struct fetch_msg *fm, const struct fetch_item *it)
 	return 1;
 }
 
+/* PREVIEW (RFC 8970): computed from the message file each time (LAZY changes nothing). */
+static int write_preview(struct fetch_msg *fm, const struct fetch_item *it)
+{
+	struct imap_client *c = fm->c;
+	struct buf pv;
+	int fd;
+	uint64_t size;
+	bool any = false;
+
+	(void)it;
+	buf_init(&pv, 256, 1024);
+	if (store_blob_open(c->srv->store, c->view->part, fm->m->blob, &fd, &size) == 0) {
+		any = imap_text_preview(fd, size, &pv);
+		close(fd);
+	}
+	imap_write(c, "PREVIEW ", 8);
+	if (!any)
+		imap_write(c, "NIL", 3);
+	else if (c->utf8)
+		imap_write_utf8(c, pv.data != NULL ? pv.data : "", pv.len);
+	else
+		imap_write_string(c, pv.data != NULL ? pv.data : "", pv.len);
+	buf_release(&pv);
+	return 1;
+}
+
 static int write_envelope(struct fetch_msg *fm, const struct fetch_item *it)
 {
 	(void)it;
@@ -648,6 +674,7 @@ static const struct fetch_def fetch_defs[] = {
 	{ "RFC822.SIZE",   NULL,          0,                     NULL,              NULL,           write_size },
 	{ "MODSEQ",        NULL,          FD_MODSEQ,             NULL,              NULL,           write_modseq },
 	{ "ENVELOPE",      NULL,          0,                     NULL,              NULL,           write_envelope },
+	{ "PREVIEW",       NULL,          0,                     NULL,              NULL,           write_preview },
 	{ "EMAILID",       NULL,          0,                     NULL,              NULL,           write_emailid },
 	{ "THREADID",      NULL,          0,                     NULL,              NULL,           write_threadid },
 	{ "BODY",          NULL,          0,                     NULL,              NULL,           write_body },
@@ -722,9 +749,20 @@ int imap_fetch_parse(struct imap_fetch *f, const struct imap_arg *a)
 	}
 	if (a->type != IMAP_ARG_LIST || a->n == 0)
 		return -1;
-	for (const struct imap_arg *m = a + 1; m <= a + a->span; m = imap_arg_next(m))
+	for (const struct imap_arg *m = a + 1; m <= a + a->span; m = imap_arg_next(m)) {
 		if (m->type != IMAP_ARG_ATOM || parse_item(f, m->s, m->len) < 0)
 			return -1;
+		/* PREVIEW (LAZY) (RFC 8970 3.1): the modifier list follows the item */
+		if (imap_arg_atom_is(m, "PREVIEW") && imap_arg_next(m) <= a + a->span &&
+		    imap_arg_next(m)->type == IMAP_ARG_LIST) {
+			const struct imap_arg *mods = imap_arg_next(m);
+
+			for (const struct imap_arg *x = mods + 1; x <= mods + mods->span; x++)
+				if (!imap_arg_atom_is(x, "LAZY"))
+					return -1;
+			m = mods;
+		}
+	}
 	return 0;
 }
 

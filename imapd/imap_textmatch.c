@@ -30,6 +30,12 @@ struct imap_textmatch {
 	unsigned ncarry;
 	struct buf win;            /* the window: the last nlen - 1 folded bytes, then new text */
 	struct buf dec, tmp;       /* scratch, bounded by the chunk */
+	/* PREVIEW (imap_text_preview): the first text/plain or text/html leaf, not attached */
+	struct buf *preview;       /* NULL: matching */
+	bool pv_leaf;              /* this leaf is the preview's */
+	bool pv_attached;          /* its Content-Disposition says attachment */
+	bool pv_html, pv_in_tag, pv_space;
+	size_t pv_chars;
 };
 
 /* ---- case folding: ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic capitals, which
@@ -294,6 +300,41 @@ static void cb_part_begin(void *ctx, const struct rfc5322_part *p)
 	(void)p;
 	imap_decoder_init(&tm->decoder, IMAP_CTE_IDENTITY);
 	tm->latin1 = false;
+	tm->pv_attached = false;
+	if (tm->preview != NULL && tm->pv_leaf) /* the preview's leaf ended */
+		tm->found = true;
+}
+
+/* Adds decoded UTF-8 text of the preview's leaf: white space runs as one space, HTML tags
+   skipped, up to IMAP_PREVIEW_CHARS characters (RFC 8970 3: at most 256 octets). */
+static void preview_feed(struct imap_textmatch *tm, const char *p, size_t len)
+{
+	struct buf *out = tm->preview;
+
+	for (size_t i = 0; i < len && !tm->found; i++) {
+		unsigned char ch = (unsigned char)p[i];
+
+		if (tm->pv_html && (ch == '<' || tm->pv_in_tag)) {
+			tm->pv_in_tag = ch != '>';
+			continue;
+		}
+		if (ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n' || ch < 0x20) {
+			tm->pv_space = out->len > 0;
+			continue;
+		}
+		if ((ch & 0xc0) != 0x80) { /* a character starts */
+			if (tm->pv_chars + tm->pv_space >= IMAP_PREVIEW_CHARS ||
+			    out->len + 4 + tm->pv_space > 256) {
+				tm->found = true;
+				break;
+			}
+			if (tm->pv_space)
+				buf_putc(out, ' ');
+			tm->pv_chars += 1u + tm->pv_space;
+			tm->pv_space = false;
+		}
+		buf_putc(out, (char)ch);
+	}
 }
 
 static void cb_field(void *ctx, const struct rfc5322_part *p, const struct rfc5322_field *f)
@@ -302,6 +343,13 @@ static void cb_field(void *ctx, const struct rfc5322_part *p, const struct rfc53
 
 	if (tm->found)
 		return;
+	if (tm->preview != NULL) {
+		if (str_caseeq(f->name.p, f->name.len, "Content-Disposition", 19) &&
+		    str_caseprefix(f->value.p, f->value.len, "attachment"))
+			tm->pv_attached = true;
+		if (!str_caseeq(f->name.p, f->name.len, "Content-Transfer-Encoding", 25))
+			return;
+	}
 	if (str_caseeq(f->name.p, f->name.len, "Content-Transfer-Encoding", 25)) {
 		enum imap_cte cte = imap_cte_parse(f->value.p, f->value.len);
 
@@ -309,6 +357,8 @@ static void cb_field(void *ctx, const struct rfc5322_part *p, const struct rfc53
 		imap_decoder_init(&tm->decoder, cte == IMAP_CTE_UNKNOWN ? IMAP_CTE_IDENTITY : cte);
 	}
 	if (p->index == 0 && !tm->top)
+		return;
+	if (tm->preview != NULL)
 		return;
 	/* the header fields of parts and embedded messages are text of the body */
 	if (field_matches(f->name.p, f->name.len, tm->needle, tm->nlen, &tm->dec) ||
@@ -326,6 +376,13 @@ static void cb_header_end(void *ctx, const struct rfc5322_part *p)
 	tm->ncarry = 0;
 	if (ct == NULL || !p->is_text)
 		return;
+	if (tm->preview != NULL && !tm->pv_leaf && !tm->pv_attached &&
+	    p->kind != RFC5322_MULTIPART &&
+	    (str_caseeq(ct->subtype.p, ct->subtype.len, "plain", 5) ||
+	     str_caseeq(ct->subtype.p, ct->subtype.len, "html", 4))) {
+		tm->pv_leaf = true;
+		tm->pv_html = str_caseeq(ct->subtype.p, ct->subtype.len, "html", 4);
+	}
 	for (unsigned i = 0; i < ct->nparams; i++)
 		if (str_caseeq(ct->params[i].name.p, ct->params[i].name.len, "charset", 7))
 			tm->latin1 = charset_latin1(ct->params[i].value.p, ct->params[i].value.len);
@@ -338,13 +395,16 @@ static void cb_body(void *ctx, const struct rfc5322_part *p, const char *data, s
 
 	(void)p;
 	(void)off;
-	if (tm->found)
+	if (tm->found || (tm->preview != NULL && !tm->pv_leaf))
 		return;
 	buf_reset(&tm->dec);
 	buf_reset(&tm->tmp);
 	decode_to(&tm->decoder, data, len, &tm->dec);
 	to_utf8(tm->dec.data != NULL ? tm->dec.data : "", tm->dec.len, tm->latin1, &tm->tmp);
-	match_feed(tm, tm->tmp.data != NULL ? tm->tmp.data : "", tm->tmp.len);
+	if (tm->preview != NULL)
+		preview_feed(tm, tm->tmp.data != NULL ? tm->tmp.data : "", tm->tmp.len);
+	else
+		match_feed(tm, tm->tmp.data != NULL ? tm->tmp.data : "", tm->tmp.len);
 }
 
 static const struct rfc5322_callbacks tm_callbacks = {
@@ -380,18 +440,12 @@ void imap_textmatch_free(struct imap_textmatch **tmp)
 	*tmp = NULL;
 }
 
-bool imap_textmatch_file(struct imap_textmatch *tm, int fd, uint64_t size, const char *needle,
-			 size_t nlen, bool top)
+/* Streams the file through the parser until tm->found. */
+static void textmatch_stream(struct imap_textmatch *tm, int fd, uint64_t size)
 {
 	char *chunk;
 	uint64_t off = 0;
 
-	if (nlen == 0)
-		return true;
-	tm->needle = needle;
-	tm->nlen = nlen;
-	tm->top = top;
-	tm->found = false;
 	buf_reset(&tm->win);
 	rfc5322_parser_reset(tm->parser);
 	chunk = xmalloc(TM_CHUNK);
@@ -407,5 +461,30 @@ bool imap_textmatch_file(struct imap_textmatch *tm, int fd, uint64_t size, const
 	if (!tm->found)
 		rfc5322_parser_finish(tm->parser);
 	free(chunk);
+}
+
+bool imap_textmatch_file(struct imap_textmatch *tm, int fd, uint64_t size, const char *needle,
+			 size_t nlen, bool top)
+{
+	if (nlen == 0)
+		return true;
+	tm->needle = needle;
+	tm->nlen = nlen;
+	tm->top = top;
+	tm->found = false;
+	tm->preview = NULL;
+	textmatch_stream(tm, fd, size);
 	return tm->found;
+}
+
+bool imap_text_preview(int fd, uint64_t size, struct buf *out)
+{
+	struct imap_textmatch *tm = imap_textmatch_new();
+	bool any;
+
+	tm->preview = out;
+	textmatch_stream(tm, fd, size);
+	any = tm->pv_leaf;
+	imap_textmatch_free(&tm);
+	return any;
 }

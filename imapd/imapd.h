@@ -385,6 +385,11 @@ bool imap_textmatch_file(struct imap_textmatch *tm, int fd, uint64_t size, const
 /* Whether the folded needle occurs in a raw header field value (after the colon; folds and
    RFC 2047 encoded words decoded). */
 bool imap_text_field_contains(const char *raw, size_t len, const char *needle, size_t nlen);
+/* PREVIEW (RFC 8970): up to IMAP_PREVIEW_CHARS characters of the first text/plain or
+   text/html part that is not an attachment (decoded, UTF-8, white space runs as one space,
+   HTML tags dropped) appended to out; false when the message has no such part. */
+#define IMAP_PREVIEW_CHARS 200
+bool imap_text_preview(int fd, uint64_t size, struct buf *out);
 /* Appends unfolded header text p with its RFC 2047 encoded words decoded to UTF-8 (white space
    between two words dropped) to out. */
 void imap_text_decode_words(const char *p, size_t len, struct buf *out);

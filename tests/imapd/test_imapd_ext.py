@@ -1,5 +1,5 @@
 """imapd end to end: the smaller extensions, one raw dialogue each with exact responses:
-UNAUTHENTICATE (RFC 8437) and OBJECTID (RFC 8474).
+UNAUTHENTICATE (RFC 8437), OBJECTID (RFC 8474) and PREVIEW (RFC 8970).
 
 Usage: test_imapd_ext.py IMAPD_BINARY DELIVER_BINARY"""
 import os
@@ -72,6 +72,40 @@ class ObjectId(proto.Base):
                          ["* SEARCH 1 2", "k OK SEARCH completed"])
         self.assertEqual(r.cmd("l", "SEARCH THREADID T1"), ["* SEARCH", "l OK SEARCH completed"])
         self.assertEqual(r.cmd("m", "SEARCH EMAILID a+b"), ["m BAD Invalid object id"])
+
+
+class Preview(proto.Base):
+    user = "bob"
+
+    def test_preview(self):
+        self.raw()
+        for m in [
+            b"From: a@b\r\nSubject: plain\r\n\r\nHello   there,\r\n\r\nthis is\tthe body.\r\n",
+            b"From: a@b\r\nSubject: mixed\r\nMIME-Version: 1.0\r\n"
+            b"Content-Type: multipart/mixed; boundary=x\r\n\r\n--x\r\n"
+            b"Content-Type: application/pdf\r\nContent-Transfer-Encoding: base64\r\n\r\nAAAA\r\n"
+            b"--x\r\nContent-Type: text/html; charset=iso-8859-1\r\n"
+            b"Content-Transfer-Encoding: quoted-printable\r\n\r\n"
+            b"<p>Caf=E9 <b>cr=E8me</b></p>\r\n--x--\r\n",
+            b"From: a@b\r\nSubject: attach\r\nMIME-Version: 1.0\r\n"
+            b"Content-Type: multipart/mixed; boundary=x\r\n\r\n--x\r\nContent-Type: text/plain\r\n"
+            b"Content-Disposition: attachment; filename=a.txt\r\n\r\nsecret\r\n--x--\r\n",
+            b"From: a@b\r\nSubject: long\r\n\r\n" + b"word " * 100 + b"\r\n",
+        ]:
+            self.d.deliver(self.user, m)
+        r = self.raw()
+        r.cmd("s", "SELECT INBOX")
+        self.assertEqual(r.cmd("f", "FETCH 1:4 PREVIEW"), [
+            '* 1 FETCH (PREVIEW "Hello there, this is the body.")',
+            "* 2 FETCH (PREVIEW {12}\r\nCafé crème)",  # 8-bit: a literal for IMAP4rev1
+            "* 3 FETCH (PREVIEW NIL)",                    # only an attachment
+            '* 4 FETCH (PREVIEW "%s")' % " ".join(["word"] * 40),  # 199 characters
+            "f OK Fetch completed"])
+        self.assertEqual(r.cmd("g", "FETCH 1 (PREVIEW (LAZY) UID)"), [
+            '* 1 FETCH (PREVIEW "Hello there, this is the body." UID 1)', "g OK Fetch completed"])
+        self.assertEqual(r.cmd("h", "FETCH 1 (PREVIEW (FOO))"), ["h BAD Invalid FETCH item"])
+        self.assertEqual(r.cmd("i", "FETCH 1 FLAGS"), ["* 1 FETCH (FLAGS (\\Recent))",
+                                                      "i OK Fetch completed"])  # no \Seen
 
 
 def main():
