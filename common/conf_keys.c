@@ -300,6 +300,9 @@ const struct conf_key conf_keys[] = {
 	  "user to run as when started as root (empty: stay as started)", CONF_AT(imapd.user) },
 	{ "imapd", "pidfile", CONF_STR, 0, 0, "", NULL, "pid file of the master (empty: none)",
 	  CONF_AT(imapd.pidfile) },
+	{ "imapd", "hostname", CONF_STR, 0, 0, "", NULL,
+	  "this host's name in users' mailHost: a user whose mailHost names another host is "
+	  "referred there at login (empty: the host name)", CONF_AT(imapd.hostname) },
 	{ "imapd", "max_connections", CONF_INT, 1, 10000000, "20000", NULL,
 	  "concurrent IMAP connections of all workers (more are answered BYE and closed)",
 	  CONF_AT(imapd.max_connections) },

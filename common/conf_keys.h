@@ -126,6 +126,7 @@ struct imapd_conf {
 	int64_t workers;
 	const char *user;
 	const char *pidfile;
+	const char *hostname;
 	int64_t max_connections;
 	int64_t max_connections_per_ip;
 	int64_t max_unauth_connections_per_ip;

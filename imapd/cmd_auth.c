@@ -9,6 +9,7 @@
  * (sanitized), never the password. */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "common/authguard.h"
@@ -35,6 +36,7 @@ struct auth_ctx {
 	bool done;
 	enum ldapauth_result result;
 	char *login;                 /* as the directory names the user */
+	char *mailhost;              /* the user's home host when the directory names one */
 	int partition;
 	uint64_t quota;              /* bytes, from the directory; 0: none */
 	char tried[65];              /* the user name given, sanitized for the log */
@@ -91,6 +93,7 @@ static void auth_ctx_free(struct imap_cmd *cmd)
 	if (a == NULL)
 		return;
 	ldapauth_cancel(&a->req);
+	free(a->mailhost);
 	if (a->charged) /* the client left before the outcome: not a failure */
 		authguard_temp(cmd->c->srv->guard, cmd->c->addr, a->user);
 	if (a->delay != NULL)
@@ -268,6 +271,8 @@ static void auth_done(const struct ldapauth_reply *r, void *arg)
 	a->charged = false;
 	if (r->result == LDAPAUTH_OK) {
 		a->login = xstrdup(r->user->login);
+		if (r->user->mailhost != NULL && r->user->mailhost[0] != '\0')
+			a->mailhost = xstrdup(r->user->mailhost);
 		a->partition = r->user->partition;
 		a->quota = r->user->quota;
 		authguard_ok(c->srv->guard, c->addr, a->user);
@@ -388,6 +393,41 @@ static void user_created(int result, const struct store_rcpt *rcpts, size_t n, u
 	imap_client_commit_back(c);
 }
 
+/* A host name as a referral may carry it: letters, digits, '.', '-', ':' (a port). */
+static bool imap_mailhost_ok(const char *h)
+{
+	size_t n = strlen(h);
+
+	if (n == 0 || n > 253)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((h[i] >= 'a' && h[i] <= 'z') || (h[i] >= 'A' && h[i] <= 'Z') ||
+		      (h[i] >= '0' && h[i] <= '9') || h[i] == '.' || h[i] == '-' || h[i] == ':'))
+			return false;
+	return true;
+}
+
+/* The user's mailbox lives on another host (the directory's mailHost): a login referral
+   there (RFC 2221 LOGIN-REFERRALS, URL as RFC 5092), no session here. */
+static bool auth_refer(struct imap_cmd *cmd, struct auth_ctx *a)
+{
+	struct imap_client *c = cmd->c;
+	struct buf user;
+
+	log_info("%016" PRIx64 " imap refer user=%s host=%s", c->id, a->tried, a->mailhost);
+	buf_init(&user, 64, 1024);
+	for (const char *p = a->login; *p != '\0'; p++) /* RFC 3986 userinfo, escaped */
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+		    strchr("-._~", *p) != NULL)
+			buf_putc(&user, *p);
+		else
+			buf_printf(&user, "%%%02X", (unsigned char)*p);
+	imap_cmd_reply(cmd, "NO", "[REFERRAL imap://%s;AUTH=*@%s/] Your mailbox is on %s",
+		       buf_cstr(&user), a->mailhost, a->mailhost);
+	buf_release(&user);
+	return true;
+}
+
 /* The directory said yes: find the user's store record, or have it made through the group
    commit (the first login; LOGIN resumes here once it is back). */
 static bool auth_finish(struct imap_cmd *cmd, struct auth_ctx *a)
@@ -397,6 +437,9 @@ static bool auth_finish(struct imap_cmd *cmd, struct auth_ctx *a)
 	unsigned part;
 	int rc;
 
+	if (a->mailhost != NULL && strcasecmp(a->mailhost, c->srv->hostname) != 0 &&
+	    imap_mailhost_ok(a->mailhost))
+		return auth_refer(cmd, a);
 	if (a->created) {
 		part = a->part;
 		rc = a->create_rc;

@@ -5,12 +5,14 @@
  * the reload on SIGHUP (config file, TLS certificate, users file). */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/authguard.h"
 #include "common/daemon.h"
 #include "common/log.h"
 #include "common/net.h"
 #include "common/shmtable.h"
+#include "common/str.h"
 #include "common/tls.h"
 #include "common/xmalloc.h"
 #include "imapd/imap_server.h"
@@ -114,6 +116,10 @@ static void server_limits(struct imap_server *srv, const struct conf *conf)
 	srv->max_per_ip = (unsigned)ic->max_connections_per_ip;
 	srv->max_unauth_per_ip = (unsigned)ic->max_unauth_connections_per_ip;
 	srv->max_per_user = (unsigned)ic->max_connections_per_user;
+	if (ic->hostname != NULL && ic->hostname[0] != '\0')
+		str_lcpy(srv->hostname, ic->hostname, sizeof(srv->hostname));
+	else if (gethostname(srv->hostname, sizeof(srv->hostname) - 1) != 0)
+		srv->hostname[0] = '\0';
 }
 
 /* SIGHUP: the config file again (the [imapd] limits, timeouts and allow_plaintext_auth for

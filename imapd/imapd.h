@@ -111,6 +111,7 @@ struct imap_server {
 	struct shmtable *shared;    /* all workers': connections, sessions per user
 				       (cmd_auth.c) */
 	unsigned worker;            /* this worker's column in shared */
+	char hostname[256];         /* [imapd] hostname: users homed elsewhere are referred */
 };
 
 struct imap_view_msg {
@@ -489,6 +490,17 @@ bool cmd_thread(struct imap_cmd *cmd);
 bool cmd_fetch(struct imap_cmd *cmd);
 /* cmd_search.c */
 bool cmd_search(struct imap_cmd *cmd);
+/* RETURN (PARTIAL range) of SEARCH and SORT (RFC 9394): "1:100" counts from the first
+   result, "-1:-100" from the last. */
+struct imap_partial {
+	bool from_end;
+	uint32_t lo, hi;            /* 1-based, lo <= hi */
+	const char *text;           /* the range as the client wrote it (echoed in the reply) */
+	size_t text_len;
+};
+int imap_partial_parse(const struct imap_arg *a, struct imap_partial *p);
+/* The results [*from_r, *to_r) of n in the range; false when none is. */
+bool imap_partial_slice(const struct imap_partial *p, size_t n, size_t *from_r, size_t *to_r);
 
 /* command handlers, by family */
 bool cmd_capability(struct imap_cmd *cmd);

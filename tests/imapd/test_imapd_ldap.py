@@ -1,9 +1,13 @@
 """imapd against the real slapd of scripts/ldap (bind mode): users log in with their directory
-password, a wrong password and an unknown user are refused, the session works after login.
+password, a wrong password and an unknown user are refused, the session works after login; a
+user whose mailHost names another host gets a login referral (RFC 2221), one homed here logs
+in.
 
 Usage: test_imapd_ldap.py IMAPD_BINARY DELIVER_BINARY SOURCE_ROOT"""
+import base64
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -28,7 +32,9 @@ class TestLdap(unittest.TestCase):
         slapd.start()
         directory = {"backend": "ldap", "uri": slapd.uri, "base": slapd.env["LDAP_PEOPLE"],
                      "auth_mode": "bind"}
-        cls.d = Imapd(IMAPD, deliver=DELIVER, directory=directory)
+        cls.slapd = slapd
+        cls.d = Imapd(IMAPD, deliver=DELIVER, directory=directory,
+                      extra={"hostname": "store1.heron.test"})
         cls.d.__enter__()
         cls.addClassCleanup(cls.d.__exit__, None, None, None)
 
@@ -46,6 +52,32 @@ class TestLdap(unittest.TestCase):
         self.assertIn("* 1 EXISTS", out)
         self.assertEqual(r.cmd("f", "UID SEARCH SUBJECT lunch"),
                          ["* SEARCH 1", "f OK SEARCH completed"])
+
+    def set_mailhost(self, user, host):
+        e = self.slapd.env
+        ldif = "dn: uid=%s,%s\nchangetype: modify\nreplace: mailHost\nmailHost: %s\n" % (
+            user, e["LDAP_PEOPLE"], host)
+        subprocess.run(["ldapmodify", "-x", "-H", e["LDAP_URI"], "-D", e["LDAP_ADMIN_DN"],
+                        "-w", e["LDAP_ADMIN_PASSWORD"]], input=ldif.encode(), check=True,
+                       stdout=subprocess.DEVNULL)
+
+    def test_login_referral(self):
+        self.set_mailhost("user5", "other.heron.test")
+        self.set_mailhost("user2", "STORE1.heron.test")  # this host, in any case
+        r = Raw(self.d.port)
+        self.addCleanup(r.close)
+        self.assertIn(" LOGIN-REFERRALS ", r.greeting)
+        self.assertEqual(r.cmd("a", "LOGIN user5 user5"), [
+            "a NO [REFERRAL imap://user5;AUTH=*@other.heron.test/] Your mailbox is on "
+            "other.heron.test"])
+        self.assertEqual(r.cmd("b", "SELECT INBOX"), ["b NO Log in first"])
+        tok = base64.b64encode(b"\0user5\0user5").decode()
+        self.assertEqual(r.cmd("c", "AUTHENTICATE PLAIN " + tok), [
+            "c NO [REFERRAL imap://user5;AUTH=*@other.heron.test/] Your mailbox is on "
+            "other.heron.test"])
+        self.assertEqual(r.cmd("d", "LOGIN user5 wrong"),
+                         ["d NO [AUTHENTICATIONFAILED] Authentication failed"])  # no hint
+        self.assertTrue(r.cmd("e", "LOGIN user2 user2")[-1].startswith("e OK [CAPABILITY"))
 
     def test_imaplib_login(self):
         c = self.d.connect()
