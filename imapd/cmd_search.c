@@ -10,7 +10,7 @@
 #include "imapd/imapd.h"
 #include "store/store.h"
 
-enum { RET_MIN = 1, RET_MAX = 2, RET_ALL = 4, RET_COUNT = 8, RET_SAVE = 16 };
+enum { RET_MIN = 1, RET_MAX = 2, RET_ALL = 4, RET_COUNT = 8, RET_SAVE = 16, RET_PARTIAL = 32 };
 
 struct search_cmd {
 	unsigned ret;              /* ESEARCH RETURN options; 0: a plain SEARCH */
@@ -19,13 +19,56 @@ struct search_cmd {
 	uint32_t *hits;            /* UIDs or sequence numbers, ascending */
 	uint64_t *mods;            /* the modseq of each hit */
 	size_t n;
+	struct imap_partial partial; /* RETURN (PARTIAL range), RFC 9394 */
 };
+
+int imap_partial_parse(const struct imap_arg *a, struct imap_partial *p)
+{
+	const char *colon;
+	uint64_t x, y;
+	bool neg;
+
+	if (a == NULL || a->type != IMAP_ARG_ATOM || (colon = memchr(a->s, ':', a->len)) == NULL)
+		return -1;
+	neg = a->s[0] == '-';
+	if (neg != (colon[1] == '-'))
+		return -1; /* both from the start or both from the end */
+	if (str_to_u64(a->s + neg, (size_t)(colon - a->s) - neg, UINT32_MAX, &x) < 0 ||
+	    str_to_u64(colon + 1 + neg, a->len - (size_t)(colon + 1 - a->s) - neg, UINT32_MAX,
+		       &y) < 0 || x == 0 || y == 0)
+		return -1;
+	p->from_end = neg;
+	p->lo = (uint32_t)(x < y ? x : y);
+	p->hi = (uint32_t)(x < y ? y : x);
+	p->text = a->s;
+	p->text_len = a->len;
+	return 0;
+}
+
+bool imap_partial_slice(const struct imap_partial *p, size_t n, size_t *from_r, size_t *to_r)
+{
+	size_t lo = p->lo - 1, hi = p->hi; /* 0-based, [lo, hi) */
+
+	if (lo >= n)
+		return false;
+	if (hi > n)
+		hi = n;
+	if (p->from_end) {
+		size_t f = n - hi, t = n - lo;
+
+		lo = f, hi = t;
+	}
+	*from_r = lo;
+	*to_r = hi;
+	return true;
+}
 
 /* With MIN and/or MAX but neither ALL nor COUNT, RETURN returns only the lowest and the
    highest hit: SAVE keeps those (RFC 5182 2.4) and MODSEQ is theirs (RFC 4731 3.2). */
 static bool returns_ends(const struct search_cmd *sc)
 {
-	return (sc->ret & (RET_MIN | RET_MAX)) && !(sc->ret & (RET_ALL | RET_COUNT));
+	return (sc->ret & (RET_MIN | RET_MAX)) &&
+	       !(sc->ret & (RET_ALL | RET_COUNT | RET_PARTIAL));
 }
 
 /* Whether hit i is among the returned messages. */
@@ -62,18 +105,20 @@ static void search_save(struct imap_cmd *cmd, const struct search_cmd *sc)
 	imap_seqset_resolve(&v->saved, 0);
 }
 
-/* " ALL 1:3,5" of the hits. */
-static void write_all(struct imap_client *c, const struct search_cmd *sc)
+/* " ALL 1:3,5" of the hits (hits from to to: "1:3,5" alone, for PARTIAL). */
+static void write_all(struct imap_client *c, const struct search_cmd *sc, size_t from,
+		      size_t to)
 {
 	struct imap_seqset set = { 0 };
 	struct buf b;
+	bool all = from == 0 && to == sc->n && !(sc->ret & RET_PARTIAL);
 
-	for (size_t i = 0; i < sc->n; i++)
+	for (size_t i = from; i < to; i++)
 		imap_seqset_add(&set, sc->hits[i], sc->hits[i]);
 	imap_seqset_resolve(&set, 0);
 	buf_init(&b, 256, BUF_INPUT_BOUNDED); /* the mailbox's numbers */
 	imap_seqset_format(&set, &b);
-	imap_printf(c, " ALL %s", buf_cstr(&b));
+	imap_printf(c, "%s%s", all ? " ALL " : "", buf_cstr(&b));
 	buf_release(&b);
 	imap_seqset_release(&set);
 }
@@ -106,7 +151,17 @@ static void search_reply(struct imap_cmd *cmd, const struct search_cmd *sc)
 	if (sc->ret & RET_COUNT)
 		imap_printf(c, " COUNT %zu", n);
 	if ((sc->ret & RET_ALL) && n > 0)
-		write_all(c, sc);
+		write_all(c, sc, 0, n);
+	if (sc->ret & RET_PARTIAL) {
+		size_t from, to;
+
+		imap_printf(c, " PARTIAL (%.*s ", (int)sc->partial.text_len, sc->partial.text);
+		if (imap_partial_slice(&sc->partial, n, &from, &to))
+			write_all(c, sc, from, to);
+		else
+			imap_write(c, "NIL", 3);
+		imap_write(c, ")", 1);
+	}
 	if (sc->modseq && n > 0)
 		imap_printf(c, " MODSEQ %" PRIu64, reply_modseq(sc));
 	imap_write(c, "\r\n", 2);
@@ -139,17 +194,23 @@ static int search_return(struct search_cmd *sc, const struct imap_arg **pp,
 		return -1;
 	sc->esearch = true;
 	for (const struct imap_arg *o = opts + 1; o <= opts + opts->span; o++) {
-		unsigned bit = imap_arg_atom_is(o, "MIN")     ? RET_MIN
-			       : imap_arg_atom_is(o, "MAX")   ? RET_MAX
-			       : imap_arg_atom_is(o, "ALL")   ? RET_ALL
-			       : imap_arg_atom_is(o, "COUNT") ? RET_COUNT
-			       : imap_arg_atom_is(o, "SAVE")  ? RET_SAVE
-							      : 0;
+		unsigned bit = imap_arg_atom_is(o, "MIN")       ? RET_MIN
+			       : imap_arg_atom_is(o, "MAX")     ? RET_MAX
+			       : imap_arg_atom_is(o, "ALL")     ? RET_ALL
+			       : imap_arg_atom_is(o, "COUNT")   ? RET_COUNT
+			       : imap_arg_atom_is(o, "SAVE")    ? RET_SAVE
+			       : imap_arg_atom_is(o, "PARTIAL") ? RET_PARTIAL
+								: 0;
 
-		if (bit == 0)
+		if (bit == 0 || (sc->ret & bit))
+			return -1;
+		if (bit == RET_PARTIAL && (++o > opts + opts->span ||
+					   imap_partial_parse(o, &sc->partial) < 0))
 			return -1;
 		sc->ret |= bit;
 	}
+	if ((sc->ret & RET_PARTIAL) && (sc->ret & RET_ALL))
+		return -1; /* RFC 9394 3.1: PARTIAL replaces ALL */
 	if (sc->ret == 0)
 		sc->ret = RET_ALL;
 	*pp = imap_arg_next(opts);

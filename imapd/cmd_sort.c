@@ -10,7 +10,7 @@
 #include "imapd/imapd.h"
 #include "store/store.h"
 
-enum { ESORT_MIN = 1, ESORT_MAX = 2, ESORT_ALL = 4, ESORT_COUNT = 8 };
+enum { ESORT_MIN = 1, ESORT_MAX = 2, ESORT_ALL = 4, ESORT_COUNT = 8, ESORT_PARTIAL = 16 };
 
 /* SORT and THREAD name a charset of their own (no CHARSET keyword): NULL, or the reply's
    text with *no_r for a NO. */
@@ -68,22 +68,28 @@ static struct imap_sort_set *sort_select(struct imap_cmd *cmd, const struct imap
 	return set;
 }
 
-/* RETURN (MIN MAX COUNT ALL) of ESORT; -1 when invalid. */
-static int esort_return(const struct imap_arg *opts, unsigned *ret)
+/* RETURN (MIN MAX COUNT ALL PARTIAL range) of ESORT; -1 when invalid. */
+static int esort_return(const struct imap_arg *opts, unsigned *ret, struct imap_partial *part)
 {
 	if (opts == NULL || opts->type != IMAP_ARG_LIST)
 		return -1;
 	for (const struct imap_arg *o = opts + 1; o <= opts + opts->span; o++) {
-		unsigned bit = imap_arg_atom_is(o, "MIN")     ? ESORT_MIN
-			       : imap_arg_atom_is(o, "MAX")   ? ESORT_MAX
-			       : imap_arg_atom_is(o, "ALL")   ? ESORT_ALL
-			       : imap_arg_atom_is(o, "COUNT") ? ESORT_COUNT
-							      : 0;
+		unsigned bit = imap_arg_atom_is(o, "MIN")       ? ESORT_MIN
+			       : imap_arg_atom_is(o, "MAX")     ? ESORT_MAX
+			       : imap_arg_atom_is(o, "ALL")     ? ESORT_ALL
+			       : imap_arg_atom_is(o, "COUNT")   ? ESORT_COUNT
+			       : imap_arg_atom_is(o, "PARTIAL") ? ESORT_PARTIAL
+								: 0;
 
-		if (bit == 0)
+		if (bit == 0 || (*ret & bit))
+			return -1;
+		if (bit == ESORT_PARTIAL &&
+		    (++o > opts + opts->span || imap_partial_parse(o, part) < 0))
 			return -1;
 		*ret |= bit;
 	}
+	if ((*ret & ESORT_PARTIAL) && (*ret & ESORT_ALL))
+		return -1;
 	if (*ret == 0)
 		*ret = ESORT_ALL;
 	return 0;
@@ -91,7 +97,8 @@ static int esort_return(const struct imap_arg *opts, unsigned *ret)
 
 /* "* ESEARCH (TAG ...)": MIN and MAX are the first and last in sort order, ALL lists the
    messages in sort order (RFC 5267 3.1). */
-static void esort_reply(struct imap_cmd *cmd, const struct imap_sort_set *set, unsigned ret)
+static void esort_reply(struct imap_cmd *cmd, const struct imap_sort_set *set, unsigned ret,
+			const struct imap_partial *part)
 {
 	struct imap_client *c = cmd->c;
 	size_t n = imap_sort_set_count(set);
@@ -108,6 +115,19 @@ static void esort_reply(struct imap_cmd *cmd, const struct imap_sort_set *set, u
 		for (size_t i = 0; i < n; i++)
 			imap_printf(c, "%s%u", i > 0 ? "," : "", imap_sort_at(set, i, cmd->uid));
 	}
+	if (ret & ESORT_PARTIAL) { /* RFC 9394: the slice of the sorted list, in sort order */
+		size_t from, to;
+
+		imap_printf(c, " PARTIAL (%.*s ", (int)part->text_len, part->text);
+		if (imap_partial_slice(part, n, &from, &to)) {
+			for (size_t i = from; i < to; i++)
+				imap_printf(c, "%s%u", i > from ? "," : "",
+					    imap_sort_at(set, i, cmd->uid));
+		} else {
+			imap_write(c, "NIL", 3);
+		}
+		imap_write(c, ")", 1);
+	}
 	imap_write(c, "\r\n", 2);
 }
 
@@ -117,12 +137,13 @@ bool cmd_sort(struct imap_cmd *cmd)
 	const struct imap_arg *p = imap_cmd_arg(cmd, 0);
 	struct imap_sort_crit crit[IMAP_SORT_CRITERIA_MAX];
 	struct imap_sort_set *set;
+	struct imap_partial part = { 0 };
 	unsigned need = 0, ret = 0;
 	size_t ncrit;
 	bool esort = false;
 
 	if (p != NULL && imap_arg_atom_is(p, "RETURN")) {
-		if (esort_return(imap_arg_next(p), &ret) < 0)
+		if (esort_return(imap_arg_next(p), &ret, &part) < 0)
 			return imap_cmd_bad(cmd, "Invalid RETURN options");
 		esort = true;
 		p = imap_arg_next(imap_arg_next(p));
@@ -133,7 +154,7 @@ bool cmd_sort(struct imap_cmd *cmd)
 		return true;
 	imap_sort_run(set, crit, ncrit);
 	if (esort) {
-		esort_reply(cmd, set, ret);
+		esort_reply(cmd, set, ret, &part);
 	} else {
 		imap_write(c, "* SORT", 6);
 		for (size_t i = 0; i < imap_sort_set_count(set); i++)

@@ -1,5 +1,5 @@
 """imapd end to end: the smaller extensions, one raw dialogue each with exact responses:
-UNAUTHENTICATE (RFC 8437), OBJECTID (RFC 8474) and PREVIEW (RFC 8970).
+UNAUTHENTICATE (RFC 8437), OBJECTID (RFC 8474), PREVIEW (RFC 8970) and PARTIAL (RFC 9394).
 
 Usage: test_imapd_ext.py IMAPD_BINARY DELIVER_BINARY"""
 import os
@@ -106,6 +106,35 @@ class Preview(proto.Base):
         self.assertEqual(r.cmd("h", "FETCH 1 (PREVIEW (FOO))"), ["h BAD Invalid FETCH item"])
         self.assertEqual(r.cmd("i", "FETCH 1 FLAGS"), ["* 1 FETCH (FLAGS (\\Recent))",
                                                       "i OK Fetch completed"])  # no \Seen
+
+
+class Partial(proto.Base):
+    user = "carol"
+
+    def test_partial(self):
+        self.raw()
+        for i in range(10):
+            self.d.deliver(self.user, b"From: a@b\r\nSubject: %d\r\n\r\nx\r\n" % (9 - i))
+        r = self.raw()
+        r.cmd("s", "SELECT INBOX")
+        for cmd, want in [
+            ("SEARCH RETURN (PARTIAL 1:3) ALL", '* ESEARCH (TAG "p") PARTIAL (1:3 1:3)'),
+            ("SEARCH RETURN (PARTIAL -1:-3) ALL", '* ESEARCH (TAG "p") PARTIAL (-1:-3 8:10)'),
+            ("UID SEARCH RETURN (PARTIAL 3:1 COUNT) 2:9",
+             '* ESEARCH (TAG "p") UID COUNT 8 PARTIAL (3:1 2:4)'),
+            ("SEARCH RETURN (PARTIAL 20:30) ALL", '* ESEARCH (TAG "p") PARTIAL (20:30 NIL)'),
+            ("SORT RETURN (PARTIAL 1:3) (SUBJECT) UTF-8 ALL",
+             '* ESEARCH (TAG "p") PARTIAL (1:3 10,9,8)'),
+            ("SORT RETURN (PARTIAL -1:-2 COUNT) (SUBJECT) UTF-8 ALL",
+             '* ESEARCH (TAG "p") COUNT 10 PARTIAL (-1:-2 2,1)'),
+        ]:
+            out = r.cmd("p", cmd)
+            self.assertEqual(out[:-1], [want], cmd)
+            self.assertTrue(out[-1].startswith("p OK "), (cmd, out))
+        for bad in ["SEARCH RETURN (PARTIAL 1:3 ALL) ALL", "SEARCH RETURN (PARTIAL 1:-3) ALL",
+                    "SEARCH RETURN (PARTIAL 0:3) ALL", "SEARCH RETURN (PARTIAL) ALL",
+                    "SORT RETURN (ALL PARTIAL 1:2) (DATE) UTF-8 ALL"]:
+            self.assertEqual(r.cmd("b", bad), ["b BAD Invalid RETURN options"], bad)
 
 
 def main():
