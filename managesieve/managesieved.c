@@ -11,6 +11,7 @@
 
 #include "common/authguard.h"
 #include "common/conf.h"
+#include "common/conf_keys.h"
 #include "common/daemon.h"
 #include "common/log.h"
 #include "common/net.h"
@@ -63,8 +64,10 @@ int ms_server_run(struct daemon_worker *w, const struct ms_worker_args *wa)
 	TAILQ_INIT(&srv.sessions);
 	srv.conf = wa->conf;
 	srv.tls_ctx = wa->tls_ctx;
-	srv.allow_plaintext = conf_bool(wa->conf, "sieve", "allow_plaintext_auth");
-	srv.timeout_ms = conf_int(wa->conf, "sieve", "timeout");
+	const struct sieve_conf *sc = &conf_values(wa->conf)->sieve;
+
+	srv.allow_plaintext = sc->allow_plaintext_auth;
+	srv.timeout_ms = sc->timeout_ms;
 	sieve_admin_limits_from_conf(wa->conf, &srv.lim);
 	if ((srv.base = event_base_new()) == NULL)
 		fatalx("event_base_new failed");
@@ -80,7 +83,7 @@ int ms_server_run(struct daemon_worker *w, const struct ms_worker_args *wa)
 		fatalx("directory: %s", err);
 	srv.guard = authguard_open(wa->conf);
 	srv.ns = net_server_new(srv.base, wa->fds,
-				(size_t)conf_int(wa->conf, "sieve", "max_connections"), accept_cb,
+				(size_t)sc->max_connections, accept_cb,
 				&srv);
 	net_server_set_refusal(srv.ns, "managesieve", "BYE \"Too many connections\"\r\n");
 	daemon_worker_attach(w, srv.base, on_drain, NULL, &srv);
@@ -121,11 +124,13 @@ int main(int argc, char **argv)
 
 	daemon_args_parse(argc, argv, "managesieved", &args);
 	conf = daemon_conf_load(&args);
-	daemon_nofile_ensure("sieve", (uint64_t)conf_int(conf, "sieve", "max_connections"));
+	const struct sieve_conf *sc = &conf_values(conf)->sieve;
+
+	daemon_nofile_ensure("sieve", (uint64_t)sc->max_connections);
 	tc = &conf_values(conf)->tls;
 	if (tc->cert[0] != '\0' && (m.wa.tls_ctx = tls_server_ctx_new(tc, &error)) == NULL)
 		fatalx("managesieved: tls: %s", error);
-	if (net_listen(conf_addrs(conf, "sieve", "listen"), &lo, &fds, &error) < 0)
+	if (net_listen(sc->listen, &lo, &fds, &error) < 0)
 		fatalx("managesieved: %s", error);
 	for (size_t i = 0; i < fds.n; i++)
 		log_info("managesieved listening on %s%s", fds.name[i],
@@ -134,9 +139,9 @@ int main(int argc, char **argv)
 	m.wa.fds = &fds;
 	memset(&ops, 0, sizeof(ops));
 	ops.ident = "managesieved";
-	ops.workers = (unsigned)conf_int(conf, "sieve", "workers");
-	ops.pidfile = conf_str(conf, "sieve", "pidfile");
-	ops.user = conf_str(conf, "sieve", "user");
+	ops.workers = (unsigned)sc->workers;
+	ops.pidfile = sc->pidfile;
+	ops.user = sc->user;
 	ops.detach = !args.foreground && !args.supervised;
 	ops.worker_main = worker_main;
 	ops.arg = &m;

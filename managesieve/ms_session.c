@@ -14,6 +14,7 @@
 
 #include "common/authguard.h"
 #include "common/conf.h"
+#include "common/conf_keys.h"
 #include "common/log.h"
 #include "common/net.h"
 #include "common/sasl.h"
@@ -76,8 +77,7 @@ static void capabilities(struct ms_session *s)
 	out(s, "\"SIEVE\" \"%s\"\r\n", sieve_extensions());
 	if (srv->tls_ctx != NULL && !s->tls)
 		out(s, "\"STARTTLS\"\r\n");
-	out(s, "\"MAXREDIRECTS\" \"%" PRId64 "\"\r\n", conf_int(srv->conf, "sieve",
-							    "max_redirects"));
+	out(s, "\"MAXREDIRECTS\" \"%" PRId64 "\"\r\n", conf_values(srv->conf)->sieve.max_redirects);
 	if (s->authed)
 		out(s, "\"OWNER\" \"%s\"\r\n", s->user);
 	out(s, "\"VERSION\" \"1.0\"\r\nOK \"Heron ManageSieve ready\"\r\n");

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/conf.h"
+#include "common/conf_keys.h"
 #include "common/log.h"
 #include "common/str.h"
 #include "common/utf7imap.h"
@@ -123,17 +124,19 @@ int deliver_sieve_init(const struct conf *c, char **error_r)
 {
 	struct sieve_setup sc = { 0 };
 
-	if (load_admin(conf_str(c, "sieve", "before"), &sc.before, &sc.before_len, error_r) < 0 ||
-	    load_admin(conf_str(c, "sieve", "after"), &sc.after, &sc.after_len, error_r) < 0) {
+	const struct sieve_conf *cf = &conf_values(c)->sieve;
+
+	if (load_admin(cf->before, &sc.before, &sc.before_len, error_r) < 0 ||
+	    load_admin(cf->after, &sc.after, &sc.after_len, error_r) < 0) {
 		free(sc.before);
 		return -1;
 	}
-	sc.lim.max_instructions = (uint64_t)conf_int(c, "sieve", "max_instructions");
-	sc.lim.max_redirects = (unsigned)conf_int(c, "sieve", "max_redirects");
-	sc.lim.max_actions = (unsigned)conf_int(c, "sieve", "max_actions");
-	sc.lim.max_header_bytes = (uint64_t)conf_int(c, "sieve", "max_header_bytes");
-	sc.lim.max_body_bytes = (uint64_t)conf_int(c, "sieve", "max_body_bytes");
-	sc.vacation_min = conf_int(c, "sieve", "vacation_min_days") * 86400;
+	sc.lim.max_instructions = (uint64_t)cf->max_instructions;
+	sc.lim.max_redirects = (unsigned)cf->max_redirects;
+	sc.lim.max_actions = (unsigned)cf->max_actions;
+	sc.lim.max_header_bytes = cf->max_header_bytes;
+	sc.lim.max_body_bytes = cf->max_body_bytes;
+	sc.vacation_min = cf->vacation_min_days * 86400;
 	if (gconf_loaded) {
 		free(gconf.before);
 		free(gconf.after);
@@ -202,7 +205,7 @@ static int run_who(struct mtad *m, const struct sv_who *r, const void *map, size
 		   int (*get_map)(void *mctx, const void **map_r, size_t *len_r), void *mctx,
 		   struct sieve_result *res)
 {
-	const struct conf *c = m->conf;
+	const struct sieve_conf *cf = &conf_values(m->conf)->sieve;
 	struct store_txn *t;
 	struct store_user u;
 	struct store_sieve_script sc;
@@ -213,10 +216,9 @@ static int run_who(struct mtad *m, const struct sv_who *r, const void *map, size
 		.msg = map, .msg_len = maplen, .env_from = r->from,
 		.env_to = r->addr, .orig_to = NULL, .user = r->user, .domain = m->hostname,
 		.subaddress_sep = '+', .now = ec.now,
-		.spam_header = *conf_str(c, "sieve", "spam_header") ? conf_str(c, "sieve",
-								      "spam_header") : NULL,
-		.spam_max = (double)conf_int(c, "sieve", "spam_max"),
-		.virus_header = conf_str(c, "sieve", "virus_header"),
+		.spam_header = *cf->spam_header ? cf->spam_header : NULL,
+		.spam_max = (double)cf->spam_max,
+		.virus_header = cf->virus_header,
 		.ctx = &ec, .mailbox_exists = cb_mailbox_exists, .duplicate_seen = cb_duplicate,
 		.include = cb_include,
 	};

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/conf.h"
+#include "common/conf_keys.h"
 #include "common/xmalloc.h"
 #include "sieve/sieve.h"
 #include "sieve/sieve_admin.h"
@@ -12,9 +13,11 @@
 
 void sieve_admin_limits_from_conf(const struct conf *c, struct sieve_admin_limits *l)
 {
-	l->max_script_size = (uint64_t)conf_int(c, "sieve", "max_script_size");
-	l->max_scripts = (uint64_t)conf_int(c, "sieve", "max_scripts");
-	l->max_storage = (uint64_t)conf_int(c, "sieve", "max_storage");
+	const struct sieve_conf *sc = &conf_values(c)->sieve;
+
+	l->max_script_size = sc->max_script_size;
+	l->max_scripts = (uint64_t)sc->max_scripts;
+	l->max_storage = sc->max_storage;
 }
 
 int sieve_admin_compile(struct sieve_admin_op *o, char **error_r)
