@@ -467,25 +467,44 @@ static void do_redirect(struct smtp_session *s, struct sieve_tx *sv, const struc
 	buf_release(&pre);
 }
 
+/* a reject for one recipient of several in SMTP: a DSN (RFC 3464) to the sender, with the
+   reason, the recipient's status 5.7.1 and the returned header */
 static void reject_notice(struct smtp_session *s, struct sieve_tx *sv, const struct smtp_rcpt *r,
 			  const char *reason)
 {
 	struct buf b;
-	char date[64];
+	char date[64], why[400], boundary[64];
+	const char *m = sv->map, *hend = NULL;
 
 	if (s->tx->from[0] == '\0')
 		return;  /* nobody to tell */
 	fmt_date(date, sizeof(date));
-	buf_init(&b, 1024, NOTICE_MAX);
+	reply_text(reason, why, sizeof(why));
+	snprintf(boundary, sizeof(boundary), "%016" PRIx64 "/%s", s->tx->qid, s->m->hostname);
+	buf_init(&b, 4096, NOTICE_MAX);
 	buf_printf(&b, "From: Mail Delivery System <MAILER-DAEMON@%s>\r\nTo: <%s>\r\n"
-		   "Subject: Message rejected by %s\r\nDate: %s\r\n"
-		   "Message-ID: <%016" PRIx64 ".reject.%lx@%s>\r\nAuto-Submitted: auto-replied\r\n"
-		   "MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n"
-		   "Content-Transfer-Encoding: 8bit\r\n\r\n"
-		   "Your message to <%s> was rejected by the recipient's mail filter:\r\n\r\n",
-		   s->m->hostname, s->tx->from, r->addr, date, s->tx->qid, (long)random(),
-		   s->m->hostname, r->addr);
+		   "Subject: Undelivered Mail Returned to Sender (rejected by the recipient's "
+		   "filter)\r\nDate: %s\r\nMessage-ID: <%016" PRIx64 ".reject.%lx@%s>\r\n"
+		   "Auto-Submitted: auto-replied\r\nMIME-Version: 1.0\r\n"
+		   "Content-Type: multipart/report; report-type=delivery-status;\r\n"
+		   "\tboundary=\"%s\"\r\n\r\n--%s\r\n"
+		   "Content-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit"
+		   "\r\n\r\nYour message to <%s> was rejected by the recipient's mail filter:"
+		   "\r\n\r\n", s->m->hostname, s->tx->from, date, s->tx->qid, (long)random(),
+		   s->m->hostname, boundary, boundary, r->addr);
 	put_crlf(&b, reason);
+	buf_printf(&b, "\r\n--%s\r\nContent-Type: message/delivery-status\r\n\r\n"
+		   "Reporting-MTA: dns; %s\r\nArrival-Date: %s\r\n\r\n"
+		   "Final-Recipient: rfc822; %s\r\nAction: failed\r\nStatus: 5.7.1\r\n"
+		   "Diagnostic-Code: smtp; 550 5.7.1 %s\r\n\r\n--%s\r\n"
+		   "Content-Type: text/rfc822-headers\r\n\r\n", boundary, s->m->hostname, date,
+		   r->addr, why, boundary);
+	for (size_t i = 0; i + 1 < sv->maplen && hend == NULL; i++)
+		if (m[i] == '\n' && (m[i + 1] == '\n' || m[i + 1] == '\r'))
+			hend = m + i + 1;
+	size_t hlen = hend ? (size_t)(hend - m) : sv->maplen;
+	buf_append(&b, m, hlen < 64 * 1024 ? hlen : 64 * 1024);
+	buf_printf(&b, "\r\n--%s--\r\n", boundary);
 	queue_msg(s, sv, "", s->tx->from, &b, NULL, 0);
 	buf_release(&b);
 }

@@ -160,6 +160,23 @@ def test_reject_smtp_and_lmtp():
     r.close()
     assert "special offer" not in subjects("carol")
     wait_for(lambda: "lmtp offer" in subjects("dave"), what="dave got the LMTP message")
+    # SMTP with two recipients has one reply: dave gets it, the sender a DSN for carol
+    with smtplib.SMTP(HOST, SMTP_PORT, timeout=30) as c:
+        c.sendmail("shop@sink.test", ["carol@heron.test", "dave@heron.test"],
+                   "From: shop@sink.test\r\nSubject: another offer\r\n\r\nbuy\r\n")
+    wait_for(lambda: "another offer" in subjects("dave"), what="dave got the offer")
+
+    def dsn():
+        d = os.path.join(TMP, "sinkmail", "new")
+        for n in os.listdir(d) if os.path.isdir(d) else []:
+            data = open(os.path.join(d, n), "rb").read()
+            if b"report-type=delivery-status" in data and b"another offer" in data:
+                return data
+        return None
+    wait_for(dsn, timeout=60, what="the DSN for carol at the sink")
+    data = dsn()
+    assert b"Final-Recipient: rfc822; carol@heron.test" in data and b"Status: 5.7.1" in data
+    assert b"No offers, thanks." in data and b"dave@heron.test" not in data.split(b"--")[0]
 
 
 def vacation_replies(to_subject):
