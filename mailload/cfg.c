@@ -109,6 +109,7 @@ const struct ml_cfg_key ml_cfg_keys[] = {
 	U(probe_window_s, false, "seconds a probe watches for a copy after its 250"),
 	U(min_samples, false, "steady-state samples a summary function needs"),
 	U(reconcile_s, false, "bound of the reconciliation pass, seconds"),
+	U(delivery_check, false, "0: no probes, no reconciliation (local copies unchecked)"),
 	U(max_sessions, false, "open sessions per agent at most"),
 	S(domain, false, "local domain"),
 	S(ext_domain, false, "remote domain (relayed to the sink)"),
@@ -165,6 +166,7 @@ int ml_cfg_defaults(struct ml_cfg *c, const char *profile)
 	c->probe_window_s = 2 * ML_DELIVERY_LIMIT_MS / 1000;
 	c->min_samples = ML_MIN_SAMPLES;
 	c->reconcile_s = 120;
+	c->delivery_check = 1;
 	c->max_sessions = 20000;
 	str_lcpy(c->domain, "heron.test", ML_STR);
 	str_lcpy(c->ext_domain, "ext.heron.test", ML_STR);

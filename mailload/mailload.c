@@ -59,6 +59,7 @@ struct subcmd {
 	"  --timeout S              per-step timeout (60)\n"                                  \
 	"  --probes N               probe connections per agent (0: as many as needed)\n"     \
 	"  --probe-window S         how long a probe watches for a copy (120)\n"              \
+	"  --no-delivery-check      no probes, no reconciliation (local copies unchecked)\n"  \
 	"  --min-samples N          samples a summary function needs (73)\n"                  \
 	"  --fill-record FILE       the record a fast-path init wrote (else user1's over IMAP)\n" \
 	"  --force                  run even when the fill does not match\n"                  \
@@ -189,6 +190,7 @@ enum {
 	O_SECRET, O_HERON_CONF, O_MAILDIR, O_JOBS, O_PROBE_WINDOW, O_MIN_SAMPLES, O_HTML,
 	O_FILL_RECORD, O_FORCE, O_SUT_CONFIG, O_SUT_VERSION, O_SUT_PID, O_NOTES, O_SMTP_HOST,
 	O_SUB_HOST, O_IMAP_HOST, O_USER_FORMAT, O_USERS_FILE, O_TLS_VERIFY, O_CA_FILE,
+	O_NO_CHECK,
 };
 
 static const struct option longopts[] = {
@@ -240,6 +242,7 @@ static const struct option longopts[] = {
 	{ "users-file", required_argument, NULL, O_USERS_FILE },
 	{ "tls-verify", no_argument, NULL, O_TLS_VERIFY },
 	{ "ca-file", required_argument, NULL, O_CA_FILE },
+	{ "no-delivery-check", no_argument, NULL, O_NO_CHECK },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -303,6 +306,7 @@ static bool opt_cfg(struct cli *cl, int c, const char *arg)
 	case O_USERS_FILE: return ml_cfg_set(cfg, "users_file", arg, &err) == 0;
 	case O_TLS_VERIFY: cfg->tls_verify = 1; return true;
 	case O_CA_FILE: return ml_cfg_set(cfg, "ca_file", arg, &err) == 0;
+	case O_NO_CHECK: cfg->delivery_check = 0; return true;
 	case O_SMTP_PORT: return num(arg, &cfg->smtp_port) == 0;
 	case O_SUB_PORT: return num(arg, &cfg->submit_port) == 0;
 	case O_IMAP_PORT: return num(arg, &cfg->imap_port) == 0;

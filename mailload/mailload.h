@@ -111,6 +111,7 @@ struct ml_cfg {
 	uint64_t probe_window_s; /* a probe watches a copy this long after its 250 */
 	uint64_t min_samples;    /* per summary function, else "invalid (too short)" */
 	uint64_t reconcile_s;    /* bound of the reconciliation pass after the drain */
+	uint64_t delivery_check; /* 0: no probes and no reconciliation (local copies unchecked) */
 	char domain[ML_STR], ext_domain[ML_STR], password[ML_STR];
 	char smtp_host[ML_STR], submit_host[ML_STR], imap_host[ML_STR];
 	uint64_t smtp_port, submit_port, imap_port;

@@ -658,6 +658,11 @@ static void reconcile(struct mgr_agent *as, uint32_t n, const struct ml_cfg *c,
 {
 	uint32_t *users = NULL;
 	size_t nu = mgr_point_missing_users(p, &users), *lo = xcalloc(n + 1, sizeof(size_t));
+
+	if (!c->delivery_check && nu > 0) { /* --no-delivery-check: said, not guessed */
+		mgr_point_recon_failed(p, users, nu, "no delivery check (--no-delivery-check)");
+		nu = 0;
+	}
 	bool *asked = xcalloc(n, sizeof(bool));
 	struct buf req;
 

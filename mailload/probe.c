@@ -200,7 +200,7 @@ static void probe_kick(struct agent *ag, int64_t now)
 {
 	struct ag_probes *pr = &ag->pr;
 
-	if (ag->phase == PH_DONE || now > ag->drain_end)
+	if (ag->phase == PH_DONE || now > ag->drain_end || !ag->cfg.delivery_check)
 		return;
 	while (pr->queue.len > 0 && pr->open < pr->cap) {
 		uint32_t u;
@@ -233,7 +233,8 @@ void probe_wait_add(struct agent *ag, uint64_t seq, uint32_t user, int64_t ack_m
 	struct ag_probes *pr = &ag->pr;
 	struct ag_wait w = { seq, user, ack_ms };
 
-	if (user == 0 || user > ag->cfg.users || !set_insert(&pr->awaited, seq, user))
+	if (user == 0 || user > ag->cfg.users || !ag->cfg.delivery_check ||
+	    !set_insert(&pr->awaited, seq, user))
 		return;
 	ring_push(&pr->fifo, &w);
 	pr->nwait[user - 1]++;
