@@ -596,6 +596,7 @@ void report_html(const struct jv *r, struct buf *o)
 		    "report</title><style>body{font-family:sans-serif;margin:2em;max-width:74em}"
 		    "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #bbb;"
 		    "padding:2px 6px;font-size:13px}td:nth-child(n+2){text-align:right}"
+		    "td:first-child{overflow-wrap:anywhere;max-width:26em}"
 		    "tr.other{color:#555}.pass{color:#17802d;font-weight:bold}.fail{color:#b00;"
 		    "font-weight:bold}.invalid{color:#a66300;font-weight:bold}.straddles{"
 		    "background:#fff3cd}p.note{background:#fff3cd;padding:.4em}figure{margin:1em 0}"
