@@ -68,9 +68,10 @@ static const struct mc_cmd mc_cmds[] = {
 	  mc_msg_flags, { { NULL, false } } },
 	{ "message", "delete", 3, 3, MC_STORE, "USER MAILBOX UIDS",
 	  "expunge the given messages now", mc_msg_delete, { { NULL, false } } },
-	{ "import", NULL, 2, 2, MC_STORE_NEW, "USER PATH [--mailbox M]",
-	  "import an mbox file or a Maildir, keeping flags and dates", mc_import,
-	  { { "mailbox", true } } },
+	{ "import", NULL, 1, 2, MC_STORE_NEW, "USER PATH [--mailbox M] | --bulk FILE",
+	  "import an mbox file or a Maildir, keeping flags and dates; --bulk: many users' "
+	  "mailboxes from a bulk stream (FILE or - for stdin)", mc_import,
+	  { { "mailbox", true }, { "bulk", false } } },
 	{ "export", NULL, 3, 3, MC_STORE, "USER MAILBOX PATH [--format mbox|maildir]",
 	  "export a mailbox (mboxrd file or Maildir directory)", mc_export,
 	  { { "format", true } } },
@@ -316,6 +317,7 @@ static int open_store(struct mc *mc, enum mc_open how)
 
 	store_opts_from_conf(mc->conf, &o);
 	o.create = how == MC_STORE_NEW;
+	o.nosync = mc->bulk;
 	o.upgrade = how == MC_STORE_UPGRADE;
 	o.recover_background = false; /* a verify right after sees what recovery left */
 	if (o.upgrade)
@@ -378,6 +380,9 @@ static int run(struct mc *mc, int argc, char **argv)
 	}
 	if ((rc = parse_args(mc, c, argc, argv, &a)) != MC_OK)
 		return rc;
+	/* a bulk import writes without fsync and syncs the store once when it closes */
+	if (c->run == mc_import && a.set[1])
+		mc->bulk = true;
 	if (c->open != MC_NOSTORE && (rc = open_store(mc, c->open)) != MC_OK)
 		return rc;
 	rc = c->run(mc, &a);

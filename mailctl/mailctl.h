@@ -57,6 +57,7 @@ struct mc {
 	const char *conf_path;
 	struct store *st;
 	bool json;
+	bool bulk; /* import --bulk: the store opened with store_opts.nosync */
 	const struct mc_cmd *cmd;
 };
 
@@ -129,6 +130,8 @@ int mc_msg_flags(struct mc *, const struct mc_args *);
 int mc_msg_delete(struct mc *, const struct mc_args *);
 int mc_expunge(struct mc *, const struct mc_args *);
 int mc_import(struct mc *, const struct mc_args *);
+/* mailctl_bulk.c: `import --bulk PATH` (the stream format is described there). */
+int mc_import_bulk(struct mc *mc, const char *path);
 int mc_export(struct mc *, const struct mc_args *);
 int mc_queue_list(struct mc *, const struct mc_args *);
 int mc_queue_show(struct mc *, const struct mc_args *);

@@ -730,10 +730,16 @@ static void import_report(struct mc *mc, const struct imp *im)
 
 int mc_import(struct mc *mc, const struct mc_args *a)
 {
-	struct imp *im = xcalloc(1, sizeof(*im));
+	struct imp *im;
 	struct stat sb;
 	int err, rc = MC_OK, fd = -1;
 
+	if (a->set[1])
+		return a->npos == 1 ? mc_import_bulk(mc, a->pos[0])
+				    : mc_usage(mc, "--bulk takes one FILE (or - for stdin)");
+	if (a->npos != 2)
+		return mc_usage(mc, "expected USER PATH");
+	im = xcalloc(1, sizeof(*im));
 	im->mc = mc;
 	im->user = a->pos[0];
 	im->path = a->pos[1];

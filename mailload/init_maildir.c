@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "mailload/init_store.h"
+#include "mailload/init.h"
 
 #define MD_PATH 512
 
@@ -202,7 +202,7 @@ static int md_job_main(const struct ml_cfg *c, void *arg, unsigned k, unsigned j
 	j.stats = stats;
 	ml_msggen_init();
 	ml_msg_init(&j.msg);
-	buf_init(&j.text, 1 << 16, 64u << 20);
+	buf_init(&j.text, 1 << 16, ML_INIT_MSG_MAX);
 	for (uint64_t user = 1 + k; user <= c->users; user += jobs) {
 		if (md_user(&j, (uint32_t)user) < 0) {
 			stats->errors++;

@@ -1,6 +1,6 @@
 /* mailload.c — owns the command line: ldif, init, run, search, agent and report. Everything
  * else is the manager's (manager.c), an agent's (agent.c), the LDIF writer's (ldif.c) or, for
- * init straight into a Heron store or a Dovecot Maildir root, init_store.c's and
+ * the fast paths of init (a bulk stream, Maildir++ trees), init_stream.c's and
  * init_maildir.c's. */
 #include <getopt.h>
 #include <inttypes.h>
@@ -15,7 +15,7 @@
 #include "common/str.h"
 #include "mailload/agent.h"
 #include "mailload/ctlauth.h"
-#include "mailload/init_store.h"
+#include "mailload/init.h"
 #include "mailload/json.h"
 #include "mailload/manager.h"
 #include "mailload/report.h"
@@ -74,10 +74,12 @@ static const struct subcmd subcmds[] = {
 	{ "ldif", "usage: mailload ldif --users N [--domain D] [--base DN] [--ou] [--password PW]\n"
 		  "Writes LDIF for user1..userN (uid, mail, {SSHA} userPassword) to stdout.\n" },
 	{ "init", "usage: mailload init --users N [--profile P] [--seed S] [server options]\n"
-		  "       mailload init --heron-conf FILE --users N [--profile P] [--seed S] [--jobs J]\n"
+		  "       mailload init --stream --users N [--slice K/N | --record-only] [--profile P]\n"
+		  "                     [--seed S]\n"
 		  "       mailload init --maildir ROOT --users N [--profile P] [--seed S] [--jobs J]\n"
-		  "Fills every mailbox (over SMTP and IMAP, or straight into a Heron store or\n"
-		  "Dovecot Maildirs) and records the seed, profile and users in the target.\n"
+		  "Fills every mailbox (over SMTP and IMAP, as Maildir++ trees, or as a bulk stream\n"
+		  "on stdout for a store's bulk import: mailctl import --bulk -) and records the\n"
+		  "seed, profile and users in the target.\n"
 		  TARGET_OPTS },
 	{ "run", "usage: mailload run --rate R --report DIR [options]\n"
 		 "Runs each load point and writes the report. Exit status: 0 pass, 1 fail,\n"
@@ -187,7 +189,7 @@ enum {
 	O_USERS = 256, O_DOMAIN, O_EXT, O_BASE, O_OU, O_TARGET, O_SMTP_PORT, O_SUB_PORT, O_IMAP_PORT,
 	O_PASSWORD, O_PROFILE, O_SEED, O_RATE, O_PHASES, O_POINTS, O_AGENTS, O_LOCAL, O_TLS, O_SINK,
 	O_REPORT, O_TIMEOUT, O_PROBES, O_SET, O_DRAIN, O_LISTEN, O_FROM, O_TO, O_STEPS,
-	O_SECRET, O_HERON_CONF, O_MAILDIR, O_JOBS, O_PROBE_WINDOW, O_MIN_SAMPLES, O_HTML,
+	O_SECRET, O_STREAM, O_SLICE, O_RECORD_ONLY, O_MAILDIR, O_JOBS, O_PROBE_WINDOW, O_MIN_SAMPLES, O_HTML,
 	O_FILL_RECORD, O_FORCE, O_SUT_CONFIG, O_SUT_VERSION, O_SUT_PID, O_NOTES, O_SMTP_HOST,
 	O_SUB_HOST, O_IMAP_HOST, O_USER_FORMAT, O_USERS_FILE, O_TLS_VERIFY, O_CA_FILE,
 	O_NO_CHECK,
@@ -223,7 +225,9 @@ static const struct option longopts[] = {
 	{ "to", required_argument, NULL, O_TO },
 	{ "steps", required_argument, NULL, O_STEPS },
 	{ "secret-file", required_argument, NULL, O_SECRET },
-	{ "heron-conf", required_argument, NULL, O_HERON_CONF },
+	{ "stream", no_argument, NULL, O_STREAM },
+	{ "slice", required_argument, NULL, O_SLICE },
+	{ "record-only", no_argument, NULL, O_RECORD_ONLY },
 	{ "maildir", required_argument, NULL, O_MAILDIR },
 	{ "jobs", required_argument, NULL, O_JOBS },
 	{ "probe-window", required_argument, NULL, O_PROBE_WINDOW },
@@ -256,7 +260,8 @@ static int num(const char *s, uint64_t *v)
 struct cli {
 	struct mgr_opts o;
 	const char *base, *listen;
-	const char *heron_conf; /* init straight into this Heron configuration's store */
+	bool stream;            /* init as a bulk stream on stdout */
+	struct ml_init_stream so;
 	const char *maildir;    /* init straight into Maildir++ trees under this root */
 	const char *html;       /* compare: the HTML page's path */
 	bool ou;
@@ -352,7 +357,18 @@ static bool opt_one(struct cli *cl, int c, int argc, char **argv)
 	case O_FROM: cl->from = atof(optarg); return true;
 	case O_TO: cl->to = atof(optarg); return true;
 	case O_STEPS: return num(optarg, &cl->steps) == 0;
-	case O_HERON_CONF: cl->heron_conf = optarg; return true;
+	case O_STREAM: cl->stream = true; return true;
+	case O_SLICE: {
+		unsigned k, n;
+		char end;
+
+		if (sscanf(optarg, "%u/%u%c", &k, &n, &end) != 2 || n == 0 || k >= n)
+			return false;
+		cl->so.slice = k;
+		cl->so.nslices = n;
+		return true;
+	}
+	case O_RECORD_ONLY: cl->so.record = true; return true;
 	case O_MAILDIR: cl->maildir = optarg; return true;
 	case O_JOBS: return num(optarg, &cl->jobs) == 0 && cl->jobs <= 64;
 	case O_HTML: cl->html = optarg; return true;
@@ -443,10 +459,11 @@ static int cmd_manager(const char *cmd, struct cli *cl)
 			fputs("mailload init: --users N is needed\n", stderr);
 			return 2;
 		}
-		if (cl->heron_conf != NULL)
-			return init_store_run(&o->cfg, cl->heron_conf, (unsigned)cl->jobs, o->quiet) < 0
-				       ? 1
-				       : 0;
+		if (cl->stream) {
+			if (cl->so.nslices == 0)
+				cl->so.nslices = 1;
+			return init_stream_run(&o->cfg, &cl->so, o->quiet) < 0 ? 1 : 0;
+		}
 		if (cl->maildir != NULL) {
 			if (init_maildir_run(&o->cfg, cl->maildir, (unsigned)cl->jobs, o->quiet) < 0)
 				return 1;

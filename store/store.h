@@ -115,7 +115,7 @@ struct store_opts {
 	bool recover_background;     /* remove what crashed processes left (their
 					unacknowledged message files) in a thread of its own
 					instead of inside store_open (store_opts_from_conf: yes) */
-	bool nosync;                 /* bulk loading only (mailload init --heron-conf): no fsync
+	bool nosync;                 /* bulk loading only (mailctl import --bulk): no fsync
 					of message files or directories and no index sync at
 					commit (LMDB MDB_NOSYNC, in this process only); store_close
 					then syncs it all. A machine crash before store_close may

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""test_init_store.py — `mailload init --heron-conf` (the fast path straight into the store)
-gives the same mailboxes as the protocol init (SMTP to INBOX, IMAP APPEND to the others), for
-the same seed and profile. Two stacks from scripts/stack: A (users file) is filled over the
+"""test_init_store.py — Heron's fast fill (scripts/fill-store: `mailload init --stream`, a bulk
+stream loaded by `mailctl import --bulk` straight into the store) gives the same mailboxes as
+the protocol init (SMTP to INBOX, IMAP APPEND to the others), for the same seed and profile. Two stacks from scripts/stack: A (users file) is filled over the
 protocols, B (slapd, auth_mode = lookup on the {SSHA} LDIF of `mailload ldif`)
 through the store while B's mtad and imapd serve it. Read back over IMAP
 from both: the same folders and subscriptions, and per folder the same messages, in order, with
@@ -44,7 +44,14 @@ def protocol_init(st):
 
 
 def store_init(st, users=USERS):
-    return mailload_init(st, "--heron-conf", st.env["HERON_CONF"], users=users)
+    e = st.env
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "fill-store"), "-c",
+                        e["HERON_CONF"], "--build", BUILD, "--users", str(users), "--profile",
+                        PROFILE, "--seed", SEED, "--domain", e["DOMAIN"], "--ext-domain",
+                        e["EXT_DOMAIN"], "-q"],
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    return r.stderr
 
 
 def strip_trace(msg):

@@ -560,9 +560,54 @@ def test_upgrade():
     assert ok("upgrade", conf=conf).decode() == out  # nothing left to do
 
 
+def test_bulk():
+    """import --bulk: users, mailboxes (UTF-8 names stored as modified UTF-7), subscriptions,
+    messages with flags, keywords and dates; loading the same stream again adds nothing; one
+    mailbox emptied is filled again; a malformed stream is refused naming its line, and what
+    came before it stays."""
+    conf = write_conf("bulk.conf", os.path.join(TMP, "bulk"))
+    m1, m2 = b"Subject: one\r\n\r\nbody\r\n", b"Subject: two\r\n\r\n\r\n"
+    stream = (b"heron-bulk 1\nuser bob\nmailbox subscribed INBOX\n"
+              b"message %d 1735689600 \\Seen\n%s\n" % (len(m1), m1) +
+              "mailbox subscribed Caf\u00e9/Notes\n".encode() +
+              b"message %d 1735689700 \\Flagged $Label1\n%s\n" % (len(m2), m2) +
+              b"user carol\nmailbox unsubscribed Archive\nmailbox subscribed INBOX\n"
+              b"mailbox unsubscribed Archive\nmessage %d 1735689800\n%s\n" % (len(m1), m1))
+    rc, o, err = run("--json", "import", "--bulk", "-", conf=conf, stdin=stream)
+    assert rc == 0, (rc, o, err)
+    r = json.loads(o)
+    assert (r["users"], r["complete"], r["messages"]) == (2, 0, 3), r
+    assert bodies("bob", "INBOX", conf)[0][0] == m1
+    assert bodies("bob", "INBOX", conf)[0][1] == "\\Seen"
+    assert messages("bob", "INBOX", conf)[0]["date"].startswith("2025-01-01T00:00:00"), \
+        messages("bob", "INBOX", conf)
+    notes = bodies("bob", "Caf&AOk-/Notes", conf)
+    assert notes[0][0] == m2 and set(notes[0][1].split()) == {"\\Flagged", "$Label1"}, notes
+    names = {b["mailbox"]: b for b in js("mailbox", "list", "bob", conf=conf)}
+    assert names["Caf&AOk-/Notes"]["subscribed"] and names["INBOX"]["subscribed"], names
+    carol = {b["mailbox"]: b for b in js("mailbox", "list", "carol", conf=conf)}
+    assert carol["Archive"]["messages"] == 1 and not carol["Archive"]["subscribed"], carol
+    r = json.loads(ok("--json", "import", "--bulk", "-", conf=conf, stdin=stream))
+    assert (r["users"], r["complete"], r["messages"]) == (2, 2, 0), r
+    ok("expunge", "carol", "Archive", "--all", conf=conf)
+    r = json.loads(ok("--json", "import", "--bulk", "-", conf=conf, stdin=stream))
+    assert (r["complete"], r["messages"]) == (1, 1), r
+    for bad, line in ((b"mbox\n", 1), (b"heron-bulk 1\nmessage 1 0\nx\n", 2),
+                      (b"heron-bulk 1\nuser dave\nmessage 1 0\nx\n", 3),
+                      (b"heron-bulk 1\nuser dave\nmailbox subscribed INBOX\nmessage 9 0\nx\n", 4),
+                      (b"heron-bulk 1\nuser dave\nmailbox subscribed INBOX\nmessage 1 0 \\Bogus\nx\n",
+                       4),
+                      (b"heron-bulk 1\nuser dave\nmailbox maybe INBOX\n", 3),
+                      (b"heron-bulk 1\nuser erin\nmailbox subscribed INBOX\nmessage 1 0\nx\n"
+                       b"user dave\nfrobnicate\n", 6)):
+        fails(2, "import", "--bulk", "-", conf=conf, stdin=bad, says=f"line {line}:")
+    assert messages("erin", "INBOX", conf)[0]["size"] == 1  # committed before the bad line
+    fails(2, "import", "--bulk", os.path.join(TMP, "nonexistent"), conf=conf)
+
+
 TESTS = [test_usage, test_upgrade, test_users, test_quota, test_mailboxes, test_mbox_round_trip,
          test_maildir_round_trip, test_messages, test_queue, test_verify,
-         test_backup_restore, test_stats, test_directory]
+         test_backup_restore, test_stats, test_directory, test_bulk]
 
 try:
     for t in TESTS:

@@ -1,8 +1,9 @@
-/* init_store.h — the fast paths of mailbox initialization with the content of the protocol
- * init: `mailload init --heron-conf FILE` straight into Heron's store (init_store.c) and
- * `mailload init --maildir ROOT` as Dovecot Maildir++ (init_maildir.c), and their job runner. */
-#ifndef HERON_MAILLOAD_INIT_STORE_H
-#define HERON_MAILLOAD_INIT_STORE_H
+/* init.h — the fast paths of mailbox initialization with the content of the protocol init:
+ * `mailload init --stream`, a bulk stream a store loads itself (init_stream.c; Heron:
+ * `mailctl import --bulk`), and `mailload init --maildir ROOT`, Maildir++ trees
+ * (init_maildir.c); what they share and their job runner (init.c). */
+#ifndef HERON_MAILLOAD_INIT_H
+#define HERON_MAILLOAD_INIT_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -14,6 +15,7 @@
    init sends it (SMTP to INBOX, APPEND to the others): seq, date, sender and recipient. The
    addresses are written into from and to (each ML_INIT_ADDR bytes). */
 #define ML_INIT_ADDR 128
+#define ML_INIT_MSG_MAX (64u << 20) /* the largest initial message rendered */
 void ml_init_spec(const struct ml_cfg *c, uint32_t user, uint32_t fi, uint32_t idx,
 		  struct ml_msg_spec *s, char *from, char *to);
 /* Whether the protocol init stores the message \Seen (APPENDs to folders other than INBOX:
@@ -37,13 +39,14 @@ typedef int (*ml_init_job_fn)(const struct ml_cfg *c, void *arg, unsigned k, uns
 int ml_init_jobs(const struct ml_cfg *c, unsigned jobs, bool quiet, const char *where,
 		 ml_init_job_fn fn, void *arg);
 
-/* Fills every mailbox of users 1..c->users in the store of the Heron configuration conf_path
-   ([store] section), with jobs processes (0: one per core). Resumable: a user's folders,
-   subscriptions and the missing messages (by index, as the protocol init) are added in one
-   transaction per user, so a rerun completes what an interrupted one left. Safe while mtad
-   and imapd run on the same store. Writes without fsync and syncs the store at the end
-   (store_opts.nosync). Prints progress to stderr unless quiet. 0 or -1. */
-int init_store_run(const struct ml_cfg *c, const char *conf_path, unsigned jobs, bool quiet);
+/* Writes users 1 + slice, 1 + slice + nslices, ... of c (all: slice 0 of 1) as a bulk
+   stream to stdout; with record, only the fill record (user1's MailloadFill folder), for
+   when every slice is loaded. Prints progress to stderr unless quiet. 0 or -1. */
+struct ml_init_stream {
+	unsigned slice, nslices;
+	bool record;
+};
+int init_stream_run(const struct ml_cfg *c, const struct ml_init_stream *o, bool quiet);
 
 /* Fills every mailbox of users 1..c->users as Dovecot Maildir++ under root (the home of userN
    is root/userN, mail in root/userN/Maildir), with jobs processes (0: one per core); see
