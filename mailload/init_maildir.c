@@ -1,13 +1,15 @@
 /* init_maildir.c — owns `mailload init --maildir ROOT`, the fast path of mailbox initialization
- * for a Dovecot peer (bench/peers): the same folders, subscriptions, messages and \Seen flags
- * as the protocol init (ml_init_render, ml_user_folders), written straight as the Maildir++
- * layout Dovecot reads with `mail_location = maildir:~/Maildir` and home ROOT/userN:
+ * for servers that read Maildir++ (bench/peers: Dovecot): the same folders, subscriptions,
+ * messages and \Seen flags as the protocol init (ml_init_render, ml_user_folders), written as
+ * Maildir (maildir(5)) with the Maildir++ folders and size, nothing of one server's own:
  *   ROOT/userN/Maildir/{cur,new,tmp}            INBOX
  *   ROOT/userN/Maildir/.A.B/{cur,new,tmp}       folder "A/B", with an empty `maildirfolder`
- *   ROOT/userN/Maildir/subscriptions            "V\t2\n\n", then one name a line, '\t' for '/'
- * Messages are stored as Dovecot saves them: LF line ends, named `<unique>,S=<size>,W=<size
- * with CRLF>`, in new/ when unseen, in cur/ with the `:2,S` suffix when \Seen; the file time is
- * the message's INTERNALDATE. Dovecot builds dovecot-uidlist and its indexes on first access.
+ *   ROOT/userN/Maildir/courierimapsubscribed    the subscribed folders, one a line: INBOX,
+ *                                               INBOX.A.B (Courier-IMAP's Maildir++ file)
+ * Messages have LF line ends and are named `<unique>,S=<size>` (Maildir++: the file's size),
+ * in new/ when unseen, in cur/ with the `:2,S` info when \Seen; the file time is the message's
+ * INTERNALDATE. A server makes its own indexes and UID lists on first access (Dovecot also
+ * wants the subscriptions in its own file: bench/peers writes it from this one).
  * Everything gets the owner and group of ROOT, directories 0700, files 0600. A user is built
  * under ROOT/.userN.tmp and renamed into place, so a rerun skips the users already there and
  * completes one it was interrupted in. Jobs are forked processes taking users round robin. */
@@ -101,7 +103,7 @@ static int md_folder_dir(const char *maildir, const char *name, char *out, size_
 	return n < cap ? 0 : -1;
 }
 
-/* CRLF -> LF in place (Dovecot stores LF); returns the new length. */
+/* CRLF -> LF in place (Maildir stores LF line ends); returns the new length. */
 static size_t md_to_lf(char *p, size_t n)
 {
 	size_t o = 0;
@@ -119,13 +121,13 @@ static int md_messages(struct md_job *j, uint32_t user, uint32_t fi, uint32_t nm
 
 	for (uint32_t idx = 0; idx < nmsgs; idx++) {
 		int64_t date_ms = ml_init_render(j->c, user, fi, idx, &j->msg, &j->text);
-		size_t crlf = j->text.len, lf = md_to_lf(j->text.data, j->text.len);
+		size_t lf = md_to_lf(j->text.data, j->text.len);
 		bool seen = ml_init_seen(fi, idx);
-		/* unique part: a time rising with idx (the order Dovecot gives UIDs in), then who */
+		/* unique part: a time rising with idx (the order readers give UIDs in), then who */
 		int64_t t = 1735689600LL + idx;
 
-		snprintf(path, sizeof(path), "%s/%s/%" PRId64 ".M%uP%uF%u.mailload,S=%zu,W=%zu%s",
-			 dir, seen ? "cur" : "new", t, idx, user, fi, lf, crlf, seen ? ":2,S" : "");
+		snprintf(path, sizeof(path), "%s/%s/%" PRId64 ".M%uP%uF%u.mailload,S=%zu%s",
+			 dir, seen ? "cur" : "new", t, idx, user, fi, lf, seen ? ":2,S" : "");
 		if (md_write(j, path, j->text.data, lf, date_ms / 1000) < 0)
 			return -1;
 		j->stats->msgs++;
@@ -136,7 +138,7 @@ static int md_messages(struct md_job *j, uint32_t user, uint32_t fi, uint32_t nm
 
 static int md_user(struct md_job *j, uint32_t user)
 {
-	char final[MD_PATH], tmp[MD_PATH], maildir[MD_PATH], dir[MD_PATH], sub[MD_PATH + 16];
+	char final[MD_PATH], tmp[MD_PATH], maildir[MD_PATH], dir[MD_PATH], sub[MD_PATH + 32];
 	struct ml_folders f;
 	struct buf subs;
 	struct stat st;
@@ -157,7 +159,6 @@ static int md_user(struct md_job *j, uint32_t user)
 	if (md_mkdir(j, tmp) < 0 || md_mkdir(j, maildir) < 0)
 		return -1;
 	buf_init(&subs, 256, 1 << 16);
-	buf_puts(&subs, "V\t2\n\n");
 	for (uint32_t fi = 0; rc == 0 && fi < f.n; fi++) {
 		static const char *const parts[] = { "cur", "new", "tmp" };
 
@@ -178,13 +179,17 @@ static int md_user(struct md_job *j, uint32_t user)
 		if (rc == 0)
 			rc = md_messages(j, user, fi, f.msgs[fi], dir);
 		if (f.subscribed[fi]) {
-			for (const char *p = f.name[fi]; *p != '\0'; p++)
-				buf_putc(&subs, *p == '/' ? '\t' : *p);
+			buf_puts(&subs, "INBOX");
+			if (fi > 0) {
+				buf_putc(&subs, '.');
+				for (const char *p = f.name[fi]; *p != '\0'; p++)
+					buf_putc(&subs, *p == '/' ? '.' : *p);
+			}
 			buf_putc(&subs, '\n');
 		}
 	}
 	if (rc == 0) {
-		snprintf(sub, sizeof(sub), "%s/subscriptions", maildir);
+		snprintf(sub, sizeof(sub), "%s/courierimapsubscribed", maildir);
 		rc = md_write(j, sub, subs.data, subs.len, -1);
 	}
 	buf_release(&subs);
