@@ -35,7 +35,7 @@ static struct imap_sort_set *sort_select(struct imap_cmd *cmd, const struct imap
 	struct imap_search *s;
 	struct store_txn *t = NULL;
 	const char *why;
-	bool no;
+	bool no, all;
 	int rc;
 
 	if ((why = sort_charset(p, &no)) != NULL) {
@@ -56,10 +56,15 @@ static struct imap_sort_set *sort_select(struct imap_cmd *cmd, const struct imap
 	}
 	if (imap_search_uses_modseq(s))
 		imap_view_enable_condstore(c);
-	set = imap_sort_set_new(need);
+	set = imap_sort_set_new(&c->view->sort_cache, need);
+	all = imap_search_is_all(s);
 	for (size_t i = 0; i < c->view->n; i++) {
 		struct store_msg m;
 
+		/* ALL with the keys known: no message read (one another session expunged
+		   meanwhile stays listed: it is in this view until its EXPUNGE is sent) */
+		if (all && imap_sort_set_add_cached(set, (uint32_t)i + 1, c->view->msgs[i].uid))
+			continue;
 		if (imap_search_match(s, i, &m))
 			imap_sort_set_add(set, (uint32_t)i + 1, &m);
 	}

@@ -658,6 +658,11 @@ struct imap_search *imap_search_compile(struct imap_client *c, struct store_txn 
 	return s;
 }
 
+bool imap_search_is_all(const struct imap_search *s)
+{
+	return s->root->a != NULL && s->root->a->type == SK_ALL && s->root->a->next == NULL;
+}
+
 bool imap_search_uses_modseq(const struct imap_search *s)
 {
 	return s->modseq_used;

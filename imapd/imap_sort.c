@@ -29,13 +29,17 @@ struct sort_msg {
 	char *msgid;                /* THREAD */
 	char **refs;                /* References, else In-Reply-To's first id */
 	size_t nrefs;
+	unsigned have;              /* the IMAP_SORT_NEED_* keys read (and KEY_BASE) */
 };
 
 struct imap_sort_set {
-	struct sort_msg *v;
+	struct sort_msg **v;        /* entries of the cache */
 	size_t n, cap;
 	unsigned need;              /* IMAP_SORT_NEED_* */
+	struct imap_sort_cache *cache;
 };
+
+#define KEY_BASE (1u << 8) /* sort_msg.have: dates and size */
 
 static const struct {
 	const char *name;
@@ -343,15 +347,14 @@ static void thread_keys(struct sort_msg *sm, const struct msgcache_view *mv)
 	buf_release(&raw);
 }
 
-/* ---- the set ---- */
+/* ---- the key cache and the set ---- */
 
-struct imap_sort_set *imap_sort_set_new(unsigned need)
-{
-	struct imap_sort_set *s = xcalloc(1, sizeof(*s));
-
-	s->need = need;
-	return s;
-}
+/* A message's keys, parsed once per selected mailbox: headers never change, so a SORT or
+   THREAD after the first reads no message cache for the messages it has seen. */
+struct imap_sort_cache {
+	struct sort_msg **slot;     /* open addressing by UID */
+	size_t cap, n;
+};
 
 static void sort_msg_free(struct sort_msg *sm)
 {
@@ -365,6 +368,66 @@ static void sort_msg_free(struct sort_msg *sm)
 	for (size_t i = 0; i < sm->nrefs; i++)
 		free(sm->refs[i]);
 	free(sm->refs);
+	free(sm);
+}
+
+void imap_sort_cache_free(struct imap_sort_cache **cp)
+{
+	struct imap_sort_cache *c = *cp;
+
+	if (c == NULL)
+		return;
+	for (size_t i = 0; i < c->cap; i++)
+		if (c->slot[i] != NULL)
+			sort_msg_free(c->slot[i]);
+	free(c->slot);
+	free(c);
+	*cp = NULL;
+}
+
+static size_t slot_of(const struct imap_sort_cache *c, uint32_t uid)
+{
+	size_t i = (uid * 2654435761u) & (c->cap - 1);
+
+	while (c->slot[i] != NULL && c->slot[i]->uid != uid)
+		i = (i + 1) & (c->cap - 1);
+	return i;
+}
+
+/* The entry of uid, made empty when new (the table grows at 70%). */
+static struct sort_msg *cache_entry(struct imap_sort_cache *c, uint32_t uid)
+{
+	size_t i;
+
+	if ((c->n + 1) * 10 > c->cap * 7) {
+		struct sort_msg **old = c->slot;
+		size_t ocap = c->cap;
+
+		c->cap = c->cap == 0 ? 256 : c->cap * 2;
+		c->slot = xcalloc(c->cap, sizeof(*c->slot));
+		for (size_t k = 0; k < ocap; k++)
+			if (old[k] != NULL)
+				c->slot[slot_of(c, old[k]->uid)] = old[k];
+		free(old);
+	}
+	i = slot_of(c, uid);
+	if (c->slot[i] == NULL) {
+		c->slot[i] = xcalloc(1, sizeof(**c->slot));
+		c->slot[i]->uid = uid;
+		c->n++;
+	}
+	return c->slot[i];
+}
+
+struct imap_sort_set *imap_sort_set_new(struct imap_sort_cache **cache, unsigned need)
+{
+	struct imap_sort_set *s = xcalloc(1, sizeof(*s));
+
+	if (*cache == NULL)
+		*cache = xcalloc(1, sizeof(**cache));
+	s->cache = *cache;
+	s->need = need;
+	return s;
 }
 
 void imap_sort_set_free(struct imap_sort_set **sp)
@@ -373,8 +436,6 @@ void imap_sort_set_free(struct imap_sort_set **sp)
 
 	if (s == NULL)
 		return;
-	for (size_t i = 0; i < s->n; i++)
-		sort_msg_free(&s->v[i]);
 	free(s->v);
 	free(s);
 	*sp = NULL;
@@ -385,36 +446,65 @@ size_t imap_sort_set_count(const struct imap_sort_set *s)
 	return s->n;
 }
 
-void imap_sort_set_add(struct imap_sort_set *s, uint32_t seq, const struct store_msg *m)
+/* The keys of need that sm does not have yet, from the message cache of m. */
+static void keys_load(struct sort_msg *sm, const struct store_msg *m, unsigned need)
 {
-	struct sort_msg *sm;
 	struct msgcache_view mv;
 
-	if (s->n == s->cap) {
-		s->cap = s->cap == 0 ? 64 : s->cap * 2;
-		s->v = xreallocarray(s->v, s->cap, sizeof(*s->v));
-	}
-	sm = &s->v[s->n++];
-	memset(sm, 0, sizeof(*sm));
-	sm->seq = seq;
-	sm->uid = m->uid;
-	sm->arrival = m->internaldate;
-	sm->size = m->size;
 	if (m->cache_len == 0 || msgcache_parse(m->cache, m->cache_len, &mv) < 0) {
 		memset(&mv, 0, sizeof(mv));
 		mv.date = INT64_MIN;
 		mv.header = str_view_of("\r\n");
 	}
-	sm->date = mv.date != INT64_MIN ? mv.date : m->internaldate;
-	if (s->need & (IMAP_SORT_NEED_SUBJECT | IMAP_SORT_NEED_THREAD))
+	if (!(sm->have & KEY_BASE)) {
+		sm->arrival = m->internaldate;
+		sm->size = m->size;
+		sm->date = mv.date != INT64_MIN ? mv.date : m->internaldate;
+	}
+	if ((need & (IMAP_SORT_NEED_SUBJECT | IMAP_SORT_NEED_THREAD)) && sm->subject == NULL)
 		sm->subject = subject_key(&mv, &sm->reply);
-	if (s->need & IMAP_SORT_NEED_ADDR) {
+	if ((need & IMAP_SORT_NEED_ADDR) && !(sm->have & IMAP_SORT_NEED_ADDR)) {
 		sm->from = addr_key(&mv, "From", &sm->dfrom);
 		sm->to = addr_key(&mv, "To", &sm->dto);
 		sm->cc = addr_key(&mv, "Cc", NULL);
 	}
-	if (s->need & IMAP_SORT_NEED_THREAD)
+	if ((need & IMAP_SORT_NEED_THREAD) && !(sm->have & IMAP_SORT_NEED_THREAD))
 		thread_keys(sm, &mv);
+	sm->have |= need | KEY_BASE;
+}
+
+static void set_push(struct imap_sort_set *s, struct sort_msg *sm, uint32_t seq)
+{
+	sm->seq = seq; /* this command's numbering */
+	if (s->n == s->cap) {
+		s->cap = s->cap == 0 ? 64 : s->cap * 2;
+		s->v = xreallocarray(s->v, s->cap, sizeof(*s->v));
+	}
+	s->v[s->n++] = sm;
+}
+
+void imap_sort_set_add(struct imap_sort_set *s, uint32_t seq, const struct store_msg *m)
+{
+	struct sort_msg *sm = cache_entry(s->cache, m->uid);
+
+	if ((sm->have & (s->need | KEY_BASE)) != (s->need | KEY_BASE))
+		keys_load(sm, m, s->need);
+	set_push(s, sm, seq);
+}
+
+bool imap_sort_set_add_cached(struct imap_sort_set *s, uint32_t seq, uint32_t uid)
+{
+	struct sort_msg *sm;
+	size_t i;
+
+	if (s->cache->cap == 0)
+		return false;
+	i = slot_of(s->cache, uid);
+	sm = s->cache->slot[i];
+	if (sm == NULL || (sm->have & (s->need | KEY_BASE)) != (s->need | KEY_BASE))
+		return false;
+	set_push(s, sm, seq);
+	return true;
 }
 
 /* ---- SORT ---- */
@@ -455,7 +545,7 @@ static size_t sort_ncrit;
 /* Criteria in order, then the sequence number (RFC 5256 3: ties in sequence order). */
 static int sort_cmp(const void *pa, const void *pb)
 {
-	const struct sort_msg *a = pa, *b = pb;
+	const struct sort_msg *a = *(struct sort_msg *const *)pa, *b = *(struct sort_msg *const *)pb;
 
 	for (size_t i = 0; i < sort_ncrit; i++) {
 		int r = cmp_key(a, b, sort_crit[i].key);
@@ -479,7 +569,7 @@ void imap_sort_run(struct imap_sort_set *s, const struct imap_sort_crit *crit, s
 
 uint32_t imap_sort_at(const struct imap_sort_set *s, size_t i, bool uid)
 {
-	return uid ? s->v[i].uid : s->v[i].seq;
+	return uid ? s->v[i]->uid : s->v[i]->seq;
 }
 
 /* ---- THREAD ---- */
@@ -575,7 +665,7 @@ static void link_node(struct tnode *parent, struct tnode *c)
 static void thread_link(struct tctx *t, struct imap_sort_set *s)
 {
 	for (size_t i = 0; i < s->n; i++) {
-		struct sort_msg *m = &s->v[i];
+		struct sort_msg *m = s->v[i];
 		struct tnode *nd = m->msgid != NULL ? node_for(t, m->msgid) : NULL, *prev = NULL;
 
 		if (nd == NULL || nd->msg != NULL)
@@ -809,7 +899,7 @@ static struct tnode *thread_orderedsubject(struct tctx *t, struct imap_sort_set 
 	for (size_t i = 0; i < s->n; i++) {
 		struct tnode *nd = tnode_new(t);
 
-		nd->msg = &s->v[i];
+		nd->msg = s->v[i];
 		if (last != NULL && strcmp(last->msg->subject, nd->msg->subject) == 0) {
 			link_node(last, nd);
 			continue;
@@ -847,7 +937,7 @@ void imap_thread_run(struct imap_sort_set *s, enum imap_thread_alg alg, bool uid
 	size_t refs = 0;
 
 	for (size_t i = 0; i < s->n; i++)
-		refs += s->v[i].nrefs + 1;
+		refs += s->v[i]->nrefs + 1;
 	t.cap = s->n + refs + s->n + 1; /* messages, referenced ids, subject dummies */
 	t.nodes = xcalloc(t.cap, sizeof(*t.nodes));
 	if (alg == THREAD_ORDEREDSUBJECT)

@@ -256,6 +256,7 @@ void imap_view_close(struct imap_client *c)
 	free(c->view->msgs);
 	free(c->view->name);
 	imap_seqset_release(&c->view->saved);
+	imap_sort_cache_free(&c->view->sort_cache);
 	free(c->view);
 	c->view = NULL;
 }

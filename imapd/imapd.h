@@ -135,6 +135,7 @@ struct imap_view {
 	uint32_t recent;            /* messages \Recent for this session */
 	bool expunge_pending;       /* expunges seen while EXPUNGE responses were not allowed */
 	struct imap_seqset saved;   /* SEARCHRES: the UIDs "$" stands for */
+	struct imap_sort_cache *sort_cache; /* SORT/THREAD keys of its messages (imap_sort.c) */
 };
 
 struct imap_cmd_def;
@@ -443,6 +444,8 @@ struct imap_search *imap_search_compile(struct imap_client *c, struct store_txn 
 					const struct imap_arg *p, const struct imap_arg *end,
 					const char **why_r);
 void imap_search_free(struct imap_search **sp);
+/* Whether the keys are ALL alone: every message matches, none need be read. */
+bool imap_search_is_all(const struct imap_search *s);
 /* Whether a MODSEQ key is used (the reply then names a modseq, RFC 7162 3.1.5). */
 bool imap_search_uses_modseq(const struct imap_search *s);
 /* Whether view message vi matches; *m_r is its row (false too when it is gone). */
@@ -470,10 +473,15 @@ enum imap_thread_alg { THREAD_ORDEREDSUBJECT, THREAD_REFERENCES, THREAD_REFS };
 int imap_sort_parse(const struct imap_arg *list, struct imap_sort_crit *crit, size_t *n_r,
 		    unsigned *need_r);
 struct imap_sort_set;
-struct imap_sort_set *imap_sort_set_new(unsigned need);
+struct imap_sort_cache;
+/* A set over cache (the selected mailbox's parsed keys, made at its first use). */
+struct imap_sort_set *imap_sort_set_new(struct imap_sort_cache **cache, unsigned need);
+void imap_sort_cache_free(struct imap_sort_cache **cp);
 void imap_sort_set_free(struct imap_sort_set **sp);
 /* Adds message m (sequence number seq); its cache is read now (m valid for its txn only). */
 void imap_sort_set_add(struct imap_sort_set *s, uint32_t seq, const struct store_msg *m);
+/* Adds message uid from the cache alone when its keys are there (false: not added). */
+bool imap_sort_set_add_cached(struct imap_sort_set *s, uint32_t seq, uint32_t uid);
 size_t imap_sort_set_count(const struct imap_sort_set *s);
 /* Sorts by the criteria, ties in sequence order; then imap_sort_at(i) is the i-th. */
 void imap_sort_run(struct imap_sort_set *s, const struct imap_sort_crit *crit, size_t n);

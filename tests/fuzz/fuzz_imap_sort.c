@@ -79,6 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char *nl = memchr(in, '\n', size);
 	struct imap_sort_crit crit[IMAP_SORT_CRITERIA_MAX];
 	struct buf caches[MSGS_MAX];
+	struct imap_sort_cache *cache = NULL; /* shared by the runs, as a mailbox's is */
 	size_t ncrit = 0, n = 0;
 	bool sortable;
 	const char *p;
@@ -96,7 +97,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		p += len + 1;
 	}
 	for (int alg = -1; alg <= THREAD_REFS; alg++) {
-		struct imap_sort_set *set = imap_sort_set_new(
+		struct imap_sort_set *set = imap_sort_set_new(&cache,
 			IMAP_SORT_NEED_SUBJECT | IMAP_SORT_NEED_ADDR | IMAP_SORT_NEED_THREAD);
 		struct buf out;
 
@@ -127,6 +128,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		imap_sort_set_free(&set);
 	}
+	imap_sort_cache_free(&cache);
 	for (size_t i = 0; i < n; i++)
 		buf_release(&caches[i]);
 	return 0;
