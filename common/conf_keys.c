@@ -203,6 +203,24 @@ const struct conf_key conf_keys[] = {
 	  "offer AUTH only over TLS", CONF_AT(mtad.auth_require_tls) },
 	{ "mtad", "bare_lf", CONF_ENUM, 0, 0, "reject", "reject|normalize",
 	  "a message with bare LF: refuse it (554) or turn it into CRLF", CONF_AT(mtad.bare_lf) },
+	{ "mtad", "sender_login_check", CONF_ENUM, 0, 0, "strict", "strict|off",
+	  "strict: an authenticated user may use as MAIL FROM only its own addresses (the "
+	  "directory's address and aliases, +detail forms) and those sender_login_map grants it, "
+	  "and <> for one recipient (else 553/550 5.7.1); off: any", 
+	  CONF_AT(mtad.sender_login_check) },
+	{ "mtad", "sender_login_exempt", CONF_LIST, 0, 0, "", NULL,
+	  "logins that may use any envelope sender (a gateway account, say)",
+	  CONF_AT(mtad.sender_login_exempt) },
+	{ "mtad", "sender_login_map", CONF_STR, 0, 0, "", NULL,
+	  "file of 'address login[,login...]' lines ('@domain' for a whole domain): who else may "
+	  "send as an address (shared mailboxes, role addresses); read at start and on SIGHUP",
+	  CONF_AT(mtad.sender_login_map) },
+	{ "mtad", "reject_unauth_local_sender", CONF_BOOL, 0, 0, "yes", NULL,
+	  "refuse (553 5.7.1) MAIL FROM one of local_domains on port 25 from a client that is "
+	  "not logged in and not in trusted_networks", CONF_AT(mtad.reject_unauth_local_sender) },
+	{ "mtad", "received_auth", CONF_BOOL, 0, 0, "yes", NULL,
+	  "the Received: header of mail from an authenticated client names its login "
+	  "(\"(authenticated as LOGIN)\")", CONF_AT(mtad.received_auth) },
 	{ "mtad", "retry_schedule", CONF_DURLIST, 1 * SEC, 30 * DAY, "1m,5m,15m,1h,2h", NULL,
 	  "delays between relay attempts; the last repeats", CONF_AT(mtad.retry_schedule) },
 	{ "mtad", "max_queue_lifetime", CONF_DURATION, 1 * MIN, 60 * DAY, "5d", NULL,

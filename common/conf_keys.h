@@ -80,6 +80,7 @@ struct tls_conf {
 
 /* [mtad] */
 enum mtad_bare_lf { MTAD_BARE_LF_REJECT, MTAD_BARE_LF_NORMALIZE };
+enum mtad_sender_check { MTAD_SENDER_CHECK_STRICT, MTAD_SENDER_CHECK_OFF };
 struct mtad_conf {
 	const struct conf_addrs *listen;
 	const struct conf_addrs *submission;
@@ -110,6 +111,11 @@ struct mtad_conf {
 	int64_t max_data_time_ms;
 	bool auth_require_tls;
 	enum mtad_bare_lf bare_lf;
+	enum mtad_sender_check sender_login_check;
+	const struct conf_list *sender_login_exempt;
+	const char *sender_login_map;
+	bool reject_unauth_local_sender;
+	bool received_auth;
 	const struct conf_list *retry_schedule; /* ms in ->ms */
 	int64_t max_queue_lifetime_ms;
 	int64_t relay_concurrency;

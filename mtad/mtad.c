@@ -51,7 +51,9 @@ static const char *const reloadable_keys[] = {
 	"max_recipients_per_transaction", "reject_recipients_per_transaction",
 	"max_transactions_per_session", "max_errors", "greeting_delay", "command_timeout",
 	"data_timeout", "login_timeout", "max_transaction_time", "max_data_time",
-	"max_unauth_connections_per_ip", "auth_require_tls", "bare_lf", "retry_schedule",
+	"max_unauth_connections_per_ip", "auth_require_tls", "bare_lf", "sender_login_check",
+	"sender_login_exempt", "sender_login_map", "reject_unauth_local_sender", "received_auth",
+	"retry_schedule",
 	"max_queue_lifetime",
 	"relay_concurrency", "relay_timeout", "delay_warning", "relay_port",
 };
@@ -117,6 +119,7 @@ static void on_reload(void *arg)
 			free(err);
 			err = NULL;
 		}
+		sender_map_reload(m, c);
 		log_info("mtad worker %u config reloaded", m->worker);
 	}
 	if (m->la != NULL && ldapauth_reload(m->la, &err) < 0) {
@@ -212,6 +215,15 @@ int main(int argc, char **argv)
 	else if (gethostname(mm.hostname, sizeof(mm.hostname) - 1) < 0)
 		snprintf(mm.hostname, sizeof(mm.hostname), "localhost");
 	daemon_nofile_ensure("mtad", (uint64_t)mc->max_connections);
+	{
+		/* a bad map stops the start here, not in each worker */
+		struct sender_map *sm = NULL;
+		char *err = NULL;
+
+		if (sender_map_load(mc->sender_login_map, &sm, &err) < 0)
+			fatalx("%s", err);
+		sender_map_free(&sm);
+	}
 	bind_listeners(&mm);
 	ops.workers = (unsigned)mc->workers;
 	mm.shared = shmtable_new(MTAD_SHARED_SLOTS, ops.workers, MTAD_SHARED_KEY_MAX,

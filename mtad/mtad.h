@@ -34,6 +34,8 @@ struct store_queue_rcpt;
 struct dns;
 struct sieve_tx;
 struct authguard;
+struct sender_map;
+struct ldapauth_user;
 
 /* Listener kinds. */
 enum mtad_listener {
@@ -68,6 +70,7 @@ struct mtad {
 	struct net_ipcount *ipcount;
 	struct net_ipcount *unauth;         /* sessions not authenticated per address */
 	struct authguard *guard;            /* the login throttle mtad and imapd share */
+	struct sender_map *senders;         /* [mtad] sender_login_map */
 	struct store *store;
 	struct store_gc *gc;
 	struct event *gc_ev;        /* store_gc_fd readable: store_gc_dispatch */
@@ -169,6 +172,8 @@ struct smtp_session {
 	char addr[128];                    /* peer address, text */
 	char helo[256];
 	char user[256];                    /* authenticated user */
+	char **own;                        /* its addresses (directory: primary, aliases) */
+	size_t nown;
 	unsigned state;                    /* one enum smtp_state bit */
 	unsigned flags;                    /* enum smtp_flag */
 	struct line_reader lr;
@@ -233,6 +238,21 @@ void smtp_cmd_auth(struct smtp_session *s, const char *arg, size_t len);
 /* The session is no longer unauthenticated (it logged in, or ended): uncounted. */
 void smtp_unauth_put(struct smtp_session *s);
 void smtp_auth_line(struct smtp_session *s, const char *line, size_t len);
+
+/* sender.c: who may use which envelope sender. */
+/* Loads the sender login map (empty path: an empty map). -1 with *error_r ("file:line: ...",
+   malloc'd). */
+int sender_map_load(const char *path, struct sender_map **map_r, char **error_r);
+void sender_map_free(struct sender_map **mp);
+/* SIGHUP: the map of c replaces m's; a bad one is warned about and the old one kept. */
+void sender_map_reload(struct mtad *m, const struct conf *c);
+/* MAIL FROM a (from: as formatted): NULL when allowed, else why not (for a 553 5.7.1;
+   logged). */
+const char *sender_refusal(struct smtp_session *s, const struct mailaddr *a, const char *from);
+/* The addresses of the user who authenticated (u NULL: none any more). */
+void sender_own_set(struct smtp_session *s, const struct ldapauth_user *u);
+/* One more RCPT for the transaction: NULL, or why not (for a 550 5.7.1). */
+const char *sender_rcpt_refusal(const struct smtp_session *s);
 
 /* deliver.c */
 int deliver_open(struct smtp_session *s);

@@ -105,6 +105,7 @@ static void auth_done(const struct ldapauth_reply *r, void *arg)
 	if (r->result == LDAPAUTH_OK) {
 		s->flags |= SF_AUTH;
 		str_lcpy(s->user, r->user->login, sizeof(s->user));
+		sender_own_set(s, r->user);
 		smtp_unauth_put(s);
 		smtp_set_state(s, ST_READY);
 		smtp_reply(s, "235 2.7.0 Authentication successful");

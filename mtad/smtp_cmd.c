@@ -214,6 +214,14 @@ static void cmd_mail(struct smtp_session *s, const char *arg, size_t len)
 		smtp_error(s, "552 5.3.4 Message size exceeds fixed limit");
 		return;
 	}
+	char from[MAILADDR_TEXT_MAX + 1];
+	const char *refused;
+
+	mailaddr_format(&a, from, sizeof(from));
+	if ((refused = sender_refusal(s, &a, from)) != NULL) {
+		smtp_error(s, "553 5.7.1 <%s>: Sender address rejected: %s", from, refused);
+		return;
+	}
 
 	struct smtp_tx *tx = xcalloc(1, sizeof(*tx));
 	tx->qid = log_new_id();
@@ -386,6 +394,11 @@ static void cmd_rcpt(struct smtp_session *s, const char *arg, size_t len)
 	}
 	if (tx->nrcpt >= s->m->lim.max_rcpt) {
 		smtp_reply(s, "452 4.5.3 Too many recipients");
+		return;
+	}
+	const char *refused = sender_rcpt_refusal(s);
+	if (refused != NULL) {
+		smtp_error(s, "550 5.7.1 Recipient refused: %s", refused);
 		return;
 	}
 	if (mailaddr_parse_path(p, len, tx->mp.smtputf8 ? MAILADDR_ALLOW_UTF8 : 0, &a, &used,

@@ -10,6 +10,8 @@
 #include <event2/buffer.h>
 
 #include "common/clock.h"
+#include "common/conf.h"
+#include "common/conf_keys.h"
 #include "common/log.h"
 #include "common/str.h"
 #include "mtad/mtad.h"
@@ -36,7 +38,7 @@ static const char *protocol(const struct smtp_session *s)
 int smtp_data_start(struct smtp_session *s)
 {
 	struct smtp_tx *tx = s->tx;
-	char date[64], hdr[1024];
+	char date[64], hdr[1400], login[80], auth[120];
 	time_t now = time(NULL);
 	struct tm tm;
 
@@ -47,13 +49,21 @@ int smtp_data_start(struct smtp_session *s)
 	tx->data_deadline = clock_mono_ms() + s->m->lim.max_data_ms;
 	localtime_r(&now, &tm);
 	strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S %z", &tm);
+	auth[0] = '\0';
+	if ((s->flags & SF_AUTH) && conf_values(s->m->conf)->mtad.received_auth) {
+		/* who sent it, for abuse reports: the login, as a comment (RFC 5322 3.2.2) */
+		str_log_name(login, sizeof(login), s->user);
+		for (char *p = login; *p != '\0'; p++)
+			*p = *p == '(' || *p == ')' ? '?' : *p;
+		snprintf(auth, sizeof(auth), "\r\n\t(authenticated as %s)", login);
+	}
 	/* the client's HELO is its claim; the address is what we saw */
 	snprintf(hdr, sizeof(hdr),
-		 "Received: from %s (%s)\r\n\tby %s (Heron) with %s id %016" PRIx64 "%s%s%s;\r\n"
+		 "Received: from %s (%s)%s\r\n\tby %s (Heron) with %s id %016" PRIx64 "%s%s%s;\r\n"
 		 "\t%s\r\n",
-		 s->helo[0] ? s->helo : "unknown", s->addr, s->m->hostname, protocol(s), tx->qid,
-		 tx->nrcpt == 1 ? "\r\n\tfor <" : "", tx->nrcpt == 1 ? tx->rcpt[0].addr : "",
-		 tx->nrcpt == 1 ? ">" : "", date);
+		 s->helo[0] ? s->helo : "unknown", s->addr, auth, s->m->hostname, protocol(s),
+		 tx->qid, tx->nrcpt == 1 ? "\r\n\tfor <" : "",
+		 tx->nrcpt == 1 ? tx->rcpt[0].addr : "", tx->nrcpt == 1 ? ">" : "", date);
 	tx->at_bol = tx->prev_crlf = tx->in_headers = true;
 	if (deliver_write(s, hdr, strlen(hdr)) < 0)
 		tx->err = TX_EIO;

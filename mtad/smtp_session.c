@@ -416,6 +416,7 @@ void smtp_starttls(struct smtp_session *s)
 	s->flags &= ~(SF_ESMTP | SF_AUTH);
 	s->helo[0] = '\0';
 	s->user[0] = '\0';
+	sender_own_set(s, NULL);
 	smtp_tx_free(&s->tx);
 	smtp_set_state(s, ST_TLS);
 	setup_bev(s);
@@ -429,6 +430,7 @@ static void session_free(struct smtp_session *s)
 		event_free(s->timer);
 	if (s->deadline != NULL)
 		event_free(s->deadline);
+	sender_own_set(s, NULL);
 	smtp_tx_free(&s->tx);
 	if (s->bev != NULL)
 		bufferevent_free(s->bev);

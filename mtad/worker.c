@@ -72,6 +72,8 @@ void mtad_worker_init(struct mtad *m, const struct conf *c, unsigned worker,
 		fatalx("sieve: %s", err);
 	m->unauth = net_ipcount_new(65536);
 	m->guard = authguard_open(c);
+	if (sender_map_load(conf_values(c)->mtad.sender_login_map, &m->senders, &err) < 0)
+		fatalx("%s", err);
 }
 
 void mtad_worker_free(struct mtad *m)
@@ -87,6 +89,7 @@ void mtad_worker_free(struct mtad *m)
 	net_ipcount_free(&m->ipcount);
 	net_ipcount_free(&m->unauth);
 	authguard_close(&m->guard);
+	sender_map_free(&m->senders);
 	tls_ctx_free(&m->tls);
 	event_base_free(m->base);
 	m->base = NULL;

@@ -80,7 +80,7 @@ def smtp_client(port, tag, ledger, stop):
         subject = f"smtp-{tag}-{n}"
         try:
             with smtplib.SMTP("127.0.0.1", port, timeout=10) as c:
-                c.sendmail(f"s@{DOMAIN}", [f"{user}@{DOMAIN}"],
+                c.sendmail("s@example.org", [f"{user}@{DOMAIN}"],
                            f"From: <s@{DOMAIN}>\r\nSubject: {subject}\r\n\r\nbody {n}\r\n")
             ledger.add("delivered", user, subject)
         except (OSError, smtplib.SMTPException):

@@ -258,7 +258,7 @@ def concurrent_smtp(conf, smtp_port, n):
     def one(i):
         try:
             with smtplib.SMTP("127.0.0.1", smtp_port, timeout=120) as s:
-                s.sendmail(f"a@{DOMAIN}", [f"user1@{DOMAIN}"],
+                s.sendmail("a@example.org", [f"user1@{DOMAIN}"],
                            f"Subject: concurrent {i}\r\n\r\nbatch {i}\r\n")
         except (OSError, smtplib.SMTPException) as e:
             errors.append(f"message {i}: {e}")
@@ -322,7 +322,7 @@ def main():
         c = imaplib.IMAP4("127.0.0.1", imap_port, timeout=60)
         c.login("user1", "user1")  # creates the account
         with smtplib.SMTP("127.0.0.1", smtp_port, timeout=60) as s:
-            s.sendmail(f"a@{DOMAIN}", [f"user1@{DOMAIN}"],
+            s.sendmail("a@example.org", [f"user1@{DOMAIN}"],
                        "Subject: traced-smtp\r\n\r\nkernel witness\r\n")
         typ, data = c.append("INBOX", None, None,
                              b"Subject: traced-imap\r\n\r\nkernel witness\r\n")

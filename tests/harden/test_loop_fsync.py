@@ -92,7 +92,7 @@ def imap_session(port, smtp_port):
     typ, data = c.select("INBOX")  # claims the appended messages' \Recent
     assert typ == "OK", data
     with smtplib.SMTP("127.0.0.1", smtp_port, timeout=60) as s:
-        s.sendmail(f"a@{DOMAIN}", [f"user1@{DOMAIN}"], "Subject: new while selected\r\n\r\nx\r\n")
+        s.sendmail("a@example.org", [f"user1@{DOMAIN}"], "Subject: new while selected\r\n\r\nx\r\n")
     for _ in range(100):  # the session sees it (and claims its \Recent) at a NOOP
         typ, data = c.noop()
         if any(b"EXISTS" in d for d in data if d):
@@ -132,8 +132,8 @@ def main():
         wait_port(imap_port, 60)
         with smtplib.SMTP("127.0.0.1", smtp_port, timeout=60) as s:
             # user2 is in the directory, not yet in the store: made at RCPT
-            s.sendmail(f"a@{DOMAIN}", [f"user2@{DOMAIN}"], "Subject: first\r\n\r\nfirst\r\n")
-            s.sendmail(f"a@{DOMAIN}", [f"user2@{DOMAIN}", f"user1@{DOMAIN}"],
+            s.sendmail("a@example.org", [f"user2@{DOMAIN}"], "Subject: first\r\n\r\nfirst\r\n")
+            s.sendmail("a@example.org", [f"user2@{DOMAIN}", f"user1@{DOMAIN}"],
                        "Subject: second\r\n\r\nsecond\r\n")
         imap_session(imap_port, smtp_port)
         mains = {str(p) for p in workers(mtad) + workers(imapd)}

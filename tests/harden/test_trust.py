@@ -27,10 +27,15 @@ ROOT, MTAD, IMAPD, PEEK = sys.argv[1:5]
 TMP = tempfile.mkdtemp(prefix="heron-harden-trust-")
 USERS = ["user%d" % i for i in range(1, 10)]
 SUB_PORT = free_port()
+SENDER_MAP = os.path.join(TMP, "senders")
+with open(SENDER_MAP, "w") as f:
+    f.write("# shared mailboxes and role addresses\nsales@%s  user1, user4\n"
+            "@shared.test user2\n" % DOMAIN)
 CONF, SMTP_PORT, IMAP_PORT = shared_conf(TMP, USERS, workers=2, keys={
     "mtad": {"submission": f"{HOST}:{SUB_PORT}", "auth_require_tls": "no",
              "max_message_size": "1M", "max_unauth_connections_per_ip": "4",
-             "login_timeout": "20s", "max_transaction_time": "8s", "max_data_time": "4s"},
+             "login_timeout": "20s", "max_transaction_time": "8s", "max_data_time": "4s",
+             "sender_login_map": SENDER_MAP, "sender_login_exempt": "user9"},
     "imapd": {"max_unauth_connections_per_ip": "30", "login_timeout": "20s"},
 })
 mtad = Daemon(MTAD, CONF, os.path.join(TMP, "mtad.log"), SMTP_PORT)
@@ -313,6 +318,92 @@ def test_transaction_and_data_are_deadlines():
     assert len(store.inbox("user7")) == before
 
 
+def submission(user):
+    """A submission session logged in as user (password = name)."""
+    c = SmtpRaw(SUB_PORT)
+    c.send("EHLO %s.test\r\nAUTH PLAIN %s\r\n" % (user, b64(b"\0%s\0%s" % (
+        user.encode(), user.encode()))))
+    assert [r[0] for r in c.replies(2)] == [250, 235]
+    return c
+
+
+def mail_from(c, sender):
+    c.send("MAIL FROM:<%s>\r\n" % sender)
+    code, text = c.reply()
+    if code == 250:
+        c.send("RSET\r\n")
+        assert c.reply()[0] == 250
+    return code, text
+
+
+def test_sender_bound_to_the_login():
+    c = submission("user1")
+    try:
+        # someone else's address, or any domain: 553 5.7.1 (once 250, and relayed)
+        for other in ["ceo@bigbank.example", f"user2@{DOMAIN}", f"alias.user2@{DOMAIN}",
+                      f"user1@{DOMAIN}.evil.example", "user1@shared.test"]:
+            code, text = mail_from(c, other)
+            assert code == 553 and "5.7.1" in text and other in text, (other, code, text)
+        # its own: the directory's address and aliases, a +detail, any case; and what the
+        # map grants it
+        for own in [f"user1@{DOMAIN}", f"alias.user1@{DOMAIN}", f"user1+lists@{DOMAIN}",
+                    f"User1@{DOMAIN.upper()}", f"sales@{DOMAIN}"]:
+            code, text = mail_from(c, own)
+            assert code == 250, (own, code, text)
+        # the null sender: one recipient (a receipt, a bounce), not two
+        c.send(f"MAIL FROM:<>\r\nRCPT TO:<user3@{DOMAIN}>\r\nRCPT TO:<user4@{DOMAIN}>\r\n"
+               "RSET\r\n")
+        got = c.replies(4)
+        assert [r[0] for r in got] == [250, 250, 550, 250], got
+        assert "5.7.1" in got[2][1], got
+    finally:
+        c.close()
+    c = submission("user2")
+    try:
+        assert mail_from(c, f"sales@{DOMAIN}")[0] == 553
+        assert mail_from(c, "anyone@shared.test")[0] == 250  # a whole domain granted
+    finally:
+        c.close()
+    c = submission("user9")  # sender_login_exempt
+    try:
+        assert mail_from(c, "ceo@bigbank.example")[0] == 250
+    finally:
+        c.close()
+    log = mtad.logtext()
+    assert 'user=user1 result=fail reason="sender not owned by the login"' in log
+
+
+def test_received_names_the_login():
+    c = submission("user1")
+    try:
+        c.send(f"MAIL FROM:<user1@{DOMAIN}>\r\nRCPT TO:<user3@{DOMAIN}>\r\nDATA\r\n")
+        assert [r[0] for r in c.replies(3)] == [250, 250, 354]
+        c.send("Subject: traceable\r\n\r\nhello\r\n.\r\n")
+        assert c.reply()[0] == 250
+    finally:
+        c.close()
+    rows = store.inbox("user3")
+    assert rows, "no message for user3"
+    body = store.body("user3", rows[-1][0])
+    head = body.split(b"\r\n\r\n", 1)[0]
+    assert b"(authenticated as user1)" in head and b"with ESMTPA" in head, head
+
+
+def test_port25_local_sender_needs_login():
+    c = SmtpRaw(SMTP_PORT)
+    try:
+        c.send("EHLO outside.example\r\n")
+        assert c.reply()[0] == 250
+        code, text = mail_from(c, f"user2@{DOMAIN}")
+        assert code == 553 and "5.7.1" in text, (code, text)
+        assert mail_from(c, f"postmaster@{DOMAIN.upper()}")[0] == 553
+        # strangers' own domains, and bounces, are still welcome
+        assert mail_from(c, "friend@example.org")[0] == 250
+        assert mail_from(c, "")[0] == 250
+    finally:
+        c.close()
+
+
 def main():
     def body():
         mtad.start()
@@ -325,7 +416,9 @@ def main():
                           test_guesses_from_many_addresses_and_the_users_own_client,
                           test_unauth_sessions_per_address_capped,
                           test_login_is_a_deadline_not_idle_time,
-                          test_transaction_and_data_are_deadlines])
+                          test_transaction_and_data_are_deadlines,
+                          test_sender_bound_to_the_login, test_received_names_the_login,
+                          test_port25_local_sender_needs_login])
     return run_main(body, TMP, [mtad, imapd], tail=6000)
 
 

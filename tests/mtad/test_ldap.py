@@ -41,10 +41,10 @@ def suite():
     def test_lookup_and_alias():
         with smtplib.SMTP("127.0.0.1", mtad.port) as c:
             c.ehlo("c")
-            refused = c.sendmail(f"x@{DOMAIN}", [f"user1@{DOMAIN}", f"alias.user2@{DOMAIN}"],
+            refused = c.sendmail("x@example.org", [f"user1@{DOMAIN}", f"alias.user2@{DOMAIN}"],
                                  msg("ldap-one"))
             assert refused == {}, refused
-            c.docmd(f"MAIL FROM:<x@{DOMAIN}>")
+            c.docmd("MAIL FROM:<x@example.org>")
             code, text = c.docmd(f"RCPT TO:<nosuchuser@{DOMAIN}>")
             assert code == 550 and b"5.1.1" in text, (code, text)
         assert has_subject(store, "user1", "ldap-one")
@@ -61,7 +61,7 @@ def suite():
         SLAPD.stop(check=True)
         with smtplib.SMTP("127.0.0.1", mtad.port, timeout=30) as c:
             c.ehlo("c")
-            c.docmd(f"MAIL FROM:<x@{DOMAIN}>")
+            c.docmd("MAIL FROM:<x@example.org>")
             code, text = c.docmd(f"RCPT TO:<user5@{DOMAIN}>")
             assert code == 451 and b"4.3.0" in text, (code, text)
         # what was accepted before the outage is still there
@@ -71,7 +71,7 @@ def suite():
         def flows():
             try:
                 with smtplib.SMTP("127.0.0.1", mtad.port, timeout=30) as c:
-                    c.sendmail(f"x@{DOMAIN}", [f"user5@{DOMAIN}"], msg("ldap-back"))
+                    c.sendmail("x@example.org", [f"user5@{DOMAIN}"], msg("ldap-back"))
                 return True
             except smtplib.SMTPRecipientsRefused:
                 time.sleep(0.5)

@@ -96,7 +96,7 @@ def test_errors_and_long_lines():
 
 def test_recipient_limits():
     s, f = greeted()
-    s.sendall(f"EHLO c\r\nMAIL FROM:<a@{DOMAIN}>\r\n".encode())
+    s.sendall("EHLO c\r\nMAIL FROM:<a@example.org>\r\n".encode())
     assert [reply(f)[0] for _ in range(2)] == [250, 250]
     for _ in range(3):
         s.sendall(f"RCPT TO:<user1@{DOMAIN}>\r\n".encode())
@@ -117,11 +117,11 @@ def test_bare_lf_normalized():
     """bare_lf = normalize: bare LF/CR become CRLF, and a bare-LF "end" followed by commands
     is message text: one message, never two."""
     s, f = greeted()
-    s.sendall(f"EHLO c\r\nMAIL FROM:<a@{DOMAIN}>\r\nRCPT TO:<user1@{DOMAIN}>\r\n"
+    s.sendall(f"EHLO c\r\nMAIL FROM:<a@example.org>\r\nRCPT TO:<user1@{DOMAIN}>\r\n"
               f"DATA\r\n".encode())
     assert [reply(f)[0] for _ in range(4)] == [250, 250, 250, 354]
     s.sendall(b"Subject: normalized\r\n\r\nline one\nline two\r.\n"
-              b"MAIL FROM:<evil@heron.test>\r\nRCPT TO:<user1@heron.test>\r\nDATA\r\n"
+              b"MAIL FROM:<evil@example.org>\r\nRCPT TO:<user1@heron.test>\r\nDATA\r\n"
               b"Subject: smuggled\r\n\r\nx\r\n.\r\n")
     code, text = reply(f)
     assert code == 250, text
@@ -143,7 +143,7 @@ def test_drain():
     idle.sendall(b"EHLO c\r\n")
     assert reply(idle_f)[0] == 250
     busy, busy_f = greeted()
-    busy.sendall(f"EHLO c\r\nMAIL FROM:<a@{DOMAIN}>\r\nRCPT TO:<user1@{DOMAIN}>\r\n"
+    busy.sendall(f"EHLO c\r\nMAIL FROM:<a@example.org>\r\nRCPT TO:<user1@{DOMAIN}>\r\n"
                  f"DATA\r\n".encode())
     assert [reply(busy_f)[0] for _ in range(4)] == [250, 250, 250, 354]
     mtad.proc.send_signal(signal.SIGTERM)

@@ -48,7 +48,7 @@ def find_subject(user, subject):
 def test_local_three_recipients_stored_once():
     with smtplib.SMTP("127.0.0.1", mtad.port) as c:
         c.ehlo("client.test")
-        refused = c.sendmail(f"sender@{DOMAIN}", [f"user1@{DOMAIN}", f"user2@{DOMAIN}",
+        refused = c.sendmail("sender@example.org", [f"user1@{DOMAIN}", f"user2@{DOMAIN}",
                                                   f"alias.user3@{DOMAIN}"], msg("three"))
         assert refused == {}, refused
     blobs = set()
@@ -67,7 +67,7 @@ def test_pipelining():
     r.send("EHLO client.test\r\n")
     code, text = r.reply()
     assert code == 250 and "PIPELINING" in text and "CHUNKING" in text and "SIZE" in text
-    r.send(f"MAIL FROM:<p@{DOMAIN}>\r\nRCPT TO:<user4@{DOMAIN}>\r\nRCPT TO:<nobody@{DOMAIN}>"
+    r.send(f"MAIL FROM:<p@example.org>\r\nRCPT TO:<user4@{DOMAIN}>\r\nRCPT TO:<nobody@{DOMAIN}>"
            f"\r\nRCPT TO:<user5@{DOMAIN}>\r\nDATA\r\n")
     codes = [c for c, _t in r.replies(5)]
     assert codes == [250, 250, 550, 250, 354], codes
@@ -81,12 +81,12 @@ def test_pipelining():
 
 def test_size_limits():
     r = Raw(mtad.port)
-    r.send("EHLO client.test\r\nMAIL FROM:<a@heron.test> SIZE=1000000\r\n")
+    r.send("EHLO client.test\r\nMAIL FROM:<a@example.org> SIZE=1000000\r\n")
     r.reply()
     code, text = r.reply()
     assert code == 552 and "5.3.4" in text, text
     # no SIZE given: the limit holds during DATA; the session goes on afterwards
-    r.send(f"MAIL FROM:<a@{DOMAIN}>\r\nRCPT TO:<user1@{DOMAIN}>\r\nDATA\r\n")
+    r.send(f"MAIL FROM:<a@example.org>\r\nRCPT TO:<user1@{DOMAIN}>\r\nDATA\r\n")
     assert [c for c, _ in r.replies(3)] == [250, 250, 354]
     big = "x" * 998 + "\r\n"
     r.send(msg("toobig", big * 80) + ".\r\n")
@@ -100,7 +100,7 @@ def test_size_limits():
 
 def test_bdat():
     r = Raw(mtad.port)
-    r.send(f"EHLO c\r\nMAIL FROM:<b@{DOMAIN}>\r\nRCPT TO:<user2@{DOMAIN}>\r\n")
+    r.send(f"EHLO c\r\nMAIL FROM:<b@example.org>\r\nRCPT TO:<user2@{DOMAIN}>\r\n")
     assert [c for c, _ in r.replies(3)] == [250, 250, 250]
     m = msg("bdat", "line one\r\n.starts with a dot\r\n").encode()
     half = len(m) // 2
@@ -123,10 +123,10 @@ def test_smtputf8_and_8bit():
         c.ehlo("c")
         assert c.has_extn("smtputf8") and c.has_extn("8bitmime")
         body = msg("utf8", "caf\u00e9 \u2603\r\n").encode()
-        c.sendmail("j\u00f6rg@" + DOMAIN, [f"user3@{DOMAIN}"], body,
+        c.sendmail("j\u00f6rg@example.org", [f"user3@{DOMAIN}"], body,
                    mail_options=["SMTPUTF8", "BODY=8BITMIME"])
         # a UTF-8 address without SMTPUTF8 is refused
-        code, text = c.docmd("MAIL FROM:<j\u00f6rg@heron.test>")
+        code, text = c.docmd("MAIL FROM:<j\u00f6rg@example.org>")
         assert code == 553 and "5.6.7" in text.decode(), (code, text)
     uid = find_subject("user3", "utf8")
     assert uid is not None
@@ -142,7 +142,7 @@ def test_open_relay_refused():
         c.ehlo("c")
         for t in tricks:
             c.rset()
-            assert c.docmd(f"MAIL FROM:<x@example.org>")[0] == 250
+            assert c.docmd("MAIL FROM:<x@example.org>")[0] == 250
             code, text = c.docmd(f"RCPT TO:<{t}>")
             assert code in (550, 554) and b"5.7.1" in text, (t, code, text)
         c.rset()
@@ -211,9 +211,9 @@ def test_smuggling():
     before5 = inbox_count("user5")
     for variant in (b"\n.\n", b"\r.\r", b"\r\n.\n", b"\n.\r\n", b"\r.\r\n"):
         r = Raw(mtad.port)
-        r.send(f"EHLO c\r\nMAIL FROM:<s@{DOMAIN}>\r\nRCPT TO:<user4@{DOMAIN}>\r\nDATA\r\n")
+        r.send(f"EHLO c\r\nMAIL FROM:<s@example.org>\r\nRCPT TO:<user4@{DOMAIN}>\r\nDATA\r\n")
         assert [c for c, _ in r.replies(4)] == [250, 250, 250, 354]
-        smuggled = (f"MAIL FROM:<evil@{DOMAIN}>\r\nRCPT TO:<user5@{DOMAIN}>\r\nDATA\r\n"
+        smuggled = (f"MAIL FROM:<evil@example.org>\r\nRCPT TO:<user5@{DOMAIN}>\r\nDATA\r\n"
                     + msg("smuggled")).encode()
         r.send(msg("carrier").encode() + variant + smuggled + b"\r\n.\r\n")
         code, text = r.reply()
@@ -231,7 +231,7 @@ def test_starttls_injection():
     r.send("EHLO c\r\n")
     r.reply()
     # the MAIL pipelined in plaintext after STARTTLS must be dropped
-    r.send(f"STARTTLS\r\nMAIL FROM:<inject@{DOMAIN}>\r\n")
+    r.send("STARTTLS\r\nMAIL FROM:<inject@example.org>\r\n")
     code, _ = r.reply()
     assert code == 220
     t = tls_ctx().wrap_socket(r.s)
@@ -343,7 +343,7 @@ def test_utf8_not_downgraded():
 def test_partial_failure_requeued():
     """One recipient over quota, one fine: one 250, the full one waits in the queue."""
     with smtplib.SMTP("127.0.0.1", mtad.port) as c:
-        refused = c.sendmail(f"x@{DOMAIN}", [f"user5@{DOMAIN}", f"tiny@{DOMAIN}"],
+        refused = c.sendmail("x@example.org", [f"user5@{DOMAIN}", f"tiny@{DOMAIN}"],
                              msg("partial", "y" * 4000 + "\r\n"))
         assert refused == {}, refused
     assert find_subject("user5", "partial") is not None
@@ -356,7 +356,7 @@ def test_mail_loop_refused():
                        for i in range(101))
     with smtplib.SMTP("127.0.0.1", mtad.port) as c:
         try:
-            c.sendmail(f"a@{DOMAIN}", [f"user1@{DOMAIN}"], received + msg("loop"))
+            c.sendmail("a@example.org", [f"user1@{DOMAIN}"], received + msg("loop"))
             raise AssertionError("a message with 101 Received: headers was accepted")
         except smtplib.SMTPDataError as e:
             assert e.smtp_code == 554 and b"5.4.6" in e.smtp_error, e

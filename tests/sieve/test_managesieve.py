@@ -108,7 +108,7 @@ def test_sieve_connect_upload_activate_and_filter():
     c.create("Invoices")
     c.logout()
     with smtplib.SMTP(HOST, SMTP_PORT) as s:
-        s.sendmail("shop@heron.test", ["alice@heron.test"],
+        s.sendmail("shop@example.org", ["alice@heron.test"],
                    "From: shop@heron.test\r\nSubject: your invoice 42\r\n\r\npay\r\n")
 
     def filed():
