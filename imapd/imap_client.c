@@ -210,6 +210,12 @@ static bool stream_pump(struct imap_client *c)
 		if (evbuffer_reserve_space(imap_out(c), (ev_ssize_t)want, &v, 1) < 1)
 			fatalx("evbuffer_reserve_space");
 		v.iov_len = stream_read(c, v.iov_base, want);
+		if (s->text) {
+			char *p = v.iov_base, *end = p + v.iov_len;
+
+			while ((p = memchr(p, '\0', (size_t)(end - p))) != NULL)
+				*p++ = (char)0x80;
+		}
 		evbuffer_commit_space(imap_out(c), &v, 1);
 	}
 	if (s->decode ? s->emit > 0 : s->left > 0)
@@ -221,7 +227,7 @@ static bool stream_pump(struct imap_client *c)
 	return true;
 }
 
-void imap_client_stream(struct imap_client *c, int fd, uint64_t off, uint64_t len)
+static void stream_raw(struct imap_client *c, int fd, uint64_t off, uint64_t len, bool text)
 {
 	if (c->stream.fd >= 0)
 		fatalx("imap: two streams at once");
@@ -229,7 +235,18 @@ void imap_client_stream(struct imap_client *c, int fd, uint64_t off, uint64_t le
 	c->stream.off = off;
 	c->stream.left = len;
 	c->stream.decode = false;
+	c->stream.text = text;
 	stream_pump(c);
+}
+
+void imap_client_stream(struct imap_client *c, int fd, uint64_t off, uint64_t len)
+{
+	stream_raw(c, fd, off, len, false);
+}
+
+void imap_client_stream_text(struct imap_client *c, int fd, uint64_t off, uint64_t len)
+{
+	stream_raw(c, fd, off, len, true);
 }
 
 void imap_client_stream_decoded(struct imap_client *c, int fd, uint64_t off, uint64_t len,
@@ -241,6 +258,7 @@ void imap_client_stream_decoded(struct imap_client *c, int fd, uint64_t off, uin
 	c->stream.off = off;
 	c->stream.left = len;
 	c->stream.decode = true;
+	c->stream.text = false;
 	imap_decoder_init(&c->stream.dec, cte);
 	c->stream.skip = skip;
 	c->stream.emit = emit;

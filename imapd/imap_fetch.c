@@ -314,7 +314,7 @@ static int write_file_literal(struct fetch_msg *fm, uint64_t off, uint64_t len,
 		fm->why = "[SERVERBUG] Message file missing";
 		return -1;
 	}
-	imap_client_stream(c, fd, off, len);
+	imap_client_stream_text(c, fd, off, len);
 	return c->stream.fd < 0 ? 1 : 0;
 }
 
@@ -333,7 +333,7 @@ static void write_mem_literal(struct imap_client *c, const char *p, size_t len,
 			len = (size_t)it->p_len;
 	}
 	imap_printf(c, "{%zu}\r\n", len);
-	imap_write(c, p, len);
+	imap_write_text(c, p, len);
 }
 
 /* Reads a header block from the file (a part's header: small). */

@@ -18,6 +18,19 @@ void imap_write(struct imap_client *c, const void *p, size_t len)
 	evbuffer_add(imap_out(c), p, len);
 }
 
+void imap_write_text(struct imap_client *c, const void *p, size_t len)
+{
+	const char *s = p, *nul;
+
+	while (len > 0 && (nul = memchr(s, '\0', len)) != NULL) {
+		evbuffer_add(imap_out(c), s, (size_t)(nul - s));
+		evbuffer_add(imap_out(c), "\x80", 1);
+		len -= (size_t)(nul - s) + 1;
+		s = nul + 1;
+	}
+	evbuffer_add(imap_out(c), s, len);
+}
+
 /* 0: atom-safe, 1: needs quotes, 2: needs a literal. */
 static int string_kind(const char *s, size_t len)
 {
@@ -55,7 +68,7 @@ void imap_write_string(struct imap_client *c, const char *s, size_t len)
 
 	if (string_kind(s, len) == 2) {
 		evbuffer_add_printf(out, "{%zu}\r\n", len);
-		evbuffer_add(out, s, len);
+		imap_write_text(c, s, len);
 		return;
 	}
 	write_quoted(out, s, len);

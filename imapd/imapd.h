@@ -182,6 +182,7 @@ struct imap_stream {
 	int fd;
 	uint64_t off, left;         /* file bytes still to read */
 	bool decode;
+	bool text;                  /* raw bytes in a plain literal: a NUL is sent as 0x80 */
 	struct imap_decoder dec;
 	uint64_t skip, emit;        /* decoded bytes to drop, then to send */
 };
@@ -259,8 +260,12 @@ int imap_compress_start(struct imap_client *c);
 void imap_client_resume(struct imap_client *c);
 struct evbuffer *imap_out(struct imap_client *c);
 bool imap_out_full(struct imap_client *c);
-/* Queues a body range of fd for streaming; the command is resumed when it is written. */
+/* Queues a body range of fd for streaming; the command is resumed when it is written. The
+   bytes go as they are (a literal8's data). */
 void imap_client_stream(struct imap_client *c, int fd, uint64_t off, uint64_t len);
+/* The same for the data of a plain literal, which cannot hold NUL (RFC 3501 CHAR8): a NUL
+   of the file (a message APPENDed as literal8) is sent as 0x80, so the size holds. */
+void imap_client_stream_text(struct imap_client *c, int fd, uint64_t off, uint64_t len);
 /* The same, decoding the range with cte and sending decoded bytes [skip, skip + emit). */
 void imap_client_stream_decoded(struct imap_client *c, int fd, uint64_t off, uint64_t len,
 				enum imap_cte cte, uint64_t skip, uint64_t emit);
@@ -275,6 +280,8 @@ void imap_server_changed(struct imap_server *srv, const bool *parts);
 void imap_printf(struct imap_client *c, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void imap_write(struct imap_client *c, const void *p, size_t len);
+/* The data of a plain literal: as imap_write, a NUL sent as 0x80. */
+void imap_write_text(struct imap_client *c, const void *p, size_t len);
 /* astring/nstring output: atom when possible, else quoted, else literal. */
 void imap_write_astring(struct imap_client *c, const char *s, size_t len);
 void imap_write_string(struct imap_client *c, const char *s, size_t len);

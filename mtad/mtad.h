@@ -117,6 +117,7 @@ enum tx_error {
 	TX_EBARELF,  /* 554 5.6.11 */
 	TX_EIO,      /* 451 4.3.0 */
 	TX_EHOPS,    /* 554 5.4.6 too many Received: */
+	TX_ENUL,     /* 554 5.6.0 a NUL byte (not text, and no IMAP client could read it) */
 };
 
 struct smtp_rcpt {

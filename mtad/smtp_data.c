@@ -80,6 +80,12 @@ static void pass(struct smtp_session *s, const char *p, size_t n)
 		tx->err = TX_ETOOBIG;
 		return;
 	}
+	if (memchr(p, '\0', n) != NULL) {
+		/* neither text nor 8BITMIME (RFC 6152) allows NUL, and IMAP would have to serve
+		   it in a literal: refused, as imapd refuses it in an APPEND */
+		tx->err = TX_ENUL;
+		return;
+	}
 	tx->size += n;
 	if (deliver_write(s, p, n) < 0)
 		tx->err = TX_EIO;
@@ -273,6 +279,9 @@ void smtp_data_done(struct smtp_session *s)
 		break;
 	case TX_EHOPS:
 		reply = "554 5.4.6 Too many hops (mail loop?)";
+		break;
+	case TX_ENUL:
+		reply = "554 5.6.0 NUL characters in message not allowed";
 		break;
 	case TX_EIO:
 		reply = "451 4.3.0 Local error, try again later";

@@ -282,7 +282,10 @@ def test_login_is_a_deadline_not_idle_time():
     # each is closed at login_timeout (20 s here) after its connect, the bytes do not
     # keep it (they once reset an idle timer: 30 such connections stayed 80 s at 60 s)
     imap = [socket.create_connection((HOST, IMAP_PORT), timeout=10) for _ in range(5)]
-    sub = [socket.create_connection((HOST, SUB_PORT), timeout=10) for _ in range(3)]
+    # (from addresses of their own: the slots the test before let go may not be free yet)
+    sub = [socket.create_connection((HOST, SUB_PORT), timeout=10,
+                                    source_address=("127.0.1.%d" % (i + 1), 0))
+           for i in range(3)]
     try:
         got, still = trickle(imap + sub, b"a NOOP\r\nb CAPABILITY\r\n", 60)
         assert not still, "%d connections still open after 60 s" % len(still)
@@ -404,6 +407,50 @@ def test_port25_local_sender_needs_login():
         c.close()
 
 
+def test_nul_refused_by_mtad_masked_by_imapd():
+    # mtad refuses NUL in DATA and in BDAT (554 5.6.0), as imapd refuses it in a plain
+    # APPEND literal; nothing is stored
+    before = len(store.inbox("user8"))
+    c = SmtpRaw(SMTP_PORT)
+    try:
+        c.send(f"EHLO n.test\r\nMAIL FROM:<n@example.org>\r\nRCPT TO:<user8@{DOMAIN}>\r\n"
+               "DATA\r\n")
+        assert [r[0] for r in c.replies(4)] == [250, 250, 250, 354]
+        c.send(b"Subject: nul\r\n\r\nbefore\x00after\r\n.\r\n")
+        code, text = c.reply()
+        assert code == 554 and "5.6.0" in text, (code, text)
+        body = b"Subject: nul2\r\n\r\nx\x00y\r\n"
+        c.send(f"MAIL FROM:<n@example.org>\r\nRCPT TO:<user8@{DOMAIN}>\r\n"
+               f"BDAT {len(body)} LAST\r\n".encode() + body)
+        got = c.replies(3)
+        assert [r[0] for r in got] == [250, 250, 554] and "5.6.0" in got[2][1], got
+    finally:
+        c.close()
+    assert len(store.inbox("user8")) == before
+    # a message APPENDed as literal8 may hold NUL: BINARY[] gives it back in a literal8,
+    # BODY[] in a plain literal, where NUL cannot be, with each NUL sent as 0x80
+    msg = b"Subject: bin\r\n\r\nab\x00cd\r\n"
+    r = Imap()
+    try:
+        assert r.cmd("l", "LOGIN user8 user8").startswith("l OK")
+        r.s.sendall(b"a APPEND INBOX ~{%d}\r\n" % len(msg))
+        assert r.line().startswith("+")
+        r.s.sendall(msg + b"\r\n")
+        assert r.line().startswith("a OK"), "APPEND of a literal8"
+        assert r.cmd("s", "SELECT INBOX").startswith("s OK")
+        r.s.sendall(b"f FETCH 1 (BODY.PEEK[] BINARY.PEEK[])\r\n")
+        raw = b""
+        while b"\r\nf OK" not in raw and not raw.startswith(b"f "):
+            chunk = r.s.recv(65536)
+            assert chunk, raw
+            raw += chunk
+    finally:
+        r.close()
+    plain = msg.replace(b"\x00", b"\x80")
+    assert b"BODY[] {%d}\r\n%s" % (len(msg), plain) in raw, raw
+    assert b"BINARY[] ~{%d}\r\n%s" % (len(msg), msg) in raw, raw
+
+
 def main():
     def body():
         mtad.start()
@@ -418,7 +465,8 @@ def main():
                           test_login_is_a_deadline_not_idle_time,
                           test_transaction_and_data_are_deadlines,
                           test_sender_bound_to_the_login, test_received_names_the_login,
-                          test_port25_local_sender_needs_login])
+                          test_port25_local_sender_needs_login,
+                          test_nul_refused_by_mtad_masked_by_imapd])
     return run_main(body, TMP, [mtad, imapd], tail=6000)
 
 
