@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """test_ldap_fixture.py — scripts/ldap: start with 100 users, ldapsearch finds them, a simple
 bind as user7/user7 works (and a wrong password does not), aliases resolve, restart keeps the
-data, --ldif loads a given file, stop leaves no slapd behind; as root, also run as nobody.
+data, --ldif loads a given file, stop leaves no slapd behind; as root, also run as nobody. Replication:
+a --provider with users spread over --hosts and a --consumer-of it: the consumer holds the tree,
+refers writes to the provider, gets a mailHost change made on the provider, keeps answering
+binds while the provider is down and catches up with a change made while it was away.
 
 Usage: test_ldap_fixture.py SOURCE_ROOT"""
 import os
@@ -97,6 +100,54 @@ def check_ldif(d):
     assert gone(int(env["LDAP_PID"]))
 
 
+def modify_host(env, uid, host):
+    ldif = (f"dn: uid={uid},{env['LDAP_PEOPLE']}\nchangetype: modify\nreplace: mailHost\n"
+            f"mailHost: {host}\n")
+    return subprocess.run(["ldapmodify", "-x", "-H", env["LDAP_URI"], "-o", "nettimeout=5",
+                           "-D", env["LDAP_ADMIN_DN"], "-w", env["LDAP_ADMIN_PASSWORD"]],
+                          input=ldif, capture_output=True, text=True, timeout=30)
+
+
+def mailhost(env, uid):
+    r = ldap("ldapsearch", env, "-LLL", "-b", env["LDAP_PEOPLE"], f"(uid={uid})", "mailHost")
+    assert r.returncode == 0, r.stderr
+    return [l.split(": ", 1)[1] for l in r.stdout.splitlines() if l.startswith("mailHost: ")]
+
+
+def check_replication(tmp):
+    prov, cons = os.path.join(tmp, "prov"), os.path.join(tmp, "cons")
+    fixture("start", prov, "--users", "20", "--provider", "--hosts", "s1.test,s2.test")
+    penv = env_of(prov)
+    try:
+        assert penv["LDAP_ROLE"] == "provider"
+        fixture("start", cons, "--consumer-of", penv["LDAP_URI"])
+        cenv = env_of(cons)
+        assert cenv["LDAP_ROLE"] == "consumer" and cenv["LDAP_PROVIDER"] == penv["LDAP_URI"]
+        assert cenv["LDAP_URI"] != penv["LDAP_URI"]
+        # the first refresh brought every entry, mailHost round robin
+        assert len(dns(cenv, "(objectClass=inetOrgPerson)")) == 20
+        assert mailhost(cenv, "user1") == ["s1.test"] and mailhost(cenv, "user2") == ["s2.test"]
+        # writes go to the provider: the consumer refers them there
+        r = modify_host(cenv, "user2", "s1.test")
+        assert r.returncode == 10 and penv["LDAP_URI"] in r.stderr, (r.returncode, r.stderr)
+        assert modify_host(penv, "user2", "s1.test").returncode == 0
+        fixture("wait-sync", cons)
+        assert mailhost(cenv, "user2") == ["s1.test"]
+        # the provider goes away: logins on the consumer go on
+        fixture("stop", prov)
+        user3 = f"uid=user3,{cenv['LDAP_PEOPLE']}"
+        r = ldap("ldapwhoami", cenv, bind=(user3, "user3"))
+        assert r.returncode == 0 and user3 in r.stdout, r.stderr
+        # it returns with a change made meanwhile (slapd up, consumer not told): caught up
+        fixture("restart", prov)
+        assert modify_host(penv, "user3", "s9.test").returncode == 0
+        fixture("wait-sync", cons, "--timeout", "60")
+        assert mailhost(cenv, "user3") == ["s9.test"]
+    finally:
+        fixture("stop", cons)
+        fixture("stop", prov)
+
+
 def check_unprivileged(tmp):
     """As root, the fixture also runs as an ordinary user (nobody) in a directory it owns."""
     d = os.path.join(tmp, "user")
@@ -129,12 +180,13 @@ def main():
     try:
         check_generated(os.path.join(tmp, "gen"))
         check_ldif(os.path.join(tmp, "ldif"))
+        check_replication(tmp)
         if os.geteuid() == 0:
             check_unprivileged(tmp)
     finally:
         if os.path.isdir(os.path.join(tmp, "user", "s")):
             fixture("stop", os.path.join(tmp, "user", "s"))
-        for sub in ("gen", "ldif"):
+        for sub in ("gen", "ldif", "cons", "prov"):
             if os.path.isdir(os.path.join(tmp, sub)):
                 fixture("stop", os.path.join(tmp, sub))
         shutil.rmtree(tmp, ignore_errors=True)
