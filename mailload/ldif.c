@@ -30,10 +30,24 @@ void ml_ssha(const char *password, char *out, size_t n)
 	snprintf(out, n, "{SSHA}%s", (const char *)b64);
 }
 
-int ml_ldif_write(FILE *fp, uint64_t users, const char *domain, const char *base, bool ou,
-		  const char *password)
+/* The k-th (0-based) name of the comma list hosts into out. */
+static void host_at(const char *hosts, uint64_t k, char *out, size_t n)
 {
-	char pw[64], hash[80];
+	size_t count = 1, len;
+	const char *p = hosts;
+
+	for (const char *q = hosts; *q != '\0'; q++)
+		count += *q == ',';
+	for (k %= count; k > 0; k--)
+		p = strchr(p, ',') + 1;
+	len = strcspn(p, ",");
+	snprintf(out, n, "%.*s", (int)len, p);
+}
+
+int ml_ldif_write(FILE *fp, uint64_t users, const char *domain, const char *base, bool ou,
+		  const char *password, const char *hosts)
+{
+	char pw[64], hash[80], host[256];
 
 	if (ou)
 		fprintf(fp, "dn: %s\nobjectClass: organizationalUnit\nou: people\n\n", base);
@@ -44,10 +58,16 @@ int ml_ldif_write(FILE *fp, uint64_t users, const char *domain, const char *base
 			snprintf(pw, sizeof(pw), "user%" PRIu64, i);
 		ml_ssha(pw, hash, sizeof(hash));
 		fprintf(fp,
-			"dn: uid=user%" PRIu64 ",%s\nobjectClass: inetOrgPerson\nuid: user%" PRIu64
+			"dn: uid=user%" PRIu64 ",%s\nobjectClass: inetOrgPerson\n%suid: user%" PRIu64
 			"\ncn: User %" PRIu64 "\nsn: User%" PRIu64 "\nmail: user%" PRIu64
-			"@%s\nuserPassword: %s\n\n",
-			i, base, i, i, i, i, domain, hash);
+			"@%s\nuserPassword: %s\n",
+			i, base, hosts != NULL ? "objectClass: inetLocalMailRecipient\n" : "", i, i,
+			i, i, domain, hash);
+		if (hosts != NULL) {
+			host_at(hosts, i - 1, host, sizeof(host));
+			fprintf(fp, "mailHost: %s\n", host);
+		}
+		fputc('\n', fp);
 	}
 	return fflush(fp) == 0 && !ferror(fp) ? 0 : -1;
 }

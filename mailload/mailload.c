@@ -72,7 +72,9 @@ struct subcmd {
 
 static const struct subcmd subcmds[] = {
 	{ "ldif", "usage: mailload ldif --users N [--domain D] [--base DN] [--ou] [--password PW]\n"
-		  "Writes LDIF for user1..userN (uid, mail, {SSHA} userPassword) to stdout.\n" },
+		  "                    [--hosts H1,H2,...]\n"
+		  "Writes LDIF for user1..userN (uid, mail, {SSHA} userPassword) to stdout;\n"
+		  "--hosts spreads them over store hosts (mailHost: user1 on H1, user2 on H2...).\n" },
 	{ "init", "usage: mailload init --users N [--profile P] [--seed S] [server options]\n"
 		  "       mailload init --stream --users N [--slice K/N | --record-only] [--profile P]\n"
 		  "                     [--seed S]\n"
@@ -129,13 +131,18 @@ static int subcmd_help(const char *cmd, FILE *fp)
 }
 
 static int cmd_ldif(uint64_t users, const char *domain, const char *base, bool ou,
-		    const char *password)
+		    const char *password, const char *hosts)
 {
 	if (users == 0) {
 		fputs("mailload ldif: --users N is needed\n", stderr);
 		return 2;
 	}
-	return ml_ldif_write(stdout, users, domain, base, ou, password) == 0 ? 0 : 1;
+	if (hosts != NULL && (hosts[0] == '\0' || strstr(hosts, ",,") != NULL ||
+			      hosts[strlen(hosts) - 1] == ',' || hosts[0] == ',')) {
+		fputs("mailload ldif: --hosts H1,H2,... names the store hosts\n", stderr);
+		return 2;
+	}
+	return ml_ldif_write(stdout, users, domain, base, ou, password, hosts) == 0 ? 0 : 1;
 }
 
 static int parse_phases(const char *s, struct ml_cfg *c)
@@ -186,7 +193,7 @@ static int set_profile(struct ml_cfg *c, const char *p)
 }
 
 enum {
-	O_USERS = 256, O_DOMAIN, O_EXT, O_BASE, O_OU, O_TARGET, O_SMTP_PORT, O_SUB_PORT, O_IMAP_PORT,
+	O_USERS = 256, O_DOMAIN, O_EXT, O_BASE, O_OU, O_HOSTS, O_TARGET, O_SMTP_PORT, O_SUB_PORT, O_IMAP_PORT,
 	O_PASSWORD, O_PROFILE, O_SEED, O_RATE, O_PHASES, O_POINTS, O_AGENTS, O_LOCAL, O_TLS, O_SINK,
 	O_REPORT, O_TIMEOUT, O_PROBES, O_SET, O_DRAIN, O_LISTEN, O_FROM, O_TO, O_STEPS,
 	O_SECRET, O_STREAM, O_SLICE, O_RECORD_ONLY, O_MAILDIR, O_JOBS, O_PROBE_WINDOW, O_MIN_SAMPLES, O_HTML,
@@ -201,6 +208,7 @@ static const struct option longopts[] = {
 	{ "ext-domain", required_argument, NULL, O_EXT },
 	{ "base", required_argument, NULL, O_BASE },
 	{ "ou", no_argument, NULL, O_OU },
+	{ "hosts", required_argument, NULL, O_HOSTS },
 	{ "target", required_argument, NULL, O_TARGET },
 	{ "smtp-port", required_argument, NULL, O_SMTP_PORT },
 	{ "submission-port", required_argument, NULL, O_SUB_PORT },
@@ -260,6 +268,7 @@ static int num(const char *s, uint64_t *v)
 struct cli {
 	struct mgr_opts o;
 	const char *base, *listen;
+	const char *hosts;          /* ldif --hosts: mailHost values, round robin */
 	bool stream;            /* init as a bulk stream on stdout */
 	struct ml_init_stream so;
 	const char *maildir;    /* init straight into Maildir++ trees under this root */
@@ -342,6 +351,7 @@ static bool opt_one(struct cli *cl, int c, int argc, char **argv)
 	case O_USERS: cl->o.users_given = true; return num(optarg, &cl->o.cfg.users) == 0;
 	case O_BASE: cl->base = optarg; return true;
 	case O_OU: cl->ou = true; return true;
+	case O_HOSTS: cl->hosts = optarg; return true;
 	case O_POINTS: return parse_points(optarg, &cl->o) == 0;
 	case O_AGENTS: cl->o.agents = optarg; return true;
 	case O_LOCAL:
@@ -586,7 +596,8 @@ int main(int argc, char **argv)
 	if (strcmp(cmd, "compare") == 0)
 		return cmd_compare(&cl, argc, argv);
 	if (strcmp(cmd, "ldif") == 0)
-		return cmd_ldif(cl.o.cfg.users, cl.o.cfg.domain, cl.base, cl.ou, cl.o.cfg.password);
+		return cmd_ldif(cl.o.cfg.users, cl.o.cfg.domain, cl.base, cl.ou, cl.o.cfg.password,
+				cl.hosts);
 	if (strcmp(cmd, "agent") == 0)
 		return cmd_agent(&cl);
 	if (strcmp(cmd, "report") == 0) {

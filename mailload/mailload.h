@@ -262,9 +262,11 @@ void ml_msg_emit(const struct ml_msg *m, struct evbuffer *out);
 /* "{SSHA}" + base64(SHA-1(password + salt) + salt), a random 8-byte salt; n >= 40. */
 void ml_ssha(const char *password, char *out, size_t n);
 /* The population user1..userN under base (with the ou entry first when ou), passwords
-   "userK" or password when it is set, stored as {SSHA}. 0, or -1 on a write error. */
+   "userK" or password when it is set, stored as {SSHA}. hosts (NULL: none) is a comma
+   list of store hosts: userK's mailHost is the ((K - 1) mod n)-th. 0, or -1 on a write
+   error. */
 int ml_ldif_write(FILE *fp, uint64_t users, const char *domain, const char *base, bool ou,
-		  const char *password);
+		  const char *password, const char *hosts);
 
 /* Appends this machine's members "name","cpu","cores","mem_kb","kernel" (no braces). */
 void ml_host_json(struct buf *o);
