@@ -16,6 +16,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heronlib import run_tests  # noqa: E402
+
 ROOT, DNSQ = sys.argv[1], sys.argv[2]
 SCRIPT = os.path.join(ROOT, "scripts", "dns")
 
@@ -149,15 +152,27 @@ def main():
                    check=True, timeout=120)
     try:
         env = dict(l.strip().split("=", 1) for l in open(os.path.join(world, "dns.env")))
-        check_answers(env)
-        check_hostile(env)
-        check_dnssec_bogus(env, tmp)
-        check_cache(env)
-        check_timeout(env)
+
+        def test_answers():
+            check_answers(env)
+
+        def test_hostile():
+            check_hostile(env)
+
+        def test_dnssec_bogus():
+            check_dnssec_bogus(env, tmp)
+
+        def test_cache():
+            check_cache(env)
+
+        def test_timeout():
+            check_timeout(env)
+
+        return run_tests([test_answers, test_hostile, test_dnssec_bogus, test_cache,
+                          test_timeout])
     finally:
         subprocess.run([SCRIPT, "stop", world], timeout=60)
-    print("dns_resolver: all checks passed")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -14,7 +14,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from heronlib import alive, ldap_script, read_env  # noqa: E402
+from heronlib import alive, ldap_script, read_env, run_tests  # noqa: E402
 
 ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
 
@@ -177,12 +177,22 @@ def check_unprivileged(tmp):
 def main():
     tmp = tempfile.mkdtemp(prefix="heron-ldapfix-")
     os.chmod(tmp, 0o755)
-    try:
+
+    def test_generated():
         check_generated(os.path.join(tmp, "gen"))
+
+    def test_ldif():
         check_ldif(os.path.join(tmp, "ldif"))
+
+    def test_replication():
         check_replication(tmp)
+
+    def test_unprivileged():
         if os.geteuid() == 0:
             check_unprivileged(tmp)
+
+    try:
+        return run_tests([test_generated, test_ldif, test_replication, test_unprivileged])
     finally:
         if os.path.isdir(os.path.join(tmp, "user", "s")):
             fixture("stop", os.path.join(tmp, "user", "s"))
@@ -190,8 +200,7 @@ def main():
             if os.path.isdir(os.path.join(tmp, sub)):
                 fixture("stop", os.path.join(tmp, sub))
         shutil.rmtree(tmp, ignore_errors=True)
-    print("ok")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

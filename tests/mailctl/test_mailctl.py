@@ -15,7 +15,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import heronlib  # noqa: E402
-from heronlib import file_directory, ssha  # noqa: E402
+from heronlib import file_directory, run_tests, ssha  # noqa: E402
 
 MAILCTL, PLANT = sys.argv[1], sys.argv[2]
 TMP = tempfile.mkdtemp(prefix="heron-mailctl-")
@@ -610,8 +610,7 @@ TESTS = [test_usage, test_upgrade, test_users, test_quota, test_mailboxes, test_
          test_backup_restore, test_stats, test_directory, test_bulk]
 
 try:
-    for t in TESTS:
-        t()
-        print("ok", t.__name__)
+    rc = run_tests(TESTS)
 finally:
     shutil.rmtree(TMP, ignore_errors=True)
+sys.exit(rc)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from heronlib import ldap_script, write_conf  # noqa: E402
+from heronlib import ldap_script, run_tests, write_conf  # noqa: E402
 
 prog, root = sys.argv[1], sys.argv[2]
 tmp = os.environ["HERON_TMP"]
@@ -33,41 +33,50 @@ def field(line, key):
     return None
 
 
-bind = conf("bind.conf")
-rc, out = run(bind, "auth", "test", "-n", "3", "user7", password="user7\n")
-assert rc == 0, (rc, out)
-assert len(out) == 3, out
-assert [field(l, "result") for l in out] == ["ok"] * 3, out
-assert [field(l, "cached") for l in out] == ["no", "yes", "yes"], out
-assert field(out[0], "mode") == "bind" and field(out[0], "time").endswith("ms"), out
-assert field(out[0], "dn") == "uid=user7,ou=people,dc=heron,dc=test", out
+BIND = conf("bind.conf")
 
-rc, out = run(bind, "auth", "test", "user7", password="wrong\n")
-assert rc == 1 and out[0].startswith("result=wrong credentials"), (rc, out)
-rc, out = run(bind, "auth", "test", "nobody", password="x\n")
-assert rc == 1 and out[0].startswith("result=no such user"), (rc, out)
-rc, out = run(bind, "auth", "test", "user7", password="\n")
-assert rc == 1 and "refused=yes" in out[0], (rc, out)
 
-rc, out = run(bind, "lookup", "alias.user9@heron.test")
-assert rc == 0 and field(out[0], "user") == "user9", (rc, out)
-assert field(out[0], "address") == "user9@heron.test", out
+def test_auth_and_lookup():
+    rc, out = run(BIND, "auth", "test", "-n", "3", "user7", password="user7\n")
+    assert rc == 0, (rc, out)
+    assert len(out) == 3, out
+    assert [field(l, "result") for l in out] == ["ok"] * 3, out
+    assert [field(l, "cached") for l in out] == ["no", "yes", "yes"], out
+    assert field(out[0], "mode") == "bind" and field(out[0], "time").endswith("ms"), out
+    assert field(out[0], "dn") == "uid=user7,ou=people,dc=heron,dc=test", out
 
-lookup = conf("lookup.conf", auth_mode="lookup", bind_dn=os.environ["LDAP_ADMIN_DN"],
-              bind_password_file=os.environ["LDAP_ADMIN_PASSWORD_FILE"])
-rc, out = run(lookup, "auth", "test", "user8", password="user8\n")
-assert rc == 0 and field(out[0], "mode") == "lookup", (rc, out)
+    rc, out = run(BIND, "auth", "test", "user7", password="wrong\n")
+    assert rc == 1 and out[0].startswith("result=wrong credentials"), (rc, out)
+    rc, out = run(BIND, "auth", "test", "nobody", password="x\n")
+    assert rc == 1 and out[0].startswith("result=no such user"), (rc, out)
+    rc, out = run(BIND, "auth", "test", "user7", password="\n")
+    assert rc == 1 and "refused=yes" in out[0], (rc, out)
 
-rc, out = run(bind, "auth", "frobnicate", "x")
-assert rc == 2, rc
-rc, out = run(conf("bad.conf", uri="http://nowhere/"), "lookup", "a@b")
-assert rc == 2, rc
+    rc, out = run(BIND, "lookup", "alias.user9@heron.test")
+    assert rc == 0 and field(out[0], "user") == "user9", (rc, out)
+    assert field(out[0], "address") == "user9@heron.test", out
 
-rc, out = run(bind, "--json", "lookup", "user9@heron.test")
-assert rc == 0 and json.loads(out[0])["user"] == "user9", (rc, out)
+    lookup = conf("lookup.conf", auth_mode="lookup", bind_dn=os.environ["LDAP_ADMIN_DN"],
+                  bind_password_file=os.environ["LDAP_ADMIN_PASSWORD_FILE"])
+    rc, out = run(lookup, "auth", "test", "user8", password="user8\n")
+    assert rc == 0 and field(out[0], "mode") == "lookup", (rc, out)
 
-# directory down: a temporary failure (75), never "wrong credentials"
-ldap_script(root, "stop", os.environ["HERON_LDAP_DIR"])
-rc, out = run(bind, "auth", "test", "user7", password="user7\n")
-assert rc == 75 and out[0].startswith("result=temporary failure"), (rc, out)
-print("ok")
+
+def test_errors_and_json():
+    rc, out = run(BIND, "auth", "frobnicate", "x")
+    assert rc == 2, rc
+    rc, out = run(conf("bad.conf", uri="http://nowhere/"), "lookup", "a@b")
+    assert rc == 2, rc
+
+    rc, out = run(BIND, "--json", "lookup", "user9@heron.test")
+    assert rc == 0 and json.loads(out[0])["user"] == "user9", (rc, out)
+
+
+def test_directory_down():
+    # directory down: a temporary failure (75), never "wrong credentials"
+    ldap_script(root, "stop", os.environ["HERON_LDAP_DIR"])
+    rc, out = run(BIND, "auth", "test", "user7", password="user7\n")
+    assert rc == 75 and out[0].startswith("result=temporary failure"), (rc, out)
+
+
+sys.exit(run_tests([test_auth_and_lookup, test_errors_and_json, test_directory_down]))

@@ -17,6 +17,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heronlib import run_tests  # noqa: E402
+
 NAME = re.compile(r"^(\d+)\.M\d+P\d+F\d+\.mailload,S=(\d+)(:2,S)?$")
 DAY0, DAY1 = 1735689600, 1735689600 + 86400 + 4096  # 2025-01-01 UTC (+ the seq spread)
 
@@ -86,11 +89,12 @@ def check_user(home):
 def main():
     mailload = sys.argv[1]
     top = tempfile.mkdtemp(prefix="heron-maildir-")
-    try:
-        a, b, c = (os.path.join(top, x) for x in ("a", "b", "c"))
+    a, b, c = (os.path.join(top, x) for x in ("a", "b", "c"))
+    users = 12
+
+    def test_layout():
         for d in (a, b, c):
             os.mkdir(d)
-        users = 12
         out = init(mailload, a, users)
         assert "12 users (0 already complete)" in out, out
         assert sorted(os.listdir(a)) == sorted([f"user{u}" for u in range(1, users + 1)]
@@ -103,21 +107,28 @@ def main():
             f, m, s = check_user(os.path.join(a, f"user{u}"))
             nf, nm, ns = nf + f, nm + m, ns + s
         assert nm > users and 0 < ns < nm, (nm, ns)  # some folders hold \Seen mail
+        print(f"{users} users, {nf} folders, {nm} messages ({ns} \\Seen): Maildir++ layout")
+
+    def test_deterministic():
         init(mailload, b, users)
         assert tree(a) == tree(b), "the same seed gives the same Maildirs"
         init(mailload, c, users, seed="2")
         assert tree(a) != tree(c), "another seed gives other Maildirs"
-        # resume: user3 half-built (interrupted before its rename), user5 in place
+
+    def test_resume():
+        # user3 half-built (interrupted before its rename), the others in place
         before = tree(a)
         os.rename(os.path.join(a, "user3"), os.path.join(a, ".user3.tmp"))
         shutil.rmtree(os.path.join(a, ".user3.tmp", "Maildir", "cur"))
         out = init(mailload, a, users)
         assert "12 users (11 already complete)" in out, out
         assert tree(a) == before, "a rerun completes the interrupted user"
-        print(f"{users} users, {nf} folders, {nm} messages ({ns} \\Seen): Maildir++ layout")
+
+    try:
+        return run_tests([test_layout, test_deterministic, test_resume])
     finally:
         shutil.rmtree(top)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -22,7 +22,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from heronlib import Sink, SinkControl as Control, tls_client_ctx  # noqa: E402
+from heronlib import Sink, SinkControl as Control, run_tests, tls_client_ctx  # noqa: E402
 
 SINK = sys.argv[1]
 STAMP = None  # unix ms put into X-Mailload-Sent
@@ -358,6 +358,7 @@ def main():
         STAMP = int(time.time() * 1000) - 1500
         ctl = Control(cport)
         assert ctl.req(cmd="reset") == {"ok": True}
+        checks = []
         for name, fn in [("delivery", lambda: test_delivery(ctl, port)),
                          ("faults", lambda: test_faults(ctl, port)),
                          ("drop_and_delays", lambda: test_drop_and_delays(ctl, port)),
@@ -367,8 +368,9 @@ def main():
                          ("hostile_ids", lambda: test_hostile_ids(ctl, port)),
                          ("many_connections", lambda: test_many_connections(ctl, port)),
                          ("control_errors", lambda: test_control_errors(ctl))]:
-            fn()
-            print("ok", name, flush=True)
+            fn.__name__ = name
+            checks.append(fn)
+        assert run_tests(checks) == 0, "a check failed (above)"
         st = ctl.req(cmd="stats")
         kept = os.listdir(os.path.join(keep, "new"))
         assert len(kept) == st["messages"], (len(kept), st["messages"])
@@ -394,8 +396,8 @@ def main():
     # started as root with [sink] user empty: the master warns, once
     warn = "sink: workers keep root: set [sink] user"
     assert text.count(warn) == (1 if os.geteuid() == 0 else 0), text[:2000]
-    print("sink e2e: all passed")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
