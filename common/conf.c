@@ -574,53 +574,6 @@ int conf_load(const char *path, struct conf **conf_r, char **error_r)
 	return 0;
 }
 
-static const struct conf_value *get(const struct conf *c, const char *section, const char *key,
-				    enum conf_type t1, enum conf_type t2)
-{
-	int i = key_index(section, key);
-
-	if (i < 0 || (conf_keys[i].type != t1 && conf_keys[i].type != t2)) {
-		fprintf(stderr, "heron: bug: config key %s.%s unknown or of another type\n",
-			section, key);
-		abort();
-	}
-	return &c->v[i];
-}
-
-const char *conf_str(const struct conf *c, const char *section, const char *key)
-{
-	return get(c, section, key, CONF_STR, CONF_ENUM)->text;
-}
-
-int64_t conf_int(const struct conf *c, const char *section, const char *key)
-{
-	int i = key_index(section, key);
-
-	if (i >= 0 && conf_keys[i].type == CONF_SIZE)
-		return c->v[i].i;
-	return get(c, section, key, CONF_INT, CONF_DURATION)->i;
-}
-
-bool conf_bool(const struct conf *c, const char *section, const char *key)
-{
-	return get(c, section, key, CONF_BOOL, CONF_BOOL)->b;
-}
-
-const struct conf_addrs *conf_addrs(const struct conf *c, const char *section, const char *key)
-{
-	return &get(c, section, key, CONF_ADDRS, CONF_ADDRS)->addrs;
-}
-
-const struct conf_cidrs *conf_cidrs(const struct conf *c, const char *section, const char *key)
-{
-	return &get(c, section, key, CONF_CIDRS, CONF_CIDRS)->cidrs;
-}
-
-const struct conf_list *conf_list(const struct conf *c, const char *section, const char *key)
-{
-	return &get(c, section, key, CONF_LIST, CONF_DURLIST)->list;
-}
-
 const char *conf_origin(const struct conf *c, const char *section, const char *key)
 {
 	int i = key_index(section, key);

@@ -106,12 +106,6 @@ void conf_free(struct conf **cp);
 /* Every key's value, typed (conf_keys.h); valid while c is. */
 const struct heron_conf *conf_values(const struct conf *c);
 
-const char *conf_str(const struct conf *c, const char *section, const char *key);
-int64_t conf_int(const struct conf *c, const char *section, const char *key);
-bool conf_bool(const struct conf *c, const char *section, const char *key);
-const struct conf_addrs *conf_addrs(const struct conf *c, const char *section, const char *key);
-const struct conf_cidrs *conf_cidrs(const struct conf *c, const char *section, const char *key);
-const struct conf_list *conf_list(const struct conf *c, const char *section, const char *key);
 /* The value as written (or the default's text), whatever the key's type: to compare two
    configs, e.g. on reload. */
 const char *conf_text(const struct conf *c, const char *section, const char *key);

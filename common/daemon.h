@@ -6,7 +6,7 @@
  *
  *      daemon_args_parse(argc, argv, "mtad", &args);      -c PATH, -f, -t; exits on bad usage
  *      conf = daemon_conf_load(&args);                    -t: prints and exits here
- *      net_listen(conf_addrs(conf, "mtad", "listen"), ...) bind while still root
+ *      net_listen(conf_values(conf)->mtad.listen, ...)   bind while still root
  *      return daemon_run(&ops);                           the master; workers run ops.worker_main
  *
  * The master keeps root (when started as root) only to reload and restart; each worker drops to

@@ -49,15 +49,15 @@ static void test_defaults(void **state)
 {
 	struct conf *c = conf_defaults();
 
-	assert_string_equal(conf_str(c, "store", "path"), "/var/lib/heron/store");
-	assert_int_equal(conf_int(c, "mtad", "max_recipients_per_transaction"), 1500);
-	assert_int_equal(conf_int(c, "mtad", "reject_recipients_per_transaction"), 2500);
-	assert_int_equal(conf_int(c, "directory", "auth_cache_size"), 500000);
-	assert_int_equal(conf_int(c, "directory", "auth_cache_ttl"), 2 * 3600 * 1000);
-	assert_int_equal(conf_int(c, "mtad", "max_message_size"), 50 << 20);
-	assert_false(conf_bool(c, "imapd", "allow_plaintext_auth"));
+	assert_string_equal(conf_values(c)->store.path, "/var/lib/heron/store");
+	assert_int_equal(conf_values(c)->mtad.max_recipients_per_transaction, 1500);
+	assert_int_equal(conf_values(c)->mtad.reject_recipients_per_transaction, 2500);
+	assert_int_equal(conf_values(c)->directory.auth_cache_size, 500000);
+	assert_int_equal(conf_values(c)->directory.auth_cache_ttl_ms, 2 * 3600 * 1000);
+	assert_int_equal(conf_values(c)->mtad.max_message_size, 50 << 20);
+	assert_false(conf_values(c)->imapd.allow_plaintext_auth);
 	assert_string_equal(conf_origin(c, "store", "path"), "default");
-	const struct conf_list *rs = conf_list(c, "mtad", "retry_schedule");
+	const struct conf_list *rs = conf_values(c)->mtad.retry_schedule;
 	assert_int_equal(rs->n, 5);
 	assert_int_equal(rs->ms[0], 60000);
 	assert_int_equal(rs->ms[4], 7200000);
@@ -84,30 +84,30 @@ static void test_values(void **state)
 			      "bare_lf = normalize\n",
 			      &c);
 	assert_null(err);
-	assert_string_equal(conf_str(c, "store", "path"), "/srv/mail");
-	assert_int_equal(conf_int(c, "store", "partitions"), 8);
-	assert_true(conf_int(c, "store", "map_size") == (2LL << 30));
+	assert_string_equal(conf_values(c)->store.path, "/srv/mail");
+	assert_int_equal(conf_values(c)->store.partitions, 8);
+	assert_true(conf_values(c)->store.map_size == (2LL << 30));
 	assert_true(strstr(conf_origin(c, "store", "partitions"), "t.conf:4") != NULL);
 	assert_string_equal(conf_text(c, "mtad", "command_timeout"), "90s");
 	assert_string_equal(conf_text(c, "mtad", "relay_host"), "");
-	const struct conf_addrs *a = conf_addrs(c, "mtad", "listen");
+	const struct conf_addrs *a = conf_values(c)->mtad.listen;
 	assert_int_equal(a->n, 3);
 	assert_string_equal(a->v[0].host, "127.0.0.1");
 	assert_string_equal(a->v[0].port, "2525");
 	assert_string_equal(a->v[1].host, "::1");
 	assert_string_equal(a->v[2].host, "*");
-	const struct conf_addrs *l = conf_addrs(c, "mtad", "lmtp");
+	const struct conf_addrs *l = conf_values(c)->mtad.lmtp;
 	assert_int_equal(l->n, 1);
 	assert_true(l->v[0].unix_path);
 	assert_null(l->v[0].port);
-	assert_int_equal(conf_int(c, "mtad", "command_timeout"), 90000);
-	assert_false(conf_bool(c, "mtad", "auth_require_tls"));
-	assert_string_equal(conf_str(c, "mtad", "bare_lf"), "normalize");
-	const struct conf_list *d = conf_list(c, "mtad", "local_domains");
+	assert_int_equal(conf_values(c)->mtad.command_timeout_ms, 90000);
+	assert_false(conf_values(c)->mtad.auth_require_tls);
+	assert_int_equal(conf_values(c)->mtad.bare_lf, MTAD_BARE_LF_NORMALIZE);
+	const struct conf_list *d = conf_values(c)->mtad.local_domains;
 	assert_true(conf_list_has(d, "example.org", 11));
 	assert_false(conf_list_has(d, "example.com", 11));
 
-	const struct conf_cidrs *t = conf_cidrs(c, "mtad", "trusted_networks");
+	const struct conf_cidrs *t = conf_values(c)->mtad.trusted_networks;
 	struct sockaddr_in s4 = { .sin_family = AF_INET };
 	struct sockaddr_in6 s6 = { .sin6_family = AF_INET6 };
 	inet_pton(AF_INET, "10.200.3.4", &s4.sin_addr);
@@ -173,19 +173,19 @@ static void test_include_and_set(void **state)
 	free(write_file("inc.conf", "[imapd]\nworkers = 3\n"));
 	err = load_text("[store]\npath=/a\ninclude inc.conf\n[store]\npartitions = 2\n", &c);
 	assert_null(err);
-	assert_int_equal(conf_int(c, "imapd", "workers"), 3);
-	assert_int_equal(conf_int(c, "store", "partitions"), 2);
+	assert_int_equal(conf_values(c)->imapd.workers, 3);
+	assert_int_equal(conf_values(c)->store.partitions, 2);
 	/* includes that loop are stopped */
 	free(write_file("loop.conf", "include loop.conf\n"));
 	expect_error("include loop.conf\n", "loop.conf", "nested deeper");
 	assert_int_equal(conf_set(c, "sink", "listen", "127.0.0.1:2000", &err), 0);
-	assert_string_equal(conf_addrs(c, "sink", "listen")->v[0].port, "2000");
+	assert_string_equal(conf_values(c)->sink.listen->v[0].port, "2000");
 	assert_int_equal(conf_set(c, "sink", "nope", "1", &err), -1);
 	assert_non_null(strstr(err, "unknown key"));
 	free(err);
 	assert_int_equal(conf_set(c, "sink", "workers", "x", &err), -1);
 	free(err);
-	assert_int_equal(conf_int(c, "sink", "workers"), 1); /* default kept */
+	assert_int_equal(conf_values(c)->sink.workers, 1); /* default kept */
 	conf_free(&c);
 	free(inc);
 }

@@ -61,33 +61,41 @@ static void walk(const struct conf *c)
 
 	for (size_t i = 0; i < conf_nkeys; i++) {
 		const struct conf_key *k = &conf_keys[i];
+		const void *f = (const char *)conf_values(c) + k->off;
 
 		assert(conf_origin(c, k->section, k->name) != NULL);
-		switch (k->type) {
-		case CONF_STR:
-		case CONF_ENUM:
-			assert(conf_str(c, k->section, k->name) != NULL);
+		switch (k->field) {
+		case CONF_F_NONE:
+			assert(!"every key names a field");
 			break;
-		case CONF_INT:
-		case CONF_SIZE:
-		case CONF_DURATION: {
-			int64_t v = conf_int(c, k->section, k->name);
+		case CONF_F_STR:
+			assert(*(const char *const *)f != NULL);
+			break;
+		case CONF_F_I64: {
+			int64_t v = *(const int64_t *)f;
 
 			assert(v >= k->min && v <= k->max);
 			break;
 		}
-		case CONF_BOOL:
-			(void)conf_bool(c, k->section, k->name);
+		case CONF_F_U64: {
+			uint64_t v = *(const uint64_t *)f;
+
+			assert(v >= (uint64_t)k->min && v <= (uint64_t)k->max);
 			break;
-		case CONF_ADDRS:
-			(void)conf_addrs(c, k->section, k->name);
+		}
+		case CONF_F_BOOL:
 			break;
-		case CONF_CIDRS:
-			(void)conf_cidrs(c, k->section, k->name);
+		case CONF_F_ENUM:
+			assert(*(const int *)f >= 0);
 			break;
-		case CONF_LIST:
-		case CONF_DURLIST: {
-			const struct conf_list *l = conf_list(c, k->section, k->name);
+		case CONF_F_ADDRS:
+			assert(*(const struct conf_addrs *const *)f != NULL);
+			break;
+		case CONF_F_CIDRS:
+			assert(*(const struct conf_cidrs *const *)f != NULL);
+			break;
+		case CONF_F_LIST: {
+			const struct conf_list *l = *(const struct conf_list *const *)f;
 
 			if (l->n > 0)
 				(void)conf_list_has(l, l->v[0], strlen(l->v[0]));

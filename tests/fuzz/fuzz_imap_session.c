@@ -72,7 +72,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	set("imapd", "login_timeout", "5s");
 	set("imapd", "max_connections_per_ip", "1000");
 	shared = shmtable_new(64, 1, NET_SHM_KEY_MAX, 60000); /* the master makes it in imapd.c */
-	fuzz_must(net_listen(conf_addrs(conf, "imapd", "listen"), NULL, &fds, &err) == 0, "listen");
+	fuzz_must(net_listen(conf_values(conf)->imapd.listen, NULL, &fds, &err) == 0, "listen");
 	port = net_fd_port(fds.fd[0]);
 	return 0;
 }

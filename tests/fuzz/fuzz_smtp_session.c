@@ -35,6 +35,14 @@ static struct net_fds fds[L_NKINDS];
 static int ports[3];
 static unsigned serial;
 
+/* The [mtad] listener list of a kind. */
+static const struct conf_addrs *listen_addrs(enum mtad_listener k)
+{
+	const struct mtad_conf *mc = &conf_values(conf)->mtad;
+
+	return k == L_SMTP ? mc->listen : k == L_SUBMISSION ? mc->submission : mc->lmtp;
+}
+
 static bool session_done(void *arg)
 {
 	(void)arg;
@@ -64,7 +72,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	shared = shmtable_new(MTAD_SHARED_SLOTS, 1, MTAD_SHARED_KEY_MAX, 60000); /* as mtad.c */
 	for (int i = 0; i < 3; i++) {
 		fuzz_set(conf, "mtad", kinds[i], "127.0.0.1:0");
-		fuzz_must(net_listen(conf_addrs(conf, "mtad", kinds[i]), NULL, &fds[kind_ids[i]],
+		fuzz_must(net_listen(listen_addrs(kind_ids[i]), NULL, &fds[kind_ids[i]],
 				     &err) == 0, "listen");
 		ports[i] = net_fd_port(fds[kind_ids[i]].fd[0]);
 	}
