@@ -188,6 +188,13 @@ static void queue_cells(struct mc_table *tab, const struct store_queue_msg *qm, 
 	mc_cell_u64(tab, pending);
 	mc_cell_bool(tab, qm->held);
 	mc_cell_time(tab, next);
+	/* a lease not expired: a worker is delivering it now */
+	mc_cell_str(tab, qm->lease_until > time(NULL) ? "in progress"
+			 : qm->held ? "held" : pending > 0 ? "queued" : "done");
+	if (qm->lease_until > time(NULL) && qm->lease_owner > 0)
+		mc_cell_u64(tab, qm->lease_owner - 1);
+	else
+		mc_cell_null(tab);
 }
 
 static int queue_row(const struct store_queue_msg *qm, void *arg)
@@ -199,7 +206,8 @@ static int queue_row(const struct store_queue_msg *qm, void *arg)
 int mc_queue_list(struct mc *mc, const struct mc_args *a)
 {
 	static const char *const cols[] = { "id", "sender", "size", "created", "recipients",
-					    "pending", "held", "next_attempt", NULL };
+					    "pending", "held", "next_attempt", "state", "worker",
+					    NULL };
 	struct mc_table *tab = mc_table_new(cols);
 	int rc;
 
@@ -215,7 +223,8 @@ int mc_queue_list(struct mc *mc, const struct mc_args *a)
 int mc_queue_show(struct mc *mc, const struct mc_args *a)
 {
 	static const char *const cols[] = { "id", "sender", "envid", "size", "created",
-					    "recipients", "pending", "held", "next_attempt", NULL };
+					    "recipients", "pending", "held", "next_attempt", "state",
+					    "worker", NULL };
 	static const char *const rcols[] = { "recipient", "state", "attempts", "next_attempt",
 					     "last_error", NULL };
 	struct store_queue_msg qm;

@@ -48,6 +48,7 @@ static struct qjob *job_copy(struct queue_runner *qr, const struct store_queue_m
 	job->error = xcalloc(qm->nrcpt, sizeof(*job->error));
 	job->remote = xcalloc(qm->nrcpt, sizeof(*job->remote));
 	job->delayed = xcalloc(qm->nrcpt, sizeof(*job->delayed));
+	job->recorded = xcalloc(qm->nrcpt, sizeof(*job->recorded));
 	for (size_t i = 0; i < qm->nrcpt; i++) {
 		job->qm.rcpt[i] = qm->rcpt[i];
 		job->qm.rcpt[i].addr = job->own[2 * i] = xstrdup(qm->rcpt[i].addr);
@@ -77,6 +78,7 @@ static void job_free(struct qjob *job)
 	free(job->error);
 	free(job->remote);
 	free(job->delayed);
+	free(job->recorded);
 	free(job);
 }
 
@@ -407,6 +409,86 @@ static void job_dispatch(struct queue_runner *qr, struct qjob *job)
 		job_finish(job);
 }
 
+/* A (re)started worker: the entries the worker of its slot had leased when it died come back
+   now, not when their leases expire; worker 0 also takes back those of slots no longer run
+   (fewer workers than before). One mtad per store. */
+static void release_dead(struct queue_runner *qr, unsigned worker)
+{
+	uint32_t nworkers = (uint32_t)conf_values(qr->m->conf)->mtad.workers;
+	size_t n = 0, more = 0;
+	int rc = store_queue_release_owners(qr->m->store, qr->owner, qr->owner, &n);
+
+	if (rc == 0 && worker == 0)
+		rc = store_queue_release_owners(qr->m->store, nworkers + 1, UINT32_MAX, &more);
+	if (rc != 0)
+		log_warnx("queue: leases of a dead worker not released: %s", store_strerror(rc));
+	else if (n + more > 0)
+		log_info("queue: worker %u released %zu entries leased before it started", worker,
+			 n + more);
+}
+
+/* Remote recipients a work delivered: their 250 goes into the queue at once, through the
+   group commit, so that a crash from now on does not send them again (the job's other
+   outcomes are written when all of its works end). */
+struct qrecord {
+	struct qjob *job;
+	uint64_t id;
+	size_t n;
+	size_t idx[];
+};
+
+static int record_fn(struct store_txn *t, void *arg)
+{
+	struct qrecord *r = arg;
+
+	for (size_t k = 0; k < r->n; k++) {
+		int rc = store_queue_rcpt_set_txn(t, r->id, r->idx[k], STORE_Q_DELIVERED, 0,
+						  NULL);
+
+		if (rc != 0 && rc != STORE_ENOQUEUE)
+			return rc;
+	}
+	return 0;
+}
+
+static void record_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+			void *arg)
+{
+	struct qrecord *r = arg;
+	struct qjob *job = r->job;
+
+	(void)rcpts;
+	(void)n;
+	(void)value;
+	if (result == 0)
+		for (size_t k = 0; k < r->n; k++)
+			job->recorded[r->idx[k]] = true;
+	else
+		log_warnx("%016" PRIx64 ": recording delivery failed: %s (kept for the end of the "
+			  "run)", r->id, store_strerror(result));
+	free(r);
+	if (--job->outstanding == 0)
+		job_finish(job);
+}
+
+static void record_delivered(struct qwork *w)
+{
+	struct qjob *job = w->job;
+	struct qrecord *r = xcalloc(1, sizeof(*r) + w->n * sizeof(r->idx[0]));
+
+	r->job = job;
+	r->id = job->qm.id;
+	for (size_t k = 0; k < w->n; k++)
+		if (job->result[w->idx[k]] == STORE_Q_DELIVERED)
+			r->idx[r->n++] = w->idx[k];
+	if (r->n == 0 || job->qr->m->gc == NULL) {
+		free(r);
+		return;
+	}
+	job->outstanding++; /* the job ends after the record */
+	store_gc_submit(job->qr->m->gc, STORE_QUEUE_PART, NULL, record_fn, r, record_done, r);
+}
+
 static void lease_cb(const struct store_queue_msg *qm, void *arg)
 {
 	job_dispatch(arg, job_copy(arg, qm));
@@ -426,8 +508,8 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 		queue_dest_pump(qr, d);
 	if (qr->njobs >= MAX_JOBS)
 		return;
-	rc = store_queue_lease(qr->m->store, clock_wall_s(), lease_s, MAX_JOBS - qr->njobs, lease_cb, qr,
-			       &n);
+	rc = store_queue_lease_as(qr->m->store, qr->owner, clock_wall_s(), lease_s,
+				  MAX_JOBS - qr->njobs, lease_cb, qr, &n);
 	if (rc != 0)
 		log_warnx("queue lease failed: %s", store_strerror(rc));
 }
@@ -440,6 +522,8 @@ void queue_runner_start(struct mtad *m, unsigned worker)
 
 	qr->m = m;
 	m->qr = qr;
+	qr->owner = worker + 1;
+	release_dead(qr, worker);
 	srandom((unsigned)time(NULL) ^ (unsigned)getpid() << 8); /* equal MX preferences */
 	qr->dns = m->dns;
 	qr->own = queue_own_addrs(m->conf);
@@ -492,8 +576,11 @@ void queue_runner_stop(struct mtad *m)
 
 	if (qr == NULL)
 		return;
-	/* unfinished jobs keep their lease; it expires and another runner retries them */
+	/* unfinished jobs keep their lease; it expires (or the worker's successor releases it)
+	   and another runner retries them; records in the group commit end first */
 	qr->stopping = true;
+	if (m->gc != NULL)
+		store_gc_flush(m->gc);
 	while ((d = TAILQ_FIRST(&qr->dests)) != NULL) {
 		TAILQ_REMOVE(&qr->dests, d, entry);
 		smtp_client_close_idle(d);
@@ -562,6 +649,7 @@ void queue_work_done(struct qwork *w)
 {
 	struct qjob *job = w->job;
 
+	record_delivered(w);
 	free(w->idx);
 	buf_release(&w->trylog);
 	tlsa_free(w->tlsa, w->ans[2].n);
@@ -616,6 +704,8 @@ static void job_finish(struct qjob *job)
 			pending |= job->qm.rcpt[i].state == STORE_Q_PENDING;
 			continue;
 		}
+		if (job->recorded[i])
+			continue;
 		pending |= r == STORE_Q_PENDING;
 		failed |= r == STORE_Q_FAILED;
 		if (r == STORE_Q_PENDING && noticed)
@@ -635,6 +725,8 @@ static void job_finish(struct qjob *job)
 		rc = store_queue_delete(st, job->qm.id);
 	else
 		rc = store_queue_release_lease(st, job->qm.id);
+	if (rc == STORE_ENOQUEUE) /* every copy was recorded delivered: the record removed it */
+		rc = 0;
 	if (rc != 0)
 		log_warnx("%016" PRIx64 ": queue finish failed: %s", job->qm.id,
 			  store_strerror(rc));

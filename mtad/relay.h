@@ -29,6 +29,7 @@ struct qjob {
 	char **error;                      /* per recipient: last reply, malloc'd or NULL */
 	char **remote;                     /* per recipient: the relay that answered */
 	bool *delayed;                     /* per recipient: in this run's delay notice */
+	bool *recorded;                    /* per recipient: its outcome is in the queue already */
 	bool delay_noticed;                /* a delay notice went out for this message before */
 	TAILQ_ENTRY(qjob) entry;
 };
@@ -107,6 +108,7 @@ struct queue_runner {
 	SSL_CTX *verify_tls;               /* verifying client context (MTA-STS policy fetch) */
 	struct sts_cache *sts;             /* MTA-STS policies (NULL: no verifying context) */
 	struct conf_cidrs *own;            /* our own addresses (mail loops) */
+	uint32_t owner;                    /* its leases' owner in the queue: worker + 1 */
 	char relay_port[8];
 	TAILQ_HEAD(, qjob) jobs;
 	TAILQ_HEAD(, qdest) dests;

@@ -470,7 +470,8 @@ struct store_queue_msg;
    callback. */
 void store_batch_enqueue(struct store_batch *bt, const struct store_queue_msg *qm,
 			 struct store_blob *b, store_done_cb *cb, void *arg);
-/* Queues fn(t, fn_arg), run in the batch's write txn of partition part inside a nested txn:
+/* Queues fn(t, fn_arg), run in the batch's write txn of partition part (STORE_QUEUE_PART:
+   the queue's) inside a nested txn:
    when fn returns non-zero (or a write hits a full map) what it wrote is dropped and the
    others' work stays. fn may run again if the partition's txn is redone (it must set its
    outputs afresh), and in another thread than the caller's (the caller's thread waits in
@@ -596,6 +597,7 @@ struct store_queue_msg {
 	bool requiretls;           /* MAIL FROM ... REQUIRETLS (RFC 8689): relay only over
 				      verified TLS to a server offering it */
 	int64_t lease_until;       /* a runner holds it until then */
+	uint32_t lease_owner;      /* which runner (store_queue_lease_as), 0: unknown */
 	size_t nrcpt;
 	struct store_queue_rcpt *rcpt;
 };
@@ -611,10 +613,25 @@ int store_queue_add(struct store *st, const struct store_queue_msg *qm,
 int store_queue_lease(struct store *st, int64_t now, int64_t lease_s, size_t max,
 		      void (*cb)(const struct store_queue_msg *qm, void *arg), void *arg,
 		      size_t *n_r);
+/* store_queue_lease, the leases recorded as held by owner (a runner's number, 1 and up; 0
+   as store_queue_lease): store_queue_release_owners gives them back when it is known dead. */
+int store_queue_lease_as(struct store *st, uint32_t owner, int64_t now, int64_t lease_s,
+			 size_t max, void (*cb)(const struct store_queue_msg *qm, void *arg),
+			 void *arg, size_t *n_r);
+/* Ends every lease held by an owner in [lo, hi] (their runner died: its entries are due
+   again at once instead of when the lease expires); *n_r (may be NULL) = how many.
+   Errors: STORE_EIO. */
+int store_queue_release_owners(struct store *st, uint32_t lo, uint32_t hi, size_t *n_r);
 /* Records a recipient outcome (state, next attempt for PENDING, error text) and ends the
    lease when release. Errors: STORE_ENOQUEUE, STORE_EINVAL (index out of range). */
 int store_queue_rcpt_set(struct store *st, uint64_t id, size_t idx,
 			 enum store_rcpt_state state, int64_t next_attempt, const char *error);
+/* The same inside a write txn of the queue (part STORE_QUEUE_PART: a store_gc_submit); an
+   entry whose every recipient is then DELIVERED is deleted with its file (a crash before its
+   runner would have deleted it leaves nothing behind). */
+int store_queue_rcpt_set_txn(struct store_txn *t, uint64_t id, size_t idx,
+			     enum store_rcpt_state state, int64_t next_attempt,
+			     const char *error);
 /* Ends the lease; the entry is due again at the earliest next_attempt of its PENDING
    recipients. When no recipient is PENDING the entry stays (for bounces) until deleted.
    Errors: STORE_ENOQUEUE. */

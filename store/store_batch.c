@@ -352,6 +352,8 @@ static void locate_rcpts(struct store_batch *bt, bool *parts)
 		case BOP_WRITE:
 			if (o->part < bt->st->nparts)
 				parts[o->part] = true;
+			else if (o->part == STORE_QUEUE_PART) /* the queue's txn */
+				parts[bt->st->nparts] = true;
 			else
 				o->result = STORE_EINVAL;
 			break;

@@ -15,6 +15,9 @@
 #define QREC_REQUIRETLS 0x02 /* a binary without it reads the entry as held: never sent */
 #define QREC_MAX (16u << 20)
 #define QSTR_MAX 4096
+/* After the recipients, an optional trailer: 'O' and the lease owner (be32). A binary that
+   does not know it reads the record without it (and writes it back without). */
+#define QREC_OWNER_TAG 'O'
 
 struct qrec {
 	struct store_queue_msg m;
@@ -60,6 +63,13 @@ static int qrec_encode(const struct qrec *q, struct buf *b)
 		put_be64(rf + 6, (uint64_t)r->next_attempt);
 		if (buf_append(b, rf, sizeof(rf)) < 0 || qput_str(b, r->addr) < 0 ||
 		    qput_str(b, r->orcpt) < 0 || qput_str(b, r->last_error) < 0)
+			return -1;
+	}
+	if (m->lease_until != 0 && m->lease_owner != 0) {
+		uint8_t o[5] = { QREC_OWNER_TAG };
+
+		put_be32(o + 1, m->lease_owner);
+		if (buf_append(b, o, sizeof(o)) < 0)
 			return -1;
 	}
 	return 0;
@@ -144,6 +154,8 @@ static int qrec_decode(uint64_t id, const MDB_val *v, struct qrec *q)
 		r->orcpt = o;
 		r->last_error = e;
 	}
+	if (end - p >= 5 && p[0] == QREC_OWNER_TAG)
+		m->lease_owner = get_be32(p + 1);
 	return 0;
 bad:
 	if (m->sender == NULL)
@@ -281,6 +293,7 @@ struct qlease {
 	size_t max;
 	struct qrec *got;
 	size_t n;
+	uint32_t owner;
 };
 
 static void qlease_reset(struct qlease *l)
@@ -315,6 +328,7 @@ static int qlease_fn(struct store_txn *t, void *arg)
 		if ((rc = qrec_load(t, ids[i], q)) != 0)
 			return rc == STORE_ECORRUPT ? 0 : rc;
 		q->m.lease_until = l->now + l->lease_s;
+		q->m.lease_owner = l->owner;
 		if ((rc = qrec_store(t, q, q->m.lease_until)) != 0) {
 			store_queue_msg_clear(&q->m);
 			return rc;
@@ -328,7 +342,14 @@ int store_queue_lease(struct store *st, int64_t now, int64_t lease_s, size_t max
 		      void (*cb)(const struct store_queue_msg *qm, void *arg), void *arg,
 		      size_t *n_r)
 {
-	struct qlease l = { now, lease_s, max < 256 ? max : 256, NULL, 0 };
+	return store_queue_lease_as(st, 0, now, lease_s, max, cb, arg, n_r);
+}
+
+int store_queue_lease_as(struct store *st, uint32_t owner, int64_t now, int64_t lease_s,
+			 size_t max, void (*cb)(const struct store_queue_msg *qm, void *arg),
+			 void *arg, size_t *n_r)
+{
+	struct qlease l = { now, lease_s, max < 256 ? max : 256, NULL, 0, owner };
 	int rc;
 
 	*n_r = 0;
@@ -374,6 +395,7 @@ static int qupdate_apply(struct store_txn *t, struct qupdate *u, struct qrec *q)
 		return qrec_store(t, q, q->m.lease_until > now ? q->due : qrec_next_due(q));
 	case 1:
 		q->m.lease_until = 0;
+		q->m.lease_owner = 0;
 		return qrec_store(t, q, qrec_next_due(q));
 	case 2:
 	case 3:
@@ -385,6 +407,7 @@ static int qupdate_apply(struct store_txn *t, struct qupdate *u, struct qrec *q)
 				if (q->m.rcpt[i].state == STORE_Q_PENDING)
 					q->m.rcpt[i].next_attempt = now;
 			q->m.lease_until = 0;
+			q->m.lease_owner = 0;
 		}
 		return qrec_store(t, q, qrec_next_due(q));
 	default:
@@ -445,6 +468,81 @@ int store_queue_rcpt_set(struct store *st, uint64_t id, size_t idx,
 	struct qupdate u = { id, idx, state, next_attempt, error, 0 };
 
 	return store_write(st, STORE_QUEUE_PART, qupdate_fn, &u);
+}
+
+int store_queue_rcpt_set_txn(struct store_txn *t, uint64_t id, size_t idx,
+			     enum store_rcpt_state state, int64_t next_attempt,
+			     const char *error)
+{
+	struct qupdate u = { id, idx, state, next_attempt, error, 0 };
+	struct qrec q;
+	bool done = true;
+	int rc;
+
+	if (t->e->part != STORE_QUEUE_PART)
+		return STORE_EINVAL;
+	if ((rc = qupdate_fn(t, &u)) != 0 || (rc = qrec_load(t, id, &q)) != 0)
+		return rc;
+	for (size_t i = 0; i < q.m.nrcpt; i++)
+		done &= q.m.rcpt[i].state == STORE_Q_DELIVERED;
+	if (done) { /* every copy delivered: nothing is left to do for it */
+		u.what = 5;
+		rc = qupdate_apply(t, &u, &q);
+	}
+	store_queue_msg_clear(&q.m);
+	return rc;
+}
+
+struct qowners {
+	uint32_t lo, hi;
+	size_t n;
+};
+
+static int qowners_fn(struct store_txn *t, void *arg)
+{
+	struct qowners *o = arg;
+	uint64_t *ids = NULL;
+	size_t n = 0, cap = 0;
+	MDB_cursor *c;
+	MDB_val k, v;
+	int rc, op = MDB_FIRST;
+
+	o->n = 0;
+	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[DBI_QUEUE], &c)) != 0)
+		return store_mdb_err(t, rc, "cursor");
+	while (mdb_cursor_get(c, &k, &v, op) == 0) {
+		struct qrec q;
+
+		op = MDB_NEXT;
+		if (k.mv_size != 8 || qrec_decode(get_be64(k.mv_data), &v, &q) != 0)
+			continue;
+		if (q.m.lease_until != 0 && q.m.lease_owner >= o->lo && q.m.lease_owner <= o->hi) {
+			if (n == cap)
+				ids = xreallocarray(ids, cap = cap * 2 + 64, sizeof(*ids));
+			ids[n++] = q.m.id;
+		}
+		store_queue_msg_clear(&q.m);
+	}
+	mdb_cursor_close(c);
+	rc = 0;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		struct qupdate u = { .id = ids[i], .what = 1 };
+
+		if ((rc = qupdate_fn(t, &u)) == 0)
+			o->n++;
+	}
+	free(ids);
+	return rc;
+}
+
+int store_queue_release_owners(struct store *st, uint32_t lo, uint32_t hi, size_t *n_r)
+{
+	struct qowners o = { lo, hi, 0 };
+	int rc = store_write(st, STORE_QUEUE_PART, qowners_fn, &o);
+
+	if (n_r != NULL)
+		*n_r = rc == 0 ? o.n : 0;
+	return rc;
 }
 
 int store_queue_release_lease(struct store *st, uint64_t id)

@@ -494,6 +494,95 @@ static void test_queue(void **state)
 	tstore_close(&ts, true);
 }
 
+static void lease_id_cb(const struct store_queue_msg *qm, void *arg)
+{
+	*(uint64_t *)arg = qm->id;
+}
+
+struct q_set {
+	uint64_t id;
+	size_t idx;
+};
+
+static int q_delivered_fn(struct store_txn *t, void *arg)
+{
+	struct q_set *qs = arg;
+
+	return store_queue_rcpt_set_txn(t, qs->id, qs->idx, STORE_Q_DELIVERED, 0, NULL);
+}
+
+static void q_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+		   void *arg)
+{
+	(void)rcpts;
+	(void)n;
+	(void)value;
+	*(int *)arg = result;
+}
+
+/* Leases carry their runner: a dead runner's come back at once (release_owners), others'
+   stay; an outcome recorded through the group commit in the queue's txn. */
+static void test_queue_lease_owners(void **state)
+{
+	struct tstore ts;
+	struct store_queue_rcpt rc[2] = { { .addr = "x@remote.test" }, { .addr = "y@remote.test" } };
+	struct store_queue_msg qm = { .sender = "s@example.com", .nrcpt = 2, .rcpt = rc };
+	struct q_set qs;
+	struct store_queue_msg got;
+	struct store_blob *b;
+	struct store_gc *gc;
+	uint64_t id1, id2, leased = 0;
+	size_t n;
+	int64_t now;
+	int result = -1;
+
+	(void)state;
+	tstore_open(&ts, 1);
+	b = tblob(ts.st, STORE_QUEUE_PART, 100, 1);
+	assert_int_equal(store_queue_add(ts.st, &qm, b, &id1), 0);
+	store_blob_free(&b);
+	now = time(NULL);
+	assert_int_equal(store_queue_lease_as(ts.st, 3, now, 600, 10, lease_id_cb, &leased, &n), 0);
+	assert_int_equal(n, 1);
+	b = tblob(ts.st, STORE_QUEUE_PART, 100, 2);
+	assert_int_equal(store_queue_add(ts.st, &qm, b, &id2), 0);
+	store_blob_free(&b);
+	assert_int_equal(store_queue_lease_as(ts.st, 1, now, 600, 10, lease_id_cb, &leased, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(store_queue_get(ts.st, id1, &got), 0);
+	assert_int_equal(got.lease_owner, 3);
+	store_queue_msg_clear(&got);
+	/* runner 3 died: its entry is due again now, runner 1's is not */
+	assert_int_equal(store_queue_release_owners(ts.st, 3, 3, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(store_queue_lease_as(ts.st, 2, now, 600, 10, lease_id_cb, &leased, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(leased, id1);
+	assert_int_equal(store_queue_release_owners(ts.st, 5, UINT32_MAX, &n), 0);
+	assert_int_equal(n, 0);
+	/* an outcome through the group commit, in the queue's txn */
+	assert_int_equal(store_gc_new(ts.st, &gc), 0);
+	qs = (struct q_set){ id2, 0 };
+	store_gc_submit(gc, STORE_QUEUE_PART, NULL, q_delivered_fn, &qs, q_done, &result);
+	store_gc_flush(gc);
+	assert_int_equal(result, 0);
+	assert_int_equal(store_queue_get(ts.st, id2, &got), 0);
+	assert_int_equal(got.rcpt[0].state, STORE_Q_DELIVERED);
+	assert_int_equal(got.rcpt[1].state, STORE_Q_PENDING);
+	assert_int_equal(got.lease_owner, 1); /* still leased: the owner is kept */
+	store_queue_msg_clear(&got);
+	/* the last copy delivered: nothing left to do, the entry goes */
+	qs.idx = 1;
+	store_gc_submit(gc, STORE_QUEUE_PART, NULL, q_delivered_fn, &qs, q_done, &result);
+	store_gc_flush(gc);
+	store_gc_free(&gc);
+	assert_int_equal(result, 0);
+	tstore_reopen(&ts);
+	assert_int_equal(store_queue_get(ts.st, id2, &got), STORE_ENOQUEUE);
+	tverify_clean(ts.st);
+	tstore_close(&ts, true);
+}
+
 struct done_rec {
 	int calls, result;
 	uint64_t value;
@@ -949,6 +1038,7 @@ int main(void)
 		cmocka_unit_test(test_batch_write),
 		cmocka_unit_test(test_gc_libevent),
 		cmocka_unit_test(test_watch),
+		cmocka_unit_test(test_queue_lease_owners),
 		cmocka_unit_test(test_map_growth),
 		cmocka_unit_test(test_verify_repair),
 		cmocka_unit_test(test_partition_count_fixed),
