@@ -518,7 +518,7 @@ void fillrec_start(struct agent *ag, const char *record)
 			return;
 		}
 		buf_release(&ag->fill_msg);
-		buf_init(&ag->fill_msg, 1024, 65536);
+		buf_init(&ag->fill_msg, 1024, ML_TEXT_MAX);
 		ml_fill_message(&f, &ag->fill_msg);
 	}
 	imap_start_fillrec(ag, record != NULL);

@@ -80,7 +80,7 @@ static void put_functions(const struct agent *ag, struct buf *o)
 {
 	struct buf h;
 
-	buf_init(&h, 256, 1u << 20);
+	buf_init(&h, 256, ML_DOC_MAX);
 	buf_puts(o, "\"functions\":{");
 	for (int f = 0; f < FN_COUNT; f++) {
 		buf_printf(o, "%s\"%s\":{\"errors\":%" PRIu64 ",\"histo\":", f ? "," : "",
@@ -269,7 +269,7 @@ static bool ctl_command(struct agent *ag, const char *line, size_t len)
 	struct buf o;
 	bool keep = true;
 
-	buf_init(&o, 256, (size_t)1 << 34);
+	buf_init(&o, 256, ML_AGENT_REPLY_MAX);
 	if (jv_parse(line, len, &req, &err) < 0) {
 		put_error(&o, err);
 		keep = ag->authed;
@@ -339,7 +339,7 @@ int agent_serve_fd(int fd, const struct ctlauth_secret *secret)
 	ag.ctl = bufferevent_socket_new(ag.base, fd, BEV_OPT_CLOSE_ON_FREE);
 	bufferevent_setcb(ag.ctl, ctl_read_cb, NULL, ctl_event_cb, &ag);
 	bufferevent_enable(ag.ctl, EV_READ);
-	buf_init(&hello, 128, 256);
+	buf_init(&hello, 128, ML_LINE_MAX);
 	buf_printf(&hello, "{\"hello\":\"mailload-agent\",\"nonce\":\"%s\"}\n", ag.nonce);
 	ctl_reply(&ag, &hello);
 	buf_release(&hello);

@@ -87,8 +87,8 @@ void report_compare_text(const struct jv *a, const struct jv *b, const char *na,
 	ratio(r1, sizeof(r1), ca, cb);
 	buf_printf(o, "%-34s %-20s %-20s %8s\n", "server CPU s per 1,000 messages", sa, sb,
 		   ca >= 0 && cb >= 0 ? r1 : "-");
-	buf_init(&la, 256, 4096);
-	buf_init(&lb, 256, 4096);
+	buf_init(&la, 256, ML_LINE_MAX);
+	buf_init(&lb, 256, ML_LINE_MAX);
 	report_accounting_line(pa, &la);
 	report_accounting_line(pb, &lb);
 	buf_printf(o, "A %sB %s", buf_cstr(&la), buf_cstr(&lb));
@@ -159,7 +159,7 @@ void report_compare_html(const struct jv *a, const struct jv *b, const char *na,
 			   r1, r2);
 	}
 	buf_puts(o, "</table>\n<h2>As text</h2><pre>");
-	buf_init(&t, 4096, 1u << 20);
+	buf_init(&t, 4096, ML_DOC_MAX);
 	report_compare_text(a, b, na, nb, &t);
 	svg_esc(o, buf_cstr(&t));
 	buf_release(&t);

@@ -158,7 +158,7 @@ static int md_user(struct md_job *j, uint32_t user)
 	ml_user_folders(j->c, user, &f);
 	if (md_mkdir(j, tmp) < 0 || md_mkdir(j, maildir) < 0)
 		return -1;
-	buf_init(&subs, 256, 1 << 16);
+	buf_init(&subs, 256, ML_TEXT_MAX);
 	for (uint32_t fi = 0; rc == 0 && fi < f.n; fi++) {
 		static const char *const parts[] = { "cur", "new", "tmp" };
 

@@ -7,6 +7,8 @@
 #include "common/xmalloc.h"
 #include "mailload/json.h"
 
+#define JSON_STR_MAX (64u << 20) /* one string read */
+
 struct jp {
 	const char *p, *end;
 	const char *err;
@@ -93,7 +95,7 @@ static int jp_string(struct jp *j, char **out)
 	struct buf b;
 	const char *why = NULL;
 
-	buf_init(&b, 16, 64u << 20);
+	buf_init(&b, 16, JSON_STR_MAX);
 	j->p++; /* the quote */
 	while (why == NULL && j->p < j->end && *j->p != '"') {
 		char c = *j->p++;

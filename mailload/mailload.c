@@ -520,7 +520,7 @@ static int cmd_compare(const struct cli *cl, int argc, char **argv)
 		jv_free(&a);
 		return 2;
 	}
-	buf_init(&o, 1 << 14, 1u << 26);
+	buf_init(&o, 1 << 14, ML_REPORT_TEXT_MAX);
 	report_compare_text(a, b, argv[optind], argv[optind + 1], &o);
 	fwrite(o.data, 1, o.len, stdout);
 	if (cl->html != NULL) {
@@ -543,7 +543,7 @@ static char *command_line(int argc, char **argv)
 {
 	struct buf b;
 
-	buf_init(&b, 256, 1u << 16);
+	buf_init(&b, 256, ML_TEXT_MAX);
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
 		bool plain = a[0] != '\0' && strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"

@@ -93,6 +93,15 @@ void ml_wilson(uint64_t k, uint64_t n, double *lo_pct, double *hi_pct);
 enum ml_cfg_type { CFGT_DBL, CFGT_U64, CFGT_STR };
 #define ML_STR 96
 
+/* Ceilings of mailload's working buffers (STYLE 10) */
+#define ML_LINE_MAX 4096               /* a line of a report, a profile, a comparison */
+#define ML_TEXT_MAX (1u << 16)         /* a short list: reasons, subscriptions, pins, a record */
+#define ML_DOC_MAX (1u << 20)          /* a request, a histogram, a generated header */
+#define ML_REPORT_TEXT_MAX (1u << 26)  /* report.txt */
+#define ML_REPORT_HTML_MAX (1u << 28)  /* report.html */
+#define ML_REPORT_JSON_MAX ((size_t)1 << 31) /* a report.json read back */
+#define ML_AGENT_REPLY_MAX ((size_t)1 << 34) /* an agent's result: every histogram and record */
+
 struct ml_cfg {
 	/* workload (profile) */
 	char profile[ML_STR];

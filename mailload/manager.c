@@ -262,7 +262,7 @@ static int agents_setup(struct mgr_agent *as, uint32_t n, const struct ml_cfg *b
 			log_warnx("agent %s has no users; use fewer agents", as[i].name);
 			return -1;
 		}
-		buf_init(&req, 4096, 1u << 20);
+		buf_init(&req, 4096, ML_DOC_MAX);
 		buf_puts(&req, "{\"cmd\":\"setup\",\"cfg\":{");
 		ml_cfg_json(&c, &req);
 		buf_puts(&req, "}}");
@@ -492,7 +492,7 @@ static int agent_fillrec(struct mgr_agent *a, const char *record, char *found, s
 	struct jv *r = NULL;
 	int rc = -1;
 
-	buf_init(&req, 512, 8192);
+	buf_init(&req, 512, 2 * ML_LINE_MAX);
 	buf_puts(&req, "{\"cmd\":\"fillrec\"");
 	if (record != NULL) {
 		buf_puts(&req, ",\"record\":");
@@ -754,7 +754,7 @@ static void point_line(const char *json, size_t len, double pct)
 
 	if (jv_parse(json, len, &pt, &err) < 0)
 		return;
-	buf_init(&line, 256, 4096);
+	buf_init(&line, 256, ML_LINE_MAX);
 	report_accounting_line(pt, &line);
 	fprintf(stderr, "load point %.0f%%: %s; %s", pct, jv_str(pt, "verdict", "?"), buf_cstr(&line));
 	buf_release(&line);
@@ -890,7 +890,7 @@ int mgr_run(struct mgr_opts *o)
 	}
 	buf_init(&out, 1 << 16, MGR_LINE_MAX);
 	struct buf fill;
-	buf_init(&fill, 512, 1u << 16);
+	buf_init(&fill, 512, ML_TEXT_MAX);
 	if (fill_check(o, &fill) < 0) {
 		buf_release(&fill);
 		buf_release(&out);

@@ -197,7 +197,7 @@ void ml_msggen_init(void)
 void ml_msg_init(struct ml_msg *m)
 {
 	memset(m, 0, sizeof(*m));
-	buf_init(&m->head, 2048, 1u << 20);
+	buf_init(&m->head, 2048, ML_DOC_MAX);
 }
 
 void ml_msg_release(struct ml_msg *m)

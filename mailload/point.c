@@ -81,7 +81,7 @@ struct mgr_point *mgr_point_new(void)
 	for (int i = 0; i < FN_COUNT; i++)
 		histo_init(&p->h[i]);
 	histo_init(&p->delivery);
-	buf_init(&p->agents, 256, 1u << 20);
+	buf_init(&p->agents, 256, ML_DOC_MAX);
 	p->sut_cpu_s = -1;
 	return p;
 }
@@ -931,9 +931,9 @@ enum ml_verdict mgr_point_finish(struct mgr_point *p, const struct ml_cfg *c, do
 	uint64_t steps = 0, failed = 0;
 	double elo, ehi;
 
-	buf_init(&v.fail, 256, 1u << 16);
-	buf_init(&v.invalid, 256, 1u << 16);
-	buf_init(&v.uncertain, 256, 1u << 16);
+	buf_init(&v.fail, 256, ML_TEXT_MAX);
+	buf_init(&v.invalid, 256, ML_TEXT_MAX);
+	buf_init(&v.uncertain, 256, ML_TEXT_MAX);
 	v.too_short = false;
 	account(p, c, sk, &d);
 	buf_printf(o, "{\"pct\":%.0f,\"rate\":%.3f,\"users\":%" PRIu64 ",\"run_id\":%" PRIu64

@@ -500,7 +500,7 @@ static void html_table(const struct jv *pt, struct buf *o)
 			buf_puts(o, "</p>\n");
 		}
 	}
-	buf_init(&line, 256, 4096);
+	buf_init(&line, 256, ML_LINE_MAX);
 	report_accounting_line(pt, &line);
 	buf_puts(o, "<p class=\"accounting\">");
 	svg_esc(o, buf_cstr(&line));
@@ -611,7 +611,7 @@ void report_html(const struct jv *r, struct buf *o)
 		html_table(&pts->kid[i], o);
 	if (pt != NULL)
 		html_charts(pt, o);
-	buf_init(&txt, 8192, 1u << 24);
+	buf_init(&txt, 8192, ML_REPORT_TEXT_MAX);
 	report_text(r, &txt);
 	buf_puts(o, "<h2>Full text report (details and disclosure)</h2><pre>");
 	svg_esc(o, buf_cstr(&txt));
@@ -659,7 +659,7 @@ struct jv *report_load(const char *path)
 		snprintf(p, sizeof(p), "%s/report.json", path);
 	else
 		snprintf(p, sizeof(p), "%s", path);
-	buf_init(&in, 1 << 16, (size_t)1 << 31);
+	buf_init(&in, 1 << 16, ML_REPORT_JSON_MAX);
 	if (slurp(p, &in) < 0) {
 		fprintf(stderr, "mailload: cannot read %s: %s\n", p, strerror(errno));
 	} else if (jv_parse(in.data, in.len, &r, &err) < 0) {
@@ -683,8 +683,8 @@ int report_render_dir(const char *dir, bool print)
 
 	if (r == NULL)
 		return -1;
-	buf_init(&txt, 1 << 14, 1u << 26);
-	buf_init(&html, 1 << 16, 1u << 28);
+	buf_init(&txt, 1 << 14, ML_REPORT_TEXT_MAX);
+	buf_init(&html, 1 << 16, ML_REPORT_HTML_MAX);
 	report_text(r, &txt);
 	report_html(r, &html);
 	snprintf(path, sizeof(path), "%s/report.txt", dir);

@@ -131,7 +131,7 @@ int sut_disclose(const struct mgr_opts *o, struct buf *out)
 	int rc = 0;
 
 	buf_init(&text, 4096, SUT_TEXT_MAX + 16);
-	buf_init(&pins, 256, 1u << 16);
+	buf_init(&pins, 256, ML_TEXT_MAX);
 	pids_text(o, &pins);
 	buf_puts(out, "\"sut\":{");
 	if (o->sut_config != NULL) {
@@ -142,7 +142,7 @@ int sut_disclose(const struct mgr_opts *o, struct buf *out)
 				strerror(errno));
 			rc = -1;
 		}
-		buf_init(&h.nd, 1024, 1u << 20);
+		buf_init(&h.nd, 1024, ML_DOC_MAX);
 		scan_heron_conf(buf_cstr(&text), &h);
 		bool heron = h.known > 0;
 		buf_printf(out, "\"config\":{\"kind\":\"%s\",\"path\":", heron ? "heron.conf" : "text");
