@@ -31,6 +31,7 @@ struct conf;
 enum dns_type {
 	DNS_T_A = 1,
 	DNS_T_CNAME = 5,
+	DNS_T_PTR = 12,
 	DNS_T_MX = 15,
 	DNS_T_TXT = 16,
 	DNS_T_AAAA = 28,
@@ -73,6 +74,7 @@ struct dns_rr {
 		} txt;
 		struct dns_tlsa tlsa;
 		char cname[DNS_NAME_MAX + 1];
+		char ptr[DNS_NAME_MAX + 1];    /* PTR: the name pointed to */
 	} u;
 };
 

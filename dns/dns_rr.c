@@ -115,6 +115,10 @@ int dns_rr_parse(enum dns_type type, const uint8_t *rdata, size_t len, struct dn
 		if (dns_name_from_wire(rdata, len, rr->u.cname, &used) < 0)
 			return -1;
 		return used == len ? 0 : -1;
+	case DNS_T_PTR:
+		if (dns_name_from_wire(rdata, len, rr->u.ptr, &used) < 0)
+			return -1;
+		return used == len ? 0 : -1;
 	case DNS_T_TXT:
 		return txt_parse(rdata, len, rr, txtbuf, txtsize);
 	case DNS_T_TLSA:

@@ -21,7 +21,7 @@
 
 static const struct { const char *name; enum dns_type type; } types[] = {
 	{ "A", DNS_T_A }, { "AAAA", DNS_T_AAAA }, { "MX", DNS_T_MX }, { "TXT", DNS_T_TXT },
-	{ "TLSA", DNS_T_TLSA }, { "CNAME", DNS_T_CNAME },
+	{ "TLSA", DNS_T_TLSA }, { "CNAME", DNS_T_CNAME }, { "PTR", DNS_T_PTR },
 };
 
 static size_t outstanding;
@@ -52,6 +52,9 @@ static void print_rr(const struct dns_rr *rr)
 		break;
 	case DNS_T_CNAME:
 		printf(" %s", rr->u.cname);
+		break;
+	case DNS_T_PTR:
+		printf(" %s", rr->u.ptr);
 		break;
 	}
 }
