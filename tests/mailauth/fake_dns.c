@@ -12,6 +12,7 @@ struct entry {
 	char *name;
 	int type; /* 0: TIMEOUT */
 	char *data;
+	size_t len;
 };
 
 struct fake_dns {
@@ -72,6 +73,12 @@ static int type_of(const char *t)
 
 void fake_dns_add(struct fake_dns *f, const char *name, const char *type, const char *data)
 {
+	fake_dns_add_len(f, name, type, data ? data : "", data ? strlen(data) : 0);
+}
+
+void fake_dns_add_len(struct fake_dns *f, const char *name, const char *type, const char *data,
+		      size_t len)
+{
 	int t = type_of(type);
 
 	if (t < 0)
@@ -85,7 +92,8 @@ void fake_dns_add(struct fake_dns *f, const char *name, const char *type, const 
 		nl--;
 	f->e[f->n].name = xstrndup(name, nl);
 	f->e[f->n].type = t;
-	f->e[f->n].data = xstrdup(data ? data : "");
+	f->e[f->n].data = xmemdup0(data, len);
+	f->e[f->n].len = len;
 	f->n++;
 }
 
@@ -120,7 +128,7 @@ static bool rr_of(const struct entry *e, struct dns_rr *rr)
 	}
 	case DNS_T_TXT:
 		rr->u.txt.text = e->data;
-		rr->u.txt.len = strlen(e->data);
+		rr->u.txt.len = e->len;
 		return true;
 	case DNS_T_PTR:
 	case DNS_T_CNAME: {

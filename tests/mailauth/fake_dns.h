@@ -13,6 +13,9 @@ struct fake_dns *fake_dns_new(struct event_base *base);
 void fake_dns_free(struct fake_dns **fp);
 /* type: A AAAA MX ("10 host") TXT PTR CNAME, or TIMEOUT (data ignored). */
 void fake_dns_add(struct fake_dns *f, const char *name, const char *type, const char *data);
+/* The same with data of len bytes (a TXT record may hold NUL or control bytes). */
+void fake_dns_add_len(struct fake_dns *f, const char *name, const char *type, const char *data,
+		      size_t len);
 void fake_dns_clear(struct fake_dns *f);
 void fake_dns_resolver(struct fake_dns *f, struct ma_resolver *r);
 /* Lookups asked since the last clear. */
