@@ -480,6 +480,19 @@ static size_t parse_path(const char *p, size_t len, unsigned opts, char *addr, s
 	return used;
 }
 
+/* Whether *arg starts with prefix (any case); then *arg moves past it and the spaces after. */
+static bool after_prefix(const char **arg, size_t *len, const char *prefix)
+{
+	size_t n = strlen(prefix);
+
+	if (!str_caseprefix(*arg, *len, prefix))
+		return false;
+	*arg += n, *len -= n;
+	while (*len > 0 && **arg == ' ')
+		(*arg)++, (*len)--;
+	return true;
+}
+
 /* Checks the ESMTP parameters after a path; NULL when all are fine, else the reply. */
 static const char *check_params(struct sink_session *s, const char *p, size_t len,
 				bool mail)
@@ -516,11 +529,8 @@ static void cmd_mail(struct sink_session *s, const char *arg, size_t len)
 		return sess_reply(s, "503 5.5.1 Say EHLO first");
 	if (s->state != ST_READY)
 		return sess_reply(s, "503 5.5.1 Nested MAIL command");
-	if (!str_caseprefix(arg, len, "FROM:"))
+	if (!after_prefix(&arg, &len, "FROM:"))
 		return sess_reply(s, "501 5.5.4 Syntax: MAIL FROM:<address>");
-	arg += 5, len -= 5;
-	while (len > 0 && *arg == ' ')
-		arg++, len--;
 	if ((used = parse_path(arg, len, MAILADDR_ALLOW_NULL, s->from, sizeof(s->from))) == 0)
 		return sess_reply(s, "501 5.1.7 Bad sender address syntax");
 	if ((err = check_params(s, arg + used, len - used, true)) != NULL)
@@ -545,11 +555,8 @@ static void cmd_rcpt(struct sink_session *s, const char *arg, size_t len)
 
 	if (s->state != ST_MAIL && s->state != ST_RCPT)
 		return sess_reply(s, "503 5.5.1 Need MAIL command");
-	if (!str_caseprefix(arg, len, "TO:"))
+	if (!after_prefix(&arg, &len, "TO:"))
 		return sess_reply(s, "501 5.5.4 Syntax: RCPT TO:<address>");
-	arg += 3, len -= 3;
-	while (len > 0 && *arg == ' ')
-		arg++, len--;
 	if ((used = parse_path(arg, len, 0, addr, sizeof(addr))) == 0)
 		return sess_reply(s, "501 5.1.3 Bad recipient address syntax");
 	if (check_params(s, arg + used, len - used, false) != NULL)
@@ -791,17 +798,23 @@ static bool sess_process(struct sink_session *s)
 	}
 }
 
+/* Processes what came in, sends the replies, closes when the session ended. */
+static void sess_run(struct sink_session *s)
+{
+	if (!sess_process(s))
+		return;
+	sess_flush(s);
+	if (s->flags & F_CLOSING)
+		sess_close_if_flushed(s);
+}
+
 static void sess_read_cb(struct bufferevent *bev, void *ctx)
 {
 	struct sink_session *s = ctx;
 
 	if (s->flags & (F_PAUSED | F_CLOSING) || !(s->flags & F_GREETED))
 		return;
-	if (!sess_process(s))
-		return;
-	sess_flush(s);
-	if (s->flags & F_CLOSING)
-		sess_close_if_flushed(s);
+	sess_run(s);
 }
 
 static void sess_write_cb(struct bufferevent *bev, void *ctx)
@@ -813,11 +826,7 @@ static void sess_write_cb(struct bufferevent *bev, void *ctx)
 			sess_close_if_flushed(s);
 		return;
 	}
-	if (!sess_process(s))
-		return;
-	sess_flush(s);
-	if (s->flags & F_CLOSING)
-		sess_close_if_flushed(s);
+	sess_run(s);
 }
 
 static void sess_event_cb(struct bufferevent *bev, short what, void *ctx)

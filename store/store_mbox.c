@@ -234,21 +234,37 @@ int store_mbox_create(struct store_txn *t, uint64_t user, const char *name, unsi
 	return rc;
 }
 
-int store_mbox_find(struct store_txn *t, uint64_t user, const char *name, uint64_t *id_r)
-{
+/* A mailbox found by name: its normalized name, id and record. */
+struct mbox_named {
 	char n[STORE_MAX_NAME + 1];
-	struct mbox_rec r;
 	size_t len;
 	uint64_t id;
+	struct mbox_rec r;
+};
+
+/* The mailbox named name of user into m. A name that cannot be one is STORE_ENOMBOX. */
+static int mbox_named(struct store_txn *t, uint64_t user, const char *name,
+		      struct mbox_named *m)
+{
 	int rc;
 
-	if ((rc = norm_name(name, n, &len)) != 0)
+	if ((rc = norm_name(name, m->n, &m->len)) != 0)
 		return rc == STORE_EINVAL ? STORE_ENOMBOX : rc;
-	if ((rc = mbox_lookup(t, user, n, len, &id)) != 0 || (rc = mbox_rec_load(t, id, &r)) != 0)
+	if ((rc = mbox_lookup(t, user, m->n, m->len, &m->id)) != 0)
 		return rc;
-	if (r.attrs & STORE_MBOX_NOSELECT)
+	return mbox_rec_load(t, m->id, &m->r);
+}
+
+int store_mbox_find(struct store_txn *t, uint64_t user, const char *name, uint64_t *id_r)
+{
+	struct mbox_named m;
+	int rc;
+
+	if ((rc = mbox_named(t, user, name, &m)) != 0)
+		return rc;
+	if (m.r.attrs & STORE_MBOX_NOSELECT)
 		return STORE_ENOMBOX;
-	*id_r = id;
+	*id_r = m.id;
 	return 0;
 }
 
@@ -319,30 +335,25 @@ static int prune_noselect_parents(struct store_txn *t, uint64_t user, const char
 
 int store_mbox_delete(struct store_txn *t, uint64_t user, const char *name)
 {
-	char n[STORE_MAX_NAME + 1];
-	struct mbox_rec r;
-	size_t len;
-	uint64_t id;
+	struct mbox_named m;
 	int rc;
 
-	if ((rc = norm_name(name, n, &len)) != 0)
-		return rc == STORE_EINVAL ? STORE_ENOMBOX : rc;
-	if (strcmp(n, "INBOX") == 0)
-		return STORE_ENOTSUP;
-	if ((rc = mbox_lookup(t, user, n, len, &id)) != 0 || (rc = mbox_rec_load(t, id, &r)) != 0)
+	if ((rc = mbox_named(t, user, name, &m)) != 0)
 		return rc;
-	if (!has_children(t, user, n, len)) {
-		if ((rc = mbox_drop(t, user, id, &r)) != 0)
+	if (strcmp(m.n, "INBOX") == 0)
+		return STORE_ENOTSUP;
+	if (!has_children(t, user, m.n, m.len)) {
+		if ((rc = mbox_drop(t, user, m.id, &m.r)) != 0)
 			return rc;
-		return prune_noselect_parents(t, user, n, len);
+		return prune_noselect_parents(t, user, m.n, m.len);
 	}
-	if (r.attrs & STORE_MBOX_NOSELECT)
+	if (m.r.attrs & STORE_MBOX_NOSELECT)
 		return STORE_ENOTSUP;
-	if ((rc = store_msg_purge_mbox(t, id, &r)) != 0)
+	if ((rc = store_msg_purge_mbox(t, m.id, &m.r)) != 0)
 		return rc;
-	r.attrs |= STORE_MBOX_NOSELECT;
-	r.special = 0;
-	return mbox_rec_store(t, id, &r);
+	m.r.attrs |= STORE_MBOX_NOSELECT;
+	m.r.special = 0;
+	return mbox_rec_store(t, m.id, &m.r);
 }
 
 struct rename_item {

@@ -173,15 +173,25 @@ int store_user_create(struct store_txn *t, const char *name, uint64_t *id_r)
 	return 0;
 }
 
-int store_user_get(struct store_txn *t, const char *name, struct store_user *u_r)
+/* The record of the user named name. Errors: STORE_ENOUSER. */
+static int user_rec_load_name(struct store_txn *t, const char *name, struct user_rec *r)
 {
-	struct user_rec r;
 	MDB_val v;
 	int rc = store_get(t, DBI_USERS, name, strlen(name), &v);
 
 	if (rc != 0)
 		return rc == STORE_ENOMSG ? STORE_ENOUSER : rc;
-	user_rec_decode(&v, &r);
+	user_rec_decode(&v, r);
+	return 0;
+}
+
+int store_user_get(struct store_txn *t, const char *name, struct store_user *u_r)
+{
+	struct user_rec r;
+	int rc = user_rec_load_name(t, name, &r);
+
+	if (rc != 0)
+		return rc;
 	fill_user(&r, name, u_r);
 	return 0;
 }
@@ -246,12 +256,10 @@ int store_user_rename(struct store_txn *t, const char *from, const char *to)
 int store_user_set_quota(struct store_txn *t, const char *name, uint64_t bytes, uint64_t msgs)
 {
 	struct user_rec r;
-	MDB_val v;
-	int rc = store_get(t, DBI_USERS, name, strlen(name), &v);
+	int rc = user_rec_load_name(t, name, &r);
 
 	if (rc != 0)
-		return rc == STORE_ENOMSG ? STORE_ENOUSER : rc;
-	user_rec_decode(&v, &r);
+		return rc;
 	r.quota_bytes = bytes;
 	r.quota_msgs = msgs;
 	return user_rec_store_id(t, &r);

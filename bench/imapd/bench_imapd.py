@@ -51,31 +51,30 @@ def drain_until(r, tag):
         data += chunk
 
 
-def worker_cpu_s(master):
-    """User + system CPU seconds of the master's children (the workers)."""
-    total = 0
+def workers(master):
+    """(pid, fields of /proc/PID/stat after the name) of each child of master."""
     for p in os.listdir("/proc"):
         if not p.isdigit():
             continue
         try:
             with open("/proc/%s/stat" % p) as f:
                 fields = f.read().rsplit(")", 1)[1].split()
-            if int(fields[1]) == master:
-                total += int(fields[11]) + int(fields[12])
         except OSError:
-            pass
+            continue
+        if int(fields[1]) == master:
+            yield p, fields
+
+
+def worker_cpu_s(master):
+    """User + system CPU seconds of the master's children (the workers)."""
+    total = sum(int(f[11]) + int(f[12]) for _, f in workers(master))
     return total / os.sysconf("SC_CLK_TCK")
 
 
 def worker_rss_kib(master):
     total = 0
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
+    for p, _ in workers(master):
         try:
-            with open("/proc/%s/stat" % p) as f:
-                if int(f.read().rsplit(")", 1)[1].split()[1]) != master:
-                    continue
             with open("/proc/%s/status" % p) as f:
                 for line in f:
                     if line.startswith("VmRSS:"):
