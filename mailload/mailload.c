@@ -538,7 +538,16 @@ static int cmd_compare(const struct cli *cl, int argc, char **argv)
 	return rc;
 }
 
-/* The command line as typed, shell-quoted where needed, for the report. */
+/* The command line as typed, shell-quoted where needed, for the report; kept until exit (the
+   options point at it from every return path of main). */
+static char *ml_command_line;
+
+static void command_line_free(void)
+{
+	free(ml_command_line);
+	ml_command_line = NULL;
+}
+
 static char *command_line(int argc, char **argv)
 {
 	struct buf b;
@@ -582,7 +591,9 @@ int main(int argc, char **argv)
 	log_set_level(LOG_LVL_WARN);
 	signal(SIGPIPE, SIG_IGN);
 	cli_init(&cl);
-	cl.o.command_line = command_line(argc, argv); /* before getopt: --set edits argv */
+	/* before getopt: --set edits argv */
+	cl.o.command_line = ml_command_line = command_line(argc, argv);
+	atexit(command_line_free);
 	optind = 2;
 	while ((c = getopt_long(argc, argv, "qvh", longopts, NULL)) != -1) {
 		if (c == 'h')
