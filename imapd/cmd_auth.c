@@ -415,7 +415,7 @@ static bool auth_refer(struct imap_cmd *cmd, struct auth_ctx *a)
 	struct buf user;
 
 	log_info("%016" PRIx64 " imap refer user=%s host=%s", c->id, a->tried, a->mailhost);
-	buf_init(&user, 64, 1024);
+	buf_init(&user, 64, 3 * STORE_MAX_NAME); /* the login, %-escaped */
 	for (const char *p = a->login; *p != '\0'; p++) /* RFC 3986 userinfo, escaped */
 		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
 		    strchr("-._~", *p) != NULL)

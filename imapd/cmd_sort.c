@@ -196,7 +196,7 @@ bool cmd_thread(struct imap_cmd *cmd)
 			  IMAP_SORT_NEED_THREAD | IMAP_SORT_NEED_SUBJECT, "THREAD");
 	if (set == NULL)
 		return true;
-	buf_init(&out, 256, (size_t)-1 / 2);
+	buf_init(&out, 256, BUF_INPUT_BOUNDED); /* the threads of the selected messages */
 	imap_thread_run(set, algs[i].alg, cmd->uid, &out);
 	imap_printf(cmd->c, "* THREAD%s%s\r\n", out.len > 0 ? " " : "", buf_cstr(&out));
 	buf_release(&out);

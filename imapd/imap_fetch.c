@@ -19,6 +19,7 @@
 
 #define FETCH_ITEMS_MAX 64
 #define FETCH_FIELDS_MAX 64
+#define PREVIEW_MAX 1024 /* PREVIEW text read (RFC 8970: at most 256 characters sent) */
 
 enum fetch_sec { SEC_ALL, SEC_HEADER, SEC_FIELDS, SEC_FIELDS_NOT, SEC_TEXT, SEC_MIME };
 
@@ -459,7 +460,7 @@ static int write_preview(struct fetch_msg *fm, const struct fetch_item *it)
 	bool any = false;
 
 	(void)it;
-	buf_init(&pv, 256, 1024);
+	buf_init(&pv, 256, PREVIEW_MAX);
 	if (store_blob_open(c->srv->store, c->view->part, fm->m->blob, &fd, &size) == 0) {
 		any = imap_text_preview(fd, size, &pv);
 		close(fd);

@@ -279,8 +279,8 @@ static char *addr_key(const struct msgcache_view *mv, const char *name, char **d
 	char *mbox;
 
 	buf_init(&raw, 128, SORT_FIELD_MAX);
-	buf_init(&fa.mailbox, 64, 4096);
-	buf_init(&fa.display, 64, 4096);
+	buf_init(&fa.mailbox, 64, IMAP_FIELD_MAX);
+	buf_init(&fa.display, 64, IMAP_FIELD_MAX);
 	if (rfc5322_header_value(mv->header.p, mv->header.len, name, &raw) > 0)
 		rfc5322_addr_parse(raw.data, raw.len, first_addr_cb, &fa);
 	mbox = xmemdup0(fa.mailbox.data != NULL ? fa.mailbox.data : "", fa.mailbox.len);

@@ -13,6 +13,8 @@
 #include "mailauth/dkim.h"
 #include "mailauth/dkim_private.h"
 
+#define SIG_FIELD_MAX (64 * 1024) /* the DKIM-Signature field written */
+
 const char *const dkim_default_headers[] = {
 	"from", "reply-to", "subject", "date", "to", "cc", "message-id", "in-reply-to",
 	"references", "mime-version", "content-type", "content-transfer-encoding",
@@ -199,8 +201,8 @@ int dkim_sign(const struct dkim_signkey *k, const struct ma_header *f, size_t nf
 	size_t col = 15, siglen = sizeof(sigbytes);
 	int rc = -1;
 
-	buf_init(&field, 1024, 64 * 1024);
-	buf_init(&input, 4096, MA_HEADER_MAX + 64 * 1024);
+	buf_init(&field, 1024, SIG_FIELD_MAX);
+	buf_init(&input, 4096, MA_HEADER_MAX + SIG_FIELD_MAX);
 	pick_headers(&sig, f, nf, o);
 	buf_puts(&field, "DKIM-Signature: v=1;");
 	put_tag(&field, &col, "a", dkim_alg_name(k->alg));

@@ -1175,7 +1175,7 @@ int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
 			struct buf pre;
 
 			if (!header_has(map, (size_t)dq->size, mark)) {
-				buf_init(&pre, 128, 4096);
+				buf_init(&pre, 128, TRACE_HEADER_MAX);
 				buf_puts(&pre, mark);
 				q_queue(q, dq->from, a->addr, &pre, map, (size_t)dq->size);
 				buf_release(&pre);

@@ -9,6 +9,8 @@
 #include "common/str.h"
 #include "sieve/sieve_private.h"
 
+#define WORD_MAX 4096 /* one RFC 2047 encoded word, decoded */
+
 static int hexv(int c)
 {
 	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
@@ -98,7 +100,7 @@ static size_t encoded_word(const char *p, size_t len, struct buf *out)
 
 	if (enc != 'B' && enc != 'Q')
 		return 0;
-	buf_init(&tmp, 64, 4096);
+	buf_init(&tmp, 64, WORD_MAX);
 	if (enc == 'B')
 		sv_b64_decode(q2 + 1, (size_t)(end - q2 - 1), &tmp);
 	else
@@ -131,7 +133,7 @@ void sv_rfc2047_decode(const char *in, size_t len, struct buf *out)
 
 			while (j < len && (in[j] == ' ' || in[j] == '\t'))
 				j++;
-			buf_init(&probe, 16, 4096);
+			buf_init(&probe, 16, WORD_MAX);
 			bool next_word = j < len && encoded_word(in + j, len - j, &probe) > 0;
 			buf_release(&probe);
 			if (next_word) {
