@@ -11,125 +11,126 @@ import re
 import subprocess
 import sys
 import time
-import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from heronlib import IMAP_PASSWORD as PASSWORD, Imapd, ImapRaw as Raw, without_objectid  # noqa: E402,E501
+from heronlib import (assert_eq, assert_ge, assert_in, assert_lt, assert_not_in,  # noqa: E402
+                      assert_re, run_tests)
 from messages import SIMPLE  # noqa: E402
 
 IMAPD = DELIVER = None
 SESSIONS = 8
 
 
-class GroupCommit(unittest.TestCase):
-    def test_sessions_share_commits(self):
-        # a long delay, so the sessions' writes surely meet in one batch
-        d = Imapd(IMAPD, deliver=DELIVER, extra="\n[store]\ngroup_commit_delay = 300ms\n")
-        with d:
-            rs = []
-            for i in range(SESSIONS):
-                r = Raw(d.port)
-                rs.append(r)
-                self.assertEqual(r.cmd("L", 'LOGIN alice "%s"' % PASSWORD)[-1][:4], "L OK")
-            self.assertEqual(without_objectid(rs[0].cmd("c", "CREATE Shared")),
-                             ["c OK CREATE completed"])
-            probes = [Raw(d.port) for _ in range(4)]  # sessions on each worker, not writing
-            # every session appends at once, while the writes cannot commit
-            with hold_write_locks(d.store):
-                for r in rs:
-                    r.send(("A APPEND Shared (\\Flagged) {%d+}\r\n" % len(SIMPLE)).encode() +
-                           SIMPLE + b"\r\n")
-                wait_read(probes)
-            uids = []
+def test_sessions_share_commits():
+    # a long delay, so the sessions' writes surely meet in one batch
+    d = Imapd(IMAPD, deliver=DELIVER, extra="\n[store]\ngroup_commit_delay = 300ms\n")
+    with d:
+        rs = []
+        for i in range(SESSIONS):
+            r = Raw(d.port)
+            rs.append(r)
+            assert_eq(r.cmd("L", 'LOGIN alice "%s"' % PASSWORD)[-1][:4], "L OK")
+        assert_eq(without_objectid(rs[0].cmd("c", "CREATE Shared")),
+                  ["c OK CREATE completed"])
+        probes = [Raw(d.port) for _ in range(4)]  # sessions on each worker, not writing
+        # every session appends at once, while the writes cannot commit
+        with hold_write_locks(d.store):
             for r in rs:
-                out = r.until_tag("A")
-                self.assertEqual(len(out), 1, out)
-                m = re.fullmatch(r"A OK \[APPENDUID (\d+) (\d+)\] APPEND completed", out[0])
-                self.assertIsNotNone(m, out)
-                uids.append(int(m.group(2)))
-            self.assertEqual(sorted(uids), list(range(1, SESSIONS + 1)))
-            # every session selects, then stores a flag on its own message at once
-            for r in rs:
-                self.assertEqual(r.cmd("s", "SELECT Shared")[-1],
-                                 "s OK [READ-WRITE] SELECT completed")
-            with hold_write_locks(d.store):
-                for r, uid in zip(rs, uids):
-                    r.send("T UID STORE %d +FLAGS.SILENT (\\Deleted)\r\n" % uid)
-                wait_read(probes)
-            for r in rs:
-                self.assertEqual(r.until_tag("T")[-1], "T OK STORE completed")
-            # a STORE refused inside the batch (a bad flag) changes nothing
-            self.assertEqual(rs[0].cmd("b", "STORE 1 +FLAGS (\\Bogus)"), ["b BAD Unknown system flag"])
-            # two sessions expunge at once: one removes every message, and the other hears
-            # of the same expunges before its reply
-            rs[0].send("E EXPUNGE\r\n")
-            rs[1].send("E EXPUNGE\r\n")
-            for r in rs[:2]:
-                self.assertEqual(r.until_tag("E"),
-                                 ["* 1 EXPUNGE"] * SESSIONS + ["E OK EXPUNGE completed"])
-            self.assertEqual(rs[2].cmd("n", "NOOP")[-1], "n OK Completed")
-            self.assertEqual(rs[2].cmd("st", "STATUS Shared (MESSAGES)")[0],
-                             "* STATUS Shared (MESSAGES 0)")
-            for r in rs + probes:
-                r.close()
-            d.stop()
-            m = re.search(r"group commit writes=(\d+) commits=(\d+)", d.logtext())
-            self.assertIsNotNone(m)
-            writes, commits = int(m.group(1)), int(m.group(2))
-            print("group commit: %d writes in %d commits" % (writes, commits))
-            # alice's account made at her first LOGIN, the CREATE, appends, stores, the bad
-            # STORE, two expunges, and the \Recent claim of the first SELECT (the others
-            # find nothing \Recent left: no write): every write goes through the group commit
-            self.assertEqual(writes, 2 * SESSIONS + 6)
-            # the appends and the stores each waited together behind the locks: the writes
-            # of each worker shared commits
-            self.assertLess(commits, writes)
-            self.assertGreaterEqual(commits, 1)
+                r.send(("A APPEND Shared (\\Flagged) {%d+}\r\n" % len(SIMPLE)).encode() +
+                       SIMPLE + b"\r\n")
+            wait_read(probes)
+        uids = []
+        for r in rs:
+            out = r.until_tag("A")
+            assert_eq(len(out), 1, out)
+            m = re.fullmatch(r"A OK \[APPENDUID (\d+) (\d+)\] APPEND completed", out[0])
+            assert m is not None, out
+            uids.append(int(m.group(2)))
+        assert_eq(sorted(uids), list(range(1, SESSIONS + 1)))
+        # every session selects, then stores a flag on its own message at once
+        for r in rs:
+            assert_eq(r.cmd("s", "SELECT Shared")[-1],
+                      "s OK [READ-WRITE] SELECT completed")
+        with hold_write_locks(d.store):
+            for r, uid in zip(rs, uids):
+                r.send("T UID STORE %d +FLAGS.SILENT (\\Deleted)\r\n" % uid)
+            wait_read(probes)
+        for r in rs:
+            assert_eq(r.until_tag("T")[-1], "T OK STORE completed")
+        # a STORE refused inside the batch (a bad flag) changes nothing
+        assert_eq(rs[0].cmd("b", "STORE 1 +FLAGS (\\Bogus)"), ["b BAD Unknown system flag"])
+        # two sessions expunge at once: one removes every message, and the other hears
+        # of the same expunges before its reply
+        rs[0].send("E EXPUNGE\r\n")
+        rs[1].send("E EXPUNGE\r\n")
+        for r in rs[:2]:
+            assert_eq(r.until_tag("E"),
+                      ["* 1 EXPUNGE"] * SESSIONS + ["E OK EXPUNGE completed"])
+        assert_eq(rs[2].cmd("n", "NOOP")[-1], "n OK Completed")
+        assert_eq(rs[2].cmd("st", "STATUS Shared (MESSAGES)")[0],
+                  "* STATUS Shared (MESSAGES 0)")
+        for r in rs + probes:
+            r.close()
+        d.stop()
+        m = re.search(r"group commit writes=(\d+) commits=(\d+)", d.logtext())
+        assert m is not None
+        writes, commits = int(m.group(1)), int(m.group(2))
+        print("group commit: %d writes in %d commits" % (writes, commits))
+        # alice's account made at her first LOGIN, the CREATE, appends, stores, the bad
+        # STORE, two expunges, and the \Recent claim of the first SELECT (the others
+        # find nothing \Recent left: no write): every write goes through the group commit
+        assert_eq(writes, 2 * SESSIONS + 6)
+        # the appends and the stores each waited together behind the locks: the writes
+        # of each worker shared commits
+        assert_lt(commits, writes)
+        assert_ge(commits, 1)
 
-    def test_client_leaves_during_commit(self):
-        # The commit runs in the committer's thread and reads the session: a session that
-        # leaves while its write is out stays allocated until the write is back (the log
-        # says so; the sanitizer build checks the memory), and meanwhile the loop serves
-        # the others. A second process holding LMDB's write lock keeps the writes out for as
-        # long as the test needs, whatever the machine's speed.
-        d = Imapd(IMAPD, deliver=DELIVER)
-        with d:
-            first = Raw(d.port)
-            self.assertEqual(first.cmd("L", 'LOGIN alice "%s"' % PASSWORD)[-1][:4], "L OK")
-            self.assertEqual(without_objectid(first.cmd("c", "CREATE Gone")),
-                             ["c OK CREATE completed"])
-            first.send(("A APPEND Gone {%d+}\r\n" % len(SIMPLE)).encode() + SIMPLE + b"\r\n")
-            self.assertEqual(first.until_tag("A")[-1][:4], "A OK")
-            leavers = []
-            for i in range(SESSIONS):
-                r = Raw(d.port)
-                self.assertEqual(r.cmd("L", 'LOGIN alice "%s"' % PASSWORD)[-1][:4], "L OK")
-                self.assertEqual(r.cmd("s", "SELECT Gone")[-1][:4], "s OK")
-                leavers.append(r)
-            with hold_write_locks(d.store):
-                for i, r in enumerate(leavers):
-                    if i % 2:
-                        r.send("T STORE 1 +FLAGS (\\Flagged)\r\n")
-                    else:
-                        r.send(("A APPEND Gone {%d+}\r\n" % len(SIMPLE)).encode() + SIMPLE +
-                               b"\r\n")
-                # the writes wait for the lock; the loop does not
-                self.assertEqual(first.cmd("n", "NOOP")[-1], "n OK Completed")
-                for r in leavers:
-                    r.close()
-                time.sleep(0.5)  # the worker sees them leave while their writes are out
-            # the lock released: the writes commit, the sessions that left are freed
-            self.assertEqual(first.cmd("n", "NOOP")[-1], "n OK Completed")
-            st = first.cmd("st", "STATUS Gone (MESSAGES)")
-            self.assertRegex(st[0], r"^\* STATUS Gone \(MESSAGES \d+\)$")
-            self.assertGreaterEqual(int(re.search(r"MESSAGES (\d+)", st[0]).group(1)), 1)
-            self.assertEqual(first.cmd("x", "LOGOUT")[-1], "x OK Logout completed")
-            first.close()
-            d.stop()
-            log = d.logtext()
-            self.assertNotIn("fatal", log.lower())
-            # the case under test happened: sessions left with a write out
-            self.assertIn("left with a write in the group commit", log)
+
+def test_client_leaves_during_commit():
+    # The commit runs in the committer's thread and reads the session: a session that
+    # leaves while its write is out stays allocated until the write is back (the log
+    # says so; the sanitizer build checks the memory), and meanwhile the loop serves
+    # the others. A second process holding LMDB's write lock keeps the writes out for as
+    # long as the test needs, whatever the machine's speed.
+    d = Imapd(IMAPD, deliver=DELIVER)
+    with d:
+        first = Raw(d.port)
+        assert_eq(first.cmd("L", 'LOGIN alice "%s"' % PASSWORD)[-1][:4], "L OK")
+        assert_eq(without_objectid(first.cmd("c", "CREATE Gone")),
+                  ["c OK CREATE completed"])
+        first.send(("A APPEND Gone {%d+}\r\n" % len(SIMPLE)).encode() + SIMPLE + b"\r\n")
+        assert_eq(first.until_tag("A")[-1][:4], "A OK")
+        leavers = []
+        for i in range(SESSIONS):
+            r = Raw(d.port)
+            assert_eq(r.cmd("L", 'LOGIN alice "%s"' % PASSWORD)[-1][:4], "L OK")
+            assert_eq(r.cmd("s", "SELECT Gone")[-1][:4], "s OK")
+            leavers.append(r)
+        with hold_write_locks(d.store):
+            for i, r in enumerate(leavers):
+                if i % 2:
+                    r.send("T STORE 1 +FLAGS (\\Flagged)\r\n")
+                else:
+                    r.send(("A APPEND Gone {%d+}\r\n" % len(SIMPLE)).encode() + SIMPLE +
+                           b"\r\n")
+            # the writes wait for the lock; the loop does not
+            assert_eq(first.cmd("n", "NOOP")[-1], "n OK Completed")
+            for r in leavers:
+                r.close()
+            time.sleep(0.5)  # the worker sees them leave while their writes are out
+        # the lock released: the writes commit, the sessions that left are freed
+        assert_eq(first.cmd("n", "NOOP")[-1], "n OK Completed")
+        st = first.cmd("st", "STATUS Gone (MESSAGES)")
+        assert_re(st[0], r"^\* STATUS Gone \(MESSAGES \d+\)$")
+        assert_ge(int(re.search(r"MESSAGES (\d+)", st[0]).group(1)), 1)
+        assert_eq(first.cmd("x", "LOGOUT")[-1], "x OK Logout completed")
+        first.close()
+        d.stop()
+        log = d.logtext()
+        assert_not_in("fatal", log.lower())
+        # the case under test happened: sessions left with a write out
+        assert_in("left with a write in the group commit", log)
 
 
 def wait_read(probes):
@@ -179,8 +180,8 @@ def hold_write_locks(store):
 def main():
     global IMAPD, DELIVER
     IMAPD, DELIVER = sys.argv[1], sys.argv[2]
-    unittest.main(argv=[sys.argv[0], "-v"])
+    return run_tests([test_sessions_share_commits, test_client_leaves_during_commit])
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1089,6 +1089,43 @@ def run_tests(tests, daemon=None):
     return 1 if failed else 0
 
 
+# Comparisons for test functions: each evaluates its arguments once and shows both sides.
+def assert_eq(got, want, msg=None):
+    assert got == want, msg if msg is not None else (got, want)
+
+
+def assert_ne(got, other, msg=None):
+    assert got != other, msg if msg is not None else got
+
+
+def assert_in(x, container, msg=None):
+    assert x in container, msg if msg is not None else (x, container)
+
+
+def assert_not_in(x, container, msg=None):
+    assert x not in container, msg if msg is not None else (x, container)
+
+
+def assert_re(text, pattern, msg=None):
+    assert re.search(pattern, text), msg if msg is not None else (text, pattern)
+
+
+def assert_lt(a, b, msg=None):
+    assert a < b, msg if msg is not None else (a, b)
+
+
+def assert_le(a, b, msg=None):
+    assert a <= b, msg if msg is not None else (a, b)
+
+
+def assert_gt(a, b, msg=None):
+    assert a > b, msg if msg is not None else (a, b)
+
+
+def assert_ge(a, b, msg=None):
+    assert a >= b, msg if msg is not None else (a, b)
+
+
 def run_suite(daemon, tests, tmp, cleanup=()):
     """Starts daemon and runs tests, with the epilogue of run_main. The exit status."""
     def body():
