@@ -13,7 +13,8 @@ find every delivery with the probes alone (no user session reads INBOX): into IN
 behind the server's back, where the first delivery is numbered before the messages already
 there and so comes first (Dovecot's LMTP into a Maildir it never indexed); and with deliveries
 made after the acknowledgement (a queue) while another session expunges a message, so that
-EXISTS does not grow past what the probe saw before.
+EXISTS does not grow past what the probe saw before. A search whose points straddle 95% runs
+them again and lets the majority of up to three runs decide.
 
 usage: test_fake_server.py PATH/TO/mailload"""
 import json
@@ -39,8 +40,12 @@ LIE = {"uidvalidity": False}
 # expunge_old: each delivery also expunges the oldest message, as another session would
 # below: a delivery may take a UID under one a FETCH already showed (a server that numbers
 # out of order); refuse: users whose LOGIN is refused (a server that cannot be read)
+# fail_runs: ordinals (1 = the first run id seen since RUNS was cleared) of the runs in which
+# every second DATA gets a 451 (a run that fails, between runs that pass)
 MODE = {"save_first": False, "late": 0.0, "expunge_old": False, "below": False,
-        "refuse": ()}
+        "refuse": (), "fail_runs": ()}
+RUNS = []  # run ids in the order their first message arrived
+DATA_N = {"n": 0}
 DEFAULT_MODE = dict(MODE)
 LAST = {}  # the last run's report.json
 ACKED = {"n": 0}  # messages the fake SMTP server acknowledged
@@ -93,6 +98,19 @@ class SMTP(socketserver.StreamRequestHandler):
     def reply(self, s):
         self.wfile.write(s.encode() + b"\r\n")
 
+    def fail_this(self, data):
+        """Whether this DATA is refused: every second one of a run in MODE["fail_runs"]."""
+        m = re.search(rb"Message-ID: <(\d+)\.\d+@mailload>", data, re.I)
+        if m is None or not MODE["fail_runs"]:
+            return False
+        with LOCK:
+            if m.group(1) not in RUNS:
+                RUNS.append(m.group(1))
+            if RUNS.index(m.group(1)) + 1 not in MODE["fail_runs"]:
+                return False
+            DATA_N["n"] += 1
+            return DATA_N["n"] % 2 == 0
+
     def handle(self):
         self.reply("220 fake.heron.test ESMTP fake")
         rcpts = []
@@ -119,6 +137,9 @@ class SMTP(socketserver.StreamRequestHandler):
                         break
                     chunks.append(d[1:] if d.startswith(b"..") else d)
                 data = b"".join(chunks)
+                if self.fail_this(data):
+                    self.reply("451 4.3.0 try again later")
+                    continue
                 for r in rcpts:  # any local part at any domain but the remote one
                     m = re.match(r"([^@]+)@(?!ext\.)", r)
                     if m and MODE["late"]:
@@ -565,6 +586,48 @@ def verdicts_stay_true(exe, sp, ip, tmp):
     print("ok search: no rate passed, exit 1")
 
 
+def search_repeats(exe, sp, ip, tmp):
+    """A point whose interval straddles the limit is run again, up to three runs, and the
+    majority decides: pass, fail, pass is a pass; pass, fail, fail is not. With a few dozen
+    samples per function every passing point straddles 95% (Wilson), so the first run of each
+    search is repeated; the fake server makes the second (and third) run fail."""
+    fill_inboxes(True)
+    busy = ("--set", "imap_per_hour=3600", "--set", "send_per_hour=1200",
+            "--set", "recv_per_hour=1200", "--set", "check_delete=0.5",
+            "--set", "rcpt_local=1",
+            "--set", "mix_check=0.4", "--set", "mix_sync=0.3", "--set", "mix_cleanup=0.3")
+    for name, fail_runs, want in (("majority-pass", (2,), ["PASS", "FAIL", "PASS"]),
+                                  ("majority-fail", (2, 3), ["PASS", "FAIL", "FAIL"])):
+        rep = os.path.join(tmp, name)
+        with LOCK:
+            del RUNS[:]
+            MODE["fail_runs"] = fail_runs
+        try:
+            p = mailload(exe, sp, ip, "search", "--from", "0.02", "--to", "0.02", "--steps", "1",
+                         "--phases", "1/6/1", "--drain", "10", "--min-samples", "1",
+                         "--report", rep, *busy)
+        finally:
+            MODE.update(DEFAULT_MODE)
+        err = p.stderr.decode()
+        got = []
+        for d in ("rate-0.0", "rate-0.0-run2", "rate-0.0-run3"):
+            try:
+                with open(os.path.join(rep, d, "report.json")) as f:
+                    got.append(json.load(f)["verdict"])
+            except OSError:
+                got.append(None)
+        assert got == want, (name, got, err)
+        assert err.count("its interval straddles the limit") >= 2, err
+        assert "running 0.02 msgs/min again before deciding" in err, err
+        if want.count("PASS") >= 2:
+            assert p.returncode == 0, (p.returncode, err)
+            assert b"highest valid passing rate: 0.02 msgs/min" in p.stdout, p.stdout
+        else:
+            assert p.returncode == 1 and "no rate passed" in err and "1 failed" in err, err
+            assert b"highest" not in p.stdout, p.stdout
+        print("ok search %s: runs %s" % (name, ", ".join(got)))
+
+
 def main():
     exe = os.path.abspath(sys.argv[1])
     tmp = tempfile.mkdtemp(prefix="heron-mailload-test-")
@@ -621,6 +684,7 @@ def main():
 
         probes_find_every_delivery(exe, sp, ip, tmp)
         verdicts_stay_true(exe, sp, ip, tmp)
+        search_repeats(exe, sp, ip, tmp)
     finally:
         smtp.shutdown()
         imap.shutdown()
