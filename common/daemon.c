@@ -30,6 +30,7 @@
 #include "common/daemon.h"
 #include "common/log.h"
 #include "common/notify.h"
+#include "common/version.h"
 #include "common/xmalloc.h"
 
 #define DRAIN_MS_DEFAULT 30000
@@ -140,11 +141,12 @@ static void master_kill_cb(evutil_socket_t fd, short what, void *arg);
 
 static void usage(FILE *f, const char *ident)
 {
-	fprintf(f, "usage: %s [-f | -F] [-t] [-c config]\n"
+	fprintf(f, "usage: %s [-f | -F] [-t] [-c config] | -V\n"
 		   "  -c PATH  configuration file (default " DAEMON_CONF_DEFAULT ")\n"
 		   "  -f       stay in the foreground and log to stderr\n"
 		   "  -F       stay in the foreground (under systemd), log as [log] says\n"
-		   "  -t       check the configuration, print the effective values and exit\n",
+		   "  -t       check the configuration, print the effective values and exit\n"
+		   "  -V       print the version and exit\n",
 		ident);
 }
 
@@ -156,7 +158,7 @@ void daemon_args_parse(int argc, char **argv, const char *ident, struct daemon_a
 	a->ident = ident;
 	a->conf_path = DAEMON_CONF_DEFAULT;
 	optind = 1;
-	while ((ch = getopt(argc, argv, "c:fFth")) != -1) {
+	while ((ch = getopt(argc, argv, "c:fFthV")) != -1) {
 		switch (ch) {
 		case 'c':
 			a->conf_path = optarg;
@@ -173,6 +175,9 @@ void daemon_args_parse(int argc, char **argv, const char *ident, struct daemon_a
 			break;
 		case 'h':
 			usage(stdout, ident);
+			exit(0);
+		case 'V':
+			printf("%s (Heron) %s (git %s)\n", ident, heron_version, heron_git_revision);
 			exit(0);
 		default:
 			usage(stderr, ident);

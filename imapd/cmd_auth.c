@@ -18,6 +18,7 @@
 #include "common/sasl.h"
 #include "common/shmtable.h"
 #include "common/str.h"
+#include "common/version.h"
 #include "common/xmalloc.h"
 #include "imapd/imapd.h"
 #include "ldapauth/ldapauth.h"
@@ -151,7 +152,8 @@ bool cmd_id(struct imap_cmd *cmd)
 	if (a == NULL || imap_cmd_arg(cmd, 1) != NULL ||
 	    (a->type != IMAP_ARG_LIST && !imap_arg_is_nil(a)))
 		return imap_cmd_bad(cmd, "Expected: ID (params) or ID NIL");
-	imap_printf(cmd->c, "* ID (\"name\" \"Heron\" \"vendor\" \"Heron\")\r\n");
+	imap_printf(cmd->c, "* ID (\"name\" \"Heron\" \"vendor\" \"Heron\" \"version\" \"%s\")\r\n",
+		    heron_version);
 	return imap_cmd_ok(cmd, "ID completed");
 }
 

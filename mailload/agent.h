@@ -184,6 +184,7 @@ struct agent {
 	uint64_t sessions_started, sessions_refused;
 	struct ml_msg msg; /* scratch: emitted by reference at once, then reused */
 	char imap_delim; /* hierarchy delimiter, from the first LIST */
+	bool imap_id_asked; /* one session asks the server's ID (the disclosure) */
 	/* init */
 	uint32_t init_next, init_done, init_active;
 	uint64_t init_msgs;

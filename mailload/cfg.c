@@ -344,6 +344,8 @@ void ml_server_info_json(const struct ml_server_info *s, struct buf *out)
 	json_put_str(out, s->imap_greeting);
 	buf_puts(out, ",\"imap_capability\":");
 	json_put_str(out, s->imap_caps);
+	buf_puts(out, ",\"imap_id\":");
+	json_put_str(out, s->imap_id);
 	buf_printf(out, "},\"tls\":{\"smtp\":%" PRIu64 ",\"imap\":%" PRIu64
 			",\"smtp_failed\":%" PRIu64 ",\"imap_failed\":%" PRIu64 ",\"protocol\":",
 		   s->tls_ok[0], s->tls_ok[1], s->tls_fail[0], s->tls_fail[1]);
@@ -366,6 +368,7 @@ void ml_server_info_merge(struct ml_server_info *s, const struct jv *r)
 	merge_text(s->smtp_greeting, sizeof(s->smtp_greeting), srv, "smtp_greeting");
 	merge_text(s->imap_greeting, sizeof(s->imap_greeting), srv, "imap_greeting");
 	merge_text(s->imap_caps, sizeof(s->imap_caps), srv, "imap_capability");
+	merge_text(s->imap_id, sizeof(s->imap_id), srv, "imap_id");
 	if (t == NULL)
 		return;
 	s->tls_ok[0] += (uint64_t)jv_int(t, "smtp", 0);

@@ -25,7 +25,7 @@
 #define MAX_PEND 32
 #define CHECK_READ_MAX 10
 
-enum is_state { IS_GREETING, IS_CAPA, IS_STARTTLS, IS_LOGIN, IS_RUN, IS_LOGOUT };
+enum is_state { IS_GREETING, IS_CAPA, IS_STARTTLS, IS_ID, IS_LOGIN, IS_RUN, IS_LOGOUT };
 
 struct imap_sess {
 	struct agent *ag;
@@ -67,6 +67,8 @@ struct imap_sess {
 	int64_t date_ms, deadline_ms;
 	bool literal_wait, app_init;
 	bool has_idle, idle_wait, idling; /* probes: IDLE offered, asked, in progress */
+	bool has_id;    /* the server offers ID (RFC 2971) */
+	uint32_t id_tag; /* the tag of this session's ID NIL, 0 none */
 	bool grew; /* probes: EXISTS went up since the last look (after any EXPUNGE) */
 	bool watched;   /* probes: the first look completed */
 	bool recheck;   /* probes: this look was not asked for by an EXISTS */
@@ -427,12 +429,22 @@ static void is_untagged(struct imap_sess *s, const char *p, size_t len)
 	if (itok_is(&t, "OK"))
 		return is_untagged_ok(s, &t, p, len);
 	if (itok_is(&t, "CAPABILITY")) {
-		while (itok_next(&t) == IT_ATOM)
+		while (itok_next(&t) == IT_ATOM) {
 			if (itok_is(&t, "IDLE"))
 				s->has_idle = true;
+			else if (itok_is(&t, "ID"))
+				s->has_id = true;
+		}
 		if (s->ag->server.imap_caps[0] == '\0')
 			snprintf(s->ag->server.imap_caps, sizeof(s->ag->server.imap_caps), "%.*s",
 				 (int)(len > 300 ? 300 : len), p);
+		return;
+	}
+	if (itok_is(&t, "ID")) {
+		char *id = s->ag->server.imap_id;
+		if (id[0] == '\0' && len > 3)
+			snprintf(id, sizeof(s->ag->server.imap_id), "%.*s",
+				 (int)(len - 3 > 230 ? 230 : len - 3), p + 3);
 		return;
 	}
 	if (itok_is(&t, "LIST") || itok_is(&t, "LSUB"))
@@ -473,6 +485,8 @@ static void is_tagged(struct imap_sess *s, const char *p, size_t len)
 	snprintf(why, sizeof(why), "%.*s", (int)(len > 150 ? 150 : len), p);
 	if (!ok && fn == FN_IMAP_CREATE) { /* init: "already exists" is fine */
 		ag_step(s->ag, fn, t0, true, NULL);
+	} else if (!ok && tag == s->id_tag) { /* no ID: nothing to disclose, the session goes on */
+		ag_step(s->ag, fn, t0, false, why);
 	} else {
 		ag_step(s->ag, fn, t0, ok, why);
 		if (!ok && s->kind == SESS_FILLREC && fn == FN_PROBE_EXAMINE)
@@ -1028,6 +1042,17 @@ static void is_next(struct imap_sess *s)
 		if (s->dead)
 			return;
 	}
+	/* one session per agent asks the server's ID for the report's disclosure (a measurement
+	   step, as a probe's login is) */
+	if (s->st == IS_CAPA && s->has_id && !s->ag->imap_id_asked) {
+		s->ag->imap_id_asked = true;
+		s->st = IS_ID;
+		is_cmd(s, FN_PROBE_LOGIN, "ID NIL");
+		s->id_tag = s->tagn;
+		return;
+	}
+	if (s->st == IS_ID)
+		s->st = IS_CAPA;
 	if (s->st == IS_CAPA) {
 		char pw[128], login[128];
 		s->st = IS_LOGIN;

@@ -170,6 +170,7 @@ struct ml_server_info {
 	char smtp_greeting[160], imap_greeting[160], imap_caps[320];
 	uint64_t tls_ok[2], tls_fail[2]; /* handshakes by protocol: 0 SMTP, 1 IMAP */
 	char tls_proto[32], tls_cipher[64];
+	char imap_id[240]; /* the server's ID response (RFC 2971), when it offers ID */
 };
 /* Appends the members "server":{...},"tls":{...} (no comma before or after): the agent's
    results and the report write the same. */

@@ -826,6 +826,8 @@ static int run_point(struct mgr_opts *o, double pct, struct buf *out, bool *unce
 					  : NULL;
 	sk.note = note;
 	agents_stop(as, n);
+	if (o->server_id[0] == '\0')
+		str_lcpy(o->server_id, mgr_point_server(p)->imap_id, sizeof(o->server_id));
 	size_t at = out->len;
 	enum ml_verdict v = mgr_point_finish(p, &c, pct, &sk, out, uncertain_r, too_short_r);
 	point_line(out->data + at, out->len - at, pct);
@@ -891,18 +893,19 @@ int mgr_run(struct mgr_opts *o)
 	buf_init(&out, 1 << 16, MGR_LINE_MAX);
 	struct buf fill;
 	buf_init(&fill, 512, ML_TEXT_MAX);
-	if (fill_check(o, &fill) < 0) {
+	struct buf sut;
+	buf_init(&sut, 4096, MGR_LINE_MAX);
+	o->server_id[0] = '\0';
+	int sut_rc = sut_disclose(o, &sut); /* the files it names are readable before the run */
+	buf_release(&sut);
+	if (sut_rc < 0 || fill_check(o, &fill) < 0) {
 		buf_release(&fill);
 		buf_release(&out);
 		return -1;
 	}
 	put_head(o, &out, started);
-	buf_printf(&out, ",%s,", buf_cstr(&fill));
+	buf_printf(&out, ",%s", buf_cstr(&fill));
 	buf_release(&fill);
-	if (sut_disclose(o, &out) < 0) {
-		buf_release(&out);
-		return -1;
-	}
 	buf_puts(&out, ",\"points\":[");
 	for (uint32_t i = 0; i < o->npoints; i++) {
 		bool unc = false, short_run = false;
@@ -921,7 +924,10 @@ int mgr_run(struct mgr_opts *o)
 		if (v == MV_INVALID || (v == MV_FAIL && verdict == MV_PASS))
 			verdict = verdict == MV_INVALID ? MV_INVALID : (enum ml_verdict)v;
 	}
-	buf_printf(&out, "],\"finished_ms\":%" PRId64 ",\"verdict\":\"%s\",\"pass\":%s,"
+	buf_puts(&out, "],"); /* the server's disclosure: its version may come from the run */
+	if (sut_disclose(o, &out) < 0)
+		rc = -1;
+	buf_printf(&out, ",\"finished_ms\":%" PRId64 ",\"verdict\":\"%s\",\"pass\":%s,"
 			 "\"uncertain\":%s",
 		   clock_wall_ms(), names[verdict], verdict == MV_PASS && rc == 0 ? "true" : "false",
 		   uncertain ? "true" : "false");

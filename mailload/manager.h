@@ -36,6 +36,7 @@ struct mgr_opts {
 	const char *disclosure;   /* JSON members added to the report's head, or NULL */
 	/* out: the last run's result */
 	bool uncertain, too_short;
+	char server_id[240];      /* the server's IMAP ID response seen in the run, or "" */
 };
 
 /* mailload init: fills every mailbox. 0 or -1. */
@@ -95,5 +96,7 @@ enum ml_verdict mgr_point_finish(struct mgr_point *p, const struct ml_cfg *c, do
 				 const struct mgr_sink *sink, struct buf *out, bool *uncertain_r,
 				 bool *too_short_r);
 const struct histo *mgr_point_histo(const struct mgr_point *p, int fn);
+/* What the server showed in this point (merged over the agents). */
+const struct ml_server_info *mgr_point_server(const struct mgr_point *p);
 
 #endif

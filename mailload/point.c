@@ -113,6 +113,11 @@ const struct histo *mgr_point_histo(const struct mgr_point *p, int fn)
 	return fn < 0 ? &p->delivery : &p->h[fn];
 }
 
+const struct ml_server_info *mgr_point_server(const struct mgr_point *p)
+{
+	return &p->server;
+}
+
 void mgr_point_sut_cpu(struct mgr_point *p, double cpu_s, const char *pids)
 {
 	p->sut_cpu_s = cpu_s;

@@ -281,15 +281,24 @@ static void text_sut(const struct jv *r, const struct jv *pt, struct buf *o)
 		      "  IMAP capability: %s\n",
 		   jv_str(srv, "smtp_greeting", "?"), jv_str(srv, "imap_greeting", "?"),
 		   jv_str(srv, "imap_capability", "?"));
+	if (jv_str(srv, "imap_id", "")[0] != '\0')
+		buf_printf(o, "  IMAP ID: %s\n", jv_str(srv, "imap_id", ""));
+	if (jv_get(sut, "version") != NULL)
+		buf_printf(o, "  version: %s%s%s%s\n", jv_str(sut, "version", "?"),
+			   strcmp(jv_str(sut, "version_from", "none"), "none") ? " (from " : "",
+			   strcmp(jv_str(sut, "version_from", "none"), "none")
+				   ? jv_str(sut, "version_from", "")
+				   : "",
+			   strcmp(jv_str(sut, "version_from", "none"), "none") ? ")" : "");
 	text_tls(jv_get(pt, "tls"), o);
 	if (sc == NULL) {
 		buf_puts(o, "  configuration: not disclosed (mailload run --sut-config FILE)\n");
 		return;
 	}
-	buf_printf(o, "  %s: %s\n  version: %s\n  workers: mtad %" PRId64 ", imapd %" PRId64
+	buf_printf(o, "  %s: %s\n  workers: mtad %" PRId64 ", imapd %" PRId64
 		      "; CPU pinning: %s\n  non-default keys:\n",
 		   jv_str(sc, "kind", "configuration"), jv_str(sc, "path", "?"),
-		   jv_str(sc, "version", "?"), jv_int(sc, "mtad_workers", 0),
+		   jv_int(sc, "mtad_workers", 0),
 		   jv_int(sc, "imapd_workers", 0), jv_str(sc, "cpu_pinning", "?"));
 	const struct jv *nd = jv_get(sc, "non_default");
 	for (size_t i = 0; nd != NULL && i < nd->n; i++)

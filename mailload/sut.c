@@ -9,11 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "common/conf.h"
 #include "common/str.h"
 #include "mailload/json.h"
+#include "mailload/resp.h"
 #include "mailload/manager.h"
 
 #define SUT_TEXT_MAX (64 * 1024)
@@ -125,15 +127,58 @@ static void pids_text(const struct mgr_opts *o, struct buf *b)
 	}
 }
 
+/* "Name Version" from an ID response's parameter list ("name" "X" "version" "Y" ...), into
+   out; false when it names neither. */
+static bool id_version(const char *id, char *out, size_t n)
+{
+	struct itok t;
+	char name[64] = "", version[64] = "";
+
+	itok_init(&t, id, strlen(id));
+	if (itok_next(&t) != IT_LPAREN)
+		return false;
+	while (itok_next(&t) == IT_STRING) {
+		char key[16], *dst = NULL;
+		snprintf(key, sizeof(key), "%.*s", (int)(t.len < 15 ? t.len : 15), t.s);
+		if (strcasecmp(key, "name") == 0)
+			dst = name;
+		else if (strcasecmp(key, "version") == 0)
+			dst = version;
+		if (itok_next(&t) == IT_STRING && dst != NULL)
+			snprintf(dst, 64, "%.*s", (int)(t.len < 63 ? t.len : 63), t.s);
+		else if (t.type != IT_STRING && t.type != IT_NIL)
+			break;
+	}
+	if (name[0] == '\0' && version[0] == '\0')
+		return false;
+	snprintf(out, n, "%s%s%s", name, name[0] && version[0] ? " " : "", version);
+	return true;
+}
+
 int sut_disclose(const struct mgr_opts *o, struct buf *out)
 {
 	struct buf text, pins;
 	int rc = 0;
+	char seen[160];
+	const char *version = "not given (--sut-version, or a server answering IMAP ID)";
+	const char *from = "none";
 
+	if (o->sut_version != NULL) {
+		version = o->sut_version;
+		from = "--sut-version";
+	} else if (id_version(o->server_id, seen, sizeof(seen))) {
+		version = seen;
+		from = "IMAP ID";
+	}
 	buf_init(&text, 4096, SUT_TEXT_MAX + 16);
 	buf_init(&pins, 256, ML_TEXT_MAX);
 	pids_text(o, &pins);
-	buf_puts(out, "\"sut\":{");
+	buf_puts(out, "\"sut\":{\"version\":");
+	json_put_str(out, version);
+	buf_puts(out, ",\"version_from\":");
+	json_put_str(out, from);
+	if (o->sut_config != NULL || pins.len)
+		buf_putc(out, ',');
 	if (o->sut_config != NULL) {
 		struct heron_conf_scan h = { 0 };
 
@@ -148,7 +193,7 @@ int sut_disclose(const struct mgr_opts *o, struct buf *out)
 		buf_printf(out, "\"config\":{\"kind\":\"%s\",\"path\":", heron ? "heron.conf" : "text");
 		json_put_str(out, o->sut_config);
 		buf_puts(out, ",\"version\":");
-		json_put_str(out, o->sut_version != NULL ? o->sut_version : "not given (--sut-version)");
+		json_put_str(out, version);
 		buf_printf(out, ",\"mtad_workers\":%s,\"imapd_workers\":%s,\"cpu_pinning\":",
 			   heron ? h.workers[0] : "0", heron ? h.workers[1] : "0");
 		json_put_str(out, pins.len ? buf_cstr(&pins) : "not known (--sut-pid)");

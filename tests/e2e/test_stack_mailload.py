@@ -49,7 +49,7 @@ def main():
             r = mailload(st, "run", "--rate", str(USERS / 200), "--users", str(USERS),
                          "--profile", "tiny", "--phases", PHASES, "--load-points", "100",
                          "--drain", "30", "--sink", st.env["SINK_CONTROL"], "--report", report,
-                         *ACTIVITY, timeout=400)
+                         "--sut-config", st.env["HERON_CONF"], *ACTIVITY, timeout=400)
             # exit status: 0 pass, 1 fail (rules), 2 the run could not be made, 3 invalid
             # (too few samples in these short phases): a verdict, the run was made
             assert r.returncode in (0, 1, 3), f"rc {r.returncode}\n" + r.stderr[-3000:]
@@ -61,6 +61,7 @@ def main():
                 doc = json.load(f)
             assert len(doc["points"]) == 1, doc.keys()
             state["point"] = doc["points"][0]
+            state["doc"] = doc
             with open(os.path.join(report, "report.txt"), errors="replace") as f:
                 sys.stdout.write(f.read()[:6000] + "\n")
 
@@ -82,13 +83,28 @@ def main():
             assert d["duplicated"] == 0, d
             assert d["delivered"] == d["checked"], d
 
+        def test_server_version_disclosed():
+            """imapd answers ID with its release; the report names it as the version of the
+            heron.conf given with --sut-config, and says where it came from."""
+            assert "doc" in state, "the run did not complete"
+            v = subprocess.run([st.env["IMAPD"], "-V"], capture_output=True, text=True,
+                               check=True).stdout.split()[2]
+            sut, srv = state["doc"]["sut"], point()["server"]
+            assert '"version" "%s"' % v in srv["imap_id"], srv
+            assert sut["version"] == "Heron " + v and sut["version_from"] == "IMAP ID", sut
+            assert sut["config"]["kind"] == "heron.conf" and sut["config"]["version"] == \
+                "Heron " + v, sut["config"]
+            with open(os.path.join(report, "report.txt"), errors="replace") as f:
+                assert "version: Heron %s (from IMAP ID)" % v in f.read()
+
         def test_error_rate_under_one_percent():
             e = point()["errors"]
             assert e["steps"] > 0, e
             assert e["rate_pct"] < 1.0, e
 
         rc = run_tests([test_init, test_run_completes, test_every_summary_function_has_samples,
-                        test_nothing_lost_or_duplicated, test_error_rate_under_one_percent])
+                        test_nothing_lost_or_duplicated, test_server_version_disclosed,
+                        test_error_rate_under_one_percent])
     subprocess.run(["rm", "-rf", report], check=False)
     return rc
 

@@ -4,6 +4,7 @@ expected (Raw client on the wire), plus imaplib for what a real client library d
 Usage: test_imapd_protocol.py IMAPD_BINARY DELIVER_BINARY"""
 import imaplib
 import os
+import subprocess
 import sys
 import unittest
 
@@ -77,8 +78,12 @@ class TestAnyState(Base):
         self.assertEqual(r.cmd("a", "CAPABILITY"),
                          ["* CAPABILITY %s AUTH=PLAIN" % CAPS, "a OK Capability completed"])
         self.assertEqual(r.cmd("b", "NOOP"), ["b OK Completed"])
+        # the version is the one imapd -V prints (the build's release)
+        v = subprocess.run([IMAPD, "-V"], capture_output=True, text=True, check=True)
+        self.assertRegex(v.stdout, r"^imapd \(Heron\) \d+\.\d+\.\d+ \(git \S+\)\n$")
         self.assertEqual(r.cmd("c", 'ID ("name" "test")'),
-                         ['* ID ("name" "Heron" "vendor" "Heron")', "c OK ID completed"])
+                         ['* ID ("name" "Heron" "vendor" "Heron" "version" "%s")'
+                          % v.stdout.split()[2], "c OK ID completed"])
         self.assertEqual(r.cmd("d", "LOGOUT"), ["* BYE Logging out", "d OK Logout completed"])
 
     def test_login(self):

@@ -318,7 +318,7 @@ static void test_server_info(void **state)
 	struct ml_server_info a = { "mx ESMTP", "", "CAPABILITY IMAP4rev1", { 3, 1 }, { 0, 2 },
 				    "TLSv1.3", "TLS_AES_128_GCM_SHA256" };
 	struct ml_server_info b = { "other", "OK \"imap\"", "X", { 4, 5 }, { 1, 0 }, "TLSv1.2",
-				    "x" };
+				    "x", "(\"name\" \"S\")" };
 	struct ml_server_info m = { 0 };
 	const struct ml_server_info *agents[2] = { &a, &b };
 	struct buf o;
@@ -339,7 +339,8 @@ static void test_server_info(void **state)
 	ml_server_info_json(&m, &o);
 	assert_string_equal(buf_cstr(&o),
 			    "\"server\":{\"smtp_greeting\":\"mx ESMTP\",\"imap_greeting\":"
-			    "\"OK \\\"imap\\\"\",\"imap_capability\":\"CAPABILITY IMAP4rev1\"},"
+			    "\"OK \\\"imap\\\"\",\"imap_capability\":\"CAPABILITY IMAP4rev1\","
+			    "\"imap_id\":\"(\\\"name\\\" \\\"S\\\")\"},"
 			    "\"tls\":{\"smtp\":7,\"imap\":6,\"smtp_failed\":1,\"imap_failed\":2,"
 			    "\"protocol\":\"TLSv1.3\",\"cipher\":\"TLS_AES_128_GCM_SHA256\"}");
 	buf_release(&o);
