@@ -50,6 +50,11 @@ const struct conf_key conf_keys[] = {
 	  "the flag changes answered during the last index sync (milliseconds), never a "
 	  "message, never a damaged index",
 	  CONF_AT(store.fsync_flags) },
+	{ "store", "fts", CONF_BOOL, 0, 0, "yes", NULL,
+	  "keep a full-text index of every mailbox (trigrams of the decoded text of each "
+	  "message, written with its delivery or append) so SEARCH BODY/TEXT reads only the "
+	  "messages that may match; `mailctl fts rebuild` indexes mailboxes from before",
+	  CONF_AT(store.fts) },
 
 	{ "directory", "backend", CONF_ENUM, 0, 0, "ldap", "ldap|file",
 	  "where users live: an LDAP directory or a users file", CONF_AT(directory.backend) },

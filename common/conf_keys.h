@@ -32,6 +32,7 @@ struct store_conf {
 	int64_t group_commit_max;
 	bool group_commit_syncfs;
 	bool fsync_flags;
+	bool fts;
 };
 
 /* [directory]: libldapauth */

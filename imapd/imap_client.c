@@ -170,7 +170,7 @@ static size_t stream_window(struct imap_stream *s, char *p, size_t n)
 	return n;
 }
 
-/* One chunk of a decoded stream. The file bytes are read IMAP_DECODE_LEAD bytes into the
+/* One chunk of a decoded stream. The file bytes are read CTE_DECODE_LEAD bytes into the
    reserved space and decoded to its start: a decoder writes at most that many bytes more
    than it has read (held quoted-printable escapes and white space), so the output never
    overtakes unread input. */
@@ -182,14 +182,14 @@ static void stream_decode_chunk(struct imap_client *c)
 	size_t n = 0;
 	char *p;
 
-	if (evbuffer_reserve_space(imap_out(c), (ev_ssize_t)(want + IMAP_DECODE_LEAD), &v, 1) < 1)
+	if (evbuffer_reserve_space(imap_out(c), (ev_ssize_t)(want + CTE_DECODE_LEAD), &v, 1) < 1)
 		fatalx("evbuffer_reserve_space");
 	p = v.iov_base;
-	if (want > 0 && (n = stream_read(c, p + IMAP_DECODE_LEAD, want)) == 0)
+	if (want > 0 && (n = stream_read(c, p + CTE_DECODE_LEAD, want)) == 0)
 		return;
-	n = imap_decode(&s->dec, p + IMAP_DECODE_LEAD, n, p);
+	n = cte_decode(&s->dec, p + CTE_DECODE_LEAD, n, p);
 	if (s->left == 0)
-		n += imap_decode_finish(&s->dec, p + n);
+		n += cte_decode_finish(&s->dec, p + n);
 	v.iov_len = stream_window(s, p, n);
 	evbuffer_commit_space(imap_out(c), &v, 1);
 	if (s->left == 0 && s->emit > 0)
@@ -250,7 +250,7 @@ void imap_client_stream_text(struct imap_client *c, int fd, uint64_t off, uint64
 }
 
 void imap_client_stream_decoded(struct imap_client *c, int fd, uint64_t off, uint64_t len,
-				enum imap_cte cte, uint64_t skip, uint64_t emit)
+				enum cte cte, uint64_t skip, uint64_t emit)
 {
 	if (c->stream.fd >= 0)
 		fatalx("imap: two streams at once");
@@ -259,7 +259,7 @@ void imap_client_stream_decoded(struct imap_client *c, int fd, uint64_t off, uin
 	c->stream.left = len;
 	c->stream.decode = true;
 	c->stream.text = false;
-	imap_decoder_init(&c->stream.dec, cte);
+	cte_decoder_init(&c->stream.dec, cte);
 	c->stream.skip = skip;
 	c->stream.emit = emit;
 	stream_pump(c);

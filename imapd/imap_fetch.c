@@ -26,7 +26,7 @@ enum fetch_sec { SEC_ALL, SEC_HEADER, SEC_FIELDS, SEC_FIELDS_NOT, SEC_TEXT, SEC_
 /* A BINARY section of the message being written (RFC 3516), found before its FETCH line. */
 struct fetch_binary {
 	bool exists;                   /* false: NIL */
-	enum imap_cte cte;
+	enum cte cte;
 	uint64_t off, len;             /* the encoded body in the file */
 	uint64_t size;                 /* decoded */
 	bool nul;                      /* decodes to a NUL: literal8 */
@@ -53,7 +53,7 @@ struct imap_fetch {
 	size_t n;
 	size_t item;                   /* next item of the message being written (0: none) */
 	bool sets_seen;                /* a non-PEEK body item */
-	char *scratch;                 /* BINARY size pass: chunk + IMAP_DECODE_LEAD, once */
+	char *scratch;                 /* BINARY size pass: chunk + CTE_DECODE_LEAD, once */
 };
 
 /* What an item's writer sees of the message being written. */
@@ -566,18 +566,18 @@ static int write_section(struct fetch_msg *fm, const struct fetch_item *it)
 }
 
 /* The CTE of a part from its MIME header (read from the file at hoff, hsize). */
-static enum imap_cte part_cte(struct imap_client *c, const struct store_msg *m, uint64_t hoff,
+static enum cte part_cte(struct imap_client *c, const struct store_msg *m, uint64_t hoff,
 			      uint64_t hsize)
 {
 	struct buf raw, val;
-	enum imap_cte cte = IMAP_CTE_IDENTITY;
+	enum cte cte = CTE_IDENTITY;
 
 	buf_init(&raw, 1024, IMAP_HEADER_READ_MAX);
 	buf_init(&val, 64, IMAP_FIELD_MAX);
 	if (read_header(c, m, hoff, hsize, &raw) < 0)
-		cte = IMAP_CTE_UNKNOWN; /* cannot tell: refused rather than guessed */
+		cte = CTE_UNKNOWN; /* cannot tell: refused rather than guessed */
 	else if (rfc5322_header_value(raw.data, raw.len, "Content-Transfer-Encoding", &val) > 0)
-		cte = imap_cte_parse(val.data, val.len);
+		cte = cte_parse(val.data, val.len);
 	buf_release(&val);
 	buf_release(&raw);
 	return cte;
@@ -606,17 +606,17 @@ static int prepare_binary(struct fetch_msg *fm, struct fetch_item *it)
 		if (!mp.is_multipart && !mp.is_message)
 			b->cte = part_cte(c, m, mp.header_off, mp.header_size);
 	}
-	if (b->cte == IMAP_CTE_UNKNOWN)
+	if (b->cte == CTE_UNKNOWN)
 		goto unknown;
 	b->exists = true;
 	b->size = b->len;
-	if (b->cte == IMAP_CTE_IDENTITY && it->def->parse == parse_binary_size)
+	if (b->cte == CTE_IDENTITY && it->def->parse == parse_binary_size)
 		return 0; /* no NUL scan needed for a size */
 	if (store_blob_open(c->srv->store, c->view->part, m->blob, &fd, &fsize) != 0)
 		goto unknown;
 	if (fm->f->scratch == NULL)
-		fm->f->scratch = xmalloc(IMAP_STREAM_CHUNK + IMAP_DECODE_LEAD);
-	rc = imap_decode_measure(fd, b->off, b->len, b->cte, fm->f->scratch, &b->size, &b->nul);
+		fm->f->scratch = xmalloc(CTE_CHUNK + CTE_DECODE_LEAD);
+	rc = cte_decode_measure(fd, b->off, b->len, b->cte, fm->f->scratch, &b->size, &b->nul);
 	close(fd);
 	if (rc == 0)
 		return 0;
@@ -659,7 +659,7 @@ static int write_binary(struct fetch_msg *fm, const struct fetch_item *it)
 		fm->why = "[SERVERBUG] Message file missing";
 		return -1;
 	}
-	if (b->cte == IMAP_CTE_IDENTITY)
+	if (b->cte == CTE_IDENTITY)
 		imap_client_stream(c, fd, b->off + skip, emit);
 	else
 		imap_client_stream_decoded(c, fd, b->off, b->len, b->cte, skip, emit);

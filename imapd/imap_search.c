@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/mimetext.h"
 #include "common/msgcache.h"
 #include "common/rfc5322.h"
 #include "common/str.h"
@@ -32,10 +33,15 @@ struct skey {
 	uint64_t num;
 	int64_t day;               /* days since the epoch */
 	const char *hname, *str;   /* header name; needle */
-	char *fold;                /* the needle case-folded (imap_text_fold) */
+	char *fold;                /* the needle case-folded (mimetext_fold) */
 	size_t hlen, slen;
 	struct imap_seqset set;
 	struct skey *a, *b;        /* NOT: a; OR: a, b; AND: a = first child */
+	/* BODY/TEXT: the messages the full-text index says may hold the needle (sorted UIDs),
+	   asked at the first use; CAND_ALL when it cannot say (every message is read) */
+	enum { CAND_UNKNOWN, CAND_SOME, CAND_ALL } cand_state;
+	uint32_t *cand;
+	size_t ncand;
 	struct skey *next;         /* sibling in an AND */
 };
 
@@ -160,7 +166,7 @@ static struct skey *parse_string_key(struct imap_search *s, const struct imap_ar
 	k->str = a->s;
 	k->slen = a->len;
 	k->fold = xmemdup0(a->s, a->len);
-	imap_text_fold(k->fold, a->len);
+	mimetext_fold(k->fold, a->len);
 	return k;
 bad:
 	s->why = "Search key needs a string";
@@ -275,7 +281,7 @@ static struct skey *parse_objectid_key(struct imap_search *s, const char *name,
 		return NULL;
 	}
 	for (size_t i = 0; i < v->len; i++) {
-		int h = imap_hex_val(v->s[i]);
+		int h = cte_hex_val(v->s[i]);
 
 		if (!((v->s[i] >= 'A' && v->s[i] <= 'Z') || (v->s[i] >= 'a' && v->s[i] <= 'z') ||
 		      (v->s[i] >= '0' && v->s[i] <= '9') || v->s[i] == '_' || v->s[i] == '-')) {
@@ -423,7 +429,54 @@ static struct skey *parse_key(struct imap_search *s, const struct imap_arg **ap,
 	return NULL;
 }
 
-/* BODY/TEXT: the folded needle in the message's decoded text (imap_textmatch.c). */
+/* Whether the full-text index leaves uid possible for BODY/TEXT key k. */
+static bool text_candidate(struct imap_search *s, struct skey *k, uint32_t uid)
+{
+	size_t lo = 0, hi;
+
+	if (k->cand_state == CAND_UNKNOWN)
+		k->cand_state = store_fts_candidates(s->t, s->c->view->mbox, k->fold, k->slen,
+						     &k->cand, &k->ncand) == 0
+					? CAND_SOME
+					: CAND_ALL;
+	if (k->cand_state == CAND_ALL)
+		return true;
+	hi = k->ncand;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (k->cand[mid] == uid)
+			return true;
+		if (k->cand[mid] < uid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
+/* False when the keys surely do not match uid by what the full-text index says (no row or
+   file read); true when they may. */
+static bool may_match(struct imap_search *s, struct skey *k, uint32_t uid)
+{
+	switch (k->type) {
+	case SK_BODY:
+	case SK_TEXT:
+		return k->slen == 0 || text_candidate(s, k, uid);
+	case SK_AND:
+		for (struct skey *c = k->a; c != NULL; c = c->next)
+			if (!may_match(s, c, uid))
+				return false;
+		return true;
+	case SK_OR:
+		return may_match(s, k->a, uid) || may_match(s, k->b, uid);
+	default:
+		return true;
+	}
+}
+
+/* BODY/TEXT: the folded needle in the message's decoded text (imap_textmatch.c), for a
+   message the index did not rule out. */
 static bool text_contains(struct imap_search *s, const struct store_msg *m, const struct skey *k,
 			  bool top)
 {
@@ -433,6 +486,8 @@ static bool text_contains(struct imap_search *s, const struct store_msg *m, cons
 
 	if (k->slen == 0)
 		return true;
+	if (!text_candidate(s, (struct skey *)(uintptr_t)k, m->uid))
+		return false;
 	if (store_blob_open(s->c->srv->store, s->c->view->part, m->blob, &fd, &size) != 0)
 		return false;
 	if (s->tm == NULL)
@@ -624,6 +679,7 @@ void imap_search_free(struct imap_search **sp)
 	for (size_t i = 0; i < s->nnodes; i++) {
 		imap_seqset_release(&s->nodes[i].set);
 		free(s->nodes[i].fold);
+		free(s->nodes[i].cand);
 	}
 	imap_textmatch_free(&s->tm);
 	free(s);
@@ -673,6 +729,11 @@ bool imap_search_match(struct imap_search *s, size_t vi, struct store_msg *m_r)
 	const struct imap_view *v = s->c->view;
 	struct msgcache_view mv;
 
+	if (!may_match(s, s->root, v->msgs[vi].uid)) {
+		memset(m_r, 0, sizeof(*m_r));
+		m_r->uid = v->msgs[vi].uid;
+		return false;
+	}
 	if (store_msg_get(s->t, v->mbox, v->msgs[vi].uid, m_r) != 0)
 		return false;
 	if (m_r->cache_len == 0 || msgcache_parse(m_r->cache, m_r->cache_len, &mv) < 0) {

@@ -12,6 +12,7 @@
 #include "common/rfc5322.h"
 #include "common/str.h"
 #include "common/xmalloc.h"
+#include "common/mimetext.h"
 #include "imapd/imapd.h"
 #include "store/store.h"
 
@@ -221,7 +222,7 @@ static char *subject_key(const struct msgcache_view *mv, bool *reply)
 	buf_init(&raw, 128, SORT_FIELD_MAX);
 	buf_init(&dec, 128, 4 * SORT_FIELD_MAX);
 	if (rfc5322_header_value(mv->header.p, mv->header.len, "Subject", &raw) > 0)
-		imap_text_decode_words(raw.data, raw.len, &dec);
+		mimetext_decode_words(raw.data, raw.len, &dec);
 	s = xmemdup0(dec.data != NULL ? dec.data : "", dec.len);
 	buf_release(&raw);
 	buf_release(&dec);
@@ -260,7 +261,7 @@ static void first_addr_cb(void *arg, const struct rfc5322_addr *a)
 	buf_append(&fa->mailbox, a->mailbox.p, a->mailbox.len);
 	/* RFC 5957: the display name when there is one, else the addr-spec */
 	if (a->name.len > 0) {
-		imap_text_decode_words(a->name.p, a->name.len, &fa->display);
+		mimetext_decode_words(a->name.p, a->name.len, &fa->display);
 	} else {
 		buf_append(&fa->display, a->mailbox.p, a->mailbox.len);
 		if (a->domain.len > 0) {
@@ -288,7 +289,7 @@ static char *addr_key(const struct msgcache_view *mv, const char *name, char **d
 	if (display_r != NULL) {
 		*display_r = xmemdup0(fa.display.data != NULL ? fa.display.data : "",
 				      fa.display.len);
-		imap_text_fold(*display_r, fa.display.len);
+		mimetext_fold(*display_r, fa.display.len);
 	}
 	buf_release(&raw);
 	buf_release(&fa.mailbox);

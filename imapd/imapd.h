@@ -19,6 +19,7 @@
 
 #include "common/buf.h"
 #include "common/conf.h"
+#include "common/cte.h"
 #include "imapd/imap_parser.h"
 #include "imapd/imap_seqset.h"
 
@@ -156,26 +157,6 @@ struct imap_cmd {
 	uint64_t start_us;
 };
 
-/* Content-transfer-encodings (imap_cte.c). */
-enum imap_cte { IMAP_CTE_IDENTITY, IMAP_CTE_BASE64, IMAP_CTE_QP, IMAP_CTE_UNKNOWN };
-
-/* Quoted-printable white space held back until the line goes on (trailing white space is
-   transport padding, deleted: RFC 2045 6.7); a longer run is written out. A decoder writes
-   at most this many bytes more than it reads (IMAP_DECODE_LEAD). */
-#define IMAP_QP_WS_MAX 76
-#define IMAP_DECODE_LEAD (IMAP_QP_WS_MAX + 4)
-
-/* An incremental decoder: state carried across chunks. */
-struct imap_decoder {
-	enum imap_cte cte;
-	uint32_t acc;               /* base64 bits not yet output */
-	unsigned bits;
-	char qp[3];                 /* quoted-printable "=X" pending */
-	unsigned nqp;
-	char ws[IMAP_QP_WS_MAX];    /* quoted-printable white space pending */
-	unsigned nws;
-};
-
 /* A body streamed from a message file to the client, chunk by chunk; with decode set, the
    file's bytes are decoded and skip decoded bytes dropped before emit are sent (BINARY). */
 struct imap_stream {
@@ -183,7 +164,7 @@ struct imap_stream {
 	uint64_t off, left;         /* file bytes still to read */
 	bool decode;
 	bool text;                  /* raw bytes in a plain literal: a NUL is sent as 0x80 */
-	struct imap_decoder dec;
+	struct cte_decoder dec;
 	uint64_t skip, emit;        /* decoded bytes to drop, then to send */
 };
 
@@ -268,7 +249,7 @@ void imap_client_stream(struct imap_client *c, int fd, uint64_t off, uint64_t le
 void imap_client_stream_text(struct imap_client *c, int fd, uint64_t off, uint64_t len);
 /* The same, decoding the range with cte and sending decoded bytes [skip, skip + emit). */
 void imap_client_stream_decoded(struct imap_client *c, int fd, uint64_t off, uint64_t len,
-				enum imap_cte cte, uint64_t skip, uint64_t emit);
+				enum cte cte, uint64_t skip, uint64_t emit);
 /* Frees the blobs of an APPEND in progress. */
 void imap_client_append_reset(struct imap_client *c);
 /* imap_server.c: a client left; a draining worker exits after its last one. */
@@ -378,17 +359,14 @@ bool imap_commit_active(const struct imap_cmd *cmd);
    if it left meanwhile (then false). */
 bool imap_client_commit_back(struct imap_client *c);
 
-/* imap_textmatch.c: SEARCH text keys on decoded text. Needles are folded first with
-   imap_text_fold (case folding of ASCII, Latin-1, Latin Extended-A, Greek, Cyrillic, in
-   place, same length). */
+/* imap_textmatch.c: SEARCH text keys on a message's searchable text (common/mimetext.h).
+   Needles are folded first with mimetext_fold. */
 struct imap_textmatch;
 struct imap_textmatch *imap_textmatch_new(void);
 void imap_textmatch_free(struct imap_textmatch **tmp);
-size_t imap_text_fold(char *s, size_t len);
-/* Whether the folded needle occurs in the message file fd of size bytes: in its body (leaf
-   bodies decoded from base64/quoted-printable, ISO-8859-1 to UTF-8; MIME header fields of its
-   parts with RFC 2047 words decoded), and with top in the message's header fields too. The
-   file is streamed in 64 KiB chunks. */
+/* Whether the folded needle occurs in the message file fd of size bytes: in its body (text
+   leaves decoded, MIME header fields of its parts), and with top in the message's header
+   fields too. The file is streamed in 64 KiB chunks. */
 bool imap_textmatch_file(struct imap_textmatch *tm, int fd, uint64_t size, const char *needle,
 			 size_t nlen, bool top);
 /* Whether the folded needle occurs in a raw header field value (after the colon; folds and
@@ -399,27 +377,6 @@ bool imap_text_field_contains(const char *raw, size_t len, const char *needle, s
    HTML tags dropped) appended to out; false when the message has no such part. */
 #define IMAP_PREVIEW_CHARS 200
 bool imap_text_preview(int fd, uint64_t size, struct buf *out);
-/* Appends unfolded header text p with its RFC 2047 encoded words decoded to UTF-8 (white space
-   between two words dropped) to out. */
-void imap_text_decode_words(const char *p, size_t len, struct buf *out);
-
-/* imap_cte.c: the CTE named by a Content-Transfer-Encoding value (absent: identity). */
-enum imap_cte imap_cte_parse(const char *v, size_t len);
-void imap_decoder_init(struct imap_decoder *d, enum imap_cte cte);
-/* Decodes len bytes of in to out, which has room for len + IMAP_DECODE_LEAD bytes; returns
-   bytes written. out may overlap in when it starts IMAP_DECODE_LEAD or more bytes before it
-   (decoding in place). */
-size_t imap_decode(struct imap_decoder *d, const char *in, size_t len, char *out);
-/* At the end of the data: what is still pending (at most 3 bytes), written to out. */
-size_t imap_decode_finish(struct imap_decoder *d, char *out);
-/* The decoded size of file bytes [off, off + len) and whether they decode to a NUL, read in
-   IMAP_STREAM_CHUNK pieces through scratch (IMAP_STREAM_CHUNK + IMAP_DECODE_LEAD bytes): 0, or
-   -1 when the
-   file cannot be read. */
-int imap_decode_measure(int fd, uint64_t off, uint64_t len, enum imap_cte cte, char *scratch,
-			uint64_t *size_r, bool *nul_r);
-/* A hexadecimal digit's value, or -1. */
-int imap_hex_val(char c);
 
 /* imap_fetch.c: the items of one FETCH, from a table of every item (name, parser,
    per-message writer), and one message's "* n FETCH (...)" line. */

@@ -146,6 +146,8 @@ int mc_stats(struct mc *, const struct mc_args *);
 int mc_upgrade(struct mc *, const struct mc_args *);
 
 /* mailctl_sieve.c */
+int mc_fts_rebuild(struct mc *mc, const struct mc_args *a);
+int mc_fts_stats(struct mc *mc, const struct mc_args *a);
 int mc_sieve_list(struct mc *mc, const struct mc_args *a);
 int mc_sieve_get(struct mc *mc, const struct mc_args *a);
 int mc_sieve_put(struct mc *mc, const struct mc_args *a);

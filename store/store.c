@@ -41,7 +41,7 @@ static const char *const store_errs[STORE_NERR] = {
 
 static const char *const dbi_names[DBI_COUNT] = {
 	"meta", "users", "userid", "mboxes", "mbox", "kw", "msgs", "expunged", "subs", "blobs",
-	"queue", "due", "cache", "sieve", "dead",
+	"queue", "due", "cache", "sieve", "fts", "dead",
 };
 
 static int env_open(struct store *st, struct store_env *e, const char *dir, unsigned part,
@@ -85,6 +85,7 @@ void store_opts_from_conf(const struct conf *c, struct store_opts *o)
 	o->group_commit_max = (unsigned)s->group_commit_max;
 	o->group_commit_syncfs = s->group_commit_syncfs;
 	o->fsync_flags = s->fsync_flags;
+	o->fts = s->fts;
 	o->create = true;
 	o->recover_background = true;
 }
@@ -263,6 +264,7 @@ int store_open(const struct store_opts *o, struct store **st_r)
 	st->nosync = o->nosync;
 	st->gc_syncfs = o->group_commit_syncfs;
 	st->fsync_flags = o->fsync_flags;
+	st->fts = o->fts;
 	st->parts = xcalloc(st->nparts, sizeof(*st->parts));
 	for (unsigned i = 0; i < st->nparts; i++)
 		st->parts[i].blobdir_fd = st->parts[i].notify_fd = -1;

@@ -109,6 +109,7 @@ struct store_opts {
 					filesystem */
 	bool fsync_flags;            /* store_gc_submit_flags answers after the index sync too
 					(else once committed; see there) */
+	bool fts;                    /* keep the full-text index (store_fts_candidates) */
 	bool create;                 /* create missing partitions (mailctl, daemons: yes) */
 	bool upgrade;                /* `mailctl upgrade`: bring an older store to this
 					binary's format in place (needs the store to itself) */
@@ -423,6 +424,37 @@ int store_msg_copy(struct store_txn *t, uint64_t src, uint64_t dst, const uint32
    UID-set comparison, RFC 7162 3.2.5.2). Errors: STORE_ENOMBOX. */
 int store_msg_vanished(struct store_txn *t, uint64_t mbox, uint64_t since, uint32_t **out,
 		       size_t *n_r, bool *exact_r);
+
+/* ------------------------------------------------------------------------------------- */
+/* Full-text index (store_fts.c). With store_opts.fts every message a mailbox gets (delivery,
+   append, copy, move, bulk import) is indexed in the same txn: the byte trigrams of its
+   searchable text (common/mimetext.h: header fields, text parts decoded to UTF-8,
+   case-folded). A mailbox that had messages before its index began (a store from before the
+   index, or a time with fts off) is not complete until store_fts_rebuild. */
+
+/* The messages of mbox that may contain needle (folded with mimetext_fold): *uids_r (sorted,
+   malloc'd; may name expunged messages: intersect with the messages searched) and *n_r. Every
+   other message surely does not contain it. Errors: STORE_ENOTSUP (the index cannot narrow
+   it: needle shorter than 3 bytes, or the mailbox is not completely indexed: read every
+   message), STORE_ECORRUPT. */
+int store_fts_candidates(struct store_txn *t, uint64_t mbox, const char *needle, size_t len,
+			 uint32_t **uids_r, size_t *n_r);
+
+struct store_fts_stats {
+	bool indexed;              /* the mailbox has an index */
+	bool complete;             /* every message of it is indexed (searches use it) */
+	bool rebuilding;
+	uint64_t messages;         /* indexed (expunged ones until their segment is rewritten) */
+	uint64_t pending;          /* messages not in a segment yet */
+	uint64_t segments, trigrams, dead;
+	uint64_t bytes;            /* keys and values */
+};
+int store_fts_stats(struct store_txn *t, uint64_t mbox, struct store_fts_stats *s_r);
+/* Indexes mbox again from its message files, in bounded transactions of its own (so the
+   daemons' writes go on meanwhile; messages they add are indexed as usual); the mailbox is
+   complete afterwards. *messages_r: how many were read. Errors: STORE_ENOTSUP (fts off),
+   STORE_ENOMBOX, those of store_write. */
+int store_fts_rebuild(struct store *st, uint64_t mbox, uint64_t *messages_r);
 
 /* ------------------------------------------------------------------------------------- */
 /* Delivery: one message to many mailboxes of many users, stored once per partition. */

@@ -187,7 +187,8 @@ static int deliver_one(struct store_txn *t, struct bop *o, struct store_rcpt *r)
 				    store_blob_size(o->blob), r->flags, 0, o->internaldate, true,
 				    &r->uid)) != 0)
 		return rc;
-	if ((rc = store_blob_ref(t, o->blob)) != 0 || (rc = mbox_rec_store(t, mbox, &rec)) != 0)
+	if ((rc = store_blob_ref(t, o->blob)) != 0 || (rc = mbox_rec_store(t, mbox, &rec)) != 0 ||
+	    (rc = store_fts_add(t, mbox, r->uid, o->blob, rec.messages == 1)) != 0)
 		return rc;
 	r->mbox = mbox;
 	return 0;
@@ -397,6 +398,36 @@ static void prepare_blobs(struct store_batch *bt)
 	free(v);
 }
 
+static void fts_job(void *arg, size_t i)
+{
+	store_fts_prepare(((struct store_blob **)arg)[i]);
+}
+
+/* The full-text index's work that needs no txn: each new message's trigrams, read from its
+   file on the pool's threads before the partitions' txns take their write locks. */
+static void prepare_fts(struct store_batch *bt)
+{
+	struct store_blob **v;
+	size_t n = 0;
+
+	if (!bt->st->fts)
+		return;
+	v = xcalloc(bt->n + 1, sizeof(*v));
+	for (size_t i = 0; i < bt->n; i++) {
+		struct store_blob *b = bt->ops[i].blob;
+		bool seen = false;
+
+		if (b == NULL || bt->ops[i].type == BOP_ENQUEUE || b->fts != NULL)
+			continue;
+		for (size_t j = 0; j < n && !seen; j++)
+			seen = v[j] == b;
+		if (!seen)
+			v[n++] = b;
+	}
+	store_pool_run(bt->st->pool, fts_job, v, n);
+	free(v);
+}
+
 static void part_job(void *arg, size_t i)
 {
 	struct part_run *pr = (struct part_run *)arg + i;
@@ -437,6 +468,7 @@ static void batch_run(struct store_batch *bt, bool deferred)
 
 	locate_rcpts(bt, parts);
 	prepare_blobs(bt);
+	prepare_fts(bt);
 	if (deferred)
 		bt->parts = parts;
 	commit_parts(bt, parts);

@@ -443,6 +443,7 @@ void store_blob_free(struct store_blob **bp)
 	}
 	msgcache_builder_free(&b->mb);
 	buf_release(&b->cache);
+	store_fts_doc_free(&b->fts);
 	free(b->links);
 	free(b);
 }

@@ -135,7 +135,8 @@ int store_msg_append(struct store_txn *t, uint64_t mbox, const struct store_blob
 	if ((rc = store_msg_add_ref(t, &r, mbox, store_blob_id(b), store_blob_size(b), flags,
 				    keywords, internaldate, true, &uid)) != 0)
 		return rc;
-	if ((rc = store_blob_ref(t, b)) != 0 || (rc = mbox_rec_store(t, mbox, &r)) != 0)
+	if ((rc = store_blob_ref(t, b)) != 0 || (rc = mbox_rec_store(t, mbox, &r)) != 0 ||
+	    (rc = store_fts_add(t, mbox, uid, b, r.messages == 1)) != 0)
 		return rc;
 	if (uid_r != NULL)
 		*uid_r = uid;
@@ -368,7 +369,9 @@ static int expunge_one(struct store_txn *t, uint64_t mbox, struct mbox_rec *r,
 	    (rc = store_blob_ref_id(t, m->blob, -1)) != 0)
 		return rc;
 	if (!history)
-		return 0;
+		return 0; /* the mailbox goes: its index with it (store_msg_purge_mbox) */
+	if ((rc = store_fts_remove(t, mbox, m->uid)) != 0)
+		return rc;
 	if (r->hist_n != MBOX_HIST_UNKNOWN)
 		r->hist_n++;
 	put_be64(k, mbox);
@@ -485,7 +488,8 @@ int store_msg_purge_mbox(struct store_txn *t, uint64_t mbox, struct mbox_rec *r)
 		return rc;
 	/* keywords and history of the mailbox go with it */
 	if ((rc = store_del_prefix(t, DBI_KW, mbox)) != 0 ||
-	    (rc = store_del_prefix(t, DBI_EXPUNGED, mbox)) != 0)
+	    (rc = store_del_prefix(t, DBI_EXPUNGED, mbox)) != 0 ||
+	    (rc = store_fts_purge(t, mbox)) != 0)
 		return rc;
 	r->nkw = 0;
 	r->hist_n = 0;
@@ -524,7 +528,8 @@ int store_msg_copy(struct store_txn *t, uint64_t src, uint64_t dst, const uint32
 		rd.nkw = tmp.nkw;
 		rc = store_msg_add_ref(t, &rd, dst, m.blob, m.size, m.flags, kws, m.internaldate,
 				       !move, &uid);
-		if (rc != 0 || (rc = store_blob_ref_id(t, m.blob, 1)) != 0)
+		if (rc != 0 || (rc = store_blob_ref_id(t, m.blob, 1)) != 0 ||
+		    (rc = store_fts_add_id(t, dst, uid, m.blob, rd.messages == 1)) != 0)
 			break;
 		push_uid(&done, &n1, &cap1, m.uid);
 		push_uid(dst_uids, n_r, &cap2, uid);

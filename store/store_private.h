@@ -16,6 +16,7 @@
  *   blobs    be64 blob id              -> be32 refcount + be64 size
  *   cache    be64 blob id              -> msgcache bytes (msgcache.h)
  *   sieve    be64 user + type + ...    -> Sieve scripts and memories (store_sieve.h)
+ *   fts      be64 mailbox + type + ... -> the full-text index (store_fts.c)
  *   dead     be64 blob id              -> ""   (last reference gone, file to unlink)
  * The queue environment (queue/) has meta, blobs (one reference per entry) and:
  *   queue    be64 id                   -> queue record
@@ -49,6 +50,7 @@ enum store_dbi {
 	DBI_DUE,
 	DBI_CACHE,
 	DBI_SIEVE,    /* store_sieve.c / store_sieve.h */
+	DBI_FTS,      /* store_fts.c */
 	DBI_DEAD,
 	DBI_COUNT
 };
@@ -101,6 +103,7 @@ struct store {
 	bool nosync;          /* store_opts.nosync: bulk loading, synced at store_close */
 	bool gc_syncfs;       /* store_opts.group_commit_syncfs */
 	bool fsync_flags;     /* store_opts.fsync_flags */
+	bool fts;             /* store_opts.fts */
 	atomic_uint_fast64_t fsyncs;
 	atomic_uint_fast64_t commits;
 };
@@ -134,6 +137,7 @@ struct store_blob {
 	char tmp[64];         /* name under blobs/ while writing */
 	struct msgcache_builder *mb;
 	struct buf cache;
+	struct store_fts_doc *fts; /* its trigrams, computed before the txn (store_fts_prepare) */
 	int err;
 	struct blob_link {
 		unsigned part;
@@ -249,6 +253,19 @@ void store_pool_run(struct store_pool *p, void (*fn)(void *arg, size_t i), void 
 int store_recover_start(struct store *st, bool background);
 void store_recover_stop(struct store *st);
 void store_recover_wait(struct store *st);
+
+/* store_fts.c: the index's part of a message's arrival and departure (in the txn that
+   adds or removes it); first: the mailbox had no other message. The blob's trigrams are
+   computed here unless store_fts_prepare did it (the group committer, before the txn). */
+struct store_fts_doc;
+int store_fts_add(struct store_txn *t, uint64_t mbox, uint32_t uid, const struct store_blob *b,
+		  bool first);
+int store_fts_add_id(struct store_txn *t, uint64_t mbox, uint32_t uid, uint64_t blob,
+		     bool first);
+int store_fts_remove(struct store_txn *t, uint64_t mbox, uint32_t uid);
+int store_fts_purge(struct store_txn *t, uint64_t mbox);
+void store_fts_prepare(struct store_blob *b);
+void store_fts_doc_free(struct store_fts_doc **dp);
 
 /* store_queue.c */
 int store_queue_add_txn(struct store_txn *t, const struct store_queue_msg *qm,

@@ -22,6 +22,7 @@ int main(int argc, char **argv)
 	o.map_size = 16 << 20;
 	o.map_size_max = 1 << 30;
 	o.create = true;
+	o.fts = true; /* as mtad with the default [store] fts */
 	if ((rc = store_open(&o, &st)) != 0) {
 		fprintf(stderr, "store_open: %s\n", store_strerror(rc));
 		return 1;

@@ -1,14 +1,14 @@
-/* imap_cte.c — owns content-transfer-encoding decoding for imapd: the CTE names it knows
- * (RFC 2045: 7bit, 8bit, binary, base64, quoted-printable), and an incremental base64 /
- * quoted-printable decoder whose state crosses chunk boundaries, so a body is decoded while it
- * is streamed (FETCH BINARY, SEARCH text) and never held whole. */
+/* cte.c — owns content-transfer-encoding decoding: the CTE names it knows (RFC 2045: 7bit,
+ * 8bit, binary, base64, quoted-printable), and an incremental base64 / quoted-printable
+ * decoder whose state crosses chunk boundaries, so a body is decoded while it is streamed
+ * (imapd's FETCH BINARY, the searchable text of mimetext.c) and never held whole. */
 #include <string.h>
 #include <unistd.h>
 
 #include "common/str.h"
-#include "imapd/imapd.h"
+#include "common/cte.h"
 
-enum imap_cte imap_cte_parse(const char *v, size_t len)
+enum cte cte_parse(const char *v, size_t len)
 {
 	size_t n = 0;
 
@@ -17,21 +17,21 @@ enum imap_cte imap_cte_parse(const char *v, size_t len)
 		n++;
 	if (n == 0 || str_caseeq(v, n, "7bit", 4) || str_caseeq(v, n, "8bit", 4) ||
 	    str_caseeq(v, n, "binary", 6))
-		return IMAP_CTE_IDENTITY;
+		return CTE_IDENTITY;
 	if (str_caseeq(v, n, "base64", 6))
-		return IMAP_CTE_BASE64;
+		return CTE_BASE64;
 	if (str_caseeq(v, n, "quoted-printable", 16))
-		return IMAP_CTE_QP;
-	return IMAP_CTE_UNKNOWN;
+		return CTE_QP;
+	return CTE_UNKNOWN;
 }
 
-void imap_decoder_init(struct imap_decoder *d, enum imap_cte cte)
+void cte_decoder_init(struct cte_decoder *d, enum cte cte)
 {
 	memset(d, 0, sizeof(*d));
 	d->cte = cte;
 }
 
-int imap_hex_val(char ch)
+int cte_hex_val(char ch)
 {
 	unsigned char c = (unsigned char)ch;
 
@@ -42,7 +42,7 @@ int imap_hex_val(char ch)
 }
 
 /* Characters outside the alphabet (line ends, padding) are skipped. */
-static size_t b64_decode(struct imap_decoder *d, const char *p, size_t len, char *out)
+static size_t b64_decode(struct cte_decoder *d, const char *p, size_t len, char *out)
 {
 	size_t o = 0;
 
@@ -62,7 +62,7 @@ static size_t b64_decode(struct imap_decoder *d, const char *p, size_t len, char
 }
 
 /* One byte after a pending '=': the escape completes, waits, or is kept as written. */
-static size_t qp_escape(struct imap_decoder *d, char c, char *out)
+static size_t qp_escape(struct cte_decoder *d, char c, char *out)
 {
 	int hi, lo;
 
@@ -82,8 +82,8 @@ static size_t qp_escape(struct imap_decoder *d, char c, char *out)
 	if (d->nqp < 3)
 		return 0;
 	d->nqp = 0;
-	hi = imap_hex_val(d->qp[1]);
-	lo = imap_hex_val(d->qp[2]);
+	hi = cte_hex_val(d->qp[1]);
+	lo = cte_hex_val(d->qp[2]);
 	if (hi >= 0 && lo >= 0) {
 		out[0] = (char)(hi << 4 | lo);
 		return 1;
@@ -93,7 +93,7 @@ static size_t qp_escape(struct imap_decoder *d, char c, char *out)
 }
 
 /* Writes the held white space (it was not trailing); returns its length. */
-static size_t qp_ws_flush(struct imap_decoder *d, char *out)
+static size_t qp_ws_flush(struct cte_decoder *d, char *out)
 {
 	size_t n = d->nws;
 
@@ -105,10 +105,10 @@ static size_t qp_ws_flush(struct imap_decoder *d, char *out)
 /* A '=' followed by white space: a soft line break if only white space is left before the
    line end (RFC 2045 6.7 rule 3: it is transport padding), else kept as written. Returns
    whether c was taken. */
-static bool qp_eq_ws(struct imap_decoder *d, char c, char *out, size_t *o)
+static bool qp_eq_ws(struct cte_decoder *d, char c, char *out, size_t *o)
 {
 	if (c == ' ' || c == '\t') {
-		if (d->nws < IMAP_QP_WS_MAX) {
+		if (d->nws < CTE_QP_WS_MAX) {
 			d->ws[d->nws++] = c;
 			return true;
 		}
@@ -122,7 +122,7 @@ static bool qp_eq_ws(struct imap_decoder *d, char c, char *out, size_t *o)
 	return false;
 }
 
-static size_t qp_decode(struct imap_decoder *d, const char *p, size_t len, char *out)
+static size_t qp_decode(struct cte_decoder *d, const char *p, size_t len, char *out)
 {
 	size_t o = 0;
 
@@ -135,7 +135,7 @@ static size_t qp_decode(struct imap_decoder *d, const char *p, size_t len, char 
 		if (d->nqp > 0) {
 			o += qp_escape(d, c, out + o);
 		} else if (c == ' ' || c == '\t') {
-			if (d->nws == IMAP_QP_WS_MAX)
+			if (d->nws == CTE_QP_WS_MAX)
 				o += qp_ws_flush(d, out + o);
 			d->ws[d->nws++] = c;
 		} else if (c == '\r' || c == '\n') {
@@ -152,12 +152,12 @@ static size_t qp_decode(struct imap_decoder *d, const char *p, size_t len, char 
 	return o;
 }
 
-size_t imap_decode(struct imap_decoder *d, const char *in, size_t len, char *out)
+size_t cte_decode(struct cte_decoder *d, const char *in, size_t len, char *out)
 {
 	switch (d->cte) {
-	case IMAP_CTE_BASE64:
+	case CTE_BASE64:
 		return b64_decode(d, in, len, out);
-	case IMAP_CTE_QP:
+	case CTE_QP:
 		return qp_decode(d, in, len, out);
 	default:
 		memmove(out, in, len); /* the stream decodes in place */
@@ -165,11 +165,11 @@ size_t imap_decode(struct imap_decoder *d, const char *in, size_t len, char *out
 	}
 }
 
-size_t imap_decode_finish(struct imap_decoder *d, char *out)
+size_t cte_decode_finish(struct cte_decoder *d, char *out)
 {
 	size_t n = 0;
 
-	if (d->cte == IMAP_CTE_QP && d->nqp > 0 && (d->nqp == 1 || d->qp[1] != '\r')) {
+	if (d->cte == CTE_QP && d->nqp > 0 && (d->nqp == 1 || d->qp[1] != '\r')) {
 		n = d->nqp; /* "=" or "=X" cut by the end: kept as written */
 		memcpy(out, d->qp, n);
 	}
@@ -178,28 +178,28 @@ size_t imap_decode_finish(struct imap_decoder *d, char *out)
 	return n;
 }
 
-int imap_decode_measure(int fd, uint64_t off, uint64_t len, enum imap_cte cte, char *scratch,
+int cte_decode_measure(int fd, uint64_t off, uint64_t len, enum cte cte, char *scratch,
 			uint64_t *size_r, bool *nul_r)
 {
-	struct imap_decoder d;
+	struct cte_decoder d;
 	size_t k;
 
-	imap_decoder_init(&d, cte);
+	cte_decoder_init(&d, cte);
 	*size_r = 0;
 	*nul_r = false;
 	while (len > 0) {
-		size_t want = len < IMAP_STREAM_CHUNK ? (size_t)len : IMAP_STREAM_CHUNK;
-		ssize_t n = pread(fd, scratch + IMAP_DECODE_LEAD, want, (off_t)off);
+		size_t want = len < CTE_CHUNK ? (size_t)len : CTE_CHUNK;
+		ssize_t n = pread(fd, scratch + CTE_DECODE_LEAD, want, (off_t)off);
 
 		if (n <= 0)
 			return -1;
 		off += (uint64_t)n;
 		len -= (uint64_t)n;
-		k = imap_decode(&d, scratch + IMAP_DECODE_LEAD, (size_t)n, scratch);
+		k = cte_decode(&d, scratch + CTE_DECODE_LEAD, (size_t)n, scratch);
 		*size_r += k;
 		*nul_r = *nul_r || memchr(scratch, '\0', k) != NULL;
 	}
-	k = imap_decode_finish(&d, scratch);
+	k = cte_decode_finish(&d, scratch);
 	*size_r += k;
 	*nul_r = *nul_r || memchr(scratch, '\0', k) != NULL;
 	return 0;
