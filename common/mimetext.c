@@ -45,6 +45,7 @@ struct mimetext {
 	char carry[4];             /* an incomplete UTF-8 sequence at a piece's end */
 	unsigned ncarry;
 	struct buf raw, utf, field;
+	char *chunk;               /* mimetext_file's reads */
 };
 
 /* ---- case folding: ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic capitals, which
@@ -577,6 +578,7 @@ void mimetext_free(struct mimetext **mtp)
 	buf_release(&mt->raw);
 	buf_release(&mt->utf);
 	buf_release(&mt->field);
+	free(mt->chunk);
 	free(mt);
 	*mtp = NULL;
 }
@@ -616,10 +618,13 @@ bool mimetext_stopped(const struct mimetext *mt)
 
 int mimetext_file(struct mimetext *mt, int fd, uint64_t size)
 {
-	char *chunk = xmalloc(MT_CHUNK);
+	char *chunk;
 	uint64_t off = 0;
 	int rc = 0;
 
+	if (mt->chunk == NULL)
+		mt->chunk = xmalloc(MT_CHUNK);
+	chunk = mt->chunk;
 	mimetext_begin(mt);
 	while (off < size && !mt->stopped) {
 		size_t want = size - off < MT_CHUNK ? (size_t)(size - off) : MT_CHUNK;
@@ -633,6 +638,5 @@ int mimetext_file(struct mimetext *mt, int fd, uint64_t size)
 		off += (uint64_t)n;
 	}
 	mimetext_end(mt);
-	free(chunk);
 	return rc;
 }

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "common/mimetext.h"
 #include "common/msgcache.h"
 #include "common/rfc5322.h"
@@ -434,11 +435,14 @@ static bool text_candidate(struct imap_search *s, struct skey *k, uint32_t uid)
 {
 	size_t lo = 0, hi;
 
-	if (k->cand_state == CAND_UNKNOWN)
+	if (k->cand_state == CAND_UNKNOWN) {
 		k->cand_state = store_fts_candidates(s->t, s->c->view->mbox, k->fold, k->slen,
 						     &k->cand, &k->ncand) == 0
 					? CAND_SOME
 					: CAND_ALL;
+		log_debug("%016" PRIx64 " imap search fts=%s candidates=%zu of %zu", s->c->id,
+			  k->cand_state == CAND_SOME ? "yes" : "no", k->ncand, s->c->view->n);
+	}
 	if (k->cand_state == CAND_ALL)
 		return true;
 	hi = k->ncand;

@@ -23,6 +23,7 @@
  * their postings until the segment is rewritten or merged; candidates are only ever
  * intersected with the messages that exist. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -89,47 +90,59 @@ struct store_fts_doc {
 	bool wild;
 };
 
+/* A thread's scratch for reading trigrams (kept for its next message): one bit per possible
+   trigram, so a repeated one costs a bit test; the codes found, to clear the bits after. */
 struct fts_set {
-	uint32_t *slot;            /* code + 1; 0 = empty */
-	size_t cap, n;
+	uint64_t *bits;            /* 2^24 bits */
+	uint32_t *codes;
+	size_t n, cap;
 	uint64_t text;             /* bytes of text seen */
 	bool wild;
 	uint32_t roll;             /* the last bytes of the current run */
 	unsigned have;
+	struct mimetext *mt;
 };
 
-static void set_grow(struct fts_set *s)
+static pthread_key_t set_key;
+static pthread_once_t set_once = PTHREAD_ONCE_INIT;
+
+static void set_destroy(void *arg)
 {
-	uint32_t *old = s->slot;
-	size_t ocap = s->cap;
+	struct fts_set *s = arg;
 
-	s->cap = ocap == 0 ? 4096 : ocap * 2;
-	s->slot = xcalloc(s->cap, sizeof(*s->slot));
-	for (size_t i = 0; i < ocap; i++) {
-		uint32_t v = old[i];
-		size_t h;
-
-		if (v == 0)
-			continue;
-		for (h = (v * 0x9e3779b1u) & (s->cap - 1); s->slot[h] != 0; h = (h + 1) & (s->cap - 1))
-			;
-		s->slot[h] = v;
-	}
-	free(old);
+	mimetext_free(&s->mt);
+	free(s->bits);
+	free(s->codes);
+	free(s);
 }
 
-static inline void set_add(struct fts_set *s, uint32_t code)
+static void set_key_make(void)
 {
-	uint32_t v = code + 1;
-	size_t h;
+	if (pthread_key_create(&set_key, set_destroy) != 0)
+		fatalx("store: pthread_key_create");
+}
 
-	if (2 * (s->n + 1) > s->cap)
-		set_grow(s);
-	for (h = (v * 0x9e3779b1u) & (s->cap - 1); s->slot[h] != 0; h = (h + 1) & (s->cap - 1))
-		if (s->slot[h] == v)
-			return;
-	s->slot[h] = v;
-	s->n++;
+static bool doc_run(void *arg, enum mimetext_kind kind, bool start, const char *p, size_t len,
+		    const struct mimetext_leaf *leaf);
+
+static struct fts_set *set_get(void)
+{
+	struct fts_set *s;
+
+	pthread_once(&set_once, set_key_make);
+	if ((s = pthread_getspecific(set_key)) == NULL) {
+		struct mimetext_opts o = { .fold = true, .fields = true };
+
+		s = xcalloc(1, sizeof(*s));
+		s->bits = xcalloc((1u << 24) / 64, sizeof(*s->bits));
+		s->mt = mimetext_new(&o, doc_run, s);
+		if (pthread_setspecific(set_key, s) != 0)
+			fatalx("store: pthread_setspecific");
+	}
+	s->n = 0;
+	s->text = 0;
+	s->wild = false;
+	return s;
 }
 
 static bool doc_run(void *arg, enum mimetext_kind kind, bool start, const char *p, size_t len,
@@ -137,12 +150,15 @@ static bool doc_run(void *arg, enum mimetext_kind kind, bool start, const char *
 {
 	struct fts_set *s = arg;
 	const unsigned char *u = (const unsigned char *)p;
+	uint64_t *bits = s->bits;
+	uint32_t roll = s->roll;
+	unsigned have = s->have;
 
 	(void)kind;
 	(void)leaf;
 	if (start) {
-		s->roll = 0;
-		s->have = 0;
+		roll = 0;
+		have = 0;
 	}
 	s->text += len;
 	if (s->text > FTS_TEXT_MAX) {
@@ -150,10 +166,22 @@ static bool doc_run(void *arg, enum mimetext_kind kind, bool start, const char *
 		return true;
 	}
 	for (size_t i = 0; i < len; i++) {
-		s->roll = (s->roll << 8 | u[i]) & 0xffffffu;
-		if (++s->have >= 3)
-			set_add(s, s->roll);
+		uint64_t bit;
+
+		roll = (roll << 8 | u[i]) & 0xffffffu;
+		if (++have < 3)
+			continue;
+		bit = (uint64_t)1 << (roll & 63);
+		if (bits[roll >> 6] & bit)
+			continue;
+		bits[roll >> 6] |= bit;
+		if (s->n == s->cap)
+			s->codes = xreallocarray(s->codes, s->cap = s->cap * 2 + 4096,
+						 sizeof(*s->codes));
+		s->codes[s->n++] = roll;
 	}
+	s->roll = roll;
+	s->have = have;
 	return false;
 }
 
@@ -185,28 +213,23 @@ static void sort_codes(uint32_t *v, size_t n)
 /* The trigrams of message file fd (size bytes). Errors: STORE_EIO (a read failed). */
 static int doc_from_fd(int fd, uint64_t size, struct store_fts_doc **doc_r)
 {
-	struct fts_set s = { 0 };
-	struct mimetext_opts o = { .fold = true, .fields = true };
-	struct mimetext *mt = mimetext_new(&o, doc_run, &s);
-	struct store_fts_doc *d = xcalloc(1, sizeof(*d));
-	int rc = mimetext_file(mt, fd, size);
+	struct fts_set *s = set_get();
+	struct store_fts_doc *d;
+	int rc = mimetext_file(s->mt, fd, size);
 
-	mimetext_free(&mt);
+	for (size_t i = 0; i < s->n; i++) /* the bitmap clean for the next message */
+		s->bits[s->codes[i] >> 6] &= ~((uint64_t)1 << (s->codes[i] & 63));
 	*doc_r = NULL;
-	if (rc != 0) {
-		free(s.slot);
-		free(d);
+	if (rc != 0)
 		return STORE_EIO;
-	}
-	d->wild = s.wild;
-	if (!s.wild) {
-		d->codes = xreallocarray(NULL, s.n + 1, sizeof(*d->codes));
-		for (size_t i = 0; i < s.cap; i++)
-			if (s.slot[i] != 0)
-				d->codes[d->n++] = s.slot[i] - 1;
+	d = xcalloc(1, sizeof(*d));
+	d->wild = s->wild;
+	if (!s->wild) {
+		d->codes = xreallocarray(NULL, s->n + 1, sizeof(*d->codes));
+		memcpy(d->codes, s->codes, s->n * sizeof(*d->codes));
+		d->n = s->n;
 		sort_codes(d->codes, d->n);
 	}
-	free(s.slot);
 	*doc_r = d;
 	return 0;
 }
