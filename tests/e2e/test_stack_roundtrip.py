@@ -136,8 +136,10 @@ def main():
                 try:
                     s.login("user1", "not-the-password")
                     raise AssertionError("AUTH with a wrong password succeeded")
-                except smtplib.SMTPAuthenticationError:
-                    pass
+                except smtplib.SMTPAuthenticationError as e:
+                    assert e.smtp_code == 535 and \
+                        e.smtp_error.startswith(b"5.7.8 Authentication credentials invalid"), \
+                        (e.smtp_code, e.smtp_error)
 
         def test_inbound_mta_to_local_user():
             token = uuid.uuid4().hex
@@ -189,8 +191,8 @@ def main():
             try:
                 c.login("user1", "user1")
                 raise AssertionError("LOGIN without TLS succeeded")
-            except imaplib.IMAP4.error:
-                pass
+            except imaplib.IMAP4.error as e:
+                assert "[PRIVACYREQUIRED] Plaintext login is disabled" in str(e), e
             finally:
                 c.shutdown()
 
