@@ -6,10 +6,12 @@ Usage: test_imapd_search.py IMAPD_BINARY DELIVER_BINARY"""
 import base64
 import os
 import sys
-import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_imapd_protocol as proto  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heronlib import Imapd, assert_eq, run_suite  # noqa: E402
+
+IMAPD = DELIVER = None
+D = None  # the imapd the tests talk to
 
 B64_UTF8 = (
     b"From: a@heron.test\r\nSubject: one\r\nMIME-Version: 1.0\r\n"
@@ -35,36 +37,35 @@ def straddling():
     return head + pad + b"STRADDLE in the middle\r\n" + b"z" * 1000 + b"\r\n"
 
 
-class Search(proto.Base):
-    user = "bob"
-
-    def test_decoded_search(self):
-        r = self.raw()
-        r.cmd("c", "CREATE Dec")
-        for msg in (B64_UTF8, QP_LATIN1, ENCODED_WORDS, straddling()):
-            self.append(r, msg, "Dec")
-        self.assertEqual(r.cmd("s", "SELECT Dec")[-1], "s OK [READ-WRITE] SELECT completed")
-        cases = [
-            ('BODY "münchen"', "1"), ('BODY "GRÜSSE"', ""), ('BODY "grüße"', "1"),
-            ("BODY zebra", "1"), ('CHARSET UTF-8 BODY "MÜNCHEN"', "1"),
-            ("BODY R3LDvMOfZSBhdXM", ""),  # the base64 text itself is not searched
-            ('BODY "café crème"', "2"), ('BODY "BRÛLÉE"', "2"), ('BODY "long word"', "2"),
-            ("BODY Caf=E9", ""), ('TEXT "café"', "2"),
-            ('SUBJECT "überraschung party"', "3"), ('FROM "andré"', "3"),
-            ('HEADER X-Greeting "helloworld"', "3"), ('TEXT "ÜBERRASCHUNG"', "3"),
-            ('BODY "überraschung"', ""), ("BODY straddle", "4"), ("TEXT STRADDLE", "4"),
-            ("BODY nowhere", ""),
-        ]
-        for key, want in cases:
-            self.assertEqual(r.cmd("s", "SEARCH " + key),
-                             ["* SEARCH" + (" " + want if want else ""),
-                              "s OK SEARCH completed"], key)
+def test_decoded_search():
+    r = D.raw("bob")
+    r.cmd("c", "CREATE Dec")
+    for msg in (B64_UTF8, QP_LATIN1, ENCODED_WORDS, straddling()):
+        r.append(msg, "Dec")
+    assert_eq(r.cmd("s", "SELECT Dec")[-1], "s OK [READ-WRITE] SELECT completed")
+    cases = [
+        ('BODY "münchen"', "1"), ('BODY "GRÜSSE"', ""), ('BODY "grüße"', "1"),
+        ("BODY zebra", "1"), ('CHARSET UTF-8 BODY "MÜNCHEN"', "1"),
+        ("BODY R3LDvMOfZSBhdXM", ""),  # the base64 text itself is not searched
+        ('BODY "café crème"', "2"), ('BODY "BRÛLÉE"', "2"), ('BODY "long word"', "2"),
+        ("BODY Caf=E9", ""), ('TEXT "café"', "2"),
+        ('SUBJECT "überraschung party"', "3"), ('FROM "andré"', "3"),
+        ('HEADER X-Greeting "helloworld"', "3"), ('TEXT "ÜBERRASCHUNG"', "3"),
+        ('BODY "überraschung"', ""), ("BODY straddle", "4"), ("TEXT STRADDLE", "4"),
+        ("BODY nowhere", ""),
+    ]
+    for key, want in cases:
+        assert_eq(r.cmd("s", "SEARCH " + key),
+                  ["* SEARCH" + (" " + want if want else ""),
+                   "s OK SEARCH completed"], key)
 
 
 def main():
-    proto.IMAPD, proto.DELIVER = sys.argv[1], sys.argv[2]
-    unittest.main(argv=[sys.argv[0], "-v"])
+    global IMAPD, DELIVER, D
+    IMAPD, DELIVER = sys.argv[1], sys.argv[2]
+    D = Imapd(IMAPD, deliver=DELIVER)
+    return run_suite(D, [test_decoded_search], D.dir)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -10,6 +10,7 @@ Tests put this folder on sys.path relative to their own file:
   from heronlib import Mtad, Imapd, ...
 """
 import base64
+import contextlib
 import fcntl
 import hashlib
 import imaplib
@@ -28,6 +29,7 @@ import tempfile
 import threading
 import time
 import traceback
+import types
 
 DOMAIN = "heron.test"
 HOST = "127.0.0.1"
@@ -268,6 +270,7 @@ class Daemon:
 
     name = "daemon"
     fg = "-f"  # "-F": in the foreground as under systemd, logging as [log] says
+    failure_marks = SANITIZER_MARKS  # log lines that fail the test (check_sanitizers)
 
     def __init__(self, exe, conf, log, port, args=()):
         self.exe, self.conf, self.log, self.port = exe, conf, log, port
@@ -343,9 +346,10 @@ class Daemon:
             return ""
 
     def sanitizer_reports(self):
-        """Lines of AddressSanitizer/UBSan/LeakSanitizer reports in the log (sanitizer
-        builds write them to the daemon's stderr, which is the log)."""
-        return [l for l in self.logtext().splitlines() if any(m in l for m in SANITIZER_MARKS)]
+        """Lines of the log that fail the test: sanitizer reports (sanitizer builds write them
+        to the daemon's stderr, which is the log) and what failure_marks adds."""
+        return [line for line in self.logtext().splitlines()
+                if any(m in line for m in self.failure_marks)]
 
 
 def check_sanitizers(daemon):
@@ -423,6 +427,7 @@ class Imapd(Daemon):
       with Imapd(imapd_bin) as d: c = d.login('alice') ..."""
 
     name = "imapd"
+    failure_marks = SANITIZER_MARKS + IMAP_FAILURE_MARKS
 
     def __init__(self, binary, plaintext=True, tls=False, workers=1, directory=None,
                  extra="", deliver=None):
@@ -468,7 +473,7 @@ class Imapd(Daemon):
         shutil.rmtree(self.dir, ignore_errors=True)
         # a worker that crashed or leaked under the sanitizers is restarted by the master:
         # its report in the log is the only trace, so it fails the test here
-        bad = [m for m in IMAP_FAILURE_MARKS if m in text]
+        bad = [m for m in self.failure_marks if m in text]
         if exc[0] is not None or bad:
             sys.stderr.write("--- imapd log ---\n" + text[-20000:])
         if bad and exc[0] is None:
@@ -483,6 +488,16 @@ class Imapd(Daemon):
         typ, _ = c.login(user, IMAP_PASSWORD)
         assert typ == "OK"
         return c
+
+    def raw(self, user="alice", login=True, timeout=20):
+        """An ImapRaw session, logged in as user unless login is False, closed when the
+        running test ends (after_test)."""
+        r = ImapRaw(self.port, timeout=timeout)
+        after_test(r.close)
+        if login:
+            out = r.cmd("L", 'LOGIN %s "%s"' % (user, IMAP_PASSWORD))
+            assert out[-1].startswith("L OK"), out
+        return r
 
     def deliver(self, user, message, mailbox=None):
         """Delivers like mtad does, from another process (imap_deliver); returns the UID."""
@@ -1067,26 +1082,71 @@ class ImapRaw:
         self.send("%s %s\r\n" % (tag, text))
         return self.until_tag(tag)
 
+    def append(self, msg, mailbox="INBOX", flags="", date='"07-Feb-1994 21:52:25 -0800"'):
+        """APPENDs msg (bytes, a non-synchronizing literal); the new message's UID."""
+        self.send(("A APPEND %s %s %s {%d+}\r\n" % (mailbox, flags, date, len(msg))).encode() +
+                  msg + b"\r\n")
+        out = self.until_tag("A")
+        assert out[-1].startswith("A OK [APPENDUID "), out
+        return int(out[-1].split()[4].rstrip("]"))
+
     def close(self):
         self.s.close()
 
 
 # ---- running a test program ----
 
+_after_test = []  # (fn, args) registered by the running test
+
+
+def after_test(fn, *args):
+    """Calls fn(*args) when the running test ends, passed or failed (the last registered
+    first): a session to close, a directory to remove. An exception in it fails the test."""
+    _after_test.append((fn, args))
+
+
+def _run_after_test():
+    first = None
+    while _after_test:
+        fn, args = _after_test.pop()
+        try:
+            fn(*args)
+        except Exception as e:  # the others still run; the first error fails the test
+            first = first or e
+    if first is not None:
+        raise first
+
+
 def run_tests(tests, daemon=None):
     """Runs each test function, reporting every one ("ok NAME" / "FAIL NAME" with its
-    traceback); 1 when any failed, else 0."""
+    traceback); 1 when any failed, else 0. What a test gave to after_test runs after it."""
     failed = 0
     for t in tests:
         name = t.__name__
         try:
-            t()
+            try:
+                t()
+            finally:
+                _run_after_test()
             print(f"ok   {name}", flush=True)
         except Exception as e:  # report every test, fail at the end
             traceback.print_exc()
             print(f"FAIL {name}: {e}", flush=True)
             failed += 1
     return 1 if failed else 0
+
+
+@contextlib.contextmanager
+def assert_raises(exc, msg=None):
+    """with assert_raises(EOFError): ... fails unless the block raises exc (or a subclass);
+    the exception is the context's value (.exception)."""
+    caught = types.SimpleNamespace(exception=None)
+    try:
+        yield caught
+    except exc as e:
+        caught.exception = e
+        return
+    raise AssertionError(msg if msg is not None else f"{exc.__name__} not raised")
 
 
 # Comparisons for test functions: each evaluates its arguments once and shows both sides.
