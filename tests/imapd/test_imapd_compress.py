@@ -10,11 +10,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import unittest
 import zlib
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_imapd_protocol as proto  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heronlib import IMAP_PASSWORD as PASSWORD, Imapd, after_test, run_suite  # noqa: E402
+from heronlib import assert_eq, assert_in, assert_lt, assert_not_in  # noqa: E402
+
+D = None  # the imapd the running tests talk to
 
 BIG = b"From: a@heron.test\r\nSubject: big\r\n\r\n" + b"zebra line of text\r\n" * 5000
 
@@ -52,64 +54,60 @@ class Deflate:
         return self.until(tag)
 
 
-class Compress(proto.Base):
-    user = "bob"
+def test_fill_mailbox():
+    D.raw("bob")  # the first login makes the user
+    for _ in range(3):
+        D.deliver("bob", BIG)
 
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        r = proto.Raw(cls.d.port)
-        r.cmd("L", 'LOGIN bob "%s"' % proto.PASSWORD)
-        r.close()
-        for _ in range(3):
-            cls.d.deliver("bob", BIG)
 
-    def test_dialogue(self):
-        r = self.raw(login=False)
-        self.assertNotIn("COMPRESS", r.greeting)  # offered after login only
-        self.assertEqual(r.cmd("a", "COMPRESS DEFLATE"), ["a NO Log in first"])
-        r.cmd("L", 'LOGIN bob "%s"' % proto.PASSWORD)
-        self.assertEqual(r.cmd("b", "COMPRESS GZIP"), ["b BAD Expected: COMPRESS DEFLATE"])
-        co = zlib.compressobj(6, zlib.DEFLATED, -15)
-        r.send(b"c COMPRESS DEFLATE\r\n" + co.compress(b"n NOOP\r\n") + co.flush(zlib.Z_SYNC_FLUSH))
-        self.assertEqual(r.line(), "c OK DEFLATE active")
-        z = Deflate(r, co)
-        self.assertEqual(z.until("n"), ["n OK Completed"])
-        caps = z.cmd("d", "CAPABILITY")[0]
-        self.assertNotIn("COMPRESS=DEFLATE", caps)  # not again once active
-        self.assertEqual(z.cmd("e", "COMPRESS DEFLATE"),
-                         ["e NO [COMPRESSIONACTIVE] DEFLATE is already active"])
-        self.assertEqual(z.cmd("s", "SELECT INBOX")[-1], "s OK [READ-WRITE] SELECT completed")
-        before = z.wire
-        out = z.cmd("f", "FETCH 1:3 BODY.PEEK[]")
-        self.assertEqual(out[-1], "f OK Fetch completed")
-        self.assertEqual(sum(1 for line in out if " FETCH (BODY[] {%d}" % len(BIG) in line), 3)
-        self.assertEqual(sum(1 for line in out if line == "zebra line of text"), 3 * 5000)
-        self.assertLess(z.wire - before, len(BIG))  # three bodies in less than one's size
-        self.assertEqual(z.cmd("l", "LOGOUT"), ["* BYE Logging out", "l OK Logout completed"])
+def test_dialogue():
+    r = D.raw(login=False)
+    assert_not_in("COMPRESS", r.greeting)  # offered after login only
+    assert_eq(r.cmd("a", "COMPRESS DEFLATE"), ["a NO Log in first"])
+    r.cmd("L", 'LOGIN bob "%s"' % PASSWORD)
+    assert_eq(r.cmd("b", "COMPRESS GZIP"), ["b BAD Expected: COMPRESS DEFLATE"])
+    co = zlib.compressobj(6, zlib.DEFLATED, -15)
+    r.send(b"c COMPRESS DEFLATE\r\n" + co.compress(b"n NOOP\r\n") + co.flush(zlib.Z_SYNC_FLUSH))
+    assert_eq(r.line(), "c OK DEFLATE active")
+    z = Deflate(r, co)
+    assert_eq(z.until("n"), ["n OK Completed"])
+    caps = z.cmd("d", "CAPABILITY")[0]
+    assert_not_in("COMPRESS=DEFLATE", caps)  # not again once active
+    assert_eq(z.cmd("e", "COMPRESS DEFLATE"),
+              ["e NO [COMPRESSIONACTIVE] DEFLATE is already active"])
+    assert_eq(z.cmd("s", "SELECT INBOX")[-1], "s OK [READ-WRITE] SELECT completed")
+    before = z.wire
+    out = z.cmd("f", "FETCH 1:3 BODY.PEEK[]")
+    assert_eq(out[-1], "f OK Fetch completed")
+    assert_eq(sum(1 for line in out if " FETCH (BODY[] {%d}" % len(BIG) in line), 3)
+    assert_eq(sum(1 for line in out if line == "zebra line of text"), 3 * 5000)
+    assert_lt(z.wire - before, len(BIG))  # three bodies in less than one's size
+    assert_eq(z.cmd("l", "LOGOUT"), ["* BYE Logging out", "l OK Logout completed"])
 
-    def test_not_deflate_closes(self):
-        r = self.raw()
-        self.assertEqual(r.cmd("c", "COMPRESS DEFLATE"), ["c OK DEFLATE active"])
-        r.send(b"\xff\xff\xff\xff not deflate at all\r\n")
-        r.s.settimeout(20)
-        data = b"x"
-        while data:
-            data = r.s.recv(4096)  # closed, nothing answered in clear
-            self.assertNotIn(b" BAD ", data)
 
-    def test_mbsync(self):
-        mbsync = shutil.which("mbsync")
-        self.assertIsNotNone(mbsync, "mbsync (isync) is in scripts/bootstrap")
-        t = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, t, True)
-        os.makedirs(os.path.join(t, "mail"))
-        with open(os.path.join(t, "rc"), "w") as f:
-            f.write(f"""IMAPAccount h
+def test_not_deflate_closes():
+    r = D.raw("bob")
+    assert_eq(r.cmd("c", "COMPRESS DEFLATE"), ["c OK DEFLATE active"])
+    r.send(b"\xff\xff\xff\xff not deflate at all\r\n")
+    r.s.settimeout(20)
+    data = b"x"
+    while data:
+        data = r.s.recv(4096)  # closed, nothing answered in clear
+        assert_not_in(b" BAD ", data)
+
+
+def test_mbsync():
+    mbsync = shutil.which("mbsync")
+    assert mbsync is not None, "mbsync (isync) is in scripts/bootstrap"
+    t = tempfile.mkdtemp()
+    after_test(shutil.rmtree, t, True)
+    os.makedirs(os.path.join(t, "mail"))
+    with open(os.path.join(t, "rc"), "w") as f:
+        f.write(f"""IMAPAccount h
 Host 127.0.0.1
-Port {self.d.port}
-User {self.user}
-Pass "{proto.PASSWORD}"
+Port {D.port}
+User {"bob"}
+Pass "{PASSWORD}"
 SSLType None
 AuthMechs LOGIN
 
@@ -127,26 +125,27 @@ Patterns *
 Create Near
 SyncState *
 """)
-        p = subprocess.run([mbsync, "-D", "-c", os.path.join(t, "rc"), "-a"],
-                           capture_output=True, text=True, timeout=120)
-        log = p.stdout + p.stderr
-        self.assertEqual(p.returncode, 0, log[-3000:])
-        self.assertIn(">>> 2 COMPRESS DEFLATE", log)
-        got = []
-        for sub in ("cur", "new"):
-            for name in os.listdir(os.path.join(t, "mail", "INBOX", sub)):
-                with open(os.path.join(t, "mail", "INBOX", sub, name), "rb") as f:
-                    got.append(f.read())
-        self.assertEqual(len(got), 3)
-        body = BIG.split(b"\r\n\r\n", 1)[1]
-        self.assertTrue(all(m.replace(b"\r\n", b"\n").endswith(body.replace(b"\r\n", b"\n"))
-                            for m in got))
+    p = subprocess.run([mbsync, "-D", "-c", os.path.join(t, "rc"), "-a"],
+                       capture_output=True, text=True, timeout=120)
+    log = p.stdout + p.stderr
+    assert_eq(p.returncode, 0, log[-3000:])
+    assert_in(">>> 2 COMPRESS DEFLATE", log)
+    got = []
+    for sub in ("cur", "new"):
+        for name in os.listdir(os.path.join(t, "mail", "INBOX", sub)):
+            with open(os.path.join(t, "mail", "INBOX", sub, name), "rb") as f:
+                got.append(f.read())
+    assert_eq(len(got), 3)
+    body = BIG.split(b"\r\n\r\n", 1)[1]
+    assert all(m.replace(b"\r\n", b"\n").endswith(body.replace(b"\r\n", b"\n")) for m in got)
 
 
 def main():
-    proto.IMAPD, proto.DELIVER = sys.argv[1], sys.argv[2]
-    unittest.main(argv=[sys.argv[0], "-v"])
+    global D
+    D = Imapd(sys.argv[1], deliver=sys.argv[2])
+    return run_suite(D, [test_fill_mailbox, test_dialogue, test_not_deflate_closes,
+                         test_mbsync], D.dir)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
