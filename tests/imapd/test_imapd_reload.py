@@ -9,12 +9,12 @@ import signal
 import ssl
 import sys
 import time
-import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from heronlib import IMAP_PASSWORD as PASSWORD, Imapd, ImapRaw as Raw, make_cert  # noqa: E402
+from heronlib import assert_eq, assert_in, assert_re, run_suite  # noqa: E402
 
-IMAPD = DELIVER = None
+D = None  # the imapd the tests talk to
 WORKERS = 2
 MESSAGE = (b"From: a@heron.test\r\nTo: alice@heron.test\r\nSubject: reload\r\n\r\n" +
            b"x" * 76 + b"\r\n") * 50  # about 4 KB
@@ -38,72 +38,74 @@ def append(d):
         r.close()
 
 
-class TestReload(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.d = Imapd(IMAPD, deliver=DELIVER, tls=True, workers=WORKERS,
-                      extra="max_append_size = 64k")
-        cls.d.__enter__()
-        cls.addClassCleanup(cls.d.__exit__, None, None, None)
+def edit_conf(old, new):
+    with open(D.conf) as f:
+        text = f.read()
+    assert_in(old, text)
+    with open(D.conf, "w") as f:
+        f.write(text.replace(old, new, 1))
 
-    def edit_conf(self, old, new):
-        with open(self.d.conf) as f:
-            text = f.read()
-        self.assertIn(old, text)
-        with open(self.d.conf, "w") as f:
-            f.write(text.replace(old, new, 1))
 
-    def hup(self, what, count):
-        """SIGHUP to the master; waits until what appears count more times in the log.
-        Returns the log written since the signal."""
-        before = full_log(self.d)
-        n = before.count(what)
-        self.d.proc.send_signal(signal.SIGHUP)
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            text = full_log(self.d)
-            if text.count(what) >= n + count:
-                return text[len(before):]
-            time.sleep(0.05)
-        raise AssertionError("no %r after SIGHUP: %s" % (what, full_log(self.d)[-3000:]))
+def hup(what, count):
+    """SIGHUP to the master; waits until what appears count more times in the log.
+    Returns the log written since the signal."""
+    before = full_log(D)
+    n = before.count(what)
+    D.proc.send_signal(signal.SIGHUP)
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        text = full_log(D)
+        if text.count(what) >= n + count:
+            return text[len(before):]
+        time.sleep(0.05)
+    raise AssertionError("no %r after SIGHUP: %s" % (what, full_log(D)[-3000:]))
 
-    def test_1_limit_reloaded(self):
-        reply, limit = append(self.d)
-        self.assertTrue(reply.startswith("a OK"), reply)
-        self.assertEqual(limit, 64 * 1024)
-        self.edit_conf("max_append_size = 64k", "max_append_size = 2k")
-        self.edit_conf("workers = %d" % WORKERS, "workers = %d" % (WORKERS + 1))
-        log = self.hup("config reloaded", WORKERS)
-        self.assertIn("[imapd] max_append_size = 2k", log)
-        self.assertRegex(log, r"\[imapd\] workers changed: .*restarted")
-        for _ in range(2 * WORKERS):  # sessions on every worker
-            reply, limit = append(self.d)
-            self.assertEqual(reply, "a NO [TOOBIG] Message too large")
-            self.assertEqual(limit, 2048)
 
-    def test_2_certificate_reloaded(self):
-        cert, key = make_cert(self.d.dir, "reloaded")
-        self.edit_conf("cert = %s\nkey = %s\n" % (self.d.cert, os.path.join(self.d.dir,
-                                                                              "key.pem")),
-                       "cert = %s\nkey = %s\n" % (cert, key))
-        self.hup("TLS certificate reloaded", WORKERS + 1)  # the master too
-        ctx = ssl.create_default_context(cafile=cert)  # the new certificate only
-        for _ in range(2 * WORKERS):
-            r = Raw(self.d.tls_port, tls_ctx=ctx)
-            try:
-                self.assertTrue(r.greeting.startswith("* OK"), r.greeting)
-            finally:
-                r.close()
+def test_1_limit_reloaded():
+    reply, limit = append(D)
+    assert reply.startswith("a OK"), reply
+    assert_eq(limit, 64 * 1024)
+    edit_conf("max_append_size = 64k", "max_append_size = 2k")
+    edit_conf("workers = %d" % WORKERS, "workers = %d" % (WORKERS + 1))
+    log = hup("config reloaded", WORKERS)
+    assert_in("[imapd] max_append_size = 2k", log)
+    assert_re(log, r"\[imapd\] workers changed: .*restarted")
+    for _ in range(2 * WORKERS):  # sessions on every worker
+        reply, limit = append(D)
+        assert_eq(reply, "a NO [TOOBIG] Message too large")
+        assert_eq(limit, 2048)
 
-    def test_3_bad_config_keeps_the_old(self):
-        with open(self.d.conf, "a") as f:
-            f.write("[imapd]\nno_such_key = 1\n")
-        self.hup("failed, the old config stays", WORKERS + 1)
-        reply, limit = append(self.d)
-        self.assertEqual(reply, "a NO [TOOBIG] Message too large")
-        self.assertEqual(limit, 2048)
+
+def test_2_certificate_reloaded():
+    cert, key = make_cert(D.dir, "reloaded")
+    edit_conf("cert = %s\nkey = %s\n" % (D.cert, os.path.join(D.dir, "key.pem")),
+              "cert = %s\nkey = %s\n" % (cert, key))
+    hup("TLS certificate reloaded", WORKERS + 1)  # the master too
+    ctx = ssl.create_default_context(cafile=cert)  # the new certificate only
+    for _ in range(2 * WORKERS):
+        r = Raw(D.tls_port, tls_ctx=ctx)
+        try:
+            assert r.greeting.startswith("* OK"), r.greeting
+        finally:
+            r.close()
+
+
+def test_3_bad_config_keeps_the_old():
+    with open(D.conf, "a") as f:
+        f.write("[imapd]\nno_such_key = 1\n")
+    hup("failed, the old config stays", WORKERS + 1)
+    reply, limit = append(D)
+    assert_eq(reply, "a NO [TOOBIG] Message too large")
+    assert_eq(limit, 2048)
+
+
+def main():
+    global D
+    D = Imapd(sys.argv[1], deliver=sys.argv[2], tls=True, workers=WORKERS,
+              extra="max_append_size = 64k")
+    return run_suite(D, [test_1_limit_reloaded, test_2_certificate_reloaded,
+                         test_3_bad_config_keeps_the_old], D.dir)
 
 
 if __name__ == "__main__":
-    IMAPD, DELIVER = sys.argv[1], sys.argv[2]
-    unittest.main(argv=[sys.argv[0]], verbosity=2)
+    sys.exit(main())
