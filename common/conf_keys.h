@@ -90,6 +90,7 @@ struct mtad_conf {
 	const char *hostname;
 	int64_t workers;
 	const char *user;
+	bool allow_root;
 	const char *pidfile;
 	int64_t max_connections;
 	int64_t max_connections_per_ip;
@@ -132,6 +133,7 @@ struct imapd_conf {
 	const struct conf_addrs *listen_tls;
 	int64_t workers;
 	const char *user;
+	bool allow_root;
 	const char *pidfile;
 	const char *hostname;
 	int64_t max_connections;
@@ -197,6 +199,7 @@ struct sieve_conf {
 	const struct conf_addrs *listen;
 	int64_t workers;
 	const char *user;
+	bool allow_root;
 	const char *pidfile;
 	int64_t max_connections;
 	bool allow_plaintext_auth;

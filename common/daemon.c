@@ -767,6 +767,36 @@ static void master_events(void)
 		m.slot[i].restart = evtimer_new(m.base, master_restart_cb, (void *)(uintptr_t)i);
 }
 
+/* Started as root: the listeners are bound and the pidfile made; the master gives up root
+   now (its workers are forked unprivileged), or keeps it only when allowed. No process of
+   the daemon can gain privileges from here on (setuid binaries, file capabilities). */
+static int master_privileges(const struct daemon_ops *ops)
+{
+	char *error = NULL;
+
+	if (geteuid() == 0) {
+		if (ops->user == NULL || ops->user[0] == '\0') {
+			if (!ops->allow_root) {
+				log_warnx("%s: refusing to run as root: set [%s] user (the package's "
+					  "is heron) or [%s] allow_root = yes", ops->ident,
+					  ops->ident, ops->ident);
+				return -1;
+			}
+			log_warnx("%s: workers keep root: set [%s] user", ops->ident, ops->ident);
+		} else if (daemon_drop_privileges(ops->user, &error) == -1) {
+			log_warnx("%s: %s (set [%s] user to an existing user)", ops->ident, error,
+				  ops->ident);
+			free(error);
+			return -1;
+		} else {
+			log_info("%s: running as %s", ops->ident, ops->user);
+		}
+	}
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1)
+		log_warn("%s: PR_SET_NO_NEW_PRIVS", ops->ident);
+	return 0;
+}
+
 int daemon_run(const struct daemon_ops *ops)
 {
 	bool pidfile = ops->pidfile != NULL && ops->pidfile[0] != '\0';
@@ -791,8 +821,11 @@ int daemon_run(const struct daemon_ops *ops)
 	m.slot = xcalloc(ops->workers, sizeof(*m.slot));
 	master_events();
 	log_info("%s: master pid=%ld starting %u workers", ops->ident, (long)m.pid, ops->workers);
-	if (geteuid() == 0 && (ops->user == NULL || ops->user[0] == '\0'))
-		log_warnx("%s: workers keep root: set [%s] user", ops->ident, ops->ident);
+	if (master_privileges(ops) == -1) {
+		if (pidfile)
+			daemon_pidfile_remove(ops->pidfile, m.pidfd);
+		return 1;
+	}
 	for (unsigned i = 0; i < ops->workers; i++)
 		master_spawn(i);
 	event_base_dispatch(m.base);

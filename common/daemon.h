@@ -9,8 +9,11 @@
  *      net_listen(conf_values(conf)->mtad.listen, ...)   bind while still root
  *      return daemon_run(&ops);                           the master; workers run ops.worker_main
  *
- * The master keeps root (when started as root) only to reload and restart; each worker drops to
- * ops.user right after fork, before it runs any of the daemon's code (STYLE 11). Workers
+ * Started as root, the master binds the listeners and makes the pidfile, then gives up root for
+ * ops.user before it forks a worker: no process of the daemon keeps root or any capability
+ * afterwards, and none may gain one (NoNewPrivs). Without a user it refuses to start unless
+ * ops.allow_root (then it warns that the workers keep root). Workers check again right after
+ * fork, before they run any of the daemon's code (STYLE 11). Workers
  * inherit the listening descriptors; they build their own event base (and open LMDB, LDAP
  * connections...) in worker_main.
  *
@@ -126,7 +129,9 @@ struct daemon_ops {
 			       started as root with user empty, that workers keep root */
 	unsigned workers;   /* >= 1 */
 	const char *pidfile; /* NULL or "": none */
-	const char *user;    /* workers drop to this user when root; NULL or "": stay */
+	const char *user;    /* the master (once started) and workers run as this user when
+				started as root; NULL or "": stay root, only with allow_root */
+	bool allow_root;     /* may keep root (user empty); else daemon_run refuses to start */
 	int drain_ms;        /* how long a draining worker may finish its sessions; 0: 30 s */
 	bool detach;         /* fork into the background and setsid first (not with -f) */
 	/* Runs in each worker after fork and the privilege drop; builds an event base, calls

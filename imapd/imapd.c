@@ -113,6 +113,7 @@ int main(int argc, char **argv)
 	ops.workers = wa->workers;
 	ops.pidfile = ic->pidfile;
 	ops.user = ic->user;
+	ops.allow_root = ic->allow_root;
 	ops.detach = !args.foreground && !args.supervised;
 	ops.worker_main = worker_main;
 	ops.reload = master_reload;

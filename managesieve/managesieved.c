@@ -142,6 +142,7 @@ int main(int argc, char **argv)
 	ops.workers = (unsigned)sc->workers;
 	ops.pidfile = sc->pidfile;
 	ops.user = sc->user;
+	ops.allow_root = sc->allow_root;
 	ops.detach = !args.foreground && !args.supervised;
 	ops.worker_main = worker_main;
 	ops.arg = &m;

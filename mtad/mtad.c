@@ -233,6 +233,7 @@ int main(int argc, char **argv)
 	ops.ident = "mtad";
 	ops.pidfile = mc->pidfile;
 	ops.user = mc->user;
+	ops.allow_root = mc->allow_root;
 	ops.detach = !args.foreground && !args.supervised;
 	ops.worker_main = worker_main;
 	ops.reload = master_reload;

@@ -368,6 +368,7 @@ int main(int argc, char **argv)
 	m.conns = shmtable_new(SHMTABLE_PROBE, ops.workers, NET_SHM_KEY_MAX, 0);
 	ops.pidfile = sc->pidfile;
 	ops.user = sc->user;
+	ops.allow_root = true; /* a benchmark's tool: it warns when it keeps root */
 	ops.detach = !a.foreground && !a.supervised;
 	ops.worker_main = worker_main;
 	ops.usr1 = master_usr1;

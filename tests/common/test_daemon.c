@@ -334,6 +334,7 @@ static void test_master_workers(void **state)
 		.drain_ms = 300,
 		.worker_main = toy_worker_main,
 		.reload = toy_master_reload,
+		.allow_root = true, /* tests run as root in CI */
 	};
 	char *error = NULL;
 	long w0, w1;

@@ -383,6 +383,8 @@ class Mtad(Daemon):
             "relay_timeout": "10s",
             "retry_schedule": "1s",
             "command_timeout": "30s",
+            # tests run as root in CI, where no heron user exists
+            "user": "", "allow_root": "yes",
         }
         sections = {"store": {"path": os.path.join(tmp, "store"), "partitions": "2",
                               "map_size": "16M"},
@@ -456,6 +458,7 @@ class Imapd(Daemon):
             imapd["listen_tls"] = f"{HOST}:{self.tls_port}"
         imapd["workers"] = str(workers)
         imapd["allow_plaintext_auth"] = "yes" if plaintext else "no"
+        imapd["user"], imapd["allow_root"] = "", "yes"  # root in CI, no heron user
         sections["imapd"] = imapd
         if isinstance(extra, str):
             sections["imapd+"] = extra + "\n"  # text: more [imapd] keys, maybe more sections
@@ -545,9 +548,11 @@ def shared_conf(tmp, users, workers=1, partitions=1, map_size="16M", keys=None):
         "store": {"path": f"{tmp}/store", "partitions": partitions, "map_size": map_size},
         "directory": file_directory(users_file),
         "mtad": {"listen": f"{HOST}:{smtp_port}", "submission": "", "workers": workers,
-                 "local_domains": DOMAIN, "hostname": f"mx.{DOMAIN}"},
+                 "local_domains": DOMAIN, "hostname": f"mx.{DOMAIN}",
+                 "user": "", "allow_root": "yes"},  # tests run as root in CI, no heron user
         "imapd": {"listen": f"{HOST}:{imap_port}", "workers": workers,
-                  "allow_plaintext_auth": "yes"},
+                  "allow_plaintext_auth": "yes", "user": "", "allow_root": "yes"},
+        "sieve": {"user": "", "allow_root": "yes"},
         "log": {"target": "stderr", "level": "info"},
     }
     for sec, kv in (keys or {}).items():

@@ -227,9 +227,9 @@ def test_daemons_from_the_install():
         f.write(f"[store]\npath = {TMP}/store\npartitions = 2\nmap_size = 8M\n"
                 f"[directory]\nbackend = file\nusers_file = {users}\n"
                 f"[mtad]\nlisten = {HOST}:{smtp}\nsubmission =\nworkers = 1\n"
-                f"local_domains = {DOMAIN}\n"
+                f"local_domains = {DOMAIN}\nuser =\nallow_root = yes\n"
                 f"[imapd]\nlisten = {HOST}:{imap}\nlisten_tls =\nworkers = 1\n"
-                "allow_plaintext_auth = yes\n"
+                "allow_plaintext_auth = yes\nuser =\nallow_root = yes\n"
                 f"[log]\ntarget = file\nfile = {TMP}/heron.log\n")
     shutil.copy(CONF, os.path.join(TMP, "installed.conf"))
     with open(CONF, "a") as f:
