@@ -404,6 +404,30 @@ const struct conf_key conf_keys[] = {
 	  "which messages get an arrival record: those with X-Mailload-Sent, or all",
 	  CONF_AT(sink.records) },
 
+	{ "metrics", "enabled", CONF_BOOL, 0, 0, "no", NULL,
+	  "yes: each daemon serves Prometheus metrics over HTTP on its *_listen address below",
+	  CONF_AT(metrics.enabled) },
+	{ "metrics", "mtad_listen", CONF_ADDRS, 0, 0, "127.0.0.1:9325", NULL,
+	  "mtad's metrics endpoint (GET /metrics); empty: none", CONF_AT(metrics.mtad_listen) },
+	{ "metrics", "imapd_listen", CONF_ADDRS, 0, 0, "127.0.0.1:9326", NULL,
+	  "imapd's metrics endpoint; empty: none", CONF_AT(metrics.imapd_listen) },
+	{ "metrics", "managesieved_listen", CONF_ADDRS, 0, 0, "127.0.0.1:9327", NULL,
+	  "managesieved's metrics endpoint; empty: none", CONF_AT(metrics.managesieved_listen) },
+	{ "metrics", "sink_listen", CONF_ADDRS, 0, 0, "127.0.0.1:9328", NULL,
+	  "the sink's metrics endpoint; empty: none", CONF_AT(metrics.sink_listen) },
+	{ "metrics", "allow", CONF_CIDRS, 0, 0, "127.0.0.0/8, ::1", NULL,
+	  "clients that may scrape (others are closed unread); empty: any", CONF_AT(metrics.allow) },
+	{ "metrics", "max_connections", CONF_INT, 1, 1000, "8", NULL,
+	  "scrapes served at once per worker (past it new ones wait in the backlog); also the "
+	  "control socket's", CONF_AT(metrics.max_connections) },
+	{ "metrics", "timeout", CONF_DURATION, 100, 10 * MIN, "10s", NULL,
+	  "a scrape or control request must arrive and its answer leave within this",
+	  CONF_AT(metrics.timeout_ms) },
+
+	{ "control", "dir", CONF_STR, 0, 0, "/run/heron", NULL,
+	  "each daemon worker's control socket IDENT.N.sock lives here (mailctl who, kick, stats "
+	  "--live); mode 0660 for the daemon's user and group; empty: none", CONF_AT(control.dir) },
+
 	{ "log", "target", CONF_ENUM, 0, 0, "syslog", "syslog|stderr|file",
 	  "where log lines go (-f forces stderr); file: appended to [log] file, reopened on SIGUSR1",
 	  CONF_AT(log.target) },

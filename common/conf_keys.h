@@ -206,6 +206,23 @@ struct sieve_conf {
 	int64_t timeout_ms;
 };
 
+/* [metrics]: common/obs.c (every daemon's metrics endpoint) */
+struct metrics_conf {
+	bool enabled;
+	const struct conf_addrs *mtad_listen;
+	const struct conf_addrs *imapd_listen;
+	const struct conf_addrs *managesieved_listen;
+	const struct conf_addrs *sink_listen;
+	const struct conf_cidrs *allow;
+	int64_t max_connections;
+	int64_t timeout_ms;
+};
+
+/* [control]: common/obs.c (each worker's control socket), mailctl who/kick/stats --live */
+struct control_conf {
+	const char *dir;
+};
+
 /* [log]: common/daemon.c */
 enum log_target { LOG_TARGET_SYSLOG, LOG_TARGET_STDERR, LOG_TARGET_FILE };
 enum log_facility {
@@ -230,6 +247,8 @@ struct heron_conf {
 	struct sink_conf sink;
 	struct dns_conf dns;
 	struct sieve_conf sieve;
+	struct metrics_conf metrics;
+	struct control_conf control;
 	struct log_conf log;
 };
 

@@ -271,6 +271,8 @@ static void auth_done(const struct ldapauth_reply *r, void *arg)
 	a->req = NULL;
 	a->result = r->result;
 	a->charged = false;
+	metrics_inc(MS_LOGINS, r->result == LDAPAUTH_OK ? MS_LOGIN_OK
+			       : r->result == LDAPAUTH_ETEMP ? MS_LOGIN_TEMP : MS_LOGIN_FAIL, 0);
 	if (r->result == LDAPAUTH_OK) {
 		a->login = xstrdup(r->user->login);
 		if (r->user->mailhost != NULL && r->user->mailhost[0] != '\0')
@@ -324,6 +326,7 @@ static void auth_start(struct imap_cmd *cmd, const char *user, const char *pass)
 	a->user = xstrdup(user);
 	authguard_begin(c->srv->guard, c->id, "imap", c->addr, user, &a->chk);
 	if (a->chk.refused) {
+		metrics_inc(MS_LOGINS, MS_LOGIN_THROTTLED, 0);
 		a->throttled = a->done = true;
 		imap_client_resume(c);
 		return;

@@ -11,6 +11,7 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/net.h"
 #include "common/tls.h"
@@ -317,7 +318,16 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct imap_client *c = arg;
 
+	if (what & BEV_EVENT_CONNECTED)
+		metrics_tls_handshake(bev);
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+		const char *proto = NULL;
+
+		if (c->flags & IMAP_CF_TLS) {
+			tls_peer_info(bev, &proto, NULL, NULL);
+			if (proto == NULL)
+				metrics_tls_failed();
+		}
 		log_info("%016" PRIx64 " imap disconnect user=%s", c->id,
 			 c->user != NULL ? c->user : "-");
 		client_free(c);
@@ -344,6 +354,9 @@ void imap_client_new(struct imap_server *srv, struct net_server *ns, int fd,
 	c->id = log_new_id();
 	c->state = IMAP_ST_NOTAUTH;
 	c->login_deadline = mono_ms() + srv->login_timeout_ms;
+	c->connected = (int64_t)time(NULL);
+	c->connected_us = clock_mono_us();
+	metrics_inc(MS_CONN_ACCEPTED, tls, 0);
 	c->unauth_counted = srv->unauth != NULL; /* the accept callback counted it */
 	c->stream.fd = -1;
 	net_addr_host(sa, c->addr, sizeof(c->addr));

@@ -66,6 +66,42 @@ const struct imap_cmd_def *imap_cmd_find(const char *name, size_t len)
 	return NULL;
 }
 
+#define NCMDS (sizeof(imap_cmds) / sizeof(imap_cmds[0]))
+
+/* Table names, then "UID X" for each X with a UID form, then "unknown". */
+static const char *metric_names[2 * NCMDS + 2];
+static unsigned metric_uid_index[NCMDS];
+
+const char *const *imap_cmd_metric_names(void)
+{
+	size_t n = NCMDS;
+
+	if (metric_names[0] != NULL)
+		return metric_names;
+	for (size_t i = 0; i < NCMDS; i++) {
+		metric_names[i] = imap_cmds[i].name;
+		if (imap_cmds[i].flags & CMD_UID) {
+			metric_uid_index[i] = (unsigned)n;
+			metric_names[n++] = xasprintf("UID %s", imap_cmds[i].name);
+		}
+	}
+	metric_names[n] = "unknown";
+	return metric_names;
+}
+
+unsigned imap_cmd_metric_index(const struct imap_cmd *cmd)
+{
+	size_t i;
+
+	imap_cmd_metric_names();
+	if (cmd->def == NULL)
+		for (i = 0; metric_names[i] != NULL; i++)
+			if (strcmp(metric_names[i], "unknown") == 0)
+				return (unsigned)i;
+	i = (size_t)(cmd->def - imap_cmds);
+	return cmd->uid ? metric_uid_index[i] : (unsigned)i;
+}
+
 /* Fills c->cmd from the parsed line; true when the tagged reply was sent (the command cannot
    run), as a handler's true. */
 static bool cmd_prepare(struct imap_client *c)
@@ -133,6 +169,7 @@ bool imap_cmd_reply(struct imap_cmd *cmd, const char *status, const char *fmt, .
 	evbuffer_add_vprintf(imap_out(c), fmt, ap);
 	va_end(ap);
 	imap_write(c, "\r\n", 2);
+	imap_metrics_command(cmd, status);
 	log_debug("%016" PRIx64 " imap cmd=%s user=%s result=%s us=%" PRIu64, c->id,
 		  cmd->def != NULL ? cmd->def->name : "?", c->user != NULL ? c->user : "-",
 		  status, clock_mono_us() - cmd->start_us);
@@ -151,6 +188,9 @@ bool imap_cmd_reply(struct imap_cmd *cmd, const char *status, const char *fmt, .
 		/* SIGTERM: the command in progress was finished; now say goodbye */
 		imap_printf(c, "* BYE Server shutting down\r\n");
 		imap_client_close(c, "shutdown");
+	} else if ((c->flags & (IMAP_CF_KICKED | IMAP_CF_CLOSING)) == IMAP_CF_KICKED) {
+		imap_printf(c, "* BYE Disconnected by the administrator\r\n");
+		imap_client_close(c, "kicked");
 	}
 	return true;
 }

@@ -11,6 +11,7 @@
 #include "common/daemon.h"
 #include "common/log.h"
 #include "common/net.h"
+#include "common/obs.h"
 #include "common/shmtable.h"
 #include "common/str.h"
 #include "common/tls.h"
@@ -32,6 +33,7 @@ static void accept_cb(struct net_server *ns, int fd, const struct sockaddr *sa, 
 		log_info("imap refuse addr=%s reason=\"too many connections from address\"",
 			 net_addr_str(sa, salen, addr, sizeof(addr)));
 		net_refuse(fd, "* BYE Too many connections from your address\r\n");
+		metrics_inc(MS_CONN_REFUSED, tls, MS_REFUSE_PER_IP);
 		net_server_conn_done(ns);
 		return;
 	}
@@ -41,6 +43,7 @@ static void accept_cb(struct net_server *ns, int fd, const struct sockaddr *sa, 
 		log_info("imap refuse addr=%s reason=\"too many connections not logged in from "
 			 "address\"", net_addr_str(sa, salen, addr, sizeof(addr)));
 		net_refuse(fd, "* BYE Too many connections not logged in from your address\r\n");
+		metrics_inc(MS_CONN_REFUSED, tls, MS_REFUSE_UNAUTH);
 		if (srv->ipcount != NULL)
 			net_ipcount_dec(srv->ipcount, sa);
 		net_server_conn_done(ns);
@@ -271,6 +274,7 @@ void imapd_worker_init(struct imap_server *srv, struct conf *conf, void *tls_ctx
 int imap_server_run(struct daemon_worker *w, const struct imap_worker_args *a)
 {
 	struct imap_server srv;
+	struct obs *obs;
 	size_t cap;
 
 	imapd_worker_init(&srv, a->conf, a->tls_ctx);
@@ -287,9 +291,12 @@ int imap_server_run(struct daemon_worker *w, const struct imap_worker_args *a)
 		srv.plain = server_net_new(&srv, a->plain, cap, accept_plain);
 	if (a->tls->n > 0)
 		srv.tls = server_net_new(&srv, a->tls, cap, accept_tls);
+	metrics_worker_start(srv.worker);
+	obs = imap_obs_start(&srv, a->metrics);
 	daemon_worker_attach(w, srv.base, on_drain, on_reload, &srv);
 	log_info("imapd worker %u ready", daemon_worker_index(w));
 	event_base_dispatch(srv.base);
+	obs_free(&obs);
 	imapd_worker_free(&srv);
 	return 0;
 }

@@ -16,6 +16,7 @@ struct imap_worker_args {
 	struct conf *conf;           /* for workers started from now on (SIGHUP replaces it) */
 	const char *conf_path;       /* the file SIGHUP reads again */
 	struct net_fds *plain, *tls; /* bound by the master */
+	struct net_fds *metrics;     /* [metrics] imapd_listen, bound by the master (or empty) */
 	SSL_CTX *tls_ctx;            /* NULL when [tls] cert is not set; SIGHUP may replace it */
 	unsigned workers;
 	struct shmtable *shared;     /* connections per address and in total, sessions per user */

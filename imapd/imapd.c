@@ -11,9 +11,11 @@
 #include "common/daemon.h"
 #include "common/log.h"
 #include "common/net.h"
+#include "common/obs.h"
 #include "common/shmtable.h"
 #include "common/tls.h"
 #include "imapd/imap_server.h"
+#include "imapd/imapd.h"
 
 /* The master's state: what workers get, and the configs it loaded. */
 struct imapd_main {
@@ -73,7 +75,7 @@ int main(int argc, char **argv)
 {
 	struct daemon_args args;
 	struct conf *conf;
-	struct net_fds plain = { 0 }, tls = { 0 };
+	struct net_fds plain = { 0 }, tls = { 0 }, metrics = { 0 };
 	struct net_listen_opts lo = { .reuseport = false };
 	static struct imapd_main m;
 	struct imap_worker_args *wa = &m.wa;
@@ -94,7 +96,8 @@ int main(int argc, char **argv)
 	if (ic->listen_tls->n > 0 && wa->tls_ctx == NULL)
 		fatalx("imapd: listen_tls needs [tls] cert and key");
 	if (net_listen(ic->listen, &lo, &plain, &error) < 0 ||
-	    net_listen(ic->listen_tls, &lo, &tls, &error) < 0)
+	    net_listen(ic->listen_tls, &lo, &tls, &error) < 0 ||
+	    obs_listen(conf, conf_values(conf)->metrics.imapd_listen, &metrics, &error) < 0)
 		fatalx("imapd: %s", error);
 	for (size_t i = 0; i < plain.n; i++)
 		log_info("imapd listening on %s", plain.name[i]);
@@ -104,7 +107,9 @@ int main(int argc, char **argv)
 	wa->conf_path = args.conf_path;
 	wa->plain = &plain;
 	wa->tls = &tls;
+	wa->metrics = &metrics;
 	wa->workers = (unsigned)ic->workers;
+	imap_metrics_init(wa->workers);
 	/* room for the addresses and the users of max_connections sessions */
 	wa->shared = shmtable_new(2 * net_shm_slots((size_t)ic->max_connections), wa->workers,
 				  NET_SHM_KEY_MAX, IMAP_PENALTY_FORGET_MS);
@@ -121,6 +126,7 @@ int main(int argc, char **argv)
 	rc = daemon_run(&ops);
 	net_fds_close(&plain);
 	net_fds_close(&tls);
+	net_fds_close(&metrics);
 	shmtable_free(&wa->shared);
 	tls_ctx_free(&wa->tls_ctx);
 	conf_free(&m.first);

@@ -20,6 +20,7 @@
 #include "common/buf.h"
 #include "common/conf.h"
 #include "common/cte.h"
+#include "common/metrics_std.h"
 #include "imapd/imap_parser.h"
 #include "imapd/imap_seqset.h"
 
@@ -64,6 +65,7 @@ enum imap_cflag {
 	IMAP_CF_SASL = 1u << 3,     /* AUTHENTICATE waits for a response line */
 	IMAP_CF_DEFUNCT = 1u << 4,  /* gone, freed once its writes leave the group commit */
 	IMAP_CF_COMPRESS = 1u << 5, /* COMPRESS=DEFLATE is on (imap_compress.c) */
+	IMAP_CF_KICKED = 1u << 6,   /* mailctl kick: BYE and close after the running command */
 };
 
 /* Command flags in the table. */
@@ -178,6 +180,8 @@ struct imap_client {
 	char addr[64];
 	struct sockaddr_storage sa;
 	struct net_server *ns;      /* the listener set that counted this connection */
+	int64_t connected;          /* Unix time of the connect (mailctl who) */
+	int64_t connected_us;       /* monotonic µs of the connect */
 	enum imap_state state;
 	unsigned flags;             /* enum imap_cflag */
 	unsigned nbad;              /* consecutive bad commands */
@@ -257,6 +261,23 @@ void imap_server_client_left(struct imap_server *srv);
 /* Syncs the idle sessions whose mailbox is in a changed partition (parts[p]; NULL: all). */
 void imap_server_changed(struct imap_server *srv, const bool *parts);
 
+/* imap_metrics.c: imapd's metric families, after the shared ones (common/metrics_std.h). */
+enum {
+	IM_COMMANDS = MS_NSTD, /* counter {command, result} */
+	IM_COMMAND_SECONDS,    /* histogram {command} */
+	IM_SESSIONS,           /* gauge {state} */
+	IM_IDLE,               /* gauge */
+	IM_NFAMILIES
+};
+/* Master, before fork: the shared region for workers. */
+void imap_metrics_init(unsigned workers);
+/* A command's tagged reply ("OK", "NO", "BAD") is sent: counted with its latency. */
+void imap_metrics_command(const struct imap_cmd *cmd, const char *status);
+/* The worker's metrics endpoint (fds from the master, may be empty) and control socket. */
+struct obs;
+struct net_fds;
+struct obs *imap_obs_start(struct imap_server *srv, const struct net_fds *fds);
+
 /* imap_reply.c */
 void imap_printf(struct imap_client *c, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -271,6 +292,11 @@ void imap_write_utf8(struct imap_client *c, const char *s, size_t len);
 
 /* imap_cmd.c */
 const struct imap_cmd_def *imap_cmd_find(const char *name, size_t len);
+/* The command names as the metrics label them: every table name, "UID " and each name with
+   a UID form, then "unknown" (a line naming no command); NULL-terminated. And cmd's index in
+   that list. */
+const char *const *imap_cmd_metric_names(void);
+unsigned imap_cmd_metric_index(const struct imap_cmd *cmd);
 /* Runs the command in c->cmd (first call or resumption). */
 void imap_cmd_run(struct imap_client *c);
 /* Sends the untagged updates allowed now and the tagged reply; returns true (STYLE 9). */

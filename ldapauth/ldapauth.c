@@ -550,6 +550,7 @@ int ldapauth_op_send(struct ldapauth_req *req, LDAP *ld, int *msgid_r)
 	int rc;
 
 	la->st.directory_calls++;
+	req->sent_us = clock_mono_us();
 	if (req->op == OP_BIND) {
 		struct berval cred = { strlen(req->password), req->password };
 
@@ -576,6 +577,11 @@ void ldapauth_op_failed(struct ldapauth_req *req, const char *reason)
 
 void ldapauth_op_result(struct ldapauth_req *req, LDAP *ld, LDAPMessage *msg)
 {
+	struct ldapauth_stats *st = &req->la->st;
+	uint64_t us = (uint64_t)(clock_mono_us() - req->sent_us);
+
+	st->rtt[metrics_bucket(us)]++;
+	st->rtt_sum_us += us;
 	if (req->op == OP_BIND)
 		bind_result(req, ld, msg);
 	else

@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/metrics_std.h"
+
 struct conf;
 struct event_base;
 
@@ -71,6 +73,10 @@ struct ldapauth_stats {
 	unsigned conns_open, conns_open_max;  /* search + bind connections */
 	unsigned inflight_max;                /* most directory operations at once */
 	size_t cache_entries;
+	/* round trips of directory operations answered (search or bind sent to the result),
+	   in the metrics' buckets (common/metrics.h), and their sum */
+	uint64_t rtt[METRICS_NLE + 1];
+	uint64_t rtt_sum_us;
 };
 
 /* Sets up from the [directory] (and [tls] ca) section of c. Connections are opened on first
@@ -95,6 +101,14 @@ void ldapauth_cancel(struct ldapauth_req **reqp);
 int ldapauth_reload(struct ldapauth *la, char **error_r);
 
 void ldapauth_get_stats(const struct ldapauth *la, struct ldapauth_stats *st);
+/* Copies the counts into the directory families of common/metrics_std.h (a daemon's
+   once-a-second tick); last keeps what the previous call saw (zeroed at the worker's start).
+   Nothing without metrics_init or with la NULL. */
+struct ldapauth_metrics_last {
+	uint64_t requests, hits, misses, ok, badcred, nouser, temp, timeouts, connect_failures;
+	struct metrics_hist_last rtt;
+};
+void ldapauth_metrics_publish(const struct ldapauth *la, struct ldapauth_metrics_last *last);
 /* "bind", "lookup" or "file". */
 const char *ldapauth_mode(const struct ldapauth *la);
 const char *ldapauth_strerror(enum ldapauth_result r);

@@ -44,6 +44,7 @@ struct ldapauth_req {
 	TAILQ_ENTRY(ldapauth_req) live; /* every request of its ldapauth */
 	struct lconn *conn;     /* the connection running op */
 	int msgid;
+	int64_t sent_us;        /* when op went to the directory (its round trip) */
 	struct ldapauth_rec *rec;
 	enum ldapauth_result result;
 	bool cached, refused;

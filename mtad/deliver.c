@@ -137,11 +137,16 @@ static void log_outcomes(struct smtp_session *s)
 {
 	struct smtp_tx *tx = s->tx;
 	double delay = (double)(clock_wall_ms() - tx->started_ms) / 1000.0;
+	bool accepted = false;
 
 	for (size_t i = 0; i < tx->nrcpt; i++) {
 		const struct smtp_rcpt *r = &tx->rcpt[i];
 		const char *status, *dsn = rcpt_dsn(r->result, &status);
 
+		accepted |= r->result == 0;
+		mtad_metrics_delivery(r->sieve_reject[0] ? MTAD_DLV_REJECTED
+				      : r->result == 0 ? (r->local ? MTAD_DLV_LOCAL : MTAD_DLV_QUEUED)
+				      : status[0] == 'd' ? MTAD_DLV_DEFERRED : MTAD_DLV_BOUNCED);
 		if (!r->local && r->result == 0)
 			status = "queued";
 		log_info("%016" PRIx64 ": from=<%s>, to=<%s>, relay=%s, delay=%.2f, dsn=%s, "
@@ -150,6 +155,8 @@ static void log_outcomes(struct smtp_session *s)
 			 r->result ? store_strerror(r->result) : r->sieve_note[0] ? r->sieve_note
 			 : r->local ? "delivered to INBOX" : "queued for relay");
 	}
+	if (accepted)
+		mtad_metrics_message(s, tx->size);
 }
 
 static void reply_lmtp(struct smtp_session *s)

@@ -13,6 +13,7 @@
 #include "common/daemon.h"
 #include "common/log.h"
 #include "common/net.h"
+#include "common/obs.h"
 #include "common/shmtable.h"
 #include "common/tls.h"
 #include "common/xmalloc.h"
@@ -26,6 +27,7 @@ struct mtad_main {
 	struct conf *reloaded;      /* owned: the last config SIGHUP loaded (conf), or NULL */
 	const char *conf_path;
 	struct net_fds fds[L_NKINDS];
+	struct net_fds metrics;     /* [metrics] mtad_listen */
 	char hostname[256];
 	struct shmtable *shared, *conns;
 };
@@ -148,6 +150,7 @@ static int worker_main(struct daemon_worker *w, void *arg)
 	struct mtad_main *mm = arg;
 	struct mtad m = { 0 };
 	struct dns_opts dopts;
+	struct obs *obs;
 	char *err = NULL;
 	int64_t maxc = conf_values(mm->conf)->mtad.max_connections;
 
@@ -163,9 +166,12 @@ static int worker_main(struct daemon_worker *w, void *arg)
 	if (dns_new(m.base, &dopts, &m.dns, &err) < 0)
 		fatalx("%s", err);
 	queue_runner_start(&m, daemon_worker_index(w));
+	metrics_worker_start(m.worker);
+	obs = mtad_obs_start(&m, &mm->metrics);
 	daemon_worker_attach(w, m.base, on_drain, on_reload, &m);
 	log_info("mtad worker %u ready", daemon_worker_index(w));
 	event_base_dispatch(m.base);
+	obs_free(&obs);
 	queue_runner_stop(&m);
 	worker_stats(&m, daemon_worker_index(w));
 	dns_free(&m.dns);
@@ -195,6 +201,12 @@ static void bind_listeners(struct mtad_main *mm)
 			fatalx("%s", err);
 		for (size_t i = 0; i < mm->fds[k].n; i++)
 			log_info("mtad listening %s=%s", listener_keys[k], mm->fds[k].name[i]);
+	}
+	{
+		char *err = NULL;
+
+		if (obs_listen(mm->conf, v->metrics.mtad_listen, &mm->metrics, &err) < 0)
+			fatalx("%s", err);
 	}
 }
 
@@ -226,6 +238,7 @@ int main(int argc, char **argv)
 	}
 	bind_listeners(&mm);
 	ops.workers = (unsigned)mc->workers;
+	mtad_metrics_init(ops.workers);
 	mm.shared = shmtable_new(MTAD_SHARED_SLOTS, ops.workers, MTAD_SHARED_KEY_MAX,
 				 SHARED_FORGET_MS);
 	mm.conns = shmtable_new(net_shm_slots((size_t)mc->max_connections), ops.workers,
@@ -241,6 +254,7 @@ int main(int argc, char **argv)
 	int rc = daemon_run(&ops);
 	for (int k = 0; k < L_NKINDS; k++)
 		net_fds_close(&mm.fds[k]);
+	net_fds_close(&mm.metrics);
 	shmtable_free(&mm.shared);
 	shmtable_free(&mm.conns);
 	conf_free(&first);

@@ -108,6 +108,7 @@ enum smtp_flag {
 	SF_LMTP = 1 << 4,
 	SF_IPCOUNTED = 1 << 5,
 	SF_UNAUTH_COUNTED = 1 << 6, /* counted in m->unauth */
+	SF_KICKED = 1 << 7,         /* mailctl kick: 421 and close once between transactions */
 };
 
 /* Why a transaction will be refused at its end (keep reading, answer at the dot). */
@@ -192,6 +193,11 @@ struct smtp_session {
 	uint64_t discard_left;             /* BDAT chunk of a refused command */
 	int64_t login_deadline;            /* monotonic ms: submission must AUTH by then; 0 */
 	struct event *deadline;            /* the earliest of the session's deadlines */
+	int64_t connected;                 /* Unix time of the connect (mailctl who) */
+	int64_t connected_us;              /* monotonic µs of the connect */
+	int64_t cmd_us;                    /* the last command's start (monotonic µs) */
+	unsigned cmd_idx;                  /* its metrics label (mtad_metrics.c) */
+	bool cmd_open;                     /* waiting for its final reply */
 	TAILQ_ENTRY(smtp_session) entry;
 };
 
@@ -318,6 +324,25 @@ void queue_runner_reload(struct mtad *m);
 /* New entries were queued: look for due entries now rather than at the next tick. */
 void queue_runner_kick(struct mtad *m);
 
+
+/* mtad_metrics.c: mtad's metrics (common/metrics.h) and control socket (common/obs.h). */
+enum mtad_delivery {
+	MTAD_DLV_LOCAL, MTAD_DLV_QUEUED, MTAD_DLV_RELAYED, MTAD_DLV_DEFERRED, MTAD_DLV_BOUNCED,
+	MTAD_DLV_EXPIRED, MTAD_DLV_REJECTED,
+};
+#define MTAD_CMD_UNKNOWN 15 /* the "unknown" command label */
+/* Master, before fork. */
+void mtad_metrics_init(unsigned workers);
+/* A command line arrived (verb: its table verb, "DATA_END" for the end of a message's data,
+   NULL when it names none): timed until its final reply. */
+void mtad_metrics_command(struct smtp_session *s, const char *verb);
+/* A reply line was queued at output offset start: the final one ends the command. */
+void mtad_metrics_reply(struct smtp_session *s, size_t start);
+void mtad_metrics_delivery(enum mtad_delivery status);
+/* A message of size bytes was accepted on s. */
+void mtad_metrics_message(const struct smtp_session *s, uint64_t size);
+struct obs;
+struct obs *mtad_obs_start(struct mtad *m, const struct net_fds *fds);
 
 /* The workers' common tables (common/shmtable.h), mapped by the master before fork: relay
    connections per destination (SHM_RELAY_DEST) in shared; connections (and unauthenticated

@@ -625,15 +625,20 @@ void queue_rcpt_outcome(struct qwork *w, size_t k, int code, const char *text,
 	if (code >= 200 && code < 300) {
 		job->result[i] = STORE_Q_DELIVERED;
 		status = "sent";
+		mtad_metrics_delivery(relay != NULL && strcmp(relay, "local") == 0
+				      ? MTAD_DLV_LOCAL : MTAD_DLV_RELAYED);
 	} else if (code >= 500 && code < 600) {
 		job->result[i] = STORE_Q_FAILED;
 		status = "bounced";
+		mtad_metrics_delivery(MTAD_DLV_BOUNCED);
 	} else if (age_s * 1000 >= conf_values(c)->mtad.max_queue_lifetime_ms) {
 		job->result[i] = STORE_Q_FAILED;
 		status = "expired";
+		mtad_metrics_delivery(MTAD_DLV_EXPIRED);
 	} else {
 		job->result[i] = STORE_Q_PENDING;
 		status = "deferred";
+		mtad_metrics_delivery(MTAD_DLV_DEFERRED);
 	}
 	free(job->error[i]);
 	free(job->remote[i]);

@@ -10,6 +10,7 @@
 
 #include "common/authguard.h"
 #include "common/log.h"
+#include "common/metrics_std.h"
 #include "common/net.h"
 #include "common/sasl.h"
 #include "common/str.h"
@@ -89,6 +90,8 @@ static void auth_done(const struct ldapauth_reply *r, void *arg)
 	int64_t hold = 0;
 
 	client_host(s, host, sizeof(host));
+	metrics_inc(MS_LOGINS, r->result == LDAPAUTH_OK ? MS_LOGIN_OK
+			       : r->result == LDAPAUTH_ETEMP ? MS_LOGIN_TEMP : MS_LOGIN_FAIL, 0);
 	if (r->result == LDAPAUTH_OK)
 		authguard_ok(s->m->guard, host, s->auth_login);
 	else if (r->result == LDAPAUTH_ETEMP)
@@ -145,6 +148,7 @@ static void auth_check(struct smtp_session *s, const char *user, const char *pas
 	client_host(s, host, sizeof(host));
 	authguard_begin(s->m->guard, s->id, "smtp", host, user, &s->auth_chk);
 	if (s->auth_chk.refused) {
+		metrics_inc(MS_LOGINS, MS_LOGIN_THROTTLED, 0);
 		smtp_reply(s, "454 4.7.0 Too many failed logins, try again later");
 		return;
 	}

@@ -66,6 +66,7 @@ void smtp_dispatch(struct smtp_session *s, const char *line, size_t len)
 	const struct smtp_cmd *c = NULL;
 	size_t vlen = 0;
 
+	mtad_metrics_command(s, NULL);
 	if (!str_is_safe_line(line, len)) {
 		smtp_error(s, "500 5.5.2 Invalid characters in command");
 		return;
@@ -75,6 +76,8 @@ void smtp_dispatch(struct smtp_session *s, const char *line, size_t len)
 	for (size_t i = 0; i < sizeof(smtp_cmds) / sizeof(smtp_cmds[0]); i++)
 		if (str_caseeq(line, vlen, smtp_cmds[i].verb, strlen(smtp_cmds[i].verb)))
 			c = &smtp_cmds[i];
+	if (c != NULL)
+		mtad_metrics_command(s, c->verb);
 	if (c == NULL || ((c->flags & CMD_SMTP) && (s->flags & SF_LMTP)) ||
 	    ((c->flags & CMD_LMTP) && !(s->flags & SF_LMTP))) {
 		log_debug("%016" PRIx64 " smtp unknown command addr=%s", s->id, s->addr);

@@ -16,6 +16,7 @@ static void reply_v(struct smtp_session *s, const char *fmt, va_list ap)
 {
 	struct evbuffer *out = bufferevent_get_output(s->bev);
 	va_list aq;
+	size_t start;
 
 	if (s->closing)
 		return;
@@ -27,8 +28,10 @@ static void reply_v(struct smtp_session *s, const char *fmt, va_list ap)
 		log_debug("%016" PRIx64 " smtp reply \"%s\"", s->id, line);
 	}
 	va_end(aq);
+	start = evbuffer_get_length(out);
 	evbuffer_add_vprintf(out, fmt, ap);
 	evbuffer_add(out, "\r\n", 2);
+	mtad_metrics_reply(s, start);
 }
 
 void smtp_reply(struct smtp_session *s, const char *fmt, ...)

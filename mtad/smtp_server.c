@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/metrics_std.h"
 #include "common/net.h"
 #include "common/shmtable.h"
 #include "common/xmalloc.h"
@@ -35,6 +36,7 @@ static void accept_cb(struct net_server *srv, int fd, const struct sockaddr *sa,
 		snprintf(line, sizeof(line),
 			 "421 4.7.0 %s Too many connections from your address\r\n", m->hostname);
 		net_refuse(fd, line);
+		metrics_inc(MS_CONN_REFUSED, lc->kind, MS_REFUSE_PER_IP);
 		net_server_conn_done(srv);
 		return;
 	}
@@ -48,6 +50,7 @@ static void accept_cb(struct net_server *srv, int fd, const struct sockaddr *sa,
 			 "from your address\r\n", m->hostname);
 		net_ipcount_dec(m->ipcount, sa);
 		net_refuse(fd, line);
+		metrics_inc(MS_CONN_REFUSED, lc->kind, MS_REFUSE_UNAUTH);
 		net_server_conn_done(srv);
 		return;
 	}

@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "common/conf.h"
 #include "common/log.h"
+#include "common/metrics_std.h"
 #include "common/net.h"
 #include "common/tls.h"
 #include "common/xmalloc.h"
@@ -158,6 +159,9 @@ struct smtp_session *smtp_session_new(struct mtad *m, enum mtad_listener kind, i
 	s->id = log_new_id();
 	s->m = m;
 	s->kind = kind;
+	s->connected = (int64_t)time(NULL);
+	s->connected_us = clock_mono_us();
+	metrics_inc(MS_CONN_ACCEPTED, kind, 0);
 	memcpy(&s->ss, sa, salen);
 	s->sslen = salen;
 	net_addr_str(sa, salen, s->addr, sizeof(s->addr));
@@ -222,6 +226,7 @@ static bool session_step(struct smtp_session *s, struct evbuffer *in)
 	if (s->state == ST_DATA) {
 		if (smtp_data_feed(s, in) == 0)
 			return false;
+		mtad_metrics_command(s, "DATA_END");
 		smtp_data_done(s);
 		return true;
 	}
@@ -260,7 +265,7 @@ static void session_input(struct smtp_session *s)
 
 	while (session_step(s, in))
 		;
-	if (s->m->draining)
+	if (s->m->draining || (s->flags & SF_KICKED))
 		smtp_session_drain(s);
 	if (!s->closing)
 		set_timeouts(s);
@@ -336,6 +341,7 @@ static void session_event_cb(struct bufferevent *bev, short what, void *arg)
 		const char *proto = NULL, *cipher = NULL;
 
 		tls_peer_info(bev, &proto, &cipher, NULL);
+		metrics_tls_handshake(bev);
 		log_info("%016" PRIx64 " smtp tls addr=%s proto=%s cipher=%s", s->id, s->addr,
 			 proto ? proto : "?", cipher ? cipher : "?");
 		s->flags |= SF_TLS;
@@ -359,6 +365,8 @@ static void session_event_cb(struct bufferevent *bev, short what, void *arg)
 	} else if (what & BEV_EVENT_ERROR) {
 		char err[256];
 
+		if (s->state == ST_TLS)
+			metrics_tls_failed();
 		log_info("%016" PRIx64 " smtp close addr=%s reason=\"%s\"", s->id, s->addr,
 			 s->state == ST_TLS ? tls_error(bev, err, sizeof(err)) : "connection error");
 	} else {
@@ -394,7 +402,13 @@ void smtp_session_drain(struct smtp_session *s)
 {
 	if (s->closing || !(s->state & (ST_GREETING | ST_CONNECTED | ST_READY)))
 		return;
-	smtp_reply(s, "421 4.3.2 %s Service shutting down", s->m->hostname);
+	if (s->flags & SF_KICKED) {
+		log_info("%016" PRIx64 " smtp close addr=%s user=%s reason=kicked", s->id, s->addr,
+			 s->user);
+		smtp_reply(s, "421 4.7.0 %s Disconnected by the administrator", s->m->hostname);
+	} else {
+		smtp_reply(s, "421 4.3.2 %s Service shutting down", s->m->hostname);
+	}
 	smtp_close(s);
 }
 

@@ -726,6 +726,22 @@ struct store_stats {
 /* Per partition (part < store_partitions) or the queue (STORE_QUEUE_PART: messages =
    entries, bytes = their sizes). Errors: STORE_EINVAL. */
 int store_stats(struct store *st, unsigned part, struct store_stats *s_r);
+/* Metrics (common/metrics_std.h). publish: the group committer's commits and operations
+   and this process's fsyncs into the worker's column (its once-a-second tick; last keeps
+   what the previous call saw, zeroed at the worker's start; gc may be NULL). live: appends
+   the gauges read at scrape time in Prometheus text: per partition heron_store_index_bytes,
+   heron_store_map_bytes, heron_store_users, heron_store_messages; heron_store_map_max_bytes,
+   heron_store_disk_bytes, heron_store_disk_free_bytes; with queue also heron_queue_messages,
+   heron_queue_scheduled_messages, heron_queue_oldest_age_seconds, heron_queue_index_bytes.
+   Each costs one read txn per partition, no scan. */
+struct buf;
+struct store_metrics_last {
+	uint64_t commits, ops, fsyncs;
+};
+void store_metrics_publish(const struct store *st, const struct store_gc *gc,
+			   struct store_metrics_last *last);
+void store_metrics_live(struct store *st, bool queue, struct buf *out);
+
 /* Writes a compacted copy of partition part's index (STORE_QUEUE_PART: the queue's) to the
    file path, which must not exist (mdb_env_copy2 with MDB_CP_COMPACT: one read snapshot, so
    the copy is consistent while writers go on; `mailctl backup`). Errors: STORE_EINVAL
