@@ -19,6 +19,7 @@ struct rs_conn {
 	struct bufferevent *bev;
 	struct event *deadline;
 	bool answered;
+	bool shut;          /* answered and half-closed: waiting for the client's close */
 };
 
 struct reqserver {
@@ -53,11 +54,17 @@ static void deadline_cb(evutil_socket_t fd, short what, void *arg)
 	conn_free(arg);
 }
 
+/* The answer is out: half-close and wait for the client's close (or the deadline), reading
+   and dropping what it still sends, so that a close with unread input cannot reset the
+   connection before the client has read the answer. */
 static void write_cb(struct bufferevent *bev, void *arg)
 {
 	struct rs_conn *k = arg;
 
-	if (k->answered && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+	if (!k->answered || k->shut || evbuffer_get_length(bufferevent_get_output(bev)) > 0)
+		return;
+	k->shut = true;
+	if (shutdown(bufferevent_getfd(bev), SHUT_WR) == -1)
 		conn_free(k);
 }
 
@@ -98,7 +105,8 @@ static size_t request_len(struct evbuffer *in, enum reqserver_end end)
 static void answer(struct rs_conn *k, const char *text, size_t len)
 {
 	k->answered = true;
-	bufferevent_disable(k->bev, EV_READ);
+	/* read on, to drop what follows (the watermark would stop the reads) */
+	bufferevent_setwatermark(k->bev, EV_READ, 0, 0);
 	if (len == 0) {
 		conn_free(k);
 		return;
@@ -115,8 +123,10 @@ static void read_cb(struct bufferevent *bev, void *arg)
 	struct buf out;
 	char *req;
 
-	if (k->answered)
+	if (k->answered) {
+		evbuffer_drain(in, evbuffer_get_length(in));
 		return;
+	}
 	if (len == 0 || len > rs->o.request_max) {
 		if (len > 0 || evbuffer_get_length(in) >= rs->o.request_max)
 			answer(k, rs->o.too_long, rs->o.too_long ? strlen(rs->o.too_long) : 0);

@@ -15,6 +15,7 @@
 #include "common/daemon.h"
 #include "common/log.h"
 #include "common/net.h"
+#include "common/obs.h"
 #include "common/tls.h"
 #include "ldapauth/ldapauth.h"
 #include "managesieve/managesieved.h"
@@ -59,6 +60,7 @@ int ms_server_run(struct daemon_worker *w, const struct ms_worker_args *wa)
 	int rc;
 
 	struct event *gc_ev;
+	struct obs *obs;
 
 	memset(&srv, 0, sizeof(srv));
 	TAILQ_INIT(&srv.sessions);
@@ -86,9 +88,12 @@ int ms_server_run(struct daemon_worker *w, const struct ms_worker_args *wa)
 				(size_t)sc->max_connections, accept_cb,
 				&srv);
 	net_server_set_refusal(srv.ns, "managesieve", "BYE \"Too many connections\"\r\n");
+	metrics_worker_start(daemon_worker_index(w));
+	obs = ms_obs_start(&srv, daemon_worker_index(w), wa->metrics);
 	daemon_worker_attach(w, srv.base, on_drain, NULL, &srv);
 	log_info("managesieved worker %u ready", daemon_worker_index(w));
 	event_base_dispatch(srv.base);
+	obs_free(&obs);
 	net_server_free(&srv.ns);
 	event_free(gc_ev);
 	store_gc_free(&srv.gc);
@@ -114,7 +119,7 @@ int main(int argc, char **argv)
 {
 	struct daemon_args args;
 	struct conf *conf;
-	struct net_fds fds = { 0 };
+	struct net_fds fds = { 0 }, metrics = { 0 };
 	struct net_listen_opts lo = { .reuseport = false };
 	static struct ms_main m;
 	struct daemon_ops ops;
@@ -130,13 +135,16 @@ int main(int argc, char **argv)
 	tc = &conf_values(conf)->tls;
 	if (tc->cert[0] != '\0' && (m.wa.tls_ctx = tls_server_ctx_new(tc, &error)) == NULL)
 		fatalx("managesieved: tls: %s", error);
-	if (net_listen(sc->listen, &lo, &fds, &error) < 0)
+	if (net_listen(sc->listen, &lo, &fds, &error) < 0 ||
+	    obs_listen(conf, conf_values(conf)->metrics.managesieved_listen, &metrics, &error) < 0)
 		fatalx("managesieved: %s", error);
 	for (size_t i = 0; i < fds.n; i++)
 		log_info("managesieved listening on %s%s", fds.name[i],
 			 m.wa.tls_ctx ? " (STARTTLS)" : "");
 	m.wa.conf = conf;
 	m.wa.fds = &fds;
+	m.wa.metrics = &metrics;
+	ms_metrics_init((unsigned)sc->workers);
 	memset(&ops, 0, sizeof(ops));
 	ops.ident = "managesieved";
 	ops.workers = (unsigned)sc->workers;
@@ -148,6 +156,7 @@ int main(int argc, char **argv)
 	ops.arg = &m;
 	rc = daemon_run(&ops);
 	net_fds_close(&fds);
+	net_fds_close(&metrics);
 	tls_ctx_free(&m.wa.tls_ctx);
 	conf_free(&conf);
 	return rc;

@@ -29,6 +29,7 @@ struct sasl_plain;
 struct ms_worker_args {
 	const struct conf *conf;
 	const struct net_fds *fds;
+	const struct net_fds *metrics; /* [metrics] managesieved_listen (may be empty) */
 	SSL_CTX *tls_ctx;
 };
 
@@ -71,6 +72,11 @@ struct ms_session {
 	char user[321];          /* the authenticated (store) user, "" before */
 	unsigned part;
 	bool tls, authed, closing, busy, dead, auth_cont;
+	bool kicked;             /* mailctl kick: BYE once the step in progress is done */
+	int64_t connected;       /* Unix time of the connect (mailctl who) */
+	int64_t connected_us, cmd_us; /* monotonic µs: the connect, the last command */
+	unsigned cmd_idx;        /* its metrics label (ms_metrics.c) */
+	bool cmd_open;           /* waiting for its response */
 	unsigned auth_failures;
 	size_t need;             /* bytes the input must hold before it is parsed again */
 	uint64_t discard_left;   /* bytes of a refused literal still to drop */
@@ -89,6 +95,16 @@ struct ms_session {
 enum { HOLD_START = 1, HOLD_FAIL };
 void ms_session_new(struct ms_server *srv, int fd, const char *addr, const char *host);
 void ms_session_drain(struct ms_session *s);
+/* mailctl kick: BYE and close now, or after the step in progress. */
+void ms_session_kick(struct ms_session *s);
+
+/* ms_metrics.c: managesieved's metrics (common/metrics.h) and control socket. */
+void ms_metrics_init(unsigned workers);
+/* A command line was parsed (its verb, NULL when none) / a response line starts. */
+void ms_metrics_command(struct ms_session *s, const char *verb);
+void ms_metrics_response(struct ms_session *s, const char *text);
+struct obs;
+struct obs *ms_obs_start(struct ms_server *srv, unsigned worker, const struct net_fds *fds);
 int ms_server_run(struct daemon_worker *w, const struct ms_worker_args *wa);
 
 #endif

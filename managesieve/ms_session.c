@@ -8,14 +8,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
 
 #include "common/authguard.h"
+#include "common/clock.h"
 #include "common/conf.h"
 #include "common/conf_keys.h"
 #include "common/log.h"
+#include "common/metrics_std.h"
 #include "common/net.h"
 #include "common/sasl.h"
 #include "common/str.h"
@@ -37,6 +40,7 @@ static void out(struct ms_session *s, const char *fmt, ...)
 {
 	va_list ap;
 
+	ms_metrics_response(s, fmt);
 	va_start(ap, fmt);
 	evbuffer_add_vprintf(bufferevent_get_output(s->bev), fmt, ap);
 	va_end(ap);
@@ -133,6 +137,9 @@ void ms_session_new(struct ms_server *srv, int fd, const char *addr, const char 
 
 	s->id = ((uint64_t)getpid() << 32) | ++next_id;
 	s->srv = srv;
+	s->connected = (int64_t)time(NULL);
+	s->connected_us = clock_mono_us();
+	metrics_inc(MS_CONN_ACCEPTED, 0, 0);
 	str_lcpy(s->addr, addr, sizeof(s->addr));
 	str_lcpy(s->host, host, sizeof(s->host));
 	buf_init(&s->cmd, 256, (size_t)srv->lim.max_script_size + MS_LINE_MAX);
@@ -184,6 +191,10 @@ static bool resume(struct ms_session *s)
 		ms_free(s);
 		return false;
 	}
+	if (s->kicked) {
+		ms_session_kick(s);
+		return false;
+	}
 	bufferevent_enable(s->bev, EV_READ);
 	read_cb(s->bev, s);
 	return true;
@@ -193,11 +204,29 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct ms_session *s = arg;
 
-	if ((what & BEV_EVENT_CONNECTED) && !(what & (BEV_EVENT_ERROR | BEV_EVENT_EOF)))
+	if ((what & BEV_EVENT_CONNECTED) && !(what & (BEV_EVENT_ERROR | BEV_EVENT_EOF))) {
+		metrics_tls_handshake(bev);
 		return;  /* the TLS handshake completed */
+	}
+	if ((what & BEV_EVENT_ERROR) && s->tls) {
+		const char *proto = NULL;
+
+		tls_peer_info(bev, &proto, NULL, NULL);
+		if (proto == NULL)
+			metrics_tls_failed();
+	}
 	if (what & BEV_EVENT_TIMEOUT)
 		out(s, "BYE \"Idle timeout\"\r\n");
 	ms_free(s);
+}
+
+void ms_session_kick(struct ms_session *s)
+{
+	if (!s->busy) {
+		log_info("%016" PRIx64 " managesieve close user=%s reason=kicked", s->id, s->user);
+		out(s, "BYE \"Disconnected by the administrator\"\r\n");
+		closing(s);
+	}
 }
 
 void ms_session_drain(struct ms_session *s)
@@ -400,6 +429,8 @@ static void auth_done(const struct ldapauth_reply *r, void *arg)
 	int64_t hold;
 
 	s->req = NULL;
+	metrics_inc(MS_LOGINS, r->result == LDAPAUTH_OK ? MS_LOGIN_OK
+			       : r->result == LDAPAUTH_ETEMP ? MS_LOGIN_TEMP : MS_LOGIN_FAIL, 0);
 	if (r->result == LDAPAUTH_OK)
 		authguard_ok(g, s->host, s->auth_user);
 	else if (r->result == LDAPAUTH_ETEMP)
@@ -476,6 +507,7 @@ static void auth_response(struct ms_session *s, const char *b64, size_t len)
 	str_lcpy(s->auth_user, sp->authcid, sizeof(s->auth_user));
 	authguard_begin(s->srv->guard, s->id, "sieve", s->host, sp->authcid, &chk);
 	if (chk.refused) {
+		metrics_inc(MS_LOGINS, MS_LOGIN_THROTTLED, 0);
 		sasl_plain_wipe(sp);
 		free(sp);
 		reply_no(s, "TRYLATER", "Too many failed logins, try again later");
@@ -720,6 +752,7 @@ static void dispatch(struct ms_session *s)
 	const char *verb = s->arg[0].p;
 	struct ms_write *w;
 
+	ms_metrics_command(s, s->arg[0].atom ? verb : NULL);
 	if (!s->arg[0].atom) {
 		reply_no(s, NULL, "Expected a command");
 		return;

@@ -19,6 +19,7 @@
 #include "common/daemon.h"
 #include "common/log.h"
 #include "common/net.h"
+#include "common/obs.h"
 #include "common/shmtable.h"
 #include "common/str.h"
 #include "common/tls.h"
@@ -33,7 +34,7 @@ struct sink_main {
 	struct sink_opts o;
 	struct sink_shared *sh;
 	struct shmtable *conns;             /* the SMTP connections of all workers */
-	struct net_fds smtp_fds, control_fds;
+	struct net_fds smtp_fds, control_fds, metrics_fds;
 	struct tls_conf tls;
 	bool starttls;
 	SSL_CTX *tls_ctx;                   /* built before fork, shared by the workers */
@@ -50,6 +51,7 @@ static const struct {
 	{ "control", "control" },
 	{ "keep", "keep" },
 	{ "workers", "workers" },
+	{ "metrics", NULL }, /* [metrics] sink_listen, with [metrics] enabled */
 };
 
 static noreturn void usage(void)
@@ -59,7 +61,7 @@ static noreturn void usage(void)
 		"            [--keep DIR] [--workers N] [--mail-4xx SHARE] [--mail-5xx SHARE]\n"
 		"            [--rcpt-4xx SHARE] [--rcpt-5xx SHARE] [--data-4xx SHARE]\n"
 		"            [--data-5xx SHARE] [--drop-in-data SHARE] [--delay-ms MS]\n"
-		"            [--greeting-delay-ms MS]\n");
+		"            [--greeting-delay-ms MS] [--metrics ADDR]\n");
 	exit(2);
 }
 
@@ -129,6 +131,14 @@ static void apply_overrides(struct sink_main *m, const struct sink_cmdline *cl)
 	for (size_t o = 0; o < sizeof(sink_opts_table) / sizeof(sink_opts_table[0]); o++) {
 		if (cl->set[o] == NULL)
 			continue;
+		if (sink_opts_table[o].key == NULL) {
+			if (conf_set(m->conf, "metrics", "sink_listen", cl->set[o], &err) < 0 ||
+			    conf_set(m->conf, "metrics", "enabled", "yes", &err) < 0) {
+				fprintf(stderr, "sink: --%s: %s\n", sink_opts_table[o].opt, err);
+				exit(2);
+			}
+			continue;
+		}
 		if (conf_set(m->conf, "sink", sink_opts_table[o].key, cl->set[o], &err) < 0) {
 			fprintf(stderr, "sink: --%s: %s\n", sink_opts_table[o].opt, err);
 			exit(2);
@@ -295,6 +305,7 @@ static int worker_main(struct daemon_worker *dw, void *arg)
 {
 	struct sink_main *m = arg;
 	struct sink_worker w = { .sh = m->sh, .o = &m->o, .dw = dw };
+	struct obs *obs;
 	char *refusal;
 
 	w.index = daemon_worker_index(dw);
@@ -312,8 +323,11 @@ static int worker_main(struct daemon_worker *dw, void *arg)
 	net_server_share(w.smtp, m->conns, w.index);
 	w.control = net_server_new(w.base, &m->control_fds, CONTROL_MAX_CONNS,
 				   control_accept_cb, &w);
+	metrics_worker_start(w.index);
+	obs = sink_obs_start(&w, m->conf, &m->metrics_fds);
 	daemon_worker_attach(dw, w.base, worker_drain, NULL, &w);
 	event_base_dispatch(w.base);
+	obs_free(&obs);
 	net_server_free(&w.smtp);
 	net_server_free(&w.control);
 	event_base_free(w.base);
@@ -364,7 +378,15 @@ int main(int argc, char **argv)
 	listen_or_die(sc->listen, "listen", &m.smtp_fds);
 	listen_or_die(sc->control, "control", &m.control_fds);
 	tls_ctx_setup(&m);
+	{
+		char *err = NULL;
+
+		if (obs_listen(m.conf, conf_values(m.conf)->metrics.sink_listen, &m.metrics_fds,
+			       &err) < 0)
+			fatalx("sink metrics: %s", err);
+	}
 	ops.workers = (unsigned)sc->workers;
+	sink_metrics_init(ops.workers);
 	m.conns = shmtable_new(SHMTABLE_PROBE, ops.workers, NET_SHM_KEY_MAX, 0);
 	ops.pidfile = sc->pidfile;
 	ops.user = sc->user;
@@ -379,6 +401,7 @@ int main(int argc, char **argv)
 	tls_cleanup(&m);
 	net_fds_close(&m.smtp_fds);
 	net_fds_close(&m.control_fds);
+	net_fds_close(&m.metrics_fds);
 	sink_shared_destroy(&m.sh);
 	shmtable_free(&m.conns);
 	conf_free(&m.conf);

@@ -199,6 +199,15 @@ struct sink_worker {
 	uint64_t keep_seq;
 };
 
+/* sink_metrics.c: the master's metrics_init, and a worker's endpoint ([metrics] sink_listen
+   or --metrics) and control socket (metrics only: the sink has no users). */
+struct conf;
+struct net_fds;
+struct obs;
+void sink_metrics_init(unsigned workers);
+struct obs *sink_obs_start(struct sink_worker *w, const struct conf *c,
+			   const struct net_fds *fds);
+
 /* sink_session.c: takes a freshly accepted socket. */
 void sink_session_start(struct sink_worker *w, int fd);
 /* sink_control.c: takes a freshly accepted control connection. */

@@ -21,6 +21,7 @@
 #include "common/clock.h"
 #include "common/line.h"
 #include "common/log.h"
+#include "common/metrics_std.h"
 #include "common/mailaddr.h"
 #include "common/str.h"
 #include "common/tls.h"
@@ -173,6 +174,7 @@ void sink_session_start(struct sink_worker *w, int fd)
 	s->timer = evtimer_new(w->base, sess_timer_cb, s);
 	sess_bev_setup(s);
 	sink_stats_connection(w->sh, w->index);
+	metrics_inc(MS_CONN_ACCEPTED, 0, 0);
 	log_debug("%016" PRIx64 " sink connect fd=%d", s->id, fd);
 	if (delay > 0) {
 		sess_arm_timer(s, delay);      /* the greeting goes out when it fires */
@@ -686,6 +688,7 @@ static void cmd_starttls(struct sink_session *s, const char *arg, size_t len)
 	sess_set_state(s, ST_FRESH);
 	sess_bev_setup(s);
 	sink_stats_event(s->w->sh, s->w->index, SINK_COUNTER(tls));
+	metrics_tls_handshake(s->bev);
 }
 
 /* ---- input ---- */

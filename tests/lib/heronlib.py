@@ -394,6 +394,8 @@ class Mtad(Daemon):
                     # gives its own DNS world (scripts/dns, DnsWorld)
                     "dns": {"nameservers": "127.0.0.1@9", "dnssec": "off", "timeout": "1s",
                             "attempts": "1"}}
+        # the workers' control sockets stay in the test's directory
+        sections["control"] = {"dir": tmp}
         if tls:
             cert, key = make_cert(tmp)
             sections["tls"] = {"cert": cert, "key": key}
@@ -465,6 +467,7 @@ class Imapd(Daemon):
         else:
             imapd.update(extra)
         sections["log"] = {"level": "debug"}
+        sections["control"] = {"dir": self.dir}
         write_conf(self.conf, sections)
 
     def __enter__(self):
@@ -525,7 +528,9 @@ class Sink(Daemon):
                          port, ports + list(args))
         keys = {} if cli_ports else {"listen": listen, "control": control}
         keys.update(sink_keys or {})
-        write_conf(self.conf, {"sink": keys, **(sections or {"log": {"target": "stderr"}})})
+        sections = dict(sections or {"log": {"target": "stderr"}})
+        sections.setdefault("control", {"dir": tmp})
+        write_conf(self.conf, {"sink": keys, **sections})
 
     def start(self, timeout=30.0):
         super().start(timeout)
@@ -554,6 +559,7 @@ def shared_conf(tmp, users, workers=1, partitions=1, map_size="16M", keys=None):
                   "allow_plaintext_auth": "yes", "user": "", "allow_root": "yes"},
         "sieve": {"user": "", "allow_root": "yes"},
         "log": {"target": "stderr", "level": "info"},
+        "control": {"dir": tmp},
     }
     for sec, kv in (keys or {}).items():
         sections.setdefault(sec, {}).update(kv)

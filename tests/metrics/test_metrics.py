@@ -1,0 +1,338 @@
+"""test_metrics.py — the metrics endpoints of mtad, imapd and the sink, end to end: the text
+checked by promtool (Debian's prometheus package) and scraped by a real Prometheus on
+loopback, counters that move as the test drives SMTP and IMAP traffic (smtplib, imaplib),
+OpenMetrics on request, HTTP errors, the allow list, a flood of slow HTTP clients that must not
+disturb mail service, and a worker killed with -9 whose counters do not go back.
+
+usage: test_metrics.py MTAD IMAPD SINK
+"""
+import os
+import re
+import shutil
+import smtplib
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heronlib import (HOST, Daemon, Sink, free_port, imaplib, run_main, run_tests,  # noqa: E402
+                      shared_conf, wait_for, wait_port)
+
+MTAD, IMAPD, SINK = sys.argv[1:4]
+TMP = tempfile.mkdtemp(prefix="heron-metrics-")
+PROMTOOL = shutil.which("promtool")
+PROMETHEUS = shutil.which("prometheus")
+
+MTAD_METRICS, IMAPD_METRICS = free_port(), free_port()
+CONF, SMTP_PORT, IMAP_PORT = shared_conf(
+    TMP, ["alice", "bob"], workers=2,
+    keys={"metrics": {"enabled": "yes", "mtad_listen": f"{HOST}:{MTAD_METRICS}",
+                      "imapd_listen": f"{HOST}:{IMAPD_METRICS}", "max_connections": "4",
+                      "timeout": "2s"},
+          "imapd": {"max_unauth_connections_per_ip": "500"}})
+mtad = Daemon(MTAD, CONF, os.path.join(TMP, "mtad.log"), SMTP_PORT)
+imapd = Daemon(IMAPD, CONF, os.path.join(TMP, "imapd.log"), IMAP_PORT)
+
+
+def scrape(port, accept=None, timeout=10):
+    req = urllib.request.Request(f"http://{HOST}:{port}/metrics")
+    if accept:
+        req.add_header("Accept", accept)
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return r.headers.get("Content-Type"), r.read().decode()
+
+
+def samples(text):
+    """{series text: value} of the sample lines."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        series, value = line.rsplit(" ", 1)
+        out[series] = float(value)
+    return out
+
+
+def value(port, series):
+    return samples(scrape(port)[1]).get(series, 0.0)
+
+
+def promtool_check(text):
+    assert PROMTOOL, "promtool is missing (Debian's prometheus package: scripts/bootstrap)"
+    p = subprocess.run([PROMTOOL, "check", "metrics"], input=text.encode(),
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+    assert p.returncode == 0 and not p.stdout.strip(), p.stdout.decode()
+
+
+def send(rcpt):
+    with smtplib.SMTP(HOST, SMTP_PORT, timeout=30) as s:
+        s.sendmail("someone@example.org", [rcpt], f"Subject: m\r\nTo: <{rcpt}>\r\n\r\nhello\r\n")
+
+
+def wait_value(port, series, want, what):
+    wait_for(lambda: value(port, series) >= want, 20, what)
+
+
+def test_text_is_valid():
+    for port in (MTAD_METRICS, IMAPD_METRICS):
+        ctype, text = scrape(port)
+        assert ctype.startswith("text/plain; version=0.0.4"), ctype
+        promtool_check(text)
+        assert 'heron_info{daemon="' in text
+
+
+def test_counters_move():
+    before_m = samples(scrape(MTAD_METRICS)[1])
+    before_i = samples(scrape(IMAPD_METRICS)[1])
+    local = 'heron_deliveries_total{status="local"}'
+    for _ in range(3):
+        send("alice@heron.test")
+    try:
+        send("nobody@heron.test")
+        raise AssertionError("an unknown recipient was accepted")
+    except smtplib.SMTPRecipientsRefused:
+        pass
+    wait_value(MTAD_METRICS, local, before_m.get(local, 0) + 3, "3 local deliveries counted")
+    after_m = samples(scrape(MTAD_METRICS)[1])
+
+    def grew(after, before, series, n):
+        assert after.get(series, 0) - before.get(series, 0) == n, \
+            (series, before.get(series), after.get(series))
+
+    grew(after_m, before_m, local, 3)
+    grew(after_m, before_m, 'heron_messages_received_total{service="smtp"}', 3)
+    grew(after_m, before_m, 'heron_smtp_commands_total{command="DATA_END",result="2xx"}', 3)
+    grew(after_m, before_m, 'heron_smtp_command_duration_seconds_count{command="DATA_END"}', 3)
+    grew(after_m, before_m, 'heron_smtp_commands_total{command="RCPT",result="5xx"}', 1)
+    # the store's counts reach the column with the once-a-second publish
+    wait_value(MTAD_METRICS, "heron_store_commits_total",
+               before_m.get("heron_store_commits_total", 0) + 3, "commits published")
+    after_m = samples(scrape(MTAD_METRICS)[1])
+    assert after_m['heron_store_fsyncs_total'] > after_m['heron_store_commits_total']
+    assert sum(v for k, v in after_m.items() if k.startswith("heron_store_messages{")) >= 3
+
+    c = imaplib.IMAP4(HOST, IMAP_PORT, timeout=20)
+    c.login("alice", "alice")
+    c.select("INBOX")
+    c.fetch("1:*", "(FLAGS)")
+    c.logout()
+    c = imaplib.IMAP4(HOST, IMAP_PORT, timeout=20)
+    try:
+        c.login("alice", "wrong")
+        raise AssertionError("a bad password logged in")
+    except imaplib.IMAP4.error:
+        pass
+    c.logout()
+    sel = 'heron_imap_command_duration_seconds_count{command="SELECT"}'
+    wait_value(IMAPD_METRICS, sel, before_i.get(sel, 0) + 1, "SELECT timed")
+    # the directory counts reach the column with the once-a-second publish
+    req = "heron_directory_requests_total"
+    wait_value(IMAPD_METRICS, req, before_i.get(req, 0) + 2, "directory requests published")
+    after_i = samples(scrape(IMAPD_METRICS)[1])
+    grew(after_i, before_i, 'heron_imap_commands_total{command="LOGIN",result="ok"}', 1)
+    grew(after_i, before_i, 'heron_imap_commands_total{command="LOGIN",result="no"}', 1)
+    grew(after_i, before_i, 'heron_logins_total{result="ok"}', 1)
+    grew(after_i, before_i, 'heron_logins_total{result="fail"}', 1)
+    grew(after_i, before_i, 'heron_imap_commands_total{command="FETCH",result="ok"}', 1)
+    grew(after_i, before_i, 'heron_connections_accepted_total{service="imap"}', 2)
+    # the +Inf bucket of a histogram is its count
+    assert after_i[sel] == after_i['heron_imap_command_duration_seconds_bucket'
+                                   '{command="SELECT",le="+Inf"}']
+    promtool_check(scrape(IMAPD_METRICS)[1])
+    promtool_check(scrape(MTAD_METRICS)[1])
+
+
+def test_gauges_follow_sessions():
+    g = 'heron_imap_sessions{state="selected"}'
+    base = value(IMAPD_METRICS, g)
+    c = imaplib.IMAP4(HOST, IMAP_PORT, timeout=20)
+    c.login("bob", "bob")
+    c.select("INBOX")
+    wait_for(lambda: value(IMAPD_METRICS, g) == base + 1, 20, "a selected session")
+    c.logout()
+    wait_for(lambda: value(IMAPD_METRICS, g) == base, 20, "the session gone")
+
+
+def test_openmetrics():
+    ctype, text = scrape(IMAPD_METRICS, accept="application/openmetrics-text;version=1.0.0,"
+                         "text/plain;version=0.0.4;q=0.5")
+    assert ctype.startswith("application/openmetrics-text"), ctype
+    assert text.endswith("# EOF\n")
+    assert "# TYPE heron_connections_accepted counter" in text
+    assert "heron_connections_accepted_total{" in text
+
+
+def raw_http(port, data, read=True):
+    with socket.create_connection((HOST, port), timeout=10) as s:
+        s.sendall(data)
+        out = b""
+        while read:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            out += chunk
+        return out
+
+
+def test_http_errors():
+    assert raw_http(IMAPD_METRICS, b"GET /nope HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 404")
+    assert raw_http(IMAPD_METRICS, b"DELETE /metrics HTTP/1.1\r\n\r\n").startswith(
+        b"HTTP/1.1 405")
+    assert raw_http(IMAPD_METRICS, b"hello\r\n\r\n").startswith(b"HTTP/1.1 400")
+    big = b"GET /metrics HTTP/1.1\r\nX-Pad: " + b"a" * 20000 + b"\r\n\r\n"
+    assert raw_http(IMAPD_METRICS, big).startswith(b"HTTP/1.1 431")
+    head = raw_http(IMAPD_METRICS, b"HEAD /metrics HTTP/1.0\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200") and head.endswith(b"\r\n\r\n"), head[-40:]
+
+
+def test_slow_flood_keeps_mail_flowing():
+    """Many more slow clients than the endpoint serves (4 per worker, 2 s each): each is cut
+    at the deadline, mail goes on meanwhile, and the endpoint answers once they are gone."""
+    starts = value(IMAPD_METRICS, "heron_worker_starts_total")
+    flood = []
+    for _ in range(60):
+        s = socket.create_connection((HOST, IMAPD_METRICS), timeout=10)
+        s.sendall(b"G")
+        s.setblocking(False)
+        flood.append(s)
+    t0 = time.monotonic()
+    closed = set()
+    delivered = 0
+    while len(closed) < len(flood) and time.monotonic() - t0 < 90:
+        for i, s in enumerate(flood):
+            if i in closed:
+                continue
+            try:
+                if s.recv(4096) == b"":
+                    closed.add(i)
+                    continue
+            except BlockingIOError:
+                pass
+            except OSError:
+                closed.add(i)
+                continue
+            try:
+                s.send(b"E")  # a byte now and then: never a whole request
+            except OSError:
+                closed.add(i)
+        if delivered < 3:  # mail service during the flood, not after it
+            send("bob@heron.test")
+            c = imaplib.IMAP4(HOST, IMAP_PORT, timeout=20)
+            c.login("bob", "bob")
+            typ, _ = c.select("INBOX")
+            assert typ == "OK"
+            c.logout()
+            delivered += 1
+        time.sleep(0.3)
+    for s in flood:
+        s.close()
+    assert len(closed) == len(flood), f"{len(flood) - len(closed)} slow clients never cut"
+    assert delivered == 3
+    _, text = scrape(IMAPD_METRICS)
+    assert samples(text)["heron_worker_starts_total"] == starts
+
+
+def test_allow_list():
+    """A scraper outside [metrics] allow is closed unread (the sink, with --metrics)."""
+    d = os.path.join(TMP, "sink")
+    os.makedirs(d)
+    port = free_port()
+    sink = Sink(SINK, d, sections={"log": {"target": "stderr"},
+                                   "metrics": {"allow": "10.0.0.0/8"}},
+                args=["--metrics", f"{HOST}:{port}"])
+    sink.start()
+    try:
+        wait_port(port, 20, sink.proc, "sink metrics")
+        assert raw_http(port, b"GET /metrics HTTP/1.1\r\n\r\n") == b""
+    finally:
+        sink.stop()
+    port = free_port()
+    sink = Sink(SINK, d, args=["--metrics", f"{HOST}:{port}"])
+    sink.start()
+    try:
+        wait_port(port, 20, sink.proc, "sink metrics")
+        with smtplib.SMTP(HOST, sink.port, timeout=30) as s:
+            s.sendmail("a@example.org", ["x@ext.heron.test"], "Subject: s\r\n\r\nbody\r\n")
+        wait_for(lambda: value(port, "heron_sink_messages_total") >= 1, 20, "sink counted")
+        text = scrape(port)[1]
+        promtool_check(text)
+        assert samples(text)['heron_connections_accepted_total{service="smtp"}'] >= 1
+    finally:
+        sink.stop()
+
+
+def test_prometheus_scrapes():
+    """A real Prometheus on loopback scrapes both daemons every second and its query API
+    returns what the test delivered."""
+    assert PROMETHEUS, "prometheus is missing (scripts/bootstrap installs it)"
+    d = os.path.join(TMP, "prom")
+    os.makedirs(d)
+    port = free_port()
+    with open(os.path.join(d, "prometheus.yml"), "w") as f:
+        f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+                "scrape_configs:\n  - job_name: heron\n    static_configs:\n"
+                f"      - targets: ['{HOST}:{MTAD_METRICS}', '{HOST}:{IMAPD_METRICS}']\n")
+    log = open(os.path.join(d, "prometheus.log"), "wb")
+    p = subprocess.Popen([PROMETHEUS, f"--config.file={d}/prometheus.yml",
+                          f"--storage.tsdb.path={d}/data", f"--web.listen-address={HOST}:{port}"],
+                         stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+    try:
+        wait_port(port, 60, p, "prometheus")
+
+        def query(q):
+            url = f"http://{HOST}:{port}/api/v1/query?query=" + urllib.request.quote(q)
+            with urllib.request.urlopen(url, timeout=10) as r:
+                body = r.read().decode()
+            return body
+
+        def ok():
+            ups = query("up")
+            local = query('heron_deliveries_total{status="local"}')
+            return ups.count('"value":[') == 2 and '"1"]' in ups and \
+                re.search(r'"value":\[[0-9.]+,"([3-9]|[1-9][0-9]+)"\]', local) is not None
+        try:
+            wait_for(ok, 60, "Prometheus scraped both targets")
+        except Exception:
+            print(query("up"))
+            raise
+        # every target healthy, no scrape errors
+        with urllib.request.urlopen(f"http://{HOST}:{port}/api/v1/targets", timeout=10) as r:
+            targets = r.read().decode()
+        assert targets.count('"health":"up"') == 2, targets
+    finally:
+        p.terminate()
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        log.close()
+
+
+def test_worker_kill9_keeps_counters():
+    series = 'heron_connections_accepted_total{service="imap"}'
+    before = value(IMAPD_METRICS, series)
+    starts = value(IMAPD_METRICS, "heron_worker_starts_total")
+    workers = imapd.worker_pids()
+    assert len(workers) == 2
+    os.kill(workers[0], 9)
+    wait_for(lambda: value(IMAPD_METRICS, "heron_worker_starts_total") == starts + 1, 30,
+             "the worker restarted")
+    assert value(IMAPD_METRICS, series) >= before
+
+
+def body():
+    mtad.start()
+    imapd.start()
+    wait_port(MTAD_METRICS, 20, mtad.proc, "mtad metrics")
+    wait_port(IMAPD_METRICS, 20, imapd.proc, "imapd metrics")
+    return run_tests([test_text_is_valid, test_counters_move, test_gauges_follow_sessions,
+                      test_openmetrics, test_http_errors, test_slow_flood_keeps_mail_flowing,
+                      test_allow_list, test_prometheus_scrapes,
+                      test_worker_kill9_keeps_counters])
+
+
+sys.exit(run_main(body, TMP, [mtad, imapd]))
