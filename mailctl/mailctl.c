@@ -139,12 +139,19 @@ int mc_exit_code(int rc)
 	switch (rc) {
 	case STORE_OK:
 		return MC_OK;
-	case STORE_ENOUSER: case STORE_ENOMBOX: case STORE_ENOMSG: case STORE_ENOQUEUE:
+	case STORE_ENOUSER:
+		return MC_NOUSER;
+	case STORE_EINVAL:
+		return MC_USAGE;
+	case STORE_ENOMBOX: case STORE_ENOMSG: case STORE_ENOQUEUE:
 	case STORE_EEXIST: case STORE_EQUOTA: case STORE_EKEYWORDS: case STORE_ENOTSUP:
-	case STORE_ELOCKED: case STORE_ECORRUPT:
+	case STORE_ECORRUPT: case STORE_EFORMAT:
 		return MC_REFUSED;
+	case STORE_ELOCKED: case STORE_EFULL: case STORE_ENOSPC: case STORE_EIO:
+	case STORE_EAGAIN:
+		return MC_TEMPFAIL;
 	default:
-		return MC_ERR;
+		return MC_IOERR;
 	}
 }
 
@@ -217,7 +224,7 @@ int mc_usage(struct mc *mc, const char *fmt, ...)
 		fputs("usage: ", stderr);
 		print_cmd(stderr, mc->cmd);
 	}
-	return MC_ERR;
+	return MC_USAGE;
 }
 
 static void print_cmd(FILE *f, const struct mc_cmd *c)
@@ -253,7 +260,7 @@ static int help_noun(const char *noun)
 		printf("    %s\n", mc_cmds[i].help);
 		n++;
 	}
-	return n > 0 ? MC_OK : usage_all(stderr, MC_ERR);
+	return n > 0 ? MC_OK : usage_all(stderr, MC_USAGE);
 }
 
 static const struct mc_cmd *find_cmd(const char *noun, const char *verb, bool *noun_ok)
@@ -333,12 +340,12 @@ static int open_store(struct mc *mc, enum mc_open how)
 	if (daemon_become_owner(o.path, &err) == -1) {
 		fprintf(stderr, "mailctl: %s\n", err);
 		free(err);
-		return MC_ERR;
+		return MC_NOPERM;
 	}
 	if (!o.create && access(o.path, F_OK) == -1) {
 		fprintf(stderr, "mailctl: no store at %s; check [store] path in %s, or create it "
 				"with `mailctl user add USER`\n", o.path, mc->conf_path);
-		return MC_ERR;
+		return MC_CONFIG;
 	}
 	if ((rc = store_open(&o, &mc->st)) != 0)
 		return mc_fail(mc, rc, "cannot open the store at %s (from %s)", o.path,
@@ -373,7 +380,7 @@ static int run(struct mc *mc, int argc, char **argv)
 		fprintf(stderr, noun_ok ? "mailctl: unknown verb '%s %s'\n"
 					: "mailctl: unknown command '%s'\n",
 			argv[0], argc > 1 ? argv[1] : "");
-		return usage_all(stderr, MC_ERR);
+		return usage_all(stderr, MC_USAGE);
 	}
 	mc->cmd = c;
 	argc -= c->verb ? 2 : 1;
@@ -415,14 +422,14 @@ int main(int argc, char **argv)
 		else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
 			return usage_all(stdout, MC_OK);
 		else
-			return usage_all(stderr, MC_ERR);
+			return usage_all(stderr, MC_USAGE);
 	}
 	if (i == argc && !check)
-		return usage_all(stderr, MC_ERR);
+		return usage_all(stderr, MC_USAGE);
 	if (conf_load(mc.conf_path, &mc.conf, &err) < 0) {
 		fprintf(stderr, "mailctl: %s; fix the file or give another with -c\n", err);
 		free(err);
-		return MC_ERR;
+		return MC_CONFIG;
 	}
 	if (check) { /* -t: the effective configuration, as every Heron program prints it */
 		conf_dump(mc.conf, stdout);

@@ -1,7 +1,6 @@
 /* mailctl.h — what the files of mailctl share (not a library interface): the invocation
  * state, the command table entry, argument parsing, output (human tables or JSON) and error
- * reporting with exit codes 0 (ok), 1 (not found or refused), 2 (usage or system error),
- * 75 (the directory is unavailable, from `auth test` and `lookup`). */
+ * reporting with the exit codes of docs/mailctl.8 (sysexits.h where one fits). */
 #ifndef HERON_MAILCTL_H
 #define HERON_MAILCTL_H
 
@@ -13,9 +12,18 @@
 #include "store/store.h"
 
 #define MC_OK 0
-#define MC_REFUSED 1 /* not found, exists, quota, verify found problems */
-#define MC_ERR 2     /* usage, configuration, system */
-#define MC_TEMPFAIL 75 /* auth test, lookup: the directory is unavailable (EX_TEMPFAIL) */
+#define MC_REFUSED 1   /* not found (but a user), exists, quota, verify found problems */
+#define MC_USAGE 64    /* EX_USAGE: the command line, a bad argument or query */
+#define MC_DATAERR 65  /* EX_DATAERR: an input file or stream that does not parse */
+#define MC_NOINPUT 66  /* EX_NOINPUT: a file or directory named cannot be read */
+#define MC_NOUSER 67   /* EX_NOUSER: no such user (store or directory) */
+#define MC_CANTCREAT 73 /* EX_CANTCREAT: an output file or directory cannot be made */
+#define MC_IOERR 74    /* EX_IOERR: a system error while working */
+#define MC_TEMPFAIL 75 /* EX_TEMPFAIL: try again later (the directory or store is
+			  unavailable, busy or full; a daemon's control socket does not answer) */
+#define MC_NOPERM 77   /* EX_NOPERM: cannot act as the store's owner */
+#define MC_CONFIG 78   /* EX_CONFIG: heron.conf does not load, or points at no store */
+#define MC_ERR MC_IOERR
 
 #define MC_MAX_POS 8
 #define MC_MAX_OPTS 8

@@ -546,7 +546,7 @@ int mc_backup(struct mc *mc, const struct mc_args *a)
 		fprintf(stderr, "mailctl: %s: %s; give a directory that does not exist yet\n", dest,
 			strerror(errno));
 		free(c);
-		return errno == EEXIST ? MC_REFUSED : MC_ERR;
+		return errno == EEXIST ? MC_REFUSED : MC_CANTCREAT;
 	}
 	rc = backup_all(mc, dest, c);
 	if (rc == 0 && c->vanished > 0) {
@@ -657,7 +657,7 @@ int mc_restore(struct mc *mc, const struct mc_args *a)
 	if (read_manifest(from, &parts) < 0) {
 		fprintf(stderr, "mailctl: %s is not a Heron backup (no %s manifest)\n", from,
 			MANIFEST);
-		return MC_ERR;
+		return MC_DATAERR;
 	}
 	if (parts != want) {
 		fprintf(stderr, "mailctl: the backup has %u partitions, %s says %u; set [store] "

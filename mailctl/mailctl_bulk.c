@@ -83,7 +83,7 @@ static int bulk_error(struct bulk *bk, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "mailctl: import --bulk: line %" PRIu64 ": %s\n", bk->line, msg);
-	return MC_ERR;
+	return MC_DATAERR;
 }
 
 /* 1 when data is buffered, 0 at the end of the stream, -1 on a read error. */
@@ -423,7 +423,7 @@ int mc_import_bulk(struct mc *mc, const char *path)
 	if (bk->fd == -1) {
 		fprintf(stderr, "mailctl: import --bulk: %s: %s\n", path, strerror(errno));
 		free(bk);
-		return MC_ERR;
+		return MC_NOINPUT;
 	}
 	if ((r = bulk_line(bk, line, sizeof(line))) <= 0 || strcmp(line, "heron-bulk 1") != 0)
 		rc = r < 0 ? MC_ERR : bulk_error(bk, "not a bulk stream (it starts with "

@@ -88,7 +88,7 @@ static int usage(void)
 {
 	fprintf(stderr, "usage: auth test [-n COUNT] USER   (password on stdin)\n"
 			"       lookup [-n COUNT] ADDRESS\n");
-	return MC_ERR;
+	return MC_USAGE;
 }
 
 int mc_dir_main(const struct conf *c, int argc, char **argv)
@@ -123,7 +123,7 @@ int mc_dir_main(const struct conf *c, int argc, char **argv)
 		free(err);
 		if (run.base != NULL)
 			event_base_free(run.base);
-		return MC_ERR;
+		return MC_CONFIG;
 	}
 	run.mode = ldapauth_mode(la);
 	for (uint64_t k = 0; k < count; k++) {
@@ -137,7 +137,7 @@ int mc_dir_main(const struct conf *c, int argc, char **argv)
 			;
 		rc = run.result == LDAPAUTH_OK	     ? MC_OK
 		     : run.result == LDAPAUTH_ETEMP ? MC_TEMPFAIL
-						    : MC_REFUSED;
+		     : run.result == LDAPAUTH_ENOUSER ? MC_NOUSER : MC_REFUSED;
 	}
 	OPENSSL_cleanse(password, sizeof(password));
 	ldapauth_free(&la);

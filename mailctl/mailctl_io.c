@@ -747,7 +747,7 @@ int mc_import(struct mc *mc, const struct mc_args *a)
 	if (stat(im->path, &sb) == -1) {
 		fprintf(stderr, "mailctl: %s: %s; give an mbox file or a Maildir directory\n",
 			im->path, strerror(errno));
-		rc = MC_ERR;
+		rc = MC_NOINPUT;
 	} else if ((err = store_user_locate(mc->st, im->user, &im->part)) != 0)
 		rc = mc_fail(mc, err, "user '%s' (create it with `mailctl user add`)", im->user);
 	else if ((err = store_write(mc->st, im->part, w_mbox_ensure, im)) != 0)
@@ -759,10 +759,11 @@ int mc_import(struct mc *mc, const struct mc_args *a)
 			err = STORE_EIO;
 		else
 			err = import_mbox(im, fd);
-		if (err == STORE_EINVAL && !S_ISDIR(sb.st_mode) && im->count == 0)
-			rc = mc_fail(mc, err, "%s is not an mbox file (it must start with a "
-					      "From_ line)", im->path);
-		else if (err != 0)
+		if (err == STORE_EINVAL && !S_ISDIR(sb.st_mode) && im->count == 0) {
+			mc_fail(mc, err, "%s is not an mbox file (it must start with a From_ line)",
+				im->path);
+			rc = MC_DATAERR;
+		} else if (err != 0)
 			rc = mc_fail(mc, err, "import from %s stopped after %" PRIu64 " messages",
 				     im->path, im->count);
 		else
@@ -997,7 +998,7 @@ int mc_export(struct mc *mc, const struct mc_args *a)
 		store_txn_abort(&t);
 		fprintf(stderr, "mailctl: %s: %s; choose a path that does not exist yet\n", e.path,
 			strerror(e.err));
-		return e.err == EEXIST ? MC_REFUSED : MC_ERR;
+		return e.err == EEXIST ? MC_REFUSED : MC_CANTCREAT;
 	}
 	e.w = xcalloc(1, sizeof(*e.w));
 	e.w->fd = e.out_fd;

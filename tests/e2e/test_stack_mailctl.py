@@ -58,7 +58,7 @@ def main():
             assert f"UIDVALIDITY {m['uidvalidity']}" in status, (status, m)
             assert f"UIDNEXT {m['uidnext']}" in status, (status, m)
             rc, out, err = mailctl("user", "show", "nosuchuser")
-            assert rc == 1, (rc, out, err)
+            assert rc == 67, (rc, out, err)
 
         def test_queue_list_show_flush():
             st.sink({"cmd": "faults", "rcpt_4xx": 1})

@@ -81,21 +81,21 @@ def test_usage():
     assert b"--mailbox" in out, out
     out = ok("message", "flags", "--help")
     assert b"add|remove|set" in out, out
-    fails(2, "user", "list")                   # no store yet: says where it looked
-    fails(2, "frobnicate")
-    fails(2, "user", "frobnicate")
-    fails(2, "user", "add", says="missing arguments")
-    fails(2, "user", "add", "a", "b", says="too many arguments")
-    fails(2, "user", "add", "a", "--bogus", says="unknown option")
+    fails(78, "user", "list")                   # no store yet: says where it looked
+    fails(64, "frobnicate")
+    fails(64, "user", "frobnicate")
+    fails(64, "user", "add", says="missing arguments")
+    fails(64, "user", "add", "a", "b", says="too many arguments")
+    fails(64, "user", "add", "a", "--bogus", says="unknown option")
     rc, _, err = run("-c", os.path.join(TMP, "nope.conf"), "stats", conf=CONF)
-    assert rc == 2, rc
+    assert rc == 78, rc
     bad = os.path.join(TMP, "bad.conf")
     with open(bad, "w") as f:
         f.write("[store]\nno_such_key = 1\n")
-    fails(2, "stats", conf=bad, says="bad.conf:2")
+    fails(78, "stats", conf=bad, says="bad.conf:2")
     out = ok("-t").decode()
     assert "partitions" in out and "heron.conf:" in out, out   # values with their origin
-    fails(2, "-t", conf=bad, says="bad.conf:2")
+    fails(78, "-t", conf=bad, says="bad.conf:2")
 
 
 def test_users():
@@ -104,21 +104,21 @@ def test_users():
     u = js("user", "add", "alice", "--partition", "1", "--quota-bytes", "10M")
     assert u["user"] == "alice" and u["partition"] == 1, u
     fails(1, "user", "add", "bob", says="already exists")
-    fails(2, "user", "add", "x", "--partition", "9")
-    fails(2, "user", "add", "bad\nname", says="invalid argument")
+    fails(64, "user", "add", "x", "--partition", "9")
+    fails(64, "user", "add", "bad\nname", says="invalid argument")
     users = {u["user"]: u for u in js("user", "list")}
     assert set(users) == {"alice", "bob"}, users
     assert users["alice"]["quota_bytes"] == 10 << 20 and users["alice"]["partition"] == 1
     assert [u["user"] for u in js("user", "list", "al*")] == ["alice"]
     show = js("user", "show", "bob")
     assert show["mailboxes"] == 1 and show["messages"] == 0, show
-    fails(1, "user", "show", "nobody", says="user list")
+    fails(67, "user", "show", "nobody", says="user list")
     ok("user", "add", "tmp")
     ok("user", "rename", "tmp", "tmp2")
     fails(1, "user", "rename", "tmp2", "bob", says="already exists")
-    fails(1, "user", "show", "tmp")
+    fails(67, "user", "show", "tmp")
     ok("user", "del", "tmp2")
-    fails(1, "user", "del", "tmp2")
+    fails(67, "user", "del", "tmp2")
     human = ok("user", "list").decode()
     assert human.splitlines()[0].split()[:2] == ["user", "partition"], human
 
@@ -128,8 +128,8 @@ def test_quota():
     assert q["quota_messages"] == 3 and q["quota_bytes"] == 0, q
     q = js("quota", "set", "bob", "--bytes", "1k")
     assert q["quota_messages"] == 3 and q["quota_bytes"] == 1024, q
-    fails(2, "quota", "set", "bob")
-    fails(2, "quota", "set", "bob", "--bytes", "lots")
+    fails(64, "quota", "set", "bob")
+    fails(64, "quota", "set", "bob", "--bytes", "lots")
     mbox = b"".join(b"From a Mon Jan  5 10:00:00 2026\nSubject: %d\n\nx\n\n" % i
                     for i in range(5))
     path = os.path.join(TMP, "quota.mbox")
@@ -144,7 +144,7 @@ def test_quota():
 def test_mailboxes():
     ok("mailbox", "create", "bob", "Work/Projects/2026", "--special", "archive")
     fails(1, "mailbox", "create", "bob", "Work", says="already exists")
-    fails(2, "mailbox", "create", "bob", "X", "--special", "nonsense")
+    fails(64, "mailbox", "create", "bob", "X", "--special", "nonsense")
     names = [m["mailbox"] for m in js("mailbox", "list", "bob")]
     assert names == ["INBOX", "Work", "Work/Projects", "Work/Projects/2026"], names
     assert [m["mailbox"] for m in js("mailbox", "list", "bob", "Work/%")] == ["Work/Projects"]
@@ -162,7 +162,7 @@ def test_mailboxes():
     ok("mailbox", "delete", "bob", "Job/Projects/2026")
     fails(1, "mailbox", "status", "bob", "Job/Projects/2026", says="mailbox list")
     fails(1, "mailbox", "delete", "bob", "INBOX")
-    fails(1, "mailbox", "list", "nobody")
+    fails(67, "mailbox", "list", "nobody")
 
 
 # --------------------------------------------------------------------------------------
@@ -232,9 +232,9 @@ def test_mbox_round_trip():
     notmbox = os.path.join(TMP, "not.mbox")
     with open(notmbox, "wb") as f:
         f.write(b"Subject: hi\n\nbody\n")
-    fails(2, "import", "m2", notmbox, says="not an mbox")
-    fails(2, "import", "m2", os.path.join(TMP, "missing"))
-    fails(1, "import", "nobody", src, says="user add")
+    fails(65, "import", "m2", notmbox, says="not an mbox")
+    fails(66, "import", "m2", os.path.join(TMP, "missing"))
+    fails(67, "import", "nobody", src, says="user add")
 
 
 def test_maildir_round_trip():
@@ -278,7 +278,7 @@ def test_maildir_round_trip():
     c2 = sorted(open(os.path.join(out2, "cur", n), "rb").read()
                 for n in os.listdir(os.path.join(out2, "cur")))
     assert c1 == c2
-    fails(2, "export", "d2", "INBOX", os.path.join(TMP, "x"), "--format", "mh")
+    fails(64, "export", "d2", "INBOX", os.path.join(TMP, "x"), "--format", "mh")
 
     # Maildir++ folders: ".Sent", ".Work.Projects" become mailboxes, each with its keywords
     tree = os.path.join(TMP, "md-tree")
@@ -327,7 +327,7 @@ def test_messages():
                                                       (None, "two"), (None, "three")], ms
     assert [m["uid"] for m in js("message", "list", "f1", "INBOX", "2:*")] == [2, 3]
     assert [m["uid"] for m in js("message", "list", "f1", "INBOX", "3,1")] == [1, 3]
-    fails(2, "message", "list", "f1", "INBOX", "x:y")
+    fails(64, "message", "list", "f1", "INBOX", "x:y")
     r = js("message", "flags", "f1", "INBOX", "1:2", "add", "\\Flagged", "todo")
     assert [m["flags"] for m in r] == ["\\Seen \\Answered \\Flagged $Label1 work todo",
                                        "\\Flagged \\Draft a b todo"], r
@@ -337,8 +337,8 @@ def test_messages():
     assert r[0]["flags"] == "\\Seen", r
     r = js("message", "flags", "f1", "INBOX", "3")
     assert r[0]["flags"] == "\\Deleted", r
-    fails(2, "message", "flags", "f1", "INBOX", "1", "add", "\\Bogus")
-    fails(2, "message", "flags", "f1", "INBOX", "1", "toggle", "\\Seen")
+    fails(64, "message", "flags", "f1", "INBOX", "1", "add", "\\Bogus")
+    fails(64, "message", "flags", "f1", "INBOX", "1", "toggle", "\\Seen")
     st = js("mailbox", "status", "f1", "INBOX")
     assert st["messages"] == 3 and st["deleted"] == 1 and st["unseen"] == 2, st
 
@@ -349,12 +349,12 @@ def test_messages():
     human = ok("message", "show", "f1", "INBOX", "3")
     assert human.startswith(b"uid: 3\n") and human.endswith(b"no newline at end\r\n"), human
     fails(1, "message", "show", "f1", "INBOX", "99", says="message list")
-    fails(2, "message", "show", "f1", "INBOX", "zero")
+    fails(64, "message", "show", "f1", "INBOX", "zero")
 
     r = js("expunge", "f1", "INBOX", "--deleted")
     assert r == {"expunged": 1, "uids": [3]}, r
-    fails(2, "expunge", "f1", "INBOX", says="--deleted")
-    fails(2, "expunge", "f1", "INBOX", "--before", "someday")
+    fails(64, "expunge", "f1", "INBOX", says="--deleted")
+    fails(64, "expunge", "f1", "INBOX", "--before", "someday")
     r = js("expunge", "f1", "INBOX", "--before", "2026-02-01")
     assert r["uids"] == [1], r
     r = js("message", "delete", "f1", "INBOX", "1:*")
@@ -388,7 +388,7 @@ def test_queue():
     ok("queue", "flush", ids[1])
     ok("queue", "delete", ids[1])
     fails(1, "queue", "show", ids[1], says="queue list")
-    fails(2, "queue", "hold", "not-hex")
+    fails(64, "queue", "hold", "not-hex")
     assert [e["id"] for e in js("queue", "list")] == [ids[0]]
     human = ok("queue", "show", ids[0]).decode()
     assert "r2@remote.test" in human and "sender@heron.test" in human, human
@@ -449,7 +449,7 @@ def test_verify():
     lf = messages("postmaster", "lost+found", conf)
     assert len(lf) == 1 and lf[0]["date"] == "2020-09-13T12:26:40Z", lf
     assert raw("postmaster", "lost+found", lf[0]["uid"], conf) == orphan_body
-    fails(1, "verify", "nobody", conf=conf)
+    fails(67, "verify", "nobody", conf=conf)
 
 
 def test_backup_restore():
@@ -503,7 +503,7 @@ def test_backup_restore():
         last = copied[-1]["uid"]
         assert raw("b2", "Big", last, conf4) == raw("b2", "Big", last, conf)
 
-    fails(2, "restore", TMP, conf=conf2, says="not a Heron backup")
+    fails(65, "restore", TMP, conf=conf2, says="not a Heron backup")
     conf3 = write_conf("restore3.conf", os.path.join(TMP, "r3"), partitions=3)
     fails(1, "restore", bdir, conf=conf3, says="partitions")
 
@@ -532,13 +532,13 @@ def test_directory():
     rc, out, _ = run("--json", "auth", "test", "carol", conf=conf, stdin=b"wrong\n")
     assert rc == 1 and json.loads(out)["result"] == "wrong credentials", out
     rc, _, _ = run("auth", "test", "nobody", conf=conf, stdin=b"x\n")
-    assert rc == 1
+    assert rc == 67, rc
     r = json.loads(ok("--json", "lookup", "c@heron.test", conf=conf))
     assert r["user"] == "carol" and r["address"] == "carol@heron.test", r
     rc, _, _ = run("lookup", "nobody@heron.test", conf=conf)
-    assert rc == 1
+    assert rc == 67, rc
     rc, _, _ = run("auth", "frob", conf=conf)
-    assert rc == 2
+    assert rc == 64
     assert b"auth test" in ok("auth", "--help", conf=conf)
 
 
@@ -552,7 +552,7 @@ def test_upgrade():
     subprocess.run(["tar", "xzf", fixture, "-C", store], check=True)
     conf = write_conf("old.conf", store)
     rc, _, err = run("stats", conf=conf)
-    assert rc == 2 and "has format 1" in err and "run `mailctl upgrade`" in err, (rc, err)
+    assert rc == 1 and "has format 1" in err and "run `mailctl upgrade`" in err, (rc, err)
     out = ok("upgrade", conf=conf).decode()
     assert out.startswith("store at format "), out
     assert "fixture 4" in ok("message", "list", "alice", "INBOX", conf=conf).decode()
@@ -600,9 +600,9 @@ def test_bulk():
                       (b"heron-bulk 1\nuser dave\nmailbox maybe INBOX\n", 3),
                       (b"heron-bulk 1\nuser erin\nmailbox subscribed INBOX\nmessage 1 0\nx\n"
                        b"user dave\nfrobnicate\n", 6)):
-        fails(2, "import", "--bulk", "-", conf=conf, stdin=bad, says=f"line {line}:")
+        fails(65, "import", "--bulk", "-", conf=conf, stdin=bad, says=f"line {line}:")
     assert messages("erin", "INBOX", conf)[0]["size"] == 1  # committed before the bad line
-    fails(2, "import", "--bulk", os.path.join(TMP, "nonexistent"), conf=conf)
+    fails(66, "import", "--bulk", os.path.join(TMP, "nonexistent"), conf=conf)
 
 
 TESTS = [test_usage, test_upgrade, test_users, test_quota, test_mailboxes, test_mbox_round_trip,
