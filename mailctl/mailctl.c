@@ -126,8 +126,20 @@ static const struct mc_cmd mc_cmds[] = {
 	{ "restore", NULL, 1, 1, MC_NOSTORE, "DIR [--force]",
 	  "restore a backup into [store] path (daemons stopped; --force replaces a store)",
 	  mc_restore, { { "force", false } } },
-	{ "stats", NULL, 0, 0, MC_STORE, "", "users, mailboxes, messages, bytes per partition",
-	  mc_stats, { { NULL, false } } },
+	{ "stats", NULL, 0, 0, MC_STORE, "[--live [--interval S] [--count N] [--daemon D]]",
+	  "users, mailboxes, messages, bytes per partition; --live: the running daemons' "
+	  "counters, refreshing (as top)", mc_stats,
+	  { { "live", false }, { "interval", true }, { "count", true }, { "daemon", true } } },
+	{ "top", NULL, 0, 0, MC_NOSTORE, "[--interval S] [--count N] [--daemon D]",
+	  "the running daemons' connections, commands, latencies, logins, deliveries, queue and "
+	  "store, refreshing every S seconds (default 2; --count: N times)", mc_top,
+	  { { "interval", true }, { "count", true }, { "daemon", true } } },
+	{ "who", NULL, 0, 1, MC_NOSTORE, "[USER] [--daemon D]",
+	  "the sessions of the running daemons (user, client address, state, idle time)",
+	  mc_who, { { "daemon", true } } },
+	{ "kick", NULL, 1, 1, MC_NOSTORE, "USER [--daemon D]",
+	  "close USER's sessions in the running daemons (IMAP BYE, SMTP 421 between "
+	  "transactions, ManageSieve BYE)", mc_kick, { { "daemon", true } } },
 	{ "upgrade", NULL, 0, 0, MC_STORE_UPGRADE, "",
 	  "bring a store of an older format to this Heron's, in place (daemons stopped; "
 	  "may be interrupted and run again)", mc_upgrade, { { NULL, false } } },
@@ -396,7 +408,9 @@ static int run(struct mc *mc, int argc, char **argv)
 	/* a bulk import writes without fsync and syncs the store once when it closes */
 	if (c->run == mc_import && a.set[1])
 		mc->bulk = true;
-	if (c->open != MC_NOSTORE && (rc = open_store(mc, c->open)) != MC_OK)
+	/* stats --live asks the daemons, not the store */
+	if (c->open != MC_NOSTORE && !(c->run == mc_stats && a.set[0]) &&
+	    (rc = open_store(mc, c->open)) != MC_OK)
 		return rc;
 	rc = c->run(mc, &a);
 	store_close(&mc->st);

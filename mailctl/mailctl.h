@@ -151,6 +151,12 @@ int mc_verify(struct mc *, const struct mc_args *);
 int mc_backup(struct mc *, const struct mc_args *);
 int mc_restore(struct mc *, const struct mc_args *);
 int mc_stats(struct mc *, const struct mc_args *);
+/* mailctl_live.c: through the daemons' control sockets ([control] dir). */
+int mc_who(struct mc *, const struct mc_args *);
+int mc_kick(struct mc *, const struct mc_args *);
+int mc_top(struct mc *, const struct mc_args *);
+/* stats --live / top: the option indexes of --interval, --count, --daemon in a. */
+int mc_live(struct mc *mc, const struct mc_args *a, int k_interval, int k_count, int k_daemon);
 int mc_upgrade(struct mc *, const struct mc_args *);
 
 /* mailctl_sieve.c */

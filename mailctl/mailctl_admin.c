@@ -703,10 +703,16 @@ int mc_restore(struct mc *mc, const struct mc_args *a)
 /* ------------------------------------------------------------------------------------- */
 /* stats */
 
-static void stats_row(struct mc_table *tab, const char *name, const struct store_stats *s)
+/* One row: scope "partition" with its number, or "queue" / "total" (partition null). */
+static void stats_row(struct mc_table *tab, const char *scope, int part,
+		      const struct store_stats *s)
 {
 	mc_table_row(tab);
-	mc_cell_str(tab, name);
+	mc_cell_str(tab, scope);
+	if (part >= 0)
+		mc_cell_u64(tab, (uint64_t)part);
+	else
+		mc_cell_null(tab);
 	mc_cell_u64(tab, s->users);
 	mc_cell_u64(tab, s->mailboxes);
 	mc_cell_u64(tab, s->messages);
@@ -717,20 +723,23 @@ static void stats_row(struct mc_table *tab, const char *name, const struct store
 
 int mc_stats(struct mc *mc, const struct mc_args *a)
 {
-	static const char *const cols[] = { "partition", "users", "mailboxes", "messages",
-					    "bytes", "map_used", "map_size", NULL };
-	struct mc_table *tab = mc_table_new(cols);
+	static const char *const cols[] = { "scope", "partition", "users", "mailboxes",
+					    "messages", "bytes", "map_used", "map_size", NULL };
+	struct mc_table *tab;
 	struct store_stats s, total = { 0 };
-	unsigned n = store_partitions(mc->st);
-	char name[16];
+	unsigned n;
 	int rc = 0;
 
-	(void)a;
+	if (a->set[0]) /* --live: the daemons' counters (mailctl_live.c) */
+		return mc_live(mc, a, 1, 2, 3);
+	if (a->set[1] || a->set[2] || a->set[3])
+		return mc_usage(mc, "--interval, --count and --daemon go with --live");
+	tab = mc_table_new(cols);
+	n = store_partitions(mc->st);
 	for (unsigned p = 0; p <= n && rc == 0; p++) {
 		if ((rc = store_stats(mc->st, p == n ? STORE_QUEUE_PART : p, &s)) != 0)
 			break;
-		snprintf(name, sizeof(name), "%u", p);
-		stats_row(tab, p == n ? "queue" : name, &s);
+		stats_row(tab, p == n ? "queue" : "partition", p == n ? -1 : (int)p, &s);
 		if (p == n)
 			continue;
 		total.users += s.users;
@@ -744,7 +753,7 @@ int mc_stats(struct mc *mc, const struct mc_args *a)
 		mc_table_free(&tab);
 		return mc_fail(mc, rc, "statistics");
 	}
-	stats_row(tab, "total", &total);
+	stats_row(tab, "total", -1, &total);
 	mc_table_print(mc, &tab);
 	return MC_OK;
 }
