@@ -249,8 +249,9 @@ static int usage_all(FILE *f, int rc)
 {
 	fputs("usage: mailctl [-c heron.conf] [--json] NOUN VERB [ARGS...]\n"
 	      "       mailctl [-c heron.conf] -t    (print the effective configuration)\n"
-	      "Administers the Heron message store and queue; exit 0 ok, 1 not found or\n"
-	      "refused, 2 usage or system error. `mailctl NOUN --help` for one noun.\n\n",
+	      "Administers the Heron message store, queue and running daemons; exit 0 ok,\n"
+	      "1 refused or not found, 64 usage, 67 no such user, 75 try again later, 78\n"
+	      "configuration (mailctl(8) lists them all). `mailctl NOUN --help` for one noun.\n\n",
 	      f);
 	for (size_t i = 0; i < NCMDS; i++) {
 		fputs("  ", f);

@@ -268,6 +268,7 @@ void ag_step(struct agent *ag, enum ml_fn fn, int64_t t0_us, bool ok, const char
 	if (ml_fn_class(fn) == FC_PROBE) { /* measurement: the whole run, apart from the steps */
 		if (ag->phase == PH_IDLE)
 			return; /* the fill check before the run */
+		ml_metrics_step(fn, ok, us);
 		if (ok)
 			histo_add(&ag->h[fn], us);
 		else
@@ -275,6 +276,7 @@ void ag_step(struct agent *ag, enum ml_fn fn, int64_t t0_us, bool ok, const char
 		return;
 	}
 	ts_add(ag, fn, t0_us, us, ok);
+	ml_metrics_step(fn, ok, us);
 	if (!init && !ag_measured(ag, t0_us))
 		return;
 	ag->steps_all++;
@@ -295,6 +297,7 @@ void ag_sent_ack(struct agent *ag, uint64_t seq, int64_t sent_ms, const int64_t 
 {
 	int64_t now = clock_wall_ms();
 
+	ml_metrics_sent();
 	if (ag->nsent == ag->capsent) {
 		ag->capsent = ag->capsent ? ag->capsent * 2 : 256;
 		ag->sent = xreallocarray(ag->sent, ag->capsent, sizeof(*ag->sent));
@@ -575,6 +578,7 @@ static void ag_tick_cb(evutil_socket_t fd, short what, void *arg)
 	struct agent *ag = arg;
 	int64_t now = clock_wall_ms();
 
+	ml_metrics_tick(ag);
 	if (strcmp(ag->cfg.mode, "init") == 0) {
 		if (ag->init_done == ag->nusers)
 			ag->phase = PH_DONE;

@@ -208,6 +208,18 @@ void agent_free(struct agent *ag);
    until "quit" or the manager goes; the manager must first prove it knows secret
    (ctlauth.h). */
 int agent_serve_fd(int fd, const struct ctlauth_secret *secret);
+
+/* ml_metrics.c: --metrics ADDR (heron-metrics(7)). listen: binds ADDR and maps the region for
+   agents columns (the manager before it forks its agents, or an agent of its own); -1 when
+   ADDR cannot be bound. set_index: the column of the agent forked next. The agent's loop
+   answers scrapes between start and stop; step, sent and tick count. */
+int ml_metrics_listen(const char *addr, unsigned agents);
+void ml_metrics_set_index(unsigned agent);
+void ml_metrics_agent_start(struct event_base *base);
+void ml_metrics_agent_stop(void);
+void ml_metrics_step(unsigned fn, bool ok, uint64_t us);
+void ml_metrics_sent(void);
+void ml_metrics_tick(const struct agent *ag);
 /* Listens on host:port (net_listen), serves managers one at a time; -1 when it cannot. */
 int agent_listen(const char *hostport, const struct ctlauth_secret *secret);
 /* The status and results replies of the control protocol. */

@@ -343,7 +343,9 @@ int agent_serve_fd(int fd, const struct ctlauth_secret *secret)
 	buf_printf(&hello, "{\"hello\":\"mailload-agent\",\"nonce\":\"%s\"}\n", ag.nonce);
 	ctl_reply(&ag, &hello);
 	buf_release(&hello);
+	ml_metrics_agent_start(ag.base);
 	event_base_dispatch(ag.base);
+	ml_metrics_agent_stop();
 	bufferevent_free(ag.ctl);
 	agent_free(&ag);
 	event_base_free(ag.base);

@@ -67,6 +67,7 @@ struct subcmd {
 	"  --sut-pid PID            measure the CPU of this process tree (repeatable)\n"      \
 	"  --notes FILE             tuning notes for the report\n"                            \
 	"  --sut-version TEXT       the server's version, for the disclosure\n"              \
+	"  --metrics ADDR           serve Prometheus metrics of the run on ADDR (host:port)\n" \
 	"  -q                       no live status line and no summary on stdout\n"          \
 	"  -v                       log every step\n"
 
@@ -93,7 +94,7 @@ static const struct subcmd subcmds[] = {
 		    "Exit status: 0 when a rate passed, 1 when none did, 2 error.\n"
 		    "  --from R0, --to R1       the range (R1: 100000)\n"
 		    "  --steps N                runs at most (8)\n" TARGET_OPTS RUN_OPTS },
-	{ "agent", "usage: mailload agent --listen HOST:PORT --secret-file FILE\n"
+	{ "agent", "usage: mailload agent --listen HOST:PORT --secret-file FILE [--metrics ADDR]\n"
 		   "A load agent for a remote manager; the control port is authenticated with the\n"
 		   "shared secret of FILE (owner-only, at least 16 bytes).\n" },
 	{ "report", "usage: mailload report DIR\n"
@@ -197,7 +198,7 @@ enum {
 	O_PASSWORD, O_PROFILE, O_SEED, O_RATE, O_PHASES, O_POINTS, O_AGENTS, O_LOCAL, O_TLS, O_SINK,
 	O_REPORT, O_TIMEOUT, O_PROBES, O_SET, O_DRAIN, O_LISTEN, O_FROM, O_TO, O_STEPS,
 	O_SECRET, O_STREAM, O_SLICE, O_RECORD_ONLY, O_MAILDIR, O_JOBS, O_PROBE_WINDOW, O_MIN_SAMPLES, O_HTML,
-	O_FILL_RECORD, O_FORCE, O_SUT_CONFIG, O_SUT_VERSION, O_SUT_PID, O_NOTES, O_SMTP_HOST,
+	O_METRICS, O_FILL_RECORD, O_FORCE, O_SUT_CONFIG, O_SUT_VERSION, O_SUT_PID, O_NOTES, O_SMTP_HOST,
 	O_SUB_HOST, O_IMAP_HOST, O_USER_FORMAT, O_USERS_FILE, O_TLS_VERIFY, O_CA_FILE,
 	O_NO_CHECK,
 };
@@ -246,6 +247,7 @@ static const struct option longopts[] = {
 	{ "sut-config", required_argument, NULL, O_SUT_CONFIG },
 	{ "sut-version", required_argument, NULL, O_SUT_VERSION },
 	{ "sut-pid", required_argument, NULL, O_SUT_PID },
+	{ "metrics", required_argument, NULL, O_METRICS },
 	{ "notes", required_argument, NULL, O_NOTES },
 	{ "smtp-host", required_argument, NULL, O_SMTP_HOST },
 	{ "submission-host", required_argument, NULL, O_SUB_HOST },
@@ -364,6 +366,7 @@ static bool opt_one(struct cli *cl, int c, int argc, char **argv)
 	case O_SET: return opt_set(cl, optarg, argc, argv);
 	case O_LISTEN: cl->listen = optarg; return true;
 	case O_SECRET: cl->o.secret_file = optarg; return true;
+	case O_METRICS: cl->o.metrics = optarg; return true;
 	case O_FROM: cl->from = atof(optarg); return true;
 	case O_TO: cl->to = atof(optarg); return true;
 	case O_STEPS: return num(optarg, &cl->steps) == 0;
@@ -426,6 +429,8 @@ static int cmd_agent(const struct cli *cl)
 		fprintf(stderr, "mailload agent: %s\n", err);
 		return 2;
 	}
+	if (cl->o.metrics != NULL && ml_metrics_listen(cl->o.metrics, 1) < 0)
+		return 2;
 	return agent_listen(cl->listen, &secret) < 0 ? 1 : 0;
 }
 

@@ -188,6 +188,7 @@ static void agents_fork(struct mgr_agent *as, uint32_t n, const struct ctlauth_s
 		if (pid < 0)
 			fatal("fork");
 		if (pid == 0) {
+			ml_metrics_set_index(i);
 			close(sv[0]);
 			for (uint32_t j = 0; j < i; j++) { /* siblings' control ends */
 				fclose(as[j].r);
@@ -225,11 +226,18 @@ static int agents_start(struct mgr_opts *o, struct mgr_agent **as_r, uint32_t *n
 		ctlauth_generate(&secret);
 	}
 	if (o->agents != NULL) {
+		if (o->metrics != NULL)
+			log_warnx("--metrics serves local agents only: start each remote agent with "
+				  "--metrics");
 		as = xcalloc(MGR_AGENTS_MAX, sizeof(*as));
 		rc = agents_connect(o->agents, as, &n);
 	} else {
 		long cores = sysconf(_SC_NPROCESSORS_ONLN);
 		n = o->local_agents ? o->local_agents : (uint32_t)(cores > 0 ? cores : 1);
+		if (o->metrics != NULL && ml_metrics_listen(o->metrics, n) < 0) {
+			OPENSSL_cleanse(&secret, sizeof(secret));
+			return -1;
+		}
 		as = xcalloc(n, sizeof(*as));
 		agents_fork(as, n, &secret);
 	}

@@ -34,6 +34,7 @@ struct mgr_opts {
 	pid_t sut_pids[16];       /* the server's process trees: CPU per load point */
 	size_t nsut_pids;
 	const char *disclosure;   /* JSON members added to the report's head, or NULL */
+	const char *metrics;      /* --metrics ADDR: the local agents' Prometheus endpoint */
 	/* out: the last run's result */
 	bool uncertain, too_short;
 	char server_id[240];      /* the server's IMAP ID response seen in the run, or "" */

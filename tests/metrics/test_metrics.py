@@ -4,8 +4,9 @@ loopback, counters that move as the test drives SMTP and IMAP traffic (smtplib, 
 OpenMetrics on request, HTTP errors, the allow list, a flood of slow HTTP clients that must not
 disturb mail service, and a worker killed with -9 whose counters do not go back.
 
-usage: test_metrics.py MTAD IMAPD SINK
+usage: test_metrics.py MTAD IMAPD SINK SOURCE_ROOT MAILLOAD
 """
+import json
 import os
 import re
 import shutil
@@ -21,7 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from heronlib import (HOST, Daemon, Sink, free_port, imaplib, run_main, run_tests,  # noqa: E402
                       shared_conf, wait_for, wait_port)
 
-MTAD, IMAPD, SINK = sys.argv[1:4]
+MTAD, IMAPD, SINK, SRC, MAILLOAD = sys.argv[1:6]
 TMP = tempfile.mkdtemp(prefix="heron-metrics-")
 PROMTOOL = shutil.which("promtool")
 PROMETHEUS = shutil.which("prometheus")
@@ -259,6 +260,7 @@ def test_allow_list():
         wait_for(lambda: value(port, "heron_sink_messages_total") >= 1, 20, "sink counted")
         text = scrape(port)[1]
         promtool_check(text)
+        families(text)
         assert samples(text)['heron_connections_accepted_total{service="smtp"}'] >= 1
     finally:
         sink.stop()
@@ -289,7 +291,10 @@ def test_prometheus_scrapes():
             return body
 
         def ok():
-            ups = query("up")
+            try:
+                ups = query("up")
+            except OSError:  # 503 until its storage is ready
+                return False
             local = query('heron_deliveries_total{status="local"}')
             return ups.count('"value":[') == 2 and '"1"]' in ups and \
                 re.search(r'"value":\[[0-9.]+,"([3-9]|[1-9][0-9]+)"\]', local) is not None
@@ -312,6 +317,80 @@ def test_prometheus_scrapes():
         log.close()
 
 
+def test_mailload_metrics():
+    """mailload run --metrics: its local agents' steps, counted while the run goes on, in the
+    same buckets (a stack of its own: user1..user5)."""
+    d = os.path.join(TMP, "ml")
+    os.makedirs(d)
+    conf, sp, ip = shared_conf(d, [f"user{i}" for i in range(1, 6)],
+                               keys={"mtad": {"trusted_networks": "127.0.0.0/8"}})
+    daemons = [Daemon(MTAD, conf, os.path.join(d, "mtad.log"), sp),
+               Daemon(IMAPD, conf, os.path.join(d, "imapd.log"), ip)]
+    port = free_port()
+    p = None
+    try:
+        for x in daemons:
+            x.start()
+        p = subprocess.Popen([MAILLOAD, "run", "--rate", "30", "--users", "5", "--phases",
+                              "2/8/1", "--load-points", "100", "--report", os.path.join(d, "r"),
+                              "--force", "--no-delivery-check", "--local-agents", "2",
+                              "--smtp-port", str(sp), "--submission-port", str(sp),
+                              "--imap-port", str(ip), "--metrics", f"{HOST}:{port}", "-q"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(port, 30, p, "mailload metrics")
+        key = 'mailload_steps_total{function="imap_login",result="ok"}'
+        wait_for(lambda: value(port, key) >= 2, 30, "mailload counted its logins")
+        text = scrape(port)[1]
+        promtool_check(text)
+        families(text)
+        s = samples(text)
+        assert s["heron_workers"] == 2, s["heron_workers"]
+        assert s['mailload_step_duration_seconds_count{function="imap_login"}'] >= 2
+        p.wait(timeout=120)
+    finally:
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.wait()
+        for x in daemons:
+            x.stop()
+
+
+FAMILIES = set()  # every family a daemon served in this test (# TYPE lines)
+
+
+def families(text):
+    found = set(re.findall(r"^# TYPE (\S+) ", text, re.M))
+    FAMILIES.update(found)
+    return found
+
+
+def documented():
+    with open(os.path.join(SRC, "docs", "heron-metrics.7")) as f:
+        page = f.read().replace("\\", "")
+    return set(re.findall(r"\b((?:heron|mailload)_[a-z_]+)", page))
+
+
+def test_docs_name_every_family():
+    """heron-metrics(7) names every family the daemons serve, and the Grafana dashboard uses
+    only names it documents."""
+    for port in (MTAD_METRICS, IMAPD_METRICS):
+        families(scrape(port)[1])
+    docs = documented()
+    missing = sorted(f for f in FAMILIES if f not in docs)
+    assert not missing, f"served but not in heron-metrics(7): {missing}"
+    with open(os.path.join(SRC, "contrib", "grafana", "heron.json")) as f:
+        dash = json.load(f)
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+    used = set()
+    for e in exprs:
+        for name in re.findall(r"\b((?:heron|mailload)_[a-z_]+)", e):
+            used.add(re.sub(r"_(bucket|count|sum)$", "", name)
+                     if name.endswith(("_bucket", "_count", "_sum")) else name)
+    unknown = sorted(u for u in used if u not in docs)
+    assert not unknown, f"the dashboard uses undocumented names: {unknown}"
+    assert len(exprs) > 30
+
+
 def test_worker_kill9_keeps_counters():
     series = 'heron_connections_accepted_total{service="imap"}'
     before = value(IMAPD_METRICS, series)
@@ -331,7 +410,8 @@ def body():
     wait_port(IMAPD_METRICS, 20, imapd.proc, "imapd metrics")
     return run_tests([test_text_is_valid, test_counters_move, test_gauges_follow_sessions,
                       test_openmetrics, test_http_errors, test_slow_flood_keeps_mail_flowing,
-                      test_allow_list, test_prometheus_scrapes,
+                      test_allow_list, test_prometheus_scrapes, test_mailload_metrics,
+                      test_docs_name_every_family,
                       test_worker_kill9_keeps_counters])
 
 
