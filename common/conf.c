@@ -592,6 +592,55 @@ const char *conf_text(const struct conf *c, const char *section, const char *key
 	return c->v[i].text;
 }
 
+/* Whether key i holds its default's value in c (d: the defaults). Numbers, booleans and
+   choices compare as values ("off" is "no"), texts and lists as written. */
+static bool is_default(const struct conf *c, const struct conf *d, size_t i)
+{
+	const struct conf_key *k = &conf_keys[i];
+	const char *a = (const char *)&c->vals + k->off, *b = (const char *)&d->vals + k->off;
+
+	switch (k->field) {
+	case CONF_F_I64: case CONF_F_U64: case CONF_F_BOOL: case CONF_F_ENUM:
+		return memcmp(a, b, k->field_size) == 0;
+	case CONF_F_STR:
+		return strcmp(*(const char *const *)(const void *)a,
+			      *(const char *const *)(const void *)b) == 0;
+	default:
+		return strcmp(c->v[i].text, d->v[i].text) == 0;
+	}
+}
+
+static bool section_in(const char *section, const char *const *sections)
+{
+	if (sections == NULL)
+		return true;
+	for (; *sections != NULL; sections++)
+		if (strcmp(*sections, section) == 0)
+			return true;
+	return false;
+}
+
+void conf_dump_changed(const struct conf *c, const char *const *sections, FILE *out)
+{
+	struct conf *d = conf_defaults();
+	const char *cur = "";
+	bool any = false;
+
+	for (size_t i = 0; i < conf_nkeys; i++) {
+		const struct conf_key *k = &conf_keys[i];
+
+		if (!section_in(k->section, sections) || is_default(c, d, i))
+			continue;
+		if (strcmp(cur, k->section) != 0) {
+			fprintf(out, "%s[%s]\n", any ? "\n" : "", k->section);
+			cur = k->section;
+		}
+		fprintf(out, "%s = %s\n", k->name, c->v[i].text);
+		any = true;
+	}
+	conf_free(&d);
+}
+
 void conf_dump(const struct conf *c, FILE *out)
 {
 	const char *cur = "";

@@ -104,6 +104,10 @@ const struct conf_key conf_keys[] = {
 	{ "directory", "users_file", CONF_STR, 0, 0, "/etc/heron/users", NULL,
 	  "users file for backend = file (name:{SCHEME}hash:address,aliases:quota)",
 	  CONF_AT(directory.users_file) },
+	{ "directory", "password_scheme", CONF_ENUM, 0, 0, "auto", "auto|SSHA|SSHA256|SSHA512|CRYPT|ARGON2|SCRAM-SHA-256",
+	  "the hash mailctl pw and user add --password make; auto: SSHA512 for the users file, "
+	  "SSHA for LDAP (what a stock slapd checks; SSHA512 needs its pw-sha2 module, ARGON2 "
+	  "its argon2 module)", CONF_AT(directory.password_scheme) },
 	{ "directory", "pool_size", CONF_INT, 1, 64, "4", NULL,
 	  "LDAP connections per process", CONF_AT(directory.pool_size) },
 	{ "directory", "bind_pool_size", CONF_INT, 1, 256, "16", NULL,

@@ -39,6 +39,10 @@ struct store_conf {
 enum directory_backend { DIRECTORY_BACKEND_LDAP, DIRECTORY_BACKEND_FILE };
 enum directory_scope { DIRECTORY_SCOPE_SUB, DIRECTORY_SCOPE_ONE, DIRECTORY_SCOPE_BASE };
 enum directory_auth_mode { DIRECTORY_AUTH_BIND, DIRECTORY_AUTH_LOOKUP };
+enum directory_password_scheme {
+	DIRECTORY_PW_AUTO, DIRECTORY_PW_SSHA, DIRECTORY_PW_SSHA256, DIRECTORY_PW_SSHA512,
+	DIRECTORY_PW_CRYPT, DIRECTORY_PW_ARGON2, DIRECTORY_PW_SCRAM_SHA_256,
+};
 struct directory_conf {
 	enum directory_backend backend;
 	const char *uri;
@@ -58,6 +62,7 @@ struct directory_conf {
 	const char *quota_attribute;
 	const char *password_attribute;
 	const char *users_file;
+	enum directory_password_scheme password_scheme;
 	int64_t pool_size;
 	int64_t bind_pool_size;
 	int64_t timeout_ms;

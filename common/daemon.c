@@ -141,11 +141,12 @@ static void master_kill_cb(evutil_socket_t fd, short what, void *arg);
 
 static void usage(FILE *f, const char *ident)
 {
-	fprintf(f, "usage: %s [-f | -F] [-t] [-c config] | -V\n"
+	fprintf(f, "usage: %s [-f | -F] [-t | -n] [-c config] | -V\n"
 		   "  -c PATH  configuration file (default " DAEMON_CONF_DEFAULT ")\n"
 		   "  -f       stay in the foreground and log to stderr\n"
 		   "  -F       stay in the foreground (under systemd), log as [log] says\n"
 		   "  -t       check the configuration, print the effective values and exit\n"
+		   "  -n       print only the keys that differ from the defaults and exit\n"
 		   "  -V       print the version and exit\n",
 		ident);
 }
@@ -158,7 +159,7 @@ void daemon_args_parse(int argc, char **argv, const char *ident, struct daemon_a
 	a->ident = ident;
 	a->conf_path = DAEMON_CONF_DEFAULT;
 	optind = 1;
-	while ((ch = getopt(argc, argv, "c:fFthV")) != -1) {
+	while ((ch = getopt(argc, argv, "c:fFtnhV")) != -1) {
 		switch (ch) {
 		case 'c':
 			a->conf_path = optarg;
@@ -172,6 +173,9 @@ void daemon_args_parse(int argc, char **argv, const char *ident, struct daemon_a
 			break;
 		case 't':
 			a->test = true;
+			break;
+		case 'n':
+			a->changed = true;
 			break;
 		case 'h':
 			usage(stdout, ident);
@@ -239,8 +243,11 @@ struct conf *daemon_conf_load(const struct daemon_args *a)
 		c = conf_defaults();
 	else if (conf_load(a->conf_path, &c, &error) == -1)
 		conf_load_fail(a, error);
-	if (a->test) {
-		conf_dump(c, stdout);
+	if (a->test || a->changed) {
+		if (a->changed)
+			conf_dump_changed(c, a->sections, stdout);
+		else
+			conf_dump(c, stdout);
 		fflush(stdout);
 		conf_free(&c);
 		exit(0);

@@ -45,6 +45,8 @@ struct daemon_args {
 	bool foreground;       /* -f: stay attached, log to stderr; also set by -F */
 	bool supervised;       /* -F: stay attached (systemd), log as [log] says */
 	bool test;             /* -t: check the config, print it, exit */
+	bool changed;          /* -n: print the keys that differ from the defaults, exit */
+	const char *const *sections; /* set by the caller: the sections -n prints (NULL: all) */
 	bool conf_optional;    /* set by the caller: without -c, a missing default file means
 				  the built-in defaults (the command line says the rest) */
 };
@@ -56,13 +58,13 @@ struct daemon_args {
    sysconfdir: /etc for prefix /usr, PREFIX/etc otherwise). */
 #define DAEMON_CONF_DEFAULT HERON_SYSCONFDIR "/heron/heron.conf"
 
-/* Parses -c PATH, -f, -F, -t and -h from argv. Prints usage to stderr and exits 2 on anything
+/* Parses -c PATH, -f, -F, -t, -n and -h from argv. Prints usage to stderr and exits 2 on anything
    else (-h: usage to stdout, exit 0). */
 void daemon_args_parse(int argc, char **argv, const char *ident, struct daemon_args *a);
 
 /* Loads a->conf_path. On error prints "ident: file:line: reason" to stderr (a file that
    cannot be opened: which one, and that -c names another) and exits 1. With a->test prints
-   conf_dump() to stdout and exits 0. Otherwise starts logging from [log] (target, file,
+   conf_dump() to stdout and exits 0; with a->changed, conf_dump_changed() of a->sections. Otherwise starts logging from [log] (target, file,
    level, facility; -f forces stderr) and returns the config (the caller owns it). */
 struct conf *daemon_conf_load(const struct daemon_args *a);
 

@@ -85,7 +85,11 @@ int main(int argc, char **argv)
 	char *error = NULL;
 	int rc;
 
+	static const char *const sections[] = { "store", "directory", "tls", "imapd", "metrics",
+						"control", "log", NULL };
+
 	daemon_args_parse(argc, argv, "imapd", &args);
+	args.sections = sections;
 	conf = daemon_conf_load(&args);
 	m.first = conf;
 	ic = &conf_values(conf)->imapd;

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,6 +42,8 @@ struct ldapauth {
 	struct lpool *search, *bind;
 	struct authcache *cache;
 	struct static_users *users;
+	struct stat users_st;   /* the users file as loaded: a change is loaded again */
+	int64_t users_checked_ms;
 	struct req_queue done;  /* completed, callbacks pending */
 	struct req_queue live;  /* every request not yet freed */
 	struct event *done_ev;
@@ -53,6 +56,7 @@ static void done_cb(evutil_socket_t fd, short what, void *arg);
 static void timeout_cb(evutil_socket_t fd, short what, void *arg);
 static void req_to_directory(struct ldapauth_req *req, enum req_op op);
 static void req_file(struct ldapauth_req *req);
+static void users_maybe_reload(struct ldapauth *la);
 static void search_result(struct ldapauth_req *req, LDAP *ld, LDAPMessage *msg);
 static void bind_result(struct ldapauth_req *req, LDAP *ld, LDAPMessage *msg);
 static struct ldapauth_rec *entry_to_rec(struct ldapauth *la, LDAP *ld, LDAPMessage *e,
@@ -138,7 +142,7 @@ void ldapauth_rec_add_alias(struct ldapauth_rec *r, const char *addr, size_t len
 
 /* ---- set-up ---- */
 
-static int read_secret(const char *path, char **out_r, char **error_r)
+int ldapauth_read_secret(const char *path, char **out_r, char **error_r)
 {
 	char buf[1025];
 	ssize_t n;
@@ -189,7 +193,7 @@ static int setup_ldap(struct ldapauth *la, const struct conf *c, char **error_r)
 		o.uris[o.nuris++] = xmemdup0(f.p, f.len);
 	}
 	if (d->bind_password_file[0] != '\0')
-		rc = read_secret(d->bind_password_file, &pw, error_r);
+		rc = ldapauth_read_secret(d->bind_password_file, &pw, error_r);
 	o.starttls = d->starttls;
 	o.ca = conf_values(c)->tls.ca;
 	o.bind_dn = d->bind_dn;
@@ -257,6 +261,8 @@ int ldapauth_new(struct event_base *base, const struct conf *c, struct ldapauth 
 		rc = -1;
 	} else if (la->backend == BACKEND_FILE) {
 		rc = static_users_load(la->users_file, &la->users, error_r);
+		if (rc == 0 && stat(la->users_file, &la->users_st) == -1)
+			memset(&la->users_st, 0, sizeof(la->users_st));
 	} else {
 		rc = setup_ldap(la, c, error_r);
 	}
@@ -398,6 +404,8 @@ static bool req_from_cache(struct ldapauth_req *req)
 
 static void req_start(struct ldapauth_req *req)
 {
+	if (req->la->backend == BACKEND_FILE)
+		users_maybe_reload(req->la); /* before the cache: it may answer for a removed user */
 	if (req_from_cache(req))
 		return;
 	if (req->la->backend == BACKEND_FILE)
@@ -489,6 +497,33 @@ static void done_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* ---- users file ---- */
+
+/* A users file changed since it was loaded (mailctl user add, an editor's rename) is loaded
+   again before a request; looked at once a second at most. A file with an error keeps the
+   users already loaded (logged once per change). */
+static void users_maybe_reload(struct ldapauth *la)
+{
+	int64_t now = clock_mono_ms();
+	struct stat st;
+	char *err = NULL;
+
+	if (now - la->users_checked_ms < 1000)
+		return;
+	la->users_checked_ms = now;
+	if (stat(la->users_file, &st) == -1 ||
+	    (st.st_ino == la->users_st.st_ino && st.st_size == la->users_st.st_size &&
+	     st.st_mtim.tv_sec == la->users_st.st_mtim.tv_sec &&
+	     st.st_mtim.tv_nsec == la->users_st.st_mtim.tv_nsec))
+		return;
+	la->users_st = st;
+	if (ldapauth_reload(la, &err) < 0) {
+		log_warnx("directory: %s changed but does not load, the users loaded before stay: %s",
+			  la->users_file, err);
+		free(err);
+		return;
+	}
+	log_info("directory: %s changed: loaded again", la->users_file);
+}
 
 static void req_file(struct ldapauth_req *req)
 {

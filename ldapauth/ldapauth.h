@@ -109,6 +109,22 @@ struct ldapauth_metrics_last {
 	struct metrics_hist_last rtt;
 };
 void ldapauth_metrics_publish(const struct ldapauth *la, struct ldapauth_metrics_last *last);
+/* Every user of the directory of c ([directory]): the users file's, or an LDAP search of
+   user_filter for any login (paged, so a server's size limit does not cut it short), each
+   given to cb with its login and primary address (NULL when it has none). Blocks: for
+   admin tools, never a daemon's loop. 0, or -1 with *error_r (malloc'd). */
+int ldapauth_list_users(const struct conf *c,
+			void (*cb)(const char *login, const char *address, void *arg), void *arg,
+			char **error_r);
+
+/* Password hashes (passwd.c) for userPassword and the users file: the schemes made
+   (names without braces, NULL-terminated: SSHA SSHA256 SSHA512 CRYPT ARGON2 SCRAM-SHA-256),
+   and the stored form "{SCHEME}..." of password in one of them (malloc'd; random salt), or
+   NULL with *error_r (a constant) for an unknown scheme or a failure. Every scheme made is
+   also verified locally (lookup mode, the users file). */
+extern const char *const ldapauth_passwd_schemes[];
+char *ldapauth_passwd_hash(const char *scheme, const char *password, const char **error_r);
+
 /* "bind", "lookup" or "file". */
 const char *ldapauth_mode(const struct ldapauth *la);
 const char *ldapauth_strerror(enum ldapauth_result r);

@@ -87,6 +87,11 @@ struct ldapauth_rec *static_users_find_login(const struct static_users *su, cons
 					     const char **hash_r);
 struct ldapauth_rec *static_users_find_address(const struct static_users *su,
 					       const char *addr);
+/* Every user, in login order. */
+void static_users_each(const struct static_users *su,
+		       void (*cb)(const struct ldapauth_user *u, void *arg), void *arg);
+/* ldapauth.c: the first line of a secret file (bind_password_file); -1 with *error_r. */
+int ldapauth_read_secret(const char *path, char **out_r, char **error_r);
 
 /* ldap_conn.c: a pool of LDAP connections of one kind. */
 enum lpool_kind { LPOOL_SEARCH, LPOOL_BIND };

@@ -203,6 +203,13 @@ struct ldapauth_rec *static_users_find_login(const struct static_users *su, cons
 	return ldapauth_rec_ref(u->rec);
 }
 
+void static_users_each(const struct static_users *su,
+		       void (*cb)(const struct ldapauth_user *u, void *arg), void *arg)
+{
+	for (size_t i = 0; i < su->nusers; i++)
+		cb(&su->users[i].rec->u, arg);
+}
+
 struct ldapauth_rec *static_users_find_address(const struct static_users *su, const char *addr)
 {
 	struct su_addr key = { .addr = lower_dup(addr, strlen(addr)) }, *a;

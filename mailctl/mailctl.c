@@ -26,14 +26,21 @@ static void print_cmd(FILE *f, const struct mc_cmd *c);
 /* One row per command (STYLE 5): arity and options are checked before the handler runs. */
 static const struct mc_cmd mc_cmds[] = {
 	{ "user", "add", 1, 1, MC_STORE_NEW, "USER [--partition N] [--quota-bytes SIZE] "
-	  "[--quota-messages N]", "create a user with an INBOX", mc_user_add,
-	  { { "partition", true }, { "quota-bytes", true }, { "quota-messages", true } } },
+	  "[--quota-messages N] [--password [--address A] [--scheme S]]",
+	  "create a user with an INBOX; --password (prompted, or a line of stdin) also writes "
+	  "its login into the users file (backend = file)", mc_user_add,
+	  { { "partition", true }, { "quota-bytes", true }, { "quota-messages", true },
+	    { "password", false }, { "address", true }, { "scheme", true } } },
+	{ "pw", NULL, 0, 0, MC_NOSTORE, "[--scheme SSHA|SSHA256|SSHA512|CRYPT|ARGON2|SCRAM-SHA-256]",
+	  "print the hash of a password (prompted, or a line of stdin) for userPassword or the "
+	  "users file (default: [directory] password_scheme)", mc_pw, { { "scheme", true } } },
 	{ "user", "del", 1, 1, MC_STORE, "USER", "delete a user with all mailboxes and mail",
 	  mc_user_del, { { NULL, false } } },
 	{ "user", "rename", 2, 2, MC_STORE, "OLD NEW", "rename a user (mail stays)",
 	  mc_user_rename, { { NULL, false } } },
-	{ "user", "list", 0, 1, MC_STORE, "[PATTERN]", "list users (PATTERN: * and %)",
-	  mc_user_list, { { NULL, false } } },
+	{ "user", "list", 0, 1, MC_STORE, "[PATTERN] [--source store|directory|both|all]",
+	  "list the users of the store and of the directory, merged (source: store, directory "
+	  "or both; PATTERN: * and %)", mc_user_list, { { "source", true } } },
 	{ "user", "show", 1, 1, MC_STORE, "USER", "show a user: usage, quota, mailboxes",
 	  mc_user_show, { { NULL, false } } },
 	{ "quota", "get", 1, 1, MC_STORE, "USER", "show usage and limits", mc_quota_get,

@@ -117,8 +117,21 @@ int mc_flag_parse(const char *s, unsigned *flag_r);
 void mc_flags_text(char *buf, size_t size, unsigned flags, uint64_t kws,
 		   const char *const *kwnames, unsigned nkw);
 
+/* mailctl_pw.c: a password read (prompted twice on a terminal, else a line of stdin) and
+   hashed in scheme (NULL: [directory] password_scheme), *hash_r malloc'd; and the users
+   file of backend = file edited in two steps: add prepares it with line added (locked, not
+   yet in place; MC_REFUSED when user has a line already), commit puts it in place, abort
+   drops it. Each returns an exit code after saying why it failed. */
+int mc_pw_read_hash(struct mc *mc, const char *scheme, char **hash_r);
+struct users_edit;
+int mc_users_edit_add(struct mc *mc, const char *user, const char *line,
+		      struct users_edit **e_r);
+int mc_users_edit_commit(struct mc *mc, struct users_edit **ep);
+void mc_users_edit_abort(struct users_edit **ep);
+
 /* The command handlers, one per noun/verb (table in mailctl.c). */
 int mc_user_add(struct mc *, const struct mc_args *);
+int mc_pw(struct mc *, const struct mc_args *);
 int mc_user_del(struct mc *, const struct mc_args *);
 int mc_user_rename(struct mc *, const struct mc_args *);
 int mc_user_list(struct mc *, const struct mc_args *);

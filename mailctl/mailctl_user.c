@@ -6,8 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
+#include "common/conf.h"
 #include "common/str.h"
 #include "common/xmalloc.h"
+#include "ldapauth/ldapauth.h"
 #include "mailctl/mailctl.h"
 
 /* The arguments of one write, shared by the small write callbacks below. */
@@ -71,6 +75,11 @@ static void special_text(char *buf, size_t size, unsigned special)
 /* ------------------------------------------------------------------------------------- */
 /* user */
 
+static int w_user_del(struct store_txn *t, void *arg)
+{
+	return store_user_delete(t, ((struct op *)arg)->user);
+}
+
 static int w_user_add(struct store_txn *t, void *arg)
 {
 	struct op *o = arg;
@@ -81,9 +90,48 @@ static int w_user_add(struct store_txn *t, void *arg)
 	return rc;
 }
 
+/* --password: the users file line of the new user, prepared in *e_r (not yet in place). */
+static int login_prepare(struct mc *mc, const struct mc_args *a, struct users_edit **e_r)
+{
+	const struct heron_conf *v = conf_values(mc->conf);
+	const char *user = a->pos[0], *addr = a->set[4] ? a->val[4] : NULL;
+	const struct conf_list *dom = v->mtad.local_domains;
+	char *hash = NULL, *line, *def = NULL;
+	int rc;
+
+	*e_r = NULL;
+	if (v->directory.backend != DIRECTORY_BACKEND_FILE) {
+		fprintf(stderr, "mailctl: --password writes the users file, but [directory] backend "
+				"is ldap in %s: add the login in the directory (`mailctl pw` prints "
+				"its userPassword)\n", mc->conf_path);
+		return MC_CONFIG;
+	}
+	if (strpbrk(user, ":#") != NULL || user[0] == '\0')
+		return mc_usage(mc, "a login of the users file holds no ':' nor '#'");
+	if (addr == NULL && dom->n > 0)
+		addr = def = xasprintf("%s@%s", user, dom->v[0]);
+	if (addr == NULL)
+		return mc_usage(mc, "--address is needed ([mtad] local_domains is empty)");
+	if (strchr(addr, '@') == NULL || strpbrk(addr, ":, \t\r\n") != NULL) {
+		free(def);
+		return mc_usage(mc, "--address %s: one address (local@domain)", addr);
+	}
+	if ((rc = mc_pw_read_hash(mc, a->set[5] ? a->val[5] : NULL, &hash)) == MC_OK) {
+		line = a->set[1] ? xasprintf("%s:%s:%s:%s", user, hash, addr, a->val[1])
+				 : xasprintf("%s:%s:%s", user, hash, addr);
+		rc = mc_users_edit_add(mc, user, line, e_r);
+		OPENSSL_cleanse(line, strlen(line));
+		free(line);
+	}
+	free(hash);
+	free(def);
+	return rc;
+}
+
 int mc_user_add(struct mc *mc, const struct mc_args *a)
 {
 	struct op o = { .user = a->pos[0] };
+	struct users_edit *login = NULL;
 	unsigned part;
 	uint64_t p;
 	int rc;
@@ -99,20 +147,31 @@ int mc_user_add(struct mc *mc, const struct mc_args *a)
 	if ((a->set[1] && str_to_size(a->val[1], strlen(a->val[1]), &o.n1) < 0) ||
 	    (a->set[2] && str_to_u64(a->val[2], strlen(a->val[2]), UINT64_MAX, &o.n2) < 0))
 		return mc_usage(mc, "bad quota (bytes take k/M/G; messages a number)");
-	if ((rc = store_write(mc->st, part, w_user_add, &o)) != 0)
+	if ((a->set[4] || a->set[5]) && !a->set[3])
+		return mc_usage(mc, "--address and --scheme go with --password");
+	if (a->set[3] && (rc = login_prepare(mc, a, &login)) != MC_OK)
+		return rc;
+	if ((rc = store_write(mc->st, part, w_user_add, &o)) != 0) {
+		mc_users_edit_abort(&login);
 		return mc_fail(mc, rc, "cannot create user '%s'", o.user);
-	if (mc->json)
-		printf("{\"user\": \"%s\", \"id\": %" PRIu64 ", \"partition\": %u}\n", o.user,
-		       o.id, part);
-	else
-		printf("user %s created in partition %u\n", o.user, part);
+	}
+	if (login != NULL && (rc = mc_users_edit_commit(mc, &login)) != MC_OK) {
+		/* the login could not be written: the store user goes too, nothing changed */
+		store_write(mc->st, part, w_user_del, &o);
+		return rc;
+	}
+	if (mc->json) {
+		fputs("{\"user\": ", stdout);
+		mc_json_str(stdout, o.user, strlen(o.user));
+		printf(", \"id\": %" PRIu64 ", \"partition\": %u, \"login\": %s}\n", o.id, part,
+		       a->set[3] ? "true" : "false");
+	} else {
+		printf("user %s created in partition %u%s\n", o.user, part,
+		       a->set[3] ? ", with its login in the users file" : "");
+	}
 	return MC_OK;
 }
 
-static int w_user_del(struct store_txn *t, void *arg)
-{
-	return store_user_delete(t, ((struct op *)arg)->user);
-}
 
 int mc_user_del(struct mc *mc, const struct mc_args *a)
 {
@@ -157,50 +216,155 @@ int mc_user_rename(struct mc *mc, const struct mc_args *a)
 	return MC_OK;
 }
 
+/* A user of the directory, for the merge with the store's. */
+struct dir_user {
+	char *key;      /* the login, lower-cased */
+	char *login, *address;
+	bool in_store;
+};
+
 struct user_walk {
 	struct mc_table *tab;
 	const char *pattern;
 	unsigned part;
+	struct dir_user *dir;
+	size_t ndir, capdir;
+	int want;       /* --source: 0 all, else a bit of SRC_* */
 };
+
+enum { SRC_STORE = 1, SRC_DIRECTORY = 2, SRC_BOTH = 4 };
+
+static void dir_user_add(const char *login, const char *address, void *arg)
+{
+	struct user_walk *w = arg;
+	struct dir_user *d;
+
+	if (w->ndir == w->capdir) {
+		w->capdir = w->capdir ? w->capdir * 2 : 256;
+		w->dir = xreallocarray(w->dir, w->capdir, sizeof(*w->dir));
+	}
+	d = &w->dir[w->ndir++];
+	d->login = xstrdup(login);
+	d->key = xstrdup(login);
+	str_lower(d->key, strlen(d->key));
+	d->address = address != NULL ? xstrdup(address) : NULL;
+	d->in_store = false;
+}
+
+static int dir_user_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct dir_user *)a)->key, ((const struct dir_user *)b)->key);
+}
+
+static struct dir_user *dir_find(struct user_walk *w, const char *name)
+{
+	struct dir_user key = { .key = xstrdup(name) }, *d;
+
+	str_lower(key.key, strlen(key.key));
+	d = w->ndir ? bsearch(&key, w->dir, w->ndir, sizeof(*w->dir), dir_user_cmp) : NULL;
+	free(key.key);
+	return d;
+}
+
+static bool wanted(const struct user_walk *w, int source)
+{
+	return w->want == 0 || (w->want & source) != 0;
+}
 
 static int user_row(const struct store_user *u, void *arg)
 {
 	struct user_walk *w = arg;
+	struct dir_user *d = dir_find(w, u->name);
 
-	if (w->pattern != NULL && !store_mbox_match(w->pattern, u->name, strlen(u->name)))
+	if (d != NULL)
+		d->in_store = true;
+	if ((w->pattern != NULL && !store_mbox_match(w->pattern, u->name, strlen(u->name))) ||
+	    !wanted(w, d != NULL ? SRC_BOTH : SRC_STORE))
 		return 0;
 	mc_table_row(w->tab);
 	mc_cell_str(w->tab, u->name);
+	mc_cell_str(w->tab, d != NULL ? "both" : "store");
 	mc_cell_u64(w->tab, w->part);
 	mc_cell_u64(w->tab, u->used_msgs);
 	mc_cell_u64(w->tab, u->used_bytes);
 	mc_cell_u64(w->tab, u->quota_msgs);
 	mc_cell_u64(w->tab, u->quota_bytes);
 	mc_cell_time(w->tab, u->created);
+	mc_cell_str(w->tab, d != NULL ? d->address : NULL);
 	return 0;
 }
 
-static const char *const user_cols[] = { "user", "partition", "messages", "bytes",
-					 "quota_messages", "quota_bytes", "created", NULL };
+/* The directory's users not in the store: source "directory", no store columns. */
+static void dir_only_rows(struct user_walk *w)
+{
+	for (size_t i = 0; i < w->ndir; i++) {
+		struct dir_user *d = &w->dir[i];
+
+		if (d->in_store || !wanted(w, SRC_DIRECTORY) ||
+		    (w->pattern != NULL && !store_mbox_match(w->pattern, d->login,
+							     strlen(d->login))))
+			continue;
+		mc_table_row(w->tab);
+		mc_cell_str(w->tab, d->login);
+		mc_cell_str(w->tab, "directory");
+		for (int k = 0; k < 6; k++)
+			mc_cell_null(w->tab);
+		mc_cell_str(w->tab, d->address);
+	}
+}
+
+static const char *const user_cols[] = { "user", "source", "partition", "messages", "bytes",
+					 "quota_messages", "quota_bytes", "created", "address",
+					 NULL };
 
 int mc_user_list(struct mc *mc, const struct mc_args *a)
 {
 	struct user_walk w = { mc_table_new(user_cols), a->pos[0], 0 };
 	struct store_txn *t;
-	int rc = 0;
+	char *err = NULL;
+	int rc = 0, exit_rc = MC_OK;
 
+	if (a->set[0]) {
+		const char *s = a->val[0];
+
+		w.want = strcmp(s, "store") == 0 ? SRC_STORE | SRC_BOTH
+			 : strcmp(s, "directory") == 0 ? SRC_DIRECTORY | SRC_BOTH
+			 : strcmp(s, "both") == 0 ? SRC_BOTH
+			 : strcmp(s, "all") == 0 ? 0 : -1;
+		if (w.want < 0) {
+			mc_table_free(&w.tab);
+			return mc_usage(mc, "--source store|directory|both|all");
+		}
+	}
+	/* --source store asks no directory */
+	if (w.want != (SRC_STORE | SRC_BOTH) &&
+	    ldapauth_list_users(mc->conf, dir_user_add, &w, &err) < 0) {
+		fprintf(stderr, "mailctl: the directory's users are not listed: %s\n", err);
+		free(err);
+		exit_rc = MC_TEMPFAIL;
+	}
+	if (w.ndir > 0)
+		qsort(w.dir, w.ndir, sizeof(*w.dir), dir_user_cmp);
 	for (w.part = 0; w.part < store_partitions(mc->st) && rc == 0; w.part++) {
 		if ((rc = store_txn_begin(mc->st, w.part, STORE_TXN_READ, &t)) != 0)
 			break;
 		rc = store_user_list(t, user_row, &w);
 		store_txn_abort(&t);
 	}
+	if (rc == 0)
+		dir_only_rows(&w);
+	for (size_t i = 0; i < w.ndir; i++) {
+		free(w.dir[i].key);
+		free(w.dir[i].login);
+		free(w.dir[i].address);
+	}
+	free(w.dir);
 	if (rc != 0) {
 		mc_table_free(&w.tab);
 		return mc_fail(mc, rc, "cannot list users of partition %u", w.part);
 	}
 	mc_table_print(mc, &w.tab);
-	return MC_OK;
+	return exit_rc;
 }
 
 static int count_mbox(const struct store_mbox_info *mi, void *arg)

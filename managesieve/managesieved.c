@@ -127,7 +127,11 @@ int main(int argc, char **argv)
 	char *error = NULL;
 	int rc;
 
+	static const char *const sections[] = { "store", "directory", "tls", "sieve", "metrics",
+						"control", "log", NULL };
+
 	daemon_args_parse(argc, argv, "managesieved", &args);
+	args.sections = sections;
 	conf = daemon_conf_load(&args);
 	const struct sieve_conf *sc = &conf_values(conf)->sieve;
 

@@ -217,7 +217,11 @@ int main(int argc, char **argv)
 	struct daemon_ops ops = { 0 };
 	const struct mtad_conf *mc;
 
+	static const char *const sections[] = { "store", "directory", "tls", "mtad", "dns",
+						"sieve", "metrics", "control", "log", NULL };
+
 	daemon_args_parse(argc, argv, "mtad", &args);
+	args.sections = sections;
 	mm.conf = daemon_conf_load(&args);
 	mm.conf_path = args.conf_path;
 	struct conf *first = mm.conf;

@@ -118,7 +118,10 @@ static void parse_cmdline(int argc, char **argv, struct sink_cmdline *cl,
 	for (int i = 1; i < argc; i++)
 		if (!parse_long(argc, argv, &i, cl))
 			rest[nrest++] = argv[i];
+	static const char *const sections[] = { "sink", "tls", "metrics", "control", "log", NULL };
+
 	daemon_args_parse(nrest, rest, "sink", a);
+	a->sections = sections;
 	/* a's strings point into argv, not into rest */
 	free(rest);
 }
@@ -352,18 +355,22 @@ int main(int argc, char **argv)
 	struct sink_cmdline cl;
 	struct daemon_args a;
 	struct daemon_ops ops = { .ident = "sink", .drain_ms = SINK_DRAIN_MS };
-	bool test;
+	bool test, changed;
 	int rc;
 
 	parse_cmdline(argc, argv, &cl, &a);
 	test = a.test;
-	a.test = false;                 /* -t shows the values after the command line's */
-	a.foreground |= test;
+	changed = a.changed;
+	a.test = a.changed = false;     /* -t and -n show the values after the command line's */
+	a.foreground |= test || changed;
 	a.conf_optional = true; /* --listen and --control may be all it needs */
 	m.conf = daemon_conf_load(&a);
 	apply_overrides(&m, &cl);
-	if (test) {
-		conf_dump(m.conf, stdout);
+	if (test || changed) {
+		if (changed)
+			conf_dump_changed(m.conf, a.sections, stdout);
+		else
+			conf_dump(m.conf, stdout);
 		conf_free(&m.conf);
 		return 0;
 	}

@@ -302,6 +302,32 @@ static void test_dump(void **state)
 	conf_free(&c);
 }
 
+/* -n: only what differs from the defaults, by value (an explicit default, spelled otherwise,
+   is not a change), in the sections asked for. */
+static void test_dump_changed(void **state)
+{
+	static const char *const sections[] = { "imapd", "log", NULL };
+	struct conf *c = NULL;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	assert_null(load_text("[imapd]\nworkers = 5\nallow_plaintext_auth = off\n"
+			      "idle_timeout = 1800s\n[log]\nlevel = debug\n[mtad]\nworkers = 3\n",
+			      &c));
+	f = open_memstream(&buf, &len);
+	conf_dump_changed(c, sections, f);
+	fclose(f);
+	assert_string_equal(buf, "[imapd]\nworkers = 5\n\n[log]\nlevel = debug\n");
+	free(buf);
+	f = open_memstream(&buf, &len);
+	conf_dump_changed(c, NULL, f);
+	fclose(f);
+	assert_non_null(strstr(buf, "[mtad]\nworkers = 3\n"));
+	free(buf);
+	conf_free(&c);
+}
+
 /* Every key of the table appears in etc/heron.conf, in its section, as "#key = default" or
    "key = default", and the shipped file itself loads. */
 static void test_documented(void **state)
@@ -373,6 +399,7 @@ int main(void)
 		cmocka_unit_test(test_typed),
 		cmocka_unit_test(test_fields),
 		cmocka_unit_test(test_dump),
+		cmocka_unit_test(test_dump_changed),
 		cmocka_unit_test(test_documented),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -106,10 +106,10 @@ def test_users():
     fails(1, "user", "add", "bob", says="already exists")
     fails(64, "user", "add", "x", "--partition", "9")
     fails(64, "user", "add", "bad\nname", says="invalid argument")
-    users = {u["user"]: u for u in js("user", "list")}
+    users = {u["user"]: u for u in js("user", "list", "--source", "store")}
     assert set(users) == {"alice", "bob"}, users
     assert users["alice"]["quota_bytes"] == 10 << 20 and users["alice"]["partition"] == 1
-    assert [u["user"] for u in js("user", "list", "al*")] == ["alice"]
+    assert [u["user"] for u in js("user", "list", "al*", "--source", "store")] == ["alice"]
     show = js("user", "show", "bob")
     assert show["mailboxes"] == 1 and show["messages"] == 0, show
     fails(67, "user", "show", "nobody", says="user list")
@@ -119,8 +119,8 @@ def test_users():
     fails(67, "user", "show", "tmp")
     ok("user", "del", "tmp2")
     fails(67, "user", "del", "tmp2")
-    human = ok("user", "list").decode()
-    assert human.splitlines()[0].split()[:2] == ["user", "partition"], human
+    human = ok("user", "list", "--source", "store").decode()
+    assert human.splitlines()[0].split()[:3] == ["user", "source", "partition"], human
 
 
 def test_quota():
@@ -509,12 +509,13 @@ def test_backup_restore():
 
 
 def test_stats():
-    rows = {r["partition"]: r for r in js("stats")}
-    assert set(rows) == {"0", "1", "queue", "total"}, rows
-    users = len(js("user", "list"))
-    assert rows["total"]["users"] == users == rows["0"]["users"] + rows["1"]["users"]
+    rows = {r["scope"] if r["partition"] is None else r["partition"]: r for r in js("stats")}
+    assert set(rows) == {0, 1, "queue", "total"}, rows
+    assert all(isinstance(r["users"], int) for r in rows.values()), rows
+    users = len(js("user", "list", "--source", "store"))
+    assert rows["total"]["users"] == users == rows[0]["users"] + rows[1]["users"]
     assert rows["queue"]["messages"] == len(js("queue", "list"))
-    total_msgs = sum(u["messages"] for u in js("user", "list"))
+    total_msgs = sum(u["messages"] for u in js("user", "list", "--source", "store"))
     assert rows["total"]["messages"] == total_msgs, (rows, total_msgs)
     assert b"total" in ok("stats")
 
@@ -605,9 +606,74 @@ def test_bulk():
     fails(66, "import", "--bulk", os.path.join(TMP, "nonexistent"), conf=conf)
 
 
+def test_user_add_password():
+    """user add --password writes the login into the users file (which the directory then
+    authenticates); a refused one changes nothing: neither the file nor the store."""
+    users = os.path.join(TMP, "pwusers")
+    with open(users, "w") as f:
+        f.write(f"carol:{ssha(b'secret')}:carol@heron.test\n")
+    before = open(users).read()
+    conf = write_conf("pw.conf", os.path.join(TMP, "pwstore"),
+                      more={"directory": file_directory(users),
+                            "mtad": {"local_domains": "heron.test, other.test"}})
+    r = json.loads(ok("--json", "user", "add", "dora", "--password", "--quota-bytes", "5M",
+                      conf=conf, stdin=b"s3cret pw\n"))
+    assert r["user"] == "dora" and r["login"] is True and isinstance(r["partition"], int), r
+    text = open(users).read()
+    assert text.startswith(before) and "\ndora:{SSHA512}" in text, text
+    assert text.rstrip("\n").endswith(":dora@heron.test:5M"), text
+    out = ok("auth", "test", "dora", conf=conf, stdin=b"s3cret pw\n").decode()
+    assert out.startswith("result=ok") and "user=dora" in out, out
+    rc, out, _ = run("auth", "test", "dora", conf=conf, stdin=b"wrong\n")
+    assert rc == 1 and out.startswith(b"result=wrong credentials"), (rc, out)
+    ok("user", "add", "eve", "--password", "--address", "eve@other.test", "--scheme", "ARGON2",
+       conf=conf, stdin=b"pw eve\n")
+    assert "\neve:{ARGON2}$argon2id$" in open(users).read()
+    assert ok("auth", "test", "eve", conf=conf, stdin=b"pw eve\n").startswith(b"result=ok")
+    # refusals, each leaving the file and the store as they were
+    snapshot = open(users).read()
+    fails(1, "user", "add", "Carol", "--password", conf=conf, stdin=b"x\n",
+          says="in " + users)
+    fails(64, "user", "add", "fay", "--password", conf=conf, stdin=b"\n", says="empty")
+    fails(64, "user", "add", "fay", "--password", conf=conf, stdin=b"")
+    fails(64, "user", "add", "fay", "--password", "--scheme", "MD5", conf=conf, stdin=b"x\n")
+    fails(64, "user", "add", "fay", "--password", "--address", "a:b@c", conf=conf,
+          stdin=b"x\n")
+    fails(64, "user", "add", "fay", "--address", "f@heron.test", conf=conf)
+    fails(1, "user", "add", "dora", "--password", conf=conf, stdin=b"x\n")
+    assert open(users).read() == snapshot
+    fails(67, "user", "show", "fay", conf=conf)
+    fails(67, "user", "show", "carol", conf=conf)  # refused above: no store user either
+    ldap = write_conf("pwldap.conf", os.path.join(TMP, "pwstore"))
+    fails(78, "user", "add", "gil", "--password", conf=ldap, stdin=b"x\n", says="ldap")
+    fails(67, "user", "show", "gil", conf=conf)
+    # user list: the store's users and the directory's, merged, each saying where it is
+    ok("user", "add", "zed", conf=conf)
+    rows = {u["user"]: u for u in js("user", "list", conf=conf)}
+    assert {k: v["source"] for k, v in rows.items()} == {
+        "carol": "directory", "dora": "both", "eve": "both", "zed": "store"}, rows
+    assert rows["carol"]["partition"] is None and rows["carol"]["address"] == "carol@heron.test"
+    assert isinstance(rows["dora"]["partition"], int) and rows["zed"]["address"] is None
+    assert [u["user"] for u in js("user", "list", "--source", "directory", conf=conf)] == [
+        "dora", "eve", "carol"]
+    assert [u["user"] for u in js("user", "list", "--source", "both", conf=conf)] == [
+        "dora", "eve"] or sorted(u["user"] for u in js("user", "list", "--source", "both",
+                                                        conf=conf)) == ["dora", "eve"]
+    fails(64, "user", "list", "--source", "elsewhere", conf=conf)
+    # a directory that does not answer: the store's users, said so, exit 75
+    rc, out, err = run("--json", "user", "list", conf=ldap)
+    assert rc == 75 and "directory" in err, (rc, err)
+    assert {u["source"] for u in json.loads(out)} == {"store"}, out
+    # pw: the scheme of the configuration, or the one asked for
+    assert ok("pw", conf=conf, stdin=b"x\n").startswith(b"{SSHA512}")
+    assert ok("pw", conf=ldap, stdin=b"x\n").startswith(b"{SSHA}")
+    r = json.loads(ok("--json", "pw", "--scheme", "scram-sha-256", conf=conf, stdin=b"x\n"))
+    assert r["scheme"] == "SCRAM-SHA-256" and r["hash"].count(",") == 3, r
+
+
 TESTS = [test_usage, test_upgrade, test_users, test_quota, test_mailboxes, test_mbox_round_trip,
          test_maildir_round_trip, test_messages, test_queue, test_verify,
-         test_backup_restore, test_stats, test_directory, test_bulk]
+         test_backup_restore, test_stats, test_directory, test_bulk, test_user_add_password]
 
 try:
     rc = run_tests(TESTS)

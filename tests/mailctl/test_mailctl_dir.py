@@ -62,6 +62,35 @@ def test_auth_and_lookup():
     assert rc == 0 and field(out[0], "mode") == "lookup", (rc, out)
 
 
+def set_password(user, value):
+    ldif = (f"dn: uid={user},{os.environ['LDAP_PEOPLE']}\nchangetype: modify\n"
+            f"replace: userPassword\nuserPassword: {value}\n")
+    subprocess.run(["ldapmodify", "-x", "-H", os.environ["LDAP_URI"], "-D",
+                    os.environ["LDAP_ADMIN_DN"], "-y", os.environ["LDAP_ADMIN_PASSWORD_FILE"]],
+                   input=ldif.encode(), check=True, stdout=subprocess.DEVNULL, timeout=60)
+
+
+def test_pw_hashes_slapd_checks():
+    """Every scheme `mailctl pw` makes as userPassword: slapd checks it when the user binds
+    ({SSHA512} and {ARGON2} through its pw-sha2 and argon2 modules), and lookup mode checks
+    it locally ({SCRAM-SHA-256} too, which slapd cannot)."""
+    lookup = conf("lookup2.conf", auth_mode="lookup", bind_dn=os.environ["LDAP_ADMIN_DN"],
+                  bind_password_file=os.environ["LDAP_ADMIN_PASSWORD_FILE"])
+    for i, scheme in enumerate(("SSHA", "SSHA512", "CRYPT", "ARGON2", "SCRAM-SHA-256")):
+        user, pw = f"user{11 + i}", f"new-{scheme}"
+        rc, out = run(BIND, "pw", "--scheme", scheme, password=pw + "\n")
+        assert rc == 0 and out[0].startswith("{" + scheme + "}"), (rc, out)
+        set_password(user, out[0])
+        modes = [lookup] if scheme == "SCRAM-SHA-256" else [BIND, lookup]
+        for cfg in modes:
+            rc, res = run(cfg, "auth", "test", user, password=pw + "\n")
+            assert rc == 0 and field(res[0], "result") == "ok", (scheme, cfg, rc, res)
+            rc, res = run(cfg, "auth", "test", user, password="wrong\n")
+            assert rc == 1, (scheme, cfg, rc, res)
+    rc, out = run(BIND, "--json", "pw", password="x\n")  # auto for ldap: what slapd checks
+    assert rc == 0 and json.loads(out[0])["scheme"] == "SSHA", out
+
+
 def test_errors_and_json():
     rc, out = run(BIND, "auth", "frobnicate", "x")
     assert rc == 64, rc
@@ -79,4 +108,5 @@ def test_directory_down():
     assert rc == 75 and out[0].startswith("result=temporary failure"), (rc, out)
 
 
-sys.exit(run_tests([test_auth_and_lookup, test_errors_and_json, test_directory_down]))
+sys.exit(run_tests([test_auth_and_lookup, test_pw_hashes_slapd_checks, test_errors_and_json,
+                     test_directory_down]))
