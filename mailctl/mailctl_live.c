@@ -181,10 +181,13 @@ static void kick_each(struct gather *g, const char *ident, unsigned worker, char
 		      size_t len)
 {
 	struct kick_ctx *k = g->arg;
+	size_t digits = 3;
 	uint64_t n;
 
-	if (strncmp(answer, "OK ", 3) != 0 ||
-	    str_to_u64(answer + 3, strcspn(answer + 3, "\r\n"), UINT32_MAX, &n) < 0) {
+	while (digits < len && answer[digits] >= '0' && answer[digits] <= '9')
+		digits++;
+	if (len < 4 || memcmp(answer, "OK ", 3) != 0 ||
+	    str_to_u64(answer + 3, digits - 3, UINT32_MAX, &n) < 0) {
 		fprintf(stderr, "mailctl: %s worker %u: %.*s\n", ident, worker,
 			(int)strcspn(answer, "\n"), answer);
 		g->failed++;
