@@ -245,6 +245,7 @@ bool cmd_search(struct imap_cmd *cmd)
 	struct imap_client *c = cmd->c;
 	struct search_cmd sc = { 0 };
 	const struct imap_arg *p = cmd->args, *end = cmd->args + cmd->nargs;
+	struct imap_search_scope scope;
 	struct imap_search *s;
 	struct store_txn *t = NULL;
 	const char *why;
@@ -262,7 +263,8 @@ bool cmd_search(struct imap_cmd *cmd)
 		return no ? imap_cmd_no(cmd, why) : imap_cmd_bad(cmd, why);
 	if ((rc = store_txn_begin(c->srv->store, c->view->part, STORE_TXN_READ, &t)) != 0)
 		return imap_cmd_store_error(cmd, rc, "SEARCH");
-	if ((s = imap_search_compile(c, t, p, end, &why)) == NULL) {
+	scope = IMAP_SEARCH_SCOPE(c);
+	if ((s = imap_search_compile(&scope, t, p, end, &why)) == NULL) {
 		store_txn_abort(&t);
 		return imap_cmd_bad(cmd, why);
 	}

@@ -32,6 +32,7 @@ static struct imap_sort_set *sort_select(struct imap_cmd *cmd, const struct imap
 	struct imap_client *c = cmd->c;
 	const struct imap_arg *end = cmd->args + cmd->nargs;
 	struct imap_sort_set *set;
+	struct imap_search_scope scope;
 	struct imap_search *s;
 	struct store_txn *t = NULL;
 	const char *why;
@@ -49,7 +50,8 @@ static struct imap_sort_set *sort_select(struct imap_cmd *cmd, const struct imap
 		imap_cmd_store_error(cmd, rc, what);
 		return NULL;
 	}
-	if ((s = imap_search_compile(c, t, imap_arg_next(p), end, &why)) == NULL) {
+	scope = IMAP_SEARCH_SCOPE(c);
+	if ((s = imap_search_compile(&scope, t, imap_arg_next(p), end, &why)) == NULL) {
 		store_txn_abort(&t);
 		imap_cmd_bad(cmd, why);
 		return NULL;

@@ -47,7 +47,7 @@ struct skey {
 };
 
 struct imap_search {
-	struct imap_client *c;
+	struct imap_search_scope sc;
 	bool modseq_used;          /* a MODSEQ key: the reply names the highest modseq */
 	struct store_txn *t;       /* borrowed: keywords at compile time, messages at match */
 	struct skey nodes[SEARCH_NODES_MAX];
@@ -204,7 +204,7 @@ static struct skey *parse_seq_key(struct imap_search *s, const struct imap_arg *
 
 	if (k == NULL)
 		return NULL;
-	if (imap_view_resolve_key(s->c, a->s, a->len, &k->set) < 0) {
+	if (imap_view_set_resolve_key(s->sc.view, a->s, a->len, &k->set) < 0) {
 		s->why = "Invalid sequence set";
 		return NULL;
 	}
@@ -313,7 +313,7 @@ static struct skey *parse_arg_key(struct imap_search *s, const char *name,
 		if ((k = node_new(s, SK_UID)) == NULL)
 			return NULL;
 		if (v == NULL || v->type != IMAP_ARG_ATOM ||
-		    imap_view_resolve(s->c, v->s, v->len, true, &k->set, &why) < 0) {
+		    imap_view_set_resolve(s->sc.view, v->s, v->len, true, &k->set, &why) < 0) {
 			s->why = "Invalid UID set";
 			return NULL;
 		}
@@ -325,7 +325,7 @@ static struct skey *parse_arg_key(struct imap_search *s, const char *name,
 		s->why = "KEYWORD needs a flag";
 		return NULL;
 	}
-	if (store_mbox_keyword(s->t, s->c->view->mbox, v->s, false, &idx) == 0)
+	if (store_mbox_keyword(s->t, s->sc.view->mbox, v->s, false, &idx) == 0)
 		k->num = (uint64_t)1 << idx;
 	return k; /* num 0: a keyword the mailbox never had */
 }
@@ -398,14 +398,14 @@ static struct skey *parse_key(struct imap_search *s, const struct imap_arg **ap,
 		return parse_seq_key(s, a);
 	if (a->len == 1 && a->s[0] == '$') { /* SEARCHRES: the saved result */
 		if ((k = node_new(s, SK_UID)) != NULL)
-			imap_view_resolve(s->c, "$", 1, true, &k->set, NULL);
+			imap_view_set_resolve(s->sc.view, "$", 1, true, &k->set, NULL);
 		return k;
 	}
 	memcpy(name, a->s, a->len);
 	name[a->len] = '\0';
 	for (char *p = name; *p; p++)
 		*p = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
-	if (s->c->rev2 && (strcmp(name, "RECENT") == 0 || strcmp(name, "NEW") == 0 ||
+	if (s->sc.rev2 && (strcmp(name, "RECENT") == 0 || strcmp(name, "NEW") == 0 ||
 			   strcmp(name, "OLD") == 0)) {
 		s->why = "IMAP4rev2 has no \\Recent";
 		return NULL;
@@ -436,12 +436,12 @@ static bool text_candidate(struct imap_search *s, struct skey *k, uint32_t uid)
 	size_t lo = 0, hi;
 
 	if (k->cand_state == CAND_UNKNOWN) {
-		k->cand_state = store_fts_candidates(s->t, s->c->view->mbox, k->fold, k->slen,
+		k->cand_state = store_fts_candidates(s->t, s->sc.view->mbox, k->fold, k->slen,
 						     &k->cand, &k->ncand) == 0
 					? CAND_SOME
 					: CAND_ALL;
-		log_debug("%016" PRIx64 " imap search fts=%s candidates=%zu of %zu", s->c->id,
-			  k->cand_state == CAND_SOME ? "yes" : "no", k->ncand, s->c->view->n);
+		log_debug("%016" PRIx64 " imap search fts=%s candidates=%zu of %zu", s->sc.id,
+			  k->cand_state == CAND_SOME ? "yes" : "no", k->ncand, s->sc.view->n);
 	}
 	if (k->cand_state == CAND_ALL)
 		return true;
@@ -492,7 +492,7 @@ static bool text_contains(struct imap_search *s, const struct store_msg *m, cons
 		return true;
 	if (!text_candidate(s, (struct skey *)(uintptr_t)k, m->uid))
 		return false;
-	if (store_blob_open(s->c->srv->store, s->c->view->part, m->blob, &fd, &size) != 0)
+	if (store_blob_open(s->sc.store, s->sc.view->part, m->blob, &fd, &size) != 0)
 		return false;
 	if (s->tm == NULL)
 		s->tm = imap_textmatch_new();
@@ -690,14 +690,14 @@ void imap_search_free(struct imap_search **sp)
 	*sp = NULL;
 }
 
-struct imap_search *imap_search_compile(struct imap_client *c, struct store_txn *t,
-					const struct imap_arg *p, const struct imap_arg *end,
-					const char **why_r)
+struct imap_search *imap_search_compile(const struct imap_search_scope *sc,
+					struct store_txn *t, const struct imap_arg *p,
+					const struct imap_arg *end, const char **why_r)
 {
 	struct imap_search *s = xcalloc(1, sizeof(*s));
 	struct skey **tail;
 
-	s->c = c;
+	s->sc = *sc;
 	s->t = t;
 	s->root = node_new(s, SK_AND);
 	tail = &s->root->a;
@@ -730,7 +730,7 @@ bool imap_search_uses_modseq(const struct imap_search *s)
 
 bool imap_search_match(struct imap_search *s, size_t vi, struct store_msg *m_r)
 {
-	const struct imap_view *v = s->c->view;
+	const struct imap_view *v = s->sc.view;
 	struct msgcache_view mv;
 
 	if (!may_match(s, s->root, v->msgs[vi].uid)) {

@@ -337,6 +337,12 @@ uint32_t imap_view_seq(const struct imap_view *v, uint32_t uid);
    reason in *why_r for a bad set or a sequence number past EXISTS. */
 int imap_view_resolve(struct imap_client *c, const char *s, size_t len, bool uid,
 		      struct imap_seqset *uids_r, const char **why_r);
+/* imap_view_set.c: the same two resolutions on a view alone (imap_view_resolve and
+   imap_view_resolve_key call them with c's view). */
+int imap_view_set_resolve(const struct imap_view *v, const char *s, size_t len, bool uid,
+			  struct imap_seqset *uids_r, const char **why_r);
+int imap_view_set_resolve_key(const struct imap_view *v, const char *s, size_t len,
+			      struct imap_seqset *uids_r);
 /* A CONDSTORE enabling command (RFC 7162 3.1): the first one in a session with a mailbox
    selected also sends "* OK [HIGHESTMODSEQ n]". */
 void imap_view_enable_condstore(struct imap_client *c);
@@ -426,13 +432,28 @@ bool imap_fetch_in_message(const struct imap_fetch *f);
 int imap_fetch_message(struct imap_client *c, struct imap_fetch *f, struct store_txn *t,
 		       size_t vi, uint64_t changedsince, const char **why_r);
 
-/* imap_search.c: search keys compiled for the selected view and matched per message. */
+/* imap_search.c: search keys compiled for a view and matched per message. The compiler
+   and matcher need no session: mailctl search runs them on a view of its own making
+   (libheron_imap_search: imap_search.c, imap_textmatch.c, imap_view_set.c). */
 struct imap_search;
-/* Compiles the keys [p, end) for c's view; t (a read txn, borrowed until the search is
-   freed) looks up keywords and later the messages. NULL with the BAD text in *why_r. */
-struct imap_search *imap_search_compile(struct imap_client *c, struct store_txn *t,
-					const struct imap_arg *p, const struct imap_arg *end,
-					const char **why_r);
+/* What keys are compiled for: the view (messages, sequence numbers, \Recent, the saved
+   result $), the store its message files are read from, whether the session is
+   IMAP4rev2 (no \Recent keys), and an id for debug log lines. */
+struct imap_search_scope {
+	struct store *store;
+	const struct imap_view *view;
+	bool rev2;
+	uint64_t id;
+};
+/* The scope of c's selected view. */
+#define IMAP_SEARCH_SCOPE(c)                                                               \
+	((struct imap_search_scope){ (c)->srv->store, (c)->view, (c)->rev2, (c)->id })
+/* Compiles the keys [p, end) for sc's view (sc is copied; its view is borrowed until the
+   search is freed); t (a read txn, borrowed as long) looks up keywords and later the
+   messages. NULL with the BAD text in *why_r. */
+struct imap_search *imap_search_compile(const struct imap_search_scope *sc,
+					struct store_txn *t, const struct imap_arg *p,
+					const struct imap_arg *end, const char **why_r);
 void imap_search_free(struct imap_search **sp);
 /* Whether the keys are ALL alone: every message matches, none need be read. */
 bool imap_search_is_all(const struct imap_search *s);

@@ -176,7 +176,7 @@ def test_mailbox_from_before_the_index():
     assert_ge(s["segments"], 1)
     out = subprocess.run([mc, "-c", d.conf, "fts", "rebuild"], capture_output=True,
                          text=True)
-    assert_eq(out.returncode, 2)  # neither a user nor --all
+    assert_eq(out.returncode, 64)  # usage: neither a user nor --all
     d.start(timeout=15)
     r2 = Raw(d.port)
     after_test(r2.close)
