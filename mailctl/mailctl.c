@@ -82,9 +82,24 @@ static const struct mc_cmd mc_cmds[] = {
 	{ "export", NULL, 3, 3, MC_STORE, "USER MAILBOX PATH [--format mbox|maildir]",
 	  "export a mailbox (mboxrd file or Maildir directory)", mc_export,
 	  { { "format", true } } },
-	{ "expunge", NULL, 2, 2, MC_STORE, "USER MAILBOX [--deleted] [--before DATE] [--all]",
-	  "expunge messages: \\Deleted ones, older ones (DATE: YYYY-MM-DD or 30d), or all",
-	  mc_expunge, { { "deleted", false }, { "before", true }, { "all", false } } },
+	{ "expunge", NULL, 2, MC_MAX_POS, MC_STORE, "USER MAILBOX [QUERY...] [--deleted] "
+	  "[--before DATE] [--all]",
+	  "expunge the messages an IMAP SEARCH query selects, or \\Deleted ones, older ones "
+	  "(DATE: YYYY-MM-DD or 30d), or all", mc_expunge,
+	  { { "deleted", false }, { "before", true }, { "all", false } } },
+	{ "search", NULL, 3, MC_MAX_POS, MC_STORE, "USER MAILBOX QUERY...",
+	  "the UIDs of the messages an IMAP SEARCH query selects (SEEN, FROM x, SINCE 1-Jan-2026, "
+	  "OR/NOT, ...)", mc_search, { { NULL, false } } },
+	{ "fetch", NULL, 4, MC_MAX_POS, MC_STORE, "USER MAILBOX QUERY... FIELDS",
+	  "fields of the messages a query selects (doveadm fetch's: uid flags hdr.subject "
+	  "date.received size.physical imap.envelope body text ...; FIELDS is one word, the "
+	  "last)", mc_fetch, { { NULL, false } } },
+	{ "copy", NULL, 4, MC_MAX_POS, MC_STORE, "USER SRC DST QUERY... [--create]",
+	  "copy the messages a query selects in mailbox SRC to DST (--create: make DST)",
+	  mc_copy, { { "create", false } } },
+	{ "move", NULL, 4, MC_MAX_POS, MC_STORE, "USER SRC DST QUERY... [--create]",
+	  "move the messages a query selects in mailbox SRC to DST", mc_move,
+	  { { "create", false } } },
 	{ "sieve", "list", 1, 1, MC_STORE, "USER", "list a user's Sieve scripts (* active)",
 	  mc_sieve_list, { { NULL, false } } },
 	{ "sieve", "get", 1, 2, MC_STORE, "USER [NAME]", "print a script (default: the active one)",

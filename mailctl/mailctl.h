@@ -25,7 +25,7 @@
 #define MC_CONFIG 78   /* EX_CONFIG: heron.conf does not load, or points at no store */
 #define MC_ERR MC_IOERR
 
-#define MC_MAX_POS 8
+#define MC_MAX_POS 40 /* search queries are words */
 #define MC_MAX_OPTS 8
 
 struct conf;
@@ -150,6 +150,12 @@ int mc_msg_show(struct mc *, const struct mc_args *);
 int mc_msg_flags(struct mc *, const struct mc_args *);
 int mc_msg_delete(struct mc *, const struct mc_args *);
 int mc_expunge(struct mc *, const struct mc_args *);
+/* mailctl_search.c: IMAP SEARCH queries (imapd's key compiler). */
+int mc_search(struct mc *, const struct mc_args *);
+int mc_fetch(struct mc *, const struct mc_args *);
+int mc_copy(struct mc *, const struct mc_args *);
+int mc_move(struct mc *, const struct mc_args *);
+int mc_expunge_query(struct mc *, const struct mc_args *);
 int mc_import(struct mc *, const struct mc_args *);
 /* mailctl_bulk.c: `import --bulk PATH` (the stream format is described there). */
 int mc_import_bulk(struct mc *mc, const char *path);

@@ -516,9 +516,15 @@ int mc_expunge(struct mc *mc, const struct mc_args *a)
 			     .only_deleted = a->set[0] };
 	int rc;
 
+	if (a->npos > 2) { /* a query selects them */
+		free(set);
+		if (a->set[0] || a->set[1] || a->set[2])
+			return mc_usage(mc, "a query or --deleted/--before/--all, not both");
+		return mc_expunge_query(mc, a);
+	}
 	(void)uidset_parse("1:*", set);
 	if (!a->set[0] && !a->set[1] && !a->set[2])
-		rc = mc_usage(mc, "say which messages: --deleted, --before DATE, or --all");
+		rc = mc_usage(mc, "say which messages: a query, --deleted, --before DATE, or --all");
 	else if (a->set[2] && (a->set[0] || a->set[1]))
 		rc = mc_usage(mc, "--all cannot be combined with --deleted or --before");
 	else if (a->set[1] && mc_parse_date(a->val[1], &op.before) < 0)

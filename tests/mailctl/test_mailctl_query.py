@@ -1,0 +1,170 @@
+"""test_mailctl_query.py — mailctl search, fetch, copy, move and expunge against a running
+mtad + imapd: mail delivered over SMTP (smtplib), flags set over IMAP (imaplib); mailctl's
+answers compared with what imapd answers the same query (UID SEARCH, UID FETCH), and its
+writes seen by an IMAP session. Bad input: unknown users and mailboxes, queries that do not
+parse, and nothing changed by a refused command.
+
+usage: test_mailctl_query.py MTAD IMAPD MAILCTL
+"""
+import email.utils
+import json
+import os
+import smtplib
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heronlib import (HOST, Daemon, imaplib, run_main, run_tests,  # noqa: E402
+                      shared_conf)
+
+MTAD, IMAPD, MAILCTL = sys.argv[1:4]
+TMP = tempfile.mkdtemp(prefix="heron-mcquery-")
+CONF, SMTP_PORT, IMAP_PORT = shared_conf(TMP, ["alice", "bob"])
+mtad = Daemon(MTAD, CONF, os.path.join(TMP, "mtad.log"), SMTP_PORT)
+imapd = Daemon(IMAPD, CONF, os.path.join(TMP, "imapd.log"), IMAP_PORT)
+
+
+def mailctl(*args):
+    p = subprocess.run([MAILCTL, "-c", CONF, *args], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+def js(*args):
+    rc, out, err = mailctl("--json", *args)
+    assert rc == 0, (args, rc, out, err)
+    return json.loads(out)
+
+
+def imap(user="alice"):
+    c = imaplib.IMAP4(HOST, IMAP_PORT, timeout=20)
+    c.login(user, user)
+    return c
+
+
+def uid_search(c, *query):
+    typ, data = c.uid("SEARCH", *query)
+    assert typ == "OK", data
+    return [int(x) for x in data[0].split()]
+
+
+def deliver():
+    subjects = ["quarterly report", "lunch on friday", "Report: numbers", "re: lunch",
+                "hello world", "invoice 42"]
+    for i, subj in enumerate(subjects):
+        msg = (f"From: Sender {i} <s{i}@example.org>\r\nTo: alice@heron.test\r\n"
+               f"Subject: {subj}\r\nDate: {email.utils.formatdate(1700000000 + i * 86400)}\r\n"
+               f"Message-ID: <m{i}@example.org>\r\n\r\nbody {i} {'x' * (i * 300)}\r\n")
+        with smtplib.SMTP(HOST, SMTP_PORT, timeout=30) as s:
+            s.sendmail(f"s{i}@example.org", ["alice@heron.test"], msg)
+    c = imap()
+    c.select("INBOX")
+    c.uid("STORE", "1,3", "+FLAGS", "(\\Seen)")
+    c.uid("STORE", "2", "+FLAGS", "(\\Flagged $Work)")
+    c.logout()
+
+
+QUERIES = [["ALL"], ["SEEN"], ["UNSEEN"], ["FLAGGED"], ["KEYWORD", "$Work"],
+           ["SUBJECT", "report"], ["OR", "SUBJECT", "lunch", "FROM", "s5@example.org"],
+           ["NOT", "SEEN", "SMALLER", "700"], ["LARGER", "500"], ["SENTSINCE", "16-Nov-2023"],
+           ["SENTBEFORE", "16-Nov-2023"], ["BODY", "body 3"], ["UID", "2:4"], ["2:*"],
+           ["HEADER", "Message-ID", "m4@"], ["(SEEN FLAGGED)"], ["SUBJECT", "hello world"]]
+
+
+def test_search_answers_as_imapd():
+    c = imap()
+    c.select("INBOX", readonly=True)
+    for q in QUERIES:
+        want = uid_search(c, *[w if " " not in w or w.startswith("(") else f'"{w}"'
+                               for w in q])
+        got = js("search", "alice", "INBOX", *q)["uids"]
+        assert got == want, (q, got, want)
+    c.logout()
+    rc, out, _ = mailctl("search", "alice", "INBOX", "SEEN")
+    assert rc == 0 and out.split() == ["1", "3"], out
+
+
+def test_fetch_fields_as_imapd():
+    c = imap()
+    c.select("INBOX", readonly=True)
+    rows = js("fetch", "alice", "INBOX", "UID", "1:3",
+              "uid seq flags size.physical imap.envelope hdr.subject guid date.sent.unixtime")
+    assert [r["uid"] for r in rows] == [1, 2, 3] and [r["seq"] for r in rows] == [1, 2, 3]
+    for r in rows:
+        typ, data = c.uid("FETCH", str(r["uid"]), "(RFC822.SIZE ENVELOPE FLAGS EMAILID)")
+        text = data[0][0].decode() if isinstance(data[0], tuple) else data[0].decode()
+        assert f"RFC822.SIZE {r['size.physical']}" in text, (r, text)
+        assert r["imap.envelope"] in text, (r["imap.envelope"], text)
+        assert f"EMAILID ({r['guid']})" in text, (r, text)
+        assert isinstance(r["date.sent.unixtime"], int)
+    assert rows[1]["flags"] == "\\Flagged $Work" and rows[0]["flags"] == "\\Seen", rows
+    assert rows[2]["hdr.subject"] == "Report: numbers", rows
+    typ, data = c.uid("FETCH", "5", "(BODY.PEEK[TEXT])")
+    body = js("fetch", "alice", "INBOX", "UID", "5", "body")[0]["body"]
+    assert body.encode() == data[0][1], (body, data)
+    c.logout()
+    rc, out, _ = mailctl("fetch", "alice", "INBOX", "SUBJECT", "invoice", "uid,hdr.subject")
+    assert rc == 0 and out == "uid: 6\nhdr.subject: invoice 42\n", out
+
+
+def test_copy_move_expunge_seen_by_imap():
+    c = imap()
+    c.select("INBOX")
+    r = js("copy", "alice", "INBOX", "Work", "SUBJECT", "report", "--create")
+    assert r["copied"] == 2 and [u["from"] for u in r["uids"]] == [1, 3], r
+    assert uid_search(c, "ALL") == [1, 2, 3, 4, 5, 6]  # a copy leaves the source
+    typ, data = c.status("Work", "(MESSAGES)")
+    assert b"MESSAGES 2" in data[0], data
+    r = js("move", "alice", "INBOX", "Work", "SUBJECT", "lunch")
+    assert r["moved"] == 2, r
+    c.noop()
+    assert uid_search(c, "ALL") == [1, 3, 5, 6]
+    c.select("Work")
+    assert uid_search(c, "SUBJECT", "lunch") == [3, 4]
+    c.logout()
+    r = js("expunge", "alice", "Work", "SUBJECT", "report")
+    assert r["expunged"] == 2, r
+    c = imap()
+    c.select("Work", readonly=True)
+    assert uid_search(c, "ALL") == [3, 4]
+    c.logout()
+
+
+def status(user, mailbox):
+    return js("mailbox", "status", user, mailbox)
+
+
+def test_bad_input_changes_nothing():
+    before = status("alice", "INBOX")
+    for args, code, says in [
+            (("search", "nobody", "INBOX", "ALL"), 67, "no such user"),
+            (("search", "alice", "Nope", "ALL"), 1, "no such mailbox"),
+            (("search", "alice", "INBOX", "FROB"), 64, "Unknown search key"),
+            (("search", "alice", "INBOX", "SINCE", "yesterday"), 64, "date"),
+            (("search", "alice", "INBOX", "OR", "SEEN"), 64, "Missing"),
+            (("search", "alice", "INBOX", "(SEEN"), 64, "query"),
+            (("search", "alice", "INBOX"), 64, "missing"),
+            (("fetch", "alice", "INBOX", "ALL", "uid,frobnicate"), 64, "unknown field"),
+            (("copy", "alice", "INBOX", "Nope", "ALL"), 1, "no such mailbox"),
+            (("move", "alice", "INBOX", "INBOX", "ALL"), 64, "one mailbox"),
+            (("move", "alice", "INBOX", "Work", "NOT"), 64, "Missing"),
+            (("expunge", "alice", "INBOX", "BOGUS", "1"), 64, "Unknown"),
+            (("expunge", "alice", "INBOX", "ALL", "--all"), 64, "not both"),
+            (("expunge", "nobody", "INBOX", "ALL"), 67, "no such user")]:
+        rc, out, err = mailctl(*args)
+        assert rc == code and says in err, (args, rc, err)
+    assert status("alice", "INBOX") == before
+    rc, out, err = mailctl("--json", "search", "alice", "INBOX", "FROB")
+    assert rc == 64 and "error" in json.loads(out), out
+
+
+def body():
+    mtad.start()
+    imapd.start()
+    deliver()
+    return run_tests([test_search_answers_as_imapd, test_fetch_fields_as_imapd,
+                      test_copy_move_expunge_seen_by_imap, test_bad_input_changes_nothing])
+
+
+sys.exit(run_main(body, TMP, [mtad, imapd]))
