@@ -12,10 +12,8 @@
 #include "common/histo.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "common/version.h"
 
-#ifndef HERON_VERSION
-#define HERON_VERSION "unknown"
-#endif
 
 const uint64_t metrics_le_us[METRICS_NLE] = {
 	100,	 250,	  500,	   1000,     2500,     5000,	10000,	  25000,    50000,
@@ -371,7 +369,7 @@ void metrics_render_format(struct buf *out, bool openmetrics, metrics_live_fn *l
 	buf_init(&lb, 128, 4096);
 	metrics_out_header(out, "heron_info", "gauge", "the program and its version");
 	snprintf(labels, sizeof(labels), "daemon=\"%s\",version=\"%s\"", M.daemon,
-		 HERON_VERSION);
+		 heron_version);
 	metrics_out_sample(out, "heron_info", labels, 1);
 	metrics_out_header(out, "heron_start_time_seconds", "gauge",
 			   "when the daemon started (Unix time)");

@@ -1,5 +1,6 @@
 /* version.c — owns the build's release and git revision strings (version.h). */
 #include "common/heron_git.h"
+#include "common/heron_release.h"
 #include "common/version.h"
 
 const char heron_version[] = HERON_VERSION;

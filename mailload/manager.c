@@ -20,12 +20,12 @@
 #include "common/histo.h"
 #include "common/log.h"
 #include "common/str.h"
+#include "common/version.h"
 #include "common/xmalloc.h"
 #include "mailload/agent.h"
 #include "mailload/ctlauth.h"
 #include "mailload/json.h"
 #include "mailload/manager.h"
-#include "mailload/ml_version.h"
 #include "mailload/report.h"
 
 #define MGR_LINE_MAX ((size_t)1 << 30)
@@ -870,7 +870,7 @@ static void put_head(const struct mgr_opts *o, struct buf *out, int64_t started)
 	buf_printf(out, "{\"schema\":\"heron-mailload-report\",\"schema_version\":%d,"
 			"\"mailload\":{\"version\":\"%s\",\"git\":\"%s\"},\"run\":{\"id\":%" PRId64
 			",\"started_ms\":%" PRId64 ",\"date\":\"%s\",\"command_line\":",
-		   ML_REPORT_SCHEMA, ML_VERSION, ML_GIT_REVISION, started, started, date);
+		   ML_REPORT_SCHEMA, heron_version, heron_git_revision, started, started, date);
 	json_put_str(out, o->command_line != NULL ? o->command_line : "");
 	buf_puts(out, "},\"agents_spec\":");
 	json_put_str(out, o->agents != NULL ? o->agents : "local");

@@ -19,12 +19,10 @@
 #include <unistd.h>
 
 #include "common/endian.h"
+#include "common/heron_release.h"
 #include "common/log.h"
 #include "store/store_private.h"
 
-#ifndef HERON_VERSION
-#define HERON_VERSION "unknown"
-#endif
 
 #define UPGRADE_BATCH 1000 /* records per upgrade transaction */
 

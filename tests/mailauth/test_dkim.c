@@ -337,6 +337,7 @@ static void test_sign_roundtrip(void **state)
 		verified_free(&vf);
 		/* relaxed: white space changes do not matter, content does */
 		char *w = calloc(1, strlen(m) + 8);
+		assert_non_null(w);
 		char *p = strstr(m, "Hello  world");
 		memcpy(w, m, (size_t)(p - m));
 		strcat(w, "Hello world   ");
@@ -345,9 +346,9 @@ static void test_sign_roundtrip(void **state)
 		assert_int_equal(vf.r[0].result, MA_PASS);
 		verified_free(&vf);
 		/* a second From added after signing (From is oversigned) */
-		snprintf(w, strlen(m) + 8, "%s", m);
 		free(w);
 		w = malloc(strlen(m) + 64);
+		assert_non_null(w);
 		p = strstr(m, "To: bob");
 		memcpy(w, m, (size_t)(p - m));
 		strcpy(w + (p - m), "From: evil@attacker.test\r\n");
