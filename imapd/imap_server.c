@@ -52,8 +52,8 @@ static void accept_cb(struct net_server *ns, int fd, const struct sockaddr *sa, 
 	imap_client_new(srv, ns, fd, sa, salen, tls);
 }
 
-static void accept_plain(struct net_server *ns, int fd, const struct sockaddr *sa,
-			 socklen_t salen, void *arg)
+void imap_server_accept_plain(struct net_server *ns, int fd, const struct sockaddr *sa,
+			      socklen_t salen, void *arg)
 {
 	accept_cb(ns, fd, sa, salen, arg, false);
 }
@@ -288,7 +288,7 @@ int imap_server_run(struct daemon_worker *w, const struct imap_worker_args *a)
 	srv.unauth = net_ipcount_new_shared(srv.shared, srv.worker, SHM_ADDR_UNAUTH);
 	cap = (size_t)conf_values(a->conf)->imapd.max_connections;
 	if (a->plain->n > 0)
-		srv.plain = server_net_new(&srv, a->plain, cap, accept_plain);
+		srv.plain = server_net_new(&srv, a->plain, cap, imap_server_accept_plain);
 	if (a->tls->n > 0)
 		srv.tls = server_net_new(&srv, a->tls, cap, accept_tls);
 	metrics_worker_start(srv.worker);

@@ -220,6 +220,11 @@ void imap_client_new(struct imap_server *srv, struct net_server *ns, int fd,
 void imap_client_close(struct imap_client *c, const char *why);
 /* Frees at once (worker exit). */
 void imap_server_free_client(struct imap_client *c);
+/* imap_server.c: a new connection on the plain listener (arg = the imap_server), counted
+   per address and per address not logged in, or refused with a BYE: imapd's accept path,
+   which the fuzz harness uses too. */
+void imap_server_accept_plain(struct net_server *ns, int fd, const struct sockaddr *sa,
+			      socklen_t salen, void *arg);
 /* imap_server.c: one worker's world, as imapd's workers and the fuzz harness set it up:
    zeroes srv, makes the event base, opens the store ([store] path) with its group committer
    on the base and its change watcher, the directory, the [imapd] limits of conf (kept:

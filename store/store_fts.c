@@ -226,7 +226,8 @@ static int doc_from_fd(int fd, uint64_t size, struct store_fts_doc **doc_r)
 	d->wild = s->wild;
 	if (!s->wild) {
 		d->codes = xreallocarray(NULL, s->n + 1, sizeof(*d->codes));
-		memcpy(d->codes, s->codes, s->n * sizeof(*d->codes));
+		if (s->n > 0) /* no text at all: s->codes may not exist yet */
+			memcpy(d->codes, s->codes, s->n * sizeof(*d->codes));
 		d->n = s->n;
 		sort_codes(d->codes, d->n);
 	}

@@ -1,7 +1,9 @@
 /* fuzz_imap_parser.c — libFuzzer target: the IMAP command parser (imapd/imap_parser) and
  * sequence sets. The input (after one control byte) is a client byte stream, fed once whole and
  * once in small chunks: both must produce the same events (results, tags, arguments). Literals
- * are accepted, streamed by "the caller" or rejected depending on their size, as imapd would.
+ * are accepted, streamed by "the caller" or rejected depending on their size, as imapd would;
+ * once the parser says the input is lost (a refused non-synchronizing literal it cannot skip),
+ * the stream ends there, as imapd closes the connection.
  * Arguments stay inside the limits and within the flat array; every atom is also tried as a
  * sequence set. Built only with -Dfuzz=true (clang). */
 #include <assert.h>
@@ -126,6 +128,12 @@ static void run(const char *data, size_t size, size_t chunk, struct buf *log)
 			} else {
 				assert(lsize <= lim.literal_max);
 			}
+		}
+		if (imap_parser_lost(p)) {
+			/* the parser cannot tell data from commands: imapd says BYE here */
+			assert(imap_parser_error(p) != NULL);
+			note(log, "LOST", 4);
+			break;
 		}
 	}
 	imap_parser_free(&p);

@@ -45,14 +45,6 @@ static bool session_done(void *arg)
 	return srv.clients == NULL;
 }
 
-static void accept_cb(struct net_server *ns, int fd, const struct sockaddr *sa, socklen_t salen,
-		      void *arg)
-{
-	/* counted per address as imapd's accept does (the client's end uncounts it) */
-	fuzz_must(net_ipcount_inc(srv.ipcount, sa, srv.max_per_ip), "net_ipcount_inc");
-	imap_client_new(arg, ns, fd, sa, salen, false);
-}
-
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	char path[160];
@@ -88,7 +80,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	set("store", "path", sdir);
 	imapd_worker_init(&srv, conf, NULL);
 	srv.idle_timeout_ms = 5000; /* below the key's minimum: an IDLE ends within the bound */
-	srv.plain = net_server_new(srv.base, &fds, 1000, accept_cb, &srv);
+	srv.plain = net_server_new(srv.base, &fds, 1000, imap_server_accept_plain, &srv);
 	/* The session answers, sees the end of input and closes, within the time bound (a hang
 	   is a bug; the fuzzer's -timeout also catches it). */
 	srv.shared = shared;
