@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """test_ldap_fixture.py — scripts/ldap: start with 100 users, ldapsearch finds them, a simple
 bind as user7/user7 works (and a wrong password does not), aliases resolve, restart keeps the
-data, --ldif loads a given file, stop leaves no slapd behind; as root, also run as nobody. Replication:
+data, --ldif loads a given file, the files holding secrets are 0600, stop leaves no slapd behind; as root, also run as nobody. Replication:
 a --provider with users spread over --hosts and a --consumer-of it: the consumer holds the tree,
 refers writes to the provider, gets a mailHost change made on the provider, keeps answering
 binds while the provider is down and catches up with a change made while it was away.
@@ -44,11 +44,29 @@ def gone(pid):
     return not alive(pid)
 
 
+def private(path):
+    """path exists and neither its group nor others may read, write or run it."""
+    mode = os.stat(path).st_mode & 0o777
+    assert mode & 0o077 == 0, f"{path}: mode {mode:o}, secrets readable by others"
+
+
 def check_generated(d):
+    # a readable slapd.conf from an older run is overwritten private, not kept readable
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "slapd.conf"), "w") as f:
+        f.write("# older\n")
+    os.chmod(os.path.join(d, "slapd.conf"), 0o644)
     fixture("start", d, "--users", "100")
     env = env_of(d)
     pid = int(env["LDAP_PID"])
     try:
+        # the admin password (ldap.env, admin.pw, slapd.conf's rootpw) and the users' hashes
+        # (the database; users.ldif is removed after the load) are the owner's only
+        for name in ("ldap.env", "admin.pw", "slapd.conf", "data"):
+            private(os.path.join(d, name))
+        for name in os.listdir(os.path.join(d, "data")):
+            private(os.path.join(d, "data", name))
+        assert not os.path.exists(os.path.join(d, "users.ldif"))
         for k in ("LDAP_URI", "LDAP_BASE", "LDAP_ADMIN_DN", "LDAP_ADMIN_PASSWORD"):
             assert env.get(k), k
         assert env["LDAP_BASE"] == "dc=heron,dc=test"

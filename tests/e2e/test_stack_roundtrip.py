@@ -109,6 +109,14 @@ def main():
             for k in ("SINK_PID", "MTAD_PID", "IMAPD_PID", "SLAPD_PID"):
                 assert os.path.exists(f"/proc/{st.env[k]}"), k
 
+        def test_secrets_private():
+            # the directory's admin password, every user's hash, slapd's rootpw
+            ldir = os.path.join(st.env["STACK_DIR"], "ldap")
+            for name in ("ldap.env", "users.ldif", "slapd.conf", "admin.pw"):
+                path = os.path.join(ldir, name)
+                mode = os.stat(path).st_mode & 0o777
+                assert mode & 0o077 == 0, f"{path}: mode {mode:o}, readable by others"
+
         def test_submission_auth_local_and_remote():
             roundtrip(st, lambda: smtplib.SMTP(host, sub, timeout=20),
                       lambda: imaplib.IMAP4(host, imap, timeout=20))
@@ -152,7 +160,8 @@ def main():
                                     token)
             assert f"token {token}".encode() in text
 
-        rc = run_tests([test_env_complete, test_submission_auth_local_and_remote,
+        rc = run_tests([test_env_complete, test_secrets_private,
+                        test_submission_auth_local_and_remote,
                         test_nothing_trusted, test_inbound_mta_to_local_user])
     # TLS everywhere, users file instead of slapd
     with Stack(ROOT, BUILD, users=10, args=["--tls", "--auth", "file"]) as st:
@@ -171,6 +180,10 @@ def main():
             assert st.env["TLS"] == "1" and st.env["AUTH"] == "file"
             assert st.env["IMAPS_PORT"] and st.env["SUBMISSIONS_PORT"]
             assert st.env["LDAP_URI"] == "" and st.env["SLAPD_PID"] == ""
+            for path in (st.env["USERS_FILE"], os.path.join(st.env["STACK_DIR"], "tls",
+                                                            "server.key")):
+                mode = os.stat(path).st_mode & 0o777
+                assert mode & 0o077 == 0, f"{path}: mode {mode:o}, readable by others"
 
         def test_tls_starttls_submission_and_imaps():
             roundtrip(st, smtp_starttls,
