@@ -373,6 +373,13 @@ const struct conf_key conf_keys[] = {
 	{ "imapd", "max_bad_commands", CONF_INT, 1, 1000, "10", NULL,
 	  "consecutive invalid commands before the session is closed with BYE",
 	  CONF_AT(imapd.max_bad_commands) },
+	{ "imapd", "max_mailboxes_per_user", CONF_INT, 0, 10000000, "10000", NULL,
+	  "mailboxes one user may have, \\Noselect parents included (CREATE, RENAME and "
+	  "mailctl mailbox create past it get NO [LIMIT]); 0: no limit",
+	  CONF_AT(imapd.max_mailboxes_per_user) },
+	{ "imapd", "max_mailbox_depth", CONF_INT, 0, 1000, "32", NULL,
+	  "levels of a mailbox name (a/b/c has 3) CREATE, RENAME and mailctl accept; 0: no "
+	  "limit", CONF_AT(imapd.max_mailbox_depth) },
 
 	{ "sink", "listen", CONF_ADDRS, 0, 0, "127.0.0.1:1100", NULL, "SMTP listeners",
 	  CONF_AT(sink.listen) },

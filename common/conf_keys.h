@@ -152,6 +152,8 @@ struct imapd_conf {
 	uint64_t literal_max;
 	uint64_t max_append_size;
 	int64_t max_bad_commands;
+	int64_t max_mailboxes_per_user;
+	int64_t max_mailbox_depth;
 };
 
 /* [sink] */

@@ -1,9 +1,11 @@
 /* cmd_mailbox.c — owns mailbox names (validation, INBOX) and CREATE, DELETE, RENAME,
  * SUBSCRIBE, UNSUBSCRIBE, LIST, LSUB, NAMESPACE. Names are modified UTF-7, checked strictly,
  * delimiter '/'; they are keys in the store's index and never reach the filesystem. */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "common/str.h"
 #include "common/utf7imap.h"
 #include "common/xmalloc.h"
@@ -51,7 +53,14 @@ char *imap_mailbox_name(const struct imap_client *c, const char *s, size_t len,
 
 	if (!c->utf8 || len == 0)
 		return mailbox_name_mutf7(s, len, why_r);
-	buf_init(&b, 64, 8 * STORE_MAX_NAME);
+	/* modified UTF-7 takes at least 8 bytes for 9 of UTF-8 (U+0800..U+FFFF), so a name of
+	   more than 2 x STORE_MAX_NAME bytes cannot fit; below that the encoding fits the
+	   buffer (at most 2 bytes per byte) and fails only on what is not UTF-8 */
+	if (len > 2 * STORE_MAX_NAME) {
+		*why_r = "Mailbox name too long";
+		return NULL;
+	}
+	buf_init(&b, 64, 4 * STORE_MAX_NAME + 16);
 	if (utf7imap_encode(s, len, &b) < 0) {
 		buf_release(&b);
 		*why_r = "Mailbox name is not valid UTF-8";
@@ -85,6 +94,9 @@ struct mbox_op {
 	unsigned special;
 	const char *what;      /* the command's name, for the reply */
 	uint64_t id;           /* CREATE: the new mailbox (its MAILBOXID) */
+	uint64_t max_count;    /* CREATE, RENAME: [imapd] max_mailboxes_per_user */
+	unsigned max_depth;    /* and max_mailbox_depth */
+	const char *limit;     /* which of them refused it (store_mbox_limit) */
 };
 
 static const struct {
@@ -126,7 +138,10 @@ static int create_fn(struct store_txn *t, void *arg)
 {
 	struct mbox_op *op = arg;
 
-	return store_mbox_create(t, op->user, op->a, op->special, &op->id);
+	int rc = store_mbox_create(t, op->user, op->a, op->special, &op->id);
+
+	return rc != 0 ? rc : store_mbox_limit(t, op->user, op->max_count, op->max_depth,
+					       &op->limit);
 }
 
 static int delete_fn(struct store_txn *t, void *arg)
@@ -140,7 +155,10 @@ static int rename_fn(struct store_txn *t, void *arg)
 {
 	struct mbox_op *op = arg;
 
-	return store_mbox_rename(t, op->user, op->a, op->b);
+	int rc = store_mbox_rename(t, op->user, op->a, op->b);
+
+	return rc != 0 ? rc : store_mbox_limit(t, op->user, op->max_count, op->max_depth,
+					       &op->limit);
 }
 
 static int subscribe_fn(struct store_txn *t, void *arg)
@@ -171,6 +189,20 @@ static bool mbox_write(struct imap_cmd *cmd, int (*fn)(struct store_txn *, void 
 	return false;
 }
 
+/* NO [LIMIT] naming the limit a CREATE or RENAME would have passed (nothing was written). */
+static bool mbox_limit_reply(struct imap_cmd *cmd, const struct mbox_op *op)
+{
+	const struct imap_client *c = cmd->c;
+
+	log_info("%016" PRIx64 " imap %s user=%s result=refused reason=\"%s limit\"", c->id,
+		 op->what, c->user ? c->user : "-", op->limit ? op->limit : "mailbox");
+	if (op->limit != NULL && strcmp(op->limit, "depth") == 0)
+		return imap_cmd_reply(cmd, "NO", "[LIMIT] %s: mailbox names have at most %u levels",
+				      op->what, op->max_depth);
+	return imap_cmd_reply(cmd, "NO", "[LIMIT] %s: at most %" PRIu64 " mailboxes per user",
+			      op->what, op->max_count);
+}
+
 /* Answers a mailbox write once its commit is back. */
 static bool mbox_resume(struct imap_cmd *cmd)
 {
@@ -181,6 +213,8 @@ static bool mbox_resume(struct imap_cmd *cmd)
 
 	if (pending)
 		return false;
+	if (rc == STORE_ELIMIT)
+		return mbox_limit_reply(cmd, op);
 	if (rc != 0)
 		return imap_cmd_store_error(cmd, rc, op->what);
 	if (op->id != 0) { /* CREATE: the new mailbox's MAILBOXID (RFC 8474 4.1) */
@@ -222,6 +256,8 @@ bool cmd_create(struct imap_cmd *cmd)
 		free(op.a);
 		return imap_cmd_no(cmd, "[ALREADYEXISTS] INBOX exists always");
 	}
+	op.max_count = cmd->c->srv->max_mailboxes;
+	op.max_depth = cmd->c->srv->max_depth;
 	return mbox_write(cmd, create_fn, &op, "CREATE");
 }
 
@@ -262,6 +298,8 @@ bool cmd_rename(struct imap_cmd *cmd)
 		free(op.a);
 		return true;
 	}
+	op.max_count = cmd->c->srv->max_mailboxes;
+	op.max_depth = cmd->c->srv->max_depth;
 	return mbox_write(cmd, rename_fn, &op, "RENAME");
 }
 

@@ -230,6 +230,9 @@ bool imap_cmd_store_error(struct imap_cmd *cmd, int err, const char *what)
 	case STORE_EINVAL:
 		code = "[CANNOT] ";
 		break;
+	case STORE_ELIMIT:
+		code = "[LIMIT] ";
+		break;
 	default:
 		if (store_err_temporary(err))
 			code = "[UNAVAILABLE] ";

@@ -110,6 +110,8 @@ static void server_limits(struct imap_server *srv, const struct conf *conf)
 	srv->lim.depth_max = IMAP_DEPTH_MAX;
 	srv->lim.items_max = IMAP_ARGS_MAX;
 	srv->max_append = ic->max_append_size;
+	srv->max_mailboxes = (uint64_t)ic->max_mailboxes_per_user;
+	srv->max_depth = (unsigned)ic->max_mailbox_depth;
 	/* a refused {n+} APPEND of any size the server would take is read and dropped */
 	srv->lim.skip_max = srv->max_append > srv->lim.literal_max ? srv->max_append
 								    : srv->lim.literal_max;

@@ -35,6 +35,7 @@ static int worker_main(struct daemon_worker *w, void *arg)
 static const char *const reloadable_keys[] = {
 	"allow_plaintext_auth", "line_max", "literal_max", "max_append_size", "login_timeout",
 	"idle_timeout", "max_bad_commands", "max_connections_per_ip", "max_connections_per_user",
+	"max_mailboxes_per_user", "max_mailbox_depth",
 };
 
 /* What a SIGHUP does with a changed key of the sections imapd reads. */

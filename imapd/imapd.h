@@ -99,6 +99,8 @@ struct imap_server {
 	bool allow_plaintext;
 	struct imap_parser_limits lim;
 	uint64_t max_append;
+	uint64_t max_mailboxes;  /* [imapd] max_mailboxes_per_user (0: none) */
+	unsigned max_depth;      /* [imapd] max_mailbox_depth (0: none) */
 	int64_t login_timeout_ms, idle_timeout_ms;
 	unsigned max_bad;
 	unsigned nclients, max_clients;

@@ -179,7 +179,7 @@ int mc_exit_code(int rc)
 		return MC_USAGE;
 	case STORE_ENOMBOX: case STORE_ENOMSG: case STORE_ENOQUEUE:
 	case STORE_EEXIST: case STORE_EQUOTA: case STORE_EKEYWORDS: case STORE_ENOTSUP:
-	case STORE_ECORRUPT: case STORE_EFORMAT:
+	case STORE_ECORRUPT: case STORE_EFORMAT: case STORE_ELIMIT:
 		return MC_REFUSED;
 	case STORE_ELOCKED: case STORE_EFULL: case STORE_ENOSPC: case STORE_EIO:
 	case STORE_EAGAIN:
@@ -205,6 +205,8 @@ static const char *hint(int rc)
 	case STORE_EFORMAT: return "the log line above says what is needed (`mailctl upgrade` "
 				   "for an older store)";
 	case STORE_EFULL: return "raise [store] map_size_max in heron.conf";
+	case STORE_ELIMIT: return "see [imapd] max_mailboxes_per_user and max_mailbox_depth in "
+				  "heron.conf";
 	case STORE_ENOSPC: return "free disk space under [store] path, then retry";
 	case STORE_EINVAL: return "check the arguments (see --help)";
 	default: return "see the log lines above; retry";

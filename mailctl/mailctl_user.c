@@ -20,6 +20,8 @@ struct op {
 	uint64_t n1, n2, id;
 	unsigned special;
 	bool on;
+	uint64_t max_count;  /* mailbox create/rename: [imapd] max_mailboxes_per_user */
+	unsigned max_depth;  /* and max_mailbox_depth, as imapd applies them */
 };
 
 static const struct {
@@ -579,11 +581,15 @@ static int w_mbox(struct store_txn *t, void *arg)
 		return rc;
 	switch ((enum mbox_verb)o->n1) {
 	case MB_CREATE:
-		return store_mbox_create(t, u.id, o->a, o->special, &o->id);
+		if ((rc = store_mbox_create(t, u.id, o->a, o->special, &o->id)) != 0)
+			return rc;
+		return store_mbox_limit(t, u.id, o->max_count, o->max_depth, NULL);
 	case MB_DELETE:
 		return store_mbox_delete(t, u.id, o->a);
 	case MB_RENAME:
-		return store_mbox_rename(t, u.id, o->a, o->b);
+		if ((rc = store_mbox_rename(t, u.id, o->a, o->b)) != 0)
+			return rc;
+		return store_mbox_limit(t, u.id, o->max_count, o->max_depth, NULL);
 	case MB_SUBSCRIBE:
 		return store_mbox_subscribe(t, u.id, o->a, o->on);
 	}
@@ -614,6 +620,8 @@ static int mbox_write(struct mc *mc, enum mbox_verb verb, struct op *o, const ch
 	if ((rc = locate(mc, o->user, &part)) != MC_OK)
 		return rc;
 	o->n1 = verb;
+	o->max_count = (uint64_t)conf_values(mc->conf)->imapd.max_mailboxes_per_user;
+	o->max_depth = (unsigned)conf_values(mc->conf)->imapd.max_mailbox_depth;
 	if ((rc = store_write(mc->st, part, w_mbox, o)) != 0)
 		return mc_fail(mc, rc, "mailbox '%s' of user '%s'", o->a, o->user);
 	if (mc->json) {

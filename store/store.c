@@ -37,6 +37,7 @@ static const char *const store_errs[STORE_NERR] = {
 	[STORE_ELOCKED] = "locked or modified concurrently",
 	[STORE_EFORMAT] = "store format not readable by this Heron (see the log: newer, or "
 			  "older and `mailctl upgrade` needed)",
+	[STORE_ELIMIT] = "administrative limit reached",
 };
 
 static const char *const dbi_names[DBI_COUNT] = {

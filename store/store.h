@@ -72,6 +72,7 @@ enum store_err {
 			    store is being upgraded, or (upgrade) in use */
 	STORE_EFORMAT,   /* store_open: the store's format is newer than this binary's, or
 			    older and needs `mailctl upgrade` (the log says which) */
+	STORE_ELIMIT,    /* an administrative limit (store_mbox_limit: mailboxes, depth) */
 	STORE_NERR
 };
 
@@ -273,6 +274,13 @@ int store_mbox_delete(struct store_txn *t, uint64_t user, const char *name);
    messages into a new mailbox `to` and leaves INBOX empty (RFC 3501). Errors: STORE_ENOMBOX,
    STORE_EEXIST (to exists), STORE_EINVAL (bad name, to inside from). */
 int store_mbox_rename(struct store_txn *t, uint64_t user, const char *from, const char *to);
+/* Checks the user's mailboxes as the txn sees them (call it after a create or rename in the
+   same write txn, whose error then undoes it): at most max_count mailbox records (\Noselect
+   parents included) and names of at most max_depth levels ("a/b/c" has 3); 0 is no limit.
+   Reads every name of the user (keys only). Errors: STORE_ELIMIT (*which_r, may be NULL:
+   "mailboxes" or "depth"), STORE_EIO. */
+int store_mbox_limit(struct store_txn *t, uint64_t user, uint64_t max_count, unsigned max_depth,
+		     const char **which_r);
 /* Subscriptions are names (they may outlive their mailbox). Errors: STORE_EINVAL. */
 int store_mbox_subscribe(struct store_txn *t, uint64_t user, const char *name, bool on);
 /* Sets the special-use mask. Errors: STORE_ENOMBOX. */

@@ -463,6 +463,40 @@ int store_mbox_rename(struct store_txn *t, uint64_t user, const char *from, cons
 	return rc != 0 ? rc : prune_noselect_parents(t, user, f, flen);
 }
 
+int store_mbox_limit(struct store_txn *t, uint64_t user, uint64_t max_count, unsigned max_depth,
+		     const char **which_r)
+{
+	uint8_t k[8];
+	uint64_t n = 0;
+	MDB_cursor *c;
+	MDB_val key = { sizeof(k), k }, v;
+	int rc;
+
+	if (max_count == 0 && max_depth == 0)
+		return 0;
+	put_be64(k, user);
+	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[DBI_MBOXES], &c)) != 0)
+		return store_mdb_err(t, rc, "cursor");
+	for (rc = mdb_cursor_get(c, &key, &v, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(c, &key, &v, MDB_NEXT)) {
+		const char *kn = (const char *)key.mv_data + 8;
+		unsigned depth = 1;
+
+		if (key.mv_size < 8 || memcmp(key.mv_data, k, 8) != 0)
+			break;
+		for (size_t i = 0; i < key.mv_size - 8; i++)
+			depth += kn[i] == STORE_DELIM;
+		if ((max_count != 0 && ++n > max_count) || (max_depth != 0 && depth > max_depth)) {
+			if (which_r != NULL)
+				*which_r = max_depth != 0 && depth > max_depth ? "depth" : "mailboxes";
+			mdb_cursor_close(c);
+			return STORE_ELIMIT;
+		}
+	}
+	mdb_cursor_close(c);
+	return rc == 0 || rc == MDB_NOTFOUND ? 0 : store_mdb_err(t, rc, "cursor");
+}
+
 int store_mbox_subscribe(struct store_txn *t, uint64_t user, const char *name, bool on)
 {
 	char n[STORE_MAX_NAME + 1];
