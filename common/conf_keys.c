@@ -183,6 +183,17 @@ const struct conf_key conf_keys[] = {
 	{ "mtad", "transport_map", CONF_LIST, 0, 0, "", NULL,
 	  "domain=host:port entries for remote mail, checked before relay_host ([host]: its "
 	  "addresses; host: its MX records; an address as is)", CONF_AT(mtad.transport_map) },
+	{ "mtad", "mailhost", CONF_STR, 0, 0, "", NULL,
+	  "this host's name in users' mailHost: mail for a user whose mailHost names another "
+	  "host is queued and delivered over LMTP to that store host (empty: hostname, else the "
+	  "host name)", CONF_AT(mtad.mailhost) },
+	{ "mtad", "mailhost_lmtp", CONF_LIST, 0, 0, "", NULL,
+	  "HOST=[address]:port entries: where the LMTP listener of store host HOST (a mailHost "
+	  "value) is; a mailHost not listed is reached at its name on mailhost_lmtp_port",
+	  CONF_AT(mtad.mailhost_lmtp) },
+	{ "mtad", "mailhost_lmtp_port", CONF_INT, 1, 65535, "24", NULL,
+	  "TCP port of the LMTP listeners of store hosts not in mailhost_lmtp",
+	  CONF_AT(mtad.mailhost_lmtp_port) },
 	{ "mtad", "max_message_size", CONF_SIZE, 1 * KiB, 2 * GiB, "50M", NULL,
 	  "largest message accepted (SIZE)", CONF_AT(mtad.max_message_size) },
 	{ "mtad", "line_max", CONF_SIZE, 512, 1 * MiB, "4k", NULL,

@@ -104,6 +104,9 @@ struct mtad_conf {
 	const struct conf_cidrs *trusted_networks;
 	const char *relay_host;
 	const struct conf_list *transport_map;
+	const char *mailhost;
+	const struct conf_list *mailhost_lmtp;
+	int64_t mailhost_lmtp_port;
 	uint64_t max_message_size;
 	uint64_t line_max;
 	int64_t max_recipients_per_transaction;

@@ -3,10 +3,13 @@
  * end one group commit makes it durable with the other messages of the batch (deferred fsync),
  * delivers it to every local INBOX and enqueues it for the remote recipients. The reply (250, or per recipient in LMTP) is sent only from the commit callback,
  * so nothing is acknowledged before it is durable. Also Postfix-style outcome log lines. */
+#include <ctype.h>
 #include <inttypes.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/clock.h"
+#include "common/conf.h"
 #include "common/log.h"
 #include "common/xmalloc.h"
 #include "mtad/mtad.h"
@@ -65,6 +68,19 @@ int deliver_user_ensure(struct mtad *m, const char *user, int partition, uint64_
 	uc->arg = arg;
 	store_gc_submit(m->gc, uc->part, NULL, create_fn, uc, create_done, uc);
 	return DELIVER_PENDING;
+}
+
+bool mtad_mailhost_elsewhere(const struct mtad *m, const char *mailhost)
+{
+	const char *self = conf_values(m->conf)->mtad.mailhost;
+	size_t n = mailhost != NULL ? strlen(mailhost) : 0;
+
+	if (n == 0 || n > 253)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)mailhost[i]) && strchr(".-_", mailhost[i]) == NULL)
+			return false;
+	return strcasecmp(mailhost, self[0] != '\0' ? self : m->hostname) != 0;
 }
 
 int deliver_open(struct smtp_session *s)

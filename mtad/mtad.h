@@ -262,6 +262,10 @@ void sender_own_set(struct smtp_session *s, const struct ldapauth_user *u);
 const char *sender_rcpt_refusal(const struct smtp_session *s);
 
 /* deliver.c */
+/* Whether mailhost (a user's mailHost, NULL or "" when it has none) names a store host other
+   than this one ([mtad] mailhost, else hostname): its mail is queued and delivered there over
+   LMTP. A value that is no host name counts as this host. */
+bool mtad_mailhost_elsewhere(const struct mtad *m, const char *mailhost);
 int deliver_open(struct smtp_session *s);
 int deliver_write(struct smtp_session *s, const void *p, size_t n);
 void deliver_commit(struct smtp_session *s);

@@ -299,7 +299,7 @@ static void go_addr(struct queue_runner *qr, struct qwork *w)
 	w->dest = queue_dest_get(qr, w->mx[w->mxi].name, w->addr[w->ai], w->nh.port, w->tls,
 				 w->tlsa, w->tls == TLSL_DANE ? w->ans[2].n : 0,
 				 w->sts_pol != NULL && w->sts_pol->mode == STS_TESTING &&
-				 w->tls == TLSL_MAY);
+				 w->tls == TLSL_MAY, w->nh.lmtp);
 	TAILQ_INSERT_TAIL(&w->dest->waiting, w, entry);
 	queue_dest_pump(qr, w->dest);
 }
@@ -358,7 +358,9 @@ void queue_route_start(struct queue_runner *qr, struct qwork *w)
 		snprintf(lit, sizeof(lit), "%.*s", (int)(w->nh.name[0] == '[' ? len - 2 : len),
 			 w->nh.name + (w->nh.name[0] == '['));
 		w->nmx = 1;
-		snprintf(w->mx[0].name, sizeof(w->mx[0].name), "%.*s", DNS_NAME_MAX, lit);
+		/* a store host at a configured address keeps its name (logs, SNI) */
+		snprintf(w->mx[0].name, sizeof(w->mx[0].name), "%.*s", DNS_NAME_MAX,
+			 w->nh.host[0] != '\0' ? w->nh.host : lit);
 		snprintf(w->addr[0], sizeof(w->addr[0]), "%.45s", lit);
 		w->naddr = 1;
 		if (host_tls(w) < 0) {

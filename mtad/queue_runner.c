@@ -1,6 +1,6 @@
 /* queue_runner.c — owns relay scheduling: leasing due queue entries, routing each recipient
  * (transport_map, then relay_host, then the domain's MX hosts: queue_route.c; local domains go
- * to the store), grouping recipients per next hop, the per-destination connection limit, outcomes with the retry schedule and
+ * to the store, or over LMTP to the user's store host when its mailHost is another), grouping recipients per next hop, the per-destination connection limit, outcomes with the retry schedule and
  * expiry, bounces, and the Postfix-style log line per recipient outcome. */
 #include <errno.h>
 #include <inttypes.h>
@@ -49,6 +49,7 @@ static struct qjob *job_copy(struct queue_runner *qr, const struct store_queue_m
 	job->remote = xcalloc(qm->nrcpt, sizeof(*job->remote));
 	job->delayed = xcalloc(qm->nrcpt, sizeof(*job->delayed));
 	job->recorded = xcalloc(qm->nrcpt, sizeof(*job->recorded));
+	TAILQ_INIT(&job->lmtp);
 	for (size_t i = 0; i < qm->nrcpt; i++) {
 		job->qm.rcpt[i] = qm->rcpt[i];
 		job->qm.rcpt[i].addr = job->own[2 * i] = xstrdup(qm->rcpt[i].addr);
@@ -103,13 +104,13 @@ static struct tlsa_rec *tlsa_copy(const struct tlsa_rec *t, size_t n)
 
 struct qdest *queue_dest_get(struct queue_runner *qr, const char *host, const char *addr,
 			     const char *port, enum tls_level tls, const struct tlsa_rec *tlsa,
-			     size_t ntlsa, bool sts_testing)
+			     size_t ntlsa, bool sts_testing, bool lmtp)
 {
 	struct qdest *d;
 
 	TAILQ_FOREACH(d, &qr->dests, entry)
 		if (strcmp(d->addr, addr) == 0 && strcmp(d->port, port) == 0 &&
-		    strcmp(d->host, host) == 0 && d->tls == tls) {
+		    strcmp(d->host, host) == 0 && d->tls == tls && d->lmtp == lmtp) {
 			if (tls == TLSL_DANE) { /* the records as DNS says now */
 				tlsa_free(d->tlsa, d->ntlsa);
 				d->tlsa = tlsa_copy(tlsa, ntlsa);
@@ -120,6 +121,7 @@ struct qdest *queue_dest_get(struct queue_runner *qr, const char *host, const ch
 		}
 	d = xcalloc(1, sizeof(*d));
 	d->tls = tls;
+	d->lmtp = lmtp;
 	d->sts_testing = sts_testing;
 	d->tlsa = tlsa_copy(tlsa, ntlsa);
 	d->ntlsa = ntlsa;
@@ -207,6 +209,36 @@ static void route(struct queue_runner *qr, const char *addr, bool *local_r,
 	snprintf(nh->port, sizeof(nh->port), "%s", qr->relay_port);
 	nh->mx = true;
 	nh->sts = true;
+}
+
+/* The LMTP listener of store host host (a user's mailHost): its mailhost_lmtp entry, else
+   the host's addresses on mailhost_lmtp_port. Never an MX lookup. */
+static void mailhost_nexthop(struct queue_runner *qr, const char *host, struct qnexthop *nh)
+{
+	const struct mtad_conf *mc = &conf_values(qr->m->conf)->mtad;
+	const struct conf_list *map = mc->mailhost_lmtp;
+	size_t hl = strlen(host);
+
+	memset(nh, 0, sizeof(*nh));
+	snprintf(nh->name, sizeof(nh->name), "%.*s", (int)sizeof(nh->name) - 1, host);
+	for (size_t i = 0; i < map->n; i++) {
+		const char *eq = strchr(map->v[i], '=');
+
+		if (eq != NULL && str_caseeq(map->v[i], (size_t)(eq - map->v[i]), host, hl)) {
+			const char *br = strchr(eq + 1, ']');
+
+			nexthop_parse(eq + 1, nh);
+			if (strchr(br != NULL ? br : eq + 1, ':') != NULL)
+				goto done;
+			break;
+		}
+	}
+	snprintf(nh->port, sizeof(nh->port), "%" PRId64, mc->mailhost_lmtp_port);
+done:
+	snprintf(nh->host, sizeof(nh->host), "%.*s", (int)sizeof(nh->host) - 1, host);
+	nh->mx = false;
+	nh->sts = false;
+	nh->lmtp = true;
 }
 
 static struct qwork *work_new(struct qjob *job, const struct qnexthop *nh)
@@ -336,14 +368,59 @@ static void local_user_made(int rc, unsigned part, void *arg)
 		local_deliver(arg, part);
 }
 
-/* Local recipients in the queue: look up, make the account when new, deliver. */
+/* w's recipient is homed on store host host: it joins the job's work for that host (one LMTP
+   transaction for all of them), or starts one. */
+static void lmtp_add(struct qjob *job, struct qwork *w, const char *host)
+{
+	struct qwork *o;
+
+	mailhost_nexthop(job->qr, host, &w->nh);
+	TAILQ_FOREACH(o, &job->lmtp, entry)
+		if (strcmp(o->nh.port, w->nh.port) == 0 && strcasecmp(o->nh.name, w->nh.name) == 0)
+			break;
+	if (o == NULL) {
+		TAILQ_INSERT_TAIL(&job->lmtp, w, entry);
+		return;
+	}
+	o->idx[o->n++] = w->idx[0];
+	free(w->idx);
+	buf_release(&w->trylog);
+	free(w);
+	job->outstanding--; /* o is outstanding still: the job does not end here */
+}
+
+/* Every local recipient's lookup is in: the works for store hosts start. */
+static void lmtp_start_all(struct qjob *job)
+{
+	struct qwork *w;
+
+	while ((w = TAILQ_FIRST(&job->lmtp)) != NULL) {
+		TAILQ_REMOVE(&job->lmtp, w, entry);
+		queue_route_start(job->qr, w);
+	}
+}
+
+/* Local recipients in the queue: look up, make the account when new, deliver (or, for a user
+   homed on another store host, LMTP to it). */
 static void local_lookup_cb(const struct ldapauth_reply *reply, void *arg)
 {
 	struct qwork *w = arg;
+	struct qjob *job = w->job;
+	bool last = --job->lookups == 0;
 	struct local_dlv *ld;
 	unsigned part;
 	int rc;
 
+	if (reply->result == LDAPAUTH_OK &&
+	    mtad_mailhost_elsewhere(job->qr->m, reply->user->mailhost)) {
+		lmtp_add(job, w, reply->user->mailhost);
+		if (last)
+			lmtp_start_all(job);
+		return;
+	}
+	/* before w's own outcome, which may end the job when it is the last work */
+	if (last)
+		lmtp_start_all(job);
 	if (reply->result == LDAPAUTH_ETEMP) {
 		queue_rcpt_outcome(w, 0, 451, "4.3.0 directory unavailable", "local");
 		queue_work_done(w);
@@ -383,6 +460,7 @@ static void job_dispatch(struct queue_runner *qr, struct qjob *job)
 		if (local) {
 			w = work_new(job, NULL);
 			w->idx[w->n++] = i;
+			job->lookups++;
 			if (qr->m->la != NULL)
 				ldapauth_lookup(qr->m->la, job->qm.rcpt[i].addr, local_lookup_cb, w);
 			else

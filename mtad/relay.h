@@ -18,6 +18,8 @@
 
 struct qdest;
 struct smtp_client;
+struct qwork;
+TAILQ_HEAD(qwork_list, qwork);
 
 /* A leased queue entry; strings are our own copies. */
 struct qjob {
@@ -31,6 +33,8 @@ struct qjob {
 	bool *delayed;                     /* per recipient: in this run's delay notice */
 	bool *recorded;                    /* per recipient: its outcome is in the queue already */
 	bool delay_noticed;                /* a delay notice went out for this message before */
+	size_t lookups;                    /* directory lookups of local recipients in flight */
+	struct qwork_list lmtp;            /* works for store hosts, started when they are in */
 	TAILQ_ENTRY(qjob) entry;
 };
 
@@ -43,6 +47,8 @@ struct qnexthop {
 	bool mx;                           /* look up MX records of name */
 	enum tls_level tls;                /* transport_map tls=, else TLSL_DEFAULT */
 	bool sts;                          /* the recipient domain's MX (MTA-STS applies) */
+	bool lmtp;                         /* a store host's LMTP listener (a user's mailHost) */
+	char host[DNS_NAME_MAX + 1];       /* lmtp: the store host's name (logs, TLS SNI) */
 };
 
 #define QUEUE_MX_ADDRS 8                   /* addresses of one host tried at most */
@@ -82,7 +88,6 @@ struct qwork {
 	struct buf trylog;                 /* "host[addr]:port: reason; ..." */
 	TAILQ_ENTRY(qwork) entry;
 };
-TAILQ_HEAD(qwork_list, qwork);
 
 /* A next hop (host name, address, port) with its connections. */
 struct qdest {
@@ -91,6 +96,7 @@ struct qdest {
 					      connection limit is per host, not per address) */
 	enum tls_level tls;                /* the level its connections reach */
 	bool sts_testing;                  /* log what an MTA-STS policy in testing mode sees */
+	bool lmtp;                         /* speaks LMTP (RFC 2033): a store host */
 	struct tlsa_rec *tlsa;             /* DANE: the records certificates must match */
 	size_t ntlsa;
 	unsigned active;                   /* connections open (busy or idle) in this worker; each
@@ -143,7 +149,7 @@ void queue_dest_released(struct queue_runner *qr, struct qdest *d);
 /* The destination host/addr/port, found or created. */
 struct qdest *queue_dest_get(struct queue_runner *qr, const char *host, const char *addr,
 			     const char *port, enum tls_level tls, const struct tlsa_rec *tlsa,
-			     size_t ntlsa, bool sts_testing);
+			     size_t ntlsa, bool sts_testing, bool lmtp);
 /* Starts the works waiting for d as far as the connection limit allows. */
 void queue_dest_pump(struct queue_runner *qr, struct qdest *d);
 

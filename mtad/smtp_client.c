@@ -2,7 +2,8 @@
  * STARTTLS when offered, then transactions for queue works: MAIL/RCPT/DATA pipelined when the
  * server offers PIPELINING (one command at a time otherwise), the body streamed from the queue
  * file with dot-stuffing, per-recipient outcomes, and reuse of the connection for the next work
- * of the same destination (idle connections close after a few seconds). */
+ * of the same destination (idle connections close after a few seconds). LMTP (RFC 2033) to a
+ * store host: LHLO, and one reply after the data for each recipient accepted. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +55,8 @@ struct smtp_client {
 	char mail_text[REPLY_LINE_MAX + 8]; /* a 4xx reply to MAIL, kept for the failover */
 	int *rcode;                /* per recipient of w: RCPT reply code */
 	char **rtext;
+	bool *rdone;               /* per recipient of w: its outcome is recorded */
+	size_t dot_k;              /* LMTP: the recipient the next reply after the data is for */
 	size_t naccepted;
 	int fd;                    /* queue file while the body streams */
 	bool body_bol, body_crlf;  /* at a line start; the last bytes sent were CRLF */
@@ -96,11 +99,18 @@ static void set_callbacks(struct smtp_client *c)
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 }
 
+static void rcpt_outcome(struct smtp_client *c, size_t k, int code, const char *text)
+{
+	c->rdone[k] = true;
+	queue_rcpt_outcome(c->w, k, code, text, c->relay);
+}
+
 /* Every recipient of the current work without an outcome gets code/text. */
 static void work_outcome_all(struct smtp_client *c, int code, const char *text)
 {
 	for (size_t k = 0; k < c->w->n; k++)
-		queue_rcpt_outcome(c->w, k, code, text, c->relay);
+		if (c->rdone == NULL || !c->rdone[k])
+			queue_rcpt_outcome(c->w, k, code, text, c->relay);
 }
 
 /* Lets go of the current work; returns it. */
@@ -116,8 +126,10 @@ static struct qwork *work_release(struct smtp_client *c)
 		free(c->rtext[k]);
 	free(c->rtext);
 	free(c->rcode);
+	free(c->rdone);
 	c->rtext = NULL;
 	c->rcode = NULL;
+	c->rdone = NULL;
 	c->w = NULL;
 	return w;
 }
@@ -320,6 +332,8 @@ static void tx_start(struct smtp_client *c, struct qwork *w)
 	c->mail_code = 0;
 	c->rcode = xcalloc(w->n, sizeof(*c->rcode));
 	c->rtext = xcalloc(w->n, sizeof(*c->rtext));
+	c->rdone = xcalloc(w->n, sizeof(*c->rdone));
+	c->dot_k = 0;
 	if (c->caps & CAP_PIPELINING) {
 		for (size_t i = 0; i <= w->n + 1; i++)
 			send_cmd(c, i);
@@ -412,7 +426,7 @@ static void tx_reply(struct smtp_client *c, int code, const char *text)
 		if (code / 100 == 2)
 			c->naccepted++;
 		else if (c->mail_code / 100 == 2)
-			queue_rcpt_outcome(c->w, i - 1, code, text, c->relay);
+			rcpt_outcome(c, i - 1, code, text);
 		if (!(c->caps & CAP_PIPELINING)) {
 			if (i < n || c->naccepted > 0) {
 				send_cmd(c, i + 1);
@@ -429,7 +443,7 @@ static void tx_reply(struct smtp_client *c, int code, const char *text)
 			evbuffer_add(bufferevent_get_output(c->bev), ".\r\n", 3);
 		for (size_t k = 0; k < n; k++)
 			if (c->rcode[k] / 100 == 2 && c->mail_code / 100 == 2)
-				queue_rcpt_outcome(c->w, k, code, text, c->relay);
+				rcpt_outcome(c, k, code, text);
 		if (c->mail_code / 100 == 4)
 			work_failover(c, c->mail_code, c->mail_text);
 		else
@@ -497,6 +511,26 @@ static void start_tls(struct smtp_client *c)
 	set_callbacks(c);
 }
 
+/* LMTP (RFC 2033 4.2): after the data, one reply for each recipient whose RCPT was accepted,
+   in their order. Whether every one has its reply now. */
+static bool lmtp_dot_reply(struct smtp_client *c, int code, const char *text)
+{
+	size_t n = c->w->n;
+
+	while (c->dot_k < n && c->rcode[c->dot_k] / 100 != 2)
+		c->dot_k++;
+	if (c->dot_k < n)
+		rcpt_outcome(c, c->dot_k++, code, text);
+	while (c->dot_k < n && c->rcode[c->dot_k] / 100 != 2)
+		c->dot_k++;
+	return c->dot_k >= n;
+}
+
+static const char *hello_verb(const struct smtp_client *c)
+{
+	return c->d->lmtp ? "LHLO" : "EHLO";
+}
+
 /* The final line of a reply. */
 static void on_reply(struct smtp_client *c, int code, const char *text)
 {
@@ -506,12 +540,16 @@ static void on_reply(struct smtp_client *c, int code, const char *text)
 			client_fail(c, code, text);
 			return;
 		}
-		client_send(c, "EHLO %s", c->qr->m->hostname);
+		client_send(c, "%s %s", hello_verb(c), c->qr->m->hostname);
 		c->st = C_EHLO;
 		break;
 	case C_EHLO:
 		if (code / 100 == 2) {
 			session_ready(c);
+			return;
+		}
+		if (c->d->lmtp) { /* LMTP has no HELO */
+			client_fail(c, code, text);
 			return;
 		}
 		client_send(c, "HELO %s", c->qr->m->hostname);
@@ -545,10 +583,12 @@ static void on_reply(struct smtp_client *c, int code, const char *text)
 		tx_reply(c, code, text);
 		break;
 	case C_DOT:
+		if (c->w != NULL && c->d->lmtp && !lmtp_dot_reply(c, code, text))
+			return; /* more recipients' replies to come */
 		if (c->w != NULL) {
 			for (size_t k = 0; k < c->w->n; k++)
-				if (c->rcode[k] / 100 == 2)
-					queue_rcpt_outcome(c->w, k, code, text, c->relay);
+				if (c->rcode[k] / 100 == 2 && !c->rdone[k])
+					rcpt_outcome(c, k, code, text);
 			work_end(c);
 		}
 		client_next(c);
@@ -639,7 +679,7 @@ static void client_event_cb(struct bufferevent *bev, short what, void *arg)
 		if (tls_connected(c) < 0)
 			return;
 		c->caps = 0;
-		client_send(c, "EHLO %s", c->qr->m->hostname);
+		client_send(c, "%s %s", hello_verb(c), c->qr->m->hostname);
 		c->st = C_EHLO;
 		return;
 	}

@@ -316,7 +316,12 @@ static void rcpt_lookup_done(const struct ldapauth_reply *reply, void *arg)
 		smtp_resume(s);
 		return;
 	}
-	if (reply->result == LDAPAUTH_OK) {
+	if (reply->result == LDAPAUTH_OK && mtad_mailhost_elsewhere(s->m, reply->user->mailhost)) {
+		/* homed on another store host: queued here, delivered there over LMTP */
+		r->local = false;
+		log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> user=%s mailhost=%s",
+			 s->id, tx->qid, r->addr, reply->user->login, reply->user->mailhost);
+	} else if (reply->result == LDAPAUTH_OK) {
 		str_lcpy(r->user, reply->user->login, sizeof(r->user));
 		rc = deliver_user_ensure(s->m, r->user, reply->user->partition, reply->user->quota,
 					 &r->part, rcpt_user_made, s);

@@ -88,16 +88,16 @@ def free_port():
     raise RuntimeError("no free port")
 
 
-def wait_port(port, timeout=20.0, proc=None, what=None):
-    """Returns once something accepts on 127.0.0.1:port; raises after timeout, or at once
-    when proc (a Popen) exited."""
+def wait_port(port, timeout=20.0, proc=None, what=None, host=HOST):
+    """Returns once something accepts on host:port (127.0.0.1); raises after timeout, or at
+    once when proc (a Popen) exited."""
     end = time.time() + timeout
     while time.time() < end:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"{what or 'the daemon'} exited ({proc.returncode}) before "
                                f"listening on {port}")
         try:
-            with socket.create_connection((HOST, port), timeout=1):
+            with socket.create_connection((host, port), timeout=1):
                 return
         except OSError:
             time.sleep(0.05)
@@ -271,6 +271,7 @@ class Daemon:
     name = "daemon"
     fg = "-f"  # "-F": in the foreground as under systemd, logging as [log] says
     failure_marks = SANITIZER_MARKS  # log lines that fail the test (check_sanitizers)
+    host = HOST  # the address start() waits on
 
     def __init__(self, exe, conf, log, port, args=()):
         self.exe, self.conf, self.log, self.port = exe, conf, log, port
@@ -283,7 +284,7 @@ class Daemon:
             self.proc = subprocess.Popen([self.exe, "-c", self.conf, self.fg, *self.args],
                                          stdout=logf, stderr=logf, stdin=subprocess.DEVNULL)
         try:
-            wait_port(self.port, timeout, self.proc, os.path.basename(self.exe))
+            wait_port(self.port, timeout, self.proc, os.path.basename(self.exe), self.host)
         except RuntimeError as e:
             self.stop()
             raise RuntimeError(f"{e}\n{self.logtext()[-4000:]}") from None
