@@ -404,17 +404,31 @@ static int write_flags(struct fetch_msg *fm, const struct fetch_item *it)
 	return 1;
 }
 
-static int write_internaldate(struct fetch_msg *fm, const struct fetch_item *it)
+/* name "date-time" (RFC 3501), in UTC */
+static void write_date_time(struct imap_client *c, const char *name, int64_t when)
 {
 	static const char mon[12][4] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
 					  "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
-	time_t tt = (time_t)fm->m->internaldate;
+	time_t tt = (time_t)when;
 	struct tm tm;
 
-	(void)it;
 	gmtime_r(&tt, &tm);
-	imap_printf(fm->c, "INTERNALDATE \"%02d-%s-%04d %02d:%02d:%02d +0000\"", tm.tm_mday,
+	imap_printf(c, "%s \"%02d-%s-%04d %02d:%02d:%02d +0000\"", name, tm.tm_mday,
 		    mon[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+}
+
+static int write_internaldate(struct fetch_msg *fm, const struct fetch_item *it)
+{
+	(void)it;
+	write_date_time(fm->c, "INTERNALDATE", fm->m->internaldate);
+	return 1;
+}
+
+/* SAVEDATE (RFC 8514): every mailbox keeps it, so never NIL */
+static int write_savedate(struct fetch_msg *fm, const struct fetch_item *it)
+{
+	(void)it;
+	write_date_time(fm->c, "SAVEDATE", fm->m->savedate);
 	return 1;
 }
 
@@ -672,6 +686,7 @@ static const struct fetch_def fetch_defs[] = {
 	{ "UID",           NULL,          0,                     NULL,              NULL,           write_uid },
 	{ "FLAGS",         NULL,          0,                     NULL,              NULL,           write_flags },
 	{ "INTERNALDATE",  NULL,          0,                     NULL,              NULL,           write_internaldate },
+	{ "SAVEDATE",      NULL,          0,                     NULL,              NULL,           write_savedate },
 	{ "RFC822.SIZE",   NULL,          0,                     NULL,              NULL,           write_size },
 	{ "MODSEQ",        NULL,          FD_MODSEQ,             NULL,              NULL,           write_modseq },
 	{ "ENVELOPE",      NULL,          0,                     NULL,              NULL,           write_envelope },

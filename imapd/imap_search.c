@@ -25,7 +25,8 @@ enum skey_type {
 	SK_ALL, SK_FLAG, SK_NOFLAG, SK_KEYWORD, SK_NOKEYWORD, SK_RECENT, SK_NEW, SK_OLD,
 	SK_BEFORE, SK_ON, SK_SINCE, SK_SENTBEFORE, SK_SENTON, SK_SENTSINCE, SK_LARGER,
 	SK_SMALLER, SK_HEADER, SK_BODY, SK_TEXT, SK_SEQ, SK_UID, SK_NOT, SK_OR, SK_AND,
-	SK_MODSEQ, SK_OLDER, SK_YOUNGER, SK_EMAILID, SK_NEVER,
+	SK_MODSEQ, SK_OLDER, SK_YOUNGER, SK_EMAILID, SK_NEVER, SK_SAVEDBEFORE, SK_SAVEDON,
+	SK_SAVEDSINCE,
 };
 
 struct skey {
@@ -111,6 +112,8 @@ static const struct {
 	{ "SEEN", SK_FLAG, STORE_SEEN },           { "UNSEEN", SK_NOFLAG, STORE_SEEN },
 	{ "RECENT", SK_RECENT, 0 },                { "NEW", SK_NEW, 0 },
 	{ "OLD", SK_OLD, 0 },
+	/* RFC 8514 4.3: every mailbox here keeps save dates */
+	{ "SAVEDATESUPPORTED", SK_ALL, 0 },
 };
 
 static const struct {
@@ -120,6 +123,8 @@ static const struct {
 	{ "BEFORE", SK_BEFORE },         { "ON", SK_ON },
 	{ "SINCE", SK_SINCE },           { "SENTBEFORE", SK_SENTBEFORE },
 	{ "SENTON", SK_SENTON },         { "SENTSINCE", SK_SENTSINCE },
+	{ "SAVEDBEFORE", SK_SAVEDBEFORE }, { "SAVEDON", SK_SAVEDON },
+	{ "SAVEDSINCE", SK_SAVEDSINCE },
 };
 
 static const char *const header_keys[] = { "FROM", "TO", "CC", "BCC", "SUBJECT" };
@@ -381,7 +386,7 @@ static struct skey *parse_key(struct imap_search *s, const struct imap_arg **ap,
 {
 	const struct imap_arg *a = take(ap, end);
 	struct skey *k;
-	char name[16];
+	char name[24];
 	bool known;
 
 	if (a == NULL || depth > SEARCH_DEPTH_MAX) {
@@ -577,11 +582,13 @@ static int64_t sent_day(const struct msgcache_view *mv)
 	return t >= 0 ? t / 86400 : (t - 86399) / 86400;
 }
 
-/* The date keys: internal date (BEFORE ON SINCE OLDER YOUNGER) or Date: header (SENT*). */
+/* The date keys: internal date (BEFORE ON SINCE OLDER YOUNGER), Date: header (SENT*) or save
+   date (SAVED*, RFC 8514). */
 static bool eval_date(const struct skey *k, const struct store_msg *m,
 		      const struct msgcache_view *mv)
 {
 	int64_t iday = m->internaldate >= 0 ? m->internaldate / 86400 : -1;
+	int64_t vday = m->savedate >= 0 ? m->savedate / 86400 : -1;
 	int64_t sday = sent_day(mv);
 
 	switch (k->type) {
@@ -601,6 +608,12 @@ static bool eval_date(const struct skey *k, const struct store_msg *m,
 		return sday != INT64_MIN && sday == k->day;
 	case SK_SENTSINCE:
 		return sday != INT64_MIN && sday >= k->day;
+	case SK_SAVEDBEFORE:
+		return vday < k->day;
+	case SK_SAVEDON:
+		return vday == k->day;
+	case SK_SAVEDSINCE:
+		return vday >= k->day;
 	default:
 		return false;
 	}
@@ -645,7 +658,8 @@ static bool eval(struct imap_search *s, const struct skey *k, const struct store
 	case SK_NEW: case SK_OLD:
 		return eval_flag(k, m, vflags);
 	case SK_OLDER: case SK_YOUNGER: case SK_BEFORE: case SK_ON: case SK_SINCE:
-	case SK_SENTBEFORE: case SK_SENTON: case SK_SENTSINCE:
+	case SK_SENTBEFORE: case SK_SENTON: case SK_SENTSINCE: case SK_SAVEDBEFORE:
+	case SK_SAVEDON: case SK_SAVEDSINCE:
 		return eval_date(k, m, mv);
 	case SK_LARGER:
 		return m->size > k->num;

@@ -374,6 +374,9 @@ struct store_msg {
 	uint64_t modseq;
 	uint64_t blob;
 	int64_t internaldate;       /* Unix time */
+	int64_t savedate;           /* when it came into this mailbox (append, delivery, copy,
+				       move: RFC 8514); a row from before save dates were kept
+				       gives its internaldate */
 	uint64_t size;              /* RFC822.SIZE */
 	unsigned flags;             /* enum store_flag */
 	uint64_t keywords;          /* bit i = store_mbox_keywords()[i] */
@@ -420,7 +423,8 @@ int store_msg_flags(struct store_txn *t, uint64_t mbox, uint32_t uid, enum store
 int store_msg_expunge(struct store_txn *t, uint64_t mbox, const uint32_t *uids, size_t n,
 		      uint32_t **out, size_t *n_out);
 /* Copies messages (uids, in that order) to dst in the same partition, without copying
-   bodies; flags and keywords kept (keywords re-indexed for dst), internaldate kept. Appends
+   bodies; flags and keywords kept (keywords re-indexed for dst), internaldate kept, savedate
+   now (RFC 8514). Appends
    the new UIDs to *dst_uids (xreallocarray'd; set in the order of src UIDs copied; absent
    src UIDs are skipped, their src uid not reported in *src_done). move: the source messages
    are then expunged (RFC 6851). Errors: STORE_ENOMBOX, STORE_EQUOTA (copy only; move does

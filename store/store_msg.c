@@ -32,7 +32,7 @@ static void msg_key(uint8_t k[12], uint64_t mbox, uint32_t uid)
 	put_be32(k + 8, uid);
 }
 
-static void msg_encode(const struct store_msg *m, uint8_t b[MSG_REC_LEN])
+static void msg_encode(const struct store_msg *m, uint8_t b[MSG_REC_SAVED_LEN])
 {
 	put_be64(b, m->blob);
 	put_be64(b + 8, m->modseq);
@@ -40,6 +40,7 @@ static void msg_encode(const struct store_msg *m, uint8_t b[MSG_REC_LEN])
 	put_be64(b + 24, m->size);
 	put_be32(b + 32, m->flags);
 	put_be64(b + 36, m->keywords);
+	put_be64(b + 44, (uint64_t)m->savedate);
 }
 
 void msg_decode(const MDB_val *v, uint32_t uid, struct store_msg *m)
@@ -56,15 +57,17 @@ void msg_decode(const MDB_val *v, uint32_t uid, struct store_msg *m)
 	m->size = get_be64(b + 24);
 	m->flags = get_be32(b + 32);
 	m->keywords = get_be64(b + 36);
+	m->savedate = v->mv_size >= MSG_REC_SAVED_LEN ? (int64_t)get_be64(b + 44)
+						       : m->internaldate;
 }
 
 int msg_put(struct store_txn *t, uint64_t mbox, uint32_t uid, const struct store_msg *m)
 {
-	uint8_t k[12], b[MSG_REC_LEN];
+	uint8_t k[12], b[MSG_REC_SAVED_LEN];
 
 	msg_key(k, mbox, uid);
 	msg_encode(m, b);
-	return store_put(t, DBI_MSGS, k, 12, b, MSG_REC_LEN);
+	return store_put(t, DBI_MSGS, k, 12, b, MSG_REC_SAVED_LEN);
 }
 
 static void msg_cache(struct store_txn *t, struct store_msg *m)
@@ -111,7 +114,8 @@ int store_msg_add_ref(struct store_txn *t, struct mbox_rec *r, uint64_t mbox,
 	m.size = size;
 	m.flags = flags & STORE_FLAGS_ALL;
 	m.keywords = kws;
-	m.internaldate = internaldate != 0 ? internaldate : time(NULL);
+	m.savedate = time(NULL); /* RFC 8514: a copy or move is saved anew */
+	m.internaldate = internaldate != 0 ? internaldate : m.savedate;
 	count_msg(r, &m, 1);
 	if ((rc = msg_put(t, mbox, m.uid, &m)) != 0)
 		return rc;

@@ -158,8 +158,11 @@ struct store_blob {
 #define MBOX_REC_FIXED 72
 #define MBOX_REC_MAX (MBOX_REC_FIXED + STORE_MAX_NAME + 1 + 4)
 #define MBOX_HIST_UNKNOWN UINT32_MAX
-/* message: blob 8, modseq 8, internaldate 8, size 8, flags 4, keywords 8 */
+/* message: blob 8, modseq 8, internaldate 8, size 8, flags 4, keywords 8, savedate 8. A row
+   written before save dates were kept ends at the keywords (MSG_REC_LEN): its save date reads
+   as its internal date. */
 #define MSG_REC_LEN 44
+#define MSG_REC_SAVED_LEN 52
 #define STORE_CACHE_MAX (4u << 20) /* the serialized header cache of one message */
 
 struct mbox_rec {

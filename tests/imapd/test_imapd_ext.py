@@ -1,10 +1,12 @@
 """imapd end to end: the smaller extensions, one raw dialogue each with exact responses:
-UNAUTHENTICATE (RFC 8437), OBJECTID (RFC 8474), PREVIEW (RFC 8970) and PARTIAL (RFC 9394).
+UNAUTHENTICATE (RFC 8437), OBJECTID (RFC 8474), PREVIEW (RFC 8970), PARTIAL (RFC 9394) and
+SAVEDATE (RFC 8514).
 
 Usage: test_imapd_ext.py IMAPD_BINARY DELIVER_BINARY"""
 import os
 import re
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from heronlib import IMAP_PASSWORD as PASSWORD, Imapd, run_suite  # noqa: E402
@@ -129,11 +131,58 @@ def test_partial():
         assert_eq(r.cmd("b", bad), ["b BAD Invalid RETURN options"], bad)
 
 
+def savedate_of(r, tag, seq):
+    out = r.cmd(tag, "FETCH %s (SAVEDATE INTERNALDATE)" % seq)
+    m = re.fullmatch(r'\* %s FETCH \(SAVEDATE "([^"]+)" INTERNALDATE "([^"]+)"\)' % seq,
+                     out[0])
+    assert m is not None and out[-1] == tag + " OK Fetch completed", out
+    return m.group(1), m.group(2)
+
+
+def test_savedate():
+    r = D.raw("carol")
+    assert_in(" SAVEDATE", r.cmd("c", "CAPABILITY")[0])
+    r.cmd("a", "CREATE Saved")
+    r.append(SIMPLE)  # internal date 07-Feb-1994 21:52:25 -0800
+    r.cmd("s", "SELECT INBOX")
+    saved, internal = savedate_of(r, "f", 1)
+    assert_eq(internal, "08-Feb-1994 05:52:25 +0000")
+    t = time.strptime(saved, "%d-%b-%Y %H:%M:%S +0000")
+    assert abs(time.mktime(t) - time.mktime(time.gmtime())) < 60, saved  # saved just now
+    day = saved.split()[0]
+    for key, want in [("SAVEDON " + day, "* SEARCH 1"), ("SAVEDSINCE " + day, "* SEARCH 1"),
+                      ("SAVEDBEFORE " + day, "* SEARCH"), ("SAVEDATESUPPORTED", "* SEARCH 1"),
+                      ("SAVEDON 8-Feb-1994", "* SEARCH"), ("ON 8-Feb-1994", "* SEARCH 1"),
+                      ("SAVEDBEFORE 1-Jan-2200", "* SEARCH 1"),
+                      ("NOT SAVEDATESUPPORTED", "* SEARCH")]:
+        assert_eq(r.cmd("k", "SEARCH " + key), [want, "k OK SEARCH completed"], key)
+    assert_eq(r.cmd("b", "SEARCH SAVEDON 32-Jan-2020"), ["b BAD Invalid search date"])
+    assert_eq(r.cmd("b", "SEARCH SAVEDSINCE"), ["b BAD Invalid search date"])
+    # COPY and MOVE save the message anew (RFC 8514 3): a later save date, the same
+    # internal date
+    time.sleep(2)
+    assert r.cmd("c", "COPY 1 Saved")[-1].startswith("c OK [COPYUID ")
+    r.append(SIMPLE)
+    r.cmd("n", "NOOP")
+    assert r.cmd("m", "MOVE 2 Saved")[-1].startswith("m OK")
+    r.cmd("s", "SELECT Saved")
+    for seq in (1, 2):
+        copied, cinternal = savedate_of(r, "g", seq)
+        assert_eq(cinternal, internal)
+        assert copied > saved or copied.split()[0] != day, (copied, saved)
+    # the save date stays through a flag change (the row is rewritten)
+    r.cmd("t", "STORE 1 +FLAGS (\\Seen)")
+    assert_eq(savedate_of(r, "h", 1)[0], copied)
+    assert_eq(r.cmd("u", "UID SEARCH SAVEDSINCE " + copied.split()[0]),
+              ["* SEARCH 1 2", "u OK SEARCH completed"])
+
+
 def main():
     global D
     imapd, deliver = sys.argv[1], sys.argv[2]
     rc = 0
-    for tests in ([test_back_to_not_authenticated], [test_ids], [test_preview], [test_partial]):
+    for tests in ([test_back_to_not_authenticated], [test_ids], [test_preview], [test_partial],
+                  [test_savedate]):
         D = Imapd(imapd, deliver=deliver)  # each on a fresh imapd and store
         rc |= run_suite(D, tests, D.dir)
     return rc
