@@ -1,8 +1,9 @@
-/* cmd_append.c — owns APPEND and MULTIAPPEND (RFC 3502): each message literal (or literal8
- * ~{n}, RFC 3516) was streamed into a blob by imap_client.c while it arrived (never held in
- * memory); here the blobs are made durable and appended with their flags and internal dates in
- * one nested txn of the group commit (all or none), answered with APPENDUID (UIDPLUS, a UID
- * set for several) after the commit. */
+/* cmd_append.c — owns APPEND, MULTIAPPEND (RFC 3502) and REPLACE, UID REPLACE (RFC 8508):
+ * each message literal (or literal8 ~{n}, RFC 3516) was streamed into a blob by imap_client.c
+ * while it arrived (never held in memory); here the blobs are made durable and appended with
+ * their flags and internal dates in one nested txn of the group commit (all or none; REPLACE's
+ * expunge of the message it replaces in the same txn), answered with APPENDUID (UIDPLUS, a
+ * UID set for several) after the commit. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -43,6 +44,16 @@ static int parse_date_time(const char *s, size_t len, int64_t *t_r)
 	return 0;
 }
 
+static bool cmd_is_replace(const struct imap_cmd *cmd)
+{
+	return (cmd->def_flags & CMD_ALT) != 0; /* REPLACE, UID REPLACE */
+}
+
+static const char *cmd_name(const struct imap_cmd *cmd)
+{
+	return cmd_is_replace(cmd) ? "REPLACE" : "APPEND";
+}
+
 /* One message of the command (MULTIAPPEND, RFC 3502: several, all appended or none). */
 struct append_msg {
 	const struct imap_arg *flags;
@@ -57,6 +68,8 @@ struct append_op {
 	unsigned n;
 	uint32_t uidvalidity;
 	const char *why;
+	uint64_t replace_mbox;      /* REPLACE: the selected mailbox and the UID replaced */
+	uint32_t replace_uid;
 };
 
 static void append_op_free(void *arg)
@@ -75,6 +88,16 @@ static int append_fn(struct store_txn *t, void *arg)
 	struct store_status st;
 	int rc;
 
+	if (ao->replace_uid != 0) {
+		/* first, so the replaced message's size is off the quota (RFC 8508 3.1) */
+		size_t n = 0;
+
+		if ((rc = store_msg_expunge(t, ao->replace_mbox, &ao->replace_uid, 1, NULL,
+					    &n)) != 0)
+			return rc;
+		if (n == 0)
+			return STORE_ENOMSG; /* another session expunged it meanwhile */
+	}
 	for (unsigned i = 0; i < ao->n; i++) {
 		struct append_msg *m = &ao->msgs[i];
 		unsigned flags = 0;
@@ -97,10 +120,12 @@ static const char *append_parse(struct imap_cmd *cmd, size_t argc, struct append
 {
 	static const char usage[] =
 		"Expected: APPEND mailbox ([(flags)] [date-time] literal|UTF8 (literal8))...";
-	size_t i = 1;
+	static const char replace_usage[] =
+		"Expected: REPLACE n mailbox [(flags)] [date-time] literal|UTF8 (literal8)";
+	size_t first = cmd_is_replace(cmd) ? 1 : 0, i = first + 1;
 
-	if (argc < 2 || !imap_arg_is_astring(imap_cmd_arg(cmd, 0)))
-		return usage;
+	if (argc < first + 2 || !imap_arg_is_astring(imap_cmd_arg(cmd, first)))
+		return first ? replace_usage : usage;
 	while (i < argc) {
 		const struct imap_arg *a = imap_cmd_arg(cmd, i);
 		struct append_msg *m = &ao->msgs[ao->n];
@@ -126,18 +151,18 @@ static const char *append_parse(struct imap_cmd *cmd, size_t argc, struct append
 			a++;
 		}
 		if (a == NULL || a->type != IMAP_ARG_STREAMED)
-			return usage;
+			return first ? replace_usage : usage;
 		ao->n++;
 		i++;
 	}
-	return NULL;
+	return first && ao->n != 1 ? replace_usage : NULL;
 }
 
 /* The mailbox named by the client: 0, or a reply was sent (-1). */
 static int append_mailbox(struct imap_cmd *cmd, struct append_op *ao)
 {
 	struct imap_client *c = cmd->c;
-	const struct imap_arg *mb = imap_cmd_arg(cmd, 0);
+	const struct imap_arg *mb = imap_cmd_arg(cmd, cmd_is_replace(cmd) ? 1 : 0);
 	struct store_txn *t = NULL;
 	const char *why;
 	char *name;
@@ -155,7 +180,7 @@ static int append_mailbox(struct imap_cmd *cmd, struct append_op *ao)
 	if (rc == STORE_ENOMBOX)
 		imap_cmd_no(cmd, "[TRYCREATE] No such mailbox");
 	else if (rc != 0)
-		imap_cmd_store_error(cmd, rc, "APPEND");
+		imap_cmd_store_error(cmd, rc, cmd_name(cmd));
 	return rc == 0 ? 0 : -1;
 }
 
@@ -184,13 +209,23 @@ static bool append_finish(struct imap_cmd *cmd)
 
 	if (pending)
 		return false;
+	if (rc == STORE_ENOMSG && ao->replace_uid != 0)
+		return imap_cmd_no(cmd, "[EXPUNGEISSUED] The message to replace was expunged");
 	if (rc != 0)
 		return ao->why != NULL ? imap_cmd_bad(cmd, ao->why)
-				       : imap_cmd_store_error(cmd, rc, "APPEND");
+				       : imap_cmd_store_error(cmd, rc, cmd_name(cmd));
 	buf_init(&set, 64, 16 * IMAP_APPEND_MAX);
 	append_uidset(ao, &set);
-	imap_cmd_reply(cmd, "OK", "[APPENDUID %u %s] APPEND completed", ao->uidvalidity,
-		       buf_cstr(&set));
+	if (ao->replace_uid != 0) {
+		/* RFC 8508 3.2: APPENDUID untagged, then the replaced message's EXPUNGE */
+		imap_printf(cmd->c, "* OK [APPENDUID %u %s] Replacement message ready\r\n",
+			    ao->uidvalidity, buf_cstr(&set));
+		imap_view_expunged(cmd->c, ao->replace_uid);
+		imap_cmd_ok(cmd, "REPLACE completed");
+	} else {
+		imap_cmd_reply(cmd, "OK", "[APPENDUID %u %s] APPEND completed", ao->uidvalidity,
+			       buf_cstr(&set));
+	}
 	buf_release(&set);
 	return true;
 }
@@ -226,6 +261,38 @@ static const char *append_check(struct imap_cmd *cmd, struct append_op *ao)
 	return why;
 }
 
+/* REPLACE's message (seq-number or UID, "*" the last): 0 and ao->replace_uid, or the reply
+   was sent (-1): BAD for a sequence number outside the mailbox, NO for a UID not in it. */
+static int replace_target(struct imap_cmd *cmd, struct append_op *ao)
+{
+	const struct imap_arg *a = imap_cmd_arg(cmd, 0);
+	struct imap_view *v = cmd->c->view;
+	uint64_t n = 0;
+
+	if (a == NULL || a->type != IMAP_ARG_ATOM ||
+	    ((a->len != 1 || a->s[0] != '*') && str_to_u64(a->s, a->len, UINT32_MAX, &n) < 0)) {
+		imap_cmd_bad(cmd, "Expected: REPLACE n mailbox [(flags)] [date-time] literal");
+		return -1;
+	}
+	if (v->readonly) {
+		imap_cmd_no(cmd, "[READ-ONLY] Mailbox is read-only");
+		return -1;
+	}
+	if (a->s[0] == '*')
+		n = v->n > 0 ? (cmd->uid ? v->msgs[v->n - 1].uid : v->n) : 0;
+	if (!cmd->uid && (n == 0 || n > v->n)) {
+		imap_cmd_bad(cmd, "Invalid message sequence number");
+		return -1;
+	}
+	if (cmd->uid && (n == 0 || imap_view_seq(v, (uint32_t)n) == 0)) {
+		imap_cmd_no(cmd, "[NONEXISTENT] No message with that UID");
+		return -1;
+	}
+	ao->replace_mbox = v->mbox;
+	ao->replace_uid = cmd->uid ? (uint32_t)n : v->msgs[n - 1].uid;
+	return 0;
+}
+
 bool cmd_append(struct imap_cmd *cmd)
 {
 	struct imap_client *c = cmd->c;
@@ -241,14 +308,22 @@ bool cmd_append(struct imap_cmd *cmd)
 		imap_client_append_reset(c);
 		return imap_cmd_bad(cmd, why);
 	}
+	if (cmd_is_replace(cmd) && replace_target(cmd, ao) < 0) {
+		free(ao); /* the reply reset the client's blobs */
+		return true;
+	}
 	rc = append_take_blobs(c, ao);
 	if (rc != 0) {
 		append_op_free(ao);
-		return imap_cmd_store_error(cmd, rc, "APPEND");
+		return imap_cmd_store_error(cmd, rc, cmd_name(cmd));
 	}
 	if (append_mailbox(cmd, ao) < 0) {
 		append_op_free(ao);
 		return true;
+	}
+	if (ao->replace_uid != 0 && STORE_ID_PART(ao->mbox) != STORE_ID_PART(ao->replace_mbox)) {
+		append_op_free(ao);
+		return imap_cmd_no(cmd, "[CANNOT] REPLACE across partitions");
 	}
 	imap_commit_start(cmd, STORE_ID_PART(ao->mbox), NULL, append_fn, ao, append_op_free);
 	return false;

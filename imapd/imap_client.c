@@ -525,10 +525,19 @@ static void client_append_literal(struct imap_client *c, uint64_t size, bool syn
 }
 
 /* Whether the literal being announced is an APPEND message: a top-level argument of APPEND
-   after the mailbox, or the one member of UTF8 (~{n}) (RFC 6855). */
+   after the mailbox (of REPLACE and UID REPLACE after the message and the mailbox, RFC 8508),
+   or the one member of UTF8 (~{n}) (RFC 6855). */
 static bool literal_is_message(const struct imap_arg *a, size_t n, unsigned depth)
 {
-	if (n < 2 || !imap_arg_atom_is(&a[0], "APPEND"))
+	size_t skip = 0;
+
+	if (n >= 2 && imap_arg_atom_is(&a[0], "UID") && imap_arg_atom_is(&a[1], "REPLACE"))
+		skip = 2;
+	else if (n >= 1 && imap_arg_atom_is(&a[0], "REPLACE"))
+		skip = 1;
+	a += skip;
+	n -= skip;
+	if (n < 2 || (skip == 0 && !imap_arg_atom_is(&a[0], "APPEND")))
 		return false;
 	if (depth == 0)
 		return true;

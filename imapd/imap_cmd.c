@@ -56,6 +56,7 @@ static const struct imap_cmd_def imap_cmds[] = {
 	{ "STORE",        IMAP_ST_SELECTED, cmd_store,       CMD_UID | CMD_NO_EXPUNGE },
 	{ "COPY",         IMAP_ST_SELECTED, cmd_copy,        CMD_UID },
 	{ "MOVE",         IMAP_ST_SELECTED, cmd_copy,        CMD_UID | CMD_MOVE },
+	{ "REPLACE",      IMAP_ST_SELECTED, cmd_append,      CMD_UID | CMD_ALT },
 };
 
 const struct imap_cmd_def *imap_cmd_find(const char *name, size_t len)
@@ -283,7 +284,7 @@ void imap_capability(struct imap_client *c, struct buf *out)
 		      "UIDPLUS MOVE SPECIAL-USE CREATE-SPECIAL-USE STATUS=SIZE ESEARCH CONDSTORE QRESYNC WITHIN LIST-EXTENDED LIST-STATUS SEARCHRES "
 		      "QUOTA QUOTA=RES-STORAGE "
 		      "QUOTA=RES-MESSAGE BINARY MULTIAPPEND UTF8=ACCEPT SORT SORT=DISPLAY ESORT "
-		      "THREAD=ORDEREDSUBJECT THREAD=REFERENCES THREAD=REFS OBJECTID PREVIEW PARTIAL SAVEDATE");
+		      "THREAD=ORDEREDSUBJECT THREAD=REFERENCES THREAD=REFS OBJECTID PREVIEW PARTIAL SAVEDATE REPLACE");
 	if (c->state == IMAP_ST_NOTAUTH) {
 		if (srv->tls_ctx != NULL && !tls)
 			buf_puts(out, " STARTTLS");

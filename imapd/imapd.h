@@ -74,7 +74,8 @@ enum imap_cmdflag {
 	CMD_NO_EXPUNGE = 1u << 1,  /* no EXPUNGE responses while it runs (FETCH, STORE, SEARCH) */
 	CMD_READONLY = 1u << 2,    /* EXAMINE */
 	CMD_MOVE = 1u << 3,        /* COPY that moves */
-	CMD_ALT = 1u << 4,         /* the second form of a handler: UNSUBSCRIBE, LSUB, UNSELECT */
+	CMD_ALT = 1u << 4,         /* the second form of a handler: UNSUBSCRIBE, LSUB, UNSELECT,
+				      REPLACE */
 	CMD_REV1 = 1u << 5,        /* IMAP4rev1 only: unknown after ENABLE IMAP4rev2 (CHECK) */
 };
 

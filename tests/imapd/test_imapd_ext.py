@@ -1,6 +1,6 @@
 """imapd end to end: the smaller extensions, one raw dialogue each with exact responses:
-UNAUTHENTICATE (RFC 8437), OBJECTID (RFC 8474), PREVIEW (RFC 8970), PARTIAL (RFC 9394) and
-SAVEDATE (RFC 8514).
+UNAUTHENTICATE (RFC 8437), OBJECTID (RFC 8474), PREVIEW (RFC 8970), PARTIAL (RFC 9394),
+SAVEDATE (RFC 8514) and REPLACE (RFC 8508).
 
 Usage: test_imapd_ext.py IMAPD_BINARY DELIVER_BINARY"""
 import os
@@ -177,12 +177,80 @@ def test_savedate():
               ["* SEARCH 1 2", "u OK SEARCH completed"])
 
 
+def replace(r, tag, text, msg, sync=False):
+    """REPLACE/UID REPLACE text with msg as its literal (synchronizing when sync)."""
+    if sync:
+        r.send("%s %s {%d}\r\n" % (tag, text, len(msg)))
+        assert_eq(r.line(), "+ Ready for literal data")
+        r.send(msg + b"\r\n")
+    else:
+        r.send(("%s %s {%d+}\r\n" % (tag, text, len(msg))).encode() + msg + b"\r\n")
+    return r.until_tag(tag)
+
+
+def test_replace():
+    r = D.raw("carol")
+    assert_in(" REPLACE", r.cmd("c", "CAPABILITY")[0])
+    v1 = b"From: a@b\r\nSubject: draft 1\r\n\r\nfirst\r\n"
+    v2 = b"From: a@b\r\nSubject: draft 2\r\n\r\nsecond, longer\r\n"
+    v3 = b"From: a@b\r\nSubject: sent\r\n\r\nthird\r\n"
+    assert_eq(replace(r, "n", "REPLACE 1 INBOX", v1), ["n BAD No mailbox selected"])
+    r.cmd("a", "CREATE Drafts")
+    r.append(v1, "Drafts")
+    r.append(v1, "Drafts")
+    out = r.cmd("s", "SELECT Drafts")
+    uidvalidity = re.search(r"UIDVALIDITY (\d+)", "\n".join(out)).group(1)
+    # a new message appended, the one it replaces expunged, in one commit (RFC 8508 3.4)
+    assert_eq(replace(r, "b", 'REPLACE 1 Drafts (\\Draft) "01-Dec-2026 10:00:00 +0000"', v2,
+                      sync=True),
+              ["* OK [APPENDUID %s 3] Replacement message ready" % uidvalidity,
+               "* 1 EXPUNGE", "* 2 EXISTS", "* 2 RECENT", "b OK REPLACE completed"])
+    assert_eq(r.cmd("f", "UID FETCH 3 (FLAGS INTERNALDATE BODY.PEEK[])"),
+              ['* 2 FETCH (UID 3 FLAGS (\\Draft \\Recent) INTERNALDATE "01-Dec-2026 10:00:00 +0000" '
+               "BODY[] {%d}\r\n%s)" % (len(v2), v2.decode()), "f OK Fetch completed"])
+    # into another mailbox (a draft that was sent), by UID
+    out = r.cmd("t", "STATUS INBOX (UIDVALIDITY)")
+    inbox_v = re.search(r"UIDVALIDITY (\d+)", out[0]).group(1)
+    assert_eq(replace(r, "c", "UID REPLACE 3 INBOX", v3),
+              ["* OK [APPENDUID %s 1] Replacement message ready" % inbox_v,
+               "* 2 EXPUNGE", "c OK REPLACE completed"])
+    assert_eq(r.cmd("t", "STATUS INBOX (MESSAGES)")[0], "* STATUS INBOX (MESSAGES 1)")
+    # refused: nothing appended, nothing expunged
+    for cmd, want in [
+        ("REPLACE 2 Drafts", "d BAD Invalid message sequence number"),
+        ("REPLACE 0 Drafts", "d BAD Invalid message sequence number"),
+        ("UID REPLACE 3 Drafts", "d NO [NONEXISTENT] No message with that UID"),
+        ("REPLACE 1 Nope", "d NO [TRYCREATE] No such mailbox"),
+        ("REPLACE 1:2 Drafts",
+         "d BAD Expected: REPLACE n mailbox [(flags)] [date-time] literal"),
+        ("REPLACE 1 Drafts (\\Bogus)", None),
+    ]:
+        out = replace(r, "d", cmd, v3)
+        if want is None:
+            assert out[-1].startswith("d BAD "), (cmd, out)
+        else:
+            assert_eq(out, [want], cmd)
+    r.send(b"d REPLACE 1 Drafts {3+}\r\nabc {3+}\r\nabc\r\n")
+    assert_eq(r.until_tag("d"), [
+        "d BAD Expected: REPLACE n mailbox [(flags)] [date-time] literal|UTF8 (literal8)"])
+    assert_eq(r.cmd("e", "UID SEARCH ALL"), ["* SEARCH 2", "e OK SEARCH completed"])
+    r.cmd("x", "EXAMINE Drafts")
+    assert_eq(replace(r, "g", "REPLACE 1 Drafts", v3),
+              ["g NO [READ-ONLY] Mailbox is read-only"])
+    # QRESYNC: the replaced message is VANISHED (RFC 8508 3.2, RFC 7162)
+    r.cmd("q", "ENABLE QRESYNC")
+    r.cmd("s", "SELECT Drafts")
+    assert_eq(replace(r, "h", "UID REPLACE * Drafts", v3),
+              ["* OK [APPENDUID %s 4] Replacement message ready" % uidvalidity,
+               "* VANISHED 2", "* 1 EXISTS", "* 1 RECENT", "h OK REPLACE completed"])
+
+
 def main():
     global D
     imapd, deliver = sys.argv[1], sys.argv[2]
     rc = 0
     for tests in ([test_back_to_not_authenticated], [test_ids], [test_preview], [test_partial],
-                  [test_savedate]):
+                  [test_savedate], [test_replace]):
         D = Imapd(imapd, deliver=deliver)  # each on a fresh imapd and store
         rc |= run_suite(D, tests, D.dir)
     return rc
