@@ -263,6 +263,9 @@ const struct conf_key conf_keys[] = {
 	{ "mtad", "delay_warning", CONF_DURATION, 0, 60 * DAY, "4h", NULL,
 	  "a sender who asked NOTIFY=DELAY gets one delay notice per message deferred this long "
 	  "(0: never)", CONF_AT(mtad.delay_warning_ms) },
+	{ "mtad", "authserv_id", CONF_STR, 0, 0, "", NULL,
+	  "the authserv-id of the Authentication-Results header mtad adds to inbound mail (an "
+	  "existing one claiming it is removed); empty: the hostname", CONF_AT(mtad.authserv_id) },
 
 	{ "dns", "resolv_conf", CONF_STR, 0, 0, "/etc/resolv.conf", NULL,
 	  "nameservers are read from this file when nameservers is empty (both empty: full "
@@ -281,6 +284,48 @@ const struct conf_key conf_keys[] = {
 	  "DNSSEC trust anchors (DS or DNSKEY records, zone-file format) for dnssec = validate", CONF_AT(dns.trust_anchor_file) },
 	{ "dns", "cache_size", CONF_INT, 0, 10000000, "10000", NULL,
 	  "answers each process keeps for their TTL (0: no cache)", CONF_AT(dns.cache_size) },
+
+	{ "dkim", "sign", CONF_STR, 0, 0, "", NULL,
+	  "signing keys, separated by spaces: domain:selector:keyfile (PEM, RSA or Ed25519, "
+	  "`mailctl dkim keygen`); mail submitted by authenticated users or trusted_networks "
+	  "whose From domain is domain (or below it) is signed with every key of that domain, "
+	  "relaxed/relaxed; empty: no signing", CONF_AT(dkim.sign) },
+	{ "dkim", "sign_headers", CONF_LIST, 0, 0, "", NULL,
+	  "header fields signed when present (From is always signed and oversigned); empty: "
+	  "From, Reply-To, Subject, Date, To, Cc, Message-ID, In-Reply-To, References, "
+	  "MIME-Version, Content-Type, Content-Transfer-Encoding, Content-Language, List-Id, "
+	  "List-Unsubscribe(-Post), Sender, Resent-From/Date/To/Cc", CONF_AT(dkim.sign_headers) },
+	{ "dkim", "signature_ttl", CONF_DURATION, 0, 3650 * DAY, "0", NULL,
+	  "signatures expire this long after signing (x=); 0: no expiry",
+	  CONF_AT(dkim.signature_ttl_ms) },
+	{ "dkim", "verify", CONF_BOOL, 0, 0, "yes", NULL,
+	  "verify every DKIM signature of mail arriving on the listen (port 25) listener from "
+	  "outside trusted_networks (needs [dns])", CONF_AT(dkim.verify) },
+	{ "dkim", "min_rsa_bits", CONF_INT, 1024, 8192, "1024", NULL,
+	  "RSA keys shorter than this make a signature permerror (RFC 8301)",
+	  CONF_AT(dkim.min_rsa_bits) },
+
+	{ "spf", "verify", CONF_BOOL, 0, 0, "yes", NULL,
+	  "check the SPF record of the MAIL FROM domain (RFC 7208) of mail arriving on the "
+	  "listen listener from outside trusted_networks", CONF_AT(spf.verify) },
+	{ "spf", "helo", CONF_BOOL, 0, 0, "yes", NULL,
+	  "also check the HELO name (reported as smtp.helo)", CONF_AT(spf.helo) },
+	{ "spf", "reject_fail", CONF_BOOL, 0, 0, "no", NULL,
+	  "refuse MAIL FROM with 550 5.7.23 when SPF fails (-all); no: the result is only "
+	  "reported and used by DMARC", CONF_AT(spf.reject_fail) },
+
+	{ "dmarc", "verify", CONF_BOOL, 0, 0, "yes", NULL,
+	  "evaluate the From domain's DMARC policy (RFC 7489) on mail SPF and DKIM were "
+	  "checked for", CONF_AT(dmarc.verify) },
+	{ "dmarc", "reject", CONF_BOOL, 0, 0, "yes", NULL,
+	  "refuse at the end of data (550 5.7.1) a message failing DMARC whose policy is "
+	  "reject; no: deliver it as quarantined", CONF_AT(dmarc.reject) },
+	{ "dmarc", "quarantine", CONF_BOOL, 0, 0, "yes", NULL,
+	  "deliver a message failing DMARC whose policy is quarantine to each local "
+	  "recipient's Junk mailbox (special-use Junk; made when missing); no: to INBOX",
+	  CONF_AT(dmarc.quarantine) },
+	{ "dmarc", "psl", CONF_STR, 0, 0, "/usr/share/publicsuffix/public_suffix_list.dat", NULL,
+	  "the Public Suffix List giving organizational domains", CONF_AT(dmarc.psl) },
 
 	{ "sieve", "before", CONF_STR, 0, 0, "", NULL,
 	  "admin script run before each user's script at local delivery (empty: none)",

@@ -133,6 +133,7 @@ struct mtad_conf {
 	int64_t mta_sts_port;
 	int64_t relay_timeout_ms;
 	int64_t delay_warning_ms;
+	const char *authserv_id;
 };
 
 /* [imapd] */
@@ -188,6 +189,26 @@ struct dns_conf {
 	enum dns_dnssec dnssec;
 	const char *trust_anchor_file;
 	int64_t cache_size;
+};
+
+/* [dkim], [spf], [dmarc]: sender authentication in mtad (mtad/mtad_auth.c, libheron_mailauth) */
+struct dkim_conf {
+	const char *sign;
+	const struct conf_list *sign_headers;
+	int64_t signature_ttl_ms;
+	bool verify;
+	int64_t min_rsa_bits;
+};
+struct spf_conf {
+	bool verify;
+	bool helo;
+	bool reject_fail;
+};
+struct dmarc_conf {
+	bool verify;
+	bool reject;
+	bool quarantine;
+	const char *psl;
 };
 
 /* [sieve]: delivery (mtad/deliver_sieve.c), ManageSieve, mailctl sieve */
@@ -256,6 +277,9 @@ struct heron_conf {
 	struct imapd_conf imapd;
 	struct sink_conf sink;
 	struct dns_conf dns;
+	struct dkim_conf dkim;
+	struct spf_conf spf;
+	struct dmarc_conf dmarc;
 	struct sieve_conf sieve;
 	struct metrics_conf metrics;
 	struct control_conf control;

@@ -34,6 +34,11 @@ static const struct mc_cmd mc_cmds[] = {
 	{ "pw", NULL, 0, 0, MC_NOSTORE, "[--scheme SSHA|SSHA256|SSHA512|CRYPT|ARGON2|SCRAM-SHA-256]",
 	  "print the hash of a password (prompted, or a line of stdin) for userPassword or the "
 	  "users file (default: [directory] password_scheme)", mc_pw, { { "scheme", true } } },
+	{ "dkim", "keygen", 2, 2, MC_NOSTORE, "DOMAIN SELECTOR [--type rsa|ed25519] [--bits N] "
+	  "[--out FILE]", "make a DKIM signing key (RSA 2048 bits by default; mode 0600, owned by "
+	  "[mtad] user; default FILE: dkim/DOMAIN.SELECTOR.key beside heron.conf) and print "
+	  "the TXT record to publish", mc_dkim_keygen,
+	  { { "type", true }, { "bits", true }, { "out", true } } },
 	{ "user", "del", 1, 1, MC_STORE, "USER", "delete a user with all mailboxes and mail",
 	  mc_user_del, { { NULL, false } } },
 	{ "user", "rename", 2, 2, MC_STORE, "OLD NEW", "rename a user (mail stays)",

@@ -132,6 +132,8 @@ void mc_users_edit_abort(struct users_edit **ep);
 /* The command handlers, one per noun/verb (table in mailctl.c). */
 int mc_user_add(struct mc *, const struct mc_args *);
 int mc_pw(struct mc *, const struct mc_args *);
+/* mailctl_dkim.c */
+int mc_dkim_keygen(struct mc *, const struct mc_args *);
 int mc_user_del(struct mc *, const struct mc_args *);
 int mc_user_rename(struct mc *, const struct mc_args *);
 int mc_user_list(struct mc *, const struct mc_args *);

@@ -127,6 +127,41 @@ int deliver_write(struct smtp_session *s, const void *p, size_t n)
 	return store_blob_write(tx->blob, p, n) == 0 ? 0 : -1;
 }
 
+uint64_t deliver_written(const struct smtp_tx *tx)
+{
+	return store_blob_size(tx->blob) + tx->out.len;
+}
+
+int deliver_replace_head(struct smtp_session *s, const char *head, size_t hlen, uint64_t skip)
+{
+	struct smtp_tx *tx = s->tx;
+	int rc;
+
+	if (store_blob_size(tx->blob) == 0 && skip <= tx->out.len &&
+	    hlen + tx->out.len - skip <= tx->out.max) {
+		/* the message is still all in memory: no file to rewrite */
+		struct buf nb;
+
+		buf_init(&nb, hlen + tx->out.len - skip, tx->out.max);
+		if (buf_append(&nb, head, hlen) < 0 ||
+		    buf_append(&nb, tx->out.data + skip, tx->out.len - skip) < 0) {
+			buf_release(&nb);
+			return -1;
+		}
+		buf_release(&tx->out);
+		tx->out = nb;
+		return 0;
+	}
+	if (flush_out(tx) < 0)
+		return -1;
+	if ((rc = store_blob_replace_head(&tx->blob, head, hlen, skip)) != 0) {
+		log_warnx("%016" PRIx64 " smtp data qid=%016" PRIx64 " result=fail "
+			  "reason=\"rewrite message head: %s\"", s->id, tx->qid, store_strerror(rc));
+		return -1;
+	}
+	return 0;
+}
+
 void deliver_abort(struct smtp_tx *tx)
 {
 	deliver_sieve_free(tx);
@@ -169,7 +204,8 @@ static void log_outcomes(struct smtp_session *s)
 			 "status=%s (%s)", tx->qid, tx->from, r->addr, r->local ? "local" : "queue",
 			 delay, dsn, r->sieve_reject[0] ? "rejected" : status,
 			 r->result ? store_strerror(r->result) : r->sieve_note[0] ? r->sieve_note
-			 : r->local ? "delivered to INBOX" : "queued for relay");
+			 : r->local ? (tx->quarantine ? "delivered to Junk (DMARC quarantine)"
+				       : "delivered to INBOX") : "queued for relay");
 	}
 	if (accepted)
 		mtad_metrics_message(s, tx->size);
@@ -388,8 +424,15 @@ static void blob_finished(int rc, void *arg)
 
 		tx->srcpt = xcalloc(tx->nlocal, sizeof(*tx->srcpt));
 		for (size_t i = 0; i < tx->nrcpt; i++)
-			if (tx->rcpt[i].local)
-				tx->srcpt[k++].user = tx->rcpt[i].user;
+			if (tx->rcpt[i].local) {
+				tx->srcpt[k].user = tx->rcpt[i].user;
+				if (tx->quarantine) {
+					/* DMARC quarantine (mtad_auth.c) */
+					tx->srcpt[k].mailbox = "Junk";
+					tx->srcpt[k].special = STORE_USE_JUNK;
+				}
+				k++;
+			}
 		tx->pending++;
 	}
 	if (tx->nlocal < tx->nrcpt)

@@ -729,14 +729,19 @@ static struct sv_group *group_new(struct smtp_session *s, struct sieve_tx *sv,
 	return g;
 }
 
+/* junk: DMARC quarantine; what would go to INBOX goes to the \Junk mailbox */
 static void group_add(struct sv_group *g, size_t dest, const struct sv_dest *d,
-		      const struct smtp_rcpt *r)
+		      const struct smtp_rcpt *r, bool junk)
 {
 	g->srcpt = xreallocarray(g->srcpt, g->n + 1, sizeof(*g->srcpt));
 	g->dest = xreallocarray(g->dest, g->n + 1, sizeof(*g->dest));
 	memset(&g->srcpt[g->n], 0, sizeof(g->srcpt[0]));
 	g->srcpt[g->n].user = r->user;
 	g->srcpt[g->n].mailbox = d->mailbox;
+	if (junk && d->mailbox == NULL) {
+		g->srcpt[g->n].mailbox = "Junk";
+		g->srcpt[g->n].special = STORE_USE_JUNK;
+	}
 	g->srcpt[g->n].flags = d->flags;
 	g->dest[g->n++] = dest;
 }
@@ -826,7 +831,7 @@ static void apply(struct smtp_session *s, struct sieve_tx *sv, size_t i,
 			g = group_new(s, sv, b, true);
 	}
 	for (size_t k = first; k < sv->nd; k++)
-		group_add(g, k, &sv->d[k], r);
+		group_add(g, k, &sv->d[k], r, s->tx->quarantine);
 }
 
 static void nothing_cb(evutil_socket_t fd, short what, void *arg)

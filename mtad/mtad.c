@@ -122,6 +122,7 @@ static void on_reload(void *arg)
 			err = NULL;
 		}
 		sender_map_reload(m, c);
+		mtad_auth_reload(m, c);
 		log_info("mtad worker %u config reloaded", m->worker);
 	}
 	if (m->la != NULL && ldapauth_reload(m->la, &err) < 0) {
@@ -165,6 +166,8 @@ static int worker_main(struct daemon_worker *w, void *arg)
 	dns_opts_from_conf(&dopts, mm->conf);
 	if (dns_new(m.base, &dopts, &m.dns, &err) < 0)
 		fatalx("%s", err);
+	if (mtad_auth_init(&m, mm->conf, &err) < 0)
+		fatalx("%s", err);
 	queue_runner_start(&m, daemon_worker_index(w));
 	metrics_worker_start(m.worker);
 	obs = mtad_obs_start(&m, &mm->metrics);
@@ -174,6 +177,7 @@ static int worker_main(struct daemon_worker *w, void *arg)
 	obs_free(&obs);
 	queue_runner_stop(&m);
 	worker_stats(&m, daemon_worker_index(w));
+	mtad_auth_free(&m);
 	dns_free(&m.dns);
 	mtad_worker_free(&m);
 	return 0;
@@ -218,7 +222,8 @@ int main(int argc, char **argv)
 	const struct mtad_conf *mc;
 
 	static const char *const sections[] = { "store", "directory", "tls", "mtad", "dns",
-						"sieve", "metrics", "control", "log", NULL };
+						"dkim", "spf", "dmarc", "sieve", "metrics",
+						"control", "log", NULL };
 
 	daemon_args_parse(argc, argv, "mtad", &args);
 	args.sections = sections;
@@ -239,6 +244,12 @@ int main(int argc, char **argv)
 		if (sender_map_load(mc->sender_login_map, &sm, &err) < 0)
 			fatalx("%s", err);
 		sender_map_free(&sm);
+		/* and so do bad [dkim] keys or a missing PSL */
+		struct mtad tm = { 0 };
+
+		if (mtad_auth_init(&tm, mm.conf, &err) < 0)
+			fatalx("%s", err);
+		mtad_auth_free(&tm);
 	}
 	bind_listeners(&mm);
 	ops.workers = (unsigned)mc->workers;

@@ -33,6 +33,8 @@ struct queue_runner;
 struct store_queue_rcpt;
 struct dns;
 struct sieve_tx;
+struct mtad_auth;
+struct mtad_auth_tx;
 struct authguard;
 struct sender_map;
 struct ldapauth_user;
@@ -83,6 +85,7 @@ struct mtad {
 	struct shmtable *shared;            /* relay counts of all workers */
 	struct shmtable *conns;             /* connections of all workers: per address, total */
 	unsigned worker;                    /* this worker's index */
+	struct mtad_auth *auth;             /* signing keys, PSL, resolver (mtad_auth.c) */
 };
 
 /* Session states: one bit each, so the command table can list where a verb is allowed. */
@@ -159,6 +162,8 @@ struct smtp_tx {
 	bool requeued;                     /* failed local recipients went to the queue */
 	unsigned blob_part;                /* the partition the message file is in */
 	struct sieve_tx *sieve;            /* deliver_sieve.c's state, or NULL */
+	struct mtad_auth_tx *auth;         /* mtad_auth.c's state, or NULL */
+	bool quarantine;                   /* DMARC quarantine: local copies go to \Junk */
 	int64_t started_ms;
 	int64_t deadline;                  /* monotonic ms: the whole transaction */
 	int64_t data_deadline;             /* monotonic ms: its data; 0 before DATA/BDAT */
@@ -269,6 +274,13 @@ bool mtad_mailhost_elsewhere(const struct mtad *m, const char *mailhost);
 int deliver_open(struct smtp_session *s);
 int deliver_write(struct smtp_session *s, const void *p, size_t n);
 void deliver_commit(struct smtp_session *s);
+/* Replaces the first skip bytes of the message written so far (Received: and the header the
+   client sent, counted from the start) by head: in memory while the message is, else by
+   rewriting the file (store_blob_replace_head). For header fields known only at the end of
+   the data (Authentication-Results, DKIM-Signature; a milter's). -1 on failure (451). */
+int deliver_replace_head(struct smtp_session *s, const char *head, size_t hlen, uint64_t skip);
+/* The bytes of the message written so far. */
+uint64_t deliver_written(const struct smtp_tx *tx);
 void deliver_abort(struct smtp_tx *tx);
 /* One asynchronous step of the delivery ended (deliver_sieve.c counts its steps in
    tx->pending): the reply goes out after the last. */
@@ -305,6 +317,28 @@ int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
 int deliver_user_ensure(struct mtad *m, const char *user, int partition, uint64_t quota,
 			unsigned *part_r, void (*done)(int rc, unsigned part, void *arg),
 			void *arg);
+
+/* mtad_auth.c: DKIM signing; SPF, DKIM and DMARC verification with Authentication-Results.
+   Hooks, in this order for a transaction (a milter's end-of-data step goes after
+   mtad_auth_end's, on the message with our header fields already above it). */
+/* Per worker, after m->dns is set (no resolver: no verification): the [dkim] keys and the
+   PSL. -1 with a malloc'd *error_r. */
+int mtad_auth_init(struct mtad *m, const struct conf *c, char **error_r);
+void mtad_auth_free(struct mtad *m);
+/* SIGHUP: the [dkim] keys of c replace m's (bad ones are warned about, the old kept). */
+void mtad_auth_reload(struct mtad *m, const struct conf *c);
+/* MAIL FROM was accepted (s->tx made, its 250 not sent): SPF starts. true when the reply
+   waits for it ([spf] reject_fail; the session is in ST_WAIT and mtad_auth replies). */
+bool mtad_auth_mail(struct smtp_session *s);
+/* Our Received: (the message's first bytes) was written. */
+void mtad_auth_data_start(struct smtp_session *s, const char *received, size_t len);
+/* Bytes of the client's message as they go to the file. */
+void mtad_auth_data(struct smtp_session *s, const char *p, size_t n);
+/* The data ended well (ST_WAIT): signs, or verifies and then calls deliver_commit itself
+   (true), or refuses the message itself (true: 550 5.7.1 DMARC, 552, 451). false: nothing to
+   do, the caller delivers. */
+bool mtad_auth_end(struct smtp_session *s);
+void mtad_auth_tx_free(struct smtp_tx *tx);
 
 /* worker.c: one worker's world, as mtad's workers and the fuzz harness set it up: zeroes m,
    reads the [mtad] limits of c (kept: m->conf), makes the event base, the TLS context (when

@@ -238,6 +238,8 @@ static void cmd_mail(struct smtp_session *s, const char *arg, size_t len)
 	smtp_set_state(s, ST_MAIL);
 	log_info("%016" PRIx64 " smtp mail qid=%016" PRIx64 " from=<%s> size=%" PRIu64, s->id,
 		 tx->qid, tx->from, mp.size);
+	if (mtad_auth_mail(s)) /* the reply waits for SPF */
+		return;
 	smtp_reply(s, "250 2.1.0 Ok");
 }
 
@@ -539,6 +541,7 @@ void smtp_tx_free(struct smtp_tx **txp)
 	if (tx == NULL)
 		return;
 	deliver_abort(tx);
+	mtad_auth_tx_free(tx);
 	buf_release(&tx->out);
 	free(tx->rcpt);
 	free(tx->srcpt);

@@ -67,6 +67,7 @@ int smtp_data_start(struct smtp_session *s)
 	tx->at_bol = tx->prev_crlf = tx->in_headers = true;
 	if (deliver_write(s, hdr, strlen(hdr)) < 0)
 		tx->err = TX_EIO;
+	mtad_auth_data_start(s, hdr, strlen(hdr));
 	return 0;
 }
 
@@ -89,6 +90,8 @@ static void pass(struct smtp_session *s, const char *p, size_t n)
 	tx->size += n;
 	if (deliver_write(s, p, n) < 0)
 		tx->err = TX_EIO;
+	else
+		mtad_auth_data(s, p, n);
 }
 
 /* The index of the next CR or LF in p[i..n), or n. */
@@ -269,6 +272,8 @@ void smtp_data_done(struct smtp_session *s)
 	switch (tx->err) {
 	case TX_OK:
 		smtp_set_state(s, ST_WAIT);
+		if (mtad_auth_end(s)) /* it delivers or refuses */
+			return;
 		deliver_commit(s);
 		return;
 	case TX_ETOOBIG:

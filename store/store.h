@@ -346,6 +346,14 @@ int store_blob_finish_deferred(struct store_blob *b);
 /* Writes a whole file (fd read from its current offset to EOF) as a durable blob:
    new + write + finish. Errors: as those, and STORE_EIO on a read error. */
 int store_blob_from_fd(struct store *st, unsigned part, int fd, struct store_blob **b_r);
+/* Replaces the first skip bytes of an unfinished blob by head (hlen bytes): a new file in
+   the same partition gets head, then the old file's bytes from offset skip; the old one is
+   dropped and *bp becomes the new one (mtad adds header fields above a message that went to
+   the file before they were known). On error *bp is left as it was. Errors: STORE_EINVAL
+   (finished, or skip past the end), those of store_blob_new and store_blob_write,
+   STORE_EIO on a read error. */
+int store_blob_replace_head(struct store_blob **bp, const void *head, size_t hlen,
+			    uint64_t skip);
 uint64_t store_blob_id(const struct store_blob *b);
 uint64_t store_blob_size(const struct store_blob *b);
 /* Frees the writer; a blob never referenced by a committed txn is unlinked (so an aborted
@@ -474,6 +482,9 @@ int store_fts_rebuild(struct store *st, uint64_t mbox, uint64_t *messages_r);
 struct store_rcpt {
 	const char *user;            /* in: user name */
 	const char *mailbox;         /* in: NULL = INBOX; missing mailbox -> INBOX */
+	unsigned special;            /* in: 0, or one enum store_special: the user's mailbox of
+					that use (the first by name; none: one is made, named
+					mailbox, with that use), before mailbox */
 	unsigned flags;              /* in: initial flags (usually 0) */
 	int result;                  /* out: 0 or a store_err (ENOUSER, EQUOTA, temporary) */
 	uint64_t mbox;               /* out: mailbox id */

@@ -167,6 +167,42 @@ static bool rcpt_same(const struct store_rcpt *a, const struct store_rcpt *b)
 	return strcmp(ma, mb) == 0;
 }
 
+struct special_find {
+	unsigned use;
+	uint64_t id;
+};
+
+static int special_cb(const struct store_mbox_info *mi, void *arg)
+{
+	struct special_find *f = arg;
+
+	if (!(mi->special & f->use) ||
+	    (mi->attrs & (STORE_MBOX_NONEXISTENT | STORE_MBOX_NOSELECT)))
+		return 0;
+	f->id = mi->id;
+	return 1;
+}
+
+/* The user's mailbox of special use `use`, or a new one called name with that use (mtad's
+   DMARC quarantine into \Junk). */
+static int special_mbox(struct store_txn *t, uint64_t user, unsigned use, const char *name,
+			uint64_t *id_r)
+{
+	struct special_find f = { use, 0 };
+	int rc = store_mbox_list(t, user, "*", false, special_cb, &f);
+
+	if (rc == 1) {
+		*id_r = f.id;
+		return 0;
+	}
+	if (rc != 0)
+		return rc;
+	if ((rc = store_mbox_find(t, user, name, id_r)) == 0)
+		return 0; /* a mailbox of that name without the use: used as is */
+	rc = store_mbox_create(t, user, name, use, id_r);
+	return rc == STORE_EINVAL ? STORE_ENOMBOX : rc;
+}
+
 static int deliver_one(struct store_txn *t, struct bop *o, struct store_rcpt *r)
 {
 	struct store_user u;
@@ -176,7 +212,11 @@ static int deliver_one(struct store_txn *t, struct bop *o, struct store_rcpt *r)
 
 	if ((rc = store_user_get(t, r->user, &u)) != 0)
 		return rc;
-	rc = r->mailbox != NULL ? store_mbox_find(t, u.id, r->mailbox, &mbox) : STORE_ENOMBOX;
+	if (r->special != 0 && r->mailbox != NULL)
+		rc = special_mbox(t, u.id, r->special, r->mailbox, &mbox);
+	else
+		rc = r->mailbox != NULL ? store_mbox_find(t, u.id, r->mailbox, &mbox)
+					: STORE_ENOMBOX;
 	if (rc == STORE_ENOMBOX)
 		rc = store_mbox_find(t, u.id, "INBOX", &mbox);
 	if (rc != 0)

@@ -77,7 +77,8 @@ int store_blob_new(struct store *st, unsigned part, struct store_blob **b_r)
 	} while (b->id == 0);
 	store_blob_path(b->tmp, sizeof(b->tmp), b->id);
 	strcat(b->tmp, ".tmp");
-	b->fd = openat(e->blobdir_fd, b->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+	/* read and write: store_blob_replace_head reads back what was written */
+	b->fd = openat(e->blobdir_fd, b->tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
 	if (b->fd == -1) {
 		int err = store_errno(errno);
 
@@ -408,6 +409,43 @@ int store_blob_from_fd(struct store *st, unsigned part, int fd, struct store_blo
 		return rc;
 	}
 	*b_r = b;
+	return 0;
+}
+
+int store_blob_replace_head(struct store_blob **bp, const void *head, size_t hlen,
+			    uint64_t skip)
+{
+	struct store_blob *old = *bp, *b;
+	char chunk[65536];
+	uint64_t off = skip;
+	int rc;
+
+	if (old->err != 0 || old->finished || skip > old->size)
+		return old->err != 0 ? old->err : STORE_EINVAL;
+	if ((rc = store_blob_new(old->st, old->part, &b)) != 0)
+		return rc;
+	rc = store_blob_write(b, head, hlen);
+	while (rc == 0 && off < old->size) {
+		size_t want = old->size - off < sizeof(chunk) ? (size_t)(old->size - off)
+							      : sizeof(chunk);
+		ssize_t r = pread(old->fd, chunk, want, (off_t)off);
+
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			log_warn("store: read back blob %016" PRIx64, old->id);
+			rc = STORE_EIO;
+			break;
+		}
+		rc = store_blob_write(b, chunk, (size_t)r);
+		off += (uint64_t)r;
+	}
+	if (rc != 0) {
+		store_blob_free(&b);
+		return rc;
+	}
+	store_blob_free(bp);
+	*bp = b;
 	return 0;
 }
 
