@@ -14,11 +14,13 @@ How a line is sent (the reply each waits for):
          line then belongs to the same command: AUTHENTICATE data, DONE); a line ending in
          {N} sends the N bytes of the lines after it once "+" came, {N+} sends them at once;
          the line after those is the rest of the command line (empty: the command ends).
-Lines starting with "#" are comments, not sent.
+Lines starting with "#" are comments, not sent. A NAME.zones file beside NAME.in gives the
+dialogue a private DNS world (scripts/dns): {"zones": SPEC, "conf": {section: {key: value}}}.
 
   run_golden.py SOURCE_ROOT MTAD IMAPD [--update]   (--update rewrites the .ref files)"""
 import difflib
 import glob
+import json
 import os
 import re
 import shutil
@@ -27,8 +29,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from heronlib import (IMAP_PASSWORD, Imapd, Mtad, run_tests, sha256_hash,  # noqa: E402
-                      write_users)
+from heronlib import (IMAP_PASSWORD, DnsWorld, Imapd, Mtad, run_tests,  # noqa: E402
+                      sha256_hash, write_users)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT, MTAD, IMAPD = sys.argv[1:4]
@@ -204,10 +206,25 @@ def make_test(path):
                 check(name, imap_dialogue(d.port, lines))
             return
         m = mtad_for(name)
-        with m:
-            port = {"smtp": m.port, "submission": m.sub_port, "lmtp": m.lmtp_port}[
-                name.split("_")[0]]
-            check(name, smtp_dialogue(port, lines, lmtp=name.startswith("lmtp_")))
+        world = None
+        zones = path[:-3] + ".zones"
+        if os.path.exists(zones):
+            # a DNS world for the dialogue (scripts/dns) and the sections it names
+            with open(zones) as f:
+                spec = json.load(f)
+            world = DnsWorld(ROOT, m.tmp, spec["zones"])
+            m.sections["dns"] = world.conf()
+            for sec, kv in spec.get("conf", {}).items():
+                m.sections.setdefault(sec, {}).update(kv)
+            m.write_conf()
+        try:
+            with m:
+                port = {"smtp": m.port, "submission": m.sub_port, "lmtp": m.lmtp_port}[
+                    name.split("_")[0]]
+                check(name, smtp_dialogue(port, lines, lmtp=name.startswith("lmtp_")))
+        finally:
+            if world is not None:
+                world.stop()
     test.__name__ = name
     return test
 
