@@ -97,6 +97,9 @@ void mc_json_str(FILE *f, const char *s, size_t len);
 /* The characters of a JSON string without quotes, for streaming: returns the bytes used
    (an incomplete UTF-8 sequence at the end is left for the next call unless final). */
 size_t mc_json_chars(FILE *f, const char *s, size_t len, bool final);
+/* Copies the file fd to stdout (json: as the characters of a JSON string); -1 on a read
+   error (errno). */
+int mc_stream_body(int fd, bool json);
 /* ISO 8601 UTC text of a Unix time into buf (at least 24 bytes). */
 void mc_fmt_time(char *buf, size_t size, int64_t t);
 /* Parses "YYYY-MM-DD", "YYYY-MM-DDTHH:MM:SS[Z]" (UTC) or an age like "30d" (now - age). */
@@ -168,6 +171,7 @@ int mc_queue_flush(struct mc *, const struct mc_args *);
 int mc_queue_hold(struct mc *, const struct mc_args *);
 int mc_queue_release(struct mc *, const struct mc_args *);
 int mc_queue_delete(struct mc *, const struct mc_args *);
+int mc_queue_requeue(struct mc *, const struct mc_args *);
 int mc_verify(struct mc *, const struct mc_args *);
 int mc_backup(struct mc *, const struct mc_args *);
 int mc_restore(struct mc *, const struct mc_args *);

@@ -335,8 +335,7 @@ int mc_msg_list(struct mc *mc, const struct mc_args *a)
 /* ------------------------------------------------------------------------------------- */
 /* message show */
 
-/* Copies fd to stdout (json: as the characters of a JSON string). */
-static int stream_body(int fd, bool json)
+int mc_stream_body(int fd, bool json)
 {
 	char buf[65536];
 	size_t have = 0;
@@ -407,7 +406,7 @@ int mc_msg_show(struct mc *mc, const struct mc_args *a)
 			       "the file of message %" PRIu64 " is missing", uid);
 	if (!a->set[0] || mc->json)
 		show_meta(mc, a->pos[1], &m, flags);
-	rc = stream_body(fd, mc->json);
+	rc = mc_stream_body(fd, mc->json);
 	close(fd);
 	if (mc->json)
 		puts("\"}");

@@ -703,8 +703,31 @@ int store_queue_hold(struct store *st, uint64_t id, bool hold);
 /* Deletes the entry and its file. Errors: STORE_ENOQUEUE. */
 int store_queue_delete(struct store *st, uint64_t id);
 /* Makes every (id == 0) or one not-held entry due now (resetting next_attempt of PENDING
-   recipients). Errors: STORE_ENOQUEUE. */
+   recipients; a leased one keeps its lease). Errors: STORE_ENOQUEUE. */
 int store_queue_flush(struct store *st, uint64_t id);
+/* One action on one entry (id) or on every entry match selects (id 0; match NULL: all), in
+   one write txn; *n_r (may be NULL) = how many entries it changed. FLUSH: pending recipients
+   due now; REQUEUE: the same with their attempts (and so the backoff) restarted and the
+   entry released from hold (the lifetime still counts from its arrival); HOLD, RELEASE,
+   DELETE as the calls above. A leased entry keeps its lease (its runner records the
+   outcome; no second runner takes it). Errors: STORE_ENOQUEUE (id), STORE_EINVAL. */
+enum store_queue_action {
+	STORE_QA_FLUSH, STORE_QA_HOLD, STORE_QA_RELEASE, STORE_QA_DELETE, STORE_QA_REQUEUE,
+};
+int store_queue_apply(struct store *st, enum store_queue_action act, uint64_t id,
+		      int (*match)(const struct store_queue_msg *qm, void *arg), void *arg,
+		      size_t *n_r);
+/* The entry's most recent tries (up to 32, oldest first): each recipient outcome recorded
+   by store_queue_rcpt_set, with its time and reason. Free with store_queue_tries_free.
+   Errors: STORE_ENOQUEUE. */
+struct store_queue_try {
+	size_t rcpt;               /* index into the entry's recipients */
+	int64_t when;              /* Unix time */
+	enum store_rcpt_state state;
+	const char *reason;        /* the reply or reason, or NULL */
+};
+int store_queue_tries(struct store *st, uint64_t id, struct store_queue_try **v_r, size_t *n_r);
+void store_queue_tries_free(struct store_queue_try **vp, size_t n);
 /* Opens the entry's message file. Errors: STORE_ENOQUEUE, STORE_EIO. */
 int store_queue_open(struct store *st, uint64_t id, int *fd_r, uint64_t *size_r);
 

@@ -15,13 +15,19 @@
 #define QREC_REQUIRETLS 0x02 /* a binary without it reads the entry as held: never sent */
 #define QREC_MAX (16u << 20)
 #define QSTR_MAX 4096
-/* After the recipients, an optional trailer: 'O' and the lease owner (be32). A binary that
-   does not know it reads the record without it (and writes it back without). */
+/* After the recipients, optional trailers: 'O' and the lease owner (be32); then 'T', a be16
+   count and the tries (rcpt be32, when be64, state 1, reason string), oldest first. A binary
+   that does not know one reads the record without it (and writes it back without). */
 #define QREC_OWNER_TAG 'O'
+#define QREC_TRIES_TAG 'T'
+#define QTRY_MAX 32          /* the most recent tries kept per entry */
+#define QTRY_REASON_MAX 512  /* bytes of a try's reason kept */
 
 struct qrec {
 	struct store_queue_msg m;
 	int64_t due;  /* the due row's time, 0 = none */
+	struct store_queue_try *tries;
+	size_t ntries;
 };
 
 static int qput_str(struct buf *b, const char *s)
@@ -34,6 +40,26 @@ static int qput_str(struct buf *b, const char *s)
 	put_be16(l, s != NULL ? (uint16_t)(n + 1) : 0); /* 0 = NULL, else length + 1 */
 	if (buf_append(b, l, 2) < 0 || (n > 0 && buf_append(b, s, n) < 0))
 		return -1;
+	return 0;
+}
+
+static int qtries_encode(const struct qrec *q, struct buf *b)
+{
+	uint8_t h[3] = { QREC_TRIES_TAG };
+
+	put_be16(h + 1, (uint16_t)q->ntries);
+	if (buf_append(b, h, sizeof(h)) < 0)
+		return -1;
+	for (size_t i = 0; i < q->ntries; i++) {
+		const struct store_queue_try *t = &q->tries[i];
+		uint8_t f[13];
+
+		put_be32(f, (uint32_t)t->rcpt);
+		put_be64(f + 4, (uint64_t)t->when);
+		f[12] = (uint8_t)t->state;
+		if (buf_append(b, f, sizeof(f)) < 0 || qput_str(b, t->reason) < 0)
+			return -1;
+	}
 	return 0;
 }
 
@@ -72,7 +98,7 @@ static int qrec_encode(const struct qrec *q, struct buf *b)
 		if (buf_append(b, o, sizeof(o)) < 0)
 			return -1;
 	}
-	return 0;
+	return q->ntries > 0 ? qtries_encode(q, b) : 0;
 }
 
 static int qget_str(const uint8_t **p, const uint8_t *end, char **out)
@@ -92,6 +118,49 @@ static int qget_str(const uint8_t **p, const uint8_t *end, char **out)
 	*out = xmemdup0(*p, l - 1u);
 	*p += l - 1;
 	return 0;
+}
+
+void store_queue_tries_free(struct store_queue_try **vp, size_t n)
+{
+	for (size_t i = 0; i < n && *vp != NULL; i++)
+		free((char *)(uintptr_t)(*vp)[i].reason);
+	free(*vp);
+	*vp = NULL;
+}
+
+static void qrec_clear(struct qrec *q)
+{
+	store_queue_msg_clear(&q->m);
+	store_queue_tries_free(&q->tries, q->ntries);
+	q->ntries = 0;
+}
+
+/* The 'T' trailer at *p; a damaged one is dropped (the tries are a record, not state). */
+static void qtries_decode(const uint8_t *p, const uint8_t *end, struct qrec *q)
+{
+	size_t n;
+
+	if (end - p < 3 || p[0] != QREC_TRIES_TAG)
+		return;
+	n = get_be16(p + 1);
+	p += 3;
+	if (n > QTRY_MAX * 2)
+		return;
+	q->tries = xcalloc(n + 1, sizeof(*q->tries));
+	for (q->ntries = 0; q->ntries < n; q->ntries++) {
+		struct store_queue_try *t = &q->tries[q->ntries];
+		char *r;
+
+		if (end - p < 13)
+			break;
+		t->rcpt = get_be32(p);
+		t->when = (int64_t)get_be64(p + 4);
+		t->state = (enum store_rcpt_state)p[12];
+		p += 13;
+		if (qget_str(&p, end, &r) < 0)
+			break;
+		t->reason = r;
+	}
 }
 
 void store_queue_msg_clear(struct store_queue_msg *m)
@@ -154,8 +223,11 @@ static int qrec_decode(uint64_t id, const MDB_val *v, struct qrec *q)
 		r->orcpt = o;
 		r->last_error = e;
 	}
-	if (end - p >= 5 && p[0] == QREC_OWNER_TAG)
+	if (end - p >= 5 && p[0] == QREC_OWNER_TAG) {
 		m->lease_owner = get_be32(p + 1);
+		p += 5;
+	}
+	qtries_decode(p, end, q);
 	return 0;
 bad:
 	if (m->sender == NULL)
@@ -299,7 +371,7 @@ struct qlease {
 static void qlease_reset(struct qlease *l)
 {
 	for (size_t i = 0; i < l->n; i++)
-		store_queue_msg_clear(&l->got[i].m);
+		qrec_clear(&l->got[i]);
 	l->n = 0;
 }
 
@@ -330,7 +402,7 @@ static int qlease_fn(struct store_txn *t, void *arg)
 		q->m.lease_until = l->now + l->lease_s;
 		q->m.lease_owner = l->owner;
 		if ((rc = qrec_store(t, q, q->m.lease_until)) != 0) {
-			store_queue_msg_clear(&q->m);
+			qrec_clear(q);
 			return rc;
 		}
 		l->n++;
@@ -371,18 +443,71 @@ struct qupdate {
 	enum store_rcpt_state state;
 	int64_t next_attempt;
 	const char *error;
-	int what; /* 0 rcpt_set, 1 release lease, 2 hold, 3 release, 4 flush, 5 delete */
+	int what; /* enum qop */
+	int (*match)(const struct store_queue_msg *qm, void *arg); /* id 0: which entries */
+	void *arg;
+	size_t n; /* entries changed */
 };
+
+enum qop { Q_RCPT, Q_UNLEASE, Q_HOLD, Q_RELEASE, Q_FLUSH, Q_DELETE, Q_REQUEUE };
+
+/* Records a try of recipient idx (the QTRY_MAX most recent are kept). */
+static void qtry_add(struct qrec *q, size_t idx, int64_t now, enum store_rcpt_state state,
+		     const char *reason)
+{
+	struct store_queue_try *t;
+
+	if (q->ntries == QTRY_MAX) {
+		free((char *)(uintptr_t)q->tries[0].reason);
+		memmove(q->tries, q->tries + 1, (QTRY_MAX - 1) * sizeof(*q->tries));
+		q->ntries--;
+	}
+	q->tries = xreallocarray(q->tries, q->ntries + 1, sizeof(*q->tries));
+	t = &q->tries[q->ntries++];
+	t->rcpt = idx;
+	t->when = now;
+	t->state = state;
+	t->reason = reason != NULL ? xstrndup(reason, QTRY_REASON_MAX) : NULL;
+}
+
+/* Pending recipients due now; requeue: as if new (attempts and backoff start again). A
+   leased entry keeps its lease: its runner is delivering it and records the outcome, and
+   no other runner may take it meanwhile (nothing is sent twice). */
+static void qrec_due_now(struct qrec *q, int64_t now, bool requeue)
+{
+	for (size_t i = 0; i < q->m.nrcpt; i++) {
+		struct store_queue_rcpt *r = &q->m.rcpt[i];
+
+		if (r->state != STORE_Q_PENDING)
+			continue;
+		r->next_attempt = now;
+		if (requeue)
+			r->attempts = 0;
+	}
+}
+
+static int qrec_delete(struct store_txn *t, struct qrec *q)
+{
+	uint8_t k[8];
+	int rc;
+
+	if ((rc = qrec_store(t, q, 0)) != 0)
+		return rc;
+	put_be64(k, q->m.id);
+	if ((rc = store_del(t, DBI_QUEUE, k, 8)) != 0)
+		return rc;
+	return store_blob_ref_id(t, q->m.blob, -1);
+}
 
 static int qupdate_apply(struct store_txn *t, struct qupdate *u, struct qrec *q)
 {
 	int64_t now = time(NULL);
+	bool leased = q->m.lease_until > now;
 	struct store_queue_rcpt *r;
 	char *olderr;
-	int rc;
 
 	switch (u->what) {
-	case 0:
+	case Q_RCPT:
 		if (u->idx >= q->m.nrcpt)
 			return STORE_EINVAL;
 		r = &q->m.rcpt[u->idx];
@@ -392,34 +517,70 @@ static int qupdate_apply(struct store_txn *t, struct qupdate *u, struct qrec *q)
 		olderr = (char *)(uintptr_t)r->last_error;
 		r->last_error = u->error != NULL ? xstrdup(u->error) : NULL;
 		free(olderr);
-		return qrec_store(t, q, q->m.lease_until > now ? q->due : qrec_next_due(q));
-	case 1:
+		qtry_add(q, u->idx, now, u->state, u->error);
+		return qrec_store(t, q, leased ? q->due : qrec_next_due(q));
+	case Q_UNLEASE:
 		q->m.lease_until = 0;
 		q->m.lease_owner = 0;
 		return qrec_store(t, q, qrec_next_due(q));
-	case 2:
-	case 3:
-		q->m.held = u->what == 2;
+	case Q_HOLD:
+		q->m.held = true; /* no due row: a lease that runs out does not make it due */
+		return qrec_store(t, q, 0);
+	case Q_RELEASE:
+	case Q_REQUEUE:
+		q->m.held = false;
 		__attribute__((fallthrough));
-	case 4:
-		if (u->what != 2 && !q->m.held) {
-			for (size_t i = 0; i < q->m.nrcpt; i++)
-				if (q->m.rcpt[i].state == STORE_Q_PENDING)
-					q->m.rcpt[i].next_attempt = now;
-			q->m.lease_until = 0;
-			q->m.lease_owner = 0;
-		}
-		return qrec_store(t, q, qrec_next_due(q));
+	case Q_FLUSH:
+		if (!q->m.held)
+			qrec_due_now(q, now, u->what == Q_REQUEUE);
+		/* leased: due when the lease runs out (its runner died), as leasing set it */
+		return qrec_store(t, q, leased ? q->m.lease_until : qrec_next_due(q));
 	default:
-		if ((rc = qrec_store(t, q, 0)) != 0)
-			return rc;
-		uint8_t k[8];
-
-		put_be64(k, q->m.id);
-		if ((rc = store_del(t, DBI_QUEUE, k, 8)) != 0)
-			return rc;
-		return store_blob_ref_id(t, q->m.blob, -1);
+		return qrec_delete(t, q);
 	}
+}
+
+/* Every entry (u->match selects, NULL: all): ids first, then each updated; u->n counts. */
+static int qupdate_all(struct store_txn *t, struct qupdate *u)
+{
+	uint64_t *ids = NULL;
+	size_t n = 0, cap = 0;
+	MDB_cursor *c;
+	MDB_val k, v;
+	struct qrec q;
+	int rc, op = MDB_FIRST;
+
+	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[DBI_QUEUE], &c)) != 0)
+		return store_mdb_err(t, rc, "cursor");
+	while (mdb_cursor_get(c, &k, &v, op) == 0) {
+		bool take = true;
+
+		op = MDB_NEXT;
+		if (k.mv_size != 8)
+			continue;
+		if (u->match != NULL) {
+			if (qrec_decode(get_be64(k.mv_data), &v, &q) != 0)
+				continue;
+			take = u->match(&q.m, u->arg) != 0;
+			qrec_clear(&q);
+		}
+		if (!take)
+			continue;
+		if (n == cap)
+			ids = xreallocarray(ids, cap = cap * 2 + 64, sizeof(*ids));
+		ids[n++] = get_be64(k.mv_data);
+	}
+	mdb_cursor_close(c);
+	rc = 0;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		if ((rc = qrec_load(t, ids[i], &q)) != 0)
+			break;
+		if ((rc = qupdate_apply(t, u, &q)) == 0)
+			u->n++;
+		qrec_clear(&q);
+	}
+	free(ids);
+	return rc;
 }
 
 static int qupdate_fn(struct store_txn *t, void *arg)
@@ -428,37 +589,14 @@ static int qupdate_fn(struct store_txn *t, void *arg)
 	struct qrec q;
 	int rc;
 
-	if (u->what == 4 && u->id == 0) {
-		/* every entry: collect ids first, then update each */
-		uint64_t *ids = NULL;
-		size_t n = 0, cap = 0;
-		MDB_cursor *c;
-		MDB_val k, v;
-		int op = MDB_FIRST;
-
-		if ((rc = mdb_cursor_open(t->txn, t->e->dbi[DBI_QUEUE], &c)) != 0)
-			return store_mdb_err(t, rc, "cursor");
-		while (mdb_cursor_get(c, &k, &v, op) == 0) {
-			op = MDB_NEXT;
-			if (n == cap)
-				ids = xreallocarray(ids, cap = cap * 2 + 64, sizeof(*ids));
-			ids[n++] = get_be64(k.mv_data);
-		}
-		mdb_cursor_close(c);
-		rc = 0;
-		for (size_t i = 0; i < n && rc == 0; i++) {
-			if ((rc = qrec_load(t, ids[i], &q)) != 0)
-				break;
-			rc = qupdate_apply(t, u, &q);
-			store_queue_msg_clear(&q.m);
-		}
-		free(ids);
-		return rc;
-	}
+	u->n = 0;
+	if (u->id == 0 && u->what != Q_RCPT && u->what != Q_UNLEASE)
+		return qupdate_all(t, u);
 	if ((rc = qrec_load(t, u->id, &q)) != 0)
 		return rc;
-	rc = qupdate_apply(t, u, &q);
-	store_queue_msg_clear(&q.m);
+	if ((rc = qupdate_apply(t, u, &q)) == 0)
+		u->n = 1;
+	qrec_clear(&q);
 	return rc;
 }
 
@@ -486,10 +624,10 @@ int store_queue_rcpt_set_txn(struct store_txn *t, uint64_t id, size_t idx,
 	for (size_t i = 0; i < q.m.nrcpt; i++)
 		done &= q.m.rcpt[i].state == STORE_Q_DELIVERED;
 	if (done) { /* every copy delivered: nothing is left to do for it */
-		u.what = 5;
+		u.what = Q_DELETE;
 		rc = qupdate_apply(t, &u, &q);
 	}
-	store_queue_msg_clear(&q.m);
+	qrec_clear(&q);
 	return rc;
 }
 
@@ -521,12 +659,12 @@ static int qowners_fn(struct store_txn *t, void *arg)
 				ids = xreallocarray(ids, cap = cap * 2 + 64, sizeof(*ids));
 			ids[n++] = q.m.id;
 		}
-		store_queue_msg_clear(&q.m);
+		qrec_clear(&q);
 	}
 	mdb_cursor_close(c);
 	rc = 0;
 	for (size_t i = 0; i < n && rc == 0; i++) {
-		struct qupdate u = { .id = ids[i], .what = 1 };
+		struct qupdate u = { .id = ids[i], .what = Q_UNLEASE };
 
 		if ((rc = qupdate_fn(t, &u)) == 0)
 			o->n++;
@@ -547,30 +685,71 @@ int store_queue_release_owners(struct store *st, uint32_t lo, uint32_t hi, size_
 
 int store_queue_release_lease(struct store *st, uint64_t id)
 {
-	struct qupdate u = { .id = id, .what = 1 };
+	struct qupdate u = { .id = id, .what = Q_UNLEASE };
 
 	return store_write(st, STORE_QUEUE_PART, qupdate_fn, &u);
 }
 
 int store_queue_hold(struct store *st, uint64_t id, bool hold)
 {
-	struct qupdate u = { .id = id, .what = hold ? 2 : 3 };
+	struct qupdate u = { .id = id, .what = hold ? Q_HOLD : Q_RELEASE };
 
 	return store_write(st, STORE_QUEUE_PART, qupdate_fn, &u);
 }
 
 int store_queue_flush(struct store *st, uint64_t id)
 {
-	struct qupdate u = { .id = id, .what = 4 };
+	struct qupdate u = { .id = id, .what = Q_FLUSH };
 
 	return store_write(st, STORE_QUEUE_PART, qupdate_fn, &u);
 }
 
 int store_queue_delete(struct store *st, uint64_t id)
 {
-	struct qupdate u = { .id = id, .what = 5 };
+	struct qupdate u = { .id = id, .what = Q_DELETE };
 
 	return store_write(st, STORE_QUEUE_PART, qupdate_fn, &u);
+}
+
+int store_queue_apply(struct store *st, enum store_queue_action act, uint64_t id,
+		      int (*match)(const struct store_queue_msg *qm, void *arg), void *arg,
+		      size_t *n_r)
+{
+	static const int what[] = { [STORE_QA_FLUSH] = Q_FLUSH, [STORE_QA_HOLD] = Q_HOLD,
+				    [STORE_QA_RELEASE] = Q_RELEASE, [STORE_QA_DELETE] = Q_DELETE,
+				    [STORE_QA_REQUEUE] = Q_REQUEUE };
+	struct qupdate u = { .id = id, .match = match, .arg = arg };
+	int rc;
+
+	if ((unsigned)act >= sizeof(what) / sizeof(what[0]) || (id != 0 && match != NULL))
+		return STORE_EINVAL;
+	u.what = what[act];
+	rc = store_write(st, STORE_QUEUE_PART, qupdate_fn, &u);
+	if (n_r != NULL)
+		*n_r = rc == 0 ? u.n : 0;
+	return rc;
+}
+
+int store_queue_tries(struct store *st, uint64_t id, struct store_queue_try **v_r, size_t *n_r)
+{
+	struct store_txn *t;
+	struct qrec q;
+	int rc;
+
+	*v_r = NULL;
+	*n_r = 0;
+	if ((rc = store_txn_begin(st, STORE_QUEUE_PART, STORE_TXN_READ, &t)) != 0)
+		return rc;
+	rc = qrec_load(t, id, &q);
+	store_txn_abort(&t);
+	if (rc != 0)
+		return rc;
+	*v_r = q.tries;
+	*n_r = q.ntries;
+	q.tries = NULL;
+	q.ntries = 0;
+	qrec_clear(&q);
+	return 0;
 }
 
 int store_queue_get(struct store *st, uint64_t id, struct store_queue_msg *qm_r)
@@ -584,8 +763,10 @@ int store_queue_get(struct store *st, uint64_t id, struct store_queue_msg *qm_r)
 		return rc;
 	rc = qrec_load(t, id, &q);
 	store_txn_abort(&t);
-	if (rc == 0)
+	if (rc == 0) {
 		*qm_r = q.m;
+		store_queue_tries_free(&q.tries, q.ntries);
+	}
 	return rc;
 }
 
@@ -609,7 +790,7 @@ int store_queue_list(struct store *st, int (*cb)(const struct store_queue_msg *q
 		if (k.mv_size != 8 || qrec_decode(get_be64(k.mv_data), &v, &q) != 0)
 			continue;
 		rc = cb(&q.m, arg);
-		store_queue_msg_clear(&q.m);
+		qrec_clear(&q);
 		if (rc != 0)
 			break;
 	}

@@ -3,7 +3,8 @@
 sink, mtad, imapd; mailctl opens the same store while the daemons serve it): user show and
 mailbox status agree with what SMTP delivered and IMAP changed; the queue holds a message the
 sink refuses for now (fault injection over its control port), queue list/show report it with
-the sink's error, and after the fault is lifted queue flush delivers it; the directory is
+the sink's error, and after the fault is lifted queue flush delivers it; queue show --message,
+hold/delete/requeue/flush by selection act on exactly what they select; the directory is
 reachable through mailctl auth test / lookup.
 
   test_stack_mailctl.py SOURCE_ROOT BUILD_DIR"""
@@ -95,6 +96,71 @@ def main():
                                      for q in mailctl_json("queue", "list")),
                      30, "the delivered entry to leave the queue")
 
+        def test_queue_select_show_message():
+            """Three deferred messages: show --message has the envelope, the sink's refusal
+            as a try and the message; hold/delete by --to, requeue, flush --domain and
+            delete ALL act on exactly the entries they select."""
+            token = uuid.uuid4().hex[:8]
+            rcpts = [f"q{c}-{token}@ext.heron.test" for c in "abc"]
+            st.sink({"cmd": "faults", "rcpt_4xx": 1})
+            try:
+                with smtplib.SMTP(host, st.port("SUBMISSION_PORT"), timeout=20) as s:
+                    s.login("user1", "user1")
+                    for r in rcpts:
+                        s.sendmail("user1@heron.test", [r],
+                                   f"From: user1@heron.test\r\nMessage-ID: <{r}>\r\n"
+                                   f"X-Mailload-Sent: {int(time.time() * 1000)}\r\n"
+                                   f"Subject: for {r}\r\n\r\nbody of {r}\r\n")
+
+                def tried():
+                    got = {}
+                    for q in mailctl_json("queue", "list", "--to", "@ext.heron.test"):
+                        d = mailctl_json("queue", "show", q["id"])
+                        r = d["recipients"][0]["recipient"]
+                        if r in rcpts and d["tries"]:
+                            got[r] = d
+                    return got if len(got) == 3 else None
+                entries = wait_for(tried, 30, "three deferred entries with a try each")
+                ids = {r: entries[r]["entry"]["id"] for r in rcpts}
+                d = mailctl_json("queue", "show", ids[rcpts[0]], "--message")
+                t = d["tries"][0]
+                assert t["recipient"] == rcpts[0] and t["state"] == "pending", d
+                assert t["reason"].startswith("4") and t["time"].endswith("Z"), d
+                assert d["entry"]["sender"] == "user1@heron.test", d
+                assert f"Message-ID: <{rcpts[0]}>\r\n" in d["message"], d
+                assert d["message"].endswith(f"body of {rcpts[0]}\r\n"), d
+                out = subprocess.run([e["MAILCTL"], "-c", e["HERON_CONF"], "queue", "show",
+                                      ids[rcpts[0]], "--message"], capture_output=True,
+                                     text=True, timeout=60, check=True).stdout
+                assert "*** message ***\nReceived: " in out and "Fault injected" in out, out
+                r = mailctl_json("queue", "hold", "--to", rcpts[0])
+                assert r["ids"] == [ids[rcpts[0]]], r
+                r = mailctl_json("queue", "delete", "--to", rcpts[1].upper())
+                assert r["ids"] == [ids[rcpts[1]]], r
+                rc, out, err = mailctl("queue", "show", ids[rcpts[1]])
+                assert rc == 1, (rc, out, err)
+                r = mailctl_json("queue", "requeue", ids[rcpts[2]])
+                assert r["count"] == 1, r
+            finally:
+                st.sink({"cmd": "faults", "rcpt_4xx": 0})
+            assert mailctl_json("queue", "flush", "--domain", "elsewhere.test")["count"] == 0
+            r = mailctl_json("queue", "flush", "--domain", "ext.heron.test")
+            assert ids[rcpts[2]] in r["ids"], r
+
+            def at_sink():
+                return {x.get("id") for x in st.sink({"cmd": "records", "since": 0})}
+            wait_for(lambda: f"<{rcpts[2]}>" in at_sink(), 30, "the flushed entry at the sink")
+            assert f"<{rcpts[0]}>" not in at_sink(), "a held entry was sent"
+            r = mailctl_json("queue", "delete", "ALL")
+            assert ids[rcpts[0]] in r["ids"], r
+            assert not [q for q in mailctl_json("queue", "list")
+                        if q["id"] in ids.values()]
+            rc, out, err = mailctl("queue", "delete", "--before", "soon")
+            assert rc == 64, (rc, out, err)
+            time.sleep(2)
+            seen = at_sink()
+            assert f"<{rcpts[0]}>" not in seen and f"<{rcpts[1]}>" not in seen, seen
+
         def test_auth_and_lookup_through_directory():
             rc, out, err = mailctl("auth", "test", "user3", stdin="user3\n")
             assert rc == 0, (rc, out, err)
@@ -104,6 +170,7 @@ def main():
             assert rc == 0 and "user4" in out, (rc, out, err)
 
         return run_tests([test_user_show_and_mailbox_status, test_queue_list_show_flush,
+                          test_queue_select_show_message,
                           test_auth_and_lookup_through_directory])
 
 

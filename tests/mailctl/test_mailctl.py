@@ -392,6 +392,57 @@ def test_queue():
     assert [e["id"] for e in js("queue", "list")] == [ids[0]]
     human = ok("queue", "show", ids[0]).decode()
     assert "r2@remote.test" in human and "sender@heron.test" in human, human
+    s = js("queue", "show", ids[0], "--message")
+    assert s["message"] == "Subject: q\r\n\r\nqueued\r\n" and s["tries"] == [], s
+    out = ok("queue", "show", ids[0], "--message").decode()
+    assert out.endswith("*** message ***\nSubject: q\r\n\r\nqueued\r\n"), out
+
+
+def plant_queue(*entries):
+    """[(sender, [rcpts])] enqueued; their ids."""
+    ids = []
+    for sender, rcpts in entries:
+        r = subprocess.run([PLANT, CONF, "enqueue", sender, *rcpts],
+                           input=f"Subject: {sender}\r\n\r\nx\r\n".encode(),
+                           capture_output=True, timeout=60)
+        assert r.returncode == 0, r
+        ids.append(r.stdout.decode().strip())
+    return ids
+
+
+def test_queue_select():
+    ok("queue", "delete", "ALL")
+    assert js("queue", "list") == []
+    ids = plant_queue(("a@heron.test", ["x@one.test"]), ("b@heron.test", ["y@two.test"]),
+                      ("", ["z@two.test", "w@one.test"]))
+    # a selection that is refused changes nothing
+    fails(64, "queue", "delete")
+    fails(64, "queue", "delete", ids[0], "--to", "x@one.test", says="not both")
+    fails(64, "queue", "delete", "--before", "yesterday-ish")
+    fails(64, "queue", "flush", "--domain", "x@one.test")
+    fails(1, "queue", "requeue", "00000000000000ff")
+    assert len(js("queue", "list")) == 3
+    # list filters: address, @domain, the null sender, before
+    assert [e["id"] for e in js("queue", "list", "--to", "@two.test")] == ids[1:]
+    assert [e["id"] for e in js("queue", "list", "--from", "<>")] == ids[2:]
+    assert [e["id"] for e in js("queue", "list", "--from", "A@HERON.TEST")] == ids[:1]
+    assert js("queue", "list", "--before", "2000-01-01") == []
+    r = js("queue", "hold", "--to", "@one.test")
+    assert r == {"done": "held", "count": 2, "ids": [ids[0], ids[2]]}, r
+    assert [e["held"] for e in js("queue", "list")] == [True, False, True]
+    r = js("queue", "release", "ALL")
+    assert r["count"] == 3 and not any(e["held"] for e in js("queue", "list")), r
+    r = js("queue", "flush", "--domain", "two.test")
+    assert r["ids"] == ids[1:], r
+    r = js("queue", "requeue", ids[1])
+    assert r == {"done": "requeued", "count": 1, "ids": [ids[1]]}, r
+    assert js("queue", "delete", "--to", "nobody@nowhere.test")["count"] == 0
+    r = js("queue", "delete", "--from", "b@heron.test", "--to", "@two.test")
+    assert r["ids"] == [ids[1]], r
+    fails(1, "queue", "show", ids[1])
+    assert ok("queue", "delete", "ALL").decode() == "queue: 2 entries deleted\n"
+    assert js("queue", "list") == []
+    assert js("verify")["status"] == "clean"
 
 
 # --------------------------------------------------------------------------------------
@@ -672,7 +723,7 @@ def test_user_add_password():
 
 
 TESTS = [test_usage, test_upgrade, test_users, test_quota, test_mailboxes, test_mbox_round_trip,
-         test_maildir_round_trip, test_messages, test_queue, test_verify,
+         test_maildir_round_trip, test_messages, test_queue, test_queue_select, test_verify,
          test_backup_restore, test_stats, test_directory, test_bulk, test_user_add_password]
 
 try:

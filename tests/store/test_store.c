@@ -436,9 +436,10 @@ static void test_queue(void **state)
 	struct store_queue_msg qm = { .sender = "s@example.com", .envid = "E1",
 				      .ret = STORE_RET_HDRS, .nrcpt = 2, .rcpt = rc };
 	struct store_queue_msg got;
+	struct store_queue_try *tries;
 	struct store_blob *b;
 	uint64_t id, leased = 0;
-	size_t n;
+	size_t n, ntries;
 	int64_t now = time(NULL);
 	int cnt = 0, fd;
 	uint64_t size;
@@ -469,6 +470,19 @@ static void test_queue(void **state)
 	assert_int_equal(store_queue_get(ts.st, id, &got), 0);
 	assert_int_equal(got.rcpt[0].state, STORE_Q_DELIVERED);
 	assert_string_equal(got.rcpt[1].last_error, "451 4.3.0 try later");
+	/* every try recorded, oldest first, with its reason */
+	assert_int_equal(store_queue_tries(ts.st, id, &tries, &ntries), 0);
+	assert_int_equal(ntries, 2);
+	assert_int_equal(tries[0].rcpt, 0);
+	assert_int_equal(tries[0].state, STORE_Q_DELIVERED);
+	assert_null(tries[0].reason);
+	assert_int_equal(tries[1].rcpt, 1);
+	assert_int_equal(tries[1].state, STORE_Q_PENDING);
+	assert_string_equal(tries[1].reason, "451 4.3.0 try later");
+	assert_true(tries[1].when >= now);
+	store_queue_tries_free(&tries, ntries);
+	assert_null(tries);
+	assert_int_equal(store_queue_tries(ts.st, id + 1000, &tries, &ntries), STORE_ENOQUEUE);
 	assert_string_equal(got.envid, "E1");
 	assert_int_equal(got.ret, STORE_RET_HDRS);
 	store_queue_msg_clear(&got);
@@ -497,6 +511,90 @@ static void test_queue(void **state)
 static void lease_id_cb(const struct store_queue_msg *qm, void *arg)
 {
 	*(uint64_t *)arg = qm->id;
+}
+
+static int match_to_b(const struct store_queue_msg *qm, void *arg)
+{
+	(void)arg;
+	return strcmp(qm->rcpt[0].addr, "b@remote.test") == 0;
+}
+
+/* store_queue_apply: selected entries in one txn; a leased entry keeps its lease; requeue
+   restarts attempts; 32 tries kept at most, the newest. */
+static void test_queue_apply(void **state)
+{
+	struct tstore ts;
+	const char *addrs[3] = { "a@remote.test", "b@remote.test", "b@remote.test" };
+	struct store_queue_try *tries;
+	struct store_queue_msg got;
+	uint64_t id[3], leased = 0;
+	size_t n;
+	int64_t now;
+
+	(void)state;
+	tstore_open(&ts, 1);
+	for (int i = 0; i < 3; i++) {
+		struct store_queue_rcpt r = { .addr = addrs[i] };
+		struct store_queue_msg qm = { .sender = "s@example.com", .nrcpt = 1, .rcpt = &r };
+		struct store_blob *b = tblob(ts.st, STORE_QUEUE_PART, 100, (uint64_t)i + 7);
+
+		assert_int_equal(store_queue_add(ts.st, &qm, b, &id[i]), 0);
+		store_blob_free(&b);
+	}
+	now = time(NULL);
+	/* entry 0 leased by runner 3 and deferred 40 times */
+	assert_int_equal(store_queue_lease_as(ts.st, 3, now, 600, 1, lease_id_cb, &leased, &n),
+			 0);
+	assert_int_equal(leased, id[0]);
+	for (int i = 0; i < 40; i++) {
+		char why[32];
+
+		snprintf(why, sizeof(why), "451 try %d", i);
+		assert_int_equal(store_queue_rcpt_set(ts.st, id[0], 0, STORE_Q_PENDING,
+						      now + 3600, why), 0);
+	}
+	assert_int_equal(store_queue_tries(ts.st, id[0], &tries, &n), 0);
+	assert_int_equal(n, 32);
+	assert_string_equal(tries[0].reason, "451 try 8");
+	assert_string_equal(tries[31].reason, "451 try 39");
+	store_queue_tries_free(&tries, n);
+	/* a flush keeps the lease: no other runner takes it while its runner delivers */
+	assert_int_equal(store_queue_apply(ts.st, STORE_QA_FLUSH, id[0], NULL, NULL, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(store_queue_get(ts.st, id[0], &got), 0);
+	assert_int_equal(got.lease_owner, 3);
+	assert_true(got.lease_until >= now + 600);
+	store_queue_msg_clear(&got);
+	/* requeue: the attempts start again (the lease still held) */
+	assert_int_equal(store_queue_apply(ts.st, STORE_QA_REQUEUE, id[0], NULL, NULL, &n), 0);
+	assert_int_equal(store_queue_get(ts.st, id[0], &got), 0);
+	assert_int_equal(got.rcpt[0].attempts, 0);
+	assert_int_equal(got.lease_owner, 3);
+	store_queue_msg_clear(&got);
+	/* hold the two entries for b@ (selected), then delete them; entry 0 untouched */
+	assert_int_equal(store_queue_apply(ts.st, STORE_QA_HOLD, 0, match_to_b, NULL, &n), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(store_queue_get(ts.st, id[1], &got), 0);
+	assert_true(got.held);
+	store_queue_msg_clear(&got);
+	assert_int_equal(store_queue_lease(ts.st, now + 10000, 60, 10, lease_id_cb, &leased, &n),
+			 0);
+	assert_int_equal(n, 1); /* entry 0 (its lease ran out); the held ones are not due */
+	assert_int_equal(leased, id[0]);
+	assert_int_equal(store_queue_apply(ts.st, STORE_QA_DELETE, 0, match_to_b, NULL, &n), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(store_queue_get(ts.st, id[1], &got), STORE_ENOQUEUE);
+	assert_int_equal(store_queue_get(ts.st, id[0], &got), 0);
+	store_queue_msg_clear(&got);
+	assert_int_equal(store_queue_apply(ts.st, STORE_QA_DELETE, id[2], NULL, NULL, &n),
+			 STORE_ENOQUEUE);
+	assert_int_equal(store_queue_apply(ts.st, STORE_QA_DELETE, id[0], match_to_b, NULL, &n),
+			 STORE_EINVAL);
+	/* ALL */
+	assert_int_equal(store_queue_apply(ts.st, STORE_QA_DELETE, 0, NULL, NULL, &n), 0);
+	assert_int_equal(n, 1);
+	tverify_clean(ts.st);
+	tstore_close(&ts, true);
 }
 
 struct q_set {
@@ -1034,6 +1132,7 @@ int main(void)
 		cmocka_unit_test(test_copy_move_quota),
 		cmocka_unit_test(test_deliver_many),
 		cmocka_unit_test(test_queue),
+		cmocka_unit_test(test_queue_apply),
 		cmocka_unit_test(test_batch_and_gc),
 		cmocka_unit_test(test_batch_write),
 		cmocka_unit_test(test_gc_libevent),
