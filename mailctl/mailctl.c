@@ -84,8 +84,9 @@ static const struct mc_cmd mc_cmds[] = {
 	  "import an mbox file or a Maildir, keeping flags and dates; --bulk: many users' "
 	  "mailboxes from a bulk stream (FILE or - for stdin)", mc_import,
 	  { { "mailbox", true }, { "bulk", false } } },
-	{ "export", NULL, 3, 3, MC_STORE, "USER MAILBOX PATH [--format mbox|maildir]",
-	  "export a mailbox (mboxrd file or Maildir directory)", mc_export,
+	{ "export", NULL, 2, 3, MC_STORE, "USER [MAILBOX] PATH [--format mbox|maildir]",
+	  "export a mailbox (mboxrd file or Maildir directory); without MAILBOX every mailbox "
+	  "(Maildir++ with subscriptions; `import USER PATH` restores it)", mc_export,
 	  { { "format", true } } },
 	{ "expunge", NULL, 2, MC_MAX_POS, MC_STORE, "USER MAILBOX [QUERY...] [--deleted] "
 	  "[--before DATE] [--all]",

@@ -202,18 +202,24 @@ int mc_verify(struct mc *mc, const struct mc_args *a)
 /* backup and restore */
 
 /* Copies src (relative to sdir) to dst (relative to ddir) keeping its mtime. 0 or errno. */
-static int copy_file(int sdir, const char *src, int ddir, const char *dst)
+/* Copies src (in sdir) to the new file dst (in ddir) with its times; *at_dst (may be NULL)
+   says whether an error was on the destination's side. */
+static int copy_file(int sdir, const char *src, int ddir, const char *dst, bool *at_dst)
 {
 	char buf[65536];
 	struct stat sb;
 	ssize_t n = 0;
 	int in, out, err = 0;
+	bool ignored;
 
+	at_dst = at_dst != NULL ? at_dst : &ignored;
+	*at_dst = false;
 	if ((in = openat(sdir, src, O_RDONLY | O_CLOEXEC)) == -1)
 		return errno;
 	if (fstat(in, &sb) == -1 ||
 	    (out = openat(ddir, dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640)) == -1) {
 		err = errno;
+		*at_dst = true;
 		close(in);
 		return err;
 	}
@@ -222,24 +228,31 @@ static int copy_file(int sdir, const char *src, int ddir, const char *dst)
 			ssize_t w = write(out, buf + off, (size_t)(n - off));
 
 			err = w < 0 && errno != EINTR ? errno : 0;
+			*at_dst = err != 0;
 			off += w > 0 ? w : 0;
 		}
 	if (n < 0 && err == 0)
 		err = errno;
 	struct timespec ts[2] = { sb.st_atim, sb.st_mtim };
-	if (err == 0 && futimens(out, ts) == -1)
+	if (err == 0 && futimens(out, ts) == -1) {
 		err = errno;
-	if (close(out) == -1 && err == 0)
+		*at_dst = true;
+	}
+	if (close(out) == -1 && err == 0) {
 		err = errno;
+		*at_dst = true;
+	}
 	close(in);
 	return err;
 }
 
 struct copy {
 	char dst[4200];   /* <dest env dir>/blobs */
+	const char *src;  /* restore: <source env dir>, for where */
 	const struct refs *only; /* copy only these ids (NULL: every file) */
 	uint64_t files, bytes, vanished;
 	int err;
+	char where[8400]; /* restore: what failed ("reading PATH", "creating PATH") */
 };
 
 static int copy_blob(void *arg, int dirfd, unsigned sub, const char *name, uint64_t id,
@@ -248,6 +261,7 @@ static int copy_blob(void *arg, int dirfd, unsigned sub, const char *name, uint6
 	struct copy *c = arg;
 	char rel[64];
 	int ddir, err;
+	bool at_dst;
 
 	if (c->only != NULL && !refs_has(c->only, id))
 		return 0;
@@ -258,10 +272,13 @@ static int copy_blob(void *arg, int dirfd, unsigned sub, const char *name, uint6
 		close(ddir);
 		return 0;
 	}
-	err = copy_file(dirfd, name, ddir, rel);
+	err = copy_file(dirfd, name, ddir, rel, &at_dst);
 	close(ddir);
 	if (err == EEXIST)
 		err = 0;
+	if (err != 0 && c->src != NULL)
+		snprintf(c->where, sizeof(c->where), at_dst ? "writing %s/%s" : "reading %s/blobs/%s",
+			 at_dst ? c->dst : c->src, rel);
 	c->files += err == 0;
 	c->bytes += err == 0 ? (uint64_t)sb->st_size : 0;
 	return c->err = err;
@@ -428,25 +445,38 @@ static int restore_env(const char *from, const char *to, unsigned part, struct c
 {
 	char src[4096], dst[4096];
 	int sfd, dfd, err;
+	bool at_dst;
 
 	env_dir(src, sizeof(src), from, part);
 	env_dir(dst, sizeof(dst), to, part);
-	if ((err = make_env_dirs(dst)) != 0)
+	if ((err = make_env_dirs(dst)) != 0) {
+		snprintf(c->where, sizeof(c->where), "creating %s", dst);
 		return err;
-	if ((sfd = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
+	}
+	if ((sfd = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
+		snprintf(c->where, sizeof(c->where), "reading %s", src);
 		return errno;
+	}
 	if ((dfd = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
 		err = errno;
+		snprintf(c->where, sizeof(c->where), "opening %s", dst);
 		close(sfd);
 		return err;
 	}
-	err = copy_file(sfd, "index.mdb", dfd, "index.mdb");
+	if ((err = copy_file(sfd, "index.mdb", dfd, "index.mdb", &at_dst)) != 0)
+		snprintf(c->where, sizeof(c->where), "%s %s/index.mdb",
+			 at_dst ? "writing" : "reading", at_dst ? dst : src);
 	close(sfd);
 	close(dfd);
 	snprintf(c->dst, sizeof(c->dst), "%s/blobs", dst);
 	c->only = NULL;
-	if (err == 0 && walk_blobs(src, copy_blob, c) != 0)
+	c->src = src;
+	if (err == 0 && walk_blobs(src, copy_blob, c) != 0) {
 		err = c->err ? c->err : EIO;
+		if (c->where[0] == '\0')
+			snprintf(c->where, sizeof(c->where), "reading %s/blobs", src);
+	}
+	c->src = NULL;
 	return err;
 }
 
@@ -455,17 +485,39 @@ static int restore_into(struct mc *mc, const char *from, const char *tmp, unsign
 {
 	int err, fd;
 
-	if (mkdir(tmp, 0750) == -1)
+	if (mkdir(tmp, 0750) == -1) {
+		snprintf(c->where, sizeof(c->where), "creating %s", tmp);
 		return errno;
+	}
 	err = restore_env(from, tmp, STORE_QUEUE_PART, c);
 	for (unsigned p = 0; p < parts && err == 0; p++)
 		err = restore_env(from, tmp, p, c);
 	if (err == 0 && (fd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) != -1) {
-		err = syncfs(fd) == -1 ? errno : 0;
+		if ((err = syncfs(fd) == -1 ? errno : 0) != 0)
+			snprintf(c->where, sizeof(c->where), "syncing %s", tmp);
 		close(fd);
 	}
 	(void)mc;
 	return err;
+}
+
+/* Names what failed and where things are now: the store untouched (or set aside), the
+   partial copy when there is one. */
+static void restore_failed(const char *path, const char *tmp, const char *aside,
+			   const char *where, int err)
+{
+	bool moved = aside != NULL && access(aside, F_OK) == 0 && access(path, F_OK) != 0;
+
+	fprintf(stderr, "mailctl: restore: %s: %s; ", where, strerror(err));
+	if (moved)
+		fprintf(stderr, "the previous store is in %s", aside);
+	else if (access(path, F_OK) == 0)
+		fprintf(stderr, "the store at %s is unchanged", path);
+	else
+		fprintf(stderr, "no store was at %s", path);
+	if (access(tmp, F_OK) == 0)
+		fprintf(stderr, "; the partial copy is in %s (remove it)", tmp);
+	fputc('\n', stderr);
 }
 
 int mc_restore(struct mc *mc, const struct mc_args *a)
@@ -497,13 +549,15 @@ int mc_restore(struct mc *mc, const struct mc_args *a)
 	err = restore_into(mc, from, tmp, parts, c);
 	if (err == 0 && access(path, F_OK) == 0) {
 		aside = xasprintf("%s.replaced-%lld", path, (long long)time(NULL));
-		err = rename(path, aside) == -1 ? errno : 0;
+		if ((err = rename(path, aside) == -1 ? errno : 0) != 0)
+			snprintf(c->where, sizeof(c->where), "moving %s to %s", path, aside);
 	}
-	if (err == 0 && rename(tmp, path) == -1)
+	if (err == 0 && rename(tmp, path) == -1) {
 		err = errno;
+		snprintf(c->where, sizeof(c->where), "moving %s to %s", tmp, path);
+	}
 	if (err != 0)
-		fprintf(stderr, "mailctl: restore into %s: %s (partial copy left in %s)\n", path,
-			strerror(err), tmp);
+		restore_failed(path, tmp, aside, c->where, err);
 	else if (mc->json) {
 		printf("{\"restored\": ");
 		mc_json_str(stdout, path, strlen(path));

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "common/str.h"
 #include "common/xmalloc.h"
 #include "mailctl/mailctl.h"
@@ -492,16 +493,86 @@ static int import_mbox(struct imp *im, int fd)
 struct mdfile {
 	char *name; /* "cur/..." or "new/..." */
 	unsigned long long t;
+	uint32_t uid; /* its line in dovecot-uidlist, 0: not listed */
 };
 
+/* The files dovecot-uidlist lists come first, in UID order; the others after, by the time in
+   their name, then by name. */
 static int mdfile_cmp(const void *a, const void *b)
 {
 	const struct mdfile *x = a, *y = b;
 	const char *xn = strchr(x->name, '/') + 1, *yn = strchr(y->name, '/') + 1;
 
+	if ((x->uid == 0) != (y->uid == 0))
+		return x->uid != 0 ? -1 : 1;
+	if (x->uid != y->uid)
+		return x->uid < y->uid ? -1 : 1;
 	if (x->t != y->t)
 		return x->t < y->t ? -1 : 1;
 	return strcmp(xn, yn);
+}
+
+struct uidline {
+	char *base; /* the file name before ":2," */
+	uint32_t uid;
+};
+
+static int uidline_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct uidline *)a)->base, ((const struct uidline *)b)->base);
+}
+
+/* dovecot-uidlist (version 3: a header line, then "UID [extensions] :NAME"), sorted by name;
+   a missing or unreadable file gives none. */
+static struct uidline *md_read_uidlist(const char *path, size_t *n_r)
+{
+	struct uidline *v = NULL;
+	char p[4200], line[1024];
+	FILE *f;
+
+	*n_r = 0;
+	snprintf(p, sizeof(p), "%s/dovecot-uidlist", path);
+	if ((f = fopen(p, "r")) == NULL)
+		return NULL;
+	if (fgets(line, sizeof(line), f) == NULL || line[0] != '3') {
+		fclose(f);
+		return NULL;
+	}
+	while (fgets(line, sizeof(line), f) != NULL) {
+		char *end, *name = strstr(line, " :");
+		unsigned long uid = strtoul(line, &end, 10);
+
+		if (name == NULL || end == line || uid == 0 || uid > UINT32_MAX)
+			continue;
+		name += 2;
+		name[strcspn(name, ":\r\n")] = '\0';
+		v = xreallocarray(v, *n_r + 1, sizeof(*v));
+		v[*n_r].base = xstrdup(name);
+		v[(*n_r)++].uid = (uint32_t)uid;
+	}
+	fclose(f);
+	if (*n_r > 1)
+		qsort(v, *n_r, sizeof(*v), uidline_cmp);
+	return v;
+}
+
+static void md_apply_uidlist(const char *path, struct mdfile *v, size_t n)
+{
+	size_t nu;
+	struct uidline *u = md_read_uidlist(path, &nu);
+
+	for (size_t i = 0; i < n && nu > 0; i++) {
+		char *base = xstrdup(strchr(v[i].name, '/') + 1);
+		struct uidline key = { base, 0 }, *hit;
+
+		base[strcspn(base, ":")] = '\0';
+		if ((hit = bsearch(&key, u, nu, sizeof(*u), uidline_cmp)) != NULL)
+			v[i].uid = hit->uid;
+		free(base);
+	}
+	for (size_t i = 0; i < nu; i++)
+		free(u[i].base);
+	free(u);
 }
 
 static void md_list(const char *path, const char *sub, struct mdfile **v, size_t *n)
@@ -518,6 +589,7 @@ static void md_list(const char *path, const char *sub, struct mdfile **v, size_t
 			continue;
 		*v = xreallocarray(*v, *n + 1, sizeof(**v));
 		(*v)[*n].name = xasprintf("%s/%s", sub, de->d_name);
+		(*v)[*n].uid = 0;
 		(*v)[(*n)++].t = strtoull(de->d_name, NULL, 10);
 	}
 	closedir(d);
@@ -613,6 +685,7 @@ static int import_maildir(struct imp *im)
 	md_list(im->path, "cur", &v, &n);
 	md_list(im->path, "new", &v, &n);
 	md_read_keywords(im);
+	md_apply_uidlist(im->path, v, n);
 	if (n > 1)
 		qsort(v, n, sizeof(*v), mdfile_cmp);
 	if ((dirfd = open(im->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
@@ -662,6 +735,71 @@ static char **md_folders(const char *root, size_t *n_r)
 
 static int w_mbox_ensure(struct store_txn *t, void *arg);
 
+/* A folder name's "%2E" (a '.' inside a level, which Maildir++ uses between levels) and
+   "%25" ('%') back to their characters, in place. */
+static void md_unescape(char *s)
+{
+	char *o = s;
+
+	for (; *s != '\0'; s++) {
+		if (s[0] == '%' && s[1] == '2' && (s[2] == 'E' || s[2] == 'e' || s[2] == '5')) {
+			*o++ = s[2] == '5' ? '%' : '.';
+			s += 2;
+		} else
+			*o++ = *s;
+	}
+	*o = '\0';
+}
+
+struct subs {
+	struct imp *im;
+	char **names;
+	size_t n;
+};
+
+static int w_subscribe(struct store_txn *t, void *arg)
+{
+	struct subs *sb = arg;
+	struct store_user u;
+	int rc;
+
+	if ((rc = store_user_get(t, sb->im->user, &u)) != 0)
+		return rc;
+	for (size_t i = 0; i < sb->n && rc == 0; i++)
+		rc = store_mbox_subscribe(t, u.id, sb->names[i], true);
+	return rc;
+}
+
+/* The subscriptions file of an export (one mailbox name a line; below the target mailbox
+   unless it is INBOX): each subscribed, in one transaction. A missing file: none. */
+static int md_subscribe(struct imp *im, bool at_top)
+{
+	char p[4200], line[2048];
+	struct subs sb = { im, NULL, 0 };
+	FILE *f;
+	int rc = 0;
+
+	snprintf(p, sizeof(p), "%s/subscriptions", im->path);
+	if ((f = fopen(p, "r")) == NULL)
+		return errno == ENOENT ? 0 : STORE_EIO;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		line[strcspn(line, "\r\n")] = '\0';
+		if (line[0] == '\0' || (line[0] == 'V' && line[1] == '\t'))
+			continue; /* Dovecot's version line */
+		for (char *c = line; *c != '\0'; c++)
+			*c = *c == '\t' ? '/' : *c; /* Dovecot's v2 file: levels by tab */
+		sb.names = xreallocarray(sb.names, sb.n + 1, sizeof(*sb.names));
+		sb.names[sb.n++] = at_top ? xstrdup(line) : xasprintf("%s/%s", im->mailbox, line);
+	}
+	fclose(f);
+	if (sb.n > 0)
+		rc = store_write(im->mc->st, im->part, w_subscribe, &sb);
+	for (size_t i = 0; i < sb.n; i++)
+		free(sb.names[i]);
+	free(sb.names);
+	return rc;
+}
+
 /* A Maildir into the target mailbox, then each Maildir++ folder ".A.B" into "A/B" below
    it (at the top level when the target is INBOX), each with its own dovecot-keywords. */
 static int import_maildir_tree(struct imp *im)
@@ -681,6 +819,7 @@ static int import_maildir_tree(struct imp *im)
 
 		for (char *c = name + (at_top ? 0 : strlen(top) + 1); *c != '\0'; c++)
 			*c = *c == '.' ? '/' : *c;
+		md_unescape(name + (at_top ? 0 : strlen(top) + 1));
 		for (size_t k = 0; k < MAILDIR_KWS; k++) {
 			free(im->kwletters[k]);
 			im->kwletters[k] = NULL;
@@ -698,6 +837,8 @@ static int import_maildir_tree(struct imp *im)
 	for (size_t i = 0; i < n; i++)
 		free(subs[i]);
 	free(subs);
+	if (rc == 0)
+		rc = md_subscribe(im, at_top);
 	im->first_uid = first;
 	im->last_uid = last;
 	return rc;
@@ -790,6 +931,7 @@ struct exp {
 	unsigned nkw;
 	uint64_t count, bytes;
 	int err;
+	FILE *uidlist; /* Maildir: dovecot-uidlist, so an import keeps the UID order */
 };
 
 static void mbox_flag_headers(struct wr *w, const struct store_msg *m, const struct exp *e)
@@ -889,8 +1031,8 @@ static void maildir_name(char *buf, size_t size, const struct exp *e, const stru
 		if (m->keywords & ((uint64_t)1 << i))
 			info[n++] = (char)('a' + i);
 	info[n] = '\0';
-	snprintf(buf, size, "%" PRId64 ".M%" PRIu32 "P%d.heron,S=%" PRIu64 ",W=%" PRIu64 ":2,%s",
-		 m->internaldate, m->uid, (int)getpid(), m->size, m->size, info);
+	snprintf(buf, size, "%" PRId64 ".M%010" PRIu32 "P%d.heron,S=%" PRIu64 ",W=%" PRIu64
+		 ":2,%s", m->internaldate, m->uid, (int)getpid(), m->size, m->size, info);
 }
 
 /* One message as a Maildir file: tmp/, then cur/ with its flags; mtime = internal date. */
@@ -902,6 +1044,8 @@ static int export_maildir_msg(struct exp *e, const struct store_msg *m, int fd)
 	int out, rc;
 
 	maildir_name(name, sizeof(name), e, m);
+	if (e->uidlist != NULL)
+		fprintf(e->uidlist, "%" PRIu32 " :%.*s\n", m->uid, (int)strcspn(name, ":"), name);
 	snprintf(tmp, sizeof(tmp), "tmp/%s", name);
 	snprintf(cur, sizeof(cur), "cur/%s", name);
 	if ((out = openat(e->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) == -1)
@@ -956,6 +1100,23 @@ static int export_open(struct exp *e)
 	return 0;
 }
 
+/* dovecot-uidlist's header: version 3, UIDVALIDITY and the next UID. */
+static int export_uidlist_open(struct exp *e, struct store_txn *t, uint64_t mbox)
+{
+	struct store_status st;
+	int fd, rc;
+
+	if ((rc = store_mbox_status(t, mbox, &st)) != 0)
+		return rc;
+	if ((fd = openat(e->dirfd, "dovecot-uidlist", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+			 0600)) == -1 || (e->uidlist = fdopen(fd, "w")) == NULL) {
+		e->err = errno;
+		return 0;
+	}
+	fprintf(e->uidlist, "3 V%" PRIu32 " N%" PRIu32 "\n", st.uidvalidity, st.uidnext);
+	return 0;
+}
+
 /* Walks the mailbox in one read snapshot, writing each message. */
 static int export_walk(struct exp *e, struct store_txn *t, uint64_t mbox)
 {
@@ -981,32 +1142,36 @@ static int export_walk(struct exp *e, struct store_txn *t, uint64_t mbox)
 	return rc;
 }
 
-int mc_export(struct mc *mc, const struct mc_args *a)
+/* One mailbox of user into path (an mbox file or a Maildir that must not exist yet); adds
+   to *count and *bytes. Returns an exit code after saying what failed. */
+static int export_mailbox(struct mc *mc, const char *user, const char *mailbox,
+			  const char *path, bool maildir, uint64_t *count, uint64_t *bytes)
 {
-	struct exp e = { .mc = mc, .path = a->pos[2], .out_fd = -1, .dirfd = -1 };
+	struct exp e = { .mc = mc, .path = path, .maildir = maildir, .out_fd = -1, .dirfd = -1 };
 	struct store_txn *t;
 	struct store_user u;
 	uint64_t mbox;
 	int rc;
 
-	if (a->set[0] && strcmp(a->val[0], "maildir") != 0 && strcmp(a->val[0], "mbox") != 0)
-		return mc_usage(mc, "--format is mbox or maildir");
-	e.maildir = a->set[0] && strcmp(a->val[0], "maildir") == 0;
-	if ((rc = mc_begin(mc, a->pos[0], a->pos[1], STORE_TXN_READ, &t, &u, &mbox)) != MC_OK)
+	if ((rc = mc_begin(mc, user, mailbox, STORE_TXN_READ, &t, &u, &mbox)) != MC_OK)
 		return rc;
 	if ((e.err = export_open(&e)) != 0) {
 		store_txn_abort(&t);
-		fprintf(stderr, "mailctl: %s: %s; choose a path that does not exist yet\n", e.path,
-			strerror(e.err));
+		fprintf(stderr, "mailctl: %s: %s; %s\n", e.path, strerror(e.err),
+			e.err == ENOENT ? "its parent directory must exist"
+					: "choose a path that does not exist yet");
 		return e.err == EEXIST ? MC_REFUSED : MC_CANTCREAT;
 	}
 	e.w = xcalloc(1, sizeof(*e.w));
 	e.w->fd = e.out_fd;
-	if ((rc = store_mbox_keywords(t, mbox, e.names, &e.nkw)) == 0 && e.maildir)
-		e.err = export_keywords_file(&e);
+	if ((rc = store_mbox_keywords(t, mbox, e.names, &e.nkw)) == 0 && e.maildir &&
+	    (e.err = export_keywords_file(&e)) == 0)
+		rc = export_uidlist_open(&e, t, mbox);
 	if (rc == 0 && e.err == 0)
 		rc = export_walk(&e, t, mbox);
 	store_txn_abort(&t);
+	if (e.uidlist != NULL && fclose(e.uidlist) != 0)
+		e.err = e.err ? e.err : errno;
 	if (!e.maildir) {
 		wr_flush(e.w);
 		e.err = e.err ? e.err : e.w->err;
@@ -1019,18 +1184,152 @@ int mc_export(struct mc *mc, const struct mc_args *a)
 	}
 	free(e.w);
 	if (rc != 0)
-		return mc_fail(mc, rc, "export of '%s'", a->pos[1]);
+		return mc_fail(mc, rc, "export of '%s'", mailbox);
 	if (e.err != 0) {
 		fprintf(stderr, "mailctl: writing %s: %s\n", e.path, strerror(e.err));
 		return MC_ERR;
 	}
+	*count += e.count;
+	*bytes += e.bytes;
+	return MC_OK;
+}
+
+struct boxes {
+	char **names;
+	unsigned *special;
+	bool *subscribed;
+	size_t n;
+};
+
+static int box_add(const struct store_mbox_info *mi, void *arg)
+{
+	struct boxes *b = arg;
+
+	b->names = xreallocarray(b->names, b->n + 1, sizeof(*b->names));
+	b->special = xreallocarray(b->special, b->n + 1, sizeof(*b->special));
+	b->subscribed = xreallocarray(b->subscribed, b->n + 1, sizeof(*b->subscribed));
+	b->names[b->n] = xstrndup(mi->name, mi->name_len);
+	b->special[b->n] = mi->attrs & STORE_MBOX_NOSELECT ? UINT32_MAX : mi->special;
+	b->subscribed[b->n++] = (mi->attrs & STORE_MBOX_SUBSCRIBED) != 0;
+	return 0;
+}
+
+static void boxes_clear(struct boxes *b)
+{
+	for (size_t i = 0; i < b->n; i++)
+		free(b->names[i]);
+	free(b->names);
+	free(b->special);
+	free(b->subscribed);
+	memset(b, 0, sizeof(*b));
+}
+
+/* The Maildir++ folder of a mailbox below dir: ".A.B" for A/B, a '.' in a level as %2E. */
+static char *folder_path(const char *dir, const char *name)
+{
+	struct buf b;
+	char *out;
+
+	buf_init(&b, 64, 8192);
+	buf_append(&b, dir, strlen(dir));
+	buf_append(&b, "/.", 2);
+	for (const char *c = name; *c != '\0'; c++)
+		buf_append(&b, *c == '/' ? "." : *c == '.' ? "%2E" : *c == '%' ? "%25" : c,
+			   *c == '.' || *c == '%' ? 3 : 1);
+	buf_append(&b, "", 1);
+	out = xstrdup((const char *)b.data);
+	buf_release(&b);
+	return out;
+}
+
+/* The user's mailboxes (selectable ones) and subscriptions, in one snapshot. */
+static int user_boxes(struct mc *mc, const char *user, struct boxes *all, struct boxes *subs)
+{
+	struct store_txn *t;
+	struct store_user u;
+	int rc;
+
+	if ((rc = mc_begin(mc, user, NULL, STORE_TXN_READ, &t, &u, NULL)) != MC_OK)
+		return rc;
+	if ((rc = store_mbox_list(t, u.id, "*", false, box_add, all)) == 0)
+		rc = store_mbox_list(t, u.id, "*", true, box_add, subs);
+	store_txn_abort(&t);
+	return rc != 0 ? mc_fail(mc, rc, "mailboxes of '%s'", user) : MC_OK;
+}
+
+static int write_subscriptions(const char *dir, const struct boxes *subs)
+{
+	char p[4200];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/subscriptions", dir);
+	if ((f = fopen(p, "wx")) == NULL)
+		return errno;
+	for (size_t i = 0; i < subs->n; i++)
+		fprintf(f, "%s\n", subs->names[i]);
+	return fclose(f) == 0 ? 0 : errno;
+}
+
+/* export USER DIR: INBOX as the Maildir DIR, every other mailbox as its Maildir++ folder,
+   the subscriptions in DIR/subscriptions; `mailctl import USER DIR` reads it back. */
+static int export_user(struct mc *mc, const char *user, const char *dir, uint64_t *count,
+		       uint64_t *bytes, size_t *nboxes)
+{
+	struct boxes all = { 0 }, subs = { 0 };
+	int rc, err;
+
+	if ((rc = user_boxes(mc, user, &all, &subs)) != MC_OK)
+		goto out;
+	if ((rc = export_mailbox(mc, user, "INBOX", dir, true, count, bytes)) != MC_OK)
+		goto out;
+	*nboxes = 1;
+	for (size_t i = 0; i < all.n && rc == MC_OK; i++) {
+		char *path;
+
+		if (all.special[i] == UINT32_MAX || str_caseeq(all.names[i], strlen(all.names[i]),
+							       "INBOX", 5))
+			continue; /* \Noselect (made again as a parent) or INBOX (done) */
+		path = folder_path(dir, all.names[i]);
+		rc = export_mailbox(mc, user, all.names[i], path, true, count, bytes);
+		*nboxes += rc == MC_OK;
+		free(path);
+	}
+	if (rc == MC_OK && (err = write_subscriptions(dir, &subs)) != 0) {
+		fprintf(stderr, "mailctl: writing %s/subscriptions: %s\n", dir, strerror(err));
+		rc = MC_ERR;
+	}
+out:
+	boxes_clear(&all);
+	boxes_clear(&subs);
+	return rc;
+}
+
+int mc_export(struct mc *mc, const struct mc_args *a)
+{
+	bool whole = a->npos == 2, maildir = a->set[0] && strcmp(a->val[0], "maildir") == 0;
+	const char *path = a->pos[a->npos - 1];
+	uint64_t count = 0, bytes = 0;
+	size_t nboxes = 0;
+	int rc;
+
+	if (a->set[0] && !maildir && strcmp(a->val[0], "mbox") != 0)
+		return mc_usage(mc, "--format is mbox or maildir");
+	if (whole && a->set[0] && !maildir)
+		return mc_usage(mc, "a whole user is exported as Maildir++ (mbox: one MAILBOX)");
+	if (whole)
+		rc = export_user(mc, a->pos[0], path, &count, &bytes, &nboxes);
+	else
+		rc = export_mailbox(mc, a->pos[0], a->pos[1], path, maildir, &count, &bytes);
+	if (rc != MC_OK)
+		return rc;
 	if (mc->json) {
 		printf("{\"exported\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"format\": \"%s\", "
-		       "\"path\": ", e.count, e.bytes, e.maildir ? "maildir" : "mbox");
-		mc_json_str(stdout, e.path, strlen(e.path));
+		       "\"mailboxes\": %zu, \"path\": ", count, bytes,
+		       whole || maildir ? "maildir" : "mbox", whole ? nboxes : 1);
+		mc_json_str(stdout, path, strlen(path));
 		puts("}");
 	} else
-		printf("exported %" PRIu64 " message%s (%" PRIu64 " bytes) to %s\n", e.count,
-		       e.count == 1 ? "" : "s", e.bytes, e.path);
+		printf("exported %" PRIu64 " message%s (%" PRIu64 " bytes) %sto %s\n", count,
+		       count == 1 ? "" : "s", bytes, whole ? "of every mailbox " : "", path);
 	return MC_OK;
 }

@@ -524,6 +524,19 @@ def test_backup_restore():
     for (u, mb), b in want.items():
         assert bodies(u, mb, conf2) == b, u
     assert js("verify", conf=conf2)["status"] == "clean"
+    # a damaged backup: the error names the file it could not read, the store is unchanged
+    # and the partial copy named is there
+    broken = os.path.join(TMP, "backup-broken")
+    shutil.copytree(bdir, broken)
+    os.unlink(os.path.join(broken, "part1", "index.mdb"))
+    err = fails(74, "restore", broken, "--force", conf=conf2)
+    assert f"reading {broken}/part1/index.mdb: No such file" in err, err
+    assert "the store at " + os.path.join(TMP, "rstore") + " is unchanged" in err, err
+    partial = err.split("the partial copy is in ")[1].split(" ")[0]
+    assert os.path.isdir(partial), err
+    shutil.rmtree(partial)
+    for (u, mb), b in want.items():
+        assert bodies(u, mb, conf2) == b, u
     # the store changes, then the backup is restored over it
     ok("user", "del", "b1", conf=conf)
     fails(1, "restore", bdir, conf=conf, says="--force")
