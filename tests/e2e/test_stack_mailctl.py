@@ -144,8 +144,11 @@ def main():
             finally:
                 st.sink({"cmd": "faults", "rcpt_4xx": 0})
             assert mailctl_json("queue", "flush", "--domain", "elsewhere.test")["count"] == 0
+            # the requeued entry may have been sent already (it was due at once): the flush
+            # selects what is left of the two, the held one included
             r = mailctl_json("queue", "flush", "--domain", "ext.heron.test")
-            assert ids[rcpts[2]] in r["ids"], r
+            assert ids[rcpts[0]] in r["ids"], r
+            assert set(r["ids"]) <= {ids[rcpts[0]], ids[rcpts[2]]}, r
 
             def at_sink():
                 return {x.get("id") for x in st.sink({"cmd": "records", "since": 0})}
