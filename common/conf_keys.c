@@ -471,6 +471,26 @@ const struct conf_key conf_keys[] = {
 	  "which messages get an arrival record: those with X-Mailload-Sent, or all",
 	  CONF_AT(sink.records) },
 
+	{ "milter", "smtpd_milters", CONF_STR, 0, 0, "", NULL,
+	  "milters every message received over SMTP and submission passes, in order: "
+	  "inet:HOST:PORT or unix:PATH, separated by spaces or commas; { ADDRESS, "
+	  "connect_timeout=D, command_timeout=D, content_timeout=D, default_action=A } sets "
+	  "one milter's own values (empty: none)", CONF_AT(milter.smtpd_milters) },
+	{ "milter", "non_smtpd_milters", CONF_STR, 0, 0, "", NULL,
+	  "milters for mail received over LMTP (the local submission path), same syntax",
+	  CONF_AT(milter.non_smtpd_milters) },
+	{ "milter", "milter_default_action", CONF_ENUM, 0, 0, "tempfail", "tempfail|accept|reject",
+	  "what a message gets when a milter is down, times out or answers garbage: 451, "
+	  "accepted as if the milter were not there, or 554", CONF_AT(milter.default_action) },
+	{ "milter", "connect_timeout", CONF_DURATION, 100, 1 * HOUR, "30s", NULL,
+	  "time to connect to a milter and negotiate options", CONF_AT(milter.connect_timeout_ms) },
+	{ "milter", "command_timeout", CONF_DURATION, 100, 1 * HOUR, "30s", NULL,
+	  "time a milter may take to answer one command (connect, HELO, MAIL, RCPT, DATA, "
+	  "a header)", CONF_AT(milter.command_timeout_ms) },
+	{ "milter", "content_timeout", CONF_DURATION, 100, 1 * HOUR, "300s", NULL,
+	  "time a milter may take to take the body and answer the end of the message",
+	  CONF_AT(milter.content_timeout_ms) },
+
 	{ "metrics", "enabled", CONF_BOOL, 0, 0, "no", NULL,
 	  "yes: each daemon serves Prometheus metrics over HTTP on its *_listen address below",
 	  CONF_AT(metrics.enabled) },

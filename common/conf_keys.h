@@ -237,6 +237,19 @@ struct sieve_conf {
 	int64_t timeout_ms;
 };
 
+/* [milter]: mtad/milter.c */
+enum milter_default_action {
+	MILTER_DEFAULT_TEMPFAIL, MILTER_DEFAULT_ACCEPT, MILTER_DEFAULT_REJECT,
+};
+struct milter_conf {
+	const char *smtpd_milters;
+	const char *non_smtpd_milters;
+	enum milter_default_action default_action;
+	int64_t connect_timeout_ms;
+	int64_t command_timeout_ms;
+	int64_t content_timeout_ms;
+};
+
 /* [metrics]: common/obs.c (every daemon's metrics endpoint) */
 struct metrics_conf {
 	bool enabled;
@@ -281,6 +294,7 @@ struct heron_conf {
 	struct spf_conf spf;
 	struct dmarc_conf dmarc;
 	struct sieve_conf sieve;
+	struct milter_conf milter;
 	struct metrics_conf metrics;
 	struct control_conf control;
 	struct log_conf log;

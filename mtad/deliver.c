@@ -162,6 +162,11 @@ int deliver_replace_head(struct smtp_session *s, const char *head, size_t hlen, 
 	return 0;
 }
 
+int deliver_flush(struct smtp_session *s)
+{
+	return flush_out(s->tx);
+}
+
 void deliver_abort(struct smtp_tx *tx)
 {
 	deliver_sieve_free(tx);
@@ -293,6 +298,7 @@ static void enqueue_some(struct smtp_session *s, bool (*pick)(const struct smtp_
 	qm.sender = tx->from;
 	qm.envid = tx->mp.envid[0] ? tx->mp.envid : NULL;
 	qm.requiretls = tx->mp.requiretls;
+	qm.held = tx->held;
 	qm.ret = tx->mp.ret == MAIL_RET_FULL ? STORE_RET_FULL
 		 : tx->mp.ret == MAIL_RET_HDRS ? STORE_RET_HDRS : STORE_RET_NONE;
 	qm.size = store_blob_size(tx->blob);
@@ -413,6 +419,13 @@ static void blob_finished(int rc, void *arg)
 			tx->rcpt[i].result = STORE_EIO;
 		commit_finished(s);
 		return;
+	}
+	if (tx->held) {
+		/* quarantined by a milter: every recipient waits in the queue, held, until
+		   `mailctl queue release` */
+		for (size_t i = 0; i < tx->nrcpt; i++)
+			tx->rcpt[i].local = false;
+		tx->nlocal = 0;
 	}
 	if (tx->nlocal > 0 && deliver_sieve(s)) {
 		if (tx->nlocal < tx->nrcpt)

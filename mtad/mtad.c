@@ -19,6 +19,7 @@
 #include "common/xmalloc.h"
 #include "dns/dns.h"
 #include "ldapauth/ldapauth.h"
+#include "mtad/milter.h"
 #include "mtad/mtad.h"
 #include "store/store.h"
 
@@ -123,6 +124,7 @@ static void on_reload(void *arg)
 		}
 		sender_map_reload(m, c);
 		mtad_auth_reload(m, c);
+		milter_reload(m, c);
 		log_info("mtad worker %u config reloaded", m->worker);
 	}
 	if (m->la != NULL && ldapauth_reload(m->la, &err) < 0) {
@@ -250,6 +252,10 @@ int main(int argc, char **argv)
 		if (mtad_auth_init(&tm, mm.conf, &err) < 0)
 			fatalx("%s", err);
 		mtad_auth_free(&tm);
+		struct milter_set *ms = NULL;
+		if (milter_set_load(mm.conf, &ms, &err) < 0)
+			fatalx("%s", err);
+		milter_set_free(&ms);
 	}
 	bind_listeners(&mm);
 	ops.workers = (unsigned)mc->workers;

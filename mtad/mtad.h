@@ -38,6 +38,8 @@ struct mtad_auth_tx;
 struct authguard;
 struct sender_map;
 struct ldapauth_user;
+struct milter_set;
+struct milter_run;
 
 /* Listener kinds. */
 enum mtad_listener {
@@ -73,6 +75,7 @@ struct mtad {
 	struct net_ipcount *unauth;         /* sessions not authenticated per address */
 	struct authguard *guard;            /* the login throttle mtad and imapd share */
 	struct sender_map *senders;         /* [mtad] sender_login_map */
+	struct milter_set *milters;         /* [milter] lists (milter.h), or NULL: none */
 	struct store *store;
 	struct store_gc *gc;
 	struct event *gc_ev;        /* store_gc_fd readable: store_gc_dispatch */
@@ -160,6 +163,8 @@ struct smtp_tx {
 	struct store_queue_rcpt *qrcpt;    /* nrcpt - nlocal entries */
 	size_t nlocal, pending;
 	bool requeued;                     /* failed local recipients went to the queue */
+	bool held;                         /* a milter quarantined it: queued, held */
+	struct milter_run *milter;         /* milter.c's conversation, or NULL */
 	unsigned blob_part;                /* the partition the message file is in */
 	struct sieve_tx *sieve;            /* deliver_sieve.c's state, or NULL */
 	struct mtad_auth_tx *auth;         /* mtad_auth.c's state, or NULL */
@@ -273,6 +278,8 @@ const char *sender_rcpt_refusal(const struct smtp_session *s);
 bool mtad_mailhost_elsewhere(const struct mtad *m, const char *mailhost);
 int deliver_open(struct smtp_session *s);
 int deliver_write(struct smtp_session *s, const void *p, size_t n);
+/* Writes what deliver_write gathered into the message file (a milter reads it back). */
+int deliver_flush(struct smtp_session *s);
 void deliver_commit(struct smtp_session *s);
 /* Replaces the first skip bytes of the message written so far (Received: and the header the
    client sent, counted from the start) by head: in memory while the message is, else by

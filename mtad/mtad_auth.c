@@ -30,6 +30,7 @@
 #include "mailauth/dmarc.h"
 #include "mailauth/psl.h"
 #include "mailauth/spf.h"
+#include "mtad/milter.h"
 #include "mtad/mtad.h"
 
 /* A worker's keys and list (m->auth). */
@@ -745,7 +746,7 @@ static void verify_finish(struct smtp_session *s, struct mtad_auth_tx *at)
 		return;
 	}
 	buf_release(&head);
-	deliver_commit(s);
+	milter_then_commit(s); /* the milters, after our own checks */
 }
 
 static void step_cb(evutil_socket_t fd, short what, void *arg)

@@ -11,6 +11,7 @@
 #include "common/str.h"
 #include "common/xmalloc.h"
 #include "ldapauth/ldapauth.h"
+#include "mtad/milter.h"
 #include "mtad/mtad.h"
 #include "store/store.h"
 
@@ -540,6 +541,7 @@ void smtp_tx_free(struct smtp_tx **txp)
 
 	if (tx == NULL)
 		return;
+	milter_tx_free(tx);
 	deliver_abort(tx);
 	mtad_auth_tx_free(tx);
 	buf_release(&tx->out);

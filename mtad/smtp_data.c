@@ -14,6 +14,7 @@
 #include "common/conf_keys.h"
 #include "common/log.h"
 #include "common/str.h"
+#include "mtad/milter.h"
 #include "mtad/mtad.h"
 
 /* Bytes of a line taken at once when no line end is in sight. */
@@ -272,9 +273,9 @@ void smtp_data_done(struct smtp_session *s)
 	switch (tx->err) {
 	case TX_OK:
 		smtp_set_state(s, ST_WAIT);
-		if (mtad_auth_end(s)) /* it delivers or refuses */
+		if (mtad_auth_end(s)) /* it goes on to the milters, or refuses */
 			return;
-		deliver_commit(s);
+		milter_then_commit(s);
 		return;
 	case TX_ETOOBIG:
 		reply = "552 5.3.4 Message size exceeds fixed limit";

@@ -12,6 +12,7 @@
 #include "common/net.h"
 #include "common/tls.h"
 #include "ldapauth/ldapauth.h"
+#include "mtad/milter.h"
 #include "mtad/mtad.h"
 #include "store/store.h"
 #include "store/store_event.h"
@@ -74,12 +75,15 @@ void mtad_worker_init(struct mtad *m, const struct conf *c, unsigned worker,
 	m->guard = authguard_open(c);
 	if (sender_map_load(conf_values(c)->mtad.sender_login_map, &m->senders, &err) < 0)
 		fatalx("%s", err);
+	if (milter_set_load(c, &m->milters, &err) < 0)
+		fatalx("%s", err);
 }
 
 void mtad_worker_free(struct mtad *m)
 {
 	for (int k = 0; k < L_NKINDS; k++)
 		net_server_free(&m->srv[k]);
+	milter_set_free(&m->milters);
 	store_gc_free(&m->gc);
 	if (m->gc_ev != NULL)
 		event_free(m->gc_ev);

@@ -327,6 +327,10 @@ int store_blob_new(struct store *st, unsigned part, struct store_blob **b_r);
 /* Appends bytes (the message as stored: CRLF line ends). Errors: STORE_ENOSPC, STORE_EIO;
    after an error the blob can only be freed. */
 int store_blob_write(struct store_blob *b, const void *data, size_t len);
+/* Opens the file of a blob still being written (not finished) for reading what was written
+   so far (a milter reads the message before it is kept): *fd_r, O_RDONLY, caller closes.
+   Errors: STORE_EINVAL (finished or failed), STORE_EIO. */
+int store_blob_reader(const struct store_blob *b, int *fd_r);
 /* fsync, rename to its final name. After 0 the blob can be referenced by deliveries/appends
    (store_deliver, store_msg_append, store_queue_add, the batch calls); its directory is
    fsynced before the first index commit that references it (once per directory for a whole
@@ -658,7 +662,8 @@ struct store_queue_msg {
 };
 
 /* Adds an entry for a durable blob (best written with part STORE_QUEUE_PART; a blob of a
-   partition is hard-linked into queue/); all recipients PENDING and due now. *id_r (may be
+   partition is hard-linked into queue/); all recipients PENDING and due now (never, while
+   qm->held: until store_queue_hold releases it). *id_r (may be
    NULL) gets the id. Errors: STORE_EINVAL (no recipients), STORE_EFULL, STORE_ENOSPC. */
 int store_queue_add(struct store *st, const struct store_queue_msg *qm,
 		    const struct store_blob *b, uint64_t *id_r);

@@ -95,6 +95,18 @@ int store_blob_new(struct store *st, unsigned part, struct store_blob **b_r)
 	return 0;
 }
 
+int store_blob_reader(const struct store_blob *b, int *fd_r)
+{
+	struct store_env *e = store_env_of(b->st, b->part);
+
+	*fd_r = -1;
+	if (e == NULL || b->finished || b->err != 0)
+		return STORE_EINVAL;
+	if ((*fd_r = openat(e->blobdir_fd, b->tmp, O_RDONLY | O_CLOEXEC)) == -1)
+		return store_errno(errno);
+	return 0;
+}
+
 int store_blob_write(struct store_blob *b, const void *data, size_t len)
 {
 	const char *p = data;

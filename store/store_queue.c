@@ -318,6 +318,7 @@ int store_queue_add_txn(struct store_txn *t, const struct store_queue_msg *qm,
 	q.m.envid = qm->envid;
 	q.m.ret = qm->ret;
 	q.m.requiretls = qm->requiretls;
+	q.m.held = qm->held;
 	q.m.created = qm->created != 0 ? qm->created : now;
 	q.m.size = store_blob_size(b);
 	q.m.blob = store_blob_id(b);
@@ -329,7 +330,7 @@ int store_queue_add_txn(struct store_txn *t, const struct store_queue_msg *qm,
 		q.m.rcpt[i].notify = qm->rcpt[i].notify;
 		q.m.rcpt[i].next_attempt = now;
 	}
-	rc = qrec_store(t, &q, now);
+	rc = qrec_store(t, &q, q.m.held ? 0 : now);
 	free(q.m.rcpt);
 	if (rc == 0 && id_r != NULL)
 		*id_r = q.m.id;

@@ -1,7 +1,7 @@
 /* store_peek.c — a test helper that reads what mtad wrote, through libstore:
  *   store_peek CONF inbox USER        one line per INBOX message: "uid blob size"
  *   store_peek CONF body USER UID     the message's bytes
- *   store_peek CONF queue             one line per queue entry: "id sender rcpt:state,..."
+ *   store_peek CONF queue             one line per queue entry: "id sender rcpt:state,... [held]"
  * Exits 1 with a message on stderr when the user or message does not exist. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -73,7 +73,7 @@ static int queue_cb(const struct store_queue_msg *qm, void *arg)
 	printf("%016" PRIx64 " <%s>", qm->id, qm->sender);
 	for (size_t i = 0; i < qm->nrcpt; i++)
 		printf(" %s:%d:%u", qm->rcpt[i].addr, (int)qm->rcpt[i].state, qm->rcpt[i].attempts);
-	printf("\n");
+	printf("%s\n", qm->held ? " held" : "");
 	return 0;
 }
 

@@ -1,0 +1,364 @@
+#!/usr/bin/env python3
+"""test_milter.py — milters at the end of data, against a milter written in the test
+(milterpeer.py): what mtad sends (option negotiation, connect/HELO/MAIL/RCPT/DATA with the
+macros Postfix sends, every header, the body, the end), each action a milter takes (accept,
+reject with its own reply text, tempfail, discard, quarantine as a held queue entry, header
+add/insert/change/delete, body replacement, recipients added and removed, sender changed),
+negotiated steps left out or left unanswered, macro lists asked for, two milters in a row,
+and each failure (down, silent past its timeout, garbage, a close in the middle of a reply,
+a packet length past the limit): the milter's default action, answered in bounded time, a
+log line, and mtad serving the next message.
+
+  test_milter.py SOURCE_ROOT MTAD STORE_PEEK"""
+import os
+import signal
+import smtplib
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from heronlib import (DOMAIN, Mtad, RelayTarget, Store, assert_eq, assert_in,  # noqa: E402
+                      assert_not_in, assert_lt, run_suite, wait_for, write_users)
+from milterpeer import (ACCEPT, ADDHEADER, ADDRCPT, CHGFROM, CHGHEADER, CONTINUE,  # noqa: E402
+                        DELRCPT, DISCARD, INSHEADER, QUARANTINE, REJECT, REPLBODY,
+                        REPLYCODE, TEMPFAIL, MilterPeer, Plan, closed_port)
+
+ROOT, MTAD, PEEK = sys.argv[1:4]
+TMP = tempfile.mkdtemp(prefix="heron-mtad-milter-")
+WORKERS = 2
+write_users(os.path.join(TMP, "users"), ["user1", "user2", "user3"])
+peer = MilterPeer()
+peer2 = MilterPeer()
+relay = RelayTarget()
+mtad = Mtad(MTAD, TMP, {"backend": "file", "users_file": os.path.join(TMP, "users")},
+            {"workers": str(WORKERS), "transport_map": f"remote.test=127.0.0.1:{relay.port}",
+             "trusted_networks": "127.0.0.0/8"}, tls=False)
+mtad.sections["milter"] = {"smtpd_milters": peer.address, "command_timeout": "2s",
+                           "content_timeout": "2s", "connect_timeout": "2s"}
+mtad.write_conf()
+store = Store(PEEK, mtad.conf)
+
+MESSAGE = ("From: Sender <user3@heron.test>\r\nTo: user1@heron.test\r\n"
+           "Subject: {subject}\r\nX-Remove: this one goes\r\nX-Folded: first\r\n"
+           " second\r\n\r\nline one of the body\r\nline two\r\n")
+
+
+def milters(**keys):
+    """New [milter] keys, SIGHUP, every worker reloaded."""
+    before = len(mtad.logtext())
+    mtad.sections["milter"].update(keys)
+    mtad.write_conf()
+    mtad.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: mtad.logtext()[before:].count("config reloaded") >= WORKERS,
+             what="every worker reloaded")
+
+
+def send(subject, rcpts=("user1@heron.test",), sender="user3@heron.test"):
+    """(code, text) of the answer to the message's final dot."""
+    with smtplib.SMTP("127.0.0.1", mtad.port, timeout=30) as c:
+        c.ehlo("client.test")
+        c.mail(sender)
+        for r in rcpts:
+            assert_eq(c.rcpt(r)[0], 250)
+        code, text = c.data(MESSAGE.format(subject=subject).encode())
+        return code, text.decode()
+
+
+def inbox_message(user, subject):
+    for uid, _b, _s in store.inbox(user):
+        body = store.body(user, uid)
+        if f"Subject: {subject}".encode() in body:
+            return body
+    return None
+
+
+def stored(user, subject, timeout=20):
+    return wait_for(lambda: inbox_message(user, subject), timeout, f"{subject} for {user}")
+
+
+def run(plan, subject, **kw):
+    peer.reset(plan)
+    return send(subject, **kw)
+
+
+def test_accept_and_what_the_milter_sees():
+    code, _ = run(Plan(), "seen")
+    assert_eq(code, 250)
+    body = stored("user1", "seen")
+    conv = peer.last()
+    cmds = [c for c, _ in conv.commands]
+    # the order Postfix uses, once each (macros in between)
+    order = [c for c in cmds if c != b"D"]
+    assert_eq(order, [b"O", b"C", b"H", b"M", b"R", b"T"] + [b"L"] * 6 +
+              [b"N", b"B", b"E", b"Q"])
+    assert_eq(conv.offered[0], 6)
+    m = conv.macros
+    assert_eq(m["j"], "mx.heron.test")
+    assert_eq(m["{client_addr}"], "127.0.0.1")
+    assert_eq(m["{mail_addr}"], "user3@heron.test")
+    assert_eq(m["{rcpt_addr}"], "user1@heron.test")
+    assert_eq(m["{rcpt_mailer}"], "local")
+    assert_eq(len(m["i"]), 16)
+    connect = dict(conv.commands)[b"C"]
+    assert_in(b"\x004", connect)  # hostname NUL, family '4'
+    assert_in(b"127.0.0.1\0", connect)
+    assert_eq(dict(conv.commands)[b"H"], b"client.test\0")
+    assert_eq(dict(conv.commands)[b"M"], b"<user3@heron.test>\0")
+    names = [n for n, _ in conv.headers]
+    assert_eq(names[0], "Received")  # ours, as Postfix sends its own
+    assert_in(("Subject", "seen"), conv.headers)
+    assert_in(("X-Folded", "first\n second"), conv.headers)
+    assert_eq(conv.body, b"line one of the body\r\nline two\r\n")
+    assert body.endswith(b"\r\n\r\nline one of the body\r\nline two\r\n"), body
+
+
+def test_replycode_reject():
+    code, text = run(Plan(eob=[REPLYCODE("554 5.7.1 Spam go away")]), "spam")
+    assert_eq((code, text), (554, "5.7.1 Spam go away"))
+    time.sleep(0.5)
+    assert inbox_message("user1", "spam") is None
+    assert_in("result=reject", mtad.logtext())
+
+
+def test_replycode_without_enhanced_code_gets_one():
+    code, text = run(Plan(eob=[REPLYCODE("550 not here")]), "noesc")
+    assert_eq((code, text), (550, "5.7.1 not here"))
+
+
+def test_multiline_replycode():
+    code, text = run(Plan(eob=[REPLYCODE("550-5.7.1 first\r\n550 5.7.1 second")]), "multi")
+    assert_eq(code, 550)
+    assert_eq(text, "5.7.1 first\n5.7.1 second")
+
+
+def test_reject_tempfail_discard():
+    assert_eq(run(Plan(eob=[REJECT]), "rej")[0], 550)
+    assert_eq(run(Plan(eob=[TEMPFAIL]), "tmp")[0], 451)
+    # a reject at RCPT refuses the message (the recipients were answered already)
+    assert_eq(run(Plan(replies={b"R": REJECT}), "rcptrej")[0], 550)
+    code, text = run(Plan(eob=[DISCARD]), "disc")
+    assert_eq(code, 250)
+    time.sleep(0.5)
+    for s in ("rej", "tmp", "rcptrej", "disc"):
+        assert inbox_message("user1", s) is None, s
+    assert_in("status=discarded", mtad.logtext())
+
+
+def test_accept_skips_the_rest():
+    code, _ = run(Plan(replies={b"M": ACCEPT}), "acc")
+    assert_eq(code, 250)
+    stored("user1", "acc")
+    cmds = [c for c, _ in peer.last().commands if c != b"D"]
+    assert_not_in(b"R", cmds)
+    assert_not_in(b"E", cmds)
+
+
+def test_header_changes():
+    plan = Plan(eob=[ADDHEADER("X-Milter", "added"), INSHEADER(0, "X-First", "top"),
+                     CHGHEADER(1, "Subject", "hdrs changed"), CHGHEADER(1, "X-Remove", ""),
+                     ADDHEADER("X-Long", "one\n\ttwo"), CONTINUE])
+    assert_eq(run(plan, "hdrs")[0], 250)
+    body = stored("user1", "hdrs changed")
+    head = body.split(b"\r\n\r\n", 1)[0]
+    assert head.startswith(b"X-First: top\r\nReceived:"), head
+    assert_in(b"\r\nX-Milter: added\r\n", body)
+    assert_in(b"\r\nX-Long: one\r\n\ttwo", body)
+    assert_not_in(b"X-Remove", body)
+    assert_not_in(b"Subject: hdrs\r\n", body)
+    assert body.endswith(b"\r\n\r\nline one of the body\r\nline two\r\n")
+
+
+def test_header_leading_space_negotiated():
+    plan = Plan(protocol=0x100000, eob=[ADDHEADER("X-Lead", "nospace"), CONTINUE])
+    assert_eq(run(plan, "lead")[0], 250)
+    body = stored("user1", "lead")
+    assert_in(b"\r\nX-Lead:nospace\r\n", body)
+    assert_in(("Subject", " lead"), peer.last().headers)
+
+
+def test_body_replaced():
+    plan = Plan(eob=[REPLBODY(b"new body\nwith a bare LF\r\n"), CONTINUE])
+    assert_eq(run(plan, "body")[0], 250)
+    body = stored("user1", "body")
+    assert body.endswith(b"Subject: body\r\nX-Remove: this one goes\r\nX-Folded: first\r\n"
+                         b" second\r\n\r\nnew body\r\nwith a bare LF\r\n"), body
+
+
+def test_recipients_changed():
+    plan = Plan(eob=[ADDRCPT("<user2@heron.test>"), DELRCPT("<user1@heron.test>"),
+                     ADDRCPT("<far@remote.test>"), CONTINUE])
+    assert_eq(run(plan, "rcpts")[0], 250)
+    stored("user2", "rcpts", 30)
+    wait_for(lambda: relay.with_subject("rcpts"), 30, "the added remote recipient")
+    assert inbox_message("user1", "rcpts") is None
+    assert_eq(relay.with_subject("rcpts")[0][1], ["far@remote.test"])
+
+
+def test_sender_changed():
+    plan = Plan(eob=[CHGFROM("<bounces@heron.test>"), CONTINUE])
+    assert_eq(run(plan, "from", rcpts=("x@remote.test",))[0], 250)
+    got = wait_for(lambda: relay.with_subject("from"), 30, "relayed")
+    assert_eq(got[0][0], "bounces@heron.test")
+
+
+def test_quarantine_holds_in_queue():
+    assert_eq(run(Plan(eob=[QUARANTINE("looks bad"), CONTINUE]), "quar")[0], 250)
+    lines = wait_for(lambda: [q for q in store.queue() if "user1@heron.test" in q], 20,
+                     "a queue entry")
+    assert lines[0].endswith(" held"), lines
+    time.sleep(1.5)  # the runner's tick: still not delivered
+    assert inbox_message("user1", "quar") is None
+    assert_in("milter quarantine", mtad.logtext())
+
+
+def test_action_not_negotiated_is_garbage():
+    # asked only to add headers, it changes the body: a protocol violation
+    plan = Plan(actions=0x01, eob=[REPLBODY(b"x\r\n"), CONTINUE])
+    assert_eq(run(plan, "notneg")[0], 451)
+
+
+def test_steps_left_out_and_unanswered():
+    # NOHELO | NOBODY, no replies for connect, headers, EOH
+    plan = Plan(protocol=0x02 | 0x10 | 0x1000 | 0x80 | 0x40000)
+    assert_eq(run(plan, "steps")[0], 250)
+    stored("user1", "steps")
+    cmds = [c for c, _ in peer.last().commands if c != b"D"]
+    assert_not_in(b"H", cmds)
+    assert_not_in(b"B", cmds)
+    assert_in(b"L", cmds)
+
+
+def test_symlist_limits_macros():
+    plan = Plan(actions=0x1ff, symlists={2: "{mail_addr}"})
+    assert_eq(run(plan, "syms")[0], 250)
+    m = peer.last().macros
+    assert_eq(m.get("{mail_addr}"), "user3@heron.test")
+    assert_not_in("{mail_mailer}", m)
+    assert_in("{rcpt_addr}", m)  # other stages keep the default macros
+
+
+def test_two_milters():
+    peer2.reset(Plan(eob=[ADDHEADER("X-Second", "2"), CONTINUE]))
+    milters(smtpd_milters=f"{peer.address}, {peer2.address}")
+    try:
+        assert_eq(run(Plan(eob=[ADDHEADER("X-First-Milter", "1"), CONTINUE]), "two")[0], 250)
+        body = stored("user1", "two")
+        assert_in(b"X-First-Milter: 1\r\n", body)
+        assert_in(b"X-Second: 2\r\n", body)
+        # the first one refuses: the second is not asked
+        peer2.reset(Plan())
+        assert_eq(run(Plan(eob=[REJECT]), "two-rej")[0], 550)
+        assert_eq(peer2.conversations, [])
+    finally:
+        milters(smtpd_milters=peer.address)
+
+
+def failure(plan, subject, want, limit=10.0):
+    t0 = time.monotonic()
+    code, _ = run(plan, subject)
+    took = time.monotonic() - t0
+    assert_eq(code, want, (subject, code))
+    assert_lt(took, limit)
+
+
+def test_failures_get_the_default_action():
+    failure(Plan(optneg_raw=b"\x00\x00\x00\x05xhello"), "garbage", 451)
+    failure(Plan(eob=[REPLYCODE("554 5.7.1 cut short")], close_after=7), "midclose", 451)
+    failure(Plan(optneg_raw=b"\x7f\xff\xff\xff"), "toolong", 451)
+    failure(Plan(eob_delay=5.0), "silent", 451)
+    log = mtad.logtext()
+    for why in ("unknown reply", "connection closed", "packet too long", "timed out"):
+        assert_in(why, log)
+    # the next message is served as usual
+    assert_eq(run(Plan(), "after")[0], 250)
+    stored("user1", "after")
+
+
+def test_down_milter_default_actions():
+    down = f"inet:127.0.0.1:{closed_port()}"
+    milters(smtpd_milters=down)
+    try:
+        assert_eq(send("down")[0], 451)
+        milters(milter_default_action="reject")
+        assert_eq(send("down-rej")[0], 554)
+        # one milter's own setting wins over the default
+        milters(smtpd_milters=f"{{ {down}, default_action=accept }}")
+        assert_eq(send("down-acc")[0], 250)
+        stored("user1", "down-acc")
+        assert_in("cannot connect", mtad.logtext())
+    finally:
+        milters(smtpd_milters=peer.address, milter_default_action="tempfail")
+
+
+def test_per_milter_timeout():
+    milters(smtpd_milters=f"{{ {peer.address}, content_timeout=500ms }}",
+            content_timeout="30s")
+    try:
+        t0 = time.monotonic()
+        assert_eq(run(Plan(eob_delay=2.0), "fast-timeout")[0], 451)
+        assert_lt(time.monotonic() - t0, 1.8)
+    finally:
+        milters(smtpd_milters=peer.address, content_timeout="2s")
+
+
+def test_lmtp_gets_non_smtpd_milters():
+    # smtpd_milters do not apply to LMTP; non_smtpd_milters do
+    import socket
+    milters(non_smtpd_milters=peer.address, smtpd_milters="")
+    try:
+        peer.reset(Plan(eob=[REPLYCODE("550 5.7.1 not via lmtp")]))
+        with socket.create_connection(("127.0.0.1", mtad.lmtp_port), timeout=20) as s:
+            f = s.makefile("rwb")
+            f.readline()
+            for line in (b"LHLO client.test", b"MAIL FROM:<user3@heron.test>",
+                         b"RCPT TO:<user1@heron.test>", b"RCPT TO:<user2@heron.test>",
+                         b"DATA"):
+                f.write(line + b"\r\n")
+                f.flush()
+                while True:
+                    r = f.readline()
+                    if r[3:4] != b"-":
+                        break
+            f.write(MESSAGE.format(subject="lmtp").encode() + b".\r\n")
+            f.flush()
+            replies = [f.readline(), f.readline()]
+        assert all(r.startswith(b"550 5.7.1 not via lmtp") for r in replies), replies
+        offered_actions = peer.last().offered[1]
+        assert_eq(offered_actions & 0x8c, 0)  # no recipient changes over LMTP
+    finally:
+        milters(non_smtpd_milters="", smtpd_milters=peer.address)
+
+
+def test_bad_list_refused_at_start():
+    import subprocess
+    bad = os.path.join(TMP, "bad.conf")
+    with open(mtad.conf) as f:
+        text = f.read()
+    with open(bad, "w") as f:
+        f.write(text.replace(f"smtpd_milters = {peer.address}", "smtpd_milters = tcp:nowhere"))
+    r = subprocess.run([MTAD, "-c", bad, "-t"], capture_output=True, text=True, timeout=30)
+    out = r.stdout + r.stderr
+    # -t checks the keys; the start refuses the list with a clear message
+    r2 = subprocess.run([MTAD, "-c", bad, "-f"], capture_output=True, text=True, timeout=30)
+    assert r2.returncode != 0, out
+    assert_in("bad milter", r2.stderr + r2.stdout)
+
+
+def main():
+    tests = [test_accept_and_what_the_milter_sees, test_replycode_reject,
+             test_replycode_without_enhanced_code_gets_one, test_multiline_replycode,
+             test_reject_tempfail_discard, test_accept_skips_the_rest, test_header_changes,
+             test_header_leading_space_negotiated, test_body_replaced,
+             test_recipients_changed, test_sender_changed, test_quarantine_holds_in_queue,
+             test_action_not_negotiated_is_garbage, test_steps_left_out_and_unanswered,
+             test_symlist_limits_macros, test_two_milters,
+             test_failures_get_the_default_action, test_down_milter_default_actions,
+             test_per_milter_timeout, test_lmtp_gets_non_smtpd_milters,
+             test_bad_list_refused_at_start]
+    return run_suite(mtad, tests, TMP, cleanup=[peer.close, peer2.close, relay.close])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
