@@ -400,6 +400,28 @@ const struct conf_key conf_keys[] = {
 	{ "imapd", "hostname", CONF_STR, 0, 0, "", NULL,
 	  "this host's name in users' mailHost: a user whose mailHost names another host is "
 	  "referred there at login (empty: the host name)", CONF_AT(imapd.hostname) },
+	{ "imapd", "proxy", CONF_BOOL, 0, 0, "no", NULL,
+	  "front role: a user whose mailHost names another host is logged in there with the "
+	  "proxy credential and the session relayed to that host's imapd (no: a login referral)",
+	  CONF_AT(imapd.proxy) },
+	{ "imapd", "proxy_hosts", CONF_LIST, 0, 0, "", NULL,
+	  "HOST=address:port entries: where the imapd of store host HOST (a mailHost value) "
+	  "listens; a mailHost not listed is reached at its name on proxy_port",
+	  CONF_AT(imapd.proxy_hosts) },
+	{ "imapd", "proxy_port", CONF_INT, 1, 65535, "143", NULL,
+	  "IMAP port of the store hosts not in proxy_hosts", CONF_AT(imapd.proxy_port) },
+	{ "imapd", "proxy_user", CONF_STR, 0, 0, "heron-proxy", NULL,
+	  "the SASL PLAIN authentication identity a front logs in with at a store host (the "
+	  "user is the authorization identity)", CONF_AT(imapd.proxy_user) },
+	{ "imapd", "proxy_secret_file", CONF_STR, 0, 0, "", NULL,
+	  "file whose first line is the shared secret of the proxy login (fronts send it, store "
+	  "hosts check it; empty: no proxy login)", CONF_AT(imapd.proxy_secret_file) },
+	{ "imapd", "proxy_trusted", CONF_CIDRS, 0, 0, "", NULL,
+	  "store host: the front addresses whose proxy logins are accepted (empty: none)",
+	  CONF_AT(imapd.proxy_trusted) },
+	{ "imapd", "proxy_timeout", CONF_DURATION, 1 * SEC, 5 * MIN, "10s", NULL,
+	  "front: connecting and logging in at the store host, at most (then NO [UNAVAILABLE])",
+	  CONF_AT(imapd.proxy_timeout_ms) },
 	{ "imapd", "max_connections", CONF_INT, 1, 10000000, "20000", NULL,
 	  "concurrent IMAP connections of all workers (more are answered BYE and closed)",
 	  CONF_AT(imapd.max_connections) },

@@ -158,6 +158,13 @@ struct imapd_conf {
 	int64_t max_bad_commands;
 	int64_t max_mailboxes_per_user;
 	int64_t max_mailbox_depth;
+	bool proxy;
+	const struct conf_list *proxy_hosts;
+	int64_t proxy_port;
+	const char *proxy_user;
+	const char *proxy_secret_file;
+	const struct conf_cidrs *proxy_trusted;
+	int64_t proxy_timeout_ms;
 };
 
 /* [sink] */

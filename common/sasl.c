@@ -55,7 +55,8 @@ static size_t plain_field(const unsigned char *raw, size_t n, size_t *off, bool 
 	return len;
 }
 
-enum sasl_result sasl_plain_decode(const char *b64, size_t len, struct sasl_plain *out)
+static enum sasl_result plain_decode(const char *b64, size_t len, struct sasl_plain *out,
+				     char *authzid)
 {
 	unsigned char raw[2 * SASL_NAME_MAX + SASL_PASSWORD_MAX + 3];
 	size_t n, off = 0, zlen, clen, plen, zoff, coff, poff;
@@ -75,14 +76,30 @@ enum sasl_result sasl_plain_decode(const char *b64, size_t len, struct sasl_plai
 	if (!nul1 || !nul2 || nul3 || clen == 0 || plen == 0 || zlen > SASL_NAME_MAX ||
 	    clen > SASL_NAME_MAX || plen > SASL_PASSWORD_MAX)
 		rc = SASL_EFORMAT;
-	else if (zlen > 0 && (zlen != clen || memcmp(raw + zoff, raw + coff, clen) != 0))
-		rc = SASL_EAUTHZ;
+	else if (zlen > 0 && (zlen != clen || memcmp(raw + zoff, raw + coff, clen) != 0)) {
+		if (authzid == NULL)
+			rc = SASL_EAUTHZ;
+		else if (memchr(raw + zoff, '\0', zlen) == NULL)
+			memcpy(authzid, raw + zoff, zlen); /* the caller decides */
+	}
 	if (rc == SASL_OK) {
 		memcpy(out->authcid, raw + coff, clen);
 		memcpy(out->passwd, raw + poff, plen);
 	}
 	explicit_bzero(raw, sizeof(raw));
 	return rc;
+}
+
+enum sasl_result sasl_plain_decode(const char *b64, size_t len, struct sasl_plain *out)
+{
+	return plain_decode(b64, len, out, NULL);
+}
+
+enum sasl_result sasl_plain_decode_authz(const char *b64, size_t len, struct sasl_plain *out,
+					 char authzid[SASL_NAME_MAX + 1])
+{
+	memset(authzid, 0, SASL_NAME_MAX + 1);
+	return plain_decode(b64, len, out, authzid);
 }
 
 void sasl_plain_wipe(struct sasl_plain *p)

@@ -39,6 +39,12 @@ enum sasl_result sasl_b64_decode(const char *in, size_t len, unsigned char *out,
    secret. */
 enum sasl_result sasl_plain_decode(const char *b64, size_t len, struct sasl_plain *out);
 
+/* As sasl_plain_decode, but an authzid other than the authcid is not refused: it is copied to
+   authzid ("" when there is none or it is the authcid). Only for a server that then checks
+   that authcid may act as authzid (imapd's proxy login from a front host). */
+enum sasl_result sasl_plain_decode_authz(const char *b64, size_t len, struct sasl_plain *out,
+					 char authzid[SASL_NAME_MAX + 1]);
+
 /* Wipes the password (and the name) of a decoded response. */
 void sasl_plain_wipe(struct sasl_plain *p);
 

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "common/authguard.h"
+#include "common/conf.h"
 #include "common/log.h"
 #include "common/net.h"
 #include "common/sasl.h"
@@ -38,6 +39,9 @@ struct auth_ctx {
 	enum ldapauth_result result;
 	char *login;                 /* as the directory names the user */
 	char *mailhost;              /* the user's home host when the directory names one */
+	char *address;               /* the user's primary address (the proxy login's authzid) */
+	bool proxied_in;             /* a front's proxy login (never proxied on again) */
+	bool proxy_started;          /* front: the login at the store host is running */
 	int partition;
 	uint64_t quota;              /* bytes, from the directory; 0: none */
 	char tried[65];              /* the user name given, sanitized for the log */
@@ -95,6 +99,7 @@ static void auth_ctx_free(struct imap_cmd *cmd)
 		return;
 	ldapauth_cancel(&a->req);
 	free(a->mailhost);
+	free(a->address);
 	if (a->charged) /* the client left before the outcome: not a failure */
 		authguard_temp(cmd->c->srv->guard, cmd->c->addr, a->user);
 	if (a->delay != NULL)
@@ -247,7 +252,7 @@ static bool plaintext_refused(struct imap_cmd *cmd)
 {
 	struct imap_client *c = cmd->c;
 
-	return !(c->flags & IMAP_CF_TLS) && !c->srv->allow_plaintext;
+	return !(c->flags & IMAP_CF_TLS) && !c->srv->allow_plaintext && !imap_proxy_from_front(c);
 }
 
 static void auth_delay_cb(evutil_socket_t fd, short what, void *arg)
@@ -257,6 +262,35 @@ static void auth_delay_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	a->done = true;
+	imap_client_resume(c);
+}
+
+/* What the session keeps of the directory's user (the callback's strings go away). */
+static void auth_take_user(struct auth_ctx *a, const struct ldapauth_user *u)
+{
+	a->login = xstrdup(u->login);
+	if (u->mailhost != NULL && u->mailhost[0] != '\0')
+		a->mailhost = xstrdup(u->mailhost);
+	if (u->address != NULL)
+		a->address = xstrdup(u->address);
+	a->partition = u->partition;
+	a->quota = u->quota;
+}
+
+/* Store host: the user a front's proxy login names (its authzid), looked up by address. */
+static void proxy_lookup_done(const struct ldapauth_reply *r, void *arg)
+{
+	struct imap_client *c = arg;
+	struct auth_ctx *a = c->cmd.ctx;
+
+	a->req = NULL;
+	a->result = r->result == LDAPAUTH_ENOUSER ? LDAPAUTH_EBADCRED : r->result;
+	if (r->result == LDAPAUTH_OK)
+		auth_take_user(a, r->user);
+	log_info("%016" PRIx64 " imap login addr=%s user=%s via=proxy result=%s reason=\"%s\"",
+		 c->id, c->addr, r->result == LDAPAUTH_OK ? r->user->login : a->tried,
+		 ldapauth_strerror(r->result), r->reason != NULL ? r->reason : "");
 	a->done = true;
 	imap_client_resume(c);
 }
@@ -274,11 +308,7 @@ static void auth_done(const struct ldapauth_reply *r, void *arg)
 	metrics_inc(MS_LOGINS, r->result == LDAPAUTH_OK ? MS_LOGIN_OK
 			       : r->result == LDAPAUTH_ETEMP ? MS_LOGIN_TEMP : MS_LOGIN_FAIL, 0);
 	if (r->result == LDAPAUTH_OK) {
-		a->login = xstrdup(r->user->login);
-		if (r->user->mailhost != NULL && r->user->mailhost[0] != '\0')
-			a->mailhost = xstrdup(r->user->mailhost);
-		a->partition = r->user->partition;
-		a->quota = r->user->quota;
+		auth_take_user(a, r->user);
 		authguard_ok(c->srv->guard, c->addr, a->user);
 	} else if (r->result == LDAPAUTH_ETEMP) {
 		authguard_temp(c->srv->guard, c->addr, a->user);
@@ -443,8 +473,15 @@ static bool auth_finish(struct imap_cmd *cmd, struct auth_ctx *a)
 	int rc;
 
 	if (a->mailhost != NULL && strcasecmp(a->mailhost, c->srv->hostname) != 0 &&
-	    imap_mailhost_ok(a->mailhost))
-		return auth_refer(cmd, a);
+	    imap_mailhost_ok(a->mailhost)) {
+		if (!conf_values(c->srv->conf)->imapd.proxy || a->proxied_in)
+			return auth_refer(cmd, a);
+		if (a->proxy_started)
+			return imap_proxy_login_reply(cmd);
+		a->proxy_started = true;
+		imap_proxy_start(c, a->login, a->address, a->mailhost);
+		return false;
+	}
 	if (a->created) {
 		part = a->part;
 		rc = a->create_rc;
@@ -542,11 +579,14 @@ bool cmd_login(struct imap_cmd *cmd)
    a handler's result (true: the reply was sent; false: the check resumes the command). */
 static bool sasl_plain(struct imap_cmd *cmd, const char *b64, size_t len)
 {
+	struct imap_client *c = cmd->c;
+	struct auth_ctx *a = cmd->ctx;
+	char authz[SASL_NAME_MAX + 1];
 	struct sasl_plain p;
 
 	if (len == 1 && b64[0] == '*')
 		return imap_cmd_bad(cmd, "Authentication cancelled");
-	switch (sasl_plain_decode(b64, len, &p)) {
+	switch (sasl_plain_decode_authz(b64, len, &p, authz)) {
 	case SASL_OK:
 		break;
 	case SASL_EBASE64:
@@ -555,6 +595,23 @@ static bool sasl_plain(struct imap_cmd *cmd, const char *b64, size_t len)
 		return imap_cmd_no(cmd, "[AUTHENTICATIONFAILED] Malformed PLAIN response");
 	case SASL_EAUTHZ:
 		return imap_cmd_no(cmd, "[AUTHORIZATIONFAILED] Cannot act as another user");
+	}
+	if (authz[0] != '\0') {
+		/* acting as another user: only a front host's proxy login may */
+		bool ok = imap_proxy_credential_ok(c, p.authcid, p.passwd);
+
+		sasl_plain_wipe(&p);
+		tried_set(a, authz);
+		if (!ok) {
+			log_info("%016" PRIx64 " imap login addr=%s user=%s via=proxy result=fail "
+				 "reason=\"not a proxy credential from a trusted address\"", c->id,
+				 c->addr, a->tried);
+			return imap_cmd_no(cmd, "[AUTHORIZATIONFAILED] Cannot act as another user");
+		}
+		a->proxied_in = true;
+		a->user = xstrdup(authz);
+		a->req = ldapauth_lookup(c->srv->auth, authz, proxy_lookup_done, c);
+		return false;
 	}
 	auth_start(cmd, p.authcid, p.passwd);
 	sasl_plain_wipe(&p);

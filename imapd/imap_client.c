@@ -85,6 +85,8 @@ static void timer_arm(struct imap_client *c)
 	int64_t ms = c->srv->idle_timeout_ms;
 	struct timeval tv;
 
+	if (c->flags & IMAP_CF_PROXY)
+		return; /* the store host keeps the session's idle time */
 	if (c->state == IMAP_ST_NOTAUTH) {
 		ms = c->login_deadline - mono_ms();
 		ms = ms > 0 ? ms : 0;
@@ -285,6 +287,10 @@ static void client_continue(struct imap_client *c)
 			evtimer_add(c->timer, &tick);
 		return;
 	}
+	if (c->flags & IMAP_CF_PROXY) {
+		imap_proxy_to_client(c);
+		return;
+	}
 	if (c->stream.fd >= 0 && !stream_pump(c))
 		return;
 	if (c->cmd_active && !imap_out_full(c) && c->stream.fd < 0)
@@ -440,6 +446,7 @@ static void client_free(struct imap_client *c)
 	}
 	if (c->cmd_active && c->cmd.ctx_free != NULL)
 		c->cmd.ctx_free(&c->cmd);
+	imap_proxy_free(c);
 	if (c->stream.fd >= 0)
 		close(c->stream.fd);
 	imap_client_append_reset(c);
@@ -629,6 +636,10 @@ static bool client_sasl_input(struct imap_client *c, struct evbuffer *in)
 
 static void client_process(struct imap_client *c)
 {
+	if (c->flags & IMAP_CF_PROXY) {
+		imap_proxy_from_client(c);
+		return;
+	}
 	while (!(c->flags & IMAP_CF_CLOSING) && !imap_out_full(c)) {
 		/* looked up each time: COMPRESS puts a filter in front of the connection */
 		struct evbuffer *in = bufferevent_get_input(c->bev);

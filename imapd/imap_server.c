@@ -232,6 +232,7 @@ void imapd_worker_free(struct imap_server *srv)
 	srv->watch_changed = NULL;
 	server_gc_close(srv);
 	ldapauth_free(&srv->auth);
+	imap_proxy_server_free(srv);
 	store_close(&srv->store);
 	event_base_free(srv->base);
 	if (srv->tls_ctx_owned) {
@@ -266,6 +267,8 @@ void imapd_worker_init(struct imap_server *srv, struct conf *conf, void *tls_ctx
 	if (ldapauth_new(srv->base, conf, &srv->auth, &error) < 0)
 		fatalx("imapd: directory: %s", error);
 	server_limits(srv, conf);
+	if (imap_proxy_init(srv, &error) < 0)
+		fatalx("imapd: %s", error);
 	srv->tls_ctx = tls_ctx;
 	srv->ipcount = net_ipcount_new(65536);
 	srv->unauth = net_ipcount_new(65536);

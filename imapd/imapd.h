@@ -66,6 +66,7 @@ enum imap_cflag {
 	IMAP_CF_DEFUNCT = 1u << 4,  /* gone, freed once its writes leave the group commit */
 	IMAP_CF_COMPRESS = 1u << 5, /* COMPRESS=DEFLATE is on (imap_compress.c) */
 	IMAP_CF_KICKED = 1u << 6,   /* mailctl kick: BYE and close after the running command */
+	IMAP_CF_PROXY = 1u << 7,    /* logged in at a store host: bytes relayed (imap_proxy.c) */
 };
 
 /* Command flags in the table. */
@@ -118,6 +119,8 @@ struct imap_server {
 				       (cmd_auth.c) */
 	unsigned worker;            /* this worker's column in shared */
 	char hostname[256];         /* [imapd] hostname: users homed elsewhere are referred */
+	char *proxy_secret;         /* [imapd] proxy_secret_file's secret, or NULL */
+	struct evdns_base *proxy_dns; /* resolves store host names (made on first use) */
 };
 
 struct imap_view_msg {
@@ -215,7 +218,32 @@ struct imap_client {
 	bool rev2;                  /* ENABLE IMAP4rev2: no \Recent, ESEARCH results, UTF-8 names */
 	bool enabled_utf8;          /* ENABLE UTF8=ACCEPT (RFC 6855) */
 	bool utf8;                  /* mailbox names in UTF-8: IMAP4rev2 or UTF8=ACCEPT */
+	struct imap_proxy *proxy;   /* the store host's connection (front role), or NULL */
 };
+
+/* imap_proxy.c: the proxy login between a front and a store host. */
+struct imap_proxy;
+/* Reads [imapd] proxy_secret_file (each worker at start): 0, or -1 with *error_r. */
+int imap_proxy_init(struct imap_server *srv, char **error_r);
+void imap_proxy_server_free(struct imap_server *srv);
+/* Store host: whether the client is a front (a proxy_trusted address, a secret set): its
+   logins need no TLS (the front ends the client's TLS). */
+bool imap_proxy_from_front(const struct imap_client *c);
+/* Store host: whether authcid/passwd is the proxy credential, from a proxy_trusted address. */
+bool imap_proxy_credential_ok(struct imap_client *c, const char *authcid, const char *passwd);
+/* Front: connects to store host host and logs in there as authz (the user's address) with the
+   proxy credential; the command is resumed when that is done (imap_proxy_login_reply). */
+void imap_proxy_start(struct imap_client *c, const char *login, const char *authz,
+		      const char *host);
+/* The command's reply once the store host answered: false while it has not. On success the
+   client relays from now on (IMAP_CF_PROXY). */
+bool imap_proxy_login_reply(struct imap_cmd *cmd);
+void imap_proxy_free(struct imap_client *c);
+/* The relay's two directions (the client's input, and its output drained). */
+void imap_proxy_from_client(struct imap_client *c);
+void imap_proxy_to_client(struct imap_client *c);
+void imap_proxy_be_read(struct bufferevent *bev, void *arg);
+void imap_proxy_be_write(struct bufferevent *bev, void *arg);
 
 /* imap_client.c */
 void imap_client_new(struct imap_server *srv, struct net_server *ns, int fd,

@@ -6,6 +6,7 @@ stopped by the test (by the pid it started), also on failure.
 
   with Cluster(ROOT, MTAD, IMAPD, PEEK, tmp) as cl: cl.hosts[0].smtp_port ..."""
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -14,6 +15,10 @@ from heronlib import (DOMAIN, Daemon, Slapd, Store, free_port, make_cert,  # noq
 
 NAMES = ("store1.heron.test", "store2.heron.test")
 ADDRS = ("127.0.0.2", "127.0.0.3")
+FRONT_ADDR = "127.0.0.4"
+PROXY_SECRET = "front-to-store shared secret"
+# connections between loopback addresses leave from 127.0.0.1: the fronts' address
+FRONT_SOURCE = "127.0.0.1"
 
 
 class HostDaemon(Daemon):
@@ -28,7 +33,8 @@ class HostDaemon(Daemon):
 class StoreHost:
     """One store host: its address, name (its users' mailHost), ports, heron.conf, daemons."""
 
-    def __init__(self, tmp, index, slapd, mtad_exe, imapd_exe, peek, lmtp_ports, extra=None):
+    def __init__(self, tmp, index, slapd, mtad_exe, imapd_exe, peek, lmtp_ports, secret,
+                 extra=None):
         self.index, self.name, self.addr = index, NAMES[index], ADDRS[index]
         self.dir = os.path.join(tmp, f"host{index + 1}")
         os.makedirs(self.dir, exist_ok=True)
@@ -51,7 +57,8 @@ class StoreHost:
                      "retry_schedule": "1s", "user": "", "allow_root": "yes"},
             "imapd": {"listen": f"{self.addr}:{self.imap_port}", "workers": "1",
                       "hostname": self.name, "allow_plaintext_auth": "yes", "user": "",
-                      "allow_root": "yes"},
+                      "allow_root": "yes", "proxy_secret_file": secret,
+                      "proxy_trusted": f"{FRONT_SOURCE}/32"},
             "log": {"target": "stderr", "level": "info"},
             "control": {"dir": self.dir},
             "dns": {"nameservers": "127.0.0.1@9", "dnssec": "off", "timeout": "1s",
@@ -87,11 +94,58 @@ class StoreHost:
         return out
 
 
-class Cluster:
-    """One slapd (users spread over the store hosts) and two store hosts."""
+def front_cert(d):
+    """A self-signed certificate for the front (front.heron.test, FRONT_ADDR)."""
+    cert, key = os.path.join(d, "front.pem"), os.path.join(d, "front.key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert, "-days",
+                    "2", "-subj", "/CN=front.heron.test", "-addext",
+                    f"subjectAltName=DNS:front.heron.test,IP:{FRONT_ADDR}"],
+                   capture_output=True, check=True)
+    return cert, key
 
-    def __init__(self, root, mtad_exe, imapd_exe, peek, tmp, users=8, extra=None):
+
+class Front:
+    """A front host's imapd on FRONT_ADDR (proxy = yes, STARTTLS, its own empty store): every
+    user is homed on a store host, where their sessions are relayed."""
+
+    def __init__(self, tmp, slapd, imapd_exe, hosts, secret):
+        self.addr, self.dir = FRONT_ADDR, os.path.join(tmp, "front")
+        os.makedirs(self.dir, exist_ok=True)
+        self.imap_port = free_port()
+        self.conf = os.path.join(self.dir, "heron.conf")
+        self.cert, key = front_cert(self.dir)
+        proxy_hosts = ",".join(f"{h.name}={h.addr}:{h.imap_port}" for h in hosts)
+        write_conf(self.conf, {
+            "store": {"path": os.path.join(self.dir, "store"), "partitions": "1",
+                      "map_size": "16M"},
+            "directory": slapd.directory(timeout="2s", negative_cache_ttl="0s",
+                                         auth_cache_ttl="0s"),
+            "tls": {"cert": self.cert, "key": key},
+            "imapd": {"listen": f"{self.addr}:{self.imap_port}", "workers": "1",
+                      "hostname": "front.heron.test", "allow_plaintext_auth": "no",
+                      "proxy": "yes", "proxy_hosts": proxy_hosts,
+                      "proxy_secret_file": secret, "proxy_timeout": "5s", "user": "",
+                      "allow_root": "yes"},
+            "log": {"target": "stderr", "level": "info"},
+            "control": {"dir": self.dir},
+        })
+        self.imapd = HostDaemon(imapd_exe, self.conf, os.path.join(self.dir, "imapd.log"),
+                                self.imap_port, self.addr)
+
+
+class Cluster:
+    """One slapd (users spread over the store hosts), two store hosts, and with front=True a
+    front host's imapd."""
+
+    def __init__(self, root, mtad_exe, imapd_exe, peek, tmp, users=8, extra=None, front=False):
         self.tmp = tmp
+        self.want_front = front
+        self.front = None
+        self.secret = os.path.join(tmp, "proxy.secret")
+        with open(self.secret, "w") as f:
+            f.write(PROXY_SECRET + "\n")
+        os.chmod(self.secret, 0o600)
         self.slapd = Slapd(root, os.path.join(tmp, "slapd"), "--hosts", ",".join(NAMES),
                            users=users)
         self.args = (mtad_exe, imapd_exe, peek)
@@ -103,22 +157,29 @@ class Cluster:
             self.slapd.start()
             lmtp_ports = [free_port() for _ in NAMES]
             self.hosts = [StoreHost(self.tmp, i, self.slapd, *self.args, lmtp_ports,
-                                    self.extra) for i in range(len(NAMES))]
+                                    self.secret, self.extra) for i in range(len(NAMES))]
             for h in self.hosts:
                 h.start()
+            if self.want_front:
+                self.front = Front(self.tmp, self.slapd, self.args[1], self.hosts,
+                                   self.secret)
+                self.front.imapd.start()
         except BaseException:
             self.__exit__(None, None, None)
             raise
         return self
 
     def __exit__(self, *exc):
+        if self.front is not None:
+            self.front.imapd.stop()
         for h in self.hosts:
             h.stop()
         self.slapd.stop()
         return False
 
     def daemons(self):
-        return [d for h in self.hosts for d in (h.mtad, h.imapd)]
+        front = [self.front.imapd] if self.front is not None else []
+        return [d for h in self.hosts for d in (h.mtad, h.imapd)] + front
 
     @staticmethod
     def home(user):

@@ -2,7 +2,8 @@
  * input is taken twice: as the base64 text a client sends (what decodes must agree with
  * OpenSSL's decoder and encode back to the same text: the decoder is strict, so there is one
  * text per value), and as a raw PLAIN message that is encoded and decoded (the result must be
- * what a plain reading of "authzid NUL authcid NUL passwd" gives). Built only with
+ * what a plain reading of "authzid NUL authcid NUL passwd" gives; the proxy login's decoder
+ * gives the authzid instead of refusing it). Built only with
  * -Dfuzz=true. */
 #include <assert.h>
 #include <stdbool.h>
@@ -64,6 +65,24 @@ static enum sasl_result reference(const uint8_t *m, size_t n, size_t *c_off, siz
 	return SASL_OK;
 }
 
+/* sasl_plain_decode_authz agrees, and hands out the authzid it does not refuse. */
+static void check_authz(const uint8_t *m, size_t n, const char *text, size_t tlen,
+			enum sasl_result want)
+{
+	char authz[SASL_NAME_MAX + 1];
+	struct sasl_plain p;
+	enum sasl_result got = sasl_plain_decode_authz(text, tlen, &p, authz);
+	const uint8_t *nul = memchr(m, 0, n);
+
+	assert(got == (want == SASL_EAUTHZ ? SASL_OK : want));
+	if (want == SASL_EAUTHZ)
+		assert(nul != NULL && strlen(authz) == (size_t)(nul - m) &&
+		       memcmp(authz, m, strlen(authz)) == 0);
+	else
+		assert(authz[0] == '\0');
+	sasl_plain_wipe(&p);
+}
+
 static void check_message(const uint8_t *data, size_t size)
 {
 	static char text[8192];
@@ -80,6 +99,7 @@ static void check_message(const uint8_t *data, size_t size)
 		return;
 	}
 	assert(got == want);
+	check_authz(data, size, text, strlen(text), want);
 	if (got != SASL_OK) {
 		assert(p.authcid[0] == '\0' && p.passwd[0] == '\0');
 		return;

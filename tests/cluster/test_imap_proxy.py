@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""test_imap_proxy.py — imapd as a front (tests/cluster/heroncluster.py: two store hosts on
+127.0.0.2/.3 and a front imapd on 127.0.0.4, [imapd] proxy = yes, one real slapd). imaplib
+logs in through the front (STARTTLS, LOGIN and AUTHENTICATE PLAIN) and works on the store host
+the directory homes the user on: mail delivered there is seen, APPEND literals land there,
+IDLE through the front sees a delivery made on the store host. A wrong password is refused by
+the front; a store host that is down gives its users NO [UNAVAILABLE] while the other host's
+users are served; one that answers garbage is cut off the same way; a proxy login from an
+address not in proxy_trusted, or with a wrong secret, is refused by the store host.
+
+  test_imap_proxy.py SOURCE_ROOT MTAD IMAPD STORE_PEEK"""
+import base64
+import imaplib
+import os
+import smtplib
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heroncluster import PROXY_SECRET, Cluster  # noqa: E402
+from heronlib import (DOMAIN, assert_eq, assert_in, assert_raises, free_port,  # noqa: E402
+                      run_main, run_tests, tls_client_ctx, wait_for)
+
+ROOT, MTAD, IMAPD, PEEK = sys.argv[1:5]
+TMP = tempfile.mkdtemp(prefix="heron-cluster-proxy-")
+
+
+def msg(subject):
+    return (f"From: <x@example.org>\r\nSubject: {subject}\r\n"
+            f"Message-ID: <{subject}@example.org>\r\n\r\nbody of {subject}\r\n")
+
+
+def send(host, user, subject):
+    with smtplib.SMTP(host.addr, host.smtp_port, timeout=30) as c:
+        assert_eq(c.sendmail("x@example.org", [f"{user}@{DOMAIN}"], msg(subject)), {})
+
+
+def main():
+    cl = Cluster(ROOT, MTAD, IMAPD, PEEK, TMP, users=8, front=True)
+    daemons = []
+    h1 = h2 = front = None
+
+    def front_login(user, tls=True):
+        c = imaplib.IMAP4(front.addr, front.imap_port, timeout=20)
+        if tls:
+            c.starttls(ssl_context=tls_client_ctx(front.cert))
+        c.login(user, user)
+        return c
+
+    def subjects(c):
+        typ, data = c.search(None, "ALL")
+        assert_eq(typ, "OK")
+        out = []
+        for n in data[0].split():
+            typ, d = c.fetch(n, "(BODY.PEEK[HEADER.FIELDS (SUBJECT)])")
+            out.append(d[0][1].decode().strip().split(": ", 1)[1])
+        return out
+
+    def test_login_through_front_to_each_host():
+        send(h2, "user2", "for-two")
+        send(h1, "user1", "for-one")
+        for user, subject in (("user2", "for-two"), ("user1", "for-one")):
+            c = front_login(user)
+            typ, _ = c.select("INBOX")
+            assert_eq(typ, "OK")
+            assert_eq(subjects(c), [subject])
+            c.logout()
+        # the sessions ran on the store hosts, logged in by the proxy credential
+        assert_in("user=user2 via=proxy result=ok", h2.imapd.logtext())
+        assert_in("user=user1 via=proxy result=ok", h1.imapd.logtext())
+        assert "user=user2 via=proxy" not in h1.imapd.logtext()
+
+    def test_authenticate_plain_and_capability():
+        c = imaplib.IMAP4(front.addr, front.imap_port, timeout=20)
+        c.starttls(ssl_context=tls_client_ctx(front.cert))
+        typ, _ = c.authenticate("PLAIN", lambda _: b"\0user4\0user4")
+        assert_eq(typ, "OK")
+        typ, caps = c.capability()
+        assert_eq(typ, "OK")
+        assert_in(b"IDLE", caps[0])
+        typ, _ = c.select("INBOX")
+        assert_eq(typ, "OK")
+        c.logout()
+        assert_in("user=user4 via=proxy result=ok", h2.imapd.logtext())
+
+    def test_plaintext_refused_and_wrong_password():
+        c = imaplib.IMAP4(front.addr, front.imap_port, timeout=20)
+        with assert_raises(imaplib.IMAP4.error):
+            c.login("user2", "user2")  # allow_plaintext_auth = no on the front
+        c.starttls(ssl_context=tls_client_ctx(front.cert))
+        with assert_raises(imaplib.IMAP4.error) as e:
+            c.login("user2", "wrong")
+        assert_in("AUTHENTICATIONFAILED", str(e.exception))
+        c.logout()
+        assert "user=user2 via=proxy result=fail" not in h2.imapd.logtext()
+
+    def test_append_literal_lands_on_home_host():
+        c = front_login("user2")
+        body = b"From: a@b\r\nSubject: appended-2\r\n\r\n" + b"x" * 5000 + b"\r\n"
+        typ, data = c.append("INBOX", None, None, body)
+        assert_eq(typ, "OK")
+        c.logout()
+        assert_in("appended-2", h2.subjects("user2"))
+
+    def test_idle_through_front_sees_delivery():
+        c = front_login("user6")
+        c.select("INBOX")
+        tag = c._new_tag().decode()
+        c.send(f"{tag} IDLE\r\n".encode())
+        assert c.readline().startswith(b"+"), "no IDLE continuation"
+        send(h1, "user6", "while-idle")  # store1 takes it, LMTP to store2
+        c.sock.settimeout(30)
+        line = c.readline()
+        assert line.endswith(b"EXISTS\r\n"), line
+        c.send(b"DONE\r\n")
+        while True:
+            line = c.readline()
+            if line.startswith(tag.encode()):
+                break
+        assert_in(b"OK", line)
+        c.logout()
+
+    def test_store_host_down_others_unaffected():
+        h2.imapd.stop()
+        try:
+            c = imaplib.IMAP4(front.addr, front.imap_port, timeout=20)
+            c.starttls(ssl_context=tls_client_ctx(front.cert))
+            with assert_raises(imaplib.IMAP4.error) as e:
+                c.login("user2", "user2")
+            assert_in("UNAVAILABLE", str(e.exception))
+            c.logout()
+            c = front_login("user3")  # store1's user
+            typ, _ = c.select("INBOX")
+            assert_eq(typ, "OK")
+            c.logout()
+        finally:
+            h2.imapd.start()
+        c = front_login("user2")
+        c.logout()
+
+    def test_garbage_store_host_cut_off():
+        # store2's address in the front's map taken by a server answering garbage
+        srv = socket.socket()
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        port = free_port()
+        srv.bind(("127.0.0.5", port))
+        srv.listen(4)
+        stop = threading.Event()
+
+        def garbage():
+            srv.settimeout(0.5)
+            while not stop.is_set():
+                try:
+                    s, _ = srv.accept()
+                except OSError:
+                    continue
+                s.sendall(b"\x00\xffHELLO garbage\r\n* OK\r\n" * 3)
+                time.sleep(0.5)
+                s.close()
+        t = threading.Thread(target=garbage, daemon=True)
+        t.start()
+        e = cl.slapd.env
+        ldif = (f"dn: uid=user8,{e['LDAP_PEOPLE']}\nchangetype: modify\nreplace: mailHost\n"
+                "mailHost: bad.heron.test\n")
+        conf = open(front.conf).read().replace(
+            "proxy_hosts = ", f"proxy_hosts = bad.heron.test=127.0.0.5:{port},")
+        with open(front.conf, "w") as f:
+            f.write(conf)
+        try:
+            subprocess.run(["ldapmodify", "-x", "-H", e["LDAP_URI"], "-D", e["LDAP_ADMIN_DN"],
+                            "-w", e["LDAP_ADMIN_PASSWORD"]], input=ldif.encode(), check=True,
+                           stdout=subprocess.DEVNULL)
+            front.imapd.proc.send_signal(1)  # SIGHUP: the new proxy_hosts
+            wait_for(lambda: "config reloaded" in front.imapd.logtext(), 10, "the reload")
+            time.sleep(0.5)
+            c = imaplib.IMAP4(front.addr, front.imap_port, timeout=20)
+            c.starttls(ssl_context=tls_client_ctx(front.cert))
+            with assert_raises(imaplib.IMAP4.error) as ex:
+                c.login("user8", "user8")
+            assert_in("UNAVAILABLE", str(ex.exception))
+            c.logout()
+        finally:
+            stop.set()
+            t.join(5)
+            srv.close()
+
+    def test_forged_proxy_login_refused():
+        def plain(authz, user, pw):
+            return base64.b64encode(f"{authz}\0{user}\0{pw}".encode()).decode()
+        # from an address not in proxy_trusted (127.0.0.5), with the right secret
+        s = socket.create_connection((h2.addr, h2.imap_port), timeout=10,
+                                     source_address=("127.0.0.5", 0))
+        f = s.makefile("rb")
+        f.readline()
+        s.sendall(b"a AUTHENTICATE PLAIN " +
+                  plain(f"user2@{DOMAIN}", "heron-proxy", PROXY_SECRET).encode() + b"\r\n")
+        line = f.readline()
+        assert line.startswith(b"a NO [AUTHORIZATIONFAILED]"), line
+        s.close()
+        # from the trusted address, with a wrong secret
+        s = socket.create_connection((h2.addr, h2.imap_port), timeout=10)
+        f = s.makefile("rb")
+        f.readline()
+        s.sendall(b"b AUTHENTICATE PLAIN " +
+                  plain(f"user2@{DOMAIN}", "heron-proxy", "guess").encode() + b"\r\n")
+        line = f.readline()
+        assert line.startswith(b"b NO [AUTHORIZATIONFAILED]"), line
+        # and the right one from there works
+        s.sendall(b"c AUTHENTICATE PLAIN " +
+                  plain(f"user2@{DOMAIN}", "heron-proxy", PROXY_SECRET).encode() + b"\r\n")
+        line = f.readline()
+        assert line.startswith(b"c OK"), line
+        s.close()
+
+    def body():
+        nonlocal h1, h2, front
+        with cl:
+            daemons.extend(cl.daemons())
+            h1, h2 = cl.hosts
+            front = cl.front
+            return run_tests([test_login_through_front_to_each_host,
+                              test_authenticate_plain_and_capability,
+                              test_plaintext_refused_and_wrong_password,
+                              test_append_literal_lands_on_home_host,
+                              test_idle_through_front_sees_delivery,
+                              test_store_host_down_others_unaffected,
+                              test_forged_proxy_login_refused,
+                              test_garbage_store_host_cut_off])
+
+    return run_main(body, TMP, daemons, tail=20000)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
