@@ -104,20 +104,26 @@ static int domain_spec(const char *p, size_t len, char **out)
 	return 0;
 }
 
+static bool all_digits(const char *p, size_t len);
+
 static int cidr_len(const char *p, size_t len, int max, int *v)
 {
 	uint64_t n;
 
-	if (len == 0 || len > 3 || (len > 1 && p[0] == '0') || strspn(p, "0123456789") < len ||
+	if (len == 0 || len > 3 || (len > 1 && p[0] == '0') || !all_digits(p, len) ||
 	    str_to_u64(p, len, (uint64_t)max, &n) < 0)
 		return -1;
 	*v = (int)n;
 	return 0;
 }
 
+/* p is not NUL-terminated (a record's text): only len bytes are looked at. */
 static bool all_digits(const char *p, size_t len)
 {
-	return len > 0 && strspn(p, "0123456789") >= len;
+	for (size_t i = 0; i < len; i++)
+		if (p[i] < '0' || p[i] > '9')
+			return false;
+	return len > 0;
 }
 
 /* "/4" "//6" "/4//6" at the end of p[0..*len) (only digits after a slash make a length):
