@@ -266,6 +266,33 @@ const struct conf_key conf_keys[] = {
 	{ "mtad", "authserv_id", CONF_STR, 0, 0, "", NULL,
 	  "the authserv-id of the Authentication-Results header mtad adds to inbound mail (an "
 	  "existing one claiming it is removed); empty: the hostname", CONF_AT(mtad.authserv_id) },
+	{ "mtad", "postmaster", CONF_STR, 0, 0, "postmaster", NULL,
+	  "who receives mail for postmaster@ every local domain and the bare <postmaster> "
+	  "(RFC 5321 4.5.1), which is always accepted: the aliases map is asked first, then "
+	  "the directory; when neither names a mailbox, this login's store mailbox (made on "
+	  "first mail; read it with mailctl or make it a directory user) or, with an @, this "
+	  "address (local through the directory, external through the relay queue)",
+	  CONF_AT(mtad.postmaster) },
+	{ "mtad", "recipient_delimiter", CONF_STR, 0, 0, "+", NULL,
+	  "characters (at most 8 of + - _ = . # % ~) that separate a local part from its "
+	  "detail: user+tag@ is delivered to user and Sieve's subaddress extension sees :user "
+	  "and :detail (its separator is the first character); empty: no subaddressing",
+	  CONF_AT(mtad.recipient_delimiter) },
+	{ "mtad", "subaddress_folder", CONF_BOOL, 0, 0, "no", NULL,
+	  "yes: user+tag@ is delivered into the user's folder named tag when it exists (else "
+	  "INBOX); a user's Sieve script decides for itself", CONF_AT(mtad.subaddress_folder) },
+	{ "mtad", "aliases", CONF_STR, 0, 0, "", NULL,
+	  "the aliases file (see ALIASES below): read at start (an error stops mtad), on "
+	  "SIGHUP and at most a second after it changes (an error keeps the previous map, "
+	  "with a warning naming the line; replace the file by rename); empty: none",
+	  CONF_AT(mtad.aliases) },
+	{ "mtad", "local_submission", CONF_ADDRS, 0, 0, "", NULL,
+	  "unix sockets (/path, mode 0666) where local programs (heron-sendmail, cron, "
+	  "monitoring) submit without AUTH: the peer's uid (SO_PEERCRED) is logged and written "
+	  "into the Received: header, and its mail may relay as trusted_networks' may; limit "
+	  "who may submit with the permissions of the socket's directory (a unix socket in "
+	  "submission behaves the same, mode 0660); the shipped heron.conf sets "
+	  "/run/heron/submit.sock", CONF_AT(mtad.local_submission) },
 
 	{ "dns", "resolv_conf", CONF_STR, 0, 0, "/etc/resolv.conf", NULL,
 	  "nameservers are read from this file when nameservers is empty (both empty: full "

@@ -134,6 +134,11 @@ struct mtad_conf {
 	int64_t relay_timeout_ms;
 	int64_t delay_warning_ms;
 	const char *authserv_id;
+	const char *postmaster;
+	const char *recipient_delimiter;
+	bool subaddress_folder;
+	const char *aliases;
+	const struct conf_addrs *local_submission;
 };
 
 /* [imapd] */

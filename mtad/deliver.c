@@ -205,8 +205,9 @@ static void log_outcomes(struct smtp_session *s)
 				      : status[0] == 'd' ? MTAD_DLV_DEFERRED : MTAD_DLV_BOUNCED);
 		if (!r->local && r->result == 0)
 			status = "queued";
-		log_info("%016" PRIx64 ": from=<%s>, to=<%s>, relay=%s, delay=%.2f, dsn=%s, "
-			 "status=%s (%s)", tx->qid, tx->from, r->addr, r->local ? "local" : "queue",
+		log_info("%016" PRIx64 ": from=<%s>, to=<%s>,%s%s%s relay=%s, delay=%.2f, dsn=%s, "
+			 "status=%s (%s)", tx->qid, tx->from, r->addr, r->orig[0] ? " orig_to=<" : "",
+			 r->orig, r->orig[0] ? ">," : "", r->local ? "local" : "queue",
 			 delay, dsn, r->sieve_reject[0] ? "rejected" : status,
 			 r->result ? store_strerror(r->result) : r->sieve_note[0] ? r->sieve_note
 			 : r->local ? (tx->quarantine ? "delivered to Junk (DMARC quarantine)"
@@ -223,6 +224,8 @@ static void reply_lmtp(struct smtp_session *s)
 	for (size_t i = 0; i < tx->nrcpt; i++) {
 		int rc = tx->rcpt[i].result;
 
+		if (tx->rcpt[i].extra)
+			continue; /* one reply per RCPT: an alias's first target answers */
 		if (tx->rcpt[i].sieve_reject[0])
 			smtp_reply(s, "550 5.7.1 <%s> %s", tx->rcpt[i].addr, tx->rcpt[i].sieve_reject);
 		else if (rc == 0)
@@ -358,8 +361,11 @@ static void requeue_done(int result, const struct store_rcpt *rcpts, size_t n, u
 			tx->rcpt[i].result = result;
 		}
 	}
-	if (result == 0)
+	if (result == 0) {
+		log_info("%016" PRIx64 " smtp queue qid=%016" PRIx64 " queue_id=%016" PRIx64
+			 " requeued=yes", s->id, tx->qid, value);
 		queue_runner_kick(s->m);
+	}
 	commit_finished(s);
 }
 
@@ -392,8 +398,12 @@ static void queue_done(int result, const struct store_rcpt *rcpts, size_t n, uin
 	for (size_t i = 0; i < tx->nrcpt; i++)
 		if (!tx->rcpt[i].local)
 			tx->rcpt[i].result = result;
-	if (result == 0)
+	if (result == 0) {
+		/* the queue entry's id is the one its relay lines carry: linked here */
+		log_info("%016" PRIx64 " smtp queue qid=%016" PRIx64 " queue_id=%016" PRIx64
+			 " nrcpt=%zu", s->id, tx->qid, value, tx->nrcpt - tx->nlocal);
 		queue_runner_kick(s->m);
+	}
 	if (--tx->pending == 0)
 		commit_finished(s);
 }
@@ -436,16 +446,22 @@ static void blob_finished(int rc, void *arg)
 		size_t k = 0;
 
 		tx->srcpt = xcalloc(tx->nlocal, sizeof(*tx->srcpt));
-		for (size_t i = 0; i < tx->nrcpt; i++)
-			if (tx->rcpt[i].local) {
-				tx->srcpt[k].user = tx->rcpt[i].user;
-				if (tx->quarantine) {
-					/* DMARC quarantine (mtad_auth.c) */
-					tx->srcpt[k].mailbox = "Junk";
-					tx->srcpt[k].special = STORE_USE_JUNK;
-				}
-				k++;
+		bool folders = conf_values(s->m->conf)->mtad.subaddress_folder;
+
+		for (size_t i = 0; i < tx->nrcpt; i++) {
+			if (!tx->rcpt[i].local)
+				continue;
+			tx->srcpt[k].user = tx->rcpt[i].user;
+			if (tx->quarantine) {
+				/* DMARC quarantine (mtad_auth.c) */
+				tx->srcpt[k].mailbox = "Junk";
+				tx->srcpt[k].special = STORE_USE_JUNK;
+			} else if (folders && tx->rcpt[i].detail[0] != '\0') {
+				/* user+tag@ into the folder tag when it exists (the store: else INBOX) */
+				tx->srcpt[k].mailbox = tx->rcpt[i].detail;
 			}
+			k++;
+		}
 		tx->pending++;
 	}
 	if (tx->nlocal < tx->nrcpt)

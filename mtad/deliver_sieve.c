@@ -215,7 +215,9 @@ static int run_who(struct mtad *m, const struct sv_who *r, const void *map, size
 	struct sieve_env env = {
 		.msg = map, .msg_len = maplen, .env_from = r->from,
 		.env_to = r->addr, .orig_to = NULL, .user = r->user, .domain = m->hostname,
-		.subaddress_sep = '+', .now = ec.now,
+		.subaddress_sep = conf_values(m->conf)->mtad.recipient_delimiter[0] != '\0'
+				  ? conf_values(m->conf)->mtad.recipient_delimiter[0] : '+',
+		.now = ec.now,
 		.spam_header = *cf->spam_header ? cf->spam_header : NULL,
 		.spam_max = (double)cf->spam_max,
 		.virus_header = cf->virus_header,

@@ -20,6 +20,7 @@
 #include "dns/dns.h"
 #include "ldapauth/ldapauth.h"
 #include "mtad/milter.h"
+#include "mtad/aliases.h"
 #include "mtad/mtad.h"
 #include "store/store.h"
 
@@ -59,6 +60,7 @@ static const char *const reloadable_keys[] = {
 	"retry_schedule",
 	"max_queue_lifetime",
 	"relay_concurrency", "relay_timeout", "delay_warning", "relay_port",
+	"postmaster", "recipient_delimiter", "subaddress_folder", "aliases",
 };
 
 /* What a SIGHUP does with a changed key of the sections mtad reads. */
@@ -125,6 +127,7 @@ static void on_reload(void *arg)
 		sender_map_reload(m, c);
 		mtad_auth_reload(m, c);
 		milter_reload(m, c);
+		rcpt_aliases_load(m, c, false);
 		log_info("mtad worker %u config reloaded", m->worker);
 	}
 	if (m->la != NULL && ldapauth_reload(m->la, &err) < 0) {
@@ -194,6 +197,7 @@ static void bind_listeners(struct mtad_main *mm)
 		[L_SUBMISSIONS] = v->mtad.submissions, [L_LMTP] = v->mtad.lmtp,
 	};
 	const char *cert = v->tls.cert;
+	struct net_listen_opts local = lo;
 
 	for (int k = 0; k < L_NKINDS; k++) {
 		const struct conf_addrs *a = lists[k];
@@ -207,6 +211,21 @@ static void bind_listeners(struct mtad_main *mm)
 			fatalx("%s", err);
 		for (size_t i = 0; i < mm->fds[k].n; i++)
 			log_info("mtad listening %s=%s", listener_keys[k], mm->fds[k].name[i]);
+	}
+	/* local submission: unix sockets any local process may use (a submission listener's
+	   unix peers need no AUTH: smtp_session.c) */
+	local.unix_mode = 0666;
+	for (size_t i = 0; i < v->mtad.local_submission->n; i++)
+		if (!v->mtad.local_submission->v[i].unix_path)
+			fatalx("[mtad] local_submission: only unix sockets (/path)");
+	if (v->mtad.local_submission->n > 0) {
+		size_t before = mm->fds[L_SUBMISSION].n;
+		char *err = NULL;
+
+		if (net_listen(v->mtad.local_submission, &local, &mm->fds[L_SUBMISSION], &err) < 0)
+			fatalx("%s", err);
+		for (size_t i = before; i < mm->fds[L_SUBMISSION].n; i++)
+			log_info("mtad listening local_submission=%s", mm->fds[L_SUBMISSION].name[i]);
 	}
 	{
 		char *err = NULL;
@@ -256,6 +275,14 @@ int main(int argc, char **argv)
 		if (milter_set_load(mm.conf, &ms, &err) < 0)
 			fatalx("%s", err);
 		milter_set_free(&ms);
+		struct aliases *al = NULL;
+
+		if (mc->aliases[0] != '\0' && aliases_load(mc->aliases, &al, &err) < 0)
+			fatalx("%s", err);
+		aliases_free(&al);
+		if (strlen(mc->recipient_delimiter) > 8 ||
+		    strspn(mc->recipient_delimiter, "+-_=.#%~") != strlen(mc->recipient_delimiter))
+			fatalx("[mtad] recipient_delimiter: at most 8 of + - _ = . # %% ~");
 	}
 	bind_listeners(&mm);
 	ops.workers = (unsigned)mc->workers;

@@ -40,6 +40,7 @@ struct sender_map;
 struct ldapauth_user;
 struct milter_set;
 struct milter_run;
+struct aliases;
 
 /* Listener kinds. */
 enum mtad_listener {
@@ -76,6 +77,8 @@ struct mtad {
 	struct authguard *guard;            /* the login throttle mtad and imapd share */
 	struct sender_map *senders;         /* [mtad] sender_login_map */
 	struct milter_set *milters;         /* [milter] lists (milter.h), or NULL: none */
+	struct aliases *aliases;            /* [mtad] aliases, or NULL (rcpt_resolve.c) */
+	struct rcpt_aliases_state *al_state; /* its file's identity and check time */
 	struct store *store;
 	struct store_gc *gc;
 	struct event *gc_ev;        /* store_gc_fd readable: store_gc_dispatch */
@@ -115,6 +118,7 @@ enum smtp_flag {
 	SF_IPCOUNTED = 1 << 5,
 	SF_UNAUTH_COUNTED = 1 << 6, /* counted in m->unauth */
 	SF_KICKED = 1 << 7,         /* mailctl kick: 421 and close once between transactions */
+	SF_LOCAL = 1 << 8,          /* a local process on a unix submission socket: no AUTH */
 };
 
 /* Why a transaction will be refused at its end (keep reading, answer at the dot). */
@@ -137,6 +141,9 @@ struct smtp_rcpt {
 	char orcpt_raw[3 * RCPT_ORCPT_MAX + 40]; /* ORCPT addr-type;xtext, for the queue */
 	char sieve_reject[400];            /* Sieve reject/ereject: the 550's text, or "" */
 	char sieve_note[160];              /* what Sieve did, for the log line, or "" */
+	char detail[MAILADDR_LOCAL_MAX + 1]; /* local: the subaddress (user+DETAIL@), or "" */
+	char orig[MAILADDR_TEXT_MAX + 1];  /* the RCPT address when an alias led here, or "" */
+	bool extra;                        /* an alias's target after its first (LMTP: no reply) */
 };
 
 struct smtp_tx {
@@ -146,6 +153,7 @@ struct smtp_tx {
 	struct smtp_rcpt *rcpt;
 	size_t nrcpt, rcpt_cap;
 	size_t rcpt_attempts;
+	size_t rcpt_accepted;              /* RCPTs answered 250 (max_recipients counts these) */
 	/* the message as it streams in */
 	struct store_blob *blob;
 	struct buf out;                    /* bytes waiting for store_blob_write */
@@ -156,6 +164,8 @@ struct smtp_tx {
 	bool cr;                           /* the last byte passed on was a CR */
 	bool in_headers;
 	unsigned hops;
+	char msgid[200];                   /* the Message-ID header's value (for the log), or "" */
+	bool msgid_next;                   /* it was empty: the continuation line holds it */
 	uint64_t chunk_left;               /* BDAT: bytes of this chunk still to read */
 	bool chunk_last;
 	/* delivery */
@@ -184,6 +194,7 @@ struct smtp_session {
 	char addr[128];                    /* peer address, text */
 	char helo[256];
 	char user[256];                    /* authenticated user */
+	long peer_uid;                     /* SF_LOCAL: the submitting process's uid, or -1 */
 	char **own;                        /* its addresses (directory: primary, aliases) */
 	size_t nown;
 	unsigned state;                    /* one enum smtp_state bit */
@@ -270,6 +281,26 @@ const char *sender_refusal(struct smtp_session *s, const struct mailaddr *a, con
 void sender_own_set(struct smtp_session *s, const struct ldapauth_user *u);
 /* One more RCPT for the transaction: NULL, or why not (for a 550 5.7.1). */
 const char *sender_rcpt_refusal(const struct smtp_session *s);
+
+/* rcpt_resolve.c: what a local recipient is: aliases, postmaster, subaddress, directory. */
+/* Resolves the local recipient r (the entry being added at tx->rcpt[tx->nrcpt], key its
+   lookup key: the canonical address) asynchronously: the session waits (ST_WAIT), adds one
+   entry per final recipient (an alias may give several, external ones for the queue) and
+   answers the RCPT (250, 4xx, 5xx). */
+void rcpt_resolve(struct smtp_session *s, const char *key);
+/* The directory key of a local address: the detail cut off (user+tag@d -> user@d) into
+   key (size bytes); *detail_r (may be NULL) gets the detail or "". */
+void rcpt_lookup_key(const struct mtad *m, const char *addr, char *key, size_t size,
+		     char *detail_r, size_t dsize);
+/* Whether addr's local part is postmaster (any case; no domain, or one of ours). */
+bool rcpt_is_postmaster(const struct mtad *m, const char *addr);
+/* Loads [mtad] aliases of c into m (start: fatal on error; SIGHUP: the old map stays when
+   the new one is bad, with a warning). */
+void rcpt_aliases_load(struct mtad *m, const struct conf *c, bool fatal_on_error);
+void rcpt_aliases_free(struct mtad *m);
+
+/* smtp_cmd.c: a new recipient entry at tx->rcpt[tx->nrcpt] (zeroed; not counted yet). */
+struct smtp_rcpt *smtp_rcpt_add(struct smtp_tx *tx);
 
 /* deliver.c */
 /* Whether mailhost (a user's mailHost, NULL or "" when it has none) names a store host other

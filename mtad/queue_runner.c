@@ -400,6 +400,22 @@ static void lmtp_start_all(struct qjob *job)
 	}
 }
 
+/* Delivers w's recipient to the store user login (its account made when new). */
+static void local_user(struct qwork *w, const char *login, int partition, uint64_t quota)
+{
+	struct local_dlv *ld = xcalloc(1, sizeof(*ld));
+	unsigned part;
+	int rc;
+
+	ld->w = w;
+	str_lcpy(ld->user, login, sizeof(ld->user));
+	ld->r.user = ld->user;
+	rc = deliver_user_ensure(w->job->qr->m, ld->user, partition, quota, &part,
+				 local_user_made, ld);
+	if (rc != DELIVER_PENDING)
+		local_user_made(rc, part, ld);
+}
+
 /* Local recipients in the queue: look up, make the account when new, deliver (or, for a user
    homed on another store host, LMTP to it). */
 static void local_lookup_cb(const struct ldapauth_reply *reply, void *arg)
@@ -407,9 +423,6 @@ static void local_lookup_cb(const struct ldapauth_reply *reply, void *arg)
 	struct qwork *w = arg;
 	struct qjob *job = w->job;
 	bool last = --job->lookups == 0;
-	struct local_dlv *ld;
-	unsigned part;
-	int rc;
 
 	if (reply->result == LDAPAUTH_OK &&
 	    mtad_mailhost_elsewhere(job->qr->m, reply->user->mailhost)) {
@@ -426,20 +439,17 @@ static void local_lookup_cb(const struct ldapauth_reply *reply, void *arg)
 		queue_work_done(w);
 		return;
 	}
-	if (reply->result != LDAPAUTH_OK) {
+	const char *pm = conf_values(w->job->qr->m->conf)->mtad.postmaster;
+	const char *addr = w->job->qm.rcpt[w->idx[0]].addr;
+
+	if (reply->result == LDAPAUTH_OK) {
+		local_user(w, reply->user->login, reply->user->partition, reply->user->quota);
+	} else if (rcpt_is_postmaster(w->job->qr->m, addr) && strchr(pm, '@') == NULL) {
+		local_user(w, pm, -1, 0); /* postmaster@ is always someone's (rcpt_resolve.c) */
+	} else {
 		queue_rcpt_outcome(w, 0, 550, "5.1.1 no such user", "local");
 		queue_work_done(w);
-		return;
 	}
-	ld = xcalloc(1, sizeof(*ld));
-	ld->w = w;
-	str_lcpy(ld->user, reply->user->login, sizeof(ld->user));
-	ld->r.user = ld->user;
-	rc = deliver_user_ensure(w->job->qr->m, ld->user, reply->user->partition,
-				 reply->user->quota, &part, local_user_made, ld);
-	if (rc == DELIVER_PENDING)
-		return;
-	local_user_made(rc, part, ld);
 }
 
 static void job_dispatch(struct queue_runner *qr, struct qjob *job)
@@ -461,8 +471,12 @@ static void job_dispatch(struct queue_runner *qr, struct qjob *job)
 			w = work_new(job, NULL);
 			w->idx[w->n++] = i;
 			job->lookups++;
+			char key[MAILADDR_TEXT_MAX + 1];
+
+			/* user+tag@ is user@'s (rcpt_resolve.c) */
+			rcpt_lookup_key(qr->m, job->qm.rcpt[i].addr, key, sizeof(key), NULL, 0);
 			if (qr->m->la != NULL)
-				ldapauth_lookup(qr->m->la, job->qm.rcpt[i].addr, local_lookup_cb, w);
+				ldapauth_lookup(qr->m->la, key, local_lookup_cb, w);
 			else
 				local_lookup_cb(&(struct ldapauth_reply){ .result = LDAPAUTH_ETEMP },
 						w);

@@ -173,7 +173,8 @@ static const char *after_prefix(const char *arg, size_t *len, const char *prefix
 
 static bool needs_auth(const struct smtp_session *s)
 {
-	return (s->kind == L_SUBMISSION || s->kind == L_SUBMISSIONS) && !(s->flags & SF_AUTH);
+	return (s->kind == L_SUBMISSION || s->kind == L_SUBMISSIONS) &&
+	       !(s->flags & (SF_AUTH | SF_LOCAL));
 }
 
 static void cmd_mail(struct smtp_session *s, const char *arg, size_t len)
@@ -244,7 +245,7 @@ static void cmd_mail(struct smtp_session *s, const char *arg, size_t len)
 	smtp_reply(s, "250 2.1.0 Ok");
 }
 
-static struct smtp_rcpt *rcpt_add(struct smtp_tx *tx)
+struct smtp_rcpt *smtp_rcpt_add(struct smtp_tx *tx)
 {
 	if (tx->nrcpt == tx->rcpt_cap) {
 		tx->rcpt_cap = tx->rcpt_cap ? tx->rcpt_cap * 2 : 4;
@@ -262,82 +263,16 @@ static void rcpt_accepted(struct smtp_session *s)
 	log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> local=%s result=ok",
 		 s->id, tx->qid, tx->rcpt[tx->nrcpt].addr, tx->rcpt[tx->nrcpt].local ? "yes" : "no");
 	tx->nrcpt++;
+	tx->rcpt_accepted++;
 	if (tx->rcpt[tx->nrcpt - 1].local)
 		tx->nlocal++;
 	smtp_set_state(s, ST_RCPT);
 	smtp_reply(s, "250 2.1.5 Ok");
 }
 
-/* The answer to RCPT once the directory (and, for a new user, the store) said. */
-static void rcpt_decide(struct smtp_session *s, enum ldapauth_result result, int rc)
-{
-	struct smtp_tx *tx = s->tx;
-	struct smtp_rcpt *r = &tx->rcpt[tx->nrcpt];
-
-	if (result == LDAPAUTH_OK && rc == 0) {
-		rcpt_accepted(s);
-	} else if (result == LDAPAUTH_OK) {
-		log_warnx("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> result=defer "
-			  "reason=\"store: %s\"", s->id, tx->qid, r->addr, store_strerror(rc));
-		smtp_reply(s, "451 4.3.0 <%s>: Local error, try again later", r->addr);
-	} else if (result != LDAPAUTH_ETEMP) {
-		log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> result=fail "
-			 "reason=\"no such user\"", s->id, tx->qid, r->addr);
-		smtp_error(s, "550 5.1.1 <%s>: Recipient address rejected: User unknown", r->addr);
-	} else {
-		log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> result=defer "
-			 "reason=\"directory unavailable\"", s->id, tx->qid, r->addr);
-		smtp_reply(s, "451 4.3.0 <%s>: Directory unavailable, try again later", r->addr);
-	}
-	smtp_resume(s);
-}
-
-/* A new user's store account was made through the group commit (the session waited). */
-static void rcpt_user_made(int rc, unsigned part, void *arg)
-{
-	struct smtp_session *s = arg;
-	struct smtp_tx *tx = s->tx;
-
-	smtp_set_state(s, tx->nrcpt > 0 ? ST_RCPT : ST_MAIL);
-	if (s->dead) {
-		smtp_resume(s);
-		return;
-	}
-	tx->rcpt[tx->nrcpt].part = part;
-	rcpt_decide(s, LDAPAUTH_OK, rc);
-}
-
-static void rcpt_lookup_done(const struct ldapauth_reply *reply, void *arg)
-{
-	struct smtp_session *s = arg;
-	struct smtp_tx *tx = s->tx;
-	struct smtp_rcpt *r = &tx->rcpt[tx->nrcpt];
-	int rc = 0;
-
-	if (s->dead) {
-		smtp_set_state(s, tx->nrcpt > 0 ? ST_RCPT : ST_MAIL);
-		smtp_resume(s);
-		return;
-	}
-	if (reply->result == LDAPAUTH_OK && mtad_mailhost_elsewhere(s->m, reply->user->mailhost)) {
-		/* homed on another store host: queued here, delivered there over LMTP */
-		r->local = false;
-		log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> user=%s mailhost=%s",
-			 s->id, tx->qid, r->addr, reply->user->login, reply->user->mailhost);
-	} else if (reply->result == LDAPAUTH_OK) {
-		str_lcpy(r->user, reply->user->login, sizeof(r->user));
-		rc = deliver_user_ensure(s->m, r->user, reply->user->partition, reply->user->quota,
-					 &r->part, rcpt_user_made, s);
-		if (rc == DELIVER_PENDING)
-			return; /* still ST_WAIT: rcpt_user_made goes on */
-	}
-	smtp_set_state(s, tx->nrcpt > 0 ? ST_RCPT : ST_MAIL);
-	rcpt_decide(s, reply->result, rc);
-}
-
 static bool may_relay(const struct smtp_session *s)
 {
-	return !(s->flags & SF_LMTP) && (s->flags & (SF_AUTH | SF_TRUSTED));
+	return !(s->flags & SF_LMTP) && (s->flags & (SF_AUTH | SF_TRUSTED | SF_LOCAL));
 }
 
 static void relay_refused(struct smtp_session *s, const char *addr, const char *why)
@@ -375,12 +310,7 @@ static void rcpt_route(struct smtp_session *s, struct smtp_rcpt *r, const struct
 		snprintf(key, sizeof(key), "postmaster@%s", locals->n ? locals->v[0] : "localhost");
 	else
 		mailaddr_canonical(a, key, sizeof(key));
-	if (s->m->la == NULL) {
-		smtp_reply(s, "451 4.3.0 <%s>: Directory unavailable, try again later", r->addr);
-		return;
-	}
-	smtp_set_state(s, ST_WAIT);
-	ldapauth_lookup(s->m->la, key, rcpt_lookup_done, s);
+	rcpt_resolve(s, key); /* aliases, postmaster, subaddress, directory (async) */
 }
 
 static void cmd_rcpt(struct smtp_session *s, const char *arg, size_t len)
@@ -403,7 +333,7 @@ static void cmd_rcpt(struct smtp_session *s, const char *arg, size_t len)
 		smtp_error(s, "554 5.5.3 Too many recipients, transaction refused");
 		return;
 	}
-	if (tx->nrcpt >= s->m->lim.max_rcpt) {
+	if (tx->nrcpt >= s->m->lim.max_rcpt || tx->rcpt_accepted >= s->m->lim.max_rcpt) {
 		smtp_reply(s, "452 4.5.3 Too many recipients");
 		return;
 	}
@@ -417,7 +347,7 @@ static void cmd_rcpt(struct smtp_session *s, const char *arg, size_t len)
 		smtp_error(s, "553 5.1.3 %s", err);
 		return;
 	}
-	struct smtp_rcpt *r = rcpt_add(tx);
+	struct smtp_rcpt *r = smtp_rcpt_add(tx);
 	if ((rc = mailaddr_rcpt_params(p + used, len - used, tx->mp.smtputf8, &r->params,
 				       &err)) < 0) {
 		smtp_error(s, rc == MAILADDR_EUNKNOWN ? "555 5.5.4 %s" : "501 5.5.4 %s", err);

@@ -57,6 +57,9 @@ int smtp_data_start(struct smtp_session *s)
 		for (char *p = login; *p != '\0'; p++)
 			*p = *p == '(' || *p == ')' ? '?' : *p;
 		snprintf(auth, sizeof(auth), "\r\n\t(authenticated as %s)", login);
+	} else if (s->flags & SF_LOCAL) {
+		/* local submission: the process's uid, as the kernel told it */
+		snprintf(auth, sizeof(auth), "\r\n\t(local submission from uid %ld)", s->peer_uid);
 	}
 	/* the client's HELO is its claim; the address is what we saw */
 	snprintf(hdr, sizeof(hdr),
@@ -139,11 +142,32 @@ static void emit(struct smtp_session *s, const char *p, size_t n)
 	pass(s, p + start, n - start);
 }
 
+/* The Message-ID for the log line: printable bytes, at most sizeof(tx->msgid) - 1. */
+static void msgid_take(struct smtp_tx *tx, const char *v, size_t len)
+{
+	struct str_view t = str_trim((struct str_view){ v, len });
+	size_t n = t.len < sizeof(tx->msgid) - 1 ? t.len : sizeof(tx->msgid) - 1;
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)t.p[i];
+
+		tx->msgid[i] = c > ' ' && c < 0x7f && c != '"' && c != '\\' ? (char)c : '?';
+	}
+	tx->msgid[n] = '\0';
+	tx->msgid_next = n == 0;
+}
+
 /* Header lines seen at the start of a line while still in the header. */
 static void header_line(struct smtp_session *s, const char *l, size_t len)
 {
 	struct smtp_tx *tx = s->tx;
+	bool next = tx->msgid_next;
 
+	tx->msgid_next = false;
+	if (next && (l[0] == ' ' || l[0] == '\t'))
+		msgid_take(tx, l, len);
+	else if (tx->msgid[0] == '\0' && str_caseprefix(l, len, "Message-ID:"))
+		msgid_take(tx, l + 11, len - 11);
 	if (len <= 2 && (l[0] == '\r' || l[0] == '\n')) {
 		tx->in_headers = false;
 	} else if (str_caseprefix(l, len, "Received:") && ++tx->hops > MAX_HOPS &&
@@ -272,6 +296,10 @@ void smtp_data_done(struct smtp_session *s)
 
 	switch (tx->err) {
 	case TX_OK:
+		/* the message's trace: session, queue id and Message-ID on one line */
+		log_info("%016" PRIx64 " smtp data qid=%016" PRIx64 " from=<%s> size=%" PRIu64
+			 " nrcpt=%zu message-id=%s", s->id, tx->qid, tx->from, tx->size, tx->nrcpt,
+			 tx->msgid[0] ? tx->msgid : "none");
 		smtp_set_state(s, ST_WAIT);
 		if (mtad_auth_end(s)) /* it goes on to the milters, or refuses */
 			return;
@@ -293,8 +321,9 @@ void smtp_data_done(struct smtp_session *s)
 		reply = "451 4.3.0 Local error, try again later";
 		break;
 	}
-	log_info("%016" PRIx64 " smtp data qid=%016" PRIx64 " from=<%s> result=fail "
-		 "reason=\"%s\"", s->id, tx->qid, tx->from, reply + 10);
+	log_info("%016" PRIx64 " smtp data qid=%016" PRIx64 " from=<%s> message-id=%s "
+		 "result=fail reason=\"%s\"", s->id, tx->qid, tx->from,
+		 tx->msgid[0] ? tx->msgid : "none", reply + 10);
 	/* LMTP answers once per recipient (RFC 2033 4.2) */
 	size_t n = (s->flags & SF_LMTP) ? tx->nrcpt : 1;
 	smtp_tx_free(&s->tx);

@@ -3,9 +3,11 @@
  * the store works, timeouts, the greeting (with its optional delay), STARTTLS and the close.
  * Commands are in smtp_cmd.c, message data in smtp_data.c. */
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
 
@@ -169,6 +171,17 @@ struct smtp_session *smtp_session_new(struct mtad *m, enum mtad_listener kind, i
 		s->flags |= SF_TRUSTED;
 	if (kind == L_LMTP)
 		s->flags |= SF_LMTP;
+	s->peer_uid = -1;
+	if (kind == L_SUBMISSION && sa->sa_family == AF_UNIX) {
+		/* a local process (heron-sendmail): the socket's permissions let it in; who it is
+		   is logged and goes into the Received: header */
+		struct ucred uc;
+		socklen_t ul = sizeof(uc);
+
+		s->flags |= SF_LOCAL;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &ul) == 0)
+			s->peer_uid = (long)uc.uid;
+	}
 	s->flags |= SF_IPCOUNTED; /* the accept callback counted it */
 	if (sa->sa_family != AF_UNIX) {
 		int one = 1;
@@ -177,16 +190,21 @@ struct smtp_session *smtp_session_new(struct mtad *m, enum mtad_listener kind, i
 		if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == -1)
 			log_warn("%016" PRIx64 " TCP_NODELAY", s->id);
 	}
-	if (kind == L_SUBMISSION || kind == L_SUBMISSIONS)
+	if ((kind == L_SUBMISSION || kind == L_SUBMISSIONS) && !(s->flags & SF_LOCAL))
 		s->login_deadline = clock_mono_ms() + m->lim.login_timeout_ms;
 	line_reader_init(&s->lr, m->lim.line_max, 0);
 	buf_init(&s->line, 256, m->lim.line_max + 2);
 	m->nsessions++;
 	TAILQ_INSERT_TAIL(&m->sessions, s, entry);
-	log_info("%016" PRIx64 " smtp connect addr=%s listener=%s%s", s->id, s->addr,
-		 kind == L_SMTP ? "smtp" : kind == L_SUBMISSION ? "submission"
+	char uid[32] = "";
+
+	if (s->flags & SF_LOCAL)
+		snprintf(uid, sizeof(uid), " uid=%ld", s->peer_uid);
+	log_info("%016" PRIx64 " smtp connect addr=%s listener=%s%s%s", s->id, s->addr,
+		 (s->flags & SF_LOCAL) ? "local" : kind == L_SMTP ? "smtp"
+		 : kind == L_SUBMISSION ? "submission"
 		 : kind == L_SUBMISSIONS ? "submissions" : "lmtp",
-		 (s->flags & SF_TRUSTED) ? " trusted=yes" : "");
+		 (s->flags & SF_TRUSTED) ? " trusted=yes" : "", uid);
 	if (kind == L_SUBMISSIONS) {
 		s->bev = tls_server_accept(m->base, m->tls, fd);
 		if (s->bev == NULL) {

@@ -77,6 +77,7 @@ void mtad_worker_init(struct mtad *m, const struct conf *c, unsigned worker,
 		fatalx("%s", err);
 	if (milter_set_load(c, &m->milters, &err) < 0)
 		fatalx("%s", err);
+	rcpt_aliases_load(m, c, true);
 }
 
 void mtad_worker_free(struct mtad *m)
@@ -94,6 +95,7 @@ void mtad_worker_free(struct mtad *m)
 	net_ipcount_free(&m->unauth);
 	authguard_close(&m->guard);
 	sender_map_free(&m->senders);
+	rcpt_aliases_free(m);
 	tls_ctx_free(&m->tls);
 	event_base_free(m->base);
 	m->base = NULL;

@@ -228,6 +228,7 @@ def test_daemons_from_the_install():
                 f"[directory]\nbackend = file\nusers_file = {users}\n"
                 f"[mtad]\nlisten = {HOST}:{smtp}\nsubmission =\nworkers = 1\n"
                 f"local_domains = {DOMAIN}\nuser =\nallow_root = yes\n"
+                f"local_submission = {TMP}/submit.sock\n"
                 f"[imapd]\nlisten = {HOST}:{imap}\nlisten_tls =\nworkers = 1\n"
                 "allow_plaintext_auth = yes\nuser =\nallow_root = yes\n"
                 f"[log]\ntarget = file\nfile = {TMP}/heron.log\n")
@@ -250,6 +251,13 @@ def test_daemons_from_the_install():
                              20, "the message in INBOX")
         typ, msg = c.fetch(data[0].split()[0], "(BODY[])")
         assert b"from the installed mtad" in msg[0][1]
+        # the installed heron-sendmail over the installed config's local socket
+        r = subprocess.run([os.path.join(SBIN, "heron-sendmail"), "-C", CONF, "-t"],
+                           input=f"To: alice@{DOMAIN}\nSubject: cron\n\nfrom cron\n".encode(),
+                           capture_output=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        wait_for(lambda: len(c.search(None, "ALL")[1][0].split()) == 2 or c.noop() and None,
+                 20, "the sendmail message in INBOX")
         c.logout()
     finally:
         mtad.stop()
