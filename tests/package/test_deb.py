@@ -43,6 +43,7 @@ DEBS = {}
 HERON_FILES = {
     "./usr/sbin/mtad": "-rwxr-xr-x", "./usr/sbin/imapd": "-rwxr-xr-x",
     "./usr/sbin/mailctl": "-rwxr-xr-x", "./usr/sbin/managesieved": "-rwxr-xr-x",
+    "./usr/sbin/heron-sendmail": "-rwxr-xr-x",
     "./etc/heron/heron.conf": "-rw-r--r--",
     "./etc/logrotate.d/heron": "-rw-r--r--",
     "./lib/systemd/system/heron-mtad.service": "-rw-r--r--",
@@ -247,6 +248,11 @@ def test_install_and_purge():
                check=False)
     assert r.returncode == 0 and r.stdout.strip() == "", r.stdout
     chroot("logrotate -d /etc/logrotate.d/heron")
+    # the system's sendmail is heron-sendmail (no other MTA owns it here)
+    assert chroot("readlink -f /usr/sbin/sendmail").stdout.strip() == \
+        "/usr/sbin/heron-sendmail"
+    r = chroot("/usr/sbin/sendmail -bp", check=False)
+    assert r.returncode == 64 and "mailctl queue list" in r.stderr, r
     r = chroot("mtad -t && imapd -t && managesieved -t && mailctl -t && sink -t", check=False)
     assert r.returncode == 0 and "path = /var/lib/heron/store" in r.stdout, r.stderr
     chroot("dpkg --purge heron heron-bench")
@@ -254,7 +260,8 @@ def test_install_and_purge():
     for p in ("/var/lib/heron", "/var/log/heron", "/run/heron", "/etc/heron",
               "/lib/systemd/system/heron-mtad.service", "/etc/logrotate.d/heron",
               "/lib/systemd/system/heron-managesieve.service", "/usr/sbin/managesieved",
-              "/usr/sbin/mtad", "/usr/bin/mailload"):
+              "/usr/sbin/mtad", "/usr/bin/mailload", "/usr/sbin/sendmail",
+              "/usr/sbin/heron-sendmail"):
         assert not os.path.lexists(ROOT + p), f"{p} left after purge"
 
 

@@ -38,7 +38,8 @@ MAN = DEST + os.path.join(PREFIX, "share", "man")
 DOC = DEST + os.path.join(PREFIX, "share", "doc", "heron")
 LIB = DEST + os.path.join(PREFIX, "lib")
 PROGRAMS = {"mtad": (SBIN, 8), "imapd": (SBIN, 8), "managesieved": (SBIN, 8),
-            "mailctl": (SBIN, 8), "sink": (SBIN, 8), "mailload": (BIN, 1)}
+            "mailctl": (SBIN, 8), "sink": (SBIN, 8), "mailload": (BIN, 1),
+            "heron-sendmail": (SBIN, 8)}
 
 
 def install():
