@@ -19,8 +19,8 @@
 #include "common/xmalloc.h"
 #include "dns/dns.h"
 #include "ldapauth/ldapauth.h"
-#include "mtad/milter.h"
 #include "mtad/aliases.h"
+#include "mtad/milter.h"
 #include "mtad/mtad.h"
 #include "store/store.h"
 
