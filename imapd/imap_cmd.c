@@ -45,6 +45,11 @@ static const struct imap_cmd_def imap_cmds[] = {
 	{ "GETQUOTA",     IMAP_ST_LOGGED,   cmd_quota,       0 },
 	{ "GETQUOTAROOT", IMAP_ST_LOGGED,   cmd_quota,       CMD_ALT },
 	{ "SETQUOTA",     IMAP_ST_LOGGED,   cmd_setquota,    0 },
+	{ "MYRIGHTS",     IMAP_ST_LOGGED,   cmd_myrights,    0 },
+	{ "GETACL",       IMAP_ST_LOGGED,   cmd_getacl,      0 },
+	{ "LISTRIGHTS",   IMAP_ST_LOGGED,   cmd_getacl,      CMD_ALT },
+	{ "SETACL",       IMAP_ST_LOGGED,   cmd_setacl,      0 },
+	{ "DELETEACL",    IMAP_ST_LOGGED,   cmd_setacl,      CMD_ALT },
 	{ "CHECK",        IMAP_ST_SELECTED, cmd_noop,        CMD_REV1 },
 	{ "CLOSE",        IMAP_ST_SELECTED, cmd_close,       0 },
 	{ "UNSELECT",     IMAP_ST_SELECTED, cmd_close,       CMD_ALT },
@@ -284,7 +289,7 @@ void imap_capability(struct imap_client *c, struct buf *out)
 		      "UIDPLUS MOVE SPECIAL-USE CREATE-SPECIAL-USE STATUS=SIZE ESEARCH CONDSTORE QRESYNC WITHIN LIST-EXTENDED LIST-STATUS SEARCHRES "
 		      "QUOTA QUOTA=RES-STORAGE "
 		      "QUOTA=RES-MESSAGE BINARY MULTIAPPEND UTF8=ACCEPT SORT SORT=DISPLAY ESORT "
-		      "THREAD=ORDEREDSUBJECT THREAD=REFERENCES THREAD=REFS OBJECTID PREVIEW PARTIAL SAVEDATE REPLACE");
+		      "THREAD=ORDEREDSUBJECT THREAD=REFERENCES THREAD=REFS OBJECTID PREVIEW PARTIAL SAVEDATE REPLACE ACL RIGHTS=texk");
 	if (c->state == IMAP_ST_NOTAUTH) {
 		if (srv->tls_ctx != NULL && !tls)
 			buf_puts(out, " STARTTLS");

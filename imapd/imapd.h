@@ -76,7 +76,7 @@ enum imap_cmdflag {
 	CMD_READONLY = 1u << 2,    /* EXAMINE */
 	CMD_MOVE = 1u << 3,        /* COPY that moves */
 	CMD_ALT = 1u << 4,         /* the second form of a handler: UNSUBSCRIBE, LSUB, UNSELECT,
-				      REPLACE */
+				      REPLACE, LISTRIGHTS, DELETEACL */
 	CMD_REV1 = 1u << 5,        /* IMAP4rev1 only: unknown after ENABLE IMAP4rev2 (CHECK) */
 };
 
@@ -581,6 +581,9 @@ bool cmd_store(struct imap_cmd *cmd);
 bool cmd_expunge(struct imap_cmd *cmd);
 bool cmd_copy(struct imap_cmd *cmd);
 bool cmd_append(struct imap_cmd *cmd);
+bool cmd_myrights(struct imap_cmd *cmd);
+bool cmd_getacl(struct imap_cmd *cmd);
+bool cmd_setacl(struct imap_cmd *cmd);
 bool cmd_idle(struct imap_cmd *cmd);
 bool cmd_quota(struct imap_cmd *cmd);
 bool cmd_setquota(struct imap_cmd *cmd);

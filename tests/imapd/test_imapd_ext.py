@@ -1,6 +1,7 @@
 """imapd end to end: the smaller extensions, one raw dialogue each with exact responses:
 UNAUTHENTICATE (RFC 8437), OBJECTID (RFC 8474), PREVIEW (RFC 8970), PARTIAL (RFC 9394),
-SAVEDATE (RFC 8514) and REPLACE (RFC 8508).
+SAVEDATE (RFC 8514), REPLACE (RFC 8508), NAMESPACE (RFC 2342) and ACL (RFC 4314) on the
+owner's mailboxes.
 
 Usage: test_imapd_ext.py IMAPD_BINARY DELIVER_BINARY"""
 import os
@@ -245,12 +246,70 @@ def test_replace():
                "* VANISHED 2", "* 1 EXISTS", "* 1 RECENT", "h OK REPLACE completed"])
 
 
+def test_acl():
+    r = D.raw("carol")
+    caps = r.cmd("c", "CAPABILITY")[0]
+    assert_in(" ACL RIGHTS=texk ", caps)
+    # one personal namespace, "/" as LIST shows it; no other users' or shared ones
+    assert_eq(r.cmd("n", "NAMESPACE"), ['* NAMESPACE (("" "/")) NIL NIL',
+                                        "n OK Namespace completed"])
+    assert_eq(r.cmd("l", 'LIST "" INBOX'), ['* LIST (\\HasNoChildren) "/" INBOX',
+                                           "l OK List completed"])
+    r.cmd("a", 'CREATE "Team/Plans"')
+    all_rights = "lrswipkxtecda"
+    for cmd, want in [
+        ("MYRIGHTS INBOX", ["* MYRIGHTS INBOX " + all_rights, "t OK MYRIGHTS completed"]),
+        ("MYRIGHTS inbox", ["* MYRIGHTS INBOX " + all_rights, "t OK MYRIGHTS completed"]),
+        ('MYRIGHTS "Team/Plans"',
+         ["* MYRIGHTS Team/Plans " + all_rights, "t OK MYRIGHTS completed"]),
+        ("GETACL Team/Plans", ["* ACL Team/Plans carol " + all_rights,
+                               "t OK GETACL completed"]),
+        ("LISTRIGHTS INBOX carol", ["* LISTRIGHTS INBOX carol " + all_rights,
+                                    "t OK LISTRIGHTS completed"]),
+        ("LISTRIGHTS INBOX bob", ['* LISTRIGHTS INBOX bob ""',
+                                  "t OK LISTRIGHTS completed"]),
+        ("LISTRIGHTS INBOX anyone", ['* LISTRIGHTS INBOX anyone ""',
+                                     "t OK LISTRIGHTS completed"]),
+        # what changes nothing is accepted, sharing is refused
+        ("SETACL INBOX carol +lr", ["t OK SETACL completed"]),
+        ("SETACL INBOX carol " + all_rights, ["t OK SETACL completed"]),
+        ("SETACL INBOX bob \"\"", ["t OK SETACL completed"]),
+        ("SETACL INBOX bob -r", ["t OK SETACL completed"]),
+        ("DELETEACL INBOX bob", ["t OK DELETEACL completed"]),
+        ("SETACL INBOX carol -a", ["t NO [CANNOT] The owner always holds every right"]),
+        ("DELETEACL INBOX carol", ["t NO [CANNOT] The owner always holds every right"]),
+        ("SETACL INBOX bob lr",
+         ["t NO [CANNOT] Mailboxes cannot be shared with other users here"]),
+        ("SETACL INBOX anyone +r",
+         ["t NO [CANNOT] Mailboxes cannot be shared with other users here"]),
+        ("SETACL INBOX bob lrZ", ["t BAD Invalid rights"]),
+        ("SETACL INBOX bob", ["t BAD Expected: SETACL mailbox identifier rights"]),
+        ("GETACL", ["t BAD Expected: GETACL mailbox"]),
+        ("GETACL INBOX x", ["t BAD Expected: GETACL mailbox"]),
+        ("LISTRIGHTS INBOX (a)", ["t BAD Expected: LISTRIGHTS mailbox identifier"]),
+        ("MYRIGHTS Nope", None),
+        ("GETACL Nope", None),
+    ]:
+        out = r.cmd("t", cmd)
+        if want is None:
+            assert_eq(len(out), 1, cmd)
+            assert out[0].startswith("t NO [NONEXISTENT] "), (cmd, out)
+        else:
+            assert_eq(out, want, cmd)
+    # bob's own mailbox is his: carol's INBOX is not in his view
+    b = D.raw("bob")
+    assert_eq(b.cmd("t", "MYRIGHTS INBOX"), ["* MYRIGHTS INBOX " + all_rights,
+                                             "t OK MYRIGHTS completed"])
+    assert b.cmd("u", "GETACL Team/Plans")[0].startswith("u NO [NONEXISTENT] ")
+    assert_eq(D.raw("bob", login=False).cmd("v", "MYRIGHTS INBOX"), ["v NO Log in first"])
+
+
 def main():
     global D
     imapd, deliver = sys.argv[1], sys.argv[2]
     rc = 0
     for tests in ([test_back_to_not_authenticated], [test_ids], [test_preview], [test_partial],
-                  [test_savedate], [test_replace]):
+                  [test_savedate], [test_replace], [test_acl]):
         D = Imapd(imapd, deliver=deliver)  # each on a fresh imapd and store
         rc |= run_suite(D, tests, D.dir)
     return rc
