@@ -26,6 +26,11 @@
 #define MC_VERSION 1
 #define MC_REC 37
 #define MC_FIXED (1 + 4 * 8 + 4 + 4 * 4 + 4)
+/* envelope (in the arena), BODY and BODYSTRUCTURE (MC_ARENA_MAX each), the header kept, the
+   part table: what serialize writes at most */
+_Static_assert(MC_FIXED + 3 * (size_t)MC_ARENA_MAX + MC_HEADER_MAX +
+		       (size_t)MC_PARTS_MAX * MC_REC <= MSGCACHE_BLOB_MAX,
+	       "MSGCACHE_BLOB_MAX below what a cache can take");
 
 static void cb_part_begin(void *ctx, const struct rfc5322_part *p);
 static void cb_field(void *ctx, const struct rfc5322_part *p, const struct rfc5322_field *f);

@@ -32,6 +32,11 @@
 #include "common/buf.h"
 #include "common/str.h"
 
+/* The largest serialized cache msgcache_builder_finish writes (three rendered strings of at
+   most 4 MiB, 256 KiB of header, 1000 part records: msgcache.c checks it): an out buffer with
+   this ceiling never fails, so every message has a cache. */
+#define MSGCACHE_BLOB_MAX (13u << 20)
+
 struct msgcache_builder;
 
 struct msgcache_builder *msgcache_builder_new(void);

@@ -1,6 +1,7 @@
 /* imap_fetch.c — owns FETCH items: a table of every item (its name, its parser, and its
  * per-message writer), the items of one FETCH, and one message's "* n FETCH (...)" line:
- * rendering from the store's message cache (ENVELOPE, BODY[STRUCTURE], headers), body
+ * rendering from the store's message cache (ENVELOPE, BODY[STRUCTURE], headers; where the
+ * cache is missing or its header cut, from the message file: imap_msgfile.c), body
  * sections from the part table with pread, BINARY[part]<partial> and BINARY.SIZE decoded
  * while streamed, large literals streamed with back-pressure. The command (sequence set,
  * CHANGEDSINCE/VANISHED, the implicit \Seen) is cmd_fetch.c. */
@@ -54,6 +55,7 @@ struct imap_fetch {
 	size_t item;                   /* next item of the message being written (0: none) */
 	bool sets_seen;                /* a non-PEEK body item */
 	char *scratch;                 /* BINARY size pass: chunk + CTE_DECODE_LEAD, once */
+	struct imap_msgfile mf;        /* the message's cache or header read from its file */
 };
 
 /* What an item's writer sees of the message being written. */
@@ -108,6 +110,7 @@ void imap_fetch_free(struct imap_fetch **fp)
 	for (size_t i = 0; i < f->n; i++)
 		item_free(&f->items[i]);
 	free(f->scratch);
+	imap_msgfile_release(&f->mf);
 	free(f);
 	*fp = NULL;
 }
@@ -346,8 +349,8 @@ static int read_header(struct imap_client *c, const struct store_msg *m, uint64_
 	char *dst;
 	ssize_t n;
 
-	if (len > IMAP_HEADER_READ_MAX || store_blob_open(c->srv->store, c->view->part, m->blob, &fd,
-						   &size) != 0)
+	if (len > IMAP_HEADER_FILE_MAX ||
+	    store_blob_open(c->srv->store, c->view->part, m->blob, &fd, &size) != 0)
 		return -1;
 	if ((dst = buf_reserve(out, (size_t)len)) == NULL) {
 		close(fd);
@@ -361,21 +364,37 @@ static int read_header(struct imap_client *c, const struct store_msg *m, uint64_
 	return 0;
 }
 
-/* HEADER.FIELDS[.NOT] of the message (from the cache) or of an embedded message (its
-   header at hoff, hsize in the file). */
+/* Whether the cache's copy of the message header was cut (MC_HEADER_MAX): then the header
+   items read the file. */
+static bool header_cut(const struct fetch_msg *fm)
+{
+	return fm->mv->header.len < fm->mv->header_size;
+}
+
+/* HEADER.FIELDS[.NOT] of the message (from the cache, or the file where the cache's header
+   is cut) or of an embedded message (its header at hoff, hsize in the file). */
 static void write_header_fields(struct fetch_msg *fm, const struct fetch_item *it,
 				uint64_t hoff, uint64_t hsize)
 {
+	struct imap_client *c = fm->c;
 	struct buf hdr;
 
-	buf_init(&hdr, 1024, 4 * IMAP_HEADER_READ_MAX); /* the header, decoded words expanded */
+	/* the fields are copied as they are: never more than the header */
+	buf_init(&hdr, 1024, (it->part[0] == '\0' ? fm->mv->header_size : hsize) + 16);
 	if (it->part[0] == '\0') {
-		rfc5322_header_fields(fm->mv->header.p, fm->mv->header.len, it->fields,
-				      it->nfields, it->sec == SEC_FIELDS_NOT, &hdr);
+		struct str_view h;
+
+		if (imap_msgfile_header(c->srv->store, c->view->part, fm->m, fm->mv, &fm->f->mf,
+					&h) < 0)
+			log_warnx("%016" PRIx64 " imap fetch uid=%u header of %" PRIu64 " bytes "
+				  "not read from the file: fields past %zu bytes left out", c->id,
+				  fm->m->uid, fm->mv->header_size, h.len);
+		rfc5322_header_fields(h.p, h.len, it->fields, it->nfields,
+				      it->sec == SEC_FIELDS_NOT, &hdr);
 	} else {
 		struct buf raw;
 
-		buf_init(&raw, 1024, IMAP_HEADER_READ_MAX);
+		buf_init(&raw, 1024, IMAP_HEADER_FILE_MAX);
 		if (read_header(fm->c, fm->m, hoff, hsize, &raw) == 0)
 			rfc5322_header_fields(raw.data, raw.len, it->fields, it->nfields,
 					      it->sec == SEC_FIELDS_NOT, &hdr);
@@ -516,6 +535,8 @@ static int write_rfc822_header(struct fetch_msg *fm, const struct fetch_item *it
 {
 	(void)it;
 	imap_write(fm->c, "RFC822.HEADER ", 14);
+	if (header_cut(fm))
+		return write_file_literal(fm, 0, fm->mv->header_size, NULL);
 	write_mem_literal(fm->c, fm->mv->header.p, fm->mv->header.len, NULL);
 	return 1;
 }
@@ -568,7 +589,7 @@ static int write_section(struct fetch_msg *fm, const struct fetch_item *it)
 	case SEC_TEXT:
 		return write_file_literal(fm, boff, bsize, it);
 	case SEC_HEADER:
-		if (it->part[0] == '\0') {
+		if (it->part[0] == '\0' && !header_cut(fm)) {
 			write_mem_literal(c, mv->header.p, mv->header.len, it);
 			return 1;
 		}
@@ -586,7 +607,7 @@ static enum cte part_cte(struct imap_client *c, const struct store_msg *m, uint6
 	struct buf raw, val;
 	enum cte cte = CTE_IDENTITY;
 
-	buf_init(&raw, 1024, IMAP_HEADER_READ_MAX);
+	buf_init(&raw, 1024, IMAP_HEADER_FILE_MAX);
 	buf_init(&val, 64, IMAP_FIELD_MAX);
 	if (read_header(c, m, hoff, hsize, &raw) < 0)
 		cte = CTE_UNKNOWN; /* cannot tell: refused rather than guessed */
@@ -814,15 +835,8 @@ int imap_fetch_message(struct imap_client *c, struct imap_fetch *f, struct store
 		f->item = 0; /* expunged meanwhile (or unchanged): nothing to say about it */
 		return 1;
 	}
-	if (m.cache_len == 0 || msgcache_parse(m.cache, m.cache_len, &mv) < 0) {
-		memset(&mv, 0, sizeof(mv));
-		mv.envelope = str_view_of("(NIL NIL NIL NIL NIL NIL NIL NIL NIL NIL)");
-		mv.body = mv.bodystructure =
-			str_view_of("(\"text\" \"plain\" NIL NIL NIL \"7bit\" 0 0)");
-		mv.header = str_view_of("\r\n");
-		mv.header_size = 0;
-		mv.size = mv.body_size = m.size;
-	}
+	/* no cache (an older store's "too big to cache"), or a damaged one: built from the file */
+	(void)imap_msgfile_cache(c->srv->store, c->view->part, &m, &f->mf, &mv);
 	if (f->item == 0) {
 		imap_view_keywords_announce(c, t, m.keywords); /* before a FLAGS naming one */
 		for (size_t i = 0; i < f->n; i++)

@@ -1,7 +1,8 @@
 /* imap_search.c — owns search keys (RFC 3501 SEARCH-KEY, WITHIN, MODSEQ, SEARCHRES "$"):
  * compiled into a small tree (OR, NOT, parenthesized lists) and evaluated per message against
  * the view (flags, \Recent, sequence numbers), the message row (dates, size, UID) and the
- * cached header block; BODY and TEXT read the message file in bounded chunks. The commands
+ * cached header block (the file's where the cache cut it: imap_msgfile.c); BODY and TEXT read
+ * the message file in bounded chunks. The commands
  * that take keys (SEARCH, UID SEARCH) are cmd_search.c. */
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,8 @@ struct imap_search {
 	struct skey *root;
 	const char *why;
 	struct imap_textmatch *tm; /* BODY/TEXT: made at the first use */
+	struct imap_msgfile mf;    /* the message's cache or header read from its file */
+	const struct store_msg *m; /* the message being matched (header_of) */
 };
 
 static struct skey *node_new(struct imap_search *s, enum skey_type type)
@@ -546,12 +549,23 @@ static bool addresses_contain(const char *value, size_t len, const struct skey *
 	return am.found;
 }
 
-static bool header_contains(const struct msgcache_view *mv, const struct skey *k)
+/* The whole header of the message being matched: the cache's, or the file's where the
+   cache's was cut. */
+static struct str_view header_of(struct imap_search *s, const struct msgcache_view *mv)
+{
+	struct str_view h;
+
+	(void)imap_msgfile_header(s->sc.store, s->sc.view->part, s->m, mv, &s->mf, &h);
+	return h;
+}
+
+static bool header_contains(struct imap_search *s, const struct msgcache_view *mv,
+			    const struct skey *k)
 {
 	size_t pos = 0;
-	struct str_view fname, raw;
+	struct str_view fname, raw, h = header_of(s, mv);
 
-	while (rfc5322_header_next(mv->header.p, mv->header.len, &pos, &fname, &raw) == 1) {
+	while (rfc5322_header_next(h.p, h.len, &pos, &fname, &raw) == 1) {
 		const char *colon;
 		size_t vlen;
 
@@ -666,7 +680,7 @@ static bool eval(struct imap_search *s, const struct skey *k, const struct store
 	case SK_SMALLER:
 		return m->size < k->num;
 	case SK_HEADER:
-		return header_contains(mv, k);
+		return header_contains(s, mv, k);
 	case SK_BODY:
 		return text_contains(s, m, k, false);
 	case SK_TEXT:
@@ -700,6 +714,7 @@ void imap_search_free(struct imap_search **sp)
 		free(s->nodes[i].cand);
 	}
 	imap_textmatch_free(&s->tm);
+	imap_msgfile_release(&s->mf);
 	free(s);
 	*sp = NULL;
 }
@@ -754,10 +769,8 @@ bool imap_search_match(struct imap_search *s, size_t vi, struct store_msg *m_r)
 	}
 	if (store_msg_get(s->t, v->mbox, v->msgs[vi].uid, m_r) != 0)
 		return false;
-	if (m_r->cache_len == 0 || msgcache_parse(m_r->cache, m_r->cache_len, &mv) < 0) {
-		memset(&mv, 0, sizeof(mv));
-		mv.date = INT64_MIN;
-		mv.body_size = m_r->size;
-	}
+	/* no cache (an older store's "too big to cache"), or a damaged one: built from the file */
+	(void)imap_msgfile_cache(s->sc.store, v->part, m_r, &s->mf, &mv);
+	s->m = m_r;
 	return eval(s, s->root, m_r, &mv, (uint32_t)vi + 1, v->msgs[vi].flags);
 }

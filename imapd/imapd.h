@@ -29,6 +29,9 @@
 #define IMAP_HEADER_READ_MAX (1024 * 1024) /* a message header read from its file: HEADER.FIELDS,
 					      BINARY.SIZE, SEARCH; a longer one is not read */
 #define IMAP_FIELD_MAX 4096               /* one header field's decoded value (SEARCH, BINARY) */
+#define IMAP_HEADER_FILE_MAX (16u << 20)  /* a whole message header read from its file where
+					     the cache's was cut (HEADER.FIELDS, SEARCH, the
+					     CTE of BINARY); a longer one is searched as cut */
 
 struct store;
 struct store_txn;
@@ -445,6 +448,28 @@ bool imap_text_field_contains(const char *raw, size_t len, const char *needle, s
    HTML tags dropped) appended to out; false when the message has no such part. */
 #define IMAP_PREVIEW_CHARS 200
 bool imap_text_preview(int fd, uint64_t size, struct buf *out);
+
+/* imap_msgfile.c: what the message cache lacks, read from the message file. A command keeps
+   one imap_msgfile (zeroed) for the messages it looks at; what it holds is for the last one. */
+struct msgcache_view;
+struct str_view;
+struct imap_msgfile {
+	struct buf cache;           /* a cache built from the file (the message has none) */
+	uint64_t cache_blob;        /* whose (0: none) */
+	struct buf header;          /* a whole header read from the file (the cache's is cut) */
+	uint64_t header_blob;
+};
+void imap_msgfile_release(struct imap_msgfile *mf);
+/* Parses m's cache into *mv; a message without one (or with a damaged one) gets a cache built
+   from its file, kept in mf, and m->cache/cache_len point at it. 0, or -1 when the file is
+   unreadable too (*mv then holds RFC 3501 defaults). */
+int imap_msgfile_cache(struct store *st, unsigned part, struct store_msg *m,
+		       struct imap_msgfile *mf, struct msgcache_view *mv);
+/* The message's whole header block in *hdr_r: mv's when it is whole, else read from the file
+   (at most IMAP_HEADER_FILE_MAX bytes) into mf. 0, or -1 (then *hdr_r is mv's, cut). */
+int imap_msgfile_header(struct store *st, unsigned part, const struct store_msg *m,
+			const struct msgcache_view *mv, struct imap_msgfile *mf,
+			struct str_view *hdr_r);
 
 /* imap_fetch.c: the items of one FETCH, from a table of every item (name, parser,
    per-message writer), and one message's "* n FETCH (...)" line. */

@@ -143,7 +143,7 @@ static int blob_finish(struct store_blob *b, bool defer)
 	if (b->err != 0 || b->finished)
 		return b->err != 0 ? b->err : STORE_EINVAL;
 	if (msgcache_builder_finish(b->mb, &b->cache) < 0)
-		buf_reset(&b->cache); /* too big to cache: imapd falls back to the file */
+		buf_reset(&b->cache); /* cannot happen (STORE_CACHE_MAX); imapd would read the file */
 	msgcache_builder_free(&b->mb);
 	store_blob_path(final, sizeof(final), b->id);
 	if (b->st->nosync)

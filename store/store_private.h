@@ -30,6 +30,7 @@
 #include <stdatomic.h>
 
 #include "common/buf.h"
+#include "common/msgcache.h"
 #include "store/store.h"
 
 /* The format this code writes (store_format.c lists them all). */
@@ -163,7 +164,9 @@ struct store_blob {
    as its internal date. */
 #define MSG_REC_LEN 44
 #define MSG_REC_SAVED_LEN 52
-#define STORE_CACHE_MAX (4u << 20) /* the serialized header cache of one message */
+/* the serialized header cache of one message: any the builder writes (MSGCACHE_BLOB_MAX), so
+   none is "too big to cache" */
+#define STORE_CACHE_MAX MSGCACHE_BLOB_MAX
 
 struct mbox_rec {
 	char namebuf[STORE_MAX_NAME + 1];
