@@ -123,6 +123,10 @@ const struct conf_key conf_keys[] = {
 	{ "directory", "negative_cache_ttl", CONF_DURATION, 0, 30 * DAY, "5m", NULL,
 	  "how long a negative result (no such user) is cached",
 	  CONF_AT(directory.negative_cache_ttl_ms) },
+	{ "directory", "negative_cache_memory", CONF_SIZE, 64 * KiB, 1 * GiB, "8M", NULL,
+	  "memory the negative results of one process may hold (unknown addresses tried: "
+	  "the oldest go first), within auth_cache_size entries",
+	  CONF_AT(directory.negative_cache_memory) },
 	{ "directory", "login_throttle_file", CONF_STR, 0, 0, "", NULL,
 	  "file mtad and imapd share to count failed logins per address and user (empty: "
 	  "login-throttle in the [store] path)", CONF_AT(directory.login_throttle_file) },

@@ -69,6 +69,7 @@ struct directory_conf {
 	int64_t auth_cache_size;
 	int64_t auth_cache_ttl_ms;
 	int64_t negative_cache_ttl_ms;
+	uint64_t negative_cache_memory;
 	const char *login_throttle_file;
 	int64_t login_throttle_slots;
 };

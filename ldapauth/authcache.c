@@ -1,7 +1,10 @@
 /* authcache.c — owns the positive/negative authentication and lookup cache: a hash table
  * with an LRU list, bounded in entries (the least recently used goes first) and in time
- * (separate TTLs for positive and negative entries). A password is never stored: a positive
- * auth entry keeps SHA-256(per-entry salt || password) of the password that worked. */
+ * (separate TTLs for positive and negative entries). Negative entries are also bounded in
+ * memory (their own list, oldest first out): anyone can make them, one per unknown address
+ * tried, and they must not push out the users' entries nor grow the process. A password is
+ * never stored: a positive auth entry keeps SHA-256(per-entry salt || password) of the
+ * password that worked. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +24,8 @@ struct ac_entry {
 	uint64_t hash;
 	struct ac_entry *hnext;         /* bucket chain */
 	struct ac_entry *older, *newer; /* LRU list */
+	struct ac_entry *nolder, *nnewer; /* negative entries, in the order they came */
+	size_t cost;                    /* bytes held (negative entries' memory bound) */
 	int64_t expires_ms;
 	struct ldapauth_rec *rec;       /* NULL: negative */
 	bool has_pw;
@@ -30,6 +35,8 @@ struct ac_entry {
 
 struct authcache {
 	size_t max, count, nbuckets;
+	size_t neg_max_bytes, neg_bytes, neg_count;
+	struct ac_entry *noldest, *nnewest;
 	int64_t ttl_ms, neg_ttl_ms;
 	uint64_t seed;
 	struct ac_entry **buckets;
@@ -44,11 +51,13 @@ static void ac_remove(struct authcache *c, struct ac_entry **slot);
 static void ac_grow(struct authcache *c);
 static void ac_digest(const unsigned char *salt, const char *password, unsigned char *out);
 
-struct authcache *authcache_new(size_t max_entries, int64_t ttl_ms, int64_t neg_ttl_ms)
+struct authcache *authcache_new(size_t max_entries, int64_t ttl_ms, int64_t neg_ttl_ms,
+				size_t neg_max_bytes)
 {
 	struct authcache *c = xcalloc(1, sizeof(*c));
 
 	c->max = max_entries;
+	c->neg_max_bytes = neg_max_bytes;
 	c->ttl_ms = ttl_ms;
 	c->neg_ttl_ms = neg_ttl_ms;
 	c->nbuckets = 1024;
@@ -78,6 +87,47 @@ void authcache_free(struct authcache **cp)
 size_t authcache_count(const struct authcache *c)
 {
 	return c->count;
+}
+
+size_t authcache_negative_bytes(const struct authcache *c, size_t *count_r)
+{
+	if (count_r != NULL)
+		*count_r = c->neg_count;
+	return c->neg_bytes;
+}
+
+/* What a negative entry holds: the entry, its key and their allocator headers, its bucket
+   slot. */
+static size_t ac_cost(const char *key)
+{
+	return sizeof(struct ac_entry) + strlen(key) + 1 + 2 * 16 + sizeof(struct ac_entry *);
+}
+
+static void ac_unlink_neg(struct authcache *c, struct ac_entry *e)
+{
+	if (e->nolder != NULL)
+		e->nolder->nnewer = e->nnewer;
+	else
+		c->noldest = e->nnewer;
+	if (e->nnewer != NULL)
+		e->nnewer->nolder = e->nolder;
+	else
+		c->nnewest = e->nolder;
+	e->nolder = e->nnewer = NULL;
+	c->neg_bytes -= e->cost;
+	c->neg_count--;
+}
+
+static void ac_push_neg(struct authcache *c, struct ac_entry *e)
+{
+	e->nolder = c->nnewest;
+	if (c->nnewest != NULL)
+		c->nnewest->nnewer = e;
+	else
+		c->noldest = e;
+	c->nnewest = e;
+	c->neg_bytes += e->cost;
+	c->neg_count++;
 }
 
 static uint64_t ac_hash(const struct authcache *c, const char *key)
@@ -128,6 +178,8 @@ static void ac_remove(struct authcache *c, struct ac_entry **slot)
 
 	*slot = e->hnext;
 	ac_unlink_lru(c, e);
+	if (e->rec == NULL)
+		ac_unlink_neg(c, e);
 	ldapauth_rec_unref(&e->rec);
 	OPENSSL_cleanse(e->digest, sizeof(e->digest));
 	free(e->key);
@@ -205,7 +257,7 @@ void authcache_put(struct authcache *c, const char *key, struct ldapauth_rec *re
 	struct ac_entry **slot, *e;
 	int64_t ttl = rec != NULL ? c->ttl_ms : c->neg_ttl_ms;
 
-	if (c->max == 0 || ttl == 0)
+	if (c->max == 0 || ttl == 0 || (rec == NULL && ac_cost(key) > c->neg_max_bytes))
 		return;
 	h = ac_hash(c, key);
 	slot = ac_slot(c, key, h);
@@ -213,6 +265,9 @@ void authcache_put(struct authcache *c, const char *key, struct ldapauth_rec *re
 		ac_remove(c, slot);
 	while (c->count >= c->max && c->oldest != NULL)
 		ac_remove(c, ac_slot(c, c->oldest->key, c->oldest->hash));
+	while (rec == NULL && c->neg_bytes + ac_cost(key) > c->neg_max_bytes &&
+	       c->noldest != NULL)
+		ac_remove(c, ac_slot(c, c->noldest->key, c->noldest->hash));
 	if (c->count >= c->nbuckets && c->nbuckets < ((size_t)1 << 30))
 		ac_grow(c);
 	e = xcalloc(1, sizeof(*e));
@@ -230,5 +285,9 @@ void authcache_put(struct authcache *c, const char *key, struct ldapauth_rec *re
 	e->hnext = *slot;
 	*slot = e;
 	ac_push_lru(c, e);
+	if (rec == NULL) {
+		e->cost = ac_cost(key);
+		ac_push_neg(c, e);
+	}
 	c->count++;
 }

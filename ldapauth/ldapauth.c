@@ -249,7 +249,7 @@ int ldapauth_new(struct event_base *base, const struct conf *c, struct ldapauth 
 	la->search_attrs = make_attrs(la, false);
 	la->auth_attrs = make_attrs(la, la->mode == MODE_LOOKUP);
 	la->cache = authcache_new((size_t)d->auth_cache_size, d->auth_cache_ttl_ms,
-				  d->negative_cache_ttl_ms);
+				  d->negative_cache_ttl_ms, (size_t)d->negative_cache_memory);
 	TAILQ_INIT(&la->done);
 	TAILQ_INIT(&la->live);
 	la->done_ev = event_new(base, -1, 0, done_cb, la);

@@ -52,10 +52,12 @@ struct ldapauth_req {
 };
 TAILQ_HEAD(req_queue, ldapauth_req);
 
-/* authcache.c: positive/negative cache bounded in entries (LRU) and time. */
+/* authcache.c: positive/negative cache bounded in entries (LRU) and time; the negative
+   entries also in bytes (neg_max_bytes: the oldest go first). */
 enum ac_res { AC_MISS, AC_HIT, AC_NEGATIVE };
 struct authcache;
-struct authcache *authcache_new(size_t max_entries, int64_t ttl_ms, int64_t neg_ttl_ms);
+struct authcache *authcache_new(size_t max_entries, int64_t ttl_ms, int64_t neg_ttl_ms,
+				size_t neg_max_bytes);
 void authcache_free(struct authcache **cp);
 /* For auth, password must match the stored digest (a mismatch is a miss); for lookup pass
    NULL. On AC_HIT *rec_r holds a new reference. */
@@ -66,6 +68,9 @@ void authcache_put(struct authcache *c, const char *key, struct ldapauth_rec *re
 		   const char *password, int64_t now_ms);
 void authcache_clear(struct authcache *c);
 size_t authcache_count(const struct authcache *c);
+/* Bytes the negative entries hold (as authcache counts them); *count_r (may be NULL) gets how
+   many there are. */
+size_t authcache_negative_bytes(const struct authcache *c, size_t *count_r);
 
 /* ldap_filter.c: RFC 4515 filter templates. %s whole name, %u part before '@' (all of it
    without one), %d part after '@' (empty), %% a '%'. Returns a malloc'd filter, or NULL when

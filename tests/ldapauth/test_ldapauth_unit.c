@@ -64,7 +64,7 @@ static void test_passwd_schemes(void **state)
 
 static void test_cache(void **state)
 {
-	struct authcache *c = authcache_new(3, 1000, 100);
+	struct authcache *c = authcache_new(3, 1000, 100, 1 << 20);
 	struct ldapauth_rec *r = ldapauth_rec_new(), *got = NULL;
 
 	r->u.login = xstrdup("u1");
@@ -100,7 +100,7 @@ static void test_cache(void **state)
 	assert_null(c);
 	ldapauth_rec_unref(&r);
 	/* size 0 disables it */
-	c = authcache_new(0, 1000, 1000);
+	c = authcache_new(0, 1000, 1000, 1 << 20);
 	r = ldapauth_rec_new();
 	authcache_put(c, "a:x", r, "p", 0);
 	assert_int_equal(authcache_get(c, "a:x", "p", 1, &got), AC_MISS);
@@ -110,7 +110,7 @@ static void test_cache(void **state)
 
 static void test_cache_many(void **state)
 {
-	struct authcache *c = authcache_new(5000, 100000, 100000);
+	struct authcache *c = authcache_new(5000, 100000, 100000, 1 << 20);
 	struct ldapauth_rec *r = ldapauth_rec_new(), *got = NULL;
 	char key[32];
 
@@ -122,6 +122,39 @@ static void test_cache_many(void **state)
 	assert_int_equal(authcache_get(c, "l:19999", NULL, 20000, &got), AC_HIT);
 	ldapauth_rec_unref(&got);
 	assert_int_equal(authcache_get(c, "l:14999", NULL, 20000, &got), AC_MISS);
+	authcache_free(&c);
+	ldapauth_rec_unref(&r);
+}
+
+/* Unique unknown addresses fill the negative entries up to their memory bound, not to the
+   entry count, and do not push out the users' entries. */
+static void test_cache_negative_memory(void **state)
+{
+	const size_t bound = 256 * 1024;
+	struct authcache *c = authcache_new(1000000, 10000000, 10000000, bound);
+	struct ldapauth_rec *r = ldapauth_rec_new(), *got = NULL;
+	size_t neg = 0, bytes;
+	char key[300];
+
+	authcache_put(c, "l:user1", r, NULL, 0);
+	for (int i = 0; i < 200000; i++) {
+		snprintf(key, sizeof(key), "l:unknown-%d-%0200d@heron.test", i, 0);
+		authcache_put(c, key, NULL, NULL, i);
+		bytes = authcache_negative_bytes(c, &neg);
+		assert_true(bytes <= bound);
+	}
+	assert_true(neg > 100 && neg < 2000); /* ~400 bytes each */
+	assert_int_equal(authcache_count(c), neg + 1);
+	/* the newest unknown addresses are still known as unknown, the oldest are gone */
+	assert_int_equal(authcache_get(c, key, NULL, 200000, &got), AC_NEGATIVE);
+	snprintf(key, sizeof(key), "l:unknown-%d-%0200d@heron.test", 0, 0);
+	assert_int_equal(authcache_get(c, key, NULL, 200000, &got), AC_MISS);
+	assert_int_equal(authcache_get(c, "l:user1", NULL, 200000, &got), AC_HIT);
+	ldapauth_rec_unref(&got);
+	/* an entry replaced or expired gives its bytes back */
+	authcache_clear(c);
+	assert_int_equal(authcache_negative_bytes(c, &neg), 0);
+	assert_int_equal(neg, 0);
 	authcache_free(&c);
 	ldapauth_rec_unref(&r);
 }
@@ -270,6 +303,7 @@ int main(void)
 		cmocka_unit_test(test_passwd_schemes),
 		cmocka_unit_test(test_cache),
 		cmocka_unit_test(test_cache_many),
+		cmocka_unit_test(test_cache_negative_memory),
 		cmocka_unit_test(test_file_backend),
 		cmocka_unit_test(test_file_errors),
 	};
