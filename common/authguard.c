@@ -181,8 +181,9 @@ void authguard_begin(struct authguard *g, uint64_t id, const char *proto, const 
 	str_log_name(name, sizeof(name), user);
 	log_info("%016" PRIx64 " %s throttle addr=%s user=%s decision=%s wait_ms=%" PRId64
 		 " failures=%" PRIu32 " user_failures=%" PRIu32 " addr_failures=%" PRIu32
-		 " known=%s", id, proto, addr, name, chk->refused ? "refuse" : "wait",
-		 chk->wait_ms, chk->pair, chk->user, chk->addr, chk->known ? "yes" : "no");
+		 " known=%s",
+		 id, proto, addr, name, chk->refused ? "refuse" : "wait", chk->wait_ms, chk->pair,
+		 chk->user, chk->addr, chk->known ? "yes" : "no");
 }
 
 static void ok_fn(struct shmtable_rec **recs, size_t n, int64_t now, void *arg)

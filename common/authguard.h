@@ -31,7 +31,7 @@
 struct conf;
 struct shmtable;
 
-#define AUTHGUARD_WINDOW_MS (15 * 60 * 1000)   /* failures forgotten this long after */
+#define AUTHGUARD_WINDOW_MS (15 * 60 * 1000)     /* failures forgotten this long after */
 #define AUTHGUARD_KNOWN_MS (24 * 60 * 60 * 1000) /* a pair stays known this long */
 #define AUTHGUARD_HOLD_MAX_MS (15 * 1000)
 
@@ -39,11 +39,11 @@ struct authguard;
 
 /* A check in progress, between authguard_begin and its outcome. */
 struct authguard_check {
-	int64_t wait_ms;          /* hold the check this long before asking the directory */
+	int64_t wait_ms;           /* hold the check this long before asking the directory */
 	uint32_t pair, user, addr; /* failures counted before this check */
-	bool known;               /* the pair logged in before */
-	bool refused;             /* no check: answer a temporary failure */
-	int64_t slot_ms;          /* when the check may start (the table's clock) */
+	bool known;                /* the pair logged in before */
+	bool refused;              /* no check: answer a temporary failure */
+	int64_t slot_ms;           /* when the check may start (the table's clock) */
 };
 
 /* Opens the table of c: [directory] login_throttle_file (empty: "login-throttle" in the

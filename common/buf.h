@@ -12,10 +12,10 @@
 #include <stdint.h>
 
 struct buf {
-	char *data;  /* len bytes, then a NUL; NULL until the first append */
+	char *data; /* len bytes, then a NUL; NULL until the first append */
 	size_t len;
-	size_t cap;  /* allocated, including the NUL */
-	size_t max;  /* the ceiling for len */
+	size_t cap; /* allocated, including the NUL */
+	size_t max; /* the ceiling for len */
 };
 
 /* The max of a buf whose size its input already bounds (the UIDs of a mailbox, a reply
@@ -36,8 +36,7 @@ int buf_append(struct buf *b, const void *p, size_t n);
 int buf_puts(struct buf *b, const char *s);
 int buf_putc(struct buf *b, char c);
 int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int buf_vprintf(struct buf *b, const char *fmt, va_list ap)
-	__attribute__((format(printf, 2, 0)));
+int buf_vprintf(struct buf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 /* Makes room for n more bytes and returns where they go; -1 as for buf_append (NULL). The
    caller writes, then calls buf_commit(b, written). */
 char *buf_reserve(struct buf *b, size_t n);

@@ -211,24 +211,27 @@ static char *parse_value(const struct conf_key *k, const char *text, const char 
 		return NULL;
 	case CONF_INT:
 		if (str_to_i64(all.p, all.len, k->min, k->max, &v->i) < 0)
-			return errorf(origin, "%s: expected a whole number from %lld to %lld, "
-					      "got \"%s\"", k->name, (long long)k->min,
-				      (long long)k->max, v->text);
+			return errorf(origin,
+				      "%s: expected a whole number from %lld to %lld, "
+				      "got \"%s\"",
+				      k->name, (long long)k->min, (long long)k->max, v->text);
 		return NULL;
 	case CONF_SIZE:
 		if (str_to_size(all.p, all.len, &u) < 0 || u > (uint64_t)k->max ||
 		    (int64_t)u < k->min)
-			return errorf(origin, "%s: expected a size from %lld to %lld bytes "
-					      "(units k, M, G), got \"%s\"", k->name,
-				      (long long)k->min, (long long)k->max, v->text);
+			return errorf(origin,
+				      "%s: expected a size from %lld to %lld bytes "
+				      "(units k, M, G), got \"%s\"",
+				      k->name, (long long)k->min, (long long)k->max, v->text);
 		v->i = (int64_t)u;
 		return NULL;
 	case CONF_DURATION:
 		if (str_to_duration_ms(all.p, all.len, &v->i) < 0 || v->i < k->min ||
 		    v->i > k->max)
-			return errorf(origin, "%s: expected a duration from %lldms to %lldms "
-					      "(units ms, s, m, h, d), got \"%s\"", k->name,
-				      (long long)k->min, (long long)k->max, v->text);
+			return errorf(origin,
+				      "%s: expected a duration from %lldms to %lldms "
+				      "(units ms, s, m, h, d), got \"%s\"",
+				      k->name, (long long)k->min, (long long)k->max, v->text);
 		return NULL;
 	case CONF_BOOL:
 		if (str_to_bool(all.p, all.len, &v->b) < 0)
@@ -261,8 +264,10 @@ static char *parse_value(const struct conf_key *k, const char *text, const char 
 
 			a->v = xreallocarray(a->v, a->n + 1, sizeof(*a->v));
 			if (parse_addr(f, &a->v[a->n]) < 0)
-				err = errorf(origin, "%s: \"%s\" is not host:port, [v6]:port or "
-						     "/socket/path", k->name, item);
+				err = errorf(origin,
+					     "%s: \"%s\" is not host:port, [v6]:port or "
+					     "/socket/path",
+					     k->name, item);
 			else
 				a->n++;
 		} else if (k->type == CONF_CIDRS) {
@@ -277,12 +282,14 @@ static char *parse_value(const struct conf_key *k, const char *text, const char 
 		} else {
 			int64_t ms = 0;
 
-			if (k->type == CONF_DURLIST &&
-			    (str_to_duration_ms(f.p, f.len, &ms) < 0 || ms < k->min || ms > k->max))
-				err = errorf(origin, "%s: \"%s\" is not a duration (ms, s, m, h, d)",
+			if (k->type == CONF_DURLIST && (str_to_duration_ms(f.p, f.len, &ms) < 0 ||
+							ms < k->min || ms > k->max))
+				err = errorf(origin,
+					     "%s: \"%s\" is not a duration (ms, s, m, h, d)",
 					     k->name, item);
 			else {
-				v->list.ms = xreallocarray(v->list.ms, v->list.n + 1, sizeof(int64_t));
+				v->list.ms = xreallocarray(v->list.ms, v->list.n + 1,
+							   sizeof(int64_t));
 				v->list.ms[v->list.n] = ms;
 				list_push(&v->list, f);
 			}
@@ -378,8 +385,10 @@ static void check_field(const struct conf_key *k)
 		return;
 	if (k->field != want || k->field_size != field_size_of(want) ||
 	    k->off + k->field_size > sizeof(struct heron_conf)) {
-		fprintf(stderr, "heron: bug: config key %s.%s: its field in struct heron_conf "
-				"is not of its type\n", k->section, k->name);
+		fprintf(stderr,
+			"heron: bug: config key %s.%s: its field in struct heron_conf "
+			"is not of its type\n",
+			k->section, k->name);
 		abort();
 	}
 }
@@ -420,8 +429,8 @@ void conf_free(struct conf **cp)
 	*cp = NULL;
 }
 
-static int conf_set_at(struct conf *c, const char *section, const char *key,
-		       const char *value, const char *origin, char **error_r)
+static int conf_set_at(struct conf *c, const char *section, const char *key, const char *value,
+		       const char *origin, char **error_r)
 {
 	int i = key_index(section, key);
 	char *err;
@@ -452,8 +461,8 @@ int conf_set(struct conf *c, const char *section, const char *key, const char *v
 static int conf_read(struct conf *c, const char *path, int depth, char **error_r);
 
 /* One line of a file; section is the current [section] (updated here). */
-static int conf_line(struct conf *c, const char *path, int lineno, char *line,
-		     char *section, size_t section_size, int depth, char **error_r)
+static int conf_line(struct conf *c, const char *path, int lineno, char *line, char *section,
+		     size_t section_size, int depth, char **error_r)
 {
 	char origin[PATH_MAX + 32];
 	struct str_view v = str_trim(str_view_of(line));
@@ -600,7 +609,10 @@ static bool is_default(const struct conf *c, const struct conf *d, size_t i)
 	const char *a = (const char *)&c->vals + k->off, *b = (const char *)&d->vals + k->off;
 
 	switch (k->field) {
-	case CONF_F_I64: case CONF_F_U64: case CONF_F_BOOL: case CONF_F_ENUM:
+	case CONF_F_I64:
+	case CONF_F_U64:
+	case CONF_F_BOOL:
+	case CONF_F_ENUM:
 		return memcmp(a, b, k->field_size) == 0;
 	case CONF_F_STR:
 		return strcmp(*(const char *const *)(const void *)a,
@@ -658,4 +670,3 @@ void conf_dump(const struct conf *c, FILE *out)
 		fputc('\n', out);
 	}
 }
-

@@ -33,8 +33,14 @@ enum conf_type {
 /* How a struct heron_conf field holds a value (checked against the key's type at start). */
 enum conf_field {
 	CONF_F_NONE, /* the row names no field */
-	CONF_F_STR, CONF_F_I64, CONF_F_U64, CONF_F_BOOL, CONF_F_ENUM,
-	CONF_F_ADDRS, CONF_F_CIDRS, CONF_F_LIST,
+	CONF_F_STR,
+	CONF_F_I64,
+	CONF_F_U64,
+	CONF_F_BOOL,
+	CONF_F_ENUM,
+	CONF_F_ADDRS,
+	CONF_F_CIDRS,
+	CONF_F_LIST,
 };
 
 struct conf_key {
@@ -51,7 +57,7 @@ struct conf_key {
 };
 
 /* The field of a conf_keys[] row: CONF_AT(mtad.line_max). Its C type gives its kind. */
-#define CONF_AT(f)                                                                         \
+#define CONF_AT(f) \
 	.off = offsetof(struct heron_conf, f),                                             \
 	.field_size = sizeof(((struct heron_conf *)0)->f),                                 \
 	.field = _Generic(((struct heron_conf *)0)->f,                                     \

@@ -31,7 +31,8 @@ const struct conf_key conf_keys[] = {
 	  CONF_AT(store.expunge_history_ms) },
 	{ "store", "expunge_history_max", CONF_INT, 1, 100000000, "100000", NULL,
 	  "expunged UIDs remembered per mailbox at most: the oldest go first, as if past "
-	  "expunge_history", CONF_AT(store.expunge_history_max) },
+	  "expunge_history",
+	  CONF_AT(store.expunge_history_max) },
 	{ "store", "group_commit_delay", CONF_DURATION, 0, 1000, "2ms", NULL,
 	  "how long a commit waits for more deliveries/flag changes to share it (not when the "
 	  "previous commit held a single one: a lone writer commits at once)",
@@ -87,8 +88,8 @@ const struct conf_key conf_keys[] = {
 	  "attribute holding the primary address (more values are aliases)",
 	  CONF_AT(directory.address_attribute) },
 	{ "directory", "alias_attributes", CONF_LIST, 0, 0,
-	  "mailLocalAddress,mailAlternateAddress", NULL,
-	  "attributes holding alias addresses", CONF_AT(directory.alias_attributes) },
+	  "mailLocalAddress,mailAlternateAddress", NULL, "attributes holding alias addresses",
+	  CONF_AT(directory.alias_attributes) },
 	{ "directory", "mailhost_attribute", CONF_STR, 0, 0, "mailHost", NULL,
 	  "attribute holding the user's home host (empty: not read)",
 	  CONF_AT(directory.mailhost_attribute) },
@@ -104,12 +105,14 @@ const struct conf_key conf_keys[] = {
 	{ "directory", "users_file", CONF_STR, 0, 0, "/etc/heron/users", NULL,
 	  "users file for backend = file (name:{SCHEME}hash:address,aliases:quota)",
 	  CONF_AT(directory.users_file) },
-	{ "directory", "password_scheme", CONF_ENUM, 0, 0, "auto", "auto|SSHA|SSHA256|SSHA512|CRYPT|ARGON2|SCRAM-SHA-256",
+	{ "directory", "password_scheme", CONF_ENUM, 0, 0, "auto",
+	  "auto|SSHA|SSHA256|SSHA512|CRYPT|ARGON2|SCRAM-SHA-256",
 	  "the hash mailctl pw and user add --password make; auto: SSHA512 for the users file, "
 	  "SSHA for LDAP (what a stock slapd checks; SSHA512 needs its pw-sha2 module, ARGON2 "
-	  "its argon2 module)", CONF_AT(directory.password_scheme) },
-	{ "directory", "pool_size", CONF_INT, 1, 64, "4", NULL,
-	  "LDAP connections per process", CONF_AT(directory.pool_size) },
+	  "its argon2 module)",
+	  CONF_AT(directory.password_scheme) },
+	{ "directory", "pool_size", CONF_INT, 1, 64, "4", NULL, "LDAP connections per process",
+	  CONF_AT(directory.pool_size) },
 	{ "directory", "bind_pool_size", CONF_INT, 1, 256, "16", NULL,
 	  "LDAP connections per process for user binds (auth_mode = bind; a bind holds one)",
 	  CONF_AT(directory.bind_pool_size) },
@@ -129,10 +132,12 @@ const struct conf_key conf_keys[] = {
 	  CONF_AT(directory.negative_cache_memory) },
 	{ "directory", "login_throttle_file", CONF_STR, 0, 0, "", NULL,
 	  "file mtad and imapd share to count failed logins per address and user (empty: "
-	  "login-throttle in the [store] path)", CONF_AT(directory.login_throttle_file) },
+	  "login-throttle in the [store] path)",
+	  CONF_AT(directory.login_throttle_file) },
 	{ "directory", "login_throttle_slots", CONF_INT, 1024, 16777216, "65536", NULL,
 	  "entries of the login throttle: (address, user) pairs, users and addresses with "
-	  "recent logins", CONF_AT(directory.login_throttle_slots) },
+	  "recent logins",
+	  CONF_AT(directory.login_throttle_slots) },
 
 	{ "tls", "cert", CONF_STR, 0, 0, "", NULL,
 	  "PEM certificate chain for the servers (empty: no TLS offered)", CONF_AT(tls.cert) },
@@ -183,14 +188,17 @@ const struct conf_key conf_keys[] = {
 	  CONF_AT(mtad.trusted_networks) },
 	{ "mtad", "relay_host", CONF_STR, 0, 0, "", NULL,
 	  "host:port that takes all remote mail not in transport_map ([host]: no MX lookup; empty: "
-	  "each domain's MX hosts through DNS)", CONF_AT(mtad.relay_host) },
+	  "each domain's MX hosts through DNS)",
+	  CONF_AT(mtad.relay_host) },
 	{ "mtad", "transport_map", CONF_LIST, 0, 0, "", NULL,
 	  "domain=host:port entries for remote mail, checked before relay_host ([host]: its "
-	  "addresses; host: its MX records; an address as is)", CONF_AT(mtad.transport_map) },
+	  "addresses; host: its MX records; an address as is)",
+	  CONF_AT(mtad.transport_map) },
 	{ "mtad", "mailhost", CONF_STR, 0, 0, "", NULL,
 	  "this host's name in users' mailHost: mail for a user whose mailHost names another "
 	  "host is queued and delivered over LMTP to that store host (empty: hostname, else the "
-	  "host name)", CONF_AT(mtad.mailhost) },
+	  "host name)",
+	  CONF_AT(mtad.mailhost) },
 	{ "mtad", "mailhost_lmtp", CONF_LIST, 0, 0, "", NULL,
 	  "HOST=[address]:port entries: where the LMTP listener of store host HOST (a mailHost "
 	  "value) is; a mailHost not listed is reached at its name on mailhost_lmtp_port",
@@ -221,21 +229,23 @@ const struct conf_key conf_keys[] = {
 	  "idle time allowed inside DATA/BDAT", CONF_AT(mtad.data_timeout_ms) },
 	{ "mtad", "login_timeout", CONF_DURATION, 1 * SEC, 1 * HOUR, "60s", NULL,
 	  "time a submission connection may take to authenticate, from its connect (whatever it "
-	  "sends meanwhile)", CONF_AT(mtad.login_timeout_ms) },
+	  "sends meanwhile)",
+	  CONF_AT(mtad.login_timeout_ms) },
 	{ "mtad", "max_transaction_time", CONF_DURATION, 1 * SEC, 1 * DAY, "1h", NULL,
 	  "time one message may take from MAIL to the end of its data, however busy the client",
 	  CONF_AT(mtad.max_transaction_time_ms) },
 	{ "mtad", "max_data_time", CONF_DURATION, 1 * SEC, 1 * DAY, "30m", NULL,
 	  "time the data of one message (DATA or all its BDAT chunks) may take, however busy "
-	  "the client", CONF_AT(mtad.max_data_time_ms) },
-	{ "mtad", "auth_require_tls", CONF_BOOL, 0, 0, "yes", NULL,
-	  "offer AUTH only over TLS", CONF_AT(mtad.auth_require_tls) },
+	  "the client",
+	  CONF_AT(mtad.max_data_time_ms) },
+	{ "mtad", "auth_require_tls", CONF_BOOL, 0, 0, "yes", NULL, "offer AUTH only over TLS",
+	  CONF_AT(mtad.auth_require_tls) },
 	{ "mtad", "bare_lf", CONF_ENUM, 0, 0, "reject", "reject|normalize",
 	  "a message with bare LF: refuse it (554) or turn it into CRLF", CONF_AT(mtad.bare_lf) },
 	{ "mtad", "sender_login_check", CONF_ENUM, 0, 0, "strict", "strict|off",
 	  "strict: an authenticated user may use as MAIL FROM only its own addresses (the "
 	  "directory's address and aliases, +detail forms) and those sender_login_map grants it, "
-	  "and <> for one recipient (else 553/550 5.7.1); off: any", 
+	  "and <> for one recipient (else 553/550 5.7.1); off: any",
 	  CONF_AT(mtad.sender_login_check) },
 	{ "mtad", "sender_login_exempt", CONF_LIST, 0, 0, "", NULL,
 	  "logins that may use any envelope sender (a gateway account, say)",
@@ -246,10 +256,12 @@ const struct conf_key conf_keys[] = {
 	  CONF_AT(mtad.sender_login_map) },
 	{ "mtad", "reject_unauth_local_sender", CONF_BOOL, 0, 0, "yes", NULL,
 	  "refuse (553 5.7.1) MAIL FROM one of local_domains on port 25 from a client that is "
-	  "not logged in and not in trusted_networks", CONF_AT(mtad.reject_unauth_local_sender) },
+	  "not logged in and not in trusted_networks",
+	  CONF_AT(mtad.reject_unauth_local_sender) },
 	{ "mtad", "received_auth", CONF_BOOL, 0, 0, "yes", NULL,
 	  "the Received: header of mail from an authenticated client names its login "
-	  "(\"(authenticated as LOGIN)\")", CONF_AT(mtad.received_auth) },
+	  "(\"(authenticated as LOGIN)\")",
+	  CONF_AT(mtad.received_auth) },
 	{ "mtad", "retry_schedule", CONF_DURLIST, 1 * SEC, 30 * DAY, "1m,5m,15m,1h,2h", NULL,
 	  "delays between relay attempts; the last repeats", CONF_AT(mtad.retry_schedule) },
 	{ "mtad", "max_queue_lifetime", CONF_DURATION, 1 * MIN, 60 * DAY, "5d", NULL,
@@ -266,10 +278,12 @@ const struct conf_key conf_keys[] = {
 	  "timeout for each step of a relay session", CONF_AT(mtad.relay_timeout_ms) },
 	{ "mtad", "delay_warning", CONF_DURATION, 0, 60 * DAY, "4h", NULL,
 	  "a sender who asked NOTIFY=DELAY gets one delay notice per message deferred this long "
-	  "(0: never)", CONF_AT(mtad.delay_warning_ms) },
+	  "(0: never)",
+	  CONF_AT(mtad.delay_warning_ms) },
 	{ "mtad", "authserv_id", CONF_STR, 0, 0, "", NULL,
 	  "the authserv-id of the Authentication-Results header mtad adds to inbound mail (an "
-	  "existing one claiming it is removed); empty: the hostname", CONF_AT(mtad.authserv_id) },
+	  "existing one claiming it is removed); empty: the hostname",
+	  CONF_AT(mtad.authserv_id) },
 	{ "mtad", "postmaster", CONF_STR, 0, 0, "postmaster", NULL,
 	  "who receives mail for postmaster@ every local domain and the bare <postmaster> "
 	  "(RFC 5321 4.5.1), which is always accepted: the aliases map is asked first, then "
@@ -284,7 +298,8 @@ const struct conf_key conf_keys[] = {
 	  CONF_AT(mtad.recipient_delimiter) },
 	{ "mtad", "subaddress_folder", CONF_BOOL, 0, 0, "no", NULL,
 	  "yes: user+tag@ is delivered into the user's folder named tag when it exists (else "
-	  "INBOX); a user's Sieve script decides for itself", CONF_AT(mtad.subaddress_folder) },
+	  "INBOX); a user's Sieve script decides for itself",
+	  CONF_AT(mtad.subaddress_folder) },
 	{ "mtad", "aliases", CONF_STR, 0, 0, "", NULL,
 	  "the aliases file (see ALIASES below): read at start (an error stops mtad), on "
 	  "SIGHUP and at most a second after it changes (an error keeps the previous map, "
@@ -296,13 +311,16 @@ const struct conf_key conf_keys[] = {
 	  "into the Received: header, and its mail may relay as trusted_networks' may; limit "
 	  "who may submit with the permissions of the socket's directory (a unix socket in "
 	  "submission behaves the same, mode 0660); the shipped heron.conf sets "
-	  "/run/heron/submit.sock", CONF_AT(mtad.local_submission) },
+	  "/run/heron/submit.sock",
+	  CONF_AT(mtad.local_submission) },
 
 	{ "dns", "resolv_conf", CONF_STR, 0, 0, "/etc/resolv.conf", NULL,
 	  "nameservers are read from this file when nameservers is empty (both empty: full "
-	  "recursion from the root)", CONF_AT(dns.resolv_conf) },
+	  "recursion from the root)",
+	  CONF_AT(dns.resolv_conf) },
 	{ "dns", "nameservers", CONF_LIST, 0, 0, "", NULL,
-	  "resolvers to ask (addr, addr@port, [v6]:port); empty: those of resolv_conf", CONF_AT(dns.nameservers) },
+	  "resolvers to ask (addr, addr@port, [v6]:port); empty: those of resolv_conf",
+	  CONF_AT(dns.nameservers) },
 	{ "dns", "timeout", CONF_DURATION, 100, 5 * MIN, "5s", NULL,
 	  "how long one attempt of a lookup may take", CONF_AT(dns.timeout_ms) },
 	{ "dns", "attempts", CONF_INT, 1, 10, "2", NULL,
@@ -310,9 +328,11 @@ const struct conf_key conf_keys[] = {
 	{ "dns", "dnssec", CONF_ENUM, 0, 0, "validate", "validate|trust-ad|off",
 	  "validate: check DNSSEC ourselves from trust_anchor_file; trust-ad: believe the AD bit "
 	  "of the first nameserver (it must validate, the path to it be safe); off: nothing is "
-	  "secure (no DANE)", CONF_AT(dns.dnssec) },
+	  "secure (no DANE)",
+	  CONF_AT(dns.dnssec) },
 	{ "dns", "trust_anchor_file", CONF_STR, 0, 0, "/usr/share/dns/root.key", NULL,
-	  "DNSSEC trust anchors (DS or DNSKEY records, zone-file format) for dnssec = validate", CONF_AT(dns.trust_anchor_file) },
+	  "DNSSEC trust anchors (DS or DNSKEY records, zone-file format) for dnssec = validate",
+	  CONF_AT(dns.trust_anchor_file) },
 	{ "dns", "cache_size", CONF_INT, 0, 10000000, "10000", NULL,
 	  "answers each process keeps for their TTL (0: no cache)", CONF_AT(dns.cache_size) },
 
@@ -320,37 +340,44 @@ const struct conf_key conf_keys[] = {
 	  "signing keys, separated by spaces: domain:selector:keyfile (PEM, RSA or Ed25519, "
 	  "`mailctl dkim keygen`); mail submitted by authenticated users or trusted_networks "
 	  "whose From domain is domain (or below it) is signed with every key of that domain, "
-	  "relaxed/relaxed; empty: no signing", CONF_AT(dkim.sign) },
+	  "relaxed/relaxed; empty: no signing",
+	  CONF_AT(dkim.sign) },
 	{ "dkim", "sign_headers", CONF_LIST, 0, 0, "", NULL,
 	  "header fields signed when present (From is always signed and oversigned); empty: "
 	  "From, Reply-To, Subject, Date, To, Cc, Message-ID, In-Reply-To, References, "
 	  "MIME-Version, Content-Type, Content-Transfer-Encoding, Content-Language, List-Id, "
-	  "List-Unsubscribe(-Post), Sender, Resent-From/Date/To/Cc", CONF_AT(dkim.sign_headers) },
+	  "List-Unsubscribe(-Post), Sender, Resent-From/Date/To/Cc",
+	  CONF_AT(dkim.sign_headers) },
 	{ "dkim", "signature_ttl", CONF_DURATION, 0, 3650 * DAY, "0", NULL,
 	  "signatures expire this long after signing (x=); 0: no expiry",
 	  CONF_AT(dkim.signature_ttl_ms) },
 	{ "dkim", "verify", CONF_BOOL, 0, 0, "yes", NULL,
 	  "verify every DKIM signature of mail arriving on the listen (port 25) listener from "
-	  "outside trusted_networks (needs [dns])", CONF_AT(dkim.verify) },
+	  "outside trusted_networks (needs [dns])",
+	  CONF_AT(dkim.verify) },
 	{ "dkim", "min_rsa_bits", CONF_INT, 1024, 8192, "1024", NULL,
 	  "RSA keys shorter than this make a signature permerror (RFC 8301)",
 	  CONF_AT(dkim.min_rsa_bits) },
 
 	{ "spf", "verify", CONF_BOOL, 0, 0, "yes", NULL,
 	  "check the SPF record of the MAIL FROM domain (RFC 7208) of mail arriving on the "
-	  "listen listener from outside trusted_networks", CONF_AT(spf.verify) },
+	  "listen listener from outside trusted_networks",
+	  CONF_AT(spf.verify) },
 	{ "spf", "helo", CONF_BOOL, 0, 0, "yes", NULL,
 	  "also check the HELO name (reported as smtp.helo)", CONF_AT(spf.helo) },
 	{ "spf", "reject_fail", CONF_BOOL, 0, 0, "no", NULL,
 	  "refuse MAIL FROM with 550 5.7.23 when SPF fails (-all); no: the result is only "
-	  "reported and used by DMARC", CONF_AT(spf.reject_fail) },
+	  "reported and used by DMARC",
+	  CONF_AT(spf.reject_fail) },
 
 	{ "dmarc", "verify", CONF_BOOL, 0, 0, "yes", NULL,
 	  "evaluate the From domain's DMARC policy (RFC 7489) on mail SPF and DKIM were "
-	  "checked for", CONF_AT(dmarc.verify) },
+	  "checked for",
+	  CONF_AT(dmarc.verify) },
 	{ "dmarc", "reject", CONF_BOOL, 0, 0, "yes", NULL,
 	  "refuse at the end of data (550 5.7.1) a message failing DMARC whose policy is "
-	  "reject; no: deliver it as quarantined", CONF_AT(dmarc.reject) },
+	  "reject; no: deliver it as quarantined",
+	  CONF_AT(dmarc.reject) },
 	{ "dmarc", "quarantine", CONF_BOOL, 0, 0, "yes", NULL,
 	  "deliver a message failing DMARC whose policy is quarantine to each local "
 	  "recipient's Junk mailbox (special-use Junk; made when missing); no: to INBOX",
@@ -374,8 +401,8 @@ const struct conf_key conf_keys[] = {
 	{ "sieve", "max_instructions", CONF_INT, 100, 100000000, "100000", NULL,
 	  "instructions one delivery may run (scripts and includes); past it the message is kept",
 	  CONF_AT(sieve.max_instructions) },
-	{ "sieve", "max_redirects", CONF_INT, 0, 100, "4", NULL,
-	  "redirects per message", CONF_AT(sieve.max_redirects) },
+	{ "sieve", "max_redirects", CONF_INT, 0, 100, "4", NULL, "redirects per message",
+	  CONF_AT(sieve.max_redirects) },
 	{ "sieve", "max_actions", CONF_INT, 1, 1000, "32", NULL,
 	  "actions (fileinto, keep, redirect, vacation) per message", CONF_AT(sieve.max_actions) },
 	{ "sieve", "max_header_bytes", CONF_SIZE, 1 * KiB, 1 * GiB, "16M", NULL,
@@ -384,9 +411,11 @@ const struct conf_key conf_keys[] = {
 	  "body bytes the body tests of one delivery may search", CONF_AT(sieve.max_body_bytes) },
 	{ "sieve", "spam_header", CONF_STR, 0, 0, "", NULL,
 	  "header with the spam scanner's score for spamtest (empty: X-Spam-Score, else rspamd's "
-	  "X-Spamd-Result with its own threshold)", CONF_AT(sieve.spam_header) },
+	  "X-Spamd-Result with its own threshold)",
+	  CONF_AT(sieve.spam_header) },
 	{ "sieve", "spam_max", CONF_INT, 1, 1000, "15", NULL,
-	  "the score spamtest maps to 10 (spamtestplus :percent to 100)", CONF_AT(sieve.spam_max) },
+	  "the score spamtest maps to 10 (spamtestplus :percent to 100)",
+	  CONF_AT(sieve.spam_max) },
 	{ "sieve", "virus_header", CONF_STR, 0, 0, "X-Virus-Scan", NULL,
 	  "header with the virus scanner's verdict (virustest: clean, infected)",
 	  CONF_AT(sieve.virus_header) },
@@ -395,15 +424,16 @@ const struct conf_key conf_keys[] = {
 	  CONF_AT(sieve.vacation_min_days) },
 	{ "sieve", "listen", CONF_ADDRS, 0, 0, "*:4190", NULL,
 	  "ManageSieve listeners (managesieved; STARTTLS)", CONF_AT(sieve.listen) },
-	{ "sieve", "workers", CONF_INT, 1, 64, "1", NULL,
-	  "managesieved worker processes", CONF_AT(sieve.workers) },
+	{ "sieve", "workers", CONF_INT, 1, 64, "1", NULL, "managesieved worker processes",
+	  CONF_AT(sieve.workers) },
 	{ "sieve", "user", CONF_STR, 0, 0, "heron", NULL,
 	  "user managesieved's master and workers run as when started as root (the master once its "
 	  "listeners are bound; the package makes heron); empty: keep root, only with allow_root",
 	  CONF_AT(sieve.user) },
 	{ "sieve", "allow_root", CONF_BOOL, 0, 0, "no", NULL,
 	  "managesieved runs as root when started as root with user empty (else it refuses to "
-	  "start)", CONF_AT(sieve.allow_root) },
+	  "start)",
+	  CONF_AT(sieve.allow_root) },
 	{ "sieve", "pidfile", CONF_STR, 0, 0, "", NULL,
 	  "pid file of the managesieved master (empty: none)", CONF_AT(sieve.pidfile) },
 	{ "sieve", "max_connections", CONF_INT, 1, 1000000, "1000", NULL,
@@ -416,7 +446,8 @@ const struct conf_key conf_keys[] = {
 	{ "imapd", "listen", CONF_ADDRS, 0, 0, "*:143", NULL, "IMAP listeners (STARTTLS)",
 	  CONF_AT(imapd.listen) },
 	{ "imapd", "listen_tls", CONF_ADDRS, 0, 0, "", NULL,
-	  "implicit-TLS IMAP listeners, e.g. *:993 (needs [tls] cert)", CONF_AT(imapd.listen_tls) },
+	  "implicit-TLS IMAP listeners, e.g. *:993 (needs [tls] cert)",
+	  CONF_AT(imapd.listen_tls) },
 	{ "imapd", "workers", CONF_INT, 1, 256, "2", NULL, "worker processes",
 	  CONF_AT(imapd.workers) },
 	{ "imapd", "user", CONF_STR, 0, 0, "heron", NULL,
@@ -430,7 +461,8 @@ const struct conf_key conf_keys[] = {
 	  CONF_AT(imapd.pidfile) },
 	{ "imapd", "hostname", CONF_STR, 0, 0, "", NULL,
 	  "this host's name in users' mailHost: a user whose mailHost names another host is "
-	  "referred there at login (empty: the host name)", CONF_AT(imapd.hostname) },
+	  "referred there at login (empty: the host name)",
+	  CONF_AT(imapd.hostname) },
 	{ "imapd", "proxy", CONF_BOOL, 0, 0, "no", NULL,
 	  "front role: a user whose mailHost names another host is logged in there with the "
 	  "proxy credential and the session relayed to that host's imapd (no: a login referral)",
@@ -443,10 +475,12 @@ const struct conf_key conf_keys[] = {
 	  "IMAP port of the store hosts not in proxy_hosts", CONF_AT(imapd.proxy_port) },
 	{ "imapd", "proxy_user", CONF_STR, 0, 0, "heron-proxy", NULL,
 	  "the SASL PLAIN authentication identity a front logs in with at a store host (the "
-	  "user is the authorization identity)", CONF_AT(imapd.proxy_user) },
+	  "user is the authorization identity)",
+	  CONF_AT(imapd.proxy_user) },
 	{ "imapd", "proxy_secret_file", CONF_STR, 0, 0, "", NULL,
 	  "file whose first line is the shared secret of the proxy login (fronts send it, store "
-	  "hosts check it; empty: no proxy login)", CONF_AT(imapd.proxy_secret_file) },
+	  "hosts check it; empty: no proxy login)",
+	  CONF_AT(imapd.proxy_secret_file) },
 	{ "imapd", "proxy_trusted", CONF_CIDRS, 0, 0, "", NULL,
 	  "store host: the front addresses whose proxy logins are accepted (empty: none)",
 	  CONF_AT(imapd.proxy_trusted) },
@@ -469,7 +503,8 @@ const struct conf_key conf_keys[] = {
 	  "allow LOGIN/AUTHENTICATE without TLS", CONF_AT(imapd.allow_plaintext_auth) },
 	{ "imapd", "login_timeout", CONF_DURATION, 1 * SEC, 1 * HOUR, "60s", NULL,
 	  "time a connection may take to log in, from its connect (whatever it sends "
-	  "meanwhile)", CONF_AT(imapd.login_timeout_ms) },
+	  "meanwhile)",
+	  CONF_AT(imapd.login_timeout_ms) },
 	{ "imapd", "idle_timeout", CONF_DURATION, 30 * MIN, 1 * DAY, "30m", NULL,
 	  "idle time allowed after login (RFC 3501: at least 30 minutes)",
 	  CONF_AT(imapd.idle_timeout_ms) },
@@ -488,12 +523,13 @@ const struct conf_key conf_keys[] = {
 	  CONF_AT(imapd.max_mailboxes_per_user) },
 	{ "imapd", "max_mailbox_depth", CONF_INT, 0, 1000, "32", NULL,
 	  "levels of a mailbox name (a/b/c has 3) CREATE, RENAME and mailctl accept; 0: no "
-	  "limit", CONF_AT(imapd.max_mailbox_depth) },
+	  "limit",
+	  CONF_AT(imapd.max_mailbox_depth) },
 
 	{ "sink", "listen", CONF_ADDRS, 0, 0, "127.0.0.1:1100", NULL, "SMTP listeners",
 	  CONF_AT(sink.listen) },
-	{ "sink", "control", CONF_ADDRS, 0, 0, "127.0.0.1:1101", NULL,
-	  "control port (JSON lines)", CONF_AT(sink.control) },
+	{ "sink", "control", CONF_ADDRS, 0, 0, "127.0.0.1:1101", NULL, "control port (JSON lines)",
+	  CONF_AT(sink.control) },
 	{ "sink", "workers", CONF_INT, 1, 256, "1", NULL, "worker processes",
 	  CONF_AT(sink.workers) },
 	{ "sink", "keep", CONF_STR, 0, 0, "", NULL,
@@ -528,18 +564,22 @@ const struct conf_key conf_keys[] = {
 	  "milters every message received over SMTP and submission passes, in order: "
 	  "inet:HOST:PORT or unix:PATH, separated by spaces or commas; { ADDRESS, "
 	  "connect_timeout=D, command_timeout=D, content_timeout=D, default_action=A } sets "
-	  "one milter's own values (empty: none)", CONF_AT(milter.smtpd_milters) },
+	  "one milter's own values (empty: none)",
+	  CONF_AT(milter.smtpd_milters) },
 	{ "milter", "non_smtpd_milters", CONF_STR, 0, 0, "", NULL,
 	  "milters for mail received over LMTP (the local submission path), same syntax",
 	  CONF_AT(milter.non_smtpd_milters) },
 	{ "milter", "milter_default_action", CONF_ENUM, 0, 0, "tempfail", "tempfail|accept|reject",
 	  "what a message gets when a milter is down, times out or answers garbage: 451, "
-	  "accepted as if the milter were not there, or 554", CONF_AT(milter.default_action) },
+	  "accepted as if the milter were not there, or 554",
+	  CONF_AT(milter.default_action) },
 	{ "milter", "connect_timeout", CONF_DURATION, 100, 1 * HOUR, "30s", NULL,
-	  "time to connect to a milter and negotiate options", CONF_AT(milter.connect_timeout_ms) },
+	  "time to connect to a milter and negotiate options",
+	  CONF_AT(milter.connect_timeout_ms) },
 	{ "milter", "command_timeout", CONF_DURATION, 100, 1 * HOUR, "30s", NULL,
 	  "time a milter may take to answer one command (connect, HELO, MAIL, RCPT, DATA, "
-	  "a header)", CONF_AT(milter.command_timeout_ms) },
+	  "a header)",
+	  CONF_AT(milter.command_timeout_ms) },
 	{ "milter", "content_timeout", CONF_DURATION, 100, 1 * HOUR, "300s", NULL,
 	  "time a milter may take to take the body and answer the end of the message",
 	  CONF_AT(milter.content_timeout_ms) },
@@ -556,17 +596,20 @@ const struct conf_key conf_keys[] = {
 	{ "metrics", "sink_listen", CONF_ADDRS, 0, 0, "127.0.0.1:9328", NULL,
 	  "the sink's metrics endpoint; empty: none", CONF_AT(metrics.sink_listen) },
 	{ "metrics", "allow", CONF_CIDRS, 0, 0, "127.0.0.0/8, ::1", NULL,
-	  "clients that may scrape (others are closed unread); empty: any", CONF_AT(metrics.allow) },
+	  "clients that may scrape (others are closed unread); empty: any",
+	  CONF_AT(metrics.allow) },
 	{ "metrics", "max_connections", CONF_INT, 1, 1000, "8", NULL,
 	  "scrapes served at once per worker (past it new ones wait in the backlog); also the "
-	  "control socket's", CONF_AT(metrics.max_connections) },
+	  "control socket's",
+	  CONF_AT(metrics.max_connections) },
 	{ "metrics", "timeout", CONF_DURATION, 100, 10 * MIN, "10s", NULL,
 	  "a scrape or control request must arrive and its answer leave within this",
 	  CONF_AT(metrics.timeout_ms) },
 
 	{ "control", "dir", CONF_STR, 0, 0, "/run/heron", NULL,
 	  "each daemon worker's control socket IDENT.N.sock lives here (mailctl who, kick, stats "
-	  "--live); mode 0660 for the daemon's user and group; empty: none", CONF_AT(control.dir) },
+	  "--live); mode 0660 for the daemon's user and group; empty: none",
+	  CONF_AT(control.dir) },
 
 	{ "log", "target", CONF_ENUM, 0, 0, "syslog", "syslog|stderr|file",
 	  "where log lines go (-f forces stderr); file: appended to [log] file, reopened on SIGUSR1",

@@ -40,8 +40,13 @@ enum directory_backend { DIRECTORY_BACKEND_LDAP, DIRECTORY_BACKEND_FILE };
 enum directory_scope { DIRECTORY_SCOPE_SUB, DIRECTORY_SCOPE_ONE, DIRECTORY_SCOPE_BASE };
 enum directory_auth_mode { DIRECTORY_AUTH_BIND, DIRECTORY_AUTH_LOOKUP };
 enum directory_password_scheme {
-	DIRECTORY_PW_AUTO, DIRECTORY_PW_SSHA, DIRECTORY_PW_SSHA256, DIRECTORY_PW_SSHA512,
-	DIRECTORY_PW_CRYPT, DIRECTORY_PW_ARGON2, DIRECTORY_PW_SCRAM_SHA_256,
+	DIRECTORY_PW_AUTO,
+	DIRECTORY_PW_SSHA,
+	DIRECTORY_PW_SSHA256,
+	DIRECTORY_PW_SSHA512,
+	DIRECTORY_PW_CRYPT,
+	DIRECTORY_PW_ARGON2,
+	DIRECTORY_PW_SCRAM_SHA_256,
 };
 struct directory_conf {
 	enum directory_backend backend;
@@ -77,12 +82,12 @@ struct directory_conf {
 /* [tls]: common/tls.c (strings empty or NULL: not set, when a caller fills one itself) */
 enum tls_min_version { TLS_MIN_V1_2, TLS_MIN_V1_3 };
 struct tls_conf {
-	const char *cert;                 /* PEM chain, leaf first (servers) */
-	const char *key;                  /* PEM private key for cert */
-	const char *ca;                   /* PEM CA bundle for verifying peers; unset: the
+	const char *cert; /* PEM chain, leaf first (servers) */
+	const char *key;  /* PEM private key for cert */
+	const char *ca;   /* PEM CA bundle for verifying peers; unset: the
 					     system store */
 	enum tls_min_version min_version;
-	const char *ciphers;              /* TLS 1.2 cipher list; unset: OpenSSL's default */
+	const char *ciphers; /* TLS 1.2 cipher list; unset: OpenSSL's default */
 };
 
 /* [mtad] */
@@ -252,7 +257,9 @@ struct sieve_conf {
 
 /* [milter]: mtad/milter.c */
 enum milter_default_action {
-	MILTER_DEFAULT_TEMPFAIL, MILTER_DEFAULT_ACCEPT, MILTER_DEFAULT_REJECT,
+	MILTER_DEFAULT_TEMPFAIL,
+	MILTER_DEFAULT_ACCEPT,
+	MILTER_DEFAULT_REJECT,
 };
 struct milter_conf {
 	const char *smtpd_milters;
@@ -283,9 +290,17 @@ struct control_conf {
 /* [log]: common/daemon.c */
 enum log_target { LOG_TARGET_SYSLOG, LOG_TARGET_STDERR, LOG_TARGET_FILE };
 enum log_facility {
-	LOG_FACILITY_MAIL, LOG_FACILITY_DAEMON, LOG_FACILITY_USER, LOG_FACILITY_LOCAL0,
-	LOG_FACILITY_LOCAL1, LOG_FACILITY_LOCAL2, LOG_FACILITY_LOCAL3, LOG_FACILITY_LOCAL4,
-	LOG_FACILITY_LOCAL5, LOG_FACILITY_LOCAL6, LOG_FACILITY_LOCAL7,
+	LOG_FACILITY_MAIL,
+	LOG_FACILITY_DAEMON,
+	LOG_FACILITY_USER,
+	LOG_FACILITY_LOCAL0,
+	LOG_FACILITY_LOCAL1,
+	LOG_FACILITY_LOCAL2,
+	LOG_FACILITY_LOCAL3,
+	LOG_FACILITY_LOCAL4,
+	LOG_FACILITY_LOCAL5,
+	LOG_FACILITY_LOCAL6,
+	LOG_FACILITY_LOCAL7,
 };
 struct log_conf {
 	enum log_target target;

@@ -154,9 +154,9 @@ static int request_one(const char *path, const char *line, int timeout_ms, struc
 	}
 	str_lcpy(sun.sun_path, path, sizeof(sun.sun_path));
 	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1 && errno != EINPROGRESS) {
-		snprintf(err, esize, "%s", errno == ECONNREFUSED || errno == ENOENT
-						   ? "not running"
-						   : strerror(errno));
+		snprintf(err, esize, "%s",
+			 errno == ECONNREFUSED || errno == ENOENT ? "not running"
+								  : strerror(errno));
 		close(fd);
 		return -1;
 	}
@@ -169,8 +169,8 @@ static int request_one(const char *path, const char *line, int timeout_ms, struc
 			goto timeout;
 		n = send(fd, req.data + off, req.len - off, MSG_NOSIGNAL);
 		if (n < 0 && errno != EAGAIN && errno != EINTR) {
-			snprintf(err, esize, "%s", errno == ECONNREFUSED ? "not running"
-									  : strerror(errno));
+			snprintf(err, esize, "%s",
+				 errno == ECONNREFUSED ? "not running" : strerror(errno));
 			goto out;
 		}
 		off += n > 0 ? (size_t)n : 0;

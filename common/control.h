@@ -25,14 +25,14 @@
 
 /* One session as `who` lists it. */
 struct control_session {
-	uint64_t id;          /* the session id of the daemon's log lines */
-	const char *user;     /* NULL or "": not logged in */
-	const char *addr;     /* the client's address ("127.0.0.1:40000") */
-	const char *service;  /* "imap", "imaps", "smtp", "submission", "lmtp", "sieve" */
-	const char *state;    /* "notauth", "auth", "selected", "idle", "mail", "data"... */
-	int64_t since;        /* Unix time of the connect */
-	int64_t idle_ms;      /* since the last command */
-	const char *detail;   /* the selected mailbox, the running command, or NULL */
+	uint64_t id;         /* the session id of the daemon's log lines */
+	const char *user;    /* NULL or "": not logged in */
+	const char *addr;    /* the client's address ("127.0.0.1:40000") */
+	const char *service; /* "imap", "imaps", "smtp", "submission", "lmtp", "sieve" */
+	const char *state;   /* "notauth", "auth", "selected", "idle", "mail", "data"... */
+	int64_t since;       /* Unix time of the connect */
+	int64_t idle_ms;     /* since the last command */
+	const char *detail;  /* the selected mailbox, the running command, or NULL */
 };
 
 /* Appends the who line of s in worker (of daemon ident, process pid):
@@ -60,8 +60,8 @@ int control_path(const char *dir, const char *ident, unsigned worker, char *out,
 /* One answer of control_request_all: the socket's daemon and worker, and either the answer
    (answer[0..len), NUL-terminated, error NULL) or why there is none ("not running", a
    connect or read error, "no answer within 5 s"). */
-typedef void control_reply_cb(const char *ident, unsigned worker, const char *answer,
-			      size_t len, const char *error, void *arg);
+typedef void control_reply_cb(const char *ident, unsigned worker, const char *answer, size_t len,
+			      const char *error, void *arg);
 /* Sends line (without LF) to every control socket in dir whose daemon is ident (NULL: every
    daemon's), in name order, waiting at most timeout_ms for each, and calls cb for each.
    Returns the number of sockets found, or -1 with errno when dir cannot be read. */

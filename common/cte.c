@@ -179,7 +179,7 @@ size_t cte_decode_finish(struct cte_decoder *d, char *out)
 }
 
 int cte_decode_measure(int fd, uint64_t off, uint64_t len, enum cte cte, char *scratch,
-			uint64_t *size_r, bool *nul_r)
+		       uint64_t *size_r, bool *nul_r)
 {
 	struct cte_decoder d;
 	size_t k;

@@ -22,11 +22,11 @@ enum cte { CTE_IDENTITY, CTE_BASE64, CTE_QP, CTE_UNKNOWN };
 /* An incremental decoder: state carried across chunks. */
 struct cte_decoder {
 	enum cte cte;
-	uint32_t acc;               /* base64 bits not yet output */
+	uint32_t acc; /* base64 bits not yet output */
 	unsigned bits;
-	char qp[3];                 /* quoted-printable "=X" pending */
+	char qp[3]; /* quoted-printable "=X" pending */
 	unsigned nqp;
-	char ws[CTE_QP_WS_MAX];     /* quoted-printable white space pending */
+	char ws[CTE_QP_WS_MAX]; /* quoted-printable white space pending */
 	unsigned nws;
 };
 

@@ -82,9 +82,11 @@ void daemon_conf_report(const char *ident, const struct conf *old, const struct 
 		case DAEMON_RELOAD_RESTART:
 		case DAEMON_RELOAD_LISTEN:
 			log_warnx("%s reload: [%s] %s changed: it takes effect only when %s is "
-				  "restarted%s", ident, k->section, k->name, ident,
+				  "restarted%s",
+				  ident, k->section, k->name, ident,
 				  how(k->section, k->name) == DAEMON_RELOAD_LISTEN
-				  ? " (listeners are bound at start)" : "");
+					  ? " (listeners are bound at start)"
+					  : "");
 			break;
 		}
 	}
@@ -121,8 +123,9 @@ uint64_t daemon_nofile_ensure(const char *ident, uint64_t max_conns)
 		}
 	}
 	if (target < need)
-		log_warnx("%s: descriptor limit %" PRIu64 " (hard %" PRIu64 ") is below the %" PRIu64
-			  " that [%s] max_connections = %" PRIu64 " needs; raise the hard limit "
+		log_warnx("%s: descriptor limit %" PRIu64 " (hard %" PRIu64
+			  ") is below the %" PRIu64 " that [%s] max_connections = %" PRIu64
+			  " needs; raise the hard limit "
 			  "(ulimit -Hn, LimitNOFILE=) or lower max_connections",
 			  ident, target, hard, need, ident, max_conns);
 	return target;
@@ -141,13 +144,14 @@ static void master_kill_cb(evutil_socket_t fd, short what, void *arg);
 
 static void usage(FILE *f, const char *ident)
 {
-	fprintf(f, "usage: %s [-f | -F] [-t | -n] [-c config] | -V\n"
-		   "  -c PATH  configuration file (default " DAEMON_CONF_DEFAULT ")\n"
-		   "  -f       stay in the foreground and log to stderr\n"
-		   "  -F       stay in the foreground (under systemd), log as [log] says\n"
-		   "  -t       check the configuration, print the effective values and exit\n"
-		   "  -n       print only the keys that differ from the defaults and exit\n"
-		   "  -V       print the version and exit\n",
+	fprintf(f,
+		"usage: %s [-f | -F] [-t | -n] [-c config] | -V\n"
+		"  -c PATH  configuration file (default " DAEMON_CONF_DEFAULT ")\n"
+		"  -f       stay in the foreground and log to stderr\n"
+		"  -F       stay in the foreground (under systemd), log as [log] says\n"
+		"  -t       check the configuration, print the effective values and exit\n"
+		"  -n       print only the keys that differ from the defaults and exit\n"
+		"  -V       print the version and exit\n",
 		ident);
 }
 
@@ -181,7 +185,8 @@ void daemon_args_parse(int argc, char **argv, const char *ident, struct daemon_a
 			usage(stdout, ident);
 			exit(0);
 		case 'V':
-			printf("%s (Heron) %s (git %s)\n", ident, heron_version, heron_git_revision);
+			printf("%s (Heron) %s (git %s)\n", ident, heron_version,
+			       heron_git_revision);
 			exit(0);
 		default:
 			usage(stderr, ident);
@@ -199,8 +204,10 @@ static noreturn void conf_load_fail(const struct daemon_args *a, char *error)
 {
 	fprintf(stderr, "%s: %s\n", a->ident, error);
 	if (access(a->conf_path, R_OK) == -1 && !a->conf_given)
-		fprintf(stderr, "%s: %s is the default configuration file; give another with "
-				"-c PATH\n", a->ident, a->conf_path);
+		fprintf(stderr,
+			"%s: %s is the default configuration file; give another with "
+			"-c PATH\n",
+			a->ident, a->conf_path);
 	else if (access(a->conf_path, R_OK) == -1)
 		fprintf(stderr, "%s: %s was given with -c: check the path and its permissions\n",
 			a->ident, a->conf_path);
@@ -212,8 +219,8 @@ static noreturn void conf_load_fail(const struct daemon_args *a, char *error)
 static void log_start(const struct daemon_args *a, const struct conf *c)
 {
 	static const int facility[] = {
-		[LOG_FACILITY_MAIL] = LOG_MAIL,	    [LOG_FACILITY_DAEMON] = LOG_DAEMON,
-		[LOG_FACILITY_USER] = LOG_USER,	    [LOG_FACILITY_LOCAL0] = LOG_LOCAL0,
+		[LOG_FACILITY_MAIL] = LOG_MAIL,     [LOG_FACILITY_DAEMON] = LOG_DAEMON,
+		[LOG_FACILITY_USER] = LOG_USER,     [LOG_FACILITY_LOCAL0] = LOG_LOCAL0,
 		[LOG_FACILITY_LOCAL1] = LOG_LOCAL1, [LOG_FACILITY_LOCAL2] = LOG_LOCAL2,
 		[LOG_FACILITY_LOCAL3] = LOG_LOCAL3, [LOG_FACILITY_LOCAL4] = LOG_LOCAL4,
 		[LOG_FACILITY_LOCAL5] = LOG_LOCAL5, [LOG_FACILITY_LOCAL6] = LOG_LOCAL6,
@@ -267,7 +274,8 @@ int daemon_drop_privileges(const char *user, char **error_r)
 		return 0;
 	errno = 0;
 	if ((pw = getpwnam(user)) == NULL) {
-		*error_r = xasprintf("user %s: %s", user, errno != 0 ? strerror(errno) : "unknown");
+		*error_r = xasprintf("user %s: %s", user,
+				     errno != 0 ? strerror(errno) : "unknown");
 		return -1;
 	}
 	if (initgroups(pw->pw_name, pw->pw_gid) == -1 || setgid(pw->pw_gid) == -1 ||
@@ -348,8 +356,9 @@ int daemon_pidfile_create(const char *path, char **error_r)
 	if (fcntl(fd, F_OFD_SETLK, &fl) == -1) {
 		pid_t holder = pidfile_holder(fd);
 
-		*error_r = holder != 0 ? xasprintf("pidfile %s: held by pid %ld", path, (long)holder)
-				       : xasprintf("pidfile %s: %s", path, strerror(errno));
+		*error_r = holder != 0
+				   ? xasprintf("pidfile %s: held by pid %ld", path, (long)holder)
+				   : xasprintf("pidfile %s: %s", path, strerror(errno));
 		close(fd);
 		return -1;
 	}
@@ -524,9 +533,9 @@ static struct master {
 	bool stopping;
 	int pidfd;
 	pid_t pid;
-	int ready_pipe[2];    /* workers write their index once they serve */
-	unsigned nready;      /* slots that have served at least once */
-	bool *ready;          /* per slot */
+	int ready_pipe[2]; /* workers write their index once they serve */
+	unsigned nready;   /* slots that have served at least once */
+	bool *ready;       /* per slot */
 	struct event *ev_sig[MASTER_NSIGS], *ev_kill, *ev_ready;
 } m;
 
@@ -784,9 +793,10 @@ static int master_privileges(const struct daemon_ops *ops)
 	if (geteuid() == 0) {
 		if (ops->user == NULL || ops->user[0] == '\0') {
 			if (!ops->allow_root) {
-				log_warnx("%s: refusing to run as root: set [%s] user (the package's "
-					  "is heron) or [%s] allow_root = yes", ops->ident,
-					  ops->ident, ops->ident);
+				log_warnx(
+					"%s: refusing to run as root: set [%s] user (the package's "
+					"is heron) or [%s] allow_root = yes",
+					ops->ident, ops->ident, ops->ident);
 				return -1;
 			}
 			log_warnx("%s: workers keep root: set [%s] user", ops->ident, ops->ident);

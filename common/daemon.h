@@ -39,15 +39,15 @@
 struct conf;
 
 struct daemon_args {
-	const char *ident;     /* program name for logs and messages ("mtad") */
-	const char *conf_path; /* -c; default /etc/heron/heron.conf */
-	bool conf_given;       /* -c was on the command line */
-	bool foreground;       /* -f: stay attached, log to stderr; also set by -F */
-	bool supervised;       /* -F: stay attached (systemd), log as [log] says */
-	bool test;             /* -t: check the config, print it, exit */
-	bool changed;          /* -n: print the keys that differ from the defaults, exit */
+	const char *ident;           /* program name for logs and messages ("mtad") */
+	const char *conf_path;       /* -c; default /etc/heron/heron.conf */
+	bool conf_given;             /* -c was on the command line */
+	bool foreground;             /* -f: stay attached, log to stderr; also set by -F */
+	bool supervised;             /* -F: stay attached (systemd), log as [log] says */
+	bool test;                   /* -t: check the config, print it, exit */
+	bool changed;                /* -n: print the keys that differ from the defaults, exit */
 	const char *const *sections; /* set by the caller: the sections -n prints (NULL: all) */
-	bool conf_optional;    /* set by the caller: without -c, a missing default file means
+	bool conf_optional;          /* set by the caller: without -c, a missing default file means
 				  the built-in defaults (the command line says the rest) */
 };
 
@@ -127,9 +127,9 @@ uint64_t daemon_nofile_ensure(const char *ident, uint64_t max_conns);
 struct daemon_worker;
 
 struct daemon_ops {
-	const char *ident;  /* for logs; also the config section the master names when it warns,
+	const char *ident;   /* for logs; also the config section the master names when it warns,
 			       started as root with user empty, that workers keep root */
-	unsigned workers;   /* >= 1 */
+	unsigned workers;    /* >= 1 */
 	const char *pidfile; /* NULL or "": none */
 	const char *user;    /* the master (once started) and workers run as this user when
 				started as root; NULL or "": stay root, only with allow_root */

@@ -157,9 +157,10 @@ int histo_deserialize(struct histo *h, const char *p, size_t len)
 			uint64_t idx, n;
 
 			if (colon == NULL ||
-			    str_to_u64(item.p, (size_t)(colon - item.p), HISTO_NBUCKETS - 1, &idx) < 0 ||
-			    str_to_u64(colon + 1, (size_t)(item.p + item.len - colon - 1), UINT64_MAX,
-				       &n) < 0)
+			    str_to_u64(item.p, (size_t)(colon - item.p), HISTO_NBUCKETS - 1,
+				       &idx) < 0 ||
+			    str_to_u64(colon + 1, (size_t)(item.p + item.len - colon - 1),
+				       UINT64_MAX, &n) < 0)
 				return -1;
 			h->b[idx] += n;
 			total += n;

@@ -32,18 +32,18 @@ enum line_flags {
 };
 
 struct line_reader {
-	size_t max;       /* longest line accepted, line end excluded */
-	unsigned flags;   /* enum line_flags */
-	bool discarding;  /* skipping the rest of an overlong line */
-	bool skip_cr;     /* strict discard: the last byte drained was a CR */
-	size_t scanned;   /* bytes at the head of the buffer known to hold no line end */
+	size_t max;      /* longest line accepted, line end excluded */
+	unsigned flags;  /* enum line_flags */
+	bool discarding; /* skipping the rest of an overlong line */
+	bool skip_cr;    /* strict discard: the last byte drained was a CR */
+	size_t scanned;  /* bytes at the head of the buffer known to hold no line end */
 };
 
 struct line {
 	const char *p; /* the line's bytes, line end removed; see line_read/line_peek */
 	size_t len;
-	size_t total;  /* len plus the line end: what line_drain removes */
-	bool bare_lf;  /* LINE_LF mode: the line ended with LF without CR */
+	size_t total; /* len plus the line end: what line_drain removes */
+	bool bare_lf; /* LINE_LF mode: the line ended with LF without CR */
 };
 
 void line_reader_init(struct line_reader *r, size_t max, unsigned flags);

@@ -181,15 +181,15 @@ static void log_vemit(enum log_level lvl, int errnum, const char *fmt, va_list a
 	}
 }
 
-#define LOG_FN(name, lvl, use_errno)                                           \
-	void name(const char *fmt, ...)                                        \
-	{                                                                      \
-		int saved = errno;                                             \
-		va_list ap;                                                    \
-		va_start(ap, fmt);                                             \
-		log_vemit(lvl, use_errno ? saved : 0, fmt, ap);                \
-		va_end(ap);                                                    \
-		errno = saved;                                                 \
+#define LOG_FN(name, lvl, use_errno)                            \
+	void name(const char *fmt, ...)                         \
+	{                                                       \
+		int saved = errno;                              \
+		va_list ap;                                     \
+		va_start(ap, fmt);                              \
+		log_vemit(lvl, use_errno ? saved : 0, fmt, ap); \
+		va_end(ap);                                     \
+		errno = saved;                                  \
 	}
 
 LOG_FN(log_err, LOG_LVL_ERR, 0)

@@ -167,8 +167,9 @@ static int parse_literal(struct cur *c, size_t *end_r)
 	memcpy(tmp, c->p + start, n);
 	tmp[n] = '\0';
 	if (str_caseprefix(tmp, n, "IPv6:"))
-		return inet_pton(AF_INET6, tmp + 5, addr) == 1 ? 0
-			: cur_fail(c, "Bad IPv6 address literal");
+		return inet_pton(AF_INET6, tmp + 5, addr) == 1
+			       ? 0
+			       : cur_fail(c, "Bad IPv6 address literal");
 	if (inet_pton(AF_INET, tmp, addr) == 1)
 		return 0;
 	return cur_fail(c, "Unsupported address literal");
@@ -256,9 +257,8 @@ static int parse_mailbox(struct cur *c, struct mailaddr *a)
 			if ((unsigned char)*s >= 0x80)
 				a->flags |= MAILADDR_F_UTF8;
 	}
-	if ((a->flags & MAILADDR_F_UTF8) &&
-	    (!mailaddr_utf8_valid(a->local, strlen(a->local)) ||
-	     !mailaddr_utf8_valid(a->domain, strlen(a->domain))))
+	if ((a->flags & MAILADDR_F_UTF8) && (!mailaddr_utf8_valid(a->local, strlen(a->local)) ||
+					     !mailaddr_utf8_valid(a->domain, strlen(a->domain))))
 		return cur_fail(c, "Invalid UTF-8 in address");
 	return 0;
 }
@@ -611,7 +611,8 @@ static int mail_param(const struct param *pm, unsigned *seen, struct mail_params
 		if (once(seen, 16, error_r) < 0)
 			return -1;
 		if (!pm->has_val || xtext_has_ctl(pm->val.p, pm->val.len) ||
-		    mailaddr_xtext_decode(pm->val.p, pm->val.len, mp->envid, sizeof(mp->envid)) < 0)
+		    mailaddr_xtext_decode(pm->val.p, pm->val.len, mp->envid, sizeof(mp->envid)) <
+			    0)
 			return *error_r = "Bad ENVID value", -1;
 	} else if (key_is(pm, "AUTH")) {
 		/* RFC 4954 5: accepted; Heron does not trust other hosts' AUTH= claims */
@@ -624,8 +625,7 @@ static int mail_param(const struct param *pm, unsigned *seen, struct mail_params
 	return 0;
 }
 
-int mailaddr_mail_params(const char *p, size_t len, struct mail_params *mp,
-			 const char **error_r)
+int mailaddr_mail_params(const char *p, size_t len, struct mail_params *mp, const char **error_r)
 {
 	struct str_view rest = { p, len }, f;
 	struct param pm;
@@ -682,7 +682,8 @@ static int parse_orcpt(const struct param *pm, struct rcpt_params *rp, const cha
 	memcpy(rp->orcpt_type, pm->val.p, tl);
 	rp->orcpt_type[tl] = '\0';
 	if (xtext_has_ctl(semi + 1, pm->val.len - tl - 1) ||
-	    mailaddr_xtext_decode(semi + 1, pm->val.len - tl - 1, rp->orcpt, sizeof(rp->orcpt)) < 0)
+	    mailaddr_xtext_decode(semi + 1, pm->val.len - tl - 1, rp->orcpt, sizeof(rp->orcpt)) <
+		    0)
 		return *error_r = "Bad ORCPT value", -1;
 	return 0;
 }

@@ -41,7 +41,7 @@
 #define MAILADDR_T_QUOTED_AT 0x04 /* "user@remote"@local */
 #define MAILADDR_T_ROUTE 0x08     /* <@local:user@remote> */
 #define MAILADDR_T_TRAILING_DOT 0x10
-#define MAILADDR_T_LITERAL 0x20   /* user@[192.0.2.1] */
+#define MAILADDR_T_LITERAL 0x20 /* user@[192.0.2.1] */
 
 struct mailaddr {
 	char local[MAILADDR_LOCAL_MAX + 1];   /* as written, quotes included */
@@ -83,7 +83,7 @@ struct mail_params {
 	bool has_size;
 	enum mail_body body;
 	bool smtputf8;
-	bool requiretls;                /* REQUIRETLS (RFC 8689) */
+	bool requiretls; /* REQUIRETLS (RFC 8689) */
 	enum mail_ret ret;
 	char envid[MAIL_ENVID_MAX + 1]; /* decoded; "" when not given */
 };
@@ -95,16 +95,15 @@ struct mail_params {
 #define RCPT_NOTIFY_DELAY 0x08
 #define RCPT_ORCPT_MAX 500
 struct rcpt_params {
-	unsigned notify;                  /* 0 when not given (= FAILURE,DELAY) */
-	char orcpt_type[32];              /* "rfc822", "utf-8"; "" when not given */
-	char orcpt[RCPT_ORCPT_MAX + 1];   /* decoded */
+	unsigned notify;                /* 0 when not given (= FAILURE,DELAY) */
+	char orcpt_type[32];            /* "rfc822", "utf-8"; "" when not given */
+	char orcpt[RCPT_ORCPT_MAX + 1]; /* decoded */
 };
 
 /* Parameter errors: -1 malformed value (501 5.5.4), MAILADDR_EUNKNOWN an unknown or
    unsupported keyword (555 5.5.4). utf8: SMTPUTF8 was given (values may hold UTF-8). */
 #define MAILADDR_EUNKNOWN (-2)
-int mailaddr_mail_params(const char *p, size_t len, struct mail_params *mp,
-			 const char **error_r);
+int mailaddr_mail_params(const char *p, size_t len, struct mail_params *mp, const char **error_r);
 int mailaddr_rcpt_params(const char *p, size_t len, bool utf8, struct rcpt_params *rp,
 			 const char **error_r);
 

@@ -16,7 +16,7 @@
 
 
 const uint64_t metrics_le_us[METRICS_NLE] = {
-	100,	 250,	  500,	   1000,     2500,     5000,	10000,	  25000,    50000,
+	100,    250,    500,    1000,    2500,    5000,    10000,    25000,    50000,
 	100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000, 30000000, 60000000,
 };
 
@@ -28,11 +28,11 @@ static struct {
 	const struct metric_def *defs;
 	size_t ndefs;
 	unsigned workers;
-	size_t *off;       /* per family: its first slot in a column */
-	size_t nslots;     /* slots of one column; slot 0 counts the worker's starts */
-	uint64_t *region;  /* workers * nslots, shared */
+	size_t *off;      /* per family: its first slot in a column */
+	size_t nslots;    /* slots of one column; slot 0 counts the worker's starts */
+	uint64_t *region; /* workers * nslots, shared */
 	size_t region_len;
-	uint64_t *col;     /* this worker's column, NULL until metrics_worker_start */
+	uint64_t *col; /* this worker's column, NULL until metrics_worker_start */
 	int64_t start_time;
 } M;
 
@@ -80,8 +80,8 @@ void metrics_init(const char *daemon, const struct metric_def *defs, size_t ndef
 	}
 	M.nslots = slots;
 	M.region_len = workers * slots * sizeof(uint64_t);
-	M.region = mmap(NULL, M.region_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-			-1, 0);
+	M.region = mmap(NULL, M.region_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+			0);
 	if (M.region == MAP_FAILED)
 		fatal("metrics: mmap %zu bytes", M.region_len);
 	M.start_time = (int64_t)time(NULL);
@@ -318,8 +318,8 @@ static void render_histogram(struct buf *out, struct buf *lb, const struct metri
 	}
 	buf_printf(out, "%s_sum%s%s%s %.6f\n", d->name, lb->len ? "{" : "", buf_cstr(lb),
 		   lb->len ? "}" : "", (double)v[METRICS_NLE + 1] / 1e6);
-	buf_printf(out, "%s_count%s%s%s %" PRIu64 "\n", d->name, lb->len ? "{" : "",
-		   buf_cstr(lb), lb->len ? "}" : "", cum);
+	buf_printf(out, "%s_count%s%s%s %" PRIu64 "\n", d->name, lb->len ? "{" : "", buf_cstr(lb),
+		   lb->len ? "}" : "", cum);
 }
 
 static void render_family(struct buf *out, struct buf *lb, size_t i)
@@ -368,8 +368,7 @@ void metrics_render_format(struct buf *out, bool openmetrics, metrics_live_fn *l
 	om = openmetrics;
 	buf_init(&lb, 128, 4096);
 	metrics_out_header(out, "heron_info", "gauge", "the program and its version");
-	snprintf(labels, sizeof(labels), "daemon=\"%s\",version=\"%s\"", M.daemon,
-		 heron_version);
+	snprintf(labels, sizeof(labels), "daemon=\"%s\",version=\"%s\"", M.daemon, heron_version);
 	metrics_out_sample(out, "heron_info", labels, 1);
 	metrics_out_header(out, "heron_start_time_seconds", "gauge",
 			   "when the daemon started (Unix time)");

@@ -38,13 +38,13 @@ enum metric_type { METRIC_COUNTER, METRIC_GAUGE, METRIC_HISTOGRAM };
 #define METRIC_LABELS_MAX 2
 
 struct metric_def {
-	const char *name;  /* "heron_imap_commands_total" */
+	const char *name; /* "heron_imap_commands_total" */
 	enum metric_type type;
-	const char *help;  /* one line, for # HELP */
+	const char *help; /* one line, for # HELP */
 	/* Label names (NULL: fewer labels) and their values, each list NULL-terminated. */
 	const char *label[METRIC_LABELS_MAX];
 	const char *const *values[METRIC_LABELS_MAX];
-	bool sparse;       /* leave out series that are still 0 (large label sets) */
+	bool sparse; /* leave out series that are still 0 (large label sets) */
 };
 
 /* Master, before fork (or a single-process program): maps the region for workers columns

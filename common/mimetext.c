@@ -13,9 +13,9 @@
 #include "common/str.h"
 #include "common/xmalloc.h"
 
-#define MT_CHUNK (64 * 1024)      /* file reads */
-#define MT_PIECE (16 * 1024)      /* body bytes decoded at once */
-#define MT_WORD_MAX (64 * 1024)   /* one RFC 2047 encoded word, decoded */
+#define MT_CHUNK (64 * 1024)    /* file reads */
+#define MT_PIECE (16 * 1024)    /* body bytes decoded at once */
+#define MT_WORD_MAX (64 * 1024) /* one RFC 2047 encoded word, decoded */
 #define MT_SCRATCH_MAX (4 * MT_PIECE + 4096)
 #define MT_CHARSET_MAX 64
 
@@ -24,9 +24,9 @@ enum mt_charset { CS_UTF8, CS_LATIN1, CS_CP1252, CS_ICONV };
 /* A charset converter: state across the pieces of one leaf. */
 struct mt_conv {
 	enum mt_charset cs;
-	iconv_t cd;                /* CS_ICONV: for name (kept for the next leaf) */
+	iconv_t cd; /* CS_ICONV: for name (kept for the next leaf) */
 	char name[MT_CHARSET_MAX];
-	char pend[8];              /* a multibyte sequence cut by a piece's end */
+	char pend[8]; /* a multibyte sequence cut by a piece's end */
 	size_t npend;
 };
 
@@ -40,12 +40,12 @@ struct mimetext {
 	struct cte_decoder dec;
 	struct mt_conv conv;
 	struct mimetext_leaf leaf;
-	bool in_text;              /* the current leaf's body is text */
-	bool run_start;            /* the next body piece starts a run */
-	char carry[4];             /* an incomplete UTF-8 sequence at a piece's end */
+	bool in_text;   /* the current leaf's body is text */
+	bool run_start; /* the next body piece starts a run */
+	char carry[4];  /* an incomplete UTF-8 sequence at a piece's end */
 	unsigned ncarry;
 	struct buf raw, utf, field;
-	char *chunk;               /* mimetext_file's reads */
+	char *chunk; /* mimetext_file's reads */
 };
 
 /* ---- case folding: ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic capitals, which
@@ -129,9 +129,9 @@ size_t mimetext_fold(char *s, size_t len)
 
 /* windows-1252's 0x80-0x9f (0: unassigned, kept as U+0080-style Latin-1 would) */
 static const uint16_t cp1252_hi[32] = {
-	0x20ac, 0, 0x201a, 0x0192, 0x201e, 0x2026, 0x2020, 0x2021, 0x02c6, 0x2030, 0x0160,
-	0x2039, 0x0152, 0, 0x017d, 0, 0, 0x2018, 0x2019, 0x201c, 0x201d, 0x2022, 0x2013,
-	0x2014, 0x02dc, 0x2122, 0x0161, 0x203a, 0x0153, 0, 0x017e, 0x0178,
+	0x20ac, 0,      0x201a, 0x0192, 0x201e, 0x2026, 0x2020, 0x2021, 0x02c6, 0x2030, 0x0160,
+	0x2039, 0x0152, 0,      0x017d, 0,      0,      0x2018, 0x2019, 0x201c, 0x201d, 0x2022,
+	0x2013, 0x2014, 0x02dc, 0x2122, 0x0161, 0x203a, 0x0153, 0,      0x017e, 0x0178,
 };
 
 static void put_utf8(struct buf *out, uint32_t c)

@@ -28,20 +28,20 @@ enum mimetext_kind {
 
 /* What a body run is part of (PREVIEW picks its leaf by these). */
 struct mimetext_leaf {
-	bool plain, html;   /* text/plain, text/html */
-	bool attachment;    /* Content-Disposition: attachment */
-	uint32_t index;     /* the parser's part number */
+	bool plain, html; /* text/plain, text/html */
+	bool attachment;  /* Content-Disposition: attachment */
+	uint32_t index;   /* the parser's part number */
 };
 
 /* One piece of a run: start is true for the first piece of each run (a field is one piece;
    a body comes in pieces, each holding whole UTF-8 sequences). Returning true stops the
    walk. leaf is set for MIMETEXT_BODY. */
-typedef bool mimetext_cb(void *arg, enum mimetext_kind kind, bool start, const char *p,
-			 size_t len, const struct mimetext_leaf *leaf);
+typedef bool mimetext_cb(void *arg, enum mimetext_kind kind, bool start, const char *p, size_t len,
+			 const struct mimetext_leaf *leaf);
 
 struct mimetext_opts {
-	bool fold;          /* case-fold the text */
-	bool fields;        /* header field runs too (else bodies only) */
+	bool fold;   /* case-fold the text */
+	bool fields; /* header field runs too (else bodies only) */
 };
 
 struct mimetext;

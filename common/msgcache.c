@@ -29,7 +29,8 @@
 /* envelope (in the arena), BODY and BODYSTRUCTURE (MC_ARENA_MAX each), the header kept, the
    part table: what serialize writes at most */
 _Static_assert(MC_FIXED + 3 * (size_t)MC_ARENA_MAX + MC_HEADER_MAX +
-		       (size_t)MC_PARTS_MAX * MC_REC <= MSGCACHE_BLOB_MAX,
+			       (size_t)MC_PARTS_MAX * MC_REC <=
+		       MSGCACHE_BLOB_MAX,
 	       "MSGCACHE_BLOB_MAX below what a cache can take");
 
 static void cb_part_begin(void *ctx, const struct rfc5322_part *p);
@@ -45,14 +46,13 @@ static const struct rfc5322_callbacks mc_callbacks = {
 };
 
 static const char *const env_names[MC_ENV_N] = {
-	"Date", "Subject", "From", "Sender", "Reply-To",
-	"To", "Cc", "Bcc", "In-Reply-To", "Message-ID",
+	"Date", "Subject", "From", "Sender",      "Reply-To",
+	"To",   "Cc",      "Bcc",  "In-Reply-To", "Message-ID",
 };
 
 static const char *const mime_names[MC_MIME_N] = {
-	"Content-ID",  "Content-Description", "Content-Transfer-Encoding",
-	"Content-MD5", "Content-Disposition", "Content-Language",
-	"Content-Location",
+	"Content-ID",          "Content-Description", "Content-Transfer-Encoding", "Content-MD5",
+	"Content-Disposition", "Content-Language",    "Content-Location",
 };
 
 struct msgcache_builder *msgcache_builder_new(void)
@@ -271,8 +271,7 @@ static void cb_part_end(void *ctx, const struct rfc5322_part *p)
 #define EMPTY_FIELDS "\"text\" \"plain\" (\"charset\" \"us-ascii\") NIL NIL \"7bit\""
 #define EMPTY_ENVELOPE "(NIL NIL NIL NIL NIL NIL NIL NIL NIL NIL)"
 
-static int put_span(struct msgcache_builder *b, struct mc_span s, const char *def,
-		    struct buf *o)
+static int put_span(struct msgcache_builder *b, struct mc_span s, const char *def, struct buf *o)
 {
 	if (s.len == 0)
 		return buf_puts(o, def);
@@ -281,8 +280,8 @@ static int put_span(struct msgcache_builder *b, struct mc_span s, const char *de
 
 static int render_empty(bool ext, struct buf *o)
 {
-	return buf_puts(o, ext ? "(" EMPTY_FIELDS " 0 0 NIL NIL NIL NIL)" :
-				 "(" EMPTY_FIELDS " 0 0)");
+	return buf_puts(o,
+			ext ? "(" EMPTY_FIELDS " 0 0 NIL NIL NIL NIL)" : "(" EMPTY_FIELDS " 0 0)");
 }
 
 static int render_part(struct msgcache_builder *b, uint32_t i, bool ext, struct buf *o);
@@ -605,8 +604,8 @@ int msgcache_part(const void *blob, size_t len, const char *section, struct msgc
 	uint32_t node, sub;
 	struct rec r, sr;
 
-	if (parse_blob(blob, len, &v, &parts) < 0 || (node = resolve(parts, v.nparts, section)) ==
-								       MC_NONE)
+	if (parse_blob(blob, len, &v, &parts) < 0 ||
+	    (node = resolve(parts, v.nparts, section)) == MC_NONE)
 		return -1;
 	get_rec(parts, node, &r);
 	memset(p, 0, sizeof(*p));
@@ -615,8 +614,7 @@ int msgcache_part(const void *blob, size_t len, const char *section, struct msgc
 	p->body_off = r.body_off;
 	p->body_size = r.body_size;
 	p->is_multipart = r.kind == RFC5322_MULTIPART;
-	if (r.kind == RFC5322_MESSAGE &&
-	    (sub = nth_child(parts, v.nparts, node, 1)) != MC_NONE) {
+	if (r.kind == RFC5322_MESSAGE && (sub = nth_child(parts, v.nparts, node, 1)) != MC_NONE) {
 		get_rec(parts, sub, &sr);
 		p->is_message = true;
 		p->sub_header_off = sr.header_off;

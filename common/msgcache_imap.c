@@ -78,8 +78,8 @@ static int put_params(struct buf *o, const struct rfc5322_ctype *ct, bool add_ch
 		rc |= put_view(o, ct->params[i].value);
 	}
 	if (add_charset)
-		rc |= buf_puts(o, ct->nparams > 0 ? " \"charset\" \"us-ascii\"" :
-						    "\"charset\" \"us-ascii\"");
+		rc |= buf_puts(o, ct->nparams > 0 ? " \"charset\" \"us-ascii\""
+						  : "\"charset\" \"us-ascii\"");
 	return rc | buf_putc(o, ')');
 }
 
@@ -209,7 +209,8 @@ static void addr_cb(void *ctx, const struct rfc5322_addr *a)
 	ao->rc |= buf_putc(o, ' ');
 	ao->rc |= put_nview(o, a->route);
 	ao->rc |= buf_putc(o, ' ');
-	ao->rc |= a->mailbox.len > 0 ? put_view(o, a->mailbox) : buf_puts(o, "\"MISSING_MAILBOX\"");
+	ao->rc |= a->mailbox.len > 0 ? put_view(o, a->mailbox)
+				     : buf_puts(o, "\"MISSING_MAILBOX\"");
 	ao->rc |= buf_putc(o, ' ');
 	ao->rc |= a->domain.len > 0 ? put_view(o, a->domain) : buf_puts(o, "\"MISSING_DOMAIN\"");
 	ao->rc |= buf_putc(o, ')');

@@ -9,18 +9,36 @@
 #include "common/buf.h"
 #include "common/rfc5322.h"
 
-#define MC_PARTS_MAX 1000	       /* entities per message */
-#define MC_DEPTH_MAX 32		       /* nesting */
+#define MC_PARTS_MAX 1000              /* entities per message */
+#define MC_DEPTH_MAX 32                /* nesting */
 #define MC_HEADER_MAX (256 * 1024)     /* raw header block kept in the blob */
 #define MC_FIELD_MAX (64 * 1024)       /* one field value */
 #define MC_ARENA_MAX (4 * 1024 * 1024) /* rendered strings of one message */
 #define MC_NONE UINT32_MAX
 
-enum mc_env { MC_ENV_DATE, MC_ENV_SUBJECT, MC_ENV_FROM, MC_ENV_SENDER, MC_ENV_REPLY_TO,
-	      MC_ENV_TO, MC_ENV_CC, MC_ENV_BCC, MC_ENV_IN_REPLY_TO, MC_ENV_MESSAGE_ID,
-	      MC_ENV_N };
-enum mc_mime { MC_MIME_ID, MC_MIME_DESC, MC_MIME_CTE, MC_MIME_MD5, MC_MIME_DISP, MC_MIME_LANG,
-	       MC_MIME_LOC, MC_MIME_N };
+enum mc_env {
+	MC_ENV_DATE,
+	MC_ENV_SUBJECT,
+	MC_ENV_FROM,
+	MC_ENV_SENDER,
+	MC_ENV_REPLY_TO,
+	MC_ENV_TO,
+	MC_ENV_CC,
+	MC_ENV_BCC,
+	MC_ENV_IN_REPLY_TO,
+	MC_ENV_MESSAGE_ID,
+	MC_ENV_N
+};
+enum mc_mime {
+	MC_MIME_ID,
+	MC_MIME_DESC,
+	MC_MIME_CTE,
+	MC_MIME_MD5,
+	MC_MIME_DISP,
+	MC_MIME_LANG,
+	MC_MIME_LOC,
+	MC_MIME_N
+};
 
 /* A string rendered into the arena; len 0 = not rendered (use the default). */
 struct mc_span {
@@ -29,8 +47,8 @@ struct mc_span {
 
 struct mc_part {
 	uint32_t parent, first_child, last_child, next_sibling;
-	uint8_t kind;	   /* enum rfc5322_kind */
-	bool is_text;	   /* text/ *: has a line count */
+	uint8_t kind;      /* enum rfc5322_kind */
+	bool is_text;      /* text/ *: has a line count */
 	bool is_multitype; /* multipart/ * (even when not split: then it has no children) */
 	bool is_msgtype;   /* message/rfc822 (even when not parsed: then an empty one) */
 	uint64_t header_off, header_size, body_off, body_size, lines;
@@ -47,8 +65,8 @@ struct msgcache_builder {
 	int64_t date;
 	int date_tz;
 	bool header_done, finished;
-	struct buf arena;  /* rendered fields, extensions, envelopes */
-	struct buf header; /* the message's raw header block (prefix) */
+	struct buf arena;   /* rendered fields, extensions, envelopes */
+	struct buf header;  /* the message's raw header block (prefix) */
 	struct buf scratch; /* Content-Disposition parameters */
 	struct buf body, bodystructure;
 	/* fields of the header being parsed (first occurrence of each) */

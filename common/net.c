@@ -123,8 +123,7 @@ static int listen_ai(const struct addrinfo *ai, const struct net_listen_opts *o,
 	if ((fd = sock_open(ai->ai_family, SOCK_STREAM, error_r, name)) == -1)
 		return -1;
 	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == -1 ||
-	    (o->reuseport &&
-	     setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) == -1) ||
+	    (o->reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) == -1) ||
 	    (ai->ai_family == AF_INET6 &&
 	     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) == -1)) {
 		*error_r = xasprintf("setsockopt %s: %s", name, strerror(errno));
@@ -243,12 +242,12 @@ struct net_server {
 	struct event *pause; /* accept ran out of descriptors or memory: retry later */
 	net_accept_cb *cb;
 	void *arg;
-	char *refusal;       /* the line over the cap; NULL: pause at the cap */
-	char *name;          /* for the refusal log */
-	int spare;           /* a descriptor held in reserve for refusals; -1: none */
+	char *refusal; /* the line over the cap; NULL: pause at the cap */
+	char *name;    /* for the refusal log */
+	int spare;     /* a descriptor held in reserve for refusals; -1: none */
 	struct shmtable *shared;
 	unsigned worker;
-	size_t share;        /* shared: this worker's share of max_conns */
+	size_t share;          /* shared: this worker's share of max_conns */
 	struct event *balance; /* shared: re-checks a server paused at its share */
 	uint64_t nrefused;
 	uint64_t logged_refused; /* nrefused at the last refusal log line */
@@ -515,7 +514,7 @@ struct net_ipcount {
 	unsigned worker;
 	enum shmtable_kind kind;
 	struct ipslot *slot;
-	size_t mask;       /* capacity - 1, capacity a power of two >= 2 * max */
+	size_t mask; /* capacity - 1, capacity a power of two >= 2 * max */
 	size_t n, max;
 	uint64_t seed;
 };
@@ -669,8 +668,8 @@ uint32_t net_ipcount_get(const struct net_ipcount *t, const struct sockaddr *sa)
 	char text[NET_SHM_KEY_MAX];
 
 	if (t->shared != NULL)
-		return ip_text(sa, text, sizeof(text)) ?
-		       shmtable_count(t->shared, t->kind, text) : 0;
+		return ip_text(sa, text, sizeof(text)) ? shmtable_count(t->shared, t->kind, text)
+						       : 0;
 	if (!ip_key(sa, key))
 		return 0;
 	return t->slot[ip_find(t, key)].count;
@@ -808,9 +807,8 @@ static void connect_fail_cb(evutil_socket_t fd, short what, void *arg)
 	connect_finish(c, false, c->why);
 }
 
-struct net_connect *net_connect(struct event_base *base, struct evdns_base *dns,
-				const char *host, const char *port, int timeout_ms,
-				net_connect_cb *cb, void *arg)
+struct net_connect *net_connect(struct event_base *base, struct evdns_base *dns, const char *host,
+				const char *port, int timeout_ms, net_connect_cb *cb, void *arg)
 {
 	struct net_connect *c = xcalloc(1, sizeof(*c));
 	struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
@@ -832,8 +830,8 @@ struct net_connect *net_connect(struct event_base *base, struct evdns_base *dns,
 		snprintf(c->why, sizeof(c->why), "bad port");
 	else if (!numeric && dns == NULL)
 		snprintf(c->why, sizeof(c->why), "not a numeric address and no resolver");
-	else if (bufferevent_socket_connect_hostname(c->bev, numeric ? NULL : dns, AF_UNSPEC,
-						     host, (int)portnum) == -1)
+	else if (bufferevent_socket_connect_hostname(c->bev, numeric ? NULL : dns, AF_UNSPEC, host,
+						     (int)portnum) == -1)
 		snprintf(c->why, sizeof(c->why), "%s",
 			 evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
 	if (c->why[0] != '\0') {

@@ -26,9 +26,9 @@
 #define NET_ADDRSTRLEN 128
 
 struct net_listen_opts {
-	bool reuseport;    /* set SO_REUSEPORT on TCP sockets */
-	int backlog;       /* listen() backlog; 0: 511 */
-	mode_t unix_mode;  /* mode of unix socket files; 0: 0666 */
+	bool reuseport;   /* set SO_REUSEPORT on TCP sockets */
+	int backlog;      /* listen() backlog; 0: 511 */
+	mode_t unix_mode; /* mode of unix socket files; 0: 0666 */
 };
 
 /* A set of listening descriptors (one conf_addr may give two: "*" binds 0.0.0.0 and ::). */
@@ -140,9 +140,8 @@ struct net_connect;
    net_connect handle is freed before the callback runs. */
 typedef void net_connect_cb(struct bufferevent *bev, const char *error, void *arg);
 /* Starts connecting; cb runs later from the loop, never from inside this call. */
-struct net_connect *net_connect(struct event_base *base, struct evdns_base *dns,
-				const char *host, const char *port, int timeout_ms,
-				net_connect_cb *cb, void *arg);
+struct net_connect *net_connect(struct event_base *base, struct evdns_base *dns, const char *host,
+				const char *port, int timeout_ms, net_connect_cb *cb, void *arg);
 /* Abandons a pending attempt: cb will not run. *cp = NULL; safe on NULL. */
 void net_connect_cancel(struct net_connect **cp);
 

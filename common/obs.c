@@ -48,8 +48,9 @@ int obs_listen(const struct conf *c, const struct conf_addrs *addrs, struct net_
 
 static void http_status(struct buf *out, const char *status, const char *text)
 {
-	buf_printf(out, "HTTP/1.1 %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
-			"Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+	buf_printf(out,
+		   "HTTP/1.1 %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
+		   "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
 		   status, strlen(text), text);
 }
 
@@ -96,8 +97,9 @@ void obs_http_answer(const char *req, size_t len, struct buf *out, metrics_live_
 	om = wants_openmetrics(eol + 1);
 	buf_init(&body, 65536, BUF_INPUT_BOUNDED);
 	metrics_render_format(&body, om, live, arg);
-	buf_printf(out, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-			"Connection: close\r\n\r\n",
+	buf_printf(out,
+		   "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+		   "Connection: close\r\n\r\n",
 		   om ? "application/openmetrics-text; version=1.0.0; charset=utf-8"
 		      : "text/plain; version=0.0.4; charset=utf-8",
 		   body.len);
@@ -129,8 +131,8 @@ static void ctl_cb(const char *req, size_t len, struct buf *out, void *arg)
 		unsigned k = o->ops.kick != NULL ? o->ops.kick(user, o->ops.arg) : 0;
 
 		if (k > 0)
-			log_info("%s worker %u kick user=%s sessions=%u", o->ident, o->worker, user,
-				 k);
+			log_info("%s worker %u kick user=%s sessions=%u", o->ident, o->worker,
+				 user, k);
 		buf_printf(out, "OK %u\n", k);
 		free(user);
 	} else if (n == 7 && memcmp(req, "metrics", 7) == 0) {
@@ -155,14 +157,17 @@ static void ctl_start(struct obs *o, struct event_base *base, const struct conf 
 		return;
 	if (control_path(dir, o->ident, o->worker, o->ctl_path, sizeof(o->ctl_path)) < 0) {
 		log_warnx("%s worker %u: [control] dir %s: path too long for a socket; no control "
-			  "socket", o->ident, o->worker, dir);
+			  "socket",
+			  o->ident, o->worker, dir);
 		o->ctl_path[0] = '\0';
 		return;
 	}
 	a.host = o->ctl_path;
 	if (net_listen(&addrs, &lo, &o->ctl_fds, &error) < 0) {
-		log_warnx("%s worker %u: control socket: %s ([control] dir); mailctl who/kick will "
-			  "not reach this worker", o->ident, o->worker, error);
+		log_warnx(
+			"%s worker %u: control socket: %s ([control] dir); mailctl who/kick will "
+			"not reach this worker",
+			o->ident, o->worker, error);
 		free(error);
 		o->ctl_path[0] = '\0';
 		return;

@@ -29,8 +29,8 @@ struct conf_addrs;
 struct net_fds;
 
 struct obs_ops {
-	metrics_live_fn *live;        /* values read at scrape time; NULL: none */
-	void (*publish)(void *arg);   /* each second: counts kept elsewhere into the column */
+	metrics_live_fn *live;      /* values read at scrape time; NULL: none */
+	void (*publish)(void *arg); /* each second: counts kept elsewhere into the column */
 	/* who: appends this worker's sessions (control_who_line with ident, worker, getpid) */
 	void (*who)(struct buf *out, const char *ident, unsigned worker, void *arg);
 	/* kick: closes user's sessions in this worker; returns how many */

@@ -19,7 +19,7 @@ struct rs_conn {
 	struct bufferevent *bev;
 	struct event *deadline;
 	bool answered;
-	bool shut;          /* answered and half-closed: waiting for the client's close */
+	bool shut; /* answered and half-closed: waiting for the client's close */
 };
 
 struct reqserver {

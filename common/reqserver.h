@@ -33,13 +33,13 @@ enum reqserver_end {
 };
 
 struct reqserver_opts {
-	size_t max_conns;        /* >= 1 */
-	int64_t timeout_ms;      /* > 0 */
-	size_t request_max;      /* bytes, terminator included */
+	size_t max_conns;   /* >= 1 */
+	int64_t timeout_ms; /* > 0 */
+	size_t request_max; /* bytes, terminator included */
 	enum reqserver_end end;
 	const struct conf_cidrs *allow; /* NULL or empty: every client */
-	const char *too_long;    /* the answer to an overlong request (may be NULL: none) */
-	const char *name;        /* for logs ("metrics", "control") */
+	const char *too_long;           /* the answer to an overlong request (may be NULL: none) */
+	const char *name;               /* for logs ("metrics", "control") */
 };
 
 /* The request is req[0..len) (the terminator included), NUL-terminated for convenience;

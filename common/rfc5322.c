@@ -39,20 +39,20 @@ struct rfc5322_parser {
 	struct frame stack[STACK_MAX];
 	unsigned nframes;
 	uint32_t nparts;
-	uint64_t off;	 /* offset of the next byte pushed */
+	uint64_t off;    /* offset of the next byte pushed */
 	uint64_t nlines; /* LFs so far */
 
 	/* the current line */
 	char line[LINE_KEEP];
 	size_t kept;
 	uint64_t line_off, line_len;
-	char last; /* last byte of the line so far */
-	bool streaming; /* body line too long for a boundary: bytes already delivered */
-	bool held_cr;	/* streaming: a trailing CR not yet delivered */
+	char last;        /* last byte of the line so far */
+	bool streaming;   /* body line too long for a boundary: bytes already delivered */
+	bool held_cr;     /* streaming: a trailing CR not yet delivered */
 	struct buf hline; /* header line (header state only), capped */
 	/* the previous line */
 	unsigned prev_eol;
-	bool prev_boundary; /* its line end is not a delimiter's CRLF (Dovecot agrees) */
+	bool prev_boundary;    /* its line end is not a delimiter's CRLF (Dovecot agrees) */
 	uint64_t pend_eol_off; /* body eol held back until the next line is no boundary */
 	unsigned pend_eol;
 	char pend_eol_bytes[2];
@@ -78,8 +78,7 @@ static void on_boundary(struct rfc5322_parser *p, unsigned k, bool close);
 static void header_line(struct rfc5322_parser *p, unsigned eol);
 static void body_line(struct rfc5322_parser *p, unsigned eol);
 static void field_flush(struct rfc5322_parser *p, struct frame *f, uint64_t end);
-static void header_done(struct rfc5322_parser *p, uint64_t end, uint64_t field_end,
-			bool forced);
+static void header_done(struct rfc5322_parser *p, uint64_t end, uint64_t field_end, bool forced);
 static void end_frame(struct rfc5322_parser *p, uint64_t end, uint64_t lines_before);
 static void begin_frame(struct rfc5322_parser *p, uint64_t off);
 static void deliver(struct rfc5322_parser *p, const char *d, size_t n, uint64_t off);
@@ -494,8 +493,7 @@ static void choose_kind(struct rfc5322_parser *p, struct frame *f, bool forced)
 
 /* The header of the top frame ends at end, its last field at field_end (forced: by a boundary
    or the end of input). */
-static void header_done(struct rfc5322_parser *p, uint64_t end, uint64_t field_end,
-			bool forced)
+static void header_done(struct rfc5322_parser *p, uint64_t end, uint64_t field_end, bool forced)
 {
 	struct frame *f = top(p);
 	bool digest_child = p->nframes >= 2 && p->stack[p->nframes - 2].digest;

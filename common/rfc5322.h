@@ -21,7 +21,7 @@
 #include "common/str.h"
 
 #define RFC5322_BOUNDARY_MAX 200 /* RFC 2046 says 70; be lenient */
-#define RFC5322_PARAMS_MAX 32	 /* Content-Type parameters kept per part */
+#define RFC5322_PARAMS_MAX 32    /* Content-Type parameters kept per part */
 
 enum rfc5322_kind {
 	RFC5322_LEAF = 0,      /* a body: text, image, ... (or a container past a limit) */
@@ -30,7 +30,7 @@ enum rfc5322_kind {
 };
 
 struct rfc5322_param {
-	struct str_view name; /* as written; RFC 2231 continuations merged ("name*" if encoded) */
+	struct str_view name;  /* as written; RFC 2231 continuations merged ("name*" if encoded) */
 	struct str_view value; /* unquoted */
 };
 
@@ -44,24 +44,25 @@ struct rfc5322_ctype {
 
 /* One entity (the message, a MIME part, or an embedded message) as the callbacks see it. */
 struct rfc5322_part {
-	uint32_t index;	 /* preorder number, 0 = the message */
-	uint32_t parent; /* index of the parent (UINT32_MAX for the message) */
-	unsigned depth;	 /* 0 = the message */
-	enum rfc5322_kind kind;	 /* known from header_end on */
-	bool is_text;		 /* text/ * (explicit or default) */
-	bool is_root;		 /* the message or an embedded message (has an ENVELOPE) */
-	bool has_ctype;		 /* a Content-Type field was present */
-	uint64_t header_off, header_size; /* header block, including its empty line if any */
-	uint64_t body_off, body_size;	  /* known at part_end */
-	uint64_t body_lines;		  /* LF count of the body (as Dovecot counts) */
+	uint32_t index;         /* preorder number, 0 = the message */
+	uint32_t parent;        /* index of the parent (UINT32_MAX for the message) */
+	unsigned depth;         /* 0 = the message */
+	enum rfc5322_kind kind; /* known from header_end on */
+	bool is_text;           /* text/ * (explicit or default) */
+	bool is_root;           /* the message or an embedded message (has an ENVELOPE) */
+	bool has_ctype;         /* a Content-Type field was present */
+	uint64_t header_off, header_size;  /* header block, including its empty line if any */
+	uint64_t body_off, body_size;      /* known at part_end */
+	uint64_t body_lines;               /* LF count of the body (as Dovecot counts) */
 	const struct rfc5322_ctype *ctype; /* valid during header_end only; defaults applied */
 };
 
 struct rfc5322_field {
-	struct str_view name;  /* as written, without the colon */
-	struct str_view value; /* unfolded (CR/LF of folds removed), leading/trailing WSP trimmed */
-	uint64_t off, size;    /* the raw field in the message, folds and line end included */
-	bool truncated;	       /* value was longer than field_max */
+	struct str_view name; /* as written, without the colon */
+	struct str_view
+		value;      /* unfolded (CR/LF of folds removed), leading/trailing WSP trimmed */
+	uint64_t off, size; /* the raw field in the message, folds and line end included */
+	bool truncated;     /* value was longer than field_max */
 };
 
 struct rfc5322_callbacks {
@@ -104,8 +105,8 @@ void rfc5322_ctype_parse(const char *value, size_t len, bool want_subtype, struc
 /* Appends to out the fields of the raw header block hdr whose names are (not, if exclude) in
    names (case-insensitive), each with its original folding, then the empty line ("\r\n").
    0, or -1 when out's ceiling was reached. */
-int rfc5322_header_fields(const char *hdr, size_t len, const struct str_view *names,
-			  size_t nnames, bool exclude, struct buf *out);
+int rfc5322_header_fields(const char *hdr, size_t len, const struct str_view *names, size_t nnames,
+			  bool exclude, struct buf *out);
 /* The unfolded, trimmed value of the first field called name, appended to out: 1 found,
    0 absent, -1 ceiling. */
 int rfc5322_header_value(const char *hdr, size_t len, const char *name, struct buf *out);
@@ -132,10 +133,10 @@ int rfc5322_date_parse_tz(const char *p, size_t len, int64_t *t_r, int *tz_r);
    display name) and one with is_group_end. Strings are unquoted/unescaped into a scratch buffer
    owned by the iterator and valid during the callback. */
 struct rfc5322_addr {
-	struct str_view name;	 /* display name (or comment), may be empty */
-	struct str_view route;	 /* obsolete route "@a,@b", may be empty */
+	struct str_view name;    /* display name (or comment), may be empty */
+	struct str_view route;   /* obsolete route "@a,@b", may be empty */
 	struct str_view mailbox; /* local part */
-	struct str_view domain;	 /* may be empty */
+	struct str_view domain;  /* may be empty */
 	bool is_group_start, is_group_end;
 };
 /* Returns the number of callbacks made. Never fails: garbage yields best-effort entries. */

@@ -11,8 +11,8 @@
 struct raw_param {
 	struct str_view base; /* name without the RFC 2231 suffix, as written */
 	struct str_view value;
-	int section;	      /* -1: no section */
-	bool extended;	      /* ends in '*' */
+	int section;   /* -1: no section */
+	bool extended; /* ends in '*' */
 	bool used;
 };
 
@@ -53,8 +53,7 @@ static struct str_view scratch_put(struct buf *sc, const char *s, size_t n)
 	return v;
 }
 
-static size_t parse_value(const char *p, size_t len, size_t i, struct buf *sc,
-			  struct str_view *v)
+static size_t parse_value(const char *p, size_t len, size_t i, struct buf *sc, struct str_view *v)
 {
 	if (i < len && p[i] == '"') {
 		v->p = sc->data + sc->len;

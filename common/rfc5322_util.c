@@ -53,8 +53,8 @@ static bool name_listed(struct str_view n, const struct str_view *names, size_t 
 	return false;
 }
 
-int rfc5322_header_fields(const char *hdr, size_t len, const struct str_view *names,
-			  size_t nnames, bool exclude, struct buf *out)
+int rfc5322_header_fields(const char *hdr, size_t len, const struct str_view *names, size_t nnames,
+			  bool exclude, struct buf *out)
 {
 	size_t start = out->len, pos = 0;
 	struct str_view name, raw;
@@ -122,7 +122,7 @@ static const struct {
 	const char *name;
 	int minutes;
 } zones[] = {
-	{ "ut", 0 },	  { "gmt", 0 },	    { "utc", 0 },     { "z", 0 },
+	{ "ut", 0 },     { "gmt", 0 },    { "utc", 0 },    { "z", 0 },
 	{ "est", -300 }, { "edt", -240 }, { "cst", -360 }, { "cdt", -300 },
 	{ "mst", -420 }, { "mdt", -360 }, { "pst", -480 }, { "pdt", -420 },
 };
@@ -184,7 +184,9 @@ static size_t date_number(struct date_parts *dp, const char *p, size_t len, size
 	} else if (dp->day == 0 && digits <= 2) {
 		dp->day = v[0];
 	} else if (dp->year < 0) {
-		dp->year = v[0] < 50 && digits <= 2 ? v[0] + 2000 : v[0] < 1000 ? v[0] + 1900 : v[0];
+		dp->year = v[0] < 50 && digits <= 2 ? v[0] + 2000
+			   : v[0] < 1000            ? v[0] + 1900
+						    : v[0];
 	}
 	return i;
 }

@@ -12,7 +12,7 @@
 
 #include <stddef.h>
 
-#define SASL_NAME_MAX 320     /* authcid and authzid, bytes (as ldapauth's names) */
+#define SASL_NAME_MAX 320      /* authcid and authzid, bytes (as ldapauth's names) */
 #define SASL_PASSWORD_MAX 1024 /* passwd, bytes (as ldapauth's passwords) */
 /* The longest base64 PLAIN response that can decode within the limits. */
 #define SASL_PLAIN_B64_MAX ((2 * SASL_NAME_MAX + SASL_PASSWORD_MAX + 2 + 2) / 3 * 4)
@@ -25,8 +25,8 @@ enum sasl_result {
 };
 
 struct sasl_plain {
-	char authcid[SASL_NAME_MAX + 1];      /* NUL-terminated, 1..SASL_NAME_MAX bytes */
-	char passwd[SASL_PASSWORD_MAX + 1];   /* NUL-terminated, 1..SASL_PASSWORD_MAX bytes */
+	char authcid[SASL_NAME_MAX + 1];    /* NUL-terminated, 1..SASL_NAME_MAX bytes */
+	char passwd[SASL_PASSWORD_MAX + 1]; /* NUL-terminated, 1..SASL_PASSWORD_MAX bytes */
 };
 
 /* Decodes strict base64 of len bytes into out (size bytes; a NUL is added after the data, so

@@ -28,16 +28,16 @@
 
 /* One slot; the key (key_max bytes) and the worker counts follow at fixed offsets. */
 struct shm_entry {
-	uint8_t kind; /* 0: free */
+	uint8_t kind;    /* 0: free */
 	int64_t made_ms; /* when the key took the slot: a new entry is not the oldest */
 	struct shmtable_rec rec;
 	char key[];
 };
 
 struct shmtable {
-	uint64_t magic;         /* set last when a file-backed table is made */
+	uint64_t magic; /* set last when a file-backed table is made */
 	uint32_t version;
-	char boot_id[40];       /* the boot it was made in (a file outlives a reboot) */
+	char boot_id[40]; /* the boot it was made in (a file outlives a reboot) */
 	pthread_mutex_t lock;
 	uint64_t seed;
 	size_t nslots, map_size, stride, counts_off, key_max;
@@ -111,8 +111,7 @@ static void shm_init(struct shmtable *t, size_t n, unsigned workers, size_t key_
 	shm_boot_id(t->boot_id);
 }
 
-struct shmtable *shmtable_new(size_t nslots, unsigned workers, size_t key_max,
-			      int64_t forget_ms)
+struct shmtable *shmtable_new(size_t nslots, unsigned workers, size_t key_max, int64_t forget_ms)
 {
 	struct shmtable *t;
 	size_t n = shm_slots_for(nslots), counts_off, stride, size;
@@ -179,8 +178,8 @@ int shmtable_open(const char *path, size_t nslots, unsigned workers, size_t key_
 		__atomic_store_n(&t->magic, SHM_MAGIC, __ATOMIC_RELEASE);
 	} else if (t->nslots != n || t->workers != workers || t->key_max != key_max) {
 		log_warnx("shared table %s: has %zu slots, %u columns, %zu-byte keys; kept (asked "
-			  "for %zu, %u, %zu)", path, t->nslots, t->workers, t->key_max, n, workers,
-			  key_max);
+			  "for %zu, %u, %zu)",
+			  path, t->nslots, t->workers, t->key_max, n, workers, key_max);
 	}
 	/* the mapping holds the open file, and so the flock: it must be let go by name */
 	flock(fd, LOCK_UN);
@@ -277,14 +276,12 @@ static int64_t shm_latest(const struct shm_entry *e)
 
 static bool shm_reusable(struct shmtable *t, struct shm_entry *e, int64_t now)
 {
-	return e->kind == 0 ||
-	       (shm_sum(t, e) == 0 && now - shm_latest(e) >= t->forget_ms);
+	return e->kind == 0 || (shm_sum(t, e) == 0 && now - shm_latest(e) >= t->forget_ms);
 }
 
 /* The entry of (kind, key); create: make one in a reusable slot of the window, else over its
    oldest failure record without counts. NULL: none. */
-static struct shm_entry *shm_find(struct shmtable *t, uint8_t kind, const char *key,
-				  bool create)
+static struct shm_entry *shm_find(struct shmtable *t, uint8_t kind, const char *key, bool create)
 {
 	size_t klen = strnlen(key, t->key_max - 1);
 	uint64_t h = shm_hash(t, kind, key, klen);
@@ -329,8 +326,8 @@ void shmtable_worker_reset(struct shmtable *t, unsigned worker)
 	shm_unlock(t);
 }
 
-bool shmtable_take(struct shmtable *t, enum shmtable_kind kind, const char *key,
-		   unsigned worker, uint32_t limit)
+bool shmtable_take(struct shmtable *t, enum shmtable_kind kind, const char *key, unsigned worker,
+		   uint32_t limit)
 {
 	static time_t logged_at; /* this process's last "no room" line: one a second */
 	struct shm_entry *e;
@@ -354,8 +351,7 @@ bool shmtable_take(struct shmtable *t, enum shmtable_kind kind, const char *key,
 	return ok;
 }
 
-void shmtable_put(struct shmtable *t, enum shmtable_kind kind, const char *key,
-		  unsigned worker)
+void shmtable_put(struct shmtable *t, enum shmtable_kind kind, const char *key, unsigned worker)
 {
 	struct shm_entry *e;
 

@@ -57,8 +57,7 @@ struct shmtable;
    workers (1..SHMTABLE_WORKERS_MAX) worker columns, keys of up to key_max - 1 bytes (longer
    keys are cut), failures forgotten forget_ms after the last one. Dies when mmap fails (it
    runs at start). */
-struct shmtable *shmtable_new(size_t nslots, unsigned workers, size_t key_max,
-			      int64_t forget_ms);
+struct shmtable *shmtable_new(size_t nslots, unsigned workers, size_t key_max, int64_t forget_ms);
 /* Maps the table in the file path, which every process (of any daemon) opening the same path
    shares: created (mode 0600) when missing, made anew when it is not a table of this format
    or was made before the last boot; an existing table keeps its own geometry (a warning
@@ -80,11 +79,10 @@ void shmtable_worker_reset(struct shmtable *t, unsigned worker);
    else false (nothing counted). No room for the key: true, nothing counted, logged (at most
    once a second); its put finds nothing to uncount, or, if the key found room since, one
    count of this worker's: a table that full is off by a few, never stuck. */
-bool shmtable_take(struct shmtable *t, enum shmtable_kind kind, const char *key,
-		   unsigned worker, uint32_t limit);
+bool shmtable_take(struct shmtable *t, enum shmtable_kind kind, const char *key, unsigned worker,
+		   uint32_t limit);
 /* Uncounts one taken by this worker; a count already at 0 stays 0. */
-void shmtable_put(struct shmtable *t, enum shmtable_kind kind, const char *key,
-		  unsigned worker);
+void shmtable_put(struct shmtable *t, enum shmtable_kind kind, const char *key, unsigned worker);
 /* The count of (kind, key) in all workers. */
 uint32_t shmtable_count(struct shmtable *t, enum shmtable_kind kind, const char *key);
 

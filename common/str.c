@@ -208,11 +208,24 @@ int str_to_size(const char *p, size_t len, uint64_t *v_r)
 		ulen--;
 	if (ulen == 1) {
 		switch (u[0]) {
-		case 'k': case 'K': mul = 1ULL << 10; break;
-		case 'm': case 'M': mul = 1ULL << 20; break;
-		case 'g': case 'G': mul = 1ULL << 30; break;
-		case 't': case 'T': mul = 1ULL << 40; break;
-		default: return -1;
+		case 'k':
+		case 'K':
+			mul = 1ULL << 10;
+			break;
+		case 'm':
+		case 'M':
+			mul = 1ULL << 20;
+			break;
+		case 'g':
+		case 'G':
+			mul = 1ULL << 30;
+			break;
+		case 't':
+		case 'T':
+			mul = 1ULL << 40;
+			break;
+		default:
+			return -1;
 		}
 	} else if (ulen != 0) {
 		return -1;

@@ -52,7 +52,7 @@ static char *ssl_errorf(const char *what, const char *arg)
 static int ctx_common(SSL_CTX *ctx, const struct tls_conf *t, char **error_r)
 {
 	SSL_CTX_set_min_proto_version(ctx, t->min_version == TLS_MIN_V1_3 ? TLS1_3_VERSION
-									 : TLS1_2_VERSION);
+									  : TLS1_2_VERSION);
 	SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
 					 SSL_OP_CIPHER_SERVER_PREFERENCE);
 	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
@@ -189,8 +189,7 @@ static struct bufferevent *tls_filter(struct bufferevent *plain, SSL *ssl,
 	return bev;
 }
 
-struct bufferevent *tls_starttls_server(struct bufferevent *plain, SSL_CTX *ctx,
-					size_t *dropped_r)
+struct bufferevent *tls_starttls_server(struct bufferevent *plain, SSL_CTX *ctx, size_t *dropped_r)
 {
 	SSL *ssl = SSL_new(ctx);
 
@@ -199,8 +198,8 @@ struct bufferevent *tls_starttls_server(struct bufferevent *plain, SSL_CTX *ctx,
 	return tls_filter(plain, ssl, BUFFEREVENT_SSL_ACCEPTING, dropped_r);
 }
 
-struct bufferevent *tls_starttls_client(struct bufferevent *plain, SSL_CTX *ctx,
-					const char *host, size_t *dropped_r)
+struct bufferevent *tls_starttls_client(struct bufferevent *plain, SSL_CTX *ctx, const char *host,
+					size_t *dropped_r)
 {
 	SSL *ssl = SSL_new(ctx);
 	unsigned char ip[16];
@@ -213,9 +212,9 @@ struct bufferevent *tls_starttls_client(struct bufferevent *plain, SSL_CTX *ctx,
 		/* SNI carries names only (RFC 6066 section 3). */
 		/* The SNI macro casts away const: hand it a copy. */
 		char sni[256];
-		if ((!is_ip && (strlen(host) >= sizeof(sni) ||
-				(memcpy(sni, host, strlen(host) + 1),
-				 SSL_set_tlsext_host_name(ssl, sni) != 1))) ||
+		if ((!is_ip &&
+		     (strlen(host) >= sizeof(sni) || (memcpy(sni, host, strlen(host) + 1),
+						      SSL_set_tlsext_host_name(ssl, sni) != 1))) ||
 		    (is_ip && X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host) != 1) ||
 		    (!is_ip && SSL_set1_host(ssl, host) != 1)) {
 			SSL_free(ssl);
@@ -225,8 +224,7 @@ struct bufferevent *tls_starttls_client(struct bufferevent *plain, SSL_CTX *ctx,
 	return tls_filter(plain, ssl, BUFFEREVENT_SSL_CONNECTING, dropped_r);
 }
 
-struct bufferevent *tls_starttls_client_ssl(struct bufferevent *plain, SSL *ssl,
-					    size_t *dropped_r)
+struct bufferevent *tls_starttls_client_ssl(struct bufferevent *plain, SSL *ssl, size_t *dropped_r)
 {
 	return tls_filter(plain, ssl, BUFFEREVENT_SSL_CONNECTING, dropped_r);
 }

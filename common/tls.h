@@ -59,8 +59,8 @@ struct bufferevent *tls_starttls_server(struct bufferevent *plain, SSL_CTX *ctx,
    net_connect: wraps plain like tls_starttls_server (same ownership, input discarded). host
    goes into SNI and, with TLS_VERIFY_PEER, must match the certificate (a DNS name or an IP
    address); NULL skips both. */
-struct bufferevent *tls_starttls_client(struct bufferevent *plain, SSL_CTX *ctx,
-					const char *host, size_t *dropped_r);
+struct bufferevent *tls_starttls_client(struct bufferevent *plain, SSL_CTX *ctx, const char *host,
+					size_t *dropped_r);
 
 /* As tls_starttls_client with an SSL the caller made and set up (SNI, DANE, verification),
    which the returned bufferevent owns; NULL leaves ssl to the caller. */

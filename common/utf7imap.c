@@ -5,8 +5,7 @@
 #include "common/str.h"
 #include "common/utf7imap.h"
 
-static const char b64[] =
-	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+,";
+static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+,";
 
 /* Reads one UTF-8 character at in[*i]; returns its code point or -1 when invalid. */
 static int32_t utf8_next(const unsigned char *in, size_t len, size_t *i)

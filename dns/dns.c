@@ -18,8 +18,8 @@
 #include "dns/dns_private.h"
 
 #define DNS_BUCKETS_MIN 64
-#define DNS_NEG_TTL_MAX 3600       /* negative answers at most this long (seconds) */
-#define DNS_TTL_MAX 86400          /* and positive ones */
+#define DNS_NEG_TTL_MAX 3600 /* negative answers at most this long (seconds) */
+#define DNS_TTL_MAX 86400    /* and positive ones */
 
 struct dns_entry {
 	struct dns *d;
@@ -27,34 +27,34 @@ struct dns_entry {
 	char name[DNS_NAME_MAX + 1];
 	uint32_t hash;
 	bool done, in_table, in_lru;
-	unsigned refs;                 /* queries holding it (waiting, or a hit not yet delivered) */
-	struct dns_answer ans;         /* when done */
+	unsigned refs;         /* queries holding it (waiting, or a hit not yet delivered) */
+	struct dns_answer ans; /* when done */
 	struct dns_rr *rr;
-	void **own;                    /* per record: its TXT text or TLSA data (or NULL) */
+	void **own; /* per record: its TXT text or TLSA data (or NULL) */
 	char canon[DNS_NAME_MAX + 1];
 	char why[160];
 	int64_t expires_ms;
-	int ub_id;                     /* the libunbound query out, or 0 */
-	struct dns_adq *adq;           /* trust-ad: the AD check out */
+	int ub_id;           /* the libunbound query out, or 0 */
+	struct dns_adq *adq; /* trust-ad: the AD check out */
 	unsigned attempts_left;
 	struct event *timer;
 	TAILQ_HEAD(, dns_query) waiters;
-	TAILQ_ENTRY(dns_entry) chain;  /* hash bucket */
-	TAILQ_ENTRY(dns_entry) lru;    /* done entries in the table, oldest use first */
+	TAILQ_ENTRY(dns_entry) chain; /* hash bucket */
+	TAILQ_ENTRY(dns_entry) lru;   /* done entries in the table, oldest use first */
 };
 TAILQ_HEAD(dns_entry_list, dns_entry);
 
 struct dns_query {
 	struct dns *d;
-	struct dns_entry *e;           /* NULL: an invalid name */
+	struct dns_entry *e; /* NULL: an invalid name */
 	dns_cb *cb;
 	void *arg;
-	bool waiting;                  /* on e->waiters (else: a hit delivered by ev) */
+	bool waiting; /* on e->waiters (else: a hit delivered by ev) */
 	struct event *ev;
 	char name[DNS_NAME_MAX + 1];
 	enum dns_type type;
-	TAILQ_ENTRY(dns_query) entry;  /* e->waiters */
-	TAILQ_ENTRY(dns_query) all;    /* d->queries */
+	TAILQ_ENTRY(dns_query) entry; /* e->waiters */
+	TAILQ_ENTRY(dns_query) all;   /* d->queries */
 };
 
 struct dns {
@@ -62,7 +62,7 @@ struct dns {
 	struct ub_ctx *ub;
 	struct event *ub_ev;
 	enum dns_dnssec dnssec;
-	struct sockaddr_storage ad_server;  /* trust-ad: the resolver whose AD bit counts */
+	struct sockaddr_storage ad_server; /* trust-ad: the resolver whose AD bit counts */
 	socklen_t ad_len;
 	int64_t timeout_ms;
 	unsigned attempts;
@@ -77,7 +77,8 @@ static void entry_start(struct dns_entry *e);
 
 const char *dns_status_str(enum dns_status st)
 {
-	static const char *const names[] = { "ok", "nodata", "nxdomain", "temporary failure",
+	static const char *const names[] = { "ok",           "nodata",
+					     "nxdomain",     "temporary failure",
 					     "dnssec bogus", "invalid name" };
 
 	return (unsigned)st < sizeof(names) / sizeof(names[0]) ? names[st] : "?";
@@ -108,16 +109,20 @@ int dns_ns_addr(const char *in, char *out, size_t size)
 		if ((end = strchr(in, ']')) == NULL)
 			return -1;
 		if (end[1] == '\0')
-			return snprintf(out, size, "%.*s", (int)(end - in - 1), in + 1) < (int)size ? 0
-												    : -1;
+			return snprintf(out, size, "%.*s", (int)(end - in - 1), in + 1) < (int)size
+				       ? 0
+				       : -1;
 		if (end[1] != ':')
 			return -1;
 		return snprintf(out, size, "%.*s@%s", (int)(end - in - 1), in + 1, end + 2) <
-				       (int)size ? 0 : -1;
+				       (int)size
+			       ? 0
+			       : -1;
 	}
 	if (colon != NULL && strchr(colon + 1, ':') == NULL) /* v4:port */
 		return snprintf(out, size, "%.*s@%s", (int)(colon - in), in, colon + 1) < (int)size
-			       ? 0 : -1;
+			       ? 0
+			       : -1;
 	return snprintf(out, size, "%s", in) < (int)size ? 0 : -1;
 }
 
@@ -132,7 +137,8 @@ static int ub_setup(struct dns *d, const struct dns_opts *o, char **error_r)
 		ub_ctx_debuglevel(d->ub, atoi(getenv("HERON_DNS_DEBUG")));
 	for (size_t i = 0; i < o->nnameservers; i++) {
 		if (dns_ns_addr(o->nameservers[i], addr, sizeof(addr)) < 0) {
-			*error_r = xasprintf("[dns] nameservers: bad address %s", o->nameservers[i]);
+			*error_r = xasprintf("[dns] nameservers: bad address %s",
+					     o->nameservers[i]);
 			return -1;
 		}
 		if ((rc = ub_ctx_set_fwd(d->ub, addr)) != 0) {
@@ -159,8 +165,8 @@ static int ub_setup(struct dns *d, const struct dns_opts *o, char **error_r)
 			return -1;
 		}
 		if ((rc = ub_ctx_add_ta_file(d->ub, o->trust_anchor_file)) != 0) {
-			*error_r = xasprintf("[dns] trust_anchor_file %s: %s", o->trust_anchor_file,
-					     ub_strerror(rc));
+			*error_r = xasprintf("[dns] trust_anchor_file %s: %s",
+					     o->trust_anchor_file, ub_strerror(rc));
 			return -1;
 		}
 	} else if ((rc = ub_ctx_set_option(d->ub, "module-config:", "iterator")) != 0) {
@@ -181,8 +187,7 @@ static void ub_read_cb(evutil_socket_t fd, short what, void *arg)
 		log_warnx("dns: ub_process: %s", ub_strerror(rc));
 }
 
-int dns_new(struct event_base *base, const struct dns_opts *o, struct dns **dns_r,
-	    char **error_r)
+int dns_new(struct event_base *base, const struct dns_opts *o, struct dns **dns_r, char **error_r)
 {
 	struct dns *d = xcalloc(1, sizeof(*d));
 
@@ -191,8 +196,8 @@ int dns_new(struct event_base *base, const struct dns_opts *o, struct dns **dns_
 	d->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 5000;
 	d->attempts = o->attempts > 0 ? o->attempts : 1;
 	d->cache_size = o->cache_size;
-	for (d->nbuckets = DNS_BUCKETS_MIN; d->nbuckets < o->cache_size / 2 &&
-	     d->nbuckets < (1u << 20); d->nbuckets *= 2)
+	for (d->nbuckets = DNS_BUCKETS_MIN;
+	     d->nbuckets < o->cache_size / 2 && d->nbuckets < (1u << 20); d->nbuckets *= 2)
 		;
 	d->buckets = xcalloc(d->nbuckets, sizeof(*d->buckets));
 	for (size_t i = 0; i < d->nbuckets; i++)
@@ -268,8 +273,11 @@ static void deliver(struct dns_query *q, bool cached)
 	struct dns_answer a;
 
 	if (e == NULL) {
-		a = (struct dns_answer){ .status = DNS_EINVAL, .type = q->type, .name = q->name,
-					 .canon = q->name, .why = "invalid domain name" };
+		a = (struct dns_answer){ .status = DNS_EINVAL,
+					 .type = q->type,
+					 .name = q->name,
+					 .canon = q->name,
+					 .why = "invalid domain name" };
 		q->cb(&a, q->arg);
 		return;
 	}
@@ -326,8 +334,10 @@ static void entry_fill(struct dns_entry *e, int err, struct ub_result *r)
 	}
 	if (r->rcode != 0 && r->rcode != 3) {
 		e->ans.status = DNS_ETEMP;
-		snprintf(e->why, sizeof(e->why), "%s", r->rcode == 2 ? "SERVFAIL"
-			 : r->rcode == 5 ? "REFUSED" : "error answer");
+		snprintf(e->why, sizeof(e->why), "%s",
+			 r->rcode == 2   ? "SERVFAIL"
+			 : r->rcode == 5 ? "REFUSED"
+					 : "error answer");
 		return;
 	}
 	if (r->canonname != NULL) {
@@ -340,7 +350,9 @@ static void entry_fill(struct dns_entry *e, int err, struct ub_result *r)
 			canon[used - 1] = '\0';
 		if (dns_name_valid(canon) || canon[0] == '\0')
 			for (size_t i = 0; (e->canon[i] = (char)(canon[i] >= 'A' && canon[i] <= 'Z'
-						 ? canon[i] + 32 : canon[i])) != '\0'; i++)
+									 ? canon[i] + 32
+									 : canon[i])) != '\0';
+			     i++)
 				;
 	}
 	if (d->dnssec == DNS_DNSSEC_VALIDATE)
@@ -365,9 +377,8 @@ static void entry_fill(struct dns_entry *e, int err, struct ub_result *r)
 		size_t len = (size_t)r->len[i];
 		char *txt = e->type == DNS_T_TXT ? xmalloc(len + 1) : NULL;
 
-		if (len > DNS_TXT_MAX + 256 ||
-		    dns_rr_parse(e->type, (const uint8_t *)r->data[i], len, rr, txt,
-				 len + 1) < 0) {
+		if (len > DNS_TXT_MAX + 256 || dns_rr_parse(e->type, (const uint8_t *)r->data[i],
+							    len, rr, txt, len + 1) < 0) {
 			free(txt);
 			bad++;
 			continue;
@@ -513,8 +524,8 @@ static struct dns_entry *entry_find(struct dns *d, const char *name, enum dns_ty
 	struct dns_entry *e;
 
 	TAILQ_FOREACH(e, &d->buckets[h & (d->nbuckets - 1)], chain)
-		if (e->type == type && e->hash == h && strcmp(e->name, name) == 0)
-			return e;
+	if (e->type == type && e->hash == h && strcmp(e->name, name) == 0)
+		return e;
 	return NULL;
 }
 

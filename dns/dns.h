@@ -24,9 +24,9 @@
 
 struct conf;
 
-#define DNS_NAME_MAX 253   /* a domain name as text, without the trailing dot */
-#define DNS_RR_MAX 1024    /* records kept of one answer; more are dropped (logged) */
-#define DNS_TXT_MAX 65535  /* bytes of one TXT record's concatenated strings */
+#define DNS_NAME_MAX 253  /* a domain name as text, without the trailing dot */
+#define DNS_RR_MAX 1024   /* records kept of one answer; more are dropped (logged) */
+#define DNS_TXT_MAX 65535 /* bytes of one TXT record's concatenated strings */
 
 enum dns_type {
 	DNS_T_A = 1,
@@ -39,12 +39,12 @@ enum dns_type {
 };
 
 enum dns_status {
-	DNS_OK = 0,    /* n >= 1 records */
-	DNS_NODATA,    /* the name exists, without records of that type */
-	DNS_NXDOMAIN,  /* the name does not exist */
-	DNS_ETEMP,     /* SERVFAIL, REFUSED, no answer in time, malformed answer: try later */
-	DNS_EBOGUS,    /* DNSSEC validation failed (dnssec = validate): treat as temporary */
-	DNS_EINVAL,    /* the name is not a domain name we look up */
+	DNS_OK = 0,   /* n >= 1 records */
+	DNS_NODATA,   /* the name exists, without records of that type */
+	DNS_NXDOMAIN, /* the name does not exist */
+	DNS_ETEMP,    /* SERVFAIL, REFUSED, no answer in time, malformed answer: try later */
+	DNS_EBOGUS,   /* DNSSEC validation failed (dnssec = validate): treat as temporary */
+	DNS_EINVAL,   /* the name is not a domain name we look up */
 };
 
 /* enum dns_dnssec (common/conf_keys.h, [dns] dnssec): DNS_DNSSEC_VALIDATE (libunbound
@@ -53,7 +53,7 @@ enum dns_status {
 
 struct dns_mx {
 	uint16_t pref;
-	char host[DNS_NAME_MAX + 1];       /* lower case, no trailing dot; "" for "." (null MX) */
+	char host[DNS_NAME_MAX + 1]; /* lower case, no trailing dot; "" for "." (null MX) */
 };
 
 struct dns_tlsa {
@@ -69,39 +69,39 @@ struct dns_rr {
 		struct in6_addr aaaa;
 		struct dns_mx mx;
 		struct {
-			size_t len;                /* the character-strings joined, no NUL inside */
-			const char *text;          /* NUL-terminated (len bytes before it) */
+			size_t len;       /* the character-strings joined, no NUL inside */
+			const char *text; /* NUL-terminated (len bytes before it) */
 		} txt;
 		struct dns_tlsa tlsa;
 		char cname[DNS_NAME_MAX + 1];
-		char ptr[DNS_NAME_MAX + 1];    /* PTR: the name pointed to */
+		char ptr[DNS_NAME_MAX + 1]; /* PTR: the name pointed to */
 	} u;
 };
 
 struct dns_answer {
 	enum dns_status status;
 	enum dns_type type;
-	const char *name;                  /* as asked, lower case */
-	const char *canon;                 /* the name after CNAMEs (== name without any) */
-	bool secure;                       /* DNSSEC-validated: ours, or a trusted resolver's AD */
-	bool cached;                       /* served from the cache */
-	uint32_t ttl;                      /* seconds the answer stays valid */
+	const char *name;  /* as asked, lower case */
+	const char *canon; /* the name after CNAMEs (== name without any) */
+	bool secure;       /* DNSSEC-validated: ours, or a trusted resolver's AD */
+	bool cached;       /* served from the cache */
+	uint32_t ttl;      /* seconds the answer stays valid */
 	size_t n;
 	const struct dns_rr *rr;
-	const char *why;                   /* for logs: the failure, or "" */
+	const char *why; /* for logs: the failure, or "" */
 };
 
 typedef void dns_cb(const struct dns_answer *a, void *arg);
 
 struct dns_opts {
-	const char *resolv_conf;           /* nameservers from this file when nameservers is empty */
-	const char *const *nameservers;    /* "127.0.0.1", "127.0.0.1@5353", "[::1]:53" ... */
+	const char *resolv_conf;        /* nameservers from this file when nameservers is empty */
+	const char *const *nameservers; /* "127.0.0.1", "127.0.0.1@5353", "[::1]:53" ... */
 	size_t nnameservers;
-	int64_t timeout_ms;                /* per attempt */
+	int64_t timeout_ms; /* per attempt */
 	unsigned attempts;
 	enum dns_dnssec dnssec;
-	const char *trust_anchor_file;     /* validate: DS/DNSKEY records in zone-file format */
-	size_t cache_size;                 /* answers kept (0: no cache) */
+	const char *trust_anchor_file; /* validate: DS/DNSKEY records in zone-file format */
+	size_t cache_size;             /* answers kept (0: no cache) */
 };
 
 /* Fills o from [dns] of c (pointers into c, valid while c is). */
@@ -110,8 +110,7 @@ void dns_opts_from_conf(struct dns_opts *o, const struct conf *c);
 struct dns;
 /* A resolver on base. -1 with a malloc'd *error_r (a bad nameserver, an unreadable trust
    anchor or resolv.conf). Create it in the process that uses it (after fork). */
-int dns_new(struct event_base *base, const struct dns_opts *o, struct dns **dns_r,
-	    char **error_r);
+int dns_new(struct event_base *base, const struct dns_opts *o, struct dns **dns_r, char **error_r);
 /* Pending lookups are dropped without their callbacks. *dp = NULL; safe on NULL. */
 void dns_free(struct dns **dp);
 
@@ -144,7 +143,6 @@ int dns_rr_parse(enum dns_type type, const uint8_t *rdata, size_t len, struct dn
 /* An uncompressed wire name at p (at most len bytes) into text (lower case, no trailing dot,
    "" for the root); the bytes it took in *used_r. -1 on a compression pointer, a label over
    63 bytes, a name over DNS_NAME_MAX, a dot or a control byte inside a label, or truncation. */
-int dns_name_from_wire(const uint8_t *p, size_t len, char out[DNS_NAME_MAX + 1],
-		       size_t *used_r);
+int dns_name_from_wire(const uint8_t *p, size_t len, char out[DNS_NAME_MAX + 1], size_t *used_r);
 
 #endif

@@ -21,7 +21,7 @@ struct dns_adq {
 	int fd;
 	struct event *ev;
 	uint16_t id;
-	uint8_t q[DNS_NAME_MAX + 2 + 4];   /* the question as sent: name, type, class */
+	uint8_t q[DNS_NAME_MAX + 2 + 4]; /* the question as sent: name, type, class */
 	size_t qlen;
 	void (*cb)(bool ad, void *arg);
 	void *arg;
@@ -150,10 +150,10 @@ struct dns_adq *dns_ad_ask(struct event_base *base, const struct sockaddr *sa, s
 	memset(pkt, 0, 12);
 	pkt[0] = (uint8_t)(a->id >> 8);
 	pkt[1] = (uint8_t)a->id;
-	pkt[2] = 0x01;            /* RD */
-	pkt[3] = 0x20;            /* AD: the resolver says what it validated */
-	pkt[5] = 1;               /* QDCOUNT */
-	pkt[11] = 1;              /* ARCOUNT: the OPT record */
+	pkt[2] = 0x01; /* RD */
+	pkt[3] = 0x20; /* AD: the resolver says what it validated */
+	pkt[5] = 1;    /* QDCOUNT */
+	pkt[11] = 1;   /* ARCOUNT: the OPT record */
 	memcpy(pkt + 12, a->q, n);
 	static const uint8_t opt[11] = { 0, 0, 41, 0x10, 0, 0, 0, 0x80, 0, 0, 0 }; /* DO */
 	memcpy(pkt + 12 + n, opt, sizeof(opt));

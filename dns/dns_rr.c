@@ -31,8 +31,7 @@ bool dns_name_valid(const char *name)
 	return name[len - 1] != '-';
 }
 
-int dns_name_from_wire(const uint8_t *p, size_t len, char out[DNS_NAME_MAX + 1],
-		       size_t *used_r)
+int dns_name_from_wire(const uint8_t *p, size_t len, char out[DNS_NAME_MAX + 1], size_t *used_r)
 {
 	size_t i = 0, o = 0;
 
@@ -62,8 +61,7 @@ int dns_name_from_wire(const uint8_t *p, size_t len, char out[DNS_NAME_MAX + 1],
 	return 0;
 }
 
-static int txt_parse(const uint8_t *rdata, size_t len, struct dns_rr *rr, char *buf,
-		     size_t size)
+static int txt_parse(const uint8_t *rdata, size_t len, struct dns_rr *rr, char *buf, size_t size)
 {
 	size_t i = 0, o = 0;
 

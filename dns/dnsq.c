@@ -19,9 +19,13 @@
 #include "common/log.h"
 #include "dns/dns.h"
 
-static const struct { const char *name; enum dns_type type; } types[] = {
-	{ "A", DNS_T_A }, { "AAAA", DNS_T_AAAA }, { "MX", DNS_T_MX }, { "TXT", DNS_T_TXT },
-	{ "TLSA", DNS_T_TLSA }, { "CNAME", DNS_T_CNAME }, { "PTR", DNS_T_PTR },
+static const struct {
+	const char *name;
+	enum dns_type type;
+} types[] = {
+	{ "A", DNS_T_A },     { "AAAA", DNS_T_AAAA }, { "MX", DNS_T_MX },
+	{ "TXT", DNS_T_TXT }, { "TLSA", DNS_T_TLSA }, { "CNAME", DNS_T_CNAME },
+	{ "PTR", DNS_T_PTR },
 };
 
 static size_t outstanding;
@@ -42,8 +46,8 @@ static void print_rr(const struct dns_rr *rr)
 		printf(" %u:%s", rr->u.mx.pref, rr->u.mx.host[0] ? rr->u.mx.host : ".");
 		break;
 	case DNS_T_TXT:
-		printf(" txt(%zu)=\"%.*s\"", rr->u.txt.len, rr->u.txt.len > 200 ? 200
-		       : (int)rr->u.txt.len, rr->u.txt.text);
+		printf(" txt(%zu)=\"%.*s\"", rr->u.txt.len,
+		       rr->u.txt.len > 200 ? 200 : (int)rr->u.txt.len, rr->u.txt.text);
 		break;
 	case DNS_T_TLSA:
 		printf(" %u.%u.%u:", rr->u.tlsa.usage, rr->u.tlsa.selector, rr->u.tlsa.mtype);
@@ -76,7 +80,7 @@ static void answer_cb(const struct dns_answer *a, void *arg)
 static int usage(void)
 {
 	fprintf(stderr, "usage: dnsq [-c heron.conf] [-o dns.key=value]... [-r rounds] TYPE "
-		"NAME...\n");
+			"NAME...\n");
 	return 2;
 }
 
@@ -111,7 +115,8 @@ int main(int argc, char **argv)
 		const char *dot = strchr(overrides[i], '.'), *eq = strchr(overrides[i], '=');
 
 		if (dot == NULL || eq == NULL || eq < dot ||
-		    snprintf(sec, sizeof(sec), "%.*s", (int)(dot - overrides[i]), overrides[i]) >= 64 ||
+		    snprintf(sec, sizeof(sec), "%.*s", (int)(dot - overrides[i]), overrides[i]) >=
+			    64 ||
 		    snprintf(key, sizeof(key), "%.*s", (int)(eq - dot - 1), dot + 1) >= 64)
 			return usage();
 		if (conf_set(c, sec, key, eq + 1, &err) < 0) {

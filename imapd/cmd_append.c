@@ -58,7 +58,7 @@ static const char *cmd_name(const struct imap_cmd *cmd)
 struct append_msg {
 	const struct imap_arg *flags;
 	int64_t date;
-	struct store_blob *blob;    /* owned by the op */
+	struct store_blob *blob; /* owned by the op */
 	uint32_t uid;
 };
 
@@ -68,7 +68,7 @@ struct append_op {
 	unsigned n;
 	uint32_t uidvalidity;
 	const char *why;
-	uint64_t replace_mbox;      /* REPLACE: the selected mailbox and the UID replaced */
+	uint64_t replace_mbox; /* REPLACE: the selected mailbox and the UID replaced */
 	uint32_t replace_uid;
 };
 
@@ -92,8 +92,8 @@ static int append_fn(struct store_txn *t, void *arg)
 		/* first, so the replaced message's size is off the quota (RFC 8508 3.1) */
 		size_t n = 0;
 
-		if ((rc = store_msg_expunge(t, ao->replace_mbox, &ao->replace_uid, 1, NULL,
-					    &n)) != 0)
+		if ((rc = store_msg_expunge(t, ao->replace_mbox, &ao->replace_uid, 1, NULL, &n)) !=
+		    0)
 			return rc;
 		if (n == 0)
 			return STORE_ENOMSG; /* another session expunged it meanwhile */
@@ -106,7 +106,8 @@ static int append_fn(struct store_txn *t, void *arg)
 		if (m->flags != NULL &&
 		    imap_flags_parse(m->flags, t, ao->mbox, true, &flags, &kw, &ao->why) < 0)
 			return STORE_EINVAL;
-		if ((rc = store_msg_append(t, ao->mbox, m->blob, flags, kw, m->date, &m->uid)) != 0)
+		if ((rc = store_msg_append(t, ao->mbox, m->blob, flags, kw, m->date, &m->uid)) !=
+		    0)
 			return rc;
 	}
 	if (store_mbox_status(t, ao->mbox, &st) == 0)

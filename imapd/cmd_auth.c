@@ -34,24 +34,24 @@ struct user_setup {
 
 struct auth_ctx {
 	struct ldapauth_req *req;
-	bool waiting_line;           /* AUTHENTICATE: "+ " sent, the response line is due */
+	bool waiting_line; /* AUTHENTICATE: "+ " sent, the response line is due */
 	bool done;
 	enum ldapauth_result result;
-	char *login;                 /* as the directory names the user */
-	char *mailhost;              /* the user's home host when the directory names one */
-	char *address;               /* the user's primary address (the proxy login's authzid) */
-	bool proxied_in;             /* a front's proxy login (never proxied on again) */
-	bool proxy_started;          /* front: the login at the store host is running */
+	char *login;        /* as the directory names the user */
+	char *mailhost;     /* the user's home host when the directory names one */
+	char *address;      /* the user's primary address (the proxy login's authzid) */
+	bool proxied_in;    /* a front's proxy login (never proxied on again) */
+	bool proxy_started; /* front: the login at the store host is running */
 	int partition;
-	uint64_t quota;              /* bytes, from the directory; 0: none */
-	char tried[65];              /* the user name given, sanitized for the log */
-	char *user;                  /* the user name given (the throttle's key) */
-	char *pass;                  /* held while the throttle delays the check */
+	uint64_t quota; /* bytes, from the directory; 0: none */
+	char tried[65]; /* the user name given, sanitized for the log */
+	char *user;     /* the user name given (the throttle's key) */
+	char *pass;     /* held while the throttle delays the check */
 	struct authguard_check chk;
-	bool charged;                /* the throttle counts this check: its outcome is due */
-	bool throttled;              /* refused by the throttle: no check made */
-	struct event *held;          /* the throttle's delay before the check */
-	struct event *delay;         /* holds the NO of a failure */
+	bool charged;        /* the throttle counts this check: its outcome is due */
+	bool throttled;      /* refused by the throttle: no check made */
+	struct event *held;  /* the throttle's delay before the check */
+	struct event *delay; /* holds the NO of a failure */
 	/* the user's store record being made or fixed in the group commit (first login) */
 	struct user_setup setup;
 	unsigned part;
@@ -157,7 +157,8 @@ bool cmd_id(struct imap_cmd *cmd)
 	if (a == NULL || imap_cmd_arg(cmd, 1) != NULL ||
 	    (a->type != IMAP_ARG_LIST && !imap_arg_is_nil(a)))
 		return imap_cmd_bad(cmd, "Expected: ID (params) or ID NIL");
-	imap_printf(cmd->c, "* ID (\"name\" \"Heron\" \"vendor\" \"Heron\" \"version\" \"%s\")\r\n",
+	imap_printf(cmd->c,
+		    "* ID (\"name\" \"Heron\" \"vendor\" \"Heron\" \"version\" \"%s\")\r\n",
 		    heron_version);
 	return imap_cmd_ok(cmd, "ID completed");
 }
@@ -305,8 +306,11 @@ static void auth_done(const struct ldapauth_reply *r, void *arg)
 	a->req = NULL;
 	a->result = r->result;
 	a->charged = false;
-	metrics_inc(MS_LOGINS, r->result == LDAPAUTH_OK ? MS_LOGIN_OK
-			       : r->result == LDAPAUTH_ETEMP ? MS_LOGIN_TEMP : MS_LOGIN_FAIL, 0);
+	metrics_inc(MS_LOGINS,
+		    r->result == LDAPAUTH_OK      ? MS_LOGIN_OK
+		    : r->result == LDAPAUTH_ETEMP ? MS_LOGIN_TEMP
+						  : MS_LOGIN_FAIL,
+		    0);
 	if (r->result == LDAPAUTH_OK) {
 		auth_take_user(a, r->user);
 		authguard_ok(c->srv->guard, c->addr, a->user);
@@ -404,7 +408,8 @@ static bool user_ready(struct store *st, unsigned part, struct user_setup *u)
 	bool ready = false;
 
 	if (store_txn_begin(st, part, STORE_TXN_READ, &t) == 0 &&
-	    store_user_get(t, u->name, &su) == 0 && (u->quota == 0 || su.quota_bytes == u->quota)) {
+	    store_user_get(t, u->name, &su) == 0 &&
+	    (u->quota == 0 || su.quota_bytes == u->quota)) {
 		u->id = su.id;
 		ready = true;
 	}
@@ -450,10 +455,10 @@ static bool auth_refer(struct imap_cmd *cmd, struct auth_ctx *a)
 	struct buf user;
 
 	log_info("%016" PRIx64 " imap refer user=%s host=%s", c->id, a->tried, a->mailhost);
-	buf_init(&user, 64, 3 * STORE_MAX_NAME); /* the login, %-escaped */
+	buf_init(&user, 64, 3 * STORE_MAX_NAME);        /* the login, %-escaped */
 	for (const char *p = a->login; *p != '\0'; p++) /* RFC 3986 userinfo, escaped */
-		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-		    strchr("-._~", *p) != NULL)
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9') || strchr("-._~", *p) != NULL)
 			buf_putc(&user, *p);
 		else
 			buf_printf(&user, "%%%02X", (unsigned char)*p);
@@ -604,9 +609,10 @@ static bool sasl_plain(struct imap_cmd *cmd, const char *b64, size_t len)
 		tried_set(a, authz);
 		if (!ok) {
 			log_info("%016" PRIx64 " imap login addr=%s user=%s via=proxy result=fail "
-				 "reason=\"not a proxy credential from a trusted address\"", c->id,
-				 c->addr, a->tried);
-			return imap_cmd_no(cmd, "[AUTHORIZATIONFAILED] Cannot act as another user");
+				 "reason=\"not a proxy credential from a trusted address\"",
+				 c->id, c->addr, a->tried);
+			return imap_cmd_no(cmd,
+					   "[AUTHORIZATIONFAILED] Cannot act as another user");
 		}
 		a->proxied_in = true;
 		a->user = xstrdup(authz);

@@ -38,8 +38,7 @@ static void uid_list(struct buf *b, const uint32_t *v, size_t n)
 }
 
 /* [COPYUID ...] on the tagged OK of COPY, or on an untagged OK before MOVE's expunges. */
-static void copy_reply(struct imap_cmd *cmd, struct copy_op *co, uint32_t uidvalidity,
-		       bool move)
+static void copy_reply(struct imap_cmd *cmd, struct copy_op *co, uint32_t uidvalidity, bool move)
 {
 	struct imap_client *c = cmd->c;
 	struct buf code;

@@ -14,10 +14,10 @@ struct fetch_cmd {
 	struct imap_client *c;
 	struct imap_fetch *items;
 	struct imap_seqset uids;
-	size_t next;                   /* next view index */
-	uint64_t changedsince;         /* CONDSTORE: only messages with a higher modseq */
-	bool vanished;                 /* QRESYNC: UID FETCH (CHANGEDSINCE n VANISHED) */
-	bool seen_back;                /* the \Seen write came back (imap_commit) */
+	size_t next;           /* next view index */
+	uint64_t changedsince; /* CONDSTORE: only messages with a higher modseq */
+	bool vanished;         /* QRESYNC: UID FETCH (CHANGEDSINCE n VANISHED) */
+	bool seen_back;        /* the \Seen write came back (imap_commit) */
 };
 
 static void fetch_cmd_free(void *arg)
@@ -81,16 +81,15 @@ static bool seen_needed(const struct imap_client *c, const struct fetch_cmd *f)
 }
 
 /* "(CHANGEDSINCE n [VANISHED])"; -1 when invalid. */
-static int fetch_modifiers(struct imap_cmd *cmd, struct fetch_cmd *f,
-			   const struct imap_arg *mods)
+static int fetch_modifiers(struct imap_cmd *cmd, struct fetch_cmd *f, const struct imap_arg *mods)
 {
 	const struct imap_arg *v = mods + 2;
 
 	if (mods->type != IMAP_ARG_LIST || (mods->n != 2 && mods->n != 3) ||
 	    !imap_arg_atom_is(mods + 1, "CHANGEDSINCE") || v->type != IMAP_ARG_ATOM ||
 	    str_to_u64(v->s, v->len, INT64_MAX, &f->changedsince) < 0 ||
-	    (mods->n == 3 && (!imap_arg_atom_is(v + 1, "VANISHED") || !cmd->uid ||
-			      !cmd->c->enabled_qresync)))
+	    (mods->n == 3 &&
+	     (!imap_arg_atom_is(v + 1, "VANISHED") || !cmd->uid || !cmd->c->enabled_qresync)))
 		return -1;
 	f->vanished = mods->n == 3;
 	return 0;
@@ -168,7 +167,8 @@ static struct fetch_cmd *fetch_state(struct imap_cmd *cmd, bool *done_r)
 			/* the FETCH waits for the write, the loop does not */
 			cmd->ctx = NULL;
 			cmd->ctx_free = NULL;
-			imap_commit_start_flags(cmd, c->view->part, set_seen_fn, f, fetch_cmd_free);
+			imap_commit_start_flags(cmd, c->view->part, set_seen_fn, f,
+						fetch_cmd_free);
 			if (f->vanished)
 				fetch_vanished(c, f);
 			return NULL;

@@ -45,8 +45,7 @@ static char *mailbox_name_mutf7(const char *s, size_t len, const char **why_r)
 	return name;
 }
 
-char *imap_mailbox_name(const struct imap_client *c, const char *s, size_t len,
-			const char **why_r)
+char *imap_mailbox_name(const struct imap_client *c, const char *s, size_t len, const char **why_r)
 {
 	struct buf b;
 	char *name;
@@ -92,11 +91,11 @@ struct mbox_op {
 	char *a, *b;
 	bool on;
 	unsigned special;
-	const char *what;      /* the command's name, for the reply */
-	uint64_t id;           /* CREATE: the new mailbox (its MAILBOXID) */
-	uint64_t max_count;    /* CREATE, RENAME: [imapd] max_mailboxes_per_user */
-	unsigned max_depth;    /* and max_mailbox_depth */
-	const char *limit;     /* which of them refused it (store_mbox_limit) */
+	const char *what;   /* the command's name, for the reply */
+	uint64_t id;        /* CREATE: the new mailbox (its MAILBOXID) */
+	uint64_t max_count; /* CREATE, RENAME: [imapd] max_mailboxes_per_user */
+	unsigned max_depth; /* and max_mailbox_depth */
+	const char *limit;  /* which of them refused it (store_mbox_limit) */
 };
 
 static const struct {
@@ -140,8 +139,8 @@ static int create_fn(struct store_txn *t, void *arg)
 
 	int rc = store_mbox_create(t, op->user, op->a, op->special, &op->id);
 
-	return rc != 0 ? rc : store_mbox_limit(t, op->user, op->max_count, op->max_depth,
-					       &op->limit);
+	return rc != 0 ? rc
+		       : store_mbox_limit(t, op->user, op->max_count, op->max_depth, &op->limit);
 }
 
 static int delete_fn(struct store_txn *t, void *arg)
@@ -157,8 +156,8 @@ static int rename_fn(struct store_txn *t, void *arg)
 
 	int rc = store_mbox_rename(t, op->user, op->a, op->b);
 
-	return rc != 0 ? rc : store_mbox_limit(t, op->user, op->max_count, op->max_depth,
-					       &op->limit);
+	return rc != 0 ? rc
+		       : store_mbox_limit(t, op->user, op->max_count, op->max_depth, &op->limit);
 }
 
 static int subscribe_fn(struct store_txn *t, void *arg)
@@ -197,8 +196,9 @@ static bool mbox_limit_reply(struct imap_cmd *cmd, const struct mbox_op *op)
 	log_info("%016" PRIx64 " imap %s user=%s result=refused reason=\"%s limit\"", c->id,
 		 op->what, c->user ? c->user : "-", op->limit ? op->limit : "mailbox");
 	if (op->limit != NULL && strcmp(op->limit, "depth") == 0)
-		return imap_cmd_reply(cmd, "NO", "[LIMIT] %s: mailbox names have at most %u levels",
-				      op->what, op->max_depth);
+		return imap_cmd_reply(cmd, "NO",
+				      "[LIMIT] %s: mailbox names have at most %u levels", op->what,
+				      op->max_depth);
 	return imap_cmd_reply(cmd, "NO", "[LIMIT] %s: at most %" PRIu64 " mailboxes per user",
 			      op->what, op->max_count);
 }
@@ -325,12 +325,12 @@ struct list_ctx {
 	struct store_txn *t;
 	bool lsub;
 	unsigned sel, ret;
-	const struct imap_arg *status;  /* RETURN (STATUS (items)) */
-	char **subs;                    /* every subscription, sorted (parents_find) */
+	const struct imap_arg *status; /* RETURN (STATUS (items)) */
+	char **subs;                   /* every subscription, sorted (parents_find) */
 	size_t nsubs;
-	char **parents;                 /* this pattern's parents_find result, sorted */
+	char **parents; /* this pattern's parents_find result, sorted */
 	size_t nparents;
-	bool childinfo;                 /* list_cb: the mailbox is one of parents[] */
+	bool childinfo; /* list_cb: the mailbox is one of parents[] */
 };
 
 static int name_cmp(const void *a, const void *b)
@@ -543,8 +543,7 @@ static int list_matches(struct list_ctx *l, const char *pattern)
 }
 
 /* Lists one pattern (reference already applied); INBOX matched case-insensitively. */
-static int list_pattern(struct list_ctx *l, const struct imap_arg *ref,
-			const struct imap_arg *pat)
+static int list_pattern(struct list_ctx *l, const struct imap_arg *ref, const struct imap_arg *pat)
 {
 	char *pattern;
 	size_t plen;

@@ -13,11 +13,11 @@
 enum { RET_MIN = 1, RET_MAX = 2, RET_ALL = 4, RET_COUNT = 8, RET_SAVE = 16, RET_PARTIAL = 32 };
 
 struct search_cmd {
-	unsigned ret;              /* ESEARCH RETURN options; 0: a plain SEARCH */
+	unsigned ret; /* ESEARCH RETURN options; 0: a plain SEARCH */
 	bool esearch;
-	bool modseq;               /* a MODSEQ key was used */
-	uint32_t *hits;            /* UIDs or sequence numbers, ascending */
-	uint64_t *mods;            /* the modseq of each hit */
+	bool modseq;    /* a MODSEQ key was used */
+	uint32_t *hits; /* UIDs or sequence numbers, ascending */
+	uint64_t *mods; /* the modseq of each hit */
 	size_t n;
 	struct imap_partial partial; /* RETURN (PARTIAL range), RFC 9394 */
 };
@@ -35,7 +35,8 @@ int imap_partial_parse(const struct imap_arg *a, struct imap_partial *p)
 		return -1; /* both from the start or both from the end */
 	if (str_to_u64(a->s + neg, (size_t)(colon - a->s) - neg, UINT32_MAX, &x) < 0 ||
 	    str_to_u64(colon + 1 + neg, a->len - (size_t)(colon + 1 - a->s) - neg, UINT32_MAX,
-		       &y) < 0 || x == 0 || y == 0)
+		       &y) < 0 ||
+	    x == 0 || y == 0)
 		return -1;
 	p->from_end = neg;
 	p->lo = (uint32_t)(x < y ? x : y);
@@ -67,8 +68,7 @@ bool imap_partial_slice(const struct imap_partial *p, size_t n, size_t *from_r, 
    highest hit: SAVE keeps those (RFC 5182 2.4) and MODSEQ is theirs (RFC 4731 3.2). */
 static bool returns_ends(const struct search_cmd *sc)
 {
-	return (sc->ret & (RET_MIN | RET_MAX)) &&
-	       !(sc->ret & (RET_ALL | RET_COUNT | RET_PARTIAL));
+	return (sc->ret & (RET_MIN | RET_MAX)) && !(sc->ret & (RET_ALL | RET_COUNT | RET_PARTIAL));
 }
 
 /* Whether hit i is among the returned messages. */
@@ -106,8 +106,7 @@ static void search_save(struct imap_cmd *cmd, const struct search_cmd *sc)
 }
 
 /* " ALL 1:3,5" of the hits (hits from to to: "1:3,5" alone, for PARTIAL). */
-static void write_all(struct imap_client *c, const struct search_cmd *sc, size_t from,
-		      size_t to)
+static void write_all(struct imap_client *c, const struct search_cmd *sc, size_t from, size_t to)
 {
 	struct imap_seqset set = { 0 };
 	struct buf b;
@@ -204,8 +203,8 @@ static int search_return(struct search_cmd *sc, const struct imap_arg **pp,
 
 		if (bit == 0 || (sc->ret & bit))
 			return -1;
-		if (bit == RET_PARTIAL && (++o > opts + opts->span ||
-					   imap_partial_parse(o, &sc->partial) < 0))
+		if (bit == RET_PARTIAL &&
+		    (++o > opts + opts->span || imap_partial_parse(o, &sc->partial) < 0))
 			return -1;
 		sc->ret |= bit;
 	}

@@ -42,7 +42,8 @@ static int parse_qresync(const struct imap_arg *q, struct qresync *qr)
 	if (q->n >= 3) {
 		known = imap_arg_next(ms);
 		if (known->type != IMAP_ARG_ATOM ||
-		    imap_seqset_parse(&qr->known, known->s, known->len, IMAP_SEQSET_RANGES_MAX) < 0 ||
+		    imap_seqset_parse(&qr->known, known->s, known->len, IMAP_SEQSET_RANGES_MAX) <
+			    0 ||
 		    qr->known.has_star)
 			return -1;
 		imap_seqset_resolve(&qr->known, 0);
@@ -198,9 +199,9 @@ bool cmd_select(struct imap_cmd *cmd)
 	return select_finish(cmd, so, readonly ? UINT32_MAX : first, false);
 }
 
-static const char *const status_names[] = { "MESSAGES", "RECENT", "UIDNEXT", "UIDVALIDITY",
-					    "UNSEEN", "HIGHESTMODSEQ", "SIZE", "DELETED",
-					    "MAILBOXID" };
+static const char *const status_names[] = { "MESSAGES",    "RECENT",  "UIDNEXT",
+					    "UIDVALIDITY", "UNSEEN",  "HIGHESTMODSEQ",
+					    "SIZE",        "DELETED", "MAILBOXID" };
 
 bool imap_status_items_ok(const struct imap_client *c, const struct imap_arg *items)
 {

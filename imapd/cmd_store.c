@@ -23,7 +23,7 @@ struct store_op {
 	struct store_result *res;
 	size_t nres;
 	const char *why;
-	uint64_t unchangedsince;   /* CONDSTORE; 0: none */
+	uint64_t unchangedsince;     /* CONDSTORE; 0: none */
 	struct imap_seqset modified; /* UIDs refused by UNCHANGEDSINCE */
 	bool silent;
 };
@@ -38,8 +38,8 @@ static int store_fn(struct store_txn *t, void *arg)
 
 	so->nres = 0;
 	imap_seqset_clear(&so->modified);
-	rc = imap_flags_parse(so->flags_arg, t, v->mbox, so->op != STORE_FLAGS_REMOVE, &flags,
-			      &kw, &so->why);
+	rc = imap_flags_parse(so->flags_arg, t, v->mbox, so->op != STORE_FLAGS_REMOVE, &flags, &kw,
+			      &so->why);
 	if (rc < 0)
 		return STORE_EINVAL;
 	for (size_t i = 0; i < v->n; i++) {
@@ -215,7 +215,7 @@ bool cmd_store(struct imap_cmd *cmd)
 struct expunge_op {
 	struct imap_view *v;
 	bool by_uid;
-	struct imap_seqset uids;  /* UID EXPUNGE: only these */
+	struct imap_seqset uids; /* UID EXPUNGE: only these */
 	uint32_t *done;
 	size_t ndone;
 };

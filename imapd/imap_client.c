@@ -436,7 +436,8 @@ static void client_free(struct imap_client *c)
 	if (c->ncommits > 0) {
 		/* the group commit's thread reads this client: imap_commit.c frees it after */
 		if (!(c->flags & IMAP_CF_DEFUNCT))
-			log_info("%016" PRIx64 " imap client left with a write in the group commit",
+			log_info("%016" PRIx64
+				 " imap client left with a write in the group commit",
 				 c->id);
 		c->flags |= IMAP_CF_DEFUNCT;
 		bufferevent_disable(c->bev, EV_READ | EV_WRITE);

@@ -19,49 +19,49 @@ struct imap_cmd_def {
 
 static const struct imap_cmd_def imap_cmds[] = {
 	/* name          allowed in        handler          flags */
-	{ "CAPABILITY",   IMAP_ST_ANY,      cmd_capability,  0 },
-	{ "NOOP",         IMAP_ST_ANY,      cmd_noop,        0 },
-	{ "LOGOUT",       IMAP_ST_ANY,      cmd_logout,      0 },
-	{ "ID",           IMAP_ST_ANY,      cmd_id,          0 },
-	{ "STARTTLS",     IMAP_ST_NOTAUTH,  cmd_starttls,    0 },
-	{ "LOGIN",        IMAP_ST_NOTAUTH,  cmd_login,       0 },
-	{ "AUTHENTICATE", IMAP_ST_NOTAUTH,  cmd_authenticate, 0 },
-	{ "ENABLE",       IMAP_ST_LOGGED,   cmd_enable,      0 },
-	{ "COMPRESS",     IMAP_ST_LOGGED,   cmd_compress,    0 },
+	{ "CAPABILITY", IMAP_ST_ANY, cmd_capability, 0 },
+	{ "NOOP", IMAP_ST_ANY, cmd_noop, 0 },
+	{ "LOGOUT", IMAP_ST_ANY, cmd_logout, 0 },
+	{ "ID", IMAP_ST_ANY, cmd_id, 0 },
+	{ "STARTTLS", IMAP_ST_NOTAUTH, cmd_starttls, 0 },
+	{ "LOGIN", IMAP_ST_NOTAUTH, cmd_login, 0 },
+	{ "AUTHENTICATE", IMAP_ST_NOTAUTH, cmd_authenticate, 0 },
+	{ "ENABLE", IMAP_ST_LOGGED, cmd_enable, 0 },
+	{ "COMPRESS", IMAP_ST_LOGGED, cmd_compress, 0 },
 	{ "UNAUTHENTICATE", IMAP_ST_LOGGED, cmd_unauthenticate, 0 },
-	{ "SELECT",       IMAP_ST_LOGGED,   cmd_select,      0 },
-	{ "EXAMINE",      IMAP_ST_LOGGED,   cmd_select,      CMD_READONLY },
-	{ "CREATE",       IMAP_ST_LOGGED,   cmd_create,      0 },
-	{ "DELETE",       IMAP_ST_LOGGED,   cmd_delete,      0 },
-	{ "RENAME",       IMAP_ST_LOGGED,   cmd_rename,      0 },
-	{ "SUBSCRIBE",    IMAP_ST_LOGGED,   cmd_subscribe,   0 },
-	{ "UNSUBSCRIBE",  IMAP_ST_LOGGED,   cmd_subscribe,   CMD_ALT },
-	{ "LIST",         IMAP_ST_LOGGED,   cmd_list,        0 },
-	{ "LSUB",         IMAP_ST_LOGGED,   cmd_list,        CMD_ALT },
-	{ "NAMESPACE",    IMAP_ST_LOGGED,   cmd_namespace,   0 },
-	{ "STATUS",       IMAP_ST_LOGGED,   cmd_status,      0 },
-	{ "APPEND",       IMAP_ST_LOGGED,   cmd_append,      0 },
-	{ "IDLE",         IMAP_ST_LOGGED,   cmd_idle,        0 },
-	{ "GETQUOTA",     IMAP_ST_LOGGED,   cmd_quota,       0 },
-	{ "GETQUOTAROOT", IMAP_ST_LOGGED,   cmd_quota,       CMD_ALT },
-	{ "SETQUOTA",     IMAP_ST_LOGGED,   cmd_setquota,    0 },
-	{ "MYRIGHTS",     IMAP_ST_LOGGED,   cmd_myrights,    0 },
-	{ "GETACL",       IMAP_ST_LOGGED,   cmd_getacl,      0 },
-	{ "LISTRIGHTS",   IMAP_ST_LOGGED,   cmd_getacl,      CMD_ALT },
-	{ "SETACL",       IMAP_ST_LOGGED,   cmd_setacl,      0 },
-	{ "DELETEACL",    IMAP_ST_LOGGED,   cmd_setacl,      CMD_ALT },
-	{ "CHECK",        IMAP_ST_SELECTED, cmd_noop,        CMD_REV1 },
-	{ "CLOSE",        IMAP_ST_SELECTED, cmd_close,       0 },
-	{ "UNSELECT",     IMAP_ST_SELECTED, cmd_close,       CMD_ALT },
-	{ "EXPUNGE",      IMAP_ST_SELECTED, cmd_expunge,     CMD_UID },
-	{ "SEARCH",       IMAP_ST_SELECTED, cmd_search,      CMD_UID | CMD_NO_EXPUNGE },
-	{ "FETCH",        IMAP_ST_SELECTED, cmd_fetch,       CMD_UID | CMD_NO_EXPUNGE },
-	{ "SORT",         IMAP_ST_SELECTED, cmd_sort,        CMD_UID | CMD_NO_EXPUNGE },
-	{ "THREAD",       IMAP_ST_SELECTED, cmd_thread,      CMD_UID | CMD_NO_EXPUNGE },
-	{ "STORE",        IMAP_ST_SELECTED, cmd_store,       CMD_UID | CMD_NO_EXPUNGE },
-	{ "COPY",         IMAP_ST_SELECTED, cmd_copy,        CMD_UID },
-	{ "MOVE",         IMAP_ST_SELECTED, cmd_copy,        CMD_UID | CMD_MOVE },
-	{ "REPLACE",      IMAP_ST_SELECTED, cmd_append,      CMD_UID | CMD_ALT },
+	{ "SELECT", IMAP_ST_LOGGED, cmd_select, 0 },
+	{ "EXAMINE", IMAP_ST_LOGGED, cmd_select, CMD_READONLY },
+	{ "CREATE", IMAP_ST_LOGGED, cmd_create, 0 },
+	{ "DELETE", IMAP_ST_LOGGED, cmd_delete, 0 },
+	{ "RENAME", IMAP_ST_LOGGED, cmd_rename, 0 },
+	{ "SUBSCRIBE", IMAP_ST_LOGGED, cmd_subscribe, 0 },
+	{ "UNSUBSCRIBE", IMAP_ST_LOGGED, cmd_subscribe, CMD_ALT },
+	{ "LIST", IMAP_ST_LOGGED, cmd_list, 0 },
+	{ "LSUB", IMAP_ST_LOGGED, cmd_list, CMD_ALT },
+	{ "NAMESPACE", IMAP_ST_LOGGED, cmd_namespace, 0 },
+	{ "STATUS", IMAP_ST_LOGGED, cmd_status, 0 },
+	{ "APPEND", IMAP_ST_LOGGED, cmd_append, 0 },
+	{ "IDLE", IMAP_ST_LOGGED, cmd_idle, 0 },
+	{ "GETQUOTA", IMAP_ST_LOGGED, cmd_quota, 0 },
+	{ "GETQUOTAROOT", IMAP_ST_LOGGED, cmd_quota, CMD_ALT },
+	{ "SETQUOTA", IMAP_ST_LOGGED, cmd_setquota, 0 },
+	{ "MYRIGHTS", IMAP_ST_LOGGED, cmd_myrights, 0 },
+	{ "GETACL", IMAP_ST_LOGGED, cmd_getacl, 0 },
+	{ "LISTRIGHTS", IMAP_ST_LOGGED, cmd_getacl, CMD_ALT },
+	{ "SETACL", IMAP_ST_LOGGED, cmd_setacl, 0 },
+	{ "DELETEACL", IMAP_ST_LOGGED, cmd_setacl, CMD_ALT },
+	{ "CHECK", IMAP_ST_SELECTED, cmd_noop, CMD_REV1 },
+	{ "CLOSE", IMAP_ST_SELECTED, cmd_close, 0 },
+	{ "UNSELECT", IMAP_ST_SELECTED, cmd_close, CMD_ALT },
+	{ "EXPUNGE", IMAP_ST_SELECTED, cmd_expunge, CMD_UID },
+	{ "SEARCH", IMAP_ST_SELECTED, cmd_search, CMD_UID | CMD_NO_EXPUNGE },
+	{ "FETCH", IMAP_ST_SELECTED, cmd_fetch, CMD_UID | CMD_NO_EXPUNGE },
+	{ "SORT", IMAP_ST_SELECTED, cmd_sort, CMD_UID | CMD_NO_EXPUNGE },
+	{ "THREAD", IMAP_ST_SELECTED, cmd_thread, CMD_UID | CMD_NO_EXPUNGE },
+	{ "STORE", IMAP_ST_SELECTED, cmd_store, CMD_UID | CMD_NO_EXPUNGE },
+	{ "COPY", IMAP_ST_SELECTED, cmd_copy, CMD_UID },
+	{ "MOVE", IMAP_ST_SELECTED, cmd_copy, CMD_UID | CMD_MOVE },
+	{ "REPLACE", IMAP_ST_SELECTED, cmd_append, CMD_UID | CMD_ALT },
 };
 
 const struct imap_cmd_def *imap_cmd_find(const char *name, size_t len)
@@ -177,8 +177,8 @@ bool imap_cmd_reply(struct imap_cmd *cmd, const char *status, const char *fmt, .
 	imap_write(c, "\r\n", 2);
 	imap_metrics_command(cmd, status);
 	log_debug("%016" PRIx64 " imap cmd=%s user=%s result=%s us=%" PRIu64, c->id,
-		  cmd->def != NULL ? cmd->def->name : "?", c->user != NULL ? c->user : "-",
-		  status, clock_mono_us() - cmd->start_us);
+		  cmd->def != NULL ? cmd->def->name : "?", c->user != NULL ? c->user : "-", status,
+		  clock_mono_us() - cmd->start_us);
 	if (!bad)
 		c->nbad = 0;
 	else
@@ -284,12 +284,14 @@ void imap_capability(struct imap_client *c, struct buf *out)
 	struct imap_server *srv = c->srv;
 	bool tls = c->flags & IMAP_CF_TLS;
 
-	buf_puts(out, "IMAP4rev1 IMAP4rev2 LITERAL+ SASL-IR LOGIN-REFERRALS ID ENABLE IDLE NAMESPACE "
-		      "UNSELECT CHILDREN "
-		      "UIDPLUS MOVE SPECIAL-USE CREATE-SPECIAL-USE STATUS=SIZE ESEARCH CONDSTORE QRESYNC WITHIN LIST-EXTENDED LIST-STATUS SEARCHRES "
-		      "QUOTA QUOTA=RES-STORAGE "
-		      "QUOTA=RES-MESSAGE BINARY MULTIAPPEND UTF8=ACCEPT SORT SORT=DISPLAY ESORT "
-		      "THREAD=ORDEREDSUBJECT THREAD=REFERENCES THREAD=REFS OBJECTID PREVIEW PARTIAL SAVEDATE REPLACE ACL RIGHTS=texk");
+	buf_puts(
+		out,
+		"IMAP4rev1 IMAP4rev2 LITERAL+ SASL-IR LOGIN-REFERRALS ID ENABLE IDLE NAMESPACE "
+		"UNSELECT CHILDREN "
+		"UIDPLUS MOVE SPECIAL-USE CREATE-SPECIAL-USE STATUS=SIZE ESEARCH CONDSTORE QRESYNC WITHIN LIST-EXTENDED LIST-STATUS SEARCHRES "
+		"QUOTA QUOTA=RES-STORAGE "
+		"QUOTA=RES-MESSAGE BINARY MULTIAPPEND UTF8=ACCEPT SORT SORT=DISPLAY ESORT "
+		"THREAD=ORDEREDSUBJECT THREAD=REFERENCES THREAD=REFS OBJECTID PREVIEW PARTIAL SAVEDATE REPLACE ACL RIGHTS=texk");
 	if (c->state == IMAP_ST_NOTAUTH) {
 		if (srv->tls_ctx != NULL && !tls)
 			buf_puts(out, " STARTTLS");

@@ -11,10 +11,10 @@
 #include "store/store.h"
 
 struct imap_commit {
-	struct imap_client *c;      /* stays allocated until the write is back (client_free) */
+	struct imap_client *c; /* stays allocated until the write is back (client_free) */
 	void *arg;
 	void (*arg_free)(void *arg);
-	struct store_blob *blob;    /* freed after the commit */
+	struct store_blob *blob; /* freed after the commit */
 	int rc;
 	bool pending;
 };

@@ -17,16 +17,16 @@
 #include "common/xmalloc.h"
 #include "imapd/imapd.h"
 
-#define DEFLATE_LEVEL 6  /* zlib's default, and Dovecot's: most of the gain for little CPU */
+#define DEFLATE_LEVEL 6 /* zlib's default, and Dovecot's: most of the gain for little CPU */
 #define DEFLATE_CHUNK 16384
 
 struct imap_deflate {
 	z_stream in, out;
-	struct imap_client *c;      /* owns the filter, so it outlives this */
-	struct bufferevent *bev;    /* the filter */
-	struct event *flush;        /* ends a batch of responses with a sync flush */
-	bool unflushed;             /* deflated bytes wait in zlib for the flush */
-	bool broken;                /* the client's stream did not inflate: close */
+	struct imap_client *c;   /* owns the filter, so it outlives this */
+	struct bufferevent *bev; /* the filter */
+	struct event *flush;     /* ends a batch of responses with a sync flush */
+	bool unflushed;          /* deflated bytes wait in zlib for the flush */
+	bool broken;             /* the client's stream did not inflate: close */
 };
 
 static void deflate_free(void *arg)
@@ -42,8 +42,8 @@ static void deflate_free(void *arg)
 
 /* The client's compressed bytes in src, inflated into dst (up to limit bytes of it). */
 static enum bufferevent_filter_result inflate_cb(struct evbuffer *src, struct evbuffer *dst,
-						 ev_ssize_t limit, enum bufferevent_flush_mode mode,
-						 void *arg)
+						 ev_ssize_t limit,
+						 enum bufferevent_flush_mode mode, void *arg)
 {
 	struct imap_deflate *d = arg;
 
@@ -96,8 +96,8 @@ static void flush_cb(evutil_socket_t fd, short what, void *arg)
    owns them from then on). Writes only compress; the flush at the end of the loop's turn
    (BEV_FLUSH) emits everything, so the client never waits on a half-sent response. */
 static enum bufferevent_filter_result deflate_cb(struct evbuffer *src, struct evbuffer *dst,
-						 ev_ssize_t limit, enum bufferevent_flush_mode mode,
-						 void *arg)
+						 ev_ssize_t limit,
+						 enum bufferevent_flush_mode mode, void *arg)
 {
 	struct imap_deflate *d = arg;
 	unsigned char in[DEFLATE_CHUNK];
@@ -153,7 +153,8 @@ int imap_compress_start(struct imap_client *c)
 	/* deferred callbacks: the filter drains the output as it is written, and an immediate
 	   write callback would re-enter the command that is writing */
 	bev = bufferevent_filter_new(under, inflate_cb, deflate_cb,
-				     BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS, deflate_free, d);
+				     BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS, deflate_free,
+				     d);
 	if (bev == NULL) {
 		deflate_free(d);
 		return -1;

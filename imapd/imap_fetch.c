@@ -26,11 +26,11 @@ enum fetch_sec { SEC_ALL, SEC_HEADER, SEC_FIELDS, SEC_FIELDS_NOT, SEC_TEXT, SEC_
 
 /* A BINARY section of the message being written (RFC 3516), found before its FETCH line. */
 struct fetch_binary {
-	bool exists;                   /* false: NIL */
+	bool exists; /* false: NIL */
 	enum cte cte;
-	uint64_t off, len;             /* the encoded body in the file */
-	uint64_t size;                 /* decoded */
-	bool nul;                      /* decodes to a NUL: literal8 */
+	uint64_t off, len; /* the encoded body in the file */
+	uint64_t size;     /* decoded */
+	bool nul;          /* decodes to a NUL: literal8 */
 };
 
 struct fetch_def;
@@ -39,23 +39,23 @@ struct fetch_def;
 struct fetch_item {
 	const struct fetch_def *def;
 	enum fetch_sec sec;
-	char part[64];                 /* "1.2", "" for the message */
-	struct str_view *fields;       /* HEADER.FIELDS names, only for those items */
+	char part[64];           /* "1.2", "" for the message */
+	struct str_view *fields; /* HEADER.FIELDS names, only for those items */
 	size_t nfields;
 	bool partial;
 	uint64_t p_off, p_len;
-	char *label;                   /* "BODY[1.HEADER]" as it is answered */
-	char *fields_text;             /* storage behind fields[] */
-	struct fetch_binary bin;       /* BINARY: the part in the current message */
+	char *label;             /* "BODY[1.HEADER]" as it is answered */
+	char *fields_text;       /* storage behind fields[] */
+	struct fetch_binary bin; /* BINARY: the part in the current message */
 };
 
 struct imap_fetch {
 	struct fetch_item items[FETCH_ITEMS_MAX];
 	size_t n;
-	size_t item;                   /* next item of the message being written (0: none) */
-	bool sets_seen;                /* a non-PEEK body item */
-	char *scratch;                 /* BINARY size pass: chunk + CTE_DECODE_LEAD, once */
-	struct imap_msgfile mf;        /* the message's cache or header read from its file */
+	size_t item;            /* next item of the message being written (0: none) */
+	bool sets_seen;         /* a non-PEEK body item */
+	char *scratch;          /* BINARY size pass: chunk + CTE_DECODE_LEAD, once */
+	struct imap_msgfile mf; /* the message's cache or header read from its file */
 };
 
 /* What an item's writer sees of the message being written. */
@@ -66,14 +66,14 @@ struct fetch_msg {
 	const struct store_msg *m;
 	const struct msgcache_view *mv;
 	bool recent;
-	const char *why;               /* a writer's or prepare's -1 */
+	const char *why; /* a writer's or prepare's -1 */
 };
 
 /* Item flags. */
 enum {
-	FD_SECTION = 1u << 0,          /* name ends in '[': a section (and partial) follows */
-	FD_SEEN = 1u << 1,             /* sets \Seen (RFC 3501 6.4.5) */
-	FD_MODSEQ = 1u << 2,           /* enables CONDSTORE (RFC 7162 3.1) */
+	FD_SECTION = 1u << 0, /* name ends in '[': a section (and partial) follows */
+	FD_SEEN = 1u << 1,    /* sets \Seen (RFC 3501 6.4.5) */
+	FD_MODSEQ = 1u << 2,  /* enables CONDSTORE (RFC 7162 3.1) */
 };
 
 /* An item: parse reads the text after the name (from '[' on; NULL for plain atoms);
@@ -82,7 +82,7 @@ enum {
    resumes at the next item once the stream is out), -1 cannot be written (*why). */
 struct fetch_def {
 	const char *name;
-	const char *label;             /* section items: the name they are answered with */
+	const char *label; /* section items: the name they are answered with */
 	unsigned flags;
 	int (*parse)(struct fetch_item *it, const char *s, size_t len);
 	int (*prepare)(struct fetch_msg *fm, struct fetch_item *it);
@@ -373,8 +373,8 @@ static bool header_cut(const struct fetch_msg *fm)
 
 /* HEADER.FIELDS[.NOT] of the message (from the cache, or the file where the cache's header
    is cut) or of an embedded message (its header at hoff, hsize in the file). */
-static void write_header_fields(struct fetch_msg *fm, const struct fetch_item *it,
-				uint64_t hoff, uint64_t hsize)
+static void write_header_fields(struct fetch_msg *fm, const struct fetch_item *it, uint64_t hoff,
+				uint64_t hsize)
 {
 	struct imap_client *c = fm->c;
 	struct buf hdr;
@@ -387,8 +387,8 @@ static void write_header_fields(struct fetch_msg *fm, const struct fetch_item *i
 		if (imap_msgfile_header(c->srv->store, c->view->part, fm->m, fm->mv, &fm->f->mf,
 					&h) < 0)
 			log_warnx("%016" PRIx64 " imap fetch uid=%u header of %" PRIu64 " bytes "
-				  "not read from the file: fields past %zu bytes left out", c->id,
-				  fm->m->uid, fm->mv->header_size, h.len);
+				  "not read from the file: fields past %zu bytes left out",
+				  c->id, fm->m->uid, fm->mv->header_size, h.len);
 		rfc5322_header_fields(h.p, h.len, it->fields, it->nfields,
 				      it->sec == SEC_FIELDS_NOT, &hdr);
 	} else {
@@ -427,7 +427,7 @@ static int write_flags(struct fetch_msg *fm, const struct fetch_item *it)
 static void write_date_time(struct imap_client *c, const char *name, int64_t when)
 {
 	static const char mon[12][4] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
-					  "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
+					 "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
 	time_t tt = (time_t)when;
 	struct tm tm;
 
@@ -602,7 +602,7 @@ static int write_section(struct fetch_msg *fm, const struct fetch_item *it)
 
 /* The CTE of a part from its MIME header (read from the file at hoff, hsize). */
 static enum cte part_cte(struct imap_client *c, const struct store_msg *m, uint64_t hoff,
-			      uint64_t hsize)
+			 uint64_t hsize)
 {
 	struct buf raw, val;
 	enum cte cte = CTE_IDENTITY;
@@ -704,26 +704,27 @@ static int write_binary(struct fetch_msg *fm, const struct fetch_item *it)
 /* Every item, in the order a name is looked up (a section item matches by its prefix). */
 static const struct fetch_def fetch_defs[] = {
 	/* name            label          flags                  parse              prepare         write */
-	{ "UID",           NULL,          0,                     NULL,              NULL,           write_uid },
-	{ "FLAGS",         NULL,          0,                     NULL,              NULL,           write_flags },
-	{ "INTERNALDATE",  NULL,          0,                     NULL,              NULL,           write_internaldate },
-	{ "SAVEDATE",      NULL,          0,                     NULL,              NULL,           write_savedate },
-	{ "RFC822.SIZE",   NULL,          0,                     NULL,              NULL,           write_size },
-	{ "MODSEQ",        NULL,          FD_MODSEQ,             NULL,              NULL,           write_modseq },
-	{ "ENVELOPE",      NULL,          0,                     NULL,              NULL,           write_envelope },
-	{ "PREVIEW",       NULL,          0,                     NULL,              NULL,           write_preview },
-	{ "EMAILID",       NULL,          0,                     NULL,              NULL,           write_emailid },
-	{ "THREADID",      NULL,          0,                     NULL,              NULL,           write_threadid },
-	{ "BODY",          NULL,          0,                     NULL,              NULL,           write_body },
-	{ "BODYSTRUCTURE", NULL,          0,                     NULL,              NULL,           write_bodystructure },
-	{ "RFC822.HEADER", NULL,          0,                     NULL,              NULL,           write_rfc822_header },
-	{ "RFC822.TEXT",   NULL,          FD_SEEN,               NULL,              NULL,           write_rfc822_text },
-	{ "RFC822",        NULL,          FD_SEEN,               NULL,              NULL,           write_rfc822 },
-	{ "BODY[",         "BODY",        FD_SECTION | FD_SEEN,  parse_body,        NULL,           write_section },
-	{ "BODY.PEEK[",    "BODY",        FD_SECTION,            parse_body,        NULL,           write_section },
-	{ "BINARY[",       "BINARY",      FD_SECTION | FD_SEEN,  parse_binary,      prepare_binary, write_binary },
-	{ "BINARY.PEEK[",  "BINARY",      FD_SECTION,            parse_binary,      prepare_binary, write_binary },
-	{ "BINARY.SIZE[",  "BINARY.SIZE", FD_SECTION,            parse_binary_size, prepare_binary, write_binary_size },
+	{ "UID", NULL, 0, NULL, NULL, write_uid },
+	{ "FLAGS", NULL, 0, NULL, NULL, write_flags },
+	{ "INTERNALDATE", NULL, 0, NULL, NULL, write_internaldate },
+	{ "SAVEDATE", NULL, 0, NULL, NULL, write_savedate },
+	{ "RFC822.SIZE", NULL, 0, NULL, NULL, write_size },
+	{ "MODSEQ", NULL, FD_MODSEQ, NULL, NULL, write_modseq },
+	{ "ENVELOPE", NULL, 0, NULL, NULL, write_envelope },
+	{ "PREVIEW", NULL, 0, NULL, NULL, write_preview },
+	{ "EMAILID", NULL, 0, NULL, NULL, write_emailid },
+	{ "THREADID", NULL, 0, NULL, NULL, write_threadid },
+	{ "BODY", NULL, 0, NULL, NULL, write_body },
+	{ "BODYSTRUCTURE", NULL, 0, NULL, NULL, write_bodystructure },
+	{ "RFC822.HEADER", NULL, 0, NULL, NULL, write_rfc822_header },
+	{ "RFC822.TEXT", NULL, FD_SEEN, NULL, NULL, write_rfc822_text },
+	{ "RFC822", NULL, FD_SEEN, NULL, NULL, write_rfc822 },
+	{ "BODY[", "BODY", FD_SECTION | FD_SEEN, parse_body, NULL, write_section },
+	{ "BODY.PEEK[", "BODY", FD_SECTION, parse_body, NULL, write_section },
+	{ "BINARY[", "BINARY", FD_SECTION | FD_SEEN, parse_binary, prepare_binary, write_binary },
+	{ "BINARY.PEEK[", "BINARY", FD_SECTION, parse_binary, prepare_binary, write_binary },
+	{ "BINARY.SIZE[", "BINARY.SIZE", FD_SECTION, parse_binary_size, prepare_binary,
+	  write_binary_size },
 };
 
 /* The item named at the start of s (a whole atom, or a section item's prefix through '['):
@@ -821,13 +822,17 @@ bool imap_fetch_condstore(const struct imap_fetch *f)
 	return false;
 }
 
-int imap_fetch_message(struct imap_client *c, struct imap_fetch *f, struct store_txn *t,
-		       size_t vi, uint64_t changedsince, const char **why_r)
+int imap_fetch_message(struct imap_client *c, struct imap_fetch *f, struct store_txn *t, size_t vi,
+		       uint64_t changedsince, const char **why_r)
 {
 	struct imap_view_msg *vm = &c->view->msgs[vi];
 	struct store_msg m;
 	struct msgcache_view mv;
-	struct fetch_msg fm = { .c = c, .f = f, .t = t, .m = &m, .mv = &mv,
+	struct fetch_msg fm = { .c = c,
+				.f = f,
+				.t = t,
+				.m = &m,
+				.mv = &mv,
 				.recent = (vm->flags & IMAP_VF_RECENT) != 0 };
 
 	if (store_msg_get(t, c->view->mbox, vm->uid, &m) != 0 ||

@@ -34,19 +34,27 @@ void imap_metrics_init(unsigned workers)
 {
 	metrics_std_defs(defs, services);
 	defs[IM_COMMANDS] = (struct metric_def){
-		"heron_imap_commands_total", METRIC_COUNTER,
-		"IMAP commands by name and tagged result (ok, no, bad)", { "command", "result" },
-		{ imap_cmd_metric_names(), results }, .sparse = true
+		"heron_imap_commands_total",
+		METRIC_COUNTER,
+		"IMAP commands by name and tagged result (ok, no, bad)",
+		{ "command", "result" },
+		{ imap_cmd_metric_names(), results },
+		.sparse = true
 	};
 	defs[IM_COMMAND_SECONDS] = (struct metric_def){
-		"heron_imap_command_duration_seconds", METRIC_HISTOGRAM,
+		"heron_imap_command_duration_seconds",
+		METRIC_HISTOGRAM,
 		"IMAP commands from their line to the tagged reply (IDLE: how long it idled)",
-		{ "command" }, { imap_cmd_metric_names() }, .sparse = true
+		{ "command" },
+		{ imap_cmd_metric_names() },
+		.sparse = true
 	};
 	defs[IM_SESSIONS] = (struct metric_def){
-		"heron_imap_sessions", METRIC_GAUGE,
+		"heron_imap_sessions",
+		METRIC_GAUGE,
 		"IMAP connections by state: notauth (not logged in), auth, selected",
-		{ "state" }, { states }
+		{ "state" },
+		{ states }
 	};
 	defs[IM_IDLE] = (struct metric_def){ "heron_imap_idle_sessions", METRIC_GAUGE,
 					     "IMAP sessions in IDLE" };
@@ -79,8 +87,9 @@ static void publish(void *arg)
 		if (c->flags & IMAP_CF_DEFUNCT)
 			continue;
 		open[service_of(c)]++;
-		st[c->state == IMAP_ST_NOTAUTH ? 0 : c->state == IMAP_ST_AUTH ? 1 : 2] +=
-			c->state != IMAP_ST_LOGOUT;
+		st[c->state == IMAP_ST_NOTAUTH ? 0
+		   : c->state == IMAP_ST_AUTH  ? 1
+					       : 2] += c->state != IMAP_ST_LOGOUT;
 		idle += (c->flags & IMAP_CF_IDLE) != 0;
 	}
 	for (unsigned k = 0; k < 2; k++)
@@ -120,15 +129,17 @@ static void who(struct buf *out, const char *ident, unsigned worker, void *arg)
 			.addr = net_addr_str((const struct sockaddr *)&c->sa, sizeof(c->sa), addr,
 					     sizeof(addr)),
 			.service = services[service_of(c)],
-			.state = (c->flags & IMAP_CF_IDLE) ? "idle"
-				 : c->state == IMAP_ST_NOTAUTH ? "notauth"
-				 : c->state == IMAP_ST_AUTH ? "auth"
-				 : c->state == IMAP_ST_SELECTED ? "selected" : "logout",
+			.state = (c->flags & IMAP_CF_IDLE)      ? "idle"
+				 : c->state == IMAP_ST_NOTAUTH  ? "notauth"
+				 : c->state == IMAP_ST_AUTH     ? "auth"
+				 : c->state == IMAP_ST_SELECTED ? "selected"
+								: "logout",
 			.since = c->connected,
 			.idle_ms = (now_us - last_us) / 1000,
 			.detail = c->view != NULL ? c->view->name
-				  : c->cmd_active && c->cmd.def != NULL ? imap_cmd_metric_names()
-						  [imap_cmd_metric_index(&c->cmd)] : NULL,
+				  : c->cmd_active && c->cmd.def != NULL
+					  ? imap_cmd_metric_names()[imap_cmd_metric_index(&c->cmd)]
+					  : NULL,
 		};
 
 		if (c->flags & (IMAP_CF_DEFUNCT | IMAP_CF_CLOSING))
@@ -163,7 +174,11 @@ static unsigned kick(const char *user, void *arg)
 struct obs *imap_obs_start(struct imap_server *srv, const struct net_fds *fds)
 {
 	struct obs_ops ops = {
-		.live = live, .publish = publish, .who = who, .kick = kick, .arg = srv,
+		.live = live,
+		.publish = publish,
+		.who = who,
+		.kick = kick,
+		.arg = srv,
 	};
 
 	memset(&last, 0, sizeof(last));

@@ -62,7 +62,8 @@ int imap_msgfile_cache(struct store *st, unsigned part, struct store_msg *m,
 	/* the file is unreadable too: RFC 3501's defaults, the size the index knows */
 	memset(mv, 0, sizeof(*mv));
 	mv->envelope = str_view_of("(NIL NIL NIL NIL NIL NIL NIL NIL NIL NIL)");
-	mv->body = mv->bodystructure = str_view_of("(\"text\" \"plain\" NIL NIL NIL \"7bit\" 0 0)");
+	mv->body = mv->bodystructure = str_view_of(
+		"(\"text\" \"plain\" NIL NIL NIL \"7bit\" 0 0)");
 	mv->header = str_view_of("\r\n");
 	mv->date = INT64_MIN;
 	mv->size = mv->body_size = m->size;

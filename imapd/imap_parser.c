@@ -11,9 +11,9 @@
 #define TAG_MAX 64
 
 enum pstate {
-	S_TAG,      /* reading the tag */
-	S_BETWEEN,  /* before an argument (after SP or '(') */
-	S_AFTER,    /* right after an argument or ')' */
+	S_TAG,     /* reading the tag */
+	S_BETWEEN, /* before an argument (after SP or '(') */
+	S_AFTER,   /* right after an argument or ')' */
 	S_ATOM,
 	S_QUOTED,
 	S_QESC,     /* after '\' in a quoted string */
@@ -34,10 +34,10 @@ enum pstate {
    too). */
 enum skipstate {
 	K_NONE,
-	K_SIZE,     /* after '{' and digits */
-	K_PLUS,     /* after "{n+" */
-	K_SYNC,     /* after "{n}" */
-	K_NONSYNC,  /* after "{n+}" */
+	K_SIZE,    /* after '{' and digits */
+	K_PLUS,    /* after "{n+" */
+	K_SYNC,    /* after "{n}" */
+	K_NONSYNC, /* after "{n+}" */
 	K_SYNC_CR,
 	K_NONSYNC_CR,
 };
@@ -47,19 +47,19 @@ struct imap_parser {
 	enum pstate state;
 	char tag[TAG_MAX + 1];
 	size_t taglen;
-	size_t line_len;         /* line bytes so far, literal data excluded */
-	struct buf data;         /* string bytes, each followed by a NUL */
+	size_t line_len; /* line bytes so far, literal data excluded */
+	struct buf data; /* string bytes, each followed by a NUL */
 	struct imap_arg *args;
 	size_t nargs, cap;
-	uint32_t *stack;         /* indexes of open lists */
+	uint32_t *stack; /* indexes of open lists */
 	unsigned depth;
-	unsigned bracket;        /* '[' depth inside the current atom */
+	unsigned bracket; /* '[' depth inside the current atom */
 	uint64_t lit_size, lit_left;
 	unsigned lit_digits;
 	bool lit_plus;
-	bool lit_binary;         /* literal8 ~{n} (RFC 3516) */
-	bool lit_overflow;       /* the size had more digits than fit */
-	enum skipstate skip;     /* S_SKIPLINE: the literal announcement seen so far */
+	bool lit_binary;     /* literal8 ~{n} (RFC 3516) */
+	bool lit_overflow;   /* the size had more digits than fit */
+	enum skipstate skip; /* S_SKIPLINE: the literal announcement seen so far */
 	unsigned skip_digits;
 	uint64_t skip_size;
 	const char *error;
@@ -326,8 +326,9 @@ static int step_atom_char(struct imap_parser *p, unsigned char c)
 {
 	if (p->bracket > 0) {
 		if (c < 0x20 || c >= 0x7f)
-			return fail(p, c == '\r' || c == '\n' ? "Missing ']'"
-							       : "Bad character in section",
+			return fail(p,
+				    c == '\r' || c == '\n' ? "Missing ']'"
+							   : "Bad character in section",
 				    c == '\n');
 		if (c == '[')
 			p->bracket++;
@@ -623,8 +624,7 @@ void imap_parser_literal(const struct imap_parser *p, uint64_t *size_r, bool *sy
 int imap_parser_literal_accept(struct imap_parser *p)
 {
 	assert(p->state == S_LITWAIT);
-	if (p->lit_size > p->lim.literal_max ||
-	    p->lit_size + 1 > p->data.max - p->data.len) {
+	if (p->lit_size > p->lim.literal_max || p->lit_size + 1 > p->data.max - p->data.len) {
 		imap_parser_literal_reject(p, "Literal too large");
 		return -1;
 	}

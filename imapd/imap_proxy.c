@@ -31,7 +31,7 @@
 #include "common/xmalloc.h"
 #include "imapd/imapd.h"
 
-#define PROXY_LINE_MAX 8192   /* the store host's greeting and login replies */
+#define PROXY_LINE_MAX 8192 /* the store host's greeting and login replies */
 #define PROXY_TAG "P1"
 
 enum px_state { PX_CONNECT, PX_GREETING, PX_LOGIN, PX_READY, PX_FAILED, PX_RELAY };
@@ -40,11 +40,11 @@ struct imap_proxy {
 	struct imap_client *c;
 	enum px_state st;
 	struct net_connect *nc;
-	struct bufferevent *be;      /* the store host's connection */
-	struct event *timer;         /* the login's deadline */
-	char host[256];              /* the store host (mailHost), for logs */
-	char where[320];             /* address:port connected to */
-	char reply[PROXY_LINE_MAX];  /* the store host's tagged OK text, or why it failed */
+	struct bufferevent *be;     /* the store host's connection */
+	struct event *timer;        /* the login's deadline */
+	char host[256];             /* the store host (mailHost), for logs */
+	char where[320];            /* address:port connected to */
+	char reply[PROXY_LINE_MAX]; /* the store host's tagged OK text, or why it failed */
 	char *authz, *login;
 };
 
@@ -288,8 +288,8 @@ static void px_target(const struct imapd_conf *ic, const char *host, char *addr,
 		if (end != NULL)
 			snprintf(addr, asz, "%.*s", (int)(end - v - 1), v + 1);
 		else
-			snprintf(addr, asz, "%.*s", (int)(colon != NULL ? colon - v : (long)strlen(v)),
-				 v);
+			snprintf(addr, asz, "%.*s",
+				 (int)(colon != NULL ? colon - v : (long)strlen(v)), v);
 		if (colon != NULL)
 			snprintf(port, psz, "%s", colon + 1);
 		return;
@@ -331,7 +331,8 @@ void imap_proxy_start(struct imap_client *c, const char *login, const char *auth
 	px_target(ic, host, addr, sizeof(addr), port, sizeof(port));
 	snprintf(p->where, sizeof(p->where), "%s:%s", addr, port);
 	if (!is_numeric_host(addr) && c->srv->proxy_dns == NULL)
-		c->srv->proxy_dns = evdns_base_new(c->srv->base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
+		c->srv->proxy_dns = evdns_base_new(c->srv->base,
+						   EVDNS_BASE_INITIALIZE_NAMESERVERS);
 	p->nc = net_connect(c->srv->base, is_numeric_host(addr) ? NULL : c->srv->proxy_dns, addr,
 			    port, (int)ic->proxy_timeout_ms, px_connected, p);
 }
@@ -346,7 +347,7 @@ bool imap_proxy_login_reply(struct imap_cmd *cmd)
 	if (p->st == PX_FAILED) {
 		imap_proxy_free(c);
 		return imap_cmd_no(cmd, "[UNAVAILABLE] Your mailbox is not reachable now; try "
-				   "again later");
+					"again later");
 	}
 	/* the store host's capabilities and text are the client's from now on */
 	imap_cmd_reply(cmd, "OK", "%s", p->reply);

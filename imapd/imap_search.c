@@ -23,10 +23,37 @@
 #define SK_ADDRESS 1u /* skey flag of FROM TO CC BCC: addresses are matched as parsed */
 
 enum skey_type {
-	SK_ALL, SK_FLAG, SK_NOFLAG, SK_KEYWORD, SK_NOKEYWORD, SK_RECENT, SK_NEW, SK_OLD,
-	SK_BEFORE, SK_ON, SK_SINCE, SK_SENTBEFORE, SK_SENTON, SK_SENTSINCE, SK_LARGER,
-	SK_SMALLER, SK_HEADER, SK_BODY, SK_TEXT, SK_SEQ, SK_UID, SK_NOT, SK_OR, SK_AND,
-	SK_MODSEQ, SK_OLDER, SK_YOUNGER, SK_EMAILID, SK_NEVER, SK_SAVEDBEFORE, SK_SAVEDON,
+	SK_ALL,
+	SK_FLAG,
+	SK_NOFLAG,
+	SK_KEYWORD,
+	SK_NOKEYWORD,
+	SK_RECENT,
+	SK_NEW,
+	SK_OLD,
+	SK_BEFORE,
+	SK_ON,
+	SK_SINCE,
+	SK_SENTBEFORE,
+	SK_SENTON,
+	SK_SENTSINCE,
+	SK_LARGER,
+	SK_SMALLER,
+	SK_HEADER,
+	SK_BODY,
+	SK_TEXT,
+	SK_SEQ,
+	SK_UID,
+	SK_NOT,
+	SK_OR,
+	SK_AND,
+	SK_MODSEQ,
+	SK_OLDER,
+	SK_YOUNGER,
+	SK_EMAILID,
+	SK_NEVER,
+	SK_SAVEDBEFORE,
+	SK_SAVEDON,
 	SK_SAVEDSINCE,
 };
 
@@ -34,24 +61,24 @@ struct skey {
 	enum skey_type type;
 	unsigned flag;
 	uint64_t num;
-	int64_t day;               /* days since the epoch */
-	const char *hname, *str;   /* header name; needle */
-	char *fold;                /* the needle case-folded (mimetext_fold) */
+	int64_t day;             /* days since the epoch */
+	const char *hname, *str; /* header name; needle */
+	char *fold;              /* the needle case-folded (mimetext_fold) */
 	size_t hlen, slen;
 	struct imap_seqset set;
-	struct skey *a, *b;        /* NOT: a; OR: a, b; AND: a = first child */
+	struct skey *a, *b; /* NOT: a; OR: a, b; AND: a = first child */
 	/* BODY/TEXT: the messages the full-text index says may hold the needle (sorted UIDs),
 	   asked at the first use; CAND_ALL when it cannot say (every message is read) */
 	enum { CAND_UNKNOWN, CAND_SOME, CAND_ALL } cand_state;
 	uint32_t *cand;
 	size_t ncand;
-	struct skey *next;         /* sibling in an AND */
+	struct skey *next; /* sibling in an AND */
 };
 
 struct imap_search {
 	struct imap_search_scope sc;
-	bool modseq_used;          /* a MODSEQ key: the reply names the highest modseq */
-	struct store_txn *t;       /* borrowed: keywords at compile time, messages at match */
+	bool modseq_used;    /* a MODSEQ key: the reply names the highest modseq */
+	struct store_txn *t; /* borrowed: keywords at compile time, messages at match */
 	struct skey nodes[SEARCH_NODES_MAX];
 	size_t nnodes;
 	struct skey *root;
@@ -108,12 +135,18 @@ static const struct {
 	unsigned flag;
 } simple_keys[] = {
 	{ "ALL", SK_ALL, 0 },
-	{ "ANSWERED", SK_FLAG, STORE_ANSWERED },   { "UNANSWERED", SK_NOFLAG, STORE_ANSWERED },
-	{ "DELETED", SK_FLAG, STORE_DELETED },     { "UNDELETED", SK_NOFLAG, STORE_DELETED },
-	{ "DRAFT", SK_FLAG, STORE_DRAFT },         { "UNDRAFT", SK_NOFLAG, STORE_DRAFT },
-	{ "FLAGGED", SK_FLAG, STORE_FLAGGED },     { "UNFLAGGED", SK_NOFLAG, STORE_FLAGGED },
-	{ "SEEN", SK_FLAG, STORE_SEEN },           { "UNSEEN", SK_NOFLAG, STORE_SEEN },
-	{ "RECENT", SK_RECENT, 0 },                { "NEW", SK_NEW, 0 },
+	{ "ANSWERED", SK_FLAG, STORE_ANSWERED },
+	{ "UNANSWERED", SK_NOFLAG, STORE_ANSWERED },
+	{ "DELETED", SK_FLAG, STORE_DELETED },
+	{ "UNDELETED", SK_NOFLAG, STORE_DELETED },
+	{ "DRAFT", SK_FLAG, STORE_DRAFT },
+	{ "UNDRAFT", SK_NOFLAG, STORE_DRAFT },
+	{ "FLAGGED", SK_FLAG, STORE_FLAGGED },
+	{ "UNFLAGGED", SK_NOFLAG, STORE_FLAGGED },
+	{ "SEEN", SK_FLAG, STORE_SEEN },
+	{ "UNSEEN", SK_NOFLAG, STORE_SEEN },
+	{ "RECENT", SK_RECENT, 0 },
+	{ "NEW", SK_NEW, 0 },
 	{ "OLD", SK_OLD, 0 },
 	/* RFC 8514 4.3: every mailbox here keeps save dates */
 	{ "SAVEDATESUPPORTED", SK_ALL, 0 },
@@ -123,10 +156,14 @@ static const struct {
 	const char *name;
 	enum skey_type type;
 } date_keys[] = {
-	{ "BEFORE", SK_BEFORE },         { "ON", SK_ON },
-	{ "SINCE", SK_SINCE },           { "SENTBEFORE", SK_SENTBEFORE },
-	{ "SENTON", SK_SENTON },         { "SENTSINCE", SK_SENTSINCE },
-	{ "SAVEDBEFORE", SK_SAVEDBEFORE }, { "SAVEDON", SK_SAVEDON },
+	{ "BEFORE", SK_BEFORE },
+	{ "ON", SK_ON },
+	{ "SINCE", SK_SINCE },
+	{ "SENTBEFORE", SK_SENTBEFORE },
+	{ "SENTON", SK_SENTON },
+	{ "SENTSINCE", SK_SENTSINCE },
+	{ "SAVEDBEFORE", SK_SAVEDBEFORE },
+	{ "SAVEDON", SK_SAVEDON },
 	{ "SAVEDSINCE", SK_SAVEDSINCE },
 };
 
@@ -668,12 +705,25 @@ static bool eval(struct imap_search *s, const struct skey *k, const struct store
 		return m->blob == k->num;
 	case SK_NEVER:
 		return false;
-	case SK_FLAG: case SK_NOFLAG: case SK_KEYWORD: case SK_NOKEYWORD: case SK_RECENT:
-	case SK_NEW: case SK_OLD:
+	case SK_FLAG:
+	case SK_NOFLAG:
+	case SK_KEYWORD:
+	case SK_NOKEYWORD:
+	case SK_RECENT:
+	case SK_NEW:
+	case SK_OLD:
 		return eval_flag(k, m, vflags);
-	case SK_OLDER: case SK_YOUNGER: case SK_BEFORE: case SK_ON: case SK_SINCE:
-	case SK_SENTBEFORE: case SK_SENTON: case SK_SENTSINCE: case SK_SAVEDBEFORE:
-	case SK_SAVEDON: case SK_SAVEDSINCE:
+	case SK_OLDER:
+	case SK_YOUNGER:
+	case SK_BEFORE:
+	case SK_ON:
+	case SK_SINCE:
+	case SK_SENTBEFORE:
+	case SK_SENTON:
+	case SK_SENTSINCE:
+	case SK_SAVEDBEFORE:
+	case SK_SAVEDON:
+	case SK_SAVEDSINCE:
 		return eval_date(k, m, mv);
 	case SK_LARGER:
 		return m->size > k->num;
@@ -719,9 +769,9 @@ void imap_search_free(struct imap_search **sp)
 	*sp = NULL;
 }
 
-struct imap_search *imap_search_compile(const struct imap_search_scope *sc,
-					struct store_txn *t, const struct imap_arg *p,
-					const struct imap_arg *end, const char **why_r)
+struct imap_search *imap_search_compile(const struct imap_search_scope *sc, struct store_txn *t,
+					const struct imap_arg *p, const struct imap_arg *end,
+					const char **why_r)
 {
 	struct imap_search *s = xcalloc(1, sizeof(*s));
 	struct skey **tail;

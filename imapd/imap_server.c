@@ -41,7 +41,8 @@ static void accept_cb(struct net_server *ns, int fd, const struct sockaddr *sa, 
 		char addr[NET_ADDRSTRLEN];
 
 		log_info("imap refuse addr=%s reason=\"too many connections not logged in from "
-			 "address\"", net_addr_str(sa, salen, addr, sizeof(addr)));
+			 "address\"",
+			 net_addr_str(sa, salen, addr, sizeof(addr)));
 		net_refuse(fd, "* BYE Too many connections not logged in from your address\r\n");
 		metrics_inc(MS_CONN_REFUSED, tls, MS_REFUSE_UNAUTH);
 		if (srv->ipcount != NULL)
@@ -58,8 +59,8 @@ void imap_server_accept_plain(struct net_server *ns, int fd, const struct sockad
 	accept_cb(ns, fd, sa, salen, arg, false);
 }
 
-static void accept_tls(struct net_server *ns, int fd, const struct sockaddr *sa,
-		       socklen_t salen, void *arg)
+static void accept_tls(struct net_server *ns, int fd, const struct sockaddr *sa, socklen_t salen,
+		       void *arg)
 {
 	accept_cb(ns, fd, sa, salen, arg, true);
 }
@@ -114,7 +115,7 @@ static void server_limits(struct imap_server *srv, const struct conf *conf)
 	srv->max_depth = (unsigned)ic->max_mailbox_depth;
 	/* a refused {n+} APPEND of any size the server would take is read and dropped */
 	srv->lim.skip_max = srv->max_append > srv->lim.literal_max ? srv->max_append
-								    : srv->lim.literal_max;
+								   : srv->lim.literal_max;
 	srv->login_timeout_ms = ic->login_timeout_ms;
 	srv->idle_timeout_ms = ic->idle_timeout_ms;
 	srv->max_bad = (unsigned)ic->max_bad_commands;

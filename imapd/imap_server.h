@@ -19,7 +19,7 @@ struct imap_worker_args {
 	struct net_fds *metrics;     /* [metrics] imapd_listen, bound by the master (or empty) */
 	SSL_CTX *tls_ctx;            /* NULL when [tls] cert is not set; SIGHUP may replace it */
 	unsigned workers;
-	struct shmtable *shared;     /* connections per address and in total, sessions per user */
+	struct shmtable *shared; /* connections per address and in total, sessions per user */
 };
 
 /* Failed logins of an address are forgotten this long after its last one (cmd_auth.c). */

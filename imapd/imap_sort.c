@@ -20,23 +20,23 @@
 
 struct sort_msg {
 	uint32_t seq, uid;
-	int64_t date;               /* sent date (Date:, else the internal date), UTC */
+	int64_t date; /* sent date (Date:, else the internal date), UTC */
 	int64_t arrival;
 	uint64_t size;
-	char *subject;              /* base subject, ASCII upper-cased (i;ascii-casemap) */
-	bool reply;                 /* the subject said Re:, Fwd:, (fwd) or [fwd: ...] */
-	char *from, *to, *cc;       /* first address's mailbox, upper-cased */
-	char *dfrom, *dto;          /* RFC 5957 display names, case-folded */
-	char *msgid;                /* THREAD */
-	char **refs;                /* References, else In-Reply-To's first id */
+	char *subject;        /* base subject, ASCII upper-cased (i;ascii-casemap) */
+	bool reply;           /* the subject said Re:, Fwd:, (fwd) or [fwd: ...] */
+	char *from, *to, *cc; /* first address's mailbox, upper-cased */
+	char *dfrom, *dto;    /* RFC 5957 display names, case-folded */
+	char *msgid;          /* THREAD */
+	char **refs;          /* References, else In-Reply-To's first id */
 	size_t nrefs;
-	unsigned have;              /* the IMAP_SORT_NEED_* keys read (and KEY_BASE) */
+	unsigned have; /* the IMAP_SORT_NEED_* keys read (and KEY_BASE) */
 };
 
 struct imap_sort_set {
-	struct sort_msg **v;        /* entries of the cache */
+	struct sort_msg **v; /* entries of the cache */
 	size_t n, cap;
-	unsigned need;              /* IMAP_SORT_NEED_* */
+	unsigned need; /* IMAP_SORT_NEED_* */
 	struct imap_sort_cache *cache;
 };
 
@@ -353,7 +353,7 @@ static void thread_keys(struct sort_msg *sm, const struct msgcache_view *mv)
 /* A message's keys, parsed once per selected mailbox: headers never change, so a SORT or
    THREAD after the first reads no message cache for the messages it has seen. */
 struct imap_sort_cache {
-	struct sort_msg **slot;     /* open addressing by UID */
+	struct sort_msg **slot; /* open addressing by UID */
 	size_t cap, n;
 };
 
@@ -546,7 +546,8 @@ static size_t sort_ncrit;
 /* Criteria in order, then the sequence number (RFC 5256 3: ties in sequence order). */
 static int sort_cmp(const void *pa, const void *pb)
 {
-	const struct sort_msg *a = *(struct sort_msg *const *)pa, *b = *(struct sort_msg *const *)pb;
+	const struct sort_msg *a = *(struct sort_msg *const *)pa,
+			      *b = *(struct sort_msg *const *)pb;
 
 	for (size_t i = 0; i < sort_ncrit; i++) {
 		int r = cmp_key(a, b, sort_crit[i].key);
@@ -576,7 +577,7 @@ uint32_t imap_sort_at(const struct imap_sort_set *s, size_t i, bool uid)
 /* ---- THREAD ---- */
 
 struct tnode {
-	struct sort_msg *msg;       /* NULL: a dummy */
+	struct sort_msg *msg; /* NULL: a dummy */
 	const char *id;
 	struct tnode *parent, *child, *next;
 };
@@ -584,7 +585,7 @@ struct tnode {
 struct tctx {
 	struct tnode *nodes;
 	size_t n, cap;
-	const char **idx;           /* sorted ids, idx_node[i] the node of idx[i] */
+	const char **idx; /* sorted ids, idx_node[i] the node of idx[i] */
 	struct tnode **idx_node;
 	size_t nidx, idx_cap;
 };
@@ -893,7 +894,8 @@ static void write_nodes(const struct tnode *first, bool uid, struct buf *out, bo
    the parent of the others; threads by their first message's date. */
 static struct tnode *thread_orderedsubject(struct tctx *t, struct imap_sort_set *s)
 {
-	static const struct imap_sort_crit by[] = { { SORT_SUBJECT, false }, { SORT_DATE, false } };
+	static const struct imap_sort_crit by[] = { { SORT_SUBJECT, false },
+						    { SORT_DATE, false } };
 	struct tnode *roots = NULL, *last = NULL;
 
 	imap_sort_run(s, by, 2);

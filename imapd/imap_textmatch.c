@@ -16,8 +16,8 @@ struct imap_textmatch {
 	struct mimetext *mt;
 	const char *needle;
 	size_t nlen;
-	bool top;                  /* TEXT: the message's own header fields count too */
-	struct buf win;            /* the last nlen - 1 bytes of a body run, then new text */
+	bool top;       /* TEXT: the message's own header fields count too */
+	struct buf win; /* the last nlen - 1 bytes of a body run, then new text */
 };
 
 /* Feeds one piece of a run to the window; true when the needle is found. */
@@ -108,7 +108,7 @@ bool imap_text_field_contains(const char *raw, size_t len, const char *needle, s
 
 struct preview {
 	struct buf *out;
-	uint32_t leaf;             /* the preview's part, once chosen (UINT32_MAX: none yet) */
+	uint32_t leaf; /* the preview's part, once chosen (UINT32_MAX: none yet) */
 	bool html, in_tag, space;
 	size_t chars;
 };
@@ -116,8 +116,8 @@ struct preview {
 /* Adds decoded UTF-8 text of the preview's leaf: white space runs as one space, HTML tags
    skipped, up to IMAP_PREVIEW_CHARS characters (RFC 8970 3: at most 256 octets). True when
    it is complete. */
-static bool preview_run(void *arg, enum mimetext_kind kind, bool start, const char *p,
-			size_t len, const struct mimetext_leaf *leaf)
+static bool preview_run(void *arg, enum mimetext_kind kind, bool start, const char *p, size_t len,
+			const struct mimetext_leaf *leaf)
 {
 	struct preview *pv = arg;
 	struct buf *out = pv->out;

@@ -101,7 +101,8 @@ static int flag_one(const struct imap_arg *a, struct store_txn *t, uint64_t mbox
 	}
 	if (a->s[0] == '\\') {
 		for (size_t i = 0; i < NSYS; i++)
-			if (str_caseeq(a->s, a->len, sys_flags[i].name, strlen(sys_flags[i].name))) {
+			if (str_caseeq(a->s, a->len, sys_flags[i].name,
+				       strlen(sys_flags[i].name))) {
 				*flags |= sys_flags[i].bit;
 				return 0;
 			}
@@ -127,8 +128,8 @@ static int flag_one(const struct imap_arg *a, struct store_txn *t, uint64_t mbox
 	return 0;
 }
 
-int imap_flags_parse(const struct imap_arg *a, struct store_txn *t, uint64_t mbox,
-		     bool create, unsigned *flags_r, uint64_t *kw_r, const char **why_r)
+int imap_flags_parse(const struct imap_arg *a, struct store_txn *t, uint64_t mbox, bool create,
+		     unsigned *flags_r, uint64_t *kw_r, const char **why_r)
 {
 	*flags_r = 0;
 	*kw_r = 0;
@@ -157,8 +158,7 @@ void imap_view_send_flags(struct imap_client *c, struct store_txn *t)
 		buf_printf(&b, " %s", names[i]);
 	imap_printf(c, "* FLAGS (%s)\r\n", buf_cstr(&b));
 	if (!c->view->readonly)
-		imap_printf(c, "* OK [PERMANENTFLAGS (%s \\*)] Flags permitted\r\n",
-			    buf_cstr(&b));
+		imap_printf(c, "* OK [PERMANENTFLAGS (%s \\*)] Flags permitted\r\n", buf_cstr(&b));
 	else
 		imap_printf(c, "* OK [PERMANENTFLAGS ()] Read-only mailbox\r\n");
 	buf_release(&b);
@@ -192,7 +192,7 @@ struct imap_recent_pending {
 	struct imap_recent_pending *next;
 	struct imap_server *srv;
 	struct imap_recent_claim claim;
-	uint32_t until;            /* the uidnext it claimed up to */
+	uint32_t until; /* the uidnext it claimed up to */
 };
 
 static void claim_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
@@ -321,7 +321,8 @@ int imap_view_open(struct imap_cmd *cmd, uint64_t mbox, const char *name, bool r
 		imap_printf(c, "* %u RECENT\r\n", v->recent);
 	if (unseen != 0 && !c->rev2) /* IMAP4rev2 dropped [UNSEEN] */
 		imap_printf(c, "* OK [UNSEEN %u] First unseen\r\n", unseen);
-	imap_printf(c, "* OK [UIDVALIDITY %u] UIDs valid\r\n* OK [UIDNEXT %u] Predicted next UID\r\n",
+	imap_printf(c,
+		    "* OK [UIDVALIDITY %u] UIDs valid\r\n* OK [UIDNEXT %u] Predicted next UID\r\n",
 		    v->uidvalidity, v->uidnext);
 	imap_printf(c, "* OK [HIGHESTMODSEQ %" PRIu64 "] Highest\r\n", v->modseq);
 	{

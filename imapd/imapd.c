@@ -33,9 +33,17 @@ static int worker_main(struct daemon_worker *w, void *arg)
 
 /* [imapd] keys a SIGHUP applies to the sessions from now on (imap_server.c server_limits). */
 static const char *const reloadable_keys[] = {
-	"allow_plaintext_auth", "line_max", "literal_max", "max_append_size", "login_timeout",
-	"idle_timeout", "max_bad_commands", "max_connections_per_ip", "max_connections_per_user",
-	"max_mailboxes_per_user", "max_mailbox_depth",
+	"allow_plaintext_auth",
+	"line_max",
+	"literal_max",
+	"max_append_size",
+	"login_timeout",
+	"idle_timeout",
+	"max_bad_commands",
+	"max_connections_per_ip",
+	"max_connections_per_user",
+	"max_mailboxes_per_user",
+	"max_mailbox_depth",
 };
 
 /* What a SIGHUP does with a changed key of the sections imapd reads. */
@@ -86,8 +94,8 @@ int main(int argc, char **argv)
 	char *error = NULL;
 	int rc;
 
-	static const char *const sections[] = { "store", "directory", "tls", "imapd", "metrics",
-						"control", "log", NULL };
+	static const char *const sections[] = { "store",   "directory", "tls", "imapd",
+						"metrics", "control",   "log", NULL };
 
 	daemon_args_parse(argc, argv, "imapd", &args);
 	args.sections = sections;

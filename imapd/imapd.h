@@ -25,11 +25,13 @@
 #include "imapd/imap_seqset.h"
 
 /* Ceilings of imapd's working buffers (the request limits are [imapd] keys). */
-#define IMAP_CAPS_MAX 4096                /* the CAPABILITY list */
-#define IMAP_HEADER_READ_MAX (1024 * 1024) /* a message header read from its file: HEADER.FIELDS,
+#define IMAP_CAPS_MAX 4096 /* the CAPABILITY list */
+#define IMAP_HEADER_READ_MAX \
+	(1024 * 1024)       /* a message header read from its file: HEADER.FIELDS,
 					      BINARY.SIZE, SEARCH; a longer one is not read */
-#define IMAP_FIELD_MAX 4096               /* one header field's decoded value (SEARCH, BINARY) */
-#define IMAP_HEADER_FILE_MAX (16u << 20)  /* a whole message header read from its file where
+#define IMAP_FIELD_MAX 4096 /* one header field's decoded value (SEARCH, BINARY) */
+#define IMAP_HEADER_FILE_MAX \
+	(16u << 20) /* a whole message header read from its file where
 					     the cache's was cut (HEADER.FIELDS, SEARCH, the
 					     CTE of BINARY); a longer one is searched as cut */
 
@@ -63,7 +65,7 @@ enum imap_state {
 /* Client flags, separate from the state (STYLE 6). */
 enum imap_cflag {
 	IMAP_CF_TLS = 1u << 0,
-	IMAP_CF_CLOSING = 1u << 1,  /* close once the output is flushed */
+	IMAP_CF_CLOSING = 1u << 1, /* close once the output is flushed */
 	IMAP_CF_IDLE = 1u << 2,
 	IMAP_CF_SASL = 1u << 3,     /* AUTHENTICATE waits for a response line */
 	IMAP_CF_DEFUNCT = 1u << 4,  /* gone, freed once its writes leave the group commit */
@@ -74,13 +76,13 @@ enum imap_cflag {
 
 /* Command flags in the table. */
 enum imap_cmdflag {
-	CMD_UID = 1u << 0,         /* has a UID form */
-	CMD_NO_EXPUNGE = 1u << 1,  /* no EXPUNGE responses while it runs (FETCH, STORE, SEARCH) */
-	CMD_READONLY = 1u << 2,    /* EXAMINE */
-	CMD_MOVE = 1u << 3,        /* COPY that moves */
-	CMD_ALT = 1u << 4,         /* the second form of a handler: UNSUBSCRIBE, LSUB, UNSELECT,
+	CMD_UID = 1u << 0,        /* has a UID form */
+	CMD_NO_EXPUNGE = 1u << 1, /* no EXPUNGE responses while it runs (FETCH, STORE, SEARCH) */
+	CMD_READONLY = 1u << 2,   /* EXAMINE */
+	CMD_MOVE = 1u << 3,       /* COPY that moves */
+	CMD_ALT = 1u << 4,        /* the second form of a handler: UNSUBSCRIBE, LSUB, UNSELECT,
 				      REPLACE, LISTRIGHTS, DELETEACL */
-	CMD_REV1 = 1u << 5,        /* IMAP4rev1 only: unknown after ENABLE IMAP4rev2 (CHECK) */
+	CMD_REV1 = 1u << 5,       /* IMAP4rev1 only: unknown after ENABLE IMAP4rev2 (CHECK) */
 };
 
 struct imap_recent_pending;
@@ -88,47 +90,47 @@ struct imap_recent_pending;
 struct imap_server {
 	struct imap_recent_pending *recent_pending; /* \Recent claims in the group commit
 						       (imap_view.c): what they took */
-	struct conf *conf;          /* in force: the master's, or reloaded (then also below) */
-	struct conf *reloaded;      /* owned: the config the last SIGHUP loaded, or NULL */
-	const char *conf_path;      /* the file SIGHUP reads again; NULL: no reload */
+	struct conf *conf;     /* in force: the master's, or reloaded (then also below) */
+	struct conf *reloaded; /* owned: the config the last SIGHUP loaded, or NULL */
+	const char *conf_path; /* the file SIGHUP reads again; NULL: no reload */
 	struct event_base *base;
 	struct store *store;
-	struct store_gc *gc;        /* group commit: every write of the worker */
-	struct event *gc_ev;        /* store_gc_fd readable: store_gc_dispatch */
+	struct store_gc *gc; /* group commit: every write of the worker */
+	struct event *gc_ev; /* store_gc_fd readable: store_gc_dispatch */
 	struct store_watch *watch;
-	bool *watch_changed;        /* per partition, filled by each drain */
+	bool *watch_changed; /* per partition, filled by each drain */
 	struct event *watch_ev;
 	struct ldapauth *auth;
-	void *tls_ctx;              /* SSL_CTX when [tls] cert is set */
-	bool tls_ctx_owned;         /* built by a SIGHUP here: freed with the worker */
+	void *tls_ctx;      /* SSL_CTX when [tls] cert is set */
+	bool tls_ctx_owned; /* built by a SIGHUP here: freed with the worker */
 	bool allow_plaintext;
 	struct imap_parser_limits lim;
 	uint64_t max_append;
-	uint64_t max_mailboxes;  /* [imapd] max_mailboxes_per_user (0: none) */
-	unsigned max_depth;      /* [imapd] max_mailbox_depth (0: none) */
+	uint64_t max_mailboxes; /* [imapd] max_mailboxes_per_user (0: none) */
+	unsigned max_depth;     /* [imapd] max_mailbox_depth (0: none) */
 	int64_t login_timeout_ms, idle_timeout_ms;
 	unsigned max_bad;
 	unsigned nclients, max_clients;
 	struct imap_client *clients; /* all connections (list for IDLE wake-ups) */
 	struct net_server *plain, *tls;
 	struct net_ipcount *ipcount;
-	struct net_ipcount *unauth;  /* connections not logged in yet, per address */
-	struct authguard *guard;     /* the login throttle imapd and mtad share */
+	struct net_ipcount *unauth; /* connections not logged in yet, per address */
+	struct authguard *guard;    /* the login throttle imapd and mtad share */
 	unsigned max_per_ip, max_unauth_per_ip;
-	unsigned max_per_user;       /* sessions of one user in all workers (shared) */
-	struct event *poll_ev;       /* 1 s fallback when the store watcher is unavailable */
+	unsigned max_per_user; /* sessions of one user in all workers (shared) */
+	struct event *poll_ev; /* 1 s fallback when the store watcher is unavailable */
 	bool draining;
-	struct shmtable *shared;    /* all workers': connections, sessions per user
+	struct shmtable *shared;      /* all workers': connections, sessions per user
 				       (cmd_auth.c) */
-	unsigned worker;            /* this worker's column in shared */
-	char hostname[256];         /* [imapd] hostname: users homed elsewhere are referred */
-	char *proxy_secret;         /* [imapd] proxy_secret_file's secret, or NULL */
+	unsigned worker;              /* this worker's column in shared */
+	char hostname[256];           /* [imapd] hostname: users homed elsewhere are referred */
+	char *proxy_secret;           /* [imapd] proxy_secret_file's secret, or NULL */
 	struct evdns_base *proxy_dns; /* resolves store host names (made on first use) */
 };
 
 struct imap_view_msg {
 	uint32_t uid;
-	uint8_t flags;              /* store flags, plus IMAP_VF_RECENT */
+	uint8_t flags; /* store flags, plus IMAP_VF_RECENT */
 	uint64_t keywords;
 };
 #define IMAP_VF_RECENT 0x80u
@@ -143,10 +145,10 @@ struct imap_view {
 	uint64_t modseq;
 	struct imap_view_msg *msgs;
 	size_t n, cap;
-	unsigned nkeywords;         /* keywords announced in FLAGS */
-	uint32_t recent;            /* messages \Recent for this session */
-	bool expunge_pending;       /* expunges seen while EXPUNGE responses were not allowed */
-	struct imap_seqset saved;   /* SEARCHRES: the UIDs "$" stands for */
+	unsigned nkeywords;       /* keywords announced in FLAGS */
+	uint32_t recent;          /* messages \Recent for this session */
+	bool expunge_pending;     /* expunges seen while EXPUNGE responses were not allowed */
+	struct imap_seqset saved; /* SEARCHRES: the UIDs "$" stands for */
 	struct imap_sort_cache *sort_cache; /* SORT/THREAD keys of its messages (imap_sort.c) */
 };
 
@@ -158,12 +160,12 @@ struct imap_cmd_def;
 struct imap_cmd {
 	struct imap_client *c;
 	const struct imap_cmd_def *def;
-	unsigned def_flags;         /* def's flags (enum imap_cmdflag) */
+	unsigned def_flags; /* def's flags (enum imap_cmdflag) */
 	const char *tag;
-	bool uid;                   /* UID FETCH, UID STORE, ... */
+	bool uid;                    /* UID FETCH, UID STORE, ... */
 	const struct imap_arg *args; /* after the command name (and after "UID x") */
-	size_t nargs;               /* slots in args (list members included) */
-	void *ctx;                  /* state of a resumable command */
+	size_t nargs;                /* slots in args (list members included) */
+	void *ctx;                   /* state of a resumable command */
 	void (*ctx_free)(struct imap_cmd *cmd);
 	uint64_t start_us;
 };
@@ -172,11 +174,11 @@ struct imap_cmd {
    file's bytes are decoded and skip decoded bytes dropped before emit are sent (BINARY). */
 struct imap_stream {
 	int fd;
-	uint64_t off, left;         /* file bytes still to read */
+	uint64_t off, left; /* file bytes still to read */
 	bool decode;
-	bool text;                  /* raw bytes in a plain literal: a NUL is sent as 0x80 */
+	bool text; /* raw bytes in a plain literal: a NUL is sent as 0x80 */
 	struct cte_decoder dec;
-	uint64_t skip, emit;        /* decoded bytes to drop, then to send */
+	uint64_t skip, emit; /* decoded bytes to drop, then to send */
 };
 
 struct imap_client {
@@ -185,43 +187,43 @@ struct imap_client {
 	uint64_t id;
 	struct bufferevent *bev;
 	struct event *timer;
-	struct event *defer;        /* runs queued work from the loop (never re-entrant) */
+	struct event *defer; /* runs queued work from the loop (never re-entrant) */
 	char addr[64];
 	struct sockaddr_storage sa;
-	struct net_server *ns;      /* the listener set that counted this connection */
-	int64_t connected;          /* Unix time of the connect (mailctl who) */
-	int64_t connected_us;       /* monotonic µs of the connect */
+	struct net_server *ns; /* the listener set that counted this connection */
+	int64_t connected;     /* Unix time of the connect (mailctl who) */
+	int64_t connected_us;  /* monotonic µs of the connect */
 	enum imap_state state;
-	unsigned flags;             /* enum imap_cflag */
-	unsigned nbad;              /* consecutive bad commands */
-	unsigned ncommits;          /* writes in the group commit: its thread reads this
+	unsigned flags;       /* enum imap_cflag */
+	unsigned nbad;        /* consecutive bad commands */
+	unsigned ncommits;    /* writes in the group commit: its thread reads this
 				       client's view and command, so the client stays until
 				       they are back (imap_commit.c) */
-	unsigned close_ticks;       /* 50 ms ticks spent flushing before close */
+	unsigned close_ticks; /* 50 ms ticks spent flushing before close */
 	struct imap_parser *parser;
 	bool cmd_active;
 	struct imap_cmd cmd;
-	struct imap_stream stream;  /* fd -1 when none */
+	struct imap_stream stream; /* fd -1 when none */
 	/* APPEND data being streamed from the client: one blob per message (MULTIAPPEND) */
 	struct store_blob *append_blobs[IMAP_APPEND_MAX];
 	unsigned nappend;
 	uint64_t append_left;
 	bool append_failed;
-	bool append_nul;            /* a NUL arrived in a plain literal (only ~{n} may hold one) */
+	bool append_nul; /* a NUL arrived in a plain literal (only ~{n} may hold one) */
 	/* the user, once authenticated */
 	char *user;
-	bool user_counted;          /* one of user's sessions in srv->shared (imap_user_put) */
-	bool unauth_counted;        /* counted in srv->unauth until it logs in */
-	int64_t login_deadline;     /* monotonic ms: logged in by then, or closed */
+	bool user_counted;      /* one of user's sessions in srv->shared (imap_user_put) */
+	bool unauth_counted;    /* counted in srv->unauth until it logs in */
+	int64_t login_deadline; /* monotonic ms: logged in by then, or closed */
 	uint64_t user_id;
 	unsigned part;
 	struct imap_view *view;
 	bool enabled_condstore;
 	bool enabled_qresync;
-	bool rev2;                  /* ENABLE IMAP4rev2: no \Recent, ESEARCH results, UTF-8 names */
-	bool enabled_utf8;          /* ENABLE UTF8=ACCEPT (RFC 6855) */
-	bool utf8;                  /* mailbox names in UTF-8: IMAP4rev2 or UTF8=ACCEPT */
-	struct imap_proxy *proxy;   /* the store host's connection (front role), or NULL */
+	bool rev2;                /* ENABLE IMAP4rev2: no \Recent, ESEARCH results, UTF-8 names */
+	bool enabled_utf8;        /* ENABLE UTF8=ACCEPT (RFC 6855) */
+	bool utf8;                /* mailbox names in UTF-8: IMAP4rev2 or UTF8=ACCEPT */
+	struct imap_proxy *proxy; /* the store host's connection (front role), or NULL */
 };
 
 /* imap_proxy.c: the proxy login between a front and a store host. */
@@ -406,8 +408,8 @@ void imap_flags_write(struct imap_client *c, unsigned flags, uint64_t kw, bool r
 		      struct store_txn *t);
 /* Parses a flag list argument (a list or one flag) into flags/keywords (creating keywords
    when t is a write txn). -1 with *why_r on a bad flag. */
-int imap_flags_parse(const struct imap_arg *a, struct store_txn *t, uint64_t mbox,
-		     bool create, unsigned *flags_r, uint64_t *kw_r, const char **why_r);
+int imap_flags_parse(const struct imap_arg *a, struct store_txn *t, uint64_t mbox, bool create,
+		     unsigned *flags_r, uint64_t *kw_r, const char **why_r);
 
 /* imap_commit.c: runs fn(t, arg) in the worker's group commit on partition part (blob: a
    durable blob fn references, freed after the commit, or NULL) and resumes the command after
@@ -454,9 +456,9 @@ bool imap_text_preview(int fd, uint64_t size, struct buf *out);
 struct msgcache_view;
 struct str_view;
 struct imap_msgfile {
-	struct buf cache;           /* a cache built from the file (the message has none) */
-	uint64_t cache_blob;        /* whose (0: none) */
-	struct buf header;          /* a whole header read from the file (the cache's is cut) */
+	struct buf cache;    /* a cache built from the file (the message has none) */
+	uint64_t cache_blob; /* whose (0: none) */
+	struct buf header;   /* a whole header read from the file (the cache's is cut) */
 	uint64_t header_blob;
 };
 void imap_msgfile_release(struct imap_msgfile *mf);
@@ -490,8 +492,8 @@ bool imap_fetch_in_message(const struct imap_fetch *f);
    (0: none) or it is gone: 1 done, 0 suspended inside it (a body is streaming: call again
    once it is out), -1 the FETCH fails with the NO text in *why_r (an unknown CTE before
    anything of the message was written, or a missing message file: connection closed). */
-int imap_fetch_message(struct imap_client *c, struct imap_fetch *f, struct store_txn *t,
-		       size_t vi, uint64_t changedsince, const char **why_r);
+int imap_fetch_message(struct imap_client *c, struct imap_fetch *f, struct store_txn *t, size_t vi,
+		       uint64_t changedsince, const char **why_r);
 
 /* imap_search.c: search keys compiled for a view and matched per message. The compiler
    and matcher need no session: mailctl search runs them on a view of its own making
@@ -507,14 +509,14 @@ struct imap_search_scope {
 	uint64_t id;
 };
 /* The scope of c's selected view. */
-#define IMAP_SEARCH_SCOPE(c)                                                               \
+#define IMAP_SEARCH_SCOPE(c) \
 	((struct imap_search_scope){ (c)->srv->store, (c)->view, (c)->rev2, (c)->id })
 /* Compiles the keys [p, end) for sc's view (sc is copied; its view is borrowed until the
    search is freed); t (a read txn, borrowed as long) looks up keywords and later the
    messages. NULL with the BAD text in *why_r. */
-struct imap_search *imap_search_compile(const struct imap_search_scope *sc,
-					struct store_txn *t, const struct imap_arg *p,
-					const struct imap_arg *end, const char **why_r);
+struct imap_search *imap_search_compile(const struct imap_search_scope *sc, struct store_txn *t,
+					const struct imap_arg *p, const struct imap_arg *end,
+					const char **why_r);
 void imap_search_free(struct imap_search **sp);
 /* Whether the keys are ALL alone: every message matches, none need be read. */
 bool imap_search_is_all(const struct imap_search *s);
@@ -525,8 +527,15 @@ bool imap_search_match(struct imap_search *s, size_t vi, struct store_msg *m_r);
 
 /* imap_sort.c: SORT and THREAD keys and algorithms (RFC 5256, RFC 5957). */
 enum imap_sort_key {
-	SORT_ARRIVAL, SORT_CC, SORT_DATE, SORT_FROM, SORT_SIZE, SORT_SUBJECT, SORT_TO,
-	SORT_DISPLAYFROM, SORT_DISPLAYTO,
+	SORT_ARRIVAL,
+	SORT_CC,
+	SORT_DATE,
+	SORT_FROM,
+	SORT_SIZE,
+	SORT_SUBJECT,
+	SORT_TO,
+	SORT_DISPLAYFROM,
+	SORT_DISPLAYTO,
 };
 #define IMAP_SORT_CRITERIA_MAX 16
 struct imap_sort_crit {
@@ -559,8 +568,7 @@ size_t imap_sort_set_count(const struct imap_sort_set *s);
 void imap_sort_run(struct imap_sort_set *s, const struct imap_sort_crit *crit, size_t n);
 uint32_t imap_sort_at(const struct imap_sort_set *s, size_t i, bool uid);
 /* THREAD: the threads as "(1 2 (3)(4))(5)" appended to out (UIDs when uid). */
-void imap_thread_run(struct imap_sort_set *s, enum imap_thread_alg alg, bool uid,
-		     struct buf *out);
+void imap_thread_run(struct imap_sort_set *s, enum imap_thread_alg alg, bool uid, struct buf *out);
 
 /* cmd_sort.c */
 bool cmd_sort(struct imap_cmd *cmd);
@@ -574,8 +582,8 @@ bool cmd_search(struct imap_cmd *cmd);
    result, "-1:-100" from the last. */
 struct imap_partial {
 	bool from_end;
-	uint32_t lo, hi;            /* 1-based, lo <= hi */
-	const char *text;           /* the range as the client wrote it (echoed in the reply) */
+	uint32_t lo, hi;  /* 1-based, lo <= hi */
+	const char *text; /* the range as the client wrote it (echoed in the reply) */
 	size_t text_len;
 };
 int imap_partial_parse(const struct imap_arg *a, struct imap_partial *p);

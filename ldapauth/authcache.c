@@ -22,12 +22,12 @@
 struct ac_entry {
 	char *key;
 	uint64_t hash;
-	struct ac_entry *hnext;         /* bucket chain */
-	struct ac_entry *older, *newer; /* LRU list */
+	struct ac_entry *hnext;           /* bucket chain */
+	struct ac_entry *older, *newer;   /* LRU list */
 	struct ac_entry *nolder, *nnewer; /* negative entries, in the order they came */
-	size_t cost;                    /* bytes held (negative entries' memory bound) */
+	size_t cost;                      /* bytes held (negative entries' memory bound) */
 	int64_t expires_ms;
-	struct ldapauth_rec *rec;       /* NULL: negative */
+	struct ldapauth_rec *rec; /* NULL: negative */
 	bool has_pw;
 	unsigned char salt[AC_SALT];
 	unsigned char digest[AC_DIGEST];
@@ -265,8 +265,7 @@ void authcache_put(struct authcache *c, const char *key, struct ldapauth_rec *re
 		ac_remove(c, slot);
 	while (c->count >= c->max && c->oldest != NULL)
 		ac_remove(c, ac_slot(c, c->oldest->key, c->oldest->hash));
-	while (rec == NULL && c->neg_bytes + ac_cost(key) > c->neg_max_bytes &&
-	       c->noldest != NULL)
+	while (rec == NULL && c->neg_bytes + ac_cost(key) > c->neg_max_bytes && c->noldest != NULL)
 		ac_remove(c, ac_slot(c, c->noldest->key, c->noldest->hash));
 	if (c->count >= c->nbuckets && c->nbuckets < ((size_t)1 << 30))
 		ac_grow(c);

@@ -115,7 +115,7 @@ static int parse_url(const char *text, struct lurl *u, char **error_r)
 	u->ldaps = strcmp(lud->lud_scheme, "ldaps") == 0;
 	u->url = xstrdup(text);
 	u->host = xstrdup(lud->lud_host != NULL && lud->lud_host[0] != '\0' ? lud->lud_host
-									      : "127.0.0.1");
+									    : "127.0.0.1");
 	u->port = xasprintf("%d", lud->lud_port != 0 ? lud->lud_port : u->ldaps ? 636 : 389);
 	ldap_free_urldesc(lud);
 	return 0;
@@ -288,8 +288,7 @@ static void lpool_dispatch(struct lpool *p)
 		}
 	}
 	for (unsigned i = 0; i < p->size; i++)
-		if (!TAILQ_EMPTY(&p->waitq) && !p->backoff_pending &&
-		    p->conns[i].state == LC_DOWN)
+		if (!TAILQ_EMPTY(&p->waitq) && !p->backoff_pending && p->conns[i].state == LC_DOWN)
 			lconn_start(&p->conns[i]);
 }
 
@@ -335,8 +334,8 @@ static void lconn_start(struct lconn *c)
 		return;
 	}
 	c->fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (c->fd == -1 || (connect(c->fd, ai->ai_addr, ai->ai_addrlen) == -1 &&
-			    errno != EINPROGRESS)) {
+	if (c->fd == -1 ||
+	    (connect(c->fd, ai->ai_addr, ai->ai_addrlen) == -1 && errno != EINPROGRESS)) {
 		log_warn("ldap %s: connect", c->url->url);
 		freeaddrinfo(ai);
 		lconn_fail(c, "cannot connect to the directory", true);
@@ -488,7 +487,8 @@ static void lconn_setup_result(struct lconn *c, LDAPMessage *msg)
 	if (rc != LDAP_SUCCESS || err != LDAP_SUCCESS) {
 		log_warnx("ldap %s: %s: %s", c->url->url, lc_names[c->state],
 			  ldap_err2string(rc != LDAP_SUCCESS ? rc : err));
-		lconn_fail(c, c->state == LC_STARTTLS ? "StartTLS refused" : "service bind refused",
+		lconn_fail(c,
+			   c->state == LC_STARTTLS ? "StartTLS refused" : "service bind refused",
 			   true);
 		return;
 	}

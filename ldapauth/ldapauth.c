@@ -34,18 +34,18 @@ struct ldapauth {
 	char *base_dn, *user_filter, *address_filter, *users_file;
 	int scope;
 	int64_t timeout_ms;
-	char *attr[AT_FIXED];   /* "" when not read */
+	char *attr[AT_FIXED]; /* "" when not read */
 	char **alias_attrs;
 	size_t nalias;
-	char **search_attrs;    /* NULL-terminated: what a search asks for */
-	char **auth_attrs;      /* the same plus the password in lookup mode */
+	char **search_attrs; /* NULL-terminated: what a search asks for */
+	char **auth_attrs;   /* the same plus the password in lookup mode */
 	struct lpool *search, *bind;
 	struct authcache *cache;
 	struct static_users *users;
-	struct stat users_st;   /* the users file as loaded: a change is loaded again */
+	struct stat users_st; /* the users file as loaded: a change is loaded again */
 	int64_t users_checked_ms;
-	struct req_queue done;  /* completed, callbacks pending */
-	struct req_queue live;  /* every request not yet freed */
+	struct req_queue done; /* completed, callbacks pending */
+	struct req_queue live; /* every request not yet freed */
 	struct event *done_ev;
 	struct ldapauth_stats st;
 };
@@ -253,7 +253,8 @@ int ldapauth_new(struct event_base *base, const struct conf *c, struct ldapauth 
 	TAILQ_INIT(&la->done);
 	TAILQ_INIT(&la->live);
 	la->done_ev = event_new(base, -1, 0, done_cb, la);
-	if (!ldapauth_filter_valid(la->user_filter) || !ldapauth_filter_valid(la->address_filter)) {
+	if (!ldapauth_filter_valid(la->user_filter) ||
+	    !ldapauth_filter_valid(la->address_filter)) {
 		*error_r = xstrdup("user_filter/address_filter: only %s %u %d %% may be used");
 		rc = -1;
 	} else if (la->mode == MODE_LOOKUP && la->attr[AT_PASSWORD][0] == '\0') {
@@ -405,7 +406,8 @@ static bool req_from_cache(struct ldapauth_req *req)
 static void req_start(struct ldapauth_req *req)
 {
 	if (req->la->backend == BACKEND_FILE)
-		users_maybe_reload(req->la); /* before the cache: it may answer for a removed user */
+		users_maybe_reload(
+			req->la); /* before the cache: it may answer for a removed user */
 	if (req_from_cache(req))
 		return;
 	if (req->la->backend == BACKEND_FILE)
@@ -483,7 +485,7 @@ static void done_cb(evutil_socket_t fd, short what, void *arg)
 		struct ldapauth_reply rep = {
 			.result = req->result,
 			.user = req->result == LDAPAUTH_OK && req->rec != NULL ? &req->rec->u
-									      : NULL,
+									       : NULL,
 			.cached = req->cached,
 			.refused = req->refused,
 			.reason = req->reason,
@@ -517,8 +519,9 @@ static void users_maybe_reload(struct ldapauth *la)
 		return;
 	la->users_st = st;
 	if (ldapauth_reload(la, &err) < 0) {
-		log_warnx("directory: %s changed but does not load, the users loaded before stay: %s",
-			  la->users_file, err);
+		log_warnx(
+			"directory: %s changed but does not load, the users loaded before stay: %s",
+			la->users_file, err);
 		free(err);
 		return;
 	}
@@ -593,7 +596,7 @@ int ldapauth_op_send(struct ldapauth_req *req, LDAP *ld, int *msgid_r)
 				      msgid_r);
 	}
 	filter = ldapauth_filter_expand(req->kind == REQ_AUTH ? la->user_filter
-							       : la->address_filter,
+							      : la->address_filter,
 					req->name);
 	if (filter == NULL)
 		return LDAP_FILTER_ERROR;

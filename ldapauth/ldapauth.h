@@ -29,27 +29,27 @@
 struct conf;
 struct event_base;
 
-#define LDAPAUTH_NAME_MAX 320     /* login names and addresses, bytes */
+#define LDAPAUTH_NAME_MAX 320      /* login names and addresses, bytes */
 #define LDAPAUTH_PASSWORD_MAX 1024 /* bytes */
 
 enum ldapauth_result {
-	LDAPAUTH_OK = 0,     /* authenticated / address exists; reply->user is set */
-	LDAPAUTH_EBADCRED,   /* wrong password (or a refused one) */
-	LDAPAUTH_ENOUSER,    /* no such user or address (or a refused name) */
-	LDAPAUTH_ETEMP,      /* temporary: directory down, timeout, busy; try again later */
+	LDAPAUTH_OK = 0,   /* authenticated / address exists; reply->user is set */
+	LDAPAUTH_EBADCRED, /* wrong password (or a refused one) */
+	LDAPAUTH_ENOUSER,  /* no such user or address (or a refused name) */
+	LDAPAUTH_ETEMP,    /* temporary: directory down, timeout, busy; try again later */
 };
 
 /* A user as the directory describes it. Strings are NUL-terminated; optional ones are NULL when
    absent. Valid only during the callback: copy what you keep. */
 struct ldapauth_user {
-	char *login;      /* login name (the uid attribute; the file's name) */
-	char *address;    /* primary address (mail) */
-	char **aliases;   /* other addresses (mail, mailLocalAddress, mailAlternateAddress) */
+	char *login;    /* login name (the uid attribute; the file's name) */
+	char *address;  /* primary address (mail) */
+	char **aliases; /* other addresses (mail, mailLocalAddress, mailAlternateAddress) */
 	size_t naliases;
-	char *mailhost;   /* home host (mailHost), NULL: this host */
-	int partition;    /* store partition, -1: by hash */
-	uint64_t quota;   /* bytes, 0: none */
-	char *dn;         /* entry DN; NULL for the file backend */
+	char *mailhost; /* home host (mailHost), NULL: this host */
+	int partition;  /* store partition, -1: by hash */
+	uint64_t quota; /* bytes, 0: none */
+	char *dn;       /* entry DN; NULL for the file backend */
 };
 
 struct ldapauth_reply {
@@ -70,8 +70,8 @@ struct ldapauth_stats {
 	uint64_t requests, cache_hits, cache_misses, directory_calls, refused;
 	uint64_t ok, badcred, nouser, temp, timeouts;
 	uint64_t connects, connect_failures;
-	unsigned conns_open, conns_open_max;  /* search + bind connections */
-	unsigned inflight_max;                /* most directory operations at once */
+	unsigned conns_open, conns_open_max; /* search + bind connections */
+	unsigned inflight_max;               /* most directory operations at once */
 	size_t cache_entries;
 	/* round trips of directory operations answered (search or bind sent to the result),
 	   in the metrics' buckets (common/metrics.h), and their sum */

@@ -47,8 +47,7 @@ static char *any_user_filter(const char *tmpl)
 	return buf_steal(&b, NULL);
 }
 
-static LDAP *list_connect(const struct directory_conf *d, const struct tls_conf *t,
-			  char **error_r)
+static LDAP *list_connect(const struct directory_conf *d, const struct tls_conf *t, char **error_r)
 {
 	char *uri = xstrdup(d->uri), *sp = strchr(uri, ' '), *pw = NULL;
 	int v3 = LDAP_VERSION3, rc;
@@ -87,8 +86,9 @@ static LDAP *list_connect(const struct directory_conf *d, const struct tls_conf 
 		free(pw);
 	}
 	if (rc != LDAP_SUCCESS) {
-		*error_r = xasprintf("%s: bind as %s: %s", uri, d->bind_dn[0] ? d->bind_dn
-								: "anonymous", ldap_err2string(rc));
+		*error_r = xasprintf("%s: bind as %s: %s", uri,
+				     d->bind_dn[0] ? d->bind_dn : "anonymous",
+				     ldap_err2string(rc));
 		goto fail;
 	}
 	free(uri);
@@ -116,8 +116,9 @@ static int list_ldap(const struct conf *c,
 	const struct directory_conf *d = &conf_values(c)->directory;
 	const char *login_at = d->login_attribute, *mail_at = d->address_attribute;
 	char *attrs[] = { (char *)(uintptr_t)login_at, (char *)(uintptr_t)mail_at, NULL };
-	int scope = d->scope == DIRECTORY_SCOPE_ONE ? LDAP_SCOPE_ONELEVEL
-		    : d->scope == DIRECTORY_SCOPE_BASE ? LDAP_SCOPE_BASE : LDAP_SCOPE_SUBTREE;
+	int scope = d->scope == DIRECTORY_SCOPE_ONE    ? LDAP_SCOPE_ONELEVEL
+		    : d->scope == DIRECTORY_SCOPE_BASE ? LDAP_SCOPE_BASE
+						       : LDAP_SCOPE_SUBTREE;
 	char *filter = any_user_filter(d->user_filter);
 	LDAP *ld = list_connect(d, &conf_values(c)->tls, error_r);
 	struct berval cookie = { 0, NULL };
@@ -156,7 +157,8 @@ static int list_ldap(const struct conf *c,
 		}
 		for (LDAPMessage *e = ldap_first_entry(ld, res); e != NULL;
 		     e = ldap_next_entry(ld, e)) {
-			char *login = first_value(ld, e, login_at), *mail = first_value(ld, e, mail_at);
+			char *login = first_value(ld, e, login_at),
+			     *mail = first_value(ld, e, mail_at);
 
 			if (login != NULL)
 				cb(login, mail, arg);
@@ -167,8 +169,8 @@ static int list_ldap(const struct conf *c,
 		    got != NULL) {
 			LDAPControl *pc = ldap_control_find(LDAP_CONTROL_PAGEDRESULTS, got, NULL);
 
-			if (pc != NULL &&
-			    ldap_parse_pageresponse_control(ld, pc, &count, &cookie) != LDAP_SUCCESS)
+			if (pc != NULL && ldap_parse_pageresponse_control(ld, pc, &count,
+									  &cookie) != LDAP_SUCCESS)
 				cookie.bv_len = 0;
 			(void)next;
 		}

@@ -31,20 +31,20 @@ enum req_op { OP_NONE, OP_SEARCH, OP_BIND };
 struct ldapauth_req {
 	struct ldapauth *la;
 	enum req_kind kind;
-	enum req_op op;         /* the directory operation waiting or running */
-	char *name;             /* login name or address */
-	char *password;         /* auth only; wiped when freed */
-	char *key;              /* cache key: kind letter + lower-cased name */
-	ldapauth_cb *cb;        /* NULL once cancelled */
+	enum req_op op;  /* the directory operation waiting or running */
+	char *name;      /* login name or address */
+	char *password;  /* auth only; wiped when freed */
+	char *key;       /* cache key: kind letter + lower-cased name */
+	ldapauth_cb *cb; /* NULL once cancelled */
 	void *arg;
-	struct event timer;     /* per-operation timeout */
+	struct event timer; /* per-operation timeout */
 	bool timer_set;
 	TAILQ_ENTRY(ldapauth_req) q; /* a pool's wait queue or the done queue */
 	bool queued;
 	TAILQ_ENTRY(ldapauth_req) live; /* every request of its ldapauth */
-	struct lconn *conn;     /* the connection running op */
+	struct lconn *conn;             /* the connection running op */
 	int msgid;
-	int64_t sent_us;        /* when op went to the directory (its round trip) */
+	int64_t sent_us; /* when op went to the directory (its round trip) */
 	struct ldapauth_rec *rec;
 	enum ldapauth_result result;
 	bool cached, refused;
@@ -90,8 +90,7 @@ void static_users_free(struct static_users **sup);
    login is returned in *hash_r. */
 struct ldapauth_rec *static_users_find_login(const struct static_users *su, const char *name,
 					     const char **hash_r);
-struct ldapauth_rec *static_users_find_address(const struct static_users *su,
-					       const char *addr);
+struct ldapauth_rec *static_users_find_address(const struct static_users *su, const char *addr);
 /* Every user, in login order. */
 void static_users_each(const struct static_users *su,
 		       void (*cb)(const struct ldapauth_user *u, void *arg), void *arg);
@@ -101,11 +100,11 @@ int ldapauth_read_secret(const char *path, char **out_r, char **error_r);
 /* ldap_conn.c: a pool of LDAP connections of one kind. */
 enum lpool_kind { LPOOL_SEARCH, LPOOL_BIND };
 struct lpool_opts {
-	char **uris;            /* tried in turn */
+	char **uris; /* tried in turn */
 	size_t nuris;
 	bool starttls;
-	const char *ca;         /* "" = the system's */
-	const char *bind_dn;    /* search pool: service account ("" anonymous) */
+	const char *ca;      /* "" = the system's */
+	const char *bind_dn; /* search pool: service account ("" anonymous) */
 	const char *bind_pw;
 	unsigned size;
 	int64_t timeout_ms;

@@ -37,7 +37,7 @@ enum kind { K_DIGEST, K_CRYPT, K_ARGON2, K_SCRAM };
 struct scheme {
 	const char *name; /* with braces */
 	enum kind kind;
-	const char *md;   /* K_DIGEST: the OpenSSL digest */
+	const char *md; /* K_DIGEST: the OpenSSL digest */
 	bool salted;
 };
 
@@ -53,8 +53,8 @@ static const struct scheme schemes[] = {
 	{ "{SCRAM-SHA-256}", K_SCRAM, "SHA256", false },
 };
 
-const char *const ldapauth_passwd_schemes[] = { "SSHA", "SSHA256", "SSHA512", "CRYPT", "ARGON2",
-						"SCRAM-SHA-256", NULL };
+const char *const ldapauth_passwd_schemes[] = { "SSHA",   "SSHA256",       "SSHA512", "CRYPT",
+						"ARGON2", "SCRAM-SHA-256", NULL };
 
 /* base64 of p[0..n) into out (NUL-terminated); the length. */
 static size_t b64(const unsigned char *p, size_t n, char *out)
@@ -121,9 +121,10 @@ static int verify_crypt(const char *hash, size_t len, const char *password)
 static int verify_argon2(const char *enc, size_t len, const char *password)
 {
 	char *e = xmemdup0(enc, len);
-	argon2_type t = strncmp(e, "$argon2id$", 10) == 0  ? Argon2_id
-			: strncmp(e, "$argon2i$", 9) == 0  ? Argon2_i
-			: strncmp(e, "$argon2d$", 9) == 0  ? Argon2_d : (argon2_type)-1;
+	argon2_type t = strncmp(e, "$argon2id$", 10) == 0 ? Argon2_id
+			: strncmp(e, "$argon2i$", 9) == 0 ? Argon2_i
+			: strncmp(e, "$argon2d$", 9) == 0 ? Argon2_d
+							  : (argon2_type)-1;
 	int rc = -1, r;
 
 	if ((int)t != -1) {
@@ -135,8 +136,8 @@ static int verify_argon2(const char *enc, size_t len, const char *password)
 }
 
 /* SCRAM's StoredKey and ServerKey of password (RFC 5802 3). */
-static int scram_keys(const char *password, const unsigned char *salt, size_t slen,
-		      unsigned iter, unsigned char stored[32], unsigned char server[32])
+static int scram_keys(const char *password, const unsigned char *salt, size_t slen, unsigned iter,
+		      unsigned char stored[32], unsigned char server[32])
 {
 	unsigned char salted[32], client[32];
 	unsigned int n = 0;
@@ -144,11 +145,12 @@ static int scram_keys(const char *password, const unsigned char *salt, size_t sl
 
 	ok = PKCS5_PBKDF2_HMAC(password, (int)strlen(password), salt, (int)slen, (int)iter,
 			       EVP_sha256(), 32, salted) == 1 &&
-	     HMAC(EVP_sha256(), salted, 32, (const unsigned char *)"Client Key", 10, client,
-		  &n) != NULL && n == 32 &&
-	     EVP_Digest(client, 32, stored, &n, EVP_sha256(), NULL) == 1 && n == 32 &&
-	     HMAC(EVP_sha256(), salted, 32, (const unsigned char *)"Server Key", 10, server,
-		  &n) != NULL && n == 32;
+	     HMAC(EVP_sha256(), salted, 32, (const unsigned char *)"Client Key", 10, client, &n) !=
+		     NULL &&
+	     n == 32 && EVP_Digest(client, 32, stored, &n, EVP_sha256(), NULL) == 1 && n == 32 &&
+	     HMAC(EVP_sha256(), salted, 32, (const unsigned char *)"Server Key", 10, server, &n) !=
+		     NULL &&
+	     n == 32;
 	OPENSSL_cleanse(salted, sizeof(salted));
 	OPENSSL_cleanse(client, sizeof(client));
 	return ok ? 0 : -1;
@@ -246,8 +248,8 @@ static char *hash_argon2(const char *password)
 
 	if (RAND_bytes(salt, sizeof(salt)) == 1 &&
 	    argon2_hash(ARGON2_T, ARGON2_M_KIB, ARGON2_P, password, strlen(password), salt,
-			sizeof(salt), NULL, 32, enc, elen, Argon2_id, ARGON2_VERSION_13) ==
-		    ARGON2_OK)
+			sizeof(salt), NULL, 32, enc, elen, Argon2_id,
+			ARGON2_VERSION_13) == ARGON2_OK)
 		r = xasprintf("{ARGON2}%s", enc);
 	free(enc);
 	return r;
@@ -290,9 +292,10 @@ char *ldapauth_passwd_hash(const char *scheme, const char *password, const char 
 			*error_r = "unsalted hashes are not made (use the salted form)";
 			return NULL;
 		}
-		r = s->kind == K_DIGEST ? hash_digest(s, password)
-		    : s->kind == K_CRYPT ? hash_crypt(password)
-		    : s->kind == K_ARGON2 ? hash_argon2(password) : hash_scram(password);
+		r = s->kind == K_DIGEST   ? hash_digest(s, password)
+		    : s->kind == K_CRYPT  ? hash_crypt(password)
+		    : s->kind == K_ARGON2 ? hash_argon2(password)
+					  : hash_scram(password);
 		if (r == NULL)
 			*error_r = "the hash could not be made";
 		return r;

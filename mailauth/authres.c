@@ -35,7 +35,8 @@ void authres_end(struct buf *out, size_t nresults)
 
 static bool token_char(char c)
 {
-	return (unsigned char)c > ' ' && (unsigned char)c < 0x7f && strchr("()<>,;:\\\"/[]?=", c) == NULL;
+	return (unsigned char)c > ' ' && (unsigned char)c < 0x7f &&
+	       strchr("()<>,;:\\\"/[]?=", c) == NULL;
 }
 
 void authres_value(const char *v, char *out, size_t size)
@@ -76,7 +77,8 @@ bool authres_claims(const char *raw, size_t len, const char *authserv_id)
 		return false;
 	i = (size_t)(colon - raw) + 1;
 	for (;;) {
-		while (i < len && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\r' || raw[i] == '\n'))
+		while (i < len &&
+		       (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\r' || raw[i] == '\n'))
 			i++;
 		if (i < len && raw[i] == '(') {
 			i = rfc5322_skip_comment(raw, len, i);

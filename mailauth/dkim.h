@@ -21,15 +21,15 @@
 /* ---- tag lists (RFC 6376 3.2) ---- */
 #define DKIM_TAGS_MAX 64
 struct dkim_tag {
-	const char *name;   /* points into the parsed text */
+	const char *name; /* points into the parsed text */
 	size_t nlen;
-	const char *val;    /* trimmed of FWS at both ends; FWS inside kept */
+	const char *val; /* trimmed of FWS at both ends; FWS inside kept */
 	size_t vlen;
 };
 /* Parses "a=b; c=d;" text: 0 and the tags (at most max), or -1 and *err for bad syntax, a
    duplicate tag or more than max tags. */
-int dkim_tags_parse(const char *p, size_t len, struct dkim_tag *tags, size_t max,
-		    size_t *n_r, const char **err);
+int dkim_tags_parse(const char *p, size_t len, struct dkim_tag *tags, size_t max, size_t *n_r,
+		    const char **err);
 /* The tag called name, or NULL. */
 const struct dkim_tag *dkim_tag_find(const struct dkim_tag *tags, size_t n, const char *name);
 
@@ -43,12 +43,12 @@ int dkim_canon_header(enum dkim_canon c, const char *raw, size_t len, struct buf
    of canonical body (UINT64_MAX: no limit), and counts the canonical length anyway. */
 struct dkim_body {
 	enum dkim_canon canon;
-	EVP_MD_CTX *md;         /* NULL: count only (no hash) */
+	EVP_MD_CTX *md; /* NULL: count only (no hash) */
 	uint64_t limit, hashed, total;
-	uint64_t empty_lines;   /* CRLFs held back (trailing empty lines are dropped) */
-	bool wsp;               /* relaxed: white space held back */
-	bool cr;                /* a CR whose LF may follow */
-	bool line;              /* the current line has content */
+	uint64_t empty_lines; /* CRLFs held back (trailing empty lines are dropped) */
+	bool wsp;             /* relaxed: white space held back */
+	bool cr;              /* a CR whose LF may follow */
+	bool line;            /* the current line has content */
 };
 void dkim_body_init(struct dkim_body *b, enum dkim_canon c, EVP_MD_CTX *md, uint64_t limit);
 void dkim_body_feed(struct dkim_body *b, const char *p, size_t n);
@@ -62,16 +62,16 @@ const char *dkim_alg_name(enum dkim_alg a);
 
 #define DKIM_DOMAIN_MAX 253
 #define DKIM_SELECTOR_MAX 253
-#define DKIM_SIG_MAX 1024    /* bytes of a decoded b= (RSA 8192 bits) */
-#define DKIM_H_MAX 128       /* names in h= */
+#define DKIM_SIG_MAX 1024 /* bytes of a decoded b= (RSA 8192 bits) */
+#define DKIM_H_MAX 128    /* names in h= */
 
 struct dkim_sig {
 	enum dkim_alg alg;
 	enum dkim_canon hc, bc;
-	char d[DKIM_DOMAIN_MAX + 1];      /* lower case */
+	char d[DKIM_DOMAIN_MAX + 1]; /* lower case */
 	char s[DKIM_SELECTOR_MAX + 1];
-	char i[DKIM_DOMAIN_MAX + 68];     /* "" when absent (then "@" d) */
-	char *h[DKIM_H_MAX];              /* lower case, malloc'd */
+	char i[DKIM_DOMAIN_MAX + 68]; /* "" when absent (then "@" d) */
+	char *h[DKIM_H_MAX];          /* lower case, malloc'd */
 	size_t nh;
 	bool has_l, has_t, has_x;
 	uint64_t l;
@@ -80,9 +80,9 @@ struct dkim_sig {
 	size_t blen;
 	unsigned char bh[EVP_MAX_MD_SIZE];
 	size_t bhlen;
-	char *stripped;                   /* the field with b='s value removed (for the hash) */
+	char *stripped; /* the field with b='s value removed (for the hash) */
 	size_t stripped_len;
-	char b_prefix[9];                 /* header.b (RFC 6008): the first 8 characters of b= */
+	char b_prefix[9]; /* header.b (RFC 6008): the first 8 characters of b= */
 };
 /* Parses a raw DKIM-Signature field: 0, or -1 with *err (permerror). Free with
    dkim_sig_release even after -1. */
@@ -125,12 +125,12 @@ extern const char *const dkim_default_headers[];
 extern const size_t dkim_ndefault_headers;
 
 struct dkim_sign_opts {
-	const char *const *headers;   /* names to sign when present (NULL: the default) */
+	const char *const *headers; /* names to sign when present (NULL: the default) */
 	size_t nheaders;
-	const char *const *oversign;  /* names listed once more than present (NULL: "from") */
+	const char *const *oversign; /* names listed once more than present (NULL: "from") */
 	size_t noversign;
-	int64_t now;                  /* t= */
-	int64_t expire_s;             /* x = t + expire_s; 0: no x= */
+	int64_t now;      /* t= */
+	int64_t expire_s; /* x = t + expire_s; 0: no x= */
 };
 /* A DKIM-Signature field (relaxed/relaxed, folded, ending in CRLF) by key k over the fields
    f and the body hash bh (SHA-256 of the relaxed body): appended to out. -1 with *err. */
@@ -144,23 +144,23 @@ char *dkim_txt_record(const struct dkim_signkey *k);
 char *dkim_txt_record_pkey(EVP_PKEY *pkey);
 
 /* ---- verifying ---- */
-#define DKIM_VERIFY_MAX 16  /* signatures checked per message; later ones are not */
+#define DKIM_VERIFY_MAX 16 /* signatures checked per message; later ones are not */
 
 struct dkim_result {
 	enum ma_result result;
-	const char *reason;               /* for the A-R comment / log, or NULL */
+	const char *reason; /* for the A-R comment / log, or NULL */
 	char d[DKIM_DOMAIN_MAX + 1];
 	char s[DKIM_SELECTOR_MAX + 1];
 	char i[DKIM_DOMAIN_MAX + 68];
 	char b_prefix[9];
 	enum dkim_alg alg;
 	unsigned bits;
-	bool testing;                     /* the key is t=y */
+	bool testing; /* the key is t=y */
 };
 
 struct dkim_verify_opts {
-	unsigned min_rsa_bits;            /* smaller RSA keys: permerror (RFC 8301: 1024) */
-	int64_t now;                      /* for x= */
+	unsigned min_rsa_bits; /* smaller RSA keys: permerror (RFC 8301: 1024) */
+	int64_t now;           /* for x= */
 };
 
 struct dkim_verifier;
@@ -172,7 +172,7 @@ void dkim_verifier_body(struct dkim_verifier *v, const char *p, size_t n);
 /* The body ended: the keys are looked up through r. 1 when every result is known at once
    (done does not run); else 0, and done(arg) runs from the loop once they are. */
 int dkim_verifier_finish(struct dkim_verifier *v, const struct ma_resolver *r,
-			  void (*done)(void *arg), void *arg);
+			 void (*done)(void *arg), void *arg);
 /* The results, one per signature, in the order of the fields (valid until free). */
 size_t dkim_verifier_results(const struct dkim_verifier *v, const struct dkim_result **r);
 /* Pending lookups are cancelled (no callback). *vp = NULL. */

@@ -24,8 +24,8 @@ static bool digit(char c)
 	return c >= '0' && c <= '9';
 }
 
-int dkim_tags_parse(const char *p, size_t len, struct dkim_tag *tags, size_t max,
-		    size_t *n_r, const char **err)
+int dkim_tags_parse(const char *p, size_t len, struct dkim_tag *tags, size_t max, size_t *n_r,
+		    const char **err)
 {
 	size_t i = 0, n = 0;
 
@@ -246,8 +246,7 @@ int dkim_sig_parse(const char *raw, size_t len, struct dkim_sig *sig, const char
 	if (!REQ("d") || tag_copy(t, sig->d, sizeof(sig->d), true) < 0 ||
 	    !dns_name_valid(sig->d) || strchr(sig->d, '.') == NULL)
 		return sig_fail(err, "bad d=");
-	if (!REQ("s") || tag_copy(t, sig->s, sizeof(sig->s), true) < 0 ||
-	    !dns_name_valid(sig->s))
+	if (!REQ("s") || tag_copy(t, sig->s, sizeof(sig->s), true) < 0 || !dns_name_valid(sig->s))
 		return sig_fail(err, "bad s=");
 	if (!REQ("h") || (rc = parse_h(t, sig)) < 0)
 		return sig_fail(err, t != NULL && rc == -2 ? "From is not signed" : "bad h=");
@@ -359,7 +358,8 @@ int dkim_key_parse(const char *txt, size_t len, enum dkim_alg alg, struct dkim_k
 		return key_fail(err, "key does not allow sha256");
 	t = dkim_tag_find(tags, n, "k");
 	enum dkim_alg kalg = t == NULL || tag_is(t, "rsa") ? DKIM_RSA_SHA256
-			     : tag_is(t, "ed25519") ? DKIM_ED25519_SHA256 : (enum dkim_alg)-1;
+			     : tag_is(t, "ed25519")        ? DKIM_ED25519_SHA256
+							   : (enum dkim_alg) - 1;
 	if ((int)kalg == -1)
 		return key_fail(err, "unknown key type");
 	if (kalg != alg)

@@ -16,10 +16,27 @@
 #define SIG_FIELD_MAX (64 * 1024) /* the DKIM-Signature field written */
 
 const char *const dkim_default_headers[] = {
-	"from", "reply-to", "subject", "date", "to", "cc", "message-id", "in-reply-to",
-	"references", "mime-version", "content-type", "content-transfer-encoding",
-	"content-language", "list-id", "list-unsubscribe", "list-unsubscribe-post",
-	"sender", "resent-from", "resent-date", "resent-to", "resent-cc",
+	"from",
+	"reply-to",
+	"subject",
+	"date",
+	"to",
+	"cc",
+	"message-id",
+	"in-reply-to",
+	"references",
+	"mime-version",
+	"content-type",
+	"content-transfer-encoding",
+	"content-language",
+	"list-id",
+	"list-unsubscribe",
+	"list-unsubscribe-post",
+	"sender",
+	"resent-from",
+	"resent-date",
+	"resent-to",
+	"resent-cc",
 };
 const size_t dkim_ndefault_headers = sizeof(dkim_default_headers) /
 				     sizeof(dkim_default_headers[0]);

@@ -18,7 +18,7 @@ struct vsig {
 	EVP_MD_CTX *md;
 	struct dkim_body body;
 	void *query;
-	bool open;     /* parsed, its body being hashed, result to come */
+	bool open; /* parsed, its body being hashed, result to come */
 };
 
 struct dkim_verifier {
@@ -142,8 +142,8 @@ static void check_key(struct vsig *s, const struct dns_answer *a)
 			set_result(s->res, MA_PERMERROR, "header too large");
 		} else {
 			EVP_Digest(input.data, input.len, digest, NULL, EVP_sha256(), NULL);
-			if (dkim_pkey_verify(key.pkey, s->sig.alg, digest, s->sig.b,
-					     s->sig.blen) < 0)
+			if (dkim_pkey_verify(key.pkey, s->sig.alg, digest, s->sig.b, s->sig.blen) <
+			    0)
 				set_result(s->res, MA_FAIL, "signature did not verify");
 			else if (s->sig.has_l && s->body.total > s->sig.l)
 				set_result(s->res, MA_POLICY, "unsigned content after l=");

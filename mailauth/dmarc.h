@@ -22,21 +22,21 @@ struct dmarc_record {
 int dmarc_record_parse(const char *txt, size_t len, struct dmarc_record *r, const char **err);
 
 struct dmarc_input {
-	const char *from_domain;           /* RFC5322.From's domain */
-	enum ma_result spf;                /* SPF of spf_domain */
-	const char *spf_domain;            /* MAIL FROM's domain (HELO for <>) */
+	const char *from_domain; /* RFC5322.From's domain */
+	enum ma_result spf;      /* SPF of spf_domain */
+	const char *spf_domain;  /* MAIL FROM's domain (HELO for <>) */
 	const struct dkim_result *dkim;
 	size_t ndkim;
 	const struct psl *psl;
-	unsigned sample;                   /* 0..99: below pct the policy applies */
+	unsigned sample; /* 0..99: below pct the policy applies */
 };
 
 struct dmarc_verdict {
-	enum ma_result result;             /* none pass fail temperror permerror */
-	enum dmarc_policy policy;          /* the published policy for this domain (p or sp) */
-	enum dmarc_policy action;          /* what to do after pct: none quarantine reject */
+	enum ma_result result;    /* none pass fail temperror permerror */
+	enum dmarc_policy policy; /* the published policy for this domain (p or sp) */
+	enum dmarc_policy action; /* what to do after pct: none quarantine reject */
 	bool spf_aligned, dkim_aligned;
-	char domain[DNS_NAME_MAX + 1];     /* header.from */
+	char domain[DNS_NAME_MAX + 1]; /* header.from */
 	const char *reason;
 };
 

@@ -10,8 +10,7 @@
 #include "common/xmalloc.h"
 #include "mailauth/mailauth.h"
 
-static void *dns_lookup_fn(void *ctx, const char *name, enum dns_type type, dns_cb *cb,
-			   void *arg)
+static void *dns_lookup_fn(void *ctx, const char *name, enum dns_type type, dns_cb *cb, void *arg)
 {
 	return dns_lookup(ctx, name, type, cb, arg);
 }

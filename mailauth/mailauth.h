@@ -36,11 +36,11 @@ enum ma_result {
 	MA_NONE,
 	MA_PASS,
 	MA_FAIL,
-	MA_SOFTFAIL,  /* SPF only */
+	MA_SOFTFAIL, /* SPF only */
 	MA_NEUTRAL,
 	MA_TEMPERROR,
 	MA_PERMERROR,
-	MA_POLICY,    /* DKIM: valid, but not acceptable here (unsigned content after l=) */
+	MA_POLICY, /* DKIM: valid, but not acceptable here (unsigned content after l=) */
 };
 const char *ma_result_str(enum ma_result r);
 
@@ -64,9 +64,9 @@ struct ma_msg {
 	struct buf hdr;           /* the header section, without the empty line */
 	struct ma_header *fields; /* after the end: the fields of hdr */
 	size_t nfields;
-	bool done;                /* the empty line was seen (or ma_msg_end) */
-	bool overflow;            /* the header section went past the limits */
-	bool bol, bol_cr;         /* at the start of a line; and a CR seen there */
+	bool done;        /* the empty line was seen (or ma_msg_end) */
+	bool overflow;    /* the header section went past the limits */
+	bool bol, bol_cr; /* at the start of a line; and a CR seen there */
 };
 void ma_msg_init(struct ma_msg *m);
 void ma_msg_release(struct ma_msg *m);

@@ -125,12 +125,13 @@ void psl_org_domain(const struct psl *psl, const char *domain, char *out, size_t
 	const char *suffix = NULL;
 
 	/* longest first: domain, then without its first label, ... */
-	for (const char *s = domain; s != NULL && *s; s = strchr(s, '.') ? strchr(s, '.') + 1
-								  : NULL) {
+	for (const char *s = domain; s != NULL && *s;
+	     s = strchr(s, '.') ? strchr(s, '.') + 1 : NULL) {
 		const char *parent = strchr(s, '.');
 
 		if (has(psl, "!", s)) {
-			suffix = parent ? parent + 1 : s; /* the exception's parent is the suffix */
+			suffix = parent ? parent + 1
+					: s; /* the exception's parent is the suffix */
 			break;
 		}
 		if (has(psl, "", s) || (parent && has(psl, "*.", parent + 1))) {

@@ -27,9 +27,9 @@ struct frame {
 	char domain[DNS_NAME_MAX + 1];
 	struct spf_record rec;
 	bool have_rec;
-	bool in_include;          /* an include's (its fail is a non-match, no explanation) */
-	bool redirecting;         /* waiting for the redirect target's result */
-	size_t idx;               /* the term being evaluated */
+	bool in_include;               /* an include's (its fail is a non-match, no explanation) */
+	bool redirecting;              /* waiting for the redirect target's result */
+	size_t idx;                    /* the term being evaluated */
 	char target[DNS_NAME_MAX + 1]; /* the current term's domain, expanded */
 	char names[SPF_NAMES_MAX][DNS_NAME_MAX + 1];
 	size_t nnames, ni;
@@ -45,8 +45,8 @@ struct spf {
 	void *q;
 	char p_name[DNS_NAME_MAX + 1];
 	bool p_done;
-	enum wait p_resume;       /* what asked for %{p}: the term (W_NONE, W_PTR) or the exp */
-	char *exp_text;           /* an explanation TXT waiting for %{p} */
+	enum wait p_resume; /* what asked for %{p}: the term (W_NONE, W_PTR) or the exp */
+	char *exp_text;     /* an explanation TXT waiting for %{p} */
 	struct spf_verdict v;
 	bool finished;
 	void (*done)(const struct spf_verdict *v, void *arg);
@@ -196,8 +196,8 @@ static bool ip_in(const struct spf_ip *ip, const unsigned char *net, int family,
 static bool answer_matches(const struct spf *s, const struct dns_answer *a, int c4, int c6)
 {
 	for (size_t i = 0; a->status == DNS_OK && i < a->n; i++) {
-		if (a->rr[i].type == DNS_T_A && ip_in(&s->rq.ip, (const void *)&a->rr[i].u.a,
-						       AF_INET, c4))
+		if (a->rr[i].type == DNS_T_A &&
+		    ip_in(&s->rq.ip, (const void *)&a->rr[i].u.a, AF_INET, c4))
 			return true;
 		if (a->rr[i].type == DNS_T_AAAA &&
 		    ip_in(&s->rq.ip, (const void *)&a->rr[i].u.aaaa, AF_INET6, c6))
@@ -228,10 +228,12 @@ static bool count_void(struct spf *s, const struct dns_answer *a)
 
 static void term_name(struct spf *s, const struct spf_term *t)
 {
-	static const char *const names[] = { "all", "include", "a", "mx", "ptr", "ip4", "ip6",
-					     "exists" };
-	const char q = t->qual == MA_FAIL ? '-' : t->qual == MA_SOFTFAIL ? '~'
-		       : t->qual == MA_NEUTRAL ? '?' : '+';
+	static const char *const names[] = { "all", "include", "a",   "mx",
+					     "ptr", "ip4",     "ip6", "exists" };
+	const char q = t->qual == MA_FAIL       ? '-'
+		       : t->qual == MA_SOFTFAIL ? '~'
+		       : t->qual == MA_NEUTRAL  ? '?'
+						: '+';
 
 	snprintf(s->v.mechanism, sizeof(s->v.mechanism), "%c%s%s%.80s", q, names[t->mech],
 		 t->domain ? ":" : "", t->domain ? t->domain : "");
@@ -502,8 +504,10 @@ static void answer_cb(const struct dns_answer *a, void *arg)
 		}
 		if (!count_void(s, a))
 			break;
-		if (f->rec.t[f->idx].mech == SPF_EXISTS ? a->status == DNS_OK && a->n > 0
-		    : answer_matches(s, a, f->rec.t[f->idx].cidr4, f->rec.t[f->idx].cidr6)) {
+		if (f->rec.t[f->idx].mech == SPF_EXISTS
+			    ? a->status == DNS_OK && a->n > 0
+			    : answer_matches(s, a, f->rec.t[f->idx].cidr4,
+					     f->rec.t[f->idx].cidr6)) {
 			matched(s);
 			break;
 		}
@@ -568,7 +572,8 @@ static void frame_done(struct spf *s, enum ma_result r)
 			return;
 		}
 		if (spf_expand(f->rec.exp, &s->rq, f->domain, s->p_name, false, out,
-			       sizeof(out)) == 0 && fit_name(out) == 0) {
+			       sizeof(out)) == 0 &&
+		    fit_name(out) == 0) {
 			lookup(s, W_EXP, out, DNS_T_TXT);
 			return;
 		}
@@ -600,8 +605,8 @@ static void frame_done(struct spf *s, enum ma_result r)
 		return;
 	case MA_PERMERROR:
 	case MA_NONE:
-		finish(s, MA_PERMERROR, r == MA_NONE ? "include of a domain without SPF record"
-				       : NULL);
+		finish(s, MA_PERMERROR,
+		       r == MA_NONE ? "include of a domain without SPF record" : NULL);
 		return;
 	default:
 		s->v.explanation[0] = '\0';
@@ -611,8 +616,8 @@ static void frame_done(struct spf *s, enum ma_result r)
 }
 
 int spf_check(const struct ma_resolver *r, const struct spf_request *rq,
-	      void (*done)(const struct spf_verdict *v, void *arg), void *arg,
-	      struct spf **sp, struct spf_verdict *v)
+	      void (*done)(const struct spf_verdict *v, void *arg), void *arg, struct spf **sp,
+	      struct spf_verdict *v)
 {
 	struct spf *s = xcalloc(1, sizeof(*s));
 	char domain[DNS_NAME_MAX + 2];

@@ -167,8 +167,9 @@ static const struct {
 	const char *name;
 	enum spf_mech mech;
 } mechs[] = {
-	{ "all", SPF_ALL }, { "include", SPF_INCLUDE }, { "a", SPF_A }, { "mx", SPF_MX },
-	{ "ptr", SPF_PTR }, { "ip4", SPF_IP4 }, { "ip6", SPF_IP6 }, { "exists", SPF_EXISTS },
+	{ "all", SPF_ALL }, { "include", SPF_INCLUDE }, { "a", SPF_A },
+	{ "mx", SPF_MX },   { "ptr", SPF_PTR },         { "ip4", SPF_IP4 },
+	{ "ip6", SPF_IP6 }, { "exists", SPF_EXISTS },
 };
 
 static int parse_directive(const char *p, size_t len, struct spf_term *t)
@@ -178,8 +179,10 @@ static int parse_directive(const char *p, size_t len, struct spf_term *t)
 
 	t->qual = MA_PASS;
 	if (len > 0 && strchr("+-~?", p[0]) != NULL) {
-		t->qual = p[0] == '-' ? MA_FAIL : p[0] == '~' ? MA_SOFTFAIL
-			  : p[0] == '?' ? MA_NEUTRAL : MA_PASS;
+		t->qual = p[0] == '-'   ? MA_FAIL
+			  : p[0] == '~' ? MA_SOFTFAIL
+			  : p[0] == '?' ? MA_NEUTRAL
+					: MA_PASS;
 		p++;
 		len--;
 	}
@@ -310,8 +313,8 @@ void spf_record_release(struct spf_record *r)
 }
 
 /* The value of macro letter l. */
-static void macro_value(char l, const struct spf_request *rq, const char *d,
-			const char *ptr_name, char *v, size_t size)
+static void macro_value(char l, const struct spf_request *rq, const char *d, const char *ptr_name,
+			char *v, size_t size)
 {
 	const char *sender = rq->sender[0] ? rq->sender : NULL;
 	const char *at = sender ? strrchr(sender, '@') : NULL;
@@ -360,7 +363,8 @@ static void macro_value(char l, const struct spf_request *rq, const char *d,
 		snprintf(v, size, "%s", rq->helo);
 		break;
 	case 'r':
-		snprintf(v, size, "%s", rq->receiver && rq->receiver[0] ? rq->receiver : "unknown");
+		snprintf(v, size, "%s",
+			 rq->receiver && rq->receiver[0] ? rq->receiver : "unknown");
 		break;
 	case 't':
 		snprintf(v, size, "%lld", (long long)rq->now);
@@ -414,8 +418,8 @@ static void url_escape(char *v, size_t size)
 	v[k] = '\0';
 }
 
-int spf_expand(const char *spec, const struct spf_request *rq, const char *d,
-	       const char *ptr_name, bool exp, char *out, size_t size)
+int spf_expand(const char *spec, const struct spf_request *rq, const char *d, const char *ptr_name,
+	       bool exp, char *out, size_t size)
 {
 	size_t len = strlen(spec), k = 0;
 

@@ -25,163 +25,512 @@ static void print_cmd(FILE *f, const struct mc_cmd *c);
 
 /* One row per command (STYLE 5): arity and options are checked before the handler runs. */
 static const struct mc_cmd mc_cmds[] = {
-	{ "user", "add", 1, 1, MC_STORE_NEW, "USER [--partition N] [--quota-bytes SIZE] "
+	{ "user",
+	  "add",
+	  1,
+	  1,
+	  MC_STORE_NEW,
+	  "USER [--partition N] [--quota-bytes SIZE] "
 	  "[--quota-messages N] [--password [--address A] [--scheme S]]",
 	  "create a user with an INBOX; --password (prompted, or a line of stdin) also writes "
-	  "its login into the users file (backend = file)", mc_user_add,
-	  { { "partition", true }, { "quota-bytes", true }, { "quota-messages", true },
-	    { "password", false }, { "address", true }, { "scheme", true } } },
-	{ "pw", NULL, 0, 0, MC_NOSTORE, "[--scheme SSHA|SSHA256|SSHA512|CRYPT|ARGON2|SCRAM-SHA-256]",
+	  "its login into the users file (backend = file)",
+	  mc_user_add,
+	  { { "partition", true },
+	    { "quota-bytes", true },
+	    { "quota-messages", true },
+	    { "password", false },
+	    { "address", true },
+	    { "scheme", true } } },
+	{ "pw",
+	  NULL,
+	  0,
+	  0,
+	  MC_NOSTORE,
+	  "[--scheme SSHA|SSHA256|SSHA512|CRYPT|ARGON2|SCRAM-SHA-256]",
 	  "print the hash of a password (prompted, or a line of stdin) for userPassword or the "
-	  "users file (default: [directory] password_scheme)", mc_pw, { { "scheme", true } } },
-	{ "dkim", "keygen", 2, 2, MC_NOSTORE, "DOMAIN SELECTOR [--type rsa|ed25519] [--bits N] "
-	  "[--out FILE]", "make a DKIM signing key (RSA 2048 bits by default; mode 0600, owned by "
+	  "users file (default: [directory] password_scheme)",
+	  mc_pw,
+	  { { "scheme", true } } },
+	{ "dkim",
+	  "keygen",
+	  2,
+	  2,
+	  MC_NOSTORE,
+	  "DOMAIN SELECTOR [--type rsa|ed25519] [--bits N] "
+	  "[--out FILE]",
+	  "make a DKIM signing key (RSA 2048 bits by default; mode 0600, owned by "
 	  "[mtad] user; default FILE: dkim/DOMAIN.SELECTOR.key beside heron.conf) and print "
-	  "the TXT record to publish", mc_dkim_keygen,
+	  "the TXT record to publish",
+	  mc_dkim_keygen,
 	  { { "type", true }, { "bits", true }, { "out", true } } },
-	{ "user", "del", 1, 1, MC_STORE, "USER", "delete a user with all mailboxes and mail",
-	  mc_user_del, { { NULL, false } } },
-	{ "user", "rename", 2, 2, MC_STORE, "OLD NEW", "rename a user (mail stays)",
-	  mc_user_rename, { { NULL, false } } },
-	{ "user", "list", 0, 1, MC_STORE, "[PATTERN] [--source store|directory|both|all]",
+	{ "user",
+	  "del",
+	  1,
+	  1,
+	  MC_STORE,
+	  "USER",
+	  "delete a user with all mailboxes and mail",
+	  mc_user_del,
+	  { { NULL, false } } },
+	{ "user",
+	  "rename",
+	  2,
+	  2,
+	  MC_STORE,
+	  "OLD NEW",
+	  "rename a user (mail stays)",
+	  mc_user_rename,
+	  { { NULL, false } } },
+	{ "user",
+	  "list",
+	  0,
+	  1,
+	  MC_STORE,
+	  "[PATTERN] [--source store|directory|both|all]",
 	  "list the users of the store and of the directory, merged (source: store, directory "
-	  "or both; PATTERN: * and %)", mc_user_list, { { "source", true } } },
-	{ "user", "show", 1, 1, MC_STORE, "USER", "show a user: usage, quota, mailboxes",
-	  mc_user_show, { { NULL, false } } },
-	{ "quota", "get", 1, 1, MC_STORE, "USER", "show usage and limits", mc_quota_get,
+	  "or both; PATTERN: * and %)",
+	  mc_user_list,
+	  { { "source", true } } },
+	{ "user",
+	  "show",
+	  1,
+	  1,
+	  MC_STORE,
+	  "USER",
+	  "show a user: usage, quota, mailboxes",
+	  mc_user_show,
 	  { { NULL, false } } },
-	{ "quota", "set", 1, 1, MC_STORE, "USER [--bytes SIZE] [--messages N]",
-	  "set limits (0 = unlimited; an omitted limit is kept)", mc_quota_set,
+	{ "quota",
+	  "get",
+	  1,
+	  1,
+	  MC_STORE,
+	  "USER",
+	  "show usage and limits",
+	  mc_quota_get,
+	  { { NULL, false } } },
+	{ "quota",
+	  "set",
+	  1,
+	  1,
+	  MC_STORE,
+	  "USER [--bytes SIZE] [--messages N]",
+	  "set limits (0 = unlimited; an omitted limit is kept)",
+	  mc_quota_set,
 	  { { "bytes", true }, { "messages", true } } },
-	{ "mailbox", "list", 1, 2, MC_STORE, "USER [PATTERN] [--subscribed]",
-	  "list mailboxes (PATTERN: * and %, default *)", mc_mbox_list,
+	{ "mailbox",
+	  "list",
+	  1,
+	  2,
+	  MC_STORE,
+	  "USER [PATTERN] [--subscribed]",
+	  "list mailboxes (PATTERN: * and %, default *)",
+	  mc_mbox_list,
 	  { { "subscribed", false } } },
-	{ "mailbox", "create", 2, 2, MC_STORE, "USER MAILBOX [--special USE]",
+	{ "mailbox",
+	  "create",
+	  2,
+	  2,
+	  MC_STORE,
+	  "USER MAILBOX [--special USE]",
 	  "create a mailbox and its parents (USE: sent, drafts, trash, junk, archive, all, "
-	  "flagged)", mc_mbox_create, { { "special", true } } },
-	{ "mailbox", "delete", 2, 2, MC_STORE, "USER MAILBOX",
+	  "flagged)",
+	  mc_mbox_create,
+	  { { "special", true } } },
+	{ "mailbox",
+	  "delete",
+	  2,
+	  2,
+	  MC_STORE,
+	  "USER MAILBOX",
 	  "delete a mailbox and its mail (kept as \\Noselect while it has children)",
-	  mc_mbox_delete, { { NULL, false } } },
-	{ "mailbox", "rename", 3, 3, MC_STORE, "USER OLD NEW",
-	  "rename a mailbox with its children (INBOX: moves its mail)", mc_mbox_rename,
+	  mc_mbox_delete,
 	  { { NULL, false } } },
-	{ "mailbox", "subscribe", 2, 2, MC_STORE, "USER MAILBOX", "subscribe",
-	  mc_mbox_subscribe, { { NULL, false } } },
-	{ "mailbox", "unsubscribe", 2, 2, MC_STORE, "USER MAILBOX", "unsubscribe",
-	  mc_mbox_unsubscribe, { { NULL, false } } },
-	{ "mailbox", "status", 1, 2, MC_STORE, "USER [MAILBOX]",
-	  "STATUS counters of one or every mailbox", mc_mbox_status, { { NULL, false } } },
-	{ "message", "list", 2, 3, MC_STORE, "USER MAILBOX [UIDS]",
-	  "list messages (UIDS: 1:5,7,9:*; default all)", mc_msg_list, { { NULL, false } } },
-	{ "message", "show", 3, 3, MC_STORE, "USER MAILBOX UID [--raw]",
-	  "show a message (--raw: only its bytes)", mc_msg_show, { { "raw", false } } },
-	{ "message", "flags", 3, 8, MC_STORE, "USER MAILBOX UIDS [add|remove|set FLAG...]",
+	{ "mailbox",
+	  "rename",
+	  3,
+	  3,
+	  MC_STORE,
+	  "USER OLD NEW",
+	  "rename a mailbox with its children (INBOX: moves its mail)",
+	  mc_mbox_rename,
+	  { { NULL, false } } },
+	{ "mailbox",
+	  "subscribe",
+	  2,
+	  2,
+	  MC_STORE,
+	  "USER MAILBOX",
+	  "subscribe",
+	  mc_mbox_subscribe,
+	  { { NULL, false } } },
+	{ "mailbox",
+	  "unsubscribe",
+	  2,
+	  2,
+	  MC_STORE,
+	  "USER MAILBOX",
+	  "unsubscribe",
+	  mc_mbox_unsubscribe,
+	  { { NULL, false } } },
+	{ "mailbox",
+	  "status",
+	  1,
+	  2,
+	  MC_STORE,
+	  "USER [MAILBOX]",
+	  "STATUS counters of one or every mailbox",
+	  mc_mbox_status,
+	  { { NULL, false } } },
+	{ "message",
+	  "list",
+	  2,
+	  3,
+	  MC_STORE,
+	  "USER MAILBOX [UIDS]",
+	  "list messages (UIDS: 1:5,7,9:*; default all)",
+	  mc_msg_list,
+	  { { NULL, false } } },
+	{ "message",
+	  "show",
+	  3,
+	  3,
+	  MC_STORE,
+	  "USER MAILBOX UID [--raw]",
+	  "show a message (--raw: only its bytes)",
+	  mc_msg_show,
+	  { { "raw", false } } },
+	{ "message",
+	  "flags",
+	  3,
+	  8,
+	  MC_STORE,
+	  "USER MAILBOX UIDS [add|remove|set FLAG...]",
 	  "show or change flags (\\Seen \\Answered \\Flagged \\Deleted \\Draft, keywords)",
-	  mc_msg_flags, { { NULL, false } } },
-	{ "message", "delete", 3, 3, MC_STORE, "USER MAILBOX UIDS",
-	  "expunge the given messages now", mc_msg_delete, { { NULL, false } } },
-	{ "import", NULL, 1, 2, MC_STORE_NEW, "USER PATH [--mailbox M] | --bulk FILE",
+	  mc_msg_flags,
+	  { { NULL, false } } },
+	{ "message",
+	  "delete",
+	  3,
+	  3,
+	  MC_STORE,
+	  "USER MAILBOX UIDS",
+	  "expunge the given messages now",
+	  mc_msg_delete,
+	  { { NULL, false } } },
+	{ "import",
+	  NULL,
+	  1,
+	  2,
+	  MC_STORE_NEW,
+	  "USER PATH [--mailbox M] | --bulk FILE",
 	  "import an mbox file or a Maildir, keeping flags and dates; --bulk: many users' "
-	  "mailboxes from a bulk stream (FILE or - for stdin)", mc_import,
+	  "mailboxes from a bulk stream (FILE or - for stdin)",
+	  mc_import,
 	  { { "mailbox", true }, { "bulk", false } } },
-	{ "export", NULL, 2, 3, MC_STORE, "USER [MAILBOX] PATH [--format mbox|maildir]",
+	{ "export",
+	  NULL,
+	  2,
+	  3,
+	  MC_STORE,
+	  "USER [MAILBOX] PATH [--format mbox|maildir]",
 	  "export a mailbox (mboxrd file or Maildir directory); without MAILBOX every mailbox "
-	  "(Maildir++ with subscriptions; `import USER PATH` restores it)", mc_export,
+	  "(Maildir++ with subscriptions; `import USER PATH` restores it)",
+	  mc_export,
 	  { { "format", true } } },
-	{ "expunge", NULL, 2, MC_MAX_POS, MC_STORE, "USER MAILBOX [QUERY...] [--deleted] "
+	{ "expunge",
+	  NULL,
+	  2,
+	  MC_MAX_POS,
+	  MC_STORE,
+	  "USER MAILBOX [QUERY...] [--deleted] "
 	  "[--before DATE] [--all]",
 	  "expunge the messages an IMAP SEARCH query selects, or \\Deleted ones, older ones "
-	  "(DATE: YYYY-MM-DD or 30d), or all", mc_expunge,
+	  "(DATE: YYYY-MM-DD or 30d), or all",
+	  mc_expunge,
 	  { { "deleted", false }, { "before", true }, { "all", false } } },
-	{ "search", NULL, 3, MC_MAX_POS, MC_STORE, "USER MAILBOX QUERY...",
+	{ "search",
+	  NULL,
+	  3,
+	  MC_MAX_POS,
+	  MC_STORE,
+	  "USER MAILBOX QUERY...",
 	  "the UIDs of the messages an IMAP SEARCH query selects (SEEN, FROM x, SINCE 1-Jan-2026, "
-	  "OR/NOT, ...)", mc_search, { { NULL, false } } },
-	{ "fetch", NULL, 4, MC_MAX_POS, MC_STORE, "USER MAILBOX QUERY... FIELDS",
+	  "OR/NOT, ...)",
+	  mc_search,
+	  { { NULL, false } } },
+	{ "fetch",
+	  NULL,
+	  4,
+	  MC_MAX_POS,
+	  MC_STORE,
+	  "USER MAILBOX QUERY... FIELDS",
 	  "fields of the messages a query selects (doveadm fetch's: uid flags hdr.subject "
 	  "date.received size.physical imap.envelope body text ...; FIELDS is one word, the "
-	  "last)", mc_fetch, { { NULL, false } } },
-	{ "copy", NULL, 4, MC_MAX_POS, MC_STORE, "USER SRC DST QUERY... [--create]",
+	  "last)",
+	  mc_fetch,
+	  { { NULL, false } } },
+	{ "copy",
+	  NULL,
+	  4,
+	  MC_MAX_POS,
+	  MC_STORE,
+	  "USER SRC DST QUERY... [--create]",
 	  "copy the messages a query selects in mailbox SRC to DST (--create: make DST)",
-	  mc_copy, { { "create", false } } },
-	{ "move", NULL, 4, MC_MAX_POS, MC_STORE, "USER SRC DST QUERY... [--create]",
-	  "move the messages a query selects in mailbox SRC to DST", mc_move,
+	  mc_copy,
 	  { { "create", false } } },
-	{ "sieve", "list", 1, 1, MC_STORE, "USER", "list a user's Sieve scripts (* active)",
-	  mc_sieve_list, { { NULL, false } } },
-	{ "sieve", "get", 1, 2, MC_STORE, "USER [NAME]", "print a script (default: the active one)",
-	  mc_sieve_get, { { NULL, false } } },
-	{ "sieve", "put", 3, 3, MC_STORE, "USER NAME FILE [--activate]",
+	{ "move",
+	  NULL,
+	  4,
+	  MC_MAX_POS,
+	  MC_STORE,
+	  "USER SRC DST QUERY... [--create]",
+	  "move the messages a query selects in mailbox SRC to DST",
+	  mc_move,
+	  { { "create", false } } },
+	{ "sieve",
+	  "list",
+	  1,
+	  1,
+	  MC_STORE,
+	  "USER",
+	  "list a user's Sieve scripts (* active)",
+	  mc_sieve_list,
+	  { { NULL, false } } },
+	{ "sieve",
+	  "get",
+	  1,
+	  2,
+	  MC_STORE,
+	  "USER [NAME]",
+	  "print a script (default: the active one)",
+	  mc_sieve_get,
+	  { { NULL, false } } },
+	{ "sieve",
+	  "put",
+	  3,
+	  3,
+	  MC_STORE,
+	  "USER NAME FILE [--activate]",
 	  "compile and store a script (FILE - reads stdin); a refused one is explained",
-	  mc_sieve_put, { { "activate", false } } },
-	{ "sieve", "put-all", 2, 2, MC_STORE, "NAME FILE [--activate]",
+	  mc_sieve_put,
+	  { { "activate", false } } },
+	{ "sieve",
+	  "put-all",
+	  2,
+	  2,
+	  MC_STORE,
+	  "NAME FILE [--activate]",
 	  "store one script for every user of the store (a site default, benchmarks)",
-	  mc_sieve_put_all, { { "activate", false } } },
-	{ "sieve", "check", 2, 2, MC_STORE, "USER FILE", "compile a script without storing it",
-	  mc_sieve_check, { { NULL, false } } },
-	{ "sieve", "activate", 2, 2, MC_STORE, "USER NAME", "make a script the active one",
-	  mc_sieve_activate, { { NULL, false } } },
-	{ "sieve", "deactivate", 1, 1, MC_STORE, "USER", "make no script active",
-	  mc_sieve_deactivate, { { NULL, false } } },
-	{ "sieve", "delete", 2, 2, MC_STORE, "USER NAME", "delete a script (not the active one)",
-	  mc_sieve_delete, { { NULL, false } } },
-	{ "sieve", "rename", 3, 3, MC_STORE, "USER OLD NEW", "rename a script",
-	  mc_sieve_rename, { { NULL, false } } },
-	{ "fts", "rebuild", 0, 1, MC_STORE, "USER|--all [--mailbox M]",
-	  "index mailboxes again from their messages (the daemons may run)", mc_fts_rebuild,
+	  mc_sieve_put_all,
+	  { { "activate", false } } },
+	{ "sieve",
+	  "check",
+	  2,
+	  2,
+	  MC_STORE,
+	  "USER FILE",
+	  "compile a script without storing it",
+	  mc_sieve_check,
+	  { { NULL, false } } },
+	{ "sieve",
+	  "activate",
+	  2,
+	  2,
+	  MC_STORE,
+	  "USER NAME",
+	  "make a script the active one",
+	  mc_sieve_activate,
+	  { { NULL, false } } },
+	{ "sieve",
+	  "deactivate",
+	  1,
+	  1,
+	  MC_STORE,
+	  "USER",
+	  "make no script active",
+	  mc_sieve_deactivate,
+	  { { NULL, false } } },
+	{ "sieve",
+	  "delete",
+	  2,
+	  2,
+	  MC_STORE,
+	  "USER NAME",
+	  "delete a script (not the active one)",
+	  mc_sieve_delete,
+	  { { NULL, false } } },
+	{ "sieve",
+	  "rename",
+	  3,
+	  3,
+	  MC_STORE,
+	  "USER OLD NEW",
+	  "rename a script",
+	  mc_sieve_rename,
+	  { { NULL, false } } },
+	{ "fts",
+	  "rebuild",
+	  0,
+	  1,
+	  MC_STORE,
+	  "USER|--all [--mailbox M]",
+	  "index mailboxes again from their messages (the daemons may run)",
+	  mc_fts_rebuild,
 	  { { "all", false }, { "mailbox", true } } },
-	{ "fts", "stats", 0, 1, MC_STORE, "USER|--all [--mailbox M]",
+	{ "fts",
+	  "stats",
+	  0,
+	  1,
+	  MC_STORE,
+	  "USER|--all [--mailbox M]",
 	  "the full-text index of each mailbox: complete, messages, segments, bytes",
-	  mc_fts_stats, { { "all", false }, { "mailbox", true } } },
-	{ "queue", "list", 0, 0, MC_STORE, "[--from A] [--to A] [--before DATE]",
-	  "list the outbound queue (or the entries the filters select)", mc_queue_list,
+	  mc_fts_stats,
+	  { { "all", false }, { "mailbox", true } } },
+	{ "queue",
+	  "list",
+	  0,
+	  0,
+	  MC_STORE,
+	  "[--from A] [--to A] [--before DATE]",
+	  "list the outbound queue (or the entries the filters select)",
+	  mc_queue_list,
 	  { { "from", true }, { "to", true }, { "before", true } } },
-	{ "queue", "show", 1, 1, MC_STORE, "ID [--message]",
+	{ "queue",
+	  "show",
+	  1,
+	  1,
+	  MC_STORE,
+	  "ID [--message]",
 	  "an entry: its envelope, recipients, every try with its reason (--message: and the "
-	  "message, as postcat -q)", mc_queue_show, { { "message", false } } },
-	{ "queue", "flush", 0, 1, MC_STORE, "[ID|ALL] [--domain D] [--from A] [--to A] "
-	  "[--before DATE]", "make the selected (default every) entry due now; --domain: "
-	  "those with mail for D (postqueue -s)", mc_queue_flush,
+	  "message, as postcat -q)",
+	  mc_queue_show,
+	  { { "message", false } } },
+	{ "queue",
+	  "flush",
+	  0,
+	  1,
+	  MC_STORE,
+	  "[ID|ALL] [--domain D] [--from A] [--to A] "
+	  "[--before DATE]",
+	  "make the selected (default every) entry due now; --domain: "
+	  "those with mail for D (postqueue -s)",
+	  mc_queue_flush,
 	  { { "from", true }, { "to", true }, { "before", true }, { "domain", true } } },
-	{ "queue", "hold", 0, 1, MC_STORE, "ID|ALL|--from A|--to A|--before DATE",
-	  "hold entries (never tried until released)", mc_queue_hold,
+	{ "queue",
+	  "hold",
+	  0,
+	  1,
+	  MC_STORE,
+	  "ID|ALL|--from A|--to A|--before DATE",
+	  "hold entries (never tried until released)",
+	  mc_queue_hold,
 	  { { "from", true }, { "to", true }, { "before", true } } },
-	{ "queue", "release", 0, 1, MC_STORE, "ID|ALL|--from A|--to A|--before DATE",
-	  "release held entries (due now)", mc_queue_release,
+	{ "queue",
+	  "release",
+	  0,
+	  1,
+	  MC_STORE,
+	  "ID|ALL|--from A|--to A|--before DATE",
+	  "release held entries (due now)",
+	  mc_queue_release,
 	  { { "from", true }, { "to", true }, { "before", true } } },
-	{ "queue", "delete", 0, 1, MC_STORE, "ID|ALL|--from A|--to A|--before DATE",
+	{ "queue",
+	  "delete",
+	  0,
+	  1,
+	  MC_STORE,
+	  "ID|ALL|--from A|--to A|--before DATE",
 	  "delete entries without a bounce (A: an address, @domain, or <>; filters combine)",
-	  mc_queue_delete, { { "from", true }, { "to", true }, { "before", true } } },
-	{ "queue", "requeue", 0, 1, MC_STORE, "ID|ALL|--from A|--to A|--before DATE",
-	  "try the pending recipients again now as if new (attempts and backoff restart, "
-	  "released from hold; the lifetime still counts from arrival)", mc_queue_requeue,
+	  mc_queue_delete,
 	  { { "from", true }, { "to", true }, { "before", true } } },
-	{ "verify", NULL, 0, 1, MC_STORE, "[USER] [--repair] [--lost-found USER]",
+	{ "queue",
+	  "requeue",
+	  0,
+	  1,
+	  MC_STORE,
+	  "ID|ALL|--from A|--to A|--before DATE",
+	  "try the pending recipients again now as if new (attempts and backoff restart, "
+	  "released from hold; the lifetime still counts from arrival)",
+	  mc_queue_requeue,
+	  { { "from", true }, { "to", true }, { "before", true } } },
+	{ "verify",
+	  NULL,
+	  0,
+	  1,
+	  MC_STORE,
+	  "[USER] [--repair] [--lost-found USER]",
 	  "check counters, refcounts, files and caches; --repair fixes them and moves orphan "
-	  "message files to the lost+found mailbox of a user (default postmaster)", mc_verify,
+	  "message files to the lost+found mailbox of a user (default postmaster)",
+	  mc_verify,
 	  { { "repair", false }, { "lost-found", true } } },
-	{ "backup", NULL, 1, 1, MC_STORE, "DIR",
+	{ "backup",
+	  NULL,
+	  1,
+	  1,
+	  MC_STORE,
+	  "DIR",
 	  "consistent hot copy of the store (compacted indexes and message files) into DIR",
-	  mc_backup, { { NULL, false } } },
-	{ "restore", NULL, 1, 1, MC_NOSTORE, "DIR [--force]",
+	  mc_backup,
+	  { { NULL, false } } },
+	{ "restore",
+	  NULL,
+	  1,
+	  1,
+	  MC_NOSTORE,
+	  "DIR [--force]",
 	  "restore a backup into [store] path (daemons stopped; --force replaces a store)",
-	  mc_restore, { { "force", false } } },
-	{ "stats", NULL, 0, 0, MC_STORE, "[--live [--interval S] [--count N] [--daemon D]]",
+	  mc_restore,
+	  { { "force", false } } },
+	{ "stats",
+	  NULL,
+	  0,
+	  0,
+	  MC_STORE,
+	  "[--live [--interval S] [--count N] [--daemon D]]",
 	  "users, mailboxes, messages, bytes per partition; --live: the running daemons' "
-	  "counters, refreshing (as top)", mc_stats,
+	  "counters, refreshing (as top)",
+	  mc_stats,
 	  { { "live", false }, { "interval", true }, { "count", true }, { "daemon", true } } },
-	{ "top", NULL, 0, 0, MC_NOSTORE, "[--interval S] [--count N] [--daemon D]",
+	{ "top",
+	  NULL,
+	  0,
+	  0,
+	  MC_NOSTORE,
+	  "[--interval S] [--count N] [--daemon D]",
 	  "the running daemons' connections, commands, latencies, logins, deliveries, queue and "
-	  "store, refreshing every S seconds (default 2; --count: N times)", mc_top,
+	  "store, refreshing every S seconds (default 2; --count: N times)",
+	  mc_top,
 	  { { "interval", true }, { "count", true }, { "daemon", true } } },
-	{ "who", NULL, 0, 1, MC_NOSTORE, "[USER] [--daemon D]",
+	{ "who",
+	  NULL,
+	  0,
+	  1,
+	  MC_NOSTORE,
+	  "[USER] [--daemon D]",
 	  "the sessions of the running daemons (user, client address, state, idle time)",
-	  mc_who, { { "daemon", true } } },
-	{ "kick", NULL, 1, 1, MC_NOSTORE, "USER [--daemon D]",
+	  mc_who,
+	  { { "daemon", true } } },
+	{ "kick",
+	  NULL,
+	  1,
+	  1,
+	  MC_NOSTORE,
+	  "USER [--daemon D]",
 	  "close USER's sessions in the running daemons (IMAP BYE, SMTP 421 between "
-	  "transactions, ManageSieve BYE)", mc_kick, { { "daemon", true } } },
-	{ "upgrade", NULL, 0, 0, MC_STORE_UPGRADE, "",
+	  "transactions, ManageSieve BYE)",
+	  mc_kick,
+	  { { "daemon", true } } },
+	{ "upgrade",
+	  NULL,
+	  0,
+	  0,
+	  MC_STORE_UPGRADE,
+	  "",
 	  "bring a store of an older format to this Heron's, in place (daemons stopped; "
-	  "may be interrupted and run again)", mc_upgrade, { { NULL, false } } },
+	  "may be interrupted and run again)",
+	  mc_upgrade,
+	  { { NULL, false } } },
 };
 #define NCMDS (sizeof(mc_cmds) / sizeof(mc_cmds[0]))
 
@@ -194,11 +543,21 @@ int mc_exit_code(int rc)
 		return MC_NOUSER;
 	case STORE_EINVAL:
 		return MC_USAGE;
-	case STORE_ENOMBOX: case STORE_ENOMSG: case STORE_ENOQUEUE:
-	case STORE_EEXIST: case STORE_EQUOTA: case STORE_EKEYWORDS: case STORE_ENOTSUP:
-	case STORE_ECORRUPT: case STORE_EFORMAT: case STORE_ELIMIT:
+	case STORE_ENOMBOX:
+	case STORE_ENOMSG:
+	case STORE_ENOQUEUE:
+	case STORE_EEXIST:
+	case STORE_EQUOTA:
+	case STORE_EKEYWORDS:
+	case STORE_ENOTSUP:
+	case STORE_ECORRUPT:
+	case STORE_EFORMAT:
+	case STORE_ELIMIT:
 		return MC_REFUSED;
-	case STORE_ELOCKED: case STORE_EFULL: case STORE_ENOSPC: case STORE_EIO:
+	case STORE_ELOCKED:
+	case STORE_EFULL:
+	case STORE_ENOSPC:
+	case STORE_EIO:
 	case STORE_EAGAIN:
 		return MC_TEMPFAIL;
 	default:
@@ -209,24 +568,40 @@ int mc_exit_code(int rc)
 static const char *hint(int rc)
 {
 	switch (rc) {
-	case STORE_ENOUSER: return "see `mailctl user list`";
-	case STORE_ENOMBOX: return "see `mailctl mailbox list USER`";
-	case STORE_ENOMSG: return "see `mailctl message list USER MAILBOX`";
-	case STORE_ENOQUEUE: return "see `mailctl queue list`";
-	case STORE_EEXIST: return "choose another name or remove the existing one first";
-	case STORE_EQUOTA: return "see `mailctl quota get USER`; raise it with `mailctl quota set`";
-	case STORE_EKEYWORDS: return "the mailbox has too many keywords";
-	case STORE_ENOTSUP: return "this object cannot be changed that way";
-	case STORE_ELOCKED: return "a queue runner holds it; retry in a minute";
-	case STORE_ECORRUPT: return "run `mailctl verify --repair`";
-	case STORE_EFORMAT: return "the log line above says what is needed (`mailctl upgrade` "
-				   "for an older store)";
-	case STORE_EFULL: return "raise [store] map_size_max in heron.conf";
-	case STORE_ELIMIT: return "see [imapd] max_mailboxes_per_user and max_mailbox_depth in "
-				  "heron.conf";
-	case STORE_ENOSPC: return "free disk space under [store] path, then retry";
-	case STORE_EINVAL: return "check the arguments (see --help)";
-	default: return "see the log lines above; retry";
+	case STORE_ENOUSER:
+		return "see `mailctl user list`";
+	case STORE_ENOMBOX:
+		return "see `mailctl mailbox list USER`";
+	case STORE_ENOMSG:
+		return "see `mailctl message list USER MAILBOX`";
+	case STORE_ENOQUEUE:
+		return "see `mailctl queue list`";
+	case STORE_EEXIST:
+		return "choose another name or remove the existing one first";
+	case STORE_EQUOTA:
+		return "see `mailctl quota get USER`; raise it with `mailctl quota set`";
+	case STORE_EKEYWORDS:
+		return "the mailbox has too many keywords";
+	case STORE_ENOTSUP:
+		return "this object cannot be changed that way";
+	case STORE_ELOCKED:
+		return "a queue runner holds it; retry in a minute";
+	case STORE_ECORRUPT:
+		return "run `mailctl verify --repair`";
+	case STORE_EFORMAT:
+		return "the log line above says what is needed (`mailctl upgrade` "
+		       "for an older store)";
+	case STORE_EFULL:
+		return "raise [store] map_size_max in heron.conf";
+	case STORE_ELIMIT:
+		return "see [imapd] max_mailboxes_per_user and max_mailbox_depth in "
+		       "heron.conf";
+	case STORE_ENOSPC:
+		return "free disk space under [store] path, then retry";
+	case STORE_EINVAL:
+		return "check the arguments (see --help)";
+	default:
+		return "see the log lines above; retry";
 	}
 }
 
@@ -299,7 +674,8 @@ static int usage_all(FILE *f, int rc)
 		print_cmd(f, &mc_cmds[i]);
 	}
 	fputs("  mailctl auth test [-n COUNT] USER   (password on stdin)\n"
-	      "  mailctl lookup [-n COUNT] ADDRESS\n", f);
+	      "  mailctl lookup [-n COUNT] ADDRESS\n",
+	      f);
 	return rc;
 }
 
@@ -360,7 +736,8 @@ static int parse_args(struct mc *mc, const struct mc_cmd *c, int argc, char **ar
 			continue;
 		}
 		for (k = 0; k < MC_MAX_OPTS && c->opts[k].name != NULL; k++)
-			if (strlen(c->opts[k].name) == nlen && strncmp(c->opts[k].name, s, nlen) == 0)
+			if (strlen(c->opts[k].name) == nlen &&
+			    strncmp(c->opts[k].name, s, nlen) == 0)
 				break;
 		if (k == MC_MAX_OPTS || c->opts[k].name == NULL)
 			return mc_usage(mc, "unknown option '--%.*s'", (int)nlen, s);
@@ -397,8 +774,10 @@ static int open_store(struct mc *mc, enum mc_open how)
 		return MC_NOPERM;
 	}
 	if (!o.create && access(o.path, F_OK) == -1) {
-		fprintf(stderr, "mailctl: no store at %s; check [store] path in %s, or create it "
-				"with `mailctl user add USER`\n", o.path, mc->conf_path);
+		fprintf(stderr,
+			"mailctl: no store at %s; check [store] path in %s, or create it "
+			"with `mailctl user add USER`\n",
+			o.path, mc->conf_path);
 		return MC_CONFIG;
 	}
 	if ((rc = store_open(&o, &mc->st)) != 0)
@@ -431,8 +810,9 @@ static int run(struct mc *mc, int argc, char **argv)
 	if (c == NULL && noun_ok && (argc < 2 || wants_help(argc - 1, argv + 1)))
 		return help_noun(argv[0]);
 	if (c == NULL) {
-		fprintf(stderr, noun_ok ? "mailctl: unknown verb '%s %s'\n"
-					: "mailctl: unknown command '%s'\n",
+		fprintf(stderr,
+			noun_ok ? "mailctl: unknown verb '%s %s'\n"
+				: "mailctl: unknown command '%s'\n",
 			argv[0], argc > 1 ? argv[1] : "");
 		return usage_all(stderr, MC_USAGE);
 	}
@@ -505,9 +885,9 @@ int main(int argc, char **argv)
 /* Directory commands. mc_dir_main prints "key=value" lines; with --json they are
    captured and turned into objects. */
 
-static const char *const dir_keys[] = { "result", "mode", "time", "cached", "refused",
-					"reason", "user", "address", "aliases", "host",
-					"partition", "quota", "dn", NULL };
+static const char *const dir_keys[] = { "result",    "mode",  "time",    "cached",  "refused",
+					"reason",    "user",  "address", "aliases", "host",
+					"partition", "quota", "dn",      NULL };
 
 /* The start of the next " key=" of dir_keys after p, or the end of the line. */
 static const char *next_key(const char *p, const char *end)

@@ -12,17 +12,18 @@
 #include "store/store.h"
 
 #define MC_OK 0
-#define MC_REFUSED 1   /* not found (but a user), exists, quota, verify found problems */
-#define MC_USAGE 64    /* EX_USAGE: the command line, a bad argument or query */
-#define MC_DATAERR 65  /* EX_DATAERR: an input file or stream that does not parse */
-#define MC_NOINPUT 66  /* EX_NOINPUT: a file or directory named cannot be read */
-#define MC_NOUSER 67   /* EX_NOUSER: no such user (store or directory) */
+#define MC_REFUSED 1    /* not found (but a user), exists, quota, verify found problems */
+#define MC_USAGE 64     /* EX_USAGE: the command line, a bad argument or query */
+#define MC_DATAERR 65   /* EX_DATAERR: an input file or stream that does not parse */
+#define MC_NOINPUT 66   /* EX_NOINPUT: a file or directory named cannot be read */
+#define MC_NOUSER 67    /* EX_NOUSER: no such user (store or directory) */
 #define MC_CANTCREAT 73 /* EX_CANTCREAT: an output file or directory cannot be made */
-#define MC_IOERR 74    /* EX_IOERR: a system error while working */
-#define MC_TEMPFAIL 75 /* EX_TEMPFAIL: try again later (the directory or store is
+#define MC_IOERR 74     /* EX_IOERR: a system error while working */
+#define MC_TEMPFAIL \
+	75           /* EX_TEMPFAIL: try again later (the directory or store is
 			  unavailable, busy or full; a daemon's control socket does not answer) */
-#define MC_NOPERM 77   /* EX_NOPERM: cannot act as the store's owner */
-#define MC_CONFIG 78   /* EX_CONFIG: heron.conf does not load, or points at no store */
+#define MC_NOPERM 77 /* EX_NOPERM: cannot act as the store's owner */
+#define MC_CONFIG 78 /* EX_CONFIG: heron.conf does not load, or points at no store */
 #define MC_ERR MC_IOERR
 
 #define MC_MAX_POS 40 /* search queries are words */
@@ -44,9 +45,9 @@ struct mc_args {
 };
 
 enum mc_open {
-	MC_NOSTORE,    /* the command does not touch the store */
-	MC_STORE,      /* the store must exist */
-	MC_STORE_NEW,  /* created when missing (user add, import, restore target) */
+	MC_NOSTORE,       /* the command does not touch the store */
+	MC_STORE,         /* the store must exist */
+	MC_STORE_NEW,     /* created when missing (user add, import, restore target) */
 	MC_STORE_UPGRADE, /* upgrade: the store to itself, brought to this binary's format */
 };
 
@@ -54,8 +55,8 @@ struct mc_cmd {
 	const char *noun, *verb; /* verb NULL: the noun is the whole command (stats, import) */
 	int min_pos, max_pos;    /* positional arguments after the verb */
 	enum mc_open open;
-	const char *usage;       /* after "mailctl NOUN VERB " */
-	const char *help;        /* one line */
+	const char *usage; /* after "mailctl NOUN VERB " */
+	const char *help;  /* one line */
 	int (*run)(struct mc *mc, const struct mc_args *a);
 	struct mc_opt opts[MC_MAX_OPTS];
 };
@@ -112,8 +113,8 @@ int mc_begin(struct mc *mc, const char *user, const char *mailbox, enum store_tx
 	     struct store_txn **t_r, struct store_user *u_r, uint64_t *mbox_r);
 /* Resolves mailbox of user in t, creating it (and the user when create_user) if missing.
    Needs a write txn. Errors: those of store_user_get/create and store_mbox_create. */
-int mc_mbox_ensure(struct store_txn *t, const char *user, const char *mailbox,
-		   bool create_user, uint64_t *mbox_r);
+int mc_mbox_ensure(struct store_txn *t, const char *user, const char *mailbox, bool create_user,
+		   uint64_t *mbox_r);
 /* Flag names: "\Seen" .. "\Draft" (ASCII case-insensitive). 0 and the bit, or -1. */
 int mc_flag_parse(const char *s, unsigned *flag_r);
 /* Flags as IMAP text ("\Seen \Flagged kw1") into buf. */
@@ -127,8 +128,7 @@ void mc_flags_text(char *buf, size_t size, unsigned flags, uint64_t kws,
    drops it. Each returns an exit code after saying why it failed. */
 int mc_pw_read_hash(struct mc *mc, const char *scheme, char **hash_r);
 struct users_edit;
-int mc_users_edit_add(struct mc *mc, const char *user, const char *line,
-		      struct users_edit **e_r);
+int mc_users_edit_add(struct mc *mc, const char *user, const char *line, struct users_edit **e_r);
 int mc_users_edit_commit(struct mc *mc, struct users_edit **ep);
 void mc_users_edit_abort(struct users_edit **ep);
 

@@ -149,16 +149,31 @@ static uint64_t problems(const struct store_verify_report *r)
 static void verify_print(struct mc *mc, const struct store_verify_report *r, uint64_t repaired,
 			 uint64_t moved, uint64_t remaining, const char *status)
 {
-	static const char *const cols[] = {
-		"status", "users", "mailboxes", "messages", "blobs", "queue", "bad_counters",
-		"bad_refcounts", "missing_files", "orphan_files", "young_files", "bad_records",
-		"missing_cache", "bad_cache", "repaired", "moved_to_lost_found",
-		"remaining_problems", NULL };
+	static const char *const cols[] = { "status",
+					    "users",
+					    "mailboxes",
+					    "messages",
+					    "blobs",
+					    "queue",
+					    "bad_counters",
+					    "bad_refcounts",
+					    "missing_files",
+					    "orphan_files",
+					    "young_files",
+					    "bad_records",
+					    "missing_cache",
+					    "bad_cache",
+					    "repaired",
+					    "moved_to_lost_found",
+					    "remaining_problems",
+					    NULL };
 	struct mc_table *tab = mc_table_new(cols);
-	const uint64_t v[] = { r->users, r->mailboxes, r->messages, r->blobs, r->queue,
-			       r->bad_counters, r->bad_refcounts, r->missing_files,
-			       r->orphan_files, r->young_files, r->bad_records, r->missing_cache,
-			       r->bad_cache, repaired, moved, remaining };
+	const uint64_t v[] = { r->users,         r->mailboxes,     r->messages,
+			       r->blobs,         r->queue,         r->bad_counters,
+			       r->bad_refcounts, r->missing_files, r->orphan_files,
+			       r->young_files,   r->bad_records,   r->missing_cache,
+			       r->bad_cache,     repaired,         moved,
+			       remaining };
 
 	mc_table_row(tab);
 	mc_cell_str(tab, status);
@@ -178,21 +193,25 @@ int mc_verify(struct mc *mc, const struct mc_args *a)
 	if (rc == 0 || !a->set[0]) {
 		verify_print(mc, &before, 0, 0, problems(&before), rc == 0 ? "clean" : "problems");
 		if (rc != 0)
-			fprintf(stderr, "mailctl: the store has %" PRIu64 " problem%s; run `mailctl "
-					"verify --repair`\n", problems(&before),
-				problems(&before) == 1 ? "" : "s");
+			fprintf(stderr,
+				"mailctl: the store has %" PRIu64 " problem%s; run `mailctl "
+				"verify --repair`\n",
+				problems(&before), problems(&before) == 1 ? "" : "s");
 		return rc == 0 ? MC_OK : MC_REFUSED;
 	}
 	if ((rc = store_verify_lost_found(mc->st, user, true, a->set[1] ? a->val[1] : "postmaster",
-					  &fix)) != 0 && rc != STORE_ECORRUPT)
+					  &fix)) != 0 &&
+	    rc != STORE_ECORRUPT)
 		return mc_fail(mc, rc, "repair (orphan message files go to %s)", STORE_LOST_FOUND);
 	if ((rc = store_verify(mc->st, user, false, &after)) != 0 && rc != STORE_ECORRUPT)
 		return mc_fail(mc, rc, "verify after the repair");
 	verify_print(mc, &before, fix.repaired, fix.moved_lost_found, problems(&after),
 		     problems(&after) == 0 ? "repaired" : "problems");
 	if (problems(&after) != 0) {
-		fprintf(stderr, "mailctl: %" PRIu64 " problems remain after the repair; see the log "
-				"lines above\n", problems(&after));
+		fprintf(stderr,
+			"mailctl: %" PRIu64 " problems remain after the repair; see the log "
+			"lines above\n",
+			problems(&after));
 		return MC_REFUSED;
 	}
 	return MC_OK;
@@ -247,8 +266,8 @@ static int copy_file(int sdir, const char *src, int ddir, const char *dst, bool 
 }
 
 struct copy {
-	char dst[4200];   /* <dest env dir>/blobs */
-	const char *src;  /* restore: <source env dir>, for where */
+	char dst[4200];          /* <dest env dir>/blobs */
+	const char *src;         /* restore: <source env dir>, for where */
 	const struct refs *only; /* copy only these ids (NULL: every file) */
 	uint64_t files, bytes, vanished;
 	int err;
@@ -277,7 +296,8 @@ static int copy_blob(void *arg, int dirfd, unsigned sub, const char *name, uint6
 	if (err == EEXIST)
 		err = 0;
 	if (err != 0 && c->src != NULL)
-		snprintf(c->where, sizeof(c->where), at_dst ? "writing %s/%s" : "reading %s/blobs/%s",
+		snprintf(c->where, sizeof(c->where),
+			 at_dst ? "writing %s/%s" : "reading %s/blobs/%s",
 			 at_dst ? c->dst : c->src, rel);
 	c->files += err == 0;
 	c->bytes += err == 0 ? (uint64_t)sb->st_size : 0;
@@ -383,15 +403,16 @@ int mc_backup(struct mc *mc, const struct mc_args *a)
 	int rc = 0, fd;
 
 	if (mkdir(dest, 0750) == -1) {
-		fprintf(stderr, "mailctl: %s: %s; give a directory that does not exist yet\n", dest,
-			strerror(errno));
+		fprintf(stderr, "mailctl: %s: %s; give a directory that does not exist yet\n",
+			dest, strerror(errno));
 		free(c);
 		return errno == EEXIST ? MC_REFUSED : MC_CANTCREAT;
 	}
 	rc = backup_all(mc, dest, c);
 	if (rc == 0 && c->vanished > 0) {
-		fprintf(stderr, "mailctl: %" PRIu64 " message files were removed while the backup "
-				"ran (expunged meanwhile); remove %s and run the backup again\n",
+		fprintf(stderr,
+			"mailctl: %" PRIu64 " message files were removed while the backup "
+			"ran (expunged meanwhile); remove %s and run the backup again\n",
 			c->vanished, dest);
 		free(c);
 		return MC_REFUSED;
@@ -412,11 +433,12 @@ int mc_backup(struct mc *mc, const struct mc_args *a)
 	if (mc->json) {
 		printf("{\"backup\": ");
 		mc_json_str(stdout, dest, strlen(dest));
-		printf(", \"partitions\": %u, \"files\": %" PRIu64 ", \"bytes\": %" PRIu64 "}\n", n,
-		       c->files, c->bytes);
+		printf(", \"partitions\": %u, \"files\": %" PRIu64 ", \"bytes\": %" PRIu64 "}\n",
+		       n, c->files, c->bytes);
 	} else
 		printf("backup of %u partitions and the queue in %s: %" PRIu64
-		       " message files, %" PRIu64 " bytes\n", n, dest, c->files, c->bytes);
+		       " message files, %" PRIu64 " bytes\n",
+		       n, dest, c->files, c->bytes);
 	free(c);
 	return MC_OK;
 }
@@ -503,8 +525,8 @@ static int restore_into(struct mc *mc, const char *from, const char *tmp, unsign
 
 /* Names what failed and where things are now: the store untouched (or set aside), the
    partial copy when there is one. */
-static void restore_failed(const char *path, const char *tmp, const char *aside,
-			   const char *where, int err)
+static void restore_failed(const char *path, const char *tmp, const char *aside, const char *where,
+			   int err)
 {
 	bool moved = aside != NULL && access(aside, F_OK) == 0 && access(path, F_OK) != 0;
 
@@ -535,13 +557,17 @@ int mc_restore(struct mc *mc, const struct mc_args *a)
 		return MC_DATAERR;
 	}
 	if (parts != want) {
-		fprintf(stderr, "mailctl: the backup has %u partitions, %s says %u; set [store] "
-				"partitions = %u to restore it\n", parts, mc->conf_path, want, parts);
+		fprintf(stderr,
+			"mailctl: the backup has %u partitions, %s says %u; set [store] "
+			"partitions = %u to restore it\n",
+			parts, mc->conf_path, want, parts);
 		return MC_REFUSED;
 	}
 	if (access(path, F_OK) == 0 && !a->set[0]) {
-		fprintf(stderr, "mailctl: a store exists at %s; stop the daemons and add --force "
-				"to set it aside and restore\n", path);
+		fprintf(stderr,
+			"mailctl: a store exists at %s; stop the daemons and add --force "
+			"to set it aside and restore\n",
+			path);
 		return MC_REFUSED;
 	}
 	c = xcalloc(1, sizeof(*c));
@@ -569,8 +595,8 @@ int mc_restore(struct mc *mc, const struct mc_args *a)
 			fputs("null", stdout);
 		puts("}");
 	} else
-		printf("restored %s from %s: %" PRIu64 " message files%s%s\n", path, from, c->files,
-		       aside ? "; the previous store is in " : "", aside ? aside : "");
+		printf("restored %s from %s: %" PRIu64 " message files%s%s\n", path, from,
+		       c->files, aside ? "; the previous store is in " : "", aside ? aside : "");
 	free(aside);
 	free(tmp);
 	free(c);
@@ -600,8 +626,9 @@ static void stats_row(struct mc_table *tab, const char *scope, int part,
 
 int mc_stats(struct mc *mc, const struct mc_args *a)
 {
-	static const char *const cols[] = { "scope", "partition", "users", "mailboxes",
-					    "messages", "bytes", "map_used", "map_size", NULL };
+	static const char *const cols[] = { "scope",     "partition", "users",
+					    "mailboxes", "messages",  "bytes",
+					    "map_used",  "map_size",  NULL };
 	struct mc_table *tab;
 	struct store_stats s, total = { 0 };
 	unsigned n;

@@ -35,22 +35,22 @@
 #include "mailctl/mailctl.h"
 
 #define BULK_READ 65536
-#define BULK_LINE_MAX 8192              /* a line of the stream, LF included */
+#define BULK_LINE_MAX 8192               /* a line of the stream, LF included */
 #define BULK_MSG_MAX ((uint64_t)2 << 30) /* the largest message taken */
-#define BULK_BOXES_MAX 10000            /* mailboxes of one user */
-#define BULK_KWS_MAX 32                 /* keywords of one message */
+#define BULK_BOXES_MAX 10000             /* mailboxes of one user */
+#define BULK_KWS_MAX 32                  /* keywords of one message */
 
 struct bulk_box {
-	char *name;             /* modified UTF-7, as the store keeps it */
+	char *name; /* modified UTF-7, as the store keeps it */
 	bool subscribed;
-	uint64_t have;          /* messages it held when the user began */
-	uint64_t seen;          /* messages of the stream for it so far */
+	uint64_t have; /* messages it held when the user began */
+	uint64_t seen; /* messages of the stream for it so far */
 };
 
 struct bulk_msg {
 	struct store_blob *b;
-	size_t box;             /* index in boxes */
-	uint64_t pos;           /* its place in the mailbox: 0 is the first */
+	size_t box;   /* index in boxes */
+	uint64_t pos; /* its place in the mailbox: 0 is the first */
 	unsigned flags;
 	int64_t date;
 	char **kws;
@@ -62,12 +62,12 @@ struct bulk {
 	int fd;
 	char rd[BULK_READ];
 	size_t rlen, roff;
-	uint64_t line;          /* the stream's line number, for errors */
+	uint64_t line; /* the stream's line number, for errors */
 	char user[STORE_MAX_NAME + 1];
 	unsigned part;
 	bool have_user;
 	struct bulk_box *boxes;
-	size_t nboxes, cur;     /* cur: the box of the last mailbox line */
+	size_t nboxes, cur; /* cur: the box of the last mailbox line */
 	struct bulk_msg *msgs;
 	size_t nmsgs, capmsgs;
 	uint64_t users, complete, messages, bytes;
@@ -360,8 +360,10 @@ static int bulk_message(struct bulk *bk, char *arg)
 	x = &bk->boxes[bk->cur];
 	if (!str_split_ws(&rest, &f) || str_to_u64(f.p, f.len, BULK_MSG_MAX, &size) < 0 ||
 	    !str_split_ws(&rest, &f) || str_to_i64(f.p, f.len, 0, INT64_MAX / 2, &date) < 0)
-		return bulk_error(bk, "expected: message SIZE DATE [FLAG...] (SIZE at most %" PRIu64
-				      " bytes)", BULK_MSG_MAX);
+		return bulk_error(bk,
+				  "expected: message SIZE DATE [FLAG...] (SIZE at most %" PRIu64
+				  " bytes)",
+				  BULK_MSG_MAX);
 	pos = x->seen++;
 	if (x->have != UINT64_MAX && pos < x->have)
 		return bulk_body(bk, size, NULL); /* the mailbox has it already */
@@ -426,8 +428,9 @@ int mc_import_bulk(struct mc *mc, const char *path)
 		return MC_NOINPUT;
 	}
 	if ((r = bulk_line(bk, line, sizeof(line))) <= 0 || strcmp(line, "heron-bulk 1") != 0)
-		rc = r < 0 ? MC_ERR : bulk_error(bk, "not a bulk stream (it starts with "
-						     "\"heron-bulk 1\")");
+		rc = r < 0 ? MC_ERR
+			   : bulk_error(bk, "not a bulk stream (it starts with "
+					    "\"heron-bulk 1\")");
 	while (rc == MC_OK && (r = bulk_line(bk, line, sizeof(line))) == 1) {
 		if (strncmp(line, "user ", 5) == 0) {
 			if ((rc = bulk_end_user(bk)) == MC_OK)

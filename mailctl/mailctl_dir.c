@@ -108,7 +108,8 @@ int mc_dir_main(const struct conf *c, int argc, char **argv)
 	else if (!is_auth && strcmp(argv[0], "lookup") != 0)
 		return usage();
 	if (i + 1 < argc && strcmp(argv[i], "-n") == 0) {
-		if (str_to_u64(argv[i + 1], strlen(argv[i + 1]), 1000000, &count) < 0 || count == 0)
+		if (str_to_u64(argv[i + 1], strlen(argv[i + 1]), 1000000, &count) < 0 ||
+		    count == 0)
 			return usage();
 		i += 2;
 	}
@@ -135,9 +136,10 @@ int mc_dir_main(const struct conf *c, int argc, char **argv)
 			ldapauth_lookup(la, argv[i], cli_cb, &run);
 		while (!run.done && event_base_loop(run.base, EVLOOP_ONCE) == 0)
 			;
-		rc = run.result == LDAPAUTH_OK	     ? MC_OK
-		     : run.result == LDAPAUTH_ETEMP ? MC_TEMPFAIL
-		     : run.result == LDAPAUTH_ENOUSER ? MC_NOUSER : MC_REFUSED;
+		rc = run.result == LDAPAUTH_OK        ? MC_OK
+		     : run.result == LDAPAUTH_ETEMP   ? MC_TEMPFAIL
+		     : run.result == LDAPAUTH_ENOUSER ? MC_NOUSER
+						      : MC_REFUSED;
 	}
 	OPENSSL_cleanse(password, sizeof(password));
 	ldapauth_free(&la);

@@ -55,8 +55,8 @@ static int write_key(struct mc *mc, EVP_PKEY *k, const char *path)
 	FILE *f;
 
 	if (fd == -1)
-		return mc_fail(mc, errno == EEXIST ? STORE_EEXIST : STORE_EIO,
-			       "%s%s%s", path, errno == EEXIST ? "" : ": ",
+		return mc_fail(mc, errno == EEXIST ? STORE_EEXIST : STORE_EIO, "%s%s%s", path,
+			       errno == EEXIST ? "" : ": ",
 			       errno == EEXIST ? "" : strerror(errno));
 	if (geteuid() == 0 && user[0] != '\0') {
 		struct passwd *pw = getpwnam(user);
@@ -137,7 +137,8 @@ int mc_dkim_keygen(struct mc *mc, const struct mc_args *a)
 		puts("}");
 	} else {
 		printf("# key written to %s; publish this record, then add to [dkim] sign:\n"
-		       "#   %s:%s:%s\n", path, domain, selector, path);
+		       "#   %s:%s:%s\n",
+		       path, domain, selector, path);
 		print_record(domain, selector, txt);
 	}
 	free(txt);

@@ -15,8 +15,8 @@ struct fts_box {
 struct fts_walk {
 	struct fts_box *v;
 	size_t n, cap;
-	const char *user;          /* of the mailboxes being listed */
-	const char *only;          /* --mailbox: that one alone */
+	const char *user; /* of the mailboxes being listed */
+	const char *only; /* --mailbox: that one alone */
 };
 
 static int box_add(const struct store_mbox_info *mi, void *arg)
@@ -25,8 +25,8 @@ static int box_add(const struct store_mbox_info *mi, void *arg)
 
 	if (mi->attrs & (STORE_MBOX_NOSELECT | STORE_MBOX_NONEXISTENT))
 		return 0;
-	if (w->only != NULL && (strlen(w->only) != mi->name_len ||
-				memcmp(w->only, mi->name, mi->name_len) != 0))
+	if (w->only != NULL &&
+	    (strlen(w->only) != mi->name_len || memcmp(w->only, mi->name, mi->name_len) != 0))
 		return 0;
 	if (w->n == w->cap)
 		w->v = xreallocarray(w->v, w->cap = w->cap * 2 + 16, sizeof(*w->v));
@@ -137,8 +137,9 @@ int mc_fts_rebuild(struct mc *mc, const struct mc_args *a)
 
 int mc_fts_stats(struct mc *mc, const struct mc_args *a)
 {
-	static const char *const cols[] = { "user", "mailbox", "complete", "messages", "pending",
-					    "segments", "trigrams", "expunged", "bytes", NULL };
+	static const char *const cols[] = { "user",    "mailbox",  "complete", "messages",
+					    "pending", "segments", "trigrams", "expunged",
+					    "bytes",   NULL };
 	struct fts_walk w;
 	struct mc_table *tab;
 	const char *user = NULL;
@@ -152,7 +153,8 @@ int mc_fts_stats(struct mc *mc, const struct mc_args *a)
 		struct store_fts_stats s;
 		struct store_txn *t;
 
-		if ((rc = store_txn_begin(mc->st, STORE_ID_PART(w.v[i].id), STORE_TXN_READ, &t)) != 0)
+		if ((rc = store_txn_begin(mc->st, STORE_ID_PART(w.v[i].id), STORE_TXN_READ, &t)) !=
+		    0)
 			break;
 		rc = store_fts_stats(t, w.v[i].id, &s);
 		store_txn_abort(&t);

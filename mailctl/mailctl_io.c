@@ -50,7 +50,7 @@ struct wr {
 	int fd;
 	char buf[RD_SIZE];
 	size_t len;
-	int err;       /* store error (blob) or errno (file) */
+	int err; /* store error (blob) or errno (file) */
 	uint64_t bytes;
 };
 
@@ -249,7 +249,7 @@ struct mbox_state {
 	struct wr w;
 	struct pending *pm;
 	bool in_msg, in_header, pending_blank, skip_hdr, crlf, ended;
-	int skip_line;          /* skip the rest of a long From_ line */
+	int skip_line; /* skip the rest of a long From_ line */
 	enum { H_NONE, H_STATUS, H_XSTATUS, H_XKEYWORDS, H_OTHER } hdr;
 	char hval[HDR_VALUE_MAX];
 	size_t hlen;
@@ -277,8 +277,9 @@ static int64_t parse_time(const char *text, const char *fmt)
    zone before the year), as UTC. */
 static int64_t from_line_date(const char *p, size_t len)
 {
-	static const char *const days[] = { "Mon ", "Tue ", "Wed ", "Thu ", "Fri ", "Sat ",
-					    "Sun " };
+	static const char *const days[] = {
+		"Mon ", "Tue ", "Wed ", "Thu ", "Fri ", "Sat ", "Sun "
+	};
 	char line[1024];
 	int64_t t;
 
@@ -322,8 +323,11 @@ static void flag_header_done(struct mbox_state *s)
 		if (s->hdr == H_STATUS && c == 'R')
 			s->pm->flags |= STORE_SEEN;
 		else if (s->hdr == H_XSTATUS)
-			s->pm->flags |= c == 'A' ? STORE_ANSWERED : c == 'F' ? STORE_FLAGGED
-				       : c == 'T' ? STORE_DRAFT : c == 'D' ? STORE_DELETED : 0;
+			s->pm->flags |= c == 'A'   ? STORE_ANSWERED
+					: c == 'F' ? STORE_FLAGGED
+					: c == 'T' ? STORE_DRAFT
+					: c == 'D' ? STORE_DELETED
+						   : 0;
 	}
 	while (s->hdr == H_XKEYWORDS && str_split_ws(&rest, &f)) {
 		struct str_view k2 = f, k;
@@ -351,9 +355,9 @@ static bool header_line(struct mbox_state *s, const char *p, size_t len)
 	static const struct {
 		const char *name;
 		int kind;
-	} hidden[] = { { "Status:", H_STATUS }, { "X-Status:", H_XSTATUS },
+	} hidden[] = { { "Status:", H_STATUS },        { "X-Status:", H_XSTATUS },
 		       { "X-Keywords:", H_XKEYWORDS }, { "X-UID:", H_OTHER },
-		       { "X-IMAP:", H_OTHER }, { "X-IMAPbase:", H_OTHER } };
+		       { "X-IMAP:", H_OTHER },         { "X-IMAPbase:", H_OTHER } };
 
 	if (len > 0 && (p[0] == ' ' || p[0] == '\t')) {
 		if (s->skip_hdr)
@@ -408,8 +412,7 @@ static int from_line(struct mbox_state *s, const char *p, size_t len, bool compl
 }
 
 /* One piece of a line of the mbox file. */
-static int mbox_piece(struct mbox_state *s, const char *p, size_t len, bool complete,
-		      bool start)
+static int mbox_piece(struct mbox_state *s, const char *p, size_t len, bool complete, bool start)
 {
 	/* a From_ line separates only at the start or after a blank line (mboxo files do not
 	   quote every "From " in bodies) */
@@ -622,9 +625,12 @@ static void md_flags(struct imp *im, struct pending *pm, const char *name)
 	const char *info = strstr(name, ":2,");
 
 	for (const char *c = info ? info + 3 : ""; *c != '\0'; c++) {
-		pm->flags |= *c == 'D' ? STORE_DRAFT : *c == 'F' ? STORE_FLAGGED
-			     : *c == 'R' ? STORE_ANSWERED : *c == 'S' ? STORE_SEEN
-			     : *c == 'T' ? STORE_DELETED : 0;
+		pm->flags |= *c == 'D'   ? STORE_DRAFT
+			     : *c == 'F' ? STORE_FLAGGED
+			     : *c == 'R' ? STORE_ANSWERED
+			     : *c == 'S' ? STORE_SEEN
+			     : *c == 'T' ? STORE_DELETED
+					 : 0;
 		if (*c == 'P')
 			add_kw(pm, "$Forwarded", 10);
 		if (*c >= 'a' && *c <= 'z' && im->kwletters[*c - 'a'] != NULL)
@@ -814,7 +820,8 @@ static int import_maildir_tree(struct imp *im)
 	first = im->first_uid;
 	last = im->last_uid;
 	for (size_t i = 0; i < n && rc == 0; i++) {
-		char *name = xasprintf("%s%s%s", at_top ? "" : top, at_top ? "" : "/", subs[i] + 1);
+		char *name = xasprintf("%s%s%s", at_top ? "" : top, at_top ? "" : "/",
+				       subs[i] + 1);
 		char *path = xasprintf("%s/%s", root, subs[i]);
 
 		for (char *c = name + (at_top ? 0 : strlen(top) + 1); *c != '\0'; c++)
@@ -862,7 +869,8 @@ static void import_report(struct mc *mc, const struct imp *im)
 		       im->count, im->bytes);
 		mc_json_str(stdout, im->mailbox, strlen(im->mailbox));
 		printf(", \"first_uid\": %" PRIu32 ", \"last_uid\": %" PRIu32
-		       ", \"folders\": %u}\n", im->first_uid, im->last_uid, im->nboxes);
+		       ", \"folders\": %u}\n",
+		       im->first_uid, im->last_uid, im->nboxes);
 	} else
 		printf("imported %" PRIu64 " message%s (%" PRIu64 " bytes) into %s of %s%s\n",
 		       im->count, im->count == 1 ? "" : "s", im->bytes, im->mailbox, im->user,
@@ -901,7 +909,8 @@ int mc_import(struct mc *mc, const struct mc_args *a)
 		else
 			err = import_mbox(im, fd);
 		if (err == STORE_EINVAL && !S_ISDIR(sb.st_mode) && im->count == 0) {
-			mc_fail(mc, err, "%s is not an mbox file (it must start with a From_ line)",
+			mc_fail(mc, err,
+				"%s is not an mbox file (it must start with a From_ line)",
 				im->path);
 			rc = MC_DATAERR;
 		} else if (err != 0)
@@ -1031,8 +1040,9 @@ static void maildir_name(char *buf, size_t size, const struct exp *e, const stru
 		if (m->keywords & ((uint64_t)1 << i))
 			info[n++] = (char)('a' + i);
 	info[n] = '\0';
-	snprintf(buf, size, "%" PRId64 ".M%010" PRIu32 "P%d.heron,S=%" PRIu64 ",W=%" PRIu64
-		 ":2,%s", m->internaldate, m->uid, (int)getpid(), m->size, m->size, info);
+	snprintf(buf, size,
+		 "%" PRId64 ".M%010" PRIu32 "P%d.heron,S=%" PRIu64 ",W=%" PRIu64 ":2,%s",
+		 m->internaldate, m->uid, (int)getpid(), m->size, m->size, info);
 }
 
 /* One message as a Maildir file: tmp/, then cur/ with its flags; mtime = internal date. */
@@ -1074,13 +1084,16 @@ static int export_keywords_file(struct exp *e)
 	if (e->nkw == 0)
 		return 0;
 	if ((fd = openat(e->dirfd, "dovecot-keywords", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-			 0600)) == -1 || (f = fdopen(fd, "w")) == NULL)
+			 0600)) == -1 ||
+	    (f = fdopen(fd, "w")) == NULL)
 		return errno;
 	for (unsigned i = 0; i < e->nkw && i < MAILDIR_KWS; i++)
 		fprintf(f, "%u %s\n", i, e->names[i]);
 	if (e->nkw > MAILDIR_KWS)
-		fprintf(stderr, "mailctl: warning: only the first %d keywords fit Maildir "
-				"letters; the others are not exported\n", MAILDIR_KWS);
+		fprintf(stderr,
+			"mailctl: warning: only the first %d keywords fit Maildir "
+			"letters; the others are not exported\n",
+			MAILDIR_KWS);
 	return fclose(f) == 0 ? 0 : errno;
 }
 
@@ -1109,7 +1122,8 @@ static int export_uidlist_open(struct exp *e, struct store_txn *t, uint64_t mbox
 	if ((rc = store_mbox_status(t, mbox, &st)) != 0)
 		return rc;
 	if ((fd = openat(e->dirfd, "dovecot-uidlist", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-			 0600)) == -1 || (e->uidlist = fdopen(fd, "w")) == NULL) {
+			 0600)) == -1 ||
+	    (e->uidlist = fdopen(fd, "w")) == NULL) {
 		e->err = errno;
 		return 0;
 	}
@@ -1128,9 +1142,12 @@ static int export_walk(struct exp *e, struct store_txn *t, uint64_t mbox)
 	if ((rc = store_msg_iter(t, mbox, 1, UINT32_MAX, 0, &it)) != 0)
 		return rc;
 	while (e->err == 0 && (rc = store_iter_next(it, &m)) == 1) {
-		if ((rc = store_blob_open(e->mc->st, STORE_ID_PART(mbox), m.blob, &fd, &size)) != 0) {
-			fprintf(stderr, "mailctl: message %" PRIu32 ": %s; skipped (run `mailctl "
-					"verify`)\n", m.uid, store_strerror(rc));
+		if ((rc = store_blob_open(e->mc->st, STORE_ID_PART(mbox), m.blob, &fd, &size)) !=
+		    0) {
+			fprintf(stderr,
+				"mailctl: message %" PRIu32 ": %s; skipped (run `mailctl "
+				"verify`)\n",
+				m.uid, store_strerror(rc));
 			continue;
 		}
 		e->err = e->maildir ? export_maildir_msg(e, &m, fd) : export_mbox_msg(e, &m, fd);
@@ -1144,8 +1161,8 @@ static int export_walk(struct exp *e, struct store_txn *t, uint64_t mbox)
 
 /* One mailbox of user into path (an mbox file or a Maildir that must not exist yet); adds
    to *count and *bytes. Returns an exit code after saying what failed. */
-static int export_mailbox(struct mc *mc, const char *user, const char *mailbox,
-			  const char *path, bool maildir, uint64_t *count, uint64_t *bytes)
+static int export_mailbox(struct mc *mc, const char *user, const char *mailbox, const char *path,
+			  bool maildir, uint64_t *count, uint64_t *bytes)
 {
 	struct exp e = { .mc = mc, .path = path, .maildir = maildir, .out_fd = -1, .dirfd = -1 };
 	struct store_txn *t;
@@ -1234,7 +1251,11 @@ static char *folder_path(const char *dir, const char *name)
 	buf_append(&b, dir, strlen(dir));
 	buf_append(&b, "/.", 2);
 	for (const char *c = name; *c != '\0'; c++)
-		buf_append(&b, *c == '/' ? "." : *c == '.' ? "%2E" : *c == '%' ? "%25" : c,
+		buf_append(&b,
+			   *c == '/'   ? "."
+			   : *c == '.' ? "%2E"
+			   : *c == '%' ? "%25"
+				       : c,
 			   *c == '.' || *c == '%' ? 3 : 1);
 	buf_append(&b, "", 1);
 	out = xstrdup((const char *)b.data);
@@ -1286,8 +1307,8 @@ static int export_user(struct mc *mc, const char *user, const char *dir, uint64_
 	for (size_t i = 0; i < all.n && rc == MC_OK; i++) {
 		char *path;
 
-		if (all.special[i] == UINT32_MAX || str_caseeq(all.names[i], strlen(all.names[i]),
-							       "INBOX", 5))
+		if (all.special[i] == UINT32_MAX ||
+		    str_caseeq(all.names[i], strlen(all.names[i]), "INBOX", 5))
 			continue; /* \Noselect (made again as a parent) or INBOX (done) */
 		path = folder_path(dir, all.names[i]);
 		rc = export_mailbox(mc, user, all.names[i], path, true, count, bytes);
@@ -1324,8 +1345,8 @@ int mc_export(struct mc *mc, const struct mc_args *a)
 		return rc;
 	if (mc->json) {
 		printf("{\"exported\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"format\": \"%s\", "
-		       "\"mailboxes\": %zu, \"path\": ", count, bytes,
-		       whole || maildir ? "maildir" : "mbox", whole ? nboxes : 1);
+		       "\"mailboxes\": %zu, \"path\": ",
+		       count, bytes, whole || maildir ? "maildir" : "mbox", whole ? nboxes : 1);
 		mc_json_str(stdout, path, strlen(path));
 		puts("}");
 	} else

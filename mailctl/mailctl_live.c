@@ -31,8 +31,10 @@ static const char *ctl_dir(struct mc *mc, int *rc_r)
 	const char *dir = conf_values(mc->conf)->control.dir;
 
 	if (dir[0] == '\0') {
-		fprintf(stderr, "mailctl: [control] dir is empty in %s: the daemons have no "
-				"control sockets\n", mc->conf_path);
+		fprintf(stderr,
+			"mailctl: [control] dir is empty in %s: the daemons have no "
+			"control sockets\n",
+			mc->conf_path);
 		*rc_r = MC_CONFIG;
 		return NULL;
 	}
@@ -57,7 +59,7 @@ static int daemon_opt(struct mc *mc, const struct mc_args *a, int k, const char 
 /* What a request to every socket gathered. */
 struct gather {
 	struct mc *mc;
-	unsigned found, failed;    /* sockets, and those that did not answer */
+	unsigned found, failed; /* sockets, and those that did not answer */
 	void (*each)(struct gather *g, const char *ident, unsigned worker, char *answer,
 		     size_t len);
 	void *arg;
@@ -96,9 +98,10 @@ static int gather(struct mc *mc, const char *ident, const char *line, struct gat
 		return MC_TEMPFAIL;
 	}
 	if (g->found == 0) {
-		fprintf(stderr, "mailctl: no %s%srunning: no control socket answers in %s "
-				"([control] dir)\n", ident ? ident : "daemon", ident ? " " : " is ",
-			dir);
+		fprintf(stderr,
+			"mailctl: no %s%srunning: no control socket answers in %s "
+			"([control] dir)\n",
+			ident ? ident : "daemon", ident ? " " : " is ", dir);
 		return MC_TEMPFAIL;
 	}
 	return g->failed > 0 ? MC_TEMPFAIL : MC_OK;
@@ -118,14 +121,15 @@ static void who_each(struct gather *g, const char *ident, unsigned worker, char 
 	struct who_ctx *w = g->arg;
 	char *line, *save = NULL;
 
-	for (line = strtok_r(answer, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+	for (line = strtok_r(answer, "\n", &save); line != NULL;
+	     line = strtok_r(NULL, "\n", &save)) {
 		struct control_who cw;
 
 		if (strcmp(line, ".") == 0)
 			break;
 		if (control_who_parse(line, &cw) < 0) {
-			fprintf(stderr, "mailctl: %s worker %u: a line that is not a session\n", ident,
-				worker);
+			fprintf(stderr, "mailctl: %s worker %u: a line that is not a session\n",
+				ident, worker);
 			g->failed++;
 			continue;
 		}
@@ -149,9 +153,9 @@ static void who_each(struct gather *g, const char *ident, unsigned worker, char 
 
 int mc_who(struct mc *mc, const struct mc_args *a)
 {
-	static const char *const cols[] = { "daemon", "worker", "pid", "session", "user",
-					    "address", "service", "state", "connected",
-					    "idle_seconds", "detail", NULL };
+	static const char *const cols[] = { "daemon",    "worker",       "pid",     "session",
+					    "user",      "address",      "service", "state",
+					    "connected", "idle_seconds", "detail",  NULL };
 	struct who_ctx w = { .tab = mc_table_new(cols), .user = a->npos > 0 ? a->pos[0] : NULL };
 	struct gather g = { .each = who_each, .arg = &w };
 	const char *ident;
@@ -261,7 +265,8 @@ static void snap_parse(struct snap *sn, char *text)
 	char *line, *save = NULL;
 	size_t cap = 0;
 
-	for (line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+	for (line = strtok_r(text, "\n", &save); line != NULL;
+	     line = strtok_r(NULL, "\n", &save)) {
 		char *sp = strrchr(line, ' '), *end;
 		double v;
 
@@ -357,8 +362,9 @@ static double quantile(const struct snap *now, const struct snap *prev, const ch
 		double hi = (double)metrics_le_us[k] / 1e6, below = k ? cum[k - 1] : 0;
 
 		if (cum[k] >= q * total)
-			return cum[k] > below ? lo + (hi - lo) * (q * total - below) / (cum[k] - below)
-					      : hi;
+			return cum[k] > below
+				       ? lo + (hi - lo) * (q * total - below) / (cum[k] - below)
+				       : hi;
 		lo = hi;
 	}
 	return lo; /* past the last bound */
@@ -429,8 +435,8 @@ static void show_daemon(const struct snap *now, const struct snap *prev)
 	double hits = rate(now, prev, "heron_directory_cache_total", "hit"),
 	       miss = rate(now, prev, "heron_directory_cache_total", "miss"),
 	       commits = rate(now, prev, "heron_store_commits_total", NULL);
-	double q = get(now, "heron_queue_messages"), oldest = get(now,
-								  "heron_queue_oldest_age_seconds");
+	double q = get(now, "heron_queue_messages"),
+	       oldest = get(now, "heron_queue_oldest_age_seconds");
 
 	printf("%s  workers %.0f  started %.0f times\n", now->ident, get(now, "heron_workers"),
 	       get(now, "heron_worker_starts_total"));
@@ -447,7 +453,8 @@ static void show_daemon(const struct snap *now, const struct snap *prev)
 	static const char *const fams[][2] = {
 		{ "heron_imap_commands_total", "heron_imap_command_duration_seconds" },
 		{ "heron_smtp_commands_total", "heron_smtp_command_duration_seconds" },
-		{ "heron_managesieve_commands_total", "heron_managesieve_command_duration_seconds" },
+		{ "heron_managesieve_commands_total",
+		  "heron_managesieve_command_duration_seconds" },
 	};
 	for (size_t i = 0; i < 3; i++)
 		if (sum(now, fams[i][0], NULL) > 0) {
@@ -461,15 +468,16 @@ static void show_daemon(const struct snap *now, const struct snap *prev)
 		       rate(now, prev, "heron_logins_total", "\"temp\""),
 		       rate(now, prev, "heron_logins_total", "\"throttled\""));
 	if (sum(now, "heron_directory_requests_total", NULL) > 0) {
-		fmt_secs(p, sizeof(p), quantile(now, prev, "heron_directory_round_trip_seconds", "",
-						0.99));
+		fmt_secs(p, sizeof(p),
+			 quantile(now, prev, "heron_directory_round_trip_seconds", "", 0.99));
 		printf("  directory    %.1f/s  cache hits %.0f%%  round trip p99 %s\n",
 		       rate(now, prev, "heron_directory_requests_total", NULL),
 		       hits + miss > 0 ? 100 * hits / (hits + miss) : 0, p);
 	}
 	if (sum(now, "heron_deliveries_total", NULL) > 0)
 		printf("  deliveries   local %.1f/s  queued %.1f/s  relayed %.1f/s  deferred %.1f/s  "
-		       "bounced %.1f/s\n", rate(now, prev, "heron_deliveries_total", "\"local\""),
+		       "bounced %.1f/s\n",
+		       rate(now, prev, "heron_deliveries_total", "\"local\""),
 		       rate(now, prev, "heron_deliveries_total", "\"queued\""),
 		       rate(now, prev, "heron_deliveries_total", "\"relayed\""),
 		       rate(now, prev, "heron_deliveries_total", "\"deferred\""),
@@ -481,10 +489,13 @@ static void show_daemon(const struct snap *now, const struct snap *prev)
 	}
 	if (sum(now, "heron_store_commits_total", NULL) > 0)
 		printf("  store        commits %.1f/s  writes/commit %.1f  fsyncs/commit %.1f  "
-		       "index %.0f MiB  disk free %.0f GiB\n", commits,
+		       "index %.0f MiB  disk free %.0f GiB\n",
+		       commits,
 		       commits > 0 ? rate(now, prev, "heron_store_commit_operations_total", NULL) /
-					     commits : 0,
-		       commits > 0 ? rate(now, prev, "heron_store_fsyncs_total", NULL) / commits : 0,
+					     commits
+				   : 0,
+		       commits > 0 ? rate(now, prev, "heron_store_fsyncs_total", NULL) / commits
+				   : 0,
 		       sum(now, "heron_store_index_bytes", NULL) / 1048576.0,
 		       get(now, "heron_store_disk_free_bytes") / 1073741824.0);
 	if (sum(now, "heron_tls_handshakes_total", NULL) > 0)
@@ -550,7 +561,8 @@ static void live_json(const struct live *l, const struct live *prev)
 			const char *name = s->s[k].series;
 			double was = p != NULL ? get(p, name) : (double)NAN;
 
-			if (p == NULL || isnan(was) || s->t <= p->t || strstr(name, "_total") == NULL)
+			if (p == NULL || isnan(was) || s->t <= p->t ||
+			    strstr(name, "_total") == NULL)
 				continue;
 			printf("%s", first ? "" : ", ");
 			first = 0;
@@ -589,8 +601,8 @@ int mc_live(struct mc *mc, const struct mc_args *a, int k_interval, int k_count,
 	if ((a->set[k_interval] &&
 	     (str_to_u64(a->val[k_interval], strlen(a->val[k_interval]), 3600, &interval) < 0 ||
 	      interval == 0)) ||
-	    (a->set[k_count] && str_to_u64(a->val[k_count], strlen(a->val[k_count]), UINT32_MAX,
-					   &count) < 0))
+	    (a->set[k_count] &&
+	     str_to_u64(a->val[k_count], strlen(a->val[k_count]), UINT32_MAX, &count) < 0))
 		return mc_usage(mc, "--interval takes 1..3600 seconds, --count a number");
 	if (daemon_opt(mc, a, k_daemon, &ident) < 0)
 		return MC_USAGE;
@@ -610,7 +622,8 @@ int mc_live(struct mc *mc, const struct mc_args *a, int k_interval, int k_count,
 			if (tty)
 				fputs("\033[H\033[2J", stdout);
 			printf("Heron  %s  every %" PRIu64 " s (rates over the last interval; the "
-			       "first since each daemon started)\n", when, interval);
+			       "first since each daemon started)\n",
+			       when, interval);
 			for (size_t d = 0; d < now.n; d++) {
 				const struct snap *p = &empty;
 

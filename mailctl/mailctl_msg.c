@@ -29,14 +29,14 @@ struct msg_op {
 	const char *user, *mailbox;
 	const struct uidset *set;
 	bool only_deleted;
-	int64_t before;          /* 0: no date condition */
-	enum store_flag_op fop;  /* message flags */
+	int64_t before;         /* 0: no date condition */
+	enum store_flag_op fop; /* message flags */
 	unsigned flags;
-	const char *const *kws;  /* keyword names to change */
+	const char *const *kws; /* keyword names to change */
 	size_t nkws;
-	uint32_t *uids;          /* out: the UIDs selected */
+	uint32_t *uids; /* out: the UIDs selected */
 	size_t nuids;
-	size_t done;             /* out: changed or expunged */
+	size_t done; /* out: changed or expunged */
 };
 
 int mc_flag_parse(const char *s, unsigned *flag_r)
@@ -229,8 +229,8 @@ static int uid_cmp(const void *a, const void *b)
 /* ------------------------------------------------------------------------------------- */
 /* message list */
 
-static const char *const msg_cols[] = { "uid", "size", "date", "flags", "modseq", "blob",
-					"from", "subject", NULL };
+static const char *const msg_cols[] = { "uid",  "size", "date",    "flags", "modseq",
+					"blob", "from", "subject", NULL };
 
 #define FIELD_MAX 200 /* bytes of a header value shown */
 
@@ -283,8 +283,7 @@ static void msg_row(struct mc_table *tab, const struct store_msg *m, const char 
 	mc_cell_str(tab, header_field(m, "Subject", fl, FIELD_MAX));
 }
 
-static int list_set(struct mc *mc, const char *user, const char *mailbox,
-		    const struct uidset *set)
+static int list_set(struct mc *mc, const char *user, const char *mailbox, const struct uidset *set)
 {
 	const char *names[STORE_MAX_KEYWORDS];
 	struct mc_table *tab;
@@ -371,12 +370,14 @@ static void show_meta(struct mc *mc, const char *mailbox, const struct store_msg
 		fputs("{\"mailbox\": ", stdout);
 		mc_json_str(stdout, mailbox, strlen(mailbox));
 		printf(", \"uid\": %" PRIu32 ", \"size\": %" PRIu64 ", \"date\": \"%s\", "
-		       "\"modseq\": %" PRIu64 ", \"flags\": ", m->uid, m->size, date, m->modseq);
+		       "\"modseq\": %" PRIu64 ", \"flags\": ",
+		       m->uid, m->size, date, m->modseq);
 		mc_json_str(stdout, flags, strlen(flags));
 		fputs(", \"message\": \"", stdout);
 	} else
 		printf("uid: %" PRIu32 "\nsize: %" PRIu64 "\ndate: %s\nflags: %s\nmodseq: %" PRIu64
-		       "\n\n", m->uid, m->size, date, flags, m->modseq);
+		       "\n\n",
+		       m->uid, m->size, date, flags, m->modseq);
 }
 
 int mc_msg_show(struct mc *mc, const struct mc_args *a)
@@ -411,7 +412,8 @@ int mc_msg_show(struct mc *mc, const struct mc_args *a)
 	if (mc->json)
 		puts("\"}");
 	if (rc < 0) {
-		fprintf(stderr, "mailctl: reading message %" PRIu64 ": %s\n", uid, strerror(errno));
+		fprintf(stderr, "mailctl: reading message %" PRIu64 ": %s\n", uid,
+			strerror(errno));
 		return MC_ERR;
 	}
 	return MC_OK;
@@ -455,8 +457,8 @@ int mc_msg_flags(struct mc *mc, const struct mc_args *a)
 
 			if (mc_flag_parse(a->pos[i], &f) == 0)
 				op.flags |= f;
-			else if (a->pos[i][0] == '\\' || !str_is_safe_line(a->pos[i],
-									    strlen(a->pos[i])))
+			else if (a->pos[i][0] == '\\' ||
+				 !str_is_safe_line(a->pos[i], strlen(a->pos[i])))
 				rc = mc_usage(mc, "unknown system flag '%s'", a->pos[i]);
 			else
 				kws[op.nkws++] = a->pos[i];
@@ -511,8 +513,9 @@ int mc_msg_delete(struct mc *mc, const struct mc_args *a)
 int mc_expunge(struct mc *mc, const struct mc_args *a)
 {
 	struct uidset *set = xmalloc(sizeof(*set));
-	struct msg_op op = { .user = a->pos[0], .mailbox = a->pos[1], .set = set,
-			     .only_deleted = a->set[0] };
+	struct msg_op op = {
+		.user = a->pos[0], .mailbox = a->pos[1], .set = set, .only_deleted = a->set[0]
+	};
 	int rc;
 
 	if (a->npos > 2) { /* a query selects them */
@@ -523,12 +526,15 @@ int mc_expunge(struct mc *mc, const struct mc_args *a)
 	}
 	(void)uidset_parse("1:*", set);
 	if (!a->set[0] && !a->set[1] && !a->set[2])
-		rc = mc_usage(mc, "say which messages: a query, --deleted, --before DATE, or --all");
+		rc = mc_usage(mc,
+			      "say which messages: a query, --deleted, --before DATE, or --all");
 	else if (a->set[2] && (a->set[0] || a->set[1]))
 		rc = mc_usage(mc, "--all cannot be combined with --deleted or --before");
 	else if (a->set[1] && mc_parse_date(a->val[1], &op.before) < 0)
-		rc = mc_usage(mc, "bad date '%s' (YYYY-MM-DD, YYYY-MM-DDTHH:MM:SSZ or an age "
-				  "like 30d)", a->val[1]);
+		rc = mc_usage(mc,
+			      "bad date '%s' (YYYY-MM-DD, YYYY-MM-DDTHH:MM:SSZ or an age "
+			      "like 30d)",
+			      a->val[1]);
 	else
 		rc = expunge_run(mc, &op);
 	free(op.uids);

@@ -15,7 +15,7 @@ enum cell_kind { CELL_STR, CELL_NUM, CELL_BOOL, CELL_NULL };
 
 struct cell {
 	enum cell_kind kind;
-	char *text;       /* CELL_STR: the string; CELL_NUM/BOOL: its JSON text */
+	char *text; /* CELL_STR: the string; CELL_NUM/BOOL: its JSON text */
 	size_t len;
 };
 
@@ -120,8 +120,11 @@ void mc_cell_time(struct mc_table *t, int64_t v)
 /* Length of the valid UTF-8 sequence at p (1..4), or 0. */
 static size_t utf8_len(const unsigned char *p, size_t n)
 {
-	size_t need = p[0] < 0x80 ? 1 : (p[0] & 0xe0) == 0xc0 ? 2 : (p[0] & 0xf0) == 0xe0 ? 3
-		      : (p[0] & 0xf8) == 0xf0 ? 4 : 0;
+	size_t need = p[0] < 0x80             ? 1
+		      : (p[0] & 0xe0) == 0xc0 ? 2
+		      : (p[0] & 0xf0) == 0xe0 ? 3
+		      : (p[0] & 0xf8) == 0xf0 ? 4
+					      : 0;
 
 	if (need == 0 || need > n || (need == 2 && p[0] < 0xc2))
 		return 0;

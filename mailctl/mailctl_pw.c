@@ -30,9 +30,9 @@
 static const char *scheme_of(const struct mc *mc, const char *given)
 {
 	static const char *const names[] = {
-		[DIRECTORY_PW_SSHA] = "SSHA", [DIRECTORY_PW_SSHA256] = "SSHA256",
+		[DIRECTORY_PW_SSHA] = "SSHA",       [DIRECTORY_PW_SSHA256] = "SSHA256",
 		[DIRECTORY_PW_SSHA512] = "SSHA512", [DIRECTORY_PW_CRYPT] = "CRYPT",
-		[DIRECTORY_PW_ARGON2] = "ARGON2", [DIRECTORY_PW_SCRAM_SHA_256] = "SCRAM-SHA-256",
+		[DIRECTORY_PW_ARGON2] = "ARGON2",   [DIRECTORY_PW_SCRAM_SHA_256] = "SCRAM-SHA-256",
 	};
 	const struct directory_conf *d = &conf_values(mc->conf)->directory;
 
@@ -86,7 +86,8 @@ static int get_password(struct mc *mc, char *pw, size_t size)
 	int rc = MC_OK;
 
 	if (isatty(STDIN_FILENO)) {
-		if (prompt("Password: ", pw, size) < 0 || prompt("Again: ", again, sizeof(again)) < 0)
+		if (prompt("Password: ", pw, size) < 0 ||
+		    prompt("Again: ", again, sizeof(again)) < 0)
 			rc = mc_usage(mc, "no password read");
 		else if (strcmp(pw, again) != 0)
 			rc = mc_usage(mc, "the two passwords differ");
@@ -117,8 +118,10 @@ int mc_pw_read_hash(struct mc *mc, const char *scheme, char **hash_r)
 	*hash_r = ldapauth_passwd_hash(scheme_of(mc, scheme), pw, &err);
 	OPENSSL_cleanse(pw, sizeof(pw));
 	if (*hash_r == NULL)
-		return mc_usage(mc, "--scheme %s: %s (one of SSHA SSHA256 SSHA512 CRYPT ARGON2 "
-			       "SCRAM-SHA-256)", scheme_of(mc, scheme), err);
+		return mc_usage(mc,
+				"--scheme %s: %s (one of SSHA SSHA256 SSHA512 CRYPT ARGON2 "
+				"SCRAM-SHA-256)",
+				scheme_of(mc, scheme), err);
 	return MC_OK;
 }
 
@@ -198,8 +201,7 @@ void mc_users_edit_abort(struct users_edit **ep)
 
 /* Prepares the users file with line added (locked, written to a temporary file, not yet in
    place): MC_OK and *e_r, or the exit code after saying why (nothing changed). */
-int mc_users_edit_add(struct mc *mc, const char *user, const char *line,
-		      struct users_edit **e_r)
+int mc_users_edit_add(struct mc *mc, const char *user, const char *line, struct users_edit **e_r)
 {
 	const struct directory_conf *d = &conf_values(mc->conf)->directory;
 	struct users_edit *e = xcalloc(1, sizeof(*e));
@@ -232,8 +234,10 @@ int mc_users_edit_add(struct mc *mc, const char *user, const char *line,
 		fprintf(stderr, "mailctl: reading %s: %s\n", e->path, strerror(errno));
 		rc = MC_IOERR;
 	} else if (has_user(text.data, text.len, user)) {
-		fprintf(stderr, "mailctl: user '%s' is in %s already; change its line there or "
-				"remove it first\n", user, e->path);
+		fprintf(stderr,
+			"mailctl: user '%s' is in %s already; change its line there or "
+			"remove it first\n",
+			user, e->path);
 		rc = MC_REFUSED;
 	} else if ((e->tmp_fd = open(e->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
 				     e->lock_fd != -1 ? st.st_mode & 07777 : 0640)) == -1) {
@@ -269,7 +273,8 @@ int mc_users_edit_commit(struct mc *mc, struct users_edit **ep)
 	int dfd, rc = MC_OK;
 
 	if (rename(e->tmp, e->path) == -1) {
-		fprintf(stderr, "mailctl: renaming %s to %s: %s\n", e->tmp, e->path, strerror(errno));
+		fprintf(stderr, "mailctl: renaming %s to %s: %s\n", e->tmp, e->path,
+			strerror(errno));
 		rc = MC_IOERR;
 	} else {
 		close(e->tmp_fd);

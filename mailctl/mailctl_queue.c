@@ -34,8 +34,10 @@ static int parse_qid(struct mc *mc, const char *s, uint64_t *id_r)
 	errno = 0;
 	*id_r = strtoull(s, &end, 16);
 	if (errno != 0 || end == s || *end != '\0' || *id_r == 0)
-		return mc_usage(mc, "bad queue id '%s' (16 hex digits, ALL, or filters; see "
-				    "`mailctl queue list`)", s);
+		return mc_usage(mc,
+				"bad queue id '%s' (16 hex digits, ALL, or filters; see "
+				"`mailctl queue list`)",
+				s);
 	return MC_OK;
 }
 
@@ -104,10 +106,12 @@ static int qfilter_parse(struct mc *mc, const struct mc_args *a, bool domain_opt
 	}
 	if ((f->from != NULL && f->from[0] == '\0') || (f->to != NULL && f->to[0] == '\0'))
 		return mc_usage(mc, "--from/--to take an address, @domain, or <> (null sender)");
-	if (a->set[QO_BEFORE] && (mc_parse_date(a->val[QO_BEFORE], &f->before) < 0 ||
-				  f->before == 0))
-		return mc_usage(mc, "bad date '%s' (YYYY-MM-DD, YYYY-MM-DDTHH:MM:SSZ or an age "
-				    "like 2d)", a->val[QO_BEFORE]);
+	if (a->set[QO_BEFORE] &&
+	    (mc_parse_date(a->val[QO_BEFORE], &f->before) < 0 || f->before == 0))
+		return mc_usage(mc,
+				"bad date '%s' (YYYY-MM-DD, YYYY-MM-DDTHH:MM:SSZ or an age "
+				"like 2d)",
+				a->val[QO_BEFORE]);
 	return MC_OK;
 }
 
@@ -155,8 +159,10 @@ static void queue_cells(struct mc_table *tab, const struct store_queue_msg *qm, 
 	mc_cell_bool(tab, qm->held);
 	mc_cell_time(tab, next);
 	/* a lease not expired: a worker is delivering it now */
-	mc_cell_str(tab, leased ? "in progress" : qm->held ? "held"
-			 : pending > 0 ? "queued" : "done");
+	mc_cell_str(tab, leased        ? "in progress"
+			 : qm->held    ? "held"
+			 : pending > 0 ? "queued"
+				       : "done");
 	if (leased && qm->lease_owner > 0)
 		mc_cell_u64(tab, qm->lease_owner - 1);
 	else
@@ -179,9 +185,9 @@ static int queue_row(const struct store_queue_msg *qm, void *arg)
 
 int mc_queue_list(struct mc *mc, const struct mc_args *a)
 {
-	static const char *const cols[] = { "id", "sender", "size", "created", "recipients",
-					    "pending", "held", "next_attempt", "state", "worker",
-					    NULL };
+	static const char *const cols[] = { "id",         "sender",  "size", "created",
+					    "recipients", "pending", "held", "next_attempt",
+					    "state",      "worker",  NULL };
 	struct qlist l;
 	int rc;
 
@@ -219,7 +225,7 @@ static struct mc_table *tries_table(const struct store_queue_msg *qm,
 
 static struct mc_table *rcpts_table(const struct store_queue_msg *qm)
 {
-	static const char *const cols[] = { "recipient", "orcpt", "state", "attempts",
+	static const char *const cols[] = { "recipient",    "orcpt",      "state", "attempts",
 					    "next_attempt", "last_error", NULL };
 	struct mc_table *t = mc_table_new(cols);
 
@@ -263,9 +269,9 @@ static int show_message(struct mc *mc, uint64_t id)
 
 int mc_queue_show(struct mc *mc, const struct mc_args *a)
 {
-	static const char *const cols[] = { "id", "sender", "envid", "size", "created",
-					    "recipients", "pending", "held", "next_attempt", "state",
-					    "worker", NULL };
+	static const char *const cols[] = { "id",           "sender",     "envid",   "size",
+					    "created",      "recipients", "pending", "held",
+					    "next_attempt", "state",      "worker",  NULL };
 	struct store_queue_try *tries;
 	struct store_queue_msg qm;
 	struct mc_table *tab, *rt, *tt;

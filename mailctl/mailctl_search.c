@@ -29,9 +29,9 @@ struct query {
 	uint64_t mbox;
 	unsigned part;
 	struct imap_view view;
-	uint32_t *uids;   /* matching, UID order */
+	uint32_t *uids; /* matching, UID order */
 	size_t nuids;
-	uint32_t *seqs;   /* their sequence numbers */
+	uint32_t *seqs; /* their sequence numbers */
 };
 
 /* The query words as one IMAP command line: a word holding what an atom cannot hold is
@@ -106,8 +106,10 @@ static int view_load(struct mc *mc, struct query *q, const char *mailbox)
 static int query_run(struct mc *mc, const char *user, const char *mailbox,
 		     const char *const *words, int nwords, struct query *q)
 {
-	struct imap_parser_limits lim = { .line_max = QUERY_MAX, .literal_max = 0,
-					  .depth_max = IMAP_DEPTH_MAX, .items_max = IMAP_ARGS_MAX };
+	struct imap_parser_limits lim = { .line_max = QUERY_MAX,
+					  .literal_max = 0,
+					  .depth_max = IMAP_DEPTH_MAX,
+					  .items_max = IMAP_ARGS_MAX };
 	struct imap_parser *p;
 	struct imap_search *s = NULL;
 	struct imap_search_scope sc;
@@ -166,8 +168,7 @@ static int query_run(struct mc *mc, const char *user, const char *mailbox,
 	return MC_OK;
 }
 
-static void print_uids(struct mc *mc, const struct query *q, const char *user,
-		       const char *mailbox)
+static void print_uids(struct mc *mc, const struct query *q, const char *user, const char *mailbox)
 {
 	if (!mc->json) {
 		for (size_t i = 0; i < q->nuids; i++)
@@ -245,8 +246,9 @@ static int w_copy(struct store_txn *t, void *arg)
 
 static int copy_or_move(struct mc *mc, const struct mc_args *a, bool move)
 {
-	struct copy_op o = { .user = a->pos[0], .dst = a->pos[2], .move = move,
-			     .create = a->set[0] };
+	struct copy_op o = {
+		.user = a->pos[0], .dst = a->pos[2], .move = move, .create = a->set[0]
+	};
 	struct query q;
 	int rc = query_for_write(mc, a, 3, &q);
 
@@ -258,8 +260,8 @@ static int copy_or_move(struct mc *mc, const struct mc_args *a, bool move)
 	if (o.n > 0 && (rc = store_write(mc->st, q.part, w_copy, &o)) != 0)
 		rc = rc == STORE_EINVAL ? mc_usage(mc, "the source and the destination are one "
 						       "mailbox")
-		     : mc_fail(mc, rc, "%s to '%s' of user '%s'", move ? "move" : "copy",
-			       o.dst, o.user);
+					: mc_fail(mc, rc, "%s to '%s' of user '%s'",
+						  move ? "move" : "copy", o.dst, o.user);
 	if (rc == MC_OK && mc->json) {
 		printf("{\"%s\": %zu, \"uids\": [", move ? "moved" : "copied", o.ndone);
 		for (size_t i = 0; i < o.ndone; i++)
@@ -325,9 +327,27 @@ int mc_expunge_query(struct mc *mc, const struct mc_args *a)
 
 /* doveadm fetch's fields (and hdr.NAME, date.*.unixtime): what each message prints. */
 enum field {
-	F_USER, F_MAILBOX, F_UID, F_SEQ, F_GUID, F_FLAGS, F_MODSEQ, F_SIZE_PHYSICAL,
-	F_SIZE_VIRTUAL, F_DATE_RECEIVED, F_DATE_RECEIVED_UNIX, F_DATE_SENT, F_DATE_SENT_UNIX,
-	F_HDR, F_BODY, F_TEXT, F_ENVELOPE, F_IMAP_BODY, F_BODYSTRUCTURE, F_SNIPPET, F_HDR_NAME,
+	F_USER,
+	F_MAILBOX,
+	F_UID,
+	F_SEQ,
+	F_GUID,
+	F_FLAGS,
+	F_MODSEQ,
+	F_SIZE_PHYSICAL,
+	F_SIZE_VIRTUAL,
+	F_DATE_RECEIVED,
+	F_DATE_RECEIVED_UNIX,
+	F_DATE_SENT,
+	F_DATE_SENT_UNIX,
+	F_HDR,
+	F_BODY,
+	F_TEXT,
+	F_ENVELOPE,
+	F_IMAP_BODY,
+	F_BODYSTRUCTURE,
+	F_SNIPPET,
+	F_HDR_NAME,
 };
 
 static const struct {
@@ -361,8 +381,8 @@ static const struct {
 
 struct fetch_field {
 	enum field f;
-	char name[80];     /* as printed: the field's name */
-	const char *hdr;   /* F_HDR_NAME: the header field's name */
+	char name[80];   /* as printed: the field's name */
+	const char *hdr; /* F_HDR_NAME: the header field's name */
 	bool number;
 };
 
@@ -395,11 +415,14 @@ static int fields_parse(struct mc *mc, const char *text, struct fetch_field *out
 				out[n].f = F_HDR_NAME;
 				out[n].hdr = out[n].name + 4;
 			} else {
-				return mc_usage(mc, "unknown field '%.*s' (user mailbox uid seq guid "
-						"flags modseq size.physical size.virtual "
-						"date.received[.unixtime] date.sent[.unixtime] hdr "
-						"hdr.NAME body text imap.envelope imap.body "
-						"imap.bodystructure body.snippet)", (int)f.len, f.p);
+				return mc_usage(
+					mc,
+					"unknown field '%.*s' (user mailbox uid seq guid "
+					"flags modseq size.physical size.virtual "
+					"date.received[.unixtime] date.sent[.unixtime] hdr "
+					"hdr.NAME body text imap.envelope imap.body "
+					"imap.bodystructure body.snippet)",
+					(int)f.len, f.p);
 			}
 			n++;
 		}
@@ -456,7 +479,8 @@ static void header_values(const char *hdr, size_t len, const char *name, struct 
 			continue;
 		buf_reset(&val);
 		rfc5322_unfold(colon + 1, raw.len - (size_t)(colon + 1 - raw.p), &val);
-		struct str_view v = str_trim((struct str_view){ val.data ? val.data : "", val.len });
+		struct str_view v = str_trim(
+			(struct str_view){ val.data ? val.data : "", val.len });
 
 		if (out->len > 0)
 			buf_putc(out, '\n');
@@ -478,10 +502,18 @@ static int field_value(struct mc *mc, const struct query *q, const struct fetch_
 	unsigned nkw = 0;
 
 	switch (ff->f) {
-	case F_USER: buf_puts(out, user); return 0;
-	case F_MAILBOX: buf_puts(out, mailbox); return 0;
-	case F_UID: *num_r = m->uid; return 0;
-	case F_SEQ: *num_r = seq; return 0;
+	case F_USER:
+		buf_puts(out, user);
+		return 0;
+	case F_MAILBOX:
+		buf_puts(out, mailbox);
+		return 0;
+	case F_UID:
+		*num_r = m->uid;
+		return 0;
+	case F_SEQ:
+		*num_r = seq;
+		return 0;
 	case F_GUID:
 		buf_printf(out, "M%016" PRIx64, m->blob); /* imapd's EMAILID (OBJECTID) */
 		return 0;
@@ -490,13 +522,20 @@ static int field_value(struct mc *mc, const struct query *q, const struct fetch_
 		mc_flags_text(tmp, sizeof(tmp), m->flags, m->keywords, names, nkw);
 		buf_puts(out, tmp);
 		return 0;
-	case F_MODSEQ: *num_r = m->modseq; return 0;
-	case F_SIZE_PHYSICAL: case F_SIZE_VIRTUAL: *num_r = m->size; return 0;
+	case F_MODSEQ:
+		*num_r = m->modseq;
+		return 0;
+	case F_SIZE_PHYSICAL:
+	case F_SIZE_VIRTUAL:
+		*num_r = m->size;
+		return 0;
 	case F_DATE_RECEIVED:
 		mc_fmt_time(tmp, sizeof(tmp), m->internaldate);
 		buf_puts(out, tmp);
 		return 0;
-	case F_DATE_RECEIVED_UNIX: *num_r = (uint64_t)m->internaldate; return 0;
+	case F_DATE_RECEIVED_UNIX:
+		*num_r = (uint64_t)m->internaldate;
+		return 0;
 	case F_DATE_SENT:
 	case F_DATE_SENT_UNIX:
 		if (!cached || mv.date == INT64_MIN)
@@ -508,16 +547,22 @@ static int field_value(struct mc *mc, const struct query *q, const struct fetch_
 		mc_fmt_time(tmp, sizeof(tmp), mv.date);
 		buf_puts(out, tmp);
 		return 0;
-	case F_ENVELOPE: case F_IMAP_BODY: case F_BODYSTRUCTURE: {
-		const struct str_view *v = ff->f == F_ENVELOPE ? &mv.envelope
-					   : ff->f == F_IMAP_BODY ? &mv.body : &mv.bodystructure;
+	case F_ENVELOPE:
+	case F_IMAP_BODY:
+	case F_BODYSTRUCTURE: {
+		const struct str_view *v = ff->f == F_ENVELOPE    ? &mv.envelope
+					   : ff->f == F_IMAP_BODY ? &mv.body
+								  : &mv.bodystructure;
 
 		if (!cached)
 			return -1;
 		buf_append(out, v->p, v->len);
 		return 0;
 	}
-	case F_HDR: case F_BODY: case F_TEXT: case F_HDR_NAME: {
+	case F_HDR:
+	case F_BODY:
+	case F_TEXT:
+	case F_HDR_NAME: {
 		uint64_t hsize = cached ? mv.header_size : m->size;
 		struct buf hdr;
 		int rc;
@@ -549,8 +594,8 @@ static int field_value(struct mc *mc, const struct query *q, const struct fetch_
 	return -1;
 }
 
-static void fetch_print(struct mc *mc, const struct fetch_field *ff, size_t nf,
-			struct buf *vals, const uint64_t *nums, const bool *null, bool first)
+static void fetch_print(struct mc *mc, const struct fetch_field *ff, size_t nf, struct buf *vals,
+			const uint64_t *nums, const bool *null, bool first)
 {
 	if (mc->json) {
 		fputs(first ? "[{" : ",\n {", stdout);

@@ -25,7 +25,8 @@ static int read_file(struct mc *mc, const char *path, uint64_t max, struct buf *
 			if (f != stdin)
 				fclose(f);
 			buf_release(b);
-			fprintf(stderr, "mailctl: %s: larger than [sieve] max_script_size (%llu bytes)\n",
+			fprintf(stderr,
+				"mailctl: %s: larger than [sieve] max_script_size (%llu bytes)\n",
 				path, (unsigned long long)max);
 			return MC_REFUSED;
 		}
@@ -98,8 +99,8 @@ static int put_or_check(struct mc *mc, const char *user, const char *name, const
 	sieve_admin_limits_from_conf(mc->conf, &l);
 	if ((rc = read_file(mc, path, l.max_script_size, &b)) != MC_OK)
 		return rc;
-	src = sieve_admin_put(mc->st, &l, user, name, b.data ? b.data : "", b.len, check,
-			      activate, &err, &rc);
+	src = sieve_admin_put(mc->st, &l, user, name, b.data ? b.data : "", b.len, check, activate,
+			      &err, &rc);
 	buf_release(&b);
 	switch (src) {
 	case SIEVE_ADMIN_OK:
@@ -134,9 +135,12 @@ static int w_sieve(struct store_txn *t, void *arg)
 	struct sv_op *o = arg;
 
 	switch (o->verb) {
-	case 0: return store_sieve_activate(t, o->user, o->name);
-	case 1: return store_sieve_delete(t, o->user, o->name);
-	default: return store_sieve_rename(t, o->user, o->name, o->to);
+	case 0:
+		return store_sieve_activate(t, o->user, o->name);
+	case 1:
+		return store_sieve_delete(t, o->user, o->name);
+	default:
+		return store_sieve_rename(t, o->user, o->name, o->to);
 	}
 }
 
@@ -149,7 +153,8 @@ static int sieve_write(struct mc *mc, struct sv_op *o, const char *done)
 		rc = store_write(mc->st, part, w_sieve, o);
 	if (rc == STORE_ENOTSUP)
 		return fprintf(stderr, "mailctl: '%s' is the active script; deactivate it first\n",
-			       o->name), MC_REFUSED;
+			       o->name),
+		       MC_REFUSED;
 	if (rc != 0)
 		return mc_fail(mc, rc, "script '%s' of '%s'", o->name ? o->name : "", o->user);
 	printf("%s\n", done);

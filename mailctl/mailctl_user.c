@@ -20,17 +20,18 @@ struct op {
 	uint64_t n1, n2, id;
 	unsigned special;
 	bool on;
-	uint64_t max_count;  /* mailbox create/rename: [imapd] max_mailboxes_per_user */
-	unsigned max_depth;  /* and max_mailbox_depth, as imapd applies them */
+	uint64_t max_count; /* mailbox create/rename: [imapd] max_mailboxes_per_user */
+	unsigned max_depth; /* and max_mailbox_depth, as imapd applies them */
 };
 
 static const struct {
 	const char *name;
 	unsigned bit;
 } specials[] = {
-	{ "all", STORE_USE_ALL }, { "archive", STORE_USE_ARCHIVE },
+	{ "all", STORE_USE_ALL },       { "archive", STORE_USE_ARCHIVE },
 	{ "drafts", STORE_USE_DRAFTS }, { "flagged", STORE_USE_FLAGGED },
-	{ "junk", STORE_USE_JUNK }, { "sent", STORE_USE_SENT }, { "trash", STORE_USE_TRASH },
+	{ "junk", STORE_USE_JUNK },     { "sent", STORE_USE_SENT },
+	{ "trash", STORE_USE_TRASH },
 };
 
 int mc_begin(struct mc *mc, const char *user, const char *mailbox, enum store_txn_mode mode,
@@ -103,9 +104,11 @@ static int login_prepare(struct mc *mc, const struct mc_args *a, struct users_ed
 
 	*e_r = NULL;
 	if (v->directory.backend != DIRECTORY_BACKEND_FILE) {
-		fprintf(stderr, "mailctl: --password writes the users file, but [directory] backend "
-				"is ldap in %s: add the login in the directory (`mailctl pw` prints "
-				"its userPassword)\n", mc->conf_path);
+		fprintf(stderr,
+			"mailctl: --password writes the users file, but [directory] backend "
+			"is ldap in %s: add the login in the directory (`mailctl pw` prints "
+			"its userPassword)\n",
+			mc->conf_path);
 		return MC_CONFIG;
 	}
 	if (strpbrk(user, ":#") != NULL || user[0] == '\0')
@@ -220,7 +223,7 @@ int mc_user_rename(struct mc *mc, const struct mc_args *a)
 
 /* A user of the directory, for the merge with the store's. */
 struct dir_user {
-	char *key;      /* the login, lower-cased */
+	char *key; /* the login, lower-cased */
 	char *login, *address;
 	bool in_store;
 };
@@ -231,7 +234,7 @@ struct user_walk {
 	unsigned part;
 	struct dir_user *dir;
 	size_t ndir, capdir;
-	int want;       /* --source: 0 all, else a bit of SRC_* */
+	int want; /* --source: 0 all, else a bit of SRC_* */
 };
 
 enum { SRC_STORE = 1, SRC_DIRECTORY = 2, SRC_BOTH = 4 };
@@ -303,8 +306,8 @@ static void dir_only_rows(struct user_walk *w)
 		struct dir_user *d = &w->dir[i];
 
 		if (d->in_store || !wanted(w, SRC_DIRECTORY) ||
-		    (w->pattern != NULL && !store_mbox_match(w->pattern, d->login,
-							     strlen(d->login))))
+		    (w->pattern != NULL &&
+		     !store_mbox_match(w->pattern, d->login, strlen(d->login))))
 			continue;
 		mc_table_row(w->tab);
 		mc_cell_str(w->tab, d->login);
@@ -315,8 +318,9 @@ static void dir_only_rows(struct user_walk *w)
 	}
 }
 
-static const char *const user_cols[] = { "user", "source", "partition", "messages", "bytes",
-					 "quota_messages", "quota_bytes", "created", "address",
+static const char *const user_cols[] = { "user",        "source",  "partition",
+					 "messages",    "bytes",   "quota_messages",
+					 "quota_bytes", "created", "address",
 					 NULL };
 
 int mc_user_list(struct mc *mc, const struct mc_args *a)
@@ -329,10 +333,11 @@ int mc_user_list(struct mc *mc, const struct mc_args *a)
 	if (a->set[0]) {
 		const char *s = a->val[0];
 
-		w.want = strcmp(s, "store") == 0 ? SRC_STORE | SRC_BOTH
+		w.want = strcmp(s, "store") == 0       ? SRC_STORE | SRC_BOTH
 			 : strcmp(s, "directory") == 0 ? SRC_DIRECTORY | SRC_BOTH
-			 : strcmp(s, "both") == 0 ? SRC_BOTH
-			 : strcmp(s, "all") == 0 ? 0 : -1;
+			 : strcmp(s, "both") == 0      ? SRC_BOTH
+			 : strcmp(s, "all") == 0       ? 0
+						       : -1;
 		if (w.want < 0) {
 			mc_table_free(&w.tab);
 			return mc_usage(mc, "--source store|directory|both|all");
@@ -377,9 +382,10 @@ static int count_mbox(const struct store_mbox_info *mi, void *arg)
 
 int mc_user_show(struct mc *mc, const struct mc_args *a)
 {
-	static const char *const cols[] = { "user", "id", "partition", "messages", "bytes",
-					    "quota_messages", "quota_bytes", "mailboxes",
-					    "created", NULL };
+	static const char *const cols[] = { "user",        "id",        "partition",
+					    "messages",    "bytes",     "quota_messages",
+					    "quota_bytes", "mailboxes", "created",
+					    NULL };
 	struct mc_table *tab;
 	struct store_txn *t;
 	struct store_user u;
@@ -413,9 +419,10 @@ int mc_user_show(struct mc *mc, const struct mc_args *a)
 
 static void quota_record(struct mc *mc, const struct store_user *u)
 {
-	static const char *const cols[] = { "user", "bytes", "quota_bytes", "bytes_percent",
-					    "messages", "quota_messages", "messages_percent",
-					    NULL };
+	static const char *const cols[] = {
+		"user",     "bytes",          "quota_bytes",      "bytes_percent",
+		"messages", "quota_messages", "messages_percent", NULL
+	};
 	struct mc_table *tab = mc_table_new(cols);
 
 	mc_table_row(tab);
@@ -481,9 +488,10 @@ int mc_quota_set(struct mc *mc, const struct mc_args *a)
 /* ------------------------------------------------------------------------------------- */
 /* mailbox */
 
-static const char *const mbox_cols[] = { "mailbox", "special", "subscribed", "selectable",
-					 "messages", "recent", "unseen", "deleted", "uidnext",
-					 "uidvalidity", "highestmodseq", "size", NULL };
+static const char *const mbox_cols[] = { "mailbox",  "special",     "subscribed",    "selectable",
+					 "messages", "recent",      "unseen",        "deleted",
+					 "uidnext",  "uidvalidity", "highestmodseq", "size",
+					 NULL };
 
 struct mbox_walk {
 	struct mc_table *tab;
@@ -596,8 +604,8 @@ static int w_mbox(struct store_txn *t, void *arg)
 	return STORE_EINVAL;
 }
 
-int mc_mbox_ensure(struct store_txn *t, const char *user, const char *mailbox,
-		   bool create_user, uint64_t *mbox_r)
+int mc_mbox_ensure(struct store_txn *t, const char *user, const char *mailbox, bool create_user,
+		   uint64_t *mbox_r)
 {
 	struct store_user u;
 	int rc;

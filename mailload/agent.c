@@ -53,7 +53,7 @@ static int agent_setup_servers(struct agent *ag, const struct ml_cfg *c, const c
 
 	ag->tls = strcmp(c->tls, "implicit") == 0   ? AG_TLS_IMPLICIT
 		  : strcmp(c->tls, "starttls") == 0 ? AG_TLS_STARTTLS
-						     : AG_TLS_NONE;
+						    : AG_TLS_NONE;
 	if (server_set(&ag->srv[CONN_SMTP], c->smtp_host, c->smtp_port) < 0 ||
 	    server_set(&ag->srv[CONN_SUBMIT], c->submit_host, c->submit_port) < 0 ||
 	    server_set(&ag->srv[CONN_IMAP], c->imap_host, c->imap_port) < 0) {
@@ -160,8 +160,9 @@ struct bufferevent *ag_connected(struct agent *ag, int which, struct bufferevent
 
 	if (!ag->srv[which].implicit)
 		return bev;
-	if ((tb = tls_starttls_client(bev, ag->ssl, ag->cfg.tls_verify ? ag->srv[which].name : NULL,
-				      NULL)) == NULL) {
+	if ((tb = tls_starttls_client(bev, ag->ssl,
+				      ag->cfg.tls_verify ? ag->srv[which].name : NULL, NULL)) ==
+	    NULL) {
 		bufferevent_free(bev);
 		ag->server.tls_fail[which == CONN_IMAP]++;
 	}
@@ -258,7 +259,8 @@ void ag_step(struct agent *ag, enum ml_fn fn, int64_t t0_us, bool ok, const char
 	bool init = ag->cfg.mode[0] == 'i';
 
 	if (ok)
-		log_debug("agent%" PRIu64 " step=%s us=%" PRIu64, ag->cfg.agent, ml_fns[fn].key, us);
+		log_debug("agent%" PRIu64 " step=%s us=%" PRIu64, ag->cfg.agent, ml_fns[fn].key,
+			  us);
 	else if (init)
 		log_warnx("agent%" PRIu64 " init step=%s result=fail reason=\"%s\"", ag->cfg.agent,
 			  ml_fns[fn].key, why);
@@ -292,8 +294,8 @@ void ag_sample(struct agent *ag, enum ml_fn fn, uint64_t us)
 }
 
 /* ---- delivery bookkeeping ---- */
-void ag_sent_ack(struct agent *ag, uint64_t seq, int64_t sent_ms, const int64_t *rcpt,
-		 uint32_t n, bool submitted)
+void ag_sent_ack(struct agent *ag, uint64_t seq, int64_t sent_ms, const int64_t *rcpt, uint32_t n,
+		 bool submitted)
 {
 	int64_t now = clock_wall_ms();
 
@@ -307,8 +309,8 @@ void ag_sent_ack(struct agent *ag, uint64_t seq, int64_t sent_ms, const int64_t 
 			ag->caprcpts = ag->caprcpts ? ag->caprcpts * 2 : 1024;
 		ag->rcpts = xreallocarray(ag->rcpts, ag->caprcpts, sizeof(*ag->rcpts));
 	}
-	ag->sent[ag->nsent++] = (struct ag_sent){ seq, sent_ms, now, (uint32_t)ag->nrcpts, n,
-						  submitted };
+	ag->sent[ag->nsent++] = (struct ag_sent){ seq, sent_ms,  now, (uint32_t)ag->nrcpts,
+						  n,   submitted };
 	if (n > 0)
 		memcpy(ag->rcpts + ag->nrcpts, rcpt, n * sizeof(*rcpt));
 	ag->nrcpts += n;
@@ -346,7 +348,8 @@ static bool seen_set_add(struct agent *ag, uint64_t key)
 
 bool ag_seen(struct agent *ag, uint32_t user, uint64_t seq, uint32_t uidvalidity, uint32_t uid)
 {
-	uint64_t key = seq * 0x100000001b3ULL ^ ((uint64_t)user << 32 | uid) * 0xc2b2ae3d27d4eb4fULL;
+	uint64_t key = seq * 0x100000001b3ULL ^
+		       ((uint64_t)user << 32 | uid) * 0xc2b2ae3d27d4eb4fULL;
 	bool awaited = probe_wait_seen(ag, seq, user);
 
 	if (!seen_set_add(ag, key))
@@ -407,8 +410,7 @@ static void arm(struct agent *ag, struct wtimer *t, double per_hour)
 	wheel_add(&ag->wheel, t, clock_wall_ms() + (int64_t)ml_rng_exp(&ag->rng, mean_ms) + 1);
 }
 
-#define USER_OF(t, field) \
-	((struct ag_user *)(void *)((char *)(t) - offsetof(struct ag_user, field)))
+#define USER_OF(t, field) ((struct ag_user *)(void *)((char *)(t)-offsetof(struct ag_user, field)))
 
 static void on_send(struct agent *ag, struct wtimer *t)
 {
@@ -497,13 +499,16 @@ static void start_users(struct agent *ag)
 		u->t_imap.cb = on_imap;
 		if (c->send_per_hour > 0)
 			wheel_add(&ag->wheel, &u->t_send,
-				  start + (int64_t)ml_rng_exp(&ag->rng, 3600000.0 / c->send_per_hour));
+				  start + (int64_t)ml_rng_exp(&ag->rng,
+							      3600000.0 / c->send_per_hour));
 		if (c->recv_per_hour > 0)
 			wheel_add(&ag->wheel, &u->t_recv,
-				  start + (int64_t)ml_rng_exp(&ag->rng, 3600000.0 / c->recv_per_hour));
+				  start + (int64_t)ml_rng_exp(&ag->rng,
+							      3600000.0 / c->recv_per_hour));
 		if (c->imap_per_hour > 0)
 			wheel_add(&ag->wheel, &u->t_imap,
-				  start + (int64_t)ml_rng_exp(&ag->rng, 3600000.0 / c->imap_per_hour));
+				  start + (int64_t)ml_rng_exp(&ag->rng,
+							      3600000.0 / c->imap_per_hour));
 	}
 }
 

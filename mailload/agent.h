@@ -46,7 +46,7 @@ struct ag_user {
 	struct um_user m;
 	uint32_t inbox_lastuid; /* highest INBOX UID a check session looked at */
 	bool imap_busy;
-	uint8_t queued;         /* IMAP sessions waiting for the open one to end */
+	uint8_t queued; /* IMAP sessions waiting for the open one to end */
 	uint8_t queued_kind[4];
 	uint64_t append_seq[4]; /* for queued APPEND sessions: the message sent */
 	int64_t append_date[4];
@@ -99,20 +99,20 @@ struct ag_probes {
 	uint32_t *lastuid, *uidv, *nwait, *need;
 	uint8_t *state;
 	int64_t base_ms;
-	struct ag_wset awaited;  /* the copies probes watch for */
-	struct ag_wset expired;  /* unseen after their window: the drain still waits for them */
-	struct ag_ring fifo;     /* the same copies by 250 time (struct ag_wait): windows end */
-	struct ag_ring queue;    /* recipients waiting for a probe connection (uint32_t) */
-	struct ag_ring retry;    /* recipients whose probe was refused: queued again in 1 s */
+	struct ag_wset awaited; /* the copies probes watch for */
+	struct ag_wset expired; /* unseen after their window: the drain still waits for them */
+	struct ag_ring fifo;    /* the same copies by 250 time (struct ag_wait): windows end */
+	struct ag_ring queue;   /* recipients waiting for a probe connection (uint32_t) */
+	struct ag_ring retry;   /* recipients whose probe was refused: queued again in 1 s */
 	uint32_t open, cap, cap_max; /* open probes; the cap now and the most it may grow to */
-	bool limited;            /* the server refused probes: the cap came down */
+	bool limited;                /* the server refused probes: the cap came down */
 	int64_t last_refusal_ms, last_retry_ms;
 	uint64_t started, refused, expired_unprobed, idle_missed;
 	/* the reconciliation pass */
 	uint32_t *recon_users;
 	size_t recon_n, recon_next, recon_done;
 	uint32_t recon_active;
-	uint32_t *recon_ok;      /* outcome by recon index: 0 pending, 1 read, 2 failed */
+	uint32_t *recon_ok; /* outcome by recon index: 0 pending, 1 read, 2 failed */
 	char (*recon_why)[96];
 	uint8_t *recon_tries;
 	struct ag_rseen *rseen;
@@ -138,11 +138,11 @@ enum ag_tls { AG_TLS_NONE, AG_TLS_STARTTLS, AG_TLS_IMPLICIT };
 enum { CONN_SMTP, CONN_SUBMIT, CONN_IMAP, CONN_COUNT };
 
 struct ag_server {
-	char host[64]; /* numeric, resolved once at set-up */
+	char host[64];     /* numeric, resolved once at set-up */
 	char name[ML_STR]; /* as given: SNI and the name verified with --tls-verify */
 	char port[8];
-	bool implicit;  /* TLS from the first byte */
-	bool starttls;  /* upgrade after the greeting */
+	bool implicit; /* TLS from the first byte */
+	bool starttls; /* upgrade after the greeting */
 };
 
 struct agent {
@@ -182,8 +182,8 @@ struct agent {
 	/* sessions */
 	uint32_t open_smtp, open_imap;
 	uint64_t sessions_started, sessions_refused;
-	struct ml_msg msg; /* scratch: emitted by reference at once, then reused */
-	char imap_delim; /* hierarchy delimiter, from the first LIST */
+	struct ml_msg msg;  /* scratch: emitted by reference at once, then reused */
+	char imap_delim;    /* hierarchy delimiter, from the first LIST */
 	bool imap_id_asked; /* one session asks the server's ID (the disclosure) */
 	/* init */
 	uint32_t init_next, init_done, init_active;
@@ -195,9 +195,9 @@ struct agent {
 	/* control */
 	struct bufferevent *ctl;
 	struct line_reader ctl_lr;
-	bool authed;                         /* the manager proved the secret */
+	bool authed; /* the manager proved the secret */
 	const struct ctlauth_secret *secret;
-	char nonce[33];                      /* the challenge sent to the manager, hex */
+	char nonce[33]; /* the challenge sent to the manager, hex */
 	bool quit;
 };
 
@@ -233,8 +233,8 @@ void ag_error(struct agent *ag, enum ml_fn fn, const char *why);
 struct ag_user *ag_user(struct agent *ag, uint32_t user);
 const char *ag_password(const struct agent *ag, uint32_t user, char *tmp, size_t n);
 /* A message with rcpts was acknowledged (250 after DATA). */
-void ag_sent_ack(struct agent *ag, uint64_t seq, int64_t sent_ms, const int64_t *rcpt,
-		 uint32_t n, bool submitted);
+void ag_sent_ack(struct agent *ag, uint64_t seq, int64_t sent_ms, const int64_t *rcpt, uint32_t n,
+		 bool submitted);
 /* A user saw a message of this run in INBOX; true when it was a copy this agent awaited. */
 bool ag_seen(struct agent *ag, uint32_t user, uint64_t seq, uint32_t uidvalidity, uint32_t uid);
 /* Parses "<run.seq@mailload>" from a header block: the seq, or 0. */
@@ -268,8 +268,7 @@ void recon_start(struct agent *ag, const uint32_t *users, size_t n);
 bool recon_running(const struct agent *ag);
 /* A reconciliation session of recon index i ended: read (ok) or not (why). */
 void recon_done(struct agent *ag, size_t i, bool ok, const char *why);
-void recon_seen(struct agent *ag, uint32_t user, uint64_t seq, uint32_t uidvalidity,
-		uint32_t uid);
+void recon_seen(struct agent *ag, uint32_t user, uint64_t seq, uint32_t uidvalidity, uint32_t uid);
 void recon_put(const struct agent *ag, struct buf *o);
 void probe_put_stats(const struct agent *ag, struct buf *o);
 /* Starts connecting to server which (CONN_*); cb runs from the loop (common/net.h). */

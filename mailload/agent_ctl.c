@@ -26,8 +26,9 @@
 
 static const char *phase_name(enum ag_phase p)
 {
-	static const char *const n[] = { "idle", "ramp-up", "steady", "ramp-down", "drain",
-					 "done" };
+	static const char *const n[] = {
+		"idle", "ramp-up", "steady", "ramp-down", "drain", "done"
+	};
 	return n[p];
 }
 
@@ -41,7 +42,8 @@ static int worst_fn(const struct agent *ag, double *pct_r)
 		uint64_t n = ag->h[f].count + ag->err[f];
 		if (n == 0)
 			continue;
-		double pct = 100.0 * (double)histo_count_le(&ag->h[f], ml_fns[f].limit_ms * 1000ULL) /
+		double pct = 100.0 *
+			     (double)histo_count_le(&ag->h[f], ml_fns[f].limit_ms * 1000ULL) /
 			     (double)n;
 		if (pct < worst) {
 			worst = pct;
@@ -57,13 +59,14 @@ void ag_put_status(struct agent *ag, struct buf *o)
 	double pct;
 	int wf = worst_fn(ag, &pct);
 
-	buf_printf(o, "{\"ok\":true,\"phase\":\"%s\",\"open_smtp\":%u,\"open_imap\":%u,"
-		      "\"probes\":%u,\"steps\":%" PRIu64 ",\"errors\":%" PRIu64
-		      ",\"sent\":%zu,\"waiting\":%zu,\"init_done\":%u,\"init_msgs\":%" PRIu64
-		      ",\"users\":%u,\"now_ms\":%" PRId64 ",\"recon_left\":%zu",
-		   phase_name(ag->phase), ag->open_smtp, ag->open_imap, ag->pr.open,
-		   ag->steps_all, ag->errors_all, ag->nsent, probe_waiting(ag), ag->init_done,
-		   ag->init_msgs, ag->nusers, clock_wall_ms(), ag->pr.recon_n - ag->pr.recon_done);
+	buf_printf(o,
+		   "{\"ok\":true,\"phase\":\"%s\",\"open_smtp\":%u,\"open_imap\":%u,"
+		   "\"probes\":%u,\"steps\":%" PRIu64 ",\"errors\":%" PRIu64
+		   ",\"sent\":%zu,\"waiting\":%zu,\"init_done\":%u,\"init_msgs\":%" PRIu64
+		   ",\"users\":%u,\"now_ms\":%" PRId64 ",\"recon_left\":%zu",
+		   phase_name(ag->phase), ag->open_smtp, ag->open_imap, ag->pr.open, ag->steps_all,
+		   ag->errors_all, ag->nsent, probe_waiting(ag), ag->init_done, ag->init_msgs,
+		   ag->nusers, clock_wall_ms(), ag->pr.recon_n - ag->pr.recon_done);
 	if (wf >= 0)
 		buf_printf(o, ",\"worst\":\"%s\",\"worst_pct\":%.2f", ml_fns[wf].key, pct);
 	if (ag->fill_state != 0) {
@@ -133,8 +136,8 @@ static void put_delivery(const struct agent *ag, struct buf *o)
 	buf_puts(o, "],\"seen\":[");
 	for (size_t i = 0; i < ag->nseen; i++) {
 		const struct ag_seen *s = &ag->seen[i];
-		buf_printf(o, "%s[%" PRIu64 ",%u,%u,%u,%" PRId64 "]", i ? "," : "", s->seq, s->user,
-			   s->uidvalidity, s->uid, s->ms);
+		buf_printf(o, "%s[%" PRIu64 ",%u,%u,%u,%" PRId64 "]", i ? "," : "", s->seq,
+			   s->user, s->uidvalidity, s->uid, s->ms);
 	}
 	buf_putc(o, ']');
 }

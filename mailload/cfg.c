@@ -30,8 +30,8 @@ const struct ml_fn_def ml_fns[FN_COUNT] = {
 	[FN_IMAP_LSUB] = { "IMAP LSUB_NULL_WILDCARD", "imap_lsub", 5000, false },
 	[FN_IMAP_SELECT_FOLDER] = { "IMAP SELECT_FOLDER", "imap_select_folder", 5000, false },
 	[FN_IMAP_SELECT_INBOX] = { "IMAP SELECT_INBOX", "imap_select_inbox", 5000, false },
-	[FN_IMAP_STORE_DELETED] = { "IMAP STORE_NUM_SET_FLAGS_DELETED", "imap_store_deleted",
-				    5000, false },
+	[FN_IMAP_STORE_DELETED] = { "IMAP STORE_NUM_SET_FLAGS_DELETED", "imap_store_deleted", 5000,
+				    false },
 	[FN_IMAP_UID_STORE_DELETED] = { "IMAP UID_STORE_NUM_SET_FLAGS_DELETED",
 					"imap_uid_store_deleted", 5000, false },
 	[FN_IMAP_UID_FETCH_HDR] = { "IMAP UID_FETCH_RANGE_UID_BODYPEEK_HEADERFIELDS_FLAGS_"
@@ -75,9 +75,18 @@ int ml_fn_by_key(const char *key)
 	return -1;
 }
 
-#define D(f, prof, doc) { #f, CFGT_DBL, offsetof(struct ml_cfg, f), prof, doc }
-#define U(f, prof, doc) { #f, CFGT_U64, offsetof(struct ml_cfg, f), prof, doc }
-#define S(f, prof, doc) { #f, CFGT_STR, offsetof(struct ml_cfg, f), prof, doc }
+#define D(f, prof, doc)                                             \
+	{                                                           \
+#f, CFGT_DBL, offsetof(struct ml_cfg, f), prof, doc \
+	}
+#define U(f, prof, doc)                                             \
+	{                                                           \
+#f, CFGT_U64, offsetof(struct ml_cfg, f), prof, doc \
+	}
+#define S(f, prof, doc)                                             \
+	{                                                           \
+#f, CFGT_STR, offsetof(struct ml_cfg, f), prof, doc \
+	}
 const struct ml_cfg_key ml_cfg_keys[] = {
 	S(profile, true, "profile name"),
 	D(send_per_hour, true, "messages each user submits per peak hour"),
@@ -346,8 +355,9 @@ void ml_server_info_json(const struct ml_server_info *s, struct buf *out)
 	json_put_str(out, s->imap_caps);
 	buf_puts(out, ",\"imap_id\":");
 	json_put_str(out, s->imap_id);
-	buf_printf(out, "},\"tls\":{\"smtp\":%" PRIu64 ",\"imap\":%" PRIu64
-			",\"smtp_failed\":%" PRIu64 ",\"imap_failed\":%" PRIu64 ",\"protocol\":",
+	buf_printf(out,
+		   "},\"tls\":{\"smtp\":%" PRIu64 ",\"imap\":%" PRIu64 ",\"smtp_failed\":%" PRIu64
+		   ",\"imap_failed\":%" PRIu64 ",\"protocol\":",
 		   s->tls_ok[0], s->tls_ok[1], s->tls_fail[0], s->tls_fail[1]);
 	json_put_str(out, s->tls_proto);
 	buf_puts(out, ",\"cipher\":");
@@ -434,4 +444,3 @@ void ml_host_json(struct buf *o)
 	snprintf(k, sizeof(k), "%s %s %s", u.sysname, u.release, u.machine);
 	json_put_str(o, k);
 }
-

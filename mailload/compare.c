@@ -47,8 +47,7 @@ struct cmp_row {
 };
 
 /* The rows: the summary functions in order, then Delivery Time. */
-static size_t cmp_rows(const struct jv *pa, const struct jv *pb, struct cmp_row *rows,
-		       size_t max)
+static size_t cmp_rows(const struct jv *pa, const struct jv *pb, struct cmp_row *rows, size_t max)
 {
 	size_t n = 0;
 
@@ -106,9 +105,9 @@ void report_compare_text(const struct jv *a, const struct jv *b, const char *na,
 		else
 			buf_printf(o, "%-44s", r->name);
 		buf_printf(o, " %7.2f%% %9.2f %9.2f %7.2f%% %9.2f %9.2f %7s %7s\n",
-			   jv_num(r->a, "pct", 0), jv_num(r->a, "p50_ms", 0), jv_num(r->a, "p99_ms", 0),
-			   jv_num(r->b, "pct", 0), jv_num(r->b, "p50_ms", 0), jv_num(r->b, "p99_ms", 0),
-			   r1, r2);
+			   jv_num(r->a, "pct", 0), jv_num(r->a, "p50_ms", 0),
+			   jv_num(r->a, "p99_ms", 0), jv_num(r->b, "pct", 0),
+			   jv_num(r->b, "p50_ms", 0), jv_num(r->b, "p99_ms", 0), r1, r2);
 	}
 	const struct jv *ea = jv_get(pa, "errors"), *eb = jv_get(pb, "errors");
 	buf_printf(o, "%-44s %7.3f%% %29.3f%%\n", "Error Rate", jv_num(ea, "rate_pct", 0),
@@ -123,25 +122,31 @@ void report_compare_html(const struct jv *a, const struct jv *b, const char *na,
 	char r1[16], r2[16];
 	struct buf t;
 
-	buf_puts(o, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>mailload "
-		    "compare</title><style>body{font-family:sans-serif;margin:2em}table{"
-		    "border-collapse:collapse}td,th{border:1px solid #bbb;padding:2px 6px;"
-		    "font-size:13px}td:nth-child(n+2){text-align:right}pre{font-size:12px;"
-		    "background:#f6f6f6;padding:1em}</style></head><body>\n<h1>mailload compare</h1>"
-		    "\n<table class=\"compare\"><tr><th></th><th>A: ");
+	buf_puts(
+		o,
+		"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>mailload "
+		"compare</title><style>body{font-family:sans-serif;margin:2em}table{"
+		"border-collapse:collapse}td,th{border:1px solid #bbb;padding:2px 6px;"
+		"font-size:13px}td:nth-child(n+2){text-align:right}pre{font-size:12px;"
+		"background:#f6f6f6;padding:1em}</style></head><body>\n<h1>mailload compare</h1>"
+		"\n<table class=\"compare\"><tr><th></th><th>A: ");
 	svg_esc(o, na);
 	buf_puts(o, "</th><th>B: ");
 	svg_esc(o, nb);
-	buf_printf(o, "</th><th>B/A</th></tr>\n<tr><td>verdict</td><td>%s</td><td>%s</td><td></td>"
-		      "</tr>\n",
+	buf_printf(o,
+		   "</th><th>B/A</th></tr>\n<tr><td>verdict</td><td>%s</td><td>%s</td><td></td>"
+		   "</tr>\n",
 		   vd(a), vd(b));
 	ratio(r1, sizeof(r1), jv_num(pa, "rate", 0), jv_num(pb, "rate", 0));
-	buf_printf(o, "<tr><td>messages per minute</td><td>%.2f</td><td>%.2f</td><td>%s</td></tr>\n",
+	buf_printf(o,
+		   "<tr><td>messages per minute</td><td>%.2f</td><td>%.2f</td><td>%s</td></tr>\n",
 		   jv_num(pa, "rate", 0), jv_num(pb, "rate", 0), r1);
 	ratio(r1, sizeof(r1), cpu_per_k(pa), cpu_per_k(pb));
-	buf_printf(o, "<tr><td>server CPU s per 1,000 messages</td><td>%.2f</td><td>%.2f</td>"
-		      "<td>%s</td></tr>\n</table>\n",
-		   cpu_per_k(pa), cpu_per_k(pb), cpu_per_k(pa) >= 0 && cpu_per_k(pb) >= 0 ? r1 : "-");
+	buf_printf(o,
+		   "<tr><td>server CPU s per 1,000 messages</td><td>%.2f</td><td>%.2f</td>"
+		   "<td>%s</td></tr>\n</table>\n",
+		   cpu_per_k(pa), cpu_per_k(pb),
+		   cpu_per_k(pa) >= 0 && cpu_per_k(pb) >= 0 ? r1 : "-");
 	buf_puts(o, "<table class=\"functions\"><tr><th>Function</th><th>A %</th><th>A p50 ms</th>"
 		    "<th>A p99 ms</th><th>B %</th><th>B p50 ms</th><th>B p99 ms</th>"
 		    "<th>p50 B/A</th><th>p99 B/A</th></tr>\n");
@@ -152,11 +157,12 @@ void report_compare_html(const struct jv *a, const struct jv *b, const char *na,
 		ratio(r2, sizeof(r2), jv_num(r->a, "p99_ms", 0), jv_num(r->b, "p99_ms", 0));
 		buf_puts(o, "<tr><td>");
 		svg_esc(o, r->name);
-		buf_printf(o, "</td><td>%.2f%%</td><td>%.2f</td><td>%.2f</td><td>%.2f%%</td>"
-			      "<td>%.2f</td><td>%.2f</td><td>%s</td><td>%s</td></tr>\n",
-			   jv_num(r->a, "pct", 0), jv_num(r->a, "p50_ms", 0), jv_num(r->a, "p99_ms", 0),
-			   jv_num(r->b, "pct", 0), jv_num(r->b, "p50_ms", 0), jv_num(r->b, "p99_ms", 0),
-			   r1, r2);
+		buf_printf(o,
+			   "</td><td>%.2f%%</td><td>%.2f</td><td>%.2f</td><td>%.2f%%</td>"
+			   "<td>%.2f</td><td>%.2f</td><td>%s</td><td>%s</td></tr>\n",
+			   jv_num(r->a, "pct", 0), jv_num(r->a, "p50_ms", 0),
+			   jv_num(r->a, "p99_ms", 0), jv_num(r->b, "pct", 0),
+			   jv_num(r->b, "p50_ms", 0), jv_num(r->b, "p99_ms", 0), r1, r2);
 	}
 	buf_puts(o, "</table>\n<h2>As text</h2><pre>");
 	buf_init(&t, 4096, ML_DOC_MAX);

@@ -13,8 +13,8 @@
 
 /* The keys whose values decide which folders and messages a user gets. */
 static const char *const shape_keys[] = { "folders_mean", "folders_max", "subscribed",
-					  "inbox_mean",	  "inbox_max",	 "folder_mean",
-					  "folder_max",	  "size_scale" };
+					  "inbox_mean",   "inbox_max",   "folder_mean",
+					  "folder_max",   "size_scale" };
 
 static uint64_t shape_digest(const struct ml_cfg *c)
 {
@@ -27,7 +27,7 @@ static uint64_t shape_digest(const struct ml_cfg *c)
 				continue;
 			int n = snprintf(tmp, sizeof(tmp), "%s=%.17g;", shape_keys[i],
 					 *(const double *)(const void *)((const char *)c +
-									ml_cfg_keys[k].off));
+									 ml_cfg_keys[k].off));
 			for (int j = 0; j < n; j++) {
 				h ^= (unsigned char)tmp[j];
 				h *= 0x100000001b3ULL;
@@ -48,8 +48,9 @@ void ml_fill_of(const struct ml_cfg *c, struct ml_fill *f)
 
 void ml_fill_format(const struct ml_fill *f, char *out, size_t n)
 {
-	snprintf(out, n, "seed=%" PRIu64 "; profile=%s; digest=%016" PRIx64 "; users=%" PRIu64
-			 "; domain=%s; when=%" PRId64,
+	snprintf(out, n,
+		 "seed=%" PRIu64 "; profile=%s; digest=%016" PRIx64 "; users=%" PRIu64
+		 "; domain=%s; when=%" PRId64,
 		 f->seed, f->profile, f->digest, f->users, f->domain, f->when_ms);
 }
 
@@ -61,7 +62,8 @@ int ml_fill_parse(const char *s, struct ml_fill *f)
 	memset(f, 0, sizeof(*f));
 	if ((p = strstr(s, "seed=")) != NULL && sscanf(p, "seed=%" SCNu64, &f->seed) == 1)
 		got++;
-	if ((p = strstr(s, "profile=")) != NULL && sscanf(p, "profile=%95[^;\r\n]", f->profile) == 1)
+	if ((p = strstr(s, "profile=")) != NULL &&
+	    sscanf(p, "profile=%95[^;\r\n]", f->profile) == 1)
 		got++;
 	if ((p = strstr(s, "digest=")) != NULL && sscanf(p, "digest=%" SCNx64, &f->digest) == 1)
 		got++;
@@ -83,10 +85,11 @@ void ml_fill_message(const struct ml_fill *f, struct buf *out)
 	gmtime_r(&t, &tm);
 	strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S +0000", &tm);
 	ml_fill_format(f, rec, sizeof(rec));
-	buf_printf(out, "Date: %s\r\nFrom: mailload <mailload@%s>\r\nTo: user1@%s\r\n"
-			"Subject: mailload fill record\r\nMessage-ID: <fill.%" PRId64 "@mailload>\r\n"
-			"X-Mailload-Fill: %s\r\n\r\nThese mailboxes were filled by mailload init:\r\n"
-			"%s\r\n`mailload run` checks this record; do not delete this folder.\r\n",
+	buf_printf(out,
+		   "Date: %s\r\nFrom: mailload <mailload@%s>\r\nTo: user1@%s\r\n"
+		   "Subject: mailload fill record\r\nMessage-ID: <fill.%" PRId64 "@mailload>\r\n"
+		   "X-Mailload-Fill: %s\r\n\r\nThese mailboxes were filled by mailload init:\r\n"
+		   "%s\r\n`mailload run` checks this record; do not delete this folder.\r\n",
 		   date, f->domain, f->domain, f->when_ms, rec, rec);
 }
 
@@ -99,7 +102,8 @@ bool ml_fill_matches(const struct ml_fill *fill, const struct ml_cfg *run, char 
 		snprintf(why, n, "the seed (filled %" PRIu64 ", this run %" PRIu64 ")", fill->seed,
 			 r.seed);
 	else if (fill->digest != r.digest)
-		snprintf(why, n, "the profile's mailboxes (filled with profile %s, this run has %s%s)",
+		snprintf(why, n,
+			 "the profile's mailboxes (filled with profile %s, this run has %s%s)",
 			 fill->profile, r.profile,
 			 strcmp(fill->profile, r.profile) == 0 ? " with other values" : "");
 	else if (fill->users < r.users)

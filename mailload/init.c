@@ -98,8 +98,7 @@ int ml_init_jobs(const struct ml_cfg *c, unsigned jobs, bool quiet, const char *
 		fatal("mmap");
 	memset(stats, 0, jobs * sizeof(*stats));
 	pids = xcalloc(jobs, sizeof(*pids));
-	fprintf(stderr, "init: %" PRIu64 " users into %s, profile %s, seed %" PRIu64
-			", %u jobs\n",
+	fprintf(stderr, "init: %" PRIu64 " users into %s, profile %s, seed %" PRIu64 ", %u jobs\n",
 		c->users, where, c->profile, c->seed, jobs);
 	fflush(stderr);
 	for (unsigned k = 0; k < jobs; k++) {
@@ -122,8 +121,9 @@ int ml_init_jobs(const struct ml_cfg *c, unsigned jobs, bool quiet, const char *
 		if (!quiet) {
 			double el = (double)(clock_wall_ms() - t0) / 1000.0;
 			sum(stats, jobs, &s);
-			fprintf(stderr, "\rinit: %" PRIu64 "/%" PRIu64 " users, %" PRIu64
-					" messages, %.0f MB, %.0f s   ",
+			fprintf(stderr,
+				"\rinit: %" PRIu64 "/%" PRIu64 " users, %" PRIu64
+				" messages, %.0f MB, %.0f s   ",
 				s.users + s.skipped, c->users, s.msgs, (double)s.bytes / 1e6, el);
 		}
 		usleep(p == 0 ? 500000 : 0);
@@ -132,8 +132,9 @@ int ml_init_jobs(const struct ml_cfg *c, unsigned jobs, bool quiet, const char *
 	double el = (double)(clock_wall_ms() - t0) / 1000.0;
 	if (!quiet)
 		fputc('\n', stderr);
-	fprintf(stderr, "init: %" PRIu64 " users (%" PRIu64 " already complete), %" PRIu64
-			" messages, %.1f MB in %.1f s: %.0f users/s, %.0f messages/s; %s\n",
+	fprintf(stderr,
+		"init: %" PRIu64 " users (%" PRIu64 " already complete), %" PRIu64
+		" messages, %.1f MB in %.1f s: %.0f users/s, %.0f messages/s; %s\n",
 		s.users + s.skipped, s.skipped, s.msgs, (double)s.bytes / 1e6, el,
 		el > 0 ? (double)(s.users + s.skipped) / el : 0.0,
 		el > 0 ? (double)s.msgs / el : 0.0,

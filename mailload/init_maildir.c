@@ -126,8 +126,8 @@ static int md_messages(struct md_job *j, uint32_t user, uint32_t fi, uint32_t nm
 		/* unique part: a time rising with idx (the order readers give UIDs in), then who */
 		int64_t t = 1735689600LL + idx;
 
-		snprintf(path, sizeof(path), "%s/%s/%" PRId64 ".M%uP%uF%u.mailload,S=%zu%s",
-			 dir, seen ? "cur" : "new", t, idx, user, fi, lf, seen ? ":2,S" : "");
+		snprintf(path, sizeof(path), "%s/%s/%" PRId64 ".M%uP%uF%u.mailload,S=%zu%s", dir,
+			 seen ? "cur" : "new", t, idx, user, fi, lf, seen ? ":2,S" : "");
 		if (md_write(j, path, j->text.data, lf, date_ms / 1000) < 0)
 			return -1;
 		j->stats->msgs++;
@@ -163,7 +163,8 @@ static int md_user(struct md_job *j, uint32_t user)
 		static const char *const parts[] = { "cur", "new", "tmp" };
 
 		if (md_folder_dir(maildir, f.name[fi], dir, sizeof(dir)) < 0) {
-			log_warnx("init: user%u: folder %s has no Maildir++ name", user, f.name[fi]);
+			log_warnx("init: user%u: folder %s has no Maildir++ name", user,
+				  f.name[fi]);
 			rc = -1;
 			break;
 		}

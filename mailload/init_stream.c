@@ -41,8 +41,8 @@ static void st_user(struct st_job *j, const struct ml_cfg *c, uint32_t user)
 	ml_user_folders(c, user, &f);
 	fprintf(j->out, "user user%u\n", user);
 	for (uint32_t fi = 0; fi < f.n; fi++) {
-		fprintf(j->out, "mailbox %s %s\n", f.subscribed[fi] ? "subscribed" : "unsubscribed",
-			f.name[fi]);
+		fprintf(j->out, "mailbox %s %s\n",
+			f.subscribed[fi] ? "subscribed" : "unsubscribed", f.name[fi]);
 		for (uint32_t idx = 0; idx < f.msgs[fi]; idx++) {
 			int64_t date_ms = ml_init_render(c, user, fi, idx, &j->msg, &j->text);
 

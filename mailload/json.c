@@ -73,12 +73,25 @@ static int jp_escape(struct jp *j, struct buf *b)
 	int cp;
 
 	switch (c) {
-	case 'n': c = '\n'; break;
-	case 'r': c = '\r'; break;
-	case 't': c = '\t'; break;
-	case 'b': c = '\b'; break;
-	case 'f': c = '\f'; break;
-	case '"': case '\\': case '/': break;
+	case 'n':
+		c = '\n';
+		break;
+	case 'r':
+		c = '\r';
+		break;
+	case 't':
+		c = '\t';
+		break;
+	case 'b':
+		c = '\b';
+		break;
+	case 'f':
+		c = '\f';
+		break;
+	case '"':
+	case '\\':
+	case '/':
+		break;
 	case 'u':
 		if ((cp = jp_hex4(j)) < 0)
 			return -1;

@@ -15,9 +15,9 @@ struct jv {
 	enum jv_type type;
 	bool b;
 	double num;
-	int64_t i;   /* num truncated, exact for integers up to 2^63 */
-	char *s;     /* JV_STR, NUL-terminated */
-	char *key;   /* member name when inside an object */
+	int64_t i; /* num truncated, exact for integers up to 2^63 */
+	char *s;   /* JV_STR, NUL-terminated */
+	char *key; /* member name when inside an object */
 	struct jv *kid;
 	size_t n, cap;
 };

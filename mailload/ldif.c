@@ -58,11 +58,12 @@ int ml_ldif_write(FILE *fp, uint64_t users, const char *domain, const char *base
 			snprintf(pw, sizeof(pw), "user%" PRIu64, i);
 		ml_ssha(pw, hash, sizeof(hash));
 		fprintf(fp,
-			"dn: uid=user%" PRIu64 ",%s\nobjectClass: inetOrgPerson\n%suid: user%" PRIu64
+			"dn: uid=user%" PRIu64
+			",%s\nobjectClass: inetOrgPerson\n%suid: user%" PRIu64
 			"\ncn: User %" PRIu64 "\nsn: User%" PRIu64 "\nmail: user%" PRIu64
 			"@%s\nuserPassword: %s\n",
-			i, base, hosts != NULL ? "objectClass: inetLocalMailRecipient\n" : "", i, i,
-			i, i, domain, hash);
+			i, base, hosts != NULL ? "objectClass: inetLocalMailRecipient\n" : "", i,
+			i, i, i, domain, hash);
 		if (hosts != NULL) {
 			host_at(hosts, i - 1, host, sizeof(host));
 			fprintf(fp, "mailHost: %s\n", host);

@@ -19,7 +19,7 @@
 #include "mailload/agent.h"
 #include "mailload/resp.h"
 
-#define HDR_FIELDS                                                                       \
+#define HDR_FIELDS                                                                        \
 	"(From To Cc Subject Date Message-ID Priority X-Priority References In-Reply-To " \
 	"Content-Type)"
 #define MAX_PEND 32
@@ -67,16 +67,16 @@ struct imap_sess {
 	int64_t date_ms, deadline_ms;
 	bool literal_wait, app_init;
 	bool has_idle, idle_wait, idling; /* probes: IDLE offered, asked, in progress */
-	bool has_id;    /* the server offers ID (RFC 2971) */
-	uint32_t id_tag; /* the tag of this session's ID NIL, 0 none */
-	bool grew; /* probes: EXISTS went up since the last look (after any EXPUNGE) */
-	bool watched;   /* probes: the first look completed */
-	bool recheck;   /* probes: this look was not asked for by an EXISTS */
+	bool has_id;                      /* the server offers ID (RFC 2971) */
+	uint32_t id_tag;                  /* the tag of this session's ID NIL, 0 none */
+	bool grew;    /* probes: EXISTS went up since the last look (after any EXPUNGE) */
+	bool watched; /* probes: the first look completed */
+	bool recheck; /* probes: this look was not asked for by an EXISTS */
 	int64_t last_look_ms;
-	bool recon_ok;  /* reconciliation: the INBOX was read */
+	bool recon_ok; /* reconciliation: the INBOX was read */
 	size_t recon_idx;
 	bool fill_write, fill_ok, fill_absent; /* the fill record: write it, done, no folder */
-	char why[96];   /* the failure that ended the session */
+	char why[96];                          /* the failure that ended the session */
 	uint64_t app_seq;
 	int64_t app_date;
 	/* init */
@@ -104,12 +104,16 @@ static enum ml_fn sfn(const struct imap_sess *s, enum ml_fn fn)
 	if (!is_probe_kind(s))
 		return fn;
 	switch (fn) {
-	case FN_IMAP_CONNECT: return FN_PROBE_CONNECT;
+	case FN_IMAP_CONNECT:
+		return FN_PROBE_CONNECT;
 	case FN_IMAP_CAPABILITY:
 	case FN_IMAP_STARTTLS:
-	case FN_IMAP_LOGIN: return FN_PROBE_LOGIN;
-	case FN_IMAP_LOGOUT: return FN_PROBE_LOGOUT;
-	default: return fn;
+	case FN_IMAP_LOGIN:
+		return FN_PROBE_LOGIN;
+	case FN_IMAP_LOGOUT:
+		return FN_PROBE_LOGOUT;
+	default:
+		return fn;
 	}
 }
 
@@ -155,7 +159,8 @@ static void is_end(struct imap_sess *s)
 		recon_done(ag, s->recon_idx, s->recon_ok, s->why[0] ? s->why : "session ended");
 		break;
 	case SESS_FILLREC:
-		fillrec_done(ag, s->fill_ok || s->fill_absent, s->why[0] ? s->why : "session ended");
+		fillrec_done(ag, s->fill_ok || s->fill_absent,
+			     s->why[0] ? s->why : "session ended");
 		break;
 
 	case SESS_INIT: {
@@ -282,8 +287,9 @@ static void is_fetch(struct imap_sess *s, const struct imap_fetch *f)
 		uint64_t seq = ag_msgid_seq(s->ag, f->hdr, f->hdrlen);
 		if (seq != 0 && s->kind == SESS_RECON)
 			recon_seen(s->ag, s->user, seq, s->view.uidvalidity, (uint32_t)f->uid);
-		else if (seq != 0 && ag_seen(s->ag, s->user, seq, s->view.uidvalidity,
-					     (uint32_t)f->uid) && s->recheck)
+		else if (seq != 0 &&
+			 ag_seen(s->ag, s->user, seq, s->view.uidvalidity, (uint32_t)f->uid) &&
+			 s->recheck)
 			s->ag->pr.idle_missed++; /* IDLE had not announced it */
 	}
 	if (s->kind == SESS_FILLREC && f->hdr != NULL) {
@@ -294,7 +300,8 @@ static void is_fetch(struct imap_sess *s, const struct imap_fetch *f)
 	}
 	if (s->kind == SESS_PROBE && f->uid > s->ag->pr.lastuid[s->user - 1])
 		s->ag->pr.lastuid[s->user - 1] = (uint32_t)f->uid;
-	if (s->kind == SESS_CHECK && s->step == 2 && f->uid > s->lastuid && s->nnew < CHECK_READ_MAX) {
+	if (s->kind == SESS_CHECK && s->step == 2 && f->uid > s->lastuid &&
+	    s->nnew < CHECK_READ_MAX) {
 		s->newm[s->nnew].uid = (uint32_t)f->uid;
 		s->newm[s->nnew].size = f->size;
 		s->nnew++;
@@ -612,8 +619,9 @@ static void is_event_cb(struct bufferevent *bev, short what, void *arg)
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
 		if (s->st == IS_LOGOUT)
 			return is_end(s); /* closed right after BYE: fine */
-		is_fail(s, s->fn, s->st == IS_GREETING ? "connection closed before the greeting"
-						       : "connection closed by server");
+		is_fail(s, s->fn,
+			s->st == IS_GREETING ? "connection closed before the greeting"
+					     : "connection closed by server");
 	}
 }
 
@@ -973,7 +981,8 @@ static void step_fillrec(struct imap_sess *s)
 	case 3:
 		if (s->fill_write) {
 			s->literal_wait = true;
-			return is_cmd(s, FN_PROBE_FETCH, "APPEND \"" ML_FILL_FOLDER "\" (\\Seen) {%zu}",
+			return is_cmd(s, FN_PROBE_FETCH,
+				      "APPEND \"" ML_FILL_FOLDER "\" (\\Seen) {%zu}",
 				      ag->fill_msg.len);
 		}
 		__attribute__((fallthrough));
@@ -1065,14 +1074,22 @@ static void is_next(struct imap_sess *s)
 	if (s->step < 0)
 		return is_logout(s);
 	switch (s->kind) {
-	case SESS_CHECK: return step_check(s);
-	case SESS_SYNC: return step_sync(s);
-	case SESS_CLEANUP: return step_cleanup(s);
-	case SESS_APPEND: return step_append(s);
-	case SESS_PROBE: return step_probe(s);
-	case SESS_INIT: return step_init(s);
-	case SESS_RECON: return step_recon(s);
-	case SESS_FILLREC: return step_fillrec(s);
+	case SESS_CHECK:
+		return step_check(s);
+	case SESS_SYNC:
+		return step_sync(s);
+	case SESS_CLEANUP:
+		return step_cleanup(s);
+	case SESS_APPEND:
+		return step_append(s);
+	case SESS_PROBE:
+		return step_probe(s);
+	case SESS_INIT:
+		return step_init(s);
+	case SESS_RECON:
+		return step_recon(s);
+	case SESS_FILLREC:
+		return step_fillrec(s);
 	}
 }
 

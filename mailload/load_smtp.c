@@ -31,7 +31,7 @@ struct smtp_sess {
 	struct net_connect *nc; /* while connecting */
 	struct event *timer;
 	enum smtp_kind kind;
-	int conn;               /* CONN_SMTP or CONN_SUBMIT */
+	int conn; /* CONN_SMTP or CONN_SUBMIT */
 	enum ss_state st;
 	uint32_t user;
 	uint32_t ext;
@@ -131,7 +131,7 @@ static void ss_pick_rcpts(struct smtp_sess *s)
 
 	s->nrcpt = 0;
 	if (s->kind != SK_SUBMIT)
-		s->rcpt[s->nrcpt++] = s->user; /* the user this delivery was drawn for */
+		s->rcpt[s->nrcpt++] = s->user;    /* the user this delivery was drawn for */
 	while (s->nrcpt < n && tries++ < 8 * n) { /* distinct; a small population may run out */
 		bool local = s->kind != SK_SUBMIT || ml_rng_unit(&ag->rng) < ag->cfg.rcpt_local;
 		int64_t id = local ? (int64_t)ml_rng_range(&ag->rng, 1, ag->cfg.users)
@@ -156,7 +156,8 @@ static void ss_begin_tx(struct smtp_sess *s)
 		s->seq = ag_init_seq(s->user, 0, s->idx);
 		s->nrcpt = 1;
 		s->rcpt[0] = s->user;
-		s->sent_ms = 1735689600000LL + (int64_t)s->seq % 86400000; /* fixed: deterministic */
+		s->sent_ms = 1735689600000LL +
+			     (int64_t)s->seq % 86400000; /* fixed: deterministic */
 	} else {
 		s->seq = ag->seq++;
 		s->sent_ms = clock_wall_ms();
@@ -426,8 +427,9 @@ static void ss_event_cb(struct bufferevent *bev, short what, void *arg)
 	if (why[0] != '\0')
 		return ss_fail(s, s->fn, why);
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
-		ss_fail(s, s->fn, s->st == SS_GREETING ? "connection closed before the greeting"
-						       : "connection closed by server");
+		ss_fail(s, s->fn,
+			s->st == SS_GREETING ? "connection closed before the greeting"
+					     : "connection closed by server");
 }
 
 static void ss_connected(struct bufferevent *bev, const char *error, void *arg)

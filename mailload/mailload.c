@@ -26,82 +26,87 @@ struct subcmd {
 	const char *name, *text;
 };
 
-#define TARGET_OPTS                                                                         \
-	"server:\n"                                                                         \
-	"  --target HOST            SMTP, submission and IMAP host (127.0.0.1)\n"               \
+#define TARGET_OPTS                                                                           \
+	"server:\n"                                                                           \
+	"  --target HOST            SMTP, submission and IMAP host (127.0.0.1)\n"             \
 	"  --smtp-host H, --submission-host H, --imap-host H   one host per role\n"           \
 	"  --smtp-port P, --submission-port P, --imap-port P   ports (25, 587, 143)\n"        \
 	"  --tls none|starttls|implicit   TLS for every connection (none)\n"                  \
 	"  --tls-verify             verify the server's certificate and name\n"               \
 	"  --ca-file FILE           trust these CAs (with --tls-verify; else the system's)\n" \
-	"users:\n"                                                                          \
-	"  --domain D, --ext-domain D   local (heron.test) and remote (ext.heron.test)\n"   \
-	"  --user-format FMT        login of user N, printf-style (user%d)\n"               \
-	"  --password PW            every user's password (default: the login)\n"           \
-	"  --users-file FILE        login, password and address of each user, one a line\n" \
-	"workload:\n"                                                                       \
-	"  --users N                population (200 x rate)\n"                              \
-	"  --profile tiny|small|corporate|FILE   workload profile (small)\n"               \
-	"  --seed S                 random seed (1)\n"                                      \
+	"users:\n"                                                                            \
+	"  --domain D, --ext-domain D   local (heron.test) and remote (ext.heron.test)\n"     \
+	"  --user-format FMT        login of user N, printf-style (user%d)\n"                 \
+	"  --password PW            every user's password (default: the login)\n"             \
+	"  --users-file FILE        login, password and address of each user, one a line\n"   \
+	"workload:\n"                                                                         \
+	"  --users N                population (200 x rate)\n"                                \
+	"  --profile tiny|small|corporate|FILE   workload profile (small)\n"                  \
+	"  --seed S                 random seed (1)\n"                                        \
 	"  --set KEY=VALUE          any configuration key (mailload(1))\n"
 
-#define RUN_OPTS                                                                              \
-	"run:\n"                                                                              \
-	"  --rate R                 messages per minute submitted by the users\n"             \
-	"  --phases A/B/C           ramp-up/steady/ramp-down seconds (300/1800/120)\n"        \
-	"  --load-points L          percentages of R (80,100,120)\n"                          \
-	"  --report DIR             where report.json, .txt and .html go\n"                   \
-	"  --sink HOST:PORT         the sink's control port (remote delivery records)\n"      \
-	"  --agents HOST:PORT,...   remote agents (with --secret-file), else local ones\n"    \
-	"  --local-agents N         local agents (one per core)\n"                            \
-	"  --secret-file FILE       the remote agents' shared secret\n"                       \
-	"  --drain S                wait for delivery checks after ramp-down (60)\n"          \
-	"  --timeout S              per-step timeout (60)\n"                                  \
-	"  --probes N               probe connections per agent (0: as many as needed)\n"     \
-	"  --probe-window S         how long a probe watches for a copy (120)\n"              \
-	"  --no-delivery-check      no probes, no reconciliation (local copies unchecked)\n"  \
-	"  --min-samples N          samples a summary function needs (73)\n"                  \
+#define RUN_OPTS                                                                                  \
+	"run:\n"                                                                                  \
+	"  --rate R                 messages per minute submitted by the users\n"                 \
+	"  --phases A/B/C           ramp-up/steady/ramp-down seconds (300/1800/120)\n"            \
+	"  --load-points L          percentages of R (80,100,120)\n"                              \
+	"  --report DIR             where report.json, .txt and .html go\n"                       \
+	"  --sink HOST:PORT         the sink's control port (remote delivery records)\n"          \
+	"  --agents HOST:PORT,...   remote agents (with --secret-file), else local ones\n"        \
+	"  --local-agents N         local agents (one per core)\n"                                \
+	"  --secret-file FILE       the remote agents' shared secret\n"                           \
+	"  --drain S                wait for delivery checks after ramp-down (60)\n"              \
+	"  --timeout S              per-step timeout (60)\n"                                      \
+	"  --probes N               probe connections per agent (0: as many as needed)\n"         \
+	"  --probe-window S         how long a probe watches for a copy (120)\n"                  \
+	"  --no-delivery-check      no probes, no reconciliation (local copies unchecked)\n"      \
+	"  --min-samples N          samples a summary function needs (73)\n"                      \
 	"  --fill-record FILE       the record a fast-path init wrote (else user1's over IMAP)\n" \
-	"  --force                  run even when the fill does not match\n"                  \
-	"  --sut-config FILE        disclose the server's configuration (a heron.conf)\n"     \
-	"  --sut-pid PID            measure the CPU of this process tree (repeatable)\n"      \
-	"  --notes FILE             tuning notes for the report\n"                            \
-	"  --sut-version TEXT       the server's version, for the disclosure\n"              \
-	"  --metrics ADDR           serve Prometheus metrics of the run on ADDR (host:port)\n" \
-	"  -q                       no live status line and no summary on stdout\n"          \
+	"  --force                  run even when the fill does not match\n"                      \
+	"  --sut-config FILE        disclose the server's configuration (a heron.conf)\n"         \
+	"  --sut-pid PID            measure the CPU of this process tree (repeatable)\n"          \
+	"  --notes FILE             tuning notes for the report\n"                                \
+	"  --sut-version TEXT       the server's version, for the disclosure\n"                   \
+	"  --metrics ADDR           serve Prometheus metrics of the run on ADDR (host:port)\n"    \
+	"  -q                       no live status line and no summary on stdout\n"               \
 	"  -v                       log every step\n"
 
 static const struct subcmd subcmds[] = {
-	{ "ldif", "usage: mailload ldif --users N [--domain D] [--base DN] [--ou] [--password PW]\n"
-		  "                    [--hosts H1,H2,...]\n"
-		  "Writes LDIF for user1..userN (uid, mail, {SSHA} userPassword) to stdout;\n"
-		  "--hosts spreads them over store hosts (mailHost: user1 on H1, user2 on H2...).\n" },
-	{ "init", "usage: mailload init --users N [--profile P] [--seed S] [server options]\n"
-		  "       mailload init --stream --users N [--slice K/N | --record-only] [--profile P]\n"
-		  "                     [--seed S]\n"
-		  "       mailload init --maildir ROOT --users N [--profile P] [--seed S] [--jobs J]\n"
-		  "Fills every mailbox (over SMTP and IMAP, as Maildir++ trees, or as a bulk stream\n"
-		  "on stdout for a store's bulk import: mailctl import --bulk -) and records the\n"
-		  "seed, profile and users in the target.\n"
-		  TARGET_OPTS },
-	{ "run", "usage: mailload run --rate R --report DIR [options]\n"
-		 "Runs each load point and writes the report. Exit status: 0 pass, 1 fail,\n"
-		 "2 error, 3 invalid (too few samples, or copies that could not be checked).\n"
-		 TARGET_OPTS RUN_OPTS },
-	{ "search", "usage: mailload search --from R0 [--to R1] [--steps N] --report DIR [options]\n"
-		    "Finds the highest valid passing rate: doubles from R0, then bisects, skips\n"
-		    "invalid points and runs a point again when its interval straddles a limit.\n"
-		    "Exit status: 0 when a rate passed, 1 when none did, 2 error.\n"
-		    "  --from R0, --to R1       the range (R1: 100000)\n"
-		    "  --steps N                runs at most (8)\n" TARGET_OPTS RUN_OPTS },
-	{ "agent", "usage: mailload agent --listen HOST:PORT --secret-file FILE [--metrics ADDR]\n"
-		   "A load agent for a remote manager; the control port is authenticated with the\n"
-		   "shared secret of FILE (owner-only, at least 16 bytes).\n" },
+	{ "ldif",
+	  "usage: mailload ldif --users N [--domain D] [--base DN] [--ou] [--password PW]\n"
+	  "                    [--hosts H1,H2,...]\n"
+	  "Writes LDIF for user1..userN (uid, mail, {SSHA} userPassword) to stdout;\n"
+	  "--hosts spreads them over store hosts (mailHost: user1 on H1, user2 on H2...).\n" },
+	{ "init",
+	  "usage: mailload init --users N [--profile P] [--seed S] [server options]\n"
+	  "       mailload init --stream --users N [--slice K/N | --record-only] [--profile P]\n"
+	  "                     [--seed S]\n"
+	  "       mailload init --maildir ROOT --users N [--profile P] [--seed S] [--jobs J]\n"
+	  "Fills every mailbox (over SMTP and IMAP, as Maildir++ trees, or as a bulk stream\n"
+	  "on stdout for a store's bulk import: mailctl import --bulk -) and records the\n"
+	  "seed, profile and users in the target.\n" TARGET_OPTS },
+	{ "run",
+	  "usage: mailload run --rate R --report DIR [options]\n"
+	  "Runs each load point and writes the report. Exit status: 0 pass, 1 fail,\n"
+	  "2 error, 3 invalid (too few samples, or copies that could not be checked).\n" TARGET_OPTS
+		  RUN_OPTS },
+	{ "search",
+	  "usage: mailload search --from R0 [--to R1] [--steps N] --report DIR [options]\n"
+	  "Finds the highest valid passing rate: doubles from R0, then bisects, skips\n"
+	  "invalid points and runs a point again when its interval straddles a limit.\n"
+	  "Exit status: 0 when a rate passed, 1 when none did, 2 error.\n"
+	  "  --from R0, --to R1       the range (R1: 100000)\n"
+	  "  --steps N                runs at most (8)\n" TARGET_OPTS RUN_OPTS },
+	{ "agent",
+	  "usage: mailload agent --listen HOST:PORT --secret-file FILE [--metrics ADDR]\n"
+	  "A load agent for a remote manager; the control port is authenticated with the\n"
+	  "shared secret of FILE (owner-only, at least 16 bytes).\n" },
 	{ "report", "usage: mailload report DIR\n"
 		    "Renders DIR/report.txt and DIR/report.html again from DIR/report.json.\n" },
-	{ "compare", "usage: mailload compare A/report.json B/report.json [--html FILE]\n"
-		     "Two results side by side (verdicts, rates, server CPU, per function the\n"
-		     "compliance, p50 and p99 with the ratio B/A); --html also writes the page.\n" },
+	{ "compare",
+	  "usage: mailload compare A/report.json B/report.json [--html FILE]\n"
+	  "Two results side by side (verdicts, rates, server CPU, per function the\n"
+	  "compliance, p50 and p99 with the ratio B/A); --html also writes the page.\n" },
 };
 
 static void usage(FILE *fp)
@@ -148,8 +153,8 @@ static int cmd_ldif(uint64_t users, const char *domain, const char *base, bool o
 
 static int parse_phases(const char *s, struct ml_cfg *c)
 {
-	return sscanf(s, "%" SCNu64 "/%" SCNu64 "/%" SCNu64, &c->ramp_s, &c->steady_s, &c->down_s) ==
-			       3
+	return sscanf(s, "%" SCNu64 "/%" SCNu64 "/%" SCNu64, &c->ramp_s, &c->steady_s,
+		      &c->down_s) == 3
 		       ? 0
 		       : -1;
 }
@@ -194,12 +199,58 @@ static int set_profile(struct ml_cfg *c, const char *p)
 }
 
 enum {
-	O_USERS = 256, O_DOMAIN, O_EXT, O_BASE, O_OU, O_HOSTS, O_TARGET, O_SMTP_PORT, O_SUB_PORT, O_IMAP_PORT,
-	O_PASSWORD, O_PROFILE, O_SEED, O_RATE, O_PHASES, O_POINTS, O_AGENTS, O_LOCAL, O_TLS, O_SINK,
-	O_REPORT, O_TIMEOUT, O_PROBES, O_SET, O_DRAIN, O_LISTEN, O_FROM, O_TO, O_STEPS,
-	O_SECRET, O_STREAM, O_SLICE, O_RECORD_ONLY, O_MAILDIR, O_JOBS, O_PROBE_WINDOW, O_MIN_SAMPLES, O_HTML,
-	O_METRICS, O_FILL_RECORD, O_FORCE, O_SUT_CONFIG, O_SUT_VERSION, O_SUT_PID, O_NOTES, O_SMTP_HOST,
-	O_SUB_HOST, O_IMAP_HOST, O_USER_FORMAT, O_USERS_FILE, O_TLS_VERIFY, O_CA_FILE,
+	O_USERS = 256,
+	O_DOMAIN,
+	O_EXT,
+	O_BASE,
+	O_OU,
+	O_HOSTS,
+	O_TARGET,
+	O_SMTP_PORT,
+	O_SUB_PORT,
+	O_IMAP_PORT,
+	O_PASSWORD,
+	O_PROFILE,
+	O_SEED,
+	O_RATE,
+	O_PHASES,
+	O_POINTS,
+	O_AGENTS,
+	O_LOCAL,
+	O_TLS,
+	O_SINK,
+	O_REPORT,
+	O_TIMEOUT,
+	O_PROBES,
+	O_SET,
+	O_DRAIN,
+	O_LISTEN,
+	O_FROM,
+	O_TO,
+	O_STEPS,
+	O_SECRET,
+	O_STREAM,
+	O_SLICE,
+	O_RECORD_ONLY,
+	O_MAILDIR,
+	O_JOBS,
+	O_PROBE_WINDOW,
+	O_MIN_SAMPLES,
+	O_HTML,
+	O_METRICS,
+	O_FILL_RECORD,
+	O_FORCE,
+	O_SUT_CONFIG,
+	O_SUT_VERSION,
+	O_SUT_PID,
+	O_NOTES,
+	O_SMTP_HOST,
+	O_SUB_HOST,
+	O_IMAP_HOST,
+	O_USER_FORMAT,
+	O_USERS_FILE,
+	O_TLS_VERIFY,
+	O_CA_FILE,
 	O_NO_CHECK,
 };
 
@@ -270,11 +321,11 @@ static int num(const char *s, uint64_t *v)
 struct cli {
 	struct mgr_opts o;
 	const char *base, *listen;
-	const char *hosts;          /* ldif --hosts: mailHost values, round robin */
-	bool stream;            /* init as a bulk stream on stdout */
+	const char *hosts; /* ldif --hosts: mailHost values, round robin */
+	bool stream;       /* init as a bulk stream on stdout */
 	struct ml_init_stream so;
-	const char *maildir;    /* init straight into Maildir++ trees under this root */
-	const char *html;       /* compare: the HTML page's path */
+	const char *maildir; /* init straight into Maildir++ trees under this root */
+	const char *html;    /* compare: the HTML page's path */
 	bool ou;
 	double from, to;
 	uint64_t steps, jobs;
@@ -308,38 +359,62 @@ static bool opt_cfg(struct cli *cl, int c, const char *arg)
 	const char *err;
 
 	switch (c) {
-	case O_DOMAIN: return ml_cfg_set(cfg, "domain", arg, &err) == 0;
-	case O_EXT: return ml_cfg_set(cfg, "ext_domain", arg, &err) == 0;
+	case O_DOMAIN:
+		return ml_cfg_set(cfg, "domain", arg, &err) == 0;
+	case O_EXT:
+		return ml_cfg_set(cfg, "ext_domain", arg, &err) == 0;
 	case O_TARGET:
 		return ml_cfg_set(cfg, "smtp_host", arg, &err) == 0 &&
 		       ml_cfg_set(cfg, "submit_host", arg, &err) == 0 &&
 		       ml_cfg_set(cfg, "imap_host", arg, &err) == 0;
-	case O_SMTP_HOST: return ml_cfg_set(cfg, "smtp_host", arg, &err) == 0;
-	case O_SUB_HOST: return ml_cfg_set(cfg, "submit_host", arg, &err) == 0;
-	case O_IMAP_HOST: return ml_cfg_set(cfg, "imap_host", arg, &err) == 0;
-	case O_USER_FORMAT: return ml_cfg_set(cfg, "user_format", arg, &err) == 0 &&
-				   ml_user_format_ok(arg);
-	case O_USERS_FILE: return ml_cfg_set(cfg, "users_file", arg, &err) == 0;
-	case O_TLS_VERIFY: cfg->tls_verify = 1; return true;
-	case O_CA_FILE: return ml_cfg_set(cfg, "ca_file", arg, &err) == 0;
-	case O_NO_CHECK: cfg->delivery_check = 0; return true;
-	case O_SMTP_PORT: return num(arg, &cfg->smtp_port) == 0;
-	case O_SUB_PORT: return num(arg, &cfg->submit_port) == 0;
-	case O_IMAP_PORT: return num(arg, &cfg->imap_port) == 0;
-	case O_PASSWORD: return ml_cfg_set(cfg, "password", arg, &err) == 0;
-	case O_PROFILE: return set_profile(cfg, arg) == 0;
-	case O_SEED: return num(arg, &cfg->seed) == 0;
-	case O_RATE: return (cfg->rate = atof(arg)) > 0;
-	case O_PHASES: return parse_phases(arg, cfg) == 0;
+	case O_SMTP_HOST:
+		return ml_cfg_set(cfg, "smtp_host", arg, &err) == 0;
+	case O_SUB_HOST:
+		return ml_cfg_set(cfg, "submit_host", arg, &err) == 0;
+	case O_IMAP_HOST:
+		return ml_cfg_set(cfg, "imap_host", arg, &err) == 0;
+	case O_USER_FORMAT:
+		return ml_cfg_set(cfg, "user_format", arg, &err) == 0 && ml_user_format_ok(arg);
+	case O_USERS_FILE:
+		return ml_cfg_set(cfg, "users_file", arg, &err) == 0;
+	case O_TLS_VERIFY:
+		cfg->tls_verify = 1;
+		return true;
+	case O_CA_FILE:
+		return ml_cfg_set(cfg, "ca_file", arg, &err) == 0;
+	case O_NO_CHECK:
+		cfg->delivery_check = 0;
+		return true;
+	case O_SMTP_PORT:
+		return num(arg, &cfg->smtp_port) == 0;
+	case O_SUB_PORT:
+		return num(arg, &cfg->submit_port) == 0;
+	case O_IMAP_PORT:
+		return num(arg, &cfg->imap_port) == 0;
+	case O_PASSWORD:
+		return ml_cfg_set(cfg, "password", arg, &err) == 0;
+	case O_PROFILE:
+		return set_profile(cfg, arg) == 0;
+	case O_SEED:
+		return num(arg, &cfg->seed) == 0;
+	case O_RATE:
+		return (cfg->rate = atof(arg)) > 0;
+	case O_PHASES:
+		return parse_phases(arg, cfg) == 0;
 	case O_TLS:
 		return (strcmp(arg, "none") == 0 || strcmp(arg, "starttls") == 0 ||
 			strcmp(arg, "implicit") == 0) &&
 		       ml_cfg_set(cfg, "tls", arg, &err) == 0;
-	case O_TIMEOUT: return num(arg, &cfg->timeout_s) == 0;
-	case O_PROBES: return num(arg, &cfg->probe_max) == 0;
-	case O_PROBE_WINDOW: return num(arg, &cfg->probe_window_s) == 0 && cfg->probe_window_s > 0;
-	case O_MIN_SAMPLES: return num(arg, &cfg->min_samples) == 0;
-	case O_DRAIN: return num(arg, &cfg->drain_s) == 0;
+	case O_TIMEOUT:
+		return num(arg, &cfg->timeout_s) == 0;
+	case O_PROBES:
+		return num(arg, &cfg->probe_max) == 0;
+	case O_PROBE_WINDOW:
+		return num(arg, &cfg->probe_window_s) == 0 && cfg->probe_window_s > 0;
+	case O_MIN_SAMPLES:
+		return num(arg, &cfg->min_samples) == 0;
+	case O_DRAIN:
+		return num(arg, &cfg->drain_s) == 0;
 	}
 	return false;
 }
@@ -350,27 +425,56 @@ static bool opt_one(struct cli *cl, int c, int argc, char **argv)
 	uint64_t v;
 
 	switch (c) {
-	case O_USERS: cl->o.users_given = true; return num(optarg, &cl->o.cfg.users) == 0;
-	case O_BASE: cl->base = optarg; return true;
-	case O_OU: cl->ou = true; return true;
-	case O_HOSTS: cl->hosts = optarg; return true;
-	case O_POINTS: return parse_points(optarg, &cl->o) == 0;
-	case O_AGENTS: cl->o.agents = optarg; return true;
+	case O_USERS:
+		cl->o.users_given = true;
+		return num(optarg, &cl->o.cfg.users) == 0;
+	case O_BASE:
+		cl->base = optarg;
+		return true;
+	case O_OU:
+		cl->ou = true;
+		return true;
+	case O_HOSTS:
+		cl->hosts = optarg;
+		return true;
+	case O_POINTS:
+		return parse_points(optarg, &cl->o) == 0;
+	case O_AGENTS:
+		cl->o.agents = optarg;
+		return true;
 	case O_LOCAL:
 		if (num(optarg, &v) < 0 || v == 0 || v > 1024)
 			return false;
 		cl->o.local_agents = (uint32_t)v;
 		return true;
-	case O_SINK: cl->o.sink = optarg; return true;
-	case O_REPORT: cl->o.report_dir = optarg; return true;
-	case O_SET: return opt_set(cl, optarg, argc, argv);
-	case O_LISTEN: cl->listen = optarg; return true;
-	case O_SECRET: cl->o.secret_file = optarg; return true;
-	case O_METRICS: cl->o.metrics = optarg; return true;
-	case O_FROM: cl->from = atof(optarg); return true;
-	case O_TO: cl->to = atof(optarg); return true;
-	case O_STEPS: return num(optarg, &cl->steps) == 0;
-	case O_STREAM: cl->stream = true; return true;
+	case O_SINK:
+		cl->o.sink = optarg;
+		return true;
+	case O_REPORT:
+		cl->o.report_dir = optarg;
+		return true;
+	case O_SET:
+		return opt_set(cl, optarg, argc, argv);
+	case O_LISTEN:
+		cl->listen = optarg;
+		return true;
+	case O_SECRET:
+		cl->o.secret_file = optarg;
+		return true;
+	case O_METRICS:
+		cl->o.metrics = optarg;
+		return true;
+	case O_FROM:
+		cl->from = atof(optarg);
+		return true;
+	case O_TO:
+		cl->to = atof(optarg);
+		return true;
+	case O_STEPS:
+		return num(optarg, &cl->steps) == 0;
+	case O_STREAM:
+		cl->stream = true;
+		return true;
 	case O_SLICE: {
 		unsigned k, n;
 		char end;
@@ -381,22 +485,43 @@ static bool opt_one(struct cli *cl, int c, int argc, char **argv)
 		cl->so.nslices = n;
 		return true;
 	}
-	case O_RECORD_ONLY: cl->so.record = true; return true;
-	case O_MAILDIR: cl->maildir = optarg; return true;
-	case O_JOBS: return num(optarg, &cl->jobs) == 0 && cl->jobs <= 64;
-	case O_HTML: cl->html = optarg; return true;
-	case O_FILL_RECORD: cl->o.fill_record = optarg; return true;
-	case O_FORCE: cl->o.force = true; return true;
-	case O_SUT_CONFIG: cl->o.sut_config = optarg; return true;
-	case O_SUT_VERSION: cl->o.sut_version = optarg; return true;
-	case O_NOTES: cl->o.notes = optarg; return true;
+	case O_RECORD_ONLY:
+		cl->so.record = true;
+		return true;
+	case O_MAILDIR:
+		cl->maildir = optarg;
+		return true;
+	case O_JOBS:
+		return num(optarg, &cl->jobs) == 0 && cl->jobs <= 64;
+	case O_HTML:
+		cl->html = optarg;
+		return true;
+	case O_FILL_RECORD:
+		cl->o.fill_record = optarg;
+		return true;
+	case O_FORCE:
+		cl->o.force = true;
+		return true;
+	case O_SUT_CONFIG:
+		cl->o.sut_config = optarg;
+		return true;
+	case O_SUT_VERSION:
+		cl->o.sut_version = optarg;
+		return true;
+	case O_NOTES:
+		cl->o.notes = optarg;
+		return true;
 	case O_SUT_PID:
 		if (num(optarg, &v) < 0 || v == 0 || v > INT32_MAX || cl->o.nsut_pids == 16)
 			return false;
 		cl->o.sut_pids[cl->o.nsut_pids++] = (pid_t)v;
 		return true;
-	case 'q': cl->o.quiet = true; return true;
-	case 'v': log_set_level(LOG_LVL_DEBUG); return true;
+	case 'q':
+		cl->o.quiet = true;
+		return true;
+	case 'v':
+		log_set_level(LOG_LVL_DEBUG);
+		return true;
 	}
 	return opt_cfg(cl, c, optarg);
 }
@@ -480,7 +605,8 @@ static int cmd_manager(const char *cmd, struct cli *cl)
 			return init_stream_run(&o->cfg, &cl->so, o->quiet) < 0 ? 1 : 0;
 		}
 		if (cl->maildir != NULL) {
-			if (init_maildir_run(&o->cfg, cl->maildir, (unsigned)cl->jobs, o->quiet) < 0)
+			if (init_maildir_run(&o->cfg, cl->maildir, (unsigned)cl->jobs, o->quiet) <
+			    0)
 				return 1;
 			char path[4096];
 			snprintf(path, sizeof(path), "%s/" ML_FILL_FILE, cl->maildir);
@@ -560,8 +686,9 @@ static char *command_line(int argc, char **argv)
 	buf_init(&b, 256, ML_TEXT_MAX);
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
-		bool plain = a[0] != '\0' && strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-						   "0123456789-_.,/:=@%+") == strlen(a);
+		bool plain = a[0] != '\0' &&
+			     strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				       "0123456789-_.,/:=@%+") == strlen(a);
 		if (i > 0)
 			buf_putc(&b, ' ');
 		if (plain) {

@@ -49,14 +49,14 @@ enum ml_fn {
 	   makes copies late or unchecked, never lost. */
 	FN_PROBE_FIRST,
 	FN_PROBE_CONNECT = FN_PROBE_FIRST,
-	FN_PROBE_LOGIN,   /* CAPABILITY, STARTTLS and LOGIN of a probe */
+	FN_PROBE_LOGIN, /* CAPABILITY, STARTTLS and LOGIN of a probe */
 	FN_PROBE_EXAMINE,
-	FN_PROBE_FETCH,   /* a look: FETCH of Message-IDs, or NOOP */
-	FN_PROBE_IDLE,    /* time held in IDLE */
+	FN_PROBE_FETCH, /* a look: FETCH of Message-IDs, or NOOP */
+	FN_PROBE_IDLE,  /* time held in IDLE */
 	FN_PROBE_LOGOUT,
-	FN_PROBE_QUEUE,   /* from the 250 of the oldest copy awaited to the probe's start */
-	FN_PROBE_READY,   /* from that 250 to the probe's first complete look */
-	FN_DELIVERY, /* not a step: the delivery-check failures (lost, duplicated) count here */
+	FN_PROBE_QUEUE, /* from the 250 of the oldest copy awaited to the probe's start */
+	FN_PROBE_READY, /* from that 250 to the probe's first complete look */
+	FN_DELIVERY,    /* not a step: the delivery-check failures (lost, duplicated) count here */
 	FN_COUNT,
 };
 
@@ -75,7 +75,7 @@ static inline enum ml_fn_class ml_fn_class(int fn)
 }
 
 /* Where the workload is specified, as the reports cite it. */
-#define ML_WORKLOAD_SPEC                                                                  \
+#define ML_WORKLOAD_SPEC \
 	"docs/workload.md in the Heron sources (installed: /usr/share/doc/heron-bench/workload.md)"
 #define ML_REQUIRED_PCT 95.0
 #define ML_DELIVERY_LIMIT_MS 60000
@@ -94,11 +94,11 @@ enum ml_cfg_type { CFGT_DBL, CFGT_U64, CFGT_STR };
 #define ML_STR 96
 
 /* Ceilings of mailload's working buffers (STYLE 10) */
-#define ML_LINE_MAX 4096               /* a line of a report, a profile, a comparison */
-#define ML_TEXT_MAX (1u << 16)         /* a short list: reasons, subscriptions, pins, a record */
-#define ML_DOC_MAX (1u << 20)          /* a request, a histogram, a generated header */
-#define ML_REPORT_TEXT_MAX (1u << 26)  /* report.txt */
-#define ML_REPORT_HTML_MAX (1u << 28)  /* report.html */
+#define ML_LINE_MAX 4096              /* a line of a report, a profile, a comparison */
+#define ML_TEXT_MAX (1u << 16)        /* a short list: reasons, subscriptions, pins, a record */
+#define ML_DOC_MAX (1u << 20)         /* a request, a histogram, a generated header */
+#define ML_REPORT_TEXT_MAX (1u << 26) /* report.txt */
+#define ML_REPORT_HTML_MAX (1u << 28) /* report.html */
 #define ML_REPORT_JSON_MAX ((size_t)1 << 31) /* a report.json read back */
 #define ML_AGENT_REPLY_MAX ((size_t)1 << 34) /* an agent's result: every histogram and record */
 
@@ -213,8 +213,16 @@ uint32_t ml_rng_count(struct ml_rng *r, double mean, double max);
 
 /* ---- workload distributions (msggen.c) ---- */
 uint32_t ml_pick_rcpt_count(struct ml_rng *r);
-enum ml_session { SESS_CHECK, SESS_SYNC, SESS_CLEANUP, SESS_APPEND, SESS_PROBE, SESS_INIT,
-		  SESS_RECON, SESS_FILLREC };
+enum ml_session {
+	SESS_CHECK,
+	SESS_SYNC,
+	SESS_CLEANUP,
+	SESS_APPEND,
+	SESS_PROBE,
+	SESS_INIT,
+	SESS_RECON,
+	SESS_FILLREC
+};
 enum ml_session ml_pick_session(struct ml_rng *r, const struct ml_cfg *c);
 /* Body size in bytes for a message (corporate classes times size_scale). */
 uint32_t ml_pick_size(struct ml_rng *r, double scale);

@@ -227,8 +227,9 @@ static int agents_start(struct mgr_opts *o, struct mgr_agent **as_r, uint32_t *n
 	}
 	if (o->agents != NULL) {
 		if (o->metrics != NULL)
-			log_warnx("--metrics serves local agents only: start each remote agent with "
-				  "--metrics");
+			log_warnx(
+				"--metrics serves local agents only: start each remote agent with "
+				"--metrics");
 		as = xcalloc(MGR_AGENTS_MAX, sizeof(*as));
 		rc = agents_connect(o->agents, as, &n);
 	} else {
@@ -333,8 +334,7 @@ static int sink_cmd(FILE *r, FILE *w, const char *req, struct jv **resp)
 
 /* Collects every record of the sink into an array (jv built by hand); *next_r gets the
    highest sink sequence number it covered. */
-static struct jv *sink_records(const char *hostport, uint64_t *next_r, char *note,
-			       size_t notelen)
+static struct jv *sink_records(const char *hostport, uint64_t *next_r, char *note, size_t notelen)
 {
 	int fd = tcp_connect(hostport);
 	FILE *r, *w;
@@ -359,8 +359,8 @@ static struct jv *sink_records(const char *hostport, uint64_t *next_r, char *not
 	bool first = true, ok = false;
 	while ((n = getline(&line, &cap, r)) > 0) {
 		if (strstr(line, "\"seq\"") == NULL) {
-			ok = jv_parse(line, (size_t)n, &fin, &err) == 0 && jv_get(fin, "ok") != NULL &&
-			     jv_get(fin, "ok")->b;
+			ok = jv_parse(line, (size_t)n, &fin, &err) == 0 &&
+			     jv_get(fin, "ok") != NULL && jv_get(fin, "ok")->b;
 			*next_r = (uint64_t)jv_int(fin, "next", 0);
 			jv_free(&fin);
 			break;
@@ -454,20 +454,23 @@ static void status_line(struct mgr_agent *as, uint32_t n, const struct ml_cfg *c
 	if (quiet)
 		return;
 	if (init) {
-		int w = 40, fill = (int)(40.0 * (double)init_done / (double)(c->users ? c->users : 1));
-		fprintf(stderr, "\r[%.*s%*s] %" PRIu64 "/%" PRIu64 " users, %" PRIu64 " messages  ",
-			fill, "########################################", w - fill, "", init_done,
+		int w = 40,
+		    fill = (int)(40.0 * (double)init_done / (double)(c->users ? c->users : 1));
+		fprintf(stderr,
+			"\r[%.*s%*s] %" PRIu64 "/%" PRIu64 " users, %" PRIu64 " messages  ", fill,
+			"########################################", w - fill, "", init_done,
 			c->users, init_msgs);
 		return;
 	}
 	int64_t end = t0 + (int64_t)(c->ramp_s + c->steady_s + c->down_s) * 1000;
-	double sps = last_ms && now > last_ms ? (double)(steps - last_steps) * 1000.0 /
-							(double)(now - last_ms)
-					     : 0;
+	double sps = last_ms && now > last_ms
+			     ? (double)(steps - last_steps) * 1000.0 / (double)(now - last_ms)
+			     : 0;
 	last_steps = steps;
 	last_ms = now;
-	fprintf(stderr, "\r%-9s %5" PRId64 "s left  open %5" PRIu64 "  steps/s %7.1f  errors %" PRIu64
-			"  worst %s %.1f%%    ",
+	fprintf(stderr,
+		"\r%-9s %5" PRId64 "s left  open %5" PRIu64 "  steps/s %7.1f  errors %" PRIu64
+		"  worst %s %.1f%%    ",
 		phase, end > now ? (end - now) / 1000 : 0, open, sps, errors,
 		worst != NULL ? worst : "-", worst != NULL ? worst_pct : 100.0);
 }
@@ -476,7 +479,8 @@ static int run_agents_until_done(struct mgr_agent *as, uint32_t n, const struct 
 				 int64_t t0, bool init, bool quiet)
 {
 	bool done = false;
-	int64_t limit = t0 + (int64_t)(c->ramp_s + c->steady_s + c->down_s + c->drain_s + 120) * 1000;
+	int64_t limit = t0 +
+			(int64_t)(c->ramp_s + c->steady_s + c->down_s + c->drain_s + 120) * 1000;
 
 	while (!done) {
 		sleep(1);
@@ -565,8 +569,10 @@ int mgr_init(struct mgr_opts *o)
 		f.when_ms = clock_wall_ms();
 		ml_fill_format(&f, rec, sizeof(rec));
 		if (agent_fillrec(&as[0], rec, found, sizeof(found), why, sizeof(why)) < 0) {
-			fprintf(stderr, "init: could not write the fill record into user1's %s folder: "
-					"%s\n", ML_FILL_FOLDER, why);
+			fprintf(stderr,
+				"init: could not write the fill record into user1's %s folder: "
+				"%s\n",
+				ML_FILL_FOLDER, why);
 			errors++;
 		}
 	}
@@ -579,9 +585,10 @@ int mgr_init(struct mgr_opts *o)
 /* The init command that would fill what this run needs. */
 static void fill_command(const struct ml_cfg *c, char *out, size_t n)
 {
-	snprintf(out, n, "mailload init --target %s --smtp-port %" PRIu64 " --submission-port %" PRIu64
-			 " --imap-port %" PRIu64 " --users %" PRIu64 " --profile %s --seed %" PRIu64
-			 "%s%s",
+	snprintf(out, n,
+		 "mailload init --target %s --smtp-port %" PRIu64 " --submission-port %" PRIu64
+		 " --imap-port %" PRIu64 " --users %" PRIu64 " --profile %s --seed %" PRIu64
+		 "%s%s",
 		 c->smtp_host, c->smtp_port, c->submit_port, c->imap_port, c->users, c->profile,
 		 c->seed, strcmp(c->domain, "heron.test") != 0 ? " --domain " : "",
 		 strcmp(c->domain, "heron.test") != 0 ? c->domain : "");
@@ -602,7 +609,8 @@ static int fill_check(struct mgr_opts *o, struct buf *out)
 	if (o->fill_record != NULL) {
 		FILE *fp = fopen(o->fill_record, "r");
 		if (fp == NULL || fgets(found, sizeof(found), fp) == NULL) {
-			fprintf(stderr, "mailload run: cannot read the fill record %s\n", o->fill_record);
+			fprintf(stderr, "mailload run: cannot read the fill record %s\n",
+				o->fill_record);
 			if (fp != NULL)
 				fclose(fp);
 			return -1;
@@ -619,15 +627,18 @@ static int fill_check(struct mgr_opts *o, struct buf *out)
 			rc = agent_fillrec(&as[0], NULL, found, sizeof(found), why, sizeof(why));
 		agents_stop(as, n);
 		if (rc < 0 && !o->force) {
-			fprintf(stderr, "mailload run: cannot check the fill record in user1's %s folder: "
-					"%s (--force runs anyway)\n", ML_FILL_FOLDER, why);
+			fprintf(stderr,
+				"mailload run: cannot check the fill record in user1's %s folder: "
+				"%s (--force runs anyway)\n",
+				ML_FILL_FOLDER, why);
 			return -1;
 		}
 	}
 	if (found[0] == '\0') {
 		status = o->force ? "forced" : "none";
-		snprintf(why, sizeof(why), "no fill record found (not filled by mailload init, or by a "
-					   "fast path without --fill-record): not verified");
+		snprintf(why, sizeof(why),
+			 "no fill record found (not filled by mailload init, or by a "
+			 "fast path without --fill-record): not verified");
 		fprintf(stderr, "mailload run: warning: %s\n", why);
 	} else if (ml_fill_parse(found, &f) < 0) {
 		fprintf(stderr, "mailload run: the fill record \"%s\" is malformed\n", found);
@@ -635,10 +646,12 @@ static int fill_check(struct mgr_opts *o, struct buf *out)
 	} else if (!ml_fill_matches(&f, &c, why, sizeof(why))) {
 		fill_command(&c, fix, sizeof(fix));
 		if (!o->force) {
-			fprintf(stderr, "mailload run: the mailboxes do not match this run: %s.\n"
-					"  filled: %s\n  fill them again for this run: %s\n"
-					"  or run with the fill's --seed %" PRIu64 " --profile %s (and at most "
-					"--users %" PRIu64 "), or add --force\n",
+			fprintf(stderr,
+				"mailload run: the mailboxes do not match this run: %s.\n"
+				"  filled: %s\n  fill them again for this run: %s\n"
+				"  or run with the fill's --seed %" PRIu64
+				" --profile %s (and at most "
+				"--users %" PRIu64 "), or add --force\n",
 				why, found, fix, f.seed, f.profile, f.users);
 			return -1;
 		}
@@ -647,8 +660,9 @@ static int fill_check(struct mgr_opts *o, struct buf *out)
 		snprintf(tmp, sizeof(tmp), "do NOT match (%.200s), run with --force", why);
 		str_lcpy(why, tmp, sizeof(why));
 	} else {
-		snprintf(why, sizeof(why), "filled by mailload init with seed %" PRIu64 ", profile %s, "
-					   "%" PRIu64 " users: verified",
+		snprintf(why, sizeof(why),
+			 "filled by mailload init with seed %" PRIu64 ", profile %s, "
+			 "%" PRIu64 " users: verified",
 			 f.seed, f.profile, f.users);
 	}
 	buf_printf(out, "\"fill\":{\"status\":\"%s\",\"text\":", status);
@@ -676,9 +690,12 @@ static void reconcile(struct mgr_agent *as, uint32_t n, const struct ml_cfg *c,
 
 	buf_init(&req, 4096, MGR_LINE_MAX);
 	if (nu > 0 && !quiet)
-		fprintf(stderr, "reconciliation: reading the INBOX of %zu recipients with copies "
-				"not seen yet\n", nu);
-	for (uint32_t i = 0, k = 0; i < n && nu > 0; i++) { /* users[lo[i]..lo[i+1]) are agent i's */
+		fprintf(stderr,
+			"reconciliation: reading the INBOX of %zu recipients with copies "
+			"not seen yet\n",
+			nu);
+	for (uint32_t i = 0, k = 0; i < n && nu > 0;
+	     i++) { /* users[lo[i]..lo[i+1]) are agent i's */
 		uint64_t hi = 1 + c->users * (i + 1) / n;
 		struct jv *resp = NULL;
 
@@ -700,7 +717,8 @@ static void reconcile(struct mgr_agent *as, uint32_t n, const struct ml_cfg *c,
 					       "the agent could not start the reconciliation");
 		jv_free(&resp);
 	}
-	for (int64_t end = clock_wall_ms() + (int64_t)c->reconcile_s * 1000; clock_wall_ms() < end;) {
+	for (int64_t end = clock_wall_ms() + (int64_t)c->reconcile_s * 1000;
+	     clock_wall_ms() < end;) {
 		bool running = false;
 		for (uint32_t i = 0; i < n; i++) {
 			struct jv *r = NULL;
@@ -764,7 +782,8 @@ static void point_line(const char *json, size_t len, double pct)
 		return;
 	buf_init(&line, 256, ML_LINE_MAX);
 	report_accounting_line(pt, &line);
-	fprintf(stderr, "load point %.0f%%: %s; %s", pct, jv_str(pt, "verdict", "?"), buf_cstr(&line));
+	fprintf(stderr, "load point %.0f%%: %s; %s", pct, jv_str(pt, "verdict", "?"),
+		buf_cstr(&line));
 	buf_release(&line);
 	jv_free(&pt);
 }
@@ -801,8 +820,9 @@ static int run_point(struct mgr_opts *o, double pct, struct buf *out, bool *unce
 	int64_t t0 = clock_wall_ms() + 1000;
 	c.t0_ms = (uint64_t)t0;
 	double cpu0 = sut_cpu_seconds(o->sut_pids, o->nsut_pids);
-	fprintf(stderr, "load point %.0f%%: %.2f msgs/min, %" PRIu64 " users, %u agents, phases %" PRIu64
-			"/%" PRIu64 "/%" PRIu64 " s\n",
+	fprintf(stderr,
+		"load point %.0f%%: %.2f msgs/min, %" PRIu64 " users, %u agents, phases %" PRIu64
+		"/%" PRIu64 "/%" PRIu64 " s\n",
 		pct, c.rate, c.users, n, c.ramp_s, c.steady_s, c.down_s);
 	if (agents_setup(as, n, &c) < 0 || agents_start_phases(as, n, t0) < 0) {
 		agents_stop(as, n);
@@ -814,8 +834,8 @@ static int run_point(struct mgr_opts *o, double pct, struct buf *out, bool *unce
 	if (o->nsut_pids > 0) {
 		char pids[128] = "";
 		for (size_t i = 0; i < o->nsut_pids; i++)
-			snprintf(pids + strlen(pids), sizeof(pids) - strlen(pids), "%s%d", i ? "," : "",
-				 (int)o->sut_pids[i]);
+			snprintf(pids + strlen(pids), sizeof(pids) - strlen(pids), "%s%d",
+				 i ? "," : "", (int)o->sut_pids[i]);
 		mgr_point_sut_cpu(p, cpu1 - cpu0, pids);
 	}
 	for (uint32_t i = 0; i < n; i++) {
@@ -867,9 +887,10 @@ static void put_head(const struct mgr_opts *o, struct buf *out, int64_t started)
 
 	gmtime_r(&t, &tm);
 	strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	buf_printf(out, "{\"schema\":\"heron-mailload-report\",\"schema_version\":%d,"
-			"\"mailload\":{\"version\":\"%s\",\"git\":\"%s\"},\"run\":{\"id\":%" PRId64
-			",\"started_ms\":%" PRId64 ",\"date\":\"%s\",\"command_line\":",
+	buf_printf(out,
+		   "{\"schema\":\"heron-mailload-report\",\"schema_version\":%d,"
+		   "\"mailload\":{\"version\":\"%s\",\"git\":\"%s\"},\"run\":{\"id\":%" PRId64
+		   ",\"started_ms\":%" PRId64 ",\"date\":\"%s\",\"command_line\":",
 		   ML_REPORT_SCHEMA, heron_version, heron_git_revision, started, started, date);
 	json_put_str(out, o->command_line != NULL ? o->command_line : "");
 	buf_puts(out, "},\"agents_spec\":");
@@ -935,14 +956,16 @@ int mgr_run(struct mgr_opts *o)
 	buf_puts(&out, "],"); /* the server's disclosure: its version may come from the run */
 	if (sut_disclose(o, &out) < 0)
 		rc = -1;
-	buf_printf(&out, ",\"finished_ms\":%" PRId64 ",\"verdict\":\"%s\",\"pass\":%s,"
-			 "\"uncertain\":%s",
-		   clock_wall_ms(), names[verdict], verdict == MV_PASS && rc == 0 ? "true" : "false",
-		   uncertain ? "true" : "false");
+	buf_printf(&out,
+		   ",\"finished_ms\":%" PRId64 ",\"verdict\":\"%s\",\"pass\":%s,"
+		   "\"uncertain\":%s",
+		   clock_wall_ms(), names[verdict],
+		   verdict == MV_PASS && rc == 0 ? "true" : "false", uncertain ? "true" : "false");
 	/* certified: a pass with the workload's full phases and no interval in doubt */
 	bool full = o->cfg.ramp_s >= 300 && o->cfg.steady_s >= 1800 && o->cfg.down_s >= 120;
 	if (verdict == MV_PASS && full && !uncertain && rc == 0)
-		buf_printf(&out, ",\"certified\":{\"rate\":%.3f,\"users\":%" PRIu64 "}", o->cfg.rate,
+		buf_printf(&out, ",\"certified\":{\"rate\":%.3f,\"users\":%" PRIu64 "}",
+			   o->cfg.rate,
 			   o->users_given ? o->cfg.users : (uint64_t)(200.0 * o->cfg.rate + 0.5));
 	else
 		buf_puts(&out, ",\"certified\":null");
@@ -984,7 +1007,8 @@ static int search_point(struct mgr_opts *o, const char *base, double r, bool *to
 		if (!o->uncertain || last == 3 || pass == 2 || fail == 2)
 			break;
 		if (k == 0)
-			fprintf(stderr, "search: running %.2f msgs/min again before deciding\n", r);
+			fprintf(stderr, "search: running %.2f msgs/min again before deciding\n",
+				r);
 	}
 	if (pass > fail)
 		return 0;
@@ -1036,8 +1060,9 @@ int mgr_search(struct mgr_opts *o, double from, double to, uint32_t steps)
 	}
 	o->report_dir = base;
 	if (best <= 0) {
-		fprintf(stderr, "mailload search: no rate passed: %u runs between %.2f and %.2f "
-				"msgs/min, %u failed, %u invalid; the reports are in %s/rate-*\n",
+		fprintf(stderr,
+			"mailload search: no rate passed: %u runs between %.2f and %.2f "
+			"msgs/min, %u failed, %u invalid; the reports are in %s/rate-*\n",
 			runs > steps ? steps : runs, from, to, nfail, ninvalid, base);
 		return 1;
 	}

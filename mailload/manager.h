@@ -21,7 +21,7 @@ struct mgr_opts {
 				    get a generated one, remote agents cannot be used */
 	const char *sink;        /* sink control host:port, NULL: none */
 	const char *report_dir;
-	double points[8];        /* load points, percent of rate */
+	double points[8]; /* load points, percent of rate */
 	uint32_t npoints;
 	bool users_given;
 	bool quiet;
@@ -33,11 +33,11 @@ struct mgr_opts {
 	const char *notes;        /* the report's notes */
 	pid_t sut_pids[16];       /* the server's process trees: CPU per load point */
 	size_t nsut_pids;
-	const char *disclosure;   /* JSON members added to the report's head, or NULL */
-	const char *metrics;      /* --metrics ADDR: the local agents' Prometheus endpoint */
+	const char *disclosure; /* JSON members added to the report's head, or NULL */
+	const char *metrics;    /* --metrics ADDR: the local agents' Prometheus endpoint */
 	/* out: the last run's result */
 	bool uncertain, too_short;
-	char server_id[240];      /* the server's IMAP ID response seen in the run, or "" */
+	char server_id[240]; /* the server's IMAP ID response seen in the run, or "" */
 };
 
 /* mailload init: fills every mailbox. 0 or -1. */
@@ -87,8 +87,7 @@ int mgr_point_merge_recon(struct mgr_point *p, const struct jv *reply, int64_t o
 uint64_t mgr_point_remote_missing(struct mgr_point *p, const struct ml_cfg *c,
 				  const struct mgr_sink *sink);
 /* These users' INBOXes could not be read at all (why). */
-void mgr_point_recon_failed(struct mgr_point *p, const uint32_t *users, size_t n,
-			    const char *why);
+void mgr_point_recon_failed(struct mgr_point *p, const uint32_t *users, size_t n, const char *why);
 /* The server's CPU seconds over the point (measured on its process trees, pids as text). */
 void mgr_point_sut_cpu(struct mgr_point *p, double cpu_s, const char *pids);
 /* Accounts every copy, judges the rules; appends the point's JSON object to out. The

@@ -47,15 +47,18 @@ int ml_metrics_listen(const char *addr, unsigned agents)
 	}
 	for (unsigned i = 0; i < FN_COUNT; i++)
 		fn_names[i] = ml_fns[i].key;
-	defs[ML_STEPS] = (struct metric_def){
-		"mailload_steps_total", METRIC_COUNTER, "workload steps by function and result",
-		{ "function", "result" }, { fn_names, results }, .sparse = true
-	};
-	defs[ML_STEP_SECONDS] = (struct metric_def){
-		"mailload_step_duration_seconds", METRIC_HISTOGRAM,
-		"response time of the steps that succeeded", { "function" }, { fn_names },
-		.sparse = true
-	};
+	defs[ML_STEPS] = (struct metric_def){ "mailload_steps_total",
+					      METRIC_COUNTER,
+					      "workload steps by function and result",
+					      { "function", "result" },
+					      { fn_names, results },
+					      .sparse = true };
+	defs[ML_STEP_SECONDS] = (struct metric_def){ "mailload_step_duration_seconds",
+						     METRIC_HISTOGRAM,
+						     "response time of the steps that succeeded",
+						     { "function" },
+						     { fn_names },
+						     .sparse = true };
 	defs[ML_SESSIONS] = (struct metric_def){ "mailload_sessions_open", METRIC_GAUGE,
 						 "SMTP and IMAP sessions open" };
 	defs[ML_SENT] = (struct metric_def){ "mailload_messages_sent_total", METRIC_COUNTER,
@@ -85,8 +88,11 @@ static void http_cb(const char *req, size_t len, struct buf *out, void *arg)
 void ml_metrics_agent_start(struct event_base *base)
 {
 	struct reqserver_opts o = {
-		.max_conns = 8, .timeout_ms = 10000, .request_max = 8192,
-		.end = REQSERVER_END_BLANK, .name = "metrics",
+		.max_conns = 8,
+		.timeout_ms = 10000,
+		.request_max = 8192,
+		.end = REQSERVER_END_BLANK,
+		.name = "metrics",
 		.too_long = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n"
 			    "Connection: close\r\n\r\n",
 	};

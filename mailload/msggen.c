@@ -68,11 +68,8 @@ uint32_t ml_pick_size(struct ml_rng *r, double scale)
 		double share;
 		uint32_t lo, hi;
 	} cls[] = {
-		{ 0.35, 1024, 4096 },
-		{ 0.30, 4096, 16384 },
-		{ 0.20, 16384, 65536 },
-		{ 0.12, 65536, 262144 },
-		{ 0.03, 262144, 2097152 },
+		{ 0.35, 1024, 4096 },    { 0.30, 4096, 16384 },     { 0.20, 16384, 65536 },
+		{ 0.12, 65536, 262144 }, { 0.03, 262144, 2097152 },
 	};
 	double u = ml_rng_unit(r), acc = 0;
 	size_t i;
@@ -87,9 +84,9 @@ uint32_t ml_pick_size(struct ml_rng *r, double scale)
 }
 
 static const char *const folder_names[] = {
-	"Projects", "Projects/Alpha", "Projects/Beta", "Archive", "Archive/2025", "Customers",
-	"Travel", "Finance", "Newsletters", "Team", "Team/Reports", "Personal", "Receipts",
-	"Vendors", "Hiring",
+	"Projects",     "Projects/Alpha", "Projects/Beta", "Archive",     "Archive/2025",
+	"Customers",    "Travel",         "Finance",       "Newsletters", "Team",
+	"Team/Reports", "Personal",       "Receipts",      "Vendors",     "Hiring",
 };
 
 void ml_user_folders(const struct ml_cfg *c, uint64_t user, struct ml_folders *f)
@@ -117,11 +114,14 @@ void ml_user_folders(const struct ml_cfg *c, uint64_t user, struct ml_folders *f
 		const char *slash = strchr(folder_names[i], '/');
 		if (slash != NULL) {
 			for (uint32_t p = 0; p < nnames; p++)
-				if (!used[p] && strlen(folder_names[p]) == (size_t)(slash - folder_names[i]) &&
-				    strncmp(folder_names[p], folder_names[i], (size_t)(slash - folder_names[i])) == 0) {
+				if (!used[p] &&
+				    strlen(folder_names[p]) == (size_t)(slash - folder_names[i]) &&
+				    strncmp(folder_names[p], folder_names[i],
+					    (size_t)(slash - folder_names[i])) == 0) {
 					used[p] = true;
 					if (f->n < ML_MAX_FOLDERS)
-						snprintf(f->name[f->n++], ML_FOLDER_NAME_MAX, "%s", folder_names[p]);
+						snprintf(f->name[f->n++], ML_FOLDER_NAME_MAX, "%s",
+							 folder_names[p]);
 				}
 		}
 		if (f->n < ML_MAX_FOLDERS)
@@ -136,11 +136,12 @@ void ml_user_folders(const struct ml_cfg *c, uint64_t user, struct ml_folders *f
 
 /* ---- pools ---- */
 static const char *const words[] = {
-	"the", "quarterly", "report", "meeting", "schedule", "please", "review", "attached",
-	"draft", "budget", "customer", "project", "timeline", "update", "team", "deadline",
-	"proposal", "contract", "invoice", "numbers", "agenda", "follow", "up", "thanks",
-	"regards", "call", "tomorrow", "week", "office", "travel", "plan", "release",
-	"feedback", "design", "server", "migration", "approval", "status", "notes", "minutes",
+	"the",       "quarterly", "report",   "meeting",  "schedule", "please",   "review",
+	"attached",  "draft",     "budget",   "customer", "project",  "timeline", "update",
+	"team",      "deadline",  "proposal", "contract", "invoice",  "numbers",  "agenda",
+	"follow",    "up",        "thanks",   "regards",  "call",     "tomorrow", "week",
+	"office",    "travel",    "plan",     "release",  "feedback", "design",   "server",
+	"migration", "approval",  "status",   "notes",    "minutes",
 };
 
 static void fill_words(char *pool, size_t size, struct ml_rng *r, const char *pre,
@@ -239,11 +240,21 @@ static void piece_pool(struct ml_msg *m, struct ml_rng *r, const char *pool, siz
 }
 
 static const char *const subjects[] = {
-	"Quarterly report", "Meeting tomorrow", "Budget review", "Project timeline update",
-	"Contract draft", "Travel plans", "Release notes", "Customer feedback", "Team lunch",
-	"Server migration", "Invoice question", "Agenda for Monday",
+	"Quarterly report",
+	"Meeting tomorrow",
+	"Budget review",
+	"Project timeline update",
+	"Contract draft",
+	"Travel plans",
+	"Release notes",
+	"Customer feedback",
+	"Team lunch",
+	"Server migration",
+	"Invoice question",
+	"Agenda for Monday",
 	/* RFC 2047 encoded UTF-8: "Café menu", "Überblick Q3", "Réunion équipe" */
-	"=?UTF-8?B?Q2Fmw6kgbWVudQ==?=", "=?UTF-8?B?w5xiZXJibGljayBRMw==?=",
+	"=?UTF-8?B?Q2Fmw6kgbWVudQ==?=",
+	"=?UTF-8?B?w5xiZXJibGljayBRMw==?=",
 	"=?UTF-8?Q?R=C3=A9union_=C3=A9quipe?=",
 };
 
@@ -283,8 +294,10 @@ static void build_headers(struct ml_msg *m, const struct ml_msg_spec *s, struct 
 	buf_printf(b, "Message-ID: " ML_MSGID_FMT "\r\n", s->run_id, s->seq);
 	if (reply) {
 		uint64_t ref = ml_rng_next(r) % 1000000;
-		buf_printf(b, "In-Reply-To: <%" PRIu64 ".r%" PRIu64 "@mailload>\r\n", s->run_id, ref);
-		buf_printf(b, "References: <%" PRIu64 ".r%" PRIu64 "@mailload>\r\n", s->run_id, ref);
+		buf_printf(b, "In-Reply-To: <%" PRIu64 ".r%" PRIu64 "@mailload>\r\n", s->run_id,
+			   ref);
+		buf_printf(b, "References: <%" PRIu64 ".r%" PRIu64 "@mailload>\r\n", s->run_id,
+			   ref);
 	}
 	if (s->sent_ms > 0)
 		buf_printf(b, "X-Mailload-Sent: %" PRId64 "\r\n", s->sent_ms);
@@ -305,8 +318,9 @@ static void build_mixed(struct ml_msg *m, struct ml_rng *r, const char *bnd, uin
 	uint32_t natt = (uint32_t)ml_rng_range(r, 1, 3), text = size / 8;
 	size_t from = 0;
 
-	buf_printf(&m->head, "Content-Type: multipart/mixed; boundary=\"%s\"\r\n\r\n"
-			     "--%s\r\nContent-Type: text/plain; charset=us-ascii\r\n\r\n",
+	buf_printf(&m->head,
+		   "Content-Type: multipart/mixed; boundary=\"%s\"\r\n\r\n"
+		   "--%s\r\nContent-Type: text/plain; charset=us-ascii\r\n\r\n",
 		   bnd, bnd);
 	piece_head(m, from);
 	piece_pool(m, r, text_pool, TEXT_POOL, text);
@@ -314,9 +328,10 @@ static void build_mixed(struct ml_msg *m, struct ml_rng *r, const char *bnd, uin
 		uint32_t a = (uint32_t)(ml_rng_next(r) % 3);
 
 		from = m->head.len;
-		buf_printf(&m->head, "--%s\r\nContent-Type: %s; name=\"%s\"\r\n"
-				     "Content-Transfer-Encoding: base64\r\n"
-				     "Content-Disposition: attachment; filename=\"%s\"\r\n\r\n",
+		buf_printf(&m->head,
+			   "--%s\r\nContent-Type: %s; name=\"%s\"\r\n"
+			   "Content-Transfer-Encoding: base64\r\n"
+			   "Content-Disposition: attachment; filename=\"%s\"\r\n\r\n",
 			   bnd, att[a][0], att[a][1], att[a][1]);
 		piece_head(m, from);
 		piece_pool(m, r, b64_pool, B64_POOL, (size - text) / natt);
@@ -328,8 +343,9 @@ static void build_alt(struct ml_msg *m, struct ml_rng *r, const char *bnd, uint3
 {
 	size_t from = 0;
 
-	buf_printf(&m->head, "Content-Type: multipart/alternative; boundary=\"%s\"\r\n\r\n"
-			     "--%s\r\nContent-Type: text/plain; charset=us-ascii\r\n\r\n",
+	buf_printf(&m->head,
+		   "Content-Type: multipart/alternative; boundary=\"%s\"\r\n\r\n"
+		   "--%s\r\nContent-Type: text/plain; charset=us-ascii\r\n\r\n",
 		   bnd, bnd);
 	piece_head(m, from);
 	piece_pool(m, r, text_pool, TEXT_POOL, size / 3);

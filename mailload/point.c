@@ -207,10 +207,11 @@ static int merge_sent(struct mgr_point *p, const struct jv *sent)
 			p->caprcpt = p->caprcpt ? p->caprcpt * 2 : 4096;
 			p->rcpt = xreallocarray(p->rcpt, p->caprcpt, sizeof(*p->rcpt));
 		}
-		p->sent[p->nsent++] = (struct mgr_sent){ (uint64_t)e->kid[0].i,
-							 e->kid[1].i - p->offset_ms,
-							 e->kid[2].i - p->offset_ms, e->kid[3].i != 0,
-							 (uint32_t)p->nrcpt, (uint32_t)rc->n };
+		p->sent[p->nsent++] = (struct mgr_sent){
+			(uint64_t)e->kid[0].i,      e->kid[1].i - p->offset_ms,
+			e->kid[2].i - p->offset_ms, e->kid[3].i != 0,
+			(uint32_t)p->nrcpt,         (uint32_t)rc->n
+		};
 		for (size_t k = 0; k < rc->n; k++)
 			p->rcpt[p->nrcpt++] = rc->kid[k].i;
 	}
@@ -330,7 +331,8 @@ static void local_sightings(const struct mgr_point *p, uint64_t seq, uint32_t r,
 	}
 	for (size_t j = lo; j < p->nseen && p->seen[j].seq == seq && p->seen[j].user == r; j++) {
 		const struct mgr_seen *e = &p->seen[j];
-		bool same = j > lo && p->seen[j - 1].uidv == e->uidv && p->seen[j - 1].uid == e->uid;
+		bool same = j > lo && p->seen[j - 1].uidv == e->uidv &&
+			    p->seen[j - 1].uid == e->uid;
 
 		s->copies += !same;
 		if (e->recon) {
@@ -421,8 +423,7 @@ int mgr_point_merge_recon(struct mgr_point *p, const struct jv *r, int64_t offse
 	return 0;
 }
 
-void mgr_point_recon_failed(struct mgr_point *p, const uint32_t *users, size_t n,
-			    const char *why)
+void mgr_point_recon_failed(struct mgr_point *p, const uint32_t *users, size_t n, const char *why)
 {
 	p->recon_tried = true;
 	p->recon = xreallocarray(p->recon, p->nrecon + n, sizeof(*p->recon));
@@ -437,8 +438,7 @@ static const struct mgr_recon_user *recon_of(const struct mgr_point *p, uint32_t
 {
 	struct mgr_recon_user key = { r, NULL };
 
-	return p->nrecon ? bsearch(&key, p->recon, p->nrecon, sizeof(*p->recon), cmp_recon)
-			 : NULL;
+	return p->nrecon ? bsearch(&key, p->recon, p->nrecon, sizeof(*p->recon), cmp_recon) : NULL;
 }
 
 /* ---- remote copies: the sink's records ---- */
@@ -483,7 +483,8 @@ static size_t sink_remote(const struct mgr_sink *sk, const struct ml_cfg *c,
 		const struct jv *e = &recs->kid[i], *rc = jv_get(e, "rcpts");
 		uint64_t run, seq;
 
-		if (sscanf(jv_str(e, "id", ""), "<%" SCNu64 ".%" SCNu64 "@mailload>", &run, &seq) != 2 ||
+		if (sscanf(jv_str(e, "id", ""), "<%" SCNu64 ".%" SCNu64 "@mailload>", &run,
+			   &seq) != 2 ||
 		    run != c->run_id || rc == NULL)
 			continue;
 		for (size_t k = 0; k < rc->n; k++) {
@@ -495,7 +496,8 @@ static size_t sink_remote(const struct mgr_sink *sk, const struct ml_cfg *c,
 				r = xreallocarray(r, cap, sizeof(*r));
 			}
 			r[n++] = (struct remote_rec){ seq, id, jv_int(e, "arrival_ms", 0),
-						      (uint64_t)jv_int(e, "seq", 0) > sk->first_next };
+						      (uint64_t)jv_int(e, "seq", 0) >
+							      sk->first_next };
 		}
 	}
 	if (n > 1)
@@ -550,7 +552,7 @@ uint64_t mgr_point_remote_missing(struct mgr_point *p, const struct ml_cfg *c,
 #define COPY_LIST_MAX 20 /* copies named per outcome (the first the accounting meets) */
 struct copy_ref {
 	const struct mgr_sent *sent;
-	int64_t rcpt;   /* a user number (> 0) or a remote recipient (< 0) */
+	int64_t rcpt; /* a user number (> 0) or a remote recipient (< 0) */
 	int64_t found_ms;
 	const char *how; /* late: how it was found; unchecked: why */
 };
@@ -603,7 +605,8 @@ static void account_copy(struct mgr_point *p, const struct ml_cfg *c, const stru
 	bool by_recon = first == INT64_MAX;
 	if (by_recon) { /* found only by the reconciliation */
 		first = si->first_recon;
-		how = r > 0 ? "found by the reconciliation" : "recorded by the sink after the drain";
+		how = r > 0 ? "found by the reconciliation"
+			    : "recorded by the sink after the drain";
 		d->late_recon++;
 		if (si->below) {
 			d->below++;
@@ -618,7 +621,8 @@ static void account_copy(struct mgr_point *p, const struct ml_cfg *c, const stru
 	}
 	if (measured) {
 		d->measured_found++;
-		histo_add(&p->delivery, (uint64_t)(first > s->ack_ms ? first - s->ack_ms : 0) * 1000);
+		histo_add(&p->delivery,
+			  (uint64_t)(first > s->ack_ms ? first - s->ack_ms : 0) * 1000);
 	}
 }
 
@@ -663,13 +667,15 @@ static void put_histogram(struct buf *o, const struct histo *h)
 {
 	bool first = true;
 
-	buf_printf(o, "\"histogram\":{\"unit\":\"us\",\"count\":%" PRIu64 ",\"sum_us\":%" PRIu64
-		      ",\"min_us\":%" PRIu64 ",\"max_us\":%" PRIu64 ",\"buckets\":[",
+	buf_printf(o,
+		   "\"histogram\":{\"unit\":\"us\",\"count\":%" PRIu64 ",\"sum_us\":%" PRIu64
+		   ",\"min_us\":%" PRIu64 ",\"max_us\":%" PRIu64 ",\"buckets\":[",
 		   h->count, h->sum, h->count ? h->min : 0, h->max);
 	for (size_t i = 0; i < HISTO_NBUCKETS; i++) {
 		if (h->b[i] == 0)
 			continue;
-		buf_printf(o, "%s{\"lo_us\":%" PRIu64 ",\"hi_us\":%" PRIu64 ",\"count\":%" PRIu64 "}",
+		buf_printf(o,
+			   "%s{\"lo_us\":%" PRIu64 ",\"hi_us\":%" PRIu64 ",\"count\":%" PRIu64 "}",
 			   first ? "" : ",", histo_bucket_low(i), histo_bucket_high(i), h->b[i]);
 		first = false;
 	}
@@ -685,18 +691,22 @@ static void put_compliance(struct buf *o, const struct histo *h, uint64_t errors
 	double lo, hi, pct = all ? 100.0 * (double)within / (double)all : 0.0;
 
 	ml_wilson(within, all, &lo, &hi);
-	buf_printf(o, "\"count\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"within\":%" PRIu64
-		      ",\"pct\":%.3f,\"ci_low_pct\":%.3f,\"ci_high_pct\":%.3f",
+	buf_printf(o,
+		   "\"count\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"within\":%" PRIu64
+		   ",\"pct\":%.3f,\"ci_low_pct\":%.3f,\"ci_high_pct\":%.3f",
 		   h->count, errors, within, pct, lo, hi);
 	if (judged)
-		buf_printf(o, ",\"samples_required\":%" PRIu64 ",\"enough_samples\":%s"
-			      ",\"straddles\":%s",
+		buf_printf(o,
+			   ",\"samples_required\":%" PRIu64 ",\"enough_samples\":%s"
+			   ",\"straddles\":%s",
 			   min_samples, all >= min_samples ? "true" : "false",
 			   all > 0 && lo <= ML_REQUIRED_PCT && hi > ML_REQUIRED_PCT ? "true"
-										  : "false");
-	buf_printf(o, ",\"p50_ms\":%.3f,\"p90_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f"
-		      ",\"mean_ms\":%.3f,",
-		   (double)histo_percentile(h, 50) / 1000.0, (double)histo_percentile(h, 90) / 1000.0,
+										    : "false");
+	buf_printf(o,
+		   ",\"p50_ms\":%.3f,\"p90_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f"
+		   ",\"mean_ms\":%.3f,",
+		   (double)histo_percentile(h, 50) / 1000.0,
+		   (double)histo_percentile(h, 90) / 1000.0,
 		   (double)histo_percentile(h, 99) / 1000.0, (double)h->max / 1000.0,
 		   (double)histo_mean(h) / 1000.0);
 	put_histogram(o, h);
@@ -714,15 +724,17 @@ static void put_ts(struct buf *o, const struct mgr_point *p)
 			p99[k] = 0;
 			for (int b = 0; b < TS_LB && tot > 0; b++) {
 				acc += p->tslb[i][k][b];
-				if ((double)acc >= 0.99 * (double)tot) { /* bucket b holds < 2^b us */
+				if ((double)acc >=
+				    0.99 * (double)tot) { /* bucket b holds < 2^b us */
 					p99[k] = (double)((uint64_t)1 << b) / 1000.0;
 					break;
 				}
 			}
 		}
-		buf_printf(o, "%s{\"t_s\":%u,\"smtp_steps\":%" PRIu64 ",\"smtp_errors\":%" PRIu64
-			      ",\"imap_steps\":%" PRIu64 ",\"imap_errors\":%" PRIu64
-			      ",\"smtp_p99_ms\":%.3f,\"imap_p99_ms\":%.3f}",
+		buf_printf(o,
+			   "%s{\"t_s\":%u,\"smtp_steps\":%" PRIu64 ",\"smtp_errors\":%" PRIu64
+			   ",\"imap_steps\":%" PRIu64 ",\"imap_errors\":%" PRIu64
+			   ",\"smtp_p99_ms\":%.3f,\"imap_p99_ms\":%.3f}",
 			   i ? "," : "", i * p->ts_step_s, p->ts[i][0], p->ts[i][1], p->ts[i][2],
 			   p->ts[i][3], p99[0], p99[1]);
 	}
@@ -766,8 +778,8 @@ static void judge(struct verdict *v, const char *name, const struct histo *h, ui
 	ml_wilson(within, all, &lo, &hi);
 	if (all < min_samples) {
 		v->too_short = true;
-		why_add(&v->invalid, "%s: %" PRIu64 " samples, %" PRIu64 " required (too short)", name,
-			all, min_samples);
+		why_add(&v->invalid, "%s: %" PRIu64 " samples, %" PRIu64 " required (too short)",
+			name, all, min_samples);
 	} else if (pct <= ML_REQUIRED_PCT) {
 		why_add(&v->fail, "%s: %.2f%% inside %.0f s, not more than 95%%", name, pct,
 			limit_ms / 1000.0);
@@ -778,9 +790,8 @@ static void judge(struct verdict *v, const char *name, const struct histo *h, ui
 }
 
 /* The functions array; adds up the workload's steps and failures and judges the summary. */
-static void put_point_functions(const struct mgr_point *p, const struct ml_cfg *c,
-				struct buf *o, uint64_t *steps, uint64_t *failed,
-				struct verdict *v)
+static void put_point_functions(const struct mgr_point *p, const struct ml_cfg *c, struct buf *o,
+				uint64_t *steps, uint64_t *failed, struct verdict *v)
 {
 	static const char *const cls[] = { "summary", "other", "probe" };
 
@@ -799,7 +810,8 @@ static void put_point_functions(const struct mgr_point *p, const struct ml_cfg *
 		json_put_str(o, ml_fns[f].name);
 		buf_printf(o, ",\"class\":\"%s\",\"summary\":%s,\"limit_ms\":%u,", cls[k],
 			   k == FC_SUMMARY ? "true" : "false", ml_fns[f].limit_ms);
-		put_compliance(o, h, p->err[f], ml_fns[f].limit_ms, k == FC_SUMMARY, c->min_samples);
+		put_compliance(o, h, p->err[f], ml_fns[f].limit_ms, k == FC_SUMMARY,
+			       c->min_samples);
 		buf_putc(o, '}');
 	}
 	buf_putc(o, ']');
@@ -818,10 +830,12 @@ static void put_copies(struct buf *o, const char *key, const struct ml_cfg *c,
 		buf_printf(o, "%s{\"message_id\":\"<%" PRIu64 ".%" PRIu64 "@mailload>\",\"rcpt\":",
 			   i ? "," : "", c->run_id, r->sent->seq);
 		json_put_str(o, addr);
-		buf_printf(o, ",\"local\":%s,\"submitted\":%s,\"ack_ms\":%" PRId64
-			      ",\"sent_s\":%.3f,\"ack_s\":%.3f",
+		buf_printf(o,
+			   ",\"local\":%s,\"submitted\":%s,\"ack_ms\":%" PRId64
+			   ",\"sent_s\":%.3f,\"ack_s\":%.3f",
 			   r->rcpt > 0 ? "true" : "false", r->sent->submitted ? "true" : "false",
-			   r->sent->ack_ms, (double)(r->sent->sent_ms - (int64_t)c->t0_ms) / 1000.0,
+			   r->sent->ack_ms,
+			   (double)(r->sent->sent_ms - (int64_t)c->t0_ms) / 1000.0,
 			   (double)(r->sent->ack_ms - (int64_t)c->t0_ms) / 1000.0);
 		if (r->found_ms != 0)
 			buf_printf(o, ",\"found_ms\":%" PRId64 ",\"delivery_s\":%.3f", r->found_ms,
@@ -837,10 +851,11 @@ static void put_copies(struct buf *o, const char *key, const struct ml_cfg *c,
 
 static void put_probes(const struct mgr_point *p, struct buf *o)
 {
-	buf_printf(o, ",\"probes\":{\"window_s\":%" PRIu64 ",\"sessions\":%" PRIu64
-		      ",\"refused\":%" PRIu64 ",\"connections_allowed\":%" PRIu64
-		      ",\"connections_max\":%" PRIu64 ",\"limited_by_server\":%s"
-		      ",\"expired_unprobed\":%" PRIu64 ",\"idle_missed\":%" PRIu64 ",",
+	buf_printf(o,
+		   ",\"probes\":{\"window_s\":%" PRIu64 ",\"sessions\":%" PRIu64
+		   ",\"refused\":%" PRIu64 ",\"connections_allowed\":%" PRIu64
+		   ",\"connections_max\":%" PRIu64 ",\"limited_by_server\":%s"
+		   ",\"expired_unprobed\":%" PRIu64 ",\"idle_missed\":%" PRIu64 ",",
 		   p->probes.window_s, p->probes.started, p->probes.refused, p->probes.cap_min,
 		   p->probes.cap_max, p->probes.limited ? "true" : "false",
 		   p->probes.expired_unprobed, p->probes.idle_missed);
@@ -858,16 +873,18 @@ static void put_point_delivery(const struct mgr_point *p, const struct ml_cfg *c
 
 	for (size_t i = 0; i < p->nrecon; i++)
 		p->recon[i].why == NULL ? rok++ : rfail++;
-	buf_printf(o, ",\"delivery\":{\"limit_ms\":%d,\"window_ms\":%" PRIu64 ",\"checked\":%" PRIu64
-		      ",\"delivered\":%" PRIu64 ",\"late\":%" PRIu64 ",\"unchecked\":%" PRIu64
-		      ",\"lost\":%" PRIu64 ",\"duplicated\":%" PRIu64 ",\"local\":%" PRIu64
-		      ",\"remote\":%" PRIu64 ",\"measured\":%" PRIu64 ",\"measured_found\":%" PRIu64
-		      ",\"reconciliation\":{\"tried\":%s,\"users\":%zu,\"read\":%" PRIu64
-		      ",\"failed\":%" PRIu64 ",\"found\":%" PRIu64 ",\"below_covered_uid\":%" PRIu64
-		      "},\"remote_note\":",
-		   ML_DELIVERY_LIMIT_MS, c->probe_window_s * 1000, d->checked, d->delivered, d->late,
-		   d->unchecked, d->lost, d->dup, d->local, d->remote, d->measured, d->measured_found,
-		   p->recon_tried ? "true" : "false", p->nrecon, rok, rfail, d->late_recon, d->below);
+	buf_printf(o,
+		   ",\"delivery\":{\"limit_ms\":%d,\"window_ms\":%" PRIu64 ",\"checked\":%" PRIu64
+		   ",\"delivered\":%" PRIu64 ",\"late\":%" PRIu64 ",\"unchecked\":%" PRIu64
+		   ",\"lost\":%" PRIu64 ",\"duplicated\":%" PRIu64 ",\"local\":%" PRIu64
+		   ",\"remote\":%" PRIu64 ",\"measured\":%" PRIu64 ",\"measured_found\":%" PRIu64
+		   ",\"reconciliation\":{\"tried\":%s,\"users\":%zu,\"read\":%" PRIu64
+		   ",\"failed\":%" PRIu64 ",\"found\":%" PRIu64 ",\"below_covered_uid\":%" PRIu64
+		   "},\"remote_note\":",
+		   ML_DELIVERY_LIMIT_MS, c->probe_window_s * 1000, d->checked, d->delivered,
+		   d->late, d->unchecked, d->lost, d->dup, d->local, d->remote, d->measured,
+		   d->measured_found, p->recon_tried ? "true" : "false", p->nrecon, rok, rfail,
+		   d->late_recon, d->below);
 	json_put_str(o, sk != NULL && sk->note != NULL ? sk->note : "");
 	put_copies(o, "lost_copies", c, &d->lost_l);
 	put_copies(o, "late_copies", c, &d->late_l);
@@ -875,8 +892,9 @@ static void put_point_delivery(const struct mgr_point *p, const struct ml_cfg *c
 	put_probes(p, o);
 	buf_putc(o, ',');
 	put_compliance(o, &p->delivery, 0, ML_DELIVERY_LIMIT_MS, true, c->min_samples);
-	buf_printf(o, "},\"messages\":{\"submitted\":%" PRIu64 ",\"submitted_steady\":%" PRIu64
-		      ",\"incoming\":%" PRIu64 ",\"measured_rate\":%.3f}",
+	buf_printf(o,
+		   "},\"messages\":{\"submitted\":%" PRIu64 ",\"submitted_steady\":%" PRIu64
+		   ",\"incoming\":%" PRIu64 ",\"measured_rate\":%.3f}",
 		   d->submitted, d->submitted_steady, d->incoming,
 		   c->steady_s ? (double)d->submitted_steady * 60.0 / (double)c->steady_s : 0.0);
 }
@@ -891,15 +909,19 @@ static void delivery_rules(const struct mgr_point *p, const struct ml_cfg *c,
 	if (erate >= ML_ERROR_RATE_MAX)
 		why_add(&v->fail, "Error Rate: %.2f%% (limit < 1%%)", erate);
 	if (elo < ML_ERROR_RATE_MAX && ehi >= ML_ERROR_RATE_MAX)
-		why_add(&v->uncertain, "Error Rate: %.3f%% (95%% interval %.3f%%..%.3f%%) straddles 1%%",
-			erate, elo, ehi);
+		why_add(&v->uncertain,
+			"Error Rate: %.3f%% (95%% interval %.3f%%..%.3f%%) straddles 1%%", erate,
+			elo, ehi);
 	if (d->lost > 0 || d->dup > 0)
-		why_add(&v->fail, "%" PRIu64 " lost, %" PRIu64 " duplicated (after the reconciliation)",
+		why_add(&v->fail,
+			"%" PRIu64 " lost, %" PRIu64 " duplicated (after the reconciliation)",
 			d->lost, d->dup);
 	if (d->below > 0)
-		why_add(&v->fail, "%" PRIu64 " copies appeared under a UID already covered", d->below);
+		why_add(&v->fail, "%" PRIu64 " copies appeared under a UID already covered",
+			d->below);
 	if (d->unchecked > 0)
-		why_add(&v->invalid, "%" PRIu64 " recipient copies could not be checked", d->unchecked);
+		why_add(&v->invalid, "%" PRIu64 " recipient copies could not be checked",
+			d->unchecked);
 }
 
 static void put_errors(struct mgr_point *p, struct buf *o, uint64_t steps, uint64_t failed,
@@ -911,9 +933,10 @@ static void put_errors(struct mgr_point *p, struct buf *o, uint64_t steps, uint6
 		probe_failed += p->err[f];
 	if (p->nerrs > 1)
 		qsort(p->errs, p->nerrs, sizeof(*p->errs), cmp_err);
-	buf_printf(o, ",\"errors\":{\"steps\":%" PRIu64 ",\"failed\":%" PRIu64
-		      ",\"rate_pct\":%.4f,\"ci_low_pct\":%.4f,\"ci_high_pct\":%.4f"
-		      ",\"sessions_refused\":%" PRIu64 ",\"probe_failed\":%" PRIu64 ",\"top\":[",
+	buf_printf(o,
+		   ",\"errors\":{\"steps\":%" PRIu64 ",\"failed\":%" PRIu64
+		   ",\"rate_pct\":%.4f,\"ci_low_pct\":%.4f,\"ci_high_pct\":%.4f"
+		   ",\"sessions_refused\":%" PRIu64 ",\"probe_failed\":%" PRIu64 ",\"top\":[",
 		   steps, failed, erate, elo, ehi, p->refused, probe_failed);
 	for (size_t i = 0; i < p->nerrs && i < 12; i++) {
 		buf_printf(o, "%s{\"function\":\"%s\",\"probe\":%s,\"message\":", i ? "," : "",
@@ -941,9 +964,10 @@ enum ml_verdict mgr_point_finish(struct mgr_point *p, const struct ml_cfg *c, do
 	buf_init(&v.uncertain, 256, ML_TEXT_MAX);
 	v.too_short = false;
 	account(p, c, sk, &d);
-	buf_printf(o, "{\"pct\":%.0f,\"rate\":%.3f,\"users\":%" PRIu64 ",\"run_id\":%" PRIu64
-		      ",\"t0_ms\":%" PRIu64 ",\"phases\":{\"ramp_s\":%" PRIu64 ",\"steady_s\":%" PRIu64
-		      ",\"down_s\":%" PRIu64 ",\"drain_s\":%" PRIu64 "},",
+	buf_printf(o,
+		   "{\"pct\":%.0f,\"rate\":%.3f,\"users\":%" PRIu64 ",\"run_id\":%" PRIu64
+		   ",\"t0_ms\":%" PRIu64 ",\"phases\":{\"ramp_s\":%" PRIu64
+		   ",\"steady_s\":%" PRIu64 ",\"down_s\":%" PRIu64 ",\"drain_s\":%" PRIu64 "},",
 		   pct, c->rate, c->users, c->run_id, c->t0_ms, c->ramp_s, c->steady_s, c->down_s,
 		   c->drain_s);
 	put_point_functions(p, c, o, &steps, &failed, &v);
@@ -962,18 +986,19 @@ enum ml_verdict mgr_point_finish(struct mgr_point *p, const struct ml_cfg *c, do
 	buf_printf(o, ",\"agents\":[%s]", buf_cstr(&p->agents));
 	if (p->sut_cpu_s >= 0) {
 		uint64_t msgs = d.submitted + d.incoming;
-		buf_printf(o, ",\"sut_cpu\":{\"cpu_s\":%.3f,\"messages\":%" PRIu64
-			      ",\"s_per_1000_messages\":%.3f,\"pids\":",
+		buf_printf(o,
+			   ",\"sut_cpu\":{\"cpu_s\":%.3f,\"messages\":%" PRIu64
+			   ",\"s_per_1000_messages\":%.3f,\"pids\":",
 			   p->sut_cpu_s, msgs, msgs ? p->sut_cpu_s * 1000.0 / (double)msgs : 0.0);
 		json_put_str(o, p->sut_pids);
 		buf_putc(o, '}');
 	}
 	/* too few samples decide before anything: such a point is neither a pass nor a fail;
 	   then a broken rule fails it; then copies nobody could check leave it invalid */
-	enum ml_verdict verdict = v.too_short	    ? MV_INVALID
-				  : v.fail.len	    ? MV_FAIL
+	enum ml_verdict verdict = v.too_short     ? MV_INVALID
+				  : v.fail.len    ? MV_FAIL
 				  : v.invalid.len ? MV_INVALID
-						    : MV_PASS;
+						  : MV_PASS;
 	buf_printf(o, ",\"verdict\":\"%s\",\"pass\":%s,\"valid\":%s,\"uncertain\":%s",
 		   names[verdict], verdict == MV_PASS ? "true" : "false",
 		   verdict == MV_INVALID ? "false" : "true", v.uncertain.len ? "true" : "false");

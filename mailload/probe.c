@@ -216,7 +216,8 @@ static void probe_kick(struct agent *ag, int64_t now)
 		pr->started++;
 		if (pr->need[u - 1] != 0) {
 			int64_t since = abs_ms(pr, pr->need[u - 1]);
-			ag_sample(ag, FN_PROBE_QUEUE, now > since ? (uint64_t)(now - since) * 1000 : 0);
+			ag_sample(ag, FN_PROBE_QUEUE,
+				  now > since ? (uint64_t)(now - since) * 1000 : 0);
 		}
 		imap_start_probe(ag, u);
 	}
@@ -345,9 +346,10 @@ void probe_put_stats(const struct agent *ag, struct buf *o)
 {
 	const struct ag_probes *pr = &ag->pr;
 
-	buf_printf(o, "\"probes\":{\"started\":%" PRIu64 ",\"refused\":%" PRIu64
-		      ",\"cap\":%u,\"cap_max\":%u,\"limited\":%s,\"expired_unprobed\":%" PRIu64
-		      ",\"idle_missed\":%" PRIu64 ",\"window_s\":%" PRIu64 "}",
+	buf_printf(o,
+		   "\"probes\":{\"started\":%" PRIu64 ",\"refused\":%" PRIu64
+		   ",\"cap\":%u,\"cap_max\":%u,\"limited\":%s,\"expired_unprobed\":%" PRIu64
+		   ",\"idle_missed\":%" PRIu64 ",\"window_s\":%" PRIu64 "}",
 		   pr->started, pr->refused, pr->cap, pr->cap_max, pr->limited ? "true" : "false",
 		   pr->expired_unprobed, pr->idle_missed, ag->cfg.probe_window_s);
 }
@@ -424,8 +426,7 @@ void recon_done(struct agent *ag, size_t i, bool ok, const char *why)
 	recon_pump(ag);
 }
 
-void recon_seen(struct agent *ag, uint32_t user, uint64_t seq, uint32_t uidvalidity,
-		uint32_t uid)
+void recon_seen(struct agent *ag, uint32_t user, uint64_t seq, uint32_t uidvalidity, uint32_t uid)
 {
 	struct ag_probes *pr = &ag->pr;
 	const struct ag_user *u = ag_user(ag, user);
@@ -439,7 +440,7 @@ void recon_seen(struct agent *ag, uint32_t user, uint64_t seq, uint32_t uidvalid
 		pr->caprseen = pr->caprseen ? pr->caprseen * 2 : 64;
 		pr->rseen = xreallocarray(pr->rseen, pr->caprseen, sizeof(*pr->rseen));
 	}
-	pr->rseen[pr->nrseen++] = (struct ag_rseen){ seq, user, uidvalidity, uid, clock_wall_ms(),
+	pr->rseen[pr->nrseen++] = (struct ag_rseen){ seq,  user, uidvalidity, uid, clock_wall_ms(),
 						     below };
 }
 
@@ -467,8 +468,8 @@ void recon_put(const struct agent *ag, struct buf *o)
 	buf_puts(o, "],\"seen\":[");
 	for (size_t i = 0; i < pr->nrseen; i++) {
 		const struct ag_rseen *r = &pr->rseen[i];
-		buf_printf(o, "%s[%" PRIu64 ",%u,%u,%u,%" PRId64 ",%d]", i ? "," : "", r->seq, r->user,
-			   r->uidvalidity, r->uid, r->ms, r->below ? 1 : 0);
+		buf_printf(o, "%s[%" PRIu64 ",%u,%u,%u,%" PRId64 ",%d]", i ? "," : "", r->seq,
+			   r->user, r->uidvalidity, r->uid, r->ms, r->below ? 1 : 0);
 	}
 	buf_putc(o, ']');
 }

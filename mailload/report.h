@@ -32,8 +32,8 @@ void report_accounting_line(const struct jv *pt, struct buf *out);
 /* mailload compare: A and B side by side, as text and as HTML. */
 void report_compare_text(const struct jv *a, const struct jv *b, const char *na, const char *nb,
 			 struct buf *out);
-void report_compare_html(const struct jv *a, const struct jv *b, const char *na,
-			 const char *nb, struct buf *out);
+void report_compare_html(const struct jv *a, const struct jv *b, const char *na, const char *nb,
+			 struct buf *out);
 
 /* ---- SVG charts (report_svg.c) ---- */
 struct svg_axis {

@@ -26,11 +26,20 @@ void svg_esc(struct buf *o, const char *s)
 {
 	for (; s != NULL && *s != '\0'; s++) {
 		switch (*s) {
-		case '<': buf_puts(o, "&lt;"); break;
-		case '>': buf_puts(o, "&gt;"); break;
-		case '&': buf_puts(o, "&amp;"); break;
-		case '"': buf_puts(o, "&quot;"); break;
-		default: buf_putc(o, *s);
+		case '<':
+			buf_puts(o, "&lt;");
+			break;
+		case '>':
+			buf_puts(o, "&gt;");
+			break;
+		case '&':
+			buf_puts(o, "&amp;");
+			break;
+		case '"':
+			buf_puts(o, "&quot;");
+			break;
+		default:
+			buf_putc(o, *s);
 		}
 	}
 }
@@ -77,14 +86,16 @@ static void tick(struct buf *o, const struct svg_plot *p, bool xaxis, double v)
 
 	fmt_num(lab, sizeof(lab), v);
 	if (xaxis)
-		buf_printf(o, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#ddd\"/>"
-			      "<text class=\"xtick\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" "
-			      "font-size=\"11\">%s</text>",
+		buf_printf(o,
+			   "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#ddd\"/>"
+			   "<text class=\"xtick\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" "
+			   "font-size=\"11\">%s</text>",
 			   px(p, v), MT, px(p, v), MT + PH, px(p, v), MT + PH + 15, lab);
 	else
-		buf_printf(o, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-			      "<text class=\"ytick\" x=\"%d\" y=\"%.1f\" text-anchor=\"end\" "
-			      "font-size=\"11\">%s</text>",
+		buf_printf(o,
+			   "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+			   "<text class=\"ytick\" x=\"%d\" y=\"%.1f\" text-anchor=\"end\" "
+			   "font-size=\"11\">%s</text>",
 			   ML, py(p, v), ML + PW, py(p, v), ML - 6, py(p, v) + 4, lab);
 }
 
@@ -106,9 +117,10 @@ void svg_begin(struct buf *o, const struct svg_plot *p, const char *kind, const 
 {
 	buf_puts(o, "<figure><figcaption>");
 	svg_esc(o, title);
-	buf_printf(o, "</figcaption><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
-		      "height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\" data-chart=\"%s\">"
-		      "<title>",
+	buf_printf(o,
+		   "</figcaption><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
+		   "height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\" data-chart=\"%s\">"
+		   "<title>",
 		   W, H, W, H, kind);
 	svg_esc(o, title);
 	buf_printf(o, "</title><rect width=\"%d\" height=\"%d\" fill=\"#fff\"/>", W, H);
@@ -118,15 +130,18 @@ void svg_axes(struct buf *o, const struct svg_plot *p)
 {
 	ticks(o, p, true);
 	ticks(o, p, false);
-	buf_printf(o, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
-		      "stroke=\"#555\"/>",
+	buf_printf(o,
+		   "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
+		   "stroke=\"#555\"/>",
 		   ML, MT, PW, PH);
-	buf_printf(o, "<text class=\"xunit\" x=\"%d\" y=\"%d\" text-anchor=\"middle\" "
-		      "font-size=\"12\">",
+	buf_printf(o,
+		   "<text class=\"xunit\" x=\"%d\" y=\"%d\" text-anchor=\"middle\" "
+		   "font-size=\"12\">",
 		   ML + PW / 2, H - 8);
 	svg_esc(o, p->x.label);
-	buf_printf(o, "</text><text class=\"yunit\" x=\"14\" y=\"%d\" text-anchor=\"middle\" "
-		      "font-size=\"12\" transform=\"rotate(-90 14 %d)\">",
+	buf_printf(o,
+		   "</text><text class=\"yunit\" x=\"14\" y=\"%d\" text-anchor=\"middle\" "
+		   "font-size=\"12\" transform=\"rotate(-90 14 %d)\">",
 		   MT + PH / 2, MT + PH / 2);
 	svg_esc(o, p->y.label);
 	buf_puts(o, "</text>");
@@ -142,15 +157,15 @@ void svg_phase(struct buf *o, const struct svg_plot *p, double x0, double x1, co
 {
 	if (x1 <= x0)
 		return;
-	buf_printf(o, "<rect class=\"phase\" data-phase=\"%s\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" "
-		      "height=\"%d\" fill=\"%s\"/><text class=\"phasename\" x=\"%.1f\" y=\"%d\" "
-		      "text-anchor=\"middle\" font-size=\"10\" fill=\"#555\">%s</text>",
-		   name, px(p, x0), MT, px(p, x1) - px(p, x0), PH, fill, (px(p, x0) + px(p, x1)) / 2,
-		   MT - 4, name);
+	buf_printf(o,
+		   "<rect class=\"phase\" data-phase=\"%s\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" "
+		   "height=\"%d\" fill=\"%s\"/><text class=\"phasename\" x=\"%.1f\" y=\"%d\" "
+		   "text-anchor=\"middle\" font-size=\"10\" fill=\"#555\">%s</text>",
+		   name, px(p, x0), MT, px(p, x1) - px(p, x0), PH, fill,
+		   (px(p, x0) + px(p, x1)) / 2, MT - 4, name);
 }
 
-void svg_limit(struct buf *o, const struct svg_plot *p, bool vertical, double v,
-	       const char *label)
+void svg_limit(struct buf *o, const struct svg_plot *p, bool vertical, double v, const char *label)
 {
 	double x1, y1, x2, y2;
 
@@ -163,10 +178,11 @@ void svg_limit(struct buf *o, const struct svg_plot *p, bool vertical, double v,
 		x2 = ML + PW;
 		y1 = y2 = py(p, v);
 	}
-	buf_printf(o, "<line class=\"limit\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
-		      "stroke=\"#d35400\" stroke-width=\"1.5\" stroke-dasharray=\"6 3\"/>"
-		      "<text class=\"limitlabel\" x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
-		      "fill=\"#d35400\" text-anchor=\"%s\">",
+	buf_printf(o,
+		   "<line class=\"limit\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+		   "stroke=\"#d35400\" stroke-width=\"1.5\" stroke-dasharray=\"6 3\"/>"
+		   "<text class=\"limitlabel\" x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
+		   "fill=\"#d35400\" text-anchor=\"%s\">",
 		   x1, y1, x2, y2, vertical ? x1 - 4 : x2 - 4, vertical ? (double)MT + 12 : y1 - 4,
 		   "end");
 	svg_esc(o, label);
@@ -176,13 +192,15 @@ void svg_limit(struct buf *o, const struct svg_plot *p, bool vertical, double v,
 void svg_series(struct buf *o, const struct svg_plot *p, const double *x, const double *y,
 		size_t n, int k, const char *name)
 {
-	buf_printf(o, "<polyline class=\"series\" data-series=\"%s\" fill=\"none\" stroke=\"%s\" "
-		      "stroke-width=\"1.6\" points=\"",
+	buf_printf(o,
+		   "<polyline class=\"series\" data-series=\"%s\" fill=\"none\" stroke=\"%s\" "
+		   "stroke-width=\"1.6\" points=\"",
 		   name, colors[k % 4]);
 	for (size_t i = 0; i < n; i++)
 		buf_printf(o, "%.1f,%.1f ", px(p, x[i]), py(p, y[i]));
-	buf_printf(o, "\"/><rect class=\"legend\" x=\"%d\" y=\"%d\" width=\"12\" height=\"3\" "
-		      "fill=\"%s\"/><text x=\"%d\" y=\"%d\" font-size=\"11\">",
+	buf_printf(o,
+		   "\"/><rect class=\"legend\" x=\"%d\" y=\"%d\" width=\"12\" height=\"3\" "
+		   "fill=\"%s\"/><text x=\"%d\" y=\"%d\" font-size=\"11\">",
 		   ML + 8 + k * 110, MT + 8, colors[k % 4], ML + 24 + k * 110, MT + 12);
 	svg_esc(o, name);
 	buf_puts(o, "</text>");
@@ -235,15 +253,17 @@ void svg_histogram(struct buf *o, const char *title, const struct histo *h, uint
 	}
 	for (size_t k = 0; k < nb; k++)
 		maxc = count[k] > maxc ? count[k] : maxc;
-	p.x = (struct svg_axis){ 0, (double)nb, false, "response time bins (ms; the last folds "
-						       "everything over the limit)" };
+	p.x = (struct svg_axis){ 0, (double)nb, false,
+				 "response time bins (ms; the last folds "
+				 "everything over the limit)" };
 	p.y = (struct svg_axis){ 0, maxc > 0 ? (double)maxc * 1.1 : 1, false, "steps" };
 	svg_begin(o, &p, "histogram", title);
 	/* y ticks only: the x axis is labelled per bin */
 	struct svg_plot q = p;
 	ticks(o, &q, false);
-	buf_printf(o, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
-		      "stroke=\"#555\"/>",
+	buf_printf(o,
+		   "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
+		   "stroke=\"#555\"/>",
 		   ML, MT, PW, PH);
 	double bw = (double)PW / (double)nb;
 	for (size_t k = 0; k < nb; k++) {
@@ -252,20 +272,25 @@ void svg_histogram(struct buf *o, const char *title, const struct histo *h, uint
 
 		fmt_ms(lab, sizeof(lab), fold ? limit_us : edge[k + 1]);
 		snprintf(lab2, sizeof(lab2), "%s%s", fold ? "&gt;" : "&#8804;", lab);
-		buf_printf(o, "<rect class=\"bar%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
-			      "height=\"%.1f\" fill=\"%s\"><title>%s: %" PRIu64 " steps</title></rect>",
+		buf_printf(o,
+			   "<rect class=\"bar%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+			   "height=\"%.1f\" fill=\"%s\"><title>%s: %" PRIu64
+			   " steps</title></rect>",
 			   fold ? " fold" : "", x + 2, top, bw - 4, (double)(MT + PH) - top,
 			   fold ? "#c0392b" : "#1f5fa8", lab2, count[k]);
-		buf_printf(o, "<text class=\"xtick\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" "
-			      "font-size=\"10\">%s</text>",
+		buf_printf(o,
+			   "<text class=\"xtick\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" "
+			   "font-size=\"10\">%s</text>",
 			   x + bw / 2, MT + PH + 14, lab2);
 	}
-	buf_printf(o, "<text class=\"xunit\" x=\"%d\" y=\"%d\" text-anchor=\"middle\" "
-		      "font-size=\"12\">",
+	buf_printf(o,
+		   "<text class=\"xunit\" x=\"%d\" y=\"%d\" text-anchor=\"middle\" "
+		   "font-size=\"12\">",
 		   ML + PW / 2, H - 8);
 	svg_esc(o, "upper edge of each bin (the red bar: over the limit)");
-	buf_printf(o, "</text><text class=\"yunit\" x=\"14\" y=\"%d\" text-anchor=\"middle\" "
-		      "font-size=\"12\" transform=\"rotate(-90 14 %d)\">steps</text>",
+	buf_printf(o,
+		   "</text><text class=\"yunit\" x=\"14\" y=\"%d\" text-anchor=\"middle\" "
+		   "font-size=\"12\" transform=\"rotate(-90 14 %d)\">steps</text>",
 		   MT + PH / 2, MT + PH / 2);
 	svg_end(o);
 }

@@ -36,8 +36,8 @@ static int smtp_reply_fail(struct smtp_reply *r, const char *why)
 
 static bool smtp_line_ok(const char *l, size_t n)
 {
-	return n >= 3 && l[0] >= '2' && l[0] <= '5' && l[1] >= '0' && l[1] <= '9' &&
-	       l[2] >= '0' && l[2] <= '9' && (n == 3 || l[3] == ' ' || l[3] == '-');
+	return n >= 3 && l[0] >= '2' && l[0] <= '5' && l[1] >= '0' && l[1] <= '9' && l[2] >= '0' &&
+	       l[2] <= '9' && (n == 3 || l[3] == ' ' || l[3] == '-');
 }
 
 int smtp_reply_parse(struct smtp_reply *r, struct evbuffer *in)
@@ -75,8 +75,7 @@ int smtp_reply_parse(struct smtp_reply *r, struct evbuffer *in)
 	return rc < 0 ? smtp_reply_fail(r, "reply line too long") : 0;
 }
 
-void imap_rparser_init(struct imap_rparser *p, size_t line_max, size_t keep_max,
-		       uint64_t lit_max)
+void imap_rparser_init(struct imap_rparser *p, size_t line_max, size_t keep_max, uint64_t lit_max)
 {
 	memset(p, 0, sizeof(*p));
 	p->line_max = line_max;
@@ -303,9 +302,9 @@ static uint32_t flag_bit(const char *s, size_t n)
 	static const struct {
 		const char *name;
 		uint32_t bit;
-	} fl[] = { { "\\Seen", FL_SEEN },       { "\\Deleted", FL_DELETED },
+	} fl[] = { { "\\Seen", FL_SEEN },         { "\\Deleted", FL_DELETED },
 		   { "\\Answered", FL_ANSWERED }, { "\\Flagged", FL_FLAGGED },
-		   { "\\Draft", FL_DRAFT },     { "\\Recent", FL_RECENT } };
+		   { "\\Draft", FL_DRAFT },       { "\\Recent", FL_RECENT } };
 
 	for (size_t i = 0; i < sizeof(fl) / sizeof(fl[0]); i++)
 		if (str_caseeq(s, n, fl[i].name, strlen(fl[i].name)))

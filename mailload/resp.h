@@ -16,15 +16,19 @@ struct evbuffer;
 #define SMTP_LINE_MAX 2048
 #define SMTP_LINES_MAX 64
 
-enum { SMTP_EXT_PIPELINING = 1, SMTP_EXT_STARTTLS = 2, SMTP_EXT_AUTH_PLAIN = 4,
-       SMTP_EXT_8BITMIME = 8 };
+enum {
+	SMTP_EXT_PIPELINING = 1,
+	SMTP_EXT_STARTTLS = 2,
+	SMTP_EXT_AUTH_PLAIN = 4,
+	SMTP_EXT_8BITMIME = 8
+};
 
 struct smtp_reply {
 	struct line_reader lr; /* CRLF lines of at most SMTP_LINE_MAX */
-	int code;         /* 0 until the first line */
+	int code;              /* 0 until the first line */
 	uint32_t nlines;
-	uint32_t ext;     /* SMTP_EXT_* seen in this reply's lines (EHLO) */
-	char text[256];   /* the first line, without the code (truncated) */
+	uint32_t ext;   /* SMTP_EXT_* seen in this reply's lines (EHLO) */
+	char text[256]; /* the first line, without the code (truncated) */
 };
 
 /* Reads lines of one reply from in. 1: complete reply in r (reset r before the next one),
@@ -49,8 +53,7 @@ struct imap_rparser {
 	const char *error;
 };
 
-void imap_rparser_init(struct imap_rparser *p, size_t line_max, size_t keep_max,
-		       uint64_t lit_max);
+void imap_rparser_init(struct imap_rparser *p, size_t line_max, size_t keep_max, uint64_t lit_max);
 void imap_rparser_release(struct imap_rparser *p);
 /* 1: a complete response in p->line; 0: need more; -1: error (p->error). */
 int imap_rparser_next(struct imap_rparser *p, struct evbuffer *in);
@@ -75,21 +78,27 @@ bool itok_is(const struct itok *t, const char *atom);
 bool itok_num(const struct itok *t, uint64_t *v);
 
 /* Flags as bits. */
-enum { FL_SEEN = 1, FL_DELETED = 2, FL_ANSWERED = 4, FL_FLAGGED = 8, FL_DRAFT = 16,
-       FL_RECENT = 32 };
+enum {
+	FL_SEEN = 1,
+	FL_DELETED = 2,
+	FL_ANSWERED = 4,
+	FL_FLAGGED = 8,
+	FL_DRAFT = 16,
+	FL_RECENT = 32
+};
 
 /* What mailload reads out of "* n FETCH (...)". */
 struct imap_fetch {
 	uint64_t seq;
-	uint64_t uid;         /* 0: absent */
+	uint64_t uid; /* 0: absent */
 	bool has_flags;
 	uint32_t flags;
-	uint64_t size;        /* RFC822.SIZE, 0 absent */
+	uint64_t size; /* RFC822.SIZE, 0 absent */
 	bool has_size;
-	const char *hdr;      /* BODY[HEADER.FIELDS ...] text, NULL when absent */
+	const char *hdr; /* BODY[HEADER.FIELDS ...] text, NULL when absent */
 	size_t hdrlen;
 	bool has_body;
-	uint64_t bodylen;     /* BODY[] literal size */
+	uint64_t bodylen; /* BODY[] literal size */
 };
 /* Parses the part after "* ": 1 when it is a FETCH, 0 if another response, -1 malformed. */
 int imap_parse_fetch(const char *p, size_t len, struct imap_fetch *f);

@@ -38,7 +38,8 @@ static int read_text(const char *path, struct buf *b)
 static const char *heron_default(const char *section, const char *key)
 {
 	for (size_t i = 0; i < conf_nkeys; i++)
-		if (strcmp(conf_keys[i].section, section) == 0 && strcmp(conf_keys[i].name, key) == 0)
+		if (strcmp(conf_keys[i].section, section) == 0 &&
+		    strcmp(conf_keys[i].name, key) == 0)
 			return conf_keys[i].def != NULL ? conf_keys[i].def : "";
 	return NULL;
 }
@@ -60,8 +61,8 @@ static void scan_heron_conf(const char *text, struct heron_conf_scan *h)
 	snprintf(h->workers[1], sizeof(h->workers[1]), "%s", heron_default("imapd", "workers"));
 	while (*p != '\0') {
 		size_t n = strcspn(p, "\n");
-		snprintf(line, sizeof(line), "%.*s", (int)(n < sizeof(line) - 1 ? n : sizeof(line) - 1),
-			 p);
+		snprintf(line, sizeof(line), "%.*s",
+			 (int)(n < sizeof(line) - 1 ? n : sizeof(line) - 1), p);
 		p += n + (p[n] == '\n');
 		struct str_view v = str_trim(str_view_of(line));
 		if (v.len == 0 || v.p[0] == '#' || v.p[0] == ';')
@@ -74,7 +75,8 @@ static void scan_heron_conf(const char *text, struct heron_conf_scan *h)
 		if (eq == NULL)
 			continue;
 		struct str_view k = str_trim((struct str_view){ v.p, (size_t)(eq - v.p) });
-		struct str_view val = str_trim((struct str_view){ eq + 1, v.len - (size_t)(eq - v.p) - 1 });
+		struct str_view val = str_trim(
+			(struct str_view){ eq + 1, v.len - (size_t)(eq - v.p) - 1 });
 		char key[96], value[512], name[160];
 		snprintf(key, sizeof(key), "%.*s", (int)k.len, k.p);
 		snprintf(value, sizeof(value), "%.*s", (int)val.len, val.p);
@@ -87,7 +89,8 @@ static void scan_heron_conf(const char *text, struct heron_conf_scan *h)
 		if (d != NULL && strcmp(d, value) == 0)
 			continue;
 		bool secret = strstr(key, "password") != NULL || strstr(key, "secret") != NULL;
-		snprintf(name, sizeof(name), "%s.%s%s", section, key, d == NULL ? " (not a Heron key)" : "");
+		snprintf(name, sizeof(name), "%s.%s%s", section, key,
+			 d == NULL ? " (not a Heron key)" : "");
 		buf_printf(&h->nd, "%s", h->nd.len ? "," : "");
 		json_put_str(&h->nd, name);
 		buf_putc(&h->nd, ':');
@@ -190,7 +193,8 @@ int sut_disclose(const struct mgr_opts *o, struct buf *out)
 		buf_init(&h.nd, 1024, ML_DOC_MAX);
 		scan_heron_conf(buf_cstr(&text), &h);
 		bool heron = h.known > 0;
-		buf_printf(out, "\"config\":{\"kind\":\"%s\",\"path\":", heron ? "heron.conf" : "text");
+		buf_printf(out,
+			   "\"config\":{\"kind\":\"%s\",\"path\":", heron ? "heron.conf" : "text");
 		json_put_str(out, o->sut_config);
 		buf_puts(out, ",\"version\":");
 		json_put_str(out, version);
@@ -213,7 +217,8 @@ int sut_disclose(const struct mgr_opts *o, struct buf *out)
 	if (o->notes != NULL) {
 		buf_reset(&text);
 		if (read_text(o->notes, &text) < 0) {
-			fprintf(stderr, "mailload run: --notes %s: %s\n", o->notes, strerror(errno));
+			fprintf(stderr, "mailload run: --notes %s: %s\n", o->notes,
+				strerror(errno));
 			rc = -1;
 		}
 		buf_puts(out, ",\"notes\":");
@@ -241,8 +246,9 @@ static int stat_of(pid_t pid, bool root, uint64_t *ticks, pid_t *ppid)
 	unsigned long long ut, st;
 	long long cut, cst;
 	int pp;
-	if (p == NULL || sscanf(p + 2, "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld",
-				&pp, &ut, &st, &cut, &cst) != 5)
+	if (p == NULL ||
+	    sscanf(p + 2, "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld", &pp,
+		   &ut, &st, &cut, &cst) != 5)
 		return -1;
 	*ppid = pp;
 	*ticks = ut + st + (root ? (uint64_t)(cut + cst) : 0);

@@ -29,15 +29,15 @@ struct um_user {
 /* The selected folder during a session. */
 struct um_view {
 	struct um_folder *f;
-	bool grows;         /* INBOX and Sent receive mail from others: counts may only grow */
+	bool grows; /* INBOX and Sent receive mail from others: counts may only grow */
 	bool selected;
 	uint32_t exists;
 	uint32_t cap;
-	uint32_t *uid;      /* by seq-1; 0 unknown */
-	uint8_t *flags;     /* by seq-1: bits known set */
-	uint8_t *want;      /* by seq-1: bits we stored and must see */
-	uint32_t expunges;  /* EXPUNGE responses since our EXPUNGE command */
-	uint32_t deleted;   /* messages we flagged \Deleted in this selection */
+	uint32_t *uid;     /* by seq-1; 0 unknown */
+	uint8_t *flags;    /* by seq-1: bits known set */
+	uint8_t *want;     /* by seq-1: bits we stored and must see */
+	uint32_t expunges; /* EXPUNGE responses since our EXPUNGE command */
+	uint32_t deleted;  /* messages we flagged \Deleted in this selection */
 	uint32_t uidvalidity, uidnext;
 };
 

@@ -106,8 +106,8 @@ check:
 	if (c->users == 0)
 		c->users = db.n;
 	if (c->users > db.n || db.n == 0) {
-		snprintf(err, errlen, "%s has %" PRIu64 " users, the run needs %" PRIu64, c->users_file,
-			 db.n, c->users);
+		snprintf(err, errlen, "%s has %" PRIu64 " users, the run needs %" PRIu64,
+			 c->users_file, db.n, c->users);
 		return -1;
 	}
 	return 0;

@@ -84,9 +84,7 @@ int ms_server_run(struct daemon_worker *w, const struct ms_worker_args *wa)
 	if (ldapauth_new(srv.base, wa->conf, &srv.auth, &err) < 0)
 		fatalx("directory: %s", err);
 	srv.guard = authguard_open(wa->conf);
-	srv.ns = net_server_new(srv.base, wa->fds,
-				(size_t)sc->max_connections, accept_cb,
-				&srv);
+	srv.ns = net_server_new(srv.base, wa->fds, (size_t)sc->max_connections, accept_cb, &srv);
 	net_server_set_refusal(srv.ns, "managesieve", "BYE \"Too many connections\"\r\n");
 	metrics_worker_start(daemon_worker_index(w));
 	obs = ms_obs_start(&srv, daemon_worker_index(w), wa->metrics);
@@ -127,8 +125,8 @@ int main(int argc, char **argv)
 	char *error = NULL;
 	int rc;
 
-	static const char *const sections[] = { "store", "directory", "tls", "sieve", "metrics",
-						"control", "log", NULL };
+	static const char *const sections[] = { "store",   "directory", "tls", "sieve",
+						"metrics", "control",   "log", NULL };
 
 	daemon_args_parse(argc, argv, "managesieved", &args);
 	args.sections = sections;

@@ -41,7 +41,7 @@ struct ms_server {
 	struct store *store;
 	struct store_gc *gc;
 	struct ldapauth *auth;
-	struct authguard *guard;   /* the login throttle mtad and imapd share */
+	struct authguard *guard; /* the login throttle mtad and imapd share */
 	struct sieve_admin_limits lim;
 	bool allow_plaintext;
 	int64_t timeout_ms;
@@ -54,7 +54,7 @@ struct ms_server {
 #define MS_LINE_MAX 8192
 
 struct ms_arg {
-	const char *p;    /* into the session's cmd buffer, NUL-terminated */
+	const char *p; /* into the session's cmd buffer, NUL-terminated */
 	size_t len;
 	bool atom;
 };
@@ -64,30 +64,30 @@ struct ms_session {
 	struct ms_server *srv;
 	struct bufferevent *bev;
 	char addr[128];
-	char host[128];          /* the address without the port (the throttle's key) */
-	char auth_user[321];     /* the name of the check in progress */
+	char host[128];           /* the address without the port (the throttle's key) */
+	char auth_user[321];      /* the name of the check in progress */
 	struct sasl_plain *plain; /* held by the throttle before its check */
 	struct event *hold;
 	int hold_kind;
-	char user[321];          /* the authenticated (store) user, "" before */
+	char user[321]; /* the authenticated (store) user, "" before */
 	unsigned part;
 	bool tls, authed, closing, busy, dead, auth_cont;
-	bool kicked;             /* mailctl kick: BYE once the step in progress is done */
-	int64_t connected;       /* Unix time of the connect (mailctl who) */
+	bool kicked;                  /* mailctl kick: BYE once the step in progress is done */
+	int64_t connected;            /* Unix time of the connect (mailctl who) */
 	int64_t connected_us, cmd_us; /* monotonic µs: the connect, the last command */
-	unsigned cmd_idx;        /* its metrics label (ms_metrics.c) */
-	bool cmd_open;           /* waiting for its response */
+	unsigned cmd_idx;             /* its metrics label (ms_metrics.c) */
+	bool cmd_open;                /* waiting for its response */
 	unsigned auth_failures;
-	size_t need;             /* bytes the input must hold before it is parsed again */
-	uint64_t discard_left;   /* bytes of a refused literal still to drop */
-	bool discard_line;       /* then the rest of its line */
-	struct buf cmd;          /* the current command's argument bytes */
-	size_t lit_bytes;        /* of which in literals (not counted against the line) */
-	size_t pending_lit;      /* the literal being waited for, bytes */
+	size_t need;           /* bytes the input must hold before it is parsed again */
+	uint64_t discard_left; /* bytes of a refused literal still to drop */
+	bool discard_line;     /* then the rest of its line */
+	struct buf cmd;        /* the current command's argument bytes */
+	size_t lit_bytes;      /* of which in literals (not counted against the line) */
+	size_t pending_lit;    /* the literal being waited for, bytes */
 	struct ms_arg arg[MS_MAX_ARGS];
 	int narg;
 	struct ldapauth_req *req;
-	struct event *timer;     /* closing: waits for a TLS socket to flush */
+	struct event *timer; /* closing: waits for a TLS socket to flush */
 	TAILQ_ENTRY(ms_session) entry;
 };
 

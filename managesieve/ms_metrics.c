@@ -18,11 +18,10 @@
 enum { MM_COMMANDS = MS_NSTD, MM_COMMAND_SECONDS, MM_NFAMILIES };
 
 static const char *const services[] = { "sieve", NULL };
-static const char *const commands[] = {
-	"AUTHENTICATE", "STARTTLS", "LOGOUT", "CAPABILITY", "NOOP", "HAVESPACE", "PUTSCRIPT",
-	"CHECKSCRIPT", "LISTSCRIPTS", "GETSCRIPT", "SETACTIVE", "DELETESCRIPT", "RENAMESCRIPT",
-	"unknown", NULL
-};
+static const char *const commands[] = { "AUTHENTICATE", "STARTTLS",  "LOGOUT",    "CAPABILITY",
+					"NOOP",         "HAVESPACE", "PUTSCRIPT", "CHECKSCRIPT",
+					"LISTSCRIPTS",  "GETSCRIPT", "SETACTIVE", "DELETESCRIPT",
+					"RENAMESCRIPT", "unknown",   NULL };
 #define CMD_UNKNOWN 13
 static const char *const results[] = { "ok", "no", "bye", NULL };
 
@@ -38,14 +37,20 @@ void ms_metrics_init(unsigned workers)
 {
 	metrics_std_defs(defs, services);
 	defs[MM_COMMANDS] = (struct metric_def){
-		"heron_managesieve_commands_total", METRIC_COUNTER,
-		"ManageSieve commands by name and response (ok, no, bye)", { "command", "result" },
-		{ commands, results }, .sparse = true
+		"heron_managesieve_commands_total",
+		METRIC_COUNTER,
+		"ManageSieve commands by name and response (ok, no, bye)",
+		{ "command", "result" },
+		{ commands, results },
+		.sparse = true
 	};
 	defs[MM_COMMAND_SECONDS] = (struct metric_def){
-		"heron_managesieve_command_duration_seconds", METRIC_HISTOGRAM,
-		"ManageSieve commands from their line to the response", { "command" },
-		{ commands }, .sparse = true
+		"heron_managesieve_command_duration_seconds",
+		METRIC_HISTOGRAM,
+		"ManageSieve commands from their line to the response",
+		{ "command" },
+		{ commands },
+		.sparse = true
 	};
 	metrics_init("managesieved", defs, MM_NFAMILIES, workers);
 }
@@ -108,7 +113,8 @@ static void who(struct buf *out, const char *ident, unsigned worker, void *arg)
 	struct ms_session *s;
 	int64_t now_us = clock_mono_us();
 
-	TAILQ_FOREACH(s, &srv->sessions, entry) {
+	TAILQ_FOREACH(s, &srv->sessions, entry)
+	{
 		int64_t last_us = s->cmd_us > s->connected_us ? s->cmd_us : s->connected_us;
 		struct control_session cs = {
 			.id = s->id,
@@ -147,7 +153,11 @@ static unsigned kick(const char *user, void *arg)
 struct obs *ms_obs_start(struct ms_server *srv, unsigned worker, const struct net_fds *fds)
 {
 	struct obs_ops ops = {
-		.live = live, .publish = publish, .who = who, .kick = kick, .arg = srv,
+		.live = live,
+		.publish = publish,
+		.who = who,
+		.kick = kick,
+		.arg = srv,
 	};
 
 	memset(&last, 0, sizeof(last));

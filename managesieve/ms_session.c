@@ -81,7 +81,8 @@ static void capabilities(struct ms_session *s)
 	out(s, "\"SIEVE\" \"%s\"\r\n", sieve_extensions());
 	if (srv->tls_ctx != NULL && !s->tls)
 		out(s, "\"STARTTLS\"\r\n");
-	out(s, "\"MAXREDIRECTS\" \"%" PRId64 "\"\r\n", conf_values(srv->conf)->sieve.max_redirects);
+	out(s, "\"MAXREDIRECTS\" \"%" PRId64 "\"\r\n",
+	    conf_values(srv->conf)->sieve.max_redirects);
 	if (s->authed)
 		out(s, "\"OWNER\" \"%s\"\r\n", s->user);
 	out(s, "\"VERSION\" \"1.0\"\r\nOK \"Heron ManageSieve ready\"\r\n");
@@ -159,7 +160,7 @@ static void ms_free(struct ms_session *s)
 {
 	struct ms_server *srv = s->srv;
 
-	if (s->busy) {   /* an answer from the directory or the store is on its way */
+	if (s->busy) { /* an answer from the directory or the store is on its way */
 		s->dead = true;
 		bufferevent_disable(s->bev, EV_READ | EV_WRITE);
 		return;
@@ -206,7 +207,7 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 
 	if ((what & BEV_EVENT_CONNECTED) && !(what & (BEV_EVENT_ERROR | BEV_EVENT_EOF))) {
 		metrics_tls_handshake(bev);
-		return;  /* the TLS handshake completed */
+		return; /* the TLS handshake completed */
 	}
 	if ((what & BEV_EVENT_ERROR) && s->tls) {
 		const char *proto = NULL;
@@ -390,7 +391,7 @@ fail:
 		size_t drop = s->discard_left ? pos : eol ? (size_t)(eol - p) + 1 : n;
 
 		if (!s->discard_left && eol == NULL)
-			s->discard_line = true;  /* the rest of the line is still coming */
+			s->discard_line = true; /* the rest of the line is still coming */
 		evbuffer_drain(in, drop);
 	}
 	s->need = 0;
@@ -429,8 +430,11 @@ static void auth_done(const struct ldapauth_reply *r, void *arg)
 	int64_t hold;
 
 	s->req = NULL;
-	metrics_inc(MS_LOGINS, r->result == LDAPAUTH_OK ? MS_LOGIN_OK
-			       : r->result == LDAPAUTH_ETEMP ? MS_LOGIN_TEMP : MS_LOGIN_FAIL, 0);
+	metrics_inc(MS_LOGINS,
+		    r->result == LDAPAUTH_OK      ? MS_LOGIN_OK
+		    : r->result == LDAPAUTH_ETEMP ? MS_LOGIN_TEMP
+						  : MS_LOGIN_FAIL,
+		    0);
 	if (r->result == LDAPAUTH_OK)
 		authguard_ok(g, s->host, s->auth_user);
 	else if (r->result == LDAPAUTH_ETEMP)
@@ -445,9 +449,10 @@ static void auth_done(const struct ldapauth_reply *r, void *arg)
 		str_lcpy(s->user, r->user->login, sizeof(s->user));
 		/* a user the store does not know yet gets an account with the first script */
 		if (store_user_locate(s->srv->store, s->user, &s->part) == STORE_ENOUSER)
-			s->part = r->user->partition >= 0 ? (unsigned)r->user->partition %
-				  store_partitions(s->srv->store) : store_partition_for(s->srv->store,
-											 s->user);
+			s->part = r->user->partition >= 0
+					  ? (unsigned)r->user->partition %
+						    store_partitions(s->srv->store)
+					  : store_partition_for(s->srv->store, s->user);
 		s->authed = true;
 		log_info("%016" PRIx64 " managesieve login user=%s result=ok", s->id, s->user);
 		out(s, "OK \"Logged in\"\r\n");
@@ -457,10 +462,10 @@ static void auth_done(const struct ldapauth_reply *r, void *arg)
 		reply_no(s, "TRYLATER", "Directory unavailable, try again later");
 	} else {
 		s->auth_failures++;
-		log_info("%016" PRIx64 " managesieve login user=%s result=fail reason=\"%s\"", s->id,
-			 s->auth_user, r->reason ? r->reason : "bad credentials");
+		log_info("%016" PRIx64 " managesieve login user=%s result=fail reason=\"%s\"",
+			 s->id, s->auth_user, r->reason ? r->reason : "bad credentials");
 		hold = authguard_failed(g, s->host, s->auth_user);
-		if (hold > 0) {  /* the NO waits until the next check of the pair could start */
+		if (hold > 0) { /* the NO waits until the next check of the pair could start */
 			struct timeval tv = { hold / 1000, (hold % 1000) * 1000 };
 
 			s->hold_kind = HOLD_FAIL;
@@ -516,7 +521,7 @@ static void auth_response(struct ms_session *s, const char *b64, size_t len)
 	s->busy = true;
 	bufferevent_disable(s->bev, EV_READ);
 	s->plain = sp;
-	if (chk.wait_ms > 0) {  /* the throttle spaces this check */
+	if (chk.wait_ms > 0) { /* the throttle spaces this check */
 		struct timeval tv = { chk.wait_ms / 1000, (chk.wait_ms % 1000) * 1000 };
 
 		s->hold_kind = HOLD_START;
@@ -566,7 +571,7 @@ static void cmd_starttls(struct ms_session *s)
 	s->tls = true;
 	s->need = 0;
 	set_callbacks(s);
-	capabilities(s);  /* RFC 5804 2.2: the capabilities again after the handshake */
+	capabilities(s); /* RFC 5804 2.2: the capabilities again after the handshake */
 }
 
 struct ms_write {
@@ -618,8 +623,10 @@ static void write_done(int result, const struct store_rcpt *rcpts, size_t n, uin
 		if (result == 0)
 			out(s, "OK\r\n");
 		else if (w->op == W_PUT && w->put.quota)
-			reply_no(s, strstr(w->put.why, "scripts") ? "QUOTA/MAXSCRIPTS"
-				 : "QUOTA/MAXSIZE", w->put.why);
+			reply_no(s,
+				 strstr(w->put.why, "scripts") ? "QUOTA/MAXSCRIPTS"
+							       : "QUOTA/MAXSIZE",
+				 w->put.why);
 		else if (result == STORE_ENOMSG)
 			reply_no(s, "NONEXISTENT", "No such script");
 		else if (result == STORE_EEXIST)
@@ -631,9 +638,11 @@ static void write_done(int result, const struct store_rcpt *rcpts, size_t n, uin
 		else
 			reply_no(s, "TRYLATER", store_strerror(result));
 		log_info("%016" PRIx64 " managesieve user=%s %s %s result=%s", s->id, s->user,
-			 w->op == W_PUT ? "putscript" : w->op == W_ACTIVATE ? "setactive" :
-			 w->op == W_DELETE ? "deletescript" : "renamescript", w->name,
-			 result ? store_strerror(result) : "ok");
+			 w->op == W_PUT        ? "putscript"
+			 : w->op == W_ACTIVATE ? "setactive"
+			 : w->op == W_DELETE   ? "deletescript"
+					       : "renamescript",
+			 w->name, result ? store_strerror(result) : "ok");
 	}
 	sieve_admin_op_clear(&w->put);
 	free(w->src);
@@ -656,14 +665,16 @@ static void cmd_putscript(struct ms_session *s, bool check)
 	char *err = NULL;
 
 	if (s->narg != (check ? 2 : 3) || (!check && !name_ok(&s->arg[1]))) {
-		reply_no(s, NULL, check ? "Expected: CHECKSCRIPT script" :
-			 "Expected: PUTSCRIPT name script");
+		reply_no(s, NULL,
+			 check ? "Expected: CHECKSCRIPT script"
+			       : "Expected: PUTSCRIPT name script");
 		return;
 	}
 	w = xcalloc(1, sizeof(*w));
 	w->src = xmemdup0(src->p, src->len);
-	w->put = (struct sieve_admin_op){ .l = &s->srv->lim, .user = s->user, .name = w->name,
-					  .src = w->src, .len = src->len };
+	w->put = (struct sieve_admin_op){
+		.l = &s->srv->lim, .user = s->user, .name = w->name, .src = w->src, .len = src->len
+	};
 	if (!check)
 		str_lcpy(w->name, s->arg[1].p, sizeof(w->name));
 	if (sieve_admin_compile(&w->put, &err) < 0) {
@@ -717,9 +728,11 @@ static void cmd_read(struct ms_session *s, const char *verb)
 			evbuffer_add(bufferevent_get_output(s->bev), sc.src, sc.src_len);
 			out(s, "\r\nOK\r\n");
 		} else {
-			reply_no(s, rc == STORE_ENOMSG || rc == STORE_ENOUSER ? "NONEXISTENT"
-				 : "TRYLATER", rc == STORE_ENOMSG || rc == STORE_ENOUSER
-				 ? "No such script" : store_strerror(rc));
+			reply_no(s,
+				 rc == STORE_ENOMSG || rc == STORE_ENOUSER ? "NONEXISTENT"
+									   : "TRYLATER",
+				 rc == STORE_ENOMSG || rc == STORE_ENOUSER ? "No such script"
+									   : store_strerror(rc));
 		}
 	} else { /* HAVESPACE name size */
 		uint64_t n = 0, bytes = 0, size;
@@ -797,9 +810,10 @@ static void dispatch(struct ms_session *s)
 		cmd_read(s, verb);
 		return;
 	}
-	int op = strcasecmp(verb, "SETACTIVE") == 0 ? W_ACTIVATE
+	int op = strcasecmp(verb, "SETACTIVE") == 0      ? W_ACTIVATE
 		 : strcasecmp(verb, "DELETESCRIPT") == 0 ? W_DELETE
-		 : strcasecmp(verb, "RENAMESCRIPT") == 0 ? W_RENAME : -1;
+		 : strcasecmp(verb, "RENAMESCRIPT") == 0 ? W_RENAME
+							 : -1;
 	int want = op == W_RENAME ? 3 : 2;
 	if (op < 0) {
 		reply_no(s, NULL, "Unknown command");
@@ -807,8 +821,9 @@ static void dispatch(struct ms_session *s)
 	}
 	if (s->narg != want || (op != W_ACTIVATE && !name_ok(&s->arg[1])) ||
 	    (op == W_RENAME && !name_ok(&s->arg[2])) || s->arg[1].len > STORE_SIEVE_NAME_MAX) {
-		reply_no(s, NULL, op == W_RENAME ? "Expected: RENAMESCRIPT old new"
-			 : "Expected: one script name");
+		reply_no(s, NULL,
+			 op == W_RENAME ? "Expected: RENAMESCRIPT old new"
+					: "Expected: one script name");
 		return;
 	}
 	w = xcalloc(1, sizeof(*w));
@@ -852,7 +867,8 @@ static void read_cb(struct bufferevent *bev, void *arg)
 		if (rc == P_MORE)
 			return;
 		if (rc == P_ERR) {
-			reply_no(s, strcmp(err, "script too large") == 0 ? "QUOTA/MAXSIZE" : NULL, err);
+			reply_no(s, strcmp(err, "script too large") == 0 ? "QUOTA/MAXSIZE" : NULL,
+				 err);
 			if (s->discard_left > 0)
 				continue;
 			continue;

@@ -16,8 +16,8 @@
 #include "mtad/aliases.h"
 
 struct alias_entry {
-	char *name;      /* lower case */
-	char **t;        /* targets as written */
+	char *name; /* lower case */
+	char **t;   /* targets as written */
 	size_t nt;
 	unsigned line;
 };
@@ -169,7 +169,11 @@ static int parse_entry(struct parse *p, const char *s, size_t len, unsigned line
 /* Joins physical lines into logical ones and parses each. */
 static int parse_lines(struct parse *p, const char *text, size_t len)
 {
-	struct buf_line { char *p; size_t len, cap; unsigned first; } cur = { 0 };
+	struct buf_line {
+		char *p;
+		size_t len, cap;
+		unsigned first;
+	} cur = { 0 };
 	unsigned lineno = 0;
 	size_t off = 0;
 	int rc = 0;
@@ -242,10 +246,15 @@ int aliases_parse(const char *text, size_t len, const char *fname, struct aliase
 				char why[ALIASES_ADDR_MAX + 64];
 
 				snprintf(why, sizeof(why), "%s already defined on line %u",
-					 p.al->e[i].name, p.al->e[i - 1].line < p.al->e[i].line
-					 ? p.al->e[i - 1].line : p.al->e[i].line);
-				rc = fail(&p, p.al->e[i - 1].line > p.al->e[i].line
-					  ? p.al->e[i - 1].line : p.al->e[i].line, why);
+					 p.al->e[i].name,
+					 p.al->e[i - 1].line < p.al->e[i].line
+						 ? p.al->e[i - 1].line
+						 : p.al->e[i].line);
+				rc = fail(&p,
+					  p.al->e[i - 1].line > p.al->e[i].line
+						  ? p.al->e[i - 1].line
+						  : p.al->e[i].line,
+					  why);
 				break;
 			}
 		}

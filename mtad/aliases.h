@@ -21,11 +21,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define ALIASES_FILE_MAX (64u << 20)  /* bytes of a file */
-#define ALIASES_LINE_MAX (1u << 20)   /* bytes of one logical line (with continuations) */
-#define ALIASES_TARGETS_MAX 10000     /* targets of one name */
-#define ALIASES_DEPTH_MAX 8           /* aliases of aliases, nested */
-#define ALIASES_ADDR_MAX 320          /* bytes of a name or a target */
+#define ALIASES_FILE_MAX (64u << 20) /* bytes of a file */
+#define ALIASES_LINE_MAX (1u << 20)  /* bytes of one logical line (with continuations) */
+#define ALIASES_TARGETS_MAX 10000    /* targets of one name */
+#define ALIASES_DEPTH_MAX 8          /* aliases of aliases, nested */
+#define ALIASES_ADDR_MAX 320         /* bytes of a name or a target */
 
 struct aliases;
 

@@ -16,13 +16,13 @@
 #include "mtad/relay.h"
 
 #define BOUNCE_BOUNDARY_FMT "%016" PRIx64 "/%s"
-#define RETURN_MAX (64 * 1024) /* headers returned at most */
+#define RETURN_MAX (64 * 1024)        /* headers returned at most */
 #define REPORT_HEAD_MAX (1024 * 1024) /* the report up to the returned headers */
 
 static bool wants_bounce(const struct store_queue_rcpt *r)
 {
-	return r->notify == 0 || ((r->notify & STORE_NOTIFY_FAILURE) &&
-				  !(r->notify & STORE_NOTIFY_NEVER));
+	return r->notify == 0 ||
+	       ((r->notify & STORE_NOTIFY_FAILURE) && !(r->notify & STORE_NOTIFY_NEVER));
 }
 
 /* Whether recipient i is in this DSN. */
@@ -51,28 +51,32 @@ static void report_head(struct buf *b, const struct queue_runner *qr, const stru
 
 	rfc5322_date(time(NULL), date, sizeof(date));
 	rfc5322_date(job->qm.created, arrival, sizeof(arrival));
-	buf_printf(b, "From: Mail Delivery System <MAILER-DAEMON@%s>\r\n"
-		   "To: <%s>\r\nSubject: %s\r\n"
-		   "Date: %s\r\nMessage-ID: <%016" PRIx64 ".%s@%s>\r\n"
-		   "Auto-Submitted: auto-replied\r\nMIME-Version: 1.0\r\n"
-		   "Content-Type: multipart/report; report-type=delivery-status;\r\n"
-		   "\tboundary=\"%s\"\r\n\r\n"
-		   "This is a MIME-encapsulated message.\r\n\r\n--%s\r\n"
-		   "Content-Type: text/plain; charset=us-ascii\r\n\r\n"
-		   "This is the mail system at host %s.\r\n\r\n%s\r\n\r\n",
-		   host, job->qm.sender,
-		   delayed ? "Delayed Mail (still being retried)"
-			   : "Undelivered Mail Returned to Sender",
-		   date, job->qm.id, delayed ? "delay" : "bounce", host, boundary, boundary, host,
-		   delayed ? "Your message could not be delivered yet to one or more recipients;\r\n"
-			     "delivery is still being tried. You need not send it again."
-			   : "Your message could not be delivered to one or more recipients.");
+	buf_printf(
+		b,
+		"From: Mail Delivery System <MAILER-DAEMON@%s>\r\n"
+		"To: <%s>\r\nSubject: %s\r\n"
+		"Date: %s\r\nMessage-ID: <%016" PRIx64 ".%s@%s>\r\n"
+		"Auto-Submitted: auto-replied\r\nMIME-Version: 1.0\r\n"
+		"Content-Type: multipart/report; report-type=delivery-status;\r\n"
+		"\tboundary=\"%s\"\r\n\r\n"
+		"This is a MIME-encapsulated message.\r\n\r\n--%s\r\n"
+		"Content-Type: text/plain; charset=us-ascii\r\n\r\n"
+		"This is the mail system at host %s.\r\n\r\n%s\r\n\r\n",
+		host, job->qm.sender,
+		delayed ? "Delayed Mail (still being retried)"
+			: "Undelivered Mail Returned to Sender",
+		date, job->qm.id, delayed ? "delay" : "bounce", host, boundary, boundary, host,
+		delayed ? "Your message could not be delivered yet to one or more recipients;\r\n"
+			  "delivery is still being tried. You need not send it again."
+			: "Your message could not be delivered to one or more recipients.");
 	for (size_t i = 0; i < job->qm.nrcpt; i++)
 		if (in_dsn(job, i, kind))
 			buf_printf(b, "<%s>: %s\r\n", job->qm.rcpt[i].addr,
 				   job->error[i] ? job->error[i] : "failed");
-	buf_printf(b, "\r\n--%s\r\nContent-Type: message/delivery-status\r\n\r\n"
-		   "Reporting-MTA: dns; %s\r\n", boundary, host);
+	buf_printf(b,
+		   "\r\n--%s\r\nContent-Type: message/delivery-status\r\n\r\n"
+		   "Reporting-MTA: dns; %s\r\n",
+		   boundary, host);
 	if (job->qm.envid != NULL)
 		buf_printf(b, "Original-Envelope-Id: %s\r\n", job->qm.envid);
 	buf_printf(b, "Arrival-Date: %s\r\n", arrival);
@@ -87,10 +91,10 @@ static void report_rcpt(struct buf *b, const struct queue_runner *qr, const stru
 	buf_printf(b, "\r\nFinal-Recipient: rfc822; %s\r\n", r->addr);
 	const char *semi = r->orcpt ? strchr(r->orcpt, ';') : NULL;
 	char orig[RCPT_ORCPT_MAX + 1];
-	if (semi != NULL && mailaddr_xtext_decode(semi + 1, strlen(semi + 1), orig,
-						  sizeof(orig)) == 0)
-		buf_printf(b, "Original-Recipient: %.*s; %s\r\n", (int)(semi - r->orcpt),
-			   r->orcpt, orig);
+	if (semi != NULL &&
+	    mailaddr_xtext_decode(semi + 1, strlen(semi + 1), orig, sizeof(orig)) == 0)
+		buf_printf(b, "Original-Recipient: %.*s; %s\r\n", (int)(semi - r->orcpt), r->orcpt,
+			   orig);
 	buf_printf(b, "Action: %s\r\nStatus: %s\r\n", kind == DSN_DELAYED ? "delayed" : "failed",
 		   queue_dsn_of(job->error[i], kind == DSN_DELAYED ? 400 : 500, dsn, sizeof(dsn)));
 	if (job->remote[i] != NULL && strcmp(job->remote[i], "none") != 0)
@@ -100,7 +104,7 @@ static void report_rcpt(struct buf *b, const struct queue_runner *qr, const stru
 		char until[64];
 
 		rfc5322_date(job->qm.created +
-			     conf_values(qr->m->conf)->mtad.max_queue_lifetime_ms / 1000,
+				     conf_values(qr->m->conf)->mtad.max_queue_lifetime_ms / 1000,
 			     until, sizeof(until));
 		buf_printf(b, "Will-Retry-Until: %s\r\n", until);
 	}

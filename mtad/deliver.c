@@ -34,8 +34,8 @@ static int create_fn(struct store_txn *t, void *arg)
 	return rc == STORE_EEXIST ? 0 : rc;
 }
 
-static void create_done(int result, const struct store_rcpt *rcpts, size_t n,
-			uint64_t value, void *arg)
+static void create_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+			void *arg)
 {
 	struct user_create *uc = arg;
 
@@ -156,7 +156,8 @@ int deliver_replace_head(struct smtp_session *s, const char *head, size_t hlen, 
 		return -1;
 	if ((rc = store_blob_replace_head(&tx->blob, head, hlen, skip)) != 0) {
 		log_warnx("%016" PRIx64 " smtp data qid=%016" PRIx64 " result=fail "
-			  "reason=\"rewrite message head: %s\"", s->id, tx->qid, store_strerror(rc));
+			  "reason=\"rewrite message head: %s\"",
+			  s->id, tx->qid, store_strerror(rc));
 		return -1;
 	}
 	return 0;
@@ -201,17 +202,22 @@ static void log_outcomes(struct smtp_session *s)
 
 		accepted |= r->result == 0;
 		mtad_metrics_delivery(r->sieve_reject[0] ? MTAD_DLV_REJECTED
-				      : r->result == 0 ? (r->local ? MTAD_DLV_LOCAL : MTAD_DLV_QUEUED)
-				      : status[0] == 'd' ? MTAD_DLV_DEFERRED : MTAD_DLV_BOUNCED);
+				      : r->result == 0
+					      ? (r->local ? MTAD_DLV_LOCAL : MTAD_DLV_QUEUED)
+				      : status[0] == 'd' ? MTAD_DLV_DEFERRED
+							 : MTAD_DLV_BOUNCED);
 		if (!r->local && r->result == 0)
 			status = "queued";
 		log_info("%016" PRIx64 ": from=<%s>, to=<%s>,%s%s%s relay=%s, delay=%.2f, dsn=%s, "
-			 "status=%s (%s)", tx->qid, tx->from, r->addr, r->orig[0] ? " orig_to=<" : "",
-			 r->orig, r->orig[0] ? ">," : "", r->local ? "local" : "queue",
-			 delay, dsn, r->sieve_reject[0] ? "rejected" : status,
-			 r->result ? store_strerror(r->result) : r->sieve_note[0] ? r->sieve_note
+			 "status=%s (%s)",
+			 tx->qid, tx->from, r->addr, r->orig[0] ? " orig_to=<" : "", r->orig,
+			 r->orig[0] ? ">," : "", r->local ? "local" : "queue", delay, dsn,
+			 r->sieve_reject[0] ? "rejected" : status,
+			 r->result          ? store_strerror(r->result)
+			 : r->sieve_note[0] ? r->sieve_note
 			 : r->local ? (tx->quarantine ? "delivered to Junk (DMARC quarantine)"
-				       : "delivered to INBOX") : "queued for relay");
+						      : "delivered to INBOX")
+				    : "queued for relay");
 	}
 	if (accepted)
 		mtad_metrics_message(s, tx->size);
@@ -227,10 +233,11 @@ static void reply_lmtp(struct smtp_session *s)
 		if (tx->rcpt[i].extra)
 			continue; /* one reply per RCPT: an alias's first target answers */
 		if (tx->rcpt[i].sieve_reject[0])
-			smtp_reply(s, "550 5.7.1 <%s> %s", tx->rcpt[i].addr, tx->rcpt[i].sieve_reject);
+			smtp_reply(s, "550 5.7.1 <%s> %s", tx->rcpt[i].addr,
+				   tx->rcpt[i].sieve_reject);
 		else if (rc == 0)
-			smtp_reply(s, "250 2.1.5 <%s> Ok: delivered as %016" PRIx64, tx->rcpt[i].addr,
-				   tx->qid);
+			smtp_reply(s, "250 2.1.5 <%s> Ok: delivered as %016" PRIx64,
+				   tx->rcpt[i].addr, tx->qid);
 		else if (rc == STORE_EQUOTA)
 			smtp_reply(s, "452 4.2.2 <%s> Mailbox full", tx->rcpt[i].addr);
 		else
@@ -302,8 +309,9 @@ static void enqueue_some(struct smtp_session *s, bool (*pick)(const struct smtp_
 	qm.envid = tx->mp.envid[0] ? tx->mp.envid : NULL;
 	qm.requiretls = tx->mp.requiretls;
 	qm.held = tx->held;
-	qm.ret = tx->mp.ret == MAIL_RET_FULL ? STORE_RET_FULL
-		 : tx->mp.ret == MAIL_RET_HDRS ? STORE_RET_HDRS : STORE_RET_NONE;
+	qm.ret = tx->mp.ret == MAIL_RET_FULL   ? STORE_RET_FULL
+		 : tx->mp.ret == MAIL_RET_HDRS ? STORE_RET_HDRS
+					       : STORE_RET_NONE;
 	qm.size = store_blob_size(tx->blob);
 	qm.nrcpt = k;
 	qm.rcpt = tx->qrcpt;
@@ -328,9 +336,10 @@ static bool requeue_failed(struct smtp_session *s)
 	tx->requeued = true;
 	for (size_t i = 0; i < tx->nrcpt; i++)
 		if (tx->rcpt[i].result != 0)
-			log_info("%016" PRIx64 ": to=<%s>, relay=local, dsn=4.3.0, status=deferred "
-				 "(%s; requeued)", tx->qid, tx->rcpt[i].addr,
-				 store_strerror(tx->rcpt[i].result));
+			log_info("%016" PRIx64
+				 ": to=<%s>, relay=local, dsn=4.3.0, status=deferred "
+				 "(%s; requeued)",
+				 tx->qid, tx->rcpt[i].addr, store_strerror(tx->rcpt[i].result));
 	enqueue_some(s, rcpt_failed, requeue_done);
 	return true;
 }
@@ -363,7 +372,8 @@ static void requeue_done(int result, const struct store_rcpt *rcpts, size_t n, u
 	}
 	if (result == 0) {
 		log_info("%016" PRIx64 " smtp queue qid=%016" PRIx64 " queue_id=%016" PRIx64
-			 " requeued=yes", s->id, tx->qid, value);
+			 " requeued=yes",
+			 s->id, tx->qid, value);
 		queue_runner_kick(s->m);
 	}
 	commit_finished(s);
@@ -401,7 +411,8 @@ static void queue_done(int result, const struct store_rcpt *rcpts, size_t n, uin
 	if (result == 0) {
 		/* the queue entry's id is the one its relay lines carry: linked here */
 		log_info("%016" PRIx64 " smtp queue qid=%016" PRIx64 " queue_id=%016" PRIx64
-			 " nrcpt=%zu", s->id, tx->qid, value, tx->nrcpt - tx->nlocal);
+			 " nrcpt=%zu",
+			 s->id, tx->qid, value, tx->nrcpt - tx->nlocal);
 		queue_runner_kick(s->m);
 	}
 	if (--tx->pending == 0)
@@ -424,7 +435,8 @@ static void blob_finished(int rc, void *arg)
 
 	if (rc != 0) {
 		log_warnx("%016" PRIx64 " smtp data qid=%016" PRIx64 " result=fail "
-			  "reason=\"message file: %s\"", s->id, tx->qid, store_strerror(rc));
+			  "reason=\"message file: %s\"",
+			  s->id, tx->qid, store_strerror(rc));
 		for (size_t i = 0; i < tx->nrcpt; i++)
 			tx->rcpt[i].result = STORE_EIO;
 		commit_finished(s);

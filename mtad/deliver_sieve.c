@@ -35,10 +35,10 @@
 #define NOTICE_MAX (1 << 20)         /* a rejection notice or a vacation reply */
 
 struct sv_dest {
-	size_t rcpt;            /* index in tx->rcpt */
-	char *mailbox;          /* store name (modified UTF-7) or NULL = INBOX */
-	unsigned flags;         /* system flags */
-	char **kw;              /* keywords to set after the delivery */
+	size_t rcpt;    /* index in tx->rcpt */
+	char *mailbox;  /* store name (modified UTF-7) or NULL = INBOX */
+	unsigned flags; /* system flags */
+	char **kw;      /* keywords to set after the delivery */
 	size_t nkw;
 };
 
@@ -46,21 +46,21 @@ struct sv_vac {
 	struct smtp_session *s;
 	char *user;
 	unsigned part;
-	char *key;              /* handle + sender */
+	char *key; /* handle + sender */
 	int64_t until;
-	bool send;              /* out of the write: not answered within the period */
-	struct buf msg;         /* the reply */
+	bool send;      /* out of the write: not answered within the period */
+	struct buf msg; /* the reply */
 	struct store_blob *blob;
 };
 
-struct sv_out {             /* a queued message: redirect copy, vacation reply, notice */
+struct sv_out { /* a queued message: redirect copy, vacation reply, notice */
 	struct smtp_session *s;
 	struct store_blob *blob;
 	char *sender, *rcpt;
 };
 
 struct sv_group;
-struct sv_state {           /* the store deliveries and how many are out */
+struct sv_state { /* the store deliveries and how many are out */
 	struct sv_group **g;
 	size_t ng, left;
 };
@@ -193,9 +193,9 @@ static const uint8_t *cb_include(void *ctx, bool global, const char *name, size_
 /* what one recipient's run needs to know */
 struct sv_who {
 	uint64_t qid;
-	const char *from;       /* envelope sender */
-	const char *addr;       /* the recipient address */
-	const char *user;       /* its store user */
+	const char *from; /* envelope sender */
+	const char *addr; /* the recipient address */
+	const char *user; /* its store user */
 	unsigned part;
 };
 
@@ -213,15 +213,23 @@ static int run_who(struct mtad *m, const struct sv_who *r, const void *map, size
 	size_t lens[3] = { gconf.before_len, 0, gconf.after_len };
 	struct env_ctx ec = { .user = r->user, .now = time(NULL) };
 	struct sieve_env env = {
-		.msg = map, .msg_len = maplen, .env_from = r->from,
-		.env_to = r->addr, .orig_to = NULL, .user = r->user, .domain = m->hostname,
+		.msg = map,
+		.msg_len = maplen,
+		.env_from = r->from,
+		.env_to = r->addr,
+		.orig_to = NULL,
+		.user = r->user,
+		.domain = m->hostname,
 		.subaddress_sep = conf_values(m->conf)->mtad.recipient_delimiter[0] != '\0'
-				  ? conf_values(m->conf)->mtad.recipient_delimiter[0] : '+',
+					  ? conf_values(m->conf)->mtad.recipient_delimiter[0]
+					  : '+',
 		.now = ec.now,
 		.spam_header = *cf->spam_header ? cf->spam_header : NULL,
 		.spam_max = (double)cf->spam_max,
 		.virus_header = cf->virus_header,
-		.ctx = &ec, .mailbox_exists = cb_mailbox_exists, .duplicate_seen = cb_duplicate,
+		.ctx = &ec,
+		.mailbox_exists = cb_mailbox_exists,
+		.duplicate_seen = cb_duplicate,
 		.include = cb_include,
 	};
 	struct tm tm;
@@ -243,7 +251,7 @@ static int run_who(struct mtad *m, const struct sv_who *r, const void *map, size
 	}
 	if (progs[0] == NULL && progs[1] == NULL && progs[2] == NULL) {
 		store_txn_abort(&t);
-		return 1;  /* no script: plain delivery to INBOX */
+		return 1; /* no script: plain delivery to INBOX */
 	}
 	if (map == NULL && (get_map == NULL || get_map(mctx, &map, &maplen) < 0)) {
 		store_txn_abort(&t);
@@ -288,13 +296,13 @@ static int run_for(struct smtp_session *s, struct sieve_tx *sv, const struct smt
 
 /* ---- actions to deliveries ---------------------------------------------------------------- */
 
-struct sv_group {           /* one store delivery of one message file */
+struct sv_group { /* one store delivery of one message file */
 	struct sieve_tx *sv;
 	struct smtp_session *s;
 	struct store_blob *blob;
-	bool own;               /* a copy with an edited header (editheader) */
+	bool own; /* a copy with an edited header (editheader) */
 	struct store_rcpt *srcpt;
-	size_t *dest;           /* srcpt[i] delivers sv->d[dest[i]] */
+	size_t *dest; /* srcpt[i] delivers sv->d[dest[i]] */
 	size_t n;
 };
 
@@ -303,8 +311,10 @@ static unsigned sys_flag(const char *f)
 	static const struct {
 		const char *name;
 		unsigned bit;
-	} sys[] = { { "\\Seen", STORE_SEEN }, { "\\Answered", STORE_ANSWERED },
-		    { "\\Flagged", STORE_FLAGGED }, { "\\Deleted", STORE_DELETED },
+	} sys[] = { { "\\Seen", STORE_SEEN },
+		    { "\\Answered", STORE_ANSWERED },
+		    { "\\Flagged", STORE_FLAGGED },
+		    { "\\Deleted", STORE_DELETED },
 		    { "\\Draft", STORE_DRAFT } };
 
 	for (size_t i = 0; i < sizeof(sys) / sizeof(sys[0]); i++)
@@ -443,7 +453,7 @@ static bool header_has(const char *msg, size_t len, const char *line)
 		if (i > 0 && msg[i - 1] != '\n')
 			continue;
 		if (msg[i] == '\r' || msg[i] == '\n')
-			return false;  /* end of the header */
+			return false; /* end of the header */
 		if (strncasecmp(msg + i, line, n) == 0)
 			return true;
 	}
@@ -457,8 +467,10 @@ static void do_redirect(struct smtp_session *s, struct sieve_tx *sv, const struc
 	char *mark = xasprintf("Delivered-To: %s\r\n", r->addr);
 
 	if (header_has(sv->map, sv->maplen, mark)) {
-		log_warnx("%016" PRIx64 ": to=<%s>, sieve redirect to=<%s> refused: the message was "
-			  "already delivered to this recipient (a loop)", s->tx->qid, r->addr, to);
+		log_warnx("%016" PRIx64
+			  ": to=<%s>, sieve redirect to=<%s> refused: the message was "
+			  "already delivered to this recipient (a loop)",
+			  s->tx->qid, r->addr, to);
 		free(mark);
 		return;
 	}
@@ -479,12 +491,13 @@ static void reject_notice(struct smtp_session *s, struct sieve_tx *sv, const str
 	const char *m = sv->map, *hend = NULL;
 
 	if (s->tx->from[0] == '\0')
-		return;  /* nobody to tell */
+		return; /* nobody to tell */
 	fmt_date(date, sizeof(date));
 	reply_text(reason, why, sizeof(why));
 	snprintf(boundary, sizeof(boundary), "%016" PRIx64 "/%s", s->tx->qid, s->m->hostname);
 	buf_init(&b, 4096, NOTICE_MAX);
-	buf_printf(&b, "From: Mail Delivery System <MAILER-DAEMON@%s>\r\nTo: <%s>\r\n"
+	buf_printf(&b,
+		   "From: Mail Delivery System <MAILER-DAEMON@%s>\r\nTo: <%s>\r\n"
 		   "Subject: Undelivered Mail Returned to Sender (rejected by the recipient's "
 		   "filter)\r\nDate: %s\r\nMessage-ID: <%016" PRIx64 ".reject.%lx@%s>\r\n"
 		   "Auto-Submitted: auto-replied\r\nMIME-Version: 1.0\r\n"
@@ -492,15 +505,17 @@ static void reject_notice(struct smtp_session *s, struct sieve_tx *sv, const str
 		   "\tboundary=\"%s\"\r\n\r\n--%s\r\n"
 		   "Content-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit"
 		   "\r\n\r\nYour message to <%s> was rejected by the recipient's mail filter:"
-		   "\r\n\r\n", s->m->hostname, s->tx->from, date, s->tx->qid, (long)random(),
-		   s->m->hostname, boundary, boundary, r->addr);
+		   "\r\n\r\n",
+		   s->m->hostname, s->tx->from, date, s->tx->qid, (long)random(), s->m->hostname,
+		   boundary, boundary, r->addr);
 	put_crlf(&b, reason);
-	buf_printf(&b, "\r\n--%s\r\nContent-Type: message/delivery-status\r\n\r\n"
+	buf_printf(&b,
+		   "\r\n--%s\r\nContent-Type: message/delivery-status\r\n\r\n"
 		   "Reporting-MTA: dns; %s\r\nArrival-Date: %s\r\n\r\n"
 		   "Final-Recipient: rfc822; %s\r\nAction: failed\r\nStatus: 5.7.1\r\n"
 		   "Diagnostic-Code: smtp; 550 5.7.1 %s\r\n\r\n--%s\r\n"
-		   "Content-Type: text/rfc822-headers\r\n\r\n", boundary, s->m->hostname, date,
-		   r->addr, why, boundary);
+		   "Content-Type: text/rfc822-headers\r\n\r\n",
+		   boundary, s->m->hostname, date, r->addr, why, boundary);
 	for (size_t i = 0; i + 1 < sv->maplen && hend == NULL; i++)
 		if (m[i] == '\n' && (m[i + 1] == '\n' || m[i + 1] == '\r'))
 			hend = m + i + 1;
@@ -529,8 +544,8 @@ static int vac_fn(struct store_txn *t, void *arg)
 		return rc;
 	if (seen)
 		return 0;
-	if ((rc = store_sieve_remember(t, v->user, STORE_SIEVE_VACATION, v->key, now,
-				       v->until)) == 0)
+	if ((rc = store_sieve_remember(t, v->user, STORE_SIEVE_VACATION, v->key, now, v->until)) ==
+	    0)
 		v->send = true;
 	return rc;
 }
@@ -543,8 +558,9 @@ static void vac_done(int result, const struct store_rcpt *rcpts, size_t n, uint6
 
 	if (result != 0 || !v->send) {
 		log_info("%016" PRIx64 ": sieve vacation user=%s to=<%s> result=%s", s->tx->qid,
-			 v->user, strchr(v->key, '\x1f') + 1, result ? store_strerror(result)
-			 : "skipped (already answered within the period)");
+			 v->user, strchr(v->key, '\x1f') + 1,
+			 result ? store_strerror(result)
+				: "skipped (already answered within the period)");
 	} else {
 		queue_msg(s, s->tx->sieve, "", strchr(v->key, '\x1f') + 1, &v->msg, NULL, 0);
 	}
@@ -584,17 +600,17 @@ static void vacation_text(struct buf *b, struct mtad *m, uint64_t qid, const cha
 	put_field(b, from);
 	buf_printf(b, "%s\r\nTo: <%s>\r\nSubject: ", strchr(from, '<') ? "" : ">", va->to);
 	put_field(b, va->subject);
-	buf_printf(b, "\r\nDate: %s\r\nMessage-ID: <%016" PRIx64 ".vacation.%lx@%s>\r\n",
-		   date, qid, (long)random(), m->hostname);
+	buf_printf(b, "\r\nDate: %s\r\nMessage-ID: <%016" PRIx64 ".vacation.%lx@%s>\r\n", date,
+		   qid, (long)random(), m->hostname);
 	if (va->in_reply_to)
 		buf_printf(b, "In-Reply-To: %s\r\n", va->in_reply_to);
 	if (va->references)
 		buf_printf(b, "References: %s\r\n", va->references);
 	buf_puts(b, "Auto-Submitted: auto-replied (vacation)\r\nPrecedence: bulk\r\n"
-		 "X-Heron-Vacation: yes\r\nMIME-Version: 1.0\r\n");
+		    "X-Heron-Vacation: yes\r\nMIME-Version: 1.0\r\n");
 	if (!va->mime)
 		buf_puts(b, "Content-Type: text/plain; charset=utf-8\r\n"
-			 "Content-Transfer-Encoding: 8bit\r\n\r\n");
+			    "Content-Transfer-Encoding: 8bit\r\n\r\n");
 	put_crlf(b, va->reason ? va->reason : "");
 }
 
@@ -604,7 +620,7 @@ struct sv_write {
 	struct smtp_session *s;
 	char *user, *mailbox, *key;
 	int64_t until;
-	const struct store_rcpt *sr;  /* keywords: the delivered message */
+	const struct store_rcpt *sr; /* keywords: the delivered message */
 	char **kw;
 	size_t nkw;
 };
@@ -652,7 +668,10 @@ static void write_done(int result, const struct store_rcpt *rcpts, size_t n, uin
 
 	if (result != 0)
 		log_warnx("%016" PRIx64 ": sieve user=%s %s result=fail reason=\"%s\"", s->tx->qid,
-			  w->user, w->mailbox ? "create mailbox" : w->key ? "duplicate" : "keywords",
+			  w->user,
+			  w->mailbox ? "create mailbox"
+			  : w->key   ? "duplicate"
+				     : "keywords",
 			  store_strerror(result));
 	free(w->user);
 	free(w->mailbox);
@@ -661,8 +680,8 @@ static void write_done(int result, const struct store_rcpt *rcpts, size_t n, uin
 	deliver_step_done(s);
 }
 
-static void submit_write(struct smtp_session *s, unsigned part, int (*fn)(struct store_txn *,
-			 void *), struct sv_write *w)
+static void submit_write(struct smtp_session *s, unsigned part,
+			 int (*fn)(struct store_txn *, void *), struct sv_write *w)
 {
 	w->s = s;
 	s->tx->pending++;
@@ -756,8 +775,8 @@ static struct store_blob *edited_copy(struct smtp_session *s, struct sieve_tx *s
 	struct store_blob *b = NULL;
 
 	for (size_t i = 0; i + 1 < sv->maplen && body == NULL; i++)
-		if (m[i] == '\n' && (m[i + 1] == '\n' || (i + 2 < sv->maplen && m[i + 1] == '\r' &&
-							  m[i + 2] == '\n')))
+		if (m[i] == '\n' && (m[i + 1] == '\n' ||
+				     (i + 2 < sv->maplen && m[i + 1] == '\r' && m[i + 2] == '\n')))
 			body = m + i + (m[i + 1] == '\n' ? 2 : 3);
 	if (body == NULL)
 		body = m + sv->maplen;
@@ -886,7 +905,7 @@ bool deliver_sieve(struct smtp_session *s)
 		rc = run_for(s, sv, &tx->rcpt[i], &res[i]);
 		if (rc == 0)
 			any = true;
-		if (rc != 0) {  /* no script (or the store failed): keep */
+		if (rc != 0) { /* no script (or the store failed): keep */
 			memset(&res[i], 0, sizeof(res[i]));
 			res[i].act = xcalloc(1, sizeof(*res[i].act));
 			res[i].act[0].type = SIEVE_KEEP;
@@ -897,7 +916,7 @@ bool deliver_sieve(struct smtp_session *s)
 		for (size_t i = 0; i < tx->nrcpt; i++)
 			sieve_result_clear(&res[i]);
 		free(res);
-		return false;  /* deliver.c's plain path; deliver_sieve_free unmaps */
+		return false; /* deliver.c's plain path; deliver_sieve_free unmaps */
 	}
 	g0 = group_new(s, sv, tx->blob, false);
 	for (size_t i = 0; i < tx->nrcpt; i++)
@@ -918,7 +937,7 @@ bool deliver_sieve(struct smtp_session *s)
 		tx->pending++;
 		store_gc_deliver(s->m->gc, g->blob, 0, g->srcpt, g->n, group_done, g);
 	}
-	if (st->left == 0) {  /* nothing stored: finish from the loop all the same */
+	if (st->left == 0) { /* nothing stored: finish from the loop all the same */
 		const struct timeval zero = { 0, 0 };
 
 		groups_done(s);
@@ -985,9 +1004,9 @@ struct qdlv {
 	char *user;
 	unsigned part;
 	uint64_t qid;
-	struct store_blob *blob;    /* the caller's copy in part (lives until done) */
-	struct sieve_tx d;          /* dests only (d.d, d.nd) */
-	bool *create;               /* per dest */
+	struct store_blob *blob; /* the caller's copy in part (lives until done) */
+	struct sieve_tx d;       /* dests only (d.d, d.nd) */
+	bool *create;            /* per dest */
 	char **dup;
 	int64_t *dup_until;
 	size_t ndup;
@@ -1105,7 +1124,7 @@ static void q_queue(struct qdlv *q, const char *sender, const char *rcpt, const 
 	struct store_queue_msg qm = { .sender = sender, .nrcpt = 1, .rcpt = &qr };
 	int rc;
 
-	o->s = (struct smtp_session *)(void *)q;  /* the owner, for q_out_done */
+	o->s = (struct smtp_session *)(void *)q; /* the owner, for q_out_done */
 	o->sender = xstrdup(sender);
 	o->rcpt = xstrdup(rcpt);
 	q->d.out = xreallocarray(q->d.out, q->d.nout + 1, sizeof(*q->d.out));
@@ -1123,15 +1142,14 @@ static void q_queue(struct qdlv *q, const char *sender, const char *rcpt, const 
 	store_gc_enqueue(q->m->gc, &qm, o->blob, q_out_done, o);
 }
 
-static void q_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
-		   void *arg)
+static void q_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value, void *arg)
 {
 	struct qdlv *q = arg;
 
 	if (result != 0) {
 		q->code = result == STORE_EQUOTA ? 452 : store_err_temporary(result) ? 451 : 550;
-		snprintf(q->text, sizeof(q->text), "%s", result == STORE_EQUOTA
-			 ? "4.2.2 mailbox full" : store_strerror(result));
+		snprintf(q->text, sizeof(q->text), "%s",
+			 result == STORE_EQUOTA ? "4.2.2 mailbox full" : store_strerror(result));
 	} else if (q->has_vac && q->vac.send) {
 		q_queue(q, "", q->vac_to, &q->vac.msg, NULL, 0);
 	}
@@ -1155,7 +1173,7 @@ int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
 		return 1;
 	if (run_who(m, &who, map, (size_t)dq->size, NULL, NULL, &res) != 0) {
 		munmap(map, (size_t)dq->size);
-		return 1;  /* no script (or the store could not say): plain delivery */
+		return 1; /* no script (or the store could not say): plain delivery */
 	}
 	q = xcalloc(1, sizeof(*q));
 	q->m = m;
@@ -1166,7 +1184,7 @@ int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
 	q->done = done;
 	q->arg = arg;
 	q->code = 250;
-	q->pending = 1;  /* the store write */
+	q->pending = 1; /* the store write */
 	snprintf(q->text, sizeof(q->text), "2.0.0 discarded by sieve");
 	q->create = xcalloc(res.nact + 1, sizeof(bool));
 	for (size_t k = 0; k < res.nact; k++) {
@@ -1192,11 +1210,11 @@ int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
 			char why[400];
 
 			reply_text(a->reason, why, sizeof(why));
-			q->code = 550;  /* the queue runner bounces it to the sender (RFC 5429) */
+			q->code = 550; /* the queue runner bounces it to the sender (RFC 5429) */
 			snprintf(q->text, sizeof(q->text), "5.7.1 %s", why);
 		} else if (a->type == SIEVE_VACATION && !q->has_vac) {
 			int64_t secs = a->vac.seconds < gconf.vacation_min ? gconf.vacation_min
-				       : a->vac.seconds;
+									   : a->vac.seconds;
 
 			q->has_vac = true;
 			q->vac.user = q->user;
@@ -1214,7 +1232,8 @@ int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
 	}
 	if (res.header != NULL && q->d.nd > 0)
 		log_warnx("%016" PRIx64 ": to=<%s>, sieve editheader is not applied to a queued "
-			  "delivery (stored unchanged)", dq->qid, dq->addr);
+			  "delivery (stored unchanged)",
+			  dq->qid, dq->addr);
 	sieve_result_clear(&res);
 	munmap(map, (size_t)dq->size);
 	store_gc_submit(m->gc, dq->part, dq->blob, q_fn, q, q_done, q);

@@ -36,12 +36,21 @@
 struct milter_set {
 	struct milter_spec *list[2]; /* 0: smtpd_milters, 1: non_smtpd_milters */
 	size_t n[2];
-	unsigned refs;               /* the worker's, and each running transaction's */
+	unsigned refs; /* the worker's, and each running transaction's */
 };
 
 enum step {
-	MS_OPTNEG, MS_CONNECT, MS_HELO, MS_MAIL, MS_RCPT, MS_DATA, MS_HEADER, MS_EOH, MS_BODY,
-	MS_EOB, MS_END,
+	MS_OPTNEG,
+	MS_CONNECT,
+	MS_HELO,
+	MS_MAIL,
+	MS_RCPT,
+	MS_DATA,
+	MS_HEADER,
+	MS_EOH,
+	MS_BODY,
+	MS_EOB,
+	MS_END,
 };
 
 enum outcome { OUT_CONTINUE, OUT_REJECT, OUT_TEMPFAIL, OUT_DISCARD };
@@ -52,23 +61,23 @@ struct milter_run {
 	const struct milter_spec *list;
 	size_t n, cur;
 	struct milter_msg msg;
-	struct milter_mods mods;        /* of every milter so far that accepted */
-	struct milter_mods mine;        /* of the current one, until its end */
+	struct milter_mods mods; /* of every milter so far that accepted */
+	struct milter_mods mine; /* of the current one, until its end */
 	enum outcome out;
-	char reply[1024];               /* OUT_REJECT, OUT_TEMPFAIL: SMTP reply lines */
+	char reply[1024]; /* OUT_REJECT, OUT_TEMPFAIL: SMTP reply lines */
 	/* the current milter */
 	struct bufferevent *bev;
 	struct event *timer;
 	struct buf pkt;
 	enum step step;
-	size_t idx;                     /* MS_RCPT, MS_HEADER: which */
-	uint64_t body_at;               /* MS_BODY: the next byte to send */
-	bool waiting;                   /* a reply is due */
-	bool draining;                  /* body output waits to drain */
+	size_t idx;       /* MS_RCPT, MS_HEADER: which */
+	uint64_t body_at; /* MS_BODY: the next byte to send */
+	bool waiting;     /* a reply is due */
+	bool draining;    /* body output waits to drain */
 	uint32_t actions, proto;
 	char *syms[MILTER_NSTAGES];
-	unsigned gen;                   /* bumped when a milter's connection closes */
-	struct event *end_ev;           /* run_end, from the loop (never inside a callback
+	unsigned gen;         /* bumped when a milter's connection closes */
+	struct event *end_ev; /* run_end, from the loop (never inside a callback
 					   of the connection it closes) */
 };
 
@@ -81,7 +90,9 @@ int milter_set_load(const struct conf *c, struct milter_set **set_r, char **erro
 {
 	const struct milter_conf *mc = &conf_values(c)->milter;
 	struct milter_defaults d = {
-		mc->connect_timeout_ms, mc->command_timeout_ms, mc->content_timeout_ms,
+		mc->connect_timeout_ms,
+		mc->command_timeout_ms,
+		mc->content_timeout_ms,
 		(enum milter_action)mc->default_action,
 	};
 	struct milter_set *set = xcalloc(1, sizeof(*set));
@@ -90,8 +101,8 @@ int milter_set_load(const struct conf *c, struct milter_set **set_r, char **erro
 	*set_r = NULL;
 	for (int k = 0; k < 2; k++) {
 		if (milter_specs_parse(text[k], &d, &set->list[k], &set->n[k], error_r) < 0) {
-			char *e = xasprintf("[milter] %s: %s", k ? "non_smtpd_milters"
-								 : "smtpd_milters", *error_r);
+			char *e = xasprintf("[milter] %s: %s",
+					    k ? "non_smtpd_milters" : "smtpd_milters", *error_r);
 
 			free(*error_r);
 			*error_r = e;
@@ -164,8 +175,8 @@ static void put_macros(struct milter_run *r, enum milter_stage st, char cmd,
 	size_t k = 0;
 
 	for (size_t i = 0; i < n && k < 16; i++) {
-		if (values[i] == NULL || (r->syms[st] != NULL &&
-					  !milter_symlist_has(r->syms[st], names[i])))
+		if (values[i] == NULL ||
+		    (r->syms[st] != NULL && !milter_symlist_has(r->syms[st], names[i])))
 			continue;
 		nv[k] = names[i];
 		vv[k++] = values[i];
@@ -206,11 +217,13 @@ static void send_connect(struct milter_run *r)
 
 	split_addr(s, addr, sizeof(addr), port, sizeof(port), &family);
 	snprintf(under, sizeof(under), "unknown [%s]", addr);
-	const char *names[] = { "j", "{daemon_name}", "v", "_", "{client_addr}",
-				"{client_name}", "{client_port}" };
-	const char *values[] = { s->m->hostname, s->m->hostname, "Heron", under,
-				 family == 'U' ? NULL : addr, "unknown",
-				 port[0] ? port : NULL };
+	const char *names[] = {
+		"j", "{daemon_name}", "v", "_", "{client_addr}", "{client_name}", "{client_port}"
+	};
+	const char *values[] = {
+		s->m->hostname, s->m->hostname,       "Heron", under, family == 'U' ? NULL : addr,
+		"unknown",      port[0] ? port : NULL
+	};
 	put_macros(r, MILTER_ST_CONNECT, SMFIC_CONNECT, names, values, 7);
 	milter_put_connect(&r->pkt, "unknown", family,
 			   port[0] ? (uint16_t)strtoul(port, NULL, 10) : 0, addr);
@@ -276,9 +289,9 @@ static void put_qid(struct milter_run *r, enum milter_stage st, char cmd)
 static bool step_skipped(const struct milter_run *r, enum step st)
 {
 	static const uint32_t no[] = { [MS_CONNECT] = SMFIP_NOCONNECT, [MS_HELO] = SMFIP_NOHELO,
-				       [MS_MAIL] = SMFIP_NOMAIL, [MS_RCPT] = SMFIP_NORCPT,
-				       [MS_DATA] = SMFIP_NODATA, [MS_HEADER] = SMFIP_NOHDRS,
-				       [MS_EOH] = SMFIP_NOEOH, [MS_BODY] = SMFIP_NOBODY };
+				       [MS_MAIL] = SMFIP_NOMAIL,       [MS_RCPT] = SMFIP_NORCPT,
+				       [MS_DATA] = SMFIP_NODATA,       [MS_HEADER] = SMFIP_NOHDRS,
+				       [MS_EOH] = SMFIP_NOEOH,         [MS_BODY] = SMFIP_NOBODY };
 
 	return st < MS_EOB && st > MS_OPTNEG && (r->proto & no[st]) != 0;
 }
@@ -286,9 +299,9 @@ static bool step_skipped(const struct milter_run *r, enum step st)
 static bool step_answered(const struct milter_run *r, enum step st)
 {
 	static const uint32_t nr[] = { [MS_CONNECT] = SMFIP_NR_CONN, [MS_HELO] = SMFIP_NR_HELO,
-				       [MS_MAIL] = SMFIP_NR_MAIL, [MS_RCPT] = SMFIP_NR_RCPT,
-				       [MS_DATA] = SMFIP_NR_DATA, [MS_HEADER] = SMFIP_NR_HDR,
-				       [MS_EOH] = SMFIP_NR_EOH, [MS_BODY] = SMFIP_NR_BODY };
+				       [MS_MAIL] = SMFIP_NR_MAIL,    [MS_RCPT] = SMFIP_NR_RCPT,
+				       [MS_DATA] = SMFIP_NR_DATA,    [MS_HEADER] = SMFIP_NR_HDR,
+				       [MS_EOH] = SMFIP_NR_EOH,      [MS_BODY] = SMFIP_NR_BODY };
 
 	return st >= MS_EOB || st == MS_OPTNEG || (r->proto & nr[st]) == 0;
 }
@@ -301,9 +314,15 @@ static bool send_step(struct milter_run *r)
 	char chunk[MILTER_CHUNK];
 
 	switch (r->step) {
-	case MS_CONNECT: send_connect(r); break;
-	case MS_HELO: send_helo(r); break;
-	case MS_MAIL: send_mail(r); break;
+	case MS_CONNECT:
+		send_connect(r);
+		break;
+	case MS_HELO:
+		send_helo(r);
+		break;
+	case MS_MAIL:
+		send_mail(r);
+		break;
 	case MS_RCPT:
 		if (r->idx >= r->s->tx->nrcpt)
 			return false;
@@ -355,7 +374,8 @@ static int64_t step_timeout(const struct milter_run *r)
 	const struct milter_spec *sp = &r->list[r->cur];
 
 	return r->step == MS_OPTNEG ? sp->connect_ms
-	       : r->step >= MS_BODY ? sp->content_ms : sp->command_ms;
+	       : r->step >= MS_BODY ? sp->content_ms
+				    : sp->command_ms;
 }
 
 /* Sends steps until one needs an answer (or the output must drain). */
@@ -427,7 +447,8 @@ static void fail(struct milter_run *r, const char *why)
 	static const char *const act[] = { "tempfail", "accept", "reject" };
 
 	log_warnx("%016" PRIx64 " milter %s qid=%016" PRIx64 " result=fail reason=\"%s\" "
-		  "action=%s", r->s->id, sp->text, r->s->tx->qid, why, act[sp->default_action]);
+		  "action=%s",
+		  r->s->id, sp->text, r->s->tx->qid, why, act[sp->default_action]);
 	close_milter(r, false);
 	if (sp->default_action == MILTER_TEMPFAIL)
 		set_reply(r, OUT_TEMPFAIL, "451 4.7.1 Service unavailable - try again later");
@@ -453,7 +474,10 @@ static void reply_code(struct milter_run *r, const struct milter_reply *rp)
 		bool esc = n >= 5 && t[0] == rp->text[0] && t[1] == '.';
 		bool last = *next == '\0';
 		int w = snprintf(r->reply + off, sizeof(r->reply) - off, "%d%c%s%.*s%s", rp->code,
-				 last ? ' ' : '-', esc ? "" : rp->code >= 500 ? "5.7.1 " : "4.7.1 ",
+				 last ? ' ' : '-',
+				 esc               ? ""
+				 : rp->code >= 500 ? "5.7.1 "
+						   : "4.7.1 ",
 				 (int)n, t, last ? "" : "\n");
 
 		if (w < 0 || (size_t)w >= sizeof(r->reply) - off) {
@@ -477,15 +501,25 @@ static void reply_code(struct milter_run *r, const struct milter_reply *rp)
 static bool action_allowed(const struct milter_run *r, char cmd)
 {
 	switch (cmd) {
-	case SMFIR_ADDHEADER: return r->actions & SMFIF_ADDHDRS;
-	case SMFIR_INSHEADER: case SMFIR_CHGHEADER: return r->actions & SMFIF_CHGHDRS;
-	case SMFIR_REPLBODY: return r->actions & SMFIF_CHGBODY;
-	case SMFIR_ADDRCPT: return r->actions & SMFIF_ADDRCPT;
-	case SMFIR_ADDRCPT_PAR: return r->actions & SMFIF_ADDRCPT_PAR;
-	case SMFIR_DELRCPT: return r->actions & SMFIF_DELRCPT;
-	case SMFIR_CHGFROM: return r->actions & SMFIF_CHGFROM;
-	case SMFIR_QUARANTINE: return r->actions & SMFIF_QUARANTINE;
-	default: return false;
+	case SMFIR_ADDHEADER:
+		return r->actions & SMFIF_ADDHDRS;
+	case SMFIR_INSHEADER:
+	case SMFIR_CHGHEADER:
+		return r->actions & SMFIF_CHGHDRS;
+	case SMFIR_REPLBODY:
+		return r->actions & SMFIF_CHGBODY;
+	case SMFIR_ADDRCPT:
+		return r->actions & SMFIF_ADDRCPT;
+	case SMFIR_ADDRCPT_PAR:
+		return r->actions & SMFIF_ADDRCPT_PAR;
+	case SMFIR_DELRCPT:
+		return r->actions & SMFIF_DELRCPT;
+	case SMFIR_CHGFROM:
+		return r->actions & SMFIF_CHGFROM;
+	case SMFIR_QUARANTINE:
+		return r->actions & SMFIF_QUARANTINE;
+	default:
+		return false;
 	}
 }
 
@@ -493,8 +527,8 @@ static bool action_allowed(const struct milter_run *r, char cmd)
 static uint32_t offered_actions(const struct milter_run *r)
 {
 	return (r->s->flags & SF_LMTP)
-	       ? MILTER_ACTIONS & ~(SMFIF_ADDRCPT | SMFIF_ADDRCPT_PAR | SMFIF_DELRCPT)
-	       : MILTER_ACTIONS;
+		       ? MILTER_ACTIONS & ~(SMFIF_ADDRCPT | SMFIF_ADDRCPT_PAR | SMFIF_DELRCPT)
+		       : MILTER_ACTIONS;
 }
 
 /* The milter's answer to option negotiation. What it asks for beyond the offer is not
@@ -503,7 +537,7 @@ static void on_optneg(struct milter_run *r, const struct milter_reply *rp)
 {
 	if (rp->cmd != SMFIC_OPTNEG || rp->version < 2 || rp->version > MILTER_VERSION)
 		return fail(r, rp->cmd != SMFIC_OPTNEG ? "no option negotiation"
-			    : "unsupported protocol version");
+						       : "unsupported protocol version");
 	r->actions = rp->actions & offered_actions(r);
 	r->proto = rp->protocol & MILTER_PROTOCOL;
 	for (int i = 0; i < MILTER_NSTAGES; i++)
@@ -581,7 +615,9 @@ static void on_reply(struct milter_run *r, const struct milter_reply *rp)
 	case SMFIR_REJECT:
 		set_reply(r, OUT_REJECT, "550 5.7.1 Message rejected");
 		break;
-	case SMFIR_TEMPFAIL: case SMFIR_CONN_FAIL: case SMFIR_SHUTDOWN:
+	case SMFIR_TEMPFAIL:
+	case SMFIR_CONN_FAIL:
+	case SMFIR_SHUTDOWN:
 		set_reply(r, OUT_TEMPFAIL, "451 4.7.1 Service unavailable - try again later");
 		break;
 	case SMFIR_REPLYCODE:
@@ -592,7 +628,9 @@ static void on_reply(struct milter_run *r, const struct milter_reply *rp)
 	}
 	log_info("%016" PRIx64 " milter %s qid=%016" PRIx64 " result=%s reply=\"%.200s\"",
 		 r->s->id, sp->text, r->s->tx->qid,
-		 r->out == OUT_DISCARD ? "discard" : r->out == OUT_REJECT ? "reject" : "tempfail",
+		 r->out == OUT_DISCARD  ? "discard"
+		 : r->out == OUT_REJECT ? "reject"
+					: "tempfail",
 		 r->out == OUT_DISCARD ? "" : r->reply);
 	close_milter(r, true);
 	next_milter(r);
@@ -654,8 +692,9 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 		r->waiting = true;
 		return;
 	}
-	fail(r, (what & BEV_EVENT_EOF) ? "connection closed" : r->step == MS_OPTNEG
-	     ? "cannot connect" : "connection error");
+	fail(r, (what & BEV_EVENT_EOF) ? "connection closed"
+		: r->step == MS_OPTNEG ? "cannot connect"
+				       : "connection error");
 }
 
 static void timer_cb(evutil_socket_t fd, short what, void *arg)
@@ -665,8 +704,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 	fail(r, r->step == MS_OPTNEG ? "connect or negotiation timed out" : "timed out");
 }
 
-static int milter_addr(const struct milter_spec *sp, struct sockaddr_storage *ss,
-		       socklen_t *len)
+static int milter_addr(const struct milter_spec *sp, struct sockaddr_storage *ss, socklen_t *len)
 {
 	memset(ss, 0, sizeof(*ss));
 	if (sp->unix_path) {

@@ -85,7 +85,7 @@ int milter_msg_read(struct milter_msg *mm, int fd, uint64_t size, const char **e
 	buf_init(&hdr, 0, MILTER_HEADER_MAX + READ_CHUNK);
 	if ((hl = read_header(fd, size, &hdr, &mm->body_off)) < 0 || hl > MILTER_HEADER_MAX) {
 		*error_r = hl < 0 && hdr.len < MILTER_HEADER_MAX ? "cannot read the message"
-								  : "header section too big";
+								 : "header section too big";
 		buf_release(&hdr);
 		return -1;
 	}
@@ -94,7 +94,8 @@ int milter_msg_read(struct milter_msg *mm, int fd, uint64_t size, const char **e
 	for (size_t i = 0; i < (size_t)hl; i++) {
 		if (hdr.data[i] != '\n')
 			continue;
-		bool fold = i + 1 < (size_t)hl && (hdr.data[i + 1] == ' ' || hdr.data[i + 1] == '\t');
+		bool fold = i + 1 < (size_t)hl &&
+			    (hdr.data[i + 1] == ' ' || hdr.data[i + 1] == '\t');
 		if (fold)
 			continue;
 		if (mm->nf == MILTER_FIELDS_MAX) {
@@ -190,9 +191,9 @@ static char *field_text(const char *name, const char *value, size_t *len_r)
 }
 
 struct hdr_list {
-	char **raw;      /* NULL: deleted */
+	char **raw; /* NULL: deleted */
 	size_t *len;
-	char **name;     /* borrowed */
+	char **name; /* borrowed */
 	size_t n;
 };
 
@@ -390,8 +391,10 @@ static void envelope(struct smtp_session *s, const struct milter_mods *mods)
 		else
 			continue;
 		log_info("%016" PRIx64 ": milter %s <%s>", tx->qid,
-			 m->cmd == SMFIR_DELRCPT ? "delrcpt" : m->cmd == SMFIR_CHGFROM ? "chgfrom"
-			 : "addrcpt", m->name);
+			 m->cmd == SMFIR_DELRCPT   ? "delrcpt"
+			 : m->cmd == SMFIR_CHGFROM ? "chgfrom"
+						   : "addrcpt",
+			 m->name);
 	}
 	tx->nlocal = 0;
 	for (size_t i = 0; i < tx->nrcpt; i++)
@@ -405,15 +408,16 @@ int milter_mods_apply(struct smtp_session *s, const struct milter_msg *mm,
 	bool content = mods->body_replaced;
 
 	for (size_t i = 0; i < mods->n; i++)
-		content |= mods->v[i].cmd == SMFIR_ADDHEADER || mods->v[i].cmd == SMFIR_INSHEADER ||
-			   mods->v[i].cmd == SMFIR_CHGHEADER;
+		content |= mods->v[i].cmd == SMFIR_ADDHEADER ||
+			   mods->v[i].cmd == SMFIR_INSHEADER || mods->v[i].cmd == SMFIR_CHGHEADER;
 	if (content) {
 		struct store_blob *nb = NULL;
 		int rc = rewrite(s, mm, mods, &nb);
 
 		if (rc != 0) {
 			log_warnx("%016" PRIx64 " milter qid=%016" PRIx64 " result=fail "
-				  "reason=\"message file: %s\"", s->id, tx->qid, store_strerror(rc));
+				  "reason=\"message file: %s\"",
+				  s->id, tx->qid, store_strerror(rc));
 			return -1;
 		}
 		store_blob_free(&tx->blob);

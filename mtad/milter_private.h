@@ -28,16 +28,16 @@ struct milter_field {
 };
 
 struct milter_msg {
-	int fd;                     /* the message file, read back */
+	int fd; /* the message file, read back */
 	uint64_t size;
-	uint64_t body_off;          /* where the body starts (after the empty line) */
+	uint64_t body_off; /* where the body starts (after the empty line) */
 	struct milter_field *f;
 	size_t nf;
 };
 
 /* A change a milter asked for at the end of the message, kept in order. */
 struct milter_mod {
-	char cmd;                   /* SMFIR_ADDHEADER, ... */
+	char cmd; /* SMFIR_ADDHEADER, ... */
 	uint32_t index;
 	char *name, *value;
 };
@@ -45,9 +45,9 @@ struct milter_mod {
 struct milter_mods {
 	struct milter_mod *v;
 	size_t n;
-	struct buf body;            /* SMFIR_REPLBODY bytes */
+	struct buf body; /* SMFIR_REPLBODY bytes */
 	bool body_replaced;
-	char *quarantine;           /* the reason, or NULL */
+	char *quarantine; /* the reason, or NULL */
 };
 
 /* Reads the header section of the message file fd (size bytes): 0, or -1 with *error_r. */

@@ -143,8 +143,8 @@ static int parse_replycode(struct milter_reply *r, const char **error_r)
 	const char *t = r->data;
 
 	if (r->len < 4 || t[r->len - 1] != '\0' || strlen(t) != r->len - 1 ||
-	    (t[0] != '4' && t[0] != '5') || t[1] < '0' || t[1] > '9' || t[2] < '0' ||
-	    t[2] > '9' || (t[3] != ' ' && t[3] != '-' && t[3] != '\0')) {
+	    (t[0] != '4' && t[0] != '5') || t[1] < '0' || t[1] > '9' || t[2] < '0' || t[2] > '9' ||
+	    (t[3] != ' ' && t[3] != '-' && t[3] != '\0')) {
 		*error_r = "bad reply code";
 		return -1;
 	}
@@ -162,8 +162,7 @@ static int parse_replycode(struct milter_reply *r, const char **error_r)
 
 /* The strings a command carries: [index] first, then nreq strings and up to nopt more; the
    packet must end right after them. */
-static int parse_strs(struct milter_reply *r, bool index, int nreq, int nopt,
-		      const char **error_r)
+static int parse_strs(struct milter_reply *r, bool index, int nreq, int nopt, const char **error_r)
 {
 	const char *s[3] = { NULL, NULL, NULL };
 	size_t off = 0;
@@ -195,8 +194,14 @@ static int parse_strs(struct milter_reply *r, bool index, int nreq, int nopt,
 static int parse_data(struct milter_reply *r, const char **error_r)
 {
 	switch (r->cmd) {
-	case SMFIR_ACCEPT: case SMFIR_CONTINUE: case SMFIR_DISCARD: case SMFIR_REJECT:
-	case SMFIR_TEMPFAIL: case SMFIR_SKIP: case SMFIR_PROGRESS: case SMFIR_CONN_FAIL:
+	case SMFIR_ACCEPT:
+	case SMFIR_CONTINUE:
+	case SMFIR_DISCARD:
+	case SMFIR_REJECT:
+	case SMFIR_TEMPFAIL:
+	case SMFIR_SKIP:
+	case SMFIR_PROGRESS:
+	case SMFIR_CONN_FAIL:
 	case SMFIR_SHUTDOWN:
 		return 0; /* libmilter sends no data; any is ignored */
 	case SMFIC_OPTNEG:
@@ -205,11 +210,14 @@ static int parse_data(struct milter_reply *r, const char **error_r)
 		return parse_replycode(r, error_r);
 	case SMFIR_ADDHEADER:
 		return parse_strs(r, false, 2, 0, error_r);
-	case SMFIR_INSHEADER: case SMFIR_CHGHEADER:
+	case SMFIR_INSHEADER:
+	case SMFIR_CHGHEADER:
 		return parse_strs(r, true, 2, 0, error_r);
-	case SMFIR_ADDRCPT: case SMFIR_DELRCPT:
+	case SMFIR_ADDRCPT:
+	case SMFIR_DELRCPT:
 		return parse_strs(r, false, 1, 0, error_r);
-	case SMFIR_ADDRCPT_PAR: case SMFIR_CHGFROM:
+	case SMFIR_ADDRCPT_PAR:
+	case SMFIR_CHGFROM:
 		return parse_strs(r, false, 1, 1, error_r);
 	case SMFIR_QUARANTINE:
 		if (parse_strs(r, false, 1, 0, error_r) < 0)
@@ -225,8 +233,8 @@ static int parse_data(struct milter_reply *r, const char **error_r)
 	}
 }
 
-int milter_reply_parse(const unsigned char *p, size_t n, struct milter_reply *r,
-		       size_t *used_r, const char **error_r)
+int milter_reply_parse(const unsigned char *p, size_t n, struct milter_reply *r, size_t *used_r,
+		       const char **error_r)
 {
 	uint32_t len;
 
@@ -281,8 +289,9 @@ static int spec_address(struct milter_spec *m, struct str_view a, char **error_r
 		m->host = xmemdup0(a.p + 5, a.len - 5);
 		return 0;
 	}
-	size_t skip = str_caseprefix(a.p, a.len, "inet:") ? 5
-		      : str_caseprefix(a.p, a.len, "inet6:") ? 6 : 0;
+	size_t skip = str_caseprefix(a.p, a.len, "inet:")    ? 5
+		      : str_caseprefix(a.p, a.len, "inet6:") ? 6
+							     : 0;
 	if (skip == 0)
 		goto bad;
 	a.p += skip;
@@ -300,8 +309,7 @@ static int spec_address(struct milter_spec *m, struct str_view a, char **error_r
 	m->port = (uint16_t)port;
 	return 0;
 bad:
-	*error_r = xasprintf("bad milter \"%s\" (expected inet:HOST:PORT or unix:PATH)",
-			     m->text);
+	*error_r = xasprintf("bad milter \"%s\" (expected inet:HOST:PORT or unix:PATH)", m->text);
 	return -1;
 }
 
@@ -337,7 +345,8 @@ static int spec_option(struct milter_spec *m, struct str_view o, char **error_r)
 	}
 	*error_r = xasprintf("milter %s: bad setting \"%.*s\" (connect_timeout, command_timeout, "
 			     "content_timeout from 100ms to 1h; default_action = "
-			     "tempfail|accept|reject)", m->text, (int)o.len, o.p);
+			     "tempfail|accept|reject)",
+			     m->text, (int)o.len, o.p);
 	return -1;
 }
 

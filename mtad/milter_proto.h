@@ -24,19 +24,42 @@
 
 /* Commands (MTA to milter). */
 enum {
-	SMFIC_ABORT = 'A', SMFIC_BODY = 'B', SMFIC_CONNECT = 'C', SMFIC_MACRO = 'D',
-	SMFIC_BODYEOB = 'E', SMFIC_HELO = 'H', SMFIC_HEADER = 'L', SMFIC_MAIL = 'M',
-	SMFIC_EOH = 'N', SMFIC_OPTNEG = 'O', SMFIC_QUIT = 'Q', SMFIC_RCPT = 'R',
+	SMFIC_ABORT = 'A',
+	SMFIC_BODY = 'B',
+	SMFIC_CONNECT = 'C',
+	SMFIC_MACRO = 'D',
+	SMFIC_BODYEOB = 'E',
+	SMFIC_HELO = 'H',
+	SMFIC_HEADER = 'L',
+	SMFIC_MAIL = 'M',
+	SMFIC_EOH = 'N',
+	SMFIC_OPTNEG = 'O',
+	SMFIC_QUIT = 'Q',
+	SMFIC_RCPT = 'R',
 	SMFIC_DATA = 'T',
 };
 
 /* Replies (milter to MTA). */
 enum {
-	SMFIR_ADDRCPT = '+', SMFIR_DELRCPT = '-', SMFIR_ADDRCPT_PAR = '2', SMFIR_SHUTDOWN = '4',
-	SMFIR_ACCEPT = 'a', SMFIR_REPLBODY = 'b', SMFIR_CONTINUE = 'c', SMFIR_DISCARD = 'd',
-	SMFIR_CHGFROM = 'e', SMFIR_CONN_FAIL = 'f', SMFIR_ADDHEADER = 'h', SMFIR_INSHEADER = 'i',
-	SMFIR_SETSYMLIST = 'l', SMFIR_CHGHEADER = 'm', SMFIR_PROGRESS = 'p',
-	SMFIR_QUARANTINE = 'q', SMFIR_REJECT = 'r', SMFIR_SKIP = 's', SMFIR_TEMPFAIL = 't',
+	SMFIR_ADDRCPT = '+',
+	SMFIR_DELRCPT = '-',
+	SMFIR_ADDRCPT_PAR = '2',
+	SMFIR_SHUTDOWN = '4',
+	SMFIR_ACCEPT = 'a',
+	SMFIR_REPLBODY = 'b',
+	SMFIR_CONTINUE = 'c',
+	SMFIR_DISCARD = 'd',
+	SMFIR_CHGFROM = 'e',
+	SMFIR_CONN_FAIL = 'f',
+	SMFIR_ADDHEADER = 'h',
+	SMFIR_INSHEADER = 'i',
+	SMFIR_SETSYMLIST = 'l',
+	SMFIR_CHGHEADER = 'm',
+	SMFIR_PROGRESS = 'p',
+	SMFIR_QUARANTINE = 'q',
+	SMFIR_REJECT = 'r',
+	SMFIR_SKIP = 's',
+	SMFIR_TEMPFAIL = 't',
 	SMFIR_REPLYCODE = 'y',
 };
 
@@ -80,15 +103,21 @@ enum {
 
 /* Macro stages (SMFIM_*), the index of a SETSYMLIST list. */
 enum milter_stage {
-	MILTER_ST_CONNECT, MILTER_ST_HELO, MILTER_ST_MAIL, MILTER_ST_RCPT, MILTER_ST_DATA,
-	MILTER_ST_EOB, MILTER_ST_EOH, MILTER_NSTAGES
+	MILTER_ST_CONNECT,
+	MILTER_ST_HELO,
+	MILTER_ST_MAIL,
+	MILTER_ST_RCPT,
+	MILTER_ST_DATA,
+	MILTER_ST_EOB,
+	MILTER_ST_EOH,
+	MILTER_NSTAGES
 };
 
 /* A reply, parsed in place: the pointers point into the bytes given to milter_reply_parse
    (valid while those are). Which fields are set depends on cmd. */
 struct milter_reply {
 	char cmd;
-	const char *data;   /* the packet's data (len bytes) */
+	const char *data; /* the packet's data (len bytes) */
 	size_t len;
 	/* OPTNEG */
 	uint32_t version, actions, protocol;
@@ -106,8 +135,8 @@ struct milter_reply {
 /* One reply packet from p[0..n): 1 and *used_r (its size) when a whole valid one is there,
    0 when more bytes are needed, -1 with *error_r for garbage (a length of 0 or past
    MILTER_REPLY_MAX, an unknown command, data that does not fit the command). */
-int milter_reply_parse(const unsigned char *p, size_t n, struct milter_reply *r,
-		       size_t *used_r, const char **error_r);
+int milter_reply_parse(const unsigned char *p, size_t n, struct milter_reply *r, size_t *used_r,
+		       const char **error_r);
 
 /* Packets, appended to b (a buf big enough for them: -1 when b's ceiling is reached). */
 int milter_put(struct buf *b, char cmd, const void *data, size_t len);
@@ -131,9 +160,9 @@ enum milter_action { MILTER_TEMPFAIL, MILTER_ACCEPT, MILTER_REJECT };
 
 /* One milter of a [milter] list. */
 struct milter_spec {
-	char *text;           /* as configured: "inet:127.0.0.1:11332", "unix:/run/m.sock" */
+	char *text; /* as configured: "inet:127.0.0.1:11332", "unix:/run/m.sock" */
 	bool unix_path;
-	char *host;           /* inet: host or address (no brackets); unix: the path */
+	char *host; /* inet: host or address (no brackets); unix: the path */
 	uint16_t port;
 	int64_t connect_ms, command_ms, content_ms;
 	enum milter_action default_action;

@@ -95,8 +95,8 @@ int sts_policy_parse(const char *text, size_t len, struct sts_policy *p, const c
 		if (colon == NULL)
 			return -1;
 		struct str_view k = str_trim((struct str_view){ line, (size_t)(colon - line) });
-		struct str_view v = str_trim((struct str_view){ colon + 1,
-							(size_t)(text + end - colon - 1) });
+		struct str_view v = str_trim(
+			(struct str_view){ colon + 1, (size_t)(text + end - colon - 1) });
 		while (v.len > 0 && is_ws(v.p[v.len - 1]))
 			v.len--;
 		if (str_caseeq(k.p, k.len, "version", 7)) {
@@ -132,15 +132,18 @@ int sts_policy_parse(const char *text, size_t len, struct sts_policy *p, const c
 			if (p->nmx < STS_MX_MAX) {
 				for (size_t j = 0; j < v.len; j++)
 					p->mx[p->nmx][j] = (char)(v.p[j] >= 'A' && v.p[j] <= 'Z'
-								  ? v.p[j] + 32 : v.p[j]);
+									  ? v.p[j] + 32
+									  : v.p[j]);
 				p->mx[p->nmx][v.len] = '\0';
 				p->nmx++;
 			}
 		}
 		/* other keys are extensions: ignored (RFC 8461 3.2) */
 	}
-	*error_r = !version ? "no version" : !mode ? "no mode" : !age ? "no max_age"
-		   : "no mx with mode enforce or testing";
+	*error_r = !version ? "no version"
+		   : !mode  ? "no mode"
+		   : !age   ? "no max_age"
+			    : "no mx with mode enforce or testing";
 	if (!version || !mode || !age || (p->mode != STS_NONE && p->nmx == 0))
 		return -1;
 	*error_r = NULL;

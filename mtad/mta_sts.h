@@ -17,15 +17,15 @@
 #include "dns/dns.h"
 
 #define STS_ID_MAX 32
-#define STS_MX_MAX 32              /* mx: lines kept */
-#define STS_POLICY_MAX 65536       /* bytes of a policy file */
-#define STS_MAX_AGE_MAX 31557600   /* seconds (RFC 8461 3.2) */
+#define STS_MX_MAX 32            /* mx: lines kept */
+#define STS_POLICY_MAX 65536     /* bytes of a policy file */
+#define STS_MAX_AGE_MAX 31557600 /* seconds (RFC 8461 3.2) */
 
 enum sts_mode { STS_NONE, STS_TESTING, STS_ENFORCE };
 
 struct sts_policy {
 	enum sts_mode mode;
-	int64_t max_age;           /* seconds */
+	int64_t max_age; /* seconds */
 	size_t nmx;
 	char mx[STS_MX_MAX][DNS_NAME_MAX + 3]; /* "mx.example.com" or "*.example.com" */
 };

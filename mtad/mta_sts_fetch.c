@@ -29,10 +29,10 @@
 struct sts_entry {
 	struct sts_cache *c;
 	char domain[DNS_NAME_MAX + 1];
-	bool have;                     /* policy holds a fetched policy */
+	bool have; /* policy holds a fetched policy */
 	struct sts_policy policy;
-	char id[STS_ID_MAX + 1];       /* of the policy held */
-	int64_t expires;               /* wall clock, seconds */
+	char id[STS_ID_MAX + 1]; /* of the policy held */
+	int64_t expires;         /* wall clock, seconds */
 	/* the lookup in progress */
 	bool busy;
 	char want_id[STS_ID_MAX + 1];
@@ -59,7 +59,7 @@ struct sts_cache {
 	char port[8];
 	int64_t timeout_ms;
 	size_t n;
-	TAILQ_HEAD(, sts_entry) entries;   /* most recently used last */
+	TAILQ_HEAD(, sts_entry) entries; /* most recently used last */
 };
 
 static void fetch_start(struct sts_entry *e);
@@ -105,7 +105,8 @@ static void entry_done(struct sts_entry *e)
 static void fetch_fail(struct sts_entry *e, const char *why)
 {
 	log_warnx("mta-sts %s: policy fetch failed: %s%s", e->domain, why,
-		  e->have && e->expires > clock_wall_s() ? " (the cached policy stays in force)" : "");
+		  e->have && e->expires > clock_wall_s() ? " (the cached policy stays in force)"
+							 : "");
 	entry_done(e);
 }
 
@@ -117,8 +118,8 @@ static void fetch_parse(struct sts_entry *e)
 	const char *err;
 	struct sts_policy pol;
 
-	if (p == NULL || len < 12 || (strncmp(p, "HTTP/1.0 ", 9) != 0 &&
-				      strncmp(p, "HTTP/1.1 ", 9) != 0)) {
+	if (p == NULL || len < 12 ||
+	    (strncmp(p, "HTTP/1.0 ", 9) != 0 && strncmp(p, "HTTP/1.1 ", 9) != 0)) {
 		fetch_fail(e, "not an HTTP response");
 		return;
 	}
@@ -179,7 +180,8 @@ static void http_event_cb(struct bufferevent *bev, short what, void *arg)
 		snprintf(host, sizeof(host), "mta-sts.%s", e->domain);
 		evbuffer_add_printf(bufferevent_get_output(bev),
 				    "GET /.well-known/mta-sts.txt HTTP/1.0\r\nHost: %s\r\n"
-				    "User-Agent: Heron mtad\r\nConnection: close\r\n\r\n", host);
+				    "User-Agent: Heron mtad\r\nConnection: close\r\n\r\n",
+				    host);
 		return;
 	}
 	if ((what & BEV_EVENT_EOF) && evbuffer_get_length(e->resp) > 0) {
@@ -187,8 +189,9 @@ static void http_event_cb(struct bufferevent *bev, short what, void *arg)
 		fetch_parse(e);
 		return;
 	}
-	fetch_fail(e, (what & BEV_EVENT_TIMEOUT) ? "timed out" : tls_error(bev, err, sizeof(err))[0]
-		   ? err : "connection failed");
+	fetch_fail(e, (what & BEV_EVENT_TIMEOUT)            ? "timed out"
+		      : tls_error(bev, err, sizeof(err))[0] ? err
+							    : "connection failed");
 }
 
 static void connect_cb(struct bufferevent *plain, const char *error, void *arg)
@@ -263,7 +266,8 @@ static void txt_cb(const struct dns_answer *a, void *arg)
 		}
 	}
 	/* no (valid) record: an unexpired cached policy stays in force (RFC 8461 5.1) */
-	if (found <= 0 || (e->have && strcmp(e->id, e->want_id) == 0 && e->expires > clock_wall_s())) {
+	if (found <= 0 ||
+	    (e->have && strcmp(e->id, e->want_id) == 0 && e->expires > clock_wall_s())) {
 		entry_done(e);
 		return;
 	}
@@ -280,15 +284,15 @@ static struct sts_entry *entry_get(struct sts_cache *c, const char *domain)
 	struct sts_entry *e;
 
 	TAILQ_FOREACH(e, &c->entries, entry)
-		if (strcasecmp(e->domain, domain) == 0) {
-			TAILQ_REMOVE(&c->entries, e, entry);
-			TAILQ_INSERT_TAIL(&c->entries, e, entry);
-			return e;
-		}
+	if (strcasecmp(e->domain, domain) == 0) {
+		TAILQ_REMOVE(&c->entries, e, entry);
+		TAILQ_INSERT_TAIL(&c->entries, e, entry);
+		return e;
+	}
 	if (c->n >= STS_CACHE_MAX) {
 		TAILQ_FOREACH(e, &c->entries, entry)
-			if (!e->busy)
-				break;
+		if (!e->busy)
+			break;
 		if (e != NULL) {
 			TAILQ_REMOVE(&c->entries, e, entry);
 			event_free(e->timer);

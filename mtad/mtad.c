@@ -25,11 +25,11 @@
 #include "store/store.h"
 
 struct mtad_main {
-	struct conf *conf;          /* for workers started from now on */
-	struct conf *reloaded;      /* owned: the last config SIGHUP loaded (conf), or NULL */
+	struct conf *conf;     /* for workers started from now on */
+	struct conf *reloaded; /* owned: the last config SIGHUP loaded (conf), or NULL */
 	const char *conf_path;
 	struct net_fds fds[L_NKINDS];
-	struct net_fds metrics;     /* [metrics] mtad_listen */
+	struct net_fds metrics; /* [metrics] mtad_listen */
 	char hostname[256];
 	struct shmtable *shared, *conns;
 };
@@ -50,17 +50,41 @@ static void on_drain(void *arg)
    key (listeners, workers, user, pidfile, hostname, max_connections, [store], [tls] ca...)
    takes effect at the next restart. */
 static const char *const reloadable_keys[] = {
-	"local_domains", "trusted_networks", "relay_host", "transport_map",
-	"max_connections_per_ip", "max_message_size", "line_max",
-	"max_recipients_per_transaction", "reject_recipients_per_transaction",
-	"max_transactions_per_session", "max_errors", "greeting_delay", "command_timeout",
-	"data_timeout", "login_timeout", "max_transaction_time", "max_data_time",
-	"max_unauth_connections_per_ip", "auth_require_tls", "bare_lf", "sender_login_check",
-	"sender_login_exempt", "sender_login_map", "reject_unauth_local_sender", "received_auth",
+	"local_domains",
+	"trusted_networks",
+	"relay_host",
+	"transport_map",
+	"max_connections_per_ip",
+	"max_message_size",
+	"line_max",
+	"max_recipients_per_transaction",
+	"reject_recipients_per_transaction",
+	"max_transactions_per_session",
+	"max_errors",
+	"greeting_delay",
+	"command_timeout",
+	"data_timeout",
+	"login_timeout",
+	"max_transaction_time",
+	"max_data_time",
+	"max_unauth_connections_per_ip",
+	"auth_require_tls",
+	"bare_lf",
+	"sender_login_check",
+	"sender_login_exempt",
+	"sender_login_map",
+	"reject_unauth_local_sender",
+	"received_auth",
 	"retry_schedule",
 	"max_queue_lifetime",
-	"relay_concurrency", "relay_timeout", "delay_warning", "relay_port",
-	"postmaster", "recipient_delimiter", "subaddress_folder", "aliases",
+	"relay_concurrency",
+	"relay_timeout",
+	"delay_warning",
+	"relay_port",
+	"postmaster",
+	"recipient_delimiter",
+	"subaddress_folder",
+	"aliases",
 };
 
 /* What a SIGHUP does with a changed key of the sections mtad reads. */
@@ -70,7 +94,7 @@ static enum daemon_reload mtad_reload_how(const char *section, const char *key)
 		return DAEMON_RELOAD_PARTLY;
 	if (strcmp(section, "tls") == 0)
 		return strcmp(key, "ca") == 0 ? DAEMON_RELOAD_RESTART : DAEMON_RELOAD_APPLIED;
-	if (strcmp(section, "sieve") == 0)  /* the scripts and limits of delivery */
+	if (strcmp(section, "sieve") == 0) /* the scripts and limits of delivery */
 		return DAEMON_RELOAD_APPLIED;
 	if (strcmp(section, "mtad") != 0)
 		return DAEMON_RELOAD_RESTART;
@@ -83,8 +107,9 @@ static enum daemon_reload mtad_reload_how(const char *section, const char *key)
 	return DAEMON_RELOAD_RESTART;
 }
 
-static const char *const reload_sections[] = { "mtad", "store", "tls", "directory", "sieve",
-					       NULL };
+static const char *const reload_sections[] = {
+	"mtad", "store", "tls", "directory", "sieve", NULL
+};
 
 /* Master, SIGHUP: the new config is reported and kept for workers started later. The
    config of the start stays allocated (the daemon's pidfile and user point into it). */
@@ -193,8 +218,10 @@ static void bind_listeners(struct mtad_main *mm)
 	struct net_listen_opts lo = { .reuseport = false, .backlog = 0, .unix_mode = 0660 };
 	const struct heron_conf *v = conf_values(mm->conf);
 	const struct conf_addrs *const lists[L_NKINDS] = {
-		[L_SMTP] = v->mtad.listen, [L_SUBMISSION] = v->mtad.submission,
-		[L_SUBMISSIONS] = v->mtad.submissions, [L_LMTP] = v->mtad.lmtp,
+		[L_SMTP] = v->mtad.listen,
+		[L_SUBMISSION] = v->mtad.submission,
+		[L_SUBMISSIONS] = v->mtad.submissions,
+		[L_LMTP] = v->mtad.lmtp,
 	};
 	const char *cert = v->tls.cert;
 	struct net_listen_opts local = lo;
@@ -225,7 +252,8 @@ static void bind_listeners(struct mtad_main *mm)
 		if (net_listen(v->mtad.local_submission, &local, &mm->fds[L_SUBMISSION], &err) < 0)
 			fatalx("%s", err);
 		for (size_t i = before; i < mm->fds[L_SUBMISSION].n; i++)
-			log_info("mtad listening local_submission=%s", mm->fds[L_SUBMISSION].name[i]);
+			log_info("mtad listening local_submission=%s",
+				 mm->fds[L_SUBMISSION].name[i]);
 	}
 	{
 		char *err = NULL;
@@ -242,9 +270,10 @@ int main(int argc, char **argv)
 	struct daemon_ops ops = { 0 };
 	const struct mtad_conf *mc;
 
-	static const char *const sections[] = { "store", "directory", "tls", "mtad", "dns",
-						"dkim", "spf", "dmarc", "sieve", "metrics",
-						"control", "log", NULL };
+	static const char *const sections[] = { "store", "directory", "tls",     "mtad",
+						"dns",   "dkim",      "spf",     "dmarc",
+						"sieve", "metrics",   "control", "log",
+						NULL };
 
 	daemon_args_parse(argc, argv, "mtad", &args);
 	args.sections = sections;

@@ -64,39 +64,39 @@ struct mtad_limits {
 
 /* One worker's world. */
 struct mtad {
-	const struct conf *conf;            /* in force: the start's, or the last reload's */
-	struct conf *reloaded;              /* owned: the last config SIGHUP loaded, or NULL */
+	const struct conf *conf; /* in force: the start's, or the last reload's */
+	struct conf *reloaded;   /* owned: the last config SIGHUP loaded, or NULL */
 	const char *conf_path;
 	struct event_base *base;
 	struct mtad_limits lim;
 	const char *hostname;
-	SSL_CTX *tls;                       /* NULL: no TLS offered */
+	SSL_CTX *tls; /* NULL: no TLS offered */
 	struct net_server *srv[L_NKINDS];
 	struct net_ipcount *ipcount;
-	struct net_ipcount *unauth;         /* sessions not authenticated per address */
-	struct authguard *guard;            /* the login throttle mtad and imapd share */
-	struct sender_map *senders;         /* [mtad] sender_login_map */
-	struct milter_set *milters;         /* [milter] lists (milter.h), or NULL: none */
-	struct aliases *aliases;            /* [mtad] aliases, or NULL (rcpt_resolve.c) */
+	struct net_ipcount *unauth;          /* sessions not authenticated per address */
+	struct authguard *guard;             /* the login throttle mtad and imapd share */
+	struct sender_map *senders;          /* [mtad] sender_login_map */
+	struct milter_set *milters;          /* [milter] lists (milter.h), or NULL: none */
+	struct aliases *aliases;             /* [mtad] aliases, or NULL (rcpt_resolve.c) */
 	struct rcpt_aliases_state *al_state; /* its file's identity and check time */
 	struct store *store;
 	struct store_gc *gc;
-	struct event *gc_ev;        /* store_gc_fd readable: store_gc_dispatch */
-	struct ldapauth *la;                /* NULL: no directory configured */
+	struct event *gc_ev; /* store_gc_fd readable: store_gc_dispatch */
+	struct ldapauth *la; /* NULL: no directory configured */
 	size_t nsessions;
 	TAILQ_HEAD(, smtp_session) sessions;
 	bool draining;
 	struct queue_runner *qr;
-	struct dns *dns;                    /* the worker's resolver and its cache (daemon only) */
-	struct shmtable *shared;            /* relay counts of all workers */
-	struct shmtable *conns;             /* connections of all workers: per address, total */
-	unsigned worker;                    /* this worker's index */
-	struct mtad_auth *auth;             /* signing keys, PSL, resolver (mtad_auth.c) */
+	struct dns *dns;         /* the worker's resolver and its cache (daemon only) */
+	struct shmtable *shared; /* relay counts of all workers */
+	struct shmtable *conns;  /* connections of all workers: per address, total */
+	unsigned worker;         /* this worker's index */
+	struct mtad_auth *auth;  /* signing keys, PSL, resolver (mtad_auth.c) */
 };
 
 /* Session states: one bit each, so the command table can list where a verb is allowed. */
 enum smtp_state {
-	ST_GREETING = 1 << 0, /* greeting not sent yet (greeting_delay) */
+	ST_GREETING = 1 << 0,  /* greeting not sent yet (greeting_delay) */
 	ST_CONNECTED = 1 << 1, /* greeted, no EHLO yet */
 	ST_READY = 1 << 2,     /* EHLO done, no transaction */
 	ST_MAIL = 1 << 3,      /* MAIL accepted, no recipient yet */
@@ -124,64 +124,64 @@ enum smtp_flag {
 /* Why a transaction will be refused at its end (keep reading, answer at the dot). */
 enum tx_error {
 	TX_OK = 0,
-	TX_ETOOBIG,  /* 552 5.3.4 */
-	TX_EBARELF,  /* 554 5.6.11 */
-	TX_EIO,      /* 451 4.3.0 */
-	TX_EHOPS,    /* 554 5.4.6 too many Received: */
-	TX_ENUL,     /* 554 5.6.0 a NUL byte (not text, and no IMAP client could read it) */
+	TX_ETOOBIG, /* 552 5.3.4 */
+	TX_EBARELF, /* 554 5.6.11 */
+	TX_EIO,     /* 451 4.3.0 */
+	TX_EHOPS,   /* 554 5.4.6 too many Received: */
+	TX_ENUL,    /* 554 5.6.0 a NUL byte (not text, and no IMAP client could read it) */
 };
 
 struct smtp_rcpt {
-	char addr[MAILADDR_TEXT_MAX + 1];  /* as given, without <> */
-	char user[MAILADDR_TEXT_MAX + 1];  /* local: the store user; remote: "" */
+	char addr[MAILADDR_TEXT_MAX + 1]; /* as given, without <> */
+	char user[MAILADDR_TEXT_MAX + 1]; /* local: the store user; remote: "" */
 	bool local;
-	unsigned part;                     /* local: the user's store partition */
-	int result;                        /* after the commit: a store_err */
+	unsigned part; /* local: the user's store partition */
+	int result;    /* after the commit: a store_err */
 	struct rcpt_params params;
 	char orcpt_raw[3 * RCPT_ORCPT_MAX + 40]; /* ORCPT addr-type;xtext, for the queue */
-	char sieve_reject[400];            /* Sieve reject/ereject: the 550's text, or "" */
-	char sieve_note[160];              /* what Sieve did, for the log line, or "" */
-	char detail[MAILADDR_LOCAL_MAX + 1]; /* local: the subaddress (user+DETAIL@), or "" */
-	char orig[MAILADDR_TEXT_MAX + 1];  /* the RCPT address when an alias led here, or "" */
-	bool extra;                        /* an alias's target after its first (LMTP: no reply) */
+	char sieve_reject[400];                  /* Sieve reject/ereject: the 550's text, or "" */
+	char sieve_note[160];                    /* what Sieve did, for the log line, or "" */
+	char detail[MAILADDR_LOCAL_MAX + 1];     /* local: the subaddress (user+DETAIL@), or "" */
+	char orig[MAILADDR_TEXT_MAX + 1]; /* the RCPT address when an alias led here, or "" */
+	bool extra;                       /* an alias's target after its first (LMTP: no reply) */
 };
 
 struct smtp_tx {
 	uint64_t qid;
-	char from[MAILADDR_TEXT_MAX + 1];  /* "" = null sender */
+	char from[MAILADDR_TEXT_MAX + 1]; /* "" = null sender */
 	struct mail_params mp;
 	struct smtp_rcpt *rcpt;
 	size_t nrcpt, rcpt_cap;
 	size_t rcpt_attempts;
-	size_t rcpt_accepted;              /* RCPTs answered 250 (max_recipients counts these) */
+	size_t rcpt_accepted; /* RCPTs answered 250 (max_recipients counts these) */
 	/* the message as it streams in */
 	struct store_blob *blob;
-	struct buf out;                    /* bytes waiting for store_blob_write */
+	struct buf out; /* bytes waiting for store_blob_write */
 	uint64_t size;
 	enum tx_error err;
-	bool at_bol;                       /* the next byte starts a line */
-	bool prev_crlf;                    /* the last line ended with CRLF */
-	bool cr;                           /* the last byte passed on was a CR */
+	bool at_bol;    /* the next byte starts a line */
+	bool prev_crlf; /* the last line ended with CRLF */
+	bool cr;        /* the last byte passed on was a CR */
 	bool in_headers;
 	unsigned hops;
-	char msgid[200];                   /* the Message-ID header's value (for the log), or "" */
-	bool msgid_next;                   /* it was empty: the continuation line holds it */
-	uint64_t chunk_left;               /* BDAT: bytes of this chunk still to read */
+	char msgid[200];     /* the Message-ID header's value (for the log), or "" */
+	bool msgid_next;     /* it was empty: the continuation line holds it */
+	uint64_t chunk_left; /* BDAT: bytes of this chunk still to read */
 	bool chunk_last;
 	/* delivery */
-	struct store_rcpt *srcpt;          /* nlocal entries */
-	struct store_queue_rcpt *qrcpt;    /* nrcpt - nlocal entries */
+	struct store_rcpt *srcpt;       /* nlocal entries */
+	struct store_queue_rcpt *qrcpt; /* nrcpt - nlocal entries */
 	size_t nlocal, pending;
-	bool requeued;                     /* failed local recipients went to the queue */
-	bool held;                         /* a milter quarantined it: queued, held */
-	struct milter_run *milter;         /* milter.c's conversation, or NULL */
-	unsigned blob_part;                /* the partition the message file is in */
-	struct sieve_tx *sieve;            /* deliver_sieve.c's state, or NULL */
-	struct mtad_auth_tx *auth;         /* mtad_auth.c's state, or NULL */
-	bool quarantine;                   /* DMARC quarantine: local copies go to \Junk */
+	bool requeued;             /* failed local recipients went to the queue */
+	bool held;                 /* a milter quarantined it: queued, held */
+	struct milter_run *milter; /* milter.c's conversation, or NULL */
+	unsigned blob_part;        /* the partition the message file is in */
+	struct sieve_tx *sieve;    /* deliver_sieve.c's state, or NULL */
+	struct mtad_auth_tx *auth; /* mtad_auth.c's state, or NULL */
+	bool quarantine;           /* DMARC quarantine: local copies go to \Junk */
 	int64_t started_ms;
-	int64_t deadline;                  /* monotonic ms: the whole transaction */
-	int64_t data_deadline;             /* monotonic ms: its data; 0 before DATA/BDAT */
+	int64_t deadline;      /* monotonic ms: the whole transaction */
+	int64_t data_deadline; /* monotonic ms: its data; 0 before DATA/BDAT */
 };
 
 struct smtp_session {
@@ -191,34 +191,34 @@ struct smtp_session {
 	struct bufferevent *bev;
 	struct sockaddr_storage ss;
 	socklen_t sslen;
-	char addr[128];                    /* peer address, text */
+	char addr[128]; /* peer address, text */
 	char helo[256];
-	char user[256];                    /* authenticated user */
-	long peer_uid;                     /* SF_LOCAL: the submitting process's uid, or -1 */
-	char **own;                        /* its addresses (directory: primary, aliases) */
+	char user[256]; /* authenticated user */
+	long peer_uid;  /* SF_LOCAL: the submitting process's uid, or -1 */
+	char **own;     /* its addresses (directory: primary, aliases) */
 	size_t nown;
-	unsigned state;                    /* one enum smtp_state bit */
-	unsigned flags;                    /* enum smtp_flag */
+	unsigned state; /* one enum smtp_state bit */
+	unsigned flags; /* enum smtp_flag */
 	struct line_reader lr;
 	struct buf line;
 	size_t errors, ntx;
 	struct smtp_tx *tx;
-	struct event *timer;               /* greeting delay, auth delay */
+	struct event *timer; /* greeting delay, auth delay */
 	unsigned auth_failures;
-	int auth_step;                     /* AUTH LOGIN: 1 = want user, 2 = want password */
+	int auth_step; /* AUTH LOGIN: 1 = want user, 2 = want password */
 	char auth_login[256];
-	char *auth_pass;                   /* held while the login throttle delays the check */
-	struct authguard_check auth_chk;   /* the login throttle's view of the last AUTH */
+	char *auth_pass;                 /* held while the login throttle delays the check */
+	struct authguard_check auth_chk; /* the login throttle's view of the last AUTH */
 	bool closing;
-	bool dead;                         /* the peer went away during ST_WAIT */
-	uint64_t discard_left;             /* BDAT chunk of a refused command */
-	int64_t login_deadline;            /* monotonic ms: submission must AUTH by then; 0 */
-	struct event *deadline;            /* the earliest of the session's deadlines */
-	int64_t connected;                 /* Unix time of the connect (mailctl who) */
-	int64_t connected_us;              /* monotonic µs of the connect */
-	int64_t cmd_us;                    /* the last command's start (monotonic µs) */
-	unsigned cmd_idx;                  /* its metrics label (mtad_metrics.c) */
-	bool cmd_open;                     /* waiting for its final reply */
+	bool dead;              /* the peer went away during ST_WAIT */
+	uint64_t discard_left;  /* BDAT chunk of a refused command */
+	int64_t login_deadline; /* monotonic ms: submission must AUTH by then; 0 */
+	struct event *deadline; /* the earliest of the session's deadlines */
+	int64_t connected;      /* Unix time of the connect (mailctl who) */
+	int64_t connected_us;   /* monotonic µs of the connect */
+	int64_t cmd_us;         /* the last command's start (monotonic µs) */
+	unsigned cmd_idx;       /* its metrics label (mtad_metrics.c) */
+	bool cmd_open;          /* waiting for its final reply */
 	TAILQ_ENTRY(smtp_session) entry;
 };
 
@@ -384,8 +384,7 @@ void mtad_auth_tx_free(struct smtp_tx *tx);
    the directory and the per-address connection counts; fatal on failure. The caller then
    starts the servers (mtad_servers_start) and, for a daemon, sets m->shared and the queue
    runner. mtad_worker_free frees what init made, the servers and m->reloaded. */
-void mtad_worker_init(struct mtad *m, const struct conf *c, unsigned worker,
-		      const char *hostname);
+void mtad_worker_init(struct mtad *m, const struct conf *c, unsigned worker, const char *hostname);
 void mtad_worker_free(struct mtad *m);
 /* The [mtad] limits of c (a SIGHUP reads them again). */
 void mtad_limits_from_conf(const struct conf *c, struct mtad_limits *l);
@@ -403,8 +402,13 @@ void queue_runner_kick(struct mtad *m);
 
 /* mtad_metrics.c: mtad's metrics (common/metrics.h) and control socket (common/obs.h). */
 enum mtad_delivery {
-	MTAD_DLV_LOCAL, MTAD_DLV_QUEUED, MTAD_DLV_RELAYED, MTAD_DLV_DEFERRED, MTAD_DLV_BOUNCED,
-	MTAD_DLV_EXPIRED, MTAD_DLV_REJECTED,
+	MTAD_DLV_LOCAL,
+	MTAD_DLV_QUEUED,
+	MTAD_DLV_RELAYED,
+	MTAD_DLV_DEFERRED,
+	MTAD_DLV_BOUNCED,
+	MTAD_DLV_EXPIRED,
+	MTAD_DLV_REJECTED,
 };
 #define MTAD_CMD_UNKNOWN 15 /* the "unknown" command label */
 /* Master, before fork. */
@@ -425,7 +429,7 @@ struct obs *mtad_obs_start(struct mtad *m, const struct net_fds *fds);
    sessions) per client address and in total in conns. Failed logins are in the login
    throttle's table (common/authguard.h), which imapd shares. */
 #define MTAD_SHARED_SLOTS 2048
-#define MTAD_SHARED_KEY_MAX 272  /* "host:port" of a 255-byte host */
+#define MTAD_SHARED_KEY_MAX 272 /* "host:port" of a 255-byte host */
 
 /* deliver.c: message bytes gathered before a write into the blob file */
 #define DELIVER_BUF_MAX (64 * 1024)

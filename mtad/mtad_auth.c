@@ -37,7 +37,7 @@
 struct mtad_auth {
 	struct dkim_signkey **keys;
 	size_t nkeys;
-	char **headers;             /* [dkim] sign_headers, lower case, or NULL: the default */
+	char **headers; /* [dkim] sign_headers, lower case, or NULL: the default */
 	size_t nheaders;
 	struct psl *psl;
 	struct ma_resolver res;
@@ -48,22 +48,22 @@ struct mtad_auth {
 struct mtad_auth_tx {
 	struct smtp_session *s;
 	bool sign, verify;
-	struct event *step;         /* continues from the loop after an answer */
+	struct event *step; /* continues from the loop after an answer */
 	/* the message */
-	char *received;             /* our Received: field, above the client's bytes */
+	char *received; /* our Received: field, above the client's bytes */
 	size_t received_len;
 	struct ma_msg msg;
-	uint64_t hdr_bytes;         /* the client's bytes that were header (with the empty line) */
-	bool empty_line;            /* the header ended with an empty line */
-	EVP_MD_CTX *md;             /* signing: the relaxed body's SHA-256 */
+	uint64_t hdr_bytes; /* the client's bytes that were header (with the empty line) */
+	bool empty_line;    /* the header ended with an empty line */
+	EVP_MD_CTX *md;     /* signing: the relaxed body's SHA-256 */
 	struct dkim_body body;
 	struct dkim_verifier *dv;
 	/* answers */
 	struct spf *spf, *helo_spf;
 	struct spf_verdict spfv, helov;
 	bool spf_pending, helo_pending, helo_checked, spf_checked;
-	bool spf_is_helo;           /* null sender: MAIL FROM's result is HELO's */
-	bool mail_wait;             /* MAIL FROM's reply waits for SPF */
+	bool spf_is_helo; /* null sender: MAIL FROM's result is HELO's */
+	bool mail_wait;   /* MAIL FROM's reply waits for SPF */
 	bool dkim_pending, ended, dmarc_started, dmarc_pending;
 	struct dmarc *dmarc;
 	struct dmarc_verdict dmv;
@@ -101,12 +101,14 @@ static int load_keys(struct mtad_auth *a, const char *spec, char **error_r)
 {
 	char *copy = xstrdup(spec), *save = NULL;
 
-	for (char *e = strtok_r(copy, " \t,", &save); e != NULL; e = strtok_r(NULL, " \t,", &save)) {
+	for (char *e = strtok_r(copy, " \t,", &save); e != NULL;
+	     e = strtok_r(NULL, " \t,", &save)) {
 		char *sel = strchr(e, ':'), *file = sel != NULL ? strchr(sel + 1, ':') : NULL;
 		struct dkim_signkey *k;
 
 		if (file == NULL) {
-			*error_r = xasprintf("[dkim] sign: \"%s\" is not domain:selector:keyfile", e);
+			*error_r = xasprintf("[dkim] sign: \"%s\" is not domain:selector:keyfile",
+					     e);
 			free(copy);
 			return -1;
 		}
@@ -313,7 +315,8 @@ static void start_spf(struct smtp_session *s, struct mtad_auth_tx *at)
 	if (hc->spf.helo && helo_checkable(s)) {
 		spf_request(s, &ip, &rq, s->helo);
 		at->helo_checked = true;
-		at->helo_pending = spf_check(r, &rq, helo_done, at, &at->helo_spf, &at->helov) == 0;
+		at->helo_pending = spf_check(r, &rq, helo_done, at, &at->helo_spf, &at->helov) ==
+				   0;
 	}
 	if (s->tx->from[0] == '\0') {
 		/* the null sender: MAIL FROM's identity is postmaster@HELO (RFC 7208 2.4) */
@@ -340,7 +343,8 @@ static void mail_reply(struct smtp_session *s, struct mtad_auth_tx *at)
 
 		reply_text(at->spfv.explanation, exp, sizeof(exp));
 		log_info("%016" PRIx64 " smtp mail qid=%016" PRIx64 " from=<%s> result=fail "
-			 "reason=\"spf fail\" addr=%s", s->id, s->tx->qid, s->tx->from, s->addr);
+			 "reason=\"spf fail\" addr=%s",
+			 s->id, s->tx->qid, s->tx->from, s->addr);
 		smtp_tx_free(&s->tx); /* and at with it */
 		s->ntx--;
 		smtp_set_state(s, ST_READY);
@@ -527,14 +531,18 @@ static int sign_message(struct smtp_session *s, struct mtad_auth_tx *at)
 	if (at->msg.overflow || from_domain(&at->msg, domain, sizeof(domain)) != 1 ||
 	    domain[0] == '\0' || (nk = pick_keys(a, domain, keys, SIGN_KEYS_MAX)) == 0) {
 		log_info("%016" PRIx64 " dkim sign qid=%016" PRIx64 " result=none "
-			 "reason=\"%s\"", s->id, s->tx->qid, at->msg.overflow ? "header too large"
-			 : domain[0] == '\0' ? "no single From domain" : "no key for the domain");
+			 "reason=\"%s\"",
+			 s->id, s->tx->qid,
+			 at->msg.overflow    ? "header too large"
+			 : domain[0] == '\0' ? "no single From domain"
+					     : "no key for the domain");
 		return 0;
 	}
 	dkim_body_end(&at->body);
 	if (EVP_DigestFinal_ex(at->md, bh, &bhlen) != 1 || bhlen != sizeof(bh))
 		fatalx("sha256 digest");
-	struct dkim_sign_opts o = { .headers = (const char *const *)a->headers, .nheaders = a->nheaders,
+	struct dkim_sign_opts o = { .headers = (const char *const *)a->headers,
+				    .nheaders = a->nheaders,
 				    .now = (int64_t)time(NULL),
 				    .expire_s = hc->dkim.signature_ttl_ms / 1000 };
 	buf_init(&sigs, 1024, 64 * 1024);
@@ -543,8 +551,9 @@ static int sign_message(struct smtp_session *s, struct mtad_auth_tx *at)
 
 		if (dkim_sign(keys[i], at->msg.fields, at->msg.nfields, bh, &o, &sigs, &err) < 0) {
 			log_warnx("%016" PRIx64 " dkim sign qid=%016" PRIx64 " d=%s s=%s "
-				  "result=fail reason=\"%s\"", s->id, s->tx->qid, keys[i]->domain,
-				  keys[i]->selector, err != NULL ? err : "?");
+				  "result=fail reason=\"%s\"",
+				  s->id, s->tx->qid, keys[i]->domain, keys[i]->selector,
+				  err != NULL ? err : "?");
 			rc = -1;
 			break;
 		}
@@ -690,7 +699,8 @@ static void build_head(struct smtp_session *s, struct mtad_auth_tx *at, struct b
 	if (forged == 0)
 		return;
 	log_info("%016" PRIx64 " auth qid=%016" PRIx64 " removed=%zu reason=\"Authentication-"
-		 "Results claiming %s\"", s->id, s->tx->qid, forged, id);
+		 "Results claiming %s\"",
+		 s->id, s->tx->qid, forged, id);
 	buf_append(head, at->received, at->received_len);
 	for (size_t i = 0; i < at->msg.nfields; i++)
 		if (!authres_claims(at->msg.fields[i].raw, at->msg.fields[i].len, id))
@@ -704,7 +714,8 @@ static void build_head(struct smtp_session *s, struct mtad_auth_tx *at, struct b
 static void refuse(struct smtp_session *s, const char *reply, bool resume)
 {
 	log_info("%016" PRIx64 " smtp data qid=%016" PRIx64 " from=<%s> result=fail "
-		 "reason=\"%s\"", s->id, s->tx->qid, s->tx->from, reply + 10);
+		 "reason=\"%s\"",
+		 s->id, s->tx->qid, s->tx->from, reply + 10);
 	smtp_tx_free(&s->tx);
 	smtp_set_state(s, ST_READY);
 	smtp_reply(s, "%s", reply);
@@ -719,13 +730,14 @@ static void verify_finish(struct smtp_session *s, struct mtad_auth_tx *at)
 	size_t nr = dkim_results(at, &r);
 	struct buf head;
 	uint64_t skip;
-	enum dmarc_policy act = at->dmarc_checked && at->dmv.result == MA_FAIL
-				? at->dmv.action : DMARC_P_NONE;
+	enum dmarc_policy act = at->dmarc_checked && at->dmv.result == MA_FAIL ? at->dmv.action
+									       : DMARC_P_NONE;
 	char reply[400];
 
 	log_info("%016" PRIx64 " auth qid=%016" PRIx64 " addr=%s from=<%s> spf=%s helo=%s "
-		 "dkim=%s dkims=%zu dmarc=%s header.from=%s action=%s", s->id, s->tx->qid,
-		 s->addr, s->tx->from, ma_result_str(at->spf_checked ? at->spfv.result : MA_NONE),
+		 "dkim=%s dkims=%zu dmarc=%s header.from=%s action=%s",
+		 s->id, s->tx->qid, s->addr, s->tx->from,
+		 ma_result_str(at->spf_checked ? at->spfv.result : MA_NONE),
 		 ma_result_str(at->helo_checked ? at->helov.result : MA_NONE),
 		 ma_result_str(nr > 0 ? r[0].result : MA_NONE), nr,
 		 ma_result_str(at->dmarc_checked ? at->dmv.result : MA_NONE),
@@ -800,7 +812,8 @@ bool mtad_auth_end(struct smtp_session *s)
 	}
 	at->ended = true;
 	if (at->dv != NULL)
-		at->dkim_pending = dkim_verifier_finish(at->dv, &s->m->auth->res, dkim_done, at) == 0;
+		at->dkim_pending = dkim_verifier_finish(at->dv, &s->m->auth->res, dkim_done, at) ==
+				   0;
 	kick(at);
 	return true;
 }

@@ -34,12 +34,12 @@ enum {
 
 static const char *const services[] = { "smtp", "submission", "submissions", "lmtp", NULL };
 /* smtp_cmd.c's verbs, then the end of a message's data, then a line naming no command */
-static const char *const commands[] = { "EHLO", "HELO", "LHLO", "MAIL", "RCPT", "DATA", "BDAT",
-					"RSET", "NOOP", "QUIT", "VRFY", "HELP", "STARTTLS", "AUTH",
-					"DATA_END", "unknown", NULL };
+static const char *const commands[] = { "EHLO",     "HELO", "LHLO",     "MAIL",    "RCPT", "DATA",
+					"BDAT",     "RSET", "NOOP",     "QUIT",    "VRFY", "HELP",
+					"STARTTLS", "AUTH", "DATA_END", "unknown", NULL };
 static const char *const classes[] = { "2xx", "3xx", "4xx", "5xx", NULL };
-static const char *const statuses[] = { "local", "queued", "relayed", "deferred", "bounced",
-					"expired", "rejected", NULL };
+static const char *const statuses[] = { "local",   "queued",  "relayed",  "deferred",
+					"bounced", "expired", "rejected", NULL };
 
 static struct metric_def defs[MT_NFAMILIES];
 
@@ -54,31 +54,42 @@ void mtad_metrics_init(unsigned workers)
 {
 	metrics_std_defs(defs, services);
 	defs[MT_COMMANDS] = (struct metric_def){
-		"heron_smtp_commands_total", METRIC_COUNTER,
+		"heron_smtp_commands_total",
+		METRIC_COUNTER,
 		"SMTP and LMTP commands by verb and the class of their final reply (DATA_END: "
-		"the message's end of data)", { "command", "result" }, { commands, classes },
+		"the message's end of data)",
+		{ "command", "result" },
+		{ commands, classes },
 		.sparse = true
 	};
 	defs[MT_COMMAND_SECONDS] = (struct metric_def){
-		"heron_smtp_command_duration_seconds", METRIC_HISTOGRAM,
+		"heron_smtp_command_duration_seconds",
+		METRIC_HISTOGRAM,
 		"SMTP and LMTP commands from their line to the final reply (DATA: to 354; "
 		"DATA_END: from the end of data to the reply, as mailload's SMTP Data)",
-		{ "command" }, { commands }, .sparse = true
+		{ "command" },
+		{ commands },
+		.sparse = true
 	};
 	defs[MT_DELIVERIES] = (struct metric_def){
-		"heron_deliveries_total", METRIC_COUNTER,
+		"heron_deliveries_total",
+		METRIC_COUNTER,
 		"recipients by outcome: local (into a mailbox), queued (for relay), relayed "
 		"(accepted by the next hop), deferred (to retry), bounced (permanent failure), "
 		"expired (past max_queue_lifetime), rejected (by Sieve)",
-		{ "status" }, { statuses }
+		{ "status" },
+		{ statuses }
 	};
-	defs[MT_MESSAGES] = (struct metric_def){ "heron_messages_received_total", METRIC_COUNTER,
+	defs[MT_MESSAGES] = (struct metric_def){ "heron_messages_received_total",
+						 METRIC_COUNTER,
 						 "messages accepted (at least one recipient)",
-						 { "service" }, { services } };
+						 { "service" },
+						 { services } };
 	defs[MT_MESSAGE_BYTES] = (struct metric_def){ "heron_message_received_bytes_total",
 						      METRIC_COUNTER,
 						      "bytes of the messages accepted",
-						      { "service" }, { services } };
+						      { "service" },
+						      { services } };
 	defs[MT_DNS_LOOKUPS] = (struct metric_def){ "heron_dns_lookups_total", METRIC_COUNTER,
 						    "DNS lookups asked of the resolver" };
 	defs[MT_DNS_HITS] = (struct metric_def){ "heron_dns_cache_hits_total", METRIC_COUNTER,
@@ -154,7 +165,7 @@ static void publish(void *arg)
 	struct dns_stats ds = { 0 };
 
 	TAILQ_FOREACH(s, &m->sessions, entry)
-		open[s->kind]++;
+	open[s->kind]++;
 	for (unsigned k = 0; k < L_NKINDS; k++) {
 		metrics_set(MS_CONN_OPEN, k, 0, open[k]);
 		if (m->srv[k] != NULL)
@@ -181,13 +192,23 @@ static void live(struct buf *out, void *arg)
 static const char *state_text(const struct smtp_session *s)
 {
 	switch (s->state) {
-	case ST_GREETING: case ST_CONNECTED: return "connected";
-	case ST_READY: return "ready";
-	case ST_MAIL: case ST_RCPT: return "envelope";
-	case ST_DATA: case ST_BDAT: return "data";
-	case ST_WAIT: return "waiting";
-	case ST_TLS: return "tls";
-	default: return "quit";
+	case ST_GREETING:
+	case ST_CONNECTED:
+		return "connected";
+	case ST_READY:
+		return "ready";
+	case ST_MAIL:
+	case ST_RCPT:
+		return "envelope";
+	case ST_DATA:
+	case ST_BDAT:
+		return "data";
+	case ST_WAIT:
+		return "waiting";
+	case ST_TLS:
+		return "tls";
+	default:
+		return "quit";
 	}
 }
 
@@ -197,7 +218,8 @@ static void who(struct buf *out, const char *ident, unsigned worker, void *arg)
 	struct smtp_session *s;
 	int64_t now_us = clock_mono_us();
 
-	TAILQ_FOREACH(s, &m->sessions, entry) {
+	TAILQ_FOREACH(s, &m->sessions, entry)
+	{
 		int64_t last_us = s->cmd_us > s->connected_us ? s->cmd_us : s->connected_us;
 		struct control_session cs = {
 			.id = s->id,
@@ -239,7 +261,11 @@ static unsigned kick(const char *user, void *arg)
 struct obs *mtad_obs_start(struct mtad *m, const struct net_fds *fds)
 {
 	struct obs_ops ops = {
-		.live = live, .publish = publish, .who = who, .kick = kick, .arg = m,
+		.live = live,
+		.publish = publish,
+		.who = who,
+		.kick = kick,
+		.arg = m,
 	};
 
 	memset(&last, 0, sizeof(last));

@@ -10,7 +10,7 @@
 
 #include "dns/dns.h"
 
-#define MX_HOSTS_MAX 32    /* MX hosts kept for one domain (the best ones) */
+#define MX_HOSTS_MAX 32 /* MX hosts kept for one domain (the best ones) */
 
 struct mx_host {
 	uint16_t pref;

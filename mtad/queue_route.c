@@ -40,11 +40,15 @@ static void fail_out(struct qwork *w)
 
 	if (w->tries == 0 && w->last_code == 0) {
 		if (w->host_temp)
-			snprintf(text, sizeof(text), "4.4.3 no address of the mail exchangers of %s "
-				 "could be found now: %s", w->nh.name, buf_cstr(&w->trylog));
+			snprintf(text, sizeof(text),
+				 "4.4.3 no address of the mail exchangers of %s "
+				 "could be found now: %s",
+				 w->nh.name, buf_cstr(&w->trylog));
 		else
-			snprintf(text, sizeof(text), "5.4.4 the mail exchangers of %s have no "
-				 "address: %s", w->nh.name, buf_cstr(&w->trylog));
+			snprintf(text, sizeof(text),
+				 "5.4.4 the mail exchangers of %s have no "
+				 "address: %s",
+				 w->nh.name, buf_cstr(&w->trylog));
 		fail_all(w, w->host_temp ? 451 : 554, text);
 		return;
 	}
@@ -96,14 +100,16 @@ static void mx_cb(const struct dns_answer *a, void *arg)
 		enum mx_verdict v = mx_order(mx, a->n, w->mx, MX_HOSTS_MAX, &w->nmx, mx_random);
 		free(mx);
 		if (v == MX_NULL) {
-			snprintf(text, sizeof(text), "5.1.10 the recipient domain %s accepts no mail "
-				 "(null MX)", w->nh.name);
+			snprintf(text, sizeof(text),
+				 "5.1.10 the recipient domain %s accepts no mail "
+				 "(null MX)",
+				 w->nh.name);
 			fail_all(w, 556, text);
 			return;
 		}
 		if (v == MX_INVALID) {
-			snprintf(text, sizeof(text), "5.4.4 the MX records of %s name no usable host",
-				 w->nh.name);
+			snprintf(text, sizeof(text),
+				 "5.4.4 the MX records of %s name no usable host", w->nh.name);
 			fail_all(w, 554, text);
 			return;
 		}
@@ -131,9 +137,11 @@ static bool is_own(const struct queue_runner *qr, const char *addr)
 /* The TLS level for the host in hand (tls_policy_decide); -1 when it cannot be used now. */
 static int host_tls(struct qwork *w)
 {
-	struct tls_facts f = { .override = w->nh.tls, .mx_secure = w->mx_secure,
+	struct tls_facts f = { .override = w->nh.tls,
+			       .mx_secure = w->mx_secure,
 			       .addr_secure = w->ans[0].secure || w->ans[1].secure,
-			       .tlsa_status = w->ans[2].status, .tlsa_secure = w->ans[2].secure };
+			       .tlsa_status = w->ans[2].status,
+			       .tlsa_secure = w->ans[2].secure };
 	const char *defer;
 
 	if (!w->ans[2].done)
@@ -174,16 +182,16 @@ static void host_addrs(struct queue_runner *qr, struct qwork *w)
 	const char *host = w->mx[w->mxi].name;
 	char text[600];
 
-	w->naddr = mx_interleave(w->ans[0].addr, w->ans[0].n, w->ans[1].addr, w->ans[1].n,
-				 w->addr, QUEUE_MX_ADDRS);
+	w->naddr = mx_interleave(w->ans[0].addr, w->ans[0].n, w->ans[1].addr, w->ans[1].n, w->addr,
+				 QUEUE_MX_ADDRS);
 	if (w->naddr == 0) {
 		enum dns_status s6 = w->ans[0].status, s4 = w->ans[1].status;
 		bool temp = s6 == DNS_ETEMP || s6 == DNS_EBOGUS || s4 == DNS_ETEMP ||
 			    s4 == DNS_EBOGUS;
 
 		w->host_temp |= temp;
-		snprintf(text, sizeof(text), "address lookup: %s", temp ? "temporary failure"
-			 : dns_status_str(s4 == DNS_OK ? s6 : s4));
+		snprintf(text, sizeof(text), "address lookup: %s",
+			 temp ? "temporary failure" : dns_status_str(s4 == DNS_OK ? s6 : s4));
 		trylog_add(w, host, text);
 		w->mxi++;
 		host_lookup(qr, w);
@@ -199,8 +207,10 @@ static void host_addrs(struct queue_runner *qr, struct qwork *w)
 		log_info("%016" PRIx64 ": MX %s of %s is this host (%s)", w->job->qm.id, host,
 			 w->nh.name, w->addr[i]);
 		if (keep == 0) {
-			snprintf(text, sizeof(text), "5.4.6 mail for %s loops back to myself (MX %s "
-				 "is %s)", w->nh.name, host, w->addr[i]);
+			snprintf(text, sizeof(text),
+				 "5.4.6 mail for %s loops back to myself (MX %s "
+				 "is %s)",
+				 w->nh.name, host, w->addr[i]);
 			fail_all(w, 554, text);
 			return;
 		}
@@ -256,8 +266,9 @@ static void addr_cb(const struct dns_answer *a, void *arg)
 	w->ans[k].secure = a->secure && a->status == DNS_OK;
 	w->ans[k].n = 0;
 	for (size_t i = 0; a->status == DNS_OK && i < a->n && w->ans[k].n < QUEUE_MX_ADDRS; i++)
-		inet_ntop(k == 0 ? AF_INET6 : AF_INET, k == 0 ? (const void *)&a->rr[i].u.aaaa
-			  : (const void *)&a->rr[i].u.a, w->ans[k].addr[w->ans[k].n++], 46);
+		inet_ntop(k == 0 ? AF_INET6 : AF_INET,
+			  k == 0 ? (const void *)&a->rr[i].u.aaaa : (const void *)&a->rr[i].u.a,
+			  w->ans[k].addr[w->ans[k].n++], 46);
 	if (w->ans[0].done && w->ans[1].done && (w->ans[2].done || w->q[2] == NULL))
 		host_addrs(w->job->qr, w);
 }
@@ -299,7 +310,8 @@ static void go_addr(struct queue_runner *qr, struct qwork *w)
 	w->dest = queue_dest_get(qr, w->mx[w->mxi].name, w->addr[w->ai], w->nh.port, w->tls,
 				 w->tlsa, w->tls == TLSL_DANE ? w->ans[2].n : 0,
 				 w->sts_pol != NULL && w->sts_pol->mode == STS_TESTING &&
-				 w->tls == TLSL_MAY, w->nh.lmtp);
+					 w->tls == TLSL_MAY,
+				 w->nh.lmtp);
 	TAILQ_INSERT_TAIL(&w->dest->waiting, w, entry);
 	queue_dest_pump(qr, w->dest);
 }
@@ -437,12 +449,14 @@ struct conf_cidrs *queue_own_addrs(const struct conf *c)
 			if (ifa->ifa_addr == NULL)
 				continue;
 			if (ifa->ifa_addr->sa_family == AF_INET)
-				inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)ifa->ifa_addr)->sin_addr,
+				inet_ntop(AF_INET,
+					  &((struct sockaddr_in *)(void *)ifa->ifa_addr)->sin_addr,
 					  text, sizeof(text));
 			else if (ifa->ifa_addr->sa_family == AF_INET6)
 				inet_ntop(AF_INET6,
-					  &((struct sockaddr_in6 *)(void *)ifa->ifa_addr)->sin6_addr, text,
-					  sizeof(text));
+					  &((struct sockaddr_in6 *)(void *)ifa->ifa_addr)
+						   ->sin6_addr,
+					  text, sizeof(text));
 			else
 				continue;
 			own_add(own, text);

@@ -109,16 +109,16 @@ struct qdest *queue_dest_get(struct queue_runner *qr, const char *host, const ch
 	struct qdest *d;
 
 	TAILQ_FOREACH(d, &qr->dests, entry)
-		if (strcmp(d->addr, addr) == 0 && strcmp(d->port, port) == 0 &&
-		    strcmp(d->host, host) == 0 && d->tls == tls && d->lmtp == lmtp) {
-			if (tls == TLSL_DANE) { /* the records as DNS says now */
-				tlsa_free(d->tlsa, d->ntlsa);
-				d->tlsa = tlsa_copy(tlsa, ntlsa);
-				d->ntlsa = ntlsa;
-			}
-			d->sts_testing |= sts_testing;
-			return d;
+	if (strcmp(d->addr, addr) == 0 && strcmp(d->port, port) == 0 &&
+	    strcmp(d->host, host) == 0 && d->tls == tls && d->lmtp == lmtp) {
+		if (tls == TLSL_DANE) { /* the records as DNS says now */
+			tlsa_free(d->tlsa, d->ntlsa);
+			d->tlsa = tlsa_copy(tlsa, ntlsa);
+			d->ntlsa = ntlsa;
 		}
+		d->sts_testing |= sts_testing;
+		return d;
+	}
 	d = xcalloc(1, sizeof(*d));
 	d->tls = tls;
 	d->lmtp = lmtp;
@@ -180,8 +180,7 @@ static void nexthop_parse(const char *hp, struct qnexthop *nh)
 
 /* The next hop for addr: a transport_map entry for its domain, else relay_host, else the
    domain's MX hosts (*local_r: the domain is ours). */
-static void route(struct queue_runner *qr, const char *addr, bool *local_r,
-		  struct qnexthop *nh)
+static void route(struct queue_runner *qr, const char *addr, bool *local_r, struct qnexthop *nh)
 {
 	const struct mtad_conf *mc = &conf_values(qr->m->conf)->mtad;
 	const struct conf_list *map = mc->transport_map, *locals = mc->local_domains;
@@ -261,8 +260,8 @@ void queue_dest_pump(struct queue_runner *qr, struct qdest *d)
 	/* a new connection needs a slot of relay_concurrency, counted over all workers; when
 	   other workers hold them all, the work waits for the next tick */
 	while ((w = TAILQ_FIRST(&d->waiting)) != NULL &&
-	       (!TAILQ_EMPTY(&d->idle) || shmtable_take(qr->m->shared, SHM_RELAY_DEST,
-							    d->key, qr->m->worker, qr->concurrency))) {
+	       (!TAILQ_EMPTY(&d->idle) || shmtable_take(qr->m->shared, SHM_RELAY_DEST, d->key,
+							qr->m->worker, qr->concurrency))) {
 		TAILQ_REMOVE(&d->waiting, w, entry);
 		smtp_client_run(qr, w);
 	}
@@ -285,10 +284,15 @@ struct local_dlv {
 static void local_outcome(struct local_dlv *ld, int rc)
 {
 	/* over quota waits like a temporary failure (until max_queue_lifetime) */
-	queue_rcpt_outcome(ld->w, 0, rc == 0 ? 250 : rc == STORE_EQUOTA ? 452
-			   : store_err_temporary(rc) ? 451 : 550,
-			   rc == 0 ? "2.0.0 delivered to INBOX" : rc == STORE_EQUOTA
-			   ? "4.2.2 mailbox full" : store_strerror(rc), "local");
+	queue_rcpt_outcome(ld->w, 0,
+			   rc == 0                   ? 250
+			   : rc == STORE_EQUOTA      ? 452
+			   : store_err_temporary(rc) ? 451
+						     : 550,
+			   rc == 0              ? "2.0.0 delivered to INBOX"
+			   : rc == STORE_EQUOTA ? "4.2.2 mailbox full"
+						: store_strerror(rc),
+			   "local");
 	queue_work_done(ld->w);
 	store_blob_free(&ld->blob);
 	free(ld);
@@ -304,8 +308,8 @@ static void local_sieved(int code, const char *text, void *arg)
 	free(ld);
 }
 
-static void local_delivered(int result, const struct store_rcpt *rcpts, size_t n,
-			    uint64_t value, void *arg)
+static void local_delivered(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+			    void *arg)
 {
 	struct local_dlv *ld = arg;
 
@@ -348,14 +352,16 @@ static void local_deliver(struct local_dlv *ld, unsigned part)
 	}
 	{
 		struct qjob *job = ld->w->job;
-		struct deliver_queued dq = { job->qm.id, job->qm.sender,
-					     job->qm.rcpt[ld->w->idx[0]].addr, ld->user, part,
-					     sieve_fd, size, ld->blob };
+		struct deliver_queued dq = {
+			job->qm.id, job->qm.sender, job->qm.rcpt[ld->w->idx[0]].addr,
+			ld->user,   part,           sieve_fd,
+			size,       ld->blob
+		};
 
 		rc = deliver_sieve_queued(job->qr->m, &dq, local_sieved, ld);
 		close(sieve_fd);
 		if (rc == 0)
-			return;  /* the recipient's Sieve scripts deliver it */
+			return; /* the recipient's Sieve scripts deliver it */
 	}
 	store_gc_deliver(ld->w->job->qr->m->gc, ld->blob, 0, &ld->r, 1, local_delivered, ld);
 }
@@ -376,8 +382,8 @@ static void lmtp_add(struct qjob *job, struct qwork *w, const char *host)
 
 	mailhost_nexthop(job->qr, host, &w->nh);
 	TAILQ_FOREACH(o, &job->lmtp, entry)
-		if (strcmp(o->nh.port, w->nh.port) == 0 && strcasecmp(o->nh.name, w->nh.name) == 0)
-			break;
+	if (strcmp(o->nh.port, w->nh.port) == 0 && strcasecmp(o->nh.name, w->nh.name) == 0)
+		break;
 	if (o == NULL) {
 		TAILQ_INSERT_TAIL(&job->lmtp, w, entry);
 		return;
@@ -410,8 +416,8 @@ static void local_user(struct qwork *w, const char *login, int partition, uint64
 	ld->w = w;
 	str_lcpy(ld->user, login, sizeof(ld->user));
 	ld->r.user = ld->user;
-	rc = deliver_user_ensure(w->job->qr->m, ld->user, partition, quota, &part,
-				 local_user_made, ld);
+	rc = deliver_user_ensure(w->job->qr->m, ld->user, partition, quota, &part, local_user_made,
+				 ld);
 	if (rc != DELIVER_PENDING)
 		local_user_made(rc, part, ld);
 }
@@ -478,14 +484,15 @@ static void job_dispatch(struct queue_runner *qr, struct qjob *job)
 			if (qr->m->la != NULL)
 				ldapauth_lookup(qr->m->la, key, local_lookup_cb, w);
 			else
-				local_lookup_cb(&(struct ldapauth_reply){ .result = LDAPAUTH_ETEMP },
+				local_lookup_cb(&(struct ldapauth_reply){ .result =
+										  LDAPAUTH_ETEMP },
 						w);
 			continue;
 		}
 		TAILQ_FOREACH(w, &works, entry)
-			if (w->nh.mx == nh.mx && strcmp(w->nh.port, nh.port) == 0 &&
-			    strcasecmp(w->nh.name, nh.name) == 0)
-				break;
+		if (w->nh.mx == nh.mx && strcmp(w->nh.port, nh.port) == 0 &&
+		    strcasecmp(w->nh.name, nh.name) == 0)
+			break;
 		if (w == NULL) {
 			w = work_new(job, &nh);
 			TAILQ_INSERT_TAIL(&works, w, entry);
@@ -534,8 +541,7 @@ static int record_fn(struct store_txn *t, void *arg)
 	struct qrecord *r = arg;
 
 	for (size_t k = 0; k < r->n; k++) {
-		int rc = store_queue_rcpt_set_txn(t, r->id, r->idx[k], STORE_Q_DELIVERED, 0,
-						  NULL);
+		int rc = store_queue_rcpt_set_txn(t, r->id, r->idx[k], STORE_Q_DELIVERED, 0, NULL);
 
 		if (rc != 0 && rc != STORE_ENOQUEUE)
 			return rc;
@@ -557,7 +563,8 @@ static void record_done(int result, const struct store_rcpt *rcpts, size_t n, ui
 			job->recorded[r->idx[k]] = true;
 	else
 		log_warnx("%016" PRIx64 ": recording delivery failed: %s (kept for the end of the "
-			  "run)", r->id, store_strerror(result));
+			  "run)",
+			  r->id, store_strerror(result));
 	free(r);
 	if (--job->outstanding == 0)
 		job_finish(job);
@@ -597,7 +604,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	struct qdest *d;
 	TAILQ_FOREACH(d, &qr->dests, entry)
-		queue_dest_pump(qr, d);
+	queue_dest_pump(qr, d);
 	if (qr->njobs >= MAX_JOBS)
 		return;
 	rc = store_queue_lease_as(qr->m->store, qr->owner, clock_wall_s(), lease_s,
@@ -637,8 +644,8 @@ void queue_runner_start(struct mtad *m, unsigned worker)
 		char port[16];
 
 		snprintf(port, sizeof(port), "%" PRId64, conf_values(m->conf)->mtad.mta_sts_port);
-		qr->sts = sts_cache_new(m->base, qr->dns, qr->verify_tls, port, qr->timeout_ms < 30000
-					? qr->timeout_ms : 30000);
+		qr->sts = sts_cache_new(m->base, qr->dns, qr->verify_tls, port,
+					qr->timeout_ms < 30000 ? qr->timeout_ms : 30000);
 	}
 	qr->tick = event_new(m->base, -1, EV_PERSIST, tick_cb, qr);
 	event_add(qr->tick, &tv);
@@ -704,8 +711,7 @@ const char *queue_dsn_of(const char *text, int code, char *buf, size_t size)
 	return buf;
 }
 
-void queue_rcpt_outcome(struct qwork *w, size_t k, int code, const char *text,
-			const char *relay)
+void queue_rcpt_outcome(struct qwork *w, size_t k, int code, const char *text, const char *relay)
 {
 	struct qjob *job = w->job;
 	size_t i = w->idx[k];
@@ -718,7 +724,8 @@ void queue_rcpt_outcome(struct qwork *w, size_t k, int code, const char *text,
 		job->result[i] = STORE_Q_DELIVERED;
 		status = "sent";
 		mtad_metrics_delivery(relay != NULL && strcmp(relay, "local") == 0
-				      ? MTAD_DLV_LOCAL : MTAD_DLV_RELAYED);
+					      ? MTAD_DLV_LOCAL
+					      : MTAD_DLV_RELAYED);
 	} else if (code >= 500 && code < 600) {
 		job->result[i] = STORE_Q_FAILED;
 		status = "bounced";
@@ -736,7 +743,8 @@ void queue_rcpt_outcome(struct qwork *w, size_t k, int code, const char *text,
 	free(job->remote[i]);
 	job->error[i] = xstrdup(text ? text : "");
 	job->remote[i] = xstrdup(relay ? relay : "none");
-	log_info("%016" PRIx64 ": to=<%s>, relay=%s, %s%sdelay=%" PRId64 ", dsn=%s, status=%s (%s)",
+	log_info("%016" PRIx64 ": to=<%s>, relay=%s, %s%sdelay=%" PRId64
+		 ", dsn=%s, status=%s (%s)",
 		 job->qm.id, job->qm.rcpt[i].addr, job->remote[i], w->tlsdesc,
 		 w->tlsdesc[0] ? ", " : "", age_s,
 		 queue_dsn_of(text, code ? code : 400, dsn, sizeof(dsn)), status, job->error[i]);
@@ -806,11 +814,12 @@ static void job_finish(struct qjob *job)
 		pending |= r == STORE_Q_PENDING;
 		failed |= r == STORE_Q_FAILED;
 		if (r == STORE_Q_PENDING && noticed)
-			marked = xasprintf("%s%s", QUEUE_DELAY_MARK, job->error[i] ? job->error[i]
-										  : "");
+			marked = xasprintf("%s%s", QUEUE_DELAY_MARK,
+					   job->error[i] ? job->error[i] : "");
 		rc = store_queue_rcpt_set(st, job->qm.id, i, (enum store_rcpt_state)r,
 					  r == STORE_Q_PENDING
-					  ? next_attempt(qr, job->qm.rcpt[i].attempts) : 0,
+						  ? next_attempt(qr, job->qm.rcpt[i].attempts)
+						  : 0,
 					  marked ? marked : job->error[i]);
 		free(marked);
 		if (rc != 0)

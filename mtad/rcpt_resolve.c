@@ -30,14 +30,14 @@ struct rcpt_aliases_state {
 /* One RCPT being resolved (the session waits in ST_WAIT). */
 struct rr_job {
 	struct smtp_session *s;
-	size_t first;               /* tx->nrcpt when the RCPT came: its entries follow */
-	struct smtp_rcpt proto;     /* the entry cmd_rcpt filled (address, parameters) */
-	char **t;                   /* the addresses to resolve: the RCPT's, or an alias's */
+	size_t first;           /* tx->nrcpt when the RCPT came: its entries follow */
+	struct smtp_rcpt proto; /* the entry cmd_rcpt filled (address, parameters) */
+	char **t;               /* the addresses to resolve: the RCPT's, or an alias's */
 	size_t nt, next;
 	bool alias, temp, fallback;
-	bool async;                 /* a callback will run: the end resumes the session */
+	bool async; /* a callback will run: the end resumes the session */
 	size_t dups, unknown;
-	const char *why;            /* a permanent refusal's reason, or NULL */
+	const char *why; /* a permanent refusal's reason, or NULL */
 	const char *temp_why;
 	char target[MAILADDR_TEXT_MAX + 1];
 	char key[MAILADDR_TEXT_MAX + 1];
@@ -204,7 +204,8 @@ static void add_entry(struct rr_job *job, bool local, unsigned part)
 		}
 	}
 	log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s>%s%s%s local=%s%s%s%s%s "
-		 "result=ok", s->id, tx->qid, r->addr, r->orig[0] ? " orig_to=<" : "", r->orig,
+		 "result=ok",
+		 s->id, tx->qid, r->addr, r->orig[0] ? " orig_to=<" : "", r->orig,
 		 r->orig[0] ? ">" : "", local ? "yes" : "no", local ? " user=" : "",
 		 local ? r->user : "", r->detail[0] ? " detail=" : "", r->detail);
 	tx->nrcpt++;
@@ -228,24 +229,29 @@ static void finish(struct rr_job *job)
 	smtp_set_state(s, tx->nrcpt > 0 ? ST_RCPT : ST_MAIL);
 	if (job->temp) {
 		log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> result=defer "
-			 "reason=\"%s\"", s->id, tx->qid, rcpt, job->temp_why);
+			 "reason=\"%s\"",
+			 s->id, tx->qid, rcpt, job->temp_why);
 		smtp_reply(s, "451 4.3.0 <%s>: %s, try again later", rcpt,
 			   strcmp(job->temp_why, "directory unavailable") == 0
-			   ? "Directory unavailable" : "Local error");
+				   ? "Directory unavailable"
+				   : "Local error");
 	} else if (tx->nrcpt > job->first || job->dups > 0) {
 		if (job->alias)
 			log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> alias=yes "
-				 "targets=%zu unknown=%zu result=ok", s->id, tx->qid, rcpt,
-				 tx->nrcpt - job->first + job->dups, job->unknown);
+				 "targets=%zu unknown=%zu result=ok",
+				 s->id, tx->qid, rcpt, tx->nrcpt - job->first + job->dups,
+				 job->unknown);
 		tx->rcpt_accepted++;
 		smtp_reply(s, "250 2.1.5 Ok");
 	} else if (job->why != NULL) {
 		log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> result=fail "
-			 "reason=\"%s\"", s->id, tx->qid, rcpt, job->why);
+			 "reason=\"%s\"",
+			 s->id, tx->qid, rcpt, job->why);
 		smtp_error(s, "550 5.4.6 <%s>: Recipient address rejected: %s", rcpt, job->why);
 	} else {
 		log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> result=fail "
-			 "reason=\"%s\"", s->id, tx->qid, rcpt,
+			 "reason=\"%s\"",
+			 s->id, tx->qid, rcpt,
 			 job->alias ? "alias has no valid target" : "no such user");
 		smtp_error(s, "550 5.1.1 <%s>: Recipient address rejected: User unknown", rcpt);
 	}
@@ -264,7 +270,8 @@ static void user_made(int rc, unsigned part, void *arg)
 		return;
 	if (rc != 0) {
 		log_warnx("%016" PRIx64 " smtp rcpt to=<%s> user=%s result=defer reason=\"store: "
-			  "%s\"", job->s->id, job->target, job->user, store_strerror(rc));
+			  "%s\"",
+			  job->s->id, job->target, job->user, store_strerror(rc));
 		job->temp = true;
 		job->temp_why = "store error";
 	} else {
@@ -350,7 +357,8 @@ static void lookup_done(const struct ldapauth_reply *reply, void *arg)
 		job->unknown++;
 		if (job->alias)
 			log_info("%016" PRIx64 " smtp rcpt alias=<%s> target=<%s> result=fail "
-				 "reason=\"no such user\"", job->s->id, job->proto.addr, job->target);
+				 "reason=\"no such user\"",
+				 job->s->id, job->proto.addr, job->target);
 	}
 	next_target(job);
 }

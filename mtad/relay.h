@@ -25,16 +25,16 @@ TAILQ_HEAD(qwork_list, qwork);
 struct qjob {
 	struct queue_runner *qr;
 	struct store_queue_msg qm;
-	char *sender, *envid, **own;       /* the copies qm's strings point to */
-	size_t outstanding;                /* works not finished yet */
-	int *result;                       /* per recipient: enum store_rcpt_state after now */
-	char **error;                      /* per recipient: last reply, malloc'd or NULL */
-	char **remote;                     /* per recipient: the relay that answered */
-	bool *delayed;                     /* per recipient: in this run's delay notice */
-	bool *recorded;                    /* per recipient: its outcome is in the queue already */
-	bool delay_noticed;                /* a delay notice went out for this message before */
-	size_t lookups;                    /* directory lookups of local recipients in flight */
-	struct qwork_list lmtp;            /* works for store hosts, started when they are in */
+	char *sender, *envid, **own; /* the copies qm's strings point to */
+	size_t outstanding;          /* works not finished yet */
+	int *result;                 /* per recipient: enum store_rcpt_state after now */
+	char **error;                /* per recipient: last reply, malloc'd or NULL */
+	char **remote;               /* per recipient: the relay that answered */
+	bool *delayed;               /* per recipient: in this run's delay notice */
+	bool *recorded;              /* per recipient: its outcome is in the queue already */
+	bool delay_noticed;          /* a delay notice went out for this message before */
+	size_t lookups;              /* directory lookups of local recipients in flight */
+	struct qwork_list lmtp;      /* works for store hosts, started when they are in */
 	TAILQ_ENTRY(qjob) entry;
 };
 
@@ -42,64 +42,64 @@ struct qjob {
    lookup of host; "[host]:port": its addresses; a numeric host as is), or the recipient
    domain's MX hosts on relay_port. */
 struct qnexthop {
-	char name[DNS_NAME_MAX + 3];       /* a domain, a host, or an address */
+	char name[DNS_NAME_MAX + 3]; /* a domain, a host, or an address */
 	char port[8];
-	bool mx;                           /* look up MX records of name */
-	enum tls_level tls;                /* transport_map tls=, else TLSL_DEFAULT */
-	bool sts;                          /* the recipient domain's MX (MTA-STS applies) */
-	bool lmtp;                         /* a store host's LMTP listener (a user's mailHost) */
-	char host[DNS_NAME_MAX + 1];       /* lmtp: the store host's name (logs, TLS SNI) */
+	bool mx;                     /* look up MX records of name */
+	enum tls_level tls;          /* transport_map tls=, else TLSL_DEFAULT */
+	bool sts;                    /* the recipient domain's MX (MTA-STS applies) */
+	bool lmtp;                   /* a store host's LMTP listener (a user's mailHost) */
+	char host[DNS_NAME_MAX + 1]; /* lmtp: the store host's name (logs, TLS SNI) */
 };
 
-#define QUEUE_MX_ADDRS 8                   /* addresses of one host tried at most */
-#define QUEUE_TRIES_MAX 5                  /* connections tried for one work in a run */
+#define QUEUE_MX_ADDRS 8  /* addresses of one host tried at most */
+#define QUEUE_TRIES_MAX 5 /* connections tried for one work in a run */
 
 /* The recipients of one job that go to one next hop, and the state of routing them: the MX
    hosts in order, the addresses of the current one, what each try gave. */
 struct qwork {
 	struct qjob *job;
-	struct qdest *dest;                /* the connection it is on or waits for */
-	size_t *idx;                       /* recipient indexes into job->qm.rcpt */
+	struct qdest *dest; /* the connection it is on or waits for */
+	size_t *idx;        /* recipient indexes into job->qm.rcpt */
 	size_t n;
 	struct qnexthop nh;
 	struct mx_host mx[MX_HOSTS_MAX];
-	size_t nmx, mxi;                   /* hosts; the one being tried */
+	size_t nmx, mxi; /* hosts; the one being tried */
 	char addr[QUEUE_MX_ADDRS][46];
-	size_t naddr, ai;                  /* its addresses; the one being tried */
-	unsigned tries;                    /* connections tried */
-	bool host_temp;                    /* a host lookup failed temporarily */
-	struct dns_query *q[3];            /* AAAA, A, TLSA of the host in hand (MX in q[0]) */
+	size_t naddr, ai;       /* its addresses; the one being tried */
+	unsigned tries;         /* connections tried */
+	bool host_temp;         /* a host lookup failed temporarily */
+	struct dns_query *q[3]; /* AAAA, A, TLSA of the host in hand (MX in q[0]) */
 	struct dns_answer_copy {
 		bool done, secure;
 		enum dns_status status;
 		size_t n;
 		char addr[QUEUE_MX_ADDRS][46];
 	} ans[3];
-	bool mx_secure;                    /* the MX answer (or a configured name) validated */
-	struct tlsa_rec *tlsa;             /* the host's TLSA records (ans[2].n of them) */
-	enum tls_level tls;                /* decided for the host in hand */
-	struct sts_req *sts;               /* the MTA-STS policy lookup in flight */
-	struct sts_policy *sts_pol;        /* the domain's policy (mode testing/enforce) */
-	bool mx_ready;                     /* the MX answer is in (waiting for sts) */
-	char tlsdesc[128];                 /* "tls=dane TLSv1.3 TLS_AES_256_GCM_SHA384" */
-	int last_code;                     /* the last try's reply code (0: none) */
+	bool mx_secure;             /* the MX answer (or a configured name) validated */
+	struct tlsa_rec *tlsa;      /* the host's TLSA records (ans[2].n of them) */
+	enum tls_level tls;         /* decided for the host in hand */
+	struct sts_req *sts;        /* the MTA-STS policy lookup in flight */
+	struct sts_policy *sts_pol; /* the domain's policy (mode testing/enforce) */
+	bool mx_ready;              /* the MX answer is in (waiting for sts) */
+	char tlsdesc[128];          /* "tls=dane TLSv1.3 TLS_AES_256_GCM_SHA384" */
+	int last_code;              /* the last try's reply code (0: none) */
 	char last_text[512];
-	char dest_relay[300];              /* the last try's "host[addr]:port" */
-	struct buf trylog;                 /* "host[addr]:port: reason; ..." */
+	char dest_relay[300]; /* the last try's "host[addr]:port" */
+	struct buf trylog;    /* "host[addr]:port: reason; ..." */
 	TAILQ_ENTRY(qwork) entry;
 };
 
 /* A next hop (host name, address, port) with its connections. */
 struct qdest {
-	char *host, *addr, *port;          /* host: the MX name (SNI, logs); addr: to connect */
-	char key[MTAD_SHARED_KEY_MAX];     /* "host:port": its entry in the shared table (the
+	char *host, *addr, *port;      /* host: the MX name (SNI, logs); addr: to connect */
+	char key[MTAD_SHARED_KEY_MAX]; /* "host:port": its entry in the shared table (the
 					      connection limit is per host, not per address) */
-	enum tls_level tls;                /* the level its connections reach */
-	bool sts_testing;                  /* log what an MTA-STS policy in testing mode sees */
-	bool lmtp;                         /* speaks LMTP (RFC 2033): a store host */
-	struct tlsa_rec *tlsa;             /* DANE: the records certificates must match */
+	enum tls_level tls;            /* the level its connections reach */
+	bool sts_testing;              /* log what an MTA-STS policy in testing mode sees */
+	bool lmtp;                     /* speaks LMTP (RFC 2033): a store host */
+	struct tlsa_rec *tlsa;         /* DANE: the records certificates must match */
 	size_t ntlsa;
-	unsigned active;                   /* connections open (busy or idle) in this worker; each
+	unsigned active; /* connections open (busy or idle) in this worker; each
 					      holds a slot of the shared table */
 	struct qwork_list waiting;
 	TAILQ_HEAD(, smtp_client) idle;
@@ -109,12 +109,12 @@ struct qdest {
 struct queue_runner {
 	struct mtad *m;
 	struct event *tick;
-	SSL_CTX *tls;                      /* client context: TLS when offered */
-	struct dns *dns;                   /* the worker's resolver (m->dns) */
-	SSL_CTX *verify_tls;               /* verifying client context (MTA-STS policy fetch) */
-	struct sts_cache *sts;             /* MTA-STS policies (NULL: no verifying context) */
-	struct conf_cidrs *own;            /* our own addresses (mail loops) */
-	uint32_t owner;                    /* its leases' owner in the queue: worker + 1 */
+	SSL_CTX *tls;           /* client context: TLS when offered */
+	struct dns *dns;        /* the worker's resolver (m->dns) */
+	SSL_CTX *verify_tls;    /* verifying client context (MTA-STS policy fetch) */
+	struct sts_cache *sts;  /* MTA-STS policies (NULL: no verifying context) */
+	struct conf_cidrs *own; /* our own addresses (mail loops) */
+	uint32_t owner;         /* its leases' owner in the queue: worker + 1 */
 	char relay_port[8];
 	TAILQ_HEAD(, qjob) jobs;
 	TAILQ_HEAD(, qdest) dests;
@@ -134,8 +134,7 @@ void smtp_client_close_idle(struct qdest *d);
 /* queue_runner.c */
 /* Records one recipient's outcome: code is the SMTP reply code (0: no reply, connection
    trouble), text the reply or reason. */
-void queue_rcpt_outcome(struct qwork *w, size_t k, int code, const char *text,
-			const char *relay);
+void queue_rcpt_outcome(struct qwork *w, size_t k, int code, const char *text, const char *relay);
 void queue_work_done(struct qwork *w);
 /* The connection for w failed before any recipient was accepted (connect, greeting, EHLO,
    TLS, MAIL): tries the next address or MX host, or records code/text for every recipient

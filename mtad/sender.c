@@ -196,12 +196,13 @@ const char *sender_refusal(struct smtp_session *s, const struct mailaddr *a, con
 	if (s->flags & SF_LMTP)
 		return NULL;
 	if (!(s->flags & SF_AUTH)) {
-		if (s->kind != L_SMTP || (s->flags & SF_TRUSTED) || !mc->reject_unauth_local_sender ||
-		    (a->flags & MAILADDR_F_NULL) ||
+		if (s->kind != L_SMTP || (s->flags & SF_TRUSTED) ||
+		    !mc->reject_unauth_local_sender || (a->flags & MAILADDR_F_NULL) ||
 		    !mailaddr_domain_in(a, mc->local_domains->v, mc->local_domains->n))
 			return NULL;
 		log_info("%016" PRIx64 " smtp mail from=<%s> addr=%s result=fail reason=\"local "
-			 "domain sender without authentication\"", s->id, from, s->addr);
+			 "domain sender without authentication\"",
+			 s->id, from, s->addr);
 		return "one of our domains, and you are not logged in (use submission)";
 	}
 	if (mc->sender_login_check == MTAD_SENDER_CHECK_OFF ||
@@ -214,7 +215,8 @@ const char *sender_refusal(struct smtp_session *s, const struct mailaddr *a, con
 	if (owns(s, key) || map_grants(s->m->senders, key, s->user))
 		return NULL;
 	log_info("%016" PRIx64 " smtp mail from=<%s> user=%s result=fail reason=\"sender not "
-		 "owned by the login\"", s->id, from, s->user);
+		 "owned by the login\"",
+		 s->id, from, s->user);
 	return "not owned by you";
 }
 

@@ -55,7 +55,8 @@ static bool unauth_take(struct smtp_session *s)
 	if (!net_ipcount_inc(s->m->unauth, (const struct sockaddr *)&s->ss,
 			     s->m->lim.max_unauth_per_ip)) {
 		log_info("%016" PRIx64 " smtp refuse addr=%s reason=\"too many unauthenticated "
-			 "sessions from address\"", s->id, s->addr);
+			 "sessions from address\"",
+			 s->id, s->addr);
 		return false;
 	}
 	s->flags |= SF_UNAUTH_COUNTED;
@@ -90,8 +91,11 @@ static void auth_done(const struct ldapauth_reply *r, void *arg)
 	int64_t hold = 0;
 
 	client_host(s, host, sizeof(host));
-	metrics_inc(MS_LOGINS, r->result == LDAPAUTH_OK ? MS_LOGIN_OK
-			       : r->result == LDAPAUTH_ETEMP ? MS_LOGIN_TEMP : MS_LOGIN_FAIL, 0);
+	metrics_inc(MS_LOGINS,
+		    r->result == LDAPAUTH_OK      ? MS_LOGIN_OK
+		    : r->result == LDAPAUTH_ETEMP ? MS_LOGIN_TEMP
+						  : MS_LOGIN_FAIL,
+		    0);
 	if (r->result == LDAPAUTH_OK)
 		authguard_ok(s->m->guard, host, s->auth_login);
 	else if (r->result == LDAPAUTH_ETEMP)
@@ -101,10 +105,10 @@ static void auth_done(const struct ldapauth_reply *r, void *arg)
 	str_log_name(name, sizeof(name), s->auth_login);
 	log_info("%016" PRIx64 " smtp auth addr=%s user=%s result=%s failures=%" PRIu32
 		 " delay_ms=%" PRId64 " user_failures=%" PRIu32 " addr_failures=%" PRIu32
-		 " reason=\"%s\"", s->id, s->addr, name,
-		 r->result == LDAPAUTH_OK ? "ok" : "fail", failed ? s->auth_chk.pair + 1 : 0, hold,
-		 s->auth_chk.user + failed, s->auth_chk.addr + failed,
-		 r->reason ? r->reason : ldapauth_strerror(r->result));
+		 " reason=\"%s\"",
+		 s->id, s->addr, name, r->result == LDAPAUTH_OK ? "ok" : "fail",
+		 failed ? s->auth_chk.pair + 1 : 0, hold, s->auth_chk.user + failed,
+		 s->auth_chk.addr + failed, r->reason ? r->reason : ldapauth_strerror(r->result));
 	if (r->result == LDAPAUTH_OK) {
 		s->flags |= SF_AUTH;
 		str_lcpy(s->user, r->user->login, sizeof(s->user));

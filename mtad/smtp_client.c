@@ -36,8 +36,20 @@
 #define BODY_HIGH (128 * 1024)
 #define IDLE_SECONDS 5
 
-enum cstate { C_CONNECT, C_GREETING, C_EHLO, C_HELO, C_STARTTLS, C_TLS, C_IDLE, C_TX,
-	      C_BODY, C_DOT, C_RSET, C_QUIT };
+enum cstate {
+	C_CONNECT,
+	C_GREETING,
+	C_EHLO,
+	C_HELO,
+	C_STARTTLS,
+	C_TLS,
+	C_IDLE,
+	C_TX,
+	C_BODY,
+	C_DOT,
+	C_RSET,
+	C_QUIT
+};
 
 struct smtp_client {
 	struct queue_runner *qr;
@@ -50,19 +62,19 @@ struct smtp_client {
 	struct line_reader lr;
 	struct buf line;
 	struct qwork *w;
-	size_t expect, sent;       /* replies awaited / commands sent in this transaction */
+	size_t expect, sent; /* replies awaited / commands sent in this transaction */
 	int mail_code;
 	char mail_text[REPLY_LINE_MAX + 8]; /* a 4xx reply to MAIL, kept for the failover */
-	int *rcode;                /* per recipient of w: RCPT reply code */
+	int *rcode;                         /* per recipient of w: RCPT reply code */
 	char **rtext;
-	bool *rdone;               /* per recipient of w: its outcome is recorded */
-	size_t dot_k;              /* LMTP: the recipient the next reply after the data is for */
+	bool *rdone;  /* per recipient of w: its outcome is recorded */
+	size_t dot_k; /* LMTP: the recipient the next reply after the data is for */
 	size_t naccepted;
-	int fd;                    /* queue file while the body streams */
-	bool body_bol, body_crlf;  /* at a line start; the last bytes sent were CRLF */
-	bool body_cr;              /* the last byte sent was CR */
-	bool dead;                 /* freed from the loop soon: ignore everything */
-	char tlsdesc[128];         /* "tls=LEVEL PROTOCOL CIPHER" of this connection */
+	int fd;                   /* queue file while the body streams */
+	bool body_bol, body_crlf; /* at a line start; the last bytes sent were CRLF */
+	bool body_cr;             /* the last byte sent was CR */
+	bool dead;                /* freed from the loop soon: ignore everything */
+	char tlsdesc[128];        /* "tls=LEVEL PROTOCOL CIPHER" of this connection */
 	char relay[300];
 	struct event *idle;
 	TAILQ_ENTRY(smtp_client) entry;
@@ -219,8 +231,8 @@ void smtp_client_run(struct queue_runner *qr, struct qwork *w)
 	line_reader_init(&c->lr, REPLY_LINE_MAX, 0);
 	buf_init(&c->line, 256, REPLY_LINE_MAX + 2);
 	snprintf(c->relay, sizeof(c->relay), "%s[%s]:%s", d->host, d->addr, d->port);
-	c->nc = net_connect(qr->m->base, NULL, d->addr, d->port, (int)qr->timeout_ms,
-			    connect_cb, c);
+	c->nc = net_connect(qr->m->base, NULL, d->addr, d->port, (int)qr->timeout_ms, connect_cb,
+			    c);
 }
 
 static void idle_cb(evutil_socket_t fd, short what, void *arg)
@@ -276,8 +288,9 @@ static void send_mail(struct smtp_client *c)
 		    (c->caps & CAP_8BITMIME) ? " BODY=8BITMIME" : "",
 		    needs_utf8(job) ? " SMTPUTF8" : "",
 		    !(c->caps & CAP_DSN) || job->qm.ret == STORE_RET_NONE ? ""
-		    : job->qm.ret == STORE_RET_FULL ? " RET=FULL" : " RET=HDRS", envid,
-		    job->qm.requiretls ? " REQUIRETLS" : "");
+		    : job->qm.ret == STORE_RET_FULL                       ? " RET=FULL"
+									  : " RET=HDRS",
+		    envid, job->qm.requiretls ? " REQUIRETLS" : "");
 }
 
 static void send_rcpt(struct smtp_client *c, size_t k)
@@ -289,8 +302,10 @@ static void send_rcpt(struct smtp_client *c, size_t k)
 		snprintf(notify, sizeof(notify), " NOTIFY=%s",
 			 (r->notify & STORE_NOTIFY_NEVER) ? "NEVER"
 			 : (r->notify & STORE_NOTIFY_SUCCESS)
-			 ? ((r->notify & STORE_NOTIFY_FAILURE) ? "SUCCESS,FAILURE" : "SUCCESS")
-			 : ((r->notify & STORE_NOTIFY_DELAY) ? "FAILURE,DELAY" : "FAILURE"));
+				 ? ((r->notify & STORE_NOTIFY_FAILURE) ? "SUCCESS,FAILURE"
+								       : "SUCCESS")
+				 : ((r->notify & STORE_NOTIFY_DELAY) ? "FAILURE,DELAY"
+								     : "FAILURE"));
 	if ((c->caps & CAP_DSN) && r->orcpt != NULL)
 		snprintf(orcpt, sizeof(orcpt), " ORCPT=%s", r->orcpt);
 	client_send(c, "RCPT TO:<%s>%s%s", r->addr, notify, orcpt);
@@ -321,7 +336,8 @@ static void tx_start(struct smtp_client *c, struct qwork *w)
 	}
 	if (w->job->qm.requiretls && (!c->tls || !(c->caps & CAP_REQUIRETLS))) {
 		/* RFC 8689 4.2.1: the next hop must offer REQUIRETLS; another exchanger may */
-		work_failover(c, 550, "5.7.30 REQUIRETLS support required: the server does not "
+		work_failover(c, 550,
+			      "5.7.30 REQUIRETLS support required: the server does not "
 			      "offer REQUIRETLS");
 		client_next(c);
 		return;
@@ -456,10 +472,17 @@ static void tx_reply(struct smtp_client *c, int code, const char *text)
 
 static void parse_cap(struct smtp_client *c, const char *t)
 {
-	static const struct { const char *name; unsigned bit; } caps[] = {
-		{ "PIPELINING", CAP_PIPELINING }, { "STARTTLS", CAP_STARTTLS },
-		{ "SIZE", CAP_SIZE }, { "8BITMIME", CAP_8BITMIME }, { "DSN", CAP_DSN },
-		{ "SMTPUTF8", CAP_SMTPUTF8 }, { "REQUIRETLS", CAP_REQUIRETLS },
+	static const struct {
+		const char *name;
+		unsigned bit;
+	} caps[] = {
+		{ "PIPELINING", CAP_PIPELINING },
+		{ "STARTTLS", CAP_STARTTLS },
+		{ "SIZE", CAP_SIZE },
+		{ "8BITMIME", CAP_8BITMIME },
+		{ "DSN", CAP_DSN },
+		{ "SMTPUTF8", CAP_SMTPUTF8 },
+		{ "REQUIRETLS", CAP_REQUIRETLS },
 	};
 	size_t len = strcspn(t, " ");
 
@@ -479,8 +502,11 @@ static void session_ready(struct smtp_client *c)
 	}
 	if (!c->tls && l >= TLSL_ENCRYPT) {
 		/* never plaintext where TLS is required (RFC 7672 2.2) */
-		client_fail(c, 0, c->qr->tls == NULL ? "4.7.4 TLS is required and not available here"
-			    : "4.7.4 TLS is required and the server does not offer STARTTLS");
+		client_fail(
+			c, 0,
+			c->qr->tls == NULL
+				? "4.7.4 TLS is required and not available here"
+				: "4.7.4 TLS is required and the server does not offer STARTTLS");
 		return;
 	}
 	if (!c->tls)
@@ -652,22 +678,29 @@ static int tls_connected(struct smtp_client *c)
 
 	if (c->d->sts_testing && !verified)
 		log_info("%s mta-sts testing: the certificate does not verify (%s); an enforced "
-			 "policy would defer", c->relay, ssl ? X509_verify_cert_error_string(
-				 SSL_get_verify_result(ssl)) : "no TLS");
+			 "policy would defer",
+			 c->relay,
+			 ssl ? X509_verify_cert_error_string(SSL_get_verify_result(ssl))
+			     : "no TLS");
 	if ((l == TLSL_DANE || l == TLSL_VERIFY || l == TLSL_STS) &&
 	    (ssl == NULL || SSL_get_verify_result(ssl) != X509_V_OK ||
 	     (l == TLSL_DANE && SSL_get0_dane_authority(ssl, NULL, NULL) < 0))) {
-		client_fail(c, 0, l == TLSL_DANE ? "4.7.5 the certificate matches no TLSA record"
+		client_fail(c, 0,
+			    l == TLSL_DANE  ? "4.7.5 the certificate matches no TLSA record"
 			    : l == TLSL_STS ? "4.7.5 the certificate does not verify (MTA-STS)"
-			    : "4.7.5 the certificate does not verify");
+					    : "4.7.5 the certificate does not verify");
 		return -1;
 	}
 	tls_peer_info(c->bev, &proto, &cipher, NULL);
 	snprintf(c->tlsdesc, sizeof(c->tlsdesc), "tls=%s %s %s", tls_level_name(l),
 		 proto ? proto : "?", cipher ? cipher : "?");
-	log_info("%s %s TLS connection established: %s with cipher %s",
-		 c->relay, l == TLSL_DANE ? "Verified (DANE)" : l == TLSL_STS ? "Verified (MTA-STS)"
-		 : l == TLSL_VERIFY ? "Verified" : verified ? "Trusted" : "Untrusted", proto ? proto : "?", cipher ? cipher : "?");
+	log_info("%s %s TLS connection established: %s with cipher %s", c->relay,
+		 l == TLSL_DANE     ? "Verified (DANE)"
+		 : l == TLSL_STS    ? "Verified (MTA-STS)"
+		 : l == TLSL_VERIFY ? "Verified"
+		 : verified         ? "Trusted"
+				    : "Untrusted",
+		 proto ? proto : "?", cipher ? cipher : "?");
 	return 0;
 }
 
@@ -687,14 +720,17 @@ static void client_event_cb(struct bufferevent *bev, short what, void *arg)
 		char err[256], text[400];
 
 		snprintf(text, sizeof(text), "4.7.5 TLS handshake failed (%s): %s",
-			 c->d->tls == TLSL_DANE ? "dane" : tls_level_name(c->d->tls == TLSL_DEFAULT
-									 ? TLSL_MAY : c->d->tls),
+			 c->d->tls == TLSL_DANE
+				 ? "dane"
+				 : tls_level_name(c->d->tls == TLSL_DEFAULT ? TLSL_MAY
+									    : c->d->tls),
 			 tls_error(bev, err, sizeof(err)));
 		client_fail(c, 0, text);
 		return;
 	}
-	client_fail(c, 0, (what & BEV_EVENT_TIMEOUT) ? "4.4.2 timeout talking to the remote server"
-		       : "4.4.2 connection lost");
+	client_fail(c, 0,
+		    (what & BEV_EVENT_TIMEOUT) ? "4.4.2 timeout talking to the remote server"
+					       : "4.4.2 connection lost");
 }
 
 static void client_free(struct smtp_client *c)

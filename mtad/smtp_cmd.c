@@ -19,7 +19,7 @@ enum arg_rule { ARG_NONE, ARG_NEED, ARG_ANY };
 
 struct smtp_cmd {
 	const char *verb;
-	unsigned states;   /* where it is allowed; elsewhere 503 */
+	unsigned states; /* where it is allowed; elsewhere 503 */
 	enum arg_rule arg;
 	void (*fn)(struct smtp_session *s, const char *arg, size_t len);
 	unsigned flags;
@@ -46,20 +46,20 @@ static void cmd_auth(struct smtp_session *s, const char *arg, size_t len);
 
 static const struct smtp_cmd smtp_cmds[] = {
 	/* verb        allowed in                  arg       handler       flags */
-	{ "EHLO",      ST_SESSION,                 ARG_NEED, cmd_ehlo,     CMD_SMTP },
-	{ "HELO",      ST_SESSION,                 ARG_NEED, cmd_helo,     CMD_SMTP },
-	{ "LHLO",      ST_SESSION,                 ARG_NEED, cmd_ehlo,     CMD_LMTP },
-	{ "MAIL",      ST_READY,                   ARG_NEED, cmd_mail,     0 },
-	{ "RCPT",      ST_MAIL | ST_RCPT,          ARG_NEED, cmd_rcpt,     0 },
-	{ "DATA",      ST_MAIL | ST_RCPT,          ARG_NONE, cmd_data,     0 },
-	{ "BDAT",      ST_SESSION,                 ARG_NEED, cmd_bdat,     0 },
-	{ "RSET",      ST_SESSION,                 ARG_NONE, cmd_rset,     0 },
-	{ "NOOP",      ST_SESSION,                 ARG_ANY,  cmd_noop,     0 },
-	{ "QUIT",      ST_SESSION,                 ARG_NONE, cmd_quit,     0 },
-	{ "VRFY",      ST_SESSION,                 ARG_NEED, cmd_vrfy,     0 },
-	{ "HELP",      ST_SESSION,                 ARG_ANY,  cmd_help,     0 },
-	{ "STARTTLS",  ST_CONNECTED | ST_READY,    ARG_NONE, cmd_starttls, 0 },
-	{ "AUTH",      ST_READY,                   ARG_NEED, cmd_auth,     CMD_SMTP },
+	{ "EHLO", ST_SESSION, ARG_NEED, cmd_ehlo, CMD_SMTP },
+	{ "HELO", ST_SESSION, ARG_NEED, cmd_helo, CMD_SMTP },
+	{ "LHLO", ST_SESSION, ARG_NEED, cmd_ehlo, CMD_LMTP },
+	{ "MAIL", ST_READY, ARG_NEED, cmd_mail, 0 },
+	{ "RCPT", ST_MAIL | ST_RCPT, ARG_NEED, cmd_rcpt, 0 },
+	{ "DATA", ST_MAIL | ST_RCPT, ARG_NONE, cmd_data, 0 },
+	{ "BDAT", ST_SESSION, ARG_NEED, cmd_bdat, 0 },
+	{ "RSET", ST_SESSION, ARG_NONE, cmd_rset, 0 },
+	{ "NOOP", ST_SESSION, ARG_ANY, cmd_noop, 0 },
+	{ "QUIT", ST_SESSION, ARG_NONE, cmd_quit, 0 },
+	{ "VRFY", ST_SESSION, ARG_NEED, cmd_vrfy, 0 },
+	{ "HELP", ST_SESSION, ARG_ANY, cmd_help, 0 },
+	{ "STARTTLS", ST_CONNECTED | ST_READY, ARG_NONE, cmd_starttls, 0 },
+	{ "AUTH", ST_READY, ARG_NEED, cmd_auth, CMD_SMTP },
 };
 
 void smtp_dispatch(struct smtp_session *s, const char *line, size_t len)
@@ -92,8 +92,8 @@ void smtp_dispatch(struct smtp_session *s, const char *line, size_t len)
 		alen--;
 	}
 	if ((c->arg == ARG_NEED && alen == 0) || (c->arg == ARG_NONE && alen > 0)) {
-		smtp_error(s, "501 5.5.4 Syntax: %s%s", c->verb, c->arg == ARG_NEED ? " argument"
-			   : " takes no argument");
+		smtp_error(s, "501 5.5.4 Syntax: %s%s", c->verb,
+			   c->arg == ARG_NEED ? " argument" : " takes no argument");
 		return;
 	}
 	if (!(c->states & s->state)) {
@@ -260,8 +260,8 @@ static void rcpt_accepted(struct smtp_session *s)
 {
 	struct smtp_tx *tx = s->tx;
 
-	log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> local=%s result=ok",
-		 s->id, tx->qid, tx->rcpt[tx->nrcpt].addr, tx->rcpt[tx->nrcpt].local ? "yes" : "no");
+	log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> local=%s result=ok", s->id,
+		 tx->qid, tx->rcpt[tx->nrcpt].addr, tx->rcpt[tx->nrcpt].local ? "yes" : "no");
 	tx->nrcpt++;
 	tx->rcpt_accepted++;
 	if (tx->rcpt[tx->nrcpt - 1].local)
@@ -278,7 +278,8 @@ static bool may_relay(const struct smtp_session *s)
 static void relay_refused(struct smtp_session *s, const char *addr, const char *why)
 {
 	log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> addr=%s result=fail "
-		 "reason=\"%s\"", s->id, s->tx->qid, addr, s->addr, why);
+		 "reason=\"%s\"",
+		 s->id, s->tx->qid, addr, s->addr, why);
 	smtp_error(s, "554 5.7.1 <%s>: Relay access denied", addr);
 }
 
@@ -307,7 +308,8 @@ static void rcpt_route(struct smtp_session *s, struct smtp_rcpt *r, const struct
 		return;
 	}
 	if (a->domain[0] == '\0')
-		snprintf(key, sizeof(key), "postmaster@%s", locals->n ? locals->v[0] : "localhost");
+		snprintf(key, sizeof(key), "postmaster@%s",
+			 locals->n ? locals->v[0] : "localhost");
 	else
 		mailaddr_canonical(a, key, sizeof(key));
 	rcpt_resolve(s, key); /* aliases, postmaster, subaddress, directory (async) */
@@ -327,7 +329,8 @@ static void cmd_rcpt(struct smtp_session *s, const char *arg, size_t len)
 	}
 	if (++tx->rcpt_attempts > s->m->lim.reject_rcpt) {
 		log_info("%016" PRIx64 " smtp tx qid=%016" PRIx64 " result=fail "
-			 "reason=\"too many recipients\"", s->id, tx->qid);
+			 "reason=\"too many recipients\"",
+			 s->id, tx->qid);
 		smtp_tx_free(&s->tx);
 		smtp_set_state(s, ST_READY);
 		smtp_error(s, "554 5.5.3 Too many recipients, transaction refused");
@@ -348,8 +351,8 @@ static void cmd_rcpt(struct smtp_session *s, const char *arg, size_t len)
 		return;
 	}
 	struct smtp_rcpt *r = smtp_rcpt_add(tx);
-	if ((rc = mailaddr_rcpt_params(p + used, len - used, tx->mp.smtputf8, &r->params,
-				       &err)) < 0) {
+	if ((rc = mailaddr_rcpt_params(p + used, len - used, tx->mp.smtputf8, &r->params, &err)) <
+	    0) {
 		smtp_error(s, rc == MAILADDR_EUNKNOWN ? "555 5.5.4 %s" : "501 5.5.4 %s", err);
 		return;
 	}
@@ -360,7 +363,8 @@ static void cmd_rcpt(struct smtp_session *s, const char *arg, size_t len)
 
 		snprintf(r->orcpt_raw, sizeof(r->orcpt_raw), "%s;", r->params.orcpt_type);
 		if (mailaddr_xtext_encode(r->params.orcpt, strlen(r->params.orcpt),
-					  r->orcpt_raw + tl + 1, sizeof(r->orcpt_raw) - tl - 1) < 0)
+					  r->orcpt_raw + tl + 1,
+					  sizeof(r->orcpt_raw) - tl - 1) < 0)
 			r->orcpt_raw[0] = '\0';
 	}
 	rcpt_route(s, r, &a);
@@ -400,7 +404,7 @@ static void cmd_bdat(struct smtp_session *s, const char *arg, size_t len)
 	if (s->tx == NULL || (s->tx->nrcpt == 0)) {
 		s->discard_left = size;
 		smtp_error(s, s->tx == NULL ? "503 5.5.1 MAIL first"
-						   : "554 5.5.1 No valid recipients");
+					    : "554 5.5.1 No valid recipients");
 		return;
 	}
 	if (s->state != ST_BDAT) {
@@ -458,8 +462,11 @@ static void cmd_starttls(struct smtp_session *s, const char *arg, size_t len)
 static void cmd_auth(struct smtp_session *s, const char *arg, size_t len)
 {
 	if (!auth_offered(s)) {
-		smtp_error(s, (s->flags & SF_AUTH) ? "503 5.5.1 Already authenticated"
-			: "538 5.7.11 Encryption required for requested authentication mechanism");
+		smtp_error(
+			s,
+			(s->flags & SF_AUTH)
+				? "503 5.5.1 Already authenticated"
+				: "538 5.7.11 Encryption required for requested authentication mechanism");
 		return;
 	}
 	smtp_cmd_auth(s, arg, len);

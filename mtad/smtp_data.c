@@ -31,9 +31,9 @@ static const char *protocol(const struct smtp_session *s)
 		return "SMTP";
 	if (s->tx->mp.smtputf8)
 		return (s->flags & SF_TLS) ? ((s->flags & SF_AUTH) ? "UTF8SMTPSA" : "UTF8SMTPS")
-					    : ((s->flags & SF_AUTH) ? "UTF8SMTPA" : "UTF8SMTP");
+					   : ((s->flags & SF_AUTH) ? "UTF8SMTPA" : "UTF8SMTP");
 	return (s->flags & SF_TLS) ? ((s->flags & SF_AUTH) ? "ESMTPSA" : "ESMTPS")
-				    : ((s->flags & SF_AUTH) ? "ESMTPA" : "ESMTP");
+				   : ((s->flags & SF_AUTH) ? "ESMTPA" : "ESMTP");
 }
 
 int smtp_data_start(struct smtp_session *s)
@@ -298,7 +298,8 @@ void smtp_data_done(struct smtp_session *s)
 	case TX_OK:
 		/* the message's trace: session, queue id and Message-ID on one line */
 		log_info("%016" PRIx64 " smtp data qid=%016" PRIx64 " from=<%s> size=%" PRIu64
-			 " nrcpt=%zu message-id=%s", s->id, tx->qid, tx->from, tx->size, tx->nrcpt,
+			 " nrcpt=%zu message-id=%s",
+			 s->id, tx->qid, tx->from, tx->size, tx->nrcpt,
 			 tx->msgid[0] ? tx->msgid : "none");
 		smtp_set_state(s, ST_WAIT);
 		if (mtad_auth_end(s)) /* it goes on to the milters, or refuses */
@@ -322,8 +323,8 @@ void smtp_data_done(struct smtp_session *s)
 		break;
 	}
 	log_info("%016" PRIx64 " smtp data qid=%016" PRIx64 " from=<%s> message-id=%s "
-		 "result=fail reason=\"%s\"", s->id, tx->qid, tx->from,
-		 tx->msgid[0] ? tx->msgid : "none", reply + 10);
+		 "result=fail reason=\"%s\"",
+		 s->id, tx->qid, tx->from, tx->msgid[0] ? tx->msgid : "none", reply + 10);
 	/* LMTP answers once per recipient (RFC 2033 4.2) */
 	size_t n = (s->flags & SF_LMTP) ? tx->nrcpt : 1;
 	smtp_tx_free(&s->tx);

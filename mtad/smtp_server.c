@@ -20,8 +20,8 @@ struct listener_ctx {
 
 static struct listener_ctx ctxs[L_NKINDS];
 
-static void accept_cb(struct net_server *srv, int fd, const struct sockaddr *sa,
-		      socklen_t salen, void *arg)
+static void accept_cb(struct net_server *srv, int fd, const struct sockaddr *sa, socklen_t salen,
+		      void *arg)
 {
 	struct listener_ctx *lc = arg;
 	struct mtad *m = lc->m;
@@ -45,9 +45,12 @@ static void accept_cb(struct net_server *srv, int fd, const struct sockaddr *sa,
 		char addr[NET_ADDRSTRLEN], line[320];
 
 		log_info("smtp refuse addr=%s reason=\"too many unauthenticated connections from "
-			 "address\"", net_addr_str(sa, salen, addr, sizeof(addr)));
-		snprintf(line, sizeof(line), "421 4.7.0 %s Too many unauthenticated connections "
-			 "from your address\r\n", m->hostname);
+			 "address\"",
+			 net_addr_str(sa, salen, addr, sizeof(addr)));
+		snprintf(line, sizeof(line),
+			 "421 4.7.0 %s Too many unauthenticated connections "
+			 "from your address\r\n",
+			 m->hostname);
 		net_ipcount_dec(m->ipcount, sa);
 		net_refuse(fd, line);
 		metrics_inc(MS_CONN_REFUSED, lc->kind, MS_REFUSE_UNAUTH);

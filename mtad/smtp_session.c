@@ -36,16 +36,26 @@ static void set_timeouts(struct smtp_session *s);
 static const char *st_name(unsigned st)
 {
 	switch (st) {
-	case ST_GREETING: return "greeting";
-	case ST_CONNECTED: return "connected";
-	case ST_READY: return "ready";
-	case ST_MAIL: return "mail";
-	case ST_RCPT: return "rcpt";
-	case ST_DATA: return "data";
-	case ST_BDAT: return "bdat";
-	case ST_WAIT: return "wait";
-	case ST_TLS: return "tls";
-	case ST_QUIT: return "quit";
+	case ST_GREETING:
+		return "greeting";
+	case ST_CONNECTED:
+		return "connected";
+	case ST_READY:
+		return "ready";
+	case ST_MAIL:
+		return "mail";
+	case ST_RCPT:
+		return "rcpt";
+	case ST_DATA:
+		return "data";
+	case ST_BDAT:
+		return "bdat";
+	case ST_WAIT:
+		return "wait";
+	case ST_TLS:
+		return "tls";
+	case ST_QUIT:
+		return "quit";
 	}
 	return "?";
 }
@@ -201,9 +211,11 @@ struct smtp_session *smtp_session_new(struct mtad *m, enum mtad_listener kind, i
 	if (s->flags & SF_LOCAL)
 		snprintf(uid, sizeof(uid), " uid=%ld", s->peer_uid);
 	log_info("%016" PRIx64 " smtp connect addr=%s listener=%s%s%s", s->id, s->addr,
-		 (s->flags & SF_LOCAL) ? "local" : kind == L_SMTP ? "smtp"
-		 : kind == L_SUBMISSION ? "submission"
-		 : kind == L_SUBMISSIONS ? "submissions" : "lmtp",
+		 (s->flags & SF_LOCAL)   ? "local"
+		 : kind == L_SMTP        ? "smtp"
+		 : kind == L_SUBMISSION  ? "submission"
+		 : kind == L_SUBMISSIONS ? "submissions"
+					 : "lmtp",
 		 (s->flags & SF_TRUSTED) ? " trusted=yes" : "", uid);
 	if (kind == L_SUBMISSIONS) {
 		s->bev = tls_server_accept(m->base, m->tls, fd);
@@ -386,7 +398,8 @@ static void session_event_cb(struct bufferevent *bev, short what, void *arg)
 		if (s->state == ST_TLS)
 			metrics_tls_failed();
 		log_info("%016" PRIx64 " smtp close addr=%s reason=\"%s\"", s->id, s->addr,
-			 s->state == ST_TLS ? tls_error(bev, err, sizeof(err)) : "connection error");
+			 s->state == ST_TLS ? tls_error(bev, err, sizeof(err))
+					    : "connection error");
 	} else {
 		log_info("%016" PRIx64 " smtp close addr=%s reason=eof", s->id, s->addr);
 	}
@@ -411,8 +424,8 @@ void smtp_close(struct smtp_session *s)
 	bufferevent_enable(s->bev, EV_WRITE);
 	if (evbuffer_get_length(bufferevent_get_output(s->bev)) == 0) {
 		/* nothing to flush: let the write callback run once from the loop */
-		bufferevent_trigger(s->bev, EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS |
-			BEV_TRIG_DEFER_CALLBACKS);
+		bufferevent_trigger(s->bev, EV_WRITE,
+				    BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
 	}
 }
 
@@ -442,7 +455,8 @@ void smtp_starttls(struct smtp_session *s)
 	}
 	if (dropped > 0)
 		log_info("%016" PRIx64 " smtp starttls addr=%s dropped=%zu "
-			 "reason=\"pipelined after STARTTLS\"", s->id, s->addr, dropped);
+			 "reason=\"pipelined after STARTTLS\"",
+			 s->id, s->addr, dropped);
 	s->bev = tls;
 	/* RFC 3207 4.2: forget everything learnt before the handshake */
 	s->flags &= ~(SF_ESMTP | SF_AUTH);

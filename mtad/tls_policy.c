@@ -7,8 +7,7 @@
 #include "mtad/mx.h"
 #include "mtad/tls_policy.h"
 
-static const char *const level_names[] = { "", "none", "may", "encrypt", "verify", "sts",
-					   "dane" };
+static const char *const level_names[] = { "", "none", "may", "encrypt", "verify", "sts", "dane" };
 
 const char *tls_level_name(enum tls_level l)
 {
@@ -20,7 +19,8 @@ int tls_level_parse(const char *s, size_t len)
 	if (s == NULL || len == 0)
 		return TLSL_DEFAULT;
 	for (size_t i = 1; i < sizeof(level_names) / sizeof(level_names[0]); i++)
-		if (i != TLSL_STS && strlen(level_names[i]) == len && memcmp(level_names[i], s, len) == 0)
+		if (i != TLSL_STS && strlen(level_names[i]) == len &&
+		    memcmp(level_names[i], s, len) == 0)
 			return (int)i;
 	return -1;
 }
@@ -30,9 +30,12 @@ bool tls_tlsa_usable(uint8_t usage, uint8_t selector, uint8_t mtype, size_t len)
 	if ((usage != 2 && usage != 3) || selector > 1)
 		return false;
 	switch (mtype) {
-	case 0: return len > 0 && len <= TLSA_DATA_MAX;
-	case 1: return len == 32;
-	case 2: return len == 64;
+	case 0:
+		return len > 0 && len <= TLSA_DATA_MAX;
+	case 1:
+		return len == 32;
+	case 2:
+		return len == 64;
 	}
 	return false;
 }
@@ -59,8 +62,8 @@ enum tls_level tls_policy_decide(const struct tls_facts *f, const char **defer_r
 	return TLSL_MAY;
 }
 
-SSL *tls_policy_ssl(SSL_CTX *ctx, enum tls_level l, const char *host,
-		    const struct tlsa_rec *tlsa, size_t ntlsa, const char **error_r)
+SSL *tls_policy_ssl(SSL_CTX *ctx, enum tls_level l, const char *host, const struct tlsa_rec *tlsa,
+		    size_t ntlsa, const char **error_r)
 {
 	SSL *ssl = SSL_new(ctx);
 	char sni[DNS_NAME_MAX + 1];

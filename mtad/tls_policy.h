@@ -24,8 +24,8 @@ enum tls_level {
 	TLSL_DANE,        /* TLS required, the certificate matches the TLSA records */
 };
 
-#define TLSA_MAX 8            /* TLSA records used of one host */
-#define TLSA_DATA_MAX 4096    /* bytes of one record's data (a full certificate) */
+#define TLSA_MAX 8         /* TLSA records used of one host */
+#define TLSA_DATA_MAX 4096 /* bytes of one record's data (a full certificate) */
 
 struct tlsa_rec {
 	uint8_t usage, selector, mtype;
@@ -35,12 +35,12 @@ struct tlsa_rec {
 
 /* What DNS said about an exchanger, for the decision. */
 struct tls_facts {
-	enum tls_level override;   /* transport_map tls=, or TLSL_DEFAULT */
-	bool mx_secure;            /* the MX answer (or the nexthop name) validated */
-	bool addr_secure;          /* the host's address answer validated */
+	enum tls_level override; /* transport_map tls=, or TLSL_DEFAULT */
+	bool mx_secure;          /* the MX answer (or the nexthop name) validated */
+	bool addr_secure;        /* the host's address answer validated */
 	enum dns_status tlsa_status;
 	bool tlsa_secure;
-	size_t tlsa_usable;        /* DANE-TA(2)/DANE-EE(3) records with known selector/type */
+	size_t tlsa_usable; /* DANE-TA(2)/DANE-EE(3) records with known selector/type */
 };
 
 /* The level for a connection, or TLSL_DEFAULT with *defer_r set when the mail must wait
@@ -58,7 +58,7 @@ int tls_level_parse(const char *s, size_t len);
 
 /* A client SSL for host at level l (NULL on failure, *error_r set, static text). For DANE the
    context must have had SSL_CTX_dane_enable. */
-SSL *tls_policy_ssl(SSL_CTX *ctx, enum tls_level l, const char *host,
-		    const struct tlsa_rec *tlsa, size_t ntlsa, const char **error_r);
+SSL *tls_policy_ssl(SSL_CTX *ctx, enum tls_level l, const char *host, const struct tlsa_rec *tlsa,
+		    size_t ntlsa, const char **error_r);
 
 #endif

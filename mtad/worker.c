@@ -39,8 +39,7 @@ void mtad_limits_from_conf(const struct conf *c, struct mtad_limits *l)
 	l->max_unauth_per_ip = (uint32_t)mc->max_unauth_connections_per_ip;
 }
 
-void mtad_worker_init(struct mtad *m, const struct conf *c, unsigned worker,
-		      const char *hostname)
+void mtad_worker_init(struct mtad *m, const struct conf *c, unsigned worker, const char *hostname)
 {
 	struct store_opts so;
 	const struct tls_conf *tc = &conf_values(c)->tls;

@@ -26,9 +26,8 @@
 
 static void usage(void)
 {
-	fprintf(stderr,
-		"usage: heron-sendmail [-t] [-i|-oi] [-v] [-f sender] [-F name] [-C conf] "
-		"[-bm|-bs] [--] [recipient ...]\n");
+	fprintf(stderr, "usage: heron-sendmail [-t] [-i|-oi] [-v] [-f sender] [-F name] [-C conf] "
+			"[-bm|-bs] [--] [recipient ...]\n");
 	exit(EX_USAGE);
 }
 
@@ -47,8 +46,8 @@ static bool domain_ok(struct str_view d)
 		unsigned char c = (unsigned char)d.p[i];
 
 		if (!(c >= 0x80 || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		      (c >= '0' && c <= '9') || c == '-' || (c == '.' && i > 0 && i + 1 < d.len &&
-							       d.p[i + 1] != '.')))
+		      (c >= '0' && c <= '9') || c == '-' ||
+		      (c == '.' && i > 0 && i + 1 < d.len && d.p[i + 1] != '.')))
 			return false;
 	}
 	return true;
@@ -83,8 +82,9 @@ static void addr_cb(void *ctx, const struct rfc5322_addr *a)
 		return;
 	}
 	snprintf(out, sizeof(out), "%s%.*s%s@%.*s", quote ? "\"" : "", (int)a->mailbox.len,
-		 a->mailbox.p, quote ? "\"" : "", a->domain.len ? (int)a->domain.len
-		 : (int)strlen(sm->domain), a->domain.len ? a->domain.p : sm->domain);
+		 a->mailbox.p, quote ? "\"" : "",
+		 a->domain.len ? (int)a->domain.len : (int)strlen(sm->domain),
+		 a->domain.len ? a->domain.p : sm->domain);
 	add_rcpt(sm, out);
 }
 
@@ -120,13 +120,27 @@ static int parse_args(struct sm *sm, int argc, char **argv)
 		if (a[0] != '-' || a[1] == '\0')
 			break;
 		switch (a[1]) {
-		case 't': sm->extract = true; break;
-		case 'i': sm->dot_ok = true; break;
-		case 'v': sm->verbose = true; break;
-		case 'f': sm->from = opt_value(argc, argv, &i, a); break;
-		case 'r': sm->from = opt_value(argc, argv, &i, a); break; /* old name of -f */
-		case 'F': sm->fullname = opt_value(argc, argv, &i, a); break;
-		case 'C': sm->conf = opt_value(argc, argv, &i, a); break;
+		case 't':
+			sm->extract = true;
+			break;
+		case 'i':
+			sm->dot_ok = true;
+			break;
+		case 'v':
+			sm->verbose = true;
+			break;
+		case 'f':
+			sm->from = opt_value(argc, argv, &i, a);
+			break;
+		case 'r':
+			sm->from = opt_value(argc, argv, &i, a);
+			break; /* old name of -f */
+		case 'F':
+			sm->fullname = opt_value(argc, argv, &i, a);
+			break;
+		case 'C':
+			sm->conf = opt_value(argc, argv, &i, a);
+			break;
 		case 'o':
 			if (a[2] == 'i' && a[3] == '\0')
 				sm->dot_ok = true;
@@ -138,19 +152,31 @@ static int parse_args(struct sm *sm, int argc, char **argv)
 			if (strcmp(a, "-bs") == 0) {
 				sm->smtp_stdio = true;
 			} else if (strcmp(a, "-bm") != 0) {
-				fprintf(stderr, "heron-sendmail: %s is not supported (the queue: "
-					"mailctl queue list; aliases: [mtad] aliases)\n", a);
+				fprintf(stderr,
+					"heron-sendmail: %s is not supported (the queue: "
+					"mailctl queue list; aliases: [mtad] aliases)\n",
+					a);
 				exit(EX_USAGE);
 			}
 			break;
-		case 'B': case 'h': case 'L': case 'N': case 'O': case 'R': case 'V':
+		case 'B':
+		case 'h':
+		case 'L':
+		case 'N':
+		case 'O':
+		case 'R':
+		case 'V':
 			(void)opt_value(argc, argv, &i, a); /* known to sendmail; ignored */
 			break;
-		case 'm': case 'n': case 'U': case 'G': case 'e':
+		case 'm':
+		case 'n':
+		case 'U':
+		case 'G':
+		case 'e':
 			break;
 		case 'q':
 			fprintf(stderr, "heron-sendmail: -q: mtad runs its queue itself "
-				"(mailctl queue flush)\n");
+					"(mailctl queue flush)\n");
 			exit(EX_USAGE);
 		default:
 			fprintf(stderr, "heron-sendmail: unknown option %s\n", a);
@@ -284,15 +310,16 @@ static void read_header(struct sm *sm)
 						     str_caseprefix(line, len, "Cc:") ||
 						     str_caseprefix(line, len, "Bcc:"));
 			buf_reset(&field);
-			if (rcpt_field && buf_append(&field, strchr(line, ':') + 1,
-						     len - (size_t)(strchr(line, ':') + 1 - line)) < 0)
+			if (rcpt_field &&
+			    buf_append(&field, strchr(line, ':') + 1,
+				       len - (size_t)(strchr(line, ':') + 1 - line)) < 0)
 				goto toobig;
-		} else if (rcpt_field && (buf_append(&field, " ", 1) < 0 ||
-					  buf_append(&field, line, len) < 0)) {
+		} else if (rcpt_field &&
+			   (buf_append(&field, " ", 1) < 0 || buf_append(&field, line, len) < 0)) {
 			goto toobig;
 		}
-		if (!drop && (buf_append(&sm->hdr, line, len) < 0 ||
-			      buf_append(&sm->hdr, "\r\n", 2) < 0))
+		if (!drop &&
+		    (buf_append(&sm->hdr, line, len) < 0 || buf_append(&sm->hdr, "\r\n", 2) < 0))
 			goto toobig;
 	}
 	if (rcpt_field)
@@ -344,8 +371,9 @@ static void missing_headers(struct sm *sm, struct buf *out)
 		if (u != NULL)
 			fclose(u);
 		strftime(date, sizeof(date), "%Y%m%d%H%M%S", &tm);
-		snprintf(line, sizeof(line), "Message-ID: <%s.%ld.%02x%02x%02x%02x%02x%02x@%s>\r\n",
-			 date, (long)getpid(), r[0], r[1], r[2], r[3], r[4], r[5], sm->domain);
+		snprintf(line, sizeof(line),
+			 "Message-ID: <%s.%ld.%02x%02x%02x%02x%02x%02x@%s>\r\n", date,
+			 (long)getpid(), r[0], r[1], r[2], r[3], r[4], r[5], sm->domain);
 		(void)buf_append(out, line, strlen(line));
 	}
 }
@@ -381,7 +409,7 @@ int main(int argc, char **argv)
 	if (sm.bad_addr || sm.nrcpt == 0) {
 		if (!sm.bad_addr)
 			fprintf(stderr, "heron-sendmail: no recipients (give them as arguments, "
-				"or -t)\n");
+					"or -t)\n");
 		rc = sm.bad_addr ? EX_DATAERR : EX_USAGE;
 		sm_free(&sm);
 		return rc;

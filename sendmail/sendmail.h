@@ -12,12 +12,12 @@
 
 struct sm {
 	/* the command line */
-	bool extract;       /* -t */
-	bool dot_ok;        /* -i, -oi: a lone "." is a line of the message */
-	bool verbose;       /* -v: the dialogue on stderr */
-	bool smtp_stdio;    /* -bs */
+	bool extract;    /* -t */
+	bool dot_ok;     /* -i, -oi: a lone "." is a line of the message */
+	bool verbose;    /* -v: the dialogue on stderr */
+	bool smtp_stdio; /* -bs */
 	const char *from, *fullname, *conf;
-	char **rcpt;        /* qualified addresses, in order */
+	char **rcpt; /* qualified addresses, in order */
 	size_t nrcpt;
 	bool bad_addr;
 	/* from heron.conf and the system */
@@ -27,10 +27,10 @@ struct sm {
 	char *gecos;
 	char sender[SM_ADDR_MAX + 1]; /* "" = the null sender */
 	/* the message read so far */
-	struct buf hdr;     /* the header block, CRLF, Bcc: removed */
-	char *first_body;   /* the line that ended the header block (as read), or NULL at EOF */
+	struct buf hdr;   /* the header block, CRLF, Bcc: removed */
+	char *first_body; /* the line that ended the header block (as read), or NULL at EOF */
 	size_t first_body_len;
-	bool blank_sep;     /* that line was the empty separator line */
+	bool blank_sep; /* that line was the empty separator line */
 	bool has_from, has_date, has_msgid;
 };
 

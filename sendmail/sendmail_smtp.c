@@ -22,7 +22,7 @@
 
 struct conn {
 	int fd;
-	FILE *in;        /* replies */
+	FILE *in; /* replies */
 	bool verbose;
 	char text[2048]; /* the last reply, lines joined by " / " */
 };
@@ -36,8 +36,10 @@ static int sm_connect(const struct sm *sm, struct conn *c)
 	str_lcpy(sun.sun_path, sm->socket, sizeof(sun.sun_path));
 	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->fd == -1 || connect(c->fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
-		fprintf(stderr, "heron-sendmail: cannot reach mtad at %s: %s (is mtad running "
-			"with [mtad] local_submission?)\n", sm->socket, strerror(errno));
+		fprintf(stderr,
+			"heron-sendmail: cannot reach mtad at %s: %s (is mtad running "
+			"with [mtad] local_submission?)\n",
+			sm->socket, strerror(errno));
 		if (c->fd != -1)
 			close(c->fd);
 		return errno == EACCES || errno == EPERM ? EX_NOPERM : EX_TEMPFAIL;
@@ -103,7 +105,8 @@ static int reply(struct conn *c)
 		if (c->verbose)
 			fprintf(stderr, "<<< %s\n", line);
 		if (len < 3 || line[0] < '2' || line[0] > '5' || line[1] < '0' || line[1] > '9' ||
-		    line[2] < '0' || line[2] > '9' || (len > 3 && line[3] != ' ' && line[3] != '-'))
+		    line[2] < '0' || line[2] > '9' ||
+		    (len > 3 && line[3] != ' ' && line[3] != '-'))
 			break;
 		int this = (line[0] - '0') * 100 + (line[1] - '0') * 10 + (line[2] - '0');
 

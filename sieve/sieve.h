@@ -26,9 +26,9 @@ const char *sieve_extensions(void);
 /* Compiling */
 
 struct sieve_compile_opts {
-	size_t max_script_size;  /* bytes of source (0: 1 MiB) */
-	unsigned max_nesting;    /* blocks and tests inside each other (0: 32) */
-	size_t max_program;      /* bytes of compiled program (0: 4 MiB) */
+	size_t max_script_size; /* bytes of source (0: 1 MiB) */
+	unsigned max_nesting;   /* blocks and tests inside each other (0: 32) */
+	size_t max_program;     /* bytes of compiled program (0: 4 MiB) */
 };
 
 struct sieve_parser;
@@ -38,8 +38,7 @@ struct sieve_parser *sieve_parser_new(const struct sieve_compile_opts *o);
 int sieve_parser_feed(struct sieve_parser *p, const void *data, size_t len);
 /* Checks and compiles what was fed: 0 and *prog_r / *len_r (malloc'd: free it), or -1 and
    *error_r (malloc'd: "line L, column C: text"). Frees the parser (*pp = NULL). */
-int sieve_parser_finish(struct sieve_parser **pp, uint8_t **prog_r, size_t *len_r,
-			char **error_r);
+int sieve_parser_finish(struct sieve_parser **pp, uint8_t **prog_r, size_t *len_r, char **error_r);
 void sieve_parser_free(struct sieve_parser **pp);
 /* One call: feed all + finish. */
 int sieve_compile(const char *src, size_t len, const struct sieve_compile_opts *o,
@@ -52,50 +51,50 @@ bool sieve_program_valid(const uint8_t *prog, size_t len);
 /* Running */
 
 struct sieve_limits {
-	uint64_t max_instructions;  /* per run, includes included scripts (0: 100000) */
-	unsigned max_redirects;     /* (0: 4) */
-	unsigned max_actions;       /* fileinto/keep/redirect/vacation/addflag... (0: 32) */
-	uint64_t max_header_bytes;  /* header bytes compared in all tests (0: 16 MiB) */
-	uint64_t max_body_bytes;    /* body bytes searched by body tests (0: 16 MiB) */
-	unsigned max_includes;      /* include depth (0: 8) */
+	uint64_t max_instructions; /* per run, includes included scripts (0: 100000) */
+	unsigned max_redirects;    /* (0: 4) */
+	unsigned max_actions;      /* fileinto/keep/redirect/vacation/addflag... (0: 32) */
+	uint64_t max_header_bytes; /* header bytes compared in all tests (0: 16 MiB) */
+	uint64_t max_body_bytes;   /* body bytes searched by body tests (0: 16 MiB) */
+	unsigned max_includes;     /* include depth (0: 8) */
 };
 
 enum sieve_action_type {
-	SIEVE_KEEP,       /* deliver to INBOX (mailbox NULL) with flags */
-	SIEVE_FILEINTO,   /* deliver to mailbox with flags (create: make it if missing) */
-	SIEVE_REDIRECT,   /* send to addr */
-	SIEVE_REJECT,     /* refuse with reason (RFC 5429: MDN/DSN-style or SMTP reply) */
-	SIEVE_EREJECT,    /* refuse at the protocol level (SMTP/LMTP reply) when possible */
-	SIEVE_VACATION,   /* send an auto-reply */
+	SIEVE_KEEP,     /* deliver to INBOX (mailbox NULL) with flags */
+	SIEVE_FILEINTO, /* deliver to mailbox with flags (create: make it if missing) */
+	SIEVE_REDIRECT, /* send to addr */
+	SIEVE_REJECT,   /* refuse with reason (RFC 5429: MDN/DSN-style or SMTP reply) */
+	SIEVE_EREJECT,  /* refuse at the protocol level (SMTP/LMTP reply) when possible */
+	SIEVE_VACATION, /* send an auto-reply */
 };
 
 struct sieve_vacation {
-	char *to;           /* the sender answered (the envelope sender) */
-	char *from;         /* :from or NULL (the recipient) */
-	char *subject;      /* the reply's subject (:subject or "Auto: " + the original's) */
+	char *to;            /* the sender answered (the envelope sender) */
+	char *from;          /* :from or NULL (the recipient) */
+	char *subject;       /* the reply's subject (:subject or "Auto: " + the original's) */
 	char *subject_given; /* :subject as given, or NULL */
-	char *reason;       /* body text, or a MIME entity when mime */
+	char *reason;        /* body text, or a MIME entity when mime */
 	bool mime;
-	char *handle;       /* :handle, or a digest of the reason/subject/from/mime */
-	int64_t seconds;    /* remember for (days * 86400 or :seconds) */
-	char *in_reply_to;  /* the original's Message-ID or NULL */
-	char *references;   /* the original's References + Message-ID or NULL */
+	char *handle;      /* :handle, or a digest of the reason/subject/from/mime */
+	int64_t seconds;   /* remember for (days * 86400 or :seconds) */
+	char *in_reply_to; /* the original's Message-ID or NULL */
+	char *references;  /* the original's References + Message-ID or NULL */
 };
 
 struct sieve_action {
 	enum sieve_action_type type;
-	char *mailbox;      /* FILEINTO */
-	bool create;        /* FILEINTO :create */
-	char **flags;       /* KEEP/FILEINTO: IMAP flags ("\\Seen", keywords), nflags */
+	char *mailbox; /* FILEINTO */
+	bool create;   /* FILEINTO :create */
+	char **flags;  /* KEEP/FILEINTO: IMAP flags ("\\Seen", keywords), nflags */
 	size_t nflags;
-	char *addr;         /* REDIRECT */
-	char *reason;       /* REJECT/EREJECT */
+	char *addr;   /* REDIRECT */
+	char *reason; /* REJECT/EREJECT */
 	struct sieve_vacation vac;
 };
 
 /* A duplicate (RFC 7352) id to remember once the message was delivered. */
 struct sieve_dupmark {
-	char *key;          /* handle NUL-free digest input */
+	char *key; /* handle NUL-free digest input */
 	int64_t seconds;
 };
 
@@ -104,10 +103,10 @@ struct sieve_result {
 	size_t nact;
 	struct sieve_dupmark *dup;
 	size_t ndup;
-	char *header;       /* editheader changed the header: the new header block (CRLF,
+	char *header; /* editheader changed the header: the new header block (CRLF,
 			       ending with the empty line), else NULL */
 	size_t header_len;
-	char *error;        /* a runtime error: the message is kept; act is one KEEP */
+	char *error; /* a runtime error: the message is kept; act is one KEEP */
 	uint64_t instructions, header_bytes, body_bytes; /* work done */
 };
 void sieve_result_clear(struct sieve_result *r);
@@ -116,15 +115,15 @@ struct sieve_env {
 	/* the message: header and body, CRLF or LF line ends, read only */
 	const char *msg;
 	size_t msg_len;
-	const char *env_from;   /* envelope sender without <> ("" = null sender) */
-	const char *env_to;     /* the recipient address as given in RCPT TO */
-	const char *orig_to;    /* ORCPT or NULL */
-	const char *auth;       /* the authenticated submitter or NULL */
-	const char *user;       /* the recipient's store user */
-	const char *domain;     /* our host name (envelope "to" domain default) */
-	char subaddress_sep;    /* '+' */
-	int64_t now;            /* Unix time (date tests, currentdate) */
-	int zone_min;           /* local zone, minutes east of UTC */
+	const char *env_from;     /* envelope sender without <> ("" = null sender) */
+	const char *env_to;       /* the recipient address as given in RCPT TO */
+	const char *orig_to;      /* ORCPT or NULL */
+	const char *auth;         /* the authenticated submitter or NULL */
+	const char *user;         /* the recipient's store user */
+	const char *domain;       /* our host name (envelope "to" domain default) */
+	char subaddress_sep;      /* '+' */
+	int64_t now;              /* Unix time (date tests, currentdate) */
+	int zone_min;             /* local zone, minutes east of UTC */
 	const char *spam_header;  /* spamtest: the header holding the score; NULL: X-Spam-Score,
 				     else X-Spamd-Result (rspamd: "[score / threshold]") */
 	double spam_max;          /* the score mapped to 10 */

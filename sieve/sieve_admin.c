@@ -49,24 +49,25 @@ int sieve_admin_put_fn(struct store_txn *t, void *arg)
 	}
 	if (n + 1 > o->l->max_scripts || bytes + o->len > o->l->max_storage) {
 		o->quota = true;
-		snprintf(o->why, sizeof(o->why), n + 1 > o->l->max_scripts
-			 ? "quota: at most %llu scripts" : "quota: at most %llu bytes of scripts",
+		snprintf(o->why, sizeof(o->why),
+			 n + 1 > o->l->max_scripts ? "quota: at most %llu scripts"
+						   : "quota: at most %llu bytes of scripts",
 			 (unsigned long long)(n + 1 > o->l->max_scripts ? o->l->max_scripts
-					      : o->l->max_storage));
+									: o->l->max_storage));
 		return STORE_EQUOTA;
 	}
-	if ((rc = store_sieve_put(t, o->user, o->name, o->src, o->len, o->prog,
-				  o->prog_len)) != 0)
+	if ((rc = store_sieve_put(t, o->user, o->name, o->src, o->len, o->prog, o->prog_len)) != 0)
 		return rc;
 	return o->activate ? store_sieve_activate(t, o->user, o->name) : 0;
 }
 
 int sieve_admin_put(struct store *st, const struct sieve_admin_limits *l, const char *user,
-		    const char *name, const char *src, size_t len, bool check_only,
-		    bool activate, char **error_r, int *store_rc_r)
+		    const char *name, const char *src, size_t len, bool check_only, bool activate,
+		    char **error_r, int *store_rc_r)
 {
-	struct sieve_admin_op o = { .l = l, .user = user, .name = name, .src = src, .len = len,
-				    .activate = activate };
+	struct sieve_admin_op o = {
+		.l = l, .user = user, .name = name, .src = src, .len = len, .activate = activate
+	};
 	unsigned part;
 	int rc;
 

@@ -19,9 +19,9 @@ void sieve_admin_limits_from_conf(const struct conf *c, struct sieve_admin_limit
 
 enum sieve_admin_err {
 	SIEVE_ADMIN_OK = 0,
-	SIEVE_ADMIN_ESYNTAX,   /* the script does not compile: *error_r says where */
-	SIEVE_ADMIN_EQUOTA,    /* too many scripts, or too many bytes: *error_r says which */
-	SIEVE_ADMIN_ESTORE,    /* *store_rc_r holds the store error (ENOUSER, temporary...) */
+	SIEVE_ADMIN_ESYNTAX, /* the script does not compile: *error_r says where */
+	SIEVE_ADMIN_EQUOTA,  /* too many scripts, or too many bytes: *error_r says which */
+	SIEVE_ADMIN_ESTORE,  /* *store_rc_r holds the store error (ENOUSER, temporary...) */
 };
 
 /* The pieces, for a caller that writes through the group commit (managesieved): compile
@@ -47,7 +47,7 @@ void sieve_admin_op_clear(struct sieve_admin_op *op);
    quota counted without the replaced one) and makes it active when activate. *error_r
    (malloc'd) is set for ESYNTAX and EQUOTA. */
 int sieve_admin_put(struct store *st, const struct sieve_admin_limits *l, const char *user,
-		    const char *name, const char *src, size_t len, bool check_only,
-		    bool activate, char **error_r, int *store_rc_r);
+		    const char *name, const char *src, size_t len, bool check_only, bool activate,
+		    char **error_r, int *store_rc_r);
 
 #endif

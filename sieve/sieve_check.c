@@ -10,55 +10,46 @@
 
 static const struct sv_cmdspec cmds[] = {
 	/* name            kind    op              ext           groups                 pos */
-	{ "require",       K_CTRL, OP_REQUIRE_NOP, 0,            0,                     "L" },
-	{ "if",            K_CTRL, 0,              0,            0,                     "" },
-	{ "elsif",         K_CTRL, 0,              0,            0,                     "" },
-	{ "else",          K_CTRL, 0,              0,            0,                     "" },
-	{ "stop",          K_CMD,  OP_STOP,        0,            0,                     "" },
-	{ "keep",          K_CMD,  OP_KEEP,        0,            G_FLAGS,               "" },
-	{ "discard",       K_CMD,  OP_DISCARD,     0,            0,                     "" },
-	{ "redirect",      K_CMD,  OP_REDIRECT,    0,            G_COPY,                "S" },
-	{ "fileinto",      K_CMD,  OP_FILEINTO,    E_FILEINTO,   G_COPY | G_CREATE | G_FLAGS,
-	  "S" },
-	{ "reject",        K_CMD,  OP_REJECT,      E_REJECT,     0,                     "S" },
-	{ "ereject",       K_CMD,  OP_EREJECT,     E_EREJECT,    0,                     "S" },
-	{ "vacation",      K_CMD,  OP_VACATION,    E_VACATION,   G_VAC | G_MIME,        "S" },
-	{ "setflag",       K_CMD,  OP_SETFLAG,     E_IMAP4FLAGS, 0,                     "sL" },
-	{ "addflag",       K_CMD,  OP_ADDFLAG,     E_IMAP4FLAGS, 0,                     "sL" },
-	{ "removeflag",    K_CMD,  OP_REMOVEFLAG,  E_IMAP4FLAGS, 0,                     "sL" },
-	{ "set",           K_CMD,  OP_SET,         E_VARIABLES,  G_MODS,                "SS" },
-	{ "include",       K_CMD,  OP_INCLUDE,     E_INCLUDE,    G_INCL,                "S" },
-	{ "return",        K_CMD,  OP_RETURN,      E_INCLUDE,    0,                     "" },
-	{ "global",        K_CMD,  OP_GLOBAL,      E_INCLUDE,    0,                     "L" },
-	{ "addheader",     K_CMD,  OP_ADDHEADER,   E_EDITHEADER, G_LAST,                "SS" },
-	{ "deleteheader",  K_CMD,  OP_DELETEHEADER, E_EDITHEADER, G_INDEX | G_CMP | G_MATCH,
-	  "Sl" },
-	{ "true",          K_TEST, OP_TRUE,        0,            0,                     "" },
-	{ "false",         K_TEST, OP_FALSE,       0,            0,                     "" },
-	{ "not",           K_TEST, OP_NOT,         0,            0,                     "" },
-	{ "allof",         K_TEST, OP_JMPF,        0,            0,                     "" },
-	{ "anyof",         K_TEST, OP_JMPT,        0,            0,                     "" },
-	{ "address",       K_TEST, OP_ADDRESS,     0,            G_CMP | G_MATCH | G_APART |
-							     G_INDEX, "LL" },
-	{ "envelope",      K_TEST, OP_ENVELOPE,    E_ENVELOPE,   G_CMP | G_MATCH | G_APART,
-	  "LL" },
-	{ "header",        K_TEST, OP_HEADER,      0,            G_CMP | G_MATCH | G_INDEX,
-	  "LL" },
-	{ "exists",        K_TEST, OP_EXISTS,      0,            0,                     "L" },
-	{ "size",          K_TEST, OP_SIZE,        0,            G_SIZE,                "N" },
-	{ "body",          K_TEST, OP_BODY,        E_BODY,       G_CMP | G_MATCH | G_BODY,
-	  "L" },
-	{ "string",        K_TEST, OP_STRING,      E_VARIABLES,  G_CMP | G_MATCH,       "LL" },
-	{ "date",          K_TEST, OP_DATE,        E_DATE,       G_CMP | G_MATCH | G_ZONE |
-							     G_INDEX, "SSL" },
-	{ "currentdate",   K_TEST, OP_CURRENTDATE, E_DATE,       G_CMP | G_MATCH | G_ZONE,
-	  "SL" },
-	{ "mailboxexists", K_TEST, OP_MAILBOXEXISTS, E_MAILBOX,  0,                     "L" },
-	{ "duplicate",     K_TEST, OP_DUPLICATE,   E_DUPLICATE,  G_DUP,                 "" },
-	{ "spamtest",      K_TEST, OP_SPAMTEST,    E_SPAMTEST,   G_CMP | G_MATCH | G_SPAM,
-	  "S" },
-	{ "virustest",     K_TEST, OP_VIRUSTEST,   E_VIRUSTEST,  G_CMP | G_MATCH,       "S" },
-	{ "hasflag",       K_TEST, OP_HASFLAG,     E_IMAP4FLAGS, G_CMP | G_MATCH,       "lL" },
+	{ "require", K_CTRL, OP_REQUIRE_NOP, 0, 0, "L" },
+	{ "if", K_CTRL, 0, 0, 0, "" },
+	{ "elsif", K_CTRL, 0, 0, 0, "" },
+	{ "else", K_CTRL, 0, 0, 0, "" },
+	{ "stop", K_CMD, OP_STOP, 0, 0, "" },
+	{ "keep", K_CMD, OP_KEEP, 0, G_FLAGS, "" },
+	{ "discard", K_CMD, OP_DISCARD, 0, 0, "" },
+	{ "redirect", K_CMD, OP_REDIRECT, 0, G_COPY, "S" },
+	{ "fileinto", K_CMD, OP_FILEINTO, E_FILEINTO, G_COPY | G_CREATE | G_FLAGS, "S" },
+	{ "reject", K_CMD, OP_REJECT, E_REJECT, 0, "S" },
+	{ "ereject", K_CMD, OP_EREJECT, E_EREJECT, 0, "S" },
+	{ "vacation", K_CMD, OP_VACATION, E_VACATION, G_VAC | G_MIME, "S" },
+	{ "setflag", K_CMD, OP_SETFLAG, E_IMAP4FLAGS, 0, "sL" },
+	{ "addflag", K_CMD, OP_ADDFLAG, E_IMAP4FLAGS, 0, "sL" },
+	{ "removeflag", K_CMD, OP_REMOVEFLAG, E_IMAP4FLAGS, 0, "sL" },
+	{ "set", K_CMD, OP_SET, E_VARIABLES, G_MODS, "SS" },
+	{ "include", K_CMD, OP_INCLUDE, E_INCLUDE, G_INCL, "S" },
+	{ "return", K_CMD, OP_RETURN, E_INCLUDE, 0, "" },
+	{ "global", K_CMD, OP_GLOBAL, E_INCLUDE, 0, "L" },
+	{ "addheader", K_CMD, OP_ADDHEADER, E_EDITHEADER, G_LAST, "SS" },
+	{ "deleteheader", K_CMD, OP_DELETEHEADER, E_EDITHEADER, G_INDEX | G_CMP | G_MATCH, "Sl" },
+	{ "true", K_TEST, OP_TRUE, 0, 0, "" },
+	{ "false", K_TEST, OP_FALSE, 0, 0, "" },
+	{ "not", K_TEST, OP_NOT, 0, 0, "" },
+	{ "allof", K_TEST, OP_JMPF, 0, 0, "" },
+	{ "anyof", K_TEST, OP_JMPT, 0, 0, "" },
+	{ "address", K_TEST, OP_ADDRESS, 0, G_CMP | G_MATCH | G_APART | G_INDEX, "LL" },
+	{ "envelope", K_TEST, OP_ENVELOPE, E_ENVELOPE, G_CMP | G_MATCH | G_APART, "LL" },
+	{ "header", K_TEST, OP_HEADER, 0, G_CMP | G_MATCH | G_INDEX, "LL" },
+	{ "exists", K_TEST, OP_EXISTS, 0, 0, "L" },
+	{ "size", K_TEST, OP_SIZE, 0, G_SIZE, "N" },
+	{ "body", K_TEST, OP_BODY, E_BODY, G_CMP | G_MATCH | G_BODY, "L" },
+	{ "string", K_TEST, OP_STRING, E_VARIABLES, G_CMP | G_MATCH, "LL" },
+	{ "date", K_TEST, OP_DATE, E_DATE, G_CMP | G_MATCH | G_ZONE | G_INDEX, "SSL" },
+	{ "currentdate", K_TEST, OP_CURRENTDATE, E_DATE, G_CMP | G_MATCH | G_ZONE, "SL" },
+	{ "mailboxexists", K_TEST, OP_MAILBOXEXISTS, E_MAILBOX, 0, "L" },
+	{ "duplicate", K_TEST, OP_DUPLICATE, E_DUPLICATE, G_DUP, "" },
+	{ "spamtest", K_TEST, OP_SPAMTEST, E_SPAMTEST, G_CMP | G_MATCH | G_SPAM, "S" },
+	{ "virustest", K_TEST, OP_VIRUSTEST, E_VIRUSTEST, G_CMP | G_MATCH, "S" },
+	{ "hasflag", K_TEST, OP_HASFLAG, E_IMAP4FLAGS, G_CMP | G_MATCH, "lL" },
 	{ NULL, 0, 0, 0, 0, NULL },
 };
 
@@ -136,20 +127,32 @@ char *sv_errf(struct sv_arena *a, uint32_t line, uint32_t col, const char *fmt, 
 /* ---- tags ------------------------------------------------------------------------------- */
 
 enum tag_arg { TA_NONE, TA_NUM, TA_STR, TA_STRS };
-enum tag_what { W_CMP, W_MATCH, W_PART, W_BODYT, W_ZONEKIND, W_FLAG, W_INDEX, W_NUM, W_SL,
-		W_MOD };
+enum tag_what { W_CMP, W_MATCH, W_PART, W_BODYT, W_ZONEKIND, W_FLAG, W_INDEX, W_NUM, W_SL, W_MOD };
 
 struct tagspec {
 	const char *name;
 	uint32_t group, ext;
 	enum tag_arg arg;
 	enum tag_what what;
-	unsigned value;     /* enum value, flag bit, field id or modifier bit */
-	unsigned excl;      /* tags sharing an exclusion class may not be combined */
+	unsigned value; /* enum value, flag bit, field id or modifier bit */
+	unsigned excl;  /* tags sharing an exclusion class may not be combined */
 };
 
-enum { X_NONE, X_MATCH, X_PART, X_BODY, X_ZONE, X_SIZE, X_DAYS, X_CMP, X_INCL, X_DUPID,
-       X_CASE, X_FIRST, X_LOCATION };
+enum {
+	X_NONE,
+	X_MATCH,
+	X_PART,
+	X_BODY,
+	X_ZONE,
+	X_SIZE,
+	X_DAYS,
+	X_CMP,
+	X_INCL,
+	X_DUPID,
+	X_CASE,
+	X_FIRST,
+	X_LOCATION
+};
 
 static const struct tagspec tags[] = {
 	{ "comparator", G_CMP, 0, TA_STR, W_CMP, 0, X_CMP },
@@ -240,9 +243,9 @@ static int comparator_of(const struct sv_str *s, uint32_t exts, bool *needs_req)
 	return -1;
 }
 
-static const char *const date_parts[] = { "year", "month", "day", "date", "julian", "hour",
-					  "minute", "second", "time", "iso8601", "std11",
-					  "zone", "weekday", NULL };
+static const char *const date_parts[] = { "year",  "month",  "day",     "date", "julian",
+					  "hour",  "minute", "second",  "time", "iso8601",
+					  "std11", "zone",   "weekday", NULL };
 
 static bool date_part_ok(const struct sv_str *s)
 {
@@ -273,14 +276,15 @@ static int tag_value(const struct sv_node *n, size_t *i, const struct tagspec *t
 	return 0;
 missing:
 	*error_r = sv_errf(a, tag->line, tag->col, "tag :%s needs %s after it", ts->name,
-			   ts->arg == TA_NUM ? "a number" : ts->arg == TA_STR ? "a string"
-			   : "a string list");
+			   ts->arg == TA_NUM   ? "a number"
+			   : ts->arg == TA_STR ? "a string"
+					       : "a string list");
 	(void)ci;
 	return -1;
 }
 
-static int apply_tag(const struct sv_node *n, size_t i, const struct tagspec *ts,
-		     uint32_t exts, struct sv_arena *a, struct sv_cins *ci, char **error_r)
+static int apply_tag(const struct sv_node *n, size_t i, const struct tagspec *ts, uint32_t exts,
+		     struct sv_arena *a, struct sv_cins *ci, char **error_r)
 {
 	const struct sv_arg *tag = &n->args[i], *v = ts->arg != TA_NONE ? &n->args[i + 1] : NULL;
 	struct sv_ins *in = &ci->v;
@@ -290,9 +294,11 @@ static int apply_tag(const struct sv_node *n, size_t i, const struct tagspec *ts
 	switch (ts->what) {
 	case W_CMP:
 		if ((x = comparator_of(&v->s[0], exts, &req)) < 0 || req) {
-			*error_r = sv_errf(a, v->line, v->col, x < 0 ? "unknown comparator \"%s\""
-					   : "comparator \"%s\" needs require "
-					     "\"comparator-i;ascii-numeric\"", v->s[0].p);
+			*error_r = sv_errf(a, v->line, v->col,
+					   x < 0 ? "unknown comparator \"%s\""
+						 : "comparator \"%s\" needs require "
+						   "\"comparator-i;ascii-numeric\"",
+					   v->s[0].p);
 			return -1;
 		}
 		in->cmp = (uint8_t)x;
@@ -301,8 +307,10 @@ static int apply_tag(const struct sv_node *n, size_t i, const struct tagspec *ts
 		in->match = (uint8_t)ts->value;
 		if (v != NULL) {
 			if ((x = relop_of(&v->s[0])) < 0) {
-				*error_r = sv_errf(a, v->line, v->col, "unknown relational operator "
-						   "\"%s\" (gt, ge, lt, le, eq, ne)", v->s[0].p);
+				*error_r = sv_errf(a, v->line, v->col,
+						   "unknown relational operator "
+						   "\"%s\" (gt, ge, lt, le, eq, ne)",
+						   v->s[0].p);
 				return -1;
 			}
 			in->relop = (uint8_t)x;
@@ -351,8 +359,7 @@ static int apply_tag(const struct sv_node *n, size_t i, const struct tagspec *ts
 
 /* the tagged arguments at the front; *first_pos_r = index of the first positional one */
 static int check_tags(const struct sv_node *n, const struct sv_cmdspec *cs, uint32_t exts,
-		      struct sv_arena *a, struct sv_cins *ci, size_t *first_pos_r,
-		      char **error_r)
+		      struct sv_arena *a, struct sv_cins *ci, size_t *first_pos_r, char **error_r)
 {
 	unsigned seen_excl = 0;
 	size_t i;
@@ -368,13 +375,17 @@ static int check_tags(const struct sv_node *n, const struct sv_cmdspec *cs, uint
 			return -1;
 		}
 		if (ts->ext && !(exts & ts->ext)) {
-			*error_r = sv_errf(a, tag->line, tag->col, "tag :%s needs a require of its "
-					   "extension", tag->tag);
+			*error_r = sv_errf(a, tag->line, tag->col,
+					   "tag :%s needs a require of its "
+					   "extension",
+					   tag->tag);
 			return -1;
 		}
 		if (ts->excl != X_NONE && (seen_excl & (1u << ts->excl))) {
-			*error_r = sv_errf(a, tag->line, tag->col, "tag :%s conflicts with an "
-					   "earlier tag", tag->tag);
+			*error_r = sv_errf(a, tag->line, tag->col,
+					   "tag :%s conflicts with an "
+					   "earlier tag",
+					   tag->tag);
 			return -1;
 		}
 		seen_excl |= 1u << ts->excl;
@@ -386,9 +397,8 @@ static int check_tags(const struct sv_node *n, const struct sv_cmdspec *cs, uint
 	return 0;
 }
 
-static int check_positional(const struct sv_node *n, const struct sv_cmdspec *cs,
-			    size_t first, struct sv_arena *a, struct sv_cins *ci,
-			    char **error_r)
+static int check_positional(const struct sv_node *n, const struct sv_cmdspec *cs, size_t first,
+			    struct sv_arena *a, struct sv_cins *ci, char **error_r)
 {
 	size_t npos = n->nargs - first, need = 0, opt = 0, slot = F_SL0;
 
@@ -396,8 +406,10 @@ static int check_positional(const struct sv_node *n, const struct sv_cmdspec *cs
 		*p >= 'a' ? opt++ : need++;
 	for (size_t i = first; i < n->nargs; i++)
 		if (n->args[i].type == A_TAG) {
-			*error_r = sv_errf(a, n->args[i].line, n->args[i].col, "tag :%s must come "
-					   "before the other arguments", n->args[i].tag);
+			*error_r = sv_errf(a, n->args[i].line, n->args[i].col,
+					   "tag :%s must come "
+					   "before the other arguments",
+					   n->args[i].tag);
 			return -1;
 		}
 	if (npos < need || npos > need + opt) {
@@ -431,9 +443,11 @@ static int check_positional(const struct sv_node *n, const struct sv_cmdspec *cs
 			goto bad;
 		ci->sl[slot++] = v;
 		continue;
-bad:
+	bad:
 		*error_r = sv_errf(a, v->line, v->col, "'%s' expects %s here", cs->name,
-				   c == 'N' ? "a number" : c == 'S' ? "a string" : "a string list");
+				   c == 'N'   ? "a number"
+				   : c == 'S' ? "a string"
+					      : "a string list");
 		return -1;
 	}
 	return 0;

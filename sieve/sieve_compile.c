@@ -12,9 +12,9 @@ struct gen {
 	struct sv_arena *a;
 	struct buf *out;
 	uint32_t exts;
-	bool had_other;     /* a command other than require was seen */
+	bool had_other; /* a command other than require was seen */
 	size_t max_program;
-	size_t code_start;  /* jumps are offsets from here */
+	size_t code_start; /* jumps are offsets from here */
 	char *err;
 };
 
@@ -59,8 +59,10 @@ static void emit_simple(struct gen *g, unsigned op)
 
 static int hexval(int c)
 {
-	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-	       : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+				      : -1;
 }
 
 static void put_utf8(struct buf *b, uint32_t cp)
@@ -168,8 +170,7 @@ static int decode_encoded(struct gen *g, struct sv_str *s, uint32_t line, uint32
 	return 0;
 }
 
-static int put_strlist(struct gen *g, unsigned fid, const struct sv_arg *v, bool regex,
-		       bool icase)
+static int put_strlist(struct gen *g, unsigned fid, const struct sv_arg *v, bool regex, bool icase)
 {
 	put_u8(g, fid);
 	sv_put_varint(g->out, v->ns);
@@ -186,8 +187,10 @@ static int put_strlist(struct gen *g, unsigned fid, const struct sv_arg *v, bool
 			struct sv_regex *re = sv_regex_new(s->p, s->len, icase, &err);
 
 			if (re == NULL) {
-				g->err = sv_errf(g->a, v->line, v->col, "bad regular expression "
-						 "\"%.60s\": %s", s->p, err);
+				g->err = sv_errf(g->a, v->line, v->col,
+						 "bad regular expression "
+						 "\"%.60s\": %s",
+						 s->p, err);
 				return -1;
 			}
 			sv_regex_free(&re);
@@ -203,9 +206,10 @@ static int emit_ins(struct gen *g, const struct sv_cins *ci)
 {
 	const struct sv_ins *in = &ci->v;
 	const uint64_t small[][2] = {
-		{ F_CMP, in->cmp }, { F_MATCH, in->match }, { F_RELOP, in->relop },
-		{ F_PART, in->part }, { F_BODYT, in->bodyt }, { F_ZONEKIND, in->zonekind },
-		{ F_FLAGS, in->flags }, { F_INDEX, (uint64_t)in->index },
+		{ F_CMP, in->cmp },           { F_MATCH, in->match },
+		{ F_RELOP, in->relop },       { F_PART, in->part },
+		{ F_BODYT, in->bodyt },       { F_ZONEKIND, in->zonekind },
+		{ F_FLAGS, in->flags },       { F_INDEX, (uint64_t)in->index },
 		{ F_NUM, (uint64_t)in->num }, { F_MODS, in->mods },
 	};
 
@@ -217,9 +221,11 @@ static int emit_ins(struct gen *g, const struct sv_cins *ci)
 		sv_put_varint(g->out, small[i][1]);
 	}
 	for (unsigned f = F_SL0; f < F_COUNT; f++) {
-		bool regex = in->match == M_REGEX && (f == F_SL1 || (f == F_SL0 &&
-			     (in->op == OP_BODY || in->op == OP_SPAMTEST || in->op ==
-			      OP_VIRUSTEST)) || (f == F_SL2 && in->op == OP_DATE));
+		bool regex = in->match == M_REGEX &&
+			     (f == F_SL1 ||
+			      (f == F_SL0 && (in->op == OP_BODY || in->op == OP_SPAMTEST ||
+					      in->op == OP_VIRUSTEST)) ||
+			      (f == F_SL2 && in->op == OP_DATE));
 
 		if (in->op == OP_CURRENTDATE || in->op == OP_DELETEHEADER)
 			regex = in->match == M_REGEX && f == F_SL1;
@@ -242,21 +248,25 @@ static int gen_test(struct gen *g, const struct sv_node *t, unsigned depth)
 	struct sv_cins ci;
 
 	if (cs == NULL || cs->kind != K_TEST) {
-		g->err = sv_errf(g->a, t->line, t->col, cs == NULL ? "unknown test '%s'"
-				 : "'%s' is a command, not a test", t->name);
+		g->err = sv_errf(g->a, t->line, t->col,
+				 cs == NULL ? "unknown test '%s'"
+					    : "'%s' is a command, not a test",
+				 t->name);
 		return -1;
 	}
 	if (cs->ext && !(g->exts & cs->ext)) {
-		g->err = sv_errf(g->a, t->line, t->col, "test '%s' needs require \"%s\"",
-				 t->name, t->name);
+		g->err = sv_errf(g->a, t->line, t->col, "test '%s' needs require \"%s\"", t->name,
+				 t->name);
 		return -1;
 	}
 	if (cs->op == OP_JMPF || cs->op == OP_JMPT) { /* allof, anyof */
 		size_t *patches = sv_alloc(g->a, (t->ntests + 1) * sizeof(size_t)), np = 0;
 
 		if (!t->testlist || t->nargs > 0 || t->ntests == 0) {
-			g->err = sv_errf(g->a, t->line, t->col, "%s needs a list of tests in "
-					 "parentheses", t->name);
+			g->err = sv_errf(g->a, t->line, t->col,
+					 "%s needs a list of tests in "
+					 "parentheses",
+					 t->name);
 			return -1;
 		}
 		for (size_t i = 0; i < t->ntests; i++) {
@@ -291,7 +301,8 @@ static int gen_test(struct gen *g, const struct sv_node *t, unsigned depth)
 static int gen_require(struct gen *g, const struct sv_node *c)
 {
 	if (g->had_other) {
-		g->err = sv_errf(g->a, c->line, c->col, "require must come before any other "
+		g->err = sv_errf(g->a, c->line, c->col,
+				 "require must come before any other "
 				 "command");
 		return -1;
 	}
@@ -303,8 +314,10 @@ static int gen_require(struct gen *g, const struct sv_node *c)
 		uint32_t bit = sv_ext_find(c->args[0].s[i].p);
 
 		if (bit == 0) {
-			g->err = sv_errf(g->a, c->args[0].line, c->args[0].col, "unsupported "
-					 "extension \"%s\"", c->args[0].s[i].p);
+			g->err = sv_errf(g->a, c->args[0].line, c->args[0].col,
+					 "unsupported "
+					 "extension \"%s\"",
+					 c->args[0].s[i].p);
 			return -1;
 		}
 		g->exts |= bit;
@@ -321,10 +334,13 @@ static int gen_if(struct gen *g, struct sv_node **v, size_t n, size_t *i)
 		const struct sv_node *c = v[*i];
 		bool is_else = strcasecmp(c->name, "else") == 0;
 
-		if (!c->has_block || c->nargs > 0 || (is_else ? c->ntests != 0
-						      : (c->ntests != 1 || c->testlist))) {
-			g->err = sv_errf(g->a, c->line, c->col, is_else ? "else takes a block and "
-					 "nothing else" : "%s needs one test and a block", c->name);
+		if (!c->has_block || c->nargs > 0 ||
+		    (is_else ? c->ntests != 0 : (c->ntests != 1 || c->testlist))) {
+			g->err = sv_errf(g->a, c->line, c->col,
+					 is_else ? "else takes a block and "
+						   "nothing else"
+						 : "%s needs one test and a block",
+					 c->name);
 			return -1;
 		}
 		size_t skip = 0;
@@ -359,8 +375,10 @@ static int gen_command(struct gen *g, struct sv_node **v, size_t n, size_t *i)
 	struct sv_cins ci;
 
 	if (cs == NULL || cs->kind == K_TEST) {
-		g->err = sv_errf(g->a, c->line, c->col, cs == NULL ? "unknown command '%s'"
-				 : "'%s' is a test, not a command", c->name);
+		g->err = sv_errf(g->a, c->line, c->col,
+				 cs == NULL ? "unknown command '%s'"
+					    : "'%s' is a test, not a command",
+				 c->name);
 		return -1;
 	}
 	if (strcasecmp(c->name, "require") == 0)
@@ -373,8 +391,10 @@ static int gen_command(struct gen *g, struct sv_node **v, size_t n, size_t *i)
 		return -1;
 	}
 	if (cs->ext && !(g->exts & cs->ext)) {
-		g->err = sv_errf(g->a, c->line, c->col, "command '%s' needs require of its "
-				 "extension", c->name);
+		g->err = sv_errf(g->a, c->line, c->col,
+				 "command '%s' needs require of its "
+				 "extension",
+				 c->name);
 		return -1;
 	}
 	if (c->has_block || c->ntests || c->testlist) {
@@ -466,8 +486,7 @@ void sieve_parser_free(struct sieve_parser **pp)
 	*pp = NULL;
 }
 
-int sieve_parser_finish(struct sieve_parser **pp, uint8_t **prog_r, size_t *len_r,
-			char **error_r)
+int sieve_parser_finish(struct sieve_parser **pp, uint8_t **prog_r, size_t *len_r, char **error_r)
 {
 	struct sieve_parser *p = *pp;
 	struct sv_arena a = { 0 };
@@ -487,8 +506,9 @@ int sieve_parser_finish(struct sieve_parser **pp, uint8_t **prog_r, size_t *len_
 		goto done;
 	}
 	tok = sv_lexer_tokens(p->lx, &ntok);
-	if (sv_parse(tok, ntok, sv_lexer_text(p->lx), p->o.max_nesting, &a, &cmds, &ncmds,
-		     &err) < 0 || sv_generate(cmds, ncmds, &a, &out, p->o.max_program, &err) < 0) {
+	if (sv_parse(tok, ntok, sv_lexer_text(p->lx), p->o.max_nesting, &a, &cmds, &ncmds, &err) <
+		    0 ||
+	    sv_generate(cmds, ncmds, &a, &out, p->o.max_program, &err) < 0) {
 		*error_r = xstrdup(err);
 		goto done;
 	}

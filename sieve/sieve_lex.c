@@ -11,19 +11,35 @@
 #include "sieve/sieve_private.h"
 
 enum lx_state {
-	LS_START, LS_IDENT, LS_TAG0, LS_TAG, LS_NUM, LS_NUMQ, LS_QSTR, LS_QESC, LS_HASH,
-	LS_SLASH, LS_BCOM, LS_BCOMSTAR, LS_MLHEAD, LS_MLHASH, LS_MLBOL, LS_MLLINE, LS_MLDOT,
-	LS_MLDOTCR, LS_MLCR,
+	LS_START,
+	LS_IDENT,
+	LS_TAG0,
+	LS_TAG,
+	LS_NUM,
+	LS_NUMQ,
+	LS_QSTR,
+	LS_QESC,
+	LS_HASH,
+	LS_SLASH,
+	LS_BCOM,
+	LS_BCOMSTAR,
+	LS_MLHEAD,
+	LS_MLHASH,
+	LS_MLBOL,
+	LS_MLLINE,
+	LS_MLDOT,
+	LS_MLDOTCR,
+	LS_MLCR,
 };
 
 struct sv_lexer {
 	enum lx_state st;
 	size_t max, total;
-	uint32_t line, col;        /* of the next byte */
-	struct sv_token cur;       /* being built */
+	uint32_t line, col;  /* of the next byte */
+	struct sv_token cur; /* being built */
 	struct sv_token *tok;
 	size_t ntok, captok;
-	struct buf text;           /* token texts, NUL after each */
+	struct buf text; /* token texts, NUL after each */
 	char err[160];
 	bool failed;
 };
@@ -119,7 +135,7 @@ static int punct(struct sv_lexer *lx, int c)
 {
 	static const char chars[] = "[](){},;";
 	static const enum sv_tok types[] = { T_LBRACKET, T_RBRACKET, T_LPAREN, T_RPAREN,
-					     T_LBRACE, T_RBRACE, T_COMMA, T_SEMI };
+					     T_LBRACE,   T_RBRACE,   T_COMMA,  T_SEMI };
 	const char *p = strchr(chars, c);
 
 	if (p == NULL || c == 0)
@@ -166,8 +182,10 @@ static int lx_start(struct sv_lexer *lx, int c)
 		lx->st = LS_SLASH;
 		return 0;
 	}
-	return lx_fail(lx, lx->line, lx->col, c >= 0x20 && c < 0x7f ? "unexpected character"
-		       : "unexpected byte (not allowed outside strings and comments)");
+	return lx_fail(lx, lx->line, lx->col,
+		       c >= 0x20 && c < 0x7f
+			       ? "unexpected character"
+			       : "unexpected byte (not allowed outside strings and comments)");
 }
 
 static int lx_number(struct sv_lexer *lx, int c)
@@ -178,8 +196,10 @@ static int lx_number(struct sv_lexer *lx, int c)
 		lx->cur.num = lx->cur.num * 10 + (uint64_t)(c - '0');
 		return 0;
 	}
-	unsigned shift = c == 'K' || c == 'k' ? 10 : c == 'M' || c == 'm' ? 20
-			 : c == 'G' || c == 'g' ? 30 : 0;
+	unsigned shift = c == 'K' || c == 'k'   ? 10
+			 : c == 'M' || c == 'm' ? 20
+			 : c == 'G' || c == 'g' ? 30
+						: 0;
 	if (shift) {
 		if (lx->cur.num > (UINT64_MAX >> shift))
 			return lx_fail(lx, lx->cur.line, lx->cur.col, "number too large");
@@ -214,7 +234,7 @@ static int lx_word(struct sv_lexer *lx, int c)
 static int lx_multiline(struct sv_lexer *lx, int c)
 {
 	switch (lx->st) {
-	case LS_MLHEAD:  /* after "text:": blanks, then a hash comment or the line end */
+	case LS_MLHEAD: /* after "text:": blanks, then a hash comment or the line end */
 		if (c == ' ' || c == '\t' || c == '\r')
 			return 0;
 		if (c == '#') {
@@ -248,7 +268,7 @@ static int lx_multiline(struct sv_lexer *lx, int c)
 				return -1;
 		}
 		return text_add(lx, (char)c);
-	case LS_MLCR:    /* CR inside a line: kept as CRLF when LF follows */
+	case LS_MLCR: /* CR inside a line: kept as CRLF when LF follows */
 		if (c == '\n') {
 			lx->st = LS_MLBOL;
 			return text_add(lx, '\r') < 0 ? -1 : text_add(lx, '\n');
@@ -257,7 +277,7 @@ static int lx_multiline(struct sv_lexer *lx, int c)
 		if (text_add(lx, '\r') < 0)
 			return -1;
 		return lx_multiline(lx, c);
-	case LS_MLDOT:   /* a line starting with '.': the end, or dot-stuffed */
+	case LS_MLDOT: /* a line starting with '.': the end, or dot-stuffed */
 		if (c == '\r') {
 			lx->st = LS_MLDOTCR;
 			return 0;
@@ -307,7 +327,8 @@ static int lx_byte(struct sv_lexer *lx, int c)
 			continue;
 		case LS_NUMQ:
 			if (is_alpha(c) || is_digit(c))
-				return lx_fail(lx, lx->line, lx->col, "bad character after number");
+				return lx_fail(lx, lx->line, lx->col,
+					       "bad character after number");
 			if (tok_end(lx) < 0)
 				return -1;
 			continue;
@@ -319,7 +340,7 @@ static int lx_byte(struct sv_lexer *lx, int c)
 				return 0;
 			}
 			return text_add(lx, (char)c);
-		case LS_QESC:  /* RFC 5228 2.4.2: "\x" is x for every x */
+		case LS_QESC: /* RFC 5228 2.4.2: "\x" is x for every x */
 			lx->st = LS_QSTR;
 			return text_add(lx, (char)c);
 		case LS_HASH:

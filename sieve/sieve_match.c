@@ -66,12 +66,18 @@ bool sv_contains(enum sv_cmp cmp, const char *hay, size_t hlen, const char *n, s
 bool sv_relop_ok(enum sv_relop r, int c)
 {
 	switch (r) {
-	case R_GT: return c > 0;
-	case R_GE: return c >= 0;
-	case R_LT: return c < 0;
-	case R_LE: return c <= 0;
-	case R_EQ: return c == 0;
-	case R_NE: return c != 0;
+	case R_GT:
+		return c > 0;
+	case R_GE:
+		return c >= 0;
+	case R_LT:
+		return c < 0;
+	case R_LE:
+		return c <= 0;
+	case R_EQ:
+		return c == 0;
+	case R_NE:
+		return c != 0;
 	}
 	return false;
 }
@@ -79,8 +85,11 @@ bool sv_relop_ok(enum sv_relop r, int c)
 static size_t utf8_len(const char *s, size_t left)
 {
 	unsigned char c = (unsigned char)s[0];
-	size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
-		   : (c & 0xf8) == 0xf0 ? 4 : 1;
+	size_t n = c < 0x80             ? 1
+		   : (c & 0xe0) == 0xc0 ? 2
+		   : (c & 0xf0) == 0xe0 ? 3
+		   : (c & 0xf8) == 0xf0 ? 4
+					: 1;
 
 	return n > left ? left : n;
 }
@@ -94,11 +103,11 @@ bool sv_glob(const char *pat, size_t plen, const char *s, size_t slen, bool icas
 	int tok[1024];
 	size_t ntok = 0, nwild = 0;
 	size_t wstart[GLOB_MAX_WILD], wlen[GLOB_MAX_WILD];
-	unsigned wof[1024];  /* token -> wildcard number */
+	unsigned wof[1024]; /* token -> wildcard number */
 
 	for (size_t i = 0; i < plen; i++) {
 		if (ntok == sizeof(tok) / sizeof(tok[0]))
-			return false;  /* a longer pattern matches nothing (bounded work) */
+			return false; /* a longer pattern matches nothing (bounded work) */
 		if (pat[i] == '\\' && i + 1 < plen) {
 			tok[ntok++] = (unsigned char)pat[++i];
 		} else if (pat[i] == '*' || pat[i] == '?') {

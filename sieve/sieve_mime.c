@@ -13,8 +13,10 @@
 
 static int hexv(int c)
 {
-	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-	       : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+				      : -1;
 }
 
 static void put_latin1(struct buf *out, unsigned char c)
@@ -38,7 +40,7 @@ void sv_b64_decode(const char *in, size_t len, struct buf *out)
 		if (in[i] == '=')
 			break;
 		if (d < 0)
-			continue;  /* line ends and other noise */
+			continue; /* line ends and other noise */
 		acc = acc << 6 | (uint32_t)d;
 		bits += 6;
 		if (bits >= 8) {
@@ -53,12 +55,13 @@ void sv_qp_decode(const char *in, size_t len, bool header, struct buf *out)
 	for (size_t i = 0; i < len; i++) {
 		if (header && in[i] == '_') {
 			buf_putc(out, ' ');
-		} else if (in[i] == '=' && i + 2 < len + 0 && hexv((unsigned char)in[i + 1]) >= 0 &&
+		} else if (in[i] == '=' && i + 2 < len + 0 &&
+			   hexv((unsigned char)in[i + 1]) >= 0 &&
 			   hexv((unsigned char)in[i + 2]) >= 0) {
 			buf_putc(out, (char)(hexv((unsigned char)in[i + 1]) * 16 +
 					     hexv((unsigned char)in[i + 2])));
 			i += 2;
-		} else if (in[i] == '=') {  /* a soft line break: "=" blanks line end */
+		} else if (in[i] == '=') { /* a soft line break: "=" blanks line end */
 			size_t j = i + 1;
 
 			while (j < len && (in[j] == ' ' || in[j] == '\t'))
@@ -89,7 +92,7 @@ static size_t encoded_word(const char *p, size_t len, struct buf *out)
 	if ((end = memmem(q2 + 1, (size_t)(p + len - q2 - 1), "?=", 2)) == NULL)
 		return 0;
 	size_t cslen = (size_t)(q1 - p - 2);
-	const char *cs = p + 2, *star = memchr(cs, '*', cslen);  /* RFC 2231 language */
+	const char *cs = p + 2, *star = memchr(cs, '*', cslen); /* RFC 2231 language */
 	if (star)
 		cslen = (size_t)(star - cs);
 	bool latin1 = str_caseeq(cs, cslen, "iso-8859-1", 10) ||

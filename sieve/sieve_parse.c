@@ -97,9 +97,10 @@ struct ps {
 
 static const char *tok_name(enum sv_tok t)
 {
-	static const char *const names[] = { "end of script", "identifier", "tag", "number",
-					     "string", "'['", "']'", "'('", "')'", "'{'", "'}'",
-					     "','", "';'" };
+	static const char *const names[] = {
+		"end of script", "identifier", "tag", "number", "string", "'['", "']'",
+		"'('",           "')'",        "'{'", "'}'",    "','",    "';'"
+	};
 	return names[t];
 }
 
@@ -187,12 +188,15 @@ static int parse_arguments(struct ps *p, struct sv_node *n, bool in_test)
 
 		if (t->type == T_TAG) {
 			next(p);
-			arg = (struct sv_arg){ .type = A_TAG, .line = t->line, .col = t->col,
+			arg = (struct sv_arg){ .type = A_TAG,
+					       .line = t->line,
+					       .col = t->col,
 					       .tag = p->text + t->off };
 		} else if (t->type == T_NUMBER) {
 			next(p);
-			arg = (struct sv_arg){ .type = A_NUM, .line = t->line, .col = t->col,
-					       .num = t->num };
+			arg = (struct sv_arg){
+				.type = A_NUM, .line = t->line, .col = t->col, .num = t->num
+			};
 		} else if (t->type == T_STRING || t->type == T_LBRACKET) {
 			if (parse_strlist(p, &arg) < 0)
 				return -1;

@@ -31,15 +31,26 @@ void sv_arena_free(struct sv_arena *a);
 
 /* ---- lexer ---------------------------------------------------------------------------- */
 enum sv_tok {
-	T_EOF = 0, T_IDENT, T_TAG, T_NUMBER, T_STRING, T_LBRACKET, T_RBRACKET, T_LPAREN,
-	T_RPAREN, T_LBRACE, T_RBRACE, T_COMMA, T_SEMI,
+	T_EOF = 0,
+	T_IDENT,
+	T_TAG,
+	T_NUMBER,
+	T_STRING,
+	T_LBRACKET,
+	T_RBRACKET,
+	T_LPAREN,
+	T_RPAREN,
+	T_LBRACE,
+	T_RBRACE,
+	T_COMMA,
+	T_SEMI,
 };
 
 struct sv_token {
 	enum sv_tok type;
 	uint32_t line, col;
 	uint64_t num;
-	size_t off, len;   /* text (identifier, tag without ':', string value) in lexer text */
+	size_t off, len; /* text (identifier, tag without ':', string value) in lexer text */
 };
 
 struct sv_lexer;
@@ -62,10 +73,10 @@ enum sv_arg_type { A_TAG, A_NUM, A_STRS };
 
 struct sv_arg {
 	enum sv_arg_type type;
-	bool list;            /* written as [ ... ] */
+	bool list; /* written as [ ... ] */
 	uint32_t line, col;
 	uint64_t num;
-	const char *tag;      /* without ':' */
+	const char *tag; /* without ':' */
 	struct sv_str *s;
 	size_t ns;
 };
@@ -75,7 +86,7 @@ struct sv_node {
 	uint32_t line, col;
 	struct sv_arg *args;
 	size_t nargs;
-	struct sv_node **tests;   /* the test, or the test-list */
+	struct sv_node **tests; /* the test, or the test-list */
 	size_t ntests;
 	bool testlist;
 	struct sv_node **block;
@@ -91,25 +102,75 @@ int sv_parse(const struct sv_token *t, size_t n, const char *text, unsigned max_
 enum sv_op {
 	OP_END = 0,
 	/* control */
-	OP_JMP, OP_JMPF, OP_JMPT, OP_NOT, OP_STOP, OP_REQUIRE_NOP,
+	OP_JMP,
+	OP_JMPF,
+	OP_JMPT,
+	OP_NOT,
+	OP_STOP,
+	OP_REQUIRE_NOP,
 	/* tests */
-	OP_TRUE, OP_FALSE, OP_ADDRESS, OP_ENVELOPE, OP_HEADER, OP_EXISTS, OP_SIZE,
-	OP_BODY, OP_STRING, OP_DATE, OP_CURRENTDATE, OP_MAILBOXEXISTS, OP_DUPLICATE,
-	OP_SPAMTEST, OP_VIRUSTEST, OP_HASFLAG, OP_VALIDNOTIFY_NOP,
+	OP_TRUE,
+	OP_FALSE,
+	OP_ADDRESS,
+	OP_ENVELOPE,
+	OP_HEADER,
+	OP_EXISTS,
+	OP_SIZE,
+	OP_BODY,
+	OP_STRING,
+	OP_DATE,
+	OP_CURRENTDATE,
+	OP_MAILBOXEXISTS,
+	OP_DUPLICATE,
+	OP_SPAMTEST,
+	OP_VIRUSTEST,
+	OP_HASFLAG,
+	OP_VALIDNOTIFY_NOP,
 	/* actions */
-	OP_KEEP, OP_DISCARD, OP_FILEINTO, OP_REDIRECT, OP_REJECT, OP_EREJECT, OP_VACATION,
-	OP_SETFLAG, OP_ADDFLAG, OP_REMOVEFLAG, OP_SET, OP_INCLUDE, OP_RETURN, OP_GLOBAL,
-	OP_ADDHEADER, OP_DELETEHEADER,
+	OP_KEEP,
+	OP_DISCARD,
+	OP_FILEINTO,
+	OP_REDIRECT,
+	OP_REJECT,
+	OP_EREJECT,
+	OP_VACATION,
+	OP_SETFLAG,
+	OP_ADDFLAG,
+	OP_REMOVEFLAG,
+	OP_SET,
+	OP_INCLUDE,
+	OP_RETURN,
+	OP_GLOBAL,
+	OP_ADDHEADER,
+	OP_DELETEHEADER,
 	OP_COUNT
 };
 
 enum sv_field {
 	F_END = 0,
-	F_CMP, F_MATCH, F_RELOP, F_PART, F_BODYT, F_ZONEKIND, F_FLAGS, F_INDEX, F_NUM, F_JUMP,
+	F_CMP,
+	F_MATCH,
+	F_RELOP,
+	F_PART,
+	F_BODYT,
+	F_ZONEKIND,
+	F_FLAGS,
+	F_INDEX,
+	F_NUM,
+	F_JUMP,
 	F_MODS,
 	/* from here on: string lists */
-	F_SL0, F_SL1, F_SL2,           /* positional */
-	F_ZONE, F_CONTENT, F_FLAGLIST, F_SUBJECT, F_FROM, F_HANDLE, F_ADDRESSES, F_HEADER,
+	F_SL0,
+	F_SL1,
+	F_SL2, /* positional */
+	F_ZONE,
+	F_CONTENT,
+	F_FLAGLIST,
+	F_SUBJECT,
+	F_FROM,
+	F_HANDLE,
+	F_ADDRESSES,
+	F_HEADER,
 	F_UNIQUEID,
 	F_COUNT
 };
@@ -121,15 +182,31 @@ enum sv_part { P_ALL = 0, P_LOCAL, P_DOMAIN, P_USER, P_DETAIL };
 enum sv_bodyt { B_TEXT = 0, B_RAW, B_CONTENT };
 enum sv_zonekind { Z_LOCAL = 0, Z_ZONE, Z_ORIGINAL };
 enum sv_iflag {
-	I_COPY = 1 << 0, I_CREATE = 1 << 1, I_LAST = 1 << 2, I_MIME = 1 << 3, I_OVER = 1 << 4,
-	I_UNDER = 1 << 5, I_PERCENT = 1 << 6, I_GLOBAL = 1 << 7, I_ONCE = 1 << 8,
-	I_OPTIONAL = 1 << 9, I_SECONDS = 1 << 10, I_HAS_INDEX = 1 << 11, I_HAS_FLAGS = 1 << 12,
-	I_HAS_NUM = 1 << 13, I_VARS = 1 << 14,
+	I_COPY = 1 << 0,
+	I_CREATE = 1 << 1,
+	I_LAST = 1 << 2,
+	I_MIME = 1 << 3,
+	I_OVER = 1 << 4,
+	I_UNDER = 1 << 5,
+	I_PERCENT = 1 << 6,
+	I_GLOBAL = 1 << 7,
+	I_ONCE = 1 << 8,
+	I_OPTIONAL = 1 << 9,
+	I_SECONDS = 1 << 10,
+	I_HAS_INDEX = 1 << 11,
+	I_HAS_FLAGS = 1 << 12,
+	I_HAS_NUM = 1 << 13,
+	I_VARS = 1 << 14,
 };
 /* set modifiers (F_MODS bits), applied in RFC 5229 precedence order */
 enum sv_mod {
-	MOD_LOWER = 1 << 0, MOD_UPPER = 1 << 1, MOD_LOWERFIRST = 1 << 2, MOD_UPPERFIRST = 1 << 3,
-	MOD_QUOTEWILDCARD = 1 << 4, MOD_QUOTEREGEX = 1 << 5, MOD_ENCODEURL = 1 << 6,
+	MOD_LOWER = 1 << 0,
+	MOD_UPPER = 1 << 1,
+	MOD_LOWERFIRST = 1 << 2,
+	MOD_UPPERFIRST = 1 << 3,
+	MOD_QUOTEWILDCARD = 1 << 4,
+	MOD_QUOTEREGEX = 1 << 5,
+	MOD_ENCODEURL = 1 << 6,
 	MOD_LENGTH = 1 << 7,
 };
 
@@ -137,7 +214,7 @@ enum sv_mod {
 
 /* a string list inside the program */
 struct sv_sl {
-	const uint8_t *p;   /* first string, or NULL when absent */
+	const uint8_t *p; /* first string, or NULL when absent */
 	uint64_t n;
 };
 
@@ -148,7 +225,7 @@ struct sv_ins {
 	int64_t index, num;
 	uint64_t mods;
 	size_t jump;
-	struct sv_sl f[F_COUNT];   /* string-list fields by id (F_SL0.. and the tags) */
+	struct sv_sl f[F_COUNT]; /* string-list fields by id (F_SL0.. and the tags) */
 };
 
 /* decoding: 0 and *pos advanced, -1 on a malformed program */

@@ -23,7 +23,7 @@ enum re_op { R_CHAR, R_ANY, R_CLASS, R_SPLIT, R_JMP, R_SAVE, R_MATCH, R_BOL, R_E
 struct re_insn {
 	uint8_t op;
 	uint8_t c;
-	int x, y;          /* SPLIT: x preferred; JMP: x; CLASS: x = class index; SAVE: x slot */
+	int x, y; /* SPLIT: x preferred; JMP: x; CLASS: x = class index; SAVE: x slot */
 };
 
 struct sv_regex {
@@ -34,7 +34,7 @@ struct sv_regex {
 	bool icase;
 };
 
-struct rp {   /* parser */
+struct rp { /* parser */
 	const char *p, *end;
 	struct sv_regex *re;
 	const char *err;
@@ -97,9 +97,9 @@ static int parse_class(struct rp *r)
 							     "lower", "space", "punct", "xdigit",
 							     "print", "graph", "cntrl", "blank",
 							     NULL };
-			int (*const fns[])(int) = { isalpha, isdigit, isalnum, isupper, islower,
-						    isspace, ispunct, isxdigit, isprint, isgraph,
-						    iscntrl, isblank };
+			int (*const fns[])(int) = { isalpha, isdigit, isalnum, isupper,
+						    islower, isspace, ispunct, isxdigit,
+						    isprint, isgraph, iscntrl, isblank };
 			size_t k;
 
 			if (e == NULL) {
@@ -238,7 +238,8 @@ static int open_slot(struct rp *r, int start, int k)
 	for (int i = 0; i < k; i++)
 		if (emit(r, R_JMP, 0, 0, 0) < 0)
 			return -1;
-	memmove(&r->re->prog[start + k], &r->re->prog[start], (size_t)len * sizeof(struct re_insn));
+	memmove(&r->re->prog[start + k], &r->re->prog[start],
+		(size_t)len * sizeof(struct re_insn));
 	for (int i = start + k; i < start + k + len; i++)
 		if (r->re->prog[i].op == R_SPLIT || r->re->prog[i].op == R_JMP) {
 			r->re->prog[i].x += k;
@@ -252,7 +253,7 @@ static int star(struct rp *r, int start, bool plus)
 {
 	int len = r->re->n - start;
 
-	if (plus) {  /* x+ : x; SPLIT start, next */
+	if (plus) { /* x+ : x; SPLIT start, next */
 		return emit(r, R_SPLIT, 0, start, r->re->n + 1) < 0 ? -1 : 0;
 	}
 	if (open_slot(r, start, 1) < 0 || emit(r, R_JMP, 0, 0, 0) < 0)
@@ -290,7 +291,7 @@ static int parse_count(struct rp *r, int *lo, int *hi)
 			v = v * 10 + (*r->p++ - '0');
 			nd++;
 		}
-		*hi = nd ? v : -2;  /* -2: unbounded */
+		*hi = nd ? v : -2; /* -2: unbounded */
 	} else {
 		*hi = *lo;
 	}
@@ -349,8 +350,8 @@ static int parse_concat(struct rp *r)
 
 		if (start < 0)
 			return -1;
-		while (r->p < r->end && (*r->p == '*' || *r->p == '+' || *r->p == '?' ||
-					 *r->p == '{')) {
+		while (r->p < r->end &&
+		       (*r->p == '*' || *r->p == '+' || *r->p == '?' || *r->p == '{')) {
 			char q = *r->p++;
 			int lo, hi;
 
@@ -360,8 +361,8 @@ static int parse_concat(struct rp *r)
 				return -1;
 			if (q == '?' && quest(r, start) < 0)
 				return -1;
-			if (q == '{' && (parse_count(r, &lo, &hi) < 0 ||
-					 repeat(r, start, lo, hi) < 0))
+			if (q == '{' &&
+			    (parse_count(r, &lo, &hi) < 0 || repeat(r, start, lo, hi) < 0))
 				return -1;
 		}
 	}
@@ -433,9 +434,9 @@ struct tlist {
 
 struct vm {
 	const struct sv_regex *re;
-	unsigned *mark;       /* generation per pc */
+	unsigned *mark; /* generation per pc */
 	unsigned gen;
-	int *stack;           /* explicit stack for addthread */
+	int *stack; /* explicit stack for addthread */
 	long (*stcaps)[RE_NCAP];
 };
 
@@ -512,7 +513,7 @@ int sv_regex_exec(const struct sv_regex *re, const char *s, size_t len, long cap
 	for (int i = 0; i < RE_NCAP; i++)
 		init[i] = -1;
 	for (size_t pos = 0;; pos++) {
-		if (!matched) {  /* unanchored: a new thread at every position until a match */
+		if (!matched) { /* unanchored: a new thread at every position until a match */
 			vm.gen++;
 			/* threads already in cl carry this generation's marks from the previous
 			   step's additions: re-mark them so the new one does not duplicate */
@@ -536,9 +537,9 @@ int sv_regex_exec(const struct sv_regex *re, const char *s, size_t len, long cap
 			}
 			if (c < 0)
 				continue;
-			bool ok = in->op == R_ANY ||
-				  (in->op == R_CHAR && in->c == c) ||
-				  (in->op == R_CLASS && (re->cls[in->x][c >> 3] & (1u << (c & 7))));
+			bool ok = in->op == R_ANY || (in->op == R_CHAR && in->c == c) ||
+				  (in->op == R_CLASS &&
+				   (re->cls[in->x][c >> 3] & (1u << (c & 7))));
 			if (ok)
 				addthread(&vm, &nl, t->pc + 1, t->caps, pos + 1, len);
 		}

@@ -58,7 +58,8 @@ int sv_decode(const uint8_t *code, size_t len, size_t *pos, struct sv_ins *in)
 		if (f == F_JUMP) {
 			if (end - p < 4)
 				return -1;
-			in->jump = (size_t)p[0] << 24 | (size_t)p[1] << 16 | (size_t)p[2] << 8 | p[3];
+			in->jump = (size_t)p[0] << 24 | (size_t)p[1] << 16 | (size_t)p[2] << 8 |
+				   p[3];
 			p += 4;
 			continue;
 		}
@@ -72,16 +73,36 @@ int sv_decode(const uint8_t *code, size_t len, size_t *pos, struct sv_ins *in)
 		if (!ok)
 			return -1;
 		switch (f) {
-		case F_CMP: in->cmp = (uint8_t)v; break;
-		case F_MATCH: in->match = (uint8_t)v; break;
-		case F_RELOP: in->relop = (uint8_t)v; break;
-		case F_PART: in->part = (uint8_t)v; break;
-		case F_BODYT: in->bodyt = (uint8_t)v; break;
-		case F_ZONEKIND: in->zonekind = (uint8_t)v; break;
-		case F_FLAGS: in->flags = (uint32_t)v; break;
-		case F_INDEX: in->index = (int64_t)v; break;
-		case F_NUM: in->num = (int64_t)v; break;
-		case F_MODS: in->mods = v; break;
+		case F_CMP:
+			in->cmp = (uint8_t)v;
+			break;
+		case F_MATCH:
+			in->match = (uint8_t)v;
+			break;
+		case F_RELOP:
+			in->relop = (uint8_t)v;
+			break;
+		case F_PART:
+			in->part = (uint8_t)v;
+			break;
+		case F_BODYT:
+			in->bodyt = (uint8_t)v;
+			break;
+		case F_ZONEKIND:
+			in->zonekind = (uint8_t)v;
+			break;
+		case F_FLAGS:
+			in->flags = (uint32_t)v;
+			break;
+		case F_INDEX:
+			in->index = (int64_t)v;
+			break;
+		case F_NUM:
+			in->num = (int64_t)v;
+			break;
+		case F_MODS:
+			in->mods = v;
+			break;
 		}
 	}
 	if (in->cmp > CMP_NUMERIC || in->match > M_COUNT || in->relop > R_NE ||
@@ -232,8 +253,10 @@ struct sv_str sv_expand(struct sv_run *rn, const char *s, size_t len, unsigned f
 			size_t j = i + 2, k;
 			bool num = isdigit((unsigned char)s[j]);
 
-			for (k = j; k < len && (num ? isdigit((unsigned char)s[k])
-						: ident_char(s[k], k == j) || (s[k] == '.' && k > j)); k++)
+			for (k = j;
+			     k < len && (num ? isdigit((unsigned char)s[k])
+					     : ident_char(s[k], k == j) || (s[k] == '.' && k > j));
+			     k++)
 				;
 			if (k < len && s[k] == '}' && k > j) {
 				if (num) {
@@ -274,8 +297,9 @@ static void set_matches(struct sv_run *rn, const struct sv_str *caps, size_t n)
 {
 	for (size_t i = 0; i < SV_NMATCH; i++) {
 		if (i < n && caps[i].p != NULL)
-			rn->match[i] = (struct sv_str){ sv_strndup(&rn->arena, caps[i].p,
-								  caps[i].len), caps[i].len };
+			rn->match[i] = (struct sv_str){
+				sv_strndup(&rn->arena, caps[i].p, caps[i].len), caps[i].len
+			};
 		else
 			rn->match[i] = (struct sv_str){ "", 0 };
 	}
@@ -325,9 +349,10 @@ static int match_one(struct sv_run *rn, const struct sv_ins *in, const char *v, 
 		if (m == 1) {
 			for (size_t i = 0; i < SV_NMATCH; i++)
 				caps[i] = off[2 * i] >= 0 && off[2 * i + 1] >= off[2 * i]
-					  ? (struct sv_str){ v + off[2 * i],
-							     (size_t)(off[2 * i + 1] - off[2 * i]) }
-					  : (struct sv_str){ NULL, 0 };
+						  ? (struct sv_str){ v + off[2 * i],
+								     (size_t)(off[2 * i + 1] -
+									      off[2 * i]) }
+						  : (struct sv_str){ NULL, 0 };
 			set_matches(rn, caps, SV_NMATCH);
 		}
 		return m;
@@ -366,7 +391,7 @@ int sv_match_values(struct sv_run *rn, const struct sv_ins *in, unsigned kf,
 
 		snprintf(num, sizeof(num), "%zu", n);
 		v.match = M_VALUE;
-		v.cmp = CMP_NUMERIC;  /* RFC 5231: counts compare with the given comparator,
+		v.cmp = CMP_NUMERIC; /* RFC 5231: counts compare with the given comparator,
 					 which is to be i;ascii-numeric */
 		v.cmp = in->cmp == CMP_NUMERIC ? CMP_NUMERIC : in->cmp;
 		return sv_match_keys(rn, &v, kf, num, strlen(num));
@@ -431,7 +456,9 @@ static void hdr_add(struct sv_run *rn, const char *name, size_t nlen, const char
 		rn->nh++;
 		rn->h[0] = (struct sv_hdr){ name, nlen, raw, rawlen, NULL, 0, NULL, 0, false };
 	} else {
-		rn->h[rn->nh++] = (struct sv_hdr){ name, nlen, raw, rawlen, NULL, 0, NULL, 0, false };
+		rn->h[rn->nh++] = (struct sv_hdr){
+			name, nlen, raw, rawlen, NULL, 0, NULL, 0, false
+		};
 	}
 }
 
@@ -441,7 +468,7 @@ static void load_message(struct sv_run *rn)
 	size_t len = rn->env->msg_len, hlen = len, pos = 0;
 	struct str_view name, raw;
 
-	for (size_t i = 0; i < len; i++) {  /* the header ends at the first empty line */
+	for (size_t i = 0; i < len; i++) { /* the header ends at the first empty line */
 		if (m[i] != '\n')
 			continue;
 		if (i + 1 < len && m[i + 1] == '\n') {
@@ -484,8 +511,8 @@ static char *header_block(struct sv_run *rn, size_t *len_r)
 
 /* ---- flags (imap4flags) -------------------------------------------------------------------- */
 
-void sv_flag_words(struct sv_run *rn, const char *s, size_t len, struct sv_str **v,
-		   size_t *n, size_t *cap)
+void sv_flag_words(struct sv_run *rn, const char *s, size_t len, struct sv_str **v, size_t *n,
+		   size_t *cap)
 {
 	for (size_t i = 0; i < len;) {
 		while (i < len && s[i] == ' ')
@@ -497,7 +524,8 @@ void sv_flag_words(struct sv_run *rn, const char *s, size_t len, struct sv_str *
 			bool dup = false;
 
 			for (size_t k = 0; k < *n; k++)
-				dup |= (*v)[k].len == j - i && strncasecmp((*v)[k].p, s + i, j - i) == 0;
+				dup |= (*v)[k].len == j - i &&
+				       strncasecmp((*v)[k].p, s + i, j - i) == 0;
 			if (!dup) {
 				if (*n == *cap) {
 					struct sv_str *nv;
@@ -711,8 +739,8 @@ static int do_redirect(struct sv_run *rn, const struct sv_ins *in)
 	char addr[321];
 
 	/* a bare address or "Name <addr>" */
-	const char *lt = memchr(to.p, '<', to.len), *gt = lt ? memchr(lt, '>', (size_t)(to.p +
-							 to.len - lt)) : NULL;
+	const char *lt = memchr(to.p, '<', to.len),
+		   *gt = lt ? memchr(lt, '>', (size_t)(to.p + to.len - lt)) : NULL;
 	if (lt != NULL && gt != NULL)
 		to = (struct sv_str){ lt + 1, (size_t)(gt - lt - 1) };
 	while (to.len > 0 && (*to.p == ' ' || *to.p == '\t'))
@@ -720,12 +748,13 @@ static int do_redirect(struct sv_run *rn, const struct sv_ins *in)
 	while (to.len > 0 && (to.p[to.len - 1] == ' ' || to.p[to.len - 1] == '\t'))
 		to.len--;
 	if (!addr_ok(to.p, to.len))
-		return sv_run_fail(rn, "redirect: invalid address \"%.*s\"", (int)(to.len > 80 ? 80
-				   : to.len), to.p);
+		return sv_run_fail(rn, "redirect: invalid address \"%.*s\"",
+				   (int)(to.len > 80 ? 80 : to.len), to.p);
 	memcpy(addr, to.p, to.len);
 	addr[to.len] = '\0';
 	for (size_t i = 0; i < rn->r->nact; i++)
-		if (rn->r->act[i].type == SIEVE_REDIRECT && strcasecmp(rn->r->act[i].addr, addr) == 0)
+		if (rn->r->act[i].type == SIEVE_REDIRECT &&
+		    strcasecmp(rn->r->act[i].addr, addr) == 0)
 			goto done;
 	if (++rn->redirects > rn->lim.max_redirects)
 		return sv_run_fail(rn, "limit: more than %u redirects", rn->lim.max_redirects);
@@ -790,11 +819,11 @@ static void addr_scan_cb(void *ctx, const struct rfc5322_addr *a)
 /* why no reply may be sent (RFC 3834 2, RFC 5230 4.5/4.6), or NULL */
 static const char *vacation_refusal(struct sv_run *rn, const char *const *mine, size_t nmine)
 {
-	static const char *const lists[] = { "List-Id", "List-Help", "List-Subscribe",
+	static const char *const lists[] = { "List-Id",          "List-Help", "List-Subscribe",
 					     "List-Unsubscribe", "List-Post", "List-Owner",
-					     "List-Archive", NULL };
-	static const char *const recips[] = { "To", "Cc", "Bcc", "Resent-To", "Resent-Cc",
-					      "Resent-Bcc", NULL };
+					     "List-Archive",     NULL };
+	static const char *const recips[] = { "To",        "Cc",         "Bcc", "Resent-To",
+					      "Resent-Cc", "Resent-Bcc", NULL };
 	const char *from = rn->env->env_from ? rn->env->env_from : "";
 	ssize_t i;
 
@@ -834,8 +863,8 @@ static const char *vacation_refusal(struct sv_run *rn, const char *const *mine, 
 		return "our own auto-reply";
 	struct addr_scan as = { mine, nmine, false };
 	for (size_t k = 0; recips[k] != NULL; k++)
-		for (i = hdr_find(rn, recips[k], 0); i >= 0; i = hdr_find(rn, recips[k],
-								     (size_t)i + 1)) {
+		for (i = hdr_find(rn, recips[k], 0); i >= 0;
+		     i = hdr_find(rn, recips[k], (size_t)i + 1)) {
 			struct sv_str v = sv_hdr_value(rn, (size_t)i);
 
 			rfc5322_addr_parse(v.p, v.len, addr_scan_cb, &as);
@@ -890,7 +919,7 @@ static int do_vacation(struct sv_run *rn, const struct sv_ins *in)
 	}
 	if ((why = vacation_refusal(rn, mine, nmine)) != NULL) {
 		free(from);
-		return 0;  /* no reply: not an error */
+		return 0; /* no reply: not an error */
 	}
 	struct sieve_action *a = act_new(rn, SIEVE_VACATION);
 	if (a == NULL) {
@@ -928,8 +957,9 @@ static int do_vacation(struct sv_run *rn, const struct sv_ins *in)
 			if (r >= 0) {
 				struct sv_str refs = sv_hdr_value(rn, (size_t)r);
 
-				v->references = xasprintf("%.*s %.*s", (int)(refs.len > 4000 ? 4000
-							  : refs.len), refs.p, (int)id.len, id.p);
+				v->references = xasprintf("%.*s %.*s",
+							  (int)(refs.len > 4000 ? 4000 : refs.len),
+							  refs.p, (int)id.len, id.p);
 			} else {
 				v->references = xmemdup0(id.p, id.len);
 			}
@@ -956,7 +986,7 @@ static int do_set(struct sv_run *rn, const struct sv_ins *in)
 	if (in->mods & (MOD_LOWER | MOD_UPPER))
 		for (size_t i = 0; i < len; i++)
 			v[i] = (char)((in->mods & MOD_LOWER) ? tolower((unsigned char)v[i])
-					: toupper((unsigned char)v[i]));
+							     : toupper((unsigned char)v[i]));
 	if (len > 0 && (in->mods & MOD_LOWERFIRST))
 		v[0] = (char)tolower((unsigned char)v[0]);
 	if (len > 0 && (in->mods & MOD_UPPERFIRST))
@@ -1103,8 +1133,11 @@ static int do_include(struct sv_run *rn, const struct sv_ins *in)
 	if (rn->env->include != NULL)
 		prog = rn->env->include(rn->env->ctx, global, key + 1, &plen);
 	if (prog == NULL) {
-		rc = (in->flags & I_OPTIONAL) ? 0 : sv_run_fail(rn, "include: script \"%s\" not "
-								 "found", key + 1);
+		rc = (in->flags & I_OPTIONAL) ? 0
+					      : sv_run_fail(rn,
+							    "include: script \"%s\" not "
+							    "found",
+							    key + 1);
 		free(key);
 		return rc;
 	}
@@ -1294,7 +1327,7 @@ static void finish(struct sv_run *rn)
 		for (size_t i = 0; i < r->nact; i++)
 			if (r->act[i].type != SIEVE_REJECT && r->act[i].type != SIEVE_EREJECT)
 				sv_run_fail(rn, "reject cannot be combined with keep, fileinto, "
-					    "redirect or vacation");
+						"redirect or vacation");
 	}
 	if (rn->error != NULL) {
 		uint64_t ins = r->instructions, hb = r->header_bytes, bb = r->body_bytes;

@@ -6,18 +6,18 @@
 #include "sieve/sieve_private.h"
 
 #define SV_MAX_VARS 128
-#define SV_VAR_MAX 4096        /* bytes of one variable's value (RFC 5229: at least 4000) */
-#define SV_EXPAND_MAX 65536    /* bytes of one expanded string */
+#define SV_VAR_MAX 4096     /* bytes of one variable's value (RFC 5229: at least 4000) */
+#define SV_EXPAND_MAX 65536 /* bytes of one expanded string */
 #define SV_NMATCH 10
 
 struct sv_hdr {
 	const char *name;
 	size_t nlen;
-	const char *raw;      /* the whole field, folds and line end */
+	const char *raw; /* the whole field, folds and line end */
 	size_t rawlen;
-	char *value;          /* unfolded, computed when first needed (run arena) */
+	char *value; /* unfolded, computed when first needed (run arena) */
 	size_t vlen;
-	char *dvalue;         /* and RFC 2047-decoded, when first needed */
+	char *dvalue; /* and RFC 2047-decoded, when first needed */
 	size_t dlen;
 	bool deleted;
 };
@@ -29,7 +29,7 @@ struct sv_var {
 };
 
 struct sv_frame {
-	char **globals;       /* names declared global in this script */
+	char **globals; /* names declared global in this script */
 	size_t nglobals;
 	struct sv_var vars[SV_MAX_VARS];
 	size_t nvars;
@@ -39,8 +39,8 @@ struct sv_run {
 	const struct sieve_env *env;
 	struct sieve_limits lim;
 	struct sieve_result *r;
-	struct sv_arena arena;      /* lives for the run */
-	struct sv_arena tmp;        /* reset after every instruction */
+	struct sv_arena arena; /* lives for the run */
+	struct sv_arena tmp;   /* reset after every instruction */
 	struct sv_hdr *h;
 	size_t nh, caph;
 	bool edited;
@@ -49,12 +49,12 @@ struct sv_run {
 	struct sv_frame *frame;
 	struct sv_var gvars[SV_MAX_VARS];
 	size_t ngvars;
-	struct sv_str match[SV_NMATCH];  /* ${0}..${9}, in the run arena */
+	struct sv_str match[SV_NMATCH]; /* ${0}..${9}, in the run arena */
 	size_t nmatch;
-	char *flags;                     /* imap4flags internal variable: space-separated */
+	char *flags; /* imap4flags internal variable: space-separated */
 	bool implicit_keep, any_keep, rejecting, vacationed, stop;
 	unsigned redirects, actions, depth;
-	char **included;                 /* :once */
+	char **included; /* :once */
 	size_t nincluded;
 	char *error;
 };
@@ -81,7 +81,7 @@ int sv_charge(struct sv_run *rn, bool body, uint64_t n);
 /* sieve_tests.c: evaluates a test instruction: 1 true, 0 false, -1 the run failed */
 int sv_test(struct sv_run *rn, const struct sv_ins *in);
 /* all values of a variable list or the internal flags (hasflag, :flags) */
-void sv_flag_words(struct sv_run *rn, const char *s, size_t len, struct sv_str **v,
-		   size_t *n, size_t *cap);
+void sv_flag_words(struct sv_run *rn, const char *s, size_t len, struct sv_str **v, size_t *n,
+		   size_t *cap);
 
 #endif

@@ -112,8 +112,8 @@ static int for_headers(struct sv_run *rn, const struct sv_ins *in, const struct 
 			if (in->flags & I_HAS_INDEX) {
 				size_t want = (size_t)in->index;
 
-				if (want > count || k != ((in->flags & I_LAST) ? count - want + 1
-							  : want))
+				if (want > count ||
+				    k != ((in->flags & I_LAST) ? count - want + 1 : want))
 					continue;
 			}
 			if (sv_charge(rn, false, rn->h[i].rawlen) < 0)
@@ -204,8 +204,8 @@ struct body_scan {
 	bool want_text;
 	struct vals *vs;
 	const char *msg;
-	bool take;             /* the current leaf's content type is wanted */
-	int cte;               /* of the current part: 0 none, 'Q' quoted-printable, 'B' base64 */
+	bool take; /* the current leaf's content type is wanted */
+	int cte;   /* of the current part: 0 none, 'Q' quoted-printable, 'B' base64 */
 	int failed;
 };
 
@@ -276,7 +276,7 @@ static void body_part_end(void *ctx, const struct rfc5322_part *p)
 		const char *body = bs->msg + p->body_off;
 		size_t len = (size_t)p->body_size;
 
-		if (bs->cte) {  /* searched decoded (RFC 5173 5) */
+		if (bs->cte) { /* searched decoded (RFC 5173 5) */
 			struct buf b;
 
 			buf_init(&b, len + 1, len + 16);
@@ -301,7 +301,8 @@ static int test_body(struct sv_run *rn, const struct sv_ins *in, struct vals *vs
 		vals_add(vs, rn->body ? rn->body : "", rn->body_len);
 	} else {
 		struct body_scan bs = { rn, in, in->bodyt == B_TEXT, vs, rn->env->msg, false, 0 };
-		struct rfc5322_callbacks cb = { .part_begin = body_part_begin, .field = body_field,
+		struct rfc5322_callbacks cb = { .part_begin = body_part_begin,
+						.field = body_field,
 						.header_end = body_header_end,
 						.part_end = body_part_end };
 		struct rfc5322_parser *p = rfc5322_parser_new(NULL, &cb, &bs);
@@ -330,12 +331,12 @@ static bool zone_parse(const char *p, size_t len, int *min_r)
 	return true;
 }
 
-static void date_part(struct sv_run *rn, struct vals *vs, int64_t t, int zone,
-		      const char *part, size_t plen)
+static void date_part(struct sv_run *rn, struct vals *vs, int64_t t, int zone, const char *part,
+		      size_t plen)
 {
 	static const char *const wd[] = { "Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat" };
-	static const char *const mo[] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul",
-					  "Aug", "Sep", "Oct", "Nov", "Dec" };
+	static const char *const mo[] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
+					  "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
 	time_t lt = (time_t)(t + (int64_t)zone * 60);
 	struct tm tm;
 	char *s = sv_alloc(&rn->tmp, 64);
@@ -352,7 +353,7 @@ static void date_part(struct sv_run *rn, struct vals *vs, int64_t t, int zone,
 		snprintf(s, 64, "%02d", tm.tm_mday);
 	else if (P("date"))
 		snprintf(s, 64, "%04d-%02d-%02d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday);
-	else if (P("julian"))  /* Modified Julian Day: days since 1858-11-17 */
+	else if (P("julian")) /* Modified Julian Day: days since 1858-11-17 */
 		snprintf(s, 64, "%lld", (long long)((lt >= 0 ? lt : lt - 86399) / 86400 + 40587));
 	else if (P("hour"))
 		snprintf(s, 64, "%02d", tm.tm_hour);
@@ -392,7 +393,7 @@ static void hdr_date_cb(struct sv_run *rn, size_t i, void *arg)
 {
 	struct date_ctx *dc = arg;
 	struct sv_str v = sv_hdr_value(rn, i);
-	const char *semi = memrchr(v.p, ';', v.len);  /* Received: ...; date */
+	const char *semi = memrchr(v.p, ';', v.len); /* Received: ...; date */
 	int64_t t;
 	int tz;
 
@@ -420,7 +421,7 @@ static int test_date(struct sv_run *rn, const struct sv_ins *in, struct vals *vs
 		if (sv_sl_next(&it, &s, &len, &fl))
 			z = sv_expand(rn, s, len, fl);
 		if (!zone_parse(z.p, z.len, &dc.zone))
-			return 0;  /* RFC 5260 4: an invalid zone makes the test false */
+			return 0; /* RFC 5260 4: an invalid zone makes the test false */
 	}
 	struct sv_sl_iter it;
 	const char *s;
@@ -480,7 +481,7 @@ static int test_duplicate(struct sv_run *rn, const struct sv_ins *in)
 			    strncasecmp(rn->h[i].name, name.p, name.len) == 0)
 				id = sv_hdr_value(rn, i);
 		if (id.p == NULL)
-			return 0;  /* RFC 7352 3.1: no header, no duplicate */
+			return 0; /* RFC 7352 3.1: no header, no duplicate */
 	}
 	if (in->f[F_HANDLE].p != NULL) {
 		sv_sl_begin(&in->f[F_HANDLE], &it);
@@ -505,8 +506,10 @@ static int test_spam(struct sv_run *rn, const struct sv_ins *in, struct vals *vs
 	struct sv_str v = { NULL, 0 };
 
 	for (int pass = 0; pass < 2 && v.p == NULL; pass++) {
-		const char *name = hname != NULL ? hname : virus ? "X-Virus-Scan"
-				   : pass == 0 ? "X-Spam-Score" : "X-Spamd-Result";
+		const char *name = hname != NULL ? hname
+				   : virus       ? "X-Virus-Scan"
+				   : pass == 0   ? "X-Spam-Score"
+						 : "X-Spamd-Result";
 
 		for (size_t i = 0; i < rn->nh && v.p == NULL; i++)
 			if (!rn->h[i].deleted && rn->h[i].nlen == strlen(name) &&
@@ -516,7 +519,7 @@ static int test_spam(struct sv_run *rn, const struct sv_ins *in, struct vals *vs
 			break;
 	}
 	if (v.p == NULL) {
-		strcpy(out, "0");  /* not tested */
+		strcpy(out, "0"); /* not tested */
 	} else if (virus) {
 		bool clean = v.len >= 5 && strncasecmp(v.p, "clean", 5) == 0;
 		bool infected = str_casefind(v.p, v.len, "infected", 8) != NULL;
@@ -550,8 +553,9 @@ static int test_spam(struct sv_run *rn, const struct sv_ins *in, struct vals *vs
 
 			snprintf(out, 16, "%d", (int)lround(pct));
 		} else {
-			int lvl = score <= 0 ? 1 : score >= max ? 10 : 1 + (int)lround(9.0 * score /
-										    max);
+			int lvl = score <= 0     ? 1
+				  : score >= max ? 10
+						 : 1 + (int)lround(9.0 * score / max);
 			snprintf(out, 16, "%d", lvl);
 		}
 	}
@@ -587,8 +591,9 @@ static int test_hasflag(struct sv_run *rn, const struct sv_ins *in, struct vals 
 
 int sv_test(struct sv_run *rn, const struct sv_ins *in)
 {
-	struct vals vs = { .rn = rn, .part = in->part, .sep = rn->env->subaddress_sep ?
-			   rn->env->subaddress_sep : '+' };
+	struct vals vs = { .rn = rn,
+			   .part = in->part,
+			   .sep = rn->env->subaddress_sep ? rn->env->subaddress_sep : '+' };
 
 	switch (in->op) {
 	case OP_TRUE:

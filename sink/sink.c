@@ -33,7 +33,7 @@ struct sink_main {
 	struct conf *conf;
 	struct sink_opts o;
 	struct sink_shared *sh;
-	struct shmtable *conns;             /* the SMTP connections of all workers */
+	struct shmtable *conns; /* the SMTP connections of all workers */
 	struct net_fds smtp_fds, control_fds, metrics_fds;
 	struct tls_conf tls;
 	bool starttls;
@@ -47,11 +47,8 @@ static const struct {
 	const char *opt;
 	const char *key;
 } sink_opts_table[] = {
-	{ "listen", "listen" },
-	{ "control", "control" },
-	{ "keep", "keep" },
-	{ "workers", "workers" },
-	{ "metrics", NULL }, /* [metrics] sink_listen, with [metrics] enabled */
+	{ "listen", "listen" },   { "control", "control" }, { "keep", "keep" },
+	{ "workers", "workers" }, { "metrics", NULL }, /* [metrics] sink_listen, with [metrics] enabled */
 };
 
 static noreturn void usage(void)
@@ -107,8 +104,7 @@ static bool parse_long(int argc, char **argv, int *i, struct sink_cmdline *cl)
 }
 
 /* Splits argv into the sink's options and the daemon's (-c, -f, -t). */
-static void parse_cmdline(int argc, char **argv, struct sink_cmdline *cl,
-			  struct daemon_args *a)
+static void parse_cmdline(int argc, char **argv, struct sink_cmdline *cl, struct daemon_args *a)
 {
 	char **rest = xcalloc((size_t)argc + 1, sizeof(*rest));
 	int nrest = 0;
@@ -152,9 +148,8 @@ static void apply_overrides(struct sink_main *m, const struct sink_cmdline *cl)
 static void apply_faults(struct sink_main *m, const struct sink_cmdline *cl)
 {
 	for (int k = 0; k < FAULT_NKEYS; k++) {
-		if (cl->fault_set[k] &&
-		    sink_fault_set(sink_shared_faults(m->sh), (enum sink_fault_key)k,
-				   cl->fault[k]) < 0) {
+		if (cl->fault_set[k] && sink_fault_set(sink_shared_faults(m->sh),
+						       (enum sink_fault_key)k, cl->fault[k]) < 0) {
 			fprintf(stderr, "sink: --%s: out of range\n", sink_fault_name(k));
 			exit(2);
 		}
@@ -318,14 +313,13 @@ static int worker_main(struct daemon_worker *dw, void *arg)
 		fatalx("event_base_new failed");
 	sink_fault_seed(log_new_id() ^ ((uint64_t)getpid() << 32));
 	w.smtp = net_server_new(w.base, &m->smtp_fds, m->o.max_connections, smtp_accept_cb, &w);
-	refusal = xasprintf("421 4.7.0 %s Too many connections, try again later\r\n",
-			    m->hostname);
+	refusal = xasprintf("421 4.7.0 %s Too many connections, try again later\r\n", m->hostname);
 	net_server_set_refusal(w.smtp, "sink", refusal);
 	free(refusal);
 	shmtable_worker_reset(m->conns, w.index);
 	net_server_share(w.smtp, m->conns, w.index);
-	w.control = net_server_new(w.base, &m->control_fds, CONTROL_MAX_CONNS,
-				   control_accept_cb, &w);
+	w.control = net_server_new(w.base, &m->control_fds, CONTROL_MAX_CONNS, control_accept_cb,
+				   &w);
 	metrics_worker_start(w.index);
 	obs = sink_obs_start(&w, m->conf, &m->metrics_fds);
 	daemon_worker_attach(dw, w.base, worker_drain, NULL, &w);
@@ -361,7 +355,7 @@ int main(int argc, char **argv)
 	parse_cmdline(argc, argv, &cl, &a);
 	test = a.test;
 	changed = a.changed;
-	a.test = a.changed = false;     /* -t and -n show the values after the command line's */
+	a.test = a.changed = false; /* -t and -n show the values after the command line's */
 	a.foreground |= test || changed;
 	a.conf_optional = true; /* --listen and --control may be all it needs */
 	m.conf = daemon_conf_load(&a);

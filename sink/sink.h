@@ -18,8 +18,8 @@ struct daemon_worker;
 struct ssl_ctx_st;
 
 /* ---- limits ---- */
-#define SINK_LINE_MAX 4096      /* command line, CRLF included */
-#define SINK_HDR_VALUE_MAX 998  /* a captured header value (unfolded) */
+#define SINK_LINE_MAX 4096     /* command line, CRLF included */
+#define SINK_HDR_VALUE_MAX 998 /* a captured header value (unfolded) */
 #define SINK_CONTROL_LINE_MAX 4096
 
 /* ---- fault injection (sink_fault.c) ----
@@ -32,7 +32,7 @@ enum sink_fault_key {
 	FAULT_DATA_4XX,
 	FAULT_DATA_5XX,
 	FAULT_DROP_IN_DATA,
-	FAULT_NSHARES,               /* the keys above are shares, below are milliseconds */
+	FAULT_NSHARES, /* the keys above are shares, below are milliseconds */
 	FAULT_DELAY_MS = FAULT_NSHARES,
 	FAULT_GREETING_DELAY_MS,
 	FAULT_NKEYS,
@@ -79,11 +79,11 @@ struct sink_shared;
 /* One arrival record, as handed to sink_stats_message and read back by the control port. */
 struct sink_record {
 	uint64_t seq;
-	int64_t sent_ms;    /* 0 when the message had no X-Mailload-Sent */
+	int64_t sent_ms; /* 0 when the message had no X-Mailload-Sent */
 	int64_t arrival_ms;
-	const char *id;     /* Message-ID value, id_len bytes, may be empty */
+	const char *id; /* Message-ID value, id_len bytes, may be empty */
 	size_t id_len;
-	const char *rcpts;  /* nrcpts addresses, each NUL-terminated, back to back */
+	const char *rcpts; /* nrcpts addresses, each NUL-terminated, back to back */
 	size_t rcpts_len;
 	uint32_t nrcpts;
 };
@@ -131,15 +131,15 @@ struct sink_dot {
 void sink_dot_init(struct sink_dot *d);
 /* Scans n bytes, passing the unstuffed content to out. Returns the bytes consumed; *done_r is
    true when the terminating ".CRLF" was among them (nothing after it is consumed). */
-size_t sink_dot_feed(struct sink_dot *d, const char *p, size_t n, bool *done_r,
-		     sink_out_fn *out, void *ctx);
+size_t sink_dot_feed(struct sink_dot *d, const char *p, size_t n, bool *done_r, sink_out_fn *out,
+		     void *ctx);
 
 /* Watches the header block of a message for Message-ID and X-Mailload-Sent, however folded
    or placed; fixed-size, never allocates. */
 struct sink_hdr {
 	bool in_headers;
-	bool line_over;     /* the current physical line passed the line buffer */
-	int capture;        /* which header the current logical header is: 0 none, 1 id, 2 sent */
+	bool line_over; /* the current physical line passed the line buffer */
+	int capture;    /* which header the current logical header is: 0 none, 1 id, 2 sent */
 	size_t line_len;
 	size_t id_len, sent_len;
 	bool id_seen, sent_seen, id_over, sent_over;
@@ -164,10 +164,10 @@ void sink_json_str(struct buf *out, const char *s, size_t len);
 
 enum sink_json_type { JSON_STRING, JSON_NUMBER, JSON_BOOL, JSON_NULL };
 struct sink_json_member {
-	const char *key;    /* raw, between the quotes; keys with escapes are refused */
+	const char *key; /* raw, between the quotes; keys with escapes are refused */
 	size_t key_len;
 	enum sink_json_type type;
-	const char *val;    /* JSON_STRING: raw text between the quotes (escapes not decoded);
+	const char *val; /* JSON_STRING: raw text between the quotes (escapes not decoded);
 			       others: the token */
 	size_t val_len;
 };
@@ -180,11 +180,11 @@ int sink_json_number(const struct sink_json_member *m, double *v_r);
 
 /* ---- the running sink (sink.c) ---- */
 struct sink_opts {
-	const char *keep_dir;        /* NULL: discard */
+	const char *keep_dir; /* NULL: discard */
 	uint64_t max_message_size;
 	unsigned max_recipients;
-	unsigned max_connections;    /* of all workers; more are refused with 421 */
-	int64_t timeout_ms;          /* idle time allowed in a session */
+	unsigned max_connections; /* of all workers; more are refused with 421 */
+	int64_t timeout_ms;       /* idle time allowed in a session */
 	const char *hostname;
 };
 
@@ -192,7 +192,7 @@ struct sink_worker {
 	struct event_base *base;
 	struct sink_shared *sh;
 	const struct sink_opts *o;
-	struct ssl_ctx_st *tls;      /* NULL: no STARTTLS */
+	struct ssl_ctx_st *tls; /* NULL: no STARTTLS */
 	unsigned index;
 	struct net_server *smtp, *control;
 	struct daemon_worker *dw;
@@ -205,8 +205,7 @@ struct conf;
 struct net_fds;
 struct obs;
 void sink_metrics_init(unsigned workers);
-struct obs *sink_obs_start(struct sink_worker *w, const struct conf *c,
-			   const struct net_fds *fds);
+struct obs *sink_obs_start(struct sink_worker *w, const struct conf *c, const struct net_fds *fds);
 
 /* sink_session.c: takes a freshly accepted socket. */
 void sink_session_start(struct sink_worker *w, int fd);

@@ -18,9 +18,9 @@
 #include "sink/sink.h"
 
 #define CTL_MEMBERS 16
-#define CTL_BATCH 256                    /* records per shared-memory visit */
-#define CTL_OUTPUT_HIGH (256 * 1024)     /* stop producing records above this */
-#define CTL_OUTPUT_LOW (64 * 1024)       /* and resume below this */
+#define CTL_BATCH 256                /* records per shared-memory visit */
+#define CTL_OUTPUT_HIGH (256 * 1024) /* stop producing records above this */
+#define CTL_OUTPUT_LOW (64 * 1024)   /* and resume below this */
 #define CTL_WRITE_TIMEOUT_S 60
 
 struct ctl_conn {
@@ -28,9 +28,9 @@ struct ctl_conn {
 	struct bufferevent *bev;
 	struct line_reader lr;
 	struct buf line;
-	struct buf out;          /* one reply being built */
-	bool streaming;          /* a records reply is in progress */
-	uint64_t since, until;   /* its range: (since, until] */
+	struct buf out;        /* one reply being built */
+	bool streaming;        /* a records reply is in progress */
+	uint64_t since, until; /* its range: (since, until] */
 };
 
 struct ctl_req {
@@ -130,10 +130,11 @@ static void ctl_stats(struct ctl_conn *c, const struct sink_json_member *m, int 
 	sink_stats_snapshot(c->w->sh, &s, &h, &dropped);
 	buf_init(&hs, 256, BUF_INPUT_BOUNDED); /* one histogram, a fixed number of buckets */
 	histo_serialize(&h, &hs);
-	buf_printf(&c->out, "{\"ok\":true,\"connections\":%" PRIu64 ",\"messages\":%" PRIu64
+	buf_printf(&c->out,
+		   "{\"ok\":true,\"connections\":%" PRIu64 ",\"messages\":%" PRIu64
 		   ",\"recipients\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"stamped\":%" PRIu64
-		   ",\"records_dropped\":%" PRIu64 ",\"rejected\":%" PRIu64
-		   ",\"dropped\":%" PRIu64 ",\"tls\":%" PRIu64 ",\"delivery_histo\":",
+		   ",\"records_dropped\":%" PRIu64 ",\"rejected\":%" PRIu64 ",\"dropped\":%" PRIu64
+		   ",\"tls\":%" PRIu64 ",\"delivery_histo\":",
 		   s.connections, s.messages, s.recipients, s.bytes, s.stamped, dropped,
 		   s.rejected, s.dropped, s.tls);
 	sink_json_str(&c->out, hs.data != NULL ? hs.data : "", hs.len);
@@ -292,7 +293,7 @@ static void ctl_write_cb(struct bufferevent *bev, void *ctx)
 		return;
 	ctl_records_pump(c);
 	if (!c->streaming)
-		ctl_read_cb(bev, c);  /* requests that waited behind the stream */
+		ctl_read_cb(bev, c); /* requests that waited behind the stream */
 }
 
 static void ctl_event_cb(struct bufferevent *bev, short what, void *ctx)

@@ -49,8 +49,8 @@ static size_t dot_mid(struct sink_dot *d, const char *p, size_t i, size_t n)
 	return k + 1;
 }
 
-size_t sink_dot_feed(struct sink_dot *d, const char *p, size_t n, bool *done_r,
-		     sink_out_fn *out, void *ctx)
+size_t sink_dot_feed(struct sink_dot *d, const char *p, size_t n, bool *done_r, sink_out_fn *out,
+		     void *ctx)
 {
 	size_t i = 0, seg = 0;
 
@@ -158,7 +158,7 @@ static void hdr_line(struct sink_hdr *h)
 	while (len > 0 && (h->line[len - 1] == '\n' || h->line[len - 1] == '\r'))
 		len--;
 	if (len == 0 && !over) {
-		h->in_headers = false;      /* the blank line: the body starts */
+		h->in_headers = false; /* the blank line: the body starts */
 		h->capture = 0;
 		return;
 	}
@@ -170,7 +170,7 @@ static void hdr_line(struct sink_hdr *h)
 	h->capture = 0;
 	colon = memchr(h->line, ':', len);
 	if (colon == NULL) {
-		h->in_headers = false;      /* not a header field: the header block has ended */
+		h->in_headers = false; /* not a header field: the header block has ended */
 		return;
 	}
 	struct str_view name = str_trim((struct str_view){ h->line, (size_t)(colon - h->line) });

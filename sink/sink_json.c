@@ -114,9 +114,9 @@ static size_t scan_token(const char *p, size_t len, size_t i, struct sink_json_m
 {
 	size_t start = i;
 
-	while (i < len && (p[i] == '-' || p[i] == '+' || p[i] == '.' ||
-			   (p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'z') ||
-			   (p[i] >= 'A' && p[i] <= 'Z')))
+	while (i < len &&
+	       (p[i] == '-' || p[i] == '+' || p[i] == '.' || (p[i] >= '0' && p[i] <= '9') ||
+		(p[i] >= 'a' && p[i] <= 'z') || (p[i] >= 'A' && p[i] <= 'Z')))
 		i++;
 	m->val = p + start;
 	m->val_len = i - start;

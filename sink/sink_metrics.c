@@ -54,8 +54,8 @@ static void live(struct buf *out, void *arg)
 	counter(out, "heron_sink_bytes_total", "content bytes of the messages accepted", c.bytes);
 	counter(out, "heron_sink_stamped_messages_total",
 		"accepted messages carrying X-Mailload-Sent (timed)", c.stamped);
-	counter(out, "heron_sink_fault_replies_total",
-		"replies made 4xx/5xx by fault injection", c.rejected);
+	counter(out, "heron_sink_fault_replies_total", "replies made 4xx/5xx by fault injection",
+		c.rejected);
 	counter(out, "heron_sink_fault_drops_total",
 		"connections dropped in DATA by fault injection", c.dropped);
 	counter(out, "heron_sink_starttls_total", "successful STARTTLS", c.tls);
@@ -75,8 +75,7 @@ static void live(struct buf *out, void *arg)
 	free(h);
 }
 
-struct obs *sink_obs_start(struct sink_worker *w, const struct conf *c,
-			   const struct net_fds *fds)
+struct obs *sink_obs_start(struct sink_worker *w, const struct conf *c, const struct net_fds *fds)
 {
 	struct obs_ops ops = { .live = live, .publish = publish, .arg = w };
 

@@ -28,10 +28,10 @@
 #include "common/xmalloc.h"
 #include "sink/sink.h"
 
-#define SESS_INPUT_MAX (256 * 1024)   /* read pauses when this much input waits */
-#define SESS_OUTPUT_MAX (256 * 1024)  /* commands wait while the peer does not read replies */
+#define SESS_INPUT_MAX (256 * 1024)  /* read pauses when this much input waits */
+#define SESS_OUTPUT_MAX (256 * 1024) /* commands wait while the peer does not read replies */
 #define SESS_IOV 16
-#define SESS_REPLY_FLUSH (16 * 1024)  /* replies gathered before a forced flush */
+#define SESS_REPLY_FLUSH (16 * 1024) /* replies gathered before a forced flush */
 
 enum sess_state {
 	ST_FRESH, /* greeted, no EHLO/HELO yet */
@@ -44,8 +44,8 @@ enum sess_state {
 
 enum sess_flag {
 	F_TLS = 1 << 0,
-	F_CLOSING = 1 << 1,  /* free once the output is flushed */
-	F_PAUSED = 1 << 2,   /* a delayed reply or the greeting is pending */
+	F_CLOSING = 1 << 1, /* free once the output is flushed */
+	F_PAUSED = 1 << 2,  /* a delayed reply or the greeting is pending */
 	F_GREETED = 1 << 3,
 	F_FLUSHWAIT = 1 << 4, /* closing: waiting for TLS records to leave */
 };
@@ -64,17 +64,17 @@ struct sink_session {
 	struct buf reply;   /* replies not yet written (flushed after each batch of input) */
 	struct buf pending; /* replies held back by delay_ms */
 	/* the transaction */
-	struct buf rcpts;   /* NUL-terminated addresses back to back */
+	struct buf rcpts; /* NUL-terminated addresses back to back */
 	unsigned nrcpts;
 	uint64_t size;
 	uint64_t bdat_left;
 	bool bdat_last, bdat_used, too_big, drop;
-	const char *bdat_err;         /* a BDAT out of sequence: the reply once its chunk is read */
+	const char *bdat_err; /* a BDAT out of sequence: the reply once its chunk is read */
 	enum sess_state bdat_prev;
 	struct sink_dot dot;
 	struct sink_hdr hdr;
 	int keep_fd;
-	char *keep_path;    /* the Maildir tmp/ file while a copy is kept */
+	char *keep_path; /* the Maildir tmp/ file while a copy is kept */
 	char from[MAILADDR_TEXT_MAX + 1];
 };
 
@@ -107,16 +107,11 @@ static void cmd_starttls(struct sink_session *s, const char *arg, size_t len);
 
 static const struct sess_cmd sess_cmds[] = {
 	/* verb        arg       handler */
-	{ "EHLO", ARG_NEED, cmd_ehlo },
-	{ "HELO", ARG_NEED, cmd_helo },
-	{ "MAIL", ARG_NEED, cmd_mail },
-	{ "RCPT", ARG_NEED, cmd_rcpt },
-	{ "DATA", ARG_NONE, cmd_data },
-	{ "BDAT", ARG_NEED, cmd_bdat },
-	{ "RSET", ARG_NONE, cmd_rset },
-	{ "NOOP", ARG_ANY, cmd_noop },
-	{ "QUIT", ARG_NONE, cmd_quit },
-	{ "VRFY", ARG_ANY, cmd_vrfy },
+	{ "EHLO", ARG_NEED, cmd_ehlo },         { "HELO", ARG_NEED, cmd_helo },
+	{ "MAIL", ARG_NEED, cmd_mail },         { "RCPT", ARG_NEED, cmd_rcpt },
+	{ "DATA", ARG_NONE, cmd_data },         { "BDAT", ARG_NEED, cmd_bdat },
+	{ "RSET", ARG_NONE, cmd_rset },         { "NOOP", ARG_ANY, cmd_noop },
+	{ "QUIT", ARG_NONE, cmd_quit },         { "VRFY", ARG_ANY, cmd_vrfy },
 	{ "STARTTLS", ARG_NONE, cmd_starttls },
 };
 
@@ -177,7 +172,7 @@ void sink_session_start(struct sink_worker *w, int fd)
 	metrics_inc(MS_CONN_ACCEPTED, 0, 0);
 	log_debug("%016" PRIx64 " sink connect fd=%d", s->id, fd);
 	if (delay > 0) {
-		sess_arm_timer(s, delay);      /* the greeting goes out when it fires */
+		sess_arm_timer(s, delay); /* the greeting goes out when it fires */
 		return;
 	}
 	s->flags |= F_GREETED;
@@ -243,9 +238,8 @@ static void keep_open(struct sink_session *s)
 
 	if (w->o->keep_dir == NULL)
 		return;
-	s->keep_path = xasprintf("%s/tmp/%" PRId64 ".%d_%u_%" PRIu64 ".heron-sink",
-				 w->o->keep_dir, clock_wall_ms() / 1000, (int)getpid(), w->index,
-				 ++w->keep_seq);
+	s->keep_path = xasprintf("%s/tmp/%" PRId64 ".%d_%u_%" PRIu64 ".heron-sink", w->o->keep_dir,
+				 clock_wall_ms() / 1000, (int)getpid(), w->index, ++w->keep_seq);
 	s->keep_fd = open(s->keep_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (s->keep_fd < 0) {
 		log_warn("%016" PRIx64 " sink keep open %s", s->id, s->keep_path);
@@ -456,7 +450,8 @@ static void cmd_ehlo(struct sink_session *s, const char *arg, size_t len)
 
 	tx_reset(s);
 	sess_set_state(s, ST_READY);
-	sess_reply(s, "250-%s\r\n250-PIPELINING\r\n250-SIZE %" PRIu64 "\r\n250-8BITMIME\r\n"
+	sess_reply(s,
+		   "250-%s\r\n250-PIPELINING\r\n250-SIZE %" PRIu64 "\r\n250-8BITMIME\r\n"
 		   "250-CHUNKING\r\n%s250-ENHANCEDSTATUSCODES\r\n250 SMTPUTF8",
 		   o->hostname, o->max_message_size, tls ? "250-STARTTLS\r\n" : "");
 }
@@ -496,8 +491,7 @@ static bool after_prefix(const char **arg, size_t *len, const char *prefix)
 }
 
 /* Checks the ESMTP parameters after a path; NULL when all are fine, else the reply. */
-static const char *check_params(struct sink_session *s, const char *p, size_t len,
-				bool mail)
+static const char *check_params(struct sink_session *s, const char *p, size_t len, bool mail)
 {
 	struct str_view rest = { p, len }, f;
 	uint64_t size;
@@ -777,7 +771,7 @@ static bool sess_process(struct sink_session *s)
 		if (s->flags & (F_PAUSED | F_CLOSING) || !(s->flags & F_GREETED))
 			return true;
 		if (evbuffer_get_length(bufferevent_get_output(s->bev)) > SESS_OUTPUT_MAX)
-			return true;             /* resumed by the write callback */
+			return true; /* resumed by the write callback */
 		if (s->state == ST_DATA || s->state == ST_BDAT) {
 			if (s->drop && evbuffer_get_length(in) > 0) {
 				sink_stats_event(s->w->sh, s->w->index, SINK_COUNTER(dropped));

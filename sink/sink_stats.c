@@ -45,14 +45,14 @@ struct sink_shared {
 	unsigned nworkers;
 	bool record_all;
 	size_t map_len;
-	uint64_t last_seq;        /* the last sequence number handed out */
-	uint64_t streamed;        /* the highest seq a `records` reply has carried */
-	uint64_t records_dropped; /* evicted (or too big) before any reader saw them */
-	uint64_t ring_size;       /* bytes, a multiple of REC_ALIGN */
-	uint64_t head, tail;      /* virtual offsets: head <= tail <= head + ring_size */
+	uint64_t last_seq;           /* the last sequence number handed out */
+	uint64_t streamed;           /* the highest seq a `records` reply has carried */
+	uint64_t records_dropped;    /* evicted (or too big) before any reader saw them */
+	uint64_t ring_size;          /* bytes, a multiple of REC_ALIGN */
+	uint64_t head, tail;         /* virtual offsets: head <= tail <= head + ring_size */
 	uint64_t hint_seq, hint_off; /* where the last read stopped, to skip the scan */
-	struct sink_slot *slots;  /* nworkers, inside the segment */
-	unsigned char *ring;      /* ring_size bytes, inside the segment */
+	struct sink_slot *slots;     /* nworkers, inside the segment */
+	unsigned char *ring;         /* ring_size bytes, inside the segment */
 };
 
 static struct buf read_copy; /* this process's copy of the records being streamed */
@@ -175,9 +175,13 @@ static void ring_append(struct sink_shared *sh, const struct sink_record *r)
 		ring_make_room(sh, need);
 	}
 	h = (struct rec_hdr *)(sh->ring + sh->tail % sh->ring_size);
-	*h = (struct rec_hdr){ .len = (uint32_t)need, .type = REC_RECORD, .seq = r->seq,
-			       .sent_ms = r->sent_ms, .arrival_ms = r->arrival_ms,
-			       .id_len = (uint32_t)r->id_len, .nrcpts = r->nrcpts,
+	*h = (struct rec_hdr){ .len = (uint32_t)need,
+			       .type = REC_RECORD,
+			       .seq = r->seq,
+			       .sent_ms = r->sent_ms,
+			       .arrival_ms = r->arrival_ms,
+			       .id_len = (uint32_t)r->id_len,
+			       .nrcpts = r->nrcpts,
 			       .rcpts_len = (uint32_t)r->rcpts_len };
 	memcpy(h + 1, r->id, r->id_len);
 	memcpy((char *)(h + 1) + r->id_len, r->rcpts, r->rcpts_len);
@@ -241,14 +245,13 @@ void sink_stats_reset(struct sink_shared *sh)
 
 /* Copies entries with seq > since into read_copy, at most max of them and about
    READ_COPY_MAX bytes; returns how many. Called with the lock held. */
-static size_t ring_copy_since(struct sink_shared *sh, uint64_t since, uint64_t until,
-			      size_t max)
+static size_t ring_copy_since(struct sink_shared *sh, uint64_t since, uint64_t until, size_t max)
 {
 	uint64_t off = sh->head;
 	size_t n = 0;
 
 	if (sh->hint_off >= sh->head && sh->hint_off <= sh->tail && since >= sh->hint_seq)
-		off = sh->hint_off;     /* everything before it has seq <= hint_seq */
+		off = sh->hint_off; /* everything before it has seq <= hint_seq */
 	buf_reset(&read_copy);
 	while (off < sh->tail && n < max && read_copy.len < READ_COPY_MAX) {
 		const struct rec_hdr *h = (const void *)(sh->ring + off % sh->ring_size);
@@ -292,9 +295,13 @@ size_t sink_records_read(struct sink_shared *sh, uint64_t since, uint64_t until,
 	for (size_t i = 0; i < n; i++) {
 		const struct rec_hdr *h = (const void *)(read_copy.data + off);
 		struct sink_record r = {
-			.seq = h->seq, .sent_ms = h->sent_ms, .arrival_ms = h->arrival_ms,
-			.id = (const char *)(h + 1), .id_len = h->id_len,
-			.rcpts = (const char *)(h + 1) + h->id_len, .rcpts_len = h->rcpts_len,
+			.seq = h->seq,
+			.sent_ms = h->sent_ms,
+			.arrival_ms = h->arrival_ms,
+			.id = (const char *)(h + 1),
+			.id_len = h->id_len,
+			.rcpts = (const char *)(h + 1) + h->id_len,
+			.rcpts_len = h->rcpts_len,
 			.nrcpts = h->nrcpts,
 		};
 
@@ -312,10 +319,9 @@ void sink_stats_log_summary(struct sink_shared *sh, const char *why)
 
 	sink_stats_snapshot(sh, &c, &h, &dropped);
 	log_info("sink summary why=%s connections=%" PRIu64 " messages=%" PRIu64
-		 " recipients=%" PRIu64 " bytes=%" PRIu64 " stamped=%" PRIu64
-		 " rejected=%" PRIu64 " dropped=%" PRIu64 " records_dropped=%" PRIu64
-		 " delivery_p50_ms=%" PRIu64 " delivery_p99_ms=%" PRIu64
-		 " delivery_max_ms=%" PRIu64,
+		 " recipients=%" PRIu64 " bytes=%" PRIu64 " stamped=%" PRIu64 " rejected=%" PRIu64
+		 " dropped=%" PRIu64 " records_dropped=%" PRIu64 " delivery_p50_ms=%" PRIu64
+		 " delivery_p99_ms=%" PRIu64 " delivery_max_ms=%" PRIu64,
 		 why, c.connections, c.messages, c.recipients, c.bytes, c.stamped, c.rejected,
 		 c.dropped, dropped, histo_percentile(&h, 50) / 1000,
 		 histo_percentile(&h, 99) / 1000, h.max / 1000);

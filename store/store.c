@@ -41,8 +41,8 @@ static const char *const store_errs[STORE_NERR] = {
 };
 
 static const char *const dbi_names[DBI_COUNT] = {
-	"meta", "users", "userid", "mboxes", "mbox", "kw", "msgs", "expunged", "subs", "blobs",
-	"queue", "due", "cache", "sieve", "fts", "dead",
+	"meta", "users", "userid", "mboxes", "mbox",  "kw",    "msgs", "expunged",
+	"subs", "blobs", "queue",  "due",    "cache", "sieve", "fts",  "dead",
 };
 
 static int env_open(struct store *st, struct store_env *e, const char *dir, unsigned part,
@@ -259,7 +259,7 @@ int store_open(const struct store_opts *o, struct store **st_r)
 	st->map_size_max = o->map_size_max > o->map_size ? o->map_size_max : o->map_size;
 	st->expunge_history_ms = o->expunge_history_ms;
 	st->expunge_history_max = o->expunge_history_max > 0 ? o->expunge_history_max
-							      : STORE_EXPUNGE_HISTORY_MAX;
+							     : STORE_EXPUNGE_HISTORY_MAX;
 	st->gc_ms = o->group_commit_ms;
 	st->gc_max = o->group_commit_max > 0 ? o->group_commit_max : 256;
 	st->nosync = o->nosync;
@@ -284,8 +284,8 @@ int store_open(const struct store_opts *o, struct store **st_r)
 			goto fail;
 	}
 	snprintf(dir, sizeof(dir), "%s/queue", o->path);
-	if ((rc = env_open(st, &st->queue, dir, STORE_QUEUE_PART, map, o->create,
-			   o->upgrade)) != 0)
+	if ((rc = env_open(st, &st->queue, dir, STORE_QUEUE_PART, map, o->create, o->upgrade)) !=
+	    0)
 		goto fail;
 	if (o->upgrade && (rc = store_format_upgrade(st)) != 0)
 		goto fail;
@@ -389,8 +389,8 @@ static int env_grow(struct store *st, struct store_env *e)
 	if (next > st->map_size_max)
 		next = st->map_size_max;
 	if ((rc = mdb_env_set_mapsize(e->env, next)) == 0) {
-		log_info("store: %s: map grown from %" PRIu64 " to %" PRIu64, e->dir,
-			 e->map_size, next);
+		log_info("store: %s: map grown from %" PRIu64 " to %" PRIu64, e->dir, e->map_size,
+			 next);
 		e->map_size = next;
 	}
 	pthread_rwlock_unlock(&e->remap_lock);
@@ -711,8 +711,8 @@ int store_get(struct store_txn *t, enum store_dbi d, const void *k, size_t klen,
 	return store_mdb_err(t, rc, "get");
 }
 
-int store_put(struct store_txn *t, enum store_dbi d, const void *k, size_t klen,
-	      const void *v, size_t vlen)
+int store_put(struct store_txn *t, enum store_dbi d, const void *k, size_t klen, const void *v,
+	      size_t vlen)
 {
 	MDB_val key = { klen, (void *)(uintptr_t)k };
 	MDB_val val = { vlen, (void *)(uintptr_t)v };

@@ -86,38 +86,38 @@ bool store_err_temporary(int err);
 
 #define STORE_ID_PART(id) ((unsigned)((id) >> 48))
 #define STORE_MAX_PARTITIONS 1024
-#define STORE_QUEUE_PART 0xffffu  /* the queue's "partition" for blobs and stats */
-#define STORE_MAX_NAME 512      /* bytes of a user or mailbox name */
-#define STORE_MAX_KEYWORDS 64   /* keywords per mailbox */
-#define STORE_MAX_KEYWORD 100   /* bytes of a keyword */
+#define STORE_QUEUE_PART 0xffffu /* the queue's "partition" for blobs and stats */
+#define STORE_MAX_NAME 512       /* bytes of a user or mailbox name */
+#define STORE_MAX_KEYWORDS 64    /* keywords per mailbox */
+#define STORE_MAX_KEYWORD 100    /* bytes of a keyword */
 
 struct store;
 
 #define STORE_EXPUNGE_HISTORY_MAX 100000 /* the default of store_opts.expunge_history_max */
 
 struct store_opts {
-	const char *path;            /* the store directory; created if missing */
-	unsigned partitions;         /* 1..1024; must match the store once created */
-	uint64_t map_size;           /* initial map size per environment */
-	uint64_t map_size_max;       /* growth stops here (STORE_EFULL) */
-	int64_t expunge_history_ms;  /* how long expunged UIDs are kept for QRESYNC */
+	const char *path;             /* the store directory; created if missing */
+	unsigned partitions;          /* 1..1024; must match the store once created */
+	uint64_t map_size;            /* initial map size per environment */
+	uint64_t map_size_max;        /* growth stops here (STORE_EFULL) */
+	int64_t expunge_history_ms;   /* how long expunged UIDs are kept for QRESYNC */
 	uint32_t expunge_history_max; /* and how many per mailbox at most (the oldest go
 					 first); 0: STORE_EXPUNGE_HISTORY_MAX */
-	int64_t group_commit_ms;     /* store_gc default delay */
-	unsigned group_commit_max;   /* store_gc flushes at once when this many are pending */
-	bool group_commit_syncfs;    /* batches of deferred blobs: one syncfs (see
+	int64_t group_commit_ms;      /* store_gc default delay */
+	unsigned group_commit_max;    /* store_gc flushes at once when this many are pending */
+	bool group_commit_syncfs;     /* batches of deferred blobs: one syncfs (see
 					store_blob_finish_deferred); for a store on its own
 					filesystem */
-	bool fsync_flags;            /* store_gc_submit_flags answers after the index sync too
+	bool fsync_flags;             /* store_gc_submit_flags answers after the index sync too
 					(else once committed; see there) */
-	bool fts;                    /* keep the full-text index (store_fts_candidates) */
-	bool create;                 /* create missing partitions (mailctl, daemons: yes) */
-	bool upgrade;                /* `mailctl upgrade`: bring an older store to this
+	bool fts;                     /* keep the full-text index (store_fts_candidates) */
+	bool create;                  /* create missing partitions (mailctl, daemons: yes) */
+	bool upgrade;                 /* `mailctl upgrade`: bring an older store to this
 					binary's format in place (needs the store to itself) */
-	bool recover_background;     /* remove what crashed processes left (their
+	bool recover_background;      /* remove what crashed processes left (their
 					unacknowledged message files) in a thread of its own
 					instead of inside store_open (store_opts_from_conf: yes) */
-	bool nosync;                 /* bulk loading only (mailctl import --bulk): no fsync
+	bool nosync;                  /* bulk loading only (mailctl import --bulk): no fsync
 					of message files or directories and no index sync at
 					commit (LMDB MDB_NOSYNC, in this process only); store_close
 					then syncs it all. A machine crash before store_close may
@@ -189,13 +189,13 @@ int store_write(struct store *st, unsigned part, int (*fn)(struct store_txn *t, 
 /* Users */
 
 struct store_user {
-	uint64_t id;           /* carries the partition */
-	const char *name;      /* valid for the txn */
-	uint64_t quota_bytes;  /* 0 = unlimited */
-	uint64_t quota_msgs;   /* 0 = unlimited */
-	uint64_t used_bytes;   /* exact: every message in every mailbox */
+	uint64_t id;          /* carries the partition */
+	const char *name;     /* valid for the txn */
+	uint64_t quota_bytes; /* 0 = unlimited */
+	uint64_t quota_msgs;  /* 0 = unlimited */
+	uint64_t used_bytes;  /* exact: every message in every mailbox */
 	uint64_t used_msgs;
-	int64_t created;       /* Unix time */
+	int64_t created; /* Unix time */
 };
 
 /* Finds the user's partition (hashed one first, then the others): 0 and *part_r, or
@@ -226,38 +226,39 @@ int store_user_list(struct store_txn *t, int (*cb)(const struct store_user *u, v
 
 #define STORE_DELIM '/'
 
-enum store_special {          /* RFC 6154 special-use, a bitmask */
-	STORE_USE_ALL = 1u << 0,
-	STORE_USE_ARCHIVE = 1u << 1,
-	STORE_USE_DRAFTS = 1u << 2,
-	STORE_USE_FLAGGED = 1u << 3,
-	STORE_USE_JUNK = 1u << 4,
-	STORE_USE_SENT = 1u << 5,
-	STORE_USE_TRASH = 1u << 6,
+enum store_special { /* RFC 6154 special-use, a bitmask */
+		     STORE_USE_ALL = 1u << 0,
+		     STORE_USE_ARCHIVE = 1u << 1,
+		     STORE_USE_DRAFTS = 1u << 2,
+		     STORE_USE_FLAGGED = 1u << 3,
+		     STORE_USE_JUNK = 1u << 4,
+		     STORE_USE_SENT = 1u << 5,
+		     STORE_USE_TRASH = 1u << 6,
 };
 
-enum store_mbox_attr {        /* in store_mbox_info.attrs */
-	STORE_MBOX_NOSELECT = 1u << 0,   /* a deleted parent kept for its children */
-	STORE_MBOX_HASCHILDREN = 1u << 1,
-	STORE_MBOX_SUBSCRIBED = 1u << 2,
-	STORE_MBOX_NONEXISTENT = 1u << 3, /* subscribed-only entry (LSUB / LIST SUBSCRIBED) */
+enum store_mbox_attr {                                /* in store_mbox_info.attrs */
+		       STORE_MBOX_NOSELECT = 1u << 0, /* a deleted parent kept for its children */
+		       STORE_MBOX_HASCHILDREN = 1u << 1,
+		       STORE_MBOX_SUBSCRIBED = 1u << 2,
+		       STORE_MBOX_NONEXISTENT =
+			       1u << 3, /* subscribed-only entry (LSUB / LIST SUBSCRIBED) */
 };
 
 struct store_status {
 	uint32_t messages, recent, unseen, deleted;
 	uint32_t uidnext, uidvalidity;
 	uint64_t highestmodseq;
-	uint64_t size;              /* sum of RFC822.SIZE (STATUS=SIZE) */
-	uint32_t first_recent_uid;  /* messages with uid >= this are \Recent */
-	uint64_t expunge_floor;     /* VANISHED history is exact for modseqs >= this */
+	uint64_t size;             /* sum of RFC822.SIZE (STATUS=SIZE) */
+	uint32_t first_recent_uid; /* messages with uid >= this are \Recent */
+	uint64_t expunge_floor;    /* VANISHED history is exact for modseqs >= this */
 };
 
 struct store_mbox_info {
 	uint64_t id;
-	const char *name;           /* valid for the txn */
+	const char *name; /* valid for the txn */
 	size_t name_len;
-	unsigned attrs;             /* enum store_mbox_attr */
-	unsigned special;           /* enum store_special */
+	unsigned attrs;   /* enum store_mbox_attr */
+	unsigned special; /* enum store_special */
 };
 
 /* Creates name for user, creating missing parents (as ordinary mailboxes); special may be 0.
@@ -288,8 +289,7 @@ int store_mbox_set_special(struct store_txn *t, uint64_t mbox, unsigned special)
 /* Lists mailboxes whose names match pattern (IMAP LIST: '*' any, '%' any but '/'), in name
    order; subscribed_only lists subscriptions (NONEXISTENT set for those without a mailbox).
    cb's non-zero return stops and is returned. Errors: STORE_ENOUSER. */
-int store_mbox_list(struct store_txn *t, uint64_t user, const char *pattern,
-		    bool subscribed_only,
+int store_mbox_list(struct store_txn *t, uint64_t user, const char *pattern, bool subscribed_only,
 		    int (*cb)(const struct store_mbox_info *mi, void *arg), void *arg);
 /* Pattern matcher used by store_mbox_list, exported for imapd's LIST-EXTENDED. */
 bool store_mbox_match(const char *pattern, const char *name, size_t name_len);
@@ -307,8 +307,8 @@ int store_mbox_take_recent(struct store_txn *t, uint64_t mbox, uint32_t *first_r
 int store_mbox_modseq(struct store *st, uint64_t mbox, uint64_t *modseq_r);
 /* The mailbox's keyword names by index (bit i of store_msg.keywords = names[i]); *n_r set.
    Names are valid for the txn. Errors: STORE_ENOMBOX. */
-int store_mbox_keywords(struct store_txn *t, uint64_t mbox,
-			const char *names[STORE_MAX_KEYWORDS], unsigned *n_r);
+int store_mbox_keywords(struct store_txn *t, uint64_t mbox, const char *names[STORE_MAX_KEYWORDS],
+			unsigned *n_r);
 /* Index of a keyword (ASCII case-insensitive), creating it when create (needs a write txn).
    Errors: STORE_ENOMBOX, STORE_ENOMSG (absent and !create), STORE_EKEYWORDS, STORE_EINVAL. */
 int store_mbox_keyword(struct store_txn *t, uint64_t mbox, const char *kw, bool create,
@@ -318,7 +318,7 @@ int store_mbox_keyword(struct store_txn *t, uint64_t mbox, const char *kw, bool 
 /* Blobs: immutable message files. A blob writer computes the message cache (msgcache.h) as
    the bytes go by, so a message is read once. */
 
-struct store_blob;   /* a message file being written, then durable, until referenced */
+struct store_blob; /* a message file being written, then durable, until referenced */
 
 /* Starts a message file in partition part's blobs/ (tmp name); part STORE_QUEUE_PART for the
    queue. A blob may be referenced from any partition: it is hard-linked where needed.
@@ -356,8 +356,7 @@ int store_blob_from_fd(struct store *st, unsigned part, int fd, struct store_blo
    the file before they were known). On error *bp is left as it was. Errors: STORE_EINVAL
    (finished, or skip past the end), those of store_blob_new and store_blob_write,
    STORE_EIO on a read error. */
-int store_blob_replace_head(struct store_blob **bp, const void *head, size_t hlen,
-			    uint64_t skip);
+int store_blob_replace_head(struct store_blob **bp, const void *head, size_t hlen, uint64_t skip);
 uint64_t store_blob_id(const struct store_blob *b);
 uint64_t store_blob_size(const struct store_blob *b);
 /* Frees the writer; a blob never referenced by a committed txn is unlinked (so an aborted
@@ -366,34 +365,33 @@ void store_blob_free(struct store_blob **bp);
 
 /* Opens a message file for reading: *fd_r (O_RDONLY|O_CLOEXEC, caller closes) and its size.
    Errors: STORE_ENOMSG (file missing: run verify), STORE_EIO. */
-int store_blob_open(struct store *st, unsigned part, uint64_t blob, int *fd_r,
-		    uint64_t *size_r);
+int store_blob_open(struct store *st, unsigned part, uint64_t blob, int *fd_r, uint64_t *size_r);
 
 /* ------------------------------------------------------------------------------------- */
 /* Messages */
 
-enum store_flag {             /* system flags, a bitmask */
-	STORE_SEEN = 1u << 0,
-	STORE_ANSWERED = 1u << 1,
-	STORE_FLAGGED = 1u << 2,
-	STORE_DELETED = 1u << 3,
-	STORE_DRAFT = 1u << 4,
-	STORE_FLAGS_ALL = 0x1f,
+enum store_flag { /* system flags, a bitmask */
+		  STORE_SEEN = 1u << 0,
+		  STORE_ANSWERED = 1u << 1,
+		  STORE_FLAGGED = 1u << 2,
+		  STORE_DELETED = 1u << 3,
+		  STORE_DRAFT = 1u << 4,
+		  STORE_FLAGS_ALL = 0x1f,
 };
 
 struct store_msg {
 	uint32_t uid;
 	uint64_t modseq;
 	uint64_t blob;
-	int64_t internaldate;       /* Unix time */
-	int64_t savedate;           /* when it came into this mailbox (append, delivery, copy,
+	int64_t internaldate; /* Unix time */
+	int64_t savedate;     /* when it came into this mailbox (append, delivery, copy,
 				       move: RFC 8514); a row from before save dates were kept
 				       gives its internaldate */
-	uint64_t size;              /* RFC822.SIZE */
-	unsigned flags;             /* enum store_flag */
-	uint64_t keywords;          /* bit i = store_mbox_keywords()[i] */
-	const void *cache;          /* msgcache blob (msgcache_parse); valid for the txn */
-	size_t cache_len;           /* 0 when the message has no cache (verify rebuilds it) */
+	uint64_t size;        /* RFC822.SIZE */
+	unsigned flags;       /* enum store_flag */
+	uint64_t keywords;    /* bit i = store_mbox_keywords()[i] */
+	const void *cache;    /* msgcache blob (msgcache_parse); valid for the txn */
+	size_t cache_len;     /* 0 when the message has no cache (verify rebuilds it) */
 };
 
 /* Appends a durable blob to mailbox mbox (t's partition; the blob is hard-linked there if it
@@ -441,8 +439,8 @@ int store_msg_expunge(struct store_txn *t, uint64_t mbox, const uint32_t *uids, 
    src UIDs are skipped, their src uid not reported in *src_done). move: the source messages
    are then expunged (RFC 6851). Errors: STORE_ENOMBOX, STORE_EQUOTA (copy only; move does
    not change usage), STORE_EKEYWORDS. */
-int store_msg_copy(struct store_txn *t, uint64_t src, uint64_t dst, const uint32_t *uids,
-		   size_t n, bool move, uint32_t **src_done, uint32_t **dst_uids, size_t *n_r);
+int store_msg_copy(struct store_txn *t, uint64_t src, uint64_t dst, const uint32_t *uids, size_t n,
+		   bool move, uint32_t **src_done, uint32_t **dst_uids, size_t *n_r);
 /* QRESYNC: UIDs expunged with modseq > since, in UID order (xreallocarray'd into *out).
    *exact_r = false when since < the history floor (then the caller must fall back to a
    UID-set comparison, RFC 7162 3.2.5.2). Errors: STORE_ENOMBOX. */
@@ -465,13 +463,13 @@ int store_fts_candidates(struct store_txn *t, uint64_t mbox, const char *needle,
 			 uint32_t **uids_r, size_t *n_r);
 
 struct store_fts_stats {
-	bool indexed;              /* the mailbox has an index */
-	bool complete;             /* every message of it is indexed (searches use it) */
+	bool indexed;  /* the mailbox has an index */
+	bool complete; /* every message of it is indexed (searches use it) */
 	bool rebuilding;
-	uint64_t messages;         /* indexed (expunged ones until their segment is rewritten) */
-	uint64_t pending;          /* messages not in a segment yet */
+	uint64_t messages; /* indexed (expunged ones until their segment is rewritten) */
+	uint64_t pending;  /* messages not in a segment yet */
 	uint64_t segments, trigrams, dead;
-	uint64_t bytes;            /* keys and values */
+	uint64_t bytes; /* keys and values */
 };
 int store_fts_stats(struct store_txn *t, uint64_t mbox, struct store_fts_stats *s_r);
 /* Indexes mbox again from its message files, in bounded transactions of its own (so the
@@ -484,15 +482,15 @@ int store_fts_rebuild(struct store *st, uint64_t mbox, uint64_t *messages_r);
 /* Delivery: one message to many mailboxes of many users, stored once per partition. */
 
 struct store_rcpt {
-	const char *user;            /* in: user name */
-	const char *mailbox;         /* in: NULL = INBOX; missing mailbox -> INBOX */
-	unsigned special;            /* in: 0, or one enum store_special: the user's mailbox of
+	const char *user;    /* in: user name */
+	const char *mailbox; /* in: NULL = INBOX; missing mailbox -> INBOX */
+	unsigned special;    /* in: 0, or one enum store_special: the user's mailbox of
 					that use (the first by name; none: one is made, named
 					mailbox, with that use), before mailbox */
-	unsigned flags;              /* in: initial flags (usually 0) */
-	int result;                  /* out: 0 or a store_err (ENOUSER, EQUOTA, temporary) */
-	uint64_t mbox;               /* out: mailbox id */
-	uint32_t uid;                /* out */
+	unsigned flags;      /* in: initial flags (usually 0) */
+	int result;          /* out: 0 or a store_err (ENOUSER, EQUOTA, temporary) */
+	uint64_t mbox;       /* out: mailbox id */
+	uint32_t uid;        /* out */
 };
 
 /* Delivers the spooled message in fd (read from offset 0 to EOF, once) to every recipient:
@@ -514,8 +512,8 @@ int store_deliver(struct store *st, int fd, int64_t internaldate, struct store_r
 
 struct store_batch;
 /* Called once per operation after its partition's commit (result 0) or failure. */
-typedef void store_done_cb(int result, const struct store_rcpt *rcpts, size_t n,
-			   uint64_t value, void *arg);
+typedef void store_done_cb(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+			   void *arg);
 
 struct store_batch *store_batch_new(struct store *st);
 /* Queues a delivery of a durable blob (store_blob_finish done) to recipients. The batch keeps
@@ -537,8 +535,8 @@ void store_batch_enqueue(struct store_batch *bt, const struct store_queue_msg *q
    the commit meanwhile). b (or NULL) is a durable blob fn references: its directory sync
    and partition link are shared with the batch's. The callback's value is 0. */
 void store_batch_write(struct store_batch *bt, unsigned part, struct store_blob *b,
-		       int (*fn)(struct store_txn *t, void *arg), void *fn_arg,
-		       store_done_cb *cb, void *arg);
+		       int (*fn)(struct store_txn *t, void *arg), void *fn_arg, store_done_cb *cb,
+		       void *arg);
 size_t store_batch_count(const struct store_batch *bt);
 /* Commits everything queued (one write txn per partition + one for the queue), calls every
    callback in queue order, and frees the batch (*btp = NULL). Returns the number of
@@ -588,8 +586,8 @@ void store_gc_submit_flags(struct store_gc *gc, unsigned part,
 /* store_batch_deliver and store_batch_enqueue through the committer. */
 void store_gc_deliver(struct store_gc *gc, struct store_blob *b, int64_t internaldate,
 		      struct store_rcpt *rcpts, size_t n, store_done_cb *cb, void *arg);
-void store_gc_enqueue(struct store_gc *gc, const struct store_queue_msg *qm,
-		      struct store_blob *b, store_done_cb *cb, void *arg);
+void store_gc_enqueue(struct store_gc *gc, const struct store_queue_msg *qm, struct store_blob *b,
+		      store_done_cb *cb, void *arg);
 /* Waits until nothing is pending or out and runs the callbacks (of what they queue too):
    shutdown, tests, benchmarks; it blocks. */
 void store_gc_flush(struct store_gc *gc);
@@ -620,43 +618,43 @@ void store_watch_free(struct store_watch **wp);
 /* Outbound queue (mtad relay). Entries live in `queue/` with their message file. */
 
 enum store_rcpt_state {
-	STORE_Q_PENDING = 0,   /* not tried yet, or deferred (next_attempt) */
+	STORE_Q_PENDING = 0, /* not tried yet, or deferred (next_attempt) */
 	STORE_Q_DELIVERED,
-	STORE_Q_FAILED,        /* permanent: bounce */
+	STORE_Q_FAILED, /* permanent: bounce */
 };
 
-enum store_notify {            /* RFC 3461 NOTIFY, a bitmask; 0 = not given */
-	STORE_NOTIFY_NEVER = 1u << 0,
-	STORE_NOTIFY_SUCCESS = 1u << 1,
-	STORE_NOTIFY_FAILURE = 1u << 2,
-	STORE_NOTIFY_DELAY = 1u << 3,
+enum store_notify { /* RFC 3461 NOTIFY, a bitmask; 0 = not given */
+		    STORE_NOTIFY_NEVER = 1u << 0,
+		    STORE_NOTIFY_SUCCESS = 1u << 1,
+		    STORE_NOTIFY_FAILURE = 1u << 2,
+		    STORE_NOTIFY_DELAY = 1u << 3,
 };
 
 enum store_ret { STORE_RET_NONE = 0, STORE_RET_FULL, STORE_RET_HDRS };
 
 struct store_queue_rcpt {
-	const char *addr;          /* forward-path, without <> */
-	const char *orcpt;         /* ORCPT (addr-type;xtext as received), or NULL */
-	unsigned notify;           /* enum store_notify */
+	const char *addr;  /* forward-path, without <> */
+	const char *orcpt; /* ORCPT (addr-type;xtext as received), or NULL */
+	unsigned notify;   /* enum store_notify */
 	enum store_rcpt_state state;
 	uint32_t attempts;
-	int64_t next_attempt;      /* Unix time; for PENDING */
-	const char *last_error;    /* last reply/reason, or NULL */
+	int64_t next_attempt;   /* Unix time; for PENDING */
+	const char *last_error; /* last reply/reason, or NULL */
 };
 
 struct store_queue_msg {
-	uint64_t id;               /* out of add / lease / get */
-	const char *sender;        /* reverse-path without <> ("" = null sender) */
-	const char *envid;         /* ENVID or NULL */
+	uint64_t id;        /* out of add / lease / get */
+	const char *sender; /* reverse-path without <> ("" = null sender) */
+	const char *envid;  /* ENVID or NULL */
 	enum store_ret ret;
-	int64_t created;           /* Unix time (0 on add = now) */
+	int64_t created; /* Unix time (0 on add = now) */
 	uint64_t size;
-	uint64_t blob;             /* queue/blobs id (store_queue_open) */
+	uint64_t blob; /* queue/blobs id (store_queue_open) */
 	bool held;
-	bool requiretls;           /* MAIL FROM ... REQUIRETLS (RFC 8689): relay only over
+	bool requiretls;      /* MAIL FROM ... REQUIRETLS (RFC 8689): relay only over
 				      verified TLS to a server offering it */
-	int64_t lease_until;       /* a runner holds it until then */
-	uint32_t lease_owner;      /* which runner (store_queue_lease_as), 0: unknown */
+	int64_t lease_until;  /* a runner holds it until then */
+	uint32_t lease_owner; /* which runner (store_queue_lease_as), 0: unknown */
 	size_t nrcpt;
 	struct store_queue_rcpt *rcpt;
 };
@@ -665,8 +663,8 @@ struct store_queue_msg {
    partition is hard-linked into queue/); all recipients PENDING and due now (never, while
    qm->held: until store_queue_hold releases it). *id_r (may be
    NULL) gets the id. Errors: STORE_EINVAL (no recipients), STORE_EFULL, STORE_ENOSPC. */
-int store_queue_add(struct store *st, const struct store_queue_msg *qm,
-		    const struct store_blob *b, uint64_t *id_r);
+int store_queue_add(struct store *st, const struct store_queue_msg *qm, const struct store_blob *b,
+		    uint64_t *id_r);
 /* Leases up to max entries due at now (not held, not leased): their lease is set to
    now + lease_s and cb gets each after the commit (pointers valid during cb); *n_r = how many.
    An entry whose lease expires (a crashed runner) is due again. Errors: STORE_EIO. */
@@ -684,14 +682,13 @@ int store_queue_lease_as(struct store *st, uint32_t owner, int64_t now, int64_t 
 int store_queue_release_owners(struct store *st, uint32_t lo, uint32_t hi, size_t *n_r);
 /* Records a recipient outcome (state, next attempt for PENDING, error text) and ends the
    lease when release. Errors: STORE_ENOQUEUE, STORE_EINVAL (index out of range). */
-int store_queue_rcpt_set(struct store *st, uint64_t id, size_t idx,
-			 enum store_rcpt_state state, int64_t next_attempt, const char *error);
+int store_queue_rcpt_set(struct store *st, uint64_t id, size_t idx, enum store_rcpt_state state,
+			 int64_t next_attempt, const char *error);
 /* The same inside a write txn of the queue (part STORE_QUEUE_PART: a store_gc_submit); an
    entry whose every recipient is then DELIVERED is deleted with its file (a crash before its
    runner would have deleted it leaves nothing behind). */
 int store_queue_rcpt_set_txn(struct store_txn *t, uint64_t id, size_t idx,
-			     enum store_rcpt_state state, int64_t next_attempt,
-			     const char *error);
+			     enum store_rcpt_state state, int64_t next_attempt, const char *error);
 /* Ends the lease; the entry is due again at the earliest next_attempt of its PENDING
    recipients. When no recipient is PENDING the entry stays (for bounces) until deleted.
    Errors: STORE_ENOQUEUE. */
@@ -717,7 +714,11 @@ int store_queue_flush(struct store *st, uint64_t id);
    DELETE as the calls above. A leased entry keeps its lease (its runner records the
    outcome; no second runner takes it). Errors: STORE_ENOQUEUE (id), STORE_EINVAL. */
 enum store_queue_action {
-	STORE_QA_FLUSH, STORE_QA_HOLD, STORE_QA_RELEASE, STORE_QA_DELETE, STORE_QA_REQUEUE,
+	STORE_QA_FLUSH,
+	STORE_QA_HOLD,
+	STORE_QA_RELEASE,
+	STORE_QA_DELETE,
+	STORE_QA_REQUEUE,
 };
 int store_queue_apply(struct store *st, enum store_queue_action act, uint64_t id,
 		      int (*match)(const struct store_queue_msg *qm, void *arg), void *arg,
@@ -726,10 +727,10 @@ int store_queue_apply(struct store *st, enum store_queue_action act, uint64_t id
    by store_queue_rcpt_set, with its time and reason. Free with store_queue_tries_free.
    Errors: STORE_ENOQUEUE. */
 struct store_queue_try {
-	size_t rcpt;               /* index into the entry's recipients */
-	int64_t when;              /* Unix time */
+	size_t rcpt;  /* index into the entry's recipients */
+	int64_t when; /* Unix time */
 	enum store_rcpt_state state;
-	const char *reason;        /* the reply or reason, or NULL */
+	const char *reason; /* the reply or reason, or NULL */
 };
 int store_queue_tries(struct store *st, uint64_t id, struct store_queue_try **v_r, size_t *n_r);
 void store_queue_tries_free(struct store_queue_try **vp, size_t n);
@@ -741,14 +742,14 @@ int store_queue_open(struct store *st, uint64_t id, int *fd_r, uint64_t *size_r)
 
 struct store_verify_report {
 	uint64_t users, mailboxes, messages, blobs, queue;
-	uint64_t bad_counters;     /* mailbox/user counters differing from a recount */
-	uint64_t bad_refcounts;    /* blob refcounts differing from the references */
-	uint64_t missing_files;    /* referenced blob without its file */
-	uint64_t orphan_files;     /* files no record references (tmp leftovers included) */
-	uint64_t young_files;      /* unreferenced files younger than a minute: a delivery in
+	uint64_t bad_counters;  /* mailbox/user counters differing from a recount */
+	uint64_t bad_refcounts; /* blob refcounts differing from the references */
+	uint64_t missing_files; /* referenced blob without its file */
+	uint64_t orphan_files;  /* files no record references (tmp leftovers included) */
+	uint64_t young_files;   /* unreferenced files younger than a minute: a delivery in
 				      progress (or just interrupted); not counted as a problem */
-	uint64_t bad_records;      /* records that did not decode */
-	uint64_t missing_cache;    /* blobs without a message cache */
+	uint64_t bad_records;   /* records that did not decode */
+	uint64_t missing_cache; /* blobs without a message cache */
 	uint64_t repaired;
 	uint64_t bad_cache;        /* cache entries that do not parse (msgcache_parse) */
 	uint64_t moved_lost_found; /* orphan files made messages of lost+found (repair) */
@@ -767,12 +768,11 @@ int store_verify_lost_found(struct store *st, const char *user, bool repair,
 			    const char *lost_found, struct store_verify_report *r);
 #define STORE_LOST_FOUND "lost+found"
 /* store_verify_lost_found with lost_found = "postmaster". */
-int store_verify(struct store *st, const char *user, bool repair,
-		 struct store_verify_report *r);
+int store_verify(struct store *st, const char *user, bool repair, struct store_verify_report *r);
 
 struct store_stats {
 	uint64_t users, mailboxes, messages, bytes;
-	uint64_t map_used, map_size;  /* LMDB pages in use * page size, current map size */
+	uint64_t map_used, map_size; /* LMDB pages in use * page size, current map size */
 };
 /* Per partition (part < store_partitions) or the queue (STORE_QUEUE_PART: messages =
    entries, bytes = their sizes). Errors: STORE_EINVAL. */

@@ -29,7 +29,7 @@ struct bop {
 	uint64_t value;
 	struct store_blob *blob;
 	int64_t internaldate;
-	struct store_rcpt *rcpts;  /* BOP_DELIVER */
+	struct store_rcpt *rcpts; /* BOP_DELIVER */
 	size_t n;
 	unsigned *rcpt_part;       /* partition of each recipient (NO_PART: unknown user or a
 				      duplicate, whose result is copied from dup[i]) */
@@ -38,7 +38,7 @@ struct bop {
 	unsigned part;             /* WRITE */
 	int (*fn)(struct store_txn *t, void *arg);
 	void *fn_arg;
-	bool lazy;                 /* answered once committed, before the sync */
+	bool lazy; /* answered once committed, before the sync */
 	bool called;
 };
 
@@ -51,7 +51,7 @@ struct store_batch {
 	   may be answered before */
 	bool *parts;
 	uint64_t *seq;
-	unsigned waited;           /* batches committed after it while it waited */
+	unsigned waited; /* batches committed after it while it waited */
 	bool lazy_done;
 };
 
@@ -109,8 +109,8 @@ void store_batch_enqueue(struct store_batch *bt, const struct store_queue_msg *q
 }
 
 void store_batch_write(struct store_batch *bt, unsigned part, struct store_blob *b,
-		       int (*fn)(struct store_txn *t, void *arg), void *fn_arg,
-		       store_done_cb *cb, void *arg)
+		       int (*fn)(struct store_txn *t, void *arg), void *fn_arg, store_done_cb *cb,
+		       void *arg)
 {
 	struct bop *o = bop_add(bt, BOP_WRITE, cb, arg);
 
@@ -613,7 +613,7 @@ struct store_pool {
 	void (*fn)(void *arg, size_t i);
 	void *arg;
 	size_t n, next, running;
-	uint64_t gen;              /* bumped for each job */
+	uint64_t gen; /* bumped for each job */
 	bool stop;
 	unsigned nthreads;
 	pthread_t *threads;
@@ -693,8 +693,7 @@ static void pool_free(struct store_pool **pp)
 	*pp = NULL;
 }
 
-void store_pool_run(struct store_pool *p, void (*fn)(void *arg, size_t i), void *arg,
-		    size_t n)
+void store_pool_run(struct store_pool *p, void (*fn)(void *arg, size_t i), void *arg, size_t n)
 {
 	if (p == NULL || p->nthreads == 0 || n < 2) {
 		for (size_t i = 0; i < n; i++)
@@ -728,18 +727,18 @@ void store_pool_run(struct store_pool *p, void (*fn)(void *arg, size_t i), void 
 struct store_gc {
 	struct store *st;
 	pthread_mutex_t mu;
-	pthread_cond_t work;       /* an operation was queued, or stop */
-	pthread_cond_t idle;       /* a batch is done */
+	pthread_cond_t work; /* an operation was queued, or stop */
+	pthread_cond_t idle; /* a batch is done */
 	struct store_batch *pending;
 	struct gc_done {
 		struct store_batch *bt;
-		bool final;        /* else only its lazy operations are ready */
-	} *done;                   /* committed, callbacks not run yet */
+		bool final; /* else only its lazy operations are ready */
+	} * done;           /* committed, callbacks not run yet */
 	size_t ndone, capdone;
-	size_t expect;             /* operations of the previous batch and its followers */
+	size_t expect; /* operations of the previous batch and its followers */
 	bool busy, stop, threaded;
 	pthread_t thread;
-	int efd;                   /* eventfd: readable while done batches wait */
+	int efd; /* eventfd: readable while done batches wait */
 	struct store_pool *pool;
 	atomic_uint_fast64_t ops, commits;
 };
@@ -1037,8 +1036,8 @@ void store_gc_deliver(struct store_gc *gc, struct store_blob *b, int64_t interna
 	gc_queued(gc);
 }
 
-void store_gc_enqueue(struct store_gc *gc, const struct store_queue_msg *qm,
-		      struct store_blob *b, store_done_cb *cb, void *arg)
+void store_gc_enqueue(struct store_gc *gc, const struct store_queue_msg *qm, struct store_blob *b,
+		      store_done_cb *cb, void *arg)
 {
 	pthread_mutex_lock(&gc->mu);
 	store_batch_enqueue(gc_pending(gc), qm, b, cb, arg);

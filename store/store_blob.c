@@ -143,7 +143,8 @@ static int blob_finish(struct store_blob *b, bool defer)
 	if (b->err != 0 || b->finished)
 		return b->err != 0 ? b->err : STORE_EINVAL;
 	if (msgcache_builder_finish(b->mb, &b->cache) < 0)
-		buf_reset(&b->cache); /* cannot happen (STORE_CACHE_MAX); imapd would read the file */
+		buf_reset(
+			&b->cache); /* cannot happen (STORE_CACHE_MAX); imapd would read the file */
 	msgcache_builder_free(&b->mb);
 	store_blob_path(final, sizeof(final), b->id);
 	if (b->st->nosync)
@@ -286,8 +287,8 @@ static dev_t blob_dev(struct store *st, unsigned part)
    writeback was started for the deferred files u (their bytes are on ds[]'s filesystems:
    each blob's own partition is in ds). On success the blobs of that filesystem are
    data-synced and its directories synced. Called with links_mu held. */
-static void sync_fs_batch(struct store *st, struct store_blob **u, size_t nu,
-			  struct dir_sync *ds, size_t nds)
+static void sync_fs_batch(struct store *st, struct store_blob **u, size_t nu, struct dir_sync *ds,
+			  size_t nds)
 {
 	dev_t *dev = xcalloc(nds + 1, sizeof(*dev));
 	bool *ok = xcalloc(nds + 1, sizeof(*ok));
@@ -424,8 +425,7 @@ int store_blob_from_fd(struct store *st, unsigned part, int fd, struct store_blo
 	return 0;
 }
 
-int store_blob_replace_head(struct store_blob **bp, const void *head, size_t hlen,
-			    uint64_t skip)
+int store_blob_replace_head(struct store_blob **bp, const void *head, size_t hlen, uint64_t skip)
 {
 	struct store_blob *old = *bp, *b;
 	char chunk[65536];
@@ -660,8 +660,8 @@ int store_blob_ref_id(struct store_txn *t, uint64_t blob, int delta)
 		return STORE_ECORRUPT;
 	refs = get_be32(v.mv_data);
 	if (delta > 0 || refs > (uint32_t)-delta)
-		return blob_row_put(t, blob, refs + (uint32_t)delta, get_be64((uint8_t *)v.mv_data +
-									  4));
+		return blob_row_put(t, blob, refs + (uint32_t)delta,
+				    get_be64((uint8_t *)v.mv_data + 4));
 	if ((rc = store_del(t, DBI_BLOBS, k, 8)) != 0)
 		return rc;
 	rc = store_del(t, DBI_CACHE, k, 8);
@@ -713,8 +713,7 @@ void store_blob_txn_committed(struct store_txn *t)
 	pthread_mutex_unlock(&links_mu);
 }
 
-int store_blob_open(struct store *st, unsigned part, uint64_t blob, int *fd_r,
-		    uint64_t *size_r)
+int store_blob_open(struct store *st, unsigned part, uint64_t blob, int *fd_r, uint64_t *size_r)
 {
 	struct store_env *e = store_env_of(st, part);
 	char path[32];

@@ -197,14 +197,14 @@ static int upgrade_env(struct store *st, unsigned part)
 		while (!sr.done) {
 			if ((rc = store_write(st, part, step_txn, &sr)) != 0) {
 				log_warnx("store: %s: upgrade to format %u stopped: %s (run "
-					  "`mailctl upgrade` again: it resumes)", e->dir,
-					  format + 1, store_strerror(rc));
+					  "`mailctl upgrade` again: it resumes)",
+					  e->dir, format + 1, store_strerror(rc));
 				return rc;
 			}
 			batches++;
 		}
-		log_info("store: %s: now format %u (%" PRIu64 " transactions)", e->dir,
-			 format + 1, batches);
+		log_info("store: %s: now format %u (%" PRIu64 " transactions)", e->dir, format + 1,
+			 batches);
 	}
 }
 
@@ -226,7 +226,7 @@ int store_format_check(struct store *st, struct store_env *e, MDB_txn *txn, bool
 		       bool upgrade)
 {
 	MDB_dbi meta;
-	MDB_val k = { 6, (void *)(uintptr_t)"format" }, v;
+	MDB_val k = { 6, (void *)(uintptr_t) "format" }, v;
 	unsigned format = 1;
 	int rc;
 
@@ -256,7 +256,7 @@ int store_format_check(struct store *st, struct store_env *e, MDB_txn *txn, bool
 		return STORE_EIO;
 	}
 	if (format > STORE_FORMAT) {
-		MDB_val wk = { 6, (void *)(uintptr_t)"writer" }, wv = { 0, NULL };
+		MDB_val wk = { 6, (void *)(uintptr_t) "writer" }, wv = { 0, NULL };
 
 		(void)mdb_get(txn, meta, &wk, &wv);
 		log_warnx("store: %s has format %u (last written by %.*s); this %s reads "
@@ -269,10 +269,11 @@ int store_format_check(struct store *st, struct store_env *e, MDB_txn *txn, bool
 	if (format < STORE_FORMAT && !upgrade) {
 		log_warnx("store: %s has format %u, older than this %s's %u: stop the daemons "
 			  "and run `mailctl upgrade` (it upgrades in place and may be "
-			  "interrupted and run again)", e->dir, format, writer_id, STORE_FORMAT);
+			  "interrupted and run again)",
+			  e->dir, format, writer_id, STORE_FORMAT);
 		return STORE_EFORMAT;
 	}
-	MDB_val wk = { 6, (void *)(uintptr_t)"writer" }, wv;
+	MDB_val wk = { 6, (void *)(uintptr_t) "writer" }, wv;
 
 	if (mdb_get(txn, meta, &wk, &wv) != 0 || wv.mv_size != strlen(writer_id) ||
 	    memcmp(wv.mv_data, writer_id, wv.mv_size) != 0) {
@@ -303,9 +304,11 @@ int store_lock(struct store *st, bool exclusive)
 	}
 	if (exclusive)
 		log_warnx("store: %s is in use (a daemon or mailctl has it open): stop mtad and "
-			  "imapd before `mailctl upgrade`", st->path);
+			  "imapd before `mailctl upgrade`",
+			  st->path);
 	else
 		log_warnx("store: %s is being upgraded (`mailctl upgrade`): try again when it "
-			  "is done", st->path);
+			  "is done",
+			  st->path);
 	return STORE_ELOCKED;
 }

@@ -34,15 +34,15 @@
 #include "common/xmalloc.h"
 #include "store/store_private.h"
 
-#define FTS_L0 64                  /* pending records per class-0 segment */
-#define FTS_FANOUT 4               /* segments of a class merged into one of the next */
-#define FTS_CLASS_MAX 3            /* 64 * 4^3 = 4096 messages per segment at most */
-#define FTS_TEXT_MAX (16u << 20)   /* text indexed per message; beyond: FTS_WILD */
-#define FTS_WILD 0xffu             /* a pending record's first byte: always a candidate */
+#define FTS_L0 64                /* pending records per class-0 segment */
+#define FTS_FANOUT 4             /* segments of a class merged into one of the next */
+#define FTS_CLASS_MAX 3          /* 64 * 4^3 = 4096 messages per segment at most */
+#define FTS_TEXT_MAX (16u << 20) /* text indexed per message; beyond: FTS_WILD */
+#define FTS_WILD 0xffu           /* a pending record's first byte: always a candidate */
 #define FTS_SEG_VERSION 1
 #define FTS_SEG_HDR 32
-#define FTS_DICT_ENT 8             /* code be24, type u8, offset be32 */
-#define FTS_NEEDLE_TRIGRAMS 64     /* a longer needle is checked by its first 64 */
+#define FTS_DICT_ENT 8         /* code be24, type u8, offset be32 */
+#define FTS_NEEDLE_TRIGRAMS 64 /* a longer needle is checked by its first 64 */
 
 enum { POST_VARINT = 0, POST_BITMAP = 1 };
 
@@ -85,7 +85,7 @@ static bool get_varint(const uint8_t **p, const uint8_t *end, uint32_t *v_r)
 /* A message's trigrams */
 
 struct store_fts_doc {
-	uint32_t *codes;           /* sorted, distinct */
+	uint32_t *codes; /* sorted, distinct */
 	size_t n;
 	bool wild;
 };
@@ -93,12 +93,12 @@ struct store_fts_doc {
 /* A thread's scratch for reading trigrams (kept for its next message): one bit per possible
    trigram, so a repeated one costs a bit test; the codes found, to clear the bits after. */
 struct fts_set {
-	uint64_t *bits;            /* 2^24 bits */
+	uint64_t *bits; /* 2^24 bits */
 	uint32_t *codes;
 	size_t n, cap;
-	uint64_t text;             /* bytes of text seen */
+	uint64_t text; /* bytes of text seen */
 	bool wild;
-	uint32_t roll;             /* the last bytes of the current run */
+	uint32_t roll; /* the last bytes of the current run */
 	unsigned have;
 	struct mimetext *mt;
 };
@@ -270,10 +270,10 @@ void store_fts_prepare(struct store_blob *b)
 /* Keys and the mailbox state */
 
 struct fts_state {
-	bool complete;             /* every message of the mailbox is indexed */
-	uint32_t pending;          /* 'P' records */
-	uint32_t rebuild_end;      /* a rebuild indexes UIDs up to this (0: none running) */
-	uint32_t rebuild_next;     /* and is at this one */
+	bool complete;         /* every message of the mailbox is indexed */
+	uint32_t pending;      /* 'P' records */
+	uint32_t rebuild_end;  /* a rebuild indexes UIDs up to this (0: none running) */
+	uint32_t rebuild_next; /* and is at this one */
 };
 #define FTS_STATE_LEN 16
 
@@ -325,7 +325,7 @@ static int state_store(struct store_txn *t, uint64_t mbox, const struct fts_stat
 /* ------------------------------------------------------------------------------------- */
 /* Segments */
 
-struct seg {                       /* a decoded view of a segment (pointers into the map) */
+struct seg { /* a decoded view of a segment (pointers into the map) */
 	const uint8_t *base;
 	size_t size;
 	uint32_t first, last, nmsgs, ntri;
@@ -354,7 +354,8 @@ static int seg_decode(const MDB_val *v, struct seg *s)
 	s->post_len = get_be32(b + 24);
 	s->wild_len = get_be32(b + 28);
 	if ((uint64_t)FTS_SEG_HDR + s->uids_len + s->wild_len + (uint64_t)s->ntri * FTS_DICT_ENT +
-		    s->post_len != v->mv_size)
+		    s->post_len !=
+	    v->mv_size)
 		return STORE_ECORRUPT;
 	s->uids = b + FTS_SEG_HDR;
 	s->wild = s->uids + s->uids_len;
@@ -596,8 +597,8 @@ static void sort_pairs(struct pair *v, size_t n)
 
 /* Appends a pending record's codes as pairs for local id id; *wild_r for a wild record.
    False when it does not decode. */
-static bool pending_pairs(const MDB_val *v, uint32_t id, struct pair **pv, size_t *n,
-			  size_t *cap, bool *wild_r)
+static bool pending_pairs(const MDB_val *v, uint32_t id, struct pair **pv, size_t *n, size_t *cap,
+			  bool *wild_r)
 {
 	const uint8_t *p = v->mv_data, *end = p + v->mv_size;
 	uint32_t cnt, code = 0;
@@ -714,7 +715,7 @@ static int build_pending(struct store_txn *t, uint64_t mbox, struct fts_state *s
 /* ---- merging and rewriting segments ---- */
 
 struct remap_ctx {
-	const uint32_t *map;       /* local id -> new id, UINT32_MAX: dropped */
+	const uint32_t *map; /* local id -> new id, UINT32_MAX: dropped */
 	uint32_t *ids;
 	size_t n;
 };
@@ -775,8 +776,7 @@ static uint32_t next_code(const struct seg *segs, const uint32_t *pos, size_t n)
 
 /* Writes one segment of class cls from segs[0..n) (in UID order, disjoint), without the
    messages that are gone; the old segments' rows are deleted first. */
-static int merge_segs(struct store_txn *t, uint64_t mbox, struct seg *segs, size_t n,
-		      unsigned cls)
+static int merge_segs(struct store_txn *t, uint64_t mbox, struct seg *segs, size_t n, unsigned cls)
 {
 	uint32_t **maps = xcalloc(n + 1, sizeof(*maps)), *uids, *ids, code;
 	uint32_t total = 0, kept = 0, *pos = xcalloc(n + 1, sizeof(*pos));
@@ -886,7 +886,8 @@ static int merge_tail(struct store_txn *t, uint64_t mbox)
 
 			if (key.mv_size != 13 || get_be64(kb) != mbox || kb[8] != 'S')
 				break;
-			if ((rc = seg_copy(&v, &segs[FTS_FANOUT - 1 - n], &mem[FTS_FANOUT - 1 - n])) != 0)
+			if ((rc = seg_copy(&v, &segs[FTS_FANOUT - 1 - n],
+					   &mem[FTS_FANOUT - 1 - n])) != 0)
 				break;
 			n++;
 		}
@@ -982,8 +983,7 @@ int store_fts_add(struct store_txn *t, uint64_t mbox, uint32_t uid, const struct
 	return rc;
 }
 
-int store_fts_add_id(struct store_txn *t, uint64_t mbox, uint32_t uid, uint64_t blob,
-		     bool first)
+int store_fts_add_id(struct store_txn *t, uint64_t mbox, uint32_t uid, uint64_t blob, bool first)
 {
 	struct store_fts_doc *d;
 	int rc;
@@ -998,8 +998,7 @@ int store_fts_add_id(struct store_txn *t, uint64_t mbox, uint32_t uid, uint64_t 
 }
 
 /* The segment holding uid (its first UID), or 0. */
-static int seg_of(struct store_txn *t, uint64_t mbox, uint32_t uid, struct seg *s_r,
-		  bool *found_r)
+static int seg_of(struct store_txn *t, uint64_t mbox, uint32_t uid, struct seg *s_r, bool *found_r)
 {
 	uint8_t k[13];
 	MDB_cursor *c;
@@ -1096,7 +1095,7 @@ static void cand_push(struct cand *c, uint32_t uid)
 }
 
 struct and_ctx {
-	uint8_t *bits;             /* this posting's ids */
+	uint8_t *bits; /* this posting's ids */
 };
 
 static void bit_set(void *arg, uint32_t id)
@@ -1108,8 +1107,7 @@ static void bit_set(void *arg, uint32_t id)
 
 /* The candidates of one segment: every id holding all of the needle's codes, and its wild
    messages. */
-static int seg_query(const struct seg *s, const uint32_t *codes, size_t ncodes,
-		     struct cand *out)
+static int seg_query(const struct seg *s, const uint32_t *codes, size_t ncodes, struct cand *out)
 {
 	size_t bm = (s->nmsgs + 7) / 8;
 	uint8_t *acc = xmalloc(bm + 1), *one = xmalloc(bm + 1);
@@ -1304,7 +1302,7 @@ int store_fts_stats(struct store_txn *t, uint64_t mbox, struct store_fts_stats *
 
 struct rebuild_step {
 	uint64_t mbox;
-	uint32_t done, end;        /* out: messages indexed in this step; the bound */
+	uint32_t done, end; /* out: messages indexed in this step; the bound */
 	bool finished;
 };
 

@@ -243,8 +243,7 @@ struct mbox_named {
 };
 
 /* The mailbox named name of user into m. A name that cannot be one is STORE_ENOMBOX. */
-static int mbox_named(struct store_txn *t, uint64_t user, const char *name,
-		      struct mbox_named *m)
+static int mbox_named(struct store_txn *t, uint64_t user, const char *name, struct mbox_named *m)
 {
 	int rc;
 
@@ -304,8 +303,7 @@ static int mbox_drop(struct store_txn *t, uint64_t user, uint64_t id, struct mbo
 
 /* Drops the \Noselect ancestors of name left without children (as Dovecot does): walking
    up from name's parent, stopping at the first that is selectable or still has children. */
-static int prune_noselect_parents(struct store_txn *t, uint64_t user, const char *name,
-				  size_t len)
+static int prune_noselect_parents(struct store_txn *t, uint64_t user, const char *name, size_t len)
 {
 	char p[STORE_MAX_NAME + 1];
 	struct mbox_rec r;
@@ -413,8 +411,8 @@ static int rename_one(struct store_txn *t, uint64_t user, const struct rename_it
 	r.name_len = tlen + it->len - flen;
 	put_be64(idb, it->id);
 	if ((rc = store_del(t, DBI_MBOXES, k, mbox_key(k, user, it->name, it->len))) != 0 ||
-	    (rc = store_put(t, DBI_MBOXES, k, mbox_key(k, user, r.namebuf, r.name_len), idb,
-			    8)) != 0)
+	    (rc = store_put(t, DBI_MBOXES, k, mbox_key(k, user, r.namebuf, r.name_len), idb, 8)) !=
+		    0)
 		return rc;
 	return mbox_rec_store(t, it->id, &r);
 }
@@ -488,7 +486,8 @@ int store_mbox_limit(struct store_txn *t, uint64_t user, uint64_t max_count, uns
 			depth += kn[i] == STORE_DELIM;
 		if ((max_count != 0 && ++n > max_count) || (max_depth != 0 && depth > max_depth)) {
 			if (which_r != NULL)
-				*which_r = max_depth != 0 && depth > max_depth ? "depth" : "mailboxes";
+				*which_r = max_depth != 0 && depth > max_depth ? "depth"
+									       : "mailboxes";
 			mdb_cursor_close(c);
 			return STORE_ELIMIT;
 		}
@@ -578,8 +577,7 @@ static unsigned list_attrs(struct store_txn *t, uint64_t user, const char *name,
 	return attrs;
 }
 
-int store_mbox_list(struct store_txn *t, uint64_t user, const char *pattern,
-		    bool subscribed_only,
+int store_mbox_list(struct store_txn *t, uint64_t user, const char *pattern, bool subscribed_only,
 		    int (*cb)(const struct store_mbox_info *mi, void *arg), void *arg)
 {
 	enum store_dbi d = subscribed_only ? DBI_SUBS : DBI_MBOXES;
@@ -697,8 +695,8 @@ int store_mbox_modseq(struct store *st, uint64_t mbox, uint64_t *modseq_r)
 /* ------------------------------------------------------------------------------------- */
 /* Keywords: per mailbox, index -> name (stored with a NUL). */
 
-int store_mbox_keywords(struct store_txn *t, uint64_t mbox,
-			const char *names[STORE_MAX_KEYWORDS], unsigned *n_r)
+int store_mbox_keywords(struct store_txn *t, uint64_t mbox, const char *names[STORE_MAX_KEYWORDS],
+			unsigned *n_r)
 {
 	struct mbox_rec r;
 	uint8_t k[9];
@@ -751,8 +749,8 @@ int store_mbox_keyword(struct store_txn *t, uint64_t mbox, const char *kw, bool 
 		k[8] = (uint8_t)i;
 		if ((rc = store_get(t, DBI_KW, k, 9, &v)) != 0)
 			return rc == STORE_ENOMSG ? STORE_ECORRUPT : rc;
-		if (v.mv_size == strlen(kw) + 1 && str_caseeq(v.mv_data, v.mv_size - 1, kw,
-							      v.mv_size - 1)) {
+		if (v.mv_size == strlen(kw) + 1 &&
+		    str_caseeq(v.mv_data, v.mv_size - 1, kw, v.mv_size - 1)) {
 			*idx_r = i;
 			return 0;
 		}
@@ -769,8 +767,7 @@ int store_mbox_keyword(struct store_txn *t, uint64_t mbox, const char *kw, bool 
 }
 
 /* Maps keyword bits of src to dst's indexes, creating them in dst. */
-int mbox_kw_remap(struct store_txn *t, uint64_t src, uint64_t dst, uint64_t kws,
-		  uint64_t *out)
+int mbox_kw_remap(struct store_txn *t, uint64_t src, uint64_t dst, uint64_t kws, uint64_t *out)
 {
 	uint8_t k[9];
 	MDB_val v;

@@ -55,8 +55,8 @@ static int first_entry_cb(const struct store_queue_msg *qm, void *arg)
 }
 
 /* One family of a value per partition. */
-static void per_partition(struct buf *out, const char *name, const char *type,
-			  const char *help, const uint64_t *v, unsigned n)
+static void per_partition(struct buf *out, const char *name, const char *type, const char *help,
+			  const uint64_t *v, unsigned n)
 {
 	char labels[32];
 
@@ -84,13 +84,15 @@ void store_metrics_live(struct store *st, bool queue, struct buf *out)
 	per_partition(out, "heron_store_map_bytes", "gauge",
 		      "the index map's current size (it grows up to heron_store_map_max_bytes)",
 		      v + n, n);
-	metrics_out_header(out, "heron_store_map_max_bytes", "gauge",
-			   "[store] map_size_max: free map space = this - heron_store_index_bytes");
+	metrics_out_header(
+		out, "heron_store_map_max_bytes", "gauge",
+		"[store] map_size_max: free map space = this - heron_store_index_bytes");
 	metrics_out_sample(out, "heron_store_map_max_bytes", NULL, (double)st->map_size_max);
 	per_partition(out, "heron_store_users", "gauge", "users, per partition", v + 2 * n, n);
 	per_partition(out, "heron_store_messages", "gauge",
 		      "messages in mailboxes (a message in two mailboxes counts twice), per "
-		      "partition", v + 3 * n, n);
+		      "partition",
+		      v + 3 * n, n);
 	free(v);
 	if (statvfs(st->path, &vfs) == 0) {
 		metrics_out_header(out, "heron_store_disk_bytes", "gauge",

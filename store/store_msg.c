@@ -58,7 +58,7 @@ void msg_decode(const MDB_val *v, uint32_t uid, struct store_msg *m)
 	m->flags = get_be32(b + 32);
 	m->keywords = get_be64(b + 36);
 	m->savedate = v->mv_size >= MSG_REC_SAVED_LEN ? (int64_t)get_be64(b + 44)
-						       : m->internaldate;
+						      : m->internaldate;
 }
 
 int msg_put(struct store_txn *t, uint64_t mbox, uint32_t uid, const struct store_msg *m)
@@ -95,9 +95,9 @@ static void count_msg(struct mbox_rec *r, const struct store_msg *m, int sign)
 		r->recent += (uint32_t)sign;
 }
 
-int store_msg_add_ref(struct store_txn *t, struct mbox_rec *r, uint64_t mbox,
-		      uint64_t blob, uint64_t size, unsigned flags, uint64_t kws,
-		      int64_t internaldate, bool check_quota, uint32_t *uid_r)
+int store_msg_add_ref(struct store_txn *t, struct mbox_rec *r, uint64_t mbox, uint64_t blob,
+		      uint64_t size, unsigned flags, uint64_t kws, int64_t internaldate,
+		      bool check_quota, uint32_t *uid_r)
 {
 	struct store_msg m = { 0 };
 	int rc;
@@ -204,9 +204,9 @@ int store_iter_next(struct store_iter *it, struct store_msg *m_r)
 			it->started = true;
 		} else
 			rc = mdb_cursor_get(it->c, &k, &v, MDB_NEXT);
-		if (rc == MDB_NOTFOUND || (rc == 0 && (k.mv_size != 12 ||
-						       get_be64(k.mv_data) != it->mbox ||
-						       get_be32((uint8_t *)k.mv_data + 8) > it->hi))) {
+		if (rc == MDB_NOTFOUND ||
+		    (rc == 0 && (k.mv_size != 12 || get_be64(k.mv_data) != it->mbox ||
+				 get_be32((uint8_t *)k.mv_data + 8) > it->hi))) {
 			it->done = true;
 			return 0;
 		}
@@ -275,7 +275,8 @@ int store_msg_flags(struct store_txn *t, uint64_t mbox, uint32_t uid, enum store
 		m.modseq = ++r.highestmodseq;
 		count_msg(&r, &old, -1);
 		count_msg(&r, &m, 1);
-		if ((rc = msg_put(t, mbox, uid, &m)) != 0 || (rc = mbox_rec_store(t, mbox, &r)) != 0)
+		if ((rc = msg_put(t, mbox, uid, &m)) != 0 ||
+		    (rc = mbox_rec_store(t, mbox, &r)) != 0)
 			return rc;
 	}
 	if (m_r != NULL) {
@@ -339,8 +340,8 @@ int store_msg_prune_history(struct store_txn *t, uint64_t mbox, struct mbox_rec 
 		mdb_cursor_close(c);
 		return rc;
 	}
-	while ((rc = mdb_cursor_get(c, &key, &v, MDB_SET_RANGE)) == 0 &&
-	       key.mv_size == 20 && get_be64(key.mv_data) == mbox && v.mv_size == 8 &&
+	while ((rc = mdb_cursor_get(c, &key, &v, MDB_SET_RANGE)) == 0 && key.mv_size == 20 &&
+	       get_be64(key.mv_data) == mbox && v.mv_size == 8 &&
 	       (r->hist_n > t->st->expunge_history_max ||
 		(done < 1000 && (int64_t)get_be64(v.mv_data) < cutoff))) {
 		uint64_t ms = get_be64((uint8_t *)key.mv_data + 8);
@@ -500,8 +501,8 @@ int store_msg_purge_mbox(struct store_txn *t, uint64_t mbox, struct mbox_rec *r)
 	return 0;
 }
 
-int store_msg_copy(struct store_txn *t, uint64_t src, uint64_t dst, const uint32_t *uids,
-		   size_t n, bool move, uint32_t **src_done, uint32_t **dst_uids, size_t *n_r)
+int store_msg_copy(struct store_txn *t, uint64_t src, uint64_t dst, const uint32_t *uids, size_t n,
+		   bool move, uint32_t **src_done, uint32_t **dst_uids, size_t *n_r)
 {
 	struct mbox_rec rs, rd;
 	struct store_msg m;

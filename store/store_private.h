@@ -50,8 +50,8 @@ enum store_dbi {
 	DBI_QUEUE,
 	DBI_DUE,
 	DBI_CACHE,
-	DBI_SIEVE,    /* store_sieve.c / store_sieve.h */
-	DBI_FTS,      /* store_fts.c */
+	DBI_SIEVE, /* store_sieve.c / store_sieve.h */
+	DBI_FTS,   /* store_fts.c */
 	DBI_DEAD,
 	DBI_COUNT
 };
@@ -59,10 +59,10 @@ enum store_dbi {
 struct store_env {
 	MDB_env *env;
 	MDB_dbi dbi[DBI_COUNT];
-	unsigned part;        /* STORE_QUEUE_PART for the queue */
-	char *dir;            /* <path>/partN or <path>/queue */
-	int blobdir_fd;       /* <dir>/blobs */
-	int notify_fd;        /* <dir>/notify, written after each commit */
+	unsigned part;  /* STORE_QUEUE_PART for the queue */
+	char *dir;      /* <path>/partN or <path>/queue */
+	int blobdir_fd; /* <dir>/blobs */
+	int notify_fd;  /* <dir>/notify, written after each commit */
 	uint64_t map_size;
 	/* transactions of this process on env (being begun or open), and the lock a remap
 	   takes so that none is: store.c env_txn_begin */
@@ -87,9 +87,9 @@ struct store_env {
 
 struct store {
 	char *path;
-	int lock_fd;          /* <path>/store.lock, held shared (exclusive: upgrading) */
-	uint16_t tag;         /* this process's tag in the ids of the files it makes */
-	int marker_fd;        /* <path>/run/<tag>, locked while the store is open */
+	int lock_fd;   /* <path>/store.lock, held shared (exclusive: upgrading) */
+	uint16_t tag;  /* this process's tag in the ids of the files it makes */
+	int marker_fd; /* <path>/run/<tag>, locked while the store is open */
 	char marker_path[PATH_MAX + 16];
 	struct store_recovery *recovery;
 	struct store_pool *pool; /* the group committer's threads (store_batch.c), or NULL */
@@ -101,10 +101,10 @@ struct store {
 	uint32_t expunge_history_max;
 	int64_t gc_ms;
 	unsigned gc_max;
-	bool nosync;          /* store_opts.nosync: bulk loading, synced at store_close */
-	bool gc_syncfs;       /* store_opts.group_commit_syncfs */
-	bool fsync_flags;     /* store_opts.fsync_flags */
-	bool fts;             /* store_opts.fts */
+	bool nosync;      /* store_opts.nosync: bulk loading, synced at store_close */
+	bool gc_syncfs;   /* store_opts.group_commit_syncfs */
+	bool fsync_flags; /* store_opts.fsync_flags */
+	bool fts;         /* store_opts.fts */
 	atomic_uint_fast64_t fsyncs;
 	atomic_uint_fast64_t commits;
 };
@@ -114,8 +114,8 @@ struct store_txn {
 	struct store_env *e;
 	MDB_txn *txn;
 	bool write;
-	bool defer_meta;      /* the group committer's: the meta page synced later */
-	bool failed;          /* a write call hit MAP_FULL: the txn must be redone */
+	bool defer_meta; /* the group committer's: the meta page synced later */
+	bool failed;     /* a write call hit MAP_FULL: the txn must be redone */
 	int err;
 	struct store_blob **refd; /* blobs this txn references: kept once it commits */
 	size_t nrefd, caprefd;
@@ -132,10 +132,10 @@ struct store_blob {
 	uint64_t size;
 	int fd;
 	bool finished;
-	bool deferred;        /* finished without fsync: the committer fsyncs fd (data_fd) */
-	bool data_synced;     /* the bytes are durable (fsync done) */
-	bool dir_synced;      /* its directory was fsynced after the rename */
-	char tmp[64];         /* name under blobs/ while writing */
+	bool deferred;    /* finished without fsync: the committer fsyncs fd (data_fd) */
+	bool data_synced; /* the bytes are durable (fsync done) */
+	bool dir_synced;  /* its directory was fsynced after the rename */
+	char tmp[64];     /* name under blobs/ while writing */
 	struct msgcache_builder *mb;
 	struct buf cache;
 	struct store_fts_doc *fts; /* its trigrams, computed before the txn (store_fts_prepare) */
@@ -144,7 +144,7 @@ struct store_blob {
 		unsigned part;
 		bool referenced; /* a committed txn of part references it: keep the file */
 		bool dir_synced; /* the link's directory was fsynced after it was made */
-	} *links;             /* partitions holding the file (the first is part) */
+	} * links;               /* partitions holding the file (the first is part) */
 	size_t nlinks;
 };
 
@@ -179,8 +179,8 @@ struct mbox_rec {
 	uint32_t attrs, special;
 	uint64_t expunge_floor;
 	uint32_t nkw;
-	size_t name_len;      /* the name is in namebuf, NUL-terminated */
-	uint32_t hist_n;      /* entries in the expunge history, or MBOX_HIST_UNKNOWN */
+	size_t name_len; /* the name is in namebuf, NUL-terminated */
+	uint32_t hist_n; /* entries in the expunge history, or MBOX_HIST_UNKNOWN */
 };
 
 struct user_rec {
@@ -198,8 +198,8 @@ int store_env_sync(struct store *st, unsigned part);
 /* The env's flag for the group committer of this process (on: MDB_NOMETASYNC). */
 void store_env_nometasync(struct store *st, unsigned part, bool on);
 int store_get(struct store_txn *t, enum store_dbi d, const void *k, size_t klen, MDB_val *v);
-int store_put(struct store_txn *t, enum store_dbi d, const void *k, size_t klen,
-	      const void *v, size_t vlen);
+int store_put(struct store_txn *t, enum store_dbi d, const void *k, size_t klen, const void *v,
+	      size_t vlen);
 int store_del(struct store_txn *t, enum store_dbi d, const void *k, size_t klen);
 int store_next_id(struct store_txn *t, uint64_t *id_r);
 int store_del_prefix(struct store_txn *t, enum store_dbi d, uint64_t id);
@@ -214,22 +214,20 @@ int store_user_bytes(struct store_txn *t, uint64_t *bytes_r);
 void user_rec_decode(const MDB_val *v, struct user_rec *u);
 int user_rec_load_id(struct store_txn *t, uint64_t id, struct user_rec *u);
 int user_rec_store_id(struct store_txn *t, const struct user_rec *u);
-int store_user_charge(struct store_txn *t, uint64_t user, int64_t bytes, int64_t msgs,
-		      bool check);
+int store_user_charge(struct store_txn *t, uint64_t user, int64_t bytes, int64_t msgs, bool check);
 
 /* store_mbox.c */
 int mbox_rec_load(struct store_txn *t, uint64_t mbox, struct mbox_rec *r);
 int mbox_rec_store(struct store_txn *t, uint64_t mbox, const struct mbox_rec *r);
 int store_mbox_remove_all(struct store_txn *t, uint64_t user);
-int mbox_kw_remap(struct store_txn *t, uint64_t src, uint64_t dst, uint64_t kws,
-		  uint64_t *out);
+int mbox_kw_remap(struct store_txn *t, uint64_t src, uint64_t dst, uint64_t kws, uint64_t *out);
 
 /* store_msg.c */
 int msg_put(struct store_txn *t, uint64_t mbox, uint32_t uid, const struct store_msg *m);
 void msg_decode(const MDB_val *v, uint32_t uid, struct store_msg *m);
-int store_msg_add_ref(struct store_txn *t, struct mbox_rec *r, uint64_t mbox,
-		      uint64_t blob, uint64_t size, unsigned flags, uint64_t kws,
-		      int64_t internaldate, bool check_quota, uint32_t *uid_r);
+int store_msg_add_ref(struct store_txn *t, struct mbox_rec *r, uint64_t mbox, uint64_t blob,
+		      uint64_t size, unsigned flags, uint64_t kws, int64_t internaldate,
+		      bool check_quota, uint32_t *uid_r);
 int store_msg_prune_history(struct store_txn *t, uint64_t mbox, struct mbox_rec *r);
 int store_msg_purge_mbox(struct store_txn *t, uint64_t mbox, struct mbox_rec *r);
 int store_msg_count_history(struct store_txn *t, uint64_t mbox, uint32_t *n_r);
@@ -252,8 +250,7 @@ int store_lock(struct store *st, bool exclusive);
 /* store_batch.c: runs fn(arg, 0..n-1) on the pool's threads and this one, returns when all
    are done; p NULL: one after the other here. Only one thread at a time may use a pool. */
 struct store_pool;
-void store_pool_run(struct store_pool *p, void (*fn)(void *arg, size_t i), void *arg,
-		    size_t n);
+void store_pool_run(struct store_pool *p, void (*fn)(void *arg, size_t i), void *arg, size_t n);
 
 /* store_recover.c */
 int store_recover_start(struct store *st, bool background);
@@ -266,8 +263,7 @@ void store_recover_wait(struct store *st);
 struct store_fts_doc;
 int store_fts_add(struct store_txn *t, uint64_t mbox, uint32_t uid, const struct store_blob *b,
 		  bool first);
-int store_fts_add_id(struct store_txn *t, uint64_t mbox, uint32_t uid, uint64_t blob,
-		     bool first);
+int store_fts_add_id(struct store_txn *t, uint64_t mbox, uint32_t uid, uint64_t blob, bool first);
 int store_fts_remove(struct store_txn *t, uint64_t mbox, uint32_t uid);
 int store_fts_purge(struct store_txn *t, uint64_t mbox);
 void store_fts_prepare(struct store_blob *b);

@@ -20,12 +20,12 @@
    that does not know one reads the record without it (and writes it back without). */
 #define QREC_OWNER_TAG 'O'
 #define QREC_TRIES_TAG 'T'
-#define QTRY_MAX 32          /* the most recent tries kept per entry */
-#define QTRY_REASON_MAX 512  /* bytes of a try's reason kept */
+#define QTRY_MAX 32         /* the most recent tries kept per entry */
+#define QTRY_REASON_MAX 512 /* bytes of a try's reason kept */
 
 struct qrec {
 	struct store_queue_msg m;
-	int64_t due;  /* the due row's time, 0 = none */
+	int64_t due; /* the due row's time, 0 = none */
 	struct store_queue_try *tries;
 	size_t ntries;
 };
@@ -350,8 +350,8 @@ static int qadd_fn(struct store_txn *t, void *arg)
 	return store_queue_add_txn(t, a->qm, a->b, &a->id);
 }
 
-int store_queue_add(struct store *st, const struct store_queue_msg *qm,
-		    const struct store_blob *b, uint64_t *id_r)
+int store_queue_add(struct store *st, const struct store_queue_msg *qm, const struct store_blob *b,
+		    uint64_t *id_r)
 {
 	struct qadd a = { qm, b, 0 };
 	int rc = store_write(st, STORE_QUEUE_PART, qadd_fn, &a);
@@ -444,7 +444,7 @@ struct qupdate {
 	enum store_rcpt_state state;
 	int64_t next_attempt;
 	const char *error;
-	int what; /* enum qop */
+	int what;                                                  /* enum qop */
 	int (*match)(const struct store_queue_msg *qm, void *arg); /* id 0: which entries */
 	void *arg;
 	size_t n; /* entries changed */
@@ -601,8 +601,8 @@ static int qupdate_fn(struct store_txn *t, void *arg)
 	return rc;
 }
 
-int store_queue_rcpt_set(struct store *st, uint64_t id, size_t idx,
-			 enum store_rcpt_state state, int64_t next_attempt, const char *error)
+int store_queue_rcpt_set(struct store *st, uint64_t id, size_t idx, enum store_rcpt_state state,
+			 int64_t next_attempt, const char *error)
 {
 	struct qupdate u = { id, idx, state, next_attempt, error, 0 };
 
@@ -610,8 +610,7 @@ int store_queue_rcpt_set(struct store *st, uint64_t id, size_t idx,
 }
 
 int store_queue_rcpt_set_txn(struct store_txn *t, uint64_t id, size_t idx,
-			     enum store_rcpt_state state, int64_t next_attempt,
-			     const char *error)
+			     enum store_rcpt_state state, int64_t next_attempt, const char *error)
 {
 	struct qupdate u = { id, idx, state, next_attempt, error, 0 };
 	struct qrec q;
@@ -716,8 +715,10 @@ int store_queue_apply(struct store *st, enum store_queue_action act, uint64_t id
 		      int (*match)(const struct store_queue_msg *qm, void *arg), void *arg,
 		      size_t *n_r)
 {
-	static const int what[] = { [STORE_QA_FLUSH] = Q_FLUSH, [STORE_QA_HOLD] = Q_HOLD,
-				    [STORE_QA_RELEASE] = Q_RELEASE, [STORE_QA_DELETE] = Q_DELETE,
+	static const int what[] = { [STORE_QA_FLUSH] = Q_FLUSH,
+				    [STORE_QA_HOLD] = Q_HOLD,
+				    [STORE_QA_RELEASE] = Q_RELEASE,
+				    [STORE_QA_DELETE] = Q_DELETE,
 				    [STORE_QA_REQUEUE] = Q_REQUEUE };
 	struct qupdate u = { .id = id, .match = match, .arg = arg };
 	int rc;

@@ -38,9 +38,9 @@
 
 struct dead_marker {
 	uint16_t tag;
-	long first_hour;   /* hours since the epoch when it started */
+	long first_hour; /* hours since the epoch when it started */
 	bool all_dirs;
-	int fd;            /* its lock, held while its files are removed */
+	int fd; /* its lock, held while its files are removed */
 	char path[PATH_MAX];
 };
 
@@ -129,7 +129,8 @@ static void markers_dead(struct store *st, struct store_recovery *r)
 		n = read(m.fd, text, sizeof(text) - 1);
 		text[n > 0 ? n : 0] = '\0';
 		if (sscanf(text, "%ld %d", &m.first_hour, &all) != 2) {
-			m.first_hour = 0; /* unreadable (killed while writing it): every directory */
+			m.first_hour =
+				0; /* unreadable (killed while writing it): every directory */
 			all = 1;
 		}
 		m.tag = (uint16_t)tag;
@@ -222,7 +223,8 @@ static void sweep_marker(struct store_recovery *r, struct dead_marker *m)
 	}
 	if (removed > 0)
 		log_info("store: %" PRIu64 " message files of unfinished writes removed (a "
-			 "process with tag %04x ended without closing the store)", removed, m->tag);
+			 "process with tag %04x ended without closing the store)",
+			 removed, m->tag);
 	(void)unlink(m->path);
 	close(m->fd);
 	m->fd = -1;

@@ -176,8 +176,7 @@ int store_sieve_delete(struct store_txn *t, const char *user, const char *name)
 	return store_del(t, DBI_SIEVE, k, klen);
 }
 
-int store_sieve_rename(struct store_txn *t, const char *user, const char *from,
-		       const char *to)
+int store_sieve_rename(struct store_txn *t, const char *user, const char *from, const char *to)
 {
 	struct store_sieve_script s;
 	uint64_t id;
@@ -213,7 +212,8 @@ int store_sieve_rename(struct store_txn *t, const char *user, const char *from,
 /* calls fn for each key of user with the given type byte */
 static int walk(struct store_txn *t, uint64_t id, char type,
 		int (*fn)(struct store_txn *t, MDB_cursor *c, const MDB_val *k, const MDB_val *v,
-			  void *arg), void *arg)
+			  void *arg),
+		void *arg)
 {
 	uint8_t k[9];
 	MDB_cursor *c;
@@ -273,8 +273,7 @@ int store_sieve_list(struct store_txn *t, const char *user,
 	return walk(t, lc.id, 'S', list_one, &lc);
 }
 
-int store_sieve_usage(struct store_txn *t, const char *user, uint64_t *count_r,
-		      uint64_t *bytes_r)
+int store_sieve_usage(struct store_txn *t, const char *user, uint64_t *count_r, uint64_t *bytes_r)
 {
 	struct list_ctx lc = { 0 };
 	int rc;
@@ -316,7 +315,7 @@ static int prune_one(struct store_txn *t, MDB_cursor *c, const MDB_val *k, const
 	int rc;
 
 	if (pc->left == 0)
-		return 1;  /* stop: enough for one call */
+		return 1; /* stop: enough for one call */
 	if (v->mv_size == 8 && (int64_t)get_be64(v->mv_data) <= pc->now) {
 		pc->left--;
 		if ((rc = mdb_cursor_del(c, 0)) != 0)

@@ -20,14 +20,14 @@
 
 #include "store/store.h"
 
-#define STORE_SIEVE_NAME_MAX 128   /* bytes of a script name */
+#define STORE_SIEVE_NAME_MAX 128 /* bytes of a script name */
 
 struct store_sieve_script {
-	const char *name;          /* valid for the txn (not NUL-terminated: name_len) */
+	const char *name; /* valid for the txn (not NUL-terminated: name_len) */
 	size_t name_len;
-	const char *src;           /* the source as stored */
+	const char *src; /* the source as stored */
 	size_t src_len;
-	const uint8_t *prog;       /* the compiled program (sieve.h) */
+	const uint8_t *prog; /* the compiled program (sieve.h) */
 	size_t prog_len;
 	bool active;
 };
@@ -47,14 +47,12 @@ int store_sieve_activate(struct store_txn *t, const char *user, const char *name
 int store_sieve_delete(struct store_txn *t, const char *user, const char *name);
 /* Errors: STORE_ENOUSER, STORE_ENOMSG, STORE_EEXIST, STORE_EINVAL. The active script stays
    active under its new name. */
-int store_sieve_rename(struct store_txn *t, const char *user, const char *from,
-		       const char *to);
+int store_sieve_rename(struct store_txn *t, const char *user, const char *from, const char *to);
 /* Every script in name order; cb's non-zero return stops and is returned. */
 int store_sieve_list(struct store_txn *t, const char *user,
 		     int (*cb)(const struct store_sieve_script *s, void *arg), void *arg);
 /* Scripts and bytes of source the user holds (the ManageSieve quota). */
-int store_sieve_usage(struct store_txn *t, const char *user, uint64_t *count_r,
-		      uint64_t *bytes_r);
+int store_sieve_usage(struct store_txn *t, const char *user, uint64_t *count_r, uint64_t *bytes_r);
 
 enum store_sieve_memory { STORE_SIEVE_VACATION = 'V', STORE_SIEVE_DUPLICATE = 'D' };
 /* Whether key (a vacation handle + sender, or a duplicate id) is remembered and not expired

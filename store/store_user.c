@@ -99,8 +99,7 @@ int user_rec_store_id(struct store_txn *t, const struct user_rec *u)
 }
 
 /* Adds to the user's usage; with check, refuses growth past the quota (STORE_EQUOTA). */
-int store_user_charge(struct store_txn *t, uint64_t user, int64_t bytes, int64_t msgs,
-		      bool check)
+int store_user_charge(struct store_txn *t, uint64_t user, int64_t bytes, int64_t msgs, bool check)
 {
 	struct user_rec u;
 	int rc;

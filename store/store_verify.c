@@ -24,8 +24,8 @@
 
 struct vmbox {
 	uint64_t id, user;
-	struct mbox_rec rec;   /* as counted */
-	bool selected;         /* part of the check (user filter) */
+	struct mbox_rec rec; /* as counted */
+	bool selected;       /* part of the check (user filter) */
 };
 
 struct vuser {
@@ -36,17 +36,17 @@ struct vstate {
 	struct store_txn *t;
 	struct store_verify_report *r;
 	bool repair;
-	uint64_t only_user;    /* 0 = all */
+	uint64_t only_user; /* 0 = all */
 	struct vmbox *mb;
 	size_t nmb;
 	struct vuser *us;
 	size_t nus;
-	uint64_t *refs;        /* blob ids referenced, one per reference */
+	uint64_t *refs; /* blob ids referenced, one per reference */
 	size_t nrefs, caprefs;
 	struct orphan {        /* repair: files to move to lost+found after the commit */
-		char path[48];  /* under blobs/ */
+		char path[48]; /* under blobs/ */
 		int64_t mtime;
-	} *orph;
+	} * orph;
 	size_t norph;
 };
 
@@ -192,7 +192,8 @@ static int drop_gone(struct vstate *v, const uint64_t *gone, size_t ngone)
 
 	for (size_t i = 0; i + 1 < ngone; i += 2) {
 		log_warnx("store: verify: mailbox %016" PRIx64 " uid %" PRIu64
-			  " lost its message file; row dropped", gone[i], gone[i + 1]);
+			  " lost its message file; row dropped",
+			  gone[i], gone[i + 1]);
 		put_be64(k, gone[i]);
 		put_be32(k + 8, (uint32_t)gone[i + 1]);
 		if ((rc = store_del(v->t, DBI_MSGS, k, 12)) != 0 && rc != STORE_ENOMSG)
@@ -318,7 +319,8 @@ static int check_blobs(struct vstate *v)
 
 			if (want > 0 && have == want) {
 				absent = store_get(v->t, DBI_CACHE, ck, 8, &cv) != 0;
-				bad = !absent && msgcache_parse(cv.mv_data, cv.mv_size, &view) != 0;
+				bad = !absent &&
+				      msgcache_parse(cv.mv_data, cv.mv_size, &view) != 0;
 			}
 			if (absent || bad) {
 				if (absent)
@@ -354,8 +356,9 @@ static int check_blobs(struct vstate *v)
 		} else {
 			store_blob_path(path, sizeof(path), fix[j]);
 			put_be32(rec, (uint32_t)fix[j + 1]);
-			put_be64(rec + 4, fstatat(v->t->e->blobdir_fd, path, &sb, 0) == 0 ?
-						  (uint64_t)sb.st_size : 0);
+			put_be64(rec + 4, fstatat(v->t->e->blobdir_fd, path, &sb, 0) == 0
+						  ? (uint64_t)sb.st_size
+						  : 0);
 			rc = store_put(v->t, DBI_BLOBS, key, 8, rec, sizeof(rec));
 			if (rc == 0)
 				rc = rebuild_cache(v, fix[j]);
@@ -371,8 +374,7 @@ static int check_blobs(struct vstate *v)
 
 static bool is_referenced(struct vstate *v, uint64_t id)
 {
-	return v->nrefs > 0 &&
-	       bsearch(&id, v->refs, v->nrefs, sizeof(*v->refs), cmp_u64) != NULL;
+	return v->nrefs > 0 && bsearch(&id, v->refs, v->nrefs, sizeof(*v->refs), cmp_u64) != NULL;
 }
 
 /* Files under blobs/ that nothing references. */
@@ -554,8 +556,7 @@ static int verify_env(struct store *st, unsigned part, const char *user, bool re
 	return rc;
 }
 
-int store_verify(struct store *st, const char *user, bool repair,
-		 struct store_verify_report *r)
+int store_verify(struct store *st, const char *user, bool repair, struct store_verify_report *r)
 {
 	return store_verify_lost_found(st, user, repair, "postmaster", r);
 }

@@ -17,7 +17,7 @@
 struct store_watch {
 	struct store *st;
 	int fd;
-	int *wd;      /* per partition: the watch descriptor, -1 when not watched */
+	int *wd; /* per partition: the watch descriptor, -1 when not watched */
 };
 
 int store_watch_new(struct store *st, struct store_watch **w_r)

@@ -76,7 +76,9 @@ static char *make_msg(size_t size, size_t *len_r)
 		     "Message-ID: <bench@bench.test>\r\nMIME-Version: 1.0\r\n"
 		     "Content-Type: text/plain; charset=us-ascii\r\n\r\n");
 	while (b.len < size)
-		buf_puts(&b, "The quick brown fox jumps over the lazy dog, again and  again.  \t 12345\r\n");
+		buf_puts(
+			&b,
+			"The quick brown fox jumps over the lazy dog, again and  again.  \t 12345\r\n");
 	return buf_steal(&b, len_r);
 }
 

@@ -23,7 +23,9 @@ static void make_msg(struct buf *m, size_t attach)
 	if (attach == 0) {
 		buf_puts(m, "Content-Type: text/plain; charset=utf-8\r\n\r\n");
 		while (m->len < 4096)
-			buf_puts(m, "The quick brown fox jumps over the lazy dog, again and again.\r\n");
+			buf_puts(
+				m,
+				"The quick brown fox jumps over the lazy dog, again and again.\r\n");
 		return;
 	}
 	buf_puts(m, "Content-Type: multipart/mixed; boundary=\"=_bench\"\r\n\r\n--=_bench\r\n"
@@ -32,7 +34,8 @@ static void make_msg(struct buf *m, size_t attach)
 		    "Content-Transfer-Encoding: base64\r\n"
 		    "Content-Disposition: attachment; filename=\"a.bin\"\r\n\r\n");
 	while (m->len < attach)
-		buf_puts(m, "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVphYmNkZWZnaGlqa2xtbm9wcXJzdHV2\r\n");
+		buf_puts(m,
+			 "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVphYmNkZWZnaGlqa2xtbm9wcXJzdHV2\r\n");
 	buf_puts(m, "--=_bench--\r\n");
 }
 

@@ -75,8 +75,10 @@ int main(int argc, char **argv)
 		t0 = ((double)clock_mono_ns() / 1e3);
 		for (long i = 0; i < runs; i++) {
 			const char *m = msgs[(size_t)i % nmsg];
-			struct sieve_env env = { .msg = m, .msg_len = strlen(m),
-						 .env_from = "x@y.example", .env_to = "bob@corp.example",
+			struct sieve_env env = { .msg = m,
+						 .msg_len = strlen(m),
+						 .env_from = "x@y.example",
+						 .env_to = "bob@corp.example",
 						 .now = 1796119200 };
 
 			sieve_run(prog, plen, &env, NULL, &r);

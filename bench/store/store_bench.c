@@ -27,7 +27,7 @@ static const char *users[NUSERS] = { "bench1", "bench2", "bench3", "bench4", "be
 
 struct scenario {
 	struct store *st;
-	struct store_gc *gc;        /* NULL: each producer commits alone */
+	struct store_gc *gc; /* NULL: each producer commits alone */
 	const char *body;
 	size_t size;
 	unsigned nrcpt;
@@ -43,7 +43,8 @@ static char *make_body(size_t size)
 
 	if (b == NULL)
 		exit(2);
-	n = (size_t)snprintf(b, size, "From: load@bench.test\r\nTo: bench1@bench.test\r\n"
+	n = (size_t)snprintf(b, size,
+			     "From: load@bench.test\r\nTo: bench1@bench.test\r\n"
 			     "Subject: store bench message\r\nDate: Sun, 29 Nov 2026 20:00:00 "
 			     "+0000\r\nMessage-ID: <bench@heron>\r\n\r\n");
 	for (; n + 78 < size; n += 78) {
@@ -103,8 +104,8 @@ struct gc_session {
 
 static void gc_session_next(struct gc_session *gs);
 
-static void gc_session_done(int result, const struct store_rcpt *rcpts, size_t n,
-			    uint64_t value, void *arg)
+static void gc_session_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+			    void *arg)
 {
 	struct gc_session *gs = arg;
 
@@ -122,7 +123,8 @@ static void gc_session_next(struct gc_session *gs)
 	unsigned seq;
 
 	gs->active = false;
-	if (clock_mono_seconds() >= sc->deadline || (seq = atomic_fetch_add(&sc->next, 1)) >= sc->limit)
+	if (clock_mono_seconds() >= sc->deadline ||
+	    (seq = atomic_fetch_add(&sc->next, 1)) >= sc->limit)
 		return;
 	memset(gs->r, 0, sizeof(gs->r));
 	for (unsigned i = 0; i < sc->nrcpt; i++)
@@ -208,8 +210,8 @@ static void run_deliveries(struct store *st, unsigned nrcpt, size_t size, bool g
 	if (group && commits > 0)
 		printf("    group commit: %.1f deliveries per batch, %u partitions/msg at most; "
 		       "floor with %u synchronous producers: %.3f index fsync/msg per partition "
-		       "touched\n", (double)ops / commits, store_partitions(st), producers,
-		       1.0 / producers);
+		       "touched\n",
+		       (double)ops / commits, store_partitions(st), producers, 1.0 / producers);
 	free((char *)(uintptr_t)sc.body);
 }
 
@@ -230,9 +232,11 @@ static void fill_mailbox(struct store *st, uint64_t mbox, unsigned n)
 
 	for (unsigned i = 0; i < n; i++) {
 		if (store_blob_new(st, STORE_ID_PART(mbox), &blobs[i]) != 0 ||
-		    store_blob_write(blobs[i], body, 4096) != 0 || store_blob_finish(blobs[i]) != 0)
+		    store_blob_write(blobs[i], body, 4096) != 0 ||
+		    store_blob_finish(blobs[i]) != 0)
 			exit(2);
-		store_batch_write(bt, STORE_ID_PART(mbox), blobs[i], fill_fn, blobs[i], NULL, NULL);
+		store_batch_write(bt, STORE_ID_PART(mbox), blobs[i], fill_fn, blobs[i], NULL,
+				  NULL);
 		if (store_batch_count(bt) == 500 || i + 1 == n) {
 			store_batch_commit(&bt);
 			bt = store_batch_new(st);
@@ -309,12 +313,24 @@ int main(int argc, char **argv)
 
 	while ((c = getopt(argc, argv, "d:n:p:s:c:P:")) != -1) {
 		switch (c) {
-		case 'd': dir = optarg; break;
-		case 'n': limit = (unsigned)atoi(optarg); break;
-		case 'p': producers = (unsigned)atoi(optarg); break;
-		case 's': seconds = atof(optarg); break;
-		case 'c': cache_n = (unsigned)atoi(optarg); break;
-		case 'P': nparts = (unsigned)atoi(optarg); break;
+		case 'd':
+			dir = optarg;
+			break;
+		case 'n':
+			limit = (unsigned)atoi(optarg);
+			break;
+		case 'p':
+			producers = (unsigned)atoi(optarg);
+			break;
+		case 's':
+			seconds = atof(optarg);
+			break;
+		case 'c':
+			cache_n = (unsigned)atoi(optarg);
+			break;
+		case 'P':
+			nparts = (unsigned)atoi(optarg);
+			break;
 		default:
 			fprintf(stderr, "usage: store_bench [-d DIR] [-n MESSAGES] [-p PRODUCERS] "
 					"[-s SECONDS] [-c CACHE_MESSAGES] [-P PARTITIONS]\n");
@@ -326,10 +342,14 @@ int main(int argc, char **argv)
 		producers = 16;
 	if (dir == NULL && (dir = mkdtemp(tmpl)) == NULL)
 		return 2;
-	struct store_opts o = { .path = dir, .partitions = nparts, .map_size = 4ull << 30,
+	struct store_opts o = { .path = dir,
+				.partitions = nparts,
+				.map_size = 4ull << 30,
 				.map_size_max = 64ull << 30,
-				.expunge_history_ms = 30LL * 86400000, .group_commit_ms = 2,
-				.group_commit_max = 256, .create = true };
+				.expunge_history_ms = 30LL * 86400000,
+				.group_commit_ms = 2,
+				.group_commit_max = 256,
+				.create = true };
 	struct store *st;
 	int rc = store_open(&o, &st);
 

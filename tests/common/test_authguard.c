@@ -145,7 +145,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_pair_delays, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_parallel_spaced_then_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_parallel_spaced_then_refused, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_user_across_addresses, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_address_across_users, setup, teardown),
 	};

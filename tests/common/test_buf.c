@@ -30,10 +30,10 @@ static void test_ceiling(void **state)
 
 	buf_init(&b, 4, 10);
 	assert_int_equal(buf_append(&b, "0123456789", 10), 0);
-	assert_int_equal(buf_putc(&b, 'x'), -1);    /* one past the max */
-	assert_int_equal(b.len, 10);                /* unchanged */
+	assert_int_equal(buf_putc(&b, 'x'), -1); /* one past the max */
+	assert_int_equal(b.len, 10);             /* unchanged */
 	assert_string_equal(buf_cstr(&b), "0123456789");
-	assert_true(b.cap <= 11);                   /* never allocates past max + NUL */
+	assert_true(b.cap <= 11); /* never allocates past max + NUL */
 	buf_reset(&b);
 	assert_int_equal(buf_printf(&b, "%s", "this is longer than ten"), -1);
 	assert_int_equal(b.len, 0);

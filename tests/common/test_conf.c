@@ -246,7 +246,8 @@ static void test_typed(void **state)
 	assert_int_equal(v->store.group_commit_delay_ms, 2);
 	assert_false(v->store.group_commit_syncfs);
 	for (size_t i = 0; i < sizeof(enums) / sizeof(enums[0]); i++) {
-		assert_int_equal(conf_set(c, enums[i].section, enums[i].key, enums[i].choice, &err),
+		assert_int_equal(conf_set(c, enums[i].section, enums[i].key, enums[i].choice,
+					  &err),
 				 0);
 		assert_int_equal(*(const int *)(const void *)((const char *)v + enums[i].off),
 				 enums[i].want);
@@ -355,7 +356,8 @@ static void test_documented(void **state)
 		if (eq == NULL)
 			continue;
 		struct str_view k = str_trim((struct str_view){ v.p, (size_t)(eq - v.p) });
-		struct str_view d = str_trim((struct str_view){ eq + 1, (size_t)(v.p + v.len - eq - 1) });
+		struct str_view d = str_trim(
+			(struct str_view){ eq + 1, (size_t)(v.p + v.len - eq - 1) });
 		for (size_t i = 0; i < conf_nkeys; i++)
 			if (strcmp(conf_keys[i].section, section) == 0 &&
 			    strlen(conf_keys[i].name) == k.len &&
@@ -392,14 +394,10 @@ static int teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_defaults),
-		cmocka_unit_test(test_values),
-		cmocka_unit_test(test_errors),
-		cmocka_unit_test(test_include_and_set),
-		cmocka_unit_test(test_typed),
-		cmocka_unit_test(test_fields),
-		cmocka_unit_test(test_dump),
-		cmocka_unit_test(test_dump_changed),
+		cmocka_unit_test(test_defaults),   cmocka_unit_test(test_values),
+		cmocka_unit_test(test_errors),     cmocka_unit_test(test_include_and_set),
+		cmocka_unit_test(test_typed),      cmocka_unit_test(test_fields),
+		cmocka_unit_test(test_dump),       cmocka_unit_test(test_dump_changed),
 		cmocka_unit_test(test_documented),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -398,7 +398,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	static const char *names[] = { "w0.pid", "w1.pid", "hup0", "hup1", "hup.master",
+	static const char *names[] = { "w0.pid", "w1.pid", "hup0",    "hup1",      "hup.master",
 				       "drain0", "drain1", "own.pid", "master.pid" };
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -466,12 +466,9 @@ static void test_nofile_ensure(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_args),
-		cmocka_unit_test(test_check_config),
-		cmocka_unit_test(test_pidfile),
-		cmocka_unit_test(test_drop_privileges),
-		cmocka_unit_test(test_master_workers),
-		cmocka_unit_test(test_nofile_target),
+		cmocka_unit_test(test_args),           cmocka_unit_test(test_check_config),
+		cmocka_unit_test(test_pidfile),        cmocka_unit_test(test_drop_privileges),
+		cmocka_unit_test(test_master_workers), cmocka_unit_test(test_nofile_target),
 		cmocka_unit_test(test_nofile_ensure),
 	};
 

@@ -75,7 +75,7 @@ static void test_merge_roundtrip(void **state)
 	assert_memory_equal(a, b, sizeof(*a));
 	/* malformed input is refused */
 	assert_int_equal(histo_deserialize(b, "1 2 3", 5), -1);
-	assert_int_equal(histo_deserialize(b, "2 5 1 4 1:1", 11), -1);   /* counts disagree */
+	assert_int_equal(histo_deserialize(b, "2 5 1 4 1:1", 11), -1);      /* counts disagree */
 	assert_int_equal(histo_deserialize(b, "1 1 1 1 999999:1", 16), -1); /* bad index */
 	assert_int_equal(histo_deserialize(b, "0 0 0 0", 7), 0);
 	assert_int_equal(b->count, 0);

@@ -52,14 +52,29 @@ static void test_simple(void **state)
 static void test_bad_syntax(void **state)
 {
 	static const char *bad[] = {
-		"alice@example.org", "<alice@example.org", "<alice@@example.org>",
-		"<alice@example..org>", "<.alice@example.org>", "<alice.@example.org>",
-		"<al..ice@example.org>", "<alice@-example.org>", "<alice@example-.org>",
-		"<alice@>", "<@example.org>", "<alice example@example.org>",
-		"<\"unterminated@example.org>", "<alice@exa_mple.org>", "<alice@[300.1.1.1]>",
-		"<alice@[IPv6:zz::1]>", "<alice@[tag:stuff]>", "<a\x01@example.org>",
-		"<user@remote@example.org>", "<alice@.>", "<caf\xc3\xa9@example.org>",
-		"<a@[1.2.3.4 ]>", "<a@[IPv6:::1\x01]>",
+		"alice@example.org",
+		"<alice@example.org",
+		"<alice@@example.org>",
+		"<alice@example..org>",
+		"<.alice@example.org>",
+		"<alice.@example.org>",
+		"<al..ice@example.org>",
+		"<alice@-example.org>",
+		"<alice@example-.org>",
+		"<alice@>",
+		"<@example.org>",
+		"<alice example@example.org>",
+		"<\"unterminated@example.org>",
+		"<alice@exa_mple.org>",
+		"<alice@[300.1.1.1]>",
+		"<alice@[IPv6:zz::1]>",
+		"<alice@[tag:stuff]>",
+		"<a\x01@example.org>",
+		"<user@remote@example.org>",
+		"<alice@.>",
+		"<caf\xc3\xa9@example.org>",
+		"<a@[1.2.3.4 ]>",
+		"<a@[IPv6:::1\x01]>",
 	};
 	struct mailaddr a;
 
@@ -256,13 +271,21 @@ static void test_mail_params(void **state)
 				      "ORCPT=utf-8;a+09b" };
 	struct rcpt_params rp;
 	for (size_t i = 0; i < sizeof(rctl) / sizeof(rctl[0]); i++)
-		assert_int_equal(mailaddr_rcpt_params(rctl[i], strlen(rctl[i]), true, &rp, &err), -1);
+		assert_int_equal(mailaddr_rcpt_params(rctl[i], strlen(rctl[i]), true, &rp, &err),
+				 -1);
 	assert_int_equal(mailaddr_rcpt_params("ORCPT=rfc822;a+2Bb", 18, false, &rp, &err), 0);
 	assert_string_equal(rp.orcpt, "a+b");
 
-	static const char *bad[] = { "SIZE=", "SIZE=12x", "SIZE=1 SIZE=2", "BODY=9BIT",
-				     "RET=ALL", "SMTPUTF8=yes", "=x", "SIZE=99999999999999999999",
-				     "REQUIRETLS=yes", "REQUIRETLS REQUIRETLS" };
+	static const char *bad[] = { "SIZE=",
+				     "SIZE=12x",
+				     "SIZE=1 SIZE=2",
+				     "BODY=9BIT",
+				     "RET=ALL",
+				     "SMTPUTF8=yes",
+				     "=x",
+				     "SIZE=99999999999999999999",
+				     "REQUIRETLS=yes",
+				     "REQUIRETLS REQUIRETLS" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		if (mailaddr_mail_params(bad[i], strlen(bad[i]), &mp, &err) != -1)
 			fail_msg("accepted %s", bad[i]);
@@ -282,8 +305,9 @@ static void test_rcpt_params(void **state)
 	assert_string_equal(rp.orcpt_type, "rfc822");
 	assert_string_equal(rp.orcpt, "bob@example.org");
 
-	static const char *bad[] = { "NOTIFY=NEVER,DELAY", "NOTIFY=", "NOTIFY=SOMETIMES",
-				     "ORCPT=bob@example.org", "ORCPT=;x", "NOTIFY=NEVER NOTIFY=NEVER",
+	static const char *bad[] = { "NOTIFY=NEVER,DELAY", "NOTIFY=",
+				     "NOTIFY=SOMETIMES",   "ORCPT=bob@example.org",
+				     "ORCPT=;x",           "NOTIFY=NEVER NOTIFY=NEVER",
 				     "ORCPT=rfc822;a+zz" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		if (mailaddr_rcpt_params(bad[i], strlen(bad[i]), false, &rp, &err) != -1)
@@ -310,11 +334,11 @@ static void test_truncated_anywhere(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_simple),	   cmocka_unit_test(test_bad_syntax),
-		cmocka_unit_test(test_limits),	   cmocka_unit_test(test_quoted),
-		cmocka_unit_test(test_literals),   cmocka_unit_test(test_utf8),
-		cmocka_unit_test(test_tricks),	   cmocka_unit_test(test_bare),
-		cmocka_unit_test(test_xtext),	   cmocka_unit_test(test_mail_params),
+		cmocka_unit_test(test_simple),      cmocka_unit_test(test_bad_syntax),
+		cmocka_unit_test(test_limits),      cmocka_unit_test(test_quoted),
+		cmocka_unit_test(test_literals),    cmocka_unit_test(test_utf8),
+		cmocka_unit_test(test_tricks),      cmocka_unit_test(test_bare),
+		cmocka_unit_test(test_xtext),       cmocka_unit_test(test_mail_params),
 		cmocka_unit_test(test_rcpt_params), cmocka_unit_test(test_truncated_anywhere),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

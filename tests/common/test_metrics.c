@@ -21,7 +21,10 @@ static const char *const methods[] = { "get", "say \"hi\"\\", NULL };
 static const char *const codes[] = { "2xx", "5xx", NULL };
 
 static const struct metric_def defs[F_N] = {
-	[F_REQ] = { "t_requests_total", METRIC_COUNTER, "requests", { "method", "code" },
+	[F_REQ] = { "t_requests_total",
+		    METRIC_COUNTER,
+		    "requests",
+		    { "method", "code" },
 		    { methods, codes } },
 	[F_OPEN] = { "t_open", METRIC_GAUGE, "open things" },
 	[F_LAT] = { "t_latency_seconds", METRIC_HISTOGRAM, "latency", { "method" }, { methods } },
@@ -54,7 +57,7 @@ static void test_disabled_is_noop(void **state)
 
 	metrics_free();
 	assert_false(metrics_enabled());
-	metrics_inc(F_REQ, 0, 0);  /* no region: nothing happens, nothing crashes */
+	metrics_inc(F_REQ, 0, 0); /* no region: nothing happens, nothing crashes */
 	metrics_observe(F_LAT, 0, 0, 10);
 	buf_init(&b, 64, BUF_INPUT_BOUNDED);
 	metrics_render(&b, NULL, NULL);
@@ -136,7 +139,8 @@ static void test_buckets_agree_with_histo(void **state)
 	}
 	t = render(false);
 	for (unsigned k = 0; k < METRICS_NLE; k++) {
-		snprintf(series, sizeof(series), "t_latency_seconds_bucket{method=\"get\",le=\"%g\"}",
+		snprintf(series, sizeof(series),
+			 "t_latency_seconds_bucket{method=\"get\",le=\"%g\"}",
 			 (double)metrics_le_us[k] / 1e6);
 		assert_int_equal((uint64_t)sample(t, series), histo_count_le(h, metrics_le_us[k]));
 	}
@@ -221,8 +225,14 @@ static void test_http_answers(void **state)
 static void test_who_line(void **state)
 {
 	struct control_session s = {
-		.id = 0x1234abcd, .user = "al\tice", .addr = "127.0.0.1:5", .service = "imap",
-		.state = "selected", .since = 1700000000, .idle_ms = 42, .detail = "INBOX\nx",
+		.id = 0x1234abcd,
+		.user = "al\tice",
+		.addr = "127.0.0.1:5",
+		.service = "imap",
+		.state = "selected",
+		.since = 1700000000,
+		.idle_ms = 42,
+		.detail = "INBOX\nx",
 	};
 	struct control_who w;
 	struct buf b;

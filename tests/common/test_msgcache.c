@@ -19,11 +19,11 @@
 #define FIXTURES HERON_SOURCE_ROOT "/tests/common/msgcache/"
 
 static const char *const fixtures[] = {
-	"simple",   "alternative", "mixed_base64", "nested",      "rfc822",	 "no_close",
-	"no_body",  "header_only", "bare_lf",	   "eightbit",    "huge_header", "groups",
-	"quoted_names", "rfc2231", "digest",	   "garbled",     "garbled2",	 "flowed",
-	"b64msg",   "noboundary",  "toprfc822",    "emptysubj",   "groupfrom",	 "emptypart",
-	"mixedcase", "preamble_only", "nested_rfc", "dispparams",
+	"simple",       "alternative",   "mixed_base64", "nested",     "rfc822",      "no_close",
+	"no_body",      "header_only",   "bare_lf",      "eightbit",   "huge_header", "groups",
+	"quoted_names", "rfc2231",       "digest",       "garbled",    "garbled2",    "flowed",
+	"b64msg",       "noboundary",    "toprfc822",    "emptysubj",  "groupfrom",   "emptypart",
+	"mixedcase",    "preamble_only", "nested_rfc",   "dispparams",
 };
 #define NFIXTURES (sizeof(fixtures) / sizeof(fixtures[0]))
 
@@ -76,8 +76,9 @@ static void assert_view_eq(struct str_view v, const char *s)
 /* The text the golden files hold: the three strings, the sizes and the part table. */
 static void render_summary(const struct buf *blob, struct buf *o)
 {
-	static const char *const sections[] = { "", "1", "2", "3", "1.1", "1.2", "2.1", "2.2",
-						"2.1.1", "2.1.2", "1.2.1", "1.2.2", "4" };
+	static const char *const sections[] = { "",      "1",     "2",   "3",     "1.1",
+						"1.2",   "2.1",   "2.2", "2.1.1", "2.1.2",
+						"1.2.1", "1.2.2", "4" };
 	struct msgcache_view v;
 	struct msgcache_part p;
 
@@ -149,13 +150,12 @@ static void test_simple_exact(void **state)
 
 	build(msg, len, &blob);
 	view_of(&blob, &v);
-	assert_view_eq(v.envelope,
-		       "(\"Mon, 2 Nov 2026 09:59:58 +0100\" \"Lunch?\" "
-		       "((\"Alice Example\" NIL \"alice\" \"example.com\")) "
-		       "((\"Alice Example\" NIL \"alice\" \"example.com\")) "
-		       "((\"Alice Example\" NIL \"alice\" \"example.com\")) "
-		       "((\"Bob\" NIL \"bob\" \"example.org\")) NIL NIL NIL "
-		       "\"<lunch-1@example.com>\")");
+	assert_view_eq(v.envelope, "(\"Mon, 2 Nov 2026 09:59:58 +0100\" \"Lunch?\" "
+				   "((\"Alice Example\" NIL \"alice\" \"example.com\")) "
+				   "((\"Alice Example\" NIL \"alice\" \"example.com\")) "
+				   "((\"Alice Example\" NIL \"alice\" \"example.com\")) "
+				   "((\"Bob\" NIL \"bob\" \"example.org\")) NIL NIL NIL "
+				   "\"<lunch-1@example.com>\")");
 	assert_view_eq(v.body, "(\"text\" \"plain\" (\"charset\" \"us-ascii\") NIL NIL \"7bit\" "
 			       "48 4)");
 	assert_view_eq(v.bodystructure, "(\"text\" \"plain\" (\"charset\" \"us-ascii\") NIL NIL "
@@ -182,14 +182,16 @@ static void test_alternative_exact(void **state)
 
 	build(msg, len, &blob);
 	view_of(&blob, &v);
-	assert_view_eq(v.bodystructure,
-		       "((\"text\" \"plain\" (\"charset\" \"utf-8\") NIL NIL \"quoted-printable\" 37 "
-		       "1 NIL NIL NIL NIL)(\"text\" \"html\" (\"charset\" \"utf-8\") NIL NIL "
-		       "\"quoted-printable\" 75 0 NIL NIL NIL NIL) \"alternative\" (\"boundary\" "
-		       "\"alt-b0undary\") NIL NIL NIL)");
-	assert_view_eq(v.body, "((\"text\" \"plain\" (\"charset\" \"utf-8\") NIL NIL "
-			       "\"quoted-printable\" 37 1)(\"text\" \"html\" (\"charset\" \"utf-8\") "
-			       "NIL NIL \"quoted-printable\" 75 0) \"alternative\")");
+	assert_view_eq(
+		v.bodystructure,
+		"((\"text\" \"plain\" (\"charset\" \"utf-8\") NIL NIL \"quoted-printable\" 37 "
+		"1 NIL NIL NIL NIL)(\"text\" \"html\" (\"charset\" \"utf-8\") NIL NIL "
+		"\"quoted-printable\" 75 0 NIL NIL NIL NIL) \"alternative\" (\"boundary\" "
+		"\"alt-b0undary\") NIL NIL NIL)");
+	assert_view_eq(v.body,
+		       "((\"text\" \"plain\" (\"charset\" \"utf-8\") NIL NIL "
+		       "\"quoted-printable\" 37 1)(\"text\" \"html\" (\"charset\" \"utf-8\") "
+		       "NIL NIL \"quoted-printable\" 75 0) \"alternative\")");
 	free(msg);
 	buf_release(&blob);
 }
@@ -379,9 +381,14 @@ static void test_huge_header_capped(void **state)
 
 static void test_empty_and_tiny(void **state)
 {
-	static const char *const msgs[] = { "", "\r\n", "\n", "x", "From: a@b\r\n",
-					    "\r\n\r\n", ("Content-Type: multipart/mixed; boundary=b\r\n"
-							 "\r\n--b--\r\n") };
+	static const char *const msgs[] = { "",
+					    "\r\n",
+					    "\n",
+					    "x",
+					    "From: a@b\r\n",
+					    "\r\n\r\n",
+					    ("Content-Type: multipart/mixed; boundary=b\r\n"
+					     "\r\n--b--\r\n") };
 
 	for (size_t i = 0; i < sizeof(msgs) / sizeof(msgs[0]); i++) {
 		struct buf blob;
@@ -443,11 +450,12 @@ static uint64_t rnd(void)
 
 static void mutate(char *m, size_t *len, size_t cap)
 {
-	static const char *const inserts[] = { "\r\n", "\n", "--", "\r", "\"", "(", "\\", ":",
-					       "--b\r\n", "\r\n\r\n", "=?", "; boundary=b", "<" };
+	static const char *const inserts[] = { "\r\n", "\n",           "--", "\r",      "\"",
+					       "(",    "\\",           ":",  "--b\r\n", "\r\n\r\n",
+					       "=?",   "; boundary=b", "<" };
 	int n = 1 + (int)(rnd() % 8);
 
-	for (int k = 0; k < n && *len > 0; k++) {
+	for (int k = 0; k<n && * len> 0; k++) {
 		size_t at = rnd() % *len;
 
 		switch (rnd() % 4) {

@@ -159,8 +159,8 @@ struct cap_state {
 	size_t want;
 };
 
-static void cap_accept(struct net_server *srv, int fd, const struct sockaddr *sa,
-		       socklen_t salen, void *arg)
+static void cap_accept(struct net_server *srv, int fd, const struct sockaddr *sa, socklen_t salen,
+		       void *arg)
 {
 	struct cap_state *cs = arg;
 	char text[NET_ADDRSTRLEN];
@@ -465,7 +465,7 @@ static void test_ipcount_limits(void **state)
 	const struct sockaddr *A = (const struct sockaddr *)&a;
 
 	assert_true(net_ipcount_inc(t, A, 3));
-	assert_true(net_ipcount_inc(t, (const struct sockaddr *)&a2, 3)); /* port ignored */
+	assert_true(net_ipcount_inc(t, (const struct sockaddr *)&a2, 3));     /* port ignored */
 	assert_true(net_ipcount_inc(t, (const struct sockaddr *)&mapped, 3)); /* same address */
 	assert_false(net_ipcount_inc(t, A, 3));
 	assert_int_equal(net_ipcount_get(t, A), 3);
@@ -600,8 +600,8 @@ static void written_cb(struct bufferevent *bev, void *arg)
 	event_base_loopexit(arg, NULL);
 }
 
-static void connect_and_wait(struct event_base *base, const char *host, int port,
-			     int timeout_ms, struct conn_result *r)
+static void connect_and_wait(struct event_base *base, const char *host, int port, int timeout_ms,
+			     struct conn_result *r)
 {
 	struct timeval limit = { 10, 0 };
 	char portstr[16];

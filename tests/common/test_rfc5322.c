@@ -54,8 +54,7 @@ static void ev_header_end(void *ctx, const struct rfc5322_part *p)
 	buf_putc(&r->log, '\n');
 }
 
-static void ev_body(void *ctx, const struct rfc5322_part *p, const char *d, size_t n,
-		    uint64_t off)
+static void ev_body(void *ctx, const struct rfc5322_part *p, const char *d, size_t n, uint64_t off)
 {
 	struct rec *r = ctx;
 
@@ -73,7 +72,8 @@ static void ev_end(void *ctx, const struct rfc5322_part *p)
 		   (unsigned long long)p->body_lines);
 	if (p->kind == RFC5322_LEAF && p->index < 16) {
 		assert_int_equal(r->bodies[p->index].len, p->body_size);
-		assert_memory_equal(r->bodies[p->index].data != NULL ? r->bodies[p->index].data : "",
+		assert_memory_equal(r->bodies[p->index].data != NULL ? r->bodies[p->index].data
+								     : "",
 				    r->msg + p->body_off, p->body_size);
 	}
 }
@@ -88,8 +88,8 @@ static void ev_boundary(void *ctx, const struct rfc5322_part *mp, uint64_t off, 
 	assert_memory_equal(r->msg + off, "--", 2);
 }
 
-static const struct rfc5322_callbacks cbs = { ev_begin, ev_field,    ev_header_end,
-					      ev_body,	ev_end,	     ev_boundary };
+static const struct rfc5322_callbacks cbs = { ev_begin, ev_field, ev_header_end,
+					      ev_body,  ev_end,   ev_boundary };
 
 static void run(const char *msg, size_t len, size_t cut, struct rec *r)
 {
@@ -116,37 +116,36 @@ static void rec_free(struct rec *r)
 		buf_release(&r->bodies[i]);
 }
 
-static const char mime_msg[] =
-	"From: a@example.com\r\n"
-	"Subject: folded\r\n"
-	"  subject\r\n"
-	"Content-Type: multipart/mixed;\r\n"
-	"\tboundary=\"b1\"\r\n"
-	"\r\n"
-	"preamble\r\n"
-	"--b1\r\n"
-	"Content-Type: text/plain; charset=\"us-ascii\" (comment)\r\n"
-	"\r\n"
-	"one\r\n"
-	"\r\n"
-	"--b1 \r\n"
-	"Content-Type: message/rfc822\r\n"
-	"\r\n"
-	"Subject: inner\r\n"
-	"Content-Type: multipart/alternative; boundary=b2\r\n"
-	"\r\n"
-	"--b2\r\n"
-	"\r\n"
-	"alt one\r\n"
-	"--b2\r\n"
-	"Content-Type: text/html\r\n"
-	"\r\n"
-	"<p>alt two</p>\r\n"
-	"--b2--\r\n"
-	"--b1\r\n"
-	"Content-Type: text/plain\r\n"
-	"--b1--\r\n"
-	"epilogue\r\n";
+static const char mime_msg[] = "From: a@example.com\r\n"
+			       "Subject: folded\r\n"
+			       "  subject\r\n"
+			       "Content-Type: multipart/mixed;\r\n"
+			       "\tboundary=\"b1\"\r\n"
+			       "\r\n"
+			       "preamble\r\n"
+			       "--b1\r\n"
+			       "Content-Type: text/plain; charset=\"us-ascii\" (comment)\r\n"
+			       "\r\n"
+			       "one\r\n"
+			       "\r\n"
+			       "--b1 \r\n"
+			       "Content-Type: message/rfc822\r\n"
+			       "\r\n"
+			       "Subject: inner\r\n"
+			       "Content-Type: multipart/alternative; boundary=b2\r\n"
+			       "\r\n"
+			       "--b2\r\n"
+			       "\r\n"
+			       "alt one\r\n"
+			       "--b2\r\n"
+			       "Content-Type: text/html\r\n"
+			       "\r\n"
+			       "<p>alt two</p>\r\n"
+			       "--b2--\r\n"
+			       "--b1\r\n"
+			       "Content-Type: text/plain\r\n"
+			       "--b1--\r\n"
+			       "epilogue\r\n";
 
 static void test_events(void **state)
 {
@@ -293,8 +292,7 @@ static void ctype(const char *v, struct rfc5322_ctype *ct, struct buf *sc)
 	rfc5322_ctype_parse(v, strlen(v), true, sc, ct);
 }
 
-static void assert_param(const struct rfc5322_ctype *ct, unsigned i, const char *n,
-			 const char *v)
+static void assert_param(const struct rfc5322_ctype *ct, unsigned i, const char *n, const char *v)
 {
 	assert_true(i < ct->nparams);
 	assert_int_equal(ct->params[i].name.len, strlen(n));

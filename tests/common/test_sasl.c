@@ -13,8 +13,7 @@
 /* base64 of n bytes of raw (RFC 4648, with padding) into out. */
 static void b64(const void *raw, size_t n, char *out)
 {
-	static const char a[] =
-		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 	const unsigned char *p = raw;
 	size_t o = 0;
 
@@ -53,8 +52,8 @@ static void test_b64_strict(void **state)
 	assert_int_equal(sasl_b64_decode("", 0, out, sizeof(out), &n), SASL_OK);
 	assert_int_equal(n, 0);
 	/* not a multiple of 4, padding inside, white space, other alphabets, stray bits */
-	const char *bad[] = { "aGk", "aG=k", "a===", "====", "aGk=aGk=", " aGk=", "aGk=\n",
-			      "aG k", "aGk-", "aGk_", "aGl=", "aB==", "aGk*" };
+	const char *bad[] = { "aGk",  "aG=k", "a===", "====", "aGk=aGk=", " aGk=", "aGk=\n",
+			      "aG k", "aGk-", "aGk_", "aGl=", "aB==",     "aGk*" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		if (sasl_b64_decode(bad[i], strlen(bad[i]), out, sizeof(out), &n) != SASL_EBASE64)
 			fail_msg("accepted '%s'", bad[i]);

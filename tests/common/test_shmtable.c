@@ -233,12 +233,9 @@ static void test_file_shared_by_processes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_limit_across_processes),
-		cmocka_unit_test(test_total),
-		cmocka_unit_test(test_failures_across_processes),
-		cmocka_unit_test(test_forgotten),
-		cmocka_unit_test(test_long_keys_are_cut),
-		cmocka_unit_test(test_bounded),
+		cmocka_unit_test(test_limit_across_processes),    cmocka_unit_test(test_total),
+		cmocka_unit_test(test_failures_across_processes), cmocka_unit_test(test_forgotten),
+		cmocka_unit_test(test_long_keys_are_cut),         cmocka_unit_test(test_bounded),
 		cmocka_unit_test(test_file_shared_by_processes),
 	};
 

@@ -53,25 +53,25 @@ static void check_bad_decode(const char *utf7)
 
 static void test_strict_decode(void **state)
 {
-	check_bad_decode("&");           /* unterminated */
-	check_bad_decode("a&U,BTFw");    /* unterminated run */
-	check_bad_decode("&AGE-");       /* 'a' must stand for itself */
-	check_bad_decode("&ACY-");       /* '&' must be "&-" */
-	check_bad_decode("&U/BTFw-");    /* '/' is not modified BASE64 */
-	check_bad_decode("&U,BTFw=-");   /* no padding */
-	check_bad_decode("&AOk");        /* no '-' */
-	check_bad_decode("&AOl-");       /* non-zero padding bits */
-	check_bad_decode("&AOkA-");      /* a whole extra base64 char */
-	check_bad_decode("&2D0-");       /* lone high surrogate */
-	check_bad_decode("&3gA-");       /* lone low surrogate */
-	check_bad_decode("&2D3YPQ-");    /* high surrogate followed by high */
-	check_bad_decode("&AOk-&AOk-");  /* two adjacent runs: not canonical */
-	check_bad_decode("\xc3\xa9");    /* raw 8-bit */
-	check_bad_decode("a\tb");        /* control */
+	check_bad_decode("&");          /* unterminated */
+	check_bad_decode("a&U,BTFw");   /* unterminated run */
+	check_bad_decode("&AGE-");      /* 'a' must stand for itself */
+	check_bad_decode("&ACY-");      /* '&' must be "&-" */
+	check_bad_decode("&U/BTFw-");   /* '/' is not modified BASE64 */
+	check_bad_decode("&U,BTFw=-");  /* no padding */
+	check_bad_decode("&AOk");       /* no '-' */
+	check_bad_decode("&AOl-");      /* non-zero padding bits */
+	check_bad_decode("&AOkA-");     /* a whole extra base64 char */
+	check_bad_decode("&2D0-");      /* lone high surrogate */
+	check_bad_decode("&3gA-");      /* lone low surrogate */
+	check_bad_decode("&2D3YPQ-");   /* high surrogate followed by high */
+	check_bad_decode("&AOk-&AOk-"); /* two adjacent runs: not canonical */
+	check_bad_decode("\xc3\xa9");   /* raw 8-bit */
+	check_bad_decode("a\tb");       /* control */
 	check_bad_decode("a\x7f");
-	check_bad_decode("&AAA-");       /* NUL in a run */
-	check_bad_decode("&AAo-");       /* LF in a run */
-	check_bad_decode("&AIU-");       /* C1 control in a run */
+	check_bad_decode("&AAA-"); /* NUL in a run */
+	check_bad_decode("&AAo-"); /* LF in a run */
+	check_bad_decode("&AIU-"); /* C1 control in a run */
 }
 
 static void check_bad_encode(const char *utf8, size_t len)
@@ -92,9 +92,9 @@ static void test_bad_utf8(void **state)
 	check_bad_encode("\xf4\x90\x80\x80", 4); /* past U+10FFFF */
 	check_bad_encode("\xc3", 1);             /* truncated */
 	check_bad_encode("\xe6\x97", 2);
-	check_bad_encode("\x80", 1);             /* stray continuation */
+	check_bad_encode("\x80", 1); /* stray continuation */
 	check_bad_encode("\xff", 1);
-	check_bad_encode("a\nb", 3);             /* control */
+	check_bad_encode("a\nb", 3); /* control */
 	check_bad_encode("a\0b", 3);
 }
 
@@ -159,10 +159,8 @@ static void test_round_trip(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_examples),
-		cmocka_unit_test(test_strict_decode),
-		cmocka_unit_test(test_bad_utf8),
-		cmocka_unit_test(test_ceiling),
+		cmocka_unit_test(test_examples),   cmocka_unit_test(test_strict_decode),
+		cmocka_unit_test(test_bad_utf8),   cmocka_unit_test(test_ceiling),
 		cmocka_unit_test(test_round_trip),
 	};
 

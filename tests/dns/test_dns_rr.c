@@ -26,8 +26,14 @@ static void test_name_wire(void **state)
 	assert_int_equal(dns_name_from_wire((const uint8_t *)"\xc0\x0c", 2, out, &used), -1);
 	for (size_t cut = 0; cut < sizeof(mx1); cut++)
 		assert_int_equal(dns_name_from_wire(mx1, cut, out, &used), -1);
-	assert_int_equal(dns_name_from_wire((const uint8_t *)"\x03" "a.b\x00", 5, out, &used), -1);
-	assert_int_equal(dns_name_from_wire((const uint8_t *)"\x02" "a\x01\x00", 4, out, &used), -1);
+	assert_int_equal(dns_name_from_wire((const uint8_t *)"\x03"
+							     "a.b\x00",
+					    5, out, &used),
+			 -1);
+	assert_int_equal(dns_name_from_wire((const uint8_t *)"\x02"
+							     "a\x01\x00",
+					    4, out, &used),
+			 -1);
 }
 
 static void test_name_too_long(void **state)
@@ -79,8 +85,11 @@ static void test_rdata(void **state)
 	/* a string longer than what is left, and a buffer too small */
 	assert_int_equal(dns_rr_parse(DNS_T_TXT, txt, 4, &rr, buf, sizeof(buf)), -1);
 	assert_int_equal(dns_rr_parse(DNS_T_TXT, txt, sizeof(txt) - 1, &rr, buf, 10), -1);
-	assert_int_equal(dns_rr_parse(DNS_T_TXT, (const uint8_t *)"\x02" "a\0", 3, &rr, buf,
-				      sizeof(buf)), 0);
+	assert_int_equal(dns_rr_parse(DNS_T_TXT,
+				      (const uint8_t *)"\x02"
+						       "a\0",
+				      3, &rr, buf, sizeof(buf)),
+			 0);
 	assert_int_equal(rr.u.txt.len, 2); /* NUL shown as '?', the text stays one string */
 	assert_string_equal(rr.u.txt.text, "a?");
 	assert_int_equal(dns_rr_parse(DNS_T_TLSA, tlsa, sizeof(tlsa), &rr, NULL, 0), 0);

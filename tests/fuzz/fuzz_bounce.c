@@ -126,8 +126,8 @@ static void check_bounce(const struct buf *b, size_t nbounced, bool full)
 			assert(q[1] == '\n');
 		assert(*q != '\0');
 	}
-	for (const char *q = s; q < ret && (q = strstr(q, "\r\nFinal-Recipient: ")) != NULL &&
-				q < ret; q++)
+	for (const char *q = s;
+	     q < ret && (q = strstr(q, "\r\nFinal-Recipient: ")) != NULL && q < ret; q++)
 		finals++;
 	assert(finals == nbounced);
 	buf_init(&cache, 0, 1 << 24);
@@ -160,24 +160,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	f = field(&p, end);
 	if (f[0] == '\0')
 		sender[0] = '\0';
-	else if (mailaddr_parse(f, strlen(f), MAILADDR_ALLOW_UTF8, &a,
-				&err) != 0 || mailaddr_format(&a, sender, sizeof(sender)) != 0)
+	else if (mailaddr_parse(f, strlen(f), MAILADDR_ALLOW_UTF8, &a, &err) != 0 ||
+		 mailaddr_format(&a, sender, sizeof(sender)) != 0)
 		snprintf(sender, sizeof(sender), "sender@example.org");
 	f = field(&p, end);
 	snprintf(param, sizeof(param), "ENVID=%.1100s", f);
 	/* stored decoded, as deliver.c does */
 	qm.envid = f[0] != '\0' && mailaddr_mail_params(param, strlen(param), &mp, &err) == 0 &&
-			   mp.envid[0] != '\0'
-			   ? mp.envid : NULL;
+				   mp.envid[0] != '\0'
+			   ? mp.envid
+			   : NULL;
 	for (size_t i = 0; i < nrcpt; i++) {
 		f = field(&p, end);
-		if (mailaddr_parse(f, strlen(f), MAILADDR_ALLOW_UTF8, &a,
-				   &err) != 0 || mailaddr_format(&a, addr[i], sizeof(addr[i])) != 0)
+		if (mailaddr_parse(f, strlen(f), MAILADDR_ALLOW_UTF8, &a, &err) != 0 ||
+		    mailaddr_format(&a, addr[i], sizeof(addr[i])) != 0)
 			snprintf(addr[i], sizeof(addr[i]), "rcpt%zu@remote.example", i);
 		rcpt[i].addr = addr[i];
 		f = field(&p, end);
 		snprintf(param, sizeof(param), "ORCPT=rfc822;%.1100s", f);
-		if (f[0] != '\0' && mailaddr_rcpt_params(param, strlen(param), true, &rp, &err) == 0) {
+		if (f[0] != '\0' &&
+		    mailaddr_rcpt_params(param, strlen(param), true, &rp, &err) == 0) {
 			snprintf(orcpt[i], sizeof(orcpt[i]), "rfc822;%s", f);
 			rcpt[i].orcpt = orcpt[i];
 		}
@@ -197,7 +199,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	qm.rcpt = rcpt;
 	fuzz_must(store_blob_new(m.store, STORE_QUEUE_PART, &blob) == 0, "store_blob_new");
 	fuzz_must(store_blob_write(blob, p, (size_t)(end - p)) == 0 &&
-		  store_blob_finish(blob) == 0, "write the original");
+			  store_blob_finish(blob) == 0,
+		  "write the original");
 	fuzz_must(store_queue_add(m.store, &qm, blob, &qm.id) == 0, "store_queue_add");
 	store_blob_free(&blob);
 	qm.created = time(NULL);

@@ -37,7 +37,8 @@ static void check_sig(const char *p, size_t size)
 	char field[8192];
 	struct dkim_sig sig;
 	const char *err = NULL;
-	size_t len = size < sizeof(field) - sizeof(name) - 2 ? size : sizeof(field) - sizeof(name) - 2;
+	size_t len = size < sizeof(field) - sizeof(name) - 2 ? size
+							     : sizeof(field) - sizeof(name) - 2;
 
 	memcpy(field, name, sizeof(name) - 1);
 	memcpy(field + sizeof(name) - 1, p, len);

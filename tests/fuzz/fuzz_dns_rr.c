@@ -23,8 +23,8 @@ static void check_name(const char *n)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static const enum dns_type types[] = { DNS_T_A, DNS_T_AAAA, DNS_T_MX, DNS_T_CNAME,
-					       DNS_T_TXT, DNS_T_TLSA };
+	static const enum dns_type types[] = { DNS_T_A,     DNS_T_AAAA, DNS_T_MX,
+					       DNS_T_CNAME, DNS_T_TXT,  DNS_T_TLSA };
 	char name[DNS_NAME_MAX + 1], *txt = malloc(size + 1), *text = malloc(size + 1);
 	struct dns_rr rr;
 	size_t used;

@@ -151,7 +151,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	buf_init(&split, 0, 1 << 22);
 	run((const char *)data + 1, size - 1, size, &whole);
 	run((const char *)data + 1, size - 1, chunk, &split);
-	assert(whole.len == split.len && memcmp(buf_cstr(&whole), buf_cstr(&split), whole.len) == 0);
+	assert(whole.len == split.len &&
+	       memcmp(buf_cstr(&whole), buf_cstr(&split), whole.len) == 0);
 	buf_release(&whole);
 	buf_release(&split);
 	return 0;

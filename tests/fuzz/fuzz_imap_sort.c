@@ -98,12 +98,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	for (int alg = -1; alg <= THREAD_REFS; alg++) {
 		struct imap_sort_set *set = imap_sort_set_new(&cache,
-			IMAP_SORT_NEED_SUBJECT | IMAP_SORT_NEED_ADDR | IMAP_SORT_NEED_THREAD);
+							      IMAP_SORT_NEED_SUBJECT |
+								      IMAP_SORT_NEED_ADDR |
+								      IMAP_SORT_NEED_THREAD);
 		struct buf out;
 
 		for (size_t i = 0; i < n; i++) {
-			struct store_msg m = { .uid = (uint32_t)i + 1, .internaldate = (int64_t)i,
-					       .size = caches[i].len, .cache = caches[i].data,
+			struct store_msg m = { .uid = (uint32_t)i + 1,
+					       .internaldate = (int64_t)i,
+					       .size = caches[i].len,
+					       .cache = caches[i].data,
 					       .cache_len = caches[i].len };
 
 			imap_sort_set_add(set, (uint32_t)i + 1, &m);

@@ -59,7 +59,8 @@ static void check(const char *tmpl, const char *name)
 	count_shape(ref, b);
 	assert(memcmp(a, b, sizeof(a)) == 0);
 	for (const char *p = got; *p != '\0'; p++)
-		if (*p == '\\' && !(isxdigit((unsigned char)p[1]) && isxdigit((unsigned char)p[2])))
+		if (*p == '\\' &&
+		    !(isxdigit((unsigned char)p[1]) && isxdigit((unsigned char)p[2])))
 			bad++;
 	assert(bad <= template_backslashes(tmpl));
 	free(got);

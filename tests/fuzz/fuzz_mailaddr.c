@@ -61,8 +61,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (mailaddr_xtext_decode(p, size, dec, sizeof(dec)) == 0) {
 		size_t n = strlen(dec);
 
-		if (memchr(p, '\0', size) == NULL && mailaddr_xtext_encode(dec, n, enc,
-									     sizeof(enc)) == 0) {
+		if (memchr(p, '\0', size) == NULL &&
+		    mailaddr_xtext_encode(dec, n, enc, sizeof(enc)) == 0) {
 			assert(mailaddr_xtext_decode(enc, strlen(enc), dec2, sizeof(dec2)) == 0);
 			assert(strcmp(dec, dec2) == 0);
 		}

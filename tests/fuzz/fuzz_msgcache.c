@@ -20,8 +20,8 @@ static void no_addr(void *ctx, const struct rfc5322_addr *a)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static const char *const sections[] = { "", "1", "2", "1.1", "1.2", "2.1", "1.1.1",
-						"2.1.1", "3.2.1" };
+	static const char *const sections[] = { "",    "1",     "2",     "1.1",  "1.2",
+						"2.1", "1.1.1", "2.1.1", "3.2.1" };
 	static const struct str_view names[] = { { "From", 4 }, { "subject", 7 } };
 	struct buf whole, split, hf;
 	struct msgcache_builder *b;

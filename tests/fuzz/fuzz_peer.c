@@ -68,7 +68,8 @@ void fuzz_start(char *dir, size_t size, const char *name, char *path_r, size_t p
 	/* {SHA256} of "pw" */
 	fputs("alice:{SHA256}MMlS+rEiw/l1nwKm2Vw3WLJGtP7iOZV7LU/uRuJhcMQ=:alice@heron.test,"
 	      "al@heron.test\n"
-	      "bob:{SHA256}MMlS+rEiw/l1nwKm2Vw3WLJGtP7iOZV7LU/uRuJhcMQ=:bob@heron.test\n", f);
+	      "bob:{SHA256}MMlS+rEiw/l1nwKm2Vw3WLJGtP7iOZV7LU/uRuJhcMQ=:bob@heron.test\n",
+	      f);
 	fclose(f);
 }
 
@@ -124,7 +125,8 @@ static void peer_quiet(evutil_socket_t fd, short what, void *arg)
 void fuzz_session(struct event_base *base, int port, const uint8_t *data, size_t size,
 		  bool (*done)(void *arg), void *arg, int64_t timeout_ms)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_port = htons((uint16_t)port),
 				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	struct sockaddr_in src = { .sin_family = AF_INET };
 	static uint32_t serial;

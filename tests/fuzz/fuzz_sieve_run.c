@@ -29,12 +29,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint8_t *prog;
 	size_t plen;
 	char *err;
-	struct sieve_limits lim = { .max_instructions = 2000, .max_redirects = 2,
-				    .max_actions = 8, .max_header_bytes = 1 << 16,
+	struct sieve_limits lim = { .max_instructions = 2000,
+				    .max_redirects = 2,
+				    .max_actions = 8,
+				    .max_header_bytes = 1 << 16,
 				    .max_body_bytes = 1 << 16 };
-	struct sieve_env env = { .msg = msg, .msg_len = mlen, .env_from = "a@b.example",
-				 .env_to = "c+d@e.example", .now = 1700000000,
-				 .mailbox_exists = exists, .duplicate_seen = dup };
+	struct sieve_env env = { .msg = msg,
+				 .msg_len = mlen,
+				 .env_from = "a@b.example",
+				 .env_to = "c+d@e.example",
+				 .now = 1700000000,
+				 .mailbox_exists = exists,
+				 .duplicate_seen = dup };
 	struct sieve_result r;
 
 	if (sieve_compile((const char *)data, slen, NULL, &prog, &plen, &err) < 0) {

@@ -72,8 +72,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	shared = shmtable_new(MTAD_SHARED_SLOTS, 1, MTAD_SHARED_KEY_MAX, 60000); /* as mtad.c */
 	for (int i = 0; i < 3; i++) {
 		fuzz_set(conf, "mtad", kinds[i], "127.0.0.1:0");
-		fuzz_must(net_listen(listen_addrs(kind_ids[i]), NULL, &fds[kind_ids[i]],
-				     &err) == 0, "listen");
+		fuzz_must(net_listen(listen_addrs(kind_ids[i]), NULL, &fds[kind_ids[i]], &err) ==
+				  0,
+			  "listen");
 		ports[i] = net_fd_port(fds[kind_ids[i]].fd[0]);
 	}
 	return 0;

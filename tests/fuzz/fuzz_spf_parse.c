@@ -13,8 +13,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void expand(const char *spec, bool exp)
 {
-	struct spf_request rq = { .sender = "user+tag@example.test", .helo = "mx.example.test",
-				  .domain = "example.test", .receiver = "mx.heron.test",
+	struct spf_request rq = { .sender = "user+tag@example.test",
+				  .helo = "mx.example.test",
+				  .domain = "example.test",
+				  .receiver = "mx.heron.test",
 				  .now = 1700000000 };
 	char out[300];
 
@@ -36,7 +38,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (size_t i = 0; i < r.n; i++) {
 			const struct spf_term *t = &r.t[i];
 
-			assert(t->cidr4 >= 0 && t->cidr4 <= 32 && t->cidr6 >= 0 && t->cidr6 <= 128);
+			assert(t->cidr4 >= 0 && t->cidr4 <= 32 && t->cidr6 >= 0 &&
+			       t->cidr6 <= 128);
 			if (t->domain != NULL)
 				expand(t->domain, false);
 		}

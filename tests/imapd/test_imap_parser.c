@@ -169,8 +169,7 @@ static void test_nested_lists(void **state)
 
 static void test_literals(void **state)
 {
-	check("l LOGIN {3}\r\njoe {4}\r\np\r\nw\r\n", IMAP_PARSE_DONE,
-	      "l LOGIN {3}joe {4}p\r\nw");
+	check("l LOGIN {3}\r\njoe {4}\r\np\r\nw\r\n", IMAP_PARSE_DONE, "l LOGIN {3}joe {4}p\r\nw");
 	check("l LOGIN {3+}\r\njoe {0}\r\n\r\n", IMAP_PARSE_DONE, "l LOGIN {3}joe {0}");
 	check("l X ({2}\r\nab c)\r\n", IMAP_PARSE_DONE, "l X (2: {2}ab c)");
 	/* size >= 50: the test streams it, as APPEND does */
@@ -385,8 +384,7 @@ static void test_nonsync_never_commands(void **state)
 	/* synchronizing: the client waits for "+", so what follows is a command */
 	check_refusing("a X {99999999999999999999}\r\nb NOOP\r\n", "Ea Db");
 	/* a bad line is dropped with the data of the {n+} literals it announces */
-	check_refusing("a X \x01 {12+}\r\nb DELETE x\r\n {3+}\r\nc D\r\nd NOOP\r\n",
-		       "Ea Dd");
+	check_refusing("a X \x01 {12+}\r\nb DELETE x\r\n {3+}\r\nc D\r\nd NOOP\r\n", "Ea Dd");
 	check_refusing("a X \x01 {12}\r\nb NOOP\r\n", "Ea Db");
 	check_refusing("a X \x01 {12+}\r\n", "Ea");
 	check_refusing("a X \x01 {99999999999999999999+}\r\nb DELETE x\r\n", "Ea E* L");

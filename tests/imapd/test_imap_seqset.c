@@ -38,8 +38,8 @@ static void test_parse(void **state)
 	assert_string_equal(resolved("1:5,2:3,9,10", 10), "1:5,9:10");
 	assert_string_equal(resolved("4294967295", 10), "4294967295");
 	assert_string_equal(resolved("1:*", 0), "0:1");
-	const char *bad[] = { "", "0", "1:0", "01", ",1", "1,", "1,,2", "1::2", "a", "1:a",
-			      "4294967296", "1 2", "-1", "*:", ":3", "1:2:3", "**" };
+	const char *bad[] = { "",    "0",          "1:0", "01", ",1", "1,", "1,,2",  "1::2", "a",
+			      "1:a", "4294967296", "1 2", "-1", "*:", ":3", "1:2:3", "**" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		if (strcmp(resolved(bad[i], 10), "BAD") != 0)
 			fail_msg("accepted '%s'", bad[i]);

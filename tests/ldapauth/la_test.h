@@ -28,7 +28,7 @@ struct got {
 	int partition;
 	uint64_t quota;
 	size_t naliases;
-	int counts[4];               /* replies per result */
+	int counts[4]; /* replies per result */
 };
 
 static inline void got_cb(const struct ldapauth_reply *rep, void *arg)

@@ -114,8 +114,7 @@ static struct ldapauth *open_la(const struct conf *c)
 	return hold(HELD_LA, la);
 }
 
-static enum ldapauth_result auth1(struct ldapauth *la, const char *u, const char *p,
-				  struct got *g)
+static enum ldapauth_result auth1(struct ldapauth *la, const char *u, const char *p, struct got *g)
 {
 	int want = g->n + 1;
 
@@ -145,9 +144,8 @@ static uint64_t dir_calls(struct ldapauth *la)
 
 static void ldap_admin(const char *tool, const char *args, const char *input)
 {
-	char *cmd = xasprintf("%s -x -H '%s' -D '%s' -w '%s' %s >/dev/null", tool,
-			      env("LDAP_URI"), env("LDAP_ADMIN_DN"), env("LDAP_ADMIN_PASSWORD"),
-			      args);
+	char *cmd = xasprintf("%s -x -H '%s' -D '%s' -w '%s' %s >/dev/null", tool, env("LDAP_URI"),
+			      env("LDAP_ADMIN_DN"), env("LDAP_ADMIN_PASSWORD"), args);
 	FILE *p = popen(cmd, "w");
 
 	assert_non_null(p);
@@ -350,8 +348,9 @@ static void test_password_changed_while_cached(void **state)
 static void test_injection(void **state)
 {
 	static const char *const names[] = {
-		"*", "user*", "a)(uid=*", "user7)(uid=*", "*)(|(uid=*", "\\00", "user7\\00",
-		"user7)(|(objectClass=*)", "(uid=user7)", "user7*",
+		"*",           "user*",  "a)(uid=*",  "user7)(uid=*",
+		"*)(|(uid=*",  "\\00",   "user7\\00", "user7)(|(objectClass=*)",
+		"(uid=user7)", "user7*",
 	};
 	struct conf *c = ldap_conf("bind");
 	struct ldapauth *la = open_la(c);
@@ -415,8 +414,7 @@ static void test_outage(void **state)
 	struct got g = { 0 };
 	int ticks = 0, before, want;
 	struct timeval ten_ms = { 0, 10000 };
-	struct event *tick =
-		hold(HELD_EVENT, event_new(base, -1, EV_PERSIST, tick_cb, &ticks));
+	struct event *tick = hold(HELD_EVENT, event_new(base, -1, EV_PERSIST, tick_cb, &ticks));
 
 	setk(c, "directory", "timeout", "1s");
 	la = open_la(c);
@@ -480,11 +478,13 @@ static void *relay_main(void *arg)
 		ssize_t n;
 
 		if (pf[0].revents != 0) {
-			if ((n = read(r->cfd, buf, sizeof(buf))) <= 0 || write(r->sfd, buf, n) != n)
+			if ((n = read(r->cfd, buf, sizeof(buf))) <= 0 ||
+			    write(r->sfd, buf, n) != n)
 				break;
 		}
 		if (pf[1].revents != 0) {
-			if ((n = read(r->sfd, buf, sizeof(buf))) <= 0 || write(r->cfd, buf, 1) != 1)
+			if ((n = read(r->sfd, buf, sizeof(buf))) <= 0 ||
+			    write(r->cfd, buf, 1) != 1)
 				break;
 			nanosleep(&pause, NULL);
 			if (n > 1 && write(r->cfd, buf + 1, n - 1) != n - 1)
@@ -533,8 +533,7 @@ static void test_partial_replies(void **state)
 	struct relay r;
 	int port, ticks = 0, before;
 	struct timeval ten_ms = { 0, 10000 };
-	struct event *tick =
-		hold(HELD_EVENT, event_new(base, -1, EV_PERSIST, tick_cb, &ticks));
+	struct event *tick = hold(HELD_EVENT, event_new(base, -1, EV_PERSIST, tick_cb, &ticks));
 	char *uri;
 
 	relay_start(&r, &port);
@@ -692,8 +691,8 @@ static void test_concurrent(void **state)
 	setk(c, "directory", "auth_cache_size", "0");
 	struct timeval two_ms = { 0, 2000 };
 	int socks_max = 0;
-	struct event *sample =
-		hold(HELD_EVENT, event_new(base, -1, EV_PERSIST, sample_cb, &socks_max));
+	struct event *sample = hold(HELD_EVENT,
+				    event_new(base, -1, EV_PERSIST, sample_cb, &socks_max));
 
 	setk(c, "directory", "timeout", "30s");
 	la = open_la(c);

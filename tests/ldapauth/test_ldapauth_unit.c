@@ -170,7 +170,8 @@ static void write_users(const char *extra)
 	assert_non_null(f);
 	fprintf(f, "# Heron users\n\n");
 	fprintf(f, "user7:%s:user7@heron.test,alias7@heron.test:1G\n", h7);
-	fprintf(f, "user8:{CRYPT}%s:user8@heron.test\n", crypt_rn("pw8", "$5$salt8$", &cd, (int)sizeof(cd)));
+	fprintf(f, "user8:{CRYPT}%s:user8@heron.test\n",
+		crypt_rn("pw8", "$5$salt8$", &cd, (int)sizeof(cd)));
 	fputs(extra, f);
 	fclose(f);
 	free(h7);

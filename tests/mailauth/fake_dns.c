@@ -61,9 +61,13 @@ void fake_dns_free(struct fake_dns **fp)
 
 static int type_of(const char *t)
 {
-	static const struct { const char *n; int t; } types[] = {
-		{ "A", DNS_T_A }, { "AAAA", DNS_T_AAAA }, { "MX", DNS_T_MX }, { "TXT", DNS_T_TXT },
-		{ "PTR", DNS_T_PTR }, { "CNAME", DNS_T_CNAME }, { "TIMEOUT", 0 },
+	static const struct {
+		const char *n;
+		int t;
+	} types[] = {
+		{ "A", DNS_T_A },     { "AAAA", DNS_T_AAAA }, { "MX", DNS_T_MX },
+		{ "TXT", DNS_T_TXT }, { "PTR", DNS_T_PTR },   { "CNAME", DNS_T_CNAME },
+		{ "TIMEOUT", 0 },
 	};
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
 		if (strcasecmp(t, types[i].n) == 0)
@@ -200,8 +204,10 @@ static void answer(evutil_socket_t fd, short what, void *arg)
 	} else {
 		int rc = collect(q->f, lname, q->type, rr, &n, 64, 0);
 
-		a.status = rc < 0 ? DNS_ETEMP : rc == 0 ? DNS_NXDOMAIN : n == 0 ? DNS_NODATA
-									     : DNS_OK;
+		a.status = rc < 0    ? DNS_ETEMP
+			   : rc == 0 ? DNS_NXDOMAIN
+			   : n == 0  ? DNS_NODATA
+				     : DNS_OK;
 	}
 	a.n = a.status == DNS_OK ? n : 0;
 	a.why = "";

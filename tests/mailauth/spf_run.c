@@ -33,8 +33,11 @@ static size_t unescape(char *p)
 	for (size_t i = 0; p[i]; i++) {
 		if (p[i] == '\\' && p[i + 1]) {
 			char c = p[++i];
-			p[k++] = c == '0' ? '\0' : c == 't' ? '\t' : c == 'r' ? '\r'
-				 : c == 'n' ? '\n' : c;
+			p[k++] = c == '0'   ? '\0'
+				 : c == 't' ? '\t'
+				 : c == 'r' ? '\r'
+				 : c == 'n' ? '\n'
+					    : c;
 		} else {
 			p[k++] = p[i];
 		}
@@ -45,8 +48,9 @@ static size_t unescape(char *p)
 
 static void run_case(const struct ma_resolver *r, char *id, char *ip, char *from, char *helo)
 {
-	struct spf_request rq = { .sender = from, .helo = helo, .receiver = "receiver.test",
-				  .now = 1700000000 };
+	struct spf_request rq = {
+		.sender = from, .helo = helo, .receiver = "receiver.test", .now = 1700000000
+	};
 	struct one o = { 0 };
 	struct spf *s = NULL;
 	const char *at = strrchr(from, '@');
@@ -92,8 +96,12 @@ int main(int argc, char **argv)
 	f = fake_dns_new(base);
 	if (argc == 3 && strcmp(argv[1], "--dns") == 0) {
 		const char *ns[] = { argv[2] };
-		struct dns_opts o = { .nameservers = ns, .nnameservers = 1, .timeout_ms = 2000,
-				      .attempts = 2, .dnssec = DNS_DNSSEC_OFF, .cache_size = 1000 };
+		struct dns_opts o = { .nameservers = ns,
+				      .nnameservers = 1,
+				      .timeout_ms = 2000,
+				      .attempts = 2,
+				      .dnssec = DNS_DNSSEC_OFF,
+				      .cache_size = 1000 };
 		char *err;
 
 		if (dns_new(base, &o, &d, &err) < 0) {
@@ -116,7 +124,8 @@ int main(int argc, char **argv)
 			size_t len = unescape(data);
 			fake_dns_add_len(f, name, type, data, len);
 		} else if (strcmp(kind, "C") == 0) {
-			char *id = field(&p), *ip = field(&p), *from = field(&p), *helo = field(&p);
+			char *id = field(&p), *ip = field(&p), *from = field(&p),
+			     *helo = field(&p);
 			run_case(&r, id, ip, from, helo);
 		}
 	}

@@ -257,18 +257,17 @@ static EVP_PKEY *keygen(int type, int bits)
 	return k;
 }
 
-static const char plain_msg[] =
-	"From: Alice <alice@signer.test>\r\n"
-	"To: bob@example.org\r\n"
-	"Subject:   folded\r\n"
-	"  subject  \r\n"
-	"Date: Mon, 01 Jan 2024 00:00:00 +0000\r\n"
-	"Message-ID: <1@signer.test>\r\n"
-	"\r\n"
-	"Hello  world \r\n"
-	"\r\n"
-	"second line\r\n"
-	"\r\n\r\n";
+static const char plain_msg[] = "From: Alice <alice@signer.test>\r\n"
+				"To: bob@example.org\r\n"
+				"Subject:   folded\r\n"
+				"  subject  \r\n"
+				"Date: Mon, 01 Jan 2024 00:00:00 +0000\r\n"
+				"Message-ID: <1@signer.test>\r\n"
+				"\r\n"
+				"Hello  world \r\n"
+				"\r\n"
+				"second line\r\n"
+				"\r\n\r\n";
 
 /* Signs msg with k (and l= when l) into a new malloc'd message. */
 static char *sign_msg(const struct dkim_signkey *k, const char *msg, int64_t expire,
@@ -397,7 +396,8 @@ static void test_body_length(void **state)
 	ma_b64_encode(bh, 32, bh64);
 	snprintf(field, sizeof(field),
 		 "DKIM-Signature: v=1; a=ed25519-sha256; c=relaxed/relaxed; d=signer.test; "
-		 "s=ed; l=13; h=from:subject; bh=%s; b=", bh64);
+		 "s=ed; l=13; h=from:subject; bh=%s; b=",
+		 bh64);
 	struct dkim_sig sig = { .hc = DKIM_RELAXED, .bc = DKIM_RELAXED, .nh = 2 };
 	sig.h[0] = strdup("from");
 	sig.h[1] = strdup("subject");
@@ -449,24 +449,29 @@ static void test_malformed(void **state)
 		{ "DKIM-Signature: v=1; a=rsa-sha1; d=a.test; s=s; h=from; bh=AAAA; b=AAAA\r\n",
 		  "rsa-sha1 is not accepted (RFC 8301)" },
 		{ "DKIM-Signature: v=1; a=rsa-sha256; d=a.test; s=s; h=to; "
-		  "bh=47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=; b=AAAA\r\n", "From is not signed" },
+		  "bh=47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=; b=AAAA\r\n",
+		  "From is not signed" },
 		{ "DKIM-Signature: v=2; a=rsa-sha256\r\n", "v= is not 1" },
 		{ "DKIM-Signature: v=1; v=1\r\n", "duplicate tag" },
 		{ "DKIM-Signature: v=1; a=rsa-sha256; d=a.test; s=s; h=from; bh=!!; b=AAAA\r\n",
 		  "bad bh=" },
 		{ "DKIM-Signature: v=1; a=rsa-sha256; d=a.test; s=s; h=from; i=x@b.test; "
-		  "bh=47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=; b=AAAA\r\n", "i= is not in d=" },
+		  "bh=47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=; b=AAAA\r\n",
+		  "i= is not in d=" },
 		{ "DKIM-Signature: v=1; a=rsa-sha256; d=a.test; s=s; h=from; c=loose; "
-		  "bh=47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=; b=AAAA\r\n", "bad c=" },
+		  "bh=47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=; b=AAAA\r\n",
+		  "bad c=" },
 		{ "DKIM-Signature: v=1; a=rsa-sha256; d=a.test; s=s; h=from; x=5; t=9; "
-		  "bh=47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=; b=AAAA\r\n", "x= before t=" },
+		  "bh=47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=; b=AAAA\r\n",
+		  "x= before t=" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct dkim_sig sig;
 		const char *err = NULL;
 
 		assert_int_equal(dkim_sig_parse(cases[i].field, strlen(cases[i].field), &sig,
-						&err), -1);
+						&err),
+				 -1);
 		assert_string_equal(err, cases[i].reason);
 		dkim_sig_release(&sig);
 	}
@@ -488,7 +493,8 @@ static void test_malformed(void **state)
 		const char *err = NULL;
 
 		assert_int_equal(dkim_key_parse(keys[i].txt, strlen(keys[i].txt), keys[i].alg, &k,
-						&err), -1);
+						&err),
+				 -1);
 		assert_string_equal(err, keys[i].reason);
 		dkim_key_release(&k);
 	}
@@ -510,12 +516,9 @@ static void test_malformed(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_tags),
-		cmocka_unit_test(test_canon_example),
-		cmocka_unit_test(test_rfc8463),
-		cmocka_unit_test(test_sign_roundtrip),
-		cmocka_unit_test(test_body_length),
-		cmocka_unit_test(test_malformed),
+		cmocka_unit_test(test_tags),        cmocka_unit_test(test_canon_example),
+		cmocka_unit_test(test_rfc8463),     cmocka_unit_test(test_sign_roundtrip),
+		cmocka_unit_test(test_body_length), cmocka_unit_test(test_malformed),
 	};
 	base = event_base_new();
 	fdns = fake_dns_new(base);

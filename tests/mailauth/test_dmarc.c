@@ -27,9 +27,9 @@ static void test_org_domain(void **state)
 		{ "mail.example.com", "example.com" },
 		{ "a.b.c.example.co.uk", "example.co.uk" },
 		{ "co.uk", "co.uk" },
-		{ "www.city.kawasaki.jp", "city.kawasaki.jp" },   /* !city.kawasaki.jp */
-		{ "x.y.kawasaki.jp", "x.y.kawasaki.jp" },         /* *.kawasaki.jp */
-		{ "host.unknowntld", "host.unknowntld" },         /* the default rule */
+		{ "www.city.kawasaki.jp", "city.kawasaki.jp" }, /* !city.kawasaki.jp */
+		{ "x.y.kawasaki.jp", "x.y.kawasaki.jp" },       /* *.kawasaki.jp */
+		{ "host.unknowntld", "host.unknowntld" },       /* the default rule */
 		{ "deep.sub.heron.test", "heron.test" },
 	};
 	char out[256];
@@ -84,8 +84,12 @@ static struct dmarc_verdict check(const char *from, enum ma_result spf, const ch
 				  const char *dkim_d, unsigned sample)
 {
 	struct dkim_result dk = { .result = MA_PASS };
-	struct dmarc_input in = { .from_domain = from, .spf = spf, .spf_domain = spf_domain,
-				  .dkim = &dk, .ndkim = dkim_d ? 1 : 0, .psl = psl,
+	struct dmarc_input in = { .from_domain = from,
+				  .spf = spf,
+				  .spf_domain = spf_domain,
+				  .dkim = &dk,
+				  .ndkim = dkim_d ? 1 : 0,
+				  .psl = psl,
 				  .sample = sample };
 	struct ma_resolver r;
 	struct dmarc *d;
@@ -156,16 +160,18 @@ static void test_authres(void **state)
 	authres_add(&b, "spf", MA_FAIL, "bad (thing)", "smtp.mailfrom=x@a.test");
 	authres_end(&b, 2);
 	assert_string_equal(buf_cstr(&b), "Authentication-Results: mx.heron.test;\r\n"
-			    "\tdkim=pass header.d=a.test header.s=s1;\r\n"
-			    "\tspf=fail (bad thing) smtp.mailfrom=x@a.test\r\n");
+					  "\tdkim=pass header.d=a.test header.s=s1;\r\n"
+					  "\tspf=fail (bad thing) smtp.mailfrom=x@a.test\r\n");
 	buf_reset(&b);
 	authres_start(&b, "mx.heron.test");
 	authres_end(&b, 0);
 	assert_string_equal(buf_cstr(&b), "Authentication-Results: mx.heron.test; none\r\n");
 	buf_release(&b);
-	const char *forged[] = { "Authentication-Results: mx.heron.test; dkim=pass\r\n",
-				 "authentication-results :  (c) MX.Heron.Test 1; spf=pass\r\n",
-				 "Authentication-Results:\r\n\tmx.heron.test;\r\n\tdmarc=pass\r\n" };
+	const char *forged[] = {
+		"Authentication-Results: mx.heron.test; dkim=pass\r\n",
+		"authentication-results :  (c) MX.Heron.Test 1; spf=pass\r\n",
+		"Authentication-Results:\r\n\tmx.heron.test;\r\n\tdmarc=pass\r\n"
+	};
 	for (size_t i = 0; i < 3; i++)
 		assert_true(authres_claims(forged[i], strlen(forged[i]), "mx.heron.test"));
 	const char *other[] = { "Authentication-Results: mx.other.test; dkim=pass\r\n",

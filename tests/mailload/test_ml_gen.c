@@ -106,7 +106,8 @@ static void test_folders(void **state)
 			if (sl != NULL) { /* a nested folder's parent comes before it */
 				bool parent = false;
 				for (uint32_t j = 0; j < i; j++)
-					parent |= strncmp(a.name[j], a.name[i], (size_t)(sl - a.name[i])) == 0 &&
+					parent |= strncmp(a.name[j], a.name[i],
+							  (size_t)(sl - a.name[i])) == 0 &&
 						  strlen(a.name[j]) == (size_t)(sl - a.name[i]);
 				assert_true(parent);
 			}
@@ -130,9 +131,15 @@ static void test_messages(void **state)
 	struct ml_msg m;
 	struct buf a, b;
 	const char *to[] = { "user2@heron.test", "r7@ext.heron.test" };
-	struct ml_msg_spec s = { .seed = 7, .run_id = 99, .seq = 1, .date_ms = 1735689600000LL,
-				 .sent_ms = 1735689600123LL, .from = "user1@heron.test", .to = to,
-				 .nto = 2, .size_scale = 0.122 };
+	struct ml_msg_spec s = { .seed = 7,
+				 .run_id = 99,
+				 .seq = 1,
+				 .date_ms = 1735689600000LL,
+				 .sent_ms = 1735689600123LL,
+				 .from = "user1@heron.test",
+				 .to = to,
+				 .nto = 2,
+				 .size_scale = 0.122 };
 	uint32_t mime[3] = { 0 };
 
 	ml_msggen_init();
@@ -154,7 +161,8 @@ static void test_messages(void **state)
 		assert_memory_equal(a.data, b.data, a.len);
 		/* headers a delivery check needs, CRLF lines, no line starting with a dot */
 		char id[64];
-		snprintf(id, sizeof(id), "Message-ID: <99.%llu@mailload>\r\n", (unsigned long long)seq);
+		snprintf(id, sizeof(id), "Message-ID: <99.%llu@mailload>\r\n",
+			 (unsigned long long)seq);
 		assert_non_null(strstr(a.data, id));
 		assert_non_null(strstr(a.data, "X-Mailload-Sent: 1735689600123\r\n"));
 		assert_null(strstr(a.data, "\r\n."));
@@ -221,7 +229,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rcpt_counts), cmocka_unit_test(test_session_mix),
-		cmocka_unit_test(test_sizes),	    cmocka_unit_test(test_folders),
+		cmocka_unit_test(test_sizes),       cmocka_unit_test(test_folders),
 		cmocka_unit_test(test_messages),    cmocka_unit_test(test_wheel),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

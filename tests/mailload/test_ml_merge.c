@@ -138,14 +138,15 @@ static void test_delivery_accounting(void **state)
 				 "[[1,5,1,10,1020600],[1,5,1,10,1020900],[3,8,1,4,1040500],"
 				 "[6,13,1,9,1270000]]");
 	char *a1 = agent_results(none, 0, "[]", "[[1,6,2,33,1021100],[3,8,1,5,1041000]]");
-	const char *recs = "[{\"seq\":1,\"id\":\"<77.1@mailload>\",\"sent_ms\":1020000,"
-			   "\"arrival_ms\":1020300,\"rcpts\":[\"r9@ext.heron.test\"]},"
-			   "{\"seq\":2,\"id\":\"<77.3@mailload>\",\"sent_ms\":1,\"arrival_ms\":1040200,"
-			   "\"rcpts\":[\"r4@ext.heron.test\"]},"
-			   "{\"seq\":3,\"id\":\"<77.3@mailload>\",\"sent_ms\":1,\"arrival_ms\":1040300,"
-			   "\"rcpts\":[\"r4@ext.heron.test\"]},"
-			   "{\"seq\":4,\"id\":\"<76.1@mailload>\",\"sent_ms\":1,\"arrival_ms\":1,"
-			   "\"rcpts\":[\"r9@ext.heron.test\"]}]";
+	const char *recs =
+		"[{\"seq\":1,\"id\":\"<77.1@mailload>\",\"sent_ms\":1020000,"
+		"\"arrival_ms\":1020300,\"rcpts\":[\"r9@ext.heron.test\"]},"
+		"{\"seq\":2,\"id\":\"<77.3@mailload>\",\"sent_ms\":1,\"arrival_ms\":1040200,"
+		"\"rcpts\":[\"r4@ext.heron.test\"]},"
+		"{\"seq\":3,\"id\":\"<77.3@mailload>\",\"sent_ms\":1,\"arrival_ms\":1040300,"
+		"\"rcpts\":[\"r4@ext.heron.test\"]},"
+		"{\"seq\":4,\"id\":\"<76.1@mailload>\",\"sent_ms\":1,\"arrival_ms\":1,"
+		"\"rcpts\":[\"r9@ext.heron.test\"]}]";
 	r0 = parse(a0);
 	r1 = parse(a1);
 	sink = parse(recs);
@@ -270,8 +271,9 @@ static void test_verdicts(void **state)
 		buf_init(&rb, 4096, 1 << 20);
 		buf_puts(&rb, "[");
 		for (int i = 0; i < 100; i++)
-			buf_printf(&rb, "%s{\"seq\":%d,\"id\":\"<5.%d@mailload>\",\"arrival_ms\":%d,"
-					"\"rcpts\":[\"r1@ext.heron.test\"]}",
+			buf_printf(&rb,
+				   "%s{\"seq\":%d,\"id\":\"<5.%d@mailload>\",\"arrival_ms\":%d,"
+				   "\"rcpts\":[\"r1@ext.heron.test\"]}",
 				   i ? "," : "", i + 1, 1000 + i, 1020110);
 		buf_puts(&rb, "]");
 		struct jv *recs = parse(buf_cstr(&rb));
@@ -315,10 +317,10 @@ static void test_verdicts(void **state)
    writes the same shape into the report. */
 static void test_server_info(void **state)
 {
-	struct ml_server_info a = { "mx ESMTP", "", "CAPABILITY IMAP4rev1", { 3, 1 }, { 0, 2 },
-				    "TLSv1.3", "TLS_AES_128_GCM_SHA256" };
-	struct ml_server_info b = { "other", "OK \"imap\"", "X", { 4, 5 }, { 1, 0 }, "TLSv1.2",
-				    "x", "(\"name\" \"S\")" };
+	struct ml_server_info a = { "mx ESMTP", "",        "CAPABILITY IMAP4rev1",  { 3, 1 },
+				    { 0, 2 },   "TLSv1.3", "TLS_AES_128_GCM_SHA256" };
+	struct ml_server_info b = { "other",  "OK \"imap\"", "X", { 4, 5 },
+				    { 1, 0 }, "TLSv1.2",     "x", "(\"name\" \"S\")" };
 	struct ml_server_info m = { 0 };
 	const struct ml_server_info *agents[2] = { &a, &b };
 	struct buf o;
@@ -348,8 +350,8 @@ static void test_server_info(void **state)
 
 static void test_json(void **state)
 {
-	static const char *const bad[] = { "{", "[1,]", "{\"a\" 1}", "\"\\q\"", "tru", "[1] x",
-					   "{\"a\":\"\x01\"}" };
+	static const char *const bad[] = { "{",   "[1,]",  "{\"a\" 1}",       "\"\\q\"",
+					   "tru", "[1] x", "{\"a\":\"\x01\"}" };
 	struct jv *v;
 	const char *err;
 	char deep[200];
@@ -369,12 +371,9 @@ static void test_json(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_exact_merge),
-		cmocka_unit_test(test_delivery_accounting),
-		cmocka_unit_test(test_wilson),
-		cmocka_unit_test(test_verdicts),
-		cmocka_unit_test(test_server_info),
-		cmocka_unit_test(test_json),
+		cmocka_unit_test(test_exact_merge), cmocka_unit_test(test_delivery_accounting),
+		cmocka_unit_test(test_wilson),      cmocka_unit_test(test_verdicts),
+		cmocka_unit_test(test_server_info), cmocka_unit_test(test_json),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,13 +27,23 @@ static char *fixture(size_t *len)
 }
 
 static const char *const order[] = {
-	"SMTP Connect", "SMTP Data", "IMAP APPEND", "IMAP Connect", "IMAP EXPUNGE",
+	"SMTP Connect",
+	"SMTP Data",
+	"IMAP APPEND",
+	"IMAP Connect",
+	"IMAP EXPUNGE",
 	"IMAP FETCH_NUM_BODYALL",
 	"IMAP FETCH_RANGE_ENVELOPE_BODYPEEK_HEADERFIELDS_FLAGS_INTERNALDATE_RFC822SIZE_UID",
-	"IMAP LIST", "IMAP LSUB_NULL_WILDCARD", "IMAP SELECT_FOLDER", "IMAP SELECT_INBOX",
-	"IMAP STORE_NUM_SET_FLAGS_DELETED", "IMAP UID_STORE_NUM_SET_FLAGS_DELETED",
+	"IMAP LIST",
+	"IMAP LSUB_NULL_WILDCARD",
+	"IMAP SELECT_FOLDER",
+	"IMAP SELECT_INBOX",
+	"IMAP STORE_NUM_SET_FLAGS_DELETED",
+	"IMAP UID_STORE_NUM_SET_FLAGS_DELETED",
 	"IMAP UID_FETCH_RANGE_UID_BODYPEEK_HEADERFIELDS_FLAGS_RFC822SIZE",
-	"IMAP UID_STORE_NUM_SET_FLAGS_SEEN", "Delivery Time", "Error Rate",
+	"IMAP UID_STORE_NUM_SET_FLAGS_SEEN",
+	"Delivery Time",
+	"Error Rate",
 };
 
 static void test_text(void **state)
@@ -63,7 +73,8 @@ static void test_text(void **state)
 	/* and the summary table's first entry is the first function */
 	assert_true(strstr(sum, "\nSMTP Connect") < strstr(sum, "\nSMTP Data"));
 	assert_non_null(strstr(t, "Server under test"));
-	assert_non_null(strstr(t, "Client machines\n  manager: testhost, CPU Test CPU, 2 cores, 8.0 GiB"));
+	assert_non_null(
+		strstr(t, "Client machines\n  manager: testhost, CPU Test CPU, 2 cores, 8.0 GiB"));
 	assert_non_null(strstr(t, "clock offset"));
 	assert_non_null(strstr(t, "command: mailload run --rate 0.02"));
 	assert_non_null(strstr(t, "mailload 0.1.0 (git 0123456789ab)"));
@@ -71,7 +82,8 @@ static void test_text(void **state)
 	assert_non_null(strstr(t, "Not certified: PASS")); /* short phases are never certified */
 	assert_non_null(strstr(t, " 120%  "));
 	/* the report cites the specification the project ships */
-	assert_non_null(strstr(t, "The workload and its rules: docs/workload.md in the Heron sources"));
+	assert_non_null(
+		strstr(t, "The workload and its rules: docs/workload.md in the Heron sources"));
 	for (size_t i = 0; i < ml_cfg_nkeys; i++)
 		if (ml_cfg_keys[i].profile && strcmp(ml_cfg_keys[i].name, "profile") != 0) {
 			char k[80];

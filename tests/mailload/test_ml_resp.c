@@ -136,10 +136,11 @@ static void test_imap_limits(void **state)
 
 static void test_fetch_items(void **state)
 {
-	const char *r = "12 FETCH (UID 40 RFC822.SIZE 1234 FLAGS (\\Seen \\Deleted $Junk) "
-			"ENVELOPE (\"date\" \"UID 99 subject\" ((NIL NIL \"a\" \"b\")) NIL NIL NIL NIL "
-			"NIL NIL \"<x@y>\") INTERNALDATE \"01-Jan-2026 00:00:00 +0000\" "
-			"BODY[HEADER.FIELDS (FROM MESSAGE-ID)] {31}\nMessage-ID: <5.77@mailload>\r\n\r\n)";
+	const char *r =
+		"12 FETCH (UID 40 RFC822.SIZE 1234 FLAGS (\\Seen \\Deleted $Junk) "
+		"ENVELOPE (\"date\" \"UID 99 subject\" ((NIL NIL \"a\" \"b\")) NIL NIL NIL NIL "
+		"NIL NIL \"<x@y>\") INTERNALDATE \"01-Jan-2026 00:00:00 +0000\" "
+		"BODY[HEADER.FIELDS (FROM MESSAGE-ID)] {31}\nMessage-ID: <5.77@mailload>\r\n\r\n)";
 	struct imap_fetch f;
 	const char *v;
 
@@ -168,10 +169,8 @@ static void test_fetch_items(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_smtp_bytewise),
-		cmocka_unit_test(test_smtp_errors),
-		cmocka_unit_test(test_imap_split_anywhere),
-		cmocka_unit_test(test_imap_limits),
+		cmocka_unit_test(test_smtp_bytewise),       cmocka_unit_test(test_smtp_errors),
+		cmocka_unit_test(test_imap_split_anywhere), cmocka_unit_test(test_imap_limits),
 		cmocka_unit_test(test_fetch_items),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -72,7 +72,8 @@ static int queue_cb(const struct store_queue_msg *qm, void *arg)
 {
 	printf("%016" PRIx64 " <%s>", qm->id, qm->sender);
 	for (size_t i = 0; i < qm->nrcpt; i++)
-		printf(" %s:%d:%u", qm->rcpt[i].addr, (int)qm->rcpt[i].state, qm->rcpt[i].attempts);
+		printf(" %s:%d:%u", qm->rcpt[i].addr, (int)qm->rcpt[i].state,
+		       qm->rcpt[i].attempts);
 	printf("%s\n", qm->held ? " held" : "");
 	return 0;
 }

@@ -65,24 +65,25 @@ static void expect(const struct aliases *al, const char *addr, const char *want)
 
 static void test_format(void **state)
 {
-	struct aliases *al = parse_ok(
-		"# comment\r\n"
-		"\n"
-		"Team: alice, bob@heron.test,\r\n"
-		"\tpartner@example.org\r\n"
-		"  # a comment inside the entry\n"
-		"      carol\n"
-		"sales@heron.test:dave\n"
-		"spaces :  erin   frank,,grace\n");
+	struct aliases *al = parse_ok("# comment\r\n"
+				      "\n"
+				      "Team: alice, bob@heron.test,\r\n"
+				      "\tpartner@example.org\r\n"
+				      "  # a comment inside the entry\n"
+				      "      carol\n"
+				      "sales@heron.test:dave\n"
+				      "spaces :  erin   frank,,grace\n");
 
 	assert_int_equal(aliases_count(al), 3);
-	expect(al, "team@heron.test", "alice@heron.test bob@heron.test partner@example.org "
+	expect(al, "team@heron.test",
+	       "alice@heron.test bob@heron.test partner@example.org "
 	       "carol@heron.test");
-	expect(al, "TEAM@other.test", "alice@heron.test bob@heron.test partner@example.org "
+	expect(al, "TEAM@other.test",
+	       "alice@heron.test bob@heron.test partner@example.org "
 	       "carol@heron.test");
-	expect(al, "team@example.org", "-");     /* a local part: local domains only */
+	expect(al, "team@example.org", "-"); /* a local part: local domains only */
 	expect(al, "sales@heron.test", "dave@heron.test");
-	expect(al, "sales@other.test", "-");     /* a full address: only that one */
+	expect(al, "sales@other.test", "-"); /* a full address: only that one */
 	expect(al, "spaces@heron.test", "erin@heron.test frank@heron.test grace@heron.test");
 	expect(al, "nobody@heron.test", "-");
 	aliases_free(&al);
@@ -140,15 +141,14 @@ static void test_refusals(void **state)
 
 static void test_expansion(void **state)
 {
-	struct aliases *al = parse_ok(
-		"team: alice, bob\n"
-		"all: team, alice, ALICE@heron.test, carol\n"
-		"john: john, john@example.org\n"
-		"outer: john, team\n"
-		"a: b\n"
-		"b: c\n"
-		"c: a\n"
-		"ext: x@example.org, team\n");
+	struct aliases *al = parse_ok("team: alice, bob\n"
+				      "all: team, alice, ALICE@heron.test, carol\n"
+				      "john: john, john@example.org\n"
+				      "outer: john, team\n"
+				      "a: b\n"
+				      "b: c\n"
+				      "c: a\n"
+				      "ext: x@example.org, team\n");
 
 	expect(al, "all@heron.test", "alice@heron.test bob@heron.test carol@heron.test");
 	expect(al, "john@heron.test", "john@heron.test john@example.org");
@@ -231,9 +231,9 @@ static void test_load(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_format),     cmocka_unit_test(test_empty),
-		cmocka_unit_test(test_refusals),   cmocka_unit_test(test_expansion),
-		cmocka_unit_test(test_bounds),     cmocka_unit_test(test_prefixes),
+		cmocka_unit_test(test_format),   cmocka_unit_test(test_empty),
+		cmocka_unit_test(test_refusals), cmocka_unit_test(test_expansion),
+		cmocka_unit_test(test_bounds),   cmocka_unit_test(test_prefixes),
 		cmocka_unit_test(test_load),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -140,8 +140,7 @@ static void test_replycode(void **state)
 	unsigned char p[128];
 	struct milter_reply r;
 
-	assert_int_equal(parse(p, mk(p, SMFIR_REPLYCODE, "554 5.7.1 Gtube pattern\0", 24), &r),
-			 1);
+	assert_int_equal(parse(p, mk(p, SMFIR_REPLYCODE, "554 5.7.1 Gtube pattern\0", 24), &r), 1);
 	assert_int_equal(r.code, 554);
 	assert_string_equal(r.text, "554 5.7.1 Gtube pattern");
 	assert_int_equal(parse(p, mk(p, SMFIR_REPLYCODE, "250 ok\0", 7), &r), -1);
@@ -155,7 +154,8 @@ static void test_optneg(void **state)
 {
 	unsigned char p[128];
 	struct milter_reply r;
-	const char d[] = "\0\0\0\6\0\0\1\377\0\0\0\0" "\0\0\0\2{mail_addr} i\0";
+	const char d[] = "\0\0\0\6\0\0\1\377\0\0\0\0"
+			 "\0\0\0\2{mail_addr} i\0";
 	size_t n = mk(p, SMFIC_OPTNEG, d, sizeof(d) - 1);
 
 	assert_int_equal(parse(p, n, &r), 1);
@@ -168,9 +168,11 @@ static void test_optneg(void **state)
 	assert_true(milter_symlist_has("{i} j", "i"));
 	assert_false(milter_symlist_has(r.symlist[MILTER_ST_MAIL], "{auth_authen}"));
 	/* stage out of range, list without NUL, too short */
-	const char bad1[] = "\0\0\0\6\0\0\0\0\0\0\0\0" "\0\0\0\11x\0";
+	const char bad1[] = "\0\0\0\6\0\0\0\0\0\0\0\0"
+			    "\0\0\0\11x\0";
 	assert_int_equal(parse(p, mk(p, SMFIC_OPTNEG, bad1, sizeof(bad1) - 1), &r), -1);
-	const char bad2[] = "\0\0\0\6\0\0\0\0\0\0\0\0" "\0\0\0\1x";
+	const char bad2[] = "\0\0\0\6\0\0\0\0\0\0\0\0"
+			    "\0\0\0\1x";
 	assert_int_equal(parse(p, mk(p, SMFIC_OPTNEG, bad2, sizeof(bad2) - 1), &r), -1);
 	assert_int_equal(parse(p, mk(p, SMFIC_OPTNEG, "\0\0\0\6", 4), &r), -1);
 }
@@ -185,7 +187,7 @@ static void test_lengths(void **state)
 	assert_int_equal(parse(zero, 5, &r), -1);
 	assert_int_equal(parse(huge, 4, &r), -1); /* refused from the length alone */
 	assert_int_equal(parse(cap, 5, &r), -1);
-	cap[3] = 0x0c;                             /* exactly the cap: wait for it */
+	cap[3] = 0x0c; /* exactly the cap: wait for it */
 	assert_int_equal(parse(cap, 5, &r), 0);
 }
 
@@ -216,7 +218,8 @@ static void test_specs(void **state)
 	assert_int_equal(milter_specs_parse("inet:127.0.0.1:11332 unix:/run/m.sock,"
 					    "{ inet:[::1]:8891, content_timeout=10s, "
 					    "default_action=accept } inet6:[::1]:1",
-					    &d, &v, &n, &err), 0);
+					    &d, &v, &n, &err),
+			 0);
 	assert_int_equal(n, 4);
 	assert_string_equal(v[0].host, "127.0.0.1");
 	assert_int_equal(v[0].port, 11332);
@@ -233,11 +236,19 @@ static void test_specs(void **state)
 	assert_int_equal(milter_specs_parse("", &d, &v, &n, &err), 0);
 	assert_int_equal(n, 0);
 
-	const char *bad[] = { "tcp:1.2.3.4:5", "inet:1.2.3.4", "inet:1.2.3.4:0",
-			      "inet:1.2.3.4:70000", "{ inet:1.2.3.4:5", "{ }", "}",
-			      "{ inet:1.2.3.4:5, colour=red }", "{ inet:1.2.3.4:5, "
-			      "command_timeout=1ms }", "{ inet:1.2.3.4:5, default_action=maybe }",
-			      "{ { inet:1.2.3.4:5 } }", "unix:" };
+	const char *bad[] = { "tcp:1.2.3.4:5",
+			      "inet:1.2.3.4",
+			      "inet:1.2.3.4:0",
+			      "inet:1.2.3.4:70000",
+			      "{ inet:1.2.3.4:5",
+			      "{ }",
+			      "}",
+			      "{ inet:1.2.3.4:5, colour=red }",
+			      "{ inet:1.2.3.4:5, "
+			      "command_timeout=1ms }",
+			      "{ inet:1.2.3.4:5, default_action=maybe }",
+			      "{ { inet:1.2.3.4:5 } }",
+			      "unix:" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		err = NULL;
 		assert_int_equal(milter_specs_parse(bad[i], &d, &v, &n, &err), -1);
@@ -249,16 +260,11 @@ static void test_specs(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_put_layout),
-		cmocka_unit_test(test_put_respects_ceiling),
-		cmocka_unit_test(test_simple_replies),
-		cmocka_unit_test(test_header_replies),
-		cmocka_unit_test(test_bad_strings),
-		cmocka_unit_test(test_replycode),
-		cmocka_unit_test(test_optneg),
-		cmocka_unit_test(test_lengths),
-		cmocka_unit_test(test_split_anywhere),
-		cmocka_unit_test(test_specs),
+		cmocka_unit_test(test_put_layout),     cmocka_unit_test(test_put_respects_ceiling),
+		cmocka_unit_test(test_simple_replies), cmocka_unit_test(test_header_replies),
+		cmocka_unit_test(test_bad_strings),    cmocka_unit_test(test_replycode),
+		cmocka_unit_test(test_optneg),         cmocka_unit_test(test_lengths),
+		cmocka_unit_test(test_split_anywhere), cmocka_unit_test(test_specs),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -27,9 +27,9 @@ static void test_txt(void **state)
 	assert_int_equal(txt("v=STSv1; id=abc; ext=1", id), 1);
 	assert_int_equal(txt("v=spf1 -all", id), 0);
 	assert_int_equal(txt("", id), 0);
-	assert_int_equal(txt("v=STSv1", id), -1);          /* no id */
+	assert_int_equal(txt("v=STSv1", id), -1); /* no id */
 	assert_int_equal(txt("v=STSv1; id=", id), -1);
-	assert_int_equal(txt("v=STSv1; id=a-b", id), -1);  /* not alphanumeric */
+	assert_int_equal(txt("v=STSv1; id=a-b", id), -1); /* not alphanumeric */
 	assert_int_equal(txt("v=STSv1; id=a; id=b", id), -1);
 	assert_int_equal(txt("v=STSv1x; id=a", id), -1);
 	assert_int_equal(txt("v=STSv1;; id=a", id), -1);
@@ -94,7 +94,9 @@ static void test_match(void **state)
 	struct sts_policy p;
 
 	assert_int_equal(policy("version: STSv1\nmode: enforce\nmx: mail.example.com\n"
-				"mx: *.example.net\nmax_age: 5\n", &p), 0);
+				"mx: *.example.net\nmax_age: 5\n",
+				&p),
+			 0);
 	assert_true(sts_mx_match(&p, "mail.example.com"));
 	assert_true(sts_mx_match(&p, "MAIL.Example.COM"));
 	assert_true(sts_mx_match(&p, "mx1.example.net"));

@@ -114,10 +114,8 @@ static void test_interleave(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_by_preference),
-		cmocka_unit_test(test_equal_random),
-		cmocka_unit_test(test_null_literal_dup_cap),
-		cmocka_unit_test(test_literal),
+		cmocka_unit_test(test_by_preference),        cmocka_unit_test(test_equal_random),
+		cmocka_unit_test(test_null_literal_dup_cap), cmocka_unit_test(test_literal),
 		cmocka_unit_test(test_interleave),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

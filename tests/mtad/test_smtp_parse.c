@@ -49,7 +49,8 @@ struct client {
 static void *client_main(void *arg)
 {
 	struct client *c = arg;
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_port = htons((uint16_t)port),
 				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	ssize_t n;
@@ -206,8 +207,10 @@ static void test_data_ends_only_at_crlf_dot_crlf(void **state)
 					body, NULL };
 		struct mtad m;
 
-		snprintf(body, sizeof(body), "Subject: s%sMAIL FROM:<evil@example.org>\r\n"
-			 "RCPT TO:<alice@heron.test>\r\nDATA\r\nx\r\n.\r\nQUIT\r\n", fake[i]);
+		snprintf(body, sizeof(body),
+			 "Subject: s%sMAIL FROM:<evil@example.org>\r\n"
+			 "RCPT TO:<alice@heron.test>\r\nDATA\r\nx\r\n.\r\nQUIT\r\n",
+			 fake[i]);
 		session(&m, parts, out, sizeof(out));
 		session_end(&m);
 		/* one reply to the whole message, then QUIT's: the smuggled commands got none */
@@ -252,7 +255,8 @@ static int setup(void **state)
 	assert_non_null(f = fopen(users, "w"));
 	/* the users file backend: name:{SHA256}hash:address (password "pw", never used here) */
 	fputs("alice:{SHA256}MMlS+rEiw/l1nwKm2Vw3WLJGtP7iOZV7LU/uRuJhcMQ=:alice@heron.test\n"
-	      "bob:{SHA256}MMlS+rEiw/l1nwKm2Vw3WLJGtP7iOZV7LU/uRuJhcMQ=:bob@heron.test\n", f);
+	      "bob:{SHA256}MMlS+rEiw/l1nwKm2Vw3WLJGtP7iOZV7LU/uRuJhcMQ=:bob@heron.test\n",
+	      f);
 	fclose(f);
 	conf = conf_defaults();
 	assert_int_equal(conf_set(conf, "directory", "backend", "file", &err), 0);

@@ -12,8 +12,8 @@
 
 #include "mtad/tls_policy.h"
 
-static enum tls_level decide(enum tls_level over, bool mx, bool addr, enum dns_status st,
-			     bool sec, size_t usable, bool *deferred)
+static enum tls_level decide(enum tls_level over, bool mx, bool addr, enum dns_status st, bool sec,
+			     size_t usable, bool *deferred)
 {
 	struct tls_facts f = { over, mx, addr, st, sec, usable };
 	const char *why;

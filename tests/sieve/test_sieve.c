@@ -30,30 +30,28 @@ static const char MSG1[] =
 	"I've got some great birdseed over here at my place.\r\n"
 	"Want to buy it?\r\n";
 
-static const char MSG_LIST[] =
-	"From: list@lists.example.org\r\n"
-	"To: bob@example.com\r\n"
-	"List-Id: <devel.lists.example.org>\r\n"
-	"Subject: [devel] build broken\r\n"
-	"\r\n"
-	"body\r\n";
+static const char MSG_LIST[] = "From: list@lists.example.org\r\n"
+			       "To: bob@example.com\r\n"
+			       "List-Id: <devel.lists.example.org>\r\n"
+			       "Subject: [devel] build broken\r\n"
+			       "\r\n"
+			       "body\r\n";
 
-static const char MSG_MIME[] =
-	"From: alice@example.org\r\n"
-	"To: bob@example.com\r\n"
-	"Subject: report\r\n"
-	"MIME-Version: 1.0\r\n"
-	"Content-Type: multipart/mixed; boundary=\"b1\"\r\n"
-	"\r\n"
-	"--b1\r\n"
-	"Content-Type: text/plain\r\n"
-	"\r\n"
-	"the quarterly numbers are attached\r\n"
-	"--b1\r\n"
-	"Content-Type: application/pdf\r\n"
-	"\r\n"
-	"%PDF-1.4 secret-bytes\r\n"
-	"--b1--\r\n";
+static const char MSG_MIME[] = "From: alice@example.org\r\n"
+			       "To: bob@example.com\r\n"
+			       "Subject: report\r\n"
+			       "MIME-Version: 1.0\r\n"
+			       "Content-Type: multipart/mixed; boundary=\"b1\"\r\n"
+			       "\r\n"
+			       "--b1\r\n"
+			       "Content-Type: text/plain\r\n"
+			       "\r\n"
+			       "the quarterly numbers are attached\r\n"
+			       "--b1\r\n"
+			       "Content-Type: application/pdf\r\n"
+			       "\r\n"
+			       "%PDF-1.4 secret-bytes\r\n"
+			       "--b1--\r\n";
 
 static const char MSG_RSPAMD[] =
 	"From: x@spam.example\r\nTo: bob@example.com\r\nSubject: win\r\n"
@@ -110,13 +108,24 @@ static void render(const struct sieve_result *r, struct buf *b)
 		if (b->len)
 			buf_putc(b, ' ');
 		switch (a->type) {
-		case SIEVE_KEEP: buf_puts(b, "keep"); break;
-		case SIEVE_FILEINTO: buf_printf(b, "fileinto:%s%s", a->mailbox,
-						a->create ? "+create" : ""); break;
-		case SIEVE_REDIRECT: buf_printf(b, "redirect:%s", a->addr); break;
-		case SIEVE_REJECT: buf_printf(b, "reject:%s", a->reason); break;
-		case SIEVE_EREJECT: buf_printf(b, "ereject:%s", a->reason); break;
-		case SIEVE_VACATION: buf_printf(b, "vacation:%s", a->vac.to); break;
+		case SIEVE_KEEP:
+			buf_puts(b, "keep");
+			break;
+		case SIEVE_FILEINTO:
+			buf_printf(b, "fileinto:%s%s", a->mailbox, a->create ? "+create" : "");
+			break;
+		case SIEVE_REDIRECT:
+			buf_printf(b, "redirect:%s", a->addr);
+			break;
+		case SIEVE_REJECT:
+			buf_printf(b, "reject:%s", a->reason);
+			break;
+		case SIEVE_EREJECT:
+			buf_printf(b, "ereject:%s", a->reason);
+			break;
+		case SIEVE_VACATION:
+			buf_printf(b, "vacation:%s", a->vac.to);
+			break;
 		}
 		if (a->nflags) {
 			buf_putc(b, '[');
@@ -137,10 +146,19 @@ static char *run_script(const char *script, const char *msg, const char *from, c
 	char *err;
 	struct sieve_result r;
 	struct sieve_env env = {
-		.msg = msg, .msg_len = strlen(msg), .env_from = from, .env_to = to,
-		.user = "bob", .domain = "example.com", .now = 1796119200 /* 2026-12-01 10:00 */,
-		.zone_min = 0, .mailbox_exists = mbox_exists, .duplicate_seen = seen_dup,
-		.include = include_cb, .ctx = dup ? (void *)1 : NULL, .spam_max = 10,
+		.msg = msg,
+		.msg_len = strlen(msg),
+		.env_from = from,
+		.env_to = to,
+		.user = "bob",
+		.domain = "example.com",
+		.now = 1796119200 /* 2026-12-01 10:00 */,
+		.zone_min = 0,
+		.mailbox_exists = mbox_exists,
+		.duplicate_seen = seen_dup,
+		.include = include_cb,
+		.ctx = dup ? (void *)1 : NULL,
+		.spam_max = 10,
 	};
 	struct buf b;
 
@@ -179,7 +197,8 @@ static const struct tcase cases[] = {
 	{ "if header :contains \"subject\" \"money\" { discard; }", MSG1, "" },
 	{ "if header :is \"Subject\" \"$$$ make MONEY fast\" { discard; }", MSG1, "" },
 	{ "if header :comparator \"i;octet\" :is \"Subject\" \"$$$ make MONEY fast\" "
-	  "{ discard; }", MSG1, "keep" },
+	  "{ discard; }",
+	  MSG1, "keep" },
 	{ "if header :matches \"Subject\" \"$$$*\" { discard; }", MSG1, "" },
 	{ "if header :matches \"Subject\" \"?$$*FAST\" { discard; }", MSG1, "" },
 	{ "if header :matches \"Subject\" \"\\\\$*\" { discard; }", MSG1, "" },
@@ -209,17 +228,21 @@ static const struct tcase cases[] = {
 	  "  fileinto \"spam\";\n"
 	  "} else {\n"
 	  "  fileinto \"personal\";\n"
-	  "}\n", MSG1, "keep" },
+	  "}\n",
+	  MSG1, "keep" },
 	{ "require \"fileinto\"; if header :contains \"X-Priority\" \"1\" "
-	  "{ fileinto \"Urgent\"; }", MSG1, "fileinto:Urgent" },
-	{ "require [\"fileinto\", \"copy\"]; fileinto \"A\"; fileinto \"A\"; fileinto :copy \"B\";", MSG1,
-	  "fileinto:A fileinto:B" },
+	  "{ fileinto \"Urgent\"; }",
+	  MSG1, "fileinto:Urgent" },
+	{ "require [\"fileinto\", \"copy\"]; fileinto \"A\"; fileinto \"A\"; fileinto :copy \"B\";",
+	  MSG1, "fileinto:A fileinto:B" },
 	{ "require \"fileinto\"; fileinto \"INBOX\";", MSG1, "keep" },
 	/* envelope, subaddress */
 	{ "require \"envelope\"; if envelope :is \"from\" \"coyote@desert.example.org\" "
-	  "{ discard; }", MSG1, "" },
+	  "{ discard; }",
+	  MSG1, "" },
 	{ "require [\"envelope\", \"subaddress\"]; if envelope :detail \"to\" \"fast\" "
-	  "{ discard; }", MSG1, "keep" },
+	  "{ discard; }",
+	  MSG1, "keep" },
 	{ "require [\"subaddress\"]; if address :detail \"to\" \"fast\" { discard; }", MSG1, "" },
 	{ "require [\"subaddress\"]; if address :user \"to\" \"roadrunner\" { discard; }", MSG1,
 	  "" },
@@ -236,57 +259,73 @@ static const struct tcase cases[] = {
 	{ "require [\"imap4flags\", \"fileinto\"]; fileinto :flags \"\\\\Deleted\" \"Trash\";",
 	  MSG1, "fileinto:Trash[\\Deleted]" },
 	{ "require [\"imap4flags\"]; addflag \"\\\\Seen\"; if hasflag :contains \"Seen\" "
-	  "{ discard; }", MSG1, "" },
+	  "{ discard; }",
+	  MSG1, "" },
 	{ "require [\"imap4flags\", \"variables\"]; addflag \"f\" [\"x\", \"y\"]; "
-	  "if hasflag :is \"f\" \"y\" { discard; }", MSG1, "" },
+	  "if hasflag :is \"f\" \"y\" { discard; }",
+	  MSG1, "" },
 	/* variables (RFC 5229) */
 	{ "require [\"variables\", \"fileinto\"]; if header :matches \"Subject\" \"$$$ * *\" "
-	  "{ fileinto \"x-${1}-${2}\"; }", MSG1, "fileinto:x-Make-money fast" },
+	  "{ fileinto \"x-${1}-${2}\"; }",
+	  MSG1, "fileinto:x-Make-money fast" },
 	{ "require [\"variables\", \"fileinto\"]; set \"a\" \"Hello\"; set :upper \"b\" \"${a}\";"
-	  " set :length \"c\" \"${b}\"; fileinto \"${b}${c}\";", MSG1, "fileinto:HELLO5" },
+	  " set :length \"c\" \"${b}\"; fileinto \"${b}${c}\";",
+	  MSG1, "fileinto:HELLO5" },
 	{ "require \"variables\"; set \"x\" \"a*b\"; set :quotewildcard \"y\" \"${x}\"; "
-	  "if string :is \"${y}\" \"a\\\\*b\" { discard; }", MSG1, "" },
+	  "if string :is \"${y}\" \"a\\\\*b\" { discard; }",
+	  MSG1, "" },
 	{ "require \"variables\"; if string :count \"eq\" [\"a\", \"\", \"b\"] \"2\" "
-	  "{ discard; }", MSG1, "COMPILE line 1, column 32: tag :count needs a require of its "
+	  "{ discard; }",
+	  MSG1,
+	  "COMPILE line 1, column 32: tag :count needs a require of its "
 	  "extension" },
 	{ "require [\"variables\", \"relational\"]; if string :count \"eq\" [\"a\", \"\", \"b\"] "
-	  "\"2\" { discard; }", MSG1, "" },
+	  "\"2\" { discard; }",
+	  MSG1, "" },
 	{ "require \"variables\"; set \"n\" \"${unknown}x\"; if string \"${n}\" \"x\" "
-	  "{ discard; }", MSG1, "" },
+	  "{ discard; }",
+	  MSG1, "" },
 	/* relational (RFC 5231) */
 	{ "require [\"relational\", \"comparator-i;ascii-numeric\"]; if header :value \"ge\" "
-	  ":comparator \"i;ascii-numeric\" \"X-Spam-Score\" \"9\" { discard; }", MSG1, "" },
+	  ":comparator \"i;ascii-numeric\" \"X-Spam-Score\" \"9\" { discard; }",
+	  MSG1, "" },
 	{ "require [\"relational\", \"comparator-i;ascii-numeric\"]; if address :count \"ge\" "
-	  ":comparator \"i;ascii-numeric\" [\"to\", \"cc\"] \"3\" { discard; }", MSG1, "" },
+	  ":comparator \"i;ascii-numeric\" [\"to\", \"cc\"] \"3\" { discard; }",
+	  MSG1, "" },
 	{ "require \"relational\"; if header :value \"lt\" \"Subject\" \"A\" { discard; }", MSG1,
 	  "" },
 	/* regex */
 	{ "require [\"regex\", \"variables\", \"fileinto\"]; if header :regex \"Subject\" "
-	  "\"(make|earn) (money|cash)\" { fileinto \"${2}\"; }", MSG1, "fileinto:money" },
+	  "\"(make|earn) (money|cash)\" { fileinto \"${2}\"; }",
+	  MSG1, "fileinto:money" },
 	{ "require \"regex\"; if header :regex \"Subject\" \"^\\\\$+ m[a-z]{3} \" "
-	  "{ discard; }", MSG1, "" },
+	  "{ discard; }",
+	  MSG1, "" },
 	{ "require \"regex\"; if header :regex \"Subject\" \"(a\" { discard; }", MSG1,
 	  "COMPILE line 1, column 45: bad regular expression \"(a\": missing ')'" },
 	/* body (RFC 5173) */
 	{ "require \"body\"; if body :contains \"birdseed\" { discard; }", MSG1, "" },
-	{ "require \"body\"; if body :raw :contains \"secret-bytes\" { discard; }", MSG_MIME,
-	  "" },
+	{ "require \"body\"; if body :raw :contains \"secret-bytes\" { discard; }", MSG_MIME, "" },
 	{ "require \"body\"; if body :text :contains \"secret-bytes\" { discard; }", MSG_MIME,
 	  "keep" },
 	{ "require \"body\"; if body :content \"application/pdf\" :contains \"secret\" "
-	  "{ discard; }", MSG_MIME, "" },
+	  "{ discard; }",
+	  MSG_MIME, "" },
 	{ "require \"body\"; if body :text :contains \"quarterly\" { discard; }", MSG_MIME, "" },
 	/* date / index (RFC 5260) */
 	{ "require \"date\"; if date :is \"date\" \"year\" \"2026\" { discard; }", MSG1, "" },
 	{ "require \"date\"; if date :originalzone :is \"date\" \"zone\" \"-0500\" "
-	  "{ discard; }", MSG1, "" },
+	  "{ discard; }",
+	  MSG1, "" },
 	{ "require \"date\"; if date :zone \"+0100\" :is \"date\" \"hour\" \"15\" { discard; }",
 	  MSG1, "" },
 	{ "require [\"date\", \"relational\"]; if currentdate :value \"ge\" \"date\" "
-	  "\"2026-01-01\" { discard; }", MSG1, "" },
+	  "\"2026-01-01\" { discard; }",
+	  MSG1, "" },
 	{ "require \"date\"; if currentdate :is \"weekday\" \"2\" { discard; }", MSG1, "" },
 	{ "require [\"date\", \"index\"]; if date :index 1 :is \"received\" \"hour\" \"10\" "
-	  "{ discard; }", MSG1, "" },
+	  "{ discard; }",
+	  MSG1, "" },
 	{ "require \"index\"; if header :index 2 :is \"To\" \"x\" { discard; }", MSG1, "keep" },
 	{ "require \"index\"; if header :last :is \"To\" \"x\" { discard; }", MSG1,
 	  "COMPILE line 1, column 21: :last needs :index" },
@@ -294,7 +333,8 @@ static const struct tcase cases[] = {
 	{ "require \"vacation\"; vacation \"I am away\";", MSG1, "vacation:" FROM " keep" },
 	{ "require \"vacation\"; vacation \"I am away\";", MSG_LIST, "keep" },
 	{ "require \"vacation\"; vacation :days 3 :addresses [\"x@y\"] :subject \"Out\" "
-	  ":from \"b@example.com\" :handle \"h\" \"away\";", MSG1, "vacation:" FROM " keep" },
+	  ":from \"b@example.com\" :handle \"h\" \"away\";",
+	  MSG1, "vacation:" FROM " keep" },
 	{ "require \"vacation-seconds\"; vacation :seconds 60 \"away\";", MSG1,
 	  "vacation:" FROM " keep" },
 	{ "require \"vacation\"; vacation :seconds 60 \"away\";", MSG1,
@@ -303,21 +343,24 @@ static const struct tcase cases[] = {
 	{ "require [\"fileinto\", \"copy\", \"mailbox\"]; fileinto :copy :create \"New/Box\";",
 	  MSG1, "fileinto:New/Box+create keep" },
 	{ "require [\"fileinto\", \"mailbox\"]; if mailboxexists \"Junk\" "
-	  "{ fileinto \"Junk\"; }", MSG1, "fileinto:Junk" },
+	  "{ fileinto \"Junk\"; }",
+	  MSG1, "fileinto:Junk" },
 	{ "require [\"fileinto\", \"mailbox\"]; if mailboxexists \"Nope\" "
-	  "{ fileinto \"Junk\"; }", MSG1, "keep" },
+	  "{ fileinto \"Junk\"; }",
+	  MSG1, "keep" },
 	/* duplicate (RFC 7352) */
 	{ "require \"duplicate\"; if duplicate { discard; }", MSG1, "keep" },
 	/* spamtest / virustest (RFC 5235) */
 	{ "require [\"spamtest\", \"relational\", \"comparator-i;ascii-numeric\"]; "
-	  "if spamtest :value \"ge\" :comparator \"i;ascii-numeric\" \"8\" { discard; }", MSG1,
-	  "" },
+	  "if spamtest :value \"ge\" :comparator \"i;ascii-numeric\" \"8\" { discard; }",
+	  MSG1, "" },
 	{ "require [\"spamtestplus\", \"relational\", \"comparator-i;ascii-numeric\"]; "
 	  "if spamtest :percent :value \"eq\" :comparator \"i;ascii-numeric\" \"95\" "
-	  "{ discard; }", MSG1, "" },
+	  "{ discard; }",
+	  MSG1, "" },
 	{ "require [\"virustest\", \"relational\", \"comparator-i;ascii-numeric\"]; "
-	  "if virustest :value \"eq\" :comparator \"i;ascii-numeric\" \"1\" { discard; }", MSG1,
-	  "" },
+	  "if virustest :value \"eq\" :comparator \"i;ascii-numeric\" \"1\" { discard; }",
+	  MSG1, "" },
 	{ "require [\"spamtest\", \"relational\", \"comparator-i;ascii-numeric\"]; "
 	  "if spamtest :value \"eq\" :comparator \"i;ascii-numeric\" \"8\" { discard; }",
 	  MSG_RSPAMD, "" },
@@ -331,11 +374,14 @@ static const struct tcase cases[] = {
 	  MSG1, "fileinto:AB\xe2\x98\xba" },
 	/* editheader (RFC 5293) */
 	{ "require [\"editheader\"]; addheader \"X-Sieve\" \"yes\"; if exists \"X-Sieve\" "
-	  "{ discard; }", MSG1, "" },
+	  "{ discard; }",
+	  MSG1, "" },
 	{ "require [\"editheader\"]; deleteheader \"X-Priority\"; if exists \"X-Priority\" "
-	  "{ discard; }", MSG1, "keep" },
+	  "{ discard; }",
+	  MSG1, "keep" },
 	{ "require [\"editheader\"]; deleteheader \"Received\"; if exists \"Received\" "
-	  "{ discard; }", MSG1, "" },
+	  "{ discard; }",
+	  MSG1, "" },
 	/* RFC 2047 words in header tests; transfer encodings in body tests */
 	{ "if header :is \"subject\" \"Rechnung f\xc3\xbcr Dezember\" { discard; }", MSG_ENC, "" },
 	{ "if header :contains \"from\" \"Andr\xc3\xa9\" { discard; }", MSG_ENC, "" },
@@ -343,12 +389,14 @@ static const struct tcase cases[] = {
 	{ "require \"body\"; if body :text :contains \"f\xc3\xa4llig\" { discard; }", MSG_ENC,
 	  "" },
 	{ "require \"body\"; if body :content \"text/html\" :contains \"payment due\" "
-	  "{ discard; }", MSG_ENC, "" },
+	  "{ discard; }",
+	  MSG_ENC, "" },
 	{ "require \"body\"; if body :raw :contains \"payment due\" { discard; }", MSG_ENC,
 	  "keep" },
 	/* multi-line strings and comments */
 	{ "require \"reject\"; # hash comment\n/* bracket\n comment */ reject text:\n"
-	  "line one\n..dot\n.\n;", MSG1, "reject:line one\r\n.dot\r\n" },
+	  "line one\n..dot\n.\n;",
+	  MSG1, "reject:line one\r\n.dot\r\n" },
 };
 
 static void test_table(void **state)
@@ -365,8 +413,8 @@ static void test_table(void **state)
 
 static void test_duplicate_seen(void **state)
 {
-	char *got = run_script("require \"duplicate\"; if duplicate { discard; }", MSG1, FROM,
-			       TO, true);
+	char *got = run_script("require \"duplicate\"; if duplicate { discard; }", MSG1, FROM, TO,
+			       true);
 
 	assert_string_equal(got, "");
 	free(got);
@@ -379,8 +427,9 @@ static void test_vacation_fields(void **state)
 	size_t len;
 	char *err;
 	struct sieve_result r;
-	struct sieve_env env = { .msg = MSG1, .msg_len = strlen(MSG1), .env_from = FROM,
-				 .env_to = "bob@example.com" };
+	struct sieve_env env = {
+		.msg = MSG1, .msg_len = strlen(MSG1), .env_from = FROM, .env_to = "bob@example.com"
+	};
 
 	assert_int_equal(sieve_compile(s, strlen(s), NULL, &prog, &len, &err), 0);
 	sieve_run(prog, len, &env, NULL, &r);
@@ -388,7 +437,7 @@ static void test_vacation_fields(void **state)
 	assert_int_equal(r.act[0].type, SIEVE_VACATION);
 	assert_string_equal(r.act[0].vac.subject, "Auto: $$$ Make money fast");
 	assert_string_equal(r.act[0].vac.in_reply_to, "<m1@desert.example.org>");
-	assert_int_equal(r.act[0].vac.seconds, 86400);  /* :days 0 is 1 */
+	assert_int_equal(r.act[0].vac.seconds, 86400); /* :days 0 is 1 */
 	assert_non_null(r.act[0].vac.handle);
 	sieve_result_clear(&r);
 	/* the null sender never gets one */
@@ -431,19 +480,24 @@ static void test_editheader_output(void **state)
 static const struct {
 	const char *script, *error;
 } errors[] = {
-	{ "keep", "line 1, column 5: expected ';' or a block after command 'keep', found end of script" },
+	{ "keep",
+	  "line 1, column 5: expected ';' or a block after command 'keep', found end of script" },
 	{ "keep;\n}", "line 2, column 1: expected a command, found '}'" },
 	{ "if true { keep;", "line 1, column 16: missing '}' at the end of the script" },
 	{ "if true keep;", "line 1, column 1: if needs one test and a block" },
-	{ "if header :is [\"a\" \"b\"] \"c\" {}", "line 1, column 20: expected ',' or ']' in the string list, found string" },
-	{ "if header :is [\"a\",] \"c\" {}", "line 1, column 20: expected a string in the string list, found ']'" },
-	{ "if anyof (true; false) {}", "line 1, column 15: expected ',' or ')' in the test list, found ';'" },
+	{ "if header :is [\"a\" \"b\"] \"c\" {}",
+	  "line 1, column 20: expected ',' or ']' in the string list, found string" },
+	{ "if header :is [\"a\",] \"c\" {}",
+	  "line 1, column 20: expected a string in the string list, found ']'" },
+	{ "if anyof (true; false) {}",
+	  "line 1, column 15: expected ',' or ')' in the test list, found ';'" },
 	{ "if anyof (true, ) {}", "line 1, column 17: expected a test, found ')'" },
 	{ "if () {}", "line 1, column 5: expected a test, found ')'" },
 	{ "\"str\";", "line 1, column 1: expected a command, found string" },
 	{ "keep \"unterminated;", "line 1, column 6: unterminated string" },
 	{ "/* open comment", "line 1, column 16: unterminated comment" },
-	{ "reject text:\nno end\n", "line 1, column 8: unterminated text: string (missing a line with a single '.')" },
+	{ "reject text:\nno end\n",
+	  "line 1, column 8: unterminated text: string (missing a line with a single '.')" },
 	{ "reject text: x\n.\n;", "line 1, column 14: text: must be followed by a line end" },
 	{ "keep : x;", "line 1, column 6: a tag needs a name after ':'" },
 	{ "if size :over 10X {}", "line 1, column 17: bad number quantifier (K, M or G)" },
@@ -452,17 +506,22 @@ static const struct {
 	{ "keep / x;", "line 1, column 6: unexpected '/' (a comment starts with /*)" },
 	{ "frobnicate;", "line 1, column 1: unknown command 'frobnicate'" },
 	{ "if frob {}", "line 1, column 4: unknown test 'frob'" },
-	{ "fileinto \"x\";", "line 1, column 1: command 'fileinto' needs require of its extension" },
+	{ "fileinto \"x\";",
+	  "line 1, column 1: command 'fileinto' needs require of its extension" },
 	{ "require \"nope\";", "line 1, column 9: unsupported extension \"nope\"" },
-	{ "keep; require \"fileinto\";", "line 1, column 7: require must come before any other command" },
+	{ "keep; require \"fileinto\";",
+	  "line 1, column 7: require must come before any other command" },
 	{ "elsif true {}", "line 1, column 1: elsif without a preceding if" },
 	{ "if true {} keep; else {}", "line 1, column 18: else without a preceding if" },
 	{ "if header \"a\" {}", "line 1, column 4: 'header' takes 2 arguments, not 1" },
 	{ "if header :is 1 \"a\" {}", "line 1, column 15: 'header' expects a string list here" },
 	{ "if header :frob \"a\" \"b\" {}", "line 1, column 11: unknown tag :frob for 'header'" },
-	{ "if header :is :contains \"a\" \"b\" {}", "line 1, column 15: tag :contains conflicts with an earlier tag" },
-	{ "if header :comparator \"i;frob\" \"a\" \"b\" {}", "line 1, column 23: unknown comparator \"i;frob\"" },
-	{ "if header :comparator \"i;ascii-numeric\" \"a\" \"b\" {}", "line 1, column 23: comparator \"i;ascii-numeric\" needs require \"comparator-i;ascii-numeric\"" },
+	{ "if header :is :contains \"a\" \"b\" {}",
+	  "line 1, column 15: tag :contains conflicts with an earlier tag" },
+	{ "if header :comparator \"i;frob\" \"a\" \"b\" {}",
+	  "line 1, column 23: unknown comparator \"i;frob\"" },
+	{ "if header :comparator \"i;ascii-numeric\" \"a\" \"b\" {}",
+	  "line 1, column 23: comparator \"i;ascii-numeric\" needs require \"comparator-i;ascii-numeric\"" },
 	{ "if size 10 {}", "line 1, column 4: size needs :over or :under" },
 	{ "keep true;", "line 1, column 1: command 'keep' takes no test" },
 	{ "if keep {}", "line 1, column 4: 'keep' is a command, not a test" },
@@ -470,7 +529,8 @@ static const struct {
 	{ "if allof true {}", "line 1, column 4: allof needs a list of tests in parentheses" },
 	{ "redirect;", "line 1, column 1: 'redirect' takes 1 argument, not 0" },
 	{ "keep {}", "line 1, column 1: command 'keep' takes no block" },
-	{ "keep \x01;", "line 1, column 6: unexpected byte (not allowed outside strings and comments)" },
+	{ "keep \x01;",
+	  "line 1, column 6: unexpected byte (not allowed outside strings and comments)" },
 };
 
 static void test_syntax_errors(void **state)
@@ -490,10 +550,11 @@ static void test_syntax_errors(void **state)
 /* the front end gives the same program (or error) fed one byte at a time */
 static void test_byte_at_a_time(void **state)
 {
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]) + sizeof(errors) /
-	     sizeof(errors[0]); i++) {
-		const char *s = i < sizeof(cases) / sizeof(cases[0]) ? cases[i].script
-				: errors[i - sizeof(cases) / sizeof(cases[0])].script;
+	for (size_t i = 0;
+	     i < sizeof(cases) / sizeof(cases[0]) + sizeof(errors) / sizeof(errors[0]); i++) {
+		const char *s = i < sizeof(cases) / sizeof(cases[0])
+					? cases[i].script
+					: errors[i - sizeof(cases) / sizeof(cases[0])].script;
 		uint8_t *p1, *p2;
 		size_t l1, l2;
 		char *e1, *e2;
@@ -533,7 +594,8 @@ static void test_limits(void **state)
 	for (int i = 0; i < 10000; i++)
 		buf_puts(&b, "}");
 	got = run_script(b.data, MSG1, FROM, TO, false);
-	assert_string_equal(got, "COMPILE line 1, column 297: blocks nested too deeply (at most 32)");
+	assert_string_equal(got,
+			    "COMPILE line 1, column 297: blocks nested too deeply (at most 32)");
 	free(got);
 	buf_reset(&b);
 	/* deep test nesting too */
@@ -570,7 +632,8 @@ static void test_limits(void **state)
 	sieve_result_clear(&r);
 	free(prog);
 	/* redirects */
-	const char *s = "redirect \"a@x.example\"; redirect \"b@x.example\"; redirect \"c@x.example\";";
+	const char *s =
+		"redirect \"a@x.example\"; redirect \"b@x.example\"; redirect \"c@x.example\";";
 	assert_int_equal(sieve_compile(s, strlen(s), NULL, &prog, &len, &err), 0);
 	lim = (struct sieve_limits){ .max_redirects = 2 };
 	sieve_run(prog, len, &env, &lim, &r);
@@ -592,15 +655,18 @@ static void test_regex_bounded(void **state)
 		buf_putc(&msg, 'a');
 	buf_puts(&msg, "\r\n\r\nbody\r\n");
 	got = run_script("require \"regex\"; if header :regex \"Subject\" \"^(a*)*b$\" "
-			 "{ discard; }", msg.data, FROM, TO, false);
+			 "{ discard; }",
+			 msg.data, FROM, TO, false);
 	assert_string_equal(got, "keep");
 	free(got);
 	got = run_script("require \"regex\"; if header :regex \"Subject\" \"(a|aa)+$\" "
-			 "{ discard; }", msg.data, FROM, TO, false);
+			 "{ discard; }",
+			 msg.data, FROM, TO, false);
 	assert_string_equal(got, "");
 	free(got);
 	got = run_script("require \"regex\"; if header :regex \"Subject\" "
-			 "\"((a{1,100}){1,100}){1,100}\" { discard; }", msg.data, FROM, TO, false);
+			 "\"((a{1,100}){1,100}){1,100}\" { discard; }",
+			 msg.data, FROM, TO, false);
 	assert_non_null(strstr(got, "COMPILE"));
 	assert_non_null(strstr(got, "expression too large"));
 	free(got);
@@ -640,14 +706,10 @@ int main(void)
 			  "{ fileinto \"Junk\"; }";
 	char *err;
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_table),
-		cmocka_unit_test(test_duplicate_seen),
-		cmocka_unit_test(test_vacation_fields),
-		cmocka_unit_test(test_editheader_output),
-		cmocka_unit_test(test_syntax_errors),
-		cmocka_unit_test(test_byte_at_a_time),
-		cmocka_unit_test(test_limits),
-		cmocka_unit_test(test_regex_bounded),
+		cmocka_unit_test(test_table),           cmocka_unit_test(test_duplicate_seen),
+		cmocka_unit_test(test_vacation_fields), cmocka_unit_test(test_editheader_output),
+		cmocka_unit_test(test_syntax_errors),   cmocka_unit_test(test_byte_at_a_time),
+		cmocka_unit_test(test_limits),          cmocka_unit_test(test_regex_bounded),
 		cmocka_unit_test(test_corrupt_program),
 	};
 	int rc;

@@ -111,15 +111,17 @@ static void check_hdr(const char *msg, const char *id, bool stamped, int64_t sen
 
 static void test_hdr_plain(void **state)
 {
-	check_hdr("Subject: x\r\nMessage-ID: <run.1@mailload>\r\nX-Mailload-Sent: 1700000000123\r\n"
-		  "\r\nbody\r\n", "<run.1@mailload>", true, 1700000000123);
+	check_hdr(
+		"Subject: x\r\nMessage-ID: <run.1@mailload>\r\nX-Mailload-Sent: 1700000000123\r\n"
+		"\r\nbody\r\n",
+		"<run.1@mailload>", true, 1700000000123);
 }
 
 static void test_hdr_folded_and_cased(void **state)
 {
 	check_hdr("message-id:\r\n <run.2@mailload>\r\nSubject: a\r\n b\r\n"
-		  "x-mailload-sent:\r\n\t 1700000000999 \r\n\r\n", "<run.2@mailload>", true,
-		  1700000000999);
+		  "x-mailload-sent:\r\n\t 1700000000999 \r\n\r\n",
+		  "<run.2@mailload>", true, 1700000000999);
 	/* folded inside the brackets: the white space came from folding */
 	check_hdr("Message-ID: <run.3\r\n @mailload>\r\n\r\n", "<run.3@mailload>", false, 0);
 	check_hdr("Message-Id: (comment) <a@b>\r\n\r\n", "<a@b>", false, 0);

@@ -31,8 +31,8 @@ static void test_escape(void **state)
 	check_str("caf\xc3\xa9", 5, "\"caf\xc3\xa9\"");
 	check_str("x\xff y", 4, "\"x\\ufffd y\"");
 	check_str("\xc3", 1, "\"\\ufffd\"");
-	check_str("\xed\xa0\x80", 3, "\"\\ufffd\\ufffd\\ufffd\"");   /* a surrogate */
-	check_str("\xc0\xaf", 2, "\"\\ufffd\\ufffd\"");              /* overlong */
+	check_str("\xed\xa0\x80", 3, "\"\\ufffd\\ufffd\\ufffd\""); /* a surrogate */
+	check_str("\xc0\xaf", 2, "\"\\ufffd\\ufffd\"");            /* overlong */
 }
 
 static void test_parse(void **state)
@@ -59,9 +59,21 @@ static void test_parse(void **state)
 static void test_parse_errors(void **state)
 {
 	static const char *const bad[] = {
-		"", "[]", "{", "{\"a\"}", "{\"a\":}", "{\"a\":1,}", "{\"a\":1} x", "{a:1}",
-		"{\"a\":\"unterminated}", "{\"a\":{\"b\":1}}", "{\"a\":[1]}", "{\"a\":nope}",
-		"{\"a\":1 \"b\":2}", "{\"a\\u0062\":1}", "{\"a\":\"x\x01\"}",
+		"",
+		"[]",
+		"{",
+		"{\"a\"}",
+		"{\"a\":}",
+		"{\"a\":1,}",
+		"{\"a\":1} x",
+		"{a:1}",
+		"{\"a\":\"unterminated}",
+		"{\"a\":{\"b\":1}}",
+		"{\"a\":[1]}",
+		"{\"a\":nope}",
+		"{\"a\":1 \"b\":2}",
+		"{\"a\\u0062\":1}",
+		"{\"a\":\"x\x01\"}",
 	};
 	struct sink_json_member m[4];
 	const char *err;
@@ -100,10 +112,8 @@ static void test_faults(void **state)
 	/* share 1 always hits, share 0 never */
 	sink_fault_set(&f, FAULT_DATA_5XX, 1.0);
 	for (int i = 0; i < 1000; i++) {
-		assert_int_equal(sink_fault_draw(&f, FAULT_DATA_4XX, FAULT_DATA_5XX),
-				 VERDICT_5XX);
-		assert_int_equal(sink_fault_draw(&f, FAULT_RCPT_4XX, FAULT_RCPT_5XX),
-				 VERDICT_OK);
+		assert_int_equal(sink_fault_draw(&f, FAULT_DATA_4XX, FAULT_DATA_5XX), VERDICT_5XX);
+		assert_int_equal(sink_fault_draw(&f, FAULT_RCPT_4XX, FAULT_RCPT_5XX), VERDICT_OK);
 	}
 }
 

@@ -82,7 +82,7 @@ static void test_counters_and_records(void **state)
 	assert_int_equal(c.connections, 2);
 	assert_int_equal(c.rejected, 1);
 	assert_int_equal(snap_h.count, 15);
-	assert_int_equal(snap_h.max, 28000);   /* message 28 arrived 28 ms after it was sent */
+	assert_int_equal(snap_h.max, 28000); /* message 28 arrived 28 ms after it was sent */
 	assert_int_equal(dropped, 0);
 	/* only stamped messages are recorded (records = stamped) */
 	assert_int_equal(read_all(sh, 0, &s), 15);
@@ -118,7 +118,7 @@ static void test_ring_eviction(void **state)
 
 	for (int i = 0; i < 500; i++) {
 		add_msg(sh, 0, i, i % 3 != 0);
-		if (i % 10 == 9) {             /* a reader that keeps up loses nothing */
+		if (i % 10 == 9) { /* a reader that keeps up loses nothing */
 			read_all(sh, since, &s);
 			assert_int_equal(s.n, 10);
 			since = s.seq[s.n - 1];

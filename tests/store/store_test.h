@@ -70,8 +70,10 @@ static inline int tmsg_fd_raw(size_t size, unsigned seq)
 		unlink(path);
 	if (fd < 0)
 		return -1;
-	n += (size_t)dprintf(fd, "From: a%u@example.com\r\nTo: b@example.com\r\n"
-			     "Subject: test %u\r\nMessage-ID: <%u@t>\r\n\r\n", seq, seq, seq);
+	n += (size_t)dprintf(fd,
+			     "From: a%u@example.com\r\nTo: b@example.com\r\n"
+			     "Subject: test %u\r\nMessage-ID: <%u@t>\r\n\r\n",
+			     seq, seq, seq);
 	memset(line, 'x', sizeof(line));
 	line[sizeof(line) - 2] = '\r';
 	line[sizeof(line) - 1] = '\n';
@@ -94,8 +96,7 @@ static inline int tmsg_fd(size_t size, unsigned seq)
 	return fd;
 }
 
-static inline struct store_blob *tblob(struct store *st, unsigned part, size_t size,
-				       unsigned seq)
+static inline struct store_blob *tblob(struct store *st, unsigned part, size_t size, unsigned seq)
 {
 	struct store_blob *b;
 	int fd = tmsg_fd(size, seq);
@@ -150,8 +151,8 @@ struct tgc_wait {
 	int result, calls;
 };
 
-static inline void tgc_done(int result, const struct store_rcpt *rcpts, size_t n,
-			    uint64_t value, void *arg)
+static inline void tgc_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+			    void *arg)
 {
 	struct tgc_wait *w = arg;
 
@@ -162,8 +163,8 @@ static inline void tgc_done(int result, const struct store_rcpt *rcpts, size_t n
 	w->calls++;
 }
 
-static inline int tgc_deliver(struct store_gc *gc, struct store_blob *b,
-			      struct store_rcpt *r, size_t n)
+static inline int tgc_deliver(struct store_gc *gc, struct store_blob *b, struct store_rcpt *r,
+			      size_t n)
 {
 	struct tgc_wait w = { -1, 0 };
 
@@ -254,8 +255,10 @@ static inline void tverify_clean(struct store *st)
 	int rc = store_verify(st, NULL, false, &r);
 
 	if (rc != 0)
-		fprintf(stderr, "verify: rc=%d counters=%llu refs=%llu missing=%llu orphans=%llu "
-			"bad=%llu cache=%llu\n", rc, (unsigned long long)r.bad_counters,
+		fprintf(stderr,
+			"verify: rc=%d counters=%llu refs=%llu missing=%llu orphans=%llu "
+			"bad=%llu cache=%llu\n",
+			rc, (unsigned long long)r.bad_counters,
 			(unsigned long long)r.bad_refcounts, (unsigned long long)r.missing_files,
 			(unsigned long long)r.orphan_files, (unsigned long long)r.bad_records,
 			(unsigned long long)r.missing_cache);

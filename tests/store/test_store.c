@@ -302,7 +302,8 @@ static void test_copy_move_quota(void **state)
 	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_WRITE, &t), 0);
 	assert_int_equal(store_mbox_keyword(t, a, "work", true, &kw), 0);
 	assert_int_equal(store_msg_flags(t, a, uids[0], STORE_FLAGS_ADD, STORE_SEEN, 1ull << kw, 0,
-					 NULL), 0);
+					 NULL),
+			 0);
 	assert_int_equal(store_msg_copy(t, a, b, uids, 2, false, &done, &dst, &n), 0);
 	assert_int_equal(n, 2);
 	assert_int_equal(done[0], uids[0]);
@@ -398,7 +399,8 @@ static void test_deliver_many(void **state)
 	assert_int_equal(store_txn_commit(&t), 0);
 	int bfd;
 	uint64_t size;
-	assert_int_equal(store_blob_open(ts.st, STORE_ID_PART(r[1].mbox), m2.blob, &bfd, &size), 0);
+	assert_int_equal(store_blob_open(ts.st, STORE_ID_PART(r[1].mbox), m2.blob, &bfd, &size),
+			 0);
 	close(bfd);
 	tverify_clean(ts.st);
 	/* user delete drops everything */
@@ -429,12 +431,16 @@ static void test_queue(void **state)
 {
 	struct tstore ts;
 	struct store_queue_rcpt rc[2] = {
-		{ .addr = "x@remote.test", .orcpt = "rfc822;x@remote.test",
+		{ .addr = "x@remote.test",
+		  .orcpt = "rfc822;x@remote.test",
 		  .notify = STORE_NOTIFY_FAILURE | STORE_NOTIFY_DELAY },
 		{ .addr = "y@remote.test" },
 	};
-	struct store_queue_msg qm = { .sender = "s@example.com", .envid = "E1",
-				      .ret = STORE_RET_HDRS, .nrcpt = 2, .rcpt = rc };
+	struct store_queue_msg qm = { .sender = "s@example.com",
+				      .envid = "E1",
+				      .ret = STORE_RET_HDRS,
+				      .nrcpt = 2,
+				      .rcpt = rc };
 	struct store_queue_msg got;
 	struct store_queue_try *tries;
 	struct store_blob *b;
@@ -461,7 +467,8 @@ static void test_queue(void **state)
 	assert_int_equal(n, 1);
 	assert_int_equal(store_queue_rcpt_set(ts.st, id, 0, STORE_Q_DELIVERED, 0, NULL), 0);
 	assert_int_equal(store_queue_rcpt_set(ts.st, id, 1, STORE_Q_PENDING, now + 300,
-					      "451 4.3.0 try later"), 0);
+					      "451 4.3.0 try later"),
+			 0);
 	assert_int_equal(store_queue_rcpt_set(ts.st, id, 5, STORE_Q_PENDING, 0, NULL),
 			 STORE_EINVAL);
 	assert_int_equal(store_queue_release_lease(ts.st, id), 0);
@@ -543,15 +550,15 @@ static void test_queue_apply(void **state)
 	}
 	now = time(NULL);
 	/* entry 0 leased by runner 3 and deferred 40 times */
-	assert_int_equal(store_queue_lease_as(ts.st, 3, now, 600, 1, lease_id_cb, &leased, &n),
-			 0);
+	assert_int_equal(store_queue_lease_as(ts.st, 3, now, 600, 1, lease_id_cb, &leased, &n), 0);
 	assert_int_equal(leased, id[0]);
 	for (int i = 0; i < 40; i++) {
 		char why[32];
 
 		snprintf(why, sizeof(why), "451 try %d", i);
-		assert_int_equal(store_queue_rcpt_set(ts.st, id[0], 0, STORE_Q_PENDING,
-						      now + 3600, why), 0);
+		assert_int_equal(store_queue_rcpt_set(ts.st, id[0], 0, STORE_Q_PENDING, now + 3600,
+						      why),
+				 0);
 	}
 	assert_int_equal(store_queue_tries(ts.st, id[0], &tries, &n), 0);
 	assert_int_equal(n, 32);
@@ -609,8 +616,7 @@ static int q_delivered_fn(struct store_txn *t, void *arg)
 	return store_queue_rcpt_set_txn(t, qs->id, qs->idx, STORE_Q_DELIVERED, 0, NULL);
 }
 
-static void q_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
-		   void *arg)
+static void q_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value, void *arg)
 {
 	(void)rcpts;
 	(void)n;
@@ -623,7 +629,8 @@ static void q_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_
 static void test_queue_lease_owners(void **state)
 {
 	struct tstore ts;
-	struct store_queue_rcpt rc[2] = { { .addr = "x@remote.test" }, { .addr = "y@remote.test" } };
+	struct store_queue_rcpt rc[2] = { { .addr = "x@remote.test" },
+					  { .addr = "y@remote.test" } };
 	struct store_queue_msg qm = { .sender = "s@example.com", .nrcpt = 2, .rcpt = rc };
 	struct q_set qs;
 	struct store_queue_msg got;
@@ -640,12 +647,14 @@ static void test_queue_lease_owners(void **state)
 	assert_int_equal(store_queue_add(ts.st, &qm, b, &id1), 0);
 	store_blob_free(&b);
 	now = time(NULL);
-	assert_int_equal(store_queue_lease_as(ts.st, 3, now, 600, 10, lease_id_cb, &leased, &n), 0);
+	assert_int_equal(store_queue_lease_as(ts.st, 3, now, 600, 10, lease_id_cb, &leased, &n),
+			 0);
 	assert_int_equal(n, 1);
 	b = tblob(ts.st, STORE_QUEUE_PART, 100, 2);
 	assert_int_equal(store_queue_add(ts.st, &qm, b, &id2), 0);
 	store_blob_free(&b);
-	assert_int_equal(store_queue_lease_as(ts.st, 1, now, 600, 10, lease_id_cb, &leased, &n), 0);
+	assert_int_equal(store_queue_lease_as(ts.st, 1, now, 600, 10, lease_id_cb, &leased, &n),
+			 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(store_queue_get(ts.st, id1, &got), 0);
 	assert_int_equal(got.lease_owner, 3);
@@ -653,7 +662,8 @@ static void test_queue_lease_owners(void **state)
 	/* runner 3 died: its entry is due again now, runner 1's is not */
 	assert_int_equal(store_queue_release_owners(ts.st, 3, 3, &n), 0);
 	assert_int_equal(n, 1);
-	assert_int_equal(store_queue_lease_as(ts.st, 2, now, 600, 10, lease_id_cb, &leased, &n), 0);
+	assert_int_equal(store_queue_lease_as(ts.st, 2, now, 600, 10, lease_id_cb, &leased, &n),
+			 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(leased, id1);
 	assert_int_equal(store_queue_release_owners(ts.st, 5, UINT32_MAX, &n), 0);
@@ -687,8 +697,7 @@ struct done_rec {
 	void *ctx;
 };
 
-static void done_cb(int result, const struct store_rcpt *r, size_t n, uint64_t value,
-		    void *arg)
+static void done_cb(int result, const struct store_rcpt *r, size_t n, uint64_t value, void *arg)
 {
 	struct done_rec *d = arg;
 
@@ -727,7 +736,8 @@ static void test_batch_write(void **state)
 	struct store_batch *bt;
 	struct store_gc *gc;
 	struct done_rec d[3];
-	struct write_arg w[3] = { { 0, "Kept", 0, 0 }, { 0, "Dropped", STORE_EINVAL, 0 },
+	struct write_arg w[3] = { { 0, "Kept", 0, 0 },
+				  { 0, "Dropped", STORE_EINVAL, 0 },
 				  { 0, "ByGc", 0, 0 } };
 	struct store_txn *t = NULL;
 	uint64_t u, id, c0;
@@ -846,7 +856,8 @@ static void test_batch_and_gc(void **state)
 	/* local and remote parts of one message: a delivery and a queue entry share the flush;
 	   the queue entry's strings are copied at once */
 	struct store_queue_rcpt *qr = calloc(1, sizeof(*qr));
-	struct store_queue_msg qm = { .sender = strdup("from@example.com"), .nrcpt = 1,
+	struct store_queue_msg qm = { .sender = strdup("from@example.com"),
+				      .nrcpt = 1,
 				      .rcpt = qr };
 	struct store_queue_msg got;
 	qr->addr = strdup("far@remote.test");

@@ -13,7 +13,7 @@
 int __real_mdb_env_sync(MDB_env *env, int force);
 int __wrap_mdb_env_sync(MDB_env *env, int force);
 
-static atomic_bool hold;      /* the committer's next sync waits for release */
+static atomic_bool hold; /* the committer's next sync waits for release */
 static sem_t release, entered;
 
 int __wrap_mdb_env_sync(MDB_env *env, int force)

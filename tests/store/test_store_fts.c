@@ -137,14 +137,14 @@ static void test_mime(void **state)
 	mbox = tmbox(ts.st, u, "INBOX");
 	plain = append_text(ts.st, mbox, "Subject: hello\r\n\r\nnothing much\r\n");
 	mime = append_text(ts.st, mbox, mime_msg);
-	expect(ts.st, mbox, "café", mime, true);          /* QP + UTF-8 */
-	expect(ts.st, mbox, "CAFÉ", mime, true);          /* folding */
-	expect(ts.st, mbox, "softbreak", mime, true);     /* soft line break */
-	expect(ts.st, mbox, "grüß", mime, true);          /* ISO-8859-1 */
+	expect(ts.st, mbox, "café", mime, true);      /* QP + UTF-8 */
+	expect(ts.st, mbox, "CAFÉ", mime, true);      /* folding */
+	expect(ts.st, mbox, "softbreak", mime, true); /* soft line break */
+	expect(ts.st, mbox, "grüß", mime, true);      /* ISO-8859-1 */
 	expect(ts.st, mbox, "majuscule", mime, true);
-	expect(ts.st, mbox, "spreadsheet", mime, true);   /* a text attachment, base64 */
-	expect(ts.st, mbox, "sheet.csv", mime, true);     /* a part's header field */
-	expect(ts.st, mbox, "jörg", mime, true);          /* RFC 2047 in the header */
+	expect(ts.st, mbox, "spreadsheet", mime, true); /* a text attachment, base64 */
+	expect(ts.st, mbox, "sheet.csv", mime, true);   /* a part's header field */
+	expect(ts.st, mbox, "jörg", mime, true);        /* RFC 2047 in the header */
 	expect(ts.st, mbox, "zeppelin", mime, true);
 	expect(ts.st, mbox, "inner envelope", mime, true);
 	expect(ts.st, mbox, "embedded body", mime, true);
@@ -362,7 +362,7 @@ static void test_many(void **state)
 	expunge(ts.st, mbox, gone, ngone);
 	stats(ts.st, mbox, &s);
 	assert_int_equal(s.pending, NMSG % 64 - 10);
-	assert_true(s.dead < 128);                      /* the segment was rewritten */
+	assert_true(s.dead < 128); /* the segment was rewritten */
 	assert_int_equal(s.messages, NMSG - ngone + s.dead);
 	check_all(ts.st, mbox, uids, alive, NMSG, &narrow);
 	expect_only(ts.st, mbox, "qqqqq", uids[5]);
@@ -413,14 +413,15 @@ static void test_copy_gc(void **state)
 	/* a delivery through the group committer: trigrams computed before its txn */
 	assert_int_equal(store_gc_new(ts.st, &gc), 0);
 	fd = fd_of("Subject: y\r\nContent-Type: text/plain; charset=windows-1252\r\n\r\n"
-		   "price \x80" "42 quince\r\n");
+		   "price \x80"
+		   "42 quince\r\n");
 	assert_int_equal(store_blob_from_fd(ts.st, 0, fd, &b), 0);
 	close(fd);
 	assert_int_equal(tgc_deliver(gc, b, &r, 1), 0);
 	store_blob_free(&b);
 	store_gc_free(&gc);
 	expect(ts.st, inbox, "quince", r.uid, true);
-	expect(ts.st, inbox, "€42", r.uid, true);     /* windows-1252 0x80 */
+	expect(ts.st, inbox, "€42", r.uid, true); /* windows-1252 0x80 */
 	expect(ts.st, inbox, "kumquat", r.uid, false);
 	tstore_close(&ts, true);
 }
@@ -474,10 +475,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_empty_first), /* first: nothing indexed before it */
-		cmocka_unit_test(test_mime),
-		cmocka_unit_test(test_many),
-		cmocka_unit_test(test_copy_gc),
-		cmocka_unit_test(test_rebuild),
+		cmocka_unit_test(test_mime),        cmocka_unit_test(test_many),
+		cmocka_unit_test(test_copy_gc),     cmocka_unit_test(test_rebuild),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

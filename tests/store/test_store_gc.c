@@ -57,7 +57,8 @@ static void producer(struct gc_run *g, struct gc_op *ops)
 		op->g = g;
 		op->r[0].user = g->users[i % 2];
 		op->r[1].user = g->users[(i + 1) % 2];
-		if (store_blob_new(g->st, store_partition_for(g->st, op->r[0].user), &op->b) != 0 ||
+		if (store_blob_new(g->st, store_partition_for(g->st, op->r[0].user), &op->b) !=
+			    0 ||
 		    store_blob_write(op->b, body, (size_t)n) != 0 ||
 		    store_blob_finish_deferred(op->b) != 0) {
 			g->failed++;
@@ -123,7 +124,8 @@ static void test_gc_threads_deferred(void **state)
 			int fd;
 			uint64_t size;
 
-			assert_int_equal(store_blob_open(ts.st, (unsigned)i, m.blob, &fd, &size), 0);
+			assert_int_equal(store_blob_open(ts.st, (unsigned)i, m.blob, &fd, &size),
+					 0);
 			assert_int_equal(size, m.size);
 			assert_true(m.cache_len > 0);
 			close(fd);

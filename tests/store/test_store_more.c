@@ -221,8 +221,8 @@ static uint64_t expunge_uids(struct store *st, uint64_t mb, const uint32_t *uids
 }
 
 /* VANISHED since modseq: the UIDs (first..first+n-1 expected) and whether it is exact. */
-static void check_vanished(struct store *st, uint64_t mb, uint64_t since, uint32_t first,
-			   size_t n, bool exact)
+static void check_vanished(struct store *st, uint64_t mb, uint64_t since, uint32_t first, size_t n,
+			   bool exact)
 {
 	struct store_txn *t;
 	uint32_t *v;

@@ -13,7 +13,7 @@ struct ack {
 	uint64_t mbox;
 	uint32_t uid;
 	uint32_t seq;
-	uint64_t qid;  /* the queue entry of the same message (0: none) */
+	uint64_t qid; /* the queue entry of the same message (0: none) */
 };
 
 static void write_all(int fd, const void *p, size_t n)
@@ -245,21 +245,24 @@ static void test_random_ops(void **state)
 			switch (op) {
 			case 1:
 			case 2: {
-				int rc = store_msg_flags(t, m, uid, (enum store_flag_op)(rand() % 3),
+				int rc = store_msg_flags(t, m, uid,
+							 (enum store_flag_op)(rand() % 3),
 							 (unsigned)rand() & STORE_FLAGS_ALL,
 							 (uint64_t)(rand() % 4), 0, NULL);
 				assert_true(rc == 0 || rc == STORE_ENOMSG);
 				break;
 			}
 			case 3:
-				assert_int_equal(store_msg_expunge(t, m, rand() % 2 ? &uid : NULL, 1,
-								   &x, &n), 0);
+				assert_int_equal(store_msg_expunge(t, m, rand() % 2 ? &uid : NULL,
+								   1, &x, &n),
+						 0);
 				free(x);
 				break;
 			case 4:
 			case 5:
-				assert_int_equal(store_msg_copy(t, m, other, &uid, 1, op == 5, &x, &y,
-								&n), 0);
+				assert_int_equal(store_msg_copy(t, m, other, &uid, 1, op == 5, &x,
+								&y, &n),
+						 0);
 				free(x);
 				free(y);
 				break;
@@ -329,11 +332,13 @@ static void test_crash_safety(void **state)
 			uint64_t size;
 
 			assert_int_equal(store_txn_begin(ts.st, STORE_ID_PART(acks[i].mbox),
-							 STORE_TXN_READ, &t), 0);
+							 STORE_TXN_READ, &t),
+					 0);
 			assert_int_equal(store_msg_get(t, acks[i].mbox, acks[i].uid, &m), 0);
 			store_txn_abort(&t);
-			assert_int_equal(store_blob_open(ts.st, STORE_ID_PART(acks[i].mbox), m.blob,
-							 &fd, &size), 0);
+			assert_int_equal(store_blob_open(ts.st, STORE_ID_PART(acks[i].mbox),
+							 m.blob, &fd, &size),
+					 0);
 			assert_int_equal(size, m.size);
 			close(fd);
 			if (acks[i].qid != 0) {
@@ -342,7 +347,8 @@ static void test_crash_safety(void **state)
 				assert_int_equal(store_queue_get(ts.st, acks[i].qid, &qm), 0);
 				assert_int_equal(qm.size, m.size);
 				store_queue_msg_clear(&qm);
-				assert_int_equal(store_queue_open(ts.st, acks[i].qid, &fd, &size), 0);
+				assert_int_equal(store_queue_open(ts.st, acks[i].qid, &fd, &size),
+						 0);
 				close(fd);
 			}
 		}
@@ -374,9 +380,13 @@ static int enospc_teardown(void **state)
 static void test_disk_full(void **state)
 {
 	char *dir = enospc_dir, cmd[256];
-	struct store_opts o = { .partitions = 1, .map_size = 1 << 20, .map_size_max = 64 << 20,
-				.expunge_history_ms = 1000, .group_commit_ms = 1,
-				.group_commit_max = 16, .create = true };
+	struct store_opts o = { .partitions = 1,
+				.map_size = 1 << 20,
+				.map_size_max = 64 << 20,
+				.expunge_history_ms = 1000,
+				.group_commit_ms = 1,
+				.group_commit_max = 16,
+				.create = true };
 	struct store *st;
 	uint64_t mbox = 0;
 	int rc = 0, delivered = 0;

@@ -165,8 +165,7 @@ static void test_grown_under_open_txn(void **state)
 	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_READ, &t2), STORE_EAGAIN);
 	assert_null(t2);
 	assert_int_equal(store_user_get(t, "first", &u), 0);
-	assert_int_equal(store_user_get(t, "grower-with-a-long-name-00000000", &u),
-			 STORE_ENOUSER);
+	assert_int_equal(store_user_get(t, "grower-with-a-long-name-00000000", &u), STORE_ENOUSER);
 	store_txn_abort(&t);
 	check_users(ts.st);
 	tstore_close(&ts, true);

@@ -69,18 +69,20 @@ static void test_scripts(void **state)
 	assert_int_equal(store_sieve_get(t, "nobody", "c", &s), STORE_ENOUSER);
 	/* memories expire */
 	assert_int_equal(store_sieve_remember(t, "bob", STORE_SIEVE_VACATION, "h\x1fx@y", 1000,
-					      2000), 0);
-	assert_int_equal(store_sieve_seen(t, "bob", STORE_SIEVE_VACATION, "h\x1fx@y", 1500,
-					  &seen), 0);
+					      2000),
+			 0);
+	assert_int_equal(store_sieve_seen(t, "bob", STORE_SIEVE_VACATION, "h\x1fx@y", 1500, &seen),
+			 0);
 	assert_true(seen);
-	assert_int_equal(store_sieve_seen(t, "bob", STORE_SIEVE_VACATION, "h\x1fx@y", 2000,
-					  &seen), 0);
+	assert_int_equal(store_sieve_seen(t, "bob", STORE_SIEVE_VACATION, "h\x1fx@y", 2000, &seen),
+			 0);
 	assert_false(seen);
 	assert_int_equal(store_sieve_seen(t, "bob", STORE_SIEVE_DUPLICATE, "h\x1fx@y", 1500,
-					  &seen), 0);
+					  &seen),
+			 0);
 	assert_false(seen);
-	assert_int_equal(store_sieve_remember(t, "bob", STORE_SIEVE_VACATION, "other", 3000,
-					      4000), 0); /* prunes the expired one */
+	assert_int_equal(store_sieve_remember(t, "bob", STORE_SIEVE_VACATION, "other", 3000, 4000),
+			 0); /* prunes the expired one */
 	assert_int_equal(store_txn_commit(&t), 0);
 	/* deleting the user drops everything */
 	assert_int_equal(store_write(ts.st, 0, put_two, NULL), 0);
