@@ -23,7 +23,8 @@ static size_t mk(unsigned char *out, char cmd, const void *data, size_t len)
 	out[2] = (unsigned char)(n >> 8);
 	out[3] = (unsigned char)n;
 	out[4] = (unsigned char)cmd;
-	memcpy(out + 5, data, len);
+	if (len > 0) /* data may be NULL for an empty packet */
+		memcpy(out + 5, data, len);
 	return len + 5;
 }
 
