@@ -306,11 +306,7 @@ static void auth_done(const struct ldapauth_reply *r, void *arg)
 	a->req = NULL;
 	a->result = r->result;
 	a->charged = false;
-	metrics_inc(MS_LOGINS,
-		    r->result == LDAPAUTH_OK      ? MS_LOGIN_OK
-		    : r->result == LDAPAUTH_ETEMP ? MS_LOGIN_TEMP
-						  : MS_LOGIN_FAIL,
-		    0);
+	ldapauth_metrics_login(r->result);
 	if (r->result == LDAPAUTH_OK) {
 		auth_take_user(a, r->user);
 		authguard_ok(c->srv->guard, c->addr, a->user);

@@ -109,6 +109,8 @@ struct ldapauth_metrics_last {
 	struct metrics_hist_last rtt;
 };
 void ldapauth_metrics_publish(const struct ldapauth *la, struct ldapauth_metrics_last *last);
+/* Counts one login's answer in MS_LOGINS: ok, temporary failure, or failure. */
+void ldapauth_metrics_login(enum ldapauth_result result);
 /* Every user of the directory of c ([directory]): the users file's, or an LDAP search of
    user_filter for any login (paged, so a server's size limit does not cut it short), each
    given to cb with its login and primary address (NULL when it has none). Blocks: for

@@ -24,3 +24,12 @@ void ldapauth_metrics_publish(const struct ldapauth *la, struct ldapauth_metrics
 	metrics_set(MS_DIR_CONNS, 0, 0, st.conns_open);
 	metrics_hist_add_since(MS_DIR_RTT, 0, 0, st.rtt, st.rtt_sum_us, &last->rtt);
 }
+
+void ldapauth_metrics_login(enum ldapauth_result result)
+{
+	metrics_inc(MS_LOGINS,
+		    result == LDAPAUTH_OK      ? MS_LOGIN_OK
+		    : result == LDAPAUTH_ETEMP ? MS_LOGIN_TEMP
+					       : MS_LOGIN_FAIL,
+		    0);
+}

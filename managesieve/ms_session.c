@@ -430,11 +430,7 @@ static void auth_done(const struct ldapauth_reply *r, void *arg)
 	int64_t hold;
 
 	s->req = NULL;
-	metrics_inc(MS_LOGINS,
-		    r->result == LDAPAUTH_OK      ? MS_LOGIN_OK
-		    : r->result == LDAPAUTH_ETEMP ? MS_LOGIN_TEMP
-						  : MS_LOGIN_FAIL,
-		    0);
+	ldapauth_metrics_login(r->result);
 	if (r->result == LDAPAUTH_OK)
 		authguard_ok(g, s->host, s->auth_user);
 	else if (r->result == LDAPAUTH_ETEMP)

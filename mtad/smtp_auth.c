@@ -91,11 +91,7 @@ static void auth_done(const struct ldapauth_reply *r, void *arg)
 	int64_t hold = 0;
 
 	client_host(s, host, sizeof(host));
-	metrics_inc(MS_LOGINS,
-		    r->result == LDAPAUTH_OK      ? MS_LOGIN_OK
-		    : r->result == LDAPAUTH_ETEMP ? MS_LOGIN_TEMP
-						  : MS_LOGIN_FAIL,
-		    0);
+	ldapauth_metrics_login(r->result);
 	if (r->result == LDAPAUTH_OK)
 		authguard_ok(s->m->guard, host, s->auth_login);
 	else if (r->result == LDAPAUTH_ETEMP)
