@@ -539,6 +539,8 @@ static bool literal_is_message(const struct imap_arg *a, size_t n, unsigned dept
 {
 	size_t skip = 0;
 
+	if (n == 0) /* a literal in the command name's place (a may be NULL): not APPEND */
+		return false;
 	if (n >= 2 && imap_arg_atom_is(&a[0], "UID") && imap_arg_atom_is(&a[1], "REPLACE"))
 		skip = 2;
 	else if (n >= 1 && imap_arg_atom_is(&a[0], "REPLACE"))
