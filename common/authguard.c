@@ -24,6 +24,7 @@
 struct authguard {
 	struct shmtable *t;
 	bool owned;
+	bool no_wait; /* authguard_no_wait: counts kept, no check held or refused */
 };
 
 struct key_rule {
@@ -133,9 +134,15 @@ static void rec_expire(struct shmtable_rec *r, int64_t now)
 		r->fails = 0;
 }
 
+struct begin_arg {
+	struct authguard_check *chk;
+	bool no_wait;
+};
+
 static void begin_fn(struct shmtable_rec **recs, size_t n, int64_t now, void *arg)
 {
-	struct authguard_check *chk = arg;
+	struct begin_arg *ba = arg;
+	struct authguard_check *chk = ba->chk;
 	int64_t start = now;
 
 	for (size_t i = 0; i < n; i++)
@@ -149,6 +156,8 @@ static void begin_fn(struct shmtable_rec **recs, size_t n, int64_t now, void *ar
 	for (size_t i = 0; i < (chk->known ? 1 : n); i++)
 		if (recs[i] != NULL && recs[i]->next_ms > start)
 			start = recs[i]->next_ms;
+	if (ba->no_wait)
+		start = now; /* starts at once, and is counted as any other */
 	chk->wait_ms = start - now;
 	chk->slot_ms = start;
 	if ((chk->refused = chk->wait_ms > AUTHGUARD_HOLD_MAX_MS))
@@ -175,7 +184,7 @@ void authguard_begin(struct authguard *g, uint64_t id, const char *proto, const 
 
 	memset(chk, 0, sizeof(*chk));
 	keys_make(&k, addr, user);
-	shmtable_with(g->t, NKEYS, k.kind, k.v, begin_fn, chk);
+	shmtable_with(g->t, NKEYS, k.kind, k.v, begin_fn, &(struct begin_arg){ chk, g->no_wait });
 	if (chk->wait_ms <= 0 && !chk->refused)
 		return;
 	str_log_name(name, sizeof(name), user);
@@ -262,5 +271,10 @@ int64_t authguard_failed(struct authguard *g, const char *addr, const char *user
 	struct failed_arg fa = { 0 };
 
 	outcome(g, addr, user, failed_fn, &fa);
-	return fa.hold_ms;
+	return g->no_wait ? 0 : fa.hold_ms;
+}
+
+void authguard_no_wait(struct authguard *g)
+{
+	g->no_wait = true;
 }

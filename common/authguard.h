@@ -54,6 +54,9 @@ struct authguard *authguard_open(const struct conf *c);
 /* A throttle over a table the caller owns (tests, fuzzing): not freed by authguard_close. */
 struct authguard *authguard_over(struct shmtable *t);
 void authguard_close(struct authguard **gp);
+/* Fuzzing only: checks are still counted, but none is held, refused or answered late, so
+   that a session fuzzer runs without waiting on timers. Never in the daemons. */
+void authguard_no_wait(struct authguard *g);
 
 /* A password check of user from addr (the address without port) is about to start: fills
    *chk (wait, or refused). id and proto ("imap", "smtp") are for the log. */

@@ -141,6 +141,25 @@ static void test_address_across_users(void **state)
 	}
 }
 
+/* authguard_no_wait (the session fuzzers'): the failures are still counted, but no check is
+   held, refused or answered late, where without it the same failures hold and then refuse. */
+static void test_no_wait(void **state)
+{
+	struct authguard_check chk;
+
+	authguard_no_wait(g);
+	for (int i = 0; i < 40; i++) {
+		int64_t hold = fail_once("10.5.0.1", "alice", &chk);
+
+		assert_int_equal(chk.pair, (uint32_t)i);
+		assert_int_equal(chk.wait_ms, 0);
+		assert_int_equal(hold, 0);
+	}
+	authguard_begin(g, 1, "test", "10.5.0.1", "alice", &chk);
+	assert_false(chk.refused);
+	assert_int_equal(chk.user, 40);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -149,6 +168,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_user_across_addresses, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_address_across_users, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_no_wait, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,11 +1,12 @@
 /* fuzz_imap_session.c — libFuzzer target: a whole IMAP session. Each input is a client byte
  * stream sent over a loopback TCP connection to the real imapd command code (imapd/, the users
- * file backend; a worker set up by imapd_worker_init as imapd's are, on a fresh store in a temp
- * dir, per input), then half-closed; the session must answer and close by itself within a
- * few seconds, with nothing left allocated (ASan); a failed LOGIN/AUTHENTICATE is answered
- * after imapd's penalty (up to 8 s each, counted afresh for each input), hence the longer
- * bound. User "alice", password "pw". Built only with -Dfuzz=true
- * (clang). */
+ * file backend; one worker set up by imapd_worker_init as imapd's are, on a store in a temp
+ * dir, made once in LLVMFuzzerInitialize and reused), then half-closed; the session must
+ * answer and close by itself within a few seconds, with nothing left allocated (ASan). Each
+ * input starts from the same state: the store is emptied after it (fuzz_store_reset), each
+ * connection comes from an address of its own, and the login throttle counts but never holds
+ * an answer (authguard_no_wait), so a crash reproduces from its input alone and no input
+ * waits on a timer. User "alice", password "pw". Built only with -Dfuzz=true (clang). */
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 
 #include <event2/event.h>
 
+#include "common/authguard.h"
 #include "common/conf.h"
 #include "common/log.h"
 #include "common/net.h"
@@ -26,13 +28,12 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static char dir[80];
+static char dir[80], sdir[96];
 static struct conf *conf;
 static struct imap_server srv;
 static struct shmtable *shared;
 static struct net_fds fds;
 static int port;
-static unsigned serial;
 
 static void set(const char *sec, const char *key, const char *val)
 {
@@ -58,6 +59,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	set("directory", "users_file", path);
 	set("store", "partitions", "1");
 	set("store", "map_size", "4M");
+	snprintf(sdir, sizeof(sdir), "%s/store", dir);
+	set("store", "path", sdir);
+	set("store", "group_commit_delay", "0s"); /* commits answer at once: no waiting */
 	set("imapd", "listen", "127.0.0.1:0");
 	set("imapd", "allow_plaintext_auth", "yes");
 	set("imapd", "max_append_size", "1M");
@@ -66,28 +70,20 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	shared = shmtable_new(64, 1, NET_SHM_KEY_MAX, 60000); /* the master makes it in imapd.c */
 	fuzz_must(net_listen(conf_values(conf)->imapd.listen, NULL, &fds, &err) == 0, "listen");
 	port = net_fd_port(fds.fd[0]);
-	return 0;
-}
-
-/* Each input gets a worker of its own, set up as imapd's (imapd_worker_init) on a fresh
-   store, so one input's state (failed logins, sessions) is not the next one's; the listening
-   socket is bound once. */
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-	char sdir[160];
-
-	snprintf(sdir, sizeof(sdir), "%s/store%u", dir, serial++);
-	set("store", "path", sdir);
 	imapd_worker_init(&srv, conf, NULL);
 	srv.idle_timeout_ms = 5000; /* below the key's minimum: an IDLE ends within the bound */
 	srv.plain = net_server_new(srv.base, &fds, 1000, imap_server_accept_plain, &srv);
+	srv.shared = shared;
+	authguard_no_wait(srv.guard);
+	return 0;
+}
+
+/* One session on the worker made once; afterwards the store is emptied again. */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
 	/* The session answers, sees the end of input and closes, within the time bound (a hang
 	   is a bug; the fuzzer's -timeout also catches it). */
-	srv.shared = shared;
-	/* one input's failures are its own */
-	shmtable_fail_clear(srv.shared, SHM_AUTH_FAILS, "127.0.0.1");
-	fuzz_session(srv.base, port, data, size, session_done, NULL, 60000);
-	imapd_worker_free(&srv);
-	fuzz_rm_rf(sdir);
+	fuzz_session(srv.base, port, data, size, session_done, NULL, srv.gc, 60000);
+	fuzz_store_reset(srv.store);
 	return 0;
 }

@@ -13,21 +13,29 @@
 #include "common/clock.h"
 #include "common/conf.h"
 #include "common/log.h"
+#include "common/xmalloc.h"
+#include "store/store.h"
 #include "tests/fuzz/fuzz_peer.h"
 
 struct peer {
 	const uint8_t *data;
 	size_t size, off;
-	bool eof;
+	uint64_t got; /* bytes read from the server */
+	bool eof, shut;
 	int fd;
-	struct event *rd, *wr, *quiet;
+	struct event *rd, *wr;
 };
 
-/* Half-close only once the server has been quiet for a moment after the last byte went out:
-   a server may rightly drop input that follows the end of input before it answered (the
-   message after DATA, say), so closing at once would hide everything behind the first
-   asynchronous step from the fuzzer. */
-static const struct timeval quiet_tv = { 0, 20000 };
+/* Half-close only once the server is idle after the last byte went out: a server may rightly
+   drop input that follows the end of input before it answered (the message after DATA, say),
+   so closing at once would hide everything behind the first asynchronous step from the
+   fuzzer. The server runs in this process on the same event base, so idle can be seen
+   without waiting on a clock: IDLE_PASSES passes of the loop in a row that ran no event and
+   brought no byte, with the group committer flushed (store_gc_flush) half-way, so that no
+   commit is in flight. A step of the server that waits on a timer of its own (none does in
+   the fuzz configuration but IDLE's end) is cut by the half-close, as a client's close
+   would. */
+#define IDLE_PASSES 8
 
 void fuzz_must(int ok, const char *what)
 {
@@ -55,6 +63,22 @@ void fuzz_tmpdir(char *dir, size_t size, const char *name)
 	fuzz_must(mkdtemp(dir) != NULL, "mkdtemp");
 }
 
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static char start_dir[128];
+
+static void start_dir_remove(void)
+{
+	if (start_dir[0] != '\0')
+		(void)nftw(start_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 void fuzz_start(char *dir, size_t size, const char *name, char *path_r, size_t path_size)
 {
 	FILE *f;
@@ -62,6 +86,9 @@ void fuzz_start(char *dir, size_t size, const char *name, char *path_r, size_t p
 	log_init("fuzz", true, 0);
 	log_set_level(getenv("FUZZ_LOG") != NULL ? LOG_LVL_DEBUG : LOG_LVL_ERR);
 	fuzz_tmpdir(dir, size, name);
+	/* the fixture's store lives until the process ends, on /dev/shm (memory): removed then */
+	snprintf(start_dir, sizeof(start_dir), "%s", dir);
+	atexit(start_dir_remove);
 	snprintf(path_r, path_size, "%s/users", dir);
 	f = fopen(path_r, "w");
 	fuzz_must(f != NULL, path_r);
@@ -71,14 +98,6 @@ void fuzz_start(char *dir, size_t size, const char *name, char *path_r, size_t p
 	      "bob:{SHA256}MMlS+rEiw/l1nwKm2Vw3WLJGtP7iOZV7LU/uRuJhcMQ=:bob@heron.test\n",
 	      f);
 	fclose(f);
-}
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
 }
 
 void fuzz_rm_rf(const char *path)
@@ -95,10 +114,8 @@ static void peer_write(evutil_socket_t fd, short what, void *arg)
 		p->off += (size_t)n;
 	else if (n < 0 && errno != EAGAIN && errno != EINTR)
 		p->off = p->size; /* the server closed: stop sending */
-	if (p->off == p->size) {
+	if (p->off == p->size)
 		event_del(p->wr);
-		evtimer_add(p->quiet, &quiet_tv);
-	}
 }
 
 static void peer_read(evutil_socket_t fd, short what, void *arg)
@@ -110,20 +127,29 @@ static void peer_read(evutil_socket_t fd, short what, void *arg)
 	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
 		p->eof = true;
 		event_del(p->rd);
-	} else if (n > 0 && p->off == p->size && evtimer_pending(p->quiet, NULL)) {
-		evtimer_add(p->quiet, &quiet_tv); /* still talking: wait on */
+	} else if (n > 0) {
+		p->got += (uint64_t)n;
 	}
 }
 
-static void peer_quiet(evutil_socket_t fd, short what, void *arg)
+/* Once every byte is out: one pass of the loop that waits for nothing; true when the server
+   has been idle for IDLE_PASSES passes. */
+static bool idle_pass(struct event_base *base, struct peer *p, struct store_gc *gc, unsigned *idle)
 {
-	struct peer *p = arg;
+	uint64_t got = p->got;
 
-	shutdown(p->fd, SHUT_WR);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	if (p->got != got || event_base_get_num_events(base, EVENT_BASE_COUNT_ACTIVE) > 0) {
+		*idle = 0;
+		return false;
+	}
+	if (++*idle == IDLE_PASSES / 2 && gc != NULL)
+		store_gc_flush(gc); /* runs the callbacks of what was in flight */
+	return *idle >= IDLE_PASSES;
 }
 
 void fuzz_session(struct event_base *base, int port, const uint8_t *data, size_t size,
-		  bool (*done)(void *arg), void *arg, int64_t timeout_ms)
+		  bool (*done)(void *arg), void *arg, struct store_gc *gc, int64_t timeout_ms)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET,
 				   .sin_port = htons((uint16_t)port),
@@ -133,6 +159,7 @@ void fuzz_session(struct event_base *base, int port, const uint8_t *data, size_t
 	struct peer p = { .data = data, .size = size };
 	struct timeval tick = { 0, 100000 };
 	int64_t deadline = clock_mono_ms() + timeout_ms;
+	unsigned idle = 0;
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
 	fuzz_must(fd >= 0, "socket");
@@ -141,18 +168,25 @@ void fuzz_session(struct event_base *base, int port, const uint8_t *data, size_t
 	   a crash reproduces from its input alone. */
 	src.sin_addr.s_addr = htonl(0x7f000002u + (serial++ % 0xfffff0u));
 	fuzz_must(bind(fd, (struct sockaddr *)&src, sizeof(src)) == 0, "bind");
-	fuzz_must(connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0, "connect");
+	/* non-blocking from the start: libFuzzer's timeout timer (SIGALRM) interrupts a
+	   blocking connect; one still in progress is writable once it is made */
 	fuzz_must(fcntl(fd, F_SETFL, O_NONBLOCK) == 0, "fcntl");
+	fuzz_must(connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0 || errno == EINPROGRESS,
+		  "connect");
 	p.fd = fd;
 	p.rd = event_new(base, fd, EV_READ | EV_PERSIST, peer_read, &p);
 	p.wr = event_new(base, fd, EV_WRITE | EV_PERSIST, peer_write, &p);
-	p.quiet = evtimer_new(base, peer_quiet, &p);
 	event_add(p.rd, NULL);
 	if (size > 0)
 		event_add(p.wr, NULL);
-	else
-		evtimer_add(p.quiet, &quiet_tv);
 	while ((!p.eof || !done(arg)) && clock_mono_ms() < deadline) {
+		if (!p.shut && p.off == p.size) {
+			if (idle_pass(base, &p, gc, &idle)) {
+				shutdown(p.fd, SHUT_WR);
+				p.shut = true;
+			}
+			continue;
+		}
 		event_base_loopexit(base, &tick);
 		event_base_loop(base, EVLOOP_ONCE);
 	}
@@ -163,6 +197,59 @@ void fuzz_session(struct event_base *base, int port, const uint8_t *data, size_t
 	}
 	event_free(p.rd);
 	event_free(p.wr);
-	event_free(p.quiet);
 	close(fd);
+}
+
+struct names {
+	char **v;
+	size_t n;
+};
+
+static int user_name_cb(const struct store_user *u, void *arg)
+{
+	struct names *nm = arg;
+
+	nm->v = xreallocarray(nm->v, nm->n + 1, sizeof(*nm->v));
+	nm->v[nm->n++] = xstrdup(u->name);
+	return 0;
+}
+
+static int users_delete_fn(struct store_txn *t, void *arg)
+{
+	struct names nm = { 0 };
+	int rc = store_user_list(t, user_name_cb, &nm);
+
+	for (size_t i = 0; i < nm.n; i++) {
+		if (rc == 0)
+			rc = store_user_delete(t, nm.v[i]);
+		free(nm.v[i]);
+	}
+	free(nm.v);
+	return rc;
+}
+
+struct ids {
+	uint64_t *v;
+	size_t n;
+};
+
+static int queue_id_cb(const struct store_queue_msg *qm, void *arg)
+{
+	struct ids *ids = arg;
+
+	ids->v = xreallocarray(ids->v, ids->n + 1, sizeof(*ids->v));
+	ids->v[ids->n++] = qm->id;
+	return 0;
+}
+
+void fuzz_store_reset(struct store *st)
+{
+	struct ids ids = { 0 };
+
+	for (unsigned p = 0; p < store_partitions(st); p++)
+		fuzz_must(store_write(st, p, users_delete_fn, NULL) == 0, "store reset: users");
+	fuzz_must(store_queue_list(st, queue_id_cb, &ids) == 0, "store reset: queue");
+	for (size_t i = 0; i < ids.n; i++)
+		fuzz_must(store_queue_delete(st, ids.v[i]) == 0, "store reset: queue entry");
+	free(ids.v);
 }

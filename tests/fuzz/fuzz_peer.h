@@ -11,6 +11,8 @@
 #include <event2/event.h>
 
 struct conf;
+struct store;
+struct store_gc;
 
 /* Aborts with what and strerror(errno) unless ok. */
 void fuzz_must(int ok, const char *what);
@@ -19,16 +21,21 @@ void fuzz_set(struct conf *c, const char *sec, const char *key, const char *val)
 /* Makes a private dir (on /dev/shm when writable, fsync is cheap there) into dir. */
 void fuzz_tmpdir(char *dir, size_t size, const char *name);
 /* Logging (debug when FUZZ_LOG is set, else errors only), the private dir and a users file in
-   it (path_r): alice (alice@heron.test, al@heron.test) and bob (bob@heron.test), password
+   it (path_r), removed when the process exits: alice (alice@heron.test, al@heron.test) and bob (bob@heron.test), password
    "pw". */
 void fuzz_start(char *dir, size_t size, const char *name, char *path_r, size_t path_size);
+/* Puts the store of a fixture reused across inputs back to empty: deletes every user (with
+   mailboxes, messages, subscriptions) and every queue entry, so that one input's writes are
+   not seen by the next (user ids and UIDVALIDITYs still advance). */
+void fuzz_store_reset(struct store *st);
 /* Removes a directory tree. */
 void fuzz_rm_rf(const char *path);
-/* Connects to 127.0.0.1:port, sends data[0..size), half-closes once the server has been quiet
-   for 20 ms and reads until the server
-   closes, running base; returns once the peer saw EOF and done(arg) is true, or aborts after
-   timeout_ms (a session that does not end is a bug). */
+/* Connects to 127.0.0.1:port, sends data[0..size), half-closes once the server is idle (no
+   event to run, no byte coming, nothing in flight in gc, its group committer, or NULL; see
+   fuzz_peer.c) and reads until the server closes, running base; returns once the peer saw
+   EOF and done(arg) is true, or aborts after timeout_ms (a session that does not end is a
+   bug). No clock is waited on. */
 void fuzz_session(struct event_base *base, int port, const uint8_t *data, size_t size,
-		  bool (*done)(void *arg), void *arg, int64_t timeout_ms);
+		  bool (*done)(void *arg), void *arg, struct store_gc *gc, int64_t timeout_ms);
 
 #endif

@@ -1,11 +1,15 @@
 /* fuzz_smtp_session.c — libFuzzer target: a whole SMTP (or submission, or LMTP) session. Each
  * input is a client byte stream sent over loopback TCP to the real mtad session code (mtad/
- * without its main, the users file backend; a worker set up by mtad_worker_init as mtad's are,
- * on a fresh store in a temp dir, per input), then half-closed; the session must answer and
- * end by itself within a few seconds with nothing leaked (ASan); a failed AUTH is answered after mtad's penalty (up to
- * 8 s each), hence the longer bound. The first byte picks the listener: SMTP (MX), submission
- * or LMTP. Local domain heron.test, users alice and bob (password "pw"); no relay host, the
- * queue runner is not started (relayed mail is only queued). Built only with -Dfuzz=true. */
+ * without its main, the users file backend; one worker set up by mtad_worker_init as mtad's
+ * are, on a store in a temp dir, made once in LLVMFuzzerInitialize and reused), then
+ * half-closed; the session must answer and end by itself within a few seconds with nothing
+ * leaked (ASan). Each input starts from the same state: the store (mailboxes, queue) is
+ * emptied after it (fuzz_store_reset), each connection comes from an address of its own, and
+ * the login throttle counts but never holds an answer (authguard_no_wait), so a crash
+ * reproduces from its input alone and no input waits on a timer. The first byte picks the
+ * listener: SMTP (MX), submission or LMTP. Local domain heron.test, users alice and bob
+ * (password "pw"); no relay host, the queue runner is not started (relayed mail is only
+ * queued). Built only with -Dfuzz=true. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +17,7 @@
 
 #include <event2/event.h>
 
+#include "common/authguard.h"
 #include "common/conf.h"
 #include "common/log.h"
 #include "common/net.h"
@@ -27,13 +32,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const char *const kinds[] = { "listen", "submission", "lmtp" };
 static const enum mtad_listener kind_ids[] = { L_SMTP, L_SUBMISSION, L_LMTP };
-static char dir[80];
+static char dir[80], sdir[96];
 static struct conf *conf;
 static struct mtad m;
 static struct shmtable *shared;
 static struct net_fds fds[L_NKINDS];
 static int ports[3];
-static unsigned serial;
 
 /* The [mtad] listener list of a kind. */
 static const struct conf_addrs *listen_addrs(enum mtad_listener k)
@@ -62,6 +66,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	fuzz_set(conf, "directory", "users_file", path);
 	fuzz_set(conf, "store", "partitions", "1");
 	fuzz_set(conf, "store", "map_size", "4M");
+	snprintf(sdir, sizeof(sdir), "%s/store", dir);
+	fuzz_set(conf, "store", "path", sdir);
+	fuzz_set(conf, "store", "group_commit_delay", "0s"); /* commits answer at once */
 	fuzz_set(conf, "mtad", "local_domains", "heron.test");
 	fuzz_set(conf, "mtad", "auth_require_tls", "no");
 	fuzz_set(conf, "mtad", "max_message_size", "64k");
@@ -77,24 +84,20 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 			  "listen");
 		ports[i] = net_fd_port(fds[kind_ids[i]].fd[0]);
 	}
+	mtad_worker_init(&m, conf, 0, "mx.heron.test");
+	m.shared = shared;
+	authguard_no_wait(m.guard);
+	fuzz_must(mtad_servers_start(&m, fds, 1000) == 0, "mtad_servers_start");
 	return 0;
 }
 
-/* Each input gets a worker of its own, set up as mtad's (mtad_worker_init) on a fresh store;
-   the listening sockets are bound once. */
+/* One session on the worker made once; afterwards the store is emptied again. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	char sdir[160];
 	int port = ports[size > 0 ? data[0] % 3 : 0];
 
-	snprintf(sdir, sizeof(sdir), "%s/store%u", dir, serial++);
-	fuzz_set(conf, "store", "path", sdir);
-	mtad_worker_init(&m, conf, 0, "mx.heron.test");
-	m.shared = shared;
-	fuzz_must(mtad_servers_start(&m, fds, 1000) == 0, "mtad_servers_start");
 	fuzz_session(m.base, port, size > 0 ? data + 1 : data, size > 0 ? size - 1 : 0,
-		     session_done, NULL, 60000);
-	mtad_worker_free(&m);
-	fuzz_rm_rf(sdir);
+		     session_done, NULL, m.gc, 60000);
+	fuzz_store_reset(m.store);
 	return 0;
 }
