@@ -168,8 +168,8 @@ int mc_user_add(struct mc *mc, const struct mc_args *a)
 	if (mc->json) {
 		fputs("{\"user\": ", stdout);
 		mc_json_str(stdout, o.user, strlen(o.user));
-		printf(", \"id\": %" PRIu64 ", \"partition\": %u, \"login\": %s}\n", o.id, part,
-		       a->set[3] ? "true" : "false");
+		printf(", \"id\": \"%016" PRIx64 "\", \"partition\": %u, \"login\": %s}\n", o.id,
+		       part, a->set[3] ? "true" : "false");
 	} else {
 		printf("user %s created in partition %u%s\n", o.user, part,
 		       a->set[3] ? ", with its login in the users file" : "");

@@ -4,7 +4,9 @@ closes them as each protocol says (IMAP BYE, also in IDLE and after a running co
 421 between transactions; ManageSieve BYE), `stats --live`/`top` show counters that move,
 and the errors: unknown daemons, no daemon running (75), a user with no session (0 kicked).
 
-usage: test_control.py MTAD IMAPD MANAGESIEVED MAILCTL
+Every --json output is validated against docs/schema/mailctl.schema.json (python3 jsonschema).
+
+usage: test_control.py MTAD IMAPD MANAGESIEVED MAILCTL SOURCE_ROOT
 """
 import base64
 import json
@@ -15,11 +17,21 @@ import subprocess
 import sys
 import tempfile
 
+import jsonschema
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from heronlib import (HOST, Daemon, free_port, imaplib, run_main, run_tests,  # noqa: E402
                       shared_conf, wait_for, wait_port)
 
-MTAD, IMAPD, SIEVED, MAILCTL = sys.argv[1:5]
+MTAD, IMAPD, SIEVED, MAILCTL, ROOT = sys.argv[1:6]
+with open(os.path.join(ROOT, "docs", "schema", "mailctl.schema.json")) as _f:
+    SCHEMA = json.load(_f)
+
+
+def valid(name, doc):
+    """doc, checked against the schema's definition of the command name."""
+    jsonschema.Draft202012Validator({**SCHEMA, "$ref": "#/$defs/" + name}).validate(doc)
+    return doc
 TMP = tempfile.mkdtemp(prefix="heron-control-")
 SUB_PORT, SIEVE_PORT = free_port(), free_port()
 CONF, SMTP_PORT, IMAP_PORT = shared_conf(
@@ -41,7 +53,7 @@ def mailctl(*args):
 def who(*args):
     rc, out, err = mailctl("--json", "who", *args)
     assert rc == 0, (rc, out, err)
-    return json.loads(out)
+    return valid("who", json.loads(out))
 
 
 def submission(user):
@@ -119,7 +131,7 @@ def test_kick_closes_every_protocol():
              "bob's four sessions")
     rc, out, err = mailctl("--json", "kick", "bob")
     assert rc == 0, (rc, out, err)
-    r = json.loads(out)
+    r = valid("kick", json.loads(out))
     assert r["user"] == "bob" and r["kicked"] == 4, r
     assert {d["daemon"] for d in r["daemons"]} == {"mtad", "imapd", "managesieved"}, r
     # IMAP: BYE, and the connection ends
@@ -154,7 +166,7 @@ def test_live_counters_move():
     rc, out, err = mailctl("--json", "stats", "--live", "--count", "2", "--interval", "1",
                            "--daemon", "mtad")
     assert rc == 0, (rc, out, err)
-    first, second = [json.loads(line) for line in out.splitlines()]
+    first, second = [valid("stats --live", json.loads(line)) for line in out.splitlines()]
     key = 'heron_deliveries_total{status="local"}'
     before = first["daemons"][0]["metrics"][key]
     with smtplib.SMTP(HOST, SMTP_PORT, timeout=30) as s:
@@ -162,7 +174,7 @@ def test_live_counters_move():
     rc, out, err = mailctl("--json", "top", "--count", "2", "--interval", "1",
                            "--daemon", "mtad")
     assert rc == 0, (rc, out, err)
-    last = json.loads(out.splitlines()[-1])
+    last = [valid("top", json.loads(line)) for line in out.splitlines()][-1]
     assert last["daemons"][0]["daemon"] == "mtad"
     assert last["daemons"][0]["metrics"][key] == before + 1, (before, last)
     assert "rates" in last["daemons"][0]
