@@ -298,7 +298,7 @@ const struct conf_key conf_keys[] = {
 	  CONF_AT(mtad.recipient_delimiter) },
 	{ "mtad", "subaddress_folder", CONF_BOOL, 0, 0, "no", NULL,
 	  "yes: user+tag@ is delivered into the user's folder named tag when it exists (else "
-	  "INBOX); a user's Sieve script decides for itself",
+	  "INBOX); with a Sieve script, its keep (implicit or explicit) goes there too",
 	  CONF_AT(mtad.subaddress_folder) },
 	{ "mtad", "aliases", CONF_STR, 0, 0, "", NULL,
 	  "the aliases file (see ALIASES below): read at start (an error stops mtad), on "

@@ -750,9 +750,11 @@ static struct sv_group *group_new(struct smtp_session *s, struct sieve_tx *sv,
 	return g;
 }
 
-/* junk: DMARC quarantine; what would go to INBOX goes to the \Junk mailbox */
+/* junk: DMARC quarantine; what would go to INBOX goes to the \Junk mailbox. Otherwise a keep
+   (implicit or explicit) goes where delivery without a script would: user+detail@ into the
+   folder detail with [mtad] subaddress_folder (the store: INBOX when there is none). */
 static void group_add(struct sv_group *g, size_t dest, const struct sv_dest *d,
-		      const struct smtp_rcpt *r, bool junk)
+		      const struct smtp_rcpt *r, bool junk, bool folders)
 {
 	g->srcpt = xreallocarray(g->srcpt, g->n + 1, sizeof(*g->srcpt));
 	g->dest = xreallocarray(g->dest, g->n + 1, sizeof(*g->dest));
@@ -762,6 +764,8 @@ static void group_add(struct sv_group *g, size_t dest, const struct sv_dest *d,
 	if (junk && d->mailbox == NULL) {
 		g->srcpt[g->n].mailbox = "Junk";
 		g->srcpt[g->n].special = STORE_USE_JUNK;
+	} else if (folders && d->mailbox == NULL && r->detail[0] != '\0') {
+		g->srcpt[g->n].mailbox = r->detail;
 	}
 	g->srcpt[g->n].flags = d->flags;
 	g->dest[g->n++] = dest;
@@ -851,8 +855,10 @@ static void apply(struct smtp_session *s, struct sieve_tx *sv, size_t i,
 		if (b != NULL)
 			g = group_new(s, sv, b, true);
 	}
+	bool folders = conf_values(s->m->conf)->mtad.subaddress_folder;
+
 	for (size_t k = first; k < sv->nd; k++)
-		group_add(g, k, &sv->d[k], r, s->tx->quarantine);
+		group_add(g, k, &sv->d[k], r, s->tx->quarantine, folders);
 }
 
 static void nothing_cb(evutil_socket_t fd, short what, void *arg)

@@ -26,7 +26,7 @@ from heronlib import (DOMAIN, Mtad, RelayTarget, Store, assert_eq, assert_in,  #
 ROOT, MTAD, PEEK, MAILCTL = sys.argv[1:5]
 TMP = tempfile.mkdtemp(prefix="heron-mtad-basics-")
 WORKERS = 2
-USERS = ["user1", "user2", "user3"]
+USERS = ["user1", "user2", "user3", "user4"]
 ALIASES = os.path.join(TMP, "aliases")
 relay = RelayTarget()
 write_users(os.path.join(TMP, "users"), USERS)
@@ -167,6 +167,34 @@ def test_sieve_sees_detail():
     mailctl("sieve", "deactivate", "user3")
 
 
+def test_sieve_keep_into_subaddress_folder():
+    """A script that files nothing keeps the message where delivery without one would: with
+    subaddress_folder, user+lists@ into the folder lists (implicit and explicit keep)."""
+    script = os.path.join(TMP, "keep.sieve")
+    with open(script, "w") as f:
+        f.write('require ["fileinto"];\n'
+                'if header :contains "subject" "to-work" { fileinto "Work"; }\n'
+                'elsif header :contains "subject" "explicit" { keep; }\n')
+    assert_eq(send([f"user4@{DOMAIN}"], "kp0")[0], 250)  # the store account is made
+    mailctl("mailbox", "create", "user4", "lists")
+    mailctl("mailbox", "create", "user4", "Work")
+    mailctl("sieve", "put", "user4", "keep", script, "--activate")
+    reload(subaddress_folder="yes")
+    try:
+        n, f, w = count("user4"), folder_count("user4", "lists"), folder_count("user4", "Work")
+        assert_eq(send([f"user4+lists@{DOMAIN}"], "kp1 implicit")[0], 250)
+        assert_eq(send([f"user4+lists@{DOMAIN}"], "kp2 explicit")[0], 250)
+        assert_eq(folder_count("user4", "lists"), f + 2)
+        # fileinto wins over the subaddress; a folder that does not exist: INBOX
+        assert_eq(send([f"user4+lists@{DOMAIN}"], "kp3 to-work")[0], 250)
+        assert_eq(folder_count("user4", "Work"), w + 1)
+        assert_eq(send([f"user4+nofolder@{DOMAIN}"], "kp4")[0], 250)
+        assert_eq((count("user4"), folder_count("user4", "lists")), (n + 1, f + 2))
+    finally:
+        reload(subaddress_folder="no")
+        mailctl("sieve", "deactivate", "user4")
+
+
 def test_alias_list_with_external():
     n1, n2 = count("user1"), count("user2")
     assert_eq(send([f"team@{DOMAIN}"], "al1")[0], 250)
@@ -298,7 +326,8 @@ def test_local_submission():
 if __name__ == "__main__":
     sys.exit(run_suite(mtad, [
         test_postmaster_always_accepted, test_postmaster_configured, test_subaddress_inbox,
-        test_subaddress_folder, test_sieve_sees_detail, test_alias_list_with_external,
+        test_subaddress_folder, test_sieve_sees_detail, test_sieve_keep_into_subaddress_folder,
+        test_alias_list_with_external,
         test_alias_nested_and_duplicates, test_alias_self_and_full_address,
         test_alias_refusals, test_alias_reload, test_trace, test_trace_bounces,
         test_local_submission,
