@@ -679,12 +679,30 @@ static void test_connect(void **state)
 	event_base_free(base);
 }
 
+/* A port free for the wildcard on both families: a dual-stack [::]:0 socket's (a loopback
+   port can still be held on 0.0.0.0 by another socket); an IPv4 one without IPv6. */
+static int dual_free_port(void)
+{
+	struct sockaddr_in6 sa = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_ANY_INIT };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0), off = 0, port = -1;
+
+	if (fd == -1)
+		return net_free_port(AF_INET);
+	if (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off)) == 0 &&
+	    bind(fd, (struct sockaddr *)&sa, len) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+		port = ntohs(sa.sin6_port);
+	close(fd);
+	return port > 0 ? port : net_free_port(AF_INET);
+}
+
 /* A name through evdns, answered from /etc/hosts (no DNS server is asked). */
 static void test_connect_name(void **state)
 {
 	struct event_base *base = event_base_new();
 	struct evdns_base *dns = evdns_base_new(base, 0);
-	int port = net_free_port(AF_INET);
+	int port = dual_free_port();
 	char portstr[16], *error;
 	struct conf_addr a;
 	struct conf_addrs l;
@@ -694,7 +712,7 @@ static void test_connect_name(void **state)
 
 	assert_non_null(dns);
 	assert_int_equal(evdns_base_load_hosts(dns, NULL), 0);
-	/* A port free on IPv4 may be taken on IPv6 (or by another test in between): retry. */
+	/* The port may be taken by another test in between: retry. */
 	for (int tries = 0;; tries++) {
 		snprintf(portstr, sizeof(portstr), "%d", port);
 		l = one_addr(&a, "*", portstr); /* localhost may be 127.0.0.1 or ::1: serve both */
@@ -703,7 +721,7 @@ static void test_connect_name(void **state)
 		if (tries == 20)
 			fail_msg("no port free on both families: %s", error);
 		free(error);
-		port = net_free_port(AF_INET);
+		port = dual_free_port();
 	}
 	assert_non_null(net_connect(base, dns, "localhost", portstr, 5000, conn_cb, &r));
 	event_base_loopexit(base, &limit);
