@@ -718,7 +718,7 @@ void queue_rcpt_outcome(struct qwork *w, size_t k, int code, const char *text, c
 	const struct conf *c = job->qr->m->conf;
 	int64_t age_s = clock_wall_s() - job->qm.created;
 	const char *status;
-	char dsn[16];
+	char dsn[16], reply[8] = "";
 
 	if (code >= 200 && code < 300) {
 		job->result[i] = STORE_Q_DELIVERED;
@@ -743,11 +743,15 @@ void queue_rcpt_outcome(struct qwork *w, size_t k, int code, const char *text, c
 	free(job->remote[i]);
 	job->error[i] = xstrdup(text ? text : "");
 	job->remote[i] = xstrdup(relay ? relay : "none");
+	/* the reply as the server gave it, code first ("250 2.0.0 ..."), as Postfix logs it */
+	if (code >= 200 && code < 600)
+		snprintf(reply, sizeof(reply), "%d ", code);
 	log_info("%016" PRIx64 ": to=<%s>, relay=%s, %s%sdelay=%" PRId64
-		 ", dsn=%s, status=%s (%s)",
+		 ", dsn=%s, status=%s (%s%s)",
 		 job->qm.id, job->qm.rcpt[i].addr, job->remote[i], w->tlsdesc,
 		 w->tlsdesc[0] ? ", " : "", age_s,
-		 queue_dsn_of(text, code ? code : 400, dsn, sizeof(dsn)), status, job->error[i]);
+		 queue_dsn_of(text, code ? code : 400, dsn, sizeof(dsn)), status, reply,
+		 job->error[i]);
 }
 
 void queue_work_done(struct qwork *w)

@@ -59,7 +59,7 @@ def main():
         assert_eq(h2.subjects("user1"), [])
         log = h1.mtad.logtext()
         assert_in(f"to=<user2@{DOMAIN}>, relay=store2.heron.test[127.0.0.3]:", log)
-        assert_in(f"status=sent (2.1.5 <user2@{DOMAIN}> Ok: delivered", log)
+        assert_in(f"status=sent (250 2.1.5 <user2@{DOMAIN}> Ok: delivered", log)
 
     def test_the_other_direction_and_aliases():
         # through store2's SMTP, to a store1 user by an alias and to a store2 user

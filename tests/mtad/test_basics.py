@@ -286,7 +286,9 @@ def test_trace_bounces():
     log = mtad.logtext()
     queue_id = re.search(rf"smtp queue qid={qid} queue_id=([0-9a-f]{{16}})", log).group(1)
     for r in ("reject1", "reject2"):
-        wait_for(lambda: re.search(rf"{queue_id}: to=<{r}@remote\.test>,.*status=bounced",
+        # the line carries the server's reply as it came, code first
+        wait_for(lambda: re.search(rf"{queue_id}: to=<{r}@remote\.test>,.*dsn=5\.1\.1, "
+                                   r"status=bounced \(550 5\.1\.1 no such user here\)",
                                    mtad.logtext()), what=f"{r}'s bounced line")
     wait_for(lambda: any(m[1] == ["owner@remote.test"] for m in relay.messages),
              what="the bounce delivered to the sender")
