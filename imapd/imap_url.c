@@ -2,6 +2,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/str.h"
 #include "imapd/imap_url.h"
 
 static int hexval(char c)
@@ -46,16 +47,9 @@ static int decode(const char *s, size_t len, char *out, size_t max)
 /* A nonzero 32-bit number, all of s[0..len): 0 and *v, or -1. */
 static int number(const char *s, size_t len, uint32_t *v)
 {
-	uint64_t x = 0;
+	uint64_t x;
 
-	if (len == 0 || len > 10)
-		return -1;
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		x = x * 10 + (uint64_t)(s[i] - '0');
-	}
-	if (x == 0 || x > UINT32_MAX)
+	if (str_to_u64(s, len, UINT32_MAX, &x) < 0 || x == 0)
 		return -1;
 	*v = (uint32_t)x;
 	return 0;
