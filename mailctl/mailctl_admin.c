@@ -666,6 +666,11 @@ int mc_upgrade(struct mc *mc, const struct mc_args *a)
 {
 	(void)a;
 	/* open_store ran the steps (each logged); the store is at this format now */
-	printf("store at format %u (%s)\n", store_format(), store_writer_id());
+	if (mc->json) {
+		printf("{\"format\": %u, \"writer\": ", store_format());
+		mc_json_str(stdout, store_writer_id(), strlen(store_writer_id()));
+		printf("}\n");
+	} else
+		printf("store at format %u (%s)\n", store_format(), store_writer_id());
 	return MC_OK;
 }

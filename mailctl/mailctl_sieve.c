@@ -68,8 +68,23 @@ int mc_sieve_list(struct mc *mc, const struct mc_args *a)
 	return MC_OK;
 }
 
+/* The active script's name, through the list: the name store_sieve_get/_active return
+   points into their own stack key (store_sieve.c), not into the txn. */
+static int active_cb(const struct store_sieve_script *s, void *arg)
+{
+	char *name = arg;
+
+	if (s->active && s->name_len <= STORE_SIEVE_NAME_MAX) {
+		memcpy(name, s->name, s->name_len);
+		name[s->name_len] = '\0';
+	}
+	return 0;
+}
+
 int mc_sieve_get(struct mc *mc, const struct mc_args *a)
 {
+	char active[STORE_SIEVE_NAME_MAX + 1] = "";
+
 	struct store_txn *t;
 	struct store_user u;
 	struct store_sieve_script s;
@@ -79,7 +94,19 @@ int mc_sieve_get(struct mc *mc, const struct mc_args *a)
 		return rc;
 	rc = a->npos > 1 ? store_sieve_get(t, a->pos[0], a->pos[1], &s)
 			 : store_sieve_active(t, a->pos[0], &s);
-	if (rc == 0)
+	if (rc == 0 && mc->json && a->npos == 1)
+		rc = store_sieve_list(t, a->pos[0], active_cb, active);
+	if (rc == 0 && mc->json) {
+		const char *name = a->npos > 1 ? a->pos[1] : active;
+
+		printf("{\"user\": ");
+		mc_json_str(stdout, a->pos[0], strlen(a->pos[0]));
+		printf(", \"script\": ");
+		mc_json_str(stdout, name, strlen(name));
+		printf(", \"active\": %s, \"source\": ", s.active ? "true" : "false");
+		mc_json_str(stdout, s.src, s.src_len);
+		printf("}\n");
+	} else if (rc == 0)
 		fwrite(s.src, 1, s.src_len, stdout);
 	store_txn_abort(&t);
 	if (rc != 0)
@@ -104,7 +131,24 @@ static int put_or_check(struct mc *mc, const char *user, const char *name, const
 	buf_release(&b);
 	switch (src) {
 	case SIEVE_ADMIN_OK:
-		printf("%s: %s\n", path, check ? "ok" : activate ? "stored and active" : "stored");
+		if (!mc->json) {
+			printf("%s: %s\n", path,
+			       check      ? "ok"
+			       : activate ? "stored and active"
+					  : "stored");
+			return MC_OK;
+		}
+		printf("{\"file\": ");
+		mc_json_str(stdout, path, strlen(path));
+		if (!check) {
+			printf(", \"user\": ");
+			mc_json_str(stdout, user, strlen(user));
+			printf(", \"script\": ");
+			mc_json_str(stdout, name, strlen(name));
+			printf(", \"active\": %s", activate ? "true" : "false");
+		} else
+			printf(", \"ok\": true");
+		printf("}\n");
 		return MC_OK;
 	case SIEVE_ADMIN_ESYNTAX:
 	case SIEVE_ADMIN_EQUOTA:
@@ -157,7 +201,24 @@ static int sieve_write(struct mc *mc, struct sv_op *o, const char *done)
 		       MC_REFUSED;
 	if (rc != 0)
 		return mc_fail(mc, rc, "script '%s' of '%s'", o->name ? o->name : "", o->user);
-	printf("%s\n", done);
+	if (!mc->json) {
+		printf("%s\n", done);
+		return MC_OK;
+	}
+	/* {"user", "script" (not for deactivate), "to" (rename only), "done"} */
+	printf("{\"user\": ");
+	mc_json_str(stdout, o->user, strlen(o->user));
+	if (o->name) {
+		printf(", \"script\": ");
+		mc_json_str(stdout, o->name, strlen(o->name));
+	}
+	if (o->to) {
+		printf(", \"to\": ");
+		mc_json_str(stdout, o->to, strlen(o->to));
+	}
+	printf(", \"done\": ");
+	mc_json_str(stdout, done, strlen(done));
+	printf("}\n");
 	return MC_OK;
 }
 
@@ -267,6 +328,13 @@ int mc_sieve_put_all(struct mc *mc, const struct mc_args *a)
 	if (rc != 0)
 		return mc_fail(mc, rc, "put-all stopped after %llu users",
 			       (unsigned long long)done);
+	if (mc->json) {
+		printf("{\"script\": ");
+		mc_json_str(stdout, a->pos[0], strlen(a->pos[0]));
+		printf(", \"active\": %s, \"users\": %llu}\n", a->set[0] ? "true" : "false",
+		       (unsigned long long)done);
+		return MC_OK;
+	}
 	printf("%s stored%s for %llu users\n", a->pos[0], a->set[0] ? " and active" : "",
 	       (unsigned long long)done);
 	return MC_OK;

@@ -113,9 +113,20 @@ def test_store_commands():
     js("mailbox delete", "mailbox", "delete", "bob", "Job")
     with open(path("s.sieve"), "w") as f:
         f.write("keep;\n")
-    subprocess.run([MAILCTL, "-c", CONF, "sieve", "put", "bob", "s", path("s.sieve")],
-                   check=True, capture_output=True, timeout=60)
+    js("sieve check", "sieve", "check", "bob", path("s.sieve"))
+    js("sieve put", "sieve", "put", "bob", "s", path("s.sieve"))
+    js("sieve put", "sieve", "put", "bob", "t", path("s.sieve"), "--activate")
+    js("sieve put-all", "sieve", "put-all", "site", path("s.sieve"))
     js("sieve list", "sieve", "list", "bob")
+    got = js("sieve get", "sieve", "get", "bob")
+    assert (got["script"], got["active"], got["source"]) == ("t", True, "keep;\n"), got
+    js("sieve get", "sieve", "get", "bob", "s")
+    js("error", "sieve", "get", "bob", "nosuch", rc=1)
+    js("sieve activate", "sieve", "activate", "bob", "s")
+    js("sieve rename", "sieve", "rename", "bob", "t", "u")
+    js("sieve delete", "sieve", "delete", "bob", "u")
+    js("sieve deactivate", "sieve", "deactivate", "bob")
+    js("upgrade", "upgrade")
     js("fts rebuild", "fts", "rebuild", "bob")
     js("fts stats", "fts", "stats", "bob")
     qid = plant("s@heron.test", "r@remote.test")
