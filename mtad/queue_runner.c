@@ -28,6 +28,7 @@
 #define TRYLOG_MAX 2048 /* the hosts tried, for the log line and the DSN */
 
 static void job_finish(struct qjob *job);
+static void work_free(struct qwork *w);
 
 static char *dup_or_null(const char *s)
 {
@@ -50,6 +51,7 @@ static struct qjob *job_copy(struct queue_runner *qr, const struct store_queue_m
 	job->delayed = xcalloc(qm->nrcpt, sizeof(*job->delayed));
 	job->recorded = xcalloc(qm->nrcpt, sizeof(*job->recorded));
 	TAILQ_INIT(&job->lmtp);
+	TAILQ_INIT(&job->works);
 	for (size_t i = 0; i < qm->nrcpt; i++) {
 		job->qm.rcpt[i] = qm->rcpt[i];
 		job->qm.rcpt[i].addr = job->own[2 * i] = xstrdup(qm->rcpt[i].addr);
@@ -131,6 +133,7 @@ struct qdest *queue_dest_get(struct queue_runner *qr, const char *host, const ch
 	snprintf(d->key, sizeof(d->key), "%s:%s", host, port);
 	TAILQ_INIT(&d->waiting);
 	TAILQ_INIT(&d->idle);
+	TAILQ_INIT(&d->all);
 	TAILQ_INSERT_TAIL(&qr->dests, d, entry);
 	return d;
 }
@@ -250,6 +253,7 @@ static struct qwork *work_new(struct qjob *job, const struct qnexthop *nh)
 	w->idx = xcalloc(job->qm.nrcpt, sizeof(*w->idx));
 	buf_init(&w->trylog, 256, TRYLOG_MAX);
 	job->outstanding++;
+	TAILQ_INSERT_TAIL(&job->works, w, jentry);
 	return w;
 }
 
@@ -672,6 +676,7 @@ void queue_runner_stop(struct mtad *m)
 {
 	struct queue_runner *qr = m->qr;
 	struct qdest *d;
+	struct qjob *job;
 
 	if (qr == NULL)
 		return;
@@ -680,9 +685,22 @@ void queue_runner_stop(struct mtad *m)
 	qr->stopping = true;
 	if (m->gc != NULL)
 		store_gc_flush(m->gc);
+	TAILQ_FOREACH(d, &qr->dests, entry)
+	smtp_client_close_all(d);
+	while ((job = TAILQ_FIRST(&qr->jobs)) != NULL) { /* in flight: freed, the lease stays */
+		struct qwork *w;
+
+		while ((w = TAILQ_FIRST(&job->works)) != NULL) {
+			for (size_t k = 0; k < 3; k++)
+				dns_cancel(&w->q[k]);
+			work_free(w);
+		}
+		TAILQ_REMOVE(&qr->jobs, job, entry);
+		qr->njobs--;
+		job_free(job);
+	}
 	while ((d = TAILQ_FIRST(&qr->dests)) != NULL) {
 		TAILQ_REMOVE(&qr->dests, d, entry);
-		smtp_client_close_idle(d);
 		free(d->host);
 		tlsa_free(d->tlsa, d->ntlsa);
 		free(d->addr);
@@ -754,17 +772,24 @@ void queue_rcpt_outcome(struct qwork *w, size_t k, int code, const char *text, c
 		 job->error[i]);
 }
 
-void queue_work_done(struct qwork *w)
+/* a work's own allocations (finished, or in flight at shutdown) */
+static void work_free(struct qwork *w)
 {
-	struct qjob *job = w->job;
-
-	record_delivered(w);
+	TAILQ_REMOVE(&w->job->works, w, jentry);
 	free(w->idx);
 	buf_release(&w->trylog);
 	tlsa_free(w->tlsa, w->ans[2].n);
 	sts_cancel(&w->sts);
 	free(w->sts_pol);
 	free(w);
+}
+
+void queue_work_done(struct qwork *w)
+{
+	struct qjob *job = w->job;
+
+	record_delivered(w);
+	work_free(w);
 	if (--job->outstanding == 0)
 		job_finish(job);
 }

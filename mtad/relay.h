@@ -35,6 +35,7 @@ struct qjob {
 	bool delay_noticed;          /* a delay notice went out for this message before */
 	size_t lookups;              /* directory lookups of local recipients in flight */
 	struct qwork_list lmtp;      /* works for store hosts, started when they are in */
+	struct qwork_list works;     /* every work not finished (freed at shutdown) */
 	TAILQ_ENTRY(qjob) entry;
 };
 
@@ -87,6 +88,7 @@ struct qwork {
 	char dest_relay[300]; /* the last try's "host[addr]:port" */
 	struct buf trylog;    /* "host[addr]:port: reason; ..." */
 	TAILQ_ENTRY(qwork) entry;
+	TAILQ_ENTRY(qwork) jentry; /* in job->works */
 };
 
 /* A next hop (host name, address, port) with its connections. */
@@ -103,6 +105,7 @@ struct qdest {
 					      holds a slot of the shared table */
 	struct qwork_list waiting;
 	TAILQ_HEAD(, smtp_client) idle;
+	TAILQ_HEAD(, smtp_client) all; /* every connection (busy, idle or dying) */
 	TAILQ_ENTRY(qdest) entry;
 };
 
@@ -130,6 +133,8 @@ struct queue_runner {
 void smtp_client_run(struct queue_runner *qr, struct qwork *w);
 /* Closes the idle connections of d (QUIT). */
 void smtp_client_close_idle(struct qdest *d);
+/* Shutdown: every connection of d closed, busy ones too (their works are not finished). */
+void smtp_client_close_all(struct qdest *d);
 
 /* queue_runner.c */
 /* Records one recipient's outcome: code is the SMTP reply code (0: no reply, connection

@@ -78,6 +78,7 @@ struct smtp_client {
 	char relay[300];
 	struct event *idle;
 	TAILQ_ENTRY(smtp_client) entry;
+	TAILQ_ENTRY(smtp_client) aentry; /* in d->all */
 };
 
 static void client_read_cb(struct bufferevent *bev, void *arg);
@@ -228,6 +229,7 @@ void smtp_client_run(struct queue_runner *qr, struct qwork *w)
 	c->fd = -1;
 	c->st = C_CONNECT;
 	d->active++;
+	TAILQ_INSERT_TAIL(&d->all, c, aentry);
 	line_reader_init(&c->lr, REPLY_LINE_MAX, 0);
 	buf_init(&c->line, 256, REPLY_LINE_MAX + 2);
 	snprintf(c->relay, sizeof(c->relay), "%s[%s]:%s", d->host, d->addr, d->port);
@@ -738,6 +740,9 @@ static void client_free(struct smtp_client *c)
 	struct qdest *d = c->d;
 	struct queue_runner *qr = c->qr;
 
+	if (c->w != NULL) /* shutdown with the work in flight: the queue runner frees it */
+		work_release(c);
+	TAILQ_REMOVE(&d->all, c, aentry);
 	if (c->nc != NULL)
 		net_connect_cancel(&c->nc);
 	if (c->bev != NULL)
@@ -762,4 +767,13 @@ void smtp_client_close_idle(struct qdest *d)
 		TAILQ_REMOVE(&d->idle, c, entry);
 		client_free(c);
 	}
+}
+
+void smtp_client_close_all(struct qdest *d)
+{
+	struct smtp_client *c;
+
+	smtp_client_close_idle(d);
+	while ((c = TAILQ_FIRST(&d->all)) != NULL)
+		client_free(c);
 }
