@@ -101,25 +101,35 @@ int store_sieve_put(struct store_txn *t, const char *user, const char *name, con
 	return rc;
 }
 
-int store_sieve_get(struct store_txn *t, const char *user, const char *name,
-		    struct store_sieve_script *s_r)
+/* The script name[0..len) of user; s_r->name is name itself, so it lives as long as the
+   caller's name (the key read is on this stack). */
+static int sieve_get(struct store_txn *t, const char *user, const char *name, size_t len,
+		     struct store_sieve_script *s_r)
 {
 	uint8_t k[KEY_MAX];
 	uint64_t id;
 	MDB_val key, v;
 	int rc;
 
-	if (!name_ok(name))
-		return STORE_ENOMSG;
 	if ((rc = user_id(t, user, &id)) != 0)
 		return rc;
 	key.mv_data = k;
-	key.mv_size = key_of(k, id, 'S', name, strlen(name));
+	key.mv_size = key_of(k, id, 'S', name, len);
 	if ((rc = store_get(t, DBI_SIEVE, k, key.mv_size, &v)) != 0)
 		return rc == STORE_ENOMSG || rc == STORE_ENOUSER ? STORE_ENOMSG : rc;
-	if ((rc = decode_script(&key, &v, s_r)) == 0)
-		s_r->active = is_active(t, id, name, strlen(name));
+	if ((rc = decode_script(&key, &v, s_r)) == 0) {
+		s_r->name = name;
+		s_r->active = is_active(t, id, name, len);
+	}
 	return rc;
+}
+
+int store_sieve_get(struct store_txn *t, const char *user, const char *name,
+		    struct store_sieve_script *s_r)
+{
+	if (!name_ok(name))
+		return STORE_ENOMSG;
+	return sieve_get(t, user, name, strlen(name), s_r);
 }
 
 int store_sieve_active(struct store_txn *t, const char *user, struct store_sieve_script *s_r)
@@ -127,17 +137,16 @@ int store_sieve_active(struct store_txn *t, const char *user, struct store_sieve
 	uint8_t k[KEY_MAX];
 	uint64_t id;
 	MDB_val v;
-	char name[STORE_SIEVE_NAME_MAX + 1];
 	int rc;
 
 	if ((rc = user_id(t, user, &id)) != 0)
 		return rc;
 	key_of(k, id, 'A', NULL, 0);
-	if (store_get(t, DBI_SIEVE, k, 9, &v) != 0 || v.mv_size > STORE_SIEVE_NAME_MAX)
+	if (store_get(t, DBI_SIEVE, k, 9, &v) != 0 || v.mv_size == 0 ||
+	    v.mv_size > STORE_SIEVE_NAME_MAX)
 		return STORE_ENOMSG;
-	memcpy(name, v.mv_data, v.mv_size);
-	name[v.mv_size] = '\0';
-	return store_sieve_get(t, user, name, s_r);
+	/* the name from the active record's value: in the map, valid for the transaction */
+	return sieve_get(t, user, v.mv_data, v.mv_size, s_r);
 }
 
 int store_sieve_activate(struct store_txn *t, const char *user, const char *name)

@@ -23,7 +23,9 @@
 #define STORE_SIEVE_NAME_MAX 128 /* bytes of a script name */
 
 struct store_sieve_script {
-	const char *name; /* valid for the txn (not NUL-terminated: name_len) */
+	/* store_sieve_get: the name it was given; store_sieve_active: in the map, valid for the
+	   txn up to its next write (not NUL-terminated: name_len) */
+	const char *name;
 	size_t name_len;
 	const char *src; /* the source as stored */
 	size_t src_len;

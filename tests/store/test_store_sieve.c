@@ -34,7 +34,7 @@ static void test_scripts(void **state)
 {
 	struct tstore ts;
 	struct store_txn *t;
-	struct store_sieve_script s;
+	struct store_sieve_script s, s2;
 	char list[128] = "";
 	uint64_t n, bytes;
 	bool seen;
@@ -59,7 +59,13 @@ static void test_scripts(void **state)
 	assert_int_equal(store_sieve_rename(t, "bob", "a", "c"), 0);
 	assert_int_equal(store_sieve_active(t, "bob", &s), 0);
 	assert_int_equal(s.name_len, 1);
+	/* the name outlives the call: another lookup (whose key is built where the first one's
+	   was) does not change it */
+	assert_int_equal(store_sieve_get(t, "bob", "zz", &s2), STORE_ENOMSG);
 	assert_memory_equal(s.name, "c", 1);
+	assert_int_equal(store_sieve_get(t, "bob", "b", &s), 0);
+	assert_int_equal(store_sieve_get(t, "bob", "zz", &s2), STORE_ENOMSG);
+	assert_memory_equal(s.name, "b", 1);
 	assert_int_equal(store_sieve_get(t, "bob", "a", &s), STORE_ENOMSG);
 	assert_int_equal(store_sieve_put(t, "bob", "x/y", "", 0, NULL, 0), STORE_EINVAL);
 	assert_int_equal(store_sieve_activate(t, "bob", "nope"), STORE_ENOMSG);
