@@ -393,9 +393,7 @@ static void lmtp_add(struct qjob *job, struct qwork *w, const char *host)
 		return;
 	}
 	o->idx[o->n++] = w->idx[0];
-	free(w->idx);
-	buf_release(&w->trylog);
-	free(w);
+	work_free(w);       /* off the job's list of works too */
 	job->outstanding--; /* o is outstanding still: the job does not end here */
 }
 
