@@ -68,23 +68,8 @@ int mc_sieve_list(struct mc *mc, const struct mc_args *a)
 	return MC_OK;
 }
 
-/* The active script's name, through the list: the name store_sieve_get/_active return
-   points into their own stack key (store_sieve.c), not into the txn. */
-static int active_cb(const struct store_sieve_script *s, void *arg)
-{
-	char *name = arg;
-
-	if (s->active && s->name_len <= STORE_SIEVE_NAME_MAX) {
-		memcpy(name, s->name, s->name_len);
-		name[s->name_len] = '\0';
-	}
-	return 0;
-}
-
 int mc_sieve_get(struct mc *mc, const struct mc_args *a)
 {
-	char active[STORE_SIEVE_NAME_MAX + 1] = "";
-
 	struct store_txn *t;
 	struct store_user u;
 	struct store_sieve_script s;
@@ -94,15 +79,11 @@ int mc_sieve_get(struct mc *mc, const struct mc_args *a)
 		return rc;
 	rc = a->npos > 1 ? store_sieve_get(t, a->pos[0], a->pos[1], &s)
 			 : store_sieve_active(t, a->pos[0], &s);
-	if (rc == 0 && mc->json && a->npos == 1)
-		rc = store_sieve_list(t, a->pos[0], active_cb, active);
 	if (rc == 0 && mc->json) {
-		const char *name = a->npos > 1 ? a->pos[1] : active;
-
 		printf("{\"user\": ");
 		mc_json_str(stdout, a->pos[0], strlen(a->pos[0]));
 		printf(", \"script\": ");
-		mc_json_str(stdout, name, strlen(name));
+		mc_json_str(stdout, s.name, s.name_len);
 		printf(", \"active\": %s, \"source\": ", s.active ? "true" : "false");
 		mc_json_str(stdout, s.src, s.src_len);
 		printf("}\n");
