@@ -618,9 +618,10 @@ static void vfail(struct mc *mc, const char *reason, const char *hint_text, cons
 			*p = '?'; /* a name with a newline must not forge a second line */
 	fprintf(stderr, "mailctl: %s%s%s%s%s\n", what, reason ? ": " : "", reason ? reason : "",
 		hint_text ? "; " : "", hint_text ? hint_text : "");
-	if (mc != NULL && mc->json) {
+	if (mc != NULL && mc->json && !mc->error_out) {
 		char line[1600];
 
+		mc->error_out = true;
 		snprintf(line, sizeof(line), "%s%s%s", what, reason ? ": " : "",
 			 reason ? reason : "");
 		fputs("{\"error\": ", stdout);
@@ -639,6 +640,16 @@ int mc_fail(struct mc *mc, int rc, const char *fmt, ...)
 	vfail(mc, store_strerror(rc), hint(rc), fmt, ap);
 	va_end(ap);
 	return mc_exit_code(rc);
+}
+
+int mc_refuse(struct mc *mc, int code, const char *hint_text, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfail(mc, NULL, hint_text, fmt, ap);
+	va_end(ap);
+	return code;
 }
 
 int mc_usage(struct mc *mc, const char *fmt, ...)
@@ -769,17 +780,16 @@ static int open_store(struct mc *mc, enum mc_open how)
 	/* As root, work as the store's owner (the daemons' user): what mailctl writes stays
 	   theirs to read and write. */
 	if (daemon_become_owner(o.path, &err) == -1) {
-		fprintf(stderr, "mailctl: %s\n", err);
+		rc = mc_refuse(mc, MC_NOPERM, "run mailctl as root or as the store's owner", "%s",
+			       err);
 		free(err);
-		return MC_NOPERM;
+		return rc;
 	}
-	if (!o.create && access(o.path, F_OK) == -1) {
-		fprintf(stderr,
-			"mailctl: no store at %s; check [store] path in %s, or create it "
-			"with `mailctl user add USER`\n",
-			o.path, mc->conf_path);
-		return MC_CONFIG;
-	}
+	if (!o.create && access(o.path, F_OK) == -1)
+		return mc_refuse(mc, MC_CONFIG,
+				 "check [store] path in the configuration, or create the store "
+				 "with `mailctl user add USER`",
+				 "no store at %s (from %s)", o.path, mc->conf_path);
 	if ((rc = store_open(&o, &mc->st)) != 0)
 		return mc_fail(mc, rc, "cannot open the store at %s (from %s)", o.path,
 			       mc->conf_path);
@@ -810,10 +820,14 @@ static int run(struct mc *mc, int argc, char **argv)
 	if (c == NULL && noun_ok && (argc < 2 || wants_help(argc - 1, argv + 1)))
 		return help_noun(argv[0]);
 	if (c == NULL) {
-		fprintf(stderr,
-			noun_ok ? "mailctl: unknown verb '%s %s'\n"
-				: "mailctl: unknown command '%s'\n",
-			argv[0], argc > 1 ? argv[1] : "");
+		for (int i = 1; i < argc; i++) /* --json after an unknown command still counts */
+			mc->json |= strcmp(argv[i], "--json") == 0;
+		if (noun_ok)
+			mc_refuse(mc, MC_USAGE, "see `mailctl --help`", "unknown verb '%s %s'",
+				  argv[0], argc > 1 ? argv[1] : "");
+		else
+			mc_refuse(mc, MC_USAGE, "see `mailctl --help`", "unknown command '%s'",
+				  argv[0]);
 		return usage_all(stderr, MC_USAGE);
 	}
 	mc->cmd = c;
@@ -863,9 +877,9 @@ int main(int argc, char **argv)
 	if (i == argc && !check)
 		return usage_all(stderr, MC_USAGE);
 	if (conf_load(mc.conf_path, &mc.conf, &err) < 0) {
-		fprintf(stderr, "mailctl: %s; fix the file or give another with -c\n", err);
+		rc = mc_refuse(&mc, MC_CONFIG, "fix the file or give another with -c", "%s", err);
 		free(err);
-		return MC_CONFIG;
+		return rc;
 	}
 	if (check) { /* -t: the effective configuration, as every Heron program prints it */
 		conf_dump(mc.conf, stdout);

@@ -68,11 +68,16 @@ struct mc {
 	bool json;
 	bool bulk; /* import --bulk: the store opened with store_opts.nosync */
 	const struct mc_cmd *cmd;
+	bool error_out; /* --json: an error object is on stdout already */
 };
 
 /* mailctl.c: errors. Prints "mailctl: WHAT: reason; hint" (and a JSON error object on
    stdout with --json) and returns the exit code for the store error rc. */
 int mc_fail(struct mc *mc, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A refusal in mailctl's own words: prints "mailctl: WHAT; hint" (and the JSON error object
+   with --json) and returns code, an MC_ exit code. */
+int mc_refuse(struct mc *mc, int code, const char *hint, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 /* A usage error for the running command (prints its usage line); returns MC_ERR. */
 int mc_usage(struct mc *mc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int mc_exit_code(int store_rc);

@@ -403,19 +403,21 @@ int mc_backup(struct mc *mc, const struct mc_args *a)
 	int rc = 0, fd;
 
 	if (mkdir(dest, 0750) == -1) {
-		fprintf(stderr, "mailctl: %s: %s; give a directory that does not exist yet\n",
-			dest, strerror(errno));
+		int err = errno;
+
 		free(c);
-		return errno == EEXIST ? MC_REFUSED : MC_CANTCREAT;
+		return mc_refuse(mc, err == EEXIST ? MC_REFUSED : MC_CANTCREAT,
+				 "give a directory that does not exist yet", "%s: %s", dest,
+				 strerror(err));
 	}
 	rc = backup_all(mc, dest, c);
 	if (rc == 0 && c->vanished > 0) {
-		fprintf(stderr,
-			"mailctl: %" PRIu64 " message files were removed while the backup "
-			"ran (expunged meanwhile); remove %s and run the backup again\n",
-			c->vanished, dest);
+		rc = mc_refuse(mc, MC_REFUSED, "remove the directory and run the backup again",
+			       "%" PRIu64 " message files were removed while the backup of %s "
+			       "ran (expunged meanwhile)",
+			       c->vanished, dest);
 		free(c);
-		return MC_REFUSED;
+		return rc;
 	}
 	if (rc == 0 && (c->err = write_manifest(mc, dest)) != 0)
 		rc = STORE_EIO;
@@ -552,23 +554,19 @@ int mc_restore(struct mc *mc, const struct mc_args *a)
 	int err;
 
 	if (read_manifest(from, &parts) < 0) {
-		fprintf(stderr, "mailctl: %s is not a Heron backup (no %s manifest)\n", from,
-			MANIFEST);
-		return MC_DATAERR;
+		return mc_refuse(mc, MC_DATAERR, "give the directory `mailctl backup` made",
+				 "%s is not a Heron backup (no %s manifest)", from, MANIFEST);
 	}
 	if (parts != want) {
-		fprintf(stderr,
-			"mailctl: the backup has %u partitions, %s says %u; set [store] "
-			"partitions = %u to restore it\n",
-			parts, mc->conf_path, want, parts);
-		return MC_REFUSED;
+		return mc_refuse(mc, MC_REFUSED,
+				 "set [store] partitions to the backup's to restore it",
+				 "the backup has %u partitions, %s says %u", parts, mc->conf_path,
+				 want);
 	}
 	if (access(path, F_OK) == 0 && !a->set[0]) {
-		fprintf(stderr,
-			"mailctl: a store exists at %s; stop the daemons and add --force "
-			"to set it aside and restore\n",
-			path);
-		return MC_REFUSED;
+		return mc_refuse(mc, MC_REFUSED,
+				 "stop the daemons and add --force to set it aside and restore",
+				 "a store exists at %s", path);
 	}
 	c = xcalloc(1, sizeof(*c));
 	tmp = xasprintf("%s.restore-%ld", path, (long)getpid());

@@ -894,9 +894,8 @@ int mc_import(struct mc *mc, const struct mc_args *a)
 	im->path = a->pos[1];
 	im->mailbox = a->set[0] ? a->val[0] : "INBOX";
 	if (stat(im->path, &sb) == -1) {
-		fprintf(stderr, "mailctl: %s: %s; give an mbox file or a Maildir directory\n",
-			im->path, strerror(errno));
-		rc = MC_NOINPUT;
+		rc = mc_refuse(mc, MC_NOINPUT, "give an mbox file or a Maildir directory",
+			       "%s: %s", im->path, strerror(errno));
 	} else if ((err = store_user_locate(mc->st, im->user, &im->part)) != 0)
 		rc = mc_fail(mc, err, "user '%s' (create it with `mailctl user add`)", im->user);
 	else if ((err = store_write(mc->st, im->part, w_mbox_ensure, im)) != 0)
@@ -1174,10 +1173,10 @@ static int export_mailbox(struct mc *mc, const char *user, const char *mailbox, 
 		return rc;
 	if ((e.err = export_open(&e)) != 0) {
 		store_txn_abort(&t);
-		fprintf(stderr, "mailctl: %s: %s; %s\n", e.path, strerror(e.err),
-			e.err == ENOENT ? "its parent directory must exist"
-					: "choose a path that does not exist yet");
-		return e.err == EEXIST ? MC_REFUSED : MC_CANTCREAT;
+		return mc_refuse(mc, e.err == EEXIST ? MC_REFUSED : MC_CANTCREAT,
+				 e.err == ENOENT ? "its parent directory must exist"
+						 : "choose a path that does not exist yet",
+				 "%s: %s", e.path, strerror(e.err));
 	}
 	e.w = xcalloc(1, sizeof(*e.w));
 	e.w->fd = e.out_fd;
@@ -1203,8 +1202,8 @@ static int export_mailbox(struct mc *mc, const char *user, const char *mailbox, 
 	if (rc != 0)
 		return mc_fail(mc, rc, "export of '%s'", mailbox);
 	if (e.err != 0) {
-		fprintf(stderr, "mailctl: writing %s: %s\n", e.path, strerror(e.err));
-		return MC_ERR;
+		return mc_refuse(mc, MC_ERR, "see the free space and permissions there",
+				 "writing %s: %s", e.path, strerror(e.err));
 	}
 	*count += e.count;
 	*bytes += e.bytes;

@@ -25,14 +25,24 @@ static int read_file(struct mc *mc, const char *path, uint64_t max, struct buf *
 			if (f != stdin)
 				fclose(f);
 			buf_release(b);
-			fprintf(stderr,
-				"mailctl: %s: larger than [sieve] max_script_size (%llu bytes)\n",
-				path, (unsigned long long)max);
-			return MC_REFUSED;
+			return mc_refuse(mc, MC_REFUSED,
+					 "raise [sieve] max_script_size in heron.conf",
+					 "%s: larger than [sieve] max_script_size (%llu bytes)",
+					 path, (unsigned long long)max);
 		}
 	if (f != stdin)
 		fclose(f);
 	return MC_OK;
+}
+
+/* A store error about script name of user: the store's "no such message" is a missing
+   script here. */
+static int script_fail(struct mc *mc, int rc, const char *name, const char *user)
+{
+	if (rc == STORE_ENOMSG)
+		return mc_refuse(mc, MC_REFUSED, "see `mailctl sieve list USER`",
+				 "script '%s' of '%s': no such script", name, user);
+	return mc_fail(mc, rc, "script '%s' of '%s'", name, user);
 }
 
 static const char *const list_cols[] = { "script", "active", "bytes", NULL };
@@ -91,8 +101,7 @@ int mc_sieve_get(struct mc *mc, const struct mc_args *a)
 		fwrite(s.src, 1, s.src_len, stdout);
 	store_txn_abort(&t);
 	if (rc != 0)
-		return mc_fail(mc, rc, "script '%s' of '%s'", a->npos > 1 ? a->pos[1] : "(active)",
-			       a->pos[0]);
+		return script_fail(mc, rc, a->npos > 1 ? a->pos[1] : "(active)", a->pos[0]);
 	return MC_OK;
 }
 
@@ -133,9 +142,15 @@ static int put_or_check(struct mc *mc, const char *user, const char *name, const
 		return MC_OK;
 	case SIEVE_ADMIN_ESYNTAX:
 	case SIEVE_ADMIN_EQUOTA:
-		fprintf(stderr, "mailctl: %s: %s\n", path, err);
+		rc = mc_refuse(
+			mc, MC_REFUSED,
+			src == SIEVE_ADMIN_ESYNTAX
+				? "fix the script at that line and column (RFC 5228)"
+				: "delete a script of the user, or raise [sieve] max_scripts "
+				  "or max_storage in heron.conf",
+			"%s: %s", path, err);
 		free(err);
-		return MC_REFUSED;
+		return rc;
 	}
 	return mc_fail(mc, rc, "cannot store script '%s' of '%s'", name, user);
 }
@@ -177,11 +192,10 @@ static int sieve_write(struct mc *mc, struct sv_op *o, const char *done)
 	if (rc == 0)
 		rc = store_write(mc->st, part, w_sieve, o);
 	if (rc == STORE_ENOTSUP)
-		return fprintf(stderr, "mailctl: '%s' is the active script; deactivate it first\n",
-			       o->name),
-		       MC_REFUSED;
+		return mc_refuse(mc, MC_REFUSED, "see `mailctl sieve deactivate USER`",
+				 "'%s' is the active script; deactivate it first", o->name);
 	if (rc != 0)
-		return mc_fail(mc, rc, "script '%s' of '%s'", o->name ? o->name : "", o->user);
+		return script_fail(mc, rc, o->name ? o->name : "(active)", o->user);
 	if (!mc->json) {
 		printf("%s\n", done);
 		return MC_OK;
@@ -281,10 +295,11 @@ int mc_sieve_put_all(struct mc *mc, const struct mc_args *a)
 	op.src = b.data ? b.data : "";
 	op.len = b.len;
 	if (sieve_admin_compile(&op, &err) < 0) {
-		fprintf(stderr, "mailctl: %s: %s\n", a->pos[1], err);
+		rc = mc_refuse(mc, MC_REFUSED, "fix the script at that line and column (RFC 5228)",
+			       "%s: %s", a->pos[1], err);
 		free(err);
 		buf_release(&b);
-		return MC_REFUSED;
+		return rc;
 	}
 	for (unsigned p = 0; p < store_partitions(mc->st) && rc == 0; p++) {
 		struct names nm = { 0 };

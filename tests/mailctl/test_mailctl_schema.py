@@ -148,6 +148,75 @@ def test_store_commands():
     js("restore", "restore", path("bk"), "--force")
 
 
+def test_errors():
+    """Refused commands under --json: one error object on stdout (error and hint), the exit
+    code of mailctl(8), and nothing changed. A store of its own whose [sieve] quota is one
+    script."""
+    conf = heronlib.write_conf(path("err.conf"), {
+        "store": {"path": path("err-store"), "partitions": 1, "map_size": "4M"},
+        "sieve": {"max_scripts": 1}})
+
+    def err(rc, words, *args):
+        r = subprocess.run([MAILCTL, "-c", conf, "--json", *args], capture_output=True,
+                           timeout=120)
+        assert r.returncode == rc, (args, r.returncode, r.stdout, r.stderr)
+        lines = r.stdout.decode().splitlines()
+        assert len(lines) == 1, (args, r.stdout)
+        doc = json.loads(lines[0])
+        validate("error", doc)
+        assert words in doc["error"], (args, words, doc)
+        assert doc["hint"], (args, doc)
+        assert doc["error"] in r.stderr.decode(), (args, doc, r.stderr)
+        return doc
+
+    def ok(*args):
+        r = subprocess.run([MAILCTL, "-c", conf, "--json", *args], capture_output=True,
+                           timeout=120)
+        assert r.returncode == 0, (args, r)
+        return json.loads(r.stdout)
+
+    with open(path("good.sieve"), "w") as f:
+        f.write("keep;\n")
+    with open(path("bad.sieve"), "w") as f:
+        f.write('require "fileinto";\nif true {\n  fileinto "x"\n}\n')
+    ok("user", "add", "dave")
+    doc = err(1, "line 4, column 1", "sieve", "put", "dave", "bad", path("bad.sieve"))
+    assert "RFC 5228" in doc["hint"], doc
+    assert ok("sieve", "list", "dave") == []
+    err(1, "line 4, column 1", "sieve", "check", "dave", path("bad.sieve"))
+    err(1, "line 4, column 1", "sieve", "put-all", "bad", path("bad.sieve"))
+    ok("sieve", "put", "dave", "one", path("good.sieve"), "--activate")
+    doc = err(1, "quota: at most 1 scripts", "sieve", "put", "dave", "two",
+              path("good.sieve"))
+    assert "max_scripts" in doc["hint"], doc
+    doc = err(1, "'one' is the active script", "sieve", "delete", "dave", "one")
+    assert "sieve deactivate" in doc["hint"], doc
+    assert [s["script"] for s in ok("sieve", "list", "dave")] == ["one"]
+    doc = err(1, "no such script", "sieve", "get", "dave", "nosuch")
+    assert "no such message" not in doc["error"] and "sieve list" in doc["hint"], doc
+    err(1, "no such script", "sieve", "delete", "dave", "nosuch")
+    err(1, "no such script", "sieve", "activate", "dave", "nosuch")
+    for args in (("user", "show", "nobody"), ("sieve", "put", "nobody", "s",
+                                              path("good.sieve")),
+                 ("sieve", "list", "nobody"), ("message", "list", "nobody", "INBOX"),
+                 ("quota", "get", "nobody"), ("mailbox", "create", "nobody", "X")):
+        doc = err(67, "no such user", *args)
+        assert "user list" in doc["hint"], doc
+    for args in (("message", "list", "dave", "NoSuch"), ("mailbox", "status", "dave", "NoSuch"),
+                 ("search", "dave", "NoSuch", "ALL"), ("export", "dave", "NoSuch",
+                                                         path("x.mbox"))):
+        doc = err(1, "no such mailbox", *args)
+        assert "mailbox list" in doc["hint"], doc
+    assert not os.path.exists(path("x.mbox"))
+    err(64, "unknown command", "nosuch")
+    err(64, "unknown verb", "sieve", "nosuch")
+    err(64, "unknown option", "user", "show", "dave", "--nosuch")
+    err(66, "No such file", "import", "dave", path("missing.mbox"))
+    os.mkdir(path("exists"))
+    err(1, "File exists", "backup", path("exists"))
+    err(65, "not a Heron backup", "restore", path("exists"), "--force")
+
+
 def test_every_command_covered():
     """Each command of `mailctl --help` is checked here or by test_control, or is text-only."""
     out = subprocess.run([MAILCTL, "--help"], capture_output=True, text=True,
@@ -169,7 +238,8 @@ def test_every_command_covered():
         assert name in SCHEMA["$defs"], name
 
 
-TESTS = [test_schema_refuses_wrong_types, test_store_commands, test_every_command_covered]
+TESTS = [test_schema_refuses_wrong_types, test_store_commands, test_errors,
+         test_every_command_covered]
 
 try:
     rc = run_tests(TESTS)
