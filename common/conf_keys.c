@@ -56,6 +56,11 @@ const struct conf_key conf_keys[] = {
 	  "message, written with its delivery or append) so SEARCH BODY/TEXT reads only the "
 	  "messages that may match; `mailctl fts rebuild` indexes mailboxes from before",
 	  CONF_AT(store.fts) },
+	{ "store", "inline_max", CONF_SIZE, 0, 1 * MiB, "16K", NULL,
+	  "a message body of up to this many bytes is kept in the index itself (zstd-compressed "
+	  "when that is smaller), committed with its message record: no file and no fsync of "
+	  "its own; larger ones are files; 0: every body a file (the format-2 layout)",
+	  CONF_AT(store.inline_max) },
 
 	{ "directory", "backend", CONF_ENUM, 0, 0, "ldap", "ldap|file",
 	  "where users live: an LDAP directory or a users file", CONF_AT(directory.backend) },

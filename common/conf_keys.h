@@ -33,6 +33,7 @@ struct store_conf {
 	bool group_commit_syncfs;
 	bool fsync_flags;
 	bool fts;
+	uint64_t inline_max;
 };
 
 /* [directory]: libldapauth */

@@ -95,6 +95,13 @@ static int collect_refs(struct store *st, unsigned part, struct refs *r)
 		rc = store_user_list(r->t, refs_user, r);
 		store_txn_abort(&r->t);
 	}
+	/* a body kept in the index (format 3) is in the index's copy: no file to wait for */
+	size_t k = 0;
+
+	for (size_t i = 0; i < r->n; i++)
+		if (!store_blob_inline(st, part, r->v[i]))
+			r->v[k++] = r->v[i];
+	r->n = k;
 	if (r->n > 1)
 		qsort(r->v, r->n, sizeof(*r->v), u64_cmp);
 	return rc;

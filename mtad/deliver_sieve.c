@@ -871,8 +871,7 @@ static int map_message(struct smtp_session *s, struct sieve_tx *sv)
 	uint64_t size;
 	int fd, rc;
 
-	if ((rc = store_blob_open(s->m->store, s->tx->blob_part, store_blob_id(s->tx->blob), &fd,
-				  &size)) != 0)
+	if ((rc = store_blob_open_blob(s->tx->blob, &fd, &size)) != 0)
 		return -1;
 	sv->maplen = (size_t)size;
 	sv->map = size ? mmap(NULL, sv->maplen, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;

@@ -41,8 +41,8 @@ static const char *const store_errs[STORE_NERR] = {
 };
 
 static const char *const dbi_names[DBI_COUNT] = {
-	"meta", "users", "userid", "mboxes", "mbox",  "kw",    "msgs", "expunged",
-	"subs", "blobs", "queue",  "due",    "cache", "sieve", "fts",  "dead",
+	"meta",  "users", "userid", "mboxes", "mbox",  "kw",  "msgs", "expunged", "subs",
+	"blobs", "queue", "due",    "cache",  "sieve", "fts", "dead", "bodies",
 };
 
 static int env_open(struct store *st, struct store_env *e, const char *dir, unsigned part,
@@ -87,6 +87,7 @@ void store_opts_from_conf(const struct conf *c, struct store_opts *o)
 	o->group_commit_syncfs = s->group_commit_syncfs;
 	o->fsync_flags = s->fsync_flags;
 	o->fts = s->fts;
+	o->inline_max = s->inline_max;
 	o->create = true;
 	o->recover_background = true;
 }
@@ -266,6 +267,7 @@ int store_open(const struct store_opts *o, struct store **st_r)
 	st->gc_syncfs = o->group_commit_syncfs;
 	st->fsync_flags = o->fsync_flags;
 	st->fts = o->fts;
+	st->inline_max = (size_t)o->inline_max;
 	st->parts = xcalloc(st->nparts, sizeof(*st->parts));
 	for (unsigned i = 0; i < st->nparts; i++)
 		st->parts[i].blobdir_fd = st->parts[i].notify_fd = -1;

@@ -111,6 +111,8 @@ struct store_opts {
 	bool fsync_flags;             /* store_gc_submit_flags answers after the index sync too
 					(else once committed; see there) */
 	bool fts;                     /* keep the full-text index (store_fts_candidates) */
+	uint64_t inline_max;          /* bodies up to this many bytes live in the index (DBI
+					bodies, zstd when smaller), not in files; 0: none */
 	bool create;                  /* create missing partitions (mailctl, daemons: yes) */
 	bool upgrade;                 /* `mailctl upgrade`: bring an older store to this
 					binary's format in place (needs the store to itself) */
@@ -363,9 +365,17 @@ uint64_t store_blob_size(const struct store_blob *b);
    delivery leaves nothing); *bp = NULL; safe on NULL. Free only after the commit. */
 void store_blob_free(struct store_blob **bp);
 
-/* Opens a message file for reading: *fd_r (O_RDONLY|O_CLOEXEC, caller closes) and its size.
-   Errors: STORE_ENOMSG (file missing: run verify), STORE_EIO. */
+/* Opens a message for reading: *fd_r (O_RDONLY|O_CLOEXEC, caller closes) and its size: its
+   file, or for a body kept in the index (format 3, store_opts.inline_max) a memfd holding
+   it decoded (read, pread and mmap work on both). Errors: STORE_ENOMSG (neither: run
+   verify), STORE_ECORRUPT (an inline body that does not decode), STORE_EIO. */
 int store_blob_open(struct store *st, unsigned part, uint64_t blob, int *fd_r, uint64_t *size_r);
+/* Opens a finished blob (referenced or not yet) for reading, as store_blob_open: a body
+   kept in memory for the index (up to store_opts.inline_max bytes) comes as a memfd. */
+int store_blob_open_blob(const struct store_blob *b, int *fd_r, uint64_t *size_r);
+/* The body of blob is kept in partition part's index (no file): backup does not look for
+   its file. */
+bool store_blob_inline(struct store *st, unsigned part, uint64_t blob);
 
 /* ------------------------------------------------------------------------------------- */
 /* Messages */

@@ -1,7 +1,11 @@
 /* store_blob.c — owns message files: write to a tmp name while computing the message cache,
  * fsync, rename, fsync the directory (STYLE 12); hard links into other partitions; reference
  * counts in the index and unlinking after the commit that dropped the last reference; opening
- * for streaming. */
+ * for streaming; and (format 3) bodies of up to [store] inline_max bytes kept in the index
+ * instead of a file: held in memory while written, encoded once (zstd when smaller), stored
+ * by each partition's txn that first references them, in pieces under the page's node size
+ * appended in numbered order so LMDB fills its pages (DBI bodies), removed in the txn that
+ * drops the last reference, handed to readers as a memfd. */
 #include <errno.h>
 #include <pthread.h>
 #include <fcntl.h>
@@ -14,6 +18,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
+#include <zstd.h>
 
 #include "common/endian.h"
 #include "common/log.h"
@@ -22,9 +28,31 @@
 #include "store/store_private.h"
 
 #define BLOB_REC_LEN 12
+#define BLOB_INLINE_LEN 24 /* refs 4, size 8, first piece 8, encoded length 4 */
+/* An inline body's pieces: at most this many bytes each, so a piece stays in a leaf page (a
+   4 KB page's largest node holds about 2,030 bytes; bigger values take whole overflow
+   pages) and two fill one. */
+#define BODY_PIECE 2000
+#define BODY_RAW 0  /* encoded body: this tag byte, then the bytes as they are */
+#define BODY_ZSTD 1 /* or one zstd frame */
+#define BODY_ZSTD_LEVEL 3
 
 static int fsync_subdir(struct store *st, struct store_env *e, uint64_t id);
+
+/* Creates b's tmp file (read and write: store_blob_replace_head reads back what was
+   written). */
+static int blob_open_tmp(struct store_blob *b, struct store_env *e)
+{
+	b->fd = openat(e->blobdir_fd, b->tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+	if (b->fd == -1) {
+		log_warn("store: %s/blobs/%s", e->dir, b->tmp);
+		return store_errno(errno);
+	}
+	return 0;
+}
 static int blob_link_locked(struct store_blob *b, unsigned part, bool sync);
+static int blob_set_refs(struct store_txn *t, uint64_t blob, const MDB_val *v, uint32_t refs);
+static int blob_row_drop(struct store_txn *t, uint64_t blob, const MDB_val *v);
 
 /* A batch commits partitions in parallel threads; their view of a blob's links is guarded. */
 static pthread_mutex_t links_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -77,14 +105,16 @@ int store_blob_new(struct store *st, unsigned part, struct store_blob **b_r)
 	} while (b->id == 0);
 	store_blob_path(b->tmp, sizeof(b->tmp), b->id);
 	strcat(b->tmp, ".tmp");
-	/* read and write: store_blob_replace_head reads back what was written */
-	b->fd = openat(e->blobdir_fd, b->tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
-	if (b->fd == -1) {
-		int err = store_errno(errno);
+	b->inl = st->inline_max > 0;
+	buf_init(&b->body, 0, st->inline_max); /* bounded: past it the body is a file */
+	buf_init(&b->enc, 0, 1 + ZSTD_compressBound(st->inline_max));
+	if (!b->inl) {
+		int err = blob_open_tmp(b, e);
 
-		log_warn("store: %s/blobs/%s", e->dir, b->tmp);
-		free(b);
-		return err;
+		if (err != 0) {
+			free(b);
+			return err;
+		}
 	}
 	b->links = xcalloc(1, sizeof(*b->links));
 	b->links[0].part = part;
@@ -95,6 +125,54 @@ int store_blob_new(struct store *st, unsigned part, struct store_blob **b_r)
 	return 0;
 }
 
+/* Writes all of len bytes at p to fd. */
+static int write_all(int fd, const void *p, size_t len)
+{
+	const char *q = p;
+
+	while (len > 0) {
+		ssize_t w = write(fd, q, len);
+
+		if (w == -1 && errno == EINTR)
+			continue;
+		if (w == -1)
+			return store_errno(errno);
+		q += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+/* A memfd holding len bytes at p, at offset 0: *fd_r. */
+static int mem_fd(const void *p, size_t len, int *fd_r)
+{
+	int fd = memfd_create("heron-body", MFD_CLOEXEC), rc;
+
+	*fd_r = -1;
+	if (fd == -1) {
+		log_warn("store: memfd_create");
+		return store_errno(errno);
+	}
+	if ((rc = write_all(fd, p, len)) != 0 || lseek(fd, 0, SEEK_SET) == -1) {
+		close(fd);
+		return rc != 0 ? rc : STORE_EIO;
+	}
+	*fd_r = fd;
+	return 0;
+}
+
+/* The body outgrew inline_max: it becomes a file, with what was written so far. */
+static int blob_spill(struct store_blob *b)
+{
+	int rc = blob_open_tmp(b, store_env_of(b->st, b->part));
+
+	if (rc == 0 && (rc = write_all(b->fd, b->body.data, b->body.len)) != 0)
+		log_warn("store: write blob %016" PRIx64, b->id);
+	b->inl = false;
+	buf_release(&b->body);
+	return rc;
+}
+
 int store_blob_reader(const struct store_blob *b, int *fd_r)
 {
 	struct store_env *e = store_env_of(b->st, b->part);
@@ -102,6 +180,8 @@ int store_blob_reader(const struct store_blob *b, int *fd_r)
 	*fd_r = -1;
 	if (e == NULL || b->finished || b->err != 0)
 		return STORE_EINVAL;
+	if (b->inl)
+		return mem_fd(b->body.data, b->body.len, fd_r);
 	if ((*fd_r = openat(e->blobdir_fd, b->tmp, O_RDONLY | O_CLOEXEC)) == -1)
 		return store_errno(errno);
 	return 0;
@@ -114,6 +194,14 @@ int store_blob_write(struct store_blob *b, const void *data, size_t len)
 	if (b->err != 0 || b->finished)
 		return b->err != 0 ? b->err : STORE_EINVAL;
 	msgcache_builder_push(b->mb, data, len);
+	if (b->inl && b->body.len + len <= b->st->inline_max) {
+		if (buf_append(&b->body, data, len) != 0)
+			return b->err = STORE_EIO;
+		b->size += len;
+		return 0;
+	}
+	if (b->inl && (b->err = blob_spill(b)) != 0)
+		return b->err;
 	while (len > 0) {
 		ssize_t w = write(b->fd, p, len);
 
@@ -127,6 +215,32 @@ int store_blob_write(struct store_blob *b, const void *data, size_t len)
 		len -= (size_t)w;
 		b->size += (uint64_t)w;
 	}
+	return 0;
+}
+
+/* An inline body's encoding, made once for every partition that stores it: zstd when that
+   is smaller, else the bytes as they are. Nothing is left to sync: the index commit that
+   references it carries it. */
+static int blob_encode(struct store_blob *b)
+{
+	size_t bound = ZSTD_compressBound(b->body.len), n;
+	char *out;
+
+	buf_reset(&b->enc);
+	if ((out = buf_reserve(&b->enc, 1 + bound)) == NULL)
+		return b->err = STORE_EIO;
+	n = ZSTD_compress(out + 1, bound, b->body.data != NULL ? b->body.data : "", b->body.len,
+			  BODY_ZSTD_LEVEL);
+	if (!ZSTD_isError(n) && n < b->body.len) {
+		out[0] = BODY_ZSTD;
+		buf_commit(&b->enc, 1 + n);
+	} else {
+		out[0] = BODY_RAW;
+		if (b->body.len > 0)
+			memcpy(out + 1, b->body.data, b->body.len);
+		buf_commit(&b->enc, 1 + b->body.len);
+	}
+	b->finished = b->data_synced = b->dir_synced = true;
 	return 0;
 }
 
@@ -146,6 +260,8 @@ static int blob_finish(struct store_blob *b, bool defer)
 		buf_reset(
 			&b->cache); /* cannot happen (STORE_CACHE_MAX); imapd would read the file */
 	msgcache_builder_free(&b->mb);
+	if (b->inl)
+		return blob_encode(b);
 	store_blob_path(final, sizeof(final), b->id);
 	if (b->st->nosync)
 		defer = false; /* bulk load: nothing to defer, store_close syncs */
@@ -349,14 +465,15 @@ int store_blob_sync_batch(struct store_blob **v, const unsigned *parts, size_t n
 
 	pthread_mutex_lock(&links_mu);
 	for (size_t i = 0; i < n; i++)
-		if (v[i] != NULL && v[i]->err == 0 && v[i]->finished && parts[i] != v[i]->part &&
+		if (v[i] != NULL && v[i]->err == 0 && v[i]->finished && !v[i]->inl &&
+		    parts[i] != v[i]->part &&
 		    (rc = blob_link_locked(v[i], parts[i], false)) != 0 && first == 0)
 			first = rc;
 	for (size_t i = 0; i < n; i++) {
 		struct store_blob *b = v[i];
 
-		if (b == NULL || !b->finished)
-			continue;
+		if (b == NULL || !b->finished || b->inl)
+			continue; /* an inline body is in the index commit itself */
 		st = b->st;
 		if (nds + b->nlinks > cap)
 			ds = xreallocarray(ds, cap = (nds + b->nlinks) * 2, sizeof(*ds));
@@ -437,7 +554,9 @@ int store_blob_replace_head(struct store_blob **bp, const void *head, size_t hle
 	if ((rc = store_blob_new(old->st, old->part, &b)) != 0)
 		return rc;
 	rc = store_blob_write(b, head, hlen);
-	while (rc == 0 && off < old->size) {
+	if (rc == 0 && old->inl && off < old->size)
+		rc = store_blob_write(b, old->body.data + off, (size_t)(old->size - off));
+	while (rc == 0 && !old->inl && off < old->size) {
 		size_t want = old->size - off < sizeof(chunk) ? (size_t)(old->size - off)
 							      : sizeof(chunk);
 		ssize_t r = pread(old->fd, chunk, want, (off_t)off);
@@ -481,7 +600,7 @@ void store_blob_free(struct store_blob **bp)
 	*bp = NULL;
 	blob_close_deferred(b);
 	store_blob_path(final, sizeof(final), b->id);
-	for (size_t i = 0; i < b->nlinks; i++) {
+	for (size_t i = 0; i < b->nlinks && !b->inl; i++) {
 		struct store_env *e = store_env_of(b->st, b->links[i].part);
 
 		if (b->links[i].referenced)
@@ -493,6 +612,8 @@ void store_blob_free(struct store_blob **bp)
 	}
 	msgcache_builder_free(&b->mb);
 	buf_release(&b->cache);
+	buf_release(&b->body);
+	buf_release(&b->enc);
 	store_fts_doc_free(&b->fts);
 	free(b->links);
 	free(b);
@@ -601,14 +722,85 @@ static int blob_link_locked(struct store_blob *b, unsigned part, bool sync)
 	return rc;
 }
 
-static int blob_row_put(struct store_txn *t, uint64_t id, uint32_t refs, uint64_t size)
+/* A blob row: refs and size, and for an inline body (piece != 0) its first piece and
+   encoded length. */
+static int blob_row_put(struct store_txn *t, uint64_t id, uint32_t refs, uint64_t size,
+			uint64_t piece, uint32_t enc_len)
 {
-	uint8_t k[8], v[BLOB_REC_LEN];
+	uint8_t k[8], v[BLOB_INLINE_LEN];
 
 	put_be64(k, id);
 	put_be32(v, refs);
 	put_be64(v + 4, size);
-	return store_put(t, DBI_BLOBS, k, 8, v, sizeof(v));
+	put_be64(v + 12, piece);
+	put_be32(v + 20, enc_len);
+	return store_put(t, DBI_BLOBS, k, 8, v, piece != 0 ? BLOB_INLINE_LEN : BLOB_REC_LEN);
+}
+
+/* Appends enc (len bytes) to t's bodies in pieces: *piece_r is the first piece's number
+   (1 and up; one past the last piece there). */
+static int body_put(struct store_txn *t, const char *enc, size_t len, uint64_t *piece_r)
+{
+	MDB_cursor *c;
+	MDB_val k, v;
+	uint64_t n = 1;
+	uint8_t kb[8];
+	int rc;
+
+	if (t->failed)
+		return STORE_EAGAIN;
+	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[DBI_BODIES], &c)) != 0)
+		return store_mdb_err(t, rc, "cursor");
+	rc = mdb_cursor_get(c, &k, &v, MDB_LAST);
+	if (rc == 0 && k.mv_size == 8)
+		n = get_be64(k.mv_data) + 1;
+	else if (rc != 0 && rc != MDB_NOTFOUND) {
+		mdb_cursor_close(c);
+		return store_mdb_err(t, rc, "bodies");
+	}
+	*piece_r = n;
+	rc = 0;
+	for (size_t off = 0; rc == 0 && (off < len || off == 0); off += BODY_PIECE, n++) {
+		put_be64(kb, n);
+		k.mv_size = 8;
+		k.mv_data = kb;
+		v.mv_size = len - off < BODY_PIECE ? len - off : BODY_PIECE;
+		v.mv_data = (void *)(uintptr_t)(enc + off);
+		rc = mdb_cursor_put(c, &k, &v, MDB_APPEND);
+		if (v.mv_size < BODY_PIECE)
+			break;
+	}
+	mdb_cursor_close(c);
+	return store_mdb_err(t, rc, "put body");
+}
+
+/* Reads (into out) or deletes (del) the pieces of an encoded body of len bytes from piece. */
+static int body_walk(struct store_txn *t, uint64_t piece, uint32_t len, struct buf *out, bool del)
+{
+	size_t n = (len + BODY_PIECE - 1) / BODY_PIECE;
+	int rc = 0;
+
+	if (t->failed)
+		return STORE_EAGAIN;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		size_t want = i + 1 < n ? BODY_PIECE : len - (n - 1) * BODY_PIECE;
+		uint8_t kb[8];
+		MDB_val k = { 8, kb }, v;
+
+		put_be64(kb, piece + i);
+		if (del)
+			rc = mdb_del(t->txn, t->e->dbi[DBI_BODIES], &k, NULL);
+		else if ((rc = mdb_get(t->txn, t->e->dbi[DBI_BODIES], &k, &v)) == 0 &&
+			 (v.mv_size != want || buf_append(out, v.mv_data, want) != 0))
+			rc = MDB_CORRUPTED;
+	}
+	if (rc == MDB_NOTFOUND || rc == MDB_CORRUPTED || len == 0) {
+		log_warnx("store: %s: inline body at piece %" PRIu64 " is damaged (run `mailctl "
+			  "verify`)",
+			  t->e->dir, piece);
+		return STORE_ECORRUPT;
+	}
+	return store_mdb_err(t, rc, del ? "del body" : "get body");
 }
 
 /* A new reference to b from t's partition: links the file, counts, stores the cache. */
@@ -621,17 +813,29 @@ int store_blob_ref(struct store_txn *t, const struct store_blob *cb)
 
 	if (!b->finished)
 		return STORE_EINVAL;
-	pthread_mutex_lock(&links_mu);
-	rc = blob_durable_locked(b, t->e->part);
-	pthread_mutex_unlock(&links_mu);
-	if (rc != 0)
-		return rc;
+	if (!b->inl) {
+		pthread_mutex_lock(&links_mu);
+		rc = blob_durable_locked(b, t->e->part);
+		pthread_mutex_unlock(&links_mu);
+		if (rc != 0)
+			return rc;
+	}
 	put_be64(k, b->id);
 	rc = store_get(t, DBI_BLOBS, k, 8, &v);
-	if (rc == 0 && v.mv_size == BLOB_REC_LEN)
-		rc = blob_row_put(t, b->id, get_be32(v.mv_data) + 1, b->size);
-	else if (rc == STORE_ENOMSG) {
-		rc = blob_row_put(t, b->id, 1, b->size);
+	if (rc == 0 && (v.mv_size == BLOB_REC_LEN || v.mv_size == BLOB_INLINE_LEN)) {
+		uint8_t *p = v.mv_data;
+
+		rc = blob_row_put(t, b->id, get_be32(p) + 1, b->size,
+				  v.mv_size == BLOB_INLINE_LEN ? get_be64(p + 12) : 0,
+				  v.mv_size == BLOB_INLINE_LEN ? get_be32(p + 20) : 0);
+	} else if (rc == STORE_ENOMSG) {
+		uint64_t piece = 0;
+
+		rc = 0;
+		if (b->inl)
+			rc = body_put(t, b->enc.data, b->enc.len, &piece);
+		if (rc == 0)
+			rc = blob_row_put(t, b->id, 1, b->size, piece, (uint32_t)b->enc.len);
 		if (rc == 0 && b->cache.len > 0)
 			rc = store_put(t, DBI_CACHE, k, 8, b->cache.data, b->cache.len);
 	}
@@ -656,12 +860,47 @@ int store_blob_ref_id(struct store_txn *t, uint64_t blob, int delta)
 	put_be64(k, blob);
 	if ((rc = store_get(t, DBI_BLOBS, k, 8, &v)) != 0)
 		return rc == STORE_ENOMSG ? 0 : rc; /* verify reports the missing row */
-	if (v.mv_size != BLOB_REC_LEN)
+	if (v.mv_size != BLOB_REC_LEN && v.mv_size != BLOB_INLINE_LEN)
 		return STORE_ECORRUPT;
 	refs = get_be32(v.mv_data);
 	if (delta > 0 || refs > (uint32_t)-delta)
-		return blob_row_put(t, blob, refs + (uint32_t)delta,
-				    get_be64((uint8_t *)v.mv_data + 4));
+		return blob_set_refs(t, blob, &v, refs + (uint32_t)delta);
+	return blob_row_drop(t, blob, &v);
+}
+
+/* Rewrites the row v of blob with refs, keeping the rest. */
+static int blob_set_refs(struct store_txn *t, uint64_t blob, const MDB_val *v, uint32_t refs)
+{
+	const uint8_t *p = v->mv_data;
+	bool inl = v->mv_size == BLOB_INLINE_LEN;
+
+	return blob_row_put(t, blob, refs, get_be64(p + 4), inl ? get_be64(p + 12) : 0,
+			    inl ? get_be32(p + 20) : 0);
+}
+
+/* The last reference to blob (row v) is gone: the row, its cache and an inline body go in
+   t; a file is unlinked after the commit (the `dead` row covers a crash in between). */
+static int blob_row_drop(struct store_txn *t, uint64_t blob, const MDB_val *v)
+{
+	uint8_t k[8];
+	int rc = 0;
+
+	put_be64(k, blob);
+	if (v->mv_size == BLOB_INLINE_LEN) {
+		uint64_t piece = get_be64((const uint8_t *)v->mv_data + 12);
+		uint32_t len = get_be32((const uint8_t *)v->mv_data + 20);
+
+		/* v points into the txn's pages: read it before any write */
+		if ((rc = store_del(t, DBI_BLOBS, k, 8)) != 0)
+			return rc;
+		rc = body_walk(t, piece, len, NULL, true);
+		if (rc == STORE_ECORRUPT)
+			rc = 0; /* what is left of it is verify's */
+		if (rc != 0)
+			return rc;
+		rc = store_del(t, DBI_CACHE, k, 8);
+		return rc == STORE_ENOMSG ? 0 : rc;
+	}
 	if ((rc = store_del(t, DBI_BLOBS, k, 8)) != 0)
 		return rc;
 	rc = store_del(t, DBI_CACHE, k, 8);
@@ -713,15 +952,13 @@ void store_blob_txn_committed(struct store_txn *t)
 	pthread_mutex_unlock(&links_mu);
 }
 
-int store_blob_open(struct store *st, unsigned part, uint64_t blob, int *fd_r, uint64_t *size_r)
+/* Opens blob's file in e: 0, STORE_ENOMSG (none) or STORE_EIO. */
+static int blob_file_open(struct store_env *e, uint64_t blob, int *fd_r, uint64_t *size_r)
 {
-	struct store_env *e = store_env_of(st, part);
 	char path[32];
 	struct stat sb;
 	int fd;
 
-	if (e == NULL)
-		return STORE_EINVAL;
 	store_blob_path(path, sizeof(path), blob);
 	if ((fd = openat(e->blobdir_fd, path, O_RDONLY | O_CLOEXEC)) == -1) {
 		if (errno == ENOENT)
@@ -736,4 +973,143 @@ int store_blob_open(struct store *st, unsigned part, uint64_t blob, int *fd_r, u
 	*fd_r = fd;
 	*size_r = (uint64_t)sb.st_size;
 	return 0;
+}
+
+/* Decodes an encoded body (enc, n bytes) of size bytes into out. */
+static int body_decode(const char *enc, size_t n, uint64_t size, struct buf *out)
+{
+	char *p;
+
+	if (n < 1 || size > SIZE_MAX / 2 || (p = buf_reserve(out, (size_t)size)) == NULL)
+		return STORE_ECORRUPT;
+	if (enc[0] == BODY_RAW && n - 1 == size) {
+		if (size > 0)
+			memcpy(p, enc + 1, (size_t)size);
+	} else if (enc[0] != BODY_ZSTD ||
+		   ZSTD_decompress(p, (size_t)size, enc + 1, n - 1) != (size_t)size)
+		return STORE_ECORRUPT;
+	buf_commit(out, (size_t)size);
+	return 0;
+}
+
+/* The inline body of blob in t, decoded into out: 0, STORE_ENOMSG (not inline or no
+   row), STORE_ECORRUPT. */
+static int body_read(struct store_txn *t, uint64_t blob, struct buf *out)
+{
+	uint8_t k[8];
+	MDB_val v;
+	struct buf enc;
+	uint64_t size, piece;
+	uint32_t len;
+	int rc;
+
+	put_be64(k, blob);
+	if ((rc = store_get(t, DBI_BLOBS, k, 8, &v)) != 0)
+		return rc;
+	if (v.mv_size != BLOB_INLINE_LEN)
+		return STORE_ENOMSG;
+	size = get_be64((uint8_t *)v.mv_data + 4);
+	piece = get_be64((uint8_t *)v.mv_data + 12);
+	len = get_be32((uint8_t *)v.mv_data + 20);
+	buf_init(&enc, len, len);
+	buf_init(out, 0, size < SIZE_MAX / 2 ? (size_t)size : 0);
+	if ((rc = body_walk(t, piece, len, &enc, false)) == 0 &&
+	    (rc = body_decode(enc.data, enc.len, size, out)) != 0)
+		log_warnx("store: %s: inline body of %016" PRIx64 " does not decode", t->e->dir,
+			  blob);
+	buf_release(&enc);
+	if (rc != 0)
+		buf_release(out);
+	return rc;
+}
+
+int store_blob_open_txn(struct store_txn *t, uint64_t blob, int *fd_r, uint64_t *size_r)
+{
+	struct buf body;
+	int rc = blob_file_open(t->e, blob, fd_r, size_r);
+
+	if (rc != STORE_ENOMSG)
+		return rc;
+	if ((rc = body_read(t, blob, &body)) != 0)
+		return rc;
+	*size_r = body.len;
+	rc = mem_fd(body.data, body.len, fd_r);
+	buf_release(&body);
+	return rc;
+}
+
+bool store_blob_inline_ok(struct store_txn *t, uint64_t blob)
+{
+	struct buf body;
+
+	if (body_read(t, blob, &body) != 0)
+		return false;
+	buf_release(&body);
+	return true;
+}
+
+int store_blob_set_refs(struct store_txn *t, uint64_t blob, uint32_t refs, uint64_t file_size)
+{
+	uint8_t k[8];
+	MDB_val v;
+	int rc;
+
+	put_be64(k, blob);
+	rc = store_get(t, DBI_BLOBS, k, 8, &v);
+	if (rc == STORE_ENOMSG || (rc == 0 && v.mv_size != BLOB_INLINE_LEN)) {
+		if (refs > 0)
+			return blob_row_put(t, blob, refs, file_size, 0, 0);
+		if (rc == STORE_ENOMSG)
+			return 0;
+		if ((rc = store_del(t, DBI_BLOBS, k, 8)) != 0)
+			return rc;
+		rc = store_del(t, DBI_CACHE, k, 8);
+		return rc == STORE_ENOMSG ? 0 : rc;
+	}
+	if (rc != 0)
+		return rc;
+	return refs > 0 ? blob_set_refs(t, blob, &v, refs) : blob_row_drop(t, blob, &v);
+}
+
+int store_blob_open(struct store *st, unsigned part, uint64_t blob, int *fd_r, uint64_t *size_r)
+{
+	struct store_env *e = store_env_of(st, part);
+	struct store_txn *t;
+	int rc;
+
+	if (e == NULL)
+		return STORE_EINVAL;
+	if ((rc = blob_file_open(e, blob, fd_r, size_r)) != STORE_ENOMSG)
+		return rc;
+	if ((rc = store_txn_begin(st, part, STORE_TXN_READ, &t)) != 0)
+		return rc;
+	rc = store_blob_open_txn(t, blob, fd_r, size_r);
+	store_txn_abort(&t);
+	return rc;
+}
+
+bool store_blob_inline(struct store *st, unsigned part, uint64_t blob)
+{
+	struct store_txn *t;
+	uint8_t k[8];
+	MDB_val v;
+	bool inl;
+
+	if (store_txn_begin(st, part, STORE_TXN_READ, &t) != 0)
+		return false;
+	put_be64(k, blob);
+	inl = store_get(t, DBI_BLOBS, k, 8, &v) == 0 && v.mv_size == BLOB_INLINE_LEN;
+	store_txn_abort(&t);
+	return inl;
+}
+
+int store_blob_open_blob(const struct store_blob *b, int *fd_r, uint64_t *size_r)
+{
+	*fd_r = -1;
+	if (!b->finished || b->err != 0)
+		return STORE_EINVAL;
+	*size_r = b->size;
+	if (b->inl)
+		return mem_fd(b->body.data, b->body.len, fd_r);
+	return blob_file_open(store_env_of(b->st, b->part), b->id, fd_r, size_r);
 }

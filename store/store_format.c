@@ -8,7 +8,11 @@
  *   1  stores written before the format was recorded (no `format` record)
  *   2  `format` and `writer` records; the `dead` DBI (message files whose last reference is
  *      gone, unlinked after the commit: what a crash in between leaves is removed at the
- *      next open); every mailbox record carries its expunge history count */
+ *      next open); every mailbox record carries its expunge history count
+ *   3  bodies of up to [store] inline_max bytes may be kept in the index (DBI `bodies`, a
+ *      blob row of 24 bytes says where: store_blob.c) instead of a file; a format-2
+ *      binary cannot read them, hence the number. The step only records it: the files of
+ *      older messages stay files and are read as before. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -38,9 +42,12 @@ struct format_step {
 };
 
 static int step_history_counts(struct store_txn *t, uint64_t *pos, bool *done);
+static int step_inline_bodies(struct store_txn *t, uint64_t *pos, bool *done);
 
 static const struct format_step steps[] = {
 	{ 1, "record the format; count each mailbox's expunge history", step_history_counts },
+	{ 2, "small message bodies may be kept in the index (existing files stay)",
+	  step_inline_bodies },
 };
 
 unsigned store_format(void)
@@ -51,6 +58,16 @@ unsigned store_format(void)
 const char *store_writer_id(void)
 {
 	return writer_id;
+}
+
+/* Format 3 adds the `bodies` DBI (made by the open) and a second blob row layout; nothing
+   already stored changes. */
+static int step_inline_bodies(struct store_txn *t, uint64_t *pos, bool *done)
+{
+	(void)t;
+	(void)pos;
+	*done = true;
+	return 0;
 }
 
 /* Mailbox records written before the history count get it (partition environments). */

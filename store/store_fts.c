@@ -235,14 +235,19 @@ static int doc_from_fd(int fd, uint64_t size, struct store_fts_doc **doc_r)
 	return 0;
 }
 
-static int doc_from_blob(struct store *st, unsigned part, uint64_t blob,
+/* The trigrams of blob (of t's partition, seen by t), or of b when it is not NULL. */
+static int doc_from_blob(struct store_txn *t, const struct store_blob *b, uint64_t blob,
 			 struct store_fts_doc **doc_r)
 {
 	uint64_t size;
 	int fd, rc;
 
 	*doc_r = NULL;
-	if ((rc = store_blob_open(st, part, blob, &fd, &size)) != 0)
+	if (b != NULL)
+		rc = store_blob_open_blob(b, &fd, &size);
+	else
+		rc = store_blob_open_txn(t, blob, &fd, &size);
+	if (rc != 0)
 		return rc;
 	rc = doc_from_fd(fd, size, doc_r);
 	close(fd);
@@ -262,7 +267,7 @@ void store_fts_prepare(struct store_blob *b)
 {
 	if (!b->st->fts || b->fts != NULL || !b->finished)
 		return;
-	if (doc_from_blob(b->st, b->part, b->id, &b->fts) != 0)
+	if (doc_from_blob(NULL, b, b->id, &b->fts) != 0)
 		b->fts = NULL; /* computed in the txn then (and its error met there) */
 }
 
@@ -976,7 +981,7 @@ int store_fts_add(struct store_txn *t, uint64_t mbox, uint32_t uid, const struct
 
 	if (!t->st->fts)
 		return fts_forget(t, mbox);
-	if (b->fts == NULL && (rc = doc_from_blob(t->st, t->e->part, b->id, &own)) != 0)
+	if (b->fts == NULL && (rc = doc_from_blob(t, b, b->id, &own)) != 0)
 		return rc == STORE_ENOMSG ? STORE_EIO : rc;
 	rc = fts_add_doc(t, mbox, uid, b->fts != NULL ? b->fts : own, first);
 	store_fts_doc_free(&own);
@@ -990,7 +995,7 @@ int store_fts_add_id(struct store_txn *t, uint64_t mbox, uint32_t uid, uint64_t 
 
 	if (!t->st->fts)
 		return fts_forget(t, mbox);
-	if ((rc = doc_from_blob(t->st, t->e->part, blob, &d)) != 0)
+	if ((rc = doc_from_blob(t, NULL, blob, &d)) != 0)
 		return rc == STORE_ENOMSG ? STORE_EIO : rc;
 	rc = fts_add_doc(t, mbox, uid, d, first);
 	store_fts_doc_free(&d);
@@ -1339,7 +1344,7 @@ static int rebuild_step_fn(struct store_txn *t, void *arg)
 			break;
 		}
 		s.rebuild_next = m.uid + 1;
-		if ((rc = doc_from_blob(t->st, t->e->part, m.blob, &d)) == STORE_ENOMSG) {
+		if ((rc = doc_from_blob(t, NULL, m.blob, &d)) == STORE_ENOMSG) {
 			rc = 0; /* its file is gone: nothing can match (verify reports it) */
 			continue;
 		}

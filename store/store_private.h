@@ -18,6 +18,9 @@
  *   sieve    be64 user + type + ...    -> Sieve scripts and memories (store_sieve.h)
  *   fts      be64 mailbox + type + ... -> the full-text index (store_fts.c)
  *   dead     be64 blob id              -> ""   (last reference gone, file to unlink)
+ *   bodies   be64 piece number         -> a piece of an inline body (format 3): the blob row
+ *            then holds be32 refcount + be64 size + be64 first piece + be32 encoded length;
+ *            pieces of at most BODY_PIECE bytes, numbered in order of writing (MDB_APPEND)
  * The queue environment (queue/) has meta, blobs (one reference per entry) and:
  *   queue    be64 id                   -> queue record
  *   due      be64 time + be64 id       -> ""   (one row per not-held, not-final entry) */
@@ -34,7 +37,7 @@
 #include "store/store.h"
 
 /* The format this code writes (store_format.c lists them all). */
-#define STORE_FORMAT 2
+#define STORE_FORMAT 3
 
 enum store_dbi {
 	DBI_META,
@@ -53,6 +56,7 @@ enum store_dbi {
 	DBI_SIEVE, /* store_sieve.c / store_sieve.h */
 	DBI_FTS,   /* store_fts.c */
 	DBI_DEAD,
+	DBI_BODIES, /* store_blob.c: bodies kept in the index */
 	DBI_COUNT
 };
 
@@ -101,10 +105,11 @@ struct store {
 	uint32_t expunge_history_max;
 	int64_t gc_ms;
 	unsigned gc_max;
-	bool nosync;      /* store_opts.nosync: bulk loading, synced at store_close */
-	bool gc_syncfs;   /* store_opts.group_commit_syncfs */
-	bool fsync_flags; /* store_opts.fsync_flags */
-	bool fts;         /* store_opts.fts */
+	bool nosync;       /* store_opts.nosync: bulk loading, synced at store_close */
+	bool gc_syncfs;    /* store_opts.group_commit_syncfs */
+	bool fsync_flags;  /* store_opts.fsync_flags */
+	bool fts;          /* store_opts.fts */
+	size_t inline_max; /* store_opts.inline_max */
 	atomic_uint_fast64_t fsyncs;
 	atomic_uint_fast64_t commits;
 };
@@ -135,6 +140,10 @@ struct store_blob {
 	bool deferred;    /* finished without fsync: the committer fsyncs fd (data_fd) */
 	bool data_synced; /* the bytes are durable (fsync done) */
 	bool dir_synced;  /* its directory was fsynced after the rename */
+	bool inl;         /* the body is in memory (body), no file: up to inline_max bytes */
+	struct buf body;  /* inl: the bytes so far */
+	struct buf enc;   /* inl and finished: what the index keeps (a tag byte, then the
+			     bytes raw or zstd-compressed) */
 	char tmp[64];     /* name under blobs/ while writing */
 	struct msgcache_builder *mb;
 	struct buf cache;
@@ -239,6 +248,13 @@ void store_blob_path(char *out, size_t size, uint64_t id);
 void store_blob_unlink_dead(struct store_txn *t);
 void store_blob_txn_committed(struct store_txn *t);
 int store_blob_sync_batch(struct store_blob **v, const unsigned *parts, size_t n);
+/* store_blob_open inside t (sees t's own writes). */
+int store_blob_open_txn(struct store_txn *t, uint64_t blob, int *fd_r, uint64_t *size_r);
+/* The body of blob is in t's index and reads back whole (verify). */
+bool store_blob_inline_ok(struct store_txn *t, uint64_t blob);
+/* Sets the refcount of blob's row, keeping its inline body; 0 removes the row, its cache and
+   its inline body (verify --repair). file_size: the size of a row that is not inline. */
+int store_blob_set_refs(struct store_txn *t, uint64_t blob, uint32_t refs, uint64_t file_size);
 
 /* store_format.c */
 int store_format_check(struct store *st, struct store_env *e, MDB_txn *txn, bool fresh,

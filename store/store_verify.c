@@ -90,13 +90,14 @@ static void add_ref(struct vstate *v, uint64_t blob)
 	v->refs[v->nrefs++] = blob;
 }
 
-static bool file_exists(struct store_env *e, uint64_t blob)
+/* The message's body is there: its file, or (format 3) whole in the index. */
+static bool body_exists(struct store_txn *t, uint64_t blob)
 {
 	char path[32];
 	struct stat sb;
 
 	store_blob_path(path, sizeof(path), blob);
-	return fstatat(e->blobdir_fd, path, &sb, 0) == 0;
+	return fstatat(t->e->blobdir_fd, path, &sb, 0) == 0 || store_blob_inline_ok(t, blob);
 }
 
 /* Mailboxes (id order) and users. */
@@ -159,9 +160,11 @@ static int count_msgs(struct vstate *v, uint64_t **gone, size_t *ngone)
 			continue;
 		}
 		msg_decode(&val, get_be32((uint8_t *)k.mv_data + 8), &m);
-		if (!v->repair || file_exists(v->t->e, m.blob))
-			add_ref(v, m.blob); /* repair drops the row of a missing file */
-		if (!file_exists(v->t->e, m.blob)) {
+		bool there = body_exists(v->t, m.blob);
+
+		if (!v->repair || there)
+			add_ref(v, m.blob); /* repair drops the row of a missing body */
+		if (!there) {
 			if (mb->selected)
 				v->r->missing_files++;
 			*gone = xreallocarray(*gone, *ngone + 2, sizeof(**gone));
@@ -264,7 +267,7 @@ static int rebuild_cache(struct vstate *v, uint64_t blob)
 	ssize_t n;
 	int fd, rc;
 
-	if ((rc = store_blob_open(v->t->st, v->t->e->part, blob, &fd, &size)) != 0)
+	if ((rc = store_blob_open_txn(v->t, blob, &fd, &size)) != 0)
 		return 0;
 	mb = msgcache_builder_new();
 	while ((n = read(fd, chunk, sizeof(chunk))) > 0)
@@ -344,25 +347,16 @@ static int check_blobs(struct vstate *v)
 	mdb_cursor_close(c);
 	rc = 0;
 	for (size_t j = 0; v->repair && j + 1 < nfix && rc == 0; j += 2) {
-		uint8_t key[8], rec[12];
 		char path[32];
 		struct stat sb;
 
-		put_be64(key, fix[j]);
-		if (fix[j + 1] == 0) {
-			rc = store_del(v->t, DBI_BLOBS, key, 8);
-			(void)store_del(v->t, DBI_CACHE, key, 8);
-			rc = rc == STORE_ENOMSG ? 0 : rc;
-		} else {
-			store_blob_path(path, sizeof(path), fix[j]);
-			put_be32(rec, (uint32_t)fix[j + 1]);
-			put_be64(rec + 4, fstatat(v->t->e->blobdir_fd, path, &sb, 0) == 0
-						  ? (uint64_t)sb.st_size
-						  : 0);
-			rc = store_put(v->t, DBI_BLOBS, key, 8, rec, sizeof(rec));
-			if (rc == 0)
-				rc = rebuild_cache(v, fix[j]);
-		}
+		store_blob_path(path, sizeof(path), fix[j]);
+		rc = store_blob_set_refs(v->t, fix[j], (uint32_t)fix[j + 1],
+					 fstatat(v->t->e->blobdir_fd, path, &sb, 0) == 0
+						 ? (uint64_t)sb.st_size
+						 : 0);
+		if (rc == 0 && fix[j + 1] != 0)
+			rc = rebuild_cache(v, fix[j]);
 		v->r->repaired += rc == 0;
 	}
 	for (size_t j = 0; v->repair && j < nnocache && rc == 0; j++)

@@ -9,8 +9,11 @@ Then mtad takes 12 messages at once (commits of several, their files fsynced by 
 with per-file syncs and with [store] group_commit_syncfs, and each 250 is followed back to
 its own message file (the id in its Received header): the file renamed, its bytes synced
 after its last write and its directory after the rename (fsyncs, or a syncfs after both),
-then the index commit, all before that 250. Skipped (77) without strace or when ptrace is
-not allowed.
+then the index commit, all before that 250. These runs keep every body a file ([store]
+inline_max = 0); a last run with bodies inline (the default) follows each 250 back to the end
+of its own DATA on its connection: no message file written, and an index commit (fdatasync,
+then the synced meta page) between that DATA and the 250. Skipped (77) without strace or when
+ptrace is not allowed.
 
   test_fsync_order.py SOURCE_ROOT MTAD IMAPD"""
 import imaplib
@@ -184,6 +187,19 @@ def ok_result(args):
     return re.search(r"\)\s+= 0\b", args) is not None
 
 
+def commit_between(ev, dsync, after, ack):
+    """An index commit in ev started after event index after and complete before ack: a
+    completed fdatasync/fsync of the index, then the meta page written, synced (through an
+    O_DSYNC descriptor of dsync, or a completed sync after it)."""
+    idx = next((e for e in ev if e[3] in ("fsync", "fdatasync") and "index.mdb" in e[4] and
+                e[0] > after and ok_result(e[4])), None)
+    meta = idx and next((e for e in ev if meta_write(e[3], e[4]) and e[0] > idx[1]), None)
+    if meta is not None and re.match(r"(\d+)<", meta[4]).group(1) not in dsync:
+        meta = next((e for e in ev if e[3] in ("fsync", "fdatasync") and
+                     "index.mdb" in e[4] and e[0] > meta[1] and ok_result(e[4])), None)
+    return idx is not None and meta is not None and meta[1] < ack
+
+
 def check_each_message(trace, what):
     """For every 250 of the trace (queued as QID): the message file whose first bytes carry
     "id QID" (the Received header mtad writes) was renamed to its final name, its bytes were
@@ -237,17 +253,52 @@ def check_each_message(trace, what):
                             f"rename")
             continue
         synced = max(min(data), min(dirs))
-        idx = next((e for e in ev if e[3] in ("fsync", "fdatasync") and "index.mdb" in e[4] and
-                    e[0] > synced and ok_result(e[4])), None)
-        meta = idx and next((e for e in ev if meta_write(e[3], e[4]) and e[0] > idx[1]),
-                            None)
-        if meta is not None and re.match(r"(\d+)<", meta[4]).group(1) not in dsync:
-            meta = next((e for e in ev if e[3] in ("fsync", "fdatasync") and
-                         "index.mdb" in e[4] and e[0] > meta[1] and ok_result(e[4])), None)
-        if idx is None or meta is None or meta[1] > ack:
+        if not commit_between(ev, dsync, synced, ack):
             problems.append(f"{what} {qid}: no index commit (fdatasync, then the meta page) "
                             f"between the message file's syncs and the 250")
     return problems, n, nsyncfs
+
+
+def check_each_inline(trace, what):
+    """For every 250 of the trace: the last read of its connection before it (the end of the
+    DATA), then a completed index fdatasync and the commit's meta page, synced (O_DSYNC, or a
+    sync after it), before the 250; and no message file written at all. Returns (problems,
+    number of 250s checked, sync calls seen)."""
+    ev = calls(trace)
+    dsync = {fd for (_s, _e, _p, c, a) in ev if c == "openat" and "index.mdb" in a and
+             "O_DSYNC" in a for fd in re.findall(r"= (\d+)<", a)}
+    problems, n = [], 0
+    nsync = sum(1 for e in ev if e[3] in ("fsync", "fdatasync", "syncfs"))
+    if any(e[3] in ("write", "writev", "pwrite64") and "/blobs/" in e[4] for e in ev):
+        problems.append(f"{what}: a message file was written (bodies are inline)")
+    for (_s, ack, pid, c, a) in ev:
+        if c not in ("write", "writev", "sendmsg", "sendto") or "socket:" not in a or \
+                re.search(r"250 2\.0\.0 Ok: queued as", a) is None:
+            continue
+        n += 1
+        fd = re.match(r"(\d+)<", a).group(1)
+        end = max((e[1] for e in ev if e[2] == pid and e[4].startswith(fd + "<socket:") and
+                   e[3] in ("read", "readv", "recvfrom") and e[1] < ack and ok_len(e[4])),
+                  default=None)
+        if end is None:
+            problems.append(f"{what}: a 250 on fd {fd} without a read before it")
+            continue
+        if not commit_between(ev, dsync, end, ack):
+            problems.append(f"{what}: a 250 on fd {fd} without an index commit (fdatasync, "
+                            f"then the synced meta page) between its DATA and it")
+    return problems, n, nsync
+
+
+def ok_len(args):
+    return re.search(r"\)\s+= [1-9]\d*\b", args) is not None
+
+
+def set_store(conf, line):
+    """Adds line to the [store] section of conf."""
+    with open(conf) as f:
+        text = f.read()
+    with open(conf, "w") as f:
+        f.write(text.replace("[store]\n", f"[store]\n{line}\n", 1))
 
 
 def concurrent_smtp(conf, smtp_port, n):
@@ -275,15 +326,14 @@ def batch_runs(tmp):
     """mtad under strace with CONCURRENT messages at once, with the per-file syncs and with
     [store] group_commit_syncfs: every 250 checked by check_each_message."""
     problems = []
-    for mode in ("files", "syncfs"):
+    for mode in ("files", "syncfs", "inline"):
         d = os.path.join(tmp, mode)
         os.mkdir(d)
         conf, smtp_port, _imap = shared_conf(d, ["user1"])
+        if mode != "inline":
+            set_store(conf, "inline_max = 0")
         if mode == "syncfs":
-            with open(conf) as f:
-                text = f.read()
-            with open(conf, "w") as f:
-                f.write(text.replace("[store]\n", "[store]\ngroup_commit_syncfs = yes\n", 1))
+            set_store(conf, "group_commit_syncfs = yes")
         trace = os.path.join(d, "mtad.trace")
         mtad = traced(MTAD, conf, trace)
         try:
@@ -291,10 +341,14 @@ def batch_runs(tmp):
             problems += concurrent_smtp(conf, smtp_port, CONCURRENT)
         finally:
             stop(mtad)
-        p, n, nsyncfs = check_each_message(trace, f"SMTP batch ({mode})")
+        if mode == "inline":
+            p, n, nsync = check_each_inline(trace, f"SMTP batch ({mode})")
+        else:
+            p, n, nsync = check_each_message(trace, f"SMTP batch ({mode})")
         if n != CONCURRENT:
             p.append(f"SMTP batch ({mode}): {n} replies 250 in the trace, {CONCURRENT} sent")
-        print(f"{mode}: {n} messages checked one by one, syncfs calls: {nsyncfs}")
+        print(f"{mode}: {n} messages checked one by one, "
+              f"{'sync' if mode == 'inline' else 'syncfs'} calls: {nsync}")
         problems += p
     return problems
 
@@ -312,6 +366,7 @@ def main():
         return SKIP
     tmp = tempfile.mkdtemp(prefix="heron-fsync-")
     conf, smtp_port, imap_port = shared_conf(tmp, ["user1"])
+    set_store(conf, "inline_max = 0")  # the message files' own syncs; inline: batch_runs
     mtrace, itrace = os.path.join(tmp, "mtad.trace"), os.path.join(tmp, "imapd.trace")
     mtad = traced(MTAD, conf, mtrace)
     imapd = traced(IMAPD, conf, itrace)

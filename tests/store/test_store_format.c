@@ -5,6 +5,7 @@
  * commit resumes where it stopped; the store lock keeps an upgrade from a store in use.
  * mdb_txn_commit is wrapped to inject the failure. */
 #include <errno.h>
+#include <sys/stat.h>
 
 #include "tests/store/store_test.h"
 
@@ -299,6 +300,91 @@ static void test_upgrade_resumes(void **state)
 	tstore_close(&ts, true);
 }
 
+/* A format-2 store (every body a file) upgrades to 3; each old message reads back
+   byte-exact as a file; new small ones go into the index, without a file. */
+static void test_format2_upgrade(void **state)
+{
+	enum { NOLD = 5 };
+	static const size_t sizes[NOLD] = { 200, 3000, 9000, 16384, 40000 };
+	struct tstore ts;
+	uint64_t user, inbox;
+	uint32_t uids[NOLD];
+
+	(void)state;
+	tstore_open(&ts, 1); /* inline_max 0: the format-2 layout */
+	user = tuser(ts.st, "erin");
+	inbox = tmbox(ts.st, user, "INBOX");
+	for (unsigned i = 0; i < NOLD; i++) {
+		struct store_blob *b = tblob(ts.st, 0, sizes[i], i + 1);
+		struct store_txn *t;
+
+		assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_WRITE, &t), 0);
+		assert_int_equal(store_msg_append(t, inbox, b, 0, 0, 0, &uids[i]), 0);
+		assert_int_equal(store_txn_commit(&t), 0);
+		store_blob_free(&b);
+	}
+	store_close(&ts.st);
+	raw_meta(ts.dir, "part0", "format", 2);
+	raw_meta(ts.dir, "queue", "format", 2);
+	assert_int_equal(store_open(&ts.o, &ts.st), STORE_EFORMAT);
+	ts.o.upgrade = true;
+	assert_int_equal(store_open(&ts.o, &ts.st), 0);
+	assert_int_equal(env_format(ts.st, 0), 3);
+	assert_int_equal(env_format(ts.st, STORE_QUEUE_PART), 3);
+	store_close(&ts.st);
+	ts.o.upgrade = false;
+	ts.o.inline_max = 16384;
+	assert_int_equal(store_open(&ts.o, &ts.st), 0);
+	for (unsigned i = 0; i < NOLD; i++) {
+		struct store_txn *t;
+		struct store_msg m;
+		uint64_t size;
+		int fd, want = tmsg_fd(sizes[i], i + 1);
+		char *a = malloc(sizes[i] + 256), *b = malloc(sizes[i] + 256);
+		ssize_t na, nb;
+
+		assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_READ, &t), 0);
+		assert_int_equal(store_msg_get(t, inbox, uids[i], &m), 0);
+		store_txn_abort(&t);
+		assert_int_equal(store_blob_open(ts.st, 0, m.blob, &fd, &size), 0);
+		na = pread(fd, a, sizes[i] + 256, 0);
+		nb = pread(want, b, sizes[i] + 256, 0);
+		assert_true(na > 0);
+		assert_int_equal(na, nb);
+		assert_int_equal((uint64_t)na, size);
+		assert_memory_equal(a, b, (size_t)na);
+		close(fd);
+		close(want);
+		free(a);
+		free(b);
+	}
+	/* a new small message: no file of its own */
+	struct store_blob *nb = tblob(ts.st, 0, 500, 99);
+	struct store_txn *t;
+	struct store_msg m;
+	struct store_verify_report r;
+	char path[32];
+	struct stat sb;
+	uint32_t uid;
+
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_WRITE, &t), 0);
+	assert_int_equal(store_msg_append(t, inbox, nb, 0, 0, 0, &uid), 0);
+	assert_int_equal(store_txn_commit(&t), 0);
+	store_blob_free(&nb);
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_READ, &t), 0);
+	assert_int_equal(store_msg_get(t, inbox, uid, &m), 0);
+	store_txn_abort(&t);
+	store_blob_path(path, sizeof(path), m.blob);
+	char full[600];
+
+	snprintf(full, sizeof(full), "%s/part0/blobs/%s", ts.dir, path);
+	assert_int_equal(stat(full, &sb), -1);
+	assert_int_equal(store_verify(ts.st, NULL, false, &r), 0);
+	assert_int_equal(r.messages, NOLD + 1);
+	assert_int_equal(r.missing_files, 0);
+	tstore_close(&ts, true);
+}
+
 /* An upgrade needs the store to itself; others wait for it. */
 static void test_lock(void **state)
 {
@@ -322,10 +408,9 @@ static void test_lock(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_fixture_upgrades),
-		cmocka_unit_test(test_future_refused),
-		cmocka_unit_test(test_upgrade_resumes),
-		cmocka_unit_test(test_lock),
+		cmocka_unit_test(test_fixture_upgrades), cmocka_unit_test(test_future_refused),
+		cmocka_unit_test(test_upgrade_resumes),  cmocka_unit_test(test_lock),
+		cmocka_unit_test(test_format2_upgrade),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

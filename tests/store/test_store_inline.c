@@ -1,0 +1,239 @@
+/* test_store_inline.c — bodies kept in the index (format 3, store_opts.inline_max): small
+ * ones (compressible: zstd; random: raw, one of exactly two pieces) get no file and read back
+ * byte-exact through store_blob_open, after a reopen too; one over the threshold is a file;
+ * COPY shares an inline body; expunging the last reference removes its pieces in the same txn;
+ * verify finds nothing wrong, and finds a damaged inline body; a body grown past the
+ * threshold while written becomes a file with every byte. */
+#include <dirent.h>
+#include <sys/random.h>
+
+#include "tests/store/store_test.h"
+
+#include "common/endian.h"
+#include "store/store_private.h"
+
+#define INLINE_MAX 16384
+
+/* Message files (final names) under every blobs/xx of partition 0. */
+static unsigned count_files(const char *dir)
+{
+	char p[512];
+	unsigned n = 0;
+
+	for (unsigned d = 0; d < 256; d++) {
+		DIR *dp;
+		struct dirent *de;
+
+		snprintf(p, sizeof(p), "%s/part0/blobs/%02x", dir, d);
+		if ((dp = opendir(p)) == NULL)
+			continue;
+		while ((de = readdir(dp)) != NULL)
+			n += strlen(de->d_name) == 16;
+		closedir(dp);
+	}
+	return n;
+}
+
+/* Rows of a DBI of partition 0. */
+static size_t count_rows(struct store *st, enum store_dbi d)
+{
+	struct store_txn *t;
+	MDB_stat ms;
+
+	assert_int_equal(store_txn_begin(st, 0, STORE_TXN_READ, &t), 0);
+	assert_int_equal(mdb_stat(t->txn, t->e->dbi[d], &ms), 0);
+	store_txn_abort(&t);
+	return ms.ms_entries;
+}
+
+struct tbody {
+	char *data;
+	size_t len;
+	uint32_t uid;
+};
+
+/* A message of len bytes: text that compresses, or random bytes that do not. */
+static void make_body(struct tbody *m, size_t len, bool random)
+{
+	m->data = malloc(len + 1);
+	m->len = len;
+	assert_non_null(m->data);
+	if (random) {
+		assert_int_equal(getrandom(m->data, len, 0), (ssize_t)len);
+		return;
+	}
+	for (size_t i = 0; i < len; i++)
+		m->data[i] = i % 64 == 62 ? '\r' : i % 64 == 63 ? '\n' : (char)('a' + i % 26);
+	memcpy(m->data, "Subject: x\r\n\r\n", len < 14 ? len : 14);
+}
+
+/* Appends m to mbox, written in chunks of step bytes. */
+static void append(struct store *st, uint64_t mbox, struct tbody *m, size_t step, unsigned flags)
+{
+	struct store_blob *b;
+	struct store_txn *t;
+
+	assert_int_equal(store_blob_new(st, 0, &b), 0);
+	for (size_t off = 0; off < m->len; off += step)
+		assert_int_equal(store_blob_write(b, m->data + off,
+						  m->len - off < step ? m->len - off : step),
+				 0);
+	assert_int_equal(store_blob_finish_deferred(b), 0);
+	assert_int_equal(store_txn_begin(st, 0, STORE_TXN_WRITE, &t), 0);
+	assert_int_equal(store_msg_append(t, mbox, b, flags, 0, 0, &m->uid), 0);
+	assert_int_equal(store_txn_commit(&t), 0);
+	store_blob_free(&b);
+}
+
+/* m reads back byte-exact from mbox (by read and by pread at an offset). */
+static void check_body(struct store *st, uint64_t mbox, const struct tbody *m)
+{
+	struct store_txn *t;
+	struct store_msg sm;
+	uint64_t size;
+	char *got = malloc(m->len + 1);
+	ssize_t n;
+	size_t have = 0;
+	int fd;
+
+	assert_non_null(got);
+	assert_int_equal(store_txn_begin(st, 0, STORE_TXN_READ, &t), 0);
+	assert_int_equal(store_msg_get(t, mbox, m->uid, &sm), 0);
+	store_txn_abort(&t);
+	assert_int_equal(sm.size, m->len);
+	assert_int_equal(store_blob_open(st, 0, sm.blob, &fd, &size), 0);
+	assert_int_equal(size, m->len);
+	while ((n = read(fd, got + have, m->len + 1 - have)) > 0)
+		have += (size_t)n;
+	assert_int_equal(have, m->len);
+	assert_memory_equal(got, m->data, m->len);
+	if (m->len > 100) {
+		assert_int_equal(pread(fd, got, 50, 77), 50);
+		assert_memory_equal(got, m->data + 77, 50);
+	}
+	close(fd);
+	free(got);
+}
+
+static void verify_clean(struct store *st)
+{
+	struct store_verify_report r;
+
+	assert_int_equal(store_verify(st, NULL, false, &r), 0);
+	assert_int_equal(r.missing_files, 0);
+	assert_int_equal(r.bad_refcounts, 0);
+	assert_int_equal(r.orphan_files, 0);
+	assert_int_equal(r.missing_cache, 0);
+}
+
+static void test_inline_roundtrip(void **state)
+{
+	struct tstore ts;
+	struct tbody m[6];
+	uint64_t user, inbox, other;
+
+	(void)state;
+	memset(&ts, 0, sizeof(ts));
+	strcpy(ts.dir, "/tmp/heron-store-inl.XXXXXX");
+	assert_non_null(mkdtemp(ts.dir));
+	ts.o.path = ts.dir;
+	ts.o.partitions = 1;
+	ts.o.map_size = 1 << 20;
+	ts.o.map_size_max = (uint64_t)1 << 32;
+	ts.o.expunge_history_ms = 30LL * 86400 * 1000;
+	ts.o.create = true;
+	ts.o.inline_max = INLINE_MAX;
+	assert_int_equal(store_open(&ts.o, &ts.st), 0);
+	user = tuser(ts.st, "ina");
+	inbox = tmbox(ts.st, user, "INBOX");
+	other = tmbox(ts.st, user, "Other");
+
+	make_body(&m[0], 300, false);
+	make_body(&m[1], 5000, false);
+	make_body(&m[2], INLINE_MAX, false); /* exactly the threshold: inline */
+	make_body(&m[3], 3999, true);        /* raw: tag + 3999 = two full pieces */
+	make_body(&m[4], 1000, true);
+	make_body(&m[5], INLINE_MAX + 1, false); /* a file */
+	for (size_t i = 0; i < 6; i++)
+		append(ts.st, inbox, &m[i], i == 2 ? 4096 : 65536, i < 3 ? STORE_DELETED : 0);
+	assert_int_equal(count_files(ts.dir), 1);
+	assert_true(count_rows(ts.st, DBI_BODIES) >= 5);
+	for (size_t i = 0; i < 6; i++)
+		check_body(ts.st, inbox, &m[i]);
+	verify_clean(ts.st);
+
+	/* they survive a reopen */
+	tstore_reopen(&ts);
+	for (size_t i = 0; i < 6; i++)
+		check_body(ts.st, inbox, &m[i]);
+
+	/* a copy shares the body: expunging the original keeps it */
+	struct store_txn *t;
+	uint32_t uid0 = m[0].uid;
+
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_WRITE, &t), 0);
+	uint32_t *done = NULL, *dst = NULL;
+	size_t ncopied = 0;
+
+	assert_int_equal(store_msg_copy(t, inbox, other, &uid0, 1, false, &done, &dst, &ncopied),
+			 0);
+	assert_int_equal(ncopied, 1);
+	free(done);
+	free(dst);
+	assert_int_equal(store_txn_commit(&t), 0);
+	size_t rows = count_rows(ts.st, DBI_BODIES);
+
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_WRITE, &t), 0);
+	assert_int_equal(store_msg_expunge(t, inbox, NULL, 0, NULL, NULL), 0);
+	assert_int_equal(store_txn_commit(&t), 0);
+	/* m[1] (1 piece after zstd) and m[2] went, m[0] stays for the copy */
+	assert_true(count_rows(ts.st, DBI_BODIES) < rows);
+	struct tbody copy = m[0];
+
+	copy.uid = 1;
+	check_body(ts.st, other, &copy);
+	verify_clean(ts.st);
+
+	/* the copy (\Deleted too: flags are copied) goes with the last pieces of m[0] */
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_WRITE, &t), 0);
+	assert_int_equal(store_msg_expunge(t, other, NULL, 0, NULL, NULL), 0);
+	assert_int_equal(store_txn_commit(&t), 0);
+	/* left: m[3] (2 pieces), m[4] (1) */
+	assert_int_equal(count_rows(ts.st, DBI_BODIES), 3);
+	assert_int_equal(count_rows(ts.st, DBI_BLOBS), 3);
+	verify_clean(ts.st);
+
+	/* a damaged inline body: verify says so, store_blob_open does not hand it out */
+	struct store_msg sm;
+	uint8_t k[8];
+	MDB_val v;
+	uint64_t size;
+	int fd;
+
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_WRITE, &t), 0);
+	assert_int_equal(store_msg_get(t, inbox, m[4].uid, &sm), 0);
+	put_be64(k, sm.blob);
+	assert_int_equal(store_get(t, DBI_BLOBS, k, 8, &v), 0);
+	assert_int_equal(v.mv_size, 24);
+	put_be64(k, get_be64((uint8_t *)v.mv_data + 12));
+	assert_int_equal(store_del(t, DBI_BODIES, k, 8), 0);
+	assert_int_equal(store_txn_commit(&t), 0);
+	assert_int_equal(store_blob_open(ts.st, 0, sm.blob, &fd, &size), STORE_ECORRUPT);
+	struct store_verify_report r;
+
+	assert_int_equal(store_verify(ts.st, NULL, false, &r), STORE_ECORRUPT);
+	assert_int_equal(r.missing_files, 1);
+	check_body(ts.st, inbox, &m[3]);
+	for (size_t i = 0; i < 6; i++)
+		free(m[i].data);
+	tstore_close(&ts, true);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_inline_roundtrip),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
