@@ -1,4 +1,5 @@
-/* cmd_append.c — owns APPEND, MULTIAPPEND (RFC 3502) and REPLACE, UID REPLACE (RFC 8508):
+/* cmd_append.c — owns APPEND, MULTIAPPEND (RFC 3502), CATENATE's TEXT parts (RFC 4469; its URL
+ * parts are answered [BADURL], not served yet) and REPLACE, UID REPLACE (RFC 8508):
  * each message literal (or literal8 ~{n}, RFC 3516) was streamed into a blob by imap_client.c
  * while it arrived (never held in memory); here the blobs are made durable and appended with
  * their flags and internal dates in one nested txn of the group commit (all or none; REPLACE's
@@ -68,7 +69,8 @@ struct append_op {
 	unsigned n;
 	uint32_t uidvalidity;
 	const char *why;
-	uint64_t replace_mbox; /* REPLACE: the selected mailbox and the UID replaced */
+	const struct imap_arg *badurl; /* CATENATE's first URL part */
+	uint64_t replace_mbox;         /* REPLACE: the selected mailbox and the UID replaced */
 	uint32_t replace_uid;
 };
 
@@ -115,6 +117,45 @@ static int append_fn(struct store_txn *t, void *arg)
 	return 0;
 }
 
+/* CATENATE's list (RFC 4469): "(" cat-part *(SP cat-part) ")", cat-part "TEXT" literal (its
+   data streamed into the message's blob by imap_client.c) or "URL" astring. NULL or the BAD
+   text; the first URL in ao->badurl (URL parts are not served yet: [BADURL]). */
+static const char *catenate_parse(const struct imap_arg *l, struct append_op *ao)
+{
+	static const char usage[] = "Expected: CATENATE (TEXT literal|URL url ...)";
+	const struct imap_arg *a;
+	unsigned text = 0;
+
+	if (l == NULL || l->type != IMAP_ARG_LIST || l->n == 0 || l->n % 2 != 0 || l->span != l->n)
+		return usage;
+	a = l + 1;
+	for (uint32_t k = 0; k < l->n; k += 2, a += 2) {
+		if (imap_arg_atom_is(&a[0], "TEXT") && a[1].type == IMAP_ARG_STREAMED) {
+			text++;
+		} else if (imap_arg_atom_is(&a[0], "URL") && imap_arg_is_astring(&a[1])) {
+			if (ao->badurl == NULL)
+				ao->badurl = &a[1];
+		} else {
+			return usage;
+		}
+	}
+	/* a message of URLs only has no blob of its own: refused as its URL is, below */
+	return text == 0 && ao->badurl == NULL ? usage : NULL;
+}
+
+/* The URL for "[BADURL url]" (url-resp-text: TEXT-CHARs but "]"): others as '?', cut at the
+   buffer's ceiling. */
+static void catenate_url_text(const struct imap_arg *a, struct buf *out)
+{
+	for (size_t i = 0; i < a->len && i < 512; i++) {
+		unsigned char ch = (unsigned char)a->s[i];
+
+		buf_putc(out, ch < 0x20 || ch == 0x7f || ch == ']' ? '?' : (char)ch);
+	}
+	if (out->len == 0)
+		buf_putc(out, '?');
+}
+
 /* The arguments after the mailbox: ([(flags)] [date-time] (literal | UTF8 (literal8)))+.
    NULL or the BAD text. */
 static const char *append_parse(struct imap_cmd *cmd, size_t argc, struct append_op *ao)
@@ -150,6 +191,15 @@ static const char *append_parse(struct imap_cmd *cmd, size_t argc, struct append
 			if (a == NULL || a->type != IMAP_ARG_LIST || a->n != 1)
 				return usage;
 			a++;
+		}
+		if (a != NULL && !first && imap_arg_atom_is(a, "CATENATE")) {
+			const char *why = catenate_parse(imap_cmd_arg(cmd, ++i), ao);
+
+			if (why != NULL)
+				return why;
+			ao->n++;
+			i++;
+			continue;
 		}
 		if (a == NULL || a->type != IMAP_ARG_STREAMED)
 			return first ? replace_usage : usage;
@@ -246,6 +296,7 @@ static int append_take_blobs(struct imap_client *c, struct append_op *ao)
 			rc = store_blob_finish_deferred(ao->msgs[i].blob);
 	}
 	c->nappend = 0;
+	c->append_cat = 0;
 	return rc;
 }
 
@@ -255,7 +306,7 @@ static const char *append_check(struct imap_cmd *cmd, struct append_op *ao)
 	struct imap_client *c = cmd->c;
 	const char *why = append_parse(cmd, imap_cmd_argc(cmd), ao);
 
-	if (why == NULL && ao->n != c->nappend)
+	if (why == NULL && ao->badurl == NULL && ao->n != c->nappend)
 		why = "APPEND needs message literals";
 	if (why == NULL && c->append_nul)
 		why = "NUL in a literal: send binary messages as literal8";
@@ -308,6 +359,17 @@ bool cmd_append(struct imap_cmd *cmd)
 		free(ao);
 		imap_client_append_reset(c);
 		return imap_cmd_bad(cmd, why);
+	}
+	if (ao->badurl != NULL) {
+		struct buf u;
+
+		buf_init(&u, 128, 1024);
+		catenate_url_text(ao->badurl, &u);
+		free(ao);
+		imap_client_append_reset(c);
+		imap_cmd_reply(cmd, "NO", "[BADURL %s] URL parts are not served", buf_cstr(&u));
+		buf_release(&u);
+		return true;
 	}
 	if (cmd_is_replace(cmd) && replace_target(cmd, ao) < 0) {
 		free(ao); /* the reply reset the client's blobs */

@@ -501,28 +501,33 @@ void imap_client_append_reset(struct imap_client *c)
 	while (c->nappend > 0)
 		store_blob_free(&c->append_blobs[--c->nappend]);
 	c->append_nul = false;
+	c->append_cat = 0;
 }
 
-/* APPEND's message literal (one of several with MULTIAPPEND): streamed into a new blob. */
-static void client_append_literal(struct imap_client *c, uint64_t size, bool sync)
+/* APPEND's message literal (one of several with MULTIAPPEND): streamed into a new blob, or,
+   join, onto the end of the last one (the next TEXT part of a CATENATE message). */
+static void client_append_literal(struct imap_client *c, uint64_t size, bool sync, bool join)
 {
 	struct imap_parser *p = c->parser;
 	const char *why = NULL;
+	uint64_t have = join ? store_blob_size(c->append_blobs[c->nappend - 1]) : 0;
 
 	if (c->state == IMAP_ST_NOTAUTH)
 		why = "Log in first";
-	else if (size > c->srv->max_append)
+	else if (size > c->srv->max_append || have + size > c->srv->max_append)
 		why = "[TOOBIG] Message too large";
-	else if (c->nappend >= IMAP_APPEND_MAX)
+	else if (!join && c->nappend >= IMAP_APPEND_MAX)
 		why = "[LIMIT] Too many messages in one APPEND";
-	else if (store_blob_new(c->srv->store, c->part, &c->append_blobs[c->nappend]) != 0)
+	else if (!join &&
+		 store_blob_new(c->srv->store, c->part, &c->append_blobs[c->nappend]) != 0)
 		why = "[UNAVAILABLE] Cannot store the message now";
 	if (why != NULL) {
 		imap_parser_literal_reject(p, why);
 		imap_client_append_reset(c); /* all or none: the earlier messages go too */
 		return client_reject(c, "NO", why);
 	}
-	c->nappend++;
+	if (!join)
+		c->nappend++;
 	c->append_left = size;
 	if (c->nappend == 1)
 		c->append_failed = false;
@@ -532,12 +537,38 @@ static void client_append_literal(struct imap_client *c, uint64_t size, bool syn
 		imap_parser_literal_streamed(p);
 }
 
+/* APPEND at a literal in a CATENATE list (RFC 4469), "... CATENATE (... TEXT {n}": the
+   index of that open list in a[0..n), or 0 when the literal is not such a TEXT part. The open
+   list has no span yet; its members so far are a[li + 1 .. n), all plain (no lists). */
+static size_t catenate_list(const struct imap_arg *a, size_t n)
+{
+	size_t li, i;
+
+	if (n < 5 || !imap_arg_atom_is(&a[0], "APPEND") || !imap_arg_atom_is(&a[n - 1], "TEXT"))
+		return 0;
+	for (li = n - 2; li >= 3; li--) {
+		if (a[li].type == IMAP_ARG_LIST)
+			break;
+	}
+	if (li < 3 || a[li].span != 0 || li + a[li].n != n - 1 ||
+	    !imap_arg_atom_is(&a[li - 1], "CATENATE"))
+		return 0;
+	for (i = 2; i < li; i = (size_t)(imap_arg_next(&a[i]) - a))
+		; /* the arguments before it are closed: it is at the top level */
+	return i == li ? li : 0;
+}
+
 /* Whether the literal being announced is an APPEND message: a top-level argument of APPEND
    after the mailbox (of REPLACE and UID REPLACE after the message and the mailbox, RFC 8508),
-   or the one member of UTF8 (~{n}) (RFC 6855). */
-static bool literal_is_message(const struct imap_arg *a, size_t n, unsigned depth)
+   the one member of UTF8 (~{n}) (RFC 6855), or a TEXT part of CATENATE (RFC 4469; then *cat_r
+   is its list's index, else 0). */
+static bool literal_is_message(const struct imap_arg *a, size_t n, unsigned depth, size_t *cat_r)
 {
 	size_t skip = 0;
+
+	*cat_r = depth == 1 ? catenate_list(a, n) : 0;
+	if (*cat_r != 0)
+		return true;
 
 	if (n == 0) /* a literal in the command name's place (a may be NULL): not APPEND */
 		return false;
@@ -562,12 +593,17 @@ static void client_literal(struct imap_client *c)
 	uint64_t size;
 	bool sync;
 	unsigned depth;
-	size_t n;
+	size_t n, cat;
 	const struct imap_arg *a = imap_parser_args(p, &n);
 
 	imap_parser_literal(p, &size, &sync, &depth);
-	if (literal_is_message(a, n, depth))
-		return client_append_literal(c, size, sync);
+	if (literal_is_message(a, n, depth, &cat)) {
+		/* the TEXT parts of one CATENATE message go into one blob, in order */
+		bool join = cat != 0 && cat == c->append_cat && c->nappend > 0;
+
+		c->append_cat = cat;
+		return client_append_literal(c, size, sync, join);
+	}
 	if (imap_parser_literal_binary(p)) {
 		imap_parser_literal_reject(p, "literal8 only for APPEND messages");
 		return client_reject(c, "BAD", "literal8 (~{n}) only for APPEND messages");

@@ -209,7 +209,8 @@ struct imap_client {
 	unsigned nappend;
 	uint64_t append_left;
 	bool append_failed;
-	bool append_nul; /* a NUL arrived in a plain literal (only ~{n} may hold one) */
+	bool append_nul;   /* a NUL arrived in a plain literal (only ~{n} may hold one) */
+	size_t append_cat; /* the CATENATE list whose TEXT parts the last blob holds (0: none) */
 	/* the user, once authenticated */
 	char *user;
 	bool user_counted;      /* one of user's sessions in srv->shared (imap_user_put) */
