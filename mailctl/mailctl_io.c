@@ -12,7 +12,9 @@
  *   each From_, reads and removes Status, X-Status, X-Keywords, X-UID, X-IMAP and
  *   X-IMAPbase headers, and ends the last line with CRLF.
  * - Maildir export writes the stored bytes as they are (CRLF), flags in the ":2," info
- *   (D F R S T, keywords as a..z listed in dovecot-keywords), the internal date as mtime.
+ *   (D F R S T, keywords as a..z listed in dovecot-keywords), the internal date as mtime,
+ *   and dovecot-uidlist with UIDVALIDITY, UIDNEXT and each UID; Maildir import into a
+ *   mailbox that never held a message restores those three (store_mbox_restore_uids).
  *   Maildir import turns a LF not preceded by CR into CRLF (a no-op on CRLF files). */
 #include <dirent.h>
 #include <errno.h>
@@ -60,6 +62,7 @@ struct pending {
 	int64_t date;
 	char *kws[MAX_MSG_KWS];
 	size_t nkws;
+	uint32_t uid; /* the UID it had in the export, 0: the next one */
 };
 
 struct imp {
@@ -72,6 +75,10 @@ struct imp {
 	uint32_t first_uid, last_uid;
 	char *kwletters[MAILDIR_KWS]; /* Maildir: dovecot-keywords */
 	unsigned nboxes;              /* Maildir++ folders imported */
+	/* an export's UIDVALIDITY and UIDNEXT (dovecot-uidlist's header), kept when the
+	   mailbox imported into never held a message */
+	uint32_t uidvalidity, uidnext;
+	bool keep_uids;
 };
 
 /* ------------------------------------------------------------------------------------- */
@@ -152,15 +159,24 @@ static void pending_clear(struct pending *pm)
 	memset(pm, 0, sizeof(*pm));
 }
 
+/* The mailbox being imported into. */
+static int imp_mbox(struct store_txn *t, const struct imp *im, uint64_t *mbox_r)
+{
+	struct store_user u;
+	int rc;
+
+	if ((rc = store_user_get(t, im->user, &u)) != 0)
+		return rc;
+	return store_mbox_find(t, u.id, im->mailbox, mbox_r);
+}
+
 static int w_append(struct store_txn *t, void *arg)
 {
 	struct imp *im = arg;
-	struct store_user u;
 	uint64_t mbox;
 	int rc;
 
-	if ((rc = store_user_get(t, im->user, &u)) != 0 ||
-	    (rc = store_mbox_find(t, u.id, im->mailbox, &mbox)) != 0)
+	if ((rc = imp_mbox(t, im, &mbox)) != 0)
 		return rc;
 	for (size_t i = 0; i < im->n; i++) {
 		struct pending *pm = &im->batch[i];
@@ -174,6 +190,9 @@ static int w_append(struct store_txn *t, void *arg)
 			else if (rc != STORE_EINVAL && rc != STORE_EKEYWORDS)
 				return rc; /* a bad or excess keyword is dropped, not fatal */
 		}
+		/* the export's UID: the next one when above the mailbox's UIDNEXT */
+		if (pm->uid != 0 && (rc = store_mbox_restore_uids(t, mbox, 0, pm->uid)) != 0)
+			return rc;
 		rc = store_msg_append(t, mbox, pm->b, pm->flags, kws, pm->date, &uid);
 		if (rc != 0)
 			return rc;
@@ -525,9 +544,10 @@ static int uidline_cmp(const void *a, const void *b)
 	return strcmp(((const struct uidline *)a)->base, ((const struct uidline *)b)->base);
 }
 
-/* dovecot-uidlist (version 3: a header line, then "UID [extensions] :NAME"), sorted by name;
-   a missing or unreadable file gives none. */
-static struct uidline *md_read_uidlist(const char *path, size_t *n_r)
+/* dovecot-uidlist (version 3: a header line "3 V<uidvalidity> N<uidnext> ...", then "UID
+   [extensions] :NAME"), sorted by name, the header's V and N into im; a missing or unreadable
+   file gives none. */
+static struct uidline *md_read_uidlist(struct imp *im, const char *path, size_t *n_r)
 {
 	struct uidline *v = NULL;
 	char p[4200], line[1024];
@@ -537,9 +557,18 @@ static struct uidline *md_read_uidlist(const char *path, size_t *n_r)
 	snprintf(p, sizeof(p), "%s/dovecot-uidlist", path);
 	if ((f = fopen(p, "r")) == NULL)
 		return NULL;
+	im->uidvalidity = im->uidnext = 0;
 	if (fgets(line, sizeof(line), f) == NULL || line[0] != '3') {
 		fclose(f);
 		return NULL;
+	}
+	for (char *sp, *w = strtok_r(line + 1, " \r\n", &sp); w != NULL;
+	     w = strtok_r(NULL, " \r\n", &sp)) {
+		uint64_t x;
+
+		if ((w[0] == 'V' || w[0] == 'N') &&
+		    str_to_u64(w + 1, strlen(w + 1), UINT32_MAX - 1, &x) == 0 && x > 0)
+			*(w[0] == 'V' ? &im->uidvalidity : &im->uidnext) = (uint32_t)x;
 	}
 	while (fgets(line, sizeof(line), f) != NULL) {
 		char *end, *name = strstr(line, " :");
@@ -559,10 +588,10 @@ static struct uidline *md_read_uidlist(const char *path, size_t *n_r)
 	return v;
 }
 
-static void md_apply_uidlist(const char *path, struct mdfile *v, size_t n)
+static void md_apply_uidlist(struct imp *im, const char *path, struct mdfile *v, size_t n)
 {
 	size_t nu;
-	struct uidline *u = md_read_uidlist(path, &nu);
+	struct uidline *u = md_read_uidlist(im, path, &nu);
 
 	for (size_t i = 0; i < n && nu > 0; i++) {
 		char *base = xstrdup(strchr(v[i].name, '/') + 1);
@@ -639,7 +668,7 @@ static void md_flags(struct imp *im, struct pending *pm, const char *name)
 }
 
 /* One Maildir file: bare LF becomes CRLF; mtime is the internal date. */
-static int md_one(struct imp *im, int dirfd, const char *name)
+static int md_one(struct imp *im, int dirfd, const char *name, uint32_t uid)
 {
 	struct pending *pm;
 	struct wr *w = xmalloc(sizeof(*w));
@@ -656,6 +685,7 @@ static int md_one(struct imp *im, int dirfd, const char *name)
 	if ((rc = imp_begin(im, w, &pm)) != 0)
 		goto out;
 	pm->date = (int64_t)sb.st_mtime;
+	pm->uid = im->keep_uids ? uid : 0;
 	md_flags(im, pm, name);
 	while ((n = read(fd, buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)) {
 		size_t from = 0;
@@ -682,24 +712,55 @@ out:
 	return rc;
 }
 
+/* Keeping an export's UIDs: the mailbox takes its UIDVALIDITY when it never held a
+   message (else the import appends with new UIDs), and its UIDNEXT at the end. */
+static int w_uids_begin(struct store_txn *t, void *arg)
+{
+	struct imp *im = arg;
+	struct store_status st;
+	uint64_t mbox;
+	int rc;
+
+	if ((rc = imp_mbox(t, im, &mbox)) != 0 || (rc = store_mbox_status(t, mbox, &st)) != 0)
+		return rc;
+	if (st.uidnext != 1 || st.messages != 0)
+		return 0;
+	im->keep_uids = true;
+	return store_mbox_restore_uids(t, mbox, im->uidvalidity, 0);
+}
+
+static int w_uids_end(struct store_txn *t, void *arg)
+{
+	struct imp *im = arg;
+	uint64_t mbox;
+	int rc = imp_mbox(t, im, &mbox);
+
+	return rc != 0 ? rc : store_mbox_restore_uids(t, mbox, 0, im->uidnext);
+}
+
 static int import_maildir(struct imp *im)
 {
 	struct mdfile *v = NULL;
 	size_t n = 0;
-	int dirfd, rc = 0;
+	int dirfd = -1, rc = 0;
 
 	md_list(im->path, "cur", &v, &n);
 	md_list(im->path, "new", &v, &n);
 	md_read_keywords(im);
-	md_apply_uidlist(im->path, v, n);
+	md_apply_uidlist(im, im->path, v, n);
 	if (n > 1)
 		qsort(v, n, sizeof(*v), mdfile_cmp);
-	if ((dirfd = open(im->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
+	im->keep_uids = false;
+	if (im->uidvalidity != 0)
+		rc = store_write(im->mc->st, im->part, w_uids_begin, im);
+	if (rc == 0 && (dirfd = open(im->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
 		rc = STORE_EIO;
 	for (size_t i = 0; i < n && rc == 0; i++)
-		rc = md_one(im, dirfd, v[i].name);
+		rc = md_one(im, dirfd, v[i].name, v[i].uid);
 	if (rc == 0)
 		rc = imp_flush(im);
+	if (rc == 0 && im->keep_uids && im->uidnext != 0)
+		rc = store_write(im->mc->st, im->part, w_uids_end, im);
 	for (size_t i = 0; i < n; i++)
 		free(v[i].name);
 	free(v);

@@ -288,6 +288,14 @@ int store_mbox_limit(struct store_txn *t, uint64_t user, uint64_t max_count, uns
 int store_mbox_subscribe(struct store_txn *t, uint64_t user, const char *name, bool on);
 /* Sets the special-use mask. Errors: STORE_ENOMBOX. */
 int store_mbox_set_special(struct store_txn *t, uint64_t mbox, unsigned special);
+/* Restoring an export (mailctl import): sets the UIDVALIDITY (0 keeps it) and raises UIDNEXT
+   to uidnext (0, or one not above it, keeps it), so the next append gets that UID. The
+   UIDVALIDITY changes only while the mailbox never held a message (UIDNEXT 1); the
+   partition's last UIDVALIDITY is raised to it, so a mailbox made later gets a larger one.
+   Errors: STORE_ENOMBOX, STORE_EEXIST (a used mailbox's UIDVALIDITY), STORE_EINVAL (read txn,
+   uidnext UINT32_MAX). */
+int store_mbox_restore_uids(struct store_txn *t, uint64_t mbox, uint32_t uidvalidity,
+			    uint32_t uidnext);
 /* Lists mailboxes whose names match pattern (IMAP LIST: '*' any, '%' any but '/'), in name
    order; subscribed_only lists subscriptions (NONEXISTENT set for those without a mailbox).
    cb's non-zero return stops and is returned. Errors: STORE_ENOUSER. */

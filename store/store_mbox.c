@@ -522,6 +522,35 @@ int store_mbox_set_special(struct store_txn *t, uint64_t mbox, unsigned special)
 	return mbox_rec_store(t, mbox, &r);
 }
 
+int store_mbox_restore_uids(struct store_txn *t, uint64_t mbox, uint32_t uidvalidity,
+			    uint32_t uidnext)
+{
+	struct mbox_rec r;
+	uint8_t b[4];
+	MDB_val last;
+	int rc;
+
+	if (!t->write || uidnext == UINT32_MAX)
+		return STORE_EINVAL;
+	if ((rc = mbox_rec_load(t, mbox, &r)) != 0)
+		return rc;
+	if (uidvalidity != 0 && uidvalidity != r.uidvalidity) {
+		if (r.uidnext != 1 || r.messages != 0)
+			return STORE_EEXIST;
+		r.uidvalidity = uidvalidity;
+		rc = store_get(t, DBI_META, "uidvalidity", 11, &last);
+		if (rc != 0 && rc != STORE_ENOMSG)
+			return rc;
+		put_be32(b, uidvalidity);
+		if ((rc != 0 || last.mv_size != 4 || get_be32(last.mv_data) < uidvalidity) &&
+		    (rc = store_put(t, DBI_META, "uidvalidity", 11, b, 4)) != 0)
+			return rc;
+	}
+	if (uidnext > r.uidnext)
+		r.uidnext = uidnext;
+	return mbox_rec_store(t, mbox, &r);
+}
+
 /* IMAP LIST matching: '*' matches anything, '%' anything but the delimiter. */
 static bool match_at(const char *p, const char *n, const char *end)
 {

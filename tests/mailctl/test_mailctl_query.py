@@ -7,6 +7,7 @@ parse, and nothing changed by a refused command.
 usage: test_mailctl_query.py MTAD IMAPD MAILCTL
 """
 import email.utils
+import hashlib
 import json
 import os
 import smtplib
@@ -23,6 +24,11 @@ TMP = tempfile.mkdtemp(prefix="heron-mcquery-")
 CONF, SMTP_PORT, IMAP_PORT = shared_conf(TMP, ["alice", "bob"])
 mtad = Daemon(MTAD, CONF, os.path.join(TMP, "mtad.log"), SMTP_PORT)
 imapd = Daemon(IMAPD, CONF, os.path.join(TMP, "imapd.log"), IMAP_PORT)
+# a second, fresh store (and its imapd) that an export of alice is imported into
+FRESH = os.path.join(TMP, "fresh")
+os.mkdir(FRESH)
+CONF2, _, IMAP_PORT2 = shared_conf(FRESH, ["alice"])
+imapd2 = Daemon(IMAPD, CONF2, os.path.join(FRESH, "imapd.log"), IMAP_PORT2)
 
 
 def mailctl(*args):
@@ -37,8 +43,8 @@ def js(*args):
     return json.loads(out)
 
 
-def imap(user="alice"):
-    c = imaplib.IMAP4(HOST, IMAP_PORT, timeout=20)
+def imap(user="alice", port=IMAP_PORT):
+    c = imaplib.IMAP4(HOST, port, timeout=20)
     c.login(user, user)
     return c
 
@@ -159,12 +165,68 @@ def test_bad_input_changes_nothing():
     assert rc == 64 and "error" in json.loads(out), out
 
 
+def mailbox_state(port, mailbox):
+    """(UIDVALIDITY, UIDNEXT, [(uid, flags, SHA-256 of its bytes)]) of mailbox as imapd says."""
+    c = imap(port=port)
+    typ, data = c.status(mailbox, "(UIDVALIDITY UIDNEXT)")
+    assert typ == "OK", data
+    words = data[0].decode().split("(")[1].rstrip(")").split()
+    st = dict(zip(words[::2], (int(x) for x in words[1::2])))
+    c.select(mailbox, readonly=True)
+    typ, data = c.uid("FETCH", "1:*", "(UID FLAGS BODY.PEEK[])")
+    assert typ == "OK", data
+    msgs = []
+    for item in data:
+        if isinstance(item, tuple):
+            meta = item[0].decode()
+            uid = int(meta.split("UID ")[1].split()[0])
+            flags = sorted(f for f in meta.split("FLAGS (")[1].split(")")[0].split()
+                           if f != "\\Recent")  # a session's, not the mailbox's
+            msgs.append((uid, flags, hashlib.sha256(item[1]).hexdigest()[:16]))
+    c.logout()
+    return st["UIDVALIDITY"], st["UIDNEXT"], sorted(msgs)
+
+
+def test_export_import_keeps_uids():
+    """export alice DIR, import into a fresh store: its imapd answers UID FETCH with the same
+    UIDs (with the gaps expunges left), flags and bytes, and the same UIDVALIDITY and
+    UIDNEXT; a second import into the now used mailboxes appends with new UIDs."""
+    c = imap()
+    c.create("Empty")
+    c.select("INBOX")
+    c.uid("STORE", "5", "+FLAGS", "(\\Answered $Later)")
+    c.logout()
+    before = {m: mailbox_state(IMAP_PORT, m) for m in ("INBOX", "Work", "Empty")}
+    assert [m[0] for m in before["INBOX"][2]] == [1, 3, 5, 6], before["INBOX"]
+    assert [m[0] for m in before["Work"][2]] == [3, 4], before["Work"]
+    out = os.path.join(TMP, "alice-export")
+    assert js("export", "alice", out)["exported"] == 6
+    r = subprocess.run([MAILCTL, "-c", CONF2, "user", "add", "alice"], capture_output=True,
+                       timeout=60)
+    assert r.returncode == 0, r
+    r = subprocess.run([MAILCTL, "-c", CONF2, "--json", "import", "alice", out],
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0, r
+    assert json.loads(r.stdout)["imported"] == 6, r.stdout
+    imapd2.start()
+    after = {m: mailbox_state(IMAP_PORT2, m) for m in before}
+    assert after == before, (before, after)
+    # imported again: the mailboxes are in use, so new UIDs after the kept ones
+    r = subprocess.run([MAILCTL, "-c", CONF2, "--json", "import", "alice", out],
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0, r
+    again = mailbox_state(IMAP_PORT2, "INBOX")
+    assert again[0] == before["INBOX"][0], again
+    assert [m[0] for m in again[2]] == [1, 3, 5, 6, 7, 8, 9, 10], again
+
+
 def body():
     mtad.start()
     imapd.start()
     deliver()
     return run_tests([test_search_answers_as_imapd, test_fetch_fields_as_imapd,
-                      test_copy_move_expunge_seen_by_imap, test_bad_input_changes_nothing])
+                      test_copy_move_expunge_seen_by_imap, test_bad_input_changes_nothing,
+                      test_export_import_keeps_uids])
 
 
-sys.exit(run_main(body, TMP, [mtad, imapd]))
+sys.exit(run_main(body, TMP, [mtad, imapd, imapd2]))
