@@ -4,8 +4,15 @@
  * (the FETCH ENVELOPE + HEADER.FIELDS equivalent) over a 10,000-message mailbox.
  *
  *   store_bench [-d DIR] [-n MESSAGES] [-p PRODUCERS] [-s SECONDS]
- * Every scenario is bounded by MESSAGES and by SECONDS, whichever comes first. */
+ *   store_bench -D USERS [-d DIR] [-p SESSIONS] [-P PARTITIONS]
+ * Every scenario is bounded by MESSAGES and by SECONDS, whichever comes first. With -D:
+ * the disk layouts side by side instead: USERS users of the tiny profile (32 messages of
+ * about 4.7 KB of text each) delivered through the group committer from SESSIONS (20)
+ * concurrent sessions, once with every body a file ([store] inline_max = 0) and once with
+ * bodies inline (16K); disk bytes per user (blocks allocated, index included) and sync calls
+ * per delivered message for each. */
 #include <errno.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <poll.h>
 #include <pthread.h>
@@ -23,7 +30,11 @@
 
 #define NUSERS 5
 
-static const char *users[NUSERS] = { "bench1", "bench2", "bench3", "bench4", "bench5" };
+static const char *const bench_users[NUSERS] = { "bench1", "bench2", "bench3", "bench4",
+						 "bench5" };
+static const char *const *users = bench_users; /* the recipients, in turn */
+static unsigned nusers = NUSERS;
+static bool text_bodies; /* -D: bodies of varied words (mail-like compression), not runs */
 
 struct scenario {
 	struct store *st;
@@ -55,6 +66,43 @@ static char *make_body(size_t size)
 	return b;
 }
 
+/* A message of about size bytes: headers, then lines of words drawn from a small vocabulary
+   (a fixed sequence), which compresses about as plain-text mail does. */
+static char *make_text_body(size_t size)
+{
+	static const char *const words[] = {
+		"the",     "meeting",  "report", "about",  "please", "review", "attached",
+		"project", "budget",   "will",   "be",     "next",   "week",   "thanks",
+		"regards", "team",     "update", "status", "new",    "client", "draft",
+		"call",    "schedule", "notes",  "we",     "should", "send",   "final",
+		"version", "today",    "monday", "office",
+	};
+	char *b = make_body(size);
+	size_t n = (size_t)(strstr(b, "\r\n\r\n") - b) + 4, col = 0;
+	uint32_t x = 2463534242u;
+
+	while (n + 12 < size) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		const char *w = words[x % (sizeof(words) / sizeof(words[0]))];
+		size_t len = strlen(w);
+
+		if (col + len + 1 > 72) {
+			memcpy(b + n, "\r\n", 2);
+			n += 2;
+			col = 0;
+		}
+		memcpy(b + n, w, len);
+		b[n + len] = ' ';
+		n += len + 1;
+		col += len + 1;
+	}
+	memset(b + n, '.', size - n - 2);
+	memcpy(b + size - 2, "\r\n", 2);
+	return b;
+}
+
 static void *producer(void *arg)
 {
 	struct scenario *sc = arg;
@@ -62,12 +110,12 @@ static void *producer(void *arg)
 	while (clock_mono_seconds() < sc->deadline && atomic_fetch_add(&sc->next, 1) < sc->limit) {
 		struct store_rcpt r[NUSERS];
 		struct store_blob *b;
-		unsigned first = atomic_load(&sc->next) % NUSERS;
+		unsigned first = atomic_load(&sc->next) % nusers;
 		int rc;
 
 		memset(r, 0, sizeof(r));
 		for (unsigned i = 0; i < sc->nrcpt; i++)
-			r[i].user = users[(first + i) % NUSERS];
+			r[i].user = users[(first + i) % nusers];
 		/* the message is written once, to the first recipient's partition (the users
 		   were created in their hashed partitions; producers do not read the index:
 		   only the committer uses LMDB) */
@@ -128,7 +176,7 @@ static void gc_session_next(struct gc_session *gs)
 		return;
 	memset(gs->r, 0, sizeof(gs->r));
 	for (unsigned i = 0; i < sc->nrcpt; i++)
-		gs->r[i].user = users[(seq + i) % NUSERS];
+		gs->r[i].user = users[(seq + i) % nusers];
 	if (store_blob_new(sc->st, store_partition_for(sc->st, gs->r[0].user), &gs->b) != 0 ||
 	    store_blob_write(gs->b, sc->body, sc->size) != 0 ||
 	    store_blob_finish_deferred(gs->b) != 0) {
@@ -174,7 +222,7 @@ static void run_deliveries(struct store *st, unsigned nrcpt, size_t size, bool g
 	uint64_t f0 = store_fsync_count(st), c0 = store_commit_count(st), ops = 0, commits = 0;
 	double t0, dt;
 
-	sc.body = make_body(size);
+	sc.body = text_bodies ? make_text_body(size) : make_body(size);
 	if (group)
 		store_gc_new(st, &sc.gc);
 	t0 = clock_mono_seconds();
@@ -303,16 +351,86 @@ static void make_users(struct store *st)
 	}
 }
 
+/* The bench's store: group commit as the daemons' defaults, every body a file. */
+static struct store_opts bench_opts(const char *dir, unsigned nparts, uint64_t map_size)
+{
+	return (struct store_opts){ .path = dir,
+				    .partitions = nparts,
+				    .map_size = map_size,
+				    .map_size_max = 64ull << 30,
+				    .expunge_history_ms = 30LL * 86400000,
+				    .group_commit_ms = 2,
+				    .group_commit_max = 256,
+				    .create = true };
+}
+
+static uint64_t du_bytes;
+
+static int du_one(const char *path, const struct stat *sb, int flag, struct FTW *f)
+{
+	(void)path;
+	(void)flag;
+	(void)f;
+	du_bytes += (uint64_t)sb->st_blocks * 512;
+	return 0;
+}
+
+/* -D: the tiny profile's fill into a fresh store under base for each layout. */
+static int run_disk(const char *base, unsigned n, unsigned sessions, unsigned nparts)
+{
+	static const uint64_t layouts[] = { 0, 16384 };
+	char **names = calloc(n, sizeof(*names));
+
+	text_bodies = true;
+	for (unsigned i = 0; i < n; i++) {
+		names[i] = malloc(16);
+		snprintf(names[i], 16, "tiny%u", i);
+	}
+	users = (const char *const *)names;
+	nusers = n;
+	for (size_t l = 0; l < 2; l++) {
+		char dir[512];
+		struct store_opts o = bench_opts(dir, nparts, 64ull << 20);
+		struct store *st;
+
+		o.inline_max = layouts[l];
+		snprintf(dir, sizeof(dir), "%s/inline%llu", base, (unsigned long long)layouts[l]);
+		if (store_open(&o, &st) != 0)
+			return 1;
+		for (unsigned i = 0; i < n; i++) {
+			struct store_txn *t;
+
+			store_txn_begin(st, store_partition_for(st, names[i]), STORE_TXN_WRITE,
+					&t);
+			store_user_create(t, names[i], NULL);
+			store_txn_commit(&t);
+		}
+		printf("layout inline_max=%llu (%s):\n", (unsigned long long)layouts[l],
+		       layouts[l] ? "bodies up to 16K in the index" : "a file per message");
+		run_deliveries(st, 1, 4700, true, sessions, n * 32, 3600);
+		store_close(&st);
+		du_bytes = 0;
+		nftw(dir, du_one, 16, FTW_PHYS);
+		printf("    disk: %.1f KB per user (%u users x 32 messages of 4,700 bytes = %.1f KB "
+		       "of mail each; blocks allocated under %s, index included)\n",
+		       du_bytes / 1024.0 / n, n, 32 * 4700 / 1024.0, dir);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	char tmpl[] = "/tmp/heron-store-bench.XXXXXX";
 	const char *dir = NULL;
-	unsigned limit = 2000, producers = 16, cache_n = 10000, nparts = 4;
+	unsigned limit = 2000, producers = 16, cache_n = 10000, nparts = 4, disk_users = 0;
 	double seconds = 10;
 	int c;
 
-	while ((c = getopt(argc, argv, "d:n:p:s:c:P:")) != -1) {
+	while ((c = getopt(argc, argv, "d:n:p:s:c:P:D:")) != -1) {
 		switch (c) {
+		case 'D':
+			disk_users = (unsigned)atoi(optarg);
+			break;
 		case 'd':
 			dir = optarg;
 			break;
@@ -333,7 +451,8 @@ int main(int argc, char **argv)
 			break;
 		default:
 			fprintf(stderr, "usage: store_bench [-d DIR] [-n MESSAGES] [-p PRODUCERS] "
-					"[-s SECONDS] [-c CACHE_MESSAGES] [-P PARTITIONS]\n");
+					"[-s SECONDS] [-c CACHE_MESSAGES] [-P PARTITIONS] "
+					"[-D USERS]\n");
 			return 2;
 		}
 	}
@@ -342,14 +461,9 @@ int main(int argc, char **argv)
 		producers = 16;
 	if (dir == NULL && (dir = mkdtemp(tmpl)) == NULL)
 		return 2;
-	struct store_opts o = { .path = dir,
-				.partitions = nparts,
-				.map_size = 4ull << 30,
-				.map_size_max = 64ull << 30,
-				.expunge_history_ms = 30LL * 86400000,
-				.group_commit_ms = 2,
-				.group_commit_max = 256,
-				.create = true };
+	if (disk_users > 0)
+		return run_disk(dir, disk_users, producers == 16 ? 20 : producers, nparts);
+	struct store_opts o = bench_opts(dir, nparts, 4ull << 30);
 	struct store *st;
 	int rc = store_open(&o, &st);
 
