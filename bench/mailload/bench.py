@@ -25,6 +25,7 @@ Runs (phases 10/SECONDS/5 s):
     one-thread in-memory IMAP responder fast enough that the agent, not the server, is
     measured. With run 1 (the same population's SMTP) it is the issue's figure: one core
     driving 1,000,000 users at 5,000 msgs/min.
+ 6. Runs 1 and 5 in one run: the population's SMTP to the sink and its IMAP to imapfast.
 The machine's load average is printed with each run: on a shared machine the figures are
 noisy."""
 import argparse
@@ -43,7 +44,7 @@ ap.add_argument("--users", type=int, default=100000)
 ap.add_argument("--seconds", type=int, default=60)
 ap.add_argument("--stack-users", type=int, default=300)
 ap.add_argument("--no-stack", action="store_true")
-ap.add_argument("--only", default="12345")
+ap.add_argument("--only", default="123456")
 a = ap.parse_args()
 BUILD = os.path.abspath(a.build)
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
@@ -177,6 +178,19 @@ def sink_runs(tmp, secret):
                                 "--set", "recv_per_hour=1800"], os.path.join(tmp, "r2"), secret)
             show("2. SMTP saturation (1,000 sessions/s offered, one message each, sink):",
                  2000, res, False)
+        if "6" in a.only and (srv := imapfast_start(tmp)) is not None:
+            res = None
+            try:  # run 1's SMTP and run 5's IMAP in one run: the issue's figure
+                res = run(["--target", "127.0.0.1", "--smtp-port", str(port),
+                           "--submission-port", str(port), "--sink", "127.0.0.1:%d" % cport,
+                           "--drain", "5", "--no-delivery-check", "--force", "--users",
+                           str(a.users), "--rate", "%g" % (a.users / 200), "--set",
+                           "send_per_hour=0", "--set", "recv_per_hour=0.9"] + IMAP_ARGS,
+                          os.path.join(tmp, "r6"), secret)
+                show("6. SMTP and IMAP together, the full profile's sessions of a large "
+                     "population (sink and imapfast):", a.users, res, False)
+            finally:
+                imapfast_stop(srv, res)
     finally:
         sink.terminate()
         try:
@@ -185,34 +199,52 @@ def sink_runs(tmp, secret):
             sink.kill()
 
 
-def fast_imap_runs(tmp, secret):
+def imapfast_start(tmp):
+    """Builds and starts imapfast on 127.0.0.1:24200 (the peers range of /work/wt/TEAM.md);
+    the process, or None."""
     exe = os.path.join(tmp, "imapfast")
     subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", exe,
                     os.path.join(ROOT, "bench/mailload/imapfast.c")], check=True)
-    port = 24200  # the peers range of /work/wt/TEAM.md
-    srv = subprocess.Popen([exe, "127.0.0.1:%d" % port], stdout=subprocess.PIPE,
+    srv = subprocess.Popen([exe, "127.0.0.1:24200"], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
+    if srv.stdout.readline().strip() != "ready":
+        print("imapfast did not start:", srv.stderr.read()[-500:])
+        srv.kill()
+        srv.wait()
+        return None
+    return srv
+
+
+def imapfast_stop(srv, res):
+    if res is not None:  # whether the responder, not the agent, was the limit
+        print("  imapfast: %.1f s of CPU since its start" % cpu_of(srv.pid))
+    srv.terminate()
     try:
-        if srv.stdout.readline().strip() != "ready":
-            print("imapfast did not start:", srv.stderr.read()[-500:])
-            return
+        _, err = srv.communicate(timeout=10)
+        print("  " + err.strip())
+    except subprocess.TimeoutExpired:
+        srv.kill()
+    sys.stdout.flush()
+
+
+IMAP_ARGS = ["--imap-port", "24200", "--set", "imap_per_hour=%g" % PROFILE["imap"]]
+
+
+def fast_imap_runs(tmp, secret):
+    srv = imapfast_start(tmp)
+    if srv is None:
+        return
+    res = None
+    try:
         res = run(["--target", "127.0.0.1", "--smtp-port", "1", "--submission-port", "1",
-                   "--imap-port", str(port), "--users", str(a.users), "--rate",
-                   "%g" % (a.users / 200), "--set", "send_per_hour=0", "--set",
-                   "recv_per_hour=0", "--set", "imap_per_hour=%g" % PROFILE["imap"],
-                   "--drain", "5", "--no-delivery-check", "--force"],
+                   "--users", str(a.users), "--rate", "%g" % (a.users / 200), "--set",
+                   "send_per_hour=0", "--set", "recv_per_hour=0", "--drain", "5",
+                   "--no-delivery-check", "--force"] + IMAP_ARGS,
                   os.path.join(tmp, "r5"), secret)
         show("5. IMAP, the full profile's IMAP sessions of a large population (imapfast):",
              a.users, res, False)
-        if res is not None:  # whether the responder, not the agent, was the limit
-            print("  imapfast: %.1f s of CPU since its start" % cpu_of(srv.pid))
     finally:
-        srv.terminate()
-        try:
-            _, err = srv.communicate(timeout=10)
-            print("  " + err.strip())
-        except subprocess.TimeoutExpired:
-            srv.kill()
+        imapfast_stop(srv, res)
 
 
 def stack_runs(tmp, secret):
