@@ -2,7 +2,8 @@
  * ones (compressible: zstd; random: raw, one of exactly two pieces) get no file and read back
  * byte-exact through store_blob_open, after a reopen too; one over the threshold is a file;
  * COPY shares an inline body; expunging the last reference removes its pieces in the same txn;
- * verify finds nothing wrong, and finds a damaged inline body; a body grown past the
+ * verify finds nothing wrong, repairs a wrong refcount of an inline row keeping its body, and
+ * finds a damaged inline body; a body grown past the
  * threshold while written becomes a file with every byte. */
 #include <dirent.h>
 #include <sys/random.h>
@@ -203,12 +204,35 @@ static void test_inline_roundtrip(void **state)
 	assert_int_equal(count_rows(ts.st, DBI_BLOBS), 3);
 	verify_clean(ts.st);
 
-	/* a damaged inline body: verify says so, store_blob_open does not hand it out */
+	/* a wrong refcount on an inline row: --repair fixes it and keeps the body */
 	struct store_msg sm;
-	uint8_t k[8];
+	uint8_t k[8], row[24];
 	MDB_val v;
 	uint64_t size;
 	int fd;
+	struct store_verify_report r;
+
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_WRITE, &t), 0);
+	assert_int_equal(store_msg_get(t, inbox, m[3].uid, &sm), 0);
+	put_be64(k, sm.blob);
+	assert_int_equal(store_get(t, DBI_BLOBS, k, 8, &v), 0);
+	assert_int_equal(v.mv_size, 24);
+	memcpy(row, v.mv_data, 24);
+	put_be32(row, 5);
+	assert_int_equal(store_put(t, DBI_BLOBS, k, 8, row, 24), 0);
+	assert_int_equal(store_txn_commit(&t), 0);
+	assert_int_equal(store_verify(ts.st, NULL, false, &r), STORE_ECORRUPT);
+	assert_int_equal(r.bad_refcounts, 1);
+	assert_int_equal(store_verify(ts.st, NULL, true, &r), 0);
+	verify_clean(ts.st);
+	check_body(ts.st, inbox, &m[3]);
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_READ, &t), 0);
+	assert_int_equal(store_get(t, DBI_BLOBS, k, 8, &v), 0);
+	assert_int_equal(v.mv_size, 24);
+	assert_int_equal(get_be32(v.mv_data), 1);
+	store_txn_abort(&t);
+
+	/* a damaged inline body: verify says so, store_blob_open does not hand it out */
 
 	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_WRITE, &t), 0);
 	assert_int_equal(store_msg_get(t, inbox, m[4].uid, &sm), 0);
@@ -219,7 +243,6 @@ static void test_inline_roundtrip(void **state)
 	assert_int_equal(store_del(t, DBI_BODIES, k, 8), 0);
 	assert_int_equal(store_txn_commit(&t), 0);
 	assert_int_equal(store_blob_open(ts.st, 0, sm.blob, &fd, &size), STORE_ECORRUPT);
-	struct store_verify_report r;
 
 	assert_int_equal(store_verify(ts.st, NULL, false, &r), STORE_ECORRUPT);
 	assert_int_equal(r.missing_files, 1);
