@@ -310,6 +310,20 @@ const struct conf_key conf_keys[] = {
 	  "SIGHUP and at most a second after it changes (an error keeps the previous map, "
 	  "with a warning naming the line; replace the file by rename); empty: none",
 	  CONF_AT(mtad.aliases) },
+	{ "mtad", "srs_secret_file", CONF_STR, 0, 0, "", NULL,
+	  "the Sender Rewriting Scheme's secrets (one a line, the first signs, the others are "
+	  "still accepted on bounces; '#' lines skipped): mail forwarded off-site (an alias's "
+	  "external target, a Sieve redirect) gets the envelope sender "
+	  "SRS0=HASH=TT=domain=local@srs_domain unless the sender is <> or of local_domains, and "
+	  "a RCPT to such an address (SRS0 or SRS1) is reversed after its hash and age are "
+	  "checked (550 5.1.1 when forged or expired); read at start and on SIGHUP; empty: off",
+	  CONF_AT(mtad.srs_secret_file) },
+	{ "mtad", "srs_domain", CONF_STR, 0, 0, "", NULL,
+	  "the domain of SRS addresses (its MX must be this server); empty: the first of "
+	  "local_domains",
+	  CONF_AT(mtad.srs_domain) },
+	{ "mtad", "srs_max_age", CONF_INT, 1, 1000, "21", NULL,
+	  "days an SRS address is accepted as a bounce's recipient", CONF_AT(mtad.srs_max_age) },
 	{ "mtad", "local_submission", CONF_ADDRS, 0, 0, "", NULL,
 	  "unix sockets (/path, mode 0666) where local programs (heron-sendmail, cron, "
 	  "monitoring) submit without AUTH: the peer's uid (SO_PEERCRED) is logged and written "

@@ -145,6 +145,9 @@ struct mtad_conf {
 	const char *recipient_delimiter;
 	bool subaddress_folder;
 	const char *aliases;
+	const char *srs_secret_file;
+	const char *srs_domain;
+	int64_t srs_max_age;
 	const struct conf_addrs *local_submission;
 };
 

@@ -276,7 +276,12 @@ static unsigned store_notify_of(unsigned notify)
 
 static bool rcpt_remote(const struct smtp_rcpt *r)
 {
-	return !r->local;
+	return !r->local && !r->forwarded;
+}
+
+static bool rcpt_forwarded(const struct smtp_rcpt *r)
+{
+	return !r->local && r->forwarded;
 }
 
 static bool rcpt_failed(const struct smtp_rcpt *r)
@@ -287,25 +292,26 @@ static bool rcpt_failed(const struct smtp_rcpt *r)
 /* Queues the message for the recipients pick() chooses (one queue entry, one group commit);
    cb runs after the commit. */
 static void enqueue_some(struct smtp_session *s, bool (*pick)(const struct smtp_rcpt *r),
-			 store_done_cb *cb)
+			 const char *sender, store_done_cb *cb)
 {
 	struct smtp_tx *tx = s->tx;
 	struct store_queue_msg qm = { 0 };
+	struct store_queue_rcpt **qrcpt = pick == rcpt_forwarded ? &tx->qrcpt_fwd : &tx->qrcpt;
 	size_t k = 0;
 
-	free(tx->qrcpt);
-	tx->qrcpt = xcalloc(tx->nrcpt, sizeof(*tx->qrcpt));
+	free(*qrcpt);
+	*qrcpt = xcalloc(tx->nrcpt, sizeof(**qrcpt));
 	for (size_t i = 0; i < tx->nrcpt; i++) {
 		const struct smtp_rcpt *r = &tx->rcpt[i];
 
 		if (!pick(r))
 			continue;
-		tx->qrcpt[k].addr = r->addr;
-		tx->qrcpt[k].orcpt = r->orcpt_raw[0] ? r->orcpt_raw : NULL;
-		tx->qrcpt[k].notify = store_notify_of(r->params.notify);
+		(*qrcpt)[k].addr = r->addr;
+		(*qrcpt)[k].orcpt = r->orcpt_raw[0] ? r->orcpt_raw : NULL;
+		(*qrcpt)[k].notify = store_notify_of(r->params.notify);
 		k++;
 	}
-	qm.sender = tx->from;
+	qm.sender = sender;
 	qm.envid = tx->mp.envid[0] ? tx->mp.envid : NULL;
 	qm.requiretls = tx->mp.requiretls;
 	qm.held = tx->held;
@@ -314,7 +320,7 @@ static void enqueue_some(struct smtp_session *s, bool (*pick)(const struct smtp_
 					       : STORE_RET_NONE;
 	qm.size = store_blob_size(tx->blob);
 	qm.nrcpt = k;
-	qm.rcpt = tx->qrcpt;
+	qm.rcpt = *qrcpt;
 	store_gc_enqueue(s->m->gc, &qm, tx->blob, cb, s);
 }
 
@@ -340,7 +346,7 @@ static bool requeue_failed(struct smtp_session *s)
 				 ": to=<%s>, relay=local, dsn=4.3.0, status=deferred "
 				 "(%s; requeued)",
 				 tx->qid, tx->rcpt[i].addr, store_strerror(tx->rcpt[i].result));
-	enqueue_some(s, rcpt_failed, requeue_done);
+	enqueue_some(s, rcpt_failed, tx->from, requeue_done);
 	return true;
 }
 
@@ -399,31 +405,72 @@ static void local_done(int result, const struct store_rcpt *rcpts, size_t n, uin
 		commit_finished(s);
 }
 
-static void queue_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
-		       void *arg)
+static void queued(struct smtp_session *s, bool (*pick)(const struct smtp_rcpt *r), int result,
+		   uint64_t value)
 {
-	struct smtp_session *s = arg;
 	struct smtp_tx *tx = s->tx;
+	size_t n = 0;
 
-	for (size_t i = 0; i < tx->nrcpt; i++)
-		if (!tx->rcpt[i].local)
+	for (size_t i = 0; i < tx->nrcpt; i++) {
+		if (pick(&tx->rcpt[i])) {
 			tx->rcpt[i].result = result;
+			n++;
+		}
+	}
 	if (result == 0) {
 		/* the queue entry's id is the one its relay lines carry: linked here */
 		log_info("%016" PRIx64 " smtp queue qid=%016" PRIx64 " queue_id=%016" PRIx64
-			 " nrcpt=%zu",
-			 s->id, tx->qid, value, tx->nrcpt - tx->nlocal);
+			 " nrcpt=%zu%s%s%s",
+			 s->id, tx->qid, value, n, pick == rcpt_forwarded ? " srs_from=<" : "",
+			 pick == rcpt_forwarded ? tx->srs_from : "",
+			 pick == rcpt_forwarded ? ">" : "");
 		queue_runner_kick(s->m);
 	}
 	if (--tx->pending == 0)
 		commit_finished(s);
 }
 
+static void queue_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+		       void *arg)
+{
+	queued(arg, rcpt_remote, result, value);
+}
 
+static void queue_fwd_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+			   void *arg)
+{
+	queued(arg, rcpt_forwarded, result, value);
+}
+
+
+/* The remote recipients: those forwarded off-site in an entry of their own, from the SRS form
+   of the sender (when it has one), the others from the sender. */
 static void enqueue_remote(struct smtp_session *s)
 {
-	s->tx->pending++;
-	enqueue_some(s, rcpt_remote, queue_done);
+	struct smtp_tx *tx = s->tx;
+	size_t direct = 0, fwd = 0;
+
+	for (size_t i = 0; i < tx->nrcpt; i++) {
+		direct += rcpt_remote(&tx->rcpt[i]);
+		fwd += rcpt_forwarded(&tx->rcpt[i]);
+	}
+	if (fwd > 0)
+		rcpt_srs_sender(s->m, tx->from, NULL, tx->srs_from, sizeof(tx->srs_from));
+	if (fwd > 0 && strcmp(tx->srs_from, tx->from) == 0) {
+		/* no SRS form: one entry for all */
+		for (size_t i = 0; i < tx->nrcpt; i++)
+			tx->rcpt[i].forwarded = false;
+		direct += fwd;
+		fwd = 0;
+	}
+	if (direct > 0) {
+		tx->pending++;
+		enqueue_some(s, rcpt_remote, tx->from, queue_done);
+	}
+	if (fwd > 0) {
+		tx->pending++;
+		enqueue_some(s, rcpt_forwarded, tx->srs_from, queue_fwd_done);
+	}
 }
 
 /* The message file is complete (or failed): deliver and enqueue in one group commit, which

@@ -477,7 +477,10 @@ static void do_redirect(struct smtp_session *s, struct sieve_tx *sv, const struc
 	buf_init(&pre, 128, TRACE_HEADER_MAX);
 	buf_puts(&pre, mark);
 	free(mark);
-	queue_msg(s, sv, s->tx->from, to, &pre, sv->map, sv->maplen);
+	char from[MAILADDR_TEXT_MAX + 1];
+
+	rcpt_srs_sender(s->m, s->tx->from, to, from, sizeof(from)); /* off-site: an SRS form */
+	queue_msg(s, sv, from, to, &pre, sv->map, sv->maplen);
 	buf_release(&pre);
 }
 
@@ -1205,9 +1208,12 @@ int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
 			struct buf pre;
 
 			if (!header_has(map, (size_t)dq->size, mark)) {
+				char from[MAILADDR_TEXT_MAX + 1];
+
+				rcpt_srs_sender(q->m, dq->from, a->addr, from, sizeof(from));
 				buf_init(&pre, 128, TRACE_HEADER_MAX);
 				buf_puts(&pre, mark);
-				q_queue(q, dq->from, a->addr, &pre, map, (size_t)dq->size);
+				q_queue(q, from, a->addr, &pre, map, (size_t)dq->size);
 				buf_release(&pre);
 			}
 			free(mark);

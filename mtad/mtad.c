@@ -153,6 +153,7 @@ static void on_reload(void *arg)
 		mtad_auth_reload(m, c);
 		milter_reload(m, c);
 		rcpt_aliases_load(m, c, false);
+		rcpt_srs_load(m, c, false);
 		log_info("mtad worker %u config reloaded", m->worker);
 	}
 	if (m->la != NULL && ldapauth_reload(m->la, &err) < 0) {

@@ -41,6 +41,7 @@ struct ldapauth_user;
 struct milter_set;
 struct milter_run;
 struct aliases;
+struct srs;
 
 /* Listener kinds. */
 enum mtad_listener {
@@ -79,6 +80,7 @@ struct mtad {
 	struct milter_set *milters;          /* [milter] lists (milter.h), or NULL: none */
 	struct aliases *aliases;             /* [mtad] aliases, or NULL (rcpt_resolve.c) */
 	struct rcpt_aliases_state *al_state; /* its file's identity and check time */
+	struct srs *srs;                     /* [mtad] srs_secret_file's rewriter, or NULL: off */
 	struct store *store;
 	struct store_gc *gc;
 	struct event *gc_ev; /* store_gc_fd readable: store_gc_dispatch */
@@ -144,11 +146,13 @@ struct smtp_rcpt {
 	char detail[MAILADDR_LOCAL_MAX + 1];     /* local: the subaddress (user+DETAIL@), or "" */
 	char orig[MAILADDR_TEXT_MAX + 1]; /* the RCPT address when an alias led here, or "" */
 	bool extra;                       /* an alias's target after its first (LMTP: no reply) */
+	bool forwarded; /* remote, reached through an alias or postmaster: SRS applies */
 };
 
 struct smtp_tx {
 	uint64_t qid;
-	char from[MAILADDR_TEXT_MAX + 1]; /* "" = null sender */
+	char from[MAILADDR_TEXT_MAX + 1];     /* "" = null sender */
+	char srs_from[MAILADDR_TEXT_MAX + 1]; /* the sender of copies forwarded off-site */
 	struct mail_params mp;
 	struct smtp_rcpt *rcpt;
 	size_t nrcpt, rcpt_cap;
@@ -169,8 +173,9 @@ struct smtp_tx {
 	uint64_t chunk_left; /* BDAT: bytes of this chunk still to read */
 	bool chunk_last;
 	/* delivery */
-	struct store_rcpt *srcpt;       /* nlocal entries */
-	struct store_queue_rcpt *qrcpt; /* nrcpt - nlocal entries */
+	struct store_rcpt *srcpt;           /* nlocal entries */
+	struct store_queue_rcpt *qrcpt;     /* nrcpt - nlocal entries */
+	struct store_queue_rcpt *qrcpt_fwd; /* those forwarded off-site (an SRS sender) */
 	size_t nlocal, pending;
 	bool requeued;             /* failed local recipients went to the queue */
 	bool held;                 /* a milter quarantined it: queued, held */
@@ -298,6 +303,16 @@ bool rcpt_is_postmaster(const struct mtad *m, const char *addr);
    the new one is bad, with a warning). */
 void rcpt_aliases_load(struct mtad *m, const struct conf *c, bool fatal_on_error);
 void rcpt_aliases_free(struct mtad *m);
+/* Loads [mtad] srs_secret_file of c into m->srs (start: fatal on error; SIGHUP: the old
+   secrets stay when the file is bad, with a warning); an empty setting turns SRS off. */
+void rcpt_srs_load(struct mtad *m, const struct conf *c, bool fatal_on_error);
+/* The envelope sender of a copy of mail from sender forwarded to rcpt (NULL: known to be
+   off-site) into out (size bytes): its SRS form, or sender itself (SRS off, <>, a sender of
+   local_domains, rcpt of local_domains, or no SRS form fits). */
+void rcpt_srs_sender(const struct mtad *m, const char *sender, const char *rcpt, char *out,
+		     size_t size);
+/* addr (no <>) is an SRS address of ours (SRS on, its domain the SRS domain, SRS0/SRS1). */
+bool rcpt_srs_ours(const struct mtad *m, const char *addr);
 
 /* smtp_cmd.c: a new recipient entry at tx->rcpt[tx->nrcpt] (zeroed; not counted yet). */
 struct smtp_rcpt *smtp_rcpt_add(struct smtp_tx *tx);

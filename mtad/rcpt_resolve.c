@@ -3,7 +3,9 @@
  * domain (RFC 5321 4.5.1: always accepted, to [mtad] postmaster when nothing else names it),
  * subaddresses (user+detail@, [mtad] recipient_delimiter) and the directory lookup with the
  * store account made on first mail. One RCPT may become several recipient entries (an
- * alias's targets; external ones go to the relay queue); each is delivered once. */
+ * alias's targets; external ones go to the relay queue); each is delivered once. Also the
+ * SRS set-up ([mtad] srs_secret_file, mtad/srs.c): which forwarded copies get an SRS sender
+ * and which RCPT addresses are SRS addresses of ours. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,6 +20,7 @@
 #include "ldapauth/ldapauth.h"
 #include "mtad/aliases.h"
 #include "mtad/mtad.h"
+#include "mtad/srs.h"
 #include "store/store.h"
 
 /* The file behind m->aliases: checked for a change at most once a second. */
@@ -114,6 +117,44 @@ static bool addr_local(const struct mtad *m, const char *addr)
 	return at == NULL || conf_list_has(locals, at + 1, strlen(at + 1));
 }
 
+void rcpt_srs_load(struct mtad *m, const struct conf *c, bool fatal_on_error)
+{
+	const struct mtad_conf *mc = &conf_values(c)->mtad;
+	const char *dom = mc->srs_domain[0] != '\0'  ? mc->srs_domain
+			  : mc->local_domains->n > 0 ? mc->local_domains->v[0]
+						     : "";
+	struct srs *srs = NULL;
+	char *err = NULL;
+
+	if (mc->srs_secret_file[0] != '\0' &&
+	    srs_load(mc->srs_secret_file, dom, (unsigned)mc->srs_max_age, &srs, &err) < 0) {
+		if (fatal_on_error)
+			fatalx("%s", err);
+		log_warnx("%s (the previous SRS secrets stay in force)", err);
+		free(err);
+		return;
+	}
+	srs_free(&m->srs);
+	m->srs = srs;
+}
+
+void rcpt_srs_sender(const struct mtad *m, const char *sender, const char *rcpt, char *out,
+		     size_t size)
+{
+	if (m->srs == NULL || sender[0] == '\0' || addr_local(m, sender) ||
+	    (rcpt != NULL && addr_local(m, rcpt)) ||
+	    srs_forward(m->srs, sender, clock_wall_s(), out, size) != 1)
+		str_lcpy(out, sender, size);
+}
+
+bool rcpt_srs_ours(const struct mtad *m, const char *addr)
+{
+	const char *at = strrchr(addr, '@');
+
+	return m->srs != NULL && at != NULL && strcasecmp(at + 1, srs_domain(m->srs)) == 0 &&
+	       srs_is_srs(addr);
+}
+
 void rcpt_lookup_key(const struct mtad *m, const char *addr, char *key, size_t size,
 		     char *detail_r, size_t dsize)
 {
@@ -189,6 +230,8 @@ static void add_entry(struct rr_job *job, bool local, unsigned part)
 	r->local = local;
 	r->part = part;
 	r->extra = tx->nrcpt > job->first;
+	/* a copy forwarded off-site (not a store host's user): its sender gets an SRS form */
+	r->forwarded = !local && (job->alias || job->fallback) && !addr_local(s->m, job->target);
 	str_lcpy(r->user, local ? job->user : "", sizeof(r->user));
 	str_lcpy(r->detail, local ? job->detail : "", sizeof(r->detail));
 	if (job->alias || (job->fallback && !local)) {

@@ -13,6 +13,7 @@
 #include "ldapauth/ldapauth.h"
 #include "mtad/milter.h"
 #include "mtad/mtad.h"
+#include "mtad/srs.h"
 #include "store/store.h"
 
 enum arg_rule { ARG_NONE, ARG_NEED, ARG_ANY };
@@ -283,6 +284,44 @@ static void relay_refused(struct smtp_session *s, const char *addr, const char *
 	smtp_error(s, "554 5.7.1 <%s>: Relay access denied", addr);
 }
 
+/* A RCPT to an SRS address of ours (a bounce of a forwarded copy): to the address it stands
+   for once its hash and age check out, from anyone (it is where our forwarded mail's bounces
+   go); a forged, damaged or expired one is no user. */
+static void rcpt_srs(struct smtp_session *s, struct smtp_rcpt *r)
+{
+	const struct conf_list *locals = conf_values(s->m->conf)->mtad.local_domains;
+	char orig[MAILADDR_TEXT_MAX + 1], key[MAILADDR_TEXT_MAX + 1];
+	struct mailaddr a;
+	const char *why = NULL;
+
+	if (srs_reverse(s->m->srs, r->addr, clock_wall_s(), orig, sizeof(orig), &why) < 0 ||
+	    mailaddr_parse(orig, strlen(orig), 0, &a, &why) < 0 || a.domain[0] == '\0' ||
+	    mailaddr_tricks(&a) != 0) {
+		log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> srs=yes result=fail "
+			 "reason=\"%s\"",
+			 s->id, s->tx->qid, r->addr, why != NULL ? why : "relay trick");
+		smtp_error(s, "550 5.1.1 <%s>: Recipient address rejected: User unknown", r->addr);
+		return;
+	}
+	log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> srs=yes orig_to=<%s>", s->id,
+		 s->tx->qid, orig, r->addr);
+	str_lcpy(r->orig, r->addr, sizeof(r->orig));
+	mailaddr_format(&a, r->addr, sizeof(r->addr));
+	if (r->orcpt_raw[0] == '\0') {
+		memcpy(r->orcpt_raw, "rfc822;", 7);
+		if (mailaddr_xtext_encode(r->orig, strlen(r->orig), r->orcpt_raw + 7,
+					  sizeof(r->orcpt_raw) - 7) < 0)
+			r->orcpt_raw[0] = '\0';
+	}
+	r->local = mailaddr_domain_in(&a, locals->v, locals->n);
+	if (!r->local) {
+		rcpt_accepted(s);
+		return;
+	}
+	mailaddr_canonical(&a, key, sizeof(key));
+	rcpt_resolve(s, key);
+}
+
 /* The relay policy for a parsed recipient: remote ones only for AUTH or trusted clients,
    no relay tricks from anyone else, local ones checked against the directory (async). */
 static void rcpt_route(struct smtp_session *s, struct smtp_rcpt *r, const struct mailaddr *a)
@@ -291,6 +330,10 @@ static void rcpt_route(struct smtp_session *s, struct smtp_rcpt *r, const struct
 	unsigned tricks = mailaddr_tricks(a);
 	char key[MAILADDR_TEXT_MAX + 1];
 
+	if (!(s->flags & SF_LMTP) && tricks == 0 && rcpt_srs_ours(s->m, r->addr)) {
+		rcpt_srs(s, r);
+		return;
+	}
 	r->local = a->domain[0] == '\0' || mailaddr_domain_in(a, locals->v, locals->n);
 	if (tricks != 0 && !may_relay(s)) {
 		relay_refused(s, r->addr, "relay trick");
@@ -485,6 +528,7 @@ void smtp_tx_free(struct smtp_tx **txp)
 	free(tx->rcpt);
 	free(tx->srcpt);
 	free(tx->qrcpt);
+	free(tx->qrcpt_fwd);
 	free(tx);
 	*txp = NULL;
 }

@@ -14,6 +14,7 @@
 #include "ldapauth/ldapauth.h"
 #include "mtad/milter.h"
 #include "mtad/mtad.h"
+#include "mtad/srs.h"
 #include "store/store.h"
 #include "store/store_event.h"
 
@@ -77,6 +78,7 @@ void mtad_worker_init(struct mtad *m, const struct conf *c, unsigned worker, con
 	if (milter_set_load(c, &m->milters, &err) < 0)
 		fatalx("%s", err);
 	rcpt_aliases_load(m, c, true);
+	rcpt_srs_load(m, c, true);
 }
 
 void mtad_worker_free(struct mtad *m)
@@ -95,6 +97,7 @@ void mtad_worker_free(struct mtad *m)
 	authguard_close(&m->guard);
 	sender_map_free(&m->senders);
 	rcpt_aliases_free(m);
+	srs_free(&m->srs);
 	tls_ctx_free(&m->tls);
 	event_base_free(m->base);
 	m->base = NULL;
