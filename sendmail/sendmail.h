@@ -16,6 +16,7 @@ struct sm {
 	bool dot_ok;     /* -i, -oi: a lone "." is a line of the message */
 	bool verbose;    /* -v: the dialogue on stderr */
 	bool smtp_stdio; /* -bs */
+	bool newaliases; /* -bi, or called as newaliases: check [mtad] aliases */
 	const char *from, *fullname, *conf;
 	char **rcpt; /* qualified addresses, in order */
 	size_t nrcpt;

@@ -2,7 +2,7 @@
 """test_sendmail.py — heron-sendmail end to end against a real mtad over its local
 submission socket: a cron-like `-t` invocation (To/Cc/Bcc recipients, Bcc removed, bare names
 qualified, From/Date/Message-ID added, a lone "." ending the input), `-i`/`-oi` keeping a lone
-"." line, recipients as arguments with -f/-F, a bad recipient (non-zero exit, a clear message,
+"." line, -bi/newaliases checking the aliases file, recipients as arguments with -f/-F, a bad recipient (non-zero exit, a clear message,
 nothing sent to the good ones), -bs (SMTP on stdio), -v, and the exit codes of sysexits.h when
 mtad is down, the config names no socket, or the command line is wrong.
 
@@ -156,8 +156,32 @@ def test_usage_and_config():
     assert_in(b"cannot reach mtad", r.stderr)
 
 
+def test_newaliases():
+    """-bi (and the name newaliases) checks [mtad] aliases as mtad reads it: 0 and the count
+    for a good file, EX_DATAERR naming the line for a bad one, EX_CONFIG when none is set."""
+    path = os.path.join(TMP, "aliases")
+    with open(path, "w") as f:
+        f.write("team: user1, user2\n# a comment\nouter: partner@remote.test\n")
+    conf = write_conf(os.path.join(TMP, "al.conf"), {"mtad": {
+        "local_domains": DOMAIN, "aliases": path, "local_submission": SOCK}})
+    r = sendmail(["-bi"], "", conf=conf)
+    assert_eq(r.returncode, 0, r.stderr)
+    assert_in(f"{path}: 2 aliases".encode(), r.stdout)
+    link = os.path.join(TMP, "newaliases")
+    os.symlink(SENDMAIL, link)
+    r = subprocess.run([link, "-C", conf], capture_output=True, timeout=60)
+    assert_eq(r.returncode, 0, r.stderr)
+    with open(path, "a") as f:
+        f.write("bad: |/bin/sh\n")
+    r = sendmail(["-bi"], "", conf=conf)
+    assert_eq(r.returncode, 65)
+    assert_in(f"{path}:4".encode(), r.stderr)
+    r = sendmail(["-bi"], "", conf=mtad.conf)  # no aliases file set
+    assert_eq(r.returncode, EX_CONFIG)
+
+
 if __name__ == "__main__":
     sys.exit(run_suite(mtad, [
         test_cron_t, test_dot_kept_with_i, test_args_f_F, test_bad_recipient, test_no_header, test_bs,
-        test_verbose, test_usage_and_config,
+        test_verbose, test_usage_and_config, test_newaliases,
     ], TMP, cleanup=[relay.close]))
