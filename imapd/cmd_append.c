@@ -1,16 +1,22 @@
-/* cmd_append.c — owns APPEND, MULTIAPPEND (RFC 3502), CATENATE's TEXT parts (RFC 4469; its URL
- * parts are answered [BADURL], not served yet) and REPLACE, UID REPLACE (RFC 8508):
- * each message literal (or literal8 ~{n}, RFC 3516) was streamed into a blob by imap_client.c
- * while it arrived (never held in memory); here the blobs are made durable and appended with
+/* cmd_append.c — owns APPEND, MULTIAPPEND (RFC 3502), CATENATE (RFC 4469) and REPLACE,
+ * UID REPLACE (RFC 8508): each message literal (or literal8 ~{n}, RFC 3516) was streamed into a
+ * blob by imap_client.c while it arrived (never held in memory; CATENATE's TEXT parts of one
+ * message into one blob); a CATENATE message with URL parts is rebuilt here into a new blob,
+ * its TEXT parts and the bytes of the messages (or sections) its URLs name (this user's
+ * mailboxes on this server, read-only); then the blobs are made durable and appended with
  * their flags and internal dates in one nested txn of the group commit (all or none; REPLACE's
  * expunge of the message it replaces in the same txn), answered with APPENDUID (UIDPLUS, a
  * UID set for several) after the commit. */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "common/msgcache.h"
 #include "common/str.h"
 #include "common/xmalloc.h"
+#include "imapd/imap_url.h"
 #include "imapd/imapd.h"
 #include "store/store.h"
 
@@ -59,7 +65,9 @@ static const char *cmd_name(const struct imap_cmd *cmd)
 struct append_msg {
 	const struct imap_arg *flags;
 	int64_t date;
-	struct store_blob *blob; /* owned by the op */
+	struct store_blob *blob;    /* owned by the op */
+	const struct imap_arg *cat; /* CATENATE's list, or NULL */
+	unsigned ntext, nurl;       /* CATENATE: its TEXT and URL parts */
 	uint32_t uid;
 };
 
@@ -69,8 +77,7 @@ struct append_op {
 	unsigned n;
 	uint32_t uidvalidity;
 	const char *why;
-	const struct imap_arg *badurl; /* CATENATE's first URL part */
-	uint64_t replace_mbox;         /* REPLACE: the selected mailbox and the UID replaced */
+	uint64_t replace_mbox; /* REPLACE: the selected mailbox and the UID replaced */
 	uint32_t replace_uid;
 };
 
@@ -118,29 +125,26 @@ static int append_fn(struct store_txn *t, void *arg)
 }
 
 /* CATENATE's list (RFC 4469): "(" cat-part *(SP cat-part) ")", cat-part "TEXT" literal (its
-   data streamed into the message's blob by imap_client.c) or "URL" astring. NULL or the BAD
-   text; the first URL in ao->badurl (URL parts are not served yet: [BADURL]). */
-static const char *catenate_parse(const struct imap_arg *l, struct append_op *ao)
+   data streamed into the message's blob by imap_client.c) or "URL" astring (resolved by
+   catenate_build). NULL or the BAD text. */
+static const char *catenate_parse(const struct imap_arg *l, struct append_msg *m)
 {
 	static const char usage[] = "Expected: CATENATE (TEXT literal|URL url ...)";
 	const struct imap_arg *a;
-	unsigned text = 0;
 
 	if (l == NULL || l->type != IMAP_ARG_LIST || l->n == 0 || l->n % 2 != 0 || l->span != l->n)
 		return usage;
 	a = l + 1;
 	for (uint32_t k = 0; k < l->n; k += 2, a += 2) {
-		if (imap_arg_atom_is(&a[0], "TEXT") && a[1].type == IMAP_ARG_STREAMED) {
-			text++;
-		} else if (imap_arg_atom_is(&a[0], "URL") && imap_arg_is_astring(&a[1])) {
-			if (ao->badurl == NULL)
-				ao->badurl = &a[1];
-		} else {
+		if (imap_arg_atom_is(&a[0], "TEXT") && a[1].type == IMAP_ARG_STREAMED)
+			m->ntext++;
+		else if (imap_arg_atom_is(&a[0], "URL") && imap_arg_is_astring(&a[1]))
+			m->nurl++;
+		else
 			return usage;
-		}
 	}
-	/* a message of URLs only has no blob of its own: refused as its URL is, below */
-	return text == 0 && ao->badurl == NULL ? usage : NULL;
+	m->cat = l;
+	return NULL;
 }
 
 /* The URL for "[BADURL url]" (url-resp-text: TEXT-CHARs but "]"): others as '?', cut at the
@@ -193,7 +197,7 @@ static const char *append_parse(struct imap_cmd *cmd, size_t argc, struct append
 			a++;
 		}
 		if (a != NULL && !first && imap_arg_atom_is(a, "CATENATE")) {
-			const char *why = catenate_parse(imap_cmd_arg(cmd, ++i), ao);
+			const char *why = catenate_parse(imap_cmd_arg(cmd, ++i), m);
 
 			if (why != NULL)
 				return why;
@@ -281,23 +285,206 @@ static bool append_finish(struct imap_cmd *cmd)
 	return true;
 }
 
-/* Takes the client's message blobs into ao and finishes them (their commit makes them
-   durable): 0, or a store error. */
+/* Whether the client streamed a blob for the message (a CATENATE message of URLs only has
+   none). */
+static bool append_msg_streamed(const struct append_msg *m)
+{
+	return m->cat == NULL || m->ntext > 0;
+}
+
+/* Takes the client's message blobs into ao: 0, or a store error. */
 static int append_take_blobs(struct imap_client *c, struct append_op *ao)
 {
-	int rc = c->append_failed ? STORE_EIO : 0;
+	unsigned j = 0;
 
 	for (unsigned i = 0; i < ao->n; i++) {
-		ao->msgs[i].blob = c->append_blobs[i];
-		c->append_blobs[i] = NULL;
-		/* renamed now; fsynced by the commit that references it, in the group
-		   committer's thread (before the index commit, so before the OK) */
-		if (rc == 0)
-			rc = store_blob_finish_deferred(ao->msgs[i].blob);
+		if (!append_msg_streamed(&ao->msgs[i]))
+			continue;
+		ao->msgs[i].blob = c->append_blobs[j];
+		c->append_blobs[j++] = NULL;
 	}
 	c->nappend = 0;
 	c->append_cat = 0;
+	return c->append_failed ? STORE_EIO : 0;
+}
+
+/* Finishes the blobs (their commit makes them durable): 0, or a store error. */
+static int append_finish_blobs(struct append_op *ao)
+{
+	int rc = 0;
+
+	/* renamed now; fsynced by the commit that references it, in the group committer's
+	   thread (before the index commit, so before the OK) */
+	for (unsigned i = 0; i < ao->n && rc == 0; i++)
+		rc = store_blob_finish_deferred(ao->msgs[i].blob);
 	return rc;
+}
+
+/* Copies bytes [off, off+len) of fd to the end of b: 0, or STORE_EIO. */
+static int catenate_copy(int fd, uint64_t off, uint64_t len, struct store_blob *b)
+{
+	char chunk[65536];
+
+	while (len > 0) {
+		size_t want = len < sizeof(chunk) ? (size_t)len : sizeof(chunk);
+		ssize_t n = pread(fd, chunk, want, (off_t)off);
+
+		if (n <= 0 || store_blob_write(b, chunk, (size_t)n) != 0)
+			return STORE_EIO;
+		off += (uint64_t)n;
+		len -= (uint64_t)n;
+	}
+	return 0;
+}
+
+/* The mailbox a URL names: this user's, by name, or (";UID=n" alone, RFC 4469 5) the
+   selected one. 0 and *mbox_r, or -1. */
+static int catenate_url_mailbox(struct imap_client *c, struct store_txn *t,
+				const struct imap_url *u, uint64_t *mbox_r)
+{
+	const char *why;
+	char *name;
+	int rc;
+
+	if (u->has_server && (u->user[0] == '\0' || strcasecmp(u->user, c->user) != 0 ||
+			      strcasecmp(u->host, c->srv->hostname) != 0))
+		return -1; /* anonymous, another user, or another server */
+	if (!u->has_mailbox) {
+		if (c->state != IMAP_ST_SELECTED || c->view == NULL)
+			return -1;
+		*mbox_r = c->view->mbox;
+		return 0;
+	}
+	if ((name = imap_mailbox_name(c, u->mailbox, strlen(u->mailbox), &why)) == NULL)
+		return -1;
+	rc = store_mbox_find(t, c->user_id, name, mbox_r);
+	free(name);
+	return rc == 0 ? 0 : -1;
+}
+
+/* Opens the bytes a URL part names (RFC 4469 5, RFC 5092): 0, *fd_r (to close) and the range
+   [*off_r, *off_r + *len_r) of it, or -1 (the URL does not resolve: [BADURL]). */
+static int catenate_url_open(struct imap_client *c, struct store_txn *t, const struct imap_arg *a,
+			     int *fd_r, uint64_t *off_r, uint64_t *len_r)
+{
+	struct imap_url u;
+	struct imap_msgfile mf = { 0 };
+	struct msgcache_view mv;
+	struct store_status st;
+	struct store_msg m;
+	uint64_t mbox, size;
+	int rc;
+
+	if (imap_url_parse(a->s, a->len, &u) < 0 || catenate_url_mailbox(c, t, &u, &mbox) < 0)
+		return -1;
+	if (u.uidvalidity != 0 &&
+	    (store_mbox_status(t, mbox, &st) != 0 || st.uidvalidity != u.uidvalidity))
+		return -1;
+	if (store_msg_get(t, mbox, u.uid, &m) != 0)
+		return -1;
+	*off_r = 0;
+	*len_r = m.size;
+	rc = 0;
+	if (u.section[0] != '\0' &&
+	    (imap_msgfile_cache(c->srv->store, c->part, &m, &mf, &mv) < 0 ||
+	     imap_fetch_section_range(&m, &mv, u.section, off_r, len_r) < 0))
+		rc = -1;
+	imap_msgfile_release(&mf);
+	if (rc < 0 || store_blob_open(c->srv->store, c->part, m.blob, fd_r, &size) != 0)
+		return -1;
+	if (*off_r > size || *len_r > size - *off_r) {
+		close(*fd_r);
+		return -1;
+	}
+	return 0;
+}
+
+/* Rebuilds a CATENATE message with URL parts into a new blob: its TEXT parts from the blob
+   they were streamed into (m->blob, in order; NULL when none), each URL's bytes from the
+   message it names. 0 (m->blob replaced), or the NO text (*bad_r the URL for [BADURL]). */
+static const char *catenate_build(struct imap_client *c, struct store_txn *t, struct append_msg *m,
+				  const struct imap_arg **bad_r)
+{
+	const struct imap_arg *a = m->cat + 1;
+	struct store_blob *nb = NULL;
+	uint64_t off = 0, total = 0;
+	const char *why = NULL;
+	int in = -1;
+
+	if ((m->blob != NULL && store_blob_reader(m->blob, &in) != 0) ||
+	    store_blob_new(c->srv->store, c->part, &nb) != 0) {
+		if (in >= 0)
+			close(in);
+		return "[UNAVAILABLE] Cannot store the message now";
+	}
+	for (uint32_t k = 0; k < m->cat->n && why == NULL; k += 2, a += 2) {
+		uint64_t soff, slen;
+		int fd;
+
+		if (a[1].type == IMAP_ARG_STREAMED) {
+			if (catenate_copy(in, off, a[1].len, nb) != 0)
+				why = "[UNAVAILABLE] Cannot store the message now";
+			off += a[1].len;
+			total += a[1].len;
+			continue;
+		}
+		if (catenate_url_open(c, t, &a[1], &fd, &soff, &slen) < 0) {
+			*bad_r = &a[1];
+			why = "URL does not resolve";
+			break;
+		}
+		total += slen;
+		if (total > c->srv->max_append)
+			why = "[TOOBIG] Message too large";
+		else if (catenate_copy(fd, soff, slen, nb) != 0)
+			why = "[UNAVAILABLE] Cannot store the message now";
+		close(fd);
+	}
+	if (in >= 0)
+		close(in);
+	if (why != NULL) {
+		store_blob_free(&nb);
+		return why;
+	}
+	store_blob_free(&m->blob);
+	m->blob = nb;
+	return NULL;
+}
+
+/* Builds every CATENATE message with URL parts (one read txn): 0, or the reply was sent. */
+static int catenate_urls(struct imap_cmd *cmd, struct append_op *ao)
+{
+	struct imap_client *c = cmd->c;
+	const struct imap_arg *bad = NULL;
+	struct store_txn *t = NULL;
+	const char *why = NULL;
+	struct buf u;
+	int rc = 0;
+
+	for (unsigned i = 0; i < ao->n && why == NULL; i++) {
+		if (ao->msgs[i].nurl == 0)
+			continue;
+		if (t == NULL &&
+		    (rc = store_txn_begin(c->srv->store, c->part, STORE_TXN_READ, &t)) != 0)
+			break;
+		why = catenate_build(c, t, &ao->msgs[i], &bad);
+	}
+	store_txn_abort(&t);
+	if (rc != 0) {
+		imap_cmd_store_error(cmd, rc, cmd_name(cmd));
+		return -1;
+	}
+	if (why == NULL)
+		return 0;
+	if (bad == NULL) {
+		imap_cmd_no(cmd, why);
+		return -1;
+	}
+	buf_init(&u, 128, 1024);
+	catenate_url_text(bad, &u);
+	imap_cmd_reply(cmd, "NO", "[BADURL %s] %s", buf_cstr(&u), why);
+	buf_release(&u);
+	return -1;
 }
 
 /* The reasons to refuse before taking the blobs: the BAD text, or NULL. */
@@ -305,8 +492,11 @@ static const char *append_check(struct imap_cmd *cmd, struct append_op *ao)
 {
 	struct imap_client *c = cmd->c;
 	const char *why = append_parse(cmd, imap_cmd_argc(cmd), ao);
+	unsigned streamed = 0;
 
-	if (why == NULL && ao->badurl == NULL && ao->n != c->nappend)
+	for (unsigned i = 0; why == NULL && i < ao->n; i++)
+		streamed += append_msg_streamed(&ao->msgs[i]) ? 1 : 0;
+	if (why == NULL && streamed != c->nappend)
 		why = "APPEND needs message literals";
 	if (why == NULL && c->append_nul)
 		why = "NUL in a literal: send binary messages as literal8";
@@ -360,17 +550,6 @@ bool cmd_append(struct imap_cmd *cmd)
 		imap_client_append_reset(c);
 		return imap_cmd_bad(cmd, why);
 	}
-	if (ao->badurl != NULL) {
-		struct buf u;
-
-		buf_init(&u, 128, 1024);
-		catenate_url_text(ao->badurl, &u);
-		free(ao);
-		imap_client_append_reset(c);
-		imap_cmd_reply(cmd, "NO", "[BADURL %s] URL parts are not served", buf_cstr(&u));
-		buf_release(&u);
-		return true;
-	}
 	if (cmd_is_replace(cmd) && replace_target(cmd, ao) < 0) {
 		free(ao); /* the reply reset the client's blobs */
 		return true;
@@ -380,9 +559,13 @@ bool cmd_append(struct imap_cmd *cmd)
 		append_op_free(ao);
 		return imap_cmd_store_error(cmd, rc, cmd_name(cmd));
 	}
-	if (append_mailbox(cmd, ao) < 0) {
+	if (append_mailbox(cmd, ao) < 0 || catenate_urls(cmd, ao) < 0) {
 		append_op_free(ao);
 		return true;
+	}
+	if ((rc = append_finish_blobs(ao)) != 0) {
+		append_op_free(ao);
+		return imap_cmd_store_error(cmd, rc, cmd_name(cmd));
 	}
 	if (ao->replace_uid != 0 && STORE_ID_PART(ao->mbox) != STORE_ID_PART(ao->replace_mbox)) {
 		append_op_free(ao);

@@ -870,3 +870,44 @@ int imap_fetch_message(struct imap_client *c, struct imap_fetch *f, struct store
 	f->item = 0;
 	return 1;
 }
+
+int imap_fetch_section_range(const struct store_msg *m, const struct msgcache_view *mv,
+			     const char *section, uint64_t *off_r, uint64_t *len_r)
+{
+	struct fetch_item it = { 0 };
+	struct msgcache_part mp;
+	uint64_t hoff = 0, hsize = mv->header_size, boff = mv->header_size, bsize = mv->body_size;
+
+	int rc = parse_section(&it, section, strlen(section));
+
+	item_free(&it);
+	/* HEADER.FIELDS[.NOT] is made in memory, not a range of the file */
+	if (rc < 0 || it.sec == SEC_FIELDS || it.sec == SEC_FIELDS_NOT)
+		return -1;
+	/* as write_section: the part table's ranges */
+	if (it.part[0] != '\0') {
+		if (msgcache_part(m->cache, m->cache_len, it.part, &mp) < 0)
+			return -1;
+		if (it.sec == SEC_MIME || it.sec == SEC_ALL) {
+			*off_r = it.sec == SEC_MIME ? mp.header_off : mp.body_off;
+			*len_r = it.sec == SEC_MIME ? mp.header_size : mp.body_size;
+			return 0;
+		}
+		if (!mp.is_message)
+			return -1;
+		hoff = mp.sub_header_off, hsize = mp.sub_header_size;
+		boff = mp.sub_body_off, bsize = mp.sub_body_size;
+	}
+	switch (it.sec) {
+	case SEC_ALL:
+		*off_r = 0, *len_r = mv->size;
+		break;
+	case SEC_TEXT:
+		*off_r = boff, *len_r = bsize;
+		break;
+	default: /* SEC_HEADER */
+		*off_r = hoff, *len_r = hsize;
+		break;
+	}
+	return 0;
+}

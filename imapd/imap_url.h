@@ -3,7 +3,7 @@
  * "/mailbox[;UIDVALIDITY=v]/;UID=n[/;SECTION=s]" and the full form
  * "imap://[user[;AUTH=x]@]host[:port]/mailbox[;UIDVALIDITY=v]/;UID=n[/;SECTION=s]".
  *
- * Only the syntax: the caller resolves the mailbox (relative forms: the one CATENATE names),
+ * Only the syntax: the caller resolves the mailbox (";UID=n": the selected one, RFC 4469 5),
  * checks the user and host against the session and answers [BADURL url] for anything it
  * cannot serve. Percent-escapes in the mailbox and section are decoded; ;PARTIAL, ;URLAUTH,
  * ;EXPIRE and search forms are refused (not served yet). Every field is bounded. */
