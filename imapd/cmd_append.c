@@ -396,6 +396,15 @@ static int catenate_url_open(struct imap_client *c, struct store_txn *t, const s
 		close(*fd_r);
 		return -1;
 	}
+	if (u.has_partial) {
+		/* as FETCH's <o.l>: past the end, nothing */
+		uint64_t po = u.partial_off < *len_r ? u.partial_off : *len_r;
+
+		*off_r += po;
+		*len_r -= po;
+		if (u.partial_len != 0 && *len_r > u.partial_len)
+			*len_r = u.partial_len;
+	}
 	return 0;
 }
 

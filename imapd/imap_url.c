@@ -67,23 +67,52 @@ static bool key(const char **s, size_t *len, const char *k)
 	return true;
 }
 
-/* ";UID=n[/;SECTION=s]", the whole rest. */
+/* "o[.l]" of ;PARTIAL=, all of s[0..len): offset any 32-bit number, length nonzero. */
+static int parse_partial(const char *s, size_t len, struct imap_url *u)
+{
+	const char *dot = memchr(s, '.', len);
+	size_t ol = dot != NULL ? (size_t)(dot - s) : len;
+	uint64_t off;
+
+	if (str_to_u64(s, ol, UINT32_MAX, &off) < 0)
+		return -1;
+	if (dot != NULL && number(dot + 1, len - ol - 1, &u->partial_len) < 0)
+		return -1;
+	u->partial_off = (uint32_t)off;
+	u->has_partial = true;
+	return 0;
+}
+
+/* ";UID=n[/;SECTION=s][/;PARTIAL=o[.l]]", the whole rest. */
 static int parse_uid_part(const char *s, size_t len, struct imap_url *u)
 {
-	const char *slash = memchr(s, '/', len);
-	size_t ul = slash != NULL ? (size_t)(slash - s) : len;
+	const char *slash;
+	size_t n;
 
-	if (!key(&s, &len, ";UID=") || number(s, ul - 5, &u->uid) < 0)
+	if (!key(&s, &len, ";UID="))
 		return -1;
-	s += ul - 5;
-	len -= ul - 5;
+	slash = memchr(s, '/', len);
+	n = slash != NULL ? (size_t)(slash - s) : len;
+	if (number(s, n, &u->uid) < 0)
+		return -1;
+	s += n, len -= n;
 	if (len == 0)
 		return 0;
 	s++, len--; /* the '/' */
-	if (!key(&s, &len, ";SECTION=") || len == 0 || memchr(s, '/', len) != NULL ||
-	    memchr(s, ';', len) != NULL)
-		return -1; /* ;PARTIAL and the rest: not served */
-	return decode(s, len, u->section, IMAP_URL_SECTION_MAX) < 0 ? -1 : 0;
+	if (key(&s, &len, ";SECTION=")) {
+		slash = memchr(s, '/', len);
+		n = slash != NULL ? (size_t)(slash - s) : len;
+		if (n == 0 || memchr(s, ';', n) != NULL ||
+		    decode(s, n, u->section, IMAP_URL_SECTION_MAX) < 0)
+			return -1;
+		s += n, len -= n;
+		if (len == 0)
+			return 0;
+		s++, len--;
+	}
+	if (!key(&s, &len, ";PARTIAL="))
+		return -1; /* ;URLAUTH, ;EXPIRE and the rest: not served */
+	return parse_partial(s, len, u);
 }
 
 /* "mailbox[;UIDVALIDITY=v]/;UID=..." after the path's '/'. */

@@ -1,12 +1,12 @@
 /* imap_url.h — the IMAP URLs of CATENATE (RFC 4469 URL parts, RFC 5092 syntax) that name a
- * message or a part of one: relative ";UID=n[/;SECTION=s]", absolute path
- * "/mailbox[;UIDVALIDITY=v]/;UID=n[/;SECTION=s]" and the full form
- * "imap://[user[;AUTH=x]@]host[:port]/mailbox[;UIDVALIDITY=v]/;UID=n[/;SECTION=s]".
+ * message or a part of one: relative ";UID=n[/;SECTION=s][/;PARTIAL=o[.l]]", absolute path
+ * "/mailbox[;UIDVALIDITY=v]/;UID=n[...]" and the full form
+ * "imap://[user[;AUTH=x]@]host[:port]/mailbox[;UIDVALIDITY=v]/;UID=n[...]".
  *
  * Only the syntax: the caller resolves the mailbox (";UID=n": the selected one, RFC 4469 5),
  * checks the user and host against the session and answers [BADURL url] for anything it
- * cannot serve. Percent-escapes in the mailbox and section are decoded; ;PARTIAL, ;URLAUTH,
- * ;EXPIRE and search forms are refused (not served yet). Every field is bounded. */
+ * cannot serve. Percent-escapes in the mailbox and section are decoded; ;URLAUTH, ;EXPIRE
+ * and search forms are refused (not served). Every field is bounded. */
 #ifndef HERON_IMAP_URL_H
 #define HERON_IMAP_URL_H
 
@@ -27,6 +27,8 @@ struct imap_url {
 	uint32_t uidvalidity; /* 0: not given */
 	uint32_t uid;
 	char section[IMAP_URL_SECTION_MAX + 1]; /* "" for the whole message */
+	bool has_partial;                       /* ;PARTIAL=partial_off[.partial_len] */
+	uint32_t partial_off, partial_len;      /* partial_len 0: to the end */
 };
 
 /* Parses s[0..len): 0 and *u, or -1 (not a message or part URL, or a field too long). */

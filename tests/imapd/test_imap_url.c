@@ -72,7 +72,14 @@ static void test_refused(void **state)
 		";UID=1x",
 		";UID=1/",
 		";UID=1/;SECTION=",
-		";UID=1/;SECTION=1/;PARTIAL=0.10",
+		";UID=1/;PARTIAL=",
+		";UID=1/;PARTIAL=1.0",
+		";UID=1/;PARTIAL=1.",
+		";UID=1/;PARTIAL=x",
+		";UID=1/;PARTIAL=4294967296",
+		";UID=1/;PARTIAL=1.2/",
+		";UID=1/;SECTION=1/;PARTIAL=1/;PARTIAL=2",
+		";UID=1/;PARTIAL=1/;SECTION=1",
 		";UID=1;URLAUTH=anonymous",
 		"/INBOX",
 		"//;UID=1",
@@ -95,6 +102,25 @@ static void test_refused(void **state)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		if (parse(bad[i], &u) != -1)
 			fail_msg("accepted: %s", bad[i]);
+}
+
+static void test_partial(void **state)
+{
+	struct imap_url u;
+
+	(void)state;
+	assert_int_equal(parse(";UID=1/;SECTION=1/;PARTIAL=0.10", &u), 0);
+	assert_string_equal(u.section, "1");
+	assert_true(u.has_partial);
+	assert_int_equal(u.partial_off, 0);
+	assert_int_equal(u.partial_len, 10);
+	assert_int_equal(parse("/INBOX/;UID=7/;partial=4294967295", &u), 0);
+	assert_string_equal(u.section, "");
+	assert_true(u.has_partial);
+	assert_int_equal(u.partial_off, 4294967295u);
+	assert_int_equal(u.partial_len, 0);
+	assert_int_equal(parse("/INBOX/;UID=7", &u), 0);
+	assert_false(u.has_partial);
 }
 
 static void test_bounds(void **state)
@@ -120,9 +146,8 @@ static void test_bounds(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_rfc4469_examples),
-		cmocka_unit_test(test_full_form),
-		cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_rfc4469_examples), cmocka_unit_test(test_full_form),
+		cmocka_unit_test(test_refused),          cmocka_unit_test(test_partial),
 		cmocka_unit_test(test_bounds),
 	};
 

@@ -175,6 +175,13 @@ def test_url_sections():
         new = appenduid(catenate(r, "a", [b"[", "/INBOX/;UID=%d/;SECTION=%s" % (uid, sec),
                                           b"]"]), "a")[0]
         assert_eq(fetch_whole(r, new), b"[" + part + b"]")
+    # ;PARTIAL=o.l (RFC 5092) of a section and of the message; past the end: nothing
+    for url, part in [("/INBOX/;UID=%d/;SECTION=1/;PARTIAL=5.3" % uid, b"one"),
+                      ("/INBOX/;UID=%d/;PARTIAL=6" % uid, SRC[6:]),
+                      ("/INBOX/;UID=%d/;PARTIAL=0.4" % uid, SRC[:4]),
+                      ("/INBOX/;UID=%d/;SECTION=2/;PARTIAL=500.4" % uid, b"")]:
+        new = appenduid(catenate(r, "a", [b"<", url, b">"]), "a")[0]
+        assert_eq(fetch_whole(r, new), b"<" + part + b">")
     head = SRC[:SRC.index(b"\r\n\r\n") + 4]
     for sec, part in [("HEADER", head), ("TEXT", SRC[len(head):])]:
         new = appenduid(catenate(r, "a", ["/INBOX/;UID=%d/;SECTION=%s" % (uid, sec)]), "a")[0]
