@@ -350,8 +350,8 @@ static int catenate_url_mailbox(struct imap_client *c, struct store_txn *t,
 			      strcasecmp(u->host, c->srv->hostname) != 0))
 		return -1; /* anonymous, another user, or another server */
 	if (!u->has_mailbox) {
-		if (c->state != IMAP_ST_SELECTED || c->view == NULL)
-			return -1;
+		if (c->state != IMAP_ST_SELECTED || c->view == NULL || c->view->part != c->part)
+			return -1; /* none, or another partition's (read in this one's txn) */
 		*mbox_r = c->view->mbox;
 		return 0;
 	}
