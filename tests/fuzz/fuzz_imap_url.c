@@ -56,6 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	assert(strlen(u.mailbox) <= IMAP_URL_MAILBOX_MAX);
 	assert(strlen(u.section) <= IMAP_URL_SECTION_MAX);
 	assert(u.has_mailbox == (u.mailbox[0] != '\0'));
+	assert(u.has_partial || (u.partial_off == 0 && u.partial_len == 0));
 	/* written back in the same form, it reads the same */
 	if (u.has_server) {
 		n = put_raw(url, n, "imap://");
@@ -79,6 +80,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (u.section[0] != '\0') {
 		n = put_raw(url, n, "/;SECTION=");
 		n = put_escaped(url, n, u.section);
+	}
+	if (u.has_partial) {
+		snprintf(num, sizeof(num), "/;PARTIAL=%u", u.partial_off);
+		n = put_raw(url, n, num);
+		if (u.partial_len != 0) {
+			snprintf(num, sizeof(num), ".%u", u.partial_len);
+			n = put_raw(url, n, num);
+		}
 	}
 	assert(n < sizeof(url));
 	assert(imap_url_parse(url, n, &v) == 0);
