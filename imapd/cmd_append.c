@@ -362,10 +362,11 @@ static int catenate_url_mailbox(struct imap_client *c, struct store_txn *t,
 	return rc == 0 ? 0 : -1;
 }
 
-/* Opens the bytes a URL part names (RFC 4469 5, RFC 5092): 0, *fd_r (to close) and the range
-   [*off_r, *off_r + *len_r) of it, or -1 (the URL does not resolve: [BADURL]). */
+/* Opens the bytes a URL part names (RFC 4469 5, RFC 5092): 0 and the range [*off_r, *off_r +
+   *len_r) of *fd_r (to close), or, *fd_r -1, of mem (HEADER.FIELDS, made in memory); or -1
+   (the URL does not resolve: [BADURL]). */
 static int catenate_url_open(struct imap_client *c, struct store_txn *t, const struct imap_arg *a,
-			     int *fd_r, uint64_t *off_r, uint64_t *len_r)
+			     int *fd_r, uint64_t *off_r, uint64_t *len_r, struct buf *mem)
 {
 	struct imap_url u;
 	struct imap_msgfile mf = { 0 };
@@ -382,17 +383,22 @@ static int catenate_url_open(struct imap_client *c, struct store_txn *t, const s
 		return -1;
 	if (store_msg_get(t, mbox, u.uid, &m) != 0)
 		return -1;
+	*fd_r = -1;
 	*off_r = 0;
 	*len_r = m.size;
 	rc = 0;
-	if (u.section[0] != '\0' &&
-	    (imap_msgfile_cache(c->srv->store, c->part, &m, &mf, &mv) < 0 ||
-	     imap_fetch_section_range(&m, &mv, u.section, off_r, len_r) < 0))
-		rc = -1;
+	if (u.section[0] != '\0')
+		rc = imap_msgfile_cache(c->srv->store, c->part, &m, &mf, &mv) < 0
+			     ? -1
+			     : imap_fetch_section_bytes(c, &m, &mv, &mf, u.section, off_r, len_r,
+							mem);
 	imap_msgfile_release(&mf);
-	if (rc < 0 || store_blob_open(c->srv->store, c->part, m.blob, fd_r, &size) != 0)
+	if (rc == 1) {
+		*off_r = 0;
+		*len_r = mem->len;
+	} else if (rc < 0 || store_blob_open(c->srv->store, c->part, m.blob, fd_r, &size) != 0) {
 		return -1;
-	if (*off_r > size || *len_r > size - *off_r) {
+	} else if (*off_r > size || *len_r > size - *off_r) {
 		close(*fd_r);
 		return -1;
 	}
@@ -428,6 +434,7 @@ static const char *catenate_build(struct imap_client *c, struct store_txn *t, st
 	}
 	for (uint32_t k = 0; k < m->cat->n && why == NULL; k += 2, a += 2) {
 		uint64_t soff, slen;
+		struct buf mem;
 		int fd;
 
 		if (a[1].type == IMAP_ARG_STREAMED) {
@@ -437,7 +444,9 @@ static const char *catenate_build(struct imap_client *c, struct store_txn *t, st
 			total += a[1].len;
 			continue;
 		}
-		if (catenate_url_open(c, t, &a[1], &fd, &soff, &slen) < 0) {
+		buf_init(&mem, 1024, IMAP_HEADER_FILE_MAX + 16);
+		if (catenate_url_open(c, t, &a[1], &fd, &soff, &slen, &mem) < 0) {
+			buf_release(&mem);
 			*bad_r = &a[1];
 			why = "URL does not resolve";
 			break;
@@ -445,9 +454,13 @@ static const char *catenate_build(struct imap_client *c, struct store_txn *t, st
 		total += slen;
 		if (total > c->srv->max_append)
 			why = "[TOOBIG] Message too large";
-		else if (catenate_copy(fd, soff, slen, nb) != 0)
+		else if (fd >= 0 ? catenate_copy(fd, soff, slen, nb) != 0
+				 : slen > 0 && store_blob_write(nb, mem.data + soff,
+								(size_t)slen) != 0)
 			why = "[UNAVAILABLE] Cannot store the message now";
-		close(fd);
+		if (fd >= 0)
+			close(fd);
+		buf_release(&mem);
 	}
 	if (in >= 0)
 		close(in);

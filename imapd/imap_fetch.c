@@ -341,8 +341,8 @@ static void write_mem_literal(struct imap_client *c, const char *p, size_t len,
 }
 
 /* Reads a header block from the file (a part's header: small). */
-static int read_header(struct imap_client *c, const struct store_msg *m, uint64_t off,
-		       uint64_t len, struct buf *out)
+static int read_header(struct imap_client *c, unsigned part, const struct store_msg *m,
+		       uint64_t off, uint64_t len, struct buf *out)
 {
 	int fd;
 	uint64_t size;
@@ -350,7 +350,7 @@ static int read_header(struct imap_client *c, const struct store_msg *m, uint64_
 	ssize_t n;
 
 	if (len > IMAP_HEADER_FILE_MAX ||
-	    store_blob_open(c->srv->store, c->view->part, m->blob, &fd, &size) != 0)
+	    store_blob_open(c->srv->store, part, m->blob, &fd, &size) != 0)
 		return -1;
 	if ((dst = buf_reserve(out, (size_t)len)) == NULL) {
 		close(fd);
@@ -371,37 +371,44 @@ static bool header_cut(const struct fetch_msg *fm)
 	return fm->mv->header.len < fm->mv->header_size;
 }
 
-/* HEADER.FIELDS[.NOT] of the message (from the cache, or the file where the cache's header
-   is cut) or of an embedded message (its header at hoff, hsize in the file). */
-static void write_header_fields(struct fetch_msg *fm, const struct fetch_item *it, uint64_t hoff,
-				uint64_t hsize)
+/* HEADER.FIELDS[.NOT] of the message m of partition part (from the cache mv, or the file
+   where the cache's header is cut) or of an embedded message (its header at hoff, hsize in the
+   file), into hdr. */
+static void header_fields(struct imap_client *c, unsigned part, const struct store_msg *m,
+			  const struct msgcache_view *mv, struct imap_msgfile *mf,
+			  const struct fetch_item *it, uint64_t hoff, uint64_t hsize,
+			  struct buf *hdr)
 {
-	struct imap_client *c = fm->c;
-	struct buf hdr;
-
-	/* the fields are copied as they are: never more than the header */
-	buf_init(&hdr, 1024, (it->part[0] == '\0' ? fm->mv->header_size : hsize) + 16);
 	if (it->part[0] == '\0') {
 		struct str_view h;
 
-		if (imap_msgfile_header(c->srv->store, c->view->part, fm->m, fm->mv, &fm->f->mf,
-					&h) < 0)
+		if (imap_msgfile_header(c->srv->store, part, m, mv, mf, &h) < 0)
 			log_warnx("%016" PRIx64 " imap fetch uid=%u header of %" PRIu64 " bytes "
 				  "not read from the file: fields past %zu bytes left out",
-				  c->id, fm->m->uid, fm->mv->header_size, h.len);
+				  c->id, m->uid, mv->header_size, h.len);
 		rfc5322_header_fields(h.p, h.len, it->fields, it->nfields,
-				      it->sec == SEC_FIELDS_NOT, &hdr);
+				      it->sec == SEC_FIELDS_NOT, hdr);
 	} else {
 		struct buf raw;
 
 		buf_init(&raw, 1024, IMAP_HEADER_FILE_MAX);
-		if (read_header(fm->c, fm->m, hoff, hsize, &raw) == 0)
+		if (read_header(c, part, m, hoff, hsize, &raw) == 0)
 			rfc5322_header_fields(raw.data, raw.len, it->fields, it->nfields,
-					      it->sec == SEC_FIELDS_NOT, &hdr);
+					      it->sec == SEC_FIELDS_NOT, hdr);
 		else
-			buf_puts(&hdr, "\r\n");
+			buf_puts(hdr, "\r\n");
 		buf_release(&raw);
 	}
+}
+
+/* The fields as a literal (header_fields); never more than the header. */
+static void write_header_fields(struct fetch_msg *fm, const struct fetch_item *it, uint64_t hoff,
+				uint64_t hsize)
+{
+	struct buf hdr;
+
+	buf_init(&hdr, 1024, (it->part[0] == '\0' ? fm->mv->header_size : hsize) + 16);
+	header_fields(fm->c, fm->c->view->part, fm->m, fm->mv, &fm->f->mf, it, hoff, hsize, &hdr);
 	write_mem_literal(fm->c, hdr.data != NULL ? hdr.data : "", hdr.len, it);
 	buf_release(&hdr);
 }
@@ -609,7 +616,7 @@ static enum cte part_cte(struct imap_client *c, const struct store_msg *m, uint6
 
 	buf_init(&raw, 1024, IMAP_HEADER_FILE_MAX);
 	buf_init(&val, 64, IMAP_FIELD_MAX);
-	if (read_header(c, m, hoff, hsize, &raw) < 0)
+	if (read_header(c, c->view->part, m, hoff, hsize, &raw) < 0)
 		cte = CTE_UNKNOWN; /* cannot tell: refused rather than guessed */
 	else if (rfc5322_header_value(raw.data, raw.len, "Content-Transfer-Encoding", &val) > 0)
 		cte = cte_parse(val.data, val.len);
@@ -871,43 +878,49 @@ int imap_fetch_message(struct imap_client *c, struct imap_fetch *f, struct store
 	return 1;
 }
 
-int imap_fetch_section_range(const struct store_msg *m, const struct msgcache_view *mv,
-			     const char *section, uint64_t *off_r, uint64_t *len_r)
+int imap_fetch_section_bytes(struct imap_client *c, const struct store_msg *m,
+			     const struct msgcache_view *mv, struct imap_msgfile *mf,
+			     const char *section, uint64_t *off_r, uint64_t *len_r,
+			     struct buf *out)
 {
 	struct fetch_item it = { 0 };
 	struct msgcache_part mp;
 	uint64_t hoff = 0, hsize = mv->header_size, boff = mv->header_size, bsize = mv->body_size;
-
 	int rc = parse_section(&it, section, strlen(section));
 
-	item_free(&it);
-	/* HEADER.FIELDS[.NOT] is made in memory, not a range of the file */
-	if (rc < 0 || it.sec == SEC_FIELDS || it.sec == SEC_FIELDS_NOT)
-		return -1;
 	/* as write_section: the part table's ranges */
-	if (it.part[0] != '\0') {
-		if (msgcache_part(m->cache, m->cache_len, it.part, &mp) < 0)
-			return -1;
-		if (it.sec == SEC_MIME || it.sec == SEC_ALL) {
+	if (rc == 0 && it.part[0] != '\0') {
+		if (msgcache_part(m->cache, m->cache_len, it.part, &mp) < 0) {
+			rc = -1;
+		} else if (it.sec == SEC_MIME || it.sec == SEC_ALL) {
 			*off_r = it.sec == SEC_MIME ? mp.header_off : mp.body_off;
 			*len_r = it.sec == SEC_MIME ? mp.header_size : mp.body_size;
+			item_free(&it);
 			return 0;
+		} else if (!mp.is_message) {
+			rc = -1;
+		} else {
+			hoff = mp.sub_header_off, hsize = mp.sub_header_size;
+			boff = mp.sub_body_off, bsize = mp.sub_body_size;
 		}
-		if (!mp.is_message)
-			return -1;
-		hoff = mp.sub_header_off, hsize = mp.sub_header_size;
-		boff = mp.sub_body_off, bsize = mp.sub_body_size;
 	}
-	switch (it.sec) {
-	case SEC_ALL:
-		*off_r = 0, *len_r = mv->size;
-		break;
-	case SEC_TEXT:
-		*off_r = boff, *len_r = bsize;
-		break;
-	default: /* SEC_HEADER */
-		*off_r = hoff, *len_r = hsize;
-		break;
+	if (rc == 0) {
+		switch (it.sec) {
+		case SEC_ALL:
+			*off_r = 0, *len_r = mv->size;
+			break;
+		case SEC_TEXT:
+			*off_r = boff, *len_r = bsize;
+			break;
+		case SEC_HEADER:
+			*off_r = hoff, *len_r = hsize;
+			break;
+		default: /* HEADER.FIELDS[.NOT]: made in memory */
+			header_fields(c, c->part, m, mv, mf, &it, hoff, hsize, out);
+			rc = 1;
+			break;
+		}
 	}
-	return 0;
+	item_free(&it);
+	return rc;
 }

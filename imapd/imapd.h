@@ -487,11 +487,14 @@ int imap_fetch_add(struct imap_fetch *f, const char *name);
 /* Whether an item sets \Seen (a non-PEEK body), or enables CONDSTORE (MODSEQ). */
 bool imap_fetch_sets_seen(const struct imap_fetch *f);
 bool imap_fetch_condstore(const struct imap_fetch *f);
-/* The bytes of BODY[section] of m (section as inside the brackets: "", "1.2", "TEXT",
-   "2.MIME", ...) as a range of its message file: 0, *off_r and *len_r, or -1 (no such part,
-   or HEADER.FIELDS[.NOT], which is not a range). For CATENATE's URL parts (cmd_append.c). */
-int imap_fetch_section_range(const struct store_msg *m, const struct msgcache_view *mv,
-			     const char *section, uint64_t *off_r, uint64_t *len_r);
+/* The bytes of BODY[section] of m, a message of the user's partition c->part (section as
+   inside the brackets: "", "1.2", "TEXT", "2.MIME", "HEADER.FIELDS (From)", ...): 0 and the
+   range [*off_r, *off_r + *len_r) of its file, 1 and the bytes appended to out
+   (HEADER.FIELDS[.NOT]), or -1 (no such section). For CATENATE's URL parts (cmd_append.c). */
+int imap_fetch_section_bytes(struct imap_client *c, const struct store_msg *m,
+			     const struct msgcache_view *mv, struct imap_msgfile *mf,
+			     const char *section, uint64_t *off_r, uint64_t *len_r,
+			     struct buf *out);
 /* Whether a message was suspended half-written (imap_fetch_message returned 0). */
 bool imap_fetch_in_message(const struct imap_fetch *f);
 /* Writes (the rest of) view message vi, skipped when its modseq is not above changedsince

@@ -175,6 +175,15 @@ def test_url_sections():
         new = appenduid(catenate(r, "a", [b"[", "/INBOX/;UID=%d/;SECTION=%s" % (uid, sec),
                                           b"]"]), "a")[0]
         assert_eq(fetch_whole(r, new), b"[" + part + b"]")
+    # HEADER.FIELDS[.NOT], made as FETCH makes it
+    fields = b"From: b@example.org\r\nSubject: src\r\n\r\n"
+    out = r.cmd("f", "UID FETCH %d BODY.PEEK[HEADER.FIELDS (Subject From)]" % uid)
+    assert_in("{%d}" % len(fields), out[0])
+    for sec, part in [("HEADER.FIELDS%20(Subject%20From)", fields),
+                      ("HEADER.FIELDS.NOT%20(MIME-Version%20Content-Type)", fields),
+                      ("HEADER.FIELDS%20(Subject)/;PARTIAL=2.5", b"bject")]:
+        new = appenduid(catenate(r, "a", ["/INBOX/;UID=%d/;SECTION=%s" % (uid, sec)]), "a")[0]
+        assert_eq(fetch_whole(r, new), part)
     # ;PARTIAL=o.l (RFC 5092) of a section and of the message; past the end: nothing
     for url, part in [("/INBOX/;UID=%d/;SECTION=1/;PARTIAL=5.3" % uid, b"one"),
                       ("/INBOX/;UID=%d/;PARTIAL=6" % uid, SRC[6:]),
@@ -220,7 +229,7 @@ def test_url_badurl():
             "imap://alice@%s/INBOX/;UID=%d;EXPIRE=2030-01-01T00:00:00Z"
             ";URLAUTH=anonymous:internal:0123456789abcdef0123456789abcdef" % (HOSTNAME, uid),
             "/INBOX/;UID=%d/;SECTION=9" % uid,                                 # no such part
-            "/INBOX/;UID=%d/;SECTION=HEADER.FIELDS%%20(From)" % uid,          # not a range
+            "/INBOX/;UID=%d/;SECTION=1.HEADER.FIELDS%%20(From)" % uid,        # not a message
             ";UID=%d" % uid,                                                   # none selected
     ]:
         assert_eq(catenate(r, "a", [b"text", url, b"more"]),
