@@ -355,7 +355,8 @@ static int catenate_url_mailbox(struct imap_client *c, struct store_txn *t,
 		*mbox_r = c->view->mbox;
 		return 0;
 	}
-	if ((name = imap_mailbox_name(c, u->mailbox, strlen(u->mailbox), &why)) == NULL)
+	/* a URL's mailbox name is UTF-8, whatever the session enabled */
+	if ((name = imap_mailbox_name_utf8(u->mailbox, strlen(u->mailbox), &why)) == NULL)
 		return -1;
 	rc = store_mbox_find(t, c->user_id, name, mbox_r);
 	free(name);

@@ -47,11 +47,16 @@ static char *mailbox_name_mutf7(const char *s, size_t len, const char **why_r)
 
 char *imap_mailbox_name(const struct imap_client *c, const char *s, size_t len, const char **why_r)
 {
+	if (!c->utf8 || len == 0)
+		return mailbox_name_mutf7(s, len, why_r);
+	return imap_mailbox_name_utf8(s, len, why_r);
+}
+
+char *imap_mailbox_name_utf8(const char *s, size_t len, const char **why_r)
+{
 	struct buf b;
 	char *name;
 
-	if (!c->utf8 || len == 0)
-		return mailbox_name_mutf7(s, len, why_r);
 	/* modified UTF-7 takes at least 8 bytes for 9 of UTF-8 (U+0800..U+FFFF), so a name of
 	   more than 2 x STORE_MAX_NAME bytes cannot fit; below that the encoding fits the
 	   buffer (at most 2 bytes per byte) and fails only on what is not UTF-8 */

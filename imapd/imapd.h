@@ -653,6 +653,9 @@ void imap_emailid(uint64_t blob, char *out);
    the store keeps). */
 char *imap_mailbox_name(const struct imap_client *c, const char *s, size_t len,
 			const char **why_r);
+/* As imap_mailbox_name for a name always in UTF-8 (an IMAP URL's, RFC 5092): the stored name,
+   or NULL and *why_r. */
+char *imap_mailbox_name_utf8(const char *s, size_t len, const char **why_r);
 /* The mailbox name argument i of cmd, validated and converted; NULL after a BAD/NO was sent. */
 char *imap_mailbox_arg(struct imap_cmd *cmd, size_t i);
 /* Writes a stored (modified UTF-7) mailbox name as the client reads names: as it is, or as

@@ -159,6 +159,14 @@ def test_url_whole_message():
         assert_eq(r.cmd("s", "SELECT INBOX")[-1][:4], "s OK")
         assert_eq(fetch_whole(r, new), head + SRC + b"\r\n-- \r\nsig\r\n")
         assert_eq(r.cmd("u", "UNSELECT")[-1][:4], "u OK")
+    # the mailbox name in a URL is UTF-8 (RFC 5092), percent-encoded, the session's not
+    assert_eq(r.cmd("c", "CREATE Entw&APw-rfe")[-1][:4], "c OK")
+    uid2, _ = append_plain(r, "Entw&APw-rfe", b"Subject: draft\r\n\r\nd\r\n")
+    new = appenduid(catenate(r, "a", ["/Entw%%C3%%BCrfe/;UID=%d" % uid2]), "a")[0]
+    r.cmd("s", "SELECT INBOX")
+    assert_eq(fetch_whole(r, new), b"Subject: draft\r\n\r\nd\r\n")
+    assert_eq(catenate(r, "b", ["/Entw&APw-rfe/;UID=%d" % uid2]),
+              "b NO [BADURL /Entw&APw-rfe/;UID=%d] URL does not resolve" % uid2)
     # a message of one URL only, into another mailbox: a copy
     assert_eq(r.cmd("c", "CREATE Drafts")[-1][:4], "c OK")
     new = appenduid(catenate(r, "b", ["/INBOX/;UID=%d" % uid], "Drafts"), "b")[0]
