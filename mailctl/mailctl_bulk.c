@@ -63,6 +63,7 @@ struct bulk {
 	char rd[BULK_READ];
 	size_t rlen, roff;
 	uint64_t line; /* the stream's line number, for errors */
+	int fail;      /* the exit code of the error bulk_line reported (-1) */
 	char user[STORE_MAX_NAME + 1];
 	unsigned part;
 	bool have_user;
@@ -82,8 +83,10 @@ static int bulk_error(struct bulk *bk, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "mailctl: import --bulk: line %" PRIu64 ": %s\n", bk->line, msg);
-	return MC_DATAERR;
+	return bk->fail = mc_refuse(
+		       bk->mc, MC_DATAERR,
+		       "the heron-bulk 1 stream is described in mailctl(8), import --bulk",
+		       "import --bulk: line %" PRIu64 ": %s", bk->line, msg);
 }
 
 /* 1 when data is buffered, 0 at the end of the stream, -1 on a read error. */
@@ -128,7 +131,8 @@ static int bulk_line(struct bulk *bk, char *line, size_t size)
 		}
 	}
 	if (r < 0) {
-		fprintf(stderr, "mailctl: import --bulk: reading: %s\n", strerror(errno));
+		bk->fail = mc_refuse(bk->mc, MC_IOERR, "check the input",
+				     "import --bulk: reading: %s", strerror(errno));
 		return -1;
 	}
 	if (n > 0) {
@@ -423,12 +427,13 @@ int mc_import_bulk(struct mc *mc, const char *path)
 	bk->mc = mc;
 	bk->fd = strcmp(path, "-") == 0 ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
 	if (bk->fd == -1) {
-		fprintf(stderr, "mailctl: import --bulk: %s: %s\n", path, strerror(errno));
+		rc = mc_refuse(mc, MC_NOINPUT, "give a readable file, or - for standard input",
+			       "import --bulk: %s: %s", path, strerror(errno));
 		free(bk);
-		return MC_NOINPUT;
+		return rc;
 	}
 	if ((r = bulk_line(bk, line, sizeof(line))) <= 0 || strcmp(line, "heron-bulk 1") != 0)
-		rc = r < 0 ? MC_ERR
+		rc = r < 0 ? bk->fail
 			   : bulk_error(bk, "not a bulk stream (it starts with "
 					    "\"heron-bulk 1\")");
 	while (rc == MC_OK && (r = bulk_line(bk, line, sizeof(line))) == 1) {
@@ -444,7 +449,7 @@ int mc_import_bulk(struct mc *mc, const char *path)
 		}
 	}
 	if (rc == MC_OK && r < 0)
-		rc = MC_ERR;
+		rc = bk->fail;
 	if (rc == MC_OK)
 		rc = bulk_end_user(bk);
 	bulk_drop_user(bk);

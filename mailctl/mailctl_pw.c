@@ -227,23 +227,22 @@ int mc_users_edit_add(struct mc *mc, const char *user, const char *line, struct 
 		e->lock_fd = -1;
 	}
 	if (e->lock_fd == -1 && errno != ENOENT) {
-		fprintf(stderr, "mailctl: users file %s ([directory] users_file): %s\n", e->path,
-			strerror(errno));
-		rc = MC_NOINPUT;
+		rc = mc_refuse(mc, MC_NOINPUT, "check [directory] users_file",
+			       "users file %s ([directory] users_file): %s", e->path,
+			       strerror(errno));
 	} else if (e->lock_fd != -1 && read_all(e->lock_fd, &text) < 0) {
-		fprintf(stderr, "mailctl: reading %s: %s\n", e->path, strerror(errno));
-		rc = MC_IOERR;
+		rc = mc_refuse(mc, MC_IOERR, "check the users file", "reading %s: %s", e->path,
+			       strerror(errno));
 	} else if (has_user(text.data, text.len, user)) {
-		fprintf(stderr,
-			"mailctl: user '%s' is in %s already; change its line there or "
-			"remove it first\n",
-			user, e->path);
-		rc = MC_REFUSED;
+		rc = mc_refuse(mc, MC_REFUSED, "change its line there or remove it first",
+			       "user '%s' is in %s already", user, e->path);
 	} else if ((e->tmp_fd = open(e->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
 				     e->lock_fd != -1 ? st.st_mode & 07777 : 0640)) == -1) {
-		fprintf(stderr, "mailctl: cannot write next to %s (%s): %s\n", e->path, e->tmp,
-			strerror(errno));
-		rc = errno == EACCES ? MC_NOPERM : MC_CANTCREAT;
+		int err = errno;
+
+		rc = mc_refuse(mc, err == EACCES ? MC_NOPERM : MC_CANTCREAT,
+			       "run as the users file's owner", "cannot write next to %s (%s): %s",
+			       e->path, e->tmp, strerror(err));
 	}
 	if (rc == MC_OK) {
 		if (text.len > 0 && text.data[text.len - 1] != '\n')
@@ -251,8 +250,8 @@ int mc_users_edit_add(struct mc *mc, const char *user, const char *line, struct 
 		if (buf_printf(&text, "%s\n", line) < 0 ||
 		    write(e->tmp_fd, text.data, text.len) != (ssize_t)text.len ||
 		    fsync(e->tmp_fd) == -1) {
-			fprintf(stderr, "mailctl: writing %s: %s\n", e->tmp, strerror(errno));
-			rc = MC_IOERR;
+			rc = mc_refuse(mc, MC_IOERR, "check the file system", "writing %s: %s",
+				       e->tmp, strerror(errno));
 		}
 	}
 	OPENSSL_cleanse(text.data, text.cap);
@@ -273,9 +272,8 @@ int mc_users_edit_commit(struct mc *mc, struct users_edit **ep)
 	int dfd, rc = MC_OK;
 
 	if (rename(e->tmp, e->path) == -1) {
-		fprintf(stderr, "mailctl: renaming %s to %s: %s\n", e->tmp, e->path,
-			strerror(errno));
-		rc = MC_IOERR;
+		rc = mc_refuse(mc, MC_IOERR, "check the file system", "renaming %s to %s: %s",
+			       e->tmp, e->path, strerror(errno));
 	} else {
 		close(e->tmp_fd);
 		e->tmp_fd = -1;

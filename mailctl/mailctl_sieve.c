@@ -35,13 +35,20 @@ static int read_file(struct mc *mc, const char *path, uint64_t max, struct buf *
 	return MC_OK;
 }
 
-/* A store error about script name of user: the store's "no such message" is a missing
-   script here. */
+/* A store error about script name of user (NULL: the active one): the store's "no such
+   message" is a missing script here, or no active one. */
 static int script_fail(struct mc *mc, int rc, const char *name, const char *user)
 {
+	if (rc == STORE_ENOMSG && name == NULL)
+		return mc_refuse(
+			mc, MC_REFUSED,
+			"see `mailctl sieve list USER`, `mailctl sieve activate USER NAME`",
+			"'%s' has no active script", user);
 	if (rc == STORE_ENOMSG)
 		return mc_refuse(mc, MC_REFUSED, "see `mailctl sieve list USER`",
 				 "script '%s' of '%s': no such script", name, user);
+	if (name == NULL)
+		return mc_fail(mc, rc, "the active script of '%s'", user);
 	return mc_fail(mc, rc, "script '%s' of '%s'", name, user);
 }
 
@@ -101,7 +108,7 @@ int mc_sieve_get(struct mc *mc, const struct mc_args *a)
 		fwrite(s.src, 1, s.src_len, stdout);
 	store_txn_abort(&t);
 	if (rc != 0)
-		return script_fail(mc, rc, a->npos > 1 ? a->pos[1] : "(active)", a->pos[0]);
+		return script_fail(mc, rc, a->npos > 1 ? a->pos[1] : NULL, a->pos[0]);
 	return MC_OK;
 }
 
@@ -195,7 +202,7 @@ static int sieve_write(struct mc *mc, struct sv_op *o, const char *done)
 		return mc_refuse(mc, MC_REFUSED, "see `mailctl sieve deactivate USER`",
 				 "'%s' is the active script; deactivate it first", o->name);
 	if (rc != 0)
-		return script_fail(mc, rc, o->name ? o->name : "(active)", o->user);
+		return script_fail(mc, rc, o->name, o->user);
 	if (!mc->json) {
 		printf("%s\n", done);
 		return MC_OK;

@@ -104,12 +104,13 @@ static int login_prepare(struct mc *mc, const struct mc_args *a, struct users_ed
 
 	*e_r = NULL;
 	if (v->directory.backend != DIRECTORY_BACKEND_FILE) {
-		fprintf(stderr,
-			"mailctl: --password writes the users file, but [directory] backend "
-			"is ldap in %s: add the login in the directory (`mailctl pw` prints "
-			"its userPassword)\n",
+		return mc_refuse(
+			mc, MC_CONFIG,
+			"add the login in the directory (`mailctl pw` prints its "
+			"userPassword)",
+			"--password writes the users file, but [directory] backend is ldap "
+			"in %s",
 			mc->conf_path);
-		return MC_CONFIG;
 	}
 	if (strpbrk(user, ":#") != NULL || user[0] == '\0')
 		return mc_usage(mc, "a login of the users file holds no ':' nor '#'");

@@ -156,9 +156,9 @@ def test_errors():
         "store": {"path": path("err-store"), "partitions": 1, "map_size": "4M"},
         "sieve": {"max_scripts": 1}})
 
-    def err(rc, words, *args):
+    def err(rc, words, *args, conf=conf, stdin=b""):
         r = subprocess.run([MAILCTL, "-c", conf, "--json", *args], capture_output=True,
-                           timeout=120)
+                           input=stdin, timeout=120)
         assert r.returncode == rc, (args, r.returncode, r.stdout, r.stderr)
         lines = r.stdout.decode().splitlines()
         assert len(lines) == 1, (args, r.stdout)
@@ -196,6 +196,9 @@ def test_errors():
     assert "no such message" not in doc["error"] and "sieve list" in doc["hint"], doc
     err(1, "no such script", "sieve", "delete", "dave", "nosuch")
     err(1, "no such script", "sieve", "activate", "dave", "nosuch")
+    ok("user", "add", "gina")
+    doc = err(1, "'gina' has no active script", "sieve", "get", "gina")
+    assert "(active)" not in doc["error"] and "sieve activate" in doc["hint"], doc
     for args in (("user", "show", "nobody"), ("sieve", "put", "nobody", "s",
                                               path("good.sieve")),
                  ("sieve", "list", "nobody"), ("message", "list", "nobody", "INBOX"),
@@ -215,6 +218,33 @@ def test_errors():
     os.mkdir(path("exists"))
     err(1, "File exists", "backup", path("exists"))
     err(65, "not a Heron backup", "restore", path("exists"), "--force")
+    # a bulk stream that does not parse, or is not there
+    err(65, "import --bulk: line 1", "import", "--bulk", "-", stdin=b"not a stream\n")
+    doc = err(65, "import --bulk: line 2", "import", "--bulk", "-",
+              stdin=b"heron-bulk 1\n" + b"x" * 70000 + b"\n")
+    assert "mailctl(8)" in doc["hint"], doc
+    err(66, "No such file", "import", "--bulk", path("missing.bulk"))
+    # the users file (backend = file): a login already in it is refused, the file unchanged;
+    # --password with the ldap backend says where the login goes instead
+    err(78, "backend is ldap", "user", "add", "erin", "--password", stdin=b"pw1\n")
+    fconf = heronlib.write_conf(path("file.conf"), {
+        "store": {"path": path("err-store"), "partitions": 1, "map_size": "4M"},
+        "mtad": {"local_domains": "heron.test"},
+        "directory": {"backend": "file", "users_file": path("users")}})
+    r = subprocess.run([MAILCTL, "-c", fconf, "user", "add", "erin", "--password"],
+                       input=b"pw1\n", capture_output=True, timeout=120)
+    assert r.returncode == 0, r
+    with open(path("users"), "ab") as f:  # a login in the file that the store does not have
+        f.write(b"frank:{SSHA512}x:frank@heron.test\n")
+    with open(path("users"), "rb") as f:
+        before = f.read()
+    assert before.startswith(b"erin:{"), before
+    doc = err(1, "user 'frank' is in %s already" % path("users"), "user", "add", "frank",
+              "--password", conf=fconf, stdin=b"pw2\n")
+    assert "remove it first" in doc["hint"], doc
+    with open(path("users"), "rb") as f:
+        assert f.read() == before
+    err(67, "no such user", "user", "show", "frank", conf=fconf)  # nor added to the store
 
 
 def test_every_command_covered():
