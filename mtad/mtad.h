@@ -293,6 +293,8 @@ const char *sender_rcpt_refusal(const struct smtp_session *s);
    entry per final recipient (an alias may give several, external ones for the queue) and
    answers the RCPT (250, 4xx, 5xx). */
 void rcpt_resolve(struct smtp_session *s, const char *key);
+/* Sets r's ORCPT to r->orig (the address the sender used) unless the client gave one. */
+void rcpt_orcpt_orig(struct smtp_rcpt *r);
 /* The directory key of a local address: the detail cut off (user+tag@d -> user@d) into
    key (size bytes); *detail_r (may be NULL) gets the detail or "". */
 void rcpt_lookup_key(const struct mtad *m, const char *addr, char *key, size_t size,

@@ -238,13 +238,7 @@ static void add_entry(struct rr_job *job, bool local, unsigned part)
 		/* delivered to another address than the RCPT's: it is the one relayed to */
 		str_lcpy(r->orig, job->proto.addr, sizeof(r->orig));
 		str_lcpy(r->addr, job->target, sizeof(r->addr));
-		if (r->orcpt_raw[0] == '\0') {
-			/* a DSN names the address the sender used (RFC 3461 4.2) */
-			memcpy(r->orcpt_raw, "rfc822;", 7);
-			if (mailaddr_xtext_encode(r->orig, strlen(r->orig), r->orcpt_raw + 7,
-						  sizeof(r->orcpt_raw) - 7) < 0)
-				r->orcpt_raw[0] = '\0';
-		}
+		rcpt_orcpt_orig(r);
 	}
 	log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s>%s%s%s local=%s%s%s%s%s "
 		 "result=ok",
@@ -432,6 +426,18 @@ static void next_target(struct rr_job *job)
 		job->temp_why = "directory unavailable";
 	}
 	finish(job);
+}
+
+/* Without an ORCPT from the client, r's is the address the sender used, r->orig: a DSN
+   names that one (RFC 3461 4.2), not the one delivered to. */
+void rcpt_orcpt_orig(struct smtp_rcpt *r)
+{
+	if (r->orcpt_raw[0] != '\0')
+		return;
+	memcpy(r->orcpt_raw, "rfc822;", 7);
+	if (mailaddr_xtext_encode(r->orig, strlen(r->orig), r->orcpt_raw + 7,
+				  sizeof(r->orcpt_raw) - 7) < 0)
+		r->orcpt_raw[0] = '\0';
 }
 
 void rcpt_resolve(struct smtp_session *s, const char *key)

@@ -307,12 +307,7 @@ static void rcpt_srs(struct smtp_session *s, struct smtp_rcpt *r)
 		 s->tx->qid, orig, r->addr);
 	str_lcpy(r->orig, r->addr, sizeof(r->orig));
 	mailaddr_format(&a, r->addr, sizeof(r->addr));
-	if (r->orcpt_raw[0] == '\0') {
-		memcpy(r->orcpt_raw, "rfc822;", 7);
-		if (mailaddr_xtext_encode(r->orig, strlen(r->orig), r->orcpt_raw + 7,
-					  sizeof(r->orcpt_raw) - 7) < 0)
-			r->orcpt_raw[0] = '\0';
-	}
+	rcpt_orcpt_orig(r);
 	r->local = mailaddr_domain_in(&a, locals->v, locals->n);
 	if (!r->local) {
 		rcpt_accepted(s);

@@ -266,6 +266,25 @@ static void flags_out(struct conn *c, uint8_t f)
 	out_add(c, ")", 1);
 }
 
+/* One seq-number of a set at *p ("*" = star) into *v, *p moved past it. -1: malformed. */
+static int set_number(const char **p, uint32_t star, uint32_t *v)
+{
+	unsigned long x;
+	char *e;
+
+	if (**p == '*') {
+		*v = star;
+		(*p)++;
+		return 0;
+	}
+	x = strtoul(*p, &e, 10);
+	if (e == *p || x == 0 || x > UINT32_MAX)
+		return -1;
+	*v = (uint32_t)x;
+	*p = e;
+	return 0;
+}
+
 /* Whether v is in the sequence set (ranges a:b, "*" = star). -1: malformed. */
 static int in_set(const char *set, uint32_t v, uint32_t star)
 {
@@ -273,30 +292,14 @@ static int in_set(const char *set, uint32_t v, uint32_t star)
 
 	while (*p != '\0') {
 		uint32_t a, b;
-		char *e;
-		if (*p == '*') {
-			a = star;
-			p++;
-		} else {
-			unsigned long x = strtoul(p, &e, 10);
-			if (e == p || x == 0 || x > UINT32_MAX)
-				return -1;
-			a = (uint32_t)x;
-			p = e;
-		}
+
+		if (set_number(&p, star, &a) < 0)
+			return -1;
 		b = a;
 		if (*p == ':') {
 			p++;
-			if (*p == '*') {
-				b = star;
-				p++;
-			} else {
-				unsigned long x = strtoul(p, &e, 10);
-				if (e == p || x == 0 || x > UINT32_MAX)
-					return -1;
-				b = (uint32_t)x;
-				p = e;
-			}
+			if (set_number(&p, star, &b) < 0)
+				return -1;
 		}
 		if (a > b) {
 			uint32_t t = a;
