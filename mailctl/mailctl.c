@@ -1,7 +1,7 @@
 /* mailctl.c — owns mailctl's entry point: global options, the noun/verb command table,
- * argument parsing and arity checks, help, error reporting and exit codes, and the JSON
- * form of the directory commands (`auth test`, `lookup`: mailctl_dir.c). The commands
- * themselves live in mailctl_user.c, mailctl_msg.c, mailctl_io.c and mailctl_admin.c. */
+ * argument parsing and arity checks, help, error reporting and exit codes. The directory
+ * commands (`auth test`, `lookup`) are in mailctl_dir.c; the others in mailctl_user.c,
+ * mailctl_msg.c, mailctl_io.c, mailctl_admin.c and the files named in mailctl.h. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -896,67 +896,10 @@ int main(int argc, char **argv)
 }
 
 /* ------------------------------------------------------------------------------------- */
-/* Directory commands. mc_dir_main prints "key=value" lines; with --json they are
-   captured and turned into objects. */
-
-static const char *const dir_keys[] = { "result",    "mode",  "time",    "cached",  "refused",
-					"reason",    "user",  "address", "aliases", "host",
-					"partition", "quota", "dn",      NULL };
-
-/* The start of the next " key=" of dir_keys after p, or the end of the line. */
-static const char *next_key(const char *p, const char *end)
-{
-	for (const char *q = p; q < end; q++) {
-		if (*q != ' ')
-			continue;
-		for (size_t k = 0; dir_keys[k] != NULL; k++) {
-			size_t n = strlen(dir_keys[k]);
-
-			if ((size_t)(end - q) > n + 1 && strncmp(q + 1, dir_keys[k], n) == 0 &&
-			    q[n + 1] == '=')
-				return q;
-		}
-	}
-	return end;
-}
-
-static void dir_line_json(const char *line, size_t len)
-{
-	const char *p = line, *end = line + len;
-	bool first = true;
-
-	putchar('{');
-	while (p < end) {
-		const char *eq = memchr(p, '=', (size_t)(end - p)), *v, *vend, *stop;
-
-		if (eq == NULL)
-			break;
-		v = eq + 1;
-		vend = next_key(v, end);
-		if (strncmp(p, "dn", 2) == 0 && eq == p + 2)
-			vend = end; /* a DN may hold spaces: the rest of the line */
-		stop = vend;
-		if (vend - v >= 2 && *v == '"' && vend[-1] == '"') {
-			v++;
-			vend--;
-		}
-		printf("%s", first ? "" : ", ");
-		mc_json_str(stdout, p, (size_t)(eq - p));
-		fputs(": ", stdout);
-		mc_json_str(stdout, v, (size_t)(vend - v));
-		first = false;
-		p = stop;
-		while (p < end && *p == ' ')
-			p++;
-	}
-	puts("}");
-}
+/* Directory commands (mailctl_dir.c): --json may stand anywhere after the noun. */
 
 static int run_directory(struct mc *mc, int argc, char **argv)
 {
-	FILE *cap = NULL;
-	int saved = -1, rc;
-
 	if (wants_help(argc, argv)) {
 		puts("usage: mailctl auth test [-n COUNT] USER   (password on stdin)\n"
 		     "       mailctl lookup [-n COUNT] ADDRESS\n"
@@ -971,23 +914,5 @@ static int run_directory(struct mc *mc, int argc, char **argv)
 			argc--;
 			i--;
 		}
-	fflush(stdout);
-	if (mc->json && ((cap = tmpfile()) == NULL || (saved = dup(STDOUT_FILENO)) == -1 ||
-			 dup2(fileno(cap), STDOUT_FILENO) == -1)) {
-		fprintf(stderr, "mailctl: cannot capture the output: %s\n", strerror(errno));
-		return MC_ERR;
-	}
-	rc = mc_dir_main(mc->conf, argc, argv);
-	if (cap != NULL) {
-		char line[8192];
-
-		fflush(stdout);
-		dup2(saved, STDOUT_FILENO);
-		close(saved);
-		rewind(cap);
-		while (fgets(line, sizeof(line), cap) != NULL)
-			dir_line_json(line, strcspn(line, "\n"));
-		fclose(cap);
-	}
-	return rc;
+	return mc_dir_main(mc, argc, argv);
 }

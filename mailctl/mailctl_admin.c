@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -532,23 +533,42 @@ static int restore_into(struct mc *mc, const char *from, const char *tmp, unsign
 	return err;
 }
 
-/* Names what failed and where things are now: the store untouched (or set aside), the
-   partial copy when there is one. */
-static void restore_failed(const char *path, const char *tmp, const char *aside, const char *where,
-			   int err)
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
 {
-	bool moved = aside != NULL && access(aside, F_OK) == 0 && access(path, F_OK) != 0;
+	(void)sb;
+	(void)ftw;
+	return (flag == FTW_DP ? rmdir(p) : unlink(p)) == -1 ? errno : 0;
+}
 
-	fprintf(stderr, "mailctl: restore: %s: %s; ", where, strerror(err));
-	if (moved)
-		fprintf(stderr, "the previous store is in %s", aside);
+/* A failed restore changes nothing: the store set aside is put back, the partial copy
+   removed. The refusal names what failed (a real path: the backup's file that could not be
+   read, or the one of ours that could not be written) and where things are now; the exit
+   code says which side failed (mailctl(8)). */
+static int restore_failed(struct mc *mc, const char *path, const char *tmp, const char *aside,
+			  const char *where, int err)
+{
+	bool reading = strncmp(where, "reading ", 8) == 0, kept;
+	char hint[9000];
+	int code, n;
+
+	if (aside != NULL && access(path, F_OK) != 0 && access(aside, F_OK) == 0)
+		(void)rename(aside, path); /* the new copy did not go in: the old store back */
+	kept = access(tmp, F_OK) == 0 && nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0;
+	if (aside != NULL && access(aside, F_OK) == 0)
+		n = snprintf(hint, sizeof(hint), "the previous store is in %s", aside);
 	else if (access(path, F_OK) == 0)
-		fprintf(stderr, "the store at %s is unchanged", path);
+		n = snprintf(hint, sizeof(hint), "the store at %s is unchanged", path);
 	else
-		fprintf(stderr, "no store was at %s", path);
-	if (access(tmp, F_OK) == 0)
-		fprintf(stderr, "; the partial copy is in %s (remove it)", tmp);
-	fputc('\n', stderr);
+		n = snprintf(hint, sizeof(hint), "no store was made at %s", path);
+	if (kept && n > 0 && (size_t)n < sizeof(hint))
+		snprintf(hint + n, sizeof(hint) - (size_t)n, "; remove the partial copy %s", tmp);
+	if (reading)
+		code = err == ENOENT ? MC_DATAERR : MC_IOERR; /* a backup with a file missing */
+	else if (err == ENOSPC || err == EDQUOT)
+		code = MC_TEMPFAIL;
+	else
+		code = strncmp(where, "creating ", 9) == 0 ? MC_CANTCREAT : MC_IOERR;
+	return mc_refuse(mc, code, hint, "restore: %s: %s", where, strerror(err));
 }
 
 int mc_restore(struct mc *mc, const struct mc_args *a)
@@ -588,7 +608,7 @@ int mc_restore(struct mc *mc, const struct mc_args *a)
 		snprintf(c->where, sizeof(c->where), "moving %s to %s", tmp, path);
 	}
 	if (err != 0)
-		restore_failed(path, tmp, aside, c->where, err);
+		err = restore_failed(mc, path, tmp, aside, c->where, err);
 	else if (mc->json) {
 		printf("{\"restored\": ");
 		mc_json_str(stdout, path, strlen(path));
@@ -605,7 +625,7 @@ int mc_restore(struct mc *mc, const struct mc_args *a)
 	free(aside);
 	free(tmp);
 	free(c);
-	return err == 0 ? MC_OK : MC_ERR;
+	return err; /* MC_OK or restore_failed's exit code */
 }
 
 /* ------------------------------------------------------------------------------------- */

@@ -23,7 +23,7 @@ struct cli_run {
 	enum ldapauth_result result;
 	int64_t t0_ns;
 	const char *mode;
-	bool done;
+	bool done, json;
 };
 
 static void print_user(const struct ldapauth_user *u)
@@ -39,6 +39,50 @@ static void print_user(const struct ldapauth_user *u)
 	printf(" quota=%llu dn=%s", (unsigned long long)u->quota, u->dn ? u->dn : "-");
 }
 
+/* A JSON string member, null when s is NULL. */
+static void json_member(const char *name, const char *s)
+{
+	printf(", \"%s\": ", name);
+	if (s != NULL)
+		mc_json_str(stdout, s, strlen(s));
+	else
+		fputs("null", stdout);
+}
+
+/* One attempt as one line of JSON: every member always there, null where the user record
+   (only on success) has nothing. */
+static void print_json(const struct cli_run *run, const struct ldapauth_reply *rep, double ms)
+{
+	const struct ldapauth_user *u = rep->user;
+	const char *res = ldapauth_strerror(rep->result);
+
+	fputs("{\"result\": ", stdout);
+	mc_json_str(stdout, res, strlen(res));
+	json_member("mode", run->mode);
+	printf(", \"time_ms\": %.3f, \"cached\": %s, \"refused\": %s", ms,
+	       rep->cached ? "true" : "false", rep->refused ? "true" : "false");
+	json_member("reason", rep->reason ? rep->reason : "");
+	json_member("user", u ? u->login : NULL);
+	json_member("address", u ? u->address : NULL);
+	fputs(", \"aliases\": [", stdout);
+	for (size_t i = 0; u != NULL && i < u->naliases; i++) {
+		fputs(i ? ", " : "", stdout);
+		mc_json_str(stdout, u->aliases[i], strlen(u->aliases[i]));
+	}
+	fputs("]", stdout);
+	json_member("host", u ? u->mailhost : NULL);
+	if (u != NULL && u->partition >= 0)
+		printf(", \"partition\": %d", u->partition);
+	else
+		fputs(", \"partition\": null", stdout);
+	if (u != NULL)
+		printf(", \"quota\": %llu", (unsigned long long)u->quota);
+	else
+		fputs(", \"quota\": null", stdout);
+	json_member("dn", u ? u->dn : NULL);
+	puts("}");
+}
+
 static void cli_cb(const struct ldapauth_reply *rep, void *arg)
 {
 	struct cli_run *run = arg;
@@ -46,6 +90,11 @@ static void cli_cb(const struct ldapauth_reply *rep, void *arg)
 
 	run->result = rep->result;
 	run->done = true;
+	if (run->json) {
+		print_json(run, rep, ms);
+		fflush(stdout);
+		return;
+	}
 	printf("result=%s mode=%s time=%.3fms cached=%s", ldapauth_strerror(rep->result),
 	       run->mode, ms, rep->cached ? "yes" : "no");
 	if (rep->refused)
@@ -84,47 +133,46 @@ static int read_password(char *buf, size_t size)
 	return 0;
 }
 
-static int usage(void)
+static int usage(struct mc *mc, const char *why)
 {
-	fprintf(stderr, "usage: auth test [-n COUNT] USER   (password on stdin)\n"
-			"       lookup [-n COUNT] ADDRESS\n");
+	mc_refuse(mc, MC_USAGE, "see `mailctl auth --help`", "%s", why);
+	fprintf(stderr, "usage: mailctl auth test [-n COUNT] USER   (password on stdin)\n"
+			"       mailctl lookup [-n COUNT] ADDRESS\n");
 	return MC_USAGE;
 }
 
-int mc_dir_main(const struct conf *c, int argc, char **argv)
+int mc_dir_main(struct mc *mc, int argc, char **argv)
 {
 	bool is_auth;
 	int i = 1, rc = 0;
 	uint64_t count = 1;
 	char password[1100] = "", *err = NULL;
-	struct cli_run run = { 0 };
+	struct cli_run run = { .json = mc->json };
 	struct ldapauth *la = NULL;
 
-	if (argc < 2)
-		return usage();
 	is_auth = strcmp(argv[0], "auth") == 0;
-	if (is_auth && strcmp(argv[i++], "test") != 0)
-		return usage();
-	else if (!is_auth && strcmp(argv[0], "lookup") != 0)
-		return usage();
+	if (argc < 2 || (is_auth && strcmp(argv[i++], "test") != 0))
+		return usage(mc, is_auth ? "unknown verb: auth takes test" : "missing argument");
 	if (i + 1 < argc && strcmp(argv[i], "-n") == 0) {
 		if (str_to_u64(argv[i + 1], strlen(argv[i + 1]), 1000000, &count) < 0 ||
 		    count == 0)
-			return usage();
+			return usage(mc, "-n takes a count of 1 to 1000000");
 		i += 2;
 	}
 	if (i + 1 != argc)
-		return usage();
+		return usage(mc, i + 1 < argc ? "too many arguments" : "missing argument");
 	if (is_auth)
 		read_password(password, sizeof(password));
 	signal(SIGPIPE, SIG_IGN); /* a command-line program: see ldapauth.h */
 	run.base = event_base_new();
-	if (run.base == NULL || ldapauth_new(run.base, c, &la, &err) < 0) {
-		fprintf(stderr, "directory: %s\n", err ? err : "no event base");
+	if (run.base == NULL || ldapauth_new(run.base, mc->conf, &la, &err) < 0) {
+		rc = mc_refuse(mc, run.base ? MC_CONFIG : MC_ERR,
+			       "check [directory] in heron.conf", "directory: %s",
+			       err ? err : "no event base");
 		free(err);
 		if (run.base != NULL)
 			event_base_free(run.base);
-		return MC_CONFIG;
+		return rc;
 	}
 	run.mode = ldapauth_mode(la);
 	for (uint64_t k = 0; k < count; k++) {

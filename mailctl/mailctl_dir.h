@@ -5,15 +5,18 @@
  *   lookup [-n COUNT] ADDRESS   finds the user receiving mail for ADDRESS
  *
  * Each attempt prints one line: result, mode, time taken, whether the cache answered, then
- * the user record. Repeating (-n) shows the cache at work within one process. */
+ * the user record (with --json one object per line, numbers as numbers). Repeating (-n)
+ * shows the cache at work within one process. */
 #ifndef HERON_MAILCTL_DIR_H
 #define HERON_MAILCTL_DIR_H
 
-struct conf;
+struct mc;
 
-/* argv[0] is "auth" or "lookup". Returns MC_OK, MC_REFUSED (wrong credentials or no such
-   user), MC_TEMPFAIL (the directory did not answer in time: try again) or MC_ERR (bad
-   arguments, set-up). */
-int mc_dir_main(const struct conf *c, int argc, char **argv);
+/* argv[0] is "auth" or "lookup". Each attempt is a result, printed (one line of JSON with
+   --json) whatever it says; the return is that of the last: MC_OK, MC_REFUSED (wrong
+   credentials), MC_NOUSER, MC_TEMPFAIL (the directory did not answer in time). Usage
+   (MC_USAGE) and set-up (MC_CONFIG) failures print the refusal (the error object with
+   --json) and no attempt. */
+int mc_dir_main(struct mc *mc, int argc, char **argv);
 
 #endif

@@ -31,11 +31,10 @@ static const char *ctl_dir(struct mc *mc, int *rc_r)
 	const char *dir = conf_values(mc->conf)->control.dir;
 
 	if (dir[0] == '\0') {
-		fprintf(stderr,
-			"mailctl: [control] dir is empty in %s: the daemons have no "
-			"control sockets\n",
-			mc->conf_path);
-		*rc_r = MC_CONFIG;
+		*rc_r = mc_refuse(mc, MC_CONFIG, "set [control] dir as the daemons have it",
+				  "[control] dir is empty in %s: the daemons have no control "
+				  "sockets",
+				  mc->conf_path);
 		return NULL;
 	}
 	return dir;
@@ -84,7 +83,9 @@ static void gather_cb(const char *ident, unsigned worker, const char *answer, si
 	free(copy);
 }
 
-/* Asks every socket (of ident, or all); the exit code: 75 when none answers or one failed. */
+/* Asks every socket (of ident, or all); the exit code: 75 when one failed. When none
+   answers (g->found == g->failed) the refusal is printed already (the error object with
+   --json): the caller prints no result then. */
 static int gather(struct mc *mc, const char *ident, const char *line, struct gather *g)
 {
 	int rc = MC_OK;
@@ -94,16 +95,19 @@ static int gather(struct mc *mc, const char *ident, const char *line, struct gat
 		return rc;
 	g->mc = mc;
 	if (control_request_all(dir, ident, line, CTL_TIMEOUT_MS, gather_cb, g) < 0) {
-		fprintf(stderr, "mailctl: [control] dir %s: %s\n", dir, strerror(errno));
-		return MC_TEMPFAIL;
+		g->found = g->failed = 0;
+		return mc_refuse(mc, MC_TEMPFAIL, "check [control] dir in heron.conf",
+				 "[control] dir %s: %s", dir, strerror(errno));
 	}
-	if (g->found == 0) {
-		fprintf(stderr,
-			"mailctl: no %s%srunning: no control socket answers in %s "
-			"([control] dir)\n",
-			ident ? ident : "daemon", ident ? " " : " is ", dir);
-		return MC_TEMPFAIL;
-	}
+	if (g->found == 0)
+		return mc_refuse(mc, MC_TEMPFAIL, "start it, or check [control] dir in heron.conf",
+				 "no %s%srunning: no control socket answers in %s ([control] "
+				 "dir)",
+				 ident ? ident : "daemon", ident ? " " : " is ", dir);
+	if (g->failed == g->found)
+		return mc_refuse(mc, MC_TEMPFAIL, "the lines above say why; retry",
+				 "no %s answered on its control socket in %s",
+				 ident ? ident : "daemon", dir);
 	return g->failed > 0 ? MC_TEMPFAIL : MC_OK;
 }
 
@@ -166,7 +170,7 @@ int mc_who(struct mc *mc, const struct mc_args *a)
 		return MC_USAGE;
 	}
 	rc = gather(mc, ident, "who", &g);
-	if (g.found == g.failed && rc != MC_OK) {
+	if (g.found == g.failed && rc != MC_OK) { /* refused: no result */
 		mc_table_free(&w.tab);
 		return rc;
 	}
@@ -225,7 +229,9 @@ int mc_kick(struct mc *mc, const struct mc_args *a)
 	line = xasprintf("kick %s", user);
 	rc = gather(mc, ident, line, &g);
 	free(line);
-	if (mc->json) {
+	if (g.found == g.failed && rc != MC_OK) /* refused: no result */
+		mc_table_free(&k.tab);
+	else if (mc->json) {
 		fputs("{\"user\": ", stdout);
 		mc_json_str(stdout, user, strlen(user));
 		printf(", \"kicked\": %" PRIu64 ", \"daemons\": ", k.total);
@@ -233,9 +239,8 @@ int mc_kick(struct mc *mc, const struct mc_args *a)
 		fputs("}\n", stdout);
 	} else {
 		mc_table_free(&k.tab);
-		if (g.found > g.failed)
-			printf("kicked %" PRIu64 " session%s of %s\n", k.total,
-			       k.total == 1 ? "" : "s", user);
+		printf("kicked %" PRIu64 " session%s of %s\n", k.total, k.total == 1 ? "" : "s",
+		       user);
 	}
 	return rc;
 }
@@ -613,8 +618,12 @@ int mc_live(struct mc *mc, const struct mc_args *a, int k_interval, int k_count,
 		if (i > 0)
 			sleep((unsigned)interval);
 		rc = gather(mc, ident, "metrics", &g);
-		if (now.n == 0)
+		if (now.n == 0) {
+			if (rc == MC_OK || g.found != g.failed) /* not refused yet */
+				rc = mc_refuse(mc, MC_TEMPFAIL, "the lines above say why; retry",
+					       "no metrics from any daemon");
 			break;
+		}
 		if (mc->json) {
 			live_json(&now, i > 0 ? &prev : NULL);
 		} else {
