@@ -265,7 +265,10 @@ static int run_nested(struct store_txn *t, struct bop *o)
 	return rc != 0 ? rc : t->err;
 }
 
-static int run_op(struct store_txn *t, struct bop *o, unsigned part)
+/* alone: o is the only operation of the batch in this partition; a function's failure then
+   fails the partition's txn (nothing else is in it) instead of a nested one, which LMDB
+   makes with about 3 MB of page lists, allocated and freed per txn. */
+static int run_op(struct store_txn *t, struct bop *o, unsigned part, bool alone)
 {
 	int rc;
 
@@ -289,6 +292,11 @@ static int run_op(struct store_txn *t, struct bop *o, unsigned part)
 	case BOP_WRITE:
 		if (o->part != part)
 			return 0;
+		if (alone) {
+			rc = o->fn(t, o->fn_arg);
+			o->result = rc != 0 ? rc : t->failed ? t->err : 0;
+			return o->result;
+		}
 		o->result = run_nested(t, o);
 		break;
 	}
@@ -317,12 +325,15 @@ static bool op_touches(const struct bop *o, unsigned part)
 static int part_fn(struct store_txn *t, void *arg)
 {
 	struct part_run *pr = arg;
+	size_t n = 0;
 	int rc;
 
+	for (size_t i = 0; i < pr->bt->n && n < 2; i++)
+		n += op_touches(&pr->bt->ops[i], pr->part);
 	for (size_t i = 0; i < pr->bt->n; i++) {
 		struct bop *o = &pr->bt->ops[i];
 
-		if (op_touches(o, pr->part) && (rc = run_op(t, o, pr->part)) != 0)
+		if (op_touches(o, pr->part) && (rc = run_op(t, o, pr->part, n == 1)) != 0)
 			return rc;
 	}
 	return 0;

@@ -735,17 +735,19 @@ static void test_batch_write(void **state)
 	struct tstore ts;
 	struct store_batch *bt;
 	struct store_gc *gc;
-	struct done_rec d[3];
-	struct write_arg w[3] = { { 0, "Kept", 0, 0 },
+	struct done_rec d[5];
+	struct write_arg w[5] = { { 0, "Kept", 0, 0 },
 				  { 0, "Dropped", STORE_EINVAL, 0 },
-				  { 0, "ByGc", 0, 0 } };
+				  { 0, "ByGc", 0, 0 },
+				  { 0, "AloneDropped", STORE_EINVAL, 0 },
+				  { 0, "GcAloneDropped", STORE_EEXIST, 0 } };
 	struct store_txn *t = NULL;
 	uint64_t u, id, c0;
 
 	(void)state;
 	tstore_open(&ts, 1);
 	u = tuser(ts.st, "hana");
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 5; i++)
 		w[i].user = u;
 	memset(d, 0, sizeof(d));
 	c0 = store_commit_count(ts.st);
@@ -763,11 +765,26 @@ static void test_batch_write(void **state)
 	assert_int_equal(d[2].calls, 0); /* nothing acknowledged before the commit */
 	store_gc_flush(gc);
 	assert_int_equal(d[2].result, 0);
+	/* the only operation of its batch (run in the partition's txn, not a nested one): a
+	   failure drops its writes and commits nothing */
+	c0 = store_commit_count(ts.st);
+	bt = store_batch_new(ts.st);
+	store_batch_write(bt, 0, NULL, write_fn, &w[3], done_cb, &d[3]);
+	assert_int_equal(store_batch_commit(&bt), 1);
+	assert_int_equal(d[3].calls, 1);
+	assert_int_equal(d[3].result, STORE_EINVAL);
+	store_gc_submit(gc, 0, NULL, write_fn, &w[4], done_cb, &d[4]);
+	store_gc_flush(gc);
+	assert_int_equal(d[4].calls, 1);
+	assert_int_equal(d[4].result, STORE_EEXIST);
+	assert_int_equal(store_commit_count(ts.st), c0);
 	store_gc_free(&gc);
 	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_READ, &t), 0);
 	assert_int_equal(store_mbox_find(t, u, "Kept", &id), 0);
 	assert_int_equal(store_mbox_find(t, u, "ByGc", &id), 0);
 	assert_int_equal(store_mbox_find(t, u, "Dropped", &id), STORE_ENOMBOX);
+	assert_int_equal(store_mbox_find(t, u, "AloneDropped", &id), STORE_ENOMBOX);
+	assert_int_equal(store_mbox_find(t, u, "GcAloneDropped", &id), STORE_ENOMBOX);
 	store_txn_abort(&t);
 	tverify_clean(ts.st);
 	tstore_close(&ts, true);
