@@ -1,5 +1,5 @@
 /* fuzz_imap_session.c — libFuzzer target: a whole IMAP session. Each input is a client byte
- * stream sent over a loopback TCP connection to the real imapd command code (imapd/, the users
+ * stream sent over an in-process connection (fuzz_peer.c) to the real imapd command code (imapd/, the users
  * file backend; one worker set up by imapd_worker_init as imapd's are, on a store in a temp
  * dir, made once in LLVMFuzzerInitialize and reused), then half-closed; the session must
  * answer and close by itself within a few seconds, with nothing left allocated (ASan). Each
@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -33,7 +34,7 @@ static struct conf *conf;
 static struct imap_server srv;
 static struct shmtable *shared;
 static struct net_fds fds;
-static int port;
+static struct sockaddr_un to;
 
 static void set(const char *sec, const char *key, const char *val)
 {
@@ -49,7 +50,6 @@ static bool session_done(void *arg)
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	char path[160];
-	char *err = NULL;
 
 	(void)argc;
 	(void)argv;
@@ -62,14 +62,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	snprintf(sdir, sizeof(sdir), "%s/store", dir);
 	set("store", "path", sdir);
 	set("store", "group_commit_delay", "0s"); /* commits answer at once: no waiting */
-	set("imapd", "listen", "127.0.0.1:0");
+	set("imapd", "listen", "127.0.0.1:0");    /* the listener is fuzz_listen's */
 	set("imapd", "allow_plaintext_auth", "yes");
 	set("imapd", "max_append_size", "1M");
 	set("imapd", "login_timeout", "5s");
 	set("imapd", "max_connections_per_ip", "1000");
 	shared = shmtable_new(64, 1, NET_SHM_KEY_MAX, 60000); /* the master makes it in imapd.c */
-	fuzz_must(net_listen(conf_values(conf)->imapd.listen, NULL, &fds, &err) == 0, "listen");
-	port = net_fd_port(fds.fd[0]);
+	fuzz_listen("imap", &fds, &to);
 	imapd_worker_init(&srv, conf, NULL);
 	srv.idle_timeout_ms = 5000; /* below the key's minimum: an IDLE ends within the bound */
 	srv.plain = net_server_new(srv.base, &fds, 1000, imap_server_accept_plain, &srv);
@@ -83,7 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	/* The session answers, sees the end of input and closes, within the time bound (a hang
 	   is a bug; the fuzzer's -timeout also catches it). */
-	fuzz_session(srv.base, port, data, size, session_done, NULL, srv.gc, 60000);
+	fuzz_session(srv.base, &to, data, size, session_done, NULL, srv.gc, 60000);
 	fuzz_store_reset(srv.store);
 	return 0;
 }

@@ -1,6 +1,6 @@
-/* fuzz_peer.h — shared by the session fuzz targets: a private temp dir, a loopback client that
- * writes the input and half-closes, a bounded event loop until the server side is done, and
- * removal of a per-input store directory. */
+/* fuzz_peer.h — shared by the session fuzz targets: a private temp dir, listeners, an
+ * in-process client that writes the input and half-closes, a bounded event loop until the
+ * server side is done, and the store reset between inputs. */
 #ifndef HERON_FUZZ_PEER_H
 #define HERON_FUZZ_PEER_H
 
@@ -11,6 +11,8 @@
 #include <event2/event.h>
 
 struct conf;
+struct net_fds;
+struct sockaddr_un;
 struct store;
 struct store_gc;
 
@@ -30,12 +32,18 @@ void fuzz_start(char *dir, size_t size, const char *name, char *path_r, size_t p
 void fuzz_store_reset(struct store *st);
 /* Removes a directory tree. */
 void fuzz_rm_rf(const char *path);
-/* Connects to 127.0.0.1:port, sends data[0..size), half-closes once the server is idle (no
-   event to run, no byte coming, nothing in flight in gc, its group committer, or NULL; see
-   fuzz_peer.c) and reads until the server closes, running base; returns once the peer saw
-   EOF and done(arg) is true, or aborts after timeout_ms (a session that does not end is a
-   bug). No clock is waited on. */
-void fuzz_session(struct event_base *base, int port, const uint8_t *data, size_t size,
-		  bool (*done)(void *arg), void *arg, struct store_gc *gc, int64_t timeout_ms);
+/* Appends to fds a listener for the servers (net_server_new): an AF_UNIX stream socket in the
+   abstract namespace named after the process and name, its address in *addr_r for
+   fuzz_session. A connection accepted on it is seen by the server as coming from the IPv4
+   address fuzz_session chose (see accept4 in fuzz_peer.c). */
+void fuzz_listen(const char *name, struct net_fds *fds, struct sockaddr_un *addr_r);
+/* Connects to the listener at to, as the next address of 127/8 (a new one for each input),
+   sends data[0..size), half-closes once the server is idle (no event to run, no byte coming,
+   nothing in flight in gc, its group committer, or NULL; see fuzz_peer.c) and reads until
+   the server closes, running base; returns once the peer saw EOF and done(arg) is true, or
+   aborts after timeout_ms (a session that does not end is a bug). No clock is waited on. */
+void fuzz_session(struct event_base *base, const struct sockaddr_un *to, const uint8_t *data,
+		  size_t size, bool (*done)(void *arg), void *arg, struct store_gc *gc,
+		  int64_t timeout_ms);
 
 #endif

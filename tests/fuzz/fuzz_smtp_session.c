@@ -1,5 +1,5 @@
 /* fuzz_smtp_session.c — libFuzzer target: a whole SMTP (or submission, or LMTP) session. Each
- * input is a client byte stream sent over loopback TCP to the real mtad session code (mtad/
+ * input is a client byte stream sent over an in-process connection (fuzz_peer.c) to the real mtad session code (mtad/
  * without its main, the users file backend; one worker set up by mtad_worker_init as mtad's
  * are, on a store in a temp dir, made once in LLVMFuzzerInitialize and reused), then
  * half-closed; the session must answer and end by itself within a few seconds with nothing
@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -37,15 +38,7 @@ static struct conf *conf;
 static struct mtad m;
 static struct shmtable *shared;
 static struct net_fds fds[L_NKINDS];
-static int ports[3];
-
-/* The [mtad] listener list of a kind. */
-static const struct conf_addrs *listen_addrs(enum mtad_listener k)
-{
-	const struct mtad_conf *mc = &conf_values(conf)->mtad;
-
-	return k == L_SMTP ? mc->listen : k == L_SUBMISSION ? mc->submission : mc->lmtp;
-}
+static struct sockaddr_un to[3];
 
 static bool session_done(void *arg)
 {
@@ -56,7 +49,6 @@ static bool session_done(void *arg)
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	char path[160];
-	char *err = NULL;
 
 	(void)argc;
 	(void)argv;
@@ -78,11 +70,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	fuzz_set(conf, "mtad", "data_timeout", "5s");
 	shared = shmtable_new(MTAD_SHARED_SLOTS, 1, MTAD_SHARED_KEY_MAX, 60000); /* as mtad.c */
 	for (int i = 0; i < 3; i++) {
-		fuzz_set(conf, "mtad", kinds[i], "127.0.0.1:0");
-		fuzz_must(net_listen(listen_addrs(kind_ids[i]), NULL, &fds[kind_ids[i]], &err) ==
-				  0,
-			  "listen");
-		ports[i] = net_fd_port(fds[kind_ids[i]].fd[0]);
+		fuzz_set(conf, "mtad", kinds[i],
+			 "127.0.0.1:0"); /* the listeners are fuzz_listen's */
+		fuzz_listen(kinds[i], &fds[kind_ids[i]], &to[i]);
 	}
 	mtad_worker_init(&m, conf, 0, "mx.heron.test");
 	m.shared = shared;
@@ -94,10 +84,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 /* One session on the worker made once; afterwards the store is emptied again. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	int port = ports[size > 0 ? data[0] % 3 : 0];
+	const struct sockaddr_un *l = &to[size > 0 ? data[0] % 3 : 0];
 
-	fuzz_session(m.base, port, size > 0 ? data + 1 : data, size > 0 ? size - 1 : 0,
-		     session_done, NULL, m.gc, 60000);
+	fuzz_session(m.base, l, size > 0 ? data + 1 : data, size > 0 ? size - 1 : 0, session_done,
+		     NULL, m.gc, 60000);
 	fuzz_store_reset(m.store);
 	return 0;
 }
