@@ -119,6 +119,15 @@ int ldapauth_list_users(const struct conf *c,
 			void (*cb)(const char *login, const char *address, void *arg), void *arg,
 			char **error_r);
 
+/* One user's home host in the LDAP directory of c (mailctl user move): the entry of login
+   (user_filter under base) on uri (NULL: the first of [directory] uri; writes go to the
+   provider), bound as bind_dn. *dn_r gets its DN and *old_r its mailhost_attribute value
+   before (NULL when none), both malloc'd; with host not NULL the attribute is then replaced
+   by host. Blocks: for admin tools. 0, or -1 with *error_r (malloc'd): no ldap backend, no
+   such user, the server's refusal. */
+int ldapauth_mailhost(const struct conf *c, const char *uri, const char *login, const char *host,
+		      char **dn_r, char **old_r, char **error_r);
+
 /* Password hashes (passwd.c) for userPassword and the users file: the schemes made
    (names without braces, NULL-terminated: SSHA SSHA256 SSHA512 CRYPT ARGON2 SCRAM-SHA-256),
    and the stored form "{SCHEME}..." of password in one of them (malloc'd; random salt), or

@@ -1,6 +1,7 @@
-/* ldapauth_list.c — owns listing every user of the directory (mailctl user list): the
- * users file through static_backend.c, or a synchronous, paged LDAP search of user_filter
- * with any login. */
+/* ldapauth_list.c — owns the blocking calls of the admin tools: listing every user of the
+ * directory (mailctl user list: the users file through static_backend.c, or a synchronous,
+ * paged LDAP search of user_filter with any login), and reading or replacing one user's
+ * mailhost_attribute (mailctl user move). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,9 +48,10 @@ static char *any_user_filter(const char *tmpl)
 	return buf_steal(&b, NULL);
 }
 
-static LDAP *list_connect(const struct directory_conf *d, const struct tls_conf *t, char **error_r)
+static LDAP *list_connect(const struct directory_conf *d, const struct tls_conf *t,
+			  const char *uri_in, char **error_r)
 {
-	char *uri = xstrdup(d->uri), *sp = strchr(uri, ' '), *pw = NULL;
+	char *uri = xstrdup(uri_in != NULL ? uri_in : d->uri), *sp = strchr(uri, ' '), *pw = NULL;
 	int v3 = LDAP_VERSION3, rc;
 	struct timeval tv = { d->timeout_ms / 1000, (d->timeout_ms % 1000) * 1000 };
 	struct berval cred = { 0, NULL };
@@ -120,7 +122,7 @@ static int list_ldap(const struct conf *c,
 		    : d->scope == DIRECTORY_SCOPE_BASE ? LDAP_SCOPE_BASE
 						       : LDAP_SCOPE_SUBTREE;
 	char *filter = any_user_filter(d->user_filter);
-	LDAP *ld = list_connect(d, &conf_values(c)->tls, error_r);
+	LDAP *ld = list_connect(d, &conf_values(c)->tls, NULL, error_r);
 	struct berval cookie = { 0, NULL };
 	int rc = 0;
 
@@ -198,5 +200,75 @@ int ldapauth_list_users(const struct conf *c,
 		return -1;
 	static_users_each(su, file_each, &fl);
 	static_users_free(&su);
+	return 0;
+}
+
+int ldapauth_mailhost(const struct conf *c, const char *uri, const char *login, const char *host,
+		      char **dn_r, char **old_r, char **error_r)
+{
+	const struct directory_conf *d = &conf_values(c)->directory;
+	const char *at = d->mailhost_attribute;
+	char *attrs[] = { (char *)(uintptr_t)at, NULL }, *filter;
+	int scope = d->scope == DIRECTORY_SCOPE_ONE    ? LDAP_SCOPE_ONELEVEL
+		    : d->scope == DIRECTORY_SCOPE_BASE ? LDAP_SCOPE_BASE
+						       : LDAP_SCOPE_SUBTREE;
+	LDAPMessage *res = NULL, *e;
+	LDAP *ld;
+	char *dn;
+	int lrc, n = 0;
+
+	*dn_r = *old_r = *error_r = NULL;
+	if (d->backend != DIRECTORY_BACKEND_LDAP || at[0] == '\0') {
+		*error_r = xstrdup(d->backend != DIRECTORY_BACKEND_LDAP
+					   ? "[directory] backend is not ldap: no mailHost to set"
+					   : "[directory] mailhost_attribute is empty");
+		return -1;
+	}
+	if ((filter = ldapauth_filter_expand(d->user_filter, login)) == NULL) {
+		*error_r = xstrdup("[directory] user_filter is not a filter template");
+		return -1;
+	}
+	if ((ld = list_connect(d, &conf_values(c)->tls, uri, error_r)) == NULL) {
+		free(filter);
+		return -1;
+	}
+	lrc = ldap_search_ext_s(ld, d->base, scope, filter, attrs, 0, NULL, NULL, NULL, 2, &res);
+	if (lrc != LDAP_SUCCESS || (n = ldap_count_entries(ld, res)) != 1) {
+		*error_r = lrc != LDAP_SUCCESS && lrc != LDAP_SIZELIMIT_EXCEEDED
+				   ? xasprintf("search %s under %s: %s", filter, d->base,
+					       ldap_err2string(lrc))
+				   : xasprintf("search %s under %s: %s", filter, d->base,
+					       lrc == LDAP_SUCCESS && n == 0
+						       ? "no such user"
+						       : "more than one entry");
+		goto out;
+	}
+	e = ldap_first_entry(ld, res);
+	dn = ldap_get_dn(ld, e);
+
+	*dn_r = xstrdup(dn != NULL ? dn : "");
+	ldap_memfree(dn);
+	*old_r = first_value(ld, e, at);
+	if (host != NULL) {
+		char *vals[] = { (char *)(uintptr_t)host, NULL };
+		LDAPMod mod = { .mod_op = LDAP_MOD_REPLACE,
+				.mod_type = (char *)(uintptr_t)at,
+				.mod_values = vals };
+		LDAPMod *mods[] = { &mod, NULL };
+
+		if ((lrc = ldap_modify_ext_s(ld, *dn_r, mods, NULL, NULL)) != LDAP_SUCCESS)
+			*error_r = xasprintf("replacing %s of %s: %s", at, *dn_r,
+					     ldap_err2string(lrc));
+	}
+out:
+	ldap_msgfree(res);
+	ldap_unbind_ext_s(ld, NULL, NULL);
+	free(filter);
+	if (*error_r != NULL) {
+		free(*dn_r);
+		free(*old_r);
+		*dn_r = *old_r = NULL;
+		return -1;
+	}
 	return 0;
 }

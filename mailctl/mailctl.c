@@ -92,6 +92,21 @@ static const struct mc_cmd mc_cmds[] = {
 	  mc_user_list,
 	  { { "source", true } } },
 	{ "user",
+	  "move",
+	  2,
+	  2,
+	  MC_STORE,
+	  "USER HOST --to TARGET.conf [--dir DIR] [--provider URI] [--finish|--abort]",
+	  "move a user to store host HOST (its store named by TARGET.conf): freeze, copy with "
+	  "UIDs, verify, flip the directory's mailHost; --finish deletes the source copy once "
+	  "[directory] auth_cache_ttl has passed",
+	  mc_user_move,
+	  { { "to", true },
+	    { "dir", true },
+	    { "provider", true },
+	    { "finish", false },
+	    { "abort", false } } },
+	{ "user",
 	  "show",
 	  1,
 	  1,
@@ -764,7 +779,7 @@ static int parse_args(struct mc *mc, const struct mc_cmd *c, int argc, char **ar
 	return MC_OK;
 }
 
-static int open_store(struct mc *mc, enum mc_open how)
+int mc_open_store(struct mc *mc, enum mc_open how)
 {
 	struct store_opts o;
 	char *err = NULL;
@@ -846,7 +861,7 @@ static int run(struct mc *mc, int argc, char **argv)
 		mc->bulk = true;
 	/* stats --live asks the daemons, not the store */
 	if (c->open != MC_NOSTORE && !(c->run == mc_stats && a.set[0]) &&
-	    (rc = open_store(mc, c->open)) != MC_OK)
+	    (rc = mc_open_store(mc, c->open)) != MC_OK)
 		return rc;
 	rc = c->run(mc, &a);
 	store_close(&mc->st);

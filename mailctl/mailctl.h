@@ -167,6 +167,16 @@ int mc_copy(struct mc *, const struct mc_args *);
 int mc_move(struct mc *, const struct mc_args *);
 int mc_expunge_query(struct mc *, const struct mc_args *);
 int mc_import(struct mc *, const struct mc_args *);
+/* mailctl_io.c, for user move: a whole user as `export USER DIR` writes it (Maildir++,
+   UIDs kept), and such a DIR imported into user (who must exist). Exit codes, after saying
+   what failed. */
+int mc_export_user(struct mc *mc, const char *user, const char *dir, uint64_t *count,
+		   uint64_t *bytes, size_t *nboxes);
+int mc_import_dir(struct mc *mc, const char *user, const char *dir, uint64_t *count_r);
+/* mailctl.c: opens mc->st from mc->conf (how: MC_STORE or MC_STORE_NEW); an exit code. */
+int mc_open_store(struct mc *mc, enum mc_open how);
+/* mailctl_move.c */
+int mc_user_move(struct mc *, const struct mc_args *);
 /* mailctl_bulk.c: `import --bulk PATH` (the stream format is described there). */
 int mc_import_bulk(struct mc *mc, const char *path);
 int mc_export(struct mc *, const struct mc_args *);

@@ -938,6 +938,29 @@ static void import_report(struct mc *mc, const struct imp *im)
 		       im->nboxes ? " and its Maildir++ folders" : "");
 }
 
+int mc_import_dir(struct mc *mc, const char *user, const char *dir, uint64_t *count_r)
+{
+	struct imp *im = xcalloc(1, sizeof(*im));
+	int err, rc = MC_OK;
+
+	im->mc = mc;
+	im->user = user;
+	im->path = dir;
+	im->mailbox = "INBOX";
+	if ((err = store_user_locate(mc->st, user, &im->part)) != 0)
+		rc = mc_fail(mc, err, "user '%s'", user);
+	else if ((err = store_write(mc->st, im->part, w_mbox_ensure, im)) != 0)
+		rc = mc_fail(mc, err, "INBOX of '%s'", user);
+	else if ((err = import_maildir_tree(im)) != 0)
+		rc = mc_fail(mc, err, "import from %s stopped after %" PRIu64 " messages", dir,
+			     im->count);
+	*count_r = im->count;
+	for (size_t i = 0; i < MAILDIR_KWS; i++)
+		free(im->kwletters[i]);
+	free(im);
+	return rc;
+}
+
 int mc_import(struct mc *mc, const struct mc_args *a)
 {
 	struct imp *im;
@@ -1353,8 +1376,8 @@ static int write_subscriptions(const char *dir, const struct boxes *subs)
 
 /* export USER DIR: INBOX as the Maildir DIR, every other mailbox as its Maildir++ folder,
    the subscriptions in DIR/subscriptions; `mailctl import USER DIR` reads it back. */
-static int export_user(struct mc *mc, const char *user, const char *dir, uint64_t *count,
-		       uint64_t *bytes, size_t *nboxes)
+int mc_export_user(struct mc *mc, const char *user, const char *dir, uint64_t *count,
+		   uint64_t *bytes, size_t *nboxes)
 {
 	struct boxes all = { 0 }, subs = { 0 };
 	int rc, err;
@@ -1398,7 +1421,7 @@ int mc_export(struct mc *mc, const struct mc_args *a)
 	if (whole && a->set[0] && !maildir)
 		return mc_usage(mc, "a whole user is exported as Maildir++ (mbox: one MAILBOX)");
 	if (whole)
-		rc = export_user(mc, a->pos[0], path, &count, &bytes, &nboxes);
+		rc = mc_export_user(mc, a->pos[0], path, &count, &bytes, &nboxes);
 	else
 		rc = export_mailbox(mc, a->pos[0], a->pos[1], path, maildir, &count, &bytes);
 	if (rc != MC_OK)

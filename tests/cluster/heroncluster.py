@@ -11,7 +11,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from heronlib import (DOMAIN, Daemon, Slapd, Store, free_port, make_cert,  # noqa: E402
-                      wait_workers_ready, write_conf)
+                      run_main, run_tests, wait_workers_ready, write_conf)
 
 NAMES = ("store1.heron.test", "store2.heron.test")
 ADDRS = ("127.0.0.2", "127.0.0.3")
@@ -185,3 +185,17 @@ class Cluster:
     def home(user):
         """The index of user's store host (scripts/ldap --hosts: round robin from user1)."""
         return (int(user[4:]) - 1) % len(NAMES)
+
+
+def run_cluster(cl, tmp, tests, on_start):
+    """Starts cl, calls on_start(cl), runs tests, and always stops every daemon (their logs
+    shown on failure); the exit code."""
+    daemons = []
+
+    def body():
+        with cl:
+            daemons.extend(cl.daemons())
+            on_start(cl)
+            return run_tests(tests)
+
+    return run_main(body, tmp, daemons, tail=20000)

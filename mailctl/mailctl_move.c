@@ -1,0 +1,677 @@
+/* mailctl_move.c — owns `mailctl user move USER HOST --to TARGET.conf`: moving one user
+ * between store hosts with the directory's mailHost as the switch, in steps that each leave
+ * the user on one host with all mail (docs/mailctl.8, docs/scale-out.md):
+ *
+ *   frozen   the source store's quota of USER is 1 byte / 1 message: every delivery to it
+ *            is refused 452 4.2.2, so the fronts keep the user's new mail queued; the
+ *            sessions on the source are kicked
+ *   copied   the user exported (Maildir++, UIDs, UIDVALIDITY, UIDNEXT, flags, keywords,
+ *            subscriptions) and imported into the target store, the quota restored there,
+ *            and the two compared message by message
+ *   flipped  mailHost replaced on the provider: queued mail now goes to the target
+ *   --finish once [directory] auth_cache_ttl has passed (no host routes by the old value),
+ *            the source copy, unchanged since the copy, is deleted
+ *
+ * The journal DIR/journal (default <[store] path>.move-USER) records the step reached and
+ * the quota the freeze replaced; running the command again resumes from it, --abort (before
+ * the flip) drops the target copy and unfreezes the source. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/conf.h"
+#include "common/control.h"
+#include "common/str.h"
+#include "common/xmalloc.h"
+#include "ldapauth/ldapauth.h"
+#include "mailctl/mailctl.h"
+
+enum move_step { MV_NONE, MV_FROZEN, MV_COPIED, MV_FLIPPED };
+static const char *const step_names[] = { "none", "frozen", "copied", "flipped" };
+
+struct journal {
+	char host[256], from[256]; /* from: mailHost before ("" when none) */
+	uint64_t quota_bytes, quota_msgs;
+	bool created; /* the target's user is ours (made by this move) */
+	enum move_step step;
+	int64_t flipped_at;
+};
+
+struct move {
+	struct mc *mc, tgt;
+	const char *user, *host, *provider;
+	char *dir, *jpath, *mail, *fpath;
+	struct journal j;
+	uint64_t mailboxes, messages;
+};
+
+/* ---- journal ---- */
+
+/* 0 and m->j, 1 when there is no journal, -1 when it does not parse. */
+static int journal_read(struct move *m)
+{
+	char line[600], key[32], val[512];
+	FILE *f = fopen(m->jpath, "r");
+	bool magic = false;
+
+	memset(&m->j, 0, sizeof(m->j));
+	if (f == NULL)
+		return errno == ENOENT ? 1 : -1;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		val[0] = '\0';
+		if (strcmp(line, "heron-move 1\n") == 0)
+			magic = true;
+		if (sscanf(line, "%31s %511[^\n]", key, val) < 1)
+			continue;
+		if (strcmp(key, "host") == 0)
+			str_lcpy(m->j.host, val, sizeof(m->j.host));
+		else if (strcmp(key, "from") == 0)
+			str_lcpy(m->j.from, strcmp(val, "-") == 0 ? "" : val, sizeof(m->j.from));
+		else if (strcmp(key, "quota_bytes") == 0)
+			m->j.quota_bytes = strtoull(val, NULL, 10);
+		else if (strcmp(key, "quota_msgs") == 0)
+			m->j.quota_msgs = strtoull(val, NULL, 10);
+		else if (strcmp(key, "target_created") == 0)
+			m->j.created = strcmp(val, "1") == 0;
+		else if (strcmp(key, "flipped_at") == 0)
+			m->j.flipped_at = strtoll(val, NULL, 10);
+		else if (strcmp(key, "step") == 0)
+			for (int s = MV_FROZEN; s <= MV_FLIPPED; s++)
+				if (strcmp(val, step_names[s]) == 0)
+					m->j.step = s;
+	}
+	fclose(f);
+	return magic && m->j.step != MV_NONE && m->j.host[0] != '\0' ? 0 : -1;
+}
+
+/* Writes the journal durably (a new file renamed over the old); 0 or errno. */
+static int journal_write(struct move *m)
+{
+	char *tmp = xasprintf("%s.new", m->jpath);
+	FILE *f = fopen(tmp, "w");
+	int err = 0, dfd;
+
+	if (f == NULL) {
+		err = errno;
+		free(tmp);
+		return err;
+	}
+	fprintf(f,
+		"heron-move 1\nuser %s\nhost %s\nfrom %s\nquota_bytes %" PRIu64
+		"\nquota_msgs %" PRIu64 "\ntarget_created %d\nstep %s\nflipped_at %" PRId64 "\n",
+		m->user, m->j.host, m->j.from[0] ? m->j.from : "-", m->j.quota_bytes,
+		m->j.quota_msgs, m->j.created ? 1 : 0, step_names[m->j.step], m->j.flipped_at);
+	if (fflush(f) == EOF || fsync(fileno(f)) == -1)
+		err = errno;
+	if (fclose(f) == EOF && err == 0)
+		err = errno;
+	if (err == 0 && rename(tmp, m->jpath) == -1)
+		err = errno;
+	if (err == 0 && (dfd = open(m->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) != -1) {
+		if (fsync(dfd) == -1)
+			err = errno;
+		close(dfd);
+	}
+	free(tmp);
+	return err;
+}
+
+static int journal_save(struct move *m, enum move_step step)
+{
+	int err;
+
+	m->j.step = step;
+	if ((err = journal_write(m)) != 0)
+		return mc_refuse(m->mc, MC_IOERR, "see the free space and permissions there",
+				 "writing %s: %s", m->jpath, strerror(err));
+	return MC_OK;
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)ftw;
+	return (flag == FTW_DP ? rmdir(p) : unlink(p)) == -1 ? errno : 0;
+}
+
+static int rm_tree(const char *path)
+{
+	return access(path, F_OK) != 0 ? 0 : nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* ---- the stores ---- */
+
+struct uop {
+	const char *user;
+	uint64_t bytes, msgs, id;
+};
+
+static int w_quota(struct store_txn *t, void *arg)
+{
+	struct uop *o = arg;
+
+	return store_user_set_quota(t, o->user, o->bytes, o->msgs);
+}
+
+static int w_create(struct store_txn *t, void *arg)
+{
+	struct uop *o = arg;
+
+	return store_user_create(t, o->user, &o->id);
+}
+
+static int w_delete(struct store_txn *t, void *arg)
+{
+	struct uop *o = arg;
+
+	return store_user_delete(t, o->user);
+}
+
+/* Runs fn for user in mc's store (the user's partition, or part when not found and part
+   is not -1); a store error code. */
+static int user_write(struct mc *mc, const char *user, int part,
+		      int (*fn)(struct store_txn *t, void *arg), struct uop *o)
+{
+	unsigned p;
+	int rc = store_user_locate(mc->st, user, &p);
+
+	if (rc == STORE_ENOUSER && part >= 0) {
+		p = (unsigned)part;
+		rc = 0;
+	}
+	o->user = user;
+	return rc != 0 ? rc : store_write(mc->st, p, fn, o);
+}
+
+static int user_quota(struct mc *mc, const char *user, uint64_t *bytes, uint64_t *msgs)
+{
+	struct store_txn *t;
+	struct store_user u;
+	unsigned p;
+	int rc;
+
+	if ((rc = store_user_locate(mc->st, user, &p)) != 0 ||
+	    (rc = store_txn_begin(mc->st, p, STORE_TXN_READ, &t)) != 0)
+		return rc;
+	if ((rc = store_user_get(t, user, &u)) == 0) {
+		*bytes = u.quota_bytes;
+		*msgs = u.quota_msgs;
+	}
+	store_txn_abort(&t);
+	return rc;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+struct fp {
+	struct store_txn *t;
+	FILE *f;
+	uint64_t mailboxes, messages;
+	int rc;
+};
+
+static int fp_mbox(const struct store_mbox_info *mi, void *arg)
+{
+	struct fp *fp = arg;
+	const char *names[STORE_MAX_KEYWORDS], *set[STORE_MAX_KEYWORDS];
+	struct store_status st;
+	struct store_iter *it;
+	struct store_msg msg;
+	unsigned nkw = 0;
+	int rc;
+
+	if (mi->attrs & STORE_MBOX_NOSELECT)
+		return 0; /* made again as an ordinary parent by the import */
+	if ((rc = store_mbox_status(fp->t, mi->id, &st)) != 0 ||
+	    (rc = store_mbox_keywords(fp->t, mi->id, names, &nkw)) != 0 ||
+	    (rc = store_msg_iter(fp->t, mi->id, 1, UINT32_MAX, 0, &it)) != 0)
+		return rc;
+	fprintf(fp->f, "mailbox %.*s uidvalidity %" PRIu32 " uidnext %" PRIu32 " subscribed %d\n",
+		(int)mi->name_len, mi->name, st.uidvalidity, st.uidnext,
+		(mi->attrs & STORE_MBOX_SUBSCRIBED) != 0);
+	fp->mailboxes++;
+	while ((rc = store_iter_next(it, &msg)) == STORE_ITER_MSG) {
+		unsigned n = 0;
+
+		for (unsigned k = 0; k < nkw; k++)
+			if (msg.keywords & (1ull << k))
+				set[n++] = names[k];
+		qsort(set, n, sizeof(*set), name_cmp);
+		fprintf(fp->f, "  %" PRIu32 " size %" PRIu64 " date %" PRId64 " flags %u", msg.uid,
+			msg.size, msg.internaldate, msg.flags & STORE_FLAGS_ALL);
+		for (unsigned k = 0; k < n; k++)
+			fprintf(fp->f, " %s", set[k]);
+		fputc('\n', fp->f);
+		fp->messages++;
+	}
+	store_iter_free(&it);
+	return rc;
+}
+
+/* What a move must keep of user, as text (*text_r malloc'd): each selectable mailbox with
+   its UIDVALIDITY, UIDNEXT and subscription, each message with its UID, size,
+   INTERNALDATE, flags and keywords. A store error code. */
+static int fingerprint(struct mc *mc, const char *user, char **text_r, uint64_t *boxes_r,
+		       uint64_t *msgs_r)
+{
+	struct fp fp = { 0 };
+	struct store_user u;
+	size_t len;
+	unsigned p;
+	int rc;
+
+	*text_r = NULL;
+	if ((rc = store_user_locate(mc->st, user, &p)) != 0 ||
+	    (rc = store_txn_begin(mc->st, p, STORE_TXN_READ, &fp.t)) != 0)
+		return rc;
+	fp.f = open_memstream(text_r, &len);
+	if ((rc = store_user_get(fp.t, user, &u)) == 0)
+		rc = store_mbox_list(fp.t, u.id, "*", false, fp_mbox, &fp);
+	store_txn_abort(&fp.t);
+	fclose(fp.f);
+	*boxes_r = fp.mailboxes;
+	*msgs_r = fp.messages;
+	if (rc != 0) {
+		free(*text_r);
+		*text_r = NULL;
+	}
+	return rc;
+}
+
+/* The first line where a and b differ, for the refusal. */
+static void first_diff(const char *a, const char *b, char *out, size_t size)
+{
+	for (;;) {
+		size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
+
+		if (la != lb || memcmp(a, b, la) != 0 || a[la] == '\0' || b[lb] == '\0')
+			break;
+		a += la + 1;
+		b += lb + 1;
+	}
+	snprintf(out, size, "source '%.*s', target '%.*s'", (int)strcspn(a, "\n"), a,
+		 (int)strcspn(b, "\n"), b);
+}
+
+/* Source and target hold the same mail of the user; else says where they differ. */
+static int compare(struct move *m, char **src_r)
+{
+	char *src = NULL, *dst = NULL, diff[700];
+	uint64_t b2, m2;
+	int rc;
+
+	*src_r = NULL;
+	if ((rc = fingerprint(m->mc, m->user, &src, &m->mailboxes, &m->messages)) != 0)
+		return mc_fail(m->mc, rc, "reading '%s' on the source", m->user);
+	if ((rc = fingerprint(&m->tgt, m->user, &dst, &b2, &m2)) != 0) {
+		free(src);
+		return mc_fail(m->mc, rc, "reading '%s' on the target (%s)", m->user,
+			       m->tgt.conf_path);
+	}
+	rc = strcmp(src, dst) == 0 ? MC_OK : MC_IOERR;
+	if (rc != MC_OK) {
+		first_diff(src, dst, diff, sizeof(diff));
+		mc_refuse(m->mc, rc,
+			  "the source keeps the user (frozen); run the command again to copy "
+			  "anew, or --abort",
+			  "the copy of '%s' differs: %s", m->user, diff);
+		free(src);
+	} else
+		*src_r = src;
+	free(dst);
+	return rc;
+}
+
+/* ---- the daemons and the directory ---- */
+
+static void kick_cb(const char *ident, unsigned worker, const char *answer, size_t len,
+		    const char *error, void *arg)
+{
+	uint64_t *n = arg;
+
+	(void)ident;
+	(void)worker;
+	if (error == NULL && len > 3 && memcmp(answer, "OK ", 3) == 0)
+		*n += strtoull(answer + 3, NULL, 10);
+}
+
+/* Closes the user's sessions on the source's daemons (none running: nothing to close). */
+static uint64_t kick(struct move *m)
+{
+	const char *dir = conf_values(m->mc->conf)->control.dir;
+	char *line = xasprintf("kick %s", m->user);
+	uint64_t n = 0;
+
+	if (dir[0] != '\0')
+		(void)control_request_all(dir, NULL, line, 5000, kick_cb, &n);
+	free(line);
+	return n;
+}
+
+/* host as the user's mailHost on the provider (--provider, else [directory] uri); with host
+   NULL only reads it, from [directory] uri (the local replica). *old_r: the value before. */
+static int set_mailhost(struct move *m, const char *host, char **old_r)
+{
+	char *dn = NULL, *err = NULL;
+	int rc;
+
+	if (ldapauth_mailhost(m->mc->conf, host ? m->provider : NULL, m->user, host, &dn, old_r,
+			      &err) == 0) {
+		free(dn);
+		return MC_OK;
+	}
+	rc = strstr(err, "no such user") != NULL                                  ? MC_NOUSER
+	     : strstr(err, "backend") != NULL || strstr(err, "attribute") != NULL ? MC_CONFIG
+										  : MC_TEMPFAIL;
+	rc = mc_refuse(m->mc, rc,
+		       host ? "the copy is ready and the source frozen: run the command again"
+			    : "check [directory] in heron.conf (the provider: --provider)",
+		       "the directory: %s", err);
+	free(err);
+	return rc;
+}
+
+/* ---- the steps ---- */
+
+static int report(struct move *m, const char *step)
+{
+	char until[32] = "";
+	int64_t ttl = conf_values(m->mc->conf)->directory.auth_cache_ttl_ms / 1000;
+
+	if (strcmp(step, "flipped") == 0)
+		mc_fmt_time(until, sizeof(until), m->j.flipped_at + ttl);
+	if (m->mc->json) {
+		fputs("{\"user\": ", stdout);
+		mc_json_str(stdout, m->user, strlen(m->user));
+		fputs(", \"host\": ", stdout);
+		mc_json_str(stdout, m->host, strlen(m->host));
+		fputs(", \"from\": ", stdout);
+		if (m->j.from[0] != '\0')
+			mc_json_str(stdout, m->j.from, strlen(m->j.from));
+		else
+			fputs("null", stdout);
+		printf(", \"step\": \"%s\", \"mailboxes\": %" PRIu64 ", \"messages\": %" PRIu64
+		       ", \"finish_after\": ",
+		       step, m->mailboxes, m->messages);
+		if (until[0] != '\0')
+			printf("\"%s\"}\n", until);
+		else
+			puts("null}");
+	} else if (until[0] != '\0')
+		printf("moved %s to %s: %" PRIu64 " mailboxes, %" PRIu64
+		       " messages; the source copy stays (frozen) until `mailctl user move %s %s "
+		       "--to %s --finish` after %s\n",
+		       m->user, m->host, m->mailboxes, m->messages, m->user, m->host,
+		       m->tgt.conf_path, until);
+	else
+		printf("move of %s to %s: %s\n", m->user, m->host, step);
+	return MC_OK;
+}
+
+/* frozen -> copied: a fresh copy on the target, compared with the source. */
+static int copy(struct move *m)
+{
+	struct uop o = { 0 };
+	uint64_t count = 0, bytes = 0;
+	size_t nboxes = 0;
+	char *src = NULL;
+	FILE *f;
+	int rc;
+
+	kick(m);
+	if (m->j.created) { /* an earlier copy of ours that did not finish */
+		rc = user_write(&m->tgt, m->user, -1, w_delete, &o);
+		if (rc != 0 && rc != STORE_ENOUSER)
+			return mc_fail(m->mc, rc, "removing the earlier copy on the target");
+	}
+	if (rm_tree(m->mail) != 0)
+		return mc_refuse(m->mc, MC_IOERR, "remove it by hand", "removing %s: %s", m->mail,
+				 strerror(errno));
+	if ((rc = mc_export_user(m->mc, m->user, m->mail, &count, &bytes, &nboxes)) != MC_OK)
+		return rc;
+	m->j.created = true;
+	if ((rc = journal_save(m, MV_FROZEN)) != MC_OK)
+		return rc;
+	if ((rc = user_write(&m->tgt, m->user, (int)store_partition_for(m->tgt.st, m->user),
+			     w_create, &o)) != 0)
+		return mc_fail(m->mc, rc, "creating '%s' on the target", m->user);
+	if ((rc = mc_import_dir(&m->tgt, m->user, m->mail, &count)) != MC_OK)
+		return rc;
+	o.bytes = m->j.quota_bytes;
+	o.msgs = m->j.quota_msgs;
+	if ((rc = user_write(&m->tgt, m->user, -1, w_quota, &o)) != 0)
+		return mc_fail(m->mc, rc, "the quota of '%s' on the target", m->user);
+	if ((rc = compare(m, &src)) != MC_OK)
+		return rc;
+	if ((f = fopen(m->fpath, "w")) == NULL || fputs(src, f) == EOF || fflush(f) == EOF ||
+	    fsync(fileno(f)) == -1) {
+		rc = mc_refuse(m->mc, MC_IOERR, "see the free space there", "writing %s: %s",
+			       m->fpath, strerror(errno));
+	}
+	if (f != NULL)
+		fclose(f);
+	free(src);
+	return rc != MC_OK ? rc : journal_save(m, MV_COPIED);
+}
+
+/* copied -> flipped: the same copy still, then mailHost on the provider. */
+static int flip(struct move *m)
+{
+	char *src = NULL, *old = NULL;
+	int rc;
+
+	if ((rc = compare(m, &src)) != MC_OK) {
+		journal_save(m, MV_FROZEN); /* copy again next time */
+		return rc;
+	}
+	free(src);
+	if ((rc = set_mailhost(m, m->host, &old)) != MC_OK)
+		return rc;
+	free(old);
+	m->j.flipped_at = (int64_t)time(NULL);
+	if ((rc = journal_save(m, MV_FLIPPED)) != MC_OK)
+		return rc;
+	kick(m); /* sessions opened during the copy: their next login goes to the target */
+	return MC_OK;
+}
+
+/* The start: the user on the source only, homed there; freezes it. */
+static int begin(struct move *m)
+{
+	struct uop o = { 0 };
+	unsigned p;
+	char *old = NULL;
+	int rc;
+
+	if ((rc = store_user_locate(m->mc->st, m->user, &p)) != 0)
+		return mc_fail(m->mc, rc, "user '%s' on the source", m->user);
+	if (store_user_locate(m->tgt.st, m->user, &p) == 0)
+		return mc_refuse(m->mc, MC_REFUSED,
+				 "remove it there first (`mailctl -c TARGET.conf user del`)",
+				 "user '%s' exists in the target's store (%s)", m->user,
+				 m->tgt.conf_path);
+	if ((rc = set_mailhost(m, NULL, &old)) != MC_OK)
+		return rc;
+	if (old != NULL && strcasecmp(old, m->host) == 0) {
+		free(old);
+		return mc_refuse(m->mc, MC_REFUSED, "nothing to move",
+				 "'%s' is homed on %s already", m->user, m->host);
+	}
+	str_lcpy(m->j.host, m->host, sizeof(m->j.host));
+	str_lcpy(m->j.from, old != NULL ? old : "", sizeof(m->j.from));
+	free(old);
+	if ((rc = user_quota(m->mc, m->user, &m->j.quota_bytes, &m->j.quota_msgs)) != 0)
+		return mc_fail(m->mc, rc, "the quota of '%s'", m->user);
+	if (mkdir(m->dir, 0700) == -1)
+		return mc_refuse(m->mc, errno == EEXIST ? MC_REFUSED : MC_CANTCREAT,
+				 "give another --dir, or remove it",
+				 "%s: %s (and it holds no move journal)", m->dir, strerror(errno));
+	if ((rc = journal_save(m, MV_FROZEN)) != MC_OK)
+		return rc;
+	o.bytes = o.msgs = 1; /* any delivery: 452 4.2.2, the fronts keep it queued */
+	if ((rc = user_write(m->mc, m->user, -1, w_quota, &o)) != 0)
+		return mc_fail(m->mc, rc, "freezing '%s' (its quota)", m->user);
+	return MC_OK;
+}
+
+static int finish(struct move *m)
+{
+	const struct directory_conf *d = &conf_values(m->mc->conf)->directory;
+	int64_t until = m->j.flipped_at + d->auth_cache_ttl_ms / 1000;
+	char *src = NULL, *saved = NULL, when[32];
+	struct uop o = { 0 };
+	size_t len = 0;
+	FILE *f;
+	int rc;
+
+	if (m->j.step != MV_FLIPPED)
+		return mc_refuse(m->mc, MC_REFUSED, "run it without --finish first",
+				 "the move of '%s' is at step %s: mailHost is not flipped yet",
+				 m->user, step_names[m->j.step]);
+	if ((int64_t)time(NULL) < until) {
+		mc_fmt_time(when, sizeof(when), until);
+		return mc_refuse(m->mc, MC_TEMPFAIL, "run --finish again then",
+				 "until %s ([directory] auth_cache_ttl after the flip) a host may "
+				 "still route '%s' to the source",
+				 when, m->user);
+	}
+	rc = fingerprint(m->mc, m->user, &src, &m->mailboxes, &m->messages);
+	if (rc == 0) {
+		if ((f = fopen(m->fpath, "r")) != NULL) {
+			ssize_t n = getdelim(&saved, &len, '\0', f);
+
+			(void)n;
+			fclose(f);
+		}
+		if (saved == NULL || strcmp(saved, src) != 0) {
+			rc = mc_refuse(m->mc, MC_REFUSED,
+				       "compare it with the target and move what is missing by "
+				       "hand; then --finish again after removing the fingerprint",
+				       "the source copy of '%s' changed after the copy (%s)",
+				       m->user, m->fpath);
+			free(src);
+			free(saved);
+			return rc;
+		}
+		free(src);
+		free(saved);
+		if ((rc = user_write(m->mc, m->user, -1, w_delete, &o)) != 0)
+			return mc_fail(m->mc, rc, "deleting '%s' on the source", m->user);
+	} else if (rc != STORE_ENOUSER) /* gone: an earlier --finish did it */
+		return mc_fail(m->mc, rc, "reading '%s' on the source", m->user);
+	if (rm_tree(m->dir) != 0)
+		fprintf(stderr, "mailctl: removing %s: %s (the move is done)\n", m->dir,
+			strerror(errno));
+	return report(m, "done");
+}
+
+static int abort_move(struct move *m)
+{
+	struct uop o = { 0 };
+	int rc;
+
+	if (m->j.step == MV_FLIPPED)
+		return mc_refuse(
+			m->mc, MC_REFUSED,
+			"move it back with `mailctl user move USER SOURCE` from the target",
+			"mailHost of '%s' is %s already", m->user, m->host);
+	if (m->j.created && (rc = user_write(&m->tgt, m->user, -1, w_delete, &o)) != 0 &&
+	    rc != STORE_ENOUSER)
+		return mc_fail(m->mc, rc, "removing the copy on the target");
+	o.bytes = m->j.quota_bytes;
+	o.msgs = m->j.quota_msgs;
+	if ((rc = user_write(m->mc, m->user, -1, w_quota, &o)) != 0)
+		return mc_fail(m->mc, rc, "unfreezing '%s' (its quota)", m->user);
+	if (rm_tree(m->dir) != 0)
+		fprintf(stderr, "mailctl: removing %s: %s\n", m->dir, strerror(errno));
+	return report(m, "aborted");
+}
+
+static int run_move(struct move *m, const struct mc_args *a)
+{
+	int rc = journal_read(m);
+
+	if (rc < 0 && access(m->jpath, F_OK) == 0)
+		return mc_refuse(m->mc, MC_DATAERR, "remove it if no move is under way",
+				 "%s is not a move journal", m->jpath);
+	if (rc == 0 && strcasecmp(m->j.host, m->host) != 0)
+		return mc_refuse(m->mc, MC_REFUSED, "finish it, or --abort it",
+				 "a move of '%s' to %s is under way (%s)", m->user, m->j.host,
+				 m->jpath);
+	if (rc != 0 && (a->set[3] || a->set[4]))
+		return mc_refuse(m->mc, MC_REFUSED, "see --dir",
+				 "no move of '%s' is under way (%s)", m->user, m->jpath);
+	if (a->set[4])
+		return abort_move(m);
+	if (a->set[3])
+		return finish(m);
+	if (rc != 0 && (rc = begin(m)) != MC_OK)
+		return rc;
+	if (m->j.step == MV_FROZEN && (rc = copy(m)) != MC_OK)
+		return rc;
+	if (m->j.step == MV_COPIED && (rc = flip(m)) != MC_OK)
+		return rc;
+	if (m->mailboxes == 0) { /* resumed after the flip: count what moved */
+		char *text = NULL;
+
+		if (fingerprint(&m->tgt, m->user, &text, &m->mailboxes, &m->messages) == 0)
+			free(text);
+	}
+	return report(m, "flipped");
+}
+
+int mc_user_move(struct mc *mc, const struct mc_args *a)
+{
+	struct move m = { .mc = mc, .user = a->pos[0], .host = a->pos[1] };
+	const char *spath = conf_values(mc->conf)->store.path;
+	char *err = NULL, rs[4096], rt[4096];
+	int rc;
+
+	if (!a->set[0])
+		return mc_usage(mc, "--to TARGET.conf: the heron.conf naming the target's store");
+	if (a->set[3] && a->set[4])
+		return mc_usage(mc, "--finish or --abort, not both");
+	for (const char *p = m.host; *p != '\0'; p++)
+		if (strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_",
+			   *p) == NULL)
+			return mc_usage(mc, "HOST is a host name as mailHost holds it");
+	if (m.host[0] == '\0' || strlen(m.host) > 253)
+		return mc_usage(mc, "HOST is a host name as mailHost holds it");
+	if (!a->set[1] && (strchr(m.user, '/') != NULL || m.user[0] == '.'))
+		return mc_usage(mc, "give --dir for a user name holding '/'");
+	m.provider = a->set[2] ? a->val[2] : NULL;
+	m.dir = a->set[1] ? xstrdup(a->val[1]) : xasprintf("%s.move-%s", spath, m.user);
+	m.jpath = xasprintf("%s/journal", m.dir);
+	m.mail = xasprintf("%s/mail", m.dir);
+	m.fpath = xasprintf("%s/fingerprint", m.dir);
+	m.tgt.conf_path = a->val[0];
+	m.tgt.json = mc->json;
+	if (conf_load(a->val[0], &m.tgt.conf, &err) < 0) {
+		rc = mc_refuse(mc, MC_CONFIG, "--to names the target's heron.conf", "%s", err);
+		free(err);
+	} else if (realpath(spath, rs) != NULL &&
+		   realpath(conf_values(m.tgt.conf)->store.path, rt) != NULL && !strcmp(rs, rt))
+		rc = mc_refuse(mc, MC_USAGE, "--to names the target's heron.conf",
+			       "the source and the target are one store (%s)", rs);
+	else if ((rc = mc_open_store(&m.tgt, MC_STORE_NEW)) == MC_OK)
+		rc = run_move(&m, a);
+	mc->error_out |= m.tgt.error_out;
+	store_close(&m.tgt.st);
+	conf_free(&m.tgt.conf);
+	free(m.dir);
+	free(m.jpath);
+	free(m.mail);
+	free(m.fpath);
+	return rc;
+}

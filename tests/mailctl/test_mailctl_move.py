@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""test_mailctl_move.py — `mailctl user move USER HOST --to TARGET.conf` between two store
+hosts (tests/cluster/heroncluster.py: mtad + imapd on 127.0.0.2 and 127.0.0.3 with their own
+stores, one real slapd whose mailHost routes the users). The move keeps UIDVALIDITY, UIDs,
+UIDNEXT, flags, keywords and subscriptions (checked with imaplib on the target's imapd);
+mail sent while the user is frozen (the flip failed: the provider down) waits in the
+sending host's queue and arrives once, on the target, after the flip; the source's
+sessions are kicked; --finish deletes the source copy; --abort before the flip leaves the
+user as it was. Every --json output is validated against docs/schema/mailctl.schema.json.
+
+  test_mailctl_move.py SOURCE_ROOT MTAD IMAPD STORE_PEEK MAILCTL"""
+import imaplib
+import json
+import os
+import re
+import smtplib
+import subprocess
+import sys
+import tempfile
+
+import jsonschema
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "cluster"))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from heroncluster import Cluster, run_cluster  # noqa: E402
+from heronlib import DOMAIN, assert_eq, wait_for  # noqa: E402
+
+ROOT, MTAD, IMAPD, PEEK, MAILCTL = sys.argv[1:6]
+TMP = tempfile.mkdtemp(prefix="heron-mailctl-move-")
+with open(os.path.join(ROOT, "docs", "schema", "mailctl.schema.json")) as f:
+    SCHEMA = json.load(f)
+DEAD_PROVIDER = "ldap://127.0.0.1:1/"  # nothing listens: the flip fails, the copy is ready
+
+
+def valid(name, doc):
+    jsonschema.Draft202012Validator({**SCHEMA, "$ref": "#/$defs/" + name}).validate(doc)
+    return doc
+
+
+def mailctl(conf, *args):
+    r = subprocess.run([MAILCTL, "-c", conf, "--json", *args], capture_output=True,
+                       text=True, timeout=120)
+    doc = json.loads(r.stdout) if r.stdout.strip() else None
+    return r.returncode, doc, r.stderr
+
+
+def move(h_from, h_to, user, *more, rc=0):
+    code, doc, err = mailctl(h_from.conf, "user", "move", user, h_to.name, "--to", h_to.conf,
+                             *more)
+    assert code == rc, (user, more, code, doc, err)
+    return valid("user move" if rc == 0 else "error", doc)
+
+
+def send(host, user, subject):
+    msg = (f"From: <x@example.org>\r\nTo: <{user}@{DOMAIN}>\r\nSubject: {subject}\r\n"
+           f"Message-ID: <{subject}@example.org>\r\n\r\nbody of {subject}\r\n")
+    with smtplib.SMTP(host.addr, host.smtp_port, timeout=30) as c:
+        assert_eq(c.sendmail("x@example.org", [f"{user}@{DOMAIN}"], msg), {})
+
+
+def imap(host, user):
+    c = imaplib.IMAP4(host.addr, host.imap_port, timeout=20)
+    c.login(user, user)
+    return c
+
+
+def state(c):
+    """What a client resynchronizes by: per mailbox UIDVALIDITY, UIDNEXT, each UID's flags
+    (keywords included), and the subscriptions."""
+    out = {}
+    for box in ("INBOX", "Work"):
+        typ, data = c.status(box, "(UIDVALIDITY UIDNEXT)")
+        assert typ == "OK", data
+        st = dict(re.findall(rb"(UIDVALIDITY|UIDNEXT) (\d+)", data[0]))
+        c.select(box, readonly=True)
+        typ, data = c.uid("FETCH", "1:*", "(FLAGS)")
+        msgs = {}
+        for line in data:
+            m = re.search(rb"UID (\d+) FLAGS \(([^)]*)\)", line or b"")
+            if m:
+                msgs[int(m.group(1))] = set(m.group(2).split()) - {b"\\Recent"}
+        out[box] = (int(st[b"UIDVALIDITY"]), int(st[b"UIDNEXT"]), msgs)
+    typ, data = c.lsub()
+    out["subscribed"] = sorted(d.split(b" ")[-1].strip(b'"') for d in data)
+    return out
+
+
+def mailhost(cl, user):
+    r = subprocess.run(["ldapsearch", "-x", "-LLL", "-H", cl.slapd.uri, "-D",
+                        cl.slapd.env["LDAP_ADMIN_DN"], "-y",
+                        cl.slapd.env["LDAP_ADMIN_PASSWORD_FILE"], "-b",
+                        cl.slapd.env["LDAP_PEOPLE"], f"(uid={user})", "mailHost"],
+                       capture_output=True, text=True, timeout=60, check=True)
+    m = re.search(r"^mailHost: (\S+)", r.stdout, re.M)
+    return m.group(1) if m else None
+
+
+def main():
+    cl = Cluster(ROOT, MTAD, IMAPD, PEEK, TMP, users=4)
+    h1 = h2 = None
+
+    def arrived(h, user, subject):
+        return lambda: subject in h.subjects(user)
+
+    def test_move_keeps_uids_and_holds_mail():
+        for k in range(3):
+            send(h2, "user1", f"old-{k}")  # through store2: LMTP to store1
+        wait_for(lambda: len(h1.subjects("user1")) == 3, 30, "user1's mail on store1")
+        c = imap(h1, "user1")
+        assert c.create("Work")[0] == "OK" and c.subscribe("Work")[0] == "OK"
+        assert c.append("Work", "(\\Flagged $Label1)", None,
+                        b"Subject: filed\r\n\r\nkept\r\n")[0] == "OK"
+        c.select("INBOX")
+        c.uid("STORE", "1", "+FLAGS", "(\\Seen $Important)")
+        c.uid("STORE", "2", "+FLAGS", "(\\Deleted)")
+        c.expunge()  # a gap in the UIDs: 1 and 3 remain
+        before = state(c)
+        assert_eq(sorted(before["INBOX"][2]), [1, 3])
+        q = subprocess.run([MAILCTL, "-c", h1.conf, "quota", "set", "user1", "--bytes", "5M"],
+                           capture_output=True, text=True)
+        assert q.returncode == 0, q.stderr
+        watcher = imap(h1, "user1")  # a session on the source: kicked by the move
+        watcher.select("INBOX")
+
+        # the flip fails (provider down): copied and verified, the source frozen, mailHost kept
+        err = move(h1, h2, "user1", "--provider", DEAD_PROVIDER, rc=75)
+        assert "the directory:" in err["error"] and "run the command again" in err["hint"], err
+        assert_eq(mailhost(cl, "user1"), "store1.heron.test")
+        try:
+            watcher.noop()
+            kicked = False
+        except (imaplib.IMAP4.abort, OSError):
+            kicked = True
+        assert kicked, "the source session was not closed"
+        # mail sent meanwhile waits in store2's queue: store1 refuses it for now (4.2.2)
+        send(h2, "user1", "held-1")
+        wait_for(lambda: re.search(rf"to=<user1@{DOMAIN}>, relay=store1[^\n]*dsn=4\.2\.2, "
+                                   r"status=deferred", h2.mtad.logtext()), 30,
+                 "held-1 deferred by the frozen source")
+        assert "held-1" not in h1.subjects("user1")
+        assert "held-1" not in h2.subjects("user1")
+        assert any(f"user1@{DOMAIN}" in q for q in h2.store.queue())
+
+        # again, with the provider up: resumes at the flip
+        doc = move(h1, h2, "user1")
+        assert_eq((doc["step"], doc["from"], doc["mailboxes"], doc["messages"]),
+                  ("flipped", "store1.heron.test", 2, 3))
+        assert doc["finish_after"] is not None, doc
+        assert_eq(mailhost(cl, "user1"), "store2.heron.test")
+        wait_for(arrived(h2, "user1", "held-1"), 60, "held-1 on store2 after the flip")
+        wait_for(lambda: not [q for q in h2.store.queue() if q.strip()], 30,
+                 "store2's queue to empty")
+        assert_eq(h2.subjects("user1").count("held-1"), 1)
+        assert "held-1" not in h1.subjects("user1")
+
+        # the target: same UIDVALIDITY, UIDs, flags, subscriptions; held-1 takes UIDNEXT
+        c2 = imap(h2, "user1")
+        after = state(c2)
+        c2.logout()
+        v, n, msgs = before["INBOX"]
+        assert_eq(after["INBOX"][0], v)
+        assert_eq(after["INBOX"][1], n + 1)
+        assert_eq({u: f for u, f in after["INBOX"][2].items() if u != n}, msgs)
+        assert n in after["INBOX"][2], after
+        assert_eq(after["Work"], before["Work"])
+        assert_eq(after["subscribed"], before["subscribed"])
+        code, quota, _ = mailctl(h2.conf, "quota", "get", "user1")
+        assert code == 0 and quota["quota_bytes"] == 5 * 1024 * 1024, quota
+
+        # --finish ([directory] auth_cache_ttl is 0 s here): the source copy goes
+        doc = move(h1, h2, "user1", "--finish")
+        assert_eq(doc["step"], "done")
+        assert_eq(mailctl(h1.conf, "user", "show", "user1")[0], 67)
+        assert not os.path.exists(os.path.join(h1.dir, "store.move-user1"))
+        # new mail through store1's SMTP now goes to store2, once
+        send(h1, "user1", "after-1")
+        wait_for(arrived(h2, "user1", "after-1"), 30, "after-1 on store2")
+        assert_eq(h2.subjects("user1").count("after-1"), 1)
+        assert_eq(mailctl(h1.conf, "user", "show", "user1")[0], 67)
+
+    def test_abort_before_the_flip():
+        send(h2, "user3", "three-1")
+        wait_for(arrived(h1, "user3", "three-1"), 30, "user3's mail on store1")
+        code, q0, _ = mailctl(h1.conf, "quota", "get", "user3")
+        assert code == 0, q0
+        move(h1, h2, "user3", "--provider", DEAD_PROVIDER, rc=75)
+        code, q1, _ = mailctl(h1.conf, "quota", "get", "user3")
+        assert q1["quota_bytes"] == 1 and q1["quota_messages"] == 1, q1  # frozen
+        assert_eq(mailctl(h2.conf, "user", "show", "user3")[0], 0)  # the copy is there
+        doc = move(h1, h2, "user3", "--abort")
+        assert_eq(doc["step"], "aborted")
+        assert_eq(mailctl(h1.conf, "quota", "get", "user3")[1], q0)
+        assert_eq(mailctl(h2.conf, "user", "show", "user3")[0], 67)
+        assert_eq(mailhost(cl, "user3"), "store1.heron.test")
+        send(h2, "user3", "three-2")
+        wait_for(arrived(h1, "user3", "three-2"), 30, "three-2 on store1 after the abort")
+
+    def test_refusals():
+        err = move(h1, h2, "user1", rc=67)  # not on store1 any more
+        assert "no such user" in err["error"], err
+        err = move(h1, h1, "user3", rc=64)
+        assert "one store" in err["error"], err
+        err = move(h1, h2, "user3", "--finish", rc=1)
+        assert "no move" in err["error"], err
+        move(h2, h1, "user2", "--abort", "--finish", rc=64)
+
+    def started(cl):
+        nonlocal h1, h2
+        h1, h2 = cl.hosts
+
+    return run_cluster(cl, TMP, [test_move_keeps_uids_and_holds_mail,
+                                 test_abort_before_the_flip, test_refusals], started)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
