@@ -161,6 +161,7 @@ static void test_check_config(void **state)
 	char *argv_bad[] = { S("mtad"), S("-t"), S("-c"), bad, NULL };
 	char *argv_usage[] = { S("mtad"), S("-x"), NULL };
 	char *argv_run[] = { S("mtad"), S("-f"), S("-c"), good, NULL };
+	char *argv_changed[] = { S("mtad"), S("-n"), S("-c"), good, NULL };
 	char want[300];
 
 	write_file(good, "[mtad]\nworkers = 7\n");
@@ -169,6 +170,11 @@ static void test_check_config(void **state)
 	assert_non_null(strstr(out, "[mtad]"));
 	assert_non_null(strstr(out, "workers = 7"));
 	assert_non_null(strstr(out, good)); /* the origin of the value */
+
+	/* -n (postconf -n): only what differs from the defaults, as heron.conf text */
+	assert_int_equal(run_captured(run_args, argv_changed, out, sizeof(out)), 0);
+	if (strcmp(out, "[mtad]\nworkers = 7\n") != 0)
+		fail_msg("-n printed \"%s\"", out);
 
 	assert_int_equal(run_captured(run_args, argv_bad, out, sizeof(out)), 1);
 	snprintf(want, sizeof(want), "mtad: %s:3", bad);
