@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """test_mailctl_move.py — `mailctl user move USER HOST --to TARGET.conf` between two store
 hosts (tests/cluster/heroncluster.py: mtad + imapd on 127.0.0.2 and 127.0.0.3 with their own
-stores, one real slapd whose mailHost routes the users). The move keeps UIDVALIDITY, UIDs,
-UIDNEXT, flags, keywords and subscriptions (checked with imaplib on the target's imapd);
+stores, a front imapd in proxy mode, one real slapd whose mailHost routes the users). The move
+keeps UIDVALIDITY, UIDs, UIDNEXT, flags, keywords and subscriptions (what an imaplib client
+of the front sees before, relayed to the source, and after, relayed to the target);
 mail sent while the user is frozen (the flip failed: the provider down) waits in the
 sending host's queue and arrives once, on the target, after the flip; the source's
 sessions are kicked; --finish deletes the source copy; --abort before the flip leaves the
@@ -24,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "cluster"))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 from heroncluster import Cluster, run_cluster  # noqa: E402
-from heronlib import DOMAIN, assert_eq, wait_for  # noqa: E402
+from heronlib import DOMAIN, assert_eq, tls_client_ctx, wait_for  # noqa: E402
 
 ROOT, MTAD, IMAPD, PEEK, MAILCTL = sys.argv[1:6]
 TMP = tempfile.mkdtemp(prefix="heron-mailctl-move-")
@@ -65,6 +66,14 @@ def imap(host, user):
     return c
 
 
+def front_login(front, user):
+    """A client of the front host: STARTTLS, LOGIN, relayed to the user's mailHost."""
+    c = imaplib.IMAP4(front.addr, front.imap_port, timeout=20)
+    c.starttls(ssl_context=tls_client_ctx(front.cert))
+    c.login(user, user)
+    return c
+
+
 def state(c):
     """What a client resynchronizes by: per mailbox UIDVALIDITY, UIDNEXT, each UID's flags
     (keywords included), and the subscriptions."""
@@ -97,7 +106,7 @@ def mailhost(cl, user):
 
 
 def main():
-    cl = Cluster(ROOT, MTAD, IMAPD, PEEK, TMP, users=4)
+    cl = Cluster(ROOT, MTAD, IMAPD, PEEK, TMP, users=4, front=True)
     h1 = h2 = None
 
     def arrived(h, user, subject):
@@ -115,8 +124,12 @@ def main():
         c.uid("STORE", "1", "+FLAGS", "(\\Seen $Important)")
         c.uid("STORE", "2", "+FLAGS", "(\\Deleted)")
         c.expunge()  # a gap in the UIDs: 1 and 3 remain
+        c.logout()
+        c = front_login(cl.front, "user1")  # the client's view, through the front
         before = state(c)
+        c.logout()
         assert_eq(sorted(before["INBOX"][2]), [1, 3])
+        assert "user=user1 via=proxy result=ok" in h1.imapd.logtext()
         q = subprocess.run([MAILCTL, "-c", h1.conf, "quota", "set", "user1", "--bytes", "5M"],
                            capture_output=True, text=True)
         assert q.returncode == 0, q.stderr
@@ -154,10 +167,12 @@ def main():
         assert_eq(h2.subjects("user1").count("held-1"), 1)
         assert "held-1" not in h1.subjects("user1")
 
-        # the target: same UIDVALIDITY, UIDs, flags, subscriptions; held-1 takes UIDNEXT
-        c2 = imap(h2, "user1")
+        # the same client through the front, now relayed to store2: same UIDVALIDITY, UIDs,
+        # flags, subscriptions (no download again); held-1 took the old UIDNEXT
+        c2 = front_login(cl.front, "user1")
         after = state(c2)
         c2.logout()
+        assert "user=user1 via=proxy result=ok" in h2.imapd.logtext()
         v, n, msgs = before["INBOX"]
         assert_eq(after["INBOX"][0], v)
         assert_eq(after["INBOX"][1], n + 1)
