@@ -419,7 +419,9 @@ static int report(struct move *m, const char *step)
 	return MC_OK;
 }
 
-/* frozen -> copied: a fresh copy on the target, compared with the source. */
+/* frozen -> copied: the source frozen (any delivery 452 4.2.2: the sender keeps it
+   queued) and its sessions kicked, then a fresh copy on the target, compared with the
+   source. */
 static int copy(struct move *m)
 {
 	struct uop o = { 0 };
@@ -429,6 +431,9 @@ static int copy(struct move *m)
 	FILE *f;
 	int rc;
 
+	o.bytes = o.msgs = 1; /* frozen (again, when a crash came before it held) */
+	if ((rc = user_write(m->mc, m->user, -1, w_quota, &o)) != 0)
+		return mc_fail(m->mc, rc, "freezing '%s' (its quota)", m->user);
 	kick(m);
 	if (m->j.created) { /* an earlier copy of ours that did not finish */
 		rc = user_write(&m->tgt, m->user, -1, w_delete, &o);
@@ -486,10 +491,9 @@ static int flip(struct move *m)
 	return MC_OK;
 }
 
-/* The start: the user on the source only, homed there; freezes it. */
+/* The start: the user on the source only, homed there; the journal with its quota. */
 static int begin(struct move *m)
 {
-	struct uop o = { 0 };
 	unsigned p;
 	char *old = NULL;
 	int rc;
@@ -517,12 +521,7 @@ static int begin(struct move *m)
 		return mc_refuse(m->mc, errno == EEXIST ? MC_REFUSED : MC_CANTCREAT,
 				 "give another --dir, or remove it",
 				 "%s: %s (and it holds no move journal)", m->dir, strerror(errno));
-	if ((rc = journal_save(m, MV_FROZEN)) != MC_OK)
-		return rc;
-	o.bytes = o.msgs = 1; /* any delivery: 452 4.2.2, the fronts keep it queued */
-	if ((rc = user_write(m->mc, m->user, -1, w_quota, &o)) != 0)
-		return mc_fail(m->mc, rc, "freezing '%s' (its quota)", m->user);
-	return MC_OK;
+	return journal_save(m, MV_FROZEN); /* the quota kept before copy() freezes it */
 }
 
 static int finish(struct move *m)
