@@ -7,7 +7,8 @@ of the front sees before, relayed to the source, and after, relayed to the targe
 mail sent while the user is frozen (the flip failed: the provider down) waits in the
 sending host's queue and arrives once, on the target, after the flip; the source's
 sessions are kicked; --finish deletes the source copy; --abort before the flip leaves the
-user as it was. Every --json output is validated against docs/schema/mailctl.schema.json.
+user as it was; a journal left by a crash in the copy step is resumed (the half copy dropped);
+refusals change nothing. Every --json output is validated against docs/schema/mailctl.schema.json.
 
   test_mailctl_move.py SOURCE_ROOT MTAD IMAPD STORE_PEEK MAILCTL"""
 import imaplib
@@ -211,13 +212,54 @@ def main():
         send(h2, "user3", "three-2")
         wait_for(arrived(h1, "user3", "three-2"), 30, "three-2 on store1 after the abort")
 
+    def test_resume_after_a_crash_in_the_copy():
+        """The journal as a crash in the copy step leaves it (the target's user made, half
+        filled, the source's freeze not yet applied): running the move again freezes the
+        source, drops the half copy, copies anew and flips."""
+        code, q0, _ = mailctl(h1.conf, "quota", "get", "user3")
+        assert code == 0, q0
+        want = h1.subjects("user3")
+        assert len(want) == 2, want
+        d = os.path.join(h1.dir, "store.move-user3")
+        os.mkdir(d, 0o700)
+        with open(os.path.join(d, "journal"), "w") as f:
+            f.write("heron-move 1\nuser user3\nhost store2.heron.test\n"
+                    "from store1.heron.test\nquota_bytes %d\nquota_msgs %d\n"
+                    "target_created 1\nstep frozen\nflipped_at 0\n"
+                    % (q0["quota_bytes"], q0["quota_messages"]))
+        with open(os.path.join(TMP, "half.mbox"), "wb") as f:
+            f.write(b"From x Mon Jan  5 10:00:00 2026\nSubject: half-copied\n\nx\n")
+        assert_eq(mailctl(h2.conf, "user", "add", "user3")[0], 0)
+        assert_eq(mailctl(h2.conf, "import", "user3", os.path.join(TMP, "half.mbox"))[0], 0)
+        doc = move(h1, h2, "user3")
+        assert_eq((doc["step"], doc["messages"]), ("flipped", 2))
+        assert_eq(h2.subjects("user3"), want)  # the half copy is gone
+        assert_eq(mailhost(cl, "user3"), "store2.heron.test")
+        code, q2, _ = mailctl(h2.conf, "quota", "get", "user3")
+        assert_eq((q2["quota_bytes"], q2["quota_messages"]),
+                  (q0["quota_bytes"], q0["quota_messages"]))
+        assert_eq(move(h1, h2, "user3", "--finish")["step"], "done")
+        assert_eq(mailctl(h1.conf, "user", "show", "user3")[0], 67)
+
     def test_refusals():
         err = move(h1, h2, "user1", rc=67)  # not on store1 any more
         assert "no such user" in err["error"], err
-        err = move(h1, h1, "user3", rc=64)
+        err = move(h2, h2, "user2", rc=64)
         assert "one store" in err["error"], err
-        err = move(h1, h2, "user3", "--finish", rc=1)
+        err = move(h2, h1, "user2", "--finish", rc=1)
         assert "no move" in err["error"], err
+        code, err, _ = mailctl(h2.conf, "user", "move", "user3", "store2.heron.test", "--to",
+                               h1.conf)  # moved there by the test above
+        assert code == 1 and "homed on store2.heron.test already" in valid("error", err)["error"]
+        # a user of that name in the target's store: refused before anything changes
+        assert_eq(mailctl(h2.conf, "user", "add", "user2")[0], 0)
+        code, q0, _ = mailctl(h2.conf, "quota", "get", "user2")
+        assert_eq(mailctl(h1.conf, "user", "add", "user2")[0], 0)
+        err = move(h2, h1, "user2", rc=1)
+        assert "exists in the target's store" in err["error"], err
+        assert_eq(mailctl(h2.conf, "quota", "get", "user2")[1], q0)
+        assert not os.path.exists(os.path.join(h2.dir, "store.move-user2"))
+        assert_eq(mailhost(cl, "user2"), "store2.heron.test")
         move(h2, h1, "user2", "--abort", "--finish", rc=64)
 
     def started(cl):
@@ -225,7 +267,9 @@ def main():
         h1, h2 = cl.hosts
 
     return run_cluster(cl, TMP, [test_move_keeps_uids_and_holds_mail,
-                                 test_abort_before_the_flip, test_refusals], started)
+                                 test_abort_before_the_flip,
+                                 test_resume_after_a_crash_in_the_copy, test_refusals],
+                       started)
 
 
 if __name__ == "__main__":
