@@ -12,9 +12,11 @@ import os
 import pwd
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 
 import jsonschema
 
@@ -249,14 +251,48 @@ def test_errors():
     err(67, "no such user", "user", "show", "frank", conf=fconf)  # nor added to the store
 
 
+class FakeWorker:
+    """A daemon worker's control socket at path: answers each request line found in
+    answers, and "ERR ..." to any other, then closes (control.h's protocol)."""
+
+    def __init__(self, path, answers):
+        self.path, self.answers, self.done = path, answers, False
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(path)
+        self.sock.listen(4)
+        self.sock.settimeout(0.2)
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        while not self.done:
+            try:
+                c, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            with c:
+                c.settimeout(10)
+                with c.makefile("rb") as f:
+                    line = f.readline(1024).decode().strip()
+                c.sendall(self.answers.get(line, "ERR not this worker\n").encode())
+
+    def close(self):
+        self.done = True
+        self.thread.join(10)
+        self.sock.close()
+        os.unlink(self.path)
+
+
 def run_json(conf, *args, stdin=b""):
-    """exit code, the documents printed (a list's array is one, auth test prints one a
-    line), standard error"""
+    """exit code, the documents printed (one, or auth test's one a line), standard
+    error"""
     r = subprocess.run([MAILCTL, "-c", conf, "--json", *args], capture_output=True,
                        input=stdin, timeout=120)
     out = r.stdout.decode()
-    docs = [json.loads(out)] if out.startswith("[") else \
-        [json.loads(line) for line in out.splitlines()]
+    try:
+        docs = [json.loads(out)]
+    except json.JSONDecodeError:  # one document a line
+        docs = [json.loads(line) for line in out.splitlines()]
     return r.returncode, docs, r.stderr.decode()
 
 
@@ -325,6 +361,27 @@ def test_reports_are_results():
     for args in (("who",), ("kick", "hana"), ("top", "--count", "1"),
                  ("stats", "--live", "--count", "1")):
         refused(75, "no daemon is running", *args)
+    # one worker answers, the other does not: the result from the one (exit 75), standard
+    # error naming the other; a fake control socket each, in the protocol of control.h
+    ok_sock = FakeWorker(os.path.join(path("no-daemons"), "imapd.0.sock"), {
+        "who": "imapd\t0\t4242\t00000000000000aa\thana\t127.0.0.1:40000\timap\t"
+               "selected\t1767607200\t3000\tINBOX\n.\n",
+        "kick hana": "OK 1\n"})
+    bad_sock = FakeWorker(os.path.join(path("no-daemons"), "imapd.1.sock"), {})
+    try:
+        rc, out, err = run_json(conf, "who")
+        assert rc == 75 and len(out) == 1, (rc, out, err)
+        validate("who", out[0])
+        assert [(w["user"], w["worker"], w["idle_seconds"], w["detail"]) for w in out[0]] == \
+            [("hana", 0, 3, "INBOX")], out
+        assert "imapd worker 1" in err, err
+        rc, out, err = run_json(conf, "kick", "hana")
+        assert rc == 75 and len(out) == 1, (rc, out, err)
+        validate("kick", out[0])
+        assert out[0]["kicked"] == 1 and "imapd worker 1" in err, (out, err)
+    finally:
+        ok_sock.close()
+        bad_sock.close()
     nodir = heronlib.write_conf(path("nodir.conf"), {
         "store": {"path": path("rep-store"), "partitions": 1, "map_size": "4M"},
         "control": {"dir": ""}})
