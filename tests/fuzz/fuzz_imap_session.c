@@ -54,6 +54,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argc;
 	(void)argv;
 	fuzz_start(dir, sizeof(dir), "imap", path, sizeof(path));
+	fuzz_leak_init(); /* before the worker makes its threads */
 	conf = conf_defaults();
 	set("directory", "backend", "file");
 	set("directory", "users_file", path);
@@ -80,9 +81,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 /* One session on the worker made once; afterwards the store is emptied again. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	fuzz_leak_begin();
 	/* The session answers, sees the end of input and closes, within the time bound (a hang
 	   is a bug; the fuzzer's -timeout also catches it). */
 	fuzz_session(srv.base, &to, data, size, session_done, NULL, srv.gc, 60000);
 	fuzz_store_reset(srv.store);
+	fuzz_leak_end(srv.gc);
 	return 0;
 }

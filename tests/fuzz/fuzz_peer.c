@@ -4,6 +4,9 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <netinet/in.h>
+#include <sanitizer/allocator_interface.h>
+#include <sanitizer/lsan_interface.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,13 +204,24 @@ void fuzz_listen(const char *name, struct net_fds *fds, struct sockaddr_un *addr
 	fds->name[fds->n++] = xstrdup(text);
 }
 
+static void tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+}
+
 void fuzz_session(struct event_base *base, const struct sockaddr_un *to, const uint8_t *data,
 		  size_t size, bool (*done)(void *arg), void *arg, struct store_gc *gc,
 		  int64_t timeout_ms)
 {
 	static uint32_t serial;
 	struct peer p = { .data = data, .size = size };
+	/* the loop wakes at least every 100 ms to look at the deadline: one timer of the
+	   session's, re-armed (event_base_loopexit would leave a timer behind each pass that
+	   an event ended first, and end a later pass with it) */
 	struct timeval tick = { 0, 100000 };
+	struct event *tick_ev = evtimer_new(base, tick_cb, NULL);
 	int64_t deadline = clock_mono_ms() + timeout_ms;
 	unsigned idle = 0;
 	socklen_t tolen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
@@ -240,7 +254,7 @@ void fuzz_session(struct event_base *base, const struct sockaddr_un *to, const u
 			}
 			continue;
 		}
-		event_base_loopexit(base, &tick);
+		evtimer_add(tick_ev, &tick);
 		event_base_loop(base, EVLOOP_ONCE);
 	}
 	if (!p.eof || !done(arg)) {
@@ -249,9 +263,94 @@ void fuzz_session(struct event_base *base, const struct sockaddr_un *to, const u
 		abort();
 	}
 	fuzz_must(!next_peer_armed, "the server accepted the connection");
+	event_free(tick_ev);
 	event_free(p.rd);
 	event_free(p.wr);
 	close(fd);
+}
+
+/* The per-input leak check. Hooks count the blocks allocated and freed by every thread of
+   the process; once an input is over (the session closed, the store reset, the group
+   committer flushed so that its thread holds nothing of the input's), the count of live
+   blocks is back where it started unless the input left something allocated. Most inputs
+   leave it so, at the cost of an atomic addition per allocation and per free; when the count grew, either a
+   cache of the server kept something (reachable: not a leak) or something was lost, and
+   LeakSanitizer's scan of the heap tells which: a leak is reported there with the stacks
+   of its allocations, and the input aborts, so libFuzzer keeps it as a crash. */
+static atomic_long leak_live;
+static long leak_start, leak_scans;
+static int64_t leak_ms;
+static bool leak_on;
+
+static void leak_malloc_hook(const volatile void *p, size_t size)
+{
+	(void)p;
+	(void)size;
+	atomic_fetch_add_explicit(&leak_live, 1, memory_order_relaxed);
+}
+
+static void leak_free_hook(const volatile void *p)
+{
+	if (p != NULL)
+		atomic_fetch_sub_explicit(&leak_live, 1, memory_order_relaxed);
+}
+
+static void leak_stats(void)
+{
+	if (getenv("FUZZ_LEAK_STATS") != NULL) /* scripts/fuzz sets it */
+		fprintf(stderr, "fuzz: leak check: %ld inputs grew the heap: %lld ms of scans\n",
+			leak_scans, (long long)leak_ms);
+}
+
+void fuzz_leak_init(void)
+{
+	/* FUZZ_LEAK_CHECK=0 turns it off (ASan's detect_leaks=0 does too: no LeakSanitizer) */
+	const char *v = getenv("FUZZ_LEAK_CHECK");
+
+	if (v != NULL && strcmp(v, "0") == 0)
+		return;
+	fuzz_must(__sanitizer_install_malloc_and_free_hooks(leak_malloc_hook, leak_free_hook) > 0,
+		  "install the malloc hooks");
+	leak_on = true;
+	atexit(leak_stats);
+}
+
+void fuzz_leak_begin(void)
+{
+	leak_start = atomic_load(&leak_live);
+}
+
+/* Zeroes the stack below the caller's frame, where the frames of the session ran: the scan's
+   own frames are made there, and a stale copy of a lost pointer in one of their unwritten
+   slots would count as a reference. */
+__attribute__((noinline)) static void stack_clear(void)
+{
+	volatile char pad[128 * 1024];
+
+	for (size_t i = 0; i < sizeof(pad); i++)
+		pad[i] = 0;
+}
+
+void fuzz_leak_end(struct store_gc *gc)
+{
+	int64_t t0;
+	int leaked;
+
+	if (!leak_on)
+		return;
+	if (gc != NULL)
+		store_gc_flush(gc);
+	if (atomic_load(&leak_live) <= leak_start)
+		return;
+	leak_scans++;
+	stack_clear();
+	t0 = clock_mono_ms();
+	leaked = __lsan_do_recoverable_leak_check();
+	leak_ms += clock_mono_ms() - t0;
+	if (leaked != 0) {
+		fprintf(stderr, "fuzz: this input leaked (the LeakSanitizer report above)\n");
+		abort();
+	}
 }
 
 struct names {

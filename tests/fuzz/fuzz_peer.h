@@ -30,6 +30,13 @@ void fuzz_start(char *dir, size_t size, const char *name, char *path_r, size_t p
    mailboxes, messages, subscriptions) and every queue entry, so that one input's writes are
    not seen by the next (user ids and UIDVALIDITYs still advance). */
 void fuzz_store_reset(struct store *st);
+/* The per-input leak check (fuzz_peer.c): fuzz_leak_init in LLVMFuzzerInitialize before
+   any thread is made (FUZZ_LEAK_CHECK=0 leaves it off); fuzz_leak_begin when an input starts
+   and fuzz_leak_end (flushing gc, or NULL) when everything of it should be freed: aborts,
+   after LeakSanitizer's report, when blocks the input allocated were lost. */
+void fuzz_leak_init(void);
+void fuzz_leak_begin(void);
+void fuzz_leak_end(struct store_gc *gc);
 /* Removes a directory tree. */
 void fuzz_rm_rf(const char *path);
 /* Appends to fds a listener for the servers (net_server_new): an AF_UNIX stream socket in the

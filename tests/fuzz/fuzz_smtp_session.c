@@ -53,6 +53,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argc;
 	(void)argv;
 	fuzz_start(dir, sizeof(dir), "smtp", path, sizeof(path));
+	fuzz_leak_init(); /* before the worker makes its threads */
 	conf = conf_defaults();
 	fuzz_set(conf, "directory", "backend", "file");
 	fuzz_set(conf, "directory", "users_file", path);
@@ -86,8 +87,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const struct sockaddr_un *l = &to[size > 0 ? data[0] % 3 : 0];
 
+	fuzz_leak_begin();
 	fuzz_session(m.base, l, size > 0 ? data + 1 : data, size > 0 ? size - 1 : 0, session_done,
 		     NULL, m.gc, 60000);
 	fuzz_store_reset(m.store);
+	fuzz_leak_end(m.gc);
 	return 0;
 }
