@@ -529,6 +529,12 @@ static void live_each(struct gather *g, const char *ident, unsigned worker, char
 {
 	struct live *l = g->arg;
 
+	if (strncmp(answer, "ERR", 3) == 0) { /* not metrics: before an answer is taken */
+		fprintf(stderr, "mailctl: %s worker %u: %.*s\n", ident, worker,
+			(int)strcspn(answer, "\n"), answer);
+		g->failed++;
+		return;
+	}
 	for (size_t i = 0; i < l->n; i++)
 		if (strcmp(l->now[i].ident, ident) == 0)
 			return; /* every worker renders the sums of all: one is enough */

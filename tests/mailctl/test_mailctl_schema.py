@@ -363,22 +363,29 @@ def test_reports_are_results():
         refused(75, "no daemon is running", *args)
     # one worker answers, the other does not: the result from the one (exit 75), standard
     # error naming the other; a fake control socket each, in the protocol of control.h
-    ok_sock = FakeWorker(os.path.join(path("no-daemons"), "imapd.0.sock"), {
-        "who": "imapd\t0\t4242\t00000000000000aa\thana\t127.0.0.1:40000\timap\t"
+    bad_sock = FakeWorker(os.path.join(path("no-daemons"), "imapd.0.sock"), {})
+    ok_sock = FakeWorker(os.path.join(path("no-daemons"), "imapd.1.sock"), {
+        "who": "imapd\t1\t4242\t00000000000000aa\thana\t127.0.0.1:40000\timap\t"
                "selected\t1767607200\t3000\tINBOX\n.\n",
-        "kick hana": "OK 1\n"})
-    bad_sock = FakeWorker(os.path.join(path("no-daemons"), "imapd.1.sock"), {})
+        "kick hana": "OK 1\n",
+        "metrics": "# TYPE heron_connections_open gauge\nheron_connections_open 3\n# EOF\n"})
     try:
         rc, out, err = run_json(conf, "who")
         assert rc == 75 and len(out) == 1, (rc, out, err)
         validate("who", out[0])
         assert [(w["user"], w["worker"], w["idle_seconds"], w["detail"]) for w in out[0]] == \
-            [("hana", 0, 3, "INBOX")], out
-        assert "imapd worker 1" in err, err
+            [("hana", 1, 3, "INBOX")], out
+        assert "imapd worker 0" in err, err
         rc, out, err = run_json(conf, "kick", "hana")
         assert rc == 75 and len(out) == 1, (rc, out, err)
         validate("kick", out[0])
-        assert out[0]["kicked"] == 1 and "imapd worker 1" in err, (out, err)
+        assert out[0]["kicked"] == 1 and "imapd worker 0" in err, (out, err)
+        rc, out, err = run_json(conf, "top", "--count", "1")
+        assert rc == 75 and len(out) == 1, (rc, out, err)
+        validate("top", out[0])
+        assert [d["daemon"] for d in out[0]["daemons"]] == ["imapd"], out
+        assert out[0]["daemons"][0]["metrics"]["heron_connections_open"] == 3, out
+        assert "imapd worker 0: ERR" in err, err
     finally:
         ok_sock.close()
         bad_sock.close()
