@@ -157,8 +157,12 @@ static int env_open(struct store *st, struct store_env *e, const char *dir, unsi
 	if ((rc = mdb_env_set_mapsize(e->env, map_size)) != 0)
 		goto fail;
 	snprintf(p, sizeof(p), "%s/index.mdb", dir);
-	/* NOSUBDIR: index.mdb + index.mdb-lock; NOTLS: read txns are not tied to threads. */
-	rc = mdb_env_open(e->env, p, MDB_NOSUBDIR | MDB_NOTLS | (st->nosync ? MDB_NOSYNC : 0),
+	/* NOSUBDIR: index.mdb + index.mdb-lock; NOTLS: read txns are not tied to threads.
+	 * NORDAHEAD (madvise MADV_RANDOM on the map): a page fault in the index reads that page,
+	 * not the device's read-ahead window around it (read_ahead_kb, 128 KB to 8 MB), which
+	 * for B-tree lookups in an index larger than the RAM read mostly pages nobody wanted. */
+	rc = mdb_env_open(e->env, p,
+			  MDB_NOSUBDIR | MDB_NOTLS | MDB_NORDAHEAD | (st->nosync ? MDB_NOSYNC : 0),
 			  0640);
 	if (rc != 0)
 		goto fail;
