@@ -544,6 +544,24 @@ const struct conf_key conf_keys[] = {
 	  "levels of a mailbox name (a/b/c has 3) CREATE, RENAME and mailctl accept; 0: no "
 	  "limit",
 	  CONF_AT(imapd.max_mailbox_depth) },
+	{ "imapd", "metadata_max_size", CONF_SIZE, 1 * KiB, 16 * MiB, "64k", NULL,
+	  "largest annotation value SETMETADATA takes (RFC 5464: NO [METADATA MAXSIZE n] past "
+	  "it); a value also has to fit in literal_max",
+	  CONF_AT(imapd.metadata_max_size) },
+	{ "imapd", "metadata_max_entries", CONF_INT, 10, 100000, "100", NULL,
+	  "annotations one mailbox may have, and one user's server annotations (NO [METADATA "
+	  "TOOMANY] past it)",
+	  CONF_AT(imapd.metadata_max_entries) },
+	{ "imapd", "metadata_private", CONF_BOOL, 0, 0, "yes", NULL,
+	  "whether SETMETADATA takes /private annotations (no: NO [METADATA NOPRIVATE])",
+	  CONF_AT(imapd.metadata_private) },
+	{ "imapd", "metadata_admin", CONF_STR, 0, 0, "", NULL,
+	  "the server annotation /shared/admin, a URI to reach the administrator such as "
+	  "mailto:postmaster@example.org (empty: none); read-only for clients",
+	  CONF_AT(imapd.metadata_admin) },
+	{ "imapd", "metadata_comment", CONF_STR, 0, 0, "", NULL,
+	  "the server annotation /shared/comment (empty: none); read-only for clients",
+	  CONF_AT(imapd.metadata_comment) },
 
 	{ "sink", "listen", CONF_ADDRS, 0, 0, "127.0.0.1:1100", NULL, "SMTP listeners",
 	  CONF_AT(sink.listen) },

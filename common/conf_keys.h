@@ -173,6 +173,11 @@ struct imapd_conf {
 	int64_t max_bad_commands;
 	int64_t max_mailboxes_per_user;
 	int64_t max_mailbox_depth;
+	uint64_t metadata_max_size;
+	int64_t metadata_max_entries;
+	bool metadata_private;
+	const char *metadata_admin;
+	const char *metadata_comment;
 	bool proxy;
 	const struct conf_list *proxy_hosts;
 	int64_t proxy_port;

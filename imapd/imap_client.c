@@ -604,9 +604,13 @@ static void client_literal(struct imap_client *c)
 		c->append_cat = cat;
 		return client_append_literal(c, size, sync, join);
 	}
-	if (imap_parser_literal_binary(p)) {
-		imap_parser_literal_reject(p, "literal8 only for APPEND messages");
-		return client_reject(c, "BAD", "literal8 (~{n}) only for APPEND messages");
+	/* and a SETMETADATA value (RFC 5464: value = nstring / literal8) */
+	if (imap_parser_literal_binary(p) &&
+	    !(depth == 1 && n >= 1 && imap_arg_atom_is(&a[0], "SETMETADATA"))) {
+		imap_parser_literal_reject(p, "literal8 only for APPEND messages and annotations");
+		return client_reject(
+			c, "BAD",
+			"literal8 (~{n}) only for APPEND messages and SETMETADATA values");
 	}
 	if (imap_parser_literal_accept(p) < 0)
 		return client_reject(c, "BAD", imap_parser_error(p));

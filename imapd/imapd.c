@@ -44,6 +44,11 @@ static const char *const reloadable_keys[] = {
 	"max_connections_per_user",
 	"max_mailboxes_per_user",
 	"max_mailbox_depth",
+	"metadata_max_size",
+	"metadata_max_entries",
+	"metadata_private",
+	"metadata_admin",
+	"metadata_comment",
 };
 
 /* What a SIGHUP does with a changed key of the sections imapd reads. */

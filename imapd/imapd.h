@@ -628,6 +628,8 @@ bool cmd_getacl(struct imap_cmd *cmd);
 bool cmd_setacl(struct imap_cmd *cmd);
 bool cmd_idle(struct imap_cmd *cmd);
 bool cmd_quota(struct imap_cmd *cmd);
+bool cmd_getmetadata(struct imap_cmd *cmd);
+bool cmd_setmetadata(struct imap_cmd *cmd);
 bool cmd_setquota(struct imap_cmd *cmd);
 /* cmd_auth.c: the client's line after AUTHENTICATE's "+ ". */
 void imap_auth_line(struct imap_client *c, const char *line, size_t len);

@@ -325,6 +325,44 @@ int store_mbox_keyword(struct store_txn *t, uint64_t mbox, const char *kw, bool 
 		       unsigned *idx_r);
 
 /* ------------------------------------------------------------------------------------- */
+/* Annotations (IMAP METADATA, RFC 5464; store_annot.c). An owner is a mailbox id (mailbox
+   entries) or a user id (that user's server entries: the store keeps no server-wide ones).
+   An entry is a full name, "/shared/..." or "/private/..." (store_annot_entry_valid), taken
+   without regard to ASCII case and kept folded to lower case; a /private entry belongs to
+   user, a /shared one to every user of the owner. Values are bytes (NUL allowed). A
+   mailbox's entries go with its delete and follow its rename (an INBOX rename copies them:
+   INBOX keeps its own, RFC 5464 4.1); a user's go with the user. */
+
+#define STORE_ANNOT_ENTRY_MAX 256 /* bytes of an entry name */
+
+struct store_annot {
+	const char *entry; /* folded; not NUL-terminated; valid for the txn */
+	size_t entry_len;
+	const void *value; /* valid for the txn */
+	size_t value_len;
+};
+
+/* RFC 5464 3.2: "/shared/x" or "/private/x" (two components or more), ASCII from 0x1a
+   without '*' and '%', no "//", no trailing '/'. The calls below also refuse a name longer
+   than STORE_ANNOT_ENTRY_MAX (STORE_EINVAL): none can exist. */
+bool store_annot_entry_valid(const char *entry, size_t len);
+/* One entry's value (valid for the txn). Errors: STORE_ENOMSG (no such entry),
+   STORE_EINVAL (not a valid entry name). */
+int store_annot_get(struct store_txn *t, uint64_t owner, uint64_t user, const char *entry,
+		    size_t len, const void **value_r, size_t *vlen_r);
+/* Sets (value NULL: removes) one entry. A new entry is refused when owner has max_entries
+   already (0: no limit), counting every user's. Checks before it writes: an error leaves
+   the txn as it was. Errors: STORE_ELIMIT (max_entries), STORE_EINVAL (name, read txn). */
+int store_annot_set(struct store_txn *t, uint64_t owner, uint64_t user, const char *entry,
+		    size_t len, const void *value, size_t vlen, uint32_t max_entries);
+/* Calls cb for entry itself and the entries below it up to depth levels (0: the entry only,
+   1: its children too, UINT_MAX: all), of the same scope, in name order; cb's non-zero stops
+   and is returned. Errors: STORE_EINVAL (name). */
+int store_annot_list(struct store_txn *t, uint64_t owner, uint64_t user, const char *entry,
+		     size_t len, unsigned depth, int (*cb)(const struct store_annot *a, void *arg),
+		     void *arg);
+
+/* ------------------------------------------------------------------------------------- */
 /* Blobs: immutable message files. A blob writer computes the message cache (msgcache.h) as
    the bytes go by, so a message is read once. */
 

@@ -292,7 +292,7 @@ static int mbox_drop(struct store_txn *t, uint64_t user, uint64_t id, struct mbo
 	uint8_t k[KEY_MAX];
 	int rc;
 
-	if ((rc = store_msg_purge_mbox(t, id, r)) != 0)
+	if ((rc = store_msg_purge_mbox(t, id, r)) != 0 || (rc = store_annot_drop(t, id)) != 0)
 		return rc;
 	put_be64(k, id);
 	if ((rc = store_del(t, DBI_MBOX, k, 8)) != 0)
@@ -347,7 +347,10 @@ int store_mbox_delete(struct store_txn *t, uint64_t user, const char *name)
 	}
 	if (m.r.attrs & STORE_MBOX_NOSELECT)
 		return STORE_ENOTSUP;
-	if ((rc = store_msg_purge_mbox(t, m.id, &m.r)) != 0)
+	/* deleted, if kept for its children: a mailbox made again there starts without the
+	   old one's annotations (RFC 5464 4.1) */
+	if ((rc = store_msg_purge_mbox(t, m.id, &m.r)) != 0 ||
+	    (rc = store_annot_drop(t, m.id)) != 0)
 		return rc;
 	m.r.attrs |= STORE_MBOX_NOSELECT;
 	m.r.special = 0;
@@ -449,9 +452,11 @@ int store_mbox_rename(struct store_txn *t, uint64_t user, const char *from, cons
 			return rc;
 		memcpy(it.name, f, flen + 1);
 		it.len = flen;
-		if ((rc = rename_one(t, user, &it, n, tlen, flen)) != 0)
+		if ((rc = rename_one(t, user, &it, n, tlen, flen)) != 0 ||
+		    (rc = mbox_new(t, user, "INBOX", 5, 0, &id)) != 0)
 			return rc;
-		return mbox_new(t, user, "INBOX", 5, 0, &id);
+		/* the annotations went with the record; INBOX keeps a copy (RFC 5464 4.1) */
+		return store_annot_copy(t, it.id, id);
 	}
 	if ((rc = rename_collect(t, user, f, flen, &items, &nitems)) != 0)
 		return rc;
@@ -840,7 +845,8 @@ int store_mbox_remove_all(struct store_txn *t, uint64_t user)
 			rc = mbox_drop(t, user, items[i].id, &r);
 	}
 	free(items);
-	if (rc != 0 || (rc = store_del_prefix(t, DBI_SIEVE, user)) != 0)
+	if (rc != 0 || (rc = store_del_prefix(t, DBI_SIEVE, user)) != 0 ||
+	    (rc = store_annot_drop(t, user)) != 0)
 		return rc;
 	return store_del_prefix(t, DBI_SUBS, user);
 }

@@ -21,6 +21,8 @@
  *   bodies   be64 piece number         -> a piece of an inline body (format 3): the blob row
  *            then holds be32 refcount + be64 size + be64 first piece + be32 encoded length;
  *            pieces of at most BODY_PIECE bytes, numbered in order of writing (MDB_APPEND)
+ *   annot    be64 owner (mailbox or user) + be64 user (0: /shared) + entry name -> value
+ *            (store_annot.c)
  * The queue environment (queue/) has meta, blobs (one reference per entry) and:
  *   queue    be64 id                   -> queue record
  *   due      be64 time + be64 id       -> ""   (one row per not-held, not-final entry) */
@@ -57,6 +59,7 @@ enum store_dbi {
 	DBI_FTS,   /* store_fts.c */
 	DBI_DEAD,
 	DBI_BODIES, /* store_blob.c: bodies kept in the index */
+	DBI_ANNOT,  /* store_annot.c: METADATA annotations */
 	DBI_COUNT
 };
 
@@ -230,6 +233,10 @@ int mbox_rec_load(struct store_txn *t, uint64_t mbox, struct mbox_rec *r);
 int mbox_rec_store(struct store_txn *t, uint64_t mbox, const struct mbox_rec *r);
 int store_mbox_remove_all(struct store_txn *t, uint64_t user);
 int mbox_kw_remap(struct store_txn *t, uint64_t src, uint64_t dst, uint64_t kws, uint64_t *out);
+
+/* store_annot.c: a mailbox's (or a user's server) rows dropped, copied to another owner */
+int store_annot_drop(struct store_txn *t, uint64_t owner);
+int store_annot_copy(struct store_txn *t, uint64_t from, uint64_t to);
 
 /* store_msg.c */
 int msg_put(struct store_txn *t, uint64_t mbox, uint32_t uid, const struct store_msg *m);

@@ -212,6 +212,36 @@ static void test_literal8(void **state)
 	imap_parser_free(&p);
 }
 
+/* GETMETADATA and SETMETADATA (RFC 5464): options, entry lists, and the values SETMETADATA
+   takes (quoted, literal, literal8, NIL), whole, in every split and byte by byte. */
+static void test_metadata(void **state)
+{
+	check("m GETMETADATA (MAXSIZE 1024 DEPTH infinity) \"INBOX\" (/shared/comment "
+	      "/private/comment)\r\n",
+	      IMAP_PARSE_DONE,
+	      "m GETMETADATA (4: MAXSIZE 1024 DEPTH infinity) \"INBOX\" (2: /shared/comment "
+	      "/private/comment)");
+	check("m GETMETADATA \"INBOX\" (DEPTH 1) (/private/filters/values)\r\n", IMAP_PARSE_DONE,
+	      "m GETMETADATA \"INBOX\" (2: DEPTH 1) (1: /private/filters/values)");
+	check("m GETMETADATA \"\" /shared/comment\r\n", IMAP_PARSE_DONE,
+	      "m GETMETADATA \"\" /shared/comment");
+	check("m SETMETADATA INBOX (/private/comment {33}\r\nMy new comment across\r\ntwo lines.)"
+	      "\r\n",
+	      IMAP_PARSE_DONE,
+	      "m SETMETADATA INBOX (2: /private/comment {33}My new comment across\r\ntwo lines.)");
+	check("m SETMETADATA INBOX (/private/vendor/vendor.heron/bin ~{3+}\r\nabc /shared/comment "
+	      "NIL)\r\n",
+	      IMAP_PARSE_DONE,
+	      "m SETMETADATA INBOX (4: /private/vendor/vendor.heron/bin {3}abc /shared/comment NIL)");
+	check("m SETMETADATA \"\" (/shared/comment \"say \\\"hi\\\"\")\r\n", IMAP_PARSE_DONE,
+	      "m SETMETADATA \"\" (2: /shared/comment \"say \"hi\"\")");
+	check("m GETMETADATA INBOX (/shared/comment\r\n", IMAP_PARSE_ERROR,
+	      "m|Unbalanced parentheses: missing ')'");
+	/* the literal takes its 3 bytes, ')' among them */
+	check("m SETMETADATA INBOX (/shared/comment ~{3}\r\nab)\r\n", IMAP_PARSE_ERROR,
+	      "m|Unbalanced parentheses: missing ')'");
+}
+
 static void test_errors(void **state)
 {
 	check("a1\r\n", IMAP_PARSE_ERROR, "a1|Missing command");
@@ -409,6 +439,7 @@ int main(void)
 		cmocka_unit_test(test_nested_lists),
 		cmocka_unit_test(test_literals),
 		cmocka_unit_test(test_literal8),
+		cmocka_unit_test(test_metadata),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_recovery),

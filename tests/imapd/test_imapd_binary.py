@@ -199,7 +199,7 @@ def test_append_literal8():
     assert_eq(r.cmd("g", "STATUS Bin7 (MESSAGES)"),
               ["* STATUS Bin7 (MESSAGES 2)", "g OK STATUS completed"])
     assert_eq(r.cmd("h", "LOGIN ~{3}"),
-              ["h BAD literal8 (~{n}) only for APPEND messages"])
+              ["h BAD literal8 (~{n}) only for APPEND messages and SETMETADATA values"])
     assert_eq(r.cmd("i", "LIST \"\" ~Bin*"), ["i OK List completed"])
 
 
