@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/notify.h"
 
 /* Fills sa from $NOTIFY_SOCKET; 0 when unset, -1 when unusable, else the address length. */
@@ -48,12 +49,8 @@ int notify_send(const char *state, const char *fmt, ...)
 	}
 	n = (size_t)snprintf(msg, sizeof(msg), "%s\n", state);
 	if (strstr(state, "RELOADING=1") != NULL && n < sizeof(msg)) {
-		struct timespec ts;
-
-		clock_gettime(CLOCK_MONOTONIC, &ts);
 		n += (size_t)snprintf(msg + n, sizeof(msg) - n, "MONOTONIC_USEC=%llu\n",
-				      (unsigned long long)ts.tv_sec * 1000000ULL +
-					      (unsigned long long)ts.tv_nsec / 1000);
+				      (unsigned long long)clock_mono_us());
 	}
 	if (fmt != NULL && n + 8 < sizeof(msg)) {
 		va_list ap;

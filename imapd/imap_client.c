@@ -70,14 +70,6 @@ bool imap_out_full(struct imap_client *c)
 	return evbuffer_get_length(imap_out(c)) >= IMAP_OUT_HIGH;
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Before login the timeout is a deadline from the connect (input does not move it: a
    client sending a byte a second is still out at login_timeout); after it, idle time. */
 static void timer_arm(struct imap_client *c)
@@ -88,7 +80,7 @@ static void timer_arm(struct imap_client *c)
 	if (c->flags & IMAP_CF_PROXY)
 		return; /* the store host keeps the session's idle time */
 	if (c->state == IMAP_ST_NOTAUTH) {
-		ms = c->login_deadline - mono_ms();
+		ms = c->login_deadline - clock_mono_ms();
 		ms = ms > 0 ? ms : 0;
 	}
 	tv.tv_sec = (time_t)(ms / 1000);
@@ -359,7 +351,7 @@ void imap_client_new(struct imap_server *srv, struct net_server *ns, int fd,
 	memcpy(&c->sa, sa, salen < sizeof(c->sa) ? salen : sizeof(c->sa));
 	c->id = log_new_id();
 	c->state = IMAP_ST_NOTAUTH;
-	c->login_deadline = mono_ms() + srv->login_timeout_ms;
+	c->login_deadline = clock_mono_ms() + srv->login_timeout_ms;
 	c->connected = (int64_t)time(NULL);
 	c->connected_us = clock_mono_us();
 	metrics_inc(MS_CONN_ACCEPTED, tls, 0);

@@ -16,6 +16,7 @@
 #include <openssl/rsa.h>
 
 #include "common/buf.h"
+#include "common/clock.h"
 #include "mailauth/dkim.h"
 #include "tests/mailauth/fake_dns.h"
 
@@ -25,14 +26,6 @@
 
 static struct event_base *base;
 static struct fake_dns *fdns;
-
-static long long now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 static EVP_PKEY *keygen(int type)
 {
@@ -151,19 +144,19 @@ static void run(const struct dkim_signkey *k, size_t size)
 {
 	size_t len, slen;
 	char *msg = make_msg(size, &len), *signed_msg = NULL;
-	long long t0 = now_ns(), sign_ns, verify_ns;
+	int64_t t0 = clock_mono_ns(), sign_ns, verify_ns;
 	int n = 0, bad = 0;
 
-	for (; n < MAX_MSGS && now_ns() - t0 < MAX_NS; n++) {
+	for (; n < MAX_MSGS && clock_mono_ns() - t0 < MAX_NS; n++) {
 		free(signed_msg);
 		signed_msg = sign(k, msg, len, &slen);
 	}
-	sign_ns = (now_ns() - t0) / n;
+	sign_ns = (clock_mono_ns() - t0) / n;
 	int m = 0;
-	t0 = now_ns();
-	for (; m < MAX_MSGS && now_ns() - t0 < MAX_NS; m++)
+	t0 = clock_mono_ns();
+	for (; m < MAX_MSGS && clock_mono_ns() - t0 < MAX_NS; m++)
 		bad += verify(signed_msg, slen) != MA_PASS;
-	verify_ns = (now_ns() - t0) / m;
+	verify_ns = (clock_mono_ns() - t0) / m;
 	printf("%-15s %9zu %10.1f %10.1f %6d %6d%s\n", dkim_alg_name(k->alg), len,
 	       (double)sign_ns / 1000.0, (double)verify_ns / 1000.0, n, m,
 	       bad ? "  (some did not verify!)" : "");
