@@ -19,7 +19,8 @@
 #define HTTP_REQUEST_MAX 8192
 
 struct obs {
-	struct obs_ops ops;
+	const struct obs_ops *ops;
+	void *arg;
 	const char *ident;
 	unsigned worker;
 	struct reqserver *http;
@@ -112,7 +113,7 @@ static void http_cb(const char *req, size_t len, struct buf *out, void *arg)
 {
 	struct obs *o = arg;
 
-	obs_http_answer(req, len, out, o->ops.live, o->ops.arg);
+	obs_http_answer(req, len, out, o->ops->live, o->arg);
 }
 
 /* ---- control socket ---- */
@@ -123,12 +124,12 @@ static void ctl_cb(const char *req, size_t len, struct buf *out, void *arg)
 	size_t n = strcspn(req, "\r\n");
 
 	if (n == 3 && memcmp(req, "who", 3) == 0) {
-		if (o->ops.who != NULL)
-			o->ops.who(out, o->ident, o->worker, o->ops.arg);
+		if (o->ops->who != NULL)
+			o->ops->who(out, o->ident, o->worker, o->arg);
 		buf_puts(out, ".\n");
 	} else if (n > 5 && memcmp(req, "kick ", 5) == 0) {
 		char *user = xmemdup0(req + 5, n - 5);
-		unsigned k = o->ops.kick != NULL ? o->ops.kick(user, o->ops.arg) : 0;
+		unsigned k = o->ops->kick != NULL ? o->ops->kick(user, o->arg) : 0;
 
 		if (k > 0)
 			log_info("%s worker %u kick user=%s sessions=%u", o->ident, o->worker,
@@ -136,7 +137,7 @@ static void ctl_cb(const char *req, size_t len, struct buf *out, void *arg)
 		buf_printf(out, "OK %u\n", k);
 		free(user);
 	} else if (n == 7 && memcmp(req, "metrics", 7) == 0) {
-		metrics_render(out, o->ops.live, o->ops.arg);
+		metrics_render(out, o->ops->live, o->arg);
 		buf_puts(out, "# EOF\n");
 	} else {
 		buf_puts(out, "ERR unknown request (who, kick USER, metrics)\n");
@@ -186,11 +187,12 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct obs *o = arg;
 
-	o->ops.publish(o->ops.arg);
+	o->ops->publish(o->arg);
 }
 
 struct obs *obs_start(struct event_base *base, const struct conf *c, const char *ident,
-		      unsigned worker, const struct net_fds *fds, const struct obs_ops *ops)
+		      unsigned worker, const struct net_fds *fds, const struct obs_ops *ops,
+		      void *arg)
 {
 	const struct metrics_conf *mc = &conf_values(c)->metrics;
 	struct obs *o = xcalloc(1, sizeof(*o));
@@ -206,7 +208,8 @@ struct obs *obs_start(struct event_base *base, const struct conf *c, const char 
 	};
 	struct timeval one = { 1, 0 };
 
-	o->ops = *ops;
+	o->ops = ops;
+	o->arg = arg;
 	o->ident = ident;
 	o->worker = worker;
 	if (fds != NULL && fds->n > 0)
@@ -215,7 +218,7 @@ struct obs *obs_start(struct event_base *base, const struct conf *c, const char 
 	if (ops->publish != NULL) {
 		o->tick = event_new(base, -1, EV_PERSIST, tick_cb, o);
 		event_add(o->tick, &one);
-		ops->publish(ops->arg);
+		ops->publish(arg);
 	}
 	return o;
 }

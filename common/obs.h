@@ -12,7 +12,7 @@
  *      master:  metrics_init(ident, defs, n, workers);
  *               obs_listen(conf_values(c)->metrics.imapd_listen, c, &fds, &err);
  *      worker:  metrics_worker_start(index);
- *               obs = obs_start(base, c, "imapd", index, &fds, &ops);  ...  obs_free(&obs); */
+ *               obs = obs_start(base, c, "imapd", index, &fds, &ops, srv);  ...  obs_free(&obs); */
 #ifndef HERON_OBS_H
 #define HERON_OBS_H
 
@@ -35,7 +35,6 @@ struct obs_ops {
 	void (*who)(struct buf *out, const char *ident, unsigned worker, void *arg);
 	/* kick: closes user's sessions in this worker; returns how many */
 	unsigned (*kick)(const char *user, void *arg);
-	void *arg;
 };
 
 /* Master: when [metrics] enabled and addrs is not empty, binds addrs into fds for the
@@ -46,9 +45,11 @@ int obs_listen(const struct conf *c, const struct conf_addrs *addrs, struct net_
 struct obs;
 /* Worker, after metrics_worker_start: serves the metrics on fds (may be NULL or empty), the
    control socket [control] dir/IDENT.WORKER.sock when dir is set (a failure to bind it is
-   logged and the worker goes on without one), and ticks ops->publish. ops is copied. */
+   logged and the worker goes on without one), and ticks ops->publish. ops is kept (a
+   daemon's static table); arg is passed to each of its functions. */
 struct obs *obs_start(struct event_base *base, const struct conf *c, const char *ident,
-		      unsigned worker, const struct net_fds *fds, const struct obs_ops *ops);
+		      unsigned worker, const struct net_fds *fds, const struct obs_ops *ops,
+		      void *arg);
 /* The control socket's path, or NULL when the worker has none. */
 const char *obs_control_path(const struct obs *o);
 /* Closes both doors (the control socket's file is removed); *op = NULL; safe on NULL. */

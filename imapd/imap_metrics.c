@@ -171,16 +171,10 @@ static unsigned kick(const char *user, void *arg)
 	return n;
 }
 
+static const struct obs_ops ops = { .live = live, .publish = publish, .who = who, .kick = kick };
+
 struct obs *imap_obs_start(struct imap_server *srv, const struct net_fds *fds)
 {
-	struct obs_ops ops = {
-		.live = live,
-		.publish = publish,
-		.who = who,
-		.kick = kick,
-		.arg = srv,
-	};
-
 	memset(&last, 0, sizeof(last));
-	return obs_start(srv->base, srv->conf, "imapd", srv->worker, fds, &ops);
+	return obs_start(srv->base, srv->conf, "imapd", srv->worker, fds, &ops, srv);
 }

@@ -150,16 +150,10 @@ static unsigned kick(const char *user, void *arg)
 	return n;
 }
 
+static const struct obs_ops ops = { .live = live, .publish = publish, .who = who, .kick = kick };
+
 struct obs *ms_obs_start(struct ms_server *srv, unsigned worker, const struct net_fds *fds)
 {
-	struct obs_ops ops = {
-		.live = live,
-		.publish = publish,
-		.who = who,
-		.kick = kick,
-		.arg = srv,
-	};
-
 	memset(&last, 0, sizeof(last));
-	return obs_start(srv->base, srv->conf, "managesieved", worker, fds, &ops);
+	return obs_start(srv->base, srv->conf, "managesieved", worker, fds, &ops, srv);
 }

@@ -258,16 +258,10 @@ static unsigned kick(const char *user, void *arg)
 	return n;
 }
 
+static const struct obs_ops ops = { .live = live, .publish = publish, .who = who, .kick = kick };
+
 struct obs *mtad_obs_start(struct mtad *m, const struct net_fds *fds)
 {
-	struct obs_ops ops = {
-		.live = live,
-		.publish = publish,
-		.who = who,
-		.kick = kick,
-		.arg = m,
-	};
-
 	memset(&last, 0, sizeof(last));
-	return obs_start(m->base, m->conf, "mtad", m->worker, fds, &ops);
+	return obs_start(m->base, m->conf, "mtad", m->worker, fds, &ops, m);
 }

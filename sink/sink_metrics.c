@@ -75,10 +75,10 @@ static void live(struct buf *out, void *arg)
 	free(h);
 }
 
+static const struct obs_ops ops = { .live = live, .publish = publish };
+
 struct obs *sink_obs_start(struct sink_worker *w, const struct conf *c, const struct net_fds *fds)
 {
-	struct obs_ops ops = { .live = live, .publish = publish, .arg = w };
-
 	last_refused = 0;
-	return obs_start(w->base, c, "sink", w->index, fds, &ops);
+	return obs_start(w->base, c, "sink", w->index, fds, &ops, w);
 }
