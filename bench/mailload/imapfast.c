@@ -517,17 +517,29 @@ static void cmd_expunge(struct conn *c, const char *tag)
 	out_fmt(c, "%s OK EXPUNGE completed\r\n", tag);
 }
 
-static void cmd_select(struct conn *c, const char *tag, const char *args, bool examine)
+/* The mailbox named next at *p, made if new; NULL after the BAD or NO it answered tag with. */
+static struct folder *folder_arg(struct conn *c, const char *tag, const char **p)
 {
 	char name[NAME_MAX_BYTES];
+	struct folder *f;
+
+	if (!astring(p, name, sizeof(name))) {
+		out_fmt(c, "%s BAD mailbox name expected\r\n", tag);
+		return NULL;
+	}
+	if ((f = folder_get(c->u, name, true)) == NULL)
+		out_fmt(c, "%s NO [LIMIT] too many folders\r\n", tag);
+	return f;
+}
+
+static void cmd_select(struct conn *c, const char *tag, const char *args, bool examine)
+{
 	const char *p = args;
+	struct folder *f;
 
 	c->sel = NULL;
-	if (!astring(&p, name, sizeof(name)))
-		return out_fmt(c, "%s BAD mailbox name expected\r\n", tag);
-	struct folder *f = folder_get(c->u, name, true);
-	if (f == NULL)
-		return out_fmt(c, "%s NO [LIMIT] too many folders\r\n", tag);
+	if ((f = folder_arg(c, tag, &p)) == NULL)
+		return;
 	if (!examine && strcmp(f->name, "INBOX") == 0)
 		folder_add(f, msg_size(f->uidnext), 0); /* a delivery since the last look */
 	c->sel = f;
@@ -638,22 +650,16 @@ static void command(struct conn *c, char *line)
 	if (strcasecmp(cmd, "LIST") == 0 || strcasecmp(cmd, "LSUB") == 0)
 		return cmd_list(c, tag, strcasecmp(cmd, "LSUB") == 0);
 	if (strcasecmp(cmd, "CREATE") == 0 || strcasecmp(cmd, "SUBSCRIBE") == 0) {
-		char name[NAME_MAX_BYTES];
-		struct folder *f;
-		if (!astring(&p, name, sizeof(name)))
-			return out_fmt(c, "%s BAD mailbox name expected\r\n", tag);
-		if ((f = folder_get(c->u, name, true)) == NULL)
-			return out_fmt(c, "%s NO [LIMIT] too many folders\r\n", tag);
+		struct folder *f = folder_arg(c, tag, &p);
+		if (f == NULL)
+			return;
 		f->sub |= strcasecmp(cmd, "SUBSCRIBE") == 0;
 		return out_fmt(c, "%s OK %s completed\r\n", tag, cmd);
 	}
 	if (strcasecmp(cmd, "STATUS") == 0) {
-		char name[NAME_MAX_BYTES];
-		struct folder *f;
-		if (!astring(&p, name, sizeof(name)))
-			return out_fmt(c, "%s BAD mailbox name expected\r\n", tag);
-		if ((f = folder_get(c->u, name, true)) == NULL)
-			return out_fmt(c, "%s NO [LIMIT] too many folders\r\n", tag);
+		struct folder *f = folder_arg(c, tag, &p);
+		if (f == NULL)
+			return;
 		return out_fmt(c, "* STATUS \"%s\" (MESSAGES %u)\r\n%s OK STATUS completed\r\n",
 			       f->name, f->n, tag);
 	}
