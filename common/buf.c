@@ -98,6 +98,33 @@ int buf_putc(struct buf *b, char c)
 	return buf_append(b, &c, 1);
 }
 
+int buf_put_utf8(struct buf *b, uint32_t cp)
+{
+	char t[4];
+	size_t n;
+
+	if (cp < 0x80) {
+		t[0] = (char)cp;
+		n = 1;
+	} else if (cp < 0x800) {
+		t[0] = (char)(0xc0 | (cp >> 6));
+		t[1] = (char)(0x80 | (cp & 0x3f));
+		n = 2;
+	} else if (cp < 0x10000) {
+		t[0] = (char)(0xe0 | (cp >> 12));
+		t[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		t[2] = (char)(0x80 | (cp & 0x3f));
+		n = 3;
+	} else {
+		t[0] = (char)(0xf0 | (cp >> 18));
+		t[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+		t[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		t[3] = (char)(0x80 | (cp & 0x3f));
+		n = 4;
+	}
+	return buf_append(b, t, n);
+}
+
 int buf_vprintf(struct buf *b, const char *fmt, va_list ap)
 {
 	va_list ap2;

@@ -35,6 +35,9 @@ void buf_reset(struct buf *b);
 int buf_append(struct buf *b, const void *p, size_t n);
 int buf_puts(struct buf *b, const char *s);
 int buf_putc(struct buf *b, char c);
+/* The UTF-8 form of code point cp (1 to 4 bytes; cp <= 0x10FFFF, the caller keeps out
+   surrogates); 0, or -1 as for buf_append (nothing appended). */
+int buf_put_utf8(struct buf *b, uint32_t cp);
 int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int buf_vprintf(struct buf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 /* Makes room for n more bytes and returns where they go; -1 as for buf_append (NULL). The

@@ -31,16 +31,6 @@ void cte_decoder_init(struct cte_decoder *d, enum cte cte)
 	d->cte = cte;
 }
 
-int cte_hex_val(char ch)
-{
-	unsigned char c = (unsigned char)ch;
-
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c = (unsigned char)(c | 0x20);
-	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
 /* Characters outside the alphabet (line ends, padding) are skipped. */
 static size_t b64_decode(struct cte_decoder *d, const char *p, size_t len, char *out)
 {
@@ -82,8 +72,8 @@ static size_t qp_escape(struct cte_decoder *d, char c, char *out)
 	if (d->nqp < 3)
 		return 0;
 	d->nqp = 0;
-	hi = cte_hex_val(d->qp[1]);
-	lo = cte_hex_val(d->qp[2]);
+	hi = str_hex_digit((unsigned char)d->qp[1]);
+	lo = str_hex_digit((unsigned char)d->qp[2]);
 	if (hi >= 0 && lo >= 0) {
 		out[0] = (char)(hi << 4 | lo);
 		return 1;

@@ -44,7 +44,5 @@ size_t cte_decode_finish(struct cte_decoder *d, char *out);
    file cannot be read. */
 int cte_decode_measure(int fd, uint64_t off, uint64_t len, enum cte cte, char *scratch,
 		       uint64_t *size_r, bool *nul_r);
-/* A hexadecimal digit's value, or -1. */
-int cte_hex_val(char c);
 
 #endif

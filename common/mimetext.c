@@ -134,24 +134,6 @@ static const uint16_t cp1252_hi[32] = {
 	0x2013, 0x2014, 0x02dc, 0x2122, 0x0161, 0x203a, 0x0153, 0,      0x017e, 0x0178,
 };
 
-static void put_utf8(struct buf *out, uint32_t c)
-{
-	char u[3];
-
-	if (c < 0x80) {
-		buf_putc(out, (char)c);
-	} else if (c < 0x800) {
-		u[0] = (char)(0xc0 | c >> 6);
-		u[1] = (char)(0x80 | (c & 0x3f));
-		buf_append(out, u, 2);
-	} else {
-		u[0] = (char)(0xe0 | c >> 12);
-		u[1] = (char)(0x80 | ((c >> 6) & 0x3f));
-		u[2] = (char)(0x80 | (c & 0x3f));
-		buf_append(out, u, 3);
-	}
-}
-
 static enum mt_charset charset_kind(const char *cs, size_t len)
 {
 	if (len == 0 || str_caseeq(cs, len, "UTF-8", 5) || str_caseeq(cs, len, "utf8", 4) ||
@@ -257,9 +239,9 @@ static void conv_run(struct mt_conv *c, const char *p, size_t len, struct buf *o
 			if (b < 0x80)
 				buf_putc(out, (char)b);
 			else if (c->cs == CS_CP1252 && b < 0xa0 && cp1252_hi[b - 0x80] != 0)
-				put_utf8(out, cp1252_hi[b - 0x80]);
+				buf_put_utf8(out, cp1252_hi[b - 0x80]);
 			else
-				put_utf8(out, b);
+				buf_put_utf8(out, b);
 		}
 		return;
 	}
@@ -289,9 +271,10 @@ static void decode_q(const char *s, const char *end, struct buf *raw)
 	for (; s < end; s++) {
 		if (*s == '_')
 			buf_putc(raw, ' ');
-		else if (*s == '=' && end - s >= 3 && cte_hex_val(s[1]) >= 0 &&
-			 cte_hex_val(s[2]) >= 0) {
-			buf_putc(raw, (char)(cte_hex_val(s[1]) << 4 | cte_hex_val(s[2])));
+		else if (*s == '=' && end - s >= 3 && str_hex_digit((unsigned char)s[1]) >= 0 &&
+			 str_hex_digit((unsigned char)s[2]) >= 0) {
+			buf_putc(raw, (char)(str_hex_digit((unsigned char)s[1]) << 4 |
+					     str_hex_digit((unsigned char)s[2])));
 			s += 2;
 		} else
 			buf_putc(raw, *s);

@@ -292,6 +292,14 @@ int str_b64_digit(unsigned char c, unsigned char c63)
 	return c == c63 ? 63 : -1;
 }
 
+int str_hex_digit(unsigned char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c = (unsigned char)(c | 0x20);
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
 void str_log_name(char *dst, size_t size, const char *name)
 {
 	size_t n = 0, max = size - 1;

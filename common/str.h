@@ -62,6 +62,8 @@ int str_to_bool(const char *p, size_t len, bool *v_r);
 /* The value 0..63 of a base64 digit, or -1: A-Z a-z 0-9 + then c63 ('/' in RFC 4648 base64,
    ',' in IMAP's modified UTF-7). */
 int str_b64_digit(unsigned char c, unsigned char c63);
+/* The value 0..15 of a hexadecimal digit (0-9, a-f, A-F), or -1. */
+int str_hex_digit(unsigned char c);
 
 static inline struct str_view str_view_of(const char *s)
 {

@@ -41,29 +41,7 @@ static int32_t utf8_next(const unsigned char *in, size_t len, size_t *i)
 
 static void utf8_put(struct buf *out, uint32_t cp, int *err)
 {
-	char t[4];
-	size_t n;
-
-	if (cp < 0x80) {
-		t[0] = (char)cp;
-		n = 1;
-	} else if (cp < 0x800) {
-		t[0] = (char)(0xc0 | (cp >> 6));
-		t[1] = (char)(0x80 | (cp & 0x3f));
-		n = 2;
-	} else if (cp < 0x10000) {
-		t[0] = (char)(0xe0 | (cp >> 12));
-		t[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-		t[2] = (char)(0x80 | (cp & 0x3f));
-		n = 3;
-	} else {
-		t[0] = (char)(0xf0 | (cp >> 18));
-		t[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-		t[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-		t[3] = (char)(0x80 | (cp & 0x3f));
-		n = 4;
-	}
-	if (buf_append(out, t, n) < 0)
+	if (buf_put_utf8(out, cp) < 0)
 		*err = 1;
 }
 

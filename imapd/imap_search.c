@@ -327,7 +327,7 @@ static struct skey *parse_objectid_key(struct imap_search *s, const char *name,
 		return NULL;
 	}
 	for (size_t i = 0; i < v->len; i++) {
-		int h = cte_hex_val(v->s[i]);
+		int h = str_hex_digit((unsigned char)v->s[i]);
 
 		if (!((v->s[i] >= 'A' && v->s[i] <= 'Z') || (v->s[i] >= 'a' && v->s[i] <= 'z') ||
 		      (v->s[i] >= '0' && v->s[i] <= '9') || v->s[i] == '_' || v->s[i] == '-')) {

@@ -5,16 +5,6 @@
 #include "common/str.h"
 #include "imapd/imap_url.h"
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 /* Percent-decodes s[0..len) into out (max bytes and a NUL): the length, or -1. A decoded NUL
    is refused. */
@@ -28,8 +18,8 @@ static int decode(const char *s, size_t len, char *out, size_t max)
 		if (c == '%') {
 			int h, l;
 
-			if (i + 2 >= len || (h = hexval(s[i + 1])) < 0 ||
-			    (l = hexval(s[i + 2])) < 0 || (h == 0 && l == 0))
+			if (i + 2 >= len || (h = str_hex_digit((unsigned char)s[i + 1])) < 0 ||
+			    (l = str_hex_digit((unsigned char)s[i + 2])) < 0 || (h == 0 && l == 0))
 				return -1;
 			c = (char)(h * 16 + l);
 			i += 2;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/str.h"
 #include "common/xmalloc.h"
 #include "mailload/json.h"
 
@@ -30,20 +31,6 @@ static int jp_fail(struct jp *j, const char *msg)
 	return -1;
 }
 
-static void put_utf8(struct buf *b, unsigned cp)
-{
-	if (cp < 0x80) {
-		buf_putc(b, (char)cp);
-	} else if (cp < 0x800) {
-		buf_putc(b, (char)(0xc0 | (cp >> 6)));
-		buf_putc(b, (char)(0x80 | (cp & 0x3f)));
-	} else {
-		buf_putc(b, (char)(0xe0 | (cp >> 12)));
-		buf_putc(b, (char)(0x80 | ((cp >> 6) & 0x3f)));
-		buf_putc(b, (char)(0x80 | (cp & 0x3f)));
-	}
-}
-
 /* Four hex digits of a \u escape; -1 when they are not. */
 static int jp_hex4(struct jp *j)
 {
@@ -52,16 +39,11 @@ static int jp_hex4(struct jp *j)
 	if (j->end - j->p < 4)
 		return -1;
 	for (int i = 0; i < 4; i++) {
-		char h = *j->p++;
-		cp <<= 4;
-		if (h >= '0' && h <= '9')
-			cp |= (unsigned)(h - '0');
-		else if (h >= 'a' && h <= 'f')
-			cp |= (unsigned)(h - 'a' + 10);
-		else if (h >= 'A' && h <= 'F')
-			cp |= (unsigned)(h - 'A' + 10);
-		else
+		int h = str_hex_digit((unsigned char)*j->p++);
+
+		if (h < 0)
 			return -1;
+		cp = cp << 4 | (unsigned)h;
 	}
 	return (int)cp;
 }
@@ -95,8 +77,7 @@ static int jp_escape(struct jp *j, struct buf *b)
 	case 'u':
 		if ((cp = jp_hex4(j)) < 0)
 			return -1;
-		put_utf8(b, (unsigned)cp);
-		return 0;
+		return buf_put_utf8(b, (uint32_t)cp) < 0 ? -2 : 0;
 	default:
 		return -1;
 	}

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/str.h"
 #include "common/xmalloc.h"
 #include "sieve/sieve_check.h"
 
@@ -57,33 +58,6 @@ static void emit_simple(struct gen *g, unsigned op)
 	put_u8(g, F_END);
 }
 
-static int hexval(int c)
-{
-	return c >= '0' && c <= '9'   ? c - '0'
-	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
-	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
-				      : -1;
-}
-
-static void put_utf8(struct buf *b, uint32_t cp)
-{
-	if (cp < 0x80) {
-		buf_putc(b, (char)cp);
-	} else if (cp < 0x800) {
-		buf_putc(b, (char)(0xc0 | (cp >> 6)));
-		buf_putc(b, (char)(0x80 | (cp & 0x3f)));
-	} else if (cp < 0x10000) {
-		buf_putc(b, (char)(0xe0 | (cp >> 12)));
-		buf_putc(b, (char)(0x80 | ((cp >> 6) & 0x3f)));
-		buf_putc(b, (char)(0x80 | (cp & 0x3f)));
-	} else {
-		buf_putc(b, (char)(0xf0 | (cp >> 18)));
-		buf_putc(b, (char)(0x80 | ((cp >> 12) & 0x3f)));
-		buf_putc(b, (char)(0x80 | ((cp >> 6) & 0x3f)));
-		buf_putc(b, (char)(0x80 | (cp & 0x3f)));
-	}
-}
-
 /* "${hex: 41 42}" / "${unicode: 263a}" at p (inside a string): bytes consumed or 0 when it
    is not a valid encoding (then it stays literal); -1 for an invalid code point */
 static long enc_one(const char *p, size_t len, struct buf *out)
@@ -114,8 +88,8 @@ static long enc_one(const char *p, size_t len, struct buf *out)
 		uint32_t v = 0;
 		size_t nd = 0;
 
-		while (i < len && hexval((unsigned char)p[i]) >= 0 && nd < 9) {
-			v = v * 16 + (uint32_t)hexval((unsigned char)p[i]);
+		while (i < len && str_hex_digit((unsigned char)p[i]) >= 0 && nd < 9) {
+			v = v * 16 + (uint32_t)str_hex_digit((unsigned char)p[i]);
 			i++;
 			nd++;
 		}
@@ -124,7 +98,7 @@ static long enc_one(const char *p, size_t len, struct buf *out)
 		if (uni) {
 			if (v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
 				return -1;
-			put_utf8(out, v);
+			buf_put_utf8(out, v);
 		} else {
 			/* a run of hex pairs without blanks */
 			if (nd == 1)

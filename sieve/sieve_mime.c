@@ -11,24 +11,6 @@
 
 #define WORD_MAX 4096 /* one RFC 2047 encoded word, decoded */
 
-static int hexv(int c)
-{
-	return c >= '0' && c <= '9'   ? c - '0'
-	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
-	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
-				      : -1;
-}
-
-static void put_latin1(struct buf *out, unsigned char c)
-{
-	if (c < 0x80) {
-		buf_putc(out, (char)c);
-	} else {
-		buf_putc(out, (char)(0xc0 | (c >> 6)));
-		buf_putc(out, (char)(0x80 | (c & 0x3f)));
-	}
-}
-
 void sv_b64_decode(const char *in, size_t len, struct buf *out)
 {
 	uint32_t acc = 0;
@@ -56,10 +38,10 @@ void sv_qp_decode(const char *in, size_t len, bool header, struct buf *out)
 		if (header && in[i] == '_') {
 			buf_putc(out, ' ');
 		} else if (in[i] == '=' && i + 2 < len + 0 &&
-			   hexv((unsigned char)in[i + 1]) >= 0 &&
-			   hexv((unsigned char)in[i + 2]) >= 0) {
-			buf_putc(out, (char)(hexv((unsigned char)in[i + 1]) * 16 +
-					     hexv((unsigned char)in[i + 2])));
+			   str_hex_digit((unsigned char)in[i + 1]) >= 0 &&
+			   str_hex_digit((unsigned char)in[i + 2]) >= 0) {
+			buf_putc(out, (char)(str_hex_digit((unsigned char)in[i + 1]) * 16 +
+					     str_hex_digit((unsigned char)in[i + 2])));
 			i += 2;
 		} else if (in[i] == '=') { /* a soft line break: "=" blanks line end */
 			size_t j = i + 1;
@@ -110,7 +92,8 @@ static size_t encoded_word(const char *p, size_t len, struct buf *out)
 		sv_qp_decode(q2 + 1, (size_t)(end - q2 - 1), true, &tmp);
 	for (size_t i = 0; i < tmp.len; i++)
 		if (latin1)
-			put_latin1(out, (unsigned char)tmp.data[i]);
+			buf_put_utf8(out,
+				     (unsigned char)tmp.data[i]); /* Latin-1: the code point */
 		else
 			buf_putc(out, tmp.data[i]);
 	buf_release(&tmp);

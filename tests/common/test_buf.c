@@ -80,6 +80,34 @@ static void test_reserve_commit_steal(void **state)
 	free(s);
 }
 
+/* The one UTF-8 writer: each length's first and last code point, and a full buf refusing a
+   whole character (nothing of it appended). */
+static void test_put_utf8(void **state)
+{
+	struct buf b;
+
+	buf_init(&b, 0, 24);
+	assert_int_equal(buf_put_utf8(&b, 0x41), 0);
+	assert_int_equal(buf_put_utf8(&b, 0x7f), 0);
+	assert_int_equal(buf_put_utf8(&b, 0x80), 0);
+	assert_int_equal(buf_put_utf8(&b, 0x7ff), 0);
+	assert_int_equal(buf_put_utf8(&b, 0x800), 0);
+	assert_int_equal(buf_put_utf8(&b, 0xe9), 0);
+	assert_int_equal(buf_put_utf8(&b, 0xffff), 0);
+	assert_int_equal(buf_put_utf8(&b, 0x10000), 0);
+	assert_int_equal(buf_put_utf8(&b, 0x10ffff), 0);
+	assert_int_equal(b.len, 22);
+	assert_memory_equal(b.data,
+			    "A\x7f\xc2\x80\xdf\xbf\xe0\xa0\x80\xc3\xa9\xef\xbf\xbf"
+			    "\xf0\x90\x80\x80\xf4\x8f\xbf\xbf",
+			    22);
+	assert_int_equal(buf_put_utf8(&b, 0x20ac), -1); /* 3 bytes, 2 left */
+	assert_int_equal(b.len, 22);
+	assert_int_equal(buf_put_utf8(&b, 0xe9), 0);
+	assert_int_equal(b.len, 24);
+	buf_release(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -87,6 +115,7 @@ int main(void)
 		cmocka_unit_test(test_ceiling),
 		cmocka_unit_test(test_consume_truncate),
 		cmocka_unit_test(test_reserve_commit_steal),
+		cmocka_unit_test(test_put_utf8),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -136,6 +136,22 @@ static void test_b64_digit(void **state)
 	assert_int_equal(str_b64_digit(0x80, '/'), -1);
 }
 
+static void test_hex_digit(void **state)
+{
+	assert_int_equal(str_hex_digit('0'), 0);
+	assert_int_equal(str_hex_digit('9'), 9);
+	assert_int_equal(str_hex_digit('a'), 10);
+	assert_int_equal(str_hex_digit('F'), 15);
+	assert_int_equal(str_hex_digit('f'), 15);
+	assert_int_equal(str_hex_digit('g'), -1);
+	assert_int_equal(str_hex_digit('G'), -1);
+	assert_int_equal(str_hex_digit('/'), -1);
+	assert_int_equal(str_hex_digit(':'), -1);
+	assert_int_equal(str_hex_digit('@'), -1);
+	assert_int_equal(str_hex_digit('`'), -1);
+	assert_int_equal(str_hex_digit(0xc1), -1); /* 0xc1 | 0x20 is 0xe1, not 'a' */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -145,6 +161,7 @@ int main(void)
 		cmocka_unit_test(test_numbers),
 		cmocka_unit_test(test_size_duration_bool),
 		cmocka_unit_test(test_b64_digit),
+		cmocka_unit_test(test_hex_digit),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -120,32 +120,13 @@ static void test_round_trip(void **state)
 	buf_init(&u7, 0, 64);
 	buf_init(&back, 0, 64);
 	for (uint32_t cp = 0xa0; cp < 0x110000; cp += (cp < 0x10000 ? 1 : 97)) {
-		char t[8];
-		size_t n;
-
 		if (cp >= 0xd800 && cp <= 0xdfff)
 			continue;
-		if (cp < 0x800) {
-			t[0] = (char)(0xc0 | (cp >> 6));
-			t[1] = (char)(0x80 | (cp & 0x3f));
-			n = 2;
-		} else if (cp < 0x10000) {
-			t[0] = (char)(0xe0 | (cp >> 12));
-			t[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-			t[2] = (char)(0x80 | (cp & 0x3f));
-			n = 3;
-		} else {
-			t[0] = (char)(0xf0 | (cp >> 18));
-			t[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-			t[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-			t[3] = (char)(0x80 | (cp & 0x3f));
-			n = 4;
-		}
-		t[n++] = 'z';
 		buf_reset(&u8);
 		buf_reset(&u7);
 		buf_reset(&back);
-		buf_append(&u8, t, n);
+		buf_put_utf8(&u8, cp);
+		buf_putc(&u8, 'z');
 		assert_int_equal(utf7imap_encode(u8.data, u8.len, &u7), 0);
 		assert_int_equal(utf7imap_decode(u7.data, u7.len, &back), 0);
 		assert_int_equal(back.len, u8.len);
