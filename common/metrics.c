@@ -22,6 +22,7 @@ const uint64_t metrics_le_us[METRICS_NLE] = {
 
 /* Slots of a histogram series: the buckets, +Inf, then the sum of the samples in µs. */
 #define HSLOTS (METRICS_NLE + 2)
+#define LABELS_TEXT_MAX 4096 /* one series' labels, as rendered */
 
 static struct {
 	const char *daemon;
@@ -366,7 +367,7 @@ void metrics_render_format(struct buf *out, bool openmetrics, metrics_live_fn *l
 	if (M.region == NULL)
 		return;
 	om = openmetrics;
-	buf_init(&lb, 128, 4096);
+	buf_init(&lb, 128, LABELS_TEXT_MAX);
 	metrics_out_header(out, "heron_info", "gauge", "the program and its version");
 	snprintf(labels, sizeof(labels), "daemon=\"%s\",version=\"%s\"", M.daemon, heron_version);
 	metrics_out_sample(out, "heron_info", labels, 1);

@@ -147,11 +147,13 @@ static const char *catenate_parse(const struct imap_arg *l, struct append_msg *m
 	return NULL;
 }
 
+#define BADURL_TEXT_MAX 512 /* bytes of a URL quoted in [BADURL] */
+
 /* The URL for "[BADURL url]" (url-resp-text: TEXT-CHARs but "]"): others as '?', cut at the
    buffer's ceiling. */
 static void catenate_url_text(const struct imap_arg *a, struct buf *out)
 {
-	for (size_t i = 0; i < a->len && i < 512; i++) {
+	for (size_t i = 0; i < a->len && i < BADURL_TEXT_MAX; i++) {
 		unsigned char ch = (unsigned char)a->s[i];
 
 		buf_putc(out, ch < 0x20 || ch == 0x7f || ch == ']' ? '?' : (char)ch);
@@ -503,7 +505,7 @@ static int catenate_urls(struct imap_cmd *cmd, struct append_op *ao)
 		imap_cmd_no(cmd, why);
 		return -1;
 	}
-	buf_init(&u, 128, 1024);
+	buf_init(&u, 128, BADURL_TEXT_MAX);
 	catenate_url_text(bad, &u);
 	imap_cmd_reply(cmd, "NO", "[BADURL %s] %s", buf_cstr(&u), why);
 	buf_release(&u);

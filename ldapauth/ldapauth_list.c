@@ -15,6 +15,7 @@
 #include "ldapauth/ldapauth_private.h"
 
 #define LIST_PAGE 500
+#define ANY_FILTER_MAX 4096 /* user_filter with its %-escapes as "*" */
 
 struct file_list {
 	void (*cb)(const char *login, const char *address, void *arg);
@@ -33,7 +34,7 @@ static char *any_user_filter(const char *tmpl)
 {
 	struct buf b;
 
-	buf_init(&b, 128, 4096);
+	buf_init(&b, 128, ANY_FILTER_MAX);
 	for (const char *p = tmpl; *p != '\0'; p++) {
 		if (*p != '%') {
 			buf_putc(&b, *p);

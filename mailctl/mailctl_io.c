@@ -33,10 +33,11 @@
 #include "mailctl/mailctl.h"
 
 #define RD_SIZE 65536
-#define BATCH 64           /* messages appended per index transaction */
-#define MAX_MSG_KWS 32     /* keywords kept per imported message */
-#define HDR_VALUE_MAX 4096 /* bytes kept of a flag header's value */
-#define MAILDIR_KWS 26     /* keyword letters a..z */
+#define BATCH 64             /* messages appended per index transaction */
+#define MAX_MSG_KWS 32       /* keywords kept per imported message */
+#define HDR_VALUE_MAX 4096   /* bytes kept of a flag header's value */
+#define MAILDIR_KWS 26       /* keyword letters a..z */
+#define FOLDER_PATH_MAX 8192 /* a Maildir++ folder's path, dir and escaped name */
 
 /* A line reader with a bounded buffer: a line longer than RD_SIZE comes in pieces. */
 struct rd {
@@ -1330,7 +1331,7 @@ static char *folder_path(const char *dir, const char *name)
 	struct buf b;
 	char *out;
 
-	buf_init(&b, 64, 8192);
+	buf_init(&b, 64, FOLDER_PATH_MAX);
 	buf_append(&b, dir, strlen(dir));
 	buf_append(&b, "/.", 2);
 	for (const char *c = name; *c != '\0'; c++)

@@ -514,6 +514,7 @@ static size_t pick_keys(const struct mtad_auth *a, const char *domain,
 }
 
 #define SIGN_KEYS_MAX 8
+#define SIGNATURES_MAX (64 * 1024) /* the DKIM-Signature fields of one message, all keys */
 
 /* Signs with the From domain's keys; the signatures go above the message. -1: 451. */
 static int sign_message(struct smtp_session *s, struct mtad_auth_tx *at)
@@ -545,7 +546,7 @@ static int sign_message(struct smtp_session *s, struct mtad_auth_tx *at)
 				    .nheaders = a->nheaders,
 				    .now = (int64_t)time(NULL),
 				    .expire_s = hc->dkim.signature_ttl_ms / 1000 };
-	buf_init(&sigs, 1024, 64 * 1024);
+	buf_init(&sigs, 1024, SIGNATURES_MAX);
 	for (size_t i = 0; i < nk; i++) {
 		const char *err = NULL;
 
@@ -683,6 +684,8 @@ static size_t build_authres(struct smtp_session *s, struct mtad_auth_tx *at, str
 	return n;
 }
 
+#define AUTHRES_MAX (64 * 1024) /* the Authentication-Results field added above a message */
+
 /* The message's new head: our A-R, then (only when a field claiming our authserv-id must go)
    the Received: and the header without those fields. *skip_r: the bytes it replaces. */
 static void build_head(struct smtp_session *s, struct mtad_auth_tx *at, struct buf *head,
@@ -750,7 +753,7 @@ static void verify_finish(struct smtp_session *s, struct mtad_auth_tx *at)
 	}
 	if (act != DMARC_P_NONE && hc->dmarc.quarantine)
 		s->tx->quarantine = true;
-	buf_init(&head, 1024, at->received_len + MA_HEADER_MAX + 64 * 1024);
+	buf_init(&head, 1024, at->received_len + MA_HEADER_MAX + AUTHRES_MAX);
 	build_head(s, at, &head, &skip);
 	if (deliver_replace_head(s, head.data, head.len, skip) < 0) {
 		buf_release(&head);

@@ -23,7 +23,8 @@
 #include "mtad/aliases.h"
 #include "sendmail/sendmail.h"
 
-#define HEADER_MAX (1u << 20) /* bytes of the header block read before submitting */
+#define HEADER_MAX (1u << 20)  /* bytes of the header block read before submitting */
+#define ADDED_HEADERS_MAX 8192 /* the From:, Date: ... fields a message was missing */
 
 static void usage(void)
 {
@@ -379,7 +380,7 @@ static void missing_headers(struct sm *sm, struct buf *out)
 	time_t now = time(NULL);
 	struct tm tm;
 
-	buf_init(out, 512, 8192);
+	buf_init(out, 512, ADDED_HEADERS_MAX);
 	localtime_r(&now, &tm);
 	if (!sm->has_from) {
 		const char *name = sm->fullname ? sm->fullname : sm->gecos;
