@@ -9,18 +9,16 @@ holds one message file (the large one) for the two.
 import imaplib
 import os
 import re
-import shutil
-import signal
 import smtplib
-import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from heronlib import DOMAIN, shared_conf, wait_port  # noqa: E402
+from heronlib import DOMAIN, Daemon, run_main, run_tests, shared_conf  # noqa: E402
 
 ROOT, MTAD, IMAPD = sys.argv[1:4]
+TMP = SMTP_PORT = IMAP_PORT = None
 
 PART1 = b"".join(b"line %d of the first part, plain text\r\n" % i for i in range(80))
 PART2 = b"".join(b"QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVphYmNkZWZnaGlqa2xtbm9wcXJzdHV2\r\n"
@@ -52,48 +50,42 @@ def message_files(store):
     return n
 
 
+def test_inline_and_file_bodies():
+    c = imaplib.IMAP4("127.0.0.1", IMAP_PORT, timeout=60)
+    c.login("user1", "user1")
+    with smtplib.SMTP("127.0.0.1", SMTP_PORT, timeout=60) as s:
+        s.sendmail("a@example.org", [f"user1@{DOMAIN}"], SMALL)
+        s.sendmail("a@example.org", [f"user1@{DOMAIN}"], LARGE)
+    typ, data = c.select("INBOX", readonly=True)
+    assert typ == "OK" and data[0] == b"2", data
+    for uid, sent in ((1, SMALL), (2, LARGE)):
+        whole = fetch(c, uid, "BODY.PEEK[]")
+        assert whole.endswith(sent), (uid, whole[-200:])
+        typ, data = c.uid("FETCH", str(uid), "(RFC822.SIZE)")
+        size = int(re.search(rb"RFC822\.SIZE (\d+)", data[0]).group(1))
+        assert size == len(whole), (uid, size, len(whole))
+        part = fetch(c, uid, "BODY.PEEK[]<100.50>")
+        assert part == whole[100:150], (uid, part, whole[100:150])
+    assert fetch(c, 1, "BODY.PEEK[1]") == PART1, "BODY[1]"
+    assert fetch(c, 1, "BODY.PEEK[2]") == PART2, "BODY[2]"
+    assert fetch(c, 1, "BODY.PEEK[1]<10.20>") == PART1[10:30], "BODY[1]<10.20>"
+    c.logout()
+    files = message_files(os.path.join(TMP, "store"))
+    assert files == 1, f"{files} message files for 1 large and 1 inline message"
+
+
 def main():
-    tmp = tempfile.mkdtemp(prefix="heron-inline-")
-    conf, smtp_port, imap_port = shared_conf(tmp, ["user1"])
-    procs = [subprocess.Popen([exe, "-c", conf, "-f"], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-             for exe in (MTAD, IMAPD)]
-    try:
-        wait_port(smtp_port, 60)
-        wait_port(imap_port, 60)
-        c = imaplib.IMAP4("127.0.0.1", imap_port, timeout=60)
-        c.login("user1", "user1")
-        with smtplib.SMTP("127.0.0.1", smtp_port, timeout=60) as s:
-            s.sendmail("a@example.org", [f"user1@{DOMAIN}"], SMALL)
-            s.sendmail("a@example.org", [f"user1@{DOMAIN}"], LARGE)
-        typ, data = c.select("INBOX", readonly=True)
-        assert typ == "OK" and data[0] == b"2", data
-        for uid, sent in ((1, SMALL), (2, LARGE)):
-            whole = fetch(c, uid, "BODY.PEEK[]")
-            assert whole.endswith(sent), (uid, whole[-200:])
-            typ, data = c.uid("FETCH", str(uid), "(RFC822.SIZE)")
-            size = int(re.search(rb"RFC822\.SIZE (\d+)", data[0]).group(1))
-            assert size == len(whole), (uid, size, len(whole))
-            part = fetch(c, uid, "BODY.PEEK[]<100.50>")
-            assert part == whole[100:150], (uid, part, whole[100:150])
-        assert fetch(c, 1, "BODY.PEEK[1]") == PART1, "BODY[1]"
-        assert fetch(c, 1, "BODY.PEEK[2]") == PART2, "BODY[2]"
-        assert fetch(c, 1, "BODY.PEEK[1]<10.20>") == PART1[10:30], "BODY[1]<10.20>"
-        c.logout()
-        files = message_files(os.path.join(tmp, "store"))
-        assert files == 1, f"{files} message files for 1 large and 1 inline message"
-    finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-    print("ok   inline and file bodies through FETCH, partial and BODY[n]")
-    shutil.rmtree(tmp, ignore_errors=True)
-    return 0
+    global TMP, SMTP_PORT, IMAP_PORT
+    TMP = tempfile.mkdtemp(prefix="heron-inline-")
+    conf, SMTP_PORT, IMAP_PORT = shared_conf(TMP, ["user1"])
+    daemons = [Daemon(MTAD, conf, os.path.join(TMP, "mtad.log"), SMTP_PORT),
+               Daemon(IMAPD, conf, os.path.join(TMP, "imapd.log"), IMAP_PORT)]
+
+    def body():
+        for d in daemons:
+            d.start(timeout=60)
+        return run_tests([test_inline_and_file_bodies])
+    return run_main(body, TMP, daemons)
 
 
 if __name__ == "__main__":
