@@ -1,5 +1,6 @@
 /* cmd_search.c — owns SEARCH and UID SEARCH: CHARSET (US-ASCII, UTF-8), the ESEARCH RETURN
- * options (RFC 4731: MIN MAX COUNT ALL; SAVE of SEARCHRES, RFC 5182), IMAP4rev2's ESEARCH
+ * options (RFC 4731: MIN MAX COUNT ALL; SAVE of SEARCHRES, RFC 5182; PARTIAL, RFC 9394;
+ * UPDATE and CONTEXT, RFC 5267, whose contexts are imap_context.c), IMAP4rev2's ESEARCH
  * default, and the reply with the highest MODSEQ when a MODSEQ key was used (RFC 7162). The
  * keys themselves are imap_search.c. */
 #include <stdlib.h>
@@ -10,7 +11,17 @@
 #include "imapd/imapd.h"
 #include "store/store.h"
 
-enum { RET_MIN = 1, RET_MAX = 2, RET_ALL = 4, RET_COUNT = 8, RET_SAVE = 16, RET_PARTIAL = 32 };
+enum {
+	RET_MIN = 1,
+	RET_MAX = 2,
+	RET_ALL = 4,
+	RET_COUNT = 8,
+	RET_SAVE = 16,
+	RET_PARTIAL = 32,
+	RET_UPDATE = 64,  /* RFC 5267 4.3: ADDTO and REMOVEFROM later (imap_context.c) */
+	RET_CONTEXT = 128 /* RFC 5267 4.2: a hint, nothing to do */
+};
+#define RET_DATA (RET_MIN | RET_MAX | RET_ALL | RET_COUNT | RET_PARTIAL)
 
 struct search_cmd {
 	unsigned ret; /* ESEARCH RETURN options; 0: a plain SEARCH */
@@ -130,7 +141,7 @@ static void search_reply(struct imap_cmd *cmd, const struct search_cmd *sc)
 
 	if (sc->ret & RET_SAVE) {
 		search_save(cmd, sc);
-		if (sc->ret == RET_SAVE)
+		if (!(sc->ret & (RET_DATA | RET_UPDATE)))
 			return; /* SAVE alone: no ESEARCH response (RFC 5182 2.1) */
 	}
 	if (!sc->esearch) {
@@ -183,7 +194,26 @@ static void search_run(struct imap_cmd *cmd, struct imap_search *s, struct searc
 	}
 }
 
-/* ESEARCH "RETURN (MIN MAX COUNT ALL SAVE)" at *pp; -1 when it is not valid. */
+/* RETURN (UPDATE): the keys and the hits stay with the view (imap_context.c); false, after
+   an untagged NO [NOUPDATE], when it keeps as many as it may. */
+static bool search_keep(struct imap_cmd *cmd, struct imap_search **s, const struct search_cmd *sc)
+{
+	struct imap_view *v = cmd->c->view;
+	uint32_t *uids = xcalloc(sc->n + 1, sizeof(*uids));
+	bool kept;
+
+	for (size_t i = 0; i < sc->n; i++)
+		uids[i] = cmd->uid ? sc->hits[i] : v->msgs[sc->hits[i] - 1].uid;
+	kept = imap_context_add(v, cmd->tag, cmd->uid, s, NULL, 0, 0, uids, sc->n);
+	free(uids);
+	if (!kept)
+		imap_printf(cmd->c, "* NO [NOUPDATE \"%s\"] Too many update contexts\r\n",
+			    cmd->tag);
+	return kept;
+}
+
+/* ESEARCH "RETURN (MIN MAX COUNT ALL SAVE PARTIAL UPDATE CONTEXT)" at *pp; -1 when it is
+   not valid. */
 static int search_return(struct search_cmd *sc, const struct imap_arg **pp,
 			 const struct imap_arg *end)
 {
@@ -199,6 +229,8 @@ static int search_return(struct search_cmd *sc, const struct imap_arg **pp,
 			       : imap_arg_atom_is(o, "COUNT")   ? RET_COUNT
 			       : imap_arg_atom_is(o, "SAVE")    ? RET_SAVE
 			       : imap_arg_atom_is(o, "PARTIAL") ? RET_PARTIAL
+			       : imap_arg_atom_is(o, "UPDATE")  ? RET_UPDATE
+			       : imap_arg_atom_is(o, "CONTEXT") ? RET_CONTEXT
 								: 0;
 
 		if (bit == 0 || (sc->ret & bit))
@@ -210,7 +242,7 @@ static int search_return(struct search_cmd *sc, const struct imap_arg **pp,
 	}
 	if ((sc->ret & RET_PARTIAL) && (sc->ret & RET_ALL))
 		return -1; /* RFC 9394 3.1: PARTIAL replaces ALL */
-	if (sc->ret == 0)
+	if (opts->n == 0)  /* RETURN (): ALL (RFC 4731 3.1) */
 		sc->ret = RET_ALL;
 	*pp = imap_arg_next(opts);
 	return 0;
@@ -248,11 +280,13 @@ bool cmd_search(struct imap_cmd *cmd)
 	struct imap_search *s;
 	struct store_txn *t = NULL;
 	const char *why;
-	bool no;
+	bool no, refused;
 	int rc;
 
 	if (p < end && imap_arg_atom_is(p, "RETURN") && search_return(&sc, &p, end) < 0)
 		return imap_cmd_bad(cmd, "Invalid RETURN options");
+	if ((sc.ret & RET_UPDATE) && imap_context_tag_used(c->view, cmd->tag))
+		return imap_cmd_bad(cmd, "Tag reuse: an update context has this tag");
 	if (c->rev2 && !sc.esearch) {
 		/* IMAP4rev2 answers every SEARCH with ESEARCH, RETURN (ALL) by default */
 		sc.esearch = true;
@@ -270,10 +304,35 @@ bool cmd_search(struct imap_cmd *cmd)
 	if ((sc.modseq = imap_search_uses_modseq(s)))
 		imap_view_enable_condstore(c); /* a CONDSTORE enabling command (RFC 7162 3.1) */
 	search_run(cmd, s, &sc);
+	search_reply(cmd, &sc);
+	refused = (sc.ret & RET_UPDATE) && !search_keep(cmd, &s, &sc);
 	imap_search_free(&s);
 	store_txn_abort(&t);
-	search_reply(cmd, &sc);
 	free(sc.hits);
 	free(sc.mods);
-	return imap_cmd_ok(cmd, "SEARCH completed");
+	return imap_cmd_ok(cmd, !(sc.ret & RET_UPDATE) ? "SEARCH completed"
+				: refused              ? "SEARCH completed, will not notify"
+						       : "SEARCH completed, will notify");
+}
+
+/* CANCELUPDATE "tag" ... (RFC 5267 4.3.5): every tag named must be an update context's;
+   then all of them end. */
+bool cmd_cancelupdate(struct imap_cmd *cmd)
+{
+	struct imap_view *v = cmd->c->view;
+	size_t n = imap_cmd_argc(cmd);
+
+	if (n == 0)
+		return imap_cmd_bad(cmd, "Expected: CANCELUPDATE \"tag\" ...");
+	for (size_t i = 0; i < n; i++) {
+		const struct imap_arg *a = imap_cmd_arg(cmd, i);
+
+		if (a->type != IMAP_ARG_QUOTED)
+			return imap_cmd_bad(cmd, "Expected: CANCELUPDATE \"tag\" ...");
+		if (!imap_context_tag_used(v, a->s))
+			return imap_cmd_no(cmd, "No update context has that tag");
+	}
+	for (size_t i = 0; i < n; i++)
+		imap_context_cancel(v, imap_cmd_arg(cmd, i)->s);
+	return imap_cmd_ok(cmd, "No further updates");
 }

@@ -1,5 +1,6 @@
 /* cmd_sort.c — owns SORT, UID SORT, THREAD and UID THREAD (RFC 5256, RFC 5957 DISPLAYFROM and
- * DISPLAYTO) and ESORT's RETURN options (RFC 5267: MIN MAX COUNT ALL, answered as ESEARCH):
+ * DISPLAYTO) and ESORT's RETURN options (RFC 5267: MIN MAX COUNT ALL, answered as ESEARCH;
+ * UPDATE and CONTEXT of CONTEXT=SORT, whose contexts are imap_context.c):
  * the criteria, the charset, the search keys (imap_search.c) and the replies. The keys and
  * the algorithms are imap_sort.c. */
 #include <stdlib.h>
@@ -10,7 +11,15 @@
 #include "imapd/imapd.h"
 #include "store/store.h"
 
-enum { ESORT_MIN = 1, ESORT_MAX = 2, ESORT_ALL = 4, ESORT_COUNT = 8, ESORT_PARTIAL = 16 };
+enum {
+	ESORT_MIN = 1,
+	ESORT_MAX = 2,
+	ESORT_ALL = 4,
+	ESORT_COUNT = 8,
+	ESORT_PARTIAL = 16,
+	ESORT_UPDATE = 32, /* CONTEXT=SORT (RFC 5267 4.3): imap_context.c */
+	ESORT_CONTEXT = 64 /* a hint */
+};
 
 /* SORT and THREAD name a charset of their own (no CHARSET keyword): NULL, or the reply's
    text with *no_r for a NO. */
@@ -25,9 +34,11 @@ static const char *sort_charset(const struct imap_arg *cs, bool *no_r)
 	return "[BADCHARSET (UTF-8 US-ASCII)] Unsupported charset";
 }
 
-/* The messages the keys [p, end) match, with the keys need asks for; NULL after a reply. */
+/* The messages the keys [p, end) match, with the keys need asks for; NULL after a reply.
+   keep (may be NULL) gets the compiled keys instead of their being freed. */
 static struct imap_sort_set *sort_select(struct imap_cmd *cmd, const struct imap_arg *p,
-					 unsigned need, const char *what)
+					 unsigned need, const char *what,
+					 struct imap_search **keep)
 {
 	struct imap_client *c = cmd->c;
 	const struct imap_arg *end = cmd->args + cmd->nargs;
@@ -70,7 +81,10 @@ static struct imap_sort_set *sort_select(struct imap_cmd *cmd, const struct imap
 		if (imap_search_match(s, i, &m))
 			imap_sort_set_add(set, (uint32_t)i + 1, &m);
 	}
-	imap_search_free(&s);
+	if (keep != NULL)
+		*keep = s;
+	else
+		imap_search_free(&s);
 	store_txn_abort(&t);
 	return set;
 }
@@ -86,6 +100,8 @@ static int esort_return(const struct imap_arg *opts, unsigned *ret, struct imap_
 			       : imap_arg_atom_is(o, "ALL")     ? ESORT_ALL
 			       : imap_arg_atom_is(o, "COUNT")   ? ESORT_COUNT
 			       : imap_arg_atom_is(o, "PARTIAL") ? ESORT_PARTIAL
+			       : imap_arg_atom_is(o, "UPDATE")  ? ESORT_UPDATE
+			       : imap_arg_atom_is(o, "CONTEXT") ? ESORT_CONTEXT
 								: 0;
 
 		if (bit == 0 || (*ret & bit))
@@ -97,7 +113,7 @@ static int esort_return(const struct imap_arg *opts, unsigned *ret, struct imap_
 	}
 	if ((*ret & ESORT_PARTIAL) && (*ret & ESORT_ALL))
 		return -1;
-	if (*ret == 0)
+	if (opts->n == 0) /* RETURN (): ALL */
 		*ret = ESORT_ALL;
 	return 0;
 }
@@ -138,6 +154,27 @@ static void esort_reply(struct imap_cmd *cmd, const struct imap_sort_set *set, u
 	imap_write(c, "\r\n", 2);
 }
 
+/* RETURN (UPDATE): the keys, criteria and sorted result stay with the view (imap_context.c);
+   false, after an untagged NO [NOUPDATE], when it keeps as many as it may. */
+static bool sort_keep(struct imap_cmd *cmd, struct imap_search **keys,
+		      const struct imap_sort_set *set, const struct imap_sort_crit *crit,
+		      size_t ncrit, unsigned need)
+{
+	size_t n = imap_sort_set_count(set);
+	uint32_t *uids = xcalloc(n + 1, sizeof(*uids));
+	bool kept;
+
+	for (size_t i = 0; i < n; i++)
+		uids[i] = imap_sort_at(set, i, true);
+	kept = imap_context_add(cmd->c->view, cmd->tag, cmd->uid, keys, crit, ncrit, need, uids,
+				n);
+	free(uids);
+	if (!kept)
+		imap_printf(cmd->c, "* NO [NOUPDATE \"%s\"] Too many update contexts\r\n",
+			    cmd->tag);
+	return kept;
+}
+
 bool cmd_sort(struct imap_cmd *cmd)
 {
 	struct imap_client *c = cmd->c;
@@ -147,7 +184,8 @@ bool cmd_sort(struct imap_cmd *cmd)
 	struct imap_partial part = { 0 };
 	unsigned need = 0, ret = 0;
 	size_t ncrit;
-	bool esort = false;
+	bool esort = false, refused;
+	struct imap_search *keys = NULL;
 
 	if (p != NULL && imap_arg_atom_is(p, "RETURN")) {
 		if (esort_return(imap_arg_next(p), &ret, &part) < 0)
@@ -157,7 +195,11 @@ bool cmd_sort(struct imap_cmd *cmd)
 	}
 	if (p >= cmd->args + cmd->nargs || imap_sort_parse(p, crit, &ncrit, &need) < 0)
 		return imap_cmd_bad(cmd, "Expected: SORT (criteria) charset search-keys");
-	if ((set = sort_select(cmd, imap_arg_next(p), need, "SORT")) == NULL)
+	if ((ret & ESORT_UPDATE) && imap_context_tag_used(c->view, cmd->tag))
+		return imap_cmd_bad(cmd, "Tag reuse: an update context has this tag");
+	set = sort_select(cmd, imap_arg_next(p), need, "SORT",
+			  (ret & ESORT_UPDATE) ? &keys : NULL);
+	if (set == NULL)
 		return true;
 	imap_sort_run(set, crit, ncrit);
 	if (esort) {
@@ -168,8 +210,12 @@ bool cmd_sort(struct imap_cmd *cmd)
 			imap_printf(c, " %u", imap_sort_at(set, i, cmd->uid));
 		imap_write(c, "\r\n", 2);
 	}
+	refused = keys != NULL && !sort_keep(cmd, &keys, set, crit, ncrit, need);
+	imap_search_free(&keys);
 	imap_sort_set_free(&set);
-	return imap_cmd_ok(cmd, "SORT completed");
+	return imap_cmd_ok(cmd, !(ret & ESORT_UPDATE) ? "SORT completed"
+				: refused             ? "SORT completed, will not notify"
+						      : "SORT completed, will notify");
 }
 
 bool cmd_thread(struct imap_cmd *cmd)
@@ -195,7 +241,7 @@ bool cmd_thread(struct imap_cmd *cmd)
 	if (imap_cmd_arg(cmd, 1) == NULL)
 		return imap_cmd_bad(cmd, "Expected: THREAD algorithm charset search-keys");
 	set = sort_select(cmd, imap_cmd_arg(cmd, 1),
-			  IMAP_SORT_NEED_THREAD | IMAP_SORT_NEED_SUBJECT, "THREAD");
+			  IMAP_SORT_NEED_THREAD | IMAP_SORT_NEED_SUBJECT, "THREAD", NULL);
 	if (set == NULL)
 		return true;
 	buf_init(&out, 256, BUF_INPUT_BOUNDED); /* the threads of the selected messages */

@@ -62,8 +62,10 @@ struct skey {
 	unsigned flag;
 	uint64_t num;
 	int64_t day;             /* days since the epoch */
-	const char *hname, *str; /* header name; needle */
+	const char *hname, *str; /* header name; needle (str: while compiling only) */
 	char *fold;              /* the needle case-folded (mimetext_fold) */
+	char *own;               /* HEADER: the header name; KEYWORD: a name the mailbox did
+				    not have yet (looked up again by imap_search_rebind) */
 	size_t hlen, slen;
 	struct imap_seqset set;
 	struct skey *a, *b; /* NOT: a; OR: a, b; AND: a = first child */
@@ -195,7 +197,7 @@ static struct skey *parse_string_key(struct imap_search *s, const struct imap_ar
 			goto bad;
 		if ((k = node_new(s, SK_HEADER)) == NULL)
 			return NULL;
-		k->hname = h->s;
+		k->hname = k->own = xmemdup0(h->s, h->len); /* kept past the command */
 		k->hlen = h->len;
 	} else {
 		if ((k = node_new(s, strcmp(name, "BODY") == 0   ? SK_BODY
@@ -372,6 +374,8 @@ static struct skey *parse_arg_key(struct imap_search *s, const char *name,
 	}
 	if (store_mbox_keyword(s->t, s->sc.view->mbox, v->s, false, &idx) == 0)
 		k->num = (uint64_t)1 << idx;
+	else
+		k->own = xmemdup0(v->s, v->len);
 	return k; /* num 0: a keyword the mailbox never had */
 }
 
@@ -761,6 +765,7 @@ void imap_search_free(struct imap_search **sp)
 	for (size_t i = 0; i < s->nnodes; i++) {
 		imap_seqset_release(&s->nodes[i].set);
 		free(s->nodes[i].fold);
+		free(s->nodes[i].own);
 		free(s->nodes[i].cand);
 	}
 	imap_textmatch_free(&s->tm);
@@ -795,6 +800,26 @@ struct imap_search *imap_search_compile(const struct imap_search_scope *sc, stru
 		imap_search_free(&s);
 	}
 	return s;
+}
+
+void imap_search_rebind(struct imap_search *s, struct store_txn *t)
+{
+	s->t = t;
+	for (size_t i = 0; i < s->nnodes; i++) {
+		struct skey *k = &s->nodes[i];
+		unsigned idx;
+
+		if ((k->type == SK_KEYWORD || k->type == SK_NOKEYWORD) && k->num == 0 &&
+		    k->own != NULL &&
+		    store_mbox_keyword(t, s->sc.view->mbox, k->own, false, &idx) == 0)
+			k->num = (uint64_t)1 << idx;
+		if (k->cand_state != CAND_UNKNOWN) { /* messages came since: ask the index again */
+			free(k->cand);
+			k->cand = NULL;
+			k->ncand = 0;
+			k->cand_state = CAND_UNKNOWN;
+		}
+	}
 }
 
 bool imap_search_is_all(const struct imap_search *s)

@@ -256,6 +256,7 @@ void imap_view_close(struct imap_client *c)
 	free(c->view->msgs);
 	free(c->view->name);
 	imap_seqset_release(&c->view->saved);
+	imap_context_free_all(c->view);
 	imap_sort_cache_free(&c->view->sort_cache);
 	free(c->view);
 	c->view = NULL;
@@ -337,6 +338,8 @@ int imap_view_open(struct imap_cmd *cmd, uint64_t mbox, const char *name, bool r
 /* An expunge as the session is to hear it: VANISHED once QRESYNC is enabled (RFC 7162). */
 static void say_expunge(struct imap_client *c, size_t seq, uint32_t uid)
 {
+	if (c->view->contexts != NULL) /* REMOVEFROM first, its numbers still valid */
+		imap_context_expunged(c, uid, seq);
 	if (c->enabled_qresync)
 		imap_printf(c, "* VANISHED %u\r\n", uid);
 	else
@@ -481,6 +484,8 @@ void imap_view_sync(struct imap_client *c, bool allow_expunge)
 		imap_printf(c, "* %zu EXISTS\r\n", v->n);
 	if (v->recent != old_recent && !c->rev2)
 		imap_printf(c, "* %u RECENT\r\n", v->recent);
+	if (rc == 0 && v->contexts != NULL) /* after EXISTS: new numbers are valid */
+		imap_context_update(c, t);
 out:
 	store_txn_abort(&t);
 }

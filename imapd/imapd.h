@@ -150,6 +150,8 @@ struct imap_view {
 	bool expunge_pending;     /* expunges seen while EXPUNGE responses were not allowed */
 	struct imap_seqset saved; /* SEARCHRES: the UIDs "$" stands for */
 	struct imap_sort_cache *sort_cache; /* SORT/THREAD keys of its messages (imap_sort.c) */
+	struct imap_context *contexts;      /* RETURN (UPDATE) contexts (imap_context.c) */
+	unsigned ncontexts;
 };
 
 struct imap_cmd_def;
@@ -527,12 +529,38 @@ struct imap_search *imap_search_compile(const struct imap_search_scope *sc, stru
 					const struct imap_arg *p, const struct imap_arg *end,
 					const char **why_r);
 void imap_search_free(struct imap_search **sp);
+/* Keys kept past their command (RETURN (UPDATE), imap_context.c) match again in a new txn:
+   keywords the mailbox did not have at compile time are looked up again, the full-text
+   index is asked again. Sequence numbers and "$" keep what they meant at compile time (RFC
+   5267 4.3); so does WITHIN's cut-off. */
+void imap_search_rebind(struct imap_search *s, struct store_txn *t);
 /* Whether the keys are ALL alone: every message matches, none need be read. */
 bool imap_search_is_all(const struct imap_search *s);
 /* Whether a MODSEQ key is used (the reply then names a modseq, RFC 7162 3.1.5). */
 bool imap_search_uses_modseq(const struct imap_search *s);
 /* Whether view message vi matches; *m_r is its row (false too when it is gone). */
 bool imap_search_match(struct imap_search *s, size_t vi, struct store_msg *m_r);
+
+/* imap_context.c: RETURN (UPDATE) contexts of SEARCH and SORT (RFC 5267 4.3). */
+#define IMAP_CONTEXTS_MAX 8 /* per selected mailbox; more get NO [NOUPDATE] */
+struct imap_context;
+struct imap_sort_crit;
+/* Whether a context has that tag (a new UPDATE with it is BAD: RFC 5267 4.3). */
+bool imap_context_tag_used(const struct imap_view *v, const char *tag);
+/* Keeps the keys (*keys taken: NULL after) and the result, n UIDs in the requested order;
+   crit NULL for a SEARCH. false when IMAP_CONTEXTS_MAX are kept (nothing taken). */
+bool imap_context_add(struct imap_view *v, const char *tag, bool uid, struct imap_search **keys,
+		      const struct imap_sort_crit *crit, size_t ncrit, unsigned need,
+		      const uint32_t *uids, size_t n);
+/* CANCELUPDATE of one tag; false when no context has it. */
+bool imap_context_cancel(struct imap_view *v, const char *tag);
+void imap_context_free_all(struct imap_view *v);
+/* Before the EXPUNGE (or VANISHED) of uid at sequence number seq: REMOVEFROM of each
+   context holding it. */
+void imap_context_expunged(struct imap_client *c, uint32_t uid, size_t seq);
+/* After a view sync that saw changes (t: its txn): each context's keys run again, and the
+   difference is sent as REMOVEFROM and ADDTO. */
+void imap_context_update(struct imap_client *c, struct store_txn *t);
 
 /* imap_sort.c: SORT and THREAD keys and algorithms (RFC 5256, RFC 5957). */
 enum imap_sort_key {
@@ -628,6 +656,7 @@ bool cmd_getacl(struct imap_cmd *cmd);
 bool cmd_setacl(struct imap_cmd *cmd);
 bool cmd_idle(struct imap_cmd *cmd);
 bool cmd_quota(struct imap_cmd *cmd);
+bool cmd_cancelupdate(struct imap_cmd *cmd);
 bool cmd_getmetadata(struct imap_cmd *cmd);
 bool cmd_setmetadata(struct imap_cmd *cmd);
 bool cmd_setquota(struct imap_cmd *cmd);
