@@ -227,12 +227,28 @@ def test_partial_noupdate_and_close():
     ok(r.cmd("P1", "SEARCH RETURN (UPDATE) ALL"), "P1")  # the tag is free again
 
 
+def test_updates_in_idle():
+    """RFC 5267 4.3.2: updates may come at any time; in IDLE they come with the EXISTS."""
+    other, uids = fill("alice", "Idle", ["i0", "i1"])
+    r = D.raw()
+    ok(r.cmd("s", "SELECT Idle"), "s")
+    ok(r.cmd("I1", "UID SEARCH RETURN (UPDATE) FLAGGED"), "I1")
+    r.send("i IDLE\r\n")
+    assert r.line().startswith("+ ")
+    new = other.append(b"Subject: i2\r\n\r\nx\r\n", "Idle", flags="(\\Flagged)")
+    lines = [r.line(), r.line(), r.line()]
+    r.send("DONE\r\n")
+    assert_eq(lines[0], "* 3 EXISTS")
+    assert_in('* ESEARCH (TAG "I1") UID ADDTO (0 %d)' % new, lines)
+    ok(r.until_tag("i"), "i")
+
+
 def main():
     global D
     D = Imapd(sys.argv[1], deliver=sys.argv[2])
     return run_suite(D, [test_capability_and_hint, test_search_update_rfc_4_3,
                          test_sequence_numbers_and_own_changes, test_sort_update,
-                         test_partial_noupdate_and_close], D.dir)
+                         test_partial_noupdate_and_close, test_updates_in_idle], D.dir)
 
 
 if __name__ == "__main__":
