@@ -60,6 +60,17 @@ static bool in_sections(const char *section, const char *const *sections)
 	return false;
 }
 
+bool daemon_reload_shared(const char *section, const char *key, enum daemon_reload *how_r)
+{
+	if (strcmp(section, "directory") == 0)
+		*how_r = DAEMON_RELOAD_PARTLY;
+	else if (strcmp(section, "tls") == 0)
+		*how_r = strcmp(key, "ca") == 0 ? DAEMON_RELOAD_RESTART : DAEMON_RELOAD_APPLIED;
+	else
+		return false;
+	return true;
+}
+
 void daemon_conf_report(const char *ident, const struct conf *old, const struct conf *new,
 			const char *const *sections,
 			enum daemon_reload (*how)(const char *section, const char *key))

@@ -80,6 +80,11 @@ enum daemon_reload {
 	DAEMON_RELOAD_LISTEN,  /* a listener: waits for a restart (bound at start): warned */
 };
 
+/* The rule for the sections the daemons share, one copy for their how(): [directory] is
+   reloaded in part by its owner (PARTLY), [tls] applies at once (new certificates for new
+   connections) but for ca (RESTART). true with *how_r for those sections, else false. */
+bool daemon_reload_shared(const char *section, const char *key, enum daemon_reload *how_r);
+
 /* Logs each key of sections (NULL-terminated) whose text differs between old and new, as
    how(section, key) says: "IDENT reload: [s] k = v", "... [s] k changed (the directory
    reloads what it can)" or the warning "... [s] k changed: it takes effect only when IDENT is

@@ -54,10 +54,10 @@ static const char *const reloadable_keys[] = {
 /* What a SIGHUP does with a changed key of the sections imapd reads. */
 static enum daemon_reload imapd_reload_how(const char *section, const char *key)
 {
-	if (strcmp(section, "directory") == 0)
-		return DAEMON_RELOAD_PARTLY;
-	if (strcmp(section, "tls") == 0)
-		return strcmp(key, "ca") == 0 ? DAEMON_RELOAD_RESTART : DAEMON_RELOAD_APPLIED;
+	enum daemon_reload how;
+
+	if (daemon_reload_shared(section, key, &how))
+		return how;
 	if (strcmp(section, "imapd") != 0)
 		return DAEMON_RELOAD_RESTART;
 	if (strcmp(key, "listen") == 0 || strcmp(key, "listen_tls") == 0)

@@ -469,13 +469,31 @@ static void test_nofile_ensure(void **state)
 	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* The shared sections' reload rule: [directory] in part, [tls] at once but ca; any other
+   section is the daemon's own to judge. */
+static void test_reload_shared(void **state)
+{
+	enum daemon_reload how = DAEMON_RELOAD_LISTEN;
+
+	assert_true(daemon_reload_shared("directory", "uri", &how));
+	assert_int_equal(how, DAEMON_RELOAD_PARTLY);
+	assert_true(daemon_reload_shared("tls", "cert", &how));
+	assert_int_equal(how, DAEMON_RELOAD_APPLIED);
+	assert_true(daemon_reload_shared("tls", "ca", &how));
+	assert_int_equal(how, DAEMON_RELOAD_RESTART);
+	how = DAEMON_RELOAD_LISTEN;
+	assert_false(daemon_reload_shared("imapd", "ca", &how));
+	assert_false(daemon_reload_shared("store", "path", &how));
+	assert_int_equal(how, DAEMON_RELOAD_LISTEN); /* untouched */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_args),           cmocka_unit_test(test_check_config),
 		cmocka_unit_test(test_pidfile),        cmocka_unit_test(test_drop_privileges),
 		cmocka_unit_test(test_master_workers), cmocka_unit_test(test_nofile_target),
-		cmocka_unit_test(test_nofile_ensure),
+		cmocka_unit_test(test_nofile_ensure),  cmocka_unit_test(test_reload_shared),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
