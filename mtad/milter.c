@@ -2,7 +2,9 @@
  * the session's list in turn, a connection (inet or unix, bufferevent on the worker's loop),
  * option negotiation, then the transaction replayed (connect, HELO, MAIL, RCPT, DATA with
  * Postfix's macros), the header fields, the body in chunks read back from the message file,
- * and the end of the message, whose answer ends that milter's part. Every wait has its
+ * and the end of the message, whose answer ends that milter's part: its changes are made
+ * then, so the next milter of the list sees the message and envelope as changed by the ones
+ * before it (header fields, body, sender, recipients). Every wait has its
  * timeout (connect, command, content); a milter that is down, slow, closes or answers
  * garbage gets its default action and a log line; nothing is answered to the client before
  * the last milter finished. Replies are parsed by milter_proto.c, changes applied by
@@ -61,7 +63,6 @@ struct milter_run {
 	const struct milter_spec *list;
 	size_t n, cur;
 	struct milter_msg msg;
-	struct milter_mods mods; /* of every milter so far that accepted */
 	struct milter_mods mine; /* of the current one, until its end */
 	enum outcome out;
 	char reply[1024]; /* OUT_REJECT, OUT_TEMPFAIL: SMTP reply lines */
@@ -549,29 +550,41 @@ static void on_optneg(struct milter_run *r, const struct milter_reply *rp)
 	advance(r);
 }
 
-/* The end of this milter's part: its changes join the others, the next one starts. */
+/* The message file of s's transaction, read back into r->msg: 0, or -1 with *err_r (NULL:
+   the file could not be opened). */
+static int msg_open(struct milter_run *r, const char **err_r)
+{
+	struct smtp_tx *tx = r->s->tx;
+	int fd = -1;
+
+	*err_r = NULL;
+	if (r->msg.fd >= 0)
+		close(r->msg.fd);
+	milter_msg_release(&r->msg);
+	r->msg.fd = -1;
+	if (deliver_flush(r->s) < 0 || store_blob_reader(tx->blob, &fd) != 0 ||
+	    milter_msg_read(&r->msg, fd, store_blob_size(tx->blob), err_r) < 0) {
+		if (fd >= 0)
+			close(fd);
+		r->msg.fd = -1;
+		return -1;
+	}
+	return 0;
+}
+
+/* The end of this milter's part. Its changes are made at once (a new message file, the
+   envelope edited), so the next milter is sent the message as this one left it. */
 static void milter_done(struct milter_run *r, bool keep)
 {
-	if (keep) {
-		for (size_t i = 0; i < r->mine.n; i++) {
-			r->mods.v = xreallocarray(r->mods.v, r->mods.n + 1, sizeof(*r->mods.v));
-			r->mods.v[r->mods.n++] = r->mine.v[i];
-		}
-		free(r->mine.v);
-		r->mine.v = NULL;
-		r->mine.n = 0;
-		if (r->mine.body_replaced) {
-			if (r->mods.body_replaced)
-				buf_release(&r->mods.body);
-			r->mods.body = r->mine.body;
-			r->mods.body_replaced = true;
-			r->mine.body_replaced = false;
-		}
-		if (r->mine.quarantine != NULL) {
-			free(r->mods.quarantine);
-			r->mods.quarantine = r->mine.quarantine;
-			r->mine.quarantine = NULL;
-		}
+	const char *err;
+
+	if (keep && milter_mods_apply(r->s, &r->msg, &r->mine) < 0) {
+		set_reply(r, OUT_TEMPFAIL, "451 4.3.0 Local error, try again later");
+	} else if (keep && r->cur + 1 < r->n && msg_open(r, &err) < 0) {
+		log_warnx("%016" PRIx64 " milter qid=%016" PRIx64 " result=fail reason=\"%s\"",
+			  r->s->id, r->s->tx->qid,
+			  err != NULL ? err : "cannot read the changed message file");
+		set_reply(r, OUT_TEMPFAIL, "451 4.3.0 Local error, try again later");
 	}
 	close_milter(r, true);
 	next_milter(r);
@@ -770,7 +783,6 @@ static void run_free(struct milter_run *r)
 	if (r->msg.fd >= 0)
 		close(r->msg.fd);
 	milter_msg_release(&r->msg);
-	milter_mods_release(&r->mods);
 	buf_release(&r->pkt);
 	milter_set_free(&r->set);
 	free(r);
@@ -840,15 +852,7 @@ static void run_end(struct milter_run *r)
 		discard(s);
 		return;
 	}
-	int rc = milter_mods_apply(s, &r->msg, &r->mods);
 	run_free(r);
-	if (rc < 0 || tx->nrcpt == 0) {
-		if (rc < 0)
-			reply_lines(s, "451 4.3.0 Local error, try again later");
-		else
-			discard(s);
-		return;
-	}
 	deliver_commit(s);
 }
 
@@ -859,7 +863,7 @@ static void end_cb(evutil_socket_t fd, short what, void *arg)
 
 static void next_milter(struct milter_run *r)
 {
-	if (r->out != OUT_CONTINUE || ++r->cur >= r->n || r->s->dead) {
+	if (r->out != OUT_CONTINUE || ++r->cur >= r->n || r->s->dead || r->s->tx->nrcpt == 0) {
 		close_milter(r, false);
 		event_active(r->end_ev, EV_TIMEOUT, 1);
 		return;
@@ -872,7 +876,7 @@ void milter_run(struct smtp_session *s)
 	struct smtp_tx *tx = s->tx;
 	struct milter_run *r = xcalloc(1, sizeof(*r));
 	const char *err = NULL;
-	int fd = -1, k = (s->flags & SF_LMTP) ? 1 : 0;
+	int k = (s->flags & SF_LMTP) ? 1 : 0;
 
 	r->s = s;
 	r->set = s->m->milters;
@@ -884,11 +888,7 @@ void milter_run(struct smtp_session *s)
 	r->timer = evtimer_new(s->m->base, timer_cb, r);
 	r->end_ev = evtimer_new(s->m->base, end_cb, r);
 	tx->milter = r;
-	if (deliver_flush(s) < 0 || store_blob_reader(tx->blob, &fd) != 0 ||
-	    milter_msg_read(&r->msg, fd, store_blob_size(tx->blob), &err) < 0) {
-		if (fd >= 0)
-			close(fd);
-		r->msg.fd = -1;
+	if (msg_open(r, &err) < 0) {
 		log_warnx("%016" PRIx64 " milter qid=%016" PRIx64 " result=fail reason=\"%s\"",
 			  s->id, tx->qid, err != NULL ? err : "cannot read the message file");
 		set_reply(r, OUT_TEMPFAIL, "451 4.3.0 Local error, try again later");

@@ -4,7 +4,8 @@
 macros Postfix sends, every header, the body, the end), each action a milter takes (accept,
 reject with its own reply text, tempfail, discard, quarantine as a held queue entry, header
 add/insert/change/delete, body replacement, recipients added and removed, sender changed),
-negotiated steps left out or left unanswered, macro lists asked for, two milters in a row,
+negotiated steps left out or left unanswered, macro lists asked for, two milters in a row
+(the second sent the message, sender and recipients as the first changed them),
 and each failure (down, silent past its timeout, garbage, a close in the middle of a reply,
 a packet length past the limit): the milter's default action, answered in bounded time, a
 log line, and mtad serving the next message.
@@ -255,6 +256,47 @@ def test_two_milters():
         milters(smtpd_milters=peer.address)
 
 
+def test_chained_milters_see_the_changes():
+    # the second milter is sent the message as the first one left it: its header fields,
+    # its body, its sender and recipients; its own changes apply to that message
+    first = Plan(eob=[ADDHEADER("X-First-Milter", "1"), CHGHEADER(1, "Subject", "chain2"),
+                      CHGHEADER(1, "X-Remove", ""), REPLBODY(b"body of the first\r\n"),
+                      ADDRCPT("<user2@heron.test>"), CHGFROM("<bounces@heron.test>"),
+                      CONTINUE])
+    peer2.reset(Plan(eob=[CHGHEADER(1, "X-First-Milter", ""), ADDHEADER("X-Second", "2"),
+                          REPLBODY(b"body of the second\r\n"),
+                          DELRCPT("<user1@heron.test>"), CONTINUE]))
+    milters(smtpd_milters=f"{peer.address}, {peer2.address}")
+    try:
+        assert_eq(run(first, "chain1")[0], 250)
+        conv = peer2.last()
+        assert_in(("X-First-Milter", "1"), conv.headers)
+        assert_in(("Subject", "chain2"), conv.headers)
+        assert_not_in("X-Remove", [n for n, _ in conv.headers])
+        assert_eq(conv.body, b"body of the first\r\n")
+        cmds = conv.commands
+        assert_eq(dict(cmds)[b"M"], b"<bounces@heron.test>\0")
+        assert_eq([d for c, d in cmds if c == b"R"],
+                  [b"<user1@heron.test>\0", b"<user2@heron.test>\0"])
+        assert_eq(conv.macros["{mail_addr}"], "bounces@heron.test")
+        # the first milter saw the message as sent
+        assert_in(("Subject", "chain1"), peer.last().headers)
+        body = stored("user2", "chain2", 30)
+        assert_not_in(b"X-First-Milter", body)
+        assert_in(b"\r\nX-Second: 2\r\n", body)
+        assert_not_in(b"X-Remove", body)
+        assert body.endswith(b"\r\n\r\nbody of the second\r\n"), body
+        assert inbox_message("user1", "chain2") is None
+        # all recipients removed by the first: the second is not asked, nothing is kept
+        peer2.reset(Plan())
+        gone = Plan(eob=[DELRCPT("<user1@heron.test>"), CONTINUE])
+        assert_eq(run(gone, "chain-none")[0], 250)
+        assert_eq(peer2.conversations, [])
+        assert_in("status=discarded", mtad.logtext())
+    finally:
+        milters(smtpd_milters=peer.address)
+
+
 def failure(plan, subject, want, limit=10.0):
     t0 = time.monotonic()
     code, _ = run(plan, subject)
@@ -354,6 +396,7 @@ def main():
              test_recipients_changed, test_sender_changed, test_quarantine_holds_in_queue,
              test_action_not_negotiated_is_garbage, test_steps_left_out_and_unanswered,
              test_symlist_limits_macros, test_two_milters,
+             test_chained_milters_see_the_changes,
              test_failures_get_the_default_action, test_down_milter_default_actions,
              test_per_milter_timeout, test_lmtp_gets_non_smtpd_milters,
              test_bad_list_refused_at_start]
