@@ -4,7 +4,8 @@
  * machinery: keep/fileinto become the recipients of the one group-commit delivery of the
  * message (same single copy; :create mailboxes made in the same batch first; keywords set
  * right after), redirect and vacation replies are queued for relay (RFC 5228 4.2: redirect
- * keeps the envelope sender; a vacation reply goes from the null sender, RFC 5230 4.3),
+ * keeps the envelope sender; a redirect loop, found by the recipient's Delivered-To mark on
+ * the copy, keeps the message in INBOX; a vacation reply goes from the null sender, RFC 5230 4.3),
  * reject/ereject become the recipient's 550 (LMTP, or SMTP with one recipient) or a
  * rejection notice to the sender. Vacation's "once per sender per :days" is checked and
  * remembered inside one write txn of the user's partition, so two workers cannot both reply.
@@ -460,20 +461,45 @@ static bool header_has(const char *msg, size_t len, const char *line)
 	return false;
 }
 
-static void do_redirect(struct smtp_session *s, struct sieve_tx *sv, const struct smtp_rcpt *r,
+/* A redirect of a message that already carries addr's Delivered-To mark is a loop: RFC 5228
+   4.2 makes it an error, and an error keeps the message (2.10.6), so the caller keeps it in
+   INBOX (keep_looped) instead of sending it round again; logged here. */
+static bool redirect_looped(const void *msg, size_t len, uint64_t qid, const char *addr,
+			    const char *to)
+{
+	char *mark = xasprintf("Delivered-To: %s\r\n", addr);
+	bool looped = header_has(msg, len, mark);
+
+	free(mark);
+	if (looped)
+		log_warnx("%016" PRIx64
+			  ": to=<%s>, sieve redirect to=<%s> refused: the message was "
+			  "already delivered to this recipient (a loop), kept in INBOX",
+			  qid, addr, to);
+	return looped;
+}
+
+/* after a looped redirect: recipient rcpt's dests from first on get INBOX unless they have it */
+static void keep_looped(struct sieve_tx *sv, size_t first, size_t rcpt)
+{
+	const struct sieve_action keep = { .type = SIEVE_KEEP };
+
+	for (size_t k = first; k < sv->nd; k++)
+		if (sv->d[k].mailbox == NULL)
+			return;
+	add_dest(sv, rcpt, &keep);
+}
+
+/* false: not sent, a loop (redirect_looped) */
+static bool do_redirect(struct smtp_session *s, struct sieve_tx *sv, const struct smtp_rcpt *r,
 			const char *to)
 {
 	struct buf pre;
-	char *mark = xasprintf("Delivered-To: %s\r\n", r->addr);
+	char *mark;
 
-	if (header_has(sv->map, sv->maplen, mark)) {
-		log_warnx("%016" PRIx64
-			  ": to=<%s>, sieve redirect to=<%s> refused: the message was "
-			  "already delivered to this recipient (a loop)",
-			  s->tx->qid, r->addr, to);
-		free(mark);
-		return;
-	}
+	if (redirect_looped(sv->map, sv->maplen, s->tx->qid, r->addr, to))
+		return false;
+	mark = xasprintf("Delivered-To: %s\r\n", r->addr);
 	buf_init(&pre, 128, TRACE_HEADER_MAX);
 	buf_puts(&pre, mark);
 	free(mark);
@@ -482,6 +508,7 @@ static void do_redirect(struct smtp_session *s, struct sieve_tx *sv, const struc
 	rcpt_srs_sender(s->m, s->tx->from, to, from, sizeof(from)); /* off-site: an SRS form */
 	queue_msg(s, sv, from, to, &pre, sv->map, sv->maplen);
 	buf_release(&pre);
+	return true;
 }
 
 /* a reject for one recipient of several in SMTP: a DSN (RFC 3464) to the sender, with the
@@ -805,6 +832,7 @@ static void apply(struct smtp_session *s, struct sieve_tx *sv, size_t i,
 	struct smtp_rcpt *r = &tx->rcpt[i];
 	struct sv_group *g = g0;
 	size_t first = sv->nd;
+	bool looped = false;
 
 	for (size_t k = 0; k < res->nact; k++) {
 		const struct sieve_action *a = &res->act[k];
@@ -822,7 +850,8 @@ static void apply(struct smtp_session *s, struct sieve_tx *sv, size_t i,
 			}
 			break;
 		case SIEVE_REDIRECT:
-			do_redirect(s, sv, r, a->addr);
+			if (!do_redirect(s, sv, r, a->addr))
+				looped = true;
 			break;
 		case SIEVE_REJECT:
 		case SIEVE_EREJECT:
@@ -838,6 +867,8 @@ static void apply(struct smtp_session *s, struct sieve_tx *sv, size_t i,
 			break;
 		}
 	}
+	if (looped)
+		keep_looped(sv, first, i);
 	for (size_t k = 0; k < res->ndup; k++) {
 		struct sv_write *w = xcalloc(1, sizeof(*w));
 
@@ -1194,7 +1225,9 @@ int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
 	q->code = 250;
 	q->pending = 1; /* the store write */
 	snprintf(q->text, sizeof(q->text), "2.0.0 discarded by sieve");
-	q->create = xcalloc(res.nact + 1, sizeof(bool));
+	q->create = xcalloc(res.nact + 1, sizeof(bool)); /* a dest per action at most */
+	bool looped = false;
+
 	for (size_t k = 0; k < res.nact; k++) {
 		const struct sieve_action *a = &res.act[k];
 
@@ -1207,7 +1240,7 @@ int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
 			char *mark = xasprintf("Delivered-To: %s\r\n", dq->addr);
 			struct buf pre;
 
-			if (!header_has(map, (size_t)dq->size, mark)) {
+			if (!redirect_looped(map, (size_t)dq->size, dq->qid, dq->addr, a->addr)) {
 				char from[MAILADDR_TEXT_MAX + 1];
 
 				rcpt_srs_sender(q->m, dq->from, a->addr, from, sizeof(from));
@@ -1215,6 +1248,8 @@ int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
 				buf_puts(&pre, mark);
 				q_queue(q, from, a->addr, &pre, map, (size_t)dq->size);
 				buf_release(&pre);
+			} else {
+				looped = true;
 			}
 			free(mark);
 		} else if (a->type == SIEVE_REJECT || a->type == SIEVE_EREJECT) {
@@ -1235,6 +1270,10 @@ int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
 			vacation_text(&q->vac.msg, m, dq->qid, dq->addr, &a->vac);
 		}
 	}
+	if (looped && q->d.nd == 0)
+		snprintf(q->text, sizeof(q->text), "2.0.0 delivered into INBOX (a redirect loop)");
+	if (looped)
+		keep_looped(&q->d, 0, 0);
 	q->dup = xcalloc(res.ndup + 1, sizeof(char *));
 	q->dup_until = xcalloc(res.ndup + 1, sizeof(int64_t));
 	for (size_t k = 0; k < res.ndup; k++) {

@@ -3,11 +3,19 @@
 `mailctl sieve put`, mail sent with smtplib (SMTP and LMTP) to the real mtad, folders and
 flags read back with imaplib from the real imapd on the same store, redirects arriving at
 the real sink; vacation answered once per :days, never to lists or auto-replies; reject as
-the 550 (SMTP, LMTP); a vacation loop between two local users ends; admin before script.
+the 550 (SMTP, LMTP); a vacation loop between two local users ends; the admin's before and
+after scripts around the user's (in that order, after not run once a script stops); the
+envelope sender of a redirected copy (RFC 5228 4.2: the original one, its SRS form off-site,
+<> stays <>) and a redirect loop between two local users ending with the message kept;
+vacation never answering daemon, list-owner/-request or Precedence bulk/list/junk mail.
 
   test_sieve_deliver.py SOURCE_ROOT MTAD IMAPD MAILCTL SINK"""
+import base64
+import hashlib
+import hmac
 import imaplib
 import os
+import re
 import shutil
 import smtplib
 import subprocess
@@ -21,19 +29,31 @@ from heronlib import (DOMAIN, HOST, Daemon, Sink, SmtpRaw, free_port, run_main, 
 
 ROOT, MTAD, IMAPD, MAILCTL, SINK = sys.argv[1:6]
 TMP = tempfile.mkdtemp(prefix="heron-sieve-")
-USERS = ["alice", "bob", "carol", "dave", "erin"]
+USERS = ["alice", "bob", "carol", "dave", "erin", "fay", "gus", "hal", "ivy", "jay"]
 sink = Sink(SINK, TMP, {"keep": os.path.join(TMP, "sinkmail"), "records": "all"})
 BEFORE = os.path.join(TMP, "before.sieve")
 with open(BEFORE, "w") as f:
-    f.write('require ["fileinto", "mailbox"];\n'
-            'if header :contains "X-Spam-Flag" "YES" { fileinto :create "Junk"; stop; }\n')
+    f.write('require ["fileinto", "mailbox", "editheader"];\n'
+            'if header :contains "X-Spam-Flag" "YES" { fileinto :create "Junk"; stop; }\n'
+            'if header :contains "subject" "chain" { addheader :last "X-Chain" "before"; }\n')
+AFTER = os.path.join(TMP, "after.sieve")
+with open(AFTER, "w") as f:
+    f.write('require ["fileinto", "mailbox", "editheader", "spamtest", "relational",\n'
+            '         "comparator-i;ascii-numeric"];\n'
+            'if header :contains "subject" "chain" { addheader :last "X-Chain" "after"; }\n'
+            'if spamtest :value "ge" :comparator "i;ascii-numeric" "5" '
+            '{ fileinto :create "Junk"; }\n')
+SRS_SECRET = "sieve-test-srs-secret"
+with open(os.path.join(TMP, "srs.secret"), "w") as f:
+    f.write(SRS_SECRET + "\n")
 lmtp_port = free_port()
 CONF, SMTP_PORT, IMAP_PORT = shared_conf(TMP, USERS, keys={
     "mtad": {"transport_map": f"sink.test=127.0.0.1:{sink.port}", "retry_schedule": "1s",
              "lmtp": f"{HOST}:{lmtp_port}",
              # the test sends as local users on port 25 (boss, bob): an internal hub
-             "trusted_networks": "127.0.0.1"},
-    "sieve": {"before": BEFORE, "vacation_min_days": "0"},
+             "trusted_networks": "127.0.0.1",
+             "srs_secret_file": os.path.join(TMP, "srs.secret")},
+    "sieve": {"before": BEFORE, "after": AFTER, "vacation_min_days": "0"},
 })
 mtad = Daemon(MTAD, CONF, os.path.join(TMP, "mtad.log"), SMTP_PORT)
 imapd = Daemon(IMAPD, CONF, os.path.join(TMP, "imapd.log"), IMAP_PORT)
@@ -296,7 +316,153 @@ def test_mailctl_sieve():
         assert "site" in mailctl("sieve", "get", u).stdout
 
 
-TESTS = [test_fileinto_flags_and_keywords, test_admin_before_script, test_redirect_to_sink,
+def header_of(user, subject, mailbox="INBOX"):
+    """The header section of the one message of mailbox with this subject (bytes)."""
+    c = imap(user)
+    c.select(f'"{mailbox}"', readonly=True)
+    typ, res = c.search(None, "SUBJECT", f'"{subject}"')
+    uids = res[0].split()
+    assert len(uids) == 1, (user, mailbox, subject, uids)
+    typ, data = c.fetch(uids[0], "(BODY.PEEK[HEADER])")
+    c.logout()
+    return data[0][1]
+
+
+def test_admin_after_script():
+    # before, the user's script, after: one run, so the three X-Chain fields each appends
+    # come in that order; after still runs when the user's script left the implicit keep
+    put("fay", 'require "editheader";\n'
+               'if header :contains "subject" "chain" { addheader :last "X-Chain" "user"; }\n'
+               'if header :contains "subject" "stopped" { stop; }\n')
+    send("fay@heron.test", "chain order")
+    send("fay@heron.test", "chain stopped spam", extra="X-Spam-Score: 12.5\r\n")
+    send("fay@heron.test", "after spam", extra="X-Spam-Score: 12.5\r\n")
+    send("fay@heron.test", "after ham", extra="X-Spam-Score: 0.5\r\n")
+    # a user without a script of his own gets the before and after scripts as well
+    send("gus@heron.test", "no script spam", extra="X-Spam-Score: 14\r\n")
+    send("gus@heron.test", "no script ham")
+    wait_for(lambda: "no script ham" in subjects("gus"), what="gus's ham in INBOX")
+    wait_for(lambda: "after ham" in subjects("fay"), what="fay's ham in INBOX")
+    hdr = header_of("fay", "chain order").decode()
+    assert re.findall(r"^X-Chain: (\w+)\r$", hdr, re.M) == ["before", "user", "after"], hdr
+    # the user's stop ends the chain: after never saw the spam score, the header has no
+    # "after", the message stays in INBOX (no Junk)
+    hdr = header_of("fay", "chain stopped spam").decode()
+    assert re.findall(r"^X-Chain: (\w+)\r$", hdr, re.M) == ["before", "user"], hdr
+    junk = subjects("fay", "Junk")
+    assert junk is not None and "after spam" in junk, junk
+    assert "chain stopped spam" not in junk and "after ham" not in junk, junk
+    inbox = subjects("fay")
+    assert "after spam" not in inbox and "after ham" in inbox, inbox
+    assert "no script spam" in (subjects("gus", "Junk") or {}), subjects("gus", "Junk")
+    assert "no script spam" not in subjects("gus")
+
+
+def sink_messages():
+    d = os.path.join(TMP, "sinkmail", "new")
+    out = []
+    for n in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+        with open(os.path.join(d, n), "rb") as f:
+            out.append(f.read())
+    return out
+
+
+def sink_copy(subject):
+    """The sink's kept copy with this subject: its first line is the envelope sender
+    (Return-Path: <MAIL FROM>), then a Delivered-To per RCPT."""
+    got = [m for m in sink_messages() if f"\r\nSubject: {subject}\r\n".encode() in m]
+    assert len(got) <= 1, (subject, len(got))
+    return got[0] if got else None
+
+
+def srs_hash(tt, domain, local):
+    """The Guarded SRS0 hash mtad.8 documents: 4 characters of base64(HMAC-SHA1) over the
+    lower-cased timestamp, domain and local part."""
+    mac = hmac.new(SRS_SECRET.encode(), (tt + domain + local).lower().encode(), hashlib.sha1)
+    return base64.b64encode(mac.digest()).decode()[:4]
+
+
+def test_redirect_envelope_sender():
+    # RFC 5228 4.2: the copy's envelope sender may be the original one, and an empty one
+    # MUST stay empty; with [mtad] srs_secret_file a copy sent off-site goes from the SRS
+    # form of the original sender (mtad.8), a sender of our own domains as it is
+    put("hal", 'if header :contains "subject" "fwd" { redirect "far@sink.test"; }\n')
+    send("hal@heron.test", "fwd external", frm="ext@example.org")
+    send("hal@heron.test", "fwd local", frm="boss@heron.test")
+    send("hal@heron.test", "fwd null", frm="")
+    for subj in ("fwd external", "fwd local", "fwd null"):
+        wait_for(lambda: sink_copy(subj), timeout=60, what=f"{subj} at the sink")
+    ext = sink_copy("fwd external")
+    m = re.match(rb"Return-Path: <SRS0=([^=]{4})=([A-Z2-7]{2})=example\.org=ext@heron\.test>"
+                 rb"\r\nDelivered-To: far@sink\.test\r\n", ext)
+    assert m is not None, ext[:300]
+    assert m.group(1).decode() == srs_hash(m.group(2).decode(), "example.org", "ext"), m.group(0)
+    assert b"\r\nDelivered-To: hal@heron.test\r\n" in ext, ext[:400]  # the loop mark
+    assert sink_copy("fwd local").startswith(
+        b"Return-Path: <boss@heron.test>\r\nDelivered-To: far@sink.test\r\n")
+    assert sink_copy("fwd null").startswith(
+        b"Return-Path: <>\r\nDelivered-To: far@sink.test\r\n"), sink_copy("fwd null")[:200]
+    for subj in ("fwd external", "fwd local", "fwd null"):
+        assert subj not in subjects("hal"), subj  # redirect cancels the implicit keep
+
+
+def test_redirect_loop_between_local_users():
+    # hal -> ivy -> hal: the copy coming back to hal carries his Delivered-To mark; RFC 5228
+    # 4.2: a detected loop is an error, and an error keeps the message (2.10.6): hal gets it
+    # once in INBOX, nothing goes round again
+    put("hal", 'if header :contains "subject" "loop" { redirect "ivy@heron.test"; }\n')
+    put("ivy", 'if header :contains "subject" "loop" { redirect "hal@heron.test"; }\n')
+    send("hal@heron.test", "redirect loop", frm="ext@example.org")
+    wait_for(lambda: "refused: the message was already delivered" in mtad.logtext(),
+             timeout=60, what="the loop found")
+    wait_for(lambda: "redirect loop" in subjects("hal"), timeout=60,
+             what="the looping message kept in hal's INBOX")
+    time.sleep(3)  # the queue runner tries every second: another round would be there
+    c = imap("hal")
+    c.select("INBOX", readonly=True)
+    n = len(c.search(None, "SUBJECT", '"redirect loop"')[1][0].split())
+    c.logout()
+    assert n == 1, n
+    assert "redirect loop" not in subjects("ivy")
+    hdr = header_of("hal", "redirect loop")
+    assert hdr.count(b"Delivered-To: hal@heron.test\r\n") == 1, hdr
+    assert b"Delivered-To: ivy@heron.test\r\n" in hdr, hdr
+    assert mtad.logtext().count("refused: the message was already delivered") == 1
+
+
+def vacation_replies_to(addr):
+    """Vacation replies the sink got for addr (its RCPT, the Delivered-To it records)."""
+    return len([m for m in sink_messages()
+                if m.startswith(b"Return-Path: <>\r\n") and
+                f"\r\nDelivered-To: {addr}\r\n".encode() in m.split(b"\r\n\r\n")[0] and
+                b"\r\nSubject: jay-away" in m])
+
+
+def test_vacation_not_to_daemons_owners_bulk():
+    # RFC 3834 2 / RFC 5230 4.5: no reply to MAILER-DAEMON, owner-*, *-request senders, nor
+    # to Precedence: bulk, list or junk; a plain sender sent last is answered (the check)
+    put("jay", 'require "vacation";\nvacation :days 1 :subject "jay-away" "jay is away";\n')
+    quiet = [("MAILER-DAEMON@sink.test", ""), ("mailer-daemon@sink.test", ""),
+             ("owner-devel@sink.test", ""), ("devel-request@sink.test", ""),
+             ("bulk@sink.test", "Precedence: bulk\r\n"),
+             ("list@sink.test", "Precedence: list\r\n"),
+             ("junk@sink.test", "Precedence: junk\r\n"),
+             ("bulk2@sink.test", "Precedence: Bulk\r\n")]
+    for frm, extra in quiet:
+        send("jay@heron.test", f"to jay from {frm}", frm=frm, extra=extra)
+    send("jay@heron.test", "to jay from a person", frm="person@sink.test")
+    wait_for(lambda: vacation_replies_to("person@sink.test") == 1, timeout=60,
+             what="the reply to the plain sender")
+    time.sleep(3)  # replies queued before that one have been tried by now
+    for frm, _extra in quiet:
+        assert vacation_replies_to(frm) == 0, frm
+        assert f"to jay from {frm}" in subjects("jay"), frm  # delivered all the same
+    assert vacation_replies_to("person@sink.test") == 1
+
+
+TESTS = [test_fileinto_flags_and_keywords, test_admin_before_script, test_admin_after_script,
+         test_redirect_envelope_sender, test_redirect_loop_between_local_users,
+         test_vacation_not_to_daemons_owners_bulk, test_redirect_to_sink,
          test_redirect_to_local_user_runs_their_script,
          test_reject_smtp_and_lmtp, test_vacation_once_per_days,
          test_vacation_loop_between_local_users, test_editheader_and_duplicate,
