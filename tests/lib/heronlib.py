@@ -1,7 +1,7 @@
 """heronlib.py — the one harness of Heron's Python tests: free loopback ports reserved across
 test processes, a TLS certificate made at test time, users files, heron.conf written from a
 dict, the real daemons (mtad, imapd, sink) started with a readiness wait and always stopped by
-the pid we started, the private slapd of scripts/ldap, the whole stack of scripts/stack, the
+the pid we started, the private slapd of scripts/ldap, rspamd as a milter, the whole stack of scripts/stack, the
 store read back (store_peek, mailctl verify), in-test peers (a scripted relay target, the
 sink's control port) and the raw SMTP/IMAP line clients the tests share.
 
@@ -16,6 +16,7 @@ import hashlib
 import imaplib
 import json
 import os
+import pwd
 import re
 import random
 import shlex
@@ -643,6 +644,89 @@ class Slapd:
     def __exit__(self, *exc):
         self.stop()
         return False
+
+
+# ---- rspamd (a real milter) ----
+
+class Rspamd:
+    """rspamd -f (Debian's package) as a milter: its proxy worker with milter = yes scanning
+    itself on 127.0.0.1:port, a private configuration under tmp/rspamd (the package's rules,
+    a DNS server that is a closed loopback port so nothing leaves the machine, its headers
+    added for loopback clients); local: more local.d files {name: text}. stop() ends the
+    process it started. tmp must be readable by rspamd's user (chmod 0755)."""
+
+    def __init__(self, tmp, port, local=None):
+        self.dir = os.path.join(tmp, "rspamd")
+        self.port = port
+        self.proc = None
+        for d in ("local/local.d", "db", "run", "log"):
+            os.makedirs(os.path.join(self.dir, d), exist_ok=True)
+        with open(os.path.join(self.dir, "rspamd.conf"), "w") as f:
+            f.write('.include "$CONFDIR/common.conf"\n'
+                    'options {\n'
+                    '  pidfile = "$RUNDIR/rspamd.pid";\n'
+                    '  .include "$CONFDIR/options.inc"\n'
+                    '  dns { nameserver = ["127.0.0.1:9"]; timeout = 1s; retransmits = 1; }\n'
+                    '}\n'
+                    'logging { type = "file"; filename = "$LOGDIR/rspamd.log"; '
+                    'level = "info"; }\n'
+                    'worker "rspamd_proxy" {\n'
+                    f'  bind_socket = "127.0.0.1:{port}";\n'
+                    '  milter = yes;\n  timeout = 60s;\n  count = 1;\n'
+                    '  upstream "local" { default = yes; self_scan = yes; }\n'
+                    '}\n')
+        with open(os.path.join(self.dir, "local/local.d/milter_headers.conf"), "w") as f:
+            # loopback is a "local" network: have the headers added anyway
+            f.write('use = ["x-spamd-result", "x-rspamd-server", "x-rspamd-queue-id"];\n'
+                    'skip_local = false;\nskip_authenticated = false;\n')
+        for name, text in (local or {}).items():
+            with open(os.path.join(self.dir, "local/local.d", name), "w") as f:
+                f.write(text)
+        self.user = None
+        if os.geteuid() == 0:
+            try:
+                pwd.getpwnam("_rspamd")
+                self.user = "_rspamd"
+            except KeyError:
+                pass
+            if self.user is not None:
+                for d in ("db", "run", "log"):
+                    shutil.chown(os.path.join(self.dir, d), self.user, self.user)
+
+    def start(self):
+        args = [shutil.which("rspamd") or "rspamd", "-f", "-c",
+                os.path.join(self.dir, "rspamd.conf")]
+        if self.user is not None:
+            args += ["-u", self.user, "-g", self.user]
+        elif os.geteuid() == 0:
+            args += ["--insecure"]
+        for var, sub in (("LOCAL_CONFDIR", "local"), ("DBDIR", "db"), ("RUNDIR", "run"),
+                         ("LOGDIR", "log")):
+            args += ["--var", f"{var}={os.path.join(self.dir, sub)}"]
+        with open(os.path.join(self.dir, "stdout.log"), "ab") as out:
+            self.proc = subprocess.Popen(args, stdout=out, stderr=out,
+                                         stdin=subprocess.DEVNULL)
+        # it compiles its rules first: allow a slow, shared machine
+        wait_port(self.port, 540, self.proc, "rspamd")
+
+    def stop(self):
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self.proc = None
+
+    def logtext(self):
+        try:
+            with open(os.path.join(self.dir, "log", "rspamd.log"), errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
 
 
 class Stack:

@@ -9,17 +9,15 @@ Skipped (77) where rspamd is not installed.
 
   test_milter_rspamd.py SOURCE_ROOT MTAD STORE_PEEK"""
 import os
-import pwd
 import shutil
 import smtplib
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from heronlib import (Mtad, Store, assert_eq, assert_in, free_port, run_main,  # noqa: E402
-                      wait_for, wait_port, write_users)
+from heronlib import (Mtad, Rspamd, Store, assert_eq, assert_in, free_port,  # noqa: E402
+                      run_main, wait_for, write_users)
 
 ROOT, MTAD, PEEK = sys.argv[1:4]
 RSPAMD = shutil.which("rspamd")
@@ -32,81 +30,6 @@ TMP = tempfile.mkdtemp(prefix="heron-mtad-rspamd-")
 os.chmod(TMP, 0o755)  # rspamd's workers run as its own user and read their config here
 PORT = free_port()
 write_users(os.path.join(TMP, "users"), ["user1"])
-
-
-class Rspamd:
-    """rspamd -f with a private configuration; stop() ends the process it started."""
-
-    def __init__(self, tmp, port):
-        self.dir = os.path.join(tmp, "rspamd")
-        self.port = port
-        self.proc = None
-        for d in ("local/local.d", "db", "run", "log"):
-            os.makedirs(os.path.join(self.dir, d), exist_ok=True)
-        with open(os.path.join(self.dir, "rspamd.conf"), "w") as f:
-            f.write('.include "$CONFDIR/common.conf"\n'
-                    'options {\n'
-                    '  pidfile = "$RUNDIR/rspamd.pid";\n'
-                    '  .include "$CONFDIR/options.inc"\n'
-                    '  dns { nameserver = ["127.0.0.1:9"]; timeout = 1s; retransmits = 1; }\n'
-                    '}\n'
-                    'logging { type = "file"; filename = "$LOGDIR/rspamd.log"; '
-                    'level = "info"; }\n'
-                    'worker "rspamd_proxy" {\n'
-                    f'  bind_socket = "127.0.0.1:{port}";\n'
-                    '  milter = yes;\n  timeout = 60s;\n  count = 1;\n'
-                    '  upstream "local" { default = yes; self_scan = yes; }\n'
-                    '}\n')
-        with open(os.path.join(self.dir, "local/local.d/milter_headers.conf"), "w") as f:
-            # loopback is a "local" network: have the headers added anyway
-            f.write('use = ["x-spamd-result", "x-rspamd-server", "x-rspamd-queue-id"];\n'
-                    'skip_local = false;\nskip_authenticated = false;\n')
-        self.user = None
-        if os.geteuid() == 0:
-            try:
-                pwd.getpwnam("_rspamd")
-                self.user = "_rspamd"
-            except KeyError:
-                pass
-            if self.user is not None:
-                for d in ("db", "run", "log"):
-                    shutil.chown(os.path.join(self.dir, d), self.user, self.user)
-
-    def start(self):
-        args = [RSPAMD, "-f", "-c", os.path.join(self.dir, "rspamd.conf")]
-        if self.user is not None:
-            args += ["-u", self.user, "-g", self.user]
-        elif os.geteuid() == 0:
-            args += ["--insecure"]
-        for var, sub in (("LOCAL_CONFDIR", "local"), ("DBDIR", "db"), ("RUNDIR", "run"),
-                         ("LOGDIR", "log")):
-            args += ["--var", f"{var}={os.path.join(self.dir, sub)}"]
-        with open(os.path.join(self.dir, "stdout.log"), "ab") as out:
-            self.proc = subprocess.Popen(args, stdout=out, stderr=out,
-                                         stdin=subprocess.DEVNULL)
-        # it compiles its rules first: allow a slow, shared machine
-        wait_port(self.port, 540, self.proc, "rspamd")
-
-    def stop(self):
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        self.proc = None
-
-    def logtext(self):
-        try:
-            with open(os.path.join(self.dir, "log", "rspamd.log"), errors="replace") as f:
-                return f.read()
-        except FileNotFoundError:
-            return ""
-
-
 rspamd = Rspamd(TMP, PORT)
 mtad = Mtad(MTAD, TMP, {"backend": "file", "users_file": os.path.join(TMP, "users")},
             {"workers": "1"}, tls=False)
