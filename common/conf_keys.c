@@ -429,8 +429,9 @@ const struct conf_key conf_keys[] = {
 	{ "sieve", "max_body_bytes", CONF_SIZE, 0, 1 * GiB, "16M", NULL,
 	  "body bytes the body tests of one delivery may search", CONF_AT(sieve.max_body_bytes) },
 	{ "sieve", "spam_header", CONF_STR, 0, 0, "", NULL,
-	  "header with the spam scanner's score for spamtest (empty: X-Spam-Score, else rspamd's "
-	  "X-Spamd-Result with its own threshold)",
+	  "header with the spam scanner's score for spamtest (empty: rspamd's X-Spamd-Result "
+	  "with its own threshold, else X-Spam-Score; the scanner must remove a sender's copy "
+	  "of the field, as rspamd does with its own)",
 	  CONF_AT(sieve.spam_header) },
 	{ "sieve", "spam_max", CONF_INT, 1, 1000, "15", NULL,
 	  "the score spamtest maps to 10 (spamtestplus :percent to 100)",

@@ -506,10 +506,12 @@ static int test_spam(struct sv_run *rn, const struct sv_ins *in, struct vals *vs
 	struct sv_str v = { NULL, 0 };
 
 	for (int pass = 0; pass < 2 && v.p == NULL; pass++) {
+		/* no spam_header: rspamd's field first, as the milter removes a sender's copy of
+		   it, so a forged "X-Spam-Score: 0" cannot speak for a message rspamd scored */
 		const char *name = hname != NULL ? hname
 				   : virus       ? "X-Virus-Scan"
-				   : pass == 0   ? "X-Spam-Score"
-						 : "X-Spamd-Result";
+				   : pass == 0   ? "X-Spamd-Result"
+						 : "X-Spam-Score";
 
 		for (size_t i = 0; i < rn->nh && v.p == NULL; i++)
 			if (!rn->h[i].deleted && rn->h[i].nlen == strlen(name) &&

@@ -58,6 +58,12 @@ static const char MSG_RSPAMD[] =
 	"X-Spamd-Result: default: False [12.00 / 15.00]; R_SPF_FAIL(1.00)[-all]\r\n"
 	"\r\nbody\r\n";
 
+/* a sender's forged score above rspamd's verdict */
+static const char MSG_RSPAMD_FORGED[] =
+	"From: x@spam.example\r\nTo: bob@example.com\r\nSubject: win\r\nX-Spam-Score: 0\r\n"
+	"X-Spamd-Result: default: False [12.00 / 15.00]; R_SPF_FAIL(1.00)[-all]\r\n"
+	"\r\nbody\r\n";
+
 static const char MSG_ENC[] =
 	"From: =?ISO-8859-1?Q?Andr=E9?= <andre@example.org>\r\n"
 	"To: bob@example.com\r\n"
@@ -364,6 +370,9 @@ static const struct tcase cases[] = {
 	{ "require [\"spamtest\", \"relational\", \"comparator-i;ascii-numeric\"]; "
 	  "if spamtest :value \"eq\" :comparator \"i;ascii-numeric\" \"8\" { discard; }",
 	  MSG_RSPAMD, "" },
+	{ "require [\"spamtest\", \"relational\", \"comparator-i;ascii-numeric\"]; "
+	  "if spamtest :value \"eq\" :comparator \"i;ascii-numeric\" \"8\" { discard; }",
+	  MSG_RSPAMD_FORGED, "" },
 	/* include (RFC 6609) */
 	{ "require [\"include\"]; include :personal \"spam\";", MSG1, "fileinto:Junk" },
 	{ "require [\"include\"]; include \"missing\";", MSG1,
