@@ -154,10 +154,12 @@ static int request_one(const char *path, const char *line, int timeout_ms, struc
 	}
 	str_lcpy(sun.sun_path, path, sizeof(sun.sun_path));
 	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1 && errno != EINPROGRESS) {
+		int e = errno;
+
 		snprintf(err, esize, "%s",
-			 errno == ECONNREFUSED || errno == ENOENT ? "not running"
-								  : strerror(errno));
+			 e == ECONNREFUSED || e == ENOENT ? "not running" : strerror(e));
 		close(fd);
+		errno = e; /* EACCES: the socket's permissions keep the caller out */
 		return -1;
 	}
 	buf_init(&req, 256, CONTROL_REQUEST_MAX);
@@ -205,14 +207,16 @@ out:
 	return rc;
 }
 
-int control_request_all(const char *dir, const char *ident, const char *line, int timeout_ms,
-			control_reply_cb *cb, void *arg)
+/* The sockets in dir of daemon ident (NULL: any), in name order: *v_r (free), how many, or
+   -1 with errno when dir cannot be read. */
+static ssize_t list_sockets(const char *dir, const char *ident, struct sock_name **v_r)
 {
 	DIR *d = opendir(dir);
 	struct dirent *de;
 	struct sock_name *v = NULL;
 	size_t n = 0, cap = 0;
 
+	*v_r = NULL;
 	if (d == NULL)
 		return -1;
 	while ((de = readdir(d)) != NULL) {
@@ -231,7 +235,19 @@ int control_request_all(const char *dir, const char *ident, const char *line, in
 	closedir(d);
 	if (n > 0)
 		qsort(v, n, sizeof(*v), sock_name_cmp);
-	for (size_t i = 0; i < n; i++) {
+	*v_r = v;
+	return (ssize_t)n;
+}
+
+int control_request_all(const char *dir, const char *ident, const char *line, int timeout_ms,
+			control_reply_cb *cb, void *arg)
+{
+	struct sock_name *v;
+	ssize_t n = list_sockets(dir, ident, &v);
+
+	if (n < 0)
+		return -1;
+	for (ssize_t i = 0; i < n; i++) {
 		struct buf ans;
 		char err[256];
 
@@ -244,4 +260,33 @@ int control_request_all(const char *dir, const char *ident, const char *line, in
 	}
 	free(v);
 	return (int)n;
+}
+
+int control_request_first(const char *dir, const char *ident, const char *line, int timeout_ms,
+			  struct buf *ans, char *err, size_t esize)
+{
+	struct sock_name *v;
+	ssize_t n = list_sockets(dir, ident, &v);
+	int e = ENOENT;
+
+	if (n < 0) {
+		e = errno;
+		snprintf(err, esize, "%s: %s", dir, strerror(e));
+		errno = e;
+		return -1;
+	}
+	snprintf(err, esize, "not running (no %s socket in %s)", ident, dir);
+	for (ssize_t i = 0; i < n; i++) {
+		buf_reset(ans);
+		errno = 0;
+		if (request_one(v[i].path, line, timeout_ms, ans, err, esize) == 0) {
+			free(v);
+			return 0;
+		}
+		e = errno == EACCES || errno == EPERM ? errno : e;
+	}
+	free(v);
+	buf_reset(ans);
+	errno = e;
+	return -1;
 }

@@ -7,6 +7,11 @@
  *   who          one line per session of the worker (control_who_line's form), then "."
  *   kick USER    closes USER's sessions in the worker; "OK N" (N sessions closed)
  *   metrics      the daemon's metrics (all workers), Prometheus text, then "# EOF"
+ *   queue        mtad only: the outbound queue's undelivered entries, one line each
+ *                "Q" TAB id(16 hex) TAB size TAB arrival(Unix time) TAB state TAB sender|<>
+ *                (state "*" being delivered, "!" held, "-" waiting), then a line
+ *                "R" TAB recipient TAB last reason|- per undelivered recipient; at the end
+ *                "T" TAB entries-not-listed (an answer is bounded) and "."
  * An unknown or malformed request gets "ERR reason". Names are bytes without TAB, CR, LF.
  *
  * The client side (control_request_all) is blocking and bounded in time: for admin tools. */
@@ -67,5 +72,11 @@ typedef void control_reply_cb(const char *ident, unsigned worker, const char *an
    Returns the number of sockets found, or -1 with errno when dir cannot be read. */
 int control_request_all(const char *dir, const char *ident, const char *line, int timeout_ms,
 			control_reply_cb *cb, void *arg);
+/* Sends line to the sockets of ident in dir in name order until one answers (every worker
+   of a daemon answers the same: the queue), the answer in ans (buf_init'd by the caller,
+   bounded by CONTROL_ANSWER_MAX). 0, or -1 with the reason in err and errno EACCES/EPERM
+   when a socket or dir refused the caller, ENOENT when none is running, else another. */
+int control_request_first(const char *dir, const char *ident, const char *line, int timeout_ms,
+			  struct buf *ans, char *err, size_t esize);
 
 #endif

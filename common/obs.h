@@ -35,6 +35,9 @@ struct obs_ops {
 	void (*who)(struct buf *out, const char *ident, unsigned worker, void *arg);
 	/* kick: closes user's sessions in this worker; returns how many */
 	unsigned (*kick)(const char *user, void *arg);
+	/* the daemon's own requests (mtad: queue): req[0..n) without its LF; true when it was
+	   one (its answer appended to out) */
+	bool (*request)(const char *req, size_t n, struct buf *out, void *arg);
 };
 
 /* Master: when [metrics] enabled and addrs is not empty, binds addrs into fds for the

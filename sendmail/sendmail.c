@@ -3,7 +3,7 @@
  * headers), adds the From:, Date: and Message-ID: it lacks, drops Bcc:, and submits it over
  * mtad's local submission socket ([mtad] local_submission: a unix socket, no password; mtad
  * learns the uid from the kernel). -bs speaks SMTP on stdin/stdout instead. Exit codes are
- * sysexits.h's. The SMTP dialogue is sendmail_smtp.c. */
+ * sysexits.h's. The SMTP dialogue is sendmail_smtp.c; -bp (mailq) is sendmail_mailq.c. */
 #include <errno.h>
 #include <pwd.h>
 #include <stdbool.h>
@@ -29,7 +29,7 @@
 static void usage(void)
 {
 	fprintf(stderr, "usage: heron-sendmail [-t] [-i|-oi] [-v] [-f sender] [-F name] [-C conf] "
-			"[-bm|-bs|-bi] [--] [recipient ...]\n");
+			"[-bm|-bs|-bi|-bp] [--] [recipient ...]\n");
 	exit(EX_USAGE);
 }
 
@@ -155,11 +155,10 @@ static int parse_args(struct sm *sm, int argc, char **argv)
 				sm->smtp_stdio = true;
 			} else if (strcmp(a, "-bi") == 0) {
 				sm->newaliases = true;
+			} else if (strcmp(a, "-bp") == 0) {
+				sm->mailq = true;
 			} else if (strcmp(a, "-bm") != 0) {
-				fprintf(stderr,
-					"heron-sendmail: %s is not supported (the queue: "
-					"mailctl queue list)\n",
-					a);
+				fprintf(stderr, "heron-sendmail: %s is not supported\n", a);
 				exit(EX_USAGE);
 			}
 			break;
@@ -440,6 +439,8 @@ int main(int argc, char **argv)
 	first = parse_args(&sm, argc, argv);
 	if (sm.newaliases || strcmp(base, "newaliases") == 0)
 		return check_aliases(sm.conf);
+	if (sm.mailq || strcmp(base, "mailq") == 0)
+		return sm_mailq(sm.conf);
 	read_conf(&sm);
 	if (sm.smtp_stdio)
 		return sm_smtp_stdio(&sm);

@@ -1,5 +1,6 @@
-/* sendmail.h — heron-sendmail's state, shared by its command line (sendmail.c) and its SMTP
- * dialogue with mtad's local submission socket (sendmail_smtp.c). */
+/* sendmail.h — heron-sendmail's state, shared by its command line (sendmail.c), its SMTP
+ * dialogue with mtad's local submission socket (sendmail_smtp.c) and the queue listing
+ * (sendmail_mailq.c). */
 #ifndef HERON_SENDMAIL_H
 #define HERON_SENDMAIL_H
 
@@ -17,6 +18,7 @@ struct sm {
 	bool verbose;    /* -v: the dialogue on stderr */
 	bool smtp_stdio; /* -bs */
 	bool newaliases; /* -bi, or called as newaliases: check [mtad] aliases */
+	bool mailq;      /* -bp, or called as mailq: list the queue */
 	const char *from, *fullname, *conf;
 	char **rcpt; /* qualified addresses, in order */
 	size_t nrcpt;
@@ -40,5 +42,7 @@ struct sm {
 int sm_submit(struct sm *sm, const struct buf *added);
 /* -bs: stdin and stdout are the SMTP client's; relayed to the socket both ways. */
 int sm_smtp_stdio(struct sm *sm);
+/* -bp (mailq): the queue from mtad's control socket, printed; a sysexits.h code. */
+int sm_mailq(const char *conf_path);
 
 #endif

@@ -3,8 +3,10 @@
 submission socket: a cron-like `-t` invocation (To/Cc/Bcc recipients, Bcc removed, bare names
 qualified, From/Date/Message-ID added, a lone "." ending the input), `-i`/`-oi` keeping a lone
 "." line, -bi/newaliases checking the aliases file, recipients as arguments with -f/-F, a bad recipient (non-zero exit, a clear message,
-nothing sent to the good ones), -bs (SMTP on stdio), -v, and the exit codes of sysexits.h when
-mtad is down, the config names no socket, or the command line is wrong.
+nothing sent to the good ones), -bs (SMTP on stdio), -v, -bp/mailq listing a deferred message
+from mtad's control socket (and refusing a user outside the daemon's group), and the exit
+codes of sysexits.h when mtad is down, the config names no socket, or the command line is
+wrong.
 
   test_sendmail.py SOURCE_ROOT MTAD STORE_PEEK HERON_SENDMAIL"""
 import os
@@ -142,7 +144,7 @@ def test_usage_and_config():
     r = sendmail([], "Subject: nobody\n\nx\n")
     assert_eq(r.returncode, EX_USAGE)
     assert_in(b"no recipients", r.stderr)
-    assert_eq(sendmail(["-bp"], "").returncode, EX_USAGE)
+    assert_eq(sendmail(["-bD"], "").returncode, EX_USAGE)
     # a config without a socket
     noconf = write_conf(os.path.join(TMP, "nosock.conf"), {"mtad": {"local_domains": DOMAIN}})
     r = sendmail(["user1"], "x\n", conf=noconf)
@@ -180,8 +182,59 @@ def test_newaliases():
     assert_eq(r.returncode, EX_CONFIG)
 
 
+def test_mailq():
+    """-bp and the name mailq list the queue from mtad's control socket: a message to a
+    recipient the relay keeps deferring shows with its id, size, sender, the recipient and
+    the relay's 4.3.0 as the last reason; who may not open the socket gets EX_NOPERM; no mtad
+    running gets EX_UNAVAILABLE; an empty queue says so."""
+    wait_for(lambda: b"Mail queue is empty" in sendmail(["-bp"], "").stdout,
+             what="the relayed mail of the earlier tests gone from the queue")
+    r = sendmail(["-f", "night@heron.test", "deferq@remote.test", "user1"],
+                 "Subject: stuck\n\nstays queued\n")
+    assert_eq(r.returncode, 0, r.stderr)
+    wait_for(lambda: relay.attempts.get("deferq@remote.test", 0) >= 1, what="a first try")
+    wait_for(lambda: b"4.3.0 try again" in sendmail(["-bp"], "").stdout,
+             what="the reason recorded")
+    r = sendmail(["-bp"], "")
+    assert_eq(r.returncode, 0, r.stderr)
+    out = r.stdout.decode()
+    lines = out.splitlines()
+    assert lines[0].startswith("-Queue ID-"), out
+    m = re.match(r"([0-9a-f]{16})[ *!] +(\d+) (\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d) +"
+                 r"night@heron\.test$", lines[1])
+    assert m, out
+    assert int(m.group(2)) > len("stays queued"), out
+    assert_re(out, r"\n {48}\([^)]*4\.3\.0 try again later[^)]*\)\n"
+                   r" {48}deferq@remote\.test\n")
+    assert_not_in("user1@", out)  # delivered locally: not in the queue
+    assert_re(out, r"\n-- \d+ Kbytes in 1 Request\.\n$")
+    link = os.path.join(TMP, "mailq")
+    os.symlink(SENDMAIL, link)
+    r = subprocess.run([link, "-C", mtad.conf], capture_output=True, timeout=60)
+    assert_eq(r.returncode, 0, r.stderr)
+    assert_in(m.group(1).encode(), r.stdout)
+    # mtad not running (no control socket in the directory)
+    empty = os.path.join(TMP, "noctl")
+    os.mkdir(empty)
+    down = write_conf(os.path.join(TMP, "noctl.conf"), {"control": {"dir": empty}})
+    r = sendmail(["-bp"], "", conf=down)
+    assert_eq(r.returncode, 69, r)  # EX_UNAVAILABLE
+    assert_in(b"not running", r.stderr)
+    if os.getuid() == 0:
+        # a user outside the daemon's user and group: the socket (0660, root's here) refuses
+        os.chmod(TMP, 0o755)
+        try:
+            r = subprocess.run([SENDMAIL, "-C", mtad.conf, "-bp"], capture_output=True,
+                               timeout=60, user="nobody", group="nogroup", extra_groups=[])
+        finally:
+            os.chmod(TMP, 0o700)
+        assert_eq(r.returncode, 77, r)  # EX_NOPERM
+        assert_in(b"shown to root, the heron user", r.stderr)
+        assert_not_in(b"deferq", r.stdout)
+
+
 if __name__ == "__main__":
     sys.exit(run_suite(mtad, [
         test_cron_t, test_dot_kept_with_i, test_args_f_F, test_bad_recipient, test_no_header, test_bs,
-        test_verbose, test_usage_and_config, test_newaliases,
+        test_verbose, test_usage_and_config, test_newaliases, test_mailq,
     ], TMP, cleanup=[relay.close]))
