@@ -13,8 +13,11 @@
  *   X-IMAPbase headers, and ends the last line with CRLF.
  * - Maildir export writes the stored bytes as they are (CRLF), flags in the ":2," info
  *   (D F R S T, keywords as a..z listed in dovecot-keywords), the internal date as mtime,
- *   and dovecot-uidlist with UIDVALIDITY, UIDNEXT and each UID; Maildir import into a
- *   mailbox that never held a message restores those three (store_mbox_restore_uids).
+ *   and dovecot-uidlist with UIDVALIDITY, UIDNEXT, HIGHESTMODSEQ and each UID with its
+ *   MODSEQ; Maildir import into a mailbox that never held a message restores them
+ *   (store_mbox_restore_uids, store_msg_restore_modseq, store_mbox_restore_modseq). The
+ *   mailbox's annotations go to heron-metadata, the user's server ones to
+ *   heron-server-metadata ("ENTRY HEX" lines), and come back on import.
  *   Maildir import turns a LF not preceded by CR into CRLF (a no-op on CRLF files). */
 #include <dirent.h>
 #include <errno.h>
@@ -63,7 +66,8 @@ struct pending {
 	int64_t date;
 	char *kws[MAX_MSG_KWS];
 	size_t nkws;
-	uint32_t uid; /* the UID it had in the export, 0: the next one */
+	uint32_t uid;    /* the UID it had in the export, 0: the next one */
+	uint64_t modseq; /* its MODSEQ there (kept with the UIDs), 0: a new one */
 };
 
 struct imp {
@@ -79,6 +83,7 @@ struct imp {
 	/* an export's UIDVALIDITY and UIDNEXT (dovecot-uidlist's header), kept when the
 	   mailbox imported into never held a message */
 	uint32_t uidvalidity, uidnext;
+	uint64_t highestmodseq; /* its HIGHESTMODSEQ (the header's M), 0: not given */
 	bool keep_uids;
 };
 
@@ -195,6 +200,8 @@ static int w_append(struct store_txn *t, void *arg)
 		if (pm->uid != 0 && (rc = store_mbox_restore_uids(t, mbox, 0, pm->uid)) != 0)
 			return rc;
 		rc = store_msg_append(t, mbox, pm->b, pm->flags, kws, pm->date, &uid);
+		if (rc == 0 && pm->modseq != 0)
+			rc = store_msg_restore_modseq(t, mbox, uid, pm->modseq);
 		if (rc != 0)
 			return rc;
 		if (i == 0)
@@ -516,7 +523,8 @@ static int import_mbox(struct imp *im, int fd)
 struct mdfile {
 	char *name; /* "cur/..." or "new/..." */
 	unsigned long long t;
-	uint32_t uid; /* its line in dovecot-uidlist, 0: not listed */
+	uint32_t uid;    /* its line in dovecot-uidlist, 0: not listed */
+	uint64_t modseq; /* that line's M extension, 0: none */
 };
 
 /* The files dovecot-uidlist lists come first, in UID order; the others after, by the time in
@@ -538,6 +546,7 @@ static int mdfile_cmp(const void *a, const void *b)
 struct uidline {
 	char *base; /* the file name before ":2," */
 	uint32_t uid;
+	uint64_t modseq;
 };
 
 static int uidline_cmp(const void *a, const void *b)
@@ -547,7 +556,8 @@ static int uidline_cmp(const void *a, const void *b)
 
 /* dovecot-uidlist (version 3: a header line "3 V<uidvalidity> N<uidnext> ...", then "UID
    [extensions] :NAME"), sorted by name, the header's V and N into im; a missing or unreadable
-   file gives none. */
+   file gives none. Heron's export adds M<highestmodseq> to the header and M<modseq> to each
+   line (extension letters Dovecot does not use). */
 static struct uidline *md_read_uidlist(struct imp *im, const char *path, size_t *n_r)
 {
 	struct uidline *v = NULL;
@@ -559,6 +569,7 @@ static struct uidline *md_read_uidlist(struct imp *im, const char *path, size_t 
 	if ((f = fopen(p, "r")) == NULL)
 		return NULL;
 	im->uidvalidity = im->uidnext = 0;
+	im->highestmodseq = 0;
 	if (fgets(line, sizeof(line), f) == NULL || line[0] != '3') {
 		fclose(f);
 		return NULL;
@@ -570,17 +581,28 @@ static struct uidline *md_read_uidlist(struct imp *im, const char *path, size_t 
 		if ((w[0] == 'V' || w[0] == 'N') &&
 		    str_to_u64(w + 1, strlen(w + 1), UINT32_MAX - 1, &x) == 0 && x > 0)
 			*(w[0] == 'V' ? &im->uidvalidity : &im->uidnext) = (uint32_t)x;
+		if (w[0] == 'M' && str_to_u64(w + 1, strlen(w + 1), UINT64_MAX - 1, &x) == 0)
+			im->highestmodseq = x;
 	}
 	while (fgets(line, sizeof(line), f) != NULL) {
 		char *end, *name = strstr(line, " :");
 		unsigned long uid = strtoul(line, &end, 10);
 
+		uint64_t modseq = 0, x;
+
 		if (name == NULL || end == line || uid == 0 || uid > UINT32_MAX)
 			continue;
+		*name = '\0'; /* the extensions end there */
+		for (char *sp, *w = strtok_r(end, " ", &sp); w != NULL;
+		     w = strtok_r(NULL, " ", &sp))
+			if (w[0] == 'M' &&
+			    str_to_u64(w + 1, strlen(w + 1), UINT64_MAX - 1, &x) == 0)
+				modseq = x;
 		name += 2;
 		name[strcspn(name, ":\r\n")] = '\0';
 		v = xreallocarray(v, *n_r + 1, sizeof(*v));
 		v[*n_r].base = xstrdup(name);
+		v[*n_r].modseq = modseq;
 		v[(*n_r)++].uid = (uint32_t)uid;
 	}
 	fclose(f);
@@ -599,8 +621,10 @@ static void md_apply_uidlist(struct imp *im, const char *path, struct mdfile *v,
 		struct uidline key = { base, 0 }, *hit;
 
 		base[strcspn(base, ":")] = '\0';
-		if ((hit = bsearch(&key, u, nu, sizeof(*u), uidline_cmp)) != NULL)
+		if ((hit = bsearch(&key, u, nu, sizeof(*u), uidline_cmp)) != NULL) {
 			v[i].uid = hit->uid;
+			v[i].modseq = hit->modseq;
+		}
 		free(base);
 	}
 	for (size_t i = 0; i < nu; i++)
@@ -623,6 +647,7 @@ static void md_list(const char *path, const char *sub, struct mdfile **v, size_t
 		*v = xreallocarray(*v, *n + 1, sizeof(**v));
 		(*v)[*n].name = xasprintf("%s/%s", sub, de->d_name);
 		(*v)[*n].uid = 0;
+		(*v)[*n].modseq = 0;
 		(*v)[(*n)++].t = strtoull(de->d_name, NULL, 10);
 	}
 	closedir(d);
@@ -669,7 +694,7 @@ static void md_flags(struct imp *im, struct pending *pm, const char *name)
 }
 
 /* One Maildir file: bare LF becomes CRLF; mtime is the internal date. */
-static int md_one(struct imp *im, int dirfd, const char *name, uint32_t uid)
+static int md_one(struct imp *im, int dirfd, const struct mdfile *f)
 {
 	struct pending *pm;
 	struct wr *w = xmalloc(sizeof(*w));
@@ -678,6 +703,7 @@ static int md_one(struct imp *im, int dirfd, const char *name, uint32_t uid)
 	bool cr = false;
 	ssize_t n;
 	int fd, rc;
+	const char *name = f->name;
 
 	if ((fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC)) == -1 || fstat(fd, &sb) == -1) {
 		rc = errno == ENOENT ? 0 : STORE_EIO; /* moved away meanwhile: skip it */
@@ -686,7 +712,8 @@ static int md_one(struct imp *im, int dirfd, const char *name, uint32_t uid)
 	if ((rc = imp_begin(im, w, &pm)) != 0)
 		goto out;
 	pm->date = (int64_t)sb.st_mtime;
-	pm->uid = im->keep_uids ? uid : 0;
+	pm->uid = im->keep_uids ? f->uid : 0;
+	pm->modseq = im->keep_uids && f->uid != 0 ? f->modseq : 0;
 	md_flags(im, pm, name);
 	while ((n = read(fd, buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)) {
 		size_t from = 0;
@@ -713,6 +740,108 @@ out:
 	return rc;
 }
 
+/* Annotations (IMAP METADATA) in an export: a file of lines "ENTRY HEX" (the entry's full
+   name, its value's bytes in hexadecimal), heron-metadata in each Maildir for the mailbox's
+   entries, heron-server-metadata at the top for the user's server entries. */
+#define ANNOT_FILE_MAX (64u << 20) /* bytes read of one such file */
+
+struct annots {
+	struct imp *im;
+	bool server; /* the user's server entries, else those of im->mailbox */
+	char *text;  /* the file, parsed in place into: */
+	size_t len, n;
+	struct annot_row {
+		const char *entry, *value;
+		size_t vlen;
+	} * v;
+};
+
+/* The lines of a->text into a->v (entries and values decoded in place, once: a write txn
+   may run w_annots again). STORE_EINVAL for a line that does not parse. */
+static int annots_parse(struct annots *a)
+{
+	char *line, *sp;
+
+	for (line = strtok_r(a->text, "\n", &sp); line != NULL; line = strtok_r(NULL, "\n", &sp)) {
+		char *hex = strchr(line, ' ');
+		size_t hl, vl = 0;
+
+		if (hex == NULL || (hl = strlen(hex + 1)) % 2 != 0)
+			return STORE_EINVAL;
+		*hex++ = '\0';
+		for (size_t i = 0; i < hl; i += 2) {
+			int hi = str_hex_digit((unsigned char)hex[i]),
+			    lo = str_hex_digit((unsigned char)hex[i + 1]);
+
+			if (hi < 0 || lo < 0)
+				return STORE_EINVAL;
+			hex[vl++] = (char)(hi << 4 | lo);
+		}
+		a->v = xreallocarray(a->v, a->n + 1, sizeof(*a->v));
+		a->v[a->n++] = (struct annot_row){ line, hex, vl };
+	}
+	return 0;
+}
+
+static int w_annots(struct store_txn *t, void *arg)
+{
+	struct annots *a = arg;
+	struct store_user u;
+	uint64_t owner;
+	int rc;
+
+	if ((rc = store_user_get(t, a->im->user, &u)) != 0)
+		return rc;
+	owner = u.id;
+	if (!a->server && (rc = imp_mbox(t, a->im, &owner)) != 0)
+		return rc;
+	for (size_t i = 0; i < a->n && rc == 0; i++)
+		rc = store_annot_set(t, owner, u.id, a->v[i].entry, strlen(a->v[i].entry),
+				     a->v[i].value, a->v[i].vlen, 0);
+	return rc;
+}
+
+/* The annotations file name of im->path into the store (none when it is missing). Errors:
+   STORE_EINVAL (a line that does not parse, an entry name that is not valid, a file over
+   ANNOT_FILE_MAX), STORE_EIO (unreadable), those of the store. */
+static int md_annotations(struct imp *im, const char *name, bool server)
+{
+	struct annots a = { im, server, NULL, 0, 0, NULL };
+	char p[4200];
+	struct stat sb;
+	ssize_t n = 0;
+	int fd, rc = 0;
+
+	snprintf(p, sizeof(p), "%s/%s", im->path, name);
+	if ((fd = open(p, O_RDONLY | O_CLOEXEC)) == -1)
+		return errno == ENOENT ? 0 : STORE_EIO;
+	if (fstat(fd, &sb) == -1 || !S_ISREG(sb.st_mode))
+		rc = STORE_EIO;
+	else if ((uint64_t)sb.st_size > ANNOT_FILE_MAX)
+		rc = STORE_EINVAL;
+	a.text = rc == 0 ? xmalloc((size_t)sb.st_size + 1) : NULL;
+	while (rc == 0 && a.len < (size_t)sb.st_size &&
+	       ((n = read(fd, a.text + a.len, (size_t)sb.st_size - a.len)) > 0 ||
+		(n < 0 && errno == EINTR)))
+		a.len += n > 0 ? (size_t)n : 0;
+	close(fd);
+	if (rc == 0 && n < 0)
+		rc = STORE_EIO;
+	if (rc == 0 && a.len > 0) {
+		a.text[a.len] = '\0';
+		rc = memchr(a.text, '\0', a.len) != NULL ? STORE_EINVAL : annots_parse(&a);
+		if (rc == 0 && a.n > 0)
+			rc = store_write(im->mc->st, im->part, w_annots, &a);
+	}
+	if (rc != 0)
+		fprintf(stderr, "mailctl: %s: %s\n", p,
+			rc == STORE_EINVAL ? "not a list of annotations (ENTRY HEX a line)"
+					   : store_strerror(rc));
+	free(a.text);
+	free(a.v);
+	return rc;
+}
+
 /* Keeping an export's UIDs: the mailbox takes its UIDVALIDITY when it never held a
    message (else the import appends with new UIDs), and its UIDNEXT at the end. */
 static int w_uids_begin(struct store_txn *t, void *arg)
@@ -736,7 +865,11 @@ static int w_uids_end(struct store_txn *t, void *arg)
 	uint64_t mbox;
 	int rc = imp_mbox(t, im, &mbox);
 
-	return rc != 0 ? rc : store_mbox_restore_uids(t, mbox, 0, im->uidnext);
+	if (rc == 0 && im->uidnext != 0)
+		rc = store_mbox_restore_uids(t, mbox, 0, im->uidnext);
+	if (rc == 0 && im->highestmodseq != 0)
+		rc = store_mbox_restore_modseq(t, mbox, im->highestmodseq);
+	return rc;
 }
 
 static int import_maildir(struct imp *im)
@@ -757,11 +890,13 @@ static int import_maildir(struct imp *im)
 	if (rc == 0 && (dirfd = open(im->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
 		rc = STORE_EIO;
 	for (size_t i = 0; i < n && rc == 0; i++)
-		rc = md_one(im, dirfd, v[i].name, v[i].uid);
+		rc = md_one(im, dirfd, &v[i]);
 	if (rc == 0)
 		rc = imp_flush(im);
-	if (rc == 0 && im->keep_uids && im->uidnext != 0)
+	if (rc == 0 && im->keep_uids && (im->uidnext != 0 || im->highestmodseq != 0))
 		rc = store_write(im->mc->st, im->part, w_uids_end, im);
+	if (rc == 0)
+		rc = md_annotations(im, "heron-metadata", false);
 	for (size_t i = 0; i < n; i++)
 		free(v[i].name);
 	free(v);
@@ -908,6 +1043,8 @@ static int import_maildir_tree(struct imp *im)
 	free(subs);
 	if (rc == 0)
 		rc = md_subscribe(im, at_top);
+	if (rc == 0 && at_top) /* the whole user: its server entries too */
+		rc = md_annotations(im, "heron-server-metadata", true);
 	im->first_uid = first;
 	im->last_uid = last;
 	return rc;
@@ -1139,7 +1276,8 @@ static int export_maildir_msg(struct exp *e, const struct store_msg *m, int fd)
 
 	maildir_name(name, sizeof(name), e, m);
 	if (e->uidlist != NULL)
-		fprintf(e->uidlist, "%" PRIu32 " :%.*s\n", m->uid, (int)strcspn(name, ":"), name);
+		fprintf(e->uidlist, "%" PRIu32 " M%" PRIu64 " :%.*s\n", m->uid, m->modseq,
+			(int)strcspn(name, ":"), name);
 	snprintf(tmp, sizeof(tmp), "tmp/%s", name);
 	snprintf(cur, sizeof(cur), "cur/%s", name);
 	if ((out = openat(e->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) == -1)
@@ -1197,6 +1335,47 @@ static int export_open(struct exp *e)
 	return 0;
 }
 
+/* Writing an annotations file (md_annotations reads it): made at the first entry. */
+struct annot_out {
+	int dirfd;
+	const char *name;
+	FILE *f;
+	int err; /* errno */
+};
+
+static int annot_out_row(const struct store_annot *an, void *arg)
+{
+	struct annot_out *o = arg;
+	int fd;
+
+	if (o->f == NULL && ((fd = openat(o->dirfd, o->name,
+					  O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) == -1 ||
+			     (o->f = fdopen(fd, "w")) == NULL))
+		return o->err = errno;
+	fprintf(o->f, "%.*s ", (int)an->entry_len, an->entry);
+	for (size_t i = 0; i < an->value_len; i++)
+		fprintf(o->f, "%02x", ((const unsigned char *)an->value)[i]);
+	fputc('\n', o->f);
+	return 0;
+}
+
+/* Every annotation of owner that user sees into the file name of dirfd (none: no file).
+   A store error, or e->err set to an errno. */
+static int export_annots(struct exp *e, struct store_txn *t, int dirfd, const char *name,
+			 uint64_t owner, uint64_t user)
+{
+	struct annot_out o = { dirfd, name, NULL, 0 };
+	int rc = store_annot_all(t, owner, user, annot_out_row, &o);
+
+	if (o.f != NULL && fclose(o.f) != 0 && o.err == 0)
+		o.err = errno;
+	if (o.err != 0) {
+		e->err = e->err ? e->err : o.err;
+		return 0;
+	}
+	return rc;
+}
+
 /* dovecot-uidlist's header: version 3, UIDVALIDITY and the next UID. */
 static int export_uidlist_open(struct exp *e, struct store_txn *t, uint64_t mbox)
 {
@@ -1211,7 +1390,8 @@ static int export_uidlist_open(struct exp *e, struct store_txn *t, uint64_t mbox
 		e->err = errno;
 		return 0;
 	}
-	fprintf(e->uidlist, "3 V%" PRIu32 " N%" PRIu32 "\n", st.uidvalidity, st.uidnext);
+	fprintf(e->uidlist, "3 V%" PRIu32 " N%" PRIu32 " M%" PRIu64 "\n", st.uidvalidity,
+		st.uidnext, st.highestmodseq);
 	return 0;
 }
 
@@ -1270,6 +1450,8 @@ static int export_mailbox(struct mc *mc, const char *user, const char *mailbox, 
 		rc = export_uidlist_open(&e, t, mbox);
 	if (rc == 0 && e.err == 0)
 		rc = export_walk(&e, t, mbox);
+	if (rc == 0 && e.err == 0 && e.maildir)
+		rc = export_annots(&e, t, e.dirfd, "heron-metadata", mbox, u.id);
 	store_txn_abort(&t);
 	if (e.uidlist != NULL && fclose(e.uidlist) != 0)
 		e.err = e.err ? e.err : errno;
@@ -1375,6 +1557,31 @@ static int write_subscriptions(const char *dir, const struct boxes *subs)
 	return fclose(f) == 0 ? 0 : errno;
 }
 
+/* The user's server annotations (METADATA-SERVER) into DIR/heron-server-metadata. */
+static int export_server_annots(struct mc *mc, const char *user, const char *dir)
+{
+	struct exp e = { .mc = mc };
+	struct store_txn *t;
+	struct store_user u;
+	int rc, fd;
+
+	if ((rc = mc_begin(mc, user, NULL, STORE_TXN_READ, &t, &u, NULL)) != MC_OK)
+		return rc;
+	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
+		e.err = errno;
+	else
+		rc = export_annots(&e, t, fd, "heron-server-metadata", u.id, u.id);
+	store_txn_abort(&t);
+	if (fd != -1)
+		close(fd);
+	if (rc != 0)
+		return mc_fail(mc, rc, "server annotations of '%s'", user);
+	if (e.err != 0)
+		return mc_refuse(mc, MC_ERR, "see the free space and permissions there",
+				 "writing %s/heron-server-metadata: %s", dir, strerror(e.err));
+	return MC_OK;
+}
+
 /* export USER DIR: INBOX as the Maildir DIR, every other mailbox as its Maildir++ folder,
    the subscriptions in DIR/subscriptions; `mailctl import USER DIR` reads it back. */
 int mc_export_user(struct mc *mc, const char *user, const char *dir, uint64_t *count,
@@ -1403,6 +1610,8 @@ int mc_export_user(struct mc *mc, const char *user, const char *dir, uint64_t *c
 		fprintf(stderr, "mailctl: writing %s/subscriptions: %s\n", dir, strerror(err));
 		rc = MC_ERR;
 	}
+	if (rc == MC_OK)
+		rc = export_server_annots(mc, user, dir);
 out:
 	boxes_clear(&all);
 	boxes_clear(&subs);

@@ -5,9 +5,9 @@
  *   frozen   the source store's quota of USER is 1 byte / 1 message: every delivery to it
  *            is refused 452 4.2.2, so the fronts keep the user's new mail queued; the
  *            sessions on the source are kicked
- *   copied   the user exported (Maildir++, UIDs, UIDVALIDITY, UIDNEXT, flags, keywords,
- *            subscriptions) and imported into the target store, the quota restored there,
- *            and the two compared message by message
+ *   copied   the user exported (Maildir++, UIDs, UIDVALIDITY, UIDNEXT, MODSEQs, flags,
+ *            keywords, subscriptions, annotations) and imported into the target store,
+ *            the quota restored there, and the two compared message by message
  *   flipped  mailHost replaced on the provider: queued mail now goes to the target
  *   --finish once [directory] auth_cache_ttl has passed (no host routes by the old value),
  *            the source copy, unchanged since the copy, is deleted
@@ -217,9 +217,22 @@ static int name_cmp(const void *a, const void *b)
 struct fp {
 	struct store_txn *t;
 	FILE *f;
+	uint64_t user;
 	uint64_t mailboxes, messages;
 	int rc;
 };
+
+/* One annotation: its entry and value (hex). */
+static int fp_annot(const struct store_annot *a, void *arg)
+{
+	struct fp *fp = arg;
+
+	fprintf(fp->f, "  annotation %.*s ", (int)a->entry_len, a->entry);
+	for (size_t i = 0; i < a->value_len; i++)
+		fprintf(fp->f, "%02x", ((const unsigned char *)a->value)[i]);
+	fputc('\n', fp->f);
+	return 0;
+}
 
 static int fp_mbox(const struct store_mbox_info *mi, void *arg)
 {
@@ -237,8 +250,10 @@ static int fp_mbox(const struct store_mbox_info *mi, void *arg)
 	    (rc = store_mbox_keywords(fp->t, mi->id, names, &nkw)) != 0 ||
 	    (rc = store_msg_iter(fp->t, mi->id, 1, UINT32_MAX, 0, &it)) != 0)
 		return rc;
-	fprintf(fp->f, "mailbox %.*s uidvalidity %" PRIu32 " uidnext %" PRIu32 " subscribed %d\n",
-		(int)mi->name_len, mi->name, st.uidvalidity, st.uidnext,
+	fprintf(fp->f,
+		"mailbox %.*s uidvalidity %" PRIu32 " uidnext %" PRIu32 " highestmodseq %" PRIu64
+		" subscribed %d\n",
+		(int)mi->name_len, mi->name, st.uidvalidity, st.uidnext, st.highestmodseq,
 		(mi->attrs & STORE_MBOX_SUBSCRIBED) != 0);
 	fp->mailboxes++;
 	while ((rc = store_iter_next(it, &msg)) == STORE_ITER_MSG) {
@@ -248,20 +263,24 @@ static int fp_mbox(const struct store_mbox_info *mi, void *arg)
 			if (msg.keywords & (1ull << k))
 				set[n++] = names[k];
 		qsort(set, n, sizeof(*set), name_cmp);
-		fprintf(fp->f, "  %" PRIu32 " size %" PRIu64 " date %" PRId64 " flags %u", msg.uid,
-			msg.size, msg.internaldate, msg.flags & STORE_FLAGS_ALL);
+		fprintf(fp->f,
+			"  %" PRIu32 " size %" PRIu64 " date %" PRId64 " modseq %" PRIu64
+			" flags %u",
+			msg.uid, msg.size, msg.internaldate, msg.modseq,
+			msg.flags & STORE_FLAGS_ALL);
 		for (unsigned k = 0; k < n; k++)
 			fprintf(fp->f, " %s", set[k]);
 		fputc('\n', fp->f);
 		fp->messages++;
 	}
 	store_iter_free(&it);
-	return rc;
+	return rc != 0 ? rc : store_annot_all(fp->t, mi->id, fp->user, fp_annot, fp);
 }
 
 /* What a move must keep of user, as text (*text_r malloc'd): each selectable mailbox with
-   its UIDVALIDITY, UIDNEXT and subscription, each message with its UID, size,
-   INTERNALDATE, flags and keywords. A store error code. */
+   its UIDVALIDITY, UIDNEXT, HIGHESTMODSEQ, subscription and annotations, each message with
+   its UID, size, INTERNALDATE, MODSEQ, flags and keywords, and the user's server
+   annotations. A store error code. */
 static int fingerprint(struct mc *mc, const char *user, char **text_r, uint64_t *boxes_r,
 		       uint64_t *msgs_r)
 {
@@ -276,8 +295,14 @@ static int fingerprint(struct mc *mc, const char *user, char **text_r, uint64_t 
 	    (rc = store_txn_begin(mc->st, p, STORE_TXN_READ, &fp.t)) != 0)
 		return rc;
 	fp.f = open_memstream(text_r, &len);
-	if ((rc = store_user_get(fp.t, user, &u)) == 0)
+	if ((rc = store_user_get(fp.t, user, &u)) == 0) {
+		fp.user = u.id;
 		rc = store_mbox_list(fp.t, u.id, "*", false, fp_mbox, &fp);
+	}
+	if (rc == 0) {
+		fputs("server\n", fp.f);
+		rc = store_annot_all(fp.t, u.id, u.id, fp_annot, &fp);
+	}
 	store_txn_abort(&fp.t);
 	fclose(fp.f);
 	*boxes_r = fp.mailboxes;

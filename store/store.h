@@ -296,6 +296,12 @@ int store_mbox_set_special(struct store_txn *t, uint64_t mbox, unsigned special)
    uidnext UINT32_MAX). */
 int store_mbox_restore_uids(struct store_txn *t, uint64_t mbox, uint32_t uidvalidity,
 			    uint32_t uidnext);
+/* Restoring an export's MODSEQs (mailctl import, user move; CONDSTORE, RFC 7162): raises the
+   mailbox's HIGHESTMODSEQ to highestmodseq (never lowers it), and the expunge history
+   before it, which was not carried, is no longer taken as exact (VANISHED for an earlier
+   modseq then answers from the UIDs a client knows). Errors: STORE_ENOMBOX, STORE_EINVAL
+   (read txn; highestmodseq 0 or UINT64_MAX). */
+int store_mbox_restore_modseq(struct store_txn *t, uint64_t mbox, uint64_t highestmodseq);
 /* Lists mailboxes whose names match pattern (IMAP LIST: '*' any, '%' any but '/'), in name
    order; subscribed_only lists subscriptions (NONEXISTENT set for those without a mailbox).
    cb's non-zero return stops and is returned. Errors: STORE_ENOUSER. */
@@ -355,6 +361,10 @@ int store_annot_get(struct store_txn *t, uint64_t owner, uint64_t user, const ch
    the txn as it was. Errors: STORE_ELIMIT (max_entries), STORE_EINVAL (name, read txn). */
 int store_annot_set(struct store_txn *t, uint64_t owner, uint64_t user, const char *entry,
 		    size_t len, const void *value, size_t vlen, uint32_t max_entries);
+/* Calls cb for every entry of owner that user sees (user's /private ones, then the /shared
+   ones: name order), as store_annot_list; cb's non-zero stops and is returned. */
+int store_annot_all(struct store_txn *t, uint64_t owner, uint64_t user,
+		    int (*cb)(const struct store_annot *a, void *arg), void *arg);
 /* Calls cb for entry itself and the entries below it up to depth levels (0: the entry only,
    1: its children too, UINT_MAX: all), of the same scope, in name order; cb's non-zero stops
    and is returned. Errors: STORE_EINVAL (name). */
@@ -458,6 +468,15 @@ int store_msg_append(struct store_txn *t, uint64_t mbox, const struct store_blob
 		     unsigned flags, uint64_t keywords, int64_t internaldate, uint32_t *uid_r);
 /* One message by UID. Errors: STORE_ENOMBOX, STORE_ENOMSG. */
 int store_msg_get(struct store_txn *t, uint64_t mbox, uint32_t uid, struct store_msg *m_r);
+
+/* Restoring an export (mailctl import, user move) into a mailbox no session has seen, in
+   the txn that appended the message: its MODSEQ becomes modseq (lower or higher than the
+   one its append gave), and the mailbox's HIGHESTMODSEQ is raised to it when below. When
+   the message holds the mailbox's last change (its MODSEQ is HIGHESTMODSEQ: just
+   appended), that change is taken back: HIGHESTMODSEQ goes to what it was before (or to
+   modseq when higher), so a whole import ends where the export's counter was. Errors: STORE_ENOMBOX, STORE_ENOMSG,
+   STORE_EINVAL (read txn; modseq 0 or UINT64_MAX). */
+int store_msg_restore_modseq(struct store_txn *t, uint64_t mbox, uint32_t uid, uint64_t modseq);
 
 struct store_iter;
 /* Iterates messages with lo <= uid <= hi in UID order (hi = UINT32_MAX for '*'), skipping

@@ -4,6 +4,7 @@
  * /shared one) + the entry name folded to lower case ("/private/comment"); its value is the
  * annotation's bytes. Rows go with their mailbox (delete) and follow it (rename keeps the
  * id); a user's delete drops their server rows. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -179,6 +180,20 @@ int store_annot_list(struct store_txn *t, uint64_t owner, uint64_t user, const c
 	if (!annot_fold(entry, len, name))
 		return STORE_EINVAL;
 	return annot_walk(t, k, annot_key(k, owner, user, name, len), depth, cb, arg);
+}
+
+int store_annot_all(struct store_txn *t, uint64_t owner, uint64_t user,
+		    int (*cb)(const struct store_annot *a, void *arg), void *arg)
+{
+	uint8_t k[16];
+	int rc = 0;
+
+	put_be64(k, owner);
+	put_be64(k + 8, user); /* "/private" sorts before "/shared" */
+	if (user != 0)
+		rc = annot_walk(t, k, sizeof(k), UINT_MAX, cb, arg);
+	put_be64(k + 8, 0);
+	return rc != 0 ? rc : annot_walk(t, k, sizeof(k), UINT_MAX, cb, arg);
 }
 
 int store_annot_drop(struct store_txn *t, uint64_t owner)

@@ -556,6 +556,22 @@ int store_mbox_restore_uids(struct store_txn *t, uint64_t mbox, uint32_t uidvali
 	return mbox_rec_store(t, mbox, &r);
 }
 
+int store_mbox_restore_modseq(struct store_txn *t, uint64_t mbox, uint64_t highestmodseq)
+{
+	struct mbox_rec r;
+	int rc;
+
+	if (!t->write || highestmodseq == 0 || highestmodseq == UINT64_MAX)
+		return STORE_EINVAL;
+	if ((rc = mbox_rec_load(t, mbox, &r)) != 0)
+		return rc;
+	if (highestmodseq > r.highestmodseq)
+		r.highestmodseq = highestmodseq;
+	if (r.expunge_floor < r.highestmodseq + 1)
+		r.expunge_floor = r.highestmodseq + 1;
+	return mbox_rec_store(t, mbox, &r);
+}
+
 /* IMAP LIST matching: '*' matches anything, '%' anything but the delimiter. */
 static bool match_at(const char *p, const char *n, const char *end)
 {

@@ -286,6 +286,32 @@ int store_msg_flags(struct store_txn *t, uint64_t mbox, uint32_t uid, enum store
 	return 0;
 }
 
+int store_msg_restore_modseq(struct store_txn *t, uint64_t mbox, uint32_t uid, uint64_t modseq)
+{
+	struct store_msg m;
+	struct mbox_rec r;
+	uint8_t k[12];
+	MDB_val v;
+	int rc;
+
+	if (!t->write || modseq == 0 || modseq == UINT64_MAX)
+		return STORE_EINVAL;
+	if ((rc = mbox_rec_load(t, mbox, &r)) != 0)
+		return rc;
+	msg_key(k, mbox, uid);
+	if ((rc = store_get(t, DBI_MSGS, k, 12, &v)) != 0)
+		return rc;
+	msg_decode(&v, uid, &m);
+	if (m.modseq == r.highestmodseq && modseq < m.modseq) /* its append's: taken back */
+		r.highestmodseq = modseq > r.highestmodseq - 1 ? modseq : r.highestmodseq - 1;
+	else if (modseq > r.highestmodseq)
+		r.highestmodseq = modseq;
+	m.modseq = modseq;
+	if ((rc = msg_put(t, mbox, uid, &m)) != 0)
+		return rc;
+	return mbox_rec_store(t, mbox, &r);
+}
+
 static void push_uid(uint32_t **v, size_t *n, size_t *cap, uint32_t uid)
 {
 	if (*n == *cap)

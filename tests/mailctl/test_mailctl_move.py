@@ -2,8 +2,9 @@
 """test_mailctl_move.py — `mailctl user move USER HOST --to TARGET.conf` between two store
 hosts (tests/cluster/heroncluster.py: mtad + imapd on 127.0.0.2 and 127.0.0.3 with their own
 stores, a front imapd in proxy mode, one real slapd whose mailHost routes the users). The move
-keeps UIDVALIDITY, UIDs, UIDNEXT, flags, keywords and subscriptions (what an imaplib client
-of the front sees before, relayed to the source, and after, relayed to the target);
+keeps UIDVALIDITY, UIDs, UIDNEXT, flags, keywords, MODSEQs (HIGHESTMODSEQ does not go back),
+subscriptions and the mailbox and server annotations (what an imaplib client of the front
+sees before, relayed to the source, and after, relayed to the target);
 mail sent while the user is frozen (the flip failed: the provider down) waits in the
 sending host's queue and arrives once, on the target, after the flip; the source's
 sessions are kicked; --finish deletes the source copy; --abort before the flip leaves the
@@ -75,24 +76,55 @@ def front_login(front, user):
     return c
 
 
+imaplib.Commands.setdefault("GETMETADATA", ("AUTH", "SELECTED"))
+imaplib.Commands.setdefault("SETMETADATA", ("AUTH", "SELECTED"))
+# annotations set before the move (RFC 5464): a mailbox's private and shared, the server's
+META = {"INBOX": {"/private/comment": "inbox, moved", "/shared/vendor/heron/x": "shared one"},
+        "Work": {"/private/comment": "work (filed)"},
+        "": {"/private/vendor/heron/server": "a server entry of the user"}}
+
+
+def metadata(c):
+    """{mailbox: {entry: value}} of GETMETADATA for the entries of META that have one."""
+    out = {}
+    for box, entries in META.items():
+        typ, data = c._simple_command("GETMETADATA", '"%s"' % box,
+                                      "(%s)" % " ".join(entries))
+        assert typ == "OK", (box, data)
+        _, data = c._untagged_response(typ, data, "METADATA")
+        got = {}
+        for item in data:
+            for m in re.finditer(rb'(/[^\s()"]+) "([^"]*)"', item or b""):
+                got[m.group(1).decode().lower()] = m.group(2).decode()
+        out[box] = got
+    return out
+
+
 def state(c):
-    """What a client resynchronizes by: per mailbox UIDVALIDITY, UIDNEXT, each UID's flags
-    (keywords included), and the subscriptions."""
+    """What a client resynchronizes by: per mailbox UIDVALIDITY, UIDNEXT, HIGHESTMODSEQ, each
+    UID's flags (keywords included) and MODSEQ (CONDSTORE, RFC 7162), the subscriptions and
+    the annotations."""
     out = {}
     for box in ("INBOX", "Work"):
-        typ, data = c.status(box, "(UIDVALIDITY UIDNEXT)")
+        typ, data = c.status(box, "(UIDVALIDITY UIDNEXT HIGHESTMODSEQ)")
         assert typ == "OK", data
-        st = dict(re.findall(rb"(UIDVALIDITY|UIDNEXT) (\d+)", data[0]))
+        st = dict(re.findall(rb"(UIDVALIDITY|UIDNEXT|HIGHESTMODSEQ) (\d+)", data[0]))
         c.select(box, readonly=True)
-        typ, data = c.uid("FETCH", "1:*", "(FLAGS)")
-        msgs = {}
+        typ, data = c.uid("FETCH", "1:*", "(FLAGS MODSEQ)")
+        msgs, modseqs = {}, {}
         for line in data:
             m = re.search(rb"UID (\d+) FLAGS \(([^)]*)\)", line or b"")
             if m:
                 msgs[int(m.group(1))] = set(m.group(2).split()) - {b"\\Recent"}
+            m = re.search(rb"UID (\d+).*MODSEQ \((\d+)\)", line or b"")
+            if m:
+                modseqs[int(m.group(1))] = int(m.group(2))
+        assert set(modseqs) == set(msgs), data
         out[box] = (int(st[b"UIDVALIDITY"]), int(st[b"UIDNEXT"]), msgs)
+        out[box + " modseq"] = (int(st[b"HIGHESTMODSEQ"]), modseqs)
     typ, data = c.lsub()
     out["subscribed"] = sorted(d.split(b" ")[-1].strip(b'"') for d in data)
+    out["metadata"] = metadata(c)
     return out
 
 
@@ -121,15 +153,26 @@ def main():
         assert c.create("Work")[0] == "OK" and c.subscribe("Work")[0] == "OK"
         assert c.append("Work", "(\\Flagged $Label1)", None,
                         b"Subject: filed\r\n\r\nkept\r\n")[0] == "OK"
+        c.select("Work")
+        c.uid("STORE", "1", "+FLAGS", "(\\Seen)")  # a MODSEQ past the append's
         c.select("INBOX")
         c.uid("STORE", "1", "+FLAGS", "(\\Seen $Important)")
         c.uid("STORE", "2", "+FLAGS", "(\\Deleted)")
         c.expunge()  # a gap in the UIDs: 1 and 3 remain
+        for box, entries in META.items():
+            for entry, value in entries.items():
+                typ, data = c._simple_command("SETMETADATA", '"%s"' % box,
+                                              '(%s "%s")' % (entry, value))
+                assert typ == "OK", (box, entry, data)
         c.logout()
         c = front_login(cl.front, "user1")  # the client's view, through the front
         before = state(c)
         c.logout()
         assert_eq(sorted(before["INBOX"][2]), [1, 3])
+        assert_eq(before["metadata"], META)
+        # MODSEQs a copy numbering anew would not give: 1 changed after 3, the expunge after
+        hms, modseqs = before["INBOX modseq"]
+        assert modseqs[1] > modseqs[3] and hms > modseqs[1], before
         assert "user=user1 via=proxy result=ok" in h1.imapd.logtext()
         q = subprocess.run([MAILCTL, "-c", h1.conf, "quota", "set", "user1", "--bytes", "5M"],
                            capture_output=True, text=True)
@@ -181,6 +224,19 @@ def main():
         assert n in after["INBOX"][2], after
         assert_eq(after["Work"], before["Work"])
         assert_eq(after["subscribed"], before["subscribed"])
+        # CONDSTORE state kept: the same MODSEQs, HIGHESTMODSEQ not back (INBOX: held-1 came
+        # after it), so CHANGEDSINCE the client's old HIGHESTMODSEQ gives just held-1
+        assert_eq(after["Work modseq"], before["Work modseq"])
+        assert_eq({u: s for u, s in after["INBOX modseq"][1].items() if u != n}, modseqs)
+        assert after["INBOX modseq"][0] > hms, after
+        assert after["INBOX modseq"][1][n] > hms, after
+        assert_eq(after["metadata"], META)
+        c2 = front_login(cl.front, "user1")
+        c2.select("INBOX", readonly=True)
+        typ, data = c2.uid("FETCH", "1:*", "(FLAGS) (CHANGEDSINCE %d)" % hms)
+        assert typ == "OK", data
+        assert_eq([int(re.search(rb"UID (\d+)", d).group(1)) for d in data if d], [n])
+        c2.logout()
         code, quota, _ = mailctl(h2.conf, "quota", "get", "user1")
         assert code == 0 and quota["quota_bytes"] == 5 * 1024 * 1024, quota
 

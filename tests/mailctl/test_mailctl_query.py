@@ -10,6 +10,7 @@ import email.utils
 import hashlib
 import json
 import os
+import re
 import smtplib
 import subprocess
 import sys
@@ -166,14 +167,15 @@ def test_bad_input_changes_nothing():
 
 
 def mailbox_state(port, mailbox):
-    """(UIDVALIDITY, UIDNEXT, [(uid, flags, SHA-256 of its bytes)]) of mailbox as imapd says."""
+    """(UIDVALIDITY, UIDNEXT, HIGHESTMODSEQ, [(uid, flags, MODSEQ, SHA-256 of its bytes)]) of
+    mailbox as imapd says (CONDSTORE, RFC 7162)."""
     c = imap(port=port)
-    typ, data = c.status(mailbox, "(UIDVALIDITY UIDNEXT)")
+    typ, data = c.status(mailbox, "(UIDVALIDITY UIDNEXT HIGHESTMODSEQ)")
     assert typ == "OK", data
     words = data[0].decode().split("(")[1].rstrip(")").split()
     st = dict(zip(words[::2], (int(x) for x in words[1::2])))
     c.select(mailbox, readonly=True)
-    typ, data = c.uid("FETCH", "1:*", "(UID FLAGS BODY.PEEK[])")
+    typ, data = c.uid("FETCH", "1:*", "(UID FLAGS MODSEQ BODY.PEEK[])")
     assert typ == "OK", data
     msgs = []
     for item in data:
@@ -182,23 +184,72 @@ def mailbox_state(port, mailbox):
             uid = int(meta.split("UID ")[1].split()[0])
             flags = sorted(f for f in meta.split("FLAGS (")[1].split(")")[0].split()
                            if f != "\\Recent")  # a session's, not the mailbox's
-            msgs.append((uid, flags, hashlib.sha256(item[1]).hexdigest()[:16]))
+            modseq = int(meta.split("MODSEQ (")[1].split(")")[0])
+            msgs.append((uid, flags, modseq, hashlib.sha256(item[1]).hexdigest()[:16]))
     c.logout()
-    return st["UIDVALIDITY"], st["UIDNEXT"], sorted(msgs)
+    return st["UIDVALIDITY"], st["UIDNEXT"], st["HIGHESTMODSEQ"], sorted(msgs)
+
+
+imaplib.Commands.setdefault("GETMETADATA", ("AUTH", "SELECTED"))
+imaplib.Commands.setdefault("SETMETADATA", ("AUTH", "SELECTED"))
+
+
+def set_metadata(c, mailbox, entry, value):
+    """SETMETADATA (RFC 5464) of one entry to a quoted string."""
+    quoted = '"%s"' % value.replace("\\", "\\\\").replace('"', '\\"')
+    typ, data = c._simple_command("SETMETADATA", '"%s"' % mailbox, "(%s %s)" % (entry, quoted))
+    assert typ == "OK", (mailbox, entry, data)
+
+
+def get_metadata(c, mailbox, *entries):
+    """{entry: value} of GETMETADATA mailbox (entries...): those with a value."""
+    typ, data = c._simple_command("GETMETADATA", '"%s"' % mailbox, "(%s)" % " ".join(entries))
+    assert typ == "OK", (mailbox, data)
+    _, data = c._untagged_response(typ, data, "METADATA")
+    out = {}
+    for item in data:
+        head, lit = item if isinstance(item, tuple) else (item or b"", None)
+        for m in re.finditer(rb'(/[^\s()"{]+) (NIL|"((?:[^"\\]|\\.)*)"|\{\d+\}$)', head):
+            if m.group(2).startswith(b"{"):
+                out[m.group(1).decode().lower()] = lit.decode()
+            elif m.group(2) != b"NIL":
+                out[m.group(1).decode().lower()] = re.sub(rb"\\(.)", rb"\1",
+                                                          m.group(3)).decode()
+    return out
+
+
+META = {"INBOX": {"/private/comment": "inbox note", "/shared/vendor/heron/x": 'a "b" \\ c'},
+        "Empty": {"/private/comment": "an empty one keeps its note"},
+        "": {"/private/vendor/heron/server": "the user's server entry"}}
+
+
+def metadata(port):
+    c = imap(port=port)
+    got = {box: get_metadata(c, box, *entries) for box, entries in META.items()}
+    c.logout()
+    return got
 
 
 def test_export_import_keeps_uids():
     """export alice DIR, import into a fresh store: its imapd answers UID FETCH with the same
-    UIDs (with the gaps expunges left), flags and bytes, and the same UIDVALIDITY and
-    UIDNEXT; a second import into the now used mailboxes appends with new UIDs."""
+    UIDs (with the gaps expunges left), flags, MODSEQs and bytes, the same UIDVALIDITY,
+    UIDNEXT and HIGHESTMODSEQ, and GETMETADATA with the same mailbox and server
+    annotations; a second import into the now used mailboxes appends with new UIDs."""
     c = imap()
     c.create("Empty")
     c.select("INBOX")
     c.uid("STORE", "5", "+FLAGS", "(\\Answered $Later)")
+    for box, entries in META.items():
+        for entry, value in entries.items():
+            set_metadata(c, box, entry, value)
     c.logout()
     before = {m: mailbox_state(IMAP_PORT, m) for m in ("INBOX", "Work", "Empty")}
-    assert [m[0] for m in before["INBOX"][2]] == [1, 3, 5, 6], before["INBOX"]
-    assert [m[0] for m in before["Work"][2]] == [3, 4], before["Work"]
+    assert [m[0] for m in before["INBOX"][3]] == [1, 3, 5, 6], before["INBOX"]
+    assert [m[0] for m in before["Work"][3]] == [3, 4], before["Work"]
+    # MODSEQs an import numbering anew would not give
+    assert before["INBOX"][2] > 6 and len({m[2] for m in before["INBOX"][3]}) == 4, before
+    meta = metadata(IMAP_PORT)
+    assert meta == META, meta
     out = os.path.join(TMP, "alice-export")
     assert js("export", "alice", out)["exported"] == 6
     r = subprocess.run([MAILCTL, "-c", CONF2, "user", "add", "alice"], capture_output=True,
@@ -211,13 +262,15 @@ def test_export_import_keeps_uids():
     imapd2.start()
     after = {m: mailbox_state(IMAP_PORT2, m) for m in before}
     assert after == before, (before, after)
+    assert metadata(IMAP_PORT2) == META
     # imported again: the mailboxes are in use, so new UIDs after the kept ones
     r = subprocess.run([MAILCTL, "-c", CONF2, "--json", "import", "alice", out],
                        capture_output=True, timeout=60)
     assert r.returncode == 0, r
     again = mailbox_state(IMAP_PORT2, "INBOX")
     assert again[0] == before["INBOX"][0], again
-    assert [m[0] for m in again[2]] == [1, 3, 5, 6, 7, 8, 9, 10], again
+    assert [m[0] for m in again[3]] == [1, 3, 5, 6, 7, 8, 9, 10], again
+    assert again[2] > before["INBOX"][2], again  # HIGHESTMODSEQ goes on from the kept one
 
 
 def body():
