@@ -540,20 +540,59 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
 	return (flag == FTW_DP ? rmdir(p) : unlink(p)) == -1 ? errno : 0;
 }
 
+/* What stands in the way of making the new store beside path: its nearest ancestor that
+   exists, said of err (a file where a directory must be, a read-only filesystem, no
+   space, no write permission), into out; empty when nothing more is known. */
+static void restore_why(const char *path, int err, char *out, size_t size)
+{
+	char dir[4200];
+	struct stat sb;
+	char *slash;
+
+	out[0] = '\0';
+	snprintf(dir, sizeof(dir), "%s", path);
+	while ((slash = strrchr(dir, '/')) != NULL && slash != dir) {
+		*slash = '\0';
+		if (stat(dir, &sb) == 0)
+			break;
+	}
+	if (slash == dir)
+		strcpy(dir, "/");
+	if (stat(dir, &sb) != 0)
+		return;
+	if (!S_ISDIR(sb.st_mode))
+		snprintf(out, size, "%s is not a directory", dir);
+	else if (err == EROFS)
+		snprintf(out, size, "%s is on a read-only filesystem", dir);
+	else if (err == ENOSPC || err == EDQUOT)
+		snprintf(out, size, "free space on the filesystem of %s and run it again", dir);
+	else if (err == EACCES || err == EPERM)
+		snprintf(out, size, "%s cannot be written by this user", dir);
+	else if (err == ENOENT)
+		snprintf(out, size, "make the directories below %s first", dir);
+}
+
 /* A failed restore changes nothing: the store set aside is put back, the partial copy
    removed. The refusal names what failed (a real path: the backup's file that could not be
-   read, or the one of ours that could not be written) and where things are now; the exit
-   code says which side failed (mailctl(8)). */
+   read, or the one of ours that could not be written, saying when it was in the partial
+   copy, now removed), what stands in the way, and where things are now; the exit code says
+   which side failed (mailctl(8)). */
 static int restore_failed(struct mc *mc, const char *path, const char *tmp, const char *aside,
 			  const char *where, int err)
 {
-	bool reading = strncmp(where, "reading ", 8) == 0, kept;
-	char hint[9000];
+	bool reading = strncmp(where, "reading ", 8) == 0, kept, in_tmp;
+	char hint[9000], why[4400];
+	size_t tl = strlen(tmp);
 	int code, n;
 
 	if (aside != NULL && access(path, F_OK) != 0 && access(aside, F_OK) == 0)
 		(void)rename(aside, path); /* the new copy did not go in: the old store back */
 	kept = access(tmp, F_OK) == 0 && nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0;
+	in_tmp = !reading && strstr(where, tmp) != NULL && strstr(where, tmp)[tl] == '/';
+	if (!reading)
+		restore_why(path, err, why, sizeof(why));
+	else
+		why[0] = '\0';
 	if (aside != NULL && access(aside, F_OK) == 0)
 		n = snprintf(hint, sizeof(hint), "the previous store is in %s", aside);
 	else if (access(path, F_OK) == 0)
@@ -561,7 +600,13 @@ static int restore_failed(struct mc *mc, const char *path, const char *tmp, cons
 	else
 		n = snprintf(hint, sizeof(hint), "no store was made at %s", path);
 	if (kept && n > 0 && (size_t)n < sizeof(hint))
-		snprintf(hint + n, sizeof(hint) - (size_t)n, "; remove the partial copy %s", tmp);
+		n += snprintf(hint + n, sizeof(hint) - (size_t)n, "; remove the partial copy %s",
+			      tmp);
+	else if (in_tmp && n > 0 && (size_t)n < sizeof(hint))
+		n += snprintf(hint + n, sizeof(hint) - (size_t)n,
+			      " (the partial copy %s is removed)", tmp);
+	if (why[0] != '\0' && n > 0 && (size_t)n < sizeof(hint))
+		snprintf(hint + n, sizeof(hint) - (size_t)n, "; %s", why);
 	if (reading)
 		code = err == ENOENT ? MC_DATAERR : MC_IOERR; /* a backup with a file missing */
 	else if (err == ENOSPC || err == EDQUOT)
@@ -574,26 +619,33 @@ static int restore_failed(struct mc *mc, const char *path, const char *tmp, cons
 int mc_restore(struct mc *mc, const struct mc_args *a)
 {
 	const struct store_conf *sc = &conf_values(mc->conf)->store;
-	const char *from = a->pos[0], *path = sc->path;
+	const char *path = sc->path;
 	unsigned parts, want = (unsigned)sc->partitions;
 	struct copy *c;
-	char *tmp, *aside = NULL;
-	int err;
+	char *tmp, *aside = NULL, *real = realpath(a->pos[0], NULL), *from;
+	int err, rerr = real == NULL ? errno : 0;
 
-	if (read_manifest(from, &parts) < 0) {
-		return mc_refuse(mc, MC_DATAERR, "give the directory `mailctl backup` made",
-				 "%s is not a Heron backup (no %s manifest)", from, MANIFEST);
-	}
-	if (parts != want) {
-		return mc_refuse(mc, MC_REFUSED,
-				 "set [store] partitions to the backup's to restore it",
-				 "the backup has %u partitions, %s says %u", parts, mc->conf_path,
-				 want);
-	}
-	if (access(path, F_OK) == 0 && !a->set[0]) {
-		return mc_refuse(mc, MC_REFUSED,
-				 "stop the daemons and add --force to set it aside and restore",
-				 "a store exists at %s", path);
+	from = real != NULL ? real : xstrdup(a->pos[0]); /* errors name absolute paths */
+	if (real == NULL) {
+		err = mc_refuse(mc, MC_NOINPUT, "give the directory `mailctl backup` made",
+				"%s: %s", from, strerror(rerr));
+	} else if (read_manifest(from, &parts) < 0) {
+		err = mc_refuse(mc, MC_DATAERR, "give the directory `mailctl backup` made",
+				"%s is not a Heron backup (no %s manifest)", from, MANIFEST);
+	} else if (parts != want) {
+		err = mc_refuse(mc, MC_REFUSED,
+				"set [store] partitions to the backup's to restore it",
+				"the backup has %u partitions, %s says %u", parts, mc->conf_path,
+				want);
+	} else if (access(path, F_OK) == 0 && !a->set[0]) {
+		err = mc_refuse(mc, MC_REFUSED,
+				"stop the daemons and add --force to set it aside and restore",
+				"a store exists at %s", path);
+	} else
+		err = MC_OK;
+	if (err != MC_OK) {
+		free(from);
+		return err;
 	}
 	c = xcalloc(1, sizeof(*c));
 	tmp = xasprintf("%s.restore-%ld", path, (long)getpid());
@@ -625,6 +677,7 @@ int mc_restore(struct mc *mc, const struct mc_args *a)
 	free(aside);
 	free(tmp);
 	free(c);
+	free(from);
 	return err; /* MC_OK or restore_failed's exit code */
 }
 

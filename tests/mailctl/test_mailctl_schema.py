@@ -423,6 +423,141 @@ def test_restore_failure_names_real_paths():
     assert rc == 0 and {u["user"] for u in out[0]} == {"ivan", "jill"}, out
 
 
+def mount_tmpfs(where, size):
+    """A tmpfs of size at where (made): True, or False when this process cannot mount."""
+    os.makedirs(where, exist_ok=True)
+    if os.geteuid() != 0:
+        return False
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", "size=" + size, "tmpfs", where],
+                          capture_output=True, timeout=60).returncode == 0
+
+
+def umount(where):
+    subprocess.run(["umount", "-l", where], capture_output=True, timeout=60)
+
+
+def tree(top):
+    """Every path below top with its size (files) or None (directories): what a failed
+    restore must leave as it was."""
+    out = {}
+    for d, dirs, files in os.walk(top):
+        for n in dirs:
+            out[os.path.join(d, n)] = None
+        for n in files:
+            out[os.path.join(d, n)] = os.path.getsize(os.path.join(d, n))
+    return out
+
+
+def restore_fails(conf, code, bk, error, hint, *more):
+    """restore BK with and without --json: exit code, the error naming the real path
+    (error is its start: the pid in a partial copy's name varies), the hint saying where
+    the store is; the text output says the same on standard error."""
+    rc, out, err = run_json(conf, "restore", bk, *more)
+    assert rc == code and len(out) == 1, (code, rc, out, err)
+    validate("error", out[0])
+    assert out[0]["error"].startswith(error), (error, out)
+    assert hint in out[0]["hint"], (hint, out)
+    assert out[0]["error"] in err, (out, err)
+    r = subprocess.run([MAILCTL, "-c", conf, "restore", bk, *more], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == code and r.stdout == "", r
+    assert "mailctl: " + error in r.stderr and hint in r.stderr, (error, hint, r.stderr)
+    return out[0]
+
+
+def test_restore_exit_codes():
+    """mailctl(8)'s codes of a failed restore, each provoked for real, with and without
+    --json; each changes nothing (the store in place or none made, no partial copy, nothing
+    set aside) and names the path that failed: 73 the new copy cannot be made (its place
+    below a file; a read-only filesystem), 74 a file of the backup that cannot be read (a
+    directory where its index should be), 75 the disk is full (a 1 MiB tmpfs). The
+    read-only and full cases need a tmpfs (root): said and skipped without one."""
+    conf = heronlib.write_conf(path("rx.conf"), {
+        "store": {"path": path("rx-store"), "partitions": 2, "map_size": "4M"}})
+    big = b"".join(b"From a Mon Jan  5 10:00:00 2026\nSubject: big %d\n\n" % i +
+                   (b"y" * 76 + b"\n") * 4000 for i in range(6))  # about 1.8 MB
+    with open(path("rx.mbox"), "wb") as f:
+        f.write(big)
+    for u in ("lea", "max"):
+        assert run_json(conf, "user", "add", u)[0] == 0
+    assert run_json(conf, "import", "lea", path("rx.mbox"))[0] == 0
+    bk = path("rx-bk")
+    assert run_json(conf, "backup", bk)[0] == 0
+    store = path("rx-store")
+
+    # 73: [store] path below a regular file: the copy beside it cannot be made
+    with open(path("rx-file"), "w") as f:
+        f.write("not a directory\n")
+    below = os.path.join(path("rx-file"), "store")
+    c73 = heronlib.write_conf(path("rx73.conf"), {
+        "store": {"path": below, "partitions": 2, "map_size": "4M"}})
+    doc = restore_fails(c73, 73, bk, "restore: creating %s.restore-" % below,
+                        "no store was made at " + below)
+    assert doc["error"].endswith(": Not a directory"), doc
+    assert doc["hint"].endswith("; %s is not a directory" % path("rx-file")), doc
+    assert "partial copy" not in doc["hint"], doc  # none was made
+    with open(path("rx-file")) as f:
+        assert f.read() == "not a directory\n"
+
+    # 74: the backup's index of partition 0 is a directory: reading it fails (not missing:
+    # that is 65); --force over the store, which stays as it was
+    bad = path("rx-bad")
+    shutil.copytree(bk, bad)
+    idx = os.path.join(bad, "part0", "index.mdb")
+    os.unlink(idx)
+    os.mkdir(idx)
+    assert run_json(conf, "user", "add", "ned")[0] == 0  # the store differs from the backup
+    before = tree(store)
+    doc = restore_fails(conf, 74, bad, "restore: reading %s: Is a directory" % idx,
+                        "the store at %s is unchanged" % store, "--force")
+    assert doc["error"] == "restore: reading %s: Is a directory" % idx, doc
+    assert tree(store) == before
+    assert [n for n in os.listdir(TMP) if n.startswith("rx-store.")] == []
+    # 66: no such backup
+    restore_fails(conf, 66, "rx-none", "rx-none: No such file or directory",
+                  "mailctl backup", "--force")
+    assert tree(store) == before
+    rc, out, _ = run_json(conf, "user", "list", "--source", "store")
+    assert rc == 0 and {u["user"] for u in out[0]} == {"lea", "max", "ned"}, out
+
+    mnt = path("rx-mnt")
+    if not mount_tmpfs(mnt, "1m"):
+        print("SKIP (in test_restore_exit_codes): 73 on a read-only filesystem and 75 "
+              "need a tmpfs (root)", flush=True)
+        return
+    try:
+        # 75: the disk fills during the copy; no store made, the partial copy removed
+        full = os.path.join(mnt, "store")
+        c75 = heronlib.write_conf(path("rx75.conf"), {
+            "store": {"path": full, "partitions": 2, "map_size": "4M"}})
+        doc = restore_fails(c75, 75, bk, "restore: writing %s.restore-" % full,
+                            "no store was made at " + full)
+        assert doc["error"].endswith(": No space left on device"), doc
+        failed = doc["error"].split(": ")[1].split(" ", 1)[1]  # the file being written
+        assert failed.startswith(full + ".restore-") and "/blobs/" in failed, doc
+        tmp = failed.split("/part")[0]
+        assert ("(the partial copy %s is removed); free space on the filesystem of %s"
+                % (tmp, mnt)) in doc["hint"], doc
+        assert os.listdir(mnt) == [], os.listdir(mnt)
+        # 73: read-only (a store there, --force): nothing can be made beside it
+        umount(mnt)
+        assert mount_tmpfs(mnt, "64m")
+        ro = os.path.join(mnt, "store")
+        cro = heronlib.write_conf(path("rxro.conf"), {
+            "store": {"path": ro, "partitions": 2, "map_size": "4M"}})
+        assert run_json(cro, "user", "add", "ro")[0] == 0
+        before = tree(mnt)
+        r = subprocess.run(["mount", "-o", "remount,ro", mnt], capture_output=True,
+                           timeout=60)
+        assert r.returncode == 0, r
+        doc = restore_fails(cro, 73, bk, "restore: creating %s.restore-" % ro,
+                            "the store at %s is unchanged" % ro, "--force")
+        assert doc["hint"].endswith("; %s is on a read-only filesystem" % mnt), doc
+        assert tree(mnt) == before
+    finally:
+        umount(mnt)
+
+
 def test_every_command_covered():
     """Each command of `mailctl --help` is checked here or by test_control, or is text-only."""
     out = subprocess.run([MAILCTL, "--help"], capture_output=True, text=True,
@@ -444,7 +579,7 @@ def test_every_command_covered():
 
 TESTS = [test_schema_refuses_wrong_types, test_store_commands, test_errors,
          test_reports_are_results, test_restore_failure_names_real_paths,
-         test_every_command_covered]
+         test_restore_exit_codes, test_every_command_covered]
 
 try:
     rc = run_tests(TESTS)
