@@ -151,6 +151,28 @@ def test_counters_move():
     promtool_check(scrape(MTAD_METRICS)[1])
 
 
+def test_commits_and_map_figures():
+    """What #21 asks to graph beside the counters above: the group commit's writes per
+    commit (3 deliveries: 3 more operations, never fewer operations than commits), the map's
+    use under its size under its maximum, the disk's free bytes under its size. (The auth
+    cache's hit and miss counts are the LDAP backend's, checked by test_ldapauth_slapd; this
+    stack logs in from a users file.)"""
+    before_m = samples(scrape(MTAD_METRICS)[1])
+    for _ in range(3):
+        send("bob@heron.test")
+    ops = "heron_store_commit_operations_total"
+    wait_value(MTAD_METRICS, ops, before_m.get(ops, 0) + 3, "3 commit operations published")
+    m = samples(scrape(MTAD_METRICS)[1])
+    assert m[ops] >= m["heron_store_commits_total"] > 0, m
+    parts = [k[len("heron_store_map_bytes"):] for k in m
+             if k.startswith("heron_store_map_bytes{")]
+    assert parts, sorted(m)
+    for p in parts:
+        assert 0 < m["heron_store_index_bytes" + p] <= m["heron_store_map_bytes" + p] <= \
+            m["heron_store_map_max_bytes"], (p, m)
+    assert 0 < m["heron_store_disk_free_bytes"] <= m["heron_store_disk_bytes"], m
+
+
 def test_gauges_follow_sessions():
     g = 'heron_imap_sessions{state="selected"}'
     base = value(IMAPD_METRICS, g)
@@ -463,7 +485,8 @@ def body():
     imapd.start()
     wait_port(MTAD_METRICS, 20, mtad.proc, "mtad metrics")
     wait_port(IMAPD_METRICS, 20, imapd.proc, "imapd metrics")
-    return run_tests([test_text_is_valid, test_counters_move, test_gauges_follow_sessions,
+    return run_tests([test_text_is_valid, test_counters_move,
+                      test_commits_and_map_figures, test_gauges_follow_sessions,
                       test_openmetrics, test_http_errors, test_slow_flood_keeps_mail_flowing,
                       test_allow_list, test_prometheus_scrapes, test_mailload_metrics,
                       test_docs_name_every_family, test_dashboard_matches_scrape,
