@@ -31,6 +31,10 @@ PROMETHEUS = shutil.which("prometheus")
 
 MTAD_METRICS, IMAPD_METRICS, SIEVE_METRICS, SIEVE_PORT = (free_port(), free_port(),
                                                           free_port(), free_port())
+# the next hop of remote mail: a sink test_relay_outcomes_counted starts, its faults set
+RELAY_DIR = os.path.join(TMP, "relay")
+os.makedirs(RELAY_DIR)
+relay = Sink(SINK, RELAY_DIR)
 CONF, SMTP_PORT, IMAP_PORT = shared_conf(
     TMP, ["alice", "bob"], workers=2,
     keys={"metrics": {"enabled": "yes", "mtad_listen": f"{HOST}:{MTAD_METRICS}",
@@ -38,6 +42,7 @@ CONF, SMTP_PORT, IMAP_PORT = shared_conf(
                       "managesieved_listen": f"{HOST}:{SIEVE_METRICS}", "max_connections": "4",
                       "timeout": "2s"},
           "imapd": {"max_unauth_connections_per_ip": "500"},
+          "mtad": {"trusted_networks": "127.0.0.0/8", "relay_host": f"{HOST}:{relay.port}"},
           "sieve": {"listen": f"{HOST}:{SIEVE_PORT}", "workers": "1"}})
 mtad = Daemon(MTAD, CONF, os.path.join(TMP, "mtad.log"), SMTP_PORT)
 imapd = Daemon(IMAPD, CONF, os.path.join(TMP, "imapd.log"), IMAP_PORT)
@@ -171,6 +176,44 @@ def test_commits_and_map_figures():
         assert 0 < m["heron_store_index_bytes" + p] <= m["heron_store_map_bytes" + p] <= \
             m["heron_store_map_max_bytes"], (p, m)
     assert 0 < m["heron_store_disk_free_bytes"] <= m["heron_store_disk_bytes"], m
+
+
+def test_relay_outcomes_counted():
+    """Deliveries by status past local ones, and the queue's gauges: remote mail through
+    relay_host to a sink whose faults decide: 451 to every RCPT (deferred, kept in the
+    queue: the queue gauges count it, its age grows), 550 (bounced), none (relayed)."""
+    def series(status):
+        return 'heron_deliveries_total{status="%s"}' % status
+
+    def remote(rcpt):
+        with smtplib.SMTP(HOST, SMTP_PORT, timeout=30) as s:
+            s.sendmail("<>", [rcpt], f"Subject: r\r\nTo: <{rcpt}>\r\n\r\nhi\r\n")
+
+    relay.start()
+    try:
+        ctl = relay.control(check=True)
+        before = samples(scrape(MTAD_METRICS)[1])
+        ctl.req(cmd="faults", rcpt_4xx=1.0)
+        remote("later@relay.example")
+        wait_value(MTAD_METRICS, series("deferred"), before.get(series("deferred"), 0) + 1,
+                   "a deferral counted")
+        wait_value(MTAD_METRICS, "heron_queue_messages", before.get("heron_queue_messages", 0)
+                   + 1, "the deferred message in the queue gauge")
+        wait_value(MTAD_METRICS, "heron_queue_oldest_age_seconds", 1, "its age")
+        ctl.req(cmd="faults", rcpt_4xx=0.0, rcpt_5xx=1.0)
+        remote("never@relay.example")
+        wait_value(MTAD_METRICS, series("bounced"), before.get(series("bounced"), 0) + 1,
+                   "a bounce counted")
+        ctl.req(cmd="faults", rcpt_5xx=0.0)
+        remote("now@relay.example")
+        wait_value(MTAD_METRICS, series("relayed"), before.get(series("relayed"), 0) + 1,
+                   "a relayed message counted")
+        after = samples(scrape(MTAD_METRICS)[1])
+        assert after[series("queued")] - before.get(series("queued"), 0) == 3, (before, after)
+        assert after["heron_queue_scheduled_messages"] <= after["heron_queue_messages"], after
+        promtool_check(scrape(MTAD_METRICS)[1])
+    finally:
+        relay.stop()
 
 
 def test_gauges_follow_sessions():
@@ -486,7 +529,8 @@ def body():
     wait_port(MTAD_METRICS, 20, mtad.proc, "mtad metrics")
     wait_port(IMAPD_METRICS, 20, imapd.proc, "imapd metrics")
     return run_tests([test_text_is_valid, test_counters_move,
-                      test_commits_and_map_figures, test_gauges_follow_sessions,
+                      test_commits_and_map_figures, test_relay_outcomes_counted,
+                      test_gauges_follow_sessions,
                       test_openmetrics, test_http_errors, test_slow_flood_keeps_mail_flowing,
                       test_allow_list, test_prometheus_scrapes, test_mailload_metrics,
                       test_docs_name_every_family, test_dashboard_matches_scrape,
