@@ -83,6 +83,7 @@ static const struct {
 	{ "comparator-i;ascii-numeric", E_NUMERIC, 0 },
 	{ "comparator-i;octet", E_OCTET, 0 },
 	{ "comparator-i;ascii-casemap", E_CASEMAP, 0 },
+	{ "comparator-i;unicode-casemap", E_UCASEMAP, 0 },
 	{ NULL, 0, 0 },
 };
 
@@ -91,7 +92,8 @@ const char *sieve_extensions(void)
 	return "fileinto reject ereject envelope imap4flags copy body variables relational "
 	       "subaddress date index vacation vacation-seconds include encoded-character "
 	       "editheader mailbox duplicate spamtest spamtestplus virustest regex "
-	       "comparator-i;ascii-numeric comparator-i;octet comparator-i;ascii-casemap";
+	       "comparator-i;ascii-numeric comparator-i;octet comparator-i;ascii-casemap "
+	       "comparator-i;unicode-casemap";
 }
 
 const struct sv_cmdspec *sv_cmd_find(const char *name)
@@ -240,6 +242,10 @@ static int comparator_of(const struct sv_str *s, uint32_t exts, bool *needs_req)
 		*needs_req = !(exts & E_NUMERIC);
 		return CMP_NUMERIC;
 	}
+	if (strcmp(s->p, "i;unicode-casemap") == 0) {
+		*needs_req = !(exts & E_UCASEMAP);
+		return CMP_UNICODE_CASEMAP;
+	}
 	return -1;
 }
 
@@ -297,8 +303,8 @@ static int apply_tag(const struct sv_node *n, size_t i, const struct tagspec *ts
 			*error_r = sv_errf(a, v->line, v->col,
 					   x < 0 ? "unknown comparator \"%s\""
 						 : "comparator \"%s\" needs require "
-						   "\"comparator-i;ascii-numeric\"",
-					   v->s[0].p);
+						   "\"comparator-%s\"",
+					   v->s[0].p, v->s[0].p);
 			return -1;
 		}
 		in->cmp = (uint8_t)x;

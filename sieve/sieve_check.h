@@ -56,6 +56,7 @@ enum sv_ext {
 	E_NUMERIC = 1 << 23,
 	E_OCTET = 1 << 24,
 	E_CASEMAP = 1 << 25,
+	E_UCASEMAP = 1 << 26,
 };
 
 struct sv_cmdspec {

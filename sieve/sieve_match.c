@@ -1,4 +1,5 @@
-/* sieve_match.c — owns comparators (i;octet, i;ascii-casemap, i;ascii-numeric: RFC 4790),
+/* sieve_match.c — owns comparators (i;octet, i;ascii-casemap, i;ascii-numeric: RFC 4790;
+ * i;unicode-casemap is sieve_unicode.c's),
  * :contains, the :matches glob with its wildcard captures (RFC 5228 2.7.1, RFC 5229 3.2), and
  * relational operators (RFC 5231). The glob backtracks only to the last '*', so it is
  * O(pattern x subject) for any input. */
@@ -42,6 +43,8 @@ int sv_cmp_values(enum sv_cmp cmp, const char *a, size_t alen, const char *b, si
 {
 	if (cmp == CMP_NUMERIC)
 		return numeric_cmp(a, alen, b, blen);
+	if (cmp == CMP_UNICODE_CASEMAP)
+		return sv_ucmp(a, alen, b, blen);
 	bool icase = cmp != CMP_OCTET;
 	size_t n = alen < blen ? alen : blen;
 
@@ -60,6 +63,8 @@ bool sv_contains(enum sv_cmp cmp, const char *hay, size_t hlen, const char *n, s
 		return true;
 	if (cmp == CMP_OCTET)
 		return memmem(hay, hlen, n, nlen) != NULL;
+	if (cmp == CMP_UNICODE_CASEMAP)
+		return sv_ucontains(hay, hlen, n, nlen);
 	return str_casefind(hay, hlen, n, nlen) != NULL;
 }
 

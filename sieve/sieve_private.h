@@ -258,6 +258,14 @@ void sv_regex_free(struct sv_regex **rep);
 bool sv_glob(const char *pat, size_t plen, const char *s, size_t slen, bool icase,
 	     struct sv_str *caps, size_t ncaps, size_t *nset_r);
 int sv_cmp_values(enum sv_cmp cmp, const char *a, size_t alen, const char *b, size_t blen);
+/* i;unicode-casemap (RFC 5051, sieve_unicode.c): s's canonical form into out (buf_init'd
+   here; release it); map_r (may be NULL) gets, per output byte and one more, the offset in
+   s of the character it comes from (free it) */
+void sv_ucasemap(const char *s, size_t len, struct buf *out, size_t **map_r);
+int sv_ucmp(const char *a, size_t alen, const char *b, size_t blen);
+bool sv_ucontains(const char *hay, size_t hlen, const char *n, size_t nlen);
+bool sv_uglob(const char *pat, size_t plen, const char *s, size_t slen, struct sv_str *caps,
+	      size_t ncaps, size_t *nset_r);
 bool sv_contains(enum sv_cmp cmp, const char *hay, size_t hlen, const char *n, size_t nlen);
 bool sv_relop_ok(enum sv_relop r, int c);
 

@@ -105,7 +105,7 @@ int sv_decode(const uint8_t *code, size_t len, size_t *pos, struct sv_ins *in)
 			break;
 		}
 	}
-	if (in->cmp > CMP_NUMERIC || in->match > M_COUNT || in->relop > R_NE ||
+	if (in->cmp > CMP_UNICODE_CASEMAP || in->match > M_COUNT || in->relop > R_NE ||
 	    in->part > P_DETAIL)
 		return -1;
 	*pos = (size_t)(p - code);
@@ -327,7 +327,10 @@ static int match_one(struct sv_run *rn, const struct sv_ins *in, const char *v, 
 		if (in->cmp == CMP_NUMERIC)
 			return 0;
 		memset(caps, 0, sizeof(caps));
-		if (!sv_glob(key, klen, v, vlen, in->cmp != CMP_OCTET, caps, SV_NMATCH, &ncaps))
+		if (in->cmp == CMP_UNICODE_CASEMAP
+			    ? !sv_uglob(key, klen, v, vlen, caps, SV_NMATCH, &ncaps)
+			    : !sv_glob(key, klen, v, vlen, in->cmp != CMP_OCTET, caps, SV_NMATCH,
+				       &ncaps))
 			return 0;
 		set_matches(rn, caps, ncaps);
 		return 1;

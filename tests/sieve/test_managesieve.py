@@ -135,6 +135,7 @@ def test_capabilities_and_plaintext_refused():
     caps = "\n".join(r.response())
     assert '"STARTTLS"' in caps and '"SASL" ""' in caps, caps
     assert '"SIEVE" "fileinto' in caps and "vacation-seconds" in caps and "regex" in caps
+    assert "comparator-i;unicode-casemap" in caps, caps
     b = base64.b64encode(b"\0bob\0bob").decode()
     r.send(f'AUTHENTICATE "PLAIN" "{b}"\r\n')
     assert "ENCRYPT-NEEDED" in r.response()[-1]

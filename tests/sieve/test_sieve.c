@@ -14,6 +14,7 @@
 #include "common/buf.h"
 #include "common/xmalloc.h"
 #include "sieve/sieve.h"
+#include "sieve/sieve_private.h"
 
 static const char MSG1[] =
 	"Received: from mx.example.net by heron; Tue, 1 Dec 2026 10:00:00 +0000\r\n"
@@ -56,6 +57,19 @@ static const char MSG_MIME[] = "From: alice@example.org\r\n"
 static const char MSG_RSPAMD[] =
 	"From: x@spam.example\r\nTo: bob@example.com\r\nSubject: win\r\n"
 	"X-Spamd-Result: default: False [12.00 / 15.00]; R_SPF_FAIL(1.00)[-all]\r\n"
+	"\r\nbody\r\n";
+
+/* i;unicode-casemap: Greek with a final sigma, a titlecase digraph, Hangul, fullwidth
+   letters, combining marks in two orders, a literal '*' */
+static const char MSG_UNI[] =
+	"From: x@example.org\r\nTo: bob@example.com\r\n"
+	"Subject: \xcf\x83\xce\xaf\xcf\x83\xcf\x85\xcf\x86\xce\xbf\xcf\x82 und "
+	"\xc7\x86"
+	"emal\r\n"
+	"X-Hangul: \xed\x95\x9c\xea\xb5\xad\r\n"
+	"X-Wide: \xef\xbd\x81\xef\xbd\x82\xef\xbd\x83\r\n"
+	"X-Marks: a\xcc\xa3\xcc\x87\r\n"
+	"X-Star: a*b\r\n"
 	"\r\nbody\r\n";
 
 /* a sender's forged score above rspamd's verdict */
@@ -373,6 +387,62 @@ static const struct tcase cases[] = {
 	{ "require [\"spamtest\", \"relational\", \"comparator-i;ascii-numeric\"]; "
 	  "if spamtest :value \"eq\" :comparator \"i;ascii-numeric\" \"8\" { discard; }",
 	  MSG_RSPAMD_FORGED, "" },
+/* i;unicode-casemap (RFC 5051): titlecase, then NFKD, then octets */
+#define UCM "require \"comparator-i;unicode-casemap\"; "
+	{ UCM "if header :is :comparator \"i;unicode-casemap\" \"subject\" "
+	      "\"rechnung f\xc3\xbcr dezember\" { discard; }",
+	  MSG_ENC, "" },
+	{ UCM "if header :is :comparator \"i;unicode-casemap\" \"subject\" "
+	      "\"RECHNUNG FU\xcc\x88R DEZEMBER\" { discard; }",
+	  MSG_ENC, "" },
+	{ "if header :is :comparator \"i;ascii-casemap\" \"subject\" "
+	  "\"RECHNUNG F\xc3\x9cR DEZEMBER\" { discard; }",
+	  MSG_ENC, "keep" },
+	{ UCM "if header :contains :comparator \"i;unicode-casemap\" \"subject\" "
+	      "\"F\xc3\x9cR DEZ\" { discard; }",
+	  MSG_ENC, "" },
+	{ "require [\"comparator-i;unicode-casemap\", \"variables\", \"fileinto\"]; "
+	  "if header :matches :comparator \"i;unicode-casemap\" \"subject\" "
+	  "\"RECHNUNG * dezember\" { fileinto \"${1}\"; }",
+	  MSG_ENC, "fileinto:f\xc3\xbcr" },
+	{ UCM "if header :is :comparator \"i;unicode-casemap\" \"subject\" "
+	      "\"\xce\xa3\xce\x8a\xce\xa3\xce\xa5\xce\xa6\xce\x9f\xce\xa3 UND \xc7\x84"
+	      "EMAL\" "
+	      "{ discard; }",
+	  MSG_UNI, "" },
+	{ UCM "if header :is :comparator \"i;unicode-casemap\" \"x-hangul\" "
+	      "\"\xe1\x84\x92\xe1\x85\xa1\xe1\x86\xab\xe1\x84\x80\xe1\x85\xae\xe1\x86\xa8\" "
+	      "{ discard; }",
+	  MSG_UNI, "" },
+	{ UCM "if header :is :comparator \"i;unicode-casemap\" \"x-wide\" \"abc\" { discard; }",
+	  MSG_UNI, "" },
+	{ UCM "if header :is :comparator \"i;unicode-casemap\" \"x-marks\" "
+	      "\"A\xcc\x87\xcc\xa3\" { discard; }",
+	  MSG_UNI, "" },
+	{ "if header :is :comparator \"i;octet\" \"x-marks\" \"a\xcc\x87\xcc\xa3\" "
+	  "{ discard; }",
+	  MSG_UNI, "keep" },
+	/* a fullwidth asterisk folds to '*' and stays a literal, not a wildcard */
+	{ UCM "if header :matches :comparator \"i;unicode-casemap\" \"x-star\" "
+	      "\"A\xef\xbc\x8a"
+	      "B\" { discard; }",
+	  MSG_UNI, "" },
+	{ UCM "if header :matches :comparator \"i;unicode-casemap\" \"x-wide\" "
+	      "\"A\xef\xbc\x8a"
+	      "C\" { discard; }",
+	  MSG_UNI, "keep" },
+	{ UCM "if header :matches :comparator \"i;unicode-casemap\" \"x-wide\" \"A?C\" "
+	      "{ discard; }",
+	  MSG_UNI, "" },
+	{ "require [\"comparator-i;unicode-casemap\", \"relational\"]; "
+	  "if header :value \"lt\" :comparator \"i;unicode-casemap\" \"x-star\" \"B\" "
+	  "{ discard; }",
+	  MSG_UNI, "" },
+	{ "if header :is :comparator \"i;unicode-casemap\" \"subject\" \"x\" { discard; }",
+	  MSG_UNI,
+	  "COMPILE line 1, column 27: comparator \"i;unicode-casemap\" needs require "
+	  "\"comparator-i;unicode-casemap\"" },
+#undef UCM
 	/* include (RFC 6609) */
 	{ "require [\"include\"]; include :personal \"spam\";", MSG1, "fileinto:Junk" },
 	{ "require [\"include\"]; include \"missing\";", MSG1,
@@ -709,6 +779,68 @@ static void test_corrupt_program(void **state)
 	free(prog);
 }
 
+static void assert_canonical(const char *in, size_t len, const char *want)
+{
+	struct buf out;
+
+	sv_ucasemap(in, len, &out, NULL);
+	if (out.len != strlen(want) || memcmp(buf_cstr(&out), want, out.len) != 0)
+		fail_msg("canonical form of \"%.*s\": \"%s\", wanted \"%s\"", (int)len, in,
+			 buf_cstr(&out), want);
+	buf_release(&out);
+}
+
+/* RFC 5051's canonical form: titlecase (simple mapping), then NFKD */
+static void test_unicode_casemap(void **state)
+{
+	(void)state;
+	assert_canonical("abc XYZ 09", 10, "ABC XYZ 09");
+	assert_canonical("\xc7\x86", 2, "Dz\xcc\x8c");    /* dz with caron: its titlecase Dz */
+	assert_canonical("\xc3\x9f", 2, "\xc3\x9f");      /* sharp s: no simple titlecase */
+	assert_canonical("\xef\xac\x81", 3, "fi");        /* the fi ligature: NFKD only */
+	assert_canonical("\xcf\x82", 2, "\xce\xa3");      /* final sigma: capital sigma */
+	assert_canonical("\xc3\xa9", 2, "E\xcc\x81");     /* e acute: E + combining acute */
+	assert_canonical("\xe2\x84\xab", 3, "A\xcc\x8a"); /* the Angstrom sign */
+	assert_canonical("\xed\x95\x9c", 3, "\xe1\x84\x92\xe1\x85\xa1\xe1\x86\xab"); /* Hangul */
+	assert_canonical("\xe3\x8d\xbf", 3, "\xe6\xa0\xaa\xe5\xbc\x8f\xe4\xbc\x9a\xe7\xa4\xbe");
+	/* combining marks in canonical order (dot below 220 before dot above 230) */
+	assert_canonical("a\xcc\x87\xcc\xa3", 5, "A\xcc\xa3\xcc\x87");
+	/* bytes that are not UTF-8 stay as they are: a lone continuation byte, an overlong
+	   NUL, a surrogate, a cut sequence */
+	assert_canonical("\x80x", 2, "\x80X");
+	assert_canonical("\xc0\x80", 2, "\xc0\x80");
+	assert_canonical("\xed\xa0\x80", 3, "\xed\xa0\x80");
+	assert_canonical("a\xe2\x84", 3, "A\xe2\x84");
+	assert_int_equal(sv_ucmp("\xff", 1, "\xfe", 1), 1);
+	assert_int_equal(sv_ucmp("stra\xc3\x9f"
+				 "e",
+				 7,
+				 "STRA\xc3\x9f"
+				 "E",
+				 7),
+			 0);
+	assert_int_equal(sv_ucmp("a", 1, "B", 1), -1);
+	assert_true(sv_ucontains("Gr\xc3\xbc\xc3\x9f"
+				 "e",
+				 7, "U\xcc\x88", 3));
+	assert_false(sv_ucontains("Gruss", 5, "\xc3\xbc", 2));
+	/* a long run of combining marks is reordered in linear time (a counting sort) */
+	size_t n = 200000;
+	char *big = xmalloc(1 + 2 * n);
+	big[0] = 'a';
+	for (size_t i = 0; i < n; i++)
+		memcpy(big + 1 + 2 * i, i % 2 ? "\xcc\x87" : "\xcc\xa3", 2);
+	struct buf out;
+	sv_ucasemap(big, 1 + 2 * n, &out, NULL);
+	assert_int_equal(out.len, 1 + 2 * n);
+	assert_memory_equal(out.data + 1, "\xcc\xa3", 2);
+	assert_memory_equal(out.data + 1 + n - 2, "\xcc\xa3", 2); /* the last dot below */
+	assert_memory_equal(out.data + 1 + n, "\xcc\x87", 2);     /* then the dots above */
+	assert_memory_equal(out.data + 1 + 2 * n - 2, "\xcc\x87", 2);
+	buf_release(&out);
+	free(big);
+}
+
 int main(void)
 {
 	const char *inc = "require \"fileinto\"; if header :contains \"subject\" \"money\" "
@@ -719,7 +851,7 @@ int main(void)
 		cmocka_unit_test(test_vacation_fields), cmocka_unit_test(test_editheader_output),
 		cmocka_unit_test(test_syntax_errors),   cmocka_unit_test(test_byte_at_a_time),
 		cmocka_unit_test(test_limits),          cmocka_unit_test(test_regex_bounded),
-		cmocka_unit_test(test_corrupt_program),
+		cmocka_unit_test(test_corrupt_program), cmocka_unit_test(test_unicode_casemap),
 	};
 	int rc;
 
