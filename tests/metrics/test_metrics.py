@@ -1,7 +1,8 @@
 """test_metrics.py — the metrics endpoints of mtad, imapd and the sink, end to end: the text
 checked by promtool (Debian's prometheus package) and scraped by a real Prometheus on
 loopback, counters that move as the test drives SMTP and IMAP traffic (smtplib, imaplib),
-OpenMetrics on request, HTTP errors, the allow list, a flood of slow HTTP clients that must not
+remote mail through a sink as relay_host (deferred, bounced, relayed, the queue's gauges) and
+SMTP sessions past max_connections_per_ip (refused by a cap), OpenMetrics on request, HTTP errors, the allow list, a flood of slow HTTP clients that must not
 disturb mail service, a worker killed with -9 whose counters do not go back, and the Grafana
 dashboard (contrib/grafana/heron.json) checked against the live scrapes: every metric name a
 panel uses is a family some daemon served in this test (managesieved started for it).
@@ -31,6 +32,7 @@ PROMETHEUS = shutil.which("prometheus")
 
 MTAD_METRICS, IMAPD_METRICS, SIEVE_METRICS, SIEVE_PORT = (free_port(), free_port(),
                                                           free_port(), free_port())
+PER_IP = 6  # mtad's max_connections_per_ip: test_refused_by_cap_counted goes past it
 # the next hop of remote mail: a sink test_relay_outcomes_counted starts, its faults set
 RELAY_DIR = os.path.join(TMP, "relay")
 os.makedirs(RELAY_DIR)
@@ -42,7 +44,8 @@ CONF, SMTP_PORT, IMAP_PORT = shared_conf(
                       "managesieved_listen": f"{HOST}:{SIEVE_METRICS}", "max_connections": "4",
                       "timeout": "2s"},
           "imapd": {"max_unauth_connections_per_ip": "500"},
-          "mtad": {"trusted_networks": "127.0.0.0/8", "relay_host": f"{HOST}:{relay.port}"},
+          "mtad": {"trusted_networks": "127.0.0.0/8", "relay_host": f"{HOST}:{relay.port}",
+                   "max_connections_per_ip": str(PER_IP)},
           "sieve": {"listen": f"{HOST}:{SIEVE_PORT}", "workers": "1"}})
 mtad = Daemon(MTAD, CONF, os.path.join(TMP, "mtad.log"), SMTP_PORT)
 imapd = Daemon(IMAPD, CONF, os.path.join(TMP, "imapd.log"), IMAP_PORT)
@@ -214,6 +217,28 @@ def test_relay_outcomes_counted():
         promtool_check(scrape(MTAD_METRICS)[1])
     finally:
         relay.stop()
+
+
+def test_refused_by_cap_counted():
+    """Connections refused by a cap: PER_IP SMTP sessions held open (the open gauge counts
+    them), one more is answered 421 and counted as refused per_ip."""
+    key = 'heron_connections_refused_total{service="smtp",reason="per_ip"}'
+    opened = 'heron_connections_open{service="smtp"}'
+    before = value(MTAD_METRICS, key)
+    held = []
+    try:
+        for _ in range(PER_IP):
+            c = socket.create_connection((HOST, SMTP_PORT), timeout=30)
+            held.append(c)
+            assert c.makefile("rb").readline().startswith(b"220 "), "no greeting"
+        wait_value(MTAD_METRICS, opened, PER_IP, "the held sessions open")
+        with socket.create_connection((HOST, SMTP_PORT), timeout=30) as c:
+            assert c.makefile("rb").readline().startswith(b"421 4.7.0 "), "not refused"
+        wait_value(MTAD_METRICS, key, before + 1, "the refusal counted")
+        assert value(MTAD_METRICS, key) == before + 1
+    finally:
+        for c in held:
+            c.close()
 
 
 def test_gauges_follow_sessions():
@@ -530,6 +555,7 @@ def body():
     wait_port(IMAPD_METRICS, 20, imapd.proc, "imapd metrics")
     return run_tests([test_text_is_valid, test_counters_move,
                       test_commits_and_map_figures, test_relay_outcomes_counted,
+                      test_refused_by_cap_counted,
                       test_gauges_follow_sessions,
                       test_openmetrics, test_http_errors, test_slow_flood_keeps_mail_flowing,
                       test_allow_list, test_prometheus_scrapes, test_mailload_metrics,
