@@ -20,15 +20,17 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from heronlib import (HOST, Daemon, free_port, make_cert, run_main, run_tests,  # noqa: E402
-                      shared_conf, wait_for)
+from heronlib import (HOST, Daemon, RelayTarget, free_port, make_cert, run_main,  # noqa: E402
+                      run_tests, shared_conf, wait_for)
 
 ROOT, MSD, MTAD, IMAPD = sys.argv[1:5]
 TMP = tempfile.mkdtemp(prefix="heron-msieve-")
 MS_PORT = free_port()
 CERT, KEY = make_cert(TMP)
+relay = RelayTarget()  # remote.test: where a redirect goes (no SRS in this mtad)
 CONF, SMTP_PORT, IMAP_PORT = shared_conf(TMP, ["alice", "bob"], keys={
     "tls": {"cert": CERT, "key": KEY},
+    "mtad": {"transport_map": f"remote.test=127.0.0.1:{relay.port}", "retry_schedule": "1s"},
     "sieve": {"listen": f"{HOST}:{MS_PORT}", "max_scripts": "3", "max_storage": "2M"},
 })
 msd = Daemon(MSD, CONF, os.path.join(TMP, "managesieved.log"), MS_PORT)
@@ -120,6 +122,29 @@ def test_sieve_connect_upload_activate_and_filter():
         c.logout()
         return n == 1 and b"\\Flagged" in flags
     wait_for(filed, what="the invoice filed and flagged")
+
+
+def test_redirect_keeps_the_sender_without_srs():
+    # RFC 5228 4.2 with [mtad] srs_secret_file unset: the copy leaves from the original
+    # envelope sender (test_sieve_deliver checks the SRS form and <>)
+    path = os.path.join(TMP, "fwd.sieve")
+    with open(path, "w") as f:
+        f.write('if header :contains "subject" "forward me" { redirect "far@remote.test"; }\n')
+    rc, text = sc("alice", "--localsieve", path, "--remotesieve", "fwd", "--upload")
+    assert rc == 0, text
+    rc, text = sc("alice", "--remotesieve", "fwd", "--activate")
+    assert rc == 0, text
+    with smtplib.SMTP(HOST, SMTP_PORT) as s:
+        s.sendmail("ext@example.org", ["alice@heron.test"],
+                   "From: ext@example.org\r\nSubject: please forward me\r\n\r\nhi\r\n")
+    wait_for(lambda: relay.with_subject("please forward me"), timeout=60,
+             what="the redirected copy at remote.test")
+    (frm, rcpts, data), = relay.with_subject("please forward me")
+    assert (frm, rcpts) == ("ext@example.org", ["far@remote.test"]), (frm, rcpts)
+    assert b"Delivered-To: alice@heron.test\r\n" in data, data[:300]
+    r = tls_session("alice")  # back to alice's filter script, fwd deleted
+    r.send('SETACTIVE "filter"\r\nDELETESCRIPT "fwd"\r\nLOGOUT\r\n')
+    assert r.response() == ["OK"] and r.response() == ["OK"]
 
 
 def test_putscript_refuses_malformed_with_line():
@@ -237,7 +262,9 @@ def login_ok(user):
     return True
 
 
-TESTS = [test_sieve_connect_upload_activate_and_filter, test_login_throttle, test_putscript_refuses_malformed_with_line,
+TESTS = [test_sieve_connect_upload_activate_and_filter,
+         test_redirect_keeps_the_sender_without_srs,
+         test_login_throttle, test_putscript_refuses_malformed_with_line,
          test_capabilities_and_plaintext_refused, test_script_commands, test_bad_input]
 
 
@@ -251,7 +278,7 @@ def main():
         mtad.start()
         imapd.start()
         return run_tests(TESTS)
-    return run_main(body, TMP, [msd, mtad, imapd], tail=8000)
+    return run_main(body, TMP, [msd, mtad, imapd], cleanup=[relay.close], tail=8000)
 
 
 if __name__ == "__main__":
