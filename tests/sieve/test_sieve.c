@@ -779,6 +779,47 @@ static void test_corrupt_program(void **state)
 	free(prog);
 }
 
+/* RFC 3834 2 / RFC 5230 4.5: the senders and header fields vacation never answers */
+static void test_vacation_refusals(void **state)
+{
+	static const char script[] = "require \"vacation\"; vacation \"away\";";
+	static const struct {
+		const char *from, *field;
+		bool answered;
+	} vc[] = {
+		{ "person@example.org", "", true },
+		{ "MAILER-DAEMON@example.org", "", false },
+		{ "mailer-daemon@example.org", "", false },
+		{ "owner-devel@lists.example.org", "", false },
+		{ "devel-request@lists.example.org", "", false },
+		{ "request@example.org", "", true }, /* "-request" is a suffix */
+		{ "owner@example.org", "", true },   /* "owner-" a prefix */
+		{ "person@example.org", "Precedence: bulk\r\n", false },
+		{ "person@example.org", "Precedence: list\r\n", false },
+		{ "person@example.org", "Precedence: Junk \r\n", false },
+		{ "person@example.org", "Precedence: first-class\r\n", true },
+		{ "person@example.org", "Auto-Submitted: no\r\n", true },
+		{ "person@example.org", "Auto-Submitted: auto-generated\r\n", false },
+		{ "person@example.org", "List-Unsubscribe: <mailto:u@example.org>\r\n", false },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(vc) / sizeof(vc[0]); i++) {
+		char *msg = xasprintf("From: %s\r\nTo: " TO "\r\nSubject: hi\r\n%s\r\nbody\r\n",
+				      vc[i].from, vc[i].field);
+		char *got = run_script(script, msg, vc[i].from, TO, false);
+		char *want = vc[i].answered ? xasprintf("vacation:%s keep", vc[i].from)
+					    : xstrdup("keep");
+
+		if (strcmp(got, want) != 0)
+			fail_msg("vacation from %s with \"%s\": \"%s\", wanted \"%s\"", vc[i].from,
+				 vc[i].field, got, want);
+		free(want);
+		free(got);
+		free(msg);
+	}
+}
+
 static void assert_canonical(const char *in, size_t len, const char *want)
 {
 	struct buf out;
@@ -847,11 +888,17 @@ int main(void)
 			  "{ fileinto \"Junk\"; }";
 	char *err;
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_table),           cmocka_unit_test(test_duplicate_seen),
-		cmocka_unit_test(test_vacation_fields), cmocka_unit_test(test_editheader_output),
-		cmocka_unit_test(test_syntax_errors),   cmocka_unit_test(test_byte_at_a_time),
-		cmocka_unit_test(test_limits),          cmocka_unit_test(test_regex_bounded),
-		cmocka_unit_test(test_corrupt_program), cmocka_unit_test(test_unicode_casemap),
+		cmocka_unit_test(test_table),
+		cmocka_unit_test(test_duplicate_seen),
+		cmocka_unit_test(test_vacation_fields),
+		cmocka_unit_test(test_editheader_output),
+		cmocka_unit_test(test_syntax_errors),
+		cmocka_unit_test(test_byte_at_a_time),
+		cmocka_unit_test(test_limits),
+		cmocka_unit_test(test_regex_bounded),
+		cmocka_unit_test(test_corrupt_program),
+		cmocka_unit_test(test_unicode_casemap),
+		cmocka_unit_test(test_vacation_refusals),
 	};
 	int rc;
 
