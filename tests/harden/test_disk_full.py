@@ -17,11 +17,10 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from heronlib import (DOMAIN, Imapd, Mtad, Store, check_sanitizers,  # noqa: E402
-                      mailctl_verify, write_users)
+from heronlib import (DOMAIN, Imapd, Mtad, Store, after_test, mailctl_verify,  # noqa: E402
+                      run_main, run_tests, skip, write_users)
 
 ROOT, MTAD, PEEK, IMAPD, MAILCTL = sys.argv[1:6]
-SKIP = 77
 
 
 def mount_tmpfs(path, size):
@@ -86,96 +85,85 @@ def smtp_send(port, subject):
         c.close()
 
 
-def test_mtad(tmp):
-    write_users(os.path.join(tmp, "users"), ["user1"])
-    mtad = Mtad(MTAD, tmp, {"backend": "file", "users_file": os.path.join(tmp, "users")},
-                {"workers": "1"}, tls=False)
-    store_dir = os.path.join(tmp, "store")
-    if not mount_tmpfs(store_dir, "8m"):
-        return SKIP
-    filler = None
-    try:
-        mtad.start()
-        for i in range(3):
-            code, text = smtp_send(mtad.port, f"before{i}")
-            assert code == 250, (code, text)
-        filler = fill(store_dir)
-        for i in range(3):
-            code, text = smtp_send(mtad.port, f"full{i}")
-            assert 400 <= code < 500, (code, text)  # try again later, never 250 or 5xx
-        os.unlink(filler)
-        filler = None
-        code, text = smtp_send(mtad.port, "after")
+def remove(path):
+    if os.path.exists(path):
+        os.unlink(path)
+
+
+def full_store(store_dir):
+    """A small tmpfs mounted on store_dir, unmounted when the running test ends."""
+    assert mount_tmpfs(store_dir, "8m"), f"cannot mount a tmpfs on {store_dir}"
+    after_test(umount, store_dir)
+
+
+def test_mtad_4xx_while_full():
+    full_store(os.path.join(TMP, "store"))
+    MTAD_D.start()
+    for i in range(3):
+        code, text = smtp_send(MTAD_D.port, f"before{i}")
         assert code == 250, (code, text)
-        mtad.stop()
-        got = subjects(Store(PEEK, mtad.conf), "user1")
-        assert sorted(got) == ["after", "before0", "before1", "before2"], got
-        mailctl_verify(MAILCTL, mtad.conf)
-        print("ok   mtad: 4xx while full, nothing stored of it, clean after", flush=True)
-        return check_sanitizers(mtad)
-    except Exception:
-        print(mtad.logtext()[-3000:])
-        raise
-    finally:
-        mtad.stop()
-        umount(store_dir)
+    filler = fill(os.path.join(TMP, "store"))
+    for i in range(3):
+        code, text = smtp_send(MTAD_D.port, f"full{i}")
+        assert 400 <= code < 500, (code, text)  # try again later, never 250 or 5xx
+    os.unlink(filler)
+    code, text = smtp_send(MTAD_D.port, "after")
+    assert code == 250, (code, text)
+    MTAD_D.stop()
+    got = subjects(Store(PEEK, MTAD_D.conf), "user1")
+    assert sorted(got) == ["after", "before0", "before1", "before2"], got
+    mailctl_verify(MAILCTL, MTAD_D.conf)
 
 
-def test_imapd():
-    d = Imapd(IMAPD, workers=1)
-    store_dir = d.store
-    if not mount_tmpfs(store_dir, "8m"):
-        return SKIP
-    d.__enter__()
-    filler = None
-    try:
-        c = d.login("alice")
-        for i in range(3):
-            typ, data = c.append("INBOX", None, None, message(f"before{i}").encode())
-            assert typ == "OK", (typ, data)
-        filler = fill(store_dir)
-        for i in range(3):
-            try:
-                typ, data = c.append("INBOX", None, None, message(f"full{i}").encode())
-            except imaplib.IMAP4.error as e:
-                typ, data = "NO", [str(e).encode()]
-            assert typ == "NO", (typ, data)
-        assert c.noop()[0] == "OK"
-        os.unlink(filler)
-        filler = None
-        typ, data = c.append("INBOX", None, None, message("after").encode())
+def test_imapd_no_while_full():
+    full_store(IMAPD_D.store)
+    IMAPD_D.start(timeout=15)
+    c = IMAPD_D.login("alice")
+    for i in range(3):
+        typ, data = c.append("INBOX", None, None, message(f"before{i}").encode())
         assert typ == "OK", (typ, data)
-        c.select("INBOX")
-        typ, data = c.fetch("1:*", "(BODY.PEEK[HEADER.FIELDS (SUBJECT)])")
-        got = sorted(p[1].decode().split(":", 1)[1].strip() for p in data
-                     if isinstance(p, tuple))
-        assert got == ["after", "before0", "before1", "before2"], got
-        c.logout()
-        d.stop()
-        mailctl_verify(MAILCTL, d.conf)
-        print("ok   imapd: NO while full, nothing stored of it, clean after", flush=True)
-        return 0
-    finally:
-        if filler is not None and os.path.exists(filler):
-            os.unlink(filler)
-        d.stop()
-        umount(store_dir)
-        d.__exit__(None, None, None)
+    filler = fill(IMAPD_D.store)
+    after_test(remove, filler)  # space back whatever happens (before the unmount)
+    for i in range(3):
+        try:
+            typ, data = c.append("INBOX", None, None, message(f"full{i}").encode())
+        except imaplib.IMAP4.error as e:
+            typ, data = "NO", [str(e).encode()]
+        assert typ == "NO", (typ, data)
+    assert c.noop()[0] == "OK"
+    os.unlink(filler)
+    typ, data = c.append("INBOX", None, None, message("after").encode())
+    assert typ == "OK", (typ, data)
+    c.select("INBOX")
+    typ, data = c.fetch("1:*", "(BODY.PEEK[HEADER.FIELDS (SUBJECT)])")
+    got = sorted(p[1].decode().split(":", 1)[1].strip() for p in data
+                 if isinstance(p, tuple))
+    assert got == ["after", "before0", "before1", "before2"], got
+    c.logout()
+    IMAPD_D.stop()
+    mailctl_verify(MAILCTL, IMAPD_D.conf)
+
+
+if os.geteuid() != 0:
+    skip("needs root to mount a tmpfs")
+TMP = tempfile.mkdtemp(prefix="heron-diskfull-")
+if not mount_tmpfs(os.path.join(TMP, "probe"), "1m"):
+    os.rmdir(os.path.join(TMP, "probe"))
+    os.rmdir(TMP)
+    skip("cannot mount a tmpfs here")
+umount(os.path.join(TMP, "probe"))
+write_users(os.path.join(TMP, "users"), ["user1"])
+MTAD_D = Mtad(MTAD, TMP, {"backend": "file", "users_file": os.path.join(TMP, "users")},
+              {"workers": "1"}, tls=False)
+IMAPD_D = Imapd(IMAPD, workers=1)
 
 
 def main():
-    if os.geteuid() != 0:
-        print("SKIP: needs root to mount a tmpfs")
-        return SKIP
-    tmp = tempfile.mkdtemp(prefix="heron-diskfull-")
-    try:
-        rc = test_mtad(tmp)
-        if rc == SKIP:
-            print("SKIP: cannot mount a tmpfs here")
-            return SKIP
-        return rc | test_imapd()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    rc = run_main(lambda: run_tests([test_mtad_4xx_while_full, test_imapd_no_while_full]),
+                  TMP, [MTAD_D, IMAPD_D], note=f" and {IMAPD_D.dir}")
+    if rc == 0:  # the imapd's own directory, once its log was checked
+        shutil.rmtree(IMAPD_D.dir, ignore_errors=True)
+    return rc
 
 
 if __name__ == "__main__":

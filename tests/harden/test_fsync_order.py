@@ -19,41 +19,34 @@ ptrace is not allowed.
 import imaplib
 import os
 import re
-import shutil
-import signal
 import smtplib
-import subprocess
 import sys
 import tempfile
+import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from heronlib import DOMAIN, children, shared_conf, wait_port  # noqa: E402
+from heronlib import (DOMAIN, Traced, need_strace, run_main, run_tests,  # noqa: E402
+                      shared_conf)
 
 ROOT, MTAD, IMAPD = sys.argv[1:4]
-SKIP = 77
 CALLS = ("fsync,fdatasync,syncfs,write,writev,pwrite64,pwritev,sendmsg,sendto,read,recvfrom,"
          "recvmsg,readv,openat,rename,renameat,renameat2")
 # strace -f -y -s 200: "[pid N] " prefix (or not), then the call
 LINE = re.compile(r"^(?:\[pid\s+\d+\]\s+|\d+\s+)?(?P<call>\w+)\((?P<args>.*)$")
+CONCURRENT = 12
+
+need_strace()
+TMP = tempfile.mkdtemp(prefix="heron-fsync-")
+DAEMONS = []  # every traced daemon started, stopped by run_main whatever happens
 
 
-def traced(exe, conf, trace):
-    return subprocess.Popen(["strace", "-f", "-y", "-s", "200", "-o", trace, "-e",
-                             f"trace={CALLS}", exe, "-c", conf, "-f"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            stdin=subprocess.DEVNULL)
-
-
-def stop(proc):
-    """SIGTERM to the daemon's master (strace's child), then wait for strace."""
-    for k in children(proc.pid):
-        os.kill(k, signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+def traced(exe, conf, port, trace):
+    """exe under strace (the calls of CALLS, strings up to 200 bytes), started; its log
+    next to its trace."""
+    d = Traced(exe, conf, os.path.splitext(trace)[0] + ".log", port, trace, CALLS, strings=200)
+    DAEMONS.append(d)
+    return d.start(timeout=60)
 
 
 def resumed_calls(trace):
@@ -303,7 +296,6 @@ def set_store(conf, line):
 
 def concurrent_smtp(conf, smtp_port, n):
     """n messages sent at once over n connections (so commits hold several): the 250s."""
-    import threading
     errors = []
 
     def one(i):
@@ -322,58 +314,44 @@ def concurrent_smtp(conf, smtp_port, n):
     return errors
 
 
-def batch_runs(tmp):
-    """mtad under strace with CONCURRENT messages at once, with the per-file syncs and with
-    [store] group_commit_syncfs: every 250 checked by check_each_message."""
-    problems = []
-    for mode in ("files", "syncfs", "inline"):
-        d = os.path.join(tmp, mode)
-        os.mkdir(d)
-        conf, smtp_port, _imap = shared_conf(d, ["user1"])
-        if mode != "inline":
-            set_store(conf, "inline_max = 0")
-        if mode == "syncfs":
-            set_store(conf, "group_commit_syncfs = yes")
-        trace = os.path.join(d, "mtad.trace")
-        mtad = traced(MTAD, conf, trace)
-        try:
-            wait_port(smtp_port, 60)
-            problems += concurrent_smtp(conf, smtp_port, CONCURRENT)
-        finally:
-            stop(mtad)
-        if mode == "inline":
-            p, n, nsync = check_each_inline(trace, f"SMTP batch ({mode})")
-        else:
-            p, n, nsync = check_each_message(trace, f"SMTP batch ({mode})")
-        if n != CONCURRENT:
-            p.append(f"SMTP batch ({mode}): {n} replies 250 in the trace, {CONCURRENT} sent")
-        print(f"{mode}: {n} messages checked one by one, "
-              f"{'sync' if mode == 'inline' else 'syncfs'} calls: {nsync}")
-        problems += p
-    return problems
-
-
-CONCURRENT = 12
-
-
-def main():
-    if shutil.which("strace") is None:
-        print("SKIP: no strace")
-        return SKIP
-    probe = subprocess.run(["strace", "-o", "/dev/null", "true"], capture_output=True)
-    if probe.returncode != 0:
-        print("SKIP: ptrace not allowed here")
-        return SKIP
-    tmp = tempfile.mkdtemp(prefix="heron-fsync-")
-    conf, smtp_port, imap_port = shared_conf(tmp, ["user1"])
-    set_store(conf, "inline_max = 0")  # the message files' own syncs; inline: batch_runs
-    mtrace, itrace = os.path.join(tmp, "mtad.trace"), os.path.join(tmp, "imapd.trace")
-    mtad = traced(MTAD, conf, mtrace)
-    imapd = traced(IMAPD, conf, itrace)
-    problems = []
+def batch_run(mode):
+    """mtad under strace with CONCURRENT messages at once: every 250 checked one by one, by
+    check_each_message (mode "files": per-file syncs; "syncfs": [store] group_commit_syncfs)
+    or check_each_inline (mode "inline": bodies inline, the default)."""
+    d = os.path.join(TMP, mode)
+    os.mkdir(d)
+    conf, smtp_port, _imap = shared_conf(d, ["user1"])
+    if mode != "inline":
+        set_store(conf, "inline_max = 0")
+    if mode == "syncfs":
+        set_store(conf, "group_commit_syncfs = yes")
+    mtad = traced(MTAD, conf, smtp_port, os.path.join(d, "mtad.trace"))
     try:
-        wait_port(smtp_port, 60)
-        wait_port(imap_port, 60)
+        problems = concurrent_smtp(conf, smtp_port, CONCURRENT)
+    finally:
+        mtad.stop()
+    if mode == "inline":
+        p, n, nsync = check_each_inline(mtad.trace, f"SMTP batch ({mode})")
+    else:
+        p, n, nsync = check_each_message(mtad.trace, f"SMTP batch ({mode})")
+    if n != CONCURRENT:
+        p.append(f"SMTP batch ({mode}): {n} replies 250 in the trace, {CONCURRENT} sent")
+    print(f"{mode}: {n} messages checked one by one, "
+          f"{'sync' if mode == 'inline' else 'syncfs'} calls: {nsync}")
+    problems += p
+    assert not problems, "\n".join(problems)
+
+
+def test_smtp_append_store_durable_before_the_reply():
+    """One SMTP message, one IMAP APPEND and STORE, bodies as files ([store] inline_max = 0:
+    the message files' own syncs; bodies inline: test_batch_inline)."""
+    d = os.path.join(TMP, "one")
+    os.mkdir(d)
+    conf, smtp_port, imap_port = shared_conf(d, ["user1"])
+    set_store(conf, "inline_max = 0")
+    mtad = traced(MTAD, conf, smtp_port, os.path.join(d, "mtad.trace"))
+    imapd = traced(IMAPD, conf, imap_port, os.path.join(d, "imapd.trace"))
+    try:
         c = imaplib.IMAP4("127.0.0.1", imap_port, timeout=60)
         c.login("user1", "user1")  # creates the account
         with smtplib.SMTP("127.0.0.1", smtp_port, timeout=60) as s:
@@ -387,21 +365,33 @@ def main():
         assert typ == "OK", data
         c.logout()
     finally:
-        stop(mtad)
-        stop(imapd)
-    problems += check_order(mtrace, r'"354 ', r'"250 2\.0\.0 Ok: queued', "SMTP DATA")
-    problems += check_order(itrace, r'"\+ ', r'OK \[APPENDUID', "IMAP APPEND")
-    problems += check_order(itrace, r"STORE 1 \+FLAGS", r"OK STORE", "IMAP STORE",
+        mtad.stop()
+        imapd.stop()
+    problems = check_order(mtad.trace, r'"354 ', r'"250 2\.0\.0 Ok: queued', "SMTP DATA")
+    problems += check_order(imapd.trace, r'"\+ ', r'OK \[APPENDUID', "IMAP APPEND")
+    problems += check_order(imapd.trace, r"STORE 1 \+FLAGS", r"OK STORE", "IMAP STORE",
                             need_blob=False, durable=False)
-    problems += check_each_message(mtrace, "SMTP DATA")[0]
-    problems += batch_runs(tmp)
-    if problems:
-        print("\n".join(problems))
-        print(f"traces kept in {tmp}")
-        return 1
-    print("ok   fsync of message file and index precede 250 / OK on the wire")
-    shutil.rmtree(tmp, ignore_errors=True)
-    return 0
+    problems += check_each_message(mtad.trace, "SMTP DATA")[0]
+    assert not problems, "\n".join(problems)
+
+
+def test_batch_files():
+    batch_run("files")
+
+
+def test_batch_syncfs():
+    batch_run("syncfs")
+
+
+def test_batch_inline():
+    batch_run("inline")
+
+
+def main():
+    return run_main(lambda: run_tests([test_smtp_append_store_durable_before_the_reply,
+                                       test_batch_files, test_batch_syncfs,
+                                       test_batch_inline]),
+                    TMP, DAEMONS, note=" (the traces)")
 
 
 if __name__ == "__main__":

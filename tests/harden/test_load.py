@@ -15,11 +15,10 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from heronlib import DOMAIN, Daemon, Store, run_main, shared_conf  # noqa: E402
+from heronlib import DOMAIN, Daemon, Store, run_main, shared_conf, skip  # noqa: E402
 
 ROOT, MTAD, IMAPD, PEEK = sys.argv[1:5]
 IMAP_N, SMTP_N = 10000, 1000
-SKIP = 77
 
 
 def raise_fd_limit(want):
@@ -44,8 +43,7 @@ def client(*args, timeout):
 def main():
     # per process: the client process holds IMAP_N sockets, the imapd workers share them
     if not raise_fd_limit(IMAP_N + 2048):
-        print("SKIP: cannot raise the fd limit")
-        return SKIP
+        skip("cannot raise the fd limit")
     tmp = tempfile.mkdtemp(prefix="heron-load-")
     # the clients come from 250*40 loopback addresses; the caps are not what is tested
     caps = {"imapd": {"max_connections": 20000, "max_connections_per_ip": 100,

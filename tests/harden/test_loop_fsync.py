@@ -12,47 +12,28 @@ did make the writes durable. Skipped (77) without strace or when ptrace is not a
 import imaplib
 import os
 import re
-import shutil
-import signal
 import smtplib
-import subprocess
 import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from heronlib import DOMAIN, children, shared_conf, wait_port  # noqa: E402
+from heronlib import (DOMAIN, Traced, need_strace, run_main, run_tests,  # noqa: E402
+                      shared_conf)
 
 ROOT, MTAD, IMAPD = sys.argv[1:4]
-SKIP = 77
 SYNCS = ("fsync", "fdatasync", "syncfs", "msync", "sync_file_range")
 CALLS = ",".join(SYNCS + ("accept", "accept4"))
 LINE = re.compile(r"^(?:\[pid\s+(?P<tid>\d+)\]\s+|(?P<tid2>\d+)\s+)?(?P<call>\w+)\(")
 
-
-def traced(exe, conf, trace):
-    return subprocess.Popen(["strace", "-f", "-y", "-o", trace, "-e", f"trace={CALLS}", exe,
-                             "-c", conf, "-f"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-
-
-def workers(proc):
-    """The worker pids of a daemon run under strace (strace -> master -> workers)."""
-    out = []
-    for master in children(proc.pid):
-        out += children(master)
-    return out
-
-
-def stop(proc):
-    for k in children(proc.pid):
-        os.kill(k, signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+need_strace()
+TMP = tempfile.mkdtemp(prefix="heron-loopsync-")
+CONF, SMTP_PORT, IMAP_PORT = shared_conf(TMP, ["user1", "user2"])
+MTAD_D = Traced(MTAD, CONF, os.path.join(TMP, "mtad.log"), SMTP_PORT,
+                os.path.join(TMP, "mtad.trace"), CALLS)
+IMAPD_D = Traced(IMAPD, CONF, os.path.join(TMP, "imapd.log"), IMAP_PORT,
+                 os.path.join(TMP, "imapd.trace"), CALLS)
 
 
 def check(trace, mains, what):
@@ -114,48 +95,33 @@ def imap_session(port, smtp_port):
     c.logout()
 
 
-def main():
-    if shutil.which("strace") is None:
-        print("SKIP: no strace")
-        return SKIP
-    if subprocess.run(["strace", "-o", "/dev/null", "true"], capture_output=True).returncode:
-        print("SKIP: ptrace not allowed here")
-        return SKIP
-    tmp = tempfile.mkdtemp(prefix="heron-loopsync-")
-    conf, smtp_port, imap_port = shared_conf(tmp, ["user1", "user2"])
-    mtrace, itrace = os.path.join(tmp, "mtad.trace"), os.path.join(tmp, "imapd.trace")
-    mtad = traced(MTAD, conf, mtrace)
-    imapd = traced(IMAPD, conf, itrace)
-    problems = []
-    try:
-        wait_port(smtp_port, 60)
-        wait_port(imap_port, 60)
-        with smtplib.SMTP("127.0.0.1", smtp_port, timeout=60) as s:
-            # user2 is in the directory, not yet in the store: made at RCPT
-            s.sendmail("a@example.org", [f"user2@{DOMAIN}"], "Subject: first\r\n\r\nfirst\r\n")
-            s.sendmail("a@example.org", [f"user2@{DOMAIN}", f"user1@{DOMAIN}"],
-                       "Subject: second\r\n\r\nsecond\r\n")
-        imap_session(imap_port, smtp_port)
-        mains = {str(p) for p in workers(mtad) + workers(imapd)}
-        assert mains, "no worker processes found"
-    finally:
-        stop(mtad)
-        stop(imapd)
-    durable = 0
-    for trace, what in ((mtrace, "mtad"), (itrace, "imapd")):
-        p, n = check(trace, mains, what)
+def test_no_sync_on_a_loop_thread():
+    MTAD_D.start(timeout=60)
+    IMAPD_D.start(timeout=60)
+    with smtplib.SMTP("127.0.0.1", SMTP_PORT, timeout=60) as s:
+        # user2 is in the directory, not yet in the store: made at RCPT
+        s.sendmail("a@example.org", [f"user2@{DOMAIN}"], "Subject: first\r\n\r\nfirst\r\n")
+        s.sendmail("a@example.org", [f"user2@{DOMAIN}", f"user1@{DOMAIN}"],
+                   "Subject: second\r\n\r\nsecond\r\n")
+    imap_session(IMAP_PORT, SMTP_PORT)
+    mains = {str(p) for p in MTAD_D.worker_pids() + IMAPD_D.worker_pids()}
+    assert mains, "no worker processes found"
+    MTAD_D.stop()
+    IMAPD_D.stop()
+    problems, durable = [], 0
+    for d, what in ((MTAD_D, "mtad"), (IMAPD_D, "imapd")):
+        p, n = check(d.trace, mains, what)
         problems += p
         durable += n
         print(f"{what}: {n} sync calls on other threads")
     if durable == 0:
         problems.append("no sync call at all: the trace saw nothing")
-    if problems:
-        print("\n".join(problems[:40]))
-        print(f"traces kept in {tmp}")
-        return 1
-    print("ok   no fsync on an event loop's thread")
-    shutil.rmtree(tmp, ignore_errors=True)
-    return 0
+    assert not problems, "\n".join(problems[:40])
+
+
+def main():
+    return run_main(lambda: run_tests([test_no_sync_on_a_loop_thread]), TMP, [MTAD_D, IMAPD_D],
+                    note=" (the traces)")
 
 
 if __name__ == "__main__":

@@ -17,12 +17,11 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 from heronlib import (DOMAIN, HOST, Daemon, run_main, run_tests, shared_conf,  # noqa: E402
-                      wait_for, wait_workers_ready)
+                      skip, wait_for, wait_workers_ready)
 
 ROOT, MTAD, IMAPD = sys.argv[1:4]
 if os.geteuid() != 0:
-    print("skipped: needs root")
-    sys.exit(77)
+    skip("needs root")
 NOBODY = pwd.getpwnam("nobody")
 TMP = tempfile.mkdtemp(prefix="heron-priv-")
 os.chmod(TMP, 0o755)

@@ -1,9 +1,11 @@
 """heronlib.py — the one harness of Heron's Python tests: free loopback ports reserved across
 test processes, a TLS certificate made at test time, users files, heron.conf written from a
-dict, the real daemons (mtad, imapd, sink) started with a readiness wait and always stopped by
-the pid we started, the private slapd of scripts/ldap, rspamd as a milter, the whole stack of scripts/stack, the
-store read back (store_peek, mailctl verify), in-test peers (a scripted relay target, the
-sink's control port) and the raw SMTP/IMAP line clients the tests share.
+dict, the real daemons (mtad, imapd, sink; or one under strace) started with a readiness wait
+and always stopped by the pid we started, the private slapd of scripts/ldap, rspamd as a
+milter, the whole stack of scripts/stack, the store read back (store_peek, mailctl verify),
+in-test peers (a scripted relay target, the sink's control port), the raw SMTP/IMAP line
+clients the tests share, and the running of a test program: named tests (run_tests,
+run_suite, run_main), assert_* helpers, skip (77).
 
 Tests put this folder on sys.path relative to their own file:
   sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -280,10 +282,16 @@ class Daemon:
         self.proc = None
         self.returncode = None
 
+    def command(self):
+        return [self.exe, "-c", self.conf, self.fg, *self.args]
+
+    def environ(self):
+        return None  # the test's own
+
     def start(self, timeout=30.0):
         with open(self.log, "ab") as logf:
-            self.proc = subprocess.Popen([self.exe, "-c", self.conf, self.fg, *self.args],
-                                         stdout=logf, stderr=logf, stdin=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(self.command(), stdout=logf, stderr=logf,
+                                         stdin=subprocess.DEVNULL, env=self.environ())
         try:
             wait_port(self.port, timeout, self.proc, os.path.basename(self.exe), self.host)
         except RuntimeError as e:
@@ -311,15 +319,18 @@ class Daemon:
                 time.sleep(0.05)
         self.proc = None
 
+    def terminate(self):
+        self.proc.send_signal(signal.SIGTERM)
+
     def stop(self, timeout=15):
-        """SIGTERM to the master, SIGKILL after timeout; workers left behind get SIGKILL. The
-        master's exit status is kept in returncode. Safe to call again."""
+        """SIGTERM to the master (terminate()), SIGKILL after timeout; workers left behind get
+        SIGKILL. The master's exit status is kept in returncode. Safe to call again."""
         if self.proc is None:
             return
         # a master already reaped may have lost its pid to another process: no pid lookup
         pids = self.worker_pids() if self.proc.poll() is None else []
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self.terminate()
             try:
                 self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -360,6 +371,52 @@ def check_sanitizers(daemon):
     for line in reports[:50]:
         print(line)
     return 1 if reports else 0
+
+
+class Traced(Daemon):
+    """A daemon run under `strace -f -y -e trace=CALLS -o TRACE` (strings: strace's -s), for
+    the tests that read what the kernel was asked to do; call need_strace() first. strace
+    starts the master, so the workers are the master's children; stop() sends SIGTERM to
+    the master (a signal to strace would only detach it) and waits for strace to end."""
+
+    name = "traced"
+
+    def __init__(self, exe, conf, log, port, trace, calls, strings=None):
+        super().__init__(exe, conf, log, port)
+        self.trace, self.calls, self.strings = trace, calls, strings
+
+    def command(self):
+        size = ["-s", str(self.strings)] if self.strings else []
+        return ["strace", "-f", "-y", *size, "-o", self.trace, "-e", f"trace={self.calls}",
+                *super().command()]
+
+    def environ(self):
+        # LeakSanitizer cannot run under ptrace (it says so, and fails, at exit); the
+        # sanitizer build's other reports stay on, and the daemons' untraced tests check leaks
+        env = dict(os.environ)
+        asan = [env["ASAN_OPTIONS"]] if env.get("ASAN_OPTIONS") else []
+        env["ASAN_OPTIONS"] = ":".join(asan + ["detect_leaks=0"])
+        return env
+
+    def worker_pids(self):
+        if self.proc is None:
+            return []
+        return [w for master in children(self.proc.pid) for w in children(master)]
+
+    def terminate(self):
+        for master in children(self.proc.pid):
+            os.kill(master, signal.SIGTERM)
+
+    def stop(self, timeout=30):  # a traced daemon is slow to drain
+        super().stop(timeout)
+
+
+def need_strace():
+    """Skips the test program (skip()) unless strace is installed and ptrace is allowed."""
+    if shutil.which("strace") is None:
+        skip("no strace")
+    if subprocess.run(["strace", "-o", "/dev/null", "true"], capture_output=True).returncode:
+        skip("ptrace not allowed here")
 
 
 # mtad's checks of inbound mail, off where a test has no DNS world (they would wait for
@@ -1200,6 +1257,16 @@ class ImapRaw:
 
 
 # ---- running a test program ----
+
+SKIP = 77  # the exit status meson counts as a skipped test
+
+
+def skip(reason):
+    """Ends the test program as skipped (exit 77, "SKIP: reason" printed): the machine lacks
+    what the test needs. Called before the program starts anything."""
+    print(f"SKIP: {reason}", flush=True)
+    sys.exit(SKIP)
+
 
 _after_test = []  # (fn, args) registered by the running test
 

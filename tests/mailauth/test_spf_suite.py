@@ -7,10 +7,15 @@ must be one the suite allows, and its explanation the suite's when it names one.
 
   test_spf_suite.py SPF_RUN"""
 import gzip
+import os
+import re
 import subprocess
 import sys
 
 import yaml
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heronlib import run_tests  # noqa: E402
 
 SUITE = "/usr/share/doc/python3-spf/rfc7208-tests.yml.gz"
 # Where Heron differs on purpose, with the result it gives: libheron_dns looks up host names
@@ -57,10 +62,9 @@ def zone_lines(zonedata):
     return out
 
 
-def main():
-    spf_run = sys.argv[1]
-    with gzip.open(SUITE, "rt") as f:
-        docs = list(yaml.safe_load_all(f))
+def run_suite_vectors(spf_run, docs):
+    """Every scenario's zone and tests through one spf_run: (expected, results) by
+    "SCENARIO:TEST", expected as (results allowed, explanation, scenario description)."""
     lines, expect = [], {}
     for n, doc in enumerate(docs):
         lines.append("RESET")
@@ -73,15 +77,20 @@ def main():
             lines.append(f"C\t{key}\t{t['host']}\t{mf}\t{t.get('helo', '')}")
     r = subprocess.run([spf_run], input="\n".join(lines) + "\n", capture_output=True,
                        text=True, timeout=120)
-    if r.returncode != 0:
-        print(r.stderr)
-        return 1
+    assert r.returncode == 0, r.stderr
     got = {}
     for line in r.stdout.splitlines():
         parts = line.split("\t")
         got[parts[0]] = parts[1:]
-    failed = passed = 0
-    for key, (want, exp, desc) in expect.items():
+    return expect, got
+
+
+def failures(expect, got, keys):
+    """The tests of keys whose result the suite does not allow (or whose explanation is not
+    the suite's), one line each."""
+    out = []
+    for key in keys:
+        want, exp, desc = expect[key]
         res = got.get(key)
         tid = key.split(":", 1)[1]
         if tid in DIFFERENT:
@@ -90,14 +99,32 @@ def main():
         # "DEFAULT": the implementation's own text (Heron: none)
         if ok and exp not in (None, "DEFAULT") and res[0] == "fail" and res[1] != exp:
             ok = False
-        if ok:
-            passed += 1
-        else:
-            failed += 1
-            print(f"FAIL {key} ({desc}): want {want} {exp!r}, got {res}")
+        if not ok:
+            out.append(f"FAIL {key} ({desc}): want {want} {exp!r}, got {res}")
+    return out
+
+
+def scenario_test(n, doc, expect, got):
+    """The named test of scenario n: its tests' results, all of them reported."""
+    keys = [f"{n}:{tid}" for tid in doc["tests"]]
+
+    def test():
+        bad = failures(expect, got, keys)
+        assert not bad, "\n".join(bad)
+    slug = re.sub(r"[^a-z0-9]+", "_", doc.get("description", "").lower()).strip("_")
+    test.__name__ = f"test_{n:02d}_{slug}"
+    return test
+
+
+def main():
+    with gzip.open(SUITE, "rt") as f:
+        docs = list(yaml.safe_load_all(f))
+    expect, got = run_suite_vectors(sys.argv[1], docs)
+    rc = run_tests([scenario_test(n, doc, expect, got) for n, doc in enumerate(docs)])
+    failed = len(failures(expect, got, expect))
     print(f"{len(DIFFERENT)} of them with Heron's documented difference (host names only)")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    print(f"{len(expect) - failed} passed, {failed} failed")
+    return rc
 
 
 if __name__ == "__main__":

@@ -11,16 +11,15 @@ produce: samples for its functions, no errors, nothing lost or duplicated. A las
 a server that changes UIDVALIDITY under the client must report the contradiction. Two more
 find every delivery with the probes alone (no user session reads INBOX): into INBOXes filled
 behind the server's back, where the first delivery is numbered before the messages already
-there and so comes first (Dovecot's LMTP into a Maildir it never indexed); and with deliveries
-made after the acknowledgement (a queue) while another session expunges a message, so that
-EXISTS does not grow past what the probe saw before. A search whose points straddle 95% runs
-them again and lets the majority of up to three runs decide.
+there and so comes first (an LMTP delivery into a Maildir the server never indexed); and with
+deliveries made after the acknowledgement (a queue) while another session expunges a message,
+so that EXISTS does not grow past what the probe saw before. A search whose points straddle
+95% runs them again and lets the majority of up to three runs decide.
 
 usage: test_fake_server.py PATH/TO/mailload"""
 import json
 import os
 import re
-import shutil
 import socket
 import socketserver
 import subprocess
@@ -30,12 +29,12 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from heronlib import DOMAIN, free_port, serve  # noqa: E402
+from heronlib import free_port, run_main, run_tests, serve  # noqa: E402
 
 LOCK = threading.Lock()
 STORE = {}  # user -> {folder: {"uidvalidity", "uidnext", "msgs": [[uid, flags(set), bytes]], "sub"}}
 LIE = {"uidvalidity": False}
-# save_first: a delivery into a mailbox with unnumbered messages is numbered first (Dovecot);
+# save_first: a delivery into a mailbox with unnumbered messages is numbered first;
 # late: seconds between the SMTP acknowledgement and the delivery (0: before the reply);
 # expunge_old: each delivery also expunges the oldest message, as another session would
 # below: a delivery may take a UID under one a FETCH already showed (a server that numbers
@@ -400,7 +399,7 @@ def fill_inboxes(numbered, folders=False):
                 STORE[user][name] = mb
 
 
-def probes_find_every_delivery(exe, sp, ip, tmp):
+def test_probes_find_every_delivery():
     """Only the probes read INBOX (no IMAP session of users): each delivery must be found
     where a server may legitimately put it, and when it comes after an EXPUNGE."""
     for name, mode, numbered in (
@@ -409,7 +408,7 @@ def probes_find_every_delivery(exe, sp, ip, tmp):
         fill_inboxes(numbered)
         MODE.update(mode)
         try:
-            pt, fns = run_kind(exe, sp, ip, tmp, name, (1, 0, 0),
+            pt, fns = run_kind(EXE, SP, IP, TMP, name, (1, 0, 0),
                                ("--set", "imap_per_hour=0"))
         finally:
             MODE.update(DEFAULT_MODE)
@@ -420,11 +419,11 @@ def probes_find_every_delivery(exe, sp, ip, tmp):
         print("ok %s: %d local copies found by the probes" % (name, d["local"]))
 
 
-def any_server(exe, sp, ip, tmp):
+def test_any_server():
     """Users named by a users file (login, password, address; two domains), and the server
     disclosed: a heron.conf's non-default keys (secrets withheld) and workers, a process tree's
     pinning and CPU, the notes."""
-    users, conf, notes = (os.path.join(tmp, n) for n in ("users.txt", "sut.conf", "notes.txt"))
+    users, conf, notes = (os.path.join(TMP, n) for n in ("users.txt", "sut.conf", "notes.txt"))
     with open(users, "w") as f:
         f.write("# login password address\n")
         for i in range(1, 5):
@@ -434,11 +433,11 @@ def any_server(exe, sp, ip, tmp):
                 "[directory]\nbind_password_file = /etc/secret\n")
     with open(notes, "w") as f:
         f.write("  noatime on the store's file system\n")
-    p = mailload(exe, sp, ip, "init", "--users-file", users)
+    p = mailload(EXE, SP, IP, "init", "--users-file", users)
     assert p.returncode == 0, p.stderr.decode()
     assert "MailloadFill" in STORE["u1"], STORE["u1"].keys()  # the record: user 1 is u1
     assert {"u1", "u2", "u3", "u4"} <= set(STORE), STORE.keys()
-    pt, fns = run_kind(exe, sp, ip, tmp, "users-file", (1, 0, 0),
+    pt, fns = run_kind(EXE, SP, IP, TMP, "users-file", (1, 0, 0),
                        ("--users-file", users, "--set", "rcpt_local=1", "--sut-config", conf,
                         "--sut-pid", str(os.getpid()), "--sut-version", "Heron test",
                         "--notes", notes))
@@ -453,23 +452,23 @@ def any_server(exe, sp, ip, tmp):
     assert "python" in sc["cpu_pinning"] and "CPUs " in sc["cpu_pinning"], sc
     assert r["notes"].strip() == "noatime on the store's file system", r["notes"]
     assert pt["sut_cpu"]["cpu_s"] >= 0 and pt["sut_cpu"]["messages"] > 0, pt["sut_cpu"]
-    p = mailload(exe, sp, ip, "run", "--rate", "1", "--report", os.path.join(tmp, "bad"),
+    p = mailload(EXE, SP, IP, "run", "--rate", "1", "--report", os.path.join(TMP, "bad"),
                  "--user-format", "u%s")
     assert p.returncode == 2, p.stderr
     print("ok users file in two domains, server disclosed:", sorted(sc["non_default"]))
 
 
-def two_agents(exe, sp, ip, tmp):
+def test_two_agents():
     """Two agents in their own processes on their own ports, as on two hosts, driven by one
     manager: the merged report counts every message the server acknowledged, each agent's
     machine and clock offset are disclosed, and copies one agent sent to the other's users are
     all found (the sightings of both merge)."""
-    secret = os.path.join(tmp, "agents.secret")
+    secret = os.path.join(TMP, "agents.secret")
     fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.write(fd, b"two agents on two hosts, one secret 0123456789\n")
     os.close(fd)
     ports = [free_port(), free_port()]
-    agents = [subprocess.Popen([exe, "agent", "--listen", "127.0.0.1:%d" % p, "--secret-file",
+    agents = [subprocess.Popen([EXE, "agent", "--listen", "127.0.0.1:%d" % p, "--secret-file",
                                 secret], stderr=subprocess.DEVNULL) for p in ports]
     try:
         for p in ports:  # listening?
@@ -481,7 +480,7 @@ def two_agents(exe, sp, ip, tmp):
                     time.sleep(0.05)
         with LOCK:
             before = ACKED["n"]
-        pt, fns = run_kind(exe, sp, ip, tmp, "two-agents", (1, 0, 0),
+        pt, fns = run_kind(EXE, SP, IP, TMP, "two-agents", (1, 0, 0),
                            ("--agents", ",".join("127.0.0.1:%d" % p for p in ports),
                             "--secret-file", secret, "--set", "rcpt_local=1"))
         with LOCK:
@@ -499,24 +498,24 @@ def two_agents(exe, sp, ip, tmp):
           % (acked, m["submitted"] + m["incoming"], d["checked"]))
 
 
-def fill_record_checked(exe, sp, ip, tmp):
+def test_fill_record_checked():
     """init records its seed, profile and users in user1's MailloadFill folder; run refuses a
     fill that does not match (with the command that fixes it) unless --force, and the report
     says which."""
     recs = STORE["user1"]["MailloadFill"]["msgs"]
     assert len(recs) == 1 and b"X-Mailload-Fill: seed=7; profile=tiny;" in recs[0][2], recs
     assert b"users=4;" in recs[0][2], recs[0][2]
-    rep = os.path.join(tmp, "wrong-seed")
-    p = mailload(exe, sp, ip, "run", "--rate", "0.02", "--phases", "1/2/1", "--load-points",
+    rep = os.path.join(TMP, "wrong-seed")
+    p = mailload(EXE, SP, IP, "run", "--rate", "0.02", "--phases", "1/2/1", "--load-points",
                  "100", "--report", rep, "--seed", "8")
     err = p.stderr.decode()
     assert p.returncode == 2 and "do not match" in err and "the seed (filled 7" in err, err
     assert "mailload init --target 127.0.0.1" in err and "--seed 8" in err, err
     assert not os.path.exists(os.path.join(rep, "report.json"))
-    p = mailload(exe, sp, ip, "run", "--rate", "0.02", "--phases", "1/2/1", "--load-points",
+    p = mailload(EXE, SP, IP, "run", "--rate", "0.02", "--phases", "1/2/1", "--load-points",
                  "100", "--report", rep, "--users", "5")
     assert p.returncode == 2 and "the users (4 filled" in p.stderr.decode(), p.stderr.decode()
-    p = mailload(exe, sp, ip, "run", "--rate", "0.02", "--phases", "1/2/1", "--load-points",
+    p = mailload(EXE, SP, IP, "run", "--rate", "0.02", "--phases", "1/2/1", "--load-points",
                  "100", "--report", rep, "--seed", "8", "--force", "--drain", "2")
     assert p.returncode in (0, 1, 3), p.stderr.decode()
     with open(os.path.join(rep, "report.json")) as f:
@@ -527,7 +526,7 @@ def fill_record_checked(exe, sp, ip, tmp):
     print("ok fill record: a different seed or more users refused, --force noted")
 
 
-def verdicts_stay_true(exe, sp, ip, tmp):
+def test_verdicts_stay_true():
     """Only the probes read INBOX. A server too slow for the probe's window gets late copies,
     not lost ones; a copy put under a UID the client had seen is found by the reconciliation
     and named; copies of a user nobody can log in as are unchecked (invalid run), not lost;
@@ -536,7 +535,7 @@ def verdicts_stay_true(exe, sp, ip, tmp):
     fill_inboxes(True)
     MODE.update({"late": 3.0})
     try:  # delivered 3 s after the 250, the probes watch for 1 s only
-        pt, fns = run_kind(exe, sp, ip, tmp, "overloaded", (1, 0, 0),
+        pt, fns = run_kind(EXE, SP, IP, TMP, "overloaded", (1, 0, 0),
                            only_probes + ("--probe-window", "1", "--drain", "6"))
     finally:
         MODE.update(DEFAULT_MODE)
@@ -551,7 +550,7 @@ def verdicts_stay_true(exe, sp, ip, tmp):
     fill_inboxes(True)
     MODE.update({"below": True})
     try:
-        pt, fns = run_kind(exe, sp, ip, tmp, "below", (1, 0, 0), only_probes, codes=(1, 3))
+        pt, fns = run_kind(EXE, SP, IP, TMP, "below", (1, 0, 0), only_probes, codes=(1, 3))
     finally:
         MODE.update(DEFAULT_MODE)
     d = pt["delivery"]
@@ -564,7 +563,7 @@ def verdicts_stay_true(exe, sp, ip, tmp):
     fill_inboxes(True)
     MODE.update({"refuse": ("user3",)})
     try:
-        pt, fns = run_kind(exe, sp, ip, tmp, "unreadable", (1, 0, 0), only_probes, codes=(3,))
+        pt, fns = run_kind(EXE, SP, IP, TMP, "unreadable", (1, 0, 0), only_probes, codes=(3,))
     finally:
         MODE.update(DEFAULT_MODE)
     d = pt["delivery"]
@@ -576,12 +575,12 @@ def verdicts_stay_true(exe, sp, ip, tmp):
     assert pt["errors"]["failed"] == logins and pt["errors"]["probe_failed"] > 0, pt["errors"]
     print("ok unreadable: %d copies unchecked, 0 lost, run invalid" % d["unchecked"])
 
-    pt, fns = run_kind(exe, sp, ip, tmp, "short", (1, 0, 0), codes=(3,), min_samples="73")
+    pt, fns = run_kind(EXE, SP, IP, TMP, "short", (1, 0, 0), codes=(3,), min_samples="73")
     assert pt["verdict"] == "INVALID", pt
     assert any("73 required (too short)" in r for r in pt["invalid_reasons"]), pt
     print("ok short:", pt["invalid_reasons"][0])
-    rep = os.path.join(tmp, "search")
-    p = mailload(exe, sp, ip, "search", "--from", "0.01", "--to", "0.02", "--steps", "2",
+    rep = os.path.join(TMP, "search")
+    p = mailload(EXE, SP, IP, "search", "--from", "0.01", "--to", "0.02", "--steps", "2",
                  "--phases", "1/3/1", "--drain", "5", "--report", rep)
     assert p.returncode == 1, (p.returncode, p.stderr.decode())
     assert b"no rate passed" in p.stderr and b"2 invalid" in p.stderr, p.stderr.decode()
@@ -589,7 +588,7 @@ def verdicts_stay_true(exe, sp, ip, tmp):
     print("ok search: no rate passed, exit 1")
 
 
-def search_repeats(exe, sp, ip, tmp):
+def test_search_repeats():
     """A point whose interval straddles the limit is run again, up to three runs, and the
     majority decides: pass, fail, pass is a pass; pass, fail, fail is not. With a few dozen
     samples per function every passing point straddles 95% (Wilson), so the first run of each
@@ -604,14 +603,14 @@ def search_repeats(exe, sp, ip, tmp):
             "--set", "mix_check=0.4", "--set", "mix_sync=0.3", "--set", "mix_cleanup=0.3")
     for name, fail_runs, want in (("majority-pass", (2,), ["PASS", "FAIL", "PASS"]),
                                   ("majority-fail", (2, 3), ["PASS", "FAIL", "FAIL"])):
-        rep = os.path.join(tmp, name)
+        rep = os.path.join(TMP, name)
         with LOCK:
             del RUNS[:]
             MODE["fail_runs"] = fail_runs
         try:
             # 10 s measured: a slow (sanitizer) build under a busy CI still gets a sample of
             # every summary function in each run, so no run is invalid for want of one
-            p = mailload(exe, sp, ip, "search", "--from", "0.02", "--to", "0.02", "--steps", "1",
+            p = mailload(EXE, SP, IP, "search", "--from", "0.02", "--to", "0.02", "--steps", "1",
                          "--phases", "1/10/1", "--drain", "10", "--min-samples", "1",
                          "--report", rep, *busy)
         finally:
@@ -638,71 +637,82 @@ def search_repeats(exe, sp, ip, tmp):
         print("ok search %s: runs %s" % (name, ", ".join(got)))
 
 
-def main():
-    exe = os.path.abspath(sys.argv[1])
-    tmp = tempfile.mkdtemp(prefix="heron-mailload-test-")
-    smtp, imap = serve(SMTP), serve(IMAP)
-    sp, ip = smtp.server_address[1], imap.server_address[1]
+def test_init_fills_and_resumes():
+    p = mailload(EXE, SP, IP, "init")
+    assert p.returncode == 0, p.stderr.decode()
+    assert set(STORE) == {"user1", "user2", "user3", "user4"}, STORE.keys()
+    total = sum(len(mb["msgs"]) for u in STORE.values() for mb in u.values())
+    assert total > 20, total
+    # resumable and deterministic: a second init adds nothing
+    p = mailload(EXE, SP, IP, "init")
+    assert p.returncode == 0, p.stderr.decode()
+    assert total == sum(len(mb["msgs"]) for u in STORE.values() for mb in u.values())
+
+
+def test_session_kinds():
+    """One run per IMAP session kind: samples of each of its functions, no errors, nothing
+    lost or duplicated."""
+    need = {
+        "check": ((1, 0, 0), ["smtp_connect", "smtp_data", "imap_append", "imap_connect",
+                              "imap_select_inbox", "imap_uid_fetch_hdr", "imap_fetch_body",
+                              "imap_uid_store_seen", "imap_uid_store_deleted",
+                              "imap_expunge", "imap_login", "imap_logout"]),
+        "sync": ((0, 1, 0), ["imap_list", "imap_lsub", "imap_select_inbox",
+                             "imap_fetch_hdr", "imap_select_folder"]),
+        "cleanup": ((0, 0, 1), ["imap_select_folder", "imap_store_deleted",
+                                "imap_expunge"]),
+    }
+    for name, (mix, keys) in need.items():
+        pt, fns = run_kind(EXE, SP, IP, TMP, name, mix)
+        for k in keys:
+            assert fns[k]["count"] > 0, (name, k, fns[k])
+        bad = {k: f["errors"] for k, f in fns.items() if f["errors"]}
+        assert not bad, (name, bad, pt["errors"]["top"])
+        d = pt["delivery"]
+        assert d["lost"] == 0 and d["duplicated"] == 0, (name, d)
+        assert d["delivered"] > 0, (name, d)
+        print("ok %s: %d steps, %d deliveries checked" % (name, pt["errors"]["steps"],
+                                                        d["checked"]))
+
+
+def test_uidvalidity_change_reported():
+    """A server that changes UIDVALIDITY under the client is caught, and the report
+    re-renders from its JSON."""
+    LIE["uidvalidity"] = True
     try:
-        p = mailload(exe, sp, ip, "init")
-        assert p.returncode == 0, p.stderr.decode()
-        assert set(STORE) == {"user1", "user2", "user3", "user4"}, STORE.keys()
-        total = sum(len(mb["msgs"]) for u in STORE.values() for mb in u.values())
-        assert total > 20, total
-        # resumable and deterministic: a second init adds nothing
-        p = mailload(exe, sp, ip, "init")
-        assert p.returncode == 0, p.stderr.decode()
-        assert total == sum(len(mb["msgs"]) for u in STORE.values() for mb in u.values())
-        fill_record_checked(exe, sp, ip, tmp)
-        any_server(exe, sp, ip, tmp)
-        two_agents(exe, sp, ip, tmp)
-
-        need = {
-            "check": ((1, 0, 0), ["smtp_connect", "smtp_data", "imap_append", "imap_connect",
-                                  "imap_select_inbox", "imap_uid_fetch_hdr", "imap_fetch_body",
-                                  "imap_uid_store_seen", "imap_uid_store_deleted",
-                                  "imap_expunge", "imap_login", "imap_logout"]),
-            "sync": ((0, 1, 0), ["imap_list", "imap_lsub", "imap_select_inbox",
-                                 "imap_fetch_hdr", "imap_select_folder"]),
-            "cleanup": ((0, 0, 1), ["imap_select_folder", "imap_store_deleted",
-                                    "imap_expunge"]),
-        }
-        for name, (mix, keys) in need.items():
-            pt, fns = run_kind(exe, sp, ip, tmp, name, mix)
-            for k in keys:
-                assert fns[k]["count"] > 0, (name, k, fns[k])
-            bad = {k: f["errors"] for k, f in fns.items() if f["errors"]}
-            assert not bad, (name, bad, pt["errors"]["top"])
-            d = pt["delivery"]
-            assert d["lost"] == 0 and d["duplicated"] == 0, (name, d)
-            assert d["delivered"] > 0, (name, d)
-            print("ok %s: %d steps, %d deliveries checked" % (name, pt["errors"]["steps"],
-                                                            d["checked"]))
-
-        # a server that changes UIDVALIDITY under the client is caught
-        LIE["uidvalidity"] = True
-        pt, fns = run_kind(exe, sp, ip, tmp, "lie", (1, 0, 0))
-        top = [t["message"] for t in pt["errors"]["top"]]
-        assert any("UIDVALIDITY changed" in t for t in top), top
-        assert pt["pass"] is False and any("Error Rate" in r for r in pt["reasons"]), pt
-        print("ok contradiction reported:", [t for t in top if "contradiction" in t][:1])
-        # the report re-renders from its JSON
-        p = subprocess.run([exe, "report", os.path.join(tmp, "lie")], stdout=subprocess.PIPE,
-                           timeout=30)
-        assert p.returncode == 0 and b"contradiction: UIDVALIDITY changed" in p.stdout
-        LIE["uidvalidity"] = False
-
-        probes_find_every_delivery(exe, sp, ip, tmp)
-        verdicts_stay_true(exe, sp, ip, tmp)
-        search_repeats(exe, sp, ip, tmp)
+        pt, fns = run_kind(EXE, SP, IP, TMP, "lie", (1, 0, 0))
     finally:
-        smtp.shutdown()
-        imap.shutdown()
-        smtp.server_close()
-        imap.server_close()
-        shutil.rmtree(tmp, ignore_errors=True)
-    print("fake server tests passed")
+        LIE["uidvalidity"] = False
+    top = [t["message"] for t in pt["errors"]["top"]]
+    assert any("UIDVALIDITY changed" in t for t in top), top
+    assert pt["pass"] is False and any("Error Rate" in r for r in pt["reasons"]), pt
+    print("contradiction reported:", [t for t in top if "contradiction" in t][:1])
+    p = subprocess.run([EXE, "report", os.path.join(TMP, "lie")], stdout=subprocess.PIPE,
+                       timeout=30)
+    assert p.returncode == 0 and b"contradiction: UIDVALIDITY changed" in p.stdout
+
+
+EXE = os.path.abspath(sys.argv[1])
+TMP = tempfile.mkdtemp(prefix="heron-mailload-test-")
+SERVERS = [serve(SMTP), serve(IMAP)]
+SP, IP = (s.server_address[1] for s in SERVERS)
+
+
+def close_servers():
+    for s in SERVERS:
+        s.shutdown()
+        s.server_close()
+
+
+def main():
+    # in this order: each test goes on from the store the ones before it left
+    return run_main(lambda: run_tests([test_init_fills_and_resumes, test_fill_record_checked,
+                                       test_any_server, test_two_agents, test_session_kinds,
+                                       test_uidvalidity_change_reported,
+                                       test_probes_find_every_delivery,
+                                       test_verdicts_stay_true, test_search_repeats]),
+                    TMP, [], cleanup=[close_servers])
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

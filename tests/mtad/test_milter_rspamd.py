@@ -17,13 +17,12 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from heronlib import (Mtad, Rspamd, Store, assert_eq, assert_in, free_port,  # noqa: E402
-                      run_main, wait_for, write_users)
+                      run_main, skip, wait_for, write_users)
 
 ROOT, MTAD, PEEK = sys.argv[1:4]
 RSPAMD = shutil.which("rspamd")
 if RSPAMD is None or not os.path.isdir("/etc/rspamd"):
-    print("rspamd not installed (scripts/bootstrap installs it): skipped")
-    sys.exit(77)
+    skip("rspamd not installed (scripts/bootstrap installs it)")
 
 GTUBE = "XJS*C4JDBQADN1.NSBN3*2IDNEN*GTUBE-STANDARD-ANTI-UBE-TEST-EMAIL*C.34X"
 TMP = tempfile.mkdtemp(prefix="heron-mtad-rspamd-")

@@ -32,7 +32,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from heronlib import run_main, run_tests, ssha  # noqa: E402
+from heronlib import run_main, run_tests, skip, ssha  # noqa: E402
 
 SRC = sys.argv[1]
 TMP = tempfile.mkdtemp(prefix="heron-deb-")
@@ -458,8 +458,7 @@ def test_systemd_boot():
 
 def main():
     if os.geteuid() != 0:
-        print("skipped: needs root (mounts, chroot, dpkg in a throwaway root)")
-        return 77
+        skip("needs root (mounts, chroot, dpkg in a throwaway root)")
     return run_main(lambda: run_tests([test_build_depends, test_build, test_lintian,
                                        test_contents,
                                        test_install_and_purge, test_systemd_boot]),
