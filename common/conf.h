@@ -126,7 +126,7 @@ bool conf_list_has(const struct conf_list *l, const char *word, size_t len);
 
 /* Prints the effective configuration (every key, in table order, with its origin) for -t. */
 void conf_dump(const struct conf *c, FILE *out);
-/* -n (as postconf -n): only the keys of sections (NULL-terminated; NULL: every section)
+/* -n: only the keys of sections (NULL-terminated; NULL: every section)
    whose value differs from the default, as heron.conf text ("[s]" lines, "key = value"). */
 void conf_dump_changed(const struct conf *c, const char *const *sections, FILE *out);
 

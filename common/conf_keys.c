@@ -46,8 +46,8 @@ const struct conf_key conf_keys[] = {
 	  CONF_AT(store.group_commit_syncfs) },
 	{ "store", "fsync_flags", CONF_BOOL, 0, 0, "no", NULL,
 	  "yes: a flag change (STORE, FETCH's implicit \\Seen, the \\Recent claim) is answered "
-	  "only once the index is synced, like a delivery; no (as Dovecot and Cyrus): once it "
-	  "is committed, a sync later: a killed process loses nothing, a machine crash can lose "
+	  "only once the index is synced, like a delivery; no: once it is committed, a sync "
+	  "later (the answer waits for no disk flush): a killed process loses nothing, a machine crash can lose "
 	  "the flag changes answered during the last index sync (milliseconds), never a "
 	  "message, never a damaged index",
 	  CONF_AT(store.fsync_flags) },

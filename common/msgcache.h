@@ -17,8 +17,8 @@
  *
  * The blob starts with a version byte; msgcache_parse refuses other versions, so a store that
  * finds -1 rebuilds the entry from the message file. Strings are valid IMAP as they stand
- * (quoted, or a {n}CRLF literal for 8-bit or CR/LF text, NIL when absent), matching Dovecot's
- * FETCH output for the same message. Building costs one pass over the bytes and no allocation
+ * (quoted, or a {n}CRLF literal for 8-bit or CR/LF text, NIL when absent): the bytes imapd
+ * sends in a FETCH answer for the message. Building costs one pass over the bytes and no allocation
  * per byte or line; keep one builder per process or session and reset it between messages
  * (msgcache_build makes a new one each call). */
 #ifndef HERON_MSGCACHE_H

@@ -59,7 +59,7 @@ int mc_put_nstring(struct buf *o, const struct buf *v, bool present)
 }
 
 /* A parameter list; add_charset: a text part without one gets charset us-ascii (RFC 2045
-   5.2), added last as Dovecot does. */
+   5.2), added after the part's own parameters. */
 static int put_params(struct buf *o, const struct rfc5322_ctype *ct, bool add_charset)
 {
 	int rc;

@@ -52,7 +52,7 @@ struct rfc5322_parser {
 	struct buf hline; /* header line (header state only), capped */
 	/* the previous line */
 	unsigned prev_eol;
-	bool prev_boundary;    /* its line end is not a delimiter's CRLF (Dovecot agrees) */
+	bool prev_boundary;    /* its line end is not a delimiter's CRLF */
 	uint64_t pend_eol_off; /* body eol held back until the next line is no boundary */
 	unsigned pend_eol;
 	char pend_eol_bytes[2];
@@ -277,7 +277,7 @@ static void process_line(struct rfc5322_parser *p, unsigned eol)
 }
 
 /* Whether the line is a delimiter of an open multipart. The line needs only to start with
-   "--boundary" (RFC 2046 forbids that prefix inside parts; Dovecot reads it so too); when
+   "--boundary" (RFC 2046 forbids that prefix inside parts, so what follows it does not matter); when
    several open boundaries match, the longest wins, innermost first on a tie. */
 static bool match_boundary(struct rfc5322_parser *p, unsigned *k_r, bool *close_r)
 {

@@ -53,7 +53,7 @@ struct rfc5322_part {
 	bool has_ctype;         /* a Content-Type field was present */
 	uint64_t header_off, header_size;  /* header block, including its empty line if any */
 	uint64_t body_off, body_size;      /* known at part_end */
-	uint64_t body_lines;               /* LF count of the body (as Dovecot counts) */
+	uint64_t body_lines;               /* LF count of the body */
 	const struct rfc5322_ctype *ctype; /* valid during header_end only; defaults applied */
 };
 

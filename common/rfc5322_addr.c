@@ -1,8 +1,8 @@
 /* rfc5322_addr.c — owns address-list parsing (RFC 5322 section 3.4 and the obsolete forms of
  * section 4.4): display names as phrases or quoted strings, angle addresses with obsolete
  * routes, groups, comments (a comment names a bare addr-spec), quoted local parts (unquoted,
- * as Dovecot writes them in an ENVELOPE). Garbage yields best-effort entries; text is truncated at ACC_MAX
- * per item. Works on fixed buffers on the stack: no allocation. */
+ * as ENVELOPE's mailbox name gives them). Garbage yields best-effort entries; text is
+ * truncated at ACC_MAX per item. Works on fixed buffers on the stack: no allocation. */
 #include <string.h>
 
 #include "common/rfc5322.h"
@@ -101,7 +101,7 @@ static void read_comment(struct addr_state *s)
 }
 
 /* A quoted string at s->i, unescaped: into the phrase (outside angle brackets) and into the
-   local part or domain (unquoted there too, as Dovecot writes it). */
+   local part or domain (unquoted there too: ENVELOPE gives the bare name). */
 static void read_quoted(struct addr_state *s, bool in_angle)
 {
 	struct acc *to = s->have_at ? &s->domain : &s->local;

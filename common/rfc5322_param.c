@@ -1,7 +1,8 @@
 /* rfc5322_param.c — owns Content-Type / Content-Disposition parsing: type/subtype tokens,
  * parameters with quoted values and comments, RFC 2231 continuations merged into one parameter
  * ("name" when no piece was encoded, "name*" with charset'lang'value when one was). Names keep
- * their case (as Dovecot shows them); compare them case-insensitively. */
+ * their case (BODYSTRUCTURE shows them as the message wrote them); compare them
+ * case-insensitively. */
 #include <string.h>
 
 #include "common/rfc5322.h"

@@ -305,7 +305,7 @@ void imap_capability(struct imap_client *c, struct buf *out)
 		else
 			buf_puts(out, " LOGINDISABLED");
 	} else {
-		/* COMPRESS after login only, as Dovecot: the login exchange stays readable */
+		/* COMPRESS after login only: the login exchange stays readable */
 		if (!(c->flags & IMAP_CF_COMPRESS))
 			buf_puts(out, " COMPRESS=DEFLATE");
 		buf_puts(out, " UNAUTHENTICATE");

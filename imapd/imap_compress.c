@@ -17,7 +17,7 @@
 #include "common/xmalloc.h"
 #include "imapd/imapd.h"
 
-#define DEFLATE_LEVEL 6 /* zlib's default, and Dovecot's: most of the gain for little CPU */
+#define DEFLATE_LEVEL 6 /* zlib's default: most of the gain for little CPU */
 #define DEFLATE_CHUNK 16384
 
 struct imap_deflate {

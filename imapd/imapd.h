@@ -394,7 +394,8 @@ void imap_view_enable_condstore(struct imap_client *c);
    not announced to this session yet (another session made it). */
 void imap_view_keywords_announce(struct imap_client *c, struct store_txn *t, uint64_t kw);
 /* A sequence set as a SEARCH key: the same, except that numbers past EXISTS match nothing
-   (SEARCH answers OK, as Dovecot and Cyrus do); -1 only when it is not a sequence set. */
+   (SEARCH answers OK: such a number is no syntax error, it names no message); -1 only when
+   it is not a sequence set. */
 int imap_view_resolve_key(struct imap_client *c, const char *s, size_t len,
 			  struct imap_seqset *uids_r);
 /* Sends FLAGS and PERMANENTFLAGS naming the mailbox's keywords now. */

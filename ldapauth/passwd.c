@@ -3,8 +3,8 @@
  * {SSHA} {SSHA256} {SSHA512} and their unsalted forms with OpenSSL digests; {CRYPT} through
  * crypt(3) (libxcrypt: yescrypt, sha512-crypt...); {ARGON2} as slapd's argon2 module keeps it
  * (the encoded "$argon2id$v=19$m=...,t=...,p=...$salt$hash", libargon2); {SCRAM-SHA-256} as
- * Dovecot keeps it ("ITERATIONS,SALT,STOREDKEY,SERVERKEY", base64, RFC 5802/7677), which
- * also lets a SCRAM server answer without the password. Comparisons run in constant time.
+ * "ITERATIONS,SALT,STOREDKEY,SERVERKEY" (base64, RFC 5802/7677), which also lets a SCRAM
+ * server answer without the password. Comparisons run in constant time.
  * Cleartext values are never accepted. */
 #include <argon2.h>
 #include <crypt.h>
@@ -24,7 +24,7 @@
 #include "ldapauth/ldapauth_private.h"
 
 /* Costs of what is made here: OpenLDAP argon2.so's defaults, RFC 7677's minimum for SCRAM
-   (Dovecot's default too). */
+   (4096 iterations). */
 #define ARGON2_T 3
 #define ARGON2_M_KIB 4096
 #define ARGON2_P 1

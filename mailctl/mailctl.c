@@ -280,7 +280,7 @@ static const struct mc_cmd mc_cmds[] = {
 	  MC_MAX_POS,
 	  MC_STORE,
 	  "USER MAILBOX QUERY... FIELDS",
-	  "fields of the messages a query selects (doveadm fetch's: uid flags hdr.subject "
+	  "fields of the messages a query selects (uid flags hdr.subject "
 	  "date.received size.physical imap.envelope body text ...; FIELDS is one word, the "
 	  "last)",
 	  mc_fetch,

@@ -988,9 +988,9 @@ static int md_subscribe(struct imp *im, bool at_top)
 	while (fgets(line, sizeof(line), f) != NULL) {
 		line[strcspn(line, "\r\n")] = '\0';
 		if (line[0] == '\0' || (line[0] == 'V' && line[1] == '\t'))
-			continue; /* Dovecot's version line */
+			continue; /* a version 2 file's version line */
 		for (char *c = line; *c != '\0'; c++)
-			*c = *c == '\t' ? '/' : *c; /* Dovecot's v2 file: levels by tab */
+			*c = *c == '\t' ? '/' : *c; /* a version 2 file: levels by tab */
 		sb.names = xreallocarray(sb.names, sb.n + 1, sizeof(*sb.names));
 		sb.names[sb.n++] = at_top ? xstrdup(line) : xasprintf("%s/%s", im->mailbox, line);
 	}

@@ -1,5 +1,5 @@
 /* mailctl_search.c — owns the commands that select messages with an IMAP SEARCH query:
- * search (UIDs out), fetch (doveadm fetch's fields), copy, move and expunge. The query is
+ * search (UIDs out), fetch (named fields of each message), copy, move and expunge. The query is
  * parsed by imapd's command parser and compiled by imapd's search key compiler
  * (libheron_imap_search) against a view of the mailbox made here, so mailctl and a client
  * select exactly the same messages. The writes are one store_write each. */
@@ -325,7 +325,7 @@ int mc_expunge_query(struct mc *mc, const struct mc_args *a)
 
 /* ---- fetch ---- */
 
-/* doveadm fetch's fields (and hdr.NAME, date.*.unixtime): what each message prints. */
+/* fetch's fields (and hdr.NAME, date.*.unixtime): what each message prints. */
 enum field {
 	F_USER,
 	F_MAILBOX,

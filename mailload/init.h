@@ -48,7 +48,7 @@ struct ml_init_stream {
 };
 int init_stream_run(const struct ml_cfg *c, const struct ml_init_stream *o, bool quiet);
 
-/* Fills every mailbox of users 1..c->users as Dovecot Maildir++ under root (the home of userN
+/* Fills every mailbox of users 1..c->users as Maildir++ under root (the home of userN
    is root/userN, mail in root/userN/Maildir), with jobs processes (0: one per core); see
    init_maildir.c for the layout. Files get root's owner and group. Resumable: users already in
    place are skipped. Prints progress to stderr unless quiet. 0 or -1. */

@@ -1,5 +1,5 @@
 /* init_maildir.c — owns `mailload init --maildir ROOT`, the fast path of mailbox initialization
- * for servers that read Maildir++ (bench/peers: Dovecot): the same folders, subscriptions,
+ * for servers that read Maildir++: the same folders, subscriptions,
  * messages and \Seen flags as the protocol init (ml_init_render, ml_user_folders), written as
  * Maildir (maildir(5)) with the Maildir++ folders and size, nothing of one server's own:
  *   ROOT/userN/Maildir/{cur,new,tmp}            INBOX
@@ -8,8 +8,8 @@
  *                                               INBOX.A.B (Courier-IMAP's Maildir++ file)
  * Messages have LF line ends and are named `<unique>,S=<size>` (Maildir++: the file's size),
  * in new/ when unseen, in cur/ with the `:2,S` info when \Seen; the file time is the message's
- * INTERNALDATE. A server makes its own indexes and UID lists on first access (Dovecot also
- * wants the subscriptions in its own file: bench/peers writes it from this one).
+ * INTERNALDATE. A server makes its own indexes and UID lists on first access (one that keeps
+ * subscriptions in a file of its own makes it from this one: bench/peers does).
  * Everything gets the owner and group of ROOT, directories 0700, files 0600. A user is built
  * under ROOT/.userN.tmp and renamed into place, so a rerun skips the users already there and
  * completes one it was interrupted in. Jobs are forked processes taking users round robin. */

@@ -886,7 +886,7 @@ static void probe_look(struct imap_sess *s, bool asked)
    EXISTS grows, until nothing is awaited. The first look at a mailbox (no UID known for its
    UIDVALIDITY) reads every message: a new message is not necessarily the last one, since a
    server numbers what it had never numbered (a Maildir filled behind its back) when it first
-   opens it, possibly after the message it is saving (Dovecot's LMTP gives that one UID 1).
+   opens it, possibly after the message it is saving (which may then get UID 1).
    After that, UIDs only grow (RFC 3501 2.3.1.1), so the UIDs above the highest seen. An
    EXPUNGE from another session lowers EXISTS, so growth is what the probe watches, not the
    count it saw last. In IDLE it also looks every 10 s unasked, and counts what only such a

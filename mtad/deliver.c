@@ -2,7 +2,8 @@
  * a store blob (one file, in the first local recipient's partition, or the queue's), and at the
  * end one group commit makes it durable with the other messages of the batch (deferred fsync),
  * delivers it to every local INBOX and enqueues it for the remote recipients. The reply (250, or per recipient in LMTP) is sent only from the commit callback,
- * so nothing is acknowledged before it is durable. Also Postfix-style outcome log lines. */
+ * so nothing is acknowledged before it is durable. Also the log line of each recipient's
+ * outcome (to=, status=). */
 #include <ctype.h>
 #include <inttypes.h>
 #include <string.h>

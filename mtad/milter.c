@@ -1,7 +1,7 @@
 /* milter.c — owns the conversation with milters at the end of a message: for each milter of
  * the session's list in turn, a connection (inet or unix, bufferevent on the worker's loop),
  * option negotiation, then the transaction replayed (connect, HELO, MAIL, RCPT, DATA with
- * Postfix's macros), the header fields, the body in chunks read back from the message file,
+ * the macros milters read), the header fields, the body in chunks read back from the message file,
  * and the end of the message, whose answer ends that milter's part: its changes are made
  * then, so the next milter of the list sees the message and envelope as changed by the ones
  * before it (header fields, body, sender, recipients). Every wait has its

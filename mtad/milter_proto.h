@@ -1,4 +1,4 @@
-/* milter_proto.h — the Sendmail/Postfix milter protocol, version 6, as bytes: packets to a
+/* milter_proto.h — the milter protocol (libmilter's), version 6, as bytes: packets to a
  * milter (option negotiation, macros, connect, HELO, MAIL, RCPT, DATA, headers, body, end of
  * body, abort, quit) written into a buf, the milter's replies parsed and checked out of a byte
  * buffer (every packet length capped before anything is kept), and the [milter] lists of
@@ -176,7 +176,7 @@ struct milter_defaults {
 /* Parses a list of milters: items separated by white space or commas, each
    "inet:HOST:PORT", "inet:[V6ADDR]:PORT", "inet6:..." or "unix:PATH", or a group
    "{ ITEM, connect_timeout=D, command_timeout=D, content_timeout=D,
-   default_action=tempfail|accept|reject }" (Postfix's syntax) overriding d for that milter.
+   default_action=tempfail|accept|reject }" overriding d for that milter.
    0 with *specs_r (free with milter_specs_free) and *n_r, or -1 with *error_r (malloc'd). */
 int milter_specs_parse(const char *text, const struct milter_defaults *d,
 		       struct milter_spec **specs_r, size_t *n_r, char **error_r);

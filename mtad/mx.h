@@ -1,7 +1,7 @@
 /* mx.h — the order in which mtad tries a domain's mail exchangers (RFC 5321 5.1), kept free
  * of I/O so unit tests can drive it: MX records by preference with a random order among equal
- * preferences, the null MX (RFC 7505), records naming an address literal dropped (as Postfix
- * does), and a host's IPv6 and IPv4 addresses taken in turn. */
+ * preferences, the null MX (RFC 7505), records naming an address literal dropped (an MX
+ * names a host, RFC 5321 5.1), and a host's IPv6 and IPv4 addresses taken in turn. */
 #ifndef HERON_MTAD_MX_H
 #define HERON_MTAD_MX_H
 

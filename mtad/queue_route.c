@@ -1,7 +1,7 @@
 /* queue_route.c — owns finding where a work goes through DNS (RFC 5321 5.1): the MX lookup of
  * the next hop (null MX, NXDOMAIN and bad records answered at once, SERVFAIL deferred, no MX:
  * the domain itself), the A and AAAA lookups of each MX host in order, mail loops to our own
- * addresses (as Postfix: only exchangers better than us are tried; none: bounce), and moving a
+ * addresses (RFC 5321 5.1: only exchangers better than us are tried; none: bounce), and moving a
  * work to the next address or host when a try fails before any recipient was taken. */
 #include <arpa/inet.h>
 #include <ifaddrs.h>

@@ -1,7 +1,7 @@
 /* queue_runner.c — owns relay scheduling: leasing due queue entries, routing each recipient
  * (transport_map, then relay_host, then the domain's MX hosts: queue_route.c; local domains go
  * to the store, or over LMTP to the user's store host when its mailHost is another), grouping recipients per next hop, the per-destination connection limit, outcomes with the retry schedule and
- * expiry, bounces, and the Postfix-style log line per recipient outcome. */
+ * expiry, bounces, and the log line per recipient outcome (to=, relay=, delay=, status=). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -139,7 +139,7 @@ struct qdest *queue_dest_get(struct queue_runner *qr, const char *host, const ch
 }
 
 /* A transport_map or relay_host value: "host:port", "[host]:port", "[v6]:port" or "host"
-   (port 25). Brackets: no MX lookup (Postfix's convention). */
+   (port 25). Brackets: the host as named, no MX lookup. */
 static void nexthop_parse(const char *hp, struct qnexthop *nh)
 {
 	const char *colon = strrchr(hp, ':');
@@ -759,7 +759,7 @@ void queue_rcpt_outcome(struct qwork *w, size_t k, int code, const char *text, c
 	free(job->remote[i]);
 	job->error[i] = xstrdup(text ? text : "");
 	job->remote[i] = xstrdup(relay ? relay : "none");
-	/* the reply as the server gave it, code first ("250 2.0.0 ..."), as Postfix logs it */
+	/* the reply as the server gave it, code first ("250 2.0.0 ..."), quoted whole in the log */
 	if (code >= 200 && code < 600)
 		snprintf(reply, sizeof(reply), "%d ", code);
 	log_info("%016" PRIx64 ": to=<%s>, relay=%s, %s%sdelay=%" PRId64

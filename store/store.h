@@ -649,7 +649,7 @@ void store_gc_submit(struct store_gc *gc, unsigned part, struct store_blob *b,
 		     int (*fn)(struct store_txn *t, void *arg), void *fn_arg, store_done_cb *cb,
 		     void *arg);
 /* store_gc_submit for a flag change (or another write a machine crash may lose: the
-   \Recent claim). With store_opts.fsync_flags false (the default, as Dovecot and Cyrus),
+   \Recent claim). With store_opts.fsync_flags false (the default),
    cb runs once the change is committed, before the index's final sync (the committer's
    next sync, in milliseconds): a killed process loses nothing; a machine crash can lose
    the changes answered since the last index sync, never a message (every other write is

@@ -301,8 +301,8 @@ static int mbox_drop(struct store_txn *t, uint64_t user, uint64_t id, struct mbo
 	return rc == STORE_ENOMSG ? STORE_ECORRUPT : rc;
 }
 
-/* Drops the \Noselect ancestors of name left without children (as Dovecot does): walking
-   up from name's parent, stopping at the first that is selectable or still has children. */
+/* Drops the \Noselect ancestors of name left without children (such a name only held its
+   children's place, and would be listed for nothing): walking up from name's parent, stopping at the first that is selectable or still has children. */
 static int prune_noselect_parents(struct store_txn *t, uint64_t user, const char *name, size_t len)
 {
 	char p[STORE_MAX_NAME + 1];
