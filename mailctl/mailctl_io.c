@@ -557,7 +557,7 @@ static int uidline_cmp(const void *a, const void *b)
 /* dovecot-uidlist (version 3: a header line "3 V<uidvalidity> N<uidnext> ...", then "UID
    [extensions] :NAME"), sorted by name, the header's V and N into im; a missing or unreadable
    file gives none. Heron's export adds M<highestmodseq> to the header and M<modseq> to each
-   line (extension letters Dovecot does not use). */
+   line (extension letters of Heron's own). */
 static struct uidline *md_read_uidlist(struct imp *im, const char *path, size_t *n_r)
 {
 	struct uidline *v = NULL;
