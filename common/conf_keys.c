@@ -332,6 +332,14 @@ const struct conf_key conf_keys[] = {
 	  "submission behaves the same, mode 0660); the shipped heron.conf sets "
 	  "/run/heron/submit.sock",
 	  CONF_AT(mtad.local_submission) },
+	{ "mtad", "maildrop", CONF_STR, 0, 0, "", NULL,
+	  "a directory where heron-sendmail leaves a message when mtad is not running (mode "
+	  "1733, owned by mtad's user: anyone may drop, no one may list it or remove another's "
+	  "file; see heron-sendmail(8)); mtad's worker 0 submits each file over "
+	  "local_submission at start, at once when one appears (inotify) and every 10 s, and "
+	  "removes it once the message is durable; empty: none (heron-sendmail exits 75 when "
+	  "mtad is down); the shipped heron.conf sets /var/spool/heron/maildrop",
+	  CONF_AT(mtad.maildrop) },
 
 	{ "dns", "resolv_conf", CONF_STR, 0, 0, "/etc/resolv.conf", NULL,
 	  "nameservers are read from this file when nameservers is empty (both empty: full "

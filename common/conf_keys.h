@@ -149,6 +149,7 @@ struct mtad_conf {
 	const char *srs_domain;
 	int64_t srs_max_age;
 	const struct conf_addrs *local_submission;
+	const char *maildrop;
 };
 
 /* [imapd] */

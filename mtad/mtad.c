@@ -200,12 +200,14 @@ static int worker_main(struct daemon_worker *w, void *arg)
 	if (mtad_auth_init(&m, mm->conf, &err) < 0)
 		fatalx("%s", err);
 	queue_runner_start(&m, daemon_worker_index(w));
+	pickup_start(&m);
 	metrics_worker_start(m.worker);
 	obs = mtad_obs_start(&m, &mm->metrics);
 	daemon_worker_attach(w, m.base, on_drain, on_reload, &m);
 	log_info("mtad worker %u ready", daemon_worker_index(w));
 	event_base_dispatch(m.base);
 	obs_free(&obs);
+	pickup_stop(&m);
 	queue_runner_stop(&m);
 	worker_stats(&m, daemon_worker_index(w));
 	mtad_auth_free(&m);

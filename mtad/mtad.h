@@ -94,6 +94,7 @@ struct mtad {
 	struct shmtable *conns;  /* connections of all workers: per address, total */
 	unsigned worker;         /* this worker's index */
 	struct mtad_auth *auth;  /* signing keys, PSL, resolver (mtad_auth.c) */
+	struct pickup *pickup;   /* [mtad] maildrop's pickup (worker 0), or NULL */
 };
 
 /* Session states: one bit each, so the command table can list where a verb is allowed. */
@@ -410,6 +411,9 @@ void mtad_limits_from_conf(const struct conf *c, struct mtad_limits *l);
    runs one; leases keep two workers from taking the same entry. */
 void queue_runner_start(struct mtad *m, unsigned worker);
 void queue_runner_stop(struct mtad *m);
+/* pickup.c: [mtad] maildrop's files submitted over local_submission (worker 0 only). */
+void pickup_start(struct mtad *m);
+void pickup_stop(struct mtad *m);
 /* m->conf was replaced (SIGHUP): relay_concurrency and relay_timeout apply to new
    connections. */
 void queue_runner_reload(struct mtad *m);

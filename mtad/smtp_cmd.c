@@ -1,9 +1,11 @@
 /* smtp_cmd.c — owns the command table and dispatcher (verb, states where it is allowed,
  * argument rule, handler) and the envelope commands: EHLO/HELO/LHLO, MAIL, RCPT with the relay
- * policy, RSET, NOOP, QUIT, VRFY, HELP, STARTTLS, and the DATA/BDAT entry points. */
+ * policy, RSET, NOOP, QUIT, VRFY, HELP, STARTTLS, XUID (the maildrop pickup's), and the
+ * DATA/BDAT entry points. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/conf.h"
@@ -44,6 +46,7 @@ static void cmd_vrfy(struct smtp_session *s, const char *arg, size_t len);
 static void cmd_help(struct smtp_session *s, const char *arg, size_t len);
 static void cmd_starttls(struct smtp_session *s, const char *arg, size_t len);
 static void cmd_auth(struct smtp_session *s, const char *arg, size_t len);
+static void cmd_xuid(struct smtp_session *s, const char *arg, size_t len);
 
 static const struct smtp_cmd smtp_cmds[] = {
 	/* verb        allowed in                  arg       handler       flags */
@@ -61,6 +64,7 @@ static const struct smtp_cmd smtp_cmds[] = {
 	{ "HELP", ST_SESSION, ARG_ANY, cmd_help, 0 },
 	{ "STARTTLS", ST_CONNECTED | ST_READY, ARG_NONE, cmd_starttls, 0 },
 	{ "AUTH", ST_READY, ARG_NEED, cmd_auth, CMD_SMTP },
+	{ "XUID", ST_READY, ARG_NEED, cmd_xuid, CMD_SMTP },
 };
 
 void smtp_dispatch(struct smtp_session *s, const char *line, size_t len)
@@ -463,6 +467,26 @@ static void cmd_rset(struct smtp_session *s, const char *arg, size_t len)
 	smtp_tx_free(&s->tx);
 	if (s->state != ST_CONNECTED)
 		smtp_set_state(s, ST_READY);
+	smtp_reply(s, "250 2.0.0 Ok");
+}
+
+/* XUID N: the maildrop pickup (pickup.c) names the owner of the file it submits, for the log
+   and the Received: header. Only on a local submission session whose peer runs as mtad's
+   own uid (the pickup itself), once, before MAIL; to anyone else it is no command. */
+static void cmd_xuid(struct smtp_session *s, const char *arg, size_t len)
+{
+	uint64_t v;
+
+	if (!(s->flags & SF_LOCAL) || s->peer_uid != (long)geteuid()) {
+		smtp_error(s, "500 5.5.2 Command unrecognized");
+		return;
+	}
+	if (str_to_u64(arg, len, UINT32_MAX - 1, &v) < 0) {
+		smtp_error(s, "501 5.5.4 Syntax: XUID uid");
+		return;
+	}
+	log_info("%016" PRIx64 " smtp maildrop uid=%" PRIu64, s->id, v);
+	s->peer_uid = (long)v;
 	smtp_reply(s, "250 2.0.0 Ok");
 }
 

@@ -2,7 +2,8 @@
  * reads a message on stdin (recipients from the arguments and/or, with -t, its To/Cc/Bcc
  * headers), adds the From:, Date: and Message-ID: it lacks, drops Bcc:, and submits it over
  * mtad's local submission socket ([mtad] local_submission: a unix socket, no password; mtad
- * learns the uid from the kernel). -bs speaks SMTP on stdin/stdout instead. Exit codes are
+ * learns the uid from the kernel); when mtad is not running, into [mtad] maildrop for mtad
+ * to submit when it starts. -bs speaks SMTP on stdin/stdout instead. Exit codes are
  * sysexits.h's. The SMTP dialogue is sendmail_smtp.c; -bp (mailq) is sendmail_mailq.c. */
 #include <errno.h>
 #include <pwd.h>
@@ -209,6 +210,7 @@ static void read_conf(struct sm *sm)
 	for (size_t i = 0; i < mc->submission->n && sm->socket[0] == '\0'; i++)
 		if (mc->submission->v[i].unix_path)
 			str_lcpy(sm->socket, mc->submission->v[i].host, sizeof(sm->socket));
+	str_lcpy(sm->maildrop, mc->maildrop, sizeof(sm->maildrop));
 	if (mc->local_domains->n > 0)
 		str_lcpy(sm->domain, mc->local_domains->v[0], sizeof(sm->domain));
 	else if (mc->hostname[0] != '\0')

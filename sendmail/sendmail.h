@@ -25,6 +25,7 @@ struct sm {
 	bool bad_addr;
 	/* from heron.conf and the system */
 	char socket[108];
+	char maildrop[4096]; /* [mtad] maildrop: where a message waits when mtad is down */
 	char domain[256];
 	char login[256];
 	char *gecos;

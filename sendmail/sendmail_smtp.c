@@ -1,7 +1,8 @@
 /* sendmail_smtp.c — heron-sendmail's SMTP side: the unix-socket connection to mtad's local
  * submission listener, reading replies (bounded), the envelope, the message stream (LF to
  * CRLF, dot-stuffed, ended by EOF or, without -i, a lone "."), the mapping of replies to
- * sysexits.h codes, and -bs's relay between stdio and the socket. */
+ * sysexits.h codes, -bs's relay between stdio and the socket, and the maildrop file written
+ * instead when mtad is not running. */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -9,7 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sysexits.h>
 #include <unistd.h>
@@ -27,7 +31,9 @@ struct conn {
 	char text[2048]; /* the last reply, lines joined by " / " */
 };
 
-static int sm_connect(const struct sm *sm, struct conn *c)
+/* down_r (may be NULL): set when mtad is not running (no socket, or no one listening); the
+   caller may drop the message then, so nothing is printed for it. */
+static int sm_connect(const struct sm *sm, struct conn *c, bool *down_r)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 
@@ -36,13 +42,19 @@ static int sm_connect(const struct sm *sm, struct conn *c)
 	str_lcpy(sun.sun_path, sm->socket, sizeof(sun.sun_path));
 	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->fd == -1 || connect(c->fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
+		int e = errno;
+
+		if (c->fd != -1)
+			close(c->fd);
+		if (down_r != NULL && (e == ENOENT || e == ECONNREFUSED)) {
+			*down_r = true;
+			return EX_TEMPFAIL;
+		}
 		fprintf(stderr,
 			"heron-sendmail: cannot reach mtad at %s: %s (is mtad running "
 			"with [mtad] local_submission?)\n",
-			sm->socket, strerror(errno));
-		if (c->fd != -1)
-			close(c->fd);
-		return errno == EACCES || errno == EPERM ? EX_NOPERM : EX_TEMPFAIL;
+			sm->socket, strerror(e));
+		return e == EACCES || e == EPERM ? EX_NOPERM : EX_TEMPFAIL;
 	}
 	c->in = fdopen(dup(c->fd), "r");
 	return c->in == NULL ? EX_OSERR : 0;
@@ -65,7 +77,8 @@ static int send_all(struct conn *c, const void *p, size_t n)
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
-			fprintf(stderr, "heron-sendmail: writing to mtad: %s\n", strerror(errno));
+			fprintf(stderr, "heron-sendmail: writing the message: %s\n",
+				strerror(errno));
 			return -1;
 		}
 		s += w;
@@ -235,14 +248,90 @@ static int envelope(const struct sm *sm, struct conn *c)
 	return 0;
 }
 
+/* mtad is down: the message as a file of [mtad] maildrop for mtad to submit when it runs
+   (mtad/pickup.c reads it): "HERON-MAILDROP 1", "S sender", one "R rcpt" each, an empty
+   line, then the DATA as it would go on the wire (CRLF, dot-stuffed, without the final
+   dot). Written as tmp.RANDOM (0600), synced, made 0644 and renamed drop.RANDOM: mtad only
+   takes complete files. The directory (1733) lets no one but mtad list it, so the random
+   name is known to its writer and mtad only. */
+static int sm_drop(const struct sm *sm, const struct buf *added)
+{
+	char tmp[sizeof(sm->maildrop) + 48], fin[sizeof(tmp)], hex[33];
+	unsigned char r[16];
+	struct conn c = { .fd = -1 };
+	struct buf env;
+	int rc = EX_TEMPFAIL;
+
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
+		fprintf(stderr, "heron-sendmail: getrandom: %s\n", strerror(errno));
+		return EX_OSERR;
+	}
+	for (size_t i = 0; i < sizeof(r); i++)
+		snprintf(hex + 2 * i, 3, "%02x", r[i]);
+	snprintf(tmp, sizeof(tmp), "%s/tmp.%s", sm->maildrop, hex);
+	snprintf(fin, sizeof(fin), "%s/drop.%s", sm->maildrop, hex);
+	buf_init(&env, 256, (size_t)1 << 24);
+	buf_printf(&env, "HERON-MAILDROP 1\nS %s\n", sm->sender);
+	for (size_t i = 0; i < sm->nrcpt; i++)
+		buf_printf(&env, "R %s\n", sm->rcpt[i]);
+	buf_puts(&env, "\n");
+	if (strpbrk(sm->sender, "\r\n") != NULL || env.len >= ((size_t)1 << 24) - 1) {
+		fprintf(stderr, "heron-sendmail: the envelope cannot be dropped\n");
+		buf_release(&env);
+		return EX_DATAERR;
+	}
+	c.fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (c.fd == -1) {
+		fprintf(stderr,
+			"heron-sendmail: mtad is not running (%s) and the message cannot wait in "
+			"%s: %s\n",
+			sm->socket, sm->maildrop, strerror(errno));
+		buf_release(&env);
+		return errno == EACCES || errno == EPERM ? EX_NOPERM : EX_TEMPFAIL;
+	}
+	if (send_all(&c, env.data, env.len) < 0 || send_all(&c, added->data, added->len) < 0 ||
+	    send_all(&c, sm->hdr.data, sm->hdr.len) < 0)
+		rc = EX_IOERR;
+	else if ((rc = send_body(sm, &c)) < 0)
+		rc = EX_IOERR;
+	else if (fsync(c.fd) < 0 || fchmod(c.fd, 0644) < 0) {
+		fprintf(stderr, "heron-sendmail: %s: %s\n", tmp, strerror(errno));
+		rc = EX_IOERR;
+	}
+	buf_release(&env);
+	if (close(c.fd) < 0 && rc == 0)
+		rc = EX_IOERR;
+	if (rc == 0 && rename(tmp, fin) < 0) {
+		fprintf(stderr, "heron-sendmail: %s: %s\n", fin, strerror(errno));
+		rc = EX_IOERR;
+	}
+	if (rc != 0) {
+		unlink(tmp);
+		return rc;
+	}
+	if (sm->verbose)
+		fprintf(stderr, "heron-sendmail: mtad is not running: the message waits in %s\n",
+			sm->maildrop);
+	return EX_OK;
+}
+
 int sm_submit(struct sm *sm, const struct buf *added)
 {
 	struct conn c;
+	bool down = false;
 	int rc, code;
 
 	signal(SIGPIPE, SIG_IGN);
-	if ((rc = sm_connect(sm, &c)) != 0)
+	if ((rc = sm_connect(sm, &c, &down)) != 0) {
+		if (down && sm->maildrop[0] != '\0')
+			return sm_drop(sm, added);
+		if (down)
+			fprintf(stderr,
+				"heron-sendmail: cannot reach mtad at %s: not running (and no "
+				"[mtad] maildrop to leave the message in)\n",
+				sm->socket);
 		return rc;
+	}
 	if ((rc = envelope(sm, &c)) != 0)
 		return rc;
 	if (cmd(&c, "DATA") < 0)
@@ -302,7 +391,7 @@ int sm_smtp_stdio(struct sm *sm)
 
 	signal(SIGPIPE, SIG_IGN);
 	sm->verbose = false;
-	if ((rc = sm_connect(sm, &c)) != 0)
+	if ((rc = sm_connect(sm, &c, NULL)) != 0)
 		return rc;
 	p[0].fd = STDIN_FILENO;
 	p[1].fd = c.fd;

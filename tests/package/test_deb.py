@@ -244,6 +244,7 @@ def test_install_and_purge():
     assert owner_mode("/var/lib/heron/store") == "heron:heron 750"
     assert owner_mode("/var/log/heron") == "heron:adm 750"
     assert owner_mode("/run/heron") == "heron:heron 755"
+    assert owner_mode("/var/spool/heron/maildrop") == "heron:heron 1733"
     for unit in UNITS:
         r = sh(["systemctl", f"--root={ROOT}", "is-enabled", unit + ".service"], check=False)
         assert r.stdout.strip() == "disabled", (unit, r.stdout, r.stderr)
@@ -269,7 +270,7 @@ def test_install_and_purge():
     assert r.returncode == 0 and "path = /var/lib/heron/store" in r.stdout, r.stderr
     chroot("dpkg --purge heron heron-bench")
     assert chroot("getent passwd heron; getent group heron", check=False).stdout == ""
-    for p in ("/var/lib/heron", "/var/log/heron", "/run/heron", "/etc/heron",
+    for p in ("/var/lib/heron", "/var/log/heron", "/run/heron", "/etc/heron", "/var/spool/heron",
               "/lib/systemd/system/heron-mtad.service", "/etc/logrotate.d/heron",
               "/lib/systemd/system/heron-managesieve.service", "/usr/sbin/managesieved",
               "/usr/sbin/mtad", "/usr/bin/mailload", "/usr/sbin/heron-sendmail") + \

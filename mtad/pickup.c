@@ -1,0 +1,524 @@
+/* pickup.c — owns the maildrop pickup ([mtad] maildrop): worker 0 takes the files
+ * heron-sendmail left there while mtad was down (sendmail/sendmail_smtp.c writes them) and
+ * submits each over the local submission socket, like a heron-sendmail run, then removes it.
+ *
+ * When: at start, at once when a file is renamed in (inotify IN_MOVED_TO), and every 10 s
+ * (files a failed try kept, or an inotify queue overflow). One file at a time, in name
+ * order, at most PICKUP_BATCH a scan.
+ *
+ * Once: a file is removed only after mtad's 250 to the end of its data, that is once the
+ * message is durable in the store or the queue; a 4xx or a lost connection keeps it for the
+ * next scan. A kill -9 between that 250 and the unlink leaves the file for the next start:
+ * a copy more, never one less.
+ *
+ * Trust: the directory is mode 1733 (anyone may create, only mtad's user may list or read
+ * names, the sticky bit keeps others' files from being removed). A file is taken only when
+ * it is a regular file (opened O_NOFOLLOW: a symbolic link to a store file is refused), has
+ * one link (a hard link to another's file is refused) and fits [mtad] max_message_size; its
+ * owner's uid, not anything the file says, is the submitter: XUID tells the session (which
+ * accepts it from mtad's own uid only) so that the log and the Received: header name the
+ * user as a socket submission would. A file that is malformed or refused with a 5xx is
+ * renamed bad.NAME (kept for the admin, logged) and never tried again; refused recipients
+ * of an accepted message are logged (the sender is not told: heron-sendmail had gone). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "common/conf.h"
+#include "common/log.h"
+#include "common/str.h"
+#include "common/xmalloc.h"
+#include "mtad/mtad.h"
+
+#define PICKUP_SCAN_S 10
+#define PICKUP_BATCH 1000
+#define PICKUP_TIMEOUT_S 120           /* per reply of the dialogue */
+#define PICKUP_REPLY_MAX 65536         /* bytes of a reply read before giving up */
+#define PICKUP_ENVELOPE_MAX (1u << 24) /* bytes of a file's envelope lines */
+#define PICKUP_TMP_AGE_S 86400         /* an unfinished tmp.* file of a crashed writer */
+
+enum step { P_GREET, P_EHLO, P_XUID, P_MAIL, P_RCPT, P_DATA, P_DOT, P_QUIT };
+
+struct pickup {
+	struct mtad *m;
+	char dir[4096];
+	char sock[108];
+	struct event *timer, *inot;
+	int ifd;
+	bool dir_warned; /* its opendir failure was logged */
+	char **names;    /* this scan's files, in order */
+	size_t nnames, next;
+	/* the file in flight */
+	struct bufferevent *bev;
+	char name[256];
+	char *data; /* the whole file, NUL-terminated */
+	size_t len, body_off;
+	char *sender;
+	char **rcpt;
+	size_t nrcpt, ri, accepted;
+	long uid;
+	enum step step;
+	unsigned gen;   /* file_clear's count: a callback of an ended file stops */
+	int code;       /* the reply being read */
+	char text[512]; /* its first line */
+};
+
+static void next_file(struct pickup *p);
+
+static void names_free(struct pickup *p)
+{
+	for (size_t i = 0; i < p->nnames; i++)
+		free(p->names[i]);
+	free(p->names);
+	p->names = NULL;
+	p->nnames = p->next = 0;
+}
+
+static void file_clear(struct pickup *p)
+{
+	if (p->bev != NULL)
+		bufferevent_free(p->bev);
+	p->bev = NULL;
+	free(p->data);
+	free(p->rcpt);
+	p->data = NULL;
+	p->rcpt = NULL;
+	p->sender = NULL;
+	p->nrcpt = p->ri = p->accepted = 0;
+	p->name[0] = '\0';
+	p->gen++;
+}
+
+/* The file is done with: removed (durable elsewhere), renamed bad.NAME, or kept. */
+enum outcome { O_DONE, O_BAD, O_KEEP };
+
+static void file_end(struct pickup *p, enum outcome o, const char *why)
+{
+	char path[sizeof(p->dir) + 300], bad[sizeof(path)];
+
+	snprintf(path, sizeof(path), "%s/%s", p->dir, p->name);
+	if (o == O_DONE && unlink(path) < 0 && errno != ENOENT)
+		log_warn("maildrop: removing %s (a later scan submits it again)", path);
+	if (o == O_BAD) {
+		snprintf(bad, sizeof(bad), "%s/bad.%s", p->dir, p->name + strlen("drop."));
+		if (rename(path, bad) < 0)
+			log_warn("maildrop: renaming %s", path);
+		log_warnx("maildrop: %s uid=%ld not submitted: %s (kept as %s)", p->name, p->uid,
+			  why, bad);
+	} else if (o == O_KEEP) {
+		log_info("maildrop: %s uid=%ld kept for a later try: %s", p->name, p->uid, why);
+	}
+	file_clear(p);
+	if (o == O_KEEP)
+		names_free(p); /* mtad is not taking mail now: the next scan */
+}
+
+/* The dialogue's end: the file's outcome, then the scan's next file. */
+static void done(struct pickup *p, enum outcome o, const char *why)
+{
+	file_end(p, o, why);
+	next_file(p);
+}
+
+static void say(struct pickup *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(struct pickup *p, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	evbuffer_add_vprintf(bufferevent_get_output(p->bev), fmt, ap);
+	va_end(ap);
+	evbuffer_add(bufferevent_get_output(p->bev), "\r\n", 2);
+}
+
+/* The next step after a complete reply (p->code, p->text). */
+static void advance(struct pickup *p)
+{
+	int c = p->code;
+
+	switch (p->step) {
+	case P_GREET:
+		if (c != 220) {
+			done(p, O_KEEP, p->text);
+			return;
+		}
+		say(p, "EHLO %s", p->m->hostname);
+		p->step = P_EHLO;
+		return;
+	case P_EHLO:
+		if (c != 250) {
+			done(p, O_KEEP, p->text);
+			return;
+		}
+		say(p, "XUID %ld", p->uid);
+		p->step = P_XUID;
+		return;
+	case P_XUID:
+		if (c != 250) {
+			done(p, O_KEEP, p->text);
+			return;
+		}
+		say(p, "MAIL FROM:<%s>", p->sender);
+		p->step = P_MAIL;
+		return;
+	case P_MAIL:
+		if (c / 100 == 5) {
+			done(p, O_BAD, p->text);
+			return;
+		}
+		if (c != 250) {
+			done(p, O_KEEP, p->text);
+			return;
+		}
+		p->step = P_RCPT;
+		say(p, "RCPT TO:<%s>", p->rcpt[0]);
+		return;
+	case P_RCPT:
+		if (c / 100 == 4) {
+			done(p, O_KEEP, p->text);
+			return;
+		}
+		if (c == 250 || c == 251)
+			p->accepted++;
+		else
+			log_warnx("maildrop: %s uid=%ld recipient <%s> refused: %s", p->name,
+				  p->uid, p->rcpt[p->ri], p->text);
+		if (++p->ri < p->nrcpt) {
+			say(p, "RCPT TO:<%s>", p->rcpt[p->ri]);
+			return;
+		}
+		if (p->accepted == 0) {
+			done(p, O_BAD, "every recipient refused");
+			return;
+		}
+		say(p, "DATA");
+		p->step = P_DATA;
+		return;
+	case P_DATA:
+		if (c != 354) {
+			done(p, c / 100 == 5 ? O_BAD : O_KEEP, p->text);
+			return;
+		}
+		evbuffer_add(bufferevent_get_output(p->bev), p->data + p->body_off,
+			     p->len - p->body_off);
+		if (p->len > p->body_off && p->data[p->len - 1] != '\n')
+			evbuffer_add(bufferevent_get_output(p->bev), "\r\n", 2);
+		evbuffer_add(bufferevent_get_output(p->bev), ".\r\n", 3);
+		p->step = P_DOT;
+		return;
+	case P_DOT:
+		if (c != 250) {
+			done(p, c / 100 == 5 ? O_BAD : O_KEEP, p->text);
+			return;
+		}
+		log_info("maildrop: %s uid=%ld submitted: %s", p->name, p->uid, p->text);
+		say(p, "QUIT");
+		p->step = P_QUIT;
+		/* durable now: the file goes whatever QUIT gets */
+		{
+			done(p, O_DONE, NULL);
+			return;
+		}
+	case P_QUIT:
+		return;
+	}
+}
+
+static void read_cb(struct bufferevent *bev, void *arg)
+{
+	struct pickup *p = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	unsigned gen = p->gen;
+	char *line;
+	size_t n;
+
+	while (p->gen == gen && (line = evbuffer_readln(in, &n, EVBUFFER_EOL_CRLF)) != NULL) {
+		bool last = n == 3 || (n > 3 && line[3] == ' ');
+
+		if (n < 3 || line[0] < '2' || line[0] > '5' || line[1] < '0' || line[1] > '9' ||
+		    line[2] < '0' || line[2] > '9' ||
+		    (n > 3 && line[3] != ' ' && line[3] != '-')) {
+			free(line);
+			{
+				done(p, O_KEEP, "a reply that is not SMTP");
+				return;
+			}
+		}
+		if (p->text[0] == '\0')
+			str_lcpy(p->text, line, sizeof(p->text));
+		p->code = atoi(line);
+		free(line);
+		if (last) {
+			advance(p);
+			p->text[0] = '\0';
+		}
+	}
+	if (p->gen == gen && evbuffer_get_length(in) > PICKUP_REPLY_MAX)
+		done(p, O_KEEP, "a reply too long");
+}
+
+static void event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct pickup *p = arg;
+
+	if (what & BEV_EVENT_CONNECTED)
+		return;
+	done(p, O_KEEP,
+	     (what & BEV_EVENT_TIMEOUT) ? "no reply in time"
+	     : (what & BEV_EVENT_EOF)   ? "the connection closed"
+					: "the connection failed");
+}
+
+/* The file's envelope: "HERON-MAILDROP 1", "S sender", "R rcpt"..., "". -1: malformed. */
+static int parse(struct pickup *p)
+{
+	char *s = p->data, *end = p->data + p->len, *nl;
+	size_t cap = 0;
+
+	if (p->len < 18 || memcmp(s, "HERON-MAILDROP 1\n", 17) != 0)
+		return -1;
+	for (s += 17; s < end && *s != '\n'; s = nl + 1) {
+		if ((nl = memchr(s, '\n', (size_t)(end - s))) == NULL ||
+		    (size_t)(nl - p->data) > PICKUP_ENVELOPE_MAX || nl - s < 2 || s[1] != ' ')
+			return -1;
+		*nl = '\0';
+		if (memchr(s, '\r', (size_t)(nl - s)) != NULL || strchr(s + 2, '<') != NULL ||
+		    strchr(s + 2, '>') != NULL)
+			return -1;
+		if (s[0] == 'S' && p->sender == NULL) {
+			p->sender = s + 2;
+		} else if (s[0] == 'R' && nl - s > 2) {
+			if (p->nrcpt == cap) {
+				cap = cap ? cap * 2 : 8;
+				p->rcpt = xreallocarray(p->rcpt, cap, sizeof(*p->rcpt));
+			}
+			p->rcpt[p->nrcpt++] = s + 2;
+		} else {
+			return -1;
+		}
+	}
+	if (s >= end || p->sender == NULL || p->nrcpt == 0)
+		return -1;
+	p->body_off = (size_t)(s + 1 - p->data);
+	return 0;
+}
+
+/* Opens, checks and reads p->name into p->data; 0, or -1 (the file was renamed bad, or is
+   gone, or cannot be read now: logged). */
+static int load(struct pickup *p)
+{
+	uint64_t max = conf_values(p->m->conf)->mtad.max_message_size + PICKUP_ENVELOPE_MAX;
+	char path[sizeof(p->dir) + 300];
+	struct stat st;
+	size_t off = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", p->dir, p->name);
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd == -1) {
+		if (errno == ELOOP) {
+			p->uid = -1;
+			file_end(p, O_BAD, "a symbolic link");
+			return -1;
+		}
+		if (errno != ENOENT)
+			log_warn("maildrop: %s", path);
+		file_clear(p);
+		return -1;
+	}
+	if (fstat(fd, &st) < 0) {
+		log_warn("maildrop: %s", path);
+		close(fd);
+		file_clear(p);
+		return -1;
+	}
+	p->uid = (long)st.st_uid;
+	if (!S_ISREG(st.st_mode) || st.st_nlink != 1 || (uint64_t)st.st_size > max) {
+		close(fd);
+		file_end(p, O_BAD,
+			 !S_ISREG(st.st_mode) ? "not a regular file"
+			 : st.st_nlink != 1   ? "a file with more than one link"
+					      : "larger than max_message_size");
+		return -1;
+	}
+	p->data = xmalloc((size_t)st.st_size + 1);
+	while (off < (size_t)st.st_size) {
+		ssize_t n = read(fd, p->data + off, (size_t)st.st_size - off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
+	close(fd);
+	p->len = off;
+	p->data[off] = '\0';
+	if (off != (size_t)st.st_size || parse(p) < 0) {
+		file_end(p, O_BAD, "not a maildrop file of heron-sendmail");
+		return -1;
+	}
+	return 0;
+}
+
+/* Starts the dialogue of the next file of the scan, if any. */
+static void next_file(struct pickup *p)
+{
+	struct timeval tv = { PICKUP_TIMEOUT_S, 0 };
+
+	while (p->next < p->nnames && !p->m->draining) {
+		struct sockaddr_un sun = { .sun_family = AF_UNIX };
+
+		str_lcpy(p->name, p->names[p->next++], sizeof(p->name));
+		if (load(p) < 0)
+			continue; /* load ended it: renamed bad, or gone */
+		str_lcpy(sun.sun_path, p->sock, sizeof(sun.sun_path));
+		p->bev = bufferevent_socket_new(p->m->base, -1, BEV_OPT_CLOSE_ON_FREE);
+		bufferevent_setcb(p->bev, read_cb, NULL, event_cb, p);
+		bufferevent_set_timeouts(p->bev, &tv, &tv);
+		bufferevent_enable(p->bev, EV_READ | EV_WRITE);
+		p->step = P_GREET;
+		p->text[0] = '\0';
+		if (bufferevent_socket_connect(p->bev, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+			file_end(p, O_KEEP, "cannot connect to local_submission");
+			return;
+		}
+		return;
+	}
+	if (p->next >= p->nnames)
+		names_free(p);
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Lists the complete files (drop.*) and starts on them; removes a writer's tmp.* left
+   over a day. Nothing while a scan is in progress. */
+static void scan(struct pickup *p)
+{
+	DIR *d;
+	struct dirent *de;
+	size_t cap = 0;
+	time_t now = time(NULL);
+
+	if (p->nnames > 0 || p->bev != NULL || p->m->draining)
+		return;
+	if ((d = opendir(p->dir)) == NULL) {
+		if (!p->dir_warned)
+			log_warn("maildrop: %s (tried again every %d s)", p->dir, PICKUP_SCAN_S);
+		p->dir_warned = true;
+		return;
+	}
+	p->dir_warned = false;
+	while ((de = readdir(d)) != NULL && p->nnames < PICKUP_BATCH) {
+		struct stat st;
+
+		if (strncmp(de->d_name, "tmp.", 4) == 0 &&
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    now - st.st_mtime > PICKUP_TMP_AGE_S) {
+			if (unlinkat(dirfd(d), de->d_name, 0) == 0)
+				log_info("maildrop: removed %s, unfinished for a day", de->d_name);
+			continue;
+		}
+		if (strncmp(de->d_name, "drop.", 5) != 0 || strlen(de->d_name) >= sizeof(p->name))
+			continue;
+		if (p->nnames == cap) {
+			cap = cap ? cap * 2 : 16;
+			p->names = xreallocarray(p->names, cap, sizeof(*p->names));
+		}
+		p->names[p->nnames++] = xstrdup(de->d_name);
+	}
+	closedir(d);
+	if (p->nnames == 0)
+		return;
+	qsort(p->names, p->nnames, sizeof(*p->names), name_cmp);
+	next_file(p);
+}
+
+static void timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	scan(arg);
+}
+
+static void inotify_cb(evutil_socket_t fd, short what, void *arg)
+{
+	char b[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+
+	while (read(fd, b, sizeof(b)) > 0)
+		; /* which file does not matter: the scan lists them */
+	scan(arg);
+}
+
+void pickup_start(struct mtad *m)
+{
+	const struct mtad_conf *mc = &conf_values(m->conf)->mtad;
+	struct timeval tv = { PICKUP_SCAN_S, 0 };
+	struct pickup *p;
+
+	if (mc->maildrop[0] == '\0' || m->worker != 0)
+		return;
+	p = xcalloc(1, sizeof(*p));
+	p->m = m;
+	p->ifd = -1;
+	str_lcpy(p->dir, mc->maildrop, sizeof(p->dir));
+	for (size_t i = 0; i < mc->local_submission->n && p->sock[0] == '\0'; i++)
+		if (mc->local_submission->v[i].unix_path)
+			str_lcpy(p->sock, mc->local_submission->v[i].host, sizeof(p->sock));
+	if (p->sock[0] == '\0') {
+		log_warnx("maildrop: %s is not picked up: [mtad] local_submission names no unix "
+			  "socket",
+			  p->dir);
+		free(p);
+		return;
+	}
+	p->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (p->ifd == -1 || inotify_add_watch(p->ifd, p->dir, IN_MOVED_TO) == -1) {
+		log_warn("maildrop: inotify on %s (scanned every %d s only)", p->dir,
+			 PICKUP_SCAN_S);
+		if (p->ifd != -1)
+			close(p->ifd);
+		p->ifd = -1;
+	} else {
+		p->inot = event_new(m->base, p->ifd, EV_READ | EV_PERSIST, inotify_cb, p);
+		event_add(p->inot, NULL);
+	}
+	p->timer = event_new(m->base, -1, EV_PERSIST, timer_cb, p);
+	event_add(p->timer, &tv);
+	m->pickup = p;
+	scan(p);
+}
+
+void pickup_stop(struct mtad *m)
+{
+	struct pickup *p = m->pickup;
+
+	if (p == NULL)
+		return;
+	/* a dialogue in flight ends here; its file stays for the next start */
+	file_clear(p);
+	names_free(p);
+	if (p->inot != NULL)
+		event_free(p->inot);
+	if (p->ifd != -1)
+		close(p->ifd);
+	event_free(p->timer);
+	free(p);
+	m->pickup = NULL;
+}

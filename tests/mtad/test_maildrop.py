@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""test_maildrop.py — [mtad] maildrop end to end: heron-sendmail leaves a message in the
+maildrop directory (mode 1733) when mtad is not running, and mtad submits it once: at start
+(mtad stopped, a message dropped by root and one by the unprivileged user nobody, mtad
+started: each arrives once, the directory is empty, the Received: header names the file
+owner's uid, nobody could not list the directory), while running (a drop by a heron-sendmail
+whose socket is dead: inotify picks it up), and refuses files it must not trust (a symbolic
+link to another file, a hard link, a malformed file: renamed bad.*, nothing delivered; an
+unfinished tmp.* file is left alone).
+
+  test_maildrop.py SOURCE_ROOT MTAD STORE_PEEK HERON_SENDMAIL"""
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heronlib import (DOMAIN, Mtad, Store, assert_eq, assert_in, run_suite,  # noqa: E402
+                      wait_for, write_conf, write_users)
+
+ROOT, MTAD, PEEK, SENDMAIL = sys.argv[1:5]
+TMP = tempfile.mkdtemp(prefix="heron-maildrop-")
+SOCK = os.path.join(TMP, "submit.sock")
+DROP = os.path.join(TMP, "maildrop")
+os.mkdir(DROP)
+os.chmod(DROP, 0o1733)
+write_users(os.path.join(TMP, "users"), ["user1", "user2", "root", "nobody"])
+mtad = Mtad(MTAD, TMP, {"backend": "file", "users_file": os.path.join(TMP, "users")},
+            {"local_submission": SOCK, "maildrop": DROP}, tls=False)
+store = Store(PEEK, mtad.conf)
+NOBODY = 65534
+
+
+def sendmail(args, stdin, conf=None, **kw):
+    return subprocess.run([SENDMAIL, "-C", conf or mtad.conf, *args], input=stdin.encode(),
+                          capture_output=True, timeout=60, **kw)
+
+
+def with_subject(user, subject):
+    found = []
+    for m in store.inbox(user):
+        body = store.body(user, int(m[0]))
+        if f"\r\nSubject: {subject}\r\n".encode() in body:
+            found.append(body)
+    return found
+
+
+def files(prefix=""):
+    return sorted(n for n in os.listdir(DROP) if n.startswith(prefix))
+
+
+def test_dropped_while_down():
+    mtad.stop()
+    r = sendmail(["user1"], "Subject: while down\n\nkept for mtad\n")
+    assert_eq(r.returncode, 0, r.stderr)
+    assert_eq(r.stderr, b"")
+    drops = files("drop.")
+    assert_eq(len(drops), 1, files())
+    assert_eq(files("tmp."), [])
+    st = os.stat(os.path.join(DROP, drops[0]))
+    assert_eq(oct(st.st_mode & 0o7777), oct(0o644))
+    # an unprivileged user drops too, and cannot list the directory
+    os.chmod(TMP, 0o755)
+    try:
+        r = sendmail(["user2"], "Subject: from nobody\n\nunprivileged\n", user="nobody",
+                     group="nogroup", extra_groups=[])
+        ls = subprocess.run(["ls", DROP], capture_output=True, user="nobody",
+                            group="nogroup", extra_groups=[])
+    finally:
+        os.chmod(TMP, 0o700)
+    assert_eq(r.returncode, 0, r.stderr)
+    assert ls.returncode != 0 and b"Permission denied" in ls.stderr, ls
+    assert_eq(len(files("drop.")), 2, files())
+    mtad.start()
+    wait_for(lambda: files() == [], what="the maildrop emptied")
+    got = with_subject("user1", "while down")
+    assert_eq(len(got), 1)
+    assert_in(b"kept for mtad", got[0])
+    assert_in(f"(local submission from uid {os.getuid()})".encode(), got[0])
+    got = with_subject("user2", "from nobody")
+    assert_eq(len(got), 1)
+    assert_in(f"(local submission from uid {NOBODY})".encode(), got[0])
+    assert_in(f"<nobody@{DOMAIN}>\r\n".encode(), got[0])  # the From: added for nobody
+    log = mtad.logtext()
+    assert_eq(log.count(" submitted: 250 "), 2, log[-3000:])
+
+
+def test_dropped_while_running():
+    """A heron-sendmail that cannot reach the socket (here: a config naming a dead one)
+    drops; the running mtad takes the file at once (inotify)."""
+    dead = write_conf(os.path.join(TMP, "dead.conf"), {"mtad": {
+        "local_domains": DOMAIN, "local_submission": os.path.join(TMP, "none.sock"),
+        "maildrop": DROP}})
+    r = sendmail(["-t"], f"To: user1@{DOMAIN}, user2\nSubject: while running\n\nx\n",
+                 conf=dead)
+    assert_eq(r.returncode, 0, r.stderr)
+    wait_for(lambda: len(with_subject("user1", "while running")) == 1
+             and len(with_subject("user2", "while running")) == 1, what="the pickup")
+    wait_for(lambda: files() == [], what="the file removed")
+    assert_eq(len(with_subject("user1", "while running")), 1)
+
+
+def test_untrusted_files():
+    secret = os.path.join(TMP, "secret")
+    with open(secret, "w") as f:
+        f.write(f"HERON-MAILDROP 1\nS root@{DOMAIN}\nR user1@{DOMAIN}\n\n"
+                "Subject: stolen\r\n\r\nnot yours\r\n")
+    os.symlink(secret, os.path.join(DROP, "drop.symlink"))
+    os.link(secret, os.path.join(DROP, "drop.hardlink"))
+    with open(os.path.join(DROP, "drop.garbage"), "w") as f:
+        f.write("HERON-MAILDROP 1\nX what\n\nSubject: garbage\r\n\r\nx\r\n")
+    with open(os.path.join(DROP, "tmp.unfinished"), "w") as f:
+        f.write("HERON-MAILDROP 1\nS root@heron.test\n")
+    # a complete file renamed in wakes the pickup; the others are in its scan
+    r = sendmail(["user2"], "Subject: after the bad ones\n\ny\n",
+                 conf=write_conf(os.path.join(TMP, "dead2.conf"), {"mtad": {
+                     "local_domains": DOMAIN,
+                     "local_submission": os.path.join(TMP, "none.sock"), "maildrop": DROP}}))
+    assert_eq(r.returncode, 0, r.stderr)
+    wait_for(lambda: len(with_subject("user2", "after the bad ones")) == 1, what="the good one")
+    wait_for(lambda: files("drop.") == [], what="the bad files moved")
+    assert_eq(files("bad."), ["bad.garbage", "bad.hardlink", "bad.symlink"])
+    assert_eq(files("tmp."), ["tmp.unfinished"])
+    assert_eq(with_subject("user1", "stolen"), [])
+    assert_eq(with_subject("user1", "garbage"), [])
+    log = mtad.logtext()
+    for why in ("a symbolic link", "a file with more than one link",
+                "not a maildrop file of heron-sendmail"):
+        assert_in(why, log)
+
+
+def test_xuid_refused_to_others():
+    """XUID is the pickup's: a local client running as another uid gets 500."""
+    os.chmod(TMP, 0o755)
+    try:
+        r = sendmail(["-bs"], "EHLO me\r\nXUID 0\r\nQUIT\r\n", user="nobody",
+                     group="nogroup", extra_groups=[])
+    finally:
+        os.chmod(TMP, 0o700)
+    assert_eq(r.returncode, 0, r.stderr)
+    assert_in(b"\r\n500 5.5.2 Command unrecognized\r\n", r.stdout)
+
+
+if __name__ == "__main__":
+    if os.getuid() != 0:
+        print("skip: needs root (runs heron-sendmail as the user nobody)")
+        sys.exit(77)
+    sys.exit(run_suite(mtad, [
+        test_dropped_while_down, test_dropped_while_running, test_untrusted_files,
+        test_xuid_refused_to_others,
+    ], TMP))
