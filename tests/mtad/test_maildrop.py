@@ -6,7 +6,7 @@ started: each arrives once, the directory is empty, the Received: header names t
 owner's uid, nobody could not list the directory), while running (a drop by a heron-sendmail
 whose socket is dead: inotify picks it up), and refuses files it must not trust (a symbolic
 link to another file, a hard link, a malformed file: renamed bad.*, nothing delivered; an
-unfinished tmp.* file is left alone).
+unfinished tmp.* file is left alone), and a kill -9 in the middle of a pickup loses nothing.
 
   test_maildrop.py SOURCE_ROOT MTAD STORE_PEEK HERON_SENDMAIL"""
 import os
@@ -129,6 +129,27 @@ def test_untrusted_files():
         assert_in(why, log)
 
 
+def test_kill9_loses_nothing():
+    """20 files dropped while mtad is down; mtad is killed with -9 as soon as it has
+    submitted the first, then started again: every message arrives, and at most the one in
+    flight at the kill twice (its 250 came, its file was not yet removed)."""
+    mtad.stop()
+    for i in range(20):
+        r = sendmail(["user1"], f"Subject: crash {i}\n\nn\n")
+        assert_eq(r.returncode, 0, r.stderr)
+    before = mtad.logtext().count(" submitted: 250 ")
+    mtad.start()
+    wait_for(lambda: mtad.logtext().count(" submitted: 250 ") > before, what="a first one")
+    mtad.kill9()
+    left = len(files("drop."))
+    mtad.start()
+    wait_for(lambda: files("drop.") == [], what="the rest submitted")
+    counts = [len(with_subject("user1", f"crash {i}")) for i in range(20)]
+    assert all(c >= 1 for c in counts), counts
+    assert sum(c - 1 for c in counts) <= 1, counts
+    print(f"     kill -9 with {left} of 20 files left; copies {counts}")
+
+
 def test_xuid_refused_to_others():
     """XUID is the pickup's: a local client running as another uid gets 500."""
     os.chmod(TMP, 0o755)
@@ -147,5 +168,5 @@ if __name__ == "__main__":
         sys.exit(77)
     sys.exit(run_suite(mtad, [
         test_dropped_while_down, test_dropped_while_running, test_untrusted_files,
-        test_xuid_refused_to_others,
+        test_kill9_loses_nothing, test_xuid_refused_to_others,
     ], TMP))
