@@ -52,7 +52,7 @@
 #define PICKUP_ENVELOPE_MAX (1u << 24) /* bytes of a file's envelope lines */
 #define PICKUP_TMP_AGE_S 86400         /* an unfinished tmp.* file of a crashed writer */
 
-enum step { P_GREET, P_EHLO, P_XUID, P_MAIL, P_RCPT, P_DATA, P_DOT, P_QUIT };
+enum step { P_GREET, P_EHLO, P_XUID, P_MAIL, P_RCPT, P_DATA, P_DOT };
 
 struct pickup {
 	struct mtad *m;
@@ -226,15 +226,10 @@ static void advance(struct pickup *p)
 			done(p, c / 100 == 5 ? O_BAD : O_KEEP, p->text);
 			return;
 		}
+		/* durable now: the file goes; the connection closes with it (the session ends at
+		   the EOF, after its transaction) */
 		log_info("maildrop: %s uid=%ld submitted: %s", p->name, p->uid, p->text);
-		say(p, "QUIT");
-		p->step = P_QUIT;
-		/* durable now: the file goes whatever QUIT gets */
-		{
-			done(p, O_DONE, NULL);
-			return;
-		}
-	case P_QUIT:
+		done(p, O_DONE, NULL);
 		return;
 	}
 }
@@ -254,10 +249,8 @@ static void read_cb(struct bufferevent *bev, void *arg)
 		    line[2] < '0' || line[2] > '9' ||
 		    (n > 3 && line[3] != ' ' && line[3] != '-')) {
 			free(line);
-			{
-				done(p, O_KEEP, "a reply that is not SMTP");
-				return;
-			}
+			done(p, O_KEEP, "a reply that is not SMTP");
+			return;
 		}
 		if (p->text[0] == '\0')
 			str_lcpy(p->text, line, sizeof(p->text));
