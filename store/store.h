@@ -670,6 +670,10 @@ void store_gc_flush(struct store_gc *gc);
 void store_gc_stats(const struct store_gc *gc, uint64_t *ops_r, uint64_t *commits_r);
 /* Flushes, stops the threads, frees; *gcp = NULL. */
 void store_gc_free(struct store_gc **gcp);
+/* Fuzzing only: from now on every submit commits and syncs its operation in the caller's
+   thread before it returns (no hand-off to the committer or the pool); the callbacks still
+   run from store_gc_dispatch. Never in the daemons. */
+void store_gc_inline(struct store_gc *gc);
 
 /* ------------------------------------------------------------------------------------- */
 /* Change notification. One watcher per process serves every session: its fd (inotify on each

@@ -626,6 +626,7 @@ struct store_pool {
 	size_t n, next, running;
 	uint64_t gen; /* bumped for each job */
 	bool stop;
+	bool serial; /* store_gc_inline: every job in the caller's thread */
 	unsigned nthreads;
 	pthread_t *threads;
 };
@@ -706,7 +707,7 @@ static void pool_free(struct store_pool **pp)
 
 void store_pool_run(struct store_pool *p, void (*fn)(void *arg, size_t i), void *arg, size_t n)
 {
-	if (p == NULL || p->nthreads == 0 || n < 2) {
+	if (p == NULL || p->nthreads == 0 || p->serial || n < 2) {
 		for (size_t i = 0; i < n; i++)
 			fn(arg, i);
 		return;
@@ -748,6 +749,7 @@ struct store_gc {
 	size_t ndone, capdone;
 	size_t expect; /* operations of the previous batch and its followers */
 	bool busy, stop, threaded;
+	bool inline_commit; /* store_gc_inline */
 	pthread_t thread;
 	int efd; /* eventfd: readable while done batches wait */
 	struct store_pool *pool;
@@ -1011,9 +1013,48 @@ static struct store_batch *gc_pending(struct store_gc *gc)
 	return gc->pending;
 }
 
+/* store_gc_inline: what gc_thread does with one batch, in the submitting thread (mu held on
+   entry, released). The committer thread never sees a pending batch. */
+static void gc_commit_here(struct store_gc *gc)
+{
+	struct store_batch *bt = gc->pending;
+	size_t n = store_batch_count(bt);
+
+	gc->pending = NULL;
+	pthread_mutex_unlock(&gc->mu);
+	batch_run(bt, true);
+	batch_seqs(bt);
+	atomic_fetch_add(&gc->ops, n);
+	atomic_fetch_add(&gc->commits, 1);
+	if (batch_has_lazy(bt)) {
+		pthread_mutex_lock(&gc->mu);
+		gc_done_push(gc, bt, false);
+		pthread_mutex_unlock(&gc->mu);
+	}
+	gc_sync(gc, &bt, 1, true); /* a failed sync counts as synced: durable either way */
+	pthread_mutex_lock(&gc->mu);
+	gc_done_push(gc, bt, true);
+	pthread_mutex_unlock(&gc->mu);
+}
+
 static void gc_queued(struct store_gc *gc)
 {
+	if (gc->inline_commit) {
+		gc_commit_here(gc);
+		return;
+	}
 	pthread_cond_signal(&gc->work);
+	pthread_mutex_unlock(&gc->mu);
+}
+
+void store_gc_inline(struct store_gc *gc)
+{
+	store_gc_flush(gc);
+	pthread_mutex_lock(&gc->mu);
+	gc->inline_commit = true;
+	gc->pool->serial = true;
+	if (gc->st->pool != NULL)
+		gc->st->pool->serial = true; /* batch_run's */
 	pthread_mutex_unlock(&gc->mu);
 }
 

@@ -28,6 +28,12 @@
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+const char *__asan_default_options(void);
+
+const char *__asan_default_options(void)
+{
+	return FUZZ_SESSION_ASAN_OPTIONS;
+}
 
 static char dir[80], sdir[96];
 static struct conf *conf;
@@ -75,6 +81,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	srv.plain = net_server_new(srv.base, &fds, 1000, imap_server_accept_plain, &srv);
 	srv.shared = shared;
 	authguard_no_wait(srv.guard);
+	store_gc_inline(srv.gc); /* commits in this thread: no hand-off to wait for */
 	return 0;
 }
 

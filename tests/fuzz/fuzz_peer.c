@@ -278,15 +278,17 @@ void fuzz_session(struct event_base *base, const struct sockaddr_un *to, const u
    LeakSanitizer's scan of the heap tells which: a leak is reported there with the stacks
    of its allocations, and the input aborts, so libFuzzer keeps it as a crash. */
 static atomic_long leak_live;
-static long leak_start, leak_scans;
+static atomic_ulong leak_bytes; /* allocated so far, for the figures of leak_stats */
+static long leak_start, leak_scans, leak_inputs;
+static unsigned long leak_bytes_start, leak_bytes_sum, leak_bytes_max;
 static int64_t leak_ms;
 static bool leak_on;
 
 static void leak_malloc_hook(const volatile void *p, size_t size)
 {
 	(void)p;
-	(void)size;
 	atomic_fetch_add_explicit(&leak_live, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&leak_bytes, size, memory_order_relaxed);
 }
 
 static void leak_free_hook(const volatile void *p)
@@ -298,8 +300,12 @@ static void leak_free_hook(const volatile void *p)
 static void leak_stats(void)
 {
 	if (getenv("FUZZ_LEAK_STATS") != NULL) /* scripts/fuzz sets it */
-		fprintf(stderr, "fuzz: leak check: %ld inputs grew the heap: %lld ms of scans\n",
-			leak_scans, (long long)leak_ms);
+		fprintf(stderr,
+			"fuzz: leak check: %ld inputs grew the heap: %lld ms of scans; %ld inputs "
+			"allocated %lu bytes each on average, at most %lu\n",
+			leak_scans, (long long)leak_ms, leak_inputs,
+			leak_inputs > 0 ? leak_bytes_sum / (unsigned long)leak_inputs : 0,
+			leak_bytes_max);
 }
 
 void fuzz_leak_init(void)
@@ -318,6 +324,7 @@ void fuzz_leak_init(void)
 void fuzz_leak_begin(void)
 {
 	leak_start = atomic_load(&leak_live);
+	leak_bytes_start = atomic_load(&leak_bytes);
 }
 
 /* Zeroes the stack below the caller's frame, where the frames of the session ran: the scan's
@@ -335,11 +342,17 @@ void fuzz_leak_end(struct store_gc *gc)
 {
 	int64_t t0;
 	int leaked;
+	unsigned long bytes;
 
 	if (!leak_on)
 		return;
 	if (gc != NULL)
 		store_gc_flush(gc);
+	bytes = atomic_load(&leak_bytes) - leak_bytes_start;
+	leak_inputs++;
+	leak_bytes_sum += bytes;
+	if (bytes > leak_bytes_max)
+		leak_bytes_max = bytes;
 	if (atomic_load(&leak_live) <= leak_start)
 		return;
 	leak_scans++;

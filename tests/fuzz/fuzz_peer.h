@@ -16,6 +16,15 @@ struct sockaddr_un;
 struct store;
 struct store_gc;
 
+/* ASan's defaults for the session targets (their __asan_default_options; ASAN_OPTIONS
+   overrides them): a quarantine of 32 MB, not 256. LeakSanitizer's scan walks every chunk,
+   the quarantined ones too, so it took about three times as long with 256 MB, and the
+   larger working set cost page faults in every input. An input of these targets allocates
+   about 100 KB, a few MB at most (fuzz_leak_end counts them: FUZZ_LEAK_STATS), so 32 MB
+   still holds everything one input freed until it ends: a use after free that replays from
+   its input alone is caught as before. */
+#define FUZZ_SESSION_ASAN_OPTIONS "quarantine_size_mb=32"
+
 /* Aborts with what and strerror(errno) unless ok. */
 void fuzz_must(int ok, const char *what);
 /* conf_set or abort. */

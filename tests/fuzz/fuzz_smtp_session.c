@@ -30,6 +30,12 @@
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+const char *__asan_default_options(void);
+
+const char *__asan_default_options(void)
+{
+	return FUZZ_SESSION_ASAN_OPTIONS;
+}
 
 static const char *const kinds[] = { "listen", "submission", "lmtp" };
 static const enum mtad_listener kind_ids[] = { L_SMTP, L_SUBMISSION, L_LMTP };
@@ -78,6 +84,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	mtad_worker_init(&m, conf, 0, "mx.heron.test");
 	m.shared = shared;
 	authguard_no_wait(m.guard);
+	store_gc_inline(m.gc); /* commits in this thread: no hand-off to wait for */
 	fuzz_must(mtad_servers_start(&m, fds, 1000) == 0, "mtad_servers_start");
 	return 0;
 }

@@ -3,8 +3,9 @@
  * recipients in two partitions (the hard-link path) while the committer thread and its pool
  * commit, dispatching results as they come; every acknowledged message is then in the index
  * with its file, counters equal a recount, and verify is clean. Also: a deferred blob used
- * outside a batch (store_msg_append), one dropped before any commit, and a batch made
- * durable by one syncfs. scripts/test runs it under ThreadSanitizer too (build-tsan). */
+ * outside a batch (store_msg_append), one dropped before any commit, a batch made durable
+ * by one syncfs, and the session fuzzers' inline mode (store_gc_inline). scripts/test runs
+ * it under ThreadSanitizer too (build-tsan). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
@@ -226,12 +227,82 @@ static void test_deferred_batch_syncfs(void **state)
 	tstore_close(&ts, true);
 }
 
+/* store_gc_inline (the session fuzzers'): a submit runs its operation and commits in the
+   caller's thread before it returns, the callback still waits for store_gc_dispatch; a
+   delivery to two partitions is committed the same way, its file durable. */
+struct inline_op {
+	pthread_t ran_in;
+	unsigned done;
+};
+
+static int inline_fn(struct store_txn *t, void *arg)
+{
+	(void)t;
+	((struct inline_op *)arg)->ran_in = pthread_self();
+	return 0;
+}
+
+static void inline_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+			void *arg)
+{
+	(void)rcpts;
+	(void)n;
+	(void)value;
+	assert_int_equal(result, 0);
+	((struct inline_op *)arg)->done++;
+}
+
+static void test_gc_inline(void **state)
+{
+	struct tstore ts;
+	struct store_gc *gc;
+	struct inline_op op = { 0 }, del = { 0 };
+	struct store_rcpt r[2];
+	struct store_blob *b;
+	char n0[32], n1[32];
+	uint64_t ops, commits;
+	const char msg[] = "Subject: inline\r\n\r\nbody\r\n";
+
+	(void)state;
+	tstore_open(&ts, 2);
+	tmbox(ts.st, tuser(ts.st, tuser_name_in(ts.st, 0, "inl", n0, sizeof(n0))), "INBOX");
+	tmbox(ts.st, tuser(ts.st, tuser_name_in(ts.st, 1, "inl", n1, sizeof(n1))), "INBOX");
+	assert_int_equal(store_gc_new(ts.st, &gc), 0);
+	store_gc_inline(gc);
+	store_gc_submit(gc, 0, NULL, inline_fn, &op, inline_done, &op);
+	assert_true(pthread_equal(op.ran_in, pthread_self()));
+	store_gc_stats(gc, &ops, &commits);
+	assert_int_equal(ops, 1);
+	assert_int_equal(commits, 1);
+	assert_int_equal(op.done, 0); /* not from inside the submit */
+
+	memset(r, 0, sizeof(r));
+	r[0].user = n0;
+	r[1].user = n1;
+	assert_int_equal(store_blob_new(ts.st, 0, &b), 0);
+	assert_int_equal(store_blob_write(b, msg, sizeof(msg) - 1), 0);
+	assert_int_equal(store_blob_finish_deferred(b), 0);
+	store_gc_deliver(gc, b, 0, r, 2, inline_done, &del);
+	store_gc_stats(gc, &ops, &commits);
+	assert_int_equal(commits, 2);
+	store_gc_dispatch(gc);
+	assert_int_equal(op.done, 1);
+	assert_int_equal(del.done, 1);
+	assert_int_equal(r[0].result, 0);
+	assert_int_equal(r[1].result, 0);
+	store_blob_free(&b);
+	store_gc_free(&gc);
+	tverify_clean(ts.st);
+	tstore_close(&ts, true);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gc_threads_deferred),
 		cmocka_unit_test(test_deferred_single),
 		cmocka_unit_test(test_deferred_batch_syncfs),
+		cmocka_unit_test(test_gc_inline),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
