@@ -801,23 +801,32 @@ static void group_add(struct sv_group *g, size_t dest, const struct sv_dest *d,
 	g->dest[g->n++] = dest;
 }
 
-/* a copy of the message with the header editheader made, for this recipient's deliveries */
-static struct store_blob *edited_copy(struct smtp_session *s, struct sieve_tx *sv,
-				      const struct smtp_rcpt *r, const struct sieve_result *res)
+/* A copy in partition part of the message (map, len) with the header editheader made
+   (res->header), for one recipient's deliveries, made durable by the commit that stores it:
+   the one way both the SMTP/LMTP path (apply) and the queue runner's (deliver_sieve_queued)
+   apply RFC 5293. NULL when the store failed (logged): the caller stores the message as it
+   came. */
+static struct store_blob *edited_copy(struct mtad *mt, uint64_t qid, const char *addr,
+				      unsigned part, const char *m, size_t len,
+				      const struct sieve_result *res)
 {
-	const char *m = sv->map, *body = NULL;
+	const char *body = NULL;
 	struct store_blob *b = NULL;
+	int rc;
 
-	for (size_t i = 0; i + 1 < sv->maplen && body == NULL; i++)
-		if (m[i] == '\n' && (m[i + 1] == '\n' ||
-				     (i + 2 < sv->maplen && m[i + 1] == '\r' && m[i + 2] == '\n')))
+	for (size_t i = 0; i + 1 < len && body == NULL; i++)
+		if (m[i] == '\n' &&
+		    (m[i + 1] == '\n' || (i + 2 < len && m[i + 1] == '\r' && m[i + 2] == '\n')))
 			body = m + i + (m[i + 1] == '\n' ? 2 : 3);
 	if (body == NULL)
-		body = m + sv->maplen;
-	if (store_blob_new(s->m->store, r->part, &b) != 0 ||
-	    store_blob_write(b, res->header, res->header_len) != 0 ||
-	    store_blob_write(b, body, (size_t)(m + sv->maplen - body)) != 0 ||
-	    store_blob_finish_deferred(b) != 0) {
+		body = m + len;
+	if ((rc = store_blob_new(mt->store, part, &b)) != 0 ||
+	    (rc = store_blob_write(b, res->header, res->header_len)) != 0 ||
+	    (rc = store_blob_write(b, body, (size_t)(m + len - body))) != 0 ||
+	    (rc = store_blob_finish_deferred(b)) != 0) {
+		log_warnx("%016" PRIx64 ": to=<%s>, sieve editheader not applied (stored "
+			  "unchanged): %s",
+			  qid, addr, store_strerror(rc));
 		store_blob_free(&b);
 		return NULL;
 	}
@@ -884,7 +893,8 @@ static void apply(struct smtp_session *s, struct sieve_tx *sv, size_t i,
 			 sv->d[first].mailbox ? sv->d[first].mailbox : "INBOX",
 			 sv->nd > first + 1 ? " and more" : "");
 	if (res->header != NULL && sv->nd > first) {
-		struct store_blob *b = edited_copy(s, sv, r, res);
+		struct store_blob *b = edited_copy(s->m, tx->qid, r->addr, r->part, sv->map,
+						   sv->maplen, res);
 
 		if (b != NULL)
 			g = group_new(s, sv, b, true);
@@ -1037,15 +1047,18 @@ static struct sv_state *state_of(struct sieve_tx *sv)
 
 /* One queued message to one local recipient: everything the store must do is one write
    (mailboxes made, duplicate and vacation memories, the deliveries with flags and
-   keywords), then the redirect copies and a vacation reply are queued. */
+   keywords, of editheader's copy when the scripts edited the header), then the redirect
+   copies and a vacation reply are queued. */
 struct qdlv {
 	struct mtad *m;
 	char *user;
 	unsigned part;
 	uint64_t qid;
-	struct store_blob *blob; /* the caller's copy in part (lives until done) */
-	struct sieve_tx d;       /* dests only (d.d, d.nd) */
-	bool *create;            /* per dest */
+	struct store_blob *blob;   /* what q_fn stores: the caller's copy in part (lives until
+				      done), or edited */
+	struct store_blob *edited; /* editheader's copy (ours), or NULL */
+	struct sieve_tx d;         /* dests only (d.d, d.nd) */
+	bool *create;              /* per dest */
 	char **dup;
 	int64_t *dup_until;
 	size_t ndup;
@@ -1128,6 +1141,7 @@ static void q_free(struct qdlv *q)
 	free(q->dup);
 	free(q->dup_until);
 	free(q->create);
+	store_blob_free(&q->edited); /* after the commit: done() ran */
 	free(q->user);
 	free(q->vac.key);
 	free(q->vac_to);
@@ -1280,12 +1294,14 @@ int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
 		q->dup[q->ndup] = xstrdup(res.dup[k].key);
 		q->dup_until[q->ndup++] = time(NULL) + res.dup[k].seconds;
 	}
-	if (res.header != NULL && q->d.nd > 0)
-		log_warnx("%016" PRIx64 ": to=<%s>, sieve editheader is not applied to a queued "
-			  "delivery (stored unchanged)",
-			  dq->qid, dq->addr);
+	/* editheader: every dest of this recipient gets the edited copy (as in apply); the
+	   commit that stores it makes it durable before done() ends the queue entry */
+	if (res.header != NULL && q->d.nd > 0 &&
+	    (q->edited = edited_copy(m, dq->qid, dq->addr, dq->part, map, (size_t)dq->size,
+				     &res)) != NULL)
+		q->blob = q->edited;
 	sieve_result_clear(&res);
 	munmap(map, (size_t)dq->size);
-	store_gc_submit(m->gc, dq->part, dq->blob, q_fn, q, q_done, q);
+	store_gc_submit(m->gc, dq->part, q->blob, q_fn, q, q_done, q);
 	return 0;
 }

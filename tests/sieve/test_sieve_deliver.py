@@ -7,6 +7,7 @@ the 550 (SMTP, LMTP); a vacation loop between two local users ends; the admin's 
 after scripts around the user's (in that order, after not run once a script stops); the
 envelope sender of a redirected copy (RFC 5228 4.2: the original one, its SRS form off-site,
 <> stays <>) and a redirect loop between two local users ending with the message kept;
+editheader applied on the queue runner's delivery as on the SMTP path (RFC 5293);
 vacation never answering daemon, list-owner/-request or Precedence bulk/list/junk mail.
 
   test_sieve_deliver.py SOURCE_ROOT MTAD IMAPD MAILCTL SINK"""
@@ -29,7 +30,7 @@ from heronlib import (DOMAIN, HOST, Daemon, Sink, SmtpRaw, free_port, run_main, 
 
 ROOT, MTAD, IMAPD, MAILCTL, SINK = sys.argv[1:6]
 TMP = tempfile.mkdtemp(prefix="heron-sieve-")
-USERS = ["alice", "bob", "carol", "dave", "erin", "fay", "gus", "hal", "ivy", "jay"]
+USERS = ["alice", "bob", "carol", "dave", "erin", "fay", "gus", "hal", "ivy", "jay", "kim"]
 sink = Sink(SINK, TMP, {"keep": os.path.join(TMP, "sinkmail"), "records": "all"})
 BEFORE = os.path.join(TMP, "before.sieve")
 with open(BEFORE, "w") as f:
@@ -430,6 +431,41 @@ def test_redirect_loop_between_local_users():
     assert mtad.logtext().count("refused: the message was already delivered") == 1
 
 
+def body_of(user, subject, mailbox="INBOX"):
+    """The body (BODY[TEXT]) of the one message of mailbox with this subject (bytes)."""
+    c = imap(user)
+    c.select(f'"{mailbox}"', readonly=True)
+    uids = c.search(None, "SUBJECT", f'"{subject}"')[1][0].split()
+    assert len(uids) == 1, (user, mailbox, subject, uids)
+    typ, data = c.fetch(uids[0], "(BODY.PEEK[TEXT])")
+    c.logout()
+    return data[0][1]
+
+
+def test_editheader_on_queued_delivery():
+    # hal redirects to kim, a local user: the queue runner delivers that copy and runs kim's
+    # script, whose addheader/deleteheader (RFC 5293) must reach both of its stored copies
+    # exactly as on the SMTP path (test_editheader_and_duplicate); the body unchanged
+    put("hal", 'if header :contains "subject" "qedit" { redirect "kim@heron.test"; }\n')
+    put("kim", 'require ["editheader", "fileinto", "mailbox"];\n'
+               'addheader "X-Filtered" "by kim";\n'
+               'deleteheader "X-Internal";\n'
+               'fileinto :create "Edited"; keep;\n')
+    send("hal@heron.test", "qedit via queue", extra="X-Internal: secret\r\n",
+         body="first line\r\n\r\nlast line\r\n")
+    wait_for(lambda: "qedit via queue" in subjects("kim"), timeout=60,
+             what="the redirected copy in kim's INBOX")
+    for box in ("INBOX", "Edited"):
+        hdr = header_of("kim", "qedit via queue", box)
+        assert hdr.startswith(b"X-Filtered: by kim\r\nDelivered-To: hal@heron.test\r\n"), \
+            (box, hdr[:300])
+        assert b"X-Internal" not in hdr and b"\r\nSubject: qedit via queue\r\n" in hdr, \
+            (box, hdr)
+        assert body_of("kim", "qedit via queue", box) == b"first line\r\n\r\nlast line\r\n"
+    assert "qedit via queue" not in subjects("hal")
+    assert "editheader not applied" not in mtad.logtext()
+
+
 def vacation_replies_to(addr):
     """Vacation replies the sink got for addr (its RCPT, the Delivered-To it records)."""
     return len([m for m in sink_messages()
@@ -462,6 +498,7 @@ def test_vacation_not_to_daemons_owners_bulk():
 
 TESTS = [test_fileinto_flags_and_keywords, test_admin_before_script, test_admin_after_script,
          test_redirect_envelope_sender, test_redirect_loop_between_local_users,
+         test_editheader_on_queued_delivery,
          test_vacation_not_to_daemons_owners_bulk, test_redirect_to_sink,
          test_redirect_to_local_user_runs_their_script,
          test_reject_smtp_and_lmtp, test_vacation_once_per_days,
