@@ -171,7 +171,7 @@ static void test_check_config(void **state)
 	assert_non_null(strstr(out, "workers = 7"));
 	assert_non_null(strstr(out, good)); /* the origin of the value */
 
-	/* -n (postconf -n): only what differs from the defaults, as heron.conf text */
+	/* -n: only what differs from the defaults, as heron.conf text */
 	assert_int_equal(run_captured(run_args, argv_changed, out, sizeof(out)), 0);
 	if (strcmp(out, "[mtad]\nworkers = 7\n") != 0)
 		fail_msg("-n printed \"%s\"", out);
