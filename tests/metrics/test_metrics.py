@@ -1,11 +1,13 @@
 """test_metrics.py — the metrics endpoints of mtad, imapd and the sink, end to end: the text
 checked by promtool (Debian's prometheus package) and scraped by a real Prometheus on
 loopback, counters that move as the test drives SMTP and IMAP traffic (smtplib, imaplib),
-remote mail through a sink as relay_host (deferred, bounced, relayed, the queue's gauges) and
-SMTP sessions past max_connections_per_ip (refused by a cap), OpenMetrics on request, HTTP errors, the allow list, a flood of slow HTTP clients that must not
-disturb mail service, a worker killed with -9 whose counters do not go back, and the Grafana
-dashboard (contrib/grafana/heron.json) checked against the live scrapes: every metric name a
-panel uses is a family some daemon served in this test (managesieved started for it).
+remote mail through a sink as relay_host (deferred, bounced, relayed, the queue's gauges),
+SMTP sessions past max_connections_per_ip (refused by a cap), STARTTLS at TLS 1.2 and 1.3 and
+a failed handshake, OpenMetrics on request, HTTP errors, the allow list, a flood of slow HTTP
+clients that must not disturb mail service, a worker killed with -9 whose counters do not
+go back, and the Grafana dashboard (contrib/grafana/heron.json) checked against the live
+scrapes: every metric name a panel uses is a family some daemon served in this test
+(managesieved started for it).
 
 usage: test_metrics.py MTAD IMAPD SINK SOURCE_ROOT MAILLOAD MANAGESIEVED
 """
@@ -15,6 +17,7 @@ import re
 import shutil
 import smtplib
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -22,8 +25,8 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from heronlib import (HOST, Daemon, Sink, free_port, imaplib, run_main, run_tests,  # noqa: E402
-                      shared_conf, wait_for, wait_port)
+from heronlib import (HOST, Daemon, Sink, free_port, imaplib, make_cert,  # noqa: E402
+                      run_main, run_tests, shared_conf, tls_client_ctx, wait_for, wait_port)
 
 MTAD, IMAPD, SINK, SRC, MAILLOAD, SIEVED = sys.argv[1:7]
 TMP = tempfile.mkdtemp(prefix="heron-metrics-")
@@ -37,6 +40,7 @@ PER_IP = 6  # mtad's max_connections_per_ip: test_refused_by_cap_counted goes pa
 RELAY_DIR = os.path.join(TMP, "relay")
 os.makedirs(RELAY_DIR)
 relay = Sink(SINK, RELAY_DIR)
+CERT, KEY = make_cert(TMP)  # STARTTLS on both daemons: test_tls_handshakes_by_protocol
 CONF, SMTP_PORT, IMAP_PORT = shared_conf(
     TMP, ["alice", "bob"], workers=2,
     keys={"metrics": {"enabled": "yes", "mtad_listen": f"{HOST}:{MTAD_METRICS}",
@@ -44,6 +48,7 @@ CONF, SMTP_PORT, IMAP_PORT = shared_conf(
                       "managesieved_listen": f"{HOST}:{SIEVE_METRICS}", "max_connections": "4",
                       "timeout": "2s"},
           "imapd": {"max_unauth_connections_per_ip": "500"},
+          "tls": {"cert": CERT, "key": KEY},
           "mtad": {"trusted_networks": "127.0.0.0/8", "relay_host": f"{HOST}:{relay.port}",
                    "max_connections_per_ip": str(PER_IP)},
           "sieve": {"listen": f"{HOST}:{SIEVE_PORT}", "workers": "1"}})
@@ -239,6 +244,39 @@ def test_refused_by_cap_counted():
     finally:
         for c in held:
             c.close()
+
+
+def test_tls_handshakes_by_protocol():
+    """TLS handshakes by protocol: IMAP STARTTLS once at TLS 1.2 and once at 1.3 (imaplib
+    with the client's version pinned), and a client that sends bytes that are no TLS after
+    STARTTLS: a failed handshake."""
+    def key(proto):
+        return 'heron_tls_handshakes_total{protocol="%s"}' % proto
+
+    fail = "heron_tls_handshake_failures_total"
+    before = samples(scrape(IMAPD_METRICS)[1])
+    for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+        ctx = tls_client_ctx()
+        ctx.minimum_version = ctx.maximum_version = version
+        c = imaplib.IMAP4(HOST, IMAP_PORT, timeout=20)
+        c.starttls(ssl_context=ctx)
+        c.login("bob", "bob")
+        c.logout()
+    with socket.create_connection((HOST, IMAP_PORT), timeout=30) as s:
+        f = s.makefile("rwb")
+        assert f.readline().startswith(b"* OK"), "no greeting"
+        f.write(b"a STARTTLS\r\n")
+        f.flush()
+        assert f.readline().startswith(b"a OK"), "STARTTLS refused"
+        f.write(b"this is no ClientHello\r\n" * 4)
+        f.flush()
+        s.settimeout(30)
+        while s.recv(4096):  # until imapd closes
+            pass
+    wait_value(IMAPD_METRICS, fail, before.get(fail, 0) + 1, "the failed handshake")
+    after = samples(scrape(IMAPD_METRICS)[1])
+    for proto in ("TLSv1.2", "TLSv1.3"):
+        assert after.get(key(proto), 0) - before.get(key(proto), 0) == 1, (proto, after)
 
 
 def test_gauges_follow_sessions():
@@ -555,7 +593,7 @@ def body():
     wait_port(IMAPD_METRICS, 20, imapd.proc, "imapd metrics")
     return run_tests([test_text_is_valid, test_counters_move,
                       test_commits_and_map_figures, test_relay_outcomes_counted,
-                      test_refused_by_cap_counted,
+                      test_refused_by_cap_counted, test_tls_handshakes_by_protocol,
                       test_gauges_follow_sessions,
                       test_openmetrics, test_http_errors, test_slow_flood_keeps_mail_flowing,
                       test_allow_list, test_prometheus_scrapes, test_mailload_metrics,
