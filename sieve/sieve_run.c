@@ -819,6 +819,30 @@ static void addr_scan_cb(void *ctx, const struct rfc5322_addr *a)
 			s->found = true;
 }
 
+/* The one word of a field value outside blanks and RFC 5322 comments (CFWS, 3.2.2): "bulk"
+   of "(list mail) Bulk (x)"; empty when the value has no word or more than one. v is
+   unfolded already (sv_hdr_value); a comment left open runs to the end. */
+static struct sv_str cfws_word(struct sv_str v)
+{
+	struct sv_str w = { "", 0 };
+	size_t i = 0, words = 0;
+
+	while (i < v.len) {
+		if (v.p[i] == '(') {
+			i = rfc5322_skip_comment(v.p, v.len, i);
+		} else if (v.p[i] == ' ' || v.p[i] == '\t') {
+			i++;
+		} else {
+			w.p = v.p + i;
+			while (i < v.len && v.p[i] != '(' && v.p[i] != ' ' && v.p[i] != '\t')
+				i++;
+			w.len = (size_t)(v.p + i - w.p);
+			words++;
+		}
+	}
+	return words == 1 ? w : (struct sv_str){ "", 0 };
+}
+
 /* why no reply may be sent (RFC 3834 2, RFC 5230 4.5/4.6), or NULL */
 static const char *vacation_refusal(struct sv_run *rn, const char *const *mine, size_t nmine)
 {
@@ -855,7 +879,7 @@ static const char *vacation_refusal(struct sv_run *rn, const char *const *mine, 
 		if (hdr_find(rn, lists[k], 0) >= 0)
 			return "mailing list message";
 	if ((i = hdr_find(rn, "Precedence", 0)) >= 0) {
-		struct sv_str v = sv_hdr_value(rn, (size_t)i);
+		struct sv_str v = cfws_word(sv_hdr_value(rn, (size_t)i));
 
 		if ((v.len == 4 && strncasecmp(v.p, "bulk", 4) == 0) ||
 		    (v.len == 4 && strncasecmp(v.p, "list", 4) == 0) ||
