@@ -705,6 +705,18 @@ class Slapd:
 
 # ---- rspamd (a real milter) ----
 
+
+def end_process(proc, grace=20):
+    """Ends a helper server the test started: SIGTERM, then SIGKILL after grace seconds."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
 class Rspamd:
     """rspamd -f (Debian's package) as a milter: its proxy worker with milter = yes scanning
     itself on 127.0.0.1:port, a private configuration under tmp/rspamd (the package's rules,
@@ -767,15 +779,7 @@ class Rspamd:
         wait_port(self.port, 540, self.proc, "rspamd")
 
     def stop(self):
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        end_process(self.proc)
         self.proc = None
 
     def logtext(self):

@@ -17,14 +17,13 @@ Skipped (77) where clamd or clamav-milter is not installed (scripts/bootstrap in
 import base64
 import os
 import shutil
-import signal
 import smtplib
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from heronlib import (Mtad, Store, assert_eq, assert_in,  # noqa: E402
+from heronlib import (Mtad, Store, assert_eq, assert_in, end_process,  # noqa: E402
                       free_port, run_main, run_tests, wait_for, wait_port, write_users)
 
 ROOT, MTAD, PEEK = sys.argv[1:4]
@@ -55,14 +54,7 @@ class Proc:
         wait_port(self.port, 180, self.proc, os.path.basename(self.argv[0]))
 
     def stop(self):
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+        end_process(self.proc)
 
     def logtext(self):
         with open(self.log, errors="replace") as f:

@@ -23,8 +23,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from heronlib import (HOST, Daemon, Rspamd, free_port, run_main, run_tests,  # noqa: E402
-                      shared_conf, wait_for, wait_port)
+from heronlib import (HOST, Daemon, Rspamd, end_process, free_port, run_main,  # noqa: E402
+                      run_tests, shared_conf, wait_for, wait_port)
 
 ROOT, MTAD, IMAPD, MAILCTL = sys.argv[1:5]
 if shutil.which("rspamd") is None or not os.path.isdir("/etc/rspamd"):
@@ -65,13 +65,7 @@ class Clamd:
         wait_port(CLAM_PORT, 300, self.proc, "clamd")
 
     def stop(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        end_process(self.proc)
         self.proc = None
 
 
