@@ -94,7 +94,8 @@ def spec():
                                   txt("@", "v=spf1 ip4:127.0.0.2 -all"),
                                   txt("_dmarc", "v=DMARC1; p=reject")]},
         DOMAIN: {"records": [txt("sub1._domainkey", keys[(DOMAIN, "sub1")]),
-                             txt("@", "v=spf1 ip4:127.0.0.2 -all")]},
+                             txt("@", "v=spf1 ip4:127.0.0.2 -all"),
+                             txt("_dmarc", "v=DMARC1; p=reject")]},
         # an outside domain whose mail dkimpy signs
         "ext.test": {"records": [txt("py._domainkey", PY_TXT),
                                  txt("@", "v=spf1 ip4:127.0.0.1 -all"),
@@ -307,6 +308,44 @@ def test_dmarc_reject_refused_at_end_of_data():
     assert "spf=fail" in a and "dkim=pass" in a and "dmarc=pass" in a, a
 
 
+def copies(subject, user="user1"):
+    """The stored messages with this subject in user's INBOX and Junk."""
+    found = []
+    for mailbox in ("INBOX", "Junk"):
+        try:
+            rows = json.loads(mailctl("--json", "message", "list", user, mailbox))
+        except subprocess.CalledProcessError:
+            continue
+        for row in rows:
+            raw = mailctl("message", "show", user, mailbox, str(row["uid"]), "--raw")
+            if ("Subject: " + subject + "\r\n").encode() in raw:
+                found.append(raw)
+    return found
+
+
+def test_own_domain_dmarc_reject_on_port_25():
+    # From: our own local domain (p=reject), MAIL FROM outside, no AUTH, an outside client:
+    # neither SPF nor DKIM aligns with heron.test, so DMARC fails and the mail is refused
+    msg = message("The CEO <ceo@%s>" % DOMAIN, "own domain forged")
+    try:
+        send(msg, "someone@ext.test", source=OTHER)
+    except smtplib.SMTPDataError as e:
+        assert e.smtp_code == 550 and e.smtp_error.startswith(b"5.7.1"), e
+    else:
+        raise AssertionError("mail forging our own domain accepted on port 25")
+    # the same message signed with mtad's own heron.test key: DKIM aligns, accepted
+    with open(os.path.join(TMP, "%s.sub1.key" % DOMAIN), "rb") as f:
+        pem = f.read()
+    sig = dkim.sign(msg.encode(), b"sub1", DOMAIN.encode(), pem,
+                    include_headers=[b"from", b"to", b"subject", b"date", b"message-id"])
+    send((sig + msg.encode()).decode(), "someone@ext.test", source=OTHER)
+    a = authres(stored("own domain forged"))[0]
+    assert "dkim=pass header.d=%s" % DOMAIN in a and "dmarc=pass" in a, a
+    # the refused copy was never stored: only the signed one is there
+    found = copies("own domain forged")
+    assert len(found) == 1 and b"DKIM-Signature" in found[0], len(found)
+
+
 def test_dmarc_quarantine_goes_to_junk():
     send(message("x@quar.test", "dmarc quarantine"), "x@quar.test")
     raw = stored("dmarc quarantine", mailbox="Junk")
@@ -369,7 +408,8 @@ TESTS = [test_signed_from_trusted_network_verifies_with_dkimpy,
          test_big_message_signed_through_the_file,
          test_submission_signed_for_the_users_domain, test_unsigned_when_no_key_for_the_domain,
          test_dkimpy_signed_mail_passes, test_tampered_signature_fails_dkim,
-         test_dmarc_reject_refused_at_end_of_data, test_dmarc_quarantine_goes_to_junk,
+         test_dmarc_reject_refused_at_end_of_data, test_own_domain_dmarc_reject_on_port_25,
+         test_dmarc_quarantine_goes_to_junk,
          test_spf_agrees_with_pyspf, test_hostile_inputs,
          test_spf_reject_fail_at_mail_from_after_reload]
 
