@@ -118,6 +118,18 @@ const char *sasl_strerror(enum sasl_result r)
 		return "malformed PLAIN response";
 	case SASL_EAUTHZ:
 		return "authorization identity differs from the user";
+	case SASL_ESCRAM:
+		return "malformed SCRAM message";
+	case SASL_EEXT:
+		return "SCRAM extension not supported";
+	case SASL_ECBIND:
+		return "channel binding refused";
+	case SASL_ENONCE:
+		return "SCRAM nonce does not match";
+	case SASL_EPROOF:
+		return "SCRAM proof does not match";
+	case SASL_ESTATE:
+		return "SCRAM step out of order";
 	}
 	return "?";
 }

@@ -1,5 +1,6 @@
 /* tls.c — owns OpenSSL use: contexts from [tls], TLS bufferevents (implicit and STARTTLS, both
- * sides), peer info and errors, and the self-signed certificate maker. */
+ * sides), peer info and errors, channel binding data (RFC 9266, RFC 5929), and the
+ * self-signed certificate maker. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <openssl/bn.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/objects.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -249,6 +251,47 @@ bool tls_peer_verified(struct bufferevent *bev)
 
 	return ssl != NULL && SSL_is_init_finished(ssl) &&
 	       SSL_get0_peer_certificate(ssl) != NULL && SSL_get_verify_result(ssl) == X509_V_OK;
+}
+
+bool tls_has_exporter(struct bufferevent *bev)
+{
+	SSL *ssl = bufferevent_openssl_get_ssl(bev);
+
+	return ssl != NULL && SSL_is_init_finished(ssl) && SSL_version(ssl) == TLS1_3_VERSION;
+}
+
+bool tls_channel_binding(struct bufferevent *bev, enum tls_cb_type type, unsigned char *out,
+			 size_t size, size_t *len_r)
+{
+	static const char label[] = "EXPORTER-Channel-Binding";
+	SSL *ssl = bufferevent_openssl_get_ssl(bev);
+	X509 *cert;
+	const EVP_MD *md;
+	int md_nid = NID_undef;
+	unsigned int n = 0;
+
+	*len_r = 0;
+	if (ssl == NULL || !SSL_is_init_finished(ssl) || size < EVP_MAX_MD_SIZE)
+		return false;
+	if (type == TLS_CB_EXPORTER) {
+		/* RFC 9266 section 2: TLS 1.3 only; 32 bytes, no context */
+		if (SSL_version(ssl) != TLS1_3_VERSION ||
+		    SSL_export_keying_material(ssl, out, 32, label, sizeof(label) - 1, NULL, 0,
+					       0) != 1)
+			return false;
+		*len_r = 32;
+		return true;
+	}
+	if ((cert = SSL_get_certificate(ssl)) == NULL ||
+	    OBJ_find_sigid_algs(X509_get_signature_nid(cert), &md_nid, NULL) != 1)
+		return false;
+	/* RFC 5929 4.1: MD5 and SHA-1 are replaced by SHA-256 */
+	if (md_nid == NID_md5 || md_nid == NID_sha1)
+		md_nid = NID_sha256;
+	if ((md = EVP_get_digestbynid(md_nid)) == NULL || X509_digest(cert, md, out, &n) != 1)
+		return false;
+	*len_r = n;
+	return true;
 }
 
 bool tls_is_tls(struct bufferevent *bev)

@@ -73,6 +73,16 @@ void tls_peer_info(struct bufferevent *bev, const char **proto_r, const char **c
 		   int *bits_r);
 /* Whether the peer presented a certificate that verified (client side: the server's). */
 bool tls_peer_verified(struct bufferevent *bev);
+/* Channel binding data of a server-side session after the handshake, into out (size >= 64;
+   *len_r set): tls-exporter (RFC 9266: 32 bytes of the exporter "EXPORTER-Channel-Binding",
+   TLS 1.3 only) or tls-server-end-point (RFC 5929 section 4.1: the hash of our certificate
+   with its signature's digest, SHA-256 in place of MD5 and SHA-1). false when bev has no
+   finished TLS session or the type is not available on it. */
+enum tls_cb_type { TLS_CB_EXPORTER, TLS_CB_SERVER_END_POINT };
+bool tls_channel_binding(struct bufferevent *bev, enum tls_cb_type type, unsigned char *out,
+			 size_t size, size_t *len_r);
+/* Whether tls-exporter is available on bev (a finished TLS 1.3 session). */
+bool tls_has_exporter(struct bufferevent *bev);
 /* Whether bev is a TLS bufferevent made here. */
 bool tls_is_tls(struct bufferevent *bev);
 /* Text for the last TLS error of bev (after BEV_EVENT_ERROR), written into out; returns out

@@ -593,6 +593,7 @@ static bool sasl_plain(struct imap_cmd *cmd, const char *b64, size_t len)
 	case SASL_EBASE64:
 		return imap_cmd_bad(cmd, "Invalid base64");
 	case SASL_EFORMAT:
+	default: /* the SCRAM results: not from PLAIN */
 		return imap_cmd_no(cmd, "[AUTHENTICATIONFAILED] Malformed PLAIN response");
 	case SASL_EAUTHZ:
 		return imap_cmd_no(cmd, "[AUTHORIZATIONFAILED] Cannot act as another user");

@@ -176,6 +176,7 @@ static void auth_plain(struct smtp_session *s, const char *b64, size_t len)
 		smtp_error(s, "501 5.5.2 Invalid base64 data");
 		return;
 	case SASL_EFORMAT:
+	default: /* the SCRAM results: not from PLAIN */
 		smtp_error(s, "501 5.5.2 Invalid PLAIN response");
 		return;
 	case SASL_EAUTHZ:

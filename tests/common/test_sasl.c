@@ -1,12 +1,17 @@
 /* test_sasl.c — the strict base64 decoder and the PLAIN message split that mtad and imapd
- * share: what is accepted, and every way a response is refused. */
+ * share: what is accepted, and every way a response is refused; the SCRAM-SHA-256 server
+ * against RFC 7677's example exchange, channel binding, and the ways a message is refused. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "common/sasl.h"
 
@@ -120,12 +125,382 @@ static void test_plain_refused(void **state)
 	assert_true(SASL_PLAIN_B64_MAX >= 4 * ((2 * SASL_NAME_MAX + SASL_PASSWORD_MAX + 2) / 3));
 }
 
+/* ---- SCRAM-SHA-256 ---- */
+
+/* RFC 7677 section 3: user "user", password "pencil". */
+#define EX_CFIRST "n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
+#define EX_SNONCE "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
+#define EX_SFIRST                                                                          \
+	"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==," \
+	"i=4096"
+#define EX_CFINAL                                                                        \
+	"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+" \
+	"Ute9ytag9zjfMHgsqmmiz7AndVQ="
+#define EX_SFINAL "v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+
+/* The salted password of password with the example's salt (W22ZaJ0SNY7soEsUEjb6gQ==). */
+static void salted(const char *password, unsigned char sp[32])
+{
+	static const unsigned char salt[] = { 0x5b, 0x6d, 0x99, 0x68, 0x9d, 0x12, 0x35, 0x8e,
+					      0xec, 0xa0, 0x4b, 0x14, 0x12, 0x36, 0xfa, 0x81 };
+
+	assert_int_equal(PKCS5_PBKDF2_HMAC(password, (int)strlen(password), salt, sizeof(salt),
+					   4096, EVP_sha256(), 32, sp),
+			 1);
+}
+
+static void hmac(const unsigned char key[32], const char *m, size_t n, unsigned char out[32])
+{
+	unsigned int len = 0;
+
+	assert_non_null(HMAC(EVP_sha256(), key, 32, (const unsigned char *)m, n, out, &len));
+}
+
+/* The secret "4096,SALT,STOREDKEY,SERVERKEY" of password, made here (not by ldapauth). */
+static void secret_of(const char *password, char *out)
+{
+	unsigned char sp[32], ck[32], stored[32], server[32];
+	unsigned int n = 0;
+	char st64[48], sv64[48];
+
+	salted(password, sp);
+	hmac(sp, "Client Key", 10, ck);
+	EVP_Digest(ck, 32, stored, &n, EVP_sha256(), NULL);
+	hmac(sp, "Server Key", 10, server);
+	b64(stored, 32, st64);
+	b64(server, 32, sv64);
+	sprintf(out, "4096,W22ZaJ0SNY7soEsUEjb6gQ==,%s,%s", st64, sv64);
+}
+
+/* A client-final message for password over the exchange so far: c= of cbind (gs2 header and
+   channel data, n bytes), the nonce, then the proof. */
+static void client_final(const char *password, const char *bare, const char *sfirst,
+			 const void *cbind, size_t n, const char *nonce, char *out)
+{
+	unsigned char sp[32], ck[32], stored[32], sig[32], proof[32];
+	unsigned int len = 0;
+	char c64[512], p64[48], am[4096], wp[2048];
+
+	salted(password, sp);
+	hmac(sp, "Client Key", 10, ck);
+	EVP_Digest(ck, 32, stored, &len, EVP_sha256(), NULL);
+	b64(cbind, n, c64);
+	snprintf(wp, sizeof(wp), "c=%s,r=%s", c64, nonce);
+	snprintf(am, sizeof(am), "%s,%s,%s", bare, sfirst, wp);
+	hmac(stored, am, strlen(am), sig);
+	for (int i = 0; i < 32; i++)
+		proof[i] = ck[i] ^ sig[i];
+	b64(proof, 32, p64);
+	sprintf(out, "%s,p=%s", wp, p64);
+}
+
+/* Decodes a server message (base64) into out. */
+static void unb64s(const char *b, char *out)
+{
+	size_t n;
+
+	assert_int_equal(sasl_b64_decode(b, strlen(b), (unsigned char *)out, 4096, &n), SASL_OK);
+}
+
+static enum sasl_result first(struct sasl_scram *s, const char *msg)
+{
+	char enc[4096];
+
+	b64(msg, strlen(msg), enc);
+	return sasl_scram_client_first(s, enc, strlen(enc));
+}
+
+static enum sasl_result final(struct sasl_scram *s, const unsigned char *cb, size_t cblen,
+			      const char *msg, char *reply)
+{
+	char enc[4096], out[SASL_SCRAM_OUT_MAX];
+	enum sasl_result rc;
+
+	b64(msg, strlen(msg), enc);
+	rc = sasl_scram_client_final(s, cb, cblen, enc, strlen(enc), out, sizeof(out));
+	unb64s(out, reply);
+	return rc;
+}
+
+static void test_scram_rfc7677(void **state)
+{
+	struct sasl_scram *s = sasl_scram_new(false, false);
+	char secret[256], out[SASL_SCRAM_OUT_MAX], dec[4096];
+
+	secret_of("pencil", secret);
+	assert_int_equal(first(s, EX_CFIRST), SASL_OK);
+	assert_string_equal(sasl_scram_user(s), "user");
+	assert_string_equal(sasl_scram_authzid(s), "");
+	assert_int_equal(sasl_scram_cb_type(s), SASL_CB_NONE);
+	assert_int_equal(sasl_scram_server_first(s, secret, EX_SNONCE, out, sizeof(out)), SASL_OK);
+	unb64s(out, dec);
+	assert_string_equal(dec, EX_SFIRST);
+	assert_int_equal(final(s, NULL, 0, EX_CFINAL, dec), SASL_OK);
+	assert_string_equal(dec, EX_SFINAL);
+	/* one exchange, one answer */
+	assert_int_equal(final(s, NULL, 0, EX_CFINAL, dec), SASL_ESTATE);
+	sasl_scram_free(&s);
+	assert_null(s);
+}
+
+/* The example's exchange with the proof of another password, or without a secret. */
+static void test_scram_wrong(void **state)
+{
+	struct sasl_scram *s = sasl_scram_new(false, false);
+	char secret[256], out[SASL_SCRAM_OUT_MAX], dec[4096], cf[1024];
+
+	secret_of("pencil", secret);
+	assert_int_equal(first(s, EX_CFIRST), SASL_OK);
+	assert_int_equal(sasl_scram_server_first(s, secret, EX_SNONCE, out, sizeof(out)), SASL_OK);
+	client_final("pencil2", "n=user,r=rOprNGfwEbeRWgbNEkqO", EX_SFIRST, "n,,", 3,
+		     "rOprNGfwEbeRWgbNEkqO" EX_SNONCE, cf);
+	assert_int_equal(final(s, NULL, 0, cf, dec), SASL_EPROOF);
+	assert_string_equal(dec, "e=invalid-proof");
+	sasl_scram_free(&s);
+
+	/* no secret: a salt all the same, the right password fails */
+	s = sasl_scram_new(false, false);
+	assert_int_equal(first(s, EX_CFIRST), SASL_OK);
+	assert_int_equal(sasl_scram_server_first(s, NULL, EX_SNONCE, out, sizeof(out)), SASL_OK);
+	unb64s(out, dec);
+	assert_non_null(strstr(dec, ",s="));
+	assert_non_null(strstr(dec, ",i=4096"));
+	char *sf = strdup(dec);
+	client_final("pencil", "n=user,r=rOprNGfwEbeRWgbNEkqO", sf, "n,,", 3,
+		     "rOprNGfwEbeRWgbNEkqO" EX_SNONCE, cf);
+	assert_int_equal(final(s, NULL, 0, cf, dec), SASL_EPROOF);
+	free(sf);
+	sasl_scram_free(&s);
+	/* a malformed secret is no secret */
+	s = sasl_scram_new(false, false);
+	assert_int_equal(first(s, EX_CFIRST), SASL_OK);
+	assert_int_equal(sasl_scram_server_first(s, "4096,abc,def", EX_SNONCE, out, sizeof(out)),
+			 SASL_OK);
+	assert_int_equal(final(s, NULL, 0, EX_CFINAL, dec), SASL_EPROOF);
+	sasl_scram_free(&s);
+}
+
+/* -PLUS with data for the channel: the right data passes, other data or a changed header
+   does not. */
+static void test_scram_plus(void **state)
+{
+	static const unsigned char cb[32] = "0123456789abcdef0123456789abcde";
+	static const char *types[] = { "tls-exporter", "tls-server-end-point" };
+	char secret[256], out[SASL_SCRAM_OUT_MAX], dec[4096], cf[1024], msg[256];
+	unsigned char cbind[256];
+
+	secret_of("pencil", secret);
+	for (int t = 0; t < 2; t++)
+		for (int tamper = 0; tamper < 3; tamper++) {
+			struct sasl_scram *s = sasl_scram_new(true, true);
+			size_t gl;
+
+			snprintf(msg, sizeof(msg), "p=%s,,n=user,r=abc", types[t]);
+			assert_int_equal(first(s, msg), SASL_OK);
+			assert_int_equal(sasl_scram_cb_type(s),
+					 t == 0 ? SASL_CB_TLS_EXPORTER
+						: SASL_CB_TLS_SERVER_END_POINT);
+			assert_int_equal(sasl_scram_server_first(s, secret, "xyz", out,
+								 sizeof(out)),
+					 SASL_OK);
+			gl = (size_t)snprintf((char *)cbind, sizeof(cbind), "p=%s,,", types[t]);
+			memcpy(cbind + gl, cb, sizeof(cb));
+			if (tamper == 1)
+				cbind[gl + 5] ^= 1; /* the client's channel is another */
+			if (tamper == 2)
+				cbind[0] = 'y'; /* the header changed */
+			client_final("pencil", "n=user,r=abc",
+				     "r=abcxyz,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096", cbind,
+				     gl + sizeof(cb), "abcxyz", cf);
+			assert_int_equal(final(s, cb, sizeof(cb), cf, dec),
+					 tamper == 0 ? SASL_OK : SASL_ECBIND);
+			if (tamper != 0)
+				assert_string_equal(dec, "e=channel-bindings-dont-match");
+			sasl_scram_free(&s);
+		}
+	/* the channel's data missing on the server side */
+	struct sasl_scram *s = sasl_scram_new(true, true);
+	assert_int_equal(first(s, "p=tls-exporter,,n=user,r=abc"), SASL_OK);
+	assert_int_equal(sasl_scram_server_first(s, secret, "xyz", out, sizeof(out)), SASL_OK);
+	client_final("pencil", "n=user,r=abc", "r=abcxyz,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096",
+		     "p=tls-exporter,,", 16, "abcxyz", cf);
+	assert_int_equal(final(s, NULL, 0, cf, dec), SASL_ECBIND);
+	sasl_scram_free(&s);
+}
+
+/* The gs2 flag against the mechanism chosen and what was advertised. */
+static void test_scram_gs2(void **state)
+{
+	static const struct {
+		bool plus, offered;
+		const char *msg;
+		enum sasl_result want;
+	} cases[] = {
+		{ false, false, "y,,n=user,r=abc", SASL_OK },
+		{ false, true, "y,,n=user,r=abc", SASL_ECBIND }, /* the downgrade */
+		{ false, true, "n,,n=user,r=abc", SASL_OK },
+		{ true, true, "n,,n=user,r=abc", SASL_ECBIND },
+		{ true, true, "y,,n=user,r=abc", SASL_ECBIND },
+		{ false, true, "p=tls-exporter,,n=user,r=abc", SASL_ECBIND },
+		{ true, true, "p=tls-unique,,n=user,r=abc", SASL_ECBIND },
+		{ true, true, "p=,,n=user,r=abc", SASL_ECBIND },
+		{ false, false, "x,,n=user,r=abc", SASL_ESCRAM },
+		{ false, false, "n,n=user,r=abc", SASL_ESCRAM },
+		{ false, false, "n,b=admin,n=user,r=abc", SASL_ESCRAM },
+		{ false, false, "n,a=,n=user,r=abc", SASL_ESCRAM },
+		{ false, false, "n,a=admin,n=user,r=abc", SASL_OK },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct sasl_scram *s = sasl_scram_new(cases[i].plus, cases[i].offered);
+		enum sasl_result rc = first(s, cases[i].msg);
+
+		if (rc != cases[i].want)
+			fail_msg("case %zu '%s': %d", i, cases[i].msg, (int)rc);
+		sasl_scram_free(&s);
+	}
+}
+
+static void test_scram_client_first_refused(void **state)
+{
+	const char *bad[] = {
+		"n,,r=abc,n=user",      /* order */
+		"n,,n=,r=abc",          /* empty name */
+		"n,,n=us=2Der,r=abc",   /* an escape other than =2C =3D */
+		"n,,n=us=er,r=abc",     /* a bare '=' */
+		"n,,n=us\ter,r=abc",    /* a control character */
+		"n,,n=us\xc3(r,r=abc",  /* not UTF-8 */
+		"n,,n=\xc0\xafx,r=abc", /* overlong */
+		"n,,n=user,r=",         /* empty nonce */
+		"n,,n=user,r=a b",      /* not printable */
+		"n,,n=user",            /* no nonce */
+		"n,,n=user,r=abc,",     /* an empty extension */
+		"n,,n=user,r=abc,1=x",  /* an extension not ALPHA=value */
+		"n,,n=user,r=abc,x=",   /* an extension without a value */
+		"n,,",                  /* nothing after the header */
+		"",                     /* nothing */
+	};
+	struct sasl_scram *s;
+	char big[SASL_SCRAM_MSG_MAX + 64], enc[4096];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		s = sasl_scram_new(false, false);
+		if (first(s, bad[i]) != SASL_ESCRAM)
+			fail_msg("accepted '%s'", bad[i]);
+		sasl_scram_free(&s);
+	}
+	/* a mandatory extension */
+	s = sasl_scram_new(false, false);
+	assert_int_equal(first(s, "n,,m=ext,n=user,r=abc"), SASL_EEXT);
+	sasl_scram_free(&s);
+	/* an optional extension is ignored; escapes decoded; an authzid kept */
+	s = sasl_scram_new(false, false);
+	assert_int_equal(first(s, "n,a=us=3Der,n=us=2Cer,r=abc,x=1"), SASL_OK);
+	assert_string_equal(sasl_scram_user(s), "us,er");
+	assert_string_equal(sasl_scram_authzid(s), "us=er");
+	sasl_scram_free(&s);
+	/* UTF-8 names as given */
+	s = sasl_scram_new(false, false);
+	assert_int_equal(first(s, "n,,n=j\xc3\xb6rg,r=abc"), SASL_OK);
+	assert_string_equal(sasl_scram_user(s), "j\xc3\xb6rg");
+	sasl_scram_free(&s);
+	/* base64 errors, a NUL inside, the size limit */
+	s = sasl_scram_new(false, false);
+	assert_int_equal(sasl_scram_client_first(s, "biws=", 5), SASL_EBASE64);
+	sasl_scram_free(&s);
+	s = sasl_scram_new(false, false);
+	b64("n,,n=us\0er,r=abc", 16, enc);
+	assert_int_equal(sasl_scram_client_first(s, enc, strlen(enc)), SASL_ESCRAM);
+	sasl_scram_free(&s);
+	memset(big, 'a', sizeof(big));
+	memcpy(big, "n,,n=user,r=", 12);
+	big[SASL_SCRAM_MSG_MAX + 1] = '\0';
+	s = sasl_scram_new(false, false);
+	assert_int_not_equal(first(s, big), SASL_OK);
+	sasl_scram_free(&s);
+	/* a name longer than SASL_NAME_MAX */
+	memset(big, 'u', sizeof(big));
+	memcpy(big, "n,,n=", 5);
+	strcpy(big + 5 + SASL_NAME_MAX + 1, ",r=abc");
+	s = sasl_scram_new(false, false);
+	assert_int_equal(first(s, big), SASL_ESCRAM);
+	sasl_scram_free(&s);
+}
+
+static void test_scram_client_final_refused(void **state)
+{
+	static const struct {
+		const char *msg;
+		enum sasl_result want;
+	} cases[] = {
+		{ "r=abcxyz,c=biws,p=AAAA", SASL_ESCRAM },       /* order */
+		{ "c=biws,r=abcxyz", SASL_ESCRAM },              /* no proof */
+		{ "c=biws,r=abcxyz,p=AAAA", SASL_ESCRAM },       /* short proof */
+		{ "c=biws,r=abcxyz,p=" EX_SFINAL, SASL_ESCRAM }, /* not base64 */
+		{ "c=biws,r=abcxyz,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=,x=1",
+		  SASL_ESCRAM }, /* after the proof */
+		{ "c=bixx,r=abcxyz,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=",
+		  SASL_ECBIND }, /* another header */
+		{ "c=biws,r=abcxyw,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=",
+		  SASL_ENONCE }, /* another nonce */
+		{ "c=biws,r=abc,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=",
+		  SASL_ENONCE }, /* the client's only */
+		{ "c=biws,r=abcxyz,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=",
+		  SASL_EPROOF }, /* a proof of nothing */
+	};
+	char secret[256], out[SASL_SCRAM_OUT_MAX], dec[4096];
+
+	secret_of("pencil", secret);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct sasl_scram *s = sasl_scram_new(false, false);
+		enum sasl_result rc;
+
+		assert_int_equal(first(s, "n,,n=user,r=abc"), SASL_OK);
+		assert_int_equal(sasl_scram_server_first(s, secret, "xyz", out, sizeof(out)),
+				 SASL_OK);
+		rc = final(s, NULL, 0, cases[i].msg, dec);
+		if (rc != cases[i].want)
+			fail_msg("case %zu '%s': %d", i, cases[i].msg, (int)rc);
+		assert_true(strncmp(dec, "e=", 2) == 0);
+		sasl_scram_free(&s);
+	}
+	/* steps out of order */
+	struct sasl_scram *s = sasl_scram_new(false, false);
+	assert_int_equal(sasl_scram_server_first(s, secret, NULL, out, sizeof(out)), SASL_ESTATE);
+	sasl_scram_free(&s);
+	s = sasl_scram_new(false, false);
+	assert_int_equal(final(s, NULL, 0, EX_CFINAL, dec), SASL_ESTATE);
+	sasl_scram_free(&s);
+	/* a failed client-first ends the exchange */
+	s = sasl_scram_new(false, false);
+	assert_int_equal(first(s, "n,,n=,r=abc"), SASL_ESCRAM);
+	assert_int_equal(first(s, EX_CFIRST), SASL_ESTATE);
+	sasl_scram_free(&s);
+	/* random server nonces differ */
+	char o2[SASL_SCRAM_OUT_MAX];
+	s = sasl_scram_new(false, false);
+	struct sasl_scram *s2 = sasl_scram_new(false, false);
+	assert_int_equal(first(s, EX_CFIRST), SASL_OK);
+	assert_int_equal(first(s2, EX_CFIRST), SASL_OK);
+	assert_int_equal(sasl_scram_server_first(s, secret, NULL, out, sizeof(out)), SASL_OK);
+	assert_int_equal(sasl_scram_server_first(s2, secret, NULL, o2, sizeof(o2)), SASL_OK);
+	assert_string_not_equal(out, o2);
+	sasl_scram_free(&s);
+	sasl_scram_free(&s2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_b64_strict),
 		cmocka_unit_test(test_plain_accepted),
 		cmocka_unit_test(test_plain_refused),
+		cmocka_unit_test(test_scram_rfc7677),
+		cmocka_unit_test(test_scram_wrong),
+		cmocka_unit_test(test_scram_plus),
+		cmocka_unit_test(test_scram_gs2),
+		cmocka_unit_test(test_scram_client_first_refused),
+		cmocka_unit_test(test_scram_client_final_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
