@@ -1,6 +1,7 @@
 /* ldapauth.c — owns the request lifecycle: input checks, cache use, the choice of backend
  * (LDAP bind mode, LDAP lookup mode, users file), the directory operations a request needs
- * (search, then a user bind in bind mode or a local hash check in lookup mode), turning LDAP
+ * (search, then a user bind in bind mode or a local hash check in lookup mode; for SCRAM the
+ * search that finds the user's {SCRAM-SHA-256} value), turning LDAP
  * results into user records, per-operation timeouts and the deferred callbacks. Connections:
  * ldap_conn.c; cache: authcache.c; filters: ldap_filter.c; hashes: passwd.c; file:
  * static_backend.c. */
@@ -63,6 +64,7 @@ static struct ldapauth_rec *entry_to_rec(struct ldapauth *la, LDAP *ld, LDAPMess
 					 const char *asked);
 static int entry_check_password(struct ldapauth *la, LDAP *ld, LDAPMessage *e,
 				const char *password);
+static char *entry_scram_secret(struct ldapauth *la, LDAP *ld, LDAPMessage *e);
 static int setup_ldap(struct ldapauth *la, const struct conf *c, char **error_r);
 static char **make_attrs(const struct ldapauth *la, bool with_password);
 
@@ -352,7 +354,11 @@ static struct ldapauth_req *req_new(struct ldapauth *la, enum req_kind kind, con
 	req->la = la;
 	req->kind = kind;
 	req->name = xstrndup(name, len);
-	req->key = xasprintf("%c:%s", kind == REQ_AUTH ? 'a' : 'l', req->name);
+	req->key = xasprintf("%c:%s",
+			     kind == REQ_AUTH    ? 'a'
+			     : kind == REQ_SCRAM ? 's'
+						 : 'l',
+			     req->name);
 	str_lower(req->key, strlen(req->key));
 	req->cb = cb;
 	req->arg = arg;
@@ -370,6 +376,10 @@ static void req_free(struct ldapauth_req *req)
 	if (req->password != NULL) {
 		OPENSSL_cleanse(req->password, strlen(req->password));
 		free(req->password);
+	}
+	if (req->scram != NULL) {
+		OPENSSL_cleanse(req->scram, strlen(req->scram));
+		free(req->scram);
 	}
 	ldapauth_rec_unref(&req->rec);
 	free(req->name);
@@ -408,7 +418,8 @@ static void req_start(struct ldapauth_req *req)
 	if (req->la->backend == BACKEND_FILE)
 		users_maybe_reload(
 			req->la); /* before the cache: it may answer for a removed user */
-	if (req_from_cache(req))
+	/* SCRAM asks for a secret, not a check: the cache has none to give */
+	if (req->kind != REQ_SCRAM && req_from_cache(req))
 		return;
 	if (req->la->backend == BACKEND_FILE)
 		req_file(req);
@@ -433,6 +444,36 @@ struct ldapauth_req *ldapauth_auth(struct ldapauth *la, const char *user, const 
 		req_start(req);
 	}
 	return req;
+}
+
+bool ldapauth_scram_capable(const struct ldapauth *la)
+{
+	return la->backend == BACKEND_FILE || la->mode == MODE_LOOKUP;
+}
+
+struct ldapauth_req *ldapauth_scram(struct ldapauth *la, const char *user, ldapauth_cb *cb,
+				    void *arg)
+{
+	struct ldapauth_req *req = req_new(la, REQ_SCRAM, user, cb, arg);
+
+	if (!name_ok(user))
+		req_refuse(req, LDAPAUTH_ENOUSER, "refused: bad user name");
+	else if (!ldapauth_scram_capable(la))
+		req_refuse(req, LDAPAUTH_EBADCRED, "bind mode: no SCRAM secret to read");
+	else
+		req_start(req);
+	return req;
+}
+
+/* The secret of a {SCRAM-SHA-256} value (the scheme's case ignored), or NULL. */
+static char *scram_secret(const char *v, size_t len)
+{
+	static const char scheme[] = "{SCRAM-SHA-256}";
+	size_t n = sizeof(scheme) - 1;
+
+	if (len <= n || !str_caseprefix(v, len, scheme) || !str_is_safe_line(v, len))
+		return NULL;
+	return xmemdup0(v + n, len - n);
 }
 
 struct ldapauth_req *ldapauth_lookup(struct ldapauth *la, const char *address, ldapauth_cb *cb,
@@ -489,6 +530,7 @@ static void done_cb(evutil_socket_t fd, short what, void *arg)
 			.cached = req->cached,
 			.refused = req->refused,
 			.reason = req->reason,
+			.scram = req->result == LDAPAUTH_OK ? req->scram : NULL,
 		};
 
 		TAILQ_REMOVE(&batch, req, q);
@@ -546,6 +588,12 @@ static void req_file(struct ldapauth_req *req)
 		req_complete(req, LDAPAUTH_ENOUSER, "file: no such user");
 		return;
 	}
+	if (req->kind == REQ_SCRAM) {
+		req->scram = scram_secret(hash, strlen(hash));
+		req_complete(req, req->scram != NULL ? LDAPAUTH_OK : LDAPAUTH_EBADCRED,
+			     req->scram != NULL ? "file" : "file: no SCRAM secret");
+		return;
+	}
 	ok = ldapauth_passwd_verify(hash, strlen(hash), req->password);
 	if (ok == 1)
 		req_complete(req, LDAPAUTH_OK, "file");
@@ -595,14 +643,14 @@ int ldapauth_op_send(struct ldapauth_req *req, LDAP *ld, int *msgid_r)
 		return ldap_sasl_bind(ld, req->rec->u.dn, LDAP_SASL_SIMPLE, &cred, NULL, NULL,
 				      msgid_r);
 	}
-	filter = ldapauth_filter_expand(req->kind == REQ_AUTH ? la->user_filter
-							      : la->address_filter,
+	filter = ldapauth_filter_expand(req->kind != REQ_LOOKUP ? la->user_filter
+								: la->address_filter,
 					req->name);
 	if (filter == NULL)
 		return LDAP_FILTER_ERROR;
 	/* size limit 2: one entry is the answer, a second means the filter is ambiguous */
 	rc = ldap_search_ext(ld, la->base_dn, la->scope, filter,
-			     req->kind == REQ_AUTH ? la->auth_attrs : la->search_attrs, 0, NULL,
+			     req->kind != REQ_LOOKUP ? la->auth_attrs : la->search_attrs, 0, NULL,
 			     NULL, &tl, 2, msgid_r);
 	free(filter);
 	return rc;
@@ -654,7 +702,8 @@ static void search_result(struct ldapauth_req *req, LDAP *ld, LDAPMessage *msg)
 		return;
 	}
 	if (n <= 0) {
-		authcache_put(la->cache, req->key, NULL, NULL, clock_mono_ms());
+		if (req->kind != REQ_SCRAM) /* SCRAM reads no cache */
+			authcache_put(la->cache, req->key, NULL, NULL, clock_mono_ms());
 		req_complete(req, LDAPAUTH_ENOUSER, "no such entry");
 		return;
 	}
@@ -663,6 +712,10 @@ static void search_result(struct ldapauth_req *req, LDAP *ld, LDAPMessage *msg)
 	if (req->kind == REQ_LOOKUP) {
 		authcache_put(la->cache, req->key, req->rec, NULL, clock_mono_ms());
 		req_complete(req, LDAPAUTH_OK, "directory");
+	} else if (req->kind == REQ_SCRAM) {
+		req->scram = entry_scram_secret(la, ld, e);
+		req_complete(req, req->scram != NULL ? LDAPAUTH_OK : LDAPAUTH_EBADCRED,
+			     req->scram != NULL ? "directory" : "no SCRAM secret");
 	} else if (la->mode == MODE_BIND && req->rec->u.dn[0] == '\0') {
 		/* binding with an empty DN would be anonymous: never a success */
 		req_complete(req, LDAPAUTH_ETEMP, "entry without a DN");
@@ -767,4 +820,17 @@ static int entry_check_password(struct ldapauth *la, LDAP *ld, LDAPMessage *e,
 	}
 	ldap_value_free_len(v);
 	return best;
+}
+
+/* The entry's first {SCRAM-SHA-256} password value, its secret part (malloc'd), or NULL. */
+static char *entry_scram_secret(struct ldapauth *la, LDAP *ld, LDAPMessage *e)
+{
+	struct berval **v = ldap_get_values_len(ld, e, la->attr[AT_PASSWORD]);
+	char *out = NULL;
+
+	for (size_t i = 0; v != NULL && v[i] != NULL && out == NULL; i++)
+		if (v[i]->bv_len <= LDAPAUTH_PASSWORD_MAX)
+			out = scram_secret(v[i]->bv_val, v[i]->bv_len);
+	ldap_value_free_len(v);
+	return out;
 }

@@ -58,6 +58,9 @@ struct ldapauth_reply {
 	bool cached;                      /* answered by the cache, no directory call */
 	bool refused;                     /* refused by the input checks, no directory call */
 	const char *reason;               /* short text for logs (never a secret) */
+	/* ldapauth_scram only: the user's SCRAM-SHA-256 secret "ITERATIONS,SALT,STOREDKEY,
+	   SERVERKEY" (set exactly when result is LDAPAUTH_OK) */
+	const char *scram;
 };
 
 typedef void ldapauth_cb(const struct ldapauth_reply *reply, void *arg);
@@ -90,6 +93,18 @@ void ldapauth_free(struct ldapauth **lap);
    ldapauth_cancel(); it may be ignored. */
 struct ldapauth_req *ldapauth_auth(struct ldapauth *la, const char *user, const char *password,
 				   ldapauth_cb *cb, void *arg);
+/* SCRAM (RFC 5802): the user's {SCRAM-SHA-256} secret, for a server that then runs the
+   exchange itself (common/sasl.h). LDAPAUTH_OK here is NOT an authentication: it says the
+   user exists and has a secret (reply->scram); LDAPAUTH_EBADCRED: the user has no SCRAM
+   secret (reply->user NULL); LDAPAUTH_ENOUSER, LDAPAUTH_ETEMP as for ldapauth_auth. Never
+   answered from the cache and never stored in it (the cache's entries are password checks).
+   Only where Heron reads the password values: auth_mode = lookup and the users file
+   (ldapauth_scram_capable); in bind mode every request ends in LDAPAUTH_EBADCRED. */
+struct ldapauth_req *ldapauth_scram(struct ldapauth *la, const char *user, ldapauth_cb *cb,
+				    void *arg);
+/* Whether ldapauth_scram can find secrets with this directory (lookup mode or the users
+   file): the daemons advertise SCRAM only then. */
+bool ldapauth_scram_capable(const struct ldapauth *la);
 /* Finds the user that receives mail for address. */
 struct ldapauth_req *ldapauth_lookup(struct ldapauth *la, const char *address, ldapauth_cb *cb,
 				     void *arg);

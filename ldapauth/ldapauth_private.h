@@ -25,7 +25,7 @@ struct ldapauth_rec *ldapauth_rec_ref(struct ldapauth_rec *r);
 void ldapauth_rec_unref(struct ldapauth_rec **rp);
 void ldapauth_rec_add_alias(struct ldapauth_rec *r, const char *addr, size_t len);
 
-enum req_kind { REQ_AUTH, REQ_LOOKUP };
+enum req_kind { REQ_AUTH, REQ_LOOKUP, REQ_SCRAM };
 enum req_op { OP_NONE, OP_SEARCH, OP_BIND };
 
 struct ldapauth_req {
@@ -34,6 +34,7 @@ struct ldapauth_req {
 	enum req_op op;  /* the directory operation waiting or running */
 	char *name;      /* login name or address */
 	char *password;  /* auth only; wiped when freed */
+	char *scram;     /* REQ_SCRAM: the secret found (after "{SCRAM-SHA-256}"); wiped */
 	char *key;       /* cache key: kind letter + lower-cased name */
 	ldapauth_cb *cb; /* NULL once cancelled */
 	void *arg;

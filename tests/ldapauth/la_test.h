@@ -28,7 +28,8 @@ struct got {
 	int partition;
 	uint64_t quota;
 	size_t naliases;
-	int counts[4]; /* replies per result */
+	int counts[4];   /* replies per result */
+	char scram[256]; /* ldapauth_scram's secret ("" when none) */
 };
 
 static inline void got_cb(const struct ldapauth_reply *rep, void *arg)
@@ -41,6 +42,7 @@ static inline void got_cb(const struct ldapauth_reply *rep, void *arg)
 	g->cached = rep->cached;
 	g->refused = rep->refused;
 	g->login[0] = g->address[0] = g->dn[0] = g->host[0] = g->alias0[0] = '\0';
+	snprintf(g->scram, sizeof(g->scram), "%s", rep->scram != NULL ? rep->scram : "");
 	if (rep->user != NULL) {
 		snprintf(g->login, sizeof(g->login), "%s", rep->user->login);
 		snprintf(g->address, sizeof(g->address), "%s",

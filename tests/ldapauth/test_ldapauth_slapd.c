@@ -339,6 +339,60 @@ static void check_password_change(const char *mode, const char *user)
 	release(c);
 }
 
+/* Lookup mode reads the user's {SCRAM-SHA-256} value beside the others, never through the
+   cache; bind mode has none to give. */
+static void test_scram_secret(void **state)
+{
+	struct conf *c = ldap_conf("lookup"), *cb = ldap_conf("bind");
+	struct ldapauth *la = open_la(c), *lb = open_la(cb);
+	struct got g = { 0 };
+	const char *e = NULL;
+	char *h = ldapauth_passwd_hash("SCRAM-SHA-256", "user13", &e);
+	char *ldif = xasprintf("dn: uid=user13,ou=people,dc=heron,dc=test\nchangetype: modify\n"
+			       "add: userPassword\nuserPassword: %s\n",
+			       h);
+	uint64_t calls;
+	int want;
+
+	ldap_admin("ldapmodify", "", ldif);
+	assert_true(ldapauth_scram_capable(la));
+	/* the password still logs in (and is cached); SCRAM goes to the directory each time */
+	assert_int_equal(auth1(la, "user13", "user13", &g), LDAPAUTH_OK);
+	for (int i = 0; i < 2; i++) {
+		calls = dir_calls(la);
+		want = g.n + 1;
+		ldapauth_scram(la, "user13", got_cb, &g);
+		run_until(base, &g, want, 10000);
+		assert_int_equal(g.result, LDAPAUTH_OK);
+		assert_false(g.cached);
+		assert_string_equal(g.scram, h + strlen("{SCRAM-SHA-256}"));
+		assert_string_equal(g.login, "user13");
+		assert_true(dir_calls(la) > calls);
+	}
+	/* a user with only a salted SHA: no secret */
+	want = g.n + 1;
+	ldapauth_scram(la, "user14", got_cb, &g);
+	run_until(base, &g, want, 10000);
+	assert_int_equal(g.result, LDAPAUTH_EBADCRED);
+	assert_string_equal(g.scram, "");
+	want = g.n + 1;
+	ldapauth_scram(la, "nobody", got_cb, &g);
+	run_until(base, &g, want, 10000);
+	assert_int_equal(g.result, LDAPAUTH_ENOUSER);
+	assert_false(ldapauth_scram_capable(lb));
+	want = g.n + 1;
+	ldapauth_scram(lb, "user13", got_cb, &g);
+	run_until(base, &g, want, 10000);
+	assert_int_equal(g.result, LDAPAUTH_EBADCRED);
+	assert_true(g.refused);
+	free(ldif);
+	free(h);
+	release(la);
+	release(lb);
+	release(c);
+	release(cb);
+}
+
 static void test_password_changed_while_cached(void **state)
 {
 	check_password_change("bind", "user11");
@@ -724,6 +778,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_bind_mode, teardown),
 		cmocka_unit_test_teardown(test_lookup_mode, teardown),
+		cmocka_unit_test_teardown(test_scram_secret, teardown),
 		cmocka_unit_test_teardown(test_ldaps_and_starttls, teardown),
 		cmocka_unit_test_teardown(test_mail_attributes, teardown),
 		cmocka_unit_test_teardown(test_password_changed_while_cached, teardown),

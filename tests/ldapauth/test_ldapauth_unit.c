@@ -297,6 +297,73 @@ static void test_file_errors(void **state)
 	event_base_free(base);
 }
 
+/* SCRAM: the secret of a {SCRAM-SHA-256} user comes out without the password; a user with
+   another scheme has none; the cache neither answers nor learns; bind mode has none. */
+static void test_scram_secret(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct conf *c, *cb;
+	struct ldapauth *la, *lb = NULL;
+	struct got g = { 0 };
+	const char *e = NULL;
+	char *err = NULL, *h = ldapauth_passwd_hash("SCRAM-SHA-256", "pw9", &e);
+	char *line = xasprintf("user9:%s:user9@heron.test\n", h);
+	int fd = mkstemp(users_path);
+
+	close(fd);
+	write_users(line);
+	la = file_backend(base, &c);
+	assert_true(ldapauth_scram_capable(la));
+	ldapauth_scram(la, "user9", got_cb, &g);
+	assert_int_equal(g.n, 0);
+	run_until(base, &g, 1, 2000);
+	assert_int_equal(g.result, LDAPAUTH_OK);
+	assert_string_equal(g.login, "user9");
+	assert_string_equal(g.scram, h + strlen("{SCRAM-SHA-256}"));
+	assert_false(g.cached);
+	/* the password still logs in; a SCRAM request after it is not answered by the cache */
+	ldapauth_auth(la, "user9", "pw9", got_cb, &g);
+	run_until(base, &g, 2, 2000);
+	assert_int_equal(g.result, LDAPAUTH_OK);
+	assert_string_equal(g.scram, "");
+	ldapauth_scram(la, "user9", got_cb, &g);
+	run_until(base, &g, 3, 2000);
+	assert_int_equal(g.result, LDAPAUTH_OK);
+	assert_false(g.cached);
+	/* a user whose hash is not SCRAM's, no such user, a refused name */
+	ldapauth_scram(la, "user7", got_cb, &g);
+	run_until(base, &g, 4, 2000);
+	assert_int_equal(g.result, LDAPAUTH_EBADCRED);
+	assert_string_equal(g.scram, "");
+	assert_string_equal(g.login, "");
+	ldapauth_scram(la, "nobody", got_cb, &g);
+	run_until(base, &g, 5, 2000);
+	assert_int_equal(g.result, LDAPAUTH_ENOUSER);
+	ldapauth_scram(la, "user9\r\n", got_cb, &g);
+	run_until(base, &g, 6, 2000);
+	assert_int_equal(g.result, LDAPAUTH_ENOUSER);
+	assert_true(g.refused);
+	/* bind mode reads no password values: no secret, not capable */
+	cb = conf_defaults();
+	setk(cb, "directory", "uri", "ldap://127.0.0.1:1");
+	setk(cb, "directory", "auth_mode", "bind");
+	if (ldapauth_new(base, cb, &lb, &err) != 0)
+		fail_msg("ldapauth_new: %s", err);
+	assert_false(ldapauth_scram_capable(lb));
+	ldapauth_scram(lb, "user9", got_cb, &g);
+	run_until(base, &g, 7, 2000);
+	assert_int_equal(g.result, LDAPAUTH_EBADCRED);
+	assert_true(g.refused);
+	ldapauth_free(&lb);
+	conf_free(&cb);
+	free(line);
+	free(h);
+	ldapauth_free(&la);
+	conf_free(&c);
+	event_base_free(base);
+	unlink(users_path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -307,6 +374,7 @@ int main(void)
 		cmocka_unit_test(test_cache_negative_memory),
 		cmocka_unit_test(test_file_backend),
 		cmocka_unit_test(test_file_errors),
+		cmocka_unit_test(test_scram_secret),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
