@@ -206,6 +206,7 @@ bool cmd_unauthenticate(struct imap_cmd *cmd)
 		return imap_cmd_bad(cmd, "UNAUTHENTICATE takes no arguments");
 	log_info("%016" PRIx64 " imap unauthenticate user=%s", c->id, c->user);
 	imap_view_close(c);
+	imap_notify_free(c);
 	imap_user_put(c);
 	free(c->user);
 	c->user = NULL;

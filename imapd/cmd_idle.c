@@ -30,6 +30,7 @@ void imap_idle_done(struct imap_client *c, bool ok)
 
 void imap_server_changed(struct imap_server *srv, const bool *parts)
 {
+	imap_notify_changed(srv, parts); /* first: NOTIFY's own sync of the selected mailbox */
 	for (struct imap_client *c = srv->clients; c != NULL; c = c->next)
 		if ((c->flags & IMAP_CF_IDLE) && c->view != NULL && !imap_out_full(c) &&
 		    (parts == NULL || parts[c->view->part]))

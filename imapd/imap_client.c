@@ -287,6 +287,8 @@ static void client_continue(struct imap_client *c)
 		return;
 	if (c->cmd_active && !imap_out_full(c) && c->stream.fd < 0)
 		imap_cmd_run(c);
+	else if (c->notify != NULL)
+		imap_notify_drained(c);
 	client_process(c);
 }
 
@@ -444,6 +446,7 @@ static void client_free(struct imap_client *c)
 		close(c->stream.fd);
 	imap_client_append_reset(c);
 	imap_view_close(c);
+	imap_notify_free(c);
 	if (c->prev != NULL)
 		c->prev->next = c->next;
 	else

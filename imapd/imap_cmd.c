@@ -42,6 +42,7 @@ static const struct imap_cmd_def imap_cmds[] = {
 	{ "STATUS", IMAP_ST_LOGGED, cmd_status, 0 },
 	{ "APPEND", IMAP_ST_LOGGED, cmd_append, 0 },
 	{ "IDLE", IMAP_ST_LOGGED, cmd_idle, 0 },
+	{ "NOTIFY", IMAP_ST_LOGGED, cmd_notify, 0 },
 	{ "GETQUOTA", IMAP_ST_LOGGED, cmd_quota, 0 },
 	{ "GETQUOTAROOT", IMAP_ST_LOGGED, cmd_quota, CMD_ALT },
 	{ "SETQUOTA", IMAP_ST_LOGGED, cmd_setquota, 0 },
@@ -169,10 +170,12 @@ bool imap_cmd_reply(struct imap_cmd *cmd, const char *status, const char *fmt, .
 	struct imap_client *c = cmd->c;
 	va_list ap;
 	bool bad = strcmp(status, "BAD") == 0;
+	bool allow_expunge = cmd->def == NULL || !(cmd->def->flags & CMD_NO_EXPUNGE) || cmd->uid;
 
+	if (c->notify != NULL && !bad)
+		imap_notify_flush(c, allow_expunge); /* NOTIFY's before the tagged reply */
 	if (c->view != NULL && !bad && c->state == IMAP_ST_SELECTED)
-		imap_view_sync(c, cmd->def == NULL || !(cmd->def->flags & CMD_NO_EXPUNGE) ||
-					  cmd->uid);
+		imap_view_sync(c, allow_expunge);
 	imap_printf(c, "%s %s ", cmd->tag != NULL ? cmd->tag : "*", status);
 	va_start(ap, fmt);
 	evbuffer_add_vprintf(imap_out(c), fmt, ap);
@@ -296,7 +299,8 @@ void imap_capability(struct imap_client *c, struct buf *out)
 		"QUOTA=RES-MESSAGE BINARY MULTIAPPEND CATENATE UTF8=ACCEPT SORT SORT=DISPLAY ESORT "
 		"CONTEXT=SEARCH CONTEXT=SORT "
 		"THREAD=ORDEREDSUBJECT THREAD=REFERENCES THREAD=REFS OBJECTID PREVIEW PARTIAL SAVEDATE REPLACE ACL RIGHTS=texk "
-		"METADATA METADATA-SERVER");
+		"METADATA METADATA-SERVER"
+		" NOTIFY");
 	if (c->state == IMAP_ST_NOTAUTH) {
 		if (srv->tls_ctx != NULL && !tls)
 			buf_puts(out, " STARTTLS");

@@ -773,6 +773,23 @@ int imap_fetch_add(struct imap_fetch *f, const char *name)
 	return parse_item(f, name, strlen(name));
 }
 
+bool imap_fetch_in_memory(const struct imap_fetch *f)
+{
+	for (size_t i = 0; i < f->n; i++) {
+		const struct fetch_item *it = &f->items[i];
+
+		if (it->def->flags & FD_SEEN)
+			return false;
+		if (it->def->write == write_rfc822_header)
+			return false;
+		if ((it->def->flags & FD_SECTION) &&
+		    (it->def->write != write_section ||
+		     (it->sec != SEC_FIELDS && it->sec != SEC_FIELDS_NOT)))
+			return false;
+	}
+	return true;
+}
+
 int imap_fetch_parse(struct imap_fetch *f, const struct imap_arg *a)
 {
 	static const char *const macros[][6] = {

@@ -162,6 +162,8 @@ static void server_watch_setup(struct imap_server *srv)
 {
 	struct timeval one = { 1, 0 };
 
+	srv->notify_seq = xcalloc(store_partitions(srv->store), sizeof(*srv->notify_seq));
+	srv->notify_known = xcalloc(store_partitions(srv->store), sizeof(*srv->notify_known));
 	if (store_watch_new(srv->store, &srv->watch) == 0) {
 		srv->watch_changed = xcalloc(store_partitions(srv->store), sizeof(bool));
 		for (unsigned p = 0; p < store_partitions(srv->store); p++)
@@ -231,6 +233,10 @@ void imapd_worker_free(struct imap_server *srv)
 	store_watch_free(&srv->watch);
 	free(srv->watch_changed);
 	srv->watch_changed = NULL;
+	free(srv->notify_seq);
+	free(srv->notify_known);
+	srv->notify_seq = NULL;
+	srv->notify_known = NULL;
 	server_gc_close(srv);
 	ldapauth_free(&srv->auth);
 	imap_proxy_server_free(srv);

@@ -126,6 +126,8 @@ struct imap_server {
 	char hostname[256];           /* [imapd] hostname: users homed elsewhere are referred */
 	char *proxy_secret;           /* [imapd] proxy_secret_file's secret, or NULL */
 	struct evdns_base *proxy_dns; /* resolves store host names (made on first use) */
+	uint64_t *notify_seq; /* per partition: the change log read so far (cmd_notify.c) */
+	bool *notify_known;   /* per partition: notify_seq is set */
 };
 
 struct imap_view_msg {
@@ -227,6 +229,7 @@ struct imap_client {
 	bool enabled_utf8;        /* ENABLE UTF8=ACCEPT (RFC 6855) */
 	bool utf8;                /* mailbox names in UTF-8: IMAP4rev2 or UTF8=ACCEPT */
 	struct imap_proxy *proxy; /* the store host's connection (front role), or NULL */
+	struct imap_notify *notify; /* NOTIFY SET's event groups and pending notifications */
 };
 
 /* imap_proxy.c: the proxy login between a front and a store host. */
@@ -498,6 +501,9 @@ int imap_fetch_section_bytes(struct imap_client *c, const struct store_msg *m,
 			     const struct msgcache_view *mv, struct imap_msgfile *mf,
 			     const char *section, uint64_t *off_r, uint64_t *len_r,
 			     struct buf *out);
+/* Whether every item is written from memory, never streamed from the message file, and
+   none sets \Seen (headers fields only: NOTIFY's MessageNew attributes). */
+bool imap_fetch_in_memory(const struct imap_fetch *f);
 /* Whether a message was suspended half-written (imap_fetch_message returned 0). */
 bool imap_fetch_in_message(const struct imap_fetch *f);
 /* Writes (the rest of) view message vi, skipped when its modseq is not above changedsince
@@ -667,6 +673,21 @@ void imap_auth_line(struct imap_client *c, const char *line, size_t len);
 void imap_user_put(struct imap_client *c);
 /* An IDLE session got "DONE" (or a bad line). */
 void imap_idle_done(struct imap_client *c, bool ok);
+/* cmd_notify.c: NOTIFY (RFC 5465). At most NOTIFY_QUEUE_MAX notifications wait for a session
+   that cannot take them (a command runs, its output is full); one more ends its
+   notifications with [NOTIFICATIONOVERFLOW]. */
+#define NOTIFY_QUEUE_MAX 256
+struct imap_notify;
+bool cmd_notify(struct imap_cmd *cmd);
+void imap_notify_free(struct imap_client *c);
+/* Sends what waits (before a tagged reply, or when c may be written to); allow_expunge as
+   imap_view_sync's. */
+void imap_notify_flush(struct imap_client *c, bool allow_expunge);
+/* c's output drained (or it went idle): what waits goes out if c may be written to now. */
+void imap_notify_drained(struct imap_client *c);
+/* The store watcher saw partitions change (parts[p]; NULL: all): the new change log records
+   go to the NOTIFY sessions of their users. */
+void imap_notify_changed(struct imap_server *srv, const bool *parts);
 
 /* cmd_select.c: STATUS items (a list of known names), and one "* STATUS" line. */
 struct store_status;

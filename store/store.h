@@ -693,6 +693,43 @@ int store_watch_fd(const struct store_watch *w);
 int store_watch_drain(struct store_watch *w, bool *changed);
 void store_watch_free(struct store_watch **wp);
 
+/* The change log: which mailbox a commit changed, so that a session watching many mailboxes
+   (IMAP NOTIFY) looks at those only. Every write of a partition appends, in its own txn,
+   one record per mailbox record it writes (messages, flags, expunges, counters), per
+   mailbox made, dropped or renamed, per subscription and per annotation set; records are
+   numbered from 1 in commit order and the last STORE_CHANGES_KEEP of each partition are
+   kept (older ones go as new ones come: bounded). */
+#define STORE_CHANGES_KEEP 4096
+
+enum store_change_kind {
+	STORE_CHANGE_MSGS = 1,  /* the mailbox record: messages, flags, expunges, counters */
+	STORE_CHANGE_CREATE,    /* name made (or a \Noselect one made selectable) */
+	STORE_CHANGE_DELETE,    /* name dropped (or left \Noselect for its children) */
+	STORE_CHANGE_RENAME,    /* old became name (each child too, in its own record) */
+	STORE_CHANGE_SUBSCRIBE, /* name's subscription set or cleared */
+	STORE_CHANGE_ANNOT,     /* entry name of mailbox mbox (0: the user's server entries) */
+};
+
+struct store_change {
+	uint64_t seq;
+	enum store_change_kind kind;
+	uint64_t user, mbox; /* mbox 0 where none (subscriptions, server annotations) */
+	const char *name;    /* valid for the txn; not NUL-terminated; may be empty */
+	size_t name_len;
+	const char *old; /* RENAME: the former name */
+	size_t old_len;
+};
+
+/* The number of t's partition's last change (0: none yet). */
+int store_changes_last(struct store_txn *t, uint64_t *seq_r);
+/* Calls cb for each change numbered above after, in order, at most max of them; *last_r is
+   the number of the last one given (after when none). *gap_r: records after `after` were
+   dropped before they were read (the reader fell more than STORE_CHANGES_KEEP behind).
+   cb's non-zero return stops and is returned. */
+int store_changes_read(struct store_txn *t, uint64_t after, size_t max,
+		       int (*cb)(const struct store_change *ch, void *arg), void *arg,
+		       uint64_t *last_r, bool *gap_r);
+
 /* ------------------------------------------------------------------------------------- */
 /* Outbound queue (mtad relay). Entries live in `queue/` with their message file. */
 

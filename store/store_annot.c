@@ -100,6 +100,20 @@ static int annot_count(struct store_txn *t, uint64_t owner, uint32_t stop, uint3
 	return rc == 0 || rc == MDB_NOTFOUND ? 0 : store_mdb_err(t, rc, "annot count");
 }
 
+/* The change log's record of a set (NOTIFY's metadata events): owner is a mailbox, or a
+   user for the server entries. An entry set to what it was is recorded too. */
+static int annot_note(struct store_txn *t, uint64_t owner, const char *name, size_t len)
+{
+	struct mbox_rec r;
+	int rc = mbox_rec_load(t, owner, &r);
+
+	if (rc == 0)
+		return store_change_note(t, STORE_CHANGE_ANNOT, r.user, owner, name, len, NULL, 0);
+	if (rc != STORE_ENOMBOX)
+		return rc;
+	return store_change_note(t, STORE_CHANGE_ANNOT, owner, 0, name, len, NULL, 0);
+}
+
 int store_annot_set(struct store_txn *t, uint64_t owner, uint64_t user, const char *entry,
 		    size_t len, const void *value, size_t vlen, uint32_t max_entries)
 {
@@ -116,15 +130,22 @@ int store_annot_set(struct store_txn *t, uint64_t owner, uint64_t user, const ch
 	rc = store_get(t, DBI_ANNOT, k, kl, &v);
 	if (rc != 0 && rc != STORE_ENOMSG)
 		return rc;
-	if (value == NULL) /* NIL: removes it (absent: nothing to do) */
-		return rc == STORE_ENOMSG ? 0 : store_del(t, DBI_ANNOT, k, kl);
+	if (value == NULL) { /* NIL: removes it (absent: nothing to do) */
+		if (rc == STORE_ENOMSG)
+			return 0;
+		if ((rc = store_del(t, DBI_ANNOT, k, kl)) != 0)
+			return rc;
+		return annot_note(t, owner, name, len);
+	}
 	if (rc == STORE_ENOMSG && max_entries != 0) {
 		if ((rc = annot_count(t, owner, max_entries, &n)) != 0)
 			return rc;
 		if (n >= max_entries)
 			return STORE_ELIMIT;
 	}
-	return store_put(t, DBI_ANNOT, k, kl, value, vlen);
+	if ((rc = store_put(t, DBI_ANNOT, k, kl, value, vlen)) != 0)
+		return rc;
+	return annot_note(t, owner, name, len);
 }
 
 /* Whether the row name (below the entry asked for, len bytes) is within depth levels. */

@@ -110,7 +110,10 @@ int mbox_rec_load(struct store_txn *t, uint64_t mbox, struct mbox_rec *r)
 	return mbox_rec_decode(&v, r);
 }
 
-int mbox_rec_store(struct store_txn *t, uint64_t mbox, const struct mbox_rec *r)
+/* mbox_rec_store without its change record: for the writes that note a change of their own
+   (create, delete, rename), so a NOTIFY session is not told of message changes there are
+   none of. */
+static int mbox_rec_put(struct store_txn *t, uint64_t mbox, const struct mbox_rec *r)
 {
 	uint8_t k[8], b[MBOX_REC_MAX];
 	struct mbox_rec pr = *r;
@@ -124,6 +127,16 @@ int mbox_rec_store(struct store_txn *t, uint64_t mbox, const struct mbox_rec *r)
 	put_be64(k, mbox);
 	mbox_rec_encode(&pr, b);
 	return store_put(t, DBI_MBOX, k, 8, b, MBOX_REC_FIXED + r->name_len + 1 + 4);
+}
+
+int mbox_rec_store(struct store_txn *t, uint64_t mbox, const struct mbox_rec *r)
+{
+	int rc;
+
+	if ((rc = mbox_rec_put(t, mbox, r)) != 0)
+		return rc;
+	return store_change_note(t, STORE_CHANGE_MSGS, r->user, mbox, r->namebuf, r->name_len,
+				 NULL, 0);
 }
 
 static int mbox_lookup(struct store_txn *t, uint64_t user, const char *name, size_t len,
@@ -178,8 +191,9 @@ static int mbox_new(struct store_txn *t, uint64_t user, const char *name, size_t
 	if ((rc = next_uidvalidity(t, &r.uidvalidity)) != 0 || (rc = store_next_id(t, &id)) != 0)
 		return rc;
 	put_be64(idb, id);
-	if ((rc = mbox_rec_store(t, id, &r)) != 0 ||
-	    (rc = store_put(t, DBI_MBOXES, k, mbox_key(k, user, name, len), idb, 8)) != 0)
+	if ((rc = mbox_rec_put(t, id, &r)) != 0 ||
+	    (rc = store_put(t, DBI_MBOXES, k, mbox_key(k, user, name, len), idb, 8)) != 0 ||
+	    (rc = store_change_note(t, STORE_CHANGE_CREATE, user, id, name, len, NULL, 0)) != 0)
 		return rc;
 	*id_r = id;
 	return 0;
@@ -227,7 +241,8 @@ int store_mbox_create(struct store_txn *t, uint64_t user, const char *name, unsi
 			return STORE_EEXIST;
 		r.attrs &= ~(unsigned)STORE_MBOX_NOSELECT;
 		r.special = special;
-		rc = mbox_rec_store(t, id, &r);
+		if ((rc = mbox_rec_put(t, id, &r)) == 0)
+			rc = store_change_note(t, STORE_CHANGE_CREATE, user, id, n, len, NULL, 0);
 	}
 	if (rc == 0 && id_r != NULL)
 		*id_r = id;
@@ -298,7 +313,10 @@ static int mbox_drop(struct store_txn *t, uint64_t user, uint64_t id, struct mbo
 	if ((rc = store_del(t, DBI_MBOX, k, 8)) != 0)
 		return rc;
 	rc = store_del(t, DBI_MBOXES, k, mbox_key(k, user, r->namebuf, r->name_len));
-	return rc == STORE_ENOMSG ? STORE_ECORRUPT : rc;
+	if (rc != 0)
+		return rc == STORE_ENOMSG ? STORE_ECORRUPT : rc;
+	return store_change_note(t, STORE_CHANGE_DELETE, user, id, r->namebuf, r->name_len, NULL,
+				 0);
 }
 
 /* Drops the \Noselect ancestors of name left without children (such a name only held its
@@ -354,7 +372,9 @@ int store_mbox_delete(struct store_txn *t, uint64_t user, const char *name)
 		return rc;
 	m.r.attrs |= STORE_MBOX_NOSELECT;
 	m.r.special = 0;
-	return mbox_rec_store(t, m.id, &m.r);
+	if ((rc = mbox_rec_put(t, m.id, &m.r)) != 0)
+		return rc;
+	return store_change_note(t, STORE_CHANGE_DELETE, user, m.id, m.n, m.len, NULL, 0);
 }
 
 struct rename_item {
@@ -415,9 +435,11 @@ static int rename_one(struct store_txn *t, uint64_t user, const struct rename_it
 	put_be64(idb, it->id);
 	if ((rc = store_del(t, DBI_MBOXES, k, mbox_key(k, user, it->name, it->len))) != 0 ||
 	    (rc = store_put(t, DBI_MBOXES, k, mbox_key(k, user, r.namebuf, r.name_len), idb, 8)) !=
-		    0)
+		    0 ||
+	    (rc = mbox_rec_put(t, it->id, &r)) != 0)
 		return rc;
-	return mbox_rec_store(t, it->id, &r);
+	return store_change_note(t, STORE_CHANGE_RENAME, user, it->id, r.namebuf, r.name_len,
+				 it->name, it->len);
 }
 
 int store_mbox_rename(struct store_txn *t, uint64_t user, const char *from, const char *to)
@@ -511,9 +533,12 @@ int store_mbox_subscribe(struct store_txn *t, uint64_t user, const char *name, b
 	if ((rc = norm_name(name, n, &len)) != 0)
 		return rc;
 	if (on)
-		return store_put(t, DBI_SUBS, k, mbox_key(k, user, n, len), "", 0);
-	rc = store_del(t, DBI_SUBS, k, mbox_key(k, user, n, len));
-	return rc == STORE_ENOMSG ? 0 : rc;
+		rc = store_put(t, DBI_SUBS, k, mbox_key(k, user, n, len), "", 0);
+	else if ((rc = store_del(t, DBI_SUBS, k, mbox_key(k, user, n, len))) == STORE_ENOMSG)
+		rc = 0;
+	if (rc != 0)
+		return rc;
+	return store_change_note(t, STORE_CHANGE_SUBSCRIBE, user, 0, n, len, NULL, 0);
 }
 
 int store_mbox_set_special(struct store_txn *t, uint64_t mbox, unsigned special)

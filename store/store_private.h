@@ -58,8 +58,9 @@ enum store_dbi {
 	DBI_SIEVE, /* store_sieve.c / store_sieve.h */
 	DBI_FTS,   /* store_fts.c */
 	DBI_DEAD,
-	DBI_BODIES, /* store_blob.c: bodies kept in the index */
-	DBI_ANNOT,  /* store_annot.c: METADATA annotations */
+	DBI_BODIES,  /* store_blob.c: bodies kept in the index */
+	DBI_ANNOT,   /* store_annot.c: METADATA annotations */
+	DBI_CHANGES, /* store_watch.c: the partition's change log (IMAP NOTIFY) */
 	DBI_COUNT
 };
 
@@ -199,6 +200,11 @@ struct user_rec {
 	uint64_t id, quota_bytes, quota_msgs, used_bytes, used_msgs;
 	int64_t created;
 };
+
+/* store_watch.c: appends a change to the partition's log (t's txn, so an aborted or failed
+   write leaves none); name/old may be NULL. */
+int store_change_note(struct store_txn *t, enum store_change_kind kind, uint64_t user,
+		      uint64_t mbox, const char *name, size_t len, const char *old, size_t olen);
 
 /* store.c */
 int store_mdb_err(struct store_txn *t, int rc, const char *what);

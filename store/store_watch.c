@@ -1,7 +1,9 @@
 /* store_watch.c — owns change notification: one inotify descriptor per process watching the
  * `notify` file of each partition a session cares about; every writer touches that file after
  * its commit (store.c), so the descriptor becomes readable within a second (at once, in
- * practice) of a change made by any process. Thousands of IDLE sessions share one fd. */
+ * practice) of a change made by any process. Thousands of IDLE sessions share one fd. Also
+ * the change log (DBI `changes`): what each commit changed, mailbox by mailbox, so a reader
+ * woken by the descriptor reads the new records instead of every mailbox it watches. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -10,6 +12,7 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include "common/endian.h"
 #include "common/log.h"
 #include "common/xmalloc.h"
 #include "store/store_private.h"
@@ -106,4 +109,128 @@ void store_watch_free(struct store_watch **wp)
 	free(w->wd);
 	free(w);
 	*wp = NULL;
+}
+
+/* A change record: key be64 seq; value kind(1) user(8) mbox(8) len(2) name olen(2) old. */
+#define CHANGE_FIXED 21
+
+int store_change_note(struct store_txn *t, enum store_change_kind kind, uint64_t user,
+		      uint64_t mbox, const char *name, size_t len, const char *old, size_t olen)
+{
+	uint8_t k[8], v[CHANGE_FIXED + 2 * STORE_MAX_NAME];
+	MDB_val key = { 8, k }, val, last;
+	MDB_cursor *c;
+	uint64_t seq = 1;
+	int rc;
+
+	if (t->failed)
+		return STORE_EAGAIN;
+	if (t->e->part == STORE_QUEUE_PART)
+		return 0;
+	if (len > STORE_MAX_NAME)
+		len = STORE_MAX_NAME;
+	if (olen > STORE_MAX_NAME)
+		olen = STORE_MAX_NAME;
+	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[DBI_CHANGES], &c)) != 0)
+		return store_mdb_err(t, rc, "changes cursor");
+	rc = mdb_cursor_get(c, &last, NULL, MDB_LAST);
+	if (rc == 0 && last.mv_size == 8)
+		seq = get_be64(last.mv_data) + 1;
+	mdb_cursor_close(c);
+	if (rc != 0 && rc != MDB_NOTFOUND)
+		return store_mdb_err(t, rc, "changes last");
+	v[0] = (uint8_t)kind;
+	put_be64(v + 1, user);
+	put_be64(v + 9, mbox);
+	put_be16(v + 17, (uint16_t)len);
+	if (len > 0)
+		memcpy(v + 19, name, len);
+	put_be16(v + 19 + len, (uint16_t)olen);
+	if (olen > 0)
+		memcpy(v + 21 + len, old, olen);
+	val.mv_size = CHANGE_FIXED + len + olen;
+	val.mv_data = v;
+	put_be64(k, seq);
+	if ((rc = mdb_put(t->txn, t->e->dbi[DBI_CHANGES], &key, &val, MDB_APPEND)) != 0)
+		return store_mdb_err(t, rc, "changes put");
+	if (seq > STORE_CHANGES_KEEP) { /* the oldest kept goes: one per record, bounded */
+		put_be64(k, seq - STORE_CHANGES_KEEP);
+		rc = mdb_del(t->txn, t->e->dbi[DBI_CHANGES], &key, NULL);
+		if (rc != 0 && rc != MDB_NOTFOUND)
+			return store_mdb_err(t, rc, "changes trim");
+	}
+	return 0;
+}
+
+int store_changes_last(struct store_txn *t, uint64_t *seq_r)
+{
+	MDB_cursor *c;
+	MDB_val key;
+	int rc;
+
+	*seq_r = 0;
+	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[DBI_CHANGES], &c)) != 0)
+		return store_mdb_err(t, rc, "changes cursor");
+	rc = mdb_cursor_get(c, &key, NULL, MDB_LAST);
+	if (rc == 0 && key.mv_size == 8)
+		*seq_r = get_be64(key.mv_data);
+	mdb_cursor_close(c);
+	return rc == 0 || rc == MDB_NOTFOUND ? 0 : store_mdb_err(t, rc, "changes last");
+}
+
+static bool change_decode(const MDB_val *key, const MDB_val *val, struct store_change *ch)
+{
+	const uint8_t *v = val->mv_data;
+	size_t len, olen;
+
+	if (key->mv_size != 8 || val->mv_size < CHANGE_FIXED)
+		return false;
+	len = get_be16(v + 17);
+	if (CHANGE_FIXED + len > val->mv_size)
+		return false;
+	olen = get_be16(v + 19 + len);
+	if (CHANGE_FIXED + len + olen != val->mv_size)
+		return false;
+	ch->seq = get_be64(key->mv_data);
+	ch->kind = (enum store_change_kind)v[0];
+	ch->user = get_be64(v + 1);
+	ch->mbox = get_be64(v + 9);
+	ch->name = (const char *)v + 19;
+	ch->name_len = len;
+	ch->old = (const char *)v + 21 + len;
+	ch->old_len = olen;
+	return true;
+}
+
+int store_changes_read(struct store_txn *t, uint64_t after, size_t max,
+		       int (*cb)(const struct store_change *ch, void *arg), void *arg,
+		       uint64_t *last_r, bool *gap_r)
+{
+	uint8_t k[8];
+	MDB_val key = { 8, k }, val;
+	MDB_cursor *c;
+	struct store_change ch;
+	size_t n = 0;
+	int rc, cbrc = 0;
+
+	*last_r = after;
+	*gap_r = false;
+	put_be64(k, after + 1);
+	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[DBI_CHANGES], &c)) != 0)
+		return store_mdb_err(t, rc, "changes cursor");
+	for (rc = mdb_cursor_get(c, &key, &val, MDB_SET_RANGE); rc == 0 && n < max;
+	     rc = mdb_cursor_get(c, &key, &val, MDB_NEXT)) {
+		if (!change_decode(&key, &val, &ch))
+			continue; /* a record this binary cannot read: skipped, not fatal */
+		if (n == 0 && ch.seq != after + 1)
+			*gap_r = true;
+		*last_r = ch.seq;
+		n++;
+		if ((cbrc = cb(&ch, arg)) != 0)
+			break;
+	}
+	mdb_cursor_close(c);
+	if (cbrc != 0)
+		return cbrc;
+	return rc == 0 || rc == MDB_NOTFOUND ? 0 : store_mdb_err(t, rc, "changes read");
 }

@@ -1,0 +1,749 @@
+/* cmd_notify.c — owns NOTIFY (RFC 5465): the NOTIFY SET/NONE syntax and its checks, a
+ * session's event groups, and the notifications themselves: unsolicited EXISTS/EXPUNGE/FETCH
+ * for the selected mailbox, STATUS for other mailboxes, LIST for names and subscriptions,
+ * METADATA for annotations. Changes come from the store's change log (store_changes_read):
+ * the worker reads each changed partition's new records once per wake-up and hands each to
+ * the NOTIFY sessions of its user, so a change costs the same whatever the number of
+ * mailboxes watched. A session's pending notifications are bounded (NOTIFY_QUEUE_MAX); one
+ * that falls further behind gets [NOTIFICATIONOVERFLOW] and its notifications end (NOTIFY
+ * NONE), the session itself goes on. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/xmalloc.h"
+#include "imapd/imapd.h"
+#include "store/store.h"
+
+#define NOTIFY_GROUPS_MAX 32 /* event groups in one NOTIFY SET */
+#define NOTIFY_NAMES_MAX 64  /* mailboxes named in one group */
+#define NOTIFY_READ_MAX 4096 /* change records read per partition per wake-up */
+
+enum notify_filter {
+	NF_SELECTED,
+	NF_SELECTED_DELAYED,
+	NF_INBOXES,
+	NF_PERSONAL,
+	NF_SUBSCRIBED,
+	NF_SUBTREE,
+	NF_MAILBOXES,
+};
+
+enum notify_event {
+	NE_NEW = 1u << 0,
+	NE_EXPUNGE = 1u << 1,
+	NE_FLAG = 1u << 2,
+	NE_ANNOTATION = 1u << 3,
+	NE_NAME = 1u << 4,
+	NE_SUBSCRIPTION = 1u << 5,
+	NE_MBOX_METADATA = 1u << 6,
+	NE_SERVER_METADATA = 1u << 7,
+};
+#define NE_MESSAGE (NE_NEW | NE_EXPUNGE | NE_FLAG | NE_ANNOTATION)
+
+static const struct {
+	const char *name;
+	unsigned bit;
+	bool supported;
+} notify_events[] = {
+	{ "MessageNew", NE_NEW, true },
+	{ "MessageExpunge", NE_EXPUNGE, true },
+	{ "FlagChange", NE_FLAG, true },
+	{ "AnnotationChange", NE_ANNOTATION, false }, /* no per-message annotations here */
+	{ "MailboxName", NE_NAME, true },
+	{ "SubscriptionChange", NE_SUBSCRIPTION, true },
+	{ "MailboxMetadataChange", NE_MBOX_METADATA, true },
+	{ "ServerMetadataChange", NE_SERVER_METADATA, true },
+};
+#define NEVENTS (sizeof(notify_events) / sizeof(notify_events[0]))
+#define BADEVENT_TEXT                                                                     \
+	"[BADEVENT (MessageNew MessageExpunge FlagChange MailboxName SubscriptionChange " \
+	"MailboxMetadataChange ServerMetadataChange)]"
+
+struct notify_group {
+	enum notify_filter filter;
+	unsigned events;
+	char **names; /* SUBTREE, MAILBOXES: stored names */
+	size_t nnames;
+};
+
+struct notify_pending {
+	enum store_change_kind kind;
+	uint64_t mbox;
+	char *name;      /* the mailbox (MSGS, names), or the entry (ANNOT) */
+	char *old;       /* RENAME: the former name */
+	char *mbox_name; /* ANNOT: the mailbox's name ("" for server entries) */
+};
+
+struct imap_notify {
+	struct notify_group groups[NOTIFY_GROUPS_MAX];
+	size_t ngroups;
+	int selected;             /* index of the selected(-delayed) group, or -1 */
+	struct imap_fetch *fetch; /* its MessageNew attributes, or NULL */
+	struct notify_pending q[NOTIFY_QUEUE_MAX];
+	size_t nq;
+	bool selected_pending; /* the selected mailbox changed since the last sync */
+	bool overflow;
+};
+
+static void group_release(struct notify_group *g)
+{
+	for (size_t i = 0; i < g->nnames; i++)
+		free(g->names[i]);
+	free(g->names);
+	g->names = NULL;
+	g->nnames = 0;
+}
+
+static void pending_release(struct notify_pending *p)
+{
+	free(p->name);
+	free(p->old);
+	free(p->mbox_name);
+	memset(p, 0, sizeof(*p));
+}
+
+void imap_notify_free(struct imap_client *c)
+{
+	struct imap_notify *n = c->notify;
+
+	if (n == NULL)
+		return;
+	for (size_t i = 0; i < n->ngroups; i++)
+		group_release(&n->groups[i]);
+	for (size_t i = 0; i < n->nq; i++)
+		pending_release(&n->q[i]);
+	imap_fetch_free(&n->fetch);
+	free(n);
+	c->notify = NULL;
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* Syntax (RFC 5465 section 8) */
+
+/* The one-or-more-mailbox at a into g (a mailbox, or a list of them); NULL or the BAD text. */
+static const char *parse_names(struct imap_client *c, const struct imap_arg *a,
+			       struct notify_group *g)
+{
+	const struct imap_arg *first = a, *end = a + 1;
+	const char *why = NULL;
+
+	if (a->type == IMAP_ARG_LIST) {
+		if (a->n == 0)
+			return "Empty mailbox list";
+		first = a + 1;
+		end = a + 1 + a->span;
+	}
+	for (const struct imap_arg *m = first; m < end; m = imap_arg_next(m)) {
+		char *name;
+
+		if (!imap_arg_is_astring(m) || memchr(m->s, '\0', m->len) != NULL)
+			return "Expected a mailbox name";
+		if (g->nnames >= NOTIFY_NAMES_MAX)
+			return "Too many mailboxes in one event group";
+		if ((name = imap_mailbox_name(c, m->s, m->len, &why)) == NULL)
+			return why != NULL ? why : "Bad mailbox name";
+		g->names = xreallocarray(g->names, g->nnames + 1, sizeof(*g->names));
+		g->names[g->nnames++] = name;
+	}
+	return NULL;
+}
+
+/* The events at a into g (and n->fetch for MessageNew's attributes). NULL, or the reply's
+   text with *bad_r telling BAD (syntax, rules) from NO (an event not supported). */
+static const char *parse_events(struct imap_client *c, struct imap_notify *n,
+				const struct imap_arg *a, struct notify_group *g, bool *bad_r)
+{
+	bool selected = g->filter == NF_SELECTED || g->filter == NF_SELECTED_DELAYED;
+	bool unsupported = false;
+
+	*bad_r = true;
+	if (imap_arg_atom_is(a, "NONE"))
+		return NULL;
+	if (a->type != IMAP_ARG_LIST || a->n == 0)
+		return "Expected a list of events or NONE";
+	for (const struct imap_arg *m = a + 1; m <= a + a->span; m = imap_arg_next(m)) {
+		size_t i;
+
+		if (m->type != IMAP_ARG_ATOM)
+			return "Expected an event name";
+		for (i = 0; i < NEVENTS; i++)
+			if (imap_arg_atom_is(m, notify_events[i].name))
+				break;
+		if (i == NEVENTS || !notify_events[i].supported) {
+			unsupported = true; /* an event-ext or one not built: NO [BADEVENT] */
+			continue;
+		}
+		g->events |= notify_events[i].bit;
+		if (notify_events[i].bit == NE_NEW && imap_arg_next(m) <= a + a->span &&
+		    imap_arg_next(m)->type == IMAP_ARG_LIST) {
+			const struct imap_arg *atts = imap_arg_next(m);
+
+			if (!selected)
+				return "MessageNew attributes are for the selected mailbox only";
+			imap_fetch_free(&n->fetch);
+			n->fetch = imap_fetch_new();
+			if (imap_fetch_parse(n->fetch, atts) < 0)
+				return "Bad MessageNew fetch attributes";
+			if (!imap_fetch_in_memory(n->fetch))
+				return "MessageNew fetch attributes: no message text, header fields "
+				       "only (BODY.PEEK[HEADER.FIELDS (...)])";
+			m = atts; /* its members are skipped by imap_arg_next */
+		}
+	}
+	/* FlagChange (and AnnotationChange) need MessageNew and MessageExpunge (RFC 5465 5.3);
+	   MessageNew alone is taken, as the RFC's own example 3.1 gives it for a subtree */
+	if ((g->events & NE_FLAG) && (g->events & (NE_NEW | NE_EXPUNGE)) != (NE_NEW | NE_EXPUNGE))
+		return "FlagChange needs MessageNew and MessageExpunge";
+	if (unsupported) {
+		*bad_r = false;
+		return BADEVENT_TEXT " Event not supported";
+	}
+	return NULL;
+}
+
+/* One event group (a list) into g. */
+static const char *parse_group(struct imap_client *c, struct imap_notify *n,
+			       const struct imap_arg *a, struct notify_group *g, bool *bad_r)
+{
+	static const struct {
+		const char *name;
+		enum notify_filter f;
+	} filters[] = {
+		{ "SELECTED", NF_SELECTED },     { "SELECTED-DELAYED", NF_SELECTED_DELAYED },
+		{ "INBOXES", NF_INBOXES },       { "PERSONAL", NF_PERSONAL },
+		{ "SUBSCRIBED", NF_SUBSCRIBED }, { "SUBTREE", NF_SUBTREE },
+		{ "MAILBOXES", NF_MAILBOXES },
+	};
+	const struct imap_arg *m, *end;
+	size_t i;
+	const char *why;
+
+	*bad_r = true;
+	if (a->type != IMAP_ARG_LIST || a->n < 2)
+		return "Expected an event group: (filter events)";
+	m = a + 1;
+	end = a + 1 + a->span;
+	for (i = 0; i < sizeof(filters) / sizeof(filters[0]); i++)
+		if (imap_arg_atom_is(m, filters[i].name))
+			break;
+	if (i == sizeof(filters) / sizeof(filters[0]))
+		return "Unknown mailbox filter";
+	g->filter = filters[i].f;
+	m = imap_arg_next(m);
+	if (g->filter == NF_SUBTREE || g->filter == NF_MAILBOXES) {
+		if (m >= end)
+			return "Expected mailboxes after SUBTREE or MAILBOXES";
+		if ((why = parse_names(c, m, g)) != NULL)
+			return why;
+		m = imap_arg_next(m);
+	}
+	if (m >= end || imap_arg_next(m) != end)
+		return "Expected one events list after the filter";
+	return parse_events(c, n, m, g, bad_r);
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* Which group a mailbox falls in */
+
+static bool name_is(const char *a, size_t alen, const char *b)
+{
+	return strlen(b) == alen && memcmp(a, b, alen) == 0;
+}
+
+static bool is_subscribed(struct imap_client *c, struct store_txn *t, const char *name,
+			  size_t len);
+
+static bool group_matches(struct imap_client *c, struct store_txn *t, const struct notify_group *g,
+			  const char *name, size_t len)
+{
+	switch (g->filter) {
+	case NF_SELECTED:
+	case NF_SELECTED_DELAYED:
+		return false; /* the selected mailbox is handled apart */
+	case NF_INBOXES:
+		return name_is(name, len, "INBOX");
+	case NF_PERSONAL:
+		return true; /* every mailbox of the user's (the personal namespace) */
+	case NF_SUBSCRIBED:
+		return is_subscribed(c, t, name, len);
+	case NF_SUBTREE:
+		for (size_t i = 0; i < g->nnames; i++) {
+			size_t n = strlen(g->names[i]);
+
+			if (len >= n && memcmp(name, g->names[i], n) == 0 &&
+			    (len == n || name[n] == STORE_DELIM))
+				return true;
+		}
+		return false;
+	case NF_MAILBOXES:
+		for (size_t i = 0; i < g->nnames; i++)
+			if (name_is(name, len, g->names[i]))
+				return true;
+		return false;
+	}
+	return false;
+}
+
+/* The events asked for mailbox name (not the selected one): the first group that names it
+   decides (RFC 5465 6). */
+static unsigned events_for(struct imap_client *c, struct store_txn *t, const char *name,
+			   size_t len)
+{
+	struct imap_notify *n = c->notify;
+
+	for (size_t i = 0; i < n->ngroups; i++)
+		if (group_matches(c, t, &n->groups[i], name, len))
+			return n->groups[i].events;
+	return 0;
+}
+
+static unsigned events_any(const struct imap_notify *n)
+{
+	unsigned ev = 0;
+
+	for (size_t i = 0; i < n->ngroups; i++)
+		ev |= n->groups[i].events;
+	return ev;
+}
+
+/* One mailbox (or subscription) found by its exact name in a store_mbox_list walk. */
+struct list_find {
+	const char *name;
+	size_t len;
+	bool found;
+	unsigned attrs;
+};
+
+static int list_find_cb(const struct store_mbox_info *mi, void *arg)
+{
+	struct list_find *l = arg;
+
+	if (mi->name_len == l->len && memcmp(mi->name, l->name, l->len) == 0) {
+		l->found = true;
+		l->attrs = mi->attrs;
+		return 1;
+	}
+	return 0;
+}
+
+static bool is_subscribed(struct imap_client *c, struct store_txn *t, const char *name, size_t len)
+{
+	char pat[STORE_MAX_NAME + 1];
+	struct list_find s = { name, len, false, 0 };
+
+	if (len > STORE_MAX_NAME || memchr(name, '*', len) != NULL ||
+	    memchr(name, '%', len) != NULL)
+		return false;
+	memcpy(pat, name, len);
+	pat[len] = '\0';
+	(void)store_mbox_list(t, c->user_id, pat, true, list_find_cb, &s);
+	return s.found;
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* Responses */
+
+static void write_status(struct imap_client *c, struct store_txn *t, uint64_t mbox,
+			 const char *name, size_t len)
+{
+	struct store_status st;
+
+	if (store_mbox_status(t, mbox, &st) != 0)
+		return; /* gone since: its LIST (MailboxName) tells */
+	imap_write(c, "* STATUS ", 9);
+	imap_write_mailbox(c, name, len);
+	imap_printf(c, " (MESSAGES %u UIDNEXT %u UIDVALIDITY %u UNSEEN %u", st.messages,
+		    st.uidnext, st.uidvalidity, st.unseen);
+	if (c->enabled_condstore)
+		imap_printf(c, " HIGHESTMODSEQ %" PRIu64, st.highestmodseq);
+	imap_write(c, ")\r\n", 3);
+}
+
+/* "* LIST (attrs) "/" name" as the mailbox is now (\NonExistent when gone), with OLDNAME
+   after a rename (RFC 5465 5.4) and \Subscribed when it is (5.5). */
+static void write_list(struct imap_client *c, struct store_txn *t, const char *name,
+		       const char *old)
+{
+	size_t len = strlen(name);
+	struct list_find l = { name, len, false, 0 };
+	bool sub = is_subscribed(c, t, name, len);
+	const char *sep = "";
+
+	if (memchr(name, '*', len) == NULL && memchr(name, '%', len) == NULL)
+		(void)store_mbox_list(t, c->user_id, name, false, list_find_cb, &l);
+	imap_write(c, "* LIST (", 8);
+	if (!l.found) {
+		imap_write(c, "\\NonExistent", 12);
+		sep = " ";
+	} else {
+		if (l.attrs & STORE_MBOX_NOSELECT) {
+			imap_write(c, "\\Noselect ", 10);
+		}
+		imap_printf(c, "%s",
+			    l.attrs & STORE_MBOX_HASCHILDREN ? "\\HasChildren"
+							     : "\\HasNoChildren");
+		sep = " ";
+	}
+	if (sub)
+		imap_printf(c, "%s\\Subscribed", sep);
+	imap_write(c, ") \"/\" ", 6);
+	imap_write_mailbox(c, name, len);
+	if (old != NULL) {
+		imap_write(c, " (\"OLDNAME\" (", 13);
+		imap_write_mailbox(c, old, strlen(old));
+		imap_write(c, "))", 2);
+	}
+	imap_write(c, "\r\n", 2);
+}
+
+static void write_pending(struct imap_client *c, struct store_txn *t,
+			  const struct notify_pending *p)
+{
+	switch (p->kind) {
+	case STORE_CHANGE_MSGS:
+		write_status(c, t, p->mbox, p->name, strlen(p->name));
+		break;
+	case STORE_CHANGE_CREATE:
+	case STORE_CHANGE_DELETE:
+	case STORE_CHANGE_SUBSCRIBE:
+		write_list(c, t, p->name, NULL);
+		break;
+	case STORE_CHANGE_RENAME:
+		write_list(c, t, p->name, p->old);
+		break;
+	case STORE_CHANGE_ANNOT: /* RFC 5464 4.4's unsolicited METADATA */
+		imap_write(c, "* METADATA ", 11);
+		if (p->mbox_name[0] == '\0')
+			imap_write(c, "\"\"", 2);
+		else
+			imap_write_mailbox(c, p->mbox_name, strlen(p->mbox_name));
+		imap_write(c, " ", 1);
+		imap_write_astring(c, p->name, strlen(p->name));
+		imap_write(c, "\r\n", 2);
+		break;
+	}
+}
+
+/* The selected mailbox's changes: EXISTS, EXPUNGE (when allowed), FETCH FLAGS, and the
+   MessageNew attributes of each new message. */
+static void sync_selected(struct imap_client *c, bool allow_expunge)
+{
+	struct imap_notify *n = c->notify;
+	struct imap_view *v = c->view;
+	uint32_t last_uid;
+	struct store_txn *t = NULL;
+	size_t vi;
+
+	n->selected_pending = false;
+	if (v == NULL)
+		return;
+	last_uid = v->n > 0 ? v->msgs[v->n - 1].uid : 0;
+	imap_view_sync(c, allow_expunge);
+	if (c->view == NULL || n->fetch == NULL || (c->flags & IMAP_CF_CLOSING))
+		return;
+	if (store_txn_begin(c->srv->store, v->part, STORE_TXN_READ, &t) != 0)
+		return;
+	vi = v->n;
+	while (vi > 0 && v->msgs[vi - 1].uid > last_uid)
+		vi--; /* the first new one */
+	for (; vi < v->n; vi++) {
+		const char *why = NULL;
+
+		if (imap_fetch_message(c, n->fetch, t, vi, 0, &why) < 0)
+			break;
+	}
+	store_txn_abort(&t);
+}
+
+/* Whether c may be written to now, outside of a command's replies. */
+static bool notify_can_write(struct imap_client *c)
+{
+	return (!c->cmd_active || (c->flags & IMAP_CF_IDLE)) && !imap_out_full(c) &&
+	       !(c->flags & (IMAP_CF_CLOSING | IMAP_CF_DEFUNCT)) && c->stream.fd < 0;
+}
+
+static bool selected_delayed(const struct imap_notify *n)
+{
+	return n->selected >= 0 && n->groups[n->selected].filter == NF_SELECTED_DELAYED;
+}
+
+void imap_notify_flush(struct imap_client *c, bool allow_expunge)
+{
+	struct imap_notify *n = c->notify;
+	struct store_txn *t = NULL;
+	size_t i;
+
+	if (n == NULL)
+		return;
+	if (n->overflow) {
+		imap_printf(c, "* OK [NOTIFICATIONOVERFLOW] Too many changes to tell; "
+			       "notifications are off (NOTIFY NONE)\r\n");
+		imap_notify_free(c);
+		return;
+	}
+	if (n->nq > 0 && store_txn_begin(c->srv->store, c->part, STORE_TXN_READ, &t) == 0) {
+		for (i = 0; i < n->nq && !imap_out_full(c); i++)
+			write_pending(c, t, &n->q[i]);
+		store_txn_abort(&t);
+		for (size_t j = 0; j < i; j++)
+			pending_release(&n->q[j]);
+		memmove(n->q, n->q + i, (n->nq - i) * sizeof(n->q[0]));
+		n->nq -= i;
+	}
+	if (n->selected_pending && c->view != NULL && c->state == IMAP_ST_SELECTED)
+		sync_selected(c, allow_expunge && (!selected_delayed(n) || c->cmd_active));
+}
+
+/* A flush outside of any command: the selected-delayed filter keeps expunges for a command
+   that allows them (RFC 5465 5.1). */
+static void flush_now(struct imap_client *c)
+{
+	struct imap_notify *n = c->notify;
+
+	imap_notify_flush(c, (c->flags & IMAP_CF_IDLE) || !selected_delayed(n));
+}
+
+void imap_notify_drained(struct imap_client *c)
+{
+	struct imap_notify *n = c->notify;
+
+	if (n != NULL && (n->nq > 0 || n->overflow || n->selected_pending) && notify_can_write(c))
+		flush_now(c);
+}
+
+/* Queues a notification (a STATUS for a mailbox already queued is not queued again). */
+static void enqueue(struct imap_client *c, const struct store_change *ch, const char *mbox_name)
+{
+	struct imap_notify *n = c->notify;
+	struct notify_pending *p;
+
+	if (n->overflow)
+		return;
+	if (ch->kind == STORE_CHANGE_MSGS)
+		for (size_t i = 0; i < n->nq; i++)
+			if (n->q[i].kind == STORE_CHANGE_MSGS && n->q[i].mbox == ch->mbox)
+				return;
+	if (n->nq >= NOTIFY_QUEUE_MAX) {
+		n->overflow = true;
+		return;
+	}
+	p = &n->q[n->nq++];
+	p->kind = ch->kind;
+	p->mbox = ch->mbox;
+	p->name = xstrndup(ch->name, ch->name_len);
+	p->old = ch->kind == STORE_CHANGE_RENAME ? xstrndup(ch->old, ch->old_len) : NULL;
+	p->mbox_name = mbox_name != NULL ? xstrdup(mbox_name) : NULL;
+}
+
+/* One change of c's user's partition, read in t. */
+static void notify_change(struct imap_client *c, struct store_txn *t,
+			  const struct store_change *ch)
+{
+	struct imap_notify *n = c->notify;
+	unsigned ev;
+
+	switch (ch->kind) {
+	case STORE_CHANGE_MSGS:
+		if (c->view != NULL && ch->mbox == c->view->mbox) {
+			if (n->selected >= 0 && (n->groups[n->selected].events & NE_MESSAGE))
+				n->selected_pending = true;
+			return; /* else at the end of a command, as without NOTIFY */
+		}
+		if (events_for(c, t, ch->name, ch->name_len) & NE_MESSAGE)
+			enqueue(c, ch, NULL);
+		return;
+	case STORE_CHANGE_CREATE:
+	case STORE_CHANGE_DELETE:
+		if (events_for(c, t, ch->name, ch->name_len) & NE_NAME)
+			enqueue(c, ch, NULL);
+		return;
+	case STORE_CHANGE_RENAME:
+		if ((events_for(c, t, ch->name, ch->name_len) |
+		     events_for(c, t, ch->old, ch->old_len)) &
+		    NE_NAME)
+			enqueue(c, ch, NULL);
+		return;
+	case STORE_CHANGE_SUBSCRIBE:
+		/* the subscribed filter matches either way round (RFC 5465 5.5) */
+		ev = events_any(n) & NE_SUBSCRIPTION ? events_for(c, t, ch->name, ch->name_len)
+						     : 0;
+		for (size_t i = 0; i < n->ngroups && !(ev & NE_SUBSCRIPTION); i++)
+			if (n->groups[i].filter == NF_SUBSCRIBED)
+				ev |= n->groups[i].events;
+		if (ev & NE_SUBSCRIPTION)
+			enqueue(c, ch, NULL);
+		return;
+	case STORE_CHANGE_ANNOT:
+		if (ch->mbox == 0) {
+			if (events_any(n) & NE_SERVER_METADATA)
+				enqueue(c, ch, "");
+			return;
+		}
+		{
+			uint64_t owner;
+			struct store_mbox_info mi;
+			char *name;
+
+			if (store_mbox_info(t, ch->mbox, &owner, &mi) != 0)
+				return;
+			if (!(events_for(c, t, mi.name, mi.name_len) & NE_MBOX_METADATA))
+				return;
+			name = xstrndup(mi.name, mi.name_len);
+			enqueue(c, ch, name);
+			free(name);
+		}
+		return;
+	}
+}
+
+struct notify_read {
+	struct imap_server *srv;
+	unsigned part;
+	struct store_txn *t;
+};
+
+static int read_cb(const struct store_change *ch, void *arg)
+{
+	struct notify_read *r = arg;
+
+	for (struct imap_client *c = r->srv->clients; c != NULL; c = c->next)
+		if (c->notify != NULL && c->part == r->part && c->user_id == ch->user)
+			notify_change(c, r->t, ch);
+	return 0;
+}
+
+/* The worker's position in partition part's log, taken when a session there first asks. */
+static void position_take(struct imap_server *srv, unsigned part)
+{
+	struct store_txn *t = NULL;
+
+	if (srv->notify_known[part])
+		return;
+	if (store_txn_begin(srv->store, part, STORE_TXN_READ, &t) != 0)
+		return;
+	if (store_changes_last(t, &srv->notify_seq[part]) == 0)
+		srv->notify_known[part] = true;
+	store_txn_abort(&t);
+}
+
+void imap_notify_changed(struct imap_server *srv, const bool *parts)
+{
+	unsigned nparts = store_partitions(srv->store);
+
+	for (unsigned p = 0; p < nparts; p++) {
+		struct notify_read r = { srv, p, NULL };
+		bool any = false, gap = false;
+		uint64_t last;
+
+		if ((parts != NULL && !parts[p]) || !srv->notify_known[p])
+			continue;
+		for (struct imap_client *c = srv->clients; c != NULL && !any; c = c->next)
+			any = c->notify != NULL && c->part == p;
+		if (!any) { /* nobody asks here any more: read nothing, start afresh later */
+			srv->notify_known[p] = false;
+			continue;
+		}
+		if (store_txn_begin(srv->store, p, STORE_TXN_READ, &r.t) != 0)
+			continue;
+		if (store_changes_read(r.t, srv->notify_seq[p], NOTIFY_READ_MAX, read_cb, &r,
+				       &last, &gap) == 0)
+			srv->notify_seq[p] = last;
+		if (gap) /* records went before this worker read them: nobody here can be told */
+			for (struct imap_client *c = srv->clients; c != NULL; c = c->next)
+				if (c->notify != NULL && c->part == p)
+					c->notify->overflow = true;
+		store_txn_abort(&r.t);
+	}
+	for (struct imap_client *c = srv->clients; c != NULL; c = c->next)
+		if (c->notify != NULL && notify_can_write(c))
+			imap_notify_drained(c);
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* The command */
+
+struct initial_status {
+	struct imap_client *c;
+	struct store_txn *t;
+};
+
+static int initial_cb(const struct store_mbox_info *mi, void *arg)
+{
+	struct initial_status *s = arg;
+	struct imap_client *c = s->c;
+
+	if (mi->attrs & (STORE_MBOX_NOSELECT | STORE_MBOX_NONEXISTENT))
+		return 0;
+	if (c->view != NULL && mi->id == c->view->mbox)
+		return 0;
+	if (events_for(c, s->t, mi->name, mi->name_len) & NE_MESSAGE)
+		write_status(c, s->t, mi->id, mi->name, mi->name_len);
+	return 0;
+}
+
+bool cmd_notify(struct imap_cmd *cmd)
+{
+	struct imap_client *c = cmd->c;
+	const struct imap_arg *a = imap_cmd_arg(cmd, 0), *end = cmd->args + cmd->nargs;
+	struct imap_notify *n;
+	bool status = false, bad = true;
+	const char *why = NULL;
+
+	if (a == NULL)
+		return imap_cmd_bad(cmd, "Expected NOTIFY SET or NOTIFY NONE");
+	if (imap_arg_atom_is(a, "NONE")) {
+		if (imap_cmd_argc(cmd) != 1)
+			return imap_cmd_bad(cmd, "NOTIFY NONE takes no arguments");
+		imap_notify_free(c);
+		return imap_cmd_ok(cmd, "NOTIFY completed");
+	}
+	if (!imap_arg_atom_is(a, "SET"))
+		return imap_cmd_bad(cmd, "Expected NOTIFY SET or NOTIFY NONE");
+	a = imap_arg_next(a);
+	if (a < end && imap_arg_atom_is(a, "STATUS")) {
+		status = true;
+		a = imap_arg_next(a);
+	}
+	if (a >= end)
+		return imap_cmd_bad(cmd, "Expected one event group or more");
+	n = xcalloc(1, sizeof(*n));
+	n->selected = -1;
+	for (; a < end && why == NULL; a = imap_arg_next(a)) {
+		struct notify_group *g;
+
+		if (n->ngroups >= NOTIFY_GROUPS_MAX) {
+			why = "Too many event groups";
+			break;
+		}
+		g = &n->groups[n->ngroups++];
+		why = parse_group(c, n, a, g, &bad);
+		if (why == NULL &&
+		    (g->filter == NF_SELECTED || g->filter == NF_SELECTED_DELAYED)) {
+			if (n->selected >= 0)
+				why = "SELECTED or SELECTED-DELAYED given twice";
+			n->selected = (int)(n->ngroups - 1);
+		}
+	}
+	if (why != NULL) {
+		struct imap_client tmp = { 0 };
+
+		tmp.notify = n;
+		imap_notify_free(&tmp);
+		return bad ? imap_cmd_bad(cmd, why) : imap_cmd_no(cmd, why);
+	}
+	imap_notify_free(c); /* NOTIFY SET replaces what was set before */
+	c->notify = n;
+	position_take(c->srv, c->part);
+	if (status) { /* RFC 5465 3.1: STATUS of each mailbox of the groups, before the OK */
+		struct store_txn *t = NULL;
+		struct initial_status s = { c, NULL };
+
+		if (store_txn_begin(c->srv->store, c->part, STORE_TXN_READ, &t) == 0) {
+			s.t = t;
+			(void)store_mbox_list(t, c->user_id, "*", false, initial_cb, &s);
+			store_txn_abort(&t);
+		}
+	}
+	return imap_cmd_ok(cmd, "NOTIFY completed");
+}
