@@ -1,5 +1,7 @@
 /* cmd_auth.c — owns the commands of any state and of login: CAPABILITY, NOOP/CHECK, LOGOUT,
- * ID, ENABLE, STARTTLS, LOGIN and AUTHENTICATE PLAIN (with SASL-IR), through ldapauth. After a
+ * ID, ENABLE, STARTTLS, LOGIN and AUTHENTICATE PLAIN (with SASL-IR) through ldapauth, and
+ * AUTHENTICATE SCRAM-SHA-256[-PLUS] (common/sasl.h's exchange over the secret ldapauth_scram
+ * gives; the channel's binding data from common/tls.h). After a
  * successful authentication the user's store record is found (or created with its INBOX).
  * Each check goes through the login throttle mtad shares (common/authguard.h): it may be
  * held before it starts or refused (NO [UNAVAILABLE]), and a failure is answered late: the
@@ -17,10 +19,12 @@
 #include "common/log.h"
 #include "common/net.h"
 #include "common/sasl.h"
+#include "common/tls.h"
 #include "common/shmtable.h"
 #include "common/str.h"
 #include "common/version.h"
 #include "common/xmalloc.h"
+#include <openssl/evp.h>
 #include "imapd/imapd.h"
 #include "ldapauth/ldapauth.h"
 #include "store/store.h"
@@ -47,6 +51,10 @@ struct auth_ctx {
 	char tried[65]; /* the user name given, sanitized for the log */
 	char *user;     /* the user name given (the throttle's key) */
 	char *pass;     /* held while the throttle delays the check */
+	/* SCRAM: the exchange, and where it is (the next line due) */
+	struct sasl_scram *scram;
+	enum { SCRAM_FIRST, SCRAM_SECRET, SCRAM_FINAL, SCRAM_ACK } scram_step;
+	const char *scram_reason; /* ldapauth's reason there was no secret (a constant) */
 	struct authguard_check chk;
 	bool charged;        /* the throttle counts this check: its outcome is due */
 	bool throttled;      /* refused by the throttle: no check made */
@@ -110,6 +118,7 @@ static void auth_ctx_free(struct imap_cmd *cmd)
 		explicit_bzero(a->pass, strlen(a->pass));
 		free(a->pass);
 	}
+	sasl_scram_free(&a->scram);
 	free(a->user);
 	free(a->login);
 	free(a);
@@ -297,32 +306,30 @@ static void proxy_lookup_done(const struct ldapauth_reply *r, void *arg)
 	imap_client_resume(c);
 }
 
-static void auth_done(const struct ldapauth_reply *r, void *arg)
+/* A check's outcome (a password's or a SCRAM exchange's): the throttle learns it, the log
+   says it, a failure's NO waits for the throttle's delay. a->login is set on success. */
+static void auth_outcome(struct imap_client *c, struct auth_ctx *a, enum ldapauth_result result,
+			 bool cached, const char *reason)
 {
-	struct imap_client *c = arg;
-	struct auth_ctx *a = c->cmd.ctx;
-	bool failed = r->result != LDAPAUTH_OK && r->result != LDAPAUTH_ETEMP;
+	bool failed = result != LDAPAUTH_OK && result != LDAPAUTH_ETEMP;
 	int64_t ms = 0;
 
-	a->req = NULL;
-	a->result = r->result;
+	a->result = result;
 	a->charged = false;
-	ldapauth_metrics_login(r->result);
-	if (r->result == LDAPAUTH_OK) {
-		auth_take_user(a, r->user);
+	ldapauth_metrics_login(result);
+	if (result == LDAPAUTH_OK)
 		authguard_ok(c->srv->guard, c->addr, a->user);
-	} else if (r->result == LDAPAUTH_ETEMP) {
+	else if (result == LDAPAUTH_ETEMP)
 		authguard_temp(c->srv->guard, c->addr, a->user);
-	} else {
+	else
 		ms = authguard_failed(c->srv->guard, c->addr, a->user);
-	}
-	log_info("%016" PRIx64 " imap login addr=%s user=%s result=%s cached=%s failures=%" PRIu32
-		 " delay_ms=%" PRId64 " user_failures=%" PRIu32 " addr_failures=%" PRIu32
-		 " reason=\"%s\"",
-		 c->id, c->addr, r->result == LDAPAUTH_OK ? r->user->login : a->tried,
-		 ldapauth_strerror(r->result), r->cached ? "yes" : "no",
-		 failed ? a->chk.pair + 1 : 0, ms, a->chk.user + failed, a->chk.addr + failed,
-		 r->reason != NULL ? r->reason : "");
+	log_info("%016" PRIx64 " imap login addr=%s user=%s mech=%s result=%s cached=%s "
+		 "failures=%" PRIu32 " delay_ms=%" PRId64 " user_failures=%" PRIu32
+		 " addr_failures=%" PRIu32 " reason=\"%s\"",
+		 c->id, c->addr, result == LDAPAUTH_OK ? a->login : a->tried,
+		 a->scram != NULL ? "scram" : "password", ldapauth_strerror(result),
+		 cached ? "yes" : "no", failed ? a->chk.pair + 1 : 0, ms, a->chk.user + failed,
+		 a->chk.addr + failed, reason != NULL ? reason : "");
 	if (ms > 0) {
 		struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
 
@@ -334,6 +341,19 @@ static void auth_done(const struct ldapauth_reply *r, void *arg)
 	imap_client_resume(c);
 }
 
+static void auth_done(const struct ldapauth_reply *r, void *arg)
+{
+	struct imap_client *c = arg;
+	struct auth_ctx *a = c->cmd.ctx;
+
+	a->req = NULL;
+	if (r->result == LDAPAUTH_OK)
+		auth_take_user(a, r->user);
+	auth_outcome(c, a, r->result, r->cached, r->reason);
+}
+
+static void scram_secret_done(const struct ldapauth_reply *r, void *arg);
+
 /* The throttle's delay is over: the check starts. */
 static void auth_held_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -342,6 +362,10 @@ static void auth_held_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	if (a->scram != NULL) {
+		a->req = ldapauth_scram(c->srv->auth, a->user, scram_secret_done, c);
+		return;
+	}
 	a->req = ldapauth_auth(c->srv->auth, a->user, a->pass, auth_done, c);
 	explicit_bzero(a->pass, strlen(a->pass));
 	free(a->pass);
@@ -622,6 +646,171 @@ static bool sasl_plain(struct imap_cmd *cmd, const char *b64, size_t len)
 	return false;
 }
 
+/* ---- SCRAM-SHA-256[-PLUS] ---- */
+
+bool imap_scram_offered(const struct imap_client *c, bool plus)
+{
+	bool tls = c->flags & IMAP_CF_TLS;
+
+	return c->srv->auth != NULL && ldapauth_scram_capable(c->srv->auth) &&
+	       (tls || c->srv->allow_plaintext) && (tls || !plus);
+}
+
+void imap_scram_caps(const struct imap_client *c, struct buf *out)
+{
+	if (imap_scram_offered(c, false))
+		buf_puts(out, " AUTH=SCRAM-SHA-256");
+	if (imap_scram_offered(c, true))
+		buf_puts(out, " AUTH=SCRAM-SHA-256-PLUS");
+}
+
+/* Sends a SCRAM server message as a continuation; the response line is due. */
+static void scram_send(struct imap_client *c, struct auth_ctx *a, const char *b64)
+{
+	a->waiting_line = true;
+	c->flags |= IMAP_CF_SASL;
+	imap_printf(c, "+ %s\r\n", b64);
+}
+
+/* The secret (or its absence) is known: server-first goes out. A user without one gets the
+   same exchange and fails at the proof (sasl_scram_server_first). */
+static void scram_secret_done(const struct ldapauth_reply *r, void *arg)
+{
+	struct imap_client *c = arg;
+	struct auth_ctx *a = c->cmd.ctx;
+	char out[SASL_SCRAM_OUT_MAX];
+
+	a->req = NULL;
+	if (r->result == LDAPAUTH_ETEMP) {
+		auth_outcome(c, a, LDAPAUTH_ETEMP, false, r->reason);
+		return;
+	}
+	if (r->result == LDAPAUTH_OK)
+		auth_take_user(a, r->user);
+	else
+		a->scram_reason = r->reason; /* no such user, no secret: said in the log */
+	if (sasl_scram_server_first(a->scram, r->scram, NULL, out, sizeof(out)) != SASL_OK) {
+		auth_outcome(c, a, LDAPAUTH_EBADCRED, false, "scram: server-first too long");
+		return;
+	}
+	a->scram_step = SCRAM_FINAL;
+	scram_send(c, a, out);
+}
+
+/* client-first: the user is known; the throttle counts from here as for a password. */
+static bool scram_first(struct imap_cmd *cmd, struct auth_ctx *a, const char *b64, size_t len)
+{
+	struct imap_client *c = cmd->c;
+	enum sasl_result rc = sasl_scram_client_first(a->scram, b64, len);
+	const char *user;
+
+	if (rc == SASL_EBASE64)
+		return imap_cmd_bad(cmd, "Invalid base64");
+	if (rc != SASL_OK) {
+		log_info("%016" PRIx64 " imap login addr=%s mech=scram result=fail reason=\"%s\"",
+			 c->id, c->addr, sasl_strerror(rc));
+		return imap_cmd_no(cmd, "[AUTHENTICATIONFAILED] Authentication failed");
+	}
+	user = sasl_scram_user(a->scram);
+	tried_set(a, user);
+	if (sasl_scram_authzid(a->scram)[0] != '\0' &&
+	    strcmp(sasl_scram_authzid(a->scram), user) != 0)
+		return imap_cmd_no(cmd, "[AUTHORIZATIONFAILED] Cannot act as another user");
+	a->user = xstrdup(user);
+	authguard_begin(c->srv->guard, c->id, "imap", c->addr, user, &a->chk);
+	if (a->chk.refused) {
+		metrics_inc(MS_LOGINS, MS_LOGIN_THROTTLED, 0);
+		return imap_cmd_no(cmd, "[UNAVAILABLE] Too many failed logins; try again later");
+	}
+	a->charged = true;
+	a->scram_step = SCRAM_SECRET;
+	if (a->chk.wait_ms > 0) {
+		struct timeval tv = { (time_t)(a->chk.wait_ms / 1000),
+				      (suseconds_t)(a->chk.wait_ms % 1000) * 1000 };
+
+		a->held = evtimer_new(c->srv->base, auth_held_cb, c);
+		evtimer_add(a->held, &tv);
+		return false;
+	}
+	a->req = ldapauth_scram(c->srv->auth, user, scram_secret_done, c);
+	return false;
+}
+
+/* client-final against the secret and this connection's channel binding data. */
+static bool scram_final(struct imap_cmd *cmd, struct auth_ctx *a, const char *b64, size_t len)
+{
+	struct imap_client *c = cmd->c;
+	enum sasl_cb_type t = sasl_scram_cb_type(a->scram);
+	unsigned char cb[EVP_MAX_MD_SIZE];
+	char out[SASL_SCRAM_OUT_MAX];
+	size_t n = 0;
+	enum sasl_result rc;
+
+	if (t != SASL_CB_NONE &&
+	    !tls_channel_binding(c->bev,
+				 t == SASL_CB_TLS_EXPORTER ? TLS_CB_EXPORTER
+							   : TLS_CB_SERVER_END_POINT,
+				 cb, sizeof(cb), &n))
+		n = 0; /* not available on this connection: the binding cannot match */
+	rc = sasl_scram_client_final(a->scram, cb, n, b64, len, out, sizeof(out));
+	if (rc != SASL_OK) {
+		auth_outcome(c, a, LDAPAUTH_EBADCRED, false,
+			     a->scram_reason != NULL && rc == SASL_EPROOF ? a->scram_reason
+									  : sasl_strerror(rc));
+		return false;
+	}
+	a->scram_step = SCRAM_ACK;
+	scram_send(c, a, out);
+	return false;
+}
+
+/* One SCRAM response (the initial one or a line after "+ "). */
+static bool scram_line(struct imap_cmd *cmd, const char *b64, size_t len)
+{
+	struct auth_ctx *a = cmd->ctx;
+
+	if (len == 1 && b64[0] == '*') {
+		if (a->charged) /* given up before the outcome: not a failure */
+			authguard_temp(cmd->c->srv->guard, cmd->c->addr, a->user);
+		a->charged = false;
+		return imap_cmd_bad(cmd, "Authentication cancelled");
+	}
+	switch (a->scram_step) {
+	case SCRAM_FIRST:
+		return scram_first(cmd, a, b64, len);
+	case SCRAM_FINAL:
+		return scram_final(cmd, a, b64, len);
+	case SCRAM_ACK: /* the client checked v=; its answer is empty */
+		auth_outcome(cmd->c, a, len == 0 ? LDAPAUTH_OK : LDAPAUTH_EBADCRED, false,
+			     len == 0 ? "scram" : "scram: data after server-final");
+		return false;
+	case SCRAM_SECRET:
+		break;
+	}
+	return imap_cmd_bad(cmd, "Unexpected response");
+}
+
+static bool scram_start(struct imap_cmd *cmd, bool plus, const struct imap_arg *ir)
+{
+	struct imap_client *c = cmd->c;
+	struct auth_ctx *a;
+
+	if (!imap_scram_offered(c, plus))
+		return imap_cmd_no(cmd, plus && (c->flags & IMAP_CF_TLS) == 0
+						? "SCRAM-SHA-256-PLUS needs TLS"
+						: "Unsupported authentication mechanism");
+	cmd->ctx = a = xcalloc(1, sizeof(*a));
+	cmd->ctx_free = auth_ctx_free;
+	a->scram = sasl_scram_new(plus, imap_scram_offered(c, true));
+	if (ir == NULL) {
+		scram_send(c, a, "");
+		return false;
+	}
+	if (ir->len == 1 && ir->s[0] == '=')
+		return scram_line(cmd, "", 0);
+	return scram_line(cmd, ir->s, ir->len);
+}
+
 bool cmd_authenticate(struct imap_cmd *cmd)
 {
 	struct imap_client *c = cmd->c;
@@ -633,6 +822,9 @@ bool cmd_authenticate(struct imap_cmd *cmd)
 	if (mech == NULL || mech->type != IMAP_ARG_ATOM || imap_cmd_arg(cmd, 2) != NULL ||
 	    (ir != NULL && ir->type != IMAP_ARG_ATOM))
 		return imap_cmd_bad(cmd, "Expected: AUTHENTICATE mechanism [initial-response]");
+	if (imap_arg_atom_is(mech, "SCRAM-SHA-256") ||
+	    imap_arg_atom_is(mech, "SCRAM-SHA-256-PLUS"))
+		return scram_start(cmd, imap_arg_atom_is(mech, "SCRAM-SHA-256-PLUS"), ir);
 	if (!imap_arg_atom_is(mech, "PLAIN"))
 		return imap_cmd_no(cmd, "Unsupported authentication mechanism");
 	if (plaintext_refused(cmd))
@@ -658,5 +850,8 @@ void imap_auth_line(struct imap_client *c, const char *line, size_t len)
 
 	c->flags &= ~IMAP_CF_SASL;
 	a->waiting_line = false;
-	sasl_plain(cmd, line, len);
+	if (a->scram != NULL)
+		scram_line(cmd, line, len);
+	else
+		sasl_plain(cmd, line, len);
 }

@@ -308,6 +308,7 @@ void imap_capability(struct imap_client *c, struct buf *out)
 			buf_puts(out, " AUTH=PLAIN");
 		else
 			buf_puts(out, " LOGINDISABLED");
+		imap_scram_caps(c, out);
 	} else {
 		/* COMPRESS after login only: the login exchange stays readable */
 		if (!(c->flags & IMAP_CF_COMPRESS))

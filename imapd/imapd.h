@@ -667,6 +667,12 @@ bool cmd_cancelupdate(struct imap_cmd *cmd);
 bool cmd_getmetadata(struct imap_cmd *cmd);
 bool cmd_setmetadata(struct imap_cmd *cmd);
 bool cmd_setquota(struct imap_cmd *cmd);
+/* cmd_auth.c: whether AUTHENTICATE SCRAM-SHA-256 (plus: -PLUS) is offered to c now: the
+   directory can give SCRAM secrets, the connection may authenticate (TLS or allow_plaintext),
+   and for -PLUS it is TLS. */
+bool imap_scram_offered(const struct imap_client *c, bool plus);
+/* cmd_auth.c: " AUTH=SCRAM-SHA-256[ AUTH=SCRAM-SHA-256-PLUS]" into out when offered. */
+void imap_scram_caps(const struct imap_client *c, struct buf *out);
 /* cmd_auth.c: the client's line after AUTHENTICATE's "+ ". */
 void imap_auth_line(struct imap_client *c, const char *line, size_t len);
 /* cmd_auth.c: a session of c->user ends: its count in the shared table goes (if taken). */

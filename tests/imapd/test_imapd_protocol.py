@@ -50,9 +50,11 @@ def literal(data):
 
 def test_greeting_capability_noop_logout():
     r = D.raw(login=False)
-    assert_eq(r.greeting, "* OK [CAPABILITY %s AUTH=PLAIN] Heron IMAP ready" % CAPS)
+    assert_eq(r.greeting, "* OK [CAPABILITY %s AUTH=PLAIN AUTH=SCRAM-SHA-256] Heron IMAP ready"
+              % CAPS)
     assert_eq(r.cmd("a", "CAPABILITY"),
-              ["* CAPABILITY %s AUTH=PLAIN" % CAPS, "a OK Capability completed"])
+              ["* CAPABILITY %s AUTH=PLAIN AUTH=SCRAM-SHA-256" % CAPS,
+               "a OK Capability completed"])
     assert_eq(r.cmd("b", "NOOP"), ["b OK Completed"])
     # the version is the one imapd -V prints (the build's release)
     v = subprocess.run([IMAPD, "-V"], capture_output=True, text=True, check=True)
