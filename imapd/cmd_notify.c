@@ -12,56 +12,14 @@
 
 #include "common/log.h"
 #include "common/xmalloc.h"
+#include "imapd/imap_notify.h"
 #include "imapd/imapd.h"
 #include "store/store.h"
 
-#define NOTIFY_GROUPS_MAX 32 /* event groups in one NOTIFY SET */
-#define NOTIFY_NAMES_MAX 64  /* mailboxes named in one group */
 #define NOTIFY_READ_MAX 4096 /* change records read per partition per wake-up */
 
-enum notify_filter {
-	NF_SELECTED,
-	NF_SELECTED_DELAYED,
-	NF_INBOXES,
-	NF_PERSONAL,
-	NF_SUBSCRIBED,
-	NF_SUBTREE,
-	NF_MAILBOXES,
-};
-
-enum notify_event {
-	NE_NEW = 1u << 0,
-	NE_EXPUNGE = 1u << 1,
-	NE_FLAG = 1u << 2,
-	NE_ANNOTATION = 1u << 3,
-	NE_NAME = 1u << 4,
-	NE_SUBSCRIPTION = 1u << 5,
-	NE_MBOX_METADATA = 1u << 6,
-	NE_SERVER_METADATA = 1u << 7,
-};
-#define NE_MESSAGE (NE_NEW | NE_EXPUNGE | NE_FLAG | NE_ANNOTATION)
-
-static const struct {
-	const char *name;
-	unsigned bit;
-	bool supported;
-} notify_events[] = {
-	{ "MessageNew", NE_NEW, true },
-	{ "MessageExpunge", NE_EXPUNGE, true },
-	{ "FlagChange", NE_FLAG, true },
-	{ "AnnotationChange", NE_ANNOTATION, false }, /* no per-message annotations here */
-	{ "MailboxName", NE_NAME, true },
-	{ "SubscriptionChange", NE_SUBSCRIPTION, true },
-	{ "MailboxMetadataChange", NE_MBOX_METADATA, true },
-	{ "ServerMetadataChange", NE_SERVER_METADATA, true },
-};
-#define NEVENTS (sizeof(notify_events) / sizeof(notify_events[0]))
-#define BADEVENT_TEXT                                                                     \
-	"[BADEVENT (MessageNew MessageExpunge FlagChange MailboxName SubscriptionChange " \
-	"MailboxMetadataChange ServerMetadataChange)]"
-
 struct notify_group {
-	enum notify_filter filter;
+	enum imap_notify_filter filter;
 	unsigned events;
 	char **names; /* SUBTREE, MAILBOXES: stored names */
 	size_t nnames;
@@ -76,7 +34,7 @@ struct notify_pending {
 };
 
 struct imap_notify {
-	struct notify_group groups[NOTIFY_GROUPS_MAX];
+	struct notify_group groups[IMAP_NOTIFY_GROUPS_MAX];
 	size_t ngroups;
 	int selected;             /* index of the selected(-delayed) group, or -1 */
 	struct imap_fetch *fetch; /* its MessageNew attributes, or NULL */
@@ -119,131 +77,6 @@ void imap_notify_free(struct imap_client *c)
 }
 
 /* ------------------------------------------------------------------------------------- */
-/* Syntax (RFC 5465 section 8) */
-
-/* The one-or-more-mailbox at a into g (a mailbox, or a list of them); NULL or the BAD text. */
-static const char *parse_names(struct imap_client *c, const struct imap_arg *a,
-			       struct notify_group *g)
-{
-	const struct imap_arg *first = a, *end = a + 1;
-	const char *why = NULL;
-
-	if (a->type == IMAP_ARG_LIST) {
-		if (a->n == 0)
-			return "Empty mailbox list";
-		first = a + 1;
-		end = a + 1 + a->span;
-	}
-	for (const struct imap_arg *m = first; m < end; m = imap_arg_next(m)) {
-		char *name;
-
-		if (!imap_arg_is_astring(m) || memchr(m->s, '\0', m->len) != NULL)
-			return "Expected a mailbox name";
-		if (g->nnames >= NOTIFY_NAMES_MAX)
-			return "Too many mailboxes in one event group";
-		if ((name = imap_mailbox_name(c, m->s, m->len, &why)) == NULL)
-			return why != NULL ? why : "Bad mailbox name";
-		g->names = xreallocarray(g->names, g->nnames + 1, sizeof(*g->names));
-		g->names[g->nnames++] = name;
-	}
-	return NULL;
-}
-
-/* The events at a into g (and n->fetch for MessageNew's attributes). NULL, or the reply's
-   text with *bad_r telling BAD (syntax, rules) from NO (an event not supported). */
-static const char *parse_events(struct imap_client *c, struct imap_notify *n,
-				const struct imap_arg *a, struct notify_group *g, bool *bad_r)
-{
-	bool selected = g->filter == NF_SELECTED || g->filter == NF_SELECTED_DELAYED;
-	bool unsupported = false;
-
-	*bad_r = true;
-	if (imap_arg_atom_is(a, "NONE"))
-		return NULL;
-	if (a->type != IMAP_ARG_LIST || a->n == 0)
-		return "Expected a list of events or NONE";
-	for (const struct imap_arg *m = a + 1; m <= a + a->span; m = imap_arg_next(m)) {
-		size_t i;
-
-		if (m->type != IMAP_ARG_ATOM)
-			return "Expected an event name";
-		for (i = 0; i < NEVENTS; i++)
-			if (imap_arg_atom_is(m, notify_events[i].name))
-				break;
-		if (i == NEVENTS || !notify_events[i].supported) {
-			unsupported = true; /* an event-ext or one not built: NO [BADEVENT] */
-			continue;
-		}
-		g->events |= notify_events[i].bit;
-		if (notify_events[i].bit == NE_NEW && imap_arg_next(m) <= a + a->span &&
-		    imap_arg_next(m)->type == IMAP_ARG_LIST) {
-			const struct imap_arg *atts = imap_arg_next(m);
-
-			if (!selected)
-				return "MessageNew attributes are for the selected mailbox only";
-			imap_fetch_free(&n->fetch);
-			n->fetch = imap_fetch_new();
-			if (imap_fetch_parse(n->fetch, atts) < 0)
-				return "Bad MessageNew fetch attributes";
-			if (!imap_fetch_in_memory(n->fetch))
-				return "MessageNew fetch attributes: no message text, header fields "
-				       "only (BODY.PEEK[HEADER.FIELDS (...)])";
-			m = atts; /* its members are skipped by imap_arg_next */
-		}
-	}
-	/* FlagChange (and AnnotationChange) need MessageNew and MessageExpunge (RFC 5465 5.3);
-	   MessageNew alone is taken, as the RFC's own example 3.1 gives it for a subtree */
-	if ((g->events & NE_FLAG) && (g->events & (NE_NEW | NE_EXPUNGE)) != (NE_NEW | NE_EXPUNGE))
-		return "FlagChange needs MessageNew and MessageExpunge";
-	if (unsupported) {
-		*bad_r = false;
-		return BADEVENT_TEXT " Event not supported";
-	}
-	return NULL;
-}
-
-/* One event group (a list) into g. */
-static const char *parse_group(struct imap_client *c, struct imap_notify *n,
-			       const struct imap_arg *a, struct notify_group *g, bool *bad_r)
-{
-	static const struct {
-		const char *name;
-		enum notify_filter f;
-	} filters[] = {
-		{ "SELECTED", NF_SELECTED },     { "SELECTED-DELAYED", NF_SELECTED_DELAYED },
-		{ "INBOXES", NF_INBOXES },       { "PERSONAL", NF_PERSONAL },
-		{ "SUBSCRIBED", NF_SUBSCRIBED }, { "SUBTREE", NF_SUBTREE },
-		{ "MAILBOXES", NF_MAILBOXES },
-	};
-	const struct imap_arg *m, *end;
-	size_t i;
-	const char *why;
-
-	*bad_r = true;
-	if (a->type != IMAP_ARG_LIST || a->n < 2)
-		return "Expected an event group: (filter events)";
-	m = a + 1;
-	end = a + 1 + a->span;
-	for (i = 0; i < sizeof(filters) / sizeof(filters[0]); i++)
-		if (imap_arg_atom_is(m, filters[i].name))
-			break;
-	if (i == sizeof(filters) / sizeof(filters[0]))
-		return "Unknown mailbox filter";
-	g->filter = filters[i].f;
-	m = imap_arg_next(m);
-	if (g->filter == NF_SUBTREE || g->filter == NF_MAILBOXES) {
-		if (m >= end)
-			return "Expected mailboxes after SUBTREE or MAILBOXES";
-		if ((why = parse_names(c, m, g)) != NULL)
-			return why;
-		m = imap_arg_next(m);
-	}
-	if (m >= end || imap_arg_next(m) != end)
-		return "Expected one events list after the filter";
-	return parse_events(c, n, m, g, bad_r);
-}
-
-/* ------------------------------------------------------------------------------------- */
 /* Which group a mailbox falls in */
 
 static bool name_is(const char *a, size_t alen, const char *b)
@@ -258,16 +91,16 @@ static bool group_matches(struct imap_client *c, struct store_txn *t, const stru
 			  const char *name, size_t len)
 {
 	switch (g->filter) {
-	case NF_SELECTED:
-	case NF_SELECTED_DELAYED:
+	case IMAP_NF_SELECTED:
+	case IMAP_NF_SELECTED_DELAYED:
 		return false; /* the selected mailbox is handled apart */
-	case NF_INBOXES:
+	case IMAP_NF_INBOXES:
 		return name_is(name, len, "INBOX");
-	case NF_PERSONAL:
+	case IMAP_NF_PERSONAL:
 		return true; /* every mailbox of the user's (the personal namespace) */
-	case NF_SUBSCRIBED:
+	case IMAP_NF_SUBSCRIBED:
 		return is_subscribed(c, t, name, len);
-	case NF_SUBTREE:
+	case IMAP_NF_SUBTREE:
 		for (size_t i = 0; i < g->nnames; i++) {
 			size_t n = strlen(g->names[i]);
 
@@ -276,7 +109,7 @@ static bool group_matches(struct imap_client *c, struct store_txn *t, const stru
 				return true;
 		}
 		return false;
-	case NF_MAILBOXES:
+	case IMAP_NF_MAILBOXES:
 		for (size_t i = 0; i < g->nnames; i++)
 			if (name_is(name, len, g->names[i]))
 				return true;
@@ -465,7 +298,7 @@ static bool notify_can_write(struct imap_client *c)
 
 static bool selected_delayed(const struct imap_notify *n)
 {
-	return n->selected >= 0 && n->groups[n->selected].filter == NF_SELECTED_DELAYED;
+	return n->selected >= 0 && n->groups[n->selected].filter == IMAP_NF_SELECTED_DELAYED;
 }
 
 void imap_notify_flush(struct imap_client *c, bool allow_expunge)
@@ -546,37 +379,38 @@ static void notify_change(struct imap_client *c, struct store_txn *t,
 	switch (ch->kind) {
 	case STORE_CHANGE_MSGS:
 		if (c->view != NULL && ch->mbox == c->view->mbox) {
-			if (n->selected >= 0 && (n->groups[n->selected].events & NE_MESSAGE))
+			if (n->selected >= 0 && (n->groups[n->selected].events & IMAP_NE_MESSAGE))
 				n->selected_pending = true;
 			return; /* else at the end of a command, as without NOTIFY */
 		}
-		if (events_for(c, t, ch->name, ch->name_len) & NE_MESSAGE)
+		if (events_for(c, t, ch->name, ch->name_len) & IMAP_NE_MESSAGE)
 			enqueue(c, ch, NULL);
 		return;
 	case STORE_CHANGE_CREATE:
 	case STORE_CHANGE_DELETE:
-		if (events_for(c, t, ch->name, ch->name_len) & NE_NAME)
+		if (events_for(c, t, ch->name, ch->name_len) & IMAP_NE_NAME)
 			enqueue(c, ch, NULL);
 		return;
 	case STORE_CHANGE_RENAME:
 		if ((events_for(c, t, ch->name, ch->name_len) |
 		     events_for(c, t, ch->old, ch->old_len)) &
-		    NE_NAME)
+		    IMAP_NE_NAME)
 			enqueue(c, ch, NULL);
 		return;
 	case STORE_CHANGE_SUBSCRIBE:
 		/* the subscribed filter matches either way round (RFC 5465 5.5) */
-		ev = events_any(n) & NE_SUBSCRIPTION ? events_for(c, t, ch->name, ch->name_len)
-						     : 0;
-		for (size_t i = 0; i < n->ngroups && !(ev & NE_SUBSCRIPTION); i++)
-			if (n->groups[i].filter == NF_SUBSCRIBED)
+		ev = events_any(n) & IMAP_NE_SUBSCRIPTION
+			     ? events_for(c, t, ch->name, ch->name_len)
+			     : 0;
+		for (size_t i = 0; i < n->ngroups && !(ev & IMAP_NE_SUBSCRIPTION); i++)
+			if (n->groups[i].filter == IMAP_NF_SUBSCRIBED)
 				ev |= n->groups[i].events;
-		if (ev & NE_SUBSCRIPTION)
+		if (ev & IMAP_NE_SUBSCRIPTION)
 			enqueue(c, ch, NULL);
 		return;
 	case STORE_CHANGE_ANNOT:
 		if (ch->mbox == 0) {
-			if (events_any(n) & NE_SERVER_METADATA)
+			if (events_any(n) & IMAP_NE_SERVER_METADATA)
 				enqueue(c, ch, "");
 			return;
 		}
@@ -587,7 +421,7 @@ static void notify_change(struct imap_client *c, struct store_txn *t,
 
 			if (store_mbox_info(t, ch->mbox, &owner, &mi) != 0)
 				return;
-			if (!(events_for(c, t, mi.name, mi.name_len) & NE_MBOX_METADATA))
+			if (!(events_for(c, t, mi.name, mi.name_len) & IMAP_NE_MBOX_METADATA))
 				return;
 			name = xstrndup(mi.name, mi.name_len);
 			enqueue(c, ch, name);
@@ -677,62 +511,75 @@ static int initial_cb(const struct store_mbox_info *mi, void *arg)
 		return 0;
 	if (c->view != NULL && mi->id == c->view->mbox)
 		return 0;
-	if (events_for(c, s->t, mi->name, mi->name_len) & NE_MESSAGE)
+	if (events_for(c, s->t, mi->name, mi->name_len) & IMAP_NE_MESSAGE)
 		write_status(c, s->t, mi->id, mi->name, mi->name_len);
 	return 0;
+}
+
+/* The spec's groups as c's: names converted (NULL and the BAD text on a bad one). */
+static struct imap_notify *notify_from_spec(struct imap_client *c,
+					    const struct imap_notify_spec *sp, const char **why_r)
+{
+	struct imap_notify *n = xcalloc(1, sizeof(*n));
+	struct imap_client tmp = { 0 };
+
+	n->selected = sp->selected;
+	n->ngroups = sp->ngroups;
+	*why_r = NULL;
+	for (size_t i = 0; i < sp->ngroups && *why_r == NULL; i++) {
+		const struct imap_notify_group_spec *gs = &sp->groups[i];
+		struct notify_group *g = &n->groups[i];
+
+		g->filter = gs->filter;
+		g->events = gs->events;
+		g->names = gs->nnames > 0 ? xcalloc(gs->nnames, sizeof(*g->names)) : NULL;
+		for (size_t j = 0; j < gs->nnames && *why_r == NULL; j++) {
+			const char *why = NULL;
+
+			if ((g->names[j] = imap_mailbox_name(c, gs->names[j]->s, gs->names[j]->len,
+							     &why)) == NULL)
+				*why_r = why != NULL ? why : "Bad mailbox name";
+			else
+				g->nnames++;
+		}
+		if (gs->fetch == NULL || *why_r != NULL)
+			continue;
+		n->fetch = imap_fetch_new();
+		if (imap_fetch_parse(n->fetch, gs->fetch) < 0)
+			*why_r = "Bad MessageNew fetch attributes";
+		else if (!imap_fetch_in_memory(n->fetch))
+			*why_r =
+				"MessageNew fetch attributes: no message text, header fields only "
+				"(BODY.PEEK[HEADER.FIELDS (...)])";
+	}
+	if (*why_r == NULL)
+		return n;
+	tmp.notify = n;
+	imap_notify_free(&tmp);
+	return NULL;
 }
 
 bool cmd_notify(struct imap_cmd *cmd)
 {
 	struct imap_client *c = cmd->c;
-	const struct imap_arg *a = imap_cmd_arg(cmd, 0), *end = cmd->args + cmd->nargs;
-	struct imap_notify *n;
-	bool status = false, bad = true;
-	const char *why = NULL;
+	struct imap_notify_spec *sp = xcalloc(1, sizeof(*sp));
+	struct imap_notify *n = NULL;
+	const char *why;
+	bool status;
+	int rc;
 
-	if (a == NULL)
-		return imap_cmd_bad(cmd, "Expected NOTIFY SET or NOTIFY NONE");
-	if (imap_arg_atom_is(a, "NONE")) {
-		if (imap_cmd_argc(cmd) != 1)
-			return imap_cmd_bad(cmd, "NOTIFY NONE takes no arguments");
-		imap_notify_free(c);
+	rc = imap_notify_parse(cmd->args, cmd->args + cmd->nargs, sp, &why);
+	if (rc == IMAP_NOTIFY_OK && !sp->none)
+		n = notify_from_spec(c, sp, &why);
+	status = sp->status;
+	free(sp);
+	if (rc == IMAP_NOTIFY_BADEVENT)
+		return imap_cmd_no(cmd, why);
+	if (rc != IMAP_NOTIFY_OK || why != NULL)
+		return imap_cmd_bad(cmd, why);
+	imap_notify_free(c); /* NOTIFY SET replaces what was set before; NONE ends it */
+	if (n == NULL)
 		return imap_cmd_ok(cmd, "NOTIFY completed");
-	}
-	if (!imap_arg_atom_is(a, "SET"))
-		return imap_cmd_bad(cmd, "Expected NOTIFY SET or NOTIFY NONE");
-	a = imap_arg_next(a);
-	if (a < end && imap_arg_atom_is(a, "STATUS")) {
-		status = true;
-		a = imap_arg_next(a);
-	}
-	if (a >= end)
-		return imap_cmd_bad(cmd, "Expected one event group or more");
-	n = xcalloc(1, sizeof(*n));
-	n->selected = -1;
-	for (; a < end && why == NULL; a = imap_arg_next(a)) {
-		struct notify_group *g;
-
-		if (n->ngroups >= NOTIFY_GROUPS_MAX) {
-			why = "Too many event groups";
-			break;
-		}
-		g = &n->groups[n->ngroups++];
-		why = parse_group(c, n, a, g, &bad);
-		if (why == NULL &&
-		    (g->filter == NF_SELECTED || g->filter == NF_SELECTED_DELAYED)) {
-			if (n->selected >= 0)
-				why = "SELECTED or SELECTED-DELAYED given twice";
-			n->selected = (int)(n->ngroups - 1);
-		}
-	}
-	if (why != NULL) {
-		struct imap_client tmp = { 0 };
-
-		tmp.notify = n;
-		imap_notify_free(&tmp);
-		return bad ? imap_cmd_bad(cmd, why) : imap_cmd_no(cmd, why);
-	}
-	imap_notify_free(c); /* NOTIFY SET replaces what was set before */
 	c->notify = n;
 	position_take(c->srv, c->part);
 	if (status) { /* RFC 5465 3.1: STATUS of each mailbox of the groups, before the OK */
