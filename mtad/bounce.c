@@ -170,16 +170,15 @@ static int bounce_write(struct queue_runner *qr, const struct qjob *job, struct 
 	return rc;
 }
 
-int bounce_send(struct queue_runner *qr, const struct qjob *job, enum dsn_kind kind)
+/* The DSN in d (see bounce_prepare), its blob finished by finish. */
+static int dsn_build(struct queue_runner *qr, const struct qjob *job, enum dsn_kind kind,
+		     struct bounce_dsn *d, int (*finish)(struct store_blob *b))
 {
-	struct store *st = qr->m->store;
-	struct store_blob *b = NULL;
-	struct store_queue_rcpt to = { 0 };
-	struct store_queue_msg qm = { 0 };
 	size_t n = 0;
-	uint64_t id = 0;
 	int rc;
 
+	memset(d, 0, sizeof(*d));
+	d->kind = kind;
 	for (size_t i = 0; i < job->qm.nrcpt; i++)
 		n += in_dsn(job, i, kind);
 	if (n == 0)
@@ -188,23 +187,49 @@ int bounce_send(struct queue_runner *qr, const struct qjob *job, enum dsn_kind k
 		log_info("%016" PRIx64 ": no bounce: null sender", job->qm.id);
 		return 0;
 	}
-	if ((rc = store_blob_new(st, STORE_QUEUE_PART, &b)) == 0 &&
-	    (rc = bounce_write(qr, job, b, kind)) == 0 && (rc = store_blob_finish(b)) == 0) {
-		to.addr = job->qm.sender;
-		qm.sender = "";
-		qm.size = store_blob_size(b);
-		qm.nrcpt = 1;
-		qm.rcpt = &to;
+	if ((rc = store_blob_new(qr->m->store, STORE_QUEUE_PART, &d->blob)) == 0 &&
+	    (rc = bounce_write(qr, job, d->blob, kind)) == 0 && (rc = finish(d->blob)) == 0) {
+		d->to.addr = job->qm.sender;
+		d->qm.sender = "";
+		d->qm.size = store_blob_size(d->blob);
+		d->qm.nrcpt = 1;
+		d->qm.rcpt = &d->to;
 		/* the DSN itself goes as usual (it must reach the sender), with the headers only */
-		rc = store_queue_add(st, &qm, b, &id);
+		return 0;
 	}
-	store_blob_free(&b);
+	store_blob_free(&d->blob);
+	log_warnx("%016" PRIx64 ": bounce failed: %s", job->qm.id, store_strerror(rc));
+	return rc;
+}
+
+int bounce_prepare(struct queue_runner *qr, const struct qjob *job, enum dsn_kind kind,
+		   struct bounce_dsn *d)
+{
+	return dsn_build(qr, job, kind, d, store_blob_finish_deferred);
+}
+
+void bounce_queued(struct queue_runner *qr, const struct qjob *job, struct bounce_dsn *d, int rc)
+{
+	if (d->blob == NULL)
+		return;
+	store_blob_free(&d->blob);
 	if (rc != 0) {
 		log_warnx("%016" PRIx64 ": bounce failed: %s", job->qm.id, store_strerror(rc));
-		return rc;
+		return;
 	}
 	log_info("%016" PRIx64 ": sender %s notification: %016" PRIx64, job->qm.id,
-		 kind == DSN_DELAYED ? "delay" : "non-delivery", id);
+		 d->kind == DSN_DELAYED ? "delay" : "non-delivery", d->id);
 	queue_runner_kick(qr->m);
-	return 0;
+}
+
+int bounce_send(struct queue_runner *qr, const struct qjob *job, enum dsn_kind kind)
+{
+	struct bounce_dsn d;
+	int rc = dsn_build(qr, job, kind, &d, store_blob_finish);
+
+	if (rc != 0 || d.blob == NULL)
+		return rc;
+	rc = store_queue_add(qr->m->store, &d.qm, d.blob, &d.id);
+	bounce_queued(qr, job, &d, rc);
+	return rc;
 }

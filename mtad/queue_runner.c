@@ -512,20 +512,55 @@ static void job_dispatch(struct queue_runner *qr, struct qjob *job)
 
 /* A (re)started worker: the entries the worker of its slot had leased when it died come back
    now, not when their leases expire; worker 0 also takes back those of slots no longer run
-   (fewer workers than before). One mtad per store. */
+   (fewer workers than before). One mtad per store. Through the group commit; the runner
+   leases nothing before it is done. */
+struct qrelease {
+	struct queue_runner *qr;
+	unsigned worker;
+	uint32_t nworkers;
+	size_t n, more;
+};
+
+static int release_fn(struct store_txn *t, void *arg)
+{
+	struct qrelease *r = arg;
+	int rc = store_queue_release_owners_txn(t, r->qr->owner, r->qr->owner, &r->n);
+
+	r->more = 0;
+	if (rc == 0 && r->worker == 0)
+		rc = store_queue_release_owners_txn(t, r->nworkers + 1, UINT32_MAX, &r->more);
+	return rc;
+}
+
+static void release_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+			 void *arg)
+{
+	struct qrelease *r = arg;
+	struct queue_runner *qr = r->qr;
+
+	(void)rcpts;
+	(void)n;
+	(void)value;
+	if (result != 0)
+		log_warnx("queue: leases of a dead worker not released: %s",
+			  store_strerror(result));
+	else if (r->n + r->more > 0)
+		log_info("queue: worker %u released %zu entries leased before it started",
+			 r->worker, r->n + r->more);
+	free(r);
+	qr->leasing = false;
+	queue_runner_kick(qr->m);
+}
+
 static void release_dead(struct queue_runner *qr, unsigned worker)
 {
-	uint32_t nworkers = (uint32_t)conf_values(qr->m->conf)->mtad.workers;
-	size_t n = 0, more = 0;
-	int rc = store_queue_release_owners(qr->m->store, qr->owner, qr->owner, &n);
+	struct qrelease *r = xcalloc(1, sizeof(*r));
 
-	if (rc == 0 && worker == 0)
-		rc = store_queue_release_owners(qr->m->store, nworkers + 1, UINT32_MAX, &more);
-	if (rc != 0)
-		log_warnx("queue: leases of a dead worker not released: %s", store_strerror(rc));
-	else if (n + more > 0)
-		log_info("queue: worker %u released %zu entries leased before it started", worker,
-			 n + more);
+	r->qr = qr;
+	r->worker = worker;
+	r->nworkers = (uint32_t)conf_values(qr->m->conf)->mtad.workers;
+	qr->leasing = true;
+	store_gc_submit(qr->m->gc, STORE_QUEUE_PART, NULL, release_fn, r, release_done, r);
 }
 
 /* Remote recipients a work delivered: their 250 goes into the queue at once, through the
@@ -590,29 +625,47 @@ static void record_delivered(struct qwork *w)
 	store_gc_submit(job->qr->m->gc, STORE_QUEUE_PART, NULL, record_fn, r, record_done, r);
 }
 
-static void lease_cb(const struct store_queue_msg *qm, void *arg)
+/* The entries leased are durable: their sends start (none when the runner stops meanwhile:
+   their leases run out, or the worker's successor releases them). */
+static void lease_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+		       void *arg)
 {
-	job_dispatch(arg, job_copy(arg, qm));
+	struct queue_runner *qr = arg;
+	struct store_queue_lease *l = qr->lease;
+
+	(void)rcpts;
+	(void)n;
+	(void)value;
+	qr->lease = NULL;
+	qr->leasing = false;
+	if (result != 0)
+		log_warnx("queue lease failed: %s", store_strerror(result));
+	for (size_t i = 0; result == 0 && !qr->stopping && i < store_queue_lease_count(l); i++)
+		job_dispatch(qr, job_copy(qr, store_queue_lease_msg(l, i)));
+	store_queue_lease_free(&l);
 }
 
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct queue_runner *qr = arg;
 	int64_t lease_s = qr->timeout_ms / 1000 * 3 + 5; /* a crashed runner's entries return */
-	size_t n = 0;
-	int rc;
 
+	(void)fd;
+	(void)what;
 	if (qr->stopping)
 		return;
 	struct qdest *d;
 	TAILQ_FOREACH(d, &qr->dests, entry)
 	queue_dest_pump(qr, d);
-	if (qr->njobs >= MAX_JOBS)
+	if (qr->njobs >= MAX_JOBS || qr->leasing)
 		return;
-	rc = store_queue_lease_as(qr->m->store, qr->owner, clock_wall_s(), lease_s,
-				  MAX_JOBS - qr->njobs, lease_cb, qr, &n);
-	if (rc != 0)
-		log_warnx("queue lease failed: %s", store_strerror(rc));
+	/* the lease is durable before any send starts (a kill -9 then leaves the entry leased:
+	   nothing is sent by two runners) */
+	qr->leasing = true;
+	qr->lease = store_queue_lease_new(qr->owner, clock_wall_s(), lease_s,
+					  MAX_JOBS - qr->njobs);
+	store_gc_submit(qr->m->gc, STORE_QUEUE_PART, NULL, store_queue_lease_fn, qr->lease,
+			lease_done, qr);
 }
 
 void queue_runner_start(struct mtad *m, unsigned worker)
@@ -801,14 +854,14 @@ static int64_t next_attempt(const struct queue_runner *qr, uint32_t attempts)
 }
 
 /* Once per message, when it has waited delay_warning: the recipients deferred now that
-   asked NOTIFY=DELAY get a delay notice. Whether the message is marked noticed from now on. */
-static bool delay_notice(struct queue_runner *qr, struct qjob *job)
+   asked NOTIFY=DELAY get a delay notice. Whether one is due (job->delayed says for whom). */
+static bool delay_due(struct queue_runner *qr, struct qjob *job)
 {
 	int64_t warn_ms = conf_values(qr->m->conf)->mtad.delay_warning_ms;
 	bool any = false;
 
 	if (job->delay_noticed)
-		return true;
+		return false;
 	if (warn_ms <= 0 || (clock_wall_s() - job->qm.created) * 1000 < warn_ms)
 		return false;
 	for (size_t i = 0; i < job->qm.nrcpt; i++) {
@@ -818,19 +871,100 @@ static bool delay_notice(struct queue_runner *qr, struct qjob *job)
 				  (notify & STORE_NOTIFY_DELAY) && !(notify & STORE_NOTIFY_NEVER);
 		any |= job->delayed[i];
 	}
-	return any && bounce_send(qr, job, DSN_DELAYED) == 0;
+	return any;
 }
 
-static void job_finish(struct qjob *job)
+/* The end of a job, written in one commit of the queue through the group committer: every
+   outcome not yet recorded, the bounce (its DSN added), then the entry deleted (nothing
+   pending) or its lease ended. The job stays in memory until that commit is durable. A delay
+   notice, when one is due, is a commit of its own before (its success marks the deferred
+   recipients so that it goes out once). */
+struct qset {
+	size_t idx;
+	enum store_rcpt_state state;
+	int64_t next_attempt;
+	char *error; /* malloc'd */
+};
+
+struct qfinish {
+	struct qjob *job;
+	struct bounce_dsn dsn; /* the delay notice, then the bounce */
+	bool noticed;          /* the deferred recipients get the delay mark */
+	bool remove;           /* delete the entry, else end its lease */
+	bool gone;             /* out: the entry was no longer there (every copy recorded
+				      delivered, or deleted by an admin) */
+	struct qset *set;
+	size_t nset;
+};
+
+static int notice_fn(struct store_txn *t, void *arg)
 {
+	struct qfinish *f = arg;
+
+	return store_queue_add_txn(t, &f->dsn.qm, f->dsn.blob, &f->dsn.id);
+}
+
+static int finish_fn(struct store_txn *t, void *arg)
+{
+	struct qfinish *f = arg;
+	uint64_t id = f->job->qm.id;
+	int rc = 0;
+
+	f->gone = false;
+	for (size_t k = 0; k < f->nset && !f->gone; k++) {
+		const struct qset *q = &f->set[k];
+
+		rc = store_queue_rcpt_set_txn(t, id, q->idx, q->state, q->next_attempt, q->error);
+		if (rc == STORE_ENOQUEUE)
+			f->gone = true;
+		else if (rc != 0)
+			return rc;
+	}
+	if (f->dsn.blob != NULL &&
+	    (rc = store_queue_add_txn(t, &f->dsn.qm, f->dsn.blob, &f->dsn.id)) != 0)
+		return rc;
+	if (f->gone)
+		return 0;
+	rc = f->remove ? store_queue_delete_txn(t, id) : store_queue_release_lease_txn(t, id);
+	return rc == STORE_ENOQUEUE ? 0 : rc; /* every copy was recorded delivered: gone */
+}
+
+static void finish_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+			void *arg)
+{
+	struct qfinish *f = arg;
+	struct qjob *job = f->job;
 	struct queue_runner *qr = job->qr;
-	struct store *st = qr->m->store;
-	bool pending = false, failed = false, noticed = delay_notice(qr, job);
+
+	(void)rcpts;
+	(void)n;
+	(void)value;
+	/* failed: the lease runs out and the entry is tried again (its delivered recipients
+	   were recorded as each was sent) */
+	if (result != 0)
+		log_warnx("%016" PRIx64 ": queue finish failed: %s", job->qm.id,
+			  store_strerror(result));
+	bounce_queued(qr, job, &f->dsn, result);
+	for (size_t k = 0; k < f->nset; k++)
+		free(f->set[k].error);
+	free(f->set);
+	free(f);
+	TAILQ_REMOVE(&qr->jobs, job, entry);
+	qr->njobs--;
+	job_free(job);
+}
+
+static void job_record(struct qfinish *f)
+{
+	struct qjob *job = f->job;
+	struct queue_runner *qr = job->qr;
+	bool pending = false, failed = false;
 	int rc;
 
+	f->set = xcalloc(job->qm.nrcpt + 1, sizeof(*f->set));
 	for (size_t i = 0; i < job->qm.nrcpt; i++) {
 		int r = job->result[i];
-		char *marked = NULL;
+		struct qset *q;
 
 		if (r < 0) {
 			pending |= job->qm.rcpt[i].state == STORE_Q_PENDING;
@@ -840,30 +974,50 @@ static void job_finish(struct qjob *job)
 			continue;
 		pending |= r == STORE_Q_PENDING;
 		failed |= r == STORE_Q_FAILED;
-		if (r == STORE_Q_PENDING && noticed)
-			marked = xasprintf("%s%s", QUEUE_DELAY_MARK,
-					   job->error[i] ? job->error[i] : "");
-		rc = store_queue_rcpt_set(st, job->qm.id, i, (enum store_rcpt_state)r,
-					  r == STORE_Q_PENDING
-						  ? next_attempt(qr, job->qm.rcpt[i].attempts)
-						  : 0,
-					  marked ? marked : job->error[i]);
-		free(marked);
-		if (rc != 0)
-			log_warnx("%016" PRIx64 ": queue update failed: %s", job->qm.id,
-				  store_strerror(rc));
+		q = &f->set[f->nset++];
+		q->idx = i;
+		q->state = (enum store_rcpt_state)r;
+		q->next_attempt = r == STORE_Q_PENDING ? next_attempt(qr, job->qm.rcpt[i].attempts)
+						       : 0;
+		q->error = r == STORE_Q_PENDING && f->noticed
+				   ? xasprintf("%s%s", QUEUE_DELAY_MARK,
+					       job->error[i] ? job->error[i] : "")
+			   : job->error[i] != NULL ? xstrdup(job->error[i])
+						   : NULL;
 	}
-	rc = failed ? bounce_send(qr, job, DSN_FAILED) : 0;
-	if (rc == 0 && !pending)
-		rc = store_queue_delete(st, job->qm.id);
-	else
-		rc = store_queue_release_lease(st, job->qm.id);
-	if (rc == STORE_ENOQUEUE) /* every copy was recorded delivered: the record removed it */
-		rc = 0;
-	if (rc != 0)
-		log_warnx("%016" PRIx64 ": queue finish failed: %s", job->qm.id,
-			  store_strerror(rc));
-	TAILQ_REMOVE(&qr->jobs, job, entry);
-	qr->njobs--;
-	job_free(job);
+	rc = failed ? bounce_prepare(qr, job, DSN_FAILED, &f->dsn) : 0;
+	f->remove = rc == 0 && !pending;
+	store_gc_submit(qr->m->gc, STORE_QUEUE_PART, f->dsn.blob, finish_fn, f, finish_done, f);
+}
+
+static void notice_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+			void *arg)
+{
+	struct qfinish *f = arg;
+
+	(void)rcpts;
+	(void)n;
+	(void)value;
+	f->noticed = result == 0;
+	bounce_queued(f->job->qr, f->job, &f->dsn, result);
+	memset(&f->dsn, 0, sizeof(f->dsn));
+	job_record(f);
+}
+
+static void job_finish(struct qjob *job)
+{
+	struct queue_runner *qr = job->qr;
+	struct qfinish *f = xcalloc(1, sizeof(*f));
+
+	f->job = job;
+	f->noticed = job->delay_noticed;
+	if (delay_due(qr, job) && bounce_prepare(qr, job, DSN_DELAYED, &f->dsn) == 0) {
+		if (f->dsn.blob != NULL) {
+			store_gc_submit(qr->m->gc, STORE_QUEUE_PART, f->dsn.blob, notice_fn, f,
+					notice_done, f);
+			return;
+		}
+		f->noticed = true; /* nobody to tell (the null sender): marked, not tried again */
+	}
+	job_record(f);
 }

@@ -125,6 +125,8 @@ struct queue_runner {
 	unsigned concurrency;
 	int64_t timeout_ms;
 	bool stopping;
+	bool leasing;                    /* a lease (or the start's release) in the commit */
+	struct store_queue_lease *lease; /* the lease in the commit */
 };
 
 /* smtp_client.c: runs w on a connection of its destination (an idle one, or a new one). When
@@ -170,8 +172,26 @@ struct conf_cidrs *queue_own_addrs(const struct conf *c);
 /* bounce.c: writes a DSN (RFC 3464) and queues it to the sender; never for the null sender.
    DSN_FAILED: for the recipients of job marked failed that want it (NOTIFY); DSN_DELAYED:
    for those in job->delayed (still being retried). 0 (also when nobody gets one) or a
-   store_err. */
+   store_err. Queued durably before it returns (a store_write and its fsync in the calling thread: not
+   for an event loop, which uses bounce_prepare). */
 enum dsn_kind { DSN_FAILED, DSN_DELAYED };
 int bounce_send(struct queue_runner *qr, const struct qjob *job, enum dsn_kind kind);
+/* A DSN as bounce_send would queue it, for the caller's own commit: d->blob (NULL when nobody
+   gets one: 0 returned) written and finished deferred (made durable by the commit that
+   references it), d->qm its queue entry (pointing into d and to job's sender: both must
+   live until the commit), for store_queue_add_txn(t, &d->qm, d->blob, &d->id) in a
+   store_gc_submit(gc, STORE_QUEUE_PART, d->blob, ...) function. Then bounce_queued. */
+struct bounce_dsn {
+	enum dsn_kind kind;
+	struct store_blob *blob;
+	struct store_queue_msg qm;
+	struct store_queue_rcpt to;
+	uint64_t id; /* the DSN's queue id, once added */
+};
+int bounce_prepare(struct queue_runner *qr, const struct qjob *job, enum dsn_kind kind,
+		   struct bounce_dsn *d);
+/* After the commit (rc its result): logs the DSN's id and kicks the runner, or the failure;
+   frees d->blob. Nothing when d->blob is NULL. */
+void bounce_queued(struct queue_runner *qr, const struct qjob *job, struct bounce_dsn *d, int rc);
 
 #endif

@@ -809,6 +809,26 @@ int store_queue_rcpt_set_txn(struct store_txn *t, uint64_t id, size_t idx,
    recipients. When no recipient is PENDING the entry stays (for bounces) until deleted.
    Errors: STORE_ENOQUEUE. */
 int store_queue_release_lease(struct store *st, uint64_t id);
+/* The queue's writes of a daemon, inside a write txn of the queue (part STORE_QUEUE_PART: the
+   function of a store_gc_submit, so that no event loop writes the index); each does what the
+   call of the same name without _txn does. */
+int store_queue_add_txn(struct store_txn *t, const struct store_queue_msg *qm,
+			const struct store_blob *b, uint64_t *id_r);
+int store_queue_release_owners_txn(struct store_txn *t, uint32_t lo, uint32_t hi, size_t *n_r);
+int store_queue_release_lease_txn(struct store_txn *t, uint64_t id);
+int store_queue_delete_txn(struct store_txn *t, uint64_t id);
+/* A lease through the group committer: store_queue_lease_new(owner, now, lease_s, max), then
+   store_gc_submit(gc, STORE_QUEUE_PART, NULL, store_queue_lease_fn, l, ...); once its
+   callback has result 0 the leases are durable and store_queue_lease_msg(l, 0 ..
+   store_queue_lease_count(l) - 1) are the entries leased (valid until store_queue_lease_free).
+   store_queue_lease_fn may run more than once (a redone txn): each run starts afresh. */
+struct store_queue_lease;
+struct store_queue_lease *store_queue_lease_new(uint32_t owner, int64_t now, int64_t lease_s,
+						size_t max);
+int store_queue_lease_fn(struct store_txn *t, void *lease);
+size_t store_queue_lease_count(const struct store_queue_lease *l);
+const struct store_queue_msg *store_queue_lease_msg(const struct store_queue_lease *l, size_t i);
+void store_queue_lease_free(struct store_queue_lease **lp);
 /* Reads one entry; the struct's strings are malloc'd: store_queue_msg_clear() frees them.
    Errors: STORE_ENOQUEUE. */
 int store_queue_get(struct store *st, uint64_t id, struct store_queue_msg *qm_r);

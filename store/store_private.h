@@ -298,8 +298,4 @@ int store_fts_purge(struct store_txn *t, uint64_t mbox);
 void store_fts_prepare(struct store_blob *b);
 void store_fts_doc_free(struct store_fts_doc **dp);
 
-/* store_queue.c */
-int store_queue_add_txn(struct store_txn *t, const struct store_queue_msg *qm,
-			const struct store_blob *b, uint64_t *id_r);
-
 #endif

@@ -361,7 +361,7 @@ int store_queue_add(struct store *st, const struct store_queue_msg *qm, const st
 	return rc;
 }
 
-struct qlease {
+struct store_queue_lease {
 	int64_t now, lease_s;
 	size_t max;
 	struct qrec *got;
@@ -369,16 +369,49 @@ struct qlease {
 	uint32_t owner;
 };
 
-static void qlease_reset(struct qlease *l)
+static void qlease_reset(struct store_queue_lease *l)
 {
 	for (size_t i = 0; i < l->n; i++)
 		qrec_clear(&l->got[i]);
 	l->n = 0;
 }
 
-static int qlease_fn(struct store_txn *t, void *arg)
+struct store_queue_lease *store_queue_lease_new(uint32_t owner, int64_t now, int64_t lease_s,
+						size_t max)
 {
-	struct qlease *l = arg;
+	struct store_queue_lease *l = xcalloc(1, sizeof(*l));
+
+	l->owner = owner;
+	l->now = now;
+	l->lease_s = lease_s;
+	l->max = max < 256 ? max : 256;
+	l->got = xcalloc(l->max + 1, sizeof(*l->got));
+	return l;
+}
+
+size_t store_queue_lease_count(const struct store_queue_lease *l)
+{
+	return l->n;
+}
+
+const struct store_queue_msg *store_queue_lease_msg(const struct store_queue_lease *l, size_t i)
+{
+	return i < l->n ? &l->got[i].m : NULL;
+}
+
+void store_queue_lease_free(struct store_queue_lease **lp)
+{
+	if (*lp == NULL)
+		return;
+	qlease_reset(*lp);
+	free((*lp)->got);
+	free(*lp);
+	*lp = NULL;
+}
+
+int store_queue_lease_fn(struct store_txn *t, void *arg)
+{
+	struct store_queue_lease *l = arg;
 	uint64_t ids[256];
 	size_t nids = 0;
 	MDB_cursor *c;
@@ -386,6 +419,8 @@ static int qlease_fn(struct store_txn *t, void *arg)
 	int rc, op = MDB_FIRST;
 
 	qlease_reset(l);
+	if (t->e->part != STORE_QUEUE_PART)
+		return STORE_EINVAL;
 	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[DBI_DUE], &c)) != 0)
 		return store_mdb_err(t, rc, "cursor");
 	while (nids < l->max && nids < 256 && mdb_cursor_get(c, &k, &v, op) == 0) {
@@ -422,19 +457,16 @@ int store_queue_lease_as(struct store *st, uint32_t owner, int64_t now, int64_t 
 			 size_t max, void (*cb)(const struct store_queue_msg *qm, void *arg),
 			 void *arg, size_t *n_r)
 {
-	struct qlease l = { now, lease_s, max < 256 ? max : 256, NULL, 0, owner };
-	int rc;
+	struct store_queue_lease *l = store_queue_lease_new(owner, now, lease_s, max);
+	int rc = store_write(st, STORE_QUEUE_PART, store_queue_lease_fn, l);
 
 	*n_r = 0;
-	l.got = xcalloc(l.max + 1, sizeof(*l.got));
-	rc = store_write(st, STORE_QUEUE_PART, qlease_fn, &l);
 	if (rc == 0) {
-		for (size_t i = 0; i < l.n; i++)
-			cb(&l.got[i].m, arg);
-		*n_r = l.n;
+		for (size_t i = 0; i < l->n; i++)
+			cb(&l->got[i].m, arg);
+		*n_r = l->n;
 	}
-	qlease_reset(&l);
-	free(l.got);
+	store_queue_lease_free(&l);
 	return rc;
 }
 
@@ -683,11 +715,28 @@ int store_queue_release_owners(struct store *st, uint32_t lo, uint32_t hi, size_
 	return rc;
 }
 
+int store_queue_release_owners_txn(struct store_txn *t, uint32_t lo, uint32_t hi, size_t *n_r)
+{
+	struct qowners o = { lo, hi, 0 };
+	int rc = t->e->part == STORE_QUEUE_PART ? qowners_fn(t, &o) : STORE_EINVAL;
+
+	if (n_r != NULL)
+		*n_r = rc == 0 ? o.n : 0;
+	return rc;
+}
+
 int store_queue_release_lease(struct store *st, uint64_t id)
 {
 	struct qupdate u = { .id = id, .what = Q_UNLEASE };
 
 	return store_write(st, STORE_QUEUE_PART, qupdate_fn, &u);
+}
+
+int store_queue_release_lease_txn(struct store_txn *t, uint64_t id)
+{
+	struct qupdate u = { .id = id, .what = Q_UNLEASE };
+
+	return t->e->part == STORE_QUEUE_PART ? qupdate_fn(t, &u) : STORE_EINVAL;
 }
 
 int store_queue_hold(struct store *st, uint64_t id, bool hold)
@@ -709,6 +758,13 @@ int store_queue_delete(struct store *st, uint64_t id)
 	struct qupdate u = { .id = id, .what = Q_DELETE };
 
 	return store_write(st, STORE_QUEUE_PART, qupdate_fn, &u);
+}
+
+int store_queue_delete_txn(struct store_txn *t, uint64_t id)
+{
+	struct qupdate u = { .id = id, .what = Q_DELETE };
+
+	return t->e->part == STORE_QUEUE_PART && id != 0 ? qupdate_fn(t, &u) : STORE_EINVAL;
 }
 
 int store_queue_apply(struct store *st, enum store_queue_action act, uint64_t id,

@@ -1,39 +1,66 @@
 #!/usr/bin/env python3
-"""No fsync on an event loop's thread, seen from the kernel: mtad and imapd run under
-strace -f; every write path of a session is exercised (SMTP to a user the store does not
-know yet and to one it does, an IMAP LOGIN that creates the account, CREATE, SUBSCRIBE,
+"""No fsync on an event loop's thread, seen from the kernel: mtad, imapd and managesieved run
+under strace -f; every write path of a session is exercised (SMTP to a user the store does
+not know yet and to one it does, an IMAP LOGIN that creates the account, CREATE, SUBSCRIBE,
 RENAME, DELETE, APPEND, SELECT claiming \\Recent, new mail while selected (the claim of a
-running session), FETCH BODY[] setting \\Seen, STORE, COPY, MOVE, EXPUNGE, CLOSE's expunge);
+running session), FETCH BODY[] setting \\Seen, STORE, COPY, MOVE, EXPUNGE, CLOSE's expunge;
+relay through mtad's queue: to a real sink, a recipient deferred (its port closed) until its
+delay notice, one refused by a second sink with 550 (a bounce to the sender), each of them
+leased, recorded and finished through the queue; sieve-connect's PUTSCRIPT and SETACTIVE);
 then no fsync, fdatasync, syncfs, msync or sync_file_range ran on a worker's main thread
 (its event loop) once it served its first connection, while the group committer's threads
 did make the writes durable. Skipped (77) without strace or when ptrace is not allowed.
 
-  test_loop_fsync.py SOURCE_ROOT MTAD IMAPD"""
+  test_loop_fsync.py SOURCE_ROOT MTAD IMAPD MANAGESIEVED SINK"""
 import imaplib
 import os
 import re
+import shutil
 import smtplib
+import subprocess
 import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from heronlib import (DOMAIN, Traced, need_strace, run_main, run_tests,  # noqa: E402
-                      shared_conf)
+from heronlib import (DOMAIN, HOST, Sink, SinkControl, Traced, free_port,  # noqa: E402
+                      make_cert, need_strace, run_main, run_tests, shared_conf, skip,
+                      wait_for)
 
-ROOT, MTAD, IMAPD = sys.argv[1:4]
+ROOT, MTAD, IMAPD, MANAGESIEVED, SINK = sys.argv[1:6]
 SYNCS = ("fsync", "fdatasync", "syncfs", "msync", "sync_file_range")
 CALLS = ",".join(SYNCS + ("accept", "accept4"))
 LINE = re.compile(r"^(?:\[pid\s+(?P<tid>\d+)\]\s+|(?P<tid2>\d+)\s+)?(?P<call>\w+)\(")
 
 need_strace()
+SIEVE_CONNECT = shutil.which("sieve-connect")
+if SIEVE_CONNECT is None:
+    skip("no sieve-connect")
 TMP = tempfile.mkdtemp(prefix="heron-loopsync-")
-CONF, SMTP_PORT, IMAP_PORT = shared_conf(TMP, ["user1", "user2"])
+os.makedirs(os.path.join(TMP, "ok"))
+os.makedirs(os.path.join(TMP, "bad"))
+OK_SINK = Sink(SINK, os.path.join(TMP, "ok"), {"starttls": "no", "records": "all"})
+BAD_SINK = Sink(SINK, os.path.join(TMP, "bad"), {"starttls": "no"})
+CLOSED = free_port()  # nothing listens: its recipient is deferred
+MS_PORT = free_port()
+CERT, KEY = make_cert(TMP)
+CONF, SMTP_PORT, IMAP_PORT = shared_conf(TMP, ["user1", "user2"], keys={
+    "tls": {"cert": CERT, "key": KEY},
+    "mtad": {"transport_map": f"ok.test=127.0.0.1:{OK_SINK.port},"
+                              f"later.test=127.0.0.1:{CLOSED},"
+                              f"bad.test=127.0.0.1:{BAD_SINK.port}",
+             "trusted_networks": "127.0.0.1/32", "relay_timeout": "10s",
+             "retry_schedule": "1s", "delay_warning": "1s"},
+    "sieve": {"listen": f"{HOST}:{MS_PORT}"},
+})
 MTAD_D = Traced(MTAD, CONF, os.path.join(TMP, "mtad.log"), SMTP_PORT,
                 os.path.join(TMP, "mtad.trace"), CALLS)
 IMAPD_D = Traced(IMAPD, CONF, os.path.join(TMP, "imapd.log"), IMAP_PORT,
                  os.path.join(TMP, "imapd.trace"), CALLS)
+MSD_D = Traced(MANAGESIEVED, CONF, os.path.join(TMP, "managesieved.log"), MS_PORT,
+               os.path.join(TMP, "managesieved.trace"), CALLS)
+TRACED = ((MTAD_D, "mtad"), (IMAPD_D, "imapd"), (MSD_D, "managesieved"))
 
 
 def check(trace, mains, what):
@@ -95,33 +122,85 @@ def imap_session(port, smtp_port):
     c.logout()
 
 
+def relay_session(smtp_port):
+    """Mail through the queue: delivered to the sink; delivered, deferred (with a delay
+    notice once it waited delay_warning) and refused with 550 (a bounce); refused alone (a
+    bounce, and the entry deleted). The sender's DSNs go to the sink too."""
+    SinkControl(BAD_SINK.control_port, check=True).req(cmd="faults", rcpt_5xx=1.0)
+    mids = [f"<relay.{i}@ok.test>" for i in range(3)]
+    rcpts = (["a@ok.test"], ["b@ok.test", "c@later.test", "d@bad.test"], ["e@bad.test"])
+    with smtplib.SMTP("127.0.0.1", smtp_port, timeout=60) as s:
+        for mid, to in zip(mids, rcpts):
+            s.sendmail("sender@ok.test", to,
+                       f"From: <sender@ok.test>\r\nMessage-ID: {mid}\r\n"
+                       f"Subject: relay\r\n\r\nrelay me\r\n",
+                       rcpt_options=["NOTIFY=FAILURE,DELAY"])
+    ok = SinkControl(OK_SINK.control_port, check=True)
+
+    def arrived():
+        ids = ok.ids()
+        return (all(m in ids for m in mids[:2]) and
+                sum(".bounce@" in i for i in ids) == 2 and
+                sum(".delay@" in i for i in ids) == 1)
+    wait_for(arrived, 120, "the relayed mail, two bounces and a delay notice at the sink")
+    ok.close()
+    log = MTAD_D.logtext()
+    assert "status=deferred" in log and "status=bounced" in log, log[-3000:]
+
+
+def sieve_session():
+    """sieve-connect over STARTTLS: PUTSCRIPT, then SETACTIVE (the account made by the
+    first write), then the list shows it active."""
+    path = os.path.join(TMP, "filter.sieve")
+    with open(path, "w") as f:
+        f.write('require "fileinto";\nif header :contains "subject" "x" '
+                '{ fileinto "Work"; }\n')
+
+    def sc(*args):
+        r = subprocess.run([SIEVE_CONNECT, "-s", HOST, "-p", str(MS_PORT), "-u", "user1",
+                            "--passwordfd", "0", "--notlsverify", *args], input="user1\n",
+                           capture_output=True, text=True, timeout=60, cwd=TMP)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r.stdout + r.stderr
+    sc("--localsieve", path, "--remotesieve", "filter", "--upload")
+    sc("--remotesieve", "filter", "--activate")
+    listed = sc("--list")
+    assert "filter" in listed and "activ" in listed.lower(), listed
+
+
 def test_no_sync_on_a_loop_thread():
+    OK_SINK.start()
+    BAD_SINK.start()
     MTAD_D.start(timeout=60)
     IMAPD_D.start(timeout=60)
+    MSD_D.start(timeout=60)
     with smtplib.SMTP("127.0.0.1", SMTP_PORT, timeout=60) as s:
         # user2 is in the directory, not yet in the store: made at RCPT
         s.sendmail("a@example.org", [f"user2@{DOMAIN}"], "Subject: first\r\n\r\nfirst\r\n")
         s.sendmail("a@example.org", [f"user2@{DOMAIN}", f"user1@{DOMAIN}"],
                    "Subject: second\r\n\r\nsecond\r\n")
     imap_session(IMAP_PORT, SMTP_PORT)
-    mains = {str(p) for p in MTAD_D.worker_pids() + IMAPD_D.worker_pids()}
+    relay_session(SMTP_PORT)
+    sieve_session()
+    mains = {str(p) for d, _ in TRACED for p in d.worker_pids()}
     assert mains, "no worker processes found"
-    MTAD_D.stop()
-    IMAPD_D.stop()
-    problems, durable = [], 0
-    for d, what in ((MTAD_D, "mtad"), (IMAPD_D, "imapd")):
+    for d, _ in TRACED:
+        d.stop()
+    problems = []
+    for d, what in TRACED:
         p, n = check(d.trace, mains, what)
         problems += p
-        durable += n
         print(f"{what}: {n} sync calls on other threads")
-    if durable == 0:
-        problems.append("no sync call at all: the trace saw nothing")
+        if n == 0:
+            problems.append(f"{what}: no sync call at all: the trace saw nothing")
     assert not problems, "\n".join(problems[:40])
 
 
 def main():
-    return run_main(lambda: run_tests([test_no_sync_on_a_loop_thread]), TMP, [MTAD_D, IMAPD_D],
-                    note=" (the traces)")
+    return run_main(lambda: run_tests([test_no_sync_on_a_loop_thread]), TMP,
+                    [d for d, _ in TRACED], note=" (the traces)",
+                    cleanup=[lambda: OK_SINK.stop(timeout=10),
+                             lambda: BAD_SINK.stop(timeout=10)])
 
 
 if __name__ == "__main__":
