@@ -301,6 +301,8 @@ static bool selected_delayed(const struct imap_notify *n)
 	return n->selected >= 0 && n->groups[n->selected].filter == IMAP_NF_SELECTED_DELAYED;
 }
 
+static void read_partition(struct imap_server *srv, unsigned p);
+
 void imap_notify_flush(struct imap_client *c, bool allow_expunge)
 {
 	struct imap_notify *n = c->notify;
@@ -309,6 +311,10 @@ void imap_notify_flush(struct imap_client *c, bool allow_expunge)
 
 	if (n == NULL)
 		return;
+	/* a command's reply (NOOP's, say) tells everything committed before it, whether the
+	   watcher's wake-up came yet or not */
+	if (c->cmd_active && !(c->flags & IMAP_CF_IDLE))
+		read_partition(c->srv, c->part);
 	if (n->overflow) {
 		imap_printf(c, "* OK [NOTIFICATIONOVERFLOW] Too many changes to tell; "
 			       "notifications are off (NOTIFY NONE)\r\n");
@@ -431,19 +437,37 @@ static void notify_change(struct imap_client *c, struct store_txn *t,
 	}
 }
 
+/* A partition's NOTIFY sessions, sorted by user: a record goes to its user's sessions
+   found by a binary search, not by a pass over every session of the worker. */
 struct notify_read {
-	struct imap_server *srv;
-	unsigned part;
 	struct store_txn *t;
+	struct imap_client **by_user;
+	size_t n;
 };
+
+static int by_user_cmp(const void *a, const void *b)
+{
+	const struct imap_client *x = *(struct imap_client *const *)a;
+	const struct imap_client *y = *(struct imap_client *const *)b;
+
+	return x->user_id < y->user_id ? -1 : x->user_id > y->user_id;
+}
 
 static int read_cb(const struct store_change *ch, void *arg)
 {
 	struct notify_read *r = arg;
+	size_t lo = 0, hi = r->n;
 
-	for (struct imap_client *c = r->srv->clients; c != NULL; c = c->next)
-		if (c->notify != NULL && c->part == r->part && c->user_id == ch->user)
-			notify_change(c, r->t, ch);
+	while (lo < hi) { /* the first session of ch->user */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (r->by_user[mid]->user_id < ch->user)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < r->n && r->by_user[lo]->user_id == ch->user; lo++)
+		notify_change(r->by_user[lo], r->t, ch);
 	return 0;
 }
 
@@ -461,34 +485,48 @@ static void position_take(struct imap_server *srv, unsigned part)
 	store_txn_abort(&t);
 }
 
-void imap_notify_changed(struct imap_server *srv, const bool *parts)
+/* The new records of partition p's log, handed to the worker's NOTIFY sessions there. */
+static void read_partition(struct imap_server *srv, unsigned p)
 {
-	unsigned nparts = store_partitions(srv->store);
+	struct notify_read r = { NULL, NULL, 0 };
+	size_t cap = 0;
+	bool gap = false;
+	uint64_t last;
 
-	for (unsigned p = 0; p < nparts; p++) {
-		struct notify_read r = { srv, p, NULL };
-		bool any = false, gap = false;
-		uint64_t last;
-
-		if ((parts != NULL && !parts[p]) || !srv->notify_known[p])
+	if (!srv->notify_known[p])
+		return;
+	for (struct imap_client *c = srv->clients; c != NULL; c = c->next) {
+		if (c->notify == NULL || c->part != p)
 			continue;
-		for (struct imap_client *c = srv->clients; c != NULL && !any; c = c->next)
-			any = c->notify != NULL && c->part == p;
-		if (!any) { /* nobody asks here any more: read nothing, start afresh later */
-			srv->notify_known[p] = false;
-			continue;
-		}
-		if (store_txn_begin(srv->store, p, STORE_TXN_READ, &r.t) != 0)
-			continue;
+		if (r.n == cap)
+			r.by_user = xreallocarray(r.by_user, cap = cap * 2 + 16,
+						  sizeof(*r.by_user));
+		r.by_user[r.n++] = c;
+	}
+	if (r.n == 0) { /* nobody asks here any more: read nothing, start afresh later */
+		srv->notify_known[p] = false;
+		return;
+	}
+	qsort(r.by_user, r.n, sizeof(*r.by_user), by_user_cmp);
+	if (store_txn_begin(srv->store, p, STORE_TXN_READ, &r.t) == 0) {
 		if (store_changes_read(r.t, srv->notify_seq[p], NOTIFY_READ_MAX, read_cb, &r,
 				       &last, &gap) == 0)
 			srv->notify_seq[p] = last;
 		if (gap) /* records went before this worker read them: nobody here can be told */
-			for (struct imap_client *c = srv->clients; c != NULL; c = c->next)
-				if (c->notify != NULL && c->part == p)
-					c->notify->overflow = true;
+			for (size_t i = 0; i < r.n; i++)
+				r.by_user[i]->notify->overflow = true;
 		store_txn_abort(&r.t);
 	}
+	free(r.by_user);
+}
+
+void imap_notify_changed(struct imap_server *srv, const bool *parts)
+{
+	unsigned nparts = store_partitions(srv->store);
+
+	for (unsigned p = 0; p < nparts; p++)
+		if (parts == NULL || parts[p])
+			read_partition(srv, p);
 	for (struct imap_client *c = srv->clients; c != NULL; c = c->next)
 		if (c->notify != NULL && notify_can_write(c))
 			imap_notify_drained(c);

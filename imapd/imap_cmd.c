@@ -172,7 +172,7 @@ bool imap_cmd_reply(struct imap_cmd *cmd, const char *status, const char *fmt, .
 	bool bad = strcmp(status, "BAD") == 0;
 	bool allow_expunge = cmd->def == NULL || !(cmd->def->flags & CMD_NO_EXPUNGE) || cmd->uid;
 
-	if (c->notify != NULL && !bad)
+	if (c->notify != NULL && !bad && c->state != IMAP_ST_LOGOUT)
 		imap_notify_flush(c, allow_expunge); /* NOTIFY's before the tagged reply */
 	if (c->view != NULL && !bad && c->state == IMAP_ST_SELECTED)
 		imap_view_sync(c, allow_expunge);

@@ -204,6 +204,36 @@ def test_idle_and_noop():
     c.logout()
 
 
+def test_noop_and_filters():
+    """A NOOP tells everything committed before it (whether the watcher woke the session yet
+    or not); subscribed and inboxes match what they name, the first group naming a mailbox
+    decides (NONE keeps it quiet), and the selected mailbox gets no STATUS (its EXISTS comes
+    as without NOTIFY)."""
+    r = D.raw("carol")
+    c = other("carol")
+    for name in ("Sub", "Unsub", "Quiet"):
+        assert_eq(c.create(name)[0], "OK")
+    c.subscribe("Sub")
+    c.subscribe("Quiet")
+    ok(r.cmd("n", "NOTIFY SET (mailboxes Quiet NONE) (subscribed (MessageNew MessageExpunge)) "
+                  "(inboxes (MessageNew MessageExpunge))"), "n")
+    for name in ("Unsub", "Quiet", "Sub"):
+        c.append(name, None, None, msg(10))
+    D.deliver("carol", msg(11))
+    out = ok(r.cmd("z", "NOOP"), "z")
+    boxes = sorted(line.split()[2] for line in out if line.startswith("* STATUS"))
+    assert_eq(boxes, ["INBOX", "Sub"], out)
+    ok(r.cmd("s", "SELECT INBOX"), "s")
+    ok(r.cmd("m", "NOTIFY SET (personal (MessageNew MessageExpunge))"), "m")
+    D.deliver("carol", msg(12))
+    c.append("Unsub", None, None, msg(13))
+    out = ok(r.cmd("y", "NOOP"), "y")
+    assert any(line.endswith(" EXISTS") for line in out), out
+    boxes = sorted(line.split()[2] for line in out if line.startswith("* STATUS"))
+    assert_eq(boxes, ["Unsub"], out)
+    c.logout()
+
+
 def test_rfc_examples():
     """RFC 5465 3.1 (with errata 1804 and 2318): the client's NOTIFY SET STATUS with a
     selected group fetching header fields and a subtree, then an explicit STATUS and a
@@ -306,7 +336,8 @@ def main():
     return run_suite(D, [test_capability, test_status_for_other_mailbox,
                          test_selected_new_flags_expunge, test_selected_delayed_keeps_expunge,
                          test_mailbox_names_give_list, test_metadata_change,
-                         test_set_status_and_none, test_idle_and_noop, test_rfc_examples,
+                         test_set_status_and_none, test_idle_and_noop, test_noop_and_filters,
+                         test_rfc_examples,
                          test_overflow, test_syntax_and_badevent, test_byte_at_a_time], D.dir)
 
 
