@@ -115,6 +115,13 @@ enum sasl_result sasl_scram_client_final(struct sasl_scram *s, const unsigned ch
 					 size_t cblen, const char *b64, size_t len, char *out,
 					 size_t size);
 
+/* sasl_scram_client_final with the binding data of the server-side TLS session bev
+   (common/tls.h's tls_channel_binding for the type the client named; none available: the
+   binding cannot match). What imapd, mtad and managesieved call. */
+struct bufferevent;
+enum sasl_result sasl_scram_client_final_tls(struct sasl_scram *s, struct bufferevent *bev,
+					     const char *b64, size_t len, char *out, size_t size);
+
 /* A short text for logs and replies. */
 const char *sasl_strerror(enum sasl_result r);
 

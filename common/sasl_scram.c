@@ -24,6 +24,7 @@
 #include "common/mailaddr.h"
 #include "common/sasl.h"
 #include "common/str.h"
+#include "common/tls.h"
 #include "common/xmalloc.h"
 
 #define CNONCE_MAX 512
@@ -477,4 +478,19 @@ enum sasl_result sasl_scram_client_final(struct sasl_scram *s, const unsigned ch
 	b64_out(sig, KEY_LEN, msg + 2, sizeof(msg) - 2);
 	b64_out(msg, strlen(msg), out, size);
 	return SASL_OK;
+}
+
+enum sasl_result sasl_scram_client_final_tls(struct sasl_scram *s, struct bufferevent *bev,
+					     const char *b64, size_t len, char *out, size_t size)
+{
+	unsigned char cb[EVP_MAX_MD_SIZE];
+	size_t n = 0;
+
+	if (s->cb != SASL_CB_NONE &&
+	    !tls_channel_binding(bev,
+				 s->cb == SASL_CB_TLS_EXPORTER ? TLS_CB_EXPORTER
+							       : TLS_CB_SERVER_END_POINT,
+				 cb, sizeof(cb), &n))
+		n = 0;
+	return sasl_scram_client_final(s, cb, n, b64, len, out, size);
 }

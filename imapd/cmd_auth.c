@@ -1,7 +1,7 @@
 /* cmd_auth.c — owns the commands of any state and of login: CAPABILITY, NOOP/CHECK, LOGOUT,
  * ID, ENABLE, STARTTLS, LOGIN and AUTHENTICATE PLAIN (with SASL-IR) through ldapauth, and
  * AUTHENTICATE SCRAM-SHA-256[-PLUS] (common/sasl.h's exchange over the secret ldapauth_scram
- * gives; the channel's binding data from common/tls.h). After a
+ * gives, bound to the TLS session). After a
  * successful authentication the user's store record is found (or created with its INBOX).
  * Each check goes through the login throttle mtad shares (common/authguard.h): it may be
  * held before it starts or refused (NO [UNAVAILABLE]), and a failure is answered late: the
@@ -19,12 +19,10 @@
 #include "common/log.h"
 #include "common/net.h"
 #include "common/sasl.h"
-#include "common/tls.h"
 #include "common/shmtable.h"
 #include "common/str.h"
 #include "common/version.h"
 #include "common/xmalloc.h"
-#include <openssl/evp.h>
 #include "imapd/imapd.h"
 #include "ldapauth/ldapauth.h"
 #include "store/store.h"
@@ -740,19 +738,10 @@ static bool scram_first(struct imap_cmd *cmd, struct auth_ctx *a, const char *b6
 static bool scram_final(struct imap_cmd *cmd, struct auth_ctx *a, const char *b64, size_t len)
 {
 	struct imap_client *c = cmd->c;
-	enum sasl_cb_type t = sasl_scram_cb_type(a->scram);
-	unsigned char cb[EVP_MAX_MD_SIZE];
 	char out[SASL_SCRAM_OUT_MAX];
-	size_t n = 0;
 	enum sasl_result rc;
 
-	if (t != SASL_CB_NONE &&
-	    !tls_channel_binding(c->bev,
-				 t == SASL_CB_TLS_EXPORTER ? TLS_CB_EXPORTER
-							   : TLS_CB_SERVER_END_POINT,
-				 cb, sizeof(cb), &n))
-		n = 0; /* not available on this connection: the binding cannot match */
-	rc = sasl_scram_client_final(a->scram, cb, n, b64, len, out, sizeof(out));
+	rc = sasl_scram_client_final_tls(a->scram, c->bev, b64, len, out, sizeof(out));
 	if (rc != SASL_OK) {
 		auth_outcome(c, a, LDAPAUTH_EBADCRED, false,
 			     a->scram_reason != NULL && rc == SASL_EPROOF ? a->scram_reason

@@ -214,6 +214,7 @@ struct smtp_session {
 	int auth_step; /* AUTH LOGIN: 1 = want user, 2 = want password */
 	char auth_login[256];
 	char *auth_pass;                 /* held while the login throttle delays the check */
+	struct smtp_scram *scram;        /* AUTH SCRAM-SHA-256[-PLUS] under way (smtp_auth.c) */
 	struct authguard_check auth_chk; /* the login throttle's view of the last AUTH */
 	bool closing;
 	bool dead;              /* the peer went away during ST_WAIT */
@@ -272,6 +273,10 @@ void smtp_cmd_auth(struct smtp_session *s, const char *arg, size_t len);
 /* The session is no longer unauthenticated (it logged in, or ended): uncounted. */
 void smtp_unauth_put(struct smtp_session *s);
 void smtp_auth_line(struct smtp_session *s, const char *line, size_t len);
+/* The mechanisms AUTH offers s now ("PLAIN LOGIN[ SCRAM-SHA-256[ SCRAM-SHA-256-PLUS]]"). */
+const char *smtp_auth_mechs(const struct smtp_session *s);
+/* Ends an AUTH SCRAM exchange of s (its keys wiped); nothing when there is none. */
+void smtp_scram_free(struct smtp_session *s);
 
 /* sender.c: who may use which envelope sender. */
 /* Loads the sender login map (empty path: an empty map). -1 with *error_r ("file:line: ...",

@@ -1,5 +1,7 @@
-/* smtp_auth.c — owns AUTH PLAIN and LOGIN (RFC 4954, 4616): the exchange, the decoding (the
- * SASL decoder imapd uses too, common/sasl.h), the check through ldapauth, and the login
+/* smtp_auth.c — owns AUTH PLAIN and LOGIN (RFC 4954, 4616) and SCRAM-SHA-256[-PLUS] (RFC 5802,
+ * 7677: common/sasl.h's exchange over ldapauth_scram's secret and the TLS session's channel
+ * binding): the exchange, the decoding (the SASL decoder imapd uses too, common/sasl.h),
+ * the check through ldapauth, and the login
  * throttle around it (common/authguard.h, shared with imapd): a check may be held or
  * refused before it starts, a failure's 535 is held, and a port 25 session that starts AUTH
  * counts as unauthenticated for max_unauth_connections_per_ip. Passwords are never logged
@@ -21,6 +23,15 @@
 #define AUTH_STEP_PLAIN 1
 #define AUTH_STEP_USER 2
 #define AUTH_STEP_PASS 3
+#define AUTH_STEP_SCRAM 4 /* a SCRAM message is due (struct smtp_scram says which) */
+
+struct smtp_scram {
+	struct sasl_scram *x;
+	enum { SCRAM_FIRST, SCRAM_FINAL, SCRAM_ACK } step;
+	char *login;        /* the directory's name of the user, once the secret is found */
+	const char *reason; /* ldapauth's reason there was no secret (a constant) */
+	bool charged;       /* the throttle counts this exchange: its outcome is due */
+};
 
 /* The client's address without its port, as imapd names it: the throttle's key. */
 static void client_host(const struct smtp_session *s, char *host, size_t size)
@@ -83,18 +94,21 @@ static void auth_reply_cb(evutil_socket_t fd, short what, void *arg)
 	smtp_resume(s);
 }
 
-static void auth_done(const struct ldapauth_reply *r, void *arg)
+/* A check's outcome (a password's or a SCRAM exchange's): the throttle learns it, the log says
+   it, a failure's 535 is held. login: the directory's name (success); user: its record, for the
+   sender addresses (NULL: already set). */
+static void auth_outcome(struct smtp_session *s, enum ldapauth_result result, const char *reason,
+			 const char *login, const struct ldapauth_user *user, bool nested)
 {
-	struct smtp_session *s = arg;
 	char host[NET_ADDRSTRLEN], name[65];
-	bool failed = r->result != LDAPAUTH_OK && r->result != LDAPAUTH_ETEMP;
+	bool failed = result != LDAPAUTH_OK && result != LDAPAUTH_ETEMP;
 	int64_t hold = 0;
 
 	client_host(s, host, sizeof(host));
-	ldapauth_metrics_login(r->result);
-	if (r->result == LDAPAUTH_OK)
+	ldapauth_metrics_login(result);
+	if (result == LDAPAUTH_OK)
 		authguard_ok(s->m->guard, host, s->auth_login);
-	else if (r->result == LDAPAUTH_ETEMP)
+	else if (result == LDAPAUTH_ETEMP)
 		authguard_temp(s->m->guard, host, s->auth_login);
 	else
 		hold = authguard_failed(s->m->guard, host, s->auth_login);
@@ -102,26 +116,39 @@ static void auth_done(const struct ldapauth_reply *r, void *arg)
 	log_info("%016" PRIx64 " smtp auth addr=%s user=%s result=%s failures=%" PRIu32
 		 " delay_ms=%" PRId64 " user_failures=%" PRIu32 " addr_failures=%" PRIu32
 		 " reason=\"%s\"",
-		 s->id, s->addr, name, r->result == LDAPAUTH_OK ? "ok" : "fail",
+		 s->id, s->addr, name, result == LDAPAUTH_OK ? "ok" : "fail",
 		 failed ? s->auth_chk.pair + 1 : 0, hold, s->auth_chk.user + failed,
-		 s->auth_chk.addr + failed, r->reason ? r->reason : ldapauth_strerror(r->result));
-	if (r->result == LDAPAUTH_OK) {
+		 s->auth_chk.addr + failed, reason ? reason : ldapauth_strerror(result));
+	if (result == LDAPAUTH_OK) {
 		s->flags |= SF_AUTH;
-		str_lcpy(s->user, r->user->login, sizeof(s->user));
-		sender_own_set(s, r->user);
+		str_lcpy(s->user, login, sizeof(s->user));
+		if (user != NULL)
+			sender_own_set(s, user);
 		smtp_unauth_put(s);
 		smtp_set_state(s, ST_READY);
 		smtp_reply(s, "235 2.7.0 Authentication successful");
-	} else if (r->result == LDAPAUTH_ETEMP) {
+	} else if (result == LDAPAUTH_ETEMP) {
 		smtp_set_state(s, ST_READY);
 		smtp_reply(s, "454 4.7.0 Temporary authentication failure");
 	} else {
 		/* the answer is held (the throttle says how long): no faster guessing here */
+		smtp_set_state(s, ST_WAIT);
 		timer_set(s, hold, auth_reply_cb);
 		return;
 	}
-	smtp_resume(s);
+	if (!nested) /* called from the session's own input loop: it reads on by itself */
+		smtp_resume(s);
 }
+
+static void auth_done(const struct ldapauth_reply *r, void *arg)
+{
+	struct smtp_session *s = arg;
+
+	auth_outcome(s, r->result, r->reason, r->result == LDAPAUTH_OK ? r->user->login : NULL,
+		     r->user, false);
+}
+
+static void scram_secret_done(const struct ldapauth_reply *r, void *arg);
 
 /* The throttle's hold is over: the check starts. */
 static void auth_held_cb(evutil_socket_t fd, short what, void *arg)
@@ -132,8 +159,14 @@ static void auth_held_cb(evutil_socket_t fd, short what, void *arg)
 	if (s->dead) {
 		client_host(s, host, sizeof(host));
 		authguard_temp(s->m->guard, host, s->auth_login); /* never checked */
+		if (s->scram != NULL)
+			s->scram->charged = false; /* said just above */
 		pass_wipe(s);
 		smtp_resume(s);
+		return;
+	}
+	if (s->scram != NULL) {
+		ldapauth_scram(s->m->la, s->auth_login, scram_secret_done, s);
 		return;
 	}
 	ldapauth_auth(s->m->la, s->auth_login, s->auth_pass, auth_done, s);
@@ -185,6 +218,190 @@ static void auth_plain(struct smtp_session *s, const char *b64, size_t len)
 	}
 }
 
+/* ---- SCRAM-SHA-256[-PLUS] ---- */
+
+static bool scram_offered(const struct smtp_session *s, bool plus)
+{
+	return ldapauth_scram_capable(s->m->la) && (!plus || (s->flags & SF_TLS));
+}
+
+const char *smtp_auth_mechs(const struct smtp_session *s)
+{
+	return scram_offered(s, true)    ? "PLAIN LOGIN SCRAM-SHA-256 SCRAM-SHA-256-PLUS"
+	       : scram_offered(s, false) ? "PLAIN LOGIN SCRAM-SHA-256"
+					 : "PLAIN LOGIN";
+}
+
+void smtp_scram_free(struct smtp_session *s)
+{
+	struct smtp_scram *x = s->scram;
+	char host[NET_ADDRSTRLEN];
+
+	if (x == NULL)
+		return;
+	if (x->charged) { /* given up before the outcome: not a failure */
+		client_host(s, host, sizeof(host));
+		authguard_temp(s->m->guard, host, s->auth_login);
+	}
+	sasl_scram_free(&x->x);
+	free(x->login);
+	free(x);
+	s->scram = NULL;
+}
+
+/* The exchange ended (the outcome is said by auth_outcome or the caller's reply). */
+static void scram_end(struct smtp_session *s)
+{
+	s->scram->charged = false;
+	smtp_scram_free(s);
+}
+
+/* The secret (or its absence) is known: server-first goes out. */
+static void scram_secret_done(const struct ldapauth_reply *r, void *arg)
+{
+	struct smtp_session *s = arg;
+	struct smtp_scram *x = s->scram;
+	char out[SASL_SCRAM_OUT_MAX];
+
+	if (s->dead) {
+		smtp_scram_free(s); /* the throttle hears "temporary" */
+		smtp_resume(s);
+		return;
+	}
+	if (r->result == LDAPAUTH_ETEMP) {
+		scram_end(s);
+		auth_outcome(s, LDAPAUTH_ETEMP, r->reason, NULL, NULL, false);
+		return;
+	}
+	if (r->result == LDAPAUTH_OK) {
+		x->login = xstrdup(r->user->login);
+		sender_own_set(s, r->user); /* used only once SF_AUTH is set */
+	} else {
+		x->reason = r->reason;
+	}
+	if (sasl_scram_server_first(x->x, r->scram, NULL, out, sizeof(out)) != SASL_OK) {
+		scram_end(s);
+		sender_own_set(s, NULL);
+		auth_outcome(s, LDAPAUTH_EBADCRED, "scram: server-first too long", NULL, NULL,
+			     false);
+		return;
+	}
+	x->step = SCRAM_FINAL;
+	s->auth_step = AUTH_STEP_SCRAM;
+	smtp_set_state(s, ST_READY);
+	smtp_reply(s, "334 %s", out);
+	smtp_resume(s);
+}
+
+static void scram_first(struct smtp_session *s, const char *b64, size_t len)
+{
+	struct smtp_scram *x = s->scram;
+	enum sasl_result rc = sasl_scram_client_first(x->x, b64, len);
+	const char *user = sasl_scram_user(x->x), *authz = sasl_scram_authzid(x->x);
+	char host[NET_ADDRSTRLEN];
+
+	if (rc != SASL_OK) {
+		log_info("%016" PRIx64 " smtp auth addr=%s mech=scram result=fail reason=\"%s\"",
+			 s->id, s->addr, sasl_strerror(rc));
+		smtp_scram_free(s);
+		smtp_error(s, rc == SASL_EBASE64 ? "501 5.5.2 Invalid base64 data"
+						 : "535 5.7.8 Authentication credentials invalid");
+		return;
+	}
+	if (authz[0] != '\0' && strcmp(authz, user) != 0) {
+		smtp_scram_free(s);
+		smtp_error(s, "535 5.7.8 Cannot act as another user");
+		return;
+	}
+	str_lcpy(s->auth_login, user, sizeof(s->auth_login));
+	client_host(s, host, sizeof(host));
+	authguard_begin(s->m->guard, s->id, "smtp", host, s->auth_login, &s->auth_chk);
+	if (s->auth_chk.refused) {
+		metrics_inc(MS_LOGINS, MS_LOGIN_THROTTLED, 0);
+		smtp_scram_free(s);
+		smtp_reply(s, "454 4.7.0 Too many failed logins, try again later");
+		return;
+	}
+	x->charged = true;
+	smtp_set_state(s, ST_WAIT);
+	if (s->auth_chk.wait_ms > 0) {
+		timer_set(s, s->auth_chk.wait_ms, auth_held_cb);
+		return;
+	}
+	ldapauth_scram(s->m->la, s->auth_login, scram_secret_done, s);
+}
+
+static void scram_final(struct smtp_session *s, const char *b64, size_t len)
+{
+	struct smtp_scram *x = s->scram;
+	char out[SASL_SCRAM_OUT_MAX];
+	enum sasl_result rc;
+
+	rc = sasl_scram_client_final_tls(x->x, s->bev, b64, len, out, sizeof(out));
+	if (rc != SASL_OK) {
+		const char *why = x->reason != NULL && rc == SASL_EPROOF ? x->reason
+									 : sasl_strerror(rc);
+
+		scram_end(s);
+		sender_own_set(s, NULL);
+		auth_outcome(s, LDAPAUTH_EBADCRED, why, NULL, NULL, true);
+		return;
+	}
+	x->step = SCRAM_ACK;
+	s->auth_step = AUTH_STEP_SCRAM;
+	smtp_reply(s, "334 %s", out);
+}
+
+/* One SCRAM message (the initial response or a line after 334). */
+static void scram_line(struct smtp_session *s, const char *b64, size_t len)
+{
+	struct smtp_scram *x = s->scram;
+	char *login;
+
+	switch (x->step) {
+	case SCRAM_FIRST:
+		scram_first(s, b64, len);
+		return;
+	case SCRAM_FINAL:
+		scram_final(s, b64, len);
+		return;
+	case SCRAM_ACK: /* the client checked v=; its answer is empty */
+		login = x->login != NULL ? xstrdup(x->login) : NULL;
+		scram_end(s);
+		if (len == 0 && login != NULL) {
+			auth_outcome(s, LDAPAUTH_OK, "scram", login, NULL, true);
+		} else {
+			sender_own_set(s, NULL);
+			auth_outcome(s, LDAPAUTH_EBADCRED, "scram: data after server-final", NULL,
+				     NULL, true);
+		}
+		free(login);
+		return;
+	}
+}
+
+static void scram_start(struct smtp_session *s, bool plus, struct str_view init)
+{
+	if (!scram_offered(s, plus)) {
+		smtp_error(s,
+			   plus && !(s->flags & SF_TLS)
+				   ? "538 5.7.11 Encryption required for requested authentication "
+				     "mechanism"
+				   : "504 5.5.4 Unrecognized authentication type");
+		return;
+	}
+	s->scram = xcalloc(1, sizeof(*s->scram));
+	s->scram->x = sasl_scram_new(plus, scram_offered(s, true));
+	if (init.p == NULL) {
+		s->auth_step = AUTH_STEP_SCRAM;
+		smtp_reply(s, "334 ");
+		return;
+	}
+	if (init.len == 1 && init.p[0] == '=')
+		init.len = 0;
+	scram_line(s, init.p, init.len);
+}
+
 void smtp_cmd_auth(struct smtp_session *s, const char *arg, size_t len)
 {
 	struct str_view rest = { arg, len }, mech, init = { NULL, 0 };
@@ -210,6 +427,9 @@ void smtp_cmd_auth(struct smtp_session *s, const char *arg, size_t len)
 		}
 		s->auth_step = AUTH_STEP_PLAIN;
 		smtp_reply(s, "334 ");
+	} else if (str_caseeq(mech.p, mech.len, "SCRAM-SHA-256", 13) ||
+		   str_caseeq(mech.p, mech.len, "SCRAM-SHA-256-PLUS", 18)) {
+		scram_start(s, mech.len == 18, init);
 	} else if (str_caseeq(mech.p, mech.len, "LOGIN", 5)) {
 		if (has_init) {
 			s->auth_step = AUTH_STEP_USER;
@@ -231,7 +451,12 @@ void smtp_auth_line(struct smtp_session *s, const char *line, size_t len)
 
 	s->auth_step = 0;
 	if (len == 1 && line[0] == '*') {
+		smtp_scram_free(s);
 		smtp_error(s, "501 5.7.0 Authentication canceled");
+		return;
+	}
+	if (step == AUTH_STEP_SCRAM) {
+		scram_line(s, line, len);
 		return;
 	}
 	if (step == AUTH_STEP_PLAIN) {

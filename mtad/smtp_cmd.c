@@ -142,7 +142,7 @@ void smtp_ehlo_reply(struct smtp_session *s, bool esmtp)
 	if (s->m->tls != NULL && !(s->flags & SF_TLS))
 		smtp_reply(s, "250-STARTTLS");
 	if (auth_offered(s))
-		smtp_reply(s, "250-AUTH PLAIN LOGIN");
+		smtp_reply(s, "250-AUTH %s", smtp_auth_mechs(s));
 	smtp_reply(s, "250 ENHANCEDSTATUSCODES");
 }
 

@@ -477,6 +477,7 @@ static void session_free(struct smtp_session *s)
 	if (s->deadline != NULL)
 		event_free(s->deadline);
 	sender_own_set(s, NULL);
+	smtp_scram_free(s);
 	smtp_tx_free(&s->tx);
 	if (s->bev != NULL)
 		bufferevent_free(s->bev);
