@@ -571,6 +571,10 @@ const struct conf_key conf_keys[] = {
 	{ "imapd", "metadata_comment", CONF_STR, 0, 0, "", NULL,
 	  "the server annotation /shared/comment (empty: none); read-only for clients",
 	  CONF_AT(imapd.metadata_comment) },
+	{ "imapd", "urlauth_submit_users", CONF_LIST, 0, 0, "", NULL,
+	  "users (logins) that act as the submission server: they may URLFETCH the URLAUTH URLs "
+	  "of access submit+USER for any USER (mtad's [mtad] burl_user for BURL); empty: none",
+	  CONF_AT(imapd.urlauth_submit_users) },
 
 	{ "sink", "listen", CONF_ADDRS, 0, 0, "127.0.0.1:1100", NULL, "SMTP listeners",
 	  CONF_AT(sink.listen) },

@@ -179,6 +179,7 @@ struct imapd_conf {
 	bool metadata_private;
 	const char *metadata_admin;
 	const char *metadata_comment;
+	const struct conf_list *urlauth_submit_users;
 	bool proxy;
 	const struct conf_list *proxy_hosts;
 	int64_t proxy_port;

@@ -367,54 +367,27 @@ static int catenate_url_mailbox(struct imap_client *c, struct store_txn *t,
 
 /* Opens the bytes a URL part names (RFC 4469 5, RFC 5092): 0 and the range [*off_r, *off_r +
    *len_r) of *fd_r (to close), or, *fd_r -1, of mem (HEADER.FIELDS, made in memory); or -1
-   (the URL does not resolve: [BADURL]). */
+   (the URL does not resolve: [BADURL]). A URLAUTH URL (RFC 4469 3) is taken when it is the
+   user's own and verifies as URLFETCH would verify it (cmd_urlauth.c). */
 static int catenate_url_open(struct imap_client *c, struct store_txn *t, const struct imap_arg *a,
 			     int *fd_r, uint64_t *off_r, uint64_t *len_r, struct buf *mem)
 {
 	struct imap_url u;
-	struct imap_msgfile mf = { 0 };
-	struct msgcache_view mv;
-	struct store_status st;
-	struct store_msg m;
-	uint64_t mbox, size;
-	int rc;
+	uint64_t mbox;
+	char *s;
+	bool ok;
 
 	if (imap_url_parse(a->s, a->len, &u) < 0 || catenate_url_mailbox(c, t, &u, &mbox) < 0)
 		return -1;
-	if (u.uidvalidity != 0 &&
-	    (store_mbox_status(t, mbox, &st) != 0 || st.uidvalidity != u.uidvalidity))
-		return -1;
-	if (store_msg_get(t, mbox, u.uid, &m) != 0)
-		return -1;
-	*fd_r = -1;
-	*off_r = 0;
-	*len_r = m.size;
-	rc = 0;
-	if (u.section[0] != '\0')
-		rc = imap_msgfile_cache(c->srv->store, c->part, &m, &mf, &mv) < 0
-			     ? -1
-			     : imap_fetch_section_bytes(c, &m, &mv, &mf, u.section, off_r, len_r,
-							mem);
-	imap_msgfile_release(&mf);
-	if (rc == 1) {
-		*off_r = 0;
-		*len_r = mem->len;
-	} else if (rc < 0 || store_blob_open(c->srv->store, c->part, m.blob, fd_r, &size) != 0) {
-		return -1;
-	} else if (*off_r > size || *len_r > size - *off_r) {
-		close(*fd_r);
-		return -1;
+	if (u.access != IMAP_URL_ACCESS_NONE) {
+		if ((s = imap_arg_dup(a)) == NULL)
+			return -1;
+		ok = imap_urlauth_verify(c, t, mbox, &u, s);
+		free(s);
+		if (!ok)
+			return -1;
 	}
-	if (u.has_partial) {
-		/* as FETCH's <o.l>: past the end, nothing */
-		uint64_t po = u.partial_off < *len_r ? u.partial_off : *len_r;
-
-		*off_r += po;
-		*len_r -= po;
-		if (u.partial_len != 0 && *len_r > u.partial_len)
-			*len_r = u.partial_len;
-	}
-	return 0;
+	return imap_url_bytes(c, t, c->part, mbox, &u, fd_r, off_r, len_r, mem);
 }
 
 /* Rebuilds a CATENATE message with URL parts into a new blob: its TEXT parts from the blob

@@ -53,6 +53,9 @@ static const struct imap_cmd_def imap_cmds[] = {
 	{ "DELETEACL", IMAP_ST_LOGGED, cmd_setacl, CMD_ALT },
 	{ "GETMETADATA", IMAP_ST_LOGGED, cmd_getmetadata, 0 },
 	{ "SETMETADATA", IMAP_ST_LOGGED, cmd_setmetadata, 0 },
+	{ "RESETKEY", IMAP_ST_LOGGED, cmd_resetkey, 0 }, /* URLAUTH: cmd_urlauth.c */
+	{ "GENURLAUTH", IMAP_ST_LOGGED, cmd_genurlauth, 0 },
+	{ "URLFETCH", IMAP_ST_LOGGED, cmd_urlfetch, 0 },
 	{ "CHECK", IMAP_ST_SELECTED, cmd_noop, CMD_REV1 },
 	{ "CLOSE", IMAP_ST_SELECTED, cmd_close, 0 },
 	{ "UNSELECT", IMAP_ST_SELECTED, cmd_close, CMD_ALT },
@@ -300,7 +303,8 @@ void imap_capability(struct imap_client *c, struct buf *out)
 		"CONTEXT=SEARCH CONTEXT=SORT "
 		"THREAD=ORDEREDSUBJECT THREAD=REFERENCES THREAD=REFS OBJECTID PREVIEW PARTIAL SAVEDATE REPLACE ACL RIGHTS=texk "
 		"METADATA METADATA-SERVER"
-		" NOTIFY");
+		" NOTIFY"
+		" URLAUTH");
 	if (c->state == IMAP_ST_NOTAUTH) {
 		if (srv->tls_ctx != NULL && !tls)
 			buf_puts(out, " STARTTLS");

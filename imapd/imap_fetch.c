@@ -895,7 +895,7 @@ int imap_fetch_message(struct imap_client *c, struct imap_fetch *f, struct store
 	return 1;
 }
 
-int imap_fetch_section_bytes(struct imap_client *c, const struct store_msg *m,
+int imap_fetch_section_bytes(struct imap_client *c, unsigned part, const struct store_msg *m,
 			     const struct msgcache_view *mv, struct imap_msgfile *mf,
 			     const char *section, uint64_t *off_r, uint64_t *len_r,
 			     struct buf *out)
@@ -933,7 +933,7 @@ int imap_fetch_section_bytes(struct imap_client *c, const struct store_msg *m,
 			*off_r = hoff, *len_r = hsize;
 			break;
 		default: /* HEADER.FIELDS[.NOT]: made in memory */
-			header_fields(c, c->part, m, mv, mf, &it, hoff, hsize, out);
+			header_fields(c, part, m, mv, mf, &it, hoff, hsize, out);
 			rc = 1;
 			break;
 		}

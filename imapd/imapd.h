@@ -493,11 +493,12 @@ int imap_fetch_add(struct imap_fetch *f, const char *name);
 /* Whether an item sets \Seen (a non-PEEK body), or enables CONDSTORE (MODSEQ). */
 bool imap_fetch_sets_seen(const struct imap_fetch *f);
 bool imap_fetch_condstore(const struct imap_fetch *f);
-/* The bytes of BODY[section] of m, a message of the user's partition c->part (section as
+/* The bytes of BODY[section] of m, a message of partition part (section as
    inside the brackets: "", "1.2", "TEXT", "2.MIME", "HEADER.FIELDS (From)", ...): 0 and the
    range [*off_r, *off_r + *len_r) of its file, 1 and the bytes appended to out
-   (HEADER.FIELDS[.NOT]), or -1 (no such section). For CATENATE's URL parts (cmd_append.c). */
-int imap_fetch_section_bytes(struct imap_client *c, const struct store_msg *m,
+   (HEADER.FIELDS[.NOT]), or -1 (no such section). For the bytes of IMAP URLs (CATENATE,
+   URLFETCH: imap_url_bytes). */
+int imap_fetch_section_bytes(struct imap_client *c, unsigned part, const struct store_msg *m,
 			     const struct msgcache_view *mv, struct imap_msgfile *mf,
 			     const char *section, uint64_t *off_r, uint64_t *len_r,
 			     struct buf *out);
@@ -673,6 +674,22 @@ bool cmd_setquota(struct imap_cmd *cmd);
 bool imap_scram_offered(const struct imap_client *c, bool plus);
 /* cmd_auth.c: " AUTH=SCRAM-SHA-256[ AUTH=SCRAM-SHA-256-PLUS]" into out when offered. */
 void imap_scram_caps(const struct imap_client *c, struct buf *out);
+bool cmd_genurlauth(struct imap_cmd *cmd);
+bool cmd_resetkey(struct imap_cmd *cmd);
+bool cmd_urlfetch(struct imap_cmd *cmd);
+
+/* cmd_urlauth.c: URLAUTH (RFC 4467). Whether the full URLAUTH URL u (parsed from s) may be
+   used by this session on mailbox mbox of t (the URL's user's): mechanism INTERNAL with the
+   mailbox key's token, not expired, this host, and an access that admits the session. */
+struct imap_url;
+bool imap_urlauth_verify(const struct imap_client *c, struct store_txn *t, uint64_t mbox,
+			 const struct imap_url *u, const char *s);
+/* The bytes URL u names in mailbox mbox of t (partition part): 0 and the range [*off_r,
+   *off_r + *len_r) of *fd_r (to close), or, *fd_r -1, of mem (HEADER.FIELDS, made in
+   memory); -1 when it names nothing (UIDVALIDITY, UID, section). ;PARTIAL= applied. */
+int imap_url_bytes(struct imap_client *c, struct store_txn *t, unsigned part, uint64_t mbox,
+		   const struct imap_url *u, int *fd_r, uint64_t *off_r, uint64_t *len_r,
+		   struct buf *mem);
 /* cmd_auth.c: the client's line after AUTHENTICATE's "+ ". */
 void imap_auth_line(struct imap_client *c, const char *line, size_t len);
 /* cmd_auth.c: a session of c->user ends: its count in the shared table goes (if taken). */
