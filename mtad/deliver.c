@@ -290,13 +290,11 @@ static bool rcpt_failed(const struct smtp_rcpt *r)
 	return r->result != 0;
 }
 
-/* Queues the message for the recipients pick() chooses (one queue entry, one group commit);
-   cb runs after the commit. */
-static void enqueue_some(struct smtp_session *s, bool (*pick)(const struct smtp_rcpt *r),
-			 const char *sender, store_done_cb *cb)
+/* The queue entry of the recipients pick() chooses, into qm (its recipients in tx). */
+static void queue_msg_of(struct smtp_session *s, bool (*pick)(const struct smtp_rcpt *r),
+			 const char *sender, struct store_queue_msg *qm)
 {
 	struct smtp_tx *tx = s->tx;
-	struct store_queue_msg qm = { 0 };
 	struct store_queue_rcpt **qrcpt = pick == rcpt_forwarded ? &tx->qrcpt_fwd : &tx->qrcpt;
 	size_t k = 0;
 
@@ -312,17 +310,28 @@ static void enqueue_some(struct smtp_session *s, bool (*pick)(const struct smtp_
 		(*qrcpt)[k].notify = store_notify_of(r->params.notify);
 		k++;
 	}
-	qm.sender = sender;
-	qm.envid = tx->mp.envid[0] ? tx->mp.envid : NULL;
-	qm.requiretls = tx->mp.requiretls;
-	qm.held = tx->held;
-	qm.ret = tx->mp.ret == MAIL_RET_FULL   ? STORE_RET_FULL
-		 : tx->mp.ret == MAIL_RET_HDRS ? STORE_RET_HDRS
-					       : STORE_RET_NONE;
-	qm.size = store_blob_size(tx->blob);
-	qm.nrcpt = k;
-	qm.rcpt = *qrcpt;
-	store_gc_enqueue(s->m->gc, &qm, tx->blob, cb, s);
+	memset(qm, 0, sizeof(*qm));
+	qm->sender = sender;
+	qm->envid = tx->mp.envid[0] ? tx->mp.envid : NULL;
+	qm->requiretls = tx->mp.requiretls;
+	qm->held = tx->held;
+	qm->ret = tx->mp.ret == MAIL_RET_FULL   ? STORE_RET_FULL
+		  : tx->mp.ret == MAIL_RET_HDRS ? STORE_RET_HDRS
+						: STORE_RET_NONE;
+	qm->size = store_blob_size(tx->blob);
+	qm->nrcpt = k;
+	qm->rcpt = *qrcpt;
+}
+
+/* Queues the message for the recipients pick() chooses (one queue entry, one group commit);
+   cb runs after the commit. */
+static void enqueue_some(struct smtp_session *s, bool (*pick)(const struct smtp_rcpt *r),
+			 const char *sender, store_done_cb *cb)
+{
+	struct store_queue_msg qm;
+
+	queue_msg_of(s, pick, sender, &qm);
+	store_gc_enqueue(s->m->gc, &qm, s->tx->blob, cb, s);
 }
 
 static void requeue_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
@@ -355,6 +364,8 @@ static void commit_finished(struct smtp_session *s)
 {
 	if (requeue_failed(s))
 		return;
+	free(s->drop_key); /* a maildrop file's: one transaction */
+	s->drop_key = NULL;
 	log_outcomes(s);
 	if (s->flags & SF_LMTP)
 		reply_lmtp(s);
@@ -443,27 +454,36 @@ static void queue_fwd_done(int result, const struct store_rcpt *rcpts, size_t n,
 	queued(arg, rcpt_forwarded, result, value);
 }
 
+/* How many remote recipients go from the sender (*direct) and from its SRS form (*fwd: those
+   forwarded off-site, when the sender has an SRS form; else they count as direct). */
+static void split_remote(struct smtp_session *s, size_t *direct, size_t *fwd)
+{
+	struct smtp_tx *tx = s->tx;
+
+	*direct = *fwd = 0;
+	for (size_t i = 0; i < tx->nrcpt; i++) {
+		*direct += rcpt_remote(&tx->rcpt[i]);
+		*fwd += rcpt_forwarded(&tx->rcpt[i]);
+	}
+	if (*fwd > 0)
+		rcpt_srs_sender(s->m, tx->from, NULL, tx->srs_from, sizeof(tx->srs_from));
+	if (*fwd > 0 && strcmp(tx->srs_from, tx->from) == 0) {
+		/* no SRS form: one entry for all */
+		for (size_t i = 0; i < tx->nrcpt; i++)
+			tx->rcpt[i].forwarded = false;
+		*direct += *fwd;
+		*fwd = 0;
+	}
+}
 
 /* The remote recipients: those forwarded off-site in an entry of their own, from the SRS form
    of the sender (when it has one), the others from the sender. */
 static void enqueue_remote(struct smtp_session *s)
 {
 	struct smtp_tx *tx = s->tx;
-	size_t direct = 0, fwd = 0;
+	size_t direct, fwd;
 
-	for (size_t i = 0; i < tx->nrcpt; i++) {
-		direct += rcpt_remote(&tx->rcpt[i]);
-		fwd += rcpt_forwarded(&tx->rcpt[i]);
-	}
-	if (fwd > 0)
-		rcpt_srs_sender(s->m, tx->from, NULL, tx->srs_from, sizeof(tx->srs_from));
-	if (fwd > 0 && strcmp(tx->srs_from, tx->from) == 0) {
-		/* no SRS form: one entry for all */
-		for (size_t i = 0; i < tx->nrcpt; i++)
-			tx->rcpt[i].forwarded = false;
-		direct += fwd;
-		fwd = 0;
-	}
+	split_remote(s, &direct, &fwd);
 	if (direct > 0) {
 		tx->pending++;
 		enqueue_some(s, rcpt_remote, tx->from, queue_done);
@@ -472,6 +492,80 @@ static void enqueue_remote(struct smtp_session *s)
 		tx->pending++;
 		enqueue_some(s, rcpt_forwarded, tx->srs_from, queue_fwd_done);
 	}
+}
+
+/* A maildrop file's message (XUID with a key: pickup.c) that drop_direct cannot record:
+   every recipient goes to the queue (whose runner delivers the local ones), its entries
+   (the direct one, the one forwarded off-site) and the file's record in one commit, so that
+   no crash separates the 250 from the record the pickup consults before it submits a file
+   again. */
+struct drop_enq {
+	struct smtp_session *s;
+	struct store_queue_msg qm[2];
+	bool (*pick[2])(const struct smtp_rcpt *r);
+	uint64_t id[2];
+	size_t n;
+	char *key;
+	struct store_blob *blob;
+};
+
+static int drop_fn(struct store_txn *t, void *arg)
+{
+	struct drop_enq *d = arg;
+
+	return store_drop_enqueue_txn(t, d->qm, d->n, d->blob, d->key, STORE_DROP_QUEUED, d->id);
+}
+
+static void drop_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+		      void *arg)
+{
+	struct drop_enq *d = arg;
+	struct smtp_session *s = d->s;
+	size_t k = d->n;
+
+	if (result == 0)
+		log_info("%016" PRIx64 " smtp maildrop qid=%016" PRIx64 " recorded file=%s", s->id,
+			 s->tx->qid, d->key);
+	for (size_t i = 0; i < k; i++)
+		queued(s, d->pick[i], result, d->id[i]);
+	free(d->key);
+	free(d);
+}
+
+/* Whether a maildrop file's message is delivered as any other, its record in the one
+   commit of its local delivery: every recipient local, in one partition (else enqueue_drop).
+   Not recorded: a delivery that Sieve scripts take over (deliver_sieve.c's commits) or
+   that fails for some recipients (requeue_failed). */
+static bool drop_direct(const struct smtp_tx *tx)
+{
+	if (tx->nlocal != tx->nrcpt || tx->nrcpt == 0)
+		return false;
+	for (size_t i = 1; i < tx->nrcpt; i++)
+		if (tx->rcpt[i].part != tx->rcpt[0].part)
+			return false;
+	return true;
+}
+
+static void enqueue_drop(struct smtp_session *s)
+{
+	struct smtp_tx *tx = s->tx;
+	struct drop_enq *d = xcalloc(1, sizeof(*d));
+	size_t direct, fwd;
+
+	split_remote(s, &direct, &fwd);
+	d->s = s;
+	d->key = xstrdup(s->drop_key);
+	d->blob = tx->blob;
+	if (direct > 0) {
+		d->pick[d->n] = rcpt_remote;
+		queue_msg_of(s, rcpt_remote, tx->from, &d->qm[d->n++]);
+	}
+	if (fwd > 0) {
+		d->pick[d->n] = rcpt_forwarded;
+		queue_msg_of(s, rcpt_forwarded, tx->srs_from, &d->qm[d->n++]);
+	}
+	tx->pending += d->n;
+	store_gc_submit(s->m->gc, STORE_QUEUE_PART, tx->blob, drop_fn, d, drop_done, d);
 }
 
 /* The message file is complete (or failed): deliver and enqueue in one group commit, which
@@ -490,12 +584,16 @@ static void blob_finished(int rc, void *arg)
 		commit_finished(s);
 		return;
 	}
-	if (tx->held) {
+	if (tx->held || (s->drop_key != NULL && !drop_direct(tx))) {
 		/* quarantined by a milter: every recipient waits in the queue, held, until
-		   `mailctl queue release` */
+		   `mailctl queue release`; a maildrop file's: enqueue_drop */
 		for (size_t i = 0; i < tx->nrcpt; i++)
 			tx->rcpt[i].local = false;
 		tx->nlocal = 0;
+	}
+	if (s->drop_key != NULL && tx->nlocal == 0) {
+		enqueue_drop(s);
+		return;
 	}
 	if (tx->nlocal > 0 && deliver_sieve(s)) {
 		if (tx->nlocal < tx->nrcpt)
@@ -512,6 +610,7 @@ static void blob_finished(int rc, void *arg)
 			if (!tx->rcpt[i].local)
 				continue;
 			tx->srcpt[k].user = tx->rcpt[i].user;
+			tx->srcpt[k].drop_key = s->drop_key; /* drop_direct's: one partition */
 			if (tx->quarantine) {
 				/* DMARC quarantine (mtad_auth.c) */
 				tx->srcpt[k].mailbox = "Junk";

@@ -201,6 +201,7 @@ struct smtp_session {
 	char helo[256];
 	char user[256]; /* authenticated user */
 	long peer_uid;  /* SF_LOCAL: the submitting process's uid, or -1 */
+	char *drop_key; /* XUID's: the maildrop file this session submits (pickup.c), or NULL */
 	char **own;     /* its addresses (directory: primary, aliases) */
 	size_t nown;
 	unsigned state; /* one enum smtp_state bit */

@@ -8,8 +8,10 @@
  *
  * Once: a file is removed only after mtad's 250 to the end of its data, that is once the
  * message is durable in the store or the queue; a 4xx or a lost connection keeps it for the
- * next scan. A kill -9 between that 250 and the unlink leaves the file for the next start:
- * a copy more, never one less.
+ * next scan. Its identity (file_key) goes with XUID, and mtad records it in the commit
+ * behind that 250 (deliver.c, store_drop.c): before each file the pickup looks it up, and a
+ * file recorded (mtad was killed between the 250 and the unlink) is only removed, then its
+ * record dropped; at start the records of files that are gone are dropped.
  *
  * Trust: the directory is mode 1733 (anyone may create, only mtad's user may list or read
  * names, the sticky bit keeps others' files from being removed). A file is taken only when
@@ -44,6 +46,7 @@
 #include "common/str.h"
 #include "common/xmalloc.h"
 #include "mtad/mtad.h"
+#include "store/store.h"
 
 #define PICKUP_SCAN_S 10
 #define PICKUP_BATCH 1000
@@ -66,7 +69,8 @@ struct pickup {
 	/* the file in flight */
 	struct bufferevent *bev;
 	char name[256];
-	char *data; /* the whole file, NUL-terminated */
+	char key[STORE_DROP_KEY_MAX + 1]; /* its identity (file_key), its record's in the store */
+	char *data;                       /* the whole file, NUL-terminated */
 	size_t len, body_off;
 	char *sender;
 	char **rcpt;
@@ -101,7 +105,38 @@ static void file_clear(struct pickup *p)
 	p->sender = NULL;
 	p->nrcpt = p->ri = p->accepted = 0;
 	p->name[0] = '\0';
+	p->key[0] = '\0';
 	p->gen++;
+}
+
+/* A file's identity, the key of its record (store_drop.c): its name, device, inode and
+   modification time, so that a record is never taken for another file of the same name. */
+static void file_key(const char *name, const struct stat *st, char *out, size_t size)
+{
+	snprintf(out, size, "%s/%ju/%ju/%lld.%09ld", name, (uintmax_t)st->st_dev,
+		 (uintmax_t)st->st_ino, (long long)st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
+}
+
+static int forget_fn(struct store_txn *t, void *arg)
+{
+	return store_drop_del_txn(t, arg);
+}
+
+static void forget_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+			void *arg)
+{
+	if (result != 0)
+		log_warnx("maildrop: the record of %s not dropped: %s (again at the next start)",
+			  (char *)arg, store_strerror(result));
+	free(arg);
+}
+
+/* Drops key's record in environment part (its file is gone), through the group commit. */
+static void forget(struct pickup *p, const char *key, unsigned part)
+{
+	char *k = xstrdup(key);
+
+	store_gc_submit(p->m->gc, part, NULL, forget_fn, k, forget_done, k);
 }
 
 /* The file is done with: removed (durable elsewhere), renamed bad.NAME, or kept. */
@@ -110,10 +145,17 @@ enum outcome { O_DONE, O_BAD, O_KEEP };
 static void file_end(struct pickup *p, enum outcome o, const char *why)
 {
 	char path[sizeof(p->dir) + 300], bad[sizeof(path)];
+	struct store_drop d;
 
 	snprintf(path, sizeof(path), "%s/%s", p->dir, p->name);
-	if (o == O_DONE && unlink(path) < 0 && errno != ENOENT)
-		log_warn("maildrop: removing %s (a later scan submits it again)", path);
+	if (o == O_DONE) {
+		/* its record stays until the file is gone: a record without a file is only
+		   dropped, a file with one only removed (load) */
+		if (unlink(path) < 0 && errno != ENOENT)
+			log_warn("maildrop: removing %s (a later scan removes it)", path);
+		else if (p->key[0] != '\0' && store_drop_get(p->m->store, p->key, &d) == 0)
+			forget(p, p->key, d.part);
+	}
 	if (o == O_BAD) {
 		snprintf(bad, sizeof(bad), "%s/bad.%s", p->dir, p->name + strlen("drop."));
 		if (rename(path, bad) < 0)
@@ -146,92 +188,90 @@ static void say(struct pickup *p, const char *fmt, ...)
 	evbuffer_add(bufferevent_get_output(p->bev), "\r\n", 2);
 }
 
+static void send_ehlo(struct pickup *p, int code)
+{
+	say(p, "EHLO %s", p->m->hostname);
+}
+
+static void send_xuid(struct pickup *p, int code)
+{
+	say(p, "XUID %ld %s", p->uid, p->key);
+}
+
+static void send_mail(struct pickup *p, int code)
+{
+	say(p, "MAIL FROM:<%s>", p->sender);
+}
+
+static void send_rcpt(struct pickup *p, int code)
+{
+	say(p, "RCPT TO:<%s>", p->rcpt[0]);
+}
+
+/* A recipient's reply (4xx ended the file before): the next RCPT, else DATA. */
+static void next_rcpt(struct pickup *p, int code)
+{
+	if (code == 250 || code == 251)
+		p->accepted++;
+	else
+		log_warnx("maildrop: %s uid=%ld recipient <%s> refused: %s", p->name, p->uid,
+			  p->rcpt[p->ri], p->text);
+	if (++p->ri < p->nrcpt) {
+		say(p, "RCPT TO:<%s>", p->rcpt[p->ri]);
+		p->step = P_RCPT; /* again */
+		return;
+	}
+	if (p->accepted == 0) {
+		done(p, O_BAD, "every recipient refused");
+		return;
+	}
+	say(p, "DATA");
+}
+
+static void send_body(struct pickup *p, int code)
+{
+	evbuffer_add(bufferevent_get_output(p->bev), p->data + p->body_off, p->len - p->body_off);
+	if (p->len > p->body_off && p->data[p->len - 1] != '\n')
+		evbuffer_add(bufferevent_get_output(p->bev), "\r\n", 2);
+	evbuffer_add(bufferevent_get_output(p->bev), ".\r\n", 3);
+}
+
+/* The 250 to the data: the message and the file's record are in the queue (one commit):
+   the file goes, then its record; the connection closes with it (the session ends at the
+   EOF, after its transaction). */
+static void submitted(struct pickup *p, int code)
+{
+	log_info("maildrop: %s uid=%ld submitted: %s", p->name, p->uid, p->text);
+	done(p, O_DONE, NULL);
+}
+
+/* The dialogue, one row per reply awaited: the code that goes on (0: any 2xx or 5xx, the
+   row's function decides), what a 5xx does to the file (a 4xx, or another code, keeps it
+   for a later try: mtad is not taking mail now), and the function that sends the next
+   line (the step is the next row's before it runs; it may set another). */
+static const struct {
+	int want;
+	enum outcome on5xx;
+	void (*next)(struct pickup *p, int code);
+} dialogue[] = {
+	[P_GREET] = { 220, O_KEEP, send_ehlo }, [P_EHLO] = { 250, O_KEEP, send_xuid },
+	[P_XUID] = { 250, O_KEEP, send_mail },  [P_MAIL] = { 250, O_BAD, send_rcpt },
+	[P_RCPT] = { 0, O_BAD, next_rcpt },     [P_DATA] = { 354, O_BAD, send_body },
+	[P_DOT] = { 250, O_BAD, submitted },
+};
+
 /* The next step after a complete reply (p->code, p->text). */
 static void advance(struct pickup *p)
 {
-	int c = p->code;
+	int c = p->code, cls = c / 100;
+	enum step st = p->step;
 
-	switch (p->step) {
-	case P_GREET:
-		if (c != 220) {
-			done(p, O_KEEP, p->text);
-			return;
-		}
-		say(p, "EHLO %s", p->m->hostname);
-		p->step = P_EHLO;
-		return;
-	case P_EHLO:
-		if (c != 250) {
-			done(p, O_KEEP, p->text);
-			return;
-		}
-		say(p, "XUID %ld", p->uid);
-		p->step = P_XUID;
-		return;
-	case P_XUID:
-		if (c != 250) {
-			done(p, O_KEEP, p->text);
-			return;
-		}
-		say(p, "MAIL FROM:<%s>", p->sender);
-		p->step = P_MAIL;
-		return;
-	case P_MAIL:
-		if (c / 100 == 5) {
-			done(p, O_BAD, p->text);
-			return;
-		}
-		if (c != 250) {
-			done(p, O_KEEP, p->text);
-			return;
-		}
-		p->step = P_RCPT;
-		say(p, "RCPT TO:<%s>", p->rcpt[0]);
-		return;
-	case P_RCPT:
-		if (c / 100 == 4) {
-			done(p, O_KEEP, p->text);
-			return;
-		}
-		if (c == 250 || c == 251)
-			p->accepted++;
-		else
-			log_warnx("maildrop: %s uid=%ld recipient <%s> refused: %s", p->name,
-				  p->uid, p->rcpt[p->ri], p->text);
-		if (++p->ri < p->nrcpt) {
-			say(p, "RCPT TO:<%s>", p->rcpt[p->ri]);
-			return;
-		}
-		if (p->accepted == 0) {
-			done(p, O_BAD, "every recipient refused");
-			return;
-		}
-		say(p, "DATA");
-		p->step = P_DATA;
-		return;
-	case P_DATA:
-		if (c != 354) {
-			done(p, c / 100 == 5 ? O_BAD : O_KEEP, p->text);
-			return;
-		}
-		evbuffer_add(bufferevent_get_output(p->bev), p->data + p->body_off,
-			     p->len - p->body_off);
-		if (p->len > p->body_off && p->data[p->len - 1] != '\n')
-			evbuffer_add(bufferevent_get_output(p->bev), "\r\n", 2);
-		evbuffer_add(bufferevent_get_output(p->bev), ".\r\n", 3);
-		p->step = P_DOT;
-		return;
-	case P_DOT:
-		if (c != 250) {
-			done(p, c / 100 == 5 ? O_BAD : O_KEEP, p->text);
-			return;
-		}
-		/* durable now: the file goes; the connection closes with it (the session ends at
-		   the EOF, after its transaction) */
-		log_info("maildrop: %s uid=%ld submitted: %s", p->name, p->uid, p->text);
-		done(p, O_DONE, NULL);
+	if (dialogue[st].want != 0 ? c != dialogue[st].want : cls != 2 && cls != 5) {
+		done(p, cls == 5 ? dialogue[st].on5xx : O_KEEP, p->text);
 		return;
 	}
+	p->step = st + 1;
+	dialogue[st].next(p, c);
 }
 
 static void read_cb(struct bufferevent *bev, void *arg)
@@ -311,6 +351,32 @@ static int parse(struct pickup *p)
 	return 0;
 }
 
+/* Whether p->key's message is in the queue already (its 250 came, its file was not removed
+   before mtad stopped): 1, then the file is only removed; 0: not; -1: the record cannot be
+   read now (logged): the file waits for a later try rather than risk a second copy. */
+static int recorded(struct pickup *p)
+{
+	struct store_drop d;
+	int rc = store_drop_get(p->m->store, p->key, &d);
+
+	if (rc == STORE_ENOMSG)
+		return 0;
+	if (rc != 0) {
+		log_warnx("maildrop: %s: its record cannot be read: %s", p->name,
+			  store_strerror(rc));
+		return -1;
+	}
+	if (d.kind == STORE_DROP_QUEUED)
+		log_info("maildrop: %s uid=%ld submitted before (queue id %016" PRIx64
+			 "): removed",
+			 p->name, p->uid, d.qid);
+	else
+		log_info(
+			"maildrop: %s uid=%ld submitted before (delivered, partition %u): removed",
+			p->name, p->uid, d.part);
+	return 1;
+}
+
 /* Opens, checks and reads p->name into p->data; 0, or -1 (the file was renamed bad, or is
    gone, or cannot be read now: logged). */
 static int load(struct pickup *p)
@@ -319,7 +385,7 @@ static int load(struct pickup *p)
 	char path[sizeof(p->dir) + 300];
 	struct stat st;
 	size_t off = 0;
-	int fd;
+	int fd, rc;
 
 	snprintf(path, sizeof(path), "%s/%s", p->dir, p->name);
 	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
@@ -347,6 +413,12 @@ static int load(struct pickup *p)
 			 !S_ISREG(st.st_mode) ? "not a regular file"
 			 : st.st_nlink != 1   ? "a file with more than one link"
 					      : "larger than max_message_size");
+		return -1;
+	}
+	file_key(p->name, &st, p->key, sizeof(p->key));
+	if ((rc = recorded(p)) != 0) {
+		close(fd);
+		file_end(p, rc > 0 ? O_DONE : O_KEEP, "its record cannot be read");
 		return -1;
 	}
 	p->data = xmalloc((size_t)st.st_size + 1);
@@ -445,6 +517,34 @@ static void scan(struct pickup *p)
 	next_file(p);
 }
 
+/* A record whose file is gone (removed after its 250; mtad stopped before the record was
+   dropped) is dropped; one whose file is there stays for load to see. */
+struct sweep {
+	struct pickup *p;
+	size_t seen, dropped;
+};
+
+static int sweep_one(const struct store_drop *d, void *arg)
+{
+	struct sweep *sw = arg;
+	struct pickup *p = sw->p;
+	const char *slash = strchr(d->key, '/');
+	char path[sizeof(p->dir) + 300], key[STORE_DROP_KEY_MAX + 1] = "";
+	struct stat st;
+
+	if (slash != NULL && (size_t)(slash - d->key) < sizeof(p->name)) {
+		snprintf(path, sizeof(path), "%s/%.*s", p->dir, (int)(slash - d->key), d->key);
+		if (lstat(path, &st) == 0)
+			file_key(strrchr(path, '/') + 1, &st, key, sizeof(key));
+	}
+	sw->seen++;
+	if (strcmp(key, d->key) != 0) {
+		forget(p, d->key, d->part);
+		sw->dropped++;
+	}
+	return 0;
+}
+
 static void timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	scan(arg);
@@ -464,6 +564,7 @@ void pickup_start(struct mtad *m)
 	const struct mtad_conf *mc = &conf_values(m->conf)->mtad;
 	struct timeval tv = { PICKUP_SCAN_S, 0 };
 	struct pickup *p;
+	int rc;
 
 	if (mc->maildrop[0] == '\0' || m->worker != 0)
 		return;
@@ -495,6 +596,15 @@ void pickup_start(struct mtad *m)
 	p->timer = event_new(m->base, -1, EV_PERSIST, timer_cb, p);
 	event_add(p->timer, &tv);
 	m->pickup = p;
+	/* the records of files that are gone, before any file is taken (PICKUP_BATCH a start:
+	   a few at most, one per kill between a 250 and its record's removal) */
+	struct sweep sw = { p, 0, 0 };
+
+	if ((rc = store_drop_list(m->store, PICKUP_BATCH, sweep_one, &sw)) != 0)
+		log_warnx("maildrop: the records of submitted files: %s", store_strerror(rc));
+	else
+		log_info("maildrop: %s: %zu records of submitted files, %zu of files gone dropped",
+			 p->dir, sw.seen, sw.dropped);
 	scan(p);
 }
 

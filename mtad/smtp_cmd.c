@@ -470,22 +470,39 @@ static void cmd_rset(struct smtp_session *s, const char *arg, size_t len)
 	smtp_reply(s, "250 2.0.0 Ok");
 }
 
-/* XUID N: the maildrop pickup (pickup.c) names the owner of the file it submits, for the log
-   and the Received: header. Only on a local submission session whose peer runs as mtad's
-   own uid (the pickup itself), once, before MAIL; to anyone else it is no command. */
+/* XUID N [KEY]: the maildrop pickup (pickup.c) names the owner of the file it submits, for
+   the log and the Received: header, and the file's identity KEY: the message then goes whole
+   to the queue, its entries and KEY's record in one commit (store_drop.c), so that the
+   pickup never submits the file again. Only on a local submission session whose peer runs
+   as mtad's own uid (the pickup itself), once, before MAIL; to anyone else it is no
+   command. */
 static void cmd_xuid(struct smtp_session *s, const char *arg, size_t len)
 {
+	const char *sp = memchr(arg, ' ', len);
+	size_t ulen = sp != NULL ? (size_t)(sp - arg) : len;
+	const char *key = sp != NULL ? sp + 1 : NULL;
+	size_t klen = sp != NULL ? len - ulen - 1 : 0;
 	uint64_t v;
 
-	if (!(s->flags & SF_LOCAL) || s->peer_uid != (long)geteuid()) {
+	if (!(s->flags & SF_LOCAL) || s->peer_uid != (long)geteuid() || s->drop_key != NULL) {
 		smtp_error(s, "500 5.5.2 Command unrecognized");
 		return;
 	}
-	if (str_to_u64(arg, len, UINT32_MAX - 1, &v) < 0) {
-		smtp_error(s, "501 5.5.4 Syntax: XUID uid");
+	if (str_to_u64(arg, ulen, UINT32_MAX - 1, &v) < 0 ||
+	    (key != NULL && (klen == 0 || klen > STORE_DROP_KEY_MAX))) {
+		smtp_error(s, "501 5.5.4 Syntax: XUID uid [key]");
 		return;
 	}
-	log_info("%016" PRIx64 " smtp maildrop uid=%" PRIu64, s->id, v);
+	for (size_t i = 0; i < klen; i++) {
+		if ((unsigned char)key[i] <= ' ' || key[i] == 0x7f) {
+			smtp_error(s, "501 5.5.4 Syntax: XUID uid [key]");
+			return;
+		}
+	}
+	if (key != NULL)
+		s->drop_key = xmemdup0(key, klen);
+	log_info("%016" PRIx64 " smtp maildrop uid=%" PRIu64 "%s%.*s", s->id, v,
+		 key != NULL ? " file=" : "", (int)klen, key != NULL ? key : "");
 	s->peer_uid = (long)v;
 	smtp_reply(s, "250 2.0.0 Ok");
 }

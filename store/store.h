@@ -557,15 +557,18 @@ int store_fts_rebuild(struct store *st, uint64_t mbox, uint64_t *messages_r);
 /* Delivery: one message to many mailboxes of many users, stored once per partition. */
 
 struct store_rcpt {
-	const char *user;    /* in: user name */
-	const char *mailbox; /* in: NULL = INBOX; missing mailbox -> INBOX */
-	unsigned special;    /* in: 0, or one enum store_special: the user's mailbox of
+	const char *user;     /* in: user name */
+	const char *mailbox;  /* in: NULL = INBOX; missing mailbox -> INBOX */
+	unsigned special;     /* in: 0, or one enum store_special: the user's mailbox of
 					that use (the first by name; none: one is made, named
 					mailbox, with that use), before mailbox */
-	unsigned flags;      /* in: initial flags (usually 0) */
-	int result;          /* out: 0 or a store_err (ENOUSER, EQUOTA, temporary) */
-	uint64_t mbox;       /* out: mailbox id */
-	uint32_t uid;        /* out */
+	unsigned flags;       /* in: initial flags (usually 0) */
+	const char *drop_key; /* in: NULL, or (the batch calls) a maildrop record written in
+				 the txn of this recipient's partition when every recipient of
+				 the delivery in it is delivered (store_drop.c) */
+	int result;           /* out: 0 or a store_err (ENOUSER, EQUOTA, temporary) */
+	uint64_t mbox;        /* out: mailbox id */
+	uint32_t uid;         /* out */
 };
 
 /* Delivers the spooled message in fd (read from offset 0 to EOF, once) to every recipient:
@@ -872,6 +875,48 @@ int store_queue_tries(struct store *st, uint64_t id, struct store_queue_try **v_
 void store_queue_tries_free(struct store_queue_try **vp, size_t n);
 /* Opens the entry's message file. Errors: STORE_ENOQUEUE, STORE_EIO. */
 int store_queue_open(struct store *st, uint64_t id, int *fd_r, uint64_t *size_r);
+
+/* ------------------------------------------------------------------------------------- */
+/* Maildrop records (store_drop.c): the files of mtad's maildrop whose message is durable,
+   each recorded in the write txn that makes it so (so that the pickup never submits a file
+   twice), and dropped after the file is removed: in the queue's txn that adds its entries,
+   or in the partition's txn of a delivery to local recipients of one partition (the
+   store_rcpt's drop_key). A key is the file's identity as the pickup writes it (name,
+   device, inode, mtime): 1 to STORE_DROP_KEY_MAX bytes. */
+
+#define STORE_DROP_KEY_MAX 300
+
+enum store_drop_kind {
+	STORE_DROP_QUEUED = 0, /* its message is in the queue (qid: its first entry) */
+	STORE_DROP_BOUNCE,     /* refused: qid is a held copy its bounce is made from */
+	STORE_DROP_DELIVERED,  /* delivered to its (local) recipients */
+};
+
+struct store_drop {
+	const char *key; /* store_drop_list only (valid during cb) */
+	unsigned part;   /* the environment it is in (a partition, or STORE_QUEUE_PART) */
+	uint64_t qid;
+	int64_t when; /* Unix time of the record */
+	enum store_drop_kind kind;
+};
+
+/* In a write txn of the queue or a partition. Errors: STORE_EINVAL. */
+int store_drop_put_txn(struct store_txn *t, const char *key, uint64_t qid,
+		       enum store_drop_kind kind);
+/* Adds the n queue entries qm[] of blob b (as store_queue_add, their ids into ids_r[]) and
+   key's record (qid: the first) in write txn t of the queue. Errors: store_queue_add's. */
+int store_drop_enqueue_txn(struct store_txn *t, const struct store_queue_msg *qm, size_t n,
+			   const struct store_blob *b, const char *key, enum store_drop_kind kind,
+			   uint64_t *ids_r);
+/* In t's environment; no record is not an error. Errors: STORE_EINVAL. */
+int store_drop_del_txn(struct store_txn *t, const char *key);
+/* Looks in the queue, then in each partition (a read txn each). Errors: STORE_ENOMSG (no
+   record), STORE_EINVAL. */
+int store_drop_get(struct store *st, const char *key, struct store_drop *d_r);
+/* At most max records, the queue's then each partition's in key order (a read txn each);
+   cb's non-zero stops and is returned. */
+int store_drop_list(struct store *st, size_t max, int (*cb)(const struct store_drop *d, void *arg),
+		    void *arg);
 
 /* ------------------------------------------------------------------------------------- */
 /* Verification and statistics */

@@ -273,7 +273,10 @@ static int run_op(struct store_txn *t, struct bop *o, unsigned part, bool alone)
 	int rc;
 
 	switch (o->type) {
-	case BOP_DELIVER:
+	case BOP_DELIVER: {
+		const char *drop = NULL; /* a maildrop file's record (store_drop.c) */
+		bool all = true;
+
 		for (size_t i = 0; i < o->n; i++) {
 			if (o->rcpt_part[i] != part)
 				continue;
@@ -281,8 +284,15 @@ static int run_op(struct store_txn *t, struct bop *o, unsigned part, bool alone)
 			o->rcpts[i].result = rc;
 			if (txn_fatal(t, rc))
 				return rc;
+			all &= rc == 0;
+			drop = o->rcpts[i].drop_key != NULL ? o->rcpts[i].drop_key : drop;
 		}
+		/* with the deliveries it stands for, or not at all */
+		if (drop != NULL && all &&
+		    (rc = store_drop_put_txn(t, drop, 0, STORE_DROP_DELIVERED)))
+			return rc;
 		return 0;
+	}
 	case BOP_ENQUEUE:
 		if (part != STORE_QUEUE_PART)
 			return 0;

@@ -25,7 +25,9 @@
  *            (store_annot.c)
  * The queue environment (queue/) has meta, blobs (one reference per entry) and:
  *   queue    be64 id                   -> queue record
- *   due      be64 time + be64 id       -> ""   (one row per not-held, not-final entry) */
+ *   due      be64 time + be64 id       -> ""   (one row per not-held, not-final entry)
+ *   drops    maildrop file identity    -> be64 queue id + be64 time + u8 kind (store_drop.c;
+ *            also in a partition: the record of a file delivered there) */
 #ifndef HERON_STORE_PRIVATE_H
 #define HERON_STORE_PRIVATE_H
 
@@ -61,6 +63,7 @@ enum store_dbi {
 	DBI_BODIES,  /* store_blob.c: bodies kept in the index */
 	DBI_ANNOT,   /* store_annot.c: METADATA annotations */
 	DBI_CHANGES, /* store_watch.c: the partition's change log (IMAP NOTIFY) */
+	DBI_DROPS,   /* store_drop.c: maildrop files submitted (queue and partitions) */
 	DBI_COUNT
 };
 
