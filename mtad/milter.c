@@ -1,14 +1,21 @@
-/* milter.c — owns the conversation with milters at the end of a message: for each milter of
- * the session's list in turn, a connection (inet or unix, bufferevent on the worker's loop),
- * option negotiation, then the transaction replayed (connect, HELO, MAIL, RCPT, DATA with
- * the macros milters read), the header fields, the body in chunks read back from the message file,
- * and the end of the message, whose answer ends that milter's part: its changes are made
- * then, so the next milter of the list sees the message and envelope as changed by the ones
- * before it (header fields, body, sender, recipients). Every wait has its
- * timeout (connect, command, content); a milter that is down, slow, closes or answers
- * garbage gets its default action and a log line; nothing is answered to the client before
- * the last milter finished. Replies are parsed by milter_proto.c, changes applied by
- * milter_apply.c. */
+/* milter.c — owns the conversation with milters, one per SMTP session and milter of the
+ * session's list (smtpd_milters; LMTP: non_smtpd_milters): a connection (inet or unix,
+ * bufferevent on the worker's loop) opened before the greeting with option negotiation and
+ * SMFIC_CONNECT; then SMFIC_HELO at EHLO/HELO, SMFIC_MAIL at MAIL, SMFIC_RCPT per RCPT,
+ * SMFIC_DATA at DATA (or the first BDAT), each with the macros milters read, each answered by
+ * every milter in turn before mtad answers the client; the header fields, the body in chunks
+ * read back from the message file and the end of the message at the end of data, whose
+ * answer ends that milter's part: its changes are made then, so the next milter of the list
+ * sees the message and envelope as changed by the ones before it. SMFIC_ABORT ends a
+ * transaction a milter did not see to its end, SMFIC_QUIT the session.
+ *
+ * What the answers do: reject/tempfail refuse the command (at CONNECT or HELO: every later
+ * command of the session but QUIT; at RCPT: that recipient), accept leaves this milter out
+ * for the transaction (at CONNECT or HELO: for the session), discard at an envelope step
+ * accepts the message and drops it. Every wait has its timeout (connect, command, content);
+ * a milter that is down, slow, closes or answers garbage gets its default action at that
+ * step and at every later one of the session (accept: it is left out), and a log line.
+ * Replies are parsed by milter_proto.c, changes applied by milter_apply.c. */
 #include <arpa/inet.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -34,11 +41,12 @@
 
 /* Output queued to a milter before the next body chunk waits for it to drain. */
 #define OUT_HIGH (256 * 1024)
+#define REPLY_MAX 1024
 
 struct milter_set {
 	struct milter_spec *list[2]; /* 0: smtpd_milters, 1: non_smtpd_milters */
 	size_t n[2];
-	unsigned refs; /* the worker's, and each running transaction's */
+	unsigned refs; /* the worker's, and each session's that talks to milters */
 };
 
 enum step {
@@ -55,35 +63,58 @@ enum step {
 	MS_END,
 };
 
+/* What the session asks its milters, one thing at a time. */
+enum op { OP_NONE, OP_CONNECT, OP_HELO, OP_MAIL, OP_RCPT, OP_RCPT_REJ, OP_DATA, OP_EOD };
+
 enum outcome { OUT_CONTINUE, OUT_REJECT, OUT_TEMPFAIL, OUT_DISCARD };
 
-struct milter_run {
-	struct smtp_session *s;
-	struct milter_set *set;
-	const struct milter_spec *list;
-	size_t n, cur;
-	struct milter_msg msg;
-	struct milter_mods mine; /* of the current one, until its end */
-	enum outcome out;
-	char reply[1024]; /* OUT_REJECT, OUT_TEMPFAIL: SMTP reply lines */
-	/* the current milter */
+/* One milter of the session. */
+struct milter_conn {
+	struct milter_sess *ms;
+	const struct milter_spec *sp;
 	struct bufferevent *bev;
 	struct event *timer;
-	struct buf pkt;
-	enum step step;
-	size_t idx;       /* MS_RCPT, MS_HEADER: which */
-	uint64_t body_at; /* MS_BODY: the next byte to send */
-	bool waiting;     /* a reply is due */
-	bool draining;    /* body output waits to drain */
+	enum step step, last; /* the steps of the current command still to send */
+	enum step asked;      /* the step whose answer is due */
+	size_t idx;           /* MS_HEADER: which */
+	uint64_t body_at;     /* MS_BODY: the next byte to send */
+	bool waiting;         /* an answer is due */
+	bool draining;        /* body output waits to drain */
+	bool busy;            /* the current command waits for this one */
+	bool gone;            /* left out for the session (accepted, or failed with accept) */
+	bool failed;          /* down, slow, garbage: its default action from now on */
+	bool in_tx;           /* sent MAIL, not yet the end of that message: SMFIC_ABORT due */
+	bool tx_skip;         /* accepted the transaction */
 	uint32_t actions, proto;
 	char *syms[MILTER_NSTAGES];
-	unsigned gen;         /* bumped when a milter's connection closes */
-	struct event *end_ev; /* run_end, from the loop (never inside a callback
-					   of the connection it closes) */
+	unsigned gen; /* bumped when the connection closes */
 };
 
-static void next_milter(struct milter_run *r);
-static void advance(struct milter_run *r);
+struct milter_sess {
+	struct smtp_session *s;
+	struct milter_set *set;
+	size_t n, cur;
+	struct milter_conn *c;
+	struct buf pkt;
+	enum op op;
+	milter_cont *cont;
+	struct event *end_ev; /* the command's end, from the loop (never inside a callback of
+				 a connection it may close) */
+	enum outcome out;
+	char reply[REPLY_MAX];   /* OUT_REJECT, OUT_TEMPFAIL: SMTP reply lines */
+	char refusal[REPLY_MAX]; /* refused at CONNECT or HELO: every later command's reply */
+	bool tx_discard;         /* a milter discarded the transaction at an envelope step */
+	/* OP_RCPT, OP_RCPT_REJ */
+	char rcpt[MAILADDR_TEXT_MAX + 1];
+	const char *rcpt_mailer; /* "local", "smtp", "error" */
+	char rcpt_why[REPLY_MAX];
+	/* OP_EOD */
+	struct milter_msg msg;
+	struct milter_mods mine; /* of the current milter, until its end */
+};
+
+static bool advance(struct milter_conn *c);
+static bool op_run(struct milter_sess *ms);
 
 /* ---- the lists ---- */
 
@@ -147,29 +178,29 @@ void milter_reload(struct mtad *m, const struct conf *c)
 
 bool milter_wanted(const struct smtp_session *s)
 {
-	const struct milter_set *set = s->m->milters;
-
-	return set != NULL && set->n[(s->flags & SF_LMTP) ? 1 : 0] > 0;
+	return s->milter != NULL && !s->milter->tx_discard;
 }
 
 /* ---- packets ---- */
 
-static void send_pkt(struct milter_run *r)
+static void send_pkt(struct milter_conn *c)
 {
-	if (r->pkt.len > 0)
-		bufferevent_write(r->bev, r->pkt.data, r->pkt.len);
-	buf_reset(&r->pkt);
+	struct buf *pkt = &c->ms->pkt;
+
+	if (pkt->len > 0)
+		bufferevent_write(c->bev, pkt->data, pkt->len);
+	buf_reset(pkt);
 }
 
-static void arm(struct milter_run *r, int64_t ms)
+static void arm(struct milter_conn *c, int64_t ms)
 {
 	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
 
-	evtimer_add(r->timer, &tv);
+	evtimer_add(c->timer, &tv);
 }
 
 /* Macros of a stage (those the milter asked for, when it gave a list for the stage). */
-static void put_macros(struct milter_run *r, enum milter_stage st, char cmd,
+static void put_macros(struct milter_conn *c, enum milter_stage st, char cmd,
 		       const char *const *names, const char *const *values, size_t n)
 {
 	const char *nv[16], *vv[16];
@@ -177,13 +208,13 @@ static void put_macros(struct milter_run *r, enum milter_stage st, char cmd,
 
 	for (size_t i = 0; i < n && k < 16; i++) {
 		if (values[i] == NULL ||
-		    (r->syms[st] != NULL && !milter_symlist_has(r->syms[st], names[i])))
+		    (c->syms[st] != NULL && !milter_symlist_has(c->syms[st], names[i])))
 			continue;
 		nv[k] = names[i];
 		vv[k++] = values[i];
 	}
 	if (k > 0)
-		milter_put_macros(&r->pkt, cmd, nv, vv, k);
+		milter_put_macros(&c->ms->pkt, cmd, nv, vv, k);
 }
 
 static void split_addr(const struct smtp_session *s, char *addr, size_t asz, char *port,
@@ -211,9 +242,9 @@ static void split_addr(const struct smtp_session *s, char *addr, size_t asz, cha
 	}
 }
 
-static void send_connect(struct milter_run *r)
+static void send_connect(struct milter_conn *c)
 {
-	struct smtp_session *s = r->s;
+	struct smtp_session *s = c->ms->s;
 	char addr[sizeof(s->addr)], port[8], family, under[sizeof(s->addr) + 16];
 
 	split_addr(s, addr, sizeof(addr), port, sizeof(port), &family);
@@ -225,14 +256,14 @@ static void send_connect(struct milter_run *r)
 		s->m->hostname, s->m->hostname,       "Heron", under, family == 'U' ? NULL : addr,
 		"unknown",      port[0] ? port : NULL
 	};
-	put_macros(r, MILTER_ST_CONNECT, SMFIC_CONNECT, names, values, 7);
-	milter_put_connect(&r->pkt, "unknown", family,
+	put_macros(c, MILTER_ST_CONNECT, SMFIC_CONNECT, names, values, 7);
+	milter_put_connect(&c->ms->pkt, "unknown", family,
 			   port[0] ? (uint16_t)strtoul(port, NULL, 10) : 0, addr);
 }
 
-static void send_helo(struct milter_run *r)
+static void send_helo(struct milter_conn *c)
 {
-	struct smtp_session *s = r->s;
+	struct smtp_session *s = c->ms->s;
 	const char *proto = NULL, *cipher = NULL;
 	const char *helo = s->helo[0] ? s->helo : "unknown";
 
@@ -240,13 +271,13 @@ static void send_helo(struct milter_run *r)
 		tls_peer_info(s->bev, &proto, &cipher, NULL);
 	const char *names[] = { "{tls_version}", "{cipher}" };
 	const char *values[] = { proto, cipher };
-	put_macros(r, MILTER_ST_HELO, SMFIC_HELO, names, values, 2);
-	milter_put_strs(&r->pkt, SMFIC_HELO, &helo, 1);
+	put_macros(c, MILTER_ST_HELO, SMFIC_HELO, names, values, 2);
+	milter_put_strs(&c->ms->pkt, SMFIC_HELO, &helo, 1);
 }
 
-static void send_mail(struct milter_run *r)
+static void send_mail(struct milter_conn *c)
 {
-	struct smtp_session *s = r->s;
+	struct smtp_session *s = c->ms->s;
 	char qid[20], from[MAILADDR_TEXT_MAX + 3];
 
 	snprintf(qid, sizeof(qid), "%016" PRIx64, s->tx->qid);
@@ -255,411 +286,499 @@ static void send_mail(struct milter_run *r)
 	const char *values[] = { qid, (s->flags & SF_AUTH) ? s->user : NULL, s->tx->from,
 				 (s->flags & SF_LMTP) ? "lmtp" : "smtp" };
 	const char *arg = from;
-	put_macros(r, MILTER_ST_MAIL, SMFIC_MAIL, names, values, 4);
-	milter_put_strs(&r->pkt, SMFIC_MAIL, &arg, 1);
+	put_macros(c, MILTER_ST_MAIL, SMFIC_MAIL, names, values, 4);
+	milter_put_strs(&c->ms->pkt, SMFIC_MAIL, &arg, 1);
 }
 
-static void send_rcpt(struct milter_run *r)
+/* The recipient of the RCPT being asked about; a refused one (SMFIP_RCPT_REJ) has
+   {rcpt_mailer} "error", the reply's enhanced code in {rcpt_host}, its text in
+   {rcpt_addr}. */
+static void send_rcpt(struct milter_conn *c)
 {
-	const struct smtp_rcpt *rc = &r->s->tx->rcpt[r->idx];
-	char qid[20], to[MAILADDR_TEXT_MAX + 3];
-	const char *at = strrchr(rc->addr, '@');
+	struct milter_sess *ms = c->ms;
+	char qid[20], to[MAILADDR_TEXT_MAX + 3], esc[16] = "";
+	const char *at = strrchr(ms->rcpt, '@');
+	bool refused = ms->op == OP_RCPT_REJ;
 
-	snprintf(qid, sizeof(qid), "%016" PRIx64, r->s->tx->qid);
-	snprintf(to, sizeof(to), "<%s>", rc->addr);
+	if (refused)
+		sscanf(ms->rcpt_why, "%*d %15s", esc);
+	snprintf(qid, sizeof(qid), "%016" PRIx64, ms->s->tx->qid);
+	snprintf(to, sizeof(to), "<%s>", ms->rcpt);
 	const char *names[] = { "i", "{rcpt_addr}", "{rcpt_host}", "{rcpt_mailer}" };
-	const char *values[] = { qid, rc->addr, at != NULL ? at + 1 : NULL,
-				 rc->local ? "local" : "smtp" };
+	const char *values[] = { qid, refused ? ms->rcpt_why : ms->rcpt,
+				 refused      ? esc
+				 : at != NULL ? at + 1
+					      : NULL,
+				 ms->rcpt_mailer };
 	const char *arg = to;
-	put_macros(r, MILTER_ST_RCPT, SMFIC_RCPT, names, values, 4);
-	milter_put_strs(&r->pkt, SMFIC_RCPT, &arg, 1);
+	put_macros(c, MILTER_ST_RCPT, SMFIC_RCPT, names, values, 4);
+	milter_put_strs(&ms->pkt, SMFIC_RCPT, &arg, 1);
 }
 
 /* The macro {i} before DATA, EOH and the end of the message. */
-static void put_qid(struct milter_run *r, enum milter_stage st, char cmd)
+static void put_qid(struct milter_conn *c, enum milter_stage st, char cmd)
 {
 	char qid[20];
 	const char *names[] = { "i" }, *values[] = { qid };
 
-	snprintf(qid, sizeof(qid), "%016" PRIx64, r->s->tx->qid);
-	put_macros(r, st, cmd, names, values, 1);
+	snprintf(qid, sizeof(qid), "%016" PRIx64, c->ms->s->tx->qid);
+	put_macros(c, st, cmd, names, values, 1);
 }
 
 /* ---- the steps ---- */
 
-static bool step_skipped(const struct milter_run *r, enum step st)
+static bool step_skipped(const struct milter_conn *c, enum step st)
 {
 	static const uint32_t no[] = { [MS_CONNECT] = SMFIP_NOCONNECT, [MS_HELO] = SMFIP_NOHELO,
 				       [MS_MAIL] = SMFIP_NOMAIL,       [MS_RCPT] = SMFIP_NORCPT,
 				       [MS_DATA] = SMFIP_NODATA,       [MS_HEADER] = SMFIP_NOHDRS,
 				       [MS_EOH] = SMFIP_NOEOH,         [MS_BODY] = SMFIP_NOBODY };
 
-	return st < MS_EOB && st > MS_OPTNEG && (r->proto & no[st]) != 0;
+	return st < MS_EOB && st > MS_OPTNEG && (c->proto & no[st]) != 0;
 }
 
-static bool step_answered(const struct milter_run *r, enum step st)
+static bool step_answered(const struct milter_conn *c, enum step st)
 {
 	static const uint32_t nr[] = { [MS_CONNECT] = SMFIP_NR_CONN, [MS_HELO] = SMFIP_NR_HELO,
 				       [MS_MAIL] = SMFIP_NR_MAIL,    [MS_RCPT] = SMFIP_NR_RCPT,
 				       [MS_DATA] = SMFIP_NR_DATA,    [MS_HEADER] = SMFIP_NR_HDR,
 				       [MS_EOH] = SMFIP_NR_EOH,      [MS_BODY] = SMFIP_NR_BODY };
 
-	return st >= MS_EOB || st == MS_OPTNEG || (r->proto & nr[st]) == 0;
+	return st >= MS_EOB || st == MS_OPTNEG || (c->proto & nr[st]) == 0;
 }
 
-/* Sends the packets of the current step (one item of it for RCPT, HEADER, BODY); false
-   when the step has nothing (more) to send. */
-static bool send_step(struct milter_run *r)
+/* Sends the packets of the current step (one item of it for HEADER, BODY); false when the
+   step has nothing (more) to send. */
+static bool send_step(struct milter_conn *c)
 {
+	struct milter_sess *ms = c->ms;
 	const struct milter_field *f;
 	char chunk[MILTER_CHUNK];
 
-	switch (r->step) {
+	switch (c->step) {
 	case MS_CONNECT:
-		send_connect(r);
+		send_connect(c);
 		break;
 	case MS_HELO:
-		send_helo(r);
+		send_helo(c);
 		break;
 	case MS_MAIL:
-		send_mail(r);
+		send_mail(c);
 		break;
 	case MS_RCPT:
-		if (r->idx >= r->s->tx->nrcpt)
-			return false;
-		send_rcpt(r);
+		send_rcpt(c);
 		break;
 	case MS_DATA:
-		put_qid(r, MILTER_ST_DATA, SMFIC_DATA);
-		milter_put(&r->pkt, SMFIC_DATA, NULL, 0);
+		put_qid(c, MILTER_ST_DATA, SMFIC_DATA);
+		milter_put(&ms->pkt, SMFIC_DATA, NULL, 0);
 		break;
 	case MS_HEADER:
-		if (r->idx >= r->msg.nf)
+		if (c->idx >= ms->msg.nf)
 			return false;
-		f = &r->msg.f[r->idx];
+		f = &ms->msg.f[c->idx];
 		const char *nv[2] = { f->name, f->value };
 		char *lead = NULL;
-		if (r->proto & SMFIP_HDR_LEADSPC)
+		if (c->proto & SMFIP_HDR_LEADSPC)
 			nv[1] = lead = xasprintf(" %s", f->value);
-		milter_put_strs(&r->pkt, SMFIC_HEADER, nv, 2);
+		milter_put_strs(&ms->pkt, SMFIC_HEADER, nv, 2);
 		free(lead);
 		break;
 	case MS_EOH:
-		put_qid(r, MILTER_ST_EOH, SMFIC_EOH);
-		milter_put(&r->pkt, SMFIC_EOH, NULL, 0);
+		put_qid(c, MILTER_ST_EOH, SMFIC_EOH);
+		milter_put(&ms->pkt, SMFIC_EOH, NULL, 0);
 		break;
 	case MS_BODY: {
-		uint64_t left = r->msg.size - r->body_at;
+		uint64_t left = ms->msg.size - c->body_at;
 		size_t want = left < sizeof(chunk) ? (size_t)left : sizeof(chunk);
-		ssize_t n = want > 0 ? pread(r->msg.fd, chunk, want, (off_t)r->body_at) : 0;
+		ssize_t n = want > 0 ? pread(ms->msg.fd, chunk, want, (off_t)c->body_at) : 0;
 
 		if (n <= 0)
 			return false;
-		r->body_at += (uint64_t)n;
-		milter_put(&r->pkt, SMFIC_BODY, chunk, (size_t)n);
+		c->body_at += (uint64_t)n;
+		milter_put(&ms->pkt, SMFIC_BODY, chunk, (size_t)n);
 		break;
 	}
 	case MS_EOB:
-		put_qid(r, MILTER_ST_EOB, SMFIC_BODYEOB);
-		milter_put(&r->pkt, SMFIC_BODYEOB, NULL, 0);
+		put_qid(c, MILTER_ST_EOB, SMFIC_BODYEOB);
+		milter_put(&ms->pkt, SMFIC_BODYEOB, NULL, 0);
 		break;
 	default:
 		return false;
 	}
-	send_pkt(r);
+	send_pkt(c);
 	return true;
 }
 
-static int64_t step_timeout(const struct milter_run *r)
+static int64_t step_timeout(const struct milter_conn *c)
 {
-	const struct milter_spec *sp = &r->list[r->cur];
-
-	return r->step == MS_OPTNEG ? sp->connect_ms
-	       : r->step >= MS_BODY ? sp->content_ms
-				    : sp->command_ms;
+	return c->asked == MS_OPTNEG ? c->sp->connect_ms
+	       : c->asked >= MS_BODY ? c->sp->content_ms
+				     : c->sp->command_ms;
 }
 
-/* Sends steps until one needs an answer (or the output must drain). */
-static void advance(struct milter_run *r)
+/* Sends the steps of the current command until one needs an answer (or the output must
+   drain): true then; false when they are all sent. */
+static bool advance(struct milter_conn *c)
 {
-	for (;;) {
-		bool multi = r->step == MS_RCPT || r->step == MS_HEADER || r->step == MS_BODY;
+	while (c->step <= c->last) {
+		bool multi = c->step == MS_HEADER || c->step == MS_BODY;
+		enum step sent = c->step;
 
-		if (r->step == MS_END)
-			return next_milter(r);
-		if (step_skipped(r, r->step) || !send_step(r)) {
-			r->step++;
-			r->idx = 0;
+		if (step_skipped(c, c->step) || !send_step(c)) {
+			c->step++;
+			c->idx = 0;
 			continue;
 		}
 		if (multi)
-			r->idx++;
-		if (!multi)
-			r->step++;
-		if (step_answered(r, multi ? r->step : r->step - 1)) {
-			r->waiting = true;
-			arm(r, step_timeout(r));
-			return;
+			c->idx++;
+		else
+			c->step++;
+		if (step_answered(c, sent)) {
+			c->asked = sent;
+			c->waiting = true;
+			arm(c, step_timeout(c));
+			return true;
 		}
-		if (r->step == MS_BODY &&
-		    evbuffer_get_length(bufferevent_get_output(r->bev)) > OUT_HIGH) {
-			r->draining = true;
-			arm(r, step_timeout(r));
-			return;
+		if (sent == MS_BODY &&
+		    evbuffer_get_length(bufferevent_get_output(c->bev)) > OUT_HIGH) {
+			c->asked = sent;
+			c->draining = true;
+			arm(c, step_timeout(c));
+			return true;
 		}
 	}
+	return false;
 }
 
 /* ---- one milter ---- */
 
-static void close_milter(struct milter_run *r, bool quit)
+static void close_conn(struct milter_conn *c, bool quit)
 {
-	if (r->bev != NULL) {
-		if (quit && evbuffer_get_length(bufferevent_get_output(r->bev)) == 0) {
-			/* best effort, five bytes on an idle socket: it closes right after */
-			milter_put(&r->pkt, SMFIC_QUIT, NULL, 0);
-			(void)send(bufferevent_getfd(r->bev), r->pkt.data, r->pkt.len,
-				   MSG_NOSIGNAL | MSG_DONTWAIT);
-			buf_reset(&r->pkt);
+	if (c->bev != NULL) {
+		int fd = bufferevent_getfd(c->bev);
+		struct evbuffer *out = bufferevent_get_output(c->bev);
+
+		size_t queued = evbuffer_get_length(out);
+
+		if (quit && queued <= 64) {
+			/* best effort on an idle socket: what is queued (an abort), then the quit */
+			struct buf *pkt = &c->ms->pkt;
+
+			buf_reset(pkt);
+			if (queued > 0)
+				buf_append(pkt, evbuffer_pullup(out, -1), queued);
+			milter_put(pkt, SMFIC_QUIT, NULL, 0);
+			(void)send(fd, pkt->data, pkt->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+			buf_reset(pkt);
 		}
-		bufferevent_free(r->bev);
-		r->bev = NULL;
-		r->gen++;
+		bufferevent_free(c->bev);
+		c->bev = NULL;
+		c->gen++;
 	}
-	if (r->timer != NULL)
-		evtimer_del(r->timer);
+	if (c->timer != NULL)
+		evtimer_del(c->timer);
+	c->waiting = c->draining = false;
 	for (int i = 0; i < MILTER_NSTAGES; i++) {
-		free(r->syms[i]);
-		r->syms[i] = NULL;
+		free(c->syms[i]);
+		c->syms[i] = NULL;
 	}
-	milter_mods_release(&r->mine);
 }
 
-static void set_reply(struct milter_run *r, enum outcome out, const char *text)
+static void set_reply(struct milter_sess *ms, enum outcome out, const char *text)
 {
-	r->out = out;
-	snprintf(r->reply, sizeof(r->reply), "%s", text);
+	ms->out = out;
+	snprintf(ms->reply, sizeof(ms->reply), "%s", text);
 }
 
-/* A milter failed: its default action, logged. */
-static void fail(struct milter_run *r, const char *why)
+static const char *act_name(enum milter_action a)
 {
-	const struct milter_spec *sp = &r->list[r->cur];
 	static const char *const act[] = { "tempfail", "accept", "reject" };
 
-	log_warnx("%016" PRIx64 " milter %s qid=%016" PRIx64 " result=fail reason=\"%s\" "
-		  "action=%s",
-		  r->s->id, sp->text, r->s->tx->qid, why, act[sp->default_action]);
-	close_milter(r, false);
-	if (sp->default_action == MILTER_TEMPFAIL)
-		set_reply(r, OUT_TEMPFAIL, "451 4.7.1 Service unavailable - try again later");
-	else if (sp->default_action == MILTER_REJECT)
-		set_reply(r, OUT_REJECT, "554 5.7.1 Message rejected by a filter");
-	next_milter(r);
+	return act[a];
 }
 
-/* The reply code text of a milter as SMTP reply lines ("550 5.7.1 text", a multi-line
-   one with its dashes, LF between the lines); an enhanced code is added where the milter
-   gave none. */
-static void reply_code(struct milter_run *r, const struct milter_reply *rp)
+/* The default action of a failed milter c, for the command being asked. */
+static void default_action(struct milter_sess *ms, struct milter_conn *c)
 {
-	const char *t = rp->text + 3;
-	size_t off = 0;
-
-	r->out = rp->code >= 500 ? OUT_REJECT : OUT_TEMPFAIL;
-	r->reply[0] = '\0';
-	for (;;) {
-		t += strspn(t, " -");
-		size_t n = strcspn(t, "\r\n");
-		const char *next = t + n + strspn(t + n, "\r\n");
-		bool esc = n >= 5 && t[0] == rp->text[0] && t[1] == '.';
-		bool last = *next == '\0';
-		int w = snprintf(r->reply + off, sizeof(r->reply) - off, "%d%c%s%.*s%s", rp->code,
-				 last ? ' ' : '-',
-				 esc               ? ""
-				 : rp->code >= 500 ? "5.7.1 "
-						   : "4.7.1 ",
-				 (int)n, t, last ? "" : "\n");
-
-		if (w < 0 || (size_t)w >= sizeof(r->reply) - off) {
-			/* too long: the lines that fit, the last of them made final */
-			r->reply[off > 0 ? off - 1 : 0] = '\0';
-			char *l = strrchr(r->reply, '\n');
-			l = l != NULL ? l + 1 : r->reply;
-			if (strlen(l) > 3)
-				l[3] = ' ';
-			return;
-		}
-		if (last)
-			return;
-		off += (size_t)w;
-		t = next;
-		if (strncmp(t, rp->text, 3) == 0) /* the next line repeats the code */
-			t += 3;
+	switch (c->sp->default_action) {
+	case MILTER_TEMPFAIL:
+		set_reply(ms, OUT_TEMPFAIL, "451 4.7.1 Service unavailable - try again later");
+		break;
+	case MILTER_REJECT:
+		set_reply(ms, OUT_REJECT,
+			  ms->op == OP_EOD ? "554 5.7.1 Message rejected by a filter"
+					   : "554 5.7.1 Command rejected by a filter");
+		break;
+	case MILTER_ACCEPT:
+		c->gone = true;
+		break;
 	}
 }
 
-static bool action_allowed(const struct milter_run *r, char cmd)
+static void log_result(struct milter_sess *ms, const struct milter_conn *c, const char *what,
+		       const char *reply)
+{
+	static const char *const step[] = {
+		[OP_CONNECT] = "connect", [OP_HELO] = "helo",     [OP_MAIL] = "mail",
+		[OP_RCPT] = "rcpt",       [OP_RCPT_REJ] = "rcpt", [OP_DATA] = "data",
+		[OP_EOD] = "eom"
+	};
+	struct smtp_session *s = ms->s;
+	char qid[32] = "";
+
+	if (s->tx != NULL)
+		snprintf(qid, sizeof(qid), " qid=%016" PRIx64, s->tx->qid);
+	log_info("%016" PRIx64 " milter %s%s step=%s result=%s%s%.200s%s", s->id, c->sp->text, qid,
+		 ms->op != OP_NONE ? step[ms->op] : "idle", what, reply ? " reply=\"" : "",
+		 reply ? reply : "", reply ? "\"" : "");
+}
+
+/* The command goes on to the next milter, or ends (the answer from the loop). */
+static void conn_done(struct milter_conn *c)
+{
+	struct milter_sess *ms = c->ms;
+
+	c->busy = false;
+	if (ms->op == OP_NONE)
+		return;
+	ms->cur++;
+	if (!op_run(ms))
+		event_active(ms->end_ev, EV_TIMEOUT, 1);
+}
+
+/* A milter failed: logged; its default action now when a command waits for it, and at
+   every later command. */
+static void fail(struct milter_conn *c, const char *why)
+{
+	struct milter_sess *ms = c->ms;
+	struct smtp_session *s = ms->s;
+	bool busy = c->busy;
+	char qid[32] = "";
+
+	if (s->tx != NULL)
+		snprintf(qid, sizeof(qid), " qid=%016" PRIx64, s->tx->qid);
+	log_warnx("%016" PRIx64 " milter %s%s result=fail reason=\"%s\" action=%s", s->id,
+		  c->sp->text, qid, why, act_name(c->sp->default_action));
+	close_conn(c, false);
+	c->failed = true;
+	c->in_tx = false;
+	if (ms->op == OP_EOD && busy)
+		milter_mods_release(&ms->mine);
+	if (!busy)
+		return;
+	if (ms->op == OP_RCPT_REJ)
+		c->gone = c->sp->default_action == MILTER_ACCEPT;
+	else
+		default_action(ms, c);
+	conn_done(c);
+}
+
+static bool action_allowed(const struct milter_conn *c, char cmd)
 {
 	switch (cmd) {
 	case SMFIR_ADDHEADER:
-		return r->actions & SMFIF_ADDHDRS;
+		return c->actions & SMFIF_ADDHDRS;
 	case SMFIR_INSHEADER:
 	case SMFIR_CHGHEADER:
-		return r->actions & SMFIF_CHGHDRS;
+		return c->actions & SMFIF_CHGHDRS;
 	case SMFIR_REPLBODY:
-		return r->actions & SMFIF_CHGBODY;
+		return c->actions & SMFIF_CHGBODY;
 	case SMFIR_ADDRCPT:
-		return r->actions & SMFIF_ADDRCPT;
+		return c->actions & SMFIF_ADDRCPT;
 	case SMFIR_ADDRCPT_PAR:
-		return r->actions & SMFIF_ADDRCPT_PAR;
+		return c->actions & SMFIF_ADDRCPT_PAR;
 	case SMFIR_DELRCPT:
-		return r->actions & SMFIF_DELRCPT;
+		return c->actions & SMFIF_DELRCPT;
 	case SMFIR_CHGFROM:
-		return r->actions & SMFIF_CHGFROM;
+		return c->actions & SMFIF_CHGFROM;
 	case SMFIR_QUARANTINE:
-		return r->actions & SMFIF_QUARANTINE;
+		return c->actions & SMFIF_QUARANTINE;
 	default:
 		return false;
 	}
 }
 
 /* What milters may do: not change the recipients of LMTP (one reply per recipient). */
-static uint32_t offered_actions(const struct milter_run *r)
+static uint32_t offered_actions(const struct smtp_session *s)
 {
-	return (r->s->flags & SF_LMTP)
+	return (s->flags & SF_LMTP)
 		       ? MILTER_ACTIONS & ~(SMFIF_ADDRCPT | SMFIF_ADDRCPT_PAR | SMFIF_DELRCPT)
 		       : MILTER_ACTIONS;
 }
 
 /* The milter's answer to option negotiation. What it asks for beyond the offer is not
    granted (as libmilter's MTAs do): a change it then sends is a protocol error. */
-static void on_optneg(struct milter_run *r, const struct milter_reply *rp)
+static void on_optneg(struct milter_conn *c, const struct milter_reply *rp)
 {
 	if (rp->cmd != SMFIC_OPTNEG || rp->version < 2 || rp->version > MILTER_VERSION)
-		return fail(r, rp->cmd != SMFIC_OPTNEG ? "no option negotiation"
+		return fail(c, rp->cmd != SMFIC_OPTNEG ? "no option negotiation"
 						       : "unsupported protocol version");
-	r->actions = rp->actions & offered_actions(r);
-	r->proto = rp->protocol & MILTER_PROTOCOL;
+	c->actions = rp->actions & offered_actions(c->ms->s);
+	c->proto = rp->protocol & MILTER_PROTOCOL;
 	for (int i = 0; i < MILTER_NSTAGES; i++)
-		if ((r->actions & SMFIF_SETSYMLIST) && rp->symlist[i] != NULL)
-			r->syms[i] = xstrdup(rp->symlist[i]);
-	r->waiting = false;
-	evtimer_del(r->timer);
-	r->step = MS_CONNECT;
-	advance(r);
+		if ((c->actions & SMFIF_SETSYMLIST) && rp->symlist[i] != NULL)
+			c->syms[i] = xstrdup(rp->symlist[i]);
+	c->waiting = false;
+	evtimer_del(c->timer);
+	c->step = c->last = MS_CONNECT;
+	if (!advance(c))
+		conn_done(c);
 }
 
-/* The message file of s's transaction, read back into r->msg: 0, or -1 with *err_r (NULL:
+/* The message file of s's transaction, read back into ms->msg: 0, or -1 with *err_r (NULL:
    the file could not be opened). */
-static int msg_open(struct milter_run *r, const char **err_r)
+static int msg_open(struct milter_sess *ms, const char **err_r)
 {
-	struct smtp_tx *tx = r->s->tx;
+	struct smtp_tx *tx = ms->s->tx;
 	int fd = -1;
 
 	*err_r = NULL;
-	if (r->msg.fd >= 0)
-		close(r->msg.fd);
-	milter_msg_release(&r->msg);
-	r->msg.fd = -1;
-	if (deliver_flush(r->s) < 0 || store_blob_reader(tx->blob, &fd) != 0 ||
-	    milter_msg_read(&r->msg, fd, store_blob_size(tx->blob), err_r) < 0) {
+	if (ms->msg.fd >= 0)
+		close(ms->msg.fd);
+	milter_msg_release(&ms->msg);
+	ms->msg.fd = -1;
+	if (deliver_flush(ms->s) < 0 || store_blob_reader(tx->blob, &fd) != 0 ||
+	    milter_msg_read(&ms->msg, fd, store_blob_size(tx->blob), err_r) < 0) {
 		if (fd >= 0)
 			close(fd);
-		r->msg.fd = -1;
+		ms->msg.fd = -1;
 		return -1;
 	}
 	return 0;
 }
 
-/* The end of this milter's part. Its changes are made at once (a new message file, the
-   envelope edited), so the next milter is sent the message as this one left it. */
-static void milter_done(struct milter_run *r, bool keep)
+static void msg_close(struct milter_sess *ms)
 {
-	const char *err;
-
-	if (keep && milter_mods_apply(r->s, &r->msg, &r->mine) < 0) {
-		set_reply(r, OUT_TEMPFAIL, "451 4.3.0 Local error, try again later");
-	} else if (keep && r->cur + 1 < r->n && msg_open(r, &err) < 0) {
-		log_warnx("%016" PRIx64 " milter qid=%016" PRIx64 " result=fail reason=\"%s\"",
-			  r->s->id, r->s->tx->qid,
-			  err != NULL ? err : "cannot read the changed message file");
-		set_reply(r, OUT_TEMPFAIL, "451 4.3.0 Local error, try again later");
-	}
-	close_milter(r, true);
-	next_milter(r);
+	if (ms->msg.fd >= 0)
+		close(ms->msg.fd);
+	milter_msg_release(&ms->msg);
+	ms->msg.fd = -1;
+	milter_mods_release(&ms->mine);
 }
 
-static void on_reply(struct milter_run *r, const struct milter_reply *rp)
+/* The end of this milter's part of the message. Its changes are made at once (a new
+   message file, the envelope edited), so the next milter is sent the message as this one
+   left it. */
+static void eod_done(struct milter_conn *c, bool keep)
 {
-	const struct milter_spec *sp = &r->list[r->cur];
+	struct milter_sess *ms = c->ms;
+	const char *err;
 
-	if (r->step == MS_OPTNEG)
-		return on_optneg(r, rp);
-	if (rp->cmd == SMFIR_PROGRESS) {
-		arm(r, step_timeout(r));
-		return;
+	c->in_tx = false;
+	if (keep && milter_mods_apply(ms->s, &ms->msg, &ms->mine) < 0) {
+		set_reply(ms, OUT_TEMPFAIL, "451 4.3.0 Local error, try again later");
+	} else if (keep && ms->cur + 1 < ms->n && msg_open(ms, &err) < 0) {
+		log_warnx("%016" PRIx64 " milter qid=%016" PRIx64 " result=fail reason=\"%s\"",
+			  ms->s->id, ms->s->tx->qid,
+			  err != NULL ? err : "cannot read the changed message file");
+		set_reply(ms, OUT_TEMPFAIL, "451 4.3.0 Local error, try again later");
 	}
-	if (r->step == MS_END && action_allowed(r, rp->cmd)) {
-		if (milter_mods_add(&r->mine, rp, (r->proto & SMFIP_HDR_LEADSPC) != 0,
-				    r->s->m->lim.max_message_size) < 0)
-			return fail(r, "replacement body too big");
-		return;
-	}
-	r->waiting = false;
-	evtimer_del(r->timer);
+	milter_mods_release(&ms->mine);
+	conn_done(c);
+}
+
+/* A final answer (not continue) to the command being asked. */
+static void on_verdict(struct milter_conn *c, const struct milter_reply *rp)
+{
+	struct milter_sess *ms = c->ms;
+	bool session = ms->op == OP_CONNECT || ms->op == OP_HELO;
+
 	switch (rp->cmd) {
-	case SMFIR_CONTINUE:
-		if (r->step == MS_END)
-			return milter_done(r, true);
-		return advance(r);
-	case SMFIR_SKIP:
-		if (r->step != MS_BODY && r->step != MS_EOB)
-			return fail(r, "skip outside the body");
-		r->step = MS_EOB;
-		return advance(r);
 	case SMFIR_ACCEPT:
-		log_info("%016" PRIx64 " milter %s qid=%016" PRIx64 " result=accept", r->s->id,
-			 sp->text, r->s->tx->qid);
-		return milter_done(r, r->step == MS_END);
+		log_result(ms, c, "accept", NULL);
+		if (ms->op == OP_EOD)
+			return eod_done(c, c->asked == MS_EOB);
+		if (session) {
+			c->gone = true;
+			close_conn(c, true);
+		} else {
+			c->tx_skip = true;
+		}
+		return conn_done(c);
 	case SMFIR_DISCARD:
-		r->out = OUT_DISCARD;
+		if (session)
+			return fail(c, "discard at connect or HELO");
+		ms->out = OUT_DISCARD;
 		break;
 	case SMFIR_REJECT:
-		set_reply(r, OUT_REJECT, "550 5.7.1 Message rejected");
+		set_reply(ms, OUT_REJECT,
+			  ms->op == OP_EOD ? "550 5.7.1 Message rejected"
+			  : session        ? "554 5.7.1 Access denied"
+					   : "550 5.7.1 Command rejected");
 		break;
 	case SMFIR_TEMPFAIL:
 	case SMFIR_CONN_FAIL:
 	case SMFIR_SHUTDOWN:
-		set_reply(r, OUT_TEMPFAIL, "451 4.7.1 Service unavailable - try again later");
+		set_reply(ms, OUT_TEMPFAIL, "451 4.7.1 Service unavailable - try again later");
 		break;
 	case SMFIR_REPLYCODE:
-		reply_code(r, rp);
+		milter_reply_lines(rp->code, rp->text, ms->reply, sizeof(ms->reply));
+		ms->out = rp->code >= 500 ? OUT_REJECT : OUT_TEMPFAIL;
 		break;
 	default:
-		return fail(r, "unexpected reply");
+		return fail(c, "unexpected reply");
 	}
-	log_info("%016" PRIx64 " milter %s qid=%016" PRIx64 " result=%s reply=\"%.200s\"",
-		 r->s->id, sp->text, r->s->tx->qid,
-		 r->out == OUT_DISCARD  ? "discard"
-		 : r->out == OUT_REJECT ? "reject"
-					: "tempfail",
-		 r->out == OUT_DISCARD ? "" : r->reply);
-	close_milter(r, true);
-	next_milter(r);
+	log_result(ms, c,
+		   ms->out == OUT_DISCARD  ? "discard"
+		   : ms->out == OUT_REJECT ? "reject"
+					   : "tempfail",
+		   ms->out == OUT_DISCARD ? NULL : ms->reply);
+	if (ms->op == OP_EOD) {
+		c->in_tx = false;
+		milter_mods_release(&ms->mine);
+	}
+	if (ms->op == OP_RCPT_REJ) /* told, not asked: mtad's refusal stands */
+		ms->out = OUT_CONTINUE;
+	conn_done(c);
+}
+
+static void on_reply(struct milter_conn *c, const struct milter_reply *rp)
+{
+	struct milter_sess *ms = c->ms;
+
+	if (c->asked == MS_OPTNEG)
+		return on_optneg(c, rp);
+	if (rp->cmd == SMFIR_PROGRESS) {
+		arm(c, step_timeout(c));
+		return;
+	}
+	if (c->asked == MS_EOB && action_allowed(c, rp->cmd)) {
+		if (milter_mods_add(&ms->mine, rp, (c->proto & SMFIP_HDR_LEADSPC) != 0,
+				    ms->s->m->lim.max_message_size) < 0)
+			return fail(c, "replacement body too big");
+		return;
+	}
+	c->waiting = false;
+	evtimer_del(c->timer);
+	switch (rp->cmd) {
+	case SMFIR_CONTINUE:
+		if (advance(c))
+			return;
+		if (ms->op == OP_EOD)
+			return eod_done(c, true);
+		return conn_done(c);
+	case SMFIR_SKIP:
+		if (c->asked != MS_BODY)
+			return fail(c, "skip outside the body");
+		c->step = c->last = MS_EOB;
+		if (!advance(c))
+			eod_done(c, true);
+		return;
+	default:
+		return on_verdict(c, rp);
+	}
 }
 
 static void read_cb(struct bufferevent *bev, void *arg)
 {
-	struct milter_run *r = arg;
+	struct milter_conn *c = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	struct milter_reply rp;
 	const char *err = NULL;
 	size_t used;
+	unsigned gen = c->gen;
 
-	unsigned gen = r->gen;
-
-	while (r->gen == gen) {
+	while (c->gen == gen) {
 		size_t avail = evbuffer_get_length(in);
 		unsigned char h[4];
 
@@ -669,52 +788,55 @@ static void read_cb(struct bufferevent *bev, void *arg)
 		size_t want = 4 + (size_t)((uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 |
 					   (uint32_t)h[2] << 8 | h[3]);
 		if (want > MILTER_REPLY_MAX)
-			return fail(r, "reply packet too long");
+			return fail(c, "reply packet too long");
 		if (avail < want)
 			return;
 		const unsigned char *p = evbuffer_pullup(in, (ssize_t)want);
 		int rc = milter_reply_parse(p, want, &rp, &used, &err);
 		if (rc < 0)
-			return fail(r, err);
-		if (!r->waiting && r->step != MS_END)
-			return fail(r, "reply nobody asked for");
-		on_reply(r, &rp);
-		if (r->gen == gen)
+			return fail(c, err);
+		if (!c->waiting)
+			return fail(c, "reply nobody asked for");
+		on_reply(c, &rp);
+		if (c->gen == gen)
 			evbuffer_drain(in, used);
 	}
 }
 
 static void write_cb(struct bufferevent *bev, void *arg)
 {
-	struct milter_run *r = arg;
+	struct milter_conn *c = arg;
 
-	if (!r->draining)
+	if (!c->draining)
 		return;
-	r->draining = false;
-	evtimer_del(r->timer);
-	advance(r);
+	c->draining = false;
+	evtimer_del(c->timer);
+	if (!advance(c))
+		eod_done(c, true);
 }
 
 static void event_cb(struct bufferevent *bev, short what, void *arg)
 {
-	struct milter_run *r = arg;
+	struct milter_conn *c = arg;
 
 	if (what & BEV_EVENT_CONNECTED) {
-		milter_put_optneg(&r->pkt, MILTER_VERSION, offered_actions(r), MILTER_PROTOCOL);
-		send_pkt(r);
-		r->waiting = true;
+		milter_put_optneg(&c->ms->pkt, MILTER_VERSION, offered_actions(c->ms->s),
+				  MILTER_PROTOCOL);
+		send_pkt(c);
+		c->asked = MS_OPTNEG;
+		c->waiting = true;
 		return;
 	}
-	fail(r, (what & BEV_EVENT_EOF) ? "connection closed"
-		: r->step == MS_OPTNEG ? "cannot connect"
-				       : "connection error");
+	fail(c, (what & BEV_EVENT_EOF)  ? "connection closed"
+		: c->asked == MS_OPTNEG ? "cannot connect"
+					: "connection error");
 }
 
 static void timer_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct milter_run *r = arg;
+	struct milter_conn *c = arg;
 
-	fail(r, r->step == MS_OPTNEG ? "connect or negotiation timed out" : "timed out");
+	fail(c, c->asked == MS_OPTNEG ? "connect or negotiation timed out" : "timed out");
 }
 
 static int milter_addr(const struct milter_spec *sp, struct sockaddr_storage *ss, socklen_t *len)
@@ -748,62 +870,278 @@ static int milter_addr(const struct milter_spec *sp, struct sockaddr_storage *ss
 	return -1;
 }
 
-static void start_milter(struct milter_run *r)
+/* The connection to c's milter (CONNECT): true when it is under way; false when it
+   could not start (c failed, the command has its default action). */
+static bool conn_open(struct milter_conn *c)
 {
-	const struct milter_spec *sp = &r->list[r->cur];
+	struct smtp_session *s = c->ms->s;
 	struct sockaddr_storage ss;
 	socklen_t len;
 
-	r->step = MS_OPTNEG;
-	r->idx = 0;
-	r->body_at = r->msg.body_off;
-	r->waiting = r->draining = false;
-	r->actions = r->proto = 0;
-	if (milter_addr(sp, &ss, &len) < 0)
-		return fail(r, "not a numeric address or a usable path");
-	r->bev = bufferevent_socket_new(r->s->m->base, -1,
+	c->asked = MS_OPTNEG;
+	c->waiting = false;
+	if (milter_addr(c->sp, &ss, &len) < 0) {
+		fail(c, "not a numeric address or a usable path");
+		return false;
+	}
+	c->bev = bufferevent_socket_new(s->m->base, -1,
 					BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-	bufferevent_setcb(r->bev, read_cb, write_cb, event_cb, r);
-	bufferevent_setwatermark(r->bev, EV_READ, 0, MILTER_REPLY_MAX);
-	bufferevent_enable(r->bev, EV_READ | EV_WRITE);
-	arm(r, sp->connect_ms);
-	if (bufferevent_socket_connect(r->bev, (struct sockaddr *)&ss, (int)len) < 0)
-		fail(r, "cannot connect");
+	bufferevent_setcb(c->bev, read_cb, write_cb, event_cb, c);
+	bufferevent_setwatermark(c->bev, EV_READ, 0, MILTER_REPLY_MAX);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	arm(c, c->sp->connect_ms);
+	if (bufferevent_socket_connect(c->bev, (struct sockaddr *)&ss, (int)len) < 0) {
+		fail(c, "cannot connect");
+		return false;
+	}
+	return true;
 }
 
-/* ---- the whole run ---- */
+/* ---- the commands ---- */
 
-static void run_free(struct milter_run *r)
+static bool op_tx(enum op op)
 {
-	close_milter(r, false);
-	if (r->timer != NULL)
-		event_free(r->timer);
-	if (r->end_ev != NULL)
-		event_free(r->end_ev);
-	if (r->msg.fd >= 0)
-		close(r->msg.fd);
-	milter_msg_release(&r->msg);
-	buf_release(&r->pkt);
-	milter_set_free(&r->set);
-	free(r);
+	return op >= OP_MAIL;
 }
+
+/* Starts the current command for milter c: true when it waits for c. */
+static bool conn_begin(struct milter_sess *ms, struct milter_conn *c)
+{
+	c->idx = 0;
+	switch (ms->op) {
+	case OP_CONNECT:
+		c->busy = conn_open(c);
+		return c->busy;
+	case OP_HELO:
+		c->step = c->last = MS_HELO;
+		break;
+	case OP_MAIL:
+		c->step = c->last = MS_MAIL;
+		c->in_tx = true;
+		break;
+	case OP_RCPT:
+	case OP_RCPT_REJ:
+		c->step = c->last = MS_RCPT;
+		break;
+	case OP_DATA:
+		c->step = c->last = MS_DATA;
+		break;
+	case OP_EOD:
+		c->step = MS_HEADER;
+		c->last = MS_EOB;
+		c->body_at = ms->msg.body_off;
+		milter_mods_release(&ms->mine);
+		break;
+	default:
+		return false;
+	}
+	if (advance(c)) {
+		c->busy = true;
+		return true;
+	}
+	if (ms->op == OP_EOD) /* nothing answered: NR and NO flags all through */
+		c->in_tx = false;
+	return false;
+}
+
+/* Whether milter c negotiated to be sent nothing of command op. */
+static bool op_left_out(const struct milter_conn *c, enum op op)
+{
+	switch (op) {
+	case OP_HELO:
+		return step_skipped(c, MS_HELO);
+	case OP_MAIL:
+		return step_skipped(c, MS_MAIL);
+	case OP_RCPT:
+	case OP_RCPT_REJ:
+		return step_skipped(c, MS_RCPT);
+	case OP_DATA:
+		return step_skipped(c, MS_DATA);
+	default:
+		return false;
+	}
+}
+
+/* Takes the current command to the milters from ms->cur on: true when it waits for one. */
+static bool op_run(struct milter_sess *ms)
+{
+	for (; ms->cur < ms->n && ms->out == OUT_CONTINUE; ms->cur++) {
+		struct milter_conn *c = &ms->c[ms->cur];
+
+		if (c->gone || (op_tx(ms->op) && c->tx_skip) || op_left_out(c, ms->op))
+			continue;
+		if (ms->op == OP_RCPT_REJ && (c->failed || !(c->proto & SMFIP_RCPT_REJ)))
+			continue;
+		if (ms->op == OP_EOD && ms->s->tx->nrcpt == 0)
+			break; /* every recipient removed: nothing to ask about */
+		if (c->failed) {
+			default_action(ms, c);
+			continue;
+		}
+		if (conn_begin(ms, c))
+			return true;
+		if (c->failed) /* could not even start */
+			default_action(ms, c);
+	}
+	return false;
+}
+
+/* The answer of a command that has ended: NULL to go on, or the refusal's reply lines. */
+static const char *op_answer(struct milter_sess *ms, enum op op)
+{
+	switch (ms->out) {
+	case OUT_CONTINUE:
+		return NULL;
+	case OUT_DISCARD:
+		ms->tx_discard = true;
+		return NULL;
+	default:
+		if (op == OP_CONNECT || op == OP_HELO)
+			snprintf(ms->refusal, sizeof(ms->refusal), "%s", ms->reply);
+		return ms->reply;
+	}
+}
+
+static void eod_end(struct milter_sess *ms);
+
+static void end_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct milter_sess *ms = arg;
+	enum op op = ms->op;
+
+	ms->op = OP_NONE;
+	if (op == OP_EOD)
+		return eod_end(ms);
+	ms->cont(ms->s, op_answer(ms, op));
+}
+
+static struct milter_sess *sess_new(struct smtp_session *s)
+{
+	struct milter_set *set = s->m->milters;
+	int k = (s->flags & SF_LMTP) ? 1 : 0;
+	struct milter_sess *ms;
+
+	if (set == NULL || set->n[k] == 0)
+		return NULL;
+	ms = xcalloc(1, sizeof(*ms));
+	ms->s = s;
+	ms->set = set;
+	set->refs++;
+	ms->n = set->n[k];
+	ms->c = xcalloc(ms->n, sizeof(*ms->c));
+	for (size_t i = 0; i < ms->n; i++) {
+		ms->c[i].ms = ms;
+		ms->c[i].sp = &set->list[k][i];
+		ms->c[i].timer = evtimer_new(s->m->base, timer_cb, &ms->c[i]);
+	}
+	ms->msg.fd = -1;
+	buf_init(&ms->pkt, 256, MILTER_REPLY_MAX);
+	ms->end_ev = evtimer_new(s->m->base, end_cb, ms);
+	return ms;
+}
+
+/* Starts command op: false when it is answered at once (*refusal_r), true when the
+   session waits for cont. */
+static bool op_start(struct milter_sess *ms, enum op op, milter_cont *cont, const char **refusal_r)
+{
+	ms->op = op;
+	ms->cont = cont;
+	ms->cur = 0;
+	ms->out = OUT_CONTINUE;
+	ms->reply[0] = '\0';
+	if (op_run(ms)) {
+		smtp_set_state(ms->s, ST_WAIT);
+		return true;
+	}
+	ms->op = OP_NONE;
+	*refusal_r = op_answer(ms, op);
+	return false;
+}
+
+bool milter_ask(struct smtp_session *s, enum milter_cmd cmd, const char *addr, bool local,
+		milter_cont *cont, const char **refusal_r)
+{
+	static const enum op ops[] = { [MILTER_CONNECT] = OP_CONNECT,
+				       [MILTER_HELO] = OP_HELO,
+				       [MILTER_MAIL] = OP_MAIL,
+				       [MILTER_RCPT] = OP_RCPT,
+				       [MILTER_DATA] = OP_DATA };
+	struct milter_sess *ms;
+
+	*refusal_r = NULL;
+	if (cmd == MILTER_CONNECT && s->milter == NULL)
+		s->milter = sess_new(s);
+	if ((ms = s->milter) == NULL)
+		return false;
+	if (ms->refusal[0] != '\0') {
+		*refusal_r = ms->refusal;
+		return false;
+	}
+	if (cmd >= MILTER_MAIL && s->tx != NULL)
+		s->tx->milter = ms;
+	if (cmd >= MILTER_MAIL && ms->tx_discard)
+		return false; /* the message is dropped: nothing more to ask */
+	if (cmd == MILTER_RCPT) {
+		str_lcpy(ms->rcpt, addr, sizeof(ms->rcpt));
+		ms->rcpt_mailer = local ? "local" : "smtp";
+	}
+	return op_start(ms, ops[cmd], cont, refusal_r);
+}
+
+bool milter_rcpt_refused(struct smtp_session *s, const char *addr, const char *why,
+			 milter_cont *cont)
+{
+	struct milter_sess *ms = s->milter;
+	const char *ignored;
+
+	if (ms == NULL || ms->refusal[0] != '\0' || ms->tx_discard || s->tx == NULL)
+		return false;
+	str_lcpy(ms->rcpt, addr, sizeof(ms->rcpt));
+	str_lcpy(ms->rcpt_why, why, sizeof(ms->rcpt_why));
+	ms->rcpt_mailer = "error";
+	return op_start(ms, OP_RCPT_REJ, cont, &ignored);
+}
+
+void milter_reply(struct smtp_session *s, const char *refusal)
+{
+	char copy[REPLY_MAX];
+	char *line = copy, *nl;
+
+	snprintf(copy, sizeof(copy), "%s", refusal);
+	while ((nl = strchr(line, '\n')) != NULL) {
+		*nl = '\0';
+		smtp_reply(s, "%s", line);
+		line = nl + 1;
+	}
+	smtp_error(s, "%s", line);
+	if (strncmp(copy, "421", 3) == 0)
+		smtp_close(s);
+}
+
+bool milter_refused(struct smtp_session *s)
+{
+	if (s->milter == NULL || s->milter->refusal[0] == '\0')
+		return false;
+	milter_reply(s, s->milter->refusal);
+	return true;
+}
+
+/* ---- the end of the message ---- */
 
 static void reply_lines(struct smtp_session *s, const char *text)
 {
 	size_t n = (s->flags & SF_LMTP) ? s->tx->nrcpt : 1;
-	char copy[sizeof(((struct milter_run *)0)->reply)];
 
-	snprintf(copy, sizeof(copy), "%s", text);
 	smtp_tx_free(&s->tx);
 	smtp_set_state(s, ST_READY);
 	for (size_t i = 0; i < n; i++) {
-		for (char *line = copy, *nl; line != NULL; line = nl) {
-			if ((nl = strchr(line, '\n')) != NULL)
-				*nl = '\0';
-			smtp_reply(s, "%s", line);
-			if (nl != NULL)
-				*nl++ = '\n';
+		const char *line = text, *nl;
+
+		while ((nl = strchr(line, '\n')) != NULL) {
+			smtp_reply(s, "%.*s", (int)(nl - line), line);
+			line = nl + 1;
 		}
+		smtp_reply(s, "%s", line);
 	}
 	smtp_resume(s);
 }
@@ -825,94 +1163,126 @@ static void discard(struct smtp_session *s)
 	smtp_resume(s);
 }
 
-/* Every milter had its say (or one decided): the transaction goes on or ends. */
-static void run_end(struct milter_run *r)
+/* Every milter had its say on the message (or one decided): the transaction goes on or
+   ends. */
+static void eod_end(struct milter_sess *ms)
 {
-	struct smtp_session *s = r->s;
+	struct smtp_session *s = ms->s;
 	struct smtp_tx *tx = s->tx;
 
-	tx->milter = NULL;
+	msg_close(ms);
 	if (s->dead) {
 		/* nobody to answer: not acknowledged, so not kept (the client sends it again) */
-		run_free(r);
 		smtp_tx_free(&s->tx);
 		smtp_resume(s);
 		return;
 	}
-	if (r->out == OUT_REJECT || r->out == OUT_TEMPFAIL) {
-		char text[sizeof(r->reply)];
+	if (ms->out == OUT_REJECT || ms->out == OUT_TEMPFAIL) {
+		char text[REPLY_MAX];
 
-		snprintf(text, sizeof(text), "%s", r->reply);
-		run_free(r);
+		snprintf(text, sizeof(text), "%s", ms->reply);
 		reply_lines(s, text);
 		return;
 	}
-	if (r->out == OUT_DISCARD || tx->nrcpt == 0) {
-		run_free(r);
+	if (ms->out == OUT_DISCARD || ms->tx_discard || tx->nrcpt == 0) {
 		discard(s);
 		return;
 	}
-	run_free(r);
 	deliver_commit(s);
-}
-
-static void end_cb(evutil_socket_t fd, short what, void *arg)
-{
-	run_end(arg);
-}
-
-static void next_milter(struct milter_run *r)
-{
-	if (r->out != OUT_CONTINUE || ++r->cur >= r->n || r->s->dead || r->s->tx->nrcpt == 0) {
-		close_milter(r, false);
-		event_active(r->end_ev, EV_TIMEOUT, 1);
-		return;
-	}
-	start_milter(r);
 }
 
 void milter_run(struct smtp_session *s)
 {
-	struct smtp_tx *tx = s->tx;
-	struct milter_run *r = xcalloc(1, sizeof(*r));
+	struct milter_sess *ms = s->milter;
 	const char *err = NULL;
-	int k = (s->flags & SF_LMTP) ? 1 : 0;
 
-	r->s = s;
-	r->set = s->m->milters;
-	r->set->refs++;
-	r->list = r->set->list[k];
-	r->n = r->set->n[k];
-	r->msg.fd = -1;
-	buf_init(&r->pkt, 256, MILTER_REPLY_MAX);
-	r->timer = evtimer_new(s->m->base, timer_cb, r);
-	r->end_ev = evtimer_new(s->m->base, end_cb, r);
-	tx->milter = r;
-	if (msg_open(r, &err) < 0) {
-		log_warnx("%016" PRIx64 " milter qid=%016" PRIx64 " result=fail reason=\"%s\"",
-			  s->id, tx->qid, err != NULL ? err : "cannot read the message file");
-		set_reply(r, OUT_TEMPFAIL, "451 4.3.0 Local error, try again later");
-		event_active(r->end_ev, EV_TIMEOUT, 1);
+	ms->op = OP_EOD;
+	ms->cur = 0;
+	ms->out = OUT_CONTINUE;
+	ms->reply[0] = '\0';
+	s->tx->milter = ms;
+	if (ms->tx_discard) {
+		event_active(ms->end_ev, EV_TIMEOUT, 1);
 		return;
 	}
-	r->cur = 0;
-	start_milter(r);
+	if (msg_open(ms, &err) < 0) {
+		log_warnx("%016" PRIx64 " milter qid=%016" PRIx64 " result=fail reason=\"%s\"",
+			  s->id, s->tx->qid, err != NULL ? err : "cannot read the message file");
+		set_reply(ms, OUT_TEMPFAIL, "451 4.3.0 Local error, try again later");
+		event_active(ms->end_ev, EV_TIMEOUT, 1);
+		return;
+	}
+	if (!op_run(ms))
+		event_active(ms->end_ev, EV_TIMEOUT, 1);
 }
 
 void milter_then_commit(struct smtp_session *s)
 {
-	if (milter_wanted(s))
+	if (s->milter != NULL)
 		milter_run(s);
 	else
 		deliver_commit(s);
 }
 
+/* A command in progress is given up (its transaction or session ends under it): the milter
+   it waits for cannot be talked to any more in step, so it is closed. */
+static void op_cancel(struct milter_sess *ms)
+{
+	if (ms->op == OP_NONE)
+		return;
+	for (size_t i = 0; i < ms->n; i++) {
+		struct milter_conn *c = &ms->c[i];
+
+		if (c->busy) {
+			close_conn(c, false);
+			c->busy = false;
+			c->failed = true;
+		}
+	}
+	event_del(ms->end_ev);
+	ms->op = OP_NONE;
+	msg_close(ms);
+}
+
 void milter_tx_free(struct smtp_tx *tx)
 {
-	if (tx->milter != NULL) {
-		struct milter_run *r = tx->milter;
+	struct milter_sess *ms = tx->milter;
 
-		tx->milter = NULL;
-		run_free(r);
+	if (ms == NULL)
+		return;
+	tx->milter = NULL;
+	if (op_tx(ms->op))
+		op_cancel(ms);
+	for (size_t i = 0; i < ms->n; i++) {
+		struct milter_conn *c = &ms->c[i];
+
+		if (c->in_tx && c->bev != NULL) {
+			milter_put(&ms->pkt, SMFIC_ABORT, NULL, 0);
+			send_pkt(c);
+		}
+		c->in_tx = c->tx_skip = false;
 	}
+	ms->tx_discard = false;
+}
+
+void milter_session_free(struct smtp_session *s)
+{
+	struct milter_sess *ms = s->milter;
+
+	if (ms == NULL)
+		return;
+	s->milter = NULL;
+	if (s->tx != NULL && s->tx->milter == ms)
+		milter_tx_free(s->tx);
+	op_cancel(ms);
+	for (size_t i = 0; i < ms->n; i++) {
+		close_conn(&ms->c[i], true);
+		event_free(ms->c[i].timer);
+	}
+	free(ms->c);
+	event_free(ms->end_ev);
+	msg_close(ms);
+	buf_release(&ms->pkt);
+	milter_set_free(&ms->set);
+	free(ms);
 }

@@ -1,6 +1,8 @@
-/* milter.h — mtad's milter client: the [milter] lists of a worker, and the conversation
- * with each milter at the end of a message's data (after mtad's own checks, before the
- * reply), asynchronous on the worker's event loop. The bytes are milter_proto.h's. */
+/* milter.h — mtad's milter client: the [milter] lists of a worker, and a conversation with
+ * each milter of the list per SMTP session, asked at each envelope command (connect,
+ * EHLO/HELO, MAIL, RCPT, DATA) before mtad answers it and at the end of a message's data
+ * (after mtad's own checks, before the reply), asynchronous on the worker's event loop. The
+ * bytes are milter_proto.h's. */
 #ifndef HERON_MTAD_MILTER_H
 #define HERON_MTAD_MILTER_H
 
@@ -16,12 +18,43 @@ struct smtp_tx;
    *set_r (NULL when no milter is configured), or -1 with *error_r (malloc'd). */
 int milter_set_load(const struct conf *c, struct milter_set **set_r, char **error_r);
 void milter_set_free(struct milter_set **setp);
-/* SIGHUP: c's lists replace m's for the transactions that end from now on (a bad list is
-   warned about and the old one kept). Transactions talking to milters keep theirs. */
+/* SIGHUP: c's lists replace m's for the sessions that start from now on (a bad list is
+   warned about and the old one kept). Sessions talking to milters keep theirs. */
 void milter_reload(struct mtad *m, const struct conf *c);
 
-/* Whether the message of s's transaction goes through milters (SMTP and submission:
-   smtpd_milters; LMTP: non_smtpd_milters). */
+/* The envelope commands the milters are asked about. */
+enum milter_cmd {
+	MILTER_CONNECT, /* before the greeting */
+	MILTER_HELO,    /* EHLO/HELO, s->helo set */
+	MILTER_MAIL,    /* MAIL, s->tx made */
+	MILTER_RCPT,    /* RCPT: addr, local */
+	MILTER_DATA,    /* DATA, or the first BDAT */
+};
+
+/* The milters' answer to a command: refusal NULL lets it through, else it holds the SMTP
+   reply lines to send (LF between them; milter_reply sends them). */
+typedef void milter_cont(struct smtp_session *s, const char *refusal);
+
+/* Asks s's milters about cmd once mtad's own checks let it through (MILTER_CONNECT makes
+   the conversation when s's listener has milters). false: nobody to wait for, *refusal_r
+   is the answer at once. true: the session waits (state ST_WAIT) and cont(s, refusal) is
+   called later from the loop; it answers the client and calls smtp_resume. For
+   MILTER_RCPT, addr is the recipient as given and local whether it is ours. A refusal at
+   CONNECT or HELO stays in force for the session (milter_refused). */
+bool milter_ask(struct smtp_session *s, enum milter_cmd cmd, const char *addr, bool local,
+		milter_cont *cont, const char **refusal_r);
+/* A recipient mtad refused itself (reply why): the milters that asked for refused
+   recipients (SMFIP_RCPT_REJ) are told, their answer not taken. As milter_ask: false when
+   nobody is to be told (cont is not called), true when cont(s, NULL) will be. */
+bool milter_rcpt_refused(struct smtp_session *s, const char *addr, const char *why,
+			 milter_cont *cont);
+/* A refusal from CONNECT or HELO in force: true when it was sent as the reply to the
+   command of s now being taken (every command but QUIT gets it). */
+bool milter_refused(struct smtp_session *s);
+/* Sends a refusal's reply lines, counted as one error; a 421 closes the session. */
+void milter_reply(struct smtp_session *s, const char *refusal);
+
+/* Whether the message of s's transaction goes through milters. */
 bool milter_wanted(const struct smtp_session *s);
 /* The data of s's transaction ended without error (state ST_WAIT): the milters get the
    message; then the transaction is refused (4xx/5xx, their text), discarded (250, nothing
@@ -32,7 +65,10 @@ void milter_run(struct smtp_session *s);
    milters when milter_wanted(s) (milter_run), else deliver_commit at once. The one call for
    every end-of-data path. */
 void milter_then_commit(struct smtp_session *s);
-/* The transaction ends (smtp_tx_free): stops its milter conversation, if any. */
+/* The transaction ends (smtp_tx_free): the milters that saw it begin and not end are sent
+   SMFIC_ABORT; what milters decided for it is forgotten. */
 void milter_tx_free(struct smtp_tx *tx);
+/* The session ends: SMFIC_QUIT to each milter, the connections closed. */
+void milter_session_free(struct smtp_session *s);
 
 #endif

@@ -1,5 +1,6 @@
 /* milter_proto.c — owns the milter protocol's bytes: packet writing, reply parsing and
  * checking, SETSYMLIST lists, and the [milter] list syntax. No I/O (see milter_proto.h). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -255,6 +256,44 @@ int milter_reply_parse(const unsigned char *p, size_t n, struct milter_reply *r,
 		return -1;
 	*used_r = (size_t)len + 4;
 	return 1;
+}
+
+void milter_reply_lines(int code, const char *text, char *out, size_t size)
+{
+	const char *t = text + 3;
+	size_t off = 0;
+
+	out[0] = '\0';
+	if (size < 8)
+		return;
+	for (;;) {
+		t += strspn(t, " -");
+		size_t n = strcspn(t, "\r\n");
+		const char *next = t + n + strspn(t + n, "\r\n");
+		bool esc = n >= 5 && t[0] == text[0] && t[1] == '.';
+		bool last = *next == '\0';
+		int w = snprintf(out + off, size - off, "%d%c%s%.*s%s", code, last ? ' ' : '-',
+				 esc           ? ""
+				 : code >= 500 ? "5.7.1 "
+					       : "4.7.1 ",
+				 (int)n, t, last ? "" : "\n");
+
+		if (w < 0 || (size_t)w >= size - off) {
+			/* too long: the lines that fit, the last of them made final */
+			out[off > 0 ? off - 1 : 0] = '\0';
+			char *l = strrchr(out, '\n');
+			l = l != NULL ? l + 1 : out;
+			if (strlen(l) > 3)
+				l[3] = ' ';
+			return;
+		}
+		if (last)
+			return;
+		off += (size_t)w;
+		t = next;
+		if (strncmp(t, text, 3) == 0) /* the next line repeats the code */
+			t += 3;
+	}
 }
 
 bool milter_symlist_has(const char *list, const char *name)

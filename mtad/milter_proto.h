@@ -97,9 +97,9 @@ enum {
 #define SMFIP_NR_EOH 0x40000u
 #define SMFIP_NR_BODY 0x80000u
 #define SMFIP_HDR_LEADSPC 0x100000u
-/* The steps Heron offers to leave out or leave unanswered: all but RCPT_REJ (refused
-   recipients are never sent). */
-#define MILTER_PROTOCOL (0x1fffffu & ~SMFIP_RCPT_REJ)
+/* The steps Heron offers to leave out or leave unanswered, and RCPT_REJ: the recipients
+   mtad refused are sent too (with {rcpt_mailer} "error") to a milter that asks. */
+#define MILTER_PROTOCOL 0x1fffffu
 
 /* Macro stages (SMFIM_*), the index of a SETSYMLIST list. */
 enum milter_stage {
@@ -150,6 +150,12 @@ int milter_put_macros(struct buf *b, char stage_cmd, const char *const *names,
 /* SMFIC_CONNECT: family '4', '6', 'L' (unix) or 'U' (unknown: no port, no address). */
 int milter_put_connect(struct buf *b, const char *hostname, char family, uint16_t port,
 		       const char *addr);
+
+/* The text of a REPLYCODE reply (code, and its text "550 5.7.1 why", as parsed) as SMTP
+   reply lines in out: "550 5.7.1 why", a multi-line one with its dashes and LF between the
+   lines, the code on every line, an enhanced code added where the milter gave none; cut to
+   the whole lines that fit in size (at least 8) bytes, the last of them made final. */
+void milter_reply_lines(int code, const char *text, char *out, size_t size);
 
 /* Whether macro name (as "{name}" or "j") is in a SETSYMLIST list (space separated; braces
    optional on either side). */

@@ -39,7 +39,7 @@ struct authguard;
 struct sender_map;
 struct ldapauth_user;
 struct milter_set;
-struct milter_run;
+struct milter_sess;
 struct aliases;
 struct srs;
 
@@ -159,6 +159,10 @@ struct smtp_tx {
 	size_t nrcpt, rcpt_cap;
 	size_t rcpt_attempts;
 	size_t rcpt_accepted; /* RCPTs answered 250 (max_recipients counts these) */
+	size_t rcpt_first;    /* the RCPT the milters are asked about: its first entry */
+	char rcpt_asked[MAILADDR_TEXT_MAX + 1]; /* and its address, as given */
+	/* a refused RCPT's reply while the milters hear of it */
+	char rcpt_refusal[MAILADDR_TEXT_MAX + 200];
 	/* the message as it streams in */
 	struct store_blob *blob;
 	struct buf out; /* bytes waiting for store_blob_write */
@@ -178,9 +182,10 @@ struct smtp_tx {
 	struct store_queue_rcpt *qrcpt;     /* nrcpt - nlocal entries */
 	struct store_queue_rcpt *qrcpt_fwd; /* those forwarded off-site (an SRS sender) */
 	size_t nlocal, pending;
-	bool requeued;             /* failed local recipients went to the queue */
-	bool held;                 /* a milter quarantined it: queued, held */
-	struct milter_run *milter; /* milter.c's conversation, or NULL */
+	bool requeued; /* failed local recipients went to the queue */
+	bool held;     /* a milter quarantined it: queued, held */
+	/* the session's milters while they see it (milter.c), or NULL */
+	struct milter_sess *milter;
 	unsigned blob_part;        /* the partition the message file is in */
 	struct sieve_tx *sieve;    /* deliver_sieve.c's state, or NULL */
 	struct mtad_auth_tx *auth; /* mtad_auth.c's state, or NULL */
@@ -227,6 +232,8 @@ struct smtp_session {
 	int64_t cmd_us;         /* the last command's start (monotonic µs) */
 	unsigned cmd_idx;       /* its metrics label (mtad_metrics.c) */
 	bool cmd_open;          /* waiting for its final reply */
+	/* milter.c's conversation with the session's milters, or NULL: none */
+	struct milter_sess *milter;
 	TAILQ_ENTRY(smtp_session) entry;
 };
 
@@ -325,6 +332,18 @@ bool rcpt_srs_ours(const struct mtad *m, const char *addr);
 
 /* smtp_cmd.c: a new recipient entry at tx->rcpt[tx->nrcpt] (zeroed; not counted yet). */
 struct smtp_rcpt *smtp_rcpt_add(struct smtp_tx *tx);
+/* MAIL passed mtad's own checks (s->tx made): the milters are asked, then 250 or their
+   refusal is sent; resume: the caller is an asynchronous step (smtp_resume follows the
+   reply). */
+void smtp_mail_accepted(struct smtp_session *s, bool resume);
+/* A RCPT passed mtad's own checks: its entries are s->tx->rcpt[first, nrcpt) (none when
+   they were there already), addr as given; the milters are asked, then 250, or their
+   refusal and the entries dropped. resume as for smtp_mail_accepted. */
+void smtp_rcpt_accepted(struct smtp_session *s, const char *addr, size_t first, bool resume);
+/* A RCPT mtad refuses (the reply fmt...): the milters that asked for refused recipients hear
+   of it first (SMFIP_RCPT_REJ), then the reply is sent. resume as for smtp_mail_accepted. */
+void smtp_rcpt_refuse(struct smtp_session *s, const char *addr, bool resume, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
 /* deliver.c */
 /* Whether mailhost (a user's mailHost, NULL or "" when it has none) names a store host other

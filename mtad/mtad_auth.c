@@ -349,11 +349,11 @@ static void mail_reply(struct smtp_session *s, struct mtad_auth_tx *at)
 		s->ntx--;
 		smtp_set_state(s, ST_READY);
 		smtp_reply(s, "550 5.7.23 SPF validation failed%s%s", exp[0] ? ": " : "", exp);
+		smtp_resume(s);
 	} else {
 		smtp_set_state(s, ST_MAIL);
-		smtp_reply(s, "250 2.1.0 Ok");
+		smtp_mail_accepted(s, true); /* the milters, then the 250 */
 	}
-	smtp_resume(s);
 }
 
 bool mtad_auth_mail(struct smtp_session *s)

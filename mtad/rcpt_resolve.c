@@ -256,6 +256,7 @@ static void finish(struct rr_job *job)
 	struct smtp_session *s = job->s;
 	struct smtp_tx *tx = s->tx;
 	const char *rcpt = job->proto.addr;
+	char addr[MAILADDR_TEXT_MAX + 1];
 
 	if (job->temp) {
 		/* nothing of the RCPT stays: the client tries it again, whole */
@@ -278,19 +279,39 @@ static void finish(struct rr_job *job)
 				 "targets=%zu unknown=%zu result=ok",
 				 s->id, tx->qid, rcpt, tx->nrcpt - job->first + job->dups,
 				 job->unknown);
-		tx->rcpt_accepted++;
-		smtp_reply(s, "250 2.1.5 Ok");
+		/* the milters have their say, then the 250 */
+		bool resume = job->async;
+		size_t first = job->first;
+
+		str_lcpy(addr, rcpt, sizeof(addr));
+		job_free(job);
+		smtp_rcpt_accepted(s, addr, first, resume);
+		return;
 	} else if (job->why != NULL) {
 		log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> result=fail "
 			 "reason=\"%s\"",
 			 s->id, tx->qid, rcpt, job->why);
-		smtp_error(s, "550 5.4.6 <%s>: Recipient address rejected: %s", rcpt, job->why);
+		char why[200];
+		bool resume = job->async;
+
+		str_lcpy(why, job->why, sizeof(why));
+		str_lcpy(addr, rcpt, sizeof(addr));
+		job_free(job);
+		smtp_rcpt_refuse(s, addr, resume, "550 5.4.6 <%s>: Recipient address rejected: %s",
+				 addr, why);
+		return;
 	} else {
 		log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> result=fail "
 			 "reason=\"%s\"",
 			 s->id, tx->qid, rcpt,
 			 job->alias ? "alias has no valid target" : "no such user");
-		smtp_error(s, "550 5.1.1 <%s>: Recipient address rejected: User unknown", rcpt);
+		bool resume = job->async;
+
+		str_lcpy(addr, rcpt, sizeof(addr));
+		job_free(job);
+		smtp_rcpt_refuse(s, addr, resume,
+				 "550 5.1.1 <%s>: Recipient address rejected: User unknown", addr);
+		return;
 	}
 	bool resume = job->async;
 

@@ -1,8 +1,10 @@
 /* smtp_cmd.c — owns the command table and dispatcher (verb, states where it is allowed,
  * argument rule, handler) and the envelope commands: EHLO/HELO/LHLO, MAIL, RCPT with the relay
  * policy, RSET, NOOP, QUIT, VRFY, HELP, STARTTLS, XUID (the maildrop pickup's), and the
- * DATA/BDAT entry points. */
+ * DATA/BDAT entry points. EHLO/HELO, MAIL, RCPT, DATA and the first BDAT, once mtad's own
+ * checks let them through, wait for the milters' answer (milter_ask) before theirs. */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -90,6 +92,8 @@ void smtp_dispatch(struct smtp_session *s, const char *line, size_t len)
 		smtp_error(s, "500 5.5.2 Command unrecognized");
 		return;
 	}
+	if (c->fn != cmd_quit && milter_refused(s))
+		return; /* a milter refused the session at CONNECT or HELO */
 	const char *arg = line + vlen;
 	size_t alen = len - vlen;
 	while (alen > 0 && *arg == ' ') {
@@ -146,18 +150,45 @@ void smtp_ehlo_reply(struct smtp_session *s, bool esmtp)
 	smtp_reply(s, "250 ENHANCEDSTATUSCODES");
 }
 
+/* The reply to EHLO/HELO/LHLO once the milters answered (SF_ESMTP: which one). */
+static void helo_answer(struct smtp_session *s, const char *refusal, bool resume)
+{
+	smtp_set_state(s, ST_READY);
+	if (refusal != NULL)
+		milter_reply(s, refusal);
+	else if (s->flags & SF_ESMTP)
+		smtp_ehlo_reply(s, true);
+	else
+		smtp_reply(s, "250 %s", s->m->hostname);
+	if (resume)
+		smtp_resume(s);
+}
+
+static void helo_milter_cb(struct smtp_session *s, const char *refusal)
+{
+	helo_answer(s, refusal, true);
+}
+
+static void helo_ask(struct smtp_session *s)
+{
+	const char *refusal;
+
+	if (!milter_ask(s, MILTER_HELO, NULL, false, helo_milter_cb, &refusal))
+		helo_answer(s, refusal, false);
+}
+
 static void cmd_ehlo(struct smtp_session *s, const char *arg, size_t len)
 {
 	set_helo(s, arg, len);
 	s->flags |= SF_ESMTP;
-	smtp_ehlo_reply(s, true);
+	helo_ask(s);
 }
 
 static void cmd_helo(struct smtp_session *s, const char *arg, size_t len)
 {
 	set_helo(s, arg, len);
 	s->flags &= ~SF_ESMTP;
-	smtp_reply(s, "250 %s", s->m->hostname);
+	helo_ask(s);
 }
 
 /* "FROM:" / "TO:" then optional spaces; returns the rest or NULL. */
@@ -247,7 +278,38 @@ static void cmd_mail(struct smtp_session *s, const char *arg, size_t len)
 		 tx->qid, tx->from, mp.size);
 	if (mtad_auth_mail(s)) /* the reply waits for SPF */
 		return;
-	smtp_reply(s, "250 2.1.0 Ok");
+	smtp_mail_accepted(s, false);
+}
+
+static void mail_answer(struct smtp_session *s, const char *refusal, bool resume)
+{
+	if (refusal != NULL) {
+		log_info("%016" PRIx64 " smtp mail qid=%016" PRIx64 " from=<%s> result=fail "
+			 "reason=\"milter\"",
+			 s->id, s->tx->qid, s->tx->from);
+		smtp_tx_free(&s->tx);
+		s->ntx--;
+		smtp_set_state(s, ST_READY);
+		milter_reply(s, refusal);
+	} else {
+		smtp_set_state(s, ST_MAIL);
+		smtp_reply(s, "250 2.1.0 Ok");
+	}
+	if (resume)
+		smtp_resume(s);
+}
+
+static void mail_milter_cb(struct smtp_session *s, const char *refusal)
+{
+	mail_answer(s, refusal, true);
+}
+
+void smtp_mail_accepted(struct smtp_session *s, bool resume)
+{
+	const char *refusal;
+
+	if (!milter_ask(s, MILTER_MAIL, NULL, false, mail_milter_cb, &refusal))
+		mail_answer(s, refusal, resume);
 }
 
 struct smtp_rcpt *smtp_rcpt_add(struct smtp_tx *tx)
@@ -268,11 +330,73 @@ static void rcpt_accepted(struct smtp_session *s)
 	log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> local=%s result=ok", s->id,
 		 tx->qid, tx->rcpt[tx->nrcpt].addr, tx->rcpt[tx->nrcpt].local ? "yes" : "no");
 	tx->nrcpt++;
-	tx->rcpt_accepted++;
 	if (tx->rcpt[tx->nrcpt - 1].local)
 		tx->nlocal++;
-	smtp_set_state(s, ST_RCPT);
-	smtp_reply(s, "250 2.1.5 Ok");
+	const struct smtp_rcpt *r = &tx->rcpt[tx->nrcpt - 1];
+
+	smtp_rcpt_accepted(s, r->orig[0] ? r->orig : r->addr, tx->nrcpt - 1, false);
+}
+
+static void rcpt_answer(struct smtp_session *s, const char *refusal, bool resume)
+{
+	struct smtp_tx *tx = s->tx;
+
+	if (refusal != NULL) {
+		/* nothing of the RCPT stays */
+		log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> result=fail "
+			 "reason=\"milter\"",
+			 s->id, tx->qid, tx->rcpt_asked);
+		for (size_t i = tx->rcpt_first; i < tx->nrcpt; i++)
+			tx->nlocal -= tx->rcpt[i].local;
+		tx->nrcpt = tx->rcpt_first;
+		smtp_set_state(s, tx->nrcpt > 0 ? ST_RCPT : ST_MAIL);
+		milter_reply(s, refusal);
+	} else {
+		tx->rcpt_accepted++;
+		smtp_set_state(s, tx->nrcpt > 0 ? ST_RCPT : ST_MAIL);
+		smtp_reply(s, "250 2.1.5 Ok");
+	}
+	if (resume)
+		smtp_resume(s);
+}
+
+static void rcpt_milter_cb(struct smtp_session *s, const char *refusal)
+{
+	rcpt_answer(s, refusal, true);
+}
+
+void smtp_rcpt_accepted(struct smtp_session *s, const char *addr, size_t first, bool resume)
+{
+	struct smtp_tx *tx = s->tx;
+	const char *refusal;
+
+	tx->rcpt_first = first;
+	str_lcpy(tx->rcpt_asked, addr, sizeof(tx->rcpt_asked));
+	if (!milter_ask(s, MILTER_RCPT, addr, first >= tx->nrcpt || tx->rcpt[first].local,
+			rcpt_milter_cb, &refusal))
+		rcpt_answer(s, refusal, resume);
+}
+
+static void rcpt_refused_cb(struct smtp_session *s, const char *ignored)
+{
+	smtp_set_state(s, s->tx->nrcpt > 0 ? ST_RCPT : ST_MAIL);
+	smtp_error(s, "%s", s->tx->rcpt_refusal);
+	smtp_resume(s);
+}
+
+void smtp_rcpt_refuse(struct smtp_session *s, const char *addr, bool resume, const char *fmt, ...)
+{
+	struct smtp_tx *tx = s->tx;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(tx->rcpt_refusal, sizeof(tx->rcpt_refusal), fmt, ap);
+	va_end(ap);
+	if (milter_rcpt_refused(s, addr, tx->rcpt_refusal, rcpt_refused_cb))
+		return;
+	smtp_error(s, "%s", tx->rcpt_refusal);
+	if (resume)
+		smtp_resume(s);
 }
 
 static bool may_relay(const struct smtp_session *s)
@@ -285,7 +409,7 @@ static void relay_refused(struct smtp_session *s, const char *addr, const char *
 	log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> addr=%s result=fail "
 		 "reason=\"%s\"",
 		 s->id, s->tx->qid, addr, s->addr, why);
-	smtp_error(s, "554 5.7.1 <%s>: Relay access denied", addr);
+	smtp_rcpt_refuse(s, addr, false, "554 5.7.1 <%s>: Relay access denied", addr);
 }
 
 /* A RCPT to an SRS address of ours (a bounce of a forwarded copy): to the address it stands
@@ -304,7 +428,9 @@ static void rcpt_srs(struct smtp_session *s, struct smtp_rcpt *r)
 		log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> srs=yes result=fail "
 			 "reason=\"%s\"",
 			 s->id, s->tx->qid, r->addr, why != NULL ? why : "relay trick");
-		smtp_error(s, "550 5.1.1 <%s>: Recipient address rejected: User unknown", r->addr);
+		smtp_rcpt_refuse(s, r->addr, false,
+				 "550 5.1.1 <%s>: Recipient address rejected: User unknown",
+				 r->addr);
 		return;
 	}
 	log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> srs=yes orig_to=<%s>", s->id,
@@ -346,7 +472,9 @@ static void rcpt_route(struct smtp_session *s, struct smtp_rcpt *r, const struct
 		return;
 	}
 	if (tricks != 0) {
-		smtp_error(s, "550 5.1.1 <%s>: Recipient address rejected: User unknown", r->addr);
+		smtp_rcpt_refuse(s, r->addr, false,
+				 "550 5.1.1 <%s>: Recipient address rejected: User unknown",
+				 r->addr);
 		return;
 	}
 	if (a->domain[0] == '\0')
@@ -412,16 +540,68 @@ static void cmd_rcpt(struct smtp_session *s, const char *arg, size_t len)
 	rcpt_route(s, r, &a);
 }
 
+static void data_answer(struct smtp_session *s, const char *refusal, bool resume)
+{
+	if (refusal != NULL) {
+		smtp_tx_free(&s->tx);
+		smtp_set_state(s, ST_READY);
+		milter_reply(s, refusal);
+	} else if (smtp_data_start(s) < 0) {
+		smtp_set_state(s, ST_RCPT);
+	} else {
+		smtp_set_state(s, ST_DATA);
+		smtp_reply(s, "354 End data with <CR><LF>.<CR><LF>");
+	}
+	if (resume)
+		smtp_resume(s);
+}
+
+static void data_milter_cb(struct smtp_session *s, const char *refusal)
+{
+	data_answer(s, refusal, true);
+}
+
 static void cmd_data(struct smtp_session *s, const char *arg, size_t len)
 {
+	const char *refusal;
+
 	if (s->tx->nrcpt == 0) {
 		smtp_error(s, "554 5.5.1 No valid recipients");
 		return;
 	}
-	if (smtp_data_start(s) < 0)
-		return;
-	smtp_set_state(s, ST_DATA);
-	smtp_reply(s, "354 End data with <CR><LF>.<CR><LF>");
+	if (!milter_ask(s, MILTER_DATA, NULL, false, data_milter_cb, &refusal))
+		data_answer(s, refusal, false);
+}
+
+/* The first BDAT (its size and LAST in s->tx's chunk_left and chunk_last) once the milters
+   answered: its chunk is read, or dropped when refused. */
+static void bdat_answer(struct smtp_session *s, const char *refusal, bool resume)
+{
+	struct smtp_tx *tx = s->tx;
+	uint64_t size = tx->chunk_left;
+
+	if (refusal != NULL || smtp_data_start(s) < 0) {
+		tx->chunk_left = 0;
+		s->discard_left = size;
+		if (refusal != NULL) {
+			smtp_tx_free(&s->tx);
+			smtp_set_state(s, ST_READY);
+			milter_reply(s, refusal);
+		} else {
+			smtp_set_state(s, ST_RCPT);
+		}
+	} else {
+		smtp_set_state(s, ST_BDAT);
+		if (size == 0)
+			smtp_bdat_feed(s, NULL);
+	}
+	if (resume)
+		smtp_resume(s);
+}
+
+static void bdat_milter_cb(struct smtp_session *s, const char *refusal)
+{
+	bdat_answer(s, refusal, true);
 }
 
 /* BDAT size [LAST] (RFC 3030). A refused BDAT still has its chunk read and dropped. */
@@ -449,15 +629,15 @@ static void cmd_bdat(struct smtp_session *s, const char *arg, size_t len)
 					    : "554 5.5.1 No valid recipients");
 		return;
 	}
-	if (s->state != ST_BDAT) {
-		if (smtp_data_start(s) < 0) {
-			s->discard_left = size;
-			return;
-		}
-		smtp_set_state(s, ST_BDAT);
-	}
 	s->tx->chunk_left = size;
 	s->tx->chunk_last = last;
+	if (s->state != ST_BDAT) {
+		const char *refusal;
+
+		if (!milter_ask(s, MILTER_DATA, NULL, false, bdat_milter_cb, &refusal))
+			bdat_answer(s, refusal, false);
+		return;
+	}
 	if (size == 0)
 		smtp_bdat_feed(s, NULL);
 }

@@ -1,6 +1,7 @@
 /* smtp_session.c — owns one SMTP/LMTP connection: its state (changed only in smtp_set_state),
  * the input loop that takes pipelined commands one at a time and pauses while the directory or
- * the store works, timeouts, the greeting (with its optional delay), STARTTLS and the close.
+ * the store works, timeouts, the greeting (with its optional delay, and after the milters'
+ * answer to the connect), STARTTLS and the close.
  * Commands are in smtp_cmd.c, message data in smtp_data.c. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 #include "common/net.h"
 #include "common/tls.h"
 #include "common/xmalloc.h"
+#include "mtad/milter.h"
 #include "mtad/mtad.h"
 
 /* Input kept while a command waits (bounded: reading pauses above it). */
@@ -140,10 +142,27 @@ static void setup_bev(struct smtp_session *s)
 	bufferevent_enable(s->bev, EV_READ | EV_WRITE);
 }
 
-static void send_greeting(struct smtp_session *s)
+static void greet(struct smtp_session *s)
 {
 	smtp_set_state(s, ST_CONNECTED);
 	smtp_reply(s, "220 %s %s Heron", s->m->hostname, s->kind == L_LMTP ? "LMTP" : "ESMTP");
+}
+
+/* The milters answered the connect: the greeting (a refusal of theirs is the reply to every
+   command from now on, milter_refused). */
+static void connect_milter_cb(struct smtp_session *s, const char *refusal)
+{
+	greet(s);
+	smtp_resume(s);
+}
+
+/* The milters are asked about the connection before the greeting. */
+static void send_greeting(struct smtp_session *s)
+{
+	const char *refusal;
+
+	if (!milter_ask(s, MILTER_CONNECT, NULL, false, connect_milter_cb, &refusal))
+		greet(s);
 }
 
 static void greeting_cb(evutil_socket_t fd, short what, void *arg)
@@ -479,6 +498,7 @@ static void session_free(struct smtp_session *s)
 	sender_own_set(s, NULL);
 	smtp_scram_free(s);
 	smtp_tx_free(&s->tx);
+	milter_session_free(s);
 	if (s->bev != NULL)
 		bufferevent_free(s->bev);
 	buf_release(&s->line);

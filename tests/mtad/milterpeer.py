@@ -1,8 +1,11 @@
 """milterpeer.py — a small milter (the Sendmail/Postfix milter protocol, version 6, milter
 side) for mtad's tests, written from the protocol description: it negotiates the actions and
-steps a test asks for, records every command and macro it is sent, and answers the end of
-the message with the packets of the test's plan (changes, then a final reply), or misbehaves
-as told (garbage, a close in the middle of a reply, silence, a packet length past any limit).
+steps a test asks for, records every command and macro it is sent, answers each command
+(connect, HELO, MAIL, RCPT, DATA, ...) with the test's reply for it (continue unless told:
+reject, tempfail, a reply code, accept, discard; a function of the command's data picks one
+per recipient), answers the end of the message with the packets of the test's plan
+(changes, then a final reply), or misbehaves as told (garbage, a close after a given command
+or in the middle of a reply, silence, a packet length past any limit).
 
     peer = MilterPeer(); peer.plan = Plan(eob=[ADDHEADER("X-A", "1"), CONTINUE])"""
 import socket
@@ -69,17 +72,20 @@ def QUARANTINE(reason):
 
 class Plan:
     """What the milter does: actions and protocol flags it asks for, symlists (stage ->
-    macro names), replies to given commands (cmd byte -> packet bytes, in place of
-    CONTINUE), the end-of-message packets, a delay before them, and garbage to send at
-    negotiation instead of the answer."""
+    macro names), replies to given commands (cmd byte -> packet bytes in place of CONTINUE,
+    or a function of the command's data giving them), the end-of-message packets, a delay
+    before them, garbage to send at negotiation instead of the answer, and a command after
+    whose answer it closes the connection (die_after)."""
 
     def __init__(self, eob=(CONTINUE,), actions=SMFIF_ALL, protocol=0, replies=None,
-                 symlists=None, eob_delay=0.0, optneg_raw=None, close_after=None):
+                 symlists=None, eob_delay=0.0, optneg_raw=None, close_after=None,
+                 die_after=None):
         self.eob, self.actions, self.protocol = list(eob), actions, protocol
         self.replies = replies or {}
         self.symlists = symlists or {}
         self.eob_delay, self.optneg_raw = eob_delay, optneg_raw
         self.close_after = close_after  # bytes of the eob packets sent before closing
+        self.die_after = die_after  # cmd byte: closes once it answered that command
 
 
 class Conversation:
@@ -151,7 +157,10 @@ class _Handler(socketserver.BaseRequestHandler):
                 elif cmd == b"B":
                     conv.body += data
                 if not self.no_reply(plan, cmd):
-                    self.request.sendall(plan.replies.get(cmd, CONTINUE))
+                    reply = plan.replies.get(cmd, CONTINUE)
+                    self.request.sendall(reply(data) if callable(reply) else reply)
+            if cmd == plan.die_after:
+                return
 
     @staticmethod
     def no_reply(plan, cmd):

@@ -1,19 +1,24 @@
 #!/usr/bin/env python3
-"""test_milter.py — milters at the end of data, against a milter written in the test
-(milterpeer.py): what mtad sends (option negotiation, connect/HELO/MAIL/RCPT/DATA with the
-macros Postfix sends, every header, the body, the end), each action a milter takes (accept,
-reject with its own reply text, tempfail, discard, quarantine as a held queue entry, header
-add/insert/change/delete, body replacement, recipients added and removed, sender changed),
-negotiated steps left out or left unanswered, macro lists asked for, two milters in a row
-(the second sent the message, sender and recipients as the first changed them),
-and each failure (down, silent past its timeout, garbage, a close in the middle of a reply,
-a packet length past the limit): the milter's default action, answered in bounded time, a
-log line, and mtad serving the next message.
+"""test_milter.py — milters, one conversation per SMTP session, against a milter written in
+the test (milterpeer.py): what mtad sends (option negotiation, connect/HELO/MAIL/RCPT/DATA
+with the macros Postfix sends, each as its SMTP command comes, every header, the body, the
+end, abort and quit), each action a milter takes at each step (at CONNECT or HELO a refusal
+answers every later command; at MAIL the transaction, at RCPT only that recipient, at DATA
+or the first BDAT the message is refused; accept leaves the milter out, discard at an
+envelope step drops the message; at the end: reject with its own reply text, tempfail,
+discard, quarantine as a held queue entry, header add/insert/change/delete, body
+replacement, recipients added and removed, sender changed), negotiated steps left out or
+left unanswered, refused recipients sent to a milter that asks, macro lists asked for, two
+milters in a row (the second sent the message as the first changed it), and each failure
+(down, silent past its timeout, garbage, a close after a step or in the middle of a reply,
+a packet length past the limit): the milter's default action at that step, answered in
+bounded time, a log line, and mtad serving the next session.
 
   test_milter.py SOURCE_ROOT MTAD STORE_PEEK"""
 import os
 import signal
 import smtplib
+import socket
 import sys
 import tempfile
 import time
@@ -137,12 +142,10 @@ def test_multiline_replycode():
 def test_reject_tempfail_discard():
     assert_eq(run(Plan(eob=[REJECT]), "rej")[0], 550)
     assert_eq(run(Plan(eob=[TEMPFAIL]), "tmp")[0], 451)
-    # a reject at RCPT refuses the message (the recipients were answered already)
-    assert_eq(run(Plan(replies={b"R": REJECT}), "rcptrej")[0], 550)
     code, text = run(Plan(eob=[DISCARD]), "disc")
     assert_eq(code, 250)
     time.sleep(0.5)
-    for s in ("rej", "tmp", "rcptrej", "disc"):
+    for s in ("rej", "tmp", "disc"):
         assert inbox_message("user1", s) is None, s
     assert_in("status=discarded", mtad.logtext())
 
@@ -248,17 +251,20 @@ def test_two_milters():
         body = stored("user1", "two")
         assert_in(b"X-First-Milter: 1\r\n", body)
         assert_in(b"X-Second: 2\r\n", body)
-        # the first one refuses: the second is not asked
+        # the first one refuses the message: the second is not sent it, and is told the
+        # transaction ended
         peer2.reset(Plan())
         assert_eq(run(Plan(eob=[REJECT]), "two-rej")[0], 550)
-        assert_eq(peer2.conversations, [])
+        cmds = [c for c, _ in peer2.last().commands if c != b"D"]
+        assert_eq(cmds, [b"O", b"C", b"H", b"M", b"R", b"T", b"A", b"Q"])
     finally:
         milters(smtpd_milters=peer.address)
 
 
 def test_chained_milters_see_the_changes():
-    # the second milter is sent the message as the first one left it: its header fields,
-    # its body, its sender and recipients; its own changes apply to that message
+    # the second milter is sent the message as the first one left it: its header fields and
+    # its body (the envelope went to both as the client gave it, command by command); its
+    # own changes apply to that message and to the envelope as the first changed it
     first = Plan(eob=[ADDHEADER("X-First-Milter", "1"), CHGHEADER(1, "Subject", "chain2"),
                       CHGHEADER(1, "X-Remove", ""), REPLBODY(b"body of the first\r\n"),
                       ADDRCPT("<user2@heron.test>"), CHGFROM("<bounces@heron.test>"),
@@ -275,10 +281,8 @@ def test_chained_milters_see_the_changes():
         assert_not_in("X-Remove", [n for n, _ in conv.headers])
         assert_eq(conv.body, b"body of the first\r\n")
         cmds = conv.commands
-        assert_eq(dict(cmds)[b"M"], b"<bounces@heron.test>\0")
-        assert_eq([d for c, d in cmds if c == b"R"],
-                  [b"<user1@heron.test>\0", b"<user2@heron.test>\0"])
-        assert_eq(conv.macros["{mail_addr}"], "bounces@heron.test")
+        assert_eq(dict(cmds)[b"M"], b"<user3@heron.test>\0")
+        assert_eq([d for c, d in cmds if c == b"R"], [b"<user1@heron.test>\0"])
         # the first milter saw the message as sent
         assert_in(("Subject", "chain1"), peer.last().headers)
         body = stored("user2", "chain2", 30)
@@ -287,15 +291,200 @@ def test_chained_milters_see_the_changes():
         assert_not_in(b"X-Remove", body)
         assert body.endswith(b"\r\n\r\nbody of the second\r\n"), body
         assert inbox_message("user1", "chain2") is None
-        # all recipients removed by the first: the second is not asked, nothing is kept
+        # all recipients removed by the first: the second is not sent the message, nothing
+        # is kept
         peer2.reset(Plan())
         gone = Plan(eob=[DELRCPT("<user1@heron.test>"), CONTINUE])
         assert_eq(run(gone, "chain-none")[0], 250)
-        assert_eq(peer2.conversations, [])
+        assert_not_in(b"E", [c for c, _ in peer2.last().commands])
         assert_in("status=discarded", mtad.logtext())
     finally:
         milters(smtpd_milters=peer.address)
 
+
+
+class Dialogue:
+    """A raw SMTP session: each command's whole reply (its lines joined by LF)."""
+
+    def __init__(self, port=None):
+        self.sock = socket.create_connection(("127.0.0.1", port or mtad.port), timeout=30)
+        self.f = self.sock.makefile("rwb")
+        self.greeting = self.reply()
+
+    def reply(self):
+        lines = []
+        while True:
+            line = self.f.readline()
+            if not line:
+                raise EOFError("mtad closed the connection")
+            lines.append(line.decode().rstrip("\r\n"))
+            if line[3:4] != b"-":
+                return "\n".join(lines)
+
+    def cmd(self, line, raw=b""):
+        self.f.write(line.encode() + b"\r\n" + raw)
+        self.f.flush()
+        return self.reply()
+
+    def close(self):
+        self.f.close()
+        self.sock.close()
+
+
+def commands(conv):
+    return [c for c, _ in conv.commands if c != b"D"]
+
+
+TEMPFAIL_TEXT = "451 4.7.1 Service unavailable - try again later"
+
+
+def test_connect_refused_every_command():
+    peer.reset(Plan(replies={b"C": REPLYCODE("554 5.7.1 Go away, bad neighbourhood")}))
+    d = Dialogue()
+    assert d.greeting.startswith("220 "), d.greeting
+    for line in ("EHLO client.test", "MAIL FROM:<user3@heron.test>",
+                 "RCPT TO:<user1@heron.test>", "DATA", "NOOP", "RSET", "HELO again.test"):
+        assert_eq(d.cmd(line), "554 5.7.1 Go away, bad neighbourhood", line)
+    assert d.cmd("QUIT").startswith("221 ")
+    d.close()
+    # asked once, before the greeting; told nothing more but the end
+    assert_eq(commands(peer.last()), [b"O", b"C", b"Q"])
+    assert_in("step=connect result=reject", mtad.logtext())
+
+
+def test_helo_tempfail_refuses_the_session():
+    peer.reset(Plan(replies={b"H": TEMPFAIL}))
+    d = Dialogue()
+    assert d.greeting.startswith("220 "), d.greeting
+    assert_eq(d.cmd("EHLO client.test"), TEMPFAIL_TEXT)
+    assert_eq(d.cmd("MAIL FROM:<user3@heron.test>"), TEMPFAIL_TEXT)
+    assert_eq(d.cmd("EHLO other.test"), TEMPFAIL_TEXT)
+    assert d.cmd("QUIT").startswith("221 ")
+    d.close()
+    conv = peer.last()
+    assert_eq(commands(conv), [b"O", b"C", b"H", b"Q"])
+    assert_eq(dict(conv.commands)[b"H"], b"client.test\0")
+
+
+def test_mail_rejected_with_its_text():
+    def mail(data):
+        return REPLYCODE("550 5.7.1 Sender not welcome here") if b"user3" in data else CONTINUE
+    peer.reset(Plan(replies={b"M": mail}))
+    d = Dialogue()
+    assert d.cmd("EHLO client.test").startswith("250-")
+    assert_eq(d.cmd("MAIL FROM:<user3@heron.test>"), "550 5.7.1 Sender not welcome here")
+    assert_eq(d.cmd("RCPT TO:<user1@heron.test>"), "503 5.5.1 Bad sequence of commands")
+    # the session goes on: another sender is let through
+    assert_eq(d.cmd("MAIL FROM:<user2@heron.test>"), "250 2.1.0 Ok")
+    assert d.cmd("QUIT").startswith("221 ")
+    d.close()
+    # the refused transaction and the one left open are each ended with an abort
+    assert_eq(commands(peer.last()), [b"O", b"C", b"H", b"M", b"A", b"M", b"A", b"Q"])
+
+
+def test_one_rcpt_of_two_refused():
+    def rcpt(data):
+        return REPLYCODE("550 5.7.1 Not for this one") if b"user2" in data else CONTINUE
+    peer.reset(Plan(replies={b"R": rcpt}))
+    with smtplib.SMTP("127.0.0.1", mtad.port, timeout=30) as c:
+        c.ehlo("client.test")
+        assert_eq(c.mail("user3@heron.test")[0], 250)
+        assert_eq(c.rcpt("user1@heron.test"), (250, b"2.1.5 Ok"))
+        assert_eq(c.rcpt("user2@heron.test"), (550, b"5.7.1 Not for this one"))
+        code, _ = c.data(MESSAGE.format(subject="one-of-two").encode())
+        assert_eq(code, 250)
+    stored("user1", "one-of-two")
+    conv = peer.last()
+    assert_eq([d for c, d in conv.commands if c == b"R"],
+              [b"<user1@heron.test>\0", b"<user2@heron.test>\0"])
+    assert_in(b"E", commands(conv))
+    time.sleep(0.5)
+    assert inbox_message("user2", "one-of-two") is None
+    # the 250'd message is stored once
+    subjects = [store.body("user1", uid) for uid, _b, _s in store.inbox("user1")]
+    assert_eq(sum(b"Subject: one-of-two\r\n" in b for b in subjects), 1)
+
+
+def test_discard_at_rcpt_drops_the_message():
+    peer.reset(Plan(replies={b"R": DISCARD}))
+    before = len(mtad.logtext())
+    with smtplib.SMTP("127.0.0.1", mtad.port, timeout=30) as c:
+        c.ehlo("client.test")
+        c.mail("user3@heron.test")
+        assert_eq(c.rcpt("user1@heron.test")[0], 250)
+        assert_eq(c.rcpt("user2@heron.test")[0], 250)
+        assert_eq(c.data(MESSAGE.format(subject="rcpt-discard").encode())[0], 250)
+    # the message is not asked about any more: one RCPT, no DATA, no message
+    assert_eq(commands(peer.last()), [b"O", b"C", b"H", b"M", b"R", b"A", b"Q"])
+    time.sleep(0.5)
+    for user in ("user1", "user2"):
+        assert inbox_message(user, "rcpt-discard") is None, user
+    assert_in("status=discarded", mtad.logtext()[before:])
+
+
+def test_accept_at_connect_leaves_the_milter_out():
+    code, _ = run(Plan(replies={b"C": ACCEPT}), "conn-accept")
+    assert_eq(code, 250)
+    stored("user1", "conn-accept")
+    assert_eq(commands(peer.last()), [b"O", b"C", b"Q"])
+
+
+def test_data_and_bdat_refused():
+    peer.reset(Plan(replies={b"T": REPLYCODE("554 5.7.1 No data today")}))
+    d = Dialogue()
+    d.cmd("EHLO client.test")
+    assert_eq(d.cmd("MAIL FROM:<user3@heron.test>"), "250 2.1.0 Ok")
+    assert_eq(d.cmd("RCPT TO:<user1@heron.test>"), "250 2.1.5 Ok")
+    assert_eq(d.cmd("DATA"), "554 5.7.1 No data today")
+    assert_eq(d.cmd("RCPT TO:<user1@heron.test>"), "503 5.5.1 Bad sequence of commands")
+    # the first BDAT is asked about: refused, its chunk is read and dropped
+    assert_eq(d.cmd("MAIL FROM:<user3@heron.test>"), "250 2.1.0 Ok")
+    assert_eq(d.cmd("RCPT TO:<user1@heron.test>"), "250 2.1.5 Ok")
+    chunk = b"Subject: bdat-refused\r\n\r\nx\r\n"
+    assert_eq(d.cmd(f"BDAT {len(chunk)} LAST", chunk), "554 5.7.1 No data today")
+    assert_eq(d.cmd("NOOP"), "250 2.0.0 Ok")
+    d.cmd("QUIT")
+    d.close()
+    assert_eq(commands(peer.last()).count(b"T"), 2)
+    time.sleep(0.5)
+    assert inbox_message("user1", "bdat-refused") is None
+
+
+def test_refused_recipients_told_when_asked():
+    peer.reset(Plan(protocol=0x800))  # SMFIP_RCPT_REJ
+    d = Dialogue()
+    d.cmd("EHLO client.test")
+    d.cmd("MAIL FROM:<user3@heron.test>")
+    assert d.cmd("RCPT TO:<nobody@heron.test>").startswith("550 5.1.1 "), "unknown user"
+    d.cmd("QUIT")
+    d.close()
+    conv = peer.last()
+    assert_eq([d for c, d in conv.commands if c == b"R"], [b"<nobody@heron.test>\0"])
+    assert_eq(conv.macros["{rcpt_mailer}"], "error")
+    assert_eq(conv.macros["{rcpt_host}"], "5.1.1")
+    # without the flag, a refused recipient is not sent
+    peer.reset(Plan())
+    d = Dialogue()
+    d.cmd("EHLO client.test")
+    d.cmd("MAIL FROM:<user3@heron.test>")
+    assert d.cmd("RCPT TO:<nobody@heron.test>").startswith("550 5.1.1 ")
+    d.cmd("QUIT")
+    d.close()
+    assert_not_in(b"R", commands(peer.last()))
+
+
+def test_milter_dying_after_connect_gets_the_default_at_mail():
+    # NOHELO: after CONNECT its next step is MAIL
+    peer.reset(Plan(protocol=0x02, die_after=b"C"))
+    assert_eq(ehlo(), (250, 451))
+    assert_in("connection closed", mtad.logtext())
+    milters(smtpd_milters=f"{{ {peer.address}, default_action=accept }}")
+    try:
+        peer.reset(Plan(protocol=0x02, die_after=b"C"))
+        assert_eq(send("died-accept")[0], 250)
+        stored("user1", "died-accept")
+    finally:
+        milters(smtpd_milters=peer.address)
 
 def failure(plan, subject, want, limit=10.0):
     t0 = time.monotonic()
@@ -305,10 +494,22 @@ def failure(plan, subject, want, limit=10.0):
     assert_lt(took, limit)
 
 
+def ehlo(plan=None):
+    """(code, text) of the answers to EHLO and MAIL in a new session."""
+    if plan is not None:
+        peer.reset(plan)
+    with smtplib.SMTP("127.0.0.1", mtad.port, timeout=30) as c:
+        code, _ = c.ehlo("client.test")
+        mail = c.mail("user3@heron.test")
+        return code, mail[0]
+
+
 def test_failures_get_the_default_action():
-    failure(Plan(optneg_raw=b"\x00\x00\x00\x05xhello"), "garbage", 451)
+    # at the negotiation (before the greeting): the session is refused with the default
+    assert_eq(ehlo(Plan(optneg_raw=b"\x00\x00\x00\x05xhello")), (451, 451))
+    assert_eq(ehlo(Plan(optneg_raw=b"\x7f\xff\xff\xff")), (451, 451))
+    # at the end of the message
     failure(Plan(eob=[REPLYCODE("554 5.7.1 cut short")], close_after=7), "midclose", 451)
-    failure(Plan(optneg_raw=b"\x7f\xff\xff\xff"), "toolong", 451)
     failure(Plan(eob_delay=5.0), "silent", 451)
     log = mtad.logtext()
     for why in ("unknown reply", "connection closed", "packet too long", "timed out"):
@@ -322,9 +523,9 @@ def test_down_milter_default_actions():
     down = f"inet:127.0.0.1:{closed_port()}"
     milters(smtpd_milters=down)
     try:
-        assert_eq(send("down")[0], 451)
+        assert_eq(ehlo(), (451, 451))
         milters(milter_default_action="reject")
-        assert_eq(send("down-rej")[0], 554)
+        assert_eq(ehlo(), (554, 554))
         # one milter's own setting wins over the default
         milters(smtpd_milters=f"{{ {down}, default_action=accept }}")
         assert_eq(send("down-acc")[0], 250)
@@ -397,6 +598,12 @@ def main():
              test_action_not_negotiated_is_garbage, test_steps_left_out_and_unanswered,
              test_symlist_limits_macros, test_two_milters,
              test_chained_milters_see_the_changes,
+             test_connect_refused_every_command, test_helo_tempfail_refuses_the_session,
+             test_mail_rejected_with_its_text, test_one_rcpt_of_two_refused,
+             test_discard_at_rcpt_drops_the_message,
+             test_accept_at_connect_leaves_the_milter_out, test_data_and_bdat_refused,
+             test_refused_recipients_told_when_asked,
+             test_milter_dying_after_connect_gets_the_default_at_mail,
              test_failures_get_the_default_action, test_down_milter_default_actions,
              test_per_milter_timeout, test_lmtp_gets_non_smtpd_milters,
              test_bad_list_refused_at_start]
