@@ -620,8 +620,8 @@ const struct conf_key conf_keys[] = {
 	  "milters for mail received over LMTP (the local submission path), same syntax",
 	  CONF_AT(milter.non_smtpd_milters) },
 	{ "milter", "milter_default_action", CONF_ENUM, 0, 0, "tempfail", "tempfail|accept|reject",
-	  "what a message gets when a milter is down, times out or answers garbage: 451, "
-	  "accepted as if the milter were not there, or 554",
+	  "what a step (or the message) gets when a milter is down, times out or answers "
+	  "garbage: 451, accepted as if the milter were not there, or 554",
 	  CONF_AT(milter.default_action) },
 	{ "milter", "connect_timeout", CONF_DURATION, 100, 1 * HOUR, "30s", NULL,
 	  "time to connect to a milter and negotiate options",

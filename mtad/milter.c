@@ -176,11 +176,6 @@ void milter_reload(struct mtad *m, const struct conf *c)
 	m->milters = set;
 }
 
-bool milter_wanted(const struct smtp_session *s)
-{
-	return s->milter != NULL && !s->milter->tx_discard;
-}
-
 /* ---- packets ---- */
 
 static void send_pkt(struct milter_conn *c)

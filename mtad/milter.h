@@ -54,16 +54,15 @@ bool milter_refused(struct smtp_session *s);
 /* Sends a refusal's reply lines, counted as one error; a 421 closes the session. */
 void milter_reply(struct smtp_session *s, const char *refusal);
 
-/* Whether the message of s's transaction goes through milters. */
-bool milter_wanted(const struct smtp_session *s);
 /* The data of s's transaction ended without error (state ST_WAIT): the milters get the
    message; then the transaction is refused (4xx/5xx, their text), discarded (250, nothing
    kept), or, with their changes applied, goes on to deliver_commit. A milter that fails gets
-   its default action. Never blocks, never answers before the milters finished. */
+   its default action; a message a milter discarded at an envelope step is dropped (250)
+   without asking. Never blocks, never answers before the milters finished. */
 void milter_run(struct smtp_session *s);
 /* The end of data once mtad's own checks let the message through (state ST_WAIT): the
-   milters when milter_wanted(s) (milter_run), else deliver_commit at once. The one call for
-   every end-of-data path. */
+   milters when the session has any (milter_run), else deliver_commit at once. The one call
+   for every end-of-data path. */
 void milter_then_commit(struct smtp_session *s);
 /* The transaction ends (smtp_tx_free): the milters that saw it begin and not end are sent
    SMFIC_ABORT; what milters decided for it is forgotten. */
