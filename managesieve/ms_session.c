@@ -1,7 +1,8 @@
 /* ms_session.c — owns one ManageSieve (RFC 5804) connection: the greeting with the
  * capabilities, the command parser (atoms, quoted strings, literals {n+} and {n}, with line
  * and script limits checked before anything is kept), STARTTLS, AUTHENTICATE PLAIN through
- * ldapauth, and the script commands over the store's sieve DBI; every write goes through the
+ * ldapauth and SCRAM-SHA-256[-PLUS] (common/sasl.h over ldapauth_scram's secret, bound to the
+ * TLS session), and the script commands over the store's sieve DBI; every write goes through the
  * group commit and the reply is sent from its callback. */
 #include <ctype.h>
 #include <inttypes.h>
@@ -69,13 +70,22 @@ static void reply_no(struct ms_session *s, const char *code, const char *text)
 	out(s, "\r\n");
 }
 
+/* SCRAM is offered where PLAIN is, when the directory gives secrets; -PLUS with TLS. */
+static bool scram_offered(const struct ms_session *s, bool plus)
+{
+	return s->srv->auth != NULL && ldapauth_scram_capable(s->srv->auth) &&
+	       (s->tls || s->srv->allow_plaintext) && (s->tls || !plus);
+}
+
 static void capabilities(struct ms_session *s)
 {
 	struct ms_server *srv = s->srv;
 
 	out(s, "\"IMPLEMENTATION\" \"Heron\"\r\n");
 	if (s->tls || srv->allow_plaintext)
-		out(s, "\"SASL\" \"PLAIN\"\r\n");
+		out(s, "\"SASL\" \"PLAIN%s%s\"\r\n",
+		    scram_offered(s, false) ? " SCRAM-SHA-256" : "",
+		    scram_offered(s, true) ? " SCRAM-SHA-256-PLUS" : "");
 	else
 		out(s, "\"SASL\" \"\"\r\n");
 	out(s, "\"SIEVE\" \"%s\"\r\n", sieve_extensions());
@@ -156,6 +166,16 @@ void ms_session_new(struct ms_server *srv, int fd, const char *addr, const char 
 	capabilities(s);
 }
 
+/* Ends a SCRAM exchange; one given up before its outcome is "temporary" to the throttle. */
+static void scram_end(struct ms_session *s)
+{
+	if (s->scram_charged)
+		authguard_temp(s->srv->guard, s->host, s->auth_user);
+	s->scram_charged = false;
+	sasl_scram_free(&s->scram);
+	s->scram_step = 0;
+}
+
 static void ms_free(struct ms_session *s)
 {
 	struct ms_server *srv = s->srv;
@@ -172,6 +192,7 @@ static void ms_free(struct ms_session *s)
 		sasl_plain_wipe(s->plain);
 		free(s->plain);
 	}
+	scram_end(s);
 	TAILQ_REMOVE(&srv->sessions, s, entry);
 	srv->nsessions--;
 	bufferevent_free(s->bev);
@@ -410,8 +431,20 @@ static bool name_ok(const struct ms_arg *a)
 	return true;
 }
 
+/* an authentication step ended; nested: it ran from the session's own input loop, which
+   reads on by itself (resume would enter it again) */
+static void auth_step_done(struct ms_session *s, bool nested)
+{
+	if (!nested) {
+		resume(s);
+		return;
+	}
+	s->busy = false;
+	bufferevent_enable(s->bev, EV_READ);
+}
+
 /* the answer to a failed check, after the throttle's hold */
-static void auth_fail_reply(struct ms_session *s)
+static void auth_fail_reply(struct ms_session *s, bool nested)
 {
 	reply_no(s, NULL, "Authentication failed");
 	if (s->auth_failures >= 3) {
@@ -420,46 +453,51 @@ static void auth_fail_reply(struct ms_session *s)
 		closing(s);
 		return;
 	}
-	resume(s);
+	auth_step_done(s, nested);
 }
 
-static void auth_done(const struct ldapauth_reply *r, void *arg)
+/* A check's outcome (PLAIN's through ldapauth or SCRAM's): the throttle, the log, the reply
+   (with SCRAM's server-final as "OK (SASL ...)"). The session is busy (input paused); nested:
+   called from its own input loop, which goes on by itself. */
+static void auth_outcome(struct ms_session *s, enum ldapauth_result result, const char *reason,
+			 const char *login, int partition, const char *sasl_final, bool nested)
 {
-	struct ms_session *s = arg;
 	struct authguard *g = s->srv->guard;
 	int64_t hold;
 
-	s->req = NULL;
-	ldapauth_metrics_login(r->result);
-	if (r->result == LDAPAUTH_OK)
+	ldapauth_metrics_login(result);
+	if (result == LDAPAUTH_OK)
 		authguard_ok(g, s->host, s->auth_user);
-	else if (r->result == LDAPAUTH_ETEMP)
+	else if (result == LDAPAUTH_ETEMP)
 		authguard_temp(g, s->host, s->auth_user);
 	if (s->dead) {
-		if (r->result != LDAPAUTH_OK && r->result != LDAPAUTH_ETEMP)
+		if (result != LDAPAUTH_OK && result != LDAPAUTH_ETEMP)
 			(void)authguard_failed(g, s->host, s->auth_user);
 		resume(s);
 		return;
 	}
-	if (r->result == LDAPAUTH_OK) {
-		str_lcpy(s->user, r->user->login, sizeof(s->user));
+	if (result == LDAPAUTH_OK) {
+		str_lcpy(s->user, login, sizeof(s->user));
 		/* a user the store does not know yet gets an account with the first script */
 		if (store_user_locate(s->srv->store, s->user, &s->part) == STORE_ENOUSER)
-			s->part = r->user->partition >= 0
-					  ? (unsigned)r->user->partition %
-						    store_partitions(s->srv->store)
+			s->part = partition >= 0
+					  ? (unsigned)partition % store_partitions(s->srv->store)
 					  : store_partition_for(s->srv->store, s->user);
 		s->authed = true;
-		log_info("%016" PRIx64 " managesieve login user=%s result=ok", s->id, s->user);
-		out(s, "OK \"Logged in\"\r\n");
-	} else if (r->result == LDAPAUTH_ETEMP) {
+		log_info("%016" PRIx64 " managesieve login user=%s result=ok%s", s->id, s->user,
+			 sasl_final != NULL ? " mech=scram" : "");
+		if (sasl_final != NULL)
+			out(s, "OK (SASL \"%s\") \"Logged in\"\r\n", sasl_final);
+		else
+			out(s, "OK \"Logged in\"\r\n");
+	} else if (result == LDAPAUTH_ETEMP) {
 		log_info("%016" PRIx64 " managesieve login result=tempfail reason=\"%s\"", s->id,
-			 r->reason ? r->reason : "");
+			 reason ? reason : "");
 		reply_no(s, "TRYLATER", "Directory unavailable, try again later");
 	} else {
 		s->auth_failures++;
 		log_info("%016" PRIx64 " managesieve login user=%s result=fail reason=\"%s\"",
-			 s->id, s->auth_user, r->reason ? r->reason : "bad credentials");
+			 s->id, s->auth_user, reason ? reason : "bad credentials");
 		hold = authguard_failed(g, s->host, s->auth_user);
 		if (hold > 0) { /* the NO waits until the next check of the pair could start */
 			struct timeval tv = { hold / 1000, (hold % 1000) * 1000 };
@@ -468,16 +506,129 @@ static void auth_done(const struct ldapauth_reply *r, void *arg)
 			evtimer_add(s->hold, &tv);
 			return;
 		}
-		auth_fail_reply(s);
+		auth_fail_reply(s, nested);
 		return;
 	}
+	auth_step_done(s, nested);
+}
+
+static void auth_done(const struct ldapauth_reply *r, void *arg)
+{
+	struct ms_session *s = arg;
+
+	s->req = NULL;
+	auth_outcome(s, r->result, r->reason, r->result == LDAPAUTH_OK ? r->user->login : NULL,
+		     r->result == LDAPAUTH_OK ? r->user->partition : -1, NULL, false);
+}
+
+/* ---- SCRAM-SHA-256[-PLUS] ---- */
+
+/* The secret (or its absence) is known: server-first goes out as a challenge. */
+static void scram_secret_done(const struct ldapauth_reply *r, void *arg)
+{
+	struct ms_session *s = arg;
+	char out64[SASL_SCRAM_OUT_MAX];
+
+	s->req = NULL;
+	if (s->dead || r->result == LDAPAUTH_ETEMP) {
+		s->scram_charged = false; /* auth_outcome tells the throttle "temporary" */
+		scram_end(s);
+		auth_outcome(s, LDAPAUTH_ETEMP, r->reason, NULL, -1, NULL, false);
+		return;
+	}
+	if (r->result == LDAPAUTH_OK) {
+		str_lcpy(s->scram_login, r->user->login, sizeof(s->scram_login));
+		s->scram_partition = r->user->partition;
+	} else {
+		s->scram_reason = r->reason;
+	}
+	if (sasl_scram_server_first(s->scram, r->scram, NULL, out64, sizeof(out64)) != SASL_OK) {
+		s->scram_charged = false;
+		scram_end(s);
+		auth_outcome(s, LDAPAUTH_EBADCRED, "scram: server-first too long", NULL, -1, NULL,
+			     false);
+		return;
+	}
+	s->scram_step = 2;
+	s->auth_cont = true;
+	out(s, "\"%s\"\r\n", out64);
 	resume(s);
+}
+
+static void scram_first(struct ms_session *s, const char *b64, size_t len)
+{
+	enum sasl_result rc = sasl_scram_client_first(s->scram, b64, len);
+	const char *user = sasl_scram_user(s->scram), *authz = sasl_scram_authzid(s->scram);
+	struct authguard_check chk;
+
+	if (rc != SASL_OK) {
+		log_info("%016" PRIx64 " managesieve login mech=scram result=fail reason=\"%s\"",
+			 s->id, sasl_strerror(rc));
+		scram_end(s);
+		reply_no(s, NULL, "Authentication failed");
+		return;
+	}
+	if (authz[0] != '\0' && strcmp(authz, user) != 0) {
+		scram_end(s);
+		reply_no(s, NULL, "Cannot act as another user");
+		return;
+	}
+	str_lcpy(s->auth_user, user, sizeof(s->auth_user));
+	authguard_begin(s->srv->guard, s->id, "sieve", s->host, s->auth_user, &chk);
+	if (chk.refused) {
+		metrics_inc(MS_LOGINS, MS_LOGIN_THROTTLED, 0);
+		scram_end(s);
+		reply_no(s, "TRYLATER", "Too many failed logins, try again later");
+		return;
+	}
+	s->scram_charged = true;
+	s->scram_step = 1;
+	s->busy = true;
+	bufferevent_disable(s->bev, EV_READ);
+	if (chk.wait_ms > 0) { /* the throttle spaces this check */
+		struct timeval tv = { chk.wait_ms / 1000, (chk.wait_ms % 1000) * 1000 };
+
+		s->hold_kind = HOLD_START;
+		evtimer_add(s->hold, &tv);
+		return;
+	}
+	s->req = ldapauth_scram(s->srv->auth, s->auth_user, scram_secret_done, s);
+}
+
+static void scram_final(struct ms_session *s, const char *b64, size_t len)
+{
+	char out64[SASL_SCRAM_OUT_MAX];
+	enum sasl_result rc = sasl_scram_client_final_tls(s->scram, s->bev, b64, len, out64,
+							  sizeof(out64));
+	const char *why = s->scram_reason != NULL && rc == SASL_EPROOF ? s->scram_reason
+								       : sasl_strerror(rc);
+	bool ok = rc == SASL_OK && s->scram_login[0] != '\0';
+
+	s->scram_charged = false; /* its outcome is said now */
+	scram_end(s);
+	s->busy = true;
+	bufferevent_disable(s->bev, EV_READ);
+	auth_outcome(s, ok ? LDAPAUTH_OK : LDAPAUTH_EBADCRED, ok ? "scram" : why, s->scram_login,
+		     s->scram_partition, ok ? out64 : NULL, true);
+}
+
+/* One SCRAM message: the initial response or the answer to a challenge. */
+static void scram_response(struct ms_session *s, const char *b64, size_t len)
+{
+	if (s->scram_step == 0)
+		scram_first(s, b64, len);
+	else
+		scram_final(s, b64, len);
 }
 
 static void auth_start(struct ms_session *s)
 {
 	struct sasl_plain *sp = s->plain;
 
+	if (s->scram != NULL) {
+		s->req = ldapauth_scram(s->srv->auth, s->auth_user, scram_secret_done, s);
+		return;
+	}
 	s->plain = NULL;
 	s->req = ldapauth_auth(s->srv->auth, sp->authcid, sp->passwd, auth_done, s);
 	sasl_plain_wipe(sp);
@@ -489,7 +640,7 @@ static void hold_cb(evutil_socket_t fd, short what, void *arg)
 	struct ms_session *s = arg;
 
 	if (s->hold_kind == HOLD_FAIL)
-		auth_fail_reply(s);
+		auth_fail_reply(s, false);
 	else
 		auth_start(s);
 }
@@ -537,8 +688,26 @@ static void cmd_authenticate(struct ms_session *s)
 		reply_no(s, "ENCRYPT-NEEDED", "Use STARTTLS first");
 		return;
 	}
+	if (s->narg >= 2 && (strcasecmp(s->arg[1].p, "SCRAM-SHA-256") == 0 ||
+			     strcasecmp(s->arg[1].p, "SCRAM-SHA-256-PLUS") == 0)) {
+		bool plus = strcasecmp(s->arg[1].p, "SCRAM-SHA-256-PLUS") == 0;
+
+		if (!scram_offered(s, plus)) {
+			reply_no(s, plus && !s->tls ? "ENCRYPT-NEEDED" : NULL,
+				 "SCRAM is not offered here");
+			return;
+		}
+		s->scram = sasl_scram_new(plus, scram_offered(s, true));
+		if (s->narg >= 3) {
+			scram_response(s, s->arg[2].p, s->arg[2].len);
+			return;
+		}
+		s->auth_cont = true;
+		out(s, "\"\"\r\n");
+		return;
+	}
 	if (s->narg < 2 || strcasecmp(s->arg[1].p, "PLAIN") != 0) {
-		reply_no(s, NULL, "Only AUTHENTICATE \"PLAIN\" is offered");
+		reply_no(s, NULL, "Unsupported SASL mechanism");
 		return;
 	}
 	if (s->narg >= 3) {
@@ -871,10 +1040,14 @@ static void read_cb(struct bufferevent *bev, void *arg)
 		}
 		if (s->auth_cont) {
 			s->auth_cont = false;
-			if (s->arg[0].len == 1 && s->arg[0].p[0] == '*' && s->arg[0].atom)
+			if (s->arg[0].len == 1 && s->arg[0].p[0] == '*' && s->arg[0].atom) {
+				scram_end(s);
 				reply_no(s, NULL, "Authentication cancelled");
-			else
+			} else if (s->scram != NULL) {
+				scram_response(s, s->arg[0].p, s->arg[0].len);
+			} else {
 				auth_response(s, s->arg[0].p, s->arg[0].len);
+			}
 			continue;
 		}
 		dispatch(s);
