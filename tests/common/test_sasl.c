@@ -271,6 +271,22 @@ static void test_scram_wrong(void **state)
 	assert_int_equal(final(s, NULL, 0, cf, dec), SASL_EPROOF);
 	free(sf);
 	sasl_scram_free(&s);
+	/* asked again for the same user, the made-up salt is the same (no tell); another user's
+	   differs */
+	char salts[3][SASL_SCRAM_OUT_MAX];
+	const char *who[3] = { "n,,n=nobody,r=abc", "n,,n=nobody,r=def", "n,,n=other,r=abc" };
+	for (int i = 0; i < 3; i++) {
+		struct sasl_scram *f = sasl_scram_new(false, false);
+
+		assert_int_equal(first(f, who[i]), SASL_OK);
+		assert_int_equal(sasl_scram_server_first(f, NULL, "xyz", out, sizeof(out)),
+				 SASL_OK);
+		unb64s(out, dec);
+		snprintf(salts[i], sizeof(salts[i]), "%s", strstr(dec, ",s="));
+		sasl_scram_free(&f);
+	}
+	assert_string_equal(salts[0], salts[1]);
+	assert_string_not_equal(salts[0], salts[2]);
 	/* a malformed secret is no secret */
 	s = sasl_scram_new(false, false);
 	assert_int_equal(first(s, EX_CFIRST), SASL_OK);
