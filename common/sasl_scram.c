@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -296,18 +297,28 @@ static bool secret_parse(struct sasl_scram *s, const char *secret, struct str_vi
 	return true;
 }
 
-/* A salt for a user without a secret: the same for the same name in this process, so asking
-   twice tells nothing; the process key is random. */
+/* The key of the made-up salts: drawn when the program starts, before a daemon's master forks
+   its workers, so every worker of a daemon (and a restarted one) makes the same salt for the
+   same name: which worker answers tells nothing. Another daemon draws its own. */
+static unsigned char fake_key[KEY_LEN];
+static bool fake_keyed;
+
+__attribute__((constructor)) static void fake_key_init(void)
+{
+	fake_keyed = getrandom(fake_key, sizeof(fake_key), 0) == (ssize_t)sizeof(fake_key);
+}
+
+/* A salt for a user without a secret: the same for the same name, so asking twice tells
+   nothing. */
 static void fake_salt(const char *user, char out[32])
 {
-	static unsigned char key[KEY_LEN];
-	static bool keyed;
 	unsigned char mac[KEY_LEN];
 	unsigned int n = 0;
 
-	if (!keyed && RAND_bytes(key, sizeof(key)) == 1)
-		keyed = true;
-	HMAC(EVP_sha256(), key, sizeof(key), (const unsigned char *)user, strlen(user), mac, &n);
+	if (!fake_keyed)
+		fake_keyed = RAND_bytes(fake_key, sizeof(fake_key)) == 1;
+	HMAC(EVP_sha256(), fake_key, sizeof(fake_key), (const unsigned char *)user, strlen(user),
+	     mac, &n);
 	b64_out(mac, 16, out, 32);
 }
 

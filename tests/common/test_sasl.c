@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include <openssl/evp.h>
@@ -220,6 +222,48 @@ static enum sasl_result final(struct sasl_scram *s, const unsigned char *cb, siz
 	rc = sasl_scram_client_final(s, cb, cblen, enc, strlen(enc), out, sizeof(out));
 	unb64s(out, reply);
 	return rc;
+}
+
+/* The salt a forked process makes for a user without a secret, written to fd. */
+static void child_salt(int fd)
+{
+	struct sasl_scram *f = sasl_scram_new(false, false);
+	char o[SASL_SCRAM_OUT_MAX], d[4096];
+	size_t n;
+
+	if (first(f, "n,,n=nobody,r=abc") == SASL_OK &&
+	    sasl_scram_server_first(f, NULL, "xyz", o, sizeof(o)) == SASL_OK &&
+	    sasl_b64_decode(o, strlen(o), (unsigned char *)d, sizeof(d), &n) == SASL_OK &&
+	    write(fd, strstr(d, ",s="), strlen(strstr(d, ",s="))) > 0)
+		_exit(0);
+	_exit(1);
+}
+
+/* Run first, before this process made any salt: two forked processes (a daemon's workers,
+   forked before their first login) make the same salt for the same unknown user. */
+static void test_scram_fake_salt_workers(void **state)
+{
+	char got[2][SASL_SCRAM_OUT_MAX];
+
+	for (int i = 0; i < 2; i++) {
+		int pfd[2], st = 0;
+		pid_t pid;
+		ssize_t n;
+
+		assert_int_equal(pipe(pfd), 0);
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0)
+			child_salt(pfd[1]);
+		close(pfd[1]);
+		n = read(pfd[0], got[i], sizeof(got[i]) - 1);
+		close(pfd[0]);
+		assert_true(n > 0);
+		got[i][n] = '\0';
+		assert_int_equal(waitpid(pid, &st, 0), pid);
+		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	assert_string_equal(got[0], got[1]);
 }
 
 static void test_scram_rfc7677(void **state)
@@ -508,6 +552,7 @@ static void test_scram_client_final_refused(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_scram_fake_salt_workers), /* first: no salt made yet */
 		cmocka_unit_test(test_b64_strict),
 		cmocka_unit_test(test_plain_accepted),
 		cmocka_unit_test(test_plain_refused),
