@@ -340,6 +340,19 @@ const struct conf_key conf_keys[] = {
 	  "removes it once the message is durable; empty: none (heron-sendmail exits 75 when "
 	  "mtad is down); the shipped heron.conf sets /var/spool/heron/maildrop",
 	  CONF_AT(mtad.maildrop) },
+	{ "mtad", "burl_imap", CONF_STR, 0, 0, "", NULL,
+	  "address:port of the imapd BURL (RFC 4468) fetches URLAUTH URLs from, over plain TCP; "
+	  "set: the submission listeners offer BURL imap; empty: no BURL",
+	  CONF_AT(mtad.burl_imap) },
+	{ "mtad", "burl_user", CONF_STR, 0, 0, "", NULL,
+	  "the login BURL uses at imapd: one of imapd's [imapd] urlauth_submit_users",
+	  CONF_AT(mtad.burl_user) },
+	{ "mtad", "burl_password_file", CONF_STR, 0, 0, "", NULL,
+	  "file whose first line is burl_user's password (read once per worker)",
+	  CONF_AT(mtad.burl_password_file) },
+	{ "mtad", "burl_timeout", CONF_DURATION, 1 * SEC, 10 * MIN, "30s", NULL,
+	  "idle time allowed on BURL's connection to imapd (then 451 4.4.1)",
+	  CONF_AT(mtad.burl_timeout_ms) },
 
 	{ "dns", "resolv_conf", CONF_STR, 0, 0, "/etc/resolv.conf", NULL,
 	  "nameservers are read from this file when nameservers is empty (both empty: full "

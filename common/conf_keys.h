@@ -150,6 +150,10 @@ struct mtad_conf {
 	int64_t srs_max_age;
 	const struct conf_addrs *local_submission;
 	const char *maildrop;
+	const char *burl_imap;
+	const char *burl_user;
+	const char *burl_password_file;
+	int64_t burl_timeout_ms;
 };
 
 /* [imapd] */

@@ -275,6 +275,15 @@ int smtp_data_feed(struct smtp_session *s, struct evbuffer *in);
 int smtp_bdat_feed(struct smtp_session *s, struct evbuffer *in);
 /* The message is complete: commit and reply (async). */
 void smtp_data_done(struct smtp_session *s);
+/* Message bytes from elsewhere than the client's stream (BURL), checked as BDAT's. */
+void smtp_data_append(struct smtp_session *s, const char *p, size_t n);
+/* A BDAT chunk or a BURL's bytes are in: with last the message ends (smtp_data_done),
+   else 250 (or the transaction's error). */
+void smtp_chunk_done(struct smtp_session *s, bool last);
+
+/* smtp_burl.c: BURL (RFC 4468) on the submission listeners, when [mtad] burl_imap is set. */
+bool smtp_burl_offered(const struct smtp_session *s);
+void smtp_cmd_burl(struct smtp_session *s, const char *arg, size_t len);
 
 /* smtp_auth.c */
 void smtp_cmd_auth(struct smtp_session *s, const char *arg, size_t len);

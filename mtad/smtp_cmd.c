@@ -59,6 +59,7 @@ static const struct smtp_cmd smtp_cmds[] = {
 	{ "RCPT", ST_MAIL | ST_RCPT, ARG_NEED, cmd_rcpt, 0 },
 	{ "DATA", ST_MAIL | ST_RCPT, ARG_NONE, cmd_data, 0 },
 	{ "BDAT", ST_SESSION, ARG_NEED, cmd_bdat, 0 },
+	{ "BURL", ST_SESSION, ARG_NEED, smtp_cmd_burl, CMD_SMTP }, /* smtp_burl.c */
 	{ "RSET", ST_SESSION, ARG_NONE, cmd_rset, 0 },
 	{ "NOOP", ST_SESSION, ARG_ANY, cmd_noop, 0 },
 	{ "QUIT", ST_SESSION, ARG_NONE, cmd_quit, 0 },
@@ -147,6 +148,8 @@ void smtp_ehlo_reply(struct smtp_session *s, bool esmtp)
 		smtp_reply(s, "250-STARTTLS");
 	if (auth_offered(s))
 		smtp_reply(s, "250-AUTH %s", smtp_auth_mechs(s));
+	if (smtp_burl_offered(s))
+		smtp_reply(s, "250-BURL imap");
 	smtp_reply(s, "250 ENHANCEDSTATUSCODES");
 }
 

@@ -1,7 +1,8 @@
 /* smtp_data.c — owns the message stream: the Received: header, DATA with dot-unstuffing and
  * the strict end <CRLF>.<CRLF>, BDAT chunks, the line-end check (a bare LF or bare CR is refused
  * or turned into CRLF by `bare_lf`; neither ever ends a message), the size limit and the hop
- * count, all while the bytes stream into the store — never held whole in memory. */
+ * count, all while the bytes stream into the store — never held whole in memory; the bytes
+ * of a BURL (smtp_burl.c) go the way of a BDAT chunk's. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -255,6 +256,31 @@ int smtp_data_feed(struct smtp_session *s, struct evbuffer *in)
 	}
 }
 
+void smtp_data_append(struct smtp_session *s, const char *p, size_t n)
+{
+	emit(s, p, n);
+}
+
+void smtp_chunk_done(struct smtp_session *s, bool last)
+{
+	struct smtp_tx *tx = s->tx;
+
+	if (last) {
+		if (tx->cr) {
+			/* the message ended with a bare CR */
+			if (s->m->lim.bare_lf_normalize)
+				pass(s, "\n", 1);
+			else if (tx->err == TX_OK)
+				tx->err = TX_EBARELF;
+		}
+		smtp_data_done(s);
+	} else if (tx->err != TX_OK) {
+		smtp_data_done(s);
+	} else {
+		smtp_reply(s, "250 2.0.0 %" PRIu64 " octets received", tx->size);
+	}
+}
+
 int smtp_bdat_feed(struct smtp_session *s, struct evbuffer *in)
 {
 	struct smtp_tx *tx = s->tx;
@@ -272,20 +298,7 @@ int smtp_bdat_feed(struct smtp_session *s, struct evbuffer *in)
 		evbuffer_drain(in, n);
 		tx->chunk_left -= n;
 	}
-	if (tx->chunk_last) {
-		if (tx->cr) {
-			/* the message ended with a bare CR */
-			if (s->m->lim.bare_lf_normalize)
-				pass(s, "\n", 1);
-			else if (tx->err == TX_OK)
-				tx->err = TX_EBARELF;
-		}
-		smtp_data_done(s);
-	} else if (tx->err != TX_OK) {
-		smtp_data_done(s);
-	} else {
-		smtp_reply(s, "250 2.0.0 %" PRIu64 " octets received", tx->size);
-	}
+	smtp_chunk_done(s, tx->chunk_last);
 	return 1;
 }
 
