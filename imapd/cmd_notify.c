@@ -330,8 +330,14 @@ void imap_notify_flush(struct imap_client *c, bool allow_expunge)
 		memmove(n->q, n->q + i, (n->nq - i) * sizeof(n->q[0]));
 		n->nq -= i;
 	}
-	if (n->selected_pending && c->view != NULL && c->state == IMAP_ST_SELECTED)
-		sync_selected(c, allow_expunge && (!selected_delayed(n) || c->cmd_active));
+	if (n->selected_pending && c->view != NULL && c->state == IMAP_ST_SELECTED) {
+		/* outside a command (IDLE is one), EXPUNGE only when MessageExpunge was asked
+		   for and not delayed */
+		bool asked = (n->groups[n->selected].events & IMAP_NE_EXPUNGE) &&
+			     !selected_delayed(n);
+
+		sync_selected(c, allow_expunge && (c->cmd_active || asked));
+	}
 }
 
 /* A flush outside of any command: the selected-delayed filter keeps expunges for a command

@@ -130,6 +130,28 @@ def test_selected_delayed_keeps_expunge():
     c.logout()
 
 
+def test_selected_without_expunge():
+    """selected with MessageNew alone: another session's expunge is not told unsolicited
+    (the next delivery's EXISTS still counts the expunged message), the NOOP tells it."""
+    r = D.raw("bob")
+    c = other("bob")
+    c.create("NoExp")
+    ok(r.cmd("s", "SELECT NoExp"), "s")
+    ok(r.cmd("n", "NOTIFY SET (selected (MessageNew))"), "n")
+    D.deliver("bob", msg(14), "NoExp")
+    until(r, lambda line: line == "* 1 EXISTS", "first EXISTS")
+    c.select("NoExp")
+    c.store("1", "+FLAGS", "(\\Deleted)")
+    c.expunge()
+    D.deliver("bob", msg(15), "NoExp")
+    lines = until(r, lambda line: line.endswith(" EXISTS"), "second EXISTS")
+    assert_eq(lines[-1], "* 2 EXISTS", lines)
+    assert not any("EXPUNGE" in line for line in lines), lines
+    out = ok(r.cmd("z", "NOOP"), "z")
+    assert_in("* 1 EXPUNGE", out)
+    c.logout()
+
+
 def test_mailbox_names_give_list():
     """MailboxName: CREATE, RENAME (with OLDNAME) and DELETE by the other session give LIST;
     SubscriptionChange: SUBSCRIBE and UNSUBSCRIBE give LIST with and without \\Subscribed."""
@@ -335,6 +357,7 @@ def main():
     D = Imapd(sys.argv[1], deliver=sys.argv[2])
     return run_suite(D, [test_capability, test_status_for_other_mailbox,
                          test_selected_new_flags_expunge, test_selected_delayed_keeps_expunge,
+                         test_selected_without_expunge,
                          test_mailbox_names_give_list, test_metadata_change,
                          test_set_status_and_none, test_idle_and_noop, test_noop_and_filters,
                          test_rfc_examples,
