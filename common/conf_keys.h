@@ -58,6 +58,7 @@ struct directory_conf {
 	const char *bind_password_file;
 	bool starttls;
 	enum directory_auth_mode auth_mode;
+	bool scram;
 	const char *user_filter;
 	const char *address_filter;
 	const char *login_attribute;

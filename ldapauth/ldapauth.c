@@ -32,6 +32,7 @@ struct ldapauth {
 	struct event_base *base;
 	enum la_backend backend;
 	enum la_mode mode;
+	bool scram; /* [directory] scram: the admin says users hold SCRAM secrets */
 	char *base_dn, *user_filter, *address_filter, *users_file;
 	int scope;
 	int64_t timeout_ms;
@@ -231,6 +232,7 @@ int ldapauth_new(struct event_base *base, const struct conf *c, struct ldapauth 
 	la->base = base;
 	la->backend = d->backend == DIRECTORY_BACKEND_FILE ? BACKEND_FILE : BACKEND_LDAP;
 	la->mode = d->auth_mode == DIRECTORY_AUTH_LOOKUP ? MODE_LOOKUP : MODE_BIND;
+	la->scram = d->scram;
 	la->base_dn = xstrdup(d->base);
 	la->user_filter = xstrdup(d->user_filter);
 	la->address_filter = xstrdup(d->address_filter);
@@ -448,7 +450,7 @@ struct ldapauth_req *ldapauth_auth(struct ldapauth *la, const char *user, const 
 
 bool ldapauth_scram_capable(const struct ldapauth *la)
 {
-	return la->backend == BACKEND_FILE || la->mode == MODE_LOOKUP;
+	return la->scram && (la->backend == BACKEND_FILE || la->mode == MODE_LOOKUP);
 }
 
 struct ldapauth_req *ldapauth_scram(struct ldapauth *la, const char *user, ldapauth_cb *cb,
@@ -459,7 +461,8 @@ struct ldapauth_req *ldapauth_scram(struct ldapauth *la, const char *user, ldapa
 	if (!name_ok(user))
 		req_refuse(req, LDAPAUTH_ENOUSER, "refused: bad user name");
 	else if (!ldapauth_scram_capable(la))
-		req_refuse(req, LDAPAUTH_EBADCRED, "bind mode: no SCRAM secret to read");
+		req_refuse(req, LDAPAUTH_EBADCRED,
+			   "SCRAM is not offered (directory scram = no, or bind mode)");
 	else
 		req_start(req);
 	return req;

@@ -200,7 +200,7 @@ def main():
     with open(users, "w") as f:
         f.write(f"carol:{gsasl_mkpasswd(PASSWORD)}:carol@{DOMAIN}\n")
         f.write(f"alice:{sha256_hash(PASSWORD)}:alice@{DOMAIN}\n")
-    D = Imapd(sys.argv[1], deliver=sys.argv[2], tls=True, directory=file_directory(users))
+    D = Imapd(sys.argv[1], deliver=sys.argv[2], tls=True, directory=dict(file_directory(users), scram="yes"))
     CTX = ssl.create_default_context(cafile=D.cert)
     return run_suite(D, TESTS, D.dir, cleanup=[lambda: shutil.rmtree(tmp, ignore_errors=True)])
 

@@ -42,7 +42,7 @@ def test_starttls_then_login():
     assert_eq(r.line(), "a OK Begin TLS negotiation now")
     r.s = CTX.wrap_socket(r.s, server_hostname="127.0.0.1")
     assert_eq(r.cmd("c", "CAPABILITY"),
-              ["* CAPABILITY %s AUTH=PLAIN AUTH=SCRAM-SHA-256 AUTH=SCRAM-SHA-256-PLUS" % BASE,
+              ["* CAPABILITY %s AUTH=PLAIN" % BASE,
                "c OK Capability completed"])
     assert_eq(r.cmd("d", "STARTTLS"), ["d BAD TLS is active already"])
     assert r.cmd("e", 'LOGIN alice "%s"' % PASSWORD)[-1].startswith("e OK")

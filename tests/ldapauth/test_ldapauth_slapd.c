@@ -97,6 +97,7 @@ static struct conf *ldap_conf(const char *mode)
 	setk(c, "directory", "base", env("LDAP_PEOPLE"));
 	setk(c, "directory", "auth_mode", mode);
 	setk(c, "directory", "timeout", "2s");
+	setk(c, "directory", "scram", "yes");
 	if (strcmp(mode, "lookup") == 0) {
 		setk(c, "directory", "bind_dn", env("LDAP_ADMIN_DN"));
 		setk(c, "directory", "bind_password_file", env("LDAP_ADMIN_PASSWORD_FILE"));

@@ -185,6 +185,7 @@ static struct ldapauth *file_backend(struct event_base *base, struct conf **c_r)
 
 	setk(c, "directory", "backend", "file");
 	setk(c, "directory", "users_file", users_path);
+	setk(c, "directory", "scram", "yes");
 	if (ldapauth_new(base, c, &la, &err) != 0)
 		fail_msg("ldapauth_new: %s", err);
 	*c_r = c;
@@ -347,6 +348,7 @@ static void test_scram_secret(void **state)
 	cb = conf_defaults();
 	setk(cb, "directory", "uri", "ldap://127.0.0.1:1");
 	setk(cb, "directory", "auth_mode", "bind");
+	setk(cb, "directory", "scram", "yes");
 	if (ldapauth_new(base, cb, &lb, &err) != 0)
 		fail_msg("ldapauth_new: %s", err);
 	assert_false(ldapauth_scram_capable(lb));

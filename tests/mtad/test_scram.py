@@ -28,7 +28,7 @@ USERS = os.path.join(TMP, "users")
 with open(USERS, "w") as f:
     f.write(f"carol:{gsasl_mkpasswd(PASSWORD)}:carol@{DOMAIN}\n")
     f.write(f"alice:{ssha(PASSWORD)}:alice@{DOMAIN}\n")
-mtad = Mtad(MTAD, TMP, {"backend": "file", "users_file": USERS})
+mtad = Mtad(MTAD, TMP, {"backend": "file", "users_file": USERS, "scram": "yes"})
 CERT = os.path.join(TMP, "cert.pem")
 
 

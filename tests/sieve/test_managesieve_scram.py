@@ -30,6 +30,7 @@ PASSWORD = "pencil-Heron"
 CONF, _, _ = shared_conf(TMP, ["alice"], keys={
     "tls": {"cert": CERT, "key": KEY},
     "sieve": {"listen": f"{HOST}:{MS_PORT}"},
+    "directory": {"scram": "yes"},
 })
 with open(os.path.join(TMP, "users"), "a") as f:
     f.write(f"carol:{gsasl_mkpasswd(PASSWORD)}:carol@{DOMAIN}\n")
