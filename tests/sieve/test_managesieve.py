@@ -165,7 +165,7 @@ def test_capabilities_and_plaintext_refused():
     r.send(f'AUTHENTICATE "PLAIN" "{b}"\r\n')
     assert "ENCRYPT-NEEDED" in r.response()[-1]
     caps = "\n".join(r.starttls())
-    assert '"SASL" "PLAIN SCRAM-SHA-256 SCRAM-SHA-256-PLUS"' in caps, caps
+    assert '"SASL" "PLAIN"' in caps, caps
     assert '"STARTTLS"' not in caps, caps
     r.send("AUTHENTICATE \"PLAIN\"\r\n")
     assert r.f.readline().strip() == b'""'
