@@ -283,6 +283,8 @@ static const char *urlauth_gen_one(struct imap_cmd *cmd, const struct imap_arg *
 
 	if ((gu->url = urlauth_arg(a, &u, &parsed)) == NULL || !parsed ||
 	    u.access == IMAP_URL_ACCESS_NONE || u.token[0] != '\0') {
+		free(gu->url); /* not counted in g->n yet: nothing else frees it */
+		gu->url = NULL;
 		*why_r = "GENURLAUTH takes rump URLs: imap://user@host/mailbox/;UID=n...;URLAUTH="
 			 "access";
 		return "BAD";
