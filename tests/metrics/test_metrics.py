@@ -464,10 +464,11 @@ def test_mailload_metrics():
     try:
         for x in daemons:
             x.start()
-        # 20 s measured: the endpoint is still up while a slow (sanitizer) build on a busy
-        # machine makes its first logins (with 8 s the run could end before two)
+        # the endpoint must stay up while a slow (sanitizer) build on a busy machine makes its
+        # first logins: with 8 s the run could end before two, and with 20 s the ASan suite run
+        # four at a time once saw the endpoint gone before two (2026-12-03); 45 s
         p = subprocess.Popen([MAILLOAD, "run", "--rate", "30", "--users", "5", "--phases",
-                              "2/20/1", "--load-points", "100", "--report", os.path.join(d, "r"),
+                              "2/45/1", "--load-points", "100", "--report", os.path.join(d, "r"),
                               "--force", "--no-delivery-check", "--local-agents", "2",
                               "--smtp-port", str(sp), "--submission-port", str(sp),
                               "--imap-port", str(ip), "--metrics", f"{HOST}:{port}", "-q"],
