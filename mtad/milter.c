@@ -1007,7 +1007,7 @@ static void end_cb(evutil_socket_t fd, short what, void *arg)
 	ms->op = OP_NONE;
 	if (op == OP_EOD)
 		return eod_end(ms);
-	ms->cont(ms->s, op_answer(ms, op));
+	ms->cont(ms->s, op_answer(ms, op), true);
 }
 
 static struct milter_sess *sess_new(struct smtp_session *s)
@@ -1053,8 +1053,8 @@ static bool op_start(struct milter_sess *ms, enum op op, milter_cont *cont, cons
 	return false;
 }
 
-bool milter_ask(struct smtp_session *s, enum milter_cmd cmd, const char *addr, bool local,
-		milter_cont *cont, const char **refusal_r)
+void milter_ask(struct smtp_session *s, enum milter_cmd cmd, const char *addr, bool local,
+		milter_cont *cont, bool resume)
 {
 	static const enum op ops[] = { [MILTER_CONNECT] = OP_CONNECT,
 				       [MILTER_HELO] = OP_HELO,
@@ -1062,25 +1062,30 @@ bool milter_ask(struct smtp_session *s, enum milter_cmd cmd, const char *addr, b
 				       [MILTER_RCPT] = OP_RCPT,
 				       [MILTER_DATA] = OP_DATA };
 	struct milter_sess *ms;
+	const char *refusal = NULL;
 
-	*refusal_r = NULL;
 	if (cmd == MILTER_CONNECT && s->milter == NULL)
 		s->milter = sess_new(s);
-	if ((ms = s->milter) == NULL)
-		return false;
+	if ((ms = s->milter) == NULL) {
+		cont(s, NULL, resume);
+		return;
+	}
 	if (ms->refusal[0] != '\0') {
-		*refusal_r = ms->refusal;
-		return false;
+		cont(s, ms->refusal, resume);
+		return;
 	}
 	if (cmd >= MILTER_MAIL && s->tx != NULL)
 		s->tx->milter = ms;
-	if (cmd >= MILTER_MAIL && ms->tx_discard)
-		return false; /* the message is dropped: nothing more to ask */
+	if (cmd >= MILTER_MAIL && ms->tx_discard) {
+		cont(s, NULL, resume); /* the message is dropped: nothing more to ask */
+		return;
+	}
 	if (cmd == MILTER_RCPT) {
 		str_lcpy(ms->rcpt, addr, sizeof(ms->rcpt));
 		ms->rcpt_mailer = local ? "local" : "smtp";
 	}
-	return op_start(ms, ops[cmd], cont, refusal_r);
+	if (!op_start(ms, ops[cmd], cont, &refusal))
+		cont(s, refusal, resume);
 }
 
 bool milter_rcpt_refused(struct smtp_session *s, const char *addr, const char *why,

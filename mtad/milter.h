@@ -32,20 +32,21 @@ enum milter_cmd {
 };
 
 /* The milters' answer to a command: refusal NULL lets it through, else it holds the SMTP
-   reply lines to send (LF between them; milter_reply sends them). */
-typedef void milter_cont(struct smtp_session *s, const char *refusal);
+   reply lines to send (LF between them; milter_reply sends them). cont answers the client,
+   then calls smtp_resume when resume is true. */
+typedef void milter_cont(struct smtp_session *s, const char *refusal, bool resume);
 
 /* Asks s's milters about cmd once mtad's own checks let it through (MILTER_CONNECT makes
-   the conversation when s's listener has milters). false: nobody to wait for, *refusal_r
-   is the answer at once. true: the session waits (state ST_WAIT) and cont(s, refusal) is
-   called later from the loop; it answers the client and calls smtp_resume. For
-   MILTER_RCPT, addr is the recipient as given and local whether it is ours. A refusal at
-   CONNECT or HELO stays in force for the session (milter_refused). */
-bool milter_ask(struct smtp_session *s, enum milter_cmd cmd, const char *addr, bool local,
-		milter_cont *cont, const char **refusal_r);
+   the conversation when s's listener has milters), then cont gets their answer: at once,
+   with the caller's resume, when nobody is to be asked; else the session waits (state
+   ST_WAIT) and cont(s, refusal, true) is called later from the loop. For MILTER_RCPT, addr
+   is the recipient as given and local whether it is ours. A refusal at CONNECT or HELO stays
+   in force for the session (milter_refused). */
+void milter_ask(struct smtp_session *s, enum milter_cmd cmd, const char *addr, bool local,
+		milter_cont *cont, bool resume);
 /* A recipient mtad refused itself (reply why): the milters that asked for refused
-   recipients (SMFIP_RCPT_REJ) are told, their answer not taken. As milter_ask: false when
-   nobody is to be told (cont is not called), true when cont(s, NULL) will be. */
+   recipients (SMFIP_RCPT_REJ) are told, their answer not taken. false when nobody is to be
+   told (cont is not called), true when cont(s, NULL, true) will be. */
 bool milter_rcpt_refused(struct smtp_session *s, const char *addr, const char *why,
 			 milter_cont *cont);
 /* A refusal from CONNECT or HELO in force: true when it was sent as the reply to the

@@ -167,17 +167,9 @@ static void helo_answer(struct smtp_session *s, const char *refusal, bool resume
 		smtp_resume(s);
 }
 
-static void helo_milter_cb(struct smtp_session *s, const char *refusal)
-{
-	helo_answer(s, refusal, true);
-}
-
 static void helo_ask(struct smtp_session *s)
 {
-	const char *refusal;
-
-	if (!milter_ask(s, MILTER_HELO, NULL, false, helo_milter_cb, &refusal))
-		helo_answer(s, refusal, false);
+	milter_ask(s, MILTER_HELO, NULL, false, helo_answer, false);
 }
 
 static void cmd_ehlo(struct smtp_session *s, const char *arg, size_t len)
@@ -302,17 +294,9 @@ static void mail_answer(struct smtp_session *s, const char *refusal, bool resume
 		smtp_resume(s);
 }
 
-static void mail_milter_cb(struct smtp_session *s, const char *refusal)
-{
-	mail_answer(s, refusal, true);
-}
-
 void smtp_mail_accepted(struct smtp_session *s, bool resume)
 {
-	const char *refusal;
-
-	if (!milter_ask(s, MILTER_MAIL, NULL, false, mail_milter_cb, &refusal))
-		mail_answer(s, refusal, resume);
+	milter_ask(s, MILTER_MAIL, NULL, false, mail_answer, resume);
 }
 
 struct smtp_rcpt *smtp_rcpt_add(struct smtp_tx *tx)
@@ -363,24 +347,17 @@ static void rcpt_answer(struct smtp_session *s, const char *refusal, bool resume
 		smtp_resume(s);
 }
 
-static void rcpt_milter_cb(struct smtp_session *s, const char *refusal)
-{
-	rcpt_answer(s, refusal, true);
-}
-
 void smtp_rcpt_accepted(struct smtp_session *s, const char *addr, size_t first, bool resume)
 {
 	struct smtp_tx *tx = s->tx;
-	const char *refusal;
 
 	tx->rcpt_first = first;
 	str_lcpy(tx->rcpt_asked, addr, sizeof(tx->rcpt_asked));
-	if (!milter_ask(s, MILTER_RCPT, addr, first >= tx->nrcpt || tx->rcpt[first].local,
-			rcpt_milter_cb, &refusal))
-		rcpt_answer(s, refusal, resume);
+	milter_ask(s, MILTER_RCPT, addr, first >= tx->nrcpt || tx->rcpt[first].local, rcpt_answer,
+		   resume);
 }
 
-static void rcpt_refused_cb(struct smtp_session *s, const char *ignored)
+static void rcpt_refused_cb(struct smtp_session *s, const char *ignored, bool resume)
 {
 	smtp_set_state(s, s->tx->nrcpt > 0 ? ST_RCPT : ST_MAIL);
 	smtp_error(s, "%s", s->tx->rcpt_refusal);
@@ -559,21 +536,13 @@ static void data_answer(struct smtp_session *s, const char *refusal, bool resume
 		smtp_resume(s);
 }
 
-static void data_milter_cb(struct smtp_session *s, const char *refusal)
-{
-	data_answer(s, refusal, true);
-}
-
 static void cmd_data(struct smtp_session *s, const char *arg, size_t len)
 {
-	const char *refusal;
-
 	if (s->tx->nrcpt == 0) {
 		smtp_error(s, "554 5.5.1 No valid recipients");
 		return;
 	}
-	if (!milter_ask(s, MILTER_DATA, NULL, false, data_milter_cb, &refusal))
-		data_answer(s, refusal, false);
+	milter_ask(s, MILTER_DATA, NULL, false, data_answer, false);
 }
 
 /* The first BDAT (its size and LAST in s->tx's chunk_left and chunk_last) once the milters
@@ -600,11 +569,6 @@ static void bdat_answer(struct smtp_session *s, const char *refusal, bool resume
 	}
 	if (resume)
 		smtp_resume(s);
-}
-
-static void bdat_milter_cb(struct smtp_session *s, const char *refusal)
-{
-	bdat_answer(s, refusal, true);
 }
 
 /* BDAT size [LAST] (RFC 3030). A refused BDAT still has its chunk read and dropped. */
@@ -635,10 +599,7 @@ static void cmd_bdat(struct smtp_session *s, const char *arg, size_t len)
 	s->tx->chunk_left = size;
 	s->tx->chunk_last = last;
 	if (s->state != ST_BDAT) {
-		const char *refusal;
-
-		if (!milter_ask(s, MILTER_DATA, NULL, false, bdat_milter_cb, &refusal))
-			bdat_answer(s, refusal, false);
+		milter_ask(s, MILTER_DATA, NULL, false, bdat_answer, false);
 		return;
 	}
 	if (size == 0)

@@ -150,19 +150,17 @@ static void greet(struct smtp_session *s)
 
 /* The milters answered the connect: the greeting (a refusal of theirs is the reply to every
    command from now on, milter_refused). */
-static void connect_milter_cb(struct smtp_session *s, const char *refusal)
+static void connect_answer(struct smtp_session *s, const char *refusal, bool resume)
 {
 	greet(s);
-	smtp_resume(s);
+	if (resume)
+		smtp_resume(s);
 }
 
 /* The milters are asked about the connection before the greeting. */
 static void send_greeting(struct smtp_session *s)
 {
-	const char *refusal;
-
-	if (!milter_ask(s, MILTER_CONNECT, NULL, false, connect_milter_cb, &refusal))
-		greet(s);
+	milter_ask(s, MILTER_CONNECT, NULL, false, connect_answer, false);
 }
 
 static void greeting_cb(evutil_socket_t fd, short what, void *arg)
