@@ -659,6 +659,9 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	queue_dest_pump(qr, d);
 	if (qr->njobs >= MAX_JOBS || qr->leasing)
 		return;
+	/* an idle queue costs one read txn a tick, not a write txn (and its commit) */
+	if (!store_queue_any_due(qr->m->store, clock_wall_s()))
+		return;
 	/* the lease is durable before any send starts (a kill -9 then leaves the entry leased:
 	   nothing is sent by two runners) */
 	qr->leasing = true;

@@ -832,6 +832,9 @@ int store_queue_lease_fn(struct store_txn *t, void *lease);
 size_t store_queue_lease_count(const struct store_queue_lease *l);
 const struct store_queue_msg *store_queue_lease_msg(const struct store_queue_lease *l, size_t i);
 void store_queue_lease_free(struct store_queue_lease **lp);
+/* Whether an entry is due at now (a read txn: no write lock, no fsync), so that a runner
+   with nothing to do submits no lease. Errors other than the store's are read as "due". */
+bool store_queue_any_due(struct store *st, int64_t now);
 /* Reads one entry; the struct's strings are malloc'd: store_queue_msg_clear() frees them.
    Errors: STORE_ENOQUEUE. */
 int store_queue_get(struct store *st, uint64_t id, struct store_queue_msg *qm_r);

@@ -446,6 +446,28 @@ int store_queue_lease_fn(struct store_txn *t, void *arg)
 	return 0;
 }
 
+bool store_queue_any_due(struct store *st, int64_t now)
+{
+	struct store_txn *t;
+	MDB_cursor *c;
+	MDB_val k, v;
+	bool due = true; /* when in doubt, the lease's write txn decides */
+	int rc;
+
+	if (store_txn_begin(st, STORE_QUEUE_PART, STORE_TXN_READ, &t) != 0)
+		return true;
+	if (mdb_cursor_open(t->txn, t->e->dbi[DBI_DUE], &c) == 0) {
+		rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
+		if (rc == MDB_NOTFOUND)
+			due = false;
+		else if (rc == 0 && k.mv_size == 16)
+			due = (int64_t)get_be64(k.mv_data) <= now;
+		mdb_cursor_close(c);
+	}
+	store_txn_abort(&t);
+	return due;
+}
+
 int store_queue_lease(struct store *st, int64_t now, int64_t lease_s, size_t max,
 		      void (*cb)(const struct store_queue_msg *qm, void *arg), void *arg,
 		      size_t *n_r)

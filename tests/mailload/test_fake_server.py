@@ -603,28 +603,21 @@ def test_search_repeats():
             "--set", "mix_check=0.4", "--set", "mix_sync=0.3", "--set", "mix_cleanup=0.3")
     for name, fail_runs, want in (("majority-pass", (2,), ["PASS", "FAIL", "PASS"]),
                                   ("majority-fail", (2, 3), ["PASS", "FAIL", "FAIL"])):
-        rep = os.path.join(TMP, name)
-        with LOCK:
-            del RUNS[:]
-            MODE["fail_runs"] = fail_runs
-        try:
-            # 10 s measured: a slow (sanitizer) build under a busy CI still gets a sample of
-            # every summary function in each run, so no run is invalid for want of one
-            p = mailload(EXE, SP, IP, "search", "--from", "0.02", "--to", "0.02", "--steps", "1",
-                         "--phases", "1/10/1", "--drain", "10", "--min-samples", "1",
-                         "--report", rep, *busy)
-        finally:
-            MODE.update(DEFAULT_MODE)
-        err = p.stderr.decode()
-        got, why = [], []
-        for d in ("rate-0.0", "rate-0.0-run2", "rate-0.0-run3"):
-            try:
-                with open(os.path.join(rep, d, "report.json")) as f:
-                    r = json.load(f)
-                got.append(r["verdict"])
-                why.append([r["points"][0].get(k) for k in ("reasons", "invalid_reasons")])
-            except OSError:
-                got.append(None)
+        # a run the fake server does not fail can still miss a 5 s limit when the machine is
+        # overloaded (the sanitizer suite runs four tests at a time); such a run fails on
+        # latency alone, never on the error rate the refusals cause: the scenario is then
+        # tried once more, and a second miss fails the test
+        for attempt in (1, 2):
+            if attempt > 1:
+                fill_inboxes(True, folders=True)
+            got, why, p, err = search_scenario(busy, name, attempt, fail_runs)
+            loaded = [i for i, (g, w) in enumerate(zip(got, want))
+                      if g != w and w == "PASS" and why[i] is not None
+                      and not any("Error Rate" in r for r in why[i][0] or [])]
+            if got == want or attempt == 2 or not loaded:
+                break
+            print("note: %s attempt 1: run(s) %s failed on latency alone (%s); again" %
+                  (name, [i + 1 for i in loaded], why))
         assert got == want, (name, got, why, err)
         assert err.count("its interval straddles the limit") >= 2, err
         assert "running 0.02 msgs/min again before deciding" in err, err
@@ -635,6 +628,33 @@ def test_search_repeats():
             assert p.returncode == 1 and "no rate passed" in err and "1 failed" in err, err
             assert b"highest" not in p.stdout, p.stdout
         print("ok search %s: runs %s" % (name, ", ".join(got)))
+
+
+def search_scenario(busy, name, attempt, fail_runs):
+    """One search of test_search_repeats; the verdicts and reasons of its three runs."""
+    rep = os.path.join(TMP, "%s-%d" % (name, attempt))
+    with LOCK:
+        del RUNS[:]
+        MODE["fail_runs"] = fail_runs
+    try:
+        # 10 s measured: a slow (sanitizer) build under a busy CI still gets a sample of
+        # every summary function in each run, so no run is invalid for want of one
+        p = mailload(EXE, SP, IP, "search", "--from", "0.02", "--to", "0.02", "--steps", "1",
+                     "--phases", "1/10/1", "--drain", "10", "--min-samples", "1",
+                     "--report", rep, *busy)
+    finally:
+        MODE.update(DEFAULT_MODE)
+    got, why = [], []
+    for d in ("rate-0.0", "rate-0.0-run2", "rate-0.0-run3"):
+        try:
+            with open(os.path.join(rep, d, "report.json")) as f:
+                r = json.load(f)
+            got.append(r["verdict"])
+            why.append([r["points"][0].get(k) for k in ("reasons", "invalid_reasons")])
+        except OSError:
+            got.append(None)
+            why.append(None)
+    return got, why, p, p.stderr.decode()
 
 
 def test_init_fills_and_resumes():
