@@ -245,7 +245,10 @@ static int blob_encode(struct store_blob *b)
 }
 
 /* Blobs finished without fsync keep their fd open until the committer syncs them; past this
-   many at once (a big import batch) store_blob_finish_deferred fsyncs at once instead. */
+   many at once (a big import batch) the fd is closed unsynced and the committer opens the
+   file again by name for its fdatasync (the dirty pages belong to the inode, not the fd; a
+   writeback error no fd has seen yet is reported to the new one), so the caller, an event
+   loop, never fsyncs. */
 #define DEFERRED_MAX 256
 static atomic_int deferred_open;
 
@@ -267,9 +270,15 @@ static int blob_finish(struct store_blob *b, bool defer)
 		defer = false; /* bulk load: nothing to defer, store_close syncs */
 	if (defer && atomic_fetch_add(&deferred_open, 1) >= DEFERRED_MAX) {
 		atomic_fetch_sub(&deferred_open, 1);
-		defer = false;
+		b->reopen = true;
 	}
-	if (b->st->nosync) {
+	if (b->reopen) {
+		if (close(b->fd) == -1) {
+			b->fd = -1;
+			return b->err = store_errno(errno);
+		}
+		b->fd = -1;
+	} else if (b->st->nosync) {
 		if (close(b->fd) == -1) {
 			b->fd = -1;
 			return b->err = store_errno(errno);
@@ -316,8 +325,10 @@ static void blob_close_deferred(struct store_blob *b)
 	b->fd = -1;
 	if (b->deferred) {
 		b->deferred = false;
-		atomic_fetch_sub(&deferred_open, 1);
+		if (!b->reopen)
+			atomic_fetch_sub(&deferred_open, 1);
 	}
+	b->reopen = false;
 }
 
 /* Makes a deferred blob's bytes durable; a failed fsync is final for the blob (the page
@@ -326,7 +337,14 @@ static int blob_sync_data(struct store_blob *b)
 {
 	if (b->err != 0 || b->data_synced)
 		return b->err;
-	if (fdatasync(b->fd) == -1) {
+	if (b->fd == -1 && b->reopen) {
+		char final[32];
+
+		store_blob_path(final, sizeof(final), b->id);
+		b->fd = openat(store_env_of(b->st, b->part)->blobdir_fd, final,
+			       O_RDONLY | O_CLOEXEC);
+	}
+	if (b->fd == -1 || fdatasync(b->fd) == -1) {
 		log_warn("store: fsync blob %016" PRIx64, b->id);
 		b->err = store_errno(errno);
 	} else
@@ -377,7 +395,8 @@ static void sync_job(void *arg, size_t i)
 static void sync_data_parallel(struct store *st, struct store_blob **u, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		(void)sync_file_range(u[i]->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+		if (u[i]->fd != -1)
+			(void)sync_file_range(u[i]->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 	store_pool_run(st != NULL ? st->pool : NULL, sync_job, u, n);
 }
 
@@ -410,7 +429,8 @@ static void sync_fs_batch(struct store *st, struct store_blob **u, size_t nu, st
 	bool *ok = xcalloc(nds + 1, sizeof(*ok));
 
 	for (size_t i = 0; i < nu; i++)
-		(void)sync_file_range(u[i]->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+		if (u[i]->fd != -1)
+			(void)sync_file_range(u[i]->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 	for (size_t i = 0; i < nds; i++)
 		dev[i] = blob_dev(st, ds[i].part);
 	for (size_t i = 0; i < nds; i++) {

@@ -145,6 +145,8 @@ struct store_blob {
 	int fd;
 	bool finished;
 	bool deferred;    /* finished without fsync: the committer fsyncs fd (data_fd) */
+	bool reopen;      /* deferred with fd closed (past DEFERRED_MAX open ones): the
+			     committer opens the file again by name to fsync it */
 	bool data_synced; /* the bytes are durable (fsync done) */
 	bool dir_synced;  /* its directory was fsynced after the rename */
 	bool inl;         /* the body is in memory (body), no file: up to inline_max bytes */

@@ -227,6 +227,55 @@ static void test_deferred_batch_syncfs(void **state)
 	tstore_close(&ts, true);
 }
 
+/* More deferred blobs open at once than the store keeps fds for (a big import): finishing
+   them never fsyncs in the caller (an event loop in the daemons); the ones past the limit are
+   closed unsynced and the commit opens them again by name for their fdatasync. Every message
+   is delivered with its file, and the commit did the syncs. */
+#define PAST_LIMIT 300 /* store_blob.c's DEFERRED_MAX is 256 */
+static void test_deferred_past_the_limit(void **state)
+{
+	struct tstore ts;
+	struct store_blob **b = calloc(PAST_LIMIT, sizeof(*b));
+	struct store_rcpt *r = calloc(PAST_LIMIT, sizeof(*r));
+	struct store_batch *bt;
+	struct store_verify_report rep;
+	char n0[32];
+	uint64_t before;
+
+	(void)state;
+	assert_non_null(b);
+	assert_non_null(r);
+	tstore_open(&ts, 1);
+	tuser(ts.st, tuser_name_in(ts.st, 0, "many", n0, sizeof(n0)));
+	before = store_fsync_count(ts.st);
+	for (unsigned i = 0; i < PAST_LIMIT; i++) {
+		char body[128];
+		int n = snprintf(body, sizeof(body), "Subject: many %u\r\n\r\n%0100u\r\n", i, i);
+
+		assert_int_equal(store_blob_new(ts.st, 0, &b[i]), 0);
+		assert_int_equal(store_blob_write(b[i], body, (size_t)n), 0);
+		assert_int_equal(store_blob_finish_deferred(b[i]), 0);
+	}
+	assert_int_equal(store_fsync_count(ts.st), before); /* none in the caller */
+	bt = store_batch_new(ts.st);
+	for (unsigned i = 0; i < PAST_LIMIT; i++) {
+		r[i].user = n0;
+		store_batch_deliver(bt, b[i], 0, &r[i], 1, NULL, NULL);
+	}
+	assert_int_equal(store_batch_commit(&bt), 0);
+	assert_true(store_fsync_count(ts.st) - before >= PAST_LIMIT);
+	for (unsigned i = 0; i < PAST_LIMIT; i++) {
+		assert_int_equal(r[i].result, 0);
+		store_blob_free(&b[i]);
+	}
+	assert_int_equal(store_verify(ts.st, NULL, false, &rep), 0);
+	assert_int_equal(rep.messages, PAST_LIMIT);
+	assert_int_equal(rep.missing_files + rep.orphan_files + rep.young_files, 0);
+	tstore_close(&ts, true);
+	free(b);
+	free(r);
+}
+
 /* store_gc_inline (the session fuzzers'): a submit runs its operation and commits in the
    caller's thread before it returns, the callback still waits for store_gc_dispatch; a
    delivery to two partitions is committed the same way, its file durable. */
@@ -302,6 +351,7 @@ int main(void)
 		cmocka_unit_test(test_gc_threads_deferred),
 		cmocka_unit_test(test_deferred_single),
 		cmocka_unit_test(test_deferred_batch_syncfs),
+		cmocka_unit_test(test_deferred_past_the_limit),
 		cmocka_unit_test(test_gc_inline),
 	};
 
