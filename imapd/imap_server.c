@@ -291,6 +291,7 @@ int imap_server_run(struct daemon_worker *w, const struct imap_worker_args *a)
 
 	imapd_worker_init(&srv, a->conf, a->tls_ctx);
 	srv.shared = a->shared;
+	ldapauth_use_shared(srv.auth, a->auth_cache);
 	srv.conf_path = a->conf_path;
 	srv.worker = daemon_worker_index(w);
 	shmtable_worker_reset(srv.shared, srv.worker);

@@ -11,6 +11,7 @@
 
 struct daemon_worker;
 struct shmtable;
+struct ldapauth_shared;
 
 struct imap_worker_args {
 	struct conf *conf;           /* for workers started from now on (SIGHUP replaces it) */
@@ -20,6 +21,7 @@ struct imap_worker_args {
 	SSL_CTX *tls_ctx;            /* NULL when [tls] cert is not set; SIGHUP may replace it */
 	unsigned workers;
 	struct shmtable *shared; /* connections per address and in total, sessions per user */
+	struct ldapauth_shared *auth_cache; /* the workers' login cache (NULL: each its own) */
 };
 
 /* Failed logins of an address are forgotten this long after its last one (cmd_auth.c). */

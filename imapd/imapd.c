@@ -16,6 +16,7 @@
 #include "common/tls.h"
 #include "imapd/imap_server.h"
 #include "imapd/imapd.h"
+#include "ldapauth/ldapauth.h"
 
 /* The master's state: what workers get, and the configs it loaded. */
 struct imapd_main {
@@ -131,6 +132,7 @@ int main(int argc, char **argv)
 	/* room for the addresses and the users of max_connections sessions */
 	wa->shared = shmtable_new(2 * net_shm_slots((size_t)ic->max_connections), wa->workers,
 				  NET_SHM_KEY_MAX, IMAP_PENALTY_FORGET_MS);
+	wa->auth_cache = ldapauth_shared_new(conf);
 	memset(&ops, 0, sizeof(ops));
 	ops.ident = "imapd";
 	ops.workers = wa->workers;
@@ -146,6 +148,7 @@ int main(int argc, char **argv)
 	net_fds_close(&tls);
 	net_fds_close(&metrics);
 	shmtable_free(&wa->shared);
+	ldapauth_shared_free(&wa->auth_cache);
 	tls_ctx_free(&wa->tls_ctx);
 	conf_free(&m.first);
 	conf_free(&m.reloaded);

@@ -16,8 +16,6 @@
 #include "common/xmalloc.h"
 #include "ldapauth/ldapauth_private.h"
 
-#define AC_SALT 16
-#define AC_DIGEST 32
 
 struct ac_entry {
 	char *key;
@@ -49,7 +47,6 @@ static void ac_unlink_lru(struct authcache *c, struct ac_entry *e);
 static void ac_push_lru(struct authcache *c, struct ac_entry *e);
 static void ac_remove(struct authcache *c, struct ac_entry **slot);
 static void ac_grow(struct authcache *c);
-static void ac_digest(const unsigned char *salt, const char *password, unsigned char *out);
 
 struct authcache *authcache_new(size_t max_entries, int64_t ttl_ms, int64_t neg_ttl_ms,
 				size_t neg_max_bytes)
@@ -206,7 +203,7 @@ static void ac_grow(struct authcache *c)
 	c->nbuckets = n;
 }
 
-static void ac_digest(const unsigned char *salt, const char *password, unsigned char *out)
+void authcache_digest(const unsigned char *salt, const char *password, unsigned char *out)
 {
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
 	unsigned int len = 0;
@@ -240,7 +237,7 @@ enum ac_res authcache_get(struct authcache *c, const char *key, const char *pass
 	if (password != NULL) {
 		if (!e->has_pw)
 			return AC_MISS;
-		ac_digest(e->salt, password, d);
+		authcache_digest(e->salt, password, d);
 		if (CRYPTO_memcmp(d, e->digest, AC_DIGEST) != 0)
 			return AC_MISS; /* the password may have changed: ask again */
 	}
@@ -277,7 +274,7 @@ void authcache_put(struct authcache *c, const char *key, struct ldapauth_rec *re
 	if (rec != NULL && password != NULL) {
 		if (RAND_bytes(e->salt, sizeof(e->salt)) != 1)
 			fatalx("authcache: no random bytes");
-		ac_digest(e->salt, password, e->digest);
+		authcache_digest(e->salt, password, e->digest);
 		e->has_pw = true;
 	}
 	slot = &c->buckets[h & (c->nbuckets - 1)];
@@ -289,4 +286,15 @@ void authcache_put(struct authcache *c, const char *key, struct ldapauth_rec *re
 		ac_push_neg(c, e);
 	}
 	c->count++;
+}
+
+void authcache_remove(struct authcache *c, const char *key)
+{
+	struct ac_entry **slot;
+
+	if (c->max == 0)
+		return;
+	slot = ac_slot(c, key, ac_hash(c, key));
+	if (*slot != NULL)
+		ac_remove(c, slot);
 }

@@ -43,6 +43,7 @@ struct ldapauth {
 	char **auth_attrs;   /* the same plus the password in lookup mode */
 	struct lpool *search, *bind;
 	struct authcache *cache;
+	struct ldapauth_shared *shared; /* the daemon's workers' cache, or NULL */
 	struct static_users *users;
 	struct stat users_st; /* the users file as loaded: a change is loaded again */
 	int64_t users_checked_ms;
@@ -315,6 +316,8 @@ int ldapauth_reload(struct ldapauth *la, char **error_r)
 	struct static_users *su = NULL;
 
 	authcache_clear(la->cache);
+	if (la->shared != NULL)
+		authshm_clear(la->shared);
 	if (la->backend != BACKEND_FILE)
 		return 0;
 	if (static_users_load(la->users_file, &su, error_r) < 0)
@@ -335,7 +338,8 @@ void ldapauth_get_stats(const struct ldapauth *la, struct ldapauth_stats *st)
 	if (la->bind != NULL)
 		lpool_stats(la->bind, &st->conns_open, &st->conns_open_max, &st->inflight_max,
 			    &st->connects, &st->connect_failures);
-	st->cache_entries = authcache_count(la->cache);
+	st->cache_entries = authcache_count(la->cache) +
+			    (la->shared != NULL ? authshm_count(la->shared) : 0);
 }
 
 /* ---- requests ---- */
@@ -396,12 +400,41 @@ static void req_refuse(struct ldapauth_req *req, enum ldapauth_result r, const c
 	req_complete(req, r, why);
 }
 
+void ldapauth_use_shared(struct ldapauth *la, struct ldapauth_shared *sh)
+{
+	la->shared = sh;
+}
+
+/* The shared cache first (a record too big for it is in the worker's own). */
+static enum ac_res cache_get(struct ldapauth *la, const char *key, const char *password,
+			     struct ldapauth_rec **rec_r)
+{
+	int64_t now = clock_mono_ms();
+	enum ac_res r = AC_MISS;
+
+	if (la->shared != NULL)
+		r = authshm_get(la->shared, key, password, now, rec_r);
+	return r != AC_MISS ? r : authcache_get(la->cache, key, password, now, rec_r);
+}
+
+static void cache_put(struct ldapauth *la, const char *key, struct ldapauth_rec *rec,
+		      const char *password, int64_t now_ms)
+{
+	if (la->shared != NULL && authshm_put(la->shared, key, rec, password, now_ms)) {
+		authcache_remove(la->cache, key); /* an older answer there would come next */
+		return;
+	}
+	if (la->shared != NULL)
+		authshm_remove(la->shared, key); /* an older answer there would come first */
+	authcache_put(la->cache, key, rec, password, now_ms);
+}
+
 /* Answers from the cache when it can; true when it did. */
 static bool req_from_cache(struct ldapauth_req *req)
 {
 	struct ldapauth *la = req->la;
 	struct ldapauth_rec *rec = NULL;
-	enum ac_res r = authcache_get(la->cache, req->key, req->password, clock_mono_ms(), &rec);
+	enum ac_res r = cache_get(la, req->key, req->password, &rec);
 
 	if (r == AC_MISS) {
 		la->st.cache_misses++;
@@ -582,7 +615,7 @@ static void req_file(struct ldapauth_req *req)
 	if (req->kind == REQ_LOOKUP) {
 		req->rec = static_users_find_address(la->users, req->name);
 		if (req->rec == NULL)
-			authcache_put(la->cache, req->key, NULL, NULL, clock_mono_ms());
+			cache_put(la, req->key, NULL, NULL, clock_mono_ms());
 		req_complete(req, req->rec != NULL ? LDAPAUTH_OK : LDAPAUTH_ENOUSER, "file");
 		return;
 	}
@@ -706,14 +739,14 @@ static void search_result(struct ldapauth_req *req, LDAP *ld, LDAPMessage *msg)
 	}
 	if (n <= 0) {
 		if (req->kind != REQ_SCRAM) /* SCRAM reads no cache */
-			authcache_put(la->cache, req->key, NULL, NULL, clock_mono_ms());
+			cache_put(la, req->key, NULL, NULL, clock_mono_ms());
 		req_complete(req, LDAPAUTH_ENOUSER, "no such entry");
 		return;
 	}
 	e = ldap_first_entry(ld, msg);
 	req->rec = entry_to_rec(la, ld, e, req->name);
 	if (req->kind == REQ_LOOKUP) {
-		authcache_put(la->cache, req->key, req->rec, NULL, clock_mono_ms());
+		cache_put(la, req->key, req->rec, NULL, clock_mono_ms());
 		req_complete(req, LDAPAUTH_OK, "directory");
 	} else if (req->kind == REQ_SCRAM) {
 		req->scram = entry_scram_secret(la, ld, e);
@@ -725,7 +758,7 @@ static void search_result(struct ldapauth_req *req, LDAP *ld, LDAPMessage *msg)
 	} else if (la->mode == MODE_BIND) {
 		req_to_directory(req, OP_BIND);
 	} else if ((ok = entry_check_password(la, ld, e, req->password)) == 1) {
-		authcache_put(la->cache, req->key, req->rec, req->password, clock_mono_ms());
+		cache_put(la, req->key, req->rec, req->password, clock_mono_ms());
 		req_complete(req, LDAPAUTH_OK, "directory");
 	} else {
 		req_complete(req, LDAPAUTH_EBADCRED,
@@ -741,7 +774,7 @@ static void bind_result(struct ldapauth_req *req, LDAP *ld, LDAPMessage *msg)
 	if (ldap_parse_result(ld, msg, &err, NULL, NULL, NULL, NULL, 0) != 0)
 		err = LDAP_OTHER;
 	if (err == LDAP_SUCCESS) {
-		authcache_put(la->cache, req->key, req->rec, req->password, clock_mono_ms());
+		cache_put(la, req->key, req->rec, req->password, clock_mono_ms());
 		req_complete(req, LDAPAUTH_OK, "directory");
 	} else if (!ldap_rc_temporary(err)) {
 		req_complete(req, LDAPAUTH_EBADCRED, "wrong password");

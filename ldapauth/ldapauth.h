@@ -111,6 +111,16 @@ struct ldapauth_req *ldapauth_lookup(struct ldapauth *la, const char *address, l
 /* The callback of *reqp will not run (a session closed). Sets *reqp = NULL. */
 void ldapauth_cancel(struct ldapauth_req **reqp);
 
+/* The cache shared by every worker of a daemon: made by the master before it forks (NULL
+   when [directory] auth_cache_size is 0), given to each worker's ldapauth with
+   ldapauth_use_shared, freed by the master after the workers. Same TTLs and rules as the
+   worker's own cache, whose place it takes (a record too big for its slots stays there); a
+   login that one worker checked is a hit in the others. */
+struct ldapauth_shared;
+struct ldapauth_shared *ldapauth_shared_new(const struct conf *c);
+void ldapauth_shared_free(struct ldapauth_shared **sp);
+void ldapauth_use_shared(struct ldapauth *la, struct ldapauth_shared *sh);
+
 /* Re-reads the users file (backend = file; call it on SIGHUP) and empties the cache. On error
    keeps the old users and returns -1 with *error_r. No-op for LDAP except the cache flush. */
 int ldapauth_reload(struct ldapauth *la, char **error_r);

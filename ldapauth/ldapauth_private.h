@@ -68,10 +68,28 @@ enum ac_res authcache_get(struct authcache *c, const char *key, const char *pass
 void authcache_put(struct authcache *c, const char *key, struct ldapauth_rec *rec,
 		   const char *password, int64_t now_ms);
 void authcache_clear(struct authcache *c);
+void authcache_remove(struct authcache *c, const char *key);
 size_t authcache_count(const struct authcache *c);
 /* Bytes the negative entries hold (as authcache counts them); *count_r (may be NULL) gets how
    many there are. */
 size_t authcache_negative_bytes(const struct authcache *c, size_t *count_r);
+/* SHA-256(salt || password): what a positive auth entry keeps of the password that passed. */
+#define AC_SALT 16
+#define AC_DIGEST 32
+void authcache_digest(const unsigned char *salt, const char *password, unsigned char *out);
+
+/* authshm.c: the same cache shared by every worker of a daemon (ldapauth_shared_new): fixed
+   slots in a region the master maps before it forks. authshm_put returns false when the
+   entry is not kept there (a record too big for a slot, or no room for a negative entry
+   among the users'): the worker's own authcache keeps it then. */
+struct ldapauth_shared;
+enum ac_res authshm_get(struct ldapauth_shared *s, const char *key, const char *password,
+			int64_t now_ms, struct ldapauth_rec **rec_r);
+bool authshm_put(struct ldapauth_shared *s, const char *key, struct ldapauth_rec *rec,
+		 const char *password, int64_t now_ms);
+void authshm_remove(struct ldapauth_shared *s, const char *key);
+void authshm_clear(struct ldapauth_shared *s);
+size_t authshm_count(struct ldapauth_shared *s);
 
 /* ldap_filter.c: RFC 4515 filter templates. %s whole name, %u part before '@' (all of it
    without one), %d part after '@' (empty), %% a '%'. Returns a malloc'd filter, or NULL when

@@ -2,6 +2,7 @@
  * escaping, password schemes, the cache (bounds, TTLs, salted digests) and the users-file
  * backend through the public API (callbacks deferred, refusals, reload). */
 #include <crypt.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "la_test.h"
@@ -60,6 +61,75 @@ static void test_passwd_schemes(void **state)
 	assert_int_equal(ldapauth_passwd_verify("{SSHA}!!!!", 10, "secret"), -1);
 	assert_int_equal(ldapauth_passwd_verify("{SSHA}", 6, "secret"), -1);
 	assert_int_equal(ldapauth_passwd_verify("{CRYPT}*", 8, "secret"), -1);
+}
+
+/* The workers' shared cache: a record read back whole, the password's digest, TTLs, negative
+   entries, a record too big for a slot, a clear; and an entry put by a forked child (another
+   worker) read by the parent. */
+static void test_shared_cache(void **state)
+{
+	struct conf *c = conf_defaults();
+	struct ldapauth_shared *sh;
+	struct ldapauth_rec *r = ldapauth_rec_new(), *big = ldapauth_rec_new(), *got = NULL;
+	char alias[300];
+	pid_t pid;
+	int status;
+
+	(void)state;
+	assert_int_equal(conf_set(c, "directory", "auth_cache_ttl", "1000ms", NULL), 0);
+	assert_int_equal(conf_set(c, "directory", "negative_cache_ttl", "100ms", NULL), 0);
+	assert_int_equal(conf_set(c, "directory", "auth_cache_size", "64", NULL), 0);
+	assert_non_null(sh = ldapauth_shared_new(c));
+	r->u.login = xstrdup("u1");
+	r->u.address = xstrdup("u1@heron.test");
+	r->u.dn = xstrdup("uid=u1,ou=people,dc=heron,dc=test");
+	r->u.partition = 3;
+	r->u.quota = 12345;
+	ldapauth_rec_add_alias(r, "alias@heron.test", 16);
+	assert_true(authshm_put(sh, "a:u1", r, "pw1", 0));
+	assert_int_equal(authshm_get(sh, "a:u1", "pw1", 10, &got), AC_HIT);
+	assert_string_equal(got->u.login, "u1");
+	assert_string_equal(got->u.address, "u1@heron.test");
+	assert_string_equal(got->u.dn, "uid=u1,ou=people,dc=heron,dc=test");
+	assert_null(got->u.mailhost);
+	assert_int_equal(got->u.partition, 3);
+	assert_int_equal(got->u.quota, 12345);
+	assert_int_equal(got->u.naliases, 1);
+	assert_string_equal(got->u.aliases[0], "alias@heron.test");
+	ldapauth_rec_unref(&got);
+	assert_int_equal(authshm_get(sh, "a:u1", "pw2", 10, &got), AC_MISS);
+	assert_null(got);
+	assert_int_equal(authshm_get(sh, "a:u1", "pw1", 1000, &got), AC_MISS); /* its TTL */
+	assert_true(authshm_put(sh, "a:nobody", NULL, NULL, 0));
+	assert_int_equal(authshm_get(sh, "a:nobody", "x", 50, &got), AC_NEGATIVE);
+	assert_int_equal(authshm_get(sh, "a:nobody", "x", 100, &got), AC_MISS);
+	/* a record that does not fit a slot is left to the worker's own cache */
+	big->u.login = xstrdup("big");
+	memset(alias, 'a', sizeof(alias) - 1);
+	alias[sizeof(alias) - 1] = '\0';
+	ldapauth_rec_add_alias(big, alias, 299);
+	ldapauth_rec_add_alias(big, alias, 298);
+	assert_false(authshm_put(sh, "a:big", big, "pw", 0));
+	assert_int_equal(authshm_get(sh, "a:big", "pw", 1, &got), AC_MISS);
+	/* another worker's entry */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(authshm_put(sh, "l:u1@heron.test", r, NULL, 2000) ? 0 : 1);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_int_equal(authshm_get(sh, "l:u1@heron.test", NULL, 2001, &got), AC_HIT);
+	assert_string_equal(got->u.login, "u1");
+	ldapauth_rec_unref(&got);
+	assert_true(authshm_count(sh) >= 1);
+	authshm_clear(sh);
+	assert_int_equal(authshm_count(sh), 0);
+	assert_int_equal(authshm_get(sh, "l:u1@heron.test", NULL, 2002, &got), AC_MISS);
+	ldapauth_rec_unref(&r);
+	ldapauth_rec_unref(&big);
+	ldapauth_shared_free(&sh);
+	assert_null(sh);
+	conf_free(&c);
 }
 
 static void test_cache(void **state)
@@ -373,6 +443,7 @@ int main(void)
 		cmocka_unit_test(test_passwd_schemes),
 		cmocka_unit_test(test_cache),
 		cmocka_unit_test(test_cache_many),
+		cmocka_unit_test(test_shared_cache),
 		cmocka_unit_test(test_cache_negative_memory),
 		cmocka_unit_test(test_file_backend),
 		cmocka_unit_test(test_file_errors),

@@ -2,29 +2,39 @@
 """test_metrics_ldap.py — the directory figures of imapd's metrics endpoint with logins going
 to the real slapd of scripts/ldap (#21): a user's first login is an auth-cache miss and at
 least one LDAP round trip (heron_directory_round_trip_seconds' count); the same login again is
-a cache hit with no new round trip; a wrong password is not answered as a hit.
+a cache hit with no new round trip; a wrong password is not answered as a hit. With two
+workers (#23), the login cache is the daemon's: a user's first login is the only miss, and
+logins served by the other worker are hits; after a password change (ldappasswd) the new
+password logs in at once (a miss: the cache's digest does not match) and from then on the old
+one is refused by every worker (the entry holds the new password's digest).
 
 Usage: test_metrics_ldap.py IMAPD SOURCE_ROOT"""
 import os
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from heronlib import HOST, Imapd, Slapd, free_port, run_main, run_tests  # noqa: E402
+from heronlib import (HOST, Imapd, Slapd, free_port, run_main, run_tests,  # noqa: E402
+                      wait_workers_ready)
 
 D = None
+D2 = None  # two workers
+SLAPD = None
 METRICS = free_port()
+METRICS2 = free_port()
 HIT = 'heron_directory_cache_total{result="hit"}'
 MISS = 'heron_directory_cache_total{result="miss"}'
 RTT = "heron_directory_round_trip_seconds_count"
 
 
-def scrape():
+def scrape(port=METRICS):
     """{series: value} of imapd's endpoint."""
-    with urllib.request.urlopen(f"http://{HOST}:{METRICS}/metrics", timeout=10) as r:
+    with urllib.request.urlopen(f"http://{HOST}:{port}/metrics", timeout=10) as r:
         text = r.read().decode()
     out = {}
     for line in text.splitlines():
@@ -34,23 +44,23 @@ def scrape():
     return out
 
 
-def figures():
-    s = scrape()
+def figures(port=METRICS):
+    s = scrape(port)
     return s.get(HIT, 0.0), s.get(MISS, 0.0), s.get(RTT, 0.0)
 
 
-def settled(want, timeout=30):
+def settled(want, timeout=30, port=METRICS):
     """The figures once they satisfy want (the workers publish them after the request)."""
     end = time.time() + timeout
-    f = figures()
+    f = figures(port)
     while not want(*f) and time.time() < end:
         time.sleep(0.2)
-        f = figures()
+        f = figures(port)
     return f
 
 
-def login(user, password):
-    c = D.connect()
+def login(user, password, d=None):
+    c = (d or D).connect()
     try:
         return c.login(user, password)[0]
     except Exception:
@@ -82,6 +92,63 @@ def test_cache_and_round_trips_move():
     assert rtt3 > rtt1
 
 
+LOGIN_LINE = re.compile(r"imapd\[(\d+)\] info: \S+ imap login .*user=(\S+) "
+                        r"(?:mech=\S+ )?result=(\S+) cached=(\S+)")
+
+
+def logins(user):
+    """(worker pid, result, cached) of every login of user in D2's log, in order."""
+    return [(m.group(1), m.group(3), m.group(4)) for m in map(LOGIN_LINE.search,
+                                                             D2.logtext().splitlines())
+            if m is not None and m.group(2) == user]
+
+
+def test_two_workers_share_the_cache():
+    user = "user2"
+    hit0, miss0, _ = figures(METRICS2)
+    assert login(user, user, D2) == "OK"
+    settled(lambda h, m, r: m >= miss0 + 1, port=METRICS2)
+    first = logins(user)
+    assert [x[1:] for x in first] == [("ok", "no")], first
+    # sessions open at once spread over the workers: until the other one has served some
+    for _ in range(10):
+        conns = [D2.connect() for _ in range(8)]
+        for c in conns:
+            assert c.login(user, user)[0] == "OK"
+        for c in conns:
+            c.logout()
+        if len({pid for pid, _, _ in logins(user)}) >= 2:
+            break
+    seen = logins(user)
+    pids = {pid for pid, _, _ in seen}
+    assert len(pids) == 2, f"every login went to one worker: {seen}"
+    assert all(c == "yes" for _, _, c in seen[1:]), seen
+    other = [x for x in seen[1:] if x[0] != first[0][0]]
+    assert other, seen  # a hit on the worker that never asked the directory
+    hit1, miss1, _ = settled(lambda h, m, r: h >= hit0 + len(seen) - 1, port=METRICS2)
+    assert (hit1, miss1) == (hit0 + len(seen) - 1, miss0 + 1), (hit0, miss0, hit1, miss1,
+                                                               len(seen))
+
+    # the password changes in the directory
+    env = SLAPD.env
+    r = subprocess.run(["ldappasswd", "-x", "-H", SLAPD.uri, "-D", env["LDAP_ADMIN_DN"],
+                        "-y", env["LDAP_ADMIN_PASSWORD_FILE"], "-s", "changed",
+                        f"uid={user},{env['LDAP_PEOPLE']}"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    n = len(logins(user))
+    assert login(user, "changed", D2) == "OK"  # at once: the cached digest does not match
+    assert logins(user)[n:] == [(logins(user)[n][0], "ok", "no")], logins(user)[n:]
+    # the old password is refused now in either worker: the one cache entry was replaced
+    n = len(logins(user))
+    for _ in range(8):
+        assert login(user, user, D2) == "NO"
+    assert login(user, "changed", D2) == "OK"
+    later = logins(user)[n:]
+    assert all(res != "ok" for _, res, _ in later[:-1]), later
+    assert later[-1][1:] == ("ok", "yes"), later
+
+
 def main():
     global D
     imapd, root = sys.argv[1], sys.argv[2]
@@ -90,7 +157,8 @@ def main():
     daemons = []
 
     def body():
-        global D
+        global D, D2, SLAPD
+        SLAPD = slapd
         slapd.start()
         directory = {"backend": "ldap", "uri": slapd.uri, "base": slapd.env["LDAP_PEOPLE"],
                      "auth_mode": "bind"}
@@ -98,7 +166,12 @@ def main():
                   extra=f"\n[metrics]\nenabled = yes\nimapd_listen = {HOST}:{METRICS}\n")
         daemons.append(D)
         D.start()
-        return run_tests([test_cache_and_round_trips_move])
+        D2 = Imapd(imapd, directory=directory, workers=2,
+                   extra=f"\n[metrics]\nenabled = yes\nimapd_listen = {HOST}:{METRICS2}\n")
+        daemons.append(D2)
+        D2.start()
+        wait_workers_ready(D2, "imapd", 2)
+        return run_tests([test_cache_and_round_trips_move, test_two_workers_share_the_cache])
 
     def remove_imapd_dir():
         for d in daemons:
