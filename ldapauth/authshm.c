@@ -94,12 +94,23 @@ void ldapauth_shared_free(struct ldapauth_shared **sp)
 	*sp = NULL;
 }
 
+/* A worker killed holding the lock may have left a slot half copied (a new key's header over
+   an old record of the same key reads as that key with the wrong record) and the counts one
+   off: which slot is not known, so the table is emptied, a new generation, before anyone
+   reads it again. The cost is a miss for every user once; never a wrong answer. */
 static void as_lock(struct ldapauth_shared *s)
 {
-	/* a worker killed holding it: each change is a slot copy and two counts; at worst one
-	   entry reads as a miss (its key or length does not match) */
-	if (pthread_mutex_lock(&s->lock) == EOWNERDEAD)
+	if (pthread_mutex_lock(&s->lock) == EOWNERDEAD) {
+		s->gen++;
+		s->count = s->neg_count = 0;
 		pthread_mutex_consistent(&s->lock);
+		log_warnx("authshm: a worker died holding the shared login cache: emptied");
+	}
+}
+
+void authshm_lock(struct ldapauth_shared *s)
+{
+	as_lock(s);
 }
 
 static uint64_t as_hash(const struct ldapauth_shared *s, const char *key, size_t len)
@@ -234,6 +245,8 @@ enum ac_res authshm_get(struct ldapauth_shared *s, const char *key, const char *
 	unsigned char d[AC_DIGEST];
 
 	*rec_r = NULL;
+	if (len > sizeof(copy.data))
+		return AC_MISS; /* authshm_put keeps no such key */
 	as_lock(s);
 	if ((e = as_find(s, key, len, h)) == NULL) {
 		pthread_mutex_unlock(&s->lock);
@@ -257,6 +270,10 @@ enum ac_res authshm_get(struct ldapauth_shared *s, const char *key, const char *
 			OPENSSL_cleanse(&copy, sizeof(copy));
 			return AC_MISS; /* the password may have changed: ask again */
 		}
+	}
+	if ((size_t)copy.keylen + copy.datalen > sizeof(copy.data)) {
+		OPENSSL_cleanse(&copy, sizeof(copy));
+		return AC_MISS;
 	}
 	*rec_r = rec_decode(copy.data + copy.keylen, copy.datalen);
 	OPENSSL_cleanse(&copy, sizeof(copy));
@@ -292,7 +309,7 @@ bool authshm_put(struct ldapauth_shared *s, const char *key, struct ldapauth_rec
 		 const char *password, int64_t now_ms)
 {
 	size_t len = strlen(key), dlen = 0;
-	int64_t ttl = rec != NULL ? s->ttl_ms : s->neg_ttl_ms;
+	int64_t ttl = __atomic_load_n(rec != NULL ? &s->ttl_ms : &s->neg_ttl_ms, __ATOMIC_RELAXED);
 	uint64_t h = as_hash(s, key, len);
 	struct as_slot n, *e;
 
@@ -351,6 +368,12 @@ void authshm_clear(struct ldapauth_shared *s)
 	s->gen++;
 	s->count = s->neg_count = 0;
 	pthread_mutex_unlock(&s->lock);
+}
+
+void authshm_set_ttls(struct ldapauth_shared *s, int64_t ttl_ms, int64_t neg_ttl_ms)
+{
+	__atomic_store_n(&s->ttl_ms, ttl_ms, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->neg_ttl_ms, neg_ttl_ms, __ATOMIC_RELAXED);
 }
 
 size_t authshm_count(struct ldapauth_shared *s)

@@ -69,6 +69,8 @@ void authcache_put(struct authcache *c, const char *key, struct ldapauth_rec *re
 		   const char *password, int64_t now_ms);
 void authcache_clear(struct authcache *c);
 void authcache_remove(struct authcache *c, const char *key);
+/* The TTLs of entries put from now on (a SIGHUP; the entries kept so far keep theirs). */
+void authcache_set_ttls(struct authcache *c, int64_t ttl_ms, int64_t neg_ttl_ms);
 size_t authcache_count(const struct authcache *c);
 /* Bytes the negative entries hold (as authcache counts them); *count_r (may be NULL) gets how
    many there are. */
@@ -90,6 +92,10 @@ bool authshm_put(struct ldapauth_shared *s, const char *key, struct ldapauth_rec
 void authshm_remove(struct ldapauth_shared *s, const char *key);
 void authshm_clear(struct ldapauth_shared *s);
 size_t authshm_count(struct ldapauth_shared *s);
+/* The TTLs of entries any worker puts from now on (each worker's SIGHUP sets the same). */
+void authshm_set_ttls(struct ldapauth_shared *s, int64_t ttl_ms, int64_t neg_ttl_ms);
+/* Takes the lock and keeps it (tests: a child that exits holding it, as a worker killed). */
+void authshm_lock(struct ldapauth_shared *s);
 
 /* ldap_filter.c: RFC 4515 filter templates. %s whole name, %u part before '@' (all of it
    without one), %d part after '@' (empty), %% a '%'. Returns a malloc'd filter, or NULL when

@@ -125,6 +125,22 @@ static void test_shared_cache(void **state)
 	authshm_clear(sh);
 	assert_int_equal(authshm_count(sh), 0);
 	assert_int_equal(authshm_get(sh, "l:u1@heron.test", NULL, 2002, &got), AC_MISS);
+	/* a worker killed while it holds the lock: the others go on, on an emptied table */
+	assert_true(authshm_put(sh, "a:u1", r, "pw1", 3000));
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		authshm_lock(sh);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_int_equal(authshm_get(sh, "a:u1", "pw1", 3001, &got), AC_MISS);
+	assert_null(got);
+	assert_int_equal(authshm_count(sh), 0);
+	assert_true(authshm_put(sh, "a:u1", r, "pw1", 3002));
+	assert_int_equal(authshm_get(sh, "a:u1", "pw1", 3003, &got), AC_HIT);
+	ldapauth_rec_unref(&got);
+	assert_int_equal(authshm_count(sh), 1);
 	ldapauth_rec_unref(&r);
 	ldapauth_rec_unref(&big);
 	ldapauth_shared_free(&sh);
