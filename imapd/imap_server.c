@@ -147,6 +147,8 @@ static void on_reload(void *arg)
 			srv->tls_ctx_owned = true;
 		}
 		server_limits(srv, c);
+		if (srv->auth != NULL)
+			ldapauth_reload_ttls(srv->auth, c);
 		srv->conf = c;
 		conf_free(&srv->reloaded);
 		srv->reloaded = c;

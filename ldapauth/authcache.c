@@ -288,6 +288,12 @@ void authcache_put(struct authcache *c, const char *key, struct ldapauth_rec *re
 	c->count++;
 }
 
+void authcache_set_ttls(struct authcache *c, int64_t ttl_ms, int64_t neg_ttl_ms)
+{
+	c->ttl_ms = ttl_ms;
+	c->neg_ttl_ms = neg_ttl_ms;
+}
+
 void authcache_remove(struct authcache *c, const char *key)
 {
 	struct ac_entry **slot;

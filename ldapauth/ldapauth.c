@@ -405,6 +405,15 @@ void ldapauth_use_shared(struct ldapauth *la, struct ldapauth_shared *sh)
 	la->shared = sh;
 }
 
+void ldapauth_reload_ttls(struct ldapauth *la, const struct conf *c)
+{
+	const struct directory_conf *d = &conf_values(c)->directory;
+
+	authcache_set_ttls(la->cache, d->auth_cache_ttl_ms, d->negative_cache_ttl_ms);
+	if (la->shared != NULL)
+		authshm_set_ttls(la->shared, d->auth_cache_ttl_ms, d->negative_cache_ttl_ms);
+}
+
 /* The shared cache first (a record too big for it is in the worker's own). */
 static enum ac_res cache_get(struct ldapauth *la, const char *key, const char *password,
 			     struct ldapauth_rec **rec_r)

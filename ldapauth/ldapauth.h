@@ -120,6 +120,10 @@ struct ldapauth_shared;
 struct ldapauth_shared *ldapauth_shared_new(const struct conf *c);
 void ldapauth_shared_free(struct ldapauth_shared **sp);
 void ldapauth_use_shared(struct ldapauth *la, struct ldapauth_shared *sh);
+/* A reloaded config's auth_cache_ttl and negative_cache_ttl, for the entries put from now on
+   in this process's cache and in the shared one (call it on SIGHUP, then ldapauth_reload,
+   which empties both). auth_cache_size and negative_cache_memory stay as at start. */
+void ldapauth_reload_ttls(struct ldapauth *la, const struct conf *c);
 
 /* Re-reads the users file (backend = file; call it on SIGHUP) and empties the cache. On error
    keeps the old users and returns -1 with *error_r. No-op for LDAP except the cache flush. */
