@@ -83,6 +83,7 @@ int ms_server_run(struct daemon_worker *w, const struct ms_worker_args *wa)
 		fatalx("store group commit: event");
 	if (ldapauth_new(srv.base, wa->conf, &srv.auth, &err) < 0)
 		fatalx("directory: %s", err);
+	ldapauth_use_shared(srv.auth, wa->auth_cache);
 	srv.guard = authguard_open(wa->conf);
 	srv.ns = net_server_new(srv.base, wa->fds, (size_t)sc->max_connections, accept_cb, &srv);
 	net_server_set_refusal(srv.ns, "managesieve", "BYE \"Too many connections\"\r\n");
@@ -146,6 +147,7 @@ int main(int argc, char **argv)
 	m.wa.conf = conf;
 	m.wa.fds = &fds;
 	m.wa.metrics = &metrics;
+	m.wa.auth_cache = ldapauth_shared_new(conf);
 	ms_metrics_init((unsigned)sc->workers);
 	memset(&ops, 0, sizeof(ops));
 	ops.ident = "managesieved";
@@ -160,6 +162,7 @@ int main(int argc, char **argv)
 	net_fds_close(&fds);
 	net_fds_close(&metrics);
 	tls_ctx_free(&m.wa.tls_ctx);
+	ldapauth_shared_free(&m.wa.auth_cache);
 	conf_free(&conf);
 	return rc;
 }

@@ -26,11 +26,14 @@ struct daemon_worker;
 struct authguard;
 struct sasl_plain;
 
+struct ldapauth_shared;
+
 struct ms_worker_args {
 	const struct conf *conf;
 	const struct net_fds *fds;
 	const struct net_fds *metrics; /* [metrics] managesieved_listen (may be empty) */
 	SSL_CTX *tls_ctx;
+	struct ldapauth_shared *auth_cache; /* the workers' login cache (NULL: each its own) */
 };
 
 struct ms_server {

@@ -32,6 +32,7 @@ struct mtad_main {
 	struct net_fds metrics; /* [metrics] mtad_listen */
 	char hostname[256];
 	struct shmtable *shared, *conns;
+	struct ldapauth_shared *auth_cache; /* the workers' login and lookup cache, or NULL */
 };
 
 /* Entries of the relay table without counts are forgotten after this. */
@@ -154,6 +155,8 @@ static void on_reload(void *arg)
 		milter_reload(m, c);
 		rcpt_aliases_load(m, c, false);
 		rcpt_srs_load(m, c, false);
+		if (m->la != NULL)
+			ldapauth_reload_ttls(m->la, c);
 		log_info("mtad worker %u config reloaded", m->worker);
 	}
 	if (m->la != NULL && ldapauth_reload(m->la, &err) < 0) {
@@ -190,6 +193,8 @@ static int worker_main(struct daemon_worker *w, void *arg)
 	m.conf_path = mm->conf_path;
 	m.shared = mm->shared;
 	m.conns = mm->conns;
+	if (m.la != NULL)
+		ldapauth_use_shared(m.la, mm->auth_cache);
 	shmtable_worker_reset(m.shared, m.worker);
 	shmtable_worker_reset(m.conns, m.worker);
 	if (mtad_servers_start(&m, mm->fds, (size_t)maxc) < 0)
@@ -323,6 +328,7 @@ int main(int argc, char **argv)
 				 SHARED_FORGET_MS);
 	mm.conns = shmtable_new(net_shm_slots((size_t)mc->max_connections), ops.workers,
 				NET_SHM_KEY_MAX, 0);
+	mm.auth_cache = ldapauth_shared_new(mm.conf);
 	ops.ident = "mtad";
 	ops.pidfile = mc->pidfile;
 	ops.user = mc->user;
@@ -337,6 +343,7 @@ int main(int argc, char **argv)
 	net_fds_close(&mm.metrics);
 	shmtable_free(&mm.shared);
 	shmtable_free(&mm.conns);
+	ldapauth_shared_free(&mm.auth_cache);
 	conf_free(&first);
 	conf_free(&mm.reloaded);
 	return rc;

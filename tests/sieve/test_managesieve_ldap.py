@@ -8,11 +8,13 @@ sent with smtplib to the user's directory address is then filed by that script (
 on the same slapd), read back with imaplib. [sieve] allow_plaintext_auth is off (the default),
 so a login that works went through STARTTLS. The two modes are told apart by a user whose
 userPassword has no {SCHEME}: slapd's bind takes it as cleartext, the lookup mode's own check
-refuses it.
+refuses it. A third managesieved (two workers) shows the login cache is the daemon's (#23):
+with slapd stopped, a login one worker cached is answered by both.
 
   test_managesieve_ldap.py SOURCE_ROOT MANAGESIEVED MTAD IMAPD"""
 import imaplib
 import os
+import re
 import shutil
 import smtplib
 import subprocess
@@ -27,7 +29,7 @@ ROOT, MSD, MTAD, IMAPD = sys.argv[1:5]
 SIEVE_CONNECT = shutil.which("sieve-connect")
 TMP = tempfile.mkdtemp(prefix="heron-msieve-ldap-")
 slapd = Slapd(ROOT, os.path.join(TMP, "ldap"), users=4)
-MSD_PORTS = {"bind": free_port(), "lookup": free_port()}
+MSD_PORTS = {"bind": free_port(), "lookup": free_port(), "shared": free_port()}
 msd = {}
 mtad = imapd = None
 DAEMONS = []  # filled by setup(), stopped by run_main
@@ -40,12 +42,14 @@ def setup():
     global mtad, imapd, IMAP_PORT, SMTP_PORT
     cert, key = make_cert(TMP)
     confs = {}
-    for mode in ("bind", "lookup"):
+    for mode in ("bind", "lookup", "shared"):
+        sieve = {"listen": f"{HOST}:{MSD_PORTS[mode]}"}
+        directory = slapd.directory(auth_mode="bind" if mode == "shared" else mode)
+        if mode == "shared":
+            sieve["workers"] = "2"
+            directory["auth_cache_ttl"] = "1h"
         conf, smtp_port, imap_port = shared_conf(TMP, [], keys={
-            "tls": {"cert": cert, "key": key},
-            "sieve": {"listen": f"{HOST}:{MSD_PORTS[mode]}"},
-            "directory": slapd.directory(auth_mode=mode),
-        })
+            "tls": {"cert": cert, "key": key}, "sieve": sieve, "directory": directory})
         path = os.path.join(TMP, f"{mode}.conf")
         os.replace(conf, path)
         confs[mode] = (path, smtp_port, imap_port)
@@ -54,7 +58,7 @@ def setup():
     path, SMTP_PORT, IMAP_PORT = confs["bind"]
     mtad = Daemon(MTAD, path, os.path.join(TMP, "mtad.log"), SMTP_PORT)
     imapd = Daemon(IMAPD, path, os.path.join(TMP, "imapd.log"), IMAP_PORT)
-    DAEMONS.extend([msd["bind"], msd["lookup"], mtad, imapd])
+    DAEMONS.extend([msd["bind"], msd["lookup"], msd["shared"], mtad, imapd])
 
 
 def sc(mode, user, password, *args):
@@ -126,6 +130,33 @@ def test_modes_differ():
     assert "managesieve login user=user3 result=fail" in msd["lookup"].logtext()
 
 
+def test_workers_share_the_login_cache():
+    # last: it stops slapd
+    user = "user4"
+    line = re.compile(r"\[(\d+)\].* managesieve login user=" + user + r" result=ok")
+
+    def pids():
+        return [m.group(1) for m in map(line.search, msd["shared"].logtext().splitlines())
+                if m is not None]
+    rc, text = sc("shared", user, user, "--list")  # asks slapd, cached
+    assert rc == 0, text
+    assert len(pids()) == 1, msd["shared"].logtext()[-3000:]
+    slapd.stop(check=True)
+    # with the directory down only a cache answers; until both workers have
+    for _ in range(10):
+        runs = [subprocess.Popen([SIEVE_CONNECT, "-s", HOST, "-p", str(MSD_PORTS["shared"]),
+                                  "-u", user, "--passwordfd", "0", "--notlsverify", "--list"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True, cwd=TMP)
+                for _ in range(4)]
+        for r in runs:
+            out, _ = r.communicate(user + "\n", timeout=90)
+            assert r.returncode == 0, out
+        if len(set(pids())) >= 2:
+            break
+    assert len(set(pids())) == 2, f"every login went to one worker: {pids()}"
+
+
 def main():
     if SIEVE_CONNECT is None:
         print("sieve-connect is not installed (scripts/bootstrap installs it)")
@@ -136,7 +167,8 @@ def main():
         setup()
         for d in DAEMONS:
             d.start()
-        return run_tests([test_bind_mode, test_lookup_mode, test_modes_differ])
+        return run_tests([test_bind_mode, test_lookup_mode, test_modes_differ,
+                          test_workers_share_the_login_cache])
     return run_main(body, TMP, DAEMONS, cleanup=[slapd.stop], tail=8000)
 
 
