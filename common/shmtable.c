@@ -87,18 +87,23 @@ static void shm_boot_id(char out[40])
 	out[strcspn(out, "\n")] = '\0';
 }
 
-/* Fills a mapped, zeroed region of size bytes as a table. */
-static void shm_init(struct shmtable *t, size_t n, unsigned workers, size_t key_max,
-		     int64_t forget_ms, size_t size)
+void shm_mutex_init(pthread_mutex_t *m, const char *what)
 {
 	pthread_mutexattr_t ma;
 
 	pthread_mutexattr_init(&ma);
 	pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
 	pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
-	if (pthread_mutex_init(&t->lock, &ma) != 0)
-		fatalx("shared table mutex");
+	if (pthread_mutex_init(m, &ma) != 0)
+		fatalx("%s mutex", what);
 	pthread_mutexattr_destroy(&ma);
+}
+
+/* Fills a mapped, zeroed region of size bytes as a table. */
+static void shm_init(struct shmtable *t, size_t n, unsigned workers, size_t key_max,
+		     int64_t forget_ms, size_t size)
+{
+	shm_mutex_init(&t->lock, "shared table");
 	if (getrandom(&t->seed, sizeof(t->seed), 0) != sizeof(t->seed))
 		t->seed = (uint64_t)(uintptr_t)t ^ (uint64_t)getpid() ^ (uint64_t)clock_mono_ms();
 	t->nslots = n;

@@ -22,6 +22,7 @@
 #ifndef HERON_SHMTABLE_H
 #define HERON_SHMTABLE_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -57,6 +58,10 @@ struct shmtable;
    workers (1..SHMTABLE_WORKERS_MAX) worker columns, keys of up to key_max - 1 bytes (longer
    keys are cut), failures forgotten forget_ms after the last one. Dies when mmap fails (it
    runs at start). */
+/* Initializes *m, in memory shared between processes, as a robust process-shared mutex
+   (a holder that dies makes the next pthread_mutex_lock return EOWNERDEAD); what names it in
+   the fatal error. For any shared region's lock (the table's, ldapauth's login cache). */
+void shm_mutex_init(pthread_mutex_t *m, const char *what);
 struct shmtable *shmtable_new(size_t nslots, unsigned workers, size_t key_max, int64_t forget_ms);
 /* Maps the table in the file path, which every process (of any daemon) opening the same path
    shares: created (mode 0600) when missing, made anew when it is not a table of this format

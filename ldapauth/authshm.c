@@ -20,6 +20,7 @@
 #include "common/conf.h"
 #include "common/endian.h"
 #include "common/log.h"
+#include "common/shmtable.h"
 #include "common/xmalloc.h"
 #include "ldapauth/ldapauth_private.h"
 
@@ -57,7 +58,6 @@ struct ldapauth_shared *ldapauth_shared_new(const struct conf *c)
 {
 	const struct directory_conf *d = &conf_values(c)->directory;
 	size_t n = AS_PROBE, size;
-	pthread_mutexattr_t ma;
 	struct ldapauth_shared *s;
 
 	if (d->auth_cache_size == 0)
@@ -69,12 +69,7 @@ struct ldapauth_shared *ldapauth_shared_new(const struct conf *c)
 	s = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (s == MAP_FAILED)
 		fatal("mmap shared auth cache (%zu bytes)", size);
-	pthread_mutexattr_init(&ma);
-	pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
-	pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
-	if (pthread_mutex_init(&s->lock, &ma) != 0)
-		fatalx("shared auth cache mutex");
-	pthread_mutexattr_destroy(&ma);
+	shm_mutex_init(&s->lock, "shared auth cache");
 	if (RAND_bytes((unsigned char *)&s->seed, sizeof(s->seed)) != 1)
 		fatalx("authshm: no random bytes");
 	s->gen = 1;
