@@ -127,9 +127,9 @@ const struct conf_key conf_keys[] = {
 	{ "directory", "timeout", CONF_DURATION, 100, 5 * MIN, "5s", NULL,
 	  "per-operation LDAP timeout", CONF_AT(directory.timeout_ms) },
 	{ "directory", "auth_cache_size", CONF_INT, 0, 100000000, "500000", NULL,
-	  "entries in the authentication/lookup cache (0 disables it): imapd's workers share "
-	  "one cache of this many (512-byte slots, allocated as they are first used), the "
-	  "other daemons keep one per process",
+	  "entries in the authentication/lookup cache (0 disables it): the workers of each "
+	  "daemon (imapd, mtad, managesieved) share one cache of this many (512-byte slots, "
+	  "allocated as they are first used)",
 	  CONF_AT(directory.auth_cache_size) },
 	{ "directory", "auth_cache_ttl", CONF_DURATION, 0, 30 * DAY, "2h", NULL,
 	  "how long a positive result is cached", CONF_AT(directory.auth_cache_ttl_ms) },
@@ -137,7 +137,7 @@ const struct conf_key conf_keys[] = {
 	  "how long a negative result (no such user) is cached",
 	  CONF_AT(directory.negative_cache_ttl_ms) },
 	{ "directory", "negative_cache_memory", CONF_SIZE, 64 * KiB, 1 * GiB, "8M", NULL,
-	  "memory the negative results of one process (all of imapd's workers) may hold "
+	  "memory the negative results of one daemon (all of its workers) may hold "
 	  "(unknown addresses tried: the oldest go first), within auth_cache_size entries",
 	  CONF_AT(directory.negative_cache_memory) },
 	{ "directory", "login_throttle_file", CONF_STR, 0, 0, "", NULL,
