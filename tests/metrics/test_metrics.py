@@ -26,7 +26,8 @@ import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from heronlib import (HOST, Daemon, Sink, free_port, imaplib, make_cert,  # noqa: E402
-                      run_main, run_tests, shared_conf, tls_client_ctx, wait_for, wait_port)
+                      run_main, run_tests, shared_conf, tls_client_ctx, wait_for, wait_port,
+                      wait_workers_ready)
 
 MTAD, IMAPD, SINK, SRC, MAILLOAD, SIEVED = sys.argv[1:7]
 TMP = tempfile.mkdtemp(prefix="heron-metrics-")
@@ -461,9 +462,14 @@ def test_mailload_metrics():
                Daemon(IMAPD, conf, os.path.join(d, "imapd.log"), ip)]
     port = free_port()
     p = None
+    mlog = open(os.path.join(d, "mailload.log"), "wb")  # kept with TMP when the test fails
     try:
         for x in daemons:
             x.start()
+        # mailload's checks before its run wait for greetings: workers attached first, so a
+        # slow start of the daemons is not mailload's time
+        wait_workers_ready(daemons[0], "mtad")
+        wait_workers_ready(daemons[1], "imapd")
         # the endpoint must stay up while a slow (sanitizer) build on a busy machine makes its
         # first logins: with 8 s the run could end before two, and with 20 s the ASan suite run
         # four at a time once saw the endpoint gone before two (2026-12-03); 45 s
@@ -472,7 +478,7 @@ def test_mailload_metrics():
                               "--force", "--no-delivery-check", "--local-agents", "2",
                               "--smtp-port", str(sp), "--submission-port", str(sp),
                               "--imap-port", str(ip), "--metrics", f"{HOST}:{port}", "-q"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             stdout=subprocess.DEVNULL, stderr=mlog)
         wait_port(port, 30, p, "mailload metrics")
         key = 'mailload_steps_total{function="imap_login",result="ok"}'
         wait_for(lambda: value(port, key) >= 2, 30, "mailload counted its logins")
@@ -489,6 +495,7 @@ def test_mailload_metrics():
             p.wait()
         for x in daemons:
             x.stop()
+        mlog.close()
 
 
 FAMILIES = set()  # every family a daemon served in this test (# TYPE lines)
