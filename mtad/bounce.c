@@ -4,6 +4,7 @@
  * (RET=HDRS/FULL), queued from the null sender to the original sender. Never to the null
  * sender; never for recipients that asked NOTIFY=NEVER or left FAILURE out. Also the delay
  * notice (Action: delayed, headers returned) for recipients still being retried. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -42,11 +43,11 @@ static void rfc5322_date(int64_t t, char *out, size_t size)
 	strftime(out, size, "%a, %d %b %Y %H:%M:%S %z", &tm);
 }
 
-static void report_head(struct buf *b, const struct queue_runner *qr, const struct qjob *job,
+static void report_head(struct buf *b, const struct mtad *m, const struct qjob *job,
 			const char *boundary, enum dsn_kind kind)
 {
 	bool delayed = kind == DSN_DELAYED;
-	const char *host = qr->m->hostname;
+	const char *host = m->hostname;
 	char date[64], arrival[64];
 
 	rfc5322_date(time(NULL), date, sizeof(date));
@@ -82,8 +83,8 @@ static void report_head(struct buf *b, const struct queue_runner *qr, const stru
 	buf_printf(b, "Arrival-Date: %s\r\n", arrival);
 }
 
-static void report_rcpt(struct buf *b, const struct queue_runner *qr, const struct qjob *job,
-			size_t i, enum dsn_kind kind)
+static void report_rcpt(struct buf *b, const struct mtad *m, const struct qjob *job, size_t i,
+			enum dsn_kind kind)
 {
 	const struct store_queue_rcpt *r = &job->qm.rcpt[i];
 	char dsn[16];
@@ -104,65 +105,96 @@ static void report_rcpt(struct buf *b, const struct queue_runner *qr, const stru
 		char until[64];
 
 		rfc5322_date(job->qm.created +
-				     conf_values(qr->m->conf)->mtad.max_queue_lifetime_ms / 1000,
+				     conf_values(m->conf)->mtad.max_queue_lifetime_ms / 1000,
 			     until, sizeof(until));
 		buf_printf(b, "Will-Retry-Until: %s\r\n", until);
 	}
 }
 
-/* Appends the original (headers only unless RET=FULL) from the queue file. */
-static int return_original(struct store_blob *blob, struct store *st, const struct qjob *job,
-			   bool full)
+int bounce_read_header(int fd, struct buf *hdr)
 {
 	char chunk[16 * 1024];
-	size_t total = 0;
-	uint64_t size;
-	int fd, rc = store_queue_open(st, job->qm.id, &fd, &size);
 	ssize_t n;
 
-	if (rc != 0)
-		return rc;
-	while ((n = read(fd, chunk, sizeof(chunk))) > 0) {
-		size_t len = (size_t)n, keep = len;
+	buf_reset(hdr);
+	while ((n = read(fd, chunk, sizeof(chunk))) != 0) {
+		size_t from = hdr->len > 3 ? hdr->len - 3 : 0, keep = (size_t)n;
+		char *end;
 
-		if (!full) {
-			char *end = memmem(chunk, len, "\r\n\r\n", 4);
-
-			keep = end ? (size_t)(end - chunk) + 2 : len;
-			if (total + keep > RETURN_MAX)
-				keep = RETURN_MAX - total;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return STORE_EIO;
+		if (hdr->len + keep > RETURN_MAX)
+			keep = RETURN_MAX - hdr->len;
+		if (buf_append(hdr, chunk, keep) < 0)
+			return STORE_EIO; /* not reached: hdr's max is RETURN_MAX or more */
+		/* the empty line may begin in an earlier chunk: looked for from 3 bytes back */
+		end = memmem(hdr->data + from, hdr->len - from, "\r\n\r\n", 4);
+		if (end != NULL) {
+			buf_truncate(hdr, (size_t)(end - hdr->data) + 2);
+			return 0;
 		}
-		if ((rc = store_blob_write(blob, chunk, keep)) != 0 || keep < len ||
-		    (!full && total + keep >= RETURN_MAX))
-			break;
-		total += keep;
+		if (hdr->len >= RETURN_MAX)
+			return 0;
 	}
-	close(fd);
-	return n < 0 ? STORE_EIO : rc;
+	return 0;
 }
 
-static int bounce_write(struct queue_runner *qr, const struct qjob *job, struct store_blob *b,
-			enum dsn_kind kind)
+/* Appends the original from fd (its offset on): headers only unless full. */
+static int return_original(struct store_blob *blob, int fd, bool full)
+{
+	char chunk[16 * 1024];
+	struct buf hdr;
+	ssize_t n;
+	int rc;
+
+	if (!full) {
+		buf_init(&hdr, 4096, RETURN_MAX);
+		if ((rc = bounce_read_header(fd, &hdr)) == 0)
+			rc = store_blob_write(blob, hdr.data, hdr.len);
+		buf_release(&hdr);
+		return rc;
+	}
+	while ((n = read(fd, chunk, sizeof(chunk))) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return STORE_EIO;
+		if ((rc = store_blob_write(blob, chunk, (size_t)n)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* The DSN's text into b, the original read from fd (-1: the queue file of job->qm.id). */
+static int bounce_write(struct mtad *m, const struct qjob *job, struct store_blob *b,
+			enum dsn_kind kind, int fd)
 {
 	/* a delay notice returns the headers only: the message is still on its way */
 	/* a REQUIRETLS message's body goes nowhere its sender did not allow (RFC 8689 5) */
 	bool full = job->qm.ret == STORE_RET_FULL && kind == DSN_FAILED && !job->qm.requiretls;
 	char boundary[64];
 	struct buf head;
-	int rc;
+	uint64_t size;
+	int rc, qfd = -1;
 
-	snprintf(boundary, sizeof(boundary), BOUNCE_BOUNDARY_FMT, job->qm.id, qr->m->hostname);
+	snprintf(boundary, sizeof(boundary), BOUNCE_BOUNDARY_FMT, job->qm.id, m->hostname);
 	buf_init(&head, 4096, REPORT_HEAD_MAX);
-	report_head(&head, qr, job, boundary, kind);
+	report_head(&head, m, job, boundary, kind);
 	for (size_t i = 0; i < job->qm.nrcpt; i++)
 		if (in_dsn(job, i, kind))
-			report_rcpt(&head, qr, job, i, kind);
+			report_rcpt(&head, m, job, i, kind);
 	buf_printf(&head, "\r\n--%s\r\nContent-Type: %s\r\n\r\n", boundary,
 		   full ? "message/rfc822" : "text/rfc822-headers");
 	rc = store_blob_write(b, head.data, head.len);
 	buf_reset(&head);
+	if (rc == 0 && fd < 0 && (rc = store_queue_open(m->store, job->qm.id, &qfd, &size)) == 0)
+		fd = qfd;
 	if (rc == 0)
-		rc = return_original(b, qr->m->store, job, full);
+		rc = return_original(b, fd, full);
+	if (qfd != -1)
+		close(qfd);
 	buf_printf(&head, "\r\n--%s--\r\n", boundary);
 	if (rc == 0)
 		rc = store_blob_write(b, head.data, head.len);
@@ -171,7 +203,7 @@ static int bounce_write(struct queue_runner *qr, const struct qjob *job, struct 
 }
 
 /* The DSN in d (see bounce_prepare), its blob finished by finish. */
-static int dsn_build(struct queue_runner *qr, const struct qjob *job, enum dsn_kind kind,
+static int dsn_build(struct mtad *m, const struct qjob *job, enum dsn_kind kind, int fd,
 		     struct bounce_dsn *d, int (*finish)(struct store_blob *b))
 {
 	size_t n = 0;
@@ -187,8 +219,8 @@ static int dsn_build(struct queue_runner *qr, const struct qjob *job, enum dsn_k
 		log_info("%016" PRIx64 ": no bounce: null sender", job->qm.id);
 		return 0;
 	}
-	if ((rc = store_blob_new(qr->m->store, STORE_QUEUE_PART, &d->blob)) == 0 &&
-	    (rc = bounce_write(qr, job, d->blob, kind)) == 0 && (rc = finish(d->blob)) == 0) {
+	if ((rc = store_blob_new(m->store, STORE_QUEUE_PART, &d->blob)) == 0 &&
+	    (rc = bounce_write(m, job, d->blob, kind, fd)) == 0 && (rc = finish(d->blob)) == 0) {
 		d->to.addr = job->qm.sender;
 		d->qm.sender = "";
 		d->qm.size = store_blob_size(d->blob);
@@ -205,7 +237,12 @@ static int dsn_build(struct queue_runner *qr, const struct qjob *job, enum dsn_k
 int bounce_prepare(struct queue_runner *qr, const struct qjob *job, enum dsn_kind kind,
 		   struct bounce_dsn *d)
 {
-	return dsn_build(qr, job, kind, d, store_blob_finish_deferred);
+	return dsn_build(qr->m, job, kind, -1, d, store_blob_finish_deferred);
+}
+
+int bounce_prepare_fd(struct mtad *m, const struct qjob *job, int fd, struct bounce_dsn *d)
+{
+	return dsn_build(m, job, DSN_FAILED, fd, d, store_blob_finish_deferred);
 }
 
 void bounce_queued(struct queue_runner *qr, const struct qjob *job, struct bounce_dsn *d, int rc)
@@ -225,7 +262,7 @@ void bounce_queued(struct queue_runner *qr, const struct qjob *job, struct bounc
 int bounce_send(struct queue_runner *qr, const struct qjob *job, enum dsn_kind kind)
 {
 	struct bounce_dsn d;
-	int rc = dsn_build(qr, job, kind, &d, store_blob_finish);
+	int rc = dsn_build(qr->m, job, kind, -1, &d, store_blob_finish);
 
 	if (rc != 0 || d.blob == NULL)
 		return rc;

@@ -190,6 +190,14 @@ struct bounce_dsn {
 };
 int bounce_prepare(struct queue_runner *qr, const struct qjob *job, enum dsn_kind kind,
 		   struct bounce_dsn *d);
+/* A DSN_FAILED as bounce_prepare's for a message that never reached the queue (a maildrop
+   file mtad refused, pickup.c): job names the DSN (qm.id) and its recipients (result,
+   error), the original is read from fd, from its offset on. */
+int bounce_prepare_fd(struct mtad *m, const struct qjob *job, int fd, struct bounce_dsn *d);
+/* The header of the message read from fd (its offset on) into hdr (reset first, its max at
+   least RETURN_MAX: 64 KiB): up to the CRLF that ends its last field (the empty line and
+   the body left out, wherever the reads cut them), or its first 64 KiB. 0 or STORE_EIO. */
+int bounce_read_header(int fd, struct buf *hdr);
 /* After the commit (rc its result): logs the DSN's id and kicks the runner, or the failure;
    frees d->blob. Nothing when d->blob is NULL. */
 void bounce_queued(struct queue_runner *qr, const struct qjob *job, struct bounce_dsn *d, int rc);
