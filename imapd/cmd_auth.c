@@ -1,7 +1,7 @@
 /* cmd_auth.c — owns the commands of any state and of login: CAPABILITY, NOOP/CHECK, LOGOUT,
  * ID, ENABLE, STARTTLS, LOGIN and AUTHENTICATE PLAIN (with SASL-IR) through ldapauth, and
- * AUTHENTICATE SCRAM-SHA-256[-PLUS] (common/sasl.h's exchange over the secret ldapauth_scram
- * gives, bound to the TLS session). After a
+ * AUTHENTICATE SCRAM-SHA-256[-PLUS] (common/sasl_drive.h's exchange over the secret
+ * ldapauth_scram gives, bound to the TLS session). After a
  * successful authentication the user's store record is found (or created with its INBOX).
  * Each check goes through the login throttle mtad shares (common/authguard.h): it may be
  * held before it starts or refused (NO [UNAVAILABLE]), and a failure is answered late: the
@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "common/net.h"
 #include "common/sasl.h"
+#include "common/sasl_drive.h"
 #include "common/shmtable.h"
 #include "common/str.h"
 #include "common/version.h"
@@ -45,14 +46,11 @@ struct auth_ctx {
 	bool proxied_in;    /* a front's proxy login (never proxied on again) */
 	bool proxy_started; /* front: the login at the store host is running */
 	int partition;
-	uint64_t quota; /* bytes, from the directory; 0: none */
-	char tried[65]; /* the user name given, sanitized for the log */
-	char *user;     /* the user name given (the throttle's key) */
-	char *pass;     /* held while the throttle delays the check */
-	/* SCRAM: the exchange, and where it is (the next line due) */
-	struct sasl_scram *scram;
-	enum { SCRAM_FIRST, SCRAM_SECRET, SCRAM_FINAL, SCRAM_ACK } scram_step;
-	const char *scram_reason; /* ldapauth's reason there was no secret (a constant) */
+	uint64_t quota;           /* bytes, from the directory; 0: none */
+	char tried[65];           /* the user name given, sanitized for the log */
+	char *user;               /* the user name given (the throttle's key) */
+	char *pass;               /* held while the throttle delays the check */
+	struct sasl_drive *scram; /* SCRAM: the exchange (common/sasl_drive.h) */
 	struct authguard_check chk;
 	bool charged;        /* the throttle counts this check: its outcome is due */
 	bool throttled;      /* refused by the throttle: no check made */
@@ -116,7 +114,7 @@ static void auth_ctx_free(struct imap_cmd *cmd)
 		explicit_bzero(a->pass, strlen(a->pass));
 		free(a->pass);
 	}
-	sasl_scram_free(&a->scram);
+	sasl_drive_free(&a->scram);
 	free(a->user);
 	free(a->login);
 	free(a);
@@ -670,13 +668,15 @@ static void scram_send(struct imap_client *c, struct auth_ctx *a, const char *b6
 	imap_printf(c, "+ %s\r\n", b64);
 }
 
+static bool scram_step(struct imap_cmd *cmd, struct auth_ctx *a, const struct sasl_step *st);
+
 /* The secret (or its absence) is known: server-first goes out. A user without one gets the
-   same exchange and fails at the proof (sasl_scram_server_first). */
+   same exchange and fails at the proof (common/sasl_drive.h). */
 static void scram_secret_done(const struct ldapauth_reply *r, void *arg)
 {
 	struct imap_client *c = arg;
 	struct auth_ctx *a = c->cmd.ctx;
-	char out[SASL_SCRAM_OUT_MAX];
+	struct sasl_step st;
 
 	a->req = NULL;
 	if (r->result == LDAPAUTH_ETEMP) {
@@ -685,35 +685,18 @@ static void scram_secret_done(const struct ldapauth_reply *r, void *arg)
 	}
 	if (r->result == LDAPAUTH_OK)
 		auth_take_user(a, r->user);
-	else
-		a->scram_reason = r->reason; /* no such user, no secret: said in the log */
-	if (sasl_scram_server_first(a->scram, r->scram, NULL, out, sizeof(out)) != SASL_OK) {
-		auth_outcome(c, a, LDAPAUTH_EBADCRED, false, "scram: server-first too long");
-		return;
-	}
-	a->scram_step = SCRAM_FINAL;
-	scram_send(c, a, out);
+	sasl_drive_secret(a->scram, r->result == LDAPAUTH_OK, r->scram, r->reason, &st);
+	scram_step(&c->cmd, a, &st);
 }
 
-/* client-first: the user is known; the throttle counts from here as for a password. */
-static bool scram_first(struct imap_cmd *cmd, struct auth_ctx *a, const char *b64, size_t len)
+/* client-first was taken: the user is known; the throttle counts from here as for a
+   password. */
+static bool scram_begin(struct imap_cmd *cmd, struct auth_ctx *a)
 {
 	struct imap_client *c = cmd->c;
-	enum sasl_result rc = sasl_scram_client_first(a->scram, b64, len);
-	const char *user;
+	const char *user = sasl_drive_user(a->scram);
 
-	if (rc == SASL_EBASE64)
-		return imap_cmd_bad(cmd, "Invalid base64");
-	if (rc != SASL_OK) {
-		log_info("%016" PRIx64 " imap login addr=%s mech=scram result=fail reason=\"%s\"",
-			 c->id, c->addr, sasl_strerror(rc));
-		return imap_cmd_no(cmd, "[AUTHENTICATIONFAILED] Authentication failed");
-	}
-	user = sasl_scram_user(a->scram);
 	tried_set(a, user);
-	if (sasl_scram_authzid(a->scram)[0] != '\0' &&
-	    strcmp(sasl_scram_authzid(a->scram), user) != 0)
-		return imap_cmd_no(cmd, "[AUTHORIZATIONFAILED] Cannot act as another user");
 	a->user = xstrdup(user);
 	authguard_begin(c->srv->guard, c->id, "imap", c->addr, user, &a->chk);
 	if (a->chk.refused) {
@@ -721,7 +704,6 @@ static bool scram_first(struct imap_cmd *cmd, struct auth_ctx *a, const char *b6
 		return imap_cmd_no(cmd, "[UNAVAILABLE] Too many failed logins; try again later");
 	}
 	a->charged = true;
-	a->scram_step = SCRAM_SECRET;
 	if (a->chk.wait_ms > 0) {
 		struct timeval tv = { (time_t)(a->chk.wait_ms / 1000),
 				      (suseconds_t)(a->chk.wait_ms % 1000) * 1000 };
@@ -734,55 +716,50 @@ static bool scram_first(struct imap_cmd *cmd, struct auth_ctx *a, const char *b6
 	return false;
 }
 
-/* client-final against the secret and this connection's channel binding data. */
-static bool scram_final(struct imap_cmd *cmd, struct auth_ctx *a, const char *b64, size_t len)
+/* What the driver said to do next: a handler's result (true: the reply was sent). */
+static bool scram_step(struct imap_cmd *cmd, struct auth_ctx *a, const struct sasl_step *st)
 {
 	struct imap_client *c = cmd->c;
-	char out[SASL_SCRAM_OUT_MAX];
-	enum sasl_result rc;
 
-	rc = sasl_scram_client_final_tls(a->scram, c->bev, b64, len, out, sizeof(out));
-	if (rc != SASL_OK) {
-		auth_outcome(c, a, LDAPAUTH_EBADCRED, false,
-			     a->scram_reason != NULL && rc == SASL_EPROOF ? a->scram_reason
-									  : sasl_strerror(rc));
+	switch (st->act) {
+	case SASL_DO_SEND:
+		scram_send(c, a, st->out);
 		return false;
-	}
-	a->scram_step = SCRAM_ACK;
-	scram_send(c, a, out);
-	return false;
-}
-
-/* One SCRAM response (the initial one or a line after "+ "). */
-static bool scram_line(struct imap_cmd *cmd, const char *b64, size_t len)
-{
-	struct auth_ctx *a = cmd->ctx;
-
-	if (len == 1 && b64[0] == '*') {
+	case SASL_DO_SECRET:
+		return scram_begin(cmd, a);
+	case SASL_DO_OK:
+		auth_outcome(c, a, LDAPAUTH_OK, false, st->reason);
+		return false;
+	case SASL_DO_CANCEL:
 		if (a->charged) /* given up before the outcome: not a failure */
-			authguard_temp(cmd->c->srv->guard, cmd->c->addr, a->user);
+			authguard_temp(c->srv->guard, c->addr, a->user);
 		a->charged = false;
 		return imap_cmd_bad(cmd, "Authentication cancelled");
-	}
-	switch (a->scram_step) {
-	case SCRAM_FIRST:
-		return scram_first(cmd, a, b64, len);
-	case SCRAM_FINAL:
-		return scram_final(cmd, a, b64, len);
-	case SCRAM_ACK: /* the client checked v=; its answer is empty */
-		auth_outcome(cmd->c, a, len == 0 ? LDAPAUTH_OK : LDAPAUTH_EBADCRED, false,
-			     len == 0 ? "scram" : "scram: data after server-final");
-		return false;
-	case SCRAM_SECRET:
+	case SASL_DO_FAIL:
 		break;
 	}
-	return imap_cmd_bad(cmd, "Unexpected response");
+	switch (st->fail) {
+	case SASL_FAIL_SYNTAX:
+		return imap_cmd_bad(cmd, st->rc == SASL_EBASE64 ? "Invalid base64"
+								: "Unexpected response");
+	case SASL_FAIL_FIRST:
+		log_info("%016" PRIx64 " imap login addr=%s mech=scram result=fail reason=\"%s\"",
+			 c->id, c->addr, st->reason);
+		return imap_cmd_no(cmd, "[AUTHENTICATIONFAILED] Authentication failed");
+	case SASL_FAIL_AUTHZ:
+		return imap_cmd_no(cmd, "[AUTHORIZATIONFAILED] Cannot act as another user");
+	case SASL_FAIL_CRED:
+		break;
+	}
+	auth_outcome(c, a, LDAPAUTH_EBADCRED, false, st->reason);
+	return false;
 }
 
 static bool scram_start(struct imap_cmd *cmd, bool plus, const struct imap_arg *ir)
 {
 	struct imap_client *c = cmd->c;
 	struct auth_ctx *a;
+	struct sasl_step st;
 
 	if (!imap_scram_offered(c, plus))
 		return imap_cmd_no(cmd, plus && (c->flags & IMAP_CF_TLS) == 0
@@ -790,14 +767,9 @@ static bool scram_start(struct imap_cmd *cmd, bool plus, const struct imap_arg *
 						: "Unsupported authentication mechanism");
 	cmd->ctx = a = xcalloc(1, sizeof(*a));
 	cmd->ctx_free = auth_ctx_free;
-	a->scram = sasl_scram_new(plus, imap_scram_offered(c, true));
-	if (ir == NULL) {
-		scram_send(c, a, "");
-		return false;
-	}
-	if (ir->len == 1 && ir->s[0] == '=')
-		return scram_line(cmd, "", 0);
-	return scram_line(cmd, ir->s, ir->len);
+	a->scram = sasl_drive_new(plus, imap_scram_offered(c, true), false);
+	sasl_drive_start(a->scram, ir != NULL ? ir->s : NULL, ir != NULL ? ir->len : 0, &st);
+	return scram_step(cmd, a, &st);
 }
 
 bool cmd_authenticate(struct imap_cmd *cmd)
@@ -839,8 +811,11 @@ void imap_auth_line(struct imap_client *c, const char *line, size_t len)
 
 	c->flags &= ~IMAP_CF_SASL;
 	a->waiting_line = false;
-	if (a->scram != NULL)
-		scram_line(cmd, line, len);
-	else
+	if (a->scram != NULL) {
+		struct sasl_step st;
+
+		sasl_drive_response(a->scram, c->bev, line, len, &st);
+		scram_step(cmd, a, &st);
+	} else
 		sasl_plain(cmd, line, len);
 }

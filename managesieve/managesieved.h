@@ -70,12 +70,10 @@ struct ms_session {
 	char host[128];           /* the address without the port (the throttle's key) */
 	char auth_user[321];      /* the name of the check in progress */
 	struct sasl_plain *plain; /* held by the throttle before its check */
-	struct sasl_scram *scram; /* AUTHENTICATE SCRAM-SHA-256[-PLUS] under way */
-	int scram_step;           /* 0: client-first due, 1: waiting for the secret, 2: final */
+	struct sasl_drive *scram; /* AUTHENTICATE SCRAM-SHA-256[-PLUS] under way */
 	bool scram_charged;       /* the throttle counts this exchange: its outcome is due */
 	char scram_login[321];    /* the directory's name of the user, once the secret came */
 	int scram_partition;
-	const char *scram_reason; /* ldapauth's reason there was no secret (a constant) */
 	struct event *hold;
 	int hold_kind;
 	char user[321]; /* the authenticated (store) user, "" before */

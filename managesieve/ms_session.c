@@ -1,9 +1,9 @@
 /* ms_session.c — owns one ManageSieve (RFC 5804) connection: the greeting with the
  * capabilities, the command parser (atoms, quoted strings, literals {n+} and {n}, with line
  * and script limits checked before anything is kept), STARTTLS, AUTHENTICATE PLAIN through
- * ldapauth and SCRAM-SHA-256[-PLUS] (common/sasl.h over ldapauth_scram's secret, bound to the
- * TLS session), and the script commands over the store's sieve DBI; every write goes through the
- * group commit and the reply is sent from its callback. */
+ * ldapauth and SCRAM-SHA-256[-PLUS] (common/sasl_drive.h over ldapauth_scram's secret, bound
+ * to the TLS session), and the script commands over the store's sieve DBI; every write goes
+ * through the group commit and the reply is sent from its callback. */
 #include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -22,6 +22,7 @@
 #include "common/metrics_std.h"
 #include "common/net.h"
 #include "common/sasl.h"
+#include "common/sasl_drive.h"
 #include "common/str.h"
 #include "common/tls.h"
 #include "common/xmalloc.h"
@@ -172,8 +173,7 @@ static void scram_end(struct ms_session *s)
 	if (s->scram_charged)
 		authguard_temp(s->srv->guard, s->host, s->auth_user);
 	s->scram_charged = false;
-	sasl_scram_free(&s->scram);
-	s->scram_step = 0;
+	sasl_drive_free(&s->scram);
 }
 
 static void ms_free(struct ms_session *s)
@@ -523,11 +523,13 @@ static void auth_done(const struct ldapauth_reply *r, void *arg)
 
 /* ---- SCRAM-SHA-256[-PLUS] ---- */
 
+static void scram_step(struct ms_session *s, const struct sasl_step *st, bool nested);
+
 /* The secret (or its absence) is known: server-first goes out as a challenge. */
 static void scram_secret_done(const struct ldapauth_reply *r, void *arg)
 {
 	struct ms_session *s = arg;
-	char out64[SASL_SCRAM_OUT_MAX];
+	struct sasl_step st;
 
 	s->req = NULL;
 	if (s->dead || r->result == LDAPAUTH_ETEMP) {
@@ -539,41 +541,17 @@ static void scram_secret_done(const struct ldapauth_reply *r, void *arg)
 	if (r->result == LDAPAUTH_OK) {
 		str_lcpy(s->scram_login, r->user->login, sizeof(s->scram_login));
 		s->scram_partition = r->user->partition;
-	} else {
-		s->scram_reason = r->reason;
 	}
-	if (sasl_scram_server_first(s->scram, r->scram, NULL, out64, sizeof(out64)) != SASL_OK) {
-		s->scram_charged = false;
-		scram_end(s);
-		auth_outcome(s, LDAPAUTH_EBADCRED, "scram: server-first too long", NULL, -1, NULL,
-			     false);
-		return;
-	}
-	s->scram_step = 2;
-	s->auth_cont = true;
-	out(s, "\"%s\"\r\n", out64);
-	resume(s);
+	sasl_drive_secret(s->scram, r->result == LDAPAUTH_OK, r->scram, r->reason, &st);
+	scram_step(s, &st, false);
 }
 
-static void scram_first(struct ms_session *s, const char *b64, size_t len)
+/* client-first was taken: the throttle begins with its user, then the secret is fetched. */
+static void scram_begin(struct ms_session *s)
 {
-	enum sasl_result rc = sasl_scram_client_first(s->scram, b64, len);
-	const char *user = sasl_scram_user(s->scram), *authz = sasl_scram_authzid(s->scram);
 	struct authguard_check chk;
 
-	if (rc != SASL_OK) {
-		log_info("%016" PRIx64 " managesieve login mech=scram result=fail reason=\"%s\"",
-			 s->id, sasl_strerror(rc));
-		scram_end(s);
-		reply_no(s, NULL, "Authentication failed");
-		return;
-	}
-	if (authz[0] != '\0' && strcmp(authz, user) != 0) {
-		scram_end(s);
-		reply_no(s, NULL, "Cannot act as another user");
-		return;
-	}
-	str_lcpy(s->auth_user, user, sizeof(s->auth_user));
+	str_lcpy(s->auth_user, sasl_drive_user(s->scram), sizeof(s->auth_user));
 	authguard_begin(s->srv->guard, s->id, "sieve", s->host, s->auth_user, &chk);
 	if (chk.refused) {
 		metrics_inc(MS_LOGINS, MS_LOGIN_THROTTLED, 0);
@@ -582,7 +560,6 @@ static void scram_first(struct ms_session *s, const char *b64, size_t len)
 		return;
 	}
 	s->scram_charged = true;
-	s->scram_step = 1;
 	s->busy = true;
 	bufferevent_disable(s->bev, EV_READ);
 	if (chk.wait_ms > 0) { /* the throttle spaces this check */
@@ -595,30 +572,47 @@ static void scram_first(struct ms_session *s, const char *b64, size_t len)
 	s->req = ldapauth_scram(s->srv->auth, s->auth_user, scram_secret_done, s);
 }
 
-static void scram_final(struct ms_session *s, const char *b64, size_t len)
+/* What the driver said to do next. nested: called from the session's input loop, not from
+   the directory's callback (which resumes the session itself). */
+static void scram_step(struct ms_session *s, const struct sasl_step *st, bool nested)
 {
-	char out64[SASL_SCRAM_OUT_MAX];
-	enum sasl_result rc = sasl_scram_client_final_tls(s->scram, s->bev, b64, len, out64,
-							  sizeof(out64));
-	const char *why = s->scram_reason != NULL && rc == SASL_EPROOF ? s->scram_reason
-								       : sasl_strerror(rc);
-	bool ok = rc == SASL_OK && s->scram_login[0] != '\0';
+	bool ok = st->act == SASL_DO_OK;
 
+	switch (st->act) {
+	case SASL_DO_SEND:
+		s->auth_cont = true;
+		out(s, "\"%s\"\r\n", st->out);
+		if (!nested)
+			resume(s);
+		return;
+	case SASL_DO_SECRET:
+		scram_begin(s);
+		return;
+	case SASL_DO_CANCEL:
+		scram_end(s);
+		reply_no(s, NULL, "Authentication cancelled");
+		return;
+	case SASL_DO_OK:
+	case SASL_DO_FAIL:
+		break;
+	}
+	if (!ok && st->fail != SASL_FAIL_CRED) { /* client-first refused: nothing checked */
+		if (st->fail != SASL_FAIL_AUTHZ)
+			log_info("%016" PRIx64 " managesieve login mech=scram result=fail "
+				 "reason=\"%s\"",
+				 s->id, st->reason);
+		scram_end(s);
+		reply_no(s, NULL,
+			 st->fail == SASL_FAIL_AUTHZ ? "Cannot act as another user"
+						     : "Authentication failed");
+		return;
+	}
 	s->scram_charged = false; /* its outcome is said now */
 	scram_end(s);
 	s->busy = true;
 	bufferevent_disable(s->bev, EV_READ);
-	auth_outcome(s, ok ? LDAPAUTH_OK : LDAPAUTH_EBADCRED, ok ? "scram" : why, s->scram_login,
-		     s->scram_partition, ok ? out64 : NULL, true);
-}
-
-/* One SCRAM message: the initial response or the answer to a challenge. */
-static void scram_response(struct ms_session *s, const char *b64, size_t len)
-{
-	if (s->scram_step == 0)
-		scram_first(s, b64, len);
-	else
-		scram_final(s, b64, len);
+	auth_outcome(s, ok ? LDAPAUTH_OK : LDAPAUTH_EBADCRED, st->reason, s->scram_login,
+		     s->scram_partition, ok ? st->out : NULL, nested);
 }
 
 static void auth_start(struct ms_session *s)
@@ -691,19 +685,17 @@ static void cmd_authenticate(struct ms_session *s)
 	if (s->narg >= 2 && (strcasecmp(s->arg[1].p, "SCRAM-SHA-256") == 0 ||
 			     strcasecmp(s->arg[1].p, "SCRAM-SHA-256-PLUS") == 0)) {
 		bool plus = strcasecmp(s->arg[1].p, "SCRAM-SHA-256-PLUS") == 0;
+		struct sasl_step st;
 
 		if (!scram_offered(s, plus)) {
 			reply_no(s, plus && !s->tls ? "ENCRYPT-NEEDED" : NULL,
 				 "SCRAM is not offered here");
 			return;
 		}
-		s->scram = sasl_scram_new(plus, scram_offered(s, true));
-		if (s->narg >= 3) {
-			scram_response(s, s->arg[2].p, s->arg[2].len);
-			return;
-		}
-		s->auth_cont = true;
-		out(s, "\"\"\r\n");
+		s->scram = sasl_drive_new(plus, scram_offered(s, true), true);
+		sasl_drive_start(s->scram, s->narg >= 3 ? s->arg[2].p : NULL,
+				 s->narg >= 3 ? s->arg[2].len : 0, &st);
+		scram_step(s, &st, true);
 		return;
 	}
 	if (s->narg < 2 || strcasecmp(s->arg[1].p, "PLAIN") != 0) {
@@ -1044,7 +1036,11 @@ static void read_cb(struct bufferevent *bev, void *arg)
 				scram_end(s);
 				reply_no(s, NULL, "Authentication cancelled");
 			} else if (s->scram != NULL) {
-				scram_response(s, s->arg[0].p, s->arg[0].len);
+				struct sasl_step st;
+
+				sasl_drive_response(s->scram, s->bev, s->arg[0].p, s->arg[0].len,
+						    &st);
+				scram_step(s, &st, true);
 			} else {
 				auth_response(s, s->arg[0].p, s->arg[0].len);
 			}

@@ -1,5 +1,5 @@
 /* smtp_auth.c — owns AUTH PLAIN and LOGIN (RFC 4954, 4616) and SCRAM-SHA-256[-PLUS] (RFC 5802,
- * 7677: common/sasl.h's exchange over ldapauth_scram's secret and the TLS session's channel
+ * 7677: common/sasl_drive.h's exchange over ldapauth_scram's secret and the TLS session's channel
  * binding): the exchange, the decoding (the SASL decoder imapd uses too, common/sasl.h),
  * the check through ldapauth, and the login
  * throttle around it (common/authguard.h, shared with imapd): a check may be held or
@@ -15,6 +15,7 @@
 #include "common/metrics_std.h"
 #include "common/net.h"
 #include "common/sasl.h"
+#include "common/sasl_drive.h"
 #include "common/str.h"
 #include "common/xmalloc.h"
 #include "ldapauth/ldapauth.h"
@@ -26,11 +27,9 @@
 #define AUTH_STEP_SCRAM 4 /* a SCRAM message is due (struct smtp_scram says which) */
 
 struct smtp_scram {
-	struct sasl_scram *x;
-	enum { SCRAM_FIRST, SCRAM_FINAL, SCRAM_ACK } step;
-	char *login;        /* the directory's name of the user, once the secret is found */
-	const char *reason; /* ldapauth's reason there was no secret (a constant) */
-	bool charged;       /* the throttle counts this exchange: its outcome is due */
+	struct sasl_drive *x; /* the exchange (common/sasl_drive.h) */
+	char *login;          /* the directory's name of the user, once the secret is found */
+	bool charged;         /* the throttle counts this exchange: its outcome is due */
 };
 
 /* The client's address without its port, as imapd names it: the throttle's key. */
@@ -243,7 +242,7 @@ void smtp_scram_free(struct smtp_session *s)
 		client_host(s, host, sizeof(host));
 		authguard_temp(s->m->guard, host, s->auth_login);
 	}
-	sasl_scram_free(&x->x);
+	sasl_drive_free(&x->x);
 	free(x->login);
 	free(x);
 	s->scram = NULL;
@@ -256,12 +255,14 @@ static void scram_end(struct smtp_session *s)
 	smtp_scram_free(s);
 }
 
+static void scram_step(struct smtp_session *s, const struct sasl_step *st, bool nested);
+
 /* The secret (or its absence) is known: server-first goes out. */
 static void scram_secret_done(const struct ldapauth_reply *r, void *arg)
 {
 	struct smtp_session *s = arg;
 	struct smtp_scram *x = s->scram;
-	char out[SASL_SCRAM_OUT_MAX];
+	struct sasl_step st;
 
 	if (s->dead) {
 		smtp_scram_free(s); /* the throttle hears "temporary" */
@@ -276,44 +277,19 @@ static void scram_secret_done(const struct ldapauth_reply *r, void *arg)
 	if (r->result == LDAPAUTH_OK) {
 		x->login = xstrdup(r->user->login);
 		sender_own_set(s, r->user); /* used only once SF_AUTH is set */
-	} else {
-		x->reason = r->reason;
 	}
-	if (sasl_scram_server_first(x->x, r->scram, NULL, out, sizeof(out)) != SASL_OK) {
-		scram_end(s);
-		sender_own_set(s, NULL);
-		auth_outcome(s, LDAPAUTH_EBADCRED, "scram: server-first too long", NULL, NULL,
-			     false);
-		return;
-	}
-	x->step = SCRAM_FINAL;
-	s->auth_step = AUTH_STEP_SCRAM;
+	sasl_drive_secret(x->x, r->result == LDAPAUTH_OK, r->scram, r->reason, &st);
 	smtp_set_state(s, ST_READY);
-	smtp_reply(s, "334 %s", out);
-	smtp_resume(s);
+	scram_step(s, &st, false);
 }
 
-static void scram_first(struct smtp_session *s, const char *b64, size_t len)
+/* client-first was taken: the throttle begins with its user, then the secret is fetched. */
+static void scram_begin(struct smtp_session *s)
 {
 	struct smtp_scram *x = s->scram;
-	enum sasl_result rc = sasl_scram_client_first(x->x, b64, len);
-	const char *user = sasl_scram_user(x->x), *authz = sasl_scram_authzid(x->x);
 	char host[NET_ADDRSTRLEN];
 
-	if (rc != SASL_OK) {
-		log_info("%016" PRIx64 " smtp auth addr=%s mech=scram result=fail reason=\"%s\"",
-			 s->id, s->addr, sasl_strerror(rc));
-		smtp_scram_free(s);
-		smtp_error(s, rc == SASL_EBASE64 ? "501 5.5.2 Invalid base64 data"
-						 : "535 5.7.8 Authentication credentials invalid");
-		return;
-	}
-	if (authz[0] != '\0' && strcmp(authz, user) != 0) {
-		smtp_scram_free(s);
-		smtp_error(s, "535 5.7.8 Cannot act as another user");
-		return;
-	}
-	str_lcpy(s->auth_login, user, sizeof(s->auth_login));
+	str_lcpy(s->auth_login, sasl_drive_user(x->x), sizeof(s->auth_login));
 	client_host(s, host, sizeof(host));
 	authguard_begin(s->m->guard, s->id, "smtp", host, s->auth_login, &s->auth_chk);
 	if (s->auth_chk.refused) {
@@ -331,57 +307,62 @@ static void scram_first(struct smtp_session *s, const char *b64, size_t len)
 	ldapauth_scram(s->m->la, s->auth_login, scram_secret_done, s);
 }
 
-static void scram_final(struct smtp_session *s, const char *b64, size_t len)
-{
-	struct smtp_scram *x = s->scram;
-	char out[SASL_SCRAM_OUT_MAX];
-	enum sasl_result rc;
-
-	rc = sasl_scram_client_final_tls(x->x, s->bev, b64, len, out, sizeof(out));
-	if (rc != SASL_OK) {
-		const char *why = x->reason != NULL && rc == SASL_EPROOF ? x->reason
-									 : sasl_strerror(rc);
-
-		scram_end(s);
-		sender_own_set(s, NULL);
-		auth_outcome(s, LDAPAUTH_EBADCRED, why, NULL, NULL, true);
-		return;
-	}
-	x->step = SCRAM_ACK;
-	s->auth_step = AUTH_STEP_SCRAM;
-	smtp_reply(s, "334 %s", out);
-}
-
-/* One SCRAM message (the initial response or a line after 334). */
-static void scram_line(struct smtp_session *s, const char *b64, size_t len)
+/* What the driver said to do next. nested: called from the session's input loop (a line
+   or the AUTH command), not from a directory callback. */
+static void scram_step(struct smtp_session *s, const struct sasl_step *st, bool nested)
 {
 	struct smtp_scram *x = s->scram;
 	char *login;
 
-	switch (x->step) {
-	case SCRAM_FIRST:
-		scram_first(s, b64, len);
+	switch (st->act) {
+	case SASL_DO_SEND:
+		s->auth_step = AUTH_STEP_SCRAM;
+		smtp_reply(s, "334 %s", st->out);
+		if (!nested)
+			smtp_resume(s);
 		return;
-	case SCRAM_FINAL:
-		scram_final(s, b64, len);
+	case SASL_DO_SECRET:
+		scram_begin(s);
 		return;
-	case SCRAM_ACK: /* the client checked v=; its answer is empty */
+	case SASL_DO_OK:
 		login = x->login != NULL ? xstrdup(x->login) : NULL;
 		scram_end(s);
-		if (len == 0 && login != NULL) {
-			auth_outcome(s, LDAPAUTH_OK, "scram", login, NULL, true);
-		} else {
-			sender_own_set(s, NULL);
-			auth_outcome(s, LDAPAUTH_EBADCRED, "scram: data after server-final", NULL,
-				     NULL, true);
-		}
+		auth_outcome(s, LDAPAUTH_OK, st->reason, login, NULL, nested);
 		free(login);
 		return;
+	case SASL_DO_CANCEL:
+		smtp_scram_free(s);
+		smtp_error(s, "501 5.7.0 Authentication canceled");
+		return;
+	case SASL_DO_FAIL:
+		break;
 	}
+	switch (st->fail) {
+	case SASL_FAIL_SYNTAX:
+	case SASL_FAIL_FIRST:
+		log_info("%016" PRIx64 " smtp auth addr=%s mech=scram result=fail reason=\"%s\"",
+			 s->id, s->addr, st->reason);
+		smtp_scram_free(s);
+		smtp_error(s, st->rc == SASL_EBASE64
+				      ? "501 5.5.2 Invalid base64 data"
+				      : "535 5.7.8 Authentication credentials invalid");
+		return;
+	case SASL_FAIL_AUTHZ:
+		smtp_scram_free(s);
+		smtp_error(s, "535 5.7.8 Cannot act as another user");
+		return;
+	case SASL_FAIL_CRED:
+		break;
+	}
+	scram_end(s);
+	sender_own_set(s, NULL);
+	auth_outcome(s, LDAPAUTH_EBADCRED, st->reason, NULL, NULL, nested);
 }
 
 static void scram_start(struct smtp_session *s, bool plus, struct str_view init)
 {
+	struct sasl_step st;
+
 	if (!scram_offered(s, plus)) {
 		smtp_error(s,
 			   plus && !(s->flags & SF_TLS)
@@ -391,15 +372,9 @@ static void scram_start(struct smtp_session *s, bool plus, struct str_view init)
 		return;
 	}
 	s->scram = xcalloc(1, sizeof(*s->scram));
-	s->scram->x = sasl_scram_new(plus, scram_offered(s, true));
-	if (init.p == NULL) {
-		s->auth_step = AUTH_STEP_SCRAM;
-		smtp_reply(s, "334 ");
-		return;
-	}
-	if (init.len == 1 && init.p[0] == '=')
-		init.len = 0;
-	scram_line(s, init.p, init.len);
+	s->scram->x = sasl_drive_new(plus, scram_offered(s, true), false);
+	sasl_drive_start(s->scram->x, init.p, init.len, &st);
+	scram_step(s, &st, true);
 }
 
 void smtp_cmd_auth(struct smtp_session *s, const char *arg, size_t len)
@@ -450,13 +425,15 @@ void smtp_auth_line(struct smtp_session *s, const char *line, size_t len)
 	size_t n;
 
 	s->auth_step = 0;
-	if (len == 1 && line[0] == '*') {
-		smtp_scram_free(s);
-		smtp_error(s, "501 5.7.0 Authentication canceled");
+	if (step == AUTH_STEP_SCRAM) {
+		struct sasl_step st;
+
+		sasl_drive_response(s->scram->x, s->bev, line, len, &st);
+		scram_step(s, &st, true);
 		return;
 	}
-	if (step == AUTH_STEP_SCRAM) {
-		scram_line(s, line, len);
+	if (len == 1 && line[0] == '*') {
+		smtp_error(s, "501 5.7.0 Authentication canceled");
 		return;
 	}
 	if (step == AUTH_STEP_PLAIN) {

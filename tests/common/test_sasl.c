@@ -1,6 +1,7 @@
 /* test_sasl.c — the strict base64 decoder and the PLAIN message split that mtad and imapd
  * share: what is accepted, and every way a response is refused; the SCRAM-SHA-256 server
- * against RFC 7677's example exchange, channel binding, and the ways a message is refused. */
+ * against RFC 7677's example exchange, channel binding, and the ways a message is refused;
+ * the daemons' driver of the exchange (sasl_drive.h): its steps and what each failure means. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -16,6 +17,7 @@
 #include <openssl/hmac.h>
 
 #include "common/sasl.h"
+#include "common/sasl_drive.h"
 
 /* base64 of n bytes of raw (RFC 4648, with padding) into out. */
 static void b64(const void *raw, size_t n, char *out)
@@ -549,6 +551,166 @@ static void test_scram_client_final_refused(void **state)
 	sasl_scram_free(&s2);
 }
 
+/* ---- the daemons' driver (sasl_drive.h) ---- */
+
+/* A response to the driver: msg in base64. */
+static void drive_send(struct sasl_drive *d, const char *msg, struct sasl_step *st)
+{
+	char enc[4096];
+
+	b64(msg, strlen(msg), enc);
+	sasl_drive_response(d, NULL, enc, strlen(enc), st);
+}
+
+/* Drives an exchange as user "user" to client-final, sent with the proof of password;
+   found/secret/why: the directory's answer. */
+static void drive_to_final(struct sasl_drive *d, const char *password, bool found, const char *why,
+			   struct sasl_step *st)
+{
+	char secret[256], sfirst[4096], cf[1024], nonce[256];
+	const char *r;
+
+	secret_of("pencil", secret);
+	sasl_drive_start(d, NULL, 0, st);
+	assert_int_equal(st->act, SASL_DO_SEND);
+	assert_string_equal(st->out, "");
+	drive_send(d, EX_CFIRST, st);
+	assert_int_equal(st->act, SASL_DO_SECRET);
+	assert_string_equal(sasl_drive_user(d), "user");
+	sasl_drive_secret(d, found, found ? secret : NULL, why, st);
+	assert_int_equal(st->act, SASL_DO_SEND);
+	unb64s(st->out, sfirst);
+	r = strstr(sfirst, "r=") + 2;
+	assert_non_null(strchr(r, ','));
+	memcpy(nonce, r, (size_t)(strchr(r, ',') - r));
+	nonce[strchr(r, ',') - r] = '\0';
+	assert_int_equal(strncmp(nonce, "rOprNGfwEbeRWgbNEkqO", 20), 0);
+	client_final(password, "n=user,r=rOprNGfwEbeRWgbNEkqO", sfirst, "n,,", 3, nonce, cf);
+	drive_send(d, cf, st);
+}
+
+/* IMAP and SMTP: server-first and server-final are challenges, the client's empty answer
+   ends it. */
+static void test_drive_challenge_final(void **state)
+{
+	struct sasl_drive *d = sasl_drive_new(false, false, false);
+	struct sasl_step st;
+	char dec[4096];
+
+	drive_to_final(d, "pencil", true, NULL, &st);
+	assert_int_equal(st.act, SASL_DO_SEND);
+	unb64s(st.out, dec);
+	assert_true(strncmp(dec, "v=", 2) == 0);
+	sasl_drive_response(d, NULL, "", 0, &st);
+	assert_int_equal(st.act, SASL_DO_OK);
+	assert_string_equal(st.reason, "scram");
+	/* nothing more is due */
+	sasl_drive_response(d, NULL, "", 0, &st);
+	assert_int_equal(st.act, SASL_DO_FAIL);
+	assert_int_equal(st.fail, SASL_FAIL_SYNTAX);
+	assert_int_equal(st.rc, SASL_ESTATE);
+	sasl_drive_free(&d);
+	assert_null(d);
+	sasl_drive_free(&d);
+
+	/* data after server-final fails the check */
+	d = sasl_drive_new(false, false, false);
+	drive_to_final(d, "pencil", true, NULL, &st);
+	sasl_drive_response(d, NULL, "eA==", 4, &st);
+	assert_int_equal(st.act, SASL_DO_FAIL);
+	assert_int_equal(st.fail, SASL_FAIL_CRED);
+	assert_string_equal(st.reason, "scram: data after server-final");
+	sasl_drive_free(&d);
+
+	/* "*" after server-final gives up */
+	d = sasl_drive_new(false, false, false);
+	drive_to_final(d, "pencil", true, NULL, &st);
+	sasl_drive_response(d, NULL, "*", 1, &st);
+	assert_int_equal(st.act, SASL_DO_CANCEL);
+	sasl_drive_free(&d);
+}
+
+/* ManageSieve: server-final comes with the success. */
+static void test_drive_final_with_ok(void **state)
+{
+	struct sasl_drive *d = sasl_drive_new(false, false, true);
+	struct sasl_step st;
+	char dec[4096];
+
+	drive_to_final(d, "pencil", true, NULL, &st);
+	assert_int_equal(st.act, SASL_DO_OK);
+	unb64s(st.out, dec);
+	assert_true(strncmp(dec, "v=", 2) == 0);
+	sasl_drive_free(&d);
+}
+
+/* A wrong proof, and a user the directory has no secret for (its reason is logged). */
+static void test_drive_refused_proof(void **state)
+{
+	struct sasl_drive *d = sasl_drive_new(false, false, false);
+	struct sasl_step st;
+
+	drive_to_final(d, "pencil2", true, NULL, &st);
+	assert_int_equal(st.act, SASL_DO_FAIL);
+	assert_int_equal(st.fail, SASL_FAIL_CRED);
+	assert_int_equal(st.rc, SASL_EPROOF);
+	sasl_drive_free(&d);
+
+	d = sasl_drive_new(false, false, true);
+	drive_to_final(d, "pencil", false, "no SCRAM secret", &st);
+	assert_int_equal(st.act, SASL_DO_FAIL);
+	assert_int_equal(st.fail, SASL_FAIL_CRED);
+	assert_string_equal(st.reason, "no SCRAM secret");
+	sasl_drive_free(&d);
+}
+
+/* The initial response and client-first: each refusal and what it means. */
+static void test_drive_first_refused(void **state)
+{
+	static const struct {
+		const char *ir; /* NULL: client-first as a response, msg encoded */
+		const char *msg;
+		enum sasl_do act;
+		enum sasl_fail fail;
+		enum sasl_result rc;
+	} cases[] = {
+		{ "*", NULL, SASL_DO_CANCEL, 0, SASL_OK },
+		{ "=", NULL, SASL_DO_FAIL, SASL_FAIL_FIRST, SASL_ESCRAM },
+		{ "bi==x", NULL, SASL_DO_FAIL, SASL_FAIL_SYNTAX, SASL_EBASE64 },
+		{ NULL, "n,a=other,n=user,r=abc", SASL_DO_FAIL, SASL_FAIL_AUTHZ, SASL_EAUTHZ },
+		{ NULL, "n,a=user,n=user,r=abc", SASL_DO_SECRET, 0, SASL_OK },
+		{ NULL, "p=tls-exporter,,n=user,r=abc", SASL_DO_FAIL, SASL_FAIL_FIRST,
+		  SASL_ECBIND },
+		{ NULL, "n,,m=x,n=user,r=abc", SASL_DO_FAIL, SASL_FAIL_FIRST, SASL_EEXT },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct sasl_drive *d = sasl_drive_new(false, false, false);
+		struct sasl_step st;
+		char enc[4096];
+
+		if (cases[i].ir != NULL) {
+			sasl_drive_start(d, cases[i].ir, strlen(cases[i].ir), &st);
+		} else {
+			b64(cases[i].msg, strlen(cases[i].msg), enc);
+			sasl_drive_start(d, enc, strlen(enc), &st);
+		}
+		assert_int_equal(st.act, cases[i].act);
+		if (st.act == SASL_DO_FAIL) {
+			assert_int_equal(st.fail, cases[i].fail);
+			assert_int_equal(st.rc, cases[i].rc);
+			assert_non_null(st.reason);
+		}
+		if (st.act == SASL_DO_SECRET) { /* a response now is out of turn */
+			sasl_drive_response(d, NULL, "", 0, &st);
+			assert_int_equal(st.act, SASL_DO_FAIL);
+			assert_int_equal(st.fail, SASL_FAIL_SYNTAX);
+			assert_int_equal(st.rc, SASL_ESTATE);
+		}
+		sasl_drive_free(&d);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -562,6 +724,10 @@ int main(void)
 		cmocka_unit_test(test_scram_gs2),
 		cmocka_unit_test(test_scram_client_first_refused),
 		cmocka_unit_test(test_scram_client_final_refused),
+		cmocka_unit_test(test_drive_challenge_final),
+		cmocka_unit_test(test_drive_final_with_ok),
+		cmocka_unit_test(test_drive_refused_proof),
+		cmocka_unit_test(test_drive_first_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
