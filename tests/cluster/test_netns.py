@@ -3,7 +3,7 @@ namespace per host (front, store1, store2, ldap, sink, client) plus a bridge nam
 host with one address in 198.18.0.0/15 and no default route, every host reachable from the
 client; `down` removes exactly what DIR records and is idempotent; a failed `up` removes what
 it made and leaves a namespace it did not make alone. Needs root: otherwise exit 77 (skip).
-NOT covered yet: Heron daemons inside the namespaces (see docs/scale-out.md)."""
+The daemons inside the namespaces (`up --daemons`) are test_datacentre.py's."""
 import ipaddress
 import os
 import subprocess

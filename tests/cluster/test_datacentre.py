@@ -1,0 +1,399 @@
+#!/usr/bin/env python3
+"""test_datacentre.py — Heron in scripts/cluster's network namespaces (issue #25): `up DIR
+--stores 2 --daemons` starts a slapd provider (ldap), a syncrepl consumer in each Heron host,
+mtad and imapd on each store host, the front's mtad (25, 587) and proxy imapd, and the sink;
+the clients run in the client namespace (198.18.0.50), the test's own sockets opened there
+with setns(2). Checked: users of both store hosts log in through the front (imaplib); mail
+from the client to users of both hosts arrives exactly once (the front's queue empty, one
+copy each); mail between users of different hosts (submission on the front, and port 25 of
+a store host); IDLE through the front sees a delivery on the store host; a proxy login with
+the right secret from the client's address is refused by the store host and accepted from
+the front's (198.18.0.10); a store host answering garbage to the front is cut off with
+NO [UNAVAILABLE]; with store1's mtad and imapd killed (-9) its users get NO [UNAVAILABLE]
+at login and their mail is queued on the front, deferred (not bounced), and arrives once
+when store1 is started again, while store2's users are served throughout. `down` leaves no
+process and no namespace. Needs root (CAP_NET_ADMIN): otherwise exit 77 (skip).
+
+  test_datacentre.py SOURCE_ROOT MTAD IMAPD SINK STORE_PEEK"""
+import base64
+import ctypes
+import imaplib
+import os
+import signal
+import smtplib
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heronlib import (DOMAIN, Daemon, Store, alive, assert_eq, assert_in,  # noqa: E402
+                      assert_raises, children, processes_with, run_main, run_tests, skip,
+                      wait_for)
+
+ROOT, MTAD, IMAPD, SINK, PEEK = sys.argv[1:6]
+BUILD = os.path.dirname(os.path.dirname(os.path.abspath(MTAD)))
+CLUSTER = os.path.join(ROOT, "scripts", "cluster")
+FRONT, STORE = "198.18.0.10", {1: "198.18.0.21", 2: "198.18.0.22"}
+SENDER = "x@ext.heron.test"
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def home(user):
+    """scripts/ldap --hosts: user1 on store1, user2 on store2, user3 on store1, ..."""
+    return 1 if int(user[4:]) % 2 else 2
+
+
+def setns(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if _libc.setns(fd, CLONE_NEWNET) != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, f"setns {path}: {os.strerror(e)}")
+    finally:
+        os.close(fd)
+
+
+class Netns:
+    """with Netns(ns): the calling thread's sockets are made in namespace ns (setns(2) is per
+    thread); the thread's own namespace is back on leaving."""
+
+    def __init__(self, ns):
+        self.ns = ns
+
+    def __enter__(self):
+        self.home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        setns(f"/run/netns/{self.ns}")
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            if _libc.setns(self.home, CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "setns back")
+        finally:
+            os.close(self.home)
+        return False
+
+
+def cluster(*args, check=True, timeout=300):
+    r = subprocess.run([CLUSTER, *args], stdin=subprocess.DEVNULL, capture_output=True,
+                       text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise AssertionError(f"scripts/cluster {' '.join(args)}: {r.returncode}\n"
+                             f"{r.stdout}{r.stderr}")
+    return r
+
+
+def msg(subject, to="somebody"):
+    return (f"From: <{SENDER}>\r\nTo: <{to}>\r\nSubject: {subject}\r\n"
+            f"Message-ID: <{subject}@ext.heron.test>\r\n\r\nbody of {subject}\r\n")
+
+
+class DC:
+    """The data centre in DIR: its namespaces, stores and logs."""
+
+    def __init__(self, d):
+        self.dir = d
+        self.ns = {}
+
+    def load_hosts(self):
+        with open(os.path.join(self.dir, "hosts")) as f:
+            for line in f:
+                h, ns, _a = line.split()
+                self.ns[h] = ns
+
+    def conf(self, host):
+        return os.path.join(self.dir, "h", host, "heron.conf")
+
+    def store(self, host):
+        return Store(PEEK, self.conf(host))
+
+    def pid(self, host, name):
+        with open(os.path.join(self.dir, "h", host, name + ".pid")) as f:
+            return int(f.read())
+
+    def subjects(self, user):
+        """Subjects in user's INBOX on the user's own store host, in UID order."""
+        st = self.store(f"store{home(user)}")
+        out = []
+        for uid, _blob, _size in st.inbox(user):
+            for line in st.body(user, uid).split(b"\r\n"):
+                if line.startswith(b"Subject: "):
+                    out.append(line[9:].decode())
+                    break
+        return out
+
+    def queue(self, host="front"):
+        return self.store(host).queue()
+
+    def logs(self):
+        """Log-only Daemon objects (never started) for run_main: tails shown on failure,
+        sanitizer reports fail the test."""
+        out = []
+        hd = os.path.join(self.dir, "h")
+        for host in sorted(os.listdir(hd)) if os.path.isdir(hd) else []:
+            for name in ("mtad", "imapd", "sink"):
+                log = os.path.join(hd, host, name + ".log")
+                if os.path.exists(log):
+                    d = Daemon(name, self.conf(host), log, 0)
+                    d.name = f"{host}/{name}"
+                    out.append(d)
+        return out
+
+
+def main():
+    if os.geteuid() != 0 or subprocess.run(["unshare", "-n", "true"],
+                                           capture_output=True).returncode != 0:
+        skip("test_datacentre: needs root with CAP_NET_ADMIN")
+    tmp = tempfile.mkdtemp(prefix="heron-dc-")
+    dc = DC(os.path.join(tmp, "dc"))
+    logs = []
+
+    def client():
+        return Netns(dc.ns["client"])
+
+    def imap_front(user, password=None):
+        with client():
+            c = imaplib.IMAP4(FRONT, 143, timeout=30)
+        c.login(user, password or user)
+        return c
+
+    def send(to, subject, host=FRONT, port=25, auth=None, sender=SENDER):
+        with client():
+            s = smtplib.SMTP(host, port, timeout=30)
+        with s:
+            if auth:
+                s.login(auth, auth)
+            assert_eq(s.sendmail(sender, [f"{u}@{DOMAIN}" for u in to],
+                                 msg(subject, ",".join(to))), {})
+
+    def settled():
+        """The front's queue is empty: every message it took is delivered (or bounced)."""
+        wait_for(lambda: dc.queue() == [], 60, "the front's queue to empty")
+
+    def test_login_through_front_to_each_host():
+        for user in ("user1", "user2"):
+            c = imap_front(user)
+            typ, _ = c.select("INBOX")
+            assert_eq(typ, "OK")
+            c.logout()
+        for host, user in (("store1", "user1"), ("store2", "user2")):
+            text = open(os.path.join(dc.dir, "h", host, "imapd.log")).read()
+            assert_in(f"user={user} via=proxy result=ok", text)
+        with client():
+            c = imaplib.IMAP4(FRONT, 143, timeout=30)
+        with assert_raises(imaplib.IMAP4.error) as e:
+            c.login("user1", "wrong")
+        assert_in("AUTHENTICATIONFAILED", str(e.exception))
+        c.logout()
+
+    def test_mail_to_both_hosts_exactly_once():
+        send(["user3", "user4"], "to-both")
+        wait_for(lambda: "to-both" in dc.subjects("user3") and
+                 "to-both" in dc.subjects("user4"), 60, "to-both on both hosts")
+        settled()
+        assert_eq(dc.subjects("user3").count("to-both"), 1)
+        assert_eq(dc.subjects("user4").count("to-both"), 1)
+        # each copy in its own host's store only
+        assert_eq(dc.store("store2").inbox("user3"), [])
+        assert_eq(dc.store("store1").inbox("user4"), [])
+        # and seen through the front
+        c = imap_front("user4")
+        c.select("INBOX", readonly=True)
+        typ, data = c.search(None, 'SUBJECT "to-both"')
+        assert_eq((typ, len(data[0].split())), ("OK", 1))
+        c.logout()
+
+    def test_mail_between_hosts():
+        # user1 (store1) submits on the front to user2 (store2)
+        send(["user2"], "one-to-two", port=587, auth="user1", sender=f"user1@{DOMAIN}")
+        # user2's host takes mail on its own port 25 for user1, relayed to store1 by LMTP
+        send(["user1"], "two-to-one", host=STORE[2])
+        wait_for(lambda: "one-to-two" in dc.subjects("user2"), 60, "one-to-two")
+        wait_for(lambda: "two-to-one" in dc.subjects("user1"), 60, "two-to-one")
+        settled()
+        wait_for(lambda: dc.queue("store2") == [], 60, "store2's queue to empty")
+        assert_eq(dc.subjects("user2").count("one-to-two"), 1)
+        assert_eq(dc.subjects("user1").count("two-to-one"), 1)
+
+    def test_idle_through_front_sees_delivery():
+        c = imap_front("user5")
+        c.select("INBOX")
+        tag = c._new_tag().decode()
+        c.send(f"{tag} IDLE\r\n".encode())
+        assert c.readline().startswith(b"+"), "no IDLE continuation"
+        send(["user5"], "while-idle")
+        line = c.readline()
+        assert line.endswith(b"EXISTS\r\n"), line
+        c.send(b"DONE\r\n")
+        while not (line := c.readline()).startswith(tag.encode()):
+            pass
+        assert_in(b"OK", line)
+        c.logout()
+
+    def proxy_login(ns, authz, secret):
+        def plain(*parts):
+            return base64.b64encode("\0".join(parts).encode())
+        with Netns(ns):
+            s = socket.create_connection((STORE[2], 143), timeout=10)
+        with s:
+            f = s.makefile("rb")
+            assert f.readline().startswith(b"* OK")
+            s.sendall(b"a AUTHENTICATE PLAIN " + plain(authz, "heron-proxy", secret) + b"\r\n")
+            return f.readline()
+
+    def test_forged_proxy_login_refused():
+        with open(os.path.join(dc.dir, "proxy.secret")) as f:
+            secret = f.readline().strip()
+        # the right secret from the client's address (not proxy_trusted): refused
+        line = proxy_login(dc.ns["client"], f"user2@{DOMAIN}", secret)
+        assert line.startswith(b"a NO [AUTHORIZATIONFAILED]"), line
+        # the same from the front's address is the proxy login, and works
+        line = proxy_login(dc.ns["front"], f"user2@{DOMAIN}", secret)
+        assert line.startswith(b"a OK"), line
+        # a wrong secret from the front: refused
+        line = proxy_login(dc.ns["front"], f"user2@{DOMAIN}", "guess")
+        assert line.startswith(b"a NO [AUTHORIZATIONFAILED]"), line
+
+    def refused(addr, port):
+        with client():
+            s = socket.socket()
+        with s:
+            s.settimeout(5)
+            return s.connect_ex((addr, port)) != 0
+
+    def kill9(host, name, ports):
+        """kill -9 of a daemon's master and workers; returns once its ports are closed (a
+        killed worker's other threads may hold them a moment after it shows as a zombie)."""
+        pid = dc.pid(host, name)
+        pids = [pid] + children(pid)
+        for p in pids:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        wait_for(lambda: not any(alive(p) for p in pids), 30, f"{host} {name} gone")
+        for port in ports:
+            wait_for(lambda: refused(STORE[int(host[5:])], port), 30,
+                     f"{host} port {port} closed")
+
+    def assert_unavailable(user):
+        with client():
+            c = imaplib.IMAP4(FRONT, 143, timeout=30)
+        with assert_raises(imaplib.IMAP4.error) as e:
+            c.login(user, user)
+        assert_in("UNAVAILABLE", str(e.exception))
+        c.logout()
+
+    def assert_served(user):
+        c = imap_front(user)
+        typ, _ = c.select("INBOX")
+        assert_eq(typ, "OK")
+        c.logout()
+
+    def test_garbage_store_host_cut_off():
+        kill9("store2", "imapd", [143])
+        with Netns(dc.ns["store2"]):
+            srv = socket.create_server((STORE[2], 143))
+        stop = threading.Event()
+
+        def garbage():
+            srv.settimeout(0.5)
+            while not stop.is_set():
+                try:
+                    s, _ = srv.accept()
+                except OSError:
+                    continue
+                with s:
+                    s.sendall(b"\x00\xffHELLO garbage\r\n* OK\r\n" * 3)
+                    stop.wait(0.5)
+        t = threading.Thread(target=garbage, daemon=True)
+        t.start()
+        try:
+            assert_unavailable("user2")
+            assert_served("user1")
+        finally:
+            stop.set()
+            t.join(10)
+            srv.close()
+        cluster("stop", dc.dir, "store2")
+        cluster("start", dc.dir, "store2", "--build", BUILD)
+        assert_served("user2")
+
+    def deferred(addr):
+        """addr is pending in the front's queue after at least one try (store_peek queue:
+        "id <sender> rcpt:state:attempts ...")."""
+        for line in dc.queue():
+            for r in line.split()[2:]:
+                a, _, rest = r.partition(":")
+                state, _, tries = rest.partition(":")
+                if a == addr and state == "0" and tries.isdigit() and int(tries) >= 1:
+                    return True
+        return False
+
+    def test_store_host_down_mail_queued():
+        before2 = dc.subjects("user2")
+        kill9("store1", "imapd", [143])
+        kill9("store1", "mtad", [24, 25])
+        assert_unavailable("user1")
+        assert_served("user2")
+        # user2 (submission on the front) writes to user1 (store1, down) and user4 (store2): user4's copy arrives, and
+        # user1's waits on the front, deferred
+        send(["user1", "user4"], "while-down", port=587, auth="user2",
+             sender=f"user2@{DOMAIN}")
+        wait_for(lambda: "while-down" in dc.subjects("user4"), 60, "store2's copy")
+        # user1's copy is pending on the front (state 0) after a failed try: deferred, not
+        # failed (state 2, a bounce)
+        wait_for(lambda: deferred(f"user1@{DOMAIN}"), 60, "user1's copy deferred on the front")
+        assert_served("user4")
+        cluster("start", dc.dir, "store1", "--build", BUILD)
+        wait_for(lambda: "while-down" in dc.subjects("user1"), 60, "user1's copy")
+        settled()
+        assert_eq(dc.subjects("user1").count("while-down"), 1)
+        assert_eq(dc.subjects("user4").count("while-down"), 1)
+        # not bounced: no notice came back to the sender
+        assert_eq(dc.subjects("user2"), before2)
+        assert_served("user1")
+
+    def down():
+        """`down` stops every daemon and removes every namespace; the failures, listed."""
+        r = cluster("down", dc.dir, check=False)
+        bad = [] if r.returncode == 0 else [f"down: {r.returncode} {r.stderr}"]
+        left = processes_with(dc.dir)
+        if left:
+            bad.append(f"left running: {left}")
+        out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        bad += [f"namespace {ns} left" for ns in dc.ns.values() if ns in out.split()]
+        return bad
+
+    def body():
+        cluster("up", dc.dir, "--stores", "2", "--daemons", "--users", "8", "--build", BUILD)
+        dc.load_hosts()
+        logs.extend(dc.logs())
+        rc = run_tests([test_login_through_front_to_each_host,
+                          test_mail_to_both_hosts_exactly_once,
+                          test_mail_between_hosts,
+                          test_idle_through_front_sees_delivery,
+                          test_forged_proxy_login_refused,
+                          test_garbage_store_host_cut_off,
+                          test_store_host_down_mail_queued])
+        bad = down()
+        if bad:
+            print("FAIL down: " + "; ".join(bad), flush=True)
+            rc = 1
+        return rc
+
+    def body_logged():
+        try:
+            return body()
+        finally:
+            if not logs:  # up failed: its logs, if any
+                logs.extend(dc.logs())
+
+    return run_main(body_logged, tmp, logs, cleanup=[down], tail=6000)  # down is idempotent
+
+
+if __name__ == "__main__":
+    sys.exit(main())
