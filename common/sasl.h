@@ -5,7 +5,8 @@
  * passwd not empty, each field within its limit. An authzid other than the authcid is refused:
  * Heron lets no user act as another. Both servers answer the same bytes the same way.
  *
- * The SCRAM-SHA-256 and SCRAM-SHA-256-PLUS server (RFC 5802, RFC 7677) is sasl_scram.c's.
+ * The SCRAM-SHA-256 and SCRAM-SHA-256-PLUS server (RFC 5802, RFC 7677) is sasl_scram.c's,
+ * SASLprep (RFC 4013) sasl_prep.c's.
  *
  * Pure functions: no I/O (PLAIN allocates nothing). Callers wipe the decoded password after use
  * (sasl_plain_wipe). */
@@ -59,6 +60,19 @@ enum sasl_result sasl_plain_decode_authz(const char *b64, size_t len, struct sas
 /* Wipes the password (and the name) of a decoded response. */
 void sasl_plain_wipe(struct sasl_plain *p);
 
+/* ---- SASLprep (RFC 4013, sasl_prep.c) ----
+   SCRAM's Normalize(): the user name as a query string (unassigned code points allowed), the
+   password a secret is made from as a stored string (stored: refused). NFKC may lengthen a
+   string: SASL_PREP_MAX bounds the result of a name or a password. */
+#define SASL_PREP_MAX (4 * SASL_PASSWORD_MAX)
+
+/* SASLprep of the NUL-terminated UTF-8 string in into out (size bytes, NUL-terminated).
+   0, or -1: not UTF-8, a prohibited character (controls, non-characters...), the bidi rule
+   broken, an unassigned code point when stored, an empty result, or no room in out. */
+int sasl_saslprep(const char *in, bool stored, char *out, size_t size);
+/* Whether sasl_saslprep accepts in (the result is wiped). */
+bool sasl_saslprep_ok(const char *in, bool stored);
+
 /* ---- SCRAM-SHA-256[-PLUS] (sasl_scram.c) ----
    A server exchange, one per AUTHENTICATE/AUTH: client-first (the user name comes out), the
    caller fetches the user's secret (ldapauth) and makes server-first, then client-final is
@@ -90,8 +104,8 @@ void sasl_scram_free(struct sasl_scram **sp);
    user's secret. SASL_ECBIND for "y" with -PLUS offered (a downgrade), p= on the plain
    mechanism, n/y on -PLUS or an unknown binding type; SASL_EEXT for "m=". */
 enum sasl_result sasl_scram_client_first(struct sasl_scram *s, const char *b64, size_t len);
-/* The user name as given (=2C and =3D decoded; SASLprep: see sasl_scram.c) and the authzid
-   ("" when none). */
+/* The user name (=2C and =3D decoded, then SASLprep'd as a query string) and the authzid
+   (the same; "" when none). */
 const char *sasl_scram_user(const struct sasl_scram *s);
 const char *sasl_scram_authzid(const struct sasl_scram *s);
 /* The channel binding type the client asked for (the caller fetches its data). */

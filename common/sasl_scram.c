@@ -6,10 +6,9 @@
  * compares in constant time. The secret is ldapauth's "ITERATIONS,SALT,STOREDKEY,SERVERKEY";
  * the password is never seen here.
  *
- * SASLprep (RFC 4013) of the user name goes as far as Heron's names need: the name must be
- * UTF-8 without control characters; ASCII names (which SASLprep leaves as they are) are used
- * as given, non-ASCII ones are not normalized (as PLAIN's names are not): the directory finds
- * the name exactly as sent. */
+ * The user name (and authzid) is SASLprep'd (RFC 4013, common/sasl_prep.c) as a query string,
+ * as RFC 5802 5.1 asks of the client (SASLprep is idempotent: a prepared name stays as it is):
+ * the directory is asked for the prepared name. Printable ASCII names are left as they are. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -116,10 +115,15 @@ static struct str_view field(struct cur *c)
 }
 
 /* saslname (RFC 5802 section 7): UTF-8, ',' and '=' written =2C and =3D, no NUL; Heron also
-   refuses control characters (SASLprep prohibits them). Decoded into out (max bytes). */
+   refuses control characters (SASLprep prohibits them). Decoded, then SASLprep'd (a query
+   string), into out (max bytes). */
 static bool saslname(struct str_view v, char *out, size_t max)
 {
+	char raw[SASL_NAME_MAX + 1];
 	size_t o = 0;
+
+	if (max > SASL_NAME_MAX)
+		return false;
 
 	if (v.len == 0 || !mailaddr_utf8_valid(v.p, v.len))
 		return false;
@@ -139,10 +143,10 @@ static bool saslname(struct str_view v, char *out, size_t max)
 		}
 		if (o + 1 > max)
 			return false;
-		out[o++] = (char)ch;
+		raw[o++] = (char)ch;
 	}
-	out[o] = '\0';
-	return true;
+	raw[o] = '\0';
+	return sasl_saslprep(raw, false, out, max + 1) == 0;
 }
 
 /* printable (RFC 5802 section 7): %x21-2B / %x2D-7E, at least one. */

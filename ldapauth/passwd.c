@@ -3,8 +3,8 @@
  * {SSHA} {SSHA256} {SSHA512} and their unsalted forms with OpenSSL digests; {CRYPT} through
  * crypt(3) (libxcrypt: yescrypt, sha512-crypt...); {ARGON2} as slapd's argon2 module keeps it
  * (the encoded "$argon2id$v=19$m=...,t=...,p=...$salt$hash", libargon2); {SCRAM-SHA-256} as
- * "ITERATIONS,SALT,STOREDKEY,SERVERKEY" (base64, RFC 5802/7677), which also lets a SCRAM
- * server answer without the password. Comparisons run in constant time.
+ * "ITERATIONS,SALT,STOREDKEY,SERVERKEY" (base64, RFC 5802/7677, of the SASLprep'd password),
+ * which also lets a SCRAM server answer without the password. Comparisons run in constant time.
  * Cleartext values are never accepted. */
 #include <argon2.h>
 #include <crypt.h>
@@ -18,6 +18,7 @@
 #include <openssl/rand.h>
 
 #include "common/buf.h"
+#include "common/sasl.h"
 #include "common/str.h"
 #include "common/xmalloc.h"
 #include "ldapauth/ldapauth.h"
@@ -135,14 +136,20 @@ static int verify_argon2(const char *enc, size_t len, const char *password)
 	return rc;
 }
 
-/* SCRAM's StoredKey and ServerKey of password (RFC 5802 3). */
+/* SCRAM's StoredKey and ServerKey of password (RFC 5802 3: Hi(Normalize(password)), the
+   normalization SASLprep as a stored string, common/sasl_prep.c). A password SASLprep refuses
+   is used as given when a secret is checked (one made before Heron prepared passwords, or by
+   a tool that does not); a secret is never made of one (ldapauth_passwd_hash). */
 static int scram_keys(const char *password, const unsigned char *salt, size_t slen, unsigned iter,
 		      unsigned char stored[32], unsigned char server[32])
 {
 	unsigned char salted[32], client[32];
+	char prep[SASL_PREP_MAX + 1];
 	unsigned int n = 0;
 	int ok;
 
+	if (sasl_saslprep(password, true, prep, sizeof(prep)) == 0)
+		password = prep;
 	ok = PKCS5_PBKDF2_HMAC(password, (int)strlen(password), salt, (int)slen, (int)iter,
 			       EVP_sha256(), 32, salted) == 1 &&
 	     HMAC(EVP_sha256(), salted, 32, (const unsigned char *)"Client Key", 10, client, &n) !=
@@ -153,6 +160,7 @@ static int scram_keys(const char *password, const unsigned char *salt, size_t sl
 	     n == 32;
 	OPENSSL_cleanse(salted, sizeof(salted));
 	OPENSSL_cleanse(client, sizeof(client));
+	OPENSSL_cleanse(prep, sizeof(prep));
 	return ok ? 0 : -1;
 }
 
@@ -290,6 +298,11 @@ char *ldapauth_passwd_hash(const char *scheme, const char *password, const char 
 			continue;
 		if (s->kind == K_DIGEST && !s->salted) {
 			*error_r = "unsalted hashes are not made (use the salted form)";
+			return NULL;
+		}
+		if (s->kind == K_SCRAM && !sasl_saslprep_ok(password, true)) {
+			*error_r = "the password is not valid for SCRAM (SASLprep, RFC 4013: "
+				   "UTF-8 without control or unassigned characters)";
 			return NULL;
 		}
 		r = s->kind == K_DIGEST   ? hash_digest(s, password)

@@ -711,6 +711,81 @@ static void test_drive_first_refused(void **state)
 	}
 }
 
+/* ---- SASLprep (sasl_prep.c) ---- */
+
+/* RFC 4013 section 3's examples, as query strings and as stored ones. */
+static void test_saslprep_rfc4013(void **state)
+{
+	static const struct {
+		const char *in, *out; /* out NULL: refused */
+	} ex[] = {
+		{ "I\xc2\xadX", "IX" },   /* 1: SOFT HYPHEN mapped to nothing */
+		{ "user", "user" },       /* 2: no transformation */
+		{ "USER", "USER" },       /* 3: case preserved */
+		{ "\xc2\xaa", "a" },      /* 4: output is NFKC */
+		{ "\xe2\x85\xa8", "IX" }, /* 5: NFKC, matches #1 */
+		{ "\x07", NULL },         /* 6: prohibited character */
+		{ "\xd8\xa7"
+		  "1",
+		  NULL }, /* 7: bidirectional check */
+	};
+	char out[64];
+
+	for (size_t i = 0; i < sizeof(ex) / sizeof(ex[0]); i++)
+		for (int stored = 0; stored < 2; stored++) {
+			int rc = sasl_saslprep(ex[i].in, stored, out, sizeof(out));
+
+			if (ex[i].out == NULL) {
+				assert_int_equal(rc, -1);
+				assert_false(sasl_saslprep_ok(ex[i].in, stored));
+				continue;
+			}
+			assert_int_equal(rc, 0);
+			assert_string_equal(out, ex[i].out);
+			assert_true(sasl_saslprep_ok(ex[i].in, stored));
+		}
+}
+
+/* Non-ASCII spaces map to a space; unassigned code points pass only in a query; not UTF-8,
+   an empty result and no room are refused. */
+static void test_saslprep_edges(void **state)
+{
+	char out[64];
+
+	assert_int_equal(sasl_saslprep("p\xc2\xa0w\xc3\xb6rd", true, out, sizeof(out)), 0);
+	assert_string_equal(out, "p w\xc3\xb6rd");
+	assert_int_equal(sasl_saslprep("o\xcc\x88", true, out, sizeof(out)), 0); /* NFKC */
+	assert_string_equal(out, "\xc3\xb6");
+	assert_int_equal(sasl_saslprep("\xc8\xa1", false, out, sizeof(out)), 0); /* U+0221 */
+	assert_int_equal(sasl_saslprep("\xc8\xa1", true, out, sizeof(out)), -1);
+	assert_int_equal(sasl_saslprep("\xff", false, out, sizeof(out)), -1);
+	assert_int_equal(sasl_saslprep("\xc2\xad", false, out, sizeof(out)), -1);
+	assert_int_equal(sasl_saslprep("", false, out, sizeof(out)), -1);
+	assert_int_equal(sasl_saslprep("a\x7f", false, out, sizeof(out)), -1);
+	assert_int_equal(sasl_saslprep("abcd", false, out, 4), -1);
+	assert_int_equal(sasl_saslprep("abc", false, out, 4), 0);
+	assert_int_equal(sasl_saslprep("\xc3\xb6\xc3\xb6", false, out, 4), -1);
+}
+
+/* SCRAM's user name is prepared: an unprepared client's name is the prepared one's. */
+static void test_scram_user_saslprep(void **state)
+{
+	struct sasl_scram *s = sasl_scram_new(false, false);
+
+	assert_int_equal(first(s, "n,a=\xe2\x85\xa8,n=I\xc2\xadX,r=abc"), SASL_OK);
+	assert_string_equal(sasl_scram_user(s), "IX");
+	assert_string_equal(sasl_scram_authzid(s), "IX");
+	sasl_scram_free(&s);
+	s = sasl_scram_new(false, false);
+	assert_int_equal(first(s, "n,,n=\xd8\xa7"
+				  "1,r=abc"),
+			 SASL_ESCRAM);
+	sasl_scram_free(&s);
+	s = sasl_scram_new(false, false);
+	assert_int_equal(first(s, "n,,n=\xc2\xad,r=abc"), SASL_ESCRAM);
+	sasl_scram_free(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -724,6 +799,9 @@ int main(void)
 		cmocka_unit_test(test_scram_gs2),
 		cmocka_unit_test(test_scram_client_first_refused),
 		cmocka_unit_test(test_scram_client_final_refused),
+		cmocka_unit_test(test_saslprep_rfc4013),
+		cmocka_unit_test(test_saslprep_edges),
+		cmocka_unit_test(test_scram_user_saslprep),
 		cmocka_unit_test(test_drive_challenge_final),
 		cmocka_unit_test(test_drive_final_with_ok),
 		cmocka_unit_test(test_drive_refused_proof),

@@ -56,6 +56,32 @@ static void test_passwd_schemes(void **state)
 	assert_int_equal(ldapauth_passwd_verify(h, strlen(h), "secret"), 1);
 	assert_int_equal(ldapauth_passwd_verify(h, strlen(h), "secret2"), 0);
 	free(h);
+	/* {SCRAM-SHA-256} is of the SASLprep'd password (RFC 5802 Normalize, RFC 4013): "IX",
+	   "I<SOFT HYPHEN>X" and <ROMAN NUMERAL NINE> are one password; a password SASLprep
+	   refuses makes no secret */
+	h = ldapauth_passwd_hash("SCRAM-SHA-256", "I\xc2\xadX", &c);
+	assert_non_null(h);
+	assert_int_equal(ldapauth_passwd_verify(h, strlen(h), "IX"), 1);
+	assert_int_equal(ldapauth_passwd_verify(h, strlen(h), "I\xc2\xadX"), 1);
+	assert_int_equal(ldapauth_passwd_verify(h, strlen(h), "\xe2\x85\xa8"), 1);
+	assert_int_equal(ldapauth_passwd_verify(h, strlen(h), "ix"), 0);
+	free(h);
+	h = ldapauth_passwd_hash("SCRAM-SHA-256", "p\xc2\xa0w\xc3\xb6rd", &c);
+	assert_non_null(h);
+	assert_int_equal(ldapauth_passwd_verify(h, strlen(h), "p w\xc3\xb6rd"), 1);
+	assert_int_equal(ldapauth_passwd_verify(h, strlen(h), "p wo\xcc\x88rd"), 1);
+	free(h);
+	assert_null(ldapauth_passwd_hash("SCRAM-SHA-256", "bell\x07", &c));
+	assert_non_null(strstr(c, "SASLprep"));
+	assert_null(ldapauth_passwd_hash("SCRAM-SHA-256",
+					 "\xd8\xa7"
+					 "1",
+					 &c));
+	assert_null(ldapauth_passwd_hash("SCRAM-SHA-256", "\xc8\xa1", &c)); /* unassigned */
+	/* other schemes take the bytes as they are */
+	h = ldapauth_passwd_hash("SSHA256", "I\xc2\xadX", &c);
+	assert_int_equal(ldapauth_passwd_verify(h, strlen(h), "IX"), 0);
+	free(h);
 	/* cleartext and garbage are never accepted */
 	assert_int_equal(ldapauth_passwd_verify("secret", 6, "secret"), -1);
 	assert_int_equal(ldapauth_passwd_verify("{SSHA}!!!!", 10, "secret"), -1);
