@@ -703,8 +703,11 @@ static void on_verdict(struct milter_conn *c, const struct milter_reply *rp)
 		break;
 	case SMFIR_TEMPFAIL:
 	case SMFIR_CONN_FAIL:
-	case SMFIR_SHUTDOWN:
 		set_reply(ms, OUT_TEMPFAIL, "451 4.7.1 Service unavailable - try again later");
+		break;
+	case SMFIR_SHUTDOWN:
+		/* as Postfix: the session ends (milter_reply closes after a 421) */
+		set_reply(ms, OUT_TEMPFAIL, "421 4.7.0 Server closing connection");
 		break;
 	case SMFIR_REPLYCODE:
 		milter_reply_lines(rp->code, rp->text, ms->reply, sizeof(ms->reply));
@@ -1128,6 +1131,7 @@ bool milter_refused(struct smtp_session *s)
 
 /* ---- the end of the message ---- */
 
+/* The refusal of a message (once per recipient over LMTP); a 421 closes the session. */
 static void reply_lines(struct smtp_session *s, const char *text)
 {
 	size_t n = (s->flags & SF_LMTP) ? s->tx->nrcpt : 1;
@@ -1143,6 +1147,8 @@ static void reply_lines(struct smtp_session *s, const char *text)
 		}
 		smtp_reply(s, "%s", line);
 	}
+	if (strncmp(text, "421", 3) == 0)
+		smtp_close(s);
 	smtp_resume(s);
 }
 

@@ -149,10 +149,18 @@ static void greet(struct smtp_session *s)
 }
 
 /* The milters answered the connect: the greeting (a refusal of theirs is the reply to every
-   command from now on, milter_refused). */
+   command from now on, milter_refused), or, as Postfix does, a 421 of theirs in its place and
+   the session closed. */
 static void connect_answer(struct smtp_session *s, const char *refusal, bool resume)
 {
-	greet(s);
+	if (refusal != NULL && strncmp(refusal, "421", 3) == 0) {
+		log_info("%016" PRIx64 " smtp close addr=%s reason=\"milter 421 at connect\"",
+			 s->id, s->addr);
+		smtp_set_state(s, ST_CONNECTED);
+		milter_reply(s, refusal);
+	} else {
+		greet(s);
+	}
 	if (resume)
 		smtp_resume(s);
 }
@@ -364,7 +372,9 @@ static void session_write_cb(struct bufferevent *bev, void *arg)
 	if (s->closing) {
 		struct bufferevent *lower = bufferevent_get_underlying(bev);
 
-		if (s->state == ST_WAIT)
+		/* a triggered call (smtp_resume) may come before the last reply is written:
+		   the drain calls again */
+		if (s->state == ST_WAIT || evbuffer_get_length(bufferevent_get_output(bev)) > 0)
 			return;
 		if (lower != NULL && evbuffer_get_length(bufferevent_get_output(lower)) > 0) {
 			bufferevent_setcb(lower, NULL, lower_write_cb, lower_event_cb, s);

@@ -32,6 +32,8 @@ ACCEPT = pkt(b"a")
 REJECT = pkt(b"r")
 TEMPFAIL = pkt(b"t")
 DISCARD = pkt(b"d")
+SKIP = pkt(b"s")
+SHUTDOWN = pkt(b"4")
 
 
 def REPLYCODE(text):

@@ -29,7 +29,8 @@ from heronlib import (DOMAIN, Mtad, RelayTarget, Store, assert_eq, assert_in,  #
                       assert_not_in, assert_lt, run_suite, wait_for, write_users)
 from milterpeer import (ACCEPT, ADDHEADER, ADDRCPT, CHGFROM, CHGHEADER, CONTINUE,  # noqa: E402
                         DELRCPT, DISCARD, INSHEADER, QUARANTINE, REJECT, REPLBODY,
-                        REPLYCODE, TEMPFAIL, MilterPeer, Plan, closed_port)
+                        REPLYCODE, SHUTDOWN, SKIP, TEMPFAIL, MilterPeer, Plan,
+                        closed_port, pkt)
 
 ROOT, MTAD, PEEK = sys.argv[1:4]
 TMP = tempfile.mkdtemp(prefix="heron-mtad-milter-")
@@ -40,7 +41,7 @@ peer2 = MilterPeer()
 relay = RelayTarget()
 mtad = Mtad(MTAD, TMP, {"backend": "file", "users_file": os.path.join(TMP, "users")},
             {"workers": str(WORKERS), "transport_map": f"remote.test=127.0.0.1:{relay.port}",
-             "trusted_networks": "127.0.0.0/8"}, tls=False)
+             "trusted_networks": "127.0.0.0/8", "max_message_size": "1M"}, tls=False)
 mtad.sections["milter"] = {"smtpd_milters": peer.address, "command_timeout": "2s",
                            "content_timeout": "2s", "connect_timeout": "2s"}
 mtad.write_conf()
@@ -486,6 +487,187 @@ def test_milter_dying_after_connect_gets_the_default_at_mail():
     finally:
         milters(smtpd_milters=peer.address)
 
+def test_failure_at_mail_and_rcpt_each_default_action():
+    # a milter silent past command_timeout, or answering garbage, at MAIL or at RCPT: that
+    # command gets the default action, and so does every later one of the session
+    silent = lambda data: b""  # noqa: E731
+    garbage = pkt(b"Z", b"junk")
+    refused = {"tempfail": TEMPFAIL_TEXT, "reject": "554 5.7.1 Command rejected by a filter"}
+    try:
+        for action in ("tempfail", "accept", "reject"):
+            milters(milter_default_action=action)
+            for how, reply in (("silent", silent), ("garbage", garbage)):
+                # at MAIL
+                before = len(mtad.logtext())
+                peer.reset(Plan(replies={b"M": reply}))
+                d = Dialogue()
+                d.cmd("EHLO client.test")
+                got = d.cmd("MAIL FROM:<user3@heron.test>")
+                if action == "accept":
+                    assert_eq(got, "250 2.1.0 Ok", (action, how))
+                    assert_eq(d.cmd("RCPT TO:<user1@heron.test>"), "250 2.1.5 Ok")
+                    subject = f"mail-{how}-{action}"
+                    assert d.cmd("DATA").startswith("354")
+                    got = d.cmd(MESSAGE.format(subject=subject) + ".")
+                    assert got.startswith("250 "), got
+                    stored("user1", subject)
+                else:
+                    assert_eq(got, refused[action], (action, how))
+                    # the milter is given up for the session: the next MAIL gets the same
+                    # at once
+                    assert_eq(d.cmd("MAIL FROM:<user2@heron.test>"), refused[action])
+                assert d.cmd("QUIT").startswith("221 ")
+                d.close()
+                log = mtad.logtext()[before:]
+                assert_in("timed out" if how == "silent" else "result=fail", log)
+                assert_in(f"action={action}", log)
+                # at RCPT: the transaction stays, that recipient gets the default
+                before = len(mtad.logtext())
+                peer.reset(Plan(replies={b"R": reply}))
+                d = Dialogue()
+                d.cmd("EHLO client.test")
+                assert_eq(d.cmd("MAIL FROM:<user3@heron.test>"), "250 2.1.0 Ok")
+                got = d.cmd("RCPT TO:<user1@heron.test>")
+                if action == "accept":
+                    assert_eq(got, "250 2.1.5 Ok", (action, how))
+                    subject = f"rcpt-{how}-{action}"
+                    assert d.cmd("DATA").startswith("354")
+                    got = d.cmd(MESSAGE.format(subject=subject) + ".")
+                    assert got.startswith("250 "), got
+                    stored("user1", subject)
+                else:
+                    assert_eq(got, refused[action], (action, how))
+                    assert_eq(d.cmd("RCPT TO:<user2@heron.test>"), refused[action])
+                    assert_eq(d.cmd("DATA"), "554 5.5.1 No valid recipients")
+                assert d.cmd("QUIT").startswith("221 ")
+                d.close()
+                log = mtad.logtext()[before:]
+                assert_in("timed out" if how == "silent" else "result=fail", log)
+                assert_in(f"action={action}", log)
+    finally:
+        milters(milter_default_action="tempfail")
+
+
+def test_skip_during_the_body():
+    # SMFIP_SKIP negotiated; the milter skips after the first body chunk: it is sent no
+    # more of the body, the end of the message comes next, and its changes apply
+    plan = Plan(protocol=0x400, replies={b"B": SKIP},
+                eob=[ADDHEADER("X-Skipped", "yes"), CONTINUE])
+    peer.reset(plan)
+    big = "".join(f"body line {i:06d} of a long message\r\n" for i in range(6000))
+    with smtplib.SMTP("127.0.0.1", mtad.port, timeout=30) as c:
+        c.ehlo("client.test")
+        c.mail("user3@heron.test")
+        c.rcpt("user1@heron.test")
+        msg = ("From: user3@heron.test\r\nTo: user1@heron.test\r\nSubject: skip\r\n\r\n" +
+               big).encode()
+        assert_eq(c.data(msg)[0], 250)
+    body = stored("user1", "skip")
+    assert_in(b"\r\nX-Skipped: yes\r\n", body)
+    assert body.endswith(big.encode()), body[-200:]
+    conv = peer.last()
+    cmds = commands(conv)
+    assert_eq(cmds.count(b"B"), 1)
+    assert_lt(len(conv.body), len(big))
+    assert_eq(cmds[cmds.index(b"B") + 1], b"E")
+
+
+def test_no_reply_at_mail_and_rcpt():
+    # SMFIP_NR_MAIL | SMFIP_NR_RCPT: sent MAIL and RCPT, their answers not waited for (a
+    # wait would run into command_timeout and tempfail)
+    before = len(mtad.logtext())
+    code, _ = run(Plan(protocol=0x4000 | 0x8000), "no-reply",
+                  rcpts=("user1@heron.test", "user2@heron.test"))
+    assert_eq(code, 250)
+    stored("user1", "no-reply")
+    stored("user2", "no-reply")
+    conv = peer.last()
+    cmds = commands(conv)
+    assert_eq(cmds.count(b"M"), 1)
+    assert_eq(cmds.count(b"R"), 2)
+    assert_in(b"E", cmds)
+    assert_not_in("result=fail", mtad.logtext()[before:])
+
+
+def test_abort_on_rset_alone():
+    peer.reset(Plan())
+    d = Dialogue()
+    d.cmd("EHLO client.test")
+    assert_eq(d.cmd("MAIL FROM:<user3@heron.test>"), "250 2.1.0 Ok")
+    assert_eq(d.cmd("RCPT TO:<user1@heron.test>"), "250 2.1.5 Ok")
+    assert d.cmd("RSET").startswith("250 ")
+    # the abort is sent at the RSET, the session still open
+    wait_for(lambda: peer.conversations and b"A" in commands(peer.conversations[-1]), 20,
+             "SMFIC_ABORT after RSET")
+    # a RSET with no transaction aborts nothing; the next transaction is asked as usual
+    assert d.cmd("RSET").startswith("250 ")
+    assert_eq(d.cmd("MAIL FROM:<user3@heron.test>"), "250 2.1.0 Ok")
+    assert d.cmd("QUIT").startswith("221 ")
+    d.close()
+    assert_eq(commands(peer.last()), [b"O", b"C", b"H", b"M", b"R", b"A", b"M", b"A", b"Q"])
+
+
+def closed(d):
+    """True once mtad closed the session (nothing more to read)."""
+    d.sock.settimeout(20)
+    try:
+        return d.f.readline() == b""
+    except TimeoutError:
+        return False
+    except OSError:  # reset
+        return True
+
+
+SHUTDOWN_TEXT = "421 4.7.0 Server closing connection"
+
+
+def test_421_at_connect_closes_without_greeting():
+    for reply, want in ((REPLYCODE("421 4.7.0 Too busy, come back later"),
+                         "421 4.7.0 Too busy, come back later"),
+                        (SHUTDOWN, SHUTDOWN_TEXT)):
+        peer.reset(Plan(replies={b"C": reply}))
+        d = Dialogue()
+        assert_eq(d.greeting, want)
+        assert closed(d), "mtad kept the session open"
+        d.close()
+        assert_eq(commands(peer.last()), [b"O", b"C", b"Q"])
+    assert_in('reason="milter 421 at connect"', mtad.logtext())
+
+
+def test_421_at_later_steps_closes():
+    steps = [(b"H", []), (b"M", ["EHLO client.test"]),
+             (b"R", ["EHLO client.test", "MAIL FROM:<user3@heron.test>"]),
+             (b"T", ["EHLO client.test", "MAIL FROM:<user3@heron.test>",
+                     "RCPT TO:<user1@heron.test>"])]
+    last = {b"H": "EHLO client.test", b"M": "MAIL FROM:<user3@heron.test>",
+            b"R": "RCPT TO:<user1@heron.test>", b"T": "DATA"}
+    for cmd, first in steps:
+        for reply, want in ((REPLYCODE("421 4.7.0 Going down"), "421 4.7.0 Going down"),
+                            (SHUTDOWN, SHUTDOWN_TEXT)):
+            peer.reset(Plan(replies={cmd: reply}))
+            d = Dialogue()
+            for line in first:
+                assert not d.cmd(line).startswith("4"), line
+            assert_eq(d.cmd(last[cmd]), want, cmd)
+            assert closed(d), (cmd, "mtad kept the session open")
+            d.close()
+            assert_eq(commands(peer.last())[-1], b"Q")
+    # at the end of the message: refused with the 421, nothing kept, the session closed
+    for reply, want in ((REPLYCODE("421 4.7.0 Going down"), "421 4.7.0 Going down"),
+                        (SHUTDOWN, SHUTDOWN_TEXT)):
+        peer.reset(Plan(eob=[reply]))
+        d = Dialogue()
+        d.cmd("EHLO client.test")
+        d.cmd("MAIL FROM:<user3@heron.test>")
+        d.cmd("RCPT TO:<user1@heron.test>")
+        assert d.cmd("DATA").startswith("354")
+        assert_eq(d.cmd(MESSAGE.format(subject="eom-421") + "."), want)
+        assert closed(d), "mtad kept the session open after the end of data"
+        d.close()
+    time.sleep(0.5)
+    assert inbox_message("user1", "eom-421") is None
+
+
 def failure(plan, subject, want, limit=10.0):
     t0 = time.monotonic()
     code, _ = run(plan, subject)
@@ -606,7 +788,10 @@ def main():
              test_milter_dying_after_connect_gets_the_default_at_mail,
              test_failures_get_the_default_action, test_down_milter_default_actions,
              test_per_milter_timeout, test_lmtp_gets_non_smtpd_milters,
-             test_bad_list_refused_at_start]
+             test_bad_list_refused_at_start,
+             test_failure_at_mail_and_rcpt_each_default_action, test_skip_during_the_body,
+             test_no_reply_at_mail_and_rcpt, test_abort_on_rset_alone,
+             test_421_at_connect_closes_without_greeting, test_421_at_later_steps_closes]
     return run_suite(mtad, tests, TMP, cleanup=[peer.close, peer2.close, relay.close])
 
 
