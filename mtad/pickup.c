@@ -19,11 +19,20 @@
  * one link (a hard link to another's file is refused) and fits [mtad] max_message_size; its
  * owner's uid, not anything the file says, is the submitter: XUID tells the session (which
  * accepts it from mtad's own uid only) so that the log and the Received: header name the
- * user as a socket submission would. A file that is malformed or refused with a 5xx is
- * renamed bad.NAME (kept for the admin, logged) and never tried again; refused recipients
- * of an accepted message are logged (the sender is not told: heron-sendmail had gone). */
+ * user as a socket submission would. A file that is malformed (or a link, or too large) is
+ * renamed bad.NAME (kept for the admin, logged) and never tried again.
+ *
+ * Refused: a file mtad refuses with a 5xx (at MAIL, every RCPT, DATA or the final dot) is
+ * the sender's to hear about, as heron-sendmail would have told them had mtad been up: a
+ * delivery status notification (bounce.c, returning the headers) to the envelope sender
+ * (to the file owner's login at the first local domain when MAIL refused the sender; none
+ * for the null sender) goes into the queue in one commit with the file's record (kind
+ * STORE_DROP_BOUNCE), then the file becomes bad.NAME and its record goes. A file found
+ * recorded so (a kill between that commit and the rename) is only renamed: one DSN, never
+ * none, never two. Refused recipients of an accepted message are only logged. */
 #include <dirent.h>
 #include <errno.h>
+#include <pwd.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -41,11 +50,13 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include "common/clock.h"
 #include "common/conf.h"
 #include "common/log.h"
 #include "common/str.h"
 #include "common/xmalloc.h"
 #include "mtad/mtad.h"
+#include "mtad/relay.h"
 #include "store/store.h"
 
 #define PICKUP_SCAN_S 10
@@ -56,6 +67,8 @@
 #define PICKUP_TMP_AGE_S 86400         /* an unfinished tmp.* file of a crashed writer */
 
 enum step { P_GREET, P_EHLO, P_XUID, P_MAIL, P_RCPT, P_DATA, P_DOT };
+
+struct refusal;
 
 struct pickup {
 	struct mtad *m;
@@ -70,16 +83,22 @@ struct pickup {
 	struct bufferevent *bev;
 	char name[256];
 	char key[STORE_DROP_KEY_MAX + 1]; /* its identity (file_key), its record's in the store */
-	char *data;                       /* the whole file, NUL-terminated */
+	bool recorded;                    /* a record of key is in environment rec_part */
+	unsigned rec_part;
+	int fd; /* the file, open while its dialogue runs */
+	int64_t mtime;
+	char *data; /* the whole file, NUL-terminated */
 	size_t len, body_off;
 	char *sender;
 	char **rcpt;
+	char **rerr; /* per recipient: its refusal's text, code left out (NULL: not refused) */
 	size_t nrcpt, ri, accepted;
 	long uid;
 	enum step step;
-	unsigned gen;   /* file_clear's count: a callback of an ended file stops */
-	int code;       /* the reply being read */
-	char text[512]; /* its first line */
+	unsigned gen;            /* file_clear's count: a callback of an ended file stops */
+	struct refusal *refusal; /* its DSN's commit in flight (the scan waits for it) */
+	int code;                /* the reply being read */
+	char text[512];          /* its first line */
 };
 
 static void next_file(struct pickup *p);
@@ -98,10 +117,18 @@ static void file_clear(struct pickup *p)
 	if (p->bev != NULL)
 		bufferevent_free(p->bev);
 	p->bev = NULL;
+	if (p->fd != -1)
+		close(p->fd);
+	p->fd = -1;
+	for (size_t i = 0; p->rerr != NULL && i < p->nrcpt; i++)
+		free(p->rerr[i]);
+	free(p->rerr);
 	free(p->data);
 	free(p->rcpt);
+	p->rerr = NULL;
 	p->data = NULL;
 	p->rcpt = NULL;
+	p->recorded = false;
 	p->sender = NULL;
 	p->nrcpt = p->ri = p->accepted = 0;
 	p->name[0] = '\0';
@@ -160,6 +187,8 @@ static void file_end(struct pickup *p, enum outcome o, const char *why)
 		snprintf(bad, sizeof(bad), "%s/bad.%s", p->dir, p->name + strlen("drop."));
 		if (rename(path, bad) < 0)
 			log_warn("maildrop: renaming %s", path);
+		else if (p->recorded)
+			forget(p, p->key, p->rec_part); /* its DSN is queued: the record's done */
 		log_warnx("maildrop: %s uid=%ld not submitted: %s (kept as %s)", p->name, p->uid,
 			  why, bad);
 	} else if (o == O_KEEP) {
@@ -208,21 +237,34 @@ static void send_rcpt(struct pickup *p, int code)
 	say(p, "RCPT TO:<%s>", p->rcpt[0]);
 }
 
+static void refuse(struct pickup *p, enum step st);
+
+/* A reply's text without its code ("5.1.1 ..."), as a queue entry keeps a last error. */
+static char *reply_text(char *text)
+{
+	return strlen(text) > 4 ? text + 4 : text;
+}
+
 /* A recipient's reply (4xx ended the file before): the next RCPT, else DATA. */
 static void next_rcpt(struct pickup *p, int code)
 {
-	if (code == 250 || code == 251)
+	if (code == 250 || code == 251) {
 		p->accepted++;
-	else
+	} else {
 		log_warnx("maildrop: %s uid=%ld recipient <%s> refused: %s", p->name, p->uid,
 			  p->rcpt[p->ri], p->text);
+		if (p->rerr == NULL)
+			p->rerr = xcalloc(p->nrcpt, sizeof(*p->rerr));
+		p->rerr[p->ri] = xstrdup(reply_text(p->text));
+	}
 	if (++p->ri < p->nrcpt) {
 		say(p, "RCPT TO:<%s>", p->rcpt[p->ri]);
 		p->step = P_RCPT; /* again */
 		return;
 	}
 	if (p->accepted == 0) {
-		done(p, O_BAD, "every recipient refused");
+		str_lcpy(p->text, "every recipient refused", sizeof(p->text));
+		refuse(p, P_RCPT);
 		return;
 	}
 	say(p, "DATA");
@@ -260,6 +302,141 @@ static const struct {
 	[P_DOT] = { 250, O_BAD, submitted },
 };
 
+/* A refused file's DSN on its way into the queue with the file's record (one commit). */
+struct refusal {
+	struct pickup *p; /* NULL once the pickup stopped */
+	char *key, *to, *why;
+	struct bounce_dsn dsn;
+};
+
+static int refuse_fn(struct store_txn *t, void *arg)
+{
+	struct refusal *r = arg;
+	int rc = store_queue_add_txn(t, &r->dsn.qm, r->dsn.blob, &r->dsn.id);
+
+	return rc != 0 ? rc : store_drop_put_txn(t, r->key, r->dsn.id, STORE_DROP_BOUNCE);
+}
+
+static void refusal_free(struct refusal *r)
+{
+	store_blob_free(&r->dsn.blob);
+	free(r->key);
+	free(r->to);
+	free(r->why);
+	free(r);
+}
+
+/* The DSN and the record are durable (result 0): the file becomes bad.NAME, then its record
+   goes; else the file waits for a later try (refused again then, notified then). */
+static void refuse_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+			void *arg)
+{
+	struct refusal *r = arg;
+	struct pickup *p = r->p;
+
+	if (p == NULL) {
+		refusal_free(r);
+		return;
+	}
+	p->refusal = NULL;
+	if (result == 0) {
+		log_info("maildrop: %s uid=%ld refused: delivery status notification %016" PRIx64
+			 " to <%s> queued",
+			 p->name, p->uid, r->dsn.id, r->to);
+		queue_runner_kick(p->m);
+		p->recorded = true;
+		p->rec_part = STORE_QUEUE_PART;
+		done(p, O_BAD, r->why);
+	} else {
+		log_warnx("maildrop: %s uid=%ld: the notification of its refusal not queued: %s",
+			  p->name, p->uid, store_strerror(result));
+		done(p, O_KEEP, "its refusal's notification could not be queued");
+	}
+	refusal_free(r);
+}
+
+/* Whom a refused file's DSN goes to: its envelope sender, or when MAIL refused that, the
+   file owner's login at the first local domain (else the host name). */
+static char *refusal_to(const struct pickup *p, enum step st)
+{
+	const struct conf_list *dom = conf_values(p->m->conf)->mtad.local_domains;
+	const char *domain = dom->n > 0 ? dom->v[0] : p->m->hostname;
+	struct passwd pw, *pwr = NULL;
+	char pwbuf[4096];
+
+	if (st != P_MAIL)
+		return xstrdup(p->sender);
+	if (getpwuid_r((uid_t)p->uid, &pw, pwbuf, sizeof(pwbuf), &pwr) == 0 && pwr != NULL)
+		return xasprintf("%s@%s", pw.pw_name, domain);
+	return xasprintf("uid%ld@%s", p->uid, domain);
+}
+
+/* The DSN of a file mtad refused with a 5xx at step st (p->text): every recipient failed,
+   with its own refusal (RCPT) or the message's. */
+static int refusal_dsn(struct pickup *p, struct refusal *r)
+{
+	struct qjob job = { 0 };
+	int rc;
+
+	job.qm.id = (uint64_t)clock_wall_us(); /* names the DSN only (Message-ID, boundary) */
+	job.qm.sender = r->to;
+	job.qm.created = p->mtime;
+	job.qm.ret = STORE_RET_HDRS;
+	job.qm.nrcpt = p->nrcpt;
+	job.qm.rcpt = xcalloc(p->nrcpt, sizeof(*job.qm.rcpt));
+	job.result = xcalloc(p->nrcpt, sizeof(*job.result));
+	job.error = xcalloc(p->nrcpt, sizeof(*job.error));
+	job.remote = xcalloc(p->nrcpt, sizeof(*job.remote));
+	for (size_t i = 0; i < p->nrcpt; i++) {
+		job.qm.rcpt[i].addr = p->rcpt[i];
+		job.result[i] = STORE_Q_FAILED;
+		job.error[i] = p->rerr != NULL && p->rerr[i] != NULL ? p->rerr[i]
+								     : reply_text(p->text);
+	}
+	if (lseek(p->fd, (off_t)p->body_off, SEEK_SET) < 0)
+		rc = STORE_EIO;
+	else
+		rc = bounce_prepare_fd(p->m, &job, p->fd, &r->dsn);
+	free(job.qm.rcpt);
+	free(job.result);
+	free(job.error);
+	free(job.remote);
+	return rc;
+}
+
+static void refuse(struct pickup *p, enum step st)
+{
+	struct refusal *r = xcalloc(1, sizeof(*r));
+	int rc;
+
+	r->p = p;
+	r->key = xstrdup(p->key);
+	r->to = refusal_to(p, st);
+	r->why = xstrdup(p->text);
+	if (r->to[0] == '\0') {
+		free(r->why);
+		r->why = xasprintf("%s (the null sender: nobody notified)", p->text);
+		free(r->to);
+		r->to = NULL;
+		done(p, O_BAD, r->why);
+		refusal_free(r);
+		return;
+	}
+	if ((rc = refusal_dsn(p, r)) != 0 || r->dsn.blob == NULL) {
+		log_warnx("maildrop: %s uid=%ld: the notification of its refusal: %s", p->name,
+			  p->uid, rc != 0 ? store_strerror(rc) : "not written");
+		done(p, O_KEEP, "its refusal's notification could not be written");
+		refusal_free(r);
+		return;
+	}
+	/* the session is done with (its callbacks stop: gen); the scan waits for the commit */
+	bufferevent_free(p->bev);
+	p->bev = NULL;
+	p->gen++;
+	p->refusal = r;
+	store_gc_submit(p->m->gc, STORE_QUEUE_PART, r->dsn.blob, refuse_fn, r, refuse_done, r);
+}
+
 /* The next step after a complete reply (p->code, p->text). */
 static void advance(struct pickup *p)
 {
@@ -267,7 +444,10 @@ static void advance(struct pickup *p)
 	enum step st = p->step;
 
 	if (dialogue[st].want != 0 ? c != dialogue[st].want : cls != 2 && cls != 5) {
-		done(p, cls == 5 ? dialogue[st].on5xx : O_KEEP, p->text);
+		if (cls == 5 && dialogue[st].on5xx == O_BAD)
+			refuse(p, st);
+		else
+			done(p, cls == 5 ? dialogue[st].on5xx : O_KEEP, p->text);
 		return;
 	}
 	p->step = st + 1;
@@ -352,8 +532,10 @@ static int parse(struct pickup *p)
 }
 
 /* Whether p->key's message is in the queue already (its 250 came, its file was not removed
-   before mtad stopped): 1, then the file is only removed; 0: not; -1: the record cannot be
-   read now (logged): the file waits for a later try rather than risk a second copy. */
+   before mtad stopped): 1, then the file is only removed; 2: it was refused and its DSN is
+   queued (the file was not renamed bad before mtad stopped): it is only renamed; 0: not;
+   -1: the record cannot be read now (logged): the file waits for a later try rather than
+   risk a second copy. */
 static int recorded(struct pickup *p)
 {
 	struct store_drop d;
@@ -365,6 +547,14 @@ static int recorded(struct pickup *p)
 		log_warnx("maildrop: %s: its record cannot be read: %s", p->name,
 			  store_strerror(rc));
 		return -1;
+	}
+	p->recorded = true;
+	p->rec_part = d.part;
+	if (d.kind == STORE_DROP_BOUNCE) {
+		log_info("maildrop: %s uid=%ld refused before (delivery status notification "
+			 "%016" PRIx64 " queued)",
+			 p->name, p->uid, d.qid);
+		return 2;
 	}
 	if (d.kind == STORE_DROP_QUEUED)
 		log_info("maildrop: %s uid=%ld submitted before (queue id %016" PRIx64
@@ -418,9 +608,15 @@ static int load(struct pickup *p)
 	file_key(p->name, &st, p->key, sizeof(p->key));
 	if ((rc = recorded(p)) != 0) {
 		close(fd);
-		file_end(p, rc > 0 ? O_DONE : O_KEEP, "its record cannot be read");
+		file_end(p,
+			 rc == 1   ? O_DONE
+			 : rc == 2 ? O_BAD
+				   : O_KEEP,
+			 rc == 2 ? "refused (its sender was notified)"
+				 : "its record cannot be read");
 		return -1;
 	}
+	p->mtime = (int64_t)st.st_mtime;
 	p->data = xmalloc((size_t)st.st_size + 1);
 	while (off < (size_t)st.st_size) {
 		ssize_t n = read(fd, p->data + off, (size_t)st.st_size - off);
@@ -431,7 +627,7 @@ static int load(struct pickup *p)
 			break;
 		off += (size_t)n;
 	}
-	close(fd);
+	p->fd = fd; /* for a refusal's DSN, which returns the headers */
 	p->len = off;
 	p->data[off] = '\0';
 	if (off != (size_t)st.st_size || parse(p) < 0) {
@@ -483,7 +679,7 @@ static void scan(struct pickup *p)
 	size_t cap = 0;
 	time_t now = time(NULL);
 
-	if (p->nnames > 0 || p->bev != NULL || p->m->draining)
+	if (p->nnames > 0 || p->bev != NULL || p->refusal != NULL || p->m->draining)
 		return;
 	if ((d = opendir(p->dir)) == NULL) {
 		if (!p->dir_warned)
@@ -571,6 +767,7 @@ void pickup_start(struct mtad *m)
 	p = xcalloc(1, sizeof(*p));
 	p->m = m;
 	p->ifd = -1;
+	p->fd = -1;
 	str_lcpy(p->dir, mc->maildrop, sizeof(p->dir));
 	for (size_t i = 0; i < mc->local_submission->n && p->sock[0] == '\0'; i++)
 		if (mc->local_submission->v[i].unix_path)
@@ -614,7 +811,10 @@ void pickup_stop(struct mtad *m)
 
 	if (p == NULL)
 		return;
-	/* a dialogue in flight ends here; its file stays for the next start */
+	/* a dialogue in flight ends here; its file stays for the next start (a refusal's
+	   commit in flight ends without it) */
+	if (p->refusal != NULL)
+		p->refusal->p = NULL;
 	file_clear(p);
 	names_free(p);
 	if (p->inot != NULL)

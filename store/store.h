@@ -891,7 +891,7 @@ int store_queue_open(struct store *st, uint64_t id, int *fd_r, uint64_t *size_r)
 
 enum store_drop_kind {
 	STORE_DROP_QUEUED = 0, /* its message is in the queue (qid: its first entry) */
-	STORE_DROP_BOUNCE,     /* refused: qid is a held copy its bounce is made from */
+	STORE_DROP_BOUNCE,     /* refused: qid is its DSN's queue entry (same txn) */
 	STORE_DROP_DELIVERED,  /* delivered to its (local) recipients */
 };
 

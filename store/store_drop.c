@@ -4,7 +4,8 @@
  * partition's of its local delivery: store_batch.c), so that a file is never submitted
  * twice: the pickup asks before each submission and only removes a file already recorded,
  * then drops its record. Also the record of a refused file whose delivery status
- * notification is being made (its held copy's queue id). */
+ * notification is queued (the DSN's queue id, added in the same txn), so that a file found
+ * recorded so is only renamed, its sender never notified twice. */
 #include <string.h>
 #include <time.h>
 

@@ -8,6 +8,9 @@ whose socket is dead: inotify picks it up), and refuses files it must not trust 
 link to another file, a hard link, a malformed file: renamed bad.*, nothing delivered; an
 unfinished tmp.* file is left alone), and kill -9s in the middle of a pickup give every
 message exactly once (also when the file outlives its 250: it is recorded, only removed).
+A file mtad refuses with a 5xx becomes bad.* and its sender gets one delivery status
+notification (the owner when MAIL refused the sender, nobody for the null sender), also
+across kill -9s between its commit and the rename.
 
   test_maildrop.py SOURCE_ROOT MTAD STORE_PEEK HERON_SENDMAIL"""
 import os
@@ -220,6 +223,136 @@ def test_xuid_refused_to_others():
     assert_in(b"\r\n500 5.5.2 Command unrecognized\r\n", r.stdout)
 
 
+def dead_conf():
+    return write_conf(os.path.join(TMP, "dead3.conf"), {"mtad": {
+        "local_domains": DOMAIN, "local_submission": os.path.join(TMP, "none.sock"),
+        "maildrop": DROP}})
+
+
+def dsns(user, subject):
+    """user's delivery status notifications that return the header Subject: subject."""
+    return [b for b in with_subject(user, "Undelivered Mail Returned to Sender")
+            if f"\r\nSubject: {subject}\r\n".encode() in b]
+
+
+def test_refused_notified():
+    """A dropped file whose every recipient mtad refuses (550 5.1.1) becomes bad.* and its
+    envelope sender gets a DSN (RFC 3464) returning the headers only, once."""
+    bad_before = files("bad.")
+    r = sendmail(["-f", f"user1@{DOMAIN}", "nosuch"],
+                 "Subject: refused one\n\nsecret body line\n", conf=dead_conf())
+    assert_eq(r.returncode, 0, r.stderr)
+    wait_for(lambda: dsns("user1", "refused one"), what="the DSN")
+    wait_for(lambda: files("drop.") == [], what="the file moved")
+    assert_eq(len(files("bad.")), len(bad_before) + 1, files())
+    got = dsns("user1", "refused one")
+    assert_eq(len(got), 1)
+    dsn = got[0]
+    for want in (b"From: Mail Delivery System <MAILER-DAEMON@",
+                 b"Content-Type: multipart/report; report-type=delivery-status;",
+                 b"Content-Type: message/delivery-status\r\n",
+                 f"Final-Recipient: rfc822; nosuch@{DOMAIN}\r\n".encode(),
+                 b"Action: failed\r\n", b"Status: 5.1.1\r\n",
+                 b"Content-Type: text/rfc822-headers\r\n"):
+        assert_in(want, dsn)
+    assert b"secret body line" not in dsn, dsn
+    assert_in(" refused: delivery status notification ", mtad.logtext())
+
+
+def test_refused_sender_tells_owner():
+    """MAIL refuses the file's sender: the DSN goes to the file's owner (root here) at the
+    first local domain."""
+    with open(os.path.join(DROP, "tmp.badsender"), "w") as f:
+        f.write(f"HERON-MAILDROP 1\nS bad sender@{DOMAIN}\nR user1@{DOMAIN}\n\n"
+                "Subject: sender refused\r\n\r\nx\r\n")
+    os.rename(os.path.join(DROP, "tmp.badsender"), os.path.join(DROP, "drop.badsender"))
+    wait_for(lambda: dsns("root", "sender refused"), what="the owner's DSN")
+    wait_for(lambda: "bad.badsender" in files("bad."), what="the file moved")
+    assert_eq(len(dsns("root", "sender refused")), 1)
+    assert_eq(with_subject("user1", "sender refused"), [])
+
+
+def test_refused_null_sender():
+    """The null sender's refused file is moved, nobody is notified."""
+    r = sendmail(["-f", "<>", "nosuch"], "Subject: refused null\n\nz\n", conf=dead_conf())
+    assert_eq(r.returncode, 0, r.stderr)
+    wait_for(lambda: "(the null sender: nobody notified)" in mtad.logtext(),
+             what="the refusal")
+    wait_for(lambda: files("drop.") == [], what="the file moved")
+
+
+def test_refused_rename_lost():
+    """The refused file cannot be renamed after its DSN's commit (immutable, as when mtad is
+    killed between the commit and the rename); mtad is killed and started again: the file
+    is recorded, so it is only renamed, its sender never notified twice."""
+    if subprocess.run(["chattr", "-V"], capture_output=True).returncode not in (0, 1):
+        print("     (no chattr: skipped)")
+        return
+    mtad.stop()
+    r = sendmail(["-f", f"user2@{DOMAIN}", "nosuch"], "Subject: rename lost\n\nonce\n")
+    assert_eq(r.returncode, 0, r.stderr)
+    path = os.path.join(DROP, files("drop.")[0])
+    if subprocess.run(["chattr", "+i", path], capture_output=True).returncode != 0:
+        print("     (no immutable files here: skipped)")
+        return
+    try:
+        mtad.start()
+        wait_for(lambda: f"maildrop: renaming {path}" in mtad.logtext(),
+                 what="the failed rename")
+        mtad.kill9()
+        again = mtad.logtext().count("refused before (")
+        mtad.start()
+        wait_for(lambda: mtad.logtext().count("refused before (") > again,
+                 what="the file recognized")
+    finally:
+        subprocess.run(["chattr", "-i", path], check=True)
+    wait_for(lambda: files("drop.") == [], timeout=40, what="the file moved")
+    wait_for(lambda: dsns("user2", "rename lost"), what="the DSN")
+    assert_eq(len(dsns("user2", "rename lost")), 1)
+    # its record went with the file: a restart finds no record to drop
+    mtad.stop()
+    mark = len(mtad.logtext())
+    mtad.start()
+    line = wait_for(lambda: re.search(r"maildrop: \S+: (\d+) records of submitted files, "
+                                      r"(\d+) of files gone dropped", mtad.logtext()[mark:]),
+                    what="the records' sweep")
+    assert_eq(line.groups(), ("0", "0"))
+
+
+def test_refused_kill9_one_dsn():
+    """20 files refused while mtad is killed with -9 as soon as it has queued one more DSN,
+    six times: each sender has exactly one DSN in the queue (the senders are remote, their
+    DSNs wait there: the DNS answers nothing), every file became bad.*."""
+    mtad.stop()
+    n = 20
+    bad_before = len(files("bad."))
+    for i in range(n):
+        r = sendmail(["-f", f"crash{i}@elsewhere.test", "nosuch"],
+                     f"Subject: refused crash {i}\n\nn\n")
+        assert_eq(r.returncode, 0, r.stderr)
+    left = []
+    for _ in range(6):
+        if not files("drop."):
+            break
+        before = mtad.logtext().count(" refused: delivery status notification ")
+        mtad.start()
+        end = time.time() + 30
+        while (mtad.logtext().count(" refused: delivery status notification ") == before
+               and files("drop.") and time.time() < end):
+            time.sleep(0.002)
+        mtad.kill9()
+        left.append(len(files("drop.")))
+    mtad.start()
+    wait_for(lambda: files("drop.") == [], what="the rest refused")
+    assert_eq(len(files("bad.")), bad_before + n)
+
+    def counts():
+        to = [re.search(r" crash(\d+)@elsewhere\.test:", e) for e in store.queue()]
+        return [sum(1 for t in to if t and int(t.group(1)) == i) for i in range(n)]
+    assert_eq(counts(), [1] * n)
+    print(f"     kill -9 with {left} of {n} files left; one DSN each")
+
+
 if __name__ == "__main__":
     if os.getuid() != 0:
         print("skip: needs root (runs heron-sendmail as the user nobody)")
@@ -227,4 +360,6 @@ if __name__ == "__main__":
     sys.exit(run_suite(mtad, [
         test_dropped_while_down, test_dropped_while_running, test_untrusted_files,
         test_kill9_exactly_once, test_removal_lost_after_250, test_xuid_refused_to_others,
+        test_refused_notified, test_refused_sender_tells_owner, test_refused_null_sender,
+        test_refused_rename_lost, test_refused_kill9_one_dsn,
     ], TMP))
