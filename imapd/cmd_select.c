@@ -133,6 +133,8 @@ static bool select_finish(struct imap_cmd *cmd, struct select_op *so, uint32_t f
 	bool readonly = (cmd->def_flags & CMD_READONLY) != 0;
 	int rc = imap_view_open(cmd, so->id, so->name, readonly, first_recent);
 
+	if (rc == 0)
+		imap_urlauth_select(c);
 	if (rc == 0 && so->qr.on)
 		qresync_report(c, &so->qr);
 	if (!owned) /* else the command's end frees it (imap_commit.c) */

@@ -106,6 +106,13 @@ static bool urlauth_access_ok(const struct imap_client *c, const struct imap_url
 	return false;
 }
 
+void imap_urlauth_select(struct imap_client *c)
+{
+	/* the mechanisms GENURLAUTH takes for the mailbox (RFC 4467: SELECT and EXAMINE say
+	   them as RESETKEY's OK does) */
+	imap_printf(c, "* OK [URLMECH " URLAUTH_MECHS "] URLAUTH mechanisms\r\n");
+}
+
 bool imap_urlauth_verify(const struct imap_client *c, struct store_txn *t, uint64_t mbox,
 			 const struct imap_url *u, const char *s)
 {

@@ -682,6 +682,8 @@ bool cmd_urlfetch(struct imap_cmd *cmd);
    used by this session on mailbox mbox of t (the URL's user's): mechanism INTERNAL with the
    mailbox key's token, not expired, this host, and an access that admits the session. */
 struct imap_url;
+/* cmd_urlauth.c: the untagged "OK [URLMECH ...]" of a SELECT or EXAMINE (RFC 4467). */
+void imap_urlauth_select(struct imap_client *c);
 bool imap_urlauth_verify(const struct imap_client *c, struct store_txn *t, uint64_t mbox,
 			 const struct imap_url *u, const char *s);
 /* The bytes URL u names in mailbox mbox of t (partition part): 0 and the range [*off_r,

@@ -309,6 +309,7 @@ def test_select_examine():
         "* 2 EXISTS", "* 2 RECENT", "* OK [UNSEEN 1] First unseen",
         "* OK [UIDVALIDITY %s] UIDs valid" % uidv, "* OK [UIDNEXT 3] Predicted next UID",
         "* OK [HIGHESTMODSEQ %s] Highest" % out[7].split()[3].rstrip("]"),
+        "* OK [URLMECH INTERNAL] URLAUTH mechanisms",
         "s OK [READ-WRITE] SELECT completed"])
     out = select(examine=True)
     assert_eq(out[1], "* OK [PERMANENTFLAGS ()] Read-only mailbox")

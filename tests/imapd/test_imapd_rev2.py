@@ -73,6 +73,7 @@ def test_select_search_status():
         "* 2 EXISTS",
         "* OK [UIDVALIDITY %s] UIDs valid" % uidv, "* OK [UIDNEXT 3] Predicted next UID",
         "* OK [HIGHESTMODSEQ %s] Highest" % out[6].split()[3].rstrip("]"),
+        "* OK [URLMECH INTERNAL] URLAUTH mechanisms",
         "s OK [READ-WRITE] SELECT completed"])
     # the messages are \Recent for this session, and a rev2 session never says so
     assert_eq(r.cmd("d", "FETCH 1:2 FLAGS"), [

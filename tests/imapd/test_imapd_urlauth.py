@@ -4,7 +4,8 @@ imaplib: GENURLAUTH of rump URLs, URLFETCH as the owner, as the user a URL names
 submission server and as others (NIL, never an error), a changed token, host or UID, ;EXPIRE=
 in the past and the future, RESETKEY of one mailbox and of all, URLAUTH URLs in CATENATE
 (RFC 4469 3), the key hidden from METADATA, the limits on URLs per command and URL length,
-and a body bigger than the output buffer streamed byte-exact.
+and a body bigger than the output buffer streamed byte-exact; SELECT and EXAMINE say
+[URLMECH INTERNAL].
 
 Usage: test_imapd_urlauth.py IMAPD_BINARY DELIVER_BINARY"""
 import imaplib
@@ -107,6 +108,20 @@ def test_capability_and_rfc_examples():
     # submit+bob is for the submission server only: not bob, not the owner
     assert_eq(fetch_one("bob", urls[0]), None)
     assert_eq(fetch_one("alice", urls[0]), None)
+
+
+def test_urlmech_on_select():
+    """SELECT and EXAMINE name the mechanisms in an untagged OK [URLMECH INTERNAL] before the
+    tagged OK (RFC 4467), as RESETKEY's OK does; imaplib sees it as a response code."""
+    r = D.raw("alice")
+    for tag, verb in (("s", "SELECT"), ("e", "EXAMINE")):
+        out = r.cmd(tag, "%s INBOX" % verb)
+        assert out[-1].startswith(tag + " OK"), out
+        assert_in("* OK [URLMECH INTERNAL] URLAUTH mechanisms", out[:-1])
+    c = D.login("bob")
+    assert_eq(c.select("INBOX")[0], "OK")
+    assert_eq(c.response("URLMECH"), ("URLMECH", [b"INTERNAL"]))
+    c.logout()
 
 
 def test_imaplib_owner_and_user():
@@ -315,7 +330,8 @@ def main():
     assert IMAP_PASSWORD
     D = Imapd(imapd, deliver=deliver,
               extra={"hostname": HOSTNAME, "urlauth_submit_users": "carol"})
-    return run_suite(D, [test_capability_and_rfc_examples, test_imaplib_owner_and_user,
+    return run_suite(D, [test_capability_and_rfc_examples, test_urlmech_on_select,
+                         test_imaplib_owner_and_user,
                          test_nil_never_an_error, test_genurlauth_refusals, test_expire,
                          test_resetkey, test_catenate_urlauth, test_key_hidden_from_metadata,
                          test_limits, test_big_body_streamed], D.dir)
