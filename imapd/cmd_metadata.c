@@ -4,7 +4,9 @@
  * (the "" mailbox) are the user's own /private ones, plus the read-only /shared/admin and
  * /shared/comment of [imapd] metadata_admin and metadata_comment: the store keeps no entry
  * that one user writes and every other reads. Each mailbox has one user, who may read and
- * write all of its entries (as cmd_acl.c says of rights). */
+ * write all of its entries (as cmd_acl.c says of rights). A \Noselect mailbox (a deleted
+ * parent kept for its children) has entries too, as RFC 5464 allows: its own, set after the
+ * delete dropped the old ones. */
 #include <inttypes.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -222,7 +224,7 @@ static bool meta_owner(struct imap_cmd *cmd, struct store_txn *t, const struct i
 		imap_cmd_no(cmd, why);
 		return false;
 	}
-	if ((rc = store_mbox_find(t, cmd->c->user_id, *name_r, owner_r)) != 0) {
+	if ((rc = store_mbox_find_any(t, cmd->c->user_id, *name_r, owner_r)) != 0) {
 		free(*name_r);
 		*name_r = NULL;
 		imap_cmd_store_error(cmd, rc, what);
@@ -331,7 +333,7 @@ static int meta_set_fn(struct store_txn *t, void *arg)
 	uint64_t owner = op->user;
 	int rc = 0;
 
-	if (op->mbox != NULL && (rc = store_mbox_find(t, op->user, op->mbox, &owner)) != 0)
+	if (op->mbox != NULL && (rc = store_mbox_find_any(t, op->user, op->mbox, &owner)) != 0)
 		return rc;
 	/* all or nothing (RFC 5464 4.3): an error drops this function's writes */
 	for (size_t i = 0; i < op->n && rc == 0; i++)

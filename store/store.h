@@ -270,6 +270,8 @@ int store_mbox_create(struct store_txn *t, uint64_t user, const char *name, unsi
 		      uint64_t *id_r);
 /* Resolves a name. Errors: STORE_ENOMBOX (absent or \Noselect). */
 int store_mbox_find(struct store_txn *t, uint64_t user, const char *name, uint64_t *id_r);
+/* As store_mbox_find, \Noselect mailboxes too (their annotations, RFC 5464 3). */
+int store_mbox_find_any(struct store_txn *t, uint64_t user, const char *name, uint64_t *id_r);
 /* Deletes a mailbox and its messages. With children it stays as \Noselect (RFC 3501).
    Errors: STORE_ENOMBOX, STORE_ENOTSUP (INBOX; or \Noselect already and has children). */
 int store_mbox_delete(struct store_txn *t, uint64_t user, const char *name);

@@ -269,17 +269,28 @@ static int mbox_named(struct store_txn *t, uint64_t user, const char *name, stru
 	return mbox_rec_load(t, m->id, &m->r);
 }
 
-int store_mbox_find(struct store_txn *t, uint64_t user, const char *name, uint64_t *id_r)
+static int mbox_find(struct store_txn *t, uint64_t user, const char *name, bool noselect_ok,
+		     uint64_t *id_r)
 {
 	struct mbox_named m;
 	int rc;
 
 	if ((rc = mbox_named(t, user, name, &m)) != 0)
 		return rc;
-	if (m.r.attrs & STORE_MBOX_NOSELECT)
+	if ((m.r.attrs & STORE_MBOX_NOSELECT) && !noselect_ok)
 		return STORE_ENOMBOX;
 	*id_r = m.id;
 	return 0;
+}
+
+int store_mbox_find(struct store_txn *t, uint64_t user, const char *name, uint64_t *id_r)
+{
+	return mbox_find(t, user, name, false, id_r);
+}
+
+int store_mbox_find_any(struct store_txn *t, uint64_t user, const char *name, uint64_t *id_r)
+{
+	return mbox_find(t, user, name, true, id_r);
 }
 
 /* Whether user has a mailbox below name (name + '/' is a key prefix). */

@@ -267,6 +267,37 @@ def test_mailbox_life():
               "* METADATA INBOX (/shared/comment NIL)")
 
 
+def test_noselect_mailbox():
+    """A \\Noselect mailbox (a parent deleted with children) takes annotations, as RFC 5464
+    allows: SETMETADATA and GETMETADATA answer OK, the mailbox stays \\Noselect, and the
+    entries go when it is pruned with its last child (a CREATE there starts without them)."""
+    r = D.raw()
+    create(r, "Hollow")
+    create(r, "Hollow/Kid")
+    ok(r.cmd("a", "DELETE Hollow"), "a")
+    out = ok(r.cmd("b", 'LIST "" Hollow'), "b")
+    assert_in("\\Noselect", out[0])
+    ok(r.cmd("c", 'SETMETADATA Hollow (/private/comment "hollow" /shared/comment "x")'), "c")
+    assert_eq(meta(r, "Hollow", "/private/comment"),
+              '* METADATA Hollow (/private/comment "hollow")')
+    out = ok(r.cmd("d", "GETMETADATA Hollow (/shared/comment /private/comment)"), "d")
+    assert_eq(out[0], '* METADATA Hollow (/shared/comment "x" /private/comment "hollow")', out)
+    out = ok(r.cmd("e", 'LIST "" Hollow'), "e")
+    assert_in("\\Noselect", out[0])
+    out = r.cmd("f", "SELECT Hollow")
+    assert out[-1].startswith("f NO"), out
+    # the last child's delete prunes the \Noselect parent, entries and all
+    ok(r.cmd("g", "DELETE Hollow/Kid"), "g")
+    out = r.cmd("h", "GETMETADATA Hollow /private/comment")
+    assert out[-1].startswith("h NO"), out
+    create(r, "Hollow")
+    assert_eq(meta(r, "Hollow", "/private/comment"),
+              "* METADATA Hollow (/private/comment NIL)")
+    # no such mailbox at all: NO, as before
+    out = r.cmd("i", 'SETMETADATA Nowhere (/private/comment "x")')
+    assert out[-1].startswith("i NO"), out
+
+
 def test_kill9_keeps_acknowledged():
     r = D.raw()
     create(r, "Durable")
@@ -316,7 +347,8 @@ def main():
     return run_suite(D, [test_capability, test_rfc_4_3_set_examples, test_server_entries,
                          test_rfc_4_2_1_maxsize, test_rfc_4_2_2_depth, test_limits,
                          test_syntax, test_literal8_and_byte_at_a_time, test_mailbox_life,
-                         test_imaplib, test_noprivate, test_kill9_keeps_acknowledged], D.dir)
+                         test_noselect_mailbox, test_imaplib, test_noprivate,
+                         test_kill9_keeps_acknowledged], D.dir)
 
 
 if __name__ == "__main__":
