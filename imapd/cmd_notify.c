@@ -177,6 +177,9 @@ static bool is_subscribed(struct imap_client *c, struct store_txn *t, const char
 /* ------------------------------------------------------------------------------------- */
 /* Responses */
 
+/* A mailbox's STATUS: HIGHESTMODSEQ after CONDSTORE (RFC 5465 5.2), and whenever its group
+   asks for FlagChange, whose STATUS carries at least UIDVALIDITY and HIGHESTMODSEQ (5.1): a
+   flag change moves nothing else a STATUS shows but UNSEEN. */
 static void write_status(struct imap_client *c, struct store_txn *t, uint64_t mbox,
 			 const char *name, size_t len)
 {
@@ -188,7 +191,7 @@ static void write_status(struct imap_client *c, struct store_txn *t, uint64_t mb
 	imap_write_mailbox(c, name, len);
 	imap_printf(c, " (MESSAGES %u UIDNEXT %u UIDVALIDITY %u UNSEEN %u", st.messages,
 		    st.uidnext, st.uidvalidity, st.unseen);
-	if (c->enabled_condstore)
+	if (c->enabled_condstore || (events_for(c, t, name, len) & IMAP_NE_FLAG))
 		imap_printf(c, " HIGHESTMODSEQ %" PRIu64, st.highestmodseq);
 	imap_write(c, ")\r\n", 3);
 }
@@ -287,6 +290,13 @@ static void sync_selected(struct imap_client *c, bool allow_expunge)
 			break;
 	}
 	store_txn_abort(&t);
+}
+
+bool imap_notify_flag_uid(const struct imap_client *c)
+{
+	const struct imap_notify *n = c->notify;
+
+	return n != NULL && n->selected >= 0 && (n->groups[n->selected].events & IMAP_NE_FLAG);
 }
 
 /* Whether c may be written to now, outside of a command's replies. */

@@ -404,7 +404,10 @@ static int view_flag_changes(struct imap_client *c, struct store_txn *t)
 			continue;
 		vm->flags = (uint8_t)(m.flags | (vm->flags & IMAP_VF_RECENT));
 		vm->keywords = m.keywords;
-		imap_printf(c, "* %u FETCH (FLAGS ", seq);
+		if (imap_notify_flag_uid(c))
+			imap_printf(c, "* %u FETCH (UID %u FLAGS ", seq, m.uid);
+		else
+			imap_printf(c, "* %u FETCH (FLAGS ", seq);
 		imap_flags_write(c, m.flags, m.keywords, vm->flags & IMAP_VF_RECENT, t);
 		if (c->enabled_condstore)
 			imap_printf(c, " MODSEQ (%" PRIu64 ")", m.modseq);

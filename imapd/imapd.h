@@ -710,6 +710,9 @@ void imap_notify_free(struct imap_client *c);
 void imap_notify_flush(struct imap_client *c, bool allow_expunge);
 /* c's output drained (or it went idle): what waits goes out if c may be written to now. */
 void imap_notify_drained(struct imap_client *c);
+/* Whether the selected mailbox's FlagChange was asked for: its FETCH FLAGS then carry the UID
+   (RFC 5465 5.1). */
+bool imap_notify_flag_uid(const struct imap_client *c);
 /* The store watcher saw partitions change (parts[p]; NULL: all): the new change log records
    go to the NOTIFY sessions of their users. */
 void imap_notify_changed(struct imap_server *srv, const bool *parts);

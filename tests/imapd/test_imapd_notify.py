@@ -1,8 +1,8 @@
 """imapd end to end: NOTIFY (RFC 5465). One session sets NOTIFY and reads the wire (ImapRaw);
 another (imaplib), or a delivery from another process as mtad makes it, changes the
 mailboxes: new mail in a mailbox that is not selected gives STATUS, in the selected one
-EXISTS and the FETCH of the attributes asked for; flag changes and expunges by the other
-session come unsolicited; CREATE/RENAME/DELETE and SUBSCRIBE give LIST; SETMETADATA gives
+EXISTS and the FETCH of the attributes asked for; flag changes (FETCH with UID, or STATUS
+with HIGHESTMODSEQ for another mailbox) and expunges by the other session come unsolicited; CREATE/RENAME/DELETE and SUBSCRIBE give LIST; SETMETADATA gives
 METADATA; NOTIFY SET STATUS sends STATUS at once; NOTIFY NONE stops; a flood of changes
 gives [NOTIFICATIONOVERFLOW] and the session goes on; the RFC's examples of 3.1; syntax
 errors are BAD and events not supported NO [BADEVENT].
@@ -107,6 +107,42 @@ def test_selected_new_flags_expunge():
     assert_eq(c.expunge()[0], "OK")
     until(r, lambda line: line == "* 1 EXPUNGE", "EXPUNGE")
     ok(r.cmd("z", "NOOP"), "z")
+    c.logout()
+
+
+def test_flag_change_selected_and_other():
+    """FlagChange (RFC 5465 5.1): another session's STORE in the selected mailbox gives an
+    unsolicited FETCH with UID and FLAGS; in another mailbox whose group asks for FlagChange a
+    STATUS with UIDVALIDITY and the mailbox's HIGHESTMODSEQ, CONDSTORE not enabled; a group
+    without FlagChange gets its STATUS without HIGHESTMODSEQ, as before."""
+    r = D.raw("alice")
+    c = other("alice")
+    for name in ("FlagSel", "FlagOther", "FlagQuiet"):
+        assert_eq(c.create(name)[0], "OK")
+        assert_eq(c.append(name, None, None, msg(20))[0], "OK")
+    ok(r.cmd("s", "SELECT FlagSel"), "s")
+    ok(r.cmd("n", "NOTIFY SET (selected (MessageNew MessageExpunge FlagChange)) "
+                  "(mailboxes FlagOther (MessageNew MessageExpunge FlagChange)) "
+                  "(mailboxes FlagQuiet (MessageNew MessageExpunge))"), "n")
+    c.select("FlagSel")
+    assert_eq(c.store("1", "+FLAGS", "(\\Flagged)")[0], "OK")
+    line = until(r, lambda line: " FETCH " in line, "FETCH of the flag change")[-1]
+    assert line.startswith("* 1 FETCH (UID 1 FLAGS (\\Flagged"), line  # and \Recent
+    c.select("FlagOther")
+    assert_eq(c.store("1", "+FLAGS", "(\\Seen)")[0], "OK")
+    # (c's SELECT claimed \Recent, a change too: its STATUS may come first)
+    st = until(r, lambda line: status_line("FlagOther", line) and "UNSEEN 0" in line,
+               "STATUS FlagOther after the STORE")[-1]
+    f = fields(st)
+    typ, data = c.status("FlagOther", "(UIDVALIDITY HIGHESTMODSEQ)")
+    want = fields("x (" + data[0].decode().split("(", 1)[1])
+    assert_eq((f["UIDVALIDITY"], f["HIGHESTMODSEQ"], f["UNSEEN"]),
+              (want["UIDVALIDITY"], want["HIGHESTMODSEQ"], 0), st)
+    c.select("FlagQuiet")
+    assert_eq(c.store("1", "+FLAGS", "(\\Seen)")[0], "OK")
+    out = ok(r.cmd("z", "NOOP"), "z")
+    quiet = [line for line in out if status_line("FlagQuiet", line)]
+    assert all("HIGHESTMODSEQ" not in line for line in quiet), out
     c.logout()
 
 
@@ -356,7 +392,8 @@ def main():
     global D
     D = Imapd(sys.argv[1], deliver=sys.argv[2])
     return run_suite(D, [test_capability, test_status_for_other_mailbox,
-                         test_selected_new_flags_expunge, test_selected_delayed_keeps_expunge,
+                         test_selected_new_flags_expunge, test_flag_change_selected_and_other,
+                         test_selected_delayed_keeps_expunge,
                          test_selected_without_expunge,
                          test_mailbox_names_give_list, test_metadata_change,
                          test_set_status_and_none, test_idle_and_noop, test_noop_and_filters,
