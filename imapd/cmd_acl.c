@@ -1,18 +1,18 @@
-/* cmd_acl.c — owns ACL (RFC 4314) as far as the store goes: every mailbox belongs to one user,
- * who holds every right on it, and no other identifier holds any. MYRIGHTS, GETACL and
- * LISTRIGHTS answer that; SETACL and DELETEACL accept what changes nothing and refuse sharing
- * with [CANNOT] (the store has no per-mailbox rights for other users). */
+/* cmd_acl.c — owns ACL (RFC 4314): MYRIGHTS, GETACL, LISTRIGHTS, SETACL and DELETEACL on the
+ * logged-in user's mailboxes, whose lists the store keeps (store_acl.c). The owner holds every
+ * right and is never in a list (SETACL and DELETEACL on the owner answer NO [CANNOT] unless
+ * they change nothing); any other identifier ("anyone", a user name, either with a leading
+ * '-' for negative rights) is stored as given. A SETACL's "+" and "-" are applied inside the
+ * write (the group commit), to the rights the row holds then. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/xmalloc.h"
 #include "imapd/imapd.h"
 #include "store/store.h"
 
-/* RFC 4314 2.1: the rights, with the obsolete c (k x) and d (e t x) that RFC 2086 clients
-   read (2.1.1: a server granting those grants c and d too) */
-#define ACL_ALL_RIGHTS "lrswipkxtecda"
-
-/* The mailbox argument 0: its stored name (malloc'd), or NULL after the reply was sent. */
+/* The mailbox of argument 0 after checking that the command has argc astrings: its stored
+   name (malloc'd), or NULL after the reply was sent. */
 static char *acl_mailbox(struct imap_cmd *cmd, size_t argc, const char *usage)
 {
 	struct imap_client *c = cmd->c;
@@ -43,12 +43,19 @@ static char *acl_mailbox(struct imap_cmd *cmd, size_t argc, const char *usage)
 	return name;
 }
 
-/* Whether identifier argument i names the mailbox's owner (the logged-in user). */
+/* Whether identifier argument i names the mailbox's owner (the logged-in user), as it is
+   or with the '-' of negative rights. */
 static bool acl_is_owner(struct imap_cmd *cmd, size_t i)
 {
 	const struct imap_arg *a = imap_cmd_arg(cmd, i);
+	const char *s = a->s;
+	size_t len = a->len;
 
-	return a->len == strlen(cmd->c->user) && memcmp(a->s, cmd->c->user, a->len) == 0;
+	if (len > 0 && s[0] == '-') {
+		s++;
+		len--;
+	}
+	return len == strlen(cmd->c->user) && memcmp(s, cmd->c->user, len) == 0;
 }
 
 /* "* VERB mailbox" (the rest of the line is the caller's) */
@@ -56,6 +63,16 @@ static void acl_line(struct imap_client *c, const char *verb, const char *name)
 {
 	imap_printf(c, "* %s ", verb);
 	imap_write_mailbox(c, name, strlen(name));
+}
+
+static void acl_rights(struct imap_client *c, uint32_t rights)
+{
+	char text[STORE_ACL_TEXT_MAX];
+
+	if (store_acl_format(rights, text) == 0)
+		imap_write(c, " \"\"", 3);
+	else
+		imap_printf(c, " %s", text);
 }
 
 /* MYRIGHTS mailbox (RFC 4314 3.8) */
@@ -66,9 +83,40 @@ bool cmd_myrights(struct imap_cmd *cmd)
 	if (name == NULL)
 		return true;
 	acl_line(cmd->c, "MYRIGHTS", name);
-	imap_printf(cmd->c, " %s\r\n", ACL_ALL_RIGHTS);
+	acl_rights(cmd->c, STORE_ACL_ALL);
+	imap_write(cmd->c, "\r\n", 2);
 	free(name);
 	return imap_cmd_ok(cmd, "MYRIGHTS completed");
+}
+
+/* One "identifier rights" pair of a GETACL line. */
+static int acl_entry(const char *id, size_t len, uint32_t rights, void *arg)
+{
+	struct imap_client *c = arg;
+
+	imap_write(c, " ", 1);
+	imap_write_astring(c, id, len);
+	acl_rights(c, rights);
+	return 0;
+}
+
+/* GETACL's line: the owner, then the stored identifiers. 0 or a store error (nothing sent). */
+static int acl_getacl(struct imap_client *c, const char *name)
+{
+	struct store_txn *t = NULL;
+	uint64_t id;
+	int rc;
+
+	if ((rc = store_txn_begin(c->srv->store, c->part, STORE_TXN_READ, &t)) != 0)
+		return rc;
+	if ((rc = store_mbox_find(t, c->user_id, name, &id)) == 0) {
+		acl_line(c, "ACL", name);
+		acl_entry(c->user, strlen(c->user), STORE_ACL_ALL, c);
+		rc = store_acl_list(t, id, acl_entry, c);
+		imap_write(c, "\r\n", 2);
+	}
+	store_txn_abort(&t);
+	return rc;
 }
 
 /* GETACL mailbox (3.3) and LISTRIGHTS mailbox identifier (3.7, CMD_ALT) */
@@ -80,73 +128,130 @@ bool cmd_getacl(struct imap_cmd *cmd)
 				 list ? "Expected: LISTRIGHTS mailbox identifier"
 				      : "Expected: GETACL mailbox");
 	const struct imap_arg *id;
+	int rc;
 
 	if (name == NULL)
 		return true;
 	if (!list) {
-		acl_line(c, "ACL", name);
-		imap_write(c, " ", 1);
-		imap_write_astring(c, c->user, strlen(c->user));
-		imap_printf(c, " %s\r\n", ACL_ALL_RIGHTS);
-	} else {
-		/* the owner always holds every right; nobody else can be given any */
-		id = imap_cmd_arg(cmd, 1);
-		acl_line(c, "LISTRIGHTS", name);
-		imap_write(c, " ", 1);
-		imap_write_astring(c, id->s, id->len);
-		imap_printf(c, " %s\r\n", acl_is_owner(cmd, 1) ? ACL_ALL_RIGHTS : "\"\"");
+		rc = acl_getacl(c, name);
+		free(name);
+		if (rc != 0)
+			return imap_cmd_store_error(cmd, rc, "GETACL");
+		return imap_cmd_ok(cmd, "GETACL completed");
 	}
+	id = imap_cmd_arg(cmd, 1);
+	acl_line(c, "LISTRIGHTS", name);
+	imap_write(c, " ", 1);
+	imap_write_astring(c, id->s, id->len);
+	/* the owner always holds every right; anyone else may be given each one alone (k x t
+	   e apart: RIGHTS=texk), c and d standing for k x and t e */
+	if (acl_is_owner(cmd, 1) && id->s[0] != '-')
+		imap_printf(c, " lrswipkxtecda\r\n");
+	else
+		imap_printf(c, " \"\" l r s w i p k x t e c d a\r\n");
 	free(name);
-	return imap_cmd_ok(cmd, list ? "LISTRIGHTS completed" : "GETACL completed");
+	return imap_cmd_ok(cmd, "LISTRIGHTS completed");
 }
 
-/* The rights a SETACL leaves an identifier holding `had`: 0 and *out (a bit per right of
-   ACL_ALL_RIGHTS), or -1 for a character that is no right (RFC 4314 3.1: BAD). */
-static int acl_apply(const char *s, size_t len, unsigned had, unsigned *out)
+/* A SETACL/DELETEACL write (the group commit's thread runs acl_set_fn). */
+struct acl_set {
+	uint64_t user; /* the owner */
+	char *mbox, *id;
+	size_t idlen;
+	char mod; /* '+', '-' or 0 (replace) */
+	uint32_t rights;
+};
+
+static void acl_set_free(void *arg)
 {
-	unsigned want = 0;
-	char mod = 0;
+	struct acl_set *op = arg;
 
-	if (len > 0 && (s[0] == '+' || s[0] == '-')) {
-		mod = s[0];
-		s++;
-		len--;
-	}
-	for (size_t i = 0; i < len; i++) {
-		const char *p = s[i] != '\0' ? strchr(ACL_ALL_RIGHTS, s[i]) : NULL;
+	free(op->mbox);
+	free(op->id);
+	free(op);
+}
 
-		if (p == NULL)
-			return -1;
-		want |= 1u << (p - ACL_ALL_RIGHTS);
-	}
-	*out = mod == '+' ? had | want : mod == '-' ? had & ~want : want;
-	return 0;
+static int acl_set_fn(struct store_txn *t, void *arg)
+{
+	struct acl_set *op = arg;
+	uint32_t had = 0, now;
+	uint64_t mbox;
+	int rc;
+
+	if ((rc = store_mbox_find(t, op->user, op->mbox, &mbox)) != 0)
+		return rc;
+	rc = store_acl_get(t, mbox, op->id, op->idlen, &had);
+	if (rc != 0 && rc != STORE_ENOMSG)
+		return rc;
+	now = store_acl_apply(had, op->mod, op->rights);
+	return now == had && rc == 0 ? 0 : store_acl_set(t, mbox, op->id, op->idlen, now);
+}
+
+static bool acl_set_resume(struct imap_cmd *cmd, bool del)
+{
+	bool pending;
+	int rc;
+
+	(void)imap_commit_result(cmd, &pending, &rc);
+	if (pending)
+		return false;
+	if (rc == STORE_ELIMIT)
+		return imap_cmd_reply(cmd, "NO", "[LIMIT] SETACL: at most %d identifiers here",
+				      STORE_ACL_MAX);
+	if (rc != 0)
+		return imap_cmd_store_error(cmd, rc, del ? "DELETEACL" : "SETACL");
+	return imap_cmd_ok(cmd, del ? "DELETEACL completed" : "SETACL completed");
+}
+
+/* The rights argument of SETACL into op: false, or true after the BAD was sent. */
+static bool acl_rights_arg(struct imap_cmd *cmd, struct acl_set *op)
+{
+	const struct imap_arg *r = imap_cmd_arg(cmd, 2);
+
+	if (store_acl_parse_change(r->s, r->len, &op->mod, &op->rights) < 0)
+		return imap_cmd_bad(cmd, "Invalid rights");
+	return false;
 }
 
 /* SETACL mailbox identifier rights (3.1) and DELETEACL mailbox identifier (3.2, CMD_ALT) */
 bool cmd_setacl(struct imap_cmd *cmd)
 {
 	bool del = (cmd->def_flags & CMD_ALT) != 0;
-	unsigned all = (1u << (sizeof(ACL_ALL_RIGHTS) - 1)) - 1, had, now = 0;
-	char *name = acl_mailbox(cmd, del ? 2 : 3,
-				 del ? "Expected: DELETEACL mailbox identifier"
-				     : "Expected: SETACL mailbox identifier rights");
-	bool owner;
+	struct acl_set *op;
+	const struct imap_arg *id;
+	uint32_t had, now;
+	char *name;
 
+	if (cmd->ctx != NULL)
+		return acl_set_resume(cmd, del);
+	name = acl_mailbox(cmd, del ? 2 : 3,
+			   del ? "Expected: DELETEACL mailbox identifier"
+			       : "Expected: SETACL mailbox identifier rights");
 	if (name == NULL)
 		return true;
-	free(name);
-	owner = acl_is_owner(cmd, 1);
-	had = owner ? all : 0;
-	if (!del) {
-		const struct imap_arg *r = imap_cmd_arg(cmd, 2);
-
-		if (acl_apply(r->s, r->len, had, &now) < 0)
-			return imap_cmd_bad(cmd, "Invalid rights");
+	op = xcalloc(1, sizeof(*op));
+	op->mbox = name;
+	op->user = cmd->c->user_id;
+	if (!del && acl_rights_arg(cmd, op)) {
+		acl_set_free(op);
+		return true;
 	}
-	if (now == had && !(del && owner))
-		return imap_cmd_ok(cmd, del ? "DELETEACL completed" : "SETACL completed");
-	if (owner)
+	id = imap_cmd_arg(cmd, 1);
+	if (acl_is_owner(cmd, 1)) {
+		/* the owner's rights are all of them, "-owner" takes none away */
+		had = id->s[0] == '-' ? 0 : STORE_ACL_ALL;
+		now = del ? 0 : store_acl_apply(had, op->mod, op->rights);
+		acl_set_free(op);
+		if (now == had)
+			return imap_cmd_ok(cmd, del ? "DELETEACL completed" : "SETACL completed");
 		return imap_cmd_no(cmd, "[CANNOT] The owner always holds every right");
-	return imap_cmd_no(cmd, "[CANNOT] Mailboxes cannot be shared with other users here");
+	}
+	if (!store_acl_id_valid(id->s, id->len)) {
+		acl_set_free(op);
+		return imap_cmd_no(cmd, "[CANNOT] Invalid identifier");
+	}
+	op->id = xmemdup0(id->s, id->len);
+	op->idlen = id->len;
+	imap_commit_start(cmd, cmd->c->part, NULL, acl_set_fn, op, acl_set_free);
+	return false;
 }

@@ -198,6 +198,10 @@ int mc_top(struct mc *, const struct mc_args *);
 /* stats --live / top: the option indexes of --interval, --count, --daemon in a. */
 int mc_live(struct mc *mc, const struct mc_args *a, int k_interval, int k_count, int k_daemon);
 int mc_upgrade(struct mc *, const struct mc_args *);
+/* mailctl_acl.c */
+int mc_acl_get(struct mc *, const struct mc_args *);
+int mc_acl_set(struct mc *, const struct mc_args *);
+int mc_acl_delete(struct mc *, const struct mc_args *);
 
 /* mailctl_sieve.c */
 int mc_fts_rebuild(struct mc *mc, const struct mc_args *a);

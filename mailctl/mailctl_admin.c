@@ -151,7 +151,7 @@ static int walk_blobs(const char *envdir, blob_fn *fn, void *arg)
 static uint64_t problems(const struct store_verify_report *r)
 {
 	return r->bad_counters + r->bad_refcounts + r->missing_files + r->orphan_files +
-	       r->bad_records + r->missing_cache + r->bad_cache;
+	       r->bad_records + r->missing_cache + r->bad_cache + r->bad_acl;
 }
 
 static void verify_print(struct mc *mc, const struct store_verify_report *r, uint64_t repaired,
@@ -171,6 +171,7 @@ static void verify_print(struct mc *mc, const struct store_verify_report *r, uin
 					    "bad_records",
 					    "missing_cache",
 					    "bad_cache",
+					    "bad_acl",
 					    "repaired",
 					    "moved_to_lost_found",
 					    "remaining_problems",
@@ -180,8 +181,8 @@ static void verify_print(struct mc *mc, const struct store_verify_report *r, uin
 			       r->blobs,         r->queue,         r->bad_counters,
 			       r->bad_refcounts, r->missing_files, r->orphan_files,
 			       r->young_files,   r->bad_records,   r->missing_cache,
-			       r->bad_cache,     repaired,         moved,
-			       remaining };
+			       r->bad_cache,     r->bad_acl,       repaired,
+			       moved,            remaining };
 
 	mc_table_row(tab);
 	mc_cell_str(tab, status);

@@ -375,6 +375,63 @@ int store_annot_list(struct store_txn *t, uint64_t owner, uint64_t user, const c
 		     void *arg);
 
 /* ------------------------------------------------------------------------------------- */
+/* Access control lists (IMAP ACL, RFC 4314; store_acl.c). A mailbox's list maps identifiers
+   (a user name, "anyone", or either with a leading '-' for negative rights) to rights; the
+   mailbox's owner is never in it and always holds every right. A user's rights on another
+   user's mailbox are the union of their own and anyone's, less the union of "-user" and
+   "-anyone" (store_acl_rights). Rows go with their mailbox's delete and follow its rename
+   (the id stays; an INBOX rename leaves the new INBOX without any). */
+
+/* bit i: the right STORE_ACL_RIGHTS[i]; the obsolete c and d (RFC 4314 2.1.1) are k+x and
+   t+e, read by store_acl_parse and written by store_acl_format */
+#define STORE_ACL_RIGHTS "lrswipkxtea"
+#define STORE_ACL_LOOKUP (1u << 0)
+#define STORE_ACL_READ (1u << 1)
+#define STORE_ACL_SEEN (1u << 2)
+#define STORE_ACL_WRITE (1u << 3)
+#define STORE_ACL_INSERT (1u << 4)
+#define STORE_ACL_POST (1u << 5)
+#define STORE_ACL_CREATE (1u << 6)     /* k */
+#define STORE_ACL_DELETE_MBOX (1u << 7) /* x */
+#define STORE_ACL_DELETE_MSG (1u << 8)  /* t */
+#define STORE_ACL_EXPUNGE (1u << 9)     /* e */
+#define STORE_ACL_ADMIN (1u << 10)      /* a */
+#define STORE_ACL_ALL ((1u << 11) - 1)
+#define STORE_ACL_TEXT_MAX 16   /* store_acl_format's output with its NUL */
+#define STORE_ACL_ID_MAX 255    /* bytes of an identifier, '-' included */
+#define STORE_ACL_MAX 128       /* identifiers in one mailbox's list */
+
+/* A name that can be an identifier: 1..STORE_ACL_ID_MAX bytes, no control character, space
+   or DEL; a leading '-' (negative rights) followed by at least one byte. */
+bool store_acl_id_valid(const char *id, size_t len);
+/* The rights the letters of s name (no '+' or '-' modifier): 0, or -1 for a letter that is
+   no right (c and d are read as k+x and t+e). */
+int store_acl_parse(const char *s, size_t len, uint32_t *rights_r);
+/* A SETACL rights argument: an optional '+' (add) or '-' (take away) into *mod_r (else 0:
+   replace), then letters as store_acl_parse. 0, or -1 for a letter that is no right. */
+int store_acl_parse_change(const char *s, size_t len, char *mod_r, uint32_t *rights_r);
+/* What an identifier holding had holds after the change mod (as store_acl_parse_change
+   gives it) with rights. */
+uint32_t store_acl_apply(uint32_t had, char mod, uint32_t rights);
+/* rights as letters into out (NUL-terminated), c when k and x are both there, d when t and e
+   are; returns the length. */
+size_t store_acl_format(uint32_t rights, char out[STORE_ACL_TEXT_MAX]);
+/* The rights stored for id on mbox. Errors: STORE_ENOMSG (no row). */
+int store_acl_get(struct store_txn *t, uint64_t mbox, const char *id, size_t len,
+		  uint32_t *rights_r);
+/* Sets id's rights on mbox (0 removes its row). Checks before it writes: an error leaves
+   the txn as it was. Errors: STORE_ENOMBOX (no such mailbox, or \Noselect), STORE_ELIMIT
+   (a new identifier past STORE_ACL_MAX), STORE_EINVAL (identifier, rights, read txn). */
+int store_acl_set(struct store_txn *t, uint64_t mbox, const char *id, size_t len,
+		  uint32_t rights);
+/* Calls cb for each row of mbox in identifier byte order; cb's non-zero stops and is
+   returned. id is not NUL-terminated and is valid for the txn. */
+int store_acl_list(struct store_txn *t, uint64_t mbox,
+		   int (*cb)(const char *id, size_t len, uint32_t rights, void *arg), void *arg);
+/* The rights user (not the owner) holds on mbox by the list: 0 when none. */
+int store_acl_rights(struct store_txn *t, uint64_t mbox, const char *user, uint32_t *rights_r);
+
+/* ------------------------------------------------------------------------------------- */
 /* Blobs: immutable message files. A blob writer computes the message cache (msgcache.h) as
    the bytes go by, so a message is read once. */
 
@@ -939,6 +996,7 @@ struct store_verify_report {
 	uint64_t repaired;
 	uint64_t bad_cache;        /* cache entries that do not parse (msgcache_parse) */
 	uint64_t moved_lost_found; /* orphan files made messages of lost+found (repair) */
+	uint64_t bad_acl;          /* ACL rows of no mailbox, or that do not decode */
 };
 
 /* Checks one user (user != NULL) or everything: counters against a recount, refcounts,

@@ -318,7 +318,8 @@ static int mbox_drop(struct store_txn *t, uint64_t user, uint64_t id, struct mbo
 	uint8_t k[KEY_MAX];
 	int rc;
 
-	if ((rc = store_msg_purge_mbox(t, id, r)) != 0 || (rc = store_annot_drop(t, id)) != 0)
+	if ((rc = store_msg_purge_mbox(t, id, r)) != 0 || (rc = store_annot_drop(t, id)) != 0 ||
+	    (rc = store_acl_drop(t, id)) != 0)
 		return rc;
 	put_be64(k, id);
 	if ((rc = store_del(t, DBI_MBOX, k, 8)) != 0)
@@ -377,9 +378,9 @@ int store_mbox_delete(struct store_txn *t, uint64_t user, const char *name)
 	if (m.r.attrs & STORE_MBOX_NOSELECT)
 		return STORE_ENOTSUP;
 	/* deleted, if kept for its children: a mailbox made again there starts without the
-	   old one's annotations (RFC 5464 4.1) */
+	   old one's annotations (RFC 5464 4.1) and without its access list */
 	if ((rc = store_msg_purge_mbox(t, m.id, &m.r)) != 0 ||
-	    (rc = store_annot_drop(t, m.id)) != 0)
+	    (rc = store_annot_drop(t, m.id)) != 0 || (rc = store_acl_drop(t, m.id)) != 0)
 		return rc;
 	m.r.attrs |= STORE_MBOX_NOSELECT;
 	m.r.special = 0;

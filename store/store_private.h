@@ -23,6 +23,7 @@
  *            pieces of at most BODY_PIECE bytes, numbered in order of writing (MDB_APPEND)
  *   annot    be64 owner (mailbox or user) + be64 user (0: /shared) + entry name -> value
  *            (store_annot.c)
+ *   acl      be64 mailbox + identifier bytes -> be32 rights (store_acl.c)
  * The queue environment (queue/) has meta, blobs (one reference per entry) and:
  *   queue    be64 id                   -> queue record
  *   due      be64 time + be64 id       -> ""   (one row per not-held, not-final entry)
@@ -64,6 +65,7 @@ enum store_dbi {
 	DBI_ANNOT,   /* store_annot.c: METADATA annotations */
 	DBI_CHANGES, /* store_watch.c: the partition's change log (IMAP NOTIFY) */
 	DBI_DROPS,   /* store_drop.c: maildrop files submitted (queue and partitions) */
+	DBI_ACL,     /* store_acl.c: mailboxes' access control lists */
 	DBI_COUNT
 };
 
@@ -248,6 +250,13 @@ int mbox_kw_remap(struct store_txn *t, uint64_t src, uint64_t dst, uint64_t kws,
 /* store_annot.c: a mailbox's (or a user's server) rows dropped, copied to another owner */
 int store_annot_drop(struct store_txn *t, uint64_t owner);
 int store_annot_copy(struct store_txn *t, uint64_t from, uint64_t to);
+
+/* store_acl.c: a mailbox's rows dropped; every row checked (verify): rows of a mailbox
+   mbox_known says is gone, or that do not decode, counted in *bad_r and, with repair,
+   deleted (*fixed_r) */
+int store_acl_drop(struct store_txn *t, uint64_t mbox);
+int store_acl_check(struct store_txn *t, bool (*mbox_known)(uint64_t mbox, void *arg),
+		    void *arg, bool repair, uint64_t *bad_r, uint64_t *fixed_r);
 
 /* store_msg.c */
 int msg_put(struct store_txn *t, uint64_t mbox, uint32_t uid, const struct store_msg *m);

@@ -1,7 +1,7 @@
 /* store_verify.c — owns the consistency check and repair (`mailctl verify`): mailbox and user
  * counters against a recount of the message rows, blob reference counts against the
  * references, message files missing or orphaned, message caches missing or unparsable.
- * Repair fixes derived data, rebuilds caches from the files, drops rows whose file is gone
+ * ACL rows of mailboxes that are gone. Repair fixes derived data, drops those ACL rows, rebuilds caches from the files, drops rows whose file is gone
  * (logged), and moves orphan files older than a minute into a lost+found mailbox. */
 #include <dirent.h>
 #include <errno.h>
@@ -501,6 +501,11 @@ static int move_orphans(struct store *st, struct store_env *e, const char *lost_
 	return rc;
 }
 
+static bool acl_mbox_known(uint64_t mbox, void *arg)
+{
+	return find_mb(arg, mbox) != NULL;
+}
+
 static int verify_env(struct store *st, unsigned part, const char *user, bool repair,
 		      const char *lost_found, struct store_verify_report *r)
 {
@@ -532,6 +537,9 @@ static int verify_env(struct store *st, unsigned part, const char *user, bool re
 			rc = drop_gone(&v, gone, ngone);
 		if (rc == 0)
 			rc = check_counters(&v);
+		if (rc == 0 && user == NULL) /* rows name mailboxes, not users: all or none */
+			rc = store_acl_check(v.t, acl_mbox_known, &v, repair, &r->bad_acl,
+					     &r->repaired);
 	}
 	if (rc == 0)
 		rc = check_blobs(&v);
@@ -578,6 +586,7 @@ int store_verify_lost_found(struct store *st, const char *user, bool repair,
 	if (rc != 0)
 		return rc;
 	uint64_t problems = r->bad_counters + r->bad_refcounts + r->missing_files +
-			    r->orphan_files + r->bad_records + r->missing_cache + r->bad_cache;
+			    r->orphan_files + r->bad_records + r->missing_cache + r->bad_cache +
+			    r->bad_acl;
 	return problems == 0 || (repair && r->repaired >= problems) ? 0 : STORE_ECORRUPT;
 }

@@ -114,6 +114,18 @@ def test_store_commands():
     js("message delete", "message", "delete", "bob", "INBOX", "2")
     js("export", "export", "bob", "INBOX", path("out.mbox"))
     js("export", "export", "bob", path("outdir"))
+    got = js("acl set", "acl", "set", "bob", "INBOX", "alice", "lrs")
+    assert got["rights"] == "lrs", got
+    got = js("acl set", "acl", "set", "bob", "INBOX", "alice", "-s")
+    assert got["rights"] == "lr", got
+    js("acl set", "acl", "set", "bob", "INBOX", "-anyone", "w")
+    got = js("acl get", "acl", "get", "bob", "INBOX")
+    assert got == [{"identifier": "bob", "rights": "lrswipkxtecda"},
+                   {"identifier": "-anyone", "rights": "w"},
+                   {"identifier": "alice", "rights": "lr"}], got
+    js("acl delete", "acl", "delete", "bob", "INBOX", "alice")
+    js("error", "acl", "set", "bob", "INBOX", "bob", "l", rc=1)
+    js("error", "acl", "get", "bob", "Nosuch", rc=1)
     js("mailbox delete", "mailbox", "delete", "bob", "Job")
     with open(path("s.sieve"), "w") as f:
         f.write("keep;\n")
@@ -149,7 +161,11 @@ def test_store_commands():
        "--out", path("k.pem"))
     js("user rename", "user", "rename", "alice", "carol")
     js("user del", "user", "del", "carol")
+    js("acl delete", "acl", "delete", "bob", "INBOX", "-anyone")
     js("restore", "restore", path("bk"), "--force")
+    # the access list is in the backup's index: the delete after it is undone
+    got = js("acl get", "acl", "get", "bob", "INBOX")
+    assert got[1:] == [{"identifier": "-anyone", "rights": "w"}], got
 
 
 def test_errors():

@@ -1,0 +1,270 @@
+/* store_acl.c — owns the `acl` DBI: the access control lists of mailboxes (IMAP ACL, RFC
+ * 4314). A row is keyed be64 mailbox id + the identifier's bytes ("bob", "anyone", or "-bob"
+ * for a negative right); its value is be32, a bit per right of STORE_ACL_RIGHTS. The owner
+ * is never a row: the owner holds every right (store.h). Rows go with their mailbox (delete)
+ * and follow it (rename keeps the id); they are in the owner's partition, so a backup's
+ * index copy holds them. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/endian.h"
+#include "common/xmalloc.h"
+#include "store/store_private.h"
+
+#define ACL_KEY_MAX (8 + STORE_ACL_ID_MAX)
+
+static size_t acl_key(uint8_t *k, uint64_t mbox, const char *id, size_t len)
+{
+	put_be64(k, mbox);
+	memcpy(k + 8, id, len);
+	return 8 + len;
+}
+
+bool store_acl_id_valid(const char *id, size_t len)
+{
+	size_t from = len > 0 && id[0] == '-' ? 1 : 0;
+
+	if (len <= from || len > STORE_ACL_ID_MAX)
+		return false;
+	for (size_t i = from; i < len; i++) {
+		unsigned char ch = (unsigned char)id[i];
+
+		if (ch <= 0x20 || ch == 0x7f)
+			return false;
+	}
+	return true;
+}
+
+int store_acl_parse(const char *s, size_t len, uint32_t *rights_r)
+{
+	uint32_t r = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		const char *p = s[i] != '\0' ? strchr(STORE_ACL_RIGHTS, s[i]) : NULL;
+
+		if (s[i] == 'c') /* RFC 4314 2.1.1: the obsolete "create" is k and x */
+			r |= STORE_ACL_CREATE | STORE_ACL_DELETE_MBOX;
+		else if (s[i] == 'd') /* and "delete" is t and e */
+			r |= STORE_ACL_DELETE_MSG | STORE_ACL_EXPUNGE;
+		else if (p == NULL)
+			return -1;
+		else
+			r |= 1u << (p - STORE_ACL_RIGHTS);
+	}
+	*rights_r = r;
+	return 0;
+}
+
+int store_acl_parse_change(const char *s, size_t len, char *mod_r, uint32_t *rights_r)
+{
+	*mod_r = 0;
+	if (len > 0 && (s[0] == '+' || s[0] == '-')) {
+		*mod_r = s[0];
+		s++;
+		len--;
+	}
+	return store_acl_parse(s, len, rights_r);
+}
+
+uint32_t store_acl_apply(uint32_t had, char mod, uint32_t rights)
+{
+	return mod == '+' ? had | rights : mod == '-' ? had & ~rights : rights;
+}
+
+size_t store_acl_format(uint32_t rights, char out[STORE_ACL_TEXT_MAX])
+{
+	const uint32_t c = STORE_ACL_CREATE | STORE_ACL_DELETE_MBOX,
+		       d = STORE_ACL_DELETE_MSG | STORE_ACL_EXPUNGE;
+	size_t n = 0;
+
+	/* in the order RFC 4314's examples write them: lrswipkxte, then c d, then a */
+	for (size_t i = 0; STORE_ACL_RIGHTS[i] != 'a'; i++)
+		if (rights & (1u << i))
+			out[n++] = STORE_ACL_RIGHTS[i];
+	if ((rights & c) == c)
+		out[n++] = 'c';
+	if ((rights & d) == d)
+		out[n++] = 'd';
+	if (rights & STORE_ACL_ADMIN)
+		out[n++] = 'a';
+	out[n] = '\0';
+	return n;
+}
+
+int store_acl_get(struct store_txn *t, uint64_t mbox, const char *id, size_t len,
+		  uint32_t *rights_r)
+{
+	uint8_t k[ACL_KEY_MAX];
+	MDB_val v;
+	int rc;
+
+	if (!store_acl_id_valid(id, len))
+		return STORE_ENOMSG; /* none can have been stored */
+	if ((rc = store_get(t, DBI_ACL, k, acl_key(k, mbox, id, len), &v)) != 0)
+		return rc;
+	if (v.mv_size != 4)
+		return STORE_ECORRUPT;
+	*rights_r = get_be32(v.mv_data) & STORE_ACL_ALL;
+	return 0;
+}
+
+/* The rows of mbox: how many, stopping at stop. */
+static int acl_count(struct store_txn *t, uint64_t mbox, uint32_t stop, uint32_t *n_r)
+{
+	uint8_t k[8];
+	MDB_cursor *c;
+	MDB_val key = { sizeof(k), k }, v;
+	uint32_t n = 0;
+	int rc;
+
+	put_be64(k, mbox);
+	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[DBI_ACL], &c)) != 0)
+		return store_mdb_err(t, rc, "cursor");
+	for (rc = mdb_cursor_get(c, &key, &v, MDB_SET_RANGE); rc == 0 && n < stop;
+	     rc = mdb_cursor_get(c, &key, &v, MDB_NEXT)) {
+		if (key.mv_size < 8 || get_be64(key.mv_data) != mbox)
+			break;
+		n++;
+	}
+	mdb_cursor_close(c);
+	*n_r = n;
+	return rc == 0 || rc == MDB_NOTFOUND ? 0 : store_mdb_err(t, rc, "acl count");
+}
+
+int store_acl_set(struct store_txn *t, uint64_t mbox, const char *id, size_t len,
+		  uint32_t rights)
+{
+	uint8_t k[ACL_KEY_MAX], val[4];
+	struct mbox_rec r;
+	size_t kl;
+	MDB_val v;
+	uint32_t n = 0;
+	int rc;
+
+	if (!t->write || !store_acl_id_valid(id, len) || (rights & ~STORE_ACL_ALL) != 0)
+		return STORE_EINVAL;
+	if ((rc = mbox_rec_load(t, mbox, &r)) != 0)
+		return rc;
+	if (r.attrs & STORE_MBOX_NOSELECT)
+		return STORE_ENOMBOX;
+	kl = acl_key(k, mbox, id, len);
+	rc = store_get(t, DBI_ACL, k, kl, &v);
+	if (rc != 0 && rc != STORE_ENOMSG)
+		return rc;
+	if (rights == 0) /* no rights: no row (absent: nothing to do) */
+		return rc == STORE_ENOMSG ? 0 : store_del(t, DBI_ACL, k, kl);
+	if (rc == STORE_ENOMSG) {
+		if ((rc = acl_count(t, mbox, STORE_ACL_MAX, &n)) != 0)
+			return rc;
+		if (n >= STORE_ACL_MAX)
+			return STORE_ELIMIT;
+	}
+	put_be32(val, rights);
+	return store_put(t, DBI_ACL, k, kl, val, sizeof(val));
+}
+
+int store_acl_list(struct store_txn *t, uint64_t mbox,
+		   int (*cb)(const char *id, size_t len, uint32_t rights, void *arg), void *arg)
+{
+	uint8_t k[8];
+	MDB_cursor *c;
+	MDB_val key = { sizeof(k), k }, v;
+	int rc, stop = 0;
+
+	put_be64(k, mbox);
+	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[DBI_ACL], &c)) != 0)
+		return store_mdb_err(t, rc, "cursor");
+	for (rc = mdb_cursor_get(c, &key, &v, MDB_SET_RANGE); rc == 0 && stop == 0;
+	     rc = mdb_cursor_get(c, &key, &v, MDB_NEXT)) {
+		if (key.mv_size <= 8 || get_be64(key.mv_data) != mbox)
+			break;
+		if (v.mv_size != 4)
+			continue; /* verify counts it */
+		stop = cb((const char *)key.mv_data + 8, key.mv_size - 8,
+			  get_be32(v.mv_data) & STORE_ACL_ALL, arg);
+	}
+	mdb_cursor_close(c);
+	if (stop != 0)
+		return stop;
+	return rc == 0 || rc == MDB_NOTFOUND ? 0 : store_mdb_err(t, rc, "acl list");
+}
+
+/* The rights row id holds (0 for none). */
+static int acl_row(struct store_txn *t, uint64_t mbox, const char *id, size_t len, uint32_t *r)
+{
+	int rc = store_acl_get(t, mbox, id, len, r);
+
+	if (rc == STORE_ENOMSG) {
+		*r = 0;
+		return 0;
+	}
+	return rc;
+}
+
+int store_acl_rights(struct store_txn *t, uint64_t mbox, const char *user, uint32_t *rights_r)
+{
+	size_t len = strlen(user);
+	char neg[STORE_ACL_ID_MAX + 1];
+	uint32_t mine, any, nmine = 0, nany;
+	int rc;
+
+	if ((rc = acl_row(t, mbox, user, len, &mine)) != 0 ||
+	    (rc = acl_row(t, mbox, "anyone", 6, &any)) != 0 ||
+	    (rc = acl_row(t, mbox, "-anyone", 7, &nany)) != 0)
+		return rc;
+	if (len < STORE_ACL_ID_MAX) {
+		neg[0] = '-';
+		memcpy(neg + 1, user, len);
+		if ((rc = acl_row(t, mbox, neg, len + 1, &nmine)) != 0)
+			return rc;
+	}
+	/* RFC 4314 2: the union of the identifiers' rights, less the union of the negative
+	   ones */
+	*rights_r = (mine | any) & ~(nmine | nany);
+	return 0;
+}
+
+int store_acl_drop(struct store_txn *t, uint64_t mbox)
+{
+	return store_del_prefix(t, DBI_ACL, mbox);
+}
+
+int store_acl_check(struct store_txn *t, bool (*mbox_known)(uint64_t mbox, void *arg),
+		    void *arg, bool repair, uint64_t *bad_r, uint64_t *fixed_r)
+{
+	MDB_cursor *c;
+	MDB_val key, v;
+	struct row {
+		uint8_t k[ACL_KEY_MAX];
+		size_t len;
+	} *gone = NULL;
+	size_t n = 0, cap = 0;
+	int rc;
+
+	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[DBI_ACL], &c)) != 0)
+		return store_mdb_err(t, rc, "cursor");
+	/* read first, delete after: a delete may move the pages the cursor points into */
+	for (rc = mdb_cursor_get(c, &key, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(c, &key, &v, MDB_NEXT)) {
+		bool ok = key.mv_size > 8 && key.mv_size <= ACL_KEY_MAX && v.mv_size == 4 &&
+			  store_acl_id_valid((const char *)key.mv_data + 8, key.mv_size - 8) &&
+			  mbox_known(get_be64(key.mv_data), arg);
+
+		if (ok)
+			continue;
+		(*bad_r)++;
+		if (!repair || key.mv_size > ACL_KEY_MAX)
+			continue;
+		if (n == cap)
+			gone = xreallocarray(gone, cap = cap * 2 + 8, sizeof(*gone));
+		memcpy(gone[n].k, key.mv_data, key.mv_size);
+		gone[n++].len = key.mv_size;
+	}
+	mdb_cursor_close(c);
+	rc = rc == 0 || rc == MDB_NOTFOUND ? 0 : store_mdb_err(t, rc, "acl check");
+	for (size_t i = 0; i < n && rc == 0; i++)
+		if ((rc = store_del(t, DBI_ACL, gone[i].k, gone[i].len)) == 0)
+			(*fixed_r)++;
+	free(gone);
+	return rc;
+}

@@ -1,0 +1,202 @@
+"""imapd end to end: access control lists (RFC 4314) kept in the store. The owner's SETACL,
+DELETEACL, GETACL, LISTRIGHTS and MYRIGHTS as raw dialogues after RFC 4314's examples
+(3.1's refused rights, 3.3's GETACL, 3.7's LISTRIGHTS, the obsolete c and d of 2.1.1), "+"
+and "-" changes, "anyone" and negative rights, the list's life with its mailbox (RENAME keeps
+it, DELETE drops it), a kill -9 after the OK, an imaplib session, and `mailctl acl` against
+the same store (get, set, delete, its refusals) with `mailctl verify` clean after.
+
+Usage: test_imapd_shared.py IMAPD_BINARY DELIVER_BINARY"""
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heronlib import Imapd, run_suite  # noqa: E402
+from heronlib import assert_eq  # noqa: E402
+D = None  # the imapd the running tests talk to
+ALL = "lrswipkxtecda"
+
+
+def ok(out, tag):
+    assert out[-1].startswith(tag + " OK"), out
+    return out
+
+
+def dialogue(r, lines):
+    """Each (command, expected reply lines) in turn on session r; None: any OK."""
+    for i, (cmd, want) in enumerate(lines):
+        tag = "t%d" % i
+        got = r.cmd(tag, cmd)
+        if want is None:
+            ok(got, tag)
+            continue
+        want = [w.replace("TAG", tag) for w in want]
+        assert_eq(got, want, (cmd, got, want))
+
+
+def mailctl(*args, rc=0):
+    mc = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(D.binary))),
+                      "mailctl", "mailctl")
+    p = subprocess.run([mc, "-c", D.conf, "--json", *args], capture_output=True, timeout=60)
+    assert p.returncode == rc, (args, p.returncode, p.stdout, p.stderr)
+    return json.loads(p.stdout) if rc == 0 and p.stdout.strip() else p
+
+
+def test_rfc_examples():
+    """RFC 4314 3.1, 3.3, 3.7 and 3.8, with alice as the owner and bob, smith and anyone as
+    the identifiers (Heron writes rights in the order lrswipkxte c d a)."""
+    r = D.raw("alice")
+    ok(r.cmd("c", 'CREATE "INBOX/Drafts"'), "c")
+    dialogue(r, [
+        # 3.1: an upper-case or unknown right is BAD, nothing is changed
+        ("SETACL INBOX/Drafts John lrQswicda", ["TAG BAD Invalid rights"]),
+        ("SETACL INBOX/Drafts John lrqswicda", ["TAG BAD Invalid rights"]),
+        ("SETACL INBOX/Drafts John lrswicda", ["TAG OK SETACL completed"]),
+        # c is k and x, d is t and e (2.1.1): both are written back
+        ("GETACL INBOX/Drafts", ["* ACL INBOX/Drafts alice " + ALL + " John lrswikxtecda",
+                                 "TAG OK GETACL completed"]),
+        # 3.1: a "-" takes rights away, a "+" adds them
+        ("SETACL INBOX/Drafts John -ckx", ["TAG OK SETACL completed"]),
+        ("SETACL INBOX/Drafts John +p", ["TAG OK SETACL completed"]),
+        ("GETACL INBOX/Drafts", ["* ACL INBOX/Drafts alice " + ALL + " John lrswipteda",
+                                 "TAG OK GETACL completed"]),
+        # 3.2
+        ("DELETEACL INBOX/Drafts John", ["TAG OK DELETEACL completed"]),
+        ("GETACL INBOX/Drafts", ["* ACL INBOX/Drafts alice " + ALL,
+                                 "TAG OK GETACL completed"]),
+        # 3.7: what can be granted to smith, each right alone (RIGHTS=texk)
+        ("LISTRIGHTS INBOX/Drafts smith",
+         ['* LISTRIGHTS INBOX/Drafts smith "" l r s w i p k x t e c d a',
+          "TAG OK LISTRIGHTS completed"]),
+        ("LISTRIGHTS INBOX/Drafts alice",
+         ["* LISTRIGHTS INBOX/Drafts alice " + ALL, "TAG OK LISTRIGHTS completed"]),
+        # 3.8: the owner's own rights
+        ("MYRIGHTS INBOX/Drafts", ["* MYRIGHTS INBOX/Drafts " + ALL,
+                                   "TAG OK MYRIGHTS completed"]),
+    ])
+
+
+def test_anyone_and_negative():
+    r = D.raw("alice")
+    ok(r.cmd("c", "CREATE Team"), "c")
+    dialogue(r, [
+        ("SETACL Team anyone lr", ["TAG OK SETACL completed"]),
+        ("SETACL Team -bob r", ["TAG OK SETACL completed"]),
+        ("SETACL Team carol lrswi", ["TAG OK SETACL completed"]),
+        # identifiers in byte order after the owner
+        ("GETACL Team", ["* ACL Team alice " + ALL + " -bob r anyone lr carol lrswi",
+                         "TAG OK GETACL completed"]),
+        # no rights left: the identifier leaves the list; an empty set is no error
+        ("SETACL Team carol -lrswi", ["TAG OK SETACL completed"]),
+        ('SETACL Team nobody ""', ["TAG OK SETACL completed"]),
+        ("DELETEACL Team nobody", ["TAG OK DELETEACL completed"]),
+        ("GETACL Team", ["* ACL Team alice " + ALL + " -bob r anyone lr",
+                         "TAG OK GETACL completed"]),
+        # the owner keeps every right, "-owner" cannot take any away
+        ("SETACL Team alice -a", ["TAG NO [CANNOT] The owner always holds every right"]),
+        ("SETACL Team -alice r", ["TAG NO [CANNOT] The owner always holds every right"]),
+        ("SETACL Team alice +r", ["TAG OK SETACL completed"]),
+        ("DELETEACL Team -alice", ["TAG OK DELETEACL completed"]),
+        # what cannot be an identifier
+        ('SETACL Team "a b" r', ["TAG NO [CANNOT] Invalid identifier"]),
+        ("SETACL Team - r", ["TAG NO [CANNOT] Invalid identifier"]),
+    ])
+    for cmd in ("SETACL Nope bob r", "GETACL Nope", "DELETEACL Nope bob"):
+        out = r.cmd("n", cmd)
+        assert_eq(len(out), 1, out)
+        assert out[0].startswith("n NO [NONEXISTENT] "), (cmd, out)
+    # another user's list of a mailbox with the same name is another list
+    b = D.raw("bob")
+    ok(b.cmd("c", "CREATE Team"), "c")
+    assert_eq(b.cmd("g", "GETACL Team"), ["* ACL Team bob " + ALL, "g OK GETACL completed"])
+
+
+def test_list_follows_the_mailbox():
+    r = D.raw("carol")
+    ok(r.cmd("c", "CREATE Proj/Sub"), "c")
+    dialogue(r, [
+        ("SETACL Proj bob lr", ["TAG OK SETACL completed"]),
+        ("SETACL Proj/Sub bob lri", ["TAG OK SETACL completed"]),
+        ("RENAME Proj Plans", ["TAG OK RENAME completed"]),
+        ("GETACL Plans", ["* ACL Plans carol " + ALL + " bob lr", "TAG OK GETACL completed"]),
+        ("GETACL Plans/Sub", ["* ACL Plans/Sub carol " + ALL + " bob lri",
+                              "TAG OK GETACL completed"]),
+        # deleted (kept \\Noselect for its child): made again, it starts with no list
+        ("DELETE Plans", ["TAG OK DELETE completed"]),
+        ("CREATE Plans", None),
+        ("GETACL Plans", ["* ACL Plans carol " + ALL, "TAG OK GETACL completed"]),
+        ("DELETE Plans/Sub", ["TAG OK DELETE completed"]),
+        ("CREATE Plans/Sub", None),
+        ("GETACL Plans/Sub", ["* ACL Plans/Sub carol " + ALL, "TAG OK GETACL completed"]),
+    ])
+
+
+def test_kill9_keeps_acknowledged():
+    r = D.raw("alice")
+    ok(r.cmd("c", "CREATE Durable"), "c")
+    ok(r.cmd("a", "SETACL Durable bob lrs"), "a")
+    r.close()
+    D.kill9()
+    D.start()
+    r = D.raw("alice")
+    assert_eq(r.cmd("g", "GETACL Durable"), ["* ACL Durable alice " + ALL + " bob lrs",
+                                            "g OK GETACL completed"])
+
+
+def test_imaplib():
+    c = D.login("bob")
+    c.create("Lib")
+    assert_eq(c.setacl("Lib", "alice", "lr")[0], "OK")
+    typ, data = c.getacl("Lib")
+    assert_eq((typ, data), ("OK", [b"Lib bob " + ALL.encode() + b" alice lr"]))
+    typ, data = c.myrights("Lib")
+    assert_eq((typ, data), ("OK", [b"Lib " + ALL.encode()]))
+    assert_eq(c.deleteacl("Lib", "alice")[0], "OK")
+    assert_eq(c.getacl("Lib")[1], [b"Lib bob " + ALL.encode()])
+    c.logout()
+
+
+def test_mailctl_acl():
+    """mailctl acl and imapd on one store: each sees what the other wrote."""
+    r = D.raw("alice")
+    ok(r.cmd("c", "CREATE Shared"), "c")
+    ok(r.cmd("a", "SETACL Shared bob lr"), "a")
+    assert_eq(mailctl("acl", "get", "alice", "Shared"),
+              [{"identifier": "alice", "rights": ALL}, {"identifier": "bob", "rights": "lr"}])
+    assert_eq(mailctl("acl", "set", "alice", "Shared", "bob", "+wd"),
+              {"user": "alice", "mailbox": "Shared", "identifier": "bob",
+               "rights": "lrwted"})
+    assert_eq(mailctl("acl", "set", "alice", "Shared", "-anyone", "c")["rights"], "kxc")
+    assert_eq(r.cmd("g", "GETACL Shared"),
+              ["* ACL Shared alice " + ALL + " -anyone kxc bob lrwted",
+               "g OK GETACL completed"])
+    assert_eq(mailctl("acl", "delete", "alice", "Shared", "-anyone"),
+              {"user": "alice", "mailbox": "Shared", "identifier": "-anyone",
+               "done": "deleted"})
+    # refusals: the owner, a mailbox or user that is not there, rights or ids that are none
+    mailctl("acl", "set", "alice", "Shared", "alice", "l", rc=1)
+    mailctl("acl", "set", "alice", "Nope", "bob", "l", rc=1)
+    mailctl("acl", "get", "alice", "Nope", rc=1)
+    mailctl("acl", "get", "nosuchuser", "INBOX", rc=67)
+    mailctl("acl", "set", "alice", "Shared", "bob", "lZ", rc=64)
+    mailctl("acl", "set", "alice", "Shared", "a b", "l", rc=64)
+    assert_eq(r.cmd("h", "GETACL Shared"), ["* ACL Shared alice " + ALL + " bob lrwted",
+                                           "h OK GETACL completed"])
+    # a deleted mailbox leaves no row behind: verify finds nothing to say
+    ok(r.cmd("d", "DELETE Shared"), "d")
+    v = mailctl("verify")
+    assert_eq((v["status"], v["bad_acl"]), ("clean", 0))
+
+
+def main():
+    global D
+    imapd, deliver = sys.argv[1], sys.argv[2]
+    D = Imapd(imapd, deliver=deliver)
+    return run_suite(D, [test_rfc_examples, test_anyone_and_negative,
+                         test_list_follows_the_mailbox, test_kill9_keeps_acknowledged,
+                         test_imaplib, test_mailctl_acl], D.dir)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

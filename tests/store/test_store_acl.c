@@ -1,0 +1,265 @@
+/* test_store_acl.c — the access lists of store_acl.c: rights parsed and written with the
+ * obsolete c and d (RFC 4314 2.1.1), rows set, replaced and removed, a user's rights as the
+ * union of their own and anyone's less the negative ones, the per-mailbox limit, the rows'
+ * life with their mailbox (rename keeps them, delete drops them, also when the mailbox is
+ * kept \Noselect for its children), and verify's count and repair of rows left behind. */
+#include "store_test.h"
+
+static uint32_t parse(const char *s)
+{
+	uint32_t r = 0xdead;
+
+	assert_int_equal(store_acl_parse(s, strlen(s), &r), 0);
+	return r;
+}
+
+static const char *fmt(uint32_t r)
+{
+	static char out[STORE_ACL_TEXT_MAX];
+	size_t n = store_acl_format(r, out);
+
+	assert_int_equal(n, strlen(out));
+	return out;
+}
+
+static void test_rights_text(void **state)
+{
+	uint32_t r;
+
+	(void)state;
+	assert_string_equal(fmt(parse("lrswipkxtea")), "lrswipkxtecda");
+	assert_string_equal(fmt(parse("lrswipkxtecda")), "lrswipkxtecda");
+	assert_int_equal(parse("lrswipkxtea"), STORE_ACL_ALL);
+	assert_string_equal(fmt(parse("arl")), "lra");
+	assert_string_equal(fmt(parse("c")), "kxc");
+	assert_string_equal(fmt(parse("d")), "ted");
+	assert_string_equal(fmt(parse("k")), "k"); /* c needs both k and x */
+	assert_string_equal(fmt(parse("te")), "ted");
+	assert_string_equal(fmt(parse("")), "");
+	assert_int_equal(store_acl_parse("lZ", 2, &r), -1);
+	assert_int_equal(store_acl_parse("+l", 2, &r), -1); /* modifiers are the caller's */
+	assert_int_equal(store_acl_parse("l\0r", 3, &r), -1);
+	char mod;
+
+	assert_int_equal(store_acl_parse_change("+lr", 3, &mod, &r), 0);
+	assert_int_equal(mod, '+');
+	assert_string_equal(fmt(store_acl_apply(parse("ws"), mod, r)), "lrsw");
+	assert_int_equal(store_acl_parse_change("-c", 2, &mod, &r), 0);
+	assert_string_equal(fmt(store_acl_apply(STORE_ACL_ALL, mod, r)), "lrswipteda");
+	assert_int_equal(store_acl_parse_change("lr", 2, &mod, &r), 0);
+	assert_int_equal(mod, 0);
+	assert_string_equal(fmt(store_acl_apply(STORE_ACL_ALL, mod, r)), "lr");
+	assert_int_equal(store_acl_parse_change("-", 1, &mod, &r), 0);
+	assert_int_equal(store_acl_apply(parse("lr"), mod, r), parse("lr"));
+	assert_int_equal(store_acl_parse_change("+-l", 3, &mod, &r), -1);
+	assert_true(store_acl_id_valid("bob", 3));
+	assert_true(store_acl_id_valid("-bob", 4));
+	assert_true(store_acl_id_valid("anyone", 6));
+	assert_false(store_acl_id_valid("-", 1));
+	assert_false(store_acl_id_valid("", 0));
+	assert_false(store_acl_id_valid("a b", 3));
+	assert_false(store_acl_id_valid("a\x01", 2));
+}
+
+static uint32_t rights(struct store *st, uint64_t mb, const char *user)
+{
+	struct store_txn *t;
+	uint32_t r = 0xdead;
+
+	assert_int_equal(store_txn_begin(st, STORE_ID_PART(mb), STORE_TXN_READ, &t), 0);
+	assert_int_equal(store_acl_rights(t, mb, user, &r), 0);
+	store_txn_abort(&t);
+	return r;
+}
+
+static void set(struct store *st, uint64_t mb, const char *id, const char *r)
+{
+	struct store_txn *t;
+
+	assert_int_equal(store_txn_begin(st, STORE_ID_PART(mb), STORE_TXN_WRITE, &t), 0);
+	assert_int_equal(store_acl_set(t, mb, id, strlen(id), parse(r)), 0);
+	assert_int_equal(store_txn_commit(&t), 0);
+}
+
+static int list_cb(const char *id, size_t len, uint32_t r, void *arg)
+{
+	char *out = arg;
+
+	strncat(out, id, len);
+	strcat(out, "=");
+	strcat(out, fmt(r));
+	strcat(out, ",");
+	return 0;
+}
+
+static const char *list(struct store *st, uint64_t mb)
+{
+	static char out[1024];
+	struct store_txn *t;
+
+	out[0] = '\0';
+	assert_int_equal(store_txn_begin(st, STORE_ID_PART(mb), STORE_TXN_READ, &t), 0);
+	assert_int_equal(store_acl_list(t, mb, list_cb, out), 0);
+	store_txn_abort(&t);
+	return out;
+}
+
+static void test_set_and_rights(void **state)
+{
+	struct tstore ts;
+	struct store_txn *t;
+	uint64_t user, mb;
+	uint32_t r;
+
+	(void)state;
+	tstore_open(&ts, 2);
+	user = tuser(ts.st, "owner");
+	mb = tmbox(ts.st, user, "Team");
+	assert_int_equal(rights(ts.st, mb, "bob"), 0);
+	set(ts.st, mb, "bob", "lrs");
+	set(ts.st, mb, "anyone", "lw");
+	set(ts.st, mb, "-carol", "l");
+	assert_string_equal(list(ts.st, mb), "-carol=l,anyone=lw,bob=lrs,");
+	assert_string_equal(fmt(rights(ts.st, mb, "bob")), "lrsw");
+	assert_string_equal(fmt(rights(ts.st, mb, "carol")), "w");
+	assert_string_equal(fmt(rights(ts.st, mb, "dave")), "lw");
+	set(ts.st, mb, "-anyone", "w");
+	assert_string_equal(fmt(rights(ts.st, mb, "bob")), "lrs");
+	assert_string_equal(fmt(rights(ts.st, mb, "dave")), "l");
+	/* replaced, then removed by an empty set */
+	set(ts.st, mb, "bob", "lrd");
+	assert_string_equal(fmt(rights(ts.st, mb, "bob")), "lrted");
+	set(ts.st, mb, "bob", "");
+	set(ts.st, mb, "nobody", ""); /* nothing to remove: no error */
+	assert_string_equal(list(ts.st, mb), "-anyone=w,-carol=l,anyone=lw,");
+
+	assert_int_equal(store_txn_begin(ts.st, STORE_ID_PART(mb), STORE_TXN_WRITE, &t), 0);
+	assert_int_equal(store_acl_get(t, mb, "anyone", 6, &r), 0);
+	assert_int_equal(r, STORE_ACL_LOOKUP | STORE_ACL_WRITE);
+	assert_int_equal(store_acl_get(t, mb, "bob", 3, &r), STORE_ENOMSG);
+	assert_int_equal(store_acl_set(t, mb, "a b", 3, 1), STORE_EINVAL);
+	assert_int_equal(store_acl_set(t, mb, "bob", 3, 1u << 11), STORE_EINVAL);
+	assert_int_equal(store_acl_set(t, mb + 1000, "bob", 3, 1), STORE_ENOMBOX);
+	/* the limit counts identifiers; a changed one is not new */
+	for (unsigned i = 3; i < STORE_ACL_MAX; i++) {
+		char id[16];
+
+		snprintf(id, sizeof(id), "u%u", i);
+		assert_int_equal(store_acl_set(t, mb, id, strlen(id), STORE_ACL_READ), 0);
+	}
+	assert_int_equal(store_acl_set(t, mb, "one-more", 8, 1), STORE_ELIMIT);
+	assert_int_equal(store_acl_set(t, mb, "anyone", 6, STORE_ACL_ALL), 0);
+	assert_int_equal(store_txn_commit(&t), 0);
+
+	assert_int_equal(store_txn_begin(ts.st, STORE_ID_PART(mb), STORE_TXN_READ, &t), 0);
+	assert_int_equal(store_acl_set(t, mb, "bob", 3, 1), STORE_EINVAL); /* a read txn */
+	store_txn_abort(&t);
+	tstore_close(&ts, true);
+}
+
+static void test_life_with_the_mailbox(void **state)
+{
+	struct tstore ts;
+	struct store_txn *t;
+	struct store_verify_report vr;
+	uint64_t user, mb, child, id2;
+
+	(void)state;
+	tstore_open(&ts, 1);
+	user = tuser(ts.st, "owner");
+	mb = tmbox(ts.st, user, "Team");
+	child = tmbox(ts.st, user, "Team/Sub");
+	set(ts.st, mb, "bob", "lr");
+	set(ts.st, child, "bob", "lri");
+
+	/* a rename keeps the id, so the list follows */
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_WRITE, &t), 0);
+	assert_int_equal(store_mbox_rename(t, user, "Team", "Group"), 0);
+	assert_int_equal(store_mbox_find(t, user, "Group", &id2), 0);
+	assert_int_equal(id2, mb);
+	assert_int_equal(store_txn_commit(&t), 0);
+	assert_string_equal(list(ts.st, mb), "bob=lr,");
+
+	/* deleted but kept \Noselect for its child: the list goes; set refuses it */
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_WRITE, &t), 0);
+	assert_int_equal(store_mbox_delete(t, user, "Group"), 0);
+	assert_int_equal(store_acl_set(t, mb, "bob", 3, 1), STORE_ENOMBOX);
+	assert_int_equal(store_txn_commit(&t), 0);
+	assert_string_equal(list(ts.st, mb), "");
+	assert_string_equal(list(ts.st, child), "bob=lri,");
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_WRITE, &t), 0);
+	assert_int_equal(store_mbox_delete(t, user, "Group/Sub"), 0);
+	assert_int_equal(store_txn_commit(&t), 0);
+	assert_string_equal(list(ts.st, child), "");
+	assert_int_equal(store_verify(ts.st, NULL, false, &vr), 0);
+	assert_int_equal(vr.bad_acl, 0);
+	tstore_close(&ts, true);
+}
+
+/* A row written past the store (what a crash of an older writer or a bug would leave):
+   the store closed, its partition 0 opened with LMDB itself. */
+static void put_raw_row(struct tstore *ts, uint64_t mb, const char *id, size_t vlen)
+{
+	char path[128];
+	uint8_t k[64], v[8] = { 0, 0, 0, 3, 0, 0, 0, 0 };
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	MDB_val key = { 8 + strlen(id), k }, val = { vlen, v };
+
+	store_close(&ts->st);
+	for (int i = 0; i < 8; i++)
+		k[i] = (uint8_t)(mb >> (56 - 8 * i));
+	memcpy(k + 8, id, strlen(id));
+	snprintf(path, sizeof(path), "%s/part0/index.mdb", ts->dir);
+	assert_int_equal(mdb_env_create(&env), 0);
+	assert_int_equal(mdb_env_set_maxdbs(env, 64), 0);
+	assert_int_equal(mdb_env_set_mapsize(env, (size_t)1 << 24), 0);
+	assert_int_equal(mdb_env_open(env, path, MDB_NOSUBDIR, 0640), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	assert_int_equal(mdb_dbi_open(txn, "acl", 0, &dbi), 0);
+	assert_int_equal(mdb_put(txn, dbi, &key, &val, 0), 0);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	assert_int_equal(store_open(&ts->o, &ts->st), 0);
+}
+
+static void test_verify_rows_left(void **state)
+{
+	struct tstore ts;
+	struct store_verify_report vr;
+	uint64_t user, mb;
+
+	(void)state;
+	tstore_open(&ts, 1);
+	user = tuser(ts.st, "owner");
+	mb = tmbox(ts.st, user, "Team");
+	set(ts.st, mb, "bob", "lr");
+	assert_int_equal(store_verify(ts.st, NULL, false, &vr), 0);
+	assert_int_equal(vr.bad_acl, 0);
+	put_raw_row(&ts, mb + 1000, "bob", 4); /* no such mailbox */
+	put_raw_row(&ts, mb, "carol", 3);      /* does not decode */
+	assert_int_equal(store_verify(ts.st, NULL, false, &vr), STORE_ECORRUPT);
+	assert_int_equal(vr.bad_acl, 2);
+	/* checked for the whole store only: a row names a mailbox, not a user */
+	assert_int_equal(store_verify(ts.st, "owner", false, &vr), 0);
+	assert_int_equal(store_verify(ts.st, NULL, true, &vr), 0);
+	assert_int_equal(vr.bad_acl, 2);
+	assert_int_equal(vr.repaired, 2);
+	assert_int_equal(store_verify(ts.st, NULL, false, &vr), 0);
+	assert_int_equal(vr.bad_acl, 0);
+	assert_string_equal(list(ts.st, mb), "bob=lr,");
+	tstore_close(&ts, true);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_rights_text),
+		cmocka_unit_test(test_set_and_rights),
+		cmocka_unit_test(test_life_with_the_mailbox),
+		cmocka_unit_test(test_verify_rows_left),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
