@@ -346,8 +346,8 @@ const struct conf_key conf_keys[] = {
 	  "mtad is down); the shipped heron.conf sets /var/spool/heron/maildrop",
 	  CONF_AT(mtad.maildrop) },
 	{ "mtad", "burl_imap", CONF_STR, 0, 0, "", NULL,
-	  "address:port of the imapd BURL (RFC 4468) fetches URLAUTH URLs from, over plain TCP; "
-	  "set: the submission listeners offer BURL imap; empty: no BURL",
+	  "address:port of the imapd BURL (RFC 4468) fetches URLAUTH URLs from (over plain TCP "
+	  "or TLS: burl_tls); set: the submission listeners offer BURL imap; empty: no BURL",
 	  CONF_AT(mtad.burl_imap) },
 	{ "mtad", "burl_user", CONF_STR, 0, 0, "", NULL,
 	  "the login BURL uses at imapd: one of imapd's [imapd] urlauth_submit_users",
@@ -358,6 +358,16 @@ const struct conf_key conf_keys[] = {
 	{ "mtad", "burl_timeout", CONF_DURATION, 1 * SEC, 10 * MIN, "30s", NULL,
 	  "idle time allowed on BURL's connection to imapd (then 451 4.4.1)",
 	  CONF_AT(mtad.burl_timeout_ms) },
+	{ "mtad", "burl_tls", CONF_ENUM, 0, 0, "no", "no|starttls|implicit",
+	  "TLS on BURL's connection to imapd: none (imapd on loopback or a trusted network), "
+	  "STARTTLS on burl_imap's port, or implicit TLS (burl_imap names imapd's listen_tls "
+	  "port); the certificate must verify against [tls] ca (empty: the system's CAs) and "
+	  "carry burl_tls_name; no TLS, no login (451 4.4.1)",
+	  CONF_AT(mtad.burl_tls) },
+	{ "mtad", "burl_tls_name", CONF_STR, 0, 0, "", NULL,
+	  "the name (or address) imapd's certificate must carry for burl_tls; empty: "
+	  "burl_imap's address",
+	  CONF_AT(mtad.burl_tls_name) },
 
 	{ "dns", "resolv_conf", CONF_STR, 0, 0, "/etc/resolv.conf", NULL,
 	  "nameservers are read from this file when nameservers is empty (both empty: full "

@@ -95,6 +95,7 @@ struct tls_conf {
 /* [mtad] */
 enum mtad_bare_lf { MTAD_BARE_LF_REJECT, MTAD_BARE_LF_NORMALIZE };
 enum mtad_sender_check { MTAD_SENDER_CHECK_STRICT, MTAD_SENDER_CHECK_OFF };
+enum mtad_burl_tls { MTAD_BURL_TLS_NO, MTAD_BURL_TLS_STARTTLS, MTAD_BURL_TLS_IMPLICIT };
 struct mtad_conf {
 	const struct conf_addrs *listen;
 	const struct conf_addrs *submission;
@@ -155,6 +156,8 @@ struct mtad_conf {
 	const char *burl_user;
 	const char *burl_password_file;
 	int64_t burl_timeout_ms;
+	enum mtad_burl_tls burl_tls;
+	const char *burl_tls_name;
 };
 
 /* [imapd] */

@@ -13,8 +13,17 @@
  * or talking nonsense 451 4.4.1. A BURL refused before it fetched anything (syntax, the
  * access) leaves the transaction as it was; one whose fetch failed ends it, as a failed BDAT
  * does.
- * The IMAP connection is plain TCP (imapd on loopback or a trusted network); TLS to imapd
- * is not implemented. */
+ * The IMAP connection is plain TCP (imapd on loopback or a trusted network) or, with [mtad]
+ * burl_tls, TLS: STARTTLS after the greeting, or implicit TLS from the connect. TLS verifies
+ * imapd's certificate against [tls] ca (empty: the system's CAs) for burl_tls_name (empty:
+ * burl_imap's address); a handshake that fails, or a STARTTLS refused, ends the BURL with
+ * 451 4.4.1 before any password is sent. The worker's client context is made once (again
+ * when the CA path changes).
+ *
+ * One imapd: BURL fetches every URL from burl_imap. A URL whose user lives on another store
+ * host (docs/scale-out.md) is not fetched there: imapd at burl_imap answers NIL (554 5.6.6);
+ * the front imapd's proxy logs a client in at the client's own store host, not at the
+ * URL's. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +38,7 @@
 #include "common/conf_keys.h"
 #include "common/log.h"
 #include "common/str.h"
+#include "common/tls.h"
 #include "common/xmalloc.h"
 #include "mtad/mtad.h"
 
@@ -36,7 +46,7 @@
 #define BURL_LINE_MAX (64 * 1024) /* an IMAP response line from imapd */
 #define BURL_CHUNK (64 * 1024)
 
-enum burl_step { B_GREETING, B_LOGIN, B_FETCH, B_LITERAL, B_AFTER, B_DONE };
+enum burl_step { B_GREETING, B_STARTTLS, B_LOGIN, B_FETCH, B_LITERAL, B_AFTER, B_DONE };
 
 struct burl {
 	struct smtp_session *s;
@@ -45,7 +55,11 @@ struct burl {
 	bool last;
 	uint64_t left; /* literal bytes still to come */
 	char *url;     /* as the client sent it */
+	bool tls;      /* bev is the TLS filter */
 };
+
+static void burl_read_cb(struct bufferevent *bev, void *arg);
+static void burl_event_cb(struct bufferevent *bev, short what, void *arg);
 
 /* The password of [mtad] burl_password_file: its first line, read once per worker (again
    when the path changes). NULL when it cannot be read. */
@@ -71,6 +85,78 @@ static const char *burl_password(const char *path)
 	}
 	fclose(f);
 	return cached;
+}
+
+/* The client context BURL's TLS verifies imapd with, made once per worker (again when [tls]
+   ca changes). NULL, logged, when it cannot be made. */
+static SSL_CTX *burl_tls_ctx(const struct conf *conf)
+{
+	static SSL_CTX *ctx;
+	static char *ctx_ca;
+	const struct tls_conf *t = &conf_values(conf)->tls;
+	const char *ca = t->ca != NULL ? t->ca : "";
+	char *err = NULL;
+
+	if (ctx != NULL && strcmp(ctx_ca, ca) == 0)
+		return ctx;
+	tls_ctx_free(&ctx);
+	free(ctx_ca);
+	ctx_ca = xstrdup(ca);
+	if ((ctx = tls_client_ctx_new(t, TLS_VERIFY_PEER, &err)) == NULL) {
+		log_warnx("burl: TLS client context: %s", err);
+		free(err);
+	}
+	return ctx;
+}
+
+/* The name imapd's certificate must carry: burl_tls_name, else burl_imap's address without
+   its port (and brackets). False when it does not fit. */
+static bool burl_tls_host(const struct mtad_conf *mc, char *out, size_t size)
+{
+	const char *a = mc->burl_imap, *end;
+	size_t n;
+
+	if (mc->burl_tls_name[0] != '\0')
+		return str_fmt(out, size, "%s", mc->burl_tls_name) == 0;
+	if (a[0] == '[')
+		end = strchr(++a, ']');
+	else
+		end = strrchr(a, ':');
+	n = end != NULL ? (size_t)(end - a) : strlen(a);
+	if (n == 0 || n >= size)
+		return false;
+	memcpy(out, a, n);
+	out[n] = '\0';
+	return true;
+}
+
+/* Callbacks and the idle timeout on bev, BURL's connection now. */
+static void burl_arm(struct burl *b, struct bufferevent *bev)
+{
+	const struct mtad_conf *mc = &conf_values(b->s->m->conf)->mtad;
+	struct timeval tv = { mc->burl_timeout_ms / 1000, (mc->burl_timeout_ms % 1000) * 1000 };
+
+	b->bev = bev;
+	bufferevent_setcb(bev, burl_read_cb, NULL, burl_event_cb, b);
+	bufferevent_set_timeouts(bev, &tv, &tv);
+	bufferevent_enable(bev, EV_READ | EV_WRITE);
+}
+
+/* TLS over BURL's TCP connection (the handshake runs before anything written from now on):
+   false when it cannot start. */
+static bool burl_tls_start(struct burl *b)
+{
+	const struct mtad_conf *mc = &conf_values(b->s->m->conf)->mtad;
+	SSL_CTX *ctx = burl_tls_ctx(b->s->m->conf);
+	struct bufferevent *tls;
+	char host[256];
+
+	if (ctx == NULL || !burl_tls_host(mc, host, sizeof(host)) ||
+	    (tls = tls_starttls_client(b->bev, ctx, host, NULL)) == NULL)
+		return false;
+	b->tls = true;
+	burl_arm(b, tls); /* the filter owns the TCP bufferevent */
+	return true;
 }
 
 bool smtp_burl_offered(const struct smtp_session *s)
@@ -159,27 +245,47 @@ static void burl_quoted(struct evbuffer *out, const char *v)
 	evbuffer_add(out, "\"", 1);
 }
 
+/* LOGIN burl_user with burl_password_file's password into out: NULL, or the reply that ends
+   the BURL. */
+static const char *burl_login(struct burl *b, struct evbuffer *out)
+{
+	const struct mtad_conf *mc = &conf_values(b->s->m->conf)->mtad;
+	const char *pass;
+
+	if ((pass = burl_password(mc->burl_password_file)) == NULL ||
+	    strpbrk(mc->burl_user, "\r\n") != NULL)
+		return "451 4.4.1 IMAP server unavailable (no BURL credential)";
+	evbuffer_add_printf(out, "A LOGIN ");
+	burl_quoted(out, mc->burl_user);
+	evbuffer_add(out, " ", 1);
+	burl_quoted(out, pass);
+	evbuffer_add(out, "\r\n", 2);
+	b->step = B_LOGIN;
+	return NULL;
+}
+
 /* One line from imapd, by step: NULL to go on, or the SMTP reply that ends the BURL. */
 static const char *burl_line(struct burl *b, const char *l, size_t len)
 {
 	const struct mtad_conf *mc = &conf_values(b->s->m->conf)->mtad;
 	struct evbuffer *out = bufferevent_get_output(b->bev);
-	const char *pass;
 
 	switch (b->step) {
 	case B_GREETING:
 		if (!str_caseprefix(l, len, "* OK"))
 			return "451 4.4.1 IMAP server unavailable";
-		if ((pass = burl_password(mc->burl_password_file)) == NULL ||
-		    strpbrk(mc->burl_user, "\r\n") != NULL)
-			return "451 4.4.1 IMAP server unavailable (no BURL credential)";
-		evbuffer_add_printf(out, "A LOGIN ");
-		burl_quoted(out, mc->burl_user);
-		evbuffer_add(out, " ", 1);
-		burl_quoted(out, pass);
-		evbuffer_add(out, "\r\n", 2);
-		b->step = B_LOGIN;
-		return NULL;
+		if (mc->burl_tls == MTAD_BURL_TLS_STARTTLS) {
+			evbuffer_add_printf(out, "S STARTTLS\r\n");
+			b->step = B_STARTTLS;
+			return NULL;
+		}
+		return burl_login(b, out);
+	case B_STARTTLS:
+		if (l[0] == '*')
+			return NULL;
+		if (!str_caseprefix(l, len, "S OK") || !burl_tls_start(b))
+			return "451 4.4.1 IMAP server unavailable (no TLS)";
+		return burl_login(b, bufferevent_get_output(b->bev));
 	case B_LOGIN:
 		if (l[0] == '*')
 			return NULL;
@@ -260,6 +366,8 @@ static void burl_read_cb(struct bufferevent *bev, void *arg)
 		}
 		fail = burl_line(b, line, len);
 		free(line);
+		if (fail == NULL && b->bev != bev)
+			return; /* STARTTLS: the TLS filter reads from now on */
 	}
 	if (fail != NULL || b->step == B_DONE)
 		burl_finish(b, fail);
@@ -268,12 +376,19 @@ static void burl_read_cb(struct bufferevent *bev, void *arg)
 static void burl_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct burl *b = arg;
+	const struct mtad_conf *mc = &conf_values(b->s->m->conf)->mtad;
+	char err[256];
 
-	if (what & BEV_EVENT_CONNECTED)
+	if (what & BEV_EVENT_CONNECTED) {
+		/* TCP up: implicit TLS starts now; the TLS filter's own CONNECTED (handshake
+		   done) needs nothing */
+		if (mc->burl_tls == MTAD_BURL_TLS_IMPLICIT && !b->tls && !burl_tls_start(b))
+			burl_finish(b, "451 4.4.1 IMAP server unavailable (no TLS)");
 		return;
-	log_info("%016" PRIx64 " smtp burl imap=%s %s", b->s->id,
-		 conf_values(b->s->m->conf)->mtad.burl_imap,
-		 (what & BEV_EVENT_TIMEOUT) ? "timeout" : "connection failed or closed");
+	}
+	log_info("%016" PRIx64 " smtp burl imap=%s %s%s%s", b->s->id, mc->burl_imap,
+		 (what & BEV_EVENT_TIMEOUT) ? "timeout" : "connection failed or closed",
+		 b->tls ? " tls=" : "", b->tls ? tls_error(bev, err, sizeof(err)) : "");
 	burl_finish(b, "451 4.4.1 IMAP server unavailable");
 }
 
@@ -283,7 +398,6 @@ void smtp_cmd_burl(struct smtp_session *s, const char *arg, size_t len)
 	struct str_view rest = { arg, len }, url, f;
 	struct sockaddr_storage ss;
 	int sslen = sizeof(ss);
-	struct timeval tv = { mc->burl_timeout_ms / 1000, (mc->burl_timeout_ms % 1000) * 1000 };
 	bool last = false;
 	struct burl *b;
 
@@ -337,11 +451,8 @@ void smtp_cmd_burl(struct smtp_session *s, const char *arg, size_t len)
 	b->url = xmemdup0(url.p, url.len);
 	/* deferred callbacks: a connect that fails at once reports from the loop, not from
 	   inside this command */
-	b->bev = bufferevent_socket_new(s->m->base, -1,
-					BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-	bufferevent_setcb(b->bev, burl_read_cb, NULL, burl_event_cb, b);
-	bufferevent_set_timeouts(b->bev, &tv, &tv);
-	bufferevent_enable(b->bev, EV_READ | EV_WRITE);
+	burl_arm(b, bufferevent_socket_new(s->m->base, -1,
+					   BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS));
 	if (bufferevent_socket_connect(b->bev, (struct sockaddr *)&ss, sslen) < 0) {
 		burl_free(b);
 		smtp_tx_free(&s->tx);
