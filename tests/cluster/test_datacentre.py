@@ -11,7 +11,9 @@ the right secret from the client's address is refused by the store host and acce
 the front's (198.18.0.10); a store host answering garbage to the front is cut off with
 NO [UNAVAILABLE]; with store1's mtad and imapd killed (-9) its users get NO [UNAVAILABLE]
 at login and their mail is queued on the front, deferred (not bounced), and arrives once
-when store1 is started again, while store2's users are served throughout. `down` leaves no
+when store1 is started again, while store2's users are served throughout; with store1's link
+down (connections time out, nothing refuses) the same, after the front's proxy_timeout;
+`start` of a host that runs is refused and leaves its daemons alone. `down` leaves no
 process and no namespace. Needs root (CAP_NET_ADMIN): otherwise exit 77 (skip).
 
   test_datacentre.py SOURCE_ROOT MTAD IMAPD SINK STORE_PEEK"""
@@ -181,7 +183,8 @@ def main():
             c.logout()
         for host, user in (("store1", "user1"), ("store2", "user2")):
             text = open(os.path.join(dc.dir, "h", host, "imapd.log")).read()
-            assert_in(f"user={user} via=proxy result=ok", text)
+            # the front's proxy connections leave from its one address
+            assert_in(f"addr={FRONT} user={user} via=proxy result=ok", text)
         with client():
             c = imaplib.IMAP4(FRONT, 143, timeout=30)
         with assert_raises(imaplib.IMAP4.error) as e:
@@ -225,6 +228,7 @@ def main():
         c.send(f"{tag} IDLE\r\n".encode())
         assert c.readline().startswith(b"+"), "no IDLE continuation"
         send(["user5"], "while-idle")
+        c.sock.settimeout(60)
         line = c.readline()
         assert line.endswith(b"EXISTS\r\n"), line
         c.send(b"DONE\r\n")
@@ -357,6 +361,35 @@ def main():
         assert_eq(dc.subjects("user2"), before2)
         assert_served("user1")
 
+    def test_start_of_a_running_host_refused():
+        # `start store2` while store2 runs: refused before anything starts, the running
+        # daemons keep their pid files (a second mtad used to overwrite them, failing to
+        # bind, and the first was left running unrecorded)
+        pids = {d: dc.pid("store2", d) for d in ("mtad", "imapd")}
+        r = cluster("start", dc.dir, "store2", "--build", BUILD, check=False)
+        assert_eq(r.returncode, 1, r.stderr)
+        assert_in("stop store2 first", r.stderr)
+        assert_eq({d: dc.pid("store2", d) for d in pids}, pids)
+        assert all(alive(p) for p in pids.values()), pids
+        assert_served("user2")
+
+    def test_store_host_unreachable():
+        # store1's link down: connections to it time out (no refusal), the front's login
+        # gives up after proxy_timeout, its mail is deferred; back up, the mail arrives once
+        ns = dc.ns["store1"]
+        subprocess.run(["ip", "-n", ns, "link", "set", "eth0", "down"], check=True)
+        try:
+            assert_unavailable("user3")
+            assert_served("user2")
+            send(["user3"], "link-down")
+            wait_for(lambda: deferred(f"user3@{DOMAIN}"), 60, "user3's copy deferred")
+        finally:
+            subprocess.run(["ip", "-n", ns, "link", "set", "eth0", "up"], check=True)
+        wait_for(lambda: "link-down" in dc.subjects("user3"), 60, "user3's copy")
+        settled()
+        assert_eq(dc.subjects("user3").count("link-down"), 1)
+        assert_served("user3")
+
     def down():
         """`down` stops every daemon and removes every namespace; the failures, listed."""
         r = cluster("down", dc.dir, check=False)
@@ -378,7 +411,9 @@ def main():
                           test_idle_through_front_sees_delivery,
                           test_forged_proxy_login_refused,
                           test_garbage_store_host_cut_off,
-                          test_store_host_down_mail_queued])
+                          test_store_host_down_mail_queued,
+                          test_start_of_a_running_host_refused,
+                          test_store_host_unreachable])
         bad = down()
         if bad:
             print("FAIL down: " + "; ".join(bad), flush=True)
