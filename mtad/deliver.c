@@ -494,11 +494,13 @@ static void enqueue_remote(struct smtp_session *s)
 	}
 }
 
-/* A maildrop file's message (XUID with a key: pickup.c) that drop_direct cannot record:
-   every recipient goes to the queue (whose runner delivers the local ones), its entries
+/* A maildrop file's message (XUID with a key: pickup.c): every recipient goes to the queue
+   (whose runner delivers the local ones, each exactly once: queue_runner.c), its entries
    (the direct one, the one forwarded off-site) and the file's record in one commit, so that
    no crash separates the 250 from the record the pickup consults before it submits a file
-   again. */
+   again. A local delivery here could not always be recorded in one commit: one that Sieve
+   scripts take over commits in several steps, and one that fails for some recipients
+   requeues them in another environment's commit. */
 struct drop_enq {
 	struct smtp_session *s;
 	struct store_queue_msg qm[2];
@@ -530,20 +532,6 @@ static void drop_done(int result, const struct store_rcpt *rcpts, size_t n, uint
 		queued(s, d->pick[i], result, d->id[i]);
 	free(d->key);
 	free(d);
-}
-
-/* Whether a maildrop file's message is delivered as any other, its record in the one
-   commit of its local delivery: every recipient local, in one partition (else enqueue_drop).
-   Not recorded: a delivery that Sieve scripts take over (deliver_sieve.c's commits) or
-   that fails for some recipients (requeue_failed). */
-static bool drop_direct(const struct smtp_tx *tx)
-{
-	if (tx->nlocal != tx->nrcpt || tx->nrcpt == 0)
-		return false;
-	for (size_t i = 1; i < tx->nrcpt; i++)
-		if (tx->rcpt[i].part != tx->rcpt[0].part)
-			return false;
-	return true;
 }
 
 static void enqueue_drop(struct smtp_session *s)
@@ -584,7 +572,7 @@ static void blob_finished(int rc, void *arg)
 		commit_finished(s);
 		return;
 	}
-	if (tx->held || (s->drop_key != NULL && !drop_direct(tx))) {
+	if (tx->held || s->drop_key != NULL) {
 		/* quarantined by a milter: every recipient waits in the queue, held, until
 		   `mailctl queue release`; a maildrop file's: enqueue_drop */
 		for (size_t i = 0; i < tx->nrcpt; i++)
@@ -610,7 +598,6 @@ static void blob_finished(int rc, void *arg)
 			if (!tx->rcpt[i].local)
 				continue;
 			tx->srcpt[k].user = tx->rcpt[i].user;
-			tx->srcpt[k].drop_key = s->drop_key; /* drop_direct's: one partition */
 			if (tx->quarantine) {
 				/* DMARC quarantine (mtad_auth.c) */
 				tx->srcpt[k].mailbox = "Junk";

@@ -1057,6 +1057,7 @@ struct qdlv {
 	struct store_blob *blob;   /* what q_fn stores: the caller's copy in part (lives until
 				      done), or edited */
 	struct store_blob *edited; /* editheader's copy (ours), or NULL */
+	char *mark;                /* the queue's record written with the delivery, or NULL */
 	struct sieve_tx d;         /* dests only (d.d, d.nd) */
 	bool *create;              /* per dest */
 	char **dup;
@@ -1103,6 +1104,9 @@ static int q_fn(struct store_txn *t, void *arg)
 			return rc;
 	if (q->has_vac && (rc = vac_fn(t, &q->vac)) != 0)
 		return rc;
+	if (q->mark != NULL &&
+	    (rc = store_drop_put_txn(t, q->mark, q->qid, STORE_DROP_DELIVERED)) != 0)
+		return rc;
 	for (size_t i = 0; i < q->d.nd; i++) {
 		const struct sv_dest *d = &q->d.d[i];
 		uint64_t mbox, bits = 0;
@@ -1142,6 +1146,7 @@ static void q_free(struct qdlv *q)
 	free(q->dup_until);
 	free(q->create);
 	store_blob_free(&q->edited); /* after the commit: done() ran */
+	free(q->mark);
 	free(q->user);
 	free(q->vac.key);
 	free(q->vac_to);
@@ -1302,6 +1307,11 @@ int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
 		q->blob = q->edited;
 	sieve_result_clear(&res);
 	munmap(map, (size_t)dq->size);
+	/* recorded with the delivery, so that a restart does not run the script again, unless
+	   a redirect went out in a commit of its own (then the script runs again rather than
+	   lose it) or the script refused the message (the bounce is the queue's) */
+	if (dq->mark != NULL && q->d.nout == 0 && q->code == 250)
+		q->mark = xstrdup(dq->mark);
 	store_gc_submit(m->gc, dq->part, q->blob, q_fn, q, q_done, q);
 	return 0;
 }

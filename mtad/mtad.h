@@ -395,6 +395,8 @@ struct deliver_queued {
 	int fd;
 	uint64_t size;
 	struct store_blob *blob;
+	const char *mark; /* NULL, or the record the delivery's commit writes (queue_runner.c's
+			     mark_key) when nothing else goes out of it (no redirect) */
 };
 int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
 			 void (*done)(int code, const char *text, void *arg), void *arg);

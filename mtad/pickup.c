@@ -728,6 +728,8 @@ static int sweep_one(const struct store_drop *d, void *arg)
 	char path[sizeof(p->dir) + 300], key[STORE_DROP_KEY_MAX + 1] = "";
 	struct stat st;
 
+	if (strncmp(d->key, "drop.", 5) != 0)
+		return 0; /* not a file's: the queue runner's delivery records (queue_runner.c) */
 	if (slash != NULL && (size_t)(slash - d->key) < sizeof(p->name)) {
 		snprintf(path, sizeof(path), "%s/%.*s", p->dir, (int)(slash - d->key), d->key);
 		if (lstat(path, &st) == 0)

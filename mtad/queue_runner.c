@@ -50,6 +50,7 @@ static struct qjob *job_copy(struct queue_runner *qr, const struct store_queue_m
 	job->remote = xcalloc(qm->nrcpt, sizeof(*job->remote));
 	job->delayed = xcalloc(qm->nrcpt, sizeof(*job->delayed));
 	job->recorded = xcalloc(qm->nrcpt, sizeof(*job->recorded));
+	job->marked = xcalloc(qm->nrcpt, sizeof(*job->marked));
 	TAILQ_INIT(&job->lmtp);
 	TAILQ_INIT(&job->works);
 	for (size_t i = 0; i < qm->nrcpt; i++) {
@@ -82,6 +83,7 @@ static void job_free(struct qjob *job)
 	free(job->remote);
 	free(job->delayed);
 	free(job->recorded);
+	free(job->marked);
 	free(job);
 }
 
@@ -277,13 +279,57 @@ void queue_dest_released(struct queue_runner *qr, struct qdest *d)
 }
 
 /* A local recipient of a queue entry (a bounce to one of our users, a requeued local
-   recipient): its copy of the message file, delivered through the group commit. */
+   recipient, a maildrop file's): its copy of the message file, delivered through the group
+   commit. Exactly once: the delivery's commit in the user's partition also writes a record
+   (store_drop.c's DBI, key mark_key) naming the entry and the recipient, so that when mtad
+   is killed before the queue records the delivery the entry's next run finds the record and
+   does not deliver again; the record goes once the queue has the outcome (unmark). */
 struct local_dlv {
 	struct qwork *w;
 	struct store_rcpt r;
 	char user[256];
+	char key[48]; /* mark_key */
+	unsigned part;
 	struct store_blob *blob;
 };
+
+#define QUEUE_MARK_PREFIX "q/"
+
+static void mark_key(uint64_t id, size_t i, char *out, size_t size)
+{
+	snprintf(out, size, QUEUE_MARK_PREFIX "%016" PRIx64 "/%zu", id, i);
+}
+
+static int unmark_fn(struct store_txn *t, void *arg)
+{
+	return store_drop_del_txn(t, arg);
+}
+
+static void unmark_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+			void *arg)
+{
+	(void)rcpts;
+	(void)n;
+	(void)value;
+	if (result != 0)
+		log_warnx("queue: the delivery record %s not dropped: %s (at the next start)",
+			  (char *)arg, store_strerror(result));
+	free(arg);
+}
+
+/* Recipient i's outcome is in the queue: its delivery's record goes. */
+static void unmark(struct qjob *job, size_t i)
+{
+	char *key;
+
+	if (job->marked[i] == 0 || job->qr->m->gc == NULL)
+		return;
+	key = xmalloc(48);
+	mark_key(job->qm.id, i, key, 48);
+	store_gc_submit(job->qr->m->gc, job->marked[i] - 1, NULL, unmark_fn, key, unmark_done,
+			key);
+	job->marked[i] = 0;
+}
 
 static void local_outcome(struct local_dlv *ld, int rc)
 {
@@ -306,6 +352,8 @@ static void local_sieved(int code, const char *text, void *arg)
 {
 	struct local_dlv *ld = arg;
 
+	if (code / 100 == 2) /* its record, if the script's delivery wrote one, goes later */
+		ld->w->job->marked[ld->w->idx[0]] = ld->part + 1;
 	queue_rcpt_outcome(ld->w, 0, code, text, "local");
 	queue_work_done(ld->w);
 	store_blob_free(&ld->blob);
@@ -320,6 +368,8 @@ static void local_delivered(int result, const struct store_rcpt *rcpts, size_t n
 	(void)rcpts;
 	(void)n;
 	(void)value;
+	if (result == 0 && ld->r.result == 0)
+		ld->w->job->marked[ld->w->idx[0]] = ld->part + 1;
 	local_outcome(ld, result != 0 ? result : ld->r.result);
 }
 
@@ -329,10 +379,25 @@ static void local_deliver(struct local_dlv *ld, unsigned part)
 {
 	struct store *st = ld->w->job->qr->m->store;
 	char chunk[65536];
+	struct qjob *job = ld->w->job;
+	size_t i = ld->w->idx[0];
+	struct store_drop rec;
 	uint64_t size;
 	ssize_t got;
 	int fd, rc;
 
+	ld->part = part;
+	mark_key(job->qm.id, i, ld->key, sizeof(ld->key));
+	if (store_drop_get(st, ld->key, &rec) == 0) {
+		/* delivered before mtad was killed, the queue not told: not again */
+		log_info("%016" PRIx64 ": to=<%s> delivered before a restart (recorded in "
+			 "partition %u)",
+			 job->qm.id, job->qm.rcpt[i].addr, rec.part);
+		job->marked[i] = rec.part + 1;
+		local_outcome(ld, 0);
+		return;
+	}
+	ld->r.drop_key = ld->key; /* written with the delivery (store_batch.c) */
 	if ((rc = store_queue_open(st, ld->w->job->qm.id, &fd, &size)) != 0) {
 		local_outcome(ld, rc);
 		return;
@@ -355,11 +420,10 @@ static void local_deliver(struct local_dlv *ld, unsigned part)
 		return;
 	}
 	{
-		struct qjob *job = ld->w->job;
 		struct deliver_queued dq = {
 			job->qm.id, job->qm.sender, job->qm.rcpt[ld->w->idx[0]].addr,
 			ld->user,   part,           sieve_fd,
-			size,       ld->blob
+			size,       ld->blob,       ld->key
 		};
 
 		rc = deliver_sieve_queued(job->qr->m, &dq, local_sieved, ld);
@@ -596,8 +660,10 @@ static void record_done(int result, const struct store_rcpt *rcpts, size_t n, ui
 	(void)n;
 	(void)value;
 	if (result == 0)
-		for (size_t k = 0; k < r->n; k++)
+		for (size_t k = 0; k < r->n; k++) {
 			job->recorded[r->idx[k]] = true;
+			unmark(job, r->idx[k]);
+		}
 	else
 		log_warnx("%016" PRIx64 ": recording delivery failed: %s (kept for the end of the "
 			  "run)",
@@ -948,6 +1014,8 @@ static void finish_done(int result, const struct store_rcpt *rcpts, size_t n, ui
 		log_warnx("%016" PRIx64 ": queue finish failed: %s", job->qm.id,
 			  store_strerror(result));
 	bounce_queued(qr, job, &f->dsn, result);
+	for (size_t i = 0; result == 0 && i < job->qm.nrcpt; i++)
+		unmark(job, i); /* every outcome is in the queue (or the entry gone) */
 	for (size_t k = 0; k < f->nset; k++)
 		free(f->set[k].error);
 	free(f->set);

@@ -32,6 +32,8 @@ struct qjob {
 	char **remote;               /* per recipient: the relay that answered */
 	bool *delayed;               /* per recipient: in this run's delay notice */
 	bool *recorded;              /* per recipient: its outcome is in the queue already */
+	unsigned *marked;            /* per recipient: its local delivery's record is in
+					partition marked - 1 (0: none; queue_runner.c) */
 	bool delay_noticed;          /* a delay notice went out for this message before */
 	size_t lookups;              /* directory lookups of local recipients in flight */
 	struct qwork_list lmtp;      /* works for store hosts, started when they are in */

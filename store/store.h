@@ -622,9 +622,10 @@ struct store_rcpt {
 					that use (the first by name; none: one is made, named
 					mailbox, with that use), before mailbox */
 	unsigned flags;       /* in: initial flags (usually 0) */
-	const char *drop_key; /* in: NULL, or (the batch calls) a maildrop record written in
-				 the txn of this recipient's partition when every recipient of
-				 the delivery in it is delivered (store_drop.c) */
+	const char *drop_key; /* in: NULL, or (the batch calls) a record (store_drop.c)
+				 written in the txn of this recipient's partition when every
+				 recipient of the delivery in it is delivered: mtad's queue
+				 runner names the queue entry and recipient it delivers */
 	int result;           /* out: 0 or a store_err (ENOUSER, EQUOTA, temporary) */
 	uint64_t mbox;        /* out: mailbox id */
 	uint32_t uid;         /* out */

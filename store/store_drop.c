@@ -5,7 +5,10 @@
  * twice: the pickup asks before each submission and only removes a file already recorded,
  * then drops its record. Also the record of a refused file whose delivery status
  * notification is queued (the DSN's queue id, added in the same txn), so that a file found
- * recorded so is only renamed, its sender never notified twice. */
+ * recorded so is only renamed, its sender never notified twice. mtad's queue runner keeps
+ * records of its own here too (keys "q/ID/INDEX", mtad/queue_runner.c): a local delivery
+ * of a queue entry's recipient, written with the delivery, so that it is never made
+ * twice. */
 #include <string.h>
 #include <time.h>
 

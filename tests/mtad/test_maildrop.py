@@ -12,7 +12,11 @@ A file mtad refuses with a 5xx becomes bad.* and its sender gets one delivery st
 notification (the owner when MAIL refused the sender, nobody for the null sender), also
 across kill -9s between its commit and the rename.
 
-  test_maildrop.py SOURCE_ROOT MTAD STORE_PEEK HERON_SENDMAIL"""
+Every maildrop message goes through the queue, whose local deliveries are exactly once: a
+user with a Sieve script and one without, kill -9s right after the queue runner's
+deliveries, one copy each.
+
+  test_maildrop.py SOURCE_ROOT MTAD STORE_PEEK HERON_SENDMAIL MAILCTL"""
 import os
 import re
 import subprocess
@@ -24,13 +28,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from heronlib import (DOMAIN, Mtad, Store, assert_eq, assert_in, run_suite,  # noqa: E402
                       wait_for, write_conf, write_users)
 
-ROOT, MTAD, PEEK, SENDMAIL = sys.argv[1:5]
+ROOT, MTAD, PEEK, SENDMAIL, MAILCTL = sys.argv[1:6]
 TMP = tempfile.mkdtemp(prefix="heron-maildrop-")
 SOCK = os.path.join(TMP, "submit.sock")
 DROP = os.path.join(TMP, "maildrop")
 os.mkdir(DROP)
 os.chmod(DROP, 0o1733)
-write_users(os.path.join(TMP, "users"), ["user1", "user2", "root", "nobody"])
+write_users(os.path.join(TMP, "users"), ["user1", "user2", "user3", "root", "nobody"])
 mtad = Mtad(MTAD, TMP, {"backend": "file", "users_file": os.path.join(TMP, "users")},
             {"local_submission": SOCK, "maildrop": DROP}, tls=False)
 store = Store(PEEK, mtad.conf)
@@ -353,6 +357,53 @@ def test_refused_kill9_one_dsn():
     print(f"     kill -9 with {left} of {n} files left; one DSN each")
 
 
+def crash_counts(user, tag, n):
+    got = [re.search(rb"\r\nSubject: " + tag.encode() + rb" (\d+)\r\n",
+                     store.body(user, int(m[0]))) for m in store.inbox(user)]
+    return [sum(1 for g in got if g and int(g.group(1)) == i) for i in range(n)]
+
+
+def test_kill9_queue_deliveries_once():
+    """30 files to user3 (a Sieve script takes its delivery over: a flag, then keep) and
+    user2; mtad is killed with -9 right after each of eight queue runner deliveries (the
+    window between the delivery's commit and the queue's record of it) and started again:
+    one copy each (the delivery's commit records the queue entry and recipient; a restart
+    finds that record and does not deliver again)."""
+    r = sendmail(["user3"], "Subject: user3 made\n\nx\n", conf=dead_conf())
+    assert_eq(r.returncode, 0, r.stderr)
+    wait_for(lambda: with_subject("user3", "user3 made"), what="user3's first message")
+    script = os.path.join(TMP, "user3.sieve")
+    with open(script, "w") as f:
+        f.write('require "imap4flags";\naddflag "\\\\Flagged";\nkeep;\n')
+    r = subprocess.run([MAILCTL, "-c", mtad.conf, "sieve", "put", "user3", "main", script,
+                        "--activate"], capture_output=True, text=True)
+    assert_eq(r.returncode, 0, r.stderr)
+    mtad.stop()
+    n = 30
+    for i in range(n):
+        r = sendmail(["user3", "user2"], f"Subject: qcrash {i}\n\nn\n")
+        assert_eq(r.returncode, 0, r.stderr)
+    sent = "status=sent (250 2.0.0 delivered"
+    for _ in range(8):
+        before = mtad.logtext().count(sent)
+        mtad.start()
+        end = time.time() + 30
+        while mtad.logtext().count(sent) == before and time.time() < end:
+            time.sleep(0.002)  # the kill as close to a delivery as the poll allows
+        mtad.kill9()
+    mtad.start()
+    wait_for(lambda: files("drop.") == [], what="the files submitted")
+    wait_for(lambda: sum(crash_counts("user3", "qcrash", n)) >= n
+             and sum(crash_counts("user2", "qcrash", n)) >= n, what="every delivery")
+    wait_for(lambda: not [e for e in store.queue() if "user3@" in e or "user2@" in e],
+             what="the queue emptied")
+    assert_eq(crash_counts("user3", "qcrash", n), [1] * n)
+    assert_eq(crash_counts("user2", "qcrash", n), [1] * n)
+    assert_in("delivered by sieve", mtad.logtext())
+    print(f"     {mtad.logtext().count('delivered before a restart')} deliveries found "
+          "recorded after a kill -9")
+
+
 if __name__ == "__main__":
     if os.getuid() != 0:
         print("skip: needs root (runs heron-sendmail as the user nobody)")
@@ -361,5 +412,5 @@ if __name__ == "__main__":
         test_dropped_while_down, test_dropped_while_running, test_untrusted_files,
         test_kill9_exactly_once, test_removal_lost_after_250, test_xuid_refused_to_others,
         test_refused_notified, test_refused_sender_tells_owner, test_refused_null_sender,
-        test_refused_rename_lost, test_refused_kill9_one_dsn,
+        test_refused_rename_lost, test_refused_kill9_one_dsn, test_kill9_queue_deliveries_once,
     ], TMP))
