@@ -11,8 +11,12 @@ replacement, recipients added and removed, sender changed), negotiated steps lef
 left unanswered, refused recipients sent to a milter that asks, macro lists asked for, two
 milters in a row (the second sent the message as the first changed it), and each failure
 (down, silent past its timeout, garbage, a close after a step or in the middle of a reply,
-a packet length past the limit): the milter's default action at that step, answered in
-bounded time, a log line, and mtad serving the next session.
+a packet length past the limit; silence or garbage at MAIL and at RCPT under each
+milter_default_action): the milter's default action at that step, answered in bounded time,
+a log line, and mtad serving the next session. Also: SMFIR_SKIP in the body, NR_MAIL and
+NR_RCPT, SMFIC_ABORT at RSET, a 421 or SMFIR_SHUTDOWN at each step (the 421, then the
+session closed; at connect in place of the greeting), a client leaving while mtad waits for
+the milter. scripts/test runs it under ASan+UBSan too.
 
   test_milter.py SOURCE_ROOT MTAD STORE_PEEK"""
 import os
@@ -652,6 +656,14 @@ def test_421_at_later_steps_closes():
             assert closed(d), (cmd, "mtad kept the session open")
             d.close()
             assert_eq(commands(peer.last())[-1], b"Q")
+    # pipelined commands after the 421 get no reply: the session ends at the 421
+    peer.reset(Plan(replies={b"M": SHUTDOWN}))
+    d = Dialogue()
+    d.cmd("EHLO client.test")
+    assert_eq(d.cmd("MAIL FROM:<user3@heron.test>",
+                    b"RCPT TO:<user1@heron.test>\r\nDATA\r\nNOOP\r\n"), SHUTDOWN_TEXT)
+    assert closed(d), "mtad answered after its 421"
+    d.close()
     # at the end of the message: refused with the 421, nothing kept, the session closed
     for reply, want in ((REPLYCODE("421 4.7.0 Going down"), "421 4.7.0 Going down"),
                         (SHUTDOWN, SHUTDOWN_TEXT)):
@@ -666,6 +678,44 @@ def test_421_at_later_steps_closes():
         d.close()
     time.sleep(0.5)
     assert inbox_message("user1", "eom-421") is None
+
+
+def test_client_leaves_while_the_milter_works():
+    # the client closes while mtad waits for the milter at CONNECT, at RCPT and at the end
+    # of the message: the milter's late answer finds the session gone (nothing kept, it was
+    # not answered), and the next session is served
+    def late(data):
+        time.sleep(1.0)
+        return CONTINUE
+    for cmd, lines in ((b"C", []), (b"R", ["EHLO client.test", "MAIL FROM:<user3@heron.test>"])):
+        peer.reset(Plan(replies={cmd: late}))
+        sock = socket.create_connection(("127.0.0.1", mtad.port), timeout=30)
+        f = sock.makefile("rwb")
+        if lines:
+            f.readline()
+            for line in lines:
+                f.write(line.encode() + b"\r\n")
+                f.flush()
+                while f.readline()[3:4] == b"-":
+                    pass
+            f.write(b"RCPT TO:<user1@heron.test>\r\n")
+            f.flush()
+        f.close()
+        sock.close()
+        assert_in(cmd, commands(peer.last()))  # the conversation ended
+    peer.reset(Plan(eob_delay=1.0))
+    d = Dialogue()
+    d.cmd("EHLO client.test")
+    d.cmd("MAIL FROM:<user3@heron.test>")
+    d.cmd("RCPT TO:<user1@heron.test>")
+    assert d.cmd("DATA").startswith("354")
+    d.f.write((MESSAGE.format(subject="left-early") + ".\r\n").encode())
+    d.f.flush()
+    d.close()
+    assert_in(b"E", commands(peer.last()))
+    assert_eq(run(Plan(), "after-leaving")[0], 250)
+    stored("user1", "after-leaving")
+    assert inbox_message("user1", "left-early") is None
 
 
 def failure(plan, subject, want, limit=10.0):
@@ -791,7 +841,8 @@ def main():
              test_bad_list_refused_at_start,
              test_failure_at_mail_and_rcpt_each_default_action, test_skip_during_the_body,
              test_no_reply_at_mail_and_rcpt, test_abort_on_rset_alone,
-             test_421_at_connect_closes_without_greeting, test_421_at_later_steps_closes]
+             test_421_at_connect_closes_without_greeting, test_421_at_later_steps_closes,
+             test_client_leaves_while_the_milter_works]
     return run_suite(mtad, tests, TMP, cleanup=[peer.close, peer2.close, relay.close])
 
 
