@@ -323,14 +323,21 @@ bool cmd_subscribe(struct imap_cmd *cmd)
 }
 
 enum { LSEL_SUBSCRIBED = 1, LSEL_SPECIAL = 2, LSEL_RECURSIVE = 4 };
-enum { LRET_SUBSCRIBED = 1, LRET_CHILDREN = 2, LRET_SPECIAL = 4, LRET_STATUS = 8 };
+enum {
+	LRET_SUBSCRIBED = 1,
+	LRET_CHILDREN = 2,
+	LRET_SPECIAL = 4,
+	LRET_STATUS = 8,
+	LRET_METADATA = 16,
+};
 
 struct list_ctx {
 	struct imap_client *c;
 	struct store_txn *t;
 	bool lsub;
 	unsigned sel, ret;
-	const struct imap_arg *status; /* RETURN (STATUS (items)) */
+	const struct imap_arg *status;   /* RETURN (STATUS (items)) */
+	const struct imap_arg *metadata; /* RETURN (METADATA (entries)), cmd_metadata.c */
 	char **subs;                   /* every subscription, sorted (parents_find) */
 	size_t nsubs;
 	char **parents; /* this pattern's parents_find result, sorted */
@@ -395,6 +402,9 @@ static int list_cb(const struct store_mbox_info *mi, void *arg)
 	if ((l->ret & LRET_STATUS) && !nonexistent && !(mi->attrs & STORE_MBOX_NOSELECT) &&
 	    store_mbox_status(l->t, mi->id, &st) == 0)
 		imap_status_write(c, mi->name, mi->name_len, mi->id, &st, l->status);
+	/* LIST-METADATA: \Noselect mailboxes have entries too */
+	if ((l->ret & LRET_METADATA) && !nonexistent)
+		imap_list_metadata_write(c, l->t, mi->id, mi->name, mi->name_len, l->metadata);
 	return 0;
 }
 
@@ -499,7 +509,7 @@ static int list_selection(const struct imap_arg *a, unsigned *sel)
 	return (*sel & LSEL_RECURSIVE) && !(*sel & (LSEL_SUBSCRIBED | LSEL_SPECIAL)) ? -1 : 0;
 }
 
-/* RETURN (SUBSCRIBED CHILDREN SPECIAL-USE STATUS (items)): 0, or -1. */
+/* RETURN (SUBSCRIBED CHILDREN SPECIAL-USE STATUS (items) METADATA (entries)): 0, or -1. */
 static int list_return(const struct imap_arg *a, struct list_ctx *l)
 {
 	if (a->type != IMAP_ARG_LIST)
@@ -517,6 +527,12 @@ static int list_return(const struct imap_arg *a, struct list_ctx *l)
 				return -1;
 			l->ret |= LRET_STATUS;
 			l->status = o;
+		} else if (imap_arg_atom_is(o, "METADATA")) {
+			o = imap_arg_next(o);
+			if (o > a + a->span || !imap_list_metadata_ok(o))
+				return -1;
+			l->ret |= LRET_METADATA;
+			l->metadata = o;
 		} else
 			return -1;
 	}

@@ -272,6 +272,40 @@ static bool meta_get_run(struct imap_cmd *cmd, struct meta_get *g, const struct 
 	return imap_cmd_ok(cmd, "GETMETADATA completed");
 }
 
+/* ------------------------------------------------------------------------------------- */
+/* LIST RETURN (METADATA (entry ...)), RFC 9590 */
+
+bool imap_list_metadata_ok(const struct imap_arg *a)
+{
+	const struct imap_arg *e = a + 1;
+
+	if (a->type != IMAP_ARG_LIST || a->n == 0 || a->n > META_SPECS_MAX)
+		return false;
+	for (uint32_t i = 0; i < a->n; i++, e = imap_arg_next(e))
+		if (!imap_arg_is_astring(e) || !store_annot_entry_valid(e->s, e->len))
+			return false;
+	return true;
+}
+
+void imap_list_metadata_write(struct imap_client *c, struct store_txn *t, uint64_t mbox,
+			      const char *name, size_t len, const struct imap_arg *a)
+{
+	struct meta_get g = { .c = c, .depth = 0 };
+	const struct imap_arg *e = a + 1;
+	char *n = xmemdup0(name, len);
+
+	g.mbox = n;
+	for (uint32_t i = 0; i < a->n && meta_spec(&g, t, mbox, e->s, e->len) == 0;
+	     i++, e = imap_arg_next(e))
+		;
+	if (g.nsent > 0)
+		imap_write(c, ")\r\n", 3);
+	for (size_t i = 0; i < g.nsent; i++)
+		free(g.sent[i]);
+	free(g.sent);
+	free(n);
+}
+
 bool cmd_getmetadata(struct imap_cmd *cmd)
 {
 	struct meta_get g = { .c = cmd->c };

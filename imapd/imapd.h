@@ -681,6 +681,13 @@ bool cmd_urlfetch(struct imap_cmd *cmd);
 /* cmd_urlauth.c: URLAUTH (RFC 4467). Whether the full URLAUTH URL u (parsed from s) may be
    used by this session on mailbox mbox of t (the URL's user's): mechanism INTERNAL with the
    mailbox key's token, not expired, this host, and an access that admits the session. */
+/* cmd_metadata.c: LIST RETURN (METADATA (entry ...)) of RFC 9590. Whether a is such an entry
+   list (valid entry names, at most 256); then, after a mailbox's LIST line, its METADATA
+   response (mailbox id mbox, stored name[0..len), read in t): each entry's value, NIL when it
+   has none, as GETMETADATA with DEPTH 0 answers it. */
+bool imap_list_metadata_ok(const struct imap_arg *a);
+void imap_list_metadata_write(struct imap_client *c, struct store_txn *t, uint64_t mbox,
+			      const char *name, size_t len, const struct imap_arg *a);
 struct imap_url;
 /* cmd_urlauth.c: the untagged "OK [URLMECH ...]" of a SELECT or EXAMINE (RFC 4467). */
 void imap_urlauth_select(struct imap_client *c);

@@ -2,7 +2,8 @@
 examples (4.2, 4.2.1 MAXSIZE, 4.2.2 DEPTH, 4.3, 4.4.1) and the limits as NO with their
 response codes ([METADATA MAXSIZE n], [METADATA TOOMANY], [METADATA NOPRIVATE], LONGENTRIES
 in the OK), entry-name syntax as BAD, literal8 values, commands sent a byte at a time, the
-entries' life with their mailbox (delete, rename, INBOX rename) and after kill -9, and an
+entries' life with their mailbox (delete, rename, INBOX rename) and after kill -9, entries of
+a \\Noselect mailbox, LIST RETURN (METADATA (...)) of LIST-METADATA (RFC 9590), and an
 imaplib session.
 
 Usage: test_imapd_metadata.py IMAPD_BINARY DELIVER_BINARY"""
@@ -298,6 +299,39 @@ def test_noselect_mailbox():
     assert out[-1].startswith("i NO"), out
 
 
+def test_list_return_metadata():
+    """LIST-METADATA (RFC 9590): LIST RETURN (METADATA (entries)) follows each mailbox's LIST
+    line with its METADATA, NIL for an entry it has none of, a \\Noselect mailbox too; with
+    other RETURN options and LIST-STATUS; a bad entry name or an empty list is BAD."""
+    r = D.raw("carol")
+    assert_in("LIST-METADATA", r.cmd("c", "CAPABILITY")[0].split())
+    create(r, "Lm")
+    create(r, "Lm/Kid")
+    create(r, "Lm/Hole/Deep")
+    ok(r.cmd("a", "DELETE Lm/Hole"), "a")
+    ok(r.cmd("b", 'SETMETADATA Lm (/shared/comment "parent" /private/comment "mine")'), "b")
+    ok(r.cmd("d", 'SETMETADATA Lm/Hole (/private/comment "hole")'), "d")
+    out = ok(r.cmd("l", 'LIST "" Lm* RETURN (METADATA (/shared/comment /private/comment))'),
+             "l")
+    lines = [line for line in out if line.startswith("* ")]
+    by_box = dict(zip([line.split('"/" ')[1] for line in lines[0::2]], lines[1::2]))
+    assert_eq(by_box["Lm"], '* METADATA Lm (/shared/comment "parent" /private/comment "mine")')
+    assert_in("\\Noselect", [line for line in lines if line.endswith('"/" Lm/Hole')][0])
+    assert_eq(by_box["Lm/Hole"], '* METADATA Lm/Hole (/shared/comment NIL /private/comment '
+                                 '"hole")')
+    assert_eq(by_box["Lm/Kid"], "* METADATA Lm/Kid (/shared/comment NIL /private/comment NIL)")
+    assert_eq(len(lines), 8, out)
+    out = ok(r.cmd("m", 'LIST "" Lm RETURN (CHILDREN STATUS (MESSAGES) '
+                        'METADATA ("/shared/comment"))'), "m")
+    assert_eq(out[1:], ["* STATUS Lm (MESSAGES 0)", '* METADATA Lm (/shared/comment "parent")',
+                        "m OK List completed"], out)
+    for bad in ('LIST "" Lm RETURN (METADATA ())', 'LIST "" Lm RETURN (METADATA (comment))',
+                'LIST "" Lm RETURN (METADATA)', 'LIST "" Lm RETURN (METADATA /shared/comment)'):
+        out = r.cmd("x", bad)
+        assert out[-1].startswith("x BAD"), (bad, out)
+        ok(r.cmd("o", "NOOP"), "o")
+
+
 def test_kill9_keeps_acknowledged():
     r = D.raw()
     create(r, "Durable")
@@ -347,7 +381,8 @@ def main():
     return run_suite(D, [test_capability, test_rfc_4_3_set_examples, test_server_entries,
                          test_rfc_4_2_1_maxsize, test_rfc_4_2_2_depth, test_limits,
                          test_syntax, test_literal8_and_byte_at_a_time, test_mailbox_life,
-                         test_noselect_mailbox, test_imaplib, test_noprivate,
+                         test_noselect_mailbox, test_list_return_metadata, test_imaplib,
+                         test_noprivate,
                          test_kill9_keeps_acknowledged], D.dir)
 
 
