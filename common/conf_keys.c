@@ -599,6 +599,20 @@ const struct conf_key conf_keys[] = {
 	{ "imapd", "metadata_comment", CONF_STR, 0, 0, "", NULL,
 	  "the server annotation /shared/comment (empty: none); read-only for clients",
 	  CONF_AT(imapd.metadata_comment) },
+	{ "imapd", "namespace_other", CONF_STR, 0, 0, "", NULL,
+	  "prefix of the other users' namespace (RFC 2342), such as \"Other Users/\" (ending "
+	  "in /): PREFIX/USER/MAILBOX names a mailbox USER shared with an ACL (RFC 4314); empty: "
+	  "no such namespace, NAMESPACE answers the personal one only",
+	  CONF_AT(imapd.namespace_other) },
+	{ "imapd", "namespace_shared", CONF_STR, 0, 0, "", NULL,
+	  "prefix of the shared (public) namespace, such as \"Shared/\" (ending in /): "
+	  "PREFIX/MAILBOX names a mailbox of the store user shared_owner, seen by the rights its "
+	  "ACL gives; empty: no such namespace",
+	  CONF_AT(imapd.namespace_shared) },
+	{ "imapd", "shared_owner", CONF_STR, 0, 0, "shared", NULL,
+	  "the store user whose mailboxes make the shared namespace (created with mailctl user "
+	  "add; its ACLs set with mailctl acl)",
+	  CONF_AT(imapd.shared_owner) },
 	{ "imapd", "urlauth_submit_users", CONF_LIST, 0, 0, "", NULL,
 	  "users (logins) that act as the submission server: they may URLFETCH the URLAUTH URLs "
 	  "of access submit+USER for any USER (mtad's [mtad] burl_user for BURL); empty: none",

@@ -187,6 +187,9 @@ struct imapd_conf {
 	bool metadata_private;
 	const char *metadata_admin;
 	const char *metadata_comment;
+	const char *namespace_other;  /* "" or a prefix ending in '/' */
+	const char *namespace_shared; /* "" or a prefix ending in '/' */
+	const char *shared_owner;
 	const struct conf_list *urlauth_submit_users;
 	bool proxy;
 	const struct conf_list *proxy_hosts;

@@ -1,5 +1,6 @@
 /* cmd_acl.c — owns ACL (RFC 4314): MYRIGHTS, GETACL, LISTRIGHTS, SETACL and DELETEACL on the
- * logged-in user's mailboxes, whose lists the store keeps (store_acl.c). The owner holds every
+ * logged-in user's mailboxes and on those others share with it (imap_ns.c: GETACL, LISTRIGHTS,
+ * SETACL and DELETEACL need 'a' there), whose lists the store keeps (store_acl.c). The owner holds every
  * right and is never in a list (SETACL and DELETEACL on the owner answer NO [CANNOT] unless
  * they change nothing); any other identifier ("anyone", a user name, either with a leading
  * '-' for negative rights) is stored as given. A SETACL's "+" and "-" are applied inside the
@@ -11,13 +12,15 @@
 #include "imapd/imapd.h"
 #include "store/store.h"
 
-/* The mailbox of argument 0 after checking that the command has argc astrings: its stored
-   name (malloc'd), or NULL after the reply was sent. */
-static char *acl_mailbox(struct imap_cmd *cmd, size_t argc, const char *usage)
+/* The mailbox of argument 0 after checking that the command has argc astrings, into b (the
+   client's own or one shared with it, imap_ns.c), with its name as the client gave it
+   (malloc'd) into *name_r: 0, or -1 after the reply was sent. need: the rights the client
+   must hold (none for its own mailboxes), else NO [NOPERM]. */
+static int acl_mailbox(struct imap_cmd *cmd, size_t argc, const char *usage, uint32_t need,
+		       struct imap_ns_box *b, char **name_r)
 {
 	struct imap_client *c = cmd->c;
 	struct store_txn *t = NULL;
-	uint64_t id;
 	char *name;
 	int rc;
 
@@ -27,25 +30,34 @@ static char *acl_mailbox(struct imap_cmd *cmd, size_t argc, const char *usage)
 		ok = imap_arg_is_astring(imap_cmd_arg(cmd, i));
 	if (!ok) {
 		imap_cmd_bad(cmd, usage);
-		return NULL;
+		return -1;
 	}
 	if ((name = imap_mailbox_arg(cmd, 0)) == NULL)
-		return NULL;
-	rc = store_txn_begin(c->srv->store, c->part, STORE_TXN_READ, &t);
-	if (rc == 0)
-		rc = store_mbox_find(t, c->user_id, name, &id);
-	store_txn_abort(&t);
+		return -1;
+	if ((rc = imap_ns_find(c, name, b)) == 0 && b->own) {
+		rc = store_txn_begin(c->srv->store, c->part, STORE_TXN_READ, &t);
+		if (rc == 0)
+			rc = store_mbox_find(t, c->user_id, name, &b->mbox);
+		store_txn_abort(&t);
+	}
+	if (rc == 0 && (b->rights & need) != need)
+		rc = STORE_ENOTSUP;
 	if (rc != 0) {
 		free(name);
-		imap_cmd_store_error(cmd, rc, "ACL");
-		return NULL;
+		imap_ns_box_release(b);
+		if (rc == STORE_ENOTSUP)
+			imap_cmd_no(cmd, "[NOPERM] ACL: the administer right (a) is needed");
+		else
+			imap_cmd_store_error(cmd, rc, "ACL");
+		return -1;
 	}
-	return name;
+	*name_r = name;
+	return 0;
 }
 
-/* Whether identifier argument i names the mailbox's owner (the logged-in user), as it is
-   or with the '-' of negative rights. */
-static bool acl_is_owner(struct imap_cmd *cmd, size_t i)
+/* Whether identifier argument i names the mailbox's owner, as it is or with the '-' of
+   negative rights. */
+static bool acl_is_owner(struct imap_cmd *cmd, size_t i, const char *owner)
 {
 	const struct imap_arg *a = imap_cmd_arg(cmd, i);
 	const char *s = a->s;
@@ -55,7 +67,7 @@ static bool acl_is_owner(struct imap_cmd *cmd, size_t i)
 		s++;
 		len--;
 	}
-	return len == strlen(cmd->c->user) && memcmp(s, cmd->c->user, len) == 0;
+	return len == strlen(owner) && memcmp(s, owner, len) == 0;
 }
 
 /* "* VERB mailbox" (the rest of the line is the caller's) */
@@ -78,14 +90,16 @@ static void acl_rights(struct imap_client *c, uint32_t rights)
 /* MYRIGHTS mailbox (RFC 4314 3.8) */
 bool cmd_myrights(struct imap_cmd *cmd)
 {
-	char *name = acl_mailbox(cmd, 1, "Expected: MYRIGHTS mailbox");
+	struct imap_ns_box b;
+	char *name;
 
-	if (name == NULL)
+	if (acl_mailbox(cmd, 1, "Expected: MYRIGHTS mailbox", 0, &b, &name) < 0)
 		return true;
 	acl_line(cmd->c, "MYRIGHTS", name);
-	acl_rights(cmd->c, STORE_ACL_ALL);
+	acl_rights(cmd->c, b.rights);
 	imap_write(cmd->c, "\r\n", 2);
 	free(name);
+	imap_ns_box_release(&b);
 	return imap_cmd_ok(cmd, "MYRIGHTS completed");
 }
 
@@ -101,40 +115,40 @@ static int acl_entry(const char *id, size_t len, uint32_t rights, void *arg)
 }
 
 /* GETACL's line: the owner, then the stored identifiers. 0 or a store error (nothing sent). */
-static int acl_getacl(struct imap_client *c, const char *name)
+static int acl_getacl(struct imap_client *c, const char *name, const struct imap_ns_box *b)
 {
 	struct store_txn *t = NULL;
-	uint64_t id;
 	int rc;
 
-	if ((rc = store_txn_begin(c->srv->store, c->part, STORE_TXN_READ, &t)) != 0)
+	if ((rc = store_txn_begin(c->srv->store, b->part, STORE_TXN_READ, &t)) != 0)
 		return rc;
-	if ((rc = store_mbox_find(t, c->user_id, name, &id)) == 0) {
-		acl_line(c, "ACL", name);
-		acl_entry(c->user, strlen(c->user), STORE_ACL_ALL, c);
-		rc = store_acl_list(t, id, acl_entry, c);
-		imap_write(c, "\r\n", 2);
-	}
+	acl_line(c, "ACL", name);
+	acl_entry(b->owner_name, strlen(b->owner_name), STORE_ACL_ALL, c);
+	rc = store_acl_list(t, b->mbox, acl_entry, c);
+	imap_write(c, "\r\n", 2);
 	store_txn_abort(&t);
 	return rc;
 }
 
-/* GETACL mailbox (3.3) and LISTRIGHTS mailbox identifier (3.7, CMD_ALT) */
+/* GETACL mailbox (3.3) and LISTRIGHTS mailbox identifier (3.7, CMD_ALT); both need 'a' on
+   another user's mailbox (4). */
 bool cmd_getacl(struct imap_cmd *cmd)
 {
 	struct imap_client *c = cmd->c;
 	bool list = (cmd->def_flags & CMD_ALT) != 0;
-	char *name = acl_mailbox(cmd, list ? 2 : 1,
-				 list ? "Expected: LISTRIGHTS mailbox identifier"
-				      : "Expected: GETACL mailbox");
 	const struct imap_arg *id;
+	struct imap_ns_box b;
+	char *name;
 	int rc;
 
-	if (name == NULL)
+	if (acl_mailbox(cmd, list ? 2 : 1,
+			list ? "Expected: LISTRIGHTS mailbox identifier" : "Expected: GETACL mailbox",
+			STORE_ACL_ADMIN, &b, &name) < 0)
 		return true;
 	if (!list) {
-		rc = acl_getacl(c, name);
+		rc = acl_getacl(c, name, &b);
 		free(name);
+		imap_ns_box_release(&b);
 		if (rc != 0)
 			return imap_cmd_store_error(cmd, rc, "GETACL");
 		return imap_cmd_ok(cmd, "GETACL completed");
@@ -145,11 +159,12 @@ bool cmd_getacl(struct imap_cmd *cmd)
 	imap_write_astring(c, id->s, id->len);
 	/* the owner always holds every right; anyone else may be given each one alone (k x t
 	   e apart: RIGHTS=texk), c and d standing for k x and t e */
-	if (acl_is_owner(cmd, 1) && id->s[0] != '-')
+	if (acl_is_owner(cmd, 1, b.owner_name) && id->s[0] != '-')
 		imap_printf(c, " lrswipkxtecda\r\n");
 	else
 		imap_printf(c, " \"\" l r s w i p k x t e c d a\r\n");
 	free(name);
+	imap_ns_box_release(&b);
 	return imap_cmd_ok(cmd, "LISTRIGHTS completed");
 }
 
@@ -213,32 +228,38 @@ static bool acl_rights_arg(struct imap_cmd *cmd, struct acl_set *op)
 	return false;
 }
 
-/* SETACL mailbox identifier rights (3.1) and DELETEACL mailbox identifier (3.2, CMD_ALT) */
+/* SETACL mailbox identifier rights (3.1) and DELETEACL mailbox identifier (3.2, CMD_ALT):
+   the owner's, or of a user holding 'a' (written in the owner's partition) */
 bool cmd_setacl(struct imap_cmd *cmd)
 {
 	bool del = (cmd->def_flags & CMD_ALT) != 0;
 	struct acl_set *op;
 	const struct imap_arg *id;
+	struct imap_ns_box b;
 	uint32_t had, now;
 	char *name;
 
 	if (cmd->ctx != NULL)
 		return acl_set_resume(cmd, del);
-	name = acl_mailbox(cmd, del ? 2 : 3,
-			   del ? "Expected: DELETEACL mailbox identifier"
-			       : "Expected: SETACL mailbox identifier rights");
-	if (name == NULL)
+	if (acl_mailbox(cmd, del ? 2 : 3,
+			del ? "Expected: DELETEACL mailbox identifier"
+			    : "Expected: SETACL mailbox identifier rights",
+			STORE_ACL_ADMIN, &b, &name) < 0)
 		return true;
+	free(name);
 	op = xcalloc(1, sizeof(*op));
-	op->mbox = name;
-	op->user = cmd->c->user_id;
+	op->mbox = b.local;
+	b.local = NULL;
+	op->user = b.owner;
 	if (!del && acl_rights_arg(cmd, op)) {
+		imap_ns_box_release(&b);
 		acl_set_free(op);
 		return true;
 	}
 	id = imap_cmd_arg(cmd, 1);
-	if (acl_is_owner(cmd, 1)) {
+	if (acl_is_owner(cmd, 1, b.owner_name)) {
 		/* the owner's rights are all of them, "-owner" takes none away */
+		imap_ns_box_release(&b);
 		had = id->s[0] == '-' ? 0 : STORE_ACL_ALL;
 		now = del ? 0 : store_acl_apply(had, op->mod, op->rights);
 		acl_set_free(op);
@@ -247,11 +268,13 @@ bool cmd_setacl(struct imap_cmd *cmd)
 		return imap_cmd_no(cmd, "[CANNOT] The owner always holds every right");
 	}
 	if (!store_acl_id_valid(id->s, id->len)) {
+		imap_ns_box_release(&b);
 		acl_set_free(op);
 		return imap_cmd_no(cmd, "[CANNOT] Invalid identifier");
 	}
 	op->id = xmemdup0(id->s, id->len);
 	op->idlen = id->len;
-	imap_commit_start(cmd, cmd->c->part, NULL, acl_set_fn, op, acl_set_free);
+	imap_commit_start(cmd, b.part, NULL, acl_set_fn, op, acl_set_free);
+	imap_ns_box_release(&b);
 	return false;
 }

@@ -129,6 +129,14 @@ bool cmd_copy(struct imap_cmd *cmd)
 		imap_seqset_release(&uids);
 		return imap_cmd_no(cmd, "[READ-ONLY] Mailbox is read-only");
 	}
+	if (c->view->part != c->part) {
+		/* another user's mailbox in another partition (imap_ns.c): the copy would be one
+		   write in two environments */
+		free(name);
+		imap_seqset_release(&uids);
+		return imap_cmd_no(cmd, "[CANNOT] Messages of this mailbox cannot be copied to "
+					"your mailboxes (another store partition)");
+	}
 	rc = store_txn_begin(c->srv->store, c->part, STORE_TXN_READ, &t);
 	if (rc == 0)
 		rc = store_mbox_find(t, c->user_id, name, &dst);

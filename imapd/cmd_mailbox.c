@@ -185,7 +185,18 @@ static void mbox_op_free(void *arg)
 static bool mbox_write(struct imap_cmd *cmd, int (*fn)(struct store_txn *, void *),
 		       struct mbox_op *op, const char *what)
 {
-	struct mbox_op *h = xmalloc(sizeof(*h));
+	struct mbox_op *h;
+
+	/* the other namespaces' names are other users' mailboxes (imap_ns.c): the client's own
+	   cannot take them, and theirs are made, renamed and deleted by their owners */
+	if (fn != subscribe_fn && ((op->a != NULL && imap_ns_reserved(cmd->c, op->a)) ||
+				   (op->b != NULL && imap_ns_reserved(cmd->c, op->b)))) {
+		free(op->a);
+		free(op->b);
+		return imap_cmd_reply(cmd, "NO", "[NOPERM] %s: not in the personal namespace",
+				      what);
+	}
+	h = xmalloc(sizeof(*h));
 
 	*h = *op;
 	h->what = what;
@@ -556,6 +567,8 @@ static int list_matches(struct list_ctx *l, const char *pattern)
 		parents_find(l, pattern);
 	if (rc == 0)
 		rc = store_mbox_list(l->t, l->c->user_id, pattern, subscribed, list_cb, l);
+	if (rc == 0 && !subscribed && !(l->sel & LSEL_SPECIAL) && l->ret == 0)
+		rc = imap_ns_list(l->c, pattern); /* mailboxes others share (imap_ns.c) */
 	for (size_t i = 0; i < l->nparents && rc == 0; i++)
 		if (!name_in(l->subs, l->nsubs, l->parents[i], strlen(l->parents[i])))
 			rc = parent_write(l, l->parents[i]);
@@ -682,6 +695,6 @@ bool cmd_namespace(struct imap_cmd *cmd)
 {
 	if (cmd->nargs != 0)
 		return imap_cmd_bad(cmd, "NAMESPACE takes no arguments");
-	imap_printf(cmd->c, "* NAMESPACE ((\"\" \"/\")) NIL NIL\r\n");
+	imap_ns_write(cmd->c);
 	return imap_cmd_ok(cmd, "Namespace completed");
 }

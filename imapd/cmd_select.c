@@ -7,17 +7,38 @@
 #include "imapd/imapd.h"
 #include "store/store.h"
 
-/* Resolves a validated name to a mailbox id; 0 or a store error. */
-static int find_mbox(struct imap_client *c, const char *name, uint64_t *id_r)
+/* Resolves a validated name to a mailbox id (the client's own, or one another user lets it
+   read: imap_ns.c); *own_r: whether it is the client's. 0, STORE_ENOMBOX, STORE_ENOTSUP
+   (visible but no 'r': NOPERM) or a store error. */
+static int find_mbox(struct imap_client *c, const char *name, uint64_t *id_r, bool *own_r)
 {
 	struct store_txn *t = NULL;
+	struct imap_ns_box b;
 	int rc;
 
+	if ((rc = imap_ns_find(c, name, &b)) != 0)
+		return rc;
+	*own_r = b.own;
+	if (!b.own) {
+		*id_r = b.mbox;
+		imap_ns_box_release(&b);
+		return b.rights & STORE_ACL_READ ? 0 : STORE_ENOTSUP;
+	}
+	imap_ns_box_release(&b);
 	if ((rc = store_txn_begin(c->srv->store, c->part, STORE_TXN_READ, &t)) != 0)
 		return rc;
 	rc = store_mbox_find(t, c->user_id, name, id_r);
 	store_txn_abort(&t);
 	return rc;
+}
+
+/* find_mbox's error as the reply of verb */
+static bool find_error(struct imap_cmd *cmd, int rc, const char *verb)
+{
+	if (rc == STORE_ENOTSUP)
+		return imap_cmd_reply(cmd, "NO", "[NOPERM] %s: no right to read this mailbox",
+				      verb);
+	return imap_cmd_store_error(cmd, rc, verb);
 }
 
 struct qresync {
@@ -106,6 +127,7 @@ struct select_op {
 	struct qresync qr;
 	uint64_t id;
 	char *name;
+	bool readonly; /* EXAMINE, or another user's mailbox (read-only for now) */
 	struct imap_recent_claim claim;
 };
 
@@ -130,7 +152,7 @@ static bool select_finish(struct imap_cmd *cmd, struct select_op *so, uint32_t f
 			  bool owned)
 {
 	struct imap_client *c = cmd->c;
-	bool readonly = (cmd->def_flags & CMD_READONLY) != 0;
+	bool examine = (cmd->def_flags & CMD_READONLY) != 0, readonly = so->readonly;
 	int rc = imap_view_open(cmd, so->id, so->name, readonly, first_recent);
 
 	if (rc == 0)
@@ -140,11 +162,11 @@ static bool select_finish(struct imap_cmd *cmd, struct select_op *so, uint32_t f
 	if (!owned) /* else the command's end frees it (imap_commit.c) */
 		select_op_free(so);
 	if (rc != 0)
-		return imap_cmd_store_error(cmd, rc, readonly ? "EXAMINE" : "SELECT");
+		return imap_cmd_store_error(cmd, rc, examine ? "EXAMINE" : "SELECT");
 	imap_client_set_state(c, IMAP_ST_SELECTED);
 	return imap_cmd_reply(cmd, "OK", "[%s] %s completed",
 			      readonly ? "READ-ONLY" : "READ-WRITE",
-			      readonly ? "EXAMINE" : "SELECT");
+			      examine ? "EXAMINE" : "SELECT");
 }
 
 /* SELECT claims the mailbox's \Recent messages for this session: when there are any, the
@@ -156,6 +178,7 @@ bool cmd_select(struct imap_cmd *cmd)
 	bool readonly = (cmd->def_flags & CMD_READONLY) != 0;
 	struct select_op *so;
 	uint32_t first = UINT32_MAX;
+	bool own = true;
 	int rc;
 
 	if (cmd->ctx != NULL) {
@@ -187,10 +210,14 @@ bool cmd_select(struct imap_cmd *cmd)
 		select_op_free(so);
 		return true;
 	}
-	if ((rc = find_mbox(c, so->name, &so->id)) != 0) {
+	if ((rc = find_mbox(c, so->name, &so->id, &own)) != 0) {
 		select_op_free(so);
-		return imap_cmd_store_error(cmd, rc, readonly ? "EXAMINE" : "SELECT");
+		return find_error(cmd, rc, readonly ? "EXAMINE" : "SELECT");
 	}
+	/* another user's mailbox is read-only: the rights to change it (s w t e) are not
+	   applied to STORE and EXPUNGE yet */
+	readonly |= !own;
+	so->readonly = readonly;
 	if (!readonly && imap_view_recent_check(c, so->id, &first)) {
 		so->claim.mbox = so->id;
 		so->claim.first = UINT32_MAX;
@@ -275,6 +302,7 @@ bool cmd_status(struct imap_cmd *cmd)
 	struct store_txn *t = NULL;
 	struct store_status st;
 	uint64_t id;
+	bool own;
 	char *name;
 	int rc;
 
@@ -284,14 +312,15 @@ bool cmd_status(struct imap_cmd *cmd)
 		return imap_cmd_bad(cmd, "Unknown STATUS item");
 	if ((name = imap_mailbox_arg(cmd, 0)) == NULL)
 		return true;
-	rc = find_mbox(c, name, &id);
-	if (rc == 0 && (rc = store_txn_begin(c->srv->store, c->part, STORE_TXN_READ, &t)) == 0) {
+	rc = find_mbox(c, name, &id, &own);
+	if (rc == 0 &&
+	    (rc = store_txn_begin(c->srv->store, STORE_ID_PART(id), STORE_TXN_READ, &t)) == 0) {
 		rc = store_mbox_status(t, id, &st);
 		store_txn_abort(&t);
 	}
 	if (rc != 0) {
 		free(name);
-		return imap_cmd_store_error(cmd, rc, "STATUS");
+		return find_error(cmd, rc, "STATUS");
 	}
 	imap_status_write(c, name, strlen(name), id, &st, items);
 	free(name);

@@ -735,6 +735,29 @@ void imap_status_write(struct imap_client *c, const char *name, size_t len, uint
 void imap_mailboxid(uint64_t mbox, char *out);
 void imap_emailid(uint64_t blob, char *out);
 
+/* imap_ns.c: namespaces (RFC 2342) and whose mailbox a name is. A name resolved: the owner's
+   user id and partition, the mailbox id, the client's rights (every one for its own), and
+   the names in the owner's namespace and of the owner (malloc'd: imap_ns_box_release). */
+struct imap_ns_box {
+	uint64_t owner, mbox;
+	unsigned part;
+	uint32_t rights; /* STORE_ACL_* */
+	bool own;
+	char *local;      /* the name in the owner's namespace */
+	char *owner_name; /* the owner's user name */
+};
+/* A validated (stored-form) name: the client's own mailbox name (mbox not looked up: 0), or
+   another user's or the shared namespace's mailbox the client may see ('l'). Errors:
+   STORE_ENOMBOX (none, or no 'l'), store errors. */
+int imap_ns_find(struct imap_client *c, const char *name, struct imap_ns_box *b);
+void imap_ns_box_release(struct imap_ns_box *b);
+/* Whether name is one of the other namespaces' (the client cannot create such a name). */
+bool imap_ns_reserved(const struct imap_client *c, const char *name);
+/* The untagged NAMESPACE response. */
+void imap_ns_write(struct imap_client *c);
+/* LIST lines of the other namespaces' names matching pattern: 0 or a store error. */
+int imap_ns_list(struct imap_client *c, const char *pattern);
+
 /* Mailbox names: validates a client's name (modified UTF-7, no empty levels) and maps INBOX
    case-insensitively. Returns a malloc'd canonical name or NULL with *why_r. After ENABLE
    IMAP4rev2 the client's names are UTF-8 and are first encoded to modified UTF-7 (the form

@@ -430,6 +430,19 @@ int store_acl_list(struct store_txn *t, uint64_t mbox,
 		   int (*cb)(const char *id, size_t len, uint32_t rights, void *arg), void *arg);
 /* The rights user (not the owner) holds on mbox by the list: 0 when none. */
 int store_acl_rights(struct store_txn *t, uint64_t mbox, const char *user, uint32_t *rights_r);
+/* A mailbox shared with a user: its id, its owner's user id and name, its name in the
+   owner's namespace (valid during the callback) and the user's rights on it. */
+struct store_acl_shared {
+	uint64_t mbox, owner;
+	const char *owner_name, *name;
+	size_t name_len;
+	uint32_t rights;
+};
+/* Calls cb for each selectable mailbox of t's partition, in id order, that is not user's and
+   whose list gives user every right of want (store_acl_rights: rows naming user or anyone);
+   cb's non-zero stops and is returned. Reads every row naming user or anyone. */
+int store_acl_shared(struct store_txn *t, const char *user, uint32_t want,
+		     int (*cb)(const struct store_acl_shared *sh, void *arg), void *arg);
 
 /* ------------------------------------------------------------------------------------- */
 /* Blobs: immutable message files. A blob writer computes the message cache (msgcache.h) as

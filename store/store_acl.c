@@ -224,6 +224,77 @@ int store_acl_rights(struct store_txn *t, uint64_t mbox, const char *user, uint3
 	return 0;
 }
 
+/* The mailboxes with a row naming user or anyone, each once (rows are in mailbox order). */
+static int acl_candidates(struct store_txn *t, const char *user, uint64_t **ids_r, size_t *n_r)
+{
+	size_t len = strlen(user), n = 0, cap = 0;
+	uint64_t *ids = NULL;
+	MDB_cursor *c;
+	MDB_val key, v;
+	int rc;
+
+	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[DBI_ACL], &c)) != 0)
+		return store_mdb_err(t, rc, "cursor");
+	for (rc = mdb_cursor_get(c, &key, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(c, &key, &v, MDB_NEXT)) {
+		const char *id = (const char *)key.mv_data + 8;
+		size_t il = key.mv_size > 8 ? key.mv_size - 8 : 0;
+		uint64_t mbox;
+
+		if (il == 0 || !((il == len && memcmp(id, user, len) == 0) ||
+				 (il == 6 && memcmp(id, "anyone", 6) == 0)))
+			continue;
+		mbox = get_be64(key.mv_data);
+		if (n > 0 && ids[n - 1] == mbox)
+			continue;
+		if (n == cap)
+			ids = xreallocarray(ids, cap = cap * 2 + 16, sizeof(*ids));
+		ids[n++] = mbox;
+	}
+	mdb_cursor_close(c);
+	*ids_r = ids;
+	*n_r = n;
+	return rc == 0 || rc == MDB_NOTFOUND ? 0 : store_mdb_err(t, rc, "acl shared");
+}
+
+int store_acl_shared(struct store_txn *t, const char *user, uint32_t want,
+		     int (*cb)(const struct store_acl_shared *sh, void *arg), void *arg)
+{
+	uint64_t *ids = NULL;
+	size_t n = 0;
+	int rc = acl_candidates(t, user, &ids, &n);
+
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		struct store_acl_shared sh = { .mbox = ids[i] };
+		struct store_user u;
+		struct mbox_rec r;
+
+		if ((rc = store_acl_rights(t, ids[i], user, &sh.rights)) != 0)
+			break;
+		if ((sh.rights & want) != want || want == 0)
+			continue;
+		if ((rc = mbox_rec_load(t, ids[i], &r)) == STORE_ENOMBOX) {
+			rc = 0; /* a row verify would count */
+			continue;
+		}
+		if (rc != 0 || (r.attrs & STORE_MBOX_NOSELECT))
+			continue;
+		if ((rc = store_user_get_id(t, r.user, &u)) != 0) {
+			rc = rc == STORE_ENOUSER ? 0 : rc;
+			continue;
+		}
+		if (strcmp(u.name, user) == 0)
+			continue; /* the user's own: never listed as shared */
+		sh.owner = r.user;
+		sh.owner_name = u.name;
+		sh.name = r.namebuf;
+		sh.name_len = r.name_len;
+		rc = cb(&sh, arg);
+	}
+	free(ids);
+	return rc;
+}
+
 int store_acl_drop(struct store_txn *t, uint64_t mbox)
 {
 	return store_del_prefix(t, DBI_ACL, mbox);

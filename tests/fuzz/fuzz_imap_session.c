@@ -74,6 +74,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	set("imapd", "max_append_size", "1M");
 	set("imapd", "login_timeout", "5s");
 	set("imapd", "max_connections_per_ip", "1000");
+	set("imapd", "namespace_other", "Other Users/"); /* the namespaces' names parsed too */
+	set("imapd", "namespace_shared", "Shared/");
 	shared = shmtable_new(64, 1, NET_SHM_KEY_MAX, 60000); /* the master makes it in imapd.c */
 	fuzz_listen("imap", &fds, &to);
 	imapd_worker_init(&srv, conf, NULL);

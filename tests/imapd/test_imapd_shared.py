@@ -1,9 +1,16 @@
-"""imapd end to end: access control lists (RFC 4314) kept in the store. The owner's SETACL,
+"""imapd end to end: access control lists (RFC 4314) kept in the store, and the namespaces
+(RFC 2342) that let other users reach what is shared with them. The owner's SETACL,
 DELETEACL, GETACL, LISTRIGHTS and MYRIGHTS as raw dialogues after RFC 4314's examples
 (3.1's refused rights, 3.3's GETACL, 3.7's LISTRIGHTS, the obsolete c and d of 2.1.1), "+"
 and "-" changes, "anyone" and negative rights, the list's life with its mailbox (RENAME keeps
 it, DELETE drops it), a kill -9 after the OK, an imaplib session, and `mailctl acl` against
-the same store (get, set, delete, its refusals) with `mailctl verify` clean after.
+the same store (get, set, delete, its refusals) with `mailctl verify` clean after. Then, with
+[imapd] namespace_other and namespace_shared set, three users: NAMESPACE's answer, a grantee
+listing, selecting (read-only), reading and seeing the owner's new mail, a user without
+rights seeing nothing (NONEXISTENT), rights taken away ('l' without 'r': NOPERM), anyone and
+a negative right, 'a' letting a grantee read and change the list, the shared namespace of the
+store user "shared" (lists set by mailctl), the namespaces' names refused to CREATE/RENAME/
+DELETE, and an imaplib session.
 
 Usage: test_imapd_shared.py IMAPD_BINARY DELIVER_BINARY"""
 import json
@@ -38,7 +45,7 @@ def dialogue(r, lines):
 def mailctl(*args, rc=0):
     mc = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(D.binary))),
                       "mailctl", "mailctl")
-    p = subprocess.run([mc, "-c", D.conf, "--json", *args], capture_output=True, timeout=60)
+    p = subprocess.run([mc, "-c", D.conf, "--json", *args], capture_output=True, timeout=120)
     assert p.returncode == rc, (args, p.returncode, p.stdout, p.stderr)
     return json.loads(p.stdout) if rc == 0 and p.stdout.strip() else p
 
@@ -189,13 +196,154 @@ def test_mailctl_acl():
     assert_eq((v["status"], v["bad_acl"]), ("clean", 0))
 
 
+NS = {"namespace_other": "Other Users/", "namespace_shared": "Shared/"}
+MSG = b"From: a@example.org\r\nSubject: team\r\n\r\nplans\r\n"
+
+
+def lists(r, pattern):
+    """The names LIST "" pattern answers, with their attributes."""
+    out = ok(r.cmd("l", 'LIST "" "%s"' % pattern), "l")
+    return [line for line in out[:-1]]
+
+
+def test_namespace_answer():
+    """RFC 2342 5: the personal namespace, the other users' and the shared one."""
+    r = D.raw("alice")
+    assert_eq(r.cmd("n", "NAMESPACE"),
+              ['* NAMESPACE (("" "/")) (("Other Users/" "/")) (("Shared/" "/"))',
+               "n OK Namespace completed"])
+
+
+def test_grantee_lists_selects_reads():
+    a, b, c = D.raw("alice"), D.raw("bob"), D.raw("carol")
+    # two partitions, three users: the grants below cross partitions or not, and are said
+    parts = {u: mailctl("user", "show", u)["partition"] for u in ("alice", "bob", "carol")}
+    print("partitions:", parts)
+    ok(a.cmd("c", "CREATE Team"), "c")
+    a.append(MSG, mailbox="Team")
+    ok(a.cmd("s", "SETACL Team bob lr"), "s")
+    got = lists(b, "*")
+    for want in ['* LIST (\\Noselect \\HasChildren) "/" "Other Users"',
+                 '* LIST (\\Noselect \\HasChildren) "/" "Other Users/alice"',
+                 '* LIST (\\HasNoChildren) "/" "Other Users/alice/Team"']:
+        assert want in got, (want, got)
+    assert_eq([x for x in lists(b, "%") if "Other" in x],
+              ['* LIST (\\Noselect \\HasChildren) "/" "Other Users"'])
+    # carol was given nothing: nothing listed, and the name does not exist for her
+    assert_eq([x for x in lists(c, "*") if "Other" in x], [])
+    out = c.cmd("x", 'SELECT "Other Users/alice/Team"')
+    assert out[-1].startswith("x NO [NONEXISTENT]"), out
+    # bob reads: his rights, STATUS, a read-only SELECT, FETCH
+    assert_eq(b.cmd("m", 'MYRIGHTS "Other Users/alice/Team"'),
+              ['* MYRIGHTS "Other Users/alice/Team" lr', "m OK MYRIGHTS completed"])
+    out = ok(b.cmd("t", 'STATUS "Other Users/alice/Team" (MESSAGES)'), "t")
+    assert_eq(out[0], '* STATUS "Other Users/alice/Team" (MESSAGES 1)')
+    out = b.cmd("e", 'SELECT "Other Users/alice/Team"')
+    assert_eq(out[-1], "e OK [READ-ONLY] SELECT completed")
+    out = ok(b.cmd("f", "FETCH 1 (FLAGS BODY[HEADER.FIELDS (SUBJECT)])"), "f")
+    assert "Subject: team" in "\n".join(out), out
+    # the session sees the owner's changes as for its own mail
+    a.append(MSG, mailbox="Team")
+    out = ok(b.cmd("o", "NOOP"), "o")
+    assert "* 2 EXISTS" in out, out
+    # without 'a' the list is not bob's to read or change
+    assert b.cmd("g", 'GETACL "Other Users/alice/Team"')[-1].startswith("g NO [NOPERM]")
+    assert b.cmd("h", 'SETACL "Other Users/alice/Team" carol l')[-1].startswith(
+        "h NO [NOPERM]")
+    # one's own mailboxes have their own names; users nobody knows do not exist
+    for name in ("Other Users/bob/INBOX", "Other Users/nosuch/INBOX", "Other Users/alice",
+                 "Other Users"):
+        out = b.cmd("y", 'EXAMINE "%s"' % name)
+        assert out[-1].startswith("y NO [NONEXISTENT]"), (name, out)
+
+
+def test_rights_taken_away():
+    a, b = D.raw("alice"), D.raw("bob")
+    ok(a.cmd("c", "CREATE Gone"), "c")
+    ok(a.cmd("s", "SETACL Gone bob l"), "s")
+    # 'l' without 'r': listed, not readable
+    assert '* LIST (\\HasNoChildren) "/" "Other Users/alice/Gone"' in lists(b, "*")
+    out = b.cmd("e", 'EXAMINE "Other Users/alice/Gone"')
+    assert out[-1].startswith("e NO [NOPERM]"), out
+    out = b.cmd("t", 'STATUS "Other Users/alice/Gone" (MESSAGES)')
+    assert out[-1].startswith("t NO [NOPERM]"), out
+    ok(a.cmd("d", "DELETEACL Gone bob"), "d")
+    assert_eq([x for x in lists(b, "*") if "Gone" in x], [])
+    out = b.cmd("m", 'MYRIGHTS "Other Users/alice/Gone"')
+    assert out[-1].startswith("m NO [NONEXISTENT]"), out
+
+
+def test_anyone_negative_and_admin():
+    a, b, c = D.raw("alice"), D.raw("bob"), D.raw("carol")
+    ok(a.cmd("c", "CREATE Open"), "c")
+    ok(a.cmd("s", "SETACL Open anyone lr"), "s")
+    for r in (b, c):
+        assert '* LIST (\\HasNoChildren) "/" "Other Users/alice/Open"' in lists(r, "*")
+    # a negative right takes 'l' from carol alone
+    ok(a.cmd("n", "SETACL Open -carol l"), "n")
+    assert_eq([x for x in lists(c, "*") if "Open" in x], [])
+    assert '* LIST (\\HasNoChildren) "/" "Other Users/alice/Open"' in lists(b, "*")
+    # 'a' lets bob read and change the list, in alice's partition
+    ok(a.cmd("g", "SETACL Open bob +a"), "g")
+    assert_eq(b.cmd("h", 'GETACL "Other Users/alice/Open"'),
+              ['* ACL "Other Users/alice/Open" alice ' + ALL + " -carol l anyone lr bob a",
+               "h OK GETACL completed"])
+    ok(b.cmd("i", 'SETACL "Other Users/alice/Open" carol lr'), "i")
+    assert b.cmd("j", 'SETACL "Other Users/alice/Open" alice -l')[-1].startswith(
+        "j NO [CANNOT]")
+    assert_eq(a.cmd("k", "GETACL Open"),
+              ["* ACL Open alice " + ALL + " -carol l anyone lr bob a carol lr",
+               "k OK GETACL completed"])
+
+
+def test_shared_namespace():
+    """Shared/NAME: the mailboxes of the store user "shared", their lists set by mailctl."""
+    mailctl("user", "add", "shared")
+    mailctl("mailbox", "create", "shared", "News")
+    mailctl("acl", "set", "shared", "News", "anyone", "lr")
+    mailctl("mailbox", "create", "shared", "Board")
+    r = D.raw("carol")
+    got = lists(r, "Shared/*")
+    assert_eq(got, ['* LIST (\\HasNoChildren) "/" Shared/News'])
+    assert_eq(r.cmd("e", "EXAMINE Shared/News")[-1], "e OK [READ-ONLY] EXAMINE completed")
+    assert r.cmd("b", "EXAMINE Shared/Board")[-1].startswith("b NO [NONEXISTENT]")
+
+
+def test_reserved_names():
+    r = D.raw("alice")
+    for cmd in ('CREATE "Other Users/x"', "CREATE Shared/x", 'RENAME INBOX "Shared/In"',
+                'DELETE "Other Users/bob/INBOX"'):
+        out = r.cmd("c", cmd)
+        assert out[-1].startswith("c NO [NOPERM]"), (cmd, out)
+    # subscribing to a shared name is allowed
+    ok(r.cmd("s", "SUBSCRIBE Shared/News"), "s")
+
+
+def test_ns_imaplib():
+    a = D.login("alice")
+    a.create("Lib")
+    a.setacl("Lib", "bob", "lr")
+    a.logout()
+    b = D.login("bob")
+    typ, names = b.list()
+    assert any(b'"Other Users/alice/Lib"' in n for n in names), names
+    typ, data = b.select('"Other Users/alice/Lib"', readonly=True)
+    assert_eq(typ, "OK")
+    b.logout()
+
+
 def main():
     global D
     imapd, deliver = sys.argv[1], sys.argv[2]
     D = Imapd(imapd, deliver=deliver)
-    return run_suite(D, [test_rfc_examples, test_anyone_and_negative,
-                         test_list_follows_the_mailbox, test_kill9_keeps_acknowledged,
-                         test_imaplib, test_mailctl_acl], D.dir)
+    rc = run_suite(D, [test_rfc_examples, test_anyone_and_negative,
+                       test_list_follows_the_mailbox, test_kill9_keeps_acknowledged,
+                       test_imaplib, test_mailctl_acl], D.dir)
+    D = Imapd(imapd, deliver=deliver, extra=NS)
+    rc |= run_suite(D, [test_namespace_answer, test_grantee_lists_selects_reads,
+                        test_rights_taken_away, test_anyone_negative_and_admin,
+                        test_shared_namespace, test_reserved_names, test_ns_imaplib], D.dir)
+    return rc
 
 
 if __name__ == "__main__":

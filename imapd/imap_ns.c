@@ -1,0 +1,255 @@
+/* imap_ns.c — owns the namespaces (RFC 2342) and the resolution of a client's mailbox name to
+ * a mailbox of some user with the client's rights on it (RFC 4314). The personal namespace
+ * "" holds the user's own mailboxes (every right). With [imapd] namespace_other set ("Other
+ * Users/"), PREFIX/USER/NAME is USER's mailbox NAME; with namespace_shared ("Shared/"),
+ * PREFIX/NAME is the mailbox NAME of the store user shared_owner. Such a mailbox exists for
+ * the client only when its ACL gives the client 'l' (else NONEXISTENT, as for no mailbox at
+ * all); the owner must be a user of this store (any partition): users of other hosts are
+ * not reached. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/xmalloc.h"
+#include "imapd/imapd.h"
+#include "store/store.h"
+
+/* The configured prefix of kind (other: true) without its trailing '/' and its length; 0 when
+   the namespace is off. */
+static size_t ns_prefix(const struct imap_client *c, bool other, const char **p_r)
+{
+	const struct imapd_conf *ic = &conf_values(c->srv->conf)->imapd;
+	const char *p = other ? ic->namespace_other : ic->namespace_shared;
+	size_t len = p != NULL ? strlen(p) : 0;
+
+	if (len > 0 && p[len - 1] == '/')
+		len--;
+	*p_r = p;
+	return len;
+}
+
+/* Whether name is level prefix itself or below it; *rest_r: what follows "prefix/". */
+static bool ns_under(const char *name, const char *p, size_t plen, const char **rest_r)
+{
+	if (plen == 0 || strncmp(name, p, plen) != 0)
+		return false;
+	if (name[plen] == '\0') {
+		*rest_r = name + plen;
+		return true;
+	}
+	if (name[plen] != '/')
+		return false;
+	*rest_r = name + plen + 1;
+	return true;
+}
+
+bool imap_ns_reserved(const struct imap_client *c, const char *name)
+{
+	const char *p, *rest;
+	size_t plen;
+
+	if ((plen = ns_prefix(c, true, &p)) > 0 && ns_under(name, p, plen, &rest))
+		return true;
+	return (plen = ns_prefix(c, false, &p)) > 0 && ns_under(name, p, plen, &rest);
+}
+
+/* The mailbox name of owner (a user of this store) into b, and the client's rights. */
+static int ns_find_in(struct imap_client *c, const char *owner, const char *name,
+		      struct imap_ns_box *b)
+{
+	struct store_txn *t = NULL;
+	struct store_user u;
+	int rc;
+
+	if (strcmp(owner, c->user) == 0)
+		return STORE_ENOMBOX; /* one's own mailboxes have their own names */
+	if ((rc = store_user_locate(c->srv->store, owner, &b->part)) != 0)
+		return rc == STORE_ENOUSER ? STORE_ENOMBOX : rc;
+	if ((rc = store_txn_begin(c->srv->store, b->part, STORE_TXN_READ, &t)) != 0)
+		return rc;
+	if ((rc = store_user_get(t, owner, &u)) == 0 &&
+	    (rc = store_mbox_find(t, u.id, name, &b->mbox)) == 0)
+		rc = store_acl_rights(t, b->mbox, c->user, &b->rights);
+	store_txn_abort(&t);
+	if (rc == STORE_ENOUSER || (rc == 0 && !(b->rights & STORE_ACL_LOOKUP)))
+		return STORE_ENOMBOX; /* no 'l': as if there were no such mailbox */
+	if (rc != 0)
+		return rc;
+	b->owner = u.id;
+	b->own = false;
+	b->local = xstrdup(name);
+	b->owner_name = xstrdup(owner);
+	return 0;
+}
+
+int imap_ns_find(struct imap_client *c, const char *name, struct imap_ns_box *b)
+{
+	char owner[STORE_MAX_NAME + 1];
+	const char *p, *rest, *slash;
+	size_t plen;
+
+	memset(b, 0, sizeof(*b));
+	if ((plen = ns_prefix(c, true, &p)) > 0 && ns_under(name, p, plen, &rest)) {
+		if ((slash = strchr(rest, '/')) == NULL || slash == rest || slash[1] == '\0' ||
+		    (size_t)(slash - rest) > STORE_MAX_NAME)
+			return STORE_ENOMBOX; /* the prefix and user levels are \Noselect */
+		memcpy(owner, rest, (size_t)(slash - rest));
+		owner[slash - rest] = '\0';
+		return ns_find_in(c, owner, slash + 1, b);
+	}
+	if ((plen = ns_prefix(c, false, &p)) > 0 && ns_under(name, p, plen, &rest)) {
+		if (*rest == '\0')
+			return STORE_ENOMBOX;
+		return ns_find_in(c, conf_values(c->srv->conf)->imapd.shared_owner, rest, b);
+	}
+	b->owner = c->user_id;
+	b->part = c->part;
+	b->rights = STORE_ACL_ALL;
+	b->own = true;
+	b->local = xstrdup(name);
+	b->owner_name = xstrdup(c->user);
+	return 0;
+}
+
+void imap_ns_box_release(struct imap_ns_box *b)
+{
+	free(b->local);
+	free(b->owner_name);
+	b->local = b->owner_name = NULL;
+}
+
+void imap_ns_write(struct imap_client *c)
+{
+	const char *p;
+	size_t plen;
+
+	imap_printf(c, "* NAMESPACE ((\"\" \"/\")) ");
+	if ((plen = ns_prefix(c, true, &p)) > 0) {
+		imap_write(c, "((", 2);
+		imap_write_string(c, p, plen + 1); /* with its '/' */
+		imap_write(c, " \"/\")) ", 7);
+	} else
+		imap_write(c, "NIL ", 4);
+	if ((plen = ns_prefix(c, false, &p)) > 0) {
+		imap_write(c, "((", 2);
+		imap_write_string(c, p, plen + 1);
+		imap_write(c, " \"/\"))\r\n", 8);
+	} else
+		imap_write(c, "NIL\r\n", 5);
+}
+
+/* The names LIST may show of the other namespaces: each shared mailbox by its full name,
+   and the levels above it (\Noselect). */
+struct ns_names {
+	struct imap_client *c;
+	struct ns_name {
+		char *name;
+		bool box; /* a mailbox (not only a level above one) */
+	} * v;
+	size_t n;
+};
+
+static void ns_add(struct ns_names *nn, char *name, bool box)
+{
+	if (nn->n % 32 == 0)
+		nn->v = xreallocarray(nn->v, nn->n + 32, sizeof(*nn->v));
+	nn->v[nn->n].name = name;
+	nn->v[nn->n++].box = box;
+}
+
+/* name and each level above it */
+static void ns_add_levels(struct ns_names *nn, char *name)
+{
+	ns_add(nn, name, true);
+	for (char *s = strrchr(name, '/'); s != NULL; s = strrchr(name, '/')) {
+		char *up = xmemdup0(name, (size_t)(s - name));
+
+		ns_add(nn, up, false);
+		name = up;
+	}
+}
+
+static int ns_shared_cb(const struct store_acl_shared *sh, void *arg)
+{
+	struct ns_names *nn = arg;
+	const struct imapd_conf *ic = &conf_values(nn->c->srv->conf)->imapd;
+	const char *p;
+	size_t plen;
+
+	if (strcmp(sh->owner_name, ic->shared_owner) == 0 &&
+	    (plen = ns_prefix(nn->c, false, &p)) > 0)
+		ns_add_levels(nn, xasprintf("%.*s/%.*s", (int)plen, p, (int)sh->name_len,
+					    sh->name));
+	if ((plen = ns_prefix(nn->c, true, &p)) > 0)
+		ns_add_levels(nn, xasprintf("%.*s/%s/%.*s", (int)plen, p, sh->owner_name,
+					    (int)sh->name_len, sh->name));
+	return 0;
+}
+
+static int ns_name_cmp(const void *a, const void *b)
+{
+	const struct ns_name *x = a, *y = b;
+	int d = strcmp(x->name, y->name);
+
+	return d != 0 ? d : (int)y->box - (int)x->box; /* the mailbox before the level */
+}
+
+/* Every name of the other namespaces the client may see, sorted, each once. */
+static int ns_collect(struct imap_client *c, struct ns_names *nn)
+{
+	unsigned nparts = store_partitions(c->srv->store);
+	int rc = 0;
+
+	for (unsigned p = 0; p < nparts && rc == 0; p++) {
+		struct store_txn *t = NULL;
+
+		if ((rc = store_txn_begin(c->srv->store, p, STORE_TXN_READ, &t)) != 0)
+			break;
+		rc = store_acl_shared(t, c->user, STORE_ACL_LOOKUP, ns_shared_cb, nn);
+		store_txn_abort(&t);
+	}
+	if (nn->n > 1)
+		qsort(nn->v, nn->n, sizeof(*nn->v), ns_name_cmp);
+	size_t o = 0;
+
+	for (size_t i = 0; i < nn->n; i++) {
+		if (o > 0 && strcmp(nn->v[o - 1].name, nn->v[i].name) == 0)
+			free(nn->v[i].name);
+		else
+			nn->v[o++] = nn->v[i];
+	}
+	nn->n = o;
+	return rc;
+}
+
+int imap_ns_list(struct imap_client *c, const char *pattern)
+{
+	struct ns_names nn = { c, NULL, 0 };
+	const char *p;
+	int rc;
+
+	if (ns_prefix(c, true, &p) == 0 && ns_prefix(c, false, &p) == 0)
+		return 0;
+	rc = ns_collect(c, &nn);
+	for (size_t i = 0; i < nn.n; i++) {
+		const char *name = nn.v[i].name;
+		size_t len = strlen(name);
+		bool children = false;
+
+		/* the names that start with name follow it: "a-b" sorts between "a" and "a/x" */
+		for (size_t j = i + 1; j < nn.n && !children &&
+				       strncmp(nn.v[j].name, name, len) == 0;
+		     j++)
+			children = nn.v[j].name[len] == '/';
+
+		if (rc == 0 && store_mbox_match(pattern, name, len)) {
+			imap_printf(c, "* LIST (%s%s) \"/\" ", nn.v[i].box ? "" : "\\Noselect ",
+				    children ? "\\HasChildren" : "\\HasNoChildren");
+			imap_write_mailbox(c, name, len);
+			imap_write(c, "\r\n", 2);
+		}
+		free(nn.v[i].name);
+	}
+	free(nn.v);
+	return rc;
+}
