@@ -13,7 +13,8 @@ front is cut off with NO [UNAVAILABLE]; with store1's mtad and imapd killed (-9)
 NO [UNAVAILABLE] at login and their mail is queued on the front, deferred (not bounced), and
 arrives once when store1 is started again, while store2's users are served throughout; with
 store1's link down (connections time out, nothing refuses) the same, after the front's
-proxy_timeout; `start` of a host that runs is refused and leaves its daemons alone. `down`
+proxy_timeout; `start` of a host that runs is refused and leaves its daemons alone; with the
+slapd provider stopped, logins and deliveries go on from each host's consumer. `down`
 leaves no process and no namespace. Needs root (CAP_NET_ADMIN): otherwise exit 77 (skip).
 
   test_datacentre.py SOURCE_ROOT MTAD IMAPD SINK STORE_PEEK"""
@@ -419,6 +420,22 @@ def main():
         assert_eq(dc.subjects("user3").count("link-down"), 1)
         assert_served("user3")
 
+    def test_directory_provider_down():
+        # the ldap host's slapd (the provider) stopped: every host reads its own consumer,
+        # so logins through the front and deliveries go on; started again, on its data
+        cluster("stop", dc.dir, "ldap")
+        try:
+            assert_served("user1")
+            assert_served("user2")
+            send(["user1", "user2"], "provider-down")
+            wait_for(lambda: "provider-down" in dc.subjects("user1") and
+                     "provider-down" in dc.subjects("user2"), 60, "provider-down")
+            settled()
+        finally:
+            cluster("start", dc.dir, "ldap", "--build", BUILD)
+        assert_eq(dc.subjects("user1").count("provider-down"), 1)
+        assert_served("user7")
+
     def down():
         """`down` stops every daemon and removes every namespace; the failures, listed."""
         r = cluster("down", dc.dir, check=False)
@@ -448,7 +465,8 @@ def main():
                           test_garbage_store_host_cut_off,
                           test_store_host_down_mail_queued,
                           test_start_of_a_running_host_refused,
-                          test_store_host_unreachable])
+                          test_store_host_unreachable,
+                          test_directory_provider_down])
         bad = down()
         if bad:
             print("FAIL down: " + "; ".join(bad), flush=True)
