@@ -20,9 +20,11 @@ def sh(*args, check=True):
     return subprocess.run(args, capture_output=True, text=True, timeout=60, check=check)
 
 
-def namespaces():
+def namespaces(pfx):
+    """The namespaces named pfx-*: this test's only (other tests make their own, in parallel)."""
     out = sh("ip", "netns", "list").stdout
-    return {line.split()[0] for line in out.splitlines() if line.strip()}
+    names = {line.split()[0] for line in out.splitlines() if line.strip()}
+    return {n for n in names if n.startswith(pfx + "-")}
 
 
 class NetnsTest(unittest.TestCase):
@@ -38,16 +40,24 @@ class NetnsTest(unittest.TestCase):
         with open(os.path.join(self.dir, "hosts")) as f:
             return [line.split() for line in f if line.strip()]
 
+    def prefix(self):
+        """hc<K>, K derived from the directory (scripts/cluster's naming)."""
+        return "hc" + sh("sh", "-c", 'printf %s "$1" | cksum | cut -c1-6', "-",
+                         os.path.realpath(self.dir)).stdout.strip()
+
     def test_up_status_down(self):
-        before = namespaces()
+        os.makedirs(self.dir, exist_ok=True)
+        pfx = self.prefix()
+        before = namespaces(pfx)
         sh(CLUSTER, "up", self.dir, "--stores", "2")
         hosts = self.hosts()
+        self.assertTrue(all(h[1].startswith(pfx + "-") for h in hosts), hosts)
         self.assertEqual(sorted(h[0] for h in hosts),
                          ["client", "front", "ldap", "sink", "store1", "store2"])
         with open(os.path.join(self.dir, "netns")) as f:
             made = {line.strip() for line in f if line.strip()}
         self.assertEqual(len(made), 7)  # six hosts and the bridge
-        self.assertEqual(namespaces() - before, made)
+        self.assertEqual(namespaces(pfx) - before, made)
         for name, ns, addr in hosts:
             self.assertIn(ipaddress.ip_address(addr), DC, name)
             routes = sh("ip", "-n", ns, "route", "show").stdout
@@ -60,23 +70,23 @@ class NetnsTest(unittest.TestCase):
         self.assertEqual(st.stdout.count("reachable"), 6, st.stdout)
         self.assertNotIn("UNREACHABLE", st.stdout)
         sh(CLUSTER, "down", self.dir)
-        self.assertEqual(namespaces() & made, set())
+        self.assertEqual(namespaces(pfx) & made, set())
         sh(CLUSTER, "down", self.dir)  # idempotent
-        self.assertEqual(namespaces() - before, set())
+        self.assertEqual(namespaces(pfx) - before, set())
 
     def test_failed_up_cleans_up(self):
         # make the store2 namespace's name taken, so `up` fails part-way
         sh(CLUSTER, "up", self.dir, "--stores", "1")
         pfx = self.hosts()[0][1].rsplit("-", 1)[0]
         sh(CLUSTER, "down", self.dir)
-        before = namespaces()
+        before = namespaces(pfx)
         taken = pfx + "-store2"
         sh("ip", "netns", "add", taken)
         try:
             r = sh(CLUSTER, "up", self.dir, "--stores", "2", check=False)
             self.assertNotEqual(r.returncode, 0)
             self.assertIn("up failed", r.stderr)
-            self.assertEqual(namespaces(), before | {taken})
+            self.assertEqual(namespaces(pfx), before | {taken})
             self.assertFalse(os.path.exists(os.path.join(self.dir, "netns")))
         finally:
             sh("ip", "netns", "del", taken, check=False)
