@@ -129,6 +129,12 @@ bool cmd_copy(struct imap_cmd *cmd)
 		imap_seqset_release(&uids);
 		return imap_cmd_no(cmd, "[READ-ONLY] Mailbox is read-only");
 	}
+	if (move && (c->view->rights & (STORE_ACL_DELETE_MSG | STORE_ACL_EXPUNGE)) !=
+			    (STORE_ACL_DELETE_MSG | STORE_ACL_EXPUNGE)) {
+		free(name);
+		imap_seqset_release(&uids);
+		return imap_cmd_no(cmd, "[NOPERM] MOVE: no right to remove messages here (t, e)");
+	}
 	if (c->view->part != c->part) {
 		/* another user's mailbox in another partition (imap_ns.c): the copy would be one
 		   write in two environments */

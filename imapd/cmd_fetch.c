@@ -162,7 +162,8 @@ static struct fetch_cmd *fetch_state(struct imap_cmd *cmd, bool *done_r)
 		*done_r = imap_cmd_bad(cmd, why);
 		return NULL;
 	}
-	if (imap_fetch_sets_seen(f->items) && !c->view->readonly) {
+	if (imap_fetch_sets_seen(f->items) && !c->view->readonly &&
+	    (c->view->rights & STORE_ACL_SEEN)) {
 		if (seen_needed(c, f)) {
 			/* the FETCH waits for the write, the loop does not */
 			cmd->ctx = NULL;

@@ -8,9 +8,10 @@
 #include "store/store.h"
 
 /* Resolves a validated name to a mailbox id (the client's own, or one another user lets it
-   read: imap_ns.c); *own_r: whether it is the client's. 0, STORE_ENOMBOX, STORE_ENOTSUP
+   read: imap_ns.c); *own_r: whether it is the client's, *rights_r the client's rights. 0, STORE_ENOMBOX, STORE_ENOTSUP
    (visible but no 'r': NOPERM) or a store error. */
-static int find_mbox(struct imap_client *c, const char *name, uint64_t *id_r, bool *own_r)
+static int find_mbox(struct imap_client *c, const char *name, uint64_t *id_r, bool *own_r,
+		     uint32_t *rights_r)
 {
 	struct store_txn *t = NULL;
 	struct imap_ns_box b;
@@ -19,6 +20,7 @@ static int find_mbox(struct imap_client *c, const char *name, uint64_t *id_r, bo
 	if ((rc = imap_ns_find(c, name, &b)) != 0)
 		return rc;
 	*own_r = b.own;
+	*rights_r = b.rights;
 	if (!b.own) {
 		*id_r = b.mbox;
 		imap_ns_box_release(&b);
@@ -127,7 +129,8 @@ struct select_op {
 	struct qresync qr;
 	uint64_t id;
 	char *name;
-	bool readonly; /* EXAMINE, or another user's mailbox (read-only for now) */
+	bool readonly;   /* EXAMINE, or another user's mailbox without s, w, t or e */
+	uint32_t rights; /* the client's on it */
 	struct imap_recent_claim claim;
 };
 
@@ -154,6 +157,9 @@ static bool select_finish(struct imap_cmd *cmd, struct select_op *so, uint32_t f
 	struct imap_client *c = cmd->c;
 	bool examine = (cmd->def_flags & CMD_READONLY) != 0, readonly = so->readonly;
 	int rc = imap_view_open(cmd, so->id, so->name, readonly, first_recent);
+
+	if (rc == 0)
+		c->view->rights = so->rights;
 
 	if (rc == 0)
 		imap_urlauth_select(c);
@@ -210,15 +216,16 @@ bool cmd_select(struct imap_cmd *cmd)
 		select_op_free(so);
 		return true;
 	}
-	if ((rc = find_mbox(c, so->name, &so->id, &own)) != 0) {
+	if ((rc = find_mbox(c, so->name, &so->id, &own, &so->rights)) != 0) {
 		select_op_free(so);
 		return find_error(cmd, rc, readonly ? "EXAMINE" : "SELECT");
 	}
-	/* another user's mailbox is read-only: the rights to change it (s w t e) are not
-	   applied to STORE and EXPUNGE yet */
-	readonly |= !own;
+	/* another user's mailbox is read-write with a right to change something in it (RFC
+	   4314 4: s w t e; STORE and EXPUNGE check each), its \Recent left to its owner */
+	readonly |= (so->rights & (STORE_ACL_SEEN | STORE_ACL_WRITE | STORE_ACL_DELETE_MSG |
+				   STORE_ACL_EXPUNGE)) == 0;
 	so->readonly = readonly;
-	if (!readonly && imap_view_recent_check(c, so->id, &first)) {
+	if (!readonly && own && imap_view_recent_check(c, so->id, &first)) {
 		so->claim.mbox = so->id;
 		so->claim.first = UINT32_MAX;
 		imap_commit_start_flags(cmd, STORE_ID_PART(so->id), select_claim_fn, so,
@@ -302,6 +309,7 @@ bool cmd_status(struct imap_cmd *cmd)
 	struct store_txn *t = NULL;
 	struct store_status st;
 	uint64_t id;
+	uint32_t rights;
 	bool own;
 	char *name;
 	int rc;
@@ -312,7 +320,7 @@ bool cmd_status(struct imap_cmd *cmd)
 		return imap_cmd_bad(cmd, "Unknown STATUS item");
 	if ((name = imap_mailbox_arg(cmd, 0)) == NULL)
 		return true;
-	rc = find_mbox(c, name, &id, &own);
+	rc = find_mbox(c, name, &id, &own, &rights);
 	if (rc == 0 &&
 	    (rc = store_txn_begin(c->srv->store, STORE_ID_PART(id), STORE_TXN_READ, &t)) == 0) {
 		rc = store_mbox_status(t, id, &st);
@@ -355,7 +363,7 @@ bool cmd_close(struct imap_cmd *cmd)
 		if (cmd->nargs != 0)
 			return imap_cmd_bad(cmd, unselect ? "UNSELECT takes no arguments"
 							  : "CLOSE takes no arguments");
-		if (!unselect && !c->view->readonly) {
+		if (!unselect && !c->view->readonly && (c->view->rights & STORE_ACL_EXPUNGE)) {
 			uint64_t *mbox = xmalloc(sizeof(*mbox));
 
 			*mbox = c->view->mbox;

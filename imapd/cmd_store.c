@@ -23,10 +23,29 @@ struct store_op {
 	struct store_result *res;
 	size_t nres;
 	const char *why;
+	bool noperm;                 /* refused for want of a right (store_permitted) */
 	uint64_t unchangedsince;     /* CONDSTORE; 0: none */
 	struct imap_seqset modified; /* UIDs refused by UNCHANGEDSINCE */
 	bool silent;
 };
+
+/* Whether rights let the client change flags and keywords kw by op (RFC 4314 4: \Seen
+   needs s, \Deleted t, the others w; replacing the flags changes every one). */
+static bool store_permitted(uint32_t rights, enum store_flag_op op, unsigned flags, uint64_t kw)
+{
+	uint32_t need = 0;
+
+	if (op == STORE_FLAGS_SET)
+		return (rights & (STORE_ACL_SEEN | STORE_ACL_WRITE | STORE_ACL_DELETE_MSG)) ==
+		       (STORE_ACL_SEEN | STORE_ACL_WRITE | STORE_ACL_DELETE_MSG);
+	if (flags & STORE_SEEN)
+		need |= STORE_ACL_SEEN;
+	if (flags & STORE_DELETED)
+		need |= STORE_ACL_DELETE_MSG;
+	if ((flags & ~(unsigned)(STORE_SEEN | STORE_DELETED)) != 0 || kw != 0)
+		need |= STORE_ACL_WRITE;
+	return (rights & need) == need;
+}
 
 static int store_fn(struct store_txn *t, void *arg)
 {
@@ -42,6 +61,10 @@ static int store_fn(struct store_txn *t, void *arg)
 			      &so->why);
 	if (rc < 0)
 		return STORE_EINVAL;
+	if (!store_permitted(v->rights, so->op, flags, kw)) {
+		so->noperm = true;
+		return STORE_ENOTSUP;
+	}
 	for (size_t i = 0; i < v->n; i++) {
 		struct store_msg m;
 
@@ -179,6 +202,8 @@ static bool store_resume(struct imap_cmd *cmd)
 
 	if (pending)
 		return false;
+	if (rc != 0 && so->noperm)
+		return imap_cmd_no(cmd, "[NOPERM] STORE: no right to change these flags here");
 	if (rc != 0)
 		return so->why != NULL ? imap_cmd_bad(cmd, so->why)
 				       : imap_cmd_store_error(cmd, rc, "STORE");
@@ -297,6 +322,10 @@ bool cmd_expunge(struct imap_cmd *cmd)
 	if (c->view->readonly) {
 		expunge_op_free(eo);
 		return imap_cmd_no(cmd, "[READ-ONLY] Mailbox is read-only");
+	}
+	if (!(c->view->rights & STORE_ACL_EXPUNGE)) {
+		expunge_op_free(eo);
+		return imap_cmd_no(cmd, "[NOPERM] EXPUNGE: no right to expunge here (e)");
 	}
 	imap_commit_start(cmd, c->view->part, NULL, expunge_fn, eo, expunge_op_free);
 	return false;

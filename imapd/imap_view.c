@@ -301,6 +301,7 @@ int imap_view_open(struct imap_cmd *cmd, uint64_t mbox, const char *name, bool r
 	v->part = STORE_ID_PART(mbox);
 	v->name = xstrdup(name);
 	v->readonly = readonly;
+	v->rights = STORE_ACL_ALL; /* another user's mailbox: cmd_select narrows it */
 	if ((rc = store_txn_begin(c->srv->store, v->part, STORE_TXN_READ, &t)) != 0 ||
 	    (rc = view_load(c, v, first_recent, t, &st)) != 0) {
 		store_txn_abort(&t);

@@ -143,6 +143,7 @@ struct imap_view {
 	unsigned part;
 	char *name;
 	bool readonly;
+	uint32_t rights; /* the client's (STORE_ACL_*): every one on its own mailbox */
 	uint32_t uidvalidity, uidnext;
 	uint64_t modseq;
 	struct imap_view_msg *msgs;

@@ -296,6 +296,48 @@ def test_anyone_negative_and_admin():
                "k OK GETACL completed"])
 
 
+def flags_of(r, seq):
+    out = ok(r.cmd("q", "FETCH %d FLAGS" % seq), "q")
+    return out[0]
+
+
+def test_grantee_writes():
+    """RFC 4314 4: s for \\Seen (shared by everyone: the message's own flags), w for the
+    other flags, t for \\Deleted, e for EXPUNGE; SELECT is read-write with any of s w t e."""
+    a, b = D.raw("alice"), D.raw("bob")
+    ok(a.cmd("c", "CREATE Work"), "c")
+    for _ in range(3):
+        a.append(MSG, mailbox="Work")
+    ok(a.cmd("s", "SETACL Work bob lrw"), "s")
+    assert_eq(b.cmd("e", 'SELECT "Other Users/alice/Work"')[-1],
+              "e OK [READ-WRITE] SELECT completed")
+    # no 's': reading the body leaves \Seen alone, and STORE of it is refused
+    ok(b.cmd("f", "FETCH 1 BODY[]"), "f")
+    assert_eq(flags_of(b, 1), "* 1 FETCH (FLAGS ())")
+    assert b.cmd("g", "STORE 1 +FLAGS (\\Seen)")[-1].startswith("g NO [NOPERM]")
+    ok(b.cmd("h", "STORE 1 +FLAGS (\\Flagged)"), "h")
+    assert b.cmd("i", "STORE 1 +FLAGS (\\Deleted)")[-1].startswith("i NO [NOPERM]")
+    assert b.cmd("j", "STORE 1 FLAGS (\\Answered)")[-1].startswith("j NO [NOPERM]")
+    assert b.cmd("k", "EXPUNGE")[-1].startswith("k NO [NOPERM]")
+    assert b.cmd("m", "MOVE 1 INBOX")[-1].startswith("m NO [NOPERM]")
+    # with 's', reading sets \Seen, which the owner sees (one \Seen for all)
+    ok(a.cmd("t", "SETACL Work bob +ste"), "t")
+    assert_eq(b.cmd("e", 'SELECT "Other Users/alice/Work"')[-1],
+              "e OK [READ-WRITE] SELECT completed")
+    ok(b.cmd("f", "FETCH 2 BODY[]"), "f")
+    ok(a.cmd("x", "SELECT Work"), "x")
+    # (alice's session has them \\Recent: it is her mailbox)
+    f1, f2 = flags_of(a, 1), flags_of(a, 2)
+    assert "\\Flagged" in f1 and "\\Seen" not in f1, f1
+    assert "\\Seen" in f2, f2
+    # t and e: bob deletes and expunges, alice's session is told
+    ok(b.cmd("d", "STORE 3 +FLAGS.SILENT (\\Deleted)"), "d")
+    out = ok(b.cmd("y", "EXPUNGE"), "y")
+    assert "* 3 EXPUNGE" in out, out
+    out = ok(a.cmd("n", "NOOP"), "n")
+    assert "* 3 EXPUNGE" in out, out
+
+
 def test_shared_namespace():
     """Shared/NAME: the mailboxes of the store user "shared", their lists set by mailctl."""
     mailctl("user", "add", "shared")
@@ -342,6 +384,7 @@ def main():
     D = Imapd(imapd, deliver=deliver, extra=NS)
     rc |= run_suite(D, [test_namespace_answer, test_grantee_lists_selects_reads,
                         test_rights_taken_away, test_anyone_negative_and_admin,
+                        test_grantee_writes,
                         test_shared_namespace, test_reserved_names, test_ns_imaplib], D.dir)
     return rc
 
