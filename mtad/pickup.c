@@ -4,7 +4,8 @@
  *
  * When: at start, at once when a file is renamed in (inotify IN_MOVED_TO), and every 10 s
  * (files a failed try kept, or an inotify queue overflow). One file at a time, in name
- * order, at most PICKUP_BATCH a scan.
+ * order, at most PICKUP_BATCH a scan. The loop opens and checks a file; its bytes (at most
+ * max_message_size and its envelope) are read in the group committer's thread (read_fn).
  *
  * Once: a file is removed only after mtad's 250 to the end of its data, that is once the
  * message is durable in the store or the queue; a 4xx or a lost connection keeps it for the
@@ -95,10 +96,11 @@ struct pickup {
 	size_t nrcpt, ri, accepted;
 	long uid;
 	enum step step;
-	unsigned gen;            /* file_clear's count: a callback of an ended file stops */
-	struct refusal *refusal; /* its DSN's commit in flight (the scan waits for it) */
-	int code;                /* the reply being read */
-	char text[512];          /* its first line */
+	unsigned gen;              /* file_clear's count: a callback of an ended file stops */
+	struct refusal *refusal;   /* its DSN's commit in flight (the scan waits for it) */
+	struct file_read *reading; /* its read in flight (the scan waits for it) */
+	int code;                  /* the reply being read */
+	char text[512];            /* its first line */
 };
 
 static void next_file(struct pickup *p);
@@ -567,14 +569,70 @@ static int recorded(struct pickup *p)
 	return 1;
 }
 
-/* Opens, checks and reads p->name into p->data; 0, or -1 (the file was renamed bad, or is
-   gone, or cannot be read now: logged). */
+/* A file's bytes, read in the group committer's thread (a fn that writes nothing), so that
+   worker 0's loop never reads a file whole; owned by the commit until its callback. */
+struct file_read {
+	struct pickup *p; /* NULL once the pickup stopped */
+	int fd;
+	char *data;
+	size_t size, len;
+};
+
+static void start_dialogue(struct pickup *p);
+
+/* in the committer's thread; from offset 0 each time (it may run again) */
+static int read_fn(struct store_txn *t, void *arg)
+{
+	struct file_read *r = arg;
+
+	r->len = 0;
+	while (r->len < r->size) {
+		ssize_t n = pread(r->fd, r->data + r->len, r->size - r->len, (off_t)r->len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		r->len += (size_t)n;
+	}
+	return 0;
+}
+
+/* The bytes are in (the commit's result does not matter: nothing was written). */
+static void read_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+		      void *arg)
+{
+	struct file_read *r = arg;
+	struct pickup *p = r->p;
+	bool whole = r->len == r->size;
+
+	if (p == NULL) {
+		close(r->fd);
+		free(r->data);
+		free(r);
+		return;
+	}
+	p->reading = NULL;
+	p->fd = r->fd; /* kept for a refusal's DSN, which returns the headers */
+	p->data = r->data;
+	p->len = r->len;
+	p->data[p->len] = '\0';
+	free(r);
+	if (!whole || parse(p) < 0) {
+		done(p, O_BAD, "not a maildrop file of heron-sendmail");
+		return;
+	}
+	start_dialogue(p);
+}
+
+/* Opens and checks p->name, then has it read (read_done goes on); 0, or -1 (the file was
+   renamed bad, or is gone, or cannot be read now: logged). */
 static int load(struct pickup *p)
 {
 	uint64_t max = conf_values(p->m->conf)->mtad.max_message_size + PICKUP_ENVELOPE_MAX;
 	char path[sizeof(p->dir) + 300];
+	struct file_read *r;
 	struct stat st;
-	size_t off = 0;
 	int fd, rc;
 
 	snprintf(path, sizeof(path), "%s/%s", p->dir, p->name);
@@ -617,48 +675,40 @@ static int load(struct pickup *p)
 		return -1;
 	}
 	p->mtime = (int64_t)st.st_mtime;
-	p->data = xmalloc((size_t)st.st_size + 1);
-	while (off < (size_t)st.st_size) {
-		ssize_t n = read(fd, p->data + off, (size_t)st.st_size - off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		off += (size_t)n;
-	}
-	p->fd = fd; /* for a refusal's DSN, which returns the headers */
-	p->len = off;
-	p->data[off] = '\0';
-	if (off != (size_t)st.st_size || parse(p) < 0) {
-		file_end(p, O_BAD, "not a maildrop file of heron-sendmail");
-		return -1;
-	}
+	r = xcalloc(1, sizeof(*r));
+	r->p = p;
+	r->fd = fd;
+	r->size = (size_t)st.st_size; /* at most max: checked above */
+	r->data = xmalloc(r->size + 1);
+	p->reading = r;
+	store_gc_submit(p->m->gc, STORE_QUEUE_PART, NULL, read_fn, r, read_done, r);
 	return 0;
 }
 
-/* Starts the dialogue of the next file of the scan, if any. */
-static void next_file(struct pickup *p)
+/* The file is read and parsed: its dialogue over the local submission socket. */
+static void start_dialogue(struct pickup *p)
 {
 	struct timeval tv = { PICKUP_TIMEOUT_S, 0 };
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 
+	str_lcpy(sun.sun_path, p->sock, sizeof(sun.sun_path));
+	p->bev = bufferevent_socket_new(p->m->base, -1, BEV_OPT_CLOSE_ON_FREE);
+	bufferevent_setcb(p->bev, read_cb, NULL, event_cb, p);
+	bufferevent_set_timeouts(p->bev, &tv, &tv);
+	bufferevent_enable(p->bev, EV_READ | EV_WRITE);
+	p->step = P_GREET;
+	p->text[0] = '\0';
+	if (bufferevent_socket_connect(p->bev, (struct sockaddr *)&sun, sizeof(sun)) < 0)
+		file_end(p, O_KEEP, "cannot connect to local_submission");
+}
+
+/* Starts on the next file of the scan, if any (its read first). */
+static void next_file(struct pickup *p)
+{
 	while (p->next < p->nnames && !p->m->draining) {
-		struct sockaddr_un sun = { .sun_family = AF_UNIX };
-
 		str_lcpy(p->name, p->names[p->next++], sizeof(p->name));
 		if (load(p) < 0)
 			continue; /* load ended it: renamed bad, or gone */
-		str_lcpy(sun.sun_path, p->sock, sizeof(sun.sun_path));
-		p->bev = bufferevent_socket_new(p->m->base, -1, BEV_OPT_CLOSE_ON_FREE);
-		bufferevent_setcb(p->bev, read_cb, NULL, event_cb, p);
-		bufferevent_set_timeouts(p->bev, &tv, &tv);
-		bufferevent_enable(p->bev, EV_READ | EV_WRITE);
-		p->step = P_GREET;
-		p->text[0] = '\0';
-		if (bufferevent_socket_connect(p->bev, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
-			file_end(p, O_KEEP, "cannot connect to local_submission");
-			return;
-		}
 		return;
 	}
 	if (p->next >= p->nnames)
@@ -679,7 +729,8 @@ static void scan(struct pickup *p)
 	size_t cap = 0;
 	time_t now = time(NULL);
 
-	if (p->nnames > 0 || p->bev != NULL || p->refusal != NULL || p->m->draining)
+	if (p->nnames > 0 || p->bev != NULL || p->refusal != NULL || p->reading != NULL ||
+	    p->m->draining)
 		return;
 	if ((d = opendir(p->dir)) == NULL) {
 		if (!p->dir_warned)
@@ -817,6 +868,8 @@ void pickup_stop(struct mtad *m)
 	   commit in flight ends without it) */
 	if (p->refusal != NULL)
 		p->refusal->p = NULL;
+	if (p->reading != NULL)
+		p->reading->p = NULL;
 	file_clear(p);
 	names_free(p);
 	if (p->inot != NULL)
