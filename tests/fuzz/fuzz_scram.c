@@ -3,7 +3,8 @@
  * advertised and whether the user has a secret; the rest is client-first, a newline, then
  * client-final (both raw, encoded here as a client would). Checked: every server message is
  * strict base64 of at most SASL_SCRAM_OUT_MAX bytes; a user name comes out only when
- * client-first passes; an exchange without a secret never succeeds. Built only with
+ * client-first passes, and SASLprep leaves it as it is (it was prepared); an exchange without
+ * a secret never succeeds. Built only with
  * -Dfuzz=true. */
 #include <assert.h>
 #include <stdbool.h>
@@ -33,6 +34,7 @@ static void check_out(const char *out)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static char enc[2 * SASL_SCRAM_B64_MAX + 8], out[SASL_SCRAM_OUT_MAX];
+	static char prep[SASL_NAME_MAX + 1];
 	static const unsigned char cb[32] = { 1, 2, 3 };
 	const uint8_t *nl, *second;
 	size_t n1, n2, e;
@@ -58,6 +60,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	assert(sasl_scram_user(s)[0] != '\0');
+	/* the name came out SASLprep'd (RFC 4013): preparing it again changes nothing */
+	assert(sasl_saslprep(sasl_scram_user(s), false, prep, sizeof(prep)) == 0 &&
+	       strcmp(prep, sasl_scram_user(s)) == 0);
 	rc = sasl_scram_server_first(s, has_secret ? secret : NULL, NULL, out, sizeof(out));
 	if (rc == SASL_OK) {
 		check_out(out);
