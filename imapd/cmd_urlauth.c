@@ -2,10 +2,13 @@
  * access keys, the verification of a URLAUTH URL (URLFETCH's, and CATENATE's URL parts in
  * cmd_append.c), and the bytes an IMAP URL names (imap_url_bytes, CATENATE's too).
  *
- * Access keys: one random 256-bit key per mailbox (a mailbox has one user, so per user and
- * mailbox), made by the first GENURLAUTH that needs it and removed by RESETKEY, kept as the
- * /private annotation URLAUTH_KEY_ENTRY of the mailbox for URLAUTH_KEY_USER, a user id no
- * account has (ids carry a partition below 1024 in their top 16 bits): no GETMETADATA or
+ * Access keys: one random 256-bit key per user and mailbox, made by the first GENURLAUTH that
+ * needs it and removed by RESETKEY, kept as the /private annotation URLAUTH_KEY_ENTRY of the
+ * mailbox for a user id no account has (ids carry a partition below 1024 in their top 16
+ * bits): URLAUTH_KEY_USER for the owner's key, URLAUTH_KEY_USER - id for the key of user id,
+ * to whom the owner's ACL gives 'r' (a mailbox of another user or of the shared namespace,
+ * imap_ns.c: the URL's user names it as that user sees it, "Other Users/alice/Work"); no
+ * GETMETADATA or
  * SETMETADATA can reach it, it goes with the mailbox's delete and follows its rename (the
  * URLs made before a rename name the old mailbox and resolve no more). Keys are written
  * through the group commit as every write of imapd.
@@ -19,7 +22,9 @@
  * listed in [imapd] urlauth_submit_users (the submission server's login), "authuser" any
  * user logged in here. "anonymous" is refused by policy: GENURLAUTH answers NO and URLFETCH
  * NIL (the server has no anonymous login, and a URL anyone may use is a leak waiting to
- * happen). Every failure is the same NIL, whether the message exists or not. */
+ * happen). Every failure is the same NIL, whether the message exists or not. A URL of a
+ * mailbox shared with the URL's user is honoured only while that user holds 'r' on it
+ * (checked at each URLFETCH: taking the right away revokes the URLs). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,23 +73,62 @@ static void urlauth_token(const void *key, size_t klen, const char *rump, size_t
 	OPENSSL_cleanse(mac, sizeof(mac));
 }
 
-/* The mailbox's access key: 0 and *key_r (valid for the txn), STORE_ENOMSG when it has none. */
-static int urlauth_key(struct store_txn *t, uint64_t mbox, const void **key_r)
+/* The annotation user of the key of user (id) on a mailbox: the owner's, or a grantee's. */
+static uint64_t urlauth_kuser(bool own, uint64_t user)
+{
+	return own ? URLAUTH_KEY_USER : URLAUTH_KEY_USER - user;
+}
+
+/* The access key of mailbox mbox for annotation user kuser: 0 and *key_r (valid for the
+   txn), STORE_ENOMSG when there is none. */
+static int urlauth_key(struct store_txn *t, uint64_t mbox, uint64_t kuser, const void **key_r)
 {
 	size_t len;
-	int rc = store_annot_get(t, mbox, URLAUTH_KEY_USER, URLAUTH_KEY_ENTRY,
-				 strlen(URLAUTH_KEY_ENTRY), key_r, &len);
+	int rc = store_annot_get(t, mbox, kuser, URLAUTH_KEY_ENTRY, strlen(URLAUTH_KEY_ENTRY),
+				 key_r, &len);
 
 	if (rc == 0 && len != URLAUTH_KEY_LEN)
 		return STORE_ENOMSG; /* not one this code wrote: as none */
 	return rc;
 }
 
-/* Removes the mailbox's access key (none: nothing to do). */
-static int urlauth_key_drop(struct store_txn *t, uint64_t mbox)
+/* Removes an access key (none: nothing to do). */
+static int urlauth_key_drop(struct store_txn *t, uint64_t mbox, uint64_t kuser)
 {
-	return store_annot_set(t, mbox, URLAUTH_KEY_USER, URLAUTH_KEY_ENTRY,
-			       strlen(URLAUTH_KEY_ENTRY), NULL, 0, 0);
+	return store_annot_set(t, mbox, kuser, URLAUTH_KEY_ENTRY, strlen(URLAUTH_KEY_ENTRY), NULL,
+			       0, 0);
+}
+
+/* The mailbox name (stored form) as user (name, id, partition: the URL's user, logged in or
+   not) sees it, through the namespaces (imap_ns_find): *b, with b->mbox looked up for the
+   user's own too (in a txn of b->part). 0, or STORE_ENOMBOX also when user may not read it
+   ('r'). */
+static int urlauth_mailbox(struct imap_server *srv, const char *user, uint64_t id, unsigned part,
+			   const char *name, struct imap_ns_box *b)
+{
+	/* imap_ns_find resolves for a client: this one stands for the URL's user, who may not be
+	   the session's (URLFETCH by the submission server) */
+	struct imap_client as = { 0 };
+	struct store_txn *t = NULL;
+	int rc;
+
+	as.srv = srv;
+	as.user = xstrdup(user);
+	as.user_id = id;
+	as.part = part;
+	rc = imap_ns_find(&as, name, b);
+	free(as.user);
+	if (rc != 0)
+		return rc;
+	if (!b->own) {
+		rc = b->rights & STORE_ACL_READ ? 0 : STORE_ENOMBOX;
+	} else if ((rc = store_txn_begin(srv->store, b->part, STORE_TXN_READ, &t)) == 0) {
+		rc = store_mbox_find(t, id, name, &b->mbox);
+		store_txn_abort(&t);
+	}
+	if (rc != 0)
+		imap_ns_box_release(b);
+	return rc;
 }
 
 /* Whether the session may use a URL of access u->access (the owner checked elsewhere). */
@@ -113,8 +157,9 @@ void imap_urlauth_select(struct imap_client *c)
 	imap_printf(c, "* OK [URLMECH " URLAUTH_MECHS "] URLAUTH mechanisms\r\n");
 }
 
-bool imap_urlauth_verify(const struct imap_client *c, struct store_txn *t, uint64_t mbox,
-			 const struct imap_url *u, const char *s)
+/* imap_urlauth_verify with the key of annotation user kuser. */
+static bool urlauth_verify(const struct imap_client *c, struct store_txn *t, uint64_t mbox,
+			   uint64_t kuser, const struct imap_url *u, const char *s)
 {
 	char want[URLAUTH_TOKEN_LEN + 1], got[URLAUTH_TOKEN_LEN + 1];
 	const void *key;
@@ -122,13 +167,19 @@ bool imap_urlauth_verify(const struct imap_client *c, struct store_txn *t, uint6
 	if (u->access == IMAP_URL_ACCESS_NONE || strcasecmp(u->mech, "INTERNAL") != 0 ||
 	    strlen(u->token) != URLAUTH_TOKEN_LEN || !urlauth_access_ok(c, u) ||
 	    (u->has_expire && u->expire <= (int64_t)time(NULL)) ||
-	    strcasecmp(u->host, c->srv->hostname) != 0 || urlauth_key(t, mbox, &key) != 0)
+	    strcasecmp(u->host, c->srv->hostname) != 0 || urlauth_key(t, mbox, kuser, &key) != 0)
 		return false;
 	for (size_t i = 0; i < URLAUTH_TOKEN_LEN; i++)
 		got[i] = u->token[i] >= 'A' && u->token[i] <= 'F' ? (char)(u->token[i] + 32)
 								  : u->token[i];
 	urlauth_token(key, URLAUTH_KEY_LEN, s, u->rump_len, want);
 	return CRYPTO_memcmp(want, got, URLAUTH_TOKEN_LEN) == 0;
+}
+
+bool imap_urlauth_verify(const struct imap_client *c, struct store_txn *t, uint64_t mbox,
+			 const struct imap_url *u, const char *s)
+{
+	return urlauth_verify(c, t, mbox, URLAUTH_KEY_USER, u, s);
 }
 
 int imap_url_bytes(struct imap_client *c, struct store_txn *t, unsigned part, uint64_t mbox,
@@ -202,9 +253,11 @@ struct urlauth_gen {
 		char *url;   /* the rump URL as the client wrote it */
 		size_t rump; /* its length */
 		char *mbox;  /* the stored mailbox name */
+		uint64_t id, kuser; /* the mailbox, its key's annotation user */
 		char token[URLAUTH_TOKEN_LEN + 1];
 	} u[URLAUTH_URLS_MAX];
 	uint64_t user;
+	unsigned part; /* every URL's mailbox is in this partition */
 	bool create; /* in the group commit: make the keys that are missing */
 };
 
@@ -230,16 +283,20 @@ static int urlauth_gen_fn(struct store_txn *t, void *arg)
 	int rc;
 
 	for (size_t i = 0; i < g->n; i++) {
-		if ((rc = store_mbox_find(t, g->user, g->u[i].mbox, &mbox)) != 0)
+		uint64_t kuser = g->u[i].kuser, owner;
+		struct store_mbox_info mi;
+
+		/* still there (a shared one may have gone since it was resolved) */
+		if ((rc = store_mbox_info(t, mbox = g->u[i].id, &owner, &mi)) != 0)
 			return rc;
-		if ((rc = urlauth_key(t, mbox, &key)) == STORE_ENOMSG && g->create) {
+		if ((rc = urlauth_key(t, mbox, kuser, &key)) == STORE_ENOMSG && g->create) {
 			if (RAND_bytes(fresh, sizeof(fresh)) != 1)
 				return STORE_EIO;
-			rc = store_annot_set(t, mbox, URLAUTH_KEY_USER, URLAUTH_KEY_ENTRY,
+			rc = store_annot_set(t, mbox, kuser, URLAUTH_KEY_ENTRY,
 					     strlen(URLAUTH_KEY_ENTRY), fresh, sizeof(fresh), 0);
 			OPENSSL_cleanse(fresh, sizeof(fresh));
 			if (rc == 0)
-				rc = urlauth_key(t, mbox, &key);
+				rc = urlauth_key(t, mbox, kuser, &key);
 		}
 		if (rc != 0)
 			return rc;
@@ -285,7 +342,9 @@ static const char *urlauth_gen_one(struct imap_cmd *cmd, const struct imap_arg *
 {
 	struct imap_client *c = cmd->c;
 	struct urlauth_gen_url *gu = &g->u[g->n];
+	struct imap_ns_box b;
 	struct imap_url u;
+	unsigned part;
 	bool parsed;
 
 	if ((gu->url = urlauth_arg(a, &u, &parsed)) == NULL || !parsed ||
@@ -312,6 +371,19 @@ static const char *urlauth_gen_one(struct imap_cmd *cmd, const struct imap_arg *
 	}
 	if ((gu->mbox = imap_mailbox_name_utf8(u.mailbox, strlen(u.mailbox), why_r)) == NULL)
 		return "NO";
+	if (urlauth_mailbox(c->srv, c->user, c->user_id, c->part, gu->mbox, &b) != 0) {
+		*why_r = "[NONEXISTENT] GENURLAUTH: no such mailbox, or no right to read it";
+		return "NO";
+	}
+	gu->id = b.mbox;
+	gu->kuser = urlauth_kuser(b.own, c->user_id);
+	part = b.part;
+	imap_ns_box_release(&b);
+	if (g->n > 1 && part != g->part) {
+		*why_r = "GENURLAUTH: mailboxes of different partitions, one command each";
+		return "NO";
+	}
+	g->part = part;
 	gu->rump = u.rump_len;
 	gu->url[u.rump_len] = '\0';
 	return NULL;
@@ -341,7 +413,7 @@ bool cmd_genurlauth(struct imap_cmd *cmd)
 			return imap_cmd_reply(cmd, status, "%s", why);
 		}
 	/* keys that exist are read; the first URL of a mailbox makes its key in a commit */
-	if ((rc = store_txn_begin(c->srv->store, c->part, STORE_TXN_READ, &t)) == 0) {
+	if ((rc = store_txn_begin(c->srv->store, g->part, STORE_TXN_READ, &t)) == 0) {
 		rc = urlauth_gen_fn(t, g);
 		store_txn_abort(&t);
 	}
@@ -356,7 +428,7 @@ bool cmd_genurlauth(struct imap_cmd *cmd)
 		return imap_cmd_store_error(cmd, rc, "GENURLAUTH");
 	}
 	g->create = true;
-	imap_commit_start(cmd, c->part, NULL, urlauth_gen_fn, g, urlauth_gen_free);
+	imap_commit_start(cmd, g->part, NULL, urlauth_gen_fn, g, urlauth_gen_free);
 	return false;
 }
 
@@ -365,7 +437,8 @@ bool cmd_genurlauth(struct imap_cmd *cmd)
 
 struct urlauth_reset {
 	uint64_t user;
-	char *mbox; /* NULL: every mailbox of the user */
+	char *mbox;      /* NULL: every mailbox of the user */
+	uint64_t id, kuser; /* mbox's id and key user, when it is another's (id 0: own) */
 	uint64_t *ids;
 	size_t nids;
 };
@@ -395,15 +468,17 @@ static int urlauth_reset_fn(struct store_txn *t, void *arg)
 	int rc;
 
 	r->nids = 0;
+	if (r->id != 0)
+		return urlauth_key_drop(t, r->id, r->kuser);
 	if (r->mbox != NULL) {
 		if ((rc = store_mbox_find(t, r->user, r->mbox, &mbox)) != 0)
 			return rc;
-		return urlauth_key_drop(t, mbox);
+		return urlauth_key_drop(t, mbox, URLAUTH_KEY_USER);
 	}
 	if ((rc = store_mbox_list(t, r->user, "*", false, urlauth_reset_collect, r)) != 0)
 		return rc;
 	for (size_t i = 0; i < r->nids && rc == 0; i++)
-		rc = urlauth_key_drop(t, r->ids[i]);
+		rc = urlauth_key_drop(t, r->ids[i], URLAUTH_KEY_USER);
 	return rc;
 }
 
@@ -428,6 +503,7 @@ bool cmd_resetkey(struct imap_cmd *cmd)
 	size_t argc = imap_cmd_argc(cmd);
 	const struct imap_arg *a = imap_cmd_arg(cmd, 0);
 	struct urlauth_reset *r;
+	unsigned part = c->part;
 	const char *why;
 
 	if (cmd->ctx != NULL)
@@ -448,7 +524,22 @@ bool cmd_resetkey(struct imap_cmd *cmd)
 		urlauth_reset_free(r);
 		return imap_cmd_no(cmd, why);
 	}
-	imap_commit_start(cmd, c->part, NULL, urlauth_reset_fn, r, urlauth_reset_free);
+	if (r->mbox != NULL) { /* one of another user's, shared with this one: its key here */
+		struct imap_ns_box b;
+		int rc = imap_ns_find(c, r->mbox, &b);
+
+		if (rc != 0) {
+			urlauth_reset_free(r);
+			return imap_cmd_store_error(cmd, rc, "RESETKEY");
+		}
+		if (!b.own) {
+			r->id = b.mbox;
+			r->kuser = urlauth_kuser(false, c->user_id);
+		}
+		part = b.part;
+		imap_ns_box_release(&b);
+	}
+	imap_commit_start(cmd, part, NULL, urlauth_reset_fn, r, urlauth_reset_free);
 	return false;
 }
 
@@ -461,11 +552,11 @@ static int urlfetch_open(struct imap_client *c, const char *s, const struct imap
 			 uint64_t *off_r, uint64_t *len_r, struct buf *mem)
 {
 	struct store_txn *t = NULL;
-	struct store_user owner;
+	struct store_user user;
+	struct imap_ns_box b;
 	const char *why;
 	char *name;
 	unsigned part;
-	uint64_t mbox;
 	int rc = -1;
 
 	*fd_r = -1;
@@ -474,11 +565,18 @@ static int urlfetch_open(struct imap_client *c, const char *s, const struct imap
 		return -1;
 	if ((name = imap_mailbox_name_utf8(u->mailbox, strlen(u->mailbox), &why)) == NULL)
 		return -1;
+	/* the URL's user, and the mailbox as that user sees it (with 'r' on it now) */
 	if (store_txn_begin(c->srv->store, part, STORE_TXN_READ, &t) == 0 &&
-	    store_user_get(t, u->user, &owner) == 0 &&
-	    store_mbox_find(t, owner.id, name, &mbox) == 0 &&
-	    imap_urlauth_verify(c, t, mbox, u, s))
-		rc = imap_url_bytes(c, t, part, mbox, u, fd_r, off_r, len_r, mem);
+	    store_user_get(t, u->user, &user) == 0) {
+		store_txn_abort(&t);
+		if (urlauth_mailbox(c->srv, u->user, user.id, part, name, &b) == 0) {
+			if (store_txn_begin(c->srv->store, b.part, STORE_TXN_READ, &t) == 0 &&
+			    urlauth_verify(c, t, b.mbox, urlauth_kuser(b.own, user.id), u, s))
+				rc = imap_url_bytes(c, t, b.part, b.mbox, u, fd_r, off_r, len_r,
+						    mem);
+			imap_ns_box_release(&b);
+		}
+	}
 	store_txn_abort(&t);
 	free(name);
 	return rc;

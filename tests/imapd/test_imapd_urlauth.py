@@ -5,7 +5,7 @@ submission server and as others (NIL, never an error), a changed token, host or 
 in the past and the future, RESETKEY of one mailbox and of all, URLAUTH URLs in CATENATE
 (RFC 4469 3), the key hidden from METADATA, the limits on URLs per command and URL length,
 and a body bigger than the output buffer streamed byte-exact; SELECT and EXAMINE say
-[URLMECH INTERNAL].
+[URLMECH INTERNAL]; a mailbox another user shared ([imapd] namespace_other, SETACL).
 
 Usage: test_imapd_urlauth.py IMAPD_BINARY DELIVER_BINARY"""
 import imaplib
@@ -246,6 +246,48 @@ def test_resetkey():
     assert_eq(fetch_one("carol", i4), DRAFT)
 
 
+def test_shared_mailbox():
+    """A mailbox of alice's shared with bob ([imapd] namespace_other, SETACL): bob's URL names
+    it as bob sees it, Other Users/alice/Team, and the submission server fetches it; the key
+    is bob's (alice's RESETKEY of it leaves bob's URLs, bob's leaves hers); with 'l' only, or
+    once alice takes 'r' away, GENURLAUTH is NO and the URLs give NIL."""
+    a = D.raw("alice")
+    assert a.cmd("c", "CREATE Team")[-1].startswith("c OK")
+    uid = draft(a, "Team")
+    assert a.cmd("s", "SETACL Team bob lr")[-1].startswith("s OK")
+    b = D.raw("bob")
+    shared = "Other%20Users/alice/Team"
+    [u] = genurlauth(b, "g", [rump("bob", ";UID=%d;URLAUTH=submit+bob" % uid, shared)])
+    assert u.startswith(rump("bob", ";UID=%d;URLAUTH=submit+bob:internal:" % uid, shared)), u
+    assert_eq(fetch_one("carol", u), DRAFT)
+    assert_eq(fetch_one("alice", u), None)  # for the submission server only
+    [own] = genurlauth(a, "h", [rump("alice", ";UID=%d;URLAUTH=authuser" % uid, "Team")])
+    assert_eq(a.cmd("k", "RESETKEY Team"), ["k OK [URLMECH INTERNAL] Key removed"])
+    assert_eq(fetch_one("carol", u), DRAFT)  # bob's key, not alice's
+    assert_eq(fetch_one("bob", own), None)
+    [own] = genurlauth(a, "h", [rump("alice", ";UID=%d;URLAUTH=authuser" % uid, "Team")])
+    assert_eq(b.cmd("k", 'RESETKEY "Other Users/alice/Team"'),
+              ["k OK [URLMECH INTERNAL] Key removed"])
+    assert_eq(fetch_one("carol", u), None)
+    assert_eq(fetch_one("bob", own), DRAFT)
+    [u] = genurlauth(b, "g", [rump("bob", ";UID=%d;URLAUTH=submit+bob" % uid, shared)])
+    assert_eq(fetch_one("carol", u), DRAFT)
+    # 'r' taken away: the URL made before gives NIL, no new one is made
+    assert a.cmd("s", "SETACL Team bob l")[-1].startswith("s OK")
+    assert_eq(fetch_one("carol", u), None)
+    out = b.cmd("g", 'GENURLAUTH "%s" INTERNAL' % rump("bob", ";UID=%d;URLAUTH=submit+bob"
+                                                         % uid, shared))
+    assert out[-1].startswith("g NO "), out
+    # given back: the same key again (the key stays while the mailbox does)
+    assert a.cmd("s", "SETACL Team bob lr")[-1].startswith("s OK")
+    assert_eq(fetch_one("carol", u), DRAFT)
+    # a mailbox bob has no right on at all is no such mailbox
+    assert a.cmd("c", "CREATE Private")[-1].startswith("c OK")
+    out = b.cmd("g", 'GENURLAUTH "%s" INTERNAL' % rump(
+        "bob", ";UID=1;URLAUTH=submit+bob", "Other%20Users/alice/Private"))
+    assert out[-1].startswith("g NO "), out
+
+
 def catenate(r, tag, parts):
     cmd = b"%s APPEND INBOX CATENATE (" % tag.encode()
     for i, p in enumerate(parts):
@@ -329,11 +371,12 @@ def main():
     imapd, deliver = sys.argv[1], sys.argv[2]
     assert IMAP_PASSWORD
     D = Imapd(imapd, deliver=deliver,
-              extra={"hostname": HOSTNAME, "urlauth_submit_users": "carol"})
+              extra={"hostname": HOSTNAME, "urlauth_submit_users": "carol",
+                     "namespace_other": "Other Users/"})
     return run_suite(D, [test_capability_and_rfc_examples, test_urlmech_on_select,
                          test_imaplib_owner_and_user,
                          test_nil_never_an_error, test_genurlauth_refusals, test_expire,
-                         test_resetkey, test_catenate_urlauth, test_key_hidden_from_metadata,
+                         test_resetkey, test_shared_mailbox, test_catenate_urlauth, test_key_hidden_from_metadata,
                          test_limits, test_big_body_streamed], D.dir)
 
 
