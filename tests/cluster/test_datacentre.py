@@ -14,7 +14,8 @@ NO [UNAVAILABLE] at login and their mail is queued on the front, deferred (not b
 arrives once when store1 is started again, while store2's users are served throughout; with
 store1's link down (connections time out, nothing refuses) the same, after the front's
 proxy_timeout; `start` of a host that runs is refused and leaves its daemons alone; with the
-slapd provider stopped, logins and deliveries go on from each host's consumer. `down`
+slapd provider stopped, logins and deliveries go on from each host's consumer, which catches
+up when it is back (a password changed on the provider is the front's). `down`
 leaves no process and no namespace. Needs root (CAP_NET_ADMIN): otherwise exit 77 (skip).
 
   test_datacentre.py SOURCE_ROOT MTAD IMAPD SINK STORE_PEEK"""
@@ -33,8 +34,8 @@ import threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from heronlib import (DOMAIN, Daemon, Store, alive, assert_eq, assert_in,  # noqa: E402
-                      assert_raises, children, processes_with, run_main, run_tests, skip,
-                      wait_for)
+                      assert_raises, children, processes_with, read_env, run_main, run_tests,
+                      skip, ssha, wait_for)
 
 ROOT, MTAD, IMAPD, SINK, PEEK = sys.argv[1:6]
 BUILD = os.path.dirname(os.path.dirname(os.path.abspath(MTAD)))
@@ -434,7 +435,25 @@ def main():
         finally:
             cluster("start", dc.dir, "ldap", "--build", BUILD)
         assert_eq(dc.subjects("user1").count("provider-down"), 1)
-        assert_served("user7")
+        # the consumers catch up: a password changed on the provider reaches the front's
+        # replica, where the front checks logins
+        env = read_env(os.path.join(dc.dir, "h", "ldap", "slapd", "ldap.env"))
+        ldif = (f"dn: uid=user7,{env['LDAP_PEOPLE']}\nchangetype: modify\n"
+                f"replace: userPassword\nuserPassword: {ssha('seven-new')}\n")
+        subprocess.run(["ip", "netns", "exec", dc.ns["ldap"], "ldapmodify", "-x", "-H",
+                        env["LDAP_URI"], "-D", env["LDAP_ADMIN_DN"], "-w",
+                        env["LDAP_ADMIN_PASSWORD"]], input=ldif.encode(), check=True,
+                       stdout=subprocess.DEVNULL, timeout=60)
+        subprocess.run(["ip", "netns", "exec", dc.ns["front"], sys.executable,
+                        os.path.join(ROOT, "scripts", "ldap"), "wait-sync",
+                        os.path.join(dc.dir, "h", "front", "slapd")], check=True, timeout=120)
+        c = imap_front("user7", "seven-new")
+        c.logout()
+        with client():
+            c = imaplib.IMAP4(FRONT, 143, timeout=30)
+        with assert_raises(imaplib.IMAP4.error):
+            c.login("user7", "user7")
+        c.logout()
 
     def down():
         """`down` stops every daemon and removes every namespace; the failures, listed."""
