@@ -737,6 +737,60 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 			lease_done, qr);
 }
 
+/* At worker 0's start: the delivery records (mark_key) whose outcome the queue has (mtad
+   was killed between the queue's record and unmark's commit) are dropped, at most
+   QUEUE_MARK_SWEEP records read a start. A record whose recipient is still pending stays:
+   it is what keeps the next run from delivering again. */
+#define QUEUE_MARK_SWEEP 65536
+
+struct mark_sweep {
+	struct queue_runner *qr;
+	size_t seen, dropped;
+};
+
+static int sweep_mark(const struct store_drop *d, void *arg)
+{
+	struct mark_sweep *sw = arg;
+	struct store_queue_msg qm;
+	unsigned long long id;
+	size_t idx;
+	bool finished;
+	char *key;
+	int rc;
+
+	if (strncmp(d->key, QUEUE_MARK_PREFIX, strlen(QUEUE_MARK_PREFIX)) != 0 ||
+	    sscanf(d->key + strlen(QUEUE_MARK_PREFIX), "%16llx/%zu", &id, &idx) != 2)
+		return 0; /* a maildrop file's (pickup.c) */
+	sw->seen++;
+	rc = store_queue_get(sw->qr->m->store, (uint64_t)id, &qm);
+	if (rc != 0 && rc != STORE_ENOQUEUE)
+		return 0; /* cannot say now: kept */
+	finished = rc == STORE_ENOQUEUE || idx >= qm.nrcpt ||
+		   qm.rcpt[idx].state != STORE_Q_PENDING;
+	if (rc == 0)
+		store_queue_msg_clear(&qm);
+	if (!finished)
+		return 0;
+	key = xstrdup(d->key);
+	store_gc_submit(sw->qr->m->gc, d->part, NULL, unmark_fn, key, unmark_done, key);
+	sw->dropped++;
+	return 0;
+}
+
+static void sweep_marks(struct queue_runner *qr)
+{
+	struct mark_sweep sw = { qr, 0, 0 };
+	int rc;
+
+	if (qr->m->gc == NULL)
+		return;
+	if ((rc = store_drop_list(qr->m->store, QUEUE_MARK_SWEEP, sweep_mark, &sw)) != 0)
+		log_warnx("queue: the local delivery records: %s", store_strerror(rc));
+	else
+		log_info("queue: %zu local delivery records, %zu of finished entries dropped",
+			 sw.seen, sw.dropped);
+}
+
 void queue_runner_start(struct mtad *m, unsigned worker)
 {
 	struct queue_runner *qr = xcalloc(1, sizeof(*qr));
@@ -773,6 +827,8 @@ void queue_runner_start(struct mtad *m, unsigned worker)
 	}
 	qr->tick = event_new(m->base, -1, EV_PERSIST, tick_cb, qr);
 	event_add(qr->tick, &tv);
+	if (worker == 0)
+		sweep_marks(qr);
 	event_active(qr->tick, EV_TIMEOUT, 0);
 	m->qr = qr;
 }

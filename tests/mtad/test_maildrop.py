@@ -402,6 +402,20 @@ def test_kill9_queue_deliveries_once():
     assert_in("delivered by sieve", mtad.logtext())
     print(f"     {mtad.logtext().count('delivered before a restart')} deliveries found "
           "recorded after a kill -9")
+    # the records of deliveries the queue has recorded go (those a kill left, at the next
+    # start): a start then finds every record finished, and a later one none left
+    sweep = r"queue: (\d+) local delivery records, (\d+) of finished entries dropped"
+    seen = []
+    for _ in range(3):
+        mtad.stop()
+        mark = len(mtad.logtext())
+        mtad.start()
+        line = wait_for(lambda: re.search(sweep, mtad.logtext()[mark:]), what="the sweep")
+        assert_eq(line.group(1), line.group(2))
+        seen.append(int(line.group(1)))
+        if seen[-1] == 0:
+            break
+    assert_eq(seen[-1], 0, seen)
 
 
 if __name__ == "__main__":
