@@ -43,6 +43,16 @@ static const char *scheme_of(const struct mc *mc, const char *given)
 	return d->backend == DIRECTORY_BACKEND_FILE ? "SSHA512" : "SSHA";
 }
 
+/* Whether ldapauth_passwd_hash makes scheme (any case): a refusal of a scheme it makes is a
+   refusal of the password, not of the name. */
+static bool scheme_known(const char *scheme)
+{
+	for (size_t i = 0; ldapauth_passwd_schemes[i] != NULL; i++)
+		if (strcasecmp(ldapauth_passwd_schemes[i], scheme) == 0)
+			return true;
+	return false;
+}
+
 /* One line of fd without its newline into buf; -1 at EOF before any byte or on a line too
    long. */
 static int read_line(FILE *f, char *buf, size_t size)
@@ -117,11 +127,14 @@ int mc_pw_read_hash(struct mc *mc, const char *scheme, char **hash_r)
 	}
 	*hash_r = ldapauth_passwd_hash(scheme_of(mc, scheme), pw, &err);
 	OPENSSL_cleanse(pw, sizeof(pw));
-	if (*hash_r == NULL)
+	if (*hash_r == NULL && !scheme_known(scheme_of(mc, scheme)))
 		return mc_usage(mc,
 				"--scheme %s: %s (one of SSHA SSHA256 SSHA512 CRYPT ARGON2 "
 				"SCRAM-SHA-256)",
 				scheme_of(mc, scheme), err);
+	if (*hash_r == NULL) /* the scheme is right: the password is what it refused */
+		return mc_refuse(mc, MC_USAGE, NULL, "a %s hash of this password: %s",
+				 scheme_of(mc, scheme), err);
 	return MC_OK;
 }
 

@@ -734,6 +734,14 @@ def test_user_add_password():
     assert ok("pw", conf=ldap, stdin=b"x\n").startswith(b"{SSHA}")
     r = json.loads(ok("--json", "pw", "--scheme", "scram-sha-256", conf=conf, stdin=b"x\n"))
     assert r["scheme"] == "SCRAM-SHA-256" and r["hash"].count(",") == 3, r
+    # a password SASLprep refuses (U+0221, unassigned in RFC 4013's tables): the password is
+    # named as refused, not the scheme, which is right
+    err = fails(64, "pw", "--scheme", "SCRAM-SHA-256", conf=conf, stdin=b"p\xc8\xa1w\n",
+                says="SASLprep")
+    assert "one of" not in err and "see --help" not in err and "usage" not in err, err
+    assert err.startswith("mailctl: a SCRAM-SHA-256 hash of this password: "), err
+    err = fails(64, "pw", "--scheme", "MD5", conf=conf, stdin=b"x\n", says="unknown scheme")
+    assert "one of SSHA" in err and "see --help" in err, err
 
 
 TESTS = [test_usage, test_upgrade, test_users, test_quota, test_mailboxes, test_mbox_round_trip,
