@@ -294,6 +294,14 @@ void authcache_set_ttls(struct authcache *c, int64_t ttl_ms, int64_t neg_ttl_ms)
 	c->neg_ttl_ms = neg_ttl_ms;
 }
 
+void authcache_limit(struct authcache *c, size_t max_entries)
+{
+	if (max_entries < c->max)
+		c->max = max_entries;
+	while (c->count > c->max && c->oldest != NULL)
+		ac_remove(c, ac_slot(c, c->oldest->key, c->oldest->hash));
+}
+
 void authcache_remove(struct authcache *c, const char *key)
 {
 	struct ac_entry **slot;

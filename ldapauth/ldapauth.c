@@ -403,6 +403,8 @@ static void req_refuse(struct ldapauth_req *req, enum ldapauth_result r, const c
 void ldapauth_use_shared(struct ldapauth *la, struct ldapauth_shared *sh)
 {
 	la->shared = sh;
+	if (sh != NULL)
+		authcache_limit(la->cache, LDAPAUTH_PRIVATE_CACHE_MAX);
 }
 
 void ldapauth_reload_ttls(struct ldapauth *la, const struct conf *c)

@@ -71,6 +71,9 @@ void authcache_clear(struct authcache *c);
 void authcache_remove(struct authcache *c, const char *key);
 /* The TTLs of entries put from now on (a SIGHUP; the entries kept so far keep theirs). */
 void authcache_set_ttls(struct authcache *c, int64_t ttl_ms, int64_t neg_ttl_ms);
+/* Lowers the entry bound to max_entries (never raises it); the least recently used entries
+   past it go now. */
+void authcache_limit(struct authcache *c, size_t max_entries);
 size_t authcache_count(const struct authcache *c);
 /* Bytes the negative entries hold (as authcache counts them); *count_r (may be NULL) gets how
    many there are. */
@@ -85,6 +88,9 @@ void authcache_digest(const unsigned char *salt, const char *password, unsigned 
    entry is not kept there (a record too big for a slot, or no room for a negative entry
    among the users'): the worker's own authcache keeps it then. */
 struct ldapauth_shared;
+/* The entry bound of a worker's own cache beside the shared one: it keeps only what the
+   shared one refuses (long alias lists, negatives with no room), not auth_cache_size. */
+#define LDAPAUTH_PRIVATE_CACHE_MAX 1024
 enum ac_res authshm_get(struct ldapauth_shared *s, const char *key, const char *password,
 			int64_t now_ms, struct ldapauth_rec **rec_r);
 bool authshm_put(struct ldapauth_shared *s, const char *key, struct ldapauth_rec *rec,

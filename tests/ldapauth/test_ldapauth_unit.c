@@ -238,6 +238,40 @@ static void test_cache_many(void **state)
 	ldapauth_rec_unref(&r);
 }
 
+/* Beside the shared cache a worker's own is cut to LDAPAUTH_PRIVATE_CACHE_MAX entries
+   (ldapauth_use_shared), whatever auth_cache_size says; a smaller bound stays. */
+static void test_cache_limit(void **state)
+{
+	struct authcache *c = authcache_new(500000, 100000, 100000, 1 << 20);
+	struct ldapauth_rec *r = ldapauth_rec_new(), *got = NULL;
+	char key[32];
+
+	for (int i = 0; i < 3000; i++) {
+		snprintf(key, sizeof(key), "l:%d", i);
+		authcache_put(c, key, r, NULL, i);
+	}
+	authcache_limit(c, LDAPAUTH_PRIVATE_CACHE_MAX);
+	assert_int_equal(authcache_count(c), LDAPAUTH_PRIVATE_CACHE_MAX);
+	assert_int_equal(authcache_get(c, "l:2999", NULL, 3000, &got), AC_HIT);
+	ldapauth_rec_unref(&got);
+	assert_int_equal(authcache_get(c, "l:1000", NULL, 3000, &got), AC_MISS);
+	for (int i = 3000; i < 6000; i++) {
+		snprintf(key, sizeof(key), "l:%d", i);
+		authcache_put(c, key, r, NULL, i);
+	}
+	assert_int_equal(authcache_count(c), LDAPAUTH_PRIVATE_CACHE_MAX);
+	authcache_free(&c);
+	c = authcache_new(3, 100000, 100000, 1 << 20);
+	authcache_limit(c, LDAPAUTH_PRIVATE_CACHE_MAX);
+	for (int i = 0; i < 10; i++) {
+		snprintf(key, sizeof(key), "l:%d", i);
+		authcache_put(c, key, r, NULL, i);
+	}
+	assert_int_equal(authcache_count(c), 3);
+	authcache_free(&c);
+	ldapauth_rec_unref(&r);
+}
+
 /* Unique unknown addresses fill the negative entries up to their memory bound, not to the
    entry count, and do not push out the users' entries. */
 static void test_cache_negative_memory(void **state)
@@ -485,6 +519,7 @@ int main(void)
 		cmocka_unit_test(test_passwd_schemes),
 		cmocka_unit_test(test_cache),
 		cmocka_unit_test(test_cache_many),
+		cmocka_unit_test(test_cache_limit),
 		cmocka_unit_test(test_shared_cache),
 		cmocka_unit_test(test_cache_negative_memory),
 		cmocka_unit_test(test_file_backend),
