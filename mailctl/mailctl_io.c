@@ -17,7 +17,8 @@
  *   MODSEQ; Maildir import into a mailbox that never held a message restores them
  *   (store_mbox_restore_uids, store_msg_restore_modseq, store_mbox_restore_modseq). The
  *   mailbox's annotations go to heron-metadata, the user's server ones to
- *   heron-server-metadata ("ENTRY HEX" lines), and come back on import.
+ *   heron-server-metadata ("ENTRY HEX" lines), the special-use attributes of a whole user's
+ *   mailboxes to heron-special-use ("MASK NAME" lines), and come back on import.
  *   Maildir import turns a LF not preceded by CR into CRLF (a no-op on CRLF files). */
 #include <dirent.h>
 #include <errno.h>
@@ -1003,6 +1004,80 @@ static int md_subscribe(struct imp *im, bool at_top)
 	return rc;
 }
 
+struct uses {
+	struct imp *im;
+	char **names;
+	unsigned *masks;
+	size_t n;
+};
+
+static int w_special_use(struct store_txn *t, void *arg)
+{
+	struct uses *us = arg;
+	struct store_user u;
+	uint64_t mbox;
+	int rc;
+
+	if ((rc = store_user_get(t, us->im->user, &u)) != 0)
+		return rc;
+	for (size_t i = 0; i < us->n && rc == 0; i++)
+		if ((rc = store_mbox_find(t, u.id, us->names[i], &mbox)) == 0)
+			rc = store_mbox_set_special(t, mbox, us->masks[i]);
+	return rc;
+}
+
+/* The heron-special-use file of a whole user's export ("MASK NAME" a line, MASK the
+   enum store_special bits in hexadecimal): each mailbox given its attributes, in one
+   transaction. A missing file: none. Errors: STORE_EINVAL (a line that does not parse, a
+   mask with unknown bits), STORE_ENOMBOX (a mailbox the export does not hold), STORE_EIO. */
+static int md_special_use(struct imp *im)
+{
+	const unsigned known = STORE_USE_ALL | STORE_USE_ARCHIVE | STORE_USE_DRAFTS |
+			       STORE_USE_FLAGGED | STORE_USE_JUNK | STORE_USE_SENT |
+			       STORE_USE_TRASH;
+	char p[4200], line[2048], *end;
+	struct uses us = { im, NULL, NULL, 0 };
+	unsigned long mask;
+	FILE *f;
+	int rc = 0;
+
+	snprintf(p, sizeof(p), "%s/heron-special-use", im->path);
+	if ((f = fopen(p, "r")) == NULL)
+		return errno == ENOENT ? 0 : STORE_EIO;
+	while (rc == 0 && fgets(line, sizeof(line), f) != NULL) {
+		if (line[strcspn(line, "\n")] != '\n') {
+			rc = STORE_EINVAL; /* longer than any mailbox name */
+			break;
+		}
+		line[strcspn(line, "\n")] = '\0';
+		errno = 0;
+		mask = strtoul(line, &end, 16);
+		if (end == line || *end != ' ' || end[1] == '\0' || errno != 0 ||
+		    (mask & ~(unsigned long)known) != 0) {
+			rc = STORE_EINVAL;
+			break;
+		}
+		us.names = xreallocarray(us.names, us.n + 1, sizeof(*us.names));
+		us.masks = xreallocarray(us.masks, us.n + 1, sizeof(*us.masks));
+		us.names[us.n] = xstrdup(end + 1);
+		us.masks[us.n++] = (unsigned)mask;
+	}
+	if (rc == 0 && ferror(f))
+		rc = STORE_EIO;
+	fclose(f);
+	if (rc == 0 && us.n > 0)
+		rc = store_write(im->mc->st, im->part, w_special_use, &us);
+	if (rc != 0)
+		fprintf(stderr, "mailctl: %s: %s\n", p,
+			rc == STORE_EINVAL ? "not a list of special uses (MASK NAME a line)"
+					   : store_strerror(rc));
+	for (size_t i = 0; i < us.n; i++)
+		free(us.names[i]);
+	free(us.names);
+	free(us.masks);
+	return rc;
+}
+
 /* A Maildir into the target mailbox, then each Maildir++ folder ".A.B" into "A/B" below
    it (at the top level when the target is INBOX), each with its own dovecot-keywords. */
 static int import_maildir_tree(struct imp *im)
@@ -1045,6 +1120,8 @@ static int import_maildir_tree(struct imp *im)
 		rc = md_subscribe(im, at_top);
 	if (rc == 0 && at_top) /* the whole user: its server entries too */
 		rc = md_annotations(im, "heron-server-metadata", true);
+	if (rc == 0 && at_top)
+		rc = md_special_use(im);
 	im->first_uid = first;
 	im->last_uid = last;
 	return rc;
@@ -1557,6 +1634,22 @@ static int write_subscriptions(const char *dir, const struct boxes *subs)
 	return fclose(f) == 0 ? 0 : errno;
 }
 
+/* The special-use attributes (RFC 6154) of the user's mailboxes into DIR/heron-special-use,
+   a line "MASK NAME" (enum store_special in hexadecimal) for each mailbox that has any. */
+static int write_special_use(const char *dir, const struct boxes *all)
+{
+	char p[4200];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/heron-special-use", dir);
+	if ((f = fopen(p, "wx")) == NULL)
+		return errno;
+	for (size_t i = 0; i < all->n; i++)
+		if (all->special[i] != 0 && all->special[i] != UINT32_MAX)
+			fprintf(f, "%x %s\n", all->special[i], all->names[i]);
+	return fclose(f) == 0 ? 0 : errno;
+}
+
 /* The user's server annotations (METADATA-SERVER) into DIR/heron-server-metadata. */
 static int export_server_annots(struct mc *mc, const char *user, const char *dir)
 {
@@ -1608,6 +1701,10 @@ int mc_export_user(struct mc *mc, const char *user, const char *dir, uint64_t *c
 	}
 	if (rc == MC_OK && (err = write_subscriptions(dir, &subs)) != 0) {
 		fprintf(stderr, "mailctl: writing %s/subscriptions: %s\n", dir, strerror(err));
+		rc = MC_ERR;
+	}
+	if (rc == MC_OK && (err = write_special_use(dir, &all)) != 0) {
+		fprintf(stderr, "mailctl: writing %s/heron-special-use: %s\n", dir, strerror(err));
 		rc = MC_ERR;
 	}
 	if (rc == MC_OK)

@@ -6,8 +6,9 @@
  *            is refused 452 4.2.2, so the fronts keep the user's new mail queued; the
  *            sessions on the source are kicked
  *   copied   the user exported (Maildir++, UIDs, UIDVALIDITY, UIDNEXT, MODSEQs, flags,
- *            keywords, subscriptions, annotations) and imported into the target store,
- *            the quota restored there, and the two compared message by message
+ *            keywords, subscriptions, annotations, special-use attributes) and
+ *            imported into the target store, the quota restored there, and the two
+ *            compared message by message
  *   flipped  mailHost replaced on the provider: queued mail now goes to the target
  *   --finish once [directory] auth_cache_ttl has passed (no host routes by the old value),
  *            the source copy, unchanged since the copy, is deleted
@@ -252,9 +253,9 @@ static int fp_mbox(const struct store_mbox_info *mi, void *arg)
 		return rc;
 	fprintf(fp->f,
 		"mailbox %.*s uidvalidity %" PRIu32 " uidnext %" PRIu32 " highestmodseq %" PRIu64
-		" subscribed %d\n",
+		" subscribed %d special %x\n",
 		(int)mi->name_len, mi->name, st.uidvalidity, st.uidnext, st.highestmodseq,
-		(mi->attrs & STORE_MBOX_SUBSCRIBED) != 0);
+		(mi->attrs & STORE_MBOX_SUBSCRIBED) != 0, mi->special);
 	fp->mailboxes++;
 	while ((rc = store_iter_next(it, &msg)) == STORE_ITER_MSG) {
 		unsigned n = 0;
@@ -278,9 +279,9 @@ static int fp_mbox(const struct store_mbox_info *mi, void *arg)
 }
 
 /* What a move must keep of user, as text (*text_r malloc'd): each selectable mailbox with
-   its UIDVALIDITY, UIDNEXT, HIGHESTMODSEQ, subscription and annotations, each message with
-   its UID, size, INTERNALDATE, MODSEQ, flags and keywords, and the user's server
-   annotations. A store error code. */
+   its UIDVALIDITY, UIDNEXT, HIGHESTMODSEQ, subscription, special use and annotations, each
+   message with its UID, size, INTERNALDATE, MODSEQ, flags and keywords, and the user's
+   server annotations. A store error code. */
 static int fingerprint(struct mc *mc, const char *user, char **text_r, uint64_t *boxes_r,
 		       uint64_t *msgs_r)
 {

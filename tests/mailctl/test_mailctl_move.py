@@ -3,8 +3,9 @@
 hosts (tests/cluster/heroncluster.py: mtad + imapd on 127.0.0.2 and 127.0.0.3 with their own
 stores, a front imapd in proxy mode, one real slapd whose mailHost routes the users). The move
 keeps UIDVALIDITY, UIDs, UIDNEXT, flags, keywords, MODSEQs (HIGHESTMODSEQ does not go back),
-subscriptions and the mailbox and server annotations (what an imaplib client of the front
-sees before, relayed to the source, and after, relayed to the target);
+subscriptions, the mailbox and server annotations and the mailboxes' special-use
+attributes (what an imaplib client of the front sees before, relayed to the source, and
+after, relayed to the target);
 mail sent while the user is frozen (the flip failed: the provider down) waits in the
 sending host's queue and arrives once, on the target, after the flip; the source's
 sessions are kicked; --finish deletes the source copy; --abort before the flip leaves the
@@ -84,6 +85,13 @@ META = {"INBOX": {"/private/comment": "inbox, moved", "/shared/vendor/heron/x": 
         "": {"/private/vendor/heron/server": "a server entry of the user"}}
 
 
+SPECIAL_USES = {b"\\All", b"\\Archive", b"\\Drafts", b"\\Flagged", b"\\Junk", b"\\Sent",
+                b"\\Trash"}
+# mailboxes made with CREATE (USE ...) before the move (RFC 6154); one has two uses
+USES = {"Sent": "\\Sent", "Drafts": "\\Drafts", "Junk": "\\Junk", "Trash": "\\Trash",
+        "Archive/2026": "\\Archive \\Flagged"}
+
+
 def metadata(c):
     """{mailbox: {entry: value}} of GETMETADATA for the entries of META that have one."""
     out = {}
@@ -103,7 +111,7 @@ def metadata(c):
 def state(c):
     """What a client resynchronizes by: per mailbox UIDVALIDITY, UIDNEXT, HIGHESTMODSEQ, each
     UID's flags (keywords included) and MODSEQ (CONDSTORE, RFC 7162), the subscriptions and
-    the annotations."""
+    the annotations and the special-use attributes of LIST."""
     out = {}
     for box in ("INBOX", "Work"):
         typ, data = c.status(box, "(UIDVALIDITY UIDNEXT HIGHESTMODSEQ)")
@@ -124,6 +132,15 @@ def state(c):
         out[box + " modseq"] = (int(st[b"HIGHESTMODSEQ"]), modseqs)
     typ, data = c.lsub()
     out["subscribed"] = sorted(d.split(b" ")[-1].strip(b'"') for d in data)
+    typ, data = c.list()
+    assert typ == "OK", data
+    out["special-use"] = {}  # RFC 6154 attributes in LIST, by mailbox
+    for d in data:
+        m = re.match(rb'\(([^)]*)\) "/" "?([^"]*)"?$', d or b"")
+        uses = {a for a in m.group(1).split() if a in SPECIAL_USES}
+        if uses:
+            out["special-use"][m.group(2).decode()] = uses
+
     out["metadata"] = metadata(c)
     return out
 
@@ -164,12 +181,17 @@ def main():
                 typ, data = c._simple_command("SETMETADATA", '"%s"' % box,
                                               '(%s "%s")' % (entry, value))
                 assert typ == "OK", (box, entry, data)
+        for box, uses in USES.items():
+            typ, data = c._simple_command("CREATE", '"%s"' % box, "(USE (%s))" % uses)
+            assert typ == "OK", (box, data)
         c.logout()
         c = front_login(cl.front, "user1")  # the client's view, through the front
         before = state(c)
         c.logout()
         assert_eq(sorted(before["INBOX"][2]), [1, 3])
         assert_eq(before["metadata"], META)
+        assert_eq(before["special-use"],
+                  {b: set(u.encode().split()) for b, u in USES.items()})
         # MODSEQs a copy numbering anew would not give: 1 changed after 3, the expunge after
         hms, modseqs = before["INBOX modseq"]
         assert modseqs[1] > modseqs[3] and hms > modseqs[1], before
@@ -202,7 +224,7 @@ def main():
         # again, with the provider up: resumes at the flip
         doc = move(h1, h2, "user1")
         assert_eq((doc["step"], doc["from"], doc["mailboxes"], doc["messages"]),
-                  ("flipped", "store1.heron.test", 2, 3))
+                  ("flipped", "store1.heron.test", 8, 3))
         assert doc["finish_after"] is not None, doc
         assert_eq(mailhost(cl, "user1"), "store2.heron.test")
         wait_for(arrived(h2, "user1", "held-1"), 60, "held-1 on store2 after the flip")
@@ -231,6 +253,7 @@ def main():
         assert after["INBOX modseq"][0] > hms, after
         assert after["INBOX modseq"][1][n] > hms, after
         assert_eq(after["metadata"], META)
+        assert_eq(after["special-use"], before["special-use"])
         c2 = front_login(cl.front, "user1")
         c2.select("INBOX", readonly=True)
         typ, data = c2.uid("FETCH", "1:*", "(FLAGS) (CHANGEDSINCE %d)" % hms)
