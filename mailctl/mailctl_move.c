@@ -7,8 +7,8 @@
  *            sessions on the source are kicked
  *   copied   the user exported (Maildir++, UIDs, UIDVALIDITY, UIDNEXT, MODSEQs, flags,
  *            keywords, subscriptions, annotations, special-use attributes) and
- *            imported into the target store, the quota restored there, and the two
- *            compared message by message
+ *            imported into the target store, the Sieve scripts copied (the active one
+ *            active), the quota restored there, and the two compared message by message
  *   flipped  mailHost replaced on the provider: queued mail now goes to the target
  *   --finish once [directory] auth_cache_ttl has passed (no host routes by the old value),
  *            the source copy, unchanged since the copy, is deleted
@@ -34,6 +34,7 @@
 #include "common/xmalloc.h"
 #include "ldapauth/ldapauth.h"
 #include "mailctl/mailctl.h"
+#include "store/store_sieve.h"
 
 enum move_step { MV_NONE, MV_FROZEN, MV_COPIED, MV_FLIPPED };
 static const char *const step_names[] = { "none", "frozen", "copied", "flipped" };
@@ -278,10 +279,25 @@ static int fp_mbox(const struct store_mbox_info *mi, void *arg)
 	return rc != 0 ? rc : store_annot_all(fp->t, mi->id, fp->user, fp_annot, fp);
 }
 
+/* One Sieve script: its name, whether it is active, and its source and program (hex). */
+static int fp_sieve(const struct store_sieve_script *s, void *arg)
+{
+	struct fp *fp = arg;
+
+	fprintf(fp->f, "sieve %.*s active %d\n  src ", (int)s->name_len, s->name, s->active);
+	for (size_t i = 0; i < s->src_len; i++)
+		fprintf(fp->f, "%02x", (unsigned char)s->src[i]);
+	fputs("\n  prog ", fp->f);
+	for (size_t i = 0; i < s->prog_len; i++)
+		fprintf(fp->f, "%02x", s->prog[i]);
+	fputc('\n', fp->f);
+	return 0;
+}
+
 /* What a move must keep of user, as text (*text_r malloc'd): each selectable mailbox with
    its UIDVALIDITY, UIDNEXT, HIGHESTMODSEQ, subscription, special use and annotations, each
    message with its UID, size, INTERNALDATE, MODSEQ, flags and keywords, and the user's
-   server annotations. A store error code. */
+   server annotations and Sieve scripts (the active one marked). A store error code. */
 static int fingerprint(struct mc *mc, const char *user, char **text_r, uint64_t *boxes_r,
 		       uint64_t *msgs_r)
 {
@@ -304,6 +320,8 @@ static int fingerprint(struct mc *mc, const char *user, char **text_r, uint64_t 
 		fputs("server\n", fp.f);
 		rc = store_annot_all(fp.t, u.id, u.id, fp_annot, &fp);
 	}
+	if (rc == 0)
+		rc = store_sieve_list(fp.t, user, fp_sieve, &fp);
 	store_txn_abort(&fp.t);
 	fclose(fp.f);
 	*boxes_r = fp.mailboxes;
@@ -356,6 +374,80 @@ static int compare(struct move *m, char **src_r)
 	} else
 		*src_r = src;
 	free(dst);
+	return rc;
+}
+
+/* The user's Sieve scripts, read from the source and written to the target as stored
+   (source and compiled program: both hosts run the same Heron), the active one active. */
+struct scripts {
+	const char *user;
+	size_t n;
+	struct script {
+		char *name;
+		char *src;
+		size_t src_len;
+		uint8_t *prog;
+		size_t prog_len;
+		bool active;
+	} * v;
+};
+
+static int scripts_add(const struct store_sieve_script *s, void *arg)
+{
+	struct scripts *sc = arg;
+	struct script *d;
+
+	sc->v = xreallocarray(sc->v, sc->n + 1, sizeof(*sc->v));
+	d = &sc->v[sc->n++];
+	d->name = xstrndup(s->name, s->name_len);
+	d->src = xmalloc(s->src_len + 1);
+	memcpy(d->src, s->src, s->src_len);
+	d->src[s->src_len] = '\0';
+	d->src_len = s->src_len;
+	d->prog = xmalloc(s->prog_len + 1);
+	memcpy(d->prog, s->prog, s->prog_len);
+	d->prog_len = s->prog_len;
+	d->active = s->active;
+	return 0;
+}
+
+static int w_scripts(struct store_txn *t, void *arg)
+{
+	struct scripts *sc = arg;
+	int rc = 0;
+
+	for (size_t i = 0; i < sc->n && rc == 0; i++)
+		rc = store_sieve_put(t, sc->user, sc->v[i].name, sc->v[i].src, sc->v[i].src_len,
+				     sc->v[i].prog, sc->v[i].prog_len);
+	for (size_t i = 0; i < sc->n && rc == 0; i++)
+		if (sc->v[i].active)
+			rc = store_sieve_activate(t, sc->user, sc->v[i].name);
+	return rc;
+}
+
+static int copy_scripts(struct move *m)
+{
+	struct scripts sc = { m->user, 0, NULL };
+	struct store_txn *t;
+	unsigned p;
+	int rc;
+
+	if ((rc = store_user_locate(m->mc->st, m->user, &p)) != 0 ||
+	    (rc = store_txn_begin(m->mc->st, p, STORE_TXN_READ, &t)) != 0)
+		return mc_fail(m->mc, rc, "the Sieve scripts of '%s'", m->user);
+	rc = store_sieve_list(t, m->user, scripts_add, &sc);
+	store_txn_abort(&t);
+	if (rc != 0)
+		rc = mc_fail(m->mc, rc, "the Sieve scripts of '%s'", m->user);
+	else if (sc.n > 0 && ((rc = store_user_locate(m->tgt.st, m->user, &p)) != 0 ||
+			      (rc = store_write(m->tgt.st, p, w_scripts, &sc)) != 0))
+		rc = mc_fail(m->mc, rc, "the Sieve scripts of '%s' on the target", m->user);
+	for (size_t i = 0; i < sc.n; i++) {
+		free(sc.v[i].name);
+		free(sc.v[i].src);
+		free(sc.v[i].prog);
+	}
+	free(sc.v);
 	return rc;
 }
 
@@ -478,6 +570,8 @@ static int copy(struct move *m)
 			     w_create, &o)) != 0)
 		return mc_fail(m->mc, rc, "creating '%s' on the target", m->user);
 	if ((rc = mc_import_dir(&m->tgt, m->user, m->mail, &count)) != MC_OK)
+		return rc;
+	if ((rc = copy_scripts(m)) != MC_OK)
 		return rc;
 	o.bytes = m->j.quota_bytes;
 	o.msgs = m->j.quota_msgs;

@@ -5,7 +5,8 @@ stores, a front imapd in proxy mode, one real slapd whose mailHost routes the us
 keeps UIDVALIDITY, UIDs, UIDNEXT, flags, keywords, MODSEQs (HIGHESTMODSEQ does not go back),
 subscriptions, the mailbox and server annotations and the mailboxes' special-use
 attributes (what an imaplib client of the front sees before, relayed to the source, and
-after, relayed to the target);
+after, relayed to the target), and the Sieve scripts with the active one (mail after the
+move is filed by it);
 mail sent while the user is frozen (the flip failed: the provider down) waits in the
 sending host's queue and arrives once, on the target, after the flip; the source's
 sessions are kicked; --finish deletes the source copy; --abort before the flip leaves the
@@ -90,6 +91,24 @@ SPECIAL_USES = {b"\\All", b"\\Archive", b"\\Drafts", b"\\Flagged", b"\\Junk", b"
 # mailboxes made with CREATE (USE ...) before the move (RFC 6154); one has two uses
 USES = {"Sent": "\\Sent", "Drafts": "\\Drafts", "Junk": "\\Junk", "Trash": "\\Trash",
         "Archive/2026": "\\Archive \\Flagged"}
+
+
+# Sieve scripts put before the move; "filing" active: the target files by it after the flip
+SCRIPTS = {"filing": 'require "fileinto";\r\nif header :contains "subject" "to-work" '
+                     '{ fileinto "Work"; }\r\n',
+           "spare": 'keep;\r\n'}
+
+
+def scripts(h, user):
+    """{name: (active, source)} of user's Sieve scripts in h's store."""
+    code, doc, err = mailctl(h.conf, "sieve", "list", user)
+    assert code == 0, err
+    out = {}
+    for s in valid("sieve list", doc):
+        code, got, err = mailctl(h.conf, "sieve", "get", user, s["script"])
+        assert code == 0, err
+        out[s["script"]] = (s["active"], valid("sieve get", got)["source"])
+    return out
 
 
 def metadata(c):
@@ -185,6 +204,16 @@ def main():
             typ, data = c._simple_command("CREATE", '"%s"' % box, "(USE (%s))" % uses)
             assert typ == "OK", (box, data)
         c.logout()
+        for name, src in SCRIPTS.items():
+            path = os.path.join(TMP, name + ".sieve")
+            with open(path, "w", newline="") as f:
+                f.write(src)
+            code, _, err = mailctl(h1.conf, "sieve", "put", "user1", name, path,
+                                   *(["--activate"] if name == "filing" else []))
+            assert code == 0, err
+        sieve_before = scripts(h1, "user1")
+        assert_eq(sieve_before, {"filing": (True, SCRIPTS["filing"]),
+                                 "spare": (False, SCRIPTS["spare"])})
         c = front_login(cl.front, "user1")  # the client's view, through the front
         before = state(c)
         c.logout()
@@ -260,6 +289,7 @@ def main():
         assert typ == "OK", data
         assert_eq([int(re.search(rb"UID (\d+)", d).group(1)) for d in data if d], [n])
         c2.logout()
+        assert_eq(scripts(h2, "user1"), sieve_before)  # the same scripts, the same active
         code, quota, _ = mailctl(h2.conf, "quota", "get", "user1")
         assert code == 0 and quota["quota_bytes"] == 5 * 1024 * 1024, quota
 
@@ -272,6 +302,16 @@ def main():
         send(h1, "user1", "after-1")
         wait_for(arrived(h2, "user1", "after-1"), 30, "after-1 on store2")
         assert_eq(h2.subjects("user1").count("after-1"), 1)
+        # the active script moved with the user: store2's delivery files by it
+        send(h1, "user1", "to-work-1")
+        c2 = front_login(cl.front, "user1")
+
+        def filed():
+            c2.select("Work", readonly=True)
+            return c2.uid("SEARCH", "SUBJECT", "to-work-1")[1][0].split()
+        wait_for(filed, 30, "to-work-1 filed into Work on store2")
+        c2.logout()
+        assert "to-work-1" not in h2.subjects("user1")
         assert_eq(mailctl(h1.conf, "user", "show", "user1")[0], 67)
 
     def test_abort_before_the_flip():
