@@ -106,7 +106,7 @@ static const char *fetch_parse(struct imap_cmd *cmd, struct fetch_cmd *f)
 	if (set == NULL || items == NULL || imap_cmd_arg(cmd, 3) != NULL ||
 	    set->type != IMAP_ARG_ATOM)
 		return "Expected: FETCH sequence-set items";
-	if (cmd->uid)
+	if (cmd->uid || c->enabled_qresync) /* RFC 7162 3.2.4: UID in every FETCH */
 		imap_fetch_add(f->items, "UID");
 	if (imap_fetch_parse(f->items, items) < 0)
 		return "Invalid FETCH item";

@@ -278,6 +278,8 @@ static void sync_selected(struct imap_client *c, bool allow_expunge)
 	imap_view_sync(c, allow_expunge);
 	if (c->view == NULL || n->fetch == NULL || (c->flags & IMAP_CF_CLOSING))
 		return;
+	if (c->enabled_qresync && imap_fetch_add(n->fetch, "UID") < 0) /* RFC 7162 3.2.4 */
+		return;
 	if (store_txn_begin(c->srv->store, v->part, STORE_TXN_READ, &t) != 0)
 		return;
 	vi = v->n;

@@ -145,7 +145,7 @@ static void store_report(struct imap_cmd *cmd, const struct store_op *so, bool s
 		if (silent || seq == 0)
 			continue;
 		imap_printf(c, "* %u FETCH (", seq);
-		if (cmd->uid)
+		if (cmd->uid || c->enabled_qresync) /* RFC 7162 3.2.4 */
 			imap_printf(c, "UID %u ", so->res[i].uid);
 		imap_write(c, "FLAGS ", 6);
 		imap_flags_write(c, so->res[i].flags, so->res[i].kw,

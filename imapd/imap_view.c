@@ -405,7 +405,7 @@ static int view_flag_changes(struct imap_client *c, struct store_txn *t)
 			continue;
 		vm->flags = (uint8_t)(m.flags | (vm->flags & IMAP_VF_RECENT));
 		vm->keywords = m.keywords;
-		if (imap_notify_flag_uid(c))
+		if (imap_notify_flag_uid(c) || c->enabled_qresync) /* RFC 7162 3.2.4 */
 			imap_printf(c, "* %u FETCH (UID %u FLAGS ", seq, m.uid);
 		else
 			imap_printf(c, "* %u FETCH (FLAGS ", seq);

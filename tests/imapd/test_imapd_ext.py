@@ -10,7 +10,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from heronlib import IMAP_PASSWORD as PASSWORD, Imapd, run_suite  # noqa: E402
+from heronlib import IMAP_PASSWORD as PASSWORD, Imapd, after_test, run_suite  # noqa: E402
 from heronlib import assert_eq, assert_in, assert_ne, assert_not_in  # noqa: E402
 from messages import SIMPLE  # noqa: E402
 D = None  # the imapd the running tests talk to
@@ -310,12 +310,51 @@ def test_acl():
     assert_eq(D.raw("bob", login=False).cmd("v", "MYRIGHTS INBOX"), ["v NO Log in first"])
 
 
+def test_qresync_uid():
+    """RFC 7162 3.2.4: with QRESYNC enabled, every untagged FETCH carries UID (imaplib)."""
+    q = D.login("alice")
+    after_test(q.logout)
+    for _ in range(3):
+        assert_eq(q.append("INBOX", None, None, SIMPLE)[0], "OK")
+    assert_eq(q.enable("QRESYNC")[0], "OK")
+    assert_eq(q.select("INBOX")[0], "OK")
+    other = D.login("alice")
+    after_test(other.logout)
+    assert_eq(other.select("INBOX")[0], "OK")
+    assert_eq(other.store("2", "+FLAGS.SILENT", "(\\Flagged)")[0], "OK")
+    # the unsolicited FETCH for the other session's change (imap_view.c)
+    typ, _ = q.noop()
+    assert_eq(typ, "OK")
+    # which session holds \\Recent is not the point here
+    def norecent(x):
+        return (x.decode() if isinstance(x, bytes) else x).replace(" \\Recent", "").replace(
+            "\\Recent", "")
+
+    fetches = [norecent(x) for x in q.untagged_responses.pop("FETCH", [])]
+    assert_eq(len(fetches), 1, fetches)
+    assert re.match(r"2 \(UID 2 FLAGS \(\\Flagged\) MODSEQ \(\d+\)\)$", fetches[0]), fetches
+    # STORE and FETCH by message number
+    typ, data = q.store("3", "+FLAGS", "(\\Seen)")
+    assert_eq(typ, "OK")
+    assert re.match(r"3 \(UID 3 FLAGS \(\\Seen\) MODSEQ \(\d+\)\)$", norecent(data[0])), data
+    typ, data = q.fetch("1", "(FLAGS)")
+    assert_eq(typ, "OK")
+    lines = [norecent(x) for x in data]
+    assert lines and all(re.match(r"\d+ \(.*\bUID \d+\b", x) for x in lines), data
+    assert [x for x in lines if x in ("1 (FLAGS () UID 1)", "1 (UID 1 FLAGS ())")], data
+    # a session without QRESYNC is unchanged
+    assert_eq(other.store("1", "+FLAGS.SILENT", "(\\Seen)")[0], "OK")
+    typ, data = other.fetch("1", "(FLAGS)")
+    assert_eq([norecent(x) for x in data], ["1 (FLAGS (\\Seen))"])
+
+
 def main():
     global D
     imapd, deliver = sys.argv[1], sys.argv[2]
     rc = 0
     for tests in ([test_back_to_not_authenticated], [test_ids], [test_preview], [test_partial],
-                  [test_savedate], [test_replace], [test_acl]):
+                  [test_savedate], [test_replace], [test_acl],
+                  [test_qresync_uid]):
         D = Imapd(imapd, deliver=deliver)  # each on a fresh imapd and store
         rc |= run_suite(D, tests, D.dir)
     return rc
