@@ -687,6 +687,9 @@ static int finish(struct move *m)
 		free(saved);
 		if ((rc = user_write(m->mc, m->user, -1, w_delete, &o)) != 0)
 			return mc_fail(m->mc, rc, "deleting '%s' on the source", m->user);
+		if ((rc = store_acl_forget(m->mc->st, m->user, NULL)) != 0)
+			return mc_fail(m->mc, rc, "the rights given to '%s' on the source",
+				       m->user);
 	} else if (rc != STORE_ENOUSER) /* gone: an earlier --finish did it */
 		return mc_fail(m->mc, rc, "reading '%s' on the source", m->user);
 	if (rm_tree(m->dir) != 0)

@@ -210,8 +210,9 @@ int store_user_create(struct store_txn *t, const char *name, uint64_t *id_r);
 /* Looks a user up by name in t's partition. Errors: STORE_ENOUSER. */
 int store_user_get(struct store_txn *t, const char *name, struct store_user *u_r);
 int store_user_get_id(struct store_txn *t, uint64_t id, struct store_user *u_r);
-/* Deletes the user with all mailboxes, messages (blob refs dropped) and subscriptions.
-   Errors: STORE_ENOUSER. */
+/* Deletes the user with all mailboxes, messages (blob refs dropped), subscriptions, and the
+   ACL rows of t's partition naming the user (store_acl_drop_id; store_acl_forget then does
+   the other partitions). Errors: STORE_ENOUSER. */
 int store_user_delete(struct store_txn *t, const char *name);
 /* Renames within the partition. Errors: STORE_ENOUSER, STORE_EEXIST, STORE_EINVAL. */
 int store_user_rename(struct store_txn *t, const char *from, const char *to);
@@ -443,6 +444,14 @@ struct store_acl_shared {
    cb's non-zero stops and is returned. Reads every row naming user or anyone. */
 int store_acl_shared(struct store_txn *t, const char *user, uint32_t want,
 		     int (*cb)(const struct store_acl_shared *sh, void *arg), void *arg);
+/* Deletes every row of t's partition naming user ("user" or "-user"), so that a later user
+   of the name inherits nothing; *n_r (may be NULL) counts them. store_user_delete does it
+   in the user's partition, in its txn. Needs a write txn. Errors: STORE_EINVAL, STORE_EIO. */
+int store_acl_drop_id(struct store_txn *t, const char *user, uint64_t *n_r);
+/* After store_user_delete: in every partition where no user has the name, the rows naming
+   it go (one store_write each; rows on others' mailboxes live in the owners' partitions).
+   *n_r (may be NULL) counts them. Errors: those of store_write. */
+int store_acl_forget(struct store *st, const char *user, uint64_t *n_r);
 
 /* ------------------------------------------------------------------------------------- */
 /* Blobs: immutable message files. A blob writer computes the message cache (msgcache.h) as
@@ -1010,7 +1019,8 @@ struct store_verify_report {
 	uint64_t repaired;
 	uint64_t bad_cache;        /* cache entries that do not parse (msgcache_parse) */
 	uint64_t moved_lost_found; /* orphan files made messages of lost+found (repair) */
-	uint64_t bad_acl;          /* ACL rows of no mailbox, or that do not decode */
+	uint64_t bad_acl;          /* ACL rows of no mailbox, naming no user of the store (a
+				      check of every user), or that do not decode */
 };
 
 /* Checks one user (user != NULL) or everything: counters against a recount, refcounts,

@@ -300,8 +300,11 @@ int store_acl_drop(struct store_txn *t, uint64_t mbox)
 	return store_del_prefix(t, DBI_ACL, mbox);
 }
 
-int store_acl_check(struct store_txn *t, bool (*mbox_known)(uint64_t mbox, void *arg),
-		    void *arg, bool repair, uint64_t *bad_r, uint64_t *fixed_r)
+/* Reads every row, deleting after (a delete may move the pages the cursor points into) those
+   drop picks when del; *n_r counts the picked rows, *deleted_r the deleted ones. */
+static int acl_sweep(struct store_txn *t, bool (*drop)(const MDB_val *k, const MDB_val *v,
+						      void *arg),
+		     void *arg, bool del, uint64_t *n_r, uint64_t *deleted_r)
 {
 	MDB_cursor *c;
 	MDB_val key, v;
@@ -314,17 +317,12 @@ int store_acl_check(struct store_txn *t, bool (*mbox_known)(uint64_t mbox, void 
 
 	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[DBI_ACL], &c)) != 0)
 		return store_mdb_err(t, rc, "cursor");
-	/* read first, delete after: a delete may move the pages the cursor points into */
 	for (rc = mdb_cursor_get(c, &key, &v, MDB_FIRST); rc == 0;
 	     rc = mdb_cursor_get(c, &key, &v, MDB_NEXT)) {
-		bool ok = key.mv_size > 8 && key.mv_size <= ACL_KEY_MAX && v.mv_size == 4 &&
-			  store_acl_id_valid((const char *)key.mv_data + 8, key.mv_size - 8) &&
-			  mbox_known(get_be64(key.mv_data), arg);
-
-		if (ok)
+		if (!drop(&key, &v, arg))
 			continue;
-		(*bad_r)++;
-		if (!repair || key.mv_size > ACL_KEY_MAX)
+		(*n_r)++;
+		if (!del || key.mv_size > ACL_KEY_MAX)
 			continue;
 		if (n == cap)
 			gone = xreallocarray(gone, cap = cap * 2 + 8, sizeof(*gone));
@@ -332,10 +330,117 @@ int store_acl_check(struct store_txn *t, bool (*mbox_known)(uint64_t mbox, void 
 		gone[n++].len = key.mv_size;
 	}
 	mdb_cursor_close(c);
-	rc = rc == 0 || rc == MDB_NOTFOUND ? 0 : store_mdb_err(t, rc, "acl check");
+	rc = rc == 0 || rc == MDB_NOTFOUND ? 0 : store_mdb_err(t, rc, "acl sweep");
 	for (size_t i = 0; i < n && rc == 0; i++)
 		if ((rc = store_del(t, DBI_ACL, gone[i].k, gone[i].len)) == 0)
-			(*fixed_r)++;
+			(*deleted_r)++;
 	free(gone);
 	return rc;
+}
+
+/* The user an identifier names: "bob" and "-bob" name bob; "anyone" and "-anyone" none. */
+static bool acl_id_user(const char *id, size_t len, const char **user_r, size_t *len_r)
+{
+	if (len > 0 && id[0] == '-') {
+		id++;
+		len--;
+	}
+	if (len == 6 && memcmp(id, "anyone", 6) == 0)
+		return false;
+	*user_r = id;
+	*len_r = len;
+	return true;
+}
+
+struct acl_name {
+	const char *name;
+	size_t len;
+};
+
+static bool acl_names(const MDB_val *k, const MDB_val *v, void *arg)
+{
+	const struct acl_name *a = arg;
+	const char *u;
+	size_t ul;
+
+	(void)v;
+	return k->mv_size > 8 &&
+	       acl_id_user((const char *)k->mv_data + 8, k->mv_size - 8, &u, &ul) &&
+	       ul == a->len && memcmp(u, a->name, ul) == 0;
+}
+
+int store_acl_drop_id(struct store_txn *t, const char *user, uint64_t *n_r)
+{
+	struct acl_name a = { user, strlen(user) };
+	uint64_t seen = 0, n = 0;
+	int rc;
+
+	if (!t->write)
+		return STORE_EINVAL;
+	rc = acl_sweep(t, acl_names, &a, true, &seen, &n);
+	if (n_r != NULL)
+		*n_r = n;
+	return rc;
+}
+
+struct acl_forget {
+	const char *user;
+	uint64_t n;
+};
+
+static int acl_forget_part(struct store_txn *t, void *arg)
+{
+	struct acl_forget *f = arg;
+	MDB_val v;
+	int rc = store_get(t, DBI_USERS, f->user, strlen(f->user), &v);
+
+	if (rc == 0)
+		return 0; /* a user of this name lives here (made again): the rows are theirs */
+	if (rc != STORE_ENOMSG)
+		return rc;
+	return store_acl_drop_id(t, f->user, &f->n);
+}
+
+int store_acl_forget(struct store *st, const char *user, uint64_t *n_r)
+{
+	struct acl_forget f = { .user = user };
+	uint64_t total = 0;
+	int rc = 0;
+
+	for (unsigned p = 0; p < st->nparts && rc == 0; p++) {
+		f.n = 0;
+		if ((rc = store_write(st, p, acl_forget_part, &f)) == 0)
+			total += f.n;
+	}
+	if (n_r != NULL)
+		*n_r = total;
+	return rc;
+}
+
+struct acl_check {
+	bool (*mbox_known)(uint64_t mbox, void *arg);
+	bool (*user_known)(const char *user, size_t len, void *arg);
+	void *arg;
+};
+
+static bool acl_bad(const MDB_val *k, const MDB_val *v, void *arg)
+{
+	const struct acl_check *a = arg;
+	const char *id = (const char *)k->mv_data + 8, *u;
+	size_t il = k->mv_size - 8, ul;
+
+	if (k->mv_size <= 8 || k->mv_size > ACL_KEY_MAX || v->mv_size != 4 ||
+	    !store_acl_id_valid(id, il) || !a->mbox_known(get_be64(k->mv_data), a->arg))
+		return true;
+	return a->user_known != NULL && acl_id_user(id, il, &u, &ul) &&
+	       !a->user_known(u, ul, a->arg);
+}
+
+int store_acl_check(struct store_txn *t, bool (*mbox_known)(uint64_t mbox, void *arg),
+		    bool (*user_known)(const char *user, size_t len, void *arg), void *arg,
+		    bool repair, uint64_t *bad_r, uint64_t *fixed_r)
+{
+	struct acl_check a = { mbox_known, user_known, arg };
+
+	return acl_sweep(t, acl_bad, &a, repair, bad_r, fixed_r);
 }

@@ -252,11 +252,12 @@ int store_annot_drop(struct store_txn *t, uint64_t owner);
 int store_annot_copy(struct store_txn *t, uint64_t from, uint64_t to);
 
 /* store_acl.c: a mailbox's rows dropped; every row checked (verify): rows of a mailbox
-   mbox_known says is gone, or that do not decode, counted in *bad_r and, with repair,
-   deleted (*fixed_r) */
+   mbox_known says is gone, naming a user user_known (when not NULL) says is no user, or
+   that do not decode, counted in *bad_r and, with repair, deleted (*fixed_r) */
 int store_acl_drop(struct store_txn *t, uint64_t mbox);
 int store_acl_check(struct store_txn *t, bool (*mbox_known)(uint64_t mbox, void *arg),
-		    void *arg, bool repair, uint64_t *bad_r, uint64_t *fixed_r);
+		    bool (*user_known)(const char *user, size_t len, void *arg), void *arg,
+		    bool repair, uint64_t *bad_r, uint64_t *fixed_r);
 
 /* store_msg.c */
 int msg_put(struct store_txn *t, uint64_t mbox, uint32_t uid, const struct store_msg *m);

@@ -219,6 +219,10 @@ int store_user_delete(struct store_txn *t, const char *name)
 		return rc;
 	if ((rc = store_mbox_remove_all(t, u.id)) != 0)
 		return rc;
+	/* the rights given to the user on others' mailboxes: a user made later with the name
+	   must not inherit them */
+	if ((rc = store_acl_drop_id(t, name, NULL)) != 0)
+		return rc;
 	put_be64(k, u.id);
 	if ((rc = store_del(t, DBI_USERID, k, 8)) != 0 ||
 	    (rc = store_del(t, DBI_USERS, name, strlen(name))) != 0)

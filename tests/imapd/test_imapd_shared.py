@@ -374,6 +374,37 @@ def test_ns_imaplib():
     b.logout()
 
 
+def test_deleted_user_inherits_nothing():
+    """A user deleted (mailctl user del) takes the rights given to them along: the next
+    user of the name (here made again at its first login) inherits none, in either
+    partition, and verify finds no row naming nobody."""
+    parts = {u: mailctl("user", "show", u)["partition"] for u in ("alice", "bob", "carol")}
+    print("partitions:", parts)
+    for owner in ("alice", "bob"):
+        r = D.raw(owner)
+        ok(r.cmd("c", "CREATE Heir"), "c")
+        ok(r.cmd("s", "SETACL Heir carol lrswi"), "s")
+        ok(r.cmd("n", "SETACL Heir -carol w"), "n")
+    c = D.login("carol")
+    typ, names = c.list()
+    assert sum(b'/Heir"' in n for n in names) == 2, names
+    c.logout()
+    mailctl("user", "del", "carol")
+    assert_eq(mailctl("verify")["bad_acl"], 0)
+    c = D.login("carol")  # a new store user of the name
+    typ, names = c.list()
+    assert not any(b"Heir" in n for n in names), names
+    for owner in ("alice", "bob"):
+        typ, data = c.select('"Other Users/%s/Heir"' % owner, readonly=True)
+        assert typ == "NO" and b"NONEXISTENT" in data[0], (owner, typ, data)
+    c.logout()
+    for owner in ("alice", "bob"):
+        got = D.raw(owner).cmd("g", "GETACL Heir")
+        assert_eq(got[0], '* ACL Heir %s lrswipkxtecda' % owner)
+    v = mailctl("verify")
+    assert_eq((v["status"], v["bad_acl"]), ("clean", 0))
+
+
 def main():
     global D
     imapd, deliver = sys.argv[1], sys.argv[2]
@@ -385,7 +416,8 @@ def main():
     rc |= run_suite(D, [test_namespace_answer, test_grantee_lists_selects_reads,
                         test_rights_taken_away, test_anyone_negative_and_admin,
                         test_grantee_writes,
-                        test_shared_namespace, test_reserved_names, test_ns_imaplib], D.dir)
+                        test_shared_namespace, test_reserved_names, test_ns_imaplib,
+                        test_deleted_user_inherits_nothing], D.dir)
     return rc
 
 

@@ -167,6 +167,7 @@ static void test_life_with_the_mailbox(void **state)
 	(void)state;
 	tstore_open(&ts, 1);
 	user = tuser(ts.st, "owner");
+	tuser(ts.st, "bob"); /* verify drops rows naming no user */
 	mb = tmbox(ts.st, user, "Team");
 	child = tmbox(ts.st, user, "Team/Sub");
 	set(ts.st, mb, "bob", "lr");
@@ -233,6 +234,7 @@ static void test_verify_rows_left(void **state)
 	(void)state;
 	tstore_open(&ts, 1);
 	user = tuser(ts.st, "owner");
+	tuser(ts.st, "bob");
 	mb = tmbox(ts.st, user, "Team");
 	set(ts.st, mb, "bob", "lr");
 	assert_int_equal(store_verify(ts.st, NULL, false, &vr), 0);
@@ -252,6 +254,68 @@ static void test_verify_rows_left(void **state)
 	tstore_close(&ts, true);
 }
 
+static int w_user_delete(struct store_txn *t, void *arg)
+{
+	return store_user_delete(t, arg);
+}
+
+/* A deleted user's rows go: those on mailboxes of its own partition in the delete's txn,
+   the others by store_acl_forget; a user made again with the name inherits nothing. Rows
+   naming no user (a delete that stopped between the two) are verify's. */
+static void test_user_delete_drops_rows(void **state)
+{
+	struct tstore ts;
+	struct store_verify_report vr;
+	char near[32], far[32], bob[32];
+	uint64_t o1, o2, b, m1, m2, own;
+	uint64_t n = 0;
+
+	(void)state;
+	tstore_open(&ts, 2);
+	tuser_name_in(ts.st, 0, "bob", bob, sizeof(bob));
+	o1 = tuser(ts.st, tuser_name_in(ts.st, 0, "near", near, sizeof(near)));
+	o2 = tuser(ts.st, tuser_name_in(ts.st, 1, "far", far, sizeof(far)));
+	b = tuser(ts.st, bob);
+	m1 = tmbox(ts.st, o1, "Team");
+	m2 = tmbox(ts.st, o2, "Team");
+	own = tmbox(ts.st, b, "Mine");
+	set(ts.st, m1, bob, "lrw");
+	set(ts.st, m1, "anyone", "l");
+	set(ts.st, m2, bob, "lri");
+	tuser(ts.st, "carol");
+	set(ts.st, m2, "-carol", "w"); /* another user's: stays */
+	set(ts.st, own, near, "lr");
+	assert_int_equal(store_verify(ts.st, NULL, false, &vr), 0);
+	assert_int_equal(vr.bad_acl, 0);
+
+	assert_int_equal(store_write(ts.st, 0, w_user_delete, bob), 0);
+	assert_string_equal(list(ts.st, m1), "anyone=l,"); /* same partition, same txn */
+	assert_true(strstr(list(ts.st, m2), "lri") != NULL); /* the other partition: not yet */
+	assert_int_equal(store_verify(ts.st, NULL, false, &vr), STORE_ECORRUPT);
+	assert_int_equal(vr.bad_acl, 1); /* a row naming no user */
+	assert_int_equal(store_acl_forget(ts.st, bob, &n), 0);
+	assert_int_equal(n, 1);
+	assert_false(strstr(list(ts.st, m2), "lri") != NULL);
+	assert_int_equal(store_verify(ts.st, NULL, false, &vr), 0);
+	assert_int_equal(vr.bad_acl, 0);
+
+	tuser(ts.st, bob); /* the name again: only anyone's rights */
+	assert_string_equal(fmt(rights(ts.st, m1, bob)), "l");
+	assert_int_equal(rights(ts.st, m2, bob), 0);
+
+	/* a row naming no user, as an interrupted delete leaves: verify repairs it */
+	set(ts.st, m2, "ghost", "lr");
+	set(ts.st, m2, "-ghost", "r");
+	assert_int_equal(store_verify(ts.st, NULL, false, &vr), STORE_ECORRUPT);
+	assert_int_equal(vr.bad_acl, 2);
+	assert_int_equal(store_verify(ts.st, NULL, true, &vr), 0);
+	assert_int_equal(vr.repaired, 2);
+	assert_false(strstr(list(ts.st, m2), "ghost") != NULL);
+	assert_true(strstr(list(ts.st, m2), "-carol=w") != NULL);
+	
+	tstore_close(&ts, true);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -259,6 +323,7 @@ int main(void)
 		cmocka_unit_test(test_set_and_rights),
 		cmocka_unit_test(test_life_with_the_mailbox),
 		cmocka_unit_test(test_verify_rows_left),
+		cmocka_unit_test(test_user_delete_drops_rows),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
