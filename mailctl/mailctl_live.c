@@ -362,7 +362,7 @@ static double quantile(const struct snap *now, const struct snap *prev, const ch
 	}
 	total = cum[METRICS_NLE];
 	if (total <= 0)
-		return NAN;
+		return (double)NAN;
 	for (unsigned k = 0; k < METRICS_NLE; k++) {
 		double hi = (double)metrics_le_us[k] / 1e6, below = k ? cum[k - 1] : 0;
 

@@ -35,8 +35,10 @@ static const char *const store_errs[STORE_NERR] = {
 	[STORE_EAGAIN] = "store map grown, transaction must be redone",
 	[STORE_ECORRUPT] = "store record damaged (run mailctl verify)",
 	[STORE_ELOCKED] = "locked or modified concurrently",
-	[STORE_EFORMAT] = "store format not readable by this Heron (see the log: newer, or "
-			  "older and `mailctl upgrade` needed)",
+	/* parenthesised: one literal in two pieces, not a missing comma (clang's
+	   -Wstring-concatenation) */
+	[STORE_EFORMAT] = ("store format not readable by this Heron (see the log: newer, or "
+			   "older and `mailctl upgrade` needed)"),
 	[STORE_ELIMIT] = "administrative limit reached",
 };
 

@@ -60,12 +60,13 @@ static void check_threads(const char *s, size_t n)
 		} else if (*p == ')') {
 			assert(--depth >= 0);
 		} else if (*p >= '0' && *p <= '9') {
-			unsigned long v = strtoul(p, (char **)&p, 10);
+			char *end;
+			unsigned long v = strtoul(p, &end, 10);
 
 			assert(v >= 1 && v <= n && !seen[v]);
 			seen[v] = true;
 			count++;
-			p--;
+			p = end - 1;
 		} else {
 			assert(*p == ' ');
 		}
