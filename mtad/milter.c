@@ -702,11 +702,13 @@ static void on_verdict(struct milter_conn *c, const struct milter_reply *rp)
 					   : "550 5.7.1 Command rejected");
 		break;
 	case SMFIR_TEMPFAIL:
-	case SMFIR_CONN_FAIL:
 		set_reply(ms, OUT_TEMPFAIL, "451 4.7.1 Service unavailable - try again later");
 		break;
 	case SMFIR_SHUTDOWN:
-		/* as Postfix: the session ends (milter_reply closes after a 421) */
+	case SMFIR_CONN_FAIL:
+		/* as Postfix's shutdown: the session ends (milter_reply closes after a 421);
+		   libmilter's mfdef.h defines CONN_FAIL as "cause a connection failure", so it
+		   ends the session too, not one command with a 451 */
 		set_reply(ms, OUT_TEMPFAIL, "421 4.7.0 Server closing connection");
 		break;
 	case SMFIR_REPLYCODE:

@@ -623,6 +623,7 @@ def closed(d):
 
 
 SHUTDOWN_TEXT = "421 4.7.0 Server closing connection"
+CONN_FAIL = pkt(b"f")  # SMFIR_CONN_FAIL, "cause a connection failure": ends it as SHUTDOWN
 
 
 def test_421_at_connect_closes_without_greeting():
@@ -647,7 +648,7 @@ def test_421_at_later_steps_closes():
             b"R": "RCPT TO:<user1@heron.test>", b"T": "DATA"}
     for cmd, first in steps:
         for reply, want in ((REPLYCODE("421 4.7.0 Going down"), "421 4.7.0 Going down"),
-                            (SHUTDOWN, SHUTDOWN_TEXT)):
+                            (SHUTDOWN, SHUTDOWN_TEXT), (CONN_FAIL, SHUTDOWN_TEXT)):
             peer.reset(Plan(replies={cmd: reply}))
             d = Dialogue()
             for line in first:
