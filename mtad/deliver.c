@@ -8,12 +8,14 @@
 #include <inttypes.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/conf.h"
 #include "common/log.h"
 #include "common/xmalloc.h"
 #include "mtad/mtad.h"
+#include "mtad/relay.h"
 #include "store/store.h"
 
 struct user_create {
@@ -509,13 +511,55 @@ struct drop_enq {
 	size_t n;
 	char *key;
 	struct store_blob *blob;
+	struct bounce_dsn dsn; /* of the recipients the pickup says were refused (XREFUSED) */
 };
 
 static int drop_fn(struct store_txn *t, void *arg)
 {
 	struct drop_enq *d = arg;
+	int rc = store_drop_enqueue_txn(t, d->qm, d->n, d->blob, d->key, STORE_DROP_QUEUED, d->id);
 
-	return store_drop_enqueue_txn(t, d->qm, d->n, d->blob, d->key, STORE_DROP_QUEUED, d->id);
+	/* the reference makes the DSN's file durable first (here, the committer's thread) */
+	if (rc == 0 && d->dsn.blob != NULL)
+		rc = store_queue_add_txn(t, &d->dsn.qm, d->dsn.blob, &d->dsn.id);
+	return rc;
+}
+
+/* The DSN (RFC 3464, bounce.c's) to the sender naming the recipients XREFUSED named, which
+   returns the message's header fields: d->dsn.blob, or NULL (nobody: the null sender). */
+static int drop_dsn(struct smtp_session *s, struct drop_enq *d)
+{
+	struct smtp_tx *tx = s->tx;
+	size_t n = s->ndrop_refused;
+	struct qjob job = { 0 };
+	uint64_t size;
+	int fd, rc;
+
+	if (n == 0 || tx->from[0] == '\0')
+		return 0;
+	if ((rc = store_blob_open_blob(tx->blob, &fd, &size)) != 0)
+		return rc;
+	job.qm.id = tx->qid;
+	job.qm.sender = tx->from;
+	job.qm.created = (int64_t)clock_wall_s();
+	job.qm.ret = STORE_RET_HDRS;
+	job.qm.nrcpt = n;
+	job.qm.rcpt = xcalloc(n, sizeof(*job.qm.rcpt));
+	job.result = xcalloc(n, sizeof(*job.result));
+	job.error = xcalloc(n, sizeof(*job.error));
+	job.remote = xcalloc(n, sizeof(*job.remote));
+	for (size_t i = 0; i < n; i++) {
+		job.qm.rcpt[i].addr = s->drop_refused[2 * i];
+		job.result[i] = STORE_Q_FAILED;
+		job.error[i] = s->drop_refused[2 * i + 1];
+	}
+	rc = bounce_prepare_fd(s->m, &job, fd, &d->dsn);
+	close(fd);
+	free(job.qm.rcpt);
+	free(job.result);
+	free(job.error);
+	free(job.remote);
+	return rc;
 }
 
 static void drop_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
@@ -528,6 +572,13 @@ static void drop_done(int result, const struct store_rcpt *rcpts, size_t n, uint
 	if (result == 0)
 		log_info("%016" PRIx64 " smtp maildrop qid=%016" PRIx64 " recorded file=%s", s->id,
 			 s->tx->qid, d->key);
+	if (result == 0 && d->dsn.blob != NULL) {
+		log_info("%016" PRIx64 " smtp maildrop qid=%016" PRIx64 " refused recipients: "
+			 "delivery status notification %016" PRIx64 " to <%s> queued",
+			 s->id, s->tx->qid, d->dsn.id, s->tx->from);
+		queue_runner_kick(s->m);
+	}
+	store_blob_free(&d->dsn.blob);
 	for (size_t i = 0; i < k; i++)
 		queued(s, d->pick[i], result, d->id[i]);
 	free(d->key);
@@ -539,6 +590,7 @@ static void enqueue_drop(struct smtp_session *s)
 	struct smtp_tx *tx = s->tx;
 	struct drop_enq *d = xcalloc(1, sizeof(*d));
 	size_t direct, fwd;
+	int rc;
 
 	split_remote(s, &direct, &fwd);
 	d->s = s;
@@ -553,6 +605,13 @@ static void enqueue_drop(struct smtp_session *s)
 		queue_msg_of(s, rcpt_forwarded, tx->srs_from, &d->qm[d->n++]);
 	}
 	tx->pending += d->n;
+	if ((rc = drop_dsn(s, d)) != 0) {
+		log_warnx("%016" PRIx64 " smtp maildrop qid=%016" PRIx64 " refused recipients' "
+			  "notification: %s",
+			  s->id, tx->qid, store_strerror(rc));
+		drop_done(rc, NULL, 0, 0, d); /* 451: the file waits for a later try */
+		return;
+	}
 	store_gc_submit(s->m->gc, STORE_QUEUE_PART, tx->blob, drop_fn, d, drop_done, d);
 }
 

@@ -207,6 +207,8 @@ struct smtp_session {
 	char user[256]; /* authenticated user */
 	long peer_uid;  /* SF_LOCAL: the submitting process's uid, or -1 */
 	char *drop_key; /* XUID's: the maildrop file this session submits (pickup.c), or NULL */
+	char **drop_refused; /* XREFUSED's: "addr" then its refusal's text, in pairs */
+	size_t ndrop_refused; /* pairs */
 	char **own;     /* its addresses (directory: primary, aliases) */
 	size_t nown;
 	unsigned state; /* one enum smtp_state bit */
@@ -449,6 +451,9 @@ void queue_runner_start(struct mtad *m, unsigned worker);
 void queue_runner_stop(struct mtad *m);
 /* pickup.c: [mtad] maildrop's files submitted over local_submission (worker 0 only). */
 void pickup_start(struct mtad *m);
+/* smtp_cmd.c: frees what XREFUSED kept (the pickup's refused recipients). */
+#define DROP_REFUSED_MAX 1000
+void smtp_drop_refused_free(struct smtp_session *s);
 void pickup_stop(struct mtad *m);
 /* m->conf was replaced (SIGHUP): relay_concurrency and relay_timeout apply to new
    connections. */

@@ -30,7 +30,9 @@
  * for the null sender) goes into the queue in one commit with the file's record (kind
  * STORE_DROP_BOUNCE), then the file becomes bad.NAME and its record goes. A file found
  * recorded so (a kill between that commit and the rename) is only renamed: one DSN, never
- * none, never two. Refused recipients of an accepted message are only logged. */
+ * none, never two. Recipients refused in a message accepted for others: the session is told
+ * each (XREFUSED) and queues one DSN naming them to the envelope sender in the commit of the
+ * message and the file's record (deliver.c): a file found recorded was notified too. */
 #include <dirent.h>
 #include <errno.h>
 #include <pwd.h>
@@ -67,7 +69,7 @@
 #define PICKUP_ENVELOPE_MAX (1u << 24) /* bytes of a file's envelope lines */
 #define PICKUP_TMP_AGE_S 86400         /* an unfinished tmp.* file of a crashed writer */
 
-enum step { P_GREET, P_EHLO, P_XUID, P_MAIL, P_RCPT, P_DATA, P_DOT };
+enum step { P_GREET, P_EHLO, P_XUID, P_MAIL, P_RCPT, P_XREF, P_DATA, P_DOT };
 
 struct refusal;
 
@@ -240,6 +242,7 @@ static void send_rcpt(struct pickup *p, int code)
 }
 
 static void refuse(struct pickup *p, enum step st);
+static void next_xref(struct pickup *p, int code);
 
 /* A reply's text without its code ("5.1.1 ..."), as a queue entry keeps a last error. */
 static char *reply_text(char *text)
@@ -269,7 +272,25 @@ static void next_rcpt(struct pickup *p, int code)
 		refuse(p, P_RCPT);
 		return;
 	}
+	p->ri = 0;
+	next_xref(p, 250);
+}
+
+/* Some recipients refused, others accepted: the session is told each refusal (XREFUSED,
+   ours only: cmd_xuid's session) and queues their DSN in the commit of the message and the
+   file's record (deliver.c), so a kill leaves both or neither; then DATA. */
+static void next_xref(struct pickup *p, int code)
+{
+	while (p->rerr != NULL && p->ri < p->nrcpt && p->rerr[p->ri] == NULL)
+		p->ri++;
+	if (p->rerr != NULL && p->ri < p->nrcpt) {
+		say(p, "XREFUSED %s %s", p->rcpt[p->ri], p->rerr[p->ri]);
+		p->ri++;
+		p->step = P_XREF;
+		return;
+	}
 	say(p, "DATA");
+	p->step = P_DATA;
 }
 
 static void send_body(struct pickup *p, int code)
@@ -300,7 +321,8 @@ static const struct {
 } dialogue[] = {
 	[P_GREET] = { 220, O_KEEP, send_ehlo }, [P_EHLO] = { 250, O_KEEP, send_xuid },
 	[P_XUID] = { 250, O_KEEP, send_mail },  [P_MAIL] = { 250, O_BAD, send_rcpt },
-	[P_RCPT] = { 0, O_BAD, next_rcpt },     [P_DATA] = { 354, O_BAD, send_body },
+	[P_RCPT] = { 0, O_BAD, next_rcpt },     [P_XREF] = { 250, O_KEEP, next_xref },
+	[P_DATA] = { 354, O_BAD, send_body },
 	[P_DOT] = { 250, O_BAD, submitted },
 };
 

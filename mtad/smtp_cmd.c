@@ -49,6 +49,7 @@ static void cmd_help(struct smtp_session *s, const char *arg, size_t len);
 static void cmd_starttls(struct smtp_session *s, const char *arg, size_t len);
 static void cmd_auth(struct smtp_session *s, const char *arg, size_t len);
 static void cmd_xuid(struct smtp_session *s, const char *arg, size_t len);
+static void cmd_xrefused(struct smtp_session *s, const char *arg, size_t len);
 
 static const struct smtp_cmd smtp_cmds[] = {
 	/* verb        allowed in                  arg       handler       flags */
@@ -68,6 +69,7 @@ static const struct smtp_cmd smtp_cmds[] = {
 	{ "STARTTLS", ST_CONNECTED | ST_READY, ARG_NONE, cmd_starttls, 0 },
 	{ "AUTH", ST_READY, ARG_NEED, cmd_auth, CMD_SMTP },
 	{ "XUID", ST_READY, ARG_NEED, cmd_xuid, CMD_SMTP },
+	{ "XREFUSED", ST_RCPT, ARG_NEED, cmd_xrefused, CMD_SMTP },
 };
 
 void smtp_dispatch(struct smtp_session *s, const char *line, size_t len)
@@ -649,6 +651,44 @@ static void cmd_xuid(struct smtp_session *s, const char *arg, size_t len)
 		 key != NULL ? " file=" : "", (int)klen, key != NULL ? key : "");
 	s->peer_uid = (long)v;
 	smtp_reply(s, "250 2.0.0 Ok");
+}
+
+/* XREFUSED ADDR TEXT: the maildrop pickup names a recipient this transaction refused
+   with a 5xx (TEXT: the refusal without its code), for the DSN that the commit of the
+   message and the file's record queues to the sender (deliver.c). Only after XUID with a
+   key (the pickup's session); to anyone else it is no command. */
+static void cmd_xrefused(struct smtp_session *s, const char *arg, size_t len)
+{
+	const char *sp = memchr(arg, ' ', len);
+	size_t n = s->ndrop_refused;
+
+	if (s->drop_key == NULL) {
+		smtp_error(s, "500 5.5.2 Command unrecognized");
+		return;
+	}
+	if (sp == NULL || sp == arg || (size_t)(sp - arg) > MAILADDR_TEXT_MAX ||
+	    len - (size_t)(sp - arg) - 1 > 512) {
+		smtp_error(s, "501 5.5.4 Syntax: XREFUSED address text");
+		return;
+	}
+	if (n >= DROP_REFUSED_MAX) {
+		smtp_error(s, "452 4.5.3 Too many refused recipients");
+		return;
+	}
+	s->drop_refused = xreallocarray(s->drop_refused, 2 * (n + 1), sizeof(char *));
+	s->drop_refused[2 * n] = xmemdup0(arg, (size_t)(sp - arg));
+	s->drop_refused[2 * n + 1] = xmemdup0(sp + 1, len - (size_t)(sp - arg) - 1);
+	s->ndrop_refused++;
+	smtp_reply(s, "250 2.0.0 Ok");
+}
+
+void smtp_drop_refused_free(struct smtp_session *s)
+{
+	for (size_t i = 0; i < 2 * s->ndrop_refused; i++)
+		free(s->drop_refused[i]);
+	free(s->drop_refused);
+	s->drop_refused = NULL;
+	s->ndrop_refused = 0;
 }
 
 static void cmd_noop(struct smtp_session *s, const char *arg, size_t len)

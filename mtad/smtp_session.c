@@ -511,6 +511,7 @@ static void session_free(struct smtp_session *s)
 		bufferevent_free(s->bev);
 	buf_release(&s->line);
 	free(s->drop_key);
+	smtp_drop_refused_free(s);
 	explicit_bzero(s->auth_login, sizeof(s->auth_login));
 	TAILQ_REMOVE(&m->sessions, s, entry);
 	mtad_session_ended(m, s);

@@ -10,7 +10,9 @@ unfinished tmp.* file is left alone), and kill -9s in the middle of a pickup giv
 message exactly once (also when the file outlives its 250: it is recorded, only removed).
 A file mtad refuses with a 5xx becomes bad.* and its sender gets one delivery status
 notification (the owner when MAIL refused the sender, nobody for the null sender), also
-across kill -9s between its commit and the rename.
+across kill -9s between its commit and the rename. A file accepted for some recipients and
+refused for others: the message goes to those, and the sender gets one DSN naming the
+refused ones, queued in the commit of the message and the file's record (one under kill -9s).
 
 Every maildrop message goes through the queue, whose local deliveries are exactly once: a
 user with a Sieve script and one without, kill -9s right after the queue runner's
@@ -216,15 +218,16 @@ def test_removal_lost_after_250():
 
 
 def test_xuid_refused_to_others():
-    """XUID is the pickup's: a local client running as another uid gets 500."""
+    """XUID and XREFUSED are the pickup's: a local client running as another uid gets 500."""
     os.chmod(TMP, 0o755)
     try:
-        r = sendmail(["-bs"], "EHLO me\r\nXUID 0\r\nQUIT\r\n", user="nobody",
-                     group="nogroup", extra_groups=[])
+        r = sendmail(["-bs"], f"EHLO me\r\nXUID 0\r\nMAIL FROM:<nobody@{DOMAIN}>\r\n"
+                     f"RCPT TO:<user1@{DOMAIN}>\r\nXREFUSED a@{DOMAIN} 5.1.1 x\r\n"
+                     "QUIT\r\n", user="nobody", group="nogroup", extra_groups=[])
     finally:
         os.chmod(TMP, 0o700)
     assert_eq(r.returncode, 0, r.stderr)
-    assert_in(b"\r\n500 5.5.2 Command unrecognized\r\n", r.stdout)
+    assert_eq(r.stdout.count(b"\r\n500 5.5.2 Command unrecognized\r\n"), 2, r.stdout)
 
 
 def dead_conf():
@@ -357,6 +360,66 @@ def test_refused_kill9_one_dsn():
     print(f"     kill -9 with {left} of {n} files left; one DSN each")
 
 
+def test_partly_refused_notified():
+    """A dropped file accepted for one recipient and refused (550 5.1.1) for another: the
+    message arrives, the file goes, and its envelope sender gets one DSN naming only the
+    refused recipient."""
+    r = sendmail(["-f", f"user1@{DOMAIN}", "user2", "nosuch"],
+                 "Subject: partly refused\n\nsecret part\n", conf=dead_conf())
+    assert_eq(r.returncode, 0, r.stderr)
+    wait_for(lambda: with_subject("user2", "partly refused"), what="the message")
+    wait_for(lambda: dsns("user1", "partly refused"), what="the DSN")
+    wait_for(lambda: files("drop.") == [], what="the file gone")
+    assert_eq(len(with_subject("user2", "partly refused")), 1)
+    got = dsns("user1", "partly refused")
+    assert_eq(len(got), 1)
+    dsn = got[0]
+    for want in (b"Content-Type: message/delivery-status\r\n",
+                 f"Final-Recipient: rfc822; nosuch@{DOMAIN}\r\n".encode(),
+                 b"Action: failed\r\n", b"Status: 5.1.1\r\n",
+                 b"Content-Type: text/rfc822-headers\r\n"):
+        assert_in(want, dsn)
+    assert f"Final-Recipient: rfc822; user2@{DOMAIN}".encode() not in dsn, dsn
+    assert b"secret part" not in dsn, dsn
+    assert_in(" refused recipients: delivery status notification ", mtad.logtext())
+
+
+def test_partly_refused_kill9_one_dsn():
+    """20 files each accepted for user3 and refused for another recipient, mtad killed with
+    -9 as soon as it has queued one more such DSN, six times: every message arrives once and
+    each sender has exactly one DSN in the queue (remote senders: their DSNs wait there)."""
+    mtad.stop()
+    n = 20
+    for i in range(n):
+        r = sendmail(["-f", f"pcrash{i}@elsewhere.test", "user3", "nosuch"],
+                     f"Subject: pcrash {i}\n\nn\n")
+        assert_eq(r.returncode, 0, r.stderr)
+    mark = " refused recipients: delivery status notification "
+    left = []
+    for _ in range(6):
+        if not files("drop."):
+            break
+        before = mtad.logtext().count(mark)
+        mtad.start()
+        end = time.time() + 30
+        while mtad.logtext().count(mark) == before and files("drop.") and time.time() < end:
+            time.sleep(0.002)
+        mtad.kill9()
+        left.append(len(files("drop.")))
+    mtad.start()
+    wait_for(lambda: files("drop.") == [], what="the rest submitted")
+    wait_for(lambda: sum(crash_counts("user3", "pcrash", n)) >= n, what="every message")
+    wait_for(lambda: not [e for e in store.queue() if "user3@" in e],
+             what="the deliveries done")
+    assert_eq(crash_counts("user3", "pcrash", n), [1] * n)
+
+    def counts():
+        to = [re.search(r" pcrash(\d+)@elsewhere\.test:", e) for e in store.queue()]
+        return [sum(1 for t in to if t and int(t.group(1)) == i) for i in range(n)]
+    assert_eq(counts(), [1] * n)
+    print(f"     kill -9 with {left} of {n} files left; one DSN each")
+
+
 def crash_counts(user, tag, n):
     got = [re.search(rb"\r\nSubject: " + tag.encode() + rb" (\d+)\r\n",
                      store.body(user, int(m[0]))) for m in store.inbox(user)]
@@ -426,5 +489,6 @@ if __name__ == "__main__":
         test_dropped_while_down, test_dropped_while_running, test_untrusted_files,
         test_kill9_exactly_once, test_removal_lost_after_250, test_xuid_refused_to_others,
         test_refused_notified, test_refused_sender_tells_owner, test_refused_null_sender,
-        test_refused_rename_lost, test_refused_kill9_one_dsn, test_kill9_queue_deliveries_once,
+        test_refused_rename_lost, test_refused_kill9_one_dsn, test_partly_refused_notified,
+        test_partly_refused_kill9_one_dsn, test_kill9_queue_deliveries_once,
     ], TMP))
