@@ -142,7 +142,8 @@ bool cmd_getacl(struct imap_cmd *cmd)
 	int rc;
 
 	if (acl_mailbox(cmd, list ? 2 : 1,
-			list ? "Expected: LISTRIGHTS mailbox identifier" : "Expected: GETACL mailbox",
+			list ? "Expected: LISTRIGHTS mailbox identifier"
+			     : "Expected: GETACL mailbox",
 			STORE_ACL_ADMIN, &b, &name) < 0)
 		return true;
 	if (!list) {

@@ -349,7 +349,7 @@ struct list_ctx {
 	unsigned sel, ret;
 	const struct imap_arg *status;   /* RETURN (STATUS (items)) */
 	const struct imap_arg *metadata; /* RETURN (METADATA (entries)), cmd_metadata.c */
-	char **subs;                   /* every subscription, sorted (parents_find) */
+	char **subs;                     /* every subscription, sorted (parents_find) */
 	size_t nsubs;
 	char **parents; /* this pattern's parents_find result, sorted */
 	size_t nparents;

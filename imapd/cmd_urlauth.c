@@ -250,15 +250,15 @@ static char *urlauth_arg(const struct imap_arg *a, struct imap_url *u, bool *par
 struct urlauth_gen {
 	size_t n;
 	struct urlauth_gen_url {
-		char *url;   /* the rump URL as the client wrote it */
-		size_t rump; /* its length */
-		char *mbox;  /* the stored mailbox name */
+		char *url;          /* the rump URL as the client wrote it */
+		size_t rump;        /* its length */
+		char *mbox;         /* the stored mailbox name */
 		uint64_t id, kuser; /* the mailbox, its key's annotation user */
 		char token[URLAUTH_TOKEN_LEN + 1];
 	} u[URLAUTH_URLS_MAX];
 	uint64_t user;
 	unsigned part; /* every URL's mailbox is in this partition */
-	bool create; /* in the group commit: make the keys that are missing */
+	bool create;   /* in the group commit: make the keys that are missing */
 };
 
 static void urlauth_gen_free(void *arg)
@@ -437,7 +437,7 @@ bool cmd_genurlauth(struct imap_cmd *cmd)
 
 struct urlauth_reset {
 	uint64_t user;
-	char *mbox;      /* NULL: every mailbox of the user */
+	char *mbox;         /* NULL: every mailbox of the user */
 	uint64_t id, kuser; /* mbox's id and key user, when it is another's (id 0: own) */
 	uint64_t *ids;
 	size_t nids;

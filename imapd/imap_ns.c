@@ -178,8 +178,8 @@ static int ns_shared_cb(const struct store_acl_shared *sh, void *arg)
 
 	if (strcmp(sh->owner_name, ic->shared_owner) == 0 &&
 	    (plen = ns_prefix(nn->c, false, &p)) > 0)
-		ns_add_levels(nn, xasprintf("%.*s/%.*s", (int)plen, p, (int)sh->name_len,
-					    sh->name));
+		ns_add_levels(nn,
+			      xasprintf("%.*s/%.*s", (int)plen, p, (int)sh->name_len, sh->name));
 	if ((plen = ns_prefix(nn->c, true, &p)) > 0)
 		ns_add_levels(nn, xasprintf("%.*s/%s/%.*s", (int)plen, p, sh->owner_name,
 					    (int)sh->name_len, sh->name));
@@ -237,9 +237,8 @@ int imap_ns_list(struct imap_client *c, const char *pattern)
 		bool children = false;
 
 		/* the names that start with name follow it: "a-b" sorts between "a" and "a/x" */
-		for (size_t j = i + 1; j < nn.n && !children &&
-				       strncmp(nn.v[j].name, name, len) == 0;
-		     j++)
+		for (size_t j = i + 1;
+		     j < nn.n && !children && strncmp(nn.v[j].name, name, len) == 0; j++)
 			children = nn.v[j].name[len] == '/';
 
 		if (rc == 0 && store_mbox_match(pattern, name, len)) {

@@ -99,8 +99,8 @@ static int acl_write(struct mc *mc, const struct mc_args *a, struct acl_op *o, b
 				 "'%s' of '%s': no such mailbox", a->pos[1], a->pos[0]);
 	if (rc == STORE_ELIMIT)
 		return mc_refuse(mc, MC_REFUSED, "delete an identifier first",
-				 "'%s' of '%s' has %d identifiers already", a->pos[1],
-				 a->pos[0], STORE_ACL_MAX);
+				 "'%s' of '%s' has %d identifiers already", a->pos[1], a->pos[0],
+				 STORE_ACL_MAX);
 	if (rc != 0)
 		return mc_fail(mc, rc, "access list of '%s' of '%s'", a->pos[1], a->pos[0]);
 	store_acl_format(o->now, text);
@@ -129,8 +129,9 @@ int mc_acl_set(struct mc *mc, const struct mc_args *a)
 	struct acl_op o = { 0 };
 
 	if (store_acl_parse_change(a->pos[3], strlen(a->pos[3]), &o.mod, &o.rights) < 0)
-		return mc_usage(mc, "'%s': rights are letters of lrswipkxtecda, after an optional "
-				    "+ or -",
+		return mc_usage(mc,
+				"'%s': rights are letters of lrswipkxtecda, after an optional "
+				"+ or -",
 				a->pos[3]);
 	return acl_write(mc, a, &o, false);
 }

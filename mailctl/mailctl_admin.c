@@ -177,12 +177,13 @@ static void verify_print(struct mc *mc, const struct store_verify_report *r, uin
 					    "remaining_problems",
 					    NULL };
 	struct mc_table *tab = mc_table_new(cols);
-	const uint64_t v[] = { r->users,         r->mailboxes,     r->messages,
-			       r->blobs,         r->queue,         r->bad_counters,
-			       r->bad_refcounts, r->missing_files, r->orphan_files,
-			       r->young_files,   r->bad_records,   r->missing_cache,
-			       r->bad_cache,     r->bad_acl,       repaired,
-			       moved,            remaining };
+	const uint64_t v[] = {
+		r->users,        r->mailboxes,    r->messages,      r->blobs,
+		r->queue,        r->bad_counters, r->bad_refcounts, r->missing_files,
+		r->orphan_files, r->young_files,  r->bad_records,   r->missing_cache,
+		r->bad_cache,    r->bad_acl,      repaired,         moved,
+		remaining
+	};
 
 	mc_table_row(tab);
 	mc_cell_str(tab, status);

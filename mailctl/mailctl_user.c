@@ -192,7 +192,8 @@ int mc_user_del(struct mc *mc, const struct mc_args *a)
 	/* the rights given to the user on mailboxes of the other partitions (its own went in
 	   the delete's txn); verify finds any a failure here leaves */
 	if ((rc = store_acl_forget(mc->st, o.user, NULL)) != 0)
-		return mc_fail(mc, rc, "user '%s' deleted, but not the rights given to it", o.user);
+		return mc_fail(mc, rc, "user '%s' deleted, but not the rights given to it",
+			       o.user);
 	if (!mc->json)
 		printf("user %s deleted with all mail\n", o.user);
 	else

@@ -207,9 +207,9 @@ struct smtp_session {
 	char user[256]; /* authenticated user */
 	long peer_uid;  /* SF_LOCAL: the submitting process's uid, or -1 */
 	char *drop_key; /* XUID's: the maildrop file this session submits (pickup.c), or NULL */
-	char **drop_refused; /* XREFUSED's: "addr" then its refusal's text, in pairs */
+	char **drop_refused;  /* XREFUSED's: "addr" then its refusal's text, in pairs */
 	size_t ndrop_refused; /* pairs */
-	char **own;     /* its addresses (directory: primary, aliases) */
+	char **own;           /* its addresses (directory: primary, aliases) */
 	size_t nown;
 	unsigned state; /* one enum smtp_state bit */
 	unsigned flags; /* enum smtp_flag */

@@ -322,8 +322,7 @@ static const struct {
 	[P_GREET] = { 220, O_KEEP, send_ehlo }, [P_EHLO] = { 250, O_KEEP, send_xuid },
 	[P_XUID] = { 250, O_KEEP, send_mail },  [P_MAIL] = { 250, O_BAD, send_rcpt },
 	[P_RCPT] = { 0, O_BAD, next_rcpt },     [P_XREF] = { 250, O_KEEP, next_xref },
-	[P_DATA] = { 354, O_BAD, send_body },
-	[P_DOT] = { 250, O_BAD, submitted },
+	[P_DATA] = { 354, O_BAD, send_body },   [P_DOT] = { 250, O_BAD, submitted },
 };
 
 /* A refused file's DSN on its way into the queue with the file's record (one commit). */

@@ -45,7 +45,7 @@ static const char *const store_errs[STORE_NERR] = {
 static const char *const dbi_names[DBI_COUNT] = {
 	"meta",     "users", "userid", "mboxes", "mbox",    "kw",    "msgs",
 	"expunged", "subs",  "blobs",  "queue",  "due",     "cache", "sieve",
-	"fts",      "dead",  "bodies", "annot",  "changes", "drops",    "acl",
+	"fts",      "dead",  "bodies", "annot",  "changes", "drops", "acl",
 };
 
 static int env_open(struct store *st, struct store_env *e, const char *dir, unsigned part,

@@ -392,15 +392,15 @@ int store_annot_list(struct store_txn *t, uint64_t owner, uint64_t user, const c
 #define STORE_ACL_WRITE (1u << 3)
 #define STORE_ACL_INSERT (1u << 4)
 #define STORE_ACL_POST (1u << 5)
-#define STORE_ACL_CREATE (1u << 6)     /* k */
+#define STORE_ACL_CREATE (1u << 6)      /* k */
 #define STORE_ACL_DELETE_MBOX (1u << 7) /* x */
 #define STORE_ACL_DELETE_MSG (1u << 8)  /* t */
 #define STORE_ACL_EXPUNGE (1u << 9)     /* e */
 #define STORE_ACL_ADMIN (1u << 10)      /* a */
 #define STORE_ACL_ALL ((1u << 11) - 1)
-#define STORE_ACL_TEXT_MAX 16   /* store_acl_format's output with its NUL */
-#define STORE_ACL_ID_MAX 255    /* bytes of an identifier, '-' included */
-#define STORE_ACL_MAX 128       /* identifiers in one mailbox's list */
+#define STORE_ACL_TEXT_MAX 16 /* store_acl_format's output with its NUL */
+#define STORE_ACL_ID_MAX 255  /* bytes of an identifier, '-' included */
+#define STORE_ACL_MAX 128     /* identifiers in one mailbox's list */
 
 /* A name that can be an identifier: 1..STORE_ACL_ID_MAX bytes, no control character, space
    or DEL; a leading '-' (negative rights) followed by at least one byte. */
@@ -423,8 +423,7 @@ int store_acl_get(struct store_txn *t, uint64_t mbox, const char *id, size_t len
 /* Sets id's rights on mbox (0 removes its row). Checks before it writes: an error leaves
    the txn as it was. Errors: STORE_ENOMBOX (no such mailbox, or \Noselect), STORE_ELIMIT
    (a new identifier past STORE_ACL_MAX), STORE_EINVAL (identifier, rights, read txn). */
-int store_acl_set(struct store_txn *t, uint64_t mbox, const char *id, size_t len,
-		  uint32_t rights);
+int store_acl_set(struct store_txn *t, uint64_t mbox, const char *id, size_t len, uint32_t rights);
 /* Calls cb for each row of mbox in identifier byte order; cb's non-zero stops and is
    returned. id is not NUL-terminated and is valid for the txn. */
 int store_acl_list(struct store_txn *t, uint64_t mbox,

@@ -131,8 +131,7 @@ static int acl_count(struct store_txn *t, uint64_t mbox, uint32_t stop, uint32_t
 	return rc == 0 || rc == MDB_NOTFOUND ? 0 : store_mdb_err(t, rc, "acl count");
 }
 
-int store_acl_set(struct store_txn *t, uint64_t mbox, const char *id, size_t len,
-		  uint32_t rights)
+int store_acl_set(struct store_txn *t, uint64_t mbox, const char *id, size_t len, uint32_t rights)
 {
 	uint8_t k[ACL_KEY_MAX], val[4];
 	struct mbox_rec r;
@@ -302,9 +301,9 @@ int store_acl_drop(struct store_txn *t, uint64_t mbox)
 
 /* Reads every row, deleting after (a delete may move the pages the cursor points into) those
    drop picks when del; *n_r counts the picked rows, *deleted_r the deleted ones. */
-static int acl_sweep(struct store_txn *t, bool (*drop)(const MDB_val *k, const MDB_val *v,
-						      void *arg),
-		     void *arg, bool del, uint64_t *n_r, uint64_t *deleted_r)
+static int acl_sweep(struct store_txn *t,
+		     bool (*drop)(const MDB_val *k, const MDB_val *v, void *arg), void *arg,
+		     bool del, uint64_t *n_r, uint64_t *deleted_r)
 {
 	MDB_cursor *c;
 	MDB_val key, v;

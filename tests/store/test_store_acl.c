@@ -289,7 +289,7 @@ static void test_user_delete_drops_rows(void **state)
 	assert_int_equal(vr.bad_acl, 0);
 
 	assert_int_equal(store_write(ts.st, 0, w_user_delete, bob), 0);
-	assert_string_equal(list(ts.st, m1), "anyone=l,"); /* same partition, same txn */
+	assert_string_equal(list(ts.st, m1), "anyone=l,");   /* same partition, same txn */
 	assert_true(strstr(list(ts.st, m2), "lri") != NULL); /* the other partition: not yet */
 	assert_int_equal(store_verify(ts.st, NULL, false, &vr), STORE_ECORRUPT);
 	assert_int_equal(vr.bad_acl, 1); /* a row naming no user */
@@ -312,7 +312,7 @@ static void test_user_delete_drops_rows(void **state)
 	assert_int_equal(vr.repaired, 2);
 	assert_false(strstr(list(ts.st, m2), "ghost") != NULL);
 	assert_true(strstr(list(ts.st, m2), "-carol=w") != NULL);
-	
+
 	tstore_close(&ts, true);
 }
 
