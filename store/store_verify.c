@@ -32,11 +32,6 @@ struct vuser {
 	uint64_t id, bytes, msgs;
 };
 
-struct vnames { /* the store's user names, sorted: ACL rows must name one */
-	char **v;
-	size_t n, cap;
-};
-
 struct vstate {
 	struct store_txn *t;
 	struct store_verify_report *r;
@@ -53,7 +48,6 @@ struct vstate {
 		int64_t mtime;
 	} * orph;
 	size_t norph;
-	const struct vnames *names; /* every user of the store (a check of all), else NULL */
 };
 
 static int cmp_u64(const void *a, const void *b)
@@ -512,61 +506,10 @@ static bool acl_mbox_known(uint64_t mbox, void *arg)
 	return find_mb(arg, mbox) != NULL;
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static bool acl_user_known(const char *user, size_t len, void *arg)
-{
-	const struct vstate *v = arg;
-	char name[STORE_ACL_ID_MAX + 1], *key = name;
-
-	if (len > STORE_ACL_ID_MAX)
-		return false;
-	memcpy(name, user, len);
-	name[len] = '\0';
-	return bsearch(&key, v->names->v, v->names->n, sizeof(char *), cmp_str) != NULL;
-}
-
-static int vnames_add(const struct store_user *u, void *arg)
-{
-	struct vnames *nm = arg;
-
-	if (nm->n == nm->cap)
-		nm->v = xreallocarray(nm->v, nm->cap = nm->cap * 2 + 64, sizeof(char *));
-	nm->v[nm->n++] = xstrdup(u->name);
-	return 0;
-}
-
-/* The names of every user of every partition, sorted. */
-static int vnames_load(struct store *st, struct vnames *nm)
-{
-	struct store_txn *t;
-	int rc = 0;
-
-	for (unsigned p = 0; p < st->nparts && rc == 0; p++) {
-		if ((rc = store_txn_begin(st, p, STORE_TXN_READ, &t)) != 0)
-			break;
-		rc = store_user_list(t, vnames_add, nm);
-		store_txn_abort(&t);
-	}
-	qsort(nm->v, nm->n, sizeof(char *), cmp_str);
-	return rc;
-}
-
-static void vnames_free(struct vnames *nm)
-{
-	for (size_t i = 0; i < nm->n; i++)
-		free(nm->v[i]);
-	free(nm->v);
-}
-
 static int verify_env(struct store *st, unsigned part, const char *user, bool repair,
-		      const char *lost_found, const struct vnames *names,
-		      struct store_verify_report *r)
+		      const char *lost_found, struct store_verify_report *r)
 {
-	struct vstate v = { .r = r, .repair = repair, .names = names };
+	struct vstate v = { .r = r, .repair = repair };
 	uint64_t *gone = NULL;
 	size_t ngone = 0;
 	int rc;
@@ -595,8 +538,10 @@ static int verify_env(struct store *st, unsigned part, const char *user, bool re
 		if (rc == 0)
 			rc = check_counters(&v);
 		if (rc == 0 && user == NULL) /* rows name mailboxes, not users: all or none */
-			rc = store_acl_check(v.t, acl_mbox_known, acl_user_known, &v, repair,
-					     &r->bad_acl, &r->repaired);
+			/* rows naming no user of the store stay: a grant may name a directory
+			   user who has not logged in yet (store_user_delete drops a user's) */
+			rc = store_acl_check(v.t, acl_mbox_known, NULL, &v, repair, &r->bad_acl,
+					     &r->repaired);
 	}
 	if (rc == 0)
 		rc = check_blobs(&v);
@@ -632,16 +577,13 @@ int store_verify_lost_found(struct store *st, const char *user, bool repair,
 	if (user != NULL) {
 		if ((rc = store_user_locate(st, user, &p)) != 0)
 			return rc;
-		rc = verify_env(st, p, user, repair, lost_found, NULL, r);
+		rc = verify_env(st, p, user, repair, lost_found, r);
 	} else {
-		struct vnames names = { 0 };
-
-		rc = vnames_load(st, &names);
+		rc = 0;
 		for (p = 0; p < st->nparts && rc == 0; p++)
-			rc = verify_env(st, p, NULL, repair, lost_found, &names, r);
+			rc = verify_env(st, p, NULL, repair, lost_found, r);
 		if (rc == 0)
-			rc = verify_env(st, STORE_QUEUE_PART, NULL, repair, lost_found, NULL, r);
-		vnames_free(&names);
+			rc = verify_env(st, STORE_QUEUE_PART, NULL, repair, lost_found, r);
 	}
 	if (rc != 0)
 		return rc;

@@ -291,8 +291,6 @@ static void test_user_delete_drops_rows(void **state)
 	assert_int_equal(store_write(ts.st, 0, w_user_delete, bob), 0);
 	assert_string_equal(list(ts.st, m1), "anyone=l,");   /* same partition, same txn */
 	assert_true(strstr(list(ts.st, m2), "lri") != NULL); /* the other partition: not yet */
-	assert_int_equal(store_verify(ts.st, NULL, false, &vr), STORE_ECORRUPT);
-	assert_int_equal(vr.bad_acl, 1); /* a row naming no user */
 	assert_int_equal(store_acl_forget(ts.st, bob, &n), 0);
 	assert_int_equal(n, 1);
 	assert_false(strstr(list(ts.st, m2), "lri") != NULL);
@@ -303,14 +301,15 @@ static void test_user_delete_drops_rows(void **state)
 	assert_string_equal(fmt(rights(ts.st, m1, bob)), "l");
 	assert_int_equal(rights(ts.st, m2, bob), 0);
 
-	/* a row naming no user, as an interrupted delete leaves: verify repairs it */
+	/* a grant to a name no store user has yet (a directory user who has not logged in):
+	   not a problem for verify, and --repair keeps it */
 	set(ts.st, m2, "ghost", "lr");
 	set(ts.st, m2, "-ghost", "r");
-	assert_int_equal(store_verify(ts.st, NULL, false, &vr), STORE_ECORRUPT);
-	assert_int_equal(vr.bad_acl, 2);
+	assert_int_equal(store_verify(ts.st, NULL, false, &vr), 0);
+	assert_int_equal(vr.bad_acl, 0);
 	assert_int_equal(store_verify(ts.st, NULL, true, &vr), 0);
-	assert_int_equal(vr.repaired, 2);
-	assert_false(strstr(list(ts.st, m2), "ghost") != NULL);
+	assert_int_equal(vr.repaired, 0);
+	assert_true(strstr(list(ts.st, m2), "ghost=lr") != NULL);
 	assert_true(strstr(list(ts.st, m2), "-carol=w") != NULL);
 
 	tstore_close(&ts, true);
