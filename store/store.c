@@ -431,14 +431,50 @@ int store_mdb_err(struct store_txn *t, int rc, const char *what)
 	return err;
 }
 
+/* Transactions the calling thread holds, on any env. A thread holding none may wait for the
+ * other threads' transactions to end before a remap; one holding some would wait for
+ * itself. (Read txns are MDB_NOTLS: one ended on another thread leaves the count high,
+ * which only makes a begin refuse where it could have waited.) */
+static _Thread_local unsigned thread_txns;
+
+/* Takes e's map again at the size the environment records (mdb_env_set_mapsize 0) once no
+ * transaction of this process is open on e, looking tries times, 100 us apart. The wait
+ * does not keep other threads' begins out: a transaction of theirs may begin another.
+ * Returns 0 when remapped, MDB_MAP_RESIZED when a transaction stayed open, or LMDB's
+ * error. */
+static int env_remap(struct store_env *e, int tries)
+{
+	for (int i = 0; i < tries; i++) {
+		int rc = MDB_MAP_RESIZED;
+
+		if (i > 0)
+			usleep(100);
+		if (atomic_load(&e->txns) > 0)
+			continue;
+		pthread_rwlock_wrlock(&e->remap_lock);
+		if (atomic_load(&e->txns) == 0 && (rc = mdb_env_set_mapsize(e->env, 0)) == 0) {
+			MDB_envinfo info;
+
+			mdb_env_info(e->env, &info);
+			if (info.me_mapsize > e->map_size)
+				e->map_size = info.me_mapsize;
+		}
+		pthread_rwlock_unlock(&e->remap_lock);
+		if (rc != MDB_MAP_RESIZED)
+			return rc;
+	}
+	return MDB_MAP_RESIZED;
+}
+
 /* Begins a transaction on e: the one place that does. Another process may have grown the
  * map past this process's mapping: LMDB then answers MDB_MAP_RESIZED and the map is taken
- * again at the size the environment records (mdb_env_set_mapsize 0), which LMDB allows only
- * while this process has no transaction on e, since their pages would move. So a remap
- * waits for the begins of other threads (remap_lock) and is skipped while a transaction is
- * open: STORE_EAGAIN, the caller retries once its transactions ended. A begin inside an
- * open transaction never waits for a remap (the default rwlock prefers readers). End each
- * transaction begun here with env_txn_end. */
+ * again at its new size, which LMDB allows only while this process has no transaction on
+ * e, since their pages would move. So a remap waits for the begins of other threads
+ * (remap_lock). A thread that holds no transaction itself (an imapd command, mailctl)
+ * waits for those of other threads (the group committer's, short) up to about 2 s; one
+ * that holds a transaction does not wait: STORE_EAGAIN, the caller retries once its
+ * transactions ended. A begin inside an open transaction never waits for a remap (the
+ * default rwlock prefers readers). End each transaction begun here with env_txn_end. */
 static int env_txn_begin(struct store_env *e, unsigned flags, MDB_txn **txn_r)
 {
 	int rc = MDB_MAP_RESIZED;
@@ -448,23 +484,17 @@ static int env_txn_begin(struct store_env *e, unsigned flags, MDB_txn **txn_r)
 		atomic_fetch_add(&e->txns, 1);
 		rc = mdb_txn_begin(e->env, NULL, flags, txn_r);
 		pthread_rwlock_unlock(&e->remap_lock);
-		if (rc == 0)
+		if (rc == 0) {
+			thread_txns++;
 			return 0;
+		}
 		atomic_fetch_sub(&e->txns, 1);
 		if (rc != MDB_MAP_RESIZED)
 			break;
-		pthread_rwlock_wrlock(&e->remap_lock);
-		if (atomic_load(&e->txns) == 0 && (rc = mdb_env_set_mapsize(e->env, 0)) == 0) {
-			MDB_envinfo info;
-
-			mdb_env_info(e->env, &info);
-			if (info.me_mapsize > e->map_size)
-				e->map_size = info.me_mapsize;
+		if ((rc = env_remap(e, thread_txns > 0 ? 1 : 20000)) == 0)
 			rc = MDB_MAP_RESIZED; /* begin again */
-		} else if (rc == MDB_MAP_RESIZED) {
-			tries = 8; /* a transaction of this process is open */
-		}
-		pthread_rwlock_unlock(&e->remap_lock);
+		else if (rc == MDB_MAP_RESIZED)
+			break; /* a transaction of this process stayed open */
 	}
 	if (rc == MDB_MAP_RESIZED) {
 		log_info("store: %s: map grown by another process, transaction to be redone",
@@ -478,6 +508,8 @@ static int env_txn_begin(struct store_env *e, unsigned flags, MDB_txn **txn_r)
 static void env_txn_end(struct store_env *e)
 {
 	atomic_fetch_sub(&e->txns, 1);
+	if (thread_txns > 0)
+		thread_txns--;
 }
 
 int store_txn_begin(struct store *st, unsigned part, enum store_txn_mode mode,

@@ -167,9 +167,11 @@ enum store_txn_mode { STORE_TXN_READ, STORE_TXN_WRITE };
 
 /* Begins a txn on partition part. When another process has grown the partition's map, the
    map is taken again at its new size first (LMDB MDB_MAP_RESIZED), which needs this process
-   to hold no other txn on the partition. Errors: STORE_EINVAL (part out of range),
-   STORE_EAGAIN (the map was grown while this process holds a txn on part: end it, begin
-   again), STORE_EIO. */
+   to hold no other txn on the partition: a calling thread that holds no txn waits for the
+   other threads' txns on part to end (up to about 2 s; the group committer's are short).
+   Errors: STORE_EINVAL (part out of range), STORE_EAGAIN (the map was grown while the
+   calling thread holds a txn, or another thread's stayed open: end yours, begin again),
+   STORE_EIO. */
 int store_txn_begin(struct store *st, unsigned part, enum store_txn_mode mode,
 		    struct store_txn **t_r);
 /* Commits (write) or ends (read) the txn and consumes *tp (NULL afterwards, even on failure);

@@ -3,9 +3,11 @@
  * several times the parent's; the parent then opens the store (the growth lands between
  * LMDB's open and the first transaction, through a wrapped mdb_txn_begin), reads and writes
  * (mailctl stats, a delivery), and a begin while the parent holds a transaction of its own
- * is refused with STORE_EAGAIN instead of moving that transaction's pages. Linked with
- * -Wl,--wrap=mdb_txn_begin. */
+ * is refused with STORE_EAGAIN instead of moving that transaction's pages, while a begin in
+ * a thread holding none waits for another thread's transaction to end (imapd's loop and
+ * its group committer). Linked with -Wl,--wrap=mdb_txn_begin. */
 #include <errno.h>
+#include <pthread.h>
 #include <sys/wait.h>
 
 #include "store_test.h"
@@ -18,16 +20,24 @@ int __wrap_mdb_txn_begin(MDB_env *env, MDB_txn *parent, unsigned flags, MDB_txn 
 
 /* Called once, before the next top-level mdb_txn_begin of this process. */
 static void (*before_begin)(void);
+/* Called once, after the next mdb_txn_begin that answers MDB_MAP_RESIZED. */
+static void (*after_resized)(void);
 
 int __wrap_mdb_txn_begin(MDB_env *env, MDB_txn *parent, unsigned flags, MDB_txn **txn)
 {
 	void (*fn)(void) = before_begin;
+	int rc;
 
 	if (fn != NULL && parent == NULL) {
 		before_begin = NULL;
 		fn();
 	}
-	return __real_mdb_txn_begin(env, parent, flags, txn);
+	rc = __real_mdb_txn_begin(env, parent, flags, txn);
+	if (rc == MDB_MAP_RESIZED && (fn = after_resized) != NULL) {
+		after_resized = NULL;
+		fn();
+	}
+	return rc;
 }
 
 struct grow {
@@ -171,12 +181,80 @@ static void test_grown_under_open_txn(void **state)
 	tstore_close(&ts, true);
 }
 
+/* The other thread's transaction: held until the main thread's begin met the growth. */
+static pthread_mutex_t holder_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t holder_cv = PTHREAD_COND_INITIALIZER;
+static int holder_state; /* 0 start, 1 txn held, 2 asked to end it, 3 ended */
+
+static void holder_set(int state)
+{
+	pthread_mutex_lock(&holder_mu);
+	holder_state = state;
+	pthread_cond_broadcast(&holder_cv);
+	pthread_mutex_unlock(&holder_mu);
+}
+
+static void holder_wait(int state)
+{
+	pthread_mutex_lock(&holder_mu);
+	while (holder_state < state)
+		pthread_cond_wait(&holder_cv, &holder_mu);
+	pthread_mutex_unlock(&holder_mu);
+}
+
+static void *holder_main(void *arg)
+{
+	struct store *st = arg;
+	struct store_txn *t;
+
+	assert_int_equal(store_txn_begin(st, 0, STORE_TXN_READ, &t), 0);
+	holder_set(1);
+	holder_wait(2);
+	store_txn_abort(&t);
+	holder_set(3);
+	return NULL;
+}
+
+static void holder_release(void)
+{
+	holder_set(2);
+}
+
+/* imapd's EXAMINE while its group committer holds a txn: the begin of a thread holding none
+   waits for the other thread's txn to end, remaps, and reads what the other process wrote
+   (before, NO [UNAVAILABLE] store map grown). */
+static void test_grown_under_other_thread_txn(void **state)
+{
+	struct tstore ts;
+	struct store_user u;
+	struct store_txn *t;
+	pthread_t th;
+
+	(void)state;
+	setup_store(&ts);
+	assert_int_equal(store_open(&ts.o, &ts.st), 0);
+	holder_state = 0;
+	assert_int_equal(pthread_create(&th, NULL, holder_main, ts.st), 0);
+	holder_wait(1);
+	grow_in_child();
+	after_resized = holder_release; /* the holder ends its txn only once the begin waits */
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_READ, &t), 0);
+	assert_null(after_resized);
+	assert_int_equal(store_user_get(t, "grower-with-a-long-name-00000000", &u), 0);
+	store_txn_abort(&t);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(holder_state, 3);
+	check_users(ts.st);
+	tstore_close(&ts, true);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_grown_during_open),
 		cmocka_unit_test(test_grown_while_open),
 		cmocka_unit_test(test_grown_under_open_txn),
+		cmocka_unit_test(test_grown_under_other_thread_txn),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
