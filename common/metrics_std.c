@@ -70,6 +70,10 @@ void metrics_std_defs(struct metric_def *defs, const char *const *services)
 				   .sparse = true },
 		[MS_DIR_CONNECT_FAIL] = { "heron_directory_connect_failures_total", METRIC_COUNTER,
 					  "LDAP connections that failed to open", .sparse = true },
+		[MS_DIR_CACHE_OWN] = { "heron_directory_cache_worker_entries", METRIC_GAUGE,
+				       "login cache entries the workers keep beside the shared "
+				       "table (records too big for a slot, negatives with no room)",
+				       .sparse = true },
 		[MS_STORE_COMMITS] = { "heron_store_commits_total", METRIC_COUNTER,
 				       "index write commits of the group committer",
 				       .sparse = true },

@@ -23,6 +23,7 @@ enum metrics_std {
 	MS_DIR_RTT,          /* histogram: directory round trips */
 	MS_DIR_CONNS,        /* gauge: directory connections open */
 	MS_DIR_CONNECT_FAIL, /* counter */
+	MS_DIR_CACHE_OWN,    /* gauge: entries in the workers' own login caches */
 	MS_STORE_COMMITS,    /* counter: index write commits of the group committer */
 	MS_STORE_OPS,        /* counter: writes they carried (batch size = ops / commits) */
 	MS_STORE_FSYNCS,     /* counter: fsync calls of libstore (files, directories, index) */

@@ -338,8 +338,8 @@ void ldapauth_get_stats(const struct ldapauth *la, struct ldapauth_stats *st)
 	if (la->bind != NULL)
 		lpool_stats(la->bind, &st->conns_open, &st->conns_open_max, &st->inflight_max,
 			    &st->connects, &st->connect_failures);
-	st->cache_entries = authcache_count(la->cache) +
-			    (la->shared != NULL ? authshm_count(la->shared) : 0);
+	/* the shared table's count is every worker's: summed over them it would mislead */
+	st->cache_entries = authcache_count(la->cache);
 }
 
 /* ---- requests ---- */

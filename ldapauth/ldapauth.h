@@ -75,7 +75,7 @@ struct ldapauth_stats {
 	uint64_t connects, connect_failures;
 	unsigned conns_open, conns_open_max; /* search + bind connections */
 	unsigned inflight_max;               /* most directory operations at once */
-	size_t cache_entries;
+	size_t cache_entries; /* in this process's own cache (not the shared table's) */
 	/* round trips of directory operations answered (search or bind sent to the result),
 	   in the metrics' buckets (common/metrics.h), and their sum */
 	uint64_t rtt[METRICS_NLE + 1];

@@ -22,6 +22,7 @@ void ldapauth_metrics_publish(const struct ldapauth *la, struct ldapauth_metrics
 	metrics_add_since(MS_DIR_RESULTS, MS_DIR_TIMEOUT, 0, st.timeouts, &last->timeouts);
 	metrics_add_since(MS_DIR_CONNECT_FAIL, 0, 0, st.connect_failures, &last->connect_failures);
 	metrics_set(MS_DIR_CONNS, 0, 0, st.conns_open);
+	metrics_set(MS_DIR_CACHE_OWN, 0, 0, st.cache_entries);
 	metrics_hist_add_since(MS_DIR_RTT, 0, 0, st.rtt, st.rtt_sum_us, &last->rtt);
 }
 

@@ -419,6 +419,38 @@ static void test_file_backend(void **state)
 	unlink(users_path);
 }
 
+/* cache_entries (the metrics' heron_directory_cache_worker_entries) counts the worker's own
+   cache only: an answer kept in the shared table is not in it (summed over the workers, the
+   table's count would be counted once per worker). */
+static void test_stats_own_entries(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct conf *c;
+	struct ldapauth *la;
+	struct ldapauth_shared *sh;
+	struct got g = { 0 };
+	struct ldapauth_stats st;
+	int fd = mkstemp(users_path);
+
+	(void)state;
+	close(fd);
+	write_users("");
+	la = file_backend(base, &c);
+	assert_non_null(sh = ldapauth_shared_new(c));
+	ldapauth_use_shared(la, sh);
+	ldapauth_lookup(la, "nobody@heron.test", got_cb, &g);
+	run_until(base, &g, 1, 2000);
+	assert_int_equal(g.result, LDAPAUTH_ENOUSER);
+	assert_int_equal(authshm_count(sh), 1);
+	ldapauth_get_stats(la, &st);
+	assert_int_equal(st.cache_entries, 0);
+	ldapauth_free(&la);
+	ldapauth_shared_free(&sh);
+	conf_free(&c);
+	event_base_free(base);
+	unlink(users_path);
+}
+
 static void test_file_errors(void **state)
 {
 	struct conf *c = conf_defaults();
@@ -523,6 +555,7 @@ int main(void)
 		cmocka_unit_test(test_shared_cache),
 		cmocka_unit_test(test_cache_negative_memory),
 		cmocka_unit_test(test_file_backend),
+		cmocka_unit_test(test_stats_own_entries),
 		cmocka_unit_test(test_file_errors),
 		cmocka_unit_test(test_scram_secret),
 	};
