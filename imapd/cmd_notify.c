@@ -393,6 +393,23 @@ static void enqueue(struct imap_client *c, const struct store_change *ch, const 
 	p->mbox_name = mbox_name != NULL ? xstrdup(mbox_name) : NULL;
 }
 
+/* The events a STORE_CHANGE_MSGS write of what (enum store_change_what) is: only those of
+   the groups asking for one of them hear of it. */
+static unsigned msgs_events(unsigned what)
+{
+	unsigned ev = 0;
+
+	if (what & STORE_WHAT_NEW)
+		ev |= IMAP_NE_NEW;
+	if (what & STORE_WHAT_EXPUNGE)
+		ev |= IMAP_NE_EXPUNGE;
+	if (what & STORE_WHAT_FLAGS)
+		ev |= IMAP_NE_FLAG;
+	if (what & STORE_WHAT_META)
+		ev |= IMAP_NE_MESSAGE;
+	return ev;
+}
+
 /* One change of c's user's partition, read in t. */
 static void notify_change(struct imap_client *c, struct store_txn *t,
 			  const struct store_change *ch)
@@ -402,12 +419,13 @@ static void notify_change(struct imap_client *c, struct store_txn *t,
 
 	switch (ch->kind) {
 	case STORE_CHANGE_MSGS:
+		ev = msgs_events(ch->what);
 		if (c->view != NULL && ch->mbox == c->view->mbox) {
-			if (n->selected >= 0 && (n->groups[n->selected].events & IMAP_NE_MESSAGE))
+			if (n->selected >= 0 && (n->groups[n->selected].events & ev))
 				n->selected_pending = true;
 			return; /* else at the end of a command, as without NOTIFY */
 		}
-		if (events_for(c, t, ch->name, ch->name_len) & IMAP_NE_MESSAGE)
+		if (events_for(c, t, ch->name, ch->name_len) & ev)
 			enqueue(c, ch, NULL);
 		return;
 	case STORE_CHANGE_CREATE:

@@ -796,9 +796,20 @@ enum store_change_kind {
 	STORE_CHANGE_ANNOT,     /* entry name of mailbox mbox (0: the user's server entries) */
 };
 
+/* What a STORE_CHANGE_MSGS write did (bits). A record written before the log said so reads
+   as STORE_WHAT_ALL. */
+enum store_change_what {
+	STORE_WHAT_NEW = 1u << 0,     /* messages added (append, delivery, copy or move in) */
+	STORE_WHAT_EXPUNGE = 1u << 1, /* messages expunged (or moved out) */
+	STORE_WHAT_FLAGS = 1u << 2,   /* flags or keywords only */
+	STORE_WHAT_META = 1u << 3,    /* anything else: counters, modseq, repairs */
+	STORE_WHAT_ALL = 0xf,
+};
+
 struct store_change {
 	uint64_t seq;
 	enum store_change_kind kind;
+	unsigned what;       /* STORE_CHANGE_MSGS: enum store_change_what bits */
 	uint64_t user, mbox; /* mbox 0 where none (subscriptions, server annotations) */
 	const char *name;    /* valid for the txn; not NUL-terminated; may be empty */
 	size_t name_len;

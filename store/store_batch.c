@@ -227,7 +227,8 @@ static int deliver_one(struct store_txn *t, struct bop *o, struct store_rcpt *r)
 				    store_blob_size(o->blob), r->flags, 0, o->internaldate, true,
 				    &r->uid)) != 0)
 		return rc;
-	if ((rc = store_blob_ref(t, o->blob)) != 0 || (rc = mbox_rec_store(t, mbox, &rec)) != 0 ||
+	if ((rc = store_blob_ref(t, o->blob)) != 0 ||
+	    (rc = mbox_rec_store_what(t, mbox, &rec, STORE_WHAT_NEW)) != 0 ||
 	    (rc = store_fts_add(t, mbox, r->uid, o->blob, rec.messages == 1)) != 0)
 		return rc;
 	r->mbox = mbox;

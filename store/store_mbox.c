@@ -129,14 +129,20 @@ static int mbox_rec_put(struct store_txn *t, uint64_t mbox, const struct mbox_re
 	return store_put(t, DBI_MBOX, k, 8, b, MBOX_REC_FIXED + r->name_len + 1 + 4);
 }
 
-int mbox_rec_store(struct store_txn *t, uint64_t mbox, const struct mbox_rec *r)
+int mbox_rec_store_what(struct store_txn *t, uint64_t mbox, const struct mbox_rec *r,
+			unsigned what)
 {
 	int rc;
 
 	if ((rc = mbox_rec_put(t, mbox, r)) != 0)
 		return rc;
-	return store_change_note(t, STORE_CHANGE_MSGS, r->user, mbox, r->namebuf, r->name_len,
-				 NULL, 0);
+	return store_change_note_what(t, STORE_CHANGE_MSGS, what, r->user, mbox, r->namebuf,
+				      r->name_len, NULL, 0);
+}
+
+int mbox_rec_store(struct store_txn *t, uint64_t mbox, const struct mbox_rec *r)
+{
+	return mbox_rec_store_what(t, mbox, r, STORE_WHAT_ALL);
 }
 
 static int mbox_lookup(struct store_txn *t, uint64_t user, const char *name, size_t len,

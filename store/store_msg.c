@@ -139,7 +139,8 @@ int store_msg_append(struct store_txn *t, uint64_t mbox, const struct store_blob
 	if ((rc = store_msg_add_ref(t, &r, mbox, store_blob_id(b), store_blob_size(b), flags,
 				    keywords, internaldate, true, &uid)) != 0)
 		return rc;
-	if ((rc = store_blob_ref(t, b)) != 0 || (rc = mbox_rec_store(t, mbox, &r)) != 0 ||
+	if ((rc = store_blob_ref(t, b)) != 0 ||
+	    (rc = mbox_rec_store_what(t, mbox, &r, STORE_WHAT_NEW)) != 0 ||
 	    (rc = store_fts_add(t, mbox, uid, b, r.messages == 1)) != 0)
 		return rc;
 	if (uid_r != NULL)
@@ -276,7 +277,7 @@ int store_msg_flags(struct store_txn *t, uint64_t mbox, uint32_t uid, enum store
 		count_msg(&r, &old, -1);
 		count_msg(&r, &m, 1);
 		if ((rc = msg_put(t, mbox, uid, &m)) != 0 ||
-		    (rc = mbox_rec_store(t, mbox, &r)) != 0)
+		    (rc = mbox_rec_store_what(t, mbox, &r, STORE_WHAT_FLAGS)) != 0)
 			return rc;
 	}
 	if (m_r != NULL) {
@@ -493,7 +494,7 @@ int store_msg_expunge(struct store_txn *t, uint64_t mbox, const uint32_t *uids, 
 		return rc;
 	if ((rc = expunge_msgs(t, mbox, &r, uids, n, out, n_out)) != 0)
 		return rc;
-	return mbox_rec_store(t, mbox, &r);
+	return mbox_rec_store_what(t, mbox, &r, STORE_WHAT_EXPUNGE);
 }
 
 /* Removes every message of a mailbox without history (mailbox deletion). */
@@ -566,12 +567,12 @@ int store_msg_copy(struct store_txn *t, uint64_t src, uint64_t dst, const uint32
 		push_uid(dst_uids, n_r, &cap2, uid);
 	}
 	if (rc == 0)
-		rc = mbox_rec_store(t, dst, &rd);
+		rc = mbox_rec_store_what(t, dst, &rd, STORE_WHAT_NEW);
 	if (rc == 0 && move && *n_r > 0) {
 		/* src may be dst's keyword table's owner too: reload after the writes */
 		if ((rc = mbox_rec_load(t, src, &rs)) == 0 &&
 		    (rc = expunge_msgs(t, src, &rs, done, *n_r, NULL, NULL)) == 0)
-			rc = mbox_rec_store(t, src, &rs);
+			rc = mbox_rec_store_what(t, src, &rs, STORE_WHAT_EXPUNGE);
 	}
 	*src_done = done;
 	return rc;

@@ -212,6 +212,10 @@ struct user_rec {
    write leaves none); name/old may be NULL. */
 int store_change_note(struct store_txn *t, enum store_change_kind kind, uint64_t user,
 		      uint64_t mbox, const char *name, size_t len, const char *old, size_t olen);
+/* store_change_note of a STORE_CHANGE_MSGS write that did what (enum store_change_what). */
+int store_change_note_what(struct store_txn *t, enum store_change_kind kind, unsigned what,
+			   uint64_t user, uint64_t mbox, const char *name, size_t len,
+			   const char *old, size_t olen);
 
 /* store.c */
 int store_mdb_err(struct store_txn *t, int rc, const char *what);
@@ -244,6 +248,9 @@ int store_user_charge(struct store_txn *t, uint64_t user, int64_t bytes, int64_t
 /* store_mbox.c */
 int mbox_rec_load(struct store_txn *t, uint64_t mbox, struct mbox_rec *r);
 int mbox_rec_store(struct store_txn *t, uint64_t mbox, const struct mbox_rec *r);
+/* mbox_rec_store whose change record says what the write did (enum store_change_what) */
+int mbox_rec_store_what(struct store_txn *t, uint64_t mbox, const struct mbox_rec *r,
+			unsigned what);
 int store_mbox_remove_all(struct store_txn *t, uint64_t user);
 int mbox_kw_remap(struct store_txn *t, uint64_t src, uint64_t dst, uint64_t kws, uint64_t *out);
 

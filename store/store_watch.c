@@ -111,13 +111,22 @@ void store_watch_free(struct store_watch **wp)
 	*wp = NULL;
 }
 
-/* A change record: key be64 seq; value kind(1) user(8) mbox(8) len(2) name olen(2) old. */
+/* A change record: key be64 seq; value kind(1) user(8) mbox(8) len(2) name olen(2) old
+   what(1). Records written before `what` was added end after old: they read as
+   STORE_WHAT_ALL. */
 #define CHANGE_FIXED 21
 
 int store_change_note(struct store_txn *t, enum store_change_kind kind, uint64_t user,
 		      uint64_t mbox, const char *name, size_t len, const char *old, size_t olen)
 {
-	uint8_t k[8], v[CHANGE_FIXED + 2 * STORE_MAX_NAME];
+	return store_change_note_what(t, kind, STORE_WHAT_ALL, user, mbox, name, len, old, olen);
+}
+
+int store_change_note_what(struct store_txn *t, enum store_change_kind kind, unsigned what,
+			   uint64_t user, uint64_t mbox, const char *name, size_t len,
+			   const char *old, size_t olen)
+{
+	uint8_t k[8], v[CHANGE_FIXED + 2 * STORE_MAX_NAME + 1];
 	MDB_val key = { 8, k }, val, last;
 	MDB_cursor *c;
 	uint64_t seq = 1;
@@ -148,7 +157,8 @@ int store_change_note(struct store_txn *t, enum store_change_kind kind, uint64_t
 	put_be16(v + 19 + len, (uint16_t)olen);
 	if (olen > 0)
 		memcpy(v + 21 + len, old, olen);
-	val.mv_size = CHANGE_FIXED + len + olen;
+	v[CHANGE_FIXED + len + olen] = (uint8_t)(what & STORE_WHAT_ALL);
+	val.mv_size = CHANGE_FIXED + len + olen + 1;
 	val.mv_data = v;
 	put_be64(k, seq);
 	if ((rc = mdb_put(t->txn, t->e->dbi[DBI_CHANGES], &key, &val, MDB_APPEND)) != 0)
@@ -189,7 +199,11 @@ static bool change_decode(const MDB_val *key, const MDB_val *val, struct store_c
 	if (CHANGE_FIXED + len > val->mv_size)
 		return false;
 	olen = get_be16(v + 19 + len);
-	if (CHANGE_FIXED + len + olen != val->mv_size)
+	if (CHANGE_FIXED + len + olen == val->mv_size)
+		ch->what = STORE_WHAT_ALL; /* written before the record said */
+	else if (CHANGE_FIXED + len + olen + 1 == val->mv_size)
+		ch->what = v[CHANGE_FIXED + len + olen] & STORE_WHAT_ALL;
+	else
 		return false;
 	ch->seq = get_be64(key->mv_data);
 	ch->kind = (enum store_change_kind)v[0];

@@ -86,6 +86,30 @@ def test_status_for_other_mailbox():
     c.logout()
 
 
+def test_flag_only_change_not_asked():
+    """A group without FlagChange hears nothing of a flag-only change in another mailbox
+    (the change log says what kind of write it was); new mail there still gives a STATUS."""
+    r = D.raw("carol")
+    c = other("carol")
+    for name in ("Other", "Marker"):
+        assert_eq(c.create(name)[0], "OK")
+    assert_eq(c.append("Other", None, None, msg(1))[0], "OK")
+    assert_eq(c.select("Other")[0], "OK")  # (its \\Recent claim is a write of its own)
+    ok(r.cmd("s", "SELECT INBOX"), "s")
+    ok(r.cmd("n", "NOTIFY SET (selected (MessageNew MessageExpunge)) "
+                  "(personal (MessageNew MessageExpunge))"), "n")
+    assert_eq(c.store("1", "+FLAGS", "(\\Flagged)")[0], "OK")
+    # a later change in another mailbox marks where the flag change's STATUS would be
+    assert_eq(c.append("Marker", None, None, msg(2))[0], "OK")
+    seen = until(r, lambda line: status_line("Marker", line), "STATUS Marker")
+    assert_eq([x for x in seen if status_line("Other", x)], [], seen)
+    assert_eq(c.append("Other", None, None, msg(3))[0], "OK")
+    st = until(r, lambda line: status_line("Other", line), "STATUS Other")[-1]
+    assert_eq(fields(st)["MESSAGES"], 2, st)
+    ok(r.cmd("z", "NOOP"), "z")
+    c.logout()
+
+
 def test_selected_new_flags_expunge():
     """The selected mailbox: EXISTS and the FETCH of MessageNew's attributes for mail
     delivered to it, FETCH FLAGS for another session's STORE, EXPUNGE for its EXPUNGE."""
@@ -392,6 +416,7 @@ def main():
     global D
     D = Imapd(sys.argv[1], deliver=sys.argv[2])
     return run_suite(D, [test_capability, test_status_for_other_mailbox,
+                         test_flag_only_change_not_asked,
                          test_selected_new_flags_expunge, test_flag_change_selected_and_other,
                          test_selected_delayed_keeps_expunge,
                          test_selected_without_expunge,
