@@ -219,34 +219,49 @@ static inline const char *tuser_name_in(struct store *st, unsigned part, const c
 	}
 }
 
+/* Raw LMDB on partition part's index, the store closed meanwhile: a write txn and the
+   table dbname in it. traw_end commits, closes and opens the store again. */
+static inline MDB_txn *traw_begin(struct tstore *ts, unsigned part, const char *dbname,
+				  MDB_env **env_r, MDB_dbi *dbi_r)
+{
+	MDB_txn *txn;
+	char path[512];
+
+	store_close(&ts->st);
+	snprintf(path, sizeof(path), "%s/part%u/index.mdb", ts->dir, part);
+	assert_int_equal(mdb_env_create(env_r), 0);
+	mdb_env_set_maxdbs(*env_r, 32);
+	assert_int_equal(mdb_env_open(*env_r, path, MDB_NOSUBDIR, 0640), 0);
+	assert_int_equal(mdb_txn_begin(*env_r, NULL, 0, &txn), 0);
+	assert_int_equal(mdb_dbi_open(txn, dbname, 0, dbi_r), 0);
+	return txn;
+}
+
+static inline void traw_end(struct tstore *ts, MDB_env *env, MDB_txn *txn)
+{
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	assert_int_equal(store_open(&ts->o, &ts->st), 0);
+}
+
 /* Damage planted with raw LMDB (the store closed meanwhile): the cache row of blob is
    replaced by val (len bytes), or deleted when val is NULL. */
 static inline void tplant_cache(struct tstore *ts, unsigned part, uint64_t blob, void *val,
 				size_t len)
 {
 	MDB_env *env;
-	MDB_txn *txn;
 	MDB_dbi dbi;
 	uint8_t key[8];
 	MDB_val k = { 8, key }, v = { len, val };
-	char path[512];
+	MDB_txn *txn = traw_begin(ts, part, "cache", &env, &dbi);
 
-	store_close(&ts->st);
 	for (int i = 0; i < 8; i++)
 		key[i] = (uint8_t)(blob >> (56 - 8 * i));
-	snprintf(path, sizeof(path), "%s/part%u/index.mdb", ts->dir, part);
-	assert_int_equal(mdb_env_create(&env), 0);
-	mdb_env_set_maxdbs(env, 32);
-	assert_int_equal(mdb_env_open(env, path, MDB_NOSUBDIR, 0640), 0);
-	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
-	assert_int_equal(mdb_dbi_open(txn, "cache", 0, &dbi), 0);
 	if (val != NULL)
 		assert_int_equal(mdb_put(txn, dbi, &k, &v, 0), 0);
 	else
 		assert_int_equal(mdb_del(txn, dbi, &k, NULL), 0);
-	assert_int_equal(mdb_txn_commit(txn), 0);
-	mdb_env_close(env);
-	assert_int_equal(store_open(&ts->o, &ts->st), 0);
+	traw_end(ts, env, txn);
 }
 
 static inline void tverify_clean(struct store *st)

@@ -3,7 +3,8 @@
  * and rename), store_deliver delivering a repeated recipient once, partitions on different
  * filesystems (a copy where a hard link fails with EXDEV), verify moving orphan files to
  * lost+found and rebuilding a cache entry that does not parse, store_msg_expunge with
- * out == NULL, and store_iter_next's answers. */
+ * out == NULL, store_iter_next's answers, and what the change log says of each message
+ * write (old records without the byte read as every kind). */
 #include <errno.h>
 #include <lmdb.h>
 #include <sys/stat.h>
@@ -244,21 +245,13 @@ static void check_vanished(struct store *st, uint64_t mb, uint64_t since, uint32
 static void plant_old_mbox_record(struct tstore *ts, uint64_t mb)
 {
 	MDB_env *env;
-	MDB_txn *txn;
 	MDB_dbi dbi;
 	uint8_t key[8], old[512];
 	MDB_val k = { 8, key }, v;
-	char path[512];
+	MDB_txn *txn = traw_begin(ts, (unsigned)STORE_ID_PART(mb), "mbox", &env, &dbi);
 
-	store_close(&ts->st);
 	for (int i = 0; i < 8; i++)
 		key[i] = (uint8_t)(mb >> (56 - 8 * i));
-	snprintf(path, sizeof(path), "%s/part%u/index.mdb", ts->dir, (unsigned)STORE_ID_PART(mb));
-	assert_int_equal(mdb_env_create(&env), 0);
-	mdb_env_set_maxdbs(env, 32);
-	assert_int_equal(mdb_env_open(env, path, MDB_NOSUBDIR, 0640), 0);
-	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
-	assert_int_equal(mdb_dbi_open(txn, "mbox", 0, &dbi), 0);
 	assert_int_equal(mdb_get(txn, dbi, &k, &v), 0);
 	assert_true(v.mv_size > 4 && v.mv_size <= sizeof(old));
 	memcpy(old, v.mv_data, v.mv_size);
@@ -266,9 +259,7 @@ static void plant_old_mbox_record(struct tstore *ts, uint64_t mb)
 	v.mv_data = old;
 	v.mv_size -= 4;
 	assert_int_equal(mdb_put(txn, dbi, &k, &v, 0), 0);
-	assert_int_equal(mdb_txn_commit(txn), 0);
-	mdb_env_close(env);
-	assert_int_equal(store_open(&ts->o, &ts->st), 0);
+	traw_end(ts, env, txn);
 }
 
 /* A store with expunge_history_max = 5 and a mailbox of n messages (UIDs 1..n): its id. */
@@ -450,6 +441,123 @@ static void test_verify_lost_found_and_bad_cache(void **state)
 	tstore_close(&ts, true);
 }
 
+/* The change records read after seq `after`: "kind:what," for each, into out. */
+struct changes_seen {
+	char out[256];
+	uint64_t mbox;
+};
+
+static int changes_cb(const struct store_change *ch, void *arg)
+{
+	struct changes_seen *cs = arg;
+	char one[32];
+
+	snprintf(one, sizeof(one), "%d:%x%s,", (int)ch->kind, ch->what,
+		 ch->mbox == cs->mbox ? "" : "o");
+	strcat(cs->out, one);
+	return 0;
+}
+
+static const char *changes_since(struct store *st, uint64_t mb, uint64_t after,
+				 struct changes_seen *cs)
+{
+	struct store_txn *t;
+	uint64_t last;
+	bool gap;
+
+	cs->out[0] = '\0';
+	cs->mbox = mb;
+	assert_int_equal(store_txn_begin(st, STORE_ID_PART(mb), STORE_TXN_READ, &t), 0);
+	assert_int_equal(store_changes_read(t, after, 64, changes_cb, cs, &last, &gap), 0);
+	store_txn_abort(&t);
+	assert_false(gap);
+	return cs->out;
+}
+
+static uint64_t changes_last(struct store *st, uint64_t mb)
+{
+	struct store_txn *t;
+	uint64_t seq;
+
+	assert_int_equal(store_txn_begin(st, STORE_ID_PART(mb), STORE_TXN_READ, &t), 0);
+	assert_int_equal(store_changes_last(t, &seq), 0);
+	store_txn_abort(&t);
+	return seq;
+}
+
+/* The last change record of the partition rewritten with its value cut by `cut` bytes
+   (1: the format before the "what" byte) or grown by -cut zero bytes, with raw LMDB, the
+   store closed meanwhile. */
+static void plant_change_record(struct tstore *ts, unsigned part, int cut)
+{
+	MDB_env *env;
+	MDB_cursor *c;
+	MDB_dbi dbi;
+	MDB_val k, v;
+	uint8_t key[8], val[1024];
+	MDB_txn *txn = traw_begin(ts, part, "changes", &env, &dbi);
+
+	assert_int_equal(mdb_cursor_open(txn, dbi, &c), 0);
+	assert_int_equal(mdb_cursor_get(c, &k, &v, MDB_LAST), 0);
+	mdb_cursor_close(c);
+	assert_true(k.mv_size == 8 && v.mv_size + 8 <= sizeof(val));
+	memcpy(key, k.mv_data, 8);
+	memset(val, 0, sizeof(val));
+	memcpy(val, v.mv_data, v.mv_size);
+	k.mv_data = key;
+	v.mv_data = val;
+	v.mv_size = (size_t)((long)v.mv_size - cut);
+	assert_int_equal(mdb_put(txn, dbi, &k, &v, 0), 0);
+	traw_end(ts, env, txn);
+}
+
+/* The change log says what each message write did: an append NEW, a flag store FLAGS, an
+   expunge EXPUNGE, a move NEW in the target and EXPUNGE in the source. A record of the
+   format before that byte reads as all kinds; one longer than either format is skipped. */
+static void test_change_what(void **state)
+{
+	struct tstore ts;
+	struct changes_seen cs;
+	struct store_txn *t;
+	uint32_t uid = 1, *done = NULL, *moved = NULL, *out = NULL;
+	size_t n = 0, n_out = 0;
+	uint64_t u, mb, other, seq;
+	char want[64];
+
+	(void)state;
+	tstore_open(&ts, 1);
+	u = tuser(ts.st, "ivy");
+	mb = tmbox(ts.st, u, "INBOX");
+	other = tmbox(ts.st, u, "Other");
+	seq = changes_last(ts.st, mb);
+	assert_int_equal(tappend(ts.st, mb, 200, 0), 1);
+	assert_int_equal(tappend(ts.st, mb, 200, 0), 2);
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_WRITE, &t), 0);
+	assert_int_equal(store_msg_flags(t, mb, 1, STORE_FLAGS_ADD, STORE_FLAGGED, 0, 0, NULL), 0);
+	assert_int_equal(store_msg_expunge(t, mb, &uid, 1, &out, &n_out), 0);
+	uid = 2;
+	assert_int_equal(store_msg_copy(t, mb, other, &uid, 1, true, &done, &moved, &n), 0);
+	assert_int_equal(store_txn_commit(&t), 0);
+	assert_int_equal(n, 1);
+	free(done);
+	free(moved);
+	free(out);
+	snprintf(want, sizeof(want), "%d:1,%d:1,%d:4,%d:2,%d:1o,%d:2,", STORE_CHANGE_MSGS,
+		 STORE_CHANGE_MSGS, STORE_CHANGE_MSGS, STORE_CHANGE_MSGS, STORE_CHANGE_MSGS,
+		 STORE_CHANGE_MSGS);
+	assert_string_equal(changes_since(ts.st, mb, seq, &cs), want);
+
+	/* the last (the move's expunge) as a binary before the byte wrote it */
+	plant_change_record(&ts, 0, 1);
+	snprintf(want, sizeof(want), "%d:1o,%d:f,", STORE_CHANGE_MSGS, STORE_CHANGE_MSGS);
+	assert_string_equal(changes_since(ts.st, mb, seq + 4, &cs), want);
+	/* a record longer than this binary knows: skipped, the others still read */
+	plant_change_record(&ts, 0, -2);
+	snprintf(want, sizeof(want), "%d:1o,", STORE_CHANGE_MSGS);
+	assert_string_equal(changes_since(ts.st, mb, seq + 4, &cs), want);
+	tstore_close(&ts, true);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -460,6 +568,7 @@ int main(void)
 		cmocka_unit_test(test_history_capped),
 		cmocka_unit_test(test_exdev_copy),
 		cmocka_unit_test(test_verify_lost_found_and_bad_cache),
+		cmocka_unit_test(test_change_what),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
