@@ -73,6 +73,7 @@ struct append_msg {
 
 struct append_op {
 	uint64_t mbox;
+	uint32_t rights; /* the client's on mbox: which flags it may give (RFC 4314 4) */
 	struct append_msg msgs[IMAP_APPEND_MAX];
 	unsigned n;
 	uint32_t uidvalidity;
@@ -112,9 +113,14 @@ static int append_fn(struct store_txn *t, void *arg)
 		unsigned flags = 0;
 		uint64_t kw = 0;
 
+		/* without 'w' no keyword is made; the flags a right does not cover are dropped */
 		if (m->flags != NULL &&
-		    imap_flags_parse(m->flags, t, ao->mbox, true, &flags, &kw, &ao->why) < 0)
+		    imap_flags_parse(m->flags, t, ao->mbox, (ao->rights & STORE_ACL_WRITE) != 0,
+				     &flags, &kw, &ao->why) < 0)
 			return STORE_EINVAL;
+		flags &= imap_ns_keep_flags(ao->rights);
+		if (!(ao->rights & STORE_ACL_WRITE))
+			kw = 0;
 		if ((rc = store_msg_append(t, ao->mbox, m->blob, flags, kw, m->date, &m->uid)) !=
 		    0)
 			return rc;
@@ -215,12 +221,13 @@ static const char *append_parse(struct imap_cmd *cmd, size_t argc, struct append
 	return first && ao->n != 1 ? replace_usage : NULL;
 }
 
-/* The mailbox named by the client: 0, or a reply was sent (-1). */
+/* The mailbox named by the client, its own or one it may insert into (imap_ns_target): 0, or
+   a reply was sent (-1). */
 static int append_mailbox(struct imap_cmd *cmd, struct append_op *ao)
 {
 	struct imap_client *c = cmd->c;
 	const struct imap_arg *mb = imap_cmd_arg(cmd, cmd_is_replace(cmd) ? 1 : 0);
-	struct store_txn *t = NULL;
+	struct imap_ns_box b;
 	const char *why;
 	char *name;
 	int rc;
@@ -229,16 +236,14 @@ static int append_mailbox(struct imap_cmd *cmd, struct append_op *ao)
 		imap_cmd_no(cmd, why);
 		return -1;
 	}
-	rc = store_txn_begin(c->srv->store, c->part, STORE_TXN_READ, &t);
-	if (rc == 0)
-		rc = store_mbox_find(t, c->user_id, name, &ao->mbox);
-	store_txn_abort(&t);
+	rc = imap_ns_target(cmd, name, cmd_name(cmd), &b);
 	free(name);
-	if (rc == STORE_ENOMBOX)
-		imap_cmd_no(cmd, "[TRYCREATE] No such mailbox");
-	else if (rc != 0)
-		imap_cmd_store_error(cmd, rc, cmd_name(cmd));
-	return rc == 0 ? 0 : -1;
+	if (rc < 0)
+		return -1;
+	ao->mbox = b.mbox;
+	ao->rights = b.rights;
+	imap_ns_box_release(&b);
+	return 0;
 }
 
 /* "a:b" for consecutive UIDs (one commit appends them in order), else "a,b,c". */

@@ -12,6 +12,7 @@ struct copy_op {
 	uint32_t *uids;
 	size_t n;
 	bool move;
+	uint32_t rights; /* the client's on dst: which flags the copies keep (RFC 4314 4) */
 	uint32_t *src_done, *dst_uids;
 	size_t ndone;
 };
@@ -26,8 +27,10 @@ static int copy_fn(struct store_txn *t, void *arg)
 	co->ndone = 0;
 	if (co->n == 0)
 		return 0;
-	return store_msg_copy(t, co->src, co->dst, co->uids, co->n, co->move, &co->src_done,
-			      &co->dst_uids, &co->ndone);
+	return store_msg_copy_keep(t, co->src, co->dst, co->uids, co->n, co->move,
+				   imap_ns_keep_flags(co->rights),
+				   (co->rights & STORE_ACL_WRITE) != 0, &co->src_done,
+				   &co->dst_uids, &co->ndone);
 }
 
 static void uid_list(struct buf *b, const uint32_t *v, size_t n)
@@ -88,7 +91,8 @@ static bool copy_resume(struct imap_cmd *cmd)
 
 	if (pending)
 		return false;
-	if (rc == 0 && (rc = store_txn_begin(c->srv->store, c->part, STORE_TXN_READ, &t)) == 0) {
+	if (rc == 0 && (rc = store_txn_begin(c->srv->store, STORE_ID_PART(co->dst), STORE_TXN_READ,
+					     &t)) == 0) {
 		rc = store_mbox_status(t, co->dst, &st);
 		store_txn_abort(&t);
 	}
@@ -104,11 +108,10 @@ bool cmd_copy(struct imap_cmd *cmd)
 	const struct imap_arg *set = imap_cmd_arg(cmd, 0), *mb = imap_cmd_arg(cmd, 1);
 	bool move = (cmd->def_flags & CMD_MOVE) != 0;
 	struct imap_seqset uids = { 0 };
-	struct store_txn *t = NULL;
 	struct copy_op *co;
+	struct imap_ns_box b;
 	const char *why;
 	char *name;
-	uint64_t dst = 0;
 	int rc;
 
 	if (cmd->ctx != NULL)
@@ -135,27 +138,26 @@ bool cmd_copy(struct imap_cmd *cmd)
 		imap_seqset_release(&uids);
 		return imap_cmd_no(cmd, "[NOPERM] MOVE: no right to remove messages here (t, e)");
 	}
-	if (c->view->part != c->part) {
-		/* another user's mailbox in another partition (imap_ns.c): the copy would be one
-		   write in two environments */
-		free(name);
-		imap_seqset_release(&uids);
-		return imap_cmd_no(cmd, "[CANNOT] Messages of this mailbox cannot be copied to "
-					"your mailboxes (another store partition)");
-	}
-	rc = store_txn_begin(c->srv->store, c->part, STORE_TXN_READ, &t);
-	if (rc == 0)
-		rc = store_mbox_find(t, c->user_id, name, &dst);
-	store_txn_abort(&t);
+	rc = imap_ns_target(cmd, name, move ? "MOVE" : "COPY", &b);
 	free(name);
-	if (rc != 0) {
+	if (rc < 0) {
 		imap_seqset_release(&uids);
-		return rc == STORE_ENOMBOX ? imap_cmd_no(cmd, "[TRYCREATE] No such mailbox")
-					   : imap_cmd_store_error(cmd, rc, move ? "MOVE" : "COPY");
+		return true;
+	}
+	imap_ns_box_release(&b);
+	if (STORE_ID_PART(b.mbox) != c->view->part) {
+		/* the two mailboxes' owners are in two store partitions: the copy would be one
+		   write in two environments */
+		imap_seqset_release(&uids);
+		return imap_cmd_reply(cmd, "NO",
+				      "[CANNOT] %s: the two mailboxes are in different store "
+				      "partitions; APPEND the messages instead",
+				      move ? "MOVE" : "COPY");
 	}
 	co = xcalloc(1, sizeof(*co));
 	co->src = c->view->mbox;
-	co->dst = dst;
+	co->dst = b.mbox;
+	co->rights = b.rights;
 	co->move = move;
 	co->uids = xcalloc(c->view->n + 1, sizeof(*co->uids));
 	for (size_t i = 0; i < c->view->n; i++)

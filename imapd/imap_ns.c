@@ -111,6 +111,52 @@ int imap_ns_find(struct imap_client *c, const char *name, struct imap_ns_box *b)
 	return 0;
 }
 
+int imap_ns_target(struct imap_cmd *cmd, const char *name, const char *verb, struct imap_ns_box *b)
+{
+	struct imap_client *c = cmd->c;
+	struct store_txn *t = NULL;
+	int rc = imap_ns_find(c, name, b);
+
+	if (rc == 0 && b->own) {
+		if ((rc = store_txn_begin(c->srv->store, c->part, STORE_TXN_READ, &t)) == 0)
+			rc = store_mbox_find(t, c->user_id, name, &b->mbox);
+		store_txn_abort(&t);
+		if (rc == STORE_ENOMBOX) {
+			imap_ns_box_release(b);
+			imap_cmd_no(cmd, "[TRYCREATE] No such mailbox");
+			return -1;
+		}
+	} else if (rc == STORE_ENOMBOX) {
+		/* a name of the other namespaces: CREATE could not make it */
+		imap_cmd_no(cmd, "[NONEXISTENT] No such mailbox");
+		return -1;
+	} else if (rc == 0 && !(b->rights & STORE_ACL_INSERT)) {
+		imap_ns_box_release(b);
+		imap_cmd_reply(cmd, "NO", "[NOPERM] %s: no right to insert messages here (i)",
+			       verb);
+		return -1;
+	}
+	if (rc != 0) {
+		imap_ns_box_release(b);
+		imap_cmd_store_error(cmd, rc, verb);
+		return -1;
+	}
+	return 0;
+}
+
+unsigned imap_ns_keep_flags(uint32_t rights)
+{
+	unsigned keep = 0;
+
+	if (rights & STORE_ACL_SEEN)
+		keep |= STORE_SEEN;
+	if (rights & STORE_ACL_DELETE_MSG)
+		keep |= STORE_DELETED;
+	if (rights & STORE_ACL_WRITE)
+		keep |= STORE_FLAGS_ALL & ~(unsigned)(STORE_SEEN | STORE_DELETED);
+	return keep;
+}
+
 void imap_ns_box_release(struct imap_ns_box *b)
 {
 	free(b->local);

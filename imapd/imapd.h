@@ -752,6 +752,16 @@ struct imap_ns_box {
    STORE_ENOMBOX (none, or no 'l'), store errors. */
 int imap_ns_find(struct imap_client *c, const char *name, struct imap_ns_box *b);
 void imap_ns_box_release(struct imap_ns_box *b);
+/* The mailbox messages are put into by cmd (APPEND, COPY, MOVE; verb names it in replies):
+   the client's own by name, or another user's it holds 'i' on (RFC 4314 4). 0 and *b
+   (b->mbox looked up; release it), or -1 when the NO was sent: [TRYCREATE] for a name of
+   its own that does not exist, [NONEXISTENT] for another namespace's name it cannot see,
+   [NOPERM] without 'i', or the store error. */
+int imap_ns_target(struct imap_cmd *cmd, const char *name, const char *verb,
+		   struct imap_ns_box *b);
+/* The flags (enum store_flag) a message put into a mailbox keeps with rights: \Seen with
+   's', \Deleted with 't', the others with 'w' (keywords too: 'w'). RFC 4314 4. */
+unsigned imap_ns_keep_flags(uint32_t rights);
 /* Whether name is one of the other namespaces' (the client cannot create such a name). */
 bool imap_ns_reserved(const struct imap_client *c, const char *name);
 /* The untagged NAMESPACE response. */

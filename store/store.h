@@ -594,10 +594,17 @@ int store_msg_expunge(struct store_txn *t, uint64_t mbox, const uint32_t *uids, 
    now (RFC 8514). Appends
    the new UIDs to *dst_uids (xreallocarray'd; set in the order of src UIDs copied; absent
    src UIDs are skipped, their src uid not reported in *src_done). move: the source messages
-   are then expunged (RFC 6851). Errors: STORE_ENOMBOX, STORE_EQUOTA (copy only; move does
-   not change usage), STORE_EKEYWORDS. */
+   are then expunged (RFC 6851). The copies are charged to dst's owner. Errors:
+   STORE_ENOMBOX, STORE_EQUOTA (a copy, or a move into another user's mailbox; a move
+   between one user's mailboxes does not change usage), STORE_EKEYWORDS. */
 int store_msg_copy(struct store_txn *t, uint64_t src, uint64_t dst, const uint32_t *uids, size_t n,
 		   bool move, uint32_t **src_done, uint32_t **dst_uids, size_t *n_r);
+/* store_msg_copy keeping only the flags in keep_flags (enum store_flag) and, when
+   keep_keywords is false, no keyword (none is made in dst): a copy into a mailbox whose
+   rights let the client set some flags only (RFC 4314 4). */
+int store_msg_copy_keep(struct store_txn *t, uint64_t src, uint64_t dst, const uint32_t *uids,
+			size_t n, bool move, unsigned keep_flags, bool keep_keywords,
+			uint32_t **src_done, uint32_t **dst_uids, size_t *n_r);
 /* QRESYNC: UIDs expunged with modseq > since, in UID order (xreallocarray'd into *out).
    *exact_r = false when since < the history floor (then the caller must fall back to a
    UID-set comparison, RFC 7162 3.2.5.2). Errors: STORE_ENOMBOX. */

@@ -531,6 +531,14 @@ int store_msg_purge_mbox(struct store_txn *t, uint64_t mbox, struct mbox_rec *r)
 int store_msg_copy(struct store_txn *t, uint64_t src, uint64_t dst, const uint32_t *uids, size_t n,
 		   bool move, uint32_t **src_done, uint32_t **dst_uids, size_t *n_r)
 {
+	return store_msg_copy_keep(t, src, dst, uids, n, move, STORE_FLAGS_ALL, true, src_done,
+				   dst_uids, n_r);
+}
+
+int store_msg_copy_keep(struct store_txn *t, uint64_t src, uint64_t dst, const uint32_t *uids,
+			size_t n, bool move, unsigned keep_flags, bool keep_keywords,
+			uint32_t **src_done, uint32_t **dst_uids, size_t *n_r)
+{
 	struct mbox_rec rs, rd;
 	struct store_msg m;
 	size_t cap1 = 0, cap2 = 0, n1 = 0;
@@ -551,15 +559,19 @@ int store_msg_copy(struct store_txn *t, uint64_t src, uint64_t dst, const uint32
 			rc = 0;
 			continue;
 		}
-		if (rc != 0 || (rc = mbox_kw_remap(t, src, dst, m.keywords, &kws)) != 0)
+		if (rc != 0)
+			break;
+		kws = 0; /* keywords not kept: none made in dst either */
+		if (keep_keywords && (rc = mbox_kw_remap(t, src, dst, m.keywords, &kws)) != 0)
 			break;
 		/* keyword creation rewrote dst's record: reload its nkw */
 		struct mbox_rec tmp;
 		if ((rc = mbox_rec_load(t, dst, &tmp)) != 0)
 			break;
 		rd.nkw = tmp.nkw;
-		rc = store_msg_add_ref(t, &rd, dst, m.blob, m.size, m.flags, kws, m.internaldate,
-				       !move, &uid);
+		/* a move between two users' mailboxes charges another user: within the quota */
+		rc = store_msg_add_ref(t, &rd, dst, m.blob, m.size, m.flags & keep_flags, kws,
+				       m.internaldate, !move || rs.user != rd.user, &uid);
 		if (rc != 0 || (rc = store_blob_ref_id(t, m.blob, 1)) != 0 ||
 		    (rc = store_fts_add_id(t, dst, uid, m.blob, rd.messages == 1)) != 0)
 			break;

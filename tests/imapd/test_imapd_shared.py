@@ -8,7 +8,9 @@ the same store (get, set, delete, its refusals) with `mailctl verify` clean afte
 [imapd] namespace_other and namespace_shared set, three users: NAMESPACE's answer, a grantee
 listing, selecting (read-only), reading and seeing the owner's new mail, a user without
 rights seeing nothing (NONEXISTENT), rights taken away ('l' without 'r': NOPERM), anyone and
-a negative right, 'a' letting a grantee read and change the list, the shared namespace of the
+a negative right, 'a' letting a grantee read and change the list, 'i' letting a grantee
+APPEND, COPY and MOVE into the owner's mailbox (flags per s w t, the owner's UIDs and quota,
+COPY across partitions NO [CANNOT]), the shared namespace of the
 store user "shared" (lists set by mailctl), the namespaces' names refused to CREATE/RENAME/
 DELETE, and an imaplib session.
 
@@ -338,6 +340,106 @@ def test_grantee_writes():
     assert "* 3 EXPUNGE" in out, out
 
 
+def put(r, mailbox, flags, msg=MSG):
+    """APPEND msg with flags (raw): the reply lines."""
+    r.send(("P APPEND \"%s\" (%s) {%d+}\r\n" % (mailbox, flags, len(msg))).encode() + msg +
+           b"\r\n")
+    return r.until_tag("P")
+
+
+def test_grantee_inserts():
+    """RFC 4314 4: 'i' on carol's mailbox lets bob APPEND, COPY and MOVE into it; the
+    messages get her UIDs (APPENDUID, COPYUID of her mailbox) and count in her usage; s, w
+    and t decide which of the flags given (or the copied message's) they keep; without 'i'
+    NO [NOPERM]. COPY from a mailbox of another store partition is NO [CANNOT]; APPEND
+    crosses partitions."""
+    parts = {u: mailctl("user", "show", u)["partition"] for u in ("carol", "bob", "alice")}
+    print("partitions:", parts)
+    # the store's hash puts carol and bob together, alice apart: both cases are met
+    assert parts["carol"] == parts["bob"] != parts["alice"], parts
+    a, b, c = D.raw("carol"), D.raw("bob"), D.raw("alice")
+    box = "Other Users/carol/Drop"
+    ok(a.cmd("c", "CREATE Drop"), "c")
+    ok(a.cmd("s", "SETACL Drop bob lr"), "s")
+    out = put(b, box, "\\Seen")
+    assert out[-1].startswith("P NO [NOPERM]"), out
+    ok(b.cmd("i", "SELECT INBOX"), "i")
+    uid = b.append(MSG, mailbox="INBOX", flags="(\\Seen \\Flagged $Bob)")
+    out = b.cmd("y", 'UID COPY %d "%s"' % (uid, box))
+    assert out[-1].startswith("y NO [NOPERM]"), out
+    out = b.cmd("m", 'UID MOVE %d "%s"' % (uid, box))
+    assert out[-1].startswith("m NO [NOPERM]"), out
+    # a name nobody shares: not to be created, so not TRYCREATE
+    out = put(b, "Other Users/carol/Nope", "")
+    assert out[-1].startswith("P NO [NONEXISTENT]"), out
+    before = mailctl("user", "show", "carol")["messages"]
+    # 'i' alone: no flag survives, no keyword is made
+    ok(a.cmd("s", "SETACL Drop bob lri"), "s")
+    out = ok(put(b, box, "\\Seen \\Flagged \\Deleted $Bob"), "P")
+    assert out[-1].startswith("P OK [APPENDUID "), out
+    u1 = int(out[-1].split()[4].rstrip("]"))
+    out = ok(b.cmd("y", 'UID COPY %d "%s"' % (uid, box)), "y")
+    assert "[COPYUID " in out[-1], out
+    # 's' then: \Seen alone; 'w' and 't': the others, keywords too
+    ok(a.cmd("s", "SETACL Drop bob lris"), "s")
+    ok(put(b, box, "\\Seen \\Flagged \\Deleted $Bob"), "P")
+    ok(a.cmd("s", "SETACL Drop bob lriwt"), "s")
+    ok(put(b, box, "\\Seen \\Flagged \\Deleted $Bob"), "P")
+    # MOVE with every flag right: bob's message leaves his INBOX with its flags
+    ok(a.cmd("s", "SETACL Drop bob lriswt"), "s")
+    out = ok(b.cmd("m", 'UID MOVE %d "%s"' % (uid, box)), "m")
+    assert any(x.startswith("* OK [COPYUID ") for x in out), out
+    assert "* 1 EXPUNGE" in out, out
+    # carol sees them in her mailbox, in her UIDs, counted in her usage
+    out = ok(a.cmd("e", "EXAMINE Drop"), "e")
+    got = ok(a.cmd("f", "FETCH 1:* (UID FLAGS)"), "f")[:-1]
+    assert_eq(len(got), 5, got)
+    assert "UID %d " % u1 in got[0], (u1, got)
+    want = [(), (), ("\\Seen",), ("\\Flagged", "\\Deleted", "$Bob"),
+            ("\\Seen", "\\Flagged", "$Bob")]
+    for line, w in zip(got, want):
+        flags = line[line.index("FLAGS (") + 7:line.index(")", line.index("FLAGS ("))].split()
+        # (\\Recent: the owner's first session to see them)
+        assert_eq(sorted(set(flags) - {"\\Recent"}), sorted(w), (line, w))
+    assert_eq(mailctl("user", "show", "carol")["messages"], before + 5)
+    # alice, in the other partition: APPEND lands, COPY and MOVE cannot
+    ok(a.cmd("s", "SETACL Drop alice lri"), "s")
+    ok(put(c, box, ""), "P")
+    ok(c.cmd("i", "SELECT INBOX"), "i")
+    cu = c.append(MSG, mailbox="INBOX")
+    for verb in ("COPY", "MOVE"):
+        out = c.cmd("y", 'UID %s %d "%s"' % (verb, cu, box))
+        assert_eq(out, ["y NO [CANNOT] %s: the two mailboxes are in different store "
+                        "partitions; APPEND the messages instead" % verb])
+    assert_eq(mailctl("user", "show", "carol")["messages"], before + 6)
+    v = mailctl("verify")
+    assert_eq(v["status"], "clean")
+
+
+def test_insert_within_owner_quota():
+    """What a grantee puts into carol's mailbox is charged to carol: her quota refuses it
+    (a MOVE too, which within one user's mailboxes changes no usage)."""
+    a, b = D.raw("carol"), D.raw("bob")
+    box = "Other Users/carol/Full"
+    ok(a.cmd("c", "CREATE Full"), "c")
+    ok(a.cmd("s", "SETACL Full bob lri"), "s")
+    n = mailctl("user", "show", "carol")["messages"]
+    mailctl("quota", "set", "carol", "--messages", str(n))
+    try:
+        out = put(b, box, "")
+        assert out[-1].startswith("P NO [OVERQUOTA]"), out
+        ok(b.cmd("i", "SELECT INBOX"), "i")
+        uid = b.append(MSG, mailbox="INBOX")
+        for verb in ("COPY", "MOVE"):
+            out = b.cmd("y", 'UID %s %d "%s"' % (verb, uid, box))
+            assert out[-1].startswith("y NO [OVERQUOTA]"), (verb, out)
+        out = ok(b.cmd("f", "UID FETCH %d FLAGS" % uid), "f")
+        assert len(out) == 2, out  # still in bob's INBOX
+    finally:
+        mailctl("quota", "set", "carol", "--messages", "0")
+    ok(put(b, box, ""), "P")
+
+
 def test_shared_namespace():
     """Shared/NAME: the mailboxes of the store user "shared", their lists set by mailctl."""
     mailctl("user", "add", "shared")
@@ -415,7 +517,8 @@ def main():
     D = Imapd(imapd, deliver=deliver, extra=NS)
     rc |= run_suite(D, [test_namespace_answer, test_grantee_lists_selects_reads,
                         test_rights_taken_away, test_anyone_negative_and_admin,
-                        test_grantee_writes,
+                        test_grantee_writes, test_grantee_inserts,
+                        test_insert_within_owner_quota,
                         test_shared_namespace, test_reserved_names, test_ns_imaplib,
                         test_deleted_user_inherits_nothing], D.dir)
     return rc
