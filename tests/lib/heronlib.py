@@ -687,6 +687,20 @@ class Slapd:
     def port(self):
         return int(self.env["LDAP_URI"].rsplit(":", 1)[1].strip("/"))
 
+    def change(self, tool, ldif):
+        """ldapmodify or ldapadd (tool) of ldif as the directory's admin; raises on failure."""
+        r = subprocess.run([tool, "-x", "-H", self.uri, "-D", self.env["LDAP_ADMIN_DN"],
+                            "-y", self.env["LDAP_ADMIN_PASSWORD_FILE"]], input=ldif,
+                           capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            raise RuntimeError(f"{tool} failed ({r.returncode}):\n{r.stdout}{r.stderr}")
+
+    def set_password(self, user, password):
+        """userPassword of uid=user replaced by password (cleartext: slapd's bind takes it)."""
+        self.change("ldapmodify", f"dn: uid={user},{self.env['LDAP_PEOPLE']}\n"
+                    "changetype: modify\nreplace: userPassword\n"
+                    f"userPassword: {password}\n")
+
     def directory(self, **more):
         """[directory] keys for this slapd, admin bind for lookups; more adds or overrides."""
         keys = {"backend": "ldap", "uri": self.env["LDAP_URI"], "base": self.env["LDAP_PEOPLE"],

@@ -2,11 +2,17 @@
 """test_ldap.py — mtad against the real slapd of scripts/ldap: recipients and aliases looked
 up in the directory, AUTH by bind, and a directory outage: RCPT gets 451 4.3.0 (never 550),
 mail accepted before is kept, and mail flows again once slapd is back. The login cache is the
-daemon's (#23): with slapd stopped, a login cached by one worker is answered by both.
+daemon's (#23): with slapd stopped, a login cached by one worker is answered by both. A
+SIGHUP's auth_cache_ttl and negative_cache_ttl reach it (#23): with 2h at start a password
+changed with ldapmodify and a user added with ldapadd are answered from the cache as before;
+after a SIGHUP to 1s the cache is emptied (the new password logs in, the new user gets mail)
+and a second change wins without a restart once the short TTL has passed (polled, bounded:
+with 2h it never would).
 
   test_ldap.py SOURCE_ROOT MTAD STORE_PEEK"""
 import os
 import re
+import signal
 import smtplib
 import sys
 import tempfile
@@ -28,6 +34,32 @@ def msg(subject):
 def has_subject(store, user, subject):
     return any(f"Subject: {subject}\r\n".encode() in store.body(user, uid)
                for uid, _b, _s in store.inbox(user))
+
+
+def add_user(user):
+    SLAPD.change("ldapadd", f"dn: uid={user},{SLAPD.env['LDAP_PEOPLE']}\n"
+                 "objectClass: inetOrgPerson\nobjectClass: inetLocalMailRecipient\n"
+                 f"objectClass: heronMailUser\nuid: {user}\ncn: {user}\nsn: {user}\n"
+                 f"mail: {user}@{DOMAIN}\nmailLocalAddress: {user}@{DOMAIN}\n"
+                 f"userPassword: {user}\n")
+
+
+def auth_ok(port, user, password):
+    """True when AUTH (after STARTTLS) of user with password succeeds, False when refused."""
+    with smtplib.SMTP("127.0.0.1", port, timeout=60) as c:
+        c.starttls(context=tls_client_ctx())
+        try:
+            c.login(user, password)
+            return True
+        except smtplib.SMTPAuthenticationError:
+            return False
+
+
+def rcpt_code(port, user):
+    with smtplib.SMTP("127.0.0.1", port, timeout=60) as c:
+        c.ehlo("c")
+        c.docmd("MAIL FROM:<x@example.org>")
+        return c.docmd(f"RCPT TO:<{user}@{DOMAIN}>")[0]
 
 
 def main():
@@ -120,8 +152,56 @@ def suite():
         wait_for(flows, 60, "mail to flow after slapd restarted")
         assert has_subject(store, "user5", "ldap-back")
 
+    def test_sighup_ttls():
+        user, fresh, later = "user7", "late1", "late2"
+        tmp3 = os.path.join(TMP, "sighup")
+        os.makedirs(tmp3)
+        m3 = Mtad(MTAD, tmp3, SLAPD.directory(timeout="2s", auth_cache_ttl="2h",
+                                              negative_cache_ttl="2h"))
+        m3.start()
+        try:
+            # 2h: the directory's changes are not seen while the entries are cached
+            assert auth_ok(m3.sub_port, user, user)
+            assert rcpt_code(m3.port, fresh) == 550
+            SLAPD.set_password(user, "second7")
+            add_user(fresh)
+            for _ in range(4):  # either worker: the cache is the daemon's
+                assert auth_ok(m3.sub_port, user, user), "the cached login was not kept"
+                assert rcpt_code(m3.port, fresh) == 550, "the cached no-such-user was not kept"
+
+            m3.sections["directory"].update(auth_cache_ttl="1s", negative_cache_ttl="1s")
+            m3.write_conf()
+            before = len(m3.logtext())
+            m3.proc.send_signal(signal.SIGHUP)
+            wait_for(lambda: m3.logtext()[before:].count("config reloaded") >= 2, 30,
+                     "every worker reloaded")
+            # the reload emptied the cache: the directory answers
+            assert auth_ok(m3.sub_port, user, "second7")
+            assert rcpt_code(m3.port, fresh) == 250
+            # what is cached from now on is kept 1s: a change wins without another SIGHUP
+            assert rcpt_code(m3.port, later) == 550
+            SLAPD.set_password(user, "third7")
+            add_user(later)
+
+            def old_refused():
+                if auth_ok(m3.sub_port, user, "second7"):
+                    time.sleep(0.3)
+                    return False
+                return True
+
+            def later_known():
+                if rcpt_code(m3.port, later) == 550:
+                    time.sleep(0.3)
+                    return False
+                return True
+            wait_for(old_refused, 60, "the old password refused (the 2h TTL kept?)")
+            assert auth_ok(m3.sub_port, user, "third7")
+            wait_for(later_known, 60, "the added user known (the 2h negative TTL kept?)")
+        finally:
+            m3.stop()
+
     return run_suite(mtad, [test_lookup_and_alias, test_auth_by_bind,
-                            test_workers_share_the_login_cache,
+                            test_workers_share_the_login_cache, test_sighup_ttls,
                             test_directory_down_then_back], TMP, cleanup=[SLAPD.stop])
 
 
