@@ -5,7 +5,8 @@
  * When: at start, at once when a file is renamed in (inotify IN_MOVED_TO), and every 10 s
  * (files a failed try kept, or an inotify queue overflow). One file at a time, in name
  * order, at most PICKUP_BATCH a scan. The loop opens and checks a file; its bytes (at most
- * max_message_size and its envelope) are read in the group committer's thread (read_fn).
+ * max_message_size and its envelope) are read on a thread of the file's own, which holds no
+ * store txn (read_thread), and the dialogue starts once they are in memory.
  *
  * Once: a file is removed only after mtad's 250 to the end of its data, that is once the
  * message is durable in the store or the queue; a 4xx or a lost connection keeps it for the
@@ -35,13 +36,15 @@
  * message and the file's record (deliver.c): a file found recorded was notified too. */
 #include <dirent.h>
 #include <errno.h>
-#include <pwd.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <pwd.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -590,23 +593,26 @@ static int recorded(struct pickup *p)
 	return 1;
 }
 
-/* A file's bytes, read in the group committer's thread (a fn that writes nothing), so that
-   worker 0's loop never reads a file whole; owned by the commit until its callback. */
+/* A file's bytes, read on a thread of its own that holds no store txn (not on worker 0's
+   loop, which must not wait for a disk, nor in the group committer, whose partition's write
+   txn would wait for it); the thread says it is done on an eventfd the loop watches. */
 struct file_read {
-	struct pickup *p; /* NULL once the pickup stopped */
-	int fd;
+	struct pickup *p;
+	int fd, efd;
+	struct event *ev;
+	pthread_t th;
 	char *data;
 	size_t size, len;
 };
 
 static void start_dialogue(struct pickup *p);
 
-/* in the committer's thread; from offset 0 each time (it may run again) */
-static int read_fn(struct store_txn *t, void *arg)
+/* the reader thread: at most r->size bytes (the file's size at load, within the limit) */
+static void *read_thread(void *arg)
 {
 	struct file_read *r = arg;
+	uint64_t one = 1;
 
-	r->len = 0;
 	while (r->len < r->size) {
 		ssize_t n = pread(r->fd, r->data + r->len, r->size - r->len, (off_t)r->len);
 
@@ -616,23 +622,27 @@ static int read_fn(struct store_txn *t, void *arg)
 			break;
 		r->len += (size_t)n;
 	}
-	return 0;
+	while (write(r->efd, &one, sizeof(one)) < 0 && errno == EINTR)
+		;
+	return NULL;
 }
 
-/* The bytes are in (the commit's result does not matter: nothing was written). */
-static void read_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
-		      void *arg)
+/* The thread is ended (joined: its bytes are ours) and its eventfd gone; r->fd stays. */
+static void read_join(struct file_read *r)
+{
+	pthread_join(r->th, NULL);
+	event_free(r->ev);
+	close(r->efd);
+}
+
+/* On the loop: the bytes are in. */
+static void read_done(evutil_socket_t fd, short what, void *arg)
 {
 	struct file_read *r = arg;
 	struct pickup *p = r->p;
 	bool whole = r->len == r->size;
 
-	if (p == NULL) {
-		close(r->fd);
-		free(r->data);
-		free(r);
-		return;
-	}
+	read_join(r);
 	p->reading = NULL;
 	p->fd = r->fd; /* kept for a refusal's DSN, which returns the headers */
 	p->data = r->data;
@@ -646,13 +656,53 @@ static void read_done(int result, const struct store_rcpt *rcpts, size_t n, uint
 	start_dialogue(p);
 }
 
+/* A read the pickup's stop ends: waited for (one file, at most its limit, at mtad's exit). */
+static void read_abandon(struct file_read **rp)
+{
+	struct file_read *r = *rp;
+
+	read_join(r);
+	close(r->fd);
+	free(r->data);
+	free(r);
+	*rp = NULL;
+}
+
+/* Starts fd's read (read_done goes on); 0, or -1: no thread or eventfd now (logged). */
+static int read_start(struct pickup *p, int fd, size_t size)
+{
+	struct file_read *r = xcalloc(1, sizeof(*r));
+	int err;
+
+	r->p = p;
+	r->fd = fd;
+	r->size = size;
+	if ((r->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) == -1) {
+		log_warn("maildrop: %s: eventfd", p->name);
+		free(r);
+		return -1;
+	}
+	r->data = xmalloc(size + 1);
+	r->ev = event_new(p->m->base, r->efd, EV_READ, read_done, r);
+	event_add(r->ev, NULL);
+	if ((err = pthread_create(&r->th, NULL, read_thread, r)) != 0) {
+		log_warnx("maildrop: %s: no reader thread: %s", p->name, strerror(err));
+		event_free(r->ev);
+		close(r->efd);
+		free(r->data);
+		free(r);
+		return -1;
+	}
+	p->reading = r;
+	return 0;
+}
+
 /* Opens and checks p->name, then has it read (read_done goes on); 0, or -1 (the file was
    renamed bad, or is gone, or cannot be read now: logged). */
 static int load(struct pickup *p)
 {
 	uint64_t max = conf_values(p->m->conf)->mtad.max_message_size + PICKUP_ENVELOPE_MAX;
 	char path[sizeof(p->dir) + 300];
-	struct file_read *r;
 	struct stat st;
 	int fd, rc;
 
@@ -696,13 +746,11 @@ static int load(struct pickup *p)
 		return -1;
 	}
 	p->mtime = (int64_t)st.st_mtime;
-	r = xcalloc(1, sizeof(*r));
-	r->p = p;
-	r->fd = fd;
-	r->size = (size_t)st.st_size; /* at most max: checked above */
-	r->data = xmalloc(r->size + 1);
-	p->reading = r;
-	store_gc_submit(p->m->gc, STORE_QUEUE_PART, NULL, read_fn, r, read_done, r);
+	if (read_start(p, fd, (size_t)st.st_size) < 0) { /* at most max: checked above */
+		close(fd);
+		file_end(p, O_KEEP, "it cannot be read now");
+		return -1;
+	}
 	return 0;
 }
 
@@ -890,7 +938,7 @@ void pickup_stop(struct mtad *m)
 	if (p->refusal != NULL)
 		p->refusal->p = NULL;
 	if (p->reading != NULL)
-		p->reading->p = NULL;
+		read_abandon(&p->reading);
 	file_clear(p);
 	names_free(p);
 	if (p->inot != NULL)
