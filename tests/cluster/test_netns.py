@@ -1,8 +1,9 @@
 """test_netns.py — scripts/cluster's network layer (issue #25): `up DIR --stores 2` makes one
-namespace per host (front, store1, store2, ldap, sink, client) plus a bridge namespace, each
-host with one address in 198.18.0.0/15 and no default route, every host reachable from the
-client; `down` removes exactly what DIR records and is idempotent; a failed `up` removes what
-it made and leaves a namespace it did not make alone. Needs root: otherwise exit 77 (skip).
+namespace per host (front, store1, store2, ldap, sink, client, client2) plus a bridge
+namespace, each host with one address in 198.18.0.0/15 and no default route, every host
+reachable from the client; `down` removes exactly what DIR records and is idempotent; a
+failed `up` removes what it made and leaves a namespace it did not make alone. Needs root:
+otherwise exit 77 (skip).
 The daemons inside the namespaces (`up --daemons`) are test_datacentre.py's."""
 import ipaddress
 import os
@@ -53,10 +54,10 @@ class NetnsTest(unittest.TestCase):
         hosts = self.hosts()
         self.assertTrue(all(h[1].startswith(pfx + "-") for h in hosts), hosts)
         self.assertEqual(sorted(h[0] for h in hosts),
-                         ["client", "front", "ldap", "sink", "store1", "store2"])
+                         ["client", "client2", "front", "ldap", "sink", "store1", "store2"])
         with open(os.path.join(self.dir, "netns")) as f:
             made = {line.strip() for line in f if line.strip()}
-        self.assertEqual(len(made), 7)  # six hosts and the bridge
+        self.assertEqual(len(made), 8)  # seven hosts and the bridge
         self.assertEqual(namespaces(pfx) - before, made)
         for name, ns, addr in hosts:
             self.assertIn(ipaddress.ip_address(addr), DC, name)
@@ -67,7 +68,7 @@ class NetnsTest(unittest.TestCase):
                 a = ipaddress.ip_interface(line.split()[3]).ip
                 self.assertTrue(a.is_loopback or a in DC, f"{name}: {a}")
         st = sh(CLUSTER, "status", self.dir)
-        self.assertEqual(st.stdout.count("reachable"), 6, st.stdout)
+        self.assertEqual(st.stdout.count("reachable"), 7, st.stdout)
         self.assertNotIn("UNREACHABLE", st.stdout)
         sh(CLUSTER, "down", self.dir)
         self.assertEqual(namespaces(pfx) & made, set())
