@@ -873,6 +873,74 @@ static int w_uids_end(struct store_txn *t, void *arg)
 	return rc;
 }
 
+/* An export's expunge history (heron-expunged), for a mailbox that kept its UIDs. */
+struct history {
+	struct imp *im;
+	uint64_t floor;
+	size_t n;
+	struct hist_row {
+		uint32_t uid;
+		uint64_t modseq;
+		int64_t when;
+	} * v;
+};
+
+static int w_history(struct store_txn *t, void *arg)
+{
+	struct history *h = arg;
+	uint64_t mbox;
+	int rc = imp_mbox(t, h->im, &mbox);
+
+	if (rc == 0)
+		rc = store_msg_restore_history(t, mbox, h->floor, 0, 0, 0);
+	for (size_t i = 0; i < h->n && rc == 0; i++)
+		rc = store_msg_restore_history(t, mbox, h->floor, h->v[i].uid, h->v[i].modseq,
+					       h->v[i].when);
+	return rc;
+}
+
+/* Reads heron-expunged of im->path into the store (none when it is missing). Errors:
+   STORE_EINVAL (a line that does not parse, an entry the mailbox contradicts), STORE_EIO. */
+static int md_history(struct imp *im)
+{
+	struct history h = { im, 0, 0, NULL };
+	char p[4200], line[128], *e1, *e2, *e3;
+	FILE *f;
+	int rc = 0;
+
+	snprintf(p, sizeof(p), "%s/heron-expunged", im->path);
+	if ((f = fopen(p, "r")) == NULL)
+		return errno == ENOENT ? 0 : STORE_EIO;
+	if (fgets(line, sizeof(line), f) == NULL || strncmp(line, "floor ", 6) != 0 ||
+	    (h.floor = strtoull(line + 6, &e1, 10)) == 0 || *e1 != '\n')
+		rc = STORE_EINVAL;
+	while (rc == 0 && fgets(line, sizeof(line), f) != NULL) {
+		unsigned long uid = strtoul(line, &e1, 10);
+		uint64_t modseq = strtoull(e1, &e2, 10);
+		int64_t when = strtoll(e2, &e3, 10);
+
+		if (e1 == line || *e1 != ' ' || e2 == e1 || *e2 != ' ' || e3 == e2 ||
+		    *e3 != '\n' || uid == 0 || uid > UINT32_MAX || modseq == 0) {
+			rc = STORE_EINVAL;
+			break;
+		}
+		h.v = xreallocarray(h.v, h.n + 1, sizeof(*h.v));
+		h.v[h.n++] = (struct hist_row){ (uint32_t)uid, modseq, when };
+	}
+	if (rc == 0 && ferror(f))
+		rc = STORE_EIO;
+	fclose(f);
+	if (rc == 0)
+		rc = store_write(im->mc->st, im->part, w_history, &h);
+	if (rc != 0)
+		fprintf(stderr, "mailctl: %s: %s\n", p,
+			rc == STORE_EINVAL
+				? "not an expunge history (floor N, then UID MODSEQ TIME)"
+				: store_strerror(rc));
+	free(h.v);
+	return rc;
+}
+
 static int import_maildir(struct imp *im)
 {
 	struct mdfile *v = NULL;
@@ -896,6 +964,8 @@ static int import_maildir(struct imp *im)
 		rc = imp_flush(im);
 	if (rc == 0 && im->keep_uids && (im->uidnext != 0 || im->highestmodseq != 0))
 		rc = store_write(im->mc->st, im->part, w_uids_end, im);
+	if (rc == 0 && im->keep_uids && im->highestmodseq != 0)
+		rc = md_history(im);
 	if (rc == 0)
 		rc = md_annotations(im, "heron-metadata", false);
 	for (size_t i = 0; i < n; i++)
@@ -1453,6 +1523,37 @@ static int export_annots(struct exp *e, struct store_txn *t, int dirfd, const ch
 	return rc;
 }
 
+static int history_row(uint32_t uid, uint64_t modseq, int64_t when, void *arg)
+{
+	fprintf(arg, "%" PRIu32 " %" PRIu64 " %" PRId64 "\n", uid, modseq, when);
+	return 0;
+}
+
+/* The mailbox's expunge history (QRESYNC) into heron-expunged: "floor N" (exact for MODSEQs
+   from N on), then "UID MODSEQ TIME" a line. */
+static int export_history(struct exp *e, struct store_txn *t, uint64_t mbox)
+{
+	struct store_status st;
+	FILE *f;
+	int fd, rc;
+
+	if ((rc = store_mbox_status(t, mbox, &st)) != 0)
+		return rc;
+	if ((fd = openat(e->dirfd, "heron-expunged", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+			 0600)) == -1 ||
+	    (f = fdopen(fd, "w")) == NULL) {
+		e->err = errno;
+		if (fd != -1)
+			close(fd);
+		return 0;
+	}
+	fprintf(f, "floor %" PRIu64 "\n", st.expunge_floor);
+	rc = store_msg_history(t, mbox, history_row, f);
+	if (fclose(f) != 0 && e->err == 0)
+		e->err = errno;
+	return rc;
+}
+
 /* dovecot-uidlist's header: version 3, UIDVALIDITY and the next UID. */
 static int export_uidlist_open(struct exp *e, struct store_txn *t, uint64_t mbox)
 {
@@ -1529,6 +1630,8 @@ static int export_mailbox(struct mc *mc, const char *user, const char *mailbox, 
 		rc = export_walk(&e, t, mbox);
 	if (rc == 0 && e.err == 0 && e.maildir)
 		rc = export_annots(&e, t, e.dirfd, "heron-metadata", mbox, u.id);
+	if (rc == 0 && e.err == 0 && e.maildir)
+		rc = export_history(&e, t, mbox);
 	store_txn_abort(&t);
 	if (e.uidlist != NULL && fclose(e.uidlist) != 0)
 		e.err = e.err ? e.err : errno;

@@ -236,6 +236,16 @@ static int fp_annot(const struct store_annot *a, void *arg)
 	return 0;
 }
 
+/* One entry of the expunge history: UID, MODSEQ, time. */
+static int fp_history(uint32_t uid, uint64_t modseq, int64_t when, void *arg)
+{
+	struct fp *fp = arg;
+
+	fprintf(fp->f, "  expunged %" PRIu32 " modseq %" PRIu64 " at %" PRId64 "\n", uid, modseq,
+		when);
+	return 0;
+}
+
 static int fp_mbox(const struct store_mbox_info *mi, void *arg)
 {
 	struct fp *fp = arg;
@@ -254,9 +264,9 @@ static int fp_mbox(const struct store_mbox_info *mi, void *arg)
 		return rc;
 	fprintf(fp->f,
 		"mailbox %.*s uidvalidity %" PRIu32 " uidnext %" PRIu32 " highestmodseq %" PRIu64
-		" subscribed %d special %x\n",
+		" subscribed %d special %x expunge_floor %" PRIu64 "\n",
 		(int)mi->name_len, mi->name, st.uidvalidity, st.uidnext, st.highestmodseq,
-		(mi->attrs & STORE_MBOX_SUBSCRIBED) != 0, mi->special);
+		(mi->attrs & STORE_MBOX_SUBSCRIBED) != 0, mi->special, st.expunge_floor);
 	fp->mailboxes++;
 	while ((rc = store_iter_next(it, &msg)) == STORE_ITER_MSG) {
 		unsigned n = 0;
@@ -276,6 +286,8 @@ static int fp_mbox(const struct store_mbox_info *mi, void *arg)
 		fp->messages++;
 	}
 	store_iter_free(&it);
+	if (rc == 0)
+		rc = store_msg_history(fp->t, mi->id, fp_history, fp);
 	return rc != 0 ? rc : store_annot_all(fp->t, mi->id, fp->user, fp_annot, fp);
 }
 

@@ -303,8 +303,8 @@ int store_mbox_restore_uids(struct store_txn *t, uint64_t mbox, uint32_t uidvali
 			    uint32_t uidnext);
 /* Restoring an export's MODSEQs (mailctl import, user move; CONDSTORE, RFC 7162): raises the
    mailbox's HIGHESTMODSEQ to highestmodseq (never lowers it), and the expunge history
-   before it, which was not carried, is no longer taken as exact (VANISHED for an earlier
-   modseq then answers from the UIDs a client knows). Errors: STORE_ENOMBOX, STORE_EINVAL
+   before it is no longer taken as exact (VANISHED for an earlier modseq then answers from
+   the UIDs a client knows) until store_msg_restore_history brings the export's back. Errors: STORE_ENOMBOX, STORE_EINVAL
    (read txn; highestmodseq 0 or UINT64_MAX). */
 int store_mbox_restore_modseq(struct store_txn *t, uint64_t mbox, uint64_t highestmodseq);
 /* Lists mailboxes whose names match pattern (IMAP LIST: '*' any, '%' any but '/'), in name
@@ -605,6 +605,19 @@ int store_msg_copy(struct store_txn *t, uint64_t src, uint64_t dst, const uint32
 int store_msg_copy_keep(struct store_txn *t, uint64_t src, uint64_t dst, const uint32_t *uids,
 			size_t n, bool move, unsigned keep_flags, bool keep_keywords,
 			uint32_t **src_done, uint32_t **dst_uids, size_t *n_r);
+/* The expunge history of a mailbox (an export of it): cb for each entry in MODSEQ order,
+   with its UID, MODSEQ and the time of the expunge; cb's non-zero return stops and is
+   returned. The floor is store_status.expunge_floor. Errors: STORE_ENOMBOX. */
+int store_msg_history(struct store_txn *t, uint64_t mbox,
+		      int (*cb)(uint32_t uid, uint64_t modseq, int64_t when, void *arg),
+		      void *arg);
+/* Restoring an export (mailctl import, after store_mbox_restore_modseq): records an expunge of
+   uid at modseq and time when, and lowers the history floor to floor (when the mailbox's is
+   higher: the export's history is exact from there); uid and modseq 0: the floor alone.
+   Errors: STORE_ENOMBOX, STORE_EINVAL (read txn; modseq 0 or above HIGHESTMODSEQ, floor 0,
+   uid 0 or not below UIDNEXT, or a message that exists with that UID). */
+int store_msg_restore_history(struct store_txn *t, uint64_t mbox, uint64_t floor, uint32_t uid,
+			      uint64_t modseq, int64_t when);
 /* QRESYNC: UIDs expunged with modseq > since, in UID order (xreallocarray'd into *out).
    *exact_r = false when since < the history floor (then the caller must fall back to a
    UID-set comparison, RFC 7162 3.2.5.2). Errors: STORE_ENOMBOX. */

@@ -628,3 +628,67 @@ int store_msg_vanished(struct store_txn *t, uint64_t mbox, uint64_t since, uint3
 		qsort(*out, *n_r, sizeof(**out), cmp_u32);
 	return 0;
 }
+
+int store_msg_history(struct store_txn *t, uint64_t mbox,
+		      int (*cb)(uint32_t uid, uint64_t modseq, int64_t when, void *arg), void *arg)
+{
+	struct mbox_rec r;
+	uint8_t k[8];
+	MDB_cursor *c;
+	MDB_val key = { 8, k }, v;
+	int rc, stop = 0;
+
+	if ((rc = mbox_rec_load(t, mbox, &r)) != 0)
+		return rc;
+	put_be64(k, mbox);
+	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[DBI_EXPUNGED], &c)) != 0)
+		return store_mdb_err(t, rc, "cursor");
+	for (rc = mdb_cursor_get(c, &key, &v, MDB_SET_RANGE); rc == 0 && stop == 0;
+	     rc = mdb_cursor_get(c, &key, &v, MDB_NEXT)) {
+		const uint8_t *kb = key.mv_data;
+
+		if (key.mv_size != 20 || get_be64(kb) != mbox)
+			break;
+		if (v.mv_size == 8)
+			stop = cb(get_be32(kb + 16), get_be64(kb + 8),
+				  (int64_t)get_be64(v.mv_data), arg);
+	}
+	mdb_cursor_close(c);
+	if (stop != 0)
+		return stop;
+	return rc == 0 || rc == MDB_NOTFOUND ? 0 : store_mdb_err(t, rc, "history");
+}
+
+int store_msg_restore_history(struct store_txn *t, uint64_t mbox, uint64_t floor, uint32_t uid,
+			      uint64_t modseq, int64_t when)
+{
+	struct mbox_rec r;
+	uint8_t k[20], tb[8];
+	MDB_val v;
+	int rc;
+
+	if (!t->write || floor == 0 || (modseq == 0) != (uid == 0))
+		return STORE_EINVAL;
+	if ((rc = mbox_rec_load(t, mbox, &r)) != 0)
+		return rc;
+	if (uid == 0) /* the floor alone */
+		goto floor;
+	if (modseq > r.highestmodseq || uid >= r.uidnext)
+		return STORE_EINVAL;
+	msg_key(k, mbox, uid);
+	if ((rc = store_get(t, DBI_MSGS, k, 12, &v)) == 0)
+		return STORE_EINVAL;
+	if (rc != STORE_ENOMSG)
+		return rc;
+	put_be64(k, mbox);
+	put_be64(k + 8, modseq);
+	put_be32(k + 16, uid);
+	put_be64(tb, (uint64_t)when);
+	if ((rc = store_put(t, DBI_EXPUNGED, k, 20, tb, 8)) != 0)
+		return rc;
+	r.hist_n = MBOX_HIST_UNKNOWN; /* counted again when next needed */
+floor:
+	if (floor < r.expunge_floor)
+		r.expunge_floor = floor;
+	return mbox_rec_store(t, mbox, &r);
+}

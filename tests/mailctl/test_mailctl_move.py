@@ -111,6 +111,14 @@ def scripts(h, user):
     return out
 
 
+def vanished(c, uidvalidity, modseq, box="INBOX"):
+    """VANISHED (EARLIER) of SELECT box (QRESYNC (uidvalidity modseq)), RFC 7162."""
+    assert c.enable("QRESYNC")[0] == "OK"
+    typ, data = c._simple_command("SELECT", box, "(QRESYNC (%d %d))" % (uidvalidity, modseq))
+    assert typ == "OK", data
+    return c.untagged_responses.pop("VANISHED", [])
+
+
 def metadata(c):
     """{mailbox: {entry: value}} of GETMETADATA for the entries of META that have one."""
     out = {}
@@ -189,7 +197,10 @@ def main():
         assert c.create("Work")[0] == "OK" and c.subscribe("Work")[0] == "OK"
         assert c.append("Work", "(\\Flagged $Label1)", None,
                         b"Subject: filed\r\n\r\nkept\r\n")[0] == "OK"
+        assert c.append("Work", "(\\Deleted)", None,
+                        b"Subject: dropped\r\n\r\ngone\r\n")[0] == "OK"
         c.select("Work")
+        c.expunge()  # Work's UID 2, before the change that makes its HIGHESTMODSEQ
         c.uid("STORE", "1", "+FLAGS", "(\\Seen)")  # a MODSEQ past the append's
         c.select("INBOX")
         c.uid("STORE", "1", "+FLAGS", "(\\Seen $Important)")
@@ -224,6 +235,15 @@ def main():
         # MODSEQs a copy numbering anew would not give: 1 changed after 3, the expunge after
         hms, modseqs = before["INBOX modseq"]
         assert modseqs[1] > modseqs[3] and hms > modseqs[1], before
+        c = front_login(cl.front, "user1")  # a QRESYNC client last synced before the expunge
+        gone_before = vanished(c, before["INBOX"][0], modseqs[1])
+        # one that synced Work after its expunge: nothing vanished since (a copy with no
+        # history could not tell, and would name every missing UID, RFC 7162 3.2.5.2)
+        work_since = before["Work modseq"][0] - 1
+        assert_eq(vanished(c, before["Work"][0], work_since - 1, "Work"), [b"(EARLIER) 2"])
+        assert_eq(vanished(c, before["Work"][0], work_since, "Work"), [])
+        c.logout()
+        assert_eq(gone_before, [b"(EARLIER) 2"])
         assert "user=user1 via=proxy result=ok" in h1.imapd.logtext()
         q = subprocess.run([MAILCTL, "-c", h1.conf, "quota", "set", "user1", "--bytes", "5M"],
                            capture_output=True, text=True)
@@ -282,6 +302,10 @@ def main():
         assert after["INBOX modseq"][0] > hms, after
         assert after["INBOX modseq"][1][n] > hms, after
         assert_eq(after["metadata"], META)
+        c2 = front_login(cl.front, "user1")  # the same VANISHED as on the source
+        assert_eq(vanished(c2, before["INBOX"][0], modseqs[1]), gone_before)
+        assert_eq(vanished(c2, before["Work"][0], work_since, "Work"), [])
+        c2.logout()
         assert_eq(after["special-use"], before["special-use"])
         c2 = front_login(cl.front, "user1")
         c2.select("INBOX", readonly=True)
