@@ -320,8 +320,8 @@ int store_mbox_status(struct store_txn *t, uint64_t mbox, struct store_status *s
 int store_mbox_info(struct store_txn *t, uint64_t mbox, uint64_t *user_r,
 		    struct store_mbox_info *mi_r);
 /* SELECT (not EXAMINE): *first_recent_r = the first \Recent UID for this session, and the
-   mailbox's \Recent set is emptied for later sessions. Needs a write txn. Errors:
-   STORE_ENOMBOX. */
+   mailbox's \Recent set is emptied for later sessions (no change-log record: nothing
+   NOTIFY tells). Needs a write txn. Errors: STORE_ENOMBOX. */
 int store_mbox_take_recent(struct store_txn *t, uint64_t mbox, uint32_t *first_recent_r);
 /* Cheap change test: highest modseq of the mailbox in a fresh snapshot (own read txn), or 0
    and STORE_ENOMBOX. imapd compares it with the view's modseq. */

@@ -111,8 +111,8 @@ int mbox_rec_load(struct store_txn *t, uint64_t mbox, struct mbox_rec *r)
 }
 
 /* mbox_rec_store without its change record: for the writes that note a change of their own
-   (create, delete, rename), so a NOTIFY session is not told of message changes there are
-   none of. */
+   (create, delete, rename) and the \Recent claim, so a NOTIFY session is not told of
+   message changes there are none of. */
 static int mbox_rec_put(struct store_txn *t, uint64_t mbox, const struct mbox_rec *r)
 {
 	uint8_t k[8], b[MBOX_REC_MAX];
@@ -767,7 +767,9 @@ int store_mbox_take_recent(struct store_txn *t, uint64_t mbox, uint32_t *first_r
 		return 0;
 	r.first_recent = r.uidnext;
 	r.recent = 0;
-	return mbox_rec_store(t, mbox, &r);
+	/* no change record: no NOTIFY event is a claim of \Recent (its STATUS has no RECENT),
+	   so a group watching the mailbox is not sent a STATUS for another session's SELECT */
+	return mbox_rec_put(t, mbox, &r);
 }
 
 int store_mbox_modseq(struct store *st, uint64_t mbox, uint64_t *modseq_r)

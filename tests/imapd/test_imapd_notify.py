@@ -10,6 +10,7 @@ errors are BAD and events not supported NO [BADEVENT].
 Usage: test_imapd_notify.py IMAPD_BINARY DELIVER_BINARY"""
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from heronlib import Imapd, run_suite  # noqa: E402
@@ -110,6 +111,46 @@ def test_flag_only_change_not_asked():
     c.logout()
 
 
+def statuses_until(c, name, tries=300):
+    """imaplib session c, NOTIFY set: NOOPs until an unsolicited STATUS of name came (each
+    NOOP a round trip, 0.1 s apart, at most tries of them); the STATUS lines seen."""
+    seen = []
+    for _ in range(tries):
+        typ, _ = c.noop()
+        assert_eq(typ, "OK")
+        _, data = c.response("STATUS")
+        seen += [x.decode() for x in data if x is not None]
+        if any(x.startswith(name + " (") for x in seen):
+            return seen
+        time.sleep(0.1)
+    raise AssertionError("STATUS %s not seen; got %r" % (name, seen))
+
+
+def test_recent_claim_not_told():
+    """Two imaplib sessions: another session's SELECT claims the mailbox's \\Recent (a write
+    of its record) and a group without FlagChange hears nothing of it; an APPEND to another
+    mailbox after it, and new mail in the selected one later, still give their STATUS."""
+    a = other("bob")
+    b = other("bob")
+    for name in ("Claimed", "Mark"):
+        assert_eq(b.create(name)[0], "OK")
+    assert_eq(b.append("Claimed", None, None, msg(1))[0], "OK")  # \Recent until selected
+    typ, data = a.xatom("NOTIFY", "SET (personal (MessageNew MessageExpunge))")
+    assert_eq(typ, "OK", data)
+    a.response("STATUS")  # nothing before this point counts
+    typ, data = b.select("Claimed")
+    assert_eq(typ, "OK")
+    assert_eq(b.response("RECENT")[1], [b"1"])  # b's SELECT did claim it
+    assert_eq(b.append("Mark", None, None, msg(2))[0], "OK")
+    seen = statuses_until(a, "Mark")
+    assert_eq([x for x in seen if x.startswith("Claimed (")], [], seen)
+    assert_eq(b.append("Claimed", None, None, msg(3))[0], "OK")
+    seen = statuses_until(a, "Claimed")
+    assert_in("MESSAGES 2", seen[-1])
+    b.logout()
+    a.logout()
+
+
 def test_selected_new_flags_expunge():
     """The selected mailbox: EXISTS and the FETCH of MessageNew's attributes for mail
     delivered to it, FETCH FLAGS for another session's STORE, EXPUNGE for its EXPUNGE."""
@@ -138,7 +179,8 @@ def test_flag_change_selected_and_other():
     """FlagChange (RFC 5465 5.1): another session's STORE in the selected mailbox gives an
     unsolicited FETCH with UID and FLAGS; in another mailbox whose group asks for FlagChange a
     STATUS with UIDVALIDITY and the mailbox's HIGHESTMODSEQ, CONDSTORE not enabled; a group
-    without FlagChange gets its STATUS without HIGHESTMODSEQ, as before."""
+    without FlagChange gets no STATUS with HIGHESTMODSEQ (none at all: see
+    test_flag_only_change_not_asked)."""
     r = D.raw("alice")
     c = other("alice")
     for name in ("FlagSel", "FlagOther", "FlagQuiet"):
@@ -154,7 +196,6 @@ def test_flag_change_selected_and_other():
     assert line.startswith("* 1 FETCH (UID 1 FLAGS (\\Flagged"), line  # and \Recent
     c.select("FlagOther")
     assert_eq(c.store("1", "+FLAGS", "(\\Seen)")[0], "OK")
-    # (c's SELECT claimed \Recent, a change too: its STATUS may come first)
     st = until(r, lambda line: status_line("FlagOther", line) and "UNSEEN 0" in line,
                "STATUS FlagOther after the STORE")[-1]
     f = fields(st)
@@ -416,7 +457,7 @@ def main():
     global D
     D = Imapd(sys.argv[1], deliver=sys.argv[2])
     return run_suite(D, [test_capability, test_status_for_other_mailbox,
-                         test_flag_only_change_not_asked,
+                         test_flag_only_change_not_asked, test_recent_claim_not_told,
                          test_selected_new_flags_expunge, test_flag_change_selected_and_other,
                          test_selected_delayed_keeps_expunge,
                          test_selected_without_expunge,
