@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include "common/buf.h"
 #include "common/conf.h"
 #include "common/log.h"
+#include "common/xmalloc.h"
 #include "mtad/relay.h"
 
 #define BOUNCE_BOUNDARY_FMT "%016" PRIx64 "/%s"
@@ -240,9 +242,34 @@ int bounce_prepare(struct queue_runner *qr, const struct qjob *job, enum dsn_kin
 	return dsn_build(qr->m, job, kind, -1, d, store_blob_finish_deferred);
 }
 
-int bounce_prepare_fd(struct mtad *m, const struct qjob *job, int fd, struct bounce_dsn *d)
+int bounce_prepare_refused(struct mtad *m, const struct bounce_refused *f, int fd,
+			   struct bounce_dsn *d)
 {
-	return dsn_build(m, job, DSN_FAILED, fd, d, store_blob_finish_deferred);
+	struct qjob job = { 0 };
+	int rc;
+
+	job.qm.id = f->id;
+	job.qm.sender = f->sender;
+	job.qm.created = f->created;
+	job.qm.ret = STORE_RET_HDRS;
+	job.qm.nrcpt = f->n;
+	job.qm.rcpt = xcalloc(f->n, sizeof(*job.qm.rcpt));
+	job.result = xcalloc(f->n, sizeof(*job.result));
+	job.error = xcalloc(f->n, sizeof(*job.error));
+	job.remote = xcalloc(f->n, sizeof(*job.remote));
+	for (size_t i = 0; i < f->n; i++) {
+		char *error = f->error != NULL ? f->error[i * f->stride] : NULL;
+
+		job.qm.rcpt[i].addr = f->addr[i * f->stride];
+		job.result[i] = STORE_Q_FAILED;
+		job.error[i] = error != NULL ? error : f->why;
+	}
+	rc = dsn_build(m, &job, DSN_FAILED, fd, d, store_blob_finish_deferred);
+	free(job.qm.rcpt);
+	free(job.result);
+	free(job.error);
+	free(job.remote);
+	return rc;
 }
 
 void bounce_queued(struct queue_runner *qr, const struct qjob *job, struct bounce_dsn *d, int rc)

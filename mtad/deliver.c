@@ -530,35 +530,23 @@ static int drop_fn(struct store_txn *t, void *arg)
 static int drop_dsn(struct smtp_session *s, struct drop_enq *d)
 {
 	struct smtp_tx *tx = s->tx;
-	size_t n = s->ndrop_refused;
-	struct qjob job = { 0 };
+	struct bounce_refused f = { 0 };
 	uint64_t size;
 	int fd, rc;
 
-	if (n == 0 || tx->from[0] == '\0')
+	if (s->ndrop_refused == 0 || tx->from[0] == '\0')
 		return 0;
 	if ((rc = store_blob_open_blob(tx->blob, &fd, &size)) != 0)
 		return rc;
-	job.qm.id = tx->qid;
-	job.qm.sender = tx->from;
-	job.qm.created = (int64_t)clock_wall_s();
-	job.qm.ret = STORE_RET_HDRS;
-	job.qm.nrcpt = n;
-	job.qm.rcpt = xcalloc(n, sizeof(*job.qm.rcpt));
-	job.result = xcalloc(n, sizeof(*job.result));
-	job.error = xcalloc(n, sizeof(*job.error));
-	job.remote = xcalloc(n, sizeof(*job.remote));
-	for (size_t i = 0; i < n; i++) {
-		job.qm.rcpt[i].addr = s->drop_refused[2 * i];
-		job.result[i] = STORE_Q_FAILED;
-		job.error[i] = s->drop_refused[2 * i + 1];
-	}
-	rc = bounce_prepare_fd(s->m, &job, fd, &d->dsn);
+	f.id = tx->qid;
+	f.sender = tx->from;
+	f.created = (int64_t)clock_wall_s();
+	f.n = s->ndrop_refused;
+	f.stride = 2; /* "addr" then its refusal's text */
+	f.addr = s->drop_refused;
+	f.error = s->drop_refused + 1;
+	rc = bounce_prepare_refused(s->m, &f, fd, &d->dsn);
 	close(fd);
-	free(job.qm.rcpt);
-	free(job.result);
-	free(job.error);
-	free(job.remote);
 	return rc;
 }
 

@@ -401,33 +401,19 @@ static char *refusal_to(const struct pickup *p, enum step st)
    with its own refusal (RCPT) or the message's. */
 static int refusal_dsn(struct pickup *p, struct refusal *r)
 {
-	struct qjob job = { 0 };
-	int rc;
+	struct bounce_refused f = { 0 };
 
-	job.qm.id = (uint64_t)clock_wall_us(); /* names the DSN only (Message-ID, boundary) */
-	job.qm.sender = r->to;
-	job.qm.created = p->mtime;
-	job.qm.ret = STORE_RET_HDRS;
-	job.qm.nrcpt = p->nrcpt;
-	job.qm.rcpt = xcalloc(p->nrcpt, sizeof(*job.qm.rcpt));
-	job.result = xcalloc(p->nrcpt, sizeof(*job.result));
-	job.error = xcalloc(p->nrcpt, sizeof(*job.error));
-	job.remote = xcalloc(p->nrcpt, sizeof(*job.remote));
-	for (size_t i = 0; i < p->nrcpt; i++) {
-		job.qm.rcpt[i].addr = p->rcpt[i];
-		job.result[i] = STORE_Q_FAILED;
-		job.error[i] = p->rerr != NULL && p->rerr[i] != NULL ? p->rerr[i]
-								     : reply_text(p->text);
-	}
+	f.id = (uint64_t)clock_wall_us(); /* names the DSN only (Message-ID, boundary) */
+	f.sender = r->to;
+	f.created = p->mtime;
+	f.n = p->nrcpt;
+	f.stride = 1;
+	f.addr = p->rcpt;
+	f.error = p->rerr;
+	f.why = reply_text(p->text);
 	if (lseek(p->fd, (off_t)p->body_off, SEEK_SET) < 0)
-		rc = STORE_EIO;
-	else
-		rc = bounce_prepare_fd(p->m, &job, p->fd, &r->dsn);
-	free(job.qm.rcpt);
-	free(job.result);
-	free(job.error);
-	free(job.remote);
-	return rc;
+		return STORE_EIO;
+	return bounce_prepare_refused(p->m, &f, p->fd, &r->dsn);
 }
 
 static void refuse(struct pickup *p, enum step st)

@@ -192,10 +192,23 @@ struct bounce_dsn {
 };
 int bounce_prepare(struct queue_runner *qr, const struct qjob *job, enum dsn_kind kind,
 		   struct bounce_dsn *d);
-/* A DSN_FAILED as bounce_prepare's for a message that never reached the queue (a maildrop
-   file mtad refused, pickup.c): job names the DSN (qm.id) and its recipients (result,
-   error), the original is read from fd, from its offset on. */
-int bounce_prepare_fd(struct mtad *m, const struct qjob *job, int fd, struct bounce_dsn *d);
+/* Recipients of a message that never reached the queue, each failed with its refusal: a
+   maildrop file's (pickup.c: mtad refused the file; deliver.c: mtad accepted it for others).
+   Recipient i is addr[i * stride], its refusal's text error[i * stride] (error NULL, or that
+   entry NULL: why). */
+struct bounce_refused {
+	uint64_t id;        /* names the DSN only (Message-ID, boundary) */
+	const char *sender; /* whom it goes to (the null sender: nobody, 0 returned) */
+	int64_t created;    /* the message's arrival (Arrival-Date) */
+	size_t n, stride;
+	char *const *addr;
+	char *const *error;
+	char *why;
+};
+/* A DSN_FAILED as bounce_prepare's naming f's recipients, with RET=HDRS: the original's
+   header is read from fd, from its offset on. f's strings must live until the commit. */
+int bounce_prepare_refused(struct mtad *m, const struct bounce_refused *f, int fd,
+			   struct bounce_dsn *d);
 /* The header of the message read from fd (its offset on) into hdr (reset first, its max at
    least RETURN_MAX: 64 KiB): up to the CRLF that ends its last field (the empty line and
    the body left out, wherever the reads cut them), or its first 64 KiB. 0 or STORE_EIO. */
