@@ -139,7 +139,7 @@ static void ctl_cb(const char *req, size_t len, struct buf *out, void *arg)
 	} else if (n == 7 && memcmp(req, "metrics", 7) == 0) {
 		metrics_render(out, o->ops->live, o->arg);
 		buf_puts(out, "# EOF\n");
-	} else if (o->ops->request == NULL || !o->ops->request(req, n, out, o->arg)) {
+	} else if (o->ops->request == NULL || !o->ops->request(req, n, out, o->ctl, o->arg)) {
 		buf_puts(out, "ERR unknown request (who, kick USER, metrics)\n");
 	}
 }

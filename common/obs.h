@@ -27,6 +27,7 @@
 struct conf;
 struct conf_addrs;
 struct net_fds;
+struct reqserver;
 
 struct obs_ops {
 	metrics_live_fn *live;      /* values read at scrape time; NULL: none */
@@ -36,8 +37,9 @@ struct obs_ops {
 	/* kick: closes user's sessions in this worker; returns how many */
 	unsigned (*kick)(const char *user, void *arg);
 	/* the daemon's own requests (mtad: queue): req[0..n) without its LF; true when it was
-	   one (its answer appended to out) */
-	bool (*request)(const char *req, size_t n, struct buf *out, void *arg);
+	   one (its answer appended to out, or to come: reqserver_defer(ctl)) */
+	bool (*request)(const char *req, size_t n, struct buf *out, struct reqserver *ctl,
+			void *arg);
 };
 
 /* Master: when [metrics] enabled and addrs is not empty, binds addrs into fds for the

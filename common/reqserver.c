@@ -1,8 +1,15 @@
 /* reqserver.c — owns the one-request connections of a daemon's side doors: the cap (through
- * net_server), the absolute deadline, the bounded request read, the answer and the close. */
+ * net_server), the absolute deadline, the bounded request read, the answer (at once or
+ * deferred: answers done in other threads come back to the loop through a pipe) and the
+ * close. */
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -13,11 +20,28 @@
 #include "common/reqserver.h"
 #include "common/xmalloc.h"
 
+/* The way back of deferred answers, shared by the server and the laters not yet done: the
+   last of them frees it, so that a thread answering late never writes to a closed pipe. */
+struct rs_chan {
+	pthread_mutex_t mu;
+	unsigned refs;
+	bool closed; /* the server is gone: answers done now are dropped */
+	int fd[2];   /* the pointers of done laters, read by the loop */
+};
+
+struct reqserver_later {
+	struct rs_chan *chan;
+	struct rs_conn *k; /* the loop's: NULL once the connection ended */
+	char *ans;         /* the thread's, until the pointer is in the pipe */
+	size_t len;
+};
+
 struct rs_conn {
 	struct reqserver *rs;
 	struct rs_conn *next, *prev;
 	struct bufferevent *bev;
 	struct event *deadline;
+	struct reqserver_later *later; /* the deferred answer awaited */
 	bool answered;
 	bool shut; /* answered and half-closed: waiting for the client's close */
 };
@@ -30,11 +54,19 @@ struct reqserver {
 	void *arg;
 	struct rs_conn *conns;
 	size_t nconns;
+	struct rs_conn *cur; /* whose handler runs */
+	struct rs_chan *chan;
+	struct event *chan_ev;
 };
+
+static void answer(struct rs_conn *k, const char *text, size_t len);
 
 static void conn_free(struct rs_conn *k)
 {
 	struct reqserver *rs = k->rs;
+
+	if (k->later != NULL)
+		k->later->k = NULL;
 
 	if (k->prev != NULL)
 		k->prev->next = k->next;
@@ -102,6 +134,115 @@ static size_t request_len(struct evbuffer *in, enum reqserver_end end)
 	return 0;
 }
 
+static void later_free(struct reqserver_later *l)
+{
+	free(l->ans);
+	free(l);
+}
+
+/* Drops a reference to c; the last one frees it. */
+static void chan_unref(struct rs_chan *c)
+{
+	bool last;
+
+	pthread_mutex_lock(&c->mu);
+	last = --c->refs == 0;
+	pthread_mutex_unlock(&c->mu);
+	if (last) {
+		pthread_mutex_destroy(&c->mu);
+		free(c);
+	}
+}
+
+/* The laters done since the last call: their answers go out on their connections. */
+static void chan_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct reqserver_later *v[64];
+	ssize_t n;
+
+	while ((n = read(fd, v, sizeof(v))) > 0) {
+		for (size_t i = 0; i < (size_t)n / sizeof(v[0]); i++) {
+			struct rs_conn *k = v[i]->k;
+
+			if (k != NULL) {
+				k->later = NULL;
+				answer(k, v[i]->ans, v[i]->len);
+			}
+			later_free(v[i]);
+		}
+	}
+}
+
+static void chan_open(struct reqserver *rs)
+{
+	struct rs_chan *c = xcalloc(1, sizeof(*c));
+
+	if (pipe2(c->fd, O_NONBLOCK | O_CLOEXEC) == -1)
+		fatal("%s: pipe for deferred answers", rs->o.name);
+	pthread_mutex_init(&c->mu, NULL);
+	c->refs = 1;
+	rs->chan = c;
+	rs->chan_ev = event_new(rs->base, c->fd[0], EV_READ | EV_PERSIST, chan_cb, rs);
+	if (rs->chan_ev == NULL)
+		fatalx("%s: out of memory for deferred answers", rs->o.name);
+	event_add(rs->chan_ev, NULL);
+}
+
+/* The server's end: laters in the pipe are freed, the ones not done yet will drop theirs. */
+static void chan_close(struct reqserver *rs)
+{
+	struct rs_chan *c = rs->chan;
+	struct reqserver_later *l;
+
+	if (c == NULL)
+		return;
+	event_free(rs->chan_ev);
+	rs->chan_ev = NULL;
+	pthread_mutex_lock(&c->mu);
+	c->closed = true;
+	while (read(c->fd[0], &l, sizeof(l)) == (ssize_t)sizeof(l))
+		later_free(l);
+	close(c->fd[0]);
+	close(c->fd[1]);
+	pthread_mutex_unlock(&c->mu);
+	rs->chan = NULL;
+	chan_unref(c);
+}
+
+struct reqserver_later *reqserver_defer(struct reqserver *rs)
+{
+	struct reqserver_later *l;
+
+	assert(rs->cur != NULL && rs->cur->later == NULL);
+	if (rs->chan == NULL)
+		chan_open(rs);
+	l = xcalloc(1, sizeof(*l));
+	l->chan = rs->chan;
+	l->k = rs->cur;
+	rs->cur->later = l;
+	pthread_mutex_lock(&l->chan->mu);
+	l->chan->refs++;
+	pthread_mutex_unlock(&l->chan->mu);
+	return l;
+}
+
+void reqserver_later_done(struct reqserver_later *l, struct buf *ans)
+{
+	struct rs_chan *c = l->chan;
+	bool sent = false;
+
+	l->ans = buf_steal(ans, &l->len);
+	pthread_mutex_lock(&c->mu);
+	/* a pointer is less than PIPE_BUF: written whole or not at all; the pipe holds
+	   thousands, more than the connections that can wait */
+	if (!c->closed)
+		sent = write(c->fd[1], &l, sizeof(l)) == (ssize_t)sizeof(l);
+	pthread_mutex_unlock(&c->mu);
+	if (!sent)
+		later_free(l);
+	chan_unref(c);
+}
+
 static void answer(struct rs_conn *k, const char *text, size_t len)
 {
 	k->answered = true;
@@ -123,7 +264,7 @@ static void read_cb(struct bufferevent *bev, void *arg)
 	struct buf out;
 	char *req;
 
-	if (k->answered) {
+	if (k->answered || k->later != NULL) {
 		evbuffer_drain(in, evbuffer_get_length(in));
 		return;
 	}
@@ -136,9 +277,14 @@ static void read_cb(struct bufferevent *bev, void *arg)
 	evbuffer_remove(in, req, len);
 	req[len] = '\0';
 	buf_init(&out, 4096, BUF_INPUT_BOUNDED);
+	rs->cur = k;
 	rs->fn(req, len, &out, rs->arg);
+	rs->cur = NULL;
 	free(req);
-	answer(k, out.data, out.len);
+	if (k->later != NULL) /* deferred: read on, to drop what follows, as answer does */
+		bufferevent_setwatermark(k->bev, EV_READ, 0, 0);
+	else
+		answer(k, out.data, out.len);
 	buf_release(&out);
 }
 
@@ -208,6 +354,7 @@ void reqserver_free(struct reqserver **rsp)
 		return;
 	while (rs->conns != NULL)
 		conn_free(rs->conns);
+	chan_close(rs);
 	net_server_free(&rs->ns);
 	free(rs);
 	*rsp = NULL;

@@ -11,7 +11,8 @@
  *     first newline for a line protocol): longer ones are answered by too_long and closed;
  *   - clients outside allow (when given) are closed at once, unread.
  * The handler runs once per connection with the request's bytes and appends the whole answer
- * to out; nothing a client sends after its request is read. */
+ * to out, or defers it (reqserver_defer: a long walk answered from a thread of its own);
+ * nothing a client sends after its request is read. */
 #ifndef HERON_REQSERVER_H
 #define HERON_REQSERVER_H
 
@@ -47,14 +48,26 @@ struct reqserver_opts {
 typedef void reqserver_handler(const char *req, size_t len, struct buf *out, void *arg);
 
 struct reqserver;
+/* A deferred answer. */
+struct reqserver_later;
+
 /* Accepts on fds (not owned). */
 struct reqserver *reqserver_new(struct event_base *base, const struct net_fds *fds,
 				const struct reqserver_opts *o, reqserver_handler *fn, void *arg);
+/* In a handler only (on the loop): its answer comes later, by reqserver_later_done; what it
+   appended to out is dropped. The connection keeps its deadline: when it closes first (the
+   deadline, the client gone, reqserver_free), the answer is dropped when it comes. */
+struct reqserver_later *reqserver_defer(struct reqserver *rs);
+/* From any thread, once per later (which it consumes): ans is the answer (its data taken,
+   *ans empty afterwards), written by the loop. May outlive the server: the answer is then
+   dropped. An empty answer closes the connection unanswered. */
+void reqserver_later_done(struct reqserver_later *l, struct buf *ans);
 /* Stops accepting; connections in progress finish. */
 void reqserver_stop(struct reqserver *rs);
 /* Connections open now (tests). */
 size_t reqserver_nconns(const struct reqserver *rs);
-/* Closes every connection and the listeners (not the descriptors); *rsp = NULL. */
+/* Closes every connection and the listeners (not the descriptors); *rsp = NULL. Deferred
+   answers not yet done are dropped when they are. */
 void reqserver_free(struct reqserver **rsp);
 
 #endif

@@ -211,7 +211,7 @@ static int worker_main(struct daemon_worker *w, void *arg)
 	daemon_worker_attach(w, m.base, on_drain, on_reload, &m);
 	log_info("mtad worker %u ready", daemon_worker_index(w));
 	event_base_dispatch(m.base);
-	obs_free(&obs);
+	mtad_obs_free(&obs);
 	pickup_stop(&m);
 	queue_runner_stop(&m);
 	worker_stats(&m, daemon_worker_index(w));

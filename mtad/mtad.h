@@ -485,6 +485,8 @@ void mtad_metrics_delivery(enum mtad_delivery status);
 void mtad_metrics_message(const struct smtp_session *s, uint64_t size);
 struct obs;
 struct obs *mtad_obs_start(struct mtad *m, const struct net_fds *fds);
+/* Waits for the queue walks in progress, then obs_free. */
+void mtad_obs_free(struct obs **op);
 
 /* The workers' common tables (common/shmtable.h), mapped by the master before fork: relay
    connections per destination (SHM_RELAY_DEST) in shared; connections (and unauthenticated

@@ -2,8 +2,11 @@
  * ones of common/metrics_std.h), each SMTP/LMTP command counted by the class of its final
  * reply with its latency, the recipients' outcomes, the gauges taken from the worker's
  * sessions each second, the queue read at scrape time, `who`, `kick` and `queue` (the
- * undelivered entries for heron-sendmail -bp, mailq). */
+ * undelivered entries for heron-sendmail -bp, mailq, walked in a thread of its own). */
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
@@ -16,6 +19,7 @@
 #include "common/metrics_std.h"
 #include "common/net.h"
 #include "common/obs.h"
+#include "common/reqserver.h"
 #include "dns/dns.h"
 #include "ldapauth/ldapauth.h"
 #include "mtad/mtad.h"
@@ -319,23 +323,98 @@ static int queue_entry(const struct store_queue_msg *qm, void *arg)
 	return 0;
 }
 
-/* One read transaction over the queue, in the worker's loop (an admin's request: a queue of
-   100,000 entries takes a fraction of a second). Whoever may open the control socket may
-   ask: root, the daemon's user and group. */
-static bool request(const char *req, size_t n, struct buf *out, void *arg)
+/* One read transaction over the queue (a queue of 100,000 entries takes a fraction of a
+   second, an answer of up to 32 MiB), into out. */
+static void queue_answer(struct store *st, struct buf *out)
+{
+	struct qans q = { .out = out, .now = time(NULL) };
+	int rc;
+
+	if ((rc = store_queue_list(st, queue_entry, &q)) != 0) {
+		buf_reset(out);
+		buf_printf(out, "ERR the queue cannot be read: %s\n", store_strerror(rc));
+		return;
+	}
+	buf_printf(out, "T\t%" PRIu64 "\n.\n", q.unlisted);
+}
+
+/* The walks answered off the loop, a thread each; more at once are refused (ERR busy). */
+#define QUEUE_WALKS 4
+
+struct qwalk {
+	pthread_t th;
+	bool running;      /* the loop's: th is to be joined */
+	atomic_bool ended; /* set by the thread once its answer is done */
+	struct store *st;
+	struct reqserver_later *later;
+};
+
+static struct qwalk qwalks[QUEUE_WALKS];
+
+static void *queue_walk(void *arg)
+{
+	struct qwalk *w = arg;
+	struct buf out;
+
+	buf_init(&out, 4096, BUF_INPUT_BOUNDED); /* bounded by QUEUE_ANSWER_MAX */
+	queue_answer(w->st, &out);
+	reqserver_later_done(w->later, &out);
+	buf_release(&out);
+	atomic_store(&w->ended, true);
+	return NULL;
+}
+
+/* Joins the walks that ended (all of them when wait_all); returns a free slot or NULL. */
+static struct qwalk *queue_walks_reap(bool wait_all)
+{
+	struct qwalk *free_w = NULL;
+
+	for (size_t i = 0; i < QUEUE_WALKS; i++) {
+		struct qwalk *w = &qwalks[i];
+
+		if (w->running && (wait_all || atomic_load(&w->ended))) {
+			pthread_join(w->th, NULL);
+			w->running = false;
+		}
+		if (!w->running && free_w == NULL)
+			free_w = w;
+	}
+	return free_w;
+}
+
+/* The walk runs in a thread, not in the worker's loop, whose sessions would wait for it.
+   Whoever may open the control socket may ask: root, the daemon's user and group. */
+static bool request(const char *req, size_t n, struct buf *out, struct reqserver *ctl, void *arg)
 {
 	struct mtad *m = arg;
-	struct qans q = { .out = out, .now = time(NULL) };
+	struct qwalk *w;
+	sigset_t all, old;
 	int rc;
 
 	if (n != 5 || memcmp(req, "queue", 5) != 0)
 		return false;
-	if ((rc = store_queue_list(m->store, queue_entry, &q)) != 0) {
-		buf_reset(out);
-		buf_printf(out, "ERR the queue cannot be read: %s\n", store_strerror(rc));
+	if ((w = queue_walks_reap(false)) == NULL) {
+		buf_puts(out, "ERR busy: other queue requests are being answered; try again\n");
 		return true;
 	}
-	buf_printf(out, "T\t%" PRIu64 "\n.\n", q.unlisted);
+	w->st = m->store;
+	w->later = reqserver_defer(ctl);
+	atomic_store(&w->ended, false);
+	sigfillset(&all); /* signals stay the loop's */
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&w->th, NULL, queue_walk, w);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0) {
+		struct buf ans;
+
+		log_warnx("mtad worker %u: queue request: no thread: %s", m->worker, strerror(rc));
+		buf_init(&ans, 128, BUF_INPUT_BOUNDED);
+		buf_puts(&ans, "ERR busy: no thread for the queue walk; try again\n");
+		reqserver_later_done(w->later, &ans);
+		buf_release(&ans);
+		return true;
+	}
+	w->running = true;
 	return true;
 }
 
@@ -351,4 +430,10 @@ struct obs *mtad_obs_start(struct mtad *m, const struct net_fds *fds)
 {
 	memset(&last, 0, sizeof(last));
 	return obs_start(m->base, m->conf, "mtad", m->worker, fds, &ops, m);
+}
+
+void mtad_obs_free(struct obs **op)
+{
+	(void)queue_walks_reap(true); /* before the store closes; their answers are dropped */
+	obs_free(op);
 }
