@@ -5,7 +5,8 @@
  * [directory] backend, auth_mode and cache settings as imapd) and serves sessions
  * (ms_session.c). A small daemon of its own rather than a listener of imapd: a different
  * protocol and parser, rare writes that should not share imapd's workers, and it can run
- * (or not) and be restricted on its own. */
+ * (or not) and be restricted on its own. SIGHUP reads the config again for the directory's
+ * cache TTLs only (the rest waits for a restart, the master says which keys). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,6 +53,28 @@ static void on_drain(void *arg)
 		event_base_loopexit(srv->base, NULL);
 }
 
+/* Worker, SIGHUP: the [directory] auth_cache_ttl and negative_cache_ttl of the file for the
+   answers cached from now on, then the directory reloads (both caches emptied, the users
+   file read again). Nothing else of the new config is applied, so it is not kept. */
+static void on_reload(void *arg)
+{
+	struct ms_server *srv = arg;
+	struct conf *c = srv->conf_path != NULL
+				 ? daemon_conf_reload(srv->conf_path, "managesieved worker")
+				 : NULL;
+	char *err = NULL;
+
+	if (c != NULL) {
+		ldapauth_reload_ttls(srv->auth, c);
+		conf_free(&c);
+		log_info("managesieved worker %u config reloaded", srv->worker);
+	}
+	if (ldapauth_reload(srv->auth, &err) < 0) {
+		log_warnx("managesieved: reload users: %s", err);
+		free(err);
+	}
+}
+
 int ms_server_run(struct daemon_worker *w, const struct ms_worker_args *wa)
 {
 	static struct ms_server srv;
@@ -65,6 +88,8 @@ int ms_server_run(struct daemon_worker *w, const struct ms_worker_args *wa)
 	memset(&srv, 0, sizeof(srv));
 	TAILQ_INIT(&srv.sessions);
 	srv.conf = wa->conf;
+	srv.conf_path = wa->conf_path;
+	srv.worker = daemon_worker_index(w);
 	srv.tls_ctx = wa->tls_ctx;
 	const struct sieve_conf *sc = &conf_values(wa->conf)->sieve;
 
@@ -84,12 +109,14 @@ int ms_server_run(struct daemon_worker *w, const struct ms_worker_args *wa)
 	if (ldapauth_new(srv.base, wa->conf, &srv.auth, &err) < 0)
 		fatalx("directory: %s", err);
 	ldapauth_use_shared(srv.auth, wa->auth_cache);
+	if (wa->reloaded != NULL) /* a worker started after a SIGHUP: its TTLs */
+		ldapauth_reload_ttls(srv.auth, wa->reloaded);
 	srv.guard = authguard_open(wa->conf);
 	srv.ns = net_server_new(srv.base, wa->fds, (size_t)sc->max_connections, accept_cb, &srv);
 	net_server_set_refusal(srv.ns, "managesieve", "BYE \"Too many connections\"\r\n");
 	metrics_worker_start(daemon_worker_index(w));
 	obs = ms_obs_start(&srv, daemon_worker_index(w), wa->metrics);
-	daemon_worker_attach(w, srv.base, on_drain, NULL, &srv);
+	daemon_worker_attach(w, srv.base, on_drain, on_reload, &srv);
 	log_info("managesieved worker %u ready", daemon_worker_index(w));
 	event_base_dispatch(srv.base);
 	obs_free(&obs);
@@ -105,7 +132,35 @@ int ms_server_run(struct daemon_worker *w, const struct ms_worker_args *wa)
 
 struct ms_main {
 	struct ms_worker_args wa;
+	struct conf *reloaded; /* the last config a SIGHUP read, NULL before */
 };
+
+static const char *const reload_sections[] = { "store",   "directory", "tls", "sieve",
+					       "metrics", "control",   "log", NULL };
+
+/* [directory]: the directory reloads what it can (the cache TTLs); the rest, [tls] too (the
+   context is the master's of the start), waits for a restart. */
+static enum daemon_reload ms_reload_how(const char *section, const char *key)
+{
+	(void)key;
+	return strcmp(section, "directory") == 0 ? DAEMON_RELOAD_PARTLY : DAEMON_RELOAD_RESTART;
+}
+
+/* Master, SIGHUP: the changed keys are reported (against the config read last); workers
+   started later take the new directory TTLs too, the rest of the start's config. */
+static void master_reload(void *arg)
+{
+	struct ms_main *m = arg;
+	struct conf *c = daemon_conf_reload(m->wa.conf_path, "managesieved master");
+
+	if (c == NULL)
+		return;
+	daemon_conf_report("managesieved", m->reloaded != NULL ? m->reloaded : m->wa.conf, c,
+			   reload_sections, ms_reload_how);
+	conf_free(&m->reloaded);
+	m->reloaded = c;
+	m->wa.reloaded = c;
+}
 
 static int worker_main(struct daemon_worker *w, void *arg)
 {
@@ -126,11 +181,8 @@ int main(int argc, char **argv)
 	char *error = NULL;
 	int rc;
 
-	static const char *const sections[] = { "store",   "directory", "tls", "sieve",
-						"metrics", "control",   "log", NULL };
-
 	daemon_args_parse(argc, argv, "managesieved", &args);
-	args.sections = sections;
+	args.sections = reload_sections;
 	conf = daemon_conf_load(&args);
 	const struct sieve_conf *sc = &conf_values(conf)->sieve;
 
@@ -145,6 +197,7 @@ int main(int argc, char **argv)
 		log_info("managesieved listening on %s%s", fds.name[i],
 			 m.wa.tls_ctx ? " (STARTTLS)" : "");
 	m.wa.conf = conf;
+	m.wa.conf_path = args.conf_path;
 	m.wa.fds = &fds;
 	m.wa.metrics = &metrics;
 	m.wa.auth_cache = ldapauth_shared_new(conf);
@@ -157,12 +210,14 @@ int main(int argc, char **argv)
 	ops.allow_root = sc->allow_root;
 	ops.detach = !args.foreground && !args.supervised;
 	ops.worker_main = worker_main;
+	ops.reload = master_reload;
 	ops.arg = &m;
 	rc = daemon_run(&ops);
 	net_fds_close(&fds);
 	net_fds_close(&metrics);
 	tls_ctx_free(&m.wa.tls_ctx);
 	ldapauth_shared_free(&m.wa.auth_cache);
+	conf_free(&m.reloaded);
 	conf_free(&conf);
 	return rc;
 }

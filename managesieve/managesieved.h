@@ -30,6 +30,8 @@ struct ldapauth_shared;
 
 struct ms_worker_args {
 	const struct conf *conf;
+	const char *conf_path;       /* read again on SIGHUP */
+	const struct conf *reloaded; /* the last SIGHUP's (its [directory] TTLs), NULL before */
 	const struct net_fds *fds;
 	const struct net_fds *metrics; /* [metrics] managesieved_listen (may be empty) */
 	SSL_CTX *tls_ctx;
@@ -39,6 +41,8 @@ struct ms_worker_args {
 struct ms_server {
 	struct event_base *base;
 	const struct conf *conf;
+	const char *conf_path;
+	unsigned worker;
 	SSL_CTX *tls_ctx;
 	struct net_server *ns;
 	struct store *store;

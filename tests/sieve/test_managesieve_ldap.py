@@ -9,13 +9,18 @@ on the same slapd), read back with imaplib. [sieve] allow_plaintext_auth is off 
 so a login that works went through STARTTLS. The two modes are told apart by a user whose
 userPassword has no {SCHEME}: slapd's bind takes it as cleartext, the lookup mode's own check
 refuses it. A third managesieved (two workers) shows the login cache is the daemon's (#23):
-with slapd stopped, a login one worker cached is answered by both.
+with slapd stopped, a login one worker cached is answered by both. A fourth (two workers,
+auth_cache_ttl 2h) takes a SIGHUP's auth_cache_ttl (#23): a password changed with ldapmodify
+is answered from the cache as before; after the SIGHUP to 1s the cache is emptied (the new
+password logs in) and a second change wins without a restart once the 1 s have passed
+(polled, bounded: with 2h it never would).
 
   test_managesieve_ldap.py SOURCE_ROOT MANAGESIEVED MTAD IMAPD"""
 import imaplib
 import os
 import re
 import shutil
+import signal
 import smtplib
 import subprocess
 import sys
@@ -28,8 +33,9 @@ from heronlib import (HOST, Daemon, Slapd, free_port, make_cert, run_main,  # no
 ROOT, MSD, MTAD, IMAPD = sys.argv[1:5]
 SIEVE_CONNECT = shutil.which("sieve-connect")
 TMP = tempfile.mkdtemp(prefix="heron-msieve-ldap-")
-slapd = Slapd(ROOT, os.path.join(TMP, "ldap"), users=4)
-MSD_PORTS = {"bind": free_port(), "lookup": free_port(), "shared": free_port()}
+slapd = Slapd(ROOT, os.path.join(TMP, "ldap"), users=5)
+MSD_PORTS = {"bind": free_port(), "lookup": free_port(), "shared": free_port(),
+             "hup": free_port()}
 msd = {}
 mtad = imapd = None
 DAEMONS = []  # filled by setup(), stopped by run_main
@@ -42,12 +48,12 @@ def setup():
     global mtad, imapd, IMAP_PORT, SMTP_PORT
     cert, key = make_cert(TMP)
     confs = {}
-    for mode in ("bind", "lookup", "shared"):
+    for mode in ("bind", "lookup", "shared", "hup"):
         sieve = {"listen": f"{HOST}:{MSD_PORTS[mode]}"}
-        directory = slapd.directory(auth_mode="bind" if mode == "shared" else mode)
-        if mode == "shared":
+        directory = slapd.directory(auth_mode=mode if mode in ("bind", "lookup") else "bind")
+        if mode in ("shared", "hup"):
             sieve["workers"] = "2"
-            directory["auth_cache_ttl"] = "1h"
+            directory["auth_cache_ttl"] = "1h" if mode == "shared" else "2h"
         conf, smtp_port, imap_port = shared_conf(TMP, [], keys={
             "tls": {"cert": cert, "key": key}, "sieve": sieve, "directory": directory})
         path = os.path.join(TMP, f"{mode}.conf")
@@ -58,7 +64,7 @@ def setup():
     path, SMTP_PORT, IMAP_PORT = confs["bind"]
     mtad = Daemon(MTAD, path, os.path.join(TMP, "mtad.log"), SMTP_PORT)
     imapd = Daemon(IMAPD, path, os.path.join(TMP, "imapd.log"), IMAP_PORT)
-    DAEMONS.extend([msd["bind"], msd["lookup"], msd["shared"], mtad, imapd])
+    DAEMONS.extend([msd["bind"], msd["lookup"], msd["shared"], msd["hup"], mtad, imapd])
 
 
 def sc(mode, user, password, *args):
@@ -117,17 +123,42 @@ def test_lookup_mode():
 def test_modes_differ():
     # a userPassword without a {SCHEME}: slapd checks it as cleartext on a bind, managesieved's
     # own check in lookup mode takes only the hashes it knows
-    e = slapd.env
-    ldif = (f"dn: uid=user3,{e['LDAP_PEOPLE']}\nchangetype: modify\nreplace: userPassword\n"
-            "userPassword: user3\n")
-    subprocess.run(["ldapmodify", "-x", "-H", e["LDAP_URI"], "-D", e["LDAP_ADMIN_DN"],
-                    "-w", e["LDAP_ADMIN_PASSWORD"]], input=ldif.encode(), check=True,
-                   stdout=subprocess.DEVNULL)
+    slapd.set_password("user3", "user3")
     rc, text = sc("bind", "user3", "user3", "--list")
     assert rc == 0, text
     rc, text = sc("lookup", "user3", "user3", "--list")
     assert rc != 0, text
     assert "managesieve login user=user3 result=fail" in msd["lookup"].logtext()
+
+
+def test_sighup_ttl():
+    user, d = "user5", msd["hup"]
+    assert sc("hup", user, user, "--list")[0] == 0  # asks slapd, cached for 2h
+    slapd.set_password(user, "second5")
+    for _ in range(3):
+        rc, text = sc("hup", user, user, "--list")
+        assert rc == 0, "the cached login was not kept: " + text
+
+    with open(d.conf) as f:
+        text = f.read()
+    assert "auth_cache_ttl = 2h" in text, text
+    with open(d.conf, "w") as f:
+        f.write(text.replace("auth_cache_ttl = 2h", "auth_cache_ttl = 1s", 1))
+    mark = re.compile(r"managesieved worker \d+ config reloaded")
+    n = len(mark.findall(d.logtext()))
+    d.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: len(mark.findall(d.logtext())) >= n + 2, 30, "every worker reloaded")
+    assert ("managesieved reload: [directory] auth_cache_ttl changed (the directory reloads "
+            "what it can)") in d.logtext(), d.logtext()[-3000:]
+    # the reload emptied the cache: the directory answers
+    rc, text = sc("hup", user, "second5", "--list")
+    assert rc == 0, text
+    # kept 1 s from now on: a change wins without another SIGHUP
+    slapd.set_password(user, "third5")
+    wait_for(lambda: sc("hup", user, "second5", "--list")[0] != 0, 90,
+             "the old password refused (the 2h TTL kept?)")
+    rc, text = sc("hup", user, "third5", "--list")
+    assert rc == 0, text
 
 
 def test_workers_share_the_login_cache():
@@ -168,7 +199,7 @@ def main():
         for d in DAEMONS:
             d.start()
         return run_tests([test_bind_mode, test_lookup_mode, test_modes_differ,
-                          test_workers_share_the_login_cache])
+                          test_sighup_ttl, test_workers_share_the_login_cache])
     return run_main(body, TMP, DAEMONS, cleanup=[slapd.stop], tail=8000)
 
 
