@@ -151,6 +151,40 @@ def test_recent_claim_not_told():
     a.logout()
 
 
+def test_expunge_status_counts():
+    """MessageExpunge for a mailbox that is not selected (RFC 5465 5.3): after another
+    session's EXPUNGE the STATUS has the counts after it (MESSAGES, UIDNEXT unchanged,
+    UNSEEN), as a STATUS command then answers; its \\Deleted STORE, a flag change the group
+    did not ask for, gave none. A MOVE out of it is an expunge there too."""
+    a = other("alice")
+    b = other("alice")
+    assert_eq(b.create("Shrink")[0], "OK")
+    assert_eq(b.create("Dest")[0], "OK")
+    for i in range(1, 5):
+        assert_eq(b.append("Shrink", "(\\Seen)" if i == 1 else None, None, msg(40 + i))[0],
+                  "OK")
+    typ, data = a.xatom("NOTIFY", "SET (personal (MessageNew MessageExpunge))")
+    assert_eq(typ, "OK", data)
+    a.response("STATUS")  # nothing before this point counts
+    assert_eq(b.select("Shrink")[0], "OK")
+    assert_eq(b.store("1:2", "+FLAGS", "(\\Deleted)")[0], "OK")  # one seen, one not
+    assert_eq(b.expunge()[0], "OK")
+    seen = statuses_until(a, "Shrink")
+    assert_eq([x for x in seen if x.startswith("Shrink (")][1:], [], seen)
+    got = fields("x (" + seen[-1].split("(", 1)[1])
+    assert_eq((got["MESSAGES"], got["UIDNEXT"], got["UNSEEN"]), (2, 5, 2), seen)
+    typ, data = a.status("Shrink", "(MESSAGES UIDNEXT UIDVALIDITY UNSEEN)")
+    want = fields("x (" + data[0].decode().split("(", 1)[1])
+    assert_eq(dict((k, got[k]) for k in want), want, (seen, data))
+    typ, data = b.uid("MOVE", "4", "Dest")
+    assert_eq(typ, "OK", data)
+    seen = statuses_until(a, "Shrink")
+    got = fields("x (" + [x for x in seen if x.startswith("Shrink (")][-1].split("(", 1)[1])
+    assert_eq((got["MESSAGES"], got["UIDNEXT"], got["UNSEEN"]), (1, 5, 1), seen)
+    b.logout()
+    a.logout()
+
+
 def test_selected_new_flags_expunge():
     """The selected mailbox: EXISTS and the FETCH of MessageNew's attributes for mail
     delivered to it, FETCH FLAGS for another session's STORE, EXPUNGE for its EXPUNGE."""
@@ -458,6 +492,7 @@ def main():
     D = Imapd(sys.argv[1], deliver=sys.argv[2])
     return run_suite(D, [test_capability, test_status_for_other_mailbox,
                          test_flag_only_change_not_asked, test_recent_claim_not_told,
+                         test_expunge_status_counts,
                          test_selected_new_flags_expunge, test_flag_change_selected_and_other,
                          test_selected_delayed_keeps_expunge,
                          test_selected_without_expunge,
