@@ -858,7 +858,8 @@ int store_mbox_keyword(struct store_txn *t, uint64_t mbox, const char *kw, bool 
 	if ((rc = store_put(t, DBI_KW, k, 9, kw, strlen(kw) + 1)) != 0)
 		return rc;
 	*idx_r = r.nkw++;
-	return mbox_rec_store(t, mbox, &r);
+	/* a new keyword changes the mailbox's FLAGS: FlagChange's, not every kind's */
+	return mbox_rec_store_what(t, mbox, &r, STORE_WHAT_FLAGS);
 }
 
 /* Maps keyword bits of src to dst's indexes, creating them in dst. */

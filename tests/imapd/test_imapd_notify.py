@@ -88,18 +88,20 @@ def test_status_for_other_mailbox():
 
 
 def test_flag_only_change_not_asked():
-    """A group without FlagChange hears nothing of a flag-only change in another mailbox
-    (the change log says what kind of write it was); new mail there still gives a STATUS."""
+    """A group without FlagChange hears nothing of a flag-only change in another mailbox,
+    a keyword new to the mailbox included (the change log says what kind of write it was);
+    new mail there still gives a STATUS."""
     r = D.raw("carol")
     c = other("carol")
     for name in ("Other", "Marker"):
         assert_eq(c.create(name)[0], "OK")
     assert_eq(c.append("Other", None, None, msg(1))[0], "OK")
-    assert_eq(c.select("Other")[0], "OK")  # (its \\Recent claim is a write of its own)
+    assert_eq(c.select("Other")[0], "OK")
     ok(r.cmd("s", "SELECT INBOX"), "s")
     ok(r.cmd("n", "NOTIFY SET (selected (MessageNew MessageExpunge)) "
                   "(personal (MessageNew MessageExpunge))"), "n")
     assert_eq(c.store("1", "+FLAGS", "(\\Flagged)")[0], "OK")
+    assert_eq(c.store("1", "+FLAGS", "(NewKeyword)")[0], "OK")  # a new keyword too
     # a later change in another mailbox marks where the flag change's STATUS would be
     assert_eq(c.append("Marker", None, None, msg(2))[0], "OK")
     seen = until(r, lambda line: status_line("Marker", line), "STATUS Marker")

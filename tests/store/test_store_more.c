@@ -512,8 +512,8 @@ static void plant_change_record(struct tstore *ts, unsigned part, int cut)
 }
 
 /* The change log says what each message write did: an append NEW, a flag store FLAGS, an
-   expunge EXPUNGE, a move NEW in the target and EXPUNGE in the source; SELECT's claim of
-   \Recent logs nothing. A record of the
+   expunge EXPUNGE, a move NEW in the target and EXPUNGE in the source, a new keyword
+   FLAGS; SELECT's claim of \Recent logs nothing. A record of the
    format before that byte reads as all kinds; one longer than either format is skipped. */
 static void test_change_what(void **state)
 {
@@ -522,6 +522,7 @@ static void test_change_what(void **state)
 	struct store_txn *t;
 	uint32_t uid = 1, first, *done = NULL, *moved = NULL, *out = NULL;
 	size_t n = 0, n_out = 0;
+	unsigned kw;
 	uint64_t u, mb, other, seq;
 	char want[64];
 
@@ -536,6 +537,8 @@ static void test_change_what(void **state)
 	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_WRITE, &t), 0);
 	assert_int_equal(store_mbox_take_recent(t, mb, &first), 0); /* SELECT's: no record */
 	assert_int_equal(first, 1);
+	assert_int_equal(store_mbox_keyword(t, mb, "NewKw", true, &kw), 0);
+	assert_int_equal(store_mbox_keyword(t, mb, "NewKw", true, &kw), 0); /* known: none */
 	assert_int_equal(store_msg_flags(t, mb, 1, STORE_FLAGS_ADD, STORE_FLAGGED, 0, 0, NULL), 0);
 	assert_int_equal(store_msg_expunge(t, mb, &uid, 1, &out, &n_out), 0);
 	uid = 2;
@@ -545,19 +548,19 @@ static void test_change_what(void **state)
 	free(done);
 	free(moved);
 	free(out);
-	snprintf(want, sizeof(want), "%d:1,%d:1,%d:4,%d:2,%d:1o,%d:2,", STORE_CHANGE_MSGS,
+	snprintf(want, sizeof(want), "%d:1,%d:1,%d:4,%d:4,%d:2,%d:1o,%d:2,", STORE_CHANGE_MSGS,
 		 STORE_CHANGE_MSGS, STORE_CHANGE_MSGS, STORE_CHANGE_MSGS, STORE_CHANGE_MSGS,
-		 STORE_CHANGE_MSGS);
+		 STORE_CHANGE_MSGS, STORE_CHANGE_MSGS);
 	assert_string_equal(changes_since(ts.st, mb, seq, &cs), want);
 
 	/* the last (the move's expunge) as a binary before the byte wrote it */
 	plant_change_record(&ts, 0, 1);
 	snprintf(want, sizeof(want), "%d:1o,%d:f,", STORE_CHANGE_MSGS, STORE_CHANGE_MSGS);
-	assert_string_equal(changes_since(ts.st, mb, seq + 4, &cs), want);
+	assert_string_equal(changes_since(ts.st, mb, seq + 5, &cs), want);
 	/* a record longer than this binary knows: skipped, the others still read */
 	plant_change_record(&ts, 0, -2);
 	snprintf(want, sizeof(want), "%d:1o,", STORE_CHANGE_MSGS);
-	assert_string_equal(changes_since(ts.st, mb, seq + 4, &cs), want);
+	assert_string_equal(changes_since(ts.st, mb, seq + 5, &cs), want);
 	tstore_close(&ts, true);
 }
 
