@@ -78,7 +78,7 @@ static const struct mc_cmd mc_cmds[] = {
 	  2,
 	  MC_STORE,
 	  "OLD NEW",
-	  "rename a user (mail stays)",
+	  "rename a user (mail stays; the rights given to it follow the name)",
 	  mc_user_rename,
 	  { { NULL, false } } },
 	{ "user",

@@ -218,6 +218,12 @@ int mc_user_rename(struct mc *mc, const struct mc_args *a)
 		return mc_fail(mc, STORE_EEXIST, "user '%s'", o.a);
 	if ((rc = locate(mc, o.user, &part)) != MC_OK)
 		return rc;
+	/* the rights given to the user on mailboxes of the other partitions first: after a
+	   failure between the two, the user still has the old name and the command is run
+	   again (store_acl_carry carries what is left) */
+	if ((rc = store_acl_carry(mc->st, o.user, o.a, NULL)) != 0)
+		return mc_fail(mc, rc, "cannot carry the rights given to '%s' to '%s'", o.user,
+			       o.a);
 	if ((rc = store_write(mc->st, part, w_user_rename, &o)) != 0)
 		return mc_fail(mc, rc, "cannot rename user '%s' to '%s'", o.user, o.a);
 	if (!mc->json)

@@ -216,7 +216,9 @@ int store_user_get_id(struct store_txn *t, uint64_t id, struct store_user *u_r);
    ACL rows of t's partition naming the user (store_acl_drop_id; store_acl_forget then does
    the other partitions). Errors: STORE_ENOUSER. */
 int store_user_delete(struct store_txn *t, const char *name);
-/* Renames within the partition. Errors: STORE_ENOUSER, STORE_EEXIST, STORE_EINVAL. */
+/* Renames within the partition, with the ACL rows of t's partition naming the user
+   (store_acl_rename_id; store_acl_carry does the other partitions, first). Errors:
+   STORE_ENOUSER, STORE_EEXIST, STORE_EINVAL. */
 int store_user_rename(struct store_txn *t, const char *from, const char *to);
 /* Sets the quota (0 = unlimited). Errors: STORE_ENOUSER. */
 int store_user_set_quota(struct store_txn *t, const char *name, uint64_t bytes, uint64_t msgs);
@@ -453,6 +455,19 @@ int store_acl_drop_id(struct store_txn *t, const char *user, uint64_t *n_r);
    it go (one store_write each; rows on others' mailboxes live in the owners' partitions).
    *n_r (may be NULL) counts them. Errors: those of store_write. */
 int store_acl_forget(struct store *st, const char *user, uint64_t *n_r);
+/* A user renamed from → to: every row of t's partition naming from ("from", "-from") names
+   to instead (replacing a row naming to on the same mailbox: the grant moves); on the
+   mailboxes of owner (the renamed user's id; 0: none in this partition) the rows naming
+   from or to go, since the owner is never a row. *n_r (may be NULL) counts the rows moved.
+   store_user_rename does it in the user's partition, in its txn. Needs a write txn. Errors:
+   STORE_EINVAL (read txn; to too long to be an identifier, STORE_ACL_ID_MAX), STORE_EIO. */
+int store_acl_rename_id(struct store_txn *t, const char *from, const char *to, uint64_t owner,
+			uint64_t *n_r);
+/* Before store_user_rename: in every partition but the user's (where a user from lives),
+   store_acl_rename_id (one store_write each: rows on others' mailboxes live in the owners'
+   partitions). Run again after a failure, it carries what is left. *n_r (may be NULL)
+   counts the rows moved. Errors: those of store_write and store_acl_rename_id. */
+int store_acl_carry(struct store *st, const char *from, const char *to, uint64_t *n_r);
 
 /* ------------------------------------------------------------------------------------- */
 /* Blobs: immutable message files. A blob writer computes the message cache (msgcache.h) as

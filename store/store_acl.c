@@ -4,6 +4,7 @@
  * is never a row: the owner holds every right (store.h). Rows go with their mailbox (delete)
  * and follow it (rename keeps the id); they are in the owner's partition, so a backup's
  * index copy holds them. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -223,11 +224,10 @@ int store_acl_rights(struct store_txn *t, uint64_t mbox, const char *user, uint3
 	return 0;
 }
 
-/* The mailboxes with a row naming user or anyone, each once (rows are in mailbox order). */
-static int acl_candidates(struct store_txn *t, const char *user, uint64_t **ids_r, size_t *n_r)
+/* Calls fn for every row of t's partition, in key order (fn must not write). */
+static int acl_walk(struct store_txn *t, void (*fn)(const MDB_val *k, const MDB_val *v, void *arg),
+		    void *arg)
 {
-	size_t len = strlen(user), n = 0, cap = 0;
-	uint64_t *ids = NULL;
 	MDB_cursor *c;
 	MDB_val key, v;
 	int rc;
@@ -235,25 +235,46 @@ static int acl_candidates(struct store_txn *t, const char *user, uint64_t **ids_
 	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[DBI_ACL], &c)) != 0)
 		return store_mdb_err(t, rc, "cursor");
 	for (rc = mdb_cursor_get(c, &key, &v, MDB_FIRST); rc == 0;
-	     rc = mdb_cursor_get(c, &key, &v, MDB_NEXT)) {
-		const char *id = (const char *)key.mv_data + 8;
-		size_t il = key.mv_size > 8 ? key.mv_size - 8 : 0;
-		uint64_t mbox;
-
-		if (il == 0 || !((il == len && memcmp(id, user, len) == 0) ||
-				 (il == 6 && memcmp(id, "anyone", 6) == 0)))
-			continue;
-		mbox = get_be64(key.mv_data);
-		if (n > 0 && ids[n - 1] == mbox)
-			continue;
-		if (n == cap)
-			ids = xreallocarray(ids, cap = cap * 2 + 16, sizeof(*ids));
-		ids[n++] = mbox;
-	}
+	     rc = mdb_cursor_get(c, &key, &v, MDB_NEXT))
+		fn(&key, &v, arg);
 	mdb_cursor_close(c);
-	*ids_r = ids;
-	*n_r = n;
-	return rc == 0 || rc == MDB_NOTFOUND ? 0 : store_mdb_err(t, rc, "acl shared");
+	return rc == 0 || rc == MDB_NOTFOUND ? 0 : store_mdb_err(t, rc, "acl rows");
+}
+
+struct acl_ids {
+	const char *user;
+	size_t len, n, cap;
+	uint64_t *ids;
+};
+
+static void acl_candidate(const MDB_val *k, const MDB_val *v, void *arg)
+{
+	struct acl_ids *a = arg;
+	const char *id = (const char *)k->mv_data + 8;
+	size_t il = k->mv_size > 8 ? k->mv_size - 8 : 0;
+	uint64_t mbox;
+
+	(void)v;
+	if (il == 0 || !((il == a->len && memcmp(id, a->user, a->len) == 0) ||
+			 (il == 6 && memcmp(id, "anyone", 6) == 0)))
+		return;
+	mbox = get_be64(k->mv_data);
+	if (a->n > 0 && a->ids[a->n - 1] == mbox)
+		return;
+	if (a->n == a->cap)
+		a->ids = xreallocarray(a->ids, a->cap = a->cap * 2 + 16, sizeof(*a->ids));
+	a->ids[a->n++] = mbox;
+}
+
+/* The mailboxes with a row naming user or anyone, each once (rows are in mailbox order). */
+static int acl_candidates(struct store_txn *t, const char *user, uint64_t **ids_r, size_t *n_r)
+{
+	struct acl_ids a = { .user = user, .len = strlen(user) };
+	int rc = acl_walk(t, acl_candidate, &a);
+
+	*ids_r = a.ids;
+	*n_r = a.n;
+	return rc;
 }
 
 int store_acl_shared(struct store_txn *t, const char *user, uint32_t want,
@@ -382,38 +403,162 @@ int store_acl_drop_id(struct store_txn *t, const char *user, uint64_t *n_r)
 	return rc;
 }
 
-struct acl_forget {
-	const char *user;
+/* store_acl_forget and store_acl_carry: in each partition where no user has the name user,
+   its rows go (to NULL) or name to. */
+struct acl_each {
+	const char *user, *to;
 	uint64_t n;
 };
 
-static int acl_forget_part(struct store_txn *t, void *arg)
-{
-	struct acl_forget *f = arg;
-	MDB_val v;
-	int rc = store_get(t, DBI_USERS, f->user, strlen(f->user), &v);
-
-	if (rc == 0)
-		return 0; /* a user of this name lives here (made again): the rows are theirs */
-	if (rc != STORE_ENOMSG)
-		return rc;
-	return store_acl_drop_id(t, f->user, &f->n);
-}
+static int acl_each(struct store *st, const char *user, const char *to, uint64_t *n_r);
 
 int store_acl_forget(struct store *st, const char *user, uint64_t *n_r)
 {
-	struct acl_forget f = { .user = user };
+	return acl_each(st, user, NULL, n_r);
+}
+
+/* A row that store_acl_rename_id rewrites: its key, value, and whether it names from. */
+struct acl_move {
+	uint8_t k[ACL_KEY_MAX];
+	size_t len;
+	uint8_t val[4];
+	bool neg; /* "-from" (or "-to") */
+	bool from;
+};
+
+/* Whether the row k names user (as "user" or "-user"): *neg_r then says which. */
+static bool acl_row_names(const MDB_val *k, const char *user, size_t len, bool *neg_r)
+{
+	const char *id = (const char *)k->mv_data + 8, *u;
+	size_t ul;
+
+	if (k->mv_size <= 8 || k->mv_size > ACL_KEY_MAX ||
+	    !acl_id_user(id, k->mv_size - 8, &u, &ul) || ul != len || memcmp(u, user, len) != 0)
+		return false;
+	*neg_r = id[0] == '-';
+	return true;
+}
+
+struct acl_moves {
+	const char *from, *to;
+	size_t fl, tl;
+	uint64_t owner;
+	struct acl_move *mv;
+	size_t n, cap;
+};
+
+static void acl_move_pick(const MDB_val *k, const MDB_val *v, void *arg)
+{
+	struct acl_moves *a = arg;
+	bool neg, isfrom = acl_row_names(k, a->from, a->fl, &neg);
+
+	if (!isfrom && (a->owner == 0 || !acl_row_names(k, a->to, a->tl, &neg)))
+		return;
+	if (v->mv_size != 4)
+		return; /* verify's to count and repair */
+	if (a->n == a->cap)
+		a->mv = xreallocarray(a->mv, a->cap = a->cap * 2 + 8, sizeof(*a->mv));
+	memcpy(a->mv[a->n].k, k->mv_data, k->mv_size);
+	a->mv[a->n].len = k->mv_size;
+	memcpy(a->mv[a->n].val, v->mv_data, 4);
+	a->mv[a->n].neg = neg;
+	a->mv[a->n++].from = isfrom;
+}
+
+/* The rows naming from, and those naming to on owner's mailboxes, into *mv_r. */
+static int acl_rename_rows(struct store_txn *t, const char *from, const char *to, uint64_t owner,
+			   struct acl_move **mv_r, size_t *n_r)
+{
+	struct acl_moves a = { from, to, strlen(from), strlen(to), owner, NULL, 0, 0 };
+	int rc = acl_walk(t, acl_move_pick, &a);
+
+	*mv_r = a.mv;
+	*n_r = a.n;
+	return rc;
+}
+
+int store_acl_rename_id(struct store_txn *t, const char *from, const char *to, uint64_t owner,
+			uint64_t *n_r)
+{
+	size_t tl = strlen(to), n = 0;
+	struct acl_move *mv = NULL;
+	uint64_t moved = 0;
+	int rc;
+
+	if (!t->write || strcmp(from, to) == 0)
+		return t->write ? 0 : STORE_EINVAL;
+	rc = acl_rename_rows(t, from, to, owner, &mv, &n);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		uint64_t mbox = get_be64(mv[i].k);
+		struct mbox_rec r;
+		uint8_t k[ACL_KEY_MAX];
+		char id[STORE_ACL_ID_MAX + 1];
+
+		bool owned = false;
+
+		if (owner != 0) {
+			if ((rc = mbox_rec_load(t, mbox, &r)) == 0)
+				owned = r.user == owner;
+			else if (rc != STORE_ENOMBOX)
+				break;
+			rc = 0;
+		}
+		if (!mv[i].from && !owned)
+			continue; /* a row naming to stays, but on the owner's own mailboxes */
+		if ((rc = store_del(t, DBI_ACL, mv[i].k, mv[i].len)) != 0)
+			break;
+		if (owned)
+			continue; /* the renamed owner's own mailbox: never a row */
+		if (tl + (mv[i].neg ? 1 : 0) > STORE_ACL_ID_MAX) {
+			rc = STORE_EINVAL; /* to cannot be an identifier */
+			break;
+		}
+		snprintf(id, sizeof(id), "%s%s", mv[i].neg ? "-" : "", to);
+		/* the grant moves: it replaces a row already naming to on that mailbox */
+		rc = store_put(t, DBI_ACL, k, acl_key(k, mbox, id, strlen(id)), mv[i].val, 4);
+		moved++;
+	}
+	free(mv);
+	if (n_r != NULL)
+		*n_r = moved;
+	return rc;
+}
+
+static int acl_each_part(struct store_txn *t, void *arg)
+{
+	struct acl_each *e = arg;
+	MDB_val v;
+	int rc = store_get(t, DBI_USERS, e->user, strlen(e->user), &v);
+
+	/* a user of the name lives here: made again after a delete (the rows are theirs), or
+	   the renamed user's partition (store_user_rename carries its rows) */
+	if (rc == 0)
+		return 0;
+	if (rc != STORE_ENOMSG)
+		return rc;
+	return e->to == NULL ? store_acl_drop_id(t, e->user, &e->n)
+			     : store_acl_rename_id(t, e->user, e->to, 0, &e->n);
+}
+
+static int acl_each(struct store *st, const char *user, const char *to, uint64_t *n_r)
+{
+	struct acl_each e = { .user = user, .to = to };
 	uint64_t total = 0;
 	int rc = 0;
 
 	for (unsigned p = 0; p < st->nparts && rc == 0; p++) {
-		f.n = 0;
-		if ((rc = store_write(st, p, acl_forget_part, &f)) == 0)
-			total += f.n;
+		e.n = 0;
+		if ((rc = store_write(st, p, acl_each_part, &e)) == 0)
+			total += e.n;
 	}
 	if (n_r != NULL)
 		*n_r = total;
 	return rc;
+}
+
+int store_acl_carry(struct store *st, const char *from, const char *to, uint64_t *n_r)
+{
+	return acl_each(st, from, to, n_r);
 }
 
 struct acl_check {

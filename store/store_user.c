@@ -253,7 +253,8 @@ int store_user_rename(struct store_txn *t, const char *from, const char *to)
 	    (rc = store_put(t, DBI_USERS, to, strlen(to), b, sizeof(b))) != 0 ||
 	    (rc = store_put(t, DBI_USERID, k, 8, to, strlen(to) + 1)) != 0)
 		return rc;
-	return 0;
+	/* the rights given to the user on this partition's mailboxes go with the name */
+	return store_acl_rename_id(t, from, to, r.id, NULL);
 }
 
 int store_user_set_quota(struct store_txn *t, const char *name, uint64_t bytes, uint64_t msgs)

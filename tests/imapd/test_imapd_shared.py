@@ -12,17 +12,20 @@ a negative right, 'a' letting a grantee read and change the list, 'i' letting a 
 APPEND, COPY and MOVE into the owner's mailbox (flags per s w t, the owner's UIDs and quota,
 COPY across partitions NO [CANNOT]), the shared namespace of the
 store user "shared" (lists set by mailctl), the namespaces' names refused to CREATE/RENAME/
-DELETE, and an imaplib session.
+DELETE, an imaplib session, and `mailctl user rename` carrying the rights given to the user
+and those of its own mailboxes to the new name.
 
 Usage: test_imapd_shared.py IMAPD_BINARY DELIVER_BINARY"""
 import json
 import os
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from heronlib import Imapd, run_suite  # noqa: E402
 from heronlib import assert_eq  # noqa: E402
+from heronlib import DOMAIN, IMAP_PASSWORD, ImapRaw, after_test, sha256_hash  # noqa: E402
 D = None  # the imapd the running tests talk to
 ALL = "lrswipkxtecda"
 
@@ -507,6 +510,68 @@ def test_deleted_user_inherits_nothing():
     assert_eq((v["status"], v["bad_acl"]), ("clean", 0))
 
 
+def add_logins(*names):
+    """More logins in the users file (the daemon loads it again within a second), and a
+    session of the first once imapd knows it."""
+    users = os.path.join(D.dir, "users")
+    with open(users) as f:
+        text = f.read()
+    for u in names:
+        text += "%s:%s:%s@%s\n" % (u, sha256_hash(IMAP_PASSWORD), u, DOMAIN)
+    with open(users + ".new", "w") as f:
+        f.write(text)
+    os.rename(users + ".new", users)
+    for _ in range(300):  # not a timing assertion: waits for the reload, however slow
+        r = ImapRaw(D.port, timeout=20)
+        out = r.cmd("L", 'LOGIN %s "%s"' % (names[0], IMAP_PASSWORD))
+        if out[-1].startswith("L OK"):
+            after_test(r.close)
+            return r
+        r.close()
+        time.sleep(0.1)
+    raise AssertionError("imapd never took the new logins")
+
+
+def test_user_rename_carries_acl():
+    """mailctl user rename dave erin: the rows naming dave (and "-dave") on alice's and
+    carol's mailboxes (one of them in dave's partition, the other not) name erin; erin owns
+    dave's mailboxes with their lists, a row that named erin on them goes (the owner is never
+    a row); nothing is left naming dave."""
+    d = add_logins("dave", "erin")
+    parts = {u: mailctl("user", "show", u)["partition"] for u in ("alice", "carol", "dave")}
+    print("partitions:", parts)
+    a, c = D.raw("alice"), D.raw("carol")
+    ok(a.cmd("c", "CREATE Mates"), "c")
+    ok(a.cmd("s", "SETACL Mates dave lri"), "s")
+    ok(c.cmd("c", "CREATE Crew"), "c")
+    ok(c.cmd("s", "SETACL Crew dave lr"), "s")
+    ok(c.cmd("n", "SETACL Crew -dave r"), "n")
+    ok(d.cmd("c", "CREATE Own"), "c")
+    ok(d.cmd("s", "SETACL Own bob lr"), "s")
+    ok(d.cmd("e", "SETACL Own erin lrs"), "e")
+    d.close()
+    mailctl("user", "rename", "dave", "erin")
+    e = D.login("erin")
+    typ, data = e.myrights('"Other Users/alice/Mates"')
+    assert_eq((typ, data), ("OK", [b'"Other Users/alice/Mates" lri']))
+    typ, data = e.myrights('"Other Users/carol/Crew"')
+    assert_eq((typ, data), ("OK", [b'"Other Users/carol/Crew" l']))
+    typ, data = e.getacl("Own")
+    assert_eq((typ, data), ("OK", [b"Own erin " + ALL.encode() + b" bob lr"]))
+    e.logout()
+    assert_eq(a.cmd("g", "GETACL Mates"),
+              ["* ACL Mates alice " + ALL + " erin lri", "g OK GETACL completed"])
+    assert_eq(c.cmd("g", "GETACL Crew"),
+              ["* ACL Crew carol " + ALL + " -erin r erin lr", "g OK GETACL completed"])
+    b = D.raw("bob")
+    assert_eq(b.cmd("m", 'MYRIGHTS "Other Users/erin/Own"'),
+              ['* MYRIGHTS "Other Users/erin/Own" lr', "m OK MYRIGHTS completed"])
+    out = b.cmd("m", 'MYRIGHTS "Other Users/dave/Own"')
+    assert out[-1].startswith("m NO [NONEXISTENT]"), out
+    v = mailctl("verify")
+    assert_eq((v["status"], v["bad_acl"]), ("clean", 0))
+
+
 def main():
     global D
     imapd, deliver = sys.argv[1], sys.argv[2]
@@ -520,7 +585,8 @@ def main():
                         test_grantee_writes, test_grantee_inserts,
                         test_insert_within_owner_quota,
                         test_shared_namespace, test_reserved_names, test_ns_imaplib,
-                        test_deleted_user_inherits_nothing], D.dir)
+                        test_deleted_user_inherits_nothing,
+                        test_user_rename_carries_acl], D.dir)
     return rc
 
 

@@ -2,7 +2,8 @@
  * obsolete c and d (RFC 4314 2.1.1), rows set, replaced and removed, a user's rights as the
  * union of their own and anyone's less the negative ones, the per-mailbox limit, the rows'
  * life with their mailbox (rename keeps them, delete drops them, also when the mailbox is
- * kept \Noselect for its children), and verify's count and repair of rows left behind. */
+ * kept \Noselect for its children), verify's count and repair of rows left behind, and the
+ * rows of a deleted user (dropped) and of a renamed one (carried to the new name). */
 #include "store_test.h"
 
 static uint32_t parse(const char *s)
@@ -254,6 +255,21 @@ static void test_verify_rows_left(void **state)
 	tstore_close(&ts, true);
 }
 
+/* Two partitions; near (its mailbox Team *m1) and bob (his Mine *own) in partition 0, far
+   (its Team *m2) in partition 1. near and bob: 32 bytes each. */
+static void three_users(struct tstore *ts, char *near, char *bob, uint64_t *m1, uint64_t *m2,
+			uint64_t *own)
+{
+	char far[32];
+
+	tstore_open(ts, 2);
+	tuser_name_in(ts->st, 0, "bob", bob, 32);
+	*m1 = tmbox(ts->st, tuser(ts->st, tuser_name_in(ts->st, 0, "near", near, 32)), "Team");
+	*m2 = tmbox(ts->st, tuser(ts->st, tuser_name_in(ts->st, 1, "far", far, sizeof(far))),
+		    "Team");
+	*own = tmbox(ts->st, tuser(ts->st, bob), "Mine");
+}
+
 static int w_user_delete(struct store_txn *t, void *arg)
 {
 	return store_user_delete(t, arg);
@@ -266,19 +282,12 @@ static void test_user_delete_drops_rows(void **state)
 {
 	struct tstore ts;
 	struct store_verify_report vr;
-	char near[32], far[32], bob[32];
-	uint64_t o1, o2, b, m1, m2, own;
+	char near[32], bob[32];
+	uint64_t m1, m2, own;
 	uint64_t n = 0;
 
 	(void)state;
-	tstore_open(&ts, 2);
-	tuser_name_in(ts.st, 0, "bob", bob, sizeof(bob));
-	o1 = tuser(ts.st, tuser_name_in(ts.st, 0, "near", near, sizeof(near)));
-	o2 = tuser(ts.st, tuser_name_in(ts.st, 1, "far", far, sizeof(far)));
-	b = tuser(ts.st, bob);
-	m1 = tmbox(ts.st, o1, "Team");
-	m2 = tmbox(ts.st, o2, "Team");
-	own = tmbox(ts.st, b, "Mine");
+	three_users(&ts, near, bob, &m1, &m2, &own);
 	set(ts.st, m1, bob, "lrw");
 	set(ts.st, m1, "anyone", "l");
 	set(ts.st, m2, bob, "lri");
@@ -315,6 +324,67 @@ static void test_user_delete_drops_rows(void **state)
 	tstore_close(&ts, true);
 }
 
+struct rename_arg {
+	const char *from, *to;
+};
+
+static int w_user_rename(struct store_txn *t, void *arg)
+{
+	const struct rename_arg *r = arg;
+
+	return store_user_rename(t, r->from, r->to);
+}
+
+/* A renamed user's rows follow the name: store_acl_carry moves those of the other
+   partitions (run again, it finds nothing left), the rename's txn those of its own; a row
+   naming the new name on the user's own mailboxes goes (the owner is never a row); a row
+   already naming the new name elsewhere is replaced by the grant that moves. */
+static void test_user_rename_carries_rows(void **state)
+{
+	struct tstore ts;
+	struct store_verify_report vr;
+	char near[32], bob[32], negbob[33];
+	uint64_t m1, m2, own, n = 0;
+	struct rename_arg ra;
+	char longname[STORE_ACL_ID_MAX + 1];
+
+	(void)state;
+	three_users(&ts, near, bob, &m1, &m2, &own);
+	set(ts.st, m1, bob, "lrw");
+	set(ts.st, m1, "robert", "l"); /* replaced by bob's grant */
+	set(ts.st, m2, bob, "lri");
+	snprintf(negbob, sizeof(negbob), "-%s", bob);
+	set(ts.st, m2, negbob, "w");
+	set(ts.st, m2, "anyone", "l");
+	set(ts.st, own, near, "lr");
+	set(ts.st, own, "robert", "lrs"); /* robert will own it */
+
+	/* a new name too long to be an identifier: refused, nothing changed */
+	memset(longname, 'x', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	assert_int_equal(store_acl_carry(ts.st, bob, longname, &n), STORE_EINVAL);
+	assert_true(strstr(list(ts.st, m2), "lri") != NULL);
+
+	assert_int_equal(store_acl_carry(ts.st, bob, "robert", &n), 0);
+	assert_int_equal(n, 2); /* the other partition's two rows; bob's own is untouched */
+	assert_string_equal(list(ts.st, m2), "-robert=w,anyone=l,robert=lri,");
+	assert_int_equal(store_acl_carry(ts.st, bob, "robert", &n), 0);
+	assert_int_equal(n, 0);
+	assert_true(strstr(list(ts.st, m1), "robert=l,") != NULL); /* not yet */
+
+	ra.from = bob;
+	ra.to = "robert";
+	assert_int_equal(store_write(ts.st, STORE_ID_PART(own), w_user_rename, &ra), 0);
+	assert_string_equal(list(ts.st, m1), "robert=lrw,");
+	char want[64];
+
+	snprintf(want, sizeof(want), "%s=lr,", near);
+	assert_string_equal(list(ts.st, own), want); /* robert's row went: robert owns it */
+	assert_int_equal(store_verify(ts.st, NULL, false, &vr), 0);
+	assert_int_equal(vr.bad_acl, 0);
+	tstore_close(&ts, true);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -323,6 +393,7 @@ int main(void)
 		cmocka_unit_test(test_life_with_the_mailbox),
 		cmocka_unit_test(test_verify_rows_left),
 		cmocka_unit_test(test_user_delete_drops_rows),
+		cmocka_unit_test(test_user_rename_carries_rows),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
