@@ -4,10 +4,16 @@
  * identity: the user's address; authentication identity and password: [imapd] proxy_user and
  * the shared secret); the store host's tagged OK is the client's, and from then on the bytes
  * go both ways unparsed (IDLE, literals, COMPRESS included) until either side closes. A store
- * host that does not answer, refuses, or answers garbage gives NO [UNAVAILABLE].
+ * host that does not answer, refuses, or answers garbage gives NO [UNAVAILABLE]. While
+ * relaying, the front follows the store host's responses (line ends and literals only) so
+ * that, when the store host closes or breaks the connection or sends what no IMAP server
+ * sends, the client gets * BYE [UNAVAILABLE] after the last whole response (RFC 9051 7.1.5);
+ * none when the store host said BYE itself, when a response was cut off (a BYE would end it),
+ * or after COMPRESS or STARTTLS (the bytes are no longer readable here).
  * Store host: the proxy credential is accepted only from [imapd] proxy_trusted addresses. */
 #include <arpa/inet.h>
 #include <assert.h>
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -33,8 +39,10 @@
 
 #define PROXY_LINE_MAX 8192 /* the store host's greeting and login replies */
 #define PROXY_TAG "P1"
+#define PROXY_LITERAL_MAX (UINT64_C(1) << 40) /* a larger {N} is not a store host's */
+#define PROXY_BYE "* BYE [UNAVAILABLE] Your mailbox is not reachable now; try again later\r\n"
 
-enum px_state { PX_CONNECT, PX_GREETING, PX_LOGIN, PX_READY, PX_FAILED, PX_RELAY };
+enum px_state { PX_CONNECT, PX_GREETING, PX_LOGIN, PX_READY, PX_FAILED, PX_RELAY, PX_ENDED };
 
 struct imap_proxy {
 	struct imap_client *c;
@@ -46,6 +54,16 @@ struct imap_proxy {
 	char where[320];            /* address:port connected to */
 	char reply[PROXY_LINE_MAX]; /* the store host's tagged OK text, or why it failed */
 	char *authz, *login;
+	struct px_scan {           /* where the store host's responses end (relay) */
+		uint64_t lit_left; /* bytes of a literal still to come */
+		uint64_t lit_num;  /* the N of a {N} being read */
+		uint8_t brace;     /* 0; 1 after {, 4 in N; 2 after }; 3 after }CR */
+		uint8_t hlen;      /* bytes of head[] */
+		bool bol;          /* the next byte starts a response */
+		bool opaque;       /* after COMPRESS or STARTTLS: not followed any more */
+		bool bye_seen;     /* the store host said BYE */
+		char head[160];    /* the start of the current line, outside literals */
+	} scan;
 };
 
 static void px_fail(struct imap_proxy *p, const char *fmt, ...)
@@ -229,19 +247,145 @@ static void px_login_read(struct bufferevent *bev, void *arg)
 	}
 }
 
+/* Ends the relay: the client gets * BYE [UNAVAILABLE] when bye_ok (at a response's end) and
+   the store host neither said BYE nor made the stream unreadable, then is closed. */
+static void px_relay_end(struct imap_proxy *p, bool bye_ok, const char *why)
+{
+	struct imap_client *c = p->c;
+
+	p->st = PX_ENDED;
+	bufferevent_disable(p->be, EV_READ | EV_WRITE);
+	if (bye_ok && !p->scan.bye_seen && !p->scan.opaque && !(c->flags & IMAP_CF_CLOSING))
+		imap_write(c, PROXY_BYE, sizeof(PROXY_BYE) - 1);
+	imap_client_close(c, why);
+}
+
+/* A tag's characters: ASTRING-CHAR but "+" (RFC 9051 9). */
+static bool tag_char(unsigned char ch)
+{
+	return ch > 0x20 && ch < 0x7f && strchr("(){%*\"\\+", ch) == NULL;
+}
+
+/* A whole response line's start (head, hlen bytes): BYE, or the OK after which the bytes are
+   compressed or TLS (Heron's texts: cmd_compress, cmd_starttls). */
+static void px_scan_line(struct px_scan *s)
+{
+	const char *h = s->head, *sp = memchr(h, ' ', s->hlen);
+	size_t n = s->hlen, rest;
+
+	if (n >= 6 && strncasecmp(h, "* BYE ", 6) == 0)
+		s->bye_seen = true;
+	if (sp == NULL || h[0] == '*' || h[0] == '+')
+		return;
+	rest = n - (size_t)(sp + 1 - h);
+	if ((rest >= 17 && strncmp(sp + 1, "OK DEFLATE active", 17) == 0) ||
+	    (rest >= 12 && strncmp(sp + 1, "OK Begin TLS", 12) == 0))
+		s->opaque = true;
+}
+
+/* Follows n bytes of the store host's (at offset base of what is relayed): returns the
+   offset of the first byte no IMAP server sends (a NUL outside a literal, a line that starts
+   with neither "*", "+" nor a tag character), or UINT64_MAX; *last_r is set to the offset
+   after each whole response. */
+static uint64_t px_scan(struct px_scan *s, const unsigned char *b, size_t n, uint64_t base,
+			int64_t *last_r)
+{
+	for (size_t i = 0; i < n && !s->opaque; i++) {
+		unsigned char ch = b[i];
+
+		if (s->lit_left > 0) {
+			size_t k = s->lit_left < n - i ? (size_t)s->lit_left : n - i;
+
+			s->lit_left -= k;
+			i += k - 1;
+			continue;
+		}
+		if (ch == '\0' || (s->bol && ch != '*' && ch != '+' && !tag_char(ch)))
+			return base + i;
+		s->bol = false;
+		if (s->hlen < sizeof(s->head))
+			s->head[s->hlen++] = (char)ch;
+		if (ch == '{') {
+			s->brace = 1;
+			s->lit_num = 0;
+		} else if ((s->brace == 1 || s->brace == 4) && isdigit(ch)) {
+			s->brace = 4;
+			s->lit_num = s->lit_num * 10 + (uint64_t)(ch - '0');
+			if (s->lit_num > PROXY_LITERAL_MAX)
+				return base + i;
+		} else if (s->brace == 4 && ch == '}') {
+			s->brace = 2;
+		} else if (s->brace == 2 && ch == '\r') {
+			s->brace = 3;
+		} else if (s->brace == 3 && ch == '\n') {
+			s->brace = 0; /* the line goes on after the literal */
+			s->lit_left = s->lit_num;
+		} else {
+			s->brace = 0;
+			if (ch == '\n') {
+				px_scan_line(s);
+				s->hlen = 0;
+				s->bol = true;
+				*last_r = (int64_t)(base + i + 1);
+			}
+		}
+	}
+	return UINT64_MAX;
+}
+
+/* Follows what the store host sent (its input buffer): 0, or -1 when it was not IMAP, and
+   then only the whole responses before that went to the client, which is closed. */
+static int px_relay_check(struct imap_proxy *p)
+{
+	struct evbuffer *in = bufferevent_get_input(p->be);
+	struct evbuffer_iovec v[16];
+	int64_t last = p->scan.bol ? 0 : -1;
+	uint64_t base = 0, bad = UINT64_MAX;
+	struct evbuffer_ptr at;
+
+	if (p->scan.opaque)
+		return 0;
+	evbuffer_ptr_set(in, &at, 0, EVBUFFER_PTR_SET);
+	while (bad == UINT64_MAX && !p->scan.opaque) {
+		int nv = evbuffer_peek(in, -1, &at, v, 16);
+
+		if (nv <= 0)
+			break;
+		for (int i = 0; i < nv && i < 16 && bad == UINT64_MAX; i++) {
+			bad = px_scan(&p->scan, v[i].iov_base, v[i].iov_len, base, &last);
+			base += v[i].iov_len;
+		}
+		if (nv <= 16 || evbuffer_ptr_set(in, &at, base, EVBUFFER_PTR_SET) != 0)
+			break;
+	}
+	if (bad == UINT64_MAX)
+		return 0;
+	log_info("%016" PRIx64 " imap proxy user=%s host=%s result=fail reason=\"the store host "
+		 "sent what is not IMAP\"",
+		 p->c->id, p->login, p->host);
+	if (last > 0)
+		evbuffer_remove_buffer(in, imap_out(p->c), (size_t)last);
+	evbuffer_drain(in, evbuffer_get_length(in));
+	px_relay_end(p, last >= 0, "store host sent garbage");
+	return -1;
+}
+
 static void px_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct imap_proxy *p = arg;
 
 	if (p->st == PX_RELAY) {
 		/* what the store host sent before it closed goes to the client first */
-		log_info("%016" PRIx64 " imap proxy user=%s host=%s closed by the store host",
-			 p->c->id, p->login, p->host);
+		log_info("%016" PRIx64 " imap proxy user=%s host=%s closed by the store host%s",
+			 p->c->id, p->login, p->host,
+			 (what & BEV_EVENT_ERROR) ? " (connection error)" : "");
 		imap_proxy_to_client(p->c);
-		bufferevent_disable(p->be, EV_READ | EV_WRITE);
-		imap_client_close(p->c, "store host closed");
+		if (p->st == PX_RELAY)
+			px_relay_end(p, p->scan.bol, "store host closed");
 		return;
 	}
+	if (p->st == PX_ENDED)
+		return; /* the client is being closed */
 	px_fail(p, "%s %s", p->where, (what & BEV_EVENT_TIMEOUT) ? "timed out" : "closed");
 }
 
@@ -356,6 +500,7 @@ bool imap_proxy_login_reply(struct imap_cmd *cmd)
 	c->flags |= IMAP_CF_PROXY;
 	evtimer_del(c->timer); /* the store host keeps the idle time */
 	p->st = PX_RELAY;
+	p->scan.bol = true; /* the login's reader stopped after the OK's line */
 	bufferevent_setcb(p->be, imap_proxy_be_read, imap_proxy_be_write, px_event, p);
 	bufferevent_setwatermark(p->be, EV_WRITE, IMAP_OUT_LOW, 0);
 	bufferevent_enable(p->be, EV_READ | EV_WRITE);
@@ -369,6 +514,8 @@ void imap_proxy_to_client(struct imap_client *c)
 	struct imap_proxy *p = c->proxy;
 
 	if (p == NULL || p->be == NULL)
+		return;
+	if (p->st == PX_RELAY && px_relay_check(p) < 0)
 		return;
 	evbuffer_add_buffer(imap_out(c), bufferevent_get_input(p->be));
 	if (imap_out_full(c))

@@ -5,13 +5,16 @@ logs in through the front (STARTTLS, LOGIN and AUTHENTICATE PLAIN) and works on 
 the directory homes the user on: mail delivered there is seen, APPEND literals land there,
 IDLE through the front sees a delivery made on the store host. A wrong password is refused by
 the front; a store host that is down gives its users NO [UNAVAILABLE] while the other host's
-users are served; one that answers garbage is cut off the same way; a proxy login from an
-address not in proxy_trusted, or with a wrong secret, is refused by the store host.
+users are served; one that answers garbage is cut off the same way; a client logged in
+through the front gets * BYE [UNAVAILABLE] when its store host's imapd is killed, or when the
+store host sends garbage after the login (after the whole responses before it); a proxy login
+from an address not in proxy_trusted, or with a wrong secret, is refused by the store host.
 
   test_imap_proxy.py SOURCE_ROOT MTAD IMAPD STORE_PEEK"""
 import base64
 import imaplib
 import os
+import signal
 import smtplib
 import socket
 import subprocess
@@ -19,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -99,6 +103,25 @@ def main():
         c.logout()
         assert "user=user2 via=proxy result=fail" not in h2.imapd.logtext()
 
+    def test_compress_relayed_not_cut():
+        # the store host's bytes after its COMPRESS OK are deflated: the front, which follows
+        # the responses to know where one ends, stops reading them there (a long tag too)
+        c = front_login("user1")
+        tag = b"t" * 40
+        c.send(tag + b" COMPRESS DEFLATE\r\n")
+        assert_eq(c.readline(), tag + b" OK DEFLATE active\r\n")
+        co, de = zlib.compressobj(6, zlib.DEFLATED, -15), zlib.decompressobj(-15)
+        c.sock.sendall(co.compress(b"z2 NOOP\r\nz3 LOGOUT\r\n") + co.flush(zlib.Z_SYNC_FLUSH))
+        c.sock.settimeout(30)
+        got = b""
+        while b"z3 OK" not in got:
+            d = c.sock.recv(65536)
+            assert d, got
+            got += de.decompress(d)
+        assert_in(b"z2 OK", got)
+        assert_eq(got.count(b"* BYE"), 1)  # the store host's, none of the front's
+        c.shutdown()
+
     def test_append_literal_lands_on_home_host():
         c = front_login("user2")
         body = b"From: a@b\r\nSubject: appended-2\r\n\r\n" + b"x" * 5000 + b"\r\n"
@@ -143,6 +166,28 @@ def main():
         c = front_login("user2")
         c.logout()
 
+    def test_store_host_killed_client_gets_bye():
+        c = front_login("user2")  # store2's user
+        assert_eq(c.select("INBOX")[0], "OK")
+        # kill -9 of the workers first (by pid: a worker that outlived its master would say
+        # its own BYE at the SIGTERM it gets then), then of the master and any new worker
+        for pid in h2.imapd.worker_pids():
+            os.kill(pid, signal.SIGKILL)
+        h2.imapd.kill9()
+        try:
+            c.sock.settimeout(30)
+            line = c.readline()  # unsolicited: the client sent nothing
+            assert line.startswith(b"* BYE [UNAVAILABLE] "), line
+            assert_eq(c.readline(), b"")  # then the front closes
+            c.shutdown()
+            wait_for(lambda: "closed by the store host" in front.imapd.logtext(), 10,
+                     "the front's log of the close")
+        finally:
+            h2.imapd.start()
+        c = front_login("user2")  # served again once the store host is back
+        assert_eq(c.select("INBOX")[0], "OK")
+        c.logout()  # the store host's own BYE, no second one from the front
+
     def test_garbage_store_host_cut_off():
         # store2's address in the front's map taken by a server answering garbage
         srv = socket.socket()
@@ -151,6 +196,22 @@ def main():
         srv.bind(("127.0.0.5", port))
         srv.listen(4)
         stop = threading.Event()
+        after_login = threading.Event()  # garbage once the proxy login is done
+        cut = threading.Event()  # a literal cut off instead
+
+        def relay_garbage(s):
+            s.settimeout(10)
+            f = s.makefile("rb")
+            s.sendall(b"* OK fake store host\r\n")
+            f.readline()  # the front's AUTHENTICATE PLAIN
+            s.sendall(b"P1 OK [CAPABILITY IMAP4rev1 IMAP4rev2] Logged in\r\n")
+            tag = f.readline().split(b" ")[0]  # the client's command
+            if cut.is_set():
+                s.sendall(b"* 1 FETCH (BODY[] {10}\r\nabc")
+                return
+            s.sendall(b"* 1 FETCH (BODY[] {4}\r\n\x00\r\n\n)\r\n* 2 EXISTS\r\n"
+                      b"\x00\x01 not IMAP\r\n" + tag + b" OK done\r\n")
+            f.readline()  # until the front closes
 
         def garbage():
             srv.settimeout(0.5)
@@ -159,8 +220,14 @@ def main():
                     s, _ = srv.accept()
                 except OSError:
                     continue
-                s.sendall(b"\x00\xffHELLO garbage\r\n* OK\r\n" * 3)
-                time.sleep(0.5)
+                try:
+                    if after_login.is_set():
+                        relay_garbage(s)
+                    else:
+                        s.sendall(b"\x00\xffHELLO garbage\r\n* OK\r\n" * 3)
+                        time.sleep(0.5)
+                except OSError:
+                    pass
                 s.close()
         t = threading.Thread(target=garbage, daemon=True)
         t.start()
@@ -184,6 +251,31 @@ def main():
                 c.login("user8", "user8")
             assert_in("UNAVAILABLE", str(ex.exception))
             c.logout()
+            # garbage after the login: the whole responses before it (a literal with a NUL
+            # and line ends in it), then the front's BYE, and the close
+            after_login.set()
+            c = imaplib.IMAP4(front.addr, front.imap_port, timeout=20)
+            c.starttls(ssl_context=tls_client_ctx(front.cert))
+            assert_eq(c.login("user8", "user8")[0], "OK")
+            with assert_raises(imaplib.IMAP4.abort):
+                c.noop()
+            assert_eq(c.untagged_responses.get("FETCH"),
+                      [(b"1 (BODY[] {4}", b"\x00\r\n\n"), b")"])
+            assert_eq(c.untagged_responses.get("EXISTS"), [b"2"])
+            assert_in(b"[UNAVAILABLE]", c.untagged_responses.get("BYE", [b""])[0])
+            c.shutdown()
+            wait_for(lambda: "sent what is not IMAP" in front.imapd.logtext(), 10,
+                     "the front's log of the garbage")
+            # closed inside a literal: no BYE, which the client would read as its bytes
+            cut.set()
+            c = imaplib.IMAP4(front.addr, front.imap_port, timeout=20)
+            c.starttls(ssl_context=tls_client_ctx(front.cert))
+            assert_eq(c.login("user8", "user8")[0], "OK")
+            c.send(b"a1 NOOP\r\n")
+            c.sock.settimeout(30)
+            assert_eq(c.readline(), b"* 1 FETCH (BODY[] {10}\r\n")
+            assert_eq(c.file.read(), b"abc")  # to the end: no BYE after the cut
+            c.shutdown()
         finally:
             stop.set()
             t.join(5)
@@ -227,8 +319,10 @@ def main():
                               test_authenticate_plain_and_capability,
                               test_plaintext_refused_and_wrong_password,
                               test_append_literal_lands_on_home_host,
+                              test_compress_relayed_not_cut,
                               test_idle_through_front_sees_delivery,
                               test_store_host_down_others_unaffected,
+                              test_store_host_killed_client_gets_bye,
                               test_forged_proxy_login_refused,
                               test_garbage_store_host_cut_off])
 
