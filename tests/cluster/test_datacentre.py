@@ -10,17 +10,19 @@ empty, one copy each); mail between users of different hosts (submission on the 
 a delivery on the store host; mbsync syncs a user of each store host through the front into a
 local Maildir, and after new mail a second sync fetches only the new message; mailload's
 manager (client) drives one agent in each client namespace through the front in a short run of
-4 users, which reports nothing lost or duplicated; a proxy login with the right secret from the
-client's address is refused by the store host and accepted from the front's (198.18.0.10); a
-store host answering garbage to the front is cut off with NO [UNAVAILABLE]; with store1's mtad
-and imapd killed (-9) its users get NO [UNAVAILABLE] at login and their mail is queued on the
-front, deferred (not bounced), and arrives once when store1 is started again, while store2's
-users are served throughout; with store1's link down (connections time out, nothing refuses)
-the same, after the front's proxy_timeout; `start` of a host that runs is refused and leaves
-its daemons alone; with the slapd provider stopped, logins and deliveries go on from each
-host's consumer, which catches up when it is back (a password changed on the provider is the
-front's). `down` leaves no process and no namespace. Needs root (CAP_NET_ADMIN): otherwise exit
-77 (skip).
+4 users, which reports nothing lost or duplicated; in another such run a user of store1 is
+moved to store2 (mailctl user move, --finish once every replica has the flip) and back, and the
+run loses and duplicates nothing, its model of the user's mailboxes is never contradicted and
+the INBOX's UIDVALIDITY is kept; a proxy login with the right secret from the client's address
+is refused by the store host and accepted from the front's (198.18.0.10); a store host
+answering garbage to the front is cut off with NO [UNAVAILABLE]; with store1's mtad and imapd
+killed (-9) its users get NO [UNAVAILABLE] at login and their mail is queued on the front,
+deferred (not bounced), and arrives once when store1 is started again, while store2's users are
+served throughout; with store1's link down (connections time out, nothing refuses) the same,
+after the front's proxy_timeout; `start` of a host that runs is refused and leaves its daemons
+alone; with the slapd provider stopped, logins and deliveries go on from each host's consumer,
+which catches up when it is back (a password changed on the provider is the front's). `down`
+leaves no process and no namespace. Needs root (CAP_NET_ADMIN): otherwise exit 77 (skip).
 
   test_datacentre.py SOURCE_ROOT MTAD IMAPD SINK STORE_PEEK"""
 import base64
@@ -355,24 +357,22 @@ SyncState *
             text = open(os.path.join(dc.dir, "h", f"store{home(user)}", "imapd.log")).read()
             assert_in(f"addr={FRONT} user={user} via=proxy result=ok", text)
 
-    def mailload(*args, timeout=300):
+    def mailload_cmd(*args):
         """BUILD's mailload in the client namespace against the front, quiet."""
-        cmd = ["ip", "netns", "exec", dc.ns["client"], os.path.join(BUILD, "mailload",
-               "mailload"), *args, "--target", FRONT, "--domain", DOMAIN,
-               "--ext-domain", "ext.heron.test", "-q"]
-        r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                           errors="replace", timeout=timeout)
-        return r
+        return ["ip", "netns", "exec", dc.ns["client"], os.path.join(BUILD, "mailload",
+                "mailload"), *args, "--target", FRONT, "--domain", DOMAIN, "--ext-domain",
+                "ext.heron.test", "-q"]
 
     def agent(host, secret):
         """`mailload agent` on host:1200 in its client namespace (its pid closed after the
         test, passed or failed), once it listens."""
         addr = CLIENTS[host]
-        p = subprocess.Popen(["ip", "netns", "exec", dc.ns[host],
-                              os.path.join(BUILD, "mailload", "mailload"), "agent",
-                              "--listen", f"{addr}:1200", "--secret-file", secret],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=open(os.path.join(tmp, f"agent-{host}.log"), "w"))
+        with open(os.path.join(tmp, f"agent-{host}.log"), "a") as log:
+            p = subprocess.Popen(["ip", "netns", "exec", dc.ns[host],
+                                  os.path.join(BUILD, "mailload", "mailload"), "agent",
+                                  "--listen", f"{addr}:1200", "--secret-file", secret],
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=log)
         after_test(end_process, p)
 
         def listens():
@@ -384,28 +384,30 @@ SyncState *
         wait_for(lambda: p.poll() is None and listens(), 30, f"mailload agent on {host}")
         return f"{addr}:1200"
 
-    def test_mailload_agents_in_two_clients():
-        # mailload's manager in the client namespace drives one agent in each client
-        # namespace through the front: a short, bounded run of 4 users (2 on each store
-        # host) at a low rate; nothing acknowledged is lost or delivered twice
-        users = "4"
-        r = mailload("init", "--users", users, "--profile", "tiny", "--seed", "3",
-                     "--local-agents", "1")
-        assert_eq(r.returncode, 0, r.stdout[-2000:] + r.stderr[-3000:])
+    ml_users = "4"  # user1..user4: two on each store host
+
+    def agents_run(report, phases):
+        """An agent in each client namespace and the manager's command line driving them:
+        a bounded run of ml_users users at a few messages a minute, the sink checked."""
         secret = os.path.join(dc.dir, "agents.secret")
-        fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.write(fd, base64.b16encode(os.urandom(24)) + b"\n")
-        os.close(fd)
-        agents = [agent(h, secret) for h in ("client", "client2")]
-        report = os.path.join(tmp, "mailload-report")
-        r = mailload("run", "--rate", "0.02", "--users", users, "--profile", "tiny",
-                     "--seed", "3", "--phases", "3/20/3", "--load-points", "100",
-                     "--drain", "30", "--sink", "198.18.0.40:26", "--report", report,
-                     "--agents", ",".join(agents), "--secret-file", secret,
-                     "--set", "send_per_hour=360", "--set", "recv_per_hour=360",
-                     "--set", "imap_per_hour=360", "--set", "rcpt_local=0.8")
+        if not os.path.exists(secret):
+            fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.write(fd, base64.b16encode(os.urandom(24)) + b"\n")
+            os.close(fd)
+        agents = [agent(h, secret) for h in CLIENTS]
+        return agents, mailload_cmd(
+            "run", "--rate", "0.02", "--users", ml_users, "--profile", "tiny", "--seed", "3",
+            "--phases", phases, "--load-points", "100", "--drain", "30",
+            "--sink", "198.18.0.40:26", "--report", report, "--agents", ",".join(agents),
+            "--secret-file", secret, "--set", "send_per_hour=360",
+            "--set", "recv_per_hour=360", "--set", "imap_per_hour=360",
+            "--set", "rcpt_local=0.8")
+
+    def agents_point(report, agents, rc, err):
+        """The run's one load point: both agents merged, nothing lost, duplicated or left
+        unchecked."""
         # 3: invalid (too few samples in so short a run): a verdict all the same
-        assert r.returncode in (0, 1, 3), f"rc {r.returncode}\n{r.stderr[-3000:]}"
+        assert rc in (0, 1, 3), f"rc {rc}\n{err[-3000:]}"
         with open(os.path.join(report, "report.json")) as f:
             pt = json.load(f)["points"][0]
         assert_eq([a["name"] for a in pt["agents"]], agents)
@@ -418,7 +420,94 @@ SyncState *
         assert_eq((d["lost"], d["duplicated"], d["unchecked"]), (0, 0, 0), d)
         with open(os.path.join(report, "report.txt"), errors="replace") as f:
             assert_in(" 0 lost, 0 duplicated", f.read())
+        return pt
+
+    def test_mailload_agents_in_two_clients():
+        # mailload's manager in the client namespace drives one agent in each client
+        # namespace through the front: a short, bounded run at a low rate; nothing
+        # acknowledged is lost or delivered twice
+        r = subprocess.run(mailload_cmd("init", "--users", ml_users, "--profile", "tiny",
+                                        "--seed", "3", "--local-agents", "1"),
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           errors="replace", timeout=300)
+        assert_eq(r.returncode, 0, r.stdout[-2000:] + r.stderr[-3000:])
+        report = os.path.join(tmp, "mailload-report")
+        agents, cmd = agents_run(report, "3/20/3")
+        r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           errors="replace", timeout=300)
+        agents_point(report, agents, r.returncode, r.stderr)
         settled()
+
+    def wait_sync(host):
+        """Until host's slapd consumer has what the provider has."""
+        subprocess.run(["ip", "netns", "exec", dc.ns[host], sys.executable,
+                        os.path.join(ROOT, "scripts", "ldap"), "wait-sync",
+                        os.path.join(dc.dir, "h", host, "slapd")], check=True, timeout=120)
+
+    def mailctl(host, *args, rc=0):
+        """BUILD's mailctl --json in host's namespace with its heron.conf; its JSON."""
+        r = subprocess.run(["ip", "netns", "exec", dc.ns[host],
+                            os.path.join(BUILD, "mailctl", "mailctl"), "-c", dc.conf(host),
+                            "--json", *args], stdin=subprocess.DEVNULL, capture_output=True,
+                           text=True, timeout=300)
+        assert_eq(r.returncode, rc, f"mailctl {' '.join(args)}: {r.stdout}{r.stderr}")
+        return json.loads(r.stdout) if r.stdout.strip() else None
+
+    def move(user, src, dst):
+        """mailctl user move from src to dst on the provider, then --finish."""
+        args = ("user", "move", user, f"{dst}.{DOMAIN}", "--to", dc.conf(dst),
+                "--provider", "ldap://198.18.0.30:389/")
+        doc = mailctl(src, *args)
+        assert_eq(doc["step"], "flipped")
+        print(f"moved {user} {src} -> {dst}: {doc['mailboxes']} mailboxes, "
+              f"{doc['messages']} messages", flush=True)
+        # every host's replica has the new mailHost before the source copy goes: a login
+        # routed to the source by a stale replica would find no user there
+        for h in ("front", src, dst):
+            wait_sync(h)
+        assert_eq(mailctl(src, *args, "--finish")["step"], "done")
+        mailctl(src, "user", "show", user, rc=67)  # gone from the source
+
+    def uidvalidity(user):
+        c = imap_front(user)
+        typ, data = c.status("INBOX", "(UIDVALIDITY)")
+        c.logout()
+        assert_eq(typ, "OK")
+        return data[0].split(b"UIDVALIDITY ")[1].rstrip(b")")
+
+    def test_user_move_during_mailload():
+        # user3 (store1) moves to store2 in the middle of a mailload run through the front,
+        # then back: nothing acknowledged is lost or duplicated, and mailload's model of
+        # user3's mailboxes (UIDVALIDITY, UIDs) is never contradicted
+        before = uidvalidity("user3")
+        report = os.path.join(tmp, "mailload-move")
+        agents, cmd = agents_run(report, "3/30/3")
+        log = os.path.join(dc.dir, "h", "front", "mtad.log")
+        with open(log) as f:
+            start = len(f.read())
+        with open(os.path.join(tmp, "mailload-move.err"), "w") as err:
+            p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=err)
+        after_test(end_process, p)
+
+        def agents_sending():
+            with open(log) as f:
+                return "addr=198.18.0.5" in f.read()[start:]
+        wait_for(agents_sending, 60, "the agents' first SMTP sessions")
+        move("user3", "store1", "store2")
+        try:
+            rc = p.wait(timeout=300)
+        finally:
+            move("user3", "store2", "store1")  # back home for the tests after this one
+        with open(os.path.join(tmp, "mailload-move.err"), errors="replace") as f:
+            pt = agents_point(report, agents, rc, f.read())
+        bad = [e for e in pt["errors"]["top"] if "contradiction" in e["message"]]
+        assert_eq(bad, [])
+        assert_eq(uidvalidity("user3"), before)
+        settled()
+        with open(os.path.join(dc.dir, "h", "store2", "imapd.log")) as f:
+            print("user3's logins on store2 during the run:",
+                  f.read().count("user=user3 via=proxy result=ok"), flush=True)
 
     def proxy_login(ns, authz, secret):
         def plain(*parts):
@@ -596,9 +685,7 @@ SyncState *
                         env["LDAP_URI"], "-D", env["LDAP_ADMIN_DN"], "-w",
                         env["LDAP_ADMIN_PASSWORD"]], input=ldif.encode(), check=True,
                        stdout=subprocess.DEVNULL, timeout=60)
-        subprocess.run(["ip", "netns", "exec", dc.ns["front"], sys.executable,
-                        os.path.join(ROOT, "scripts", "ldap"), "wait-sync",
-                        os.path.join(dc.dir, "h", "front", "slapd")], check=True, timeout=120)
+        wait_sync("front")
         c = imap_front("user7", "seven-new")
         c.logout()
         with client():
@@ -634,6 +721,7 @@ SyncState *
                           test_idle_through_front_sees_delivery,
                           test_mbsync_through_front,
                           test_mailload_agents_in_two_clients,
+                          test_user_move_during_mailload,
                           test_forged_proxy_login_refused,
                           test_garbage_store_host_cut_off,
                           test_store_host_down_mail_queued,
