@@ -374,6 +374,20 @@ static bool name_in(char *const *v, size_t n, const char *name, size_t len)
 	return bsearch(&key, v, n, sizeof(*v), name_cmp) != NULL;
 }
 
+/* Whether a subscription with no mailbox of the user's is one of the other namespaces'
+   mailboxes the user sees. */
+static bool list_ns_shared(struct imap_client *c, const struct store_mbox_info *mi)
+{
+	char *name = xmemdup0(mi->name, mi->name_len);
+	struct imap_ns_box b;
+	bool shared = imap_ns_reserved(c, name) && imap_ns_find(c, name, &b) == 0;
+
+	if (shared)
+		imap_ns_box_release(&b);
+	free(name);
+	return shared;
+}
+
 static int list_cb(const struct store_mbox_info *mi, void *arg)
 {
 	struct list_ctx *l = arg;
@@ -384,6 +398,8 @@ static int list_cb(const struct store_mbox_info *mi, void *arg)
 
 	if ((l->sel & LSEL_SPECIAL) && mi->special == 0)
 		return 0;
+	if (nonexistent && list_ns_shared(c, mi))
+		return 0; /* a subscription to another's mailbox: imap_ns_list has its line */
 	if (!l->childinfo && !l->lsub)
 		l->childinfo = name_in(l->parents, l->nparents, mi->name, mi->name_len);
 	buf_init(&attrs, 64, LIST_ATTRS_MAX);
@@ -556,9 +572,14 @@ static int list_matches(struct list_ctx *l, const char *pattern)
 {
 	bool subscribed = l->lsub || (l->sel & LSEL_SUBSCRIBED);
 	bool parents = l->lsub || ((l->sel & LSEL_RECURSIVE) && (l->sel & LSEL_SUBSCRIBED));
+	/* the other namespaces' mailboxes: not with SPECIAL-USE, STATUS or METADATA */
+	bool ns = !(l->sel & LSEL_SPECIAL) &&
+		  (l->ret & ~(unsigned)(LRET_SUBSCRIBED | LRET_CHILDREN)) == 0;
+	bool want_subs = parents || (ns && (subscribed || (l->ret & LRET_SUBSCRIBED)));
+	struct imap_ns_subs subs = { NULL, 0, subscribed, l->lsub };
 	int rc = 0;
 
-	if (parents && l->subs == NULL) {
+	if (want_subs && l->subs == NULL) {
 		rc = store_mbox_list(l->t, l->c->user_id, "*", true, collect_sub_cb, l);
 		if (l->nsubs > 1)
 			qsort(l->subs, l->nsubs, sizeof(*l->subs), name_cmp);
@@ -567,8 +588,11 @@ static int list_matches(struct list_ctx *l, const char *pattern)
 		parents_find(l, pattern);
 	if (rc == 0)
 		rc = store_mbox_list(l->t, l->c->user_id, pattern, subscribed, list_cb, l);
-	if (rc == 0 && !subscribed && !(l->sel & LSEL_SPECIAL) && l->ret == 0)
-		rc = imap_ns_list(l->c, pattern); /* mailboxes others share (imap_ns.c) */
+	subs.v = l->subs;
+	subs.n = l->nsubs;
+	if (rc == 0 && ns) /* mailboxes others share (imap_ns.c) */
+		rc = imap_ns_list(l->c, pattern,
+				  subscribed || (l->ret & LRET_SUBSCRIBED) ? &subs : NULL);
 	for (size_t i = 0; i < l->nparents && rc == 0; i++)
 		if (!name_in(l->subs, l->nsubs, l->parents[i], strlen(l->parents[i])))
 			rc = parent_write(l, l->parents[i]);

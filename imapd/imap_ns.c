@@ -268,7 +268,37 @@ static int ns_collect(struct imap_client *c, struct ns_names *nn)
 	return rc;
 }
 
-int imap_ns_list(struct imap_client *c, const char *pattern)
+static int ns_sub_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Whether name is one of the sorted subscriptions. */
+static bool ns_subscribed(const struct imap_ns_subs *s, const char *name)
+{
+	return s != NULL && s->n > 0 && bsearch(&name, s->v, s->n, sizeof(*s->v), ns_sub_cmp);
+}
+
+/* One name's LIST (or LSUB) line, when s lets it out. */
+static void ns_list_line(struct imap_client *c, const struct ns_name *nm, bool children,
+			 const struct imap_ns_subs *s)
+{
+	bool sub = ns_subscribed(s, nm->name);
+	size_t len = strlen(nm->name);
+
+	if (s != NULL && s->only && (!sub || !nm->box))
+		return; /* a subscribed level: the store's subscription line stands for it */
+	if (s != NULL && s->lsub)
+		imap_printf(c, "* LSUB () \"/\" ");
+	else
+		imap_printf(c, "* LIST (%s%s%s) \"/\" ", nm->box ? "" : "\\Noselect ",
+			    children ? "\\HasChildren" : "\\HasNoChildren",
+			    sub ? " \\Subscribed" : "");
+	imap_write_mailbox(c, nm->name, len);
+	imap_write(c, "\r\n", 2);
+}
+
+int imap_ns_list(struct imap_client *c, const char *pattern, const struct imap_ns_subs *s)
 {
 	struct ns_names nn = { c, NULL, 0 };
 	const char *p;
@@ -287,12 +317,8 @@ int imap_ns_list(struct imap_client *c, const char *pattern)
 		     j < nn.n && !children && strncmp(nn.v[j].name, name, len) == 0; j++)
 			children = nn.v[j].name[len] == '/';
 
-		if (rc == 0 && store_mbox_match(pattern, name, len)) {
-			imap_printf(c, "* LIST (%s%s) \"/\" ", nn.v[i].box ? "" : "\\Noselect ",
-				    children ? "\\HasChildren" : "\\HasNoChildren");
-			imap_write_mailbox(c, name, len);
-			imap_write(c, "\r\n", 2);
-		}
+		if (rc == 0 && store_mbox_match(pattern, name, len))
+			ns_list_line(c, &nn.v[i], children, s);
 		free(nn.v[i].name);
 	}
 	free(nn.v);

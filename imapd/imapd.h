@@ -766,8 +766,16 @@ unsigned imap_ns_keep_flags(uint32_t rights);
 bool imap_ns_reserved(const struct imap_client *c, const char *name);
 /* The untagged NAMESPACE response. */
 void imap_ns_write(struct imap_client *c);
-/* LIST lines of the other namespaces' names matching pattern: 0 or a store error. */
-int imap_ns_list(struct imap_client *c, const char *pattern);
+/* The client's subscriptions for imap_ns_list: v sorted (strcmp); only: just the
+   subscribed mailboxes (LSUB, LIST (SUBSCRIBED)); lsub: as LSUB lines. */
+struct imap_ns_subs {
+	char *const *v;
+	size_t n;
+	bool only, lsub;
+};
+/* LIST lines of the other namespaces' names matching pattern, with \Subscribed on the
+   subscribed ones (s NULL: no subscription said): 0 or a store error. */
+int imap_ns_list(struct imap_client *c, const char *pattern, const struct imap_ns_subs *s);
 
 /* Mailbox names: validates a client's name (modified UTF-7, no empty levels) and maps INBOX
    case-insensitively. Returns a malloc'd canonical name or NULL with *why_r. After ENABLE

@@ -12,8 +12,9 @@ a negative right, 'a' letting a grantee read and change the list, 'i' letting a 
 APPEND, COPY and MOVE into the owner's mailbox (flags per s w t, the owner's UIDs and quota,
 COPY across partitions NO [CANNOT]), the shared namespace of the
 store user "shared" (lists set by mailctl), the namespaces' names refused to CREATE/RENAME/
-DELETE, an imaplib session, and `mailctl user rename` carrying the rights given to the user
-and those of its own mailboxes to the new name.
+DELETE, an imaplib session, `mailctl user rename` carrying the rights given to the user
+and those of its own mailboxes to the new name, and LSUB, LIST (SUBSCRIBED) and LIST RETURN
+(SUBSCRIBED) of subscriptions to shared mailboxes.
 
 Usage: test_imapd_shared.py IMAPD_BINARY DELIVER_BINARY"""
 import json
@@ -572,6 +573,37 @@ def test_user_rename_carries_acl():
     assert_eq((v["status"], v["bad_acl"]), ("clean", 0))
 
 
+def test_subscribed_shared():
+    """Subscriptions to other users' mailboxes (RFC 2342's namespaces): LSUB, LIST
+    (SUBSCRIBED) and LIST RETURN (SUBSCRIBED) show a subscribed mailbox the user may see as
+    the mailbox it is, and one it may not see as a subscription without a mailbox."""
+    a, b = D.raw("alice"), D.raw("bob")
+    dialogue(a, [("CREATE Subs", None), ("SETACL Subs bob lr", None), ("CREATE Hidden", None)])
+    dialogue(b, [('SUBSCRIBE "Other Users/alice/%s"' % n, None) for n in ("Subs", "Hidden")])
+    got = ok(b.cmd("l", 'LSUB "" "Other Users/*"'), "l")[:-1]
+    assert_eq(sorted(got), ['* LSUB () "/" "Other Users/alice/Subs"',
+                            '* LSUB (\\Noselect) "/" "Other Users/alice/Hidden"'])
+    got = ok(b.cmd("l", 'LIST (SUBSCRIBED) "" "Other Users/*"'), "l")[:-1]
+    assert_eq(sorted(got), ['* LIST (\\HasNoChildren \\Subscribed) "/" "Other Users/alice/Subs"',
+                            '* LIST (\\NonExistent \\Subscribed) "/" '
+                            '"Other Users/alice/Hidden"'])
+    got = ok(b.cmd("l", 'LIST "" "Other Users/*" RETURN (SUBSCRIBED)'), "l")[:-1]
+    assert '* LIST (\\HasNoChildren \\Subscribed) "/" "Other Users/alice/Subs"' in got, got
+    assert '* LIST (\\HasNoChildren) "/" "Other Users/alice/Team"' in got, got
+    assert not any("Hidden" in x for x in got), got
+    # the shared namespace's too, through imaplib
+    ok(b.cmd("w", "SUBSCRIBE Shared/News"), "w")
+    m = D.login("bob")
+    typ, data = m.lsub()
+    assert_eq(typ, "OK")
+    assert b'() "/" Shared/News' in data, data
+    assert b'() "/" "Other Users/alice/Subs"' in data, data
+    m.unsubscribe('"Other Users/alice/Subs"')
+    typ, data = m.lsub()
+    assert not any(b"Subs" in x for x in data), data
+    m.logout()
+
+
 def main():
     global D
     imapd, deliver = sys.argv[1], sys.argv[2]
@@ -586,7 +618,7 @@ def main():
                         test_insert_within_owner_quota,
                         test_shared_namespace, test_reserved_names, test_ns_imaplib,
                         test_deleted_user_inherits_nothing,
-                        test_user_rename_carries_acl], D.dir)
+                        test_user_rename_carries_acl, test_subscribed_shared], D.dir)
     return rc
 
 
