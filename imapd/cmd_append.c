@@ -523,6 +523,12 @@ static int replace_target(struct imap_cmd *cmd, struct append_op *ao)
 		imap_cmd_no(cmd, "[READ-ONLY] Mailbox is read-only");
 		return -1;
 	}
+	if ((v->rights & (STORE_ACL_DELETE_MSG | STORE_ACL_EXPUNGE)) !=
+	    (STORE_ACL_DELETE_MSG | STORE_ACL_EXPUNGE)) {
+		/* the replaced message is expunged: as MOVE out of the mailbox, t and e */
+		imap_cmd_no(cmd, "[NOPERM] REPLACE: no right to remove messages here (t, e)");
+		return -1;
+	}
 	if (a->s[0] == '*')
 		n = v->n > 0 ? (cmd->uid ? v->msgs[v->n - 1].uid : v->n) : 0;
 	if (!cmd->uid && (n == 0 || n > v->n)) {

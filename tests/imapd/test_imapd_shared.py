@@ -444,6 +444,29 @@ def test_insert_within_owner_quota():
     ok(put(b, box, ""), "P")
 
 
+def test_grantee_replace():
+    """REPLACE (RFC 8508) in another user's selected mailbox expunges the message replaced:
+    it needs t and e there (as MOVE out of it), and i on the mailbox appended to."""
+    a, b = D.raw("alice"), D.raw("bob")
+    ok(a.cmd("c", "CREATE Redo"), "c")
+    a.append(MSG, mailbox="Redo")
+    ok(a.cmd("s", "SETACL Redo bob lrwi"), "s")
+    box = "Other Users/alice/Redo"
+    assert_eq(b.cmd("e", 'SELECT "%s"' % box)[-1], "e OK [READ-WRITE] SELECT completed")
+
+    def replace():
+        b.send(('R REPLACE 1 "%s" {%d+}\r\n' % (box, len(MSG))).encode() + MSG + b"\r\n")
+        return b.until_tag("R")
+    out = replace()
+    assert_eq(out, ["R NO [NOPERM] REPLACE: no right to remove messages here (t, e)"])
+    assert_eq(ok(a.cmd("t", 'STATUS Redo (MESSAGES)'), "t")[0], "* STATUS Redo (MESSAGES 1)")
+    ok(a.cmd("s", "SETACL Redo bob +te"), "s")
+    assert_eq(b.cmd("e", 'SELECT "%s"' % box)[-1], "e OK [READ-WRITE] SELECT completed")
+    out = ok(replace(), "R")
+    assert "* 1 EXPUNGE" in out, out
+    assert_eq(ok(a.cmd("t", 'STATUS Redo (MESSAGES)'), "t")[0], "* STATUS Redo (MESSAGES 1)")
+
+
 def test_shared_namespace():
     """Shared/NAME: the mailboxes of the store user "shared", their lists set by mailctl."""
     mailctl("user", "add", "shared")
@@ -615,7 +638,7 @@ def main():
     rc |= run_suite(D, [test_namespace_answer, test_grantee_lists_selects_reads,
                         test_rights_taken_away, test_anyone_negative_and_admin,
                         test_grantee_writes, test_grantee_inserts,
-                        test_insert_within_owner_quota,
+                        test_insert_within_owner_quota, test_grantee_replace,
                         test_shared_namespace, test_reserved_names, test_ns_imaplib,
                         test_deleted_user_inherits_nothing,
                         test_user_rename_carries_acl, test_subscribed_shared], D.dir)
