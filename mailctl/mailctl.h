@@ -173,6 +173,13 @@ int mc_import(struct mc *, const struct mc_args *);
 int mc_export_user(struct mc *mc, const char *user, const char *dir, uint64_t *count,
 		   uint64_t *bytes, size_t *nboxes);
 int mc_import_dir(struct mc *mc, const char *user, const char *dir, uint64_t *count_r);
+/* mailctl_sieve.c, for `export USER DIR` / `import USER DIR`: the user's scripts as
+   DIR/heron-sieve/NAME.sieve (the source) and the active one's name in
+   DIR/heron-sieve-active; the import compiles and stores each (quota and size limits as
+   `sieve put`), *n_r of them (n_r may be NULL); check: compiles them only. A missing
+   heron-sieve: none. Exit codes. */
+int mc_sieve_export(struct mc *mc, const char *user, const char *dir);
+int mc_sieve_import(struct mc *mc, const char *user, const char *dir, bool check, unsigned *n_r);
 /* mailctl.c: opens mc->st from mc->conf (how: MC_STORE or MC_STORE_NEW); an exit code. */
 int mc_open_store(struct mc *mc, enum mc_open how);
 /* mailctl_move.c */

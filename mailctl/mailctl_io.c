@@ -81,6 +81,7 @@ struct imp {
 	uint32_t first_uid, last_uid;
 	char *kwletters[MAILDIR_KWS]; /* Maildir: dovecot-keywords */
 	unsigned nboxes;              /* Maildir++ folders imported */
+	unsigned nscripts;            /* Sieve scripts imported (heron-sieve) */
 	/* an export's UIDVALIDITY and UIDNEXT (dovecot-uidlist's header), kept when the
 	   mailbox imported into never held a message */
 	uint32_t uidvalidity, uidnext;
@@ -1215,12 +1216,14 @@ static void import_report(struct mc *mc, const struct imp *im)
 		       im->count, im->bytes);
 		mc_json_str(stdout, im->mailbox, strlen(im->mailbox));
 		printf(", \"first_uid\": %" PRIu32 ", \"last_uid\": %" PRIu32
-		       ", \"folders\": %u}\n",
-		       im->first_uid, im->last_uid, im->nboxes);
+		       ", \"folders\": %u, \"sieve_scripts\": %u}\n",
+		       im->first_uid, im->last_uid, im->nboxes, im->nscripts);
 	} else
-		printf("imported %" PRIu64 " message%s (%" PRIu64 " bytes) into %s of %s%s\n",
+		printf("imported %" PRIu64 " message%s (%" PRIu64 " bytes) into %s of %s%s"
+		       "%s\n",
 		       im->count, im->count == 1 ? "" : "s", im->bytes, im->mailbox, im->user,
-		       im->nboxes ? " and its Maildir++ folders" : "");
+		       im->nboxes ? " and its Maildir++ folders" : "",
+		       im->nscripts ? ", and its Sieve scripts" : "");
 }
 
 int mc_import_dir(struct mc *mc, const char *user, const char *dir, uint64_t *count_r)
@@ -1250,7 +1253,8 @@ int mc_import(struct mc *mc, const struct mc_args *a)
 {
 	struct imp *im;
 	struct stat sb;
-	int err, rc = MC_OK, fd = -1;
+	bool whole;
+	int err, serr, rc = MC_OK, fd = -1;
 
 	if (a->set[1])
 		return a->npos == 1 ? mc_import_bulk(mc, a->pos[0])
@@ -1262,12 +1266,18 @@ int mc_import(struct mc *mc, const struct mc_args *a)
 	im->user = a->pos[0];
 	im->path = a->pos[1];
 	im->mailbox = a->set[0] ? a->val[0] : "INBOX";
-	if (stat(im->path, &sb) == -1) {
+	/* a whole user (a Maildir++ home into INBOX): its Sieve scripts too, checked first */
+	serr = stat(im->path, &sb) == -1 ? errno : 0;
+	whole = serr == 0 && S_ISDIR(sb.st_mode) &&
+		str_caseeq(im->mailbox, strlen(im->mailbox), "INBOX", 5);
+	if (serr != 0) {
 		rc = mc_refuse(mc, MC_NOINPUT, "give an mbox file or a Maildir directory",
-			       "%s: %s", im->path, strerror(errno));
+			       "%s: %s", im->path, strerror(serr));
 	} else if ((err = store_user_locate(mc->st, im->user, &im->part)) != 0)
 		rc = mc_fail(mc, err, "user '%s' (create it with `mailctl user add`)", im->user);
-	else if ((err = store_write(mc->st, im->part, w_mbox_ensure, im)) != 0)
+	else if (whole && (rc = mc_sieve_import(mc, im->user, im->path, true, NULL)) != MC_OK) {
+		/* a script that does not compile: said, before any mail is imported */
+	} else if ((err = store_write(mc->st, im->part, w_mbox_ensure, im)) != 0)
 		rc = mc_fail(mc, err, "mailbox '%s' of '%s'", im->mailbox, im->user);
 	else {
 		if (S_ISDIR(sb.st_mode))
@@ -1284,7 +1294,8 @@ int mc_import(struct mc *mc, const struct mc_args *a)
 		} else if (err != 0)
 			rc = mc_fail(mc, err, "import from %s stopped after %" PRIu64 " messages",
 				     im->path, im->count);
-		else
+		else if (!whole || (rc = mc_sieve_import(mc, im->user, im->path, false,
+							 &im->nscripts)) == MC_OK)
 			import_report(mc, im);
 	}
 	if (fd != -1)
@@ -1830,9 +1841,9 @@ int mc_export(struct mc *mc, const struct mc_args *a)
 		return mc_usage(mc, "--format is mbox or maildir");
 	if (whole && a->set[0] && !maildir)
 		return mc_usage(mc, "a whole user is exported as Maildir++ (mbox: one MAILBOX)");
-	if (whole)
-		rc = mc_export_user(mc, a->pos[0], path, &count, &bytes, &nboxes);
-	else
+	if (whole && (rc = mc_export_user(mc, a->pos[0], path, &count, &bytes, &nboxes)) == MC_OK)
+		rc = mc_sieve_export(mc, a->pos[0], path); /* the move copies them itself */
+	else if (!whole)
 		rc = export_mailbox(mc, a->pos[0], a->pos[1], path, maildir, &count, &bytes);
 	if (rc != MC_OK)
 		return rc;

@@ -1,9 +1,14 @@
 /* mailctl_sieve.c — owns `mailctl sieve`: list, get, put (compile, quota, store), activate,
  * deactivate, delete and check of a user's Sieve scripts; a refused script is explained
  * with the line and column of the fault. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/buf.h"
 #include "common/xmalloc.h"
@@ -112,8 +117,10 @@ int mc_sieve_get(struct mc *mc, const struct mc_args *a)
 	return MC_OK;
 }
 
-static int put_or_check(struct mc *mc, const char *user, const char *name, const char *path,
-			bool check, bool activate)
+/* Compiles the script in path and, unless check, stores it as name of user: MC_OK, or an exit
+   code after saying what failed. */
+static int put_file(struct mc *mc, const char *user, const char *name, const char *path,
+		    bool check, bool activate)
 {
 	struct sieve_admin_limits l;
 	struct buf b;
@@ -128,6 +135,28 @@ static int put_or_check(struct mc *mc, const char *user, const char *name, const
 	buf_release(&b);
 	switch (src) {
 	case SIEVE_ADMIN_OK:
+		return MC_OK;
+	case SIEVE_ADMIN_ESYNTAX:
+	case SIEVE_ADMIN_EQUOTA:
+		rc = mc_refuse(
+			mc, MC_REFUSED,
+			src == SIEVE_ADMIN_ESYNTAX
+				? "fix the script at that line and column (RFC 5228)"
+				: "delete a script of the user, or raise [sieve] max_scripts "
+				  "or max_storage in heron.conf",
+			"%s: %s", path, err);
+		free(err);
+		return rc;
+	}
+	return mc_fail(mc, rc, "cannot store script '%s' of '%s'", name, user);
+}
+
+static int put_or_check(struct mc *mc, const char *user, const char *name, const char *path,
+			bool check, bool activate)
+{
+	int rc = put_file(mc, user, name, path, check, activate);
+
+	if (rc == MC_OK) {
 		if (!mc->json) {
 			printf("%s: %s\n", path,
 			       check      ? "ok"
@@ -146,20 +175,8 @@ static int put_or_check(struct mc *mc, const char *user, const char *name, const
 		} else
 			printf(", \"ok\": true");
 		printf("}\n");
-		return MC_OK;
-	case SIEVE_ADMIN_ESYNTAX:
-	case SIEVE_ADMIN_EQUOTA:
-		rc = mc_refuse(
-			mc, MC_REFUSED,
-			src == SIEVE_ADMIN_ESYNTAX
-				? "fix the script at that line and column (RFC 5228)"
-				: "delete a script of the user, or raise [sieve] max_scripts "
-				  "or max_storage in heron.conf",
-			"%s: %s", path, err);
-		free(err);
-		return rc;
 	}
-	return mc_fail(mc, rc, "cannot store script '%s' of '%s'", name, user);
+	return rc;
 }
 
 int mc_sieve_put(struct mc *mc, const struct mc_args *a)
@@ -341,4 +358,139 @@ int mc_sieve_put_all(struct mc *mc, const struct mc_args *a)
 	printf("%s stored%s for %llu users\n", a->pos[0], a->set[0] ? " and active" : "",
 	       (unsigned long long)done);
 	return MC_OK;
+}
+
+/* ---- export USER DIR / import USER DIR: the scripts as files ---- */
+
+struct sv_export {
+	struct mc *mc;
+	const char *dir;
+	unsigned n;
+	int err; /* errno of the first write that failed */
+};
+
+static int write_all(const char *path, const char *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+
+	if (fd == -1)
+		return errno;
+	while (len > 0) {
+		ssize_t w = write(fd, data, len);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			int e = w < 0 ? errno : EIO;
+
+			close(fd);
+			return e;
+		}
+		data += w;
+		len -= (size_t)w;
+	}
+	return close(fd) == 0 ? 0 : errno;
+}
+
+static int export_cb(const struct store_sieve_script *s, void *arg)
+{
+	struct sv_export *x = arg;
+	char p[4400];
+
+	snprintf(p, sizeof(p), "%s/heron-sieve", x->dir);
+	if (x->n++ == 0 && mkdir(p, 0700) == -1) {
+		x->err = errno;
+		return STORE_EIO;
+	}
+	snprintf(p, sizeof(p), "%s/heron-sieve/%.*s.sieve", x->dir, (int)s->name_len, s->name);
+	if ((x->err = write_all(p, s->src, s->src_len)) != 0)
+		return STORE_EIO;
+	if (s->active) {
+		char line[STORE_SIEVE_NAME_MAX + 2];
+		int n = snprintf(line, sizeof(line), "%.*s\n", (int)s->name_len, s->name);
+
+		snprintf(p, sizeof(p), "%s/heron-sieve-active", x->dir);
+		if ((x->err = write_all(p, line, (size_t)n)) != 0)
+			return STORE_EIO;
+	}
+	return 0;
+}
+
+int mc_sieve_export(struct mc *mc, const char *user, const char *dir)
+{
+	struct sv_export x = { mc, dir, 0, 0 };
+	struct store_txn *t;
+	unsigned part;
+	int rc;
+
+	if ((rc = store_user_locate(mc->st, user, &part)) != 0 ||
+	    (rc = store_txn_begin(mc->st, part, STORE_TXN_READ, &t)) != 0)
+		return script_fail(mc, rc, "", user);
+	rc = store_sieve_list(t, user, export_cb, &x);
+	store_txn_abort(&t);
+	if (x.err != 0)
+		return mc_refuse(mc, MC_ERR, "see the free space and permissions there",
+				 "writing %s/heron-sieve: %s", dir, strerror(x.err));
+	return rc != 0 ? mc_fail(mc, rc, "the Sieve scripts of '%s'", user) : MC_OK;
+}
+
+/* DIR/heron-sieve-active's first line, into name (empty when the file is missing). */
+static int read_active(struct mc *mc, const char *dir, char *name, size_t size)
+{
+	char p[4200];
+	FILE *f;
+
+	name[0] = '\0';
+	snprintf(p, sizeof(p), "%s/heron-sieve-active", dir);
+	if ((f = fopen(p, "r")) == NULL)
+		return errno == ENOENT ? MC_OK : mc_fail(mc, STORE_EIO, "cannot open %s", p);
+	if (fgets(name, (int)size, f) == NULL || name[strcspn(name, "\n")] != '\n') {
+		fclose(f);
+		return mc_refuse(mc, MC_DATAERR,
+				 "write the active script's name on its first line",
+				 "%s: not a script name", p);
+	}
+	fclose(f);
+	name[strcspn(name, "\n")] = '\0';
+	return MC_OK;
+}
+
+int mc_sieve_import(struct mc *mc, const char *user, const char *dir, bool check, unsigned *n_r)
+{
+	char sub[4200], active[STORE_SIEVE_NAME_MAX + 2];
+	struct dirent *de;
+	unsigned n = 0;
+	bool found = false;
+	DIR *d;
+	int rc;
+
+	snprintf(sub, sizeof(sub), "%s/heron-sieve", dir);
+	if ((d = opendir(sub)) == NULL)
+		return errno == ENOENT ? MC_OK : mc_fail(mc, STORE_EIO, "cannot open %s", sub);
+	if ((rc = read_active(mc, dir, active, sizeof(active))) != MC_OK) {
+		closedir(d);
+		return rc;
+	}
+	while (rc == MC_OK && (de = readdir(d)) != NULL) {
+		size_t len = strlen(de->d_name);
+		char *name, *path;
+
+		if (len <= 6 || strcmp(de->d_name + len - 6, ".sieve") != 0)
+			continue; /* ".", "..", anything else */
+		name = xstrndup(de->d_name, len - 6);
+		path = xasprintf("%s/%s", sub, de->d_name);
+		found |= strcmp(name, active) == 0;
+		rc = put_file(mc, user, name, path, check, strcmp(name, active) == 0);
+		n += rc == MC_OK;
+		free(name);
+		free(path);
+	}
+	closedir(d);
+	if (rc == MC_OK && active[0] != '\0' && !found)
+		rc = mc_refuse(mc, MC_DATAERR,
+			       "give the script's file, or remove heron-sieve-active",
+			       "%s/heron-sieve-active: no script '%s' in %s", dir, active, sub);
+	if (n_r != NULL)
+		*n_r = n;
+	return rc;
 }

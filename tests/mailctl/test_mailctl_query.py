@@ -273,6 +273,61 @@ def test_export_import_keeps_uids():
     assert again[2] > before["INBOX"][2], again  # HIGHESTMODSEQ goes on from the kept one
 
 
+SCRIPTS = {"filing": 'require "fileinto";\r\nif header :contains "subject" "x" '
+                      '{ fileinto "Work"; }\r\n',
+           "my.spare": "keep;\r\n"}
+
+
+def mailctl2(*args):
+    p = subprocess.run([MAILCTL, "-c", CONF2, *args], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+def test_export_import_carries_sieve():
+    """export alice DIR writes her Sieve scripts (DIR/heron-sieve/NAME.sieve, the active
+    one's name in DIR/heron-sieve-active); import USER DIR compiles and stores them, the
+    active one active. A script that does not compile, or an active name with no script,
+    fails the import, saying which."""
+    for name, src in SCRIPTS.items():
+        path = os.path.join(TMP, name + ".in")
+        with open(path, "w", newline="") as f:
+            f.write(src)
+        js("sieve", "put", "alice", name, path, *(["--activate"] if name == "filing" else []))
+    out = os.path.join(TMP, "alice-sieve-export")
+    js("export", "alice", out)
+    for name, src in SCRIPTS.items():
+        with open(os.path.join(out, "heron-sieve", name + ".sieve"), newline="") as f:
+            assert f.read() == src, name
+    with open(os.path.join(out, "heron-sieve-active")) as f:
+        assert f.read() == "filing\n"
+    rc, o, e = mailctl2("user", "add", "carol")
+    assert rc == 0, (o, e)
+    rc, o, e = mailctl2("--json", "import", "carol", out)
+    assert rc == 0, (o, e)
+    assert json.loads(o)["sieve_scripts"] == 2, o
+    for name, src in SCRIPTS.items():
+        rc, o, e = mailctl2("--json", "sieve", "get", "carol", name)
+        assert rc == 0, (name, o, e)
+        got = json.loads(o)
+        assert (got["source"], got["active"]) == (src, name == "filing"), got
+    # broken exports: nothing said to be imported
+    bad = os.path.join(TMP, "alice-sieve-bad")
+    js("export", "alice", bad)
+    with open(os.path.join(bad, "heron-sieve", "my.spare.sieve"), "w") as f:
+        f.write("keep\n")  # no semicolon
+    rc, o, e = mailctl2("user", "add", "dave")
+    assert rc == 0, (o, e)
+    rc, o, e = mailctl2("import", "dave", bad)
+    assert rc != 0 and "my.spare.sieve" in e, (rc, o, e)
+    rc, o, e = mailctl2("--json", "message", "list", "dave", "INBOX")
+    assert rc == 0 and not json.loads(o), (o, e)  # refused before any mail went in
+    os.unlink(os.path.join(bad, "heron-sieve", "my.spare.sieve"))
+    os.unlink(os.path.join(bad, "heron-sieve", "filing.sieve"))
+    rc, o, e = mailctl2("import", "dave", bad)
+    assert rc != 0 and "no script 'filing'" in e, (rc, o, e)
+
+
 def export_view(top):
     """What an export holds besides the bytes, per Maildir below top: dovecot-uidlist with
     the file names cut (they hold the exporting pid), and the annotations files."""
@@ -320,7 +375,7 @@ def body():
     deliver()
     return run_tests([test_search_answers_as_imapd, test_fetch_fields_as_imapd,
                       test_copy_move_expunge_seen_by_imap, test_bad_input_changes_nothing,
-                      test_export_import_keeps_uids,
+                      test_export_import_keeps_uids, test_export_import_carries_sieve,
                       test_backup_restore_keeps_modseqs_and_annotations])
 
 
