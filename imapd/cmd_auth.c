@@ -18,6 +18,7 @@
 #include "common/conf.h"
 #include "common/log.h"
 #include "common/net.h"
+#include "common/proxy.h"
 #include "common/sasl.h"
 #include "common/sasl_drive.h"
 #include "common/shmtable.h"
@@ -450,20 +451,6 @@ static void user_created(int result, const struct store_rcpt *rcpts, size_t n, u
 	imap_client_commit_back(c);
 }
 
-/* A host name as a referral may carry it: letters, digits, '.', '-', ':' (a port). */
-static bool imap_mailhost_ok(const char *h)
-{
-	size_t n = strlen(h);
-
-	if (n == 0 || n > 253)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((h[i] >= 'a' && h[i] <= 'z') || (h[i] >= 'A' && h[i] <= 'Z') ||
-		      (h[i] >= '0' && h[i] <= '9') || h[i] == '.' || h[i] == '-' || h[i] == ':'))
-			return false;
-	return true;
-}
-
 /* The user's mailbox lives on another host (the directory's mailHost): a login referral
    there (RFC 2221 LOGIN-REFERRALS, URL as RFC 5092), no session here. */
 static bool auth_refer(struct imap_cmd *cmd, struct auth_ctx *a)
@@ -495,7 +482,7 @@ static bool auth_finish(struct imap_cmd *cmd, struct auth_ctx *a)
 	int rc;
 
 	if (a->mailhost != NULL && strcasecmp(a->mailhost, c->srv->hostname) != 0 &&
-	    imap_mailhost_ok(a->mailhost)) {
+	    proxy_host_ok(a->mailhost)) {
 		if (!conf_values(c->srv->conf)->imapd.proxy || a->proxied_in)
 			return auth_refer(cmd, a);
 		if (a->proxy_started)

@@ -11,33 +11,28 @@
  * none when the store host said BYE itself, when a response was cut off (a BYE would end it),
  * or after COMPRESS or STARTTLS (the bytes are no longer readable here).
  * Store host: the proxy credential is accepted only from [imapd] proxy_trusted addresses. */
-#include <arpa/inet.h>
 #include <assert.h>
 #include <ctype.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/dns.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 
 #include "common/conf.h"
 #include "common/log.h"
 #include "common/net.h"
+#include "common/proxy.h"
 #include "common/str.h"
 #include "common/xmalloc.h"
 #include "imapd/imapd.h"
 
-#define PROXY_LINE_MAX 8192 /* the store host's greeting and login replies */
 #define PROXY_TAG "P1"
 #define PROXY_LITERAL_MAX (UINT64_C(1) << 40) /* a larger {N} is not a store host's */
 #define PROXY_BYE "* BYE [UNAVAILABLE] Your mailbox is not reachable now; try again later\r\n"
@@ -91,41 +86,13 @@ static void px_fail(struct imap_proxy *p, const char *fmt, ...)
 /* The secret of [imapd] proxy_secret_file (first line), read once per worker. */
 int imap_proxy_init(struct imap_server *srv, char **error_r)
 {
-	const char *path = conf_values(srv->conf)->imapd.proxy_secret_file;
-	char buf[1025];
-	ssize_t n;
-	int fd;
-
-	if (path[0] == '\0')
-		return 0;
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
-		*error_r = xasprintf("proxy_secret_file %s: %s", path, strerror(errno));
-		return -1;
-	}
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0 || n >= (ssize_t)sizeof(buf) - 1) {
-		*error_r = xasprintf("proxy_secret_file %s: empty, unreadable or too long", path);
-		return -1;
-	}
-	buf[n] = '\0';
-	buf[strcspn(buf, "\r\n")] = '\0';
-	if (buf[0] == '\0') {
-		*error_r = xasprintf("proxy_secret_file %s: the first line is empty", path);
-		return -1;
-	}
-	srv->proxy_secret = xstrdup(buf);
-	OPENSSL_cleanse(buf, sizeof(buf));
-	return 0;
+	return proxy_secret_read(conf_values(srv->conf)->imapd.proxy_secret_file,
+				 &srv->proxy_secret, error_r);
 }
 
 void imap_proxy_server_free(struct imap_server *srv)
 {
-	if (srv->proxy_secret != NULL) {
-		OPENSSL_cleanse(srv->proxy_secret, strlen(srv->proxy_secret));
-		free(srv->proxy_secret);
-		srv->proxy_secret = NULL;
-	}
+	proxy_secret_free(&srv->proxy_secret);
 	if (srv->proxy_dns != NULL)
 		evdns_base_free(srv->proxy_dns, 0);
 	srv->proxy_dns = NULL;
@@ -142,13 +109,9 @@ bool imap_proxy_from_front(const struct imap_client *c)
 bool imap_proxy_credential_ok(struct imap_client *c, const char *authcid, const char *passwd)
 {
 	const struct imapd_conf *ic = &conf_values(c->srv->conf)->imapd;
-	const char *secret = c->srv->proxy_secret;
-	size_t n = strlen(passwd);
 
-	if (secret == NULL || strcmp(authcid, ic->proxy_user) != 0 ||
-	    !conf_cidrs_match(ic->proxy_trusted, (const struct sockaddr *)&c->sa))
-		return false;
-	return n == strlen(secret) && CRYPTO_memcmp(passwd, secret, n) == 0;
+	return proxy_credential_ok(c->srv->proxy_secret, ic->proxy_user, ic->proxy_trusted,
+				   (const struct sockaddr *)&c->sa, authcid, passwd);
 }
 
 static void px_free(struct imap_proxy *p)
@@ -170,24 +133,6 @@ void imap_proxy_free(struct imap_client *c)
 	c->proxy = NULL;
 }
 
-/* base64 of authz NUL user NUL secret (RFC 4616). */
-static char *plain_b64(const char *authz, const char *user, const char *secret)
-{
-	size_t za = strlen(authz), zu = strlen(user), zs = strlen(secret), n = za + zu + zs + 2;
-	unsigned char *raw = xmalloc(n);
-	char *out = xmalloc(4 * ((n + 2) / 3) + 1);
-
-	memcpy(raw, authz, za);
-	raw[za] = '\0';
-	memcpy(raw + za + 1, user, zu);
-	raw[za + 1 + zu] = '\0';
-	memcpy(raw + za + zu + 2, secret, zs);
-	EVP_EncodeBlock((unsigned char *)out, raw, (int)n);
-	OPENSSL_cleanse(raw, n);
-	free(raw);
-	return out;
-}
-
 /* One line from the store host during the login. */
 static void px_line(struct imap_proxy *p, const char *line)
 {
@@ -198,7 +143,7 @@ static void px_line(struct imap_proxy *p, const char *line)
 			px_fail(p, "unexpected greeting from %s", p->where);
 			return;
 		}
-		char *b64 = plain_b64(p->authz, ic->proxy_user, p->c->srv->proxy_secret);
+		char *b64 = proxy_plain_b64(p->authz, ic->proxy_user, p->c->srv->proxy_secret);
 
 		evbuffer_add_printf(bufferevent_get_output(p->be),
 				    PROXY_TAG " AUTHENTICATE PLAIN %s\r\n", b64);
@@ -230,19 +175,17 @@ static void px_login_read(struct bufferevent *bev, void *arg)
 {
 	struct imap_proxy *p = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
-	size_t len;
+	const char *why;
 	char *line;
+	int rc;
 
 	while (p->st == PX_GREETING || p->st == PX_LOGIN) {
-		if ((line = evbuffer_readln(in, &len, EVBUFFER_EOL_CRLF)) == NULL) {
-			if (evbuffer_get_length(in) > PROXY_LINE_MAX)
-				px_fail(p, "%s sent a line too long", p->where);
+		if ((rc = proxy_readln(in, &line, &why)) <= 0) {
+			if (rc < 0)
+				px_fail(p, "%s sent %s", p->where, why);
 			return;
 		}
-		if (len >= PROXY_LINE_MAX || strlen(line) != len)
-			px_fail(p, "%s sent a line too long or with a NUL", p->where);
-		else
-			px_line(p, line);
+		px_line(p, line);
 		free(line);
 	}
 }
@@ -411,42 +354,6 @@ static void px_connected(struct bufferevent *bev, const char *error, void *arg)
 	bufferevent_enable(bev, EV_READ | EV_WRITE);
 }
 
-/* Where store host host's imapd listens: its proxy_hosts entry, else host:proxy_port. */
-static void px_target(const struct imapd_conf *ic, const char *host, char *addr, size_t asz,
-		      char *port, size_t psz)
-{
-	const struct conf_list *map = ic->proxy_hosts;
-	size_t hl = strlen(host);
-
-	snprintf(addr, asz, "%s", host);
-	snprintf(port, psz, "%lld", (long long)ic->proxy_port);
-	for (size_t i = 0; i < map->n; i++) {
-		const char *eq = strchr(map->v[i], '=');
-		const char *v, *colon, *end;
-
-		if (eq == NULL || !str_caseeq(map->v[i], (size_t)(eq - map->v[i]), host, hl))
-			continue;
-		v = eq + 1;
-		end = v[0] == '[' ? strchr(v, ']') : NULL;
-		colon = strrchr(end != NULL ? end : v, ':');
-		if (end != NULL)
-			snprintf(addr, asz, "%.*s", (int)(end - v - 1), v + 1);
-		else
-			snprintf(addr, asz, "%.*s",
-				 (int)(colon != NULL ? colon - v : (long)strlen(v)), v);
-		if (colon != NULL)
-			snprintf(port, psz, "%s", colon + 1);
-		return;
-	}
-}
-
-static bool is_numeric_host(const char *h)
-{
-	unsigned char a[16];
-
-	return inet_pton(AF_INET, h, a) == 1 || inet_pton(AF_INET6, h, a) == 1;
-}
-
 void imap_proxy_start(struct imap_client *c, const char *login, const char *authz,
 		      const char *host)
 {
@@ -454,7 +361,6 @@ void imap_proxy_start(struct imap_client *c, const char *login, const char *auth
 	struct imap_proxy *p = xcalloc(1, sizeof(*p));
 	struct timeval tv = { (time_t)(ic->proxy_timeout_ms / 1000),
 			      (suseconds_t)(ic->proxy_timeout_ms % 1000) * 1000 };
-	char addr[256], port[16];
 
 	assert(c->proxy == NULL);
 	c->proxy = p;
@@ -472,13 +378,10 @@ void imap_proxy_start(struct imap_client *c, const char *login, const char *auth
 		px_fail(p, "the user has no address to log in with at the store host");
 		return;
 	}
-	px_target(ic, host, addr, sizeof(addr), port, sizeof(port));
-	snprintf(p->where, sizeof(p->where), "%s:%s", addr, port);
-	if (!is_numeric_host(addr) && c->srv->proxy_dns == NULL)
-		c->srv->proxy_dns = evdns_base_new(c->srv->base,
-						   EVDNS_BASE_INITIALIZE_NAMESERVERS);
-	p->nc = net_connect(c->srv->base, is_numeric_host(addr) ? NULL : c->srv->proxy_dns, addr,
-			    port, (int)ic->proxy_timeout_ms, px_connected, p);
+	/* its proxy_hosts entry, else host:proxy_port */
+	p->nc = proxy_connect(c->srv->base, &c->srv->proxy_dns, ic->proxy_hosts,
+			      (long long)ic->proxy_port, host, ic->proxy_timeout_ms, p->where,
+			      sizeof(p->where), px_connected, p);
 }
 
 bool imap_proxy_login_reply(struct imap_cmd *cmd)

@@ -1,0 +1,169 @@
+/* proxy.c — owns the protocol-independent parts of the front/store host proxy login: the
+ * secret file, the PLAIN response, the proxy_hosts map and the credential check. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/dns.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include "common/conf.h"
+#include "common/proxy.h"
+#include "common/str.h"
+#include "common/xmalloc.h"
+
+int proxy_secret_read(const char *path, char **secret_r, char **error_r)
+{
+	char buf[1025];
+	ssize_t n;
+	int fd;
+
+	*secret_r = NULL;
+	if (path[0] == '\0')
+		return 0;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
+		*error_r = xasprintf("proxy_secret_file %s: %s", path, strerror(errno));
+		return -1;
+	}
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0 || n >= (ssize_t)sizeof(buf) - 1) {
+		*error_r = xasprintf("proxy_secret_file %s: empty, unreadable or too long", path);
+		return -1;
+	}
+	buf[n] = '\0';
+	buf[strcspn(buf, "\r\n")] = '\0';
+	if (buf[0] == '\0') {
+		*error_r = xasprintf("proxy_secret_file %s: the first line is empty", path);
+		return -1;
+	}
+	*secret_r = xstrdup(buf);
+	OPENSSL_cleanse(buf, sizeof(buf));
+	return 0;
+}
+
+void proxy_secret_free(char **secretp)
+{
+	if (*secretp != NULL) {
+		OPENSSL_cleanse(*secretp, strlen(*secretp));
+		free(*secretp);
+	}
+	*secretp = NULL;
+}
+
+char *proxy_plain_b64(const char *authz, const char *user, const char *secret)
+{
+	size_t za = strlen(authz), zu = strlen(user), zs = strlen(secret), n = za + zu + zs + 2;
+	unsigned char *raw = xmalloc(n);
+	char *out = xmalloc(4 * ((n + 2) / 3) + 1);
+
+	memcpy(raw, authz, za);
+	raw[za] = '\0';
+	memcpy(raw + za + 1, user, zu);
+	raw[za + 1 + zu] = '\0';
+	memcpy(raw + za + zu + 2, secret, zs);
+	EVP_EncodeBlock((unsigned char *)out, raw, (int)n);
+	OPENSSL_cleanse(raw, n);
+	free(raw);
+	return out;
+}
+
+void proxy_target(const struct conf_list *map, long long default_port, const char *host,
+		  char *addr, size_t asz, char *port, size_t psz)
+{
+	size_t hl = strlen(host);
+
+	snprintf(addr, asz, "%s", host);
+	snprintf(port, psz, "%lld", default_port);
+	for (size_t i = 0; i < map->n; i++) {
+		const char *eq = strchr(map->v[i], '=');
+		const char *v, *colon, *end;
+
+		if (eq == NULL || !str_caseeq(map->v[i], (size_t)(eq - map->v[i]), host, hl))
+			continue;
+		v = eq + 1;
+		end = v[0] == '[' ? strchr(v, ']') : NULL;
+		colon = strrchr(end != NULL ? end : v, ':');
+		if (end != NULL)
+			snprintf(addr, asz, "%.*s", (int)(end - v - 1), v + 1);
+		else
+			snprintf(addr, asz, "%.*s",
+				 (int)(colon != NULL ? colon - v : (long)strlen(v)), v);
+		if (colon != NULL)
+			snprintf(port, psz, "%s", colon + 1);
+		return;
+	}
+}
+
+bool proxy_host_ok(const char *h)
+{
+	size_t n = strlen(h);
+
+	if (n == 0 || n > 253)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((h[i] >= 'a' && h[i] <= 'z') || (h[i] >= 'A' && h[i] <= 'Z') ||
+		      (h[i] >= '0' && h[i] <= '9') || h[i] == '.' || h[i] == '-' || h[i] == ':'))
+			return false;
+	return true;
+}
+
+bool proxy_numeric_host(const char *h)
+{
+	unsigned char a[16];
+
+	return inet_pton(AF_INET, h, a) == 1 || inet_pton(AF_INET6, h, a) == 1;
+}
+
+struct net_connect *proxy_connect(struct event_base *base, struct evdns_base **dns,
+				  const struct conf_list *map, long long default_port,
+				  const char *host, int64_t timeout_ms, char *where, size_t wsz,
+				  net_connect_cb *cb, void *arg)
+{
+	char addr[256], port[16];
+	bool numeric;
+
+	proxy_target(map, default_port, host, addr, sizeof(addr), port, sizeof(port));
+	snprintf(where, wsz, "%s:%s", addr, port);
+	numeric = proxy_numeric_host(addr);
+	if (!numeric && *dns == NULL)
+		*dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
+	return net_connect(base, numeric ? NULL : *dns, addr, port, (int)timeout_ms, cb, arg);
+}
+
+int proxy_readln(struct evbuffer *in, char **line_r, const char **why_r)
+{
+	size_t len;
+	char *line;
+
+	if ((line = evbuffer_readln(in, &len, EVBUFFER_EOL_CRLF)) == NULL) {
+		if (evbuffer_get_length(in) <= PROXY_LINE_MAX)
+			return 0;
+		*why_r = "a line too long";
+		return -1;
+	}
+	if (len >= PROXY_LINE_MAX || strlen(line) != len) {
+		free(line);
+		*why_r = "a line too long or with a NUL";
+		return -1;
+	}
+	*line_r = line;
+	return 1;
+}
+
+bool proxy_credential_ok(const char *secret, const char *proxy_user,
+			 const struct conf_cidrs *trusted, const struct sockaddr *sa,
+			 const char *authcid, const char *passwd)
+{
+	size_t n = strlen(passwd);
+
+	if (secret == NULL || strcmp(authcid, proxy_user) != 0 || !conf_cidrs_match(trusted, sa))
+		return false;
+	return n == strlen(secret) && CRYPTO_memcmp(passwd, secret, n) == 0;
+}

@@ -1,0 +1,63 @@
+/* proxy.h — the pieces of the proxy login between a front and a store host that do not
+ * depend on the protocol (imapd/imap_proxy.c, managesieve/ms_proxy.c): the shared secret's
+ * file, the SASL PLAIN response the front sends, the store host's address from a
+ * "host=addr:port" map, and the store host's check of the credential. */
+#ifndef HERON_PROXY_H
+#define HERON_PROXY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <sys/socket.h>
+
+#include "common/net.h"
+
+struct conf_list;
+struct conf_cidrs;
+struct evbuffer;
+struct evdns_base;
+
+#define PROXY_LINE_MAX 8192 /* a store host's greeting and login reply lines */
+
+/* The first line of path into *secret_r (xmalloc'd; free with proxy_secret_free); an empty
+   path gives 0 and *secret_r = NULL. -1 with *error_r (xmalloc'd) when the file cannot be
+   read, is empty or longer than 1 KiB. */
+int proxy_secret_read(const char *path, char **secret_r, char **error_r);
+/* Wipes and frees *secretp; *secretp = NULL; safe on NULL. */
+void proxy_secret_free(char **secretp);
+
+/* base64 of authz NUL user NUL secret (RFC 4616), xmalloc'd; the caller wipes it. */
+char *proxy_plain_b64(const char *authz, const char *user, const char *secret);
+
+/* Where store host host listens: its entry in map ("name=addr:port", "name=[v6]:port",
+   "name=addr"; names compared without case), else host on default_port. */
+void proxy_target(const struct conf_list *map, long long default_port, const char *host,
+		  char *addr, size_t asz, char *port, size_t psz);
+
+/* Whether h may be put in a referral URL as a host: letters, digits, '.', '-', ':' (a
+   port), 1..253 bytes. */
+bool proxy_host_ok(const char *h);
+
+/* Whether h is an IPv4 or IPv6 address (no name to resolve). */
+bool proxy_numeric_host(const char *h);
+
+/* Front: connects to store host host (proxy_target of map and default_port; a name is
+   resolved with *dns, made on first use); where (wsz bytes) gets "address:port" for logs.
+   cb runs as net_connect's. */
+struct net_connect *proxy_connect(struct event_base *base, struct evdns_base **dns,
+				  const struct conf_list *map, long long default_port,
+				  const char *host, int64_t timeout_ms, char *where, size_t wsz,
+				  net_connect_cb *cb, void *arg);
+
+/* Front: one line of the store host's login dialogue from in: 1 with *line_r (xmalloc'd,
+   without its CRLF), 0 when the line is not complete, -1 when it is longer than
+   PROXY_LINE_MAX or holds a NUL (*why_r says which). */
+int proxy_readln(struct evbuffer *in, char **line_r, const char **why_r);
+
+/* Store host: whether authcid/passwd is the proxy credential (proxy_user and the secret,
+   compared in constant time) presented from a trusted address. */
+bool proxy_credential_ok(const char *secret, const char *proxy_user,
+			 const struct conf_cidrs *trusted, const struct sockaddr *sa,
+			 const char *authcid, const char *passwd);
+
+#endif
