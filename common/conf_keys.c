@@ -498,6 +498,32 @@ const struct conf_key conf_keys[] = {
 	  "allow AUTHENTICATE without TLS", CONF_AT(sieve.allow_plaintext_auth) },
 	{ "sieve", "timeout", CONF_DURATION, 1 * SEC, 1 * DAY, "30m", NULL,
 	  "idle time allowed in a ManageSieve session", CONF_AT(sieve.timeout_ms) },
+	{ "sieve", "proxy", CONF_BOOL, 0, 0, "no", NULL,
+	  "front host: a user whose mailHost is another host ([imapd] hostname) is authenticated "
+	  "at that host's managesieved with the proxy credential and the session relayed there "
+	  "(no: a REFERRAL)",
+	  CONF_AT(sieve.proxy) },
+	{ "sieve", "proxy_hosts", CONF_LIST, 0, 0, "", NULL,
+	  "front host: mailHost=address:port entries, where each store host's managesieved "
+	  "listens; a mailHost not listed is reached at its name on proxy_port",
+	  CONF_AT(sieve.proxy_hosts) },
+	{ "sieve", "proxy_port", CONF_INT, 1, 65535, "4190", NULL,
+	  "ManageSieve port of the store hosts not in proxy_hosts", CONF_AT(sieve.proxy_port) },
+	{ "sieve", "proxy_user", CONF_STR, 0, 0, "heron-proxy", NULL,
+	  "authentication identity of the ManageSieve proxy login (the authorization identity is "
+	  "the user's address)",
+	  CONF_AT(sieve.proxy_user) },
+	{ "sieve", "proxy_secret_file", CONF_STR, 0, 0, "", NULL,
+	  "file whose first line is the shared secret of the ManageSieve proxy login (fronts "
+	  "send it, store hosts check it; empty: no proxy login)",
+	  CONF_AT(sieve.proxy_secret_file) },
+	{ "sieve", "proxy_trusted", CONF_CIDRS, 0, 0, "", NULL,
+	  "store host: the front addresses whose ManageSieve proxy logins are accepted (empty: "
+	  "none)",
+	  CONF_AT(sieve.proxy_trusted) },
+	{ "sieve", "proxy_timeout", CONF_DURATION, 1 * SEC, 5 * MIN, "10s", NULL,
+	  "front host: time allowed to connect and log in at a store host's managesieved",
+	  CONF_AT(sieve.proxy_timeout_ms) },
 
 	{ "imapd", "listen", CONF_ADDRS, 0, 0, "*:143", NULL, "IMAP listeners (STARTTLS)",
 	  CONF_AT(imapd.listen) },

@@ -275,6 +275,13 @@ struct sieve_conf {
 	int64_t max_connections;
 	bool allow_plaintext_auth;
 	int64_t timeout_ms;
+	bool proxy;
+	const struct conf_list *proxy_hosts;
+	int64_t proxy_port;
+	const char *proxy_user;
+	const char *proxy_secret_file;
+	const struct conf_cidrs *proxy_trusted;
+	int64_t proxy_timeout_ms;
 };
 
 /* [milter]: mtad/milter.c */

@@ -9,6 +9,7 @@
  * cache TTLs only (the rest waits for a restart, the master says which keys). */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/authguard.h"
 #include "common/conf.h"
@@ -17,6 +18,7 @@
 #include "common/log.h"
 #include "common/net.h"
 #include "common/obs.h"
+#include "common/str.h"
 #include "common/tls.h"
 #include "ldapauth/ldapauth.h"
 #include "managesieve/managesieved.h"
@@ -34,7 +36,7 @@ static void accept_cb(struct net_server *ns, int fd, const struct sockaddr *sa, 
 		net_server_conn_done(ns);
 		return;
 	}
-	ms_session_new(srv, fd, net_addr_str(sa, salen, addr, sizeof(addr)),
+	ms_session_new(srv, fd, sa, salen, net_addr_str(sa, salen, addr, sizeof(addr)),
 		       net_addr_host(sa, host, sizeof(host)));
 }
 
@@ -84,6 +86,7 @@ int ms_server_run(struct daemon_worker *w, const struct ms_worker_args *wa)
 
 	struct event *gc_ev;
 	struct obs *obs;
+	const struct imapd_conf *ic;
 
 	memset(&srv, 0, sizeof(srv));
 	TAILQ_INIT(&srv.sessions);
@@ -112,6 +115,13 @@ int ms_server_run(struct daemon_worker *w, const struct ms_worker_args *wa)
 	if (wa->reloaded != NULL) /* a worker started after a SIGHUP: its TTLs */
 		ldapauth_reload_ttls(srv.auth, wa->reloaded);
 	srv.guard = authguard_open(wa->conf);
+	ic = &conf_values(wa->conf)->imapd;
+	if (ic->hostname != NULL && ic->hostname[0] != '\0')
+		str_lcpy(srv.hostname, ic->hostname, sizeof(srv.hostname));
+	else if (gethostname(srv.hostname, sizeof(srv.hostname) - 1) != 0)
+		srv.hostname[0] = '\0';
+	if (ms_proxy_init(&srv, &err) < 0)
+		fatalx("%s", err);
 	srv.ns = net_server_new(srv.base, wa->fds, (size_t)sc->max_connections, accept_cb, &srv);
 	net_server_set_refusal(srv.ns, "managesieve", "BYE \"Too many connections\"\r\n");
 	metrics_worker_start(daemon_worker_index(w));
@@ -125,6 +135,7 @@ int ms_server_run(struct daemon_worker *w, const struct ms_worker_args *wa)
 	store_gc_free(&srv.gc);
 	ldapauth_free(&srv.auth);
 	authguard_close(&srv.guard);
+	ms_proxy_server_free(&srv);
 	store_close(&srv.store);
 	event_base_free(srv.base);
 	return 0;

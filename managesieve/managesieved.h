@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/queue.h>
+#include <sys/socket.h>
 
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -27,6 +28,8 @@ struct authguard;
 struct sasl_plain;
 
 struct ldapauth_shared;
+struct ms_proxy;
+struct evdns_base;
 
 struct ms_worker_args {
 	const struct conf *conf;
@@ -54,6 +57,9 @@ struct ms_server {
 	int64_t timeout_ms;
 	size_t nsessions;
 	bool draining;
+	char hostname[256];           /* [imapd] hostname: mailHost values naming this host */
+	char *proxy_secret;           /* [sieve] proxy_secret_file's secret, or NULL */
+	struct evdns_base *proxy_dns; /* resolves store host names (made on first use) */
 	TAILQ_HEAD(, ms_session) sessions;
 };
 
@@ -71,17 +77,23 @@ struct ms_session {
 	struct ms_server *srv;
 	struct bufferevent *bev;
 	char addr[128];
-	char host[128];           /* the address without the port (the throttle's key) */
-	char auth_user[321];      /* the name of the check in progress */
-	struct sasl_plain *plain; /* held by the throttle before its check */
-	struct sasl_drive *scram; /* AUTHENTICATE SCRAM-SHA-256[-PLUS] under way */
-	bool scram_charged;       /* the throttle counts this exchange: its outcome is due */
-	char scram_login[321];    /* the directory's name of the user, once the secret came */
+	char host[128];             /* the address without the port (the throttle's key) */
+	struct sockaddr_storage sa; /* the peer (proxy_trusted) */
+	char auth_user[321];        /* the name of the check in progress */
+	struct sasl_plain *plain;   /* held by the throttle before its check */
+	struct sasl_drive *scram;   /* AUTHENTICATE SCRAM-SHA-256[-PLUS] under way */
+	bool scram_charged;         /* the throttle counts this exchange: its outcome is due */
+	char scram_login[321];      /* the directory's name of the user, once the secret came */
 	int scram_partition;
 	struct event *hold;
 	int hold_kind;
 	char user[321]; /* the authenticated (store) user, "" before */
 	unsigned part;
+	char *mailhost;         /* the directory's home host of the user being authenticated */
+	char *address;          /* its address (the proxy login's authorization identity) */
+	char *sasl_final;       /* SCRAM's server-final, said once the proxy login is done */
+	bool proxied_in;        /* store host: authenticated by a front's proxy credential */
+	struct ms_proxy *proxy; /* front: the store host's connection, or NULL */
 	bool tls, authed, closing, busy, dead, auth_cont;
 	bool kicked;                  /* mailctl kick: BYE once the step in progress is done */
 	int64_t connected;            /* Unix time of the connect (mailctl who) */
@@ -104,10 +116,33 @@ struct ms_session {
 
 /* ms_session.c */
 enum { HOLD_START = 1, HOLD_FAIL };
-void ms_session_new(struct ms_server *srv, int fd, const char *addr, const char *host);
+void ms_session_new(struct ms_server *srv, int fd, const struct sockaddr *sa, socklen_t salen,
+		    const char *addr, const char *host);
+/* Front: the login at the store host ended (why: NULL when it succeeded): the AUTHENTICATE's
+   answer, then the relay or the session's next command. */
+void ms_session_proxied(struct ms_session *s, const char *why);
+/* Closes after the output has flushed / at once. */
+void ms_session_close(struct ms_session *s);
+void ms_session_free(struct ms_session *s);
 void ms_session_drain(struct ms_session *s);
 /* mailctl kick: BYE and close now, or after the step in progress. */
 void ms_session_kick(struct ms_session *s);
+
+/* ms_proxy.c: the proxy login between a front and a store host (docs/scale-out.md). */
+/* Reads [sieve] proxy_secret_file (each worker at start): 0, or -1 with *error_r. */
+int ms_proxy_init(struct ms_server *srv, char **error_r);
+void ms_proxy_server_free(struct ms_server *srv);
+/* Store host: whether the client is a front (a proxy_trusted address, a secret set). */
+bool ms_proxy_from_front(const struct ms_session *s);
+/* Store host: whether authcid/passwd is the proxy credential, from a proxy_trusted address. */
+bool ms_proxy_credential_ok(const struct ms_session *s, const char *authcid, const char *passwd);
+/* Front: authenticates s->user (authorization identity authz) at store host host's
+   managesieved; ends with ms_session_proxied(), never from inside this call. */
+void ms_proxy_start(struct ms_session *s, const char *authz, const char *host);
+/* Front: the client's OK went out: the bytes are relayed both ways from now on. */
+void ms_proxy_relay(struct ms_session *s);
+bool ms_proxy_relaying(const struct ms_session *s);
+void ms_proxy_free(struct ms_session *s);
 
 /* ms_metrics.c: managesieved's metrics (common/metrics.h) and control socket. */
 void ms_metrics_init(unsigned workers);

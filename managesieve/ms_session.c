@@ -21,6 +21,7 @@
 #include "common/log.h"
 #include "common/metrics_std.h"
 #include "common/net.h"
+#include "common/proxy.h"
 #include "common/sasl.h"
 #include "common/sasl_drive.h"
 #include "common/str.h"
@@ -90,7 +91,7 @@ static void capabilities(struct ms_session *s)
 	else
 		out(s, "\"SASL\" \"\"\r\n");
 	out(s, "\"SIEVE\" \"%s\"\r\n", sieve_extensions());
-	if (srv->tls_ctx != NULL && !s->tls)
+	if (srv->tls_ctx != NULL && !s->tls && !s->proxied_in)
 		out(s, "\"STARTTLS\"\r\n");
 	out(s, "\"MAXREDIRECTS\" \"%" PRId64 "\"\r\n",
 	    conf_values(srv->conf)->sieve.max_redirects);
@@ -142,7 +143,8 @@ static void set_callbacks(struct ms_session *s)
 	bufferevent_enable(s->bev, EV_READ | EV_WRITE);
 }
 
-void ms_session_new(struct ms_server *srv, int fd, const char *addr, const char *host)
+void ms_session_new(struct ms_server *srv, int fd, const struct sockaddr *sa, socklen_t salen,
+		    const char *addr, const char *host)
 {
 	static uint64_t next_id;
 	struct ms_session *s = xcalloc(1, sizeof(*s));
@@ -154,6 +156,8 @@ void ms_session_new(struct ms_server *srv, int fd, const char *addr, const char 
 	metrics_inc(MS_CONN_ACCEPTED, 0, 0);
 	str_lcpy(s->addr, addr, sizeof(s->addr));
 	str_lcpy(s->host, host, sizeof(s->host));
+	if (salen <= sizeof(s->sa))
+		memcpy(&s->sa, sa, salen);
 	buf_init(&s->cmd, 256, (size_t)srv->lim.max_script_size + MS_LINE_MAX);
 	s->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (s->bev == NULL)
@@ -193,6 +197,10 @@ static void ms_free(struct ms_session *s)
 		free(s->plain);
 	}
 	scram_end(s);
+	ms_proxy_free(s);
+	free(s->mailhost);
+	free(s->address);
+	free(s->sasl_final);
 	TAILQ_REMOVE(&srv->sessions, s, entry);
 	srv->nsessions--;
 	bufferevent_free(s->bev);
@@ -242,8 +250,23 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 	ms_free(s);
 }
 
+void ms_session_close(struct ms_session *s)
+{
+	closing(s);
+}
+
+void ms_session_free(struct ms_session *s)
+{
+	ms_free(s);
+}
+
 void ms_session_kick(struct ms_session *s)
 {
+	if (ms_proxy_relaying(s)) { /* a BYE cannot be put between the store host's bytes */
+		log_info("%016" PRIx64 " managesieve close user=%s reason=kicked", s->id, s->user);
+		closing(s);
+		return;
+	}
 	if (!s->busy) {
 		log_info("%016" PRIx64 " managesieve close user=%s reason=kicked", s->id, s->user);
 		out(s, "BYE \"Disconnected by the administrator\"\r\n");
@@ -253,6 +276,10 @@ void ms_session_kick(struct ms_session *s)
 
 void ms_session_drain(struct ms_session *s)
 {
+	if (ms_proxy_relaying(s)) {
+		closing(s);
+		return;
+	}
 	if (!s->busy) {
 		out(s, "BYE \"Server shutting down\"\r\n");
 		closing(s);
@@ -456,6 +483,61 @@ static void auth_fail_reply(struct ms_session *s, bool nested)
 	auth_step_done(s, nested);
 }
 
+/* What the session keeps of the directory's user until the outcome (the reply's strings go
+   away). */
+static void take_user(struct ms_session *s, const struct ldapauth_user *u)
+{
+	free(s->mailhost);
+	free(s->address);
+	s->mailhost = u->mailhost != NULL && u->mailhost[0] != '\0' ? xstrdup(u->mailhost) : NULL;
+	s->address = u->address != NULL ? xstrdup(u->address) : NULL;
+}
+
+/* The user is homed on another store host (the directory's mailHost): true when the
+   AUTHENTICATE was answered (a referral) or goes on at that host (the proxy login). */
+static bool auth_elsewhere(struct ms_session *s, const char *sasl_final, bool nested)
+{
+	struct ms_server *srv = s->srv;
+	const char *h = s->mailhost;
+
+	if (h == NULL || strcasecmp(h, srv->hostname) == 0 || !proxy_host_ok(h))
+		return false;
+	if (!conf_values(srv->conf)->sieve.proxy || s->proxied_in) {
+		/* RFC 5804 1.3: the client may go there itself */
+		log_info("%016" PRIx64 " managesieve refer user=%s host=%s", s->id, s->user, h);
+		s->user[0] = '\0';
+		out(s, "NO (REFERRAL \"sieve://%s\") \"Your scripts are on %s\"\r\n", h, h);
+		auth_step_done(s, nested);
+		return true;
+	}
+	if (sasl_final != NULL)
+		s->sasl_final = xstrdup(sasl_final);
+	ms_proxy_start(s, s->address, h); /* the session stays busy until ms_session_proxied */
+	return true;
+}
+
+void ms_session_proxied(struct ms_session *s, const char *why)
+{
+	if (s->dead) {
+		resume(s);
+		return;
+	}
+	if (why != NULL) {
+		ms_proxy_free(s);
+		s->user[0] = '\0';
+		reply_no(s, "TRYLATER", "Your scripts are not reachable now; try again later");
+		resume(s);
+		return;
+	}
+	s->authed = true;
+	if (s->sasl_final != NULL)
+		out(s, "OK (SASL \"%s\") \"Logged in\"\r\n", s->sasl_final);
+	else
+		out(s, "OK \"Logged in\"\r\n");
+	s->busy = false;
+	ms_proxy_relay(s);
+}
+
 /* A check's outcome (PLAIN's through ldapauth or SCRAM's): the throttle, the log, the reply
    (with SCRAM's server-final as "OK (SASL ...)"). The session is busy (input paused); nested:
    called from its own input loop, which goes on by itself. */
@@ -466,26 +548,31 @@ static void auth_outcome(struct ms_session *s, enum ldapauth_result result, cons
 	int64_t hold;
 
 	ldapauth_metrics_login(result);
-	if (result == LDAPAUTH_OK)
+	if (s->proxied_in) /* a front's credential: the front throttled the user's password */
+		g = NULL;
+	if (g != NULL && result == LDAPAUTH_OK)
 		authguard_ok(g, s->host, s->auth_user);
-	else if (result == LDAPAUTH_ETEMP)
+	else if (g != NULL && result == LDAPAUTH_ETEMP)
 		authguard_temp(g, s->host, s->auth_user);
 	if (s->dead) {
-		if (result != LDAPAUTH_OK && result != LDAPAUTH_ETEMP)
+		if (g != NULL && result != LDAPAUTH_OK && result != LDAPAUTH_ETEMP)
 			(void)authguard_failed(g, s->host, s->auth_user);
 		resume(s);
 		return;
 	}
 	if (result == LDAPAUTH_OK) {
 		str_lcpy(s->user, login, sizeof(s->user));
+		if (auth_elsewhere(s, sasl_final, nested))
+			return;
 		/* a user the store does not know yet gets an account with the first script */
 		if (store_user_locate(s->srv->store, s->user, &s->part) == STORE_ENOUSER)
 			s->part = partition >= 0
 					  ? (unsigned)partition % store_partitions(s->srv->store)
 					  : store_partition_for(s->srv->store, s->user);
 		s->authed = true;
-		log_info("%016" PRIx64 " managesieve login user=%s result=ok%s", s->id, s->user,
-			 sasl_final != NULL ? " mech=scram" : "");
+		log_info("%016" PRIx64 " managesieve login user=%s result=ok%s%s", s->id, s->user,
+			 sasl_final != NULL ? " mech=scram" : "",
+			 s->proxied_in ? " via=proxy" : "");
 		if (sasl_final != NULL)
 			out(s, "OK (SASL \"%s\") \"Logged in\"\r\n", sasl_final);
 		else
@@ -494,11 +581,14 @@ static void auth_outcome(struct ms_session *s, enum ldapauth_result result, cons
 		log_info("%016" PRIx64 " managesieve login result=tempfail reason=\"%s\"", s->id,
 			 reason ? reason : "");
 		reply_no(s, "TRYLATER", "Directory unavailable, try again later");
+		s->proxied_in = false;
 	} else {
 		s->auth_failures++;
-		log_info("%016" PRIx64 " managesieve login user=%s result=fail reason=\"%s\"",
-			 s->id, s->auth_user, reason ? reason : "bad credentials");
-		hold = authguard_failed(g, s->host, s->auth_user);
+		log_info("%016" PRIx64 " managesieve login user=%s result=fail%s reason=\"%s\"",
+			 s->id, s->auth_user, s->proxied_in ? " via=proxy" : "",
+			 reason ? reason : "bad credentials");
+		s->proxied_in = false;
+		hold = g != NULL ? authguard_failed(g, s->host, s->auth_user) : 0;
 		if (hold > 0) { /* the NO waits until the next check of the pair could start */
 			struct timeval tv = { hold / 1000, (hold % 1000) * 1000 };
 
@@ -517,6 +607,8 @@ static void auth_done(const struct ldapauth_reply *r, void *arg)
 	struct ms_session *s = arg;
 
 	s->req = NULL;
+	if (r->result == LDAPAUTH_OK)
+		take_user(s, r->user);
 	auth_outcome(s, r->result, r->reason, r->result == LDAPAUTH_OK ? r->user->login : NULL,
 		     r->result == LDAPAUTH_OK ? r->user->partition : -1, NULL, false);
 }
@@ -539,6 +631,7 @@ static void scram_secret_done(const struct ldapauth_reply *r, void *arg)
 		return;
 	}
 	if (r->result == LDAPAUTH_OK) {
+		take_user(s, r->user);
 		str_lcpy(s->scram_login, r->user->login, sizeof(s->scram_login));
 		s->scram_partition = r->user->partition;
 	}
@@ -639,15 +732,54 @@ static void hold_cb(evutil_socket_t fd, short what, void *arg)
 		auth_start(s);
 }
 
+static void proxy_lookup_done(const struct ldapauth_reply *r, void *arg)
+{
+	struct ms_session *s = arg;
+
+	s->req = NULL;
+	if (r->result == LDAPAUTH_OK)
+		take_user(s, r->user);
+	auth_outcome(s, r->result == LDAPAUTH_ENOUSER ? LDAPAUTH_EBADCRED : r->result, r->reason,
+		     r->result == LDAPAUTH_OK ? r->user->login : NULL,
+		     r->result == LDAPAUTH_OK ? r->user->partition : -1, NULL, false);
+}
+
+/* Store host: PLAIN acting as authz, which only a front's proxy credential may. */
+static void auth_proxied_in(struct ms_session *s, struct sasl_plain *sp, const char *authz)
+{
+	bool ok = ms_proxy_credential_ok(s, sp->authcid, sp->passwd);
+
+	sasl_plain_wipe(sp);
+	free(sp);
+	str_lcpy(s->auth_user, authz, sizeof(s->auth_user));
+	if (!ok) {
+		log_info("%016" PRIx64 " managesieve login addr=%s user=%s via=proxy result=fail "
+			 "reason=\"not a proxy credential from a trusted address\"",
+			 s->id, s->addr, s->auth_user);
+		reply_no(s, NULL, "Cannot act as another user");
+		return;
+	}
+	s->proxied_in = true;
+	s->busy = true;
+	bufferevent_disable(s->bev, EV_READ);
+	s->req = ldapauth_lookup(s->srv->auth, s->auth_user, proxy_lookup_done, s);
+}
+
 static void auth_response(struct ms_session *s, const char *b64, size_t len)
 {
 	struct sasl_plain *sp = xcalloc(1, sizeof(*sp));
-	enum sasl_result sr = sasl_plain_decode(b64, len, sp);
+	char authz[SASL_NAME_MAX + 1];
+	enum sasl_result sr = sasl_plain_decode_authz(b64, len, sp, authz);
 	struct authguard_check chk;
 
 	if (sr != SASL_OK) {
 		free(sp);
-		reply_no(s, NULL, sasl_strerror(sr));
+		reply_no(s, NULL,
+			 sr == SASL_EAUTHZ ? "Cannot act as another user" : sasl_strerror(sr));
+		return;
+	}
+	if (authz[0] != '\0') {
+		auth_proxied_in(s, sp, authz);
 		return;
 	}
 	str_lcpy(s->auth_user, sp->authcid, sizeof(s->auth_user));
@@ -678,7 +810,7 @@ static void cmd_authenticate(struct ms_session *s)
 		reply_no(s, NULL, "Already authenticated");
 		return;
 	}
-	if (!s->tls && !s->srv->allow_plaintext) {
+	if (!s->tls && !s->srv->allow_plaintext && !ms_proxy_from_front(s)) {
 		reply_no(s, "ENCRYPT-NEEDED", "Use STARTTLS first");
 		return;
 	}

@@ -1,0 +1,335 @@
+/* ms_proxy.c — owns managesieved's two sides of the proxy login between hosts (the same
+ * scheme as imapd's, docs/scale-out.md). Front ([sieve] proxy = yes): a user the directory
+ * homes on another store host, once authenticated here, is authenticated at that host's
+ * managesieved with SASL PLAIN (authorization identity: the user's address; authentication
+ * identity and password: [sieve] proxy_user and the shared secret); then the bytes go both
+ * ways unparsed until either side closes. A store host that does not answer, refuses or
+ * answers garbage gives NO (TRYLATER) at AUTHENTICATE.
+ * Store host: the proxy credential is accepted only from [sieve] proxy_trusted addresses. */
+#include <assert.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/dns.h>
+#include <openssl/crypto.h>
+
+#include "common/conf.h"
+#include "common/conf_keys.h"
+#include "common/log.h"
+#include "common/net.h"
+#include "common/proxy.h"
+#include "common/xmalloc.h"
+#include "managesieve/managesieved.h"
+
+#define PROXY_OUT_HIGH (256 * 1024) /* relay: reading pauses while the other side has this */
+
+enum px_state { PX_CONNECT, PX_GREETING, PX_LOGIN, PX_DONE, PX_RELAY };
+
+struct ms_proxy {
+	struct ms_session *s;
+	enum px_state st;
+	struct net_connect *nc;
+	struct bufferevent *be; /* the store host's connection */
+	struct event *timer;    /* the login's deadline */
+	char host[256];         /* the store host (mailHost), for logs */
+	char where[320];        /* address:port connected to */
+	char *authz;
+	const char *early; /* a failure known at the start, said from the timer */
+};
+
+static void px_fail(struct ms_proxy *p, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+int ms_proxy_init(struct ms_server *srv, char **error_r)
+{
+	const struct sieve_conf *sc = &conf_values(srv->conf)->sieve;
+
+	return proxy_secret_read(sc->proxy_secret_file, &srv->proxy_secret, error_r);
+}
+
+void ms_proxy_server_free(struct ms_server *srv)
+{
+	proxy_secret_free(&srv->proxy_secret);
+	if (srv->proxy_dns != NULL)
+		evdns_base_free(srv->proxy_dns, 0);
+	srv->proxy_dns = NULL;
+}
+
+bool ms_proxy_from_front(const struct ms_session *s)
+{
+	return s->srv->proxy_secret != NULL &&
+	       conf_cidrs_match(conf_values(s->srv->conf)->sieve.proxy_trusted,
+				(const struct sockaddr *)&s->sa);
+}
+
+bool ms_proxy_credential_ok(const struct ms_session *s, const char *authcid, const char *passwd)
+{
+	const struct sieve_conf *sc = &conf_values(s->srv->conf)->sieve;
+
+	return proxy_credential_ok(s->srv->proxy_secret, sc->proxy_user, sc->proxy_trusted,
+				   (const struct sockaddr *)&s->sa, authcid, passwd);
+}
+
+void ms_proxy_free(struct ms_session *s)
+{
+	struct ms_proxy *p = s->proxy;
+
+	if (p == NULL)
+		return;
+	net_connect_cancel(&p->nc);
+	if (p->be != NULL)
+		bufferevent_free(p->be);
+	if (p->timer != NULL)
+		event_free(p->timer);
+	free(p->authz);
+	free(p);
+	s->proxy = NULL;
+}
+
+/* The login at the store host ended: the session answers the client's AUTHENTICATE. */
+static void px_done(struct ms_proxy *p, const char *why)
+{
+	p->st = PX_DONE;
+	net_connect_cancel(&p->nc);
+	evtimer_del(p->timer);
+	if (why != NULL && p->be != NULL) {
+		bufferevent_free(p->be);
+		p->be = NULL;
+	}
+	if (p->be != NULL)
+		bufferevent_disable(p->be, EV_READ); /* the relay reads from now on */
+	ms_session_proxied(p->s, why);
+}
+
+static void px_fail(struct ms_proxy *p, const char *fmt, ...)
+{
+	char why[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	log_info("%016" PRIx64 " managesieve proxy user=%s host=%s result=fail reason=\"%s\"",
+		 p->s->id, p->s->user, p->host, why);
+	px_done(p, why);
+}
+
+/* The start of a response line: OK, NO or BYE followed by a space or the end. */
+static bool px_is(const char *line, const char *word)
+{
+	size_t n = strlen(word);
+
+	return strncasecmp(line, word, n) == 0 && (line[n] == ' ' || line[n] == '\0');
+}
+
+/* One line from the store host during the login: false when the login ended (the session
+   may be gone: p is not to be touched). */
+static bool px_line(struct ms_proxy *p, const char *line)
+{
+	const struct sieve_conf *sc = &conf_values(p->s->srv->conf)->sieve;
+
+	if (p->st == PX_GREETING) {
+		if (line[0] == '"')
+			return true; /* a capability */
+		if (!px_is(line, "OK")) {
+			px_fail(p, "unexpected greeting from %s", p->where);
+			return false;
+		}
+		char *b64 = proxy_plain_b64(p->authz, sc->proxy_user, p->s->srv->proxy_secret);
+
+		evbuffer_add_printf(bufferevent_get_output(p->be),
+				    "AUTHENTICATE \"PLAIN\" \"%s\"\r\n", b64);
+		OPENSSL_cleanse(b64, strlen(b64));
+		free(b64);
+		p->st = PX_LOGIN;
+		return true;
+	}
+	if (px_is(line, "OK")) {
+		log_info("%016" PRIx64 " managesieve proxy user=%s host=%s addr=%s result=ok",
+			 p->s->id, p->s->user, p->host, p->where);
+		px_done(p, NULL);
+	} else if (px_is(line, "NO") || px_is(line, "BYE")) {
+		px_fail(p, "%s refused the proxy login: %.200s", p->where, line);
+	} else {
+		px_fail(p, "unexpected reply from %s", p->where);
+	}
+	return false;
+}
+
+static void px_login_read(struct bufferevent *bev, void *arg)
+{
+	struct ms_proxy *p = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	const char *why;
+	char *line;
+	bool go = true;
+	int rc;
+
+	while (go) { /* px_line's false: p may be gone */
+		if ((rc = proxy_readln(in, &line, &why)) <= 0) {
+			if (rc < 0)
+				px_fail(p, "%s sent %s", p->where, why);
+			return;
+		}
+		go = px_line(p, line);
+		free(line);
+	}
+}
+
+/* Relay: the store host's bytes to the client, paused while the client's output is full. */
+static void px_to_client(struct ms_proxy *p)
+{
+	struct evbuffer *out = bufferevent_get_output(p->s->bev);
+
+	evbuffer_add_buffer(out, bufferevent_get_input(p->be));
+	if (evbuffer_get_length(out) >= PROXY_OUT_HIGH || p->s->closing)
+		bufferevent_disable(p->be, EV_READ);
+	else
+		bufferevent_enable(p->be, EV_READ);
+}
+
+/* Relay: the client's bytes to the store host, paused while that output is full. */
+static void px_from_client(struct ms_proxy *p)
+{
+	struct evbuffer *out = bufferevent_get_output(p->be);
+
+	evbuffer_add_buffer(out, bufferevent_get_input(p->s->bev));
+	if (evbuffer_get_length(out) >= PROXY_OUT_HIGH)
+		bufferevent_disable(p->s->bev, EV_READ);
+	else if (!p->s->closing)
+		bufferevent_enable(p->s->bev, EV_READ);
+}
+
+static void px_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct ms_proxy *p = arg;
+
+	if (p->st == PX_RELAY) {
+		/* what the store host sent before it closed goes to the client first */
+		log_info("%016" PRIx64
+			 " managesieve proxy user=%s host=%s closed by the store host",
+			 p->s->id, p->s->user, p->host);
+		evbuffer_add_buffer(bufferevent_get_output(p->s->bev), bufferevent_get_input(bev));
+		bufferevent_disable(bev, EV_READ | EV_WRITE);
+		ms_session_close(p->s);
+		return;
+	}
+	px_fail(p, "%s %s", p->where, (what & BEV_EVENT_TIMEOUT) ? "timed out" : "closed");
+}
+
+static void px_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct ms_proxy *p = arg;
+
+	if (p->early != NULL)
+		px_fail(p, "%s", p->early);
+	else
+		px_fail(p, "%s did not log in in time", p->where[0] ? p->where : p->host);
+}
+
+static void px_connected(struct bufferevent *bev, const char *error, void *arg)
+{
+	struct ms_proxy *p = arg;
+
+	p->nc = NULL;
+	if (bev == NULL) {
+		px_fail(p, "%s", error);
+		return;
+	}
+	p->be = bev;
+	p->st = PX_GREETING;
+	bufferevent_setcb(bev, px_login_read, NULL, px_event, p);
+	bufferevent_enable(bev, EV_READ | EV_WRITE);
+}
+
+void ms_proxy_start(struct ms_session *s, const char *authz, const char *host)
+{
+	struct ms_server *srv = s->srv;
+	const struct sieve_conf *sc = &conf_values(srv->conf)->sieve;
+	struct ms_proxy *p = xcalloc(1, sizeof(*p));
+	struct timeval tv = { (time_t)(sc->proxy_timeout_ms / 1000),
+			      (suseconds_t)(sc->proxy_timeout_ms % 1000) * 1000 };
+
+	assert(s->proxy == NULL);
+	s->proxy = p;
+	p->s = s;
+	p->authz = xstrdup(authz != NULL ? authz : "");
+	snprintf(p->host, sizeof(p->host), "%s", host);
+	p->timer = evtimer_new(srv->base, px_timeout, p);
+	if (srv->proxy_secret == NULL)
+		p->early = "no [sieve] proxy_secret_file";
+	else if (p->authz[0] == '\0')
+		p->early = "the user has no address to log in with at the store host";
+	if (p->early != NULL) { /* said from the loop: the caller may be the session's reader */
+		struct timeval now = { 0, 0 };
+
+		evtimer_add(p->timer, &now);
+		return;
+	}
+	evtimer_add(p->timer, &tv);
+	/* its proxy_hosts entry, else host:proxy_port */
+	p->nc = proxy_connect(srv->base, &srv->proxy_dns, sc->proxy_hosts,
+			      (long long)sc->proxy_port, host, sc->proxy_timeout_ms, p->where,
+			      sizeof(p->where), px_connected, p);
+}
+
+static void px_client_read(struct bufferevent *bev, void *arg)
+{
+	px_from_client(arg);
+}
+
+static void px_client_write(struct bufferevent *bev, void *arg)
+{
+	struct ms_proxy *p = arg;
+
+	if (p->s->closing)
+		ms_session_close(p->s);
+	else
+		px_to_client(p);
+}
+
+static void px_client_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct ms_proxy *p = arg;
+
+	log_info("%016" PRIx64 " managesieve proxy user=%s host=%s closed by the client", p->s->id,
+		 p->s->user, p->host);
+	ms_session_free(p->s);
+}
+
+static void px_be_write(struct bufferevent *bev, void *arg)
+{
+	px_from_client(arg);
+}
+
+static void px_be_read(struct bufferevent *bev, void *arg)
+{
+	px_to_client(arg);
+}
+
+void ms_proxy_relay(struct ms_session *s)
+{
+	struct ms_proxy *p = s->proxy;
+
+	assert(p != NULL && p->st == PX_DONE && p->be != NULL);
+	p->st = PX_RELAY;
+	bufferevent_set_timeouts(s->bev, NULL, NULL); /* the store host keeps the idle time */
+	bufferevent_setcb(s->bev, px_client_read, px_client_write, px_client_event, p);
+	bufferevent_setwatermark(s->bev, EV_WRITE, PROXY_OUT_HIGH / 4, 0);
+	bufferevent_setcb(p->be, px_be_read, px_be_write, px_event, p);
+	bufferevent_setwatermark(p->be, EV_WRITE, PROXY_OUT_HIGH / 4, 0);
+	bufferevent_enable(p->be, EV_READ | EV_WRITE);
+	bufferevent_enable(s->bev, EV_READ | EV_WRITE);
+	px_from_client(p); /* what the client sent after its AUTHENTICATE */
+	px_to_client(p);   /* and what the store host sent after its OK */
+}
+
+bool ms_proxy_relaying(const struct ms_session *s)
+{
+	return s->proxy != NULL && s->proxy->st == PX_RELAY;
+}

@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""test_sieve_proxy.py — managesieved as a front (#25; tests/cluster/heroncluster.py: two
+store hosts on 127.0.0.2/.3, each with its own managesieved, and a front managesieved on
+127.0.0.4 with [sieve] proxy = yes, one real slapd). Without proxy a store host refers a user
+homed on the other host (NO (REFERRAL "sieve://HOST")). Through the front (STARTTLS,
+AUTHENTICATE PLAIN; a Python client and sieve-connect) PUTSCRIPT and SETACTIVE land on the
+user's store host, whose mtad then files mail with that script. A wrong password is refused
+by the front; a store host that is down gives its users NO (TRYLATER) while the other host's
+users are served; one that answers garbage is cut off the same way; a proxy login from an
+address not in [sieve] proxy_trusted, or with a wrong secret, is refused by the store host.
+
+  test_sieve_proxy.py SOURCE_ROOT MTAD IMAPD STORE_PEEK MANAGESIEVED"""
+import base64
+import imaplib
+import os
+import shutil
+import smtplib
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heroncluster import (FRONT_ADDR, FRONT_SOURCE, PROXY_SECRET, Cluster,  # noqa: E402
+                          HostDaemon, front_cert)
+from heronlib import (DOMAIN, assert_eq, assert_in, free_port, run_main,  # noqa: E402
+                      run_tests, tls_client_ctx, wait_for, write_conf)
+
+ROOT, MTAD, IMAPD, PEEK, MSD = sys.argv[1:6]
+SIEVE_CONNECT = shutil.which("sieve-connect")
+TMP = tempfile.mkdtemp(prefix="heron-cluster-sieve-")
+GARBAGE_ADDR = "127.0.0.5"
+
+
+class Sieve:
+    """A small ManageSieve client (RFC 5804): responses as (final line, lines before)."""
+
+    def __init__(self, addr, port, source=None):
+        self.sock = socket.create_connection((addr, port), timeout=20,
+                                             source_address=(source, 0) if source else None)
+        self.f = self.sock.makefile("rb")
+        self.greeting = self.response()
+
+    def response(self):
+        lines = []
+        while True:
+            line = self.f.readline()
+            assert line, f"connection closed after {lines}"
+            line = line.rstrip(b"\r\n").decode()
+            if line.split(" ", 1)[0] in ("OK", "NO", "BYE"):
+                return line, lines
+            lines.append(line)
+
+    def cmd(self, text):
+        self.sock.sendall(text.encode() + b"\r\n")
+        return self.response()
+
+    def starttls(self, cert):
+        final, _ = self.cmd("STARTTLS")
+        assert final.startswith("OK"), final
+        self.sock = tls_client_ctx(cert).wrap_socket(self.sock, server_hostname=FRONT_ADDR)
+        self.f = self.sock.makefile("rb")
+        return self.response()
+
+    def plain(self, user, password, authz=""):
+        b64 = base64.b64encode(f"{authz}\0{user}\0{password}".encode()).decode()
+        return self.cmd(f'AUTHENTICATE "PLAIN" "{b64}"')[0]
+
+    def putscript(self, name, src):
+        data = src.encode()
+        return self.cmd(f'PUTSCRIPT "{name}" {{{len(data)}+}}\r\n{src}')[0]
+
+    def close(self):
+        try:
+            self.cmd("LOGOUT")
+        except (OSError, AssertionError):
+            pass
+        self.sock.close()
+
+
+def garbage_server():
+    """A server on GARBAGE_ADDR answering garbage to every connection; (port, stop)."""
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    port = free_port()
+    srv.bind((GARBAGE_ADDR, port))
+    srv.listen(4)
+    srv.settimeout(0.5)
+    stop = threading.Event()
+
+    def run():
+        while not stop.is_set():
+            try:
+                s, _ = srv.accept()
+            except OSError:
+                continue
+            try:
+                s.sendall(b"\x00\xffHELLO garbage\r\n" * 3)
+                s.recv(4096)
+            except OSError:
+                pass
+            s.close()
+        srv.close()
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return port, lambda: (stop.set(), t.join(5))
+
+
+def main():
+    cl = Cluster(ROOT, MTAD, IMAPD, PEEK, TMP, users=8)
+    daemons = []
+    hosts = []
+    front = {}
+    gport, gstop = garbage_server()
+
+    def start_store_sieve(h):
+        """[sieve] on h's own address, the proxy credential trusted from the fronts."""
+        h.sieve_port = free_port()
+        h.sections["sieve"] = {"listen": f"{h.addr}:{h.sieve_port}", "user": "",
+                               "allow_root": "yes", "allow_plaintext_auth": "yes",
+                               "proxy_secret_file": cl.secret,
+                               "proxy_trusted": f"{FRONT_SOURCE}/32"}
+        write_conf(h.conf, h.sections)
+        h.msd = HostDaemon(MSD, h.conf, os.path.join(h.dir, "managesieved.log"),
+                           h.sieve_port, h.addr)
+        daemons.append(h.msd)
+        h.msd.start()
+
+    def start_front():
+        d = os.path.join(TMP, "front")
+        os.makedirs(d, exist_ok=True)
+        cert, key = front_cert(d)
+        port = free_port()
+        proxy_hosts = ",".join([f"{h.name}={h.addr}:{h.sieve_port}" for h in hosts] +
+                               [f"bad.heron.test={GARBAGE_ADDR}:{gport}"])
+        conf = os.path.join(d, "heron.conf")
+        write_conf(conf, {
+            "store": {"path": os.path.join(d, "store"), "partitions": "1",
+                      "map_size": "16M"},
+            "directory": cl.slapd.directory(timeout="2s", negative_cache_ttl="0s",
+                                            auth_cache_ttl="0s"),
+            "tls": {"cert": cert, "key": key},
+            "imapd": {"hostname": "front.heron.test"},
+            "sieve": {"listen": f"{FRONT_ADDR}:{port}", "user": "", "allow_root": "yes",
+                      "proxy": "yes", "proxy_hosts": proxy_hosts,
+                      "proxy_secret_file": cl.secret, "proxy_timeout": "5s"},
+            "log": {"target": "stderr", "level": "info"},
+            "control": {"dir": d},
+        })
+        front.update(port=port, cert=cert, dir=d)
+        front["msd"] = HostDaemon(MSD, conf, os.path.join(d, "managesieved.log"), port,
+                                  FRONT_ADDR)
+        daemons.append(front["msd"])
+        front["msd"].start()
+
+    def front_login(user, password=None):
+        c = Sieve(FRONT_ADDR, front["port"])
+        c.starttls(front["cert"])
+        return c, c.plain(user, password or user)
+
+    def test_store_host_refers_a_user_homed_elsewhere():
+        h1 = hosts[0]
+        c = Sieve(h1.addr, h1.sieve_port)
+        final = c.plain("user2", "user2")
+        assert_eq(final, 'NO (REFERRAL "sieve://store2.heron.test") '
+                         '"Your scripts are on store2.heron.test"')
+        # not logged in: the session goes on, and the host's own user is served
+        final, _ = c.cmd("LISTSCRIPTS")
+        assert final.startswith("NO"), final
+        assert_eq(c.plain("user1", "user1"), 'OK "Logged in"')
+        c.close()
+        assert_in("managesieve refer user=user2 host=store2.heron.test", h1.msd.logtext())
+
+    def test_putscript_through_front_files_mail_on_home_host():
+        h1, h2 = hosts
+        im = imaplib.IMAP4(h2.addr, h2.imap_port, timeout=20)
+        im.login("user2", "user2")
+        im.create("Proxied")
+        im.logout()
+        c, final = front_login("user2")
+        assert_eq(final, 'OK "Logged in"')
+        src = ('require "fileinto";\r\n'
+               'if header :contains "subject" "via-front" { fileinto "Proxied"; }\r\n')
+        assert_eq(c.putscript("front", src), "OK")
+        assert_eq(c.cmd('SETACTIVE "front"')[0], "OK")
+        final, lines = c.cmd("LISTSCRIPTS")
+        assert_eq((final, lines), ("OK", ['"front" ACTIVE']))
+        c.close()
+        assert_in("user=user2 result=ok via=proxy", h2.msd.logtext())
+        assert "user=user2 result=ok via=proxy" not in h1.msd.logtext()
+        with smtplib.SMTP(h1.addr, h1.smtp_port, timeout=30) as s:  # LMTP on to store2
+            assert_eq(s.sendmail("x@example.org", [f"user2@{DOMAIN}"],
+                                 "From: <x@example.org>\r\nSubject: sent via-front\r\n"
+                                 "\r\nbody\r\n"), {})
+
+        def filed():
+            im = imaplib.IMAP4(h2.addr, h2.imap_port, timeout=20)
+            im.login("user2", "user2")
+            typ, data = im.select("Proxied", readonly=True)
+            im.logout()
+            return typ == "OK" and int(data[0]) == 1
+        wait_for(filed, 30, "the message filed into Proxied on store2 by the script")
+
+    def test_sieve_connect_through_front():
+        if SIEVE_CONNECT is None:
+            print("sieve-connect not installed: skipped")
+            return
+        path = os.path.join(TMP, "sc.sieve")
+        with open(path, "w") as f:
+            f.write('require "fileinto";\nif header :is "x-a" "b" { fileinto "INBOX"; }\n')
+
+        def sc(*args):
+            r = subprocess.run([SIEVE_CONNECT, "-s", FRONT_ADDR, "-p", str(front["port"]),
+                                "-u", "user3", "--passwordfd", "0", "--notlsverify", *args],
+                               input="user3\n", capture_output=True, text=True, timeout=90,
+                               cwd=TMP)
+            return r.returncode, r.stdout + r.stderr
+        rc, text = sc("--localsieve", path, "--remotesieve", "sc", "--upload")
+        assert rc == 0, text
+        rc, text = sc("--remotesieve", "sc", "--activate")
+        assert rc == 0, text
+        # user3 is homed on store1: the script is there
+        c = Sieve(hosts[0].addr, hosts[0].sieve_port)
+        assert_eq(c.plain("user3", "user3"), 'OK "Logged in"')
+        assert_eq(c.cmd("LISTSCRIPTS"), ("OK", ['"sc" ACTIVE']))
+        c.close()
+
+    def test_wrong_password_refused_by_front():
+        c, final = front_login("user2", "wrong")
+        assert_eq(final, 'NO "Authentication failed"')
+        c.close()
+        c = Sieve(FRONT_ADDR, front["port"])
+        final = c.plain("user2", "user2")  # allow_plaintext_auth = no on the front
+        assert final.startswith("NO (ENCRYPT-NEEDED)"), final
+        c.close()
+
+    def test_store_host_down_others_unaffected():
+        h2 = hosts[1]
+        h2.msd.stop()
+        try:
+            c, final = front_login("user2")
+            assert final.startswith("NO (TRYLATER)"), final
+            c.close()
+            c, final = front_login("user1")
+            assert_eq(final, 'OK "Logged in"')
+            assert_eq(c.cmd("NOOP")[0], 'OK "Done"')
+            c.close()
+        finally:
+            h2.msd.start()
+        c, final = front_login("user2")
+        assert_eq(final, 'OK "Logged in"')
+        c.close()
+
+    def test_garbage_store_host_cut_off():
+        e = cl.slapd.env
+        ldif = (f"dn: uid=user8,{e['LDAP_PEOPLE']}\nchangetype: modify\nreplace: mailHost\n"
+                "mailHost: bad.heron.test\n")
+        subprocess.run(["ldapmodify", "-x", "-H", e["LDAP_URI"], "-D", e["LDAP_ADMIN_DN"],
+                        "-w", e["LDAP_ADMIN_PASSWORD"]], input=ldif.encode(), check=True,
+                       stdout=subprocess.DEVNULL)
+        c, final = front_login("user8")
+        assert final.startswith("NO (TRYLATER)"), final
+        # the session is still the front's: another login works
+        assert_eq(c.plain("user1", "user1"), 'OK "Logged in"')
+        c.close()
+        assert_in("user=user8 host=bad.heron.test result=fail", front["msd"].logtext())
+
+    def test_forged_proxy_login_refused():
+        h2 = hosts[1]
+        # from an address not in proxy_trusted, with the right secret
+        c = Sieve(h2.addr, h2.sieve_port, source=GARBAGE_ADDR)
+        assert_eq(c.plain("heron-proxy", PROXY_SECRET, authz=f"user2@{DOMAIN}"),
+                  'NO "Cannot act as another user"')
+        c.close()
+        # from the trusted address, with a wrong secret
+        c = Sieve(h2.addr, h2.sieve_port)
+        assert_eq(c.plain("heron-proxy", "guess", authz=f"user2@{DOMAIN}"),
+                  'NO "Cannot act as another user"')
+        # and the right one from there works
+        assert_eq(c.plain("heron-proxy", PROXY_SECRET, authz=f"user2@{DOMAIN}"),
+                  'OK "Logged in"')
+        c.close()
+
+    def body():
+        with cl:
+            daemons.extend(cl.daemons())
+            hosts.extend(cl.hosts)
+            for h in hosts:
+                start_store_sieve(h)
+            start_front()
+            return run_tests([test_store_host_refers_a_user_homed_elsewhere,
+                              test_putscript_through_front_files_mail_on_home_host,
+                              test_sieve_connect_through_front,
+                              test_wrong_password_refused_by_front,
+                              test_store_host_down_others_unaffected,
+                              test_forged_proxy_login_refused,
+                              test_garbage_store_host_cut_off])
+
+    return run_main(body, TMP, daemons, cleanup=(gstop,), tail=20000)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
