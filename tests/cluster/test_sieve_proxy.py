@@ -4,10 +4,12 @@ store hosts on 127.0.0.2/.3, each with its own managesieved, and a front manages
 127.0.0.4 with [sieve] proxy = yes, one real slapd). Without proxy a store host refers a user
 homed on the other host (NO (REFERRAL "sieve://HOST")). Through the front (STARTTLS,
 AUTHENTICATE PLAIN; a Python client and sieve-connect) PUTSCRIPT and SETACTIVE land on the
-user's store host, whose mtad then files mail with that script. A wrong password is refused
-by the front; a store host that is down gives its users NO (TRYLATER) while the other host's
-users are served; one that answers garbage is cut off the same way; a proxy login from an
-address not in [sieve] proxy_trusted, or with a wrong secret, is refused by the store host.
+user's store host, whose mtad then files mail with that script; SCRAM-SHA-256 checked on the
+front (a secret in the directory, [directory] auth_mode lookup there) logs in the same way;
+a 600 KB script goes through the relay and back. A wrong password is refused by the front; a
+store host that is down gives its users NO (TRYLATER) while the other host's users are
+served; one that answers garbage is cut off the same way; a proxy login from an address not
+in [sieve] proxy_trusted, or with a wrong secret, is refused by the store host.
 
   test_sieve_proxy.py SOURCE_ROOT MTAD IMAPD STORE_PEEK MANAGESIEVED"""
 import base64
@@ -26,8 +28,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from heroncluster import (FRONT_ADDR, FRONT_SOURCE, PROXY_SECRET, Cluster,  # noqa: E402
                           HostDaemon, front_cert)
-from heronlib import (DOMAIN, assert_eq, assert_in, free_port, run_main,  # noqa: E402
-                      run_tests, tls_client_ctx, wait_for, write_conf)
+from heronlib import (DOMAIN, ScramClient, assert_eq, assert_in, free_port,  # noqa: E402
+                      gsasl_mkpasswd, run_main, run_tests, tls_client_ctx, wait_for,
+                      write_conf)
 
 ROOT, MTAD, IMAPD, PEEK, MSD = sys.argv[1:6]
 SIEVE_CONNECT = shutil.which("sieve-connect")
@@ -141,7 +144,8 @@ def main():
             "store": {"path": os.path.join(d, "store"), "partitions": "1",
                       "map_size": "16M"},
             "directory": cl.slapd.directory(timeout="2s", negative_cache_ttl="0s",
-                                            auth_cache_ttl="0s"),
+                                            auth_cache_ttl="0s", auth_mode="lookup",
+                                            scram="yes"),
             "tls": {"cert": cert, "key": key},
             "imapd": {"hostname": "front.heron.test"},
             "sieve": {"listen": f"{FRONT_ADDR}:{port}", "user": "", "allow_root": "yes",
@@ -228,6 +232,45 @@ def main():
         assert_eq(c.cmd("LISTSCRIPTS"), ("OK", ['"sc" ACTIVE']))
         c.close()
 
+    def ldapmodify(uid, attr, value):
+        e = cl.slapd.env
+        ldif = (f"dn: uid={uid},{e['LDAP_PEOPLE']}\nchangetype: modify\nreplace: {attr}\n"
+                f"{attr}: {value}\n")
+        subprocess.run(["ldapmodify", "-x", "-H", e["LDAP_URI"], "-D", e["LDAP_ADMIN_DN"],
+                        "-w", e["LDAP_ADMIN_PASSWORD"]], input=ldif.encode(), check=True,
+                       stdout=subprocess.DEVNULL)
+
+    def test_scram_through_front():
+        # user6 (store2) holds a SCRAM secret: the front checks it, the store host gets PLAIN
+        ldapmodify("user6", "userPassword", gsasl_mkpasswd("user6"))
+        c = Sieve(FRONT_ADDR, front["port"])
+        _, caps = c.starttls(front["cert"])
+        assert_in('"SASL" "PLAIN SCRAM-SHA-256 SCRAM-SHA-256-PLUS"', caps)
+        sc = ScramClient("user6", "user6")
+        c.sock.sendall(f'AUTHENTICATE "SCRAM-SHA-256" "{sc.first()}"\r\n'.encode())
+        line = c.f.readline().rstrip(b"\r\n").decode()
+        assert line.startswith('"'), line
+        c.sock.sendall(('"%s"\r\n' % sc.final(line[1:-1])).encode())
+        final, _ = c.response()
+        assert final.startswith('OK (SASL "'), final
+        assert sc.final_ok(final[len('OK (SASL "'):final.index('")')]), final
+        assert_eq(c.cmd("LISTSCRIPTS"), ("OK", []))
+        c.close()
+        assert_in("user=user6 result=ok via=proxy", hosts[1].msd.logtext())
+
+    def test_large_script_relayed():
+        # a script of about 600 KB (literal, non-synchronizing) through the relay both ways
+        c, final = front_login("user4")
+        assert_eq(final, 'OK "Logged in"')
+        src = "".join(f"# line {i:06d} {'x' * 40}\r\n" for i in range(12000)) + "keep;\r\n"
+        assert_eq(c.putscript("big", src), "OK")
+        c.sock.sendall(b'GETSCRIPT "big"\r\n')
+        head = c.f.readline()
+        assert_eq(head, b"{%d}\r\n" % len(src))
+        assert_eq(c.f.read(len(src)).decode(), src)
+        assert_eq(c.response()[0], "OK")
+        c.close()
+
     def test_wrong_password_refused_by_front():
         c, final = front_login("user2", "wrong")
         assert_eq(final, 'NO "Authentication failed"')
@@ -255,12 +298,7 @@ def main():
         c.close()
 
     def test_garbage_store_host_cut_off():
-        e = cl.slapd.env
-        ldif = (f"dn: uid=user8,{e['LDAP_PEOPLE']}\nchangetype: modify\nreplace: mailHost\n"
-                "mailHost: bad.heron.test\n")
-        subprocess.run(["ldapmodify", "-x", "-H", e["LDAP_URI"], "-D", e["LDAP_ADMIN_DN"],
-                        "-w", e["LDAP_ADMIN_PASSWORD"]], input=ldif.encode(), check=True,
-                       stdout=subprocess.DEVNULL)
+        ldapmodify("user8", "mailHost", "bad.heron.test")
         c, final = front_login("user8")
         assert final.startswith("NO (TRYLATER)"), final
         # the session is still the front's: another login works
@@ -294,6 +332,8 @@ def main():
             return run_tests([test_store_host_refers_a_user_homed_elsewhere,
                               test_putscript_through_front_files_mail_on_home_host,
                               test_sieve_connect_through_front,
+                              test_scram_through_front,
+                              test_large_script_relayed,
                               test_wrong_password_refused_by_front,
                               test_store_host_down_others_unaffected,
                               test_forged_proxy_login_refused,
