@@ -297,6 +297,8 @@ static void px_client_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct ms_proxy *p = arg;
 
+	if ((what & BEV_EVENT_CONNECTED) && !(what & (BEV_EVENT_ERROR | BEV_EVENT_EOF)))
+		return; /* a TLS filter's late handshake report: not an end */
 	log_info("%016" PRIx64 " managesieve proxy user=%s host=%s closed by the client", p->s->id,
 		 p->s->user, p->host);
 	ms_session_free(p->s);

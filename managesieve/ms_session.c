@@ -536,6 +536,8 @@ void ms_session_proxied(struct ms_session *s, const char *why)
 		out(s, "OK \"Logged in\"\r\n");
 	s->busy = false;
 	ms_proxy_relay(s);
+	if (s->kicked) /* mailctl kick while the store host was asked */
+		ms_session_kick(s);
 }
 
 /* A check's outcome (PLAIN's through ldapauth or SCRAM's): the throttle, the log, the reply

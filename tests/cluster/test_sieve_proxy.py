@@ -9,9 +9,10 @@ front (a secret in the directory, [directory] auth_mode lookup there) logs in th
 a 600 KB script goes through the relay and back. A wrong password is refused by the front; a
 store host that is down gives its users NO (TRYLATER) while the other host's users are
 served; one that answers garbage is cut off the same way; a proxy login from an address not
-in [sieve] proxy_trusted, or with a wrong secret, is refused by the store host.
+in [sieve] proxy_trusted, or with a wrong secret, is refused by the store host. mailctl kick
+on the front closes a relayed session.
 
-  test_sieve_proxy.py SOURCE_ROOT MTAD IMAPD STORE_PEEK MANAGESIEVED"""
+  test_sieve_proxy.py SOURCE_ROOT MTAD IMAPD STORE_PEEK MANAGESIEVED MAILCTL"""
 import base64
 import imaplib
 import os
@@ -32,7 +33,7 @@ from heronlib import (DOMAIN, ScramClient, assert_eq, assert_in, free_port,  # n
                       gsasl_mkpasswd, run_main, run_tests, tls_client_ctx, wait_for,
                       write_conf)
 
-ROOT, MTAD, IMAPD, PEEK, MSD = sys.argv[1:6]
+ROOT, MTAD, IMAPD, PEEK, MSD, MAILCTL = sys.argv[1:7]
 SIEVE_CONNECT = shutil.which("sieve-connect")
 TMP = tempfile.mkdtemp(prefix="heron-cluster-sieve-")
 GARBAGE_ADDR = "127.0.0.5"
@@ -154,7 +155,7 @@ def main():
             "log": {"target": "stderr", "level": "info"},
             "control": {"dir": d},
         })
-        front.update(port=port, cert=cert, dir=d)
+        front.update(port=port, cert=cert, dir=d, conf=conf)
         front["msd"] = HostDaemon(MSD, conf, os.path.join(d, "managesieved.log"), port,
                                   FRONT_ADDR)
         daemons.append(front["msd"])
@@ -271,6 +272,17 @@ def main():
         assert_eq(c.response()[0], "OK")
         c.close()
 
+    def test_kick_closes_relayed_session():
+        c, final = front_login("user4")
+        assert_eq(final, 'OK "Logged in"')
+        assert_eq(c.cmd("NOOP")[0], 'OK "Done"')
+        r = subprocess.run([MAILCTL, "-c", front["conf"], "kick", "user4"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r
+        assert_eq(c.f.readline(), b"")  # closed, no BYE inside the store host's bytes
+        c.sock.close()
+        assert_in("managesieve close user=user4 reason=kicked", front["msd"].logtext())
+
     def test_wrong_password_refused_by_front():
         c, final = front_login("user2", "wrong")
         assert_eq(final, 'NO "Authentication failed"')
@@ -334,6 +346,7 @@ def main():
                               test_sieve_connect_through_front,
                               test_scram_through_front,
                               test_large_script_relayed,
+                              test_kick_closes_relayed_session,
                               test_wrong_password_refused_by_front,
                               test_store_host_down_others_unaffected,
                               test_forged_proxy_login_refused,
