@@ -539,7 +539,7 @@ static int list_selection(const struct imap_arg *a, unsigned *sel)
 /* RETURN (SUBSCRIBED CHILDREN SPECIAL-USE STATUS (items) METADATA (entries)): 0, or -1. */
 static int list_return(const struct imap_arg *a, struct list_ctx *l)
 {
-	if (a->type != IMAP_ARG_LIST)
+	if (a == NULL || a->type != IMAP_ARG_LIST) /* "RETURN" last: nothing after it */
 		return -1;
 	for (const struct imap_arg *o = a + 1; o <= a + a->span; o = imap_arg_next(o)) {
 		if (imap_arg_atom_is(o, "SUBSCRIBED"))

@@ -326,7 +326,8 @@ def test_list_return_metadata():
     assert_eq(out[1:], ["* STATUS Lm (MESSAGES 0)", '* METADATA Lm (/shared/comment "parent")',
                         "m OK List completed"], out)
     for bad in ('LIST "" Lm RETURN (METADATA ())', 'LIST "" Lm RETURN (METADATA (comment))',
-                'LIST "" Lm RETURN (METADATA)', 'LIST "" Lm RETURN (METADATA /shared/comment)'):
+                'LIST "" Lm RETURN (METADATA)', 'LIST "" Lm RETURN (METADATA /shared/comment)',
+                'LIST "" Lm RETURN'):
         out = r.cmd("x", bad)
         assert out[-1].startswith("x BAD"), (bad, out)
         ok(r.cmd("o", "NOOP"), "o")
