@@ -2,9 +2,13 @@
  * logged-in user's mailboxes and on those others share with it (imap_ns.c: GETACL, LISTRIGHTS,
  * SETACL and DELETEACL need 'a' there), whose lists the store keeps (store_acl.c). The owner holds every
  * right and is never in a list (SETACL and DELETEACL on the owner answer NO [CANNOT] unless
- * they change nothing); any other identifier ("anyone", a user name, either with a leading
- * '-' for negative rights) is stored as given. A SETACL's "+" and "-" are applied inside the
- * write (the group commit), to the rights the row holds then. */
+ * they change nothing); any other identifier ("anyone", "authenticated", a user of the store,
+ * each with an optional leading '-' for negative rights, RFC 4314 2) is stored as given, and
+ * a SETACL that would give rights to a name that is none of these is refused (3.1: the
+ * server may refuse an identifier; nobody would get those rights). Taking rights away
+ * (DELETEACL, "-rights", "") is allowed for any name, so a stale row can be removed. A
+ * SETACL's "+" and "-" are applied inside the write (the group commit), to the rights the
+ * row holds then. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -239,6 +243,7 @@ bool cmd_setacl(struct imap_cmd *cmd)
 	struct imap_ns_box b;
 	uint32_t had, now;
 	char *name;
+	int rc;
 
 	if (cmd->ctx != NULL)
 		return acl_set_resume(cmd, del);
@@ -272,6 +277,15 @@ bool cmd_setacl(struct imap_cmd *cmd)
 		imap_ns_box_release(&b);
 		acl_set_free(op);
 		return imap_cmd_no(cmd, "[CANNOT] Invalid identifier");
+	}
+	if (!del && op->mod != '-' && op->rights != 0 &&
+	    (rc = store_acl_id_known(cmd->c->srv->store, id->s, id->len)) != 0) {
+		imap_ns_box_release(&b);
+		acl_set_free(op);
+		if (rc != STORE_ENOUSER)
+			return imap_cmd_store_error(cmd, rc, "SETACL");
+		return imap_cmd_no(cmd, "[CANNOT] Unknown identifier: not a user of this server, "
+					"nor anyone or authenticated");
 	}
 	op->id = xmemdup0(id->s, id->len);
 	op->idlen = id->len;

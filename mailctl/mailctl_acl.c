@@ -89,6 +89,17 @@ static int acl_write(struct mc *mc, const struct mc_args *a, struct acl_op *o, b
 	if ((rc = mc_begin(mc, a->pos[0], NULL, STORE_TXN_READ, &t, &u, NULL)) != MC_OK)
 		return rc;
 	store_txn_abort(&t);
+	/* rights given to a name nobody has would wait for whoever takes it (imapd's SETACL
+	   refuses it too); taking rights away is for any name */
+	if (!del && o->mod != '-' && o->rights != 0 &&
+	    (rc = store_acl_id_known(mc->st, id, strlen(id))) != 0) {
+		if (rc != STORE_ENOUSER)
+			return mc_fail(mc, rc, "identifier '%s'", id);
+		return mc_refuse(mc, MC_NOUSER,
+				 "an identifier is a user of this store, anyone or authenticated "
+				 "(see `mailctl user list`)",
+				 "'%s': no such user", bare);
+	}
 	o->user = u.id;
 	o->mailbox = a->pos[1];
 	o->id = id;

@@ -381,10 +381,11 @@ int store_annot_list(struct store_txn *t, uint64_t owner, uint64_t user, const c
 
 /* ------------------------------------------------------------------------------------- */
 /* Access control lists (IMAP ACL, RFC 4314; store_acl.c). A mailbox's list maps identifiers
-   (a user name, "anyone", or either with a leading '-' for negative rights) to rights; the
-   mailbox's owner is never in it and always holds every right. A user's rights on another
-   user's mailbox are the union of their own and anyone's, less the union of "-user" and
-   "-anyone" (store_acl_rights). Rows go with their mailbox's delete and follow its rename
+   (a user name, "anyone", "authenticated", or one of them with a leading '-' for negative
+   rights) to rights; the mailbox's owner is never in it and always holds every right. A
+   user's rights on another user's mailbox are the union of their own, anyone's and
+   authenticated's (every user who reaches a mailbox has logged in: the two groups hold the
+   same users), less the union of the negative rows naming them (store_acl_rights). Rows go with their mailbox's delete and follow its rename
    (the id stays; an INBOX rename leaves the new INBOX without any). */
 
 /* bit i: the right STORE_ACL_RIGHTS[i]; the obsolete c and d (RFC 4314 2.1.1) are k+x and
@@ -409,6 +410,10 @@ int store_annot_list(struct store_txn *t, uint64_t owner, uint64_t user, const c
 /* A name that can be an identifier: 1..STORE_ACL_ID_MAX bytes, no control character, space
    or DEL; a leading '-' (negative rights) followed by at least one byte. */
 bool store_acl_id_valid(const char *id, size_t len);
+/* Whether a valid identifier (store_acl_id_valid) may be given rights: "anyone",
+   "authenticated", or a user of this store (any partition), each alone or after a '-'.
+   0, or STORE_ENOUSER (nobody of that name: SETACL refuses it), or a store error. */
+int store_acl_id_known(struct store *st, const char *id, size_t len);
 /* The rights the letters of s name (no '+' or '-' modifier): 0, or -1 for a letter that is
    no right (c and d are read as k+x and t+e). */
 int store_acl_parse(const char *s, size_t len, uint32_t *rights_r);

@@ -1,7 +1,8 @@
 /* store_acl.c — owns the `acl` DBI: the access control lists of mailboxes (IMAP ACL, RFC
  * 4314). A row is keyed be64 mailbox id + the identifier's bytes ("bob", "anyone", or "-bob"
  * for a negative right); its value is be32, a bit per right of STORE_ACL_RIGHTS. The owner
- * is never a row: the owner holds every right (store.h). Rows go with their mailbox (delete)
+ * is never a row: the owner holds every right (store.h). "anyone" and "authenticated" are
+ * the two groups; any other identifier a list is given names a user of the store. Rows go with their mailbox (delete)
  * and follow it (rename keeps the id); they are in the owner's partition, so a backup's
  * index copy holds them. */
 #include <stdio.h>
@@ -34,6 +35,37 @@ bool store_acl_id_valid(const char *id, size_t len)
 			return false;
 	}
 	return true;
+}
+
+/* Whether id (its '-' taken off) is one of the groups "anyone" and "authenticated". */
+static bool acl_id_group(const char *id, size_t len)
+{
+	if (len > 0 && id[0] == '-') {
+		id++;
+		len--;
+	}
+	return (len == 6 && memcmp(id, "anyone", 6) == 0) ||
+	       (len == 13 && memcmp(id, "authenticated", 13) == 0);
+}
+
+int store_acl_id_known(struct store *st, const char *id, size_t len)
+{
+	char name[STORE_ACL_ID_MAX + 1];
+	unsigned part;
+
+	if (!store_acl_id_valid(id, len))
+		return STORE_ENOUSER;
+	if (acl_id_group(id, len))
+		return 0;
+	if (id[0] == '-') {
+		id++;
+		len--;
+	}
+	if (len > STORE_MAX_NAME)
+		return STORE_ENOUSER;
+	memcpy(name, id, len);
+	name[len] = '\0';
+	return store_user_locate(st, name, &part);
 }
 
 int store_acl_parse(const char *s, size_t len, uint32_t *rights_r)
@@ -205,12 +237,14 @@ int store_acl_rights(struct store_txn *t, uint64_t mbox, const char *user, uint3
 {
 	size_t len = strlen(user);
 	char neg[STORE_ACL_ID_MAX + 1];
-	uint32_t mine, any, nmine = 0, nany;
+	uint32_t mine, any, auth, nmine = 0, nany, nauth;
 	int rc;
 
 	if ((rc = acl_row(t, mbox, user, len, &mine)) != 0 ||
 	    (rc = acl_row(t, mbox, "anyone", 6, &any)) != 0 ||
-	    (rc = acl_row(t, mbox, "-anyone", 7, &nany)) != 0)
+	    (rc = acl_row(t, mbox, "-anyone", 7, &nany)) != 0 ||
+	    (rc = acl_row(t, mbox, "authenticated", 13, &auth)) != 0 ||
+	    (rc = acl_row(t, mbox, "-authenticated", 14, &nauth)) != 0)
 		return rc;
 	if (len < STORE_ACL_ID_MAX) {
 		neg[0] = '-';
@@ -220,7 +254,7 @@ int store_acl_rights(struct store_txn *t, uint64_t mbox, const char *user, uint3
 	}
 	/* RFC 4314 2: the union of the identifiers' rights, less the union of the negative
 	   ones */
-	*rights_r = (mine | any) & ~(nmine | nany);
+	*rights_r = (mine | any | auth) & ~(nmine | nany | nauth);
 	return 0;
 }
 
@@ -256,7 +290,7 @@ static void acl_candidate(const MDB_val *k, const MDB_val *v, void *arg)
 
 	(void)v;
 	if (il == 0 || !((il == a->len && memcmp(id, a->user, a->len) == 0) ||
-			 (il == 6 && memcmp(id, "anyone", 6) == 0)))
+			 (id[0] != '-' && acl_id_group(id, il))))
 		return;
 	mbox = get_be64(k->mv_data);
 	if (a->n > 0 && a->ids[a->n - 1] == mbox)
@@ -266,7 +300,7 @@ static void acl_candidate(const MDB_val *k, const MDB_val *v, void *arg)
 	a->ids[a->n++] = mbox;
 }
 
-/* The mailboxes with a row naming user or anyone, each once (rows are in mailbox order). */
+/* The mailboxes with a row naming user, anyone or authenticated, each once (rows are in mailbox order). */
 static int acl_candidates(struct store_txn *t, const char *user, uint64_t **ids_r, size_t *n_r)
 {
 	struct acl_ids a = { .user = user, .len = strlen(user) };
@@ -358,15 +392,16 @@ static int acl_sweep(struct store_txn *t,
 	return rc;
 }
 
-/* The user an identifier names: "bob" and "-bob" name bob; "anyone" and "-anyone" none. */
+/* The user an identifier names: "bob" and "-bob" name bob; the groups (and their negative
+   rows) none. */
 static bool acl_id_user(const char *id, size_t len, const char **user_r, size_t *len_r)
 {
+	if (acl_id_group(id, len))
+		return false;
 	if (len > 0 && id[0] == '-') {
 		id++;
 		len--;
 	}
-	if (len == 6 && memcmp(id, "anyone", 6) == 0)
-		return false;
 	*user_r = id;
 	*len_r = len;
 	return true;

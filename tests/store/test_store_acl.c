@@ -158,6 +158,41 @@ static void test_set_and_rights(void **state)
 	tstore_close(&ts, true);
 }
 
+/* authenticated is a group as anyone is (every user who asks has logged in); the names a
+   list may give rights to: the groups and users of the store, each also negative. */
+static void test_groups_and_known_ids(void **state)
+{
+	struct tstore ts;
+	uint64_t user, mb;
+
+	(void)state;
+	tstore_open(&ts, 2);
+	user = tuser(ts.st, "owner");
+	(void)tuser(ts.st, "bob");
+	mb = tmbox(ts.st, user, "Team");
+	set(ts.st, mb, "authenticated", "lr");
+	set(ts.st, mb, "-authenticated", "s");
+	set(ts.st, mb, "anyone", "s");
+	assert_string_equal(fmt(rights(ts.st, mb, "dave")), "lr");
+	set(ts.st, mb, "-bob", "r");
+	assert_string_equal(fmt(rights(ts.st, mb, "bob")), "l");
+	assert_int_equal(store_acl_id_known(ts.st, "anyone", 6), 0);
+	assert_int_equal(store_acl_id_known(ts.st, "-anyone", 7), 0);
+	assert_int_equal(store_acl_id_known(ts.st, "authenticated", 13), 0);
+	assert_int_equal(store_acl_id_known(ts.st, "-authenticated", 14), 0);
+	assert_int_equal(store_acl_id_known(ts.st, "bob", 3), 0);
+	assert_int_equal(store_acl_id_known(ts.st, "-bob", 4), 0);
+	assert_int_equal(store_acl_id_known(ts.st, "owner", 5), 0);
+	assert_int_equal(store_acl_id_known(ts.st, "bo", 2), STORE_ENOUSER);
+	assert_int_equal(store_acl_id_known(ts.st, "bobx", 4), STORE_ENOUSER);
+	assert_int_equal(store_acl_id_known(ts.st, "Bob", 3), STORE_ENOUSER);
+	assert_int_equal(store_acl_id_known(ts.st, "anyone2", 7), STORE_ENOUSER);
+	assert_int_equal(store_acl_id_known(ts.st, "-", 1), STORE_ENOUSER);
+	assert_int_equal(store_acl_id_known(ts.st, "", 0), STORE_ENOUSER);
+	assert_int_equal(store_acl_id_known(ts.st, "a b", 3), STORE_ENOUSER);
+	tstore_close(&ts, true);
+}
+
 static void test_life_with_the_mailbox(void **state)
 {
 	struct tstore ts;
@@ -390,6 +425,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rights_text),
 		cmocka_unit_test(test_set_and_rights),
+		cmocka_unit_test(test_groups_and_known_ids),
 		cmocka_unit_test(test_life_with_the_mailbox),
 		cmocka_unit_test(test_verify_rows_left),
 		cmocka_unit_test(test_user_delete_drops_rows),
