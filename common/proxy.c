@@ -1,5 +1,6 @@
 /* proxy.c — owns the protocol-independent parts of the front/store host proxy login: the
- * secret file, the PLAIN response, the proxy_hosts map and the credential check. */
+ * secret file, the PLAIN response, the proxy_hosts map, the connection with the login's
+ * deadline and the credential check. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -9,7 +10,9 @@
 #include <unistd.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/dns.h>
+#include <event2/event.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
@@ -135,6 +138,85 @@ struct net_connect *proxy_connect(struct event_base *base, struct evdns_base **d
 	if (!numeric && *dns == NULL)
 		*dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
 	return net_connect(base, numeric ? NULL : *dns, addr, port, (int)timeout_ms, cb, arg);
+}
+
+static void dial_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct proxy_dial *d = arg;
+	char why[400];
+
+	if (d->early != NULL)
+		snprintf(why, sizeof(why), "%s", d->early);
+	else
+		snprintf(why, sizeof(why), "%s did not log in in time",
+			 d->where[0] ? d->where : d->host);
+	d->done(d->arg, why);
+}
+
+static void dial_connected(struct bufferevent *bev, const char *error, void *arg)
+{
+	struct proxy_dial *d = arg;
+
+	d->nc = NULL;
+	if (bev == NULL) {
+		d->done(d->arg, error);
+		return;
+	}
+	d->be = bev;
+	bufferevent_setcb(bev, d->readcb, NULL, d->eventcb, d->arg);
+	bufferevent_enable(bev, EV_READ | EV_WRITE);
+	d->done(d->arg, NULL);
+}
+
+void proxy_dial_init(struct proxy_dial *d, struct event_base *base, const char *host,
+		     proxy_dial_done_cb *done, bufferevent_data_cb readcb,
+		     bufferevent_event_cb eventcb, void *arg)
+{
+	memset(d, 0, sizeof(*d));
+	snprintf(d->host, sizeof(d->host), "%s", host);
+	d->done = done;
+	d->readcb = readcb;
+	d->eventcb = eventcb;
+	d->arg = arg;
+	d->timer = evtimer_new(base, dial_timeout, d);
+}
+
+void proxy_dial_start(struct proxy_dial *d, struct event_base *base, struct evdns_base **dns,
+		      const struct conf_list *map, long long default_port, int64_t timeout_ms)
+{
+	struct timeval tv = { (time_t)(timeout_ms / 1000),
+			      (suseconds_t)(timeout_ms % 1000) * 1000 };
+
+	evtimer_add(d->timer, &tv);
+	/* its proxy_hosts entry, else host:default_port */
+	d->nc = proxy_connect(base, dns, map, default_port, d->host, timeout_ms, d->where,
+			      sizeof(d->where), dial_connected, d);
+}
+
+void proxy_dial_fail_soon(struct proxy_dial *d, const char *why)
+{
+	struct timeval now = { 0, 0 };
+
+	d->early = why;
+	evtimer_add(d->timer, &now);
+}
+
+void proxy_dial_stop(struct proxy_dial *d)
+{
+	net_connect_cancel(&d->nc);
+	if (d->timer != NULL)
+		evtimer_del(d->timer);
+}
+
+void proxy_dial_free(struct proxy_dial *d)
+{
+	net_connect_cancel(&d->nc);
+	if (d->be != NULL)
+		bufferevent_free(d->be);
+	d->be = NULL;
+	if (d->timer != NULL)
+		event_free(d->timer);
+	d->timer = NULL;
 }
 
 int proxy_readln(struct evbuffer *in, char **line_r, const char **why_r)

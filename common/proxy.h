@@ -1,7 +1,8 @@
 /* proxy.h — the pieces of the proxy login between a front and a store host that do not
  * depend on the protocol (imapd/imap_proxy.c, managesieve/ms_proxy.c): the shared secret's
  * file, the SASL PLAIN response the front sends, the store host's address from a
- * "host=addr:port" map, and the store host's check of the credential. */
+ * "host=addr:port" map, the front's connection to it with the login's deadline, and the store
+ * host's check of the credential. */
 #ifndef HERON_PROXY_H
 #define HERON_PROXY_H
 
@@ -10,12 +11,16 @@
 
 #include <sys/socket.h>
 
+#include <event2/bufferevent.h>
+
 #include "common/net.h"
 
 struct conf_list;
 struct conf_cidrs;
 struct evbuffer;
 struct evdns_base;
+struct event;
+struct event_base;
 
 #define PROXY_LINE_MAX 8192 /* a store host's greeting and login reply lines */
 
@@ -48,6 +53,39 @@ struct net_connect *proxy_connect(struct event_base *base, struct evdns_base **d
 				  const struct conf_list *map, long long default_port,
 				  const char *host, int64_t timeout_ms, char *where, size_t wsz,
 				  net_connect_cb *cb, void *arg);
+
+/* Front: the connection to a store host during the login and the login's deadline, the part
+   the IMAP and ManageSieve fronts share. done(arg, NULL) when the connection is made (be
+   then reads with the readcb and eventcb given, arg theirs); done(arg, why) when it failed,
+   the deadline passed or proxy_dial_fail_soon's time came. */
+typedef void proxy_dial_done_cb(void *arg, const char *why);
+
+struct proxy_dial {
+	struct net_connect *nc;
+	struct bufferevent *be; /* the store host's connection, once made */
+	struct event *timer;    /* the login's deadline */
+	char host[256];         /* the store host (mailHost), for logs */
+	char where[320];        /* address:port connected to */
+	const char *early;      /* a failure known at the start, said from the timer */
+	proxy_dial_done_cb *done;
+	bufferevent_data_cb readcb;
+	bufferevent_event_cb eventcb;
+	void *arg;
+};
+
+/* Fills d for store host host (its timer made on base, not armed). */
+void proxy_dial_init(struct proxy_dial *d, struct event_base *base, const char *host,
+		     proxy_dial_done_cb *done, bufferevent_data_cb readcb,
+		     bufferevent_event_cb eventcb, void *arg);
+/* Arms the deadline (timeout_ms) and connects (proxy_connect's map, default_port, dns). */
+void proxy_dial_start(struct proxy_dial *d, struct event_base *base, struct evdns_base **dns,
+		      const struct conf_list *map, long long default_port, int64_t timeout_ms);
+/* done(arg, why) from the loop, not from the caller (that may be the session's reader). */
+void proxy_dial_fail_soon(struct proxy_dial *d, const char *why);
+/* Stops connecting and the deadline (be stays). */
+void proxy_dial_stop(struct proxy_dial *d);
+/* Stops, frees be and the timer. */
+void proxy_dial_free(struct proxy_dial *d);
 
 /* Front: one line of the store host's login dialogue from in: 1 with *line_r (xmalloc'd,
    without its CRLF), 0 when the line is not complete, -1 when it is longer than

@@ -42,11 +42,7 @@ enum px_state { PX_CONNECT, PX_GREETING, PX_LOGIN, PX_READY, PX_FAILED, PX_RELAY
 struct imap_proxy {
 	struct imap_client *c;
 	enum px_state st;
-	struct net_connect *nc;
-	struct bufferevent *be;     /* the store host's connection */
-	struct event *timer;        /* the login's deadline */
-	char host[256];             /* the store host (mailHost), for logs */
-	char where[320];            /* address:port connected to */
+	struct proxy_dial d;        /* the store host's connection (d.be), the deadline */
 	char reply[PROXY_LINE_MAX]; /* the store host's tagged OK text, or why it failed */
 	char *authz, *login;
 	struct px_scan {           /* where the store host's responses end (relay) */
@@ -72,14 +68,13 @@ static void px_fail(struct imap_proxy *p, const char *fmt, ...)
 	vsnprintf(p->reply, sizeof(p->reply), fmt, ap);
 	va_end(ap);
 	log_info("%016" PRIx64 " imap proxy user=%s host=%s result=fail reason=\"%s\"", p->c->id,
-		 p->login, p->host, p->reply);
+		 p->login, p->d.host, p->reply);
 	p->st = PX_FAILED;
-	if (p->be != NULL) {
-		bufferevent_free(p->be);
-		p->be = NULL;
+	if (p->d.be != NULL) {
+		bufferevent_free(p->d.be);
+		p->d.be = NULL;
 	}
-	net_connect_cancel(&p->nc);
-	evtimer_del(p->timer);
+	proxy_dial_stop(&p->d);
 	imap_client_resume(p->c);
 }
 
@@ -116,11 +111,7 @@ bool imap_proxy_credential_ok(struct imap_client *c, const char *authcid, const 
 
 static void px_free(struct imap_proxy *p)
 {
-	net_connect_cancel(&p->nc);
-	if (p->be != NULL)
-		bufferevent_free(p->be);
-	if (p->timer != NULL)
-		event_free(p->timer);
+	proxy_dial_free(&p->d);
 	free(p->authz);
 	free(p->login);
 	free(p);
@@ -140,12 +131,12 @@ static void px_line(struct imap_proxy *p, const char *line)
 
 	if (p->st == PX_GREETING) {
 		if (strncmp(line, "* OK", 4) != 0) {
-			px_fail(p, "unexpected greeting from %s", p->where);
+			px_fail(p, "unexpected greeting from %s", p->d.where);
 			return;
 		}
 		char *b64 = proxy_plain_b64(p->authz, ic->proxy_user, p->c->srv->proxy_secret);
 
-		evbuffer_add_printf(bufferevent_get_output(p->be),
+		evbuffer_add_printf(bufferevent_get_output(p->d.be),
 				    PROXY_TAG " AUTHENTICATE PLAIN %s\r\n", b64);
 		OPENSSL_cleanse(b64, strlen(b64));
 		free(b64);
@@ -157,18 +148,18 @@ static void px_line(struct imap_proxy *p, const char *line)
 	if (strncmp(line, PROXY_TAG " OK", 5) == 0 && (line[5] == ' ' || line[5] == '\0')) {
 		snprintf(p->reply, sizeof(p->reply), "%s", line[5] ? line + 6 : "Logged in");
 		p->st = PX_READY;
-		evtimer_del(p->timer);
-		bufferevent_disable(p->be, EV_READ); /* the relay reads from now on */
+		evtimer_del(p->d.timer);
+		bufferevent_disable(p->d.be, EV_READ); /* the relay reads from now on */
 		log_info("%016" PRIx64 " imap proxy user=%s host=%s addr=%s result=ok", p->c->id,
-			 p->login, p->host, p->where);
+			 p->login, p->d.host, p->d.where);
 		imap_client_resume(p->c);
 		return;
 	}
 	if (strncmp(line, PROXY_TAG " ", 3) == 0) {
-		px_fail(p, "%s refused the proxy login: %.200s", p->where, line + 3);
+		px_fail(p, "%s refused the proxy login: %.200s", p->d.where, line + 3);
 		return;
 	}
-	px_fail(p, "unexpected reply from %s", p->where);
+	px_fail(p, "unexpected reply from %s", p->d.where);
 }
 
 static void px_login_read(struct bufferevent *bev, void *arg)
@@ -182,7 +173,7 @@ static void px_login_read(struct bufferevent *bev, void *arg)
 	while (p->st == PX_GREETING || p->st == PX_LOGIN) {
 		if ((rc = proxy_readln(in, &line, &why)) <= 0) {
 			if (rc < 0)
-				px_fail(p, "%s sent %s", p->where, why);
+				px_fail(p, "%s sent %s", p->d.where, why);
 			return;
 		}
 		px_line(p, line);
@@ -197,7 +188,7 @@ static void px_relay_end(struct imap_proxy *p, bool bye_ok, const char *why)
 	struct imap_client *c = p->c;
 
 	p->st = PX_ENDED;
-	bufferevent_disable(p->be, EV_READ | EV_WRITE);
+	bufferevent_disable(p->d.be, EV_READ | EV_WRITE);
 	if (bye_ok && !p->scan.bye_seen && !p->scan.opaque && !(c->flags & IMAP_CF_CLOSING))
 		imap_write(c, PROXY_BYE, sizeof(PROXY_BYE) - 1);
 	imap_client_close(c, why);
@@ -280,7 +271,7 @@ static uint64_t px_scan(struct px_scan *s, const unsigned char *b, size_t n, uin
    then only the whole responses before that went to the client, which is closed. */
 static int px_relay_check(struct imap_proxy *p)
 {
-	struct evbuffer *in = bufferevent_get_input(p->be);
+	struct evbuffer *in = bufferevent_get_input(p->d.be);
 	struct evbuffer_iovec v[16];
 	int64_t last = p->scan.bol ? 0 : -1;
 	uint64_t base = 0, bad = UINT64_MAX;
@@ -305,7 +296,7 @@ static int px_relay_check(struct imap_proxy *p)
 		return 0;
 	log_info("%016" PRIx64 " imap proxy user=%s host=%s result=fail reason=\"the store host "
 		 "sent what is not IMAP\"",
-		 p->c->id, p->login, p->host);
+		 p->c->id, p->login, p->d.host);
 	if (last > 0)
 		evbuffer_remove_buffer(in, imap_out(p->c), (size_t)last);
 	evbuffer_drain(in, evbuffer_get_length(in));
@@ -320,7 +311,7 @@ static void px_event(struct bufferevent *bev, short what, void *arg)
 	if (p->st == PX_RELAY) {
 		/* what the store host sent before it closed goes to the client first */
 		log_info("%016" PRIx64 " imap proxy user=%s host=%s closed by the store host%s",
-			 p->c->id, p->login, p->host,
+			 p->c->id, p->login, p->d.host,
 			 (what & BEV_EVENT_ERROR) ? " (connection error)" : "");
 		imap_proxy_to_client(p->c);
 		if (p->st == PX_RELAY)
@@ -329,29 +320,18 @@ static void px_event(struct bufferevent *bev, short what, void *arg)
 	}
 	if (p->st == PX_ENDED)
 		return; /* the client is being closed */
-	px_fail(p, "%s %s", p->where, (what & BEV_EVENT_TIMEOUT) ? "timed out" : "closed");
+	px_fail(p, "%s %s", p->d.where, (what & BEV_EVENT_TIMEOUT) ? "timed out" : "closed");
 }
 
-static void px_timeout(evutil_socket_t fd, short what, void *arg)
+/* The connection to the store host is made (why NULL) or failed. */
+static void px_dialled(void *arg, const char *why)
 {
 	struct imap_proxy *p = arg;
 
-	px_fail(p, "%s did not log in in time", p->where[0] ? p->where : p->host);
-}
-
-static void px_connected(struct bufferevent *bev, const char *error, void *arg)
-{
-	struct imap_proxy *p = arg;
-
-	p->nc = NULL;
-	if (bev == NULL) {
-		px_fail(p, "%s", error);
-		return;
-	}
-	p->be = bev;
-	p->st = PX_GREETING;
-	bufferevent_setcb(bev, px_login_read, NULL, px_event, p);
-	bufferevent_enable(bev, EV_READ | EV_WRITE);
+	if (why != NULL)
+		px_fail(p, "%s", why);
+	else
+		p->st = PX_GREETING;
 }
 
 void imap_proxy_start(struct imap_client *c, const char *login, const char *authz,
@@ -359,17 +339,13 @@ void imap_proxy_start(struct imap_client *c, const char *login, const char *auth
 {
 	const struct imapd_conf *ic = &conf_values(c->srv->conf)->imapd;
 	struct imap_proxy *p = xcalloc(1, sizeof(*p));
-	struct timeval tv = { (time_t)(ic->proxy_timeout_ms / 1000),
-			      (suseconds_t)(ic->proxy_timeout_ms % 1000) * 1000 };
 
 	assert(c->proxy == NULL);
 	c->proxy = p;
 	p->c = c;
 	p->login = xstrdup(login);
 	p->authz = xstrdup(authz != NULL ? authz : "");
-	snprintf(p->host, sizeof(p->host), "%s", host);
-	p->timer = evtimer_new(c->srv->base, px_timeout, p);
-	evtimer_add(p->timer, &tv);
+	proxy_dial_init(&p->d, c->srv->base, host, px_dialled, px_login_read, px_event, p);
 	if (c->srv->proxy_secret == NULL) {
 		px_fail(p, "no [imapd] proxy_secret_file");
 		return;
@@ -378,10 +354,8 @@ void imap_proxy_start(struct imap_client *c, const char *login, const char *auth
 		px_fail(p, "the user has no address to log in with at the store host");
 		return;
 	}
-	/* its proxy_hosts entry, else host:proxy_port */
-	p->nc = proxy_connect(c->srv->base, &c->srv->proxy_dns, ic->proxy_hosts,
-			      (long long)ic->proxy_port, host, ic->proxy_timeout_ms, p->where,
-			      sizeof(p->where), px_connected, p);
+	proxy_dial_start(&p->d, c->srv->base, &c->srv->proxy_dns, ic->proxy_hosts,
+			 (long long)ic->proxy_port, ic->proxy_timeout_ms);
 }
 
 bool imap_proxy_login_reply(struct imap_cmd *cmd)
@@ -404,9 +378,9 @@ bool imap_proxy_login_reply(struct imap_cmd *cmd)
 	evtimer_del(c->timer); /* the store host keeps the idle time */
 	p->st = PX_RELAY;
 	p->scan.bol = true; /* the login's reader stopped after the OK's line */
-	bufferevent_setcb(p->be, imap_proxy_be_read, imap_proxy_be_write, px_event, p);
-	bufferevent_setwatermark(p->be, EV_WRITE, IMAP_OUT_LOW, 0);
-	bufferevent_enable(p->be, EV_READ | EV_WRITE);
+	bufferevent_setcb(p->d.be, imap_proxy_be_read, imap_proxy_be_write, px_event, p);
+	bufferevent_setwatermark(p->d.be, EV_WRITE, IMAP_OUT_LOW, 0);
+	bufferevent_enable(p->d.be, EV_READ | EV_WRITE);
 	imap_proxy_to_client(c); /* anything that came after the OK */
 	return true;
 }
@@ -416,15 +390,15 @@ void imap_proxy_to_client(struct imap_client *c)
 {
 	struct imap_proxy *p = c->proxy;
 
-	if (p == NULL || p->be == NULL)
+	if (p == NULL || p->d.be == NULL)
 		return;
 	if (p->st == PX_RELAY && px_relay_check(p) < 0)
 		return;
-	evbuffer_add_buffer(imap_out(c), bufferevent_get_input(p->be));
+	evbuffer_add_buffer(imap_out(c), bufferevent_get_input(p->d.be));
 	if (imap_out_full(c))
-		bufferevent_disable(p->be, EV_READ);
+		bufferevent_disable(p->d.be, EV_READ);
 	else if (p->st == PX_RELAY && !(c->flags & IMAP_CF_CLOSING))
-		bufferevent_enable(p->be, EV_READ);
+		bufferevent_enable(p->d.be, EV_READ);
 }
 
 void imap_proxy_be_read(struct bufferevent *bev, void *arg)
@@ -450,9 +424,9 @@ void imap_proxy_from_client(struct imap_client *c)
 	struct imap_proxy *p = c->proxy;
 	struct evbuffer *out;
 
-	if (p == NULL || p->be == NULL || p->st != PX_RELAY)
+	if (p == NULL || p->d.be == NULL || p->st != PX_RELAY)
 		return;
-	out = bufferevent_get_output(p->be);
+	out = bufferevent_get_output(p->d.be);
 	evbuffer_add_buffer(out, bufferevent_get_input(c->bev));
 	if (evbuffer_get_length(out) >= IMAP_OUT_HIGH)
 		bufferevent_disable(c->bev, EV_READ);

@@ -33,13 +33,8 @@ enum px_state { PX_CONNECT, PX_GREETING, PX_LOGIN, PX_DONE, PX_RELAY };
 struct ms_proxy {
 	struct ms_session *s;
 	enum px_state st;
-	struct net_connect *nc;
-	struct bufferevent *be; /* the store host's connection */
-	struct event *timer;    /* the login's deadline */
-	char host[256];         /* the store host (mailHost), for logs */
-	char where[320];        /* address:port connected to */
+	struct proxy_dial d; /* the store host's connection (d.be), the deadline */
 	char *authz;
-	const char *early; /* a failure known at the start, said from the timer */
 };
 
 static void px_fail(struct ms_proxy *p, const char *fmt, ...)
@@ -81,11 +76,7 @@ void ms_proxy_free(struct ms_session *s)
 
 	if (p == NULL)
 		return;
-	net_connect_cancel(&p->nc);
-	if (p->be != NULL)
-		bufferevent_free(p->be);
-	if (p->timer != NULL)
-		event_free(p->timer);
+	proxy_dial_free(&p->d);
 	free(p->authz);
 	free(p);
 	s->proxy = NULL;
@@ -95,14 +86,13 @@ void ms_proxy_free(struct ms_session *s)
 static void px_done(struct ms_proxy *p, const char *why)
 {
 	p->st = PX_DONE;
-	net_connect_cancel(&p->nc);
-	evtimer_del(p->timer);
-	if (why != NULL && p->be != NULL) {
-		bufferevent_free(p->be);
-		p->be = NULL;
+	proxy_dial_stop(&p->d);
+	if (why != NULL && p->d.be != NULL) {
+		bufferevent_free(p->d.be);
+		p->d.be = NULL;
 	}
-	if (p->be != NULL)
-		bufferevent_disable(p->be, EV_READ); /* the relay reads from now on */
+	if (p->d.be != NULL)
+		bufferevent_disable(p->d.be, EV_READ); /* the relay reads from now on */
 	ms_session_proxied(p->s, why);
 }
 
@@ -115,7 +105,7 @@ static void px_fail(struct ms_proxy *p, const char *fmt, ...)
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
 	log_info("%016" PRIx64 " managesieve proxy user=%s host=%s result=fail reason=\"%s\"",
-		 p->s->id, p->s->user, p->host, why);
+		 p->s->id, p->s->user, p->d.host, why);
 	px_done(p, why);
 }
 
@@ -137,12 +127,12 @@ static bool px_line(struct ms_proxy *p, const char *line)
 		if (line[0] == '"')
 			return true; /* a capability */
 		if (!px_is(line, "OK")) {
-			px_fail(p, "unexpected greeting from %s", p->where);
+			px_fail(p, "unexpected greeting from %s", p->d.where);
 			return false;
 		}
 		char *b64 = proxy_plain_b64(p->authz, sc->proxy_user, p->s->srv->proxy_secret);
 
-		evbuffer_add_printf(bufferevent_get_output(p->be),
+		evbuffer_add_printf(bufferevent_get_output(p->d.be),
 				    "AUTHENTICATE \"PLAIN\" \"%s\"\r\n", b64);
 		OPENSSL_cleanse(b64, strlen(b64));
 		free(b64);
@@ -151,12 +141,12 @@ static bool px_line(struct ms_proxy *p, const char *line)
 	}
 	if (px_is(line, "OK")) {
 		log_info("%016" PRIx64 " managesieve proxy user=%s host=%s addr=%s result=ok",
-			 p->s->id, p->s->user, p->host, p->where);
+			 p->s->id, p->s->user, p->d.host, p->d.where);
 		px_done(p, NULL);
 	} else if (px_is(line, "NO") || px_is(line, "BYE")) {
-		px_fail(p, "%s refused the proxy login: %.200s", p->where, line);
+		px_fail(p, "%s refused the proxy login: %.200s", p->d.where, line);
 	} else {
-		px_fail(p, "unexpected reply from %s", p->where);
+		px_fail(p, "unexpected reply from %s", p->d.where);
 	}
 	return false;
 }
@@ -173,7 +163,7 @@ static void px_login_read(struct bufferevent *bev, void *arg)
 	while (go) { /* px_line's false: p may be gone */
 		if ((rc = proxy_readln(in, &line, &why)) <= 0) {
 			if (rc < 0)
-				px_fail(p, "%s sent %s", p->where, why);
+				px_fail(p, "%s sent %s", p->d.where, why);
 			return;
 		}
 		go = px_line(p, line);
@@ -186,17 +176,17 @@ static void px_to_client(struct ms_proxy *p)
 {
 	struct evbuffer *out = bufferevent_get_output(p->s->bev);
 
-	evbuffer_add_buffer(out, bufferevent_get_input(p->be));
+	evbuffer_add_buffer(out, bufferevent_get_input(p->d.be));
 	if (evbuffer_get_length(out) >= PROXY_OUT_HIGH || p->s->closing)
-		bufferevent_disable(p->be, EV_READ);
+		bufferevent_disable(p->d.be, EV_READ);
 	else
-		bufferevent_enable(p->be, EV_READ);
+		bufferevent_enable(p->d.be, EV_READ);
 }
 
 /* Relay: the client's bytes to the store host, paused while that output is full. */
 static void px_from_client(struct ms_proxy *p)
 {
-	struct evbuffer *out = bufferevent_get_output(p->be);
+	struct evbuffer *out = bufferevent_get_output(p->d.be);
 
 	evbuffer_add_buffer(out, bufferevent_get_input(p->s->bev));
 	if (evbuffer_get_length(out) >= PROXY_OUT_HIGH)
@@ -213,38 +203,24 @@ static void px_event(struct bufferevent *bev, short what, void *arg)
 		/* what the store host sent before it closed goes to the client first */
 		log_info("%016" PRIx64
 			 " managesieve proxy user=%s host=%s closed by the store host",
-			 p->s->id, p->s->user, p->host);
+			 p->s->id, p->s->user, p->d.host);
 		evbuffer_add_buffer(bufferevent_get_output(p->s->bev), bufferevent_get_input(bev));
 		bufferevent_disable(bev, EV_READ | EV_WRITE);
 		ms_session_close(p->s);
 		return;
 	}
-	px_fail(p, "%s %s", p->where, (what & BEV_EVENT_TIMEOUT) ? "timed out" : "closed");
+	px_fail(p, "%s %s", p->d.where, (what & BEV_EVENT_TIMEOUT) ? "timed out" : "closed");
 }
 
-static void px_timeout(evutil_socket_t fd, short what, void *arg)
+/* The connection to the store host is made (why NULL) or failed. */
+static void px_dialled(void *arg, const char *why)
 {
 	struct ms_proxy *p = arg;
 
-	if (p->early != NULL)
-		px_fail(p, "%s", p->early);
+	if (why != NULL)
+		px_fail(p, "%s", why);
 	else
-		px_fail(p, "%s did not log in in time", p->where[0] ? p->where : p->host);
-}
-
-static void px_connected(struct bufferevent *bev, const char *error, void *arg)
-{
-	struct ms_proxy *p = arg;
-
-	p->nc = NULL;
-	if (bev == NULL) {
-		px_fail(p, "%s", error);
-		return;
-	}
-	p->be = bev;
-	p->st = PX_GREETING;
-	bufferevent_setcb(bev, px_login_read, NULL, px_event, p);
-	bufferevent_enable(bev, EV_READ | EV_WRITE);
+		p->st = PX_GREETING;
 }
 
 void ms_proxy_start(struct ms_session *s, const char *authz, const char *host)
@@ -252,30 +228,21 @@ void ms_proxy_start(struct ms_session *s, const char *authz, const char *host)
 	struct ms_server *srv = s->srv;
 	const struct sieve_conf *sc = &conf_values(srv->conf)->sieve;
 	struct ms_proxy *p = xcalloc(1, sizeof(*p));
-	struct timeval tv = { (time_t)(sc->proxy_timeout_ms / 1000),
-			      (suseconds_t)(sc->proxy_timeout_ms % 1000) * 1000 };
 
 	assert(s->proxy == NULL);
 	s->proxy = p;
 	p->s = s;
 	p->authz = xstrdup(authz != NULL ? authz : "");
-	snprintf(p->host, sizeof(p->host), "%s", host);
-	p->timer = evtimer_new(srv->base, px_timeout, p);
+	proxy_dial_init(&p->d, srv->base, host, px_dialled, px_login_read, px_event, p);
+	/* an early failure is said from the loop: the caller may be the session's reader */
 	if (srv->proxy_secret == NULL)
-		p->early = "no [sieve] proxy_secret_file";
+		proxy_dial_fail_soon(&p->d, "no [sieve] proxy_secret_file");
 	else if (p->authz[0] == '\0')
-		p->early = "the user has no address to log in with at the store host";
-	if (p->early != NULL) { /* said from the loop: the caller may be the session's reader */
-		struct timeval now = { 0, 0 };
-
-		evtimer_add(p->timer, &now);
-		return;
-	}
-	evtimer_add(p->timer, &tv);
-	/* its proxy_hosts entry, else host:proxy_port */
-	p->nc = proxy_connect(srv->base, &srv->proxy_dns, sc->proxy_hosts,
-			      (long long)sc->proxy_port, host, sc->proxy_timeout_ms, p->where,
-			      sizeof(p->where), px_connected, p);
+		proxy_dial_fail_soon(&p->d,
+				     "the user has no address to log in with at the store host");
+	else
+		proxy_dial_start(&p->d, srv->base, &srv->proxy_dns, sc->proxy_hosts,
+				 (long long)sc->proxy_port, sc->proxy_timeout_ms);
 }
 
 static void px_client_read(struct bufferevent *bev, void *arg)
@@ -300,7 +267,7 @@ static void px_client_event(struct bufferevent *bev, short what, void *arg)
 	if ((what & BEV_EVENT_CONNECTED) && !(what & (BEV_EVENT_ERROR | BEV_EVENT_EOF)))
 		return; /* a TLS filter's late handshake report: not an end */
 	log_info("%016" PRIx64 " managesieve proxy user=%s host=%s closed by the client", p->s->id,
-		 p->s->user, p->host);
+		 p->s->user, p->d.host);
 	ms_session_free(p->s);
 }
 
@@ -318,14 +285,14 @@ void ms_proxy_relay(struct ms_session *s)
 {
 	struct ms_proxy *p = s->proxy;
 
-	assert(p != NULL && p->st == PX_DONE && p->be != NULL);
+	assert(p != NULL && p->st == PX_DONE && p->d.be != NULL);
 	p->st = PX_RELAY;
 	bufferevent_set_timeouts(s->bev, NULL, NULL); /* the store host keeps the idle time */
 	bufferevent_setcb(s->bev, px_client_read, px_client_write, px_client_event, p);
 	bufferevent_setwatermark(s->bev, EV_WRITE, PROXY_OUT_HIGH / 4, 0);
-	bufferevent_setcb(p->be, px_be_read, px_be_write, px_event, p);
-	bufferevent_setwatermark(p->be, EV_WRITE, PROXY_OUT_HIGH / 4, 0);
-	bufferevent_enable(p->be, EV_READ | EV_WRITE);
+	bufferevent_setcb(p->d.be, px_be_read, px_be_write, px_event, p);
+	bufferevent_setwatermark(p->d.be, EV_WRITE, PROXY_OUT_HIGH / 4, 0);
+	bufferevent_enable(p->d.be, EV_READ | EV_WRITE);
 	bufferevent_enable(s->bev, EV_READ | EV_WRITE);
 	px_from_client(p); /* what the client sent after its AUTHENTICATE */
 	px_to_client(p);   /* and what the store host sent after its OK */

@@ -1,7 +1,8 @@
 /* test_proxy.c — common/proxy.c, the protocol-free parts of the front/store host proxy login
  * that imapd and managesieved share: the proxy_hosts map, the PLAIN response, the login
- * dialogue's line limit, the secret file, the referral host check and the credential check
- * (address, user and secret each refused on its own). */
+ * dialogue's line limit, the secret file, the referral host check, the credential check
+ * (address, user and secret each refused on its own) and the front's dial (connected, a
+ * failure said from the loop, the login's deadline). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -12,9 +13,12 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <cmocka.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
 
 #include "common/conf.h"
 #include "common/proxy.h"
@@ -145,12 +149,109 @@ static void test_credential(void **state)
 					 "s3cret"));
 }
 
+struct dial_seen {
+	struct event_base *base;
+	int calls;
+	char why[400];
+	bool connected;
+};
+
+static void dial_done(void *arg, const char *why)
+{
+	struct dial_seen *seen = arg;
+
+	seen->calls++;
+	seen->connected = why == NULL;
+	snprintf(seen->why, sizeof(seen->why), "%s", why != NULL ? why : "");
+	if (why != NULL)
+		event_base_loopbreak(seen->base);
+}
+
+static void dial_read(struct bufferevent *bev, void *arg)
+{
+}
+
+static void dial_event(struct bufferevent *bev, short what, void *arg)
+{
+}
+
+/* A listener on 127.0.0.1 that never accepts (the kernel completes the connections). */
+static int listener(char *port, size_t psz)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	assert_true(fd >= 0);
+	inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(listen(fd, 8), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
+	snprintf(port, psz, "%u", ntohs(sin.sin_port));
+	return fd;
+}
+
+static void test_dial(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct evdns_base *dns = NULL;
+	struct dial_seen seen = { base, 0, "", false };
+	struct proxy_dial d;
+	char port[16], entry[64];
+	char *v[1] = { entry };
+	struct conf_list map = { 1, v, NULL };
+	int lfd = listener(port, sizeof(port));
+
+	snprintf(entry, sizeof(entry), "store1=127.0.0.1:%s", port);
+
+	/* connected: done(NULL) with be reading; then the deadline (nobody answers) */
+	proxy_dial_init(&d, base, "store1", dial_done, dial_read, dial_event, &seen);
+	proxy_dial_start(&d, base, &dns, &map, 4190, 200);
+	assert_int_equal(seen.calls, 0);
+	event_base_dispatch(base);
+	assert_int_equal(seen.calls, 2);
+	assert_non_null(d.be);
+	assert_string_equal(d.where, entry + strlen("store1="));
+	char want[100];
+
+	snprintf(want, sizeof(want), "127.0.0.1:%s did not log in in time", port);
+	assert_string_equal(seen.why, want);
+	proxy_dial_free(&d);
+	assert_null(d.be);
+	assert_null(d.timer);
+
+	/* a failure known at the start is said from the loop, not from the caller */
+	seen.calls = 0;
+	proxy_dial_init(&d, base, "store1", dial_done, dial_read, dial_event, &seen);
+	proxy_dial_fail_soon(&d, "no secret");
+	assert_int_equal(seen.calls, 0);
+	event_base_dispatch(base);
+	assert_int_equal(seen.calls, 1);
+	assert_false(seen.connected);
+	assert_string_equal(seen.why, "no secret");
+	assert_null(d.be);
+	proxy_dial_free(&d);
+
+	/* stopped: neither the deadline nor the connection says anything */
+	seen.calls = 0;
+	proxy_dial_init(&d, base, "store1", dial_done, dial_read, dial_event, &seen);
+	proxy_dial_start(&d, base, &dns, &map, 4190, 1);
+	proxy_dial_stop(&d);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	assert_int_equal(seen.calls, 0);
+	proxy_dial_free(&d);
+
+	close(lfd);
+	event_base_free(base);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_target),  cmocka_unit_test(test_plain),
 		cmocka_unit_test(test_readln),  cmocka_unit_test(test_secret_file),
 		cmocka_unit_test(test_host_ok), cmocka_unit_test(test_credential),
+		cmocka_unit_test(test_dial),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
