@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -78,6 +79,42 @@ static int agent_setup_servers(struct agent *ag, const struct ml_cfg *c, const c
 	return 0;
 }
 
+/* The descriptors the agent may open: its sessions (max_sessions), a delivery probe per
+   recipient with mail in flight (up to one per user) and a few of its own. Raises the soft
+   limit to the hard one, and both (when privileged) up to fs.nr_open; when the limit stays
+   below the sessions' need the session cap shrinks to fit, with a warning, so a connect never
+   fails with EMFILE and is counted as the server's error. */
+static void ag_fd_budget(struct agent *ag)
+{
+	uint64_t want = ag->cfg.max_sessions + ag->cfg.users + 256;
+	struct rlimit rl = { 1024, 1024 };
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want) {
+		uint64_t top = want;
+		FILE *f = fopen("/proc/sys/fs/nr_open", "r");
+		unsigned long long nr = 0;
+		if (f != NULL) {
+			if (fscanf(f, "%llu", &nr) == 1 && nr < top)
+				top = nr;
+			fclose(f);
+		}
+		struct rlimit up = { (rlim_t)top, rl.rlim_max > top ? rl.rlim_max : (rlim_t)top };
+		if (setrlimit(RLIMIT_NOFILE, &up) < 0) {
+			up.rlim_cur = rl.rlim_max < top ? rl.rlim_max : (rlim_t)top;
+			up.rlim_max = rl.rlim_max;
+			(void)setrlimit(RLIMIT_NOFILE, &up);
+		}
+		(void)getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	ag->fd_limit = rl.rlim_cur;
+	if (ag->cfg.max_sessions + 128 > ag->fd_limit) {
+		uint64_t cap = ag->fd_limit > 256 ? ag->fd_limit - 128 : ag->fd_limit / 2 + 1;
+		log_warnx("agent%" PRIu64 ": %" PRIu64 " descriptors (ulimit -n): session cap %" PRIu64
+			  " instead of max_sessions %" PRIu64,
+			  ag->cfg.agent, ag->fd_limit, cap, ag->cfg.max_sessions);
+		ag->cfg.max_sessions = cap;
+	}
+}
+
 int agent_setup(struct agent *ag, const struct ml_cfg *c, const char **error_r)
 {
 	ag->cfg = *c;
@@ -99,6 +136,7 @@ int agent_setup(struct agent *ag, const struct ml_cfg *c, const char **error_r)
 	ag->users = xcalloc(ag->nusers, sizeof(*ag->users));
 	for (uint32_t i = 0; i < ag->nusers; i++)
 		ag->users[i].m.id = (uint32_t)c->user_lo + i;
+	ag_fd_budget(ag);
 	probe_setup(ag);
 	uint64_t total = c->ramp_s + c->steady_s + c->down_s + c->drain_s + 60;
 	ag->ts_step_s = (uint32_t)(total / 600 + 1);

@@ -7,7 +7,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include <event2/event.h>
 
@@ -131,7 +130,6 @@ void probe_setup(struct agent *ag)
 {
 	struct ag_probes *pr = &ag->pr;
 	uint64_t n = ag->cfg.users;
-	struct rlimit rl;
 
 	pr->lastuid = xcalloc(n, sizeof(uint32_t));
 	pr->uidv = xcalloc(n, sizeof(uint32_t));
@@ -143,16 +141,8 @@ void probe_setup(struct agent *ag)
 	ring_init(&pr->queue, sizeof(uint32_t));
 	ring_init(&pr->retry, sizeof(uint32_t));
 	/* as many as needed (one per recipient with mail in flight), within the descriptors
-	   left after the workload's own sessions */
-	uint64_t fds = 1024;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
-		if (rl.rlim_cur < rl.rlim_max) {
-			rl.rlim_cur = rl.rlim_max;
-			setrlimit(RLIMIT_NOFILE, &rl);
-			getrlimit(RLIMIT_NOFILE, &rl);
-		}
-		fds = rl.rlim_cur;
-	}
+	   agent_setup left after the workload's own sessions */
+	uint64_t fds = ag->fd_limit;
 	uint64_t room = fds > ag->cfg.max_sessions + 64 ? fds - ag->cfg.max_sessions - 64 : 64;
 	uint64_t cap = ag->cfg.probe_max ? ag->cfg.probe_max : room;
 	if (cap > room)

@@ -368,6 +368,7 @@ def run_kind(exe, smtp, imap, tmp, name, mix, extra=(), codes=(0, 1, 3), min_sam
     with open(os.path.join(rep, "report.json")) as f:
         r = json.load(f)
     LAST["report"] = r
+    LAST["stderr"] = p.stderr.decode()
     assert os.path.getsize(os.path.join(rep, "report.html")) > 1000
     assert r["schema_version"] == 2 and r["run"]["command_line"].startswith(exe), r["run"]
     with open(os.path.join(rep, "report.txt")) as f:
@@ -695,6 +696,18 @@ def test_session_kinds():
                                                         d["checked"]))
 
 
+def test_session_cap_fits_descriptors():
+    """A session cap beyond what the descriptor limit can hold (even raised to fs.nr_open)
+    shrinks to fit with a warning, so no connect fails with EMFILE as if the server had."""
+    pt, fns = run_kind(EXE, SP, IP, TMP, "fdcap", (1, 0, 0),
+                       ("--set", "max_sessions=100000000"))
+    err = LAST["stderr"]
+    assert "descriptors (ulimit -n): session cap" in err and "instead of max_sessions 100000000" in err, err
+    top = [t["message"] for t in pt["errors"]["top"]]
+    assert not any("Too many open files" in t or "session cap" in t for t in top), top
+    assert pt["delivery"]["lost"] == 0, pt["delivery"]
+
+
 def test_uidvalidity_change_reported():
     """A server that changes UIDVALIDITY under the client is caught, and the report
     re-renders from its JSON."""
@@ -729,6 +742,7 @@ def main():
     return run_main(lambda: run_tests([test_init_fills_and_resumes, test_fill_record_checked,
                                        test_any_server, test_two_agents, test_session_kinds,
                                        test_uidvalidity_change_reported,
+                                       test_session_cap_fits_descriptors,
                                        test_probes_find_every_delivery,
                                        test_verdicts_stay_true, test_search_repeats]),
                     TMP, [], cleanup=[close_servers])
