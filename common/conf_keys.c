@@ -14,6 +14,27 @@
 #define HOUR (60 * MIN)
 #define DAY (24 * HOUR)
 
+/* The rows of CONF_PROXY_FIELDS in section sec (a name: [imapd], [sieve]): the same names,
+   types, bounds and defaults but the store hosts' port (port_default); each section's
+   documentation. scripts/gen-conf-man expands it as the compiler does. */
+#define CONF_PROXY_KEYS(sec, port_default, doc_proxy, doc_hosts, doc_port, doc_user, doc_secret,  \
+			doc_trusted, doc_timeout)                                                 \
+	{ #sec, "proxy", CONF_BOOL, 0, 0, "no", NULL, doc_proxy, CONF_AT(sec.proxy) },            \
+		{ #sec,      "proxy_hosts",           CONF_LIST, 0, 0, "", NULL,                  \
+		  doc_hosts, CONF_AT(sec.proxy_hosts) },                                          \
+		{ #sec,     "proxy_port",           CONF_INT, 1, 65535, port_default, NULL,       \
+		  doc_port, CONF_AT(sec.proxy_port) },                                            \
+		{ #sec,     "proxy_user",           CONF_STR, 0, 0, "heron-proxy", NULL,          \
+		  doc_user, CONF_AT(sec.proxy_user) },                                            \
+		{ #sec,       "proxy_secret_file",           CONF_STR, 0, 0, "", NULL,            \
+		  doc_secret, CONF_AT(sec.proxy_secret_file) },                                   \
+		{ #sec,        "proxy_trusted",           CONF_CIDRS, 0, 0, "", NULL,             \
+		  doc_trusted, CONF_AT(sec.proxy_trusted) },                                      \
+	{                                                                                         \
+#sec, "proxy_timeout", CONF_DURATION, 1 * SEC, 5 * MIN, "10s", NULL, doc_timeout, \
+			CONF_AT(sec.proxy_timeout_ms)                                             \
+	}
+
 const struct conf_key conf_keys[] = {
 	/* section    name                  type          min   max        default  choices doc */
 	{ "store", "path", CONF_STR, 0, 0, "/var/lib/heron/store", NULL,
@@ -498,32 +519,22 @@ const struct conf_key conf_keys[] = {
 	  "allow AUTHENTICATE without TLS", CONF_AT(sieve.allow_plaintext_auth) },
 	{ "sieve", "timeout", CONF_DURATION, 1 * SEC, 1 * DAY, "30m", NULL,
 	  "idle time allowed in a ManageSieve session", CONF_AT(sieve.timeout_ms) },
-	{ "sieve", "proxy", CONF_BOOL, 0, 0, "no", NULL,
-	  "front host: a user whose mailHost is another host ([imapd] hostname) is authenticated "
-	  "at that host's managesieved with the proxy credential and the session relayed there "
-	  "(no: a REFERRAL)",
-	  CONF_AT(sieve.proxy) },
-	{ "sieve", "proxy_hosts", CONF_LIST, 0, 0, "", NULL,
-	  "front host: mailHost=address:port entries, where each store host's managesieved "
-	  "listens; a mailHost not listed is reached at its name on proxy_port",
-	  CONF_AT(sieve.proxy_hosts) },
-	{ "sieve", "proxy_port", CONF_INT, 1, 65535, "4190", NULL,
-	  "ManageSieve port of the store hosts not in proxy_hosts", CONF_AT(sieve.proxy_port) },
-	{ "sieve", "proxy_user", CONF_STR, 0, 0, "heron-proxy", NULL,
-	  "authentication identity of the ManageSieve proxy login (the authorization identity is "
-	  "the user's address)",
-	  CONF_AT(sieve.proxy_user) },
-	{ "sieve", "proxy_secret_file", CONF_STR, 0, 0, "", NULL,
-	  "file whose first line is the shared secret of the ManageSieve proxy login (fronts "
-	  "send it, store hosts check it; empty: no proxy login)",
-	  CONF_AT(sieve.proxy_secret_file) },
-	{ "sieve", "proxy_trusted", CONF_CIDRS, 0, 0, "", NULL,
-	  "store host: the front addresses whose ManageSieve proxy logins are accepted (empty: "
-	  "none)",
-	  CONF_AT(sieve.proxy_trusted) },
-	{ "sieve", "proxy_timeout", CONF_DURATION, 1 * SEC, 5 * MIN, "10s", NULL,
-	  "front host: time allowed to connect and log in at a store host's managesieved",
-	  CONF_AT(sieve.proxy_timeout_ms) },
+	CONF_PROXY_KEYS(
+		sieve, "4190",
+		"front host: a user whose mailHost is another host ([imapd] hostname) is "
+		"authenticated at that host's managesieved with the proxy credential and the "
+		"session relayed there (no: a REFERRAL)",
+		"front host: mailHost=address:port entries, where each store host's "
+		"managesieved listens; a mailHost not listed is reached at its name on "
+		"proxy_port",
+		"ManageSieve port of the store hosts not in proxy_hosts",
+		"authentication identity of the ManageSieve proxy login (the authorization "
+		"identity is the user's address)",
+		"file whose first line is the shared secret of the ManageSieve proxy login "
+		"(fronts send it, store hosts check it; empty: no proxy login)",
+		"store host: the front addresses whose ManageSieve proxy logins are accepted "
+		"(empty: none)",
+		"front host: time allowed to connect and log in at a store host's managesieved"),
 
 	{ "imapd", "listen", CONF_ADDRS, 0, 0, "*:143", NULL, "IMAP listeners (STARTTLS)",
 	  CONF_AT(imapd.listen) },
@@ -545,30 +556,21 @@ const struct conf_key conf_keys[] = {
 	  "this host's name in users' mailHost: a user whose mailHost names another host is "
 	  "referred there at login (empty: the host name)",
 	  CONF_AT(imapd.hostname) },
-	{ "imapd", "proxy", CONF_BOOL, 0, 0, "no", NULL,
-	  "front role: a user whose mailHost names another host is logged in there with the "
-	  "proxy credential and the session relayed to that host's imapd (no: a login referral)",
-	  CONF_AT(imapd.proxy) },
-	{ "imapd", "proxy_hosts", CONF_LIST, 0, 0, "", NULL,
-	  "HOST=address:port entries: where the imapd of store host HOST (a mailHost value) "
-	  "listens; a mailHost not listed is reached at its name on proxy_port",
-	  CONF_AT(imapd.proxy_hosts) },
-	{ "imapd", "proxy_port", CONF_INT, 1, 65535, "143", NULL,
-	  "IMAP port of the store hosts not in proxy_hosts", CONF_AT(imapd.proxy_port) },
-	{ "imapd", "proxy_user", CONF_STR, 0, 0, "heron-proxy", NULL,
-	  "the SASL PLAIN authentication identity a front logs in with at a store host (the "
-	  "user is the authorization identity)",
-	  CONF_AT(imapd.proxy_user) },
-	{ "imapd", "proxy_secret_file", CONF_STR, 0, 0, "", NULL,
-	  "file whose first line is the shared secret of the proxy login (fronts send it, store "
-	  "hosts check it; empty: no proxy login)",
-	  CONF_AT(imapd.proxy_secret_file) },
-	{ "imapd", "proxy_trusted", CONF_CIDRS, 0, 0, "", NULL,
-	  "store host: the front addresses whose proxy logins are accepted (empty: none)",
-	  CONF_AT(imapd.proxy_trusted) },
-	{ "imapd", "proxy_timeout", CONF_DURATION, 1 * SEC, 5 * MIN, "10s", NULL,
-	  "front: connecting and logging in at the store host, at most (then NO [UNAVAILABLE])",
-	  CONF_AT(imapd.proxy_timeout_ms) },
+	CONF_PROXY_KEYS(
+		imapd, "143",
+		"front role: a user whose mailHost names another host is logged in there with "
+		"the proxy credential and the session relayed to that host's imapd (no: a "
+		"login referral)",
+		"HOST=address:port entries: where the imapd of store host HOST (a mailHost "
+		"value) listens; a mailHost not listed is reached at its name on proxy_port",
+		"IMAP port of the store hosts not in proxy_hosts",
+		"the SASL PLAIN authentication identity a front logs in with at a store host "
+		"(the user is the authorization identity)",
+		"file whose first line is the shared secret of the proxy login (fronts send it, "
+		"store hosts check it; empty: no proxy login)",
+		"store host: the front addresses whose proxy logins are accepted (empty: none)",
+		"front: connecting and logging in at the store host, at most (then NO "
+		"[UNAVAILABLE])"),
 	{ "imapd", "max_connections", CONF_INT, 1, 10000000, "20000", NULL,
 	  "concurrent IMAP connections of all workers (more are answered BYE and closed)",
 	  CONF_AT(imapd.max_connections) },

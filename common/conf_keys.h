@@ -160,6 +160,17 @@ struct mtad_conf {
 	const char *burl_tls_name;
 };
 
+/* The proxy login's keys of a section with a front role ([imapd], [sieve]; rows:
+   CONF_PROXY_KEYS in conf_keys.c): common/proxy.h, imapd/imap_proxy.c, managesieve/ms_proxy.c. */
+#define CONF_PROXY_FIELDS                       \
+	bool proxy;                             \
+	const struct conf_list *proxy_hosts;    \
+	int64_t proxy_port;                     \
+	const char *proxy_user;                 \
+	const char *proxy_secret_file;          \
+	const struct conf_cidrs *proxy_trusted; \
+	int64_t proxy_timeout_ms;
+
 /* [imapd] */
 struct imapd_conf {
 	const struct conf_addrs *listen;
@@ -191,13 +202,7 @@ struct imapd_conf {
 	const char *namespace_shared; /* "" or a prefix ending in '/' */
 	const char *shared_owner;
 	const struct conf_list *urlauth_submit_users;
-	bool proxy;
-	const struct conf_list *proxy_hosts;
-	int64_t proxy_port;
-	const char *proxy_user;
-	const char *proxy_secret_file;
-	const struct conf_cidrs *proxy_trusted;
-	int64_t proxy_timeout_ms;
+	CONF_PROXY_FIELDS
 };
 
 /* [sink] */
@@ -275,13 +280,7 @@ struct sieve_conf {
 	int64_t max_connections;
 	bool allow_plaintext_auth;
 	int64_t timeout_ms;
-	bool proxy;
-	const struct conf_list *proxy_hosts;
-	int64_t proxy_port;
-	const char *proxy_user;
-	const char *proxy_secret_file;
-	const struct conf_cidrs *proxy_trusted;
-	int64_t proxy_timeout_ms;
+	CONF_PROXY_FIELDS
 };
 
 /* [milter]: mtad/milter.c */
