@@ -168,8 +168,8 @@ int mc_move(struct mc *, const struct mc_args *);
 int mc_expunge_query(struct mc *, const struct mc_args *);
 int mc_import(struct mc *, const struct mc_args *);
 /* mailctl_io.c, for user move: a whole user as `export USER DIR` writes it (Maildir++,
-   UIDs kept), and such a DIR imported into user (who must exist). Exit codes, after saying
-   what failed. */
+   UIDs kept, the Sieve vacation and duplicate memories), and such a DIR imported into user
+   (who must exist). Exit codes, after saying what failed. */
 int mc_export_user(struct mc *mc, const char *user, const char *dir, uint64_t *count,
 		   uint64_t *bytes, size_t *nboxes);
 int mc_import_dir(struct mc *mc, const char *user, const char *dir, uint64_t *count_r);

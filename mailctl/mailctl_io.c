@@ -19,6 +19,10 @@
  *   mailbox's annotations go to heron-metadata, the user's server ones to
  *   heron-server-metadata ("ENTRY HEX" lines), the special-use attributes of a whole user's
  *   mailboxes to heron-special-use ("MASK NAME" lines), and come back on import.
+ *   The user's Sieve vacation and duplicate memories that have not expired go to
+ *   heron-sieve-memory ("KIND HASH UNTIL" lines: V or D, the key's 64-bit hash in 16 hex
+ *   digits, the expiry in Unix seconds); an import checks the whole file before any mail
+ *   and restores them, expiry kept, after the mail (those expired by then are dropped).
  *   Maildir import turns a LF not preceded by CR into CRLF (a no-op on CRLF files). */
 #include <dirent.h>
 #include <errno.h>
@@ -35,6 +39,7 @@
 #include "common/str.h"
 #include "common/xmalloc.h"
 #include "mailctl/mailctl.h"
+#include "store/store_sieve.h"
 
 #define RD_SIZE 65536
 #define BATCH 64             /* messages appended per index transaction */
@@ -42,6 +47,10 @@
 #define HDR_VALUE_MAX 4096   /* bytes kept of a flag header's value */
 #define MAILDIR_KWS 26       /* keyword letters a..z */
 #define FOLDER_PATH_MAX 8192 /* a Maildir++ folder's path, dir and escaped name */
+#define MEM_FILE "heron-sieve-memory"
+#define MEM_MAX 1048576 /* Sieve memories carried per user (export and import) */
+#define MEM_LINE_MAX 64 /* bytes of a heron-sieve-memory line ("V" 16 hex, until: 39) */
+#define MEM_BATCH 4096  /* memories restored per transaction */
 
 /* A line reader with a bounded buffer: a line longer than RD_SIZE comes in pieces. */
 struct rd {
@@ -82,6 +91,7 @@ struct imp {
 	char *kwletters[MAILDIR_KWS]; /* Maildir: dovecot-keywords */
 	unsigned nboxes;              /* Maildir++ folders imported */
 	unsigned nscripts;            /* Sieve scripts imported (heron-sieve) */
+	uint64_t nmems;               /* Sieve memories restored (heron-sieve-memory) */
 	/* an export's UIDVALIDITY and UIDNEXT (dovecot-uidlist's header), kept when the
 	   mailbox imported into never held a message */
 	uint32_t uidvalidity, uidnext;
@@ -1199,6 +1209,174 @@ static int import_maildir_tree(struct imp *im)
 }
 
 /* ------------------------------------------------------------------------------------- */
+/* The Sieve vacation and duplicate memories: DIR/heron-sieve-memory */
+
+struct mem {
+	char kind; /* enum store_sieve_memory */
+	uint64_t hash;
+	int64_t until;
+};
+
+/* Memories read from an export, restored MEM_BATCH per transaction from `next` on. */
+struct mems {
+	const char *user;
+	struct mem *v;
+	size_t n, next;
+	int64_t now;
+};
+
+struct mem_out {
+	FILE *f;
+	uint64_t n;
+};
+
+static int mem_row(enum store_sieve_memory kind, uint64_t hash, int64_t until, void *arg)
+{
+	struct mem_out *o = arg;
+
+	if (++o->n > MEM_MAX)
+		return 1; /* more than an import takes: refused below */
+	fprintf(o->f, "%c %016" PRIx64 " %" PRId64 "\n", (char)kind, hash, until);
+	return 0;
+}
+
+/* The user's memories not expired now into DIR/heron-sieve-memory. */
+static int export_memories(struct mc *mc, const char *user, const char *dir)
+{
+	struct mem_out o = { 0 };
+	struct store_txn *t;
+	struct store_user u;
+	char p[4200];
+	int rc, err = 0;
+
+	snprintf(p, sizeof(p), "%s/" MEM_FILE, dir);
+	if ((rc = mc_begin(mc, user, NULL, STORE_TXN_READ, &t, &u, NULL)) != MC_OK)
+		return rc;
+	if ((o.f = fopen(p, "wx")) == NULL)
+		err = errno;
+	else
+		rc = store_sieve_memories(t, user, (int64_t)time(NULL), mem_row, &o);
+	store_txn_abort(&t);
+	if (o.f != NULL) {
+		bool bad = ferror(o.f) != 0;
+
+		if ((fclose(o.f) != 0 || bad) && err == 0)
+			err = errno ? errno : EIO;
+	}
+	if (rc == 1)
+		return mc_refuse(mc, MC_REFUSED,
+				 "an import takes at most 1048576; export when some have expired",
+				 "'%s' has more than %d Sieve memories", user, MEM_MAX);
+	if (rc != 0)
+		return mc_fail(mc, rc, "the Sieve memories of '%s'", user);
+	if (err != 0)
+		return mc_refuse(mc, MC_ERR, "see the free space and permissions there",
+				 "writing %s: %s", p, strerror(err));
+	return MC_OK;
+}
+
+/* One line "KIND HASH UNTIL" (without its LF): 0, or -1 when it does not parse. */
+static int mem_parse(const char *line, struct mem *m)
+{
+	char *end;
+	long long until;
+
+	if ((line[0] != STORE_SIEVE_VACATION && line[0] != STORE_SIEVE_DUPLICATE) ||
+	    line[1] != ' ' || strspn(line + 2, "0123456789abcdef") != 16 || line[18] != ' ')
+		return -1;
+	m->kind = line[0];
+	m->hash = strtoull(line + 2, NULL, 16);
+	if (!(line[19] == '-' || (line[19] >= '0' && line[19] <= '9')))
+		return -1;
+	errno = 0;
+	until = strtoll(line + 19, &end, 10);
+	if (errno != 0 || *end != '\0')
+		return -1;
+	m->until = until;
+	return 0;
+}
+
+/* Reads DIR/heron-sieve-memory (missing: none) whole into ms, checking every line, so a bad
+   file is refused before any mail is imported. An exit code after saying what is wrong. */
+static int read_memories(struct mc *mc, const char *dir, struct mems *ms)
+{
+	char p[4200], line[MEM_LINE_MAX + 2];
+	size_t lineno = 0, cap = 0;
+	FILE *f;
+	int rc = MC_OK;
+
+	ms->n = ms->next = 0;
+	snprintf(p, sizeof(p), "%s/" MEM_FILE, dir);
+	if ((f = fopen(p, "r")) == NULL)
+		return errno == ENOENT ? MC_OK : mc_fail(mc, STORE_EIO, "cannot open %s", p);
+	while (rc == MC_OK && fgets(line, sizeof(line), f) != NULL) {
+		size_t len = strlen(line);
+
+		lineno++;
+		if (len == 0 || line[len - 1] != '\n') {
+			rc = mc_refuse(mc, MC_DATAERR,
+				       "each line is KIND HASH UNTIL and ends with LF",
+				       "%s line %zu: longer than %d bytes or not ended", p, lineno,
+				       MEM_LINE_MAX);
+			break;
+		}
+		line[len - 1] = '\0';
+		if (ms->n == MEM_MAX) {
+			rc = mc_refuse(mc, MC_DATAERR, "split the memories over several imports",
+				       "%s: more than %d memories", p, MEM_MAX);
+			break;
+		}
+		if (ms->n == cap) {
+			cap = cap ? cap * 2 : 256;
+			ms->v = xreallocarray(ms->v, cap, sizeof(*ms->v));
+		}
+		if (mem_parse(line, &ms->v[ms->n]) != 0)
+			rc = mc_refuse(mc, MC_DATAERR,
+				       "KIND is V or D, HASH 16 lowercase hex digits, UNTIL Unix "
+				       "seconds",
+				       "%s line %zu: not a Sieve memory", p, lineno);
+		ms->n++;
+	}
+	if (rc == MC_OK && ferror(f))
+		rc = mc_fail(mc, STORE_EIO, "reading %s", p);
+	fclose(f);
+	return rc;
+}
+
+static int w_memories(struct store_txn *t, void *arg)
+{
+	struct mems *ms = arg;
+	size_t end = ms->next + MEM_BATCH < ms->n ? ms->next + MEM_BATCH : ms->n;
+	int rc = 0;
+
+	for (size_t i = ms->next; i < end && rc == 0; i++)
+		if (ms->v[i].until > ms->now)
+			rc = store_sieve_restore(t, ms->user,
+						 (enum store_sieve_memory)ms->v[i].kind,
+						 ms->v[i].hash, ms->v[i].until);
+	return rc;
+}
+
+/* Restores what read_memories read into im's user, dropping those expired by now. */
+static int restore_memories(struct imp *im, struct mems *ms)
+{
+	int rc;
+
+	ms->user = im->user;
+	ms->now = (int64_t)time(NULL);
+	while (ms->next < ms->n) {
+		size_t end = ms->next + MEM_BATCH < ms->n ? ms->next + MEM_BATCH : ms->n;
+
+		if ((rc = store_write(im->mc->st, im->part, w_memories, ms)) != 0)
+			return mc_fail(im->mc, rc, "the Sieve memories of '%s'", im->user);
+		for (size_t i = ms->next; i < end; i++)
+			im->nmems += ms->v[i].until > ms->now;
+		ms->next = end;
+	}
+	return MC_OK;
+}
+
+/* ------------------------------------------------------------------------------------- */
 /* import */
 
 static int w_mbox_ensure(struct store_txn *t, void *arg)
@@ -1216,19 +1394,22 @@ static void import_report(struct mc *mc, const struct imp *im)
 		       im->count, im->bytes);
 		mc_json_str(stdout, im->mailbox, strlen(im->mailbox));
 		printf(", \"first_uid\": %" PRIu32 ", \"last_uid\": %" PRIu32
-		       ", \"folders\": %u, \"sieve_scripts\": %u}\n",
-		       im->first_uid, im->last_uid, im->nboxes, im->nscripts);
+		       ", \"folders\": %u, \"sieve_scripts\": %u, \"sieve_memories\": %" PRIu64
+		       "}\n",
+		       im->first_uid, im->last_uid, im->nboxes, im->nscripts, im->nmems);
 	} else
 		printf("imported %" PRIu64 " message%s (%" PRIu64 " bytes) into %s of %s%s"
-		       "%s\n",
+		       "%s%s\n",
 		       im->count, im->count == 1 ? "" : "s", im->bytes, im->mailbox, im->user,
 		       im->nboxes ? " and its Maildir++ folders" : "",
-		       im->nscripts ? ", and its Sieve scripts" : "");
+		       im->nscripts ? ", and its Sieve scripts" : "",
+		       im->nmems ? ", and its Sieve memories" : "");
 }
 
 int mc_import_dir(struct mc *mc, const char *user, const char *dir, uint64_t *count_r)
 {
 	struct imp *im = xcalloc(1, sizeof(*im));
+	struct mems ms = { 0 };
 	int err, rc = MC_OK;
 
 	im->mc = mc;
@@ -1237,12 +1418,17 @@ int mc_import_dir(struct mc *mc, const char *user, const char *dir, uint64_t *co
 	im->mailbox = "INBOX";
 	if ((err = store_user_locate(mc->st, user, &im->part)) != 0)
 		rc = mc_fail(mc, err, "user '%s'", user);
-	else if ((err = store_write(mc->st, im->part, w_mbox_ensure, im)) != 0)
+	else if ((rc = read_memories(mc, dir, &ms)) != MC_OK) {
+		/* a bad heron-sieve-memory: said, before any mail is imported */
+	} else if ((err = store_write(mc->st, im->part, w_mbox_ensure, im)) != 0)
 		rc = mc_fail(mc, err, "INBOX of '%s'", user);
 	else if ((err = import_maildir_tree(im)) != 0)
 		rc = mc_fail(mc, err, "import from %s stopped after %" PRIu64 " messages", dir,
 			     im->count);
+	else
+		rc = restore_memories(im, &ms);
 	*count_r = im->count;
+	free(ms.v);
 	for (size_t i = 0; i < MAILDIR_KWS; i++)
 		free(im->kwletters[i]);
 	free(im);
@@ -1251,6 +1437,7 @@ int mc_import_dir(struct mc *mc, const char *user, const char *dir, uint64_t *co
 
 int mc_import(struct mc *mc, const struct mc_args *a)
 {
+	struct mems ms = { 0 };
 	struct imp *im;
 	struct stat sb;
 	bool whole;
@@ -1277,6 +1464,8 @@ int mc_import(struct mc *mc, const struct mc_args *a)
 		rc = mc_fail(mc, err, "user '%s' (create it with `mailctl user add`)", im->user);
 	else if (whole && (rc = mc_sieve_import(mc, im->user, im->path, true, NULL)) != MC_OK) {
 		/* a script that does not compile: said, before any mail is imported */
+	} else if (whole && (rc = read_memories(mc, im->path, &ms)) != MC_OK) {
+		/* so is a bad heron-sieve-memory */
 	} else if ((err = store_write(mc->st, im->part, w_mbox_ensure, im)) != 0)
 		rc = mc_fail(mc, err, "mailbox '%s' of '%s'", im->mailbox, im->user);
 	else {
@@ -1294,12 +1483,14 @@ int mc_import(struct mc *mc, const struct mc_args *a)
 		} else if (err != 0)
 			rc = mc_fail(mc, err, "import from %s stopped after %" PRIu64 " messages",
 				     im->path, im->count);
-		else if (!whole || (rc = mc_sieve_import(mc, im->user, im->path, false,
-							 &im->nscripts)) == MC_OK)
+		else if (!whole || ((rc = mc_sieve_import(mc, im->user, im->path, false,
+							  &im->nscripts)) == MC_OK &&
+				    (rc = restore_memories(im, &ms)) == MC_OK))
 			import_report(mc, im);
 	}
 	if (fd != -1)
 		close(fd);
+	free(ms.v);
 	for (size_t i = 0; i < MAILDIR_KWS; i++)
 		free(im->kwletters[i]);
 	free(im);
@@ -1790,7 +1981,8 @@ static int export_server_annots(struct mc *mc, const char *user, const char *dir
 }
 
 /* export USER DIR: INBOX as the Maildir DIR, every other mailbox as its Maildir++ folder,
-   the subscriptions in DIR/subscriptions; `mailctl import USER DIR` reads it back. */
+   the subscriptions in DIR/subscriptions, the Sieve memories in DIR/heron-sieve-memory;
+   `mailctl import USER DIR` reads it back. */
 int mc_export_user(struct mc *mc, const char *user, const char *dir, uint64_t *count,
 		   uint64_t *bytes, size_t *nboxes)
 {
@@ -1823,6 +2015,8 @@ int mc_export_user(struct mc *mc, const char *user, const char *dir, uint64_t *c
 	}
 	if (rc == MC_OK)
 		rc = export_server_annots(mc, user, dir);
+	if (rc == MC_OK)
+		rc = export_memories(mc, user, dir);
 out:
 	boxes_clear(&all);
 	boxes_clear(&subs);

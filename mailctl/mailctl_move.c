@@ -7,7 +7,8 @@
  *            sessions on the source are kicked
  *   copied   the user exported (Maildir++, UIDs, UIDVALIDITY, UIDNEXT, MODSEQs, flags,
  *            keywords, subscriptions, annotations, special-use attributes) and
- *            imported into the target store, the Sieve scripts copied (the active one
+ *            imported into the target store (the Sieve vacation and duplicate memories
+ *            with it: heron-sieve-memory), the Sieve scripts copied (the active one
  *            active), the quota restored there, and the two compared message by message
  *   flipped  mailHost replaced on the provider: queued mail now goes to the target
  *   --finish once [directory] auth_cache_ttl has passed (no host routes by the old value),
@@ -360,11 +361,62 @@ static void first_diff(const char *a, const char *b, char *out, size_t size)
 		 (int)strcspn(b, "\n"), b);
 }
 
+static int fp_memory(enum store_sieve_memory kind, uint64_t hash, int64_t until, void *arg)
+{
+	fprintf(arg, "memory %c %016" PRIx64 " until %" PRId64 "\n", (char)kind, hash, until);
+	return 0;
+}
+
+/* The user's Sieve vacation and duplicate memories not expired at now, as text (*text_r
+   malloc'd). Not part of the fingerprint: they expire while the copy waits for --finish. */
+static int memories_text(struct mc *mc, const char *user, int64_t now, char **text_r)
+{
+	struct store_txn *t;
+	size_t len;
+	unsigned p;
+	FILE *f;
+	int rc;
+
+	*text_r = NULL;
+	if ((rc = store_user_locate(mc->st, user, &p)) != 0 ||
+	    (rc = store_txn_begin(mc->st, p, STORE_TXN_READ, &t)) != 0)
+		return rc;
+	f = open_memstream(text_r, &len);
+	rc = store_sieve_memories(t, user, now, fp_memory, f);
+	store_txn_abort(&t);
+	fclose(f);
+	if (rc != 0) {
+		free(*text_r);
+		*text_r = NULL;
+	}
+	return rc;
+}
+
+/* Source and target hold the same Sieve memories at one instant (those expiring meanwhile
+   are not compared); else *differ_r. A store error code. */
+static int compare_memories(struct move *m, char *diff, size_t size, bool *differ_r)
+{
+	int64_t now = (int64_t)time(NULL);
+	char *src = NULL, *dst = NULL;
+	int rc;
+
+	*differ_r = false;
+	if ((rc = memories_text(m->mc, m->user, now, &src)) == 0 &&
+	    (rc = memories_text(&m->tgt, m->user, now, &dst)) == 0 && strcmp(src, dst) != 0) {
+		*differ_r = true;
+		first_diff(src, dst, diff, size);
+	}
+	free(src);
+	free(dst);
+	return rc;
+}
+
 /* Source and target hold the same mail of the user; else says where they differ. */
 static int compare(struct move *m, char **src_r)
 {
 	char *src = NULL, *dst = NULL, diff[700];
 	uint64_t b2, m2;
+	bool differ;
 	int rc;
 
 	*src_r = NULL;
@@ -376,8 +428,15 @@ static int compare(struct move *m, char **src_r)
 			       m->tgt.conf_path);
 	}
 	rc = strcmp(src, dst) == 0 ? MC_OK : MC_IOERR;
-	if (rc != MC_OK) {
+	if (rc != MC_OK)
 		first_diff(src, dst, diff, sizeof(diff));
+	else if ((rc = compare_memories(m, diff, sizeof(diff), &differ)) != 0) {
+		free(src);
+		free(dst);
+		return mc_fail(m->mc, rc, "the Sieve memories of '%s'", m->user);
+	} else if (differ)
+		rc = MC_IOERR;
+	if (rc != MC_OK) {
 		mc_refuse(m->mc, rc,
 			  "the source keeps the user (frozen); run the command again to copy "
 			  "anew, or --abort",

@@ -350,3 +350,62 @@ int store_sieve_remember(struct store_txn *t, const char *user, enum store_sieve
 	put_be64(v, (uint64_t)until);
 	return store_put(t, DBI_SIEVE, k, 17, v, 8);
 }
+
+struct mem_ctx {
+	int64_t now;
+	int (*cb)(enum store_sieve_memory kind, uint64_t hash, int64_t until, void *arg);
+	void *arg;
+};
+
+static int mem_one(struct store_txn *t, MDB_cursor *c, const MDB_val *k, const MDB_val *v,
+		   void *arg)
+{
+	struct mem_ctx *mc = arg;
+	const uint8_t *kp = k->mv_data;
+	int64_t until;
+
+	(void)t;
+	(void)c;
+	if (k->mv_size != 17 || v->mv_size != 8)
+		return STORE_ECORRUPT;
+	until = (int64_t)get_be64(v->mv_data);
+	if (until <= mc->now)
+		return 0;
+	return mc->cb((enum store_sieve_memory)kp[8], get_be64(kp + 9), until, mc->arg);
+}
+
+int store_sieve_memories(struct store_txn *t, const char *user, int64_t now,
+			 int (*cb)(enum store_sieve_memory kind, uint64_t hash, int64_t until,
+				   void *arg),
+			 void *arg)
+{
+	struct mem_ctx mc = { now, cb, arg };
+	uint64_t id;
+	int rc;
+
+	if ((rc = user_id(t, user, &id)) != 0 ||
+	    (rc = walk(t, id, STORE_SIEVE_DUPLICATE, mem_one, &mc)) != 0)
+		return rc;
+	return walk(t, id, STORE_SIEVE_VACATION, mem_one, &mc);
+}
+
+int store_sieve_restore(struct store_txn *t, const char *user, enum store_sieve_memory kind,
+			uint64_t hash, int64_t until)
+{
+	uint8_t k[17], h[8], v[8];
+	uint64_t id;
+	MDB_val old;
+	int rc;
+
+	if (kind != STORE_SIEVE_VACATION && kind != STORE_SIEVE_DUPLICATE)
+		return STORE_EINVAL;
+	if ((rc = user_id(t, user, &id)) != 0)
+		return rc;
+	put_be64(h, hash);
+	key_of(k, id, (char)kind, h, 8);
+	if (store_get(t, DBI_SIEVE, k, 17, &old) == 0 && old.mv_size == 8 &&
+	    (int64_t)get_be64(old.mv_data) >= until)
+		return 0;
+	put_be64(v, (uint64_t)until);
+	return store_put(t, DBI_SIEVE, k, 17, v, 8);
+}

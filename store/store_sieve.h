@@ -65,5 +65,18 @@ int store_sieve_seen(struct store_txn *t, const char *user, enum store_sieve_mem
    write txn. Errors: STORE_ENOUSER. */
 int store_sieve_remember(struct store_txn *t, const char *user, enum store_sieve_memory kind,
 			 const char *key, int64_t now, int64_t until);
+/* Every memory of the user that has not expired at now (INT64_MIN: all), as stored: the
+   kind, the hash of the key (the key itself is not kept) and the expiry; duplicate ones
+   first, then vacation ones, each in hash order. What an export writes. cb's non-zero return
+   stops and is returned. Errors: STORE_ENOUSER. */
+int store_sieve_memories(struct store_txn *t, const char *user, int64_t now,
+			 int (*cb)(enum store_sieve_memory kind, uint64_t hash, int64_t until,
+				   void *arg),
+			 void *arg);
+/* Remembers the key whose hash store_sieve_memories gave until `until`, unless it is
+   remembered longer already: what an import does. Needs a write txn. Errors: STORE_ENOUSER,
+   STORE_EINVAL (kind). */
+int store_sieve_restore(struct store_txn *t, const char *user, enum store_sieve_memory kind,
+			uint64_t hash, int64_t until);
 
 #endif
