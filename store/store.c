@@ -43,9 +43,9 @@ static const char *const store_errs[STORE_NERR] = {
 };
 
 static const char *const dbi_names[DBI_COUNT] = {
-	"meta",     "users", "userid", "mboxes", "mbox",    "kw",    "msgs",
-	"expunged", "subs",  "blobs",  "queue",  "due",     "cache", "sieve",
-	"fts",      "dead",  "bodies", "annot",  "changes", "drops", "acl",
+	"meta",   "users", "userid",  "mboxes", "mbox",  "kw",    "msgs", "expunged",
+	"subs",   "blobs", "queue",   "due",    "cache", "sieve", "fts",  "dead",
+	"bodies", "annot", "changes", "drops",  "acl",   "seen",
 };
 
 static int env_open(struct store *st, struct store_env *e, const char *dir, unsigned part,
@@ -780,20 +780,30 @@ int store_del(struct store_txn *t, enum store_dbi d, const void *k, size_t klen)
 int store_del_prefix(struct store_txn *t, enum store_dbi d, uint64_t id)
 {
 	uint8_t k[8];
+
+	put_be64(k, id);
+	return store_del_range(t, d, k, sizeof(k));
+}
+
+int store_del_range(struct store_txn *t, enum store_dbi d, const void *prefix, size_t len)
+{
+	uint8_t k[32];
 	MDB_cursor *c;
 	MDB_val key, v;
 	int rc;
 
 	if (t->failed)
 		return STORE_EAGAIN;
-	put_be64(k, id);
+	if (len > sizeof(k))
+		return STORE_EINVAL;
+	memcpy(k, prefix, len);
 	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[d], &c)) != 0)
 		return store_mdb_err(t, rc, "cursor");
 	for (;;) {
 		key.mv_data = k;
-		key.mv_size = 8;
+		key.mv_size = len;
 		rc = mdb_cursor_get(c, &key, &v, MDB_SET_RANGE);
-		if (rc != 0 || key.mv_size < 8 || get_be64(key.mv_data) != id)
+		if (rc != 0 || key.mv_size < len || memcmp(key.mv_data, k, len) != 0)
 			break;
 		if ((rc = mdb_cursor_del(c, 0)) != 0)
 			break;

@@ -644,6 +644,47 @@ int store_msg_restore_history(struct store_txn *t, uint64_t mbox, uint64_t floor
 int store_msg_vanished(struct store_txn *t, uint64_t mbox, uint64_t since, uint32_t **out,
 		       size_t *n_r, bool *exact_r);
 
+/* Private \Seen (store_seen.c): a mailbox read by a user other than its owner (a viewer, who
+   reaches it through an ACL grant) keeps the viewer's \Seen apart, per (mailbox, uid,
+   viewer); the message record's \Seen is the owner's. No row: not seen by the viewer. A
+   viewer's name is at most STORE_SEEN_VIEWER_MAX bytes (store_seen_viewer_ok): a longer one
+   keeps none and shares the owner's \Seen. Rows go with their message's expunge, their
+   mailbox's delete and their viewer's delete, and follow a renamed viewer. */
+#define STORE_SEEN_VIEWER_MAX STORE_ACL_ID_MAX
+struct store_seen {
+	uint32_t uid;
+	bool seen;
+	uint64_t modseq; /* of the viewer's last change (0: none) */
+};
+bool store_seen_viewer_ok(const char *viewer);
+/* The viewer's row for uid: 0, or STORE_ENOMSG with *s_r not seen, modseq 0. */
+int store_seen_get(struct store_txn *t, uint64_t mbox, const char *viewer, uint32_t uid,
+		   struct store_seen *s_r);
+/* m as viewer sees it: STORE_SEEN from s, MODSEQ the higher of the message's and s's. */
+void store_seen_overlay(struct store_msg *m, const struct store_seen *s);
+/* store_seen_get then store_seen_overlay on *m (m->uid's row). */
+int store_seen_apply(struct store_txn *t, uint64_t mbox, const char *viewer, struct store_msg *m);
+/* Sets viewer's \Seen of uid. A real change takes the mailbox's next MODSEQ (HIGHESTMODSEQ
+   moves; the message row does not change). unchangedsince as store_msg_flags, against the
+   MODSEQ the viewer sees. *m_r (may be NULL): the message as the viewer sees it after.
+   Errors: STORE_ENOMBOX, STORE_ENOMSG, STORE_ELOCKED, STORE_EINVAL (read txn, viewer). */
+int store_seen_set(struct store_txn *t, uint64_t mbox, const char *viewer, uint32_t uid, bool seen,
+		   uint64_t unchangedsince, struct store_msg *m_r);
+/* Calls cb for each of viewer's rows of mbox with uid >= lo and modseq > changedsince, in
+   UID order (rows of messages expunged by a binary that knew no such rows may be among
+   them); cb's non-zero return stops and is returned. */
+int store_seen_list(struct store_txn *t, uint64_t mbox, const char *viewer, uint32_t lo,
+		    uint64_t changedsince, int (*cb)(const struct store_seen *s, void *arg),
+		    void *arg);
+/* store_mbox_status with unseen counted for viewer. Errors: STORE_ENOMBOX. */
+int store_seen_status(struct store_txn *t, uint64_t mbox, const char *viewer,
+		      struct store_status *st);
+/* A user deleted (to NULL) or renamed: their rows of t's partition go or name to.
+   store_user_delete/rename do the user's partition, store_acl_forget/carry the others.
+   Needs a write txn. */
+int store_seen_rename_viewer(struct store_txn *t, const char *from, const char *to);
+int store_seen_drop_viewer(struct store_txn *t, const char *viewer);
+
 /* ------------------------------------------------------------------------------------- */
 /* Full-text index (store_fts.c). With store_opts.fts every message a mailbox gets (delivery,
    append, copy, move, bulk import) is indexed in the same txn: the byte trigrams of its

@@ -571,6 +571,9 @@ static int acl_each_part(struct store_txn *t, void *arg)
 		return 0;
 	if (rc != STORE_ENOMSG)
 		return rc;
+	/* the user's private \Seen on this partition's mailboxes (store_seen.c) too */
+	if ((rc = store_seen_rename_viewer(t, e->user, e->to)) != 0)
+		return rc;
 	return e->to == NULL ? store_acl_drop_id(t, e->user, &e->n)
 			     : store_acl_rename_id(t, e->user, e->to, 0, &e->n);
 }

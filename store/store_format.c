@@ -12,7 +12,10 @@
  *   3  bodies of up to [store] inline_max bytes may be kept in the index (DBI `bodies`, a
  *      blob row of 24 bytes says where: store_blob.c) instead of a file; a format-2
  *      binary cannot read them, hence the number. The step only records it: the files of
- *      older messages stay files and are read as before. */
+ *      older messages stay files and are read as before.
+ * Tables added since without a number, because an older binary that ignores them reads and
+ * writes the store correctly: `annot`, `changes`, `drops`, `acl`, `seen` (private \Seen:
+ * store_seen.c; an older writer's expunges leave rows its readers skip). */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>

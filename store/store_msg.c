@@ -402,7 +402,8 @@ static int expunge_one(struct store_txn *t, uint64_t mbox, struct mbox_rec *r,
 		return rc;
 	if (!history)
 		return 0; /* the mailbox goes: its index with it (store_msg_purge_mbox) */
-	if ((rc = store_fts_remove(t, mbox, m->uid)) != 0)
+	if ((rc = store_fts_remove(t, mbox, m->uid)) != 0 ||
+	    (rc = store_seen_expunged(t, mbox, m->uid)) != 0)
 		return rc;
 	if (r->hist_n != MBOX_HIST_UNKNOWN)
 		r->hist_n++;
@@ -521,7 +522,7 @@ int store_msg_purge_mbox(struct store_txn *t, uint64_t mbox, struct mbox_rec *r)
 	/* keywords and history of the mailbox go with it */
 	if ((rc = store_del_prefix(t, DBI_KW, mbox)) != 0 ||
 	    (rc = store_del_prefix(t, DBI_EXPUNGED, mbox)) != 0 ||
-	    (rc = store_fts_purge(t, mbox)) != 0)
+	    (rc = store_fts_purge(t, mbox)) != 0 || (rc = store_seen_drop(t, mbox)) != 0)
 		return rc;
 	r->nkw = 0;
 	r->hist_n = 0;

@@ -24,6 +24,7 @@
  *   annot    be64 owner (mailbox or user) + be64 user (0: /shared) + entry name -> value
  *            (store_annot.c)
  *   acl      be64 mailbox + identifier bytes -> be32 rights (store_acl.c)
+ *   seen     be64 mailbox + be32 uid + viewer name -> be64 modseq + u8 seen (store_seen.c)
  * The queue environment (queue/) has meta, blobs (one reference per entry) and:
  *   queue    be64 id                   -> queue record
  *   due      be64 time + be64 id       -> ""   (one row per not-held, not-final entry)
@@ -66,6 +67,7 @@ enum store_dbi {
 	DBI_CHANGES, /* store_watch.c: the partition's change log (IMAP NOTIFY) */
 	DBI_DROPS,   /* store_drop.c: maildrop files submitted (queue and partitions) */
 	DBI_ACL,     /* store_acl.c: mailboxes' access control lists */
+	DBI_SEEN,    /* store_seen.c: viewers' private \Seen */
 	DBI_COUNT
 };
 
@@ -232,6 +234,8 @@ int store_put(struct store_txn *t, enum store_dbi d, const void *k, size_t klen,
 int store_del(struct store_txn *t, enum store_dbi d, const void *k, size_t klen);
 int store_next_id(struct store_txn *t, uint64_t *id_r);
 int store_del_prefix(struct store_txn *t, enum store_dbi d, uint64_t id);
+/* Deletes every row whose key starts with the len (at most 32) bytes of prefix. */
+int store_del_range(struct store_txn *t, enum store_dbi d, const void *prefix, size_t len);
 struct store_env *store_env_of(struct store *st, unsigned part);
 void store_fsync_note(struct store *st);
 int store_errno(int e);
@@ -265,6 +269,10 @@ int store_acl_drop(struct store_txn *t, uint64_t mbox);
 int store_acl_check(struct store_txn *t, bool (*mbox_known)(uint64_t mbox, void *arg),
 		    bool (*user_known)(const char *user, size_t len, void *arg), void *arg,
 		    bool repair, uint64_t *bad_r, uint64_t *fixed_r);
+
+/* store_seen.c: the rows of one message (expunge) or of a whole mailbox (delete) */
+int store_seen_expunged(struct store_txn *t, uint64_t mbox, uint32_t uid);
+int store_seen_drop(struct store_txn *t, uint64_t mbox);
 
 /* store_msg.c */
 int msg_put(struct store_txn *t, uint64_t mbox, uint32_t uid, const struct store_msg *m);

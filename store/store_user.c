@@ -221,7 +221,8 @@ int store_user_delete(struct store_txn *t, const char *name)
 		return rc;
 	/* the rights given to the user on others' mailboxes: a user made later with the name
 	   must not inherit them */
-	if ((rc = store_acl_drop_id(t, name, NULL)) != 0)
+	if ((rc = store_acl_drop_id(t, name, NULL)) != 0 ||
+	    (rc = store_seen_drop_viewer(t, name)) != 0)
 		return rc;
 	put_be64(k, u.id);
 	if ((rc = store_del(t, DBI_USERID, k, 8)) != 0 ||
@@ -253,7 +254,10 @@ int store_user_rename(struct store_txn *t, const char *from, const char *to)
 	    (rc = store_put(t, DBI_USERS, to, strlen(to), b, sizeof(b))) != 0 ||
 	    (rc = store_put(t, DBI_USERID, k, 8, to, strlen(to) + 1)) != 0)
 		return rc;
-	/* the rights given to the user on this partition's mailboxes go with the name */
+	/* the rights given to the user on this partition's mailboxes go with the name, and
+	   the user's private \Seen on them */
+	if ((rc = store_seen_rename_viewer(t, from, to)) != 0)
+		return rc;
 	return store_acl_rename_id(t, from, to, r.id, NULL);
 }
 
