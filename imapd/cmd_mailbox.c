@@ -1,6 +1,8 @@
 /* cmd_mailbox.c — owns mailbox names (validation, INBOX) and CREATE, DELETE, RENAME,
  * SUBSCRIBE, UNSUBSCRIBE, LIST, LSUB, NAMESPACE. Names are modified UTF-7, checked strictly,
- * delimiter '/'; they are keys in the store's index and never reach the filesystem. */
+ * delimiter '/'; they are keys in the store's index and never reach the filesystem. CREATE,
+ * DELETE and RENAME of other users' mailboxes (imap_ns.c) check the rights RFC 4314 4 asks
+ * for and write in the owner's partition; a new mailbox inherits its parent's ACL. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +103,7 @@ struct mbox_op {
 	uint64_t max_count; /* CREATE, RENAME: [imapd] max_mailboxes_per_user */
 	unsigned max_depth; /* and max_mailbox_depth */
 	const char *limit;  /* which of them refused it (store_mbox_limit) */
+	unsigned part;      /* the owner's partition, where the write goes */
 };
 
 static const struct {
@@ -138,12 +141,57 @@ static int parse_use(const struct imap_arg *a, unsigned *mask_r)
 	return 0;
 }
 
+/* The nearest existing parent of a new name and how many bytes of the name it is (0: none;
+   RFC 4314 4). */
+static size_t create_parent(struct store_txn *t, uint64_t user, const char *name, uint64_t *id_r)
+{
+	char *up = xstrdup(name), *s;
+	size_t len = 0;
+
+	while ((s = strrchr(up, '/')) != NULL) {
+		*s = '\0';
+		if (store_mbox_find_any(t, user, up, id_r) == 0) {
+			len = (size_t)(s - up);
+			break;
+		}
+	}
+	free(up);
+	return len;
+}
+
+/* A new mailbox inherits the list of its nearest existing parent (RFC 4314 4: SHOULD), and
+   so does each level made for it in between. */
+static int create_inherit(struct store_txn *t, const struct mbox_op *op, uint64_t from,
+			  size_t plen)
+{
+	char *name = xstrdup(op->a);
+	size_t len = strlen(name);
+	uint64_t id;
+	int rc = 0;
+
+	/* the levels below the parent: the new name cut at each later '/', and itself */
+	for (size_t i = plen + 1; rc == 0 && i <= len; i++) {
+		if (i < len && name[i] != '/')
+			continue;
+		name[i] = '\0';
+		if ((rc = store_mbox_find(t, op->user, name, &id)) == 0)
+			rc = store_acl_copy(t, from, id);
+		if (i < len)
+			name[i] = '/';
+	}
+	free(name);
+	return rc;
+}
+
 static int create_fn(struct store_txn *t, void *arg)
 {
 	struct mbox_op *op = arg;
-
+	uint64_t parent = 0;
+	size_t plen = create_parent(t, op->user, op->a, &parent);
 	int rc = store_mbox_create(t, op->user, op->a, op->special, &op->id);
 
+	if (rc == 0 && plen > 0)
+		rc = create_inherit(t, op, parent, plen);
 	return rc != 0 ? rc
 		       : store_mbox_limit(t, op->user, op->max_count, op->max_depth, &op->limit);
 }
@@ -181,26 +229,106 @@ static void mbox_op_free(void *arg)
 	free(op);
 }
 
+/* Whether local names a and b (of one owner) have the same parent. */
+static bool same_parent(const char *a, const char *b)
+{
+	const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+	size_t la = sa != NULL ? (size_t)(sa - a) : 0, lb = sb != NULL ? (size_t)(sb - b) : 0;
+
+	return la == lb && memcmp(a, b, la) == 0;
+}
+
+/* A refusal: its response code and text. */
+struct mbox_no {
+	const char *code, *text;
+};
+
+static const struct mbox_no no_x = { "NOPERM", "no right to delete or rename this mailbox (x)" },
+			    no_owner = { "CANNOT", "a mailbox cannot change owners" },
+			    no_top = { "NOPERM", "only the owner creates mailboxes at the top of "
+						 "their namespace" },
+			    no_k = { "NOPERM", "no right to create mailboxes here (k)" },
+			    no_box = { "NONEXISTENT", "no such mailbox" },
+			    no_ns = { "NOPERM", "not a mailbox of another user" };
+
+/* CREATE, DELETE and RENAME of names of the other namespaces (imap_ns.c): another user's
+   mailboxes, with the rights RFC 4314 4 asks for ('k' on the nearest existing parent of a
+   new name, 'x' on the mailbox deleted or renamed; a RENAME within one parent needs no
+   'k'), op turned into the owner's write (its user, partition and names). 0, or -1 after
+   the NO: a mailbox never moves between owners ([CANNOT]), one the client cannot see is
+   [NONEXISTENT], a name with no owner's mailbox above it (a prefix or user level, a name at
+   the top of another's namespace) [NOPERM]. */
+static int mbox_other(struct imap_cmd *cmd, int (*fn)(struct store_txn *, void *),
+		      struct mbox_op *op, const char *what)
+{
+	struct imap_client *c = cmd->c;
+	bool a_other = imap_ns_reserved(c, op->a);
+	struct imap_ns_box from = { 0 }, to = { 0 };
+	const struct mbox_no *no = NULL;
+	int rc;
+
+	if (fn == rename_fn && a_other != imap_ns_reserved(c, op->b)) {
+		imap_cmd_reply(cmd, "NO", "[%s] %s: %s", no_owner.code, what, no_owner.text);
+		return -1;
+	}
+	if (fn != create_fn) {
+		rc = imap_ns_find(c, op->a, &from);
+		if (rc == 0 && !(from.rights & STORE_ACL_DELETE_MBOX))
+			no = &no_x;
+	} else {
+		rc = 0;
+	}
+	if (rc == 0 && fn != delete_fn &&
+	    (rc = imap_ns_parent(c, fn == create_fn ? op->a : op->b, &to)) == 0) {
+		if (fn == rename_fn && no == NULL && to.owner != from.owner)
+			no = &no_owner;
+		else if (no == NULL && !(to.rights & STORE_ACL_CREATE) &&
+			 (fn == create_fn || !same_parent(from.local, to.local)))
+			no = to.mbox == 0 ? &no_top : &no_k;
+	} else if (rc == STORE_ENOMBOX && fn != create_fn && from.local == NULL) {
+		no = &no_box;
+	} else if (rc == STORE_ENOMBOX) {
+		no = &no_ns;
+	}
+	if (rc != 0 && no == NULL)
+		imap_cmd_store_error(cmd, rc, what);
+	else if (no != NULL)
+		imap_cmd_reply(cmd, "NO", "[%s] %s: %s", no->code, what, no->text);
+	if (rc == 0 && no == NULL) {
+		op->user = from.local != NULL ? from.owner : to.owner;
+		op->part = from.local != NULL ? from.part : to.part;
+		free(op->a);
+		free(op->b);
+		op->a = from.local != NULL ? from.local : to.local;
+		op->b = from.local != NULL ? to.local : NULL;
+		from.local = to.local = NULL;
+	}
+	imap_ns_box_release(&from);
+	imap_ns_box_release(&to);
+	return rc == 0 && no == NULL ? 0 : -1;
+}
+
 /* Queues a mailbox write in the group commit; the command resumes in mbox_resume. */
 static bool mbox_write(struct imap_cmd *cmd, int (*fn)(struct store_txn *, void *),
 		       struct mbox_op *op, const char *what)
 {
 	struct mbox_op *h;
 
-	/* the other namespaces' names are other users' mailboxes (imap_ns.c): the client's own
-	   cannot take them, and theirs are made, renamed and deleted by their owners */
-	if (fn != subscribe_fn && ((op->a != NULL && imap_ns_reserved(cmd->c, op->a)) ||
-				   (op->b != NULL && imap_ns_reserved(cmd->c, op->b)))) {
+	op->part = cmd->c->part;
+	/* the other namespaces' names are other users' mailboxes (imap_ns.c) */
+	if (fn != subscribe_fn &&
+	    (imap_ns_reserved(cmd->c, op->a) ||
+	     (op->b != NULL && imap_ns_reserved(cmd->c, op->b))) &&
+	    mbox_other(cmd, fn, op, what) < 0) {
 		free(op->a);
 		free(op->b);
-		return imap_cmd_reply(cmd, "NO", "[NOPERM] %s: not in the personal namespace",
-				      what);
+		return true;
 	}
 	h = xmalloc(sizeof(*h));
 
 	*h = *op;
 	h->what = what;
-	imap_commit_start(cmd, cmd->c->part, NULL, fn, h, mbox_op_free);
+	imap_commit_start(cmd, op->part, NULL, fn, h, mbox_op_free);
 	return false;
 }
 

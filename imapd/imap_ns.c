@@ -53,12 +53,15 @@ bool imap_ns_reserved(const struct imap_client *c, const char *name)
 	return (plen = ns_prefix(c, false, &p)) > 0 && ns_under(name, p, plen, &rest);
 }
 
-/* The mailbox name of owner (a user of this store) into b, and the client's rights. */
+/* The client's rights on mailbox name of owner (a user of this store) into b; with parent,
+   on its nearest existing parent instead (b->mbox 0 and no rights when there is none: a
+   name at the top of owner's namespace). */
 static int ns_find_in(struct imap_client *c, const char *owner, const char *name,
-		      struct imap_ns_box *b)
+		      struct imap_ns_box *b, bool parent)
 {
 	struct store_txn *t = NULL;
 	struct store_user u;
+	char *up = NULL, *s;
 	int rc;
 
 	if (strcmp(owner, c->user) == 0)
@@ -67,11 +70,25 @@ static int ns_find_in(struct imap_client *c, const char *owner, const char *name
 		return rc == STORE_ENOUSER ? STORE_ENOMBOX : rc;
 	if ((rc = store_txn_begin(c->srv->store, b->part, STORE_TXN_READ, &t)) != 0)
 		return rc;
-	if ((rc = store_user_get(t, owner, &u)) == 0 &&
-	    (rc = store_mbox_find(t, u.id, name, &b->mbox)) == 0)
-		rc = store_acl_rights(t, b->mbox, c->user, &b->rights);
+	if ((rc = store_user_get(t, owner, &u)) == 0 && !parent) {
+		if ((rc = store_mbox_find(t, u.id, name, &b->mbox)) == 0)
+			rc = store_acl_rights(t, b->mbox, c->user, &b->rights);
+	} else if (rc == 0) {
+		/* RFC 4314 4: CREATE needs 'k' on the nearest existing parent */
+		up = xstrdup(name);
+		rc = STORE_ENOMBOX;
+		while (rc == STORE_ENOMBOX && (s = strrchr(up, '/')) != NULL) {
+			*s = '\0';
+			rc = store_mbox_find_any(t, u.id, up, &b->mbox);
+		}
+		if (rc == 0)
+			rc = store_acl_rights(t, b->mbox, c->user, &b->rights);
+		else if (rc == STORE_ENOMBOX)
+			rc = 0, b->mbox = 0, b->rights = 0;
+		free(up);
+	}
 	store_txn_abort(&t);
-	if (rc == STORE_ENOUSER || (rc == 0 && !(b->rights & STORE_ACL_LOOKUP)))
+	if (rc == STORE_ENOUSER || (rc == 0 && !parent && !(b->rights & STORE_ACL_LOOKUP)))
 		return STORE_ENOMBOX; /* no 'l': as if there were no such mailbox */
 	if (rc != 0)
 		return rc;
@@ -82,7 +99,8 @@ static int ns_find_in(struct imap_client *c, const char *owner, const char *name
 	return 0;
 }
 
-int imap_ns_find(struct imap_client *c, const char *name, struct imap_ns_box *b)
+/* imap_ns_find, or with parent imap_ns_parent */
+static int ns_find(struct imap_client *c, const char *name, struct imap_ns_box *b, bool parent)
 {
 	char owner[STORE_MAX_NAME + 1];
 	const char *p, *rest, *slash;
@@ -95,12 +113,13 @@ int imap_ns_find(struct imap_client *c, const char *name, struct imap_ns_box *b)
 			return STORE_ENOMBOX; /* the prefix and user levels are \Noselect */
 		memcpy(owner, rest, (size_t)(slash - rest));
 		owner[slash - rest] = '\0';
-		return ns_find_in(c, owner, slash + 1, b);
+		return ns_find_in(c, owner, slash + 1, b, parent);
 	}
 	if ((plen = ns_prefix(c, false, &p)) > 0 && ns_under(name, p, plen, &rest)) {
 		if (*rest == '\0')
 			return STORE_ENOMBOX;
-		return ns_find_in(c, conf_values(c->srv->conf)->imapd.shared_owner, rest, b);
+		return ns_find_in(c, conf_values(c->srv->conf)->imapd.shared_owner, rest, b,
+				  parent);
 	}
 	b->owner = c->user_id;
 	b->part = c->part;
@@ -109,6 +128,16 @@ int imap_ns_find(struct imap_client *c, const char *name, struct imap_ns_box *b)
 	b->local = xstrdup(name);
 	b->owner_name = xstrdup(c->user);
 	return 0;
+}
+
+int imap_ns_find(struct imap_client *c, const char *name, struct imap_ns_box *b)
+{
+	return ns_find(c, name, b, false);
+}
+
+int imap_ns_parent(struct imap_client *c, const char *name, struct imap_ns_box *b)
+{
+	return ns_find(c, name, b, true);
 }
 
 int imap_ns_target(struct imap_cmd *cmd, const char *name, const char *verb, struct imap_ns_box *b)
@@ -127,7 +156,8 @@ int imap_ns_target(struct imap_cmd *cmd, const char *name, const char *verb, str
 			return -1;
 		}
 	} else if (rc == STORE_ENOMBOX) {
-		/* a name of the other namespaces: CREATE could not make it */
+		/* a name of the other namespaces the client cannot see (whether a CREATE could
+		   make it is the k of its parent: not said here) */
 		imap_cmd_no(cmd, "[NONEXISTENT] No such mailbox");
 		return -1;
 	} else if (rc == 0 && !(b->rights & STORE_ACL_INSERT)) {

@@ -752,6 +752,12 @@ struct imap_ns_box {
    STORE_ENOMBOX (none, or no 'l'), store errors. */
 int imap_ns_find(struct imap_client *c, const char *name, struct imap_ns_box *b);
 void imap_ns_box_release(struct imap_ns_box *b);
+/* For CREATE and RENAME's new name (RFC 4314 4: 'k' on the nearest existing parent): as
+   imap_ns_find, but for a name that need not exist, b->mbox and b->rights being those of
+   the nearest existing mailbox above it in the owner's namespace (0 and no rights when
+   none is: the top of the namespace); the client's own names as imap_ns_find. Errors:
+   STORE_ENOMBOX (a namespace's prefix or user level, no such owner), store errors. */
+int imap_ns_parent(struct imap_client *c, const char *name, struct imap_ns_box *b);
 /* The mailbox messages are put into by cmd (APPEND, COPY, MOVE; verb names it in replies):
    the client's own by name, or another user's it holds 'i' on (RFC 4314 4). 0 and *b
    (b->mbox looked up; release it), or -1 when the NO was sent: [TRYCREATE] for a name of

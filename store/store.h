@@ -433,6 +433,9 @@ int store_acl_get(struct store_txn *t, uint64_t mbox, const char *id, size_t len
    the txn as it was. Errors: STORE_ENOMBOX (no such mailbox, or \Noselect), STORE_ELIMIT
    (a new identifier past STORE_ACL_MAX), STORE_EINVAL (identifier, rights, read txn). */
 int store_acl_set(struct store_txn *t, uint64_t mbox, const char *id, size_t len, uint32_t rights);
+/* Sets on mailbox to every row of mailbox from (a new mailbox inheriting its parent's list,
+   RFC 4314 4). Errors: those of store_acl_set. */
+int store_acl_copy(struct store_txn *t, uint64_t from, uint64_t to);
 /* Calls cb for each row of mbox in identifier byte order; cb's non-zero stops and is
    returned. id is not NUL-terminated and is valid for the txn. */
 int store_acl_list(struct store_txn *t, uint64_t mbox,

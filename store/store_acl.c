@@ -221,6 +221,44 @@ int store_acl_list(struct store_txn *t, uint64_t mbox,
 	return rc == 0 || rc == MDB_NOTFOUND ? 0 : store_mdb_err(t, rc, "acl list");
 }
 
+struct acl_rows {
+	struct acl_row_copy {
+		uint8_t k[ACL_KEY_MAX];
+		size_t len;
+		uint32_t rights;
+	} * v;
+	size_t n;
+};
+
+static int acl_copy_cb(const char *id, size_t len, uint32_t rights, void *arg)
+{
+	struct acl_rows *r = arg;
+
+	if (len > STORE_ACL_ID_MAX)
+		return 0;
+	if (r->n % 16 == 0)
+		r->v = xreallocarray(r->v, r->n + 16, sizeof(*r->v));
+	memcpy(r->v[r->n].k, id, len);
+	r->v[r->n].len = len;
+	r->v[r->n++].rights = rights;
+	return 0;
+}
+
+int store_acl_copy(struct store_txn *t, uint64_t from, uint64_t to)
+{
+	struct acl_rows r = { NULL, 0 };
+	int rc;
+
+	if (!t->write)
+		return STORE_EINVAL;
+	/* read whole first: the puts may move the pages a cursor points into */
+	rc = store_acl_list(t, from, acl_copy_cb, &r);
+	for (size_t i = 0; i < r.n && rc == 0; i++)
+		rc = store_acl_set(t, to, (const char *)r.v[i].k, r.v[i].len, r.v[i].rights);
+	free(r.v);
+	return rc;
+}
+
 /* The rights row id holds (0 for none). */
 static int acl_row(struct store_txn *t, uint64_t mbox, const char *id, size_t len, uint32_t *r)
 {

@@ -519,6 +519,71 @@ def test_grantee_replace():
     assert_eq(ok(a.cmd("t", 'STATUS Redo (MESSAGES)'), "t")[0], "* STATUS Redo (MESSAGES 1)")
 
 
+def test_create_delete_rename_rights():
+    """RFC 4314 4 on another user's mailboxes: CREATE needs 'k' on the nearest existing
+    parent, and the new mailbox (and a level made for it) inherits that parent's list;
+    DELETE needs 'x' on the mailbox; RENAME 'x' on it and, to another parent, 'k' on the
+    new one; a mailbox never changes owners. The writes land in the owner's partition,
+    under the owner's name; MYRIGHTS and LISTRIGHTS answer k and x."""
+    a, b, c = D.raw("alice"), D.raw("bob"), D.raw("carol")
+    top = "Other Users/alice/Proj"
+    dialogue(a, [("CREATE Proj", None), ("SETACL Proj bob lr", None),
+                 ("SETACL Proj carol lr", None)])
+    for cmd, code in (('CREATE "%s/Sub"' % top, "NOPERM"),
+                      ('CREATE "Other Users/alice/Top"', "NOPERM"),
+                      ('DELETE "%s"' % top, "NOPERM"),
+                      ('RENAME "%s" "%s2"' % (top, top), "NOPERM"),
+                      ('DELETE "Other Users/alice/Hidden"', "NONEXISTENT")):
+        out = b.cmd("x", cmd)
+        assert out[-1].startswith("x NO [%s]" % code), (cmd, out)
+    ok(a.cmd("k", "SETACL Proj bob +k"), "k")
+    assert_eq(b.cmd("m", 'MYRIGHTS "%s"' % top),
+              ['* MYRIGHTS "%s" lrk' % top, "m OK MYRIGHTS completed"])
+    out = ok(b.cmd("c", 'CREATE "%s/Sub/Deep"' % top), "c")
+    assert "[MAILBOXID (" in out[-1], out
+    # alice owns them; each has Proj's list, so bob and carol see them
+    assert_eq(a.cmd("g", "GETACL Proj/Sub/Deep"),
+              ["* ACL Proj/Sub/Deep alice " + ALL + " bob lrk carol lr",
+               "g OK GETACL completed"])
+    assert_eq(a.cmd("g", "GETACL Proj/Sub")[0],
+              "* ACL Proj/Sub alice " + ALL + " bob lrk carol lr")
+    assert '* LIST (\\HasNoChildren) "/" "%s/Sub/Deep"' % top in lists(c, "*")
+    # k alone deletes nothing and renames only below a k
+    for cmd in ('DELETE "%s/Sub/Deep"' % top, 'RENAME "%s/Sub/Deep" "%s/Deep"' % (top, top)):
+        out = b.cmd("x", cmd)
+        assert out[-1].startswith("x NO [NOPERM]"), (cmd, out)
+    ok(a.cmd("x", "SETACL Proj/Sub/Deep bob +x"), "x")
+    # within one parent x is enough; to another parent k there too
+    ok(b.cmd("r", 'RENAME "%s/Sub/Deep" "%s/Sub/Down"' % (top, top)), "r")
+    ok(a.cmd("x", "SETACL Proj/Sub bob -k"), "x")
+    out = b.cmd("r", 'RENAME "%s/Sub/Down" "%s/Sub/Down/Under"' % (top, top))
+    assert out[-1].startswith("r NO"), out
+    out = b.cmd("r", 'RENAME "%s/Sub/Down" "%s/Down"' % (top, top))
+    assert out[-1].startswith("r OK"), out
+    out = b.cmd("r", 'RENAME "%s/Down" Mine' % top)
+    assert_eq(out, ["r NO [CANNOT] RENAME: a mailbox cannot change owners"])
+    out = b.cmd("r", 'RENAME "%s/Down" "Other Users/carol/Down"' % top)
+    assert out[-1].startswith("r NO [NONEXISTENT]") or \
+        out[-1].startswith("r NO [CANNOT]"), out
+    # alice sees the renamed mailbox with its list (x given above, k from Proj)
+    assert_eq(a.cmd("g", "GETACL Proj/Down")[0],
+              "* ACL Proj/Down alice " + ALL + " bob lrkxc carol lr")
+    ok(b.cmd("d", 'DELETE "%s/Down"' % top), "d")
+    out = ok(a.cmd("l", 'LIST "" "Proj/*"'), "l")
+    assert not any("Down" in x for x in out), out
+    # LISTRIGHTS shows k and x as rights of their own (RIGHTS=texk), c and d too
+    assert_eq(a.cmd("r", "LISTRIGHTS Proj bob"),
+              ['* LISTRIGHTS Proj bob "" l r s w i p k x t e c d a',
+               "r OK LISTRIGHTS completed"])
+    # c is k and x (2.1.1): with it bob deletes what he made
+    ok(a.cmd("s", "SETACL Proj/Sub bob lrc"), "s")
+    assert_eq(b.cmd("m", 'MYRIGHTS "%s/Sub"' % top),
+              ['* MYRIGHTS "%s/Sub" lrkxc' % top, "m OK MYRIGHTS completed"])
+    ok(b.cmd("d", 'DELETE "%s/Sub"' % top), "d")
+    v = mailctl("verify")
+    assert_eq((v["status"], v["bad_acl"]), ("clean", 0))
+
+
 def test_shared_namespace():
     """Shared/NAME: the mailboxes of the store user "shared", their lists set by mailctl."""
     mailctl("user", "add", "shared")
@@ -534,10 +599,12 @@ def test_shared_namespace():
 
 def test_reserved_names():
     r = D.raw("alice")
-    for cmd in ('CREATE "Other Users/x"', "CREATE Shared/x", 'RENAME INBOX "Shared/In"',
-                'DELETE "Other Users/bob/INBOX"'):
+    for cmd, code in (('CREATE "Other Users/x"', "NOPERM"), ("CREATE Shared/x", "NOPERM"),
+                      ('CREATE "Other Users/bob/x"', "NOPERM"),
+                      ('RENAME INBOX "Shared/In"', "CANNOT"),
+                      ('DELETE "Other Users/bob/INBOX"', "NONEXISTENT")):
         out = r.cmd("c", cmd)
-        assert out[-1].startswith("c NO [NOPERM]"), (cmd, out)
+        assert out[-1].startswith("c NO [%s]" % code), (cmd, out)
     # subscribing to a shared name is allowed
     ok(r.cmd("s", "SUBSCRIBE Shared/News"), "s")
 
@@ -691,7 +758,7 @@ def main():
                         test_rights_taken_away, test_anyone_negative_and_admin,
                         test_grantee_writes, test_grantee_inserts,
                         test_insert_within_owner_quota, test_grantee_replace,
-                        test_shared_namespace, test_reserved_names, test_ns_imaplib,
+                        test_create_delete_rename_rights, test_shared_namespace, test_reserved_names, test_ns_imaplib,
                         test_deleted_user_inherits_nothing,
                         test_user_rename_carries_acl, test_subscribed_shared], D.dir)
     return rc
