@@ -8,7 +8,7 @@ import into store B restores exactly those (same hash, same expiry); the real mt
 then sends that sender no second reply while it answers a new one, and files the message
 with the remembered Message-ID as a duplicate. A heron-sieve-memory that does not parse (a
 bad kind, hash or expiry, a line too long or not ended) fails the import, exit 65, with no
-mail imported.
+mail imported. A user renamed keeps its memories (its export carries them).
 
   test_mailctl_memories.py MTAD MAILCTL MAILCTL_PLANT SINK"""
 import json
@@ -182,11 +182,27 @@ def test_bad_memory_file_imports_nothing():
     assert_eq(doc["sieve_memories"], 0, doc)
 
 
+def test_rename_keeps_memories():
+    # the memories are kept by the user's id and their keys hold no user name: a renamed
+    # user keeps them, and its export carries them
+    before = memories(CONF_B)
+    # ann's two from A, the reply to other@ and the Message-IDs m2 and m3
+    assert_eq(len(before), 5, before)
+    mailctl(CONF_B, "user", "rename", "ann", "anna")
+    assert_eq(memories(CONF_B, "anna"), before)
+    d = os.path.join(TMP, "export-anna")
+    mailctl(CONF_B, "export", "anna", d)
+    with open(os.path.join(d, "heron-sieve-memory")) as f:
+        assert_eq(sorted(f.read().splitlines()),
+                  sorted(f"{k} {h} {u}" for (k, h), u in before.items()))
+
+
 def main():
     def body():
         sink.start()
         mailctl(CONF_A, "user", "add", "ann")
-        return run_tests([test_carried_to_another_store, test_bad_memory_file_imports_nothing])
+        return run_tests([test_carried_to_another_store, test_bad_memory_file_imports_nothing,
+                          test_rename_keeps_memories])
     return run_main(body, TMP, [mtad_a, mtad_b, sink], tail=8000)
 
 
