@@ -50,6 +50,9 @@ static const char *const reloadable_keys[] = {
 	"metadata_private",
 	"metadata_admin",
 	"metadata_comment",
+	"proxy_hosts", /* the front's proxy logins from now on (imap_proxy.c reads srv->conf) */
+	"proxy_port",
+	"proxy_timeout",
 };
 
 /* What a SIGHUP does with a changed key of the sections imapd reads. */

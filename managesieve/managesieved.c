@@ -6,7 +6,8 @@
  * (ms_session.c). A small daemon of its own rather than a listener of imapd: a different
  * protocol and parser, rare writes that should not share imapd's workers, and it can run
  * (or not) and be restricted on its own. SIGHUP reads the config again for the directory's
- * cache TTLs only (the rest waits for a restart, the master says which keys). */
+ * cache TTLs and the front's [sieve] proxy_hosts, proxy_port and proxy_timeout only (the rest
+ * waits for a restart, the master says which keys). */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -56,8 +57,9 @@ static void on_drain(void *arg)
 }
 
 /* Worker, SIGHUP: the [directory] auth_cache_ttl and negative_cache_ttl of the file for the
-   answers cached from now on, then the directory reloads (both caches emptied, the users
-   file read again). Nothing else of the new config is applied, so it is not kept. */
+   answers cached from now on, and [sieve] proxy_hosts, proxy_port and proxy_timeout for the
+   proxy logins from now on (the config is kept for those), then the directory reloads (both
+   caches emptied, the users file read again). Nothing else of the new config is applied. */
 static void on_reload(void *arg)
 {
 	struct ms_server *srv = arg;
@@ -68,7 +70,9 @@ static void on_reload(void *arg)
 
 	if (c != NULL) {
 		ldapauth_reload_ttls(srv->auth, c);
-		conf_free(&c);
+		srv->proxy_conf = c;
+		conf_free(&srv->reloaded);
+		srv->reloaded = c;
 		log_info("managesieved worker %u config reloaded", srv->worker);
 	}
 	if (ldapauth_reload(srv->auth, &err) < 0) {
@@ -112,8 +116,11 @@ int ms_server_run(struct daemon_worker *w, const struct ms_worker_args *wa)
 	if (ldapauth_new(srv.base, wa->conf, &srv.auth, &err) < 0)
 		fatalx("directory: %s", err);
 	ldapauth_use_shared(srv.auth, wa->auth_cache);
-	if (wa->reloaded != NULL) /* a worker started after a SIGHUP: its TTLs */
+	srv.proxy_conf = wa->conf;
+	if (wa->reloaded != NULL) { /* a worker started after a SIGHUP: its TTLs, proxy_hosts */
 		ldapauth_reload_ttls(srv.auth, wa->reloaded);
+		srv.proxy_conf = wa->reloaded;
+	}
 	srv.guard = authguard_open(wa->conf);
 	ic = &conf_values(wa->conf)->imapd;
 	if (ic->hostname != NULL && ic->hostname[0] != '\0')
@@ -136,6 +143,7 @@ int ms_server_run(struct daemon_worker *w, const struct ms_worker_args *wa)
 	ldapauth_free(&srv.auth);
 	authguard_close(&srv.guard);
 	ms_proxy_server_free(&srv);
+	conf_free(&srv.reloaded);
 	store_close(&srv.store);
 	event_base_free(srv.base);
 	return 0;
@@ -149,12 +157,18 @@ struct ms_main {
 static const char *const reload_sections[] = { "store",   "directory", "tls", "sieve",
 					       "metrics", "control",   "log", NULL };
 
-/* [directory]: the directory reloads what it can (the cache TTLs); the rest, [tls] too (the
-   context is the master's of the start), waits for a restart. */
+/* [directory]: the directory reloads what it can (the cache TTLs); [sieve] proxy_hosts,
+   proxy_port and proxy_timeout apply to the proxy logins from now on; the rest, [tls] too
+   (the context is the master's of the start), waits for a restart. */
 static enum daemon_reload ms_reload_how(const char *section, const char *key)
 {
-	(void)key;
-	return strcmp(section, "directory") == 0 ? DAEMON_RELOAD_PARTLY : DAEMON_RELOAD_RESTART;
+	if (strcmp(section, "directory") == 0)
+		return DAEMON_RELOAD_PARTLY;
+	if (strcmp(section, "sieve") == 0 &&
+	    (strcmp(key, "proxy_hosts") == 0 || strcmp(key, "proxy_port") == 0 ||
+	     strcmp(key, "proxy_timeout") == 0))
+		return DAEMON_RELOAD_APPLIED;
+	return DAEMON_RELOAD_RESTART;
 }
 
 /* Master, SIGHUP: the changed keys are reported (against the config read last); workers

@@ -57,8 +57,12 @@ struct ms_server {
 	int64_t timeout_ms;
 	size_t nsessions;
 	bool draining;
-	char hostname[256];           /* [imapd] hostname: mailHost values naming this host */
-	char *proxy_secret;           /* [sieve] proxy_secret_file's secret, or NULL */
+	char hostname[256]; /* [imapd] hostname: mailHost values naming this host */
+	char *proxy_secret; /* [sieve] proxy_secret_file's secret, or NULL */
+	/* whose [sieve] proxy_hosts, proxy_port and proxy_timeout the front uses: the last
+	   SIGHUP's (or the master's last, for a worker started after one), else conf */
+	const struct conf *proxy_conf;
+	struct conf *reloaded; /* owned: the config this worker's last SIGHUP read, or NULL */
 	struct evdns_base *proxy_dns; /* resolves store host names (made on first use) */
 	TAILQ_HEAD(, ms_session) sessions;
 };

@@ -226,7 +226,8 @@ static void px_dialled(void *arg, const char *why)
 void ms_proxy_start(struct ms_session *s, const char *authz, const char *host)
 {
 	struct ms_server *srv = s->srv;
-	const struct sieve_conf *sc = &conf_values(srv->conf)->sieve;
+	/* where the store hosts are: the last SIGHUP's config */
+	const struct sieve_conf *sc = &conf_values(srv->proxy_conf)->sieve;
 	struct ms_proxy *p = xcalloc(1, sizeof(*p));
 
 	assert(s->proxy == NULL);

@@ -244,6 +244,7 @@ def main():
                            stdout=subprocess.DEVNULL)
             front.imapd.proc.send_signal(1)  # SIGHUP: the new proxy_hosts
             wait_for(lambda: "config reloaded" in front.imapd.logtext(), 10, "the reload")
+            assert_in("imapd reload: [imapd] proxy_hosts = ", front.imapd.logtext())
             time.sleep(0.5)
             c = imaplib.IMAP4(front.addr, front.imap_port, timeout=20)
             c.starttls(ssl_context=tls_client_ctx(front.cert))

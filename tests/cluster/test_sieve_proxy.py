@@ -10,13 +10,15 @@ a 600 KB script goes through the relay and back. A wrong password is refused by 
 store host that is down gives its users NO (TRYLATER) while the other host's users are
 served; one that answers garbage is cut off the same way; a proxy login from an address not
 in [sieve] proxy_trusted, or with a wrong secret, is refused by the store host. mailctl kick
-on the front closes a relayed session.
+on the front closes a relayed session. A SIGHUP of the front applies a changed [sieve]
+proxy_hosts to the logins from then on.
 
   test_sieve_proxy.py SOURCE_ROOT MTAD IMAPD STORE_PEEK MANAGESIEVED MAILCTL"""
 import base64
 import imaplib
 import os
 import shutil
+import signal
 import smtplib
 import socket
 import ssl
@@ -318,6 +320,43 @@ def main():
         c.close()
         assert_in("user=user8 host=bad.heron.test result=fail", front["msd"].logtext())
 
+    def reload_front():
+        msd = front["msd"]
+        n = msd.logtext().count("worker 0 config reloaded")
+        msd.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: msd.logtext().count("worker 0 config reloaded") > n, 10,
+                 "the front worker's reload")
+
+    def test_sighup_rereads_proxy_hosts():
+        # store2's entry in the front's map moved to a port nobody listens on: after a SIGHUP
+        # store2's users get NO (TRYLATER), after the next (the entry back) they log in again
+        h2 = hosts[1]
+        with open(front["conf"]) as f:
+            good = f.read()
+        entry = f"{h2.name}={h2.addr}:{h2.sieve_port}"
+        dead = f"{h2.name}={h2.addr}:{free_port()}"
+        assert_in(entry, good)
+        try:
+            with open(front["conf"], "w") as f:
+                f.write(good.replace(entry, dead))
+            reload_front()
+            c, final = front_login("user2")
+            assert final.startswith("NO (TRYLATER)"), final
+            c.close()
+            c, final = front_login("user1")  # store1's users: the entry of before
+            assert_eq(final, 'OK "Logged in"')
+            c.close()
+            text = front["msd"].logtext()
+            assert_in("managesieved reload: [sieve] proxy_hosts = ", text)
+            assert "[sieve] proxy_hosts changed: it takes effect only" not in text, text
+        finally:
+            with open(front["conf"], "w") as f:
+                f.write(good)
+            reload_front()
+        c, final = front_login("user2")
+        assert_eq(final, 'OK "Logged in"')
+        c.close()
+
     def test_forged_proxy_login_refused():
         h2 = hosts[1]
         # from an address not in proxy_trusted, with the right secret
@@ -350,6 +389,7 @@ def main():
                               test_wrong_password_refused_by_front,
                               test_store_host_down_others_unaffected,
                               test_forged_proxy_login_refused,
+                              test_sighup_rereads_proxy_hosts,
                               test_garbage_store_host_cut_off])
 
     return run_main(body, TMP, daemons, cleanup=(gstop,), tail=20000)
