@@ -9,8 +9,11 @@
  * reject/ereject become the recipient's 550 (LMTP, or SMTP with one recipient) or a
  * rejection notice to the sender. Vacation's "once per sender per :days" is checked and
  * remembered inside one write txn of the user's partition, so two workers cannot both reply.
- * Everything completes before the reply to the client (deliver.c counts tx->pending). */
+ * Everything completes before the reply to the client (deliver.c counts tx->pending). A
+ * recipient whose scripts redirect or reply is left to the queue (to_queue), whose runner's
+ * delivery (deliver_sieve_queued) queues each copy and reply exactly once across kill -9. */
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +48,7 @@ struct sv_dest {
 
 struct sv_vac {
 	struct smtp_session *s;
+	size_t rcpt; /* index in tx->rcpt */
 	char *user;
 	unsigned part;
 	char *key; /* handle + sender */
@@ -56,6 +60,7 @@ struct sv_vac {
 
 struct sv_out { /* a queued message: redirect copy, vacation reply, notice */
 	struct smtp_session *s;
+	size_t rcpt_i; /* for whom (index in tx->rcpt) */
 	struct store_blob *blob;
 	char *sender, *rcpt;
 };
@@ -76,6 +81,7 @@ struct sieve_tx {
 	size_t nvac;
 	struct sv_out **out;
 	size_t nout;
+	int *failed; /* per recipient: what queue_msg's commit gave (0 unless it failed) */
 };
 
 struct sieve_setup {
@@ -406,6 +412,18 @@ static void put_field(struct buf *b, const char *s)
 		buf_putc(b, *s == '\r' || *s == '\n' ? ' ' : *s);
 }
 
+/* what recipient i's scripts send could not be queued: the recipient fails (4.3.0, tried
+   again by the client or the queue), rather than lose it */
+static void out_failed(struct smtp_session *s, size_t i, int rc)
+{
+	struct sieve_tx *sv = s->tx->sieve;
+
+	if (sv->failed == NULL)
+		sv->failed = xcalloc(s->tx->nrcpt, sizeof(*sv->failed));
+	sv->failed[i] = store_err_temporary(rc) ? rc : STORE_EIO;
+	s->tx->rcpt[i].result = sv->failed[i];
+}
+
 static void out_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
 		     void *arg)
 {
@@ -416,11 +434,13 @@ static void out_done(int result, const struct store_rcpt *rcpts, size_t n, uint6
 		 s->tx->qid, o->sender, o->rcpt, value, result ? store_strerror(result) : "ok");
 	if (result == 0)
 		queue_runner_kick(s->m);
+	else
+		out_failed(s, o->rcpt_i, result);
 	deliver_step_done(s);
 }
 
-/* queues pre + body (a message) from sender to rcpt; one more pending step */
-static void queue_msg(struct smtp_session *s, struct sieve_tx *sv, const char *sender,
+/* queues pre + body (a message) from sender to rcpt for recipient ri; one more pending step */
+static void queue_msg(struct smtp_session *s, struct sieve_tx *sv, size_t ri, const char *sender,
 		      const char *rcpt, const struct buf *pre, const void *body, size_t blen)
 {
 	struct sv_out *o = xcalloc(1, sizeof(*o));
@@ -429,6 +449,7 @@ static void queue_msg(struct smtp_session *s, struct sieve_tx *sv, const char *s
 	int rc;
 
 	o->s = s;
+	o->rcpt_i = ri;
 	o->sender = xstrdup(sender);
 	o->rcpt = xstrdup(rcpt);
 	sv->out = xreallocarray(sv->out, sv->nout + 1, sizeof(*sv->out));
@@ -439,6 +460,7 @@ static void queue_msg(struct smtp_session *s, struct sieve_tx *sv, const char *s
 	    (rc = store_blob_finish_deferred(o->blob)) != 0) {
 		log_warnx("%016" PRIx64 ": sieve to=<%s> result=fail reason=\"%s\"", s->tx->qid,
 			  rcpt, store_strerror(rc));
+		out_failed(s, ri, rc);
 		return;
 	}
 	qm.size = store_blob_size(o->blob);
@@ -506,7 +528,7 @@ static bool do_redirect(struct smtp_session *s, struct sieve_tx *sv, const struc
 	char from[MAILADDR_TEXT_MAX + 1];
 
 	rcpt_srs_sender(s->m, s->tx->from, to, from, sizeof(from)); /* off-site: an SRS form */
-	queue_msg(s, sv, from, to, &pre, sv->map, sv->maplen);
+	queue_msg(s, sv, (size_t)(r - s->tx->rcpt), from, to, &pre, sv->map, sv->maplen);
 	buf_release(&pre);
 	return true;
 }
@@ -552,7 +574,7 @@ static void reject_notice(struct smtp_session *s, struct sieve_tx *sv, const str
 	size_t hlen = hend ? (size_t)(hend - m) : sv->maplen;
 	buf_append(&b, m, hlen < 64 * 1024 ? hlen : 64 * 1024);
 	buf_printf(&b, "\r\n--%s--\r\n", boundary);
-	queue_msg(s, sv, "", s->tx->from, &b, NULL, 0);
+	queue_msg(s, sv, (size_t)(r - s->tx->rcpt), "", s->tx->from, &b, NULL, 0);
 	buf_release(&b);
 }
 
@@ -592,7 +614,8 @@ static void vac_done(int result, const struct store_rcpt *rcpts, size_t n, uint6
 			 result ? store_strerror(result)
 				: "skipped (already answered within the period)");
 	} else {
-		queue_msg(s, s->tx->sieve, "", strchr(v->key, '\x1f') + 1, &v->msg, NULL, 0);
+		queue_msg(s, s->tx->sieve, v->rcpt, "", strchr(v->key, '\x1f') + 1, &v->msg, NULL,
+			  0);
 	}
 	deliver_step_done(s);
 }
@@ -604,6 +627,7 @@ static void do_vacation(struct smtp_session *s, struct sieve_tx *sv, const struc
 	int64_t secs = va->seconds < gconf.vacation_min ? gconf.vacation_min : va->seconds;
 
 	v->s = s;
+	v->rcpt = (size_t)(r - s->tx->rcpt);
 	v->user = xstrdup(r->user);
 	v->part = r->part;
 	v->key = xasprintf("%s\x1f%s", va->handle, va->to);
@@ -751,6 +775,9 @@ static void groups_done(struct smtp_session *s)
 			}
 		}
 	}
+	for (size_t i = 0; sv->failed != NULL && i < tx->nrcpt; i++)
+		if (sv->failed[i] != 0)
+			tx->rcpt[i].result = sv->failed[i];
 }
 
 static void group_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
@@ -933,6 +960,28 @@ static int map_message(struct smtp_session *s, struct sieve_tx *sv)
 	return 0;
 }
 
+/* A recipient whose scripts redirect or reply (vacation) is left to the queue runner
+   (deliver_sieve_queued), which queues the copies and the reply exactly once across kill -9
+   and retries; here a copy could go out and the keep then fail (a 452 the client or a
+   requeue tries again: the copy again), or a kill -9 fall between the reply's memory and the
+   reply. Not when this delivery does what the runner's does not: DMARC quarantine into Junk,
+   user+detail@ into its folder, a reject's 550 in the session. */
+static bool to_queue(const struct smtp_session *s, const struct smtp_rcpt *r,
+		     const struct sieve_result *res)
+{
+	bool sends = false;
+
+	if (s->tx->quarantine ||
+	    (conf_values(s->m->conf)->mtad.subaddress_folder && r->detail[0] != '\0'))
+		return false;
+	for (size_t k = 0; k < res->nact; k++) {
+		if (res->act[k].type == SIEVE_REJECT || res->act[k].type == SIEVE_EREJECT)
+			return false;
+		sends |= res->act[k].type == SIEVE_REDIRECT || res->act[k].type == SIEVE_VACATION;
+	}
+	return sends;
+}
+
 bool deliver_sieve(struct smtp_session *s)
 {
 	struct smtp_tx *tx = s->tx;
@@ -952,6 +1001,18 @@ bool deliver_sieve(struct smtp_session *s)
 		if (!tx->rcpt[i].local)
 			continue;
 		rc = run_for(s, sv, &tx->rcpt[i], &res[i]);
+		if (rc == 0 && to_queue(s, &tx->rcpt[i], &res[i])) {
+			sieve_result_clear(&res[i]);
+			memset(&res[i], 0, sizeof(res[i]));
+			tx->rcpt[i].local = false; /* deliver.c queues it with the remote ones */
+			tx->rcpt[i].forwarded = false;
+			tx->nlocal--;
+			log_info("%016" PRIx64
+				 ": to=<%s>, sieve redirect or vacation: delivered by "
+				 "the queue runner",
+				 tx->qid, tx->rcpt[i].addr);
+			continue;
+		}
 		if (rc == 0)
 			any = true;
 		if (rc != 0) { /* no script (or the store failed): keep */
@@ -1025,6 +1086,7 @@ void deliver_sieve_free(struct smtp_tx *tx)
 		free(sv->out[i]);
 	}
 	free(sv->out);
+	free(sv->failed);
 	struct sv_state *st = state_of(sv);
 	for (size_t k = 0; k < st->ng; k++) {
 		if (st->g[k]->own)
@@ -1045,10 +1107,26 @@ static struct sv_state *state_of(struct sieve_tx *sv)
 
 /* ---- queued local recipients (the queue runner) -------------------------------------------- */
 
-/* One queued message to one local recipient: everything the store must do is one write
-   (mailboxes made, duplicate and vacation memories, the deliveries with flags and
-   keywords, of editheader's copy when the scripts edited the header), then the redirect
-   copies and a vacation reply are queued. */
+/* One queued message to one local recipient, exactly once across kill -9 (mtad.h,
+   deliver_queued): first the redirect copies go into the queue with the recipient's 'r'
+   record (one queue txn, which queues nothing when it finds the record: a retry); then one
+   write of the user's partition does everything else the store must do (mailboxes made,
+   duplicate and vacation memories, the deliveries with flags and keywords, of editheader's
+   copy when the scripts edited the header, and the queue runner's 'q' mark, which says
+   whether a vacation reply is owed); then the reply goes into the queue with its 'v'
+   record. A copy or a reply the queue refuses makes the recipient 451 (the runner tries
+   again; nothing is lost). */
+struct q_sent { /* messages queued with a record, in one queue txn */
+	char key[QUEUE_RECORD_KEY_MAX];
+	struct store_blob *blob;
+	struct store_queue_msg *qm;
+	struct store_queue_rcpt *to;
+	char **sender, **addr; /* per entry: its sender and recipient */
+	uint64_t *ids;
+	size_t n;
+	bool skipped; /* out: the record was there (queued before) */
+};
+
 struct qdlv {
 	struct mtad *m;
 	char *user;
@@ -1066,12 +1144,27 @@ struct qdlv {
 	struct sv_vac vac;
 	bool has_vac;
 	char *vac_to;
+	struct q_sent redir, reply;
 	unsigned pending;
 	int code;
 	char text[512];
 	void (*done)(int code, const char *text, void *arg);
 	void *arg;
 };
+
+/* Tests of the windows between the commits above (tests/mtad/test_sieve_redirect.py): with
+   HERON_MTAD_CRASH_AT=POINT:FILE in the environment, the worker kills itself (SIGKILL, as
+   kill -9) at POINT when it can remove FILE, so once per file. */
+static void crash_point(const char *point)
+{
+	const char *v = getenv("HERON_MTAD_CRASH_AT");
+	size_t n = strlen(point);
+
+	if (v == NULL || strncmp(v, point, n) != 0 || v[n] != ':' || unlink(v + n + 1) != 0)
+		return;
+	log_warnx("crash point %s: killed (HERON_MTAD_CRASH_AT)", point);
+	raise(SIGKILL);
+}
 
 static int q_mbox(struct store_txn *t, uint64_t uid, const char *name, bool create,
 		  uint64_t *mbox_r)
@@ -1104,8 +1197,10 @@ static int q_fn(struct store_txn *t, void *arg)
 			return rc;
 	if (q->has_vac && (rc = vac_fn(t, &q->vac)) != 0)
 		return rc;
-	if (q->mark != NULL &&
-	    (rc = store_drop_put_txn(t, q->mark, q->qid, STORE_DROP_DELIVERED)) != 0)
+	/* a reply decided here is owed until it is queued (a run after a kill queues it) */
+	if (q->mark != NULL && (rc = store_drop_put_txn(t, q->mark, q->qid,
+							q->vac.send ? STORE_DROP_REPLY_OWED
+								    : STORE_DROP_DELIVERED)) != 0)
 		return rc;
 	for (size_t i = 0; i < q->d.nd; i++) {
 		const struct sv_dest *d = &q->d.d[i];
@@ -1124,6 +1219,84 @@ static int q_fn(struct store_txn *t, void *arg)
 	return 0;
 }
 
+/* in the queue's txn (the committer's thread): the messages and their record, or nothing
+   when the record is there */
+static int sent_fn(struct store_txn *t, void *arg)
+{
+	struct q_sent *qs = arg;
+	struct store_drop d;
+	int rc;
+
+	qs->skipped = false;
+	if ((rc = store_drop_get_txn(t, qs->key, &d)) == 0) {
+		qs->skipped = true;
+		return 0;
+	}
+	if (rc != STORE_ENOMSG)
+		return rc;
+	return store_drop_enqueue_txn(t, qs->qm, qs->n, qs->blob, qs->key, STORE_DROP_SENT,
+				      qs->ids);
+}
+
+static void sent_add(struct q_sent *qs, const char *sender, const char *to)
+{
+	qs->sender = xreallocarray(qs->sender, qs->n + 1, sizeof(*qs->sender));
+	qs->addr = xreallocarray(qs->addr, qs->n + 1, sizeof(*qs->addr));
+	qs->sender[qs->n] = xstrdup(sender);
+	qs->addr[qs->n] = xstrdup(to);
+	qs->n++;
+}
+
+/* the file pre + body in the queue's blobs, and an entry of it per recipient: 0 or a
+   store_err (logged by the caller) */
+static int sent_prepare(struct mtad *m, struct q_sent *qs, const struct buf *pre, const void *body,
+			size_t blen)
+{
+	int rc;
+
+	if ((rc = store_blob_new(m->store, STORE_QUEUE_PART, &qs->blob)) != 0 ||
+	    (rc = store_blob_write(qs->blob, pre->data, pre->len)) != 0 ||
+	    (blen > 0 && (rc = store_blob_write(qs->blob, body, blen)) != 0) ||
+	    (rc = store_blob_finish_deferred(qs->blob)) != 0)
+		return rc;
+	qs->qm = xcalloc(qs->n, sizeof(*qs->qm));
+	qs->to = xcalloc(qs->n, sizeof(*qs->to));
+	qs->ids = xcalloc(qs->n, sizeof(*qs->ids));
+	for (size_t i = 0; i < qs->n; i++) {
+		qs->to[i].addr = qs->addr[i];
+		qs->qm[i].sender = qs->sender[i];
+		qs->qm[i].nrcpt = 1;
+		qs->qm[i].rcpt = &qs->to[i];
+		qs->qm[i].size = store_blob_size(qs->blob);
+	}
+	return 0;
+}
+
+static void sent_free(struct q_sent *qs)
+{
+	store_blob_free(&qs->blob);
+	for (size_t i = 0; i < qs->n; i++) {
+		free(qs->sender[i]);
+		free(qs->addr[i]);
+	}
+	free(qs->sender);
+	free(qs->addr);
+	free(qs->to);
+	free(qs->qm);
+	free(qs->ids);
+}
+
+static void sent_log(const struct qdlv *q, const struct q_sent *qs, const char *what, int result)
+{
+	for (size_t i = 0; i < qs->n; i++)
+		log_info("%016" PRIx64 ": sieve %s queued from=<%s> to=<%s> id=%016" PRIx64
+			 " result=%s",
+			 q->qid, what, qs->sender[i], qs->addr[i], qs->skipped ? 0 : qs->ids[i],
+			 result        ? store_strerror(result)
+			 : qs->skipped ? "ok (queued before a restart or a retry; not again)"
+				       : "ok");
+}
+
 static void q_free(struct qdlv *q)
 {
 	for (size_t i = 0; i < q->d.nd; i++) {
@@ -1133,13 +1306,8 @@ static void q_free(struct qdlv *q)
 		free(q->d.d[i].kw);
 	}
 	free(q->d.d);
-	for (size_t i = 0; i < q->d.nout; i++) {
-		store_blob_free(&q->d.out[i]->blob);
-		free(q->d.out[i]->sender);
-		free(q->d.out[i]->rcpt);
-		free(q->d.out[i]);
-	}
-	free(q->d.out);
+	sent_free(&q->redir);
+	sent_free(&q->reply);
 	for (size_t i = 0; i < q->ndup; i++)
 		free(q->dup[i]);
 	free(q->dup);
@@ -1162,42 +1330,44 @@ static void q_step_done(struct qdlv *q)
 	q_free(q);
 }
 
-static void q_out_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+/* the queue refused what the scripts send: the recipient waits (the runner tries again) */
+static void q_tempfail(struct qdlv *q, const char *what, int rc)
+{
+	log_warnx("%016" PRIx64 ": sieve %s user=%s result=fail reason=\"%s\" (tried again)",
+		  q->qid, what, q->user, store_strerror(rc));
+	q->code = 451;
+	snprintf(q->text, sizeof(q->text), "4.3.0 sieve %s not queued: %s", what,
+		 store_strerror(rc));
+}
+
+static void reply_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
 		       void *arg)
 {
-	struct sv_out *o = arg;
-	struct qdlv *q = (struct qdlv *)(void *)o->s;
+	struct qdlv *q = arg;
 
-	log_info("%016" PRIx64 ": sieve queued from=<%s> to=<%s> id=%016" PRIx64 " result=%s",
-		 q->qid, o->sender, o->rcpt, value, result ? store_strerror(result) : "ok");
+	sent_log(q, &q->reply, "vacation reply", result);
+	if (result != 0)
+		q_tempfail(q, "vacation reply", result);
+	else
+		queue_runner_kick(q->m);
+	if (result == 0)
+		crash_point("sieve-reply-queued");
 	q_step_done(q);
 }
 
-/* a new queue entry from sender to rcpt holding pre + body; one more step */
-static void q_queue(struct qdlv *q, const char *sender, const char *rcpt, const struct buf *pre,
-		    const void *body, size_t blen)
+/* the vacation reply into the queue with its record; one more step */
+static void q_reply(struct qdlv *q)
 {
-	struct sv_out *o = xcalloc(1, sizeof(*o));
-	struct store_queue_rcpt qr = { .addr = rcpt };
-	struct store_queue_msg qm = { .sender = sender, .nrcpt = 1, .rcpt = &qr };
 	int rc;
 
-	o->s = (struct smtp_session *)(void *)q; /* the owner, for q_out_done */
-	o->sender = xstrdup(sender);
-	o->rcpt = xstrdup(rcpt);
-	q->d.out = xreallocarray(q->d.out, q->d.nout + 1, sizeof(*q->d.out));
-	q->d.out[q->d.nout++] = o;
-	if ((rc = store_blob_new(q->m->store, STORE_QUEUE_PART, &o->blob)) != 0 ||
-	    (rc = store_blob_write(o->blob, pre->data, pre->len)) != 0 ||
-	    (blen > 0 && (rc = store_blob_write(o->blob, body, blen)) != 0) ||
-	    (rc = store_blob_finish_deferred(o->blob)) != 0) {
-		log_warnx("%016" PRIx64 ": sieve to=<%s> result=fail reason=\"%s\"", q->qid, rcpt,
-			  store_strerror(rc));
+	sent_add(&q->reply, "", q->vac_to);
+	if ((rc = sent_prepare(q->m, &q->reply, &q->vac.msg, NULL, 0)) != 0) {
+		q_tempfail(q, "vacation reply", rc);
 		return;
 	}
-	qm.size = store_blob_size(o->blob);
 	q->pending++;
-	store_gc_enqueue(q->m->gc, &qm, o->blob, q_out_done, o);
+	store_gc_submit(q->m->gc, STORE_QUEUE_PART, q->reply.blob, sent_fn, &q->reply, reply_done,
+			q);
 }
 
 static void q_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value, void *arg)
@@ -1209,11 +1379,93 @@ static void q_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_
 		snprintf(q->text, sizeof(q->text), "%s",
 			 result == STORE_EQUOTA ? "4.2.2 mailbox full" : store_strerror(result));
 	} else if (q->has_vac && q->vac.send) {
-		q_queue(q, "", q->vac_to, &q->vac.msg, NULL, 0);
+		crash_point("sieve-delivered-reply-owed");
+		q_reply(q);
+	} else {
+		crash_point("sieve-delivered");
 	}
 	if (result == 0)
 		queue_runner_kick(q->m);
 	q_step_done(q);
+}
+
+static void q_store(struct qdlv *q)
+{
+	store_gc_submit(q->m->gc, q->part, q->blob, q_fn, q, q_done, q);
+}
+
+static void redir_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
+		       void *arg)
+{
+	struct qdlv *q = arg;
+
+	sent_log(q, &q->redir, "redirect", result);
+	if (result != 0) { /* nothing stored: the whole delivery again later */
+		q_tempfail(q, "redirect", result);
+		q_step_done(q);
+		return;
+	}
+	queue_runner_kick(q->m);
+	crash_point("sieve-redirect-queued");
+	q_store(q);
+}
+
+/* the vacation action of the scripts' result into q (the reply's text, its memory) */
+static void q_vacation(struct qdlv *q, const struct deliver_queued *dq,
+		       const struct sieve_action *a)
+{
+	int64_t secs = a->vac.seconds < gconf.vacation_min ? gconf.vacation_min : a->vac.seconds;
+
+	q->has_vac = true;
+	q->vac.user = q->user;
+	q->vac.key = xasprintf("%s\x1f%s", a->vac.handle, a->vac.to);
+	q->vac.until = time(NULL) + (secs > 0 ? secs : 1);
+	q->vac_to = xstrdup(a->vac.to);
+	vacation_text(&q->vac.msg, q->m, dq->qid, dq->addr, &a->vac);
+}
+
+static struct qdlv *q_new(struct mtad *m, const struct deliver_queued *dq,
+			  void (*done)(int code, const char *text, void *arg), void *arg)
+{
+	struct qdlv *q = xcalloc(1, sizeof(*q));
+
+	q->m = m;
+	q->user = xstrdup(dq->user);
+	q->part = dq->part;
+	q->qid = dq->qid;
+	q->blob = dq->blob;
+	q->done = done;
+	q->arg = arg;
+	q->code = 250;
+	q->pending = 1; /* the chain: redirects, the store write */
+	queue_record_key('r', dq->qid, dq->idx, q->redir.key, sizeof(q->redir.key));
+	queue_record_key('v', dq->qid, dq->idx, q->reply.key, sizeof(q->reply.key));
+	return q;
+}
+
+/* A run after a kill between the delivery's commit and its reply's: the reply alone (the
+   memory says answered already: not asked again). 1 when the scripts give no reply now. */
+static int q_replay(struct mtad *m, const struct deliver_queued *dq, struct sieve_result *res,
+		    void (*done)(int code, const char *text, void *arg), void *arg)
+{
+	struct qdlv *q;
+
+	for (size_t k = 0; k < res->nact; k++) {
+		if (res->act[k].type != SIEVE_VACATION)
+			continue;
+		q = q_new(m, dq, done, arg);
+		snprintf(q->text, sizeof(q->text),
+			 "2.0.0 delivered before a restart, its vacation reply queued");
+		q_vacation(q, dq, &res->act[k]);
+		q->vac.send = true;
+		q_reply(q);
+		q_step_done(q);
+		return 0;
+	}
+	log_warnx("%016" PRIx64 ": to=<%s>, sieve vacation reply owed but the scripts give none "
+		  "now (not sent)",
+		  dq->qid, dq->addr);
+	return 1;
 }
 
 int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
@@ -1223,6 +1475,7 @@ int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
 	struct sieve_result res;
 	struct qdlv *q;
 	void *map;
+	int rc;
 
 	if (!gconf_loaded || dq->size == 0 || dq->size > SIZE_MAX)
 		return 1;
@@ -1233,16 +1486,13 @@ int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
 		munmap(map, (size_t)dq->size);
 		return 1; /* no script (or the store could not say): plain delivery */
 	}
-	q = xcalloc(1, sizeof(*q));
-	q->m = m;
-	q->user = xstrdup(dq->user);
-	q->part = dq->part;
-	q->qid = dq->qid;
-	q->blob = dq->blob;
-	q->done = done;
-	q->arg = arg;
-	q->code = 250;
-	q->pending = 1; /* the store write */
+	if (dq->reply_owed) {
+		rc = q_replay(m, dq, &res, done, arg);
+		sieve_result_clear(&res);
+		munmap(map, (size_t)dq->size);
+		return rc;
+	}
+	q = q_new(m, dq, done, arg);
 	snprintf(q->text, sizeof(q->text), "2.0.0 discarded by sieve");
 	q->create = xcalloc(res.nact + 1, sizeof(bool)); /* a dest per action at most */
 	bool looped = false;
@@ -1256,21 +1506,17 @@ int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
 			snprintf(q->text, sizeof(q->text), "2.0.0 delivered by sieve into %s",
 				 q->d.d[0].mailbox ? q->d.d[0].mailbox : "INBOX");
 		} else if (a->type == SIEVE_REDIRECT) {
-			char *mark = xasprintf("Delivered-To: %s\r\n", dq->addr);
-			struct buf pre;
-
 			if (!redirect_looped(map, (size_t)dq->size, dq->qid, dq->addr, a->addr)) {
 				char from[MAILADDR_TEXT_MAX + 1];
 
 				rcpt_srs_sender(q->m, dq->from, a->addr, from, sizeof(from));
-				buf_init(&pre, 128, TRACE_HEADER_MAX);
-				buf_puts(&pre, mark);
-				q_queue(q, from, a->addr, &pre, map, (size_t)dq->size);
-				buf_release(&pre);
+				sent_add(&q->redir, from, a->addr);
+				if (q->d.nd == 0)
+					snprintf(q->text, sizeof(q->text),
+						 "2.0.0 redirected by sieve");
 			} else {
 				looped = true;
 			}
-			free(mark);
 		} else if (a->type == SIEVE_REJECT || a->type == SIEVE_EREJECT) {
 			char why[400];
 
@@ -1278,15 +1524,7 @@ int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
 			q->code = 550; /* the queue runner bounces it to the sender (RFC 5429) */
 			snprintf(q->text, sizeof(q->text), "5.7.1 %s", why);
 		} else if (a->type == SIEVE_VACATION && !q->has_vac) {
-			int64_t secs = a->vac.seconds < gconf.vacation_min ? gconf.vacation_min
-									   : a->vac.seconds;
-
-			q->has_vac = true;
-			q->vac.user = q->user;
-			q->vac.key = xasprintf("%s\x1f%s", a->vac.handle, a->vac.to);
-			q->vac.until = time(NULL) + (secs > 0 ? secs : 1);
-			q->vac_to = xstrdup(a->vac.to);
-			vacation_text(&q->vac.msg, m, dq->qid, dq->addr, &a->vac);
+			q_vacation(q, dq, a);
 		}
 	}
 	if (looped && q->d.nd == 0)
@@ -1306,12 +1544,30 @@ int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
 				     &res)) != NULL)
 		q->blob = q->edited;
 	sieve_result_clear(&res);
-	munmap(map, (size_t)dq->size);
-	/* recorded with the delivery, so that a restart does not run the script again, unless
-	   a redirect went out in a commit of its own (then the script runs again rather than
-	   lose it) or the script refused the message (the bounce is the queue's) */
-	if (dq->mark != NULL && q->d.nout == 0 && q->code == 250)
+	/* recorded with the delivery, so that a restart does not run the scripts again, unless
+	   they refused the message (the bounce is the queue's) */
+	if (dq->mark != NULL && q->code == 250)
 		q->mark = xstrdup(dq->mark);
-	store_gc_submit(m->gc, dq->part, q->blob, q_fn, q, q_done, q);
+	if (q->redir.n == 0) {
+		munmap(map, (size_t)dq->size);
+		q_store(q);
+		return 0;
+	}
+	/* the copies carry the recipient's loop mark (redirect_looped) */
+	char *mark = xasprintf("Delivered-To: %s\r\n", dq->addr);
+	struct buf pre;
+
+	buf_init(&pre, 128, TRACE_HEADER_MAX);
+	buf_puts(&pre, mark);
+	free(mark);
+	rc = sent_prepare(m, &q->redir, &pre, map, (size_t)dq->size);
+	buf_release(&pre);
+	munmap(map, (size_t)dq->size);
+	if (rc != 0) {
+		q_tempfail(q, "redirect", rc);
+		q_step_done(q);
+		return 0;
+	}
+	store_gc_submit(m->gc, STORE_QUEUE_PART, q->redir.blob, sent_fn, &q->redir, redir_done, q);
 	return 0;
 }

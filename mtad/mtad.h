@@ -388,17 +388,24 @@ void deliver_sieve_free(struct smtp_tx *tx);
 /* The queue runner's local delivery of a queue entry to one recipient: its file (fd, size,
    read here) and its durable copy blob in the user's partition (alive until done). 1 when
    no script applies (deliver to INBOX as usual); else 0, and done(code, text, arg) runs
-   from the loop once the store write and the messages it queued are committed: 250, 4xx,
-   or 550 for a Sieve reject (the runner bounces it to the sender). */
+   from the loop once the store writes and the messages queued are committed: 250, 4xx, or
+   550 for a Sieve reject (the runner bounces it to the sender). Exactly once across kill -9
+   with the records of queue_record_key: the redirect copies are queued first, with the
+   recipient's 'r' record in the same queue txn (a retry finds it and queues none again:
+   after a kill, a 452 or a 451); then the delivery's commit writes the 'q' mark; a vacation
+   reply decided in that commit is owed (the mark says so: STORE_DROP_REPLY_OWED) until it
+   is queued with its 'v' record, and a run after a kill queues it (reply_owed: the scripts
+   run again for the reply alone). A redirect or a reply the queue refuses is 451 4.3.0. */
 struct deliver_queued {
 	uint64_t qid;
 	const char *from, *addr, *user;
 	unsigned part;
 	int fd;
 	uint64_t size;
-	struct store_blob *blob;
-	const char *mark; /* NULL, or the record the delivery's commit writes (queue_runner.c's
-			     mark_key) when nothing else goes out of it (no redirect) */
+	struct store_blob *blob; /* NULL with reply_owed */
+	const char *mark;        /* NULL, or the 'q' record the delivery's commit writes */
+	size_t idx;              /* the recipient's index in the entry */
+	bool reply_owed;         /* delivered before, its vacation reply not yet queued */
 };
 int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
 			 void (*done)(int code, const char *text, void *arg), void *arg);
@@ -460,6 +467,11 @@ void pickup_stop(struct mtad *m);
 void queue_runner_reload(struct mtad *m);
 /* New entries were queued: look for due entries now rather than at the next tick. */
 void queue_runner_kick(struct mtad *m);
+/* The key of a queue entry's recipient's record (store_drop.c's DBI): kind 'q' its local
+   delivery (in the user's partition), 'r' its Sieve redirect copies and 'v' its vacation
+   reply (in the queue); each goes once the queue has the recipient's outcome. */
+#define QUEUE_RECORD_KEY_MAX 48
+void queue_record_key(char kind, uint64_t id, size_t i, char *out, size_t size);
 
 
 /* mtad_metrics.c: mtad's metrics (common/metrics.h) and control socket (common/obs.h). */

@@ -293,11 +293,28 @@ struct local_dlv {
 	struct store_blob *blob;
 };
 
-#define QUEUE_MARK_PREFIX "q/"
+void queue_record_key(char kind, uint64_t id, size_t i, char *out, size_t size)
+{
+	snprintf(out, size, "%c/%016" PRIx64 "/%zu", kind, id, i);
+}
 
 static void mark_key(uint64_t id, size_t i, char *out, size_t size)
 {
-	snprintf(out, size, QUEUE_MARK_PREFIX "%016" PRIx64 "/%zu", id, i);
+	queue_record_key('q', id, i, out, size);
+}
+
+/* In the queue's txn that records recipient idx's outcome (no longer pending): the records
+   of its Sieve redirect copies and vacation reply go with it. */
+static int forget_sent_txn(struct store_txn *t, uint64_t id, size_t idx)
+{
+	char key[QUEUE_RECORD_KEY_MAX];
+	int rc;
+
+	queue_record_key('r', id, idx, key, sizeof(key));
+	if ((rc = store_drop_del_txn(t, key)) != 0)
+		return rc;
+	queue_record_key('v', id, idx, key, sizeof(key));
+	return store_drop_del_txn(t, key);
 }
 
 static int unmark_fn(struct store_txn *t, void *arg)
@@ -391,8 +408,29 @@ static void local_deliver(struct local_dlv *ld, unsigned part)
 	if (store_drop_get(st, ld->key, &rec) == 0) {
 		/* delivered before mtad was killed, the queue not told: not again */
 		log_info("%016" PRIx64 ": to=<%s> delivered before a restart (recorded in "
-			 "partition %u)",
-			 job->qm.id, job->qm.rcpt[i].addr, rec.part);
+			 "partition %u)%s",
+			 job->qm.id, job->qm.rcpt[i].addr, rec.part,
+			 rec.kind == STORE_DROP_REPLY_OWED ? ", its vacation reply owed" : "");
+		if (rec.kind == STORE_DROP_REPLY_OWED &&
+		    store_queue_open(st, job->qm.id, &fd, &size) == 0) {
+			struct deliver_queued dq = {
+				.qid = job->qm.id,
+				.from = job->qm.sender,
+				.addr = job->qm.rcpt[i].addr,
+				.user = ld->user,
+				.part = rec.part,
+				.fd = fd,
+				.size = size,
+				.idx = i,
+				.reply_owed = true,
+			};
+
+			ld->part = rec.part;
+			rc = deliver_sieve_queued(job->qr->m, &dq, local_sieved, ld);
+			close(fd);
+			if (rc == 0)
+				return; /* local_sieved: the reply queued (or 451) */
+		}
 		job->marked[i] = rec.part + 1;
 		local_outcome(ld, 0);
 		return;
@@ -421,9 +459,16 @@ static void local_deliver(struct local_dlv *ld, unsigned part)
 	}
 	{
 		struct deliver_queued dq = {
-			job->qm.id, job->qm.sender, job->qm.rcpt[ld->w->idx[0]].addr,
-			ld->user,   part,           sieve_fd,
-			size,       ld->blob,       ld->key
+			.qid = job->qm.id,
+			.from = job->qm.sender,
+			.addr = job->qm.rcpt[i].addr,
+			.user = ld->user,
+			.part = part,
+			.fd = sieve_fd,
+			.size = size,
+			.blob = ld->blob,
+			.mark = ld->key,
+			.idx = i,
 		};
 
 		rc = deliver_sieve_queued(job->qr->m, &dq, local_sieved, ld);
@@ -646,6 +691,8 @@ static int record_fn(struct store_txn *t, void *arg)
 
 		if (rc != 0 && rc != STORE_ENOQUEUE)
 			return rc;
+		if ((rc = forget_sent_txn(t, r->id, r->idx[k])) != 0)
+			return rc;
 	}
 	return 0;
 }
@@ -758,8 +805,8 @@ static int sweep_mark(const struct store_drop *d, void *arg)
 	char *key;
 	int rc;
 
-	if (strncmp(d->key, QUEUE_MARK_PREFIX, strlen(QUEUE_MARK_PREFIX)) != 0 ||
-	    sscanf(d->key + strlen(QUEUE_MARK_PREFIX), "%16llx/%zu", &id, &idx) != 2)
+	if (strchr("qrv", d->key[0]) == NULL || d->key[1] != '/' ||
+	    sscanf(d->key + 2, "%16llx/%zu", &id, &idx) != 2)
 		return 0; /* a maildrop file's (pickup.c) */
 	sw->seen++;
 	rc = store_queue_get(sw->qr->m->store, (uint64_t)id, &qm);
@@ -1043,6 +1090,8 @@ static int finish_fn(struct store_txn *t, void *arg)
 		if (rc == STORE_ENOQUEUE)
 			f->gone = true;
 		else if (rc != 0)
+			return rc;
+		if (q->state != STORE_Q_PENDING && (rc = forget_sent_txn(t, id, q->idx)) != 0)
 			return rc;
 	}
 	if (f->dsn.blob != NULL &&

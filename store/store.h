@@ -1071,6 +1071,10 @@ enum store_drop_kind {
 	STORE_DROP_QUEUED = 0, /* its message is in the queue (qid: its first entry) */
 	STORE_DROP_BOUNCE,     /* refused: qid is its DSN's queue entry (same txn) */
 	STORE_DROP_DELIVERED,  /* delivered to its (local) recipients */
+	STORE_DROP_REPLY_OWED, /* delivered; a Sieve vacation reply its commit decided on is
+				  still to be queued (mtad/deliver_sieve.c) */
+	STORE_DROP_SENT,       /* the queue's: a Sieve redirect's copies or vacation reply
+				  are in the queue (qid: the first), added in this txn */
 };
 
 struct store_drop {
@@ -1091,6 +1095,8 @@ int store_drop_enqueue_txn(struct store_txn *t, const struct store_queue_msg *qm
 			   uint64_t *ids_r);
 /* In t's environment; no record is not an error. Errors: STORE_EINVAL. */
 int store_drop_del_txn(struct store_txn *t, const char *key);
+/* key's record in t's environment (any txn). Errors: STORE_ENOMSG (none), STORE_EINVAL. */
+int store_drop_get_txn(struct store_txn *t, const char *key, struct store_drop *d_r);
 /* Looks in the queue, then in each partition (a read txn each). Errors: STORE_ENOMSG (no
    record), STORE_EINVAL. */
 int store_drop_get(struct store *st, const char *key, struct store_drop *d_r);

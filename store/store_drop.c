@@ -8,7 +8,9 @@
  * recorded so is only renamed, its sender never notified twice. mtad's queue runner keeps
  * records of its own here too (keys "q/ID/INDEX", mtad/queue_runner.c): a local delivery
  * of a queue entry's recipient, written with the delivery, so that it is never made
- * twice. */
+ * twice, and, in the queue, "r/ID/INDEX" and "v/ID/INDEX": that recipient's Sieve redirect
+ * copies or vacation reply, written in the txn that queues them, so that a retry of the
+ * recipient never queues them again (mtad/deliver_sieve.c). */
 #include <string.h>
 #include <time.h>
 
@@ -79,6 +81,20 @@ static void decode(const MDB_val *v, struct store_drop *d)
 static unsigned env_at(const struct store *st, unsigned i)
 {
 	return i == 0 ? STORE_QUEUE_PART : i - 1;
+}
+
+int store_drop_get_txn(struct store_txn *t, const char *key, struct store_drop *d_r)
+{
+	MDB_val v;
+	int rc;
+
+	if (key_ok(key) != 0)
+		return STORE_EINVAL;
+	if ((rc = store_get(t, DBI_DROPS, key, strlen(key), &v)) != 0)
+		return rc;
+	decode(&v, d_r);
+	d_r->part = t->e->part;
+	return 0;
 }
 
 int store_drop_get(struct store *st, const char *key, struct store_drop *d_r)

@@ -896,6 +896,24 @@ class Store:
                               text=True, check=True).stdout.splitlines()
 
 
+def mtad_records_swept(mtad):
+    """mtad's queue runner drops at worker 0's start the local delivery records (and the Sieve
+    redirect and reply records) of finished recipients: restarted up to three times, each
+    start must find every record it reads finished, and the last none left."""
+    sweep = r"queue: (\d+) local delivery records, (\d+) of finished entries dropped"
+    seen = []
+    for _ in range(3):
+        mtad.stop()
+        mark = len(mtad.logtext())
+        mtad.start()
+        line = wait_for(lambda: re.search(sweep, mtad.logtext()[mark:]), what="the sweep")
+        assert line.group(1) == line.group(2), line.group(0)
+        seen.append(int(line.group(1)))
+        if seen[-1] == 0:
+            break
+    assert seen[-1] == 0, seen
+
+
 def mailctl_verify(mailctl, conf):
     """`mailctl --json verify` must exit 0 and find the store clean; returns its JSON."""
     r = subprocess.run([mailctl, "-c", conf, "--json", "verify"], capture_output=True,

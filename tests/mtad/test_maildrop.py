@@ -27,8 +27,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from heronlib import (DOMAIN, Mtad, Store, assert_eq, assert_in, run_suite,  # noqa: E402
-                      wait_for, write_conf, write_users)
+from heronlib import (DOMAIN, Mtad, Store, assert_eq, assert_in,  # noqa: E402
+                      mtad_records_swept, run_suite, wait_for, write_conf, write_users)
 
 ROOT, MTAD, PEEK, SENDMAIL, MAILCTL = sys.argv[1:6]
 TMP = tempfile.mkdtemp(prefix="heron-maildrop-")
@@ -467,18 +467,7 @@ def test_kill9_queue_deliveries_once():
           "recorded after a kill -9")
     # the records of deliveries the queue has recorded go (those a kill left, at the next
     # start): a start then finds every record finished, and a later one none left
-    sweep = r"queue: (\d+) local delivery records, (\d+) of finished entries dropped"
-    seen = []
-    for _ in range(3):
-        mtad.stop()
-        mark = len(mtad.logtext())
-        mtad.start()
-        line = wait_for(lambda: re.search(sweep, mtad.logtext()[mark:]), what="the sweep")
-        assert_eq(line.group(1), line.group(2))
-        seen.append(int(line.group(1)))
-        if seen[-1] == 0:
-            break
-    assert_eq(seen[-1], 0, seen)
+    mtad_records_swept(mtad)
 
 
 if __name__ == "__main__":

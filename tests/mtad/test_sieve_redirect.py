@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""test_sieve_redirect.py — a Sieve redirect and a vacation reply exactly once across kill -9,
+end to end: mail sent with smtplib to the real mtad for users whose scripts redirect (with
+:copy and without) or reply (vacation), the real sink as the remote receiver of the copies
+and replies, the mailbox read back with store_peek. Such a recipient is delivered by the
+queue runner (deliver_sieve.c), and mtad kills itself at each window between the commits of
+that delivery (HERON_MTAD_CRASH_AT=POINT:FILE, once per file): after the redirect copies are
+queued, after the delivery's commit (with and without a vacation reply owed), after the
+reply is queued; then mtad is killed -9 whole and started again. Each time the sink gets
+exactly one redirected copy (or one reply) and the mailbox holds exactly one kept copy (none
+for a redirect without :copy). A mailbox over quota (452, retried every second) gets its
+redirect copy once, not once per retry, and the kept copy when the quota allows. At the end
+the records of finished recipients are all gone (a restart's sweep finds none left).
+
+  test_sieve_redirect.py SOURCE_ROOT MTAD STORE_PEEK MAILCTL SINK"""
+import os
+import smtplib
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from heronlib import (DOMAIN, HOST, Mtad, Sink, Store, assert_eq, assert_in,  # noqa: E402
+                      mtad_records_swept, run_main, run_tests, wait_for, write_users)
+
+ROOT, MTAD, PEEK, MAILCTL, SINK = sys.argv[1:6]
+TMP = tempfile.mkdtemp(prefix="heron-sieve-redirect-")
+USERS = ["bob", "carl", "dora", "eve", "fred"]
+write_users(os.path.join(TMP, "users"), USERS)
+SINKMAIL = os.path.join(TMP, "sinkmail")
+sink = Sink(SINK, TMP, {"keep": SINKMAIL, "records": "all"})
+mtad = Mtad(MTAD, TMP, {"backend": "file", "users_file": os.path.join(TMP, "users")},
+            {"transport_map": f"sink.test=127.0.0.1:{sink.port}", "retry_schedule": "1s"},
+            tls=False)
+mtad.sections["sieve"] = {"vacation_min_days": "1"}
+mtad.write_conf()
+store = Store(PEEK, mtad.conf)
+CRASH_ENV = "HERON_MTAD_CRASH_AT"
+
+
+def mailctl(*args):
+    r = subprocess.run([MAILCTL, "-c", mtad.conf, *args], capture_output=True, text=True)
+    assert_eq(r.returncode, 0, (args, r.stdout, r.stderr))
+    return r.stdout
+
+
+def put(user, script):
+    path = os.path.join(TMP, f"{user}.sieve")
+    with open(path, "w") as f:
+        f.write(script)
+    mailctl("sieve", "put", user, "main", path, "--activate")
+
+
+def send(to, subject, frm="ext@example.org", body="Hello.\r\n"):
+    msg = (f"From: <{frm}>\r\nTo: <{to}>\r\nSubject: {subject}\r\n"
+           f"Message-ID: <{subject.replace(' ', '.')}.{time.time()}@example.org>\r\n\r\n"
+           f"{body}")
+    with smtplib.SMTP(HOST, mtad.port, timeout=30) as c:
+        assert_eq(c.sendmail(frm, [to], msg), {})
+
+
+def sink_messages():
+    d = os.path.join(SINKMAIL, "new")
+    out = []
+    for n in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+        with open(os.path.join(d, n), "rb") as f:
+            out.append(f.read())
+    return out
+
+
+def at_sink(subject, rcpt):
+    """How many copies with this subject the sink got for rcpt (the Delivered-To it
+    records for its RCPT, the first field after Return-Path)."""
+    mark = f"\r\nDelivered-To: {rcpt}\r\n".encode()
+    return len([m for m in sink_messages()
+                if f"\r\nSubject: {subject}\r\n".encode() in m
+                and mark in m.split(b"\r\n\r\n")[0]])
+
+
+def replies_to(addr, subject):
+    """Vacation replies (from the null sender) the sink got for addr."""
+    return len([m for m in sink_messages() if m.startswith(b"Return-Path: <>\r\n")
+                and f"\r\nDelivered-To: {addr}\r\n".encode() in m.split(b"\r\n\r\n")[0]
+                and f"\r\nSubject: {subject}\r\n".encode() in m])
+
+
+def in_mailbox(user, subject):
+    n = 0
+    for m in store.inbox(user):
+        if f"\r\nSubject: {subject}\r\n".encode() in store.body(user, int(m[0])):
+            n += 1
+    return n
+
+
+def queued_for(addr):
+    return [e for e in store.queue() if addr in e]
+
+
+def make_user(user):
+    """The store account (made by its first mail), before its script goes in."""
+    send(f"{user}@{DOMAIN}", f"{user} made")
+    wait_for(lambda: in_mailbox(user, f"{user} made") == 1, what=f"{user}'s account")
+
+
+def crash_at(point, action):
+    """mtad started with the crash point armed, action() (the mail), the worker's kill at the
+    point awaited, then mtad killed -9 whole and started again (the point disarmed: its file
+    is gone)."""
+    flag = os.path.join(TMP, f"crash-{point}")
+    open(flag, "w").close()
+    mtad.stop()
+    mark = len(mtad.logtext())
+    os.environ[CRASH_ENV] = f"{point}:{flag}"
+    try:
+        mtad.start()
+        action()
+        wait_for(lambda: not os.path.exists(flag), timeout=60, what=f"the crash at {point}")
+        wait_for(lambda: f"crash point {point}: killed" in mtad.logtext()[mark:],
+                 what="the crash point's line")
+        mtad.kill9()
+    finally:
+        del os.environ[CRASH_ENV]
+    mtad.start()
+    return mark
+
+
+def settle(addr):
+    """The queue holds nothing more for addr (every copy and reply relayed)."""
+    wait_for(lambda: not queued_for(addr), timeout=60, what=f"the queue emptied of {addr}")
+
+
+def test_redirect_copy_killed_after_the_copies():
+    """redirect :copy: killed after the copies' commit (their 'r' record in it), before the
+    kept copy's: the run after the restart finds the record, queues no second copy and
+    delivers the kept one."""
+    make_user("bob")
+    put("bob", 'require "copy";\nredirect :copy "far@sink.test";\n')
+    subj = "copy killed after the copies"
+    mark = crash_at("sieve-redirect-queued", lambda: send(f"bob@{DOMAIN}", subj))
+    wait_for(lambda: at_sink(subj, "far@sink.test") >= 1 and in_mailbox("bob", subj) >= 1,
+             timeout=60, what="the copy at the sink and the kept one")
+    settle("far@sink.test")
+    settle(f"bob@{DOMAIN}")
+    assert_eq(at_sink(subj, "far@sink.test"), 1)
+    assert_eq(in_mailbox("bob", subj), 1)
+    assert_in("queued before a restart or a retry; not again", mtad.logtext()[mark:])
+
+
+def test_redirect_killed_after_the_delivery():
+    """redirect without :copy (no kept copy): killed after the delivery's commit (its 'q'
+    mark), before the queue has the outcome: one copy, nothing in the mailbox; and with
+    :copy, killed at the same point: one copy, one kept."""
+    make_user("carl")
+    put("carl", 'require "copy";\n'
+                'if header :contains "subject" "keep" { redirect :copy "near@sink.test"; }\n'
+                'else { redirect "near@sink.test"; }\n')
+    for subj, kept in (("moved, killed after the delivery", 0),
+                       ("keep too, killed after the delivery", 1)):
+        mark = crash_at("sieve-delivered", lambda: send(f"carl@{DOMAIN}", subj))
+        wait_for(lambda: at_sink(subj, "near@sink.test") >= 1, timeout=60,
+                 what="the copy at the sink")
+        settle("near@sink.test")
+        settle(f"carl@{DOMAIN}")
+        assert_eq(at_sink(subj, "near@sink.test"), 1, subj)
+        assert_eq(in_mailbox("carl", subj), kept, subj)
+        assert_in("delivered before a restart", mtad.logtext()[mark:])
+
+
+def test_redirect_over_quota_once():
+    """The kept copy waits on a full mailbox (452, retried every second): the copy goes out
+    at the first try, and not again at each retry; the kept copy once the quota allows."""
+    make_user("dora")
+    put("dora", 'require "copy";\nredirect :copy "quota@sink.test";\n')
+    mailctl("quota", "set", "dora", "--messages", "1")
+    subj = "over quota"
+    mark = len(mtad.logtext())
+    send(f"dora@{DOMAIN}", subj)
+    wait_for(lambda: mtad.logtext()[mark:].count("4.2.2 mailbox full") >= 3, timeout=60,
+             what="three tries on the full mailbox")
+    wait_for(lambda: not queued_for("quota@sink.test"), timeout=60, what="the copy relayed")
+    assert_eq(at_sink(subj, "quota@sink.test"), 1)
+    assert_eq(in_mailbox("dora", subj), 0)
+    mailctl("quota", "set", "dora", "--messages", "100")
+    wait_for(lambda: in_mailbox("dora", subj) == 1, timeout=60, what="the kept copy")
+    settle(f"dora@{DOMAIN}")
+    assert_eq(at_sink(subj, "quota@sink.test"), 1)
+    assert_eq(in_mailbox("dora", subj), 1)
+    assert_in("queued before a restart or a retry; not again", mtad.logtext()[mark:])
+
+
+def test_vacation_reply_once_across_kills():
+    """vacation: killed after the delivery's commit that remembers the reply (the mark says
+    it is owed), and after the reply's commit (its 'v' record), each time before the queue
+    has the outcome: one reply each, one kept copy each."""
+    make_user("eve")
+    put("eve", 'require "vacation";\nvacation :days 3 :subject "eve-away" "eve is away";\n')
+    for point, frm in (("sieve-delivered-reply-owed", "pal1@sink.test"),
+                       ("sieve-reply-queued", "pal2@sink.test")):
+        subj = f"to eve from {frm}"
+        mark = crash_at(point, lambda: send(f"eve@{DOMAIN}", subj, frm=frm))
+        wait_for(lambda: replies_to(frm, "eve-away") >= 1 and in_mailbox("eve", subj) >= 1,
+                 timeout=60, what="the reply at the sink and the kept copy")
+        settle(frm)
+        settle(f"eve@{DOMAIN}")
+        assert_eq(replies_to(frm, "eve-away"), 1, point)
+        assert_eq(in_mailbox("eve", subj), 1, point)
+        assert_in("its vacation reply owed", mtad.logtext()[mark:])
+    # the memory holds: a second message from pal1 gets no reply
+    send(f"eve@{DOMAIN}", "again from pal1", frm="pal1@sink.test")
+    wait_for(lambda: in_mailbox("eve", "again from pal1") == 1, timeout=60, what="kept")
+    settle(f"eve@{DOMAIN}")
+    assert_eq(replies_to("pal1@sink.test", "eve-away"), 1)
+
+
+def test_no_crash_one_of_each():
+    """Without a kill: a redirect and a reply for one message, one each."""
+    make_user("fred")
+    put("fred", 'require ["copy", "vacation"];\nredirect :copy "fwd@sink.test";\n'
+                'vacation :days 3 :subject "fred-away" "fred is away";\n')
+    send(f"fred@{DOMAIN}", "plain to fred", frm="pal3@sink.test")
+    wait_for(lambda: at_sink("plain to fred", "fwd@sink.test") == 1
+             and replies_to("pal3@sink.test", "fred-away") == 1
+             and in_mailbox("fred", "plain to fred") == 1, timeout=60, what="all three")
+    settle(f"fred@{DOMAIN}")
+
+
+def test_records_swept():
+    """Every recipient is finished: a restart finds every record finished (dropped), and
+    the next start none left."""
+    mtad_records_swept(mtad)
+
+
+def main():
+    sink.start()
+    mtad.start()
+    return run_tests([
+        test_redirect_copy_killed_after_the_copies, test_redirect_killed_after_the_delivery,
+        test_redirect_over_quota_once, test_vacation_reply_once_across_kills,
+        test_no_crash_one_of_each, test_records_swept,
+    ])
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main, TMP, [mtad, sink], tail=20000))
