@@ -82,6 +82,11 @@ const struct conf_key conf_keys[] = {
 	  "when that is smaller), committed with its message record: no file and no fsync of "
 	  "its own; larger ones are files; 0: every body a file (the format-2 layout)",
 	  CONF_AT(store.inline_max) },
+	{ "store", "tombstone_age", CONF_DURATION, 1000, 3650 * DAY, "7d", NULL,
+	  "how long the tombstone `mailctl user move --finish` leaves for a user moved away "
+	  "holds the name: until then a delivery to the user here gets 451 4.2.0 and a login "
+	  "a referral to the new host, and no account is made here on first mail or login",
+	  CONF_AT(store.tombstone_age_ms) },
 
 	{ "directory", "backend", CONF_ENUM, 0, 0, "ldap", "ldap|file",
 	  "where users live: an LDAP directory or a users file", CONF_AT(directory.backend) },

@@ -34,6 +34,7 @@ struct store_conf {
 	bool fsync_flags;
 	bool fts;
 	uint64_t inline_max;
+	int64_t tombstone_age_ms;
 };
 
 /* [directory]: libldapauth */

@@ -12,7 +12,10 @@
  *            active), the quota restored there, and the two compared message by message
  *   flipped  mailHost replaced on the provider: queued mail now goes to the target
  *   --finish once [directory] auth_cache_ttl has passed (no host routes by the old value),
- *            the source copy, unchanged since the copy, is deleted
+ *            the source copy, unchanged since the copy, is deleted and a tombstone "USER
+ *            moved to HOST" left in its place (store_tomb.c) for a host whose replica or
+ *            cache still routes the user here: 451 4.2.0 and login referrals, no empty
+ *            account made by first mail or login. A move back clears the target's one.
  *
  * The journal DIR/journal (default <[store] path>.move-USER) records the step reached and
  * the quota the freeze replaced; running the command again resumes from it, --abort (before
@@ -164,11 +167,13 @@ static int w_quota(struct store_txn *t, void *arg)
 	return store_user_set_quota(t, o->user, o->bytes, o->msgs);
 }
 
+/* On the target: a tombstone an earlier move away from it left goes (a move back). */
 static int w_create(struct store_txn *t, void *arg)
 {
 	struct uop *o = arg;
+	int rc = store_tomb_clear(t, o->user);
 
-	return store_user_create(t, o->user, &o->id);
+	return rc != 0 ? rc : store_user_create(t, o->user, &o->id);
 }
 
 static int w_delete(struct store_txn *t, void *arg)
@@ -176,6 +181,22 @@ static int w_delete(struct store_txn *t, void *arg)
 	struct uop *o = arg;
 
 	return store_user_delete(t, o->user);
+}
+
+/* --finish on the source: the user goes, its tombstone stays (store_tomb.c), in one txn. */
+struct tomb_op {
+	struct uop o; /* first: user_write's */
+	const char *host;
+	int64_t when;
+	bool gone; /* no user to delete, the tombstone only */
+};
+
+static int w_bury(struct store_txn *t, void *arg)
+{
+	struct tomb_op *b = arg;
+	int rc = b->gone ? 0 : store_user_delete(t, b->o.user);
+
+	return rc != 0 ? rc : store_tomb_add(t, b->o.user, b->host, b->when);
 }
 
 /* Runs fn for user in mc's store (the user's partition, or part when not found and part
@@ -720,7 +741,8 @@ static int finish(struct move *m)
 	const struct directory_conf *d = &conf_values(m->mc->conf)->directory;
 	int64_t until = m->j.flipped_at + d->auth_cache_ttl_ms / 1000;
 	char *src = NULL, *saved = NULL, when[32];
-	struct uop o = { 0 };
+	struct tomb_op b = { .host = m->host, .when = (int64_t)time(NULL) };
+	struct store_tomb tb;
 	size_t len = 0;
 	FILE *f;
 	int rc;
@@ -756,13 +778,22 @@ static int finish(struct move *m)
 		}
 		free(src);
 		free(saved);
-		if ((rc = user_write(m->mc, m->user, -1, w_delete, &o)) != 0)
+		/* deleted with its tombstone left in its place: a host that still routes the
+		   user here gets 451 and referrals, and makes no empty account */
+		if ((rc = user_write(m->mc, m->user, -1, w_bury, &b.o)) != 0)
 			return mc_fail(m->mc, rc, "deleting '%s' on the source", m->user);
 		if ((rc = store_acl_forget(m->mc->st, m->user, NULL)) != 0)
 			return mc_fail(m->mc, rc, "the rights given to '%s' on the source",
 				       m->user);
-	} else if (rc != STORE_ENOUSER) /* gone: an earlier --finish did it */
+	} else if (rc != STORE_ENOUSER) { /* gone: an earlier --finish did it */
 		return mc_fail(m->mc, rc, "reading '%s' on the source", m->user);
+	} else if (store_tomb_find(m->mc->st, m->user, &tb) != 0) {
+		/* deleted by a Heron without tombstones: one now */
+		b.gone = true;
+		if ((rc = user_write(m->mc, m->user, (int)store_partition_for(m->mc->st, m->user),
+				     w_bury, &b.o)) != 0)
+			return mc_fail(m->mc, rc, "the tombstone of '%s' on the source", m->user);
+	}
 	if (rm_tree(m->dir) != 0)
 		fprintf(stderr, "mailctl: removing %s: %s (the move is done)\n", m->dir,
 			strerror(errno));

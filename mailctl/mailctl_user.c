@@ -88,6 +88,9 @@ static int w_user_add(struct store_txn *t, void *arg)
 	struct op *o = arg;
 	int rc;
 
+	/* an admin's add makes the user here again: a tombstone of a move away goes */
+	if ((rc = store_tomb_clear(t, o->user)) != 0)
+		return rc;
 	if ((rc = store_user_create(t, o->user, &o->id)) == 0 && (o->n1 != 0 || o->n2 != 0))
 		rc = store_user_set_quota(t, o->user, o->n1, o->n2);
 	return rc;
@@ -138,12 +141,15 @@ int mc_user_add(struct mc *mc, const struct mc_args *a)
 {
 	struct op o = { .user = a->pos[0] };
 	struct users_edit *login = NULL;
+	struct store_tomb tb;
 	unsigned part;
 	uint64_t p;
+	bool moved;
 	int rc;
 
 	if (store_user_locate(mc->st, o.user, &part) == 0)
 		return mc_fail(mc, STORE_EEXIST, "user '%s' (partition %u)", o.user, part);
+	moved = store_tomb_find(mc->st, o.user, &tb) == 0;
 	part = store_partition_for(mc->st, o.user);
 	if (a->set[0] && (str_to_u64(a->val[0], strlen(a->val[0]), UINT32_MAX, &p) < 0 ||
 			  p >= store_partitions(mc->st)))
@@ -166,14 +172,20 @@ int mc_user_add(struct mc *mc, const struct mc_args *a)
 		store_write(mc->st, part, w_user_del, &o);
 		return rc;
 	}
+	/* the tombstones of other partitions (an older partition of the user) too */
+	if ((rc = store_tomb_forget(mc->st, o.user, NULL)) != 0)
+		return mc_fail(mc, rc, "user '%s' created, but not its tombstone removed", o.user);
 	if (mc->json) {
 		fputs("{\"user\": ", stdout);
 		mc_json_str(stdout, o.user, strlen(o.user));
-		printf(", \"id\": \"%016" PRIx64 "\", \"partition\": %u, \"login\": %s}\n", o.id,
-		       part, a->set[3] ? "true" : "false");
+		printf(", \"id\": \"%016" PRIx64 "\", \"partition\": %u, \"login\": %s, "
+		       "\"tombstone_cleared\": %s}\n",
+		       o.id, part, a->set[3] ? "true" : "false", moved ? "true" : "false");
 	} else {
-		printf("user %s created in partition %u%s\n", o.user, part,
-		       a->set[3] ? ", with its login in the users file" : "");
+		printf("user %s created in partition %u%s%s%s%s\n", o.user, part,
+		       a->set[3] ? ", with its login in the users file" : "",
+		       moved ? "; the tombstone of its move to " : "", moved ? tb.host : "",
+		       moved ? " is cleared" : "");
 	}
 	return MC_OK;
 }
@@ -182,13 +194,26 @@ int mc_user_add(struct mc *mc, const struct mc_args *a)
 int mc_user_del(struct mc *mc, const struct mc_args *a)
 {
 	struct op o = { .user = a->pos[0] };
-	unsigned part;
+	unsigned part, ntombs = 0;
 	int rc;
 
-	if ((rc = locate(mc, o.user, &part)) != MC_OK)
-		return rc;
+	if (store_user_locate(mc->st, o.user, &part) != 0) {
+		/* no user, but a tombstone of its move away: del removes that */
+		if ((rc = store_tomb_forget(mc->st, o.user, &ntombs)) != 0)
+			return mc_fail(mc, rc, "the tombstone of '%s'", o.user);
+		if (ntombs == 0)
+			return locate(mc, o.user, &part);
+		if (!mc->json)
+			printf("tombstone of %s removed (the user is not in this store)\n",
+			       o.user);
+		else
+			puts("{\"deleted\": false, \"tombstone_cleared\": true}");
+		return MC_OK;
+	}
 	if ((rc = store_write(mc->st, part, w_user_del, &o)) != 0)
 		return mc_fail(mc, rc, "cannot delete user '%s'", o.user);
+	if ((rc = store_tomb_forget(mc->st, o.user, NULL)) != 0)
+		return mc_fail(mc, rc, "user '%s' deleted, but not its tombstone", o.user);
 	/* the rights given to the user on mailboxes of the other partitions (its own went in
 	   the delete's txn); verify finds any a failure here leaves */
 	if ((rc = store_acl_forget(mc->st, o.user, NULL)) != 0)

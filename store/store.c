@@ -40,12 +40,13 @@ static const char *const store_errs[STORE_NERR] = {
 	[STORE_EFORMAT] = ("store format not readable by this Heron (see the log: newer, or "
 			   "older and `mailctl upgrade` needed)"),
 	[STORE_ELIMIT] = "administrative limit reached",
+	[STORE_EMOVED] = "the user moved to another store host",
 };
 
 static const char *const dbi_names[DBI_COUNT] = {
-	"meta",   "users", "userid",  "mboxes", "mbox",  "kw",    "msgs", "expunged",
-	"subs",   "blobs", "queue",   "due",    "cache", "sieve", "fts",  "dead",
-	"bodies", "annot", "changes", "drops",  "acl",   "seen",
+	"meta",   "users", "userid",  "mboxes", "mbox",  "kw",    "msgs",  "expunged",
+	"subs",   "blobs", "queue",   "due",    "cache", "sieve", "fts",   "dead",
+	"bodies", "annot", "changes", "drops",  "acl",   "seen",  "tombs",
 };
 
 static int env_open(struct store *st, struct store_env *e, const char *dir, unsigned part,
@@ -66,7 +67,7 @@ const char *store_strerror(int err)
 bool store_err_temporary(int err)
 {
 	return err == STORE_ENOSPC || err == STORE_EIO || err == STORE_EFULL ||
-	       err == STORE_EAGAIN;
+	       err == STORE_EAGAIN || err == STORE_EMOVED;
 }
 
 int store_errno(int e)
@@ -91,6 +92,7 @@ void store_opts_from_conf(const struct conf *c, struct store_opts *o)
 	o->fsync_flags = s->fsync_flags;
 	o->fts = s->fts;
 	o->inline_max = s->inline_max;
+	o->tombstone_age_ms = s->tombstone_age_ms;
 	o->create = true;
 	o->recover_background = true;
 }
@@ -275,6 +277,7 @@ int store_open(const struct store_opts *o, struct store **st_r)
 	st->fsync_flags = o->fsync_flags;
 	st->fts = o->fts;
 	st->inline_max = (size_t)o->inline_max;
+	st->tomb_age = o->tombstone_age_ms > 0 ? o->tombstone_age_ms : STORE_TOMB_AGE_DEFAULT;
 	st->parts = xcalloc(st->nparts, sizeof(*st->parts));
 	for (unsigned i = 0; i < st->nparts; i++)
 		st->parts[i].blobdir_fd = st->parts[i].notify_fd = -1;

@@ -73,12 +73,16 @@ enum store_err {
 	STORE_EFORMAT,   /* store_open: the store's format is newer than this binary's, or
 			    older and needs `mailctl upgrade` (the log says which) */
 	STORE_ELIMIT,    /* an administrative limit (store_mbox_limit: mailboxes, depth) */
+	STORE_EMOVED,    /* store_user_create: the user moved to another store host (a
+			    tombstone holds the name: store_tomb_get); temporary, for a sender
+			    or client whose next lookup finds the new host */
 	STORE_NERR
 };
 
 /* A constant text for the code ("no such mailbox"). */
 const char *store_strerror(int err);
-/* Whether a retry later may succeed (ENOSPC, EIO, EFULL, EAGAIN): SMTP 4xx, not 5xx. */
+/* Whether a retry later may succeed (ENOSPC, EIO, EFULL, EAGAIN, EMOVED): SMTP 4xx, not
+   5xx. */
 bool store_err_temporary(int err);
 
 /* ------------------------------------------------------------------------------------- */
@@ -113,6 +117,8 @@ struct store_opts {
 	bool fts;                     /* keep the full-text index (store_fts_candidates) */
 	uint64_t inline_max;          /* bodies up to this many bytes live in the index (DBI
 					bodies, zstd when smaller), not in files; 0: none */
+	int64_t tombstone_age_ms;     /* how long a tombstone holds its user's name
+					 (store_tomb_add); 0: STORE_TOMB_AGE_DEFAULT */
 	bool create;                  /* create missing partitions (mailctl, daemons: yes) */
 	bool upgrade;                 /* `mailctl upgrade`: bring an older store to this
 					binary's format in place (needs the store to itself) */
@@ -207,7 +213,8 @@ struct store_user {
 int store_user_locate(struct store *st, const char *name, unsigned *part_r);
 /* Creates a user with an INBOX in partition part (-1: store_partition_for). Needs a write txn
    on that partition (so callers use store_user_locate/partition_for first). Errors:
-   STORE_EINVAL (empty, >STORE_MAX_NAME, contains NUL/CR/LF), STORE_EEXIST. */
+   STORE_EINVAL (empty, >STORE_MAX_NAME, contains NUL/CR/LF), STORE_EEXIST, STORE_EMOVED (a
+   tombstone in t's partition holds the name: store_tomb_clear first to make it anyway). */
 int store_user_create(struct store_txn *t, const char *name, uint64_t *id_r);
 /* Looks a user up by name in t's partition. Errors: STORE_ENOUSER. */
 int store_user_get(struct store_txn *t, const char *name, struct store_user *u_r);
@@ -222,6 +229,47 @@ int store_user_delete(struct store_txn *t, const char *name);
 int store_user_rename(struct store_txn *t, const char *from, const char *to);
 /* Sets the quota (0 = unlimited). Errors: STORE_ENOUSER. */
 int store_user_set_quota(struct store_txn *t, const char *name, uint64_t bytes, uint64_t msgs);
+
+/* Tombstones (DBI `tombs`, store_tomb.c): "USER moved to HOST at TIME", left by `mailctl
+   user move --finish` in the txn that deletes the source copy, in the user's partition.
+   While one holds (younger than store_opts.tombstone_age_ms) store_user_create refuses the
+   name with STORE_EMOVED in that partition, so a host that still routes the user here by a
+   stale mailHost makes no empty account on first mail or login: mtad answers 451 4.2.0,
+   imapd and managesieved a referral to HOST (or try later). A move back to this store and
+   `mailctl user add`/`del` clear it (store_tomb_clear in the create's txn, or
+   store_tomb_forget); an expired one is ignored, replaced by a create and dropped by
+   `mailctl verify --repair` (store_tomb_expire). */
+#define STORE_TOMB_AGE_DEFAULT (7LL * 86400 * 1000)
+#define STORE_TOMB_HOST_MAX 253 /* bytes of a host name (mailHost) */
+struct store_tomb {
+	char user[STORE_MAX_NAME + 1];
+	char host[STORE_TOMB_HOST_MAX + 1];
+	int64_t when; /* seconds since the epoch */
+	bool expired; /* older than the store's tombstone age: holds nothing any more */
+};
+/* Leaves (or replaces) user's tombstone in t's partition. Needs a write txn. Errors:
+   STORE_EINVAL (a name store_user_create would refuse; host empty, longer than
+   STORE_TOMB_HOST_MAX or holding a control byte; read txn). */
+int store_tomb_add(struct store_txn *t, const char *user, const char *host, int64_t when);
+/* user's tombstone in t's partition, expired or not (r->expired says). Errors:
+   STORE_ENOMSG (none), STORE_ECORRUPT. */
+int store_tomb_get(struct store_txn *t, const char *user, struct store_tomb *r);
+/* user's tombstone that holds (not expired), looked for in every partition (the user's
+   first, as store_user_locate does); opens its own read txns. Errors: STORE_ENOMSG. */
+int store_tomb_find(struct store *st, const char *user, struct store_tomb *r);
+/* Removes user's tombstone from t's partition (0 also when there is none). Needs a write
+   txn. Errors: STORE_EINVAL (read txn). */
+int store_tomb_clear(struct store_txn *t, const char *user);
+/* store_tomb_clear in every partition (one store_write each where there is one); *n_r (may
+   be NULL) counts the tombstones removed. Errors: those of store_write. */
+int store_tomb_forget(struct store *st, const char *user, unsigned *n_r);
+/* Calls cb for each tombstone of t's partition, in name order, expired ones too; cb's
+   non-zero stops and is returned. */
+int store_tomb_list(struct store_txn *t, int (*cb)(const struct store_tomb *tb, void *arg),
+		    void *arg);
+/* Deletes the expired tombstones of t's partition (older than the store's tombstone age at
+   now, seconds); *n_r (may be NULL) counts them. Needs a write txn. */
+int store_tomb_expire(struct store_txn *t, int64_t now, uint64_t *n_r);
 /* Calls cb for each user of t's partition in name order; a non-zero return from cb stops the
    walk and is returned. */
 int store_user_list(struct store_txn *t, int (*cb)(const struct store_user *u, void *arg),

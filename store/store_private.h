@@ -25,6 +25,8 @@
  *            (store_annot.c)
  *   acl      be64 mailbox + identifier bytes -> be32 rights (store_acl.c)
  *   seen     be64 mailbox + be32 uid + viewer name -> be64 modseq + u8 seen (store_seen.c)
+ *   tombs    user name bytes           -> be64 time (seconds) + host bytes: the user moved
+ *            away (store_tomb.c); a new, optional table: no format change
  * The queue environment (queue/) has meta, blobs (one reference per entry) and:
  *   queue    be64 id                   -> queue record
  *   due      be64 time + be64 id       -> ""   (one row per not-held, not-final entry)
@@ -68,6 +70,7 @@ enum store_dbi {
 	DBI_DROPS,   /* store_drop.c: maildrop files submitted (queue and partitions) */
 	DBI_ACL,     /* store_acl.c: mailboxes' access control lists */
 	DBI_SEEN,    /* store_seen.c: viewers' private \Seen */
+	DBI_TOMBS,   /* store_tomb.c: users moved to another store host */
 	DBI_COUNT
 };
 
@@ -121,6 +124,7 @@ struct store {
 	bool fsync_flags;  /* store_opts.fsync_flags */
 	bool fts;          /* store_opts.fts */
 	size_t inline_max; /* store_opts.inline_max */
+	int64_t tomb_age;  /* store_opts.tombstone_age_ms (ms; its default filled in) */
 	atomic_uint_fast64_t fsyncs;
 	atomic_uint_fast64_t commits;
 };

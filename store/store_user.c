@@ -1,5 +1,6 @@
-/* store_user.c — owns user records: create (with INBOX), lookup, rename, delete with all mail,
- * quota and exact usage, and the user → partition choice. */
+/* store_user.c — owns user records: create (with INBOX; refused while a tombstone of
+ * store_tomb.c holds the name), lookup, rename, delete with all mail, quota and exact usage,
+ * and the user → partition choice. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -154,6 +155,17 @@ int store_user_create(struct store_txn *t, const char *name, uint64_t *id_r)
 	if (rc == 0)
 		return STORE_EEXIST;
 	if (rc != STORE_ENOMSG)
+		return rc;
+	/* moved away (store_tomb.c): no account here while the tombstone holds; an expired
+	   one goes with the new user */
+	struct store_tomb tb;
+
+	rc = store_tomb_get(t, name, &tb);
+	if (rc == 0 && !tb.expired)
+		return STORE_EMOVED;
+	if ((rc == 0 || rc == STORE_ECORRUPT) && (rc = store_tomb_clear(t, name)) != 0)
+		return rc;
+	if (rc != 0 && rc != STORE_ENOMSG)
 		return rc;
 	if ((rc = store_next_id(t, &u.id)) != 0)
 		return rc;
