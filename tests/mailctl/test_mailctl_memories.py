@@ -7,8 +7,9 @@ their expiry times and not the expired memories planted beside them (mailctl_pla
 import into store B restores exactly those (same hash, same expiry); the real mtad on store B
 then sends that sender no second reply while it answers a new one, and files the message
 with the remembered Message-ID as a duplicate. A heron-sieve-memory that does not parse (a
-bad kind, hash or expiry, a line too long or not ended) fails the import, exit 65, with no
-mail imported. A user renamed keeps its memories (its export carries them).
+bad kind, hash or expiry, a line too long or not ended, more lines than the limit) fails the
+import, exit 65, with no mail imported. A renamed user keeps its memories (its export carries
+them).
 
   test_mailctl_memories.py MTAD MAILCTL MAILCTL_PLANT SINK"""
 import json
@@ -159,6 +160,7 @@ def test_bad_memory_file_imports_nothing():
         "expiry too large": "V 0000000000000001 99999999999999999999\n",
         "too long": "V 0000000000000001 1" + "0" * 80 + "\n",
         "not ended": good + "V 0000000000000002 99999999999",
+        "more than 1048576 lines": "V 0000000000000000 1\n" * 1048577,
     }
     mailctl(CONF_B, "user", "add", "bob")
     for what, text in cases.items():
