@@ -155,7 +155,9 @@ static bool cmd_prepare(struct imap_client *c)
 			return imap_cmd_bad(cmd, "No mailbox selected");
 		return imap_cmd_bad(cmd, "Already logged in");
 	}
-	return false;
+	/* another user's selected mailbox: its rights as they are now */
+	return c->view != NULL && cmd->def->fn != cmd_logout &&
+	       imap_ns_recheck(c, cmd->def->fn == cmd_close);
 }
 
 void imap_cmd_run(struct imap_client *c)

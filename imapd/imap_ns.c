@@ -4,12 +4,15 @@
  * Users/"), PREFIX/USER/NAME is USER's mailbox NAME; with namespace_shared ("Shared/"),
  * PREFIX/NAME is the mailbox NAME of the store user shared_owner. Such a mailbox exists for
  * the client only when its ACL gives the client 'l' (else NONEXISTENT, as for no mailbox at
- * all); the owner must be a user of this store (any partition): users of other hosts are
+ * all); a session with such a mailbox selected reads its rights again at each command
+ * (imap_ns_recheck); the owner must be a user of this store (any partition): users of other hosts are
  * not reached. */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/buf.h"
+#include "common/log.h"
 #include "common/xmalloc.h"
 #include "imapd/imapd.h"
 #include "store/store.h"
@@ -172,6 +175,48 @@ int imap_ns_target(struct imap_cmd *cmd, const char *name, const char *verb, str
 		return -1;
 	}
 	return 0;
+}
+
+bool imap_ns_recheck(struct imap_client *c, bool closing)
+{
+	struct imap_view *v = c->view;
+	const uint32_t change = STORE_ACL_SEEN | STORE_ACL_WRITE | STORE_ACL_DELETE_MSG |
+				STORE_ACL_EXPUNGE;
+	struct store_txn *t = NULL;
+	uint32_t r = 0;
+	int rc;
+
+	if (v == NULL || c->state != IMAP_ST_SELECTED || !imap_ns_reserved(c, v->name))
+		return false; /* one's own mailbox: every right, always */
+	if ((rc = store_txn_begin(c->srv->store, STORE_ID_PART(v->mbox), STORE_TXN_READ, &t)) == 0)
+		rc = store_acl_rights(t, v->mbox, c->user, &r);
+	if (rc != 0 || r == v->rights) {
+		store_txn_abort(&t);
+		return false; /* (a store error: the command meets it itself) */
+	}
+	log_info("%016" PRIx64 " imap rights user=%s mbox=%" PRIu64 " was=%#x now=%#x", c->id,
+		 c->user, v->mbox, v->rights, r);
+	v->rights = r;
+	if (!(r & STORE_ACL_READ) && !closing) {
+		/* RFC 4314 5.1.1: a server that checks the rights on each command and finds the
+		   read right gone MAY say BYE and close (refusing every selected-state command
+		   with NO would leave clients that handle NO badly stuck) */
+		store_txn_abort(&t);
+		imap_printf(c, "* BYE [NOPERM] Your right to read ");
+		imap_write_mailbox(c, v->name, strlen(v->name));
+		imap_printf(c, " was taken away\r\n");
+		imap_client_close(c, "read right taken away");
+		return true;
+	}
+	/* the same section: FLAGS and PERMANENTFLAGS again when they changed; a session left
+	   with no right to change anything is read-only from now (it stays so until it selects
+	   the mailbox again, whatever it is given back) */
+	if (!v->readonly && !(r & change)) {
+		v->readonly = true;
+		imap_view_send_flags(c, t);
+	}
+	store_txn_abort(&t);
+	return false;
 }
 
 unsigned imap_ns_keep_flags(uint32_t rights)

@@ -765,6 +765,14 @@ int imap_ns_parent(struct imap_client *c, const char *name, struct imap_ns_box *
    [NOPERM] without 'i', or the store error. */
 int imap_ns_target(struct imap_cmd *cmd, const char *name, const char *verb,
 		   struct imap_ns_box *b);
+/* Before each command of a session that has another user's mailbox selected: the rights
+   read again (RFC 4314 5.1.1; rows of the owner's partition, one read txn), so STORE,
+   EXPUNGE, FETCH's \Seen, COPY and the others check what the list says now. Rights that
+   leave nothing to change make the mailbox read-only (FLAGS and PERMANENTFLAGS again);
+   without 'r' the session gets * BYE [NOPERM] and is closed, unless closing (CLOSE and
+   UNSELECT run; LOGOUT is not checked). true when the session was closed (no tagged
+   reply). */
+bool imap_ns_recheck(struct imap_client *c, bool closing);
 /* The flags (enum store_flag) a message put into a mailbox keeps with rights: \Seen with
    's', \Deleted with 't', the others with 'w' (keywords too: 'w'). RFC 4314 4. */
 unsigned imap_ns_keep_flags(uint32_t rights);

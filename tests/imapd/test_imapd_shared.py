@@ -396,6 +396,58 @@ def test_grantee_writes():
     assert "* 3 EXPUNGE" in out, out
 
 
+def test_rights_read_at_each_command():
+    """RFC 4314 5.1.1: a server that checks the rights at each command. bob has alice's
+    mailbox selected while she takes rights away: STORE and EXPUNGE are refused from the next
+    command on, a session left with nothing it may change is told FLAGS and PERMANENTFLAGS
+    () again, and when 'r' goes the session ends with * BYE [NOPERM]. CLOSE still runs."""
+    a, b = D.raw("alice"), D.raw("bob")
+    box = "Other Users/alice/Live"
+    ok(a.cmd("c", "CREATE Live"), "c")
+    for _ in range(2):
+        a.append(MSG, mailbox="Live")
+    ok(a.cmd("s", "SETACL Live bob lrwte"), "s")
+    assert_eq(b.cmd("e", 'SELECT "%s"' % box)[-1], "e OK [READ-WRITE] SELECT completed")
+    ok(b.cmd("f", "STORE 1 +FLAGS (\\Flagged)"), "f")
+    ok(a.cmd("s", "SETACL Live bob -w"), "s")
+    assert b.cmd("f", "STORE 2 +FLAGS (\\Flagged)")[-1].startswith("f NO [NOPERM]")
+    assert_eq(b.cmd("m", 'MYRIGHTS "%s"' % box),
+              ['* MYRIGHTS "%s" lrted' % box, "m OK MYRIGHTS completed"])
+    ok(b.cmd("d", "STORE 2 +FLAGS.SILENT (\\Deleted)"), "d")
+    ok(a.cmd("s", "SETACL Live bob -e"), "s")
+    assert b.cmd("x", "EXPUNGE")[-1].startswith("x NO [NOPERM]")
+    # given back: the next command may use it again
+    ok(a.cmd("s", "SETACL Live bob +e"), "s")
+    out = ok(b.cmd("x", "EXPUNGE"), "x")
+    assert "* 2 EXPUNGE" in out, out
+    # nothing left to change: read-only from now, FLAGS and PERMANENTFLAGS said again
+    ok(a.cmd("s", "SETACL Live bob lr"), "s")
+    out = ok(b.cmd("n", "NOOP"), "n")
+    assert "* OK [PERMANENTFLAGS ()] Read-only mailbox" in out, out
+    assert any(x.startswith("* FLAGS (") for x in out), out
+    out = ok(b.cmd("f", "FETCH 1 FLAGS"), "f")
+    assert "\\Flagged" in out[0], out
+    # CLOSE with 'r' gone runs (it expunges nothing without 'e')
+    ok(a.cmd("s", "SETACL Live bob l"), "s")
+    ok(b.cmd("c", "CLOSE"), "c")
+    out = b.cmd("e", 'EXAMINE "%s"' % box)
+    assert out[-1].startswith("e NO [NOPERM]"), out
+    # 'r' taken away while selected: BYE, and the connection closes
+    ok(a.cmd("s", "SETACL Live bob lr"), "s")
+    assert_eq(b.cmd("e", 'EXAMINE "%s"' % box)[-1], "e OK [READ-ONLY] EXAMINE completed")
+    ok(a.cmd("d", "DELETEACL Live bob"), "d")
+    b.send("f FETCH 1 BODY[]\r\n")
+    assert_eq(b.line(), '* BYE [NOPERM] Your right to read "%s" was taken away' % box)
+    try:
+        extra = b.line()
+    except (EOFError, OSError):
+        extra = None
+    assert_eq(extra, None)
+    # alice's own sessions are never checked so: her mailbox, every right
+    ok(a.cmd("e", "SELECT Live"), "e")
+    ok(a.cmd("f", "STORE 1 +FLAGS (\\Seen)"), "f")
+
+
 def put(r, mailbox, flags, msg=MSG):
     """APPEND msg with flags (raw): the reply lines."""
     r.send(("P APPEND \"%s\" (%s) {%d+}\r\n" % (mailbox, flags, len(msg))).encode() + msg +
@@ -756,7 +808,8 @@ def main():
     D = Imapd(imapd, deliver=deliver, extra=NS)
     rc |= run_suite(D, [test_namespace_answer, test_grantee_lists_selects_reads,
                         test_rights_taken_away, test_anyone_negative_and_admin,
-                        test_grantee_writes, test_grantee_inserts,
+                        test_grantee_writes, test_rights_read_at_each_command,
+                        test_grantee_inserts,
                         test_insert_within_owner_quota, test_grantee_replace,
                         test_create_delete_rename_rights, test_shared_namespace, test_reserved_names, test_ns_imaplib,
                         test_deleted_user_inherits_nothing,
