@@ -29,9 +29,14 @@ struct rs_chan {
 	int fd[2];   /* the pointers of done laters, read by the loop */
 };
 
+/* Who frees a later: the thread (reqserver_later_done) when its connection ended first or
+   the server is gone; else the loop, when it reads the later from the pipe (chan_cb) or, when
+   the answer could not be put in the pipe (dropped), when the connection ends (conn_free).
+   k and dropped change under the chan's mutex. */
 struct reqserver_later {
 	struct rs_chan *chan;
-	struct rs_conn *k; /* the loop's: NULL once the connection ended */
+	struct rs_conn *k; /* the connection awaiting it: NULL once that ended */
+	bool dropped;      /* done, but not in the pipe: the connection's to free */
 	char *ans;         /* the thread's, until the pointer is in the pipe */
 	size_t len;
 };
@@ -60,13 +65,31 @@ struct reqserver {
 };
 
 static void answer(struct rs_conn *k, const char *text, size_t len);
+static void later_free(struct reqserver_later *l);
+
+/* The connection ends before its later's answer was written: the later forgets it, or is
+   freed here when its answer was dropped (the thread left it to the connection). */
+static void conn_forget_later(struct rs_conn *k)
+{
+	struct reqserver_later *l = k->later;
+	struct rs_chan *c = l->chan; /* rs->chan: the server's reference keeps it */
+	bool dropped;
+
+	k->later = NULL;
+	pthread_mutex_lock(&c->mu);
+	dropped = l->dropped;
+	l->k = NULL;
+	pthread_mutex_unlock(&c->mu);
+	if (dropped)
+		later_free(l);
+}
 
 static void conn_free(struct rs_conn *k)
 {
 	struct reqserver *rs = k->rs;
 
 	if (k->later != NULL)
-		k->later->k = NULL;
+		conn_forget_later(k);
 
 	if (k->prev != NULL)
 		k->prev->next = k->next;
@@ -229,7 +252,7 @@ struct reqserver_later *reqserver_defer(struct reqserver *rs)
 void reqserver_later_done(struct reqserver_later *l, struct buf *ans)
 {
 	struct rs_chan *c = l->chan;
-	bool sent = false;
+	bool sent = false, mine;
 
 	l->ans = buf_steal(ans, &l->len);
 	pthread_mutex_lock(&c->mu);
@@ -237,8 +260,13 @@ void reqserver_later_done(struct reqserver_later *l, struct buf *ans)
 	   thousands, more than the connections that can wait */
 	if (!c->closed)
 		sent = write(c->fd[1], &l, sizeof(l)) == (ssize_t)sizeof(l);
+	/* not sent with its connection still there: the connection frees it when it ends (its
+	   deadline at the latest), as it still points to it */
+	mine = !sent && l->k == NULL;
+	if (!sent && !mine)
+		l->dropped = true;
 	pthread_mutex_unlock(&c->mu);
-	if (!sent)
+	if (mine)
 		later_free(l);
 	chan_unref(c);
 }

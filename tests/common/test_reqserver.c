@@ -1,11 +1,14 @@
 /* test_reqserver.c — the one-request server's answers over a real unix socket: at once, and
  * deferred (reqserver_defer) with the answer done in another thread and written by the loop;
- * a deferred answer whose client left, or whose server was freed, is dropped (ASan checks
- * that nothing leaks and nothing is used after its free). */
+ * a deferred answer whose client left, or whose server was freed, or that finds the pipe of
+ * answers full, is dropped (ASan checks that nothing leaks and nothing is used after its
+ * free). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -208,6 +211,82 @@ static void test_deferred_client_gone(void **state)
 	assert_string_equal(answer_of(f, &r), "at once\n");
 }
 
+/* The pipes of this process: each end's descriptor with its access mode, up to max. */
+static size_t pipes(int *fd, int *mode, size_t max)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	size_t n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d)) != NULL && n < max) {
+		char path[300], link[64];
+		ssize_t len;
+		int x = atoi(e->d_name);
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		if (e->d_name[0] == '.' || x == dirfd(d) ||
+		    (len = readlink(path, link, sizeof(link) - 1)) <= 0)
+			continue;
+		link[len] = '\0';
+		if (strncmp(link, "pipe:", 5) == 0) {
+			fd[n] = x;
+			mode[n++] = fcntl(x, F_GETFL) & O_ACCMODE;
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+static bool in(const int *v, size_t n, int x)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == x)
+			return true;
+	return false;
+}
+
+/* The answer is done while the pipe of answers is full: it is dropped, and the connection,
+   which still points to it, frees it when it ends (it was freed at once, and the connection
+   wrote to it then). */
+static void test_deferred_pipe_full(void **state)
+{
+	struct fixture *f = *state;
+	int before[16], bmode[16], after[16], amode[16], rd = -1, wr = -1;
+	size_t nb = pipes(before, bmode, 16), na;
+	int fd = client(f, "walk\n");
+	uint64_t zero = 0;
+	char sink[4096];
+
+	loop_until_handled(f, 1); /* the first deferral opened the pipe */
+	na = pipes(after, amode, 16);
+	for (size_t i = 0; i < na; i++)
+		if (!in(before, nb, after[i])) {
+			if (amode[i] == O_WRONLY)
+				wr = after[i];
+			else
+				rd = after[i];
+		}
+	assert_true(rd >= 0 && wr >= 0);
+	while (write(wr, &zero, sizeof(zero)) == (ssize_t)sizeof(zero))
+		;
+	assert_int_equal(errno, EAGAIN);
+	done_in_thread(f->later);                /* cannot be written: dropped */
+	while (read(rd, sink, sizeof(sink)) > 0) /* the zeros out again, before the loop reads */
+		;
+	close(fd);
+	while (reqserver_nconns(f->rs) > 0)
+		assert_int_equal(event_base_loop(f->base, EVLOOP_ONCE), 0);
+	/* the server still answers, deferred ones too */
+	struct reader r = { .fd = client(f, "now\n") };
+
+	assert_string_equal(answer_of(f, &r), "at once\n");
+	r = (struct reader){ .fd = client(f, "walk\n") };
+	loop_until_handled(f, 3);
+	done_in_thread(f->later);
+	assert_string_equal(answer_of(f, &r), "later\n");
+}
+
 /* The server is freed (the daemon stopping) before the answer is done, and before a done
    answer was read: both are dropped. */
 static void test_deferred_server_gone(void **state)
@@ -234,6 +313,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_deferred, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_deferred_client_gone, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_deferred_server_gone, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_deferred_pipe_full, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
