@@ -48,8 +48,11 @@ static int set_seen_fn(struct store_txn *t, void *arg)
 
 		if (!imap_seqset_has(&f->uids, v->msgs[i].uid) || (v->msgs[i].flags & STORE_SEEN))
 			continue;
-		rc = store_msg_flags(t, v->mbox, v->msgs[i].uid, STORE_FLAGS_ADD, STORE_SEEN, 0, 0,
-				     &m);
+		if (v->viewer != NULL) /* another user's mailbox: the client's own \Seen */
+			rc = store_seen_set(t, v->mbox, v->viewer, v->msgs[i].uid, true, 0, &m);
+		else
+			rc = store_msg_flags(t, v->mbox, v->msgs[i].uid, STORE_FLAGS_ADD,
+					     STORE_SEEN, 0, 0, &m);
 		if (rc == STORE_ENOMSG)
 			continue;
 		if (rc != 0)

@@ -185,7 +185,7 @@ static void write_status(struct imap_client *c, struct store_txn *t, uint64_t mb
 {
 	struct store_status st;
 
-	if (store_mbox_status(t, mbox, &st) != 0)
+	if (imap_mbox_status(c, t, mbox, &st) != 0)
 		return; /* gone since: its LIST (MailboxName) tells */
 	imap_write(c, "* STATUS ", 9);
 	imap_write_mailbox(c, name, len);

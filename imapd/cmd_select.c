@@ -108,11 +108,15 @@ static void qresync_report(struct imap_client *c, const struct qresync *qr)
 	    store_txn_begin(c->srv->store, c->view->part, STORE_TXN_READ, &t) != 0)
 		return;
 	imap_view_vanished(c, t, qr->modseq, qr->has_known ? &qr->known : NULL);
-	if (store_msg_iter(t, c->view->mbox, 1, UINT32_MAX, qr->modseq, &it) == 0) {
+	/* on another user's mailbox a private \Seen change leaves the message's MODSEQ:
+	   every message is looked at */
+	if (store_msg_iter(t, c->view->mbox, 1, UINT32_MAX,
+			   c->view->viewer != NULL ? 0 : qr->modseq, &it) == 0) {
 		while (store_iter_next(it, &m) == 1) {
 			uint32_t seq = imap_view_seq(c->view, m.uid);
 
-			if (seq == 0)
+			if (seq == 0 || imap_view_overlay(c->view, t, &m) != 0 ||
+			    m.modseq <= qr->modseq)
 				continue;
 			imap_printf(c, "* %u FETCH (UID %u FLAGS ", seq, m.uid);
 			imap_flags_write(c, m.flags, m.keywords,
@@ -323,7 +327,7 @@ bool cmd_status(struct imap_cmd *cmd)
 	rc = find_mbox(c, name, &id, &own, &rights);
 	if (rc == 0 &&
 	    (rc = store_txn_begin(c->srv->store, STORE_ID_PART(id), STORE_TXN_READ, &t)) == 0) {
-		rc = store_mbox_status(t, id, &st);
+		rc = imap_mbox_status(c, t, id, &st);
 		store_txn_abort(&t);
 	}
 	if (rc != 0) {

@@ -70,8 +70,12 @@ static int store_fn(struct store_txn *t, void *arg)
 
 		if (!imap_seqset_has(so->uids, v->msgs[i].uid))
 			continue;
-		rc = store_msg_flags(t, v->mbox, v->msgs[i].uid, so->op, flags, kw,
-				     so->unchangedsince, &m);
+		if (v->viewer != NULL) /* another user's mailbox: \Seen is the client's own */
+			rc = store_seen_flags(t, v->mbox, v->viewer, v->msgs[i].uid, so->op, flags,
+					      kw, so->unchangedsince, &m);
+		else
+			rc = store_msg_flags(t, v->mbox, v->msgs[i].uid, so->op, flags, kw,
+					     so->unchangedsince, &m);
 		if (rc == STORE_ENOMSG)
 			continue;
 		if (rc == STORE_ELOCKED) {

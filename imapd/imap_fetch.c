@@ -860,6 +860,7 @@ int imap_fetch_message(struct imap_client *c, struct imap_fetch *f, struct store
 				.recent = (vm->flags & IMAP_VF_RECENT) != 0 };
 
 	if (store_msg_get(t, c->view->mbox, vm->uid, &m) != 0 ||
+	    imap_view_overlay(c->view, t, &m) != 0 ||
 	    (f->item == 0 && changedsince != 0 && m.modseq <= changedsince)) {
 		f->item = 0; /* expunged meanwhile (or unchanged): nothing to say about it */
 		return 1;

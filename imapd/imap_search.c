@@ -842,7 +842,8 @@ bool imap_search_match(struct imap_search *s, size_t vi, struct store_msg *m_r)
 		m_r->uid = v->msgs[vi].uid;
 		return false;
 	}
-	if (store_msg_get(s->t, v->mbox, v->msgs[vi].uid, m_r) != 0)
+	if (store_msg_get(s->t, v->mbox, v->msgs[vi].uid, m_r) != 0 ||
+	    (v->viewer != NULL && store_seen_apply(s->t, v->mbox, v->viewer, m_r) != 0))
 		return false;
 	/* no cache (an older store's "too big to cache"), or a damaged one: built from the file */
 	(void)imap_msgfile_cache(s->sc.store, v->part, m_r, &s->mf, &mv);

@@ -255,6 +255,7 @@ void imap_view_close(struct imap_client *c)
 		return;
 	free(c->view->msgs);
 	free(c->view->name);
+	free(c->view->viewer);
 	imap_seqset_release(&c->view->saved);
 	imap_context_free_all(c->view);
 	imap_sort_cache_free(&c->view->sort_cache);
@@ -262,15 +263,43 @@ void imap_view_close(struct imap_client *c)
 	c->view = NULL;
 }
 
+int imap_view_overlay(const struct imap_view *v, struct store_txn *t, struct store_msg *m)
+{
+	return v->viewer == NULL ? 0 : store_seen_apply(t, v->mbox, v->viewer, m);
+}
+
+const char *imap_viewer_of(const struct imap_client *c, struct store_txn *t, uint64_t mbox)
+{
+	struct store_mbox_info mi;
+	uint64_t owner;
+
+	if (c->user == NULL || !store_seen_viewer_ok(c->user) ||
+	    store_mbox_info(t, mbox, &owner, &mi) != 0 || owner == c->user_id)
+		return NULL;
+	return c->user;
+}
+
+int imap_mbox_status(const struct imap_client *c, struct store_txn *t, uint64_t mbox,
+		     struct store_status *st)
+{
+	const char *viewer = imap_viewer_of(c, t, mbox);
+
+	return viewer != NULL ? store_seen_status(t, mbox, viewer, st)
+			      : store_mbox_status(t, mbox, st);
+}
+
 static int view_load(struct imap_client *c, struct imap_view *v, uint32_t first_recent,
 		     struct store_txn *t, struct store_status *st)
 {
 	struct store_iter *it;
 	struct store_msg m;
+	const char *viewer;
 	int rc;
 
 	if ((rc = store_mbox_status(t, v->mbox, st)) != 0)
 		return rc;
+	if ((viewer = imap_viewer_of(c, t, v->mbox)) != NULL)
+		v->viewer = xstrdup(viewer);
 	if (first_recent == UINT32_MAX)
 		first_recent = v->readonly ? st->first_recent_uid : st->uidnext;
 	v->uidvalidity = st->uidvalidity;
@@ -278,7 +307,7 @@ static int view_load(struct imap_client *c, struct imap_view *v, uint32_t first_
 	v->modseq = st->highestmodseq;
 	if ((rc = store_msg_iter(t, v->mbox, 1, UINT32_MAX, 0, &it)) != 0)
 		return rc;
-	while ((rc = store_iter_next(it, &m)) == 1) {
+	while ((rc = store_iter_next(it, &m)) == 1 && (rc = imap_view_overlay(v, t, &m)) == 0) {
 		view_push(v, &m, m.uid >= first_recent);
 		if (m.uid >= v->uidnext)
 			v->uidnext = m.uid + 1;
@@ -307,6 +336,7 @@ int imap_view_open(struct imap_cmd *cmd, uint64_t mbox, const char *name, bool r
 		store_txn_abort(&t);
 		free(v->msgs);
 		free(v->name);
+		free(v->viewer);
 		free(v);
 		return rc;
 	}
@@ -382,10 +412,57 @@ static int view_expunge_scan(struct imap_client *c, struct store_txn *t)
 	return rc;
 }
 
-/* Flag changes by others since the view's modseq: FETCH FLAGS for each real difference. */
+/* One message's FETCH FLAGS when it differs from what the view knows. */
+static void view_flag_change(struct imap_client *c, struct store_txn *t, const struct store_msg *m)
+{
+	struct imap_view *v = c->view;
+	uint32_t seq = imap_view_seq(v, m->uid);
+	struct imap_view_msg *vm;
+
+	if (seq == 0)
+		return;
+	vm = &v->msgs[seq - 1];
+	if ((vm->flags & ~IMAP_VF_RECENT) == m->flags && vm->keywords == m->keywords)
+		return;
+	vm->flags = (uint8_t)(m->flags | (vm->flags & IMAP_VF_RECENT));
+	vm->keywords = m->keywords;
+	if (imap_notify_flag_uid(c) || c->enabled_qresync) /* RFC 7162 3.2.4 */
+		imap_printf(c, "* %u FETCH (UID %u FLAGS ", seq, m->uid);
+	else
+		imap_printf(c, "* %u FETCH (FLAGS ", seq);
+	imap_flags_write(c, m->flags, m->keywords, vm->flags & IMAP_VF_RECENT, t);
+	if (c->enabled_condstore)
+		imap_printf(c, " MODSEQ (%" PRIu64 ")", m->modseq);
+	imap_printf(c, ")\r\n");
+}
+
+struct pvt_changes {
+	struct imap_client *c;
+	struct store_txn *t;
+};
+
+/* A private \Seen changed (by another session of the viewer) since the view's modseq. */
+static int pvt_change_cb(const struct store_seen *s, void *arg)
+{
+	struct pvt_changes *pc = arg;
+	struct store_msg m;
+	int rc = store_msg_get(pc->t, pc->c->view->mbox, s->uid, &m);
+
+	if (rc == STORE_ENOMSG)
+		return 0;
+	if (rc != 0)
+		return rc;
+	store_seen_overlay(&m, s);
+	view_flag_change(pc->c, pc->t, &m);
+	return 0;
+}
+
+/* Flag changes by others since the view's modseq: FETCH FLAGS for each real difference. On
+   another user's mailbox, the viewer's own private \Seen changes too. */
 static int view_flag_changes(struct imap_client *c, struct store_txn *t)
 {
 	struct imap_view *v = c->view;
+	struct pvt_changes pc = { c, t };
 	struct store_iter *it;
 	struct store_msg m;
 	int rc;
@@ -394,27 +471,11 @@ static int view_flag_changes(struct imap_client *c, struct store_txn *t)
 		return 0;
 	if ((rc = store_msg_iter(t, v->mbox, 1, v->uidnext - 1, v->modseq, &it)) != 0)
 		return rc;
-	while ((rc = store_iter_next(it, &m)) == 1) {
-		uint32_t seq = imap_view_seq(v, m.uid);
-		struct imap_view_msg *vm;
-
-		if (seq == 0)
-			continue;
-		vm = &v->msgs[seq - 1];
-		if ((vm->flags & ~IMAP_VF_RECENT) == m.flags && vm->keywords == m.keywords)
-			continue;
-		vm->flags = (uint8_t)(m.flags | (vm->flags & IMAP_VF_RECENT));
-		vm->keywords = m.keywords;
-		if (imap_notify_flag_uid(c) || c->enabled_qresync) /* RFC 7162 3.2.4 */
-			imap_printf(c, "* %u FETCH (UID %u FLAGS ", seq, m.uid);
-		else
-			imap_printf(c, "* %u FETCH (FLAGS ", seq);
-		imap_flags_write(c, m.flags, m.keywords, vm->flags & IMAP_VF_RECENT, t);
-		if (c->enabled_condstore)
-			imap_printf(c, " MODSEQ (%" PRIu64 ")", m.modseq);
-		imap_printf(c, ")\r\n");
-	}
+	while ((rc = store_iter_next(it, &m)) == 1 && (rc = imap_view_overlay(v, t, &m)) == 0)
+		view_flag_change(c, t, &m);
 	store_iter_free(&it);
+	if (rc == 0 && v->viewer != NULL)
+		rc = store_seen_list(t, v->mbox, v->viewer, 1, v->modseq, pvt_change_cb, &pc);
 	return rc;
 }
 
@@ -427,7 +488,7 @@ static int view_new_messages(struct imap_client *c, struct store_txn *t, uint32_
 
 	if ((rc = store_msg_iter(t, v->mbox, v->uidnext, UINT32_MAX, 0, &it)) != 0)
 		return rc;
-	while ((rc = store_iter_next(it, &m)) == 1) {
+	while ((rc = store_iter_next(it, &m)) == 1 && (rc = imap_view_overlay(v, t, &m)) == 0) {
 		view_push(v, &m, m.uid >= first_recent);
 		v->uidnext = m.uid + 1;
 	}

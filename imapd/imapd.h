@@ -41,6 +41,7 @@ struct store_msg;
 struct store_blob;
 struct store_watch;
 struct store_gc;
+struct store_status;
 struct net_server;
 struct net_ipcount;
 struct shmtable;
@@ -144,6 +145,8 @@ struct imap_view {
 	char *name;
 	bool readonly;
 	uint32_t rights; /* the client's (STORE_ACL_*): every one on its own mailbox */
+	char *viewer;    /* another user's mailbox: the client, whose \Seen is private
+			    (store_seen.c); NULL on its own */
 	uint32_t uidvalidity, uidnext;
 	uint64_t modseq;
 	struct imap_view_msg *msgs;
@@ -377,6 +380,15 @@ struct imap_recent_claim {
 bool imap_view_recent_check(struct imap_client *c, uint64_t mbox, uint32_t *first_r);
 int imap_view_take_recent_fn(struct store_txn *t, void *arg); /* arg: imap_recent_claim */
 void imap_view_close(struct imap_client *c);
+/* m as the view's client sees it: its private \Seen and MODSEQ on another user's mailbox
+   (store_seen_apply); nothing on its own. */
+int imap_view_overlay(const struct imap_view *v, struct store_txn *t, struct store_msg *m);
+/* The client's viewer name for mailbox mbox (store_seen.c): c->user on another user's
+   mailbox, NULL on its own (or for a name too long to keep private \Seen). */
+const char *imap_viewer_of(const struct imap_client *c, struct store_txn *t, uint64_t mbox);
+/* STATUS counters of mbox as c sees them: UNSEEN its own on another user's mailbox. */
+int imap_mbox_status(const struct imap_client *c, struct store_txn *t, uint64_t mbox,
+		     struct store_status *st);
 /* Brings the view up to date and sends EXISTS/RECENT/FETCH (and EXPUNGE when allowed). */
 void imap_view_sync(struct imap_client *c, bool allow_expunge);
 /* Sequence number of uid (0 when absent). */

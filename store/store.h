@@ -721,6 +721,13 @@ int store_seen_apply(struct store_txn *t, uint64_t mbox, const char *viewer, str
    Errors: STORE_ENOMBOX, STORE_ENOMSG, STORE_ELOCKED, STORE_EINVAL (read txn, viewer). */
 int store_seen_set(struct store_txn *t, uint64_t mbox, const char *viewer, uint32_t uid, bool seen,
 		   uint64_t unchangedsince, struct store_msg *m_r);
+/* store_msg_flags as viewer: \Seen in viewer's row (store_seen_set), the other flags and
+   the keywords in the message (FLAGS_SET replaces them and keeps the owner's \Seen);
+   unchangedsince and *m_r as viewer sees the message. Errors: those of store_msg_flags and
+   store_seen_set. */
+int store_seen_flags(struct store_txn *t, uint64_t mbox, const char *viewer, uint32_t uid,
+		     enum store_flag_op op, unsigned flags, uint64_t keywords,
+		     uint64_t unchangedsince, struct store_msg *m_r);
 /* Calls cb for each of viewer's rows of mbox with uid >= lo and modseq > changedsince, in
    UID order (rows of messages expunged by a binary that knew no such rows may be among
    them); cb's non-zero return stops and is returned. */

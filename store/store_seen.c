@@ -116,6 +116,41 @@ int store_seen_set(struct store_txn *t, uint64_t mbox, const char *viewer, uint3
 	return 0;
 }
 
+int store_seen_flags(struct store_txn *t, uint64_t mbox, const char *viewer, uint32_t uid,
+		     enum store_flag_op op, unsigned flags, uint64_t keywords,
+		     uint64_t unchangedsince, struct store_msg *m_r)
+{
+	unsigned shared = flags & STORE_FLAGS_ALL & ~(unsigned)STORE_SEEN;
+	bool seen_op = op == STORE_FLAGS_SET || (flags & STORE_SEEN) != 0;
+	bool want = op != STORE_FLAGS_REMOVE && (flags & STORE_SEEN) != 0;
+	struct store_msg rec, m;
+	int rc;
+
+	if (!t->write || !store_seen_viewer_ok(viewer))
+		return STORE_EINVAL;
+	if ((rc = store_msg_get(t, mbox, uid, &rec)) != 0)
+		return rc;
+	m = rec;
+	if ((rc = store_seen_apply(t, mbox, viewer, &m)) != 0)
+		return rc;
+	if (unchangedsince != 0 && m.modseq > unchangedsince) {
+		if (m_r != NULL)
+			*m_r = m;
+		return STORE_ELOCKED;
+	}
+	/* the shared flags and keywords; a replacement keeps the owner's \Seen */
+	if (op == STORE_FLAGS_SET)
+		rc = store_msg_flags(t, mbox, uid, op, shared | (rec.flags & STORE_SEEN), keywords,
+				     0, NULL);
+	else if (shared != 0 || keywords != 0)
+		rc = store_msg_flags(t, mbox, uid, op, shared, keywords, 0, NULL);
+	if (rc == 0 && seen_op)
+		rc = store_seen_set(t, mbox, viewer, uid, want, 0, NULL);
+	if (rc == 0 && m_r != NULL && (rc = store_msg_get(t, mbox, uid, m_r)) == 0)
+		rc = store_seen_apply(t, mbox, viewer, m_r);
+	return rc;
+}
+
 int store_seen_list(struct store_txn *t, uint64_t mbox, const char *viewer, uint32_t lo,
 		    uint64_t changedsince, int (*cb)(const struct store_seen *s, void *arg),
 		    void *arg)

@@ -360,8 +360,8 @@ def flags_of(r, seq):
 
 
 def test_grantee_writes():
-    """RFC 4314 4: s for \\Seen (shared by everyone: the message's own flags), w for the
-    other flags, t for \\Deleted, e for EXPUNGE; SELECT is read-write with any of s w t e."""
+    """RFC 4314 4: s for \\Seen (the grantee's own: test_imapd_seen), w for the other
+    flags, t for \\Deleted, e for EXPUNGE; SELECT is read-write with any of s w t e."""
     a, b = D.raw("alice"), D.raw("bob")
     ok(a.cmd("c", "CREATE Work"), "c")
     for _ in range(3):
@@ -378,7 +378,7 @@ def test_grantee_writes():
     assert b.cmd("j", "STORE 1 FLAGS (\\Answered)")[-1].startswith("j NO [NOPERM]")
     assert b.cmd("k", "EXPUNGE")[-1].startswith("k NO [NOPERM]")
     assert b.cmd("m", "MOVE 1 INBOX")[-1].startswith("m NO [NOPERM]")
-    # with 's', reading sets \Seen, which the owner sees (one \Seen for all)
+    # with 's', reading sets \Seen: bob's, which the owner does not see (private \Seen)
     ok(a.cmd("t", "SETACL Work bob +ste"), "t")
     assert_eq(b.cmd("e", 'SELECT "Other Users/alice/Work"')[-1],
               "e OK [READ-WRITE] SELECT completed")
@@ -387,7 +387,8 @@ def test_grantee_writes():
     # (alice's session has them \\Recent: it is her mailbox)
     f1, f2 = flags_of(a, 1), flags_of(a, 2)
     assert "\\Flagged" in f1 and "\\Seen" not in f1, f1
-    assert "\\Seen" in f2, f2
+    assert "\\Seen" not in f2, f2
+    assert "\\Seen" in flags_of(b, 2), flags_of(b, 2)
     # t and e: bob deletes and expunges, alice's session is told
     ok(b.cmd("d", "STORE 3 +FLAGS.SILENT (\\Deleted)"), "d")
     out = ok(b.cmd("y", "EXPUNGE"), "y")
