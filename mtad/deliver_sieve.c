@@ -1153,16 +1153,25 @@ struct qdlv {
 };
 
 /* Tests of the windows between the commits above (tests/mtad/test_sieve_redirect.py): with
-   HERON_MTAD_CRASH_AT=POINT:FILE in the environment, the worker kills itself (SIGKILL, as
-   kill -9) at POINT when it can remove FILE, so once per file. */
+   HERON_MTAD_CRASH_AT=POINT:FILE in the environment, the worker kills mtad (SIGKILL, as
+   kill -9: its master, when the parent runs the same program, then itself, so that no
+   other worker goes on and no restart comes) at POINT when it can remove FILE, so once per
+   file. */
 static void crash_point(const char *point)
 {
 	const char *v = getenv("HERON_MTAD_CRASH_AT");
 	size_t n = strlen(point);
+	char self[512], parent[512], path[64];
+	ssize_t a, b;
 
 	if (v == NULL || strncmp(v, point, n) != 0 || v[n] != ':' || unlink(v + n + 1) != 0)
 		return;
 	log_warnx("crash point %s: killed (HERON_MTAD_CRASH_AT)", point);
+	snprintf(path, sizeof(path), "/proc/%ld/exe", (long)getppid());
+	a = readlink("/proc/self/exe", self, sizeof(self));
+	b = readlink(path, parent, sizeof(parent));
+	if (a > 0 && a == b && memcmp(self, parent, (size_t)a) == 0)
+		kill(getppid(), SIGKILL);
 	raise(SIGKILL);
 }
 
