@@ -49,11 +49,14 @@ struct imap_proxy {
 		uint64_t lit_left; /* bytes of a literal still to come */
 		uint64_t lit_num;  /* the N of a {N} being read */
 		uint8_t brace;     /* 0; 1 after {, 4 in N; 2 after }; 3 after }CR */
-		uint8_t hlen;      /* bytes of head[] */
 		bool bol;          /* the next byte starts a response */
 		bool opaque;       /* after COMPRESS or STARTTLS: not followed any more */
 		bool bye_seen;     /* the store host said BYE */
-		char head[160];    /* the start of the current line, outside literals */
+		char first;        /* the current line's first byte */
+		bool in_tag;       /* still in the line's first word (a tag: any length) */
+		size_t taglen;     /* bytes of that word */
+		uint8_t rlen;      /* bytes of rest[] */
+		char rest[24];     /* what follows the first word's space, outside literals */
 	} scan;
 };
 
@@ -200,21 +203,40 @@ static bool tag_char(unsigned char ch)
 	return ch > 0x20 && ch < 0x7f && strchr("(){%*\"\\+", ch) == NULL;
 }
 
-/* A whole response line's start (head, hlen bytes): BYE, or the OK after which the bytes are
-   compressed or TLS (Heron's texts: cmd_compress, cmd_starttls). */
+/* A whole response line's start (its first word, only its first byte and length kept, and
+   the start of the rest): BYE, or the tagged OK after which the bytes are compressed or TLS
+   (Heron's texts: cmd_compress, cmd_starttls), whatever the tag's length. */
 static void px_scan_line(struct px_scan *s)
 {
-	const char *h = s->head, *sp = memchr(h, ' ', s->hlen);
-	size_t n = s->hlen, rest;
+	size_t n = s->rlen;
 
-	if (n >= 6 && strncasecmp(h, "* BYE ", 6) == 0)
+	if (s->first == '*' && s->taglen == 1 && !s->in_tag && n >= 4 &&
+	    strncasecmp(s->rest, "BYE ", 4) == 0)
 		s->bye_seen = true;
-	if (sp == NULL || h[0] == '*' || h[0] == '+')
+	if (s->in_tag || s->first == '*' || s->first == '+')
 		return;
-	rest = n - (size_t)(sp + 1 - h);
-	if ((rest >= 17 && strncmp(sp + 1, "OK DEFLATE active", 17) == 0) ||
-	    (rest >= 12 && strncmp(sp + 1, "OK Begin TLS", 12) == 0))
+	if ((n >= 17 && strncmp(s->rest, "OK DEFLATE active", 17) == 0) ||
+	    (n >= 12 && strncmp(s->rest, "OK Begin TLS", 12) == 0))
 		s->opaque = true;
+}
+
+/* One byte of a line outside literals, for px_scan_line. */
+static void px_scan_byte(struct px_scan *s, unsigned char ch, bool bol)
+{
+	if (bol) {
+		s->first = (char)ch;
+		s->in_tag = true;
+		s->taglen = 0;
+		s->rlen = 0;
+	}
+	if (s->in_tag) {
+		if (ch == ' ')
+			s->in_tag = false;
+		else
+			s->taglen++;
+	} else if (s->rlen < sizeof(s->rest)) {
+		s->rest[s->rlen++] = (char)ch;
+	}
 }
 
 /* Follows n bytes of the store host's (at offset base of what is relayed): returns the
@@ -236,9 +258,8 @@ static uint64_t px_scan(struct px_scan *s, const unsigned char *b, size_t n, uin
 		}
 		if (ch == '\0' || (s->bol && ch != '*' && ch != '+' && !tag_char(ch)))
 			return base + i;
+		px_scan_byte(s, ch, s->bol);
 		s->bol = false;
-		if (s->hlen < sizeof(s->head))
-			s->head[s->hlen++] = (char)ch;
 		if (ch == '{') {
 			s->brace = 1;
 			s->lit_num = 0;
@@ -258,7 +279,6 @@ static uint64_t px_scan(struct px_scan *s, const unsigned char *b, size_t n, uin
 			s->brace = 0;
 			if (ch == '\n') {
 				px_scan_line(s);
-				s->hlen = 0;
 				s->bol = true;
 				*last_r = (int64_t)(base + i + 1);
 			}

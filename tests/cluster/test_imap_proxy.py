@@ -3,7 +3,8 @@
 127.0.0.2/.3 and a front imapd on 127.0.0.4, [imapd] proxy = yes, one real slapd). imaplib
 logs in through the front (STARTTLS, LOGIN and AUTHENTICATE PLAIN) and works on the store host
 the directory homes the user on: mail delivered there is seen, APPEND literals land there,
-IDLE through the front sees a delivery made on the store host. A wrong password is refused by
+IDLE through the front sees a delivery made on the store host, and a COMPRESS with a tag of
+3000 bytes is followed (the deflated bytes relayed unread). A wrong password is refused by
 the front; a store host that is down gives its users NO [UNAVAILABLE] while the other host's
 users are served; one that answers garbage is cut off the same way; a client logged in
 through the front gets * BYE [UNAVAILABLE] when its store host's imapd is killed, or when the
@@ -121,6 +122,71 @@ def main():
         assert_in(b"z2 OK", got)
         assert_eq(got.count(b"* BYE"), 1)  # the store host's, none of the front's
         c.shutdown()
+
+    def home_on_fake_host(user, name, addr, port):
+        """user's mailHost is name, which the front's proxy_hosts puts on addr:port."""
+        e = cl.slapd.env
+        ldif = (f"dn: uid={user},{e['LDAP_PEOPLE']}\nchangetype: modify\nreplace: mailHost\n"
+                f"mailHost: {name}\n")
+        subprocess.run(["ldapmodify", "-x", "-H", e["LDAP_URI"], "-D", e["LDAP_ADMIN_DN"],
+                        "-w", e["LDAP_ADMIN_PASSWORD"]], input=ldif.encode(), check=True,
+                       stdout=subprocess.DEVNULL)
+        conf = open(front.conf).read().replace("proxy_hosts = ",
+                                               f"proxy_hosts = {name}={addr}:{port},")
+        with open(front.conf, "w") as f:
+            f.write(conf)
+        n = front.imapd.logtext().count("config reloaded")
+        front.imapd.proc.send_signal(1)  # SIGHUP: the new proxy_hosts
+        wait_for(lambda: front.imapd.logtext().count("config reloaded") > n, 10, "the reload")
+
+    def test_compress_with_a_long_tag():
+        # a store host (a fake one: Heron's imapd takes tags of 64 bytes at most) answers a
+        # COMPRESS whose tag is far longer than the start of a line the front keeps: the
+        # front still sees the OK and relays the deflated bytes (a NUL among them) unread
+        srv = socket.socket()
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        port = free_port()
+        srv.bind(("127.0.0.6", port))
+        srv.listen(4)
+        srv.settimeout(20)
+        tag = b"t" * 3000
+        co = zlib.compressobj(6, zlib.DEFLATED, -15)
+        deflated = co.compress(b"* 1 EXISTS\r\n") + co.flush(zlib.Z_SYNC_FLUSH)
+        assert_in(b"\0", deflated)  # not IMAP, were it read as such
+
+        def fake():
+            s, _ = srv.accept()
+            with s:
+                s.settimeout(20)
+                f = s.makefile("rb")
+                s.sendall(b"* OK fake store host\r\n")
+                f.readline()  # the front's AUTHENTICATE PLAIN
+                s.sendall(b"P1 OK [CAPABILITY IMAP4rev1 COMPRESS=DEFLATE] Logged in\r\n")
+                line = f.readline()
+                assert_eq(line, tag + b" COMPRESS DEFLATE\r\n")
+                s.sendall(tag + b" OK DEFLATE active\r\n" + deflated)
+                f.read()  # until the client closes
+        t = threading.Thread(target=fake, daemon=True)
+        t.start()
+        try:
+            home_on_fake_host("user7", "compress.heron.test", "127.0.0.6", port)
+            c = front_login("user7")
+            c.send(tag + b" COMPRESS DEFLATE\r\n")
+            ok = tag + b" OK DEFLATE active\r\n"
+            c.sock.settimeout(30)
+            raw = b""  # from the socket: the OK's line and the deflated bytes come together
+            while len(raw) < len(ok) + len(deflated):
+                d = c.sock.recv(65536)
+                assert d, raw  # the front cut the relay off
+                raw += d
+            assert_eq(raw[:len(ok)], ok)
+            got = zlib.decompressobj(-15).decompress(raw[len(ok):])
+            assert_eq(got, b"* 1 EXISTS\r\n")
+            c.shutdown()
+            t.join(20)
+            assert "sent what is not IMAP" not in front.imapd.logtext()
+        finally:
+            srv.close()
 
     def test_append_literal_lands_on_home_host():
         c = front_login("user2")
@@ -321,6 +387,7 @@ def main():
                               test_plaintext_refused_and_wrong_password,
                               test_append_literal_lands_on_home_host,
                               test_compress_relayed_not_cut,
+                              test_compress_with_a_long_tag,
                               test_idle_through_front_sees_delivery,
                               test_store_host_down_others_unaffected,
                               test_store_host_killed_client_gets_bye,
