@@ -9,7 +9,9 @@
 #include <openssl/crypto.h>
 
 #include "common/conf.h"
+#include "common/buf.h"
 #include "common/str.h"
+#include "common/utf7imap.h"
 #include "common/xmalloc.h"
 #include "ldapauth/ldapauth.h"
 #include "mailctl/mailctl.h"
@@ -233,6 +235,43 @@ static int w_user_rename(struct store_txn *t, void *arg)
 	return store_user_rename(t, o->user, o->a);
 }
 
+/* Other users' subscriptions to the renamed user's mailboxes (imapd's [imapd]
+   namespace_other, "Other Users/OLD/..."), named with the new name. After the rename: run
+   again after a failure here, the rename itself is refused (the new name exists) and the
+   subscriptions keep the old name (they then name nothing: LSUB shows them \Noselect). */
+static int rename_subs(struct mc *mc, const char *from, const char *to)
+{
+	const char *p = conf_values(mc->conf)->imapd.namespace_other;
+	size_t plen = p != NULL ? strlen(p) : 0;
+	struct buf a, b, ea, eb;
+	int rc = MC_OK, src;
+
+	if (plen > 0 && p[plen - 1] == '/')
+		plen--;
+	if (plen == 0)
+		return MC_OK; /* no such namespace */
+	buf_init(&a, 256, 2 * STORE_MAX_NAME);
+	buf_init(&b, 256, 2 * STORE_MAX_NAME);
+	buf_init(&ea, 256, 8 * STORE_MAX_NAME);
+	buf_init(&eb, 256, 8 * STORE_MAX_NAME);
+	buf_printf(&a, "%.*s/%s", (int)plen, p, from);
+	buf_printf(&b, "%.*s/%s", (int)plen, p, to);
+	if (utf7imap_encode(buf_cstr(&a), a.len, &ea) < 0 ||
+	    utf7imap_encode(buf_cstr(&b), b.len, &eb) < 0)
+		src = STORE_EINVAL;
+	else
+		src = store_user_rename_subs(mc->st, buf_cstr(&ea), buf_cstr(&eb), NULL);
+	if (src != 0)
+		rc = mc_fail(mc, src,
+			     "user '%s' renamed to '%s', but not the subscriptions to '%s'", from,
+			     to, buf_cstr(&a));
+	buf_release(&a);
+	buf_release(&b);
+	buf_release(&ea);
+	buf_release(&eb);
+	return rc;
+}
+
 int mc_user_rename(struct mc *mc, const struct mc_args *a)
 {
 	struct op o = { .user = a->pos[0], .a = a->pos[1] };
@@ -251,6 +290,8 @@ int mc_user_rename(struct mc *mc, const struct mc_args *a)
 			       o.a);
 	if ((rc = store_write(mc->st, part, w_user_rename, &o)) != 0)
 		return mc_fail(mc, rc, "cannot rename user '%s' to '%s'", o.user, o.a);
+	if ((rc = rename_subs(mc, o.user, o.a)) != MC_OK)
+		return rc;
 	if (!mc->json)
 		printf("user %s renamed to %s\n", o.user, o.a);
 	else

@@ -227,6 +227,13 @@ int store_user_delete(struct store_txn *t, const char *name);
    (store_acl_rename_id; store_acl_carry does the other partitions, first). Errors:
    STORE_ENOUSER, STORE_EEXIST, STORE_EINVAL. */
 int store_user_rename(struct store_txn *t, const char *from, const char *to);
+/* After a rename, every user's subscriptions to from and below it ("from/...") name to
+   instead, in every partition (one store_write each; a STORE_CHANGE_SUBSCRIBE record per
+   subscription): mailctl gives the renamed user's level of imapd's other users' namespace
+   ("Other Users/old" to "Other Users/new", as stored: modified UTF-7). A subscription whose
+   new name would pass STORE_MAX_NAME stays as it was. *n_r (may be NULL) counts those
+   moved. Errors: STORE_EINVAL (empty or too long), those of store_write. */
+int store_user_rename_subs(struct store *st, const char *from, const char *to, uint64_t *n_r);
 /* Sets the quota (0 = unlimited). Errors: STORE_ENOUSER. */
 int store_user_set_quota(struct store_txn *t, const char *name, uint64_t bytes, uint64_t msgs);
 

@@ -330,3 +330,72 @@ int store_user_bytes(struct store_txn *t, uint64_t *bytes_r)
 	mdb_cursor_close(c);
 	return 0;
 }
+
+/* store_user_rename_subs: one partition's subscriptions under from, named under to. */
+struct subs_move {
+	const char *from, *to;
+	size_t fl, tl;
+	uint64_t n;
+};
+
+static int subs_move_part(struct store_txn *t, void *arg)
+{
+	struct subs_move *m = arg;
+	struct key {
+		uint8_t k[8 + STORE_MAX_NAME];
+		size_t len;
+	} *v = NULL;
+	size_t n = 0;
+	MDB_cursor *c;
+	MDB_val k, val;
+	int rc;
+
+	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[DBI_SUBS], &c)) != 0)
+		return store_mdb_err(t, rc, "cursor");
+	/* read whole first: the puts and deletes may move the pages a cursor points into */
+	for (rc = mdb_cursor_get(c, &k, &val, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(c, &k, &val, MDB_NEXT)) {
+		const char *name = (const char *)k.mv_data + 8;
+		size_t len = k.mv_size - 8;
+
+		if (k.mv_size < 8 || k.mv_size > 8 + STORE_MAX_NAME || len < m->fl ||
+		    memcmp(name, m->from, m->fl) != 0 || (len > m->fl && name[m->fl] != '/') ||
+		    len - m->fl + m->tl > STORE_MAX_NAME)
+			continue; /* (one whose new name is too long keeps the old: it names nothing) */
+		if (n % 16 == 0)
+			v = xreallocarray(v, n + 16, sizeof(*v));
+		memcpy(v[n].k, k.mv_data, k.mv_size);
+		v[n++].len = k.mv_size;
+	}
+	mdb_cursor_close(c);
+	rc = rc == MDB_NOTFOUND ? 0 : store_mdb_err(t, rc, "subscriptions");
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		uint8_t nk[8 + STORE_MAX_NAME];
+		size_t rest = v[i].len - 8 - m->fl;
+
+		memcpy(nk, v[i].k, 8);
+		memcpy(nk + 8, m->to, m->tl);
+		memcpy(nk + 8 + m->tl, v[i].k + 8 + m->fl, rest);
+		if ((rc = store_del(t, DBI_SUBS, v[i].k, v[i].len)) == 0 &&
+		    (rc = store_put(t, DBI_SUBS, nk, 8 + m->tl + rest, "", 0)) == 0)
+			rc = store_change_note(t, STORE_CHANGE_SUBSCRIBE, get_be64(nk), 0,
+					       (const char *)nk + 8, m->tl + rest, NULL, 0);
+		m->n += rc == 0;
+	}
+	free(v);
+	return rc;
+}
+
+int store_user_rename_subs(struct store *st, const char *from, const char *to, uint64_t *n_r)
+{
+	struct subs_move m = { from, to, strlen(from), strlen(to), 0 };
+	int rc = 0;
+
+	if (m.fl == 0 || m.tl == 0 || m.fl > STORE_MAX_NAME || m.tl > STORE_MAX_NAME)
+		return STORE_EINVAL;
+	for (unsigned p = 0; p < st->nparts && rc == 0; p++)
+		rc = store_write(st, p, subs_move_part, &m);
+	if (n_r != NULL)
+		*n_r = m.n;
+	return rc;
+}

@@ -731,7 +731,8 @@ def add_logins(*names):
 def test_user_rename_carries_acl():
     """mailctl user rename dave erin: the rows naming dave (and "-dave") on alice's and
     carol's mailboxes (one of them in dave's partition, the other not) name erin; erin owns
-    dave's mailboxes with their lists; nothing is left naming dave."""
+    dave's mailboxes with their lists; nothing is left naming dave. Other users'
+    subscriptions to "Other Users/dave/..." name erin."""
     d = add_logins("dave", "erin")
     parts = {u: mailctl("user", "show", u)["partition"] for u in ("alice", "carol", "dave")}
     print("partitions:", parts)
@@ -746,6 +747,10 @@ def test_user_rename_carries_acl():
     # erin is no user yet: no rights wait for her name (she gets dave's own by the rename)
     assert_eq(d.cmd("e", "SETACL Own erin lrs"), [UNKNOWN.replace("TAG", "e")])
     d.close()
+    # bob's subscriptions to dave's mailboxes follow the name; davey is another user
+    b = D.raw("bob")
+    dialogue(b, [('SUBSCRIBE "Other Users/%s"' % n, None)
+                 for n in ("dave/Own", "dave/Gone/Deep", "davey/Own")])
     mailctl("user", "rename", "dave", "erin")
     e = D.login("erin")
     typ, data = e.myrights('"Other Users/alice/Mates"')
@@ -759,7 +764,13 @@ def test_user_rename_carries_acl():
               ["* ACL Mates alice " + ALL + " erin lri", "g OK GETACL completed"])
     assert_eq(c.cmd("g", "GETACL Crew"),
               ["* ACL Crew carol " + ALL + " -erin r erin lr", "g OK GETACL completed"])
-    b = D.raw("bob")
+    got = ok(b.cmd("l", 'LSUB "" "Other Users/*"'), "l")[:-1]
+    assert_eq(sorted(x for x in got if "dave" in x or "erin" in x),
+              ['* LSUB () "/" "Other Users/erin/Own"',
+               '* LSUB (\\Noselect) "/" "Other Users/davey/Own"',
+               '* LSUB (\\Noselect) "/" "Other Users/erin/Gone/Deep"'])
+    dialogue(b, [('UNSUBSCRIBE "Other Users/%s"' % n, None)
+                 for n in ("erin/Own", "erin/Gone/Deep", "davey/Own")])
     assert_eq(b.cmd("m", 'MYRIGHTS "Other Users/erin/Own"'),
               ['* MYRIGHTS "Other Users/erin/Own" lr', "m OK MYRIGHTS completed"])
     out = b.cmd("m", 'MYRIGHTS "Other Users/dave/Own"')
