@@ -74,6 +74,7 @@ struct append_msg {
 struct append_op {
 	uint64_t mbox;
 	uint32_t rights; /* the client's on mbox: which flags it may give (RFC 4314 4) */
+	char *viewer;    /* another user's mailbox: the client, whose \Seen is private there */
 	struct append_msg msgs[IMAP_APPEND_MAX];
 	unsigned n;
 	uint32_t uidvalidity;
@@ -88,6 +89,7 @@ static void append_op_free(void *arg)
 
 	for (unsigned i = 0; i < ao->n; i++)
 		store_blob_free(&ao->msgs[i].blob);
+	free(ao->viewer);
 	free(ao);
 }
 
@@ -121,8 +123,15 @@ static int append_fn(struct store_txn *t, void *arg)
 		flags &= imap_ns_keep_flags(ao->rights);
 		if (!(ao->rights & STORE_ACL_WRITE))
 			kw = 0;
+		/* into another user's mailbox, \Seen is the client's own (store_seen.c) */
+		bool seen = ao->viewer != NULL && (flags & STORE_SEEN);
+
+		if (seen)
+			flags &= ~(unsigned)STORE_SEEN;
 		if ((rc = store_msg_append(t, ao->mbox, m->blob, flags, kw, m->date, &m->uid)) !=
-		    0)
+			    0 ||
+		    (seen &&
+		     (rc = store_seen_set(t, ao->mbox, ao->viewer, m->uid, true, 0, NULL)) != 0))
 			return rc;
 	}
 	if (store_mbox_status(t, ao->mbox, &st) == 0)
@@ -242,6 +251,8 @@ static int append_mailbox(struct imap_cmd *cmd, struct append_op *ao)
 		return -1;
 	ao->mbox = b.mbox;
 	ao->rights = b.rights;
+	if (!b.own && store_seen_viewer_ok(c->user))
+		ao->viewer = xstrdup(c->user);
 	imap_ns_box_release(&b);
 	return 0;
 }

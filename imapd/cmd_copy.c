@@ -15,7 +15,47 @@ struct copy_op {
 	uint32_t rights; /* the client's on dst: which flags the copies keep (RFC 4314 4) */
 	uint32_t *src_done, *dst_uids;
 	size_t ndone;
+	/* private \Seen (store_seen.c): the client's name on src, on dst, when another user's */
+	char *src_viewer, *dst_viewer;
+	bool *seen; /* per uids[i]: the client's \Seen of it before the copy */
 };
+
+/* The copies' \Seen is the client's: its private one on src when src is another user's,
+   kept (with s) as its private one on dst when dst is another user's, else as the copy's
+   own flag. seen[i] was read before the copy (a MOVE drops src's rows). */
+static int copy_seen(struct store_txn *t, struct copy_op *co)
+{
+	size_t j = 0;
+	int rc = 0;
+
+	for (size_t i = 0; i < co->ndone && rc == 0; i++) {
+		struct store_msg m;
+		bool seen;
+
+		while (j < co->n && co->uids[j] != co->src_done[i])
+			j++;
+		if (j == co->n)
+			break;
+		if ((rc = store_msg_get(t, co->dst, co->dst_uids[i], &m)) != 0)
+			break;
+		seen = co->src_viewer != NULL ? co->seen[j] : (m.flags & STORE_SEEN) != 0;
+		seen = seen && (co->rights & STORE_ACL_SEEN);
+		if (co->dst_viewer != NULL) {
+			if ((m.flags & STORE_SEEN) &&
+			    (rc = store_msg_flags(t, co->dst, m.uid, STORE_FLAGS_REMOVE,
+						  STORE_SEEN, 0, 0, NULL)) != 0)
+				break;
+			if (seen)
+				rc = store_seen_set(t, co->dst, co->dst_viewer, m.uid, true, 0,
+						    NULL);
+		} else if (seen != ((m.flags & STORE_SEEN) != 0)) {
+			rc = store_msg_flags(t, co->dst, m.uid,
+					     seen ? STORE_FLAGS_ADD : STORE_FLAGS_REMOVE,
+					     STORE_SEEN, 0, 0, NULL);
+		}
+	}
+	return rc;
+}
 
 static int copy_fn(struct store_txn *t, void *arg)
 {
@@ -27,10 +67,22 @@ static int copy_fn(struct store_txn *t, void *arg)
 	co->ndone = 0;
 	if (co->n == 0)
 		return 0;
-	return store_msg_copy_keep(t, co->src, co->dst, co->uids, co->n, co->move,
-				   imap_ns_keep_flags(co->rights),
-				   (co->rights & STORE_ACL_WRITE) != 0, &co->src_done,
-				   &co->dst_uids, &co->ndone);
+	for (size_t i = 0; co->src_viewer != NULL && i < co->n; i++) {
+		struct store_seen s;
+		int rc = store_seen_get(t, co->src, co->src_viewer, co->uids[i], &s);
+
+		if (rc != 0 && rc != STORE_ENOMSG)
+			return rc;
+		co->seen[i] = s.seen;
+	}
+	int rc = store_msg_copy_keep(t, co->src, co->dst, co->uids, co->n, co->move,
+				     imap_ns_keep_flags(co->rights),
+				     (co->rights & STORE_ACL_WRITE) != 0, &co->src_done,
+				     &co->dst_uids, &co->ndone);
+
+	if (rc == 0 && (co->src_viewer != NULL || co->dst_viewer != NULL))
+		rc = copy_seen(t, co);
+	return rc;
 }
 
 static void uid_list(struct buf *b, const uint32_t *v, size_t n)
@@ -76,6 +128,9 @@ static void copy_op_free(void *arg)
 	free(co->uids);
 	free(co->src_done);
 	free(co->dst_uids);
+	free(co->src_viewer);
+	free(co->dst_viewer);
+	free(co->seen);
 	free(co);
 }
 
@@ -145,6 +200,8 @@ bool cmd_copy(struct imap_cmd *cmd)
 		return true;
 	}
 	imap_ns_box_release(&b);
+	bool dst_other = !b.own && store_seen_viewer_ok(c->user);
+
 	if (STORE_ID_PART(b.mbox) != c->view->part) {
 		/* the two mailboxes' owners are in two store partitions: the copy would be one
 		   write in two environments */
@@ -159,6 +216,9 @@ bool cmd_copy(struct imap_cmd *cmd)
 	co->dst = b.mbox;
 	co->rights = b.rights;
 	co->move = move;
+	co->src_viewer = c->view->viewer != NULL ? xstrdup(c->view->viewer) : NULL;
+	co->dst_viewer = dst_other ? xstrdup(c->user) : NULL;
+	co->seen = xcalloc(c->view->n + 1, sizeof(*co->seen));
 	co->uids = xcalloc(c->view->n + 1, sizeof(*co->uids));
 	for (size_t i = 0; i < c->view->n; i++)
 		if (imap_seqset_has(&uids, c->view->msgs[i].uid))

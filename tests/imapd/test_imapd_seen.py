@@ -4,7 +4,9 @@ alice's \\Seen is unchanged, and the other way round. Checked as raw dialogues a
 imaplib: FETCH FLAGS, SEARCH SEEN/UNSEEN, STATUS UNSEEN, SELECT's [UNSEEN n], each per user;
 CONDSTORE (bob's change has a MODSEQ bob sees and alice does not: CHANGEDSINCE), bob's other
 session told of his change by NOOP and alice's told nothing, the other flags still shared,
-and an EXPUNGE, a mailbox deleted and a user deleted taking bob's state with them.
+an EXPUNGE, a mailbox deleted and a user deleted taking bob's state with them, and the
+grantee's \\Seen carried by COPY and MOVE out of the shared mailbox and given by APPEND and
+COPY into it.
 
 Usage: test_imapd_seen.py IMAPD_BINARY DELIVER_BINARY"""
 import json
@@ -194,12 +196,57 @@ def test_state_goes_with_mailbox_and_user():
     assert_eq(status(b, name), '* STATUS "%s" (UNSEEN 2)' % name)
 
 
+def same_partition():
+    """Two users of one partition (three users, two partitions: there are), owner first:
+    COPY and MOVE stay within a partition."""
+    parts = {u: mailctl("user", "show", u)["partition"] for u in ("alice", "bob", "carol")}
+    for x, y in (("alice", "bob"), ("alice", "carol"), ("bob", "carol")):
+        if parts[x] == parts[y]:
+            return x, y
+    raise AssertionError(parts)
+
+
+def flags(r, box, seqs="1:*"):
+    ok(r.cmd("x", 'EXAMINE "%s"' % box), "x")
+    out = ok(r.cmd("f", "FETCH %s FLAGS" % seqs), "f")
+    return [x.replace(" \\Recent", "").replace("(\\Recent)", "()") for x in fetches(out)]
+
+
+def test_copy_and_append():
+    """The \\Seen a grantee's COPY or MOVE takes out of a shared mailbox is the grantee's;
+    the \\Seen its APPEND or COPY gives a message of the shared mailbox is the grantee's too,
+    not the owner's."""
+    owner, grantee = same_partition()
+    a, b, b2 = D.raw(owner), D.raw(grantee), D.raw(grantee)
+    ok(a.cmd("c", "CREATE Carry"), "c")
+    a.append(MSG, mailbox="Carry", flags="(\\Seen)")
+    a.append(MSG, mailbox="Carry")
+    a.append(MSG, mailbox="Carry")
+    ok(a.cmd("s", "SETACL Carry %s lrsite" % grantee), "s")
+    name = "Other Users/%s/Carry" % owner
+    ok(b.cmd("c", "CREATE Mine"), "c")
+    ok(b.cmd("e", 'SELECT "%s"' % name), "e")
+    ok(b.cmd("f", "FETCH 2 BODY[]"), "f")
+    ok(b.cmd("g", "COPY 1:2 Mine"), "g")
+    assert_eq(flags(b2, "Mine"), ["* 1 FETCH (FLAGS ())", "* 2 FETCH (FLAGS (\\Seen))"])
+    ok(b.cmd("h", "STORE 3 +FLAGS (\\Seen)"), "h")
+    ok(b.cmd("m", "MOVE 3 Mine"), "m")
+    assert_eq(flags(b2, "Mine", "3"), ["* 3 FETCH (FLAGS (\\Seen))"])
+    # into the shared mailbox: the grantee's \\Seen, the owner's unseen
+    b2.append(MSG, mailbox='"%s"' % name, flags="(\\Seen)")
+    ok(b2.cmd("k", 'EXAMINE Mine'), "k")
+    ok(b2.cmd("l", 'COPY 2 "%s"' % name), "l")
+    assert_eq(status(a, "Carry", "MESSAGES UNSEEN"), "* STATUS Carry (MESSAGES 4 UNSEEN 3)")
+    assert_eq(status(b, name, "MESSAGES UNSEEN"),
+              '* STATUS "%s" (MESSAGES 4 UNSEEN 1)' % name)
+
+
 def main():
     global D
     imapd, deliver = sys.argv[1], sys.argv[2]
     D = Imapd(imapd, deliver=deliver, extra=NS)
     return run_suite(D, [test_dialogue, test_other_flags_shared, test_imaplib,
-                         test_state_goes_with_mailbox_and_user], D.dir)
+                         test_state_goes_with_mailbox_and_user, test_copy_and_append], D.dir)
 
 
 if __name__ == "__main__":
