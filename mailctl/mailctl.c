@@ -96,16 +96,39 @@ static const struct mc_cmd mc_cmds[] = {
 	  2,
 	  2,
 	  MC_STORE,
-	  "USER HOST --to TARGET.conf [--dir DIR] [--provider URI] [--finish|--abort]",
-	  "move a user to store host HOST (its store named by TARGET.conf): freeze, copy with "
-	  "UIDs, verify, flip the directory's mailHost; --finish deletes the source copy once "
-	  "[directory] auth_cache_ttl has passed",
+	  "USER HOST --to TARGET.conf|--via CMD [--dir DIR] [--provider URI] "
+	  "[--finish|--abort]",
+	  "move a user to store host HOST (its store named by TARGET.conf, or reached by CMD "
+	  "running mailctl there: a resumable stream): freeze, copy with UIDs, verify, flip the "
+	  "directory's mailHost; --finish deletes the source copy once [directory] "
+	  "auth_cache_ttl has passed",
 	  mc_user_move,
 	  { { "to", true },
 	    { "dir", true },
 	    { "provider", true },
 	    { "finish", false },
-	    { "abort", false } } },
+	    { "abort", false },
+	    { "via", true } } },
+	{ "user",
+	  "digest",
+	  1,
+	  1,
+	  MC_STORE_NEW,
+	  "USER",
+	  "the target's side of `user move --via`: the SHA-256 of each mailbox of USER as the "
+	  "move compares them (the heron-digest 1 lines of mailctl(8))",
+	  mc_user_digest,
+	  { { NULL, false } } },
+	{ "user",
+	  "receive",
+	  1,
+	  1,
+	  MC_STORE_NEW,
+	  "USER",
+	  "the target's side of `user move --via`: a heron-move 1 stream on stdin into USER, "
+	  "mailbox by mailbox",
+	  mc_user_receive,
+	  { { NULL, false } } },
 	{ "user",
 	  "show",
 	  1,

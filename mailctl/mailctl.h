@@ -173,6 +173,13 @@ int mc_import(struct mc *, const struct mc_args *);
 int mc_export_user(struct mc *mc, const char *user, const char *dir, uint64_t *count,
 		   uint64_t *bytes, size_t *nboxes);
 int mc_import_dir(struct mc *mc, const char *user, const char *dir, uint64_t *count_r);
+/* mailctl_io.c, for a move's stream: the Maildir DIR into mailbox of user, which is made
+   anew (a partial copy deleted first; INBOX must be empty and never used), keeping UIDs,
+   MODSEQs, expunge history and annotations; adds to *count_r. The Maildir++ folder of a
+   mailbox below dir (malloc'd). */
+int mc_import_folder(struct mc *mc, const char *user, const char *mailbox, const char *dir,
+		     uint64_t *count_r);
+char *mc_folder_path(const char *dir, const char *name);
 /* mailctl_sieve.c, for `export USER DIR` / `import USER DIR`: the user's scripts as
    DIR/heron-sieve/NAME.sieve (the source) and the active one's name in
    DIR/heron-sieve-active; the import compiles and stores each (quota and size limits as
@@ -184,6 +191,63 @@ int mc_sieve_import(struct mc *mc, const char *user, const char *dir, bool check
 int mc_open_store(struct mc *mc, enum mc_open how);
 /* mailctl_move.c */
 int mc_user_move(struct mc *, const struct mc_args *);
+/* What a move keeps of user as text (*text_r, malloc'd; see mailctl_move.c), with the
+   SHA-256 of each mailbox's part (name: the mailbox) and, last, of the rest (name NULL:
+   the server annotations and Sieve scripts). A store error code. */
+struct mc_digest {
+	char *name;
+	char hex[65];
+	bool subscribed; /* the source's mailbox (mc_fingerprint) */
+	unsigned special;
+};
+int mc_fingerprint(struct mc *mc, const char *user, char **text_r, struct mc_digest **v_r,
+		   size_t *n_r, uint64_t *boxes_r, uint64_t *msgs_r);
+void mc_digests_free(struct mc_digest *v, size_t n);
+/* Sieve scripts as stored (source and compiled program; both hosts run the same Heron):
+   put into user's in t, the active one active; freed with their strings. */
+struct mc_script {
+	char *name, *src;
+	uint8_t *prog;
+	size_t src_len, prog_len;
+	bool active;
+};
+int mc_scripts_put(struct store_txn *t, const char *user, const struct mc_script *v, size_t n);
+void mc_scripts_free(struct mc_script *v, size_t n);
+/* mailctl_stream.c: the heron-move stream between the hosts of a move (user digest, user
+   receive on the target; the sender on the source). */
+/* The target's digest read from f (CMD's stdout), *t filled (free t->v with
+   mc_digests_free); a parse error is MC_DATAERR, said. */
+struct mc_target {
+	bool present;
+	struct mc_digest *v;
+	size_t n;
+	uint64_t boxes, messages;
+};
+int mc_digest_read(struct mc *mc, FILE *f, struct mc_target *t);
+/* What the source sends: the mailboxes (their exports in dir, as mc_export_user wrote it),
+   the mailboxes to delete there, and the userdata (the export's own files, the Sieve
+   scripts from the store, the quota); drop: only that the target's copy is dropped.
+   MC_TEMPFAIL (said) when the pipe broke. */
+struct mc_stream_box {
+	const char *name;
+	bool subscribed;
+	unsigned special;
+};
+struct mc_stream_plan {
+	bool reset, drop;
+	const char *const *deletes;
+	size_t ndeletes;
+	const struct mc_stream_box *boxes;
+	size_t nboxes;
+	uint64_t quota_bytes, quota_msgs;
+};
+int mc_stream_send(struct mc *mc, FILE *f, const char *user, const char *dir,
+		   const struct mc_stream_plan *p);
+/* Removes path and everything below it (no error when missing); 0 or errno (nftw). */
+int mc_rm_tree(const char *path);
+int mc_user_digest(struct mc *, const struct mc_args *);
+int mc_user_receive(struct mc *, const struct mc_args *);
+
 /* mailctl_bulk.c: `import --bulk PATH` (the stream format is described there). */
 int mc_import_bulk(struct mc *mc, const char *path);
 int mc_export(struct mc *, const struct mc_args *);

@@ -1435,6 +1435,64 @@ int mc_import_dir(struct mc *mc, const char *user, const char *dir, uint64_t *co
 	return rc;
 }
 
+/* A mailbox made anew for a copy that keeps its UIDs: the partial one an interrupted
+   transfer left deleted first (INBOX is never deleted); it must then never have held a
+   message (STORE_EEXIST: a partial INBOX, or a mailbox whose children keep it). */
+static int w_mbox_fresh(struct store_txn *t, void *arg)
+{
+	struct imp *im = arg;
+	struct store_status st;
+	struct store_user u;
+	uint64_t id;
+	int rc;
+
+	if ((rc = store_user_get(t, im->user, &u)) != 0)
+		return rc;
+	rc = store_mbox_find(t, u.id, im->mailbox, &id);
+	if (rc == 0 && !str_caseeq(im->mailbox, strlen(im->mailbox), "INBOX", 5))
+		rc = store_mbox_delete(t, u.id, im->mailbox);
+	else if (rc == STORE_ENOMBOX)
+		rc = 0;
+	if (rc == 0)
+		rc = mc_mbox_ensure(t, im->user, im->mailbox, false, &id);
+	if (rc == 0)
+		rc = store_mbox_status(t, id, &st);
+	return rc != 0 ? rc : st.uidnext != 1 || st.messages != 0 ? STORE_EEXIST : 0;
+}
+
+int mc_import_folder(struct mc *mc, const char *user, const char *mailbox, const char *dir,
+		     uint64_t *count_r)
+{
+	struct imp *im = xcalloc(1, sizeof(*im));
+	int err, rc = MC_OK;
+
+	im->mc = mc;
+	im->user = user;
+	im->path = dir;
+	im->mailbox = mailbox;
+	if ((err = store_user_locate(mc->st, user, &im->part)) != 0)
+		rc = mc_fail(mc, err, "user '%s'", user);
+	else if ((err = store_write(mc->st, im->part, w_mbox_fresh, im)) != 0)
+		rc = err == STORE_EEXIST
+			     ? mc_refuse(
+				       mc, MC_REFUSED, "--abort the move and start it again",
+				       "mailbox '%s' of '%s' holds a partial copy that cannot be "
+				       "made anew",
+				       mailbox, user)
+			     : mc_fail(mc, err, "mailbox '%s' of '%s'", mailbox, user);
+	else if ((err = import_maildir(im)) != 0)
+		rc = mc_fail(mc, err, "import of '%s' stopped after %" PRIu64 " messages", mailbox,
+			     im->count);
+	else if (im->uidvalidity != 0 && !im->keep_uids)
+		rc = mc_refuse(mc, MC_IOERR, "--abort the move and start it again",
+			       "mailbox '%s' of '%s' did not keep its UIDs", mailbox, user);
+	*count_r += im->count;
+	for (size_t i = 0; i < MAILDIR_KWS; i++)
+		free(im->kwletters[i]);
+	free(im);
+	return rc;
+}
+
 int mc_import(struct mc *mc, const struct mc_args *a)
 {
 	struct mems ms = { 0 };
@@ -1890,7 +1948,7 @@ static void boxes_clear(struct boxes *b)
 }
 
 /* The Maildir++ folder of a mailbox below dir: ".A.B" for A/B, a '.' in a level as %2E. */
-static char *folder_path(const char *dir, const char *name)
+char *mc_folder_path(const char *dir, const char *name)
 {
 	struct buf b;
 	char *out;
@@ -2000,7 +2058,7 @@ int mc_export_user(struct mc *mc, const char *user, const char *dir, uint64_t *c
 		if (all.special[i] == UINT32_MAX ||
 		    str_caseeq(all.names[i], strlen(all.names[i]), "INBOX", 5))
 			continue; /* \Noselect (made again as a parent) or INBOX (done) */
-		path = folder_path(dir, all.names[i]);
+		path = mc_folder_path(dir, all.names[i]);
 		rc = export_mailbox(mc, user, all.names[i], path, true, count, bytes);
 		*nboxes += rc == MC_OK;
 		free(path);

@@ -19,18 +19,27 @@
  *
  * The journal DIR/journal (default <[store] path>.move-USER) records the step reached and
  * the quota the freeze replaced; running the command again resumes from it, --abort (before
- * the flip) drops the target copy and unfreezes the source. */
+ * the flip) drops the target copy and unfreezes the source.
+ *
+ * With --via CMD instead of --to, the target's store is not opened here: the copy is a
+ * heron-move stream (mailctl_stream.c) into `CMD user receive USER` on the target host, and
+ * the comparisons are with `CMD user digest USER` (a SHA-256 per mailbox of the text below).
+ * The journal's "box" lines checkpoint the mailboxes the target holds complete, so a rerun
+ * after a dropped pipe or a killed side sends only the others. */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <openssl/evp.h>
 
 #include "common/conf.h"
 #include "common/control.h"
@@ -49,11 +58,13 @@ struct journal {
 	bool created; /* the target's user is ours (made by this move) */
 	enum move_step step;
 	int64_t flipped_at;
+	struct mc_digest *done; /* --via: the mailboxes the target held complete, as copied */
+	size_t ndone;
 };
 
 struct move {
 	struct mc *mc, tgt;
-	const char *user, *host, *provider;
+	const char *user, *host, *provider, *via;
 	char *dir, *jpath, *mail, *fpath;
 	struct journal j;
 	uint64_t mailboxes, messages;
@@ -64,7 +75,7 @@ struct move {
 /* 0 and m->j, 1 when there is no journal, -1 when it does not parse. */
 static int journal_read(struct move *m)
 {
-	char line[600], key[32], val[512];
+	char line[1200], key[32], val[1100], hex[65];
 	FILE *f = fopen(m->jpath, "r");
 	bool magic = false;
 
@@ -75,7 +86,7 @@ static int journal_read(struct move *m)
 		val[0] = '\0';
 		if (strcmp(line, "heron-move 1\n") == 0)
 			magic = true;
-		if (sscanf(line, "%31s %511[^\n]", key, val) < 1)
+		if (sscanf(line, "%31s %1099[^\n]", key, val) < 1)
 			continue;
 		if (strcmp(key, "host") == 0)
 			str_lcpy(m->j.host, val, sizeof(m->j.host));
@@ -87,7 +98,13 @@ static int journal_read(struct move *m)
 			m->j.quota_msgs = strtoull(val, NULL, 10);
 		else if (strcmp(key, "target_created") == 0)
 			m->j.created = strcmp(val, "1") == 0;
-		else if (strcmp(key, "flipped_at") == 0)
+		else if (strcmp(key, "box") == 0 && sscanf(val, "%64s", hex) == 1 &&
+			 strlen(hex) == 64 && val[64] == ' ' && val[65] != '\0') {
+			m->j.done = xreallocarray(m->j.done, m->j.ndone + 1, sizeof(*m->j.done));
+			memset(&m->j.done[m->j.ndone], 0, sizeof(*m->j.done));
+			memcpy(m->j.done[m->j.ndone].hex, hex, 65);
+			m->j.done[m->j.ndone++].name = xstrdup(val + 65);
+		} else if (strcmp(key, "flipped_at") == 0)
 			m->j.flipped_at = strtoll(val, NULL, 10);
 		else if (strcmp(key, "step") == 0)
 			for (int s = MV_FROZEN; s <= MV_FLIPPED; s++)
@@ -115,6 +132,8 @@ static int journal_write(struct move *m)
 		"\nquota_msgs %" PRIu64 "\ntarget_created %d\nstep %s\nflipped_at %" PRId64 "\n",
 		m->user, m->j.host, m->j.from[0] ? m->j.from : "-", m->j.quota_bytes,
 		m->j.quota_msgs, m->j.created ? 1 : 0, step_names[m->j.step], m->j.flipped_at);
+	for (size_t i = 0; i < m->j.ndone; i++)
+		fprintf(f, "box %s %s\n", m->j.done[i].hex, m->j.done[i].name);
 	if (fflush(f) == EOF || fsync(fileno(f)) == -1)
 		err = errno;
 	if (fclose(f) == EOF && err == 0)
@@ -139,18 +158,6 @@ static int journal_save(struct move *m, enum move_step step)
 		return mc_refuse(m->mc, MC_IOERR, "see the free space and permissions there",
 				 "writing %s: %s", m->jpath, strerror(err));
 	return MC_OK;
-}
-
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)ftw;
-	return (flag == FTW_DP ? rmdir(p) : unlink(p)) == -1 ? errno : 0;
-}
-
-static int rm_tree(const char *path)
-{
-	return access(path, F_OK) != 0 ? 0 : nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /* ---- the stores ---- */
@@ -244,7 +251,25 @@ struct fp {
 	uint64_t user;
 	uint64_t mailboxes, messages;
 	int rc;
+	struct mc_digest *v; /* the parts: v[i] starts at at[i] */
+	size_t n;
+	long *at;
 };
+
+/* A part of the text begins here (name NULL: the user's rest). */
+static void fp_part(struct fp *fp, const struct store_mbox_info *mi)
+{
+	fflush(fp->f);
+	fp->v = xreallocarray(fp->v, fp->n + 1, sizeof(*fp->v));
+	fp->at = xreallocarray(fp->at, fp->n + 1, sizeof(*fp->at));
+	memset(&fp->v[fp->n], 0, sizeof(*fp->v));
+	if (mi != NULL) {
+		fp->v[fp->n].name = xstrndup(mi->name, mi->name_len);
+		fp->v[fp->n].subscribed = (mi->attrs & STORE_MBOX_SUBSCRIBED) != 0;
+		fp->v[fp->n].special = mi->special;
+	}
+	fp->at[fp->n++] = ftell(fp->f);
+}
 
 /* One annotation: its entry and value (hex). */
 static int fp_annot(const struct store_annot *a, void *arg)
@@ -284,6 +309,7 @@ static int fp_mbox(const struct store_mbox_info *mi, void *arg)
 	    (rc = store_mbox_keywords(fp->t, mi->id, names, &nkw)) != 0 ||
 	    (rc = store_msg_iter(fp->t, mi->id, 1, UINT32_MAX, 0, &it)) != 0)
 		return rc;
+	fp_part(fp, mi);
 	fprintf(fp->f,
 		"mailbox %.*s uidvalidity %" PRIu32 " uidnext %" PRIu32 " highestmodseq %" PRIu64
 		" subscribed %d special %x expunge_floor %" PRIu64 "\n",
@@ -331,13 +357,14 @@ static int fp_sieve(const struct store_sieve_script *s, void *arg)
 /* What a move must keep of user, as text (*text_r malloc'd): each selectable mailbox with
    its UIDVALIDITY, UIDNEXT, HIGHESTMODSEQ, subscription, special use and annotations, each
    message with its UID, size, INTERNALDATE, MODSEQ, flags and keywords, and the user's
-   server annotations and Sieve scripts (the active one marked). A store error code. */
-static int fingerprint(struct mc *mc, const char *user, char **text_r, uint64_t *boxes_r,
-		       uint64_t *msgs_r)
+   server annotations and Sieve scripts (the active one marked); each mailbox's part and
+   the rest with their SHA-256 (v_r may be NULL). A store error code. */
+int mc_fingerprint(struct mc *mc, const char *user, char **text_r, struct mc_digest **v_r,
+		   size_t *n_r, uint64_t *boxes_r, uint64_t *msgs_r)
 {
 	struct fp fp = { 0 };
 	struct store_user u;
-	size_t len;
+	size_t len = 0;
 	unsigned p;
 	int rc;
 
@@ -351,6 +378,7 @@ static int fingerprint(struct mc *mc, const char *user, char **text_r, uint64_t 
 		rc = store_mbox_list(fp.t, u.id, "*", false, fp_mbox, &fp);
 	}
 	if (rc == 0) {
+		fp_part(&fp, NULL);
 		fputs("server\n", fp.f);
 		rc = store_annot_all(fp.t, u.id, u.id, fp_annot, &fp);
 	}
@@ -360,11 +388,48 @@ static int fingerprint(struct mc *mc, const char *user, char **text_r, uint64_t 
 	fclose(fp.f);
 	*boxes_r = fp.mailboxes;
 	*msgs_r = fp.messages;
+	for (size_t i = 0; i < fp.n && rc == 0; i++) {
+		size_t end = i + 1 < fp.n ? (size_t)fp.at[i + 1] : len;
+		unsigned char md[EVP_MAX_MD_SIZE];
+		unsigned mdlen = 0;
+
+		if (EVP_Digest(*text_r + fp.at[i], end - (size_t)fp.at[i], md, &mdlen,
+			       EVP_sha256(), NULL) != 1 ||
+		    mdlen != 32) {
+			rc = STORE_EIO;
+			break;
+		}
+		for (unsigned k = 0; k < 32; k++)
+			snprintf(fp.v[i].hex + 2 * k, 3, "%02x", md[k]);
+	}
+	free(fp.at);
+	if (rc != 0 || v_r == NULL) {
+		mc_digests_free(fp.v, fp.n);
+		fp.v = NULL;
+		fp.n = 0;
+	}
+	if (v_r != NULL) {
+		*v_r = fp.v;
+		*n_r = fp.n;
+	}
 	if (rc != 0) {
 		free(*text_r);
 		*text_r = NULL;
 	}
 	return rc;
+}
+
+static int fingerprint(struct mc *mc, const char *user, char **text_r, uint64_t *boxes_r,
+		       uint64_t *msgs_r)
+{
+	return mc_fingerprint(mc, user, text_r, NULL, NULL, boxes_r, msgs_r);
+}
+
+void mc_digests_free(struct mc_digest *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i].name);
+	free(v);
 }
 
 /* The first line where a and b differ, for the refusal. */
@@ -474,20 +539,13 @@ static int compare(struct move *m, char **src_r)
 struct scripts {
 	const char *user;
 	size_t n;
-	struct script {
-		char *name;
-		char *src;
-		size_t src_len;
-		uint8_t *prog;
-		size_t prog_len;
-		bool active;
-	} * v;
+	struct mc_script *v;
 };
 
 static int scripts_add(const struct store_sieve_script *s, void *arg)
 {
 	struct scripts *sc = arg;
-	struct script *d;
+	struct mc_script *d;
 
 	sc->v = xreallocarray(sc->v, sc->n + 1, sizeof(*sc->v));
 	d = &sc->v[sc->n++];
@@ -503,18 +561,34 @@ static int scripts_add(const struct store_sieve_script *s, void *arg)
 	return 0;
 }
 
+int mc_scripts_put(struct store_txn *t, const char *user, const struct mc_script *v, size_t n)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < n && rc == 0; i++)
+		rc = store_sieve_put(t, user, v[i].name, v[i].src, v[i].src_len, v[i].prog,
+				     v[i].prog_len);
+	for (size_t i = 0; i < n && rc == 0; i++)
+		if (v[i].active)
+			rc = store_sieve_activate(t, user, v[i].name);
+	return rc;
+}
+
+void mc_scripts_free(struct mc_script *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(v[i].name);
+		free(v[i].src);
+		free(v[i].prog);
+	}
+	free(v);
+}
+
 static int w_scripts(struct store_txn *t, void *arg)
 {
 	struct scripts *sc = arg;
-	int rc = 0;
 
-	for (size_t i = 0; i < sc->n && rc == 0; i++)
-		rc = store_sieve_put(t, sc->user, sc->v[i].name, sc->v[i].src, sc->v[i].src_len,
-				     sc->v[i].prog, sc->v[i].prog_len);
-	for (size_t i = 0; i < sc->n && rc == 0; i++)
-		if (sc->v[i].active)
-			rc = store_sieve_activate(t, sc->user, sc->v[i].name);
-	return rc;
+	return mc_scripts_put(t, sc->user, sc->v, sc->n);
 }
 
 static int copy_scripts(struct move *m)
@@ -534,12 +608,7 @@ static int copy_scripts(struct move *m)
 	else if (sc.n > 0 && ((rc = store_user_locate(m->tgt.st, m->user, &p)) != 0 ||
 			      (rc = store_write(m->tgt.st, p, w_scripts, &sc)) != 0))
 		rc = mc_fail(m->mc, rc, "the Sieve scripts of '%s' on the target", m->user);
-	for (size_t i = 0; i < sc.n; i++) {
-		free(sc.v[i].name);
-		free(sc.v[i].src);
-		free(sc.v[i].prog);
-	}
-	free(sc.v);
+	mc_scripts_free(sc.v, sc.n);
 	return rc;
 }
 
@@ -592,6 +661,288 @@ static int set_mailhost(struct move *m, const char *host, char **old_r)
 	return rc;
 }
 
+/* ---- the target through --via CMD ---- */
+
+/* Runs `sh -c 'CMD "$@"' sh user VERB USER` (CMD runs mailctl on the target host), its
+   stdin from in (-1: /dev/null) and its stdout into out (-1: our stderr); its pid or -1. */
+static pid_t via_spawn(struct move *m, const char *verb, int in, int out)
+{
+	char *script = xasprintf("%s \"$@\"", m->via);
+	pid_t pid;
+
+	fflush(NULL);
+	if ((pid = fork()) == 0) {
+		int nul = open("/dev/null", O_RDONLY);
+
+		if (dup2(in != -1 ? in : nul, 0) == -1 || dup2(out != -1 ? out : 2, 1) == -1)
+			_exit(127);
+		execl("/bin/sh", "sh", "-c", script, "sh", "user", verb, m->user, (char *)NULL);
+		_exit(127);
+	}
+	free(script);
+	if (pid == -1)
+		mc_refuse(m->mc, MC_IOERR, "see the process limits", "starting --via: %s",
+			  strerror(errno));
+	return pid;
+}
+
+/* The exit of CMD's `user VERB`: MC_OK, else MC_TEMPFAIL (said unless quiet). */
+static int via_wait(struct move *m, pid_t pid, const char *verb, bool quiet)
+{
+	int st = 0;
+
+	while (waitpid(pid, &st, 0) == -1)
+		if (errno != EINTR)
+			return quiet ? MC_TEMPFAIL
+				     : mc_refuse(m->mc, MC_IOERR, "", "waiting for --via: %s",
+						 strerror(errno));
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return MC_OK;
+	if (quiet)
+		return MC_TEMPFAIL;
+	return mc_refuse(m->mc, MC_TEMPFAIL,
+			 "see its error above; run the command again: the move resumes",
+			 "the target's `mailctl user %s %s` (--via) %s %d", verb, m->user,
+			 WIFEXITED(st) ? "exited with" : "was killed by signal",
+			 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+}
+
+/* What the target holds of the user (`user digest` through CMD). */
+static int via_digest(struct move *m, struct mc_target *t)
+{
+	int p[2], rc, wrc;
+	pid_t pid;
+	FILE *f;
+
+	memset(t, 0, sizeof(*t));
+	if (pipe2(p, O_CLOEXEC) == -1)
+		return mc_refuse(m->mc, MC_IOERR, "", "pipe: %s", strerror(errno));
+	pid = via_spawn(m, "digest", -1, p[1]);
+	close(p[1]);
+	if (pid == -1) {
+		close(p[0]);
+		return MC_IOERR;
+	}
+	f = fdopen(p[0], "r");
+	rc = mc_digest_read(m->mc, f, t);
+	fclose(f);
+	wrc = via_wait(m, pid, "digest", rc != MC_OK);
+	if (rc == MC_OK && wrc != MC_OK) {
+		mc_digests_free(t->v, t->n);
+		memset(t, 0, sizeof(*t));
+		rc = wrc;
+	}
+	return rc;
+}
+
+/* The stream of plan into `user receive` through CMD. */
+static int via_send(struct move *m, const struct mc_stream_plan *plan)
+{
+	int p[2], rc, wrc;
+	pid_t pid;
+	FILE *f;
+
+	if (pipe2(p, O_CLOEXEC) == -1)
+		return mc_refuse(m->mc, MC_IOERR, "", "pipe: %s", strerror(errno));
+	pid = via_spawn(m, "receive", p[0], -1);
+	close(p[0]);
+	if (pid == -1) {
+		close(p[1]);
+		return MC_IOERR;
+	}
+	f = fdopen(p[1], "w");
+	rc = mc_stream_send(m->mc, f, m->user, m->mail, plan);
+	fclose(f);
+	wrc = via_wait(m, pid, "receive", false);
+	return wrc != MC_OK ? wrc : rc;
+}
+
+/* The part of v named name (NULL: the rest), or NULL. */
+static const struct mc_digest *part_find(const struct mc_digest *v, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (name == NULL ? v[i].name == NULL
+				 : v[i].name != NULL && strcmp(v[i].name, name) == 0)
+			return &v[i];
+	return NULL;
+}
+
+static bool part_same(const struct mc_digest *v, size_t n, const struct mc_digest *d)
+{
+	const struct mc_digest *o = part_find(v, n, d->name);
+
+	return o != NULL && strcmp(o->hex, d->hex) == 0;
+}
+
+/* Mailbox d of the source is on the target complete: checkpointed in the journal as the
+   same and the target's digest the same (the digest decides: the checkpoints are taken
+   from it after each stream, and before it when a sender was killed before that). */
+static bool held(const struct move *m, const struct mc_target *t, const struct mc_digest *d)
+{
+	return t->present && part_same(m->j.done, m->j.ndone, d) && part_same(t->v, t->n, d);
+}
+
+/* The journal's checkpoints: the source's mailboxes the target's digest shows the same. */
+static void checkpoint(struct move *m, const struct mc_digest *v, size_t n,
+		       const struct mc_target *t)
+{
+	mc_digests_free(m->j.done, m->j.ndone);
+	m->j.done = NULL;
+	m->j.ndone = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].name == NULL || !part_same(t->v, t->n, &v[i]))
+			continue;
+		m->j.done = xreallocarray(m->j.done, m->j.ndone + 1, sizeof(*m->j.done));
+		m->j.done[m->j.ndone] = v[i];
+		m->j.done[m->j.ndone++].name = xstrdup(v[i].name);
+	}
+}
+
+/* The target holds what v describes; else says the first part that differs. */
+static int via_same(struct move *m, const struct mc_digest *v, size_t n, const struct mc_target *t)
+{
+	const char *bad = NULL;
+
+	for (size_t i = 0; i < n && bad == NULL; i++)
+		if (!part_same(t->v, t->n, &v[i]))
+			bad = v[i].name != NULL ? v[i].name : "(annotations and Sieve scripts)";
+	for (size_t i = 0; i < t->n && bad == NULL; i++)
+		if (part_find(v, n, t->v[i].name) == NULL)
+			bad = t->v[i].name != NULL ? t->v[i].name : "(the rest)";
+	if (bad == NULL && t->present)
+		return MC_OK;
+	return mc_refuse(m->mc, MC_IOERR,
+			 "the source keeps the user (frozen); run the command again to copy "
+			 "what differs, or --abort",
+			 "the copy of '%s' differs on the target: %s", m->user,
+			 t->present ? bad : "the user is missing");
+}
+
+/* compare() through CMD: the source's fingerprint and the target's digest. */
+static int via_compare(struct move *m, char **src_r)
+{
+	struct mc_digest *v = NULL;
+	struct mc_target t;
+	size_t n = 0;
+	int rc;
+
+	*src_r = NULL;
+	if ((rc = mc_fingerprint(m->mc, m->user, src_r, &v, &n, &m->mailboxes, &m->messages)) != 0)
+		return mc_fail(m->mc, rc, "reading '%s' on the source", m->user);
+	if ((rc = via_digest(m, &t)) == MC_OK)
+		rc = via_same(m, v, n, &t);
+	mc_digests_free(v, n);
+	mc_digests_free(t.v, t.n);
+	if (rc != MC_OK) {
+		free(*src_r);
+		*src_r = NULL;
+	}
+	return rc;
+}
+
+/* The stream's plan: every mailbox the target does not hold complete, INBOX first (all of
+   them when its INBOX is not: INBOX is never deleted, so the copy starts again), the
+   target's extra mailboxes deleted. */
+static void plan_make(struct move *m, const struct mc_digest *v, size_t n,
+		      const struct mc_target *t, struct mc_stream_plan *p,
+		      struct mc_stream_box *boxes, const char **dels)
+{
+	const struct mc_digest *inbox = part_find(v, n, "INBOX");
+
+	memset(p, 0, sizeof(*p));
+	p->reset = t->present && (inbox == NULL || !held(m, t, inbox));
+	for (int inbox_pass = 1; inbox_pass >= 0; inbox_pass--) /* INBOX first */
+		for (size_t i = 0; i < n; i++)
+			if (v[i].name != NULL && (&v[i] == inbox) == inbox_pass &&
+			    (!t->present || p->reset || !held(m, t, &v[i])))
+				boxes[p->nboxes++] = (struct mc_stream_box){ v[i].name,
+									     v[i].subscribed,
+									     v[i].special };
+	for (size_t i = 0; i < t->n && t->present && !p->reset; i++)
+		if (t->v[i].name != NULL && part_find(v, n, t->v[i].name) == NULL)
+			dels[p->ndeletes++] = t->v[i].name;
+	p->boxes = boxes;
+	p->deletes = dels;
+	p->quota_bytes = m->j.quota_bytes;
+	p->quota_msgs = m->j.quota_msgs;
+}
+
+/* frozen -> copied through CMD: the source frozen and kicked, exported here, and streamed
+   to the target mailbox by mailbox, skipping those a former run left there complete (the
+   journal's checkpoints and the target's digest agree); then the two compared. */
+static int copy_via(struct move *m)
+{
+	struct mc_target t = { 0 };
+	struct mc_stream_plan plan = { 0 };
+	struct mc_digest *v = NULL;
+	struct mc_stream_box *boxes = NULL;
+	const char **dels = NULL;
+	uint64_t count = 0, bytes = 0;
+	size_t nboxes = 0, n = 0;
+	struct uop o = { 0 };
+	char *src = NULL;
+	int rc, src_rc;
+	FILE *f;
+
+	o.bytes = o.msgs = 1;
+	if ((rc = user_write(m->mc, m->user, -1, w_quota, &o)) != 0)
+		return mc_fail(m->mc, rc, "freezing '%s' (its quota)", m->user);
+	kick(m);
+	if ((rc = via_digest(m, &t)) != MC_OK)
+		return rc;
+	if (t.present && !m->j.created) {
+		rc = mc_refuse(m->mc, MC_REFUSED, "remove it there first (`mailctl user del`)",
+			       "user '%s' exists in the target's store (--via)", m->user);
+		goto out;
+	}
+	if (mc_rm_tree(m->mail) != 0) {
+		rc = mc_refuse(m->mc, MC_IOERR, "remove it by hand", "removing %s: %s", m->mail,
+			       strerror(errno));
+		goto out;
+	}
+	if ((rc = mc_export_user(m->mc, m->user, m->mail, &count, &bytes, &nboxes)) != MC_OK)
+		goto out;
+	if ((rc = mc_fingerprint(m->mc, m->user, &src, &v, &n, &m->mailboxes, &m->messages)) !=
+	    0) {
+		rc = mc_fail(m->mc, rc, "reading '%s' on the source", m->user);
+		goto out;
+	}
+	m->j.created = true;
+	checkpoint(m, v, n, &t); /* what a sender killed before its checkpoints left there */
+	if ((rc = journal_save(m, MV_FROZEN)) != MC_OK)
+		goto out;
+	boxes = xcalloc(n + 1, sizeof(*boxes));
+	dels = xcalloc(t.n + 1, sizeof(*dels));
+	plan_make(m, v, n, &t, &plan, boxes, dels);
+	src_rc = via_send(m, &plan);
+	mc_digests_free(t.v, t.n);
+	if ((rc = via_digest(m, &t)) == MC_OK) {
+		checkpoint(m, v, n, &t);
+		rc = journal_save(m, MV_FROZEN);
+	}
+	if (src_rc != MC_OK || rc != MC_OK) {
+		rc = src_rc != MC_OK ? src_rc : rc;
+		goto out;
+	}
+	if ((rc = via_same(m, v, n, &t)) != MC_OK)
+		goto out;
+	if ((f = fopen(m->fpath, "w")) == NULL || fputs(src, f) == EOF || fflush(f) == EOF ||
+	    fsync(fileno(f)) == -1)
+		rc = mc_refuse(m->mc, MC_IOERR, "see the free space there", "writing %s: %s",
+			       m->fpath, strerror(errno));
+	if (f != NULL)
+		fclose(f);
+	if (rc == MC_OK)
+		rc = journal_save(m, MV_COPIED);
+out:
+	free(boxes);
+	free(dels);
+	mc_digests_free(v, n);
+	mc_digests_free(t.v, t.n);
+	free(src);
+	return rc;
+}
+
 /* ---- the steps ---- */
 
 static int report(struct move *m, const char *step)
@@ -621,9 +972,10 @@ static int report(struct move *m, const char *step)
 	} else if (until[0] != '\0')
 		printf("moved %s to %s: %" PRIu64 " mailboxes, %" PRIu64
 		       " messages; the source copy stays (frozen) until `mailctl user move %s %s "
-		       "--to %s --finish` after %s\n",
+		       "%s%s%s --finish` after %s\n",
 		       m->user, m->host, m->mailboxes, m->messages, m->user, m->host,
-		       m->tgt.conf_path, until);
+		       m->via ? "--via '" : "--to ", m->via ? m->via : m->tgt.conf_path,
+		       m->via ? "'" : "", until);
 	else
 		printf("move of %s to %s: %s\n", m->user, m->host, step);
 	return MC_OK;
@@ -650,7 +1002,7 @@ static int copy(struct move *m)
 		if (rc != 0 && rc != STORE_ENOUSER)
 			return mc_fail(m->mc, rc, "removing the earlier copy on the target");
 	}
-	if (rm_tree(m->mail) != 0)
+	if (mc_rm_tree(m->mail) != 0)
 		return mc_refuse(m->mc, MC_IOERR, "remove it by hand", "removing %s: %s", m->mail,
 				 strerror(errno));
 	if ((rc = mc_export_user(m->mc, m->user, m->mail, &count, &bytes, &nboxes)) != MC_OK)
@@ -688,7 +1040,7 @@ static int flip(struct move *m)
 	char *src = NULL, *old = NULL;
 	int rc;
 
-	if ((rc = compare(m, &src)) != MC_OK) {
+	if ((rc = m->via ? via_compare(m, &src) : compare(m, &src)) != MC_OK) {
 		journal_save(m, MV_FROZEN); /* copy again next time */
 		return rc;
 	}
@@ -712,7 +1064,20 @@ static int begin(struct move *m)
 
 	if ((rc = store_user_locate(m->mc->st, m->user, &p)) != 0)
 		return mc_fail(m->mc, rc, "user '%s' on the source", m->user);
-	if (store_user_locate(m->tgt.st, m->user, &p) == 0)
+	if (m->via != NULL) {
+		struct mc_target t;
+		bool present;
+
+		if ((rc = via_digest(m, &t)) != MC_OK)
+			return rc;
+		present = t.present;
+		mc_digests_free(t.v, t.n);
+		if (present)
+			return mc_refuse(
+				m->mc, MC_REFUSED,
+				"remove it there first (`mailctl user del` on the target)",
+				"user '%s' exists in the target's store (--via)", m->user);
+	} else if (store_user_locate(m->tgt.st, m->user, &p) == 0)
 		return mc_refuse(m->mc, MC_REFUSED,
 				 "remove it there first (`mailctl -c TARGET.conf user del`)",
 				 "user '%s' exists in the target's store (%s)", m->user,
@@ -794,7 +1159,7 @@ static int finish(struct move *m)
 				     w_bury, &b.o)) != 0)
 			return mc_fail(m->mc, rc, "the tombstone of '%s' on the source", m->user);
 	}
-	if (rm_tree(m->dir) != 0)
+	if (mc_rm_tree(m->dir) != 0)
 		fprintf(stderr, "mailctl: removing %s: %s (the move is done)\n", m->dir,
 			strerror(errno));
 	return report(m, "done");
@@ -810,14 +1175,19 @@ static int abort_move(struct move *m)
 			m->mc, MC_REFUSED,
 			"move it back with `mailctl user move USER SOURCE` from the target",
 			"mailHost of '%s' is %s already", m->user, m->host);
-	if (m->j.created && (rc = user_write(&m->tgt, m->user, -1, w_delete, &o)) != 0 &&
-	    rc != STORE_ENOUSER)
+	if (m->j.created && m->via != NULL) {
+		struct mc_stream_plan drop = { .drop = true };
+
+		if ((rc = via_send(m, &drop)) != MC_OK)
+			return rc;
+	} else if (m->j.created && (rc = user_write(&m->tgt, m->user, -1, w_delete, &o)) != 0 &&
+		   rc != STORE_ENOUSER)
 		return mc_fail(m->mc, rc, "removing the copy on the target");
 	o.bytes = m->j.quota_bytes;
 	o.msgs = m->j.quota_msgs;
 	if ((rc = user_write(m->mc, m->user, -1, w_quota, &o)) != 0)
 		return mc_fail(m->mc, rc, "unfreezing '%s' (its quota)", m->user);
-	if (rm_tree(m->dir) != 0)
+	if (mc_rm_tree(m->dir) != 0)
 		fprintf(stderr, "mailctl: removing %s: %s\n", m->dir, strerror(errno));
 	return report(m, "aborted");
 }
@@ -842,14 +1212,15 @@ static int run_move(struct move *m, const struct mc_args *a)
 		return finish(m);
 	if (rc != 0 && (rc = begin(m)) != MC_OK)
 		return rc;
-	if (m->j.step == MV_FROZEN && (rc = copy(m)) != MC_OK)
+	if (m->j.step == MV_FROZEN && (rc = m->via ? copy_via(m) : copy(m)) != MC_OK)
 		return rc;
 	if (m->j.step == MV_COPIED && (rc = flip(m)) != MC_OK)
 		return rc;
 	if (m->mailboxes == 0) { /* resumed after the flip: count what moved */
 		char *text = NULL;
 
-		if (fingerprint(&m->tgt, m->user, &text, &m->mailboxes, &m->messages) == 0)
+		if (fingerprint(m->via ? m->mc : &m->tgt, m->user, &text, &m->mailboxes,
+				&m->messages) == 0)
 			free(text);
 	}
 	return report(m, "flipped");
@@ -862,8 +1233,9 @@ int mc_user_move(struct mc *mc, const struct mc_args *a)
 	char *err = NULL, rs[4096], rt[4096];
 	int rc;
 
-	if (!a->set[0])
-		return mc_usage(mc, "--to TARGET.conf: the heron.conf naming the target's store");
+	if (a->set[0] == a->set[5])
+		return mc_usage(mc, "--to TARGET.conf (the heron.conf naming the target's store) "
+				    "or --via CMD (mailctl on the target host), one of them");
 	if (a->set[3] && a->set[4])
 		return mc_usage(mc, "--finish or --abort, not both");
 	for (const char *p = m.host; *p != '\0'; p++)
@@ -875,13 +1247,17 @@ int mc_user_move(struct mc *mc, const struct mc_args *a)
 	if (!a->set[1] && (strchr(m.user, '/') != NULL || m.user[0] == '.'))
 		return mc_usage(mc, "give --dir for a user name holding '/'");
 	m.provider = a->set[2] ? a->val[2] : NULL;
+	m.via = a->set[5] ? a->val[5] : NULL;
 	m.dir = a->set[1] ? xstrdup(a->val[1]) : xasprintf("%s.move-%s", spath, m.user);
 	m.jpath = xasprintf("%s/journal", m.dir);
 	m.mail = xasprintf("%s/mail", m.dir);
 	m.fpath = xasprintf("%s/fingerprint", m.dir);
 	m.tgt.conf_path = a->val[0];
 	m.tgt.json = mc->json;
-	if (conf_load(a->val[0], &m.tgt.conf, &err) < 0) {
+	if (m.via != NULL) {
+		signal(SIGPIPE, SIG_IGN); /* a target that stops: EPIPE, said */
+		rc = run_move(&m, a);
+	} else if (conf_load(a->val[0], &m.tgt.conf, &err) < 0) {
 		rc = mc_refuse(mc, MC_CONFIG, "--to names the target's heron.conf", "%s", err);
 		free(err);
 	} else if (realpath(spath, rs) != NULL &&
@@ -891,8 +1267,11 @@ int mc_user_move(struct mc *mc, const struct mc_args *a)
 	else if ((rc = mc_open_store(&m.tgt, MC_STORE_NEW)) == MC_OK)
 		rc = run_move(&m, a);
 	mc->error_out |= m.tgt.error_out;
-	store_close(&m.tgt.st);
-	conf_free(&m.tgt.conf);
+	if (m.tgt.st != NULL)
+		store_close(&m.tgt.st);
+	if (m.tgt.conf != NULL)
+		conf_free(&m.tgt.conf);
+	mc_digests_free(m.j.done, m.j.ndone);
 	free(m.dir);
 	free(m.jpath);
 	free(m.mail);

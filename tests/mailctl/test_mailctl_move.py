@@ -37,6 +37,57 @@ with open(os.path.join(ROOT, "docs", "schema", "mailctl.schema.json")) as f:
     SCHEMA = json.load(f)
 DEAD_PROVIDER = "ldap://127.0.0.1:1/"  # nothing listens: the flip fails, the copy is ready
 
+# --via CMD for the test: runs `mailctl -c TARGET.conf user VERB USER`; each stream into
+# `receive` is kept as DIR/streamN; the first is cut inside its third mailbox (stdin closed),
+# the second has its receiver killed -9 inside its second mailbox, the third has the sender
+# (the source's mailctl) killed -9 once its second mailbox began
+VIA_WRAPPER = r"""
+import os, signal, subprocess, sys
+tmp, mailctl, conf = sys.argv[1:4]
+args = sys.argv[4:]
+if args[1] != "receive":
+    os.execv(mailctl, [mailctl, "-c", conf, *args])
+n = 1
+while os.path.exists(os.path.join(tmp, "stream%d" % n)):
+    n += 1
+if n == 3:
+    data = b""
+    while data.count(b"\nmailbox ") < 2:
+        b = sys.stdin.buffer.read1(65536)
+        if not b:
+            break
+        data += b
+else:
+    data = sys.stdin.buffer.read()
+with open(os.path.join(tmp, "stream%d" % n), "wb") as f:
+    f.write(data)
+p = subprocess.Popen([mailctl, "-c", conf, *args], stdin=subprocess.PIPE)
+if n == 3:
+    sender = os.getppid()  # through the sh -c of --via
+    while open("/proc/%d/comm" % sender).read().strip() != "mailctl":
+        sender = int(open("/proc/%d/stat" % sender).read().rsplit(")", 1)[1].split()[1])
+    p.stdin.write(data)
+    os.kill(sender, signal.SIGKILL)
+    p.stdin.close()
+    p.wait()
+    sys.exit(1)
+if n <= 2:
+    at = -1
+    for _ in range(4 - n):
+        at = data.index(b"\nmailbox ", at + 1)
+    end = min(data.find(k, at + 1) % (len(data) + 1) for k in (b"\nmailbox ", b"\nuserdata "))
+    p.stdin.write(data[:(at + end) // 2])
+    p.stdin.flush()
+    if n == 1:
+        p.stdin.close()
+    else:
+        p.send_signal(signal.SIGKILL)
+    p.wait()
+    sys.exit(1)
+p.communicate(data)
+sys.exit(p.returncode)
+"""
+
 
 def valid(name, doc):
     jsonschema.Draft202012Validator({**SCHEMA, "$ref": "#/$defs/" + name}).validate(doc)
@@ -338,6 +389,119 @@ def main():
         assert "to-work-1" not in h2.subjects("user1")
         assert_eq(mailctl(h1.conf, "user", "show", "user1")[0], 67)
 
+    def test_move_via_a_stream_cut_and_killed():
+        """--via CMD (mailctl on the target, here the other store's conf): the stream cut
+        after two mailboxes (the receiver sees its end early), then the receiver killed -9
+        inside the next stream, then the sender killed -9; each rerun sends only the
+        mailboxes the target does not hold complete, and the fourth completes with
+        UIDVALIDITY, UIDs, flags and digests kept."""
+        def flags_of(c):  # {UID: flags} of the selected mailbox, \Recent aside
+            return {int(m.group(1)): set(m.group(2).split()) - {b"\\Recent"}
+                    for m in (re.search(rb"UID (\d+) FLAGS \(([^)]*)\)", d or b"")
+                              for d in c.uid("FETCH", "1:*", "(FLAGS)")[1]) if m}
+
+        src, dst = (h1, h2) if mailhost(cl, "user4") == "store1.heron.test" else (h2, h1)
+        for k in range(4):
+            send(src, "user4", f"four-{k}")
+        wait_for(lambda: len(src.subjects("user4")) == 4, 30, "user4's mail")
+        c = front_login(cl.front, "user4")
+        for box in ("Alpha", "Beta", "Gamma", "Delta"):
+            assert c.create(box)[0] == "OK"
+            for k in range(3):
+                body = (f"Subject: {box}-{k}\r\n\r\n" + "x" * 70 + "\r\n") * 300
+                assert c.append(box, "(\\Seen $K%d)" % k, None, body.encode())[0] == "OK"
+        c.select("Beta")
+        c.uid("STORE", "2", "+FLAGS", "(\\Deleted)")
+        c.expunge()
+        before = {}
+        for box in ("INBOX", "Alpha", "Beta", "Gamma", "Delta"):
+            typ, data = c.status(box, "(UIDVALIDITY UIDNEXT MESSAGES)")
+            c.select(box, readonly=True)
+            before[box] = (data, flags_of(c))
+        c.logout()
+        assert_eq(sorted(before["Beta"][1]), [1, 3])
+        wrap = os.path.join(TMP, "via.py")
+        with open(wrap, "w") as f:
+            f.write(VIA_WRAPPER)
+        via = f"{sys.executable} {wrap} {TMP} {MAILCTL} {dst.conf}"
+
+        def digest(h):
+            r = subprocess.run([MAILCTL, "-c", h.conf, "user", "digest", "user4"],
+                               capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+            return [ln for ln in r.stdout.splitlines() if ln.startswith("mailbox ")]
+
+        def sent(n):
+            with open(os.path.join(TMP, f"stream{n}"), "rb") as f:
+                return [ln.split(b" ", 3)[3].decode() for ln in f.read().split(b"\n")
+                        if ln.startswith(b"mailbox ")]
+
+        def move_via(*more, rc=0):
+            code, doc, err = mailctl(src.conf, "user", "move", "user4", dst.name, "--via",
+                                     via, *more)
+            assert code == rc, (more, code, doc, err)
+            return (valid("user move" if rc == 0 else "error", doc) if rc >= 0 else doc), err
+
+        def complete():
+            return {d.split(" ", 2)[2] for d in set(digest(dst)) & set(full)}
+
+        full = digest(src)
+        assert_eq(len(full), 5)
+        # 1: the pipe dropped inside the third mailbox: two complete there, no partial one
+        err, _ = move_via(rc=75)
+        assert "run the command again" in err["hint"], err
+        got = digest(dst)
+        first = sent(1)
+        assert_eq(len(first), 5)
+        assert_eq(sorted(got), sorted(d for d in full if d.split(" ", 2)[2] in first[:2]))
+        # 2: the receiver killed -9 in the middle; the rerun skips what the target holds
+        move_via(rc=75)
+        assert_eq(sorted(sent(2)), sorted(first[2:]))
+        # 3: the sender killed -9 in the middle (the journal stays at frozen)
+        held = complete()
+        move_via(rc=-9)
+        assert set(sent(3)) <= set(first) - held and len(sent(3)) == 2, (sent(3), held)
+        # 4: completes, sending only what was not complete
+        held = complete()
+        assert len(held) < 5, held
+        doc, _ = move_via()
+        assert_eq(set(sent(4)), set(first) - held)
+        assert_eq((doc["step"], doc["mailboxes"], doc["messages"]), ("flipped", 5, 15))
+        assert_eq(mailhost(cl, "user4"), dst.name)
+        assert_eq(sorted(digest(dst)), sorted(full))
+        c = front_login(cl.front, "user4")  # relayed to the target now
+        for box, (status, flags) in before.items():
+            typ, data = c.status(box, "(UIDVALIDITY UIDNEXT MESSAGES)")
+            assert_eq(data, status)
+            c.select(box, readonly=True)
+            assert_eq(flags_of(c), flags)
+        c.logout()
+        assert_eq(move_via("--finish")[0]["step"], "done")
+        assert_eq(mailctl(src.conf, "user", "show", "user4")[0], 67)
+        # bad input from the pipe: a clear refusal (exit 65), nobody made
+        for bad in (b"", b"heron-move 2\n", b"heron-move 1\nuser user9\nmailbox 1 0 X\n"
+                    b"file cur/../../x 3 0\nabc\n", b"heron-move 1\nuser user9\n"
+                    b"mailbox 0 0 " + b"y" * 9000 + b"\n", b"heron-move 1\nuser user9\n"
+                    b"mailbox 0 0 X\nfile cur/a 99999999999 0\n", b"heron-move 1\nuser "
+                    b"user9\nmailbox 0 0 X\nfile cur/a 10 0\nshort", b"heron-move 1\nuser "
+                    b"user9\nuserdata 0 0\nsieve 1 5 3 s\nabc", b"heron-move 1\nuser us"):
+            r = subprocess.run([MAILCTL, "-c", src.conf, "user", "receive", "user9"],
+                               input=bad, capture_output=True, timeout=60)
+            assert r.returncode == 65, (bad[:60], r.returncode, r.stderr)
+            assert b"user receive: line" in r.stderr, r.stderr
+        assert_eq(mailctl(src.conf, "user", "show", "user9")[0], 67)
+        r = subprocess.run([MAILCTL, "-c", src.conf, "user", "digest", "user9"],
+                           capture_output=True, text=True, timeout=60)
+        assert_eq((r.returncode, r.stdout), (0, "heron-digest 1\nuser absent\nend\n"))
+        # and a target answering garbage to the digest: refused before the move begins
+        for answer in ("heron-digest 1\\nmailbox zz X\\nend\\n", "hello\\n",
+                       "heron-digest 1\\nuser absent\\n", "x" * 10000):
+            code, doc, err = mailctl(dst.conf, "user", "move", "user4", src.name, "--via",
+                                     f"printf '{answer}' #")
+            assert code == 65 and "digest does not parse" in valid("error", doc)["error"], \
+                (answer, code, doc, err)
+        assert not os.path.exists(os.path.join(dst.dir, "store.move-user4"))
+
     def test_abort_before_the_flip():
         send(h2, "user3", "three-1")
         wait_for(arrived(h1, "user3", "three-1"), 30, "user3's mail on store1")
@@ -411,7 +575,8 @@ def main():
 
     return run_cluster(cl, TMP, [test_move_keeps_uids_and_holds_mail,
                                  test_abort_before_the_flip,
-                                 test_resume_after_a_crash_in_the_copy, test_refusals],
+                                 test_resume_after_a_crash_in_the_copy, test_refusals,
+                                 test_move_via_a_stream_cut_and_killed],
                        started)
 
 
