@@ -430,6 +430,10 @@ static void local_deliver(struct local_dlv *ld, unsigned part)
 			close(fd);
 			if (rc == 0)
 				return; /* local_sieved: the reply queued (or 451) */
+		} else if (rec.kind == STORE_DROP_REPLY_OWED) {
+			log_warnx("%016" PRIx64 ": to=<%s> vacation reply owed, the message file "
+				  "unreadable: not sent",
+				  job->qm.id, job->qm.rcpt[i].addr);
 		}
 		job->marked[i] = rec.part + 1;
 		local_outcome(ld, 0);

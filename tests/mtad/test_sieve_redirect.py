@@ -1,18 +1,19 @@
 #!/usr/bin/env python3
 """test_sieve_redirect.py — a Sieve redirect and a vacation reply exactly once across kill -9,
-end to end: mail sent with smtplib to the real mtad for users whose scripts redirect (with
-:copy and without) or reply (vacation), the real sink as the remote receiver of the copies
-and replies, the mailbox read back with store_peek. Such a recipient is delivered by the
-queue runner (deliver_sieve.c), and mtad kills itself, master and its one worker, at each
-window between the commits of that delivery (HERON_MTAD_CRASH_AT=POINT:FILE, once per file):
-after the redirect copies are queued, after the delivery's commit (with and without a
-vacation reply owed), after the reply is queued; then it is started again. (One worker: a
-second one could be relaying a copy when the kill comes, and a kill between the remote 250
-and the queue's record of it sends that copy again, the relay's own window.) Each time the sink gets
-exactly one redirected copy (or one reply) and the mailbox holds exactly one kept copy (none
-for a redirect without :copy). A mailbox over quota (452, retried every second) gets its
-redirect copy once, not once per retry, and the kept copy when the quota allows. At the end
-the records of finished recipients are all gone (a restart's sweep finds none left).
+end to end: mail sent with smtplib (SMTP, and LMTP once) to the real mtad for users whose
+scripts redirect (with :copy and without) or reply (vacation), the real sink as the remote
+receiver of the copies and replies, the mailbox read back with store_peek. Such a recipient
+is delivered by the queue runner (deliver_sieve.c), and mtad kills itself, master and its
+one worker, at each window between the commits of that delivery
+(HERON_MTAD_CRASH_AT=POINT:FILE, once per file): after the redirect copies are queued, after
+the delivery's commit (with and without a vacation reply owed), after the reply is queued;
+then it is started again. Each time the sink gets exactly one redirected copy (or one reply)
+and the mailbox holds exactly one kept copy (none for a redirect without :copy). One worker:
+a second one could be relaying a copy when the kill comes, and a kill between the remote
+250 and the queue's record of it sends that copy again (the relay's own window, mtad.8). A
+mailbox over quota (452, retried every second) gets its redirect copy once, not once per
+retry, and the kept copy when the quota allows. At the end the records of finished
+recipients are all gone (a restart's sweep finds none left).
 
   test_sieve_redirect.py SOURCE_ROOT MTAD STORE_PEEK MAILCTL SINK"""
 import os
@@ -151,6 +152,27 @@ def test_redirect_copy_killed_after_the_copies():
     assert_in("queued before a restart or a retry; not again", mtad.logtext()[mark:])
 
 
+def test_lmtp_redirect_killed_after_the_copies():
+    """The same over LMTP (the recipient's 250 once its queue entry is durable, the queue
+    runner's delivery from there): one copy, one kept."""
+    subj = "lmtp copy killed after the copies"
+    msg = (f"From: <ext@example.org>\r\nTo: <bob@{DOMAIN}>\r\nSubject: {subj}\r\n\r\n"
+           "Hello.\r\n")
+
+    def lmtp():
+        with smtplib.LMTP(HOST, mtad.lmtp_port, timeout=30) as c:
+            assert_eq(c.sendmail("ext@example.org", [f"bob@{DOMAIN}"], msg), {})
+
+    mark = crash_at("sieve-redirect-queued", lmtp)
+    wait_for(lambda: at_sink(subj, "far@sink.test") >= 1 and in_mailbox("bob", subj) >= 1,
+             timeout=60, what="the copy at the sink and the kept one")
+    settle("far@sink.test")
+    settle(f"bob@{DOMAIN}")
+    assert_eq(at_sink(subj, "far@sink.test"), 1)
+    assert_eq(in_mailbox("bob", subj), 1)
+    assert_in("queued before a restart or a retry; not again", mtad.logtext()[mark:])
+
+
 def test_redirect_killed_after_the_delivery():
     """redirect without :copy (no kept copy): killed after the delivery's commit (its 'q'
     mark), before the queue has the outcome: one copy, nothing in the mailbox; and with
@@ -239,7 +261,8 @@ def main():
     sink.start()
     mtad.start()
     return run_tests([
-        test_redirect_copy_killed_after_the_copies, test_redirect_killed_after_the_delivery,
+        test_redirect_copy_killed_after_the_copies, test_lmtp_redirect_killed_after_the_copies,
+        test_redirect_killed_after_the_delivery,
         test_redirect_over_quota_once, test_vacation_reply_once_across_kills,
         test_no_crash_one_of_each, test_records_swept,
     ])
