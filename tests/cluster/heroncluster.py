@@ -1,11 +1,14 @@
 """heroncluster.py — two Heron store hosts on one machine for the scale-out tests: each host
 has its own loopback address (127.0.0.2, 127.0.0.3), its own store, heron.conf, mtad (SMTP
-and LMTP) and imapd; both read one private slapd (scripts/ldap) whose users are spread over
-the hosts by mailHost (user1 on store1, user2 on store2, ...). Every daemon is started and
-stopped by the test (by the pid it started), also on failure.
+and LMTP) and imapd (and managesieved, with msd=); both read one private slapd (scripts/ldap)
+whose users are spread over the hosts by mailHost (user1 on store1, user2 on store2, ...).
+With front=True a front host on 127.0.0.4 proxies to them: its imapd, and its managesieved
+with msd=. Every daemon is started and stopped by the test (by the pid it started), also on
+failure.
 
   with Cluster(ROOT, MTAD, IMAPD, PEEK, tmp) as cl: cl.hosts[0].smtp_port ..."""
 import os
+import socket
 import subprocess
 import sys
 
@@ -31,10 +34,11 @@ class HostDaemon(Daemon):
 
 
 class StoreHost:
-    """One store host: its address, name (its users' mailHost), ports, heron.conf, daemons."""
+    """One store host: its address, name (its users' mailHost), ports, heron.conf, daemons
+    (msd: its managesieved, [sieve] on its own address, or None)."""
 
     def __init__(self, tmp, index, slapd, mtad_exe, imapd_exe, peek, lmtp_ports, secret,
-                 extra=None):
+                 extra=None, msd_exe=None):
         self.index, self.name, self.addr = index, NAMES[index], ADDRS[index]
         self.dir = os.path.join(tmp, f"host{index + 1}")
         os.makedirs(self.dir, exist_ok=True)
@@ -64,6 +68,13 @@ class StoreHost:
             "dns": {"nameservers": "127.0.0.1@9", "dnssec": "off", "timeout": "1s",
                     "attempts": "1"},
         }
+        self.msd, self.sieve_port = None, None
+        if msd_exe is not None:  # the proxy credential trusted from the fronts
+            self.sieve_port = free_port()
+            self.sections["sieve"] = {"listen": f"{self.addr}:{self.sieve_port}", "user": "",
+                                      "allow_root": "yes", "allow_plaintext_auth": "yes",
+                                      "proxy_secret_file": secret,
+                                      "proxy_trusted": f"{FRONT_SOURCE}/32"}
         for sec, kv in (extra or {}).items():
             self.sections.setdefault(sec, {}).update(kv)
         write_conf(self.conf, self.sections)
@@ -71,15 +82,25 @@ class StoreHost:
                                self.smtp_port, self.addr)
         self.imapd = HostDaemon(imapd_exe, self.conf, os.path.join(self.dir, "imapd.log"),
                                 self.imap_port, self.addr)
+        if msd_exe is not None:
+            self.msd = HostDaemon(msd_exe, self.conf, os.path.join(self.dir, "managesieved.log"),
+                                  self.sieve_port, self.addr)
         self.store = Store(peek, self.conf)
+
+    def daemons(self):
+        return [d for d in (self.mtad, self.imapd, self.msd) if d is not None]
 
     def start(self):
         self.mtad.start()
         wait_workers_ready(self.mtad, "mtad")
         self.imapd.start()
+        if self.msd is not None:
+            self.msd.start()
         return self
 
     def stop(self):
+        if self.msd is not None:
+            self.msd.stop()
         self.imapd.stop()
         self.mtad.stop()
 
@@ -106,41 +127,78 @@ def front_cert(d):
 
 
 class Front:
-    """A front host's imapd on FRONT_ADDR (proxy = yes, STARTTLS, its own empty store): every
-    user is homed on a store host, where their sessions are relayed."""
+    """A front host on FRONT_ADDR (its own empty store; every user is homed on a store host,
+    where their sessions are relayed): its imapd (imapd_exe; [imapd] proxy = yes, STARTTLS
+    only) and its managesieved (msd_exe; [sieve] proxy = yes), each when given. directory:
+    more [directory] keys; sieve_extra: more [sieve] proxy_hosts entries."""
 
-    def __init__(self, tmp, slapd, imapd_exe, hosts, secret):
+    def __init__(self, tmp, slapd, hosts, secret, imapd_exe=None, msd_exe=None, directory=None,
+                 sieve_extra=()):
         self.addr, self.dir = FRONT_ADDR, os.path.join(tmp, "front")
         os.makedirs(self.dir, exist_ok=True)
-        self.imap_port = free_port()
+        self.imap_port = free_port() if imapd_exe is not None else None
+        self.sieve_port = free_port() if msd_exe is not None else None
         self.conf = os.path.join(self.dir, "heron.conf")
         self.cert, key = front_cert(self.dir)
-        proxy_hosts = ",".join(f"{h.name}={h.addr}:{h.imap_port}" for h in hosts)
-        write_conf(self.conf, {
+        imapd = {"hostname": "front.heron.test"}
+        if imapd_exe is not None:
+            imapd.update({
+                "listen": f"{self.addr}:{self.imap_port}", "workers": "1",
+                "allow_plaintext_auth": "no", "proxy": "yes",
+                "proxy_hosts": ",".join(f"{h.name}={h.addr}:{h.imap_port}" for h in hosts),
+                "proxy_secret_file": secret, "proxy_timeout": "5s", "user": "",
+                "allow_root": "yes"})
+        sections = {
             "store": {"path": os.path.join(self.dir, "store"), "partitions": "1",
                       "map_size": "16M"},
             "directory": slapd.directory(timeout="2s", negative_cache_ttl="0s",
-                                         auth_cache_ttl="0s"),
+                                         auth_cache_ttl="0s", **(directory or {})),
             "tls": {"cert": self.cert, "key": key},
-            "imapd": {"listen": f"{self.addr}:{self.imap_port}", "workers": "1",
-                      "hostname": "front.heron.test", "allow_plaintext_auth": "no",
-                      "proxy": "yes", "proxy_hosts": proxy_hosts,
-                      "proxy_secret_file": secret, "proxy_timeout": "5s", "user": "",
-                      "allow_root": "yes"},
+            "imapd": imapd,
             "log": {"target": "stderr", "level": "info"},
             "control": {"dir": self.dir},
-        })
-        self.imapd = HostDaemon(imapd_exe, self.conf, os.path.join(self.dir, "imapd.log"),
-                                self.imap_port, self.addr)
+        }
+        if msd_exe is not None:
+            sieve_hosts = [f"{h.name}={h.addr}:{h.sieve_port}" for h in hosts]
+            sections["sieve"] = {"listen": f"{self.addr}:{self.sieve_port}", "user": "",
+                                 "allow_root": "yes", "proxy": "yes",
+                                 "proxy_hosts": ",".join(sieve_hosts + list(sieve_extra)),
+                                 "proxy_secret_file": secret, "proxy_timeout": "5s"}
+        write_conf(self.conf, sections)
+        self.imapd = self.msd = None
+        if imapd_exe is not None:
+            self.imapd = HostDaemon(imapd_exe, self.conf, os.path.join(self.dir, "imapd.log"),
+                                    self.imap_port, self.addr)
+        if msd_exe is not None:
+            self.msd = HostDaemon(msd_exe, self.conf,
+                                  os.path.join(self.dir, "managesieved.log"), self.sieve_port,
+                                  self.addr)
+
+    def daemons(self):
+        return [d for d in (self.imapd, self.msd) if d is not None]
+
+    def start(self):
+        for d in self.daemons():
+            d.start()
+
+    def stop(self):
+        for d in self.daemons():
+            d.stop()
 
 
 class Cluster:
     """One slapd (users spread over the store hosts), two store hosts, and with front=True a
-    front host's imapd."""
+    front host (Front: its imapd unless front_imapd=False). With msd (managesieved) every
+    host runs managesieved too. front_directory and front_sieve_extra: Front's directory and
+    sieve_extra."""
 
-    def __init__(self, root, mtad_exe, imapd_exe, peek, tmp, users=8, extra=None, front=False):
+    def __init__(self, root, mtad_exe, imapd_exe, peek, tmp, users=8, extra=None, front=False,
+                 msd=None, front_imapd=True, front_directory=None, front_sieve_extra=()):
         self.tmp = tmp
         self.want_front = front
+        self.msd = msd
+        self.front_opts = dict(imapd_exe=imapd_exe if front_imapd else None, msd_exe=msd,
+                               directory=front_directory, sieve_extra=front_sieve_extra)
         self.front = None
         self.secret = os.path.join(tmp, "proxy.secret")
         with open(self.secret, "w") as f:
@@ -157,13 +215,14 @@ class Cluster:
             self.slapd.start()
             lmtp_ports = [free_port() for _ in NAMES]
             self.hosts = [StoreHost(self.tmp, i, self.slapd, *self.args, lmtp_ports,
-                                    self.secret, self.extra) for i in range(len(NAMES))]
+                                    self.secret, self.extra, self.msd)
+                          for i in range(len(NAMES))]
             for h in self.hosts:
                 h.start()
             if self.want_front:
-                self.front = Front(self.tmp, self.slapd, self.args[1], self.hosts,
-                                   self.secret)
-                self.front.imapd.start()
+                self.front = Front(self.tmp, self.slapd, self.hosts, self.secret,
+                                   **self.front_opts)
+                self.front.start()
         except BaseException:
             self.__exit__(None, None, None)
             raise
@@ -171,20 +230,39 @@ class Cluster:
 
     def __exit__(self, *exc):
         if self.front is not None:
-            self.front.imapd.stop()
+            self.front.stop()
         for h in self.hosts:
             h.stop()
         self.slapd.stop()
         return False
 
     def daemons(self):
-        front = [self.front.imapd] if self.front is not None else []
-        return [d for h in self.hosts for d in (h.mtad, h.imapd)] + front
+        front = self.front.daemons() if self.front is not None else []
+        return [d for h in self.hosts for d in h.daemons()] + front
+
+    def ldapmodify(self, uid, attr, value):
+        """Sets attr of user uid to value on the slapd (ldapmodify)."""
+        e = self.slapd.env
+        ldif = (f"dn: uid={uid},{e['LDAP_PEOPLE']}\nchangetype: modify\nreplace: {attr}\n"
+                f"{attr}: {value}\n")
+        subprocess.run(["ldapmodify", "-x", "-H", e["LDAP_URI"], "-D", e["LDAP_ADMIN_DN"],
+                        "-w", e["LDAP_ADMIN_PASSWORD"]], input=ldif.encode(), check=True,
+                       stdout=subprocess.DEVNULL)
 
     @staticmethod
     def home(user):
         """The index of user's store host (scripts/ldap --hosts: round robin from user1)."""
         return (int(user[4:]) - 1) % len(NAMES)
+
+
+def listener(addr):
+    """A listening socket on addr (a fake store host's): (socket, port)."""
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    port = free_port()
+    srv.bind((addr, port))
+    srv.listen(4)
+    return srv, port
 
 
 def run_cluster(cl, tmp, tests, on_start):

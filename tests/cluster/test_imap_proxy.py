@@ -18,7 +18,6 @@ import os
 import signal
 import smtplib
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -27,9 +26,9 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from heroncluster import PROXY_SECRET, Cluster  # noqa: E402
-from heronlib import (DOMAIN, assert_eq, assert_in, assert_raises, free_port,  # noqa: E402
-                      run_main, run_tests, tls_client_ctx, wait_for)
+from heroncluster import PROXY_SECRET, Cluster, listener  # noqa: E402
+from heronlib import (DOMAIN, assert_eq, assert_in, assert_raises, run_main,  # noqa: E402
+                      run_tests, tls_client_ctx, wait_for)
 
 ROOT, MTAD, IMAPD, PEEK = sys.argv[1:5]
 TMP = tempfile.mkdtemp(prefix="heron-cluster-proxy-")
@@ -125,14 +124,9 @@ def main():
 
     def home_on_fake_host(user, name, addr, port):
         """user's mailHost is name, which the front's proxy_hosts puts on addr:port."""
-        e = cl.slapd.env
-        ldif = (f"dn: uid={user},{e['LDAP_PEOPLE']}\nchangetype: modify\nreplace: mailHost\n"
-                f"mailHost: {name}\n")
-        subprocess.run(["ldapmodify", "-x", "-H", e["LDAP_URI"], "-D", e["LDAP_ADMIN_DN"],
-                        "-w", e["LDAP_ADMIN_PASSWORD"]], input=ldif.encode(), check=True,
-                       stdout=subprocess.DEVNULL)
+        cl.ldapmodify(user, "mailHost", name)
         conf = open(front.conf).read().replace("proxy_hosts = ",
-                                               f"proxy_hosts = {name}={addr}:{port},")
+                                               f"proxy_hosts = {name}={addr}:{port},", 1)
         with open(front.conf, "w") as f:
             f.write(conf)
         n = front.imapd.logtext().count("config reloaded")
@@ -143,11 +137,7 @@ def main():
         # a store host (a fake one: Heron's imapd takes tags of 64 bytes at most) answers a
         # COMPRESS whose tag is far longer than the start of a line the front keeps: the
         # front still sees the OK and relays the deflated bytes (a NUL among them) unread
-        srv = socket.socket()
-        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        port = free_port()
-        srv.bind(("127.0.0.6", port))
-        srv.listen(4)
+        srv, port = listener("127.0.0.6")
         srv.settimeout(20)
         tag = b"t" * 3000
         co = zlib.compressobj(6, zlib.DEFLATED, -15)
@@ -256,11 +246,7 @@ def main():
 
     def test_garbage_store_host_cut_off():
         # store2's address in the front's map taken by a server answering garbage
-        srv = socket.socket()
-        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        port = free_port()
-        srv.bind(("127.0.0.5", port))
-        srv.listen(4)
+        srv, port = listener("127.0.0.5")
         stop = threading.Event()
         after_login = threading.Event()  # garbage once the proxy login is done
         cut = threading.Event()  # a literal cut off instead
@@ -297,19 +283,8 @@ def main():
                 s.close()
         t = threading.Thread(target=garbage, daemon=True)
         t.start()
-        e = cl.slapd.env
-        ldif = (f"dn: uid=user8,{e['LDAP_PEOPLE']}\nchangetype: modify\nreplace: mailHost\n"
-                "mailHost: bad.heron.test\n")
-        conf = open(front.conf).read().replace(
-            "proxy_hosts = ", f"proxy_hosts = bad.heron.test=127.0.0.5:{port},")
-        with open(front.conf, "w") as f:
-            f.write(conf)
         try:
-            subprocess.run(["ldapmodify", "-x", "-H", e["LDAP_URI"], "-D", e["LDAP_ADMIN_DN"],
-                            "-w", e["LDAP_ADMIN_PASSWORD"]], input=ldif.encode(), check=True,
-                           stdout=subprocess.DEVNULL)
-            front.imapd.proc.send_signal(1)  # SIGHUP: the new proxy_hosts
-            wait_for(lambda: "config reloaded" in front.imapd.logtext(), 10, "the reload")
+            home_on_fake_host("user8", "bad.heron.test", "127.0.0.5", port)
             assert_in("imapd reload: [imapd] proxy_hosts = ", front.imapd.logtext())
             time.sleep(0.5)
             c = imaplib.IMAP4(front.addr, front.imap_port, timeout=20)

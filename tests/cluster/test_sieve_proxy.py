@@ -21,7 +21,6 @@ import shutil
 import signal
 import smtplib
 import socket
-import ssl
 import subprocess
 import sys
 import tempfile
@@ -29,11 +28,9 @@ import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from heroncluster import (FRONT_ADDR, FRONT_SOURCE, PROXY_SECRET, Cluster,  # noqa: E402
-                          HostDaemon, front_cert)
+from heroncluster import FRONT_ADDR, PROXY_SECRET, Cluster, listener  # noqa: E402
 from heronlib import (DOMAIN, ScramClient, assert_eq, assert_in, free_port,  # noqa: E402
-                      gsasl_mkpasswd, run_main, run_tests, tls_client_ctx, wait_for,
-                      write_conf)
+                      gsasl_mkpasswd, run_main, run_tests, tls_client_ctx, wait_for)
 
 ROOT, MTAD, IMAPD, PEEK, MSD, MAILCTL = sys.argv[1:7]
 SIEVE_CONNECT = shutil.which("sieve-connect")
@@ -89,11 +86,7 @@ class Sieve:
 
 def garbage_server():
     """A server on GARBAGE_ADDR answering garbage to every connection; (port, stop)."""
-    srv = socket.socket()
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    port = free_port()
-    srv.bind((GARBAGE_ADDR, port))
-    srv.listen(4)
+    srv, port = listener(GARBAGE_ADDR)
     srv.settimeout(0.5)
     stop = threading.Event()
 
@@ -116,56 +109,18 @@ def garbage_server():
 
 
 def main():
-    cl = Cluster(ROOT, MTAD, IMAPD, PEEK, TMP, users=8)
+    gport, gstop = garbage_server()
+    # the front checks SCRAM itself (auth_mode lookup: the secret from the directory)
+    cl = Cluster(ROOT, MTAD, IMAPD, PEEK, TMP, users=8, front=True, msd=MSD, front_imapd=False,
+                 front_directory={"auth_mode": "lookup", "scram": "yes"},
+                 front_sieve_extra=[f"bad.heron.test={GARBAGE_ADDR}:{gport}"])
     daemons = []
     hosts = []
-    front = {}
-    gport, gstop = garbage_server()
-
-    def start_store_sieve(h):
-        """[sieve] on h's own address, the proxy credential trusted from the fronts."""
-        h.sieve_port = free_port()
-        h.sections["sieve"] = {"listen": f"{h.addr}:{h.sieve_port}", "user": "",
-                               "allow_root": "yes", "allow_plaintext_auth": "yes",
-                               "proxy_secret_file": cl.secret,
-                               "proxy_trusted": f"{FRONT_SOURCE}/32"}
-        write_conf(h.conf, h.sections)
-        h.msd = HostDaemon(MSD, h.conf, os.path.join(h.dir, "managesieved.log"),
-                           h.sieve_port, h.addr)
-        daemons.append(h.msd)
-        h.msd.start()
-
-    def start_front():
-        d = os.path.join(TMP, "front")
-        os.makedirs(d, exist_ok=True)
-        cert, key = front_cert(d)
-        port = free_port()
-        proxy_hosts = ",".join([f"{h.name}={h.addr}:{h.sieve_port}" for h in hosts] +
-                               [f"bad.heron.test={GARBAGE_ADDR}:{gport}"])
-        conf = os.path.join(d, "heron.conf")
-        write_conf(conf, {
-            "store": {"path": os.path.join(d, "store"), "partitions": "1",
-                      "map_size": "16M"},
-            "directory": cl.slapd.directory(timeout="2s", negative_cache_ttl="0s",
-                                            auth_cache_ttl="0s", auth_mode="lookup",
-                                            scram="yes"),
-            "tls": {"cert": cert, "key": key},
-            "imapd": {"hostname": "front.heron.test"},
-            "sieve": {"listen": f"{FRONT_ADDR}:{port}", "user": "", "allow_root": "yes",
-                      "proxy": "yes", "proxy_hosts": proxy_hosts,
-                      "proxy_secret_file": cl.secret, "proxy_timeout": "5s"},
-            "log": {"target": "stderr", "level": "info"},
-            "control": {"dir": d},
-        })
-        front.update(port=port, cert=cert, dir=d, conf=conf)
-        front["msd"] = HostDaemon(MSD, conf, os.path.join(d, "managesieved.log"), port,
-                                  FRONT_ADDR)
-        daemons.append(front["msd"])
-        front["msd"].start()
+    front = None
 
     def front_login(user, password=None):
-        c = Sieve(FRONT_ADDR, front["port"])
-        c.starttls(front["cert"])
+        c = Sieve(FRONT_ADDR, front.sieve_port)
+        c.starttls(front.cert)
         return c, c.plain(user, password or user)
 
     def test_store_host_refers_a_user_homed_elsewhere():
@@ -220,7 +175,7 @@ def main():
             f.write('require "fileinto";\nif header :is "x-a" "b" { fileinto "INBOX"; }\n')
 
         def sc(*args):
-            r = subprocess.run([SIEVE_CONNECT, "-s", FRONT_ADDR, "-p", str(front["port"]),
+            r = subprocess.run([SIEVE_CONNECT, "-s", FRONT_ADDR, "-p", str(front.sieve_port),
                                 "-u", "user3", "--passwordfd", "0", "--notlsverify", *args],
                                input="user3\n", capture_output=True, text=True, timeout=90,
                                cwd=TMP)
@@ -235,19 +190,11 @@ def main():
         assert_eq(c.cmd("LISTSCRIPTS"), ("OK", ['"sc" ACTIVE']))
         c.close()
 
-    def ldapmodify(uid, attr, value):
-        e = cl.slapd.env
-        ldif = (f"dn: uid={uid},{e['LDAP_PEOPLE']}\nchangetype: modify\nreplace: {attr}\n"
-                f"{attr}: {value}\n")
-        subprocess.run(["ldapmodify", "-x", "-H", e["LDAP_URI"], "-D", e["LDAP_ADMIN_DN"],
-                        "-w", e["LDAP_ADMIN_PASSWORD"]], input=ldif.encode(), check=True,
-                       stdout=subprocess.DEVNULL)
-
     def test_scram_through_front():
         # user6 (store2) holds a SCRAM secret: the front checks it, the store host gets PLAIN
-        ldapmodify("user6", "userPassword", gsasl_mkpasswd("user6"))
-        c = Sieve(FRONT_ADDR, front["port"])
-        _, caps = c.starttls(front["cert"])
+        cl.ldapmodify("user6", "userPassword", gsasl_mkpasswd("user6"))
+        c = Sieve(FRONT_ADDR, front.sieve_port)
+        _, caps = c.starttls(front.cert)
         assert_in('"SASL" "PLAIN SCRAM-SHA-256 SCRAM-SHA-256-PLUS"', caps)
         sc = ScramClient("user6", "user6")
         c.sock.sendall(f'AUTHENTICATE "SCRAM-SHA-256" "{sc.first()}"\r\n'.encode())
@@ -278,18 +225,18 @@ def main():
         c, final = front_login("user4")
         assert_eq(final, 'OK "Logged in"')
         assert_eq(c.cmd("NOOP")[0], 'OK "Done"')
-        r = subprocess.run([MAILCTL, "-c", front["conf"], "kick", "user4"],
+        r = subprocess.run([MAILCTL, "-c", front.conf, "kick", "user4"],
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r
         assert_eq(c.f.readline(), b"")  # closed, no BYE inside the store host's bytes
         c.sock.close()
-        assert_in("managesieve close user=user4 reason=kicked", front["msd"].logtext())
+        assert_in("managesieve close user=user4 reason=kicked", front.msd.logtext())
 
     def test_wrong_password_refused_by_front():
         c, final = front_login("user2", "wrong")
         assert_eq(final, 'NO "Authentication failed"')
         c.close()
-        c = Sieve(FRONT_ADDR, front["port"])
+        c = Sieve(FRONT_ADDR, front.sieve_port)
         final = c.plain("user2", "user2")  # allow_plaintext_auth = no on the front
         assert final.startswith("NO (ENCRYPT-NEEDED)"), final
         c.close()
@@ -312,16 +259,16 @@ def main():
         c.close()
 
     def test_garbage_store_host_cut_off():
-        ldapmodify("user8", "mailHost", "bad.heron.test")
+        cl.ldapmodify("user8", "mailHost", "bad.heron.test")
         c, final = front_login("user8")
         assert final.startswith("NO (TRYLATER)"), final
         # the session is still the front's: another login works
         assert_eq(c.plain("user1", "user1"), 'OK "Logged in"')
         c.close()
-        assert_in("user=user8 host=bad.heron.test result=fail", front["msd"].logtext())
+        assert_in("user=user8 host=bad.heron.test result=fail", front.msd.logtext())
 
     def reload_front():
-        msd = front["msd"]
+        msd = front.msd
         n = msd.logtext().count("worker 0 config reloaded")
         msd.proc.send_signal(signal.SIGHUP)
         wait_for(lambda: msd.logtext().count("worker 0 config reloaded") > n, 10,
@@ -331,13 +278,13 @@ def main():
         # store2's entry in the front's map moved to a port nobody listens on: after a SIGHUP
         # store2's users get NO (TRYLATER), after the next (the entry back) they log in again
         h2 = hosts[1]
-        with open(front["conf"]) as f:
+        with open(front.conf) as f:
             good = f.read()
         entry = f"{h2.name}={h2.addr}:{h2.sieve_port}"
         dead = f"{h2.name}={h2.addr}:{free_port()}"
         assert_in(entry, good)
         try:
-            with open(front["conf"], "w") as f:
+            with open(front.conf, "w") as f:
                 f.write(good.replace(entry, dead))
             reload_front()
             c, final = front_login("user2")
@@ -346,11 +293,11 @@ def main():
             c, final = front_login("user1")  # store1's users: the entry of before
             assert_eq(final, 'OK "Logged in"')
             c.close()
-            text = front["msd"].logtext()
+            text = front.msd.logtext()
             assert_in("managesieved reload: [sieve] proxy_hosts = ", text)
             assert "[sieve] proxy_hosts changed: it takes effect only" not in text, text
         finally:
-            with open(front["conf"], "w") as f:
+            with open(front.conf, "w") as f:
                 f.write(good)
             reload_front()
         c, final = front_login("user2")
@@ -374,12 +321,11 @@ def main():
         c.close()
 
     def body():
+        nonlocal front
         with cl:
             daemons.extend(cl.daemons())
             hosts.extend(cl.hosts)
-            for h in hosts:
-                start_store_sieve(h)
-            start_front()
+            front = cl.front
             return run_tests([test_store_host_refers_a_user_homed_elsewhere,
                               test_putscript_through_front_files_mail_on_home_host,
                               test_sieve_connect_through_front,
