@@ -123,6 +123,14 @@ def test_dialogue():
     # UNCHANGEDSINCE against bob's MODSEQ
     out = b.cmd("u", "STORE 3 (UNCHANGEDSINCE %d) +FLAGS (\\Seen)" % (mb - 1))
     assert out[-1].startswith("u OK [MODIFIED 3]"), out
+    # mailctl export of the owner: her flags (1 and 3 \Seen), none of bob's (2)
+    exp = os.path.join(D.dir, "export-team")
+    mailctl("export", "alice", "Team", exp, "--format", "maildir")
+    names = []
+    for root, _, files in os.walk(exp):
+        names += [f for f in files if ".M" in f and ":2," in f]
+    seen = sorted(int(f.split(".M")[1][:10]) for f in names if "S" in f.split(":2,")[1])
+    assert_eq((len(names), seen), (3, [1, 3]), names)
     # EXPUNGE by the owner: bob's counts follow
     ok(a.cmd("d", "STORE 2 +FLAGS.SILENT (\\Deleted)"), "d")
     ok(a.cmd("x", "EXPUNGE"), "x")

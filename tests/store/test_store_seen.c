@@ -141,7 +141,31 @@ static void test_private_seen(void **state)
 	assert_int_equal(set(&f, "bob", f.uid[2], true, 0, NULL), 0);
 	assert_string_equal(rows(&f, "bob", 0), "1,2-,3,");
 	assert_string_equal(rows(&f, "bob", h1 + 1), "1,3,");
+	assert_int_equal(set(&f, "bob", f.uid[0], false, 0, NULL), 0);
 	assert_string_equal(rows(&f, "carol", 0), "");
+
+	/* store_msg_flags as bob: \Seen his, the rest the message's; a replacement keeps
+	   alice's \Seen */
+	{
+		struct store_txn *t;
+
+		assert_int_equal(store_txn_begin(f.ts.st, 0, STORE_TXN_WRITE, &t), 0);
+		assert_int_equal(store_seen_flags(t, f.mb, "bob", f.uid[0], STORE_FLAGS_SET,
+						  STORE_FLAGGED, 0, 0, &m),
+				 0);
+		assert_int_equal(m.flags, STORE_FLAGGED);
+		assert_int_equal(store_seen_flags(t, f.mb, "bob", f.uid[1], STORE_FLAGS_ADD,
+						  STORE_SEEN | STORE_ANSWERED, 0, 0, &m),
+				 0);
+		assert_int_equal(m.flags, STORE_SEEN | STORE_ANSWERED);
+		assert_int_equal(store_seen_flags(t, f.mb, "bob", f.uid[1], STORE_FLAGS_REMOVE,
+						  STORE_ANSWERED, 0, 1, &m),
+				 STORE_ELOCKED);
+		assert_int_equal(store_txn_commit(&t), 0);
+		assert_int_equal(seen_as(&f, NULL, f.uid[0]).flags, STORE_SEEN | STORE_FLAGGED);
+		assert_int_equal(seen_as(&f, NULL, f.uid[1]).flags, STORE_ANSWERED);
+		assert_int_equal(seen_as(&f, "carol", f.uid[1]).flags, STORE_ANSWERED);
+	}
 
 	/* bad calls */
 	assert_int_equal(set(&f, "bob", 99, true, 0, NULL), STORE_ENOMSG);
