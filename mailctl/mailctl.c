@@ -114,11 +114,12 @@ static const struct mc_cmd mc_cmds[] = {
 	  1,
 	  1,
 	  MC_STORE_NEW,
-	  "USER",
+	  "USER [--at UNIXTIME]",
 	  "the target's side of `user move --via`: the SHA-256 of each mailbox of USER as the "
-	  "move compares them (the heron-digest 1 lines of mailctl(8))",
+	  "move compares them, and of its Sieve memories not expired at --at (the heron-digest "
+	  "1 lines of mailctl(8))",
 	  mc_user_digest,
-	  { { NULL, false } } },
+	  { { "at", true } } },
 	{ "user",
 	  "receive",
 	  1,

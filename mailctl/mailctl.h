@@ -203,6 +203,11 @@ struct mc_digest {
 int mc_fingerprint(struct mc *mc, const char *user, char **text_r, struct mc_digest **v_r,
 		   size_t *n_r, uint64_t *boxes_r, uint64_t *msgs_r);
 void mc_digests_free(struct mc_digest *v, size_t n);
+/* The SHA-256 of len bytes at p in lower-case hex; 0 or -1. */
+int mc_sha256_hex(const void *p, size_t len, char hex[65]);
+/* The user's Sieve vacation and duplicate memories not expired at now, as text (*text_r
+   malloc'd). A store error code. */
+int mc_memories_text(struct mc *mc, const char *user, int64_t now, char **text_r);
 /* Sieve scripts as stored (source and compiled program; both hosts run the same Heron):
    put into user's in t, the active one active; freed with their strings. */
 struct mc_script {
@@ -222,6 +227,8 @@ struct mc_target {
 	struct mc_digest *v;
 	size_t n;
 	uint64_t boxes, messages;
+	char memories[65]; /* the SHA-256 of its Sieve memories not expired at at */
+	int64_t at;
 };
 int mc_digest_read(struct mc *mc, FILE *f, struct mc_target *t);
 /* What the source sends: the mailboxes (their exports in dir, as mc_export_user wrote it),

@@ -354,6 +354,18 @@ static int fp_sieve(const struct store_sieve_script *s, void *arg)
 	return 0;
 }
 
+int mc_sha256_hex(const void *p, size_t len, char hex[65])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned mdlen = 0;
+
+	if (EVP_Digest(p, len, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen != 32)
+		return -1;
+	for (unsigned k = 0; k < 32; k++)
+		snprintf(hex + 2 * k, 3, "%02x", md[k]);
+	return 0;
+}
+
 /* What a move must keep of user, as text (*text_r malloc'd): each selectable mailbox with
    its UIDVALIDITY, UIDNEXT, HIGHESTMODSEQ, subscription, special use and annotations, each
    message with its UID, size, INTERNALDATE, MODSEQ, flags and keywords, and the user's
@@ -390,17 +402,8 @@ int mc_fingerprint(struct mc *mc, const char *user, char **text_r, struct mc_dig
 	*msgs_r = fp.messages;
 	for (size_t i = 0; i < fp.n && rc == 0; i++) {
 		size_t end = i + 1 < fp.n ? (size_t)fp.at[i + 1] : len;
-		unsigned char md[EVP_MAX_MD_SIZE];
-		unsigned mdlen = 0;
-
-		if (EVP_Digest(*text_r + fp.at[i], end - (size_t)fp.at[i], md, &mdlen,
-			       EVP_sha256(), NULL) != 1 ||
-		    mdlen != 32) {
+		if (mc_sha256_hex(*text_r + fp.at[i], end - (size_t)fp.at[i], fp.v[i].hex) != 0)
 			rc = STORE_EIO;
-			break;
-		}
-		for (unsigned k = 0; k < 32; k++)
-			snprintf(fp.v[i].hex + 2 * k, 3, "%02x", md[k]);
 	}
 	free(fp.at);
 	if (rc != 0 || v_r == NULL) {
@@ -455,7 +458,7 @@ static int fp_memory(enum store_sieve_memory kind, uint64_t hash, int64_t until,
 
 /* The user's Sieve vacation and duplicate memories not expired at now, as text (*text_r
    malloc'd). Not part of the fingerprint: they expire while the copy waits for --finish. */
-static int memories_text(struct mc *mc, const char *user, int64_t now, char **text_r)
+int mc_memories_text(struct mc *mc, const char *user, int64_t now, char **text_r)
 {
 	struct store_txn *t;
 	size_t len;
@@ -487,8 +490,8 @@ static int compare_memories(struct move *m, char *diff, size_t size, bool *diffe
 	int rc;
 
 	*differ_r = false;
-	if ((rc = memories_text(m->mc, m->user, now, &src)) == 0 &&
-	    (rc = memories_text(&m->tgt, m->user, now, &dst)) == 0 && strcmp(src, dst) != 0) {
+	if ((rc = mc_memories_text(m->mc, m->user, now, &src)) == 0 &&
+	    (rc = mc_memories_text(&m->tgt, m->user, now, &dst)) == 0 && strcmp(src, dst) != 0) {
 		*differ_r = true;
 		first_diff(src, dst, diff, size);
 	}
@@ -665,7 +668,7 @@ static int set_mailhost(struct move *m, const char *host, char **old_r)
 
 /* Runs `sh -c 'CMD "$@"' sh user VERB USER` (CMD runs mailctl on the target host), its
    stdin from in (-1: /dev/null) and its stdout into out (-1: our stderr); its pid or -1. */
-static pid_t via_spawn(struct move *m, const char *verb, int in, int out)
+static pid_t via_spawn(struct move *m, const char *verb, const char *at, int in, int out)
 {
 	char *script = xasprintf("%s \"$@\"", m->via);
 	pid_t pid;
@@ -676,7 +679,8 @@ static pid_t via_spawn(struct move *m, const char *verb, int in, int out)
 
 		if (dup2(in != -1 ? in : nul, 0) == -1 || dup2(out != -1 ? out : 2, 1) == -1)
 			_exit(127);
-		execl("/bin/sh", "sh", "-c", script, "sh", "user", verb, m->user, (char *)NULL);
+		execl("/bin/sh", "sh", "-c", script, "sh", "user", verb, m->user,
+		      at != NULL ? "--at" : NULL, at, (char *)NULL);
 		_exit(127);
 	}
 	free(script);
@@ -707,17 +711,21 @@ static int via_wait(struct move *m, pid_t pid, const char *verb, bool quiet)
 			 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
 }
 
-/* What the target holds of the user (`user digest` through CMD). */
+/* What the target holds of the user (`user digest` through CMD), its Sieve memories not
+   expired now (t->at). */
 static int via_digest(struct move *m, struct mc_target *t)
 {
+	int64_t now = (int64_t)time(NULL);
+	char at[24];
 	int p[2], rc, wrc;
 	pid_t pid;
 	FILE *f;
 
 	memset(t, 0, sizeof(*t));
+	snprintf(at, sizeof(at), "%" PRId64, now);
 	if (pipe2(p, O_CLOEXEC) == -1)
 		return mc_refuse(m->mc, MC_IOERR, "", "pipe: %s", strerror(errno));
-	pid = via_spawn(m, "digest", -1, p[1]);
+	pid = via_spawn(m, "digest", at, -1, p[1]);
 	close(p[1]);
 	if (pid == -1) {
 		close(p[0]);
@@ -732,6 +740,7 @@ static int via_digest(struct move *m, struct mc_target *t)
 		memset(t, 0, sizeof(*t));
 		rc = wrc;
 	}
+	t->at = now;
 	return rc;
 }
 
@@ -744,7 +753,7 @@ static int via_send(struct move *m, const struct mc_stream_plan *plan)
 
 	if (pipe2(p, O_CLOEXEC) == -1)
 		return mc_refuse(m->mc, MC_IOERR, "", "pipe: %s", strerror(errno));
-	pid = via_spawn(m, "receive", p[0], -1);
+	pid = via_spawn(m, "receive", NULL, p[0], -1);
 	close(p[0]);
 	if (pid == -1) {
 		close(p[1]);
@@ -809,6 +818,19 @@ static int via_same(struct move *m, const struct mc_digest *v, size_t n, const s
 	for (size_t i = 0; i < t->n && bad == NULL; i++)
 		if (part_find(v, n, t->v[i].name) == NULL)
 			bad = t->v[i].name != NULL ? t->v[i].name : "(the rest)";
+	if (bad == NULL && t->present) {
+		char *text = NULL, hex[65] = "";
+		int rc = mc_memories_text(m->mc, m->user, t->at, &text);
+
+		if (rc != 0 || mc_sha256_hex(text, strlen(text), hex) != 0) {
+			free(text);
+			return mc_fail(m->mc, rc != 0 ? rc : STORE_EIO,
+				       "the Sieve memories of '%s'", m->user);
+		}
+		free(text);
+		if (strcmp(hex, t->memories) != 0)
+			bad = "(the Sieve memories)";
+	}
 	if (bad == NULL && t->present)
 		return MC_OK;
 	return mc_refuse(m->mc, MC_IOERR,

@@ -35,7 +35,8 @@
  *
  * The digest (`user digest USER`): "heron-digest 1", "user absent" or "user present", then
  * "mailbox HEX NAME" for each mailbox and "rest HEX" (mc_fingerprint's SHA-256 of each
- * part), "count MAILBOXES MESSAGES", "end". */
+ * part), with --at T "memories HEX" (of the Sieve memories not expired at T, the source's
+ * instant), "count MAILBOXES MESSAGES", "end". */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -82,10 +83,23 @@ int mc_user_digest(struct mc *mc, const struct mc_args *a)
 {
 	struct mc_digest *v = NULL;
 	uint64_t boxes = 0, msgs = 0;
-	char *text = NULL;
+	char *text = NULL, *end = NULL, mem[65] = "";
+	int64_t at = 0;
 	size_t n = 0;
-	int rc = mc_fingerprint(mc, a->pos[0], &text, &v, &n, &boxes, &msgs);
+	int rc;
 
+	if (a->set[0]) {
+		errno = 0;
+		at = strtoll(a->val[0], &end, 10);
+		if (errno != 0 || end == a->val[0] || *end != '\0' || at < 0)
+			return mc_usage(mc, "--at is Unix seconds");
+	}
+	rc = mc_fingerprint(mc, a->pos[0], &text, &v, &n, &boxes, &msgs);
+	free(text);
+	text = NULL;
+	if (rc == 0 && a->set[0] && (rc = mc_memories_text(mc, a->pos[0], at, &text)) == 0 &&
+	    mc_sha256_hex(text, strlen(text), mem) != 0)
+		rc = STORE_EIO;
 	free(text);
 	if (rc == STORE_ENOUSER) {
 		fputs("heron-digest 1\nuser absent\nend\n", stdout);
@@ -99,6 +113,8 @@ int mc_user_digest(struct mc *mc, const struct mc_args *a)
 			printf("mailbox %s %s\n", v[i].hex, v[i].name);
 		else
 			printf("rest %s\n", v[i].hex);
+	if (a->set[0])
+		printf("memories %s\n", mem);
 	printf("count %" PRIu64 " %" PRIu64 "\nend\n", boxes, msgs);
 	mc_digests_free(v, n);
 	return fflush(stdout) == 0 ? MC_OK : MC_IOERR;
@@ -148,6 +164,9 @@ int mc_digest_read(struct mc *mc, FILE *f, struct mc_target *t)
 			t->present = line[5] == 'p';
 		else if (strcmp(line, "end") == 0)
 			ended = true;
+		else if (sscanf(line, "memories %64s%n", hex, &off) == 1 && line[off] == '\0' &&
+			 is_hex64(hex))
+			memcpy(t->memories, hex, 65);
 		else if (sscanf(line, "count %" SCNu64 " %" SCNu64 "%n", &t->boxes, &t->messages,
 				&off) == 2 &&
 			 line[off] == '\0') {

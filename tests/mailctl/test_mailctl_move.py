@@ -420,6 +420,13 @@ def main():
             before[box] = (data, flags_of(c))
         c.logout()
         assert_eq(sorted(before["Beta"][1]), [1, 3])
+        # a vacation and a duplicate memory (as an export carries them), moved with the user
+        mem = os.path.join(TMP, "mem4")
+        os.mkdir(mem)
+        memories = "D 00000000000000aa 4000000000\nV 0123456789abcdef 4000000000\n"
+        with open(os.path.join(mem, "heron-sieve-memory"), "w") as f:
+            f.write(memories)
+        assert_eq(mailctl(src.conf, "import", "user4", mem)[0], 0)
         wrap = os.path.join(TMP, "via.py")
         with open(wrap, "w") as f:
             f.write(VIA_WRAPPER)
@@ -476,6 +483,10 @@ def main():
             c.select(box, readonly=True)
             assert_eq(flags_of(c), flags)
         c.logout()
+        out = os.path.join(TMP, "out4")
+        assert_eq(mailctl(dst.conf, "export", "user4", out)[0], 0)
+        with open(os.path.join(out, "heron-sieve-memory")) as f:
+            assert_eq(f.read(), memories)
         assert_eq(move_via("--finish")[0]["step"], "done")
         assert_eq(mailctl(src.conf, "user", "show", "user4")[0], 67)
         # bad input from the pipe: a clear refusal (exit 65), nobody made
