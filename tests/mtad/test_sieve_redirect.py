@@ -135,6 +135,18 @@ def settle(addr):
     wait_for(lambda: not queued_for(addr), timeout=60, what=f"the queue emptied of {addr}")
 
 
+def bob_one_copy_one_kept(subj, mark):
+    """After a kill between bob's copies and his kept copy: one of each, the copies found
+    queued by the run after the restart (log from mark on)."""
+    wait_for(lambda: at_sink(subj, "far@sink.test") >= 1 and in_mailbox("bob", subj) >= 1,
+             timeout=60, what="the copy at the sink and the kept one")
+    settle("far@sink.test")
+    settle(f"bob@{DOMAIN}")
+    assert_eq(at_sink(subj, "far@sink.test"), 1)
+    assert_eq(in_mailbox("bob", subj), 1)
+    assert_in("queued before a restart or a retry; not again", mtad.logtext()[mark:])
+
+
 def test_redirect_copy_killed_after_the_copies():
     """redirect :copy: killed after the copies' commit (their 'r' record in it), before the
     kept copy's: the run after the restart finds the record, queues no second copy and
@@ -143,13 +155,7 @@ def test_redirect_copy_killed_after_the_copies():
     put("bob", 'require "copy";\nredirect :copy "far@sink.test";\n')
     subj = "copy killed after the copies"
     mark = crash_at("sieve-redirect-queued", lambda: send(f"bob@{DOMAIN}", subj))
-    wait_for(lambda: at_sink(subj, "far@sink.test") >= 1 and in_mailbox("bob", subj) >= 1,
-             timeout=60, what="the copy at the sink and the kept one")
-    settle("far@sink.test")
-    settle(f"bob@{DOMAIN}")
-    assert_eq(at_sink(subj, "far@sink.test"), 1)
-    assert_eq(in_mailbox("bob", subj), 1)
-    assert_in("queued before a restart or a retry; not again", mtad.logtext()[mark:])
+    bob_one_copy_one_kept(subj, mark)
 
 
 def test_lmtp_redirect_killed_after_the_copies():
@@ -164,13 +170,7 @@ def test_lmtp_redirect_killed_after_the_copies():
             assert_eq(c.sendmail("ext@example.org", [f"bob@{DOMAIN}"], msg), {})
 
     mark = crash_at("sieve-redirect-queued", lmtp)
-    wait_for(lambda: at_sink(subj, "far@sink.test") >= 1 and in_mailbox("bob", subj) >= 1,
-             timeout=60, what="the copy at the sink and the kept one")
-    settle("far@sink.test")
-    settle(f"bob@{DOMAIN}")
-    assert_eq(at_sink(subj, "far@sink.test"), 1)
-    assert_eq(in_mailbox("bob", subj), 1)
-    assert_in("queued before a restart or a retry; not again", mtad.logtext()[mark:])
+    bob_one_copy_one_kept(subj, mark)
 
 
 def test_redirect_killed_after_the_delivery():
