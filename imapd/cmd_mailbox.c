@@ -541,9 +541,10 @@ static int list_cb(const struct store_mbox_info *mi, void *arg)
 	if ((l->sel & LSEL_SUBSCRIBED) ||
 	    ((l->ret & LRET_SUBSCRIBED) && (mi->attrs & STORE_MBOX_SUBSCRIBED)))
 		buf_puts(&attrs, "\\Subscribed ");
-	for (size_t i = 0; i < NUSES && !l->lsub; i++)
-		if (mi->special & special_uses[i].bit)
-			buf_printf(&attrs, "%s ", special_uses[i].name);
+	if (!l->lsub && mi->special != 0) {
+		imap_special_use_attrs(&attrs, mi->special);
+		buf_puts(&attrs, " ");
+	}
 	if (attrs.len > 0)
 		buf_truncate(&attrs, attrs.len - 1);
 	imap_printf(c, "* %s (%s) \"/\" ", l->lsub ? "LSUB" : "LIST", buf_cstr(&attrs));
@@ -700,11 +701,11 @@ static int list_matches(struct list_ctx *l, const char *pattern)
 {
 	bool subscribed = l->lsub || (l->sel & LSEL_SUBSCRIBED);
 	bool parents = l->lsub || ((l->sel & LSEL_RECURSIVE) && (l->sel & LSEL_SUBSCRIBED));
-	/* the other namespaces' mailboxes: not with SPECIAL-USE, STATUS or METADATA */
-	bool ns = !(l->sel & LSEL_SPECIAL) &&
-		  (l->ret & ~(unsigned)(LRET_SUBSCRIBED | LRET_CHILDREN)) == 0;
-	bool want_subs = parents || (ns && (subscribed || (l->ret & LRET_SUBSCRIBED)));
+	bool want_subs = parents || subscribed || (l->ret & LRET_SUBSCRIBED);
 	struct imap_ns_subs subs = { NULL, 0, subscribed, l->lsub };
+	struct imap_ns_listopts ns = { NULL, (l->sel & LSEL_SPECIAL) != 0,
+				       (l->ret & LRET_STATUS) ? l->status : NULL,
+				       (l->ret & LRET_METADATA) ? l->metadata : NULL };
 	int rc = 0;
 
 	if (want_subs && l->subs == NULL) {
@@ -718,9 +719,9 @@ static int list_matches(struct list_ctx *l, const char *pattern)
 		rc = store_mbox_list(l->t, l->c->user_id, pattern, subscribed, list_cb, l);
 	subs.v = l->subs;
 	subs.n = l->nsubs;
-	if (rc == 0 && ns) /* mailboxes others share (imap_ns.c) */
-		rc = imap_ns_list(l->c, pattern,
-				  subscribed || (l->ret & LRET_SUBSCRIBED) ? &subs : NULL);
+	ns.subs = subscribed || (l->ret & LRET_SUBSCRIBED) ? &subs : NULL;
+	if (rc == 0) /* mailboxes others share (imap_ns.c) */
+		rc = imap_ns_list(l->c, pattern, &ns);
 	for (size_t i = 0; i < l->nparents && rc == 0; i++)
 		if (!name_in(l->subs, l->nsubs, l->parents[i], strlen(l->parents[i])))
 			rc = parent_write(l, l->parents[i]);
@@ -824,7 +825,17 @@ int imap_list_one(struct imap_client *c, struct store_txn *t, const char *name)
 {
 	struct list_ctx l = { c, t, false, 0, 0, NULL, NULL, 0 };
 
+	if (imap_ns_reserved(c, name)) /* another user's mailbox (imap_ns.c) */
+		return imap_ns_list(c, name, NULL);
 	return store_mbox_list(t, c->user_id, name, false, list_cb, &l);
+}
+
+void imap_special_use_attrs(struct buf *b, unsigned special)
+{
+	for (size_t i = 0; i < NUSES; i++)
+		if (special & special_uses[i].bit)
+			buf_printf(b, "%s%s", b->len > 0 && b->data[b->len - 1] != ' ' ? " " : "",
+				   special_uses[i].name);
 }
 
 void imap_write_mailbox(struct imap_client *c, const char *name, size_t len)

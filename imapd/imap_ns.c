@@ -263,29 +263,36 @@ void imap_ns_write(struct imap_client *c)
    and the levels above it (\Noselect). */
 struct ns_names {
 	struct imap_client *c;
+	struct store_txn *t; /* the partition ns_collect reads */
 	struct ns_name {
 		char *name;
-		bool box; /* a mailbox (not only a level above one) */
+		bool box;         /* a mailbox (not only a level above one) */
+		uint64_t mbox;    /* a mailbox's id, its special use, the client's rights */
+		unsigned special; /* enum store_special */
+		uint32_t rights;
 	} * v;
 	size_t n;
 };
 
-static void ns_add(struct ns_names *nn, char *name, bool box)
+static void ns_add(struct ns_names *nn, char *name, const struct store_acl_shared *sh,
+		   unsigned special)
 {
 	if (nn->n % 32 == 0)
 		nn->v = xreallocarray(nn->v, nn->n + 32, sizeof(*nn->v));
-	nn->v[nn->n].name = name;
-	nn->v[nn->n++].box = box;
+	nn->v[nn->n] = (struct ns_name){ name, sh != NULL, sh != NULL ? sh->mbox : 0, special,
+					 sh != NULL ? sh->rights : 0 };
+	nn->n++;
 }
 
-/* name and each level above it */
-static void ns_add_levels(struct ns_names *nn, char *name)
+/* name (the mailbox of sh) and each level above it */
+static void ns_add_levels(struct ns_names *nn, char *name, const struct store_acl_shared *sh,
+			  unsigned special)
 {
-	ns_add(nn, name, true);
+	ns_add(nn, name, sh, special);
 	for (char *s = strrchr(name, '/'); s != NULL; s = strrchr(name, '/')) {
 		char *up = xmemdup0(name, (size_t)(s - name));
 
-		ns_add(nn, up, false);
+		ns_add(nn, up, NULL, 0);
 		name = up;
 	}
 }
@@ -294,16 +301,24 @@ static int ns_shared_cb(const struct store_acl_shared *sh, void *arg)
 {
 	struct ns_names *nn = arg;
 	const struct imapd_conf *ic = &conf_values(nn->c->srv->conf)->imapd;
+	struct store_mbox_info mi = { 0 };
 	const char *p;
+	uint64_t user;
 	size_t plen;
 
+	/* its special use (RFC 6154), as the owner set it */
+	if (store_mbox_info(nn->t, sh->mbox, &user, &mi) != 0)
+		mi.special = 0;
 	if (strcmp(sh->owner_name, ic->shared_owner) == 0 &&
 	    (plen = ns_prefix(nn->c, false, &p)) > 0)
 		ns_add_levels(nn,
-			      xasprintf("%.*s/%.*s", (int)plen, p, (int)sh->name_len, sh->name));
+			      xasprintf("%.*s/%.*s", (int)plen, p, (int)sh->name_len, sh->name),
+			      sh, mi.special);
 	if ((plen = ns_prefix(nn->c, true, &p)) > 0)
-		ns_add_levels(nn, xasprintf("%.*s/%s/%.*s", (int)plen, p, sh->owner_name,
-					    (int)sh->name_len, sh->name));
+		ns_add_levels(nn,
+			      xasprintf("%.*s/%s/%.*s", (int)plen, p, sh->owner_name,
+					(int)sh->name_len, sh->name),
+			      sh, mi.special);
 	return 0;
 }
 
@@ -326,7 +341,9 @@ static int ns_collect(struct imap_client *c, struct ns_names *nn)
 
 		if ((rc = store_txn_begin(c->srv->store, p, STORE_TXN_READ, &t)) != 0)
 			break;
+		nn->t = t;
 		rc = store_acl_shared(t, c->user, STORE_ACL_LOOKUP, ns_shared_cb, nn);
+		nn->t = NULL;
 		store_txn_abort(&t);
 	}
 	if (nn->n > 1)
@@ -354,28 +371,49 @@ static bool ns_subscribed(const struct imap_ns_subs *s, const char *name)
 	return s != NULL && s->n > 0 && bsearch(&name, s->v, s->n, sizeof(*s->v), ns_sub_cmp);
 }
 
-/* One name's LIST (or LSUB) line, when s lets it out. */
+/* One name's LIST (or LSUB) line, when o lets it out, then its STATUS and METADATA
+   responses when asked for (a mailbox with 'r': what STATUS needs, RFC 4314 4). */
 static void ns_list_line(struct imap_client *c, const struct ns_name *nm, bool children,
-			 const struct imap_ns_subs *s)
+			 const struct imap_ns_listopts *o)
 {
+	const struct imap_ns_subs *s = o != NULL ? o->subs : NULL;
 	bool sub = ns_subscribed(s, nm->name);
 	size_t len = strlen(nm->name);
+	struct store_txn *t = NULL;
+	struct store_status st;
+	struct buf attrs;
 
 	if (s != NULL && s->only && (!sub || !nm->box))
 		return; /* a subscribed level: the store's subscription line stands for it */
-	if (s != NULL && s->lsub)
+	if (o != NULL && o->special_only && nm->special == 0)
+		return; /* LIST (SPECIAL-USE): a level has none */
+	if (s != NULL && s->lsub) {
 		imap_printf(c, "* LSUB () \"/\" ");
-	else
-		imap_printf(c, "* LIST (%s%s%s) \"/\" ", nm->box ? "" : "\\Noselect ",
-			    children ? "\\HasChildren" : "\\HasNoChildren",
-			    sub ? " \\Subscribed" : "");
+	} else {
+		buf_init(&attrs, 64, 256);
+		buf_printf(&attrs, "%s%s%s", nm->box ? "" : "\\Noselect ",
+			   children ? "\\HasChildren" : "\\HasNoChildren",
+			   sub ? " \\Subscribed" : "");
+		imap_special_use_attrs(&attrs, nm->special);
+		imap_printf(c, "* LIST (%s) \"/\" ", buf_cstr(&attrs));
+		buf_release(&attrs);
+	}
 	imap_write_mailbox(c, nm->name, len);
 	imap_write(c, "\r\n", 2);
+	if (o == NULL || (o->status == NULL && o->metadata == NULL) || !nm->box ||
+	    (s != NULL && s->lsub) || !(nm->rights & STORE_ACL_READ) ||
+	    store_txn_begin(c->srv->store, STORE_ID_PART(nm->mbox), STORE_TXN_READ, &t) != 0)
+		return;
+	if (o->status != NULL && imap_mbox_status(c, t, nm->mbox, &st) == 0)
+		imap_status_write(c, nm->name, len, nm->mbox, &st, o->status);
+	if (o->metadata != NULL)
+		imap_list_metadata_write(c, t, nm->mbox, nm->name, len, o->metadata);
+	store_txn_abort(&t);
 }
 
-int imap_ns_list(struct imap_client *c, const char *pattern, const struct imap_ns_subs *s)
+int imap_ns_list(struct imap_client *c, const char *pattern, const struct imap_ns_listopts *o)
 {
-	struct ns_names nn = { c, NULL, 0 };
+	struct ns_names nn = { c, NULL, NULL, 0 };
 	const char *p;
 	int rc;
 
@@ -393,7 +431,7 @@ int imap_ns_list(struct imap_client *c, const char *pattern, const struct imap_n
 			children = nn.v[j].name[len] == '/';
 
 		if (rc == 0 && store_mbox_match(pattern, name, len))
-			ns_list_line(c, &nn.v[i], children, s);
+			ns_list_line(c, &nn.v[i], children, o);
 		free(nn.v[i].name);
 	}
 	free(nn.v);

@@ -799,9 +799,19 @@ struct imap_ns_subs {
 	size_t n;
 	bool only, lsub;
 };
-/* LIST lines of the other namespaces' names matching pattern, with \Subscribed on the
-   subscribed ones (s NULL: no subscription said): 0 or a store error. */
-int imap_ns_list(struct imap_client *c, const char *pattern, const struct imap_ns_subs *s);
+/* What else a LIST of the other namespaces' names gives: subscriptions (NULL: none said),
+   only the mailboxes with a special use (LIST (SPECIAL-USE)), and after each mailbox the
+   client may read ('r') its STATUS (RETURN (STATUS (items))) and METADATA (RETURN (METADATA
+   (entries))) responses; o NULL: none of these. */
+struct imap_ns_listopts {
+	const struct imap_ns_subs *subs;
+	bool special_only;
+	const struct imap_arg *status, *metadata;
+};
+/* LIST lines of the other namespaces' names matching pattern (with \Subscribed on the
+   subscribed ones, and the special use the owner gave a mailbox) as o says: 0 or a store
+   error. */
+int imap_ns_list(struct imap_client *c, const char *pattern, const struct imap_ns_listopts *o);
 
 /* Mailbox names: validates a client's name (modified UTF-7, no empty levels) and maps INBOX
    case-insensitively. Returns a malloc'd canonical name or NULL with *why_r. After ENABLE
@@ -817,6 +827,9 @@ char *imap_mailbox_arg(struct imap_cmd *cmd, size_t i);
 /* Writes a stored (modified UTF-7) mailbox name as the client reads names: as it is, or as
    UTF-8 after ENABLE IMAP4rev2. */
 void imap_write_mailbox(struct imap_client *c, const char *name, size_t len);
+/* "\Sent" and the others of special (enum store_special, RFC 6154) appended to b, each after
+   a space unless b is empty or ends with one. */
+void imap_special_use_attrs(struct buf *b, unsigned special);
 /* "* LIST" for one mailbox with its attributes (IMAP4rev2 SELECT); 0 or a store error. */
 int imap_list_one(struct imap_client *c, struct store_txn *t, const char *name);
 

@@ -249,6 +249,8 @@ def test_replace():
 
 
 def test_acl():
+    # bob is a user of the store once he has logged in: SETACL gives rights to store users
+    b = D.raw("bob")
     r = D.raw("carol")
     caps = r.cmd("c", "CAPABILITY")[0]
     assert_in(" ACL RIGHTS=texk ", caps)
@@ -303,7 +305,6 @@ def test_acl():
         else:
             assert_eq(out, want, cmd)
     # bob's own mailbox is his: carol's INBOX is not in his view
-    b = D.raw("bob")
     assert_eq(b.cmd("t", "MYRIGHTS INBOX"), ["* MYRIGHTS INBOX " + all_rights,
                                              "t OK MYRIGHTS completed"])
     assert b.cmd("u", "GETACL Team/Plans")[0].startswith("u NO [NONEXISTENT] ")

@@ -640,6 +640,32 @@ def test_create_delete_rename_rights():
     assert_eq((v["status"], v["bad_acl"]), ("clean", 0))
 
 
+def test_list_options_and_rev2_select():
+    """The other namespaces' mailboxes in LIST (SPECIAL-USE) with the owner's special use,
+    in RETURN (STATUS (...)) and RETURN (METADATA (...)) for the ones the client may read
+    ('r'), and in the LIST response of an IMAP4rev2 SELECT (RFC 9051 6.3.2)."""
+    a, b = D.raw("alice"), D.raw("bob")
+    box = "Other Users/alice/Outbox"
+    dialogue(a, [("CREATE Outbox (USE (\\Sent))", None), ("SETACL Outbox bob lr", None),
+                 ("CREATE Peek", None), ("SETACL Peek bob l", None),
+                 ('SETMETADATA Outbox (/shared/comment "sent mail")', None)])
+    a.append(MSG, mailbox="Outbox")
+    got = ok(b.cmd("l", 'LIST (SPECIAL-USE) "" "Other Users/*"'), "l")[:-1]
+    assert_eq(got, ['* LIST (\\HasNoChildren \\Sent) "/" "%s"' % box])
+    got = lists(b, "Other Users/alice/Outbox")
+    assert_eq(got, ['* LIST (\\HasNoChildren \\Sent) "/" "%s"' % box])
+    got = ok(b.cmd("s", 'LIST "" "Other Users/alice/%" RETURN (STATUS (MESSAGES))'), "s")
+    assert '* STATUS "%s" (MESSAGES 1)' % box in got, got
+    assert '* LIST (\\HasNoChildren) "/" "Other Users/alice/Peek"' in got, got
+    assert not any(x.startswith("* STATUS") and "Peek" in x for x in got), got
+    got = ok(b.cmd("m", 'LIST "" "%s" RETURN (METADATA (/shared/comment /shared/x))' % box),
+             "m")
+    assert_eq(got[1], '* METADATA "%s" (/shared/comment "sent mail" /shared/x NIL)' % box)
+    dialogue(b, [("ENABLE IMAP4rev2", None)])
+    out = ok(b.cmd("e", 'EXAMINE "%s"' % box), "e")
+    assert '* LIST (\\HasNoChildren \\Sent) "/" "%s"' % box in out, out
+
+
 def test_shared_namespace():
     """Shared/NAME: the mailboxes of the store user "shared", their lists set by mailctl."""
     mailctl("user", "add", "shared")
@@ -826,7 +852,8 @@ def main():
                         test_grantee_writes, test_rights_read_at_each_command,
                         test_grantee_inserts,
                         test_insert_within_owner_quota, test_grantee_replace,
-                        test_create_delete_rename_rights, test_shared_namespace, test_reserved_names, test_ns_imaplib,
+                        test_create_delete_rename_rights, test_list_options_and_rev2_select,
+                        test_shared_namespace, test_reserved_names, test_ns_imaplib,
                         test_deleted_user_inherits_nothing,
                         test_user_rename_carries_acl, test_subscribed_shared], D.dir)
     return rc
