@@ -451,14 +451,15 @@ static void user_created(int result, const struct store_rcpt *rcpts, size_t n, u
 	imap_client_commit_back(c);
 }
 
-/* The user's mailbox lives on another host (the directory's mailHost): a login referral
-   there (RFC 2221 LOGIN-REFERRALS, URL as RFC 5092), no session here. */
-static bool auth_refer(struct imap_cmd *cmd, struct auth_ctx *a)
+/* The user's mailbox lives on another host (the directory's mailHost, or the tombstone's
+   of a move away from here): a login referral there (RFC 2221 LOGIN-REFERRALS, URL as RFC
+   5092), no session here. */
+static bool auth_refer(struct imap_cmd *cmd, struct auth_ctx *a, const char *host)
 {
 	struct imap_client *c = cmd->c;
 	struct buf user;
 
-	log_info("%016" PRIx64 " imap refer user=%s host=%s", c->id, a->tried, a->mailhost);
+	log_info("%016" PRIx64 " imap refer user=%s host=%s", c->id, a->tried, host);
 	buf_init(&user, 64, 3 * STORE_MAX_NAME);        /* the login, %-escaped */
 	for (const char *p = a->login; *p != '\0'; p++) /* RFC 3986 userinfo, escaped */
 		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
@@ -467,9 +468,24 @@ static bool auth_refer(struct imap_cmd *cmd, struct auth_ctx *a)
 		else
 			buf_printf(&user, "%%%02X", (unsigned char)*p);
 	imap_cmd_reply(cmd, "NO", "[REFERRAL imap://%s;AUTH=*@%s/] Your mailbox is on %s",
-		       buf_cstr(&user), a->mailhost, a->mailhost);
+		       buf_cstr(&user), host, host);
 	buf_release(&user);
 	return true;
+}
+
+/* The user was moved away from this store (a tombstone, store_tomb.c) and the directory
+   (a stale replica or cache) still homes it here: a referral to the new host when this
+   imapd refers, else try later (the front's next lookup finds the new host); never an
+   empty account made here. */
+static bool auth_moved(struct imap_cmd *cmd, struct auth_ctx *a, const char *host)
+{
+	struct imap_client *c = cmd->c;
+
+	if (!conf_values(c->srv->conf)->imapd.proxy || a->proxied_in)
+		return auth_refer(cmd, a, host);
+	log_info("%016" PRIx64 " imap refuse user=%s reason=\"moved to %s\"", c->id, a->tried,
+		 host);
+	return imap_cmd_no(cmd, "[UNAVAILABLE] Your mailbox has moved; try again later");
 }
 
 /* The directory said yes: find the user's store record, or have it made through the group
@@ -484,7 +500,7 @@ static bool auth_finish(struct imap_cmd *cmd, struct auth_ctx *a)
 	if (a->mailhost != NULL && strcasecmp(a->mailhost, c->srv->hostname) != 0 &&
 	    proxy_host_ok(a->mailhost)) {
 		if (!conf_values(c->srv->conf)->imapd.proxy || a->proxied_in)
-			return auth_refer(cmd, a);
+			return auth_refer(cmd, a, a->mailhost);
 		if (a->proxy_started)
 			return imap_proxy_login_reply(cmd);
 		a->proxy_started = true;
@@ -495,12 +511,17 @@ static bool auth_finish(struct imap_cmd *cmd, struct auth_ctx *a)
 		part = a->part;
 		rc = a->create_rc;
 	} else {
+		bool found = store_user_locate(st, a->login, &part) == 0;
+		struct store_tomb tb;
+
+		if (!found && store_tomb_find(st, a->login, &tb) == 0)
+			return auth_moved(cmd, a, tb.host);
 		if (!user_take(c, a->login)) {
 			log_info("%016" PRIx64 " imap refuse user=%s reason=\"too many sessions\"",
 				 c->id, a->tried);
 			return imap_cmd_no(cmd, "[LIMIT] Too many sessions for this user");
 		}
-		if (store_user_locate(st, a->login, &part) != 0)
+		if (!found)
 			part = a->partition >= 0 && (unsigned)a->partition < store_partitions(st)
 				       ? (unsigned)a->partition
 				       : store_partition_for(st, a->login);

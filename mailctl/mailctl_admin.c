@@ -192,16 +192,32 @@ static void verify_print(struct mc *mc, const struct store_verify_report *r, uin
 	mc_table_print_record(mc, &tab);
 }
 
+static int w_tomb_expire(struct store_txn *t, void *arg)
+{
+	uint64_t n = 0;
+	int rc = store_tomb_expire(t, (int64_t)time(NULL), &n);
+
+	*(uint64_t *)arg += n;
+	return rc;
+}
+
 int mc_verify(struct mc *mc, const struct mc_args *a)
 {
 	const char *user = a->npos ? a->pos[0] : NULL;
 	struct store_verify_report before, fix, after;
+	uint64_t tombs = 0;
 	int rc;
 
+	/* --repair of the whole store: the expired tombstones of users moved away go (they
+	   hold nothing any more; counted as repaired, not as problems) */
+	for (unsigned p = 0; a->set[0] && user == NULL && p < store_partitions(mc->st); p++)
+		if ((rc = store_write(mc->st, p, w_tomb_expire, &tombs)) != 0)
+			return mc_fail(mc, rc, "the expired tombstones of partition %u", p);
 	if ((rc = store_verify(mc->st, user, false, &before)) != 0 && rc != STORE_ECORRUPT)
 		return mc_fail(mc, rc, "verify%s%s", user ? " of " : "", user ? user : "");
 	if (rc == 0 || !a->set[0]) {
-		verify_print(mc, &before, 0, 0, problems(&before), rc == 0 ? "clean" : "problems");
+		verify_print(mc, &before, tombs, 0, problems(&before),
+			     rc == 0 ? "clean" : "problems");
 		if (rc != 0)
 			fprintf(stderr,
 				"mailctl: the store has %" PRIu64 " problem%s; run `mailctl "
@@ -215,7 +231,7 @@ int mc_verify(struct mc *mc, const struct mc_args *a)
 		return mc_fail(mc, rc, "repair (orphan message files go to %s)", STORE_LOST_FOUND);
 	if ((rc = store_verify(mc->st, user, false, &after)) != 0 && rc != STORE_ECORRUPT)
 		return mc_fail(mc, rc, "verify after the repair");
-	verify_print(mc, &before, fix.repaired, fix.moved_lost_found, problems(&after),
+	verify_print(mc, &before, fix.repaired + tombs, fix.moved_lost_found, problems(&after),
 		     problems(&after) == 0 ? "repaired" : "problems");
 	if (problems(&after) != 0) {
 		fprintf(stderr,

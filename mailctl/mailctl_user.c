@@ -303,6 +303,7 @@ int mc_user_rename(struct mc *mc, const struct mc_args *a)
 struct dir_user {
 	char *key; /* the login, lower-cased */
 	char *login, *address;
+	char *moved_to; /* a tombstone's host (the user moved away from this store) */
 	bool in_store;
 };
 
@@ -313,6 +314,7 @@ struct user_walk {
 	struct dir_user *dir;
 	size_t ndir, capdir;
 	int want; /* --source: 0 all, else a bit of SRC_* */
+	struct store *st;
 };
 
 enum { SRC_STORE = 1, SRC_DIRECTORY = 2, SRC_BOTH = 4 };
@@ -331,6 +333,7 @@ static void dir_user_add(const char *login, const char *address, void *arg)
 	d->key = xstrdup(login);
 	str_lower(d->key, strlen(d->key));
 	d->address = address != NULL ? xstrdup(address) : NULL;
+	d->moved_to = NULL;
 	d->in_store = false;
 }
 
@@ -374,6 +377,35 @@ static int user_row(const struct store_user *u, void *arg)
 	mc_cell_u64(w->tab, u->quota_bytes);
 	mc_cell_time(w->tab, u->created);
 	mc_cell_str(w->tab, d != NULL ? d->address : NULL);
+	mc_cell_null(w->tab);
+	return 0;
+}
+
+/* A tombstone (store_tomb.c) of a user moved away: the directory's row says where to;
+   a name the directory does not list gets a row of its own, source "moved". */
+static int tomb_row(const struct store_tomb *tb, void *arg)
+{
+	struct user_walk *w = arg;
+	struct dir_user *d;
+	unsigned part;
+
+	if (tb->expired || store_user_locate(w->st, tb->user, &part) == 0)
+		return 0; /* holds nothing, or made again here */
+	if ((d = dir_find(w, tb->user)) != NULL) {
+		if (d->moved_to == NULL)
+			d->moved_to = xstrdup(tb->host);
+		return 0;
+	}
+	if ((w->pattern != NULL && !store_mbox_match(w->pattern, tb->user, strlen(tb->user))) ||
+	    !wanted(w, SRC_STORE))
+		return 0;
+	mc_table_row(w->tab);
+	mc_cell_str(w->tab, tb->user);
+	mc_cell_str(w->tab, "moved");
+	mc_cell_u64(w->tab, w->part);
+	for (int k = 0; k < 6; k++)
+		mc_cell_null(w->tab);
+	mc_cell_str(w->tab, tb->host);
 	return 0;
 }
 
@@ -393,17 +425,17 @@ static void dir_only_rows(struct user_walk *w)
 		for (int k = 0; k < 6; k++)
 			mc_cell_null(w->tab);
 		mc_cell_str(w->tab, d->address);
+		mc_cell_str(w->tab, d->moved_to);
 	}
 }
 
-static const char *const user_cols[] = { "user",        "source",  "partition",
-					 "messages",    "bytes",   "quota_messages",
-					 "quota_bytes", "created", "address",
-					 NULL };
+static const char *const user_cols[] = { "user",    "source",         "partition",   "messages",
+					 "bytes",   "quota_messages", "quota_bytes", "created",
+					 "address", "moved_to",       NULL };
 
 int mc_user_list(struct mc *mc, const struct mc_args *a)
 {
-	struct user_walk w = { mc_table_new(user_cols), a->pos[0], 0 };
+	struct user_walk w = { mc_table_new(user_cols), a->pos[0], 0, .st = mc->st };
 	struct store_txn *t;
 	char *err = NULL;
 	int rc = 0, exit_rc = MC_OK;
@@ -434,6 +466,8 @@ int mc_user_list(struct mc *mc, const struct mc_args *a)
 		if ((rc = store_txn_begin(mc->st, w.part, STORE_TXN_READ, &t)) != 0)
 			break;
 		rc = store_user_list(t, user_row, &w);
+		if (rc == 0)
+			rc = store_tomb_list(t, tomb_row, &w);
 		store_txn_abort(&t);
 	}
 	if (rc == 0)
@@ -442,6 +476,7 @@ int mc_user_list(struct mc *mc, const struct mc_args *a)
 		free(w.dir[i].key);
 		free(w.dir[i].login);
 		free(w.dir[i].address);
+		free(w.dir[i].moved_to);
 	}
 	free(w.dir);
 	if (rc != 0) {
@@ -468,8 +503,24 @@ int mc_user_show(struct mc *mc, const struct mc_args *a)
 	struct store_txn *t;
 	struct store_user u;
 	uint64_t nmb = 0;
+	struct store_tomb tb;
+	unsigned part;
 	int rc;
 
+	if (store_user_locate(mc->st, a->pos[0], &part) == STORE_ENOUSER &&
+	    store_tomb_find(mc->st, a->pos[0], &tb) == 0) {
+		char at[32], until[32];
+
+		mc_fmt_time(at, sizeof(at), tb.when);
+		mc_fmt_time(until, sizeof(until),
+			    tb.when + conf_values(mc->conf)->store.tombstone_age_ms / 1000);
+		return mc_refuse(mc, MC_NOUSER,
+				 "its tombstone holds the name here until the [store] "
+				 "tombstone_age after that (mail to it here gets 451, logins a "
+				 "referral); `mailctl user del` removes it",
+				 "user '%s' moved to %s at %s (tombstone until %s)", a->pos[0],
+				 tb.host, at, until);
+	}
 	if ((rc = mc_begin(mc, a->pos[0], NULL, STORE_TXN_READ, &t, &u, NULL)) != MC_OK)
 		return rc;
 	if ((rc = store_mbox_list(t, u.id, "*", false, count_mbox, &nmb)) != 0) {

@@ -516,6 +516,32 @@ static bool auth_elsewhere(struct ms_session *s, const char *sasl_final, bool ne
 	return true;
 }
 
+/* The user moved away from this store (a tombstone, store_tomb.c) and the directory (a
+   stale replica or cache) still homes it here: true when AUTHENTICATE was answered, with a
+   referral to the new host when this server refers, else TRYLATER (a front's next lookup
+   finds the new host). No account is made here with a first script. */
+static bool auth_moved(struct ms_session *s, bool nested)
+{
+	struct store_tomb tb;
+
+	if (store_tomb_find(s->srv->store, s->user, &tb) != 0)
+		return false;
+	if (!conf_values(s->srv->conf)->sieve.proxy || s->proxied_in) {
+		log_info("%016" PRIx64 " managesieve refer user=%s host=%s reason=moved", s->id,
+			 s->user, tb.host);
+		out(s, "NO (REFERRAL \"sieve://%s\") \"Your scripts are on %s\"\r\n", tb.host,
+		    tb.host);
+	} else {
+		log_info("%016" PRIx64 " managesieve login user=%s result=tempfail reason=\"moved "
+			 "to %s\"",
+			 s->id, s->user, tb.host);
+		reply_no(s, "TRYLATER", "Your scripts have moved; try again later");
+	}
+	s->user[0] = '\0';
+	auth_step_done(s, nested);
+	return true;
+}
+
 void ms_session_proxied(struct ms_session *s, const char *why)
 {
 	if (s->dead) {
@@ -567,10 +593,13 @@ static void auth_outcome(struct ms_session *s, enum ldapauth_result result, cons
 		if (auth_elsewhere(s, sasl_final, nested))
 			return;
 		/* a user the store does not know yet gets an account with the first script */
-		if (store_user_locate(s->srv->store, s->user, &s->part) == STORE_ENOUSER)
+		if (store_user_locate(s->srv->store, s->user, &s->part) == STORE_ENOUSER) {
+			if (auth_moved(s, nested))
+				return;
 			s->part = partition >= 0
 					  ? (unsigned)partition % store_partitions(s->srv->store)
 					  : store_partition_for(s->srv->store, s->user);
+		}
 		s->authed = true;
 		log_info("%016" PRIx64 " managesieve login user=%s result=ok%s%s", s->id, s->user,
 			 sasl_final != NULL ? " mech=scram" : "",

@@ -57,10 +57,15 @@ int deliver_user_ensure(struct mtad *m, const char *user, int partition, uint64_
 			void *arg)
 {
 	struct user_create *uc;
+	struct store_tomb tb;
 	int rc = store_user_locate(m->store, user, part_r);
 
 	if (rc != STORE_ENOUSER)
 		return rc;
+	/* moved away from here (a tombstone): no account; the sender retries and its next
+	   lookup finds the new host (the create refuses it too, should one come meanwhile) */
+	if (store_tomb_find(m->store, user, &tb) == 0)
+		return STORE_EMOVED;
 	/* the directory knows the user, the store not yet: provision on first mail */
 	uc = xcalloc(1, sizeof(*uc));
 	uc->name = xstrdup(user);

@@ -2,7 +2,8 @@
  * map ([mtad] aliases, reloaded on SIGHUP and when the file changes), postmaster@ every local
  * domain (RFC 5321 4.5.1: always accepted, to [mtad] postmaster when nothing else names it),
  * subaddresses (user+detail@, [mtad] recipient_delimiter) and the directory lookup with the
- * store account made on first mail. One RCPT may become several recipient entries (an
+ * store account made on first mail (none for a user moved away from this store: 451 4.2.0
+ * while its tombstone holds). One RCPT may become several recipient entries (an
  * alias's targets; external ones go to the relay queue); each is delivered once. Also the
  * SRS set-up ([mtad] srs_secret_file, mtad/srs.c): which forwarded copies get an SRS sender
  * and which RCPT addresses are SRS addresses of ours. */
@@ -269,10 +270,17 @@ static void finish(struct rr_job *job)
 		log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> result=defer "
 			 "reason=\"%s\"",
 			 s->id, tx->qid, rcpt, job->temp_why);
-		smtp_reply(s, "451 4.3.0 <%s>: %s, try again later", rcpt,
-			   strcmp(job->temp_why, "directory unavailable") == 0
-				   ? "Directory unavailable"
-				   : "Local error");
+		if (strcmp(job->temp_why, "moved to another store host") ==
+		    0) /* 4.2.0: the mailbox's status */
+			smtp_reply(s,
+				   "451 4.2.0 <%s>: Mailbox moved to another host, try again "
+				   "later",
+				   rcpt);
+		else
+			smtp_reply(s, "451 4.3.0 <%s>: %s, try again later", rcpt,
+				   strcmp(job->temp_why, "directory unavailable") == 0
+					   ? "Directory unavailable"
+					   : "Local error");
 	} else if (tx->nrcpt > job->first || job->dups > 0) {
 		if (job->alias)
 			log_info("%016" PRIx64 " smtp rcpt qid=%016" PRIx64 " to=<%s> alias=yes "
@@ -326,7 +334,12 @@ static void user_made(int rc, unsigned part, void *arg)
 
 	if (job_dead(job))
 		return;
-	if (rc != 0) {
+	if (rc == STORE_EMOVED) {
+		/* a tombstone: the user moved to another store host and this host's directory
+		   (a stale replica or cache) does not know yet; temporary, never a 550 */
+		job->temp = true;
+		job->temp_why = "moved to another store host";
+	} else if (rc != 0) {
 		log_warnx("%016" PRIx64 " smtp rcpt to=<%s> user=%s result=defer reason=\"store: "
 			  "%s\"",
 			  job->s->id, job->target, job->user, store_strerror(rc));

@@ -256,7 +256,7 @@ struct store_tomb {
 };
 /* Leaves (or replaces) user's tombstone in t's partition. Needs a write txn. Errors:
    STORE_EINVAL (a name store_user_create would refuse; host empty, longer than
-   STORE_TOMB_HOST_MAX or holding a control byte; read txn). */
+   STORE_TOMB_HOST_MAX or holding other than letters, digits, '.', '-', '_'; read txn). */
 int store_tomb_add(struct store_txn *t, const char *user, const char *host, int64_t when);
 /* user's tombstone in t's partition, expired or not (r->expired says). Errors:
    STORE_ENOMSG (none), STORE_ECORRUPT. */

@@ -15,13 +15,19 @@
 
 #define TOMB_FIXED 8 /* be64 time */
 
+/* A host name as mailHost holds it (letters, digits, '.', '-', '_'): safe to quote in a
+   referral of IMAP or ManageSieve as it is. */
 static bool host_ok(const char *host, size_t n)
 {
 	if (n == 0 || n > STORE_TOMB_HOST_MAX)
 		return false;
-	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)host[i] < 0x21 || host[i] == 0x7f)
+	for (size_t i = 0; i < n; i++) {
+		char ch = host[i];
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' || ch == '_'))
 			return false;
+	}
 	return true;
 }
 

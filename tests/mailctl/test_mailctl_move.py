@@ -11,7 +11,10 @@ mail sent while the user is frozen (the flip failed: the provider down) waits in
 sending host's queue and arrives once, on the target, after the flip; the source's
 sessions are kicked; --finish deletes the source copy; --abort before the flip leaves the
 user as it was; a journal left by a crash in the copy step is resumed (the half copy dropped);
-refusals change nothing. Every --json output is validated against docs/schema/mailctl.schema.json.
+refusals change nothing. After --finish the source keeps a tombstone: a host that still routes
+the user there (a stale directory) gets 451 4.2.0 over SMTP and LMTP, a direct IMAP login a
+NO [REFERRAL] to the new host, one through the front NO [UNAVAILABLE], and no account is made
+there; user show/list show it, user del clears it, and so do a move back and user add. Every --json output is validated against docs/schema/mailctl.schema.json.
 
   test_mailctl_move.py SOURCE_ROOT MTAD IMAPD STORE_PEEK MAILCTL"""
 import imaplib
@@ -231,6 +234,36 @@ def mailhost(cl, user):
                        capture_output=True, text=True, timeout=60, check=True)
     m = re.search(r"^mailHost: (\S+)", r.stdout, re.M)
     return m.group(1) if m else None
+
+
+def set_mailhost(cl, user, host):
+    cl.slapd.change("ldapmodify", f"dn: uid={user},{cl.slapd.env['LDAP_PEOPLE']}\n"
+                    f"changetype: modify\nreplace: mailHost\nmailHost: {host}\n")
+
+
+def rcpt_answer(host, port, user, lmtp=False):
+    """The (code, text) of RCPT TO user@ at host:port, over SMTP or LMTP."""
+    c = (smtplib.LMTP if lmtp else smtplib.SMTP)(host, port, timeout=30)
+    try:
+        c.ehlo()  # LHLO for LMTP
+        assert_eq(c.mail("x@example.org")[0], 250)
+        return c.rcpt(f"{user}@{DOMAIN}")
+    finally:
+        c.quit()
+
+
+def login_refusal(addr, port, user, tls_cert=None):
+    """The text of the NO that LOGIN gets (None when it is accepted)."""
+    c = imaplib.IMAP4(addr, port, timeout=20)
+    if tls_cert is not None:
+        c.starttls(ssl_context=tls_client_ctx(tls_cert))
+    try:
+        c.login(user, user)
+    except imaplib.IMAP4.error as e:
+        c.logout()
+        return str(e)
+    c.logout()
+    return None
 
 
 def main():
@@ -513,6 +546,47 @@ def main():
                 (answer, code, doc, err)
         assert not os.path.exists(os.path.join(dst.dir, "store.move-user4"))
 
+    def test_tombstone_after_finish():
+        """user1 moved to store2 and finished: store1 keeps its tombstone. With the directory
+        saying store1 again (what a stale replica or cache says), store1 refuses user1's mail
+        for now and refers its logins to store2, and makes no account."""
+        code, doc, _ = mailctl(h1.conf, "user", "show", "user1")
+        assert code == 67 and "moved to store2.heron.test" in valid("error", doc)["error"], doc
+        code, doc, _ = mailctl(h1.conf, "user", "list", "user1", "--source", "store")
+        assert code == 0, doc
+        assert_eq([(r["source"], r["moved_to"]) for r in valid("user list", doc)],
+                  [("moved", "store2.heron.test")])
+        code, doc, _ = mailctl(h1.conf, "user", "list", "user1")  # the directory's row
+        assert_eq([(r["source"], r["moved_to"]) for r in valid("user list", doc)],
+                  [("directory", "store2.heron.test")])
+        set_mailhost(cl, "user1", "store1.heron.test")
+        try:
+            code, text = rcpt_answer(h1.addr, h1.smtp_port, "user1")
+            assert code == 451 and text.startswith(b"4.2.0"), (code, text)
+            code, text = rcpt_answer(h1.addr, h1.lmtp_port, "user1", lmtp=True)
+            assert code == 451 and text.startswith(b"4.2.0"), (code, text)
+            # another user of store1 is not affected
+            assert_eq(rcpt_answer(h1.addr, h1.lmtp_port, "user3", lmtp=True)[0], 250)
+            no = login_refusal(h1.addr, h1.imap_port, "user1")
+            assert no is not None and \
+                "[REFERRAL imap://user1;AUTH=*@store2.heron.test/]" in no, no
+            no = login_refusal(cl.front.addr, cl.front.imap_port, "user1", cl.front.cert)
+            assert no is not None and "[UNAVAILABLE]" in no, no
+            assert re.search(r"imap refer user=user1 host=store2\.heron\.test",
+                             h1.imapd.logtext())
+            assert_eq(mailctl(h1.conf, "user", "show", "user1")[0], 67)  # no account made
+        finally:
+            set_mailhost(cl, "user1", "store2.heron.test")
+        # user del removes the tombstone (only that is left here)
+        code, doc, _ = mailctl(h1.conf, "user", "del", "user1")
+        assert code == 0 and valid("user del", doc) == {"deleted": False,
+                                                        "tombstone_cleared": True}, doc
+        code, doc, _ = mailctl(h1.conf, "user", "show", "user1")
+        assert code == 67 and "moved" not in valid("error", doc)["error"], doc
+        code, doc, _ = mailctl(h1.conf, "user", "list", "user1", "--source", "store")
+        assert_eq(valid("user list", doc), [])
+        assert_eq(mailctl(h1.conf, "user", "del", "user1")[0], 67)  # nothing left to remove
+
     def test_abort_before_the_flip():
         send(h2, "user3", "three-1")
         wait_for(arrived(h1, "user3", "three-1"), 30, "user3's mail on store1")
@@ -580,14 +654,36 @@ def main():
         assert_eq(mailhost(cl, "user2"), "store2.heron.test")
         move(h2, h1, "user2", "--abort", "--finish", rc=64)
 
+    def test_move_back_clears_the_tombstone():
+        """user3 went to store2 (finished: a tombstone on store1). Moved back, store1's
+        tombstone goes with the user's creation there and store2 gets one; user add on store2
+        clears that."""
+        code, doc, _ = mailctl(h1.conf, "user", "show", "user3")
+        assert code == 67 and "moved to store2.heron.test" in valid("error", doc)["error"], doc
+        assert_eq(move(h2, h1, "user3")["step"], "flipped")
+        assert_eq(mailctl(h1.conf, "user", "show", "user3")[0], 0)
+        assert_eq(move(h2, h1, "user3", "--finish")["step"], "done")
+        code, doc, _ = mailctl(h2.conf, "user", "show", "user3")
+        assert code == 67 and "moved to store1.heron.test" in valid("error", doc)["error"], doc
+        send(h2, "user3", "back-1")  # store2 routes it to store1 by LMTP
+        wait_for(arrived(h1, "user3", "back-1"), 30, "back-1 on store1 after the move back")
+        assert_eq(sorted(h1.subjects("user3")), ["back-1", "three-1", "three-2"])
+        code, doc, _ = mailctl(h2.conf, "user", "add", "user3")
+        assert code == 0 and valid("user add", doc)["tombstone_cleared"] is True, doc
+        code, doc, _ = mailctl(h2.conf, "user", "list", "user3", "--source", "store")
+        assert_eq([(r["source"], r["moved_to"]) for r in valid("user list", doc)],
+                  [("store", None)])
+        assert_eq(mailctl(h2.conf, "user", "del", "user3")[0], 0)
+
     def started(cl):
         nonlocal h1, h2
         h1, h2 = cl.hosts
 
     return run_cluster(cl, TMP, [test_move_keeps_uids_and_holds_mail,
-                                 test_abort_before_the_flip,
+                                 test_tombstone_after_finish, test_abort_before_the_flip,
                                  test_resume_after_a_crash_in_the_copy, test_refusals,
-                                 test_move_via_a_stream_cut_and_killed],
+                                 test_move_via_a_stream_cut_and_killed,
+                                 test_move_back_clears_the_tombstone],
                        started)
 
 

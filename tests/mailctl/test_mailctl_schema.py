@@ -71,7 +71,8 @@ def path(name):
 
 def test_schema_refuses_wrong_types():
     """The schema is strict: a number as a string, a missing or an extra member fail."""
-    good = {"user": "bob", "id": "0000000000000001", "partition": 0, "login": False}
+    good = {"user": "bob", "id": "0000000000000001", "partition": 0, "login": False,
+            "tombstone_cleared": False}
     validate("user add", good)
     for bad in ({**good, "partition": "0"}, {**good, "extra": 1},
                 {k: v for k, v in good.items() if k != "login"}, {**good, "id": 1}):
