@@ -212,7 +212,8 @@ static void ms_free(struct ms_session *s)
 		event_base_loopexit(srv->base, NULL);
 }
 
-/* an asynchronous step ended: false when the session went away meanwhile (it is freed) */
+/* an asynchronous step ended: false when the session went away meanwhile (it is freed) or
+   ends now (kicked, or the worker drains: its answer is out, then the BYE) */
 static bool resume(struct ms_session *s)
 {
 	s->busy = false;
@@ -223,6 +224,10 @@ static bool resume(struct ms_session *s)
 	}
 	if (s->kicked) {
 		ms_session_kick(s);
+		return false;
+	}
+	if (s->srv->draining) {
+		ms_session_drain(s);
 		return false;
 	}
 	bufferevent_enable(s->bev, EV_READ);
@@ -564,6 +569,8 @@ void ms_session_proxied(struct ms_session *s, const char *why)
 	ms_proxy_relay(s);
 	if (s->kicked) /* mailctl kick while the store host was asked */
 		ms_session_kick(s);
+	else if (s->srv->draining) /* SIGTERM meanwhile: closed, as relayed sessions are */
+		ms_session_drain(s);
 }
 
 /* A check's outcome (PLAIN's through ldapauth or SCRAM's): the throttle, the log, the reply

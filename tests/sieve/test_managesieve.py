@@ -5,7 +5,7 @@ ldapauth path as imapd); the script then files mail sent with smtplib, read back
 imaplib; a malformed script is refused by PUTSCRIPT with its line; the protocol corners
 (capabilities before and after STARTTLS, no PLAIN in clear, HAVESPACE, quota, RENAMESCRIPT,
 DELETESCRIPT of the active script, GETSCRIPT literal, CHECKSCRIPT, a 1 MB script, literals
-split anywhere) with a raw TLS client.
+split anywhere) with a raw TLS client; a session busy at SIGTERM is answered, then closed.
 
   test_managesieve.py SOURCE_ROOT MANAGESIEVED MTAD IMAPD"""
 import base64
@@ -256,6 +256,35 @@ def test_login_throttle():
     assert login_ok("alice")  # the right password still gets in
 
 
+def test_drain_closes_a_busy_session_after_its_command():
+    # last (it stops managesieved): the NO of a failed login waits for the throttle's hold,
+    # the session busy meanwhile; a SIGTERM then still gets the NO out, then the BYE and the
+    # close, and the worker exits (it served the session on before)
+    user = "drainer"  # no such user: failures of its own pair
+    bad = base64.b64encode(f"\0{user}\0wrong".encode()).decode()
+
+    def failures():
+        return msd.logtext().count(f"managesieve login user={user} result=fail")
+    r = Raw()
+    r.response()
+    r.starttls()
+    for _ in range(2):
+        r.send(f'AUTHENTICATE "PLAIN" "{bad}"\r\n')
+        assert r.response()[-1].startswith("NO")
+    r.send("LOGOUT\r\n")
+    r.response()
+    r = Raw()
+    r.response()
+    r.starttls()
+    r.send(f'AUTHENTICATE "PLAIN" "{bad}"\r\n')  # its NO held 2 s (the pair's third)
+    wait_for(lambda: failures() == 3, what="the third failure, its NO held")
+    msd.terminate()
+    assert r.response()[-1].startswith("NO")
+    assert r.response() == ['BYE "Server shutting down"']
+    assert r.f.readline() == b""
+    msd.proc.wait(timeout=30)
+
+
 def login_ok(user):
     r = tls_session(user)
     r.send("LOGOUT\r\n")
@@ -266,7 +295,8 @@ def login_ok(user):
 TESTS = [test_sieve_connect_upload_activate_and_filter,
          test_redirect_keeps_the_sender_without_srs,
          test_login_throttle, test_putscript_refuses_malformed_with_line,
-         test_capabilities_and_plaintext_refused, test_script_commands, test_bad_input]
+         test_capabilities_and_plaintext_refused, test_script_commands, test_bad_input,
+         test_drain_closes_a_busy_session_after_its_command]
 
 
 def main():
