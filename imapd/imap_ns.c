@@ -4,7 +4,7 @@
  * Users/"), PREFIX/USER/NAME is USER's mailbox NAME; with namespace_shared ("Shared/"),
  * PREFIX/NAME is the mailbox NAME of the store user shared_owner. Such a mailbox exists for
  * the client only when its ACL gives the client 'l' (else NONEXISTENT, as for no mailbox at
- * all); a session with such a mailbox selected reads its rights again at each command
+ * all; an owner who moved to another host, by its tombstone, STORE_EMOVED: NO [CANNOT]); a session with such a mailbox selected reads its rights again at each command
  * (imap_ns_recheck); the owner must be a user of this store (any partition): users of other hosts are
  * not reached. */
 #include <inttypes.h>
@@ -69,8 +69,15 @@ static int ns_find_in(struct imap_client *c, const char *owner, const char *name
 
 	if (strcmp(owner, c->user) == 0)
 		return STORE_ENOMBOX; /* one's own mailboxes have their own names */
-	if ((rc = store_user_locate(c->srv->store, owner, &b->part)) != 0)
+	if ((rc = store_user_locate(c->srv->store, owner, &b->part)) != 0) {
+		struct store_tomb tb;
+
+		/* the owner moved to another store host (mailctl user move's tombstone): not
+		   reached from here, and to be told so, not as no mailbox */
+		if (rc == STORE_ENOUSER && store_tomb_find(c->srv->store, owner, &tb) == 0)
+			return STORE_EMOVED;
 		return rc == STORE_ENOUSER ? STORE_ENOMBOX : rc;
+	}
 	if ((rc = store_txn_begin(c->srv->store, b->part, STORE_TXN_READ, &t)) != 0)
 		return rc;
 	if ((rc = store_user_get(t, owner, &u)) == 0 && !parent) {

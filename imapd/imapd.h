@@ -761,7 +761,8 @@ struct imap_ns_box {
 };
 /* A validated (stored-form) name: the client's own mailbox name (mbox not looked up: 0), or
    another user's or the shared namespace's mailbox the client may see ('l'). Errors:
-   STORE_ENOMBOX (none, or no 'l'), store errors. */
+   STORE_ENOMBOX (none, or no 'l'), STORE_EMOVED (the owner is no user here and a tombstone
+   says it moved to another host: imap_cmd_store_error answers NO [CANNOT]), store errors. */
 int imap_ns_find(struct imap_client *c, const char *name, struct imap_ns_box *b);
 void imap_ns_box_release(struct imap_ns_box *b);
 /* For CREATE and RENAME's new name (RFC 4314 4: 'k' on the nearest existing parent): as

@@ -666,6 +666,28 @@ def test_list_options_and_rev2_select():
     assert '* LIST (\\HasNoChildren \\Sent) "/" "%s"' % box in out, out
 
 
+def test_owner_on_another_host():
+    """An owner who moved to another store host (the tombstone mailctl user move --finish
+    leaves, made here by the test helper): the names of its mailboxes answer NO [CANNOT]
+    saying so, not NONEXISTENT; a name nobody ever had stays NONEXISTENT."""
+    p = subprocess.run([D.deliver_bin, D.store, "2", "--tombstone", "gone", "far.example"],
+                       capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    b = D.raw("bob")
+    moved = ("[CANNOT] %s: the mailbox's owner has moved to another host; mailboxes are "
+             "shared on their owner's host only")
+    for cmd, verb in (('SELECT "Other Users/gone/INBOX"', "SELECT"),
+                      ('EXAMINE "Other Users/gone/Team"', "EXAMINE"),
+                      ('STATUS "Other Users/gone/INBOX" (MESSAGES)', "STATUS"),
+                      ('MYRIGHTS "Other Users/gone/INBOX"', "ACL"),
+                      ('CREATE "Other Users/gone/INBOX/New"', "CREATE"),
+                      ('DELETE "Other Users/gone/Team"', "DELETE")):
+        assert_eq(b.cmd("x", cmd), ["x NO " + moved % verb], cmd)
+    assert_eq(put(b, "Other Users/gone/INBOX", ""), ["P NO " + moved % "APPEND"])
+    out = b.cmd("y", 'SELECT "Other Users/nosuch/INBOX"')
+    assert out[-1].startswith("y NO [NONEXISTENT]"), out
+
+
 def test_shared_namespace():
     """Shared/NAME: the mailboxes of the store user "shared", their lists set by mailctl."""
     mailctl("user", "add", "shared")
@@ -853,6 +875,7 @@ def main():
                         test_grantee_inserts,
                         test_insert_within_owner_quota, test_grantee_replace,
                         test_create_delete_rename_rights, test_list_options_and_rev2_select,
+                        test_owner_on_another_host,
                         test_shared_namespace, test_reserved_names, test_ns_imaplib,
                         test_deleted_user_inherits_nothing,
                         test_user_rename_carries_acl, test_subscribed_shared], D.dir)
