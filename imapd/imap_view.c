@@ -474,8 +474,15 @@ static int view_flag_changes(struct imap_client *c, struct store_txn *t)
 	while ((rc = store_iter_next(it, &m)) == 1 && (rc = imap_view_overlay(v, t, &m)) == 0)
 		view_flag_change(c, t, &m);
 	store_iter_free(&it);
-	if (rc == 0 && v->viewer != NULL)
-		rc = store_seen_list(t, v->mbox, v->viewer, 1, v->modseq, pvt_change_cb, &pc);
+	if (rc == 0 && v->viewer != NULL) {
+		uint64_t last = 0;
+
+		/* a scan of the mailbox's rows only after a change of the viewer's */
+		if ((rc = store_seen_highest(t, v->mbox, v->viewer, &last)) == 0 &&
+		    last > v->modseq)
+			rc = store_seen_list(t, v->mbox, v->viewer, 1, v->modseq, pvt_change_cb,
+					     &pc);
+	}
 	return rc;
 }
 

@@ -728,6 +728,8 @@ int store_seen_apply(struct store_txn *t, uint64_t mbox, const char *viewer, str
    Errors: STORE_ENOMBOX, STORE_ENOMSG, STORE_ELOCKED, STORE_EINVAL (read txn, viewer). */
 int store_seen_set(struct store_txn *t, uint64_t mbox, const char *viewer, uint32_t uid, bool seen,
 		   uint64_t unchangedsince, struct store_msg *m_r);
+/* The MODSEQ of viewer's last change in mbox (0: none). */
+int store_seen_highest(struct store_txn *t, uint64_t mbox, const char *viewer, uint64_t *modseq_r);
 /* store_msg_flags as viewer: \Seen in viewer's row (store_seen_set), the other flags and
    the keywords in the message (FLAGS_SET replaces them and keeps the owner's \Seen);
    unchangedsince and *m_r as viewer sees the message. Errors: those of store_msg_flags and

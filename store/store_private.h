@@ -24,7 +24,8 @@
  *   annot    be64 owner (mailbox or user) + be64 user (0: /shared) + entry name -> value
  *            (store_annot.c)
  *   acl      be64 mailbox + identifier bytes -> be32 rights (store_acl.c)
- *   seen     be64 mailbox + be32 uid + viewer name -> be64 modseq + u8 seen (store_seen.c)
+ *   seen     be64 mailbox + be32 uid + viewer name -> be64 modseq + u8 seen (store_seen.c;
+ *            uid 0: the modseq of the viewer's last change in the mailbox)
  *   tombs    user name bytes           -> be64 time (seconds) + host bytes: the user moved
  *            away (store_tomb.c); a new, optional table: no format change
  * The queue environment (queue/) has meta, blobs (one reference per entry) and:

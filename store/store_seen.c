@@ -2,7 +2,8 @@
  * than its owner (a grantee through the other users' or the shared namespace). A row is keyed
  * be64 mailbox id + be32 uid + the viewer's name; its value is be64 modseq + u8 seen. No row:
  * the viewer has not seen the message (a new grantee starts with everything unseen, as in
- * Cyrus). The owner's \Seen stays in the message record. A change takes the mailbox's next
+ * Cyrus). The row of uid 0 (no message has it) holds the MODSEQ of the viewer's last change
+ * in the mailbox, so a session can tell without a scan that no private change is new. The owner's \Seen stays in the message record. A change takes the mailbox's next
  * MODSEQ (so one sequence orders shared and private changes), without touching the message
  * row: other users see HIGHESTMODSEQ move and no message changed. Rows go with their message
  * (expunge), with their mailbox (delete; a rename keeps the id), with their viewer (user
@@ -108,6 +109,8 @@ int store_seen_set(struct store_txn *t, uint64_t mbox, const char *viewer, uint3
 		val[8] = seen ? 1 : 0;
 		if ((rc = store_put(t, DBI_SEEN, k, seen_key(k, mbox, uid, viewer, len), val,
 				    sizeof(val))) != 0 ||
+		    (rc = store_put(t, DBI_SEEN, k, seen_key(k, mbox, 0, viewer, len), val,
+				    sizeof(val))) != 0 ||
 		    (rc = mbox_rec_store_what(t, mbox, &r, STORE_WHAT_FLAGS)) != 0)
 			return rc;
 	}
@@ -151,6 +154,15 @@ int store_seen_flags(struct store_txn *t, uint64_t mbox, const char *viewer, uin
 	return rc;
 }
 
+int store_seen_highest(struct store_txn *t, uint64_t mbox, const char *viewer, uint64_t *modseq_r)
+{
+	struct store_seen s;
+	int rc = store_seen_get(t, mbox, viewer, 0, &s);
+
+	*modseq_r = s.modseq;
+	return rc == STORE_ENOMSG ? 0 : rc;
+}
+
 int store_seen_list(struct store_txn *t, uint64_t mbox, const char *viewer, uint32_t lo,
 		    uint64_t changedsince, int (*cb)(const struct store_seen *s, void *arg),
 		    void *arg)
@@ -164,7 +176,7 @@ int store_seen_list(struct store_txn *t, uint64_t mbox, const char *viewer, uint
 	if (len == 0 || len > STORE_SEEN_VIEWER_MAX)
 		return 0;
 	put_be64(k, mbox);
-	put_be32(k + 8, lo);
+	put_be32(k + 8, lo > 0 ? lo : 1); /* uid 0: the viewer's last change, no message */
 	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[DBI_SEEN], &c)) != 0)
 		return store_mdb_err(t, rc, "cursor");
 	for (rc = mdb_cursor_get(c, &key, &v, MDB_SET_RANGE); rc == 0 && stop == 0;

@@ -142,6 +142,17 @@ static void test_private_seen(void **state)
 	assert_string_equal(rows(&f, "bob", 0), "1,2-,3,");
 	assert_string_equal(rows(&f, "bob", h1 + 1), "1,3,");
 	assert_int_equal(set(&f, "bob", f.uid[0], false, 0, NULL), 0);
+	{
+		struct store_txn *t;
+		uint64_t last = 1, h = highest(&f);
+
+		assert_int_equal(store_txn_begin(f.ts.st, 0, STORE_TXN_READ, &t), 0);
+		assert_int_equal(store_seen_highest(t, f.mb, "bob", &last), 0);
+		assert_int_equal(last, h);
+		assert_int_equal(store_seen_highest(t, f.mb, "carol", &last), 0);
+		assert_int_equal(last, 0);
+		store_txn_abort(&t);
+	}
 	assert_string_equal(rows(&f, "carol", 0), "");
 
 	/* store_msg_flags as bob: \Seen his, the rest the message's; a replacement keeps
