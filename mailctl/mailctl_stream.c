@@ -170,14 +170,15 @@ int mc_digest_read(struct mc *mc, FILE *f, struct mc_target *t)
 		else if (sscanf(line, "count %" SCNu64 " %" SCNu64 "%n", &t->boxes, &t->messages,
 				&off) == 2 &&
 			 line[off] == '\0') {
-		} else if ((sscanf(line, "mailbox %64s %n", hex, &off) == 1 ||
+		} else if ((sscanf(line, "mailbox %64s%n", hex, &off) == 1 ||
 			    sscanf(line, "rest %64s%n", hex, &off) == 1) &&
 			   off > 0 && is_hex64(hex) && t->n < BOXES_MAX &&
-			   (line[0] == 'r'
-				    ? line[off] == '\0'
-				    : line[off] != '\0' && strlen(line + off) <= STORE_MAX_NAME)) {
+			   (line[0] == 'r' ? line[off] == '\0'
+					   : line[off] == ' ' && line[off + 1] != '\0' &&
+						     strlen(line + off + 1) <= STORE_MAX_NAME)) {
+			/* the name is the rest of the line, spaces and all */
 			t->v = xreallocarray(t->v, t->n + 1, sizeof(*t->v));
-			t->v[t->n].name = line[0] == 'm' ? xstrdup(line + off) : NULL;
+			t->v[t->n].name = line[0] == 'm' ? xstrdup(line + off + 1) : NULL;
 			memcpy(t->v[t->n++].hex, hex, 65);
 		} else
 			break;
@@ -567,8 +568,8 @@ static int rx_script(struct rx *rx, const char *arg)
 	struct mc_script *s;
 	int off = 0, rc;
 
-	if (sscanf(arg, "%u %" SCNu64 " %" SCNu64 " %n", &active, &sl, &pl, &off) != 3 ||
-	    active > 1 || off == 0 || !good_name(arg + off))
+	if (sscanf(arg, "%u %" SCNu64 " %" SCNu64 "%n", &active, &sl, &pl, &off) != 3 ||
+	    active > 1 || arg[off] != ' ' || !good_name(arg + ++off))
 		return rx_error(rx, "expected sieve 0|1 SRCLEN PROGLEN NAME");
 	if (sl > SCRIPT_MAX || pl > SCRIPT_MAX)
 		return rx_error(rx, "a Sieve script over %" PRIu64 " bytes", SCRIPT_MAX);
@@ -620,8 +621,8 @@ static int rx_mailbox(struct rx *rx, const char *arg, char *line)
 	unsigned sub = 2;
 	int off = 0, rc;
 
-	if (sscanf(arg, "%u %x %n", &sub, &b.special, &off) != 2 || sub > 1 || off == 0 ||
-	    arg[off] == '\0' || strlen(arg + off) > STORE_MAX_NAME)
+	if (sscanf(arg, "%u %x%n", &sub, &b.special, &off) != 2 || sub > 1 || arg[off] != ' ' ||
+	    arg[++off] == '\0' || strlen(arg + off) > STORE_MAX_NAME)
 		return rx_error(rx, "expected mailbox 0|1 SPECIAL NAME");
 	if (++rx->boxes > BOXES_MAX)
 		return rx_error(rx, "more than %d mailboxes", BOXES_MAX);

@@ -11,7 +11,8 @@ a delivery on the store host; mbsync syncs a user of each store host through the
 local Maildir, and after new mail a second sync fetches only the new message; mailload's
 manager (client) drives one agent in each client namespace through the front in a short run of
 4 users, which reports nothing lost or duplicated; in another such run a user of store1 is
-moved to store2 (mailctl user move, --finish once every replica has the flip) and back, and the
+moved to store2 (mailctl user move --via `ip netns exec` into store2's namespace, --finish once
+every replica has the flip) and back (--to), and the
 run loses and duplicates nothing, its model of the user's mailboxes is never contradicted and
 the INBOX's UIDVALIDITY is kept; a proxy login with the right secret from the client's address
 is refused by the store host and accepted from the front's (198.18.0.10); a store host
@@ -453,9 +454,13 @@ SyncState *
         assert_eq(r.returncode, rc, f"mailctl {' '.join(args)}: {r.stdout}{r.stderr}")
         return json.loads(r.stdout) if r.stdout.strip() else None
 
-    def move(user, src, dst):
-        """mailctl user move from src to dst on the provider, then --finish."""
-        args = ("user", "move", user, f"{dst}.{DOMAIN}", "--to", dc.conf(dst),
+    def move(user, src, dst, via=False):
+        """mailctl user move from src to dst on the provider, then --finish; via: the copy
+        streamed into mailctl in dst's namespace (--via), else dst's store opened (--to)."""
+        target = (("--via", f"ip netns exec {dc.ns[dst]} "
+                   f"{os.path.join(BUILD, 'mailctl', 'mailctl')} -c {dc.conf(dst)}")
+                  if via else ("--to", dc.conf(dst)))
+        args = ("user", "move", user, f"{dst}.{DOMAIN}", *target,
                 "--provider", "ldap://198.18.0.30:389/")
         doc = mailctl(src, *args)
         assert_eq(doc["step"], "flipped")
@@ -494,7 +499,7 @@ SyncState *
             with open(log) as f:
                 return "addr=198.18.0.5" in f.read()[start:]
         wait_for(agents_sending, 60, "the agents' first SMTP sessions")
-        move("user3", "store1", "store2")
+        move("user3", "store1", "store2", via=True)  # a stream between the namespaces
         try:
             rc = p.wait(timeout=300)
         finally:
