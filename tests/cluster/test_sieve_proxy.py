@@ -11,7 +11,9 @@ store host that is down gives its users NO (TRYLATER) while the other host's use
 served; one that answers garbage is cut off the same way; a proxy login from an address not
 in [sieve] proxy_trusted, or with a wrong secret, is refused by the store host. mailctl kick
 on the front closes a relayed session. A SIGHUP of the front applies a changed [sieve]
-proxy_hosts to the logins from then on.
+proxy_hosts to the logins from then on. A user moved away (mailctl user move --finish: a
+tombstone on the old host) whom the directory still homes there (a stale replica) is referred
+to the new host by the old one, and gets NO (TRYLATER) through the front; no account is made.
 
   test_sieve_proxy.py SOURCE_ROOT MTAD IMAPD STORE_PEEK MANAGESIEVED MAILCTL"""
 import base64
@@ -320,6 +322,37 @@ def main():
                   'OK "Logged in"')
         c.close()
 
+    def test_moved_user_referred_by_the_old_host():
+        h1, h2 = hosts
+        run = [MAILCTL, "-c", h1.conf]
+        dn = f"dn: uid=user7,{cl.slapd.env['LDAP_PEOPLE']}\nchangetype: modify\n"
+        assert_eq(subprocess.run(run + ["user", "add", "user7"], capture_output=True,
+                                 timeout=60).returncode, 0)
+        for more in ([], ["--finish"]):  # auth_cache_ttl is 0 s: --finish at once
+            r = subprocess.run(run + ["user", "move", "user7", h2.name, "--to", h2.conf,
+                                      *more], capture_output=True, text=True, timeout=120)
+            assert r.returncode == 0, (more, r.stdout, r.stderr)
+        # the directory says store1 again, as a stale replica would
+        cl.slapd.change("ldapmodify", dn + f"replace: mailHost\nmailHost: {h1.name}\n")
+        try:
+            c = Sieve(h1.addr, h1.sieve_port)
+            assert_eq(c.plain("user7", "user7"),
+                      f'NO (REFERRAL "sieve://{h2.name}") "Your scripts are on {h2.name}"')
+            c.close()
+            c, final = front_login("user7")  # relayed to store1, which refers it
+            c.close()
+            assert final.startswith("NO (TRYLATER)"), final
+            assert_in(f"managesieve refer user=user7 host={h2.name} reason=moved",
+                      h1.msd.logtext())
+            r = subprocess.run(run + ["user", "show", "user7"], capture_output=True,
+                               text=True, timeout=60)
+            assert r.returncode == 67 and f"moved to {h2.name}" in r.stderr, r.stderr
+        finally:
+            cl.slapd.change("ldapmodify", dn + f"replace: mailHost\nmailHost: {h2.name}\n")
+        c, final = front_login("user7")  # the directory right again: store2 serves it
+        c.close()
+        assert_eq(final, 'OK "Logged in"')
+
     def body():
         nonlocal front
         with cl:
@@ -336,6 +369,7 @@ def main():
                               test_store_host_down_others_unaffected,
                               test_forged_proxy_login_refused,
                               test_sighup_rereads_proxy_hosts,
+                              test_moved_user_referred_by_the_old_host,
                               test_garbage_store_host_cut_off])
 
     return run_main(body, TMP, daemons, cleanup=(gstop,), tail=20000)

@@ -14,7 +14,9 @@ user as it was; a journal left by a crash in the copy step is resumed (the half 
 refusals change nothing. After --finish the source keeps a tombstone: a host that still routes
 the user there (a stale directory) gets 451 4.2.0 over SMTP and LMTP, a direct IMAP login a
 NO [REFERRAL] to the new host, one through the front NO [UNAVAILABLE], and no account is made
-there; user show/list show it, user del clears it, and so do a move back and user add. Every --json output is validated against docs/schema/mailctl.schema.json.
+there; user show/list show it, user del clears it, and so do a move back and user add;
+verify --repair drops it once older than [store] tombstone_age. Every --json output is
+validated against docs/schema/mailctl.schema.json.
 
   test_mailctl_move.py SOURCE_ROOT MTAD IMAPD STORE_PEEK MAILCTL"""
 import imaplib
@@ -32,7 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "cluster"))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 from heroncluster import Cluster, run_cluster  # noqa: E402
-from heronlib import DOMAIN, assert_eq, tls_client_ctx, wait_for  # noqa: E402
+from heronlib import DOMAIN, assert_eq, tls_client_ctx, wait_for, write_conf  # noqa: E402
 
 ROOT, MTAD, IMAPD, PEEK, MAILCTL = sys.argv[1:6]
 TMP = tempfile.mkdtemp(prefix="heron-mailctl-move-")
@@ -657,6 +659,28 @@ def main():
         assert_eq(mailhost(cl, "user2"), "store2.heron.test")
         move(h2, h1, "user2", "--abort", "--finish", rc=64)
 
+    def test_verify_repair_drops_expired_tombstones():
+        """user4's tombstone (the --via move finished) holds under the default
+        tombstone_age and survives verify --repair; under an age of 1 s it expires, and
+        verify --repair drops it."""
+        src = [h for h in (h1, h2)
+               if "moved to" in (mailctl(h.conf, "user", "show", "user4")[1] or {}).get(
+                   "error", "")]
+        assert len(src) == 1, "no tombstone of user4"
+        h = src[0]
+        code, doc, _ = mailctl(h.conf, "verify", "--repair")
+        assert code == 0 and valid("verify", doc)["repaired"] == 0, doc
+        assert "moved to" in mailctl(h.conf, "user", "show", "user4")[1]["error"]
+        short = os.path.join(h.dir, "short-tombstones.conf")
+        write_conf(short, {**h.sections, "store": {**h.sections["store"],
+                                                   "tombstone_age": "1s"}})
+        wait_for(lambda: "moved" not in mailctl(short, "user", "show", "user4")[1]["error"],
+                 30, "user4's tombstone to expire under tombstone_age = 1s")
+        code, doc, _ = mailctl(short, "verify", "--repair")
+        assert code == 0 and valid("verify", doc)["repaired"] == 1, doc
+        code, doc, _ = mailctl(h.conf, "user", "show", "user4")  # gone, not just expired
+        assert code == 67 and "moved" not in valid("error", doc)["error"], doc
+
     def test_move_back_clears_the_tombstone():
         """user3 went to store2 (finished: a tombstone on store1). Moved back, store1's
         tombstone goes with the user's creation there and store2 gets one; user add on store2
@@ -686,6 +710,7 @@ def main():
                                  test_tombstone_after_finish, test_abort_before_the_flip,
                                  test_resume_after_a_crash_in_the_copy, test_refusals,
                                  test_move_via_a_stream_cut_and_killed,
+                                 test_verify_repair_drops_expired_tombstones,
                                  test_move_back_clears_the_tombstone],
                        started)
 
