@@ -232,10 +232,11 @@ bool imap_cmd_store_error(struct imap_cmd *cmd, int err, const char *what)
 	const char *code = "";
 
 	if (err == STORE_EMOVED) /* another user's mailbox, its owner moved away (imap_ns.c) */
-		return imap_cmd_reply(cmd, "NO",
-				      "[CANNOT] %s: the mailbox's owner has moved to another host; "
-				      "mailboxes are shared on their owner's host only",
-				      what);
+		return imap_cmd_reply(
+			cmd, "NO",
+			"[CANNOT] %s: the mailbox's owner has moved to another host; "
+			"mailboxes are shared on their owner's host only",
+			what);
 	switch (err) {
 	case STORE_ENOMBOX:
 		code = "[NONEXISTENT] ";
