@@ -12,11 +12,16 @@ and the mailbox holds exactly one kept copy (none for a redirect without :copy).
 a second one could be relaying a copy when the kill comes, and a kill between the remote
 250 and the queue's record of it sends that copy again (the relay's own window, mtad.8). A
 mailbox over quota (452, retried every second) gets its redirect copy once, not once per
-retry, and the kept copy when the quota allows. At the end the records of finished
-recipients are all gone (a restart's sweep finds none left).
+retry, and the kept copy when the quota allows. Then kill -9s wherever they fall among
+the runner's deliveries of a stream of such messages: one copy, reply and kept copy each.
+At the end the records of finished recipients are all gone (a restart's sweep finds none
+left).
 
   test_sieve_redirect.py SOURCE_ROOT MTAD STORE_PEEK MAILCTL SINK"""
+import collections
 import os
+import random
+import re
 import smtplib
 import subprocess
 import sys
@@ -25,7 +30,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from heronlib import (DOMAIN, HOST, Mtad, Sink, Store, assert_eq, assert_in,  # noqa: E402
-                      mtad_records_swept, run_main, run_tests, wait_for, write_users)
+                      free_port, mtad_records_swept, run_main, run_tests, wait_for,
+                      write_users)
 
 ROOT, MTAD, PEEK, MAILCTL, SINK = sys.argv[1:6]
 TMP = tempfile.mkdtemp(prefix="heron-sieve-redirect-")
@@ -239,6 +245,59 @@ def test_vacation_reply_once_across_kills():
     assert_eq(replies_to("pal1@sink.test", "eve-away"), 1)
 
 
+def subjects_of(user):
+    """How many messages of each subject the user's INBOX holds."""
+    found = collections.Counter()
+    for m in store.inbox(user):
+        hit = re.search(rb"\r\nSubject: ([^\r]*)\r\n", store.body(user, int(m[0])))
+        if hit:
+            found[hit.group(1).decode()] += 1
+    return found
+
+
+def test_kill9_storm():
+    """kill -9s wherever they fall: eight rounds of four messages to bob (redirect :copy) and
+    four to eve (vacation, each from its own sender), mtad killed -9 a moment after each
+    round's last 250, while the runner delivers them. The copies and replies cannot leave
+    meanwhile (the sink's route points at a closed port: no kill falls between the sink's
+    250 and the queue's record of it); then the route is the sink's again. One copy, one
+    reply and one kept copy each."""
+    n = 32
+    route = mtad.sections["mtad"]["transport_map"]
+    mtad.sections["mtad"]["transport_map"] = f"sink.test=127.0.0.1:{free_port()}"
+    mtad.stop()
+    mtad.write_conf()
+    mtad.start()
+    mark = len(mtad.logtext())
+    for r in range(8):
+        for i in range(r * 4, r * 4 + 4):
+            send(f"bob@{DOMAIN}", f"storm {i}")
+            send(f"eve@{DOMAIN}", f"storm {i}", frm=f"storm{i}@sink.test")
+        time.sleep(random.random() / 50)  # the runner busy with the last of them
+        mtad.kill9()
+        mtad.start()
+    mtad.sections["mtad"]["transport_map"] = route
+    mtad.stop()
+    mtad.write_conf()
+    mtad.start()
+    for user in ("bob", "eve"):
+        wait_for(lambda: sum(1 for k in subjects_of(user) if k.startswith("storm ")) >= n,
+                 timeout=120, what=f"{user}'s kept copies")
+    wait_for(lambda: all(at_sink(f"storm {i}", "far@sink.test") >= 1
+                         and replies_to(f"storm{i}@sink.test", "eve-away") >= 1
+                         for i in range(n)), timeout=120, what="every copy and reply")
+    for addr in ("far@sink.test", "sink.test", f"bob@{DOMAIN}", f"eve@{DOMAIN}"):
+        settle(addr)
+    for user in ("bob", "eve"):
+        got = subjects_of(user)
+        assert_eq([got[f"storm {i}"] for i in range(n)], [1] * n, user)
+    assert_eq([at_sink(f"storm {i}", "far@sink.test") for i in range(n)], [1] * n)
+    assert_eq([replies_to(f"storm{i}@sink.test", "eve-away") for i in range(n)], [1] * n)
+    log = mtad.logtext()[mark:]
+    print(f"     after 8 kills: {log.count('not again')} copies or replies found queued, "
+          f"{log.count('delivered before a restart')} deliveries found recorded")
+
+
 def test_no_crash_one_of_each():
     """Without a kill: a redirect and a reply for one message, one each."""
     make_user("fred")
@@ -263,7 +322,7 @@ def main():
     return run_tests([
         test_redirect_copy_killed_after_the_copies, test_lmtp_redirect_killed_after_the_copies,
         test_redirect_killed_after_the_delivery,
-        test_redirect_over_quota_once, test_vacation_reply_once_across_kills,
+        test_redirect_over_quota_once, test_vacation_reply_once_across_kills, test_kill9_storm,
         test_no_crash_one_of_each, test_records_swept,
     ])
 
