@@ -527,6 +527,21 @@ def main():
             assert_eq(f.read(), memories)
         assert_eq(move_via("--finish")[0]["step"], "done")
         assert_eq(mailctl(src.conf, "user", "show", "user4")[0], 67)
+        # back through --via, the flip failing: copied there (the old host), then --abort
+        # drops that copy through CMD and leaves the user where it is, unfrozen
+        back = f"{sys.executable} {wrap} {TMP} {MAILCTL} {src.conf}"
+        q0 = mailctl(dst.conf, "quota", "get", "user4")[1]
+        code, doc, err = mailctl(dst.conf, "user", "move", "user4", src.name, "--via", back,
+                                 "--provider", DEAD_PROVIDER)
+        assert code == 75 and "the directory:" in valid("error", doc)["error"], (doc, err)
+        assert_eq(mailctl(src.conf, "user", "show", "user4")[0], 0)
+        assert_eq(sorted(digest(src)), sorted(full))
+        code, doc, err = mailctl(dst.conf, "user", "move", "user4", src.name, "--via", back,
+                                 "--abort")
+        assert code == 0 and valid("user move", doc)["step"] == "aborted", (doc, err)
+        assert_eq(mailctl(src.conf, "user", "show", "user4")[0], 67)
+        assert_eq(mailctl(dst.conf, "quota", "get", "user4")[1], q0)
+        assert_eq(mailhost(cl, "user4"), dst.name)
         # bad input from the pipe: a clear refusal (exit 65), nobody made
         for bad in (b"", b"heron-move 2\n", b"heron-move 1\nuser user9\nmailbox 1 0 X\n"
                     b"file cur/../../x 3 0\nabc\n", b"heron-move 1\nuser user9\n"
