@@ -113,6 +113,14 @@ static void report_rcpt(struct buf *b, const struct mtad *m, const struct qjob *
 	}
 }
 
+size_t bounce_header_len(const char *msg, size_t len)
+{
+	size_t n = len < RETURN_MAX ? len : RETURN_MAX;
+	const char *end = memmem(msg, n, "\r\n\r\n", 4);
+
+	return end != NULL ? (size_t)(end - msg) + 2 : n;
+}
+
 int bounce_read_header(int fd, struct buf *hdr)
 {
 	char chunk[16 * 1024];
@@ -169,9 +177,10 @@ static int return_original(struct store_blob *blob, int fd, bool full)
 	return 0;
 }
 
-/* The DSN's text into b, the original read from fd (-1: the queue file of job->qm.id). */
+/* The DSN's text into b, the original read from fd (-1: the queue file of job->qm.id), or
+   when hdr is not NULL its header, hlen bytes in memory (the headers-only kinds). */
 static int bounce_write(struct mtad *m, const struct qjob *job, struct store_blob *b,
-			enum dsn_kind kind, int fd)
+			enum dsn_kind kind, int fd, const char *hdr, size_t hlen)
 {
 	/* a delay notice returns the headers only: the message is still on its way */
 	/* a REQUIRETLS message's body goes nowhere its sender did not allow (RFC 8689 5) */
@@ -191,10 +200,16 @@ static int bounce_write(struct mtad *m, const struct qjob *job, struct store_blo
 		   full ? "message/rfc822" : "text/rfc822-headers");
 	rc = store_blob_write(b, head.data, head.len);
 	buf_reset(&head);
-	if (rc == 0 && fd < 0 && (rc = store_queue_open(m->store, job->qm.id, &qfd, &size)) == 0)
-		fd = qfd;
-	if (rc == 0)
-		rc = return_original(b, fd, full);
+	if (hdr != NULL) {
+		if (rc == 0)
+			rc = store_blob_write(b, hdr, hlen);
+	} else {
+		if (rc == 0 && fd < 0 &&
+		    (rc = store_queue_open(m->store, job->qm.id, &qfd, &size)) == 0)
+			fd = qfd;
+		if (rc == 0)
+			rc = return_original(b, fd, full);
+	}
 	if (qfd != -1)
 		close(qfd);
 	buf_printf(&head, "\r\n--%s--\r\n", boundary);
@@ -206,7 +221,8 @@ static int bounce_write(struct mtad *m, const struct qjob *job, struct store_blo
 
 /* The DSN in d (see bounce_prepare), its blob finished by finish. */
 static int dsn_build(struct mtad *m, const struct qjob *job, enum dsn_kind kind, int fd,
-		     struct bounce_dsn *d, int (*finish)(struct store_blob *b))
+		     const char *hdr, size_t hlen, struct bounce_dsn *d,
+		     int (*finish)(struct store_blob *b))
 {
 	size_t n = 0;
 	int rc;
@@ -222,7 +238,8 @@ static int dsn_build(struct mtad *m, const struct qjob *job, enum dsn_kind kind,
 		return 0;
 	}
 	if ((rc = store_blob_new(m->store, STORE_QUEUE_PART, &d->blob)) == 0 &&
-	    (rc = bounce_write(m, job, d->blob, kind, fd)) == 0 && (rc = finish(d->blob)) == 0) {
+	    (rc = bounce_write(m, job, d->blob, kind, fd, hdr, hlen)) == 0 &&
+	    (rc = finish(d->blob)) == 0) {
 		d->to.addr = job->qm.sender;
 		d->qm.sender = "";
 		d->qm.size = store_blob_size(d->blob);
@@ -239,7 +256,7 @@ static int dsn_build(struct mtad *m, const struct qjob *job, enum dsn_kind kind,
 int bounce_prepare(struct queue_runner *qr, const struct qjob *job, enum dsn_kind kind,
 		   struct bounce_dsn *d)
 {
-	return dsn_build(qr->m, job, kind, -1, d, store_blob_finish_deferred);
+	return dsn_build(qr->m, job, kind, -1, NULL, 0, d, store_blob_finish_deferred);
 }
 
 int bounce_prepare_refused(struct mtad *m, const struct bounce_refused *f, int fd,
@@ -264,7 +281,8 @@ int bounce_prepare_refused(struct mtad *m, const struct bounce_refused *f, int f
 		job.result[i] = STORE_Q_FAILED;
 		job.error[i] = error != NULL ? error : f->why;
 	}
-	rc = dsn_build(m, &job, DSN_FAILED, fd, d, store_blob_finish_deferred);
+	rc = dsn_build(m, &job, DSN_FAILED, fd, f->header, f->header_len, d,
+		       store_blob_finish_deferred);
 	free(job.qm.rcpt);
 	free(job.result);
 	free(job.error);
@@ -289,7 +307,7 @@ void bounce_queued(struct queue_runner *qr, const struct qjob *job, struct bounc
 int bounce_send(struct queue_runner *qr, const struct qjob *job, enum dsn_kind kind)
 {
 	struct bounce_dsn d;
-	int rc = dsn_build(qr->m, job, kind, -1, &d, store_blob_finish);
+	int rc = dsn_build(qr->m, job, kind, -1, NULL, 0, &d, store_blob_finish);
 
 	if (rc != 0 || d.blob == NULL)
 		return rc;

@@ -91,7 +91,6 @@ struct pickup {
 	char key[STORE_DROP_KEY_MAX + 1]; /* its identity (file_key), its record's in the store */
 	bool recorded;                    /* a record of key is in environment rec_part */
 	unsigned rec_part;
-	int fd; /* the file, open while its dialogue runs */
 	int64_t mtime;
 	char *data; /* the whole file, NUL-terminated */
 	size_t len, body_off;
@@ -124,9 +123,6 @@ static void file_clear(struct pickup *p)
 	if (p->bev != NULL)
 		bufferevent_free(p->bev);
 	p->bev = NULL;
-	if (p->fd != -1)
-		close(p->fd);
-	p->fd = -1;
 	for (size_t i = 0; p->rerr != NULL && i < p->nrcpt; i++)
 		free(p->rerr[i]);
 	free(p->rerr);
@@ -328,24 +324,48 @@ static const struct {
 	[P_DATA] = { 354, O_BAD, send_body },   [P_DOT] = { 250, O_BAD, submitted },
 };
 
-/* A refused file's DSN on its way into the queue with the file's record (one commit). */
+/* A refused file's DSN on its way into the queue with the file's record (one commit). What
+   the DSN says is the refusal's own (the file and the pickup may be gone by the commit): its
+   recipients, their refusals, the header it returns (from the bytes in memory). */
 struct refusal {
 	struct pickup *p; /* NULL once the pickup stopped */
+	struct mtad *m;
 	char *key, *to, *why;
+	struct bounce_refused f;
+	char **addr, **error; /* f's, n each */
+	char *hdr;            /* f.header */
 	struct bounce_dsn dsn;
 };
 
+/* In the committer's thread: the DSN's file (once: a partition's work may be run again),
+   then its queue entry and the file's record. */
 static int refuse_fn(struct store_txn *t, void *arg)
 {
 	struct refusal *r = arg;
-	int rc = store_queue_add_txn(t, &r->dsn.qm, r->dsn.blob, &r->dsn.id);
+	int rc;
 
-	return rc != 0 ? rc : store_drop_put_txn(t, r->key, r->dsn.id, STORE_DROP_BOUNCE);
+	if (r->dsn.blob == NULL) {
+		if ((rc = bounce_prepare_refused(r->m, &r->f, -1, &r->dsn)) != 0)
+			return rc;
+		if (r->dsn.blob == NULL)
+			return STORE_EIO; /* not reached: a sender and recipients */
+	}
+	if ((rc = store_queue_add_txn(t, &r->dsn.qm, r->dsn.blob, &r->dsn.id)) != 0)
+		return rc;
+	return store_drop_put_txn(t, r->key, r->dsn.id, STORE_DROP_BOUNCE);
 }
 
 static void refusal_free(struct refusal *r)
 {
 	store_blob_free(&r->dsn.blob);
+	for (size_t i = 0; i < r->f.n; i++) {
+		free(r->addr[i]);
+		free(r->error[i]);
+	}
+	free(r->addr);
+	free(r->error);
+	free(r->f.why);
+	free(r->hdr);
 	free(r->key);
 	free(r->to);
 	free(r->why);
@@ -397,31 +417,40 @@ static char *refusal_to(const struct pickup *p, enum step st)
 	return xasprintf("uid%ld@%s", p->uid, domain);
 }
 
-/* The DSN of a file mtad refused with a 5xx at step st (p->text): every recipient failed,
-   with its own refusal (RCPT) or the message's. */
-static int refusal_dsn(struct pickup *p, struct refusal *r)
+/* What the DSN of a file mtad refused with a 5xx at step st (p->text) says, into r (its
+   file is written by refuse_fn): every recipient failed, with its own refusal (RCPT) or the
+   message's; the header returned is the file's, in memory since its read. */
+static void refusal_dsn(struct pickup *p, struct refusal *r)
 {
-	struct bounce_refused f = { 0 };
+	const char *msg = p->data + p->body_off;
+	size_t hlen = bounce_header_len(msg, p->len - p->body_off);
 
-	f.id = (uint64_t)clock_wall_us(); /* names the DSN only (Message-ID, boundary) */
-	f.sender = r->to;
-	f.created = p->mtime;
-	f.n = p->nrcpt;
-	f.stride = 1;
-	f.addr = p->rcpt;
-	f.error = p->rerr;
-	f.why = reply_text(p->text);
-	if (lseek(p->fd, (off_t)p->body_off, SEEK_SET) < 0)
-		return STORE_EIO;
-	return bounce_prepare_refused(p->m, &f, p->fd, &r->dsn);
+	r->addr = xcalloc(p->nrcpt, sizeof(*r->addr));
+	r->error = xcalloc(p->nrcpt, sizeof(*r->error));
+	for (size_t i = 0; i < p->nrcpt; i++) {
+		r->addr[i] = xstrdup(p->rcpt[i]);
+		r->error[i] = p->rerr != NULL && p->rerr[i] != NULL ? xstrdup(p->rerr[i]) : NULL;
+	}
+	r->hdr = xmalloc(hlen + 1);
+	memcpy(r->hdr, msg, hlen);
+	r->f.id = (uint64_t)clock_wall_us(); /* names the DSN only (Message-ID, boundary) */
+	r->f.sender = r->to;
+	r->f.created = p->mtime;
+	r->f.n = p->nrcpt;
+	r->f.stride = 1;
+	r->f.addr = r->addr;
+	r->f.error = r->error;
+	r->f.why = xstrdup(reply_text(p->text));
+	r->f.header = r->hdr;
+	r->f.header_len = hlen;
 }
 
 static void refuse(struct pickup *p, enum step st)
 {
 	struct refusal *r = xcalloc(1, sizeof(*r));
-	int rc;
 
 	r->p = p;
+	r->m = p->m;
 	r->key = xstrdup(p->key);
 	r->to = refusal_to(p, st);
 	r->why = xstrdup(p->text);
@@ -434,19 +463,13 @@ static void refuse(struct pickup *p, enum step st)
 		refusal_free(r);
 		return;
 	}
-	if ((rc = refusal_dsn(p, r)) != 0 || r->dsn.blob == NULL) {
-		log_warnx("maildrop: %s uid=%ld: the notification of its refusal: %s", p->name,
-			  p->uid, rc != 0 ? store_strerror(rc) : "not written");
-		done(p, O_KEEP, "its refusal's notification could not be written");
-		refusal_free(r);
-		return;
-	}
+	refusal_dsn(p, r);
 	/* the session is done with (its callbacks stop: gen); the scan waits for the commit */
 	bufferevent_free(p->bev);
 	p->bev = NULL;
 	p->gen++;
 	p->refusal = r;
-	store_gc_submit(p->m->gc, STORE_QUEUE_PART, r->dsn.blob, refuse_fn, r, refuse_done, r);
+	store_gc_submit(p->m->gc, STORE_QUEUE_PART, NULL, refuse_fn, r, refuse_done, r);
 }
 
 /* The next step after a complete reply (p->code, p->text). */
@@ -630,7 +653,7 @@ static void read_done(evutil_socket_t fd, short what, void *arg)
 
 	read_join(r);
 	p->reading = NULL;
-	p->fd = r->fd; /* kept for a refusal's DSN, which returns the headers */
+	close(r->fd); /* a refusal's DSN returns the headers from data */
 	p->data = r->data;
 	p->len = r->len;
 	p->data[p->len] = '\0';
@@ -875,7 +898,6 @@ void pickup_start(struct mtad *m)
 	p = xcalloc(1, sizeof(*p));
 	p->m = m;
 	p->ifd = -1;
-	p->fd = -1;
 	str_lcpy(p->dir, mc->maildrop, sizeof(p->dir));
 	for (size_t i = 0; i < mc->local_submission->n && p->sock[0] == '\0'; i++)
 		if (mc->local_submission->v[i].unix_path)

@@ -204,15 +204,21 @@ struct bounce_refused {
 	char *const *addr;
 	char *const *error;
 	char *why;
+	const char *header; /* the original's header in memory (bounce_header_len), or NULL */
+	size_t header_len;
 };
 /* A DSN_FAILED as bounce_prepare's naming f's recipients, with RET=HDRS: the original's
-   header is read from fd, from its offset on. f's strings must live until the commit. */
+   header is f->header, else read from fd, from its offset on. f's strings must live until
+   the commit. Writes the DSN's file: callable in the committer's thread (an operation's
+   function), which then references it. */
 int bounce_prepare_refused(struct mtad *m, const struct bounce_refused *f, int fd,
 			   struct bounce_dsn *d);
 /* The header of the message read from fd (its offset on) into hdr (reset first, its max at
    least RETURN_MAX: 64 KiB): up to the CRLF that ends its last field (the empty line and
    the body left out, wherever the reads cut them), or its first 64 KiB. 0 or STORE_EIO. */
 int bounce_read_header(int fd, struct buf *hdr);
+/* The length of the header bounce_read_header would read from the message msg (len bytes). */
+size_t bounce_header_len(const char *msg, size_t len);
 /* After the commit (rc its result): logs the DSN's id and kicks the runner, or the failure;
    frees d->blob. Nothing when d->blob is NULL. */
 void bounce_queued(struct queue_runner *qr, const struct qjob *job, struct bounce_dsn *d, int rc);

@@ -1,7 +1,8 @@
 /* test_bounce.c — the headers a DSN returns (mtad/bounce.c, bounce_read_header): read from a
  * file in 16 KiB chunks, they end at the CRLF before the empty line wherever the chunks cut
  * the CRLF CRLF (the empty line and the body never returned, no header cut short), at most
- * 64 KiB of them, and a message without a body is returned whole. */
+ * 64 KiB of them, and a message without a body is returned whole; bounce_header_len finds
+ * the same header in a message in memory (a maildrop file's, pickup.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -144,12 +145,46 @@ static void test_from_offset(void **state)
 	close(fd);
 }
 
+/* The header in memory is the one read from a file, whatever its length. */
+static void test_header_len_in_memory(void **state)
+{
+	const size_t lens[] = { 40,        CHUNK - 1, CHUNK, CHUNK + 2, 2 * CHUNK + 3,
+				64 * 1024, 200 * 1024 };
+	const char *body = "body line\r\n\r\nsecond paragraph\r\n";
+	const char *nobody = "Subject: only headers\r\nFrom: <a@b>\r\n";
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		struct buf hdr;
+		char *h, *msg;
+		int fd = message_fd(lens[i], body, &h);
+		size_t n = lens[i] + strlen(body);
+
+		msg = malloc(n);
+		assert_non_null(msg);
+		memcpy(msg, h, lens[i]);
+		memcpy(msg + lens[i], body, strlen(body));
+		buf_init(&hdr, 1024, 64 * 1024);
+		assert_int_equal(bounce_read_header(fd, &hdr), 0);
+		assert_int_equal(bounce_header_len(msg, n), hdr.len);
+		buf_release(&hdr);
+		close(fd);
+		free(msg);
+		free(h);
+	}
+	assert_int_equal(bounce_header_len(nobody, strlen(nobody)), strlen(nobody));
+	assert_int_equal(bounce_header_len("", 0), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_end_across_chunks), cmocka_unit_test(test_short_header),
-		cmocka_unit_test(test_long_header_cut),   cmocka_unit_test(test_no_body),
+		cmocka_unit_test(test_end_across_chunks),
+		cmocka_unit_test(test_short_header),
+		cmocka_unit_test(test_long_header_cut),
+		cmocka_unit_test(test_no_body),
 		cmocka_unit_test(test_from_offset),
+		cmocka_unit_test(test_header_len_in_memory),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
