@@ -151,7 +151,7 @@ static int walk_blobs(const char *envdir, blob_fn *fn, void *arg)
 static uint64_t problems(const struct store_verify_report *r)
 {
 	return r->bad_counters + r->bad_refcounts + r->missing_files + r->orphan_files +
-	       r->bad_records + r->missing_cache + r->bad_cache + r->bad_acl;
+	       r->bad_records + r->missing_cache + r->bad_cache + r->bad_acl + r->bad_seen;
 }
 
 static void verify_print(struct mc *mc, const struct store_verify_report *r, uint64_t repaired,
@@ -172,6 +172,7 @@ static void verify_print(struct mc *mc, const struct store_verify_report *r, uin
 					    "missing_cache",
 					    "bad_cache",
 					    "bad_acl",
+					    "bad_seen",
 					    "repaired",
 					    "moved_to_lost_found",
 					    "remaining_problems",
@@ -181,8 +182,8 @@ static void verify_print(struct mc *mc, const struct store_verify_report *r, uin
 		r->users,        r->mailboxes,    r->messages,      r->blobs,
 		r->queue,        r->bad_counters, r->bad_refcounts, r->missing_files,
 		r->orphan_files, r->young_files,  r->bad_records,   r->missing_cache,
-		r->bad_cache,    r->bad_acl,      repaired,         moved,
-		remaining
+		r->bad_cache,    r->bad_acl,      r->bad_seen,      repaired,
+		moved,           remaining
 	};
 
 	mc_table_row(tab);

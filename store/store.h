@@ -1187,6 +1187,8 @@ struct store_verify_report {
 	uint64_t moved_lost_found; /* orphan files made messages of lost+found (repair) */
 	uint64_t bad_acl;          /* ACL rows of no mailbox (a check of every user), or that
 				      do not decode */
+	uint64_t bad_seen;         /* private \Seen rows of no mailbox or message (a check of
+				      every user), or that do not decode */
 };
 
 /* Checks one user (user != NULL) or everything: counters against a recount, refcounts,

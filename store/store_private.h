@@ -278,6 +278,10 @@ int store_acl_check(struct store_txn *t, bool (*mbox_known)(uint64_t mbox, void 
 /* store_seen.c: the rows of one message (expunge) or of a whole mailbox (delete) */
 int store_seen_expunged(struct store_txn *t, uint64_t mbox, uint32_t uid);
 int store_seen_drop(struct store_txn *t, uint64_t mbox);
+/* verify: rows of a mailbox mbox_known says is gone, of a message that is not there, or
+   that do not decode, counted in *bad_r and, with repair, deleted (*fixed_r) */
+int store_seen_check(struct store_txn *t, bool (*mbox_known)(uint64_t mbox, void *arg), void *arg,
+		     bool repair, uint64_t *bad_r, uint64_t *fixed_r);
 
 /* store_msg.c */
 int msg_put(struct store_txn *t, uint64_t mbox, uint32_t uid, const struct store_msg *m);

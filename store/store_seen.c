@@ -328,3 +328,54 @@ int store_seen_drop_viewer(struct store_txn *t, const char *viewer)
 {
 	return store_seen_rename_viewer(t, viewer, NULL);
 }
+
+int store_seen_check(struct store_txn *t, bool (*mbox_known)(uint64_t mbox, void *arg), void *arg,
+		     bool repair, uint64_t *bad_r, uint64_t *fixed_r)
+{
+	struct seen_row *bad = NULL;
+	size_t n = 0, cap = 0;
+	MDB_cursor *c;
+	MDB_val key, v;
+	int rc;
+
+	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[DBI_SEEN], &c)) != 0)
+		return store_mdb_err(t, rc, "cursor");
+	for (rc = mdb_cursor_get(c, &key, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(c, &key, &v, MDB_NEXT)) {
+		uint64_t mbox;
+		uint32_t uid;
+		struct store_msg m;
+		int mrc = 0;
+
+		if (key.mv_size > 12 && key.mv_size <= SEEN_KEY_MAX && v.mv_size == SEEN_VAL_LEN) {
+			mbox = get_be64(key.mv_data);
+			uid = get_be32((uint8_t *)key.mv_data + 8);
+			if (!mbox_known(mbox, arg))
+				mrc = STORE_ENOMBOX;
+			else if (uid != 0)
+				mrc = store_msg_get(t, mbox, uid, &m);
+			if (mrc != 0 && mrc != STORE_ENOMSG && mrc != STORE_ENOMBOX) {
+				rc = mrc;
+				break;
+			}
+			if (mrc == 0)
+				continue; /* a row of a message that is there */
+		}
+		/* a row of a mailbox or a message gone (an older binary's delete or expunge),
+		   or one that does not decode */
+		(*bad_r)++;
+		if (!repair || key.mv_size > SEEN_KEY_MAX)
+			continue;
+		if (n == cap)
+			bad = xreallocarray(bad, cap = cap * 2 + 16, sizeof(*bad));
+		memcpy(bad[n].k, key.mv_data, key.mv_size);
+		bad[n++].len = key.mv_size;
+	}
+	mdb_cursor_close(c);
+	rc = rc == 0 || rc == MDB_NOTFOUND ? 0 : store_mdb_err(t, rc, "seen check");
+	for (size_t i = 0; i < n && rc == 0; i++)
+		if ((rc = store_del(t, DBI_SEEN, bad[i].k, bad[i].len)) == 0)
+			(*fixed_r)++;
+	free(bad);
+	return rc;
+}

@@ -542,6 +542,9 @@ static int verify_env(struct store *st, unsigned part, const char *user, bool re
 			   user who has not logged in yet (store_user_delete drops a user's) */
 			rc = store_acl_check(v.t, acl_mbox_known, NULL, &v, repair, &r->bad_acl,
 					     &r->repaired);
+		if (rc == 0 && user == NULL) /* private \Seen rows (store_seen.c) */
+			rc = store_seen_check(v.t, acl_mbox_known, &v, repair, &r->bad_seen,
+					      &r->repaired);
 	}
 	if (rc == 0)
 		rc = check_blobs(&v);
@@ -589,6 +592,6 @@ int store_verify_lost_found(struct store *st, const char *user, bool repair,
 		return rc;
 	uint64_t problems = r->bad_counters + r->bad_refcounts + r->missing_files +
 			    r->orphan_files + r->bad_records + r->missing_cache + r->bad_cache +
-			    r->bad_acl;
+			    r->bad_acl + r->bad_seen;
 	return problems == 0 || (repair && r->repaired >= problems) ? 0 : STORE_ECORRUPT;
 }

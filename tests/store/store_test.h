@@ -55,6 +55,32 @@ static inline void tstore_close(struct tstore *ts, bool remove)
 	}
 }
 
+/* A row written past the store into DBI table of partition 0 (what a crash of an older
+   writer or a bug would leave): the store closed, the index opened with LMDB itself, the
+   store opened again. */
+static inline void traw_put(struct tstore *ts, const char *table, const void *k, size_t klen,
+			    const void *v, size_t vlen)
+{
+	char path[128];
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	MDB_val key = { klen, (void *)(uintptr_t)k }, val = { vlen, (void *)(uintptr_t)v };
+
+	store_close(&ts->st);
+	snprintf(path, sizeof(path), "%s/part0/index.mdb", ts->dir);
+	assert_int_equal(mdb_env_create(&env), 0);
+	assert_int_equal(mdb_env_set_maxdbs(env, 64), 0);
+	assert_int_equal(mdb_env_set_mapsize(env, (size_t)1 << 24), 0);
+	assert_int_equal(mdb_env_open(env, path, MDB_NOSUBDIR, 0640), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	assert_int_equal(mdb_dbi_open(txn, table, 0, &dbi), 0);
+	assert_int_equal(mdb_put(txn, dbi, &key, &val, 0), 0);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	assert_int_equal(store_open(&ts->o, &ts->st), 0);
+}
+
 /* A temp file holding a message of about size bytes: its fd (offset 0), or -1. Uses no
    cmocka assertion, so forked children can call it (a failed assertion in a child would
    let the child run the rest of the tests). */

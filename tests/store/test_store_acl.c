@@ -237,28 +237,12 @@ static void test_life_with_the_mailbox(void **state)
    the store closed, its partition 0 opened with LMDB itself. */
 static void put_raw_row(struct tstore *ts, uint64_t mb, const char *id, size_t vlen)
 {
-	char path[128];
 	uint8_t k[64], v[8] = { 0, 0, 0, 3, 0, 0, 0, 0 };
-	MDB_env *env;
-	MDB_txn *txn;
-	MDB_dbi dbi;
-	MDB_val key = { 8 + strlen(id), k }, val = { vlen, v };
 
-	store_close(&ts->st);
 	for (int i = 0; i < 8; i++)
 		k[i] = (uint8_t)(mb >> (56 - 8 * i));
 	memcpy(k + 8, id, strlen(id));
-	snprintf(path, sizeof(path), "%s/part0/index.mdb", ts->dir);
-	assert_int_equal(mdb_env_create(&env), 0);
-	assert_int_equal(mdb_env_set_maxdbs(env, 64), 0);
-	assert_int_equal(mdb_env_set_mapsize(env, (size_t)1 << 24), 0);
-	assert_int_equal(mdb_env_open(env, path, MDB_NOSUBDIR, 0640), 0);
-	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
-	assert_int_equal(mdb_dbi_open(txn, "acl", 0, &dbi), 0);
-	assert_int_equal(mdb_put(txn, dbi, &key, &val, 0), 0);
-	assert_int_equal(mdb_txn_commit(txn), 0);
-	mdb_env_close(env);
-	assert_int_equal(store_open(&ts->o, &ts->st), 0);
+	traw_put(ts, "acl", k, 8 + strlen(id), v, vlen);
 }
 
 static void test_verify_rows_left(void **state)
