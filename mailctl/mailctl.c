@@ -620,6 +620,7 @@ int mc_exit_code(int rc)
 	case STORE_ECORRUPT:
 	case STORE_EFORMAT:
 	case STORE_ELIMIT:
+	case STORE_EMOVED:
 		return MC_REFUSED;
 	case STORE_ELOCKED:
 	case STORE_EFULL:
@@ -660,6 +661,9 @@ static const char *hint(int rc)
 		       "for an older store)";
 	case STORE_EFULL:
 		return "raise [store] map_size_max in heron.conf";
+	case STORE_EMOVED:
+		return "its tombstone holds the name here (`mailctl user show USER` says where "
+		       "it went); `mailctl user add` or `user del` removes it";
 	case STORE_ELIMIT:
 		return "see [imapd] max_mailboxes_per_user and max_mailbox_depth in "
 		       "heron.conf";
