@@ -516,43 +516,64 @@ struct drop_enq {
 	size_t n;
 	char *key;
 	struct store_blob *blob;
-	struct bounce_dsn dsn; /* of the recipients the pickup says were refused (XREFUSED) */
+	/* the DSN of the recipients the pickup says were refused (XREFUSED), written by drop_fn:
+	   what it says (f: the sender, pairs of "addr" and its refusal's text), then its file */
+	bool want_dsn;
+	struct bounce_refused f;
+	char *from;
+	char **refused;
+	struct bounce_dsn dsn;
 };
+
+/* The DSN (RFC 3464, bounce.c's), which returns the message's header fields from its file
+   (finished; the committer's thread: off the loop), once (a retry runs this again). */
+static int drop_dsn(struct mtad *m, struct drop_enq *d)
+{
+	uint64_t size;
+	int fd, rc;
+
+	if (!d->want_dsn || d->dsn.blob != NULL)
+		return 0;
+	if ((rc = store_blob_open_blob(d->blob, &fd, &size)) != 0)
+		return rc;
+	rc = bounce_prepare_refused(m, &d->f, fd, &d->dsn);
+	close(fd);
+	return rc;
+}
 
 static int drop_fn(struct store_txn *t, void *arg)
 {
 	struct drop_enq *d = arg;
 	int rc = store_drop_enqueue_txn(t, d->qm, d->n, d->blob, d->key, STORE_DROP_QUEUED, d->id);
 
+	if (rc == 0)
+		rc = drop_dsn(d->s->m, d);
 	/* the reference makes the DSN's file durable first (here, the committer's thread) */
 	if (rc == 0 && d->dsn.blob != NULL)
 		rc = store_queue_add_txn(t, &d->dsn.qm, d->dsn.blob, &d->dsn.id);
 	return rc;
 }
 
-/* The DSN (RFC 3464, bounce.c's) to the sender naming the recipients XREFUSED named, which
-   returns the message's header fields: d->dsn.blob, or NULL (nobody: the null sender). */
-static int drop_dsn(struct smtp_session *s, struct drop_enq *d)
+/* What the DSN of the XREFUSED recipients says, its own copy (nothing when none was refused
+   or the sender is null). */
+static void drop_dsn_of(struct smtp_session *s, struct drop_enq *d)
 {
 	struct smtp_tx *tx = s->tx;
-	struct bounce_refused f = { 0 };
-	uint64_t size;
-	int fd, rc;
 
 	if (s->ndrop_refused == 0 || tx->from[0] == '\0')
-		return 0;
-	if ((rc = store_blob_open_blob(tx->blob, &fd, &size)) != 0)
-		return rc;
-	f.id = tx->qid;
-	f.sender = tx->from;
-	f.created = (int64_t)clock_wall_s();
-	f.n = s->ndrop_refused;
-	f.stride = 2; /* "addr" then its refusal's text */
-	f.addr = s->drop_refused;
-	f.error = s->drop_refused + 1;
-	rc = bounce_prepare_refused(s->m, &f, fd, &d->dsn);
-	close(fd);
-	return rc;
+		return;
+	d->want_dsn = true;
+	d->from = xstrdup(tx->from);
+	d->refused = xcalloc(2 * s->ndrop_refused, sizeof(*d->refused));
+	for (size_t i = 0; i < 2 * s->ndrop_refused; i++)
+		d->refused[i] = xstrdup(s->drop_refused[i]);
+	d->f.id = tx->qid;
+	d->f.sender = d->from;
+	d->f.created = (int64_t)clock_wall_s();
+	d->f.n = s->ndrop_refused;
+	d->f.stride = 2; /* "addr" then its refusal's text */
+	d->f.addr = d->refused;
+	d->f.error = d->refused + 1;
 }
 
 static void drop_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
@@ -574,6 +595,10 @@ static void drop_done(int result, const struct store_rcpt *rcpts, size_t n, uint
 	store_blob_free(&d->dsn.blob);
 	for (size_t i = 0; i < k; i++)
 		queued(s, d->pick[i], result, d->id[i]);
+	for (size_t i = 0; d->refused != NULL && i < 2 * d->f.n; i++)
+		free(d->refused[i]);
+	free(d->refused);
+	free(d->from);
 	free(d->key);
 	free(d);
 }
@@ -583,7 +608,6 @@ static void enqueue_drop(struct smtp_session *s)
 	struct smtp_tx *tx = s->tx;
 	struct drop_enq *d = xcalloc(1, sizeof(*d));
 	size_t direct, fwd;
-	int rc;
 
 	split_remote(s, &direct, &fwd);
 	d->s = s;
@@ -598,13 +622,7 @@ static void enqueue_drop(struct smtp_session *s)
 		queue_msg_of(s, rcpt_forwarded, tx->srs_from, &d->qm[d->n++]);
 	}
 	tx->pending += d->n;
-	if ((rc = drop_dsn(s, d)) != 0) {
-		log_warnx("%016" PRIx64 " smtp maildrop qid=%016" PRIx64 " refused recipients' "
-			  "notification: %s",
-			  s->id, tx->qid, store_strerror(rc));
-		drop_done(rc, NULL, 0, 0, d); /* 451: the file waits for a later try */
-		return;
-	}
+	drop_dsn_of(s, d);
 	store_gc_submit(s->m->gc, STORE_QUEUE_PART, tx->blob, drop_fn, d, drop_done, d);
 }
 
