@@ -3,9 +3,10 @@
  * SETACL and DELETEACL need 'a' there), whose lists the store keeps (store_acl.c). The owner holds every
  * right and is never in a list (SETACL and DELETEACL on the owner answer NO [CANNOT] unless
  * they change nothing); any other identifier ("anyone", "authenticated", a user of the store,
- * each with an optional leading '-' for negative rights, RFC 4314 2) is stored as given, and
- * a SETACL that would give rights to a name that is none of these is refused (3.1: the
- * server may refuse an identifier; nobody would get those rights). Taking rights away
+ * each with an optional leading '-' for negative rights, RFC 4314 2) is stored as given, a
+ * user the directory knows who is not in the store yet (no login nor mail so far) as the
+ * directory names it, and a SETACL that would give rights to a name that is none of these
+ * is refused (3.1: the server may refuse an identifier; nobody would get those rights). Taking rights away
  * (DELETEACL, "-rights", "") is allowed for any name, so a stale row can be removed. A
  * SETACL's "+" and "-" are applied inside the write (the group commit), to the rights the
  * row holds then. */
@@ -14,6 +15,7 @@
 
 #include "common/xmalloc.h"
 #include "imapd/imapd.h"
+#include "ldapauth/ldapauth.h"
 #include "store/store.h"
 
 /* The mailbox of argument 0 after checking that the command has argc astrings, into b (the
@@ -223,6 +225,75 @@ static bool acl_set_resume(struct imap_cmd *cmd, bool del)
 	return imap_cmd_ok(cmd, del ? "DELETEACL completed" : "SETACL completed");
 }
 
+/* A SETACL whose identifier is no user of the store (yet): the directory is asked whether it
+   knows the login (users are made in the store at their first login or mail), the write
+   waits for the answer. */
+struct acl_dir {
+	struct acl_set *op;
+	unsigned part;
+	struct ldapauth_req *req;
+	bool done, neg;
+	enum ldapauth_result result;
+	char *login; /* the directory's name for it (its case), on LDAPAUTH_OK */
+};
+
+static void acl_dir_free(struct imap_cmd *cmd)
+{
+	struct acl_dir *d = cmd->ctx;
+
+	ldapauth_cancel(&d->req);
+	if (d->op != NULL)
+		acl_set_free(d->op);
+	free(d->login);
+	free(d);
+}
+
+static void acl_dir_done(const struct ldapauth_reply *r, void *arg)
+{
+	struct imap_client *c = arg;
+	struct acl_dir *d = c->cmd.ctx;
+
+	d->req = NULL;
+	d->done = true;
+	d->result = r->result;
+	if (r->result == LDAPAUTH_OK && r->user != NULL && r->user->login != NULL)
+		d->login = xstrdup(r->user->login);
+	imap_client_resume(c);
+}
+
+static const char acl_unknown[] = "[CANNOT] Unknown identifier: not a user of this server, "
+				  "nor anyone or authenticated";
+
+/* The directory's answer: the write (the identifier as the directory names the user), or
+   the NO. */
+static bool acl_dir_resume(struct imap_cmd *cmd)
+{
+	struct acl_dir *d = cmd->ctx;
+	struct acl_set *op;
+	unsigned part;
+
+	if (!d->done)
+		return false;
+	if (d->result == LDAPAUTH_ETEMP)
+		return imap_cmd_no(cmd, "[UNAVAILABLE] SETACL: the directory does not answer now; "
+					"try again later");
+	if (d->result != LDAPAUTH_OK || d->login == NULL)
+		return imap_cmd_no(cmd, acl_unknown);
+	op = d->op;
+	part = d->part;
+	free(op->id);
+	op->id = xasprintf("%s%s", d->neg ? "-" : "", d->login);
+	op->idlen = strlen(op->id);
+	if (!store_acl_id_valid(op->id, op->idlen))
+		return imap_cmd_no(cmd, acl_unknown);
+	d->op = NULL;
+	acl_dir_free(cmd);
+	cmd->ctx = NULL;
+	cmd->ctx_free = NULL;
+	imap_commit_start(cmd, part, NULL, acl_set_fn, op, acl_set_free);
+	return false;
+}
+
 /* The rights argument of SETACL into op: false, or true after the BAD was sent. */
 static bool acl_rights_arg(struct imap_cmd *cmd, struct acl_set *op)
 {
@@ -245,6 +316,8 @@ bool cmd_setacl(struct imap_cmd *cmd)
 	char *name;
 	int rc;
 
+	if (cmd->ctx != NULL && !imap_commit_active(cmd))
+		return acl_dir_resume(cmd);
 	if (cmd->ctx != NULL)
 		return acl_set_resume(cmd, del);
 	if (acl_mailbox(cmd, del ? 2 : 3,
@@ -278,17 +351,28 @@ bool cmd_setacl(struct imap_cmd *cmd)
 		acl_set_free(op);
 		return imap_cmd_no(cmd, "[CANNOT] Invalid identifier");
 	}
-	if (!del && op->mod != '-' && op->rights != 0 &&
-	    (rc = store_acl_id_known(cmd->c->srv->store, id->s, id->len)) != 0) {
-		imap_ns_box_release(&b);
-		acl_set_free(op);
-		if (rc != STORE_ENOUSER)
-			return imap_cmd_store_error(cmd, rc, "SETACL");
-		return imap_cmd_no(cmd, "[CANNOT] Unknown identifier: not a user of this server, "
-					"nor anyone or authenticated");
-	}
 	op->id = xmemdup0(id->s, id->len);
 	op->idlen = id->len;
+	if (!del && op->mod != '-' && op->rights != 0 &&
+	    (rc = store_acl_id_known(cmd->c->srv->store, id->s, id->len)) != 0) {
+		struct acl_dir *d;
+
+		if (rc != STORE_ENOUSER || cmd->c->srv->auth == NULL) {
+			imap_ns_box_release(&b);
+			acl_set_free(op);
+			return rc != STORE_ENOUSER ? imap_cmd_store_error(cmd, rc, "SETACL")
+						   : imap_cmd_no(cmd, acl_unknown);
+		}
+		/* not in the store: a user of the directory who never logged in nor got mail? */
+		cmd->ctx = d = xcalloc(1, sizeof(*d));
+		cmd->ctx_free = acl_dir_free;
+		d->op = op;
+		d->part = b.part;
+		d->neg = op->id[0] == '-';
+		imap_ns_box_release(&b);
+		d->req = ldapauth_user(cmd->c->srv->auth, op->id + d->neg, acl_dir_done, cmd->c);
+		return false;
+	}
 	imap_commit_start(cmd, b.part, NULL, acl_set_fn, op, acl_set_free);
 	imap_ns_box_release(&b);
 	return false;

@@ -363,6 +363,7 @@ static struct ldapauth_req *req_new(struct ldapauth *la, enum req_kind kind, con
 	req->key = xasprintf("%c:%s",
 			     kind == REQ_AUTH    ? 'a'
 			     : kind == REQ_SCRAM ? 's'
+			     : kind == REQ_USER  ? 'u'
 						 : 'l',
 			     req->name);
 	str_lower(req->key, strlen(req->key));
@@ -523,6 +524,18 @@ static char *scram_secret(const char *v, size_t len)
 	return xmemdup0(v + n, len - n);
 }
 
+struct ldapauth_req *ldapauth_user(struct ldapauth *la, const char *login, ldapauth_cb *cb,
+				   void *arg)
+{
+	struct ldapauth_req *req = req_new(la, REQ_USER, login, cb, arg);
+
+	if (!name_ok(login))
+		req_refuse(req, LDAPAUTH_ENOUSER, "refused: bad user name");
+	else
+		req_start(req);
+	return req;
+}
+
 struct ldapauth_req *ldapauth_lookup(struct ldapauth *la, const char *address, ldapauth_cb *cb,
 				     void *arg)
 {
@@ -633,6 +646,10 @@ static void req_file(struct ldapauth_req *req)
 	req->rec = static_users_find_login(la->users, req->name, &hash);
 	if (req->rec == NULL) {
 		req_complete(req, LDAPAUTH_ENOUSER, "file: no such user");
+		return;
+	}
+	if (req->kind == REQ_USER) {
+		req_complete(req, LDAPAUTH_OK, "file");
 		return;
 	}
 	if (req->kind == REQ_SCRAM) {
@@ -756,7 +773,7 @@ static void search_result(struct ldapauth_req *req, LDAP *ld, LDAPMessage *msg)
 	}
 	e = ldap_first_entry(ld, msg);
 	req->rec = entry_to_rec(la, ld, e, req->name);
-	if (req->kind == REQ_LOOKUP) {
+	if (req->kind == REQ_LOOKUP || req->kind == REQ_USER) {
 		cache_put(la, req->key, req->rec, NULL, clock_mono_ms());
 		req_complete(req, LDAPAUTH_OK, "directory");
 	} else if (req->kind == REQ_SCRAM) {

@@ -105,6 +105,12 @@ struct ldapauth_req *ldapauth_scram(struct ldapauth *la, const char *user, ldapa
 /* Whether ldapauth_scram can find secrets with this directory (lookup mode or the users
    file): the daemons advertise SCRAM only then. */
 bool ldapauth_scram_capable(const struct ldapauth *la);
+/* Finds the user whose login name is login (as a login finds it: the file's name, or LDAP's
+   user_filter), without a password: whether the directory has such a user (imapd's SETACL
+   giving rights to a user who has not logged in yet). LDAPAUTH_OK with reply->user,
+   LDAPAUTH_ENOUSER, LDAPAUTH_ETEMP; cached as lookups are. */
+struct ldapauth_req *ldapauth_user(struct ldapauth *la, const char *login, ldapauth_cb *cb,
+				   void *arg);
 /* Finds the user that receives mail for address. */
 struct ldapauth_req *ldapauth_lookup(struct ldapauth *la, const char *address, ldapauth_cb *cb,
 				     void *arg);

@@ -25,7 +25,7 @@ struct ldapauth_rec *ldapauth_rec_ref(struct ldapauth_rec *r);
 void ldapauth_rec_unref(struct ldapauth_rec **rp);
 void ldapauth_rec_add_alias(struct ldapauth_rec *r, const char *addr, size_t len);
 
-enum req_kind { REQ_AUTH, REQ_LOOKUP, REQ_SCRAM };
+enum req_kind { REQ_AUTH, REQ_LOOKUP, REQ_SCRAM, REQ_USER };
 enum req_op { OP_NONE, OP_SEARCH, OP_BIND };
 
 struct ldapauth_req {

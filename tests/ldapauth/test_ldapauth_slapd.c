@@ -135,6 +135,16 @@ static enum ldapauth_result lookup1(struct ldapauth *la, const char *a, struct g
 	return g->result;
 }
 
+static enum ldapauth_result user1(struct ldapauth *la, const char *login, struct got *g)
+{
+	int want = g->n + 1;
+
+	ldapauth_user(la, login, got_cb, g);
+	run_until(base, g, want, 10000);
+	assert_int_equal(g->n, want);
+	return g->result;
+}
+
 static uint64_t dir_calls(struct ldapauth *la)
 {
 	struct ldapauth_stats st;
@@ -238,6 +248,10 @@ static void check_modes(const char *mode, struct conf *c)
 	assert_int_equal(lookup1(la, "USER9@heron.test", &g), LDAPAUTH_OK);
 	assert_string_equal(g.login, "user9");
 	assert_int_equal(lookup1(la, "nobody@heron.test", &g), LDAPAUTH_ENOUSER);
+	/* a user by login without a password (imapd's SETACL), in either mode */
+	assert_int_equal(user1(la, "User10", &g), LDAPAUTH_OK);
+	assert_string_equal(g.login, "user10");
+	assert_int_equal(user1(la, "nosuchuser", &g), LDAPAUTH_ENOUSER);
 	release(la);
 }
 

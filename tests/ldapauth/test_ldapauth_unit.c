@@ -372,6 +372,15 @@ static void test_file_backend(void **state)
 	run_until(base, &g, 5, 2000);
 	assert_int_equal(g.result, LDAPAUTH_OK);
 	assert_string_equal(g.login, "user7");
+	/* a user by login, no password (imapd's SETACL): found or not; counted apart */
+	ldapauth_user(la, "USER8", got_cb, &g);
+	run_until(base, &g, 6, 2000);
+	assert_int_equal(g.result, LDAPAUTH_OK);
+	assert_string_equal(g.login, "user8");
+	ldapauth_user(la, "nobody", got_cb, &g);
+	run_until(base, &g, 7, 2000);
+	assert_int_equal(g.result, LDAPAUTH_ENOUSER);
+	g.n -= 2; /* the counts below are as before these two */
 	/* refused before any lookup: empty password, CR/LF, over-long names */
 	ldapauth_auth(la, "user7", "", got_cb, &g);
 	run_until(base, &g, 6, 2000);
