@@ -108,7 +108,8 @@ static void ag_fd_budget(struct agent *ag)
 	ag->fd_limit = rl.rlim_cur;
 	if (ag->cfg.max_sessions + 128 > ag->fd_limit) {
 		uint64_t cap = ag->fd_limit > 256 ? ag->fd_limit - 128 : ag->fd_limit / 2 + 1;
-		log_warnx("agent%" PRIu64 ": %" PRIu64 " descriptors (ulimit -n): session cap %" PRIu64
+		log_warnx("agent%" PRIu64 ": %" PRIu64
+			  " descriptors (ulimit -n): session cap %" PRIu64
 			  " instead of max_sessions %" PRIu64,
 			  ag->cfg.agent, ag->fd_limit, cap, ag->cfg.max_sessions);
 		ag->cfg.max_sessions = cap;

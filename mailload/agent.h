@@ -149,7 +149,7 @@ struct agent {
 	struct event_base *base;
 	struct ml_cfg cfg;
 	enum ag_tls tls;
-	SSL_CTX *ssl; /* client context (no verification: load, not trust) */
+	SSL_CTX *ssl;      /* client context (no verification: load, not trust) */
 	uint64_t fd_limit; /* RLIMIT_NOFILE after ag_fd_budget */
 	struct ag_server srv[CONN_COUNT];
 	struct ml_server_info server; /* greetings, capabilities, TLS handshakes */
