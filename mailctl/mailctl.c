@@ -342,8 +342,8 @@ static const struct mc_cmd mc_cmds[] = {
 	  4,
 	  MC_STORE,
 	  "USER MAILBOX ID RIGHTS",
-	  "give ID (a user of the store, anyone, authenticated; -ID: negative rights) "
-	  "RIGHTS, +RIGHTS or -RIGHTS",
+	  "give ID (a user of the store or directory, anyone, authenticated; -ID: negative "
+	  "rights) RIGHTS, +RIGHTS or -RIGHTS",
 	  mc_acl_set,
 	  { { NULL, false } } },
 	{ "acl",

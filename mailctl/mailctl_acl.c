@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ldapauth/ldapauth.h"
 #include "mailctl/mailctl.h"
+#include "mailctl/mailctl_dir.h"
 
 static const char *const acl_cols[] = { "identifier", "rights", NULL };
 
@@ -74,6 +76,7 @@ static int w_acl(struct store_txn *t, void *arg)
 static int acl_write(struct mc *mc, const struct mc_args *a, struct acl_op *o, bool del)
 {
 	const char *id = a->pos[2], *bare = id[0] == '-' ? id + 1 : id;
+	char dirid[STORE_ACL_ID_MAX + 2];
 	struct store_txn *t;
 	struct store_user u;
 	char text[STORE_ACL_TEXT_MAX];
@@ -93,12 +96,26 @@ static int acl_write(struct mc *mc, const struct mc_args *a, struct acl_op *o, b
 	   refuses it too); taking rights away is for any name */
 	if (!del && o->mod != '-' && o->rights != 0 &&
 	    (rc = store_acl_id_known(mc->st, id, strlen(id))) != 0) {
+		char *login = NULL;
+		enum ldapauth_result dr;
+
 		if (rc != STORE_ENOUSER)
 			return mc_fail(mc, rc, "identifier '%s'", id);
-		return mc_refuse(mc, MC_NOUSER,
-				 "an identifier is a user of this store, anyone or authenticated "
-				 "(see `mailctl user list`)",
-				 "'%s': no such user", bare);
+		/* not in the store: a user of the directory who never logged in nor got mail
+		   (as imapd's SETACL asks), named as the directory names it */
+		if ((dr = mc_dir_user(mc, bare, &login)) == LDAPAUTH_ETEMP)
+			return mc_refuse(mc, MC_TEMPFAIL, "try again later",
+					 "'%s': the directory does not answer", bare);
+		if (dr != LDAPAUTH_OK)
+			return mc_refuse(mc, MC_NOUSER,
+					 "an identifier is a user of this store or the directory, "
+					 "anyone or authenticated",
+					 "'%s': no such user", bare);
+		snprintf(dirid, sizeof(dirid), "%s%s", id[0] == '-' ? "-" : "", login);
+		free(login);
+		id = dirid;
+		if (!store_acl_id_valid(id, strlen(id)))
+			return mc_usage(mc, "'%s' is not an identifier", id);
 	}
 	o->user = u.id;
 	o->mailbox = a->pos[1];

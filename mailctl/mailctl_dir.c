@@ -194,3 +194,46 @@ int mc_dir_main(struct mc *mc, int argc, char **argv)
 	event_base_free(run.base);
 	return rc;
 }
+
+/* mc_dir_user's request: its answer and the directory's name for the user. */
+struct user_run {
+	enum ldapauth_result result;
+	char *login;
+	bool done;
+};
+
+static void user_cb(const struct ldapauth_reply *r, void *arg)
+{
+	struct user_run *u = arg;
+
+	u->result = r->result;
+	if (r->result == LDAPAUTH_OK && r->user != NULL && r->user->login != NULL)
+		u->login = strdup(r->user->login);
+	u->done = true;
+}
+
+enum ldapauth_result mc_dir_user(struct mc *mc, const char *login, char **login_r)
+{
+	struct user_run u = { LDAPAUTH_ETEMP, NULL, false };
+	struct event_base *base = event_base_new();
+	struct ldapauth *la = NULL;
+	char *err = NULL;
+
+	*login_r = NULL;
+	signal(SIGPIPE, SIG_IGN);
+	if (base == NULL || ldapauth_new(base, mc->conf, &la, &err) < 0) {
+		free(err);
+		if (base != NULL)
+			event_base_free(base);
+		return LDAPAUTH_ETEMP;
+	}
+	ldapauth_user(la, login, user_cb, &u);
+	while (!u.done && event_base_loop(base, EVLOOP_ONCE) == 0)
+		;
+	ldapauth_free(&la);
+	event_base_free(base);
+	if (u.result == LDAPAUTH_OK && u.login == NULL)
+		u.result = LDAPAUTH_ETEMP; /* (out of memory) */
+	*login_r = u.login;
+	return u.result;
+}

@@ -10,6 +10,8 @@
 #ifndef HERON_MAILCTL_DIR_H
 #define HERON_MAILCTL_DIR_H
 
+#include "ldapauth/ldapauth.h"
+
 struct mc;
 
 /* argv[0] is "auth" or "lookup". Each attempt is a result, printed (one line of JSON with
@@ -18,5 +20,10 @@ struct mc;
    (MC_USAGE) and set-up (MC_CONFIG) failures print the refusal (the error object with
    --json) and no attempt. */
 int mc_dir_main(struct mc *mc, int argc, char **argv);
+
+/* Whether the directory of mc's config has a user of login name login (ldapauth_user, on a
+   private event base): LDAPAUTH_OK with *login_r the directory's name for it (malloc'd),
+   LDAPAUTH_ENOUSER, or LDAPAUTH_ETEMP (also: the directory cannot be set up). */
+enum ldapauth_result mc_dir_user(struct mc *mc, const char *login, char **login_r);
 
 #endif

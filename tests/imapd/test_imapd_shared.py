@@ -177,6 +177,12 @@ def test_identifiers():
                                  " -bob s -hank w authenticated lr hank lr",
                                  "TAG OK GETACL completed"]),
                  ("DELETEACL Ids hank", None), ("DELETEACL Ids -hank", None)])
+    # mailctl asks the directory too
+    assert_eq(mailctl("acl", "set", "alice", "Ids", "HANK", "+l")["identifier"], "hank")
+    assert_eq(mailctl("acl", "set", "alice", "Ids", "-Hank", "i")["identifier"], "-hank")
+    assert_eq(mailctl("user", "show", "hank", rc=None).returncode, 67)
+    mailctl("acl", "delete", "alice", "Ids", "hank")
+    mailctl("acl", "delete", "alice", "Ids", "-hank")
     p = mailctl("acl", "set", "alice", "Ids", "nosuch", "lr", rc=67)
     assert b"nosuch" in p.stderr, p.stderr
     mailctl("acl", "set", "alice", "Ids", "-nosuch", "l", rc=67)
