@@ -1,7 +1,9 @@
 /* cmd_idle.c — owns IDLE (RFC 2177): the session waits for "DONE" while changes committed by
  * any process (mtad deliveries, other sessions) are pushed as they happen. One store watcher
  * per worker wakes every idle session of a changed partition (imap_server_changed); no
- * polling per connection. */
+ * polling per connection. The continuation comes first, then what changed since the last
+ * command: a client counts an EXISTS as news to leave IDLE for only once it is idling (one
+ * that got it before the "+" waited for its own timer, 2 s in mailload's probe). */
 #include "imapd/imapd.h"
 
 bool cmd_idle(struct imap_cmd *cmd)
@@ -12,10 +14,10 @@ bool cmd_idle(struct imap_cmd *cmd)
 		return false; /* resumed while idling: still waiting for DONE */
 	if (cmd->nargs != 0)
 		return imap_cmd_bad(cmd, "IDLE takes no arguments");
-	if (c->view != NULL)
-		imap_view_sync(c, true);
 	c->flags |= IMAP_CF_IDLE;
 	imap_printf(c, "+ idling\r\n");
+	if (c->view != NULL)
+		imap_view_sync(c, true);
 	return false;
 }
 

@@ -1,6 +1,7 @@
 """imapd end to end: bad input (the session goes on, too many errors end it with BYE, the
 daemon stays up), two sessions on one mailbox, mail delivered by another process (as mtad
-does), IDLE woken by a delivery, and output back-pressure with a reader that stops reading.
+does), IDLE woken by a delivery (its continuation before the news), and output back-pressure
+with a reader that stops reading.
 
 Usage: test_imapd_robust.py IMAPD_BINARY DELIVER_BINARY"""
 import os
@@ -131,6 +132,24 @@ def test_idle_woken_by_delivery():
     assert_eq(a.cmd("n", "NOOP"), ["n OK Completed"])
 
 
+def test_idle_continuation_before_news():
+    """Mail delivered after the last command but before IDLE: "+ idling" comes first, then
+    the EXISTS, so that a client that leaves IDLE on news once it is idling sees it (#25:
+    mailload's probe, given the EXISTS before the "+", waited for its 2 s timer)."""
+    a = D.raw("bob")
+    out = a.cmd("s", "SELECT INBOX")
+    n = int([x for x in out if x.endswith(" EXISTS")][0].split()[1])
+    D.deliver("bob", SIMPLE)
+    a.send("i IDLE\r\n")
+    a.s.settimeout(10)  # a bound, not a timing assertion
+    assert_eq(a.line(), "+ idling")
+    assert_eq(a.line(), "* %d EXISTS" % (n + 1))
+    assert_eq(a.line(), "* 1 RECENT")
+    a.send("DONE\r\n")
+    assert_eq(a.line(), "i OK IDLE terminated")
+    assert_eq(a.cmd("n", "NOOP"), ["n OK Completed"])
+
+
 def test_caps_and_login_timeout():
     a, b = Raw(D.port), Raw(D.port)
     after_test(a.close)
@@ -222,7 +241,8 @@ def main():
     for extra, tests in [
             ("", [test_errors_then_session_goes_on, test_too_many_errors_bye,
                   test_non_sync_literal_refused_is_skipped, test_disconnect_mid_literal]),
-            ("", [test_two_sessions, test_delivered_mail_appears, test_idle_woken_by_delivery]),
+            ("", [test_two_sessions, test_delivered_mail_appears, test_idle_woken_by_delivery,
+                  test_idle_continuation_before_news]),
             (LIMITS, [test_caps_and_login_timeout]),
             ("", [test_slow_reader_big_fetch])]:
         D = Imapd(IMAPD, deliver=DELIVER, extra=extra)  # each group on a fresh imapd
