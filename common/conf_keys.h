@@ -163,6 +163,7 @@ struct mtad_conf {
 
 /* The proxy login's keys of a section with a front role ([imapd], [sieve]; rows:
    CONF_PROXY_KEYS in conf_keys.c): common/proxy.h, imapd/imap_proxy.c, managesieve/ms_proxy.c. */
+enum conf_proxy_tls { CONF_PROXY_TLS_NONE, CONF_PROXY_TLS_STARTTLS };
 #define CONF_PROXY_FIELDS                       \
 	bool proxy;                             \
 	const struct conf_list *proxy_hosts;    \
@@ -170,7 +171,9 @@ struct mtad_conf {
 	const char *proxy_user;                 \
 	const char *proxy_secret_file;          \
 	const struct conf_cidrs *proxy_trusted; \
-	int64_t proxy_timeout_ms;
+	int64_t proxy_timeout_ms;               \
+	enum conf_proxy_tls proxy_tls;          \
+	const char *proxy_ca_file;
 
 /* [imapd] */
 struct imapd_conf {

@@ -1,6 +1,6 @@
 /* proxy.c — owns the protocol-independent parts of the front/store host proxy login: the
  * secret file, the PLAIN response, the proxy_hosts map, the connection with the login's
- * deadline and the credential check. */
+ * deadline, STARTTLS's TLS on it and the credential check. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -17,8 +17,10 @@
 #include <openssl/evp.h>
 
 #include "common/conf.h"
+#include "common/log.h"
 #include "common/proxy.h"
 #include "common/str.h"
+#include "common/tls.h"
 #include "common/xmalloc.h"
 
 int proxy_secret_read(const char *path, char **secret_r, char **error_r)
@@ -217,6 +219,74 @@ void proxy_dial_free(struct proxy_dial *d)
 	if (d->timer != NULL)
 		event_free(d->timer);
 	d->timer = NULL;
+}
+
+/* The client context the store hosts' certificates are verified with: one per process, made
+   again when ca_file changes (a SIGHUP's config). NULL with *error_r when it cannot be made. */
+static SSL_CTX *dial_tls_ctx(const char *ca_file, char **error_r)
+{
+	static SSL_CTX *ctx;
+	static char *ctx_ca;
+	struct tls_conf t;
+
+	if (ctx != NULL && strcmp(ctx_ca, ca_file) == 0)
+		return ctx;
+	tls_ctx_free(&ctx);
+	free(ctx_ca);
+	ctx_ca = xstrdup(ca_file);
+	memset(&t, 0, sizeof(t));
+	t.ca = ca_file;
+	ctx = tls_client_ctx_new(&t, TLS_VERIFY_PEER, error_r);
+	return ctx;
+}
+
+bool proxy_dial_starttls(struct proxy_dial *d, const char *ca_file, char *why, size_t wsz)
+{
+	struct bufferevent *tls;
+	char *err = NULL;
+	SSL_CTX *ctx;
+
+	if ((ctx = dial_tls_ctx(ca_file, &err)) == NULL) {
+		snprintf(why, wsz, "no TLS client context: %s", err);
+		free(err);
+		return false;
+	}
+	if ((tls = tls_starttls_client(d->be, ctx, d->host, NULL)) == NULL) {
+		snprintf(why, wsz, "TLS with %s cannot start for the name %s", d->where, d->host);
+		return false;
+	}
+	d->be = tls; /* it owns the TCP connection */
+	d->tls = true;
+	bufferevent_setcb(tls, d->readcb, NULL, d->eventcb, d->arg);
+	bufferevent_enable(tls, EV_READ | EV_WRITE);
+	return true;
+}
+
+bool proxy_dial_event(struct proxy_dial *d, short what, char *why, size_t wsz)
+{
+	const char *proto = NULL;
+	char err[256];
+
+	if (d->be != NULL)
+		tls_peer_info(d->be, &proto, NULL,
+			      NULL); /* NULL: no TLS or its handshake unfinished */
+	if ((what & BEV_EVENT_CONNECTED) && !(what & (BEV_EVENT_ERROR | BEV_EVENT_EOF))) {
+		log_debug("proxy: TLS with %s (%s) made: %s", d->where, d->host,
+			  proto != NULL ? proto : "?");
+		return true;
+	}
+	if (what & BEV_EVENT_TIMEOUT)
+		snprintf(why, wsz, "%s timed out", d->where);
+	else if (d->tls && d->be != NULL && (what & BEV_EVENT_ERROR) &&
+		 tls_error(d->be, err, sizeof(err))[0] != '\0')
+		snprintf(why, wsz, "TLS with %s (%s) failed: %s", d->where, d->host, err);
+	else if (d->tls && d->be != NULL && proto == NULL)
+		snprintf(why, wsz,
+			 "TLS with %s (%s) failed: the connection closed in the handshake",
+			 d->where, d->host);
+	else
+		snprintf(why, wsz, "%s closed", d->where);
+	return false;
 }
 
 int proxy_readln(struct evbuffer *in, char **line_r, const char **why_r)

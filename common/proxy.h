@@ -2,7 +2,7 @@
  * depend on the protocol (imapd/imap_proxy.c, managesieve/ms_proxy.c): the shared secret's
  * file, the SASL PLAIN response the front sends, the store host's address from a
  * "host=addr:port" map, the front's connection to it with the login's deadline, and the store
- * host's check of the credential. */
+ * host's check of the credential, and TLS (STARTTLS) on that connection. */
 #ifndef HERON_PROXY_H
 #define HERON_PROXY_H
 
@@ -67,6 +67,7 @@ struct proxy_dial {
 	char host[256];         /* the store host (mailHost), for logs */
 	char where[320];        /* address:port connected to */
 	const char *early;      /* a failure known at the start, said from the timer */
+	bool tls;               /* be is TLS (proxy_dial_starttls), its handshake maybe running */
 	proxy_dial_done_cb *done;
 	bufferevent_data_cb readcb;
 	bufferevent_event_cb eventcb;
@@ -86,6 +87,19 @@ void proxy_dial_fail_soon(struct proxy_dial *d, const char *why);
 void proxy_dial_stop(struct proxy_dial *d);
 /* Stops, frees be and the timer. */
 void proxy_dial_free(struct proxy_dial *d);
+
+/* Front: TLS on d->be once the store host answered STARTTLS's "ready" (the bytes after it
+   are dropped): the store host's certificate must chain to ca_file (empty: the system's CAs;
+   the client context is made once per process, again when ca_file changes) and carry d->host
+   (its mailHost name, or the address it is). d->be is the TLS bufferevent from now on, with
+   d's callbacks; what is written to it goes after the handshake. False with why (wsz bytes)
+   when TLS cannot start (d->be is then unchanged). */
+bool proxy_dial_starttls(struct proxy_dial *d, const char *ca_file, char *why, size_t wsz);
+/* Front: what eventcb's what on d->be says: true when it only reports TLS's finished
+   handshake (nothing to do; logged with who at debug level); else why (wsz bytes) tells what
+   ended the connection, TLS's reason included when the handshake or the verification of the
+   store host's certificate failed. */
+bool proxy_dial_event(struct proxy_dial *d, short what, char *why, size_t wsz);
 
 /* Front: one line of the store host's login dialogue from in: 1 with *line_r (xmalloc'd,
    without its CRLF), 0 when the line is not complete, -1 when it is longer than

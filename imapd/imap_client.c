@@ -264,14 +264,16 @@ void imap_client_stream_decoded(struct imap_client *c, int fd, uint64_t off, uin
 static void client_continue(struct imap_client *c)
 {
 	if (c->flags & IMAP_CF_CLOSING) {
-		struct bufferevent *under = bufferevent_get_underlying(c->bev);
 		size_t pending;
 		struct timeval tick = { 0, 50000 };
 
 		if (c->flags & IMAP_CF_COMPRESS) /* what zlib holds goes out before the close */
 			bufferevent_flush(c->bev, EV_WRITE, BEV_FLUSH);
-		pending = evbuffer_get_length(imap_out(c)) +
-			  (under != NULL ? evbuffer_get_length(bufferevent_get_output(under)) : 0);
+		/* every layer's (COMPRESS over TLS: deflate, TLS, then the socket) */
+		pending = evbuffer_get_length(imap_out(c));
+		for (struct bufferevent *u = bufferevent_get_underlying(c->bev); u != NULL;
+		     u = bufferevent_get_underlying(u))
+			pending += evbuffer_get_length(bufferevent_get_output(u));
 
 		if (pending == 0)
 			client_free(c);

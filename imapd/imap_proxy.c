@@ -2,7 +2,9 @@
  * Front ([imapd] proxy = yes): a user the directory homes on another store host, once the
  * password checked out here, is logged in at that host's imapd with SASL PLAIN (authorization
  * identity: the user's address; authentication identity and password: [imapd] proxy_user and
- * the shared secret); the store host's tagged OK is the client's, and from then on the bytes
+ * the shared secret), after STARTTLS with the store host's certificate verified ([imapd]
+ * proxy_tls, proxy_ca_file; a failed handshake or verification is a store host not
+ * reachable); the store host's tagged OK is the client's, and from then on the bytes
  * go both ways unparsed (IDLE, literals, COMPRESS included) until either side closes. A store
  * host that does not answer, refuses, or answers garbage gives NO [UNAVAILABLE]. While
  * relaying, the front follows the store host's responses (line ends and literals only) so
@@ -40,14 +42,25 @@
 #include "common/net.h"
 #include "common/proxy.h"
 #include "common/str.h"
+#include "common/tls.h"
 #include "common/xmalloc.h"
 #include "imapd/imapd.h"
 
 #define PROXY_TAG "P1"
+#define PROXY_TLS_TAG "P0"
 #define PROXY_LITERAL_MAX (UINT64_C(1) << 40) /* a larger {N} is not a store host's */
 #define PROXY_BYE "* BYE [UNAVAILABLE] Your mailbox is not reachable now; try again later\r\n"
 
-enum px_state { PX_CONNECT, PX_GREETING, PX_LOGIN, PX_READY, PX_FAILED, PX_RELAY, PX_ENDED };
+enum px_state {
+	PX_CONNECT,
+	PX_GREETING,
+	PX_STARTTLS,
+	PX_LOGIN,
+	PX_READY,
+	PX_FAILED,
+	PX_RELAY,
+	PX_ENDED
+};
 
 struct imap_proxy {
 	struct imap_client *c;
@@ -137,6 +150,19 @@ void imap_proxy_free(struct imap_client *c)
 	c->proxy = NULL;
 }
 
+/* The proxy login: SASL PLAIN with the user as the authorization identity. */
+static void px_login(struct imap_proxy *p)
+{
+	const struct imapd_conf *ic = &conf_values(p->c->srv->conf)->imapd;
+	char *b64 = proxy_plain_b64(p->authz, ic->proxy_user, p->c->srv->proxy_secret);
+
+	evbuffer_add_printf(bufferevent_get_output(p->d.be),
+			    PROXY_TAG " AUTHENTICATE PLAIN %s\r\n", b64);
+	OPENSSL_cleanse(b64, strlen(b64));
+	free(b64);
+	p->st = PX_LOGIN;
+}
+
 /* One line from the store host during the login. */
 static void px_line(struct imap_proxy *p, const char *line)
 {
@@ -147,24 +173,39 @@ static void px_line(struct imap_proxy *p, const char *line)
 			px_fail(p, "unexpected greeting from %s", p->d.where);
 			return;
 		}
-		char *b64 = proxy_plain_b64(p->authz, ic->proxy_user, p->c->srv->proxy_secret);
-
-		evbuffer_add_printf(bufferevent_get_output(p->d.be),
-				    PROXY_TAG " AUTHENTICATE PLAIN %s\r\n", b64);
-		OPENSSL_cleanse(b64, strlen(b64));
-		free(b64);
-		p->st = PX_LOGIN;
+		if (ic->proxy_tls == CONF_PROXY_TLS_STARTTLS) {
+			evbuffer_add_printf(bufferevent_get_output(p->d.be),
+					    PROXY_TLS_TAG " STARTTLS\r\n");
+			p->st = PX_STARTTLS;
+			return;
+		}
+		px_login(p);
 		return;
 	}
 	if (strncmp(line, "* ", 2) == 0)
 		return; /* untagged data during the login (CAPABILITY): the client gets the OK's */
+	if (p->st == PX_STARTTLS) {
+		char why[512];
+
+		if (strncmp(line, PROXY_TLS_TAG " OK", 5) != 0 ||
+		    (line[5] != ' ' && line[5] != '\0'))
+			px_fail(p, "%s refused STARTTLS: %.200s", p->d.where, line);
+		else if (!proxy_dial_starttls(&p->d, ic->proxy_ca_file, why, sizeof(why)))
+			px_fail(p, "%s", why);
+		else
+			px_login(p); /* sent once the handshake is done */
+		return;
+	}
 	if (strncmp(line, PROXY_TAG " OK", 5) == 0 && (line[5] == ' ' || line[5] == '\0')) {
 		snprintf(p->reply, sizeof(p->reply), "%s", line[5] ? line + 6 : "Logged in");
 		p->st = PX_READY;
 		evtimer_del(p->d.timer);
 		bufferevent_disable(p->d.be, EV_READ); /* the relay reads from now on */
-		log_info("%016" PRIx64 " imap proxy user=%s host=%s addr=%s result=ok", p->c->id,
-			 p->login, p->d.host, p->d.where);
+		const char *proto = NULL;
+
+		tls_peer_info(p->d.be, &proto, NULL, NULL);
+		log_info("%016" PRIx64 " imap proxy user=%s host=%s addr=%s tls=%s result=ok",
+			 p->c->id, p->login, p->d.host, p->d.where, proto != NULL ? proto : "no");
 		imap_client_resume(p->c);
 		return;
 	}
@@ -183,7 +224,8 @@ static void px_login_read(struct bufferevent *bev, void *arg)
 	char *line;
 	int rc;
 
-	while (p->st == PX_GREETING || p->st == PX_LOGIN) {
+	while ((p->st == PX_GREETING || p->st == PX_STARTTLS || p->st == PX_LOGIN) &&
+	       bev == p->d.be) { /* after STARTTLS the TLS bufferevent reads */
 		if ((rc = proxy_readln(in, &line, &why)) <= 0) {
 			if (rc < 0)
 				px_fail(p, "%s sent %s", p->d.where, why);
@@ -337,7 +379,10 @@ static int px_relay_check(struct imap_proxy *p)
 static void px_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct imap_proxy *p = arg;
+	char why[512];
 
+	if (proxy_dial_event(&p->d, what, why, sizeof(why)))
+		return; /* TLS's handshake is done */
 	if (p->st == PX_RELAY) {
 		/* what the store host sent before it closed goes to the client first */
 		log_info("%016" PRIx64 " imap proxy user=%s host=%s closed by the store host%s",
@@ -350,7 +395,7 @@ static void px_event(struct bufferevent *bev, short what, void *arg)
 	}
 	if (p->st == PX_ENDED)
 		return; /* the client is being closed */
-	px_fail(p, "%s %s", p->d.where, (what & BEV_EVENT_TIMEOUT) ? "timed out" : "closed");
+	px_fail(p, "%s", why);
 }
 
 /* The connection to the store host is made (why NULL) or failed. */

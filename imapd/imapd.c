@@ -53,6 +53,8 @@ static const char *const reloadable_keys[] = {
 	"proxy_hosts", /* the front's proxy logins from now on (imap_proxy.c reads srv->conf) */
 	"proxy_port",
 	"proxy_timeout",
+	"proxy_tls",
+	"proxy_ca_file", /* read again by the next dial (common/proxy.c) */
 };
 
 /* What a SIGHUP does with a changed key of the sections imapd reads. */

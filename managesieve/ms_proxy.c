@@ -2,7 +2,9 @@
  * scheme as imapd's, docs/scale-out.md). Front ([sieve] proxy = yes): a user the directory
  * homes on another store host, once authenticated here, is authenticated at that host's
  * managesieved with SASL PLAIN (authorization identity: the user's address; authentication
- * identity and password: [sieve] proxy_user and the shared secret); then the bytes go both
+ * identity and password: [sieve] proxy_user and the shared secret), after STARTTLS with
+ * the store host's certificate verified ([sieve] proxy_tls, proxy_ca_file; a failed
+ * handshake or verification is a store host not reachable); then the bytes go both
  * ways unparsed until either side closes. A store host that does not answer, refuses or
  * answers garbage gives NO (TRYLATER) at AUTHENTICATE.
  * Store host: the proxy credential is accepted only from [sieve] proxy_trusted addresses. */
@@ -23,18 +25,21 @@
 #include "common/log.h"
 #include "common/net.h"
 #include "common/proxy.h"
+#include "common/tls.h"
 #include "common/xmalloc.h"
 #include "managesieve/managesieved.h"
 
 #define PROXY_OUT_HIGH (256 * 1024) /* relay: reading pauses while the other side has this */
 
-enum px_state { PX_CONNECT, PX_GREETING, PX_LOGIN, PX_DONE, PX_RELAY };
+enum px_state { PX_CONNECT, PX_GREETING, PX_STARTTLS, PX_LOGIN, PX_DONE, PX_RELAY };
 
 struct ms_proxy {
 	struct ms_session *s;
 	enum px_state st;
 	struct proxy_dial d; /* the store host's connection (d.be), the deadline */
 	char *authz;
+	bool want_tls; /* [sieve] proxy_tls = starttls (the dial's config) */
+	char *ca_file;
 };
 
 static void px_fail(struct ms_proxy *p, const char *fmt, ...)
@@ -78,6 +83,7 @@ void ms_proxy_free(struct ms_session *s)
 		return;
 	proxy_dial_free(&p->d);
 	free(p->authz);
+	free(p->ca_file);
 	free(p);
 	s->proxy = NULL;
 }
@@ -130,6 +136,11 @@ static bool px_line(struct ms_proxy *p, const char *line)
 			px_fail(p, "unexpected greeting from %s", p->d.where);
 			return false;
 		}
+		if (p->want_tls && !p->d.tls) {
+			evbuffer_add_printf(bufferevent_get_output(p->d.be), "STARTTLS\r\n");
+			p->st = PX_STARTTLS;
+			return true;
+		}
 		char *b64 = proxy_plain_b64(p->authz, sc->proxy_user, p->s->srv->proxy_secret);
 
 		evbuffer_add_printf(bufferevent_get_output(p->d.be),
@@ -139,9 +150,28 @@ static bool px_line(struct ms_proxy *p, const char *line)
 		p->st = PX_LOGIN;
 		return true;
 	}
+	if (p->st == PX_STARTTLS) {
+		char why[512];
+
+		if (!px_is(line, "OK")) {
+			px_fail(p, "%s refused STARTTLS: %.200s", p->d.where, line);
+			return false;
+		}
+		if (!proxy_dial_starttls(&p->d, p->ca_file, why, sizeof(why))) {
+			px_fail(p, "%s", why);
+			return false;
+		}
+		p->st = PX_GREETING; /* the capabilities again, in TLS (RFC 5804 2.2) */
+		return true;
+	}
 	if (px_is(line, "OK")) {
-		log_info("%016" PRIx64 " managesieve proxy user=%s host=%s addr=%s result=ok",
-			 p->s->id, p->s->user, p->d.host, p->d.where);
+		const char *proto = NULL;
+
+		tls_peer_info(p->d.be, &proto, NULL, NULL);
+		log_info("%016" PRIx64
+			 " managesieve proxy user=%s host=%s addr=%s tls=%s result=ok",
+			 p->s->id, p->s->user, p->d.host, p->d.where,
+			 proto != NULL ? proto : "no");
 		px_done(p, NULL);
 	} else if (px_is(line, "NO") || px_is(line, "BYE")) {
 		px_fail(p, "%s refused the proxy login: %.200s", p->d.where, line);
@@ -168,6 +198,8 @@ static void px_login_read(struct bufferevent *bev, void *arg)
 		}
 		go = px_line(p, line);
 		free(line);
+		if (go && bev != p->d.be)
+			return; /* STARTTLS: the TLS bufferevent reads from now on */
 	}
 }
 
@@ -198,7 +230,10 @@ static void px_from_client(struct ms_proxy *p)
 static void px_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct ms_proxy *p = arg;
+	char why[512];
 
+	if (proxy_dial_event(&p->d, what, why, sizeof(why)))
+		return; /* TLS's handshake is done */
 	if (p->st == PX_RELAY) {
 		/* what the store host sent before it closed goes to the client first */
 		log_info("%016" PRIx64
@@ -209,7 +244,7 @@ static void px_event(struct bufferevent *bev, short what, void *arg)
 		ms_session_close(p->s);
 		return;
 	}
-	px_fail(p, "%s %s", p->d.where, (what & BEV_EVENT_TIMEOUT) ? "timed out" : "closed");
+	px_fail(p, "%s", why);
 }
 
 /* The connection to the store host is made (why NULL) or failed. */
@@ -234,6 +269,8 @@ void ms_proxy_start(struct ms_session *s, const char *authz, const char *host)
 	s->proxy = p;
 	p->s = s;
 	p->authz = xstrdup(authz != NULL ? authz : "");
+	p->want_tls = sc->proxy_tls == CONF_PROXY_TLS_STARTTLS;
+	p->ca_file = xstrdup(sc->proxy_ca_file);
 	proxy_dial_init(&p->d, srv->base, host, px_dialled, px_login_read, px_event, p);
 	/* an early failure is said from the loop: the caller may be the session's reader */
 	if (srv->proxy_secret == NULL)

@@ -3,17 +3,19 @@ has its own loopback address (127.0.0.2, 127.0.0.3), its own store, heron.conf, 
 and LMTP) and imapd (and managesieved, with msd=); both read one private slapd (scripts/ldap)
 whose users are spread over the hosts by mailHost (user1 on store1, user2 on store2, ...).
 With front=True a front host on 127.0.0.4 proxies to them: its imapd, and its managesieved
-with msd=. Every daemon is started and stopped by the test (by the pid it started), also on
+with msd=, over STARTTLS (proxy_tls's default) verifying each store host's self-signed
+certificate for its name (Cluster.ca holds them, the front's proxy_ca_file). Every daemon is started and stopped by the test (by the pid it started), also on
 failure.
 
   with Cluster(ROOT, MTAD, IMAPD, PEEK, tmp) as cl: cl.hosts[0].smtp_port ..."""
 import os
 import socket
+import ssl
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from heronlib import (DOMAIN, Daemon, Slapd, Store, free_port, make_cert,  # noqa: E402
+from heronlib import (DOMAIN, Daemon, Slapd, Store, assert_eq, free_port,  # noqa: E402
                       run_main, run_tests, wait_workers_ready, write_conf)
 
 NAMES = ("store1.heron.test", "store2.heron.test")
@@ -45,7 +47,9 @@ class StoreHost:
         self.smtp_port, self.imap_port = free_port(), free_port()
         self.lmtp_port = lmtp_ports[index]
         self.conf = os.path.join(self.dir, "heron.conf")
-        cert, key = make_cert(self.dir)
+        # the front verifies it (proxy_tls = starttls): its name (the mailHost) and address
+        self.cert, key = host_cert(self.dir, self.name, self.addr)
+        cert = self.cert
         lmtp_map = ",".join(f"{NAMES[i]}=[{ADDRS[i]}]:{lmtp_ports[i]}"
                             for i in range(len(NAMES)))
         self.sections = {
@@ -115,15 +119,35 @@ class StoreHost:
         return out
 
 
-def front_cert(d):
-    """A self-signed certificate for the front (front.heron.test, FRONT_ADDR)."""
-    cert, key = os.path.join(d, "front.pem"), os.path.join(d, "front.key")
+def host_cert(d, name, addr=None, base=None):
+    """A self-signed certificate for name (and addr, and localhost/127.0.0.1 beside them):
+    (d/BASE.pem, d/BASE.key), BASE the name unless given."""
+    base = base or name
+    cert, key = os.path.join(d, base + ".pem"), os.path.join(d, base + ".key")
+    san = f"DNS:{name}" + (f",IP:{addr}" if addr else "") + ",DNS:localhost,IP:127.0.0.1"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
                     "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert, "-days",
-                    "2", "-subj", "/CN=front.heron.test", "-addext",
-                    f"subjectAltName=DNS:front.heron.test,IP:{FRONT_ADDR}"],
+                    "2", "-subj", f"/CN={name}", "-addext", f"subjectAltName={san}"],
                    capture_output=True, check=True)
     return cert, key
+
+
+def front_cert(d):
+    """A self-signed certificate for the front (front.heron.test, FRONT_ADDR)."""
+    return host_cert(d, "front.heron.test", FRONT_ADDR, base="front")
+
+
+def fake_starttls(s, f, cert, key, tag=b""):
+    """A fake store host's STARTTLS on socket s (f: its reader): reads the front's command
+    (tag the IMAP one's, empty for ManageSieve), answers OK and runs the server handshake
+    with cert/key; (the TLS socket, its reader)."""
+    line = f.readline()
+    assert_eq(line, (tag + b" " if tag else b"") + b"STARTTLS\r\n")
+    s.sendall((tag + b" " if tag else b"") + b"OK Begin TLS negotiation now\r\n")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    t = ctx.wrap_socket(s, server_side=True)
+    return t, t.makefile("rb")
 
 
 class Front:
@@ -133,7 +157,7 @@ class Front:
     more [directory] keys; sieve_extra: more [sieve] proxy_hosts entries."""
 
     def __init__(self, tmp, slapd, hosts, secret, imapd_exe=None, msd_exe=None, directory=None,
-                 sieve_extra=()):
+                 sieve_extra=(), ca=""):
         self.addr, self.dir = FRONT_ADDR, os.path.join(tmp, "front")
         os.makedirs(self.dir, exist_ok=True)
         self.imap_port = free_port() if imapd_exe is not None else None
@@ -147,7 +171,7 @@ class Front:
                 "allow_plaintext_auth": "no", "proxy": "yes",
                 "proxy_hosts": ",".join(f"{h.name}={h.addr}:{h.imap_port}" for h in hosts),
                 "proxy_secret_file": secret, "proxy_timeout": "5s", "user": "",
-                "allow_root": "yes"})
+                "allow_root": "yes", "proxy_tls": "starttls", "proxy_ca_file": ca})
         sections = {
             "store": {"path": os.path.join(self.dir, "store"), "partitions": "1",
                       "map_size": "16M"},
@@ -163,7 +187,8 @@ class Front:
             sections["sieve"] = {"listen": f"{self.addr}:{self.sieve_port}", "user": "",
                                  "allow_root": "yes", "proxy": "yes",
                                  "proxy_hosts": ",".join(sieve_hosts + list(sieve_extra)),
-                                 "proxy_secret_file": secret, "proxy_timeout": "5s"}
+                                 "proxy_secret_file": secret, "proxy_timeout": "5s",
+                                 "proxy_tls": "starttls", "proxy_ca_file": ca}
         write_conf(self.conf, sections)
         self.imapd = self.msd = None
         if imapd_exe is not None:
@@ -176,6 +201,16 @@ class Front:
 
     def daemons(self):
         return [d for d in (self.imapd, self.msd) if d is not None]
+
+    def set_key(self, key, value):
+        """key = value in the front's heron.conf, where key is written once (a SIGHUP of
+        the daemon applies it)."""
+        lines = open(self.conf).read().split("\n")
+        at = [i for i, line in enumerate(lines) if line.startswith(key + " = ")]
+        assert_eq(len(at), 1)
+        lines[at[0]] = f"{key} = {value}"
+        with open(self.conf, "w") as f:
+            f.write("\n".join(lines))
 
     def start(self):
         for d in self.daemons():
@@ -193,13 +228,20 @@ class Cluster:
     sieve_extra."""
 
     def __init__(self, root, mtad_exe, imapd_exe, peek, tmp, users=8, extra=None, front=False,
-                 msd=None, front_imapd=True, front_directory=None, front_sieve_extra=()):
+                 msd=None, front_imapd=True, front_directory=None, front_sieve_extra=(),
+                 fake_names=()):
         self.tmp = tmp
         self.want_front = front
         self.msd = msd
         self.front_opts = dict(imapd_exe=imapd_exe if front_imapd else None, msd_exe=msd,
                                directory=front_directory, sieve_extra=front_sieve_extra)
         self.front = None
+        # the CAs the front verifies the store hosts with: their self-signed certificates,
+        # and one for each of fake_names (fake store hosts': fake_cert[name] = (cert, key))
+        self.ca = os.path.join(tmp, "proxy-ca.pem")
+        fakes = os.path.join(tmp, "fakes")
+        os.makedirs(fakes, exist_ok=True)
+        self.fake_cert = {n: host_cert(fakes, n) for n in fake_names}
         self.secret = os.path.join(tmp, "proxy.secret")
         with open(self.secret, "w") as f:
             f.write(PROXY_SECRET + "\n")
@@ -219,9 +261,14 @@ class Cluster:
                           for i in range(len(NAMES))]
             for h in self.hosts:
                 h.start()
+            with open(self.ca, "w") as out:
+                for cert in [h.cert for h in self.hosts] + [c for c, _ in
+                                                             self.fake_cert.values()]:
+                    with open(cert) as f:
+                        out.write(f.read())
             if self.want_front:
                 self.front = Front(self.tmp, self.slapd, self.hosts, self.secret,
-                                   **self.front_opts)
+                                   ca=self.ca, **self.front_opts)
                 self.front.start()
         except BaseException:
             self.__exit__(None, None, None)

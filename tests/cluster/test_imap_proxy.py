@@ -10,6 +10,10 @@ users are served; one that answers garbage is cut off the same way; a client log
 through the front gets * BYE [UNAVAILABLE] when its store host's imapd is killed, or when the
 store host sends garbage after the login (after the whole responses before it); a proxy login
 from an address not in proxy_trusted, or with a wrong secret, is refused by the store host.
+The front's connection to the store host is TLS (proxy_tls = starttls, the store hosts'
+certificates verified against the cluster's CA file; the front logs the TLS version of the
+leg, tls=no with proxy_tls = none), and a CA that did not sign them gives
+NO [UNAVAILABLE] with the TLS failure in the front's log.
 
   test_imap_proxy.py SOURCE_ROOT MTAD IMAPD STORE_PEEK"""
 import base64
@@ -26,7 +30,7 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from heroncluster import PROXY_SECRET, Cluster, listener  # noqa: E402
+from heroncluster import PROXY_SECRET, Cluster, fake_starttls, listener  # noqa: E402
 from heronlib import (DOMAIN, assert_eq, assert_in, assert_raises, run_main,  # noqa: E402
                       run_tests, tls_client_ctx, wait_for)
 
@@ -45,7 +49,8 @@ def send(host, user, subject):
 
 
 def main():
-    cl = Cluster(ROOT, MTAD, IMAPD, PEEK, TMP, users=8, front=True)
+    cl = Cluster(ROOT, MTAD, IMAPD, PEEK, TMP, users=8, front=True,
+                 fake_names=("compress.heron.test", "bad.heron.test"))
     daemons = []
     h1 = h2 = front = None
 
@@ -103,6 +108,23 @@ def main():
         c.logout()
         assert "user=user2 via=proxy result=fail" not in h2.imapd.logtext()
 
+    def test_compress_over_tls_logout_answered():
+        # a store host's session in TLS (as the front's are) with COMPRESS: LOGOUT's answer
+        # leaves through every layer (deflate, TLS, the socket) before the close
+        c = imaplib.IMAP4(h1.addr, h1.imap_port, timeout=20)
+        c.starttls(ssl_context=tls_client_ctx(cl.ca))
+        c.login("user1", "user1")
+        c.send(b"t COMPRESS DEFLATE\r\n")
+        assert_eq(c.readline(), b"t OK DEFLATE active\r\n")
+        co, de = zlib.compressobj(6, zlib.DEFLATED, -15), zlib.decompressobj(-15)
+        c.sock.sendall(co.compress(b"z3 LOGOUT\r\n") + co.flush(zlib.Z_SYNC_FLUSH))
+        c.sock.settimeout(30)
+        got = b""
+        while d := c.sock.recv(65536):
+            got += de.decompress(d)
+        assert_in(b"z3 OK", got)
+        c.shutdown()
+
     def test_compress_relayed_not_cut():
         # the store host's bytes after its COMPRESS OK are deflated: the front, which follows
         # the responses to know where one ends, stops reading them there (a long tag too)
@@ -150,6 +172,7 @@ def main():
                 s.settimeout(20)
                 f = s.makefile("rb")
                 s.sendall(b"* OK fake store host\r\n")
+                s, f = fake_starttls(s, f, *cl.fake_cert["compress.heron.test"], tag=b"P0")
                 f.readline()  # the front's AUTHENTICATE PLAIN
                 s.sendall(b"P1 OK [CAPABILITY IMAP4rev1 COMPRESS=DEFLATE] Logged in\r\n")
                 line = f.readline()
@@ -255,6 +278,11 @@ def main():
             s.settimeout(10)
             f = s.makefile("rb")
             s.sendall(b"* OK fake store host\r\n")
+            s, f = fake_starttls(s, f, *cl.fake_cert["bad.heron.test"], tag=b"P0")
+            with s:
+                relay_garbage_tls(s, f)
+
+        def relay_garbage_tls(s, f):
             f.readline()  # the front's AUTHENTICATE PLAIN
             s.sendall(b"P1 OK [CAPABILITY IMAP4rev1 IMAP4rev2] Logged in\r\n")
             tag = f.readline().split(b" ")[0]  # the client's command
@@ -323,6 +351,59 @@ def main():
             t.join(5)
             srv.close()
 
+    def set_front(key, value):
+        """[imapd] key = value in the front's heron.conf, applied by a SIGHUP."""
+        front.set_key(key, value)
+        n = front.imapd.logtext().count("config reloaded")
+        front.imapd.proc.send_signal(1)
+        wait_for(lambda: front.imapd.logtext().count("config reloaded") > n, 10, "the reload")
+
+    def proxy_oks(user, host):
+        """The front's log lines of user's proxy logins at host that went through."""
+        return [line for line in front.imapd.logtext().splitlines()
+                if f"imap proxy user={user} host={host} " in line and "result=ok" in line]
+
+    def test_leg_is_tls_verified():
+        # the front finished a TLS handshake with the store host (the version it logs is
+        # the TLS session's) and the session works; with proxy_tls = none it logs tls=no
+        c = front_login("user1")
+        assert_eq(c.select("INBOX")[0], "OK")
+        c.logout()
+        ok = proxy_oks("user1", "store1.heron.test")
+        assert ok and all(" tls=TLSv1." in line for line in ok), ok
+        try:
+            set_front("proxy_tls", "none")
+            n = len(proxy_oks("user2", "store2.heron.test"))
+            c = front_login("user2")
+            assert_eq(c.select("INBOX")[0], "OK")
+            c.logout()
+            ok = proxy_oks("user2", "store2.heron.test")[n:]
+            assert ok and all(" tls=no " in line for line in ok), ok
+        finally:
+            set_front("proxy_tls", "starttls")
+
+    def test_wrong_ca_refused():
+        # the store hosts' certificates do not chain to the front's own: NO [UNAVAILABLE]
+        before1 = h1.imapd.logtext()
+        try:
+            set_front("proxy_ca_file", front.cert)
+            for user, host in (("user1", "store1"), ("user2", "store2")):
+                c = imaplib.IMAP4(front.addr, front.imap_port, timeout=20)
+                c.starttls(ssl_context=tls_client_ctx(front.cert))
+                with assert_raises(imaplib.IMAP4.error) as ex:
+                    c.login(user, user)
+                assert_in("[UNAVAILABLE]", str(ex.exception))
+                c.logout()
+                assert_in(f"imap proxy user={user} host={host}.heron.test result=fail "
+                          f"reason=\"TLS with 127.0.0.", front.imapd.logtext())
+            assert_in("certificate verify failed", front.imapd.logtext())
+            # the store hosts saw no login
+            assert "user=user1 via=proxy result=ok" not in h1.imapd.logtext()[len(before1):]
+        finally:
+            set_front("proxy_ca_file", cl.ca)
+        c = front_login("user1")  # the right CA again
+        c.logout()
+
     def test_forged_proxy_login_refused():
         def plain(authz, user, pw):
             return base64.b64encode(f"{authz}\0{user}\0{pw}".encode()).decode()
@@ -358,9 +439,12 @@ def main():
             h1, h2 = cl.hosts
             front = cl.front
             return run_tests([test_login_through_front_to_each_host,
+                              test_leg_is_tls_verified,
+                              test_wrong_ca_refused,
                               test_authenticate_plain_and_capability,
                               test_plaintext_refused_and_wrong_password,
                               test_append_literal_lands_on_home_host,
+                              test_compress_over_tls_logout_answered,
                               test_compress_relayed_not_cut,
                               test_compress_with_a_long_tag,
                               test_idle_through_front_sees_delivery,

@@ -14,6 +14,10 @@ on the front closes a relayed session. A SIGHUP of the front applies a changed [
 proxy_hosts to the logins from then on. A user moved away (mailctl user move --finish: a
 tombstone on the old host) whom the directory still homes there (a stale replica) is referred
 to the new host by the old one, and gets NO (TRYLATER) through the front; no account is made.
+The front's connection to the store host is TLS ([sieve] proxy_tls = starttls, the store
+hosts' certificates verified against the cluster's CA file; the front logs the TLS version
+of the leg, tls=no with proxy_tls = none), and a CA that did not sign
+them gives NO (TRYLATER) with the TLS failure in the front's log.
 
   test_sieve_proxy.py SOURCE_ROOT MTAD IMAPD STORE_PEEK MANAGESIEVED MAILCTL"""
 import base64
@@ -276,6 +280,54 @@ def main():
         wait_for(lambda: msd.logtext().count("worker 0 config reloaded") > n, 10,
                  "the front worker's reload")
 
+    def set_front(key, value):
+        """[sieve] key = value in the front's heron.conf, applied by a SIGHUP."""
+        front.set_key(key, value)
+        reload_front()
+
+    def proxy_oks(user, host):
+        """The front's log lines of user's proxy logins at host that went through."""
+        return [line for line in front.msd.logtext().splitlines()
+                if f"managesieve proxy user={user} host={host} " in line and "result=ok" in line]
+
+    def listscripts(user):
+        c, final = front_login(user)
+        assert_eq(final, 'OK "Logged in"')
+        assert_eq(c.cmd("LISTSCRIPTS")[0].split(" ", 1)[0], "OK")
+        c.close()
+
+    def test_leg_is_tls_verified():
+        # the front finished a TLS handshake with the store host (the version it logs is
+        # the TLS session's) and the session works; with proxy_tls = none it logs tls=no
+        listscripts("user1")
+        ok = proxy_oks("user1", "store1.heron.test")
+        assert ok and all(" tls=TLSv1." in line for line in ok), ok
+        try:
+            set_front("proxy_tls", "none")
+            n = len(proxy_oks("user2", "store2.heron.test"))
+            listscripts("user2")
+            ok = proxy_oks("user2", "store2.heron.test")[n:]
+            assert ok and all(" tls=no " in line for line in ok), ok
+        finally:
+            set_front("proxy_tls", "starttls")
+
+    def test_wrong_ca_refused():
+        # the store hosts' certificates do not chain to the front's own: NO (TRYLATER)
+        try:
+            set_front("proxy_ca_file", front.cert)
+            for user, host in (("user1", "store1"), ("user2", "store2")):
+                c, final = front_login(user)
+                assert final.startswith("NO (TRYLATER)"), final
+                c.close()
+                assert_in(f"managesieve proxy user={user} host={host}.heron.test result=fail "
+                          f"reason=\"TLS with 127.0.0.", front.msd.logtext())
+            assert_in("certificate verify failed", front.msd.logtext())
+        finally:
+            set_front("proxy_ca_file", cl.ca)
+        c, final = front_login("user1")  # the right CA again
+        c.close()
+        assert_eq(final, 'OK "Logged in"')
+
     def test_sighup_rereads_proxy_hosts():
         # store2's entry in the front's map moved to a port nobody listens on: after a SIGHUP
         # store2's users get NO (TRYLATER), after the next (the entry back) they log in again
@@ -369,6 +421,8 @@ def main():
                               test_store_host_down_others_unaffected,
                               test_forged_proxy_login_refused,
                               test_sighup_rereads_proxy_hosts,
+                              test_leg_is_tls_verified,
+                              test_wrong_ca_refused,
                               test_moved_user_referred_by_the_old_host,
                               test_garbage_store_host_cut_off])
 
