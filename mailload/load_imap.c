@@ -565,6 +565,8 @@ static void is_response(struct imap_sess *s, const char *p, size_t len)
 			static const struct timeval two = { 2, 0 };
 			s->idle_wait = false;
 			s->idling = true;
+			if (s->grew) /* an EXISTS came before the "+": the news is here already */
+				return is_idle_done(s);
 			event_add(s->poll, &two);
 			return;
 		}

@@ -13,8 +13,9 @@ find every delivery with the probes alone (no user session reads INBOX): into IN
 behind the server's back, where the first delivery is numbered before the messages already
 there and so comes first (an LMTP delivery into a Maildir the server never indexed); and with
 deliveries made after the acknowledgement (a queue) while another session expunges a message,
-so that EXISTS does not grow past what the probe saw before. A search whose points straddle
-95% runs them again and lets the majority of up to three runs decide.
+so that EXISTS does not grow past what the probe saw before. A third has the probes in IDLE
+at a server that says what changed before IDLE's "+". A search whose points straddle 95% runs
+them again and lets the majority of up to three runs decide.
 
 usage: test_fake_server.py PATH/TO/mailload"""
 import json
@@ -41,8 +42,10 @@ LIE = {"uidvalidity": False}
 # out of order); refuse: users whose LOGIN is refused (a server that cannot be read)
 # fail_runs: ordinals (1 = the first run id seen since RUNS was cleared) of the runs in which
 # every second DATA gets a 451 (a run that fails, between runs that pass)
+# idle: IDLE offered, and what changed is said before its "+" (as imapd did before #25's fix)
 MODE = {"save_first": False, "late": 0.0, "expunge_old": False, "below": False,
-        "refuse": (), "fail_runs": ()}
+        "refuse": (), "fail_runs": (), "idle": False}
+IDLE_NEWS = {"n": 0}  # IDLEs whose "+" came after an EXISTS that grew
 RUNS = []  # run ids in the order their first message arrived
 DATA_N = {"n": 0}
 DEFAULT_MODE = dict(MODE)
@@ -244,16 +247,39 @@ class IMAP(socketserver.StreamRequestHandler):
                 uid_cmd = True
                 cmd, _, args = args.partition(" ")
                 cmd = cmd.upper()
+            if cmd == "IDLE" and MODE["idle"]:
+                if not self.idle(tag, sel):
+                    return
+                continue
             with LOCK:
                 r = self.command(tag, cmd, args, uid_cmd, user, sel)
             if r is None:
                 return
             user, sel = r
 
+    def idle(self, tag, sel):
+        """IDLE that pushes nothing: what changed since the last command comes before the
+        "+", then the client's DONE ends it (its own timer, or the news it already has)."""
+        with LOCK:
+            if sel is not None:
+                before = len(self.view)
+                self.sync_view(sel)
+                if len(self.view) > before:
+                    IDLE_NEWS["n"] += 1
+        self.send("+ idling\r\n")
+        line = self.rfile.readline(LINE_MAX)
+        if not line:
+            return False
+        if line.rstrip(b"\r\n").upper() != b"DONE":
+            self.send("%s BAD expected DONE\r\n" % tag)
+            return False
+        self.send("%s OK IDLE done\r\n" % tag)
+        return True
+
     def command(self, tag, cmd, args, uid_cmd, user, sel):
         ok = "%s OK done\r\n" % tag
         if cmd == "CAPABILITY":
-            self.send("* CAPABILITY IMAP4rev1\r\n" + ok)
+            self.send("* CAPABILITY IMAP4rev1%s\r\n" % (" IDLE" if MODE["idle"] else "") + ok)
         elif cmd == "LOGIN":
             user = args.split()[0].strip('"')
             if user in MODE["refuse"]:
@@ -418,6 +444,27 @@ def test_probes_find_every_delivery():
         assert d["lost"] == 0 and d["duplicated"] == 0, (name, d)
         assert fns["probe_fetch"]["count"] > 0, (name, fns["probe_fetch"])
         print("ok %s: %d local copies found by the probes" % (name, d["local"]))
+
+
+def test_probes_in_idle():
+    """Probes in IDLE at a server that says what changed before IDLE's "+": every delivery
+    found, the IDLEs given news before their "+" ended by the client (#25: the probe then
+    waited for its 2 s timer; that wait shows only in the probe's delivery times, which
+    this server, pushing nothing in IDLE, does not make meaningful)."""
+    fill_inboxes(True)
+    MODE.update({"idle": True, "late": 0.5})
+    IDLE_NEWS["n"] = 0
+    try:
+        pt, fns = run_kind(EXE, SP, IP, TMP, "idle", (1, 0, 0), ("--set", "imap_per_hour=0"))
+    finally:
+        MODE.update(DEFAULT_MODE)
+    d = pt["delivery"]
+    assert d["delivered"] > 0, d
+    assert d["lost"] == 0 and d["duplicated"] == 0, d
+    assert fns["probe_idle"]["count"] > 0, fns.get("probe_idle")
+    assert IDLE_NEWS["n"] > 0, "no IDLE had news before its +"
+    print("ok idle: %d IDLEs had news before the +, %d delivered" % (IDLE_NEWS["n"],
+                                                                      d["delivered"]))
 
 
 def test_any_server():
@@ -743,7 +790,7 @@ def main():
                                        test_any_server, test_two_agents, test_session_kinds,
                                        test_uidvalidity_change_reported,
                                        test_session_cap_fits_descriptors,
-                                       test_probes_find_every_delivery,
+                                       test_probes_find_every_delivery, test_probes_in_idle,
                                        test_verdicts_stay_true, test_search_repeats]),
                     TMP, [], cleanup=[close_servers])
 
