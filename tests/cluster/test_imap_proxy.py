@@ -13,7 +13,8 @@ from an address not in proxy_trusted, or with a wrong secret, is refused by the 
 The front's connection to the store host is TLS (proxy_tls = starttls, the store hosts'
 certificates verified against the cluster's CA file; the front logs the TLS version of the
 leg, tls=no with proxy_tls = none), and a CA that did not sign them gives
-NO [UNAVAILABLE] with the TLS failure in the front's log.
+NO [UNAVAILABLE] with the TLS failure in the front's log, as does a certificate that names
+another host than the mailHost.
 
   test_imap_proxy.py SOURCE_ROOT MTAD IMAPD STORE_PEEK"""
 import base64
@@ -22,6 +23,7 @@ import os
 import signal
 import smtplib
 import socket
+import ssl
 import sys
 import tempfile
 import threading
@@ -404,6 +406,40 @@ def main():
         c = front_login("user1")  # the right CA again
         c.logout()
 
+    def test_certificate_for_another_name_refused():
+        # a store host whose certificate chains to the CA file but names another host than
+        # its mailHost: NO [UNAVAILABLE], the mismatch in the front's log
+        srv, port = listener("127.0.0.6")
+        srv.settimeout(20)
+
+        def fake():
+            s, _ = srv.accept()
+            with s:
+                s.settimeout(20)
+                f = s.makefile("rb")
+                s.sendall(b"* OK fake store host\r\n")
+                try:
+                    fake_starttls(s, f, *cl.fake_cert["compress.heron.test"], tag=b"P0")
+                except (OSError, ssl.SSLError):
+                    pass  # the front gives up in the handshake
+        t = threading.Thread(target=fake, daemon=True)
+        t.start()
+        try:
+            home_on_fake_host("user6", "other.heron.test", "127.0.0.6", port)
+            c = imaplib.IMAP4(front.addr, front.imap_port, timeout=20)
+            c.starttls(ssl_context=tls_client_ctx(front.cert))
+            with assert_raises(imaplib.IMAP4.error) as ex:
+                c.login("user6", "user6")
+            assert_in("[UNAVAILABLE]", str(ex.exception))
+            c.logout()
+            t.join(20)
+            assert_in(f"user=user6 host=other.heron.test result=fail reason=\"TLS with "
+                      f"127.0.0.6:{port} (other.heron.test) failed: certificate verify "
+                      f"failed: hostname mismatch", front.imapd.logtext())
+        finally:
+            srv.close()
+            cl.ldapmodify("user6", "mailHost", "store2.heron.test")
+
     def test_forged_proxy_login_refused():
         def plain(authz, user, pw):
             return base64.b64encode(f"{authz}\0{user}\0{pw}".encode()).decode()
@@ -447,6 +483,7 @@ def main():
                               test_compress_over_tls_logout_answered,
                               test_compress_relayed_not_cut,
                               test_compress_with_a_long_tag,
+                              test_certificate_for_another_name_refused,
                               test_idle_through_front_sees_delivery,
                               test_store_host_down_others_unaffected,
                               test_store_host_killed_client_gets_bye,
