@@ -157,6 +157,18 @@ def main():
         front.imapd.proc.send_signal(1)  # SIGHUP: the new proxy_hosts
         wait_for(lambda: front.imapd.logtext().count("config reloaded") > n, 10, "the reload")
 
+    def fake_store_tls(srv, name):
+        """A fake store host's connection from the front, accepted on srv: the greeting, then
+        STARTTLS with name's certificate; (the TLS socket, its reader)."""
+        s, _ = srv.accept()
+        try:
+            s.settimeout(20)
+            s.sendall(b"* OK fake store host\r\n")
+            return fake_starttls(s, s.makefile("rb"), *cl.fake_cert[name], tag=b"P0")
+        except BaseException:
+            s.close()
+            raise
+
     def test_compress_with_a_long_tag():
         # a store host (a fake one: Heron's imapd takes tags of 64 bytes at most) answers a
         # COMPRESS whose tag is far longer than the start of a line the front keeps: the
@@ -169,12 +181,8 @@ def main():
         assert_in(b"\0", deflated)  # not IMAP, were it read as such
 
         def fake():
-            s, _ = srv.accept()
+            s, f = fake_store_tls(srv, "compress.heron.test")
             with s:
-                s.settimeout(20)
-                f = s.makefile("rb")
-                s.sendall(b"* OK fake store host\r\n")
-                s, f = fake_starttls(s, f, *cl.fake_cert["compress.heron.test"], tag=b"P0")
                 f.readline()  # the front's AUTHENTICATE PLAIN
                 s.sendall(b"P1 OK [CAPABILITY IMAP4rev1 COMPRESS=DEFLATE] Logged in\r\n")
                 line = f.readline()
@@ -413,15 +421,10 @@ def main():
         srv.settimeout(20)
 
         def fake():
-            s, _ = srv.accept()
-            with s:
-                s.settimeout(20)
-                f = s.makefile("rb")
-                s.sendall(b"* OK fake store host\r\n")
-                try:
-                    fake_starttls(s, f, *cl.fake_cert["compress.heron.test"], tag=b"P0")
-                except (OSError, ssl.SSLError):
-                    pass  # the front gives up in the handshake
+            try:
+                fake_store_tls(srv, "compress.heron.test")[0].close()
+            except (OSError, ssl.SSLError):
+                pass  # the front gives up in the handshake
         t = threading.Thread(target=fake, daemon=True)
         t.start()
         try:
