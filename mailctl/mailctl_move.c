@@ -18,8 +18,9 @@
  *            account made by first mail or login. A move back clears the target's one.
  *
  * The journal DIR/journal (default <[store] path>.move-USER) records the step reached and
- * the quota the freeze replaced; running the command again resumes from it, --abort (before
- * the flip) drops the target copy and unfreezes the source.
+ * the quota the freeze replaced and the target's tombstone of USER the copy's create clears
+ * (a move back); running the command again resumes from it, --abort (before the flip) drops
+ * the target copy, in the same txn putting that tombstone back, and unfreezes the source.
  *
  * With --via CMD instead of --to, the target's store is not opened here: the copy is a
  * heron-move stream (mailctl_stream.c) into `CMD user receive USER` on the target host, and
@@ -55,7 +56,10 @@ static const char *const step_names[] = { "none", "frozen", "copied", "flipped" 
 struct journal {
 	char host[256], from[256]; /* from: mailHost before ("" when none) */
 	uint64_t quota_bytes, quota_msgs;
-	bool created; /* the target's user is ours (made by this move) */
+	bool created;   /* the target's user is ours (made by this move) */
+	char tomb[256]; /* the target's tombstone the create cleared ("" none), --abort's */
+	int64_t tomb_when;
+	bool tomb_seen; /* tomb holds what the target had before the first create */
 	enum move_step step;
 	int64_t flipped_at;
 	struct mc_digest *done; /* --via: the mailboxes the target held complete, as copied */
@@ -98,8 +102,18 @@ static int journal_read(struct move *m)
 			m->j.quota_msgs = strtoull(val, NULL, 10);
 		else if (strcmp(key, "target_created") == 0)
 			m->j.created = strcmp(val, "1") == 0;
-		else if (strcmp(key, "box") == 0 && sscanf(val, "%64s", hex) == 1 &&
-			 strlen(hex) == 64 && val[64] == ' ' && val[65] != '\0') {
+		else if (strcmp(key, "target_tomb") == 0) {
+			char host[256];
+			long long when = 0;
+
+			m->j.tomb_seen = true;
+			if (sscanf(val, "%255s %lld", host, &when) == 2 &&
+			    strcmp(host, "-") != 0) {
+				str_lcpy(m->j.tomb, host, sizeof(m->j.tomb));
+				m->j.tomb_when = (int64_t)when;
+			}
+		} else if (strcmp(key, "box") == 0 && sscanf(val, "%64s", hex) == 1 &&
+			   strlen(hex) == 64 && val[64] == ' ' && val[65] != '\0') {
 			m->j.done = xreallocarray(m->j.done, m->j.ndone + 1, sizeof(*m->j.done));
 			memset(&m->j.done[m->j.ndone], 0, sizeof(*m->j.done));
 			memcpy(m->j.done[m->j.ndone].hex, hex, 65);
@@ -132,6 +146,9 @@ static int journal_write(struct move *m)
 		"\nquota_msgs %" PRIu64 "\ntarget_created %d\nstep %s\nflipped_at %" PRId64 "\n",
 		m->user, m->j.host, m->j.from[0] ? m->j.from : "-", m->j.quota_bytes,
 		m->j.quota_msgs, m->j.created ? 1 : 0, step_names[m->j.step], m->j.flipped_at);
+	if (m->j.tomb_seen)
+		fprintf(f, "target_tomb %s %" PRId64 "\n", m->j.tomb[0] ? m->j.tomb : "-",
+			m->j.tomb_when);
 	for (size_t i = 0; i < m->j.ndone; i++)
 		fprintf(f, "box %s %s\n", m->j.done[i].hex, m->j.done[i].name);
 	if (fflush(f) == EOF || fsync(fileno(f)) == -1)
@@ -188,6 +205,50 @@ static int w_delete(struct store_txn *t, void *arg)
 	struct uop *o = arg;
 
 	return store_user_delete(t, o->user);
+}
+
+/* --abort on the target (--to): the copy goes and the tombstone its create cleared comes
+   back, in one txn, so a stale route there finds the tombstone again. */
+struct unmake_op {
+	struct uop o;     /* first: user_write's */
+	const char *host; /* NULL: no tombstone to restore */
+	int64_t when;
+};
+
+static int w_unmake(struct store_txn *t, void *arg)
+{
+	struct unmake_op *u = arg;
+	int rc = store_user_delete(t, u->o.user);
+
+	if (rc != 0 && rc != STORE_ENOUSER)
+		return rc;
+	return u->host == NULL ? 0 : store_tomb_add(t, u->o.user, u->host, u->when);
+}
+
+/* The target's tombstone of the user, into the journal before the first create clears it
+   (a rerun finds it cleared already and keeps what the journal has). */
+static int note_target_tomb(struct move *m)
+{
+	struct store_txn *t;
+	struct store_tomb tb;
+	int rc;
+
+	if (m->j.tomb_seen)
+		return MC_OK;
+	if ((rc = store_txn_begin(m->tgt.st, store_partition_for(m->tgt.st, m->user),
+				  STORE_TXN_READ, &t)) != 0)
+		return mc_fail(m->mc, rc, "reading the target's tombstone of '%s'", m->user);
+	rc = store_tomb_get(t, m->user, &tb);
+	store_txn_abort(&t);
+	if (rc != 0 && rc != STORE_ENOMSG)
+		return mc_fail(m->mc, rc, "reading the target's tombstone of '%s'", m->user);
+	m->j.tomb_seen = true;
+	m->j.tomb[0] = '\0';
+	if (rc == 0) {
+		str_lcpy(m->j.tomb, tb.host, sizeof(m->j.tomb));
+		m->j.tomb_when = tb.when;
+	}
+	return MC_OK;
 }
 
 /* --finish on the source: the user goes, its tombstone stays (store_tomb.c), in one txn. */
@@ -1030,7 +1091,7 @@ static int copy(struct move *m)
 	if ((rc = mc_export_user(m->mc, m->user, m->mail, &count, &bytes, &nboxes)) != MC_OK)
 		return rc;
 	m->j.created = true;
-	if ((rc = journal_save(m, MV_FROZEN)) != MC_OK)
+	if ((rc = note_target_tomb(m)) != MC_OK || (rc = journal_save(m, MV_FROZEN)) != MC_OK)
 		return rc;
 	if ((rc = user_write(&m->tgt, m->user, (int)store_partition_for(m->tgt.st, m->user),
 			     w_create, &o)) != 0)
@@ -1202,9 +1263,15 @@ static int abort_move(struct move *m)
 
 		if ((rc = via_send(m, &drop)) != MC_OK)
 			return rc;
-	} else if (m->j.created && (rc = user_write(&m->tgt, m->user, -1, w_delete, &o)) != 0 &&
-		   rc != STORE_ENOUSER)
-		return mc_fail(m->mc, rc, "removing the copy on the target");
+	} else if (m->j.created) {
+		struct unmake_op u = { .host = m->j.tomb[0] ? m->j.tomb : NULL,
+				       .when = m->j.tomb_when };
+
+		if ((rc = user_write(&m->tgt, m->user,
+				     (int)store_partition_for(m->tgt.st, m->user), w_unmake,
+				     &u.o)) != 0)
+			return mc_fail(m->mc, rc, "removing the copy on the target");
+	}
 	o.bytes = m->j.quota_bytes;
 	o.msgs = m->j.quota_msgs;
 	if ((rc = user_write(m->mc, m->user, -1, w_quota, &o)) != 0)

@@ -8,8 +8,10 @@
  *   heron-move 1                      the first line
  *   user NAME                         the user (receive's USER); created when missing
  *                                     (at the first import)
- *   reset                             the target's copy of the user dropped first
- *   drop                              the target's copy dropped (only done follows)
+ *   reset                             the target's copy of the user dropped first (as
+ *                                     drop does)
+ *   drop                              the target's copy dropped (only done follows),
+ *                                     the tombstone its create cleared put back
  *   delete NAME                       a mailbox the source does not hold: deleted
  *   mailbox SUB SPECIAL NAME          a mailbox's export (the Maildir `mailctl export`
  *                                     writes: UIDVALIDITY, UIDNEXT, HIGHESTMODSEQ, UIDs,
@@ -29,7 +31,9 @@
  *
  * A mailbox is staged in <[store] path>.recv-USER and imported only after its end line, so
  * a stream cut short never leaves a partial mailbox; a receiver killed inside an import
- * leaves one, which its digest shows as different and the next stream makes anew. Every
+ * leaves one, which its digest shows as different and the next stream makes anew. The
+ * tombstone the create clears (a move back) is kept in <[store] path>.recv-USER.tomb,
+ * written before the create; drop and reset put it back as they delete the copy. Every
  * reader has a limit (a line, a file, files per mailbox, mailboxes, scripts); input past
  * one, or that does not parse, is refused with exit 65 and what was completed kept.
  *
@@ -345,6 +349,8 @@ struct rx {
 	FILE *in;
 	uint64_t line;
 	char *stage;
+	char *tpath; /* <[store] path>.recv-USER.tomb: the tombstone our create cleared */
+	struct store_tomb tomb; /* drop's and reset's: restored in its txn (host "" none) */
 	char box[STORE_MAX_NAME + 1];
 	bool subscribed;
 	unsigned special;
@@ -485,6 +491,52 @@ static int rx_file(struct rx *rx, const char *arg, bool sub)
 	return rc != MC_OK ? rc : rx_lf(rx);
 }
 
+/* The tombstone make is about to clear (or none), remembered beside the stage (which every
+   stream empties) for a later drop or reset. While the user is absent here the store holds
+   the truth: drop and reset put the tombstone back in the txn that deletes the copy. */
+static int rx_tomb_note(struct rx *rx, unsigned part)
+{
+	struct store_txn *t;
+	struct store_tomb tb;
+	FILE *f;
+	int rc;
+
+	if ((rc = store_txn_begin(rx->mc->st, part, STORE_TXN_READ, &t)) != 0)
+		return rc;
+	rc = store_tomb_get(t, rx->user, &tb);
+	store_txn_abort(&t);
+	if (rc == STORE_ENOMSG)
+		return unlink(rx->tpath) == -1 && errno != ENOENT ? STORE_EIO : 0;
+	if (rc != 0)
+		return rc;
+	if ((f = fopen(rx->tpath, "w")) == NULL)
+		return STORE_EIO;
+	rc = 0;
+	if (fprintf(f, "%s %" PRId64 "\n", tb.host, tb.when) < 0 || fflush(f) == EOF ||
+	    fsync(fileno(f)) == -1)
+		rc = STORE_EIO;
+	if (fclose(f) == EOF)
+		rc = STORE_EIO;
+	return rc;
+}
+
+/* The remembered tombstone into rx->tomb (host "" when none). */
+static void rx_tomb_load(struct rx *rx)
+{
+	FILE *f = fopen(rx->tpath, "r");
+	char host[STORE_TOMB_HOST_MAX + 1];
+	long long when;
+
+	rx->tomb.host[0] = '\0';
+	if (f == NULL)
+		return;
+	if (fscanf(f, "%253s %lld", host, &when) == 2) {
+		str_lcpy(rx->tomb.host, host, sizeof(rx->tomb.host));
+		rx->tomb.when = (int64_t)when;
+	}
+	fclose(f);
+}
+
 static int w_user(struct store_txn *t, void *arg)
 {
 	struct rx *rx = arg;
@@ -499,12 +551,17 @@ static int w_user(struct store_txn *t, void *arg)
 							 : store_user_create(t, rx->user, &id);
 }
 
+/* The copy goes, and the tombstone its create cleared comes back with it. */
 static int w_user_drop(struct store_txn *t, void *arg)
 {
 	struct rx *rx = arg;
 	int rc = store_user_delete(t, rx->user);
 
-	return rc == STORE_ENOUSER ? 0 : rc;
+	if (rc != 0 && rc != STORE_ENOUSER)
+		return rc;
+	return rx->tomb.host[0] == '\0'
+		       ? 0
+		       : store_tomb_add(t, rx->user, rx->tomb.host, rx->tomb.when);
 }
 
 /* The user on the target: dropped (reset, drop); made when missing (make: before the
@@ -514,12 +571,19 @@ static int rx_user(struct rx *rx, bool drop, bool make)
 	unsigned part;
 	int rc = 0;
 
-	if (drop && store_user_locate(rx->mc->st, rx->user, &part) == 0 &&
-	    (rc = store_write(rx->mc->st, part, w_user_drop, rx)) == 0)
-		rc = store_acl_forget(rx->mc->st, rx->user, NULL);
-	if (rc == 0 && make && store_user_locate(rx->mc->st, rx->user, &part) == STORE_ENOUSER)
-		rc = store_write(rx->mc->st, store_partition_for(rx->mc->st, rx->user), w_user,
-				 rx);
+	if (drop) {
+		rx_tomb_load(rx);
+		if (store_user_locate(rx->mc->st, rx->user, &part) == 0 &&
+		    (rc = store_write(rx->mc->st, part, w_user_drop, rx)) == 0)
+			rc = store_acl_forget(rx->mc->st, rx->user, NULL);
+		if (rc == 0 && unlink(rx->tpath) == -1 && errno != ENOENT)
+			rc = STORE_EIO;
+	}
+	if (rc == 0 && make && store_user_locate(rx->mc->st, rx->user, &part) == STORE_ENOUSER) {
+		part = store_partition_for(rx->mc->st, rx->user);
+		if ((rc = rx_tomb_note(rx, part)) == 0)
+			rc = store_write(rx->mc->st, part, w_user, rx);
+	}
 	return rc != 0 ? mc_fail(rx->mc, rc, "user '%s'", rx->user) : MC_OK;
 }
 
@@ -726,10 +790,12 @@ int mc_user_receive(struct mc *mc, const struct mc_args *a)
 	    strlen(rx.user) > STORE_MAX_NAME)
 		return mc_usage(mc, "USER is a user name without '/', not starting with '.'");
 	rx.stage = xasprintf("%s.recv-%s", conf_values(mc->conf)->store.path, rx.user);
+	rx.tpath = xasprintf("%s.tomb", rx.stage);
 	rc = rx_run(&rx);
 	(void)mc_rm_tree(rx.stage);
 	mc_scripts_free(rx.sv, rx.nsv);
 	free(rx.stage);
+	free(rx.tpath);
 	if (rc == MC_OK)
 		fprintf(stderr,
 			"mailctl: received %" PRIu64 " mailboxes, %" PRIu64 " messages of %s\n",
