@@ -63,6 +63,15 @@ def main():
         c.login(user, user)
         return c
 
+    def login_unavailable(user):
+        """user's login through the front is refused: NO [UNAVAILABLE]."""
+        c = imaplib.IMAP4(front.addr, front.imap_port, timeout=20)
+        c.starttls(ssl_context=tls_client_ctx(front.cert))
+        with assert_raises(imaplib.IMAP4.error) as ex:
+            c.login(user, user)
+        assert_in("[UNAVAILABLE]", str(ex.exception))
+        c.logout()
+
     def subjects(c):
         typ, data = c.search(None, "ALL")
         assert_eq(typ, "OK")
@@ -240,12 +249,7 @@ def main():
     def test_store_host_down_others_unaffected():
         h2.imapd.stop()
         try:
-            c = imaplib.IMAP4(front.addr, front.imap_port, timeout=20)
-            c.starttls(ssl_context=tls_client_ctx(front.cert))
-            with assert_raises(imaplib.IMAP4.error) as e:
-                c.login("user2", "user2")
-            assert_in("UNAVAILABLE", str(e.exception))
-            c.logout()
+            login_unavailable("user2")
             c = front_login("user3")  # store1's user
             typ, _ = c.select("INBOX")
             assert_eq(typ, "OK")
@@ -325,12 +329,7 @@ def main():
             home_on_fake_host("user8", "bad.heron.test", "127.0.0.5", port)
             assert_in("imapd reload: [imapd] proxy_hosts = ", front.imapd.logtext())
             time.sleep(0.5)
-            c = imaplib.IMAP4(front.addr, front.imap_port, timeout=20)
-            c.starttls(ssl_context=tls_client_ctx(front.cert))
-            with assert_raises(imaplib.IMAP4.error) as ex:
-                c.login("user8", "user8")
-            assert_in("UNAVAILABLE", str(ex.exception))
-            c.logout()
+            login_unavailable("user8")
             # garbage after the login: the whole responses before it (a literal with a NUL
             # and line ends in it), then the front's BYE, and the close
             after_login.set()
@@ -398,12 +397,7 @@ def main():
         try:
             set_front("proxy_ca_file", front.cert)
             for user, host in (("user1", "store1"), ("user2", "store2")):
-                c = imaplib.IMAP4(front.addr, front.imap_port, timeout=20)
-                c.starttls(ssl_context=tls_client_ctx(front.cert))
-                with assert_raises(imaplib.IMAP4.error) as ex:
-                    c.login(user, user)
-                assert_in("[UNAVAILABLE]", str(ex.exception))
-                c.logout()
+                login_unavailable(user)
                 assert_in(f"imap proxy user={user} host={host}.heron.test result=fail "
                           f"reason=\"TLS with 127.0.0.", front.imapd.logtext())
             assert_in("certificate verify failed", front.imapd.logtext())
@@ -429,12 +423,7 @@ def main():
         t.start()
         try:
             home_on_fake_host("user6", "other.heron.test", "127.0.0.6", port)
-            c = imaplib.IMAP4(front.addr, front.imap_port, timeout=20)
-            c.starttls(ssl_context=tls_client_ctx(front.cert))
-            with assert_raises(imaplib.IMAP4.error) as ex:
-                c.login("user6", "user6")
-            assert_in("[UNAVAILABLE]", str(ex.exception))
-            c.logout()
+            login_unavailable("user6")
             t.join(20)
             assert_in(f"user=user6 host=other.heron.test result=fail reason=\"TLS with "
                       f"127.0.0.6:{port} (other.heron.test) failed: certificate verify "
