@@ -163,6 +163,8 @@ bool cmd_id(struct imap_cmd *cmd)
 	if (a == NULL || imap_cmd_arg(cmd, 1) != NULL ||
 	    (a->type != IMAP_ARG_LIST && !imap_arg_is_nil(a)))
 		return imap_cmd_bad(cmd, "Expected: ID (params) or ID NIL");
+	if (a->type == IMAP_ARG_LIST)
+		imap_proxy_id(cmd->c, a);
 	imap_printf(cmd->c,
 		    "* ID (\"name\" \"Heron\" \"vendor\" \"Heron\" \"version\" \"%s\")\r\n",
 		    heron_version);

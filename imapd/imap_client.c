@@ -466,6 +466,7 @@ static void client_free(struct imap_client *c)
 	net_server_conn_done(c->ns);
 	imap_user_put(c);
 	free(c->user);
+	free(c->id_fwd);
 	free(c);
 	imap_server_client_left(srv);
 }

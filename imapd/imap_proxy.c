@@ -12,7 +12,13 @@
  * sends, the client gets * BYE [UNAVAILABLE] after the last whole response (RFC 9051 7.1.5);
  * none when the store host said BYE itself, when a response was cut off (a BYE would end it),
  * or after COMPRESS or STARTTLS (the bytes are no longer readable here).
- * Store host: the proxy credential is accepted only from [imapd] proxy_trusted addresses.
+ * The front replays the client's ID: the pairs of an ID the client sent before login (RFC 2971
+ * limits) go to the store host just ahead of the proxy login (after STARTTLS), with
+ * x-originating-ip/port naming the client, and that ID's replies are dropped; an ID after the
+ * login is relayed.
+ * Store host: the proxy credential is accepted only from [imapd] proxy_trusted addresses, and
+ * so is a client's address in x-originating-ip (then in its log lines instead of the
+ * front's).
  * No splice(2): the relay moves evbuffer chains through the loop (a read and a write per
  * chunk, nothing copied in between), for two reasons. The store host's bytes are scanned on
  * purpose (for the BYE above, until COMPRESS or STARTTLS ends the scan). And TLS ends here in
@@ -23,8 +29,10 @@
  * relay to splice only where the scan has ended (after COMPRESS) or to give up the added BYE.
  * What it could save is bounded: the front's whole imapd cost of a proxied session, login
  * and relay together, is 510-590 µs (bench/cluster/README.md, part 1). */
+#include <arpa/inet.h>
 #include <assert.h>
 #include <ctype.h>
+#include <netinet/in.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -37,6 +45,7 @@
 #include <event2/dns.h>
 #include <openssl/crypto.h>
 
+#include "common/buf.h"
 #include "common/conf.h"
 #include "common/log.h"
 #include "common/net.h"
@@ -48,6 +57,11 @@
 
 #define PROXY_TAG "P1"
 #define PROXY_TLS_TAG "P0"
+#define PROXY_ID_TAG "P2"
+#define ID_PAIRS_MAX 30                       /* RFC 2971 3.3 */
+#define ID_FIELD_MAX 30                       /* bytes of a field name */
+#define ID_VALUE_MAX 1024                     /* bytes of a value */
+#define ID_FWD_MAX 16384                      /* bytes of the pairs kept, quoted */
 #define PROXY_LITERAL_MAX (UINT64_C(1) << 40) /* a larger {N} is not a store host's */
 #define PROXY_BYE "* BYE [UNAVAILABLE] Your mailbox is not reachable now; try again later\r\n"
 
@@ -150,14 +164,140 @@ void imap_proxy_free(struct imap_client *c)
 	c->proxy = NULL;
 }
 
+/* s as a quoted string: '"' and '\\' escaped, bytes outside printable ASCII as '?'; 0, or
+   -1 when b is full. */
+static int id_quote(struct buf *b, const char *s, size_t len)
+{
+	int rc = buf_putc(b, '"');
+
+	for (size_t i = 0; i < len && rc == 0; i++) {
+		unsigned char ch = (unsigned char)s[i];
+
+		if (ch == '"' || ch == '\\')
+			rc = buf_putc(b, '\\');
+		if (rc == 0)
+			rc = buf_putc(b, ch >= 0x20 && ch < 0x7f ? (char)ch : '?');
+	}
+	return rc == 0 ? buf_putc(b, '"') : rc;
+}
+
+static bool id_string(const struct imap_arg *a, size_t max)
+{
+	return imap_arg_is_string(a) && a->len <= max;
+}
+
+/* A field the front sets itself (never the client's). */
+static bool id_originating_field(const struct imap_arg *f)
+{
+	return f->len >= 14 && strncasecmp(f->s, "x-originating-", 14) == 0;
+}
+
+/* Store host: a front's ID names the client (x-originating-ip, -port), taken once before
+   login when the address is numeric. */
+static void id_originating(struct imap_client *c, const struct imap_arg *list)
+{
+	const struct imap_arg *f = list + 1, *end = list + 1 + list->span;
+	const char *ip = NULL, *port = "", *name = "";
+	unsigned char bin[sizeof(struct in6_addr)];
+	char lname[65];
+
+	for (uint32_t i = 0; i + 1 < list->n && f < end; i += 2) {
+		const struct imap_arg *v = imap_arg_next(f);
+
+		if (v >= end)
+			break;
+		if (id_string(f, ID_FIELD_MAX) && id_string(v, INET6_ADDRSTRLEN)) {
+			if (strcasecmp(f->s, "x-originating-ip") == 0)
+				ip = v->s;
+			else if (strcasecmp(f->s, "x-originating-port") == 0)
+				port = v->s;
+		}
+		if (id_string(f, ID_FIELD_MAX) && id_string(v, ID_VALUE_MAX) &&
+		    strcasecmp(f->s, "name") == 0)
+			name = v->s;
+		f = imap_arg_next(v);
+	}
+	if (ip == NULL)
+		return;
+	if (inet_pton(AF_INET, ip, bin) != 1 && inet_pton(AF_INET6, ip, bin) != 1) {
+		log_info("%016" PRIx64 " imap id from=%s reason=\"x-originating-ip is not an "
+			 "address\"",
+			 c->id, c->addr);
+		return;
+	}
+	if (strspn(port, "0123456789") != strlen(port) || strlen(port) > 5)
+		port = "";
+	str_log_name(lname, sizeof(lname), name);
+	log_info("%016" PRIx64 " imap id from=%s originating=%s port=%s name=\"%s\"", c->id,
+		 c->addr, ip, port[0] != '\0' ? port : "-", lname);
+	snprintf(c->addr, sizeof(c->addr), "%s", ip);
+	c->id_originated = true;
+}
+
+void imap_proxy_id(struct imap_client *c, const struct imap_arg *list)
+{
+	const struct imap_arg *f = list + 1, *end = list + 1 + list->span;
+	struct buf b;
+	unsigned pairs = 0;
+
+	if (c->state != IMAP_ST_NOTAUTH || list->type != IMAP_ARG_LIST || c->id_originated)
+		return;
+	if (imap_proxy_from_front(c)) {
+		id_originating(c, list);
+		return;
+	}
+	if (!conf_values(c->srv->conf)->imapd.proxy)
+		return;
+	buf_init(&b, 256, ID_FWD_MAX);
+	for (uint32_t i = 0; i + 1 < list->n && f < end && pairs < ID_PAIRS_MAX; i += 2) {
+		const struct imap_arg *v = imap_arg_next(f);
+		size_t mark = b.len;
+
+		if (v >= end)
+			break;
+		if (id_string(f, ID_FIELD_MAX) && !id_originating_field(f) &&
+		    (imap_arg_is_nil(v) || id_string(v, ID_VALUE_MAX))) {
+			int rc = b.len > 0 ? buf_putc(&b, ' ') : 0;
+
+			rc |= id_quote(&b, f->s, f->len) | buf_putc(&b, ' ');
+			rc |= imap_arg_is_nil(v) ? buf_puts(&b, "NIL")
+						 : id_quote(&b, v->s, v->len);
+			if (rc != 0) { /* full: the pairs before this one */
+				buf_truncate(&b, mark);
+				break;
+			}
+			pairs++;
+		}
+		f = imap_arg_next(v);
+	}
+	free(c->id_fwd);
+	c->id_fwd = buf_steal(&b, NULL);
+}
+
+/* The client's port (0 when not IP). */
+static unsigned sa_port(const struct sockaddr_storage *sa)
+{
+	if (sa->ss_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)sa)->sin_port);
+	if (sa->ss_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+	return 0;
+}
+
 /* The proxy login: SASL PLAIN with the user as the authorization identity. */
 static void px_login(struct imap_proxy *p)
 {
 	const struct imapd_conf *ic = &conf_values(p->c->srv->conf)->imapd;
 	char *b64 = proxy_plain_b64(p->authz, ic->proxy_user, p->c->srv->proxy_secret);
+	const char *pairs = p->c->id_fwd != NULL ? p->c->id_fwd : "";
 
+	/* the client's ID first, so that the login's log line names the client */
 	evbuffer_add_printf(bufferevent_get_output(p->d.be),
-			    PROXY_TAG " AUTHENTICATE PLAIN %s\r\n", b64);
+			    PROXY_ID_TAG " ID (%s%s\"x-originating-ip\" \"%s\" "
+					 "\"x-originating-port\" \"%u\")\r\n" PROXY_TAG
+					 " AUTHENTICATE PLAIN %s\r\n",
+			    pairs, pairs[0] != '\0' ? " " : "", p->c->addr, sa_port(&p->c->sa),
+			    b64);
 	OPENSSL_cleanse(b64, strlen(b64));
 	free(b64);
 	p->st = PX_LOGIN;
@@ -183,7 +323,9 @@ static void px_line(struct imap_proxy *p, const char *line)
 		return;
 	}
 	if (strncmp(line, "* ", 2) == 0)
-		return; /* untagged data during the login (CAPABILITY): the client gets the OK's */
+		return; /* untagged data during the login (CAPABILITY, ID): the client gets the OK's */
+	if (p->st == PX_LOGIN && strncmp(line, PROXY_ID_TAG " ", 3) == 0)
+		return; /* the ID's tagged reply: a NO or BAD to it changes nothing */
 	if (p->st == PX_STARTTLS) {
 		char why[512];
 

@@ -233,6 +233,8 @@ struct imap_client {
 	bool enabled_utf8;        /* ENABLE UTF8=ACCEPT (RFC 6855) */
 	bool utf8;                /* mailbox names in UTF-8: IMAP4rev2 or UTF8=ACCEPT */
 	struct imap_proxy *proxy; /* the store host's connection (front role), or NULL */
+	char *id_fwd;             /* front: the client's ID pairs before login, quoted */
+	bool id_originated;       /* store host: a front named the client's address (ID) */
 	struct imap_notify *notify; /* NOTIFY SET's event groups and pending notifications */
 };
 
@@ -254,6 +256,10 @@ void imap_proxy_start(struct imap_client *c, const char *login, const char *auth
    client relays from now on (IMAP_CF_PROXY). */
 bool imap_proxy_login_reply(struct imap_cmd *cmd);
 void imap_proxy_free(struct imap_client *c);
+/* ID's parameter list before login: a front keeps the client's pairs (RFC 2971 limits) to
+   send to the store host with x-originating-ip/port; a store host takes the client's address
+   from a front's x-originating-ip (once) and logs it instead of the front's. */
+void imap_proxy_id(struct imap_client *c, const struct imap_arg *list);
 /* The relay's two directions (the client's input, and its output drained). */
 void imap_proxy_from_client(struct imap_client *c);
 void imap_proxy_to_client(struct imap_client *c);

@@ -15,6 +15,9 @@ certificates verified against the cluster's CA file; the front logs the TLS vers
 leg, tls=no with proxy_tls = none), and a CA that did not sign them gives
 NO [UNAVAILABLE] with the TLS failure in the front's log, as does a certificate that names
 another host than the mailHost.
+The client's ID before login reaches the store host with x-originating-ip: its log names the
+client's address, not the front's; the same pair from a direct client is not believed, nor
+one the client sent itself through the front (before or after the login).
 
   test_imap_proxy.py SOURCE_ROOT MTAD IMAPD STORE_PEEK"""
 import base64
@@ -192,17 +195,32 @@ def main():
         def fake():
             s, f = fake_store_tls(srv, "compress.heron.test")
             with s:
+                ids.append(f.readline())  # the client's ID, replayed
                 f.readline()  # the front's AUTHENTICATE PLAIN
                 s.sendall(b"P1 OK [CAPABILITY IMAP4rev1 COMPRESS=DEFLATE] Logged in\r\n")
                 line = f.readline()
                 assert_eq(line, tag + b" COMPRESS DEFLATE\r\n")
                 s.sendall(tag + b" OK DEFLATE active\r\n" + deflated)
                 f.read()  # until the client closes
+        ids = []
         t = threading.Thread(target=fake, daemon=True)
         t.start()
         try:
             home_on_fake_host("user7", "compress.heron.test", "127.0.0.6", port)
-            c = front_login("user7")
+            c = imaplib.IMAP4(front.addr, front.imap_port, timeout=20)
+            c.starttls(ssl_context=tls_client_ctx(front.cert))
+            # the client's ID within RFC 2971's limits is what the store host gets: a value
+            # over 1024 bytes dropped, 30 pairs at most, a quote kept escaped, the client's
+            # own x-originating-ip not passed on
+            pairs = " ".join(f'"f{i}" "v{i}"' for i in range(35))
+            typ, _ = c.xatom("ID", f'("big" "{"x" * 1100}" "x-originating-ip" "6.6.6.6" '
+                             f'"q" "a\\"b" {pairs})')
+            assert_eq(typ, "OK")
+            assert_eq(c.login("user7", "user7")[0], "OK")
+            kept = " ".join(f'"f{i}" "v{i}"' for i in range(29))
+            cport = c.sock.getsockname()[1]
+            assert_eq(ids, [f'P2 ID ("q" "a\\"b" {kept} "x-originating-ip" "127.0.0.1" '
+                            f'"x-originating-port" "{cport}")\r\n'.encode()])
             c.send(tag + b" COMPRESS DEFLATE\r\n")
             ok = tag + b" OK DEFLATE active\r\n"
             c.sock.settimeout(30)
@@ -297,6 +315,7 @@ def main():
                 relay_garbage_tls(s, f)
 
         def relay_garbage_tls(s, f):
+            f.readline()  # the client's ID, replayed
             f.readline()  # the front's AUTHENTICATE PLAIN
             s.sendall(b"P1 OK [CAPABILITY IMAP4rev1 IMAP4rev2] Logged in\r\n")
             tag = f.readline().split(b" ")[0]  # the client's command
@@ -460,6 +479,47 @@ def main():
         assert line.startswith(b"c OK"), line
         s.close()
 
+    class IMAPFrom(imaplib.IMAP4):
+        """imaplib from a chosen source address (the front's own is 127.0.0.1)."""
+        def __init__(self, src, host, port):
+            self.src = src
+            super().__init__(host, port, timeout=20)
+
+        def _create_socket(self, timeout):
+            return socket.create_connection((self.host, self.port), timeout,
+                                            source_address=(self.src, 0))
+
+    def test_id_names_client_at_store_host():
+        c = IMAPFrom("127.0.0.9", front.addr, front.imap_port)
+        c.starttls(ssl_context=tls_client_ctx(front.cert))
+        typ, data = c.xatom("ID", '("name" "idclient" "x-originating-ip" "6.6.6.6")')
+        assert_eq(typ, "OK")
+        assert_eq(c.login("user3", "user3")[0], "OK")
+        port = c.sock.getsockname()[1]
+        # an ID after the login is relayed: the store host's own answer, its pair not taken
+        # (ID is of any state: RFC 2971 3.1; imaplib only knows it before login)
+        imaplib.Commands["ID"] = ("NONAUTH", "AUTH", "SELECTED")
+        typ, _ = c.xatom("ID", '("x-originating-ip" "7.7.7.7")')
+        assert_eq(typ, "OK")
+        assert_in(b'"name" "Heron"', c.untagged_responses.get("ID", [b""])[0])
+        c.logout()
+        logs = h1.imapd.logtext() + h2.imapd.logtext()
+        assert_in(f"imap id from=127.0.0.1 originating=127.0.0.9 port={port} "
+                  'name="idclient"', logs)
+        assert_in("imap login addr=127.0.0.9 user=user3 via=proxy result=ok", logs)
+        assert "6.6.6.6" not in logs and "7.7.7.7" not in logs, "a client's own pair"
+
+    def test_direct_originating_ip_not_believed():
+        # from an address not in proxy_trusted the pair is ignored
+        c = IMAPFrom("127.0.0.5", h2.addr, h2.imap_port)
+        typ, _ = c.xatom("ID", '("x-originating-ip" "6.6.6.7" "x-originating-port" "1")')
+        assert_eq(typ, "OK")
+        assert_eq(c.login("user2", "user2")[0], "OK")
+        c.logout()
+        log = h2.imapd.logtext()
+        assert_in("imap login addr=127.0.0.5 user=user2 mech=password result=ok", log)
+        assert "6.6.6.7" not in log
+
     def body():
         nonlocal h1, h2, front
         with cl:
@@ -480,6 +540,8 @@ def main():
                               test_store_host_down_others_unaffected,
                               test_store_host_killed_client_gets_bye,
                               test_forged_proxy_login_refused,
+                              test_id_names_client_at_store_host,
+                              test_direct_originating_ip_not_believed,
                               test_garbage_store_host_cut_off])
 
     return run_main(body, TMP, daemons, tail=20000)
