@@ -194,8 +194,10 @@ def main():
             c.logout()
         for host, user in (("store1", "user1"), ("store2", "user2")):
             text = open(os.path.join(dc.dir, "h", host, "imapd.log")).read()
-            # the front's proxy connections leave from its one address
-            assert_in(f"addr={FRONT} user={user} via=proxy result=ok", text)
+            # the front's proxy connections leave from its one address, and name the
+            # client's (x-originating-ip), which the store host logs the login with
+            assert_in(f"imap id from={FRONT} originating={CLIENTS['client']} ", text)
+            assert_in(f"addr={CLIENTS['client']} user={user} via=proxy result=ok", text)
         with client():
             c = imaplib.IMAP4(FRONT, 143, timeout=30)
         with assert_raises(imaplib.IMAP4.error) as e:
@@ -354,9 +356,9 @@ SyncState *
             assert_in(f"Subject: mbsync-second-{user}".encode(), second[new.pop()])
             # what was there before is untouched
             assert_eq({k: second[k] for k in first}, first)
-            # and its store host saw the front's proxy login for this sync
+            # and its store host saw the front's proxy login for this sync, from the client
             text = open(os.path.join(dc.dir, "h", f"store{home(user)}", "imapd.log")).read()
-            assert_in(f"addr={FRONT} user={user} via=proxy result=ok", text)
+            assert_in(f"addr={CLIENTS['client']} user={user} via=proxy result=ok", text)
 
     def mailload_cmd(*args):
         """BUILD's mailload in the client namespace against the front, quiet."""
