@@ -25,7 +25,7 @@
  * user space (OpenSSL through libevent, no kernel TLS), so a TLS client's bytes are in clear
  * only in this process. splice would need both legs to be sockets carrying the same bytes:
  * a plain-text client leg or kTLS on it (SSL_OP_ENABLE_KTLS, a kernel and an OpenSSL built
- * for it), the front-to-store leg plain text (it is: no TLS there yet) or kTLS too, and the
+ * for it), the front-to-store leg plain text (proxy_tls = none) or kTLS too, and the
  * relay to splice only where the scan has ended (after COMPRESS) or to give up the added BYE.
  * What it could save is bounded: the front's whole imapd cost of a proxied session, login
  * and relay together, is 510-590 µs (bench/cluster/README.md, part 1). */
