@@ -1,17 +1,24 @@
 /* cmd_idle.c — owns IDLE (RFC 2177): the session waits for "DONE" while changes committed by
  * any process (mtad deliveries, other sessions) are pushed as they happen. One store watcher
  * per worker wakes every idle session of a changed partition (imap_server_changed); no
- * polling per connection. The continuation comes first, then what changed since the last
- * command: a client counts an EXISTS as news to leave IDLE for only once it is idling (one
- * that got it before the "+" waited for its own timer, 2 s in mailload's probe). */
+ * polling per connection; a session whose output is full when a change comes is marked and
+ * synced once it drains (IMAP_CF_IDLE_MISSED; it waited for the next change before, #23).
+ * The continuation comes first, then what changed since the last command: a client counts
+ * an EXISTS as news to leave IDLE for only once it is idling (one that got it before the
+ * "+" waited for its own timer, 2 s in mailload's probe). */
 #include "imapd/imapd.h"
 
 bool cmd_idle(struct imap_cmd *cmd)
 {
 	struct imap_client *c = cmd->c;
 
-	if (c->flags & IMAP_CF_IDLE)
-		return false; /* resumed while idling: still waiting for DONE */
+	if (c->flags & IMAP_CF_IDLE) { /* resumed while idling: still waiting for DONE */
+		if ((c->flags & IMAP_CF_IDLE_MISSED) && c->view != NULL) { /* changed while full */
+			c->flags &= ~IMAP_CF_IDLE_MISSED;
+			imap_view_sync(c, true);
+		}
+		return false;
+	}
 	if (cmd->nargs != 0)
 		return imap_cmd_bad(cmd, "IDLE takes no arguments");
 	c->flags |= IMAP_CF_IDLE;
@@ -23,7 +30,7 @@ bool cmd_idle(struct imap_cmd *cmd)
 
 void imap_idle_done(struct imap_client *c, bool ok)
 {
-	c->flags &= ~IMAP_CF_IDLE;
+	c->flags &= ~(IMAP_CF_IDLE | IMAP_CF_IDLE_MISSED);
 	if (ok)
 		imap_cmd_ok(&c->cmd, "IDLE terminated");
 	else
@@ -33,8 +40,13 @@ void imap_idle_done(struct imap_client *c, bool ok)
 void imap_server_changed(struct imap_server *srv, const bool *parts)
 {
 	imap_notify_changed(srv, parts); /* first: NOTIFY's own sync of the selected mailbox */
-	for (struct imap_client *c = srv->clients; c != NULL; c = c->next)
-		if ((c->flags & IMAP_CF_IDLE) && c->view != NULL && !imap_out_full(c) &&
-		    (parts == NULL || parts[c->view->part]))
+	for (struct imap_client *c = srv->clients; c != NULL; c = c->next) {
+		if (!(c->flags & IMAP_CF_IDLE) || c->view == NULL ||
+		    (parts != NULL && !parts[c->view->part]))
+			continue;
+		if (imap_out_full(c)) /* cmd_idle syncs when the output drains */
+			c->flags |= IMAP_CF_IDLE_MISSED;
+		else
 			imap_view_sync(c, true);
+	}
 }

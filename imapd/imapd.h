@@ -73,6 +73,7 @@ enum imap_cflag {
 	IMAP_CF_COMPRESS = 1u << 5, /* COMPRESS=DEFLATE is on (imap_compress.c) */
 	IMAP_CF_KICKED = 1u << 6,   /* mailctl kick: BYE and close after the running command */
 	IMAP_CF_PROXY = 1u << 7,    /* logged in at a store host: bytes relayed (imap_proxy.c) */
+	IMAP_CF_IDLE_MISSED = 1u << 8, /* changed while IDLE's output was full: sync on drain */
 };
 
 /* Command flags in the table. */

@@ -1,12 +1,16 @@
 """imapd end to end: bad input (the session goes on, too many errors end it with BYE, the
 daemon stays up), two sessions on one mailbox, mail delivered by another process (as mtad
-does), IDLE woken by a delivery (its continuation before the news), and output back-pressure
-with a reader that stops reading.
+does), IDLE woken by a delivery (its continuation before the news, and a delivery while the
+idler's output is full comes once it drains), and output back-pressure with a reader that
+stops reading.
 
 Usage: test_imapd_robust.py IMAPD_BINARY DELIVER_BINARY"""
 import os
+import fcntl
 import socket
+import struct
 import sys
+import termios
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -150,6 +154,66 @@ def test_idle_continuation_before_news():
     assert_eq(a.cmd("n", "NOOP"), ["n OK Completed"])
 
 
+def slow_raw(user):
+    """An ImapRaw whose socket takes little before the server's output backs up."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: the window
+    s.settimeout(20)
+    s.connect(("127.0.0.1", D.port))
+    r = Raw.__new__(Raw)
+    r.s, r.buf = s, b""
+    after_test(r.close)
+    r.greeting = r.line()
+    assert r.cmd("L", 'LOGIN %s "%s"' % (user, PASSWORD))[-1].startswith("L OK")
+    return r
+
+
+def test_idle_change_while_output_full():
+    """A delivery while an idler's output is full (a flag burst it does not read yet) is not
+    lost: its EXISTS comes when the output drains, with no further change to wake it (#23:
+    the wake-up skipped the full session and the drain synced nothing)."""
+    b = D.raw("bob")
+    b.cmd("c", "CREATE Burst")
+    msg = b"Subject: m\r\n\r\nx\r\n"
+    n = 0
+    for _ in range(10):  # 500 messages, 50 an APPEND (IMAP_APPEND_MAX is 64)
+        b.send(b"a APPEND Burst" + b"".join(b" {%d+}\r\n" % len(msg) + msg
+                                             for _ in range(50)) + b"\r\n")
+        out = b.until_tag("a")
+        assert out[-1].startswith("a OK"), out[-1]
+        n += 50
+    a = slow_raw("bob")
+    a.cmd("s", "SELECT Burst")
+    a.send("i IDLE\r\n")
+    assert_eq(a.line(), "+ idling")
+    # about 6 KiB of FETCH a message, 3 MiB in all: far beyond the sockets' buffers, so the
+    # idler's output stays full until it reads
+    kws = " ".join("k%02d" % i + "x" * 90 for i in range(60))
+    b.cmd("s", "SELECT Burst")
+    assert_eq(b.cmd("f", "STORE 1:* +FLAGS.SILENT (%s)" % kws)[-1], "f OK STORE completed")
+    waited = 0
+    while struct.unpack("i", fcntl.ioctl(a.s, termios.FIONREAD, b"\0" * 4))[0] == 0:
+        assert_lt(waited, 200, "the flag burst never reached the idler")  # a bound
+        time.sleep(0.05)
+        waited += 1
+    D.deliver("bob", SIMPLE, "Burst")  # the idler's output is full now
+    a.s.settimeout(10)  # a bound, not a timing assertion: nothing else will wake it
+    fetches = 0
+    while True:
+        try:
+            line = a.line()
+        except socket.timeout:
+            raise AssertionError("no EXISTS after %d of %d FETCH" % (fetches, n)) from None
+        if line.endswith(" EXISTS"):
+            break
+        assert "FETCH" in line or line.startswith("* FLAGS") or line.startswith("* OK"), line
+        fetches += "FETCH" in line
+    assert_eq(line, "* %d EXISTS" % (n + 1))
+    assert_eq(fetches, n)
+    a.send("DONE\r\n")
+    assert_eq(a.until_tag("i")[-1], "i OK IDLE terminated")
+
+
 def test_caps_and_login_timeout():
     a, b = Raw(D.port), Raw(D.port)
     after_test(a.close)
@@ -242,7 +306,7 @@ def main():
             ("", [test_errors_then_session_goes_on, test_too_many_errors_bye,
                   test_non_sync_literal_refused_is_skipped, test_disconnect_mid_literal]),
             ("", [test_two_sessions, test_delivered_mail_appears, test_idle_woken_by_delivery,
-                  test_idle_continuation_before_news]),
+                  test_idle_continuation_before_news, test_idle_change_while_output_full]),
             (LIMITS, [test_caps_and_login_timeout]),
             ("", [test_slow_reader_big_fetch])]:
         D = Imapd(IMAPD, deliver=DELIVER, extra=extra)  # each group on a fresh imapd
