@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -222,18 +223,31 @@ void proxy_dial_free(struct proxy_dial *d)
 }
 
 /* The client context the store hosts' certificates are verified with: one per process, made
-   again when ca_file changes (a SIGHUP's config). NULL with *error_r when it cannot be made. */
+   again when ca_file changes (a SIGHUP's config), or the file under that name does (a CA
+   bundle replaced or rewritten: its device, inode, size or mtime). NULL with *error_r when it
+   cannot be made. */
 static SSL_CTX *dial_tls_ctx(const char *ca_file, char **error_r)
 {
 	static SSL_CTX *ctx;
 	static char *ctx_ca;
+	static struct stat ctx_st;
 	struct tls_conf t;
+	struct stat st;
+	bool same = ctx != NULL && strcmp(ctx_ca, ca_file) == 0;
 
-	if (ctx != NULL && strcmp(ctx_ca, ca_file) == 0)
+	if (stat(ca_file, &st) != 0) {
+		if (same) /* gone for now (being replaced?): the one read before */
+			return ctx;
+		memset(&st, 0, sizeof(st)); /* tls_client_ctx_new says what is wrong */
+	}
+	if (same && st.st_dev == ctx_st.st_dev && st.st_ino == ctx_st.st_ino &&
+	    st.st_size == ctx_st.st_size && st.st_mtim.tv_sec == ctx_st.st_mtim.tv_sec &&
+	    st.st_mtim.tv_nsec == ctx_st.st_mtim.tv_nsec)
 		return ctx;
 	tls_ctx_free(&ctx);
 	free(ctx_ca);
 	ctx_ca = xstrdup(ca_file);
+	ctx_st = st;
 	memset(&t, 0, sizeof(t));
 	t.ca = ca_file;
 	ctx = tls_client_ctx_new(&t, TLS_VERIFY_PEER, error_r);

@@ -540,9 +540,21 @@ static bool auth_finish(struct imap_cmd *cmd, struct auth_ctx *a)
 		}
 	}
 	if (rc != 0) {
+		struct store_tomb tb;
+
 		imap_user_put(c);
 		free(c->user);
 		c->user = NULL;
+		/* the move's tombstone came between store_tomb_find and the create's commit
+		   (store_user_create refuses a tombstoned name): the same answer as above */
+		if (rc == STORE_EMOVED) {
+			if (store_tomb_find(st, a->login, &tb) == 0)
+				return auth_moved(cmd, a, tb.host);
+			log_info("%016" PRIx64 " imap refuse user=%s reason=\"moved\"", c->id,
+				 a->tried);
+			return imap_cmd_no(
+				cmd, "[UNAVAILABLE] Your mailbox has moved; try again later");
+		}
 		return imap_cmd_store_error(cmd, rc, "mailbox store");
 	}
 	c->user_id = a->setup.id;

@@ -58,7 +58,8 @@
 #define PROXY_TAG "P1"
 #define PROXY_TLS_TAG "P0"
 #define PROXY_ID_TAG "P2"
-#define ID_PAIRS_MAX 30                       /* RFC 2971 3.3 */
+#define ID_PAIRS_MAX 30                       /* RFC 2971 3.3: MUST NOT send more */
+#define ID_FWD_PAIRS (ID_PAIRS_MAX - 2)       /* the client's; x-originating-ip/port follow */
 #define ID_FIELD_MAX 30                       /* bytes of a field name */
 #define ID_VALUE_MAX 1024                     /* bytes of a value */
 #define ID_FWD_MAX 16384                      /* bytes of the pairs kept, quoted */
@@ -249,7 +250,7 @@ void imap_proxy_id(struct imap_client *c, const struct imap_arg *list)
 	if (!conf_values(c->srv->conf)->imapd.proxy)
 		return;
 	buf_init(&b, 256, ID_FWD_MAX);
-	for (uint32_t i = 0; i + 1 < list->n && f < end && pairs < ID_PAIRS_MAX; i += 2) {
+	for (uint32_t i = 0; i + 1 < list->n && f < end && pairs < ID_FWD_PAIRS; i += 2) {
 		const struct imap_arg *v = imap_arg_next(f);
 		size_t mark = b.len;
 

@@ -60,12 +60,13 @@
 #include "mailctl/mailctl.h"
 #include "store/store_sieve.h"
 
-#define LINE_MAX_ 8192                  /* a line of the stream or digest, LF included */
-#define FILE_MAX ((uint64_t)2 << 30)    /* a file of a mailbox's export */
-#define FILES_MAX 1000000               /* files of one mailbox */
-#define BOXES_MAX 100000                /* mailboxes of one user (digest lines too) */
-#define SCRIPT_MAX ((uint64_t)16 << 20) /* a Sieve script's source or program */
-#define SCRIPTS_MAX 1000                /* Sieve scripts of one user */
+#define LINE_MAX_ 8192                         /* a line of the stream or digest, LF included */
+#define FILE_MAX ((uint64_t)2 << 30)           /* a file of a mailbox's export */
+#define FILES_MAX 1000000                      /* files of one mailbox */
+#define BOXES_MAX 100000                       /* mailboxes of one user (digest lines too) */
+#define SCRIPT_MAX ((uint64_t)16 << 20)        /* a Sieve script's source or program */
+#define SCRIPTS_MAX 1000                       /* Sieve scripts of one user */
+#define SCRIPTS_BYTES_MAX ((uint64_t)64 << 20) /* all of a user's scripts, held in memory */
 #define COPY_BUF 65536
 
 /* A mailbox's own files at the top of its Maildir (the rest of an export's top is the
@@ -357,6 +358,7 @@ struct rx {
 	uint64_t files, boxes, messages, quota_bytes, quota_msgs;
 	struct mc_script *sv;
 	size_t nsv;
+	uint64_t sv_bytes; /* sources and programs of sv, declared */
 };
 
 static int rx_error(struct rx *rx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -639,6 +641,10 @@ static int rx_script(struct rx *rx, const char *arg)
 		return rx_error(rx, "a Sieve script over %" PRIu64 " bytes", SCRIPT_MAX);
 	if (rx->nsv >= SCRIPTS_MAX)
 		return rx_error(rx, "more than %d Sieve scripts", SCRIPTS_MAX);
+	if (sl + pl > SCRIPTS_BYTES_MAX - rx->sv_bytes)
+		return rx_error(rx, "Sieve scripts over %" PRIu64 " bytes in all",
+				SCRIPTS_BYTES_MAX);
+	rx->sv_bytes += sl + pl;
 	rx->sv = xreallocarray(rx->sv, rx->nsv + 1, sizeof(*rx->sv));
 	s = &rx->sv[rx->nsv++];
 	s->name = xstrdup(arg + off);

@@ -554,17 +554,25 @@ def main():
         assert not os.path.exists(os.path.join(src.dir, "store.recv-user4.tomb"))
         assert_eq(mailctl(dst.conf, "quota", "get", "user4")[1], q0)
         assert_eq(mailhost(cl, "user4"), dst.name)
-        # bad input from the pipe: a clear refusal (exit 65), nobody made
+        # bad input from the pipe: a clear refusal (exit 65), nobody made; two scripts of
+        # 16 MiB source and program each, then one more byte each: over the 64 MiB held
+        # for a user's scripts, refused at its line (before reading it)
+        big_sieve = b"heron-move 1\nuser user9\nuserdata 0 0\n" + b"".join(
+            b"sieve 0 16777216 16777216 s%d\n" % i + b"x" * (32 << 20) + b"\n"
+            for i in range(2)) + b"sieve 0 1 1 s2\nab\n"
         for bad in (b"", b"heron-move 2\n", b"heron-move 1\nuser user9\nmailbox 1 0 X\n"
                     b"file cur/../../x 3 0\nabc\n", b"heron-move 1\nuser user9\n"
                     b"mailbox 0 0 " + b"y" * 9000 + b"\n", b"heron-move 1\nuser user9\n"
                     b"mailbox 0 0 X\nfile cur/a 99999999999 0\n", b"heron-move 1\nuser "
                     b"user9\nmailbox 0 0 X\nfile cur/a 10 0\nshort", b"heron-move 1\nuser "
-                    b"user9\nuserdata 0 0\nsieve 1 5 3 s\nabc", b"heron-move 1\nuser us"):
+                    b"user9\nuserdata 0 0\nsieve 1 5 3 s\nabc", b"heron-move 1\nuser us",
+                    big_sieve):
             r = subprocess.run([MAILCTL, "-c", src.conf, "user", "receive", "user9"],
                                input=bad, capture_output=True, timeout=60)
             assert r.returncode == 65, (bad[:60], r.returncode, r.stderr)
             assert b"user receive: line" in r.stderr, r.stderr
+            if bad is big_sieve:
+                assert b"Sieve scripts over 67108864 bytes in all" in r.stderr, r.stderr
         assert_eq(mailctl(src.conf, "user", "show", "user9")[0], 67)
         r = subprocess.run([MAILCTL, "-c", src.conf, "user", "digest", "user9"],
                            capture_output=True, text=True, timeout=60)
