@@ -428,6 +428,31 @@ def main():
         c = front_login("user1")  # the right CA again
         c.logout()
 
+    def test_ca_file_replaced_under_its_name():
+        # a CA bundle replaced under the same name (a new file renamed over it) is read
+        # again: the front's TLS client context is not kept by the name alone
+        path = os.path.join(os.path.dirname(cl.ca), "proxy-ca-replaced.pem")
+
+        def put(src):
+            with open(src, "rb") as f:
+                data = f.read()
+            with open(path + ".new", "wb") as out:
+                out.write(data)
+            os.rename(path + ".new", path)
+
+        try:
+            put(cl.ca)
+            set_front("proxy_ca_file", path)
+            front_login("user1").logout()
+            put(front.cert)  # chains to nothing the store hosts have
+            set_front("proxy_ca_file", path)
+            login_unavailable("user1")
+            put(cl.ca)
+            set_front("proxy_ca_file", path)
+            front_login("user1").logout()
+        finally:
+            set_front("proxy_ca_file", cl.ca)
+
     def test_certificate_for_another_name_refused():
         # a store host whose certificate chains to the CA file but names another host than
         # its mailHost: NO [UNAVAILABLE], the mismatch in the front's log
@@ -530,6 +555,7 @@ def main():
             return run_tests([test_login_through_front_to_each_host,
                               test_leg_is_tls_verified,
                               test_wrong_ca_refused,
+                              test_ca_file_replaced_under_its_name,
                               test_authenticate_plain_and_capability,
                               test_plaintext_refused_and_wrong_password,
                               test_append_literal_lands_on_home_host,
