@@ -472,6 +472,9 @@ void queue_runner_kick(struct mtad *m);
    reply (in the queue); each goes once the queue has the recipient's outcome. */
 #define QUEUE_RECORD_KEY_MAX 48
 void queue_record_key(char kind, uint64_t id, size_t i, char *out, size_t size);
+/* A key of queue_record_key's, strictly: kind, '/', exactly 16 hex digits, '/', digits, end.
+   False for anything else (a maildrop file's record, pickup.c's NAME/dev/ino/mtime). */
+bool queue_record_parse(const char *key, char *kind, uint64_t *id, size_t *idx);
 
 
 /* mtad_metrics.c: mtad's metrics (common/metrics.h) and control socket (common/obs.h). */

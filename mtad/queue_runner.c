@@ -2,8 +2,10 @@
  * (transport_map, then relay_host, then the domain's MX hosts: queue_route.c; local domains go
  * to the store, or over LMTP to the user's store host when its mailHost is another), grouping recipients per next hop, the per-destination connection limit, outcomes with the retry schedule and
  * expiry, bounces, and the log line per recipient outcome (to=, relay=, delay=, status=). */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,6 +298,36 @@ struct local_dlv {
 void queue_record_key(char kind, uint64_t id, size_t i, char *out, size_t size)
 {
 	snprintf(out, size, "%c/%016" PRIx64 "/%zu", kind, id, i);
+}
+
+bool queue_record_parse(const char *key, char *kind, uint64_t *id, size_t *idx)
+{
+	uint64_t v = 0;
+	size_t n = 0;
+	const char *p;
+
+	if (key[0] == '\0' || strchr("qrv", key[0]) == NULL || key[1] != '/')
+		return false;
+	for (p = key + 2; p < key + 18; p++) {
+		if (!isxdigit((unsigned char)*p))
+			return false;
+		v = v << 4 | (uint64_t)(isdigit((unsigned char)*p)
+						? *p - '0'
+						: (tolower((unsigned char)*p) - 'a' + 10));
+	}
+	if (*p++ != '/' || !isdigit((unsigned char)*p))
+		return false;
+	for (; isdigit((unsigned char)*p); p++) {
+		if (n > (SIZE_MAX - 9) / 10)
+			return false;
+		n = n * 10 + (size_t)(*p - '0');
+	}
+	if (*p != '\0')
+		return false;
+	*kind = key[0];
+	*id = v;
+	*idx = n;
+	return true;
 }
 
 static void mark_key(uint64_t id, size_t i, char *out, size_t size)
@@ -803,17 +835,16 @@ static int sweep_mark(const struct store_drop *d, void *arg)
 {
 	struct mark_sweep *sw = arg;
 	struct store_queue_msg qm;
-	unsigned long long id;
+	uint64_t id;
 	size_t idx;
 	bool finished;
-	char *key;
+	char kind, *key;
 	int rc;
 
-	if (strchr("qrv", d->key[0]) == NULL || d->key[1] != '/' ||
-	    sscanf(d->key + 2, "%16llx/%zu", &id, &idx) != 2)
-		return 0; /* a maildrop file's (pickup.c) */
+	if (!queue_record_parse(d->key, &kind, &id, &idx))
+		return 0; /* a maildrop file's (pickup.c: NAME/dev/ino/mtime, NAME may be "r") */
 	sw->seen++;
-	rc = store_queue_get(sw->qr->m->store, (uint64_t)id, &qm);
+	rc = store_queue_get(sw->qr->m->store, id, &qm);
 	if (rc != 0 && rc != STORE_ENOQUEUE)
 		return 0; /* cannot say now: kept */
 	finished = rc == STORE_ENOQUEUE || idx >= qm.nrcpt ||

@@ -282,10 +282,39 @@ static int teardown(void **state)
 	return system(cmd) == 0 ? 0 : -1;
 }
 
+/* The delivery records' keys, strictly (queue_runner.c's sweep): a maildrop file's record
+   (pickup.c: NAME/dev/ino/mtime) named "q", "r" or "v" is not a queue entry's. */
+static void test_queue_record_parse(void **state)
+{
+	char key[QUEUE_RECORD_KEY_MAX], kind;
+	uint64_t id;
+	size_t idx;
+
+	(void)state;
+	queue_record_key('r', 0x1234abcdULL, 7, key, sizeof(key));
+	assert_true(queue_record_parse(key, &kind, &id, &idx));
+	assert_int_equal(kind, 'r');
+	assert_int_equal(id, 0x1234abcdULL);
+	assert_int_equal(idx, 7);
+	queue_record_key('q', UINT64_MAX, 0, key, sizeof(key));
+	assert_true(queue_record_parse(key, &kind, &id, &idx));
+	assert_true(id == UINT64_MAX && idx == 0 && kind == 'q');
+	assert_false(queue_record_parse("r/2049/1234567/1765000000", &kind, &id, &idx));
+	assert_false(queue_record_parse("v/2049/1234567/1765000000", &kind, &id, &idx));
+	assert_false(queue_record_parse("q/0000000000000001/2/3", &kind, &id, &idx));
+	assert_false(queue_record_parse("q/0000000000000001/", &kind, &id, &idx));
+	assert_false(queue_record_parse("q/000000000000001/2", &kind, &id, &idx));
+	assert_false(queue_record_parse("q/00000000000000011/2", &kind, &id, &idx));
+	assert_false(queue_record_parse("q/0000000000000001/2x", &kind, &id, &idx));
+	assert_false(queue_record_parse("x/0000000000000001/2", &kind, &id, &idx));
+	assert_false(queue_record_parse("", &kind, &id, &idx));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_command_split_anywhere),
+		cmocka_unit_test(test_queue_record_parse),
 		cmocka_unit_test(test_data_split_anywhere),
 		cmocka_unit_test(test_data_ends_only_at_crlf_dot_crlf),
 		cmocka_unit_test(test_long_line),
