@@ -217,6 +217,16 @@ static void route(struct queue_runner *qr, const char *addr, bool *local_r, stru
 	nh->sts = true;
 }
 
+/* [mtad] postmaster pm is one of our addresses (a local domain's). */
+static bool pm_local(struct queue_runner *qr, const char *pm)
+{
+	struct qnexthop nh;
+	bool local;
+
+	route(qr, pm, &local, &nh);
+	return local;
+}
+
 /* The LMTP listener of store host host (a user's mailHost): its mailhost_lmtp entry, else
    the host's addresses on mailhost_lmtp_port. Never an MX lookup. */
 static void mailhost_nexthop(struct queue_runner *qr, const char *host, struct qnexthop *nh)
@@ -597,8 +607,20 @@ static void local_lookup_cb(const struct ldapauth_reply *reply, void *arg)
 
 	if (reply->result == LDAPAUTH_OK) {
 		local_user(w, reply->user->login, reply->user->partition, reply->user->quota);
-	} else if (rcpt_is_postmaster(w->job->qr->m, addr) && strchr(pm, '@') == NULL) {
+	} else if (!w->pm_lookup && rcpt_is_postmaster(job->qr->m, addr) &&
+		   strchr(pm, '@') == NULL) {
 		local_user(w, pm, -1, 0); /* postmaster@ is always someone's (rcpt_resolve.c) */
+	} else if (!w->pm_lookup && rcpt_is_postmaster(job->qr->m, addr) &&
+		   pm_local(job->qr, pm) && job->qr->m->la != NULL) {
+		/* [mtad] postmaster a local user's address: delivered to that user, as the
+		   session's fallback does (a Sieve recipient, a bounce or a maildrop file queued
+		   for postmaster@ by any path) */
+		char key[MAILADDR_TEXT_MAX + 1];
+
+		w->pm_lookup = true;
+		job->lookups++;
+		rcpt_lookup_key(job->qr->m, pm, key, sizeof(key), NULL, 0);
+		ldapauth_lookup(job->qr->m->la, key, local_lookup_cb, w);
 	} else {
 		queue_rcpt_outcome(w, 0, 550, "5.1.1 no such user", "local");
 		queue_work_done(w);

@@ -71,6 +71,7 @@ struct qwork {
 	size_t naddr, ai;       /* its addresses; the one being tried */
 	unsigned tries;         /* connections tried */
 	bool host_temp;         /* a host lookup failed temporarily */
+	bool pm_lookup;         /* a local postmaster@: the lookup of [mtad] postmaster's */
 	struct dns_query *q[3]; /* AAAA, A, TLSA of the host in hand (MX in q[0]) */
 	struct dns_answer_copy {
 		bool done, secure;

@@ -35,7 +35,7 @@ from heronlib import (DOMAIN, HOST, Mtad, Sink, Store, assert_eq, assert_in,  # 
 
 ROOT, MTAD, PEEK, MAILCTL, SINK = sys.argv[1:6]
 TMP = tempfile.mkdtemp(prefix="heron-sieve-redirect-")
-USERS = ["bob", "carl", "dora", "eve", "fred"]
+USERS = ["bob", "carl", "dora", "eve", "fred", "gina"]
 write_users(os.path.join(TMP, "users"), USERS)
 SINKMAIL = os.path.join(TMP, "sinkmail")
 sink = Sink(SINK, TMP, {"keep": SINKMAIL, "records": "all"})
@@ -310,6 +310,36 @@ def test_no_crash_one_of_each():
     settle(f"fred@{DOMAIN}")
 
 
+def test_postmaster_full_address_vacation():
+    """[mtad] postmaster a local user's full address (gina@), her script a vacation: mail to
+    postmaster@ (the session's fallback: gina's scripts, the recipient still postmaster@) is
+    left to the queue runner, which delivers it to gina too (was: postmaster@ looked up, no
+    one, a 550 DSN for mail acknowledged with 250). One kept copy, one reply, no DSN."""
+    make_user("gina")
+    put("gina", 'require "vacation";\nvacation :days 3 :subject "gina-away" '
+                f':addresses ["postmaster@{DOMAIN}"] "gina is away";\n')
+    mtad.stop()
+    mtad.sections["mtad"]["postmaster"] = f"gina@{DOMAIN}"
+    mtad.write_conf()
+    mtad.start()
+    try:
+        frm, subj = "pal9@sink.test", "to postmaster"
+        send(f"postmaster@{DOMAIN}", subj, frm=frm)
+        wait_for(lambda: in_mailbox("gina", subj) == 1
+                 and replies_to(frm, "gina-away") == 1, timeout=60,
+                 what="the kept copy in gina's INBOX and her reply")
+        settle(f"postmaster@{DOMAIN}")
+        settle(frm)
+        assert_eq(in_mailbox("gina", subj), 1)
+        assert_eq(replies_to(frm, "gina-away"), 1)
+        assert_eq([m for m in sink_messages() if b"no such user" in m], [])
+    finally:
+        mtad.stop()
+        del mtad.sections["mtad"]["postmaster"]
+        mtad.write_conf()
+        mtad.start()
+
+
 def test_records_swept():
     """Every recipient is finished: a restart finds every record finished (dropped), and
     the next start none left."""
@@ -323,7 +353,7 @@ def main():
         test_redirect_copy_killed_after_the_copies, test_lmtp_redirect_killed_after_the_copies,
         test_redirect_killed_after_the_delivery,
         test_redirect_over_quota_once, test_vacation_reply_once_across_kills, test_kill9_storm,
-        test_no_crash_one_of_each, test_records_swept,
+        test_no_crash_one_of_each, test_postmaster_full_address_vacation, test_records_swept,
     ])
 
 
