@@ -768,6 +768,21 @@ int store_put(struct store_txn *t, enum store_dbi d, const void *k, size_t klen,
 	return store_mdb_err(t, rc, "put");
 }
 
+int store_put_append(struct store_txn *t, enum store_dbi d, const void *k, size_t klen,
+		     const void *v, size_t vlen)
+{
+	MDB_val key = { klen, (void *)(uintptr_t)k };
+	MDB_val val = { vlen, (void *)(uintptr_t)v };
+	int rc;
+
+	if (t->failed)
+		return STORE_EAGAIN;
+	/* a key not past the last one: MDB_KEYEXIST, nothing written, the txn goes on */
+	if ((rc = mdb_put(t->txn, t->e->dbi[d], &key, &val, MDB_APPEND)) == MDB_KEYEXIST)
+		rc = mdb_put(t->txn, t->e->dbi[d], &key, &val, 0);
+	return store_mdb_err(t, rc, "put");
+}
+
 int store_del(struct store_txn *t, enum store_dbi d, const void *k, size_t klen)
 {
 	MDB_val key = { klen, (void *)(uintptr_t)k };

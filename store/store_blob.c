@@ -21,6 +21,7 @@
 #include <sys/mman.h>
 #include <zstd.h>
 
+#include "common/clock.h"
 #include "common/endian.h"
 #include "common/log.h"
 #include "common/xmalloc.h"
@@ -218,6 +219,24 @@ int store_blob_write(struct store_blob *b, const void *data, size_t len)
 	return 0;
 }
 
+/* The id of a body that stays inline, given when it is finished (it has no file, so no
+   directory to name): the wall time in ms (42 bits, up to the year 2109), the process tag
+   (16 bits), a count within the ms (6 bits; past 64 the next ms is taken). Ids grow with
+   time, so the rows keyed by them (`blobs`, `cache`) go in at the end of their tables,
+   where LMDB's split keeps the pages it leaves behind full (random ids left them 63-67%
+   full: bench/store/README.md); and a process never gives one id twice, which 40 random
+   bits within a process's hour could. */
+static uint64_t inline_id(struct store *st)
+{
+	uint64_t now = (uint64_t)clock_wall_ms() << 6, last, next;
+
+	last = atomic_load(&st->inline_seq);
+	do
+		next = now > last ? now : last + 1;
+	while (!atomic_compare_exchange_weak(&st->inline_seq, &last, next));
+	return (next >> 6) << 22 | (uint64_t)st->tag << 6 | (next & 63);
+}
+
 /* An inline body's encoding, made once for every partition that stores it: zstd when that
    is smaller, else the bytes as they are. Nothing is left to sync: the index commit that
    references it carries it. */
@@ -240,6 +259,7 @@ static int blob_encode(struct store_blob *b)
 			memcpy(out + 1, b->body.data, b->body.len);
 		buf_commit(&b->enc, 1 + b->body.len);
 	}
+	b->id = inline_id(b->st);
 	b->finished = b->data_synced = b->dir_synced = true;
 	return 0;
 }
@@ -754,7 +774,8 @@ static int blob_row_put(struct store_txn *t, uint64_t id, uint32_t refs, uint64_
 	put_be64(v + 4, size);
 	put_be64(v + 12, piece);
 	put_be32(v + 20, enc_len);
-	return store_put(t, DBI_BLOBS, k, 8, v, piece != 0 ? BLOB_INLINE_LEN : BLOB_REC_LEN);
+	return store_put_append(t, DBI_BLOBS, k, 8, v,
+				piece != 0 ? BLOB_INLINE_LEN : BLOB_REC_LEN);
 }
 
 /* Appends enc (len bytes) to t's bodies in pieces: *piece_r is the first piece's number
@@ -857,7 +878,7 @@ int store_blob_ref(struct store_txn *t, const struct store_blob *cb)
 		if (rc == 0)
 			rc = blob_row_put(t, b->id, 1, b->size, piece, (uint32_t)b->enc.len);
 		if (rc == 0 && b->cache.len > 0)
-			rc = store_put(t, DBI_CACHE, k, 8, b->cache.data, b->cache.len);
+			rc = store_put_append(t, DBI_CACHE, k, 8, b->cache.data, b->cache.len);
 	}
 	if (rc != 0)
 		return rc;

@@ -128,6 +128,8 @@ struct store {
 	int64_t tomb_age;  /* store_opts.tombstone_age_ms (ms; its default filled in) */
 	atomic_uint_fast64_t fsyncs;
 	atomic_uint_fast64_t commits;
+	/* the last inline body id's time and count (store_blob.c inline_id): ms * 64 + n */
+	atomic_uint_fast64_t inline_seq;
 };
 
 struct store_txn {
@@ -236,6 +238,11 @@ void store_env_nometasync(struct store *st, unsigned part, bool on);
 int store_get(struct store_txn *t, enum store_dbi d, const void *k, size_t klen, MDB_val *v);
 int store_put(struct store_txn *t, enum store_dbi d, const void *k, size_t klen, const void *v,
 	      size_t vlen);
+/* store_put of a key that is usually past the table's last one (an id that grows with
+   time): then with MDB_APPEND, whose split leaves the full page as it is (a plain put's
+   moves its last row to the new page), else as store_put. */
+int store_put_append(struct store_txn *t, enum store_dbi d, const void *k, size_t klen,
+		     const void *v, size_t vlen);
 int store_del(struct store_txn *t, enum store_dbi d, const void *k, size_t klen);
 int store_next_id(struct store_txn *t, uint64_t *id_r);
 int store_del_prefix(struct store_txn *t, enum store_dbi d, uint64_t id);

@@ -4,16 +4,20 @@
  * (the FETCH ENVELOPE + HEADER.FIELDS equivalent) over a 10,000-message mailbox.
  *
  *   store_bench [-d DIR] [-n MESSAGES] [-p PRODUCERS] [-s SECONDS]
- *   store_bench -D USERS [-d DIR] [-p SESSIONS] [-P PARTITIONS]
+ *   store_bench -D USERS [-F] [-d DIR] [-p SESSIONS] [-P PARTITIONS]
  * Every scenario is bounded by MESSAGES and by SECONDS, whichever comes first. With -D:
  * the disk layouts side by side instead: USERS users of the tiny profile (32 messages of
  * about 4.7 KB of text each) delivered through the group committer from SESSIONS (20)
  * concurrent sessions, once with every body a file ([store] inline_max = 0) and once with
  * bodies inline (16K); disk bytes per user (blocks allocated, index included) and sync calls
- * per delivered message for each. */
+ * per delivered message for each, and where the index's bytes go: per table its pages,
+ * entries, bytes per message and how full its leaf pages are. -F: with the full-text index
+ * ([store] fts, the daemons' default; off otherwise, as libstore's own default). */
 #include <errno.h>
 #include <ftw.h>
 #include <getopt.h>
+#include <inttypes.h>
+#include <lmdb.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -35,6 +39,7 @@ static const char *const bench_users[NUSERS] = { "bench1", "bench2", "bench3", "
 static const char *const *users = bench_users; /* the recipients, in turn */
 static unsigned nusers = NUSERS;
 static bool text_bodies; /* -D: bodies of varied words (mail-like compression), not runs */
+static bool disk_fts;    /* -D -F: with the full-text index ([store] fts, the default) */
 
 struct scenario {
 	struct store *st;
@@ -364,15 +369,168 @@ static struct store_opts bench_opts(const char *dir, unsigned nparts, uint64_t m
 				    .create = true };
 }
 
-static uint64_t du_bytes;
+static uint64_t du_bytes, du_index, du_blobdirs;
 
 static int du_one(const char *path, const struct stat *sb, int flag, struct FTW *f)
 {
-	(void)path;
-	(void)flag;
+	size_t n = strlen(path);
+
 	(void)f;
 	du_bytes += (uint64_t)sb->st_blocks * 512;
+	if (n >= 10 && strcmp(path + n - 10, "/index.mdb") == 0)
+		du_index += (uint64_t)sb->st_blocks * 512;
+	else if (flag == FTW_D && strstr(path, "/blobs") != NULL)
+		du_blobdirs += (uint64_t)sb->st_blocks * 512;
 	return 0;
+}
+
+/* -D: where the bytes of the index go, summed over the partitions by table. LMDB's own
+   figures (mdb_stat: depth, branch, leaf and overflow pages, entries) and the bytes the
+   entries take in their leaf pages, counted the way LMDB lays a node out (0.9: an 8-byte
+   node header, the key, the value or, past the node limit, an 8-byte overflow page number;
+   rounded to even; a 2-byte slot), over the leaf pages' room: how full they are. */
+#define TABLES_MAX 40
+
+struct table_tally {
+	char name[24];
+	uint64_t entries, branch, leaf, overflow, used;
+	unsigned depth;
+};
+
+static struct table_tally tables[TABLES_MAX];
+static size_t ntables;
+static uint64_t free_pages, file_pages, meta_pages, page_size;
+
+static struct table_tally *tally_of(const char *name, size_t len)
+{
+	for (size_t i = 0; i < ntables; i++)
+		if (strlen(tables[i].name) == len && memcmp(tables[i].name, name, len) == 0)
+			return &tables[i];
+	if (ntables == TABLES_MAX || len >= sizeof(tables[0].name))
+		return NULL;
+	memcpy(tables[ntables].name, name, len);
+	tables[ntables].name[len] = '\0';
+	return &tables[ntables++];
+}
+
+static void tally_table(MDB_txn *txn, MDB_dbi d, struct table_tally *tt, size_t nodemax)
+{
+	MDB_stat s;
+	MDB_cursor *c;
+	MDB_val k, v;
+
+	if (mdb_stat(txn, d, &s) != 0)
+		return;
+	tt->entries += s.ms_entries;
+	tt->branch += s.ms_branch_pages;
+	tt->leaf += s.ms_leaf_pages;
+	tt->overflow += s.ms_overflow_pages;
+	if (s.ms_depth > tt->depth)
+		tt->depth = s.ms_depth;
+	if (mdb_cursor_open(txn, d, &c) != 0)
+		return;
+	for (int op = MDB_FIRST; mdb_cursor_get(c, &k, &v, op) == 0; op = MDB_NEXT) {
+		size_t node = 8 + k.mv_size + v.mv_size;
+
+		if (node > nodemax)
+			node = 8 + k.mv_size + 8;
+		tt->used += (node + 1) / 2 * 2 + 2;
+	}
+	mdb_cursor_close(c);
+}
+
+static void tally_env(const char *path)
+{
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi main_dbi;
+	MDB_cursor *c;
+	MDB_val k, v;
+	MDB_envinfo info;
+	MDB_stat es;
+
+	if (mdb_env_create(&env) != 0)
+		return;
+	mdb_env_set_maxdbs(env, TABLES_MAX);
+	if (mdb_env_open(env, path, MDB_RDONLY | MDB_NOSUBDIR, 0) != 0 ||
+	    mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) != 0) {
+		mdb_env_close(env);
+		return;
+	}
+	mdb_env_stat(env, &es);
+	mdb_env_info(env, &info);
+	page_size = es.ms_psize;
+	file_pages += info.me_last_pgno + 1;
+	meta_pages += 2;
+	/* LMDB's node limit: half a page's room less the slot, even (me_nodemax) */
+	size_t nodemax = ((es.ms_psize - 16) / 2 & ~(size_t)1) - 2;
+	/* the freelist: each value is a count, then that many page numbers */
+	if (mdb_cursor_open(txn, 0, &c) == 0) {
+		for (int op = MDB_FIRST; mdb_cursor_get(c, &k, &v, op) == 0; op = MDB_NEXT)
+			if (v.mv_size >= sizeof(size_t))
+				free_pages += *(const size_t *)v.mv_data;
+		mdb_cursor_close(c);
+	}
+	struct table_tally *ft = tally_of("(freelist)", 10), *mt = tally_of("(names)", 7);
+	if (ft != NULL)
+		tally_table(txn, 0, ft, nodemax);
+	if (mdb_dbi_open(txn, NULL, 0, &main_dbi) == 0 && mt != NULL) {
+		tally_table(txn, main_dbi, mt, nodemax);
+		if (mdb_cursor_open(txn, main_dbi, &c) == 0) {
+			for (int op = MDB_FIRST; mdb_cursor_get(c, &k, &v, op) == 0;
+			     op = MDB_NEXT) {
+				char name[24];
+				MDB_dbi d;
+				struct table_tally *tt;
+
+				if (k.mv_size >= sizeof(name))
+					continue;
+				memcpy(name, k.mv_data, k.mv_size);
+				name[k.mv_size] = '\0';
+				if ((tt = tally_of(name, k.mv_size)) != NULL &&
+				    mdb_dbi_open(txn, name, 0, &d) == 0)
+					tally_table(txn, d, tt, nodemax);
+			}
+			mdb_cursor_close(c);
+		}
+	}
+	mdb_txn_abort(txn);
+	mdb_env_close(env);
+}
+
+static void print_tables(const char *dir, unsigned nparts, unsigned population)
+{
+	char p[600];
+	uint64_t msgs = (uint64_t)population * 32, pages = 0;
+
+	ntables = 0;
+	memset(tables, 0, sizeof(tables));
+	free_pages = file_pages = meta_pages = 0;
+	for (unsigned i = 0; i < nparts; i++) {
+		snprintf(p, sizeof(p), "%s/part%u/index.mdb", dir, i);
+		tally_env(p);
+	}
+	if (page_size == 0)
+		return;
+	printf("    %-12s %9s %5s %7s %7s %8s %9s %8s %6s\n", "table", "entries", "depth",
+	       "branch", "leaf", "overflow", "KB", "B/msg", "fill");
+	for (size_t i = 0; i < ntables; i++) {
+		const struct table_tally *tt = &tables[i];
+		uint64_t n = tt->branch + tt->leaf + tt->overflow;
+
+		pages += n;
+		if (n == 0)
+			continue;
+		printf("    %-12s %9" PRIu64 " %5u %7" PRIu64 " %7" PRIu64 " %8" PRIu64
+		       " %9.1f %8.1f %5.0f%%\n",
+		       tt->name, tt->entries, tt->depth, tt->branch, tt->leaf, tt->overflow,
+		       n * page_size / 1024.0, (double)n * page_size / msgs,
+		       tt->leaf ? 100.0 * tt->used / (tt->leaf * (page_size - 16)) : 0.0);
+	}
+	printf("    pages in the tables %" PRIu64 ", on the freelist %" PRIu64 ", meta %" PRIu64
+	       ", in the files %" PRIu64 " (%.1f KB per user; %u partitions)\n",
+	       pages, free_pages, meta_pages, file_pages,
+	       file_pages * page_size / 1024.0 / population, nparts);
 }
 
 /* -D: the tiny profile's fill into a fresh store under base for each layout. */
@@ -394,6 +552,7 @@ static int run_disk(const char *base, unsigned n, unsigned sessions, unsigned np
 		struct store *st;
 
 		o.inline_max = layouts[l];
+		o.fts = disk_fts;
 		snprintf(dir, sizeof(dir), "%s/inline%llu", base, (unsigned long long)layouts[l]);
 		if (store_open(&o, &st) != 0)
 			return 1;
@@ -409,11 +568,14 @@ static int run_disk(const char *base, unsigned n, unsigned sessions, unsigned np
 		       layouts[l] ? "bodies up to 16K in the index" : "a file per message");
 		run_deliveries(st, 1, 4700, true, sessions, n * 32, 3600);
 		store_close(&st);
-		du_bytes = 0;
+		du_bytes = du_index = du_blobdirs = 0;
 		nftw(dir, du_one, 16, FTW_PHYS);
 		printf("    disk: %.1f KB per user (%u users x 32 messages of 4,700 bytes = %.1f KB "
-		       "of mail each; blocks allocated under %s, index included)\n",
-		       du_bytes / 1024.0 / n, n, 32 * 4700 / 1024.0, dir);
+		       "of mail each; blocks allocated under %s, index included): index files "
+		       "%.1f, blob directories %.1f, message files and the rest %.1f\n",
+		       du_bytes / 1024.0 / n, n, 32 * 4700 / 1024.0, dir, du_index / 1024.0 / n,
+		       du_blobdirs / 1024.0 / n, (du_bytes - du_index - du_blobdirs) / 1024.0 / n);
+		print_tables(dir, nparts, n);
 	}
 	return 0;
 }
@@ -426,10 +588,13 @@ int main(int argc, char **argv)
 	double seconds = 10;
 	int c;
 
-	while ((c = getopt(argc, argv, "d:n:p:s:c:P:D:")) != -1) {
+	while ((c = getopt(argc, argv, "d:n:p:s:c:P:D:F")) != -1) {
 		switch (c) {
 		case 'D':
 			disk_users = (unsigned)atoi(optarg);
+			break;
+		case 'F':
+			disk_fts = true;
 			break;
 		case 'd':
 			dir = optarg;
@@ -452,7 +617,7 @@ int main(int argc, char **argv)
 		default:
 			fprintf(stderr, "usage: store_bench [-d DIR] [-n MESSAGES] [-p PRODUCERS] "
 					"[-s SECONDS] [-c CACHE_MESSAGES] [-P PARTITIONS] "
-					"[-D USERS]\n");
+					"[-D USERS [-F]]\n");
 			return 2;
 		}
 	}
