@@ -516,8 +516,9 @@ struct drop_enq {
 	size_t n;
 	char *key;
 	struct store_blob *blob;
-	/* the DSN of the recipients the pickup says were refused (XREFUSED), written by drop_fn:
-	   what it says (f: the sender, pairs of "addr" and its refusal's text), then its file */
+	/* the DSN of the recipients the pickup says were refused (XREFUSED), written before the
+	   submission: what it says (f: the sender, pairs of "addr" and its refusal's text), then
+	   its file, which drop_fn only references */
 	bool want_dsn;
 	struct bounce_refused f;
 	char *from;
@@ -525,14 +526,16 @@ struct drop_enq {
 	struct bounce_dsn dsn;
 };
 
-/* The DSN (RFC 3464, bounce.c's), which returns the message's header fields from its file
-   (finished; the committer's thread: off the loop), once (a retry runs this again). */
+/* The DSN (RFC 3464, bounce.c's), which returns the message's header fields as its file has
+   them (finished: a milter may have rewritten the head), on the loop before the submission
+   (its file written as the message's was, made durable by the commit that references it),
+   so that the queue's write txn does no reading or writing of files for it. */
 static int drop_dsn(struct mtad *m, struct drop_enq *d)
 {
 	uint64_t size;
 	int fd, rc;
 
-	if (!d->want_dsn || d->dsn.blob != NULL)
+	if (!d->want_dsn)
 		return 0;
 	if ((rc = store_blob_open_blob(d->blob, &fd, &size)) != 0)
 		return rc;
@@ -546,8 +549,6 @@ static int drop_fn(struct store_txn *t, void *arg)
 	struct drop_enq *d = arg;
 	int rc = store_drop_enqueue_txn(t, d->qm, d->n, d->blob, d->key, STORE_DROP_QUEUED, d->id);
 
-	if (rc == 0)
-		rc = drop_dsn(d->s->m, d);
 	/* the reference makes the DSN's file durable first (here, the committer's thread) */
 	if (rc == 0 && d->dsn.blob != NULL)
 		rc = store_queue_add_txn(t, &d->dsn.qm, d->dsn.blob, &d->dsn.id);
@@ -608,6 +609,7 @@ static void enqueue_drop(struct smtp_session *s)
 	struct smtp_tx *tx = s->tx;
 	struct drop_enq *d = xcalloc(1, sizeof(*d));
 	size_t direct, fwd;
+	int rc;
 
 	split_remote(s, &direct, &fwd);
 	d->s = s;
@@ -623,6 +625,14 @@ static void enqueue_drop(struct smtp_session *s)
 	}
 	tx->pending += d->n;
 	drop_dsn_of(s, d);
+	if ((rc = drop_dsn(s->m, d)) != 0) {
+		/* nothing committed: the file stays, the pickup submits it again later */
+		log_warnx("%016" PRIx64 " smtp maildrop qid=%016" PRIx64 " result=fail "
+			  "reason=\"delivery status notification: %s\"",
+			  s->id, tx->qid, store_strerror(rc));
+		drop_done(rc, NULL, 0, 0, d);
+		return;
+	}
 	store_gc_submit(s->m->gc, STORE_QUEUE_PART, tx->blob, drop_fn, d, drop_done, d);
 }
 

@@ -337,19 +337,13 @@ struct refusal {
 	struct bounce_dsn dsn;
 };
 
-/* In the committer's thread: the DSN's file (once: a partition's work may be run again),
-   then its queue entry and the file's record. */
+/* In the committer's thread: the DSN's queue entry (its file written before the submission:
+   refuse) and the file's record. */
 static int refuse_fn(struct store_txn *t, void *arg)
 {
 	struct refusal *r = arg;
 	int rc;
 
-	if (r->dsn.blob == NULL) {
-		if ((rc = bounce_prepare_refused(r->m, &r->f, -1, &r->dsn)) != 0)
-			return rc;
-		if (r->dsn.blob == NULL)
-			return STORE_EIO; /* not reached: a sender and recipients */
-	}
 	if ((rc = store_queue_add_txn(t, &r->dsn.qm, r->dsn.blob, &r->dsn.id)) != 0)
 		return rc;
 	return store_drop_put_txn(t, r->key, r->dsn.id, STORE_DROP_BOUNCE);
@@ -418,7 +412,7 @@ static char *refusal_to(const struct pickup *p, enum step st)
 }
 
 /* What the DSN of a file mtad refused with a 5xx at step st (p->text) says, into r (its
-   file is written by refuse_fn): every recipient failed, with its own refusal (RCPT) or the
+   file is written by refuse): every recipient failed, with its own refusal (RCPT) or the
    message's; the header returned is the file's, in memory since its read. */
 static void refusal_dsn(struct pickup *p, struct refusal *r)
 {
@@ -448,6 +442,7 @@ static void refusal_dsn(struct pickup *p, struct refusal *r)
 static void refuse(struct pickup *p, enum step st)
 {
 	struct refusal *r = xcalloc(1, sizeof(*r));
+	int rc;
 
 	r->p = p;
 	r->m = p->m;
@@ -464,6 +459,17 @@ static void refuse(struct pickup *p, enum step st)
 		return;
 	}
 	refusal_dsn(p, r);
+	/* the DSN's file, written here as a message's is during DATA (the header is in memory),
+	   so that the queue's write txn only references it, which makes it durable */
+	if ((rc = bounce_prepare_refused(r->m, &r->f, -1, &r->dsn)) == 0 && r->dsn.blob == NULL)
+		rc = STORE_EIO; /* not reached: a sender and recipients */
+	if (rc != 0) {
+		log_warnx("maildrop: %s uid=%ld: the notification of its refusal not written: %s",
+			  p->name, p->uid, store_strerror(rc));
+		done(p, O_KEEP, "its refusal's notification could not be written");
+		refusal_free(r);
+		return;
+	}
 	/* the session is done with (its callbacks stop: gen); the scan waits for the commit */
 	bufferevent_free(p->bev);
 	p->bev = NULL;
