@@ -308,6 +308,11 @@ static bool notify_can_write(struct imap_client *c)
 	       !(c->flags & (IMAP_CF_CLOSING | IMAP_CF_DEFUNCT)) && c->stream.fd < 0;
 }
 
+bool imap_notify_listening(struct imap_client *c)
+{
+	return c->notify != NULL && notify_can_write(c);
+}
+
 static bool selected_delayed(const struct imap_notify *n)
 {
 	return n->selected >= 0 && n->groups[n->selected].filter == IMAP_NF_SELECTED_DELAYED;

@@ -740,6 +740,9 @@ void imap_notify_drained(struct imap_client *c);
 /* Whether the selected mailbox's FlagChange was asked for: its FETCH FLAGS then carry the UID
    (RFC 5465 5.1). */
 bool imap_notify_flag_uid(const struct imap_client *c);
+/* Whether c has NOTIFY set and may be written to now, outside a command's replies (no
+   command runs but IDLE, output not full, not closing). */
+bool imap_notify_listening(struct imap_client *c);
 /* The store watcher saw partitions change (parts[p]; NULL: all): the new change log records
    go to the NOTIFY sessions of their users. */
 void imap_notify_changed(struct imap_server *srv, const bool *parts);

@@ -464,6 +464,86 @@ def test_rights_read_at_each_command():
     ok(a.cmd("f", "STORE 1 +FLAGS (\\Seen)"), "f")
 
 
+def idle_until(r, pred, what):
+    """Lines r is sent while idling, up to the first pred accepts (bounded by the session's
+    read timeout and a line count)."""
+    got = []
+    for _ in range(50):
+        got.append(r.line())
+        if pred(got[-1]):
+            return got
+    raise AssertionError("%s: not among %r" % (what, got))
+
+
+def bye_unasked(r, box):
+    """r is told, without a command, that its read right on box went; then the connection
+    ends."""
+    assert_eq(idle_until(r, lambda x: x.startswith("* BYE"), "BYE")[-1],
+              '* BYE [NOPERM] Your right to read "%s" was taken away' % box)
+    try:
+        extra = r.line()
+    except (EOFError, OSError):
+        extra = None
+    assert_eq(extra, None)
+
+
+def test_rights_taken_while_idle():
+    """RFC 2177 with RFC 4314 5.1.1: bob IDLEs on alice's mailbox while she changes his
+    rights. Without a command of his, he is told what the next command would tell him: left
+    with nothing to change, FLAGS and PERMANENTFLAGS () (read-only); with 'r' gone,
+    * BYE [NOPERM] and the connection closes. New mail still reaches him in between. (Before
+    the change he heard nothing until he left IDLE.)"""
+    a, b = D.raw("alice"), D.raw("bob")
+    box = "Other Users/alice/Idle"
+    ok(a.cmd("c", "CREATE Idle"), "c")
+    a.append(MSG, mailbox="Idle")
+    ok(a.cmd("s", "SETACL Idle bob lrwte"), "s")
+    assert_eq(b.cmd("e", 'SELECT "%s"' % box)[-1], "e OK [READ-WRITE] SELECT completed")
+    b.send("i IDLE\r\n")
+    assert b.line().startswith("+ "), "no continuation"
+    a.append(MSG, mailbox="Idle")
+    idle_until(b, lambda x: x == "* 2 EXISTS", "EXISTS while idling")
+    ok(a.cmd("s", "SETACL Idle bob lr"), "s")
+    got = idle_until(b, lambda x: x.startswith("* OK [PERMANENTFLAGS ()]"), "read-only")
+    assert any(x.startswith("* FLAGS (") for x in got), got
+    a.append(MSG, mailbox="Idle")
+    idle_until(b, lambda x: x == "* 3 EXISTS", "EXISTS after the change")
+    b.send("DONE\r\n")
+    assert_eq(b.until_tag("i")[-1], "i OK IDLE terminated")
+    assert b.cmd("f", "STORE 1 +FLAGS (\\Flagged)")[-1].startswith("f NO"), "read-only"
+    # 'r' taken away while idling: the BYE comes unasked, then the end of the connection
+    b.send("i IDLE\r\n")
+    assert b.line().startswith("+ "), "no continuation"
+    ok(a.cmd("s", "SETACL Idle bob l"), "s")
+    bye_unasked(b, box)
+    # the owner's own idle is never checked so
+    ok(a.cmd("e", "SELECT Idle"), "e")
+    a.send("i IDLE\r\n")
+    assert a.line().startswith("+ "), "no continuation"
+    ok(D.raw("alice").cmd("s", "SETACL Idle anyone lr"), "s")
+    a.send("DONE\r\n")
+    assert_eq(a.until_tag("i"), ["i OK IDLE terminated"])
+
+
+def test_rights_taken_under_notify():
+    """RFC 5465 lets the server speak between commands once NOTIFY is set: bob, with alice's
+    mailbox selected and NOTIFY SET, sends nothing more while she takes his rights away. He
+    is told FLAGS and PERMANENTFLAGS () when nothing is left to change, and * BYE [NOPERM]
+    when 'r' goes, unasked (before: at his next command only)."""
+    a, b = D.raw("alice"), D.raw("bob")
+    box = "Other Users/alice/Watched"
+    ok(a.cmd("c", "CREATE Watched"), "c")
+    a.append(MSG, mailbox="Watched")
+    ok(a.cmd("s", "SETACL Watched bob lrw"), "s")
+    ok(b.cmd("e", 'SELECT "%s"' % box), "e")
+    ok(b.cmd("n", "NOTIFY SET (SELECTED (MessageNew MessageExpunge))"), "n")
+    ok(a.cmd("s", "SETACL Watched bob lr"), "s")
+    got = idle_until(b, lambda x: x.startswith("* OK [PERMANENTFLAGS ()]"), "read-only")
+    assert any(x.startswith("* FLAGS (") for x in got), got
+    ok(a.cmd("s", "SETACL Watched bob l"), "s")
+    bye_unasked(b, box)
+
+
 def put(r, mailbox, flags, msg=MSG):
     """APPEND msg with flags (raw): the reply lines."""
     r.send(("P APPEND \"%s\" (%s) {%d+}\r\n" % (mailbox, flags, len(msg))).encode() + msg +
@@ -888,6 +968,7 @@ def main():
     rc |= run_suite(D, [test_namespace_answer, test_grantee_lists_selects_reads,
                         test_rights_taken_away, test_anyone_negative_and_admin,
                         test_grantee_writes, test_rights_read_at_each_command,
+                        test_rights_taken_while_idle, test_rights_taken_under_notify,
                         test_grantee_inserts,
                         test_insert_within_owner_quota, test_grantee_replace,
                         test_create_delete_rename_rights, test_list_options_and_rev2_select,
