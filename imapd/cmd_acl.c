@@ -9,7 +9,9 @@
  * is refused (3.1: the server may refuse an identifier; nobody would get those rights). Taking rights away
  * (DELETEACL, "-rights", "") is allowed for any name, so a stale row can be removed. A
  * SETACL's "+" and "-" are applied inside the write (the group commit), to the rights the
- * row holds then. */
+ * row holds then. An identifier past STORE_ACL_ID_MAX bytes (a user name may be longer) is
+ * refused with NO [LIMIT], saying the limit. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -349,6 +351,13 @@ bool cmd_setacl(struct imap_cmd *cmd)
 	if (!store_acl_id_valid(id->s, id->len)) {
 		imap_ns_box_release(&b);
 		acl_set_free(op);
+		if (id->len > STORE_ACL_ID_MAX) { /* a user name may be longer: say why */
+			char why[64];
+
+			snprintf(why, sizeof(why), "[LIMIT] An identifier is at most %d bytes",
+				 STORE_ACL_ID_MAX);
+			return imap_cmd_no(cmd, why);
+		}
 		return imap_cmd_no(cmd, "[CANNOT] Invalid identifier");
 	}
 	op->id = xmemdup0(id->s, id->len);

@@ -459,8 +459,11 @@ int store_annot_list(struct store_txn *t, uint64_t owner, uint64_t user, const c
 #define STORE_ACL_ADMIN (1u << 10)      /* a */
 #define STORE_ACL_ALL ((1u << 11) - 1)
 #define STORE_ACL_TEXT_MAX 16 /* store_acl_format's output with its NUL */
-#define STORE_ACL_ID_MAX 255  /* bytes of an identifier, '-' included */
-#define STORE_ACL_MAX 128     /* identifiers in one mailbox's list */
+/* bytes of an identifier, '-' included: a row's key is the mailbox id (8) and the identifier,
+   and LMDB's keys are at most 511 bytes; a user name longer than this (or than one less, for
+   its negative) cannot be named in a list, SETACL refuses it with NO [LIMIT] */
+#define STORE_ACL_ID_MAX 503
+#define STORE_ACL_MAX 128 /* identifiers in one mailbox's list */
 
 /* A name that can be an identifier: 1..STORE_ACL_ID_MAX bytes, no control character, space
    or DEL; a leading '-' (negative rights) followed by at least one byte. */
@@ -704,11 +707,11 @@ int store_msg_vanished(struct store_txn *t, uint64_t mbox, uint64_t since, uint3
 
 /* Private \Seen (store_seen.c): a mailbox read by a user other than its owner (a viewer, who
    reaches it through an ACL grant) keeps the viewer's \Seen apart, per (mailbox, uid,
-   viewer); the message record's \Seen is the owner's. No row: not seen by the viewer. A
-   viewer's name is at most STORE_SEEN_VIEWER_MAX bytes (store_seen_viewer_ok): a longer one
-   keeps none and shares the owner's \Seen. Rows go with their message's expunge, their
-   mailbox's delete and their viewer's delete, and follow a renamed viewer. */
-#define STORE_SEEN_VIEWER_MAX STORE_ACL_ID_MAX
+   viewer); the message record's \Seen is the owner's. No row: not seen by the viewer. Any
+   user name is a viewer's (1..STORE_SEEN_VIEWER_MAX bytes, store_seen_viewer_ok; one past
+   255 bytes is keyed by its SHA-256, store_seen.c). Rows go with their message's expunge,
+   their mailbox's delete and their viewer's delete, and follow a renamed viewer. */
+#define STORE_SEEN_VIEWER_MAX STORE_MAX_NAME
 struct store_seen {
 	uint32_t uid;
 	bool seen;

@@ -1,6 +1,9 @@
 /* store_seen.c — owns the `seen` DBI: the private \Seen of a mailbox read by a user other
  * than its owner (a grantee through the other users' or the shared namespace). A row is keyed
- * be64 mailbox id + be32 uid + the viewer's name; its value is be64 modseq + u8 seen. No row:
+ * be64 mailbox id + be32 uid + the viewer's key: the name itself up to SEEN_NAME_INLINE bytes,
+ * a longer name (any user name of the store, STORE_MAX_NAME) as its first SEEN_NAME_HEAD bytes,
+ * a NUL (never in a name, so the two forms cannot meet) and its SHA-256, so a key stays within
+ * LMDB's 511 bytes whatever the name; its value is be64 modseq + u8 seen. No row:
  * the viewer has not seen the message (a new grantee starts with everything unseen, as in
  * Cyrus). The row of uid 0 (no message has it) holds the MODSEQ of the viewer's last change
  * in the mailbox, so a session can tell without a scan that no private change is new. The owner's \Seen stays in the message record. A change takes the mailbox's next
@@ -11,19 +14,47 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/evp.h>
+
 #include "common/endian.h"
+#include "common/log.h"
 #include "common/xmalloc.h"
 #include "store/store_private.h"
 
-#define SEEN_KEY_MAX (12 + STORE_SEEN_VIEWER_MAX)
+#define SEEN_NAME_INLINE 255 /* a name up to this long is its own key (the rows of old) */
+#define SEEN_DIGEST 32       /* SHA-256 */
+#define SEEN_NAME_HEAD (SEEN_NAME_INLINE - 1 - SEEN_DIGEST)
+#define SEEN_KEY_MAX (12 + SEEN_NAME_INLINE)
 #define SEEN_VAL_LEN 9
 
-static size_t seen_key(uint8_t *k, uint64_t mbox, uint32_t uid, const char *viewer, size_t len)
+/* The viewer's part of a key: the name, or head + NUL + SHA-256 of a longer one; its length,
+   0 for a name that is no viewer's (empty, longer than a user name). */
+static size_t seen_viewer_key(const char *viewer, uint8_t out[SEEN_NAME_INLINE])
+{
+	size_t len = strlen(viewer);
+	unsigned dlen = 0;
+
+	if (len == 0 || len > STORE_SEEN_VIEWER_MAX)
+		return 0;
+	if (len <= SEEN_NAME_INLINE) {
+		memcpy(out, viewer, len);
+		return len;
+	}
+	memcpy(out, viewer, SEEN_NAME_HEAD);
+	out[SEEN_NAME_HEAD] = '\0';
+	if (EVP_Digest(viewer, len, out + SEEN_NAME_HEAD + 1, &dlen, EVP_sha256(), NULL) != 1 ||
+	    dlen != SEEN_DIGEST)
+		fatalx("store: SHA-256 failed");
+	return SEEN_NAME_INLINE;
+}
+
+/* k: mailbox, uid and the viewer's key vk of vlen bytes (seen_viewer_key). */
+static size_t seen_key(uint8_t *k, uint64_t mbox, uint32_t uid, const uint8_t *vk, size_t vlen)
 {
 	put_be64(k, mbox);
 	put_be32(k + 8, uid);
-	memcpy(k + 12, viewer, len);
-	return 12 + len;
+	memcpy(k + 12, vk, vlen);
+	return 12 + vlen;
 }
 
 bool store_seen_viewer_ok(const char *viewer)
@@ -43,17 +74,17 @@ static void seen_decode(const MDB_val *v, uint32_t uid, struct store_seen *s)
 int store_seen_get(struct store_txn *t, uint64_t mbox, const char *viewer, uint32_t uid,
 		   struct store_seen *s_r)
 {
-	uint8_t k[SEEN_KEY_MAX];
-	size_t len = strlen(viewer);
+	uint8_t k[SEEN_KEY_MAX], vk[SEEN_NAME_INLINE];
+	size_t len = seen_viewer_key(viewer, vk);
 	MDB_val v;
 	int rc;
 
 	s_r->uid = uid;
 	s_r->seen = false;
 	s_r->modseq = 0;
-	if (len == 0 || len > STORE_SEEN_VIEWER_MAX)
+	if (len == 0)
 		return STORE_ENOMSG;
-	if ((rc = store_get(t, DBI_SEEN, k, seen_key(k, mbox, uid, viewer, len), &v)) != 0)
+	if ((rc = store_get(t, DBI_SEEN, k, seen_key(k, mbox, uid, vk, len), &v)) != 0)
 		return rc;
 	if (v.mv_size != SEEN_VAL_LEN)
 		return STORE_ECORRUPT;
@@ -82,14 +113,14 @@ int store_seen_apply(struct store_txn *t, uint64_t mbox, const char *viewer, str
 int store_seen_set(struct store_txn *t, uint64_t mbox, const char *viewer, uint32_t uid, bool seen,
 		   uint64_t unchangedsince, struct store_msg *m_r)
 {
-	uint8_t k[SEEN_KEY_MAX], val[SEEN_VAL_LEN];
-	size_t len = strlen(viewer);
+	uint8_t k[SEEN_KEY_MAX], val[SEEN_VAL_LEN], vk[SEEN_NAME_INLINE];
+	size_t len = seen_viewer_key(viewer, vk);
 	struct store_seen s;
 	struct store_msg m;
 	struct mbox_rec r;
 	int rc;
 
-	if (!t->write || len == 0 || len > STORE_SEEN_VIEWER_MAX)
+	if (!t->write || len == 0)
 		return STORE_EINVAL;
 	if ((rc = mbox_rec_load(t, mbox, &r)) != 0 || (rc = store_msg_get(t, mbox, uid, &m)) != 0)
 		return rc;
@@ -107,9 +138,9 @@ int store_seen_set(struct store_txn *t, uint64_t mbox, const char *viewer, uint3
 		m.flags = (m.flags & ~(unsigned)STORE_SEEN) | (seen ? STORE_SEEN : 0);
 		put_be64(val, m.modseq);
 		val[8] = seen ? 1 : 0;
-		if ((rc = store_put(t, DBI_SEEN, k, seen_key(k, mbox, uid, viewer, len), val,
+		if ((rc = store_put(t, DBI_SEEN, k, seen_key(k, mbox, uid, vk, len), val,
 				    sizeof(val))) != 0 ||
-		    (rc = store_put(t, DBI_SEEN, k, seen_key(k, mbox, 0, viewer, len), val,
+		    (rc = store_put(t, DBI_SEEN, k, seen_key(k, mbox, 0, vk, len), val,
 				    sizeof(val))) != 0 ||
 		    (rc = mbox_rec_store_what(t, mbox, &r, STORE_WHAT_FLAGS)) != 0)
 			return rc;
@@ -167,13 +198,13 @@ int store_seen_list(struct store_txn *t, uint64_t mbox, const char *viewer, uint
 		    uint64_t changedsince, int (*cb)(const struct store_seen *s, void *arg),
 		    void *arg)
 {
-	size_t len = strlen(viewer);
-	uint8_t k[12];
+	uint8_t k[12], vk[SEEN_NAME_INLINE];
+	size_t len = seen_viewer_key(viewer, vk);
 	MDB_cursor *c;
 	MDB_val key = { sizeof(k), k }, v;
 	int rc, stop = 0;
 
-	if (len == 0 || len > STORE_SEEN_VIEWER_MAX)
+	if (len == 0)
 		return 0;
 	put_be64(k, mbox);
 	put_be32(k + 8, lo > 0 ? lo : 1); /* uid 0: the viewer's last change, no message */
@@ -185,8 +216,7 @@ int store_seen_list(struct store_txn *t, uint64_t mbox, const char *viewer, uint
 
 		if (key.mv_size < 12 || get_be64(key.mv_data) != mbox)
 			break;
-		if (key.mv_size - 12 != len ||
-		    memcmp((uint8_t *)key.mv_data + 12, viewer, len) != 0 ||
+		if (key.mv_size - 12 != len || memcmp((uint8_t *)key.mv_data + 12, vk, len) != 0 ||
 		    v.mv_size != SEEN_VAL_LEN)
 			continue;
 		seen_decode(&v, get_be32((uint8_t *)key.mv_data + 8), &s);
@@ -266,7 +296,8 @@ struct seen_row {
 static int seen_rows_of(struct store_txn *t, const char *viewer, struct seen_row **rows_r,
 			size_t *n_r)
 {
-	size_t len = strlen(viewer), n = 0, cap = 0;
+	uint8_t vk[SEEN_NAME_INLINE];
+	size_t len = seen_viewer_key(viewer, vk), n = 0, cap = 0;
 	struct seen_row *rows = NULL;
 	MDB_cursor *c;
 	MDB_val key, v;
@@ -274,14 +305,13 @@ static int seen_rows_of(struct store_txn *t, const char *viewer, struct seen_row
 
 	*rows_r = NULL;
 	*n_r = 0;
-	if (len == 0 || len > STORE_SEEN_VIEWER_MAX)
+	if (len == 0)
 		return 0;
 	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[DBI_SEEN], &c)) != 0)
 		return store_mdb_err(t, rc, "cursor");
 	for (rc = mdb_cursor_get(c, &key, &v, MDB_FIRST); rc == 0;
 	     rc = mdb_cursor_get(c, &key, &v, MDB_NEXT)) {
-		if (key.mv_size != 12 + len ||
-		    memcmp((uint8_t *)key.mv_data + 12, viewer, len) != 0)
+		if (key.mv_size != 12 + len || memcmp((uint8_t *)key.mv_data + 12, vk, len) != 0)
 			continue;
 		if (n == cap)
 			rows = xreallocarray(rows, cap = cap * 2 + 16, sizeof(*rows));
@@ -300,7 +330,8 @@ static int seen_rows_of(struct store_txn *t, const char *viewer, struct seen_row
 
 int store_seen_rename_viewer(struct store_txn *t, const char *from, const char *to)
 {
-	size_t tl = to != NULL ? strlen(to) : 0, n = 0;
+	uint8_t tk[SEEN_NAME_INLINE];
+	size_t tl = to != NULL ? seen_viewer_key(to, tk) : 0, n = 0;
 	struct seen_row *rows = NULL;
 	int rc;
 
@@ -314,11 +345,11 @@ int store_seen_rename_viewer(struct store_txn *t, const char *from, const char *
 
 		if ((rc = store_del(t, DBI_SEEN, rows[i].k, rows[i].len)) != 0)
 			break;
-		if (to == NULL || tl > STORE_SEEN_VIEWER_MAX)
+		if (tl == 0)
 			continue; /* dropped, or a name that can keep none */
-		memcpy(k, rows[i].k, 12);
-		memcpy(k + 12, to, tl);
-		rc = store_put(t, DBI_SEEN, k, 12 + tl, rows[i].val, SEEN_VAL_LEN);
+		rc = store_put(t, DBI_SEEN, k,
+			       seen_key(k, get_be64(rows[i].k), get_be32(rows[i].k + 8), tk, tl),
+			       rows[i].val, SEEN_VAL_LEN);
 	}
 	free(rows);
 	return rc;

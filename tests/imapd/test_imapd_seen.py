@@ -18,9 +18,15 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from heronlib import Imapd, run_suite  # noqa: E402
 from heronlib import assert_eq  # noqa: E402
+from heronlib import DOMAIN, IMAP_PASSWORD, sha256_hash  # noqa: E402
 
 D = None  # the imapd the running tests talk to
 NS = {"namespace_other": "Other Users/"}
+# users whose names pass 255 bytes: the directory takes login names up to 320 bytes
+# (LDAPAUTH_NAME_MAX, the users file and LDAP alike); one named in the list, one reaching the
+# mailbox through "anyone"
+LONG = "l" * 320
+LONGER = "m" * 300
 MSG = b"From: a@example.org\r\nSubject: team\r\n\r\nplans\r\n"
 
 
@@ -249,12 +255,46 @@ def test_copy_and_append():
               '* STATUS "%s" (MESSAGES 4 UNSEEN 1)' % name)
 
 
+def test_long_user_names():
+    """Private \\Seen for user names past 255 bytes (the store keys such a name by its
+    SHA-256): a 320-byte user (the directory's longest) named in the list and a 300-byte one
+    reaching the mailbox through "anyone" each keep their own \\Seen, alice's untouched.
+    SETACL names the first (identifiers go up to 503 bytes now, LMDB's key less the mailbox
+    id) and refuses a longer identifier with NO [LIMIT], saying the limit. (Before: SETACL
+    answered "Invalid identifier" to the first, and a STORE \\Seen of the second changed
+    alice's own \\Seen.)"""
+    a = D.raw("alice")
+    box = team(a, LONG, n=2, box="Long")
+    out = a.cmd("s", "SETACL Long %s lr" % ("x" * 504))
+    assert_eq(out, ["s NO [LIMIT] An identifier is at most 503 bytes"])
+    ok(a.cmd("d", "DELETEACL Long %s" % ("y" * 503)), "d")  # 503 bytes: an identifier
+    ok(a.cmd("s", "SETACL Long anyone lrs"), "s")
+    for user in (LONG, LONGER):
+        r = D.raw(user)
+        ok(r.cmd("e", 'SELECT "%s"' % box), "e")
+        out = ok(r.cmd("f", "FETCH 1:2 FLAGS"), "f")
+        assert not any("\\Seen" in x for x in fetches(out)), (user[:1], out)
+        ok(r.cmd("s", "STORE 2 +FLAGS (\\Seen)"), "s")
+        assert_eq(search(r, "SEEN"), ["* SEARCH 2"])
+    ok(a.cmd("e", "SELECT Long"), "e")
+    assert_eq(search(a, "SEEN"), ["* SEARCH 1"])
+    r = D.raw(LONG)
+    assert_eq(status(r, box), '* STATUS "%s" (UNSEEN 1)' % box)
+    r = D.raw(LONGER)
+    ok(r.cmd("e", 'EXAMINE "%s"' % box), "e")
+    assert_eq(search(r, "SEEN"), ["* SEARCH 2"])
+
+
 def main():
     global D
     imapd, deliver = sys.argv[1], sys.argv[2]
     D = Imapd(imapd, deliver=deliver, extra=NS)
+    with open(os.path.join(D.dir, "users"), "a") as f:
+        for i, u in enumerate((LONG, LONGER)):
+            f.write("%s:%s:long%d@%s\n" % (u, sha256_hash(IMAP_PASSWORD), i, DOMAIN))
     return run_suite(D, [test_dialogue, test_other_flags_shared, test_imaplib,
-                         test_state_goes_with_mailbox_and_user, test_copy_and_append], D.dir)
+                         test_state_goes_with_mailbox_and_user, test_copy_and_append,
+                         test_long_user_names], D.dir)
 
 
 if __name__ == "__main__":

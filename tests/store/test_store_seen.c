@@ -1,7 +1,8 @@
 /* test_store_seen.c — the private \Seen of store_seen.c: a viewer's \Seen apart from the
  * owner's (STATUS counts per viewer, the message row untouched), the MODSEQ a change takes
  * (the mailbox's next, seen by the viewer only), UNCHANGEDSINCE against it, the rows listed
- * by CHANGEDSINCE, and their life: expunge, mailbox delete, viewer rename and delete. */
+ * by CHANGEDSINCE, and their life: expunge, mailbox delete, viewer rename and delete; viewer
+ * names past 255 bytes (keyed by their SHA-256). */
 #include "store_test.h"
 
 struct fixture {
@@ -271,6 +272,57 @@ static void put_raw_row(struct tstore *ts, uint64_t mb, uint32_t uid, const char
 
 /* verify counts the rows of a message or a mailbox gone (and STATUS does not count them);
    --repair drops them and keeps the others. */
+/* Viewers with names past 255 bytes (a user name may be up to STORE_MAX_NAME): each keeps
+   its own \Seen, two long names with the same first few hundred bytes apart, the owner's
+   untouched; a rename carries the rows from a long name to a short one and back, a delete
+   drops them. (Before, such a viewer kept nothing: store_seen_set gave STORE_EINVAL.) */
+static void test_long_viewer_names(void **state)
+{
+	struct fixture f;
+	char a[STORE_MAX_NAME + 1], b[STORE_MAX_NAME + 1], edge[256];
+	struct store_txn *t;
+
+	(void)state;
+	setup(&f);
+	memset(a, 'v', STORE_MAX_NAME);
+	a[STORE_MAX_NAME] = '\0';
+	memcpy(b, a, sizeof(b));
+	b[STORE_MAX_NAME - 1] = 'w'; /* the same but for the last byte */
+	memset(edge, 'e', 255);      /* the longest name that is its own key */
+	edge[255] = '\0';
+	assert_true(store_seen_viewer_ok(a));
+	assert_int_equal(set(&f, a, f.uid[1], true, 0, NULL), 0);
+	assert_int_equal(set(&f, edge, f.uid[2], true, 0, NULL), 0);
+	assert_true(seen_as(&f, a, f.uid[1]).flags & STORE_SEEN);
+	assert_false(seen_as(&f, b, f.uid[1]).flags & STORE_SEEN);
+	assert_false(seen_as(&f, NULL, f.uid[1]).flags & STORE_SEEN);
+	assert_true(seen_as(&f, edge, f.uid[2]).flags & STORE_SEEN);
+	assert_false(seen_as(&f, a, f.uid[2]).flags & STORE_SEEN);
+	assert_int_equal(unseen(&f, a), 2);
+	assert_int_equal(unseen(&f, b), 3);
+	assert_string_equal(rows(&f, a, 0), "2,");
+	assert_string_equal(rows(&f, b, 0), "");
+	assert_int_equal(set(&f, b, f.uid[0], true, 0, NULL), 0);
+	assert_string_equal(rows(&f, b, 0), "1,");
+	assert_string_equal(rows(&f, a, 0), "2,");
+	/* a rename to a short name and back to another long one */
+	assert_int_equal(store_txn_begin(f.ts.st, 0, STORE_TXN_WRITE, &t), 0);
+	assert_int_equal(store_seen_rename_viewer(t, a, "dave"), 0);
+	assert_int_equal(store_txn_commit(&t), 0);
+	assert_string_equal(rows(&f, "dave", 0), "2,");
+	assert_string_equal(rows(&f, a, 0), "");
+	a[0] = 'u';
+	assert_int_equal(store_txn_begin(f.ts.st, 0, STORE_TXN_WRITE, &t), 0);
+	assert_int_equal(store_seen_rename_viewer(t, "dave", a), 0);
+	assert_int_equal(store_seen_drop_viewer(t, b), 0);
+	assert_int_equal(store_txn_commit(&t), 0);
+	assert_string_equal(rows(&f, a, 0), "2,");
+	assert_string_equal(rows(&f, "dave", 0), "");
+	assert_string_equal(rows(&f, b, 0), "");
+	assert_string_equal(rows(&f, edge, 0), "3,");
+	tstore_close(&f.ts, true);
+}
+
 static void test_verify_rows_left(void **state)
 {
 	struct fixture f;
@@ -300,6 +352,7 @@ int main(void)
 		cmocka_unit_test(test_private_seen),
 		cmocka_unit_test(test_rows_life),
 		cmocka_unit_test(test_verify_rows_left),
+		cmocka_unit_test(test_long_viewer_names),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
