@@ -10,6 +10,7 @@ const char *const metrics_refuse_reasons[] = { "max_connections", "per_ip", "una
 const char *const metrics_login_results[] = { "ok", "fail", "temp", "throttled", NULL };
 const char *const metrics_dir_results[] = { "ok", "badcred", "nouser", "temp", "timeout", NULL };
 static const char *const tls_protocols[] = { "TLSv1.2", "TLSv1.3", "other", NULL };
+static const char *const proxy_handshakes[] = { "full", "resumed", NULL };
 static const char *const cache_results[] = { "hit", "miss", NULL };
 
 void metrics_std_defs(struct metric_def *defs, const char *const *services)
@@ -85,6 +86,13 @@ void metrics_std_defs(struct metric_def *defs, const char *const *services)
 				      "fsync, fdatasync and syncfs calls of the store (message files, "
 				      "directories, two per index commit)",
 				      .sparse = true },
+		[MS_PROXY_TLS] = { "heron_proxy_tls_handshakes_total",
+				   METRIC_COUNTER,
+				   "a front's TLS handshakes with store hosts: full, or resumed "
+				   "(the store host took the session kept from before)",
+				   { "handshake" },
+				   { proxy_handshakes },
+				   .sparse = true },
 	};
 
 	memcpy(defs, std, sizeof(std));

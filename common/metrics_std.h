@@ -27,6 +27,7 @@ enum metrics_std {
 	MS_STORE_COMMITS,    /* counter: index write commits of the group committer */
 	MS_STORE_OPS,        /* counter: writes they carried (batch size = ops / commits) */
 	MS_STORE_FSYNCS,     /* counter: fsync calls of libstore (files, directories, index) */
+	MS_PROXY_TLS,        /* counter {handshake}: a front's TLS handshakes with store hosts */
 	MS_NSTD
 };
 

@@ -1,13 +1,15 @@
 /* proxy.c — owns the protocol-independent parts of the front/store host proxy login: the
  * secret file, the PLAIN response, the proxy_hosts map, the connection with the login's
- * deadline, STARTTLS's TLS on it and the credential check. */
+ * deadline, STARTTLS's TLS on it (the process's client context, read at start and SIGHUP, and
+ * the last TLS session of each store host, offered again on the next connection) and the
+ * credential check. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -19,6 +21,7 @@
 
 #include "common/conf.h"
 #include "common/log.h"
+#include "common/metrics_std.h"
 #include "common/proxy.h"
 #include "common/str.h"
 #include "common/tls.h"
@@ -222,58 +225,198 @@ void proxy_dial_free(struct proxy_dial *d)
 	d->timer = NULL;
 }
 
-/* The client context the store hosts' certificates are verified with: one per process, made
-   again when ca_file changes (a SIGHUP's config), or the file under that name does (a CA
-   bundle replaced or rewritten: its device, inode, size or mtime). NULL with *error_r when it
-   cannot be made. */
-static SSL_CTX *dial_tls_ctx(const char *ca_file, char **error_r)
-{
-	static SSL_CTX *ctx;
-	static char *ctx_ca;
-	static struct stat ctx_st;
-	struct tls_conf t;
-	struct stat st;
-	bool same = ctx != NULL && strcmp(ctx_ca, ca_file) == 0;
+/* ---- the front's TLS client context and its sessions ---- */
 
-	if (stat(ca_file, &st) != 0) {
-		if (same) /* gone for now (being replaced?): the one read before */
-			return ctx;
-		memset(&st, 0, sizeof(st)); /* tls_client_ctx_new says what is wrong */
-	}
-	if (same && st.st_dev == ctx_st.st_dev && st.st_ino == ctx_st.st_ino &&
-	    st.st_size == ctx_st.st_size && st.st_mtim.tv_sec == ctx_st.st_mtim.tv_sec &&
-	    st.st_mtim.tv_nsec == ctx_st.st_mtim.tv_nsec)
-		return ctx;
-	tls_ctx_free(&ctx);
-	free(ctx_ca);
-	ctx_ca = xstrdup(ca_file);
-	ctx_st = st;
-	memset(&t, 0, sizeof(t));
-	t.ca = ca_file;
-	ctx = tls_client_ctx_new(&t, TLS_VERIFY_PEER, error_r);
-	return ctx;
+/* The sessions kept (PROXY_TLS_SESSIONS): one per store host (its name and address), the
+   least recently stored one replaced when all are taken. */
+struct dial_session {
+	char *key;      /* "host address:port" (xmalloc'd), NULL when free */
+	SSL_SESSION *s; /* one reference, ours */
+	uint64_t at;    /* when stored (dial_tls.clock) */
+};
+
+static struct {
+	SSL_CTX *ctx;  /* NULL: not made (error says why) */
+	char *error;   /* why the last proxy_tls_load failed while ctx is NULL */
+	int key_index; /* the SSL's ex_data slot holding its session key */
+	uint64_t clock;
+	struct dial_session sess[PROXY_TLS_SESSIONS];
+} dial_tls = { .key_index = -1 };
+
+static void dial_session_clear(struct dial_session *e)
+{
+	free(e->key);
+	SSL_SESSION_free(e->s);
+	e->key = NULL;
+	e->s = NULL;
 }
 
-bool proxy_dial_starttls(struct proxy_dial *d, const char *ca_file, char *why, size_t wsz)
+static struct dial_session *dial_session_find(const char *key)
 {
-	struct bufferevent *tls;
-	char *err = NULL;
+	for (size_t i = 0; i < PROXY_TLS_SESSIONS; i++)
+		if (dial_tls.sess[i].key != NULL && strcmp(dial_tls.sess[i].key, key) == 0)
+			return &dial_tls.sess[i];
+	return NULL;
+}
+
+static void dial_sessions_flush(void)
+{
+	for (size_t i = 0; i < PROXY_TLS_SESSIONS; i++)
+		dial_session_clear(&dial_tls.sess[i]);
+}
+
+/* The ex_data slot's free function: the key goes with its SSL. */
+static void dial_key_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl,
+			  void *argp)
+{
+	free(ptr);
+}
+
+/* OpenSSL's new session of a connection to a store host (after a full handshake, or a
+   ticket the store host sent after it, TLS 1.3): a copy kept for its key, replacing the one
+   there (or the oldest). A copy, because OpenSSL marks the connection's own session not
+   resumable when the connection is freed without a close_notify sent, which is how a
+   relayed session ends (the client or the store host closes). Returns 0: OpenSSL keeps its
+   reference to sess. */
+static int dial_session_new(SSL *ssl, SSL_SESSION *sess)
+{
+	const char *key = SSL_get_ex_data(ssl, dial_tls.key_index);
+	struct dial_session *e;
+	SSL_SESSION *copy;
+
+	if (key == NULL || SSL_get_SSL_CTX(ssl) != dial_tls.ctx ||
+	    !SSL_SESSION_is_resumable(sess) || SSL_get_verify_result(ssl) != X509_V_OK ||
+	    (copy = SSL_SESSION_dup(sess)) == NULL)
+		return 0;
+	if ((e = dial_session_find(key)) == NULL) {
+		e = &dial_tls.sess[0];
+		for (size_t i = 0; i < PROXY_TLS_SESSIONS && e->key != NULL; i++)
+			if (dial_tls.sess[i].key == NULL || dial_tls.sess[i].at < e->at)
+				e = &dial_tls.sess[i];
+		dial_session_clear(e);
+		e->key = xstrdup(key);
+	}
+	SSL_SESSION_free(e->s);
+	e->s = copy;
+	e->at = ++dial_tls.clock;
+	return 0;
+}
+
+/* The session kept for key, if it may still be offered (else it is dropped). */
+static SSL_SESSION *dial_session_get(const char *key)
+{
+	struct dial_session *e = dial_session_find(key);
+	time_t now = time(NULL);
+
+	if (e == NULL)
+		return NULL;
+	if (!SSL_SESSION_is_resumable(e->s) ||
+	    (time_t)(SSL_SESSION_get_time(e->s) + SSL_SESSION_get_timeout(e->s)) <= now) {
+		dial_session_clear(e);
+		return NULL;
+	}
+	return e->s;
+}
+
+int proxy_tls_load(const char *ca_file, const char *cert_file, const char *key_file,
+		   char **error_r)
+{
+	struct tls_conf t;
 	SSL_CTX *ctx;
 
-	if ((ctx = dial_tls_ctx(ca_file, &err)) == NULL) {
-		snprintf(why, wsz, "no TLS client context: %s", err);
-		free(err);
+	memset(&t, 0, sizeof(t));
+	t.ca = ca_file;
+	t.cert = cert_file;
+	t.key = key_file;
+	if ((ctx = tls_client_ctx_new(&t, TLS_VERIFY_PEER, error_r)) == NULL) {
+		if (dial_tls.ctx == NULL) {
+			free(dial_tls.error);
+			dial_tls.error = xstrdup(*error_r);
+		}
+		return -1;
+	}
+	if (dial_tls.key_index < 0 &&
+	    (dial_tls.key_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, dial_key_free)) < 0)
+		fatalx("SSL_get_ex_new_index failed");
+	/* the sessions are this context's alone: kept here, not in OpenSSL's cache */
+	SSL_CTX_set_session_cache_mode(ctx,
+				       SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+	SSL_CTX_sess_set_new_cb(ctx, dial_session_new);
+	dial_sessions_flush(); /* made with the CAs of before */
+	tls_ctx_free(&dial_tls.ctx);
+	dial_tls.ctx = ctx;
+	free(dial_tls.error);
+	dial_tls.error = NULL;
+	return 0;
+}
+
+void proxy_tls_configure(bool want, const char *ca_file, const char *cert_file,
+			 const char *key_file, const char *who)
+{
+	char *err = NULL;
+
+	if (!want) {
+		proxy_tls_unload();
+		return;
+	}
+	if (proxy_tls_load(ca_file, cert_file, key_file, &err) == 0)
+		return;
+	log_warnx("%s: the TLS client context for the store hosts cannot be made%s: %s", who,
+		  dial_tls.ctx != NULL ? " (the one before stays)" : "", err);
+	free(err);
+}
+
+void proxy_tls_unload(void)
+{
+	dial_sessions_flush();
+	tls_ctx_free(&dial_tls.ctx);
+	free(dial_tls.error);
+	dial_tls.error = NULL;
+}
+
+bool proxy_dial_starttls(struct proxy_dial *d, char *why, size_t wsz)
+{
+	struct bufferevent *tls;
+	SSL_SESSION *sess;
+	char *key;
+	SSL *ssl;
+
+	if (dial_tls.ctx == NULL) {
+		snprintf(why, wsz, "no TLS client context: %s",
+			 dial_tls.error != NULL ? dial_tls.error : "not loaded");
 		return false;
 	}
-	if ((tls = tls_starttls_client(d->be, ctx, d->host, NULL)) == NULL) {
+	if ((ssl = tls_client_ssl_new(dial_tls.ctx, d->host)) == NULL) {
 		snprintf(why, wsz, "TLS with %s cannot start for the name %s", d->where, d->host);
 		return false;
 	}
+	/* a session is offered only to the name and address it was verified with */
+	key = xasprintf("%s %s", d->host, d->where);
+	d->offered = (sess = dial_session_get(key)) != NULL && SSL_set_session(ssl, sess) == 1;
+	if (SSL_set_ex_data(ssl, dial_tls.key_index, key) != 1) {
+		free(key);
+		SSL_free(ssl);
+		snprintf(why, wsz, "TLS with %s cannot start: no memory", d->where);
+		return false;
+	}
+	tls = tls_starttls_client_ssl(d->be, ssl, NULL);
 	d->be = tls; /* it owns the TCP connection */
 	d->tls = true;
 	bufferevent_setcb(tls, d->readcb, NULL, d->eventcb, d->arg);
 	bufferevent_enable(tls, EV_READ | EV_WRITE);
 	return true;
+}
+
+/* The handshake on d->be failed or the connection closed in it: a session offered is not
+   offered again (the store host may have a new key, or refuse it). */
+static void dial_session_failed(struct proxy_dial *d)
+{
+	SSL *ssl = bufferevent_openssl_get_ssl(d->be);
+	const char *key = ssl != NULL ? SSL_get_ex_data(ssl, dial_tls.key_index) : NULL;
+	struct dial_session *e;
+
+	if (d->offered && key != NULL && (e = dial_session_find(key)) != NULL)
+		dial_session_clear(e);
 }
 
 bool proxy_dial_event(struct proxy_dial *d, short what, char *why, size_t wsz)
@@ -285,10 +428,17 @@ bool proxy_dial_event(struct proxy_dial *d, short what, char *why, size_t wsz)
 		tls_peer_info(d->be, &proto, NULL,
 			      NULL); /* NULL: no TLS or its handshake unfinished */
 	if ((what & BEV_EVENT_CONNECTED) && !(what & (BEV_EVENT_ERROR | BEV_EVENT_EOF))) {
-		log_debug("proxy: TLS with %s (%s) made: %s", d->where, d->host,
-			  proto != NULL ? proto : "?");
+		SSL *ssl = bufferevent_openssl_get_ssl(d->be);
+
+		d->resumed = ssl != NULL && SSL_session_reused(ssl) == 1;
+		metrics_inc(MS_PROXY_TLS, d->resumed ? 1 : 0, 0);
+		log_debug("proxy: TLS with %s (%s) made: %s, %s", d->where, d->host,
+			  proto != NULL ? proto : "?",
+			  d->resumed ? "session resumed" : "full handshake");
 		return true;
 	}
+	if (d->tls && d->be != NULL && proto == NULL)
+		dial_session_failed(d);
 	if (what & BEV_EVENT_TIMEOUT)
 		snprintf(why, wsz, "%s timed out", d->where);
 	else if (d->tls && d->be != NULL && (what & BEV_EVENT_ERROR) &&
@@ -301,6 +451,20 @@ bool proxy_dial_event(struct proxy_dial *d, short what, char *why, size_t wsz)
 	else
 		snprintf(why, wsz, "%s closed", d->where);
 	return false;
+}
+
+const char *proxy_dial_tls_log(const struct proxy_dial *d, char *buf, size_t size)
+{
+	const char *proto = NULL;
+
+	if (d->be != NULL)
+		tls_peer_info(d->be, &proto, NULL, NULL);
+	if (proto == NULL)
+		snprintf(buf, size, "tls=no");
+	else
+		snprintf(buf, size, "tls=%s tls_session=%s", proto,
+			 d->resumed ? "resumed" : "full");
+	return buf;
 }
 
 int proxy_readln(struct evbuffer *in, char **line_r, const char **why_r)

@@ -23,6 +23,9 @@ struct event;
 struct event_base;
 
 #define PROXY_LINE_MAX 8192 /* a store host's greeting and login reply lines */
+/* Store hosts whose last TLS session a front keeps: a front dials a few; this bounds what a
+   directory with many mailHost names could make it keep (about 2 KB each). */
+#define PROXY_TLS_SESSIONS 128
 
 /* The first line of path into *secret_r (xmalloc'd; free with proxy_secret_free); an empty
    path gives 0 and *secret_r = NULL. -1 with *error_r (xmalloc'd) when the file cannot be
@@ -68,6 +71,8 @@ struct proxy_dial {
 	char where[320];        /* address:port connected to */
 	const char *early;      /* a failure known at the start, said from the timer */
 	bool tls;               /* be is TLS (proxy_dial_starttls), its handshake maybe running */
+	bool offered;           /* a session of an earlier connection was offered */
+	bool resumed;           /* the handshake resumed it (after proxy_dial_event's "done") */
 	proxy_dial_done_cb *done;
 	bufferevent_data_cb readcb;
 	bufferevent_event_cb eventcb;
@@ -88,18 +93,41 @@ void proxy_dial_stop(struct proxy_dial *d);
 /* Stops, frees be and the timer. */
 void proxy_dial_free(struct proxy_dial *d);
 
+/* Front: the process's TLS client context for the store hosts, made at a worker's start and
+   again at SIGHUP (never per login): their certificates must chain to ca_file (empty: the
+   system's CAs); cert_file and key_file, when both are set, are the front's client
+   certificate. The sessions kept from the context before are dropped. -1 with *error_r
+   (xmalloc'd) when it cannot be made: the context before stays, and with none the logins say
+   why. */
+int proxy_tls_load(const char *ca_file, const char *cert_file, const char *key_file,
+		   char **error_r);
+/* Frees the context and the sessions (proxy_tls = none, or the worker's end). */
+void proxy_tls_unload(void);
+/* proxy_tls_load when want (proxy = yes with proxy_tls = starttls), else proxy_tls_unload;
+   a failure is logged (who: the process) and is not fatal. */
+void proxy_tls_configure(bool want, const char *ca_file, const char *cert_file,
+			 const char *key_file, const char *who);
+
 /* Front: TLS on d->be once the store host answered STARTTLS's "ready" (the bytes after it
-   are dropped): the store host's certificate must chain to ca_file (empty: the system's CAs;
-   the client context is made once per process, again when ca_file changes) and carry d->host
-   (its mailHost name, or the address it is). d->be is the TLS bufferevent from now on, with
-   d's callbacks; what is written to it goes after the handshake. False with why (wsz bytes)
-   when TLS cannot start (d->be is then unchanged). */
-bool proxy_dial_starttls(struct proxy_dial *d, const char *ca_file, char *why, size_t wsz);
+   are dropped), with proxy_tls_load's context: the store host's certificate must carry
+   d->host (its mailHost name, or the address it is). The last session of this store host
+   (its name and address), if one is kept and still valid, is offered: a store host that
+   takes it skips the full handshake (d->resumed); one that does not (restarted, a new key)
+   makes a full one, its certificate verified. The session is kept per process (at most
+   PROXY_TLS_SESSIONS store hosts, the oldest dropped first); one whose handshake failed is
+   dropped. d->be is the TLS bufferevent from now on, with d's callbacks; what is written to
+   it goes after the handshake. False with why (wsz bytes) when TLS cannot start (d->be is
+   then unchanged). */
+bool proxy_dial_starttls(struct proxy_dial *d, char *why, size_t wsz);
 /* Front: what eventcb's what on d->be says: true when it only reports TLS's finished
    handshake (nothing to do; logged with who at debug level); else why (wsz bytes) tells what
    ended the connection, TLS's reason included when the handshake or the verification of the
    store host's certificate failed. */
 bool proxy_dial_event(struct proxy_dial *d, short what, char *why, size_t wsz);
+
+/* Front: "tls=TLSv1.3 tls_session=resumed" (or full), or "tls=no" without TLS, into buf
+   (64 bytes are enough), for the login's log line; returns buf. */
+const char *proxy_dial_tls_log(const struct proxy_dial *d, char *buf, size_t size);
 
 /* Front: one line of the store host's login dialogue from in: 1 with *line_r (xmalloc'd,
    without its CRLF), 0 when the line is not complete, -1 when it is longer than

@@ -32,6 +32,9 @@ static int ctx_common(SSL_CTX *ctx, const struct tls_conf *t, char **error_r);
 static struct bufferevent *tls_filter(struct bufferevent *plain, SSL *ssl,
 				      enum bufferevent_ssl_state state, size_t *dropped_r);
 
+#define TLS_SID_CTX "heron"
+#define TLS_TICKET_KEYS 80 /* OpenSSL's ticket key name, HMAC and AES keys: 16 + 32 + 32 */
+
 static bool set(const char *s)
 {
 	return s != NULL && s[0] != '\0';
@@ -93,6 +96,15 @@ SSL_CTX *tls_server_ctx_new(const struct tls_conf *t, char **error_r)
 		SSL_CTX_free(ctx);
 		return NULL;
 	}
+	/* Resumption (session IDs and tickets, OpenSSL's defaults) needs a session id context
+	   once client certificates are asked for; the same one for every context of the
+	   process, so that a ticket outlives a SIGHUP's new context (tls_server_ctx_reload). */
+	if (SSL_CTX_set_session_id_context(ctx, (const unsigned char *)TLS_SID_CTX,
+					   sizeof(TLS_SID_CTX) - 1) != 1) {
+		*error_r = ssl_errorf("tls session id context", NULL);
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
 	return ctx;
 }
 
@@ -129,6 +141,18 @@ void tls_ctx_free(SSL_CTX **ctxp)
 	*ctxp = NULL;
 }
 
+/* The session ticket keys of old (if any) into ctx: a ticket issued before a reload, or by
+   another worker (the master's context is made before the fork, a worker's again at its
+   SIGHUP), still resumes. */
+static void tls_ticket_keys_keep(SSL_CTX *ctx, SSL_CTX *old)
+{
+	unsigned char keys[TLS_TICKET_KEYS];
+
+	if (old != NULL && SSL_CTX_get_tlsext_ticket_keys(old, keys, sizeof(keys)) == 1)
+		SSL_CTX_set_tlsext_ticket_keys(ctx, keys, sizeof(keys));
+	OPENSSL_cleanse(keys, sizeof(keys));
+}
+
 bool tls_server_ctx_reload(SSL_CTX **ctxp, const struct conf *new, const char *who)
 {
 	const struct tls_conf *tc = &conf_values(new)->tls;
@@ -147,6 +171,7 @@ bool tls_server_ctx_reload(SSL_CTX **ctxp, const struct conf *new, const char *w
 		free(error);
 		return false;
 	}
+	tls_ticket_keys_keep(ctx, *ctxp);
 	tls_ctx_free(ctxp);
 	*ctxp = ctx;
 	log_info("%s: TLS certificate reloaded for new connections", who);
@@ -200,8 +225,7 @@ struct bufferevent *tls_starttls_server(struct bufferevent *plain, SSL_CTX *ctx,
 	return tls_filter(plain, ssl, BUFFEREVENT_SSL_ACCEPTING, dropped_r);
 }
 
-struct bufferevent *tls_starttls_client(struct bufferevent *plain, SSL_CTX *ctx, const char *host,
-					size_t *dropped_r)
+SSL *tls_client_ssl_new(SSL_CTX *ctx, const char *host)
 {
 	SSL *ssl = SSL_new(ctx);
 	unsigned char ip[16];
@@ -223,7 +247,15 @@ struct bufferevent *tls_starttls_client(struct bufferevent *plain, SSL_CTX *ctx,
 			return NULL;
 		}
 	}
-	return tls_filter(plain, ssl, BUFFEREVENT_SSL_CONNECTING, dropped_r);
+	return ssl;
+}
+
+struct bufferevent *tls_starttls_client(struct bufferevent *plain, SSL_CTX *ctx, const char *host,
+					size_t *dropped_r)
+{
+	SSL *ssl = tls_client_ssl_new(ctx, host);
+
+	return ssl != NULL ? tls_filter(plain, ssl, BUFFEREVENT_SSL_CONNECTING, dropped_r) : NULL;
 }
 
 struct bufferevent *tls_starttls_client_ssl(struct bufferevent *plain, SSL *ssl, size_t *dropped_r)

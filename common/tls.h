@@ -3,6 +3,8 @@
  *
  * Contexts are built once per process (after fork is fine) and shared by its connections.
  * TLS 1.2 is the floor whatever the config says; compression and renegotiation are off.
+ * Server contexts accept resumption (a session id context set; their ticket keys kept over
+ * a reload). 
  * Errors are NULL or -1 with a malloc'd *error_r holding OpenSSL's reason; free it. */
 #ifndef HERON_TLS_H
 #define HERON_TLS_H
@@ -61,6 +63,11 @@ struct bufferevent *tls_starttls_server(struct bufferevent *plain, SSL_CTX *ctx,
    address); NULL skips both. */
 struct bufferevent *tls_starttls_client(struct bufferevent *plain, SSL_CTX *ctx, const char *host,
 					size_t *dropped_r);
+
+/* The SSL tls_starttls_client makes (SNI and the name check for host, as there), for a
+   caller that sets more on it (a session to resume) before tls_starttls_client_ssl; NULL
+   when it cannot be made. */
+SSL *tls_client_ssl_new(SSL_CTX *ctx, const char *host);
 
 /* As tls_starttls_client with an SSL the caller made and set up (SNI, DANE, verification),
    which the returned bufferevent owns; NULL leaves ssl to the caller. */

@@ -3,8 +3,9 @@
  * password checked out here, is logged in at that host's imapd with SASL PLAIN (authorization
  * identity: the user's address; authentication identity and password: [imapd] proxy_user and
  * the shared secret), after STARTTLS with the store host's certificate verified ([imapd]
- * proxy_tls, proxy_ca_file; a failed handshake or verification is a store host not
- * reachable); the store host's tagged OK is the client's, and from then on the bytes
+ * proxy_tls, proxy_ca_file, read at the worker's start and SIGHUP; the store host's last TLS
+ * session offered again, common/proxy.c; a failed handshake or verification is a store host
+ * not reachable); the store host's tagged OK is the client's, and from then on the bytes
  * go both ways unparsed (IDLE, literals, COMPRESS included) until either side closes. A store
  * host that does not answer, refuses, or answers garbage gives NO [UNAVAILABLE]. While
  * relaying, the front follows the store host's responses (line ends and literals only) so
@@ -119,16 +120,27 @@ static void px_fail(struct imap_proxy *p, const char *fmt, ...)
 	imap_client_resume(p->c);
 }
 
-/* The secret of [imapd] proxy_secret_file (first line), read once per worker. */
+/* The secret of [imapd] proxy_secret_file (first line), read once per worker; the front's
+   TLS client context (again at SIGHUP: imap_proxy_reload). */
 int imap_proxy_init(struct imap_server *srv, char **error_r)
 {
+	imap_proxy_reload(srv);
 	return proxy_secret_read(conf_values(srv->conf)->imapd.proxy_secret_file,
 				 &srv->proxy_secret, error_r);
+}
+
+void imap_proxy_reload(struct imap_server *srv)
+{
+	const struct imapd_conf *ic = &conf_values(srv->conf)->imapd;
+
+	proxy_tls_configure(ic->proxy && ic->proxy_tls == CONF_PROXY_TLS_STARTTLS,
+			    ic->proxy_ca_file, NULL, NULL, "imapd worker");
 }
 
 void imap_proxy_server_free(struct imap_server *srv)
 {
 	proxy_secret_free(&srv->proxy_secret);
+	proxy_tls_unload();
 	if (srv->proxy_dns != NULL)
 		evdns_base_free(srv->proxy_dns, 0);
 	srv->proxy_dns = NULL;
@@ -333,7 +345,7 @@ static void px_line(struct imap_proxy *p, const char *line)
 		if (strncmp(line, PROXY_TLS_TAG " OK", 5) != 0 ||
 		    (line[5] != ' ' && line[5] != '\0'))
 			px_fail(p, "%s refused STARTTLS: %.200s", p->d.where, line);
-		else if (!proxy_dial_starttls(&p->d, ic->proxy_ca_file, why, sizeof(why)))
+		else if (!proxy_dial_starttls(&p->d, why, sizeof(why)))
 			px_fail(p, "%s", why);
 		else
 			px_login(p); /* sent once the handshake is done */
@@ -344,11 +356,11 @@ static void px_line(struct imap_proxy *p, const char *line)
 		p->st = PX_READY;
 		evtimer_del(p->d.timer);
 		bufferevent_disable(p->d.be, EV_READ); /* the relay reads from now on */
-		const char *proto = NULL;
+		char tls[64];
 
-		tls_peer_info(p->d.be, &proto, NULL, NULL);
-		log_info("%016" PRIx64 " imap proxy user=%s host=%s addr=%s tls=%s result=ok",
-			 p->c->id, p->login, p->d.host, p->d.where, proto != NULL ? proto : "no");
+		log_info("%016" PRIx64 " imap proxy user=%s host=%s addr=%s %s result=ok",
+			 p->c->id, p->login, p->d.host, p->d.where,
+			 proxy_dial_tls_log(&p->d, tls, sizeof(tls)));
 		imap_client_resume(p->c);
 		return;
 	}

@@ -129,7 +129,8 @@ static void server_limits(struct imap_server *srv, const struct conf *conf)
 }
 
 /* SIGHUP: the config file again (the [imapd] limits, timeouts and allow_plaintext_auth for
-   the sessions from now on; the TLS certificate for new connections; the master reports what
+   the sessions from now on; the TLS certificate for new connections; the proxy's TLS client
+   context, its CA file read again, for the proxy logins from now on; the master reports what
    waits for a restart), then the users file. A file with an error changes nothing. */
 static void on_reload(void *arg)
 {
@@ -150,6 +151,7 @@ static void on_reload(void *arg)
 		if (srv->auth != NULL)
 			ldapauth_reload_ttls(srv->auth, c);
 		srv->conf = c;
+		imap_proxy_reload(srv);
 		conf_free(&srv->reloaded);
 		srv->reloaded = c;
 		log_info("imapd worker %u config reloaded", srv->worker);

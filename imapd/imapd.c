@@ -54,7 +54,7 @@ static const char *const reloadable_keys[] = {
 	"proxy_port",
 	"proxy_timeout",
 	"proxy_tls",
-	"proxy_ca_file", /* read again by the next dial (common/proxy.c) */
+	"proxy_ca_file", /* read again by the worker's SIGHUP (imap_proxy_reload) */
 };
 
 /* What a SIGHUP does with a changed key of the sections imapd reads. */

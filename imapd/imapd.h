@@ -243,6 +243,8 @@ struct imap_client {
 struct imap_proxy;
 /* Reads [imapd] proxy_secret_file (each worker at start): 0, or -1 with *error_r. */
 int imap_proxy_init(struct imap_server *srv, char **error_r);
+/* SIGHUP (srv->conf the new config): the front's TLS client context made again. */
+void imap_proxy_reload(struct imap_server *srv);
 void imap_proxy_server_free(struct imap_server *srv);
 /* Store host: whether the client is a front (a proxy_trusted address, a secret set): its
    logins need no TLS (the front ends the client's TLS). */

@@ -71,6 +71,7 @@ static void on_reload(void *arg)
 	if (c != NULL) {
 		ldapauth_reload_ttls(srv->auth, c);
 		srv->proxy_conf = c;
+		ms_proxy_reload(srv); /* proxy_ca_file read again */
 		conf_free(&srv->reloaded);
 		srv->reloaded = c;
 		log_info("managesieved worker %u config reloaded", srv->worker);

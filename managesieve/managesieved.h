@@ -135,6 +135,8 @@ void ms_session_kick(struct ms_session *s);
 /* ms_proxy.c: the proxy login between a front and a store host (docs/scale-out.md). */
 /* Reads [sieve] proxy_secret_file (each worker at start): 0, or -1 with *error_r. */
 int ms_proxy_init(struct ms_server *srv, char **error_r);
+/* SIGHUP (srv->proxy_conf the new config): the front's TLS client context made again. */
+void ms_proxy_reload(struct ms_server *srv);
 void ms_proxy_server_free(struct ms_server *srv);
 /* Store host: whether the client is a front (a proxy_trusted address, a secret set). */
 bool ms_proxy_from_front(const struct ms_session *s);

@@ -3,8 +3,9 @@
  * homes on another store host, once authenticated here, is authenticated at that host's
  * managesieved with SASL PLAIN (authorization identity: the user's address; authentication
  * identity and password: [sieve] proxy_user and the shared secret), after STARTTLS with
- * the store host's certificate verified ([sieve] proxy_tls, proxy_ca_file; a failed
- * handshake or verification is a store host not reachable); then the bytes go both
+ * the store host's certificate verified ([sieve] proxy_tls, proxy_ca_file, read at the
+ * worker's start and SIGHUP; the store host's last TLS session offered again,
+ * common/proxy.c; a failed handshake or verification is a store host not reachable); then the bytes go both
  * ways unparsed until either side closes. A store host that does not answer, refuses or
  * answers garbage gives NO (TRYLATER) at AUTHENTICATE.
  * Store host: the proxy credential is accepted only from [sieve] proxy_trusted addresses. */
@@ -39,7 +40,6 @@ struct ms_proxy {
 	struct proxy_dial d; /* the store host's connection (d.be), the deadline */
 	char *authz;
 	bool want_tls; /* [sieve] proxy_tls = starttls (the dial's config) */
-	char *ca_file;
 };
 
 static void px_fail(struct ms_proxy *p, const char *fmt, ...)
@@ -49,12 +49,22 @@ int ms_proxy_init(struct ms_server *srv, char **error_r)
 {
 	const struct sieve_conf *sc = &conf_values(srv->conf)->sieve;
 
+	ms_proxy_reload(srv);
 	return proxy_secret_read(sc->proxy_secret_file, &srv->proxy_secret, error_r);
+}
+
+void ms_proxy_reload(struct ms_server *srv)
+{
+	const struct sieve_conf *sc = &conf_values(srv->proxy_conf)->sieve;
+
+	proxy_tls_configure(sc->proxy && sc->proxy_tls == CONF_PROXY_TLS_STARTTLS,
+			    sc->proxy_ca_file, NULL, NULL, "managesieved worker");
 }
 
 void ms_proxy_server_free(struct ms_server *srv)
 {
 	proxy_secret_free(&srv->proxy_secret);
+	proxy_tls_unload();
 	if (srv->proxy_dns != NULL)
 		evdns_base_free(srv->proxy_dns, 0);
 	srv->proxy_dns = NULL;
@@ -83,7 +93,6 @@ void ms_proxy_free(struct ms_session *s)
 		return;
 	proxy_dial_free(&p->d);
 	free(p->authz);
-	free(p->ca_file);
 	free(p);
 	s->proxy = NULL;
 }
@@ -157,7 +166,7 @@ static bool px_line(struct ms_proxy *p, const char *line)
 			px_fail(p, "%s refused STARTTLS: %.200s", p->d.where, line);
 			return false;
 		}
-		if (!proxy_dial_starttls(&p->d, p->ca_file, why, sizeof(why))) {
+		if (!proxy_dial_starttls(&p->d, why, sizeof(why))) {
 			px_fail(p, "%s", why);
 			return false;
 		}
@@ -165,13 +174,11 @@ static bool px_line(struct ms_proxy *p, const char *line)
 		return true;
 	}
 	if (px_is(line, "OK")) {
-		const char *proto = NULL;
+		char tls[64];
 
-		tls_peer_info(p->d.be, &proto, NULL, NULL);
-		log_info("%016" PRIx64
-			 " managesieve proxy user=%s host=%s addr=%s tls=%s result=ok",
+		log_info("%016" PRIx64 " managesieve proxy user=%s host=%s addr=%s %s result=ok",
 			 p->s->id, p->s->user, p->d.host, p->d.where,
-			 proto != NULL ? proto : "no");
+			 proxy_dial_tls_log(&p->d, tls, sizeof(tls)));
 		px_done(p, NULL);
 	} else if (px_is(line, "NO") || px_is(line, "BYE")) {
 		px_fail(p, "%s refused the proxy login: %.200s", p->d.where, line);
@@ -270,7 +277,6 @@ void ms_proxy_start(struct ms_session *s, const char *authz, const char *host)
 	p->s = s;
 	p->authz = xstrdup(authz != NULL ? authz : "");
 	p->want_tls = sc->proxy_tls == CONF_PROXY_TLS_STARTTLS;
-	p->ca_file = xstrdup(sc->proxy_ca_file);
 	proxy_dial_init(&p->d, srv->base, host, px_dialled, px_login_read, px_event, p);
 	/* an early failure is said from the loop: the caller may be the session's reader */
 	if (srv->proxy_secret == NULL)

@@ -8,6 +8,7 @@ certificate for its name (Cluster.ca holds them, the front's proxy_ca_file). Eve
 failure.
 
   with Cluster(ROOT, MTAD, IMAPD, PEEK, tmp) as cl: cl.hosts[0].smtp_port ..."""
+import imaplib
 import os
 import socket
 import ssl
@@ -15,8 +16,9 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from heronlib import (DOMAIN, Daemon, Slapd, Store, assert_eq, free_port,  # noqa: E402
-                      run_main, run_tests, wait_workers_ready, write_conf)
+from heronlib import (DOMAIN, Daemon, Slapd, Store, assert_eq, assert_in,  # noqa: E402
+                      assert_raises, free_port, run_main, run_tests, tls_client_ctx,
+                      wait_workers_ready, write_conf)
 
 NAMES = ("store1.heron.test", "store2.heron.test")
 ADDRS = ("127.0.0.2", "127.0.0.3")
@@ -154,16 +156,18 @@ class Front:
     """A front host on FRONT_ADDR (its own empty store; every user is homed on a store host,
     where their sessions are relayed): its imapd (imapd_exe; [imapd] proxy = yes, STARTTLS
     only) and its managesieved (msd_exe; [sieve] proxy = yes), each when given. directory:
-    more [directory] keys; sieve_extra: more [sieve] proxy_hosts entries."""
+    more [directory] keys; sieve_extra: more [sieve] proxy_hosts entries; sections: more
+    keys by section ({"metrics": {...}})."""
 
     def __init__(self, tmp, slapd, hosts, secret, imapd_exe=None, msd_exe=None, directory=None,
-                 sieve_extra=(), ca=""):
+                 sieve_extra=(), ca="", sections=None):
         self.addr, self.dir = FRONT_ADDR, os.path.join(tmp, "front")
         os.makedirs(self.dir, exist_ok=True)
         self.imap_port = free_port() if imapd_exe is not None else None
         self.sieve_port = free_port() if msd_exe is not None else None
         self.conf = os.path.join(self.dir, "heron.conf")
         self.cert, key = front_cert(self.dir)
+        extra = sections
         imapd = {"hostname": "front.heron.test"}
         if imapd_exe is not None:
             imapd.update({
@@ -189,6 +193,8 @@ class Front:
                                  "proxy_hosts": ",".join(sieve_hosts + list(sieve_extra)),
                                  "proxy_secret_file": secret, "proxy_timeout": "5s",
                                  "proxy_tls": "starttls", "proxy_ca_file": ca}
+        for sec, kv in (extra or {}).items():
+            sections.setdefault(sec, {}).update(kv)
         write_conf(self.conf, sections)
         self.imapd = self.msd = None
         if imapd_exe is not None:
@@ -212,6 +218,15 @@ class Front:
         with open(self.conf, "w") as f:
             f.write("\n".join(lines))
 
+    def login_unavailable(self, user):
+        """user's IMAP login through the front (STARTTLS, LOGIN) is refused: NO [UNAVAILABLE]."""
+        c = imaplib.IMAP4(self.addr, self.imap_port, timeout=20)
+        c.starttls(ssl_context=tls_client_ctx(self.cert))
+        with assert_raises(imaplib.IMAP4.error) as ex:
+            c.login(user, user)
+        assert_in("[UNAVAILABLE]", str(ex.exception))
+        c.logout()
+
     def start(self):
         for d in self.daemons():
             d.start()
@@ -224,17 +239,18 @@ class Front:
 class Cluster:
     """One slapd (users spread over the store hosts), two store hosts, and with front=True a
     front host (Front: its imapd unless front_imapd=False). With msd (managesieved) every
-    host runs managesieved too. front_directory and front_sieve_extra: Front's directory and
-    sieve_extra."""
+    host runs managesieved too. front_directory, front_sieve_extra and front_sections: Front's
+    directory, sieve_extra and sections."""
 
     def __init__(self, root, mtad_exe, imapd_exe, peek, tmp, users=8, extra=None, front=False,
                  msd=None, front_imapd=True, front_directory=None, front_sieve_extra=(),
-                 fake_names=()):
+                 fake_names=(), front_sections=None):
         self.tmp = tmp
         self.want_front = front
         self.msd = msd
         self.front_opts = dict(imapd_exe=imapd_exe if front_imapd else None, msd_exe=msd,
-                               directory=front_directory, sieve_extra=front_sieve_extra)
+                               directory=front_directory, sieve_extra=front_sieve_extra,
+                               sections=front_sections)
         self.front = None
         # the CAs the front verifies the store hosts with: their self-signed certificates,
         # and one for each of fake_names (fake store hosts': fake_cert[name] = (cert, key))

@@ -68,12 +68,7 @@ def main():
 
     def login_unavailable(user):
         """user's login through the front is refused: NO [UNAVAILABLE]."""
-        c = imaplib.IMAP4(front.addr, front.imap_port, timeout=20)
-        c.starttls(ssl_context=tls_client_ctx(front.cert))
-        with assert_raises(imaplib.IMAP4.error) as ex:
-            c.login(user, user)
-        assert_in("[UNAVAILABLE]", str(ex.exception))
-        c.logout()
+        front.login_unavailable(user)
 
     def subjects(c):
         typ, data = c.search(None, "ALL")
@@ -430,7 +425,9 @@ def main():
 
     def test_ca_file_replaced_under_its_name():
         # a CA bundle replaced under the same name (a new file renamed over it) is read
-        # again: the front's TLS client context is not kept by the name alone
+        # again at the SIGHUP (set_front sends one with the same name): the front's TLS
+        # client context is not kept by the name alone (test_proxy_tls.py: not before the
+        # SIGHUP either)
         path = os.path.join(os.path.dirname(cl.ca), "proxy-ca-replaced.pem")
 
         def put(src):
