@@ -11,7 +11,8 @@
  * remembered inside one write txn of the user's partition, so two workers cannot both reply.
  * Everything completes before the reply to the client (deliver.c counts tx->pending). A
  * recipient whose scripts redirect or reply is left to the queue (to_queue), whose runner's
- * delivery (deliver_sieve_queued) queues each copy and reply exactly once across kill -9. */
+ * delivery (deliver_sieve_queued) queues each copy and reply exactly once across kill -9 and
+ * transient failures (451, tried again: never a reply owed dropped, never a second copy). */
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -155,11 +156,25 @@ int deliver_sieve_init(const struct conf *c, char **error_r)
 
 /* ---- running the scripts ---------------------------------------------------------------- */
 
+/* The answers of a run's duplicate tests (RFC 7352), in the order the tests ran: bit k says
+   the k-th answered "seen". The run that delivers records them and the delivery's commit keeps
+   them with an owed reply, so that the run after a kill (replay) answers the same: by then
+   that commit has remembered the message, and the store would say "seen" to its own keys.
+   Tests past the 64th ask the store. */
+#define DUP_ANSWERS_MAX 64
+
+struct dup_answers {
+	bool replay;   /* in: answer from seen, not from the store */
+	uint64_t seen; /* out (a first run) or in (replay) */
+	unsigned n;    /* tests asked so far */
+};
+
 struct env_ctx {
 	struct store_txn *t;
 	const char *user;
 	uint64_t uid;
 	int64_t now;
+	struct dup_answers *dup; /* NULL: the store answers every test, nothing recorded */
 };
 
 static bool cb_mailbox_exists(void *ctx, const char *name)
@@ -179,9 +194,15 @@ static bool cb_mailbox_exists(void *ctx, const char *name)
 static bool cb_duplicate(void *ctx, const char *key)
 {
 	struct env_ctx *ec = ctx;
+	struct dup_answers *da = ec->dup;
+	unsigned k = da != NULL ? da->n++ : DUP_ANSWERS_MAX;
 	bool seen = false;
 
+	if (da != NULL && da->replay && k < DUP_ANSWERS_MAX)
+		return (da->seen >> k & 1) != 0;
 	(void)store_sieve_seen(ec->t, ec->user, STORE_SIEVE_DUPLICATE, key, ec->now, &seen);
+	if (da != NULL && !da->replay && seen && k < DUP_ANSWERS_MAX)
+		da->seen |= (uint64_t)1 << k;
 	return seen;
 }
 
@@ -207,10 +228,12 @@ struct sv_who {
 };
 
 /* map NULL: get_map(mctx, &map, &len) gives the message once a script is to run (so a
-   recipient without one costs no read of the message); -1 from it fails the run */
+   recipient without one costs no read of the message); -1 from it fails the run. dup: NULL,
+   or the duplicate tests' answers to record (a first run) or to give (replay). 1: no script,
+   -1: the store could not say (nothing known about the scripts) */
 static int run_who(struct mtad *m, const struct sv_who *r, const void *map, size_t maplen,
 		   int (*get_map)(void *mctx, const void **map_r, size_t *len_r), void *mctx,
-		   struct sieve_result *res)
+		   struct dup_answers *dup, struct sieve_result *res)
 {
 	const struct sieve_conf *cf = &conf_values(m->conf)->sieve;
 	struct store_txn *t;
@@ -218,7 +241,7 @@ static int run_who(struct mtad *m, const struct sv_who *r, const void *map, size
 	struct store_sieve_script sc;
 	const uint8_t *progs[3] = { gconf.before, NULL, gconf.after };
 	size_t lens[3] = { gconf.before_len, 0, gconf.after_len };
-	struct env_ctx ec = { .user = r->user, .now = time(NULL) };
+	struct env_ctx ec = { .user = r->user, .now = time(NULL), .dup = dup };
 	struct sieve_env env = {
 		.msg = map,
 		.msg_len = maplen,
@@ -298,7 +321,7 @@ static int run_for(struct smtp_session *s, struct sieve_tx *sv, const struct smt
 	struct sv_who w = { s->tx->qid, s->tx->from, r->addr, r->user, r->part };
 	struct map_ctx mc = { s, sv };
 
-	return run_who(s->m, &w, sv->map, sv->maplen, get_map, &mc, res);
+	return run_who(s->m, &w, sv->map, sv->maplen, get_map, &mc, NULL, res);
 }
 
 /* ---- actions to deliveries ---------------------------------------------------------------- */
@@ -1124,7 +1147,8 @@ struct q_sent { /* messages queued with a record, in one queue txn */
 	char **sender, **addr; /* per entry: its sender and recipient */
 	uint64_t *ids;
 	size_t n;
-	bool skipped; /* out: the record was there (queued before) */
+	bool skipped;     /* out: the record was there (queued before) */
+	const char *fail; /* its fail_point */
 };
 
 struct qdlv {
@@ -1143,6 +1167,7 @@ struct qdlv {
 	size_t ndup;
 	struct sv_vac vac;
 	bool has_vac;
+	uint64_t dup_seen; /* the run's duplicate answers, kept with an owed reply */
 	char *vac_to;
 	struct q_sent redir, reply;
 	unsigned pending;
@@ -1156,15 +1181,31 @@ struct qdlv {
    HERON_MTAD_CRASH_AT=POINT:FILE in the environment, the worker kills mtad (SIGKILL, as
    kill -9: its master, when the parent runs the same program, then itself, so that no
    other worker goes on and no restart comes) at POINT when it can remove FILE, so once per
-   file. */
+   file; with HERON_MTAD_FAIL_AT=POINT:FILE, POINT fails as a transient store error would,
+   once per file (fail_point). */
+static bool point_armed(const char *env, const char *point)
+{
+	const char *v = getenv(env);
+	size_t n = strlen(point);
+
+	return v != NULL && strncmp(v, point, n) == 0 && v[n] == ':' && unlink(v + n + 1) == 0;
+}
+
+/* true once per armed file: the caller fails there (any thread) */
+static bool fail_point(const char *point)
+{
+	if (point == NULL || !point_armed("HERON_MTAD_FAIL_AT", point))
+		return false;
+	log_warnx("fail point %s: a transient error (HERON_MTAD_FAIL_AT)", point);
+	return true;
+}
+
 static void crash_point(const char *point)
 {
-	const char *v = getenv("HERON_MTAD_CRASH_AT");
-	size_t n = strlen(point);
 	char self[512], parent[512], path[64];
 	ssize_t a, b;
 
-	if (v == NULL || strncmp(v, point, n) != 0 || v[n] != ':' || unlink(v + n + 1) != 0)
+	if (!point_armed("HERON_MTAD_CRASH_AT", point))
 		return;
 	log_warnx("crash point %s: killed (HERON_MTAD_CRASH_AT)", point);
 	snprintf(path, sizeof(path), "/proc/%ld/exe", (long)getppid());
@@ -1206,10 +1247,12 @@ static int q_fn(struct store_txn *t, void *arg)
 			return rc;
 	if (q->has_vac && (rc = vac_fn(t, &q->vac)) != 0)
 		return rc;
-	/* a reply decided here is owed until it is queued (a run after a kill queues it) */
-	if (q->mark != NULL && (rc = store_drop_put_txn(t, q->mark, q->qid,
-							q->vac.send ? STORE_DROP_REPLY_OWED
-								    : STORE_DROP_DELIVERED)) != 0)
+	/* a reply decided here is owed until it is queued (a run after a kill or a 451 queues
+	   it, its duplicate tests answered as here: the record's qid holds the answers) */
+	if (q->mark != NULL &&
+	    (rc = store_drop_put_txn(t, q->mark, q->vac.send ? q->dup_seen : q->qid,
+				     q->vac.send ? STORE_DROP_REPLY_OWED
+						 : STORE_DROP_DELIVERED)) != 0)
 		return rc;
 	for (size_t i = 0; i < q->d.nd; i++) {
 		const struct sv_dest *d = &q->d.d[i];
@@ -1237,6 +1280,8 @@ static int sent_fn(struct store_txn *t, void *arg)
 	int rc;
 
 	qs->skipped = false;
+	if (fail_point(qs->fail))
+		return STORE_EIO;
 	if ((rc = store_drop_get_txn(t, qs->key, &d)) == 0) {
 		qs->skipped = true;
 		return 0;
@@ -1449,28 +1494,94 @@ static struct qdlv *q_new(struct mtad *m, const struct deliver_queued *dq,
 	q->pending = 1; /* the chain: redirects, the store write */
 	queue_record_key('r', dq->qid, dq->idx, q->redir.key, sizeof(q->redir.key));
 	queue_record_key('v', dq->qid, dq->idx, q->reply.key, sizeof(q->reply.key));
+	q->redir.fail = "sieve-redirect-queue";
+	q->reply.fail = "sieve-reply-queue";
 	return q;
 }
 
-/* A run after a kill between the delivery's commit and its reply's: the reply alone (the
-   memory says answered already: not asked again). 1 when the scripts give no reply now. */
-static int q_replay(struct mtad *m, const struct deliver_queued *dq, struct sieve_result *res,
+/* The scripts could not be run now (the message not mapped, the store could not say what
+   they are): the recipient waits, 451 (the runner tries again); a plain delivery instead
+   would ignore the scripts, and an owed reply would be lost. done runs before the return. */
+static void q_later(const struct deliver_queued *dq, const char *why,
 		    void (*done)(int code, const char *text, void *arg), void *arg)
 {
-	struct qdlv *q;
+	char text[256];
 
-	for (size_t k = 0; k < res->nact; k++) {
-		if (res->act[k].type != SIEVE_VACATION)
+	log_warnx("%016" PRIx64 ": to=<%s>, sieve scripts not run: %s%s (tried again)", dq->qid,
+		  dq->addr, why, dq->reply_owed ? ", the vacation reply still owed" : "");
+	snprintf(text, sizeof(text), "4.3.0 sieve scripts not run: %s", why);
+	done(451, text, arg);
+}
+
+/* dq's message mapped, or NULL (done ran: 451) */
+static void *q_map(const struct deliver_queued *dq,
+		   void (*done)(int code, const char *text, void *arg), void *arg)
+{
+	void *map = mmap(NULL, (size_t)dq->size, PROT_READ, MAP_PRIVATE, dq->fd, 0);
+
+	if (map != MAP_FAILED)
+		return map;
+	q_later(dq, "the message file not mapped", done, arg);
+	return NULL;
+}
+
+/* run_who for dq (the store failing at the fail point named point): on other than 0, map is
+   unmapped, and for -1 done ran (451) */
+static int q_run(struct mtad *m, const struct deliver_queued *dq, void *map, const char *point,
+		 struct dup_answers *da, struct sieve_result *res,
+		 void (*done)(int code, const char *text, void *arg), void *arg)
+{
+	struct sv_who who = { dq->qid, dq->from, dq->addr, dq->user, dq->part };
+	int rc = fail_point(point) ? -1
+				   : run_who(m, &who, map, (size_t)dq->size, NULL, NULL, da, res);
+
+	if (rc != 0)
+		munmap(map, (size_t)dq->size);
+	if (rc < 0)
+		q_later(dq, "the store could not say what they are", done, arg);
+	return rc;
+}
+
+/* A run after a kill (or a 451) between the delivery's commit and its reply's: the reply
+   alone (the memory says answered already: not asked again), the duplicate tests answered as
+   the delivering run's were. 0 (done runs: the reply queued, or 451 when the scripts could
+   not be run now), 1 when the scripts give no reply now (no script, or no vacation action:
+   the reply is not owed any more, logged). */
+static int q_replay(struct mtad *m, const struct deliver_queued *dq,
+		    void (*done)(int code, const char *text, void *arg), void *arg)
+{
+	struct dup_answers da = { .replay = true, .seen = dq->dup_seen };
+	struct sieve_result res;
+	struct qdlv *q;
+	void *map;
+	int rc;
+
+	if ((map = q_map(dq, done, arg)) == NULL)
+		return 0;
+	if ((rc = q_run(m, dq, map, "sieve-replay", &da, &res, done, arg)) < 0)
+		return 0;
+	if (rc > 0) {
+		log_warnx("%016" PRIx64 ": to=<%s>, sieve vacation reply owed but the recipient "
+			  "has no script now (not sent)",
+			  dq->qid, dq->addr);
+		return 1;
+	}
+	for (size_t k = 0; k < res.nact; k++) {
+		if (res.act[k].type != SIEVE_VACATION)
 			continue;
 		q = q_new(m, dq, done, arg);
 		snprintf(q->text, sizeof(q->text),
 			 "2.0.0 delivered before a restart, its vacation reply queued");
-		q_vacation(q, dq, &res->act[k]);
+		q_vacation(q, dq, &res.act[k]);
+		sieve_result_clear(&res);
+		munmap(map, (size_t)dq->size);
 		q->vac.send = true;
 		q_reply(q);
 		q_step_done(q);
 		return 0;
 	}
+	sieve_result_clear(&res);
+	munmap(map, (size_t)dq->size);
 	log_warnx("%016" PRIx64 ": to=<%s>, sieve vacation reply owed but the scripts give none "
 		  "now (not sent)",
 		  dq->qid, dq->addr);
@@ -1480,7 +1591,7 @@ static int q_replay(struct mtad *m, const struct deliver_queued *dq, struct siev
 int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
 			 void (*done)(int code, const char *text, void *arg), void *arg)
 {
-	struct sv_who who = { dq->qid, dq->from, dq->addr, dq->user, dq->part };
+	struct dup_answers da = { 0 };
 	struct sieve_result res;
 	struct qdlv *q;
 	void *map;
@@ -1488,20 +1599,14 @@ int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
 
 	if (!gconf_loaded || dq->size == 0 || dq->size > SIZE_MAX)
 		return 1;
-	map = mmap(NULL, (size_t)dq->size, PROT_READ, MAP_PRIVATE, dq->fd, 0);
-	if (map == MAP_FAILED)
-		return 1;
-	if (run_who(m, &who, map, (size_t)dq->size, NULL, NULL, &res) != 0) {
-		munmap(map, (size_t)dq->size);
-		return 1; /* no script (or the store could not say): plain delivery */
-	}
-	if (dq->reply_owed) {
-		rc = q_replay(m, dq, &res, done, arg);
-		sieve_result_clear(&res);
-		munmap(map, (size_t)dq->size);
-		return rc;
-	}
+	if (dq->reply_owed)
+		return q_replay(m, dq, done, arg);
+	if ((map = q_map(dq, done, arg)) == NULL)
+		return 0;
+	if ((rc = q_run(m, dq, map, "sieve-run", &da, &res, done, arg)) != 0)
+		return rc > 0 ? 1 : 0; /* 1: no script, plain delivery */
 	q = q_new(m, dq, done, arg);
+	q->dup_seen = da.seen;
 	snprintf(q->text, sizeof(q->text), "2.0.0 discarded by sieve");
 	q->create = xcalloc(res.nact + 1, sizeof(bool)); /* a dest per action at most */
 	bool looped = false;

@@ -395,7 +395,12 @@ void deliver_sieve_free(struct smtp_tx *tx);
    after a kill, a 452 or a 451); then the delivery's commit writes the 'q' mark; a vacation
    reply decided in that commit is owed (the mark says so: STORE_DROP_REPLY_OWED) until it
    is queued with its 'v' record, and a run after a kill queues it (reply_owed: the scripts
-   run again for the reply alone). A redirect or a reply the queue refuses is 451 4.3.0. */
+   run again for the reply alone, their duplicate tests answered as in the delivering run:
+   dup_seen, which the mark keeps). A redirect or a reply the queue refuses is 451 4.3.0, and
+   so are scripts that cannot be run now (the message not mapped, the store not able to say
+   what they are; with reply_owed too: a reply owed is never dropped for that); with
+   reply_owed, 1 when the recipient has no script or the scripts no vacation now (logged:
+   the reply is not owed any more). */
 struct deliver_queued {
 	uint64_t qid;
 	const char *from, *addr, *user;
@@ -406,6 +411,7 @@ struct deliver_queued {
 	const char *mark;        /* NULL, or the 'q' record the delivery's commit writes */
 	size_t idx;              /* the recipient's index in the entry */
 	bool reply_owed;         /* delivered before, its vacation reply not yet queued */
+	uint64_t dup_seen;       /* with reply_owed: the delivering run's duplicate answers */
 };
 int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
 			 void (*done)(int code, const char *text, void *arg), void *arg);

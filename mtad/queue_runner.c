@@ -432,6 +432,58 @@ static void local_delivered(int result, const struct store_rcpt *rcpts, size_t n
 	local_outcome(ld, result != 0 ? result : ld->r.result);
 }
 
+/* Delivered before mtad was killed (or before a 451), the queue not told: not again; a
+   vacation reply the delivery's commit decided on and no queue commit took yet is queued
+   now. The reply stays owed (451, tried again) while it cannot be: the message file not
+   read, the scripts not run (deliver_sieve_queued); it is given up only when the entry's
+   file is gone or the recipient's scripts give no reply now. */
+static void local_recorded(struct local_dlv *ld, const struct store_drop *rec)
+{
+	struct store *st = ld->w->job->qr->m->store;
+	struct qjob *job = ld->w->job;
+	size_t i = ld->w->idx[0];
+	uint64_t size;
+	int fd, rc = 0;
+
+	log_info("%016" PRIx64 ": to=<%s> delivered before a restart (recorded in "
+		 "partition %u)%s",
+		 job->qm.id, job->qm.rcpt[i].addr, rec->part,
+		 rec->kind == STORE_DROP_REPLY_OWED ? ", its vacation reply owed" : "");
+	if (rec->kind == STORE_DROP_REPLY_OWED &&
+	    (rc = store_queue_open(st, job->qm.id, &fd, &size)) == 0) {
+		struct deliver_queued dq = {
+			.qid = job->qm.id,
+			.from = job->qm.sender,
+			.addr = job->qm.rcpt[i].addr,
+			.user = ld->user,
+			.part = rec->part,
+			.fd = fd,
+			.size = size,
+			.idx = i,
+			.reply_owed = true,
+			.dup_seen = rec->qid,
+		};
+
+		ld->part = rec->part;
+		rc = deliver_sieve_queued(job->qr->m, &dq, local_sieved, ld);
+		close(fd);
+		if (rc == 0)
+			return; /* local_sieved: the reply queued (or 451) */
+	} else if (rec->kind == STORE_DROP_REPLY_OWED && rc != STORE_ENOQUEUE) {
+		log_warnx("%016" PRIx64 ": to=<%s> vacation reply owed, the message file not "
+			  "read: %s (tried again)",
+			  job->qm.id, job->qm.rcpt[i].addr, store_strerror(rc));
+		local_outcome(ld, STORE_EIO);
+		return;
+	} else if (rec->kind == STORE_DROP_REPLY_OWED) {
+		log_warnx("%016" PRIx64 ": to=<%s> vacation reply owed, the message file gone: "
+			  "not sent",
+			  job->qm.id, job->qm.rcpt[i].addr);
+	}
+	job->marked[i] = rec->part + 1;
+	local_outcome(ld, 0);
+}
+
 /* Copies the queue's message file into a blob of part (read here; made durable by the
    commit that references it, in the committer's thread) and queues the delivery. */
 static void local_deliver(struct local_dlv *ld, unsigned part)
@@ -447,38 +499,12 @@ static void local_deliver(struct local_dlv *ld, unsigned part)
 
 	ld->part = part;
 	mark_key(job->qm.id, i, ld->key, sizeof(ld->key));
-	if (store_drop_get(st, ld->key, &rec) == 0) {
-		/* delivered before mtad was killed, the queue not told: not again */
-		log_info("%016" PRIx64 ": to=<%s> delivered before a restart (recorded in "
-			 "partition %u)%s",
-			 job->qm.id, job->qm.rcpt[i].addr, rec.part,
-			 rec.kind == STORE_DROP_REPLY_OWED ? ", its vacation reply owed" : "");
-		if (rec.kind == STORE_DROP_REPLY_OWED &&
-		    store_queue_open(st, job->qm.id, &fd, &size) == 0) {
-			struct deliver_queued dq = {
-				.qid = job->qm.id,
-				.from = job->qm.sender,
-				.addr = job->qm.rcpt[i].addr,
-				.user = ld->user,
-				.part = rec.part,
-				.fd = fd,
-				.size = size,
-				.idx = i,
-				.reply_owed = true,
-			};
-
-			ld->part = rec.part;
-			rc = deliver_sieve_queued(job->qr->m, &dq, local_sieved, ld);
-			close(fd);
-			if (rc == 0)
-				return; /* local_sieved: the reply queued (or 451) */
-		} else if (rec.kind == STORE_DROP_REPLY_OWED) {
-			log_warnx("%016" PRIx64 ": to=<%s> vacation reply owed, the message file "
-				  "unreadable: not sent",
-				  job->qm.id, job->qm.rcpt[i].addr);
-		}
-		job->marked[i] = rec.part + 1;
-		local_outcome(ld, 0);
+	if ((rc = store_drop_get(st, ld->key, &rec)) == 0) {
+		local_recorded(ld, &rec);
+		return;
+	}
+	if (rc != STORE_ENOMSG) { /* cannot tell whether it was delivered: not now */
+		local_outcome(ld, STORE_EIO);
 		return;
 	}
 	ld->r.drop_key = ld->key; /* written with the delivery (store_batch.c) */

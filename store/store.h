@@ -1139,7 +1139,8 @@ enum store_drop_kind {
 	STORE_DROP_BOUNCE,     /* refused: qid is its DSN's queue entry (same txn) */
 	STORE_DROP_DELIVERED,  /* delivered to its (local) recipients */
 	STORE_DROP_REPLY_OWED, /* delivered; a Sieve vacation reply its commit decided on is
-				  still to be queued (mtad/deliver_sieve.c) */
+				  still to be queued (mtad/deliver_sieve.c); qid: what the
+				  caller keeps for that (mtad: the duplicate tests' answers) */
 	STORE_DROP_SENT,       /* the queue's: a Sieve redirect's copies or vacation reply
 				  are in the queue (qid: the first), added in this txn */
 };

@@ -35,7 +35,7 @@ from heronlib import (DOMAIN, HOST, Mtad, Sink, Store, assert_eq, assert_in,  # 
 
 ROOT, MTAD, PEEK, MAILCTL, SINK = sys.argv[1:6]
 TMP = tempfile.mkdtemp(prefix="heron-sieve-redirect-")
-USERS = ["bob", "carl", "dora", "eve", "fred", "gina"]
+USERS = ["bob", "carl", "dora", "eve", "fred", "gina", "hana", "ida", "jon"]
 write_users(os.path.join(TMP, "users"), USERS)
 SINKMAIL = os.path.join(TMP, "sinkmail")
 sink = Sink(SINK, TMP, {"keep": SINKMAIL, "records": "all"})
@@ -47,6 +47,7 @@ mtad.sections["sieve"] = {"vacation_min_days": "1"}
 mtad.write_conf()
 store = Store(PEEK, mtad.conf)
 CRASH_ENV = "HERON_MTAD_CRASH_AT"
+FAIL_ENV = "HERON_MTAD_FAIL_AT"
 
 
 def mailctl(*args):
@@ -134,6 +135,24 @@ def crash_at(point, action):
         del os.environ[CRASH_ENV]
     mtad.start()
     return mark
+
+
+def failing_once(point, action):
+    """action() (which starts mtad) with the fail point armed in mtad's environment: POINT
+    fails once as a transient store error would (the flag file gone says it did)."""
+    flag = os.path.join(TMP, f"fail-{point}")
+    open(flag, "w").close()
+    os.environ[FAIL_ENV] = f"{point}:{flag}"
+    try:
+        return action(), flag
+    finally:
+        del os.environ[FAIL_ENV]
+
+
+def restart():
+    mtad.stop()
+    mtad.start()
+    return len(mtad.logtext())
 
 
 def settle(addr):
@@ -245,6 +264,91 @@ def test_vacation_reply_once_across_kills():
     assert_eq(replies_to("pal1@sink.test", "eve-away"), 1)
 
 
+def one_reply_one_kept(user, frm, away, subj):
+    wait_for(lambda: replies_to(frm, away) >= 1 and in_mailbox(user, subj) >= 1,
+             timeout=60, what="the reply at the sink and the kept copy")
+    settle(frm)
+    settle(f"{user}@{DOMAIN}")
+    assert_eq(replies_to(frm, away), 1, subj)
+    assert_eq(in_mailbox(user, subj), 1, subj)
+
+
+def test_vacation_reply_queue_fails_once():
+    """The reply's queue commit fails once (a transient error, no kill): the recipient is
+    451 after its delivery's commit (the mark says the reply is owed), and the runner's next
+    try queues the reply alone. One reply, one kept copy."""
+    make_user("ida")
+    put("ida", 'require "vacation";\nvacation :days 3 :subject "ida-away" "ida is away";\n')
+    frm, subj = "pal4@sink.test", "to ida, the reply's commit fails"
+    mark, flag = failing_once("sieve-reply-queue", restart)
+    send(f"ida@{DOMAIN}", subj, frm=frm)
+    one_reply_one_kept("ida", frm, "ida-away", subj)
+    assert not os.path.exists(flag)
+    log = mtad.logtext()[mark:]
+    assert_in("sieve vacation reply not queued", log)
+    assert_in("its vacation reply owed", log)
+
+
+def test_vacation_replay_fails_once():
+    """Killed after the delivery's commit with the reply owed; the run after the restart
+    cannot read the scripts (the store fails once): 451 and tried again, not the reply
+    dropped (was: delivered, no reply ever). One reply, one kept copy."""
+    frm, subj = "pal5@sink.test", "to ida, the replay fails"
+    mark, flag = failing_once("sieve-replay", lambda: crash_at(
+        "sieve-delivered-reply-owed", lambda: send(f"ida@{DOMAIN}", subj, frm=frm)))
+    one_reply_one_kept("ida", frm, "ida-away", subj)
+    assert not os.path.exists(flag)
+    log = mtad.logtext()[mark:]
+    assert_in("sieve scripts not run: the store could not say what they are, the vacation "
+              "reply still owed (tried again)", log)
+
+
+def test_scripts_not_run_once():
+    """The first run cannot read the scripts (the store fails once): 451 and tried again
+    (was: stored in INBOX as if there were no script, the redirect never sent). One copy
+    at the sink, one kept copy."""
+    make_user("jon")
+    put("jon", 'require "copy";\nredirect :copy "jon-fwd@sink.test";\n')
+    subj = "to jon, the scripts not read once"
+    mark, flag = failing_once("sieve-run", restart)
+    send(f"jon@{DOMAIN}", subj)
+    wait_for(lambda: at_sink(subj, "jon-fwd@sink.test") >= 1 and in_mailbox("jon", subj) >= 1,
+             timeout=60, what="the copy at the sink and the kept one")
+    settle("jon-fwd@sink.test")
+    settle(f"jon@{DOMAIN}")
+    assert not os.path.exists(flag)
+    assert_eq(at_sink(subj, "jon-fwd@sink.test"), 1)
+    assert_eq(in_mailbox("jon", subj), 1)
+    assert_in("sieve scripts not run: the store could not say", mtad.logtext()[mark:])
+
+
+def test_duplicate_before_vacation_replay():
+    """A script that tests duplicate before its vacation, killed after the delivery's commit
+    (which remembered the message and the reply owed): the run after the restart answers
+    the duplicate test as the delivering run did, not as the memory says now (was: "seen",
+    the script stopped, the reply lost). One reply, one kept copy; a second copy of the
+    same message is a duplicate: kept, not answered."""
+    make_user("hana")
+    put("hana", 'require ["duplicate", "vacation"];\nif duplicate { stop; }\n'
+                'vacation :days 3 :subject "hana-away" "hana is away";\n')
+    frm, subj = "pal6@sink.test", "to hana, duplicate then vacation"
+    msgid = "<dup-then-vacation@example.org>"
+    msg = (f"From: <{frm}>\r\nTo: <hana@{DOMAIN}>\r\nSubject: {subj}\r\n"
+           f"Message-ID: {msgid}\r\n\r\nHello.\r\n")
+
+    def once():
+        with smtplib.SMTP(HOST, mtad.port, timeout=30) as c:
+            assert_eq(c.sendmail(frm, [f"hana@{DOMAIN}"], msg), {})
+
+    mark = crash_at("sieve-delivered-reply-owed", once)
+    one_reply_one_kept("hana", frm, "hana-away", subj)
+    assert_in("its vacation reply owed", mtad.logtext()[mark:])
+    once()  # the same Message-ID again: a duplicate (and answered within :days anyway)
+    wait_for(lambda: in_mailbox("hana", subj) == 2, timeout=60, what="the second copy kept")
+    settle(f"hana@{DOMAIN}")
+    assert_eq(replies_to(frm, "hana-away"), 1)
+
+
 def subjects_of(user):
     """How many messages of each subject the user's INBOX holds."""
     found = collections.Counter()
@@ -353,7 +457,9 @@ def main():
         test_redirect_copy_killed_after_the_copies, test_lmtp_redirect_killed_after_the_copies,
         test_redirect_killed_after_the_delivery,
         test_redirect_over_quota_once, test_vacation_reply_once_across_kills, test_kill9_storm,
-        test_no_crash_one_of_each, test_postmaster_full_address_vacation, test_records_swept,
+        test_no_crash_one_of_each, test_postmaster_full_address_vacation,
+        test_vacation_reply_queue_fails_once, test_vacation_replay_fails_once,
+        test_scripts_not_run_once, test_duplicate_before_vacation_replay, test_records_swept,
     ])
 
 
