@@ -241,7 +241,7 @@ struct mc_stream_box {
 	unsigned special;
 };
 struct mc_stream_plan {
-	bool reset, drop;
+	bool reset, drop, kept; /* kept: the move is done (--finish), only done follows */
 	const char *const *deletes;
 	size_t ndeletes;
 	const struct mc_stream_box *boxes;

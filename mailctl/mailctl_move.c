@@ -16,6 +16,8 @@
  *            moved to HOST" left in its place (store_tomb.c) for a host whose replica or
  *            cache still routes the user here: 451 4.2.0 and login referrals, no empty
  *            account made by first mail or login. A move back clears the target's one.
+ *            With --via the target is then told the move is done (a "kept" stream: it
+ *            forgets the tombstone it kept for a drop).
  *
  * The journal DIR/journal (default <[store] path>.move-USER) records the step reached and
  * the quota the freeze replaced and the target's tombstone of USER the copy's create clears
@@ -1241,6 +1243,14 @@ static int finish(struct move *m)
 		if ((rc = user_write(m->mc, m->user, (int)store_partition_for(m->mc->st, m->user),
 				     w_bury, &b.o)) != 0)
 			return mc_fail(m->mc, rc, "the tombstone of '%s' on the source", m->user);
+	}
+	if (m->via != NULL) {
+		/* the target forgets the tombstone it kept for a drop (a move back's): none can
+		   come now; a failure leaves the journal, so --finish again sends this again */
+		struct mc_stream_plan kept = { .kept = true };
+
+		if ((rc = via_send(m, &kept)) != MC_OK)
+			return rc;
 	}
 	if (mc_rm_tree(m->dir) != 0)
 		fprintf(stderr, "mailctl: removing %s: %s (the move is done)\n", m->dir,

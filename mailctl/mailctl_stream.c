@@ -12,6 +12,9 @@
  *                                     drop does)
  *   drop                              the target's copy dropped (only done follows),
  *                                     the tombstone its create cleared put back
+ *   kept                              the move is done (--finish): the copy stays, the
+ *                                     tombstone remembered for drop is forgotten (only
+ *                                     done follows)
  *   delete NAME                       a mailbox the source does not hold: deleted
  *   mailbox SUB SPECIAL NAME          a mailbox's export (the Maildir `mailctl export`
  *                                     writes: UIDVALIDITY, UIDNEXT, HIGHESTMODSEQ, UIDs,
@@ -33,7 +36,8 @@
  * a stream cut short never leaves a partial mailbox; a receiver killed inside an import
  * leaves one, which its digest shows as different and the next stream makes anew. The
  * tombstone the create clears (a move back) is kept in <[store] path>.recv-USER.tomb,
- * written before the create; drop and reset put it back as they delete the copy. Every
+ * written before the create; drop and reset put it back as they delete the copy, kept (the
+ * source's --finish: the move can no longer be undone) removes the file. Every
  * reader has a limit (a line, a file, files per mailbox, mailboxes, scripts); input past
  * one, or that does not parse, is refused with exit 65 and what was completed kept.
  *
@@ -306,8 +310,8 @@ int mc_stream_send(struct mc *mc, FILE *f, const char *user, const char *dir,
 	int rc, fd;
 
 	fprintf(f, "heron-move 1\nuser %s\n", user);
-	if (p->drop) {
-		fputs("drop\ndone\n", f);
+	if (p->drop || p->kept) {
+		fputs(p->drop ? "drop\ndone\n" : "kept\ndone\n", f);
 		goto flush;
 	}
 	if (p->reset)
@@ -756,6 +760,16 @@ static int rx_run(struct rx *rx)
 			return rc;
 		return strcmp(line, "done") != 0 ? rx_error(rx, "expected done after drop")
 						 : rx_user(rx, true, false);
+	}
+	if (strcmp(line, "kept") == 0) {
+		if ((rc = rx_line(rx, line)) != MC_OK)
+			return rc;
+		if (strcmp(line, "done") != 0)
+			return rx_error(rx, "expected done after kept");
+		if (unlink(rx->tpath) == -1 && errno != ENOENT)
+			return mc_refuse(rx->mc, MC_IOERR, "see the file system", "%s: %s",
+					 rx->tpath, strerror(errno));
+		return MC_OK;
 	}
 	if (strcmp(line, "reset") == 0 && (rc = rx_user(rx, true, false)) != MC_OK)
 		return rc;

@@ -566,6 +566,7 @@ def main():
                     b"mailbox 0 0 X\nfile cur/a 99999999999 0\n", b"heron-move 1\nuser "
                     b"user9\nmailbox 0 0 X\nfile cur/a 10 0\nshort", b"heron-move 1\nuser "
                     b"user9\nuserdata 0 0\nsieve 1 5 3 s\nabc", b"heron-move 1\nuser us",
+                    b"heron-move 1\nuser user9\nkept\nmailbox 0 0 X\n",
                     big_sieve):
             r = subprocess.run([MAILCTL, "-c", src.conf, "user", "receive", "user9"],
                                input=bad, capture_output=True, timeout=60)
@@ -585,6 +586,23 @@ def main():
             assert code == 65 and "digest does not parse" in valid("error", doc)["error"], \
                 (answer, code, doc, err)
         assert not os.path.exists(os.path.join(dst.dir, "store.move-user4"))
+        # back through --via for good: the receiver keeps the tombstone its create cleared
+        # (for a drop) until --finish tells it the move is done; then nothing is left of it
+        tomb = os.path.join(src.dir, "store.recv-user4.tomb")
+        code, doc, err = mailctl(dst.conf, "user", "move", "user4", src.name, "--via", back)
+        assert code == 0 and valid("user move", doc)["step"] == "flipped", (doc, err)
+        assert os.path.exists(tomb), "the cleared tombstone remembered until --finish"
+        code, doc, err = mailctl(dst.conf, "user", "move", "user4", src.name, "--via", back,
+                                 "--finish")
+        assert code == 0 and valid("user move", doc)["step"] == "done", (doc, err)
+        assert not os.path.exists(tomb), "the receiver's tombstone file left after the move"
+        assert_eq(mailhost(cl, "user4"), src.name)
+        assert_eq(sorted(digest(src)), sorted(full))
+        code, doc, _ = mailctl(dst.conf, "user", "show", "user4")
+        assert code == 67 and f"moved to {src.name}" in valid("error", doc)["error"], doc
+        # and to dst again (--to), as the tests after this one expect it
+        assert_eq(move(src, dst, "user4")["step"], "flipped")
+        assert_eq(move(src, dst, "user4", "--finish")["step"], "done")
 
     def test_tombstone_after_finish():
         """user1 moved to store2 and finished: store1 keeps its tombstone. With the directory
