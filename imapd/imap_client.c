@@ -1,6 +1,7 @@
 /* imap_client.c — owns a connection: input fed to the parser, literals (inline or streamed to
  * an APPEND blob), output with back-pressure (commands and body streams pause above
- * IMAP_OUT_HIGH and resume below IMAP_OUT_LOW), states, timeouts, STARTTLS, close. */
+ * IMAP_OUT_HIGH and resume below IMAP_OUT_LOW) written once per loop pass (flush_cb), states,
+ * timeouts, STARTTLS, close. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -299,6 +300,58 @@ static void defer_cb(evutil_socket_t fd, short what, void *arg)
 	client_continue(arg);
 }
 
+/* The output of a loop pass leaves in one write. The socket's bufferevent (c->sock, the bottom
+   one under the COMPRESS and STARTTLS filters) keeps EV_WRITE off while it has nothing
+   waiting, so queueing a response arms nothing; sock_out_cb schedules this right after the
+   callback that wrote, which writes everything queued at once (one writev) and goes on as the
+   write callback would. Only bytes the kernel does not take, a write error (libevent's writer
+   reports it), or a back-pressure batch (IMAP_OUT_HIGH and more: such a writer resumes on the
+   write callback, never in this pass) arm EV_WRITE, as before. A response then costs no
+   epoll_ctl pair (arm, disarm) and no write-ready wake-up. imaps (TLS on the socket's own
+   bufferevent, no c->sock) writes through libevent as before. */
+static void flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct imap_client *c = arg;
+	struct evbuffer *out;
+	size_t len;
+	int n;
+
+	c->flush_due = false;
+	if (c->sock == NULL || (c->flags & IMAP_CF_DEFUNCT))
+		return;
+	out = bufferevent_get_output(c->sock);
+	len = evbuffer_get_length(out);
+	if (len == 0)
+		return;
+	if (len >= IMAP_OUT_HIGH) {
+		bufferevent_enable(c->sock, EV_WRITE);
+		return;
+	}
+	/* the socket bufferevent keeps its output's front frozen outside its own writer */
+	evbuffer_unfreeze(out, 1);
+	n = evbuffer_write(out, bufferevent_getfd(c->sock));
+	evbuffer_freeze(out, 1);
+	if (n <= 0 || evbuffer_get_length(out) > 0) {
+		bufferevent_enable(c->sock, EV_WRITE); /* the rest as the socket takes it */
+		return;
+	}
+	if (bufferevent_get_enabled(c->sock) & EV_WRITE) /* left on by a filter or a backlog */
+		bufferevent_disable(c->sock, EV_WRITE);
+	/* drained: what the write callback does (a filter runs its own; closing looks again) */
+	if (c->sock == c->bev || (c->flags & IMAP_CF_CLOSING))
+		client_continue(c);
+}
+
+static void sock_out_cb(struct evbuffer *out, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct imap_client *c = arg;
+
+	if (info->n_added > 0 && !c->flush_due) {
+		c->flush_due = true;
+		event_active(c->flush, EV_TIMEOUT, 0);
+	}
+}
+
 static void write_cb(struct bufferevent *bev, void *arg)
 {
 	struct imap_client *c = arg;
@@ -342,7 +395,14 @@ static void client_set_callbacks(struct imap_client *c)
 	bufferevent_setwatermark(c->bev, EV_WRITE, IMAP_OUT_LOW, 0);
 	/* pipelined input waiting behind a running command stays bounded */
 	bufferevent_setwatermark(c->bev, EV_READ, 0, c->srv->lim.line_max + 65536);
-	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	/* the socket arms EV_WRITE in flush_cb (a new bufferevent has it on, not yet added: off
+	   now, it costs no epoll_ctl); a filter needs it to pass its output down */
+	if (c->bev == c->sock && evbuffer_get_length(bufferevent_get_output(c->sock)) == 0) {
+		bufferevent_disable(c->sock, EV_WRITE);
+		bufferevent_enable(c->sock, EV_READ);
+	} else {
+		bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	}
 }
 
 void imap_client_new(struct imap_server *srv, struct net_server *ns, int fd,
@@ -380,6 +440,13 @@ void imap_client_new(struct imap_server *srv, struct net_server *ns, int fd,
 	c->parser = imap_parser_new(&srv->lim);
 	c->timer = evtimer_new(srv->base, timer_cb, c);
 	c->defer = event_new(srv->base, -1, 0, defer_cb, c);
+	c->flush = event_new(srv->base, -1, 0, flush_cb, c);
+	if (!tls) {
+		c->sock = c->bev;
+		c->sock_cb = evbuffer_add_cb(bufferevent_get_output(c->sock), sock_out_cb, c);
+		if (c->sock_cb == NULL)
+			fatalx("evbuffer_add_cb failed");
+	}
 	c->next = srv->clients;
 	if (srv->clients != NULL)
 		srv->clients->prev = c;
@@ -439,6 +506,7 @@ static void client_free(struct imap_client *c)
 		bufferevent_disable(c->bev, EV_READ | EV_WRITE);
 		evtimer_del(c->timer);
 		event_del(c->defer);
+		event_del(c->flush);
 		return;
 	}
 	if (c->cmd_active && c->cmd.ctx_free != NULL)
@@ -458,6 +526,9 @@ static void client_free(struct imap_client *c)
 	srv->nclients--;
 	event_free(c->timer);
 	event_free(c->defer);
+	if (c->sock_cb != NULL)
+		evbuffer_remove_cb_entry(bufferevent_get_output(c->sock), c->sock_cb);
+	event_free(c->flush);
 	bufferevent_free(c->bev);
 	imap_parser_free(&c->parser);
 	if (srv->ipcount != NULL)

@@ -195,6 +195,12 @@ struct imap_client {
 	struct imap_client *next, *prev;
 	uint64_t id;
 	struct bufferevent *bev;
+	/* the socket's own bufferevent under COMPRESS and STARTTLS filters (NULL for imaps):
+	   its output leaves through flush, one write per loop pass (imap_client.c) */
+	struct bufferevent *sock;
+	struct evbuffer_cb_entry *sock_cb; /* on sock's output: schedules flush */
+	struct event *flush;
+	bool flush_due; /* flush is active */
 	struct event *timer;
 	struct event *defer; /* runs queued work from the loop (never re-entrant) */
 	char addr[64];
