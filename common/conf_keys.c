@@ -597,6 +597,18 @@ const struct conf_key conf_keys[] = {
 		"store host: the front addresses whose proxy logins are accepted (empty: none)",
 		"front: connecting and logging in at the store host, at most (then NO "
 		"[UNAVAILABLE])"),
+	{ "imapd", "proxy_pool_max", CONF_INT, 0, 100000, "64", NULL,
+	  "front: store host connections a worker keeps parked after their clients' LOGOUT "
+	  "(UNAUTHENTICATE, RFC 8437) for the next logins of those hosts' users, all hosts "
+	  "together; 0: none parked, every proxied login dials",
+	  CONF_AT(imapd.proxy_pool_max) },
+	{ "imapd", "proxy_pool_max_per_host", CONF_INT, 1, 100000, "16", NULL,
+	  "front: parked connections a worker keeps to one store host",
+	  CONF_AT(imapd.proxy_pool_max_per_host) },
+	{ "imapd", "proxy_pool_idle", CONF_DURATION, 1 * SEC, 1 * HOUR, "30s", NULL,
+	  "front: how long a connection stays parked unused, then is closed; keep it below "
+	  "the store hosts' login_timeout (a parked connection is not logged in there)",
+	  CONF_AT(imapd.proxy_pool_idle_ms) },
 	{ "imapd", "max_connections", CONF_INT, 1, 10000000, "20000", NULL,
 	  "concurrent IMAP connections of all workers (more are answered BYE and closed)",
 	  CONF_AT(imapd.max_connections) },

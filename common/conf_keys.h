@@ -207,6 +207,9 @@ struct imapd_conf {
 	const char *shared_owner;
 	const struct conf_list *urlauth_submit_users;
 	CONF_PROXY_FIELDS
+	int64_t proxy_pool_max;          /* front: parked store host connections, all hosts */
+	int64_t proxy_pool_max_per_host; /* front: parked connections to one store host */
+	int64_t proxy_pool_idle_ms;      /* front: how long one stays parked */
 };
 
 /* [sink] */

@@ -205,7 +205,15 @@ bool cmd_enable(struct imap_cmd *cmd)
 }
 
 /* UNAUTHENTICATE (RFC 8437): back to the state after the greeting, TLS and COMPRESS kept: the
-   mailbox closed, the user's session given back, everything ENABLEd off. */
+   mailbox closed without expunging, NOTIFY's registration dropped, the user's session given
+   back, everything ENABLEd off, the address a front's ID named forgotten (the next session's
+   ID names its own client), and a new login_timeout from now (imap_client_set_state). A front
+   parks the connection after it for another user's login (imap_proxy.c): nothing of this
+   session may reach that one. On a front's connection only a proxy login may follow (the
+   front's own; its client, had the front relayed its UNAUTHENTICATE, could otherwise name
+   any address in an ID and try passwords under it). The connection is not counted again
+   among the address's unauthenticated ones: it logged in once, and login_timeout bounds
+   it. */
 bool cmd_unauthenticate(struct imap_cmd *cmd)
 {
 	struct imap_client *c = cmd->c;
@@ -220,8 +228,16 @@ bool cmd_unauthenticate(struct imap_cmd *cmd)
 	c->user = NULL;
 	c->user_id = 0;
 	c->part = 0;
+	c->nbad = 0;
 	c->enabled_condstore = c->enabled_qresync = false;
 	c->rev2 = c->enabled_utf8 = c->utf8 = false;
+	if (c->id_originated) { /* the connection's own peer again */
+		net_addr_host((const struct sockaddr *)&c->sa, c->addr, sizeof(c->addr));
+		c->id_originated = false;
+	}
+	free(c->id_fwd);
+	c->id_fwd = NULL;
+	c->front_unauth = c->front_unauth || imap_proxy_from_front(c);
 	imap_client_set_state(c, IMAP_ST_NOTAUTH);
 	return imap_cmd_ok(cmd, "Unauthenticated");
 }
@@ -590,6 +606,22 @@ static bool auth_resume(struct imap_cmd *cmd)
 	}
 }
 
+/* A password login on a front's connection after UNAUTHENTICATE (front_unauth): refused,
+   logged. */
+static bool front_unauth_refused(struct imap_cmd *cmd)
+{
+	struct imap_client *c = cmd->c;
+
+	if (!c->front_unauth)
+		return false;
+	log_info("%016" PRIx64 " imap login addr=%s result=fail reason=\"a password login on a "
+		 "front's connection after UNAUTHENTICATE\"",
+		 c->id, c->addr);
+	imap_cmd_no(cmd, "[AUTHORIZATIONFAILED] Only a proxy login may follow on this "
+			 "connection");
+	return true;
+}
+
 bool cmd_login(struct imap_cmd *cmd)
 {
 	struct imap_client *c = cmd->c;
@@ -599,6 +631,8 @@ bool cmd_login(struct imap_cmd *cmd)
 		return auth_resume(cmd);
 	if (imap_cmd_argc(cmd) != 2 || cmd->nargs != 2)
 		return imap_cmd_bad(cmd, "Expected: LOGIN user password");
+	if (front_unauth_refused(cmd))
+		return true;
 	if (plaintext_refused(cmd))
 		return imap_cmd_no(cmd, "[PRIVACYREQUIRED] Plaintext login is disabled; use "
 					"STARTTLS");
@@ -658,6 +692,10 @@ static bool sasl_plain(struct imap_cmd *cmd, const char *b64, size_t len)
 		a->user = xstrdup(authz);
 		a->req = ldapauth_lookup(c->srv->auth, authz, proxy_lookup_done, c);
 		return false;
+	}
+	if (front_unauth_refused(cmd)) {
+		sasl_plain_wipe(&p);
+		return true;
 	}
 	auth_start(cmd, p.authcid, p.passwd);
 	sasl_plain_wipe(&p);
@@ -805,6 +843,10 @@ bool cmd_authenticate(struct imap_cmd *cmd)
 	if (mech == NULL || mech->type != IMAP_ARG_ATOM || imap_cmd_arg(cmd, 2) != NULL ||
 	    (ir != NULL && ir->type != IMAP_ARG_ATOM))
 		return imap_cmd_bad(cmd, "Expected: AUTHENTICATE mechanism [initial-response]");
+	if ((imap_arg_atom_is(mech, "SCRAM-SHA-256") ||
+	     imap_arg_atom_is(mech, "SCRAM-SHA-256-PLUS")) &&
+	    front_unauth_refused(cmd))
+		return true;
 	if (imap_arg_atom_is(mech, "SCRAM-SHA-256") ||
 	    imap_arg_atom_is(mech, "SCRAM-SHA-256-PLUS"))
 		return scram_start(cmd, imap_arg_atom_is(mech, "SCRAM-SHA-256-PLUS"), ir);

@@ -51,14 +51,17 @@ void imap_unauth_put(struct imap_client *c)
 void imap_client_set_state(struct imap_client *c, enum imap_state next)
 {
 	bool logged_in = c->state == IMAP_ST_NOTAUTH && next != IMAP_ST_NOTAUTH;
+	bool logged_out = c->state != IMAP_ST_NOTAUTH && next == IMAP_ST_NOTAUTH;
 
 	if (next != IMAP_ST_NOTAUTH)
 		imap_unauth_put(c);
 	log_debug("%016" PRIx64 " imap state %s -> %s", c->id, state_name(c->state),
 		  state_name(next));
 	c->state = next;
-	if (logged_in && !(c->flags & IMAP_CF_CLOSING))
-		timer_arm(c); /* the login deadline is over: idle time from now */
+	if (logged_out) /* UNAUTHENTICATE: a new login_timeout from now */
+		c->login_deadline = clock_mono_ms() + c->srv->login_timeout_ms;
+	if ((logged_in || logged_out) && !(c->flags & IMAP_CF_CLOSING))
+		timer_arm(c); /* idle time from now, or the new login deadline */
 }
 
 struct evbuffer *imap_out(struct imap_client *c)

@@ -20,6 +20,7 @@
 static const char *const services[] = { "imap", "imaps", NULL };
 static const char *const results[] = { "ok", "no", "bad", NULL };
 static const char *const states[] = { "notauth", "auth", "selected", NULL };
+static const char *const proxy_legs[] = { "dialed", "reused", NULL };
 
 static struct metric_def defs[IM_NFAMILIES];
 
@@ -58,6 +59,18 @@ void imap_metrics_init(unsigned workers)
 	};
 	defs[IM_IDLE] = (struct metric_def){ "heron_imap_idle_sessions", METRIC_GAUGE,
 					     "IMAP sessions in IDLE" };
+	defs[IM_PROXY_LEGS] = (struct metric_def){
+		"heron_imap_proxy_logins_total",
+		METRIC_COUNTER,
+		"front: proxy logins at a store host by the connection they ran on (dialed: a new "
+		"one; reused: one parked after an earlier session's LOGOUT)",
+		{ "leg" },
+		{ proxy_legs }
+	};
+	defs[IM_PROXY_PARKED] = (struct metric_def){
+		"heron_imap_proxy_parked_connections", METRIC_GAUGE,
+		"front: store host connections parked for reuse"
+	};
 	metrics_init("imapd", defs, IM_NFAMILIES, workers);
 }
 
@@ -97,6 +110,7 @@ static void publish(void *arg)
 	for (unsigned k = 0; k < 3; k++)
 		metrics_set(IM_SESSIONS, k, 0, st[k]);
 	metrics_set(IM_IDLE, 0, 0, idle);
+	metrics_set(IM_PROXY_PARKED, 0, 0, srv->proxy_npooled);
 	if (srv->plain != NULL)
 		metrics_add_since(MS_CONN_REFUSED, 0, MS_REFUSE_MAX,
 				  net_server_nrefused(srv->plain), &last.refused[0]);

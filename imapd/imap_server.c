@@ -88,6 +88,7 @@ static void on_drain(void *arg)
 	struct imap_server *srv = arg;
 
 	srv->draining = true;
+	imap_proxy_pool_flush(srv, "shutdown");
 	if (srv->plain != NULL)
 		net_server_stop(srv->plain);
 	if (srv->tls != NULL)
@@ -150,6 +151,7 @@ static void on_reload(void *arg)
 		server_limits(srv, c);
 		if (srv->auth != NULL)
 			ldapauth_reload_ttls(srv->auth, c);
+		imap_proxy_pool_flush(srv, "config reloaded"); /* dialed under the old one */
 		srv->conf = c;
 		imap_proxy_reload(srv);
 		conf_free(&srv->reloaded);

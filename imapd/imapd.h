@@ -128,6 +128,9 @@ struct imap_server {
 	char hostname[256];           /* [imapd] hostname: users homed elsewhere are referred */
 	char *proxy_secret;           /* [imapd] proxy_secret_file's secret, or NULL */
 	struct evdns_base *proxy_dns; /* resolves store host names (made on first use) */
+	struct imap_proxy_parked *proxy_pool; /* front: parked store host connections, newest
+						 first (imap_proxy.c) */
+	unsigned proxy_npooled;               /* in proxy_pool */
 	uint64_t *notify_seq; /* per partition: the change log read so far (cmd_notify.c) */
 	bool *notify_known;   /* per partition: notify_seq is set */
 };
@@ -242,6 +245,8 @@ struct imap_client {
 	struct imap_proxy *proxy; /* the store host's connection (front role), or NULL */
 	char *id_fwd;             /* front: the client's ID pairs before login, quoted */
 	bool id_originated;       /* store host: a front named the client's address (ID) */
+	bool front_unauth;        /* store host: a front's connection UNAUTHENTICATEd: only a
+				     proxy login may follow (cmd_auth.c) */
 	struct imap_notify *notify; /* NOTIFY SET's event groups and pending notifications */
 };
 
@@ -265,6 +270,9 @@ void imap_proxy_start(struct imap_client *c, const char *login, const char *auth
    client relays from now on (IMAP_CF_PROXY). */
 bool imap_proxy_login_reply(struct imap_cmd *cmd);
 void imap_proxy_free(struct imap_client *c);
+/* Front: closes every parked store host connection (a SIGHUP's config, a drain: proxy_hosts,
+   proxy_tls or the CA may have changed; why is logged). */
+void imap_proxy_pool_flush(struct imap_server *srv, const char *why);
 /* ID's parameter list before login: a front keeps the client's pairs (RFC 2971 limits) to
    send to the store host with x-originating-ip/port; a store host takes the client's address
    from a front's x-originating-ip (once) and logs it instead of the front's. */
@@ -333,6 +341,8 @@ enum {
 	IM_COMMAND_SECONDS,    /* histogram {command} */
 	IM_SESSIONS,           /* gauge {state} */
 	IM_IDLE,               /* gauge */
+	IM_PROXY_LEGS,         /* counter {leg}: proxy logins on a dialed or a reused connection */
+	IM_PROXY_PARKED,       /* gauge: parked store host connections (front) */
 	IM_NFAMILIES
 };
 /* Master, before fork: the shared region for workers. */

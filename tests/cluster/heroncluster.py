@@ -175,7 +175,8 @@ class Front:
                 "allow_plaintext_auth": "no", "proxy": "yes",
                 "proxy_hosts": ",".join(f"{h.name}={h.addr}:{h.imap_port}" for h in hosts),
                 "proxy_secret_file": secret, "proxy_timeout": "5s", "user": "",
-                "allow_root": "yes", "proxy_tls": "starttls", "proxy_ca_file": ca})
+                "allow_root": "yes", "proxy_tls": "starttls", "proxy_ca_file": ca,
+                "proxy_pool_max": "64", "proxy_pool_idle": "30s"})  # written for set_key
         sections = {
             "store": {"path": os.path.join(self.dir, "store"), "partitions": "1",
                       "map_size": "16M"},
@@ -316,6 +317,18 @@ class Cluster:
     def home(user):
         """The index of user's store host (scripts/ldap --hosts: round robin from user1)."""
         return (int(user[4:]) - 1) % len(NAMES)
+
+
+class IMAPFrom(imaplib.IMAP4):
+    """imaplib from a chosen source address (the front's own is 127.0.0.1)."""
+
+    def __init__(self, src, host, port):
+        self.src = src
+        super().__init__(host, port, timeout=20)
+
+    def _create_socket(self, timeout):
+        return socket.create_connection((self.host, self.port), timeout,
+                                        source_address=(self.src, 0))
 
 
 def listener(addr):

@@ -35,7 +35,8 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from heroncluster import PROXY_SECRET, Cluster, fake_starttls, listener  # noqa: E402
+from heroncluster import (PROXY_SECRET, Cluster, IMAPFrom, fake_starttls,  # noqa: E402
+                          listener)
 from heronlib import (DOMAIN, assert_eq, assert_in, assert_raises, run_main,  # noqa: E402
                       run_tests, tls_client_ctx, wait_for)
 
@@ -501,16 +502,6 @@ def main():
         line = f.readline()
         assert line.startswith(b"c OK"), line
         s.close()
-
-    class IMAPFrom(imaplib.IMAP4):
-        """imaplib from a chosen source address (the front's own is 127.0.0.1)."""
-        def __init__(self, src, host, port):
-            self.src = src
-            super().__init__(host, port, timeout=20)
-
-        def _create_socket(self, timeout):
-            return socket.create_connection((self.host, self.port), timeout,
-                                            source_address=(self.src, 0))
 
     def test_id_names_client_at_store_host():
         c = IMAPFrom("127.0.0.9", front.addr, front.imap_port)

@@ -75,7 +75,9 @@ def main():
     cl = Cluster(ROOT, MTAD, IMAPD, PEEK, TMP, users=8, front=True, msd=MSD,
                  front_sections={"metrics": {
                      "enabled": "yes", "imapd_listen": f"{FRONT_ADDR}:{IMAPD_METRICS}",
-                     "managesieved_listen": f"{FRONT_ADDR}:{SIEVE_METRICS}"}})
+                     "managesieved_listen": f"{FRONT_ADDR}:{SIEVE_METRICS}"},
+                     # no pool (test_proxy_pool.py's): each login dials, its handshake counted
+                     "imapd": {"proxy_pool_max": "0"}})
     h1 = front = None
 
     def front_login(user):
