@@ -4,8 +4,9 @@
  * for streaming; and (format 3) bodies of up to [store] inline_max bytes kept in the index
  * instead of a file: held in memory while written, encoded once (zstd when smaller), stored
  * by each partition's txn that first references them, in pieces under the page's node size
- * appended in numbered order so LMDB fills its pages (DBI bodies), removed in the txn that
- * drops the last reference, handed to readers as a memfd. */
+ * appended in numbered order, the first cut to the room left on the last page (format 4), so
+ * LMDB fills its pages (DBI bodies), removed in the txn that drops the last reference, handed
+ * to readers as a memfd; an inline body's id grows with time (its rows appended too). */
 #include <errno.h>
 #include <pthread.h>
 #include <fcntl.h>
@@ -29,11 +30,18 @@
 #include "store/store_private.h"
 
 #define BLOB_REC_LEN 12
-#define BLOB_INLINE_LEN 24 /* refs 4, size 8, first piece 8, encoded length 4 */
-/* An inline body's pieces: at most this many bytes each, so a piece stays in a leaf page (a
-   4 KB page's largest node holds about 2,030 bytes; bigger values take whole overflow
-   pages) and two fill one. */
+/* An inline body's row: refs 4, size 8, first piece 8, encoded length 4, and since format 4
+   the first piece's length 2 (a format-3 row of 24 bytes: its first piece is a whole one) */
+#define BLOB_INLINE3_LEN 24
+#define BLOB_INLINE_LEN 26
+/* An inline body's pieces: the first of the row's length, the others BODY_PIECE bytes but
+   the last, so a piece stays in a leaf page (a 4 KB page's largest node holds about 2,030
+   bytes; bigger values take whole overflow pages) and two fill one. */
 #define BODY_PIECE 2000
+/* The first piece fills the room left on the bodies' last leaf page (meta "body_fill": the
+   last piece's key be64 and the bytes its page holds be16), unless that is less than this:
+   then it starts a page of its own, a whole piece. */
+#define BODY_FIRST_MIN 64
 #define BODY_RAW 0  /* encoded body: this tag byte, then the bytes as they are */
 #define BODY_ZSTD 1 /* or one zstd frame */
 #define BODY_ZSTD_LEVEL 3
@@ -762,34 +770,78 @@ static int blob_link_locked(struct store_blob *b, unsigned part, bool sync)
 	return rc;
 }
 
-/* A blob row: refs and size, and for an inline body (piece != 0) its first piece and
-   encoded length. */
+/* An inline body's place (a blob row of format 3 or 4). */
+struct body_at {
+	uint64_t piece; /* the first piece's key; 0: not inline */
+	uint32_t len;   /* encoded length */
+	uint16_t first; /* the first piece's length */
+};
+
+/* The row v's inline body: false for a file's row (or one of no known length). */
+static bool body_at_of(const MDB_val *v, struct body_at *a)
+{
+	const uint8_t *p = v->mv_data;
+
+	*a = (struct body_at){ 0, 0, 0 };
+	if (v->mv_size != BLOB_INLINE_LEN && v->mv_size != BLOB_INLINE3_LEN)
+		return false;
+	a->piece = get_be64(p + 12);
+	a->len = get_be32(p + 20);
+	a->first = v->mv_size == BLOB_INLINE_LEN ? get_be16(p + 24) : BODY_PIECE;
+	return true;
+}
+
+/* A blob row: refs and size, and for an inline body (a->piece != 0) where it is. */
 static int blob_row_put(struct store_txn *t, uint64_t id, uint32_t refs, uint64_t size,
-			uint64_t piece, uint32_t enc_len)
+			const struct body_at *a)
 {
 	uint8_t k[8], v[BLOB_INLINE_LEN];
+	uint64_t piece = a != NULL ? a->piece : 0;
 
 	put_be64(k, id);
 	put_be32(v, refs);
 	put_be64(v + 4, size);
 	put_be64(v + 12, piece);
-	put_be32(v + 20, enc_len);
+	put_be32(v + 20, piece != 0 ? a->len : 0);
+	put_be16(v + 24, piece != 0 ? a->first : 0);
 	return store_put_append(t, DBI_BLOBS, k, 8, v,
 				piece != 0 ? BLOB_INLINE_LEN : BLOB_REC_LEN);
 }
 
-/* Appends enc (len bytes) to t's bodies in pieces: *piece_r is the first piece's number
-   (1 and up; one past the last piece there). */
-static int body_put(struct store_txn *t, const char *enc, size_t len, uint64_t *piece_r)
+/* The bytes a leaf node of a piece of len bytes takes (LMDB 0.9: an 8-byte header, the
+   8-byte key, the value, rounded to even; a 2-byte slot). */
+static size_t piece_node(size_t len)
+{
+	return (16 + len + 1) / 2 * 2 + 2;
+}
+
+/* The bodies' leaf pages in t. */
+static size_t body_pages(struct store_txn *t)
+{
+	MDB_stat ms;
+
+	return mdb_stat(t->txn, t->e->dbi[DBI_BODIES], &ms) == 0 ? ms.ms_leaf_pages : 0;
+}
+
+/* Appends enc (len bytes) to t's bodies in pieces; *at says where (the first piece's number,
+   1 and up, one past the last piece there, and its length). The first piece takes what
+   room the last leaf page has left (meta "body_fill", when it names the last piece; else
+   the page is taken as full), so pages fill whole: MDB_APPEND puts a piece on the last page
+   when it fits, else on a new one, which the leaf page count tells. */
+static int body_put(struct store_txn *t, const char *enc, size_t len, struct body_at *at)
 {
 	MDB_cursor *c;
 	MDB_val k, v;
+	MDB_stat es;
 	uint64_t n = 1;
-	uint8_t kb[8];
+	uint8_t kb[8], fill[10];
+	size_t room = 0, used, page, pages;
 	int rc;
 
 	if (t->failed)
 		return STORE_EAGAIN;
+	mdb_env_stat(t->e->env, &es);
+	page = es.ms_psize - 16; /* a page's room: its header is 16 bytes */
 	if ((rc = mdb_cursor_open(t->txn, t->e->dbi[DBI_BODIES], &c)) != 0)
 		return store_mdb_err(t, rc, "cursor");
 	rc = mdb_cursor_get(c, &k, &v, MDB_LAST);
@@ -799,46 +851,69 @@ static int body_put(struct store_txn *t, const char *enc, size_t len, uint64_t *
 		mdb_cursor_close(c);
 		return store_mdb_err(t, rc, "bodies");
 	}
-	*piece_r = n;
+	if (store_get(t, DBI_META, "body_fill", 9, &v) == 0 && v.mv_size == 10 &&
+	    get_be64(v.mv_data) == n - 1 && get_be16((uint8_t *)v.mv_data + 8) <= page)
+		room = page - get_be16((uint8_t *)v.mv_data + 8);
+	used = page - room;
+	at->piece = n;
+	at->len = (uint32_t)len;
+	at->first = BODY_PIECE;
+	if (room >= piece_node(BODY_FIRST_MIN) && room - 18 < BODY_PIECE)
+		at->first = (uint16_t)((room - 18) & ~(size_t)1); /* piece_node(first) <= room */
+	pages = body_pages(t);
 	rc = 0;
-	for (size_t off = 0; rc == 0 && (off < len || off == 0); off += BODY_PIECE, n++) {
+	for (size_t off = 0, want = at->first; rc == 0; off += want, want = BODY_PIECE, n++) {
+		size_t now;
+
 		put_be64(kb, n);
 		k.mv_size = 8;
 		k.mv_data = kb;
-		v.mv_size = len - off < BODY_PIECE ? len - off : BODY_PIECE;
+		v.mv_size = len - off < want ? len - off : want;
 		v.mv_data = (void *)(uintptr_t)(enc + off);
-		rc = mdb_cursor_put(c, &k, &v, MDB_APPEND);
-		if (v.mv_size < BODY_PIECE)
+		if ((rc = mdb_cursor_put(c, &k, &v, MDB_APPEND)) != 0)
+			break;
+		now = body_pages(t);
+		used = now > pages ? piece_node(v.mv_size) : used + piece_node(v.mv_size);
+		pages = now;
+		if (off + v.mv_size >= len)
 			break;
 	}
 	mdb_cursor_close(c);
-	return store_mdb_err(t, rc, "put body");
+	if (rc != 0)
+		return store_mdb_err(t, rc, "put body");
+	put_be64(fill, n);
+	put_be16(fill + 8, (uint16_t)(used < page ? used : page));
+	return store_put(t, DBI_META, "body_fill", 9, fill, sizeof(fill));
 }
 
-/* Reads (into out) or deletes (del) the pieces of an encoded body of len bytes from piece. */
-static int body_walk(struct store_txn *t, uint64_t piece, uint32_t len, struct buf *out, bool del)
+/* Reads (into out) or deletes (del) the pieces of the encoded body at a. */
+static int body_walk(struct store_txn *t, const struct body_at *a, struct buf *out, bool del)
 {
-	size_t n = (len + BODY_PIECE - 1) / BODY_PIECE;
+	size_t first = a->first < a->len ? a->first : a->len;
+	size_t n = first == 0 ? 0 : 1 + (a->len - first + BODY_PIECE - 1) / BODY_PIECE;
 	int rc = 0;
 
 	if (t->failed)
 		return STORE_EAGAIN;
-	for (size_t i = 0; i < n && rc == 0; i++) {
-		size_t want = i + 1 < n ? BODY_PIECE : len - (n - 1) * BODY_PIECE;
+	for (size_t i = 0, off = 0; i < n && rc == 0; i++) {
+		size_t want = i == 0 ? first : BODY_PIECE;
 		uint8_t kb[8];
 		MDB_val k = { 8, kb }, v;
 
-		put_be64(kb, piece + i);
+		if (i > 0 && a->len - off < BODY_PIECE)
+			want = a->len - off;
+		put_be64(kb, a->piece + i);
 		if (del)
 			rc = mdb_del(t->txn, t->e->dbi[DBI_BODIES], &k, NULL);
 		else if ((rc = mdb_get(t->txn, t->e->dbi[DBI_BODIES], &k, &v)) == 0 &&
 			 (v.mv_size != want || buf_append(out, v.mv_data, want) != 0))
 			rc = MDB_CORRUPTED;
+		off += want;
 	}
-	if (rc == MDB_NOTFOUND || rc == MDB_CORRUPTED || len == 0) {
+	if (rc == MDB_NOTFOUND || rc == MDB_CORRUPTED || n == 0) {
 		log_warnx("store: %s: inline body at piece %" PRIu64 " is damaged (run `mailctl "
 			  "verify`)",
-			  t->e->dir, piece);
+			  t->e->dir, a->piece);
 		return STORE_ECORRUPT;
 	}
 	return store_mdb_err(t, rc, del ? "del body" : "get body");
@@ -863,20 +938,20 @@ int store_blob_ref(struct store_txn *t, const struct store_blob *cb)
 	}
 	put_be64(k, b->id);
 	rc = store_get(t, DBI_BLOBS, k, 8, &v);
-	if (rc == 0 && (v.mv_size == BLOB_REC_LEN || v.mv_size == BLOB_INLINE_LEN)) {
-		uint8_t *p = v.mv_data;
+	if (rc == 0 && (v.mv_size == BLOB_REC_LEN || v.mv_size == BLOB_INLINE_LEN ||
+			v.mv_size == BLOB_INLINE3_LEN)) {
+		struct body_at a;
 
-		rc = blob_row_put(t, b->id, get_be32(p) + 1, b->size,
-				  v.mv_size == BLOB_INLINE_LEN ? get_be64(p + 12) : 0,
-				  v.mv_size == BLOB_INLINE_LEN ? get_be32(p + 20) : 0);
+		(void)body_at_of(&v, &a);
+		rc = blob_row_put(t, b->id, get_be32(v.mv_data) + 1, b->size, &a);
 	} else if (rc == STORE_ENOMSG) {
-		uint64_t piece = 0;
+		struct body_at a = { 0, 0, 0 };
 
 		rc = 0;
 		if (b->inl)
-			rc = body_put(t, b->enc.data, b->enc.len, &piece);
+			rc = body_put(t, b->enc.data, b->enc.len, &a);
 		if (rc == 0)
-			rc = blob_row_put(t, b->id, 1, b->size, piece, (uint32_t)b->enc.len);
+			rc = blob_row_put(t, b->id, 1, b->size, &a);
 		if (rc == 0 && b->cache.len > 0)
 			rc = store_put_append(t, DBI_CACHE, k, 8, b->cache.data, b->cache.len);
 	}
@@ -901,7 +976,8 @@ int store_blob_ref_id(struct store_txn *t, uint64_t blob, int delta)
 	put_be64(k, blob);
 	if ((rc = store_get(t, DBI_BLOBS, k, 8, &v)) != 0)
 		return rc == STORE_ENOMSG ? 0 : rc; /* verify reports the missing row */
-	if (v.mv_size != BLOB_REC_LEN && v.mv_size != BLOB_INLINE_LEN)
+	if (v.mv_size != BLOB_REC_LEN && v.mv_size != BLOB_INLINE_LEN &&
+	    v.mv_size != BLOB_INLINE3_LEN)
 		return STORE_ECORRUPT;
 	refs = get_be32(v.mv_data);
 	if (delta > 0 || refs > (uint32_t)-delta)
@@ -912,11 +988,10 @@ int store_blob_ref_id(struct store_txn *t, uint64_t blob, int delta)
 /* Rewrites the row v of blob with refs, keeping the rest. */
 static int blob_set_refs(struct store_txn *t, uint64_t blob, const MDB_val *v, uint32_t refs)
 {
-	const uint8_t *p = v->mv_data;
-	bool inl = v->mv_size == BLOB_INLINE_LEN;
+	struct body_at a;
 
-	return blob_row_put(t, blob, refs, get_be64(p + 4), inl ? get_be64(p + 12) : 0,
-			    inl ? get_be32(p + 20) : 0);
+	(void)body_at_of(v, &a);
+	return blob_row_put(t, blob, refs, get_be64((const uint8_t *)v->mv_data + 4), &a);
 }
 
 /* The last reference to blob (row v) is gone: the row, its cache and an inline body go in
@@ -926,15 +1001,14 @@ static int blob_row_drop(struct store_txn *t, uint64_t blob, const MDB_val *v)
 	uint8_t k[8];
 	int rc = 0;
 
-	put_be64(k, blob);
-	if (v->mv_size == BLOB_INLINE_LEN) {
-		uint64_t piece = get_be64((const uint8_t *)v->mv_data + 12);
-		uint32_t len = get_be32((const uint8_t *)v->mv_data + 20);
+	struct body_at a;
 
-		/* v points into the txn's pages: read it before any write */
+	put_be64(k, blob);
+	/* v points into the txn's pages: read it before any write */
+	if (body_at_of(v, &a)) {
 		if ((rc = store_del(t, DBI_BLOBS, k, 8)) != 0)
 			return rc;
-		rc = body_walk(t, piece, len, NULL, true);
+		rc = body_walk(t, &a, NULL, true);
 		if (rc == STORE_ECORRUPT)
 			rc = 0; /* what is left of it is verify's */
 		if (rc != 0)
@@ -1040,21 +1114,19 @@ static int body_read(struct store_txn *t, uint64_t blob, struct buf *out)
 	uint8_t k[8];
 	MDB_val v;
 	struct buf enc;
-	uint64_t size, piece;
-	uint32_t len;
+	struct body_at a;
+	uint64_t size;
 	int rc;
 
 	put_be64(k, blob);
 	if ((rc = store_get(t, DBI_BLOBS, k, 8, &v)) != 0)
 		return rc;
-	if (v.mv_size != BLOB_INLINE_LEN)
+	if (!body_at_of(&v, &a))
 		return STORE_ENOMSG;
 	size = get_be64((uint8_t *)v.mv_data + 4);
-	piece = get_be64((uint8_t *)v.mv_data + 12);
-	len = get_be32((uint8_t *)v.mv_data + 20);
-	buf_init(&enc, len, len);
+	buf_init(&enc, a.len, a.len);
 	buf_init(out, 0, size < SIZE_MAX / 2 ? (size_t)size : 0);
-	if ((rc = body_walk(t, piece, len, &enc, false)) == 0 &&
+	if ((rc = body_walk(t, &a, &enc, false)) == 0 &&
 	    (rc = body_decode(enc.data, enc.len, size, out)) != 0)
 		log_warnx("store: %s: inline body of %016" PRIx64 " does not decode", t->e->dir,
 			  blob);
@@ -1096,10 +1168,12 @@ int store_blob_set_refs(struct store_txn *t, uint64_t blob, uint32_t refs, uint6
 	int rc;
 
 	put_be64(k, blob);
+	struct body_at a;
+
 	rc = store_get(t, DBI_BLOBS, k, 8, &v);
-	if (rc == STORE_ENOMSG || (rc == 0 && v.mv_size != BLOB_INLINE_LEN)) {
+	if (rc == STORE_ENOMSG || (rc == 0 && !body_at_of(&v, &a))) {
 		if (refs > 0)
-			return blob_row_put(t, blob, refs, file_size, 0, 0);
+			return blob_row_put(t, blob, refs, file_size, NULL);
 		if (rc == STORE_ENOMSG)
 			return 0;
 		if ((rc = store_del(t, DBI_BLOBS, k, 8)) != 0)
@@ -1139,7 +1213,9 @@ bool store_blob_inline(struct store *st, unsigned part, uint64_t blob)
 	if (store_txn_begin(st, part, STORE_TXN_READ, &t) != 0)
 		return false;
 	put_be64(k, blob);
-	inl = store_get(t, DBI_BLOBS, k, 8, &v) == 0 && v.mv_size == BLOB_INLINE_LEN;
+	struct body_at a;
+
+	inl = store_get(t, DBI_BLOBS, k, 8, &v) == 0 && body_at_of(&v, &a);
 	store_txn_abort(&t);
 	return inl;
 }

@@ -13,6 +13,10 @@
  *      blob row of 24 bytes says where: store_blob.c) instead of a file; a format-2
  *      binary cannot read them, hence the number. The step only records it: the files of
  *      older messages stay files and are read as before.
+ *   4  an inline body's first piece is cut to the room left on the bodies' last leaf page
+ *      (meta "body_fill"), its length in a blob row of 26 bytes; a format-3 binary cannot
+ *      read those rows, hence the number. The step only records it: rows of 24 bytes
+ *      (their first piece a whole one) are read as before.
  * Tables added since without a number, because an older binary that ignores them reads and
  * writes the store correctly: `annot`, `changes`, `drops`, `acl`, `seen` (private \Seen:
  * store_seen.c; an older writer's expunges leave rows its readers skip). */
@@ -45,12 +49,14 @@ struct format_step {
 };
 
 static int step_history_counts(struct store_txn *t, uint64_t *pos, bool *done);
-static int step_inline_bodies(struct store_txn *t, uint64_t *pos, bool *done);
+static int step_record_only(struct store_txn *t, uint64_t *pos, bool *done);
 
 static const struct format_step steps[] = {
 	{ 1, "record the format; count each mailbox's expunge history", step_history_counts },
 	{ 2, "small message bodies may be kept in the index (existing files stay)",
-	  step_inline_bodies },
+	  step_record_only },
+	{ 3, "inline bodies' first pieces fill the index's pages (existing bodies stay)",
+	  step_record_only },
 };
 
 unsigned store_format(void)
@@ -63,9 +69,10 @@ const char *store_writer_id(void)
 	return writer_id;
 }
 
-/* Format 3 adds the `bodies` DBI (made by the open) and a second blob row layout; nothing
-   already stored changes. */
-static int step_inline_bodies(struct store_txn *t, uint64_t *pos, bool *done)
+/* A step that changes nothing already stored: format 3 adds the `bodies` DBI (made by the
+   open) and a second blob row layout; format 4 a blob row of 26 bytes and meta "body_fill"
+   (written with the next body), the rows of 24 bytes read as they are. */
+static int step_record_only(struct store_txn *t, uint64_t *pos, bool *done)
 {
 	(void)t;
 	(void)pos;

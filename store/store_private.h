@@ -5,6 +5,8 @@
  * DBIs of a partition environment:
  *   meta     "next_id" be64, "parts" be32, "uidvalidity" be32       counters of the partition
  *            "format" be32, "writer" text, "upgrade_pos" be32 step + be64  (store_format.c)
+ *            "body_fill" be64 piece + be16 bytes: the bodies' last piece, what its page
+ *            holds (format 4: where the next body's first piece is cut, store_blob.c)
  *   users    name bytes                -> user record
  *   userid   be64 user id              -> name bytes
  *   mboxes   be64 user + name bytes    -> be64 mailbox id
@@ -19,8 +21,10 @@
  *   fts      be64 mailbox + type + ... -> the full-text index (store_fts.c)
  *   dead     be64 blob id              -> ""   (last reference gone, file to unlink)
  *   bodies   be64 piece number         -> a piece of an inline body (format 3): the blob row
- *            then holds be32 refcount + be64 size + be64 first piece + be32 encoded length;
- *            pieces of at most BODY_PIECE bytes, numbered in order of writing (MDB_APPEND)
+ *            then holds be32 refcount + be64 size + be64 first piece + be32 encoded length
+ *            (+ be16 first piece's length: format 4); pieces of BODY_PIECE bytes but the
+ *            last (and since format 4 the first: the room left on the last page), numbered
+ *            in order of writing (MDB_APPEND)
  *   annot    be64 owner (mailbox or user) + be64 user (0: /shared) + entry name -> value
  *            (store_annot.c)
  *   acl      be64 mailbox + identifier bytes -> be32 rights (store_acl.c)
@@ -46,7 +50,7 @@
 #include "store/store.h"
 
 /* The format this code writes (store_format.c lists them all). */
-#define STORE_FORMAT 3
+#define STORE_FORMAT 4
 
 enum store_dbi {
 	DBI_META,

@@ -1,10 +1,12 @@
 /* test_store_format.c — the store's format version: a store of the first format (a fixture
  * written by the Heron before the version was recorded, tests/store/fixtures) is refused
  * without an upgrade and untouched, upgrades in place and reads back; a store of a future
- * format is refused and untouched, even by an upgrade; an upgrade interrupted by a failing
+ * format is refused and untouched, even by an upgrade; format 2 (files) and format 3 (inline
+ * rows of 24 bytes) upgrade and read back; an upgrade interrupted by a failing
  * commit resumes where it stopped; the store lock keeps an upgrade from a store in use.
  * mdb_txn_commit is wrapped to inject the failure. */
 #include <errno.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 
 #include "tests/store/store_test.h"
@@ -300,7 +302,23 @@ static void test_upgrade_resumes(void **state)
 	tstore_close(&ts, true);
 }
 
-/* A format-2 store (every body a file) upgrades to 3; each old message reads back
+/* The open one-partition store ts marked format (its partition and queue), closed: refused,
+   upgraded to this format, closed (ts's options as before). */
+static void upgrade_from(struct tstore *ts, unsigned format)
+{
+	store_close(&ts->st);
+	raw_meta(ts->dir, "part0", "format", format);
+	raw_meta(ts->dir, "queue", "format", format);
+	assert_int_equal(store_open(&ts->o, &ts->st), STORE_EFORMAT);
+	ts->o.upgrade = true;
+	assert_int_equal(store_open(&ts->o, &ts->st), 0);
+	assert_int_equal(env_format(ts->st, 0), store_format());
+	assert_int_equal(env_format(ts->st, STORE_QUEUE_PART), store_format());
+	store_close(&ts->st);
+	ts->o.upgrade = false;
+}
+
+/* A format-2 store (every body a file) upgrades to 3 (and on); each old message reads back
    byte-exact as a file; new small ones go into the index, without a file. */
 static void test_format2_upgrade(void **state)
 {
@@ -323,16 +341,7 @@ static void test_format2_upgrade(void **state)
 		assert_int_equal(store_txn_commit(&t), 0);
 		store_blob_free(&b);
 	}
-	store_close(&ts.st);
-	raw_meta(ts.dir, "part0", "format", 2);
-	raw_meta(ts.dir, "queue", "format", 2);
-	assert_int_equal(store_open(&ts.o, &ts.st), STORE_EFORMAT);
-	ts.o.upgrade = true;
-	assert_int_equal(store_open(&ts.o, &ts.st), 0);
-	assert_int_equal(env_format(ts.st, 0), 3);
-	assert_int_equal(env_format(ts.st, STORE_QUEUE_PART), 3);
-	store_close(&ts.st);
-	ts.o.upgrade = false;
+	upgrade_from(&ts, 2);
 	ts.o.inline_max = 16384;
 	assert_int_equal(store_open(&ts.o, &ts.st), 0);
 	for (unsigned i = 0; i < NOLD; i++) {
@@ -385,6 +394,115 @@ static void test_format2_upgrade(void **state)
 	tstore_close(&ts, true);
 }
 
+struct old_append {
+	struct store_blob *b;
+	uint64_t mbox;
+};
+
+/* Appends as format 3 did: the last page's room unknown, the first piece a whole one. */
+static int old_append_fn(struct store_txn *t, void *arg)
+{
+	struct old_append *a = arg;
+	int rc = store_del(t, DBI_META, "body_fill", 9);
+
+	if (rc != 0 && rc != STORE_ENOMSG)
+		return rc;
+	return store_msg_append(t, a->mbox, a->b, STORE_DELETED, 0, 0, NULL);
+}
+
+static int expunge_fn(struct store_txn *t, void *arg)
+{
+	return store_msg_expunge(t, *(uint64_t *)arg, NULL, 0, NULL, NULL);
+}
+
+/* A format-3 store (inline rows of 24 bytes, every first piece a whole one: made here as
+   format 4 makes them when it does not know the last page's room, the rows cut to 24 bytes)
+   is refused, upgrades to 4, and its bodies read back byte-exact; verify finds nothing
+   wrong; an expunge takes their pieces; a new body gets a row of 26 bytes. */
+static void test_format3_upgrade(void **state)
+{
+	enum { NOLD = 4 };
+	static const size_t sizes[NOLD] = { 300, 2500, 6000, 16000 };
+	struct tstore ts;
+	uint64_t user, inbox, blobs[NOLD];
+	char *bodies[NOLD];
+
+	(void)state;
+	tstore_open(&ts, 1);
+	ts.o.inline_max = 16384;
+	tstore_reopen(&ts);
+	user = tuser(ts.st, "fran");
+	inbox = tmbox(ts.st, user, "INBOX");
+	for (unsigned i = 0; i < NOLD; i++) {
+		struct store_blob *b;
+		struct old_append oa = { NULL, inbox };
+		struct store_txn *t;
+		uint8_t k[8], row[24];
+		MDB_val v;
+
+		bodies[i] = malloc(sizes[i]);
+		assert_int_equal(getrandom(bodies[i], sizes[i], 0), (ssize_t)sizes[i]);
+		assert_int_equal(store_blob_new(ts.st, 0, &b), 0);
+		assert_int_equal(store_blob_write(b, bodies[i], sizes[i]), 0);
+		assert_int_equal(store_blob_finish(b), 0);
+		oa.b = b;
+		blobs[i] = store_blob_id(b);
+		assert_int_equal(store_write(ts.st, 0, old_append_fn, &oa), 0);
+		store_blob_free(&b);
+		assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_WRITE, &t), 0);
+		put_be64(k, blobs[i]);
+		assert_int_equal(store_get(t, DBI_BLOBS, k, 8, &v), 0);
+		assert_int_equal(v.mv_size, 26);
+		assert_int_equal(get_be16((uint8_t *)v.mv_data + 24), 2000);
+		memcpy(row, v.mv_data, 24);
+		assert_int_equal(store_put(t, DBI_BLOBS, k, 8, row, 24), 0);
+		assert_int_equal(store_txn_commit(&t), 0);
+	}
+	upgrade_from(&ts, 3);
+	assert_int_equal(store_open(&ts.o, &ts.st), 0);
+	for (unsigned i = 0; i < NOLD; i++) {
+		char *got = malloc(sizes[i] + 1);
+		uint64_t size;
+		int fd;
+
+		assert_int_equal(store_blob_open(ts.st, 0, blobs[i], &fd, &size), 0);
+		assert_int_equal(size, sizes[i]);
+		assert_int_equal(pread(fd, got, sizes[i] + 1, 0), (ssize_t)sizes[i]);
+		assert_memory_equal(got, bodies[i], sizes[i]);
+		close(fd);
+		free(got);
+		free(bodies[i]);
+	}
+	struct store_verify_report r;
+
+	assert_int_equal(store_verify(ts.st, NULL, false, &r), 0);
+	assert_int_equal(r.messages, NOLD);
+	assert_int_equal(r.missing_files, 0);
+	assert_int_equal(r.bad_refcounts, 0);
+
+	struct store_txn *t;
+	MDB_stat ms;
+
+	assert_int_equal(store_write(ts.st, 0, expunge_fn, &inbox), 0);
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_READ, &t), 0);
+	assert_int_equal(mdb_stat(t->txn, t->e->dbi[DBI_BODIES], &ms), 0);
+	assert_int_equal(ms.ms_entries, 0);
+	store_txn_abort(&t);
+
+	struct store_blob *nb = tblob(ts.st, 0, 500, 7);
+	uint8_t k[8];
+	MDB_val v;
+
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_WRITE, &t), 0);
+	assert_int_equal(store_msg_append(t, inbox, nb, 0, 0, 0, NULL), 0);
+	put_be64(k, store_blob_id(nb));
+	assert_int_equal(store_get(t, DBI_BLOBS, k, 8, &v), 0);
+	assert_int_equal(v.mv_size, 26);
+	assert_int_equal(store_txn_commit(&t), 0);
+	store_blob_free(&nb);
+	tstore_close(&ts, true);
+}
+
 /* An upgrade needs the store to itself; others wait for it. */
 static void test_lock(void **state)
 {
@@ -410,7 +528,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fixture_upgrades), cmocka_unit_test(test_future_refused),
 		cmocka_unit_test(test_upgrade_resumes),  cmocka_unit_test(test_lock),
-		cmocka_unit_test(test_format2_upgrade),
+		cmocka_unit_test(test_format2_upgrade),  cmocka_unit_test(test_format3_upgrade),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

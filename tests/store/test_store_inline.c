@@ -5,7 +5,8 @@
  * verify finds nothing wrong, repairs a wrong refcount of an inline row keeping its body, and
  * finds a damaged inline body; a body grown past the
  * threshold while written becomes a file with every byte; inline bodies' ids grow in the
- * order they are finished and their cache rows fill the table's pages. */
+ * order they are finished and their cache rows fill the table's pages; each body's first
+ * piece fills the room left on the bodies' last page (format 4). */
 #include <dirent.h>
 #include <sys/random.h>
 
@@ -46,6 +47,40 @@ static size_t count_rows(struct store *st, enum store_dbi d)
 	assert_int_equal(mdb_stat(t->txn, t->e->dbi[d], &ms), 0);
 	store_txn_abort(&t);
 	return ms.ms_entries;
+}
+
+/* How full a DBI of partition 0's leaf pages are: the bytes its rows take as LMDB lays a
+   leaf node out (an 8-byte header, key, value, even; a 2-byte slot), the room they leave,
+   the largest row's node. */
+struct fill {
+	size_t leaf, entries, waste, node_max;
+};
+
+static struct fill table_fill(struct store *st, enum store_dbi d)
+{
+	struct store_txn *t;
+	struct fill f = { 0, 0, 0, 0 };
+	size_t used = 0;
+	MDB_stat ms;
+	MDB_cursor *c;
+	MDB_val k, v;
+
+	assert_int_equal(store_txn_begin(st, 0, STORE_TXN_READ, &t), 0);
+	assert_int_equal(mdb_stat(t->txn, t->e->dbi[d], &ms), 0);
+	assert_int_equal(ms.ms_overflow_pages, 0);
+	assert_int_equal(mdb_cursor_open(t->txn, t->e->dbi[d], &c), 0);
+	for (int op = MDB_FIRST; mdb_cursor_get(c, &k, &v, op) == 0; op = MDB_NEXT) {
+		size_t n = (8 + k.mv_size + v.mv_size + 1) / 2 * 2 + 2;
+
+		used += n;
+		f.node_max = n > f.node_max ? n : f.node_max;
+	}
+	mdb_cursor_close(c);
+	store_txn_abort(&t);
+	f.leaf = ms.ms_leaf_pages;
+	f.entries = ms.ms_entries;
+	f.waste = f.leaf * (ms.ms_psize - 16) - used;
+	return f;
 }
 
 struct tbody {
@@ -128,6 +163,28 @@ static void verify_clean(struct store *st)
 	assert_int_equal(r.missing_cache, 0);
 }
 
+/* The pieces of the inline body of uid in mbox, by its row (format 4: the first piece's
+   length at 24, then pieces of 2,000 bytes but the last). */
+static size_t body_pieces(struct store *st, uint64_t mbox, uint32_t uid)
+{
+	struct store_txn *t;
+	struct store_msg sm;
+	uint8_t k[8];
+	MDB_val v;
+	size_t len, first;
+
+	assert_int_equal(store_txn_begin(st, 0, STORE_TXN_READ, &t), 0);
+	assert_int_equal(store_msg_get(t, mbox, uid, &sm), 0);
+	put_be64(k, sm.blob);
+	assert_int_equal(store_get(t, DBI_BLOBS, k, 8, &v), 0);
+	assert_int_equal(v.mv_size, 26);
+	len = get_be32((uint8_t *)v.mv_data + 20);
+	first = get_be16((uint8_t *)v.mv_data + 24);
+	store_txn_abort(&t);
+	assert_true(first > 0 && first <= 2000);
+	return first >= len ? 1 : 1 + (len - first + 1999) / 2000;
+}
+
 /* A fresh one-partition store with bodies up to INLINE_MAX inline. */
 static void inline_store_open(struct tstore *ts)
 {
@@ -151,7 +208,7 @@ static void test_inline_roundtrip(void **state)
 	make_body(&m[0], 300, false);
 	make_body(&m[1], 5000, false);
 	make_body(&m[2], INLINE_MAX, false); /* exactly the threshold: inline */
-	make_body(&m[3], 3999, true);        /* raw: tag + 3999 = two full pieces */
+	make_body(&m[3], 3999, true);        /* raw: tag + 3999 = two whole pieces or three */
 	make_body(&m[4], 1000, true);
 	make_body(&m[5], INLINE_MAX + 1, false); /* a file */
 	for (size_t i = 0; i < 6; i++)
@@ -198,14 +255,16 @@ static void test_inline_roundtrip(void **state)
 	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_WRITE, &t), 0);
 	assert_int_equal(store_msg_expunge(t, other, NULL, 0, NULL, NULL), 0);
 	assert_int_equal(store_txn_commit(&t), 0);
-	/* left: m[3] (2 pieces), m[4] (1) */
-	assert_int_equal(count_rows(ts.st, DBI_BODIES), 3);
+	/* left: m[3] and m[4] */
+	assert_int_equal(count_rows(ts.st, DBI_BODIES),
+			 body_pieces(ts.st, inbox, m[3].uid) +
+				 body_pieces(ts.st, inbox, m[4].uid));
 	assert_int_equal(count_rows(ts.st, DBI_BLOBS), 3);
 	verify_clean(ts.st);
 
 	/* a wrong refcount on an inline row: --repair fixes it and keeps the body */
 	struct store_msg sm;
-	uint8_t k[8], row[24];
+	uint8_t k[8], row[26];
 	MDB_val v;
 	uint64_t size;
 	int fd;
@@ -215,10 +274,10 @@ static void test_inline_roundtrip(void **state)
 	assert_int_equal(store_msg_get(t, inbox, m[3].uid, &sm), 0);
 	put_be64(k, sm.blob);
 	assert_int_equal(store_get(t, DBI_BLOBS, k, 8, &v), 0);
-	assert_int_equal(v.mv_size, 24);
-	memcpy(row, v.mv_data, 24);
+	assert_int_equal(v.mv_size, 26);
+	memcpy(row, v.mv_data, 26);
 	put_be32(row, 5);
-	assert_int_equal(store_put(t, DBI_BLOBS, k, 8, row, 24), 0);
+	assert_int_equal(store_put(t, DBI_BLOBS, k, 8, row, 26), 0);
 	assert_int_equal(store_txn_commit(&t), 0);
 	assert_int_equal(store_verify(ts.st, NULL, false, &r), STORE_ECORRUPT);
 	assert_int_equal(r.bad_refcounts, 1);
@@ -227,7 +286,7 @@ static void test_inline_roundtrip(void **state)
 	check_body(ts.st, inbox, &m[3]);
 	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_READ, &t), 0);
 	assert_int_equal(store_get(t, DBI_BLOBS, k, 8, &v), 0);
-	assert_int_equal(v.mv_size, 24);
+	assert_int_equal(v.mv_size, 26);
 	assert_int_equal(get_be32(v.mv_data), 1);
 	store_txn_abort(&t);
 
@@ -237,7 +296,7 @@ static void test_inline_roundtrip(void **state)
 	assert_int_equal(store_msg_get(t, inbox, m[4].uid, &sm), 0);
 	put_be64(k, sm.blob);
 	assert_int_equal(store_get(t, DBI_BLOBS, k, 8, &v), 0);
-	assert_int_equal(v.mv_size, 24);
+	assert_int_equal(v.mv_size, 26);
 	put_be64(k, get_be64((uint8_t *)v.mv_data + 12));
 	assert_int_equal(store_del(t, DBI_BODIES, k, 8), 0);
 	assert_int_equal(store_txn_commit(&t), 0);
@@ -259,8 +318,6 @@ static void test_inline_ids(void **state)
 	struct tstore ts;
 	struct tbody m;
 	uint64_t box[2], last = 0;
-	size_t used = 0, node_max = 0;
-
 	(void)state;
 	inline_store_open(&ts);
 	box[0] = tmbox(ts.st, tuser(ts.st, "ida"), "INBOX");
@@ -287,30 +344,66 @@ static void test_inline_ids(void **state)
 			store_blob_free(&b[j]);
 	}
 	assert_int_equal(count_files(ts.dir), 0);
+	struct fill f = table_fill(ts.st, DBI_CACHE);
 
-	struct store_txn *t;
-	MDB_stat ms;
-	MDB_cursor *c;
-	MDB_val k, v;
-
-	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_READ, &t), 0);
-	assert_int_equal(mdb_stat(t->txn, t->e->dbi[DBI_CACHE], &ms), 0);
-	assert_int_equal(ms.ms_entries, 400);
-	assert_int_equal(ms.ms_overflow_pages, 0);
-	assert_int_equal(mdb_cursor_open(t->txn, t->e->dbi[DBI_CACHE], &c), 0);
-	for (int op = MDB_FIRST; mdb_cursor_get(c, &k, &v, op) == 0; op = MDB_NEXT) {
-		/* LMDB's leaf node: an 8-byte header, key, value, even; a 2-byte slot */
-		size_t n = (8 + k.mv_size + v.mv_size + 1) / 2 * 2 + 2;
-
-		used += n;
-		node_max = n > node_max ? n : node_max;
-	}
-	mdb_cursor_close(c);
-	store_txn_abort(&t);
-	assert_true(ms.ms_leaf_pages > 1);
-	assert_true(ms.ms_leaf_pages * (ms.ms_psize - 16) - used < ms.ms_leaf_pages * node_max);
+	assert_int_equal(f.entries, 400);
+	assert_true(f.leaf > 1);
+	assert_true(f.waste < f.leaf * f.node_max);
 	verify_clean(ts.st);
 	free(m.data);
+	tstore_close(&ts, true);
+}
+
+/* Format 4: each body's first piece takes the room left on the bodies' last page (kept in
+   the index: across a reopen too), so no page is left with more room than the smallest
+   first piece's node (64 bytes: store_blob.c BODY_FIRST_MIN) would take, where whole pieces
+   of these bodies (two a page) left a third of each page; every body reads back, expunged
+   ones take their pieces with them. */
+#define FIRST_MIN_NODE (8 + 8 + 64 + 2)
+
+static int expunge_fn(struct store_txn *t, void *arg)
+{
+	return store_msg_expunge(t, *(uint64_t *)arg, NULL, 0, NULL, NULL);
+}
+
+static void test_inline_pages(void **state)
+{
+	enum { N = 120 };
+	struct tstore ts;
+	struct tbody m[N];
+	uint64_t inbox;
+	size_t pieces = 0;
+
+	(void)state;
+	inline_store_open(&ts);
+	inbox = tmbox(ts.st, tuser(ts.st, "pga"), "INBOX");
+	for (unsigned i = 0; i < N; i++) {
+		make_body(&m[i], 1300 + i * 7 % 500, true); /* raw: no smaller in zstd */
+		append(ts.st, inbox, &m[i], 65536, i % 2 ? STORE_DELETED : 0);
+		if (i == N / 2)
+			tstore_reopen(&ts);
+	}
+	for (unsigned i = 0; i < N; i++) {
+		check_body(ts.st, inbox, &m[i]);
+		pieces += body_pieces(ts.st, inbox, m[i].uid);
+	}
+	struct fill f = table_fill(ts.st, DBI_BODIES);
+
+	assert_int_equal(f.entries, pieces);
+	assert_true(f.leaf > 2);
+	assert_true(f.waste < f.leaf * FIRST_MIN_NODE);
+	verify_clean(ts.st);
+
+	assert_int_equal(store_write(ts.st, 0, expunge_fn, &inbox), 0);
+	pieces = 0;
+	for (unsigned i = 0; i < N; i += 2) {
+		check_body(ts.st, inbox, &m[i]);
+		pieces += body_pieces(ts.st, inbox, m[i].uid);
+	}
+	assert_int_equal(count_rows(ts.st, DBI_BODIES), pieces);
+	verify_clean(ts.st);
+	for (unsigned i = 0; i < N; i++)
+		free(m[i].data);
 	tstore_close(&ts, true);
 }
 
@@ -319,6 +412,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_inline_roundtrip),
 		cmocka_unit_test(test_inline_ids),
+		cmocka_unit_test(test_inline_pages),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
