@@ -4,7 +4,12 @@
  * METADATA for annotations. Changes come from the store's change log (store_changes_read):
  * the worker reads each changed partition's new records once per wake-up and hands each to
  * the NOTIFY sessions of its user, so a change costs the same whatever the number of
- * mailboxes watched. A session's pending notifications are bounded (NOTIFY_QUEUE_MAX); one
+ * mailboxes watched. A MAILBOXES name of another user's (or the shared) namespace that the
+ * client may see when NOTIFY SET runs is watched in its owner's partition (struct
+ * notify_watch): its message events come as STATUS while the client holds 'l' and 'r' there,
+ * read again at each change, so a right taken away stops them and one given back resumes
+ * them (SUBTREE and SUBSCRIBED stay the user's own mailboxes; an ACL change itself is no
+ * event). A session's pending notifications are bounded (NOTIFY_QUEUE_MAX); one
  * that falls further behind gets [NOTIFICATIONOVERFLOW] and its notifications end (NOTIFY
  * NONE), the session itself goes on. */
 #include <stdlib.h>
@@ -25,9 +30,20 @@ struct notify_group {
 	size_t nnames;
 };
 
+/* A MAILBOXES name of another user's (or the shared) namespace, found when NOTIFY SET ran:
+   its records are in the owner's partition under the owner's user id. */
+struct notify_watch {
+	uint64_t mbox;
+	unsigned part;
+	char *name;      /* the client's name for it (points into a group's names) */
+	unsigned events; /* of the first group naming it (RFC 5465 6) */
+};
+
 struct notify_pending {
 	enum store_change_kind kind;
 	uint64_t mbox;
+	unsigned part;   /* where mbox is: the session's own, or a watch's */
+	bool watched;    /* a watch's: told only while the rights allow */
 	char *name;      /* the mailbox (MSGS, names), or the entry (ANNOT) */
 	char *old;       /* RENAME: the former name */
 	char *mbox_name; /* ANNOT: the mailbox's name ("" for server entries) */
@@ -36,6 +52,8 @@ struct notify_pending {
 struct imap_notify {
 	struct notify_group groups[IMAP_NOTIFY_GROUPS_MAX];
 	size_t ngroups;
+	struct notify_watch *watch; /* other users' mailboxes named by MAILBOXES */
+	size_t nwatch;
 	int selected;             /* index of the selected(-delayed) group, or -1 */
 	struct imap_fetch *fetch; /* its MessageNew attributes, or NULL */
 	struct notify_pending q[NOTIFY_QUEUE_MAX];
@@ -71,6 +89,7 @@ void imap_notify_free(struct imap_client *c)
 		group_release(&n->groups[i]);
 	for (size_t i = 0; i < n->nq; i++)
 		pending_release(&n->q[i]);
+	free(n->watch);
 	imap_fetch_free(&n->fetch);
 	free(n);
 	c->notify = NULL;
@@ -233,9 +252,40 @@ static void write_list(struct imap_client *c, struct store_txn *t, const char *n
 	imap_write(c, "\r\n", 2);
 }
 
+/* Whether rights let a client hear of a mailbox's messages: it must see it (l) and read it
+   (r); one whose right went hears nothing more of it (RFC 4314: without l it is as no
+   mailbox at all). */
+static bool watch_allowed(uint32_t rights)
+{
+	return (rights & (STORE_ACL_LOOKUP | STORE_ACL_READ)) ==
+	       (STORE_ACL_LOOKUP | STORE_ACL_READ);
+}
+
+/* A watched mailbox's STATUS, read in its owner's partition part (in t when one is open
+   there, else in a txn of its own), if the client's rights there still allow it. */
+static void write_watched(struct imap_client *c, struct store_txn *t, uint64_t mbox, unsigned part,
+			  const char *name)
+{
+	struct store_txn *own = NULL;
+	uint32_t r = 0;
+
+	if (t == NULL) {
+		if (store_txn_begin(c->srv->store, part, STORE_TXN_READ, &own) != 0)
+			return;
+		t = own;
+	}
+	if (store_acl_rights(t, mbox, c->user, &r) == 0 && watch_allowed(r))
+		write_status(c, t, mbox, name, strlen(name));
+	store_txn_abort(&own);
+}
+
 static void write_pending(struct imap_client *c, struct store_txn *t,
 			  const struct notify_pending *p)
 {
+	if (p->watched) {
+		write_watched(c, p->part == c->part ? t : NULL, p->mbox, p->part, p->name);
+		return;
+	}
 	switch (p->kind) {
 	case STORE_CHANGE_MSGS:
 		write_status(c, t, p->mbox, p->name, strlen(p->name));
@@ -330,8 +380,12 @@ void imap_notify_flush(struct imap_client *c, bool allow_expunge)
 		return;
 	/* a command's reply (NOOP's, say) tells everything committed before it, whether the
 	   watcher's wake-up came yet or not */
-	if (c->cmd_active && !(c->flags & IMAP_CF_IDLE))
+	if (c->cmd_active && !(c->flags & IMAP_CF_IDLE)) {
 		read_partition(c->srv, c->part);
+		for (i = 0; i < n->nwatch; i++)
+			if (n->watch[i].part != c->part)
+				read_partition(c->srv, n->watch[i].part);
+	}
 	if (n->overflow) {
 		imap_printf(c, "* OK [NOTIFICATIONOVERFLOW] Too many changes to tell; "
 			       "notifications are off (NOTIFY NONE)\r\n");
@@ -375,7 +429,8 @@ void imap_notify_drained(struct imap_client *c)
 }
 
 /* Queues a notification (a STATUS for a mailbox already queued is not queued again). */
-static void enqueue(struct imap_client *c, const struct store_change *ch, const char *mbox_name)
+static void enqueue_in(struct imap_client *c, const struct store_change *ch, const char *mbox_name,
+		       unsigned part, const char *name)
 {
 	struct imap_notify *n = c->notify;
 	struct notify_pending *p;
@@ -393,9 +448,16 @@ static void enqueue(struct imap_client *c, const struct store_change *ch, const 
 	p = &n->q[n->nq++];
 	p->kind = ch->kind;
 	p->mbox = ch->mbox;
-	p->name = xstrndup(ch->name, ch->name_len);
+	p->part = part;
+	p->watched = name != NULL;
+	p->name = name != NULL ? xstrdup(name) : xstrndup(ch->name, ch->name_len);
 	p->old = ch->kind == STORE_CHANGE_RENAME ? xstrndup(ch->old, ch->old_len) : NULL;
 	p->mbox_name = mbox_name != NULL ? xstrdup(mbox_name) : NULL;
+}
+
+static void enqueue(struct imap_client *c, const struct store_change *ch, const char *mbox_name)
+{
+	enqueue_in(c, ch, mbox_name, c->part, NULL);
 }
 
 /* The events a STORE_CHANGE_MSGS write of what (enum store_change_what) is: only those of
@@ -480,10 +542,18 @@ static void notify_change(struct imap_client *c, struct store_txn *t,
 
 /* A partition's NOTIFY sessions, sorted by user: a record goes to its user's sessions
    found by a binary search, not by a pass over every session of the worker. */
+struct notify_watcher {
+	uint64_t mbox;
+	struct imap_client *c;
+	const struct notify_watch *w;
+};
+
 struct notify_read {
 	struct store_txn *t;
 	struct imap_client **by_user;
 	size_t n;
+	struct notify_watcher *watchers; /* the partition's watched mailboxes, by mbox */
+	size_t nw;
 };
 
 static int by_user_cmp(const void *a, const void *b)
@@ -494,10 +564,49 @@ static int by_user_cmp(const void *a, const void *b)
 	return x->user_id < y->user_id ? -1 : x->user_id > y->user_id;
 }
 
+static int by_mbox_cmp(const void *a, const void *b)
+{
+	const struct notify_watcher *x = a, *y = b;
+
+	return x->mbox < y->mbox ? -1 : x->mbox > y->mbox;
+}
+
+/* A change of a mailbox that sessions watch as another user's: a STATUS for each whose
+   group asks for its events and whose rights (read now, in the owner's partition) still
+   let it see and read the mailbox. */
+static void watched_change(struct notify_read *r, const struct store_change *ch)
+{
+	size_t lo = 0, hi = r->nw;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (r->watchers[mid].mbox < ch->mbox)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < r->nw && r->watchers[lo].mbox == ch->mbox; lo++) {
+		struct imap_client *c = r->watchers[lo].c;
+		const struct notify_watch *w = r->watchers[lo].w;
+		uint32_t rights = 0;
+
+		if ((c->view != NULL && c->view->mbox == ch->mbox) ||
+		    !(msgs_events(ch->what) & w->events) ||
+		    store_acl_rights(r->t, ch->mbox, c->user, &rights) != 0 ||
+		    !watch_allowed(rights))
+			continue; /* the selected one is the view's; or not asked, or not allowed */
+		enqueue_in(c, ch, NULL, w->part, w->name);
+	}
+}
+
 static int read_cb(const struct store_change *ch, void *arg)
 {
 	struct notify_read *r = arg;
 	size_t lo = 0, hi = r->n;
+
+	if (ch->kind == STORE_CHANGE_MSGS && r->nw > 0)
+		watched_change(r, ch);
 
 	while (lo < hi) { /* the first session of ch->user */
 		size_t mid = lo + (hi - lo) / 2;
@@ -527,38 +636,60 @@ static void position_take(struct imap_server *srv, unsigned part)
 }
 
 /* The new records of partition p's log, handed to the worker's NOTIFY sessions there. */
+/* The watched mailboxes of partition p, of c, into r. */
+static void watchers_add(struct notify_read *r, size_t *cap, struct imap_client *c, unsigned p)
+{
+	for (size_t i = 0; i < c->notify->nwatch; i++) {
+		if (c->notify->watch[i].part != p)
+			continue;
+		if (r->nw == *cap)
+			r->watchers = xreallocarray(r->watchers, *cap = *cap * 2 + 16,
+						    sizeof(*r->watchers));
+		r->watchers[r->nw++] = (struct notify_watcher){ c->notify->watch[i].mbox, c,
+								&c->notify->watch[i] };
+	}
+}
+
 static void read_partition(struct imap_server *srv, unsigned p)
 {
-	struct notify_read r = { NULL, NULL, 0 };
-	size_t cap = 0;
+	struct notify_read r = { 0 };
+	size_t cap = 0, wcap = 0;
 	bool gap = false;
 	uint64_t last;
 
 	if (!srv->notify_known[p])
 		return;
 	for (struct imap_client *c = srv->clients; c != NULL; c = c->next) {
-		if (c->notify == NULL || c->part != p)
+		if (c->notify == NULL)
+			continue;
+		watchers_add(&r, &wcap, c, p);
+		if (c->part != p)
 			continue;
 		if (r.n == cap)
 			r.by_user = xreallocarray(r.by_user, cap = cap * 2 + 16,
 						  sizeof(*r.by_user));
 		r.by_user[r.n++] = c;
 	}
-	if (r.n == 0) { /* nobody asks here any more: read nothing, start afresh later */
+	if (r.n == 0 && r.nw == 0) { /* nobody asks here any more: read nothing, start afresh */
 		srv->notify_known[p] = false;
 		return;
 	}
 	qsort(r.by_user, r.n, sizeof(*r.by_user), by_user_cmp);
+	qsort(r.watchers, r.nw, sizeof(*r.watchers), by_mbox_cmp);
 	if (store_txn_begin(srv->store, p, STORE_TXN_READ, &r.t) == 0) {
 		if (store_changes_read(r.t, srv->notify_seq[p], NOTIFY_READ_MAX, read_cb, &r,
 				       &last, &gap) == 0)
 			srv->notify_seq[p] = last;
-		if (gap) /* records went before this worker read them: nobody here can be told */
+		if (gap) { /* records went before this worker read them: nobody here can be told */
 			for (size_t i = 0; i < r.n; i++)
 				r.by_user[i]->notify->overflow = true;
+			for (size_t i = 0; i < r.nw; i++)
+				r.watchers[i].c->notify->overflow = true;
+		}
 		store_txn_abort(&r.t);
 	}
 	free(r.by_user);
+	free(r.watchers);
 }
 
 void imap_notify_changed(struct imap_server *srv, const bool *parts)
@@ -593,6 +724,47 @@ static int initial_cb(const struct store_mbox_info *mi, void *arg)
 	if (events_for(c, s->t, mi->name, mi->name_len) & IMAP_NE_MESSAGE)
 		write_status(c, s->t, mi->id, mi->name, mi->name_len);
 	return 0;
+}
+
+/* The MAILBOXES names of other users' (and the shared) namespace that c may see now, as
+   watches: their owners' partitions are read for them too. SUBTREE, SUBSCRIBED and the
+   others stay the user's own mailboxes. */
+static void watches_find(struct imap_client *c, struct imap_notify *n)
+{
+	for (size_t i = 0; i < n->ngroups; i++) {
+		const struct notify_group *g = &n->groups[i];
+
+		for (size_t j = 0; g->filter == IMAP_NF_MAILBOXES && j < g->nnames; j++) {
+			struct imap_ns_box b = { 0 };
+			struct notify_watch *w;
+			unsigned ev = 0;
+			bool named = false;
+
+			if (!imap_ns_reserved(c, g->names[j]))
+				continue;
+			if (imap_ns_find(c, g->names[j], &b) != 0 || b.own || b.mbox == 0) {
+				imap_ns_box_release(&b);
+				continue; /* none, or one it may not see ('l'): nothing to tell */
+			}
+			/* the first group naming it decides (RFC 5465 6) */
+			for (size_t k = 0; k <= i && !named; k++) {
+				const struct notify_group *gk = &n->groups[k];
+
+				named = (gk->filter == IMAP_NF_MAILBOXES ||
+					 gk->filter == IMAP_NF_SUBTREE) &&
+					group_matches(c, NULL, gk, g->names[j],
+						      strlen(g->names[j]));
+				ev = named ? gk->events : 0;
+			}
+			n->watch = xreallocarray(n->watch, n->nwatch + 1, sizeof(*n->watch));
+			w = &n->watch[n->nwatch++];
+			w->mbox = b.mbox;
+			w->part = b.part;
+			w->name = g->names[j];
+			w->events = ev;
+			imap_ns_box_release(&b);
+		}
+	}
 }
 
 /* The spec's groups as c's: names converted (NULL and the BAD text on a bad one). */
@@ -631,8 +803,10 @@ static struct imap_notify *notify_from_spec(struct imap_client *c,
 				"MessageNew fetch attributes: no message text, header fields only "
 				"(BODY.PEEK[HEADER.FIELDS (...)])";
 	}
-	if (*why_r == NULL)
+	if (*why_r == NULL) {
+		watches_find(c, n);
 		return n;
+	}
 	tmp.notify = n;
 	imap_notify_free(&tmp);
 	return NULL;
@@ -661,6 +835,8 @@ bool cmd_notify(struct imap_cmd *cmd)
 		return imap_cmd_ok(cmd, "NOTIFY completed");
 	c->notify = n;
 	position_take(c->srv, c->part);
+	for (size_t i = 0; i < n->nwatch; i++)
+		position_take(c->srv, n->watch[i].part);
 	if (status) { /* RFC 5465 3.1: STATUS of each mailbox of the groups, before the OK */
 		struct store_txn *t = NULL;
 		struct initial_status s = { c, NULL };
@@ -670,6 +846,11 @@ bool cmd_notify(struct imap_cmd *cmd)
 			(void)store_mbox_list(t, c->user_id, "*", false, initial_cb, &s);
 			store_txn_abort(&t);
 		}
+		for (size_t i = 0; i < n->nwatch; i++)
+			if ((n->watch[i].events & IMAP_NE_MESSAGE) &&
+			    (c->view == NULL || c->view->mbox != n->watch[i].mbox))
+				write_watched(c, NULL, n->watch[i].mbox, n->watch[i].part,
+					      n->watch[i].name);
 	}
 	return imap_cmd_ok(cmd, "NOTIFY completed");
 }

@@ -544,6 +544,32 @@ def test_rights_taken_under_notify():
     bye_unasked(b, box)
 
 
+def test_notify_watches_shared():
+    """RFC 5465's MAILBOXES filter naming alice's mailbox: bob (lr) gets its STATUS at NOTIFY
+    SET STATUS and again, unasked, when she adds a message; with 'r' taken away he hears
+    nothing more of it (the rights are read at each change), given back he does again.
+    carol, who may not see it, never hears of it. (Before: NOTIFY told nothing of other
+    users' mailboxes, not even at SET STATUS.)"""
+    a, b, c = D.raw("alice"), D.raw("bob"), D.raw("carol")
+    box = "Other Users/alice/Feed"
+    ok(a.cmd("c", "CREATE Feed"), "c")
+    ok(a.cmd("s", "SETACL Feed bob lr"), "s")
+    watch = 'NOTIFY SET STATUS (MAILBOXES "%s" (MessageNew MessageExpunge))' % box
+    out = ok(b.cmd("n", watch), "n")
+    assert any(x.startswith('* STATUS "%s" (MESSAGES 0 ' % box) for x in out), out
+    assert_eq(ok(c.cmd("n", watch), "n"), ["n OK NOTIFY completed"])
+    a.append(MSG, mailbox="Feed")
+    idle_until(b, lambda x: x.startswith('* STATUS "%s" (MESSAGES 1 ' % box), "STATUS")
+    ok(a.cmd("s", "SETACL Feed bob l"), "s")
+    a.append(MSG, mailbox="Feed")
+    assert_eq(b.cmd("o", "NOOP"), ["o OK Completed"])
+    assert_eq(c.cmd("o", "NOOP"), ["o OK Completed"])
+    ok(a.cmd("s", "SETACL Feed bob lr"), "s")
+    a.append(MSG, mailbox="Feed")
+    out = ok(b.cmd("o", "NOOP"), "o")
+    assert any(x.startswith('* STATUS "%s" (MESSAGES 3 ' % box) for x in out), out
+
+
 def put(r, mailbox, flags, msg=MSG):
     """APPEND msg with flags (raw): the reply lines."""
     r.send(("P APPEND \"%s\" (%s) {%d+}\r\n" % (mailbox, flags, len(msg))).encode() + msg +
@@ -969,6 +995,7 @@ def main():
                         test_rights_taken_away, test_anyone_negative_and_admin,
                         test_grantee_writes, test_rights_read_at_each_command,
                         test_rights_taken_while_idle, test_rights_taken_under_notify,
+                        test_notify_watches_shared,
                         test_grantee_inserts,
                         test_insert_within_owner_quota, test_grantee_replace,
                         test_create_delete_rename_rights, test_list_options_and_rev2_select,
