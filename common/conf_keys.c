@@ -559,7 +559,9 @@ const struct conf_key conf_keys[] = {
 		"file whose first line is the shared secret of the ManageSieve proxy login "
 		"(fronts send it, store hosts check it; empty: no proxy login)",
 		"store host: the front addresses whose ManageSieve proxy logins are accepted "
-		"(empty: none)",
+		"(empty: none); any client from one is taken for a front (AUTHENTICATE without "
+		"TLS allowed): list only addresses nothing but a front connects from "
+		"(docs/deploy.md)",
 		"front host: time allowed to connect and log in at a store host's managesieved"),
 
 	{ "imapd", "listen", CONF_ADDRS, 0, 0, "*:143", NULL, "IMAP listeners (STARTTLS)",
@@ -594,7 +596,10 @@ const struct conf_key conf_keys[] = {
 		"(the user is the authorization identity)",
 		"file whose first line is the shared secret of the proxy login (fronts send it, "
 		"store hosts check it; empty: no proxy login)",
-		"store host: the front addresses whose proxy logins are accepted (empty: none)",
+		"store host: the front addresses whose proxy logins are accepted (empty: none); "
+		"any client from one is taken for a front before login (its ID's "
+		"x-originating-ip believed, login without TLS allowed): list only addresses "
+		"nothing but a front connects from (docs/deploy.md)",
 		"front: connecting and logging in at the store host, at most (then NO "
 		"[UNAVAILABLE])"),
 	{ "imapd", "proxy_pool_max", CONF_INT, 0, 100000, "64", NULL,
