@@ -822,6 +822,16 @@ static void record_delivered(struct qwork *w)
 	store_gc_submit(job->qr->m->gc, STORE_QUEUE_PART, NULL, record_fn, r, record_done, r);
 }
 
+/* MAX_JOBS in flight: the next pass is finish_done's, when a job ends (not the next tick,
+   which left the runner up to TICK_MS idle with entries due and a slot free) */
+static void runner_full(struct queue_runner *qr)
+{
+	if (!qr->full)
+		log_debug("queue: %d jobs in flight, the most: the next lease when one ends",
+			  MAX_JOBS);
+	qr->full = true;
+}
+
 /* The entries leased are durable: their sends start (none when the runner stops meanwhile:
    their leases run out, or the worker's successor releases them). */
 static void lease_done(int result, const struct store_rcpt *rcpts, size_t n, uint64_t value,
@@ -829,6 +839,7 @@ static void lease_done(int result, const struct store_rcpt *rcpts, size_t n, uin
 {
 	struct queue_runner *qr = arg;
 	struct store_queue_lease *l = qr->lease;
+	bool more;
 
 	(void)rcpts;
 	(void)n;
@@ -839,7 +850,13 @@ static void lease_done(int result, const struct store_rcpt *rcpts, size_t n, uin
 		log_warnx("queue lease failed: %s", store_strerror(result));
 	for (size_t i = 0; result == 0 && !qr->stopping && i < store_queue_lease_count(l); i++)
 		job_dispatch(qr, job_copy(qr, store_queue_lease_msg(l, i)));
+	/* as many as asked: more may be due, leased now (or when a job ends, when full) */
+	more = result == 0 && store_queue_lease_count(l) == qr->lease_max;
 	store_queue_lease_free(&l);
+	if (more && qr->njobs >= MAX_JOBS)
+		runner_full(qr);
+	else if (more)
+		queue_runner_kick(qr->m);
 }
 
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
@@ -854,7 +871,11 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	struct qdest *d;
 	TAILQ_FOREACH(d, &qr->dests, entry)
 	queue_dest_pump(qr, d);
-	if (qr->njobs >= MAX_JOBS || qr->leasing)
+	if (qr->njobs >= MAX_JOBS) {
+		runner_full(qr);
+		return;
+	}
+	if (qr->leasing)
 		return;
 	/* an idle queue costs one read txn a tick, not a write txn (and its commit) */
 	if (!store_queue_any_due(qr->m->store, clock_wall_s()))
@@ -862,8 +883,8 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	/* the lease is durable before any send starts (a kill -9 then leaves the entry leased:
 	   nothing is sent by two runners) */
 	qr->leasing = true;
-	qr->lease = store_queue_lease_new(qr->owner, clock_wall_s(), lease_s,
-					  MAX_JOBS - qr->njobs);
+	qr->lease_max = MAX_JOBS - qr->njobs;
+	qr->lease = store_queue_lease_new(qr->owner, clock_wall_s(), lease_s, qr->lease_max);
 	store_gc_submit(qr->m->gc, STORE_QUEUE_PART, NULL, store_queue_lease_fn, qr->lease,
 			lease_done, qr);
 }
@@ -956,10 +977,11 @@ void queue_runner_start(struct mtad *m, unsigned worker)
 					qr->timeout_ms < 30000 ? qr->timeout_ms : 30000);
 	}
 	qr->tick = event_new(m->base, -1, EV_PERSIST, tick_cb, qr);
+	qr->kick = event_new(m->base, -1, 0, tick_cb, qr);
 	event_add(qr->tick, &tv);
 	if (worker == 0)
 		sweep_marks(qr);
-	event_active(qr->tick, EV_TIMEOUT, 0);
+	event_active(qr->kick, EV_TIMEOUT, 0);
 	m->qr = qr;
 }
 
@@ -974,8 +996,12 @@ void queue_runner_reload(struct mtad *m)
 
 void queue_runner_kick(struct mtad *m)
 {
+	/* the one-shot event: activating the persistent tick would also move its next timeout
+	   a TICK_MS on from the last (libevent's EV_PERSIST), so a burst of kicks put the next
+	   tick minutes away: retries, a mailctl queue flush and works waiting for another
+	   worker's connection slot all waited for it */
 	if (m->qr != NULL && !m->qr->stopping)
-		event_active(m->qr->tick, EV_TIMEOUT, 0);
+		event_active(m->qr->kick, EV_TIMEOUT, 0);
 }
 
 void queue_runner_stop(struct mtad *m)
@@ -1018,6 +1044,7 @@ void queue_runner_stop(struct mtad *m)
 	sts_cache_free(&qr->sts);
 	tls_ctx_free(&qr->verify_tls);
 	event_free(qr->tick);
+	event_free(qr->kick);
 	tls_ctx_free(&qr->tls);
 	free(qr);
 	m->qr = NULL;
@@ -1211,6 +1238,11 @@ static void finish_done(int result, const struct store_rcpt *rcpts, size_t n, ui
 	TAILQ_REMOVE(&qr->jobs, job, entry);
 	qr->njobs--;
 	job_free(job);
+	if (qr->full && !qr->stopping) { /* a slot: the entries waiting for one are leased now */
+		qr->full = false;
+		log_debug("queue: a job ended with %d in flight: leasing again", MAX_JOBS);
+		queue_runner_kick(qr->m);
+	}
 }
 
 static void job_record(struct qfinish *f)

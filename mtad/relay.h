@@ -114,7 +114,8 @@ struct qdest {
 
 struct queue_runner {
 	struct mtad *m;
-	struct event *tick;
+	struct event *tick;     /* every TICK_MS (queue_runner.c) */
+	struct event *kick;     /* one pass now: queue_runner_kick */
 	SSL_CTX *tls;           /* client context: TLS when offered */
 	struct dns *dns;        /* the worker's resolver (m->dns) */
 	SSL_CTX *verify_tls;    /* verifying client context (MTA-STS policy fetch) */
@@ -129,6 +130,9 @@ struct queue_runner {
 	int64_t timeout_ms;
 	bool stopping;
 	bool leasing;                    /* a lease (or the start's release) in the commit */
+	bool full;                       /* MAX_JOBS in flight, entries maybe due: a job's
+					    end starts the next pass */
+	size_t lease_max;                /* what the lease in the commit asked for */
 	struct store_queue_lease *lease; /* the lease in the commit */
 };
 
