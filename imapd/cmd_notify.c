@@ -382,9 +382,17 @@ void imap_notify_flush(struct imap_client *c, bool allow_expunge)
 	   watcher's wake-up came yet or not */
 	if (c->cmd_active && !(c->flags & IMAP_CF_IDLE)) {
 		read_partition(c->srv, c->part);
-		for (i = 0; i < n->nwatch; i++)
-			if (n->watch[i].part != c->part)
-				read_partition(c->srv, n->watch[i].part);
+		if (n->nwatch > 0) { /* each watched partition once */
+			bool *done = xcalloc(store_partitions(c->srv->store), sizeof(*done));
+
+			done[c->part] = true;
+			for (i = 0; i < n->nwatch; i++)
+				if (!done[n->watch[i].part]) {
+					done[n->watch[i].part] = true;
+					read_partition(c->srv, n->watch[i].part);
+				}
+			free(done);
+		}
 	}
 	if (n->overflow) {
 		imap_printf(c, "* OK [NOTIFICATIONOVERFLOW] Too many changes to tell; "
@@ -540,14 +548,15 @@ static void notify_change(struct imap_client *c, struct store_txn *t,
 	}
 }
 
-/* A partition's NOTIFY sessions, sorted by user: a record goes to its user's sessions
-   found by a binary search, not by a pass over every session of the worker. */
+/* A session watching mailbox mbox of a partition (one of its struct notify_watch). */
 struct notify_watcher {
 	uint64_t mbox;
 	struct imap_client *c;
 	const struct notify_watch *w;
 };
 
+/* A partition's NOTIFY sessions, sorted by user: a record goes to its user's sessions
+   found by a binary search, not by a pass over every session of the worker. */
 struct notify_read {
 	struct store_txn *t;
 	struct imap_client **by_user;
@@ -635,7 +644,6 @@ static void position_take(struct imap_server *srv, unsigned part)
 	store_txn_abort(&t);
 }
 
-/* The new records of partition p's log, handed to the worker's NOTIFY sessions there. */
 /* The watched mailboxes of partition p, of c, into r. */
 static void watchers_add(struct notify_read *r, size_t *cap, struct imap_client *c, unsigned p)
 {
@@ -650,6 +658,8 @@ static void watchers_add(struct notify_read *r, size_t *cap, struct imap_client 
 	}
 }
 
+/* The new records of partition p's log, handed to the worker's NOTIFY sessions there and to
+   those watching a mailbox there. */
 static void read_partition(struct imap_server *srv, unsigned p)
 {
 	struct notify_read r = { 0 };
@@ -726,6 +736,14 @@ static int initial_cb(const struct store_mbox_info *mi, void *arg)
 	return 0;
 }
 
+static bool watched(const struct imap_notify *n, uint64_t mbox)
+{
+	for (size_t i = 0; i < n->nwatch; i++)
+		if (n->watch[i].mbox == mbox)
+			return true;
+	return false;
+}
+
 /* The MAILBOXES names of other users' (and the shared) namespace that c may see now, as
    watches: their owners' partitions are read for them too. SUBTREE, SUBSCRIBED and the
    others stay the user's own mailboxes. */
@@ -742,9 +760,10 @@ static void watches_find(struct imap_client *c, struct imap_notify *n)
 
 			if (!imap_ns_reserved(c, g->names[j]))
 				continue;
-			if (imap_ns_find(c, g->names[j], &b) != 0 || b.own || b.mbox == 0) {
+			if (imap_ns_find(c, g->names[j], &b) != 0 || b.own || b.mbox == 0 ||
+			    watched(n, b.mbox)) {
 				imap_ns_box_release(&b);
-				continue; /* none, or one it may not see ('l'): nothing to tell */
+				continue; /* none, one it may not see ('l'), or named before */
 			}
 			/* the first group naming it decides (RFC 5465 6) */
 			for (size_t k = 0; k <= i && !named; k++) {
