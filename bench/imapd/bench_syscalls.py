@@ -37,8 +37,8 @@ from heronlib import Imapd, IMAP_PASSWORD as PASSWORD, ImapRaw as Raw  # noqa: E
 from bench_imapd import message, drain_until  # noqa: E402
 
 PHASES = ["login", "logout", "noop", "select", "fetchhdr", "fetchbody", "uidstore", "idle"]
-SHOWN = ["read", "recvfrom", "write", "writev", "sendto", "sendmsg", "epoll_ctl", "epoll_wait",
-         "openat", "close", "pread64", "pwrite64", "fdatasync", "fstat", "newfstatat", "lseek",
+SHOWN = ["read", "readv", "recvfrom", "write", "writev", "sendto", "sendmsg", "epoll_ctl", "epoll_wait",
+         "openat", "memfd_create", "close", "pread64", "pwrite64", "fdatasync", "fstat", "newfstatat", "lseek",
          "mmap", "munmap", "brk", "madvise", "futex", "getpid", "clock_gettime", "accept4",
          "setsockopt", "getsockname", "fcntl", "ioctl"]
 IDLE_MSG = (b"From: a@heron.test\r\nTo: bob@heron.test\r\nSubject: syscall bench\r\n\r\n"
@@ -208,6 +208,8 @@ def parse_strace(text):
 
 def run_phase(bench, phase, count, cpu_count, rounds):
     """{'per': {syscall: calls per command}, 'total': calls per command, 'cpu_ms': ...}."""
+    if phase not in ("login", "logout", "idle"):
+        bench.session()  # its LOGIN and SELECT are not the phase's
     if phase == "logout" and not bench.held:
         bench.login(count, time.monotonic() + LIMIT_S)
     done, calls = bench.traced(phase, count)
