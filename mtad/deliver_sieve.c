@@ -324,6 +324,25 @@ static int run_for(struct smtp_session *s, struct sieve_tx *sv, const struct smt
 	return run_who(s->m, &w, sv->map, sv->maplen, get_map, &mc, NULL, res);
 }
 
+/* The test hooks of the queued delivery's windows and failures (HERON_MTAD_CRASH_AT,
+   HERON_MTAD_FAIL_AT: crash_point below) */
+static bool point_armed(const char *env, const char *point)
+{
+	const char *v = getenv(env);
+	size_t n = strlen(point);
+
+	return v != NULL && strncmp(v, point, n) == 0 && v[n] == ':' && unlink(v + n + 1) == 0;
+}
+
+/* true once per armed file: the caller fails there (any thread) */
+static bool fail_point(const char *point)
+{
+	if (point == NULL || !point_armed("HERON_MTAD_FAIL_AT", point))
+		return false;
+	log_warnx("fail point %s: a transient error (HERON_MTAD_FAIL_AT)", point);
+	return true;
+}
+
 /* ---- actions to deliveries ---------------------------------------------------------------- */
 
 struct sv_group { /* one store delivery of one message file */
@@ -544,6 +563,10 @@ static bool do_redirect(struct smtp_session *s, struct sieve_tx *sv, const struc
 
 	if (redirect_looped(sv->map, sv->maplen, s->tx->qid, r->addr, to))
 		return false;
+	if (fail_point("sieve-redirect-queue")) { /* as the copy's commit failing would */
+		out_failed(s, (size_t)(r - s->tx->rcpt), STORE_EIO);
+		return true;
+	}
 	mark = xasprintf("Delivered-To: %s\r\n", r->addr);
 	buf_init(&pre, 128, TRACE_HEADER_MAX);
 	buf_puts(&pre, mark);
@@ -987,21 +1010,19 @@ static int map_message(struct smtp_session *s, struct sieve_tx *sv)
    (deliver_sieve_queued), which queues the copies and the reply exactly once across kill -9
    and retries; here a copy could go out and the keep then fail (a 452 the client or a
    requeue tries again: the copy again), or a kill -9 fall between the reply's memory and the
-   reply. Not when this delivery does what the runner's does not: DMARC quarantine into Junk,
-   user+detail@ into its folder, a reject's 550 in the session. */
-static bool to_queue(const struct smtp_session *s, const struct smtp_rcpt *r,
-		     const struct sieve_result *res)
+   reply. user+detail@ goes there too (the runner keeps into its folder as here). Not when
+   this delivery does what the runner's does not: DMARC quarantine into Junk (the queue entry
+   does not say it). A reject never comes with a redirect or a vacation (sieve_run.c refuses
+   the mix: the scripts' error keeps the message), so its 550 or its notice is all that
+   recipient's scripts send and no 4xx can follow a stored copy. */
+static bool to_queue(const struct smtp_session *s, const struct sieve_result *res)
 {
 	bool sends = false;
 
-	if (s->tx->quarantine ||
-	    (conf_values(s->m->conf)->mtad.subaddress_folder && r->detail[0] != '\0'))
+	if (s->tx->quarantine)
 		return false;
-	for (size_t k = 0; k < res->nact; k++) {
-		if (res->act[k].type == SIEVE_REJECT || res->act[k].type == SIEVE_EREJECT)
-			return false;
+	for (size_t k = 0; k < res->nact; k++)
 		sends |= res->act[k].type == SIEVE_REDIRECT || res->act[k].type == SIEVE_VACATION;
-	}
 	return sends;
 }
 
@@ -1024,7 +1045,7 @@ bool deliver_sieve(struct smtp_session *s)
 		if (!tx->rcpt[i].local)
 			continue;
 		rc = run_for(s, sv, &tx->rcpt[i], &res[i]);
-		if (rc == 0 && to_queue(s, &tx->rcpt[i], &res[i])) {
+		if (rc == 0 && to_queue(s, &res[i])) {
 			sieve_result_clear(&res[i]);
 			memset(&res[i], 0, sizeof(res[i]));
 			tx->rcpt[i].local = false; /* deliver.c queues it with the remote ones */
@@ -1160,6 +1181,7 @@ struct qdlv {
 				      done), or edited */
 	struct store_blob *edited; /* editheader's copy (ours), or NULL */
 	char *mark;                /* the queue's record written with the delivery, or NULL */
+	char *folder;              /* a keep's mailbox (dq->folder), or NULL: INBOX */
 	struct sieve_tx d;         /* dests only (d.d, d.nd) */
 	bool *create;              /* per dest */
 	char **dup;
@@ -1183,23 +1205,6 @@ struct qdlv {
    other worker goes on and no restart comes) at POINT when it can remove FILE, so once per
    file; with HERON_MTAD_FAIL_AT=POINT:FILE, POINT fails as a transient store error would,
    once per file (fail_point). */
-static bool point_armed(const char *env, const char *point)
-{
-	const char *v = getenv(env);
-	size_t n = strlen(point);
-
-	return v != NULL && strncmp(v, point, n) == 0 && v[n] == ':' && unlink(v + n + 1) == 0;
-}
-
-/* true once per armed file: the caller fails there (any thread) */
-static bool fail_point(const char *point)
-{
-	if (point == NULL || !point_armed("HERON_MTAD_FAIL_AT", point))
-		return false;
-	log_warnx("fail point %s: a transient error (HERON_MTAD_FAIL_AT)", point);
-	return true;
-}
-
 static void crash_point(const char *point)
 {
 	char self[512], parent[512], path[64];
@@ -1260,7 +1265,8 @@ static int q_fn(struct store_txn *t, void *arg)
 		uint32_t uid;
 		unsigned idx;
 
-		if ((rc = q_mbox(t, u.id, d->mailbox, q->create[i], &mbox)) != 0)
+		if ((rc = q_mbox(t, u.id, d->mailbox != NULL ? d->mailbox : q->folder,
+				 d->mailbox != NULL && q->create[i], &mbox)) != 0)
 			return rc;
 		for (size_t k = 0; k < d->nkw; k++)
 			if (store_mbox_keyword(t, mbox, d->kw[k], true, &idx) == 0)
@@ -1369,6 +1375,7 @@ static void q_free(struct qdlv *q)
 	free(q->create);
 	store_blob_free(&q->edited); /* after the commit: done() ran */
 	free(q->mark);
+	free(q->folder);
 	free(q->user);
 	free(q->vac.key);
 	free(q->vac_to);
@@ -1488,6 +1495,7 @@ static struct qdlv *q_new(struct mtad *m, const struct deliver_queued *dq,
 	q->part = dq->part;
 	q->qid = dq->qid;
 	q->blob = dq->blob;
+	q->folder = dq->folder != NULL ? xstrdup(dq->folder) : NULL;
 	q->done = done;
 	q->arg = arg;
 	q->code = 250;

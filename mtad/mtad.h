@@ -412,6 +412,8 @@ struct deliver_queued {
 	size_t idx;              /* the recipient's index in the entry */
 	bool reply_owed;         /* delivered before, its vacation reply not yet queued */
 	uint64_t dup_seen;       /* with reply_owed: the delivering run's duplicate answers */
+	const char *folder;      /* NULL, or where a keep goes: user+DETAIL@'s folder when it
+				    exists ([mtad] subaddress_folder), else INBOX */
 };
 int deliver_sieve_queued(struct mtad *m, const struct deliver_queued *dq,
 			 void (*done)(int code, const char *text, void *arg), void *arg);

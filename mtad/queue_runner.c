@@ -300,7 +300,8 @@ struct local_dlv {
 	struct qwork *w;
 	struct store_rcpt r;
 	char user[256];
-	char key[48]; /* mark_key */
+	char folder[MAILADDR_LOCAL_MAX + 1]; /* user+DETAIL@'s folder (subaddress_folder), or "" */
+	char key[48];                        /* mark_key */
 	unsigned part;
 	struct store_blob *blob;
 };
@@ -541,6 +542,7 @@ static void local_deliver(struct local_dlv *ld, unsigned part)
 			.blob = ld->blob,
 			.mark = ld->key,
 			.idx = i,
+			.folder = ld->folder[0] ? ld->folder : NULL,
 		};
 
 		rc = deliver_sieve_queued(job->qr->m, &dq, local_sieved, ld);
@@ -599,6 +601,15 @@ static void local_user(struct qwork *w, const char *login, int partition, uint64
 	ld->w = w;
 	str_lcpy(ld->user, login, sizeof(ld->user));
 	ld->r.user = ld->user;
+	if (conf_values(w->job->qr->m->conf)->mtad.subaddress_folder) {
+		/* user+tag@ into the folder tag when it exists (the store: else INBOX), as the
+		   session's delivery does */
+		char key[MAILADDR_TEXT_MAX + 1];
+
+		rcpt_lookup_key(w->job->qr->m, w->job->qm.rcpt[w->idx[0]].addr, key, sizeof(key),
+				ld->folder, sizeof(ld->folder));
+		ld->r.mailbox = ld->folder[0] ? ld->folder : NULL;
+	}
 	rc = deliver_user_ensure(w->job->qr->m, ld->user, partition, quota, &part, local_user_made,
 				 ld);
 	if (rc != DELIVER_PENDING)

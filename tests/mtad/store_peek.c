@@ -1,5 +1,6 @@
 /* store_peek.c — a test helper that reads what mtad wrote, through libstore:
  *   store_peek CONF inbox USER        one line per INBOX message: "uid blob size"
+ *   store_peek CONF folder USER NAME  the same for the mailbox NAME
  *   store_peek CONF body USER UID     the message's bytes
  *   store_peek CONF queue             one line per queue entry: "id sender rcpt:state,... [held]"
  * Exits 1 with a message on stderr when the user or message does not exist. */
@@ -18,8 +19,8 @@ static int die(const char *what, int rc)
 	return 1;
 }
 
-static int open_inbox(struct store *st, const char *user, unsigned *part, struct store_txn **t,
-		      uint64_t *mbox)
+static int open_inbox(struct store *st, const char *user, const char *name, unsigned *part,
+		      struct store_txn **t, uint64_t *mbox)
 {
 	struct store_user u;
 	int rc;
@@ -28,19 +29,19 @@ static int open_inbox(struct store *st, const char *user, unsigned *part, struct
 	    (rc = store_txn_begin(st, *part, STORE_TXN_READ, t)) != 0)
 		return rc;
 	if ((rc = store_user_get(*t, user, &u)) != 0 ||
-	    (rc = store_mbox_find(*t, u.id, "INBOX", mbox)) != 0)
+	    (rc = store_mbox_find(*t, u.id, name, mbox)) != 0)
 		store_txn_abort(t);
 	return rc;
 }
 
-static int cmd_inbox(struct store *st, const char *user, long want_uid)
+static int cmd_inbox(struct store *st, const char *user, const char *name, long want_uid)
 {
 	struct store_txn *t;
 	struct store_iter *it;
 	struct store_msg m;
 	unsigned part;
 	uint64_t mbox;
-	int rc = open_inbox(st, user, &part, &t, &mbox);
+	int rc = open_inbox(st, user, name, &part, &t, &mbox);
 
 	if (rc != 0)
 		return die(user, rc);
@@ -87,7 +88,8 @@ int main(int argc, char **argv)
 	int rc;
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: store_peek CONF inbox USER | body USER UID | queue\n");
+		fprintf(stderr,
+			"usage: store_peek CONF inbox USER | folder USER NAME | body USER UID | queue\n");
 		return 2;
 	}
 	if (conf_load(argv[1], &c, &err) < 0) {
@@ -99,9 +101,11 @@ int main(int argc, char **argv)
 	if ((rc = store_open(&o, &st)) != 0)
 		return die("open", rc);
 	if (strcmp(argv[2], "inbox") == 0 && argc == 4)
-		rc = cmd_inbox(st, argv[3], -1);
+		rc = cmd_inbox(st, argv[3], "INBOX", -1);
+	else if (strcmp(argv[2], "folder") == 0 && argc == 5)
+		rc = cmd_inbox(st, argv[3], argv[4], -1);
 	else if (strcmp(argv[2], "body") == 0 && argc == 5)
-		rc = cmd_inbox(st, argv[3], atol(argv[4]));
+		rc = cmd_inbox(st, argv[3], "INBOX", atol(argv[4]));
 	else if (strcmp(argv[2], "queue") == 0)
 		rc = store_queue_list(st, queue_cb, NULL);
 	else

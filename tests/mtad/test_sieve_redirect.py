@@ -35,13 +35,13 @@ from heronlib import (DOMAIN, HOST, Mtad, Sink, Store, assert_eq, assert_in,  # 
 
 ROOT, MTAD, PEEK, MAILCTL, SINK = sys.argv[1:6]
 TMP = tempfile.mkdtemp(prefix="heron-sieve-redirect-")
-USERS = ["bob", "carl", "dora", "eve", "fred", "gina", "hana", "ida", "jon"]
+USERS = ["bob", "carl", "dora", "eve", "fred", "gina", "hana", "ida", "jon", "kim"]
 write_users(os.path.join(TMP, "users"), USERS)
 SINKMAIL = os.path.join(TMP, "sinkmail")
 sink = Sink(SINK, TMP, {"keep": SINKMAIL, "records": "all"})
 mtad = Mtad(MTAD, TMP, {"backend": "file", "users_file": os.path.join(TMP, "users")},
             {"transport_map": f"sink.test=127.0.0.1:{sink.port}", "retry_schedule": "1s",
-             "workers": "1"},
+             "workers": "1", "subaddress_folder": "yes"},
             tls=False)
 mtad.sections["sieve"] = {"vacation_min_days": "1"}
 mtad.write_conf()
@@ -349,6 +349,42 @@ def test_duplicate_before_vacation_replay():
     assert_eq(replies_to(frm, "hana-away"), 1)
 
 
+def in_folder(user, name):
+    r = subprocess.run([PEEK, mtad.conf, "folder", user, name], capture_output=True,
+                       text=True)
+    return len(r.stdout.splitlines()) if r.returncode == 0 else 0
+
+
+def test_subaddress_folder_redirect_refused_once():
+    """user+tag@ with subaddress_folder and a folder tag, a script that redirects :copy, the
+    copy's queue commit failing once: the recipient is the queue runner's (as without a
+    detail), which keeps into the folder, so the failure is a 451 the runner retries before
+    anything is stored (was: kept in the session, then 451 to the client for the copy, and
+    the client's retry kept it again). One copy at the sink, one in the folder, none in
+    INBOX."""
+    make_user("kim")
+    mailctl("mailbox", "create", "kim", "tag")
+    put("kim", 'require "copy";\nredirect :copy "kim-fwd@sink.test";\n')
+    subj = "to kim+tag, the copy refused once"
+    mark, flag = failing_once("sieve-redirect-queue", restart)
+    for _ in range(3):  # as a client does: again after a 4xx
+        try:
+            send(f"kim+tag@{DOMAIN}", subj)
+            break
+        except smtplib.SMTPResponseException as e:
+            assert_eq(e.smtp_code // 100, 4, e)
+    wait_for(lambda: at_sink(subj, "kim-fwd@sink.test") >= 1 and in_folder("kim", "tag") >= 1,
+             timeout=60, what="the copy at the sink and the kept one in tag")
+    settle("kim-fwd@sink.test")
+    settle(f"kim+tag@{DOMAIN}")
+    assert not os.path.exists(flag)
+    assert_eq(at_sink(subj, "kim-fwd@sink.test"), 1)
+    assert_eq(in_folder("kim", "tag"), 1)
+    assert_eq(in_mailbox("kim", subj), 0)
+    assert_in("sieve redirect or vacation: delivered by the queue runner",
+              mtad.logtext()[mark:])
+
+
 def subjects_of(user):
     """How many messages of each subject the user's INBOX holds."""
     found = collections.Counter()
@@ -459,7 +495,8 @@ def main():
         test_redirect_over_quota_once, test_vacation_reply_once_across_kills, test_kill9_storm,
         test_no_crash_one_of_each, test_postmaster_full_address_vacation,
         test_vacation_reply_queue_fails_once, test_vacation_replay_fails_once,
-        test_scripts_not_run_once, test_duplicate_before_vacation_replay, test_records_swept,
+        test_scripts_not_run_once, test_duplicate_before_vacation_replay,
+        test_subaddress_folder_redirect_refused_once, test_records_swept,
     ])
 
 
