@@ -88,6 +88,26 @@ static int fsync_subdir(struct store *st, struct store_env *e, uint64_t id)
 	return rc;
 }
 
+/* A message file's id: 40 random bits, the process tag, the directory byte. */
+static uint64_t file_id(struct store *st)
+{
+	uint64_t id;
+
+	do {
+		if (getrandom(&id, sizeof(id), 0) != sizeof(id))
+			fatal("getrandom");
+		/* the top byte (the subdirectory) follows the hour: files written together share
+		   a directory, so a group commit fsyncs that directory once for all of them; a
+		   bulk load (no directory fsync) spreads its millions of files over all 256 */
+		if (!st->nosync)
+			id = (id & ~(UINT64_C(0xff) << 56)) |
+			     (uint64_t)((time(NULL) / 3600) & 0xff) << 56;
+		/* the process tag: what a crash of this process leaves is found by it */
+		id = (id & ~(UINT64_C(0xffff) << 40)) | (uint64_t)st->tag << 40;
+	} while (id == 0);
+	return id;
+}
+
 int store_blob_new(struct store *st, unsigned part, struct store_blob **b_r)
 {
 	struct store_env *e = store_env_of(st, part);
@@ -100,18 +120,7 @@ int store_blob_new(struct store *st, unsigned part, struct store_blob **b_r)
 	b->st = st;
 	b->part = part;
 	b->fd = -1;
-	do {
-		if (getrandom(&b->id, sizeof(b->id), 0) != sizeof(b->id))
-			fatal("getrandom");
-		/* the top byte (the subdirectory) follows the hour: files written together share
-		   a directory, so a group commit fsyncs that directory once for all of them; a
-		   bulk load (no directory fsync) spreads its millions of files over all 256 */
-		if (!st->nosync)
-			b->id = (b->id & ~(UINT64_C(0xff) << 56)) |
-				(uint64_t)((time(NULL) / 3600) & 0xff) << 56;
-		/* the process tag: what a crash of this process leaves is found by it */
-		b->id = (b->id & ~(UINT64_C(0xffff) << 40)) | (uint64_t)st->tag << 40;
-	} while (b->id == 0);
+	b->id = file_id(st);
 	store_blob_path(b->tmp, sizeof(b->tmp), b->id);
 	strcat(b->tmp, ".tmp");
 	b->inl = st->inline_max > 0;
@@ -280,10 +289,63 @@ static int blob_encode(struct store_blob *b)
 #define DEFERRED_MAX 256
 static atomic_int deferred_open;
 
+/* Ids tried for a file's final name before giving up (each a 2^-40 chance of meeting a file
+   of this process's hour that exists). */
+#define FILE_ID_TRIES 8
+
+atomic_bool store_blob_rename_by_link;
+
+/* Renames from to to under directory fd dfd unless to exists (EEXIST then): renameat2 with
+   RENAME_NOREPLACE, or where the filesystem or kernel lacks it (EINVAL, ENOSYS; remembered
+   in store_blob_rename_by_link) a hard link to the new name and the old name's unlink (a
+   link never replaces either; a crash between leaves the old tmp name, an orphan of this
+   process). */
+static int rename_noreplace(int dfd, const char *from, const char *to)
+{
+	if (!atomic_load(&store_blob_rename_by_link)) {
+		if (renameat2(dfd, from, dfd, to, RENAME_NOREPLACE) == 0)
+			return 0;
+		if (errno != EINVAL && errno != ENOSYS)
+			return -1;
+		atomic_store(&store_blob_rename_by_link, true);
+	}
+	if (linkat(dfd, from, dfd, to, 0) == -1)
+		return -1;
+	return unlinkat(dfd, from, 0);
+}
+
+/* Moves b's tmp file to its final name, never over a file already there (an id met by
+   chance: 40 random bits per process and hour); when the name is taken, b takes a new id
+   and tries again. The fsync order stays the rename's: the file's bytes synced before it or
+   by the commit, its directory fsynced after it. */
+static int blob_rename_final(struct store_blob *b, struct store_env *e)
+{
+	char final[32];
+
+	for (unsigned i = 0; i < FILE_ID_TRIES; i++) {
+		if (i > 0)
+			b->id = file_id(b->st);
+		store_blob_path(final, sizeof(final), b->id);
+		if (rename_noreplace(e->blobdir_fd, b->tmp, final) == 0) {
+			if (i > 0) { /* the tmp name follows the id (it names nothing now) */
+				store_blob_path(b->tmp, sizeof(b->tmp), b->id);
+				strcat(b->tmp, ".tmp");
+			}
+			return 0;
+		}
+		if (errno != EEXIST) {
+			log_warn("store: rename blob %016" PRIx64, b->id);
+			return store_errno(errno);
+		}
+		log_warnx("store: blob %016" PRIx64 " exists: another id", b->id);
+	}
+	return STORE_EIO;
+}
+
 static int blob_finish(struct store_blob *b, bool defer)
 {
 	struct store_env *e = store_env_of(b->st, b->part);
-	char final[32];
+	int rc;
 
 	if (b->err != 0 || b->finished)
 		return b->err != 0 ? b->err : STORE_EINVAL;
@@ -293,7 +355,6 @@ static int blob_finish(struct store_blob *b, bool defer)
 	msgcache_builder_free(&b->mb);
 	if (b->inl)
 		return blob_encode(b);
-	store_blob_path(final, sizeof(final), b->id);
 	if (b->st->nosync)
 		defer = false; /* bulk load: nothing to defer, store_close syncs */
 	if (defer && atomic_fetch_add(&deferred_open, 1) >= DEFERRED_MAX) {
@@ -325,10 +386,8 @@ static int blob_finish(struct store_blob *b, bool defer)
 	}
 	b->deferred = defer;
 	/* a crash before the data is durable leaves an unreferenced file: verify's orphan */
-	if (renameat(e->blobdir_fd, b->tmp, e->blobdir_fd, final) == -1) {
-		log_warn("store: rename blob %016" PRIx64, b->id);
-		return b->err = store_errno(errno);
-	}
+	if ((rc = blob_rename_final(b, e)) != 0)
+		return b->err = rc;
 	b->finished = true;
 	/* the directory fsync (the rename's durability) is done before the first index commit
 	   that references the blob, once per directory per batch */

@@ -308,6 +308,9 @@ int store_msg_count_history(struct store_txn *t, uint64_t mbox, uint32_t *n_r);
 int store_blob_ref(struct store_txn *t, const struct store_blob *b);
 int store_blob_ref_id(struct store_txn *t, uint64_t blob, int delta);
 void store_blob_path(char *out, size_t size, uint64_t id);
+/* Message files are renamed to their final names by a hard link and an unlink (set when
+   renameat2's RENAME_NOREPLACE is not supported; a test sets it to take that path). */
+extern atomic_bool store_blob_rename_by_link;
 void store_blob_unlink_dead(struct store_txn *t);
 void store_blob_txn_committed(struct store_txn *t);
 int store_blob_sync_batch(struct store_blob **v, const unsigned *parts, size_t n);

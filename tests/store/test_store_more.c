@@ -4,13 +4,16 @@
  * filesystems (a copy where a hard link fails with EXDEV), verify moving orphan files to
  * lost+found and rebuilding a cache entry that does not parse, store_msg_expunge with
  * out == NULL, store_iter_next's answers, and what the change log says of each message
- * write (old records without the byte read as every kind). */
+ * write (old records without the byte read as every kind), and a message file whose id
+ * meets a file that exists taking another id instead of replacing it (renameat2's
+ * RENAME_NOREPLACE, and the hard link it falls back to). */
 #include <errno.h>
 #include <lmdb.h>
 #include <sys/stat.h>
 #include <time.h>
 
 #include "store_test.h"
+#include "store/store_private.h"
 
 static int list_cb(const struct store_mbox_info *mi, void *arg)
 {
@@ -564,6 +567,78 @@ static void test_change_what(void **state)
 	tstore_close(&ts, true);
 }
 
+/* A file planted at the final name a blob's id gives (another message's file that met the
+   same id) is left as it is: the blob finishes under a new id and reads back its own bytes;
+   both with RENAME_NOREPLACE and with the link and unlink taken where that is lacking. */
+static void test_file_id_taken(void **state)
+{
+	static const char planted[] = "another message's bytes\r\n";
+	static const char mine[] = "Subject: mine\r\n\r\nmine\r\n";
+
+	(void)state;
+	for (int by_link = 0; by_link < 2; by_link++) {
+		struct tstore ts;
+		struct store_blob *b;
+		struct store_txn *t;
+		struct store_msg m;
+		char final[32], path[512], got[64], tmp[64];
+		uint64_t user, inbox, old;
+		uint32_t uid;
+		int fd;
+		ssize_t n;
+
+		tstore_open(&ts, 1);
+		atomic_store(&store_blob_rename_by_link, by_link != 0);
+		user = tuser(ts.st, "taken");
+		inbox = tmbox(ts.st, user, "INBOX");
+		assert_int_equal(store_blob_new(ts.st, 0, &b), 0);
+		assert_int_equal(store_blob_write(b, mine, sizeof(mine) - 1), 0);
+		old = store_blob_id(b);
+		store_blob_path(final, sizeof(final), old);
+		snprintf(tmp, sizeof(tmp), "%s.tmp", final);
+		snprintf(path, sizeof(path), "%s/part0/blobs/%s", ts.dir, final);
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0640);
+		assert_true(fd >= 0);
+		assert_int_equal(write(fd, planted, sizeof(planted) - 1), sizeof(planted) - 1);
+		close(fd);
+
+		assert_int_equal(store_blob_finish(b), 0);
+		assert_true(store_blob_id(b) != old);
+		assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_WRITE, &t), 0);
+		assert_int_equal(store_msg_append(t, inbox, b, 0, 0, 0, &uid), 0);
+		assert_int_equal(store_txn_commit(&t), 0);
+		store_blob_free(&b);
+
+		/* the planted file is untouched, the tmp name gone */
+		fd = open(path, O_RDONLY);
+		assert_true(fd >= 0);
+		n = read(fd, got, sizeof(got));
+		close(fd);
+		assert_int_equal(n, sizeof(planted) - 1);
+		assert_memory_equal(got, planted, sizeof(planted) - 1);
+		snprintf(path, sizeof(path), "%s/part0/blobs/%s", ts.dir, tmp);
+		assert_int_equal(access(path, F_OK), -1);
+
+		/* the message reads back its own bytes */
+		assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_READ, &t), 0);
+		assert_int_equal(store_msg_get(t, inbox, uid, &m), 0);
+		store_txn_abort(&t);
+		assert_true(m.blob != old);
+		{
+			uint64_t size;
+
+			assert_int_equal(store_blob_open(ts.st, 0, m.blob, &fd, &size), 0);
+			assert_int_equal(size, sizeof(mine) - 1);
+			n = read(fd, got, sizeof(got));
+			close(fd);
+			assert_int_equal(n, sizeof(mine) - 1);
+			assert_memory_equal(got, mine, sizeof(mine) - 1);
+		}
+		atomic_store(&store_blob_rename_by_link, false);
+		tstore_close(&ts, true);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -575,6 +650,7 @@ int main(void)
 		cmocka_unit_test(test_exdev_copy),
 		cmocka_unit_test(test_verify_lost_found_and_bad_cache),
 		cmocka_unit_test(test_change_what),
+		cmocka_unit_test(test_file_id_taken),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
