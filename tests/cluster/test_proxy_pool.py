@@ -4,7 +4,7 @@ tests/cluster/heroncluster.py: two store hosts and a front imapd, proxy_tls = st
 A client's LOGOUT through the front is answered by the front (BYE, tagged OK), the store
 host's connection UNAUTHENTICATEd and parked; the next login of a user of that host runs on
 it (the store host's log: the same session id unauthenticated, then logged in as the new
-user; the front's: leg=reused), IDLE before the LOGOUT included. Nothing of the first user's
+user; the front's: leg=reused, and its heron_imap_proxy_logins_total{leg="reused"}), IDLE before the LOGOUT included. Nothing of the first user's
 session reaches the second: ENABLE CONDSTORE is news again, no mailbox is selected, and the
 store host's log names the second client's address from its own ID. A store host restarted
 or killed while connections are parked, a parked connection its store host closes, or one
@@ -24,17 +24,19 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from heroncluster import Cluster, IMAPFrom, fake_starttls, listener  # noqa: E402
-from heronlib import (assert_eq, assert_in, run_main, run_tests, tls_client_ctx,  # noqa: E402
-                      wait_for, write_conf)
+from heroncluster import FRONT_ADDR, Cluster, IMAPFrom, fake_starttls, listener  # noqa: E402
+from heronlib import (assert_eq, assert_in, free_port, run_main, run_tests,  # noqa: E402
+                      tls_client_ctx, wait_for, write_conf)
 
 ROOT, MTAD, IMAPD, PEEK = sys.argv[1:5]
 TMP = tempfile.mkdtemp(prefix="heron-cluster-pool-")
 FAKE = "bad.heron.test"
 FAKE_ADDR = "127.0.0.5"
+METRICS = free_port()  # the front imapd's /metrics
 
 
 class FakeStore:
@@ -115,7 +117,9 @@ class FakeStore:
 
 
 def main():
-    cl = Cluster(ROOT, MTAD, IMAPD, PEEK, TMP, users=8, front=True, fake_names=(FAKE,))
+    cl = Cluster(ROOT, MTAD, IMAPD, PEEK, TMP, users=8, front=True, fake_names=(FAKE,),
+                 front_sections={"metrics": {"enabled": "yes",
+                                             "imapd_listen": f"{FRONT_ADDR}:{METRICS}"}})
     daemons = []
     h1 = h2 = front = None
 
@@ -130,6 +134,14 @@ def main():
         typ, data = c.logout()
         assert_eq(typ, "BYE")
         assert_in(b"Logging out", data[0])
+
+    def metric(series):
+        """The value of series (name{labels}) on the front imapd's /metrics (0 when absent)."""
+        with urllib.request.urlopen(f"http://{FRONT_ADDR}:{METRICS}/metrics", timeout=10) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith(series + " "):
+                    return float(line.split()[-1])
+        return 0.0
 
     def legs(user):
         """The kinds of connection (dialed, reused) user's proxy logins ran on, in order."""
@@ -168,6 +180,7 @@ def main():
     def test_reused_and_nothing_leaks():
         # user1 and user3 live on store1: user1's session, ENABLE, a mailbox selected, an
         # ID naming its client
+        reused = metric('heron_imap_proxy_logins_total{leg="reused"}')
         a = login("user1", "127.0.0.9")
         assert_eq(a.enable("CONDSTORE")[0], "OK")
         assert_in(b"CONDSTORE", a.untagged_responses.get("ENABLED", [b""])[0])
@@ -180,6 +193,8 @@ def main():
         assert_eq(b.login("user3", "user3")[0], "OK")
         port = b.sock.getsockname()[1]
         assert_eq(legs("user3")[-1], "reused")
+        assert_eq(metric('heron_imap_proxy_logins_total{leg="reused"}'), reused + 1)
+        assert metric('heron_imap_proxy_logins_total{leg="dialed"}') >= 1
         # the same connection on the store host, now user3's, from user3's own client
         assert_eq(session_of(h1, "user=user3 via=proxy result=ok"), first)
         log = h1.imapd.logtext()
@@ -193,6 +208,8 @@ def main():
         assert_eq(b.readline(), b"x1 BAD No mailbox selected\r\n")
         assert_eq(b.select("INBOX")[0], "OK")
         logged_out(b, h1.name)
+        wait_for(lambda: metric("heron_imap_proxy_parked_connections") >= 1, 10,
+                 "the parked connections' gauge")  # published once a second
 
     def test_idle_then_logout_parked():
         c = login("user2")
