@@ -17,43 +17,87 @@
 /* The rows of CONF_PROXY_FIELDS in section sec (a name: [imapd], [sieve]): the same names,
    types, bounds and defaults but the store hosts' port (port_default); each section's
    documentation. scripts/gen-conf-man expands it as the compiler does. */
-#define CONF_PROXY_KEYS(sec, port_default, doc_proxy, doc_hosts, doc_port, doc_user, doc_secret,     \
-			doc_trusted, doc_timeout)                                                    \
-	{ #sec, "proxy", CONF_BOOL, 0, 0, "no", NULL, doc_proxy, CONF_AT(sec.proxy) },               \
-		{ #sec,      "proxy_hosts",           CONF_LIST, 0, 0, "", NULL,                     \
-		  doc_hosts, CONF_AT(sec.proxy_hosts) },                                             \
-		{ #sec,     "proxy_port",           CONF_INT, 1, 65535, port_default, NULL,          \
-		  doc_port, CONF_AT(sec.proxy_port) },                                               \
-		{ #sec,     "proxy_user",           CONF_STR, 0, 0, "heron-proxy", NULL,             \
-		  doc_user, CONF_AT(sec.proxy_user) },                                               \
-		{ #sec,       "proxy_secret_file",           CONF_STR, 0, 0, "", NULL,               \
-		  doc_secret, CONF_AT(sec.proxy_secret_file) },                                      \
-		{ #sec,        "proxy_trusted",           CONF_CIDRS, 0, 0, "", NULL,                \
-		  doc_trusted, CONF_AT(sec.proxy_trusted) },                                         \
-		{ #sec,    "proxy_timeout", CONF_DURATION,                                           \
-		  1 * SEC, 5 * MIN,         "10s",                                                   \
-		  NULL,    doc_timeout,     CONF_AT(sec.proxy_timeout_ms) },                         \
-		{ #sec,                                                                              \
-		  "proxy_tls",                                                                       \
-		  CONF_ENUM,                                                                         \
-		  0,                                                                                 \
-		  0,                                                                                 \
-		  "starttls",                                                                        \
-		  "none|starttls",                                                                   \
-		  "front: TLS on the connection to a store host before the proxy login: starttls "   \
-		  "(STARTTLS, the certificate verified against proxy_ca_file and the store host's "  \
-		  "name, the mailHost; a store host that does not offer it, a failed handshake or "  \
-		  "verification fails the login as an unreachable store host would) or none (the "   \
-		  "secret and the session in clear: only on a network no one else can read)",        \
-		  CONF_AT(sec.proxy_tls) },                                                          \
-	{                                                                                            \
-#sec, "proxy_ca_file", CONF_STR, 0, 0, "", NULL,                                     \
-			"front: PEM file of the CA certificates a store host's certificate must "    \
-			"chain to with proxy_tls = starttls (empty: the system's CAs); read at the " \
-			"start and at each SIGHUP, not per login (a file replaced under the same "   \
-			"name is read at the next SIGHUP, and the TLS sessions kept from the "       \
-			"store hosts are dropped then)",                                             \
-			CONF_AT(sec.proxy_ca_file)                                                   \
+#define CONF_PROXY_KEYS(sec, port_default, doc_proxy, doc_hosts, doc_port, doc_user, doc_secret,                \
+			doc_trusted, doc_timeout)                                                               \
+	{ #sec, "proxy", CONF_BOOL, 0, 0, "no", NULL, doc_proxy, CONF_AT(sec.proxy) },                          \
+		{ #sec,      "proxy_hosts",           CONF_LIST, 0, 0, "", NULL,                                \
+		  doc_hosts, CONF_AT(sec.proxy_hosts) },                                                        \
+		{ #sec,     "proxy_port",           CONF_INT, 1, 65535, port_default, NULL,                     \
+		  doc_port, CONF_AT(sec.proxy_port) },                                                          \
+		{ #sec,     "proxy_user",           CONF_STR, 0, 0, "heron-proxy", NULL,                        \
+		  doc_user, CONF_AT(sec.proxy_user) },                                                          \
+		{ #sec,       "proxy_secret_file",           CONF_STR, 0, 0, "", NULL,                          \
+		  doc_secret, CONF_AT(sec.proxy_secret_file) },                                                 \
+		{ #sec,        "proxy_trusted",           CONF_CIDRS, 0, 0, "", NULL,                           \
+		  doc_trusted, CONF_AT(sec.proxy_trusted) },                                                    \
+		{ #sec,    "proxy_timeout", CONF_DURATION,                                                      \
+		  1 * SEC, 5 * MIN,         "10s",                                                              \
+		  NULL,    doc_timeout,     CONF_AT(sec.proxy_timeout_ms) },                                    \
+		{ #sec,                                                                                         \
+		  "proxy_tls",                                                                                  \
+		  CONF_ENUM,                                                                                    \
+		  0,                                                                                            \
+		  0,                                                                                            \
+		  "starttls",                                                                                   \
+		  "none|starttls",                                                                              \
+		  "front: TLS on the connection to a store host before the proxy login: starttls "              \
+		  "(STARTTLS, the certificate verified against proxy_ca_file and the store host's "             \
+		  "name, the mailHost; a store host that does not offer it, a failed handshake or "             \
+		  "verification fails the login as an unreachable store host would) or none (the "              \
+		  "secret and the session in clear: only on a network no one else can read)",                   \
+		  CONF_AT(sec.proxy_tls) },                                                                     \
+		{ #sec,                                                                                         \
+		  "proxy_ca_file",                                                                              \
+		  CONF_STR,                                                                                     \
+		  0,                                                                                            \
+		  0,                                                                                            \
+		  "",                                                                                           \
+		  NULL,                                                                                         \
+		  "front: PEM file of the CA certificates a store host's certificate must "                     \
+		  "chain to with proxy_tls = starttls (empty: the system's CAs); read at the "                  \
+		  "start and at each SIGHUP, not per login (a file replaced under the same "                    \
+		  "name is read at the next SIGHUP, and the TLS sessions kept from the "                        \
+		  "store hosts are dropped then)",                                                              \
+		  CONF_AT(sec.proxy_ca_file) },                                                                 \
+		{ #sec,                                                                                         \
+		  "proxy_cert_file",                                                                            \
+		  CONF_STR,                                                                                     \
+		  0,                                                                                            \
+		  0,                                                                                            \
+		  "",                                                                                           \
+		  NULL,                                                                                         \
+		  "front: PEM file of the front's TLS client certificate (its chain after it) for the "         \
+		  "store hosts; with proxy_key_file and proxy_tls = starttls the proxy login is SASL "          \
+		  "EXTERNAL (RFC 4422 appendix A) with the user as the authorization identity, and no "         \
+		  "secret is sent (empty: the shared secret of proxy_secret_file)",                             \
+		  CONF_AT(sec.proxy_cert_file) },                                                               \
+		{ #sec,                                                                                         \
+		  "proxy_key_file",                                                                             \
+		  CONF_STR,                                                                                     \
+		  0,                                                                                            \
+		  0,                                                                                            \
+		  "",                                                                                           \
+		  NULL,                                                                                         \
+		  "front: PEM file of proxy_cert_file's private key",                                           \
+		  CONF_AT(sec.proxy_key_file) },                                                                \
+		{ #sec,                                                                                         \
+		  "proxy_client_ca_file",                                                                       \
+		  CONF_STR,                                                                                     \
+		  0,                                                                                            \
+		  0,                                                                                            \
+		  "",                                                                                           \
+		  NULL,                                                                                         \
+		  "store host: PEM file of the CA certificates a front's TLS client certificate must "          \
+		  "chain to (a CA for the fronts only: any certificate it signed is a front's); a "             \
+		  "proxy_trusted client's STARTTLS asks for one, and AUTHENTICATE EXTERNAL with one that "      \
+		  "verifies logs in as its authorization identity (empty: EXTERNAL is refused); read at "       \
+		  "the start and at each SIGHUP",                                                               \
+		  CONF_AT(sec.proxy_client_ca_file) },                                                          \
+	{                                                                                                       \
+#sec, "proxy_require_tls", CONF_BOOL, 0, 0, "no", NULL,                                         \
+			"store host: a proxy login (the shared secret or EXTERNAL) only over TLS: yes refuses " \
+			"the shared secret sent in clear, even from a proxy_trusted address",                   \
+			CONF_AT(sec.proxy_require_tls)                                                          \
 	}
 
 const struct conf_key conf_keys[] = {

@@ -173,7 +173,11 @@ enum conf_proxy_tls { CONF_PROXY_TLS_NONE, CONF_PROXY_TLS_STARTTLS };
 	const struct conf_cidrs *proxy_trusted; \
 	int64_t proxy_timeout_ms;               \
 	enum conf_proxy_tls proxy_tls;          \
-	const char *proxy_ca_file;
+	const char *proxy_ca_file;              \
+	const char *proxy_cert_file;            \
+	const char *proxy_key_file;             \
+	const char *proxy_client_ca_file;       \
+	bool proxy_require_tls;
 
 /* [imapd] */
 struct imapd_conf {

@@ -2,7 +2,8 @@
  * secret file, the PLAIN response, the proxy_hosts map, the connection with the login's
  * deadline, STARTTLS's TLS on it (the process's client context, read at start and SIGHUP, and
  * the last TLS session of each store host, offered again on the next connection) and the
- * credential check. */
+ * store host's checks of the credential: the shared secret, or SASL EXTERNAL with a front's
+ * TLS client certificate (RFC 4422 appendix A). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -17,12 +18,16 @@
 #include <event2/dns.h>
 #include <event2/event.h>
 #include <openssl/crypto.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/x509_vfy.h>
+#include <openssl/x509v3.h>
 
 #include "common/conf.h"
 #include "common/log.h"
 #include "common/metrics_std.h"
 #include "common/proxy.h"
+#include "common/sasl.h"
 #include "common/str.h"
 #include "common/tls.h"
 #include "common/xmalloc.h"
@@ -467,6 +472,26 @@ const char *proxy_dial_tls_log(const struct proxy_dial *d, char *buf, size_t siz
 	return buf;
 }
 
+const char *proxy_login_sasl(const struct proxy_dial *d, bool cert, const char *authz,
+			     const char *user, const char *secret, char **b64_r,
+			     const char **why_r)
+{
+	size_t n = strlen(authz);
+
+	if (cert && d->tls) {
+		*b64_r = xmalloc(4 * ((n + 2) / 3) + 1);
+		EVP_EncodeBlock((unsigned char *)*b64_r, (const unsigned char *)authz, (int)n);
+		return "EXTERNAL";
+	}
+	if (secret == NULL) {
+		*why_r = cert ? "proxy_cert_file needs proxy_tls = starttls (no secret either)"
+			      : "no proxy_secret_file nor proxy_cert_file";
+		return NULL;
+	}
+	*b64_r = proxy_plain_b64(authz, user, secret);
+	return "PLAIN";
+}
+
 int proxy_readln(struct evbuffer *in, char **line_r, const char **why_r)
 {
 	size_t len;
@@ -485,6 +510,120 @@ int proxy_readln(struct evbuffer *in, char **line_r, const char **why_r)
 	}
 	*line_r = line;
 	return 1;
+}
+
+/* ---- the store host's check of a front's TLS client certificate ---- */
+
+/* The CAs of proxy_client_ca_file (NULL: none, no certificate asked for or accepted). */
+static X509_STORE *fronts;
+
+/* The handshake goes on whatever the front's certificate is: proxy_external_check says
+   why one is refused, at the login, against the CAs of that moment. */
+static int fronts_verify_any(int ok, X509_STORE_CTX *x)
+{
+	return 1;
+}
+
+int proxy_fronts_load(const char *ca_file, char **error_r)
+{
+	X509_STORE *st;
+
+	if (ca_file == NULL || ca_file[0] == '\0') {
+		X509_STORE_free(fronts);
+		fronts = NULL;
+		return 0;
+	}
+	if ((st = X509_STORE_new()) == NULL || X509_STORE_load_file(st, ca_file) != 1) {
+		unsigned long e = ERR_get_error();
+		char reason[256] = "no certificate in it";
+
+		if (e != 0)
+			ERR_error_string_n(e, reason, sizeof(reason));
+		ERR_clear_error();
+		X509_STORE_free(st);
+		*error_r = xasprintf("proxy_client_ca_file %s: %s", ca_file, reason);
+		return -1;
+	}
+	X509_STORE_free(fronts);
+	fronts = st;
+	return 0;
+}
+
+void proxy_fronts_configure(const char *ca_file, const char *who)
+{
+	char *err = NULL;
+
+	if (proxy_fronts_load(ca_file, &err) == 0)
+		return;
+	log_warnx("%s: %s%s", who, err,
+		  fronts != NULL ? " (the CA file read before stays)"
+				 : " (no front certificate is accepted)");
+	free(err);
+}
+
+bool proxy_fronts_enabled(void)
+{
+	return fronts != NULL;
+}
+
+void proxy_fronts_ask_cert(struct bufferevent *bev)
+{
+	SSL *ssl = bufferevent_openssl_get_ssl(bev);
+
+	if (fronts == NULL || ssl == NULL)
+		return;
+	SSL_set_verify(ssl, SSL_VERIFY_PEER, fronts_verify_any);
+	SSL_set1_verify_cert_store(ssl, fronts);
+}
+
+const char *proxy_external_check(struct bufferevent *bev, bool from_front, char *why, size_t wsz)
+{
+	SSL *ssl = bev != NULL ? bufferevent_openssl_get_ssl(bev) : NULL;
+	X509 *cert = ssl != NULL ? SSL_get0_peer_certificate(ssl) : NULL;
+	X509_STORE_CTX *x;
+	int ok, err;
+
+	if (!from_front)
+		snprintf(why, wsz, "not from a proxy_trusted address");
+	else if (fronts == NULL)
+		snprintf(why, wsz, "no proxy_client_ca_file");
+	else if (ssl == NULL || !SSL_is_init_finished(ssl))
+		snprintf(why, wsz, "EXTERNAL without TLS");
+	else if (cert == NULL)
+		snprintf(why, wsz, "no client certificate");
+	else
+		why[0] = '\0';
+	if (why[0] != '\0')
+		return why;
+	/* verified now, against the CAs read last (a session resumed from before a SIGHUP too) */
+	if ((x = X509_STORE_CTX_new()) == NULL ||
+	    X509_STORE_CTX_init(x, fronts, cert, SSL_get_peer_cert_chain(ssl)) != 1) {
+		X509_STORE_CTX_free(x);
+		snprintf(why, wsz, "the client certificate cannot be checked: no memory");
+		return why;
+	}
+	X509_STORE_CTX_set_purpose(x, X509_PURPOSE_SSL_CLIENT);
+	ok = X509_verify_cert(x);
+	err = X509_STORE_CTX_get_error(x);
+	X509_STORE_CTX_free(x);
+	ERR_clear_error();
+	if (ok == 1)
+		return NULL;
+	snprintf(why, wsz, "client certificate not verified: %s",
+		 X509_verify_cert_error_string(err));
+	return why;
+}
+
+int proxy_external_decode(const char *b64, size_t len, char *authz)
+{
+	size_t n = 0;
+
+	if (len == 1 && b64[0] == '=') /* an empty initial response (RFC 4959) */
+		len = 0;
+	if (sasl_b64_decode(b64, len, (unsigned char *)authz, SASL_NAME_MAX + 1, &n) != SASL_OK ||
+	    strlen(authz) != n)
+		return -1;
+	return 0;
 }
 
 bool proxy_credential_ok(const char *secret, const char *proxy_user,

@@ -129,10 +129,39 @@ bool proxy_dial_event(struct proxy_dial *d, short what, char *why, size_t wsz);
    (64 bytes are enough), for the login's log line; returns buf. */
 const char *proxy_dial_tls_log(const struct proxy_dial *d, char *buf, size_t size);
 
+/* Front: the proxy login's SASL mechanism, its initial response in *b64_r (xmalloc'd; the
+   caller wipes and frees it): "EXTERNAL" with authz when the front has a client certificate
+   (cert: proxy_cert_file and proxy_key_file set) and d's leg is TLS, else "PLAIN" with
+   authz, user and secret. NULL with *why_r when neither can be used. */
+const char *proxy_login_sasl(const struct proxy_dial *d, bool cert, const char *authz,
+			     const char *user, const char *secret, char **b64_r,
+			     const char **why_r);
+
 /* Front: one line of the store host's login dialogue from in: 1 with *line_r (xmalloc'd,
    without its CRLF), 0 when the line is not complete, -1 when it is longer than
    PROXY_LINE_MAX or holds a NUL (*why_r says which). */
 int proxy_readln(struct evbuffer *in, char **line_r, const char **why_r);
+
+/* Store host: the CAs front certificates must chain to (proxy_client_ca_file), read at a
+   worker's start and SIGHUP; empty: none (EXTERNAL refused, no certificate asked for). -1
+   with *error_r (xmalloc'd) when the file cannot be read (the CAs before stay). */
+int proxy_fronts_load(const char *ca_file, char **error_r);
+/* proxy_fronts_load, a failure logged (who: the process). */
+void proxy_fronts_configure(const char *ca_file, const char *who);
+/* Whether proxy_client_ca_file's CAs are loaded. */
+bool proxy_fronts_enabled(void);
+/* Store host, STARTTLS from a proxy_trusted address: the TLS bufferevent bev (just made,
+   before its handshake) asks for a client certificate (not required: a front without one
+   uses the shared secret). Nothing when no proxy_client_ca_file is loaded. */
+void proxy_fronts_ask_cert(struct bufferevent *bev);
+/* Store host, AUTHENTICATE EXTERNAL: NULL when the client (from_front: from a proxy_trusted
+   address) is in TLS with a client certificate that chains to proxy_client_ca_file's CAs
+   now (checked at this login, a resumed session's too, as a TLS client, X509_PURPOSE_SSL_CLIENT);
+   else why (wsz bytes), returned. */
+const char *proxy_external_check(struct bufferevent *bev, bool from_front, char *why, size_t wsz);
+/* Store host: the authorization identity of an EXTERNAL response in base64 ("=" or "" for
+   the empty one) into authz (SASL_NAME_MAX + 1 bytes); -1 when it is not base64, too long or holds a NUL. */
+int proxy_external_decode(const char *b64, size_t len, char *authz);
 
 /* Store host: whether authcid/passwd is the proxy credential (proxy_user and the secret,
    compared in constant time) presented from a trusted address. */

@@ -45,6 +45,7 @@ struct auth_ctx {
 	char *mailhost;     /* the user's home host when the directory names one */
 	char *address;      /* the user's primary address (the proxy login's authzid) */
 	bool proxied_in;    /* a front's proxy login (never proxied on again) */
+	bool external;      /* AUTHENTICATE EXTERNAL: its response is due or was taken */
 	bool proxy_started; /* front: the login at the store host is running */
 	int partition;
 	uint64_t quota;           /* bytes, from the directory; 0: none */
@@ -271,6 +272,8 @@ bool cmd_starttls(struct imap_cmd *cmd)
 	imap_cmd_ok(cmd, "Begin TLS negotiation now");
 	if (imap_client_starttls(c) < 0)
 		imap_client_close(c, "STARTTLS failed");
+	else if (imap_proxy_from_front(c))
+		proxy_fronts_ask_cert(c->bev); /* a front may log in by its certificate */
 	return true;
 }
 
@@ -314,9 +317,11 @@ static void proxy_lookup_done(const struct ldapauth_reply *r, void *arg)
 	a->result = r->result == LDAPAUTH_ENOUSER ? LDAPAUTH_EBADCRED : r->result;
 	if (r->result == LDAPAUTH_OK)
 		auth_take_user(a, r->user);
-	log_info("%016" PRIx64 " imap login addr=%s user=%s via=proxy result=%s reason=\"%s\"",
+	log_info("%016" PRIx64 " imap login addr=%s user=%s via=proxy result=%s reason=\"%s\" "
+		 "credential=%s",
 		 c->id, c->addr, r->result == LDAPAUTH_OK ? r->user->login : a->tried,
-		 ldapauth_strerror(r->result), r->reason != NULL ? r->reason : "");
+		 ldapauth_strerror(r->result), r->reason != NULL ? r->reason : "",
+		 a->external ? "certificate" : "secret");
 	a->done = true;
 	imap_client_resume(c);
 }
@@ -653,12 +658,13 @@ bool cmd_login(struct imap_cmd *cmd)
 	return false;
 }
 
+static bool proxy_login_in(struct imap_cmd *cmd, const char *authz, const char *why);
+
 /* Decodes a SASL PLAIN response (common/sasl.h decides, as for mtad) and starts the check:
    a handler's result (true: the reply was sent; false: the check resumes the command). */
 static bool sasl_plain(struct imap_cmd *cmd, const char *b64, size_t len)
 {
 	struct imap_client *c = cmd->c;
-	struct auth_ctx *a = cmd->ctx;
 	char authz[SASL_NAME_MAX + 1];
 	struct sasl_plain p;
 
@@ -677,21 +683,11 @@ static bool sasl_plain(struct imap_cmd *cmd, const char *b64, size_t len)
 	}
 	if (authz[0] != '\0') {
 		/* acting as another user: only a front host's proxy login may */
-		bool ok = imap_proxy_credential_ok(c, p.authcid, p.passwd);
+		const char *why;
+		bool ok = imap_proxy_credential_ok(c, p.authcid, p.passwd, &why);
 
 		sasl_plain_wipe(&p);
-		tried_set(a, authz);
-		if (!ok) {
-			log_info("%016" PRIx64 " imap login addr=%s user=%s via=proxy result=fail "
-				 "reason=\"not a proxy credential from a trusted address\"",
-				 c->id, c->addr, a->tried);
-			return imap_cmd_no(cmd,
-					   "[AUTHORIZATIONFAILED] Cannot act as another user");
-		}
-		a->proxied_in = true;
-		a->user = xstrdup(authz);
-		a->req = ldapauth_lookup(c->srv->auth, authz, proxy_lookup_done, c);
-		return false;
+		return proxy_login_in(cmd, authz, ok ? NULL : why);
 	}
 	if (front_unauth_refused(cmd)) {
 		sasl_plain_wipe(&p);
@@ -700,6 +696,46 @@ static bool sasl_plain(struct imap_cmd *cmd, const char *b64, size_t len)
 	auth_start(cmd, p.authcid, p.passwd);
 	sasl_plain_wipe(&p);
 	return false;
+}
+
+/* Store host: a front's proxy login as authz (its credential checked: why NULL), or its
+   refusal (why). */
+static bool proxy_login_in(struct imap_cmd *cmd, const char *authz, const char *why)
+{
+	struct imap_client *c = cmd->c;
+	struct auth_ctx *a = cmd->ctx;
+
+	tried_set(a, authz);
+	if (why != NULL) {
+		log_info("%016" PRIx64 " imap login addr=%s user=%s via=proxy result=fail "
+			 "reason=\"%s\" credential=%s",
+			 c->id, c->addr, a->tried, why, a->external ? "certificate" : "secret");
+		return imap_cmd_no(cmd, "[AUTHORIZATIONFAILED] Cannot act as another user");
+	}
+	a->proxied_in = true;
+	a->user = xstrdup(authz);
+	a->req = ldapauth_lookup(c->srv->auth, authz, proxy_lookup_done, c);
+	return false;
+}
+
+/* Store host: SASL EXTERNAL (RFC 4422 appendix A), a front's proxy login by its TLS client
+   certificate: the authorization identity is the user (an empty one, the certificate's own
+   identity, is no user here). */
+static bool sasl_external(struct imap_cmd *cmd, const char *b64, size_t len)
+{
+	struct imap_client *c = cmd->c;
+	char authz[SASL_NAME_MAX + 1], why[256];
+
+	if (len == 1 && b64[0] == '*')
+		return imap_cmd_bad(cmd, "Authentication cancelled");
+	if (proxy_external_decode(b64, len, authz) < 0)
+		return imap_cmd_bad(cmd, "Invalid base64");
+	if (authz[0] == '\0')
+		return imap_cmd_no(cmd, "[AUTHENTICATIONFAILED] EXTERNAL needs an authorization "
+					"identity here");
+	return proxy_login_in(cmd, authz,
+			      proxy_external_check(c->bev, imap_proxy_from_front(c), why,
+						   sizeof(why)));
 }
 
 /* ---- SCRAM-SHA-256[-PLUS] ---- */
@@ -850,19 +886,22 @@ bool cmd_authenticate(struct imap_cmd *cmd)
 	if (imap_arg_atom_is(mech, "SCRAM-SHA-256") ||
 	    imap_arg_atom_is(mech, "SCRAM-SHA-256-PLUS"))
 		return scram_start(cmd, imap_arg_atom_is(mech, "SCRAM-SHA-256-PLUS"), ir);
-	if (!imap_arg_atom_is(mech, "PLAIN"))
+	if (!imap_arg_atom_is(mech, "PLAIN") && !imap_arg_atom_is(mech, "EXTERNAL"))
 		return imap_cmd_no(cmd, "Unsupported authentication mechanism");
 	if (plaintext_refused(cmd))
 		return imap_cmd_no(cmd, "[PRIVACYREQUIRED] Plaintext authentication is disabled; "
 					"use STARTTLS");
 	cmd->ctx = a = xcalloc(1, sizeof(*a));
 	cmd->ctx_free = auth_ctx_free;
+	a->external = imap_arg_atom_is(mech, "EXTERNAL");
 	if (ir == NULL) {
 		a->waiting_line = true;
 		c->flags |= IMAP_CF_SASL;
 		imap_printf(c, "+ \r\n");
 		return false;
 	}
+	if (a->external)
+		return sasl_external(cmd, ir->s, ir->len);
 	if (ir->len == 1 && ir->s[0] == '=')
 		return sasl_plain(cmd, "", 0);
 	return sasl_plain(cmd, ir->s, ir->len);
@@ -880,6 +919,8 @@ void imap_auth_line(struct imap_client *c, const char *line, size_t len)
 
 		sasl_drive_response(a->scram, c->bev, line, len, &st);
 		scram_step(cmd, a, &st);
-	} else
+	} else if (a->external)
+		sasl_external(cmd, line, len);
+	else
 		sasl_plain(cmd, line, len);
 }

@@ -5,6 +5,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/proxy.h"
 #include "common/str.h"
 #include "common/xmalloc.h"
 #include "imapd/imapd.h"
@@ -320,6 +321,8 @@ void imap_capability(struct imap_client *c, struct buf *out)
 			buf_puts(out, " AUTH=PLAIN");
 		else
 			buf_puts(out, " LOGINDISABLED");
+		if (tls && proxy_fronts_enabled() && imap_proxy_from_front(c))
+			buf_puts(out, " AUTH=EXTERNAL"); /* a front's certificate (cmd_auth.c) */
 		imap_scram_caps(c, out);
 	} else {
 		/* COMPRESS after login only: the login exchange stays readable */

@@ -2,7 +2,8 @@
  * Front ([imapd] proxy = yes): a user the directory homes on another store host, once the
  * password checked out here, is logged in at that host's imapd with SASL PLAIN (authorization
  * identity: the user's address; authentication identity and password: [imapd] proxy_user and
- * the shared secret), after STARTTLS with the store host's certificate verified ([imapd]
+ * the shared secret), or SASL EXTERNAL with the same authorization identity when the front
+ * has a TLS client certificate (proxy_cert_file, proxy_key_file), after STARTTLS with the store host's certificate verified ([imapd]
  * proxy_tls, proxy_ca_file, read at the worker's start and SIGHUP; the store host's last TLS
  * session offered again, common/proxy.c; a failed handshake or verification is a store host
  * not reachable); the store host's tagged OK is the client's, and from then on the bytes
@@ -17,8 +18,10 @@
  * limits) go to the store host just ahead of the proxy login (after STARTTLS), with
  * x-originating-ip/port naming the client, and that ID's replies are dropped; an ID after the
  * login is relayed.
- * Store host: the proxy credential is accepted only from [imapd] proxy_trusted addresses, and
- * so is a client's address in x-originating-ip (then in its log lines instead of the
+ * Store host: the proxy credential is accepted only from [imapd] proxy_trusted addresses
+ * (the secret only over TLS with proxy_require_tls; EXTERNAL only over TLS with a certificate
+ * that chains to proxy_client_ca_file, cmd_auth.c), and so is a client's address in
+ * x-originating-ip (then in its log lines instead of the
  * front's).
  * No splice(2): the relay moves evbuffer chains through the loop (a read and a write per
  * chunk, nothing copied in between), for two reasons. The store host's bytes are scanned on
@@ -400,7 +403,15 @@ void imap_proxy_reload(struct imap_server *srv)
 	const struct imapd_conf *ic = &conf_values(srv->conf)->imapd;
 
 	proxy_tls_configure(ic->proxy && ic->proxy_tls == CONF_PROXY_TLS_STARTTLS,
-			    ic->proxy_ca_file, NULL, NULL, "imapd worker");
+			    ic->proxy_ca_file, ic->proxy_cert_file, ic->proxy_key_file,
+			    "imapd worker");
+	proxy_fronts_configure(ic->proxy_client_ca_file, "imapd worker");
+}
+
+/* Front: whether the proxy login is by the front's TLS client certificate. */
+static bool px_cert(const struct imapd_conf *ic)
+{
+	return ic->proxy_cert_file[0] != '\0' && ic->proxy_key_file[0] != '\0';
 }
 
 void imap_proxy_server_free(struct imap_server *srv)
@@ -417,16 +428,21 @@ bool imap_proxy_from_front(const struct imap_client *c)
 {
 	const struct imapd_conf *ic = &conf_values(c->srv->conf)->imapd;
 
-	return c->srv->proxy_secret != NULL &&
+	return (c->srv->proxy_secret != NULL || proxy_fronts_enabled()) &&
 	       conf_cidrs_match(ic->proxy_trusted, (const struct sockaddr *)&c->sa);
 }
 
-bool imap_proxy_credential_ok(struct imap_client *c, const char *authcid, const char *passwd)
+bool imap_proxy_credential_ok(struct imap_client *c, const char *authcid, const char *passwd,
+			      const char **why_r)
 {
 	const struct imapd_conf *ic = &conf_values(c->srv->conf)->imapd;
 
-	return proxy_credential_ok(c->srv->proxy_secret, ic->proxy_user, ic->proxy_trusted,
-				   (const struct sockaddr *)&c->sa, authcid, passwd);
+	*why_r = "not a proxy credential from a trusted address";
+	if (!proxy_credential_ok(c->srv->proxy_secret, ic->proxy_user, ic->proxy_trusted,
+				 (const struct sockaddr *)&c->sa, authcid, passwd))
+		return false;
+	*why_r = "the shared secret in clear (proxy_require_tls = yes)";
+	return !ic->proxy_require_tls || (c->flags & IMAP_CF_TLS);
 }
 
 static void px_free(struct imap_proxy *p)
@@ -564,22 +580,29 @@ static unsigned sa_port(const struct sockaddr_storage *sa)
 	return 0;
 }
 
-/* The proxy login: SASL PLAIN with the user as the authorization identity. */
+/* The proxy login: SASL EXTERNAL (a client certificate) or PLAIN (the shared secret) with
+   the user as the authorization identity. */
 static void px_login(struct imap_proxy *p)
 {
 	const struct imapd_conf *ic = &conf_values(p->c->srv->conf)->imapd;
-	char *b64 = proxy_plain_b64(p->authz, ic->proxy_user, p->c->srv->proxy_secret);
-	const char *pairs = p->c->id_fwd != NULL ? p->c->id_fwd : "";
+	const char *pairs = p->c->id_fwd != NULL ? p->c->id_fwd : "", *why = NULL, *mech;
 	char idtag[TAG_MAX], tag[TAG_MAX];
+	char *b64 = NULL;
+
+	if ((mech = proxy_login_sasl(&p->d, px_cert(ic), p->authz, ic->proxy_user,
+				     p->c->srv->proxy_secret, &b64, &why)) == NULL) {
+		px_fail(p, "%s", why);
+		return;
+	}
 
 	px_tag(idtag, PROXY_ID_TAG, p->use);
 	px_tag(tag, PROXY_TAG, p->use);
 	/* the client's ID first, so that the login's log line names the client */
 	evbuffer_add_printf(bufferevent_get_output(p->d.be),
 			    "%s ID (%s%s\"x-originating-ip\" \"%s\" \"x-originating-port\" "
-			    "\"%u\")\r\n%s AUTHENTICATE PLAIN %s\r\n",
+			    "\"%u\")\r\n%s AUTHENTICATE %s %s\r\n",
 			    idtag, pairs, pairs[0] != '\0' ? " " : "", p->c->addr,
-			    sa_port(&p->c->sa), tag, b64);
+			    sa_port(&p->c->sa), tag, mech, b64[0] != '\0' ? b64 : "=");
 	OPENSSL_cleanse(b64, strlen(b64));
 	free(b64);
 	p->st = PX_LOGIN;
@@ -882,8 +905,8 @@ void imap_proxy_start(struct imap_client *c, const char *login, const char *auth
 	p->login = xstrdup(login);
 	p->authz = xstrdup(authz != NULL ? authz : "");
 	proxy_dial_init(&p->d, c->srv->base, host, px_dialled, px_login_read, px_event, p);
-	if (c->srv->proxy_secret == NULL) {
-		px_fail(p, "no [imapd] proxy_secret_file");
+	if (c->srv->proxy_secret == NULL && !px_cert(ic)) {
+		px_fail(p, "no [imapd] proxy_secret_file nor proxy_cert_file");
 		return;
 	}
 	if (p->authz[0] == '\0') {

@@ -54,7 +54,11 @@ static const char *const reloadable_keys[] = {
 	"proxy_port",
 	"proxy_timeout",
 	"proxy_tls",
-	"proxy_ca_file",  /* read again by the worker's SIGHUP (imap_proxy_reload) */
+	"proxy_ca_file", /* read again by the worker's SIGHUP (imap_proxy_reload) */
+	"proxy_cert_file",
+	"proxy_key_file",
+	"proxy_client_ca_file",
+	"proxy_require_tls",
 	"proxy_pool_max", /* the front's pool is emptied at each reload (imap_proxy.c) */
 	"proxy_pool_max_per_host",
 	"proxy_pool_idle",

@@ -257,11 +257,14 @@ int imap_proxy_init(struct imap_server *srv, char **error_r);
 /* SIGHUP (srv->conf the new config): the front's TLS client context made again. */
 void imap_proxy_reload(struct imap_server *srv);
 void imap_proxy_server_free(struct imap_server *srv);
-/* Store host: whether the client is a front (a proxy_trusted address, a secret set): its
-   logins need no TLS (the front ends the client's TLS). */
+/* Store host: whether the client is a front (a proxy_trusted address, a secret set or
+   proxy_client_ca_file's CAs loaded): its logins need no TLS (the front ends the client's
+   TLS), its STARTTLS asks for a client certificate. */
 bool imap_proxy_from_front(const struct imap_client *c);
-/* Store host: whether authcid/passwd is the proxy credential, from a proxy_trusted address. */
-bool imap_proxy_credential_ok(struct imap_client *c, const char *authcid, const char *passwd);
+/* Store host: whether authcid/passwd is the proxy credential, from a proxy_trusted address
+   (over TLS with proxy_require_tls); else false with *why_r. */
+bool imap_proxy_credential_ok(struct imap_client *c, const char *authcid, const char *passwd,
+			      const char **why_r);
 /* Front: connects to store host host and logs in there as authz (the user's address) with the
    proxy credential; the command is resumed when that is done (imap_proxy_login_reply). */
 void imap_proxy_start(struct imap_client *c, const char *login, const char *authz,

@@ -6,8 +6,9 @@
  * (ms_session.c). A small daemon of its own rather than a listener of imapd: a different
  * protocol and parser, rare writes that should not share imapd's workers, and it can run
  * (or not) and be restricted on its own. SIGHUP reads the config again for the directory's
- * cache TTLs and the front's [sieve] proxy_hosts, proxy_port, proxy_timeout, proxy_tls and
- * proxy_ca_file only (the rest waits for a restart, the master says which keys). */
+ * cache TTLs and [sieve]'s proxy_hosts, proxy_port, proxy_timeout, proxy_tls, proxy_ca_file,
+ * proxy_cert_file, proxy_key_file (a front's), proxy_client_ca_file and proxy_require_tls (a
+ * store host's) only (the rest waits for a restart, the master says which keys). */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -57,8 +58,9 @@ static void on_drain(void *arg)
 }
 
 /* Worker, SIGHUP: the [directory] auth_cache_ttl and negative_cache_ttl of the file for the
-   answers cached from now on, and [sieve] proxy_hosts, proxy_port, proxy_timeout, proxy_tls and
-   proxy_ca_file for the proxy logins from now on (the config is kept for those), then the
+   answers cached from now on, and [sieve] proxy_hosts, proxy_port, proxy_timeout, proxy_tls,
+   proxy_ca_file, proxy_cert_file, proxy_key_file, proxy_client_ca_file and proxy_require_tls
+   for the proxy logins from now on (the config is kept for those), then the
    directory reloads (both caches emptied, the users file read again). Nothing else of the new config is applied. */
 static void on_reload(void *arg)
 {
@@ -71,7 +73,7 @@ static void on_reload(void *arg)
 	if (c != NULL) {
 		ldapauth_reload_ttls(srv->auth, c);
 		srv->proxy_conf = c;
-		ms_proxy_reload(srv); /* proxy_ca_file read again */
+		ms_proxy_reload(srv); /* proxy_ca_file, proxy_client_ca_file read again */
 		conf_free(&srv->reloaded);
 		srv->reloaded = c;
 		log_info("managesieved worker %u config reloaded", srv->worker);
@@ -159,7 +161,8 @@ static const char *const reload_sections[] = { "store",   "directory", "tls", "s
 					       "metrics", "control",   "log", NULL };
 
 /* [directory]: the directory reloads what it can (the cache TTLs); [sieve] proxy_hosts,
-   proxy_port, proxy_timeout, proxy_tls and proxy_ca_file apply to the proxy logins from now on; the rest, [tls] too
+   proxy_port, proxy_timeout, proxy_tls, proxy_ca_file, proxy_cert_file, proxy_key_file,
+   proxy_client_ca_file and proxy_require_tls apply to the proxy logins from now on; the rest, [tls] too
    (the context is the master's of the start), waits for a restart. */
 static enum daemon_reload ms_reload_how(const char *section, const char *key)
 {
@@ -168,7 +171,9 @@ static enum daemon_reload ms_reload_how(const char *section, const char *key)
 	if (strcmp(section, "sieve") == 0 &&
 	    (strcmp(key, "proxy_hosts") == 0 || strcmp(key, "proxy_port") == 0 ||
 	     strcmp(key, "proxy_timeout") == 0 || strcmp(key, "proxy_tls") == 0 ||
-	     strcmp(key, "proxy_ca_file") == 0))
+	     strcmp(key, "proxy_ca_file") == 0 || strcmp(key, "proxy_cert_file") == 0 ||
+	     strcmp(key, "proxy_key_file") == 0 || strcmp(key, "proxy_client_ca_file") == 0 ||
+	     strcmp(key, "proxy_require_tls") == 0))
 		return DAEMON_RELOAD_APPLIED;
 	return DAEMON_RELOAD_RESTART;
 }

@@ -99,8 +99,9 @@ struct ms_session {
 	bool proxied_in;        /* store host: authenticated by a front's proxy credential */
 	struct ms_proxy *proxy; /* front: the store host's connection, or NULL */
 	bool tls, authed, closing, busy, dead, auth_cont;
-	bool kicked;                  /* mailctl kick: BYE once the step in progress is done */
-	int64_t connected;            /* Unix time of the connect (mailctl who) */
+	bool auth_external; /* AUTHENTICATE "EXTERNAL": a front's certificate (ms_session.c) */
+	bool kicked;        /* mailctl kick: BYE once the step in progress is done */
+	int64_t connected;  /* Unix time of the connect (mailctl who) */
 	int64_t connected_us, cmd_us; /* monotonic µs: the connect, the last command */
 	unsigned cmd_idx;             /* its metrics label (ms_metrics.c) */
 	bool cmd_open;                /* waiting for its response */
@@ -141,7 +142,8 @@ void ms_proxy_server_free(struct ms_server *srv);
 /* Store host: whether the client is a front (a proxy_trusted address, a secret set). */
 bool ms_proxy_from_front(const struct ms_session *s);
 /* Store host: whether authcid/passwd is the proxy credential, from a proxy_trusted address. */
-bool ms_proxy_credential_ok(const struct ms_session *s, const char *authcid, const char *passwd);
+bool ms_proxy_credential_ok(const struct ms_session *s, const char *authcid, const char *passwd,
+			    const char **why_r);
 /* Front: authenticates s->user (authorization identity authz) at store host host's
    managesieved; ends with ms_session_proxied(), never from inside this call. */
 void ms_proxy_start(struct ms_session *s, const char *authz, const char *host);

@@ -2,13 +2,17 @@
  * scheme as imapd's, docs/scale-out.md). Front ([sieve] proxy = yes): a user the directory
  * homes on another store host, once authenticated here, is authenticated at that host's
  * managesieved with SASL PLAIN (authorization identity: the user's address; authentication
- * identity and password: [sieve] proxy_user and the shared secret), after STARTTLS with
+ * identity and password: [sieve] proxy_user and the shared secret; or SASL EXTERNAL with
+ * that authorization identity and the front's TLS client certificate, [sieve]
+ * proxy_cert_file and proxy_key_file), after STARTTLS with
  * the store host's certificate verified ([sieve] proxy_tls, proxy_ca_file, read at the
  * worker's start and SIGHUP; the store host's last TLS session offered again,
  * common/proxy.c; a failed handshake or verification is a store host not reachable); then the bytes go both
  * ways unparsed until either side closes. A store host that does not answer, refuses or
  * answers garbage gives NO (TRYLATER) at AUTHENTICATE.
- * Store host: the proxy credential is accepted only from [sieve] proxy_trusted addresses. */
+ * Store host: the proxy credential is accepted only from [sieve] proxy_trusted addresses (the
+ * secret only over TLS with proxy_require_tls; EXTERNAL only over TLS with a certificate that
+ * chains to proxy_client_ca_file, ms_session.c). */
 #include <assert.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -58,7 +62,15 @@ void ms_proxy_reload(struct ms_server *srv)
 	const struct sieve_conf *sc = &conf_values(srv->proxy_conf)->sieve;
 
 	proxy_tls_configure(sc->proxy && sc->proxy_tls == CONF_PROXY_TLS_STARTTLS,
-			    sc->proxy_ca_file, NULL, NULL, "managesieved worker");
+			    sc->proxy_ca_file, sc->proxy_cert_file, sc->proxy_key_file,
+			    "managesieved worker");
+	proxy_fronts_configure(sc->proxy_client_ca_file, "managesieved worker");
+}
+
+/* Front: whether the proxy login is by the front's TLS client certificate. */
+static bool px_cert(const struct sieve_conf *sc)
+{
+	return sc->proxy_cert_file[0] != '\0' && sc->proxy_key_file[0] != '\0';
 }
 
 void ms_proxy_server_free(struct ms_server *srv)
@@ -72,17 +84,22 @@ void ms_proxy_server_free(struct ms_server *srv)
 
 bool ms_proxy_from_front(const struct ms_session *s)
 {
-	return s->srv->proxy_secret != NULL &&
+	return (s->srv->proxy_secret != NULL || proxy_fronts_enabled()) &&
 	       conf_cidrs_match(conf_values(s->srv->conf)->sieve.proxy_trusted,
 				(const struct sockaddr *)&s->sa);
 }
 
-bool ms_proxy_credential_ok(const struct ms_session *s, const char *authcid, const char *passwd)
+bool ms_proxy_credential_ok(const struct ms_session *s, const char *authcid, const char *passwd,
+			    const char **why_r)
 {
 	const struct sieve_conf *sc = &conf_values(s->srv->conf)->sieve;
 
-	return proxy_credential_ok(s->srv->proxy_secret, sc->proxy_user, sc->proxy_trusted,
-				   (const struct sockaddr *)&s->sa, authcid, passwd);
+	*why_r = "not a proxy credential from a trusted address";
+	if (!proxy_credential_ok(s->srv->proxy_secret, sc->proxy_user, sc->proxy_trusted,
+				 (const struct sockaddr *)&s->sa, authcid, passwd))
+		return false;
+	*why_r = "the shared secret in clear (proxy_require_tls = yes)";
+	return !conf_values(s->srv->proxy_conf)->sieve.proxy_require_tls || s->tls;
 }
 
 void ms_proxy_free(struct ms_session *s)
@@ -150,10 +167,17 @@ static bool px_line(struct ms_proxy *p, const char *line)
 			p->st = PX_STARTTLS;
 			return true;
 		}
-		char *b64 = proxy_plain_b64(p->authz, sc->proxy_user, p->s->srv->proxy_secret);
+		const struct sieve_conf *dc = &conf_values(p->s->srv->proxy_conf)->sieve;
+		const char *why = NULL, *mech;
+		char *b64 = NULL;
 
+		if ((mech = proxy_login_sasl(&p->d, px_cert(dc), p->authz, sc->proxy_user,
+					     p->s->srv->proxy_secret, &b64, &why)) == NULL) {
+			px_fail(p, "%s", why);
+			return false;
+		}
 		evbuffer_add_printf(bufferevent_get_output(p->d.be),
-				    "AUTHENTICATE \"PLAIN\" \"%s\"\r\n", b64);
+				    "AUTHENTICATE \"%s\" \"%s\"\r\n", mech, b64);
 		OPENSSL_cleanse(b64, strlen(b64));
 		free(b64);
 		p->st = PX_LOGIN;
@@ -279,8 +303,8 @@ void ms_proxy_start(struct ms_session *s, const char *authz, const char *host)
 	p->want_tls = sc->proxy_tls == CONF_PROXY_TLS_STARTTLS;
 	proxy_dial_init(&p->d, srv->base, host, px_dialled, px_login_read, px_event, p);
 	/* an early failure is said from the loop: the caller may be the session's reader */
-	if (srv->proxy_secret == NULL)
-		proxy_dial_fail_soon(&p->d, "no [sieve] proxy_secret_file");
+	if (srv->proxy_secret == NULL && !px_cert(sc))
+		proxy_dial_fail_soon(&p->d, "no [sieve] proxy_secret_file nor proxy_cert_file");
 	else if (p->authz[0] == '\0')
 		proxy_dial_fail_soon(&p->d,
 				     "the user has no address to log in with at the store host");

@@ -85,9 +85,10 @@ static void capabilities(struct ms_session *s)
 
 	out(s, "\"IMPLEMENTATION\" \"Heron\"\r\n");
 	if (s->tls || srv->allow_plaintext)
-		out(s, "\"SASL\" \"PLAIN%s%s\"\r\n",
+		out(s, "\"SASL\" \"PLAIN%s%s%s\"\r\n",
 		    scram_offered(s, false) ? " SCRAM-SHA-256" : "",
-		    scram_offered(s, true) ? " SCRAM-SHA-256-PLUS" : "");
+		    scram_offered(s, true) ? " SCRAM-SHA-256-PLUS" : "",
+		    s->tls && proxy_fronts_enabled() && ms_proxy_from_front(s) ? " EXTERNAL" : "");
 	else
 		out(s, "\"SASL\" \"\"\r\n");
 	out(s, "\"SIEVE\" \"%s\"\r\n", sieve_extensions());
@@ -782,25 +783,57 @@ static void proxy_lookup_done(const struct ldapauth_reply *r, void *arg)
 		     r->result == LDAPAUTH_OK ? r->user->partition : -1, NULL, false);
 }
 
+static void auth_proxy_login(struct ms_session *s, const char *authz, const char *why);
+
 /* Store host: PLAIN acting as authz, which only a front's proxy credential may. */
 static void auth_proxied_in(struct ms_session *s, struct sasl_plain *sp, const char *authz)
 {
-	bool ok = ms_proxy_credential_ok(s, sp->authcid, sp->passwd);
+	const char *why;
+	bool ok = ms_proxy_credential_ok(s, sp->authcid, sp->passwd, &why);
 
 	sasl_plain_wipe(sp);
 	free(sp);
+	auth_proxy_login(s, authz, ok ? NULL : why);
+}
+
+/* Store host: a front's proxy login as authz (its credential checked: why NULL), or its
+   refusal (why). */
+static void auth_proxy_login(struct ms_session *s, const char *authz, const char *why)
+{
+	const char *cred = s->auth_external ? "certificate" : "secret";
+
 	str_lcpy(s->auth_user, authz, sizeof(s->auth_user));
-	if (!ok) {
+	if (why != NULL) {
 		log_info("%016" PRIx64 " managesieve login addr=%s user=%s via=proxy result=fail "
-			 "reason=\"not a proxy credential from a trusted address\"",
-			 s->id, s->addr, s->auth_user);
+			 "reason=\"%s\" credential=%s",
+			 s->id, s->addr, s->auth_user, why, cred);
 		reply_no(s, NULL, "Cannot act as another user");
 		return;
 	}
+	log_info("%016" PRIx64 " managesieve login addr=%s user=%s via=proxy credential=%s", s->id,
+		 s->addr, s->auth_user, cred);
 	s->proxied_in = true;
 	s->busy = true;
 	bufferevent_disable(s->bev, EV_READ);
 	s->req = ldapauth_lookup(s->srv->auth, s->auth_user, proxy_lookup_done, s);
+}
+
+/* Store host: SASL EXTERNAL (RFC 4422 appendix A) with the front's TLS client certificate;
+   the authorization identity is the user. */
+static void auth_external(struct ms_session *s, const char *b64, size_t len)
+{
+	char authz[SASL_NAME_MAX + 1], why[256];
+
+	if (proxy_external_decode(b64, len, authz) < 0) {
+		reply_no(s, NULL, sasl_strerror(SASL_EBASE64));
+		return;
+	}
+	if (authz[0] == '\0') {
+		reply_no(s, NULL, "EXTERNAL needs an authorization identity here");
+		return;
+	}
+	auth_proxy_login(s, authz,
+			 proxy_external_check(s->bev, ms_proxy_from_front(s), why, sizeof(why)));
 }
 
 static void auth_response(struct ms_session *s, const char *b64, size_t len)
@@ -868,12 +901,17 @@ static void cmd_authenticate(struct ms_session *s)
 		scram_step(s, &st, true);
 		return;
 	}
-	if (s->narg < 2 || strcasecmp(s->arg[1].p, "PLAIN") != 0) {
+	if (s->narg < 2 ||
+	    (strcasecmp(s->arg[1].p, "PLAIN") != 0 && strcasecmp(s->arg[1].p, "EXTERNAL") != 0)) {
 		reply_no(s, NULL, "Unsupported SASL mechanism");
 		return;
 	}
+	s->auth_external = strcasecmp(s->arg[1].p, "EXTERNAL") == 0;
 	if (s->narg >= 3) {
-		auth_response(s, s->arg[2].p, s->arg[2].len);
+		if (s->auth_external)
+			auth_external(s, s->arg[2].p, s->arg[2].len);
+		else
+			auth_response(s, s->arg[2].p, s->arg[2].len);
 		return;
 	}
 	s->auth_cont = true;
@@ -897,6 +935,8 @@ static void cmd_starttls(struct ms_session *s)
 	s->bev = tb;
 	s->tls = true;
 	s->need = 0;
+	if (ms_proxy_from_front(s))
+		proxy_fronts_ask_cert(tb); /* a front may log in by its certificate */
 	set_callbacks(s);
 	capabilities(s); /* RFC 5804 2.2: the capabilities again after the handshake */
 }
@@ -1211,6 +1251,8 @@ static void read_cb(struct bufferevent *bev, void *arg)
 				sasl_drive_response(s->scram, s->bev, s->arg[0].p, s->arg[0].len,
 						    &st);
 				scram_step(s, &st, true);
+			} else if (s->auth_external) {
+				auth_external(s, s->arg[0].p, s->arg[0].len);
 			} else {
 				auth_response(s, s->arg[0].p, s->arg[0].len);
 			}

@@ -18,7 +18,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from heronlib import (DOMAIN, Daemon, Slapd, Store, assert_eq, assert_in,  # noqa: E402
                       assert_raises, free_port, run_main, run_tests, tls_client_ctx,
-                      wait_workers_ready, write_conf)
+                      wait_for, wait_workers_ready, write_conf)
 
 NAMES = ("store1.heron.test", "store2.heron.test")
 ADDRS = ("127.0.0.2", "127.0.0.3")
@@ -219,6 +219,23 @@ class Front:
         with open(self.conf, "w") as f:
             f.write("\n".join(lines))
 
+    def set_all(self, key, value):
+        """key = value in every section of the front's heron.conf that has key (a SIGHUP of
+        the daemons applies it)."""
+        lines = open(self.conf).read().split("\n")
+        lines = [f"{key} = {value}" if line.startswith(key + " = ") else line
+                 for line in lines]
+        with open(self.conf, "w") as f:
+            f.write("\n".join(lines))
+
+    def login(self, user):
+        """user logs in through the front's imapd (STARTTLS, LOGIN), selects INBOX, logs out."""
+        c = imaplib.IMAP4(self.addr, self.imap_port, timeout=20)
+        c.starttls(ssl_context=tls_client_ctx(self.cert))
+        c.login(user, user)
+        assert_eq(c.select("INBOX")[0], "OK")
+        c.logout()
+
     def login_unavailable(self, user):
         """user's IMAP login through the front (STARTTLS, LOGIN) is refused: NO [UNAVAILABLE]."""
         c = imaplib.IMAP4(self.addr, self.imap_port, timeout=20)
@@ -329,6 +346,13 @@ class IMAPFrom(imaplib.IMAP4):
     def _create_socket(self, timeout):
         return socket.create_connection((self.host, self.port), timeout,
                                         source_address=(self.src, 0))
+
+
+def sighup(daemon):
+    """SIGHUP to daemon (its master), once its workers said "config reloaded"."""
+    n = daemon.logtext().count("config reloaded")
+    daemon.proc.send_signal(1)
+    wait_for(lambda: daemon.logtext().count("config reloaded") > n, 10, "the reload")
 
 
 def listener(addr):

@@ -17,7 +17,6 @@ under its name changes nothing until the SIGHUP.
 
   test_proxy_tls.py SOURCE_ROOT MTAD IMAPD STORE_PEEK MANAGESIEVED"""
 import base64
-import imaplib
 import os
 import shutil
 import socket
@@ -28,9 +27,9 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from heroncluster import FRONT_ADDR, Cluster, host_cert, run_cluster  # noqa: E402
-from heronlib import (assert_eq, assert_in, free_port,  # noqa: E402
-                      tls_client_ctx, wait_for, write_conf)
+from heroncluster import FRONT_ADDR, Cluster, host_cert, run_cluster, sighup  # noqa: E402
+from heronlib import (assert_eq, assert_in, free_port, tls_client_ctx,  # noqa: E402
+                      write_conf)
 
 ROOT, MTAD, IMAPD, PEEK, MSD = sys.argv[1:6]
 TMP = tempfile.mkdtemp(prefix="heron-cluster-proxytls-")
@@ -80,13 +79,6 @@ def main():
                      "imapd": {"proxy_pool_max": "0"}})
     h1 = front = None
 
-    def front_login(user):
-        c = imaplib.IMAP4(front.addr, front.imap_port, timeout=20)
-        c.starttls(ssl_context=tls_client_ctx(front.cert))
-        c.login(user, user)
-        assert_eq(c.select("INBOX")[0], "OK")
-        c.logout()
-
     def oks(log, proto, user):
         """The front's result=ok lines of user's proxy logins (proto: imap, managesieve)."""
         return [line for line in log.logtext().splitlines()
@@ -101,7 +93,7 @@ def main():
     def login_says(user, handshake):
         """user logs in through the front's imapd; its proxy line says tls_session=handshake."""
         n = len(oks(front.imapd, "imap", user))
-        front_login(user)
+        front.login(user)
         assert_in(f" tls_session={handshake} ", last_ok(front.imapd, "imap", user, n))
 
     def handshakes(kind):
@@ -114,11 +106,6 @@ def main():
                 return float(line.split()[-1])
         return 0.0
 
-    def sighup(daemon):
-        n = daemon.logtext().count("config reloaded")
-        daemon.proc.send_signal(1)
-        wait_for(lambda: daemon.logtext().count("config reloaded") > n, 10, "the reload")
-
     def restart_store1(cert, key):
         """Store host 1's imapd again, with cert and key."""
         h1.sections["tls"] = {"cert": cert, "key": key}
@@ -127,12 +114,7 @@ def main():
         h1.imapd.start()
 
     def set_ca(value):
-        """proxy_ca_file = value in every section of the front's heron.conf."""
-        text = open(front.conf).read().split("\n")
-        text = [f"proxy_ca_file = {value}" if line.startswith("proxy_ca_file = ") else line
-                for line in text]
-        with open(front.conf, "w") as f:
-            f.write("\n".join(text))
+        front.set_all("proxy_ca_file", value)
 
     def test_imap_session_resumed():
         sighup(front.imapd)  # the sessions of the tests before dropped

@@ -1,8 +1,9 @@
 /* test_proxy.c — common/proxy.c, the protocol-free parts of the front/store host proxy login
  * that imapd and managesieved share: the proxy_hosts map, the PLAIN response, the login
  * dialogue's line limit, the secret file, the referral host check, the credential check
- * (address, user and secret each refused on its own) and the front's dial (connected, a
- * failure said from the loop, the login's deadline). */
+ * (address, user and secret each refused on its own), the front's dial (connected, a
+ * failure said from the loop, the login's deadline), the front's choice of EXTERNAL or PLAIN
+ * and the store host's reading of an EXTERNAL response. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -58,6 +59,53 @@ static void test_plain(void **state)
 	/* base64 of "user@example.com\0heron-proxy\0s3cret" */
 	assert_string_equal(b, "dXNlckBleGFtcGxlLmNvbQBoZXJvbi1wcm94eQBzM2NyZXQ=");
 	free(b);
+}
+
+/* The front's choice of the proxy login: EXTERNAL (the user's address alone, base64) with a
+   client certificate on a TLS leg, else PLAIN with the secret; neither without a secret. */
+static void test_login_sasl(void **state)
+{
+	struct proxy_dial d;
+	const char *why = NULL;
+	char *b = NULL;
+
+	memset(&d, 0, sizeof(d));
+	d.tls = true;
+	assert_string_equal(proxy_login_sasl(&d, true, "user@example.com", "heron-proxy", "s3cret",
+					     &b, &why),
+			    "EXTERNAL");
+	assert_string_equal(b, "dXNlckBleGFtcGxlLmNvbQ==");
+	free(b);
+	assert_string_equal(proxy_login_sasl(&d, false, "user@example.com", "heron-proxy",
+					     "s3cret", &b, &why),
+			    "PLAIN");
+	assert_string_equal(b, "dXNlckBleGFtcGxlLmNvbQBoZXJvbi1wcm94eQBzM2NyZXQ=");
+	free(b);
+	d.tls = false; /* proxy_tls = none: the certificate cannot be shown */
+	assert_string_equal(proxy_login_sasl(&d, true, "u@x", "p", "s3cret", &b, &why), "PLAIN");
+	free(b);
+	assert_null(proxy_login_sasl(&d, true, "u@x", "p", NULL, &b, &why));
+	assert_non_null(strstr(why, "proxy_tls = starttls"));
+	d.tls = true;
+	assert_null(proxy_login_sasl(&d, false, "u@x", "p", NULL, &b, &why));
+}
+
+/* The store host's reading of an EXTERNAL response: the authorization identity, empty for
+   "=" or nothing; not base64, a NUL in it or longer than a name: refused. */
+static void test_external_decode(void **state)
+{
+	char authz[400], longer[600];
+
+	assert_int_equal(proxy_external_decode("dXNlckBleGFtcGxlLmNvbQ==", 24, authz), 0);
+	assert_string_equal(authz, "user@example.com");
+	assert_int_equal(proxy_external_decode("=", 1, authz), 0);
+	assert_string_equal(authz, "");
+	assert_int_equal(proxy_external_decode("", 0, authz), 0);
+	assert_string_equal(authz, "");
+	assert_int_equal(proxy_external_decode("dQB4", 4, authz), -1); /* "u\0x" */
+	assert_int_equal(proxy_external_decode("not base64!", 11, authz), -1);
+	memset(longer, 'Q', 436); /* 327 bytes: more than SASL_NAME_MAX */
+	assert_int_equal(proxy_external_decode(longer, 436, authz), -1);
 }
 
 static void test_readln(void **state)
@@ -248,10 +296,15 @@ static void test_dial(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_target),  cmocka_unit_test(test_plain),
-		cmocka_unit_test(test_readln),  cmocka_unit_test(test_secret_file),
-		cmocka_unit_test(test_host_ok), cmocka_unit_test(test_credential),
+		cmocka_unit_test(test_target),
+		cmocka_unit_test(test_plain),
+		cmocka_unit_test(test_readln),
+		cmocka_unit_test(test_secret_file),
+		cmocka_unit_test(test_host_ok),
+		cmocka_unit_test(test_credential),
 		cmocka_unit_test(test_dial),
+		cmocka_unit_test(test_login_sasl),
+		cmocka_unit_test(test_external_decode),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
