@@ -190,6 +190,8 @@ static int create_fn(struct store_txn *t, void *arg)
 	size_t plen = create_parent(t, op->user, op->a, &parent);
 	int rc = store_mbox_create(t, op->user, op->a, op->special, &op->id);
 
+	if (rc == STORE_ELIMIT)
+		op->limit = "name"; /* STORE_MAX_MBOX_NAME */
 	if (rc == 0 && plen > 0)
 		rc = create_inherit(t, op, parent, plen);
 	return rc != 0 ? rc
@@ -209,6 +211,8 @@ static int rename_fn(struct store_txn *t, void *arg)
 
 	int rc = store_mbox_rename(t, op->user, op->a, op->b);
 
+	if (rc == STORE_ELIMIT)
+		op->limit = "name"; /* the new name or a child's */
 	return rc != 0 ? rc
 		       : store_mbox_limit(t, op->user, op->max_count, op->max_depth, &op->limit);
 }
@@ -217,7 +221,11 @@ static int subscribe_fn(struct store_txn *t, void *arg)
 {
 	struct mbox_op *op = arg;
 
-	return store_mbox_subscribe(t, op->user, op->a, op->on);
+	int rc = store_mbox_subscribe(t, op->user, op->a, op->on);
+
+	if (rc == STORE_ELIMIT)
+		op->limit = "name";
+	return rc;
 }
 
 static void mbox_op_free(void *arg)
@@ -339,6 +347,9 @@ static bool mbox_limit_reply(struct imap_cmd *cmd, const struct mbox_op *op)
 
 	log_info("%016" PRIx64 " imap %s user=%s result=refused reason=\"%s limit\"", c->id,
 		 op->what, c->user ? c->user : "-", op->limit ? op->limit : "mailbox");
+	if (op->limit != NULL && strcmp(op->limit, "name") == 0)
+		return imap_cmd_reply(cmd, "NO", "[LIMIT] %s: mailbox names have at most %d bytes",
+				      op->what, STORE_MAX_MBOX_NAME);
 	if (op->limit != NULL && strcmp(op->limit, "depth") == 0)
 		return imap_cmd_reply(cmd, "NO",
 				      "[LIMIT] %s: mailbox names have at most %u levels", op->what,

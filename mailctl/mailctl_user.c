@@ -24,6 +24,7 @@ struct op {
 	bool on;
 	uint64_t max_count; /* mailbox create/rename: [imapd] max_mailboxes_per_user */
 	unsigned max_depth; /* and max_mailbox_depth, as imapd applies them */
+	bool limit_name;    /* mailbox rename: STORE_ELIMIT was a name past STORE_MAX_MBOX_NAME */
 };
 
 static const struct {
@@ -139,6 +140,16 @@ static int login_prepare(struct mc *mc, const struct mc_args *a, struct users_ed
 	return rc;
 }
 
+/* A new user name the store can key (STORE_MAX_NAME); says so when not. */
+static bool user_name_fits(struct mc *mc, const char *name)
+{
+	if (strlen(name) <= STORE_MAX_NAME)
+		return true;
+	mc_usage(mc, "a user name has at most %d bytes (this one %zu)", STORE_MAX_NAME,
+		 strlen(name));
+	return false;
+}
+
 int mc_user_add(struct mc *mc, const struct mc_args *a)
 {
 	struct op o = { .user = a->pos[0] };
@@ -149,6 +160,8 @@ int mc_user_add(struct mc *mc, const struct mc_args *a)
 	bool moved;
 	int rc;
 
+	if (!user_name_fits(mc, o.user))
+		return MC_USAGE;
 	if (store_user_locate(mc->st, o.user, &part) == 0)
 		return mc_fail(mc, STORE_EEXIST, "user '%s' (partition %u)", o.user, part);
 	moved = store_tomb_find(mc->st, o.user, &tb) == 0;
@@ -278,6 +291,8 @@ int mc_user_rename(struct mc *mc, const struct mc_args *a)
 	unsigned part;
 	int rc;
 
+	if (!user_name_fits(mc, o.a))
+		return MC_USAGE;
 	if (store_user_locate(mc->st, o.a, &part) == 0)
 		return mc_fail(mc, STORE_EEXIST, "user '%s'", o.a);
 	if ((rc = locate(mc, o.user, &part)) != MC_OK)
@@ -724,8 +739,10 @@ static int w_mbox(struct store_txn *t, void *arg)
 	case MB_DELETE:
 		return store_mbox_delete(t, u.id, o->a);
 	case MB_RENAME:
-		if ((rc = store_mbox_rename(t, u.id, o->a, o->b)) != 0)
+		if ((rc = store_mbox_rename(t, u.id, o->a, o->b)) != 0) {
+			o->limit_name = rc == STORE_ELIMIT;
 			return rc;
+		}
 		return store_mbox_limit(t, u.id, o->max_count, o->max_depth, NULL);
 	case MB_SUBSCRIBE:
 		return store_mbox_subscribe(t, u.id, o->a, o->on);
@@ -754,12 +771,24 @@ static int mbox_write(struct mc *mc, enum mbox_verb verb, struct op *o, const ch
 	unsigned part;
 	int rc;
 
+	const char *to = verb == MB_RENAME ? o->b : o->a;
+
+	/* a name the store cannot key (a lookup of one finds nothing: DELETE says so) */
+	if (verb != MB_DELETE && strlen(to) > STORE_MAX_MBOX_NAME)
+		return mc_usage(mc, "a mailbox name has at most %d bytes (this one %zu)",
+				STORE_MAX_MBOX_NAME, strlen(to));
 	if ((rc = locate(mc, o->user, &part)) != MC_OK)
 		return rc;
 	o->n1 = verb;
 	o->max_count = (uint64_t)conf_values(mc->conf)->imapd.max_mailboxes_per_user;
 	o->max_depth = (unsigned)conf_values(mc->conf)->imapd.max_mailbox_depth;
-	if ((rc = store_write(mc->st, part, w_mbox, o)) != 0)
+	if ((rc = store_write(mc->st, part, w_mbox, o)) == STORE_ELIMIT && verb == MB_RENAME &&
+	    o->limit_name)
+		return mc_refuse(
+			mc, MC_REFUSED, "rename a child first or choose a shorter name",
+			"mailbox '%s' of user '%s': a child's new name would pass %d bytes", o->a,
+			o->user, STORE_MAX_MBOX_NAME);
+	if (rc != 0)
 		return mc_fail(mc, rc, "mailbox '%s' of user '%s'", o->a, o->user);
 	if (mc->json) {
 		fputs("{\"mailbox\": ", stdout);

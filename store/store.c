@@ -160,6 +160,11 @@ static int env_open(struct store *st, struct store_env *e, const char *dir, unsi
 			  0640);
 	if (rc != 0)
 		goto fail;
+	if (mdb_env_get_maxkeysize(e->env) < STORE_KEY_MAX) {
+		log_warnx("store: %s: LMDB keys of at most %d bytes, the store needs %d", dir,
+			  mdb_env_get_maxkeysize(e->env), STORE_KEY_MAX);
+		return STORE_EFORMAT;
+	}
 	mdb_reader_check(e->env, &dead);
 	if (dead > 0)
 		log_info("store: %s: cleared %d stale readers", dir, dead);

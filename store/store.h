@@ -91,9 +91,13 @@ bool store_err_temporary(int err);
 #define STORE_ID_PART(id) ((unsigned)((id) >> 48))
 #define STORE_MAX_PARTITIONS 1024
 #define STORE_QUEUE_PART 0xffffu /* the queue's "partition" for blobs and stats */
-#define STORE_MAX_NAME 512       /* bytes of a user or mailbox name */
-#define STORE_MAX_KEYWORDS 64    /* keywords per mailbox */
-#define STORE_MAX_KEYWORD 100    /* bytes of a keyword */
+/* LMDB's longest key (mdb_env_get_maxkeysize; store_open refuses a library with less). A
+   user's name is the key of its record, a mailbox's key the user id (8 bytes) and its name. */
+#define STORE_KEY_MAX 511
+#define STORE_MAX_NAME STORE_KEY_MAX            /* bytes of a user name (and any name) */
+#define STORE_MAX_MBOX_NAME (STORE_KEY_MAX - 8) /* bytes of a mailbox name */
+#define STORE_MAX_KEYWORDS 64                   /* keywords per mailbox */
+#define STORE_MAX_KEYWORD 100                   /* bytes of a keyword */
 
 struct store;
 
@@ -231,7 +235,7 @@ int store_user_rename(struct store_txn *t, const char *from, const char *to);
    instead, in every partition (one store_write each; a STORE_CHANGE_SUBSCRIBE record per
    subscription): mailctl gives the renamed user's level of imapd's other users' namespace
    ("Other Users/old" to "Other Users/new", as stored: modified UTF-7). A subscription whose
-   new name would pass STORE_MAX_NAME stays as it was. *n_r (may be NULL) counts those
+   new name would pass STORE_MAX_MBOX_NAME stays as it was. *n_r (may be NULL) counts those
    moved. Errors: STORE_EINVAL (empty or too long), those of store_write. */
 int store_user_rename_subs(struct store *st, const char *from, const char *to, uint64_t *n_r);
 /* Sets the quota (0 = unlimited). Errors: STORE_ENOUSER. */
@@ -325,7 +329,8 @@ struct store_mbox_info {
 
 /* Creates name for user, creating missing parents (as ordinary mailboxes); special may be 0.
    Errors: STORE_ENOUSER, STORE_EEXIST (name exists and is selectable; a \Noselect one becomes
-   selectable again), STORE_EINVAL (empty, too long, empty level, leading/trailing '/'). */
+   selectable again), STORE_EINVAL (empty, empty level, leading/trailing '/'), STORE_ELIMIT
+   (more than STORE_MAX_MBOX_NAME bytes). */
 int store_mbox_create(struct store_txn *t, uint64_t user, const char *name, unsigned special,
 		      uint64_t *id_r);
 /* Resolves a name. Errors: STORE_ENOMBOX (absent or \Noselect). */
@@ -337,7 +342,8 @@ int store_mbox_find_any(struct store_txn *t, uint64_t user, const char *name, ui
 int store_mbox_delete(struct store_txn *t, uint64_t user, const char *name);
 /* Renames from and its children to to, creating to's parents. Renaming INBOX moves its
    messages into a new mailbox `to` and leaves INBOX empty (RFC 3501). Errors: STORE_ENOMBOX,
-   STORE_EEXIST (to exists), STORE_EINVAL (bad name, to inside from). */
+   STORE_EEXIST (to exists), STORE_EINVAL (bad name, to inside from), STORE_ELIMIT (to, or a
+   child's new name, past STORE_MAX_MBOX_NAME). */
 int store_mbox_rename(struct store_txn *t, uint64_t user, const char *from, const char *to);
 /* Checks the user's mailboxes as the txn sees them (call it after a create or rename in the
    same write txn, whose error then undoes it): at most max_count mailbox records (\Noselect
@@ -346,7 +352,8 @@ int store_mbox_rename(struct store_txn *t, uint64_t user, const char *from, cons
    "mailboxes" or "depth"), STORE_EIO. */
 int store_mbox_limit(struct store_txn *t, uint64_t user, uint64_t max_count, unsigned max_depth,
 		     const char **which_r);
-/* Subscriptions are names (they may outlive their mailbox). Errors: STORE_EINVAL. */
+/* Subscriptions are names (they may outlive their mailbox). Errors: STORE_EINVAL,
+   STORE_ELIMIT (past STORE_MAX_MBOX_NAME). */
 int store_mbox_subscribe(struct store_txn *t, uint64_t user, const char *name, bool on);
 /* Sets the special-use mask. Errors: STORE_ENOMBOX. */
 int store_mbox_set_special(struct store_txn *t, uint64_t mbox, unsigned special);

@@ -10,18 +10,21 @@
 #include "common/xmalloc.h"
 #include "store/store_private.h"
 
-#define KEY_MAX (8 + STORE_MAX_NAME + 1)
+#define KEY_MAX (8 + STORE_MAX_MBOX_NAME)
 
 static int norm_name(const char *in, char out[STORE_MAX_NAME + 1], size_t *len_r);
 static int mbox_lookup(struct store_txn *t, uint64_t user, const char *name, size_t len,
 		       uint64_t *id_r);
 
-/* "inbox" and "inbox/x" in any case become "INBOX", "INBOX/x". Rejects empty levels. */
+/* "inbox" and "inbox/x" in any case become "INBOX", "INBOX/x". Rejects empty levels
+   (STORE_EINVAL) and names past STORE_MAX_MBOX_NAME (STORE_ELIMIT: no key can hold them). */
 static int norm_name(const char *in, char out[STORE_MAX_NAME + 1], size_t *len_r)
 {
 	size_t n = strlen(in);
 
-	if (n == 0 || n > STORE_MAX_NAME || in[0] == STORE_DELIM || in[n - 1] == STORE_DELIM)
+	if (n > STORE_MAX_MBOX_NAME)
+		return STORE_ELIMIT;
+	if (n == 0 || in[0] == STORE_DELIM || in[n - 1] == STORE_DELIM)
 		return STORE_EINVAL;
 	for (size_t i = 0; i < n; i++) {
 		if (in[i] == '\r' || in[i] == '\n' ||
@@ -269,7 +272,7 @@ static int mbox_named(struct store_txn *t, uint64_t user, const char *name, stru
 	int rc;
 
 	if ((rc = norm_name(name, m->n, &m->len)) != 0)
-		return rc == STORE_EINVAL ? STORE_ENOMBOX : rc;
+		return rc == STORE_EINVAL || rc == STORE_ELIMIT ? STORE_ENOMBOX : rc;
 	if ((rc = mbox_lookup(t, user, m->n, m->len, &m->id)) != 0)
 		return rc;
 	return mbox_rec_load(t, m->id, &m->r);
@@ -443,8 +446,8 @@ static int rename_one(struct store_txn *t, uint64_t user, const struct rename_it
 	struct mbox_rec r;
 	int rc;
 
-	if (tlen + it->len - flen > STORE_MAX_NAME)
-		return STORE_EINVAL;
+	if (tlen + it->len - flen > STORE_MAX_MBOX_NAME)
+		return STORE_ELIMIT;
 	if ((rc = mbox_rec_load(t, it->id, &r)) != 0)
 		return rc;
 	memcpy(r.namebuf, to, tlen);
@@ -469,7 +472,7 @@ int store_mbox_rename(struct store_txn *t, uint64_t user, const char *from, cons
 	int rc;
 
 	if ((rc = norm_name(from, f, &flen)) != 0)
-		return rc == STORE_EINVAL ? STORE_ENOMBOX : rc;
+		return rc == STORE_EINVAL || rc == STORE_ELIMIT ? STORE_ENOMBOX : rc;
 	if ((rc = norm_name(to, n, &tlen)) != 0)
 		return rc;
 	if (tlen > flen && memcmp(n, f, flen) == 0 && n[flen] == STORE_DELIM)

@@ -360,7 +360,7 @@ static int subs_move_part(struct store_txn *t, void *arg)
 
 		if (k.mv_size < 8 || k.mv_size > 8 + STORE_MAX_NAME || len < m->fl ||
 		    memcmp(name, m->from, m->fl) != 0 || (len > m->fl && name[m->fl] != '/') ||
-		    len - m->fl + m->tl > STORE_MAX_NAME)
+		    len - m->fl + m->tl > STORE_MAX_MBOX_NAME)
 			continue; /* (one whose new name is too long keeps the old: it names nothing) */
 		if (n % 16 == 0)
 			v = xreallocarray(v, n + 16, sizeof(*v));

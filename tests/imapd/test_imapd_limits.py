@@ -3,7 +3,11 @@ and max_mailbox_depth hold for CREATE (also of a name whose missing parents it w
 RENAME (of a mailbox with children, whose new names are deeper) and `mailctl mailbox
 create/rename` alike: NO [LIMIT] naming the limit, nothing written (LIST unchanged), and
 room again after a DELETE. After ENABLE UTF8=ACCEPT an over-long name is refused as too long,
-not as bad UTF-8.
+not as bad UTF-8. A mailbox name the store cannot key (more than 511 - 8 bytes: the user id
+and the name are one LMDB key) is NO [LIMIT] naming the limit at CREATE, RENAME (also of a
+parent whose child's new name would pass it) and SUBSCRIBE, [TRYCREATE] at APPEND and COPY,
+and `mailctl` refuses it (and a user name past 511 bytes) with exit code 64 and the limit,
+not "store I/O error".
 
 Usage: test_imapd_limits.py IMAPD_BINARY DELIVER_BINARY"""
 import os
@@ -99,12 +103,62 @@ def test_utf8_name_too_long():
     assert "not valid UTF-8" in out, out
 
 
+MBOX_NAME_MAX = 511 - 8  # LMDB's key size less the user id
+
+
+def test_mailbox_name_length():
+    r = D.raw("carol")
+    top, over = "m" * MBOX_NAME_MAX, "n" * (MBOX_NAME_MAX + 1)
+    assert r.cmd("c", "CREATE " + top)[-1].startswith("c OK"), "the longest name"
+    for tag, line in (("c", "CREATE " + over), ("r", "RENAME %s %s" % (top, over)),
+                      ("s", "SUBSCRIBE " + over)):
+        out = r.cmd(tag, line)[-1]
+        assert out.startswith(tag + " NO [LIMIT]"), out
+        assert_in("at most %d bytes" % MBOX_NAME_MAX, out)
+    msg = b"Subject: x\r\n\r\nbody\r\n"
+    r.send(b"a APPEND %s {%d+}\r\n" % (over.encode(), len(msg)) + msg + b"\r\n")
+    out = r.until_tag("a")[-1]
+    assert out.startswith("a NO [TRYCREATE]"), out
+    r.send(b"a APPEND INBOX {%d+}\r\n" % len(msg) + msg + b"\r\n")
+    assert r.until_tag("a")[-1].startswith("a OK")
+    assert r.cmd("s", "SELECT INBOX")[-1].startswith("s OK")
+    out = r.cmd("k", "COPY 1 " + over)[-1]
+    assert out.startswith("k NO [TRYCREATE]"), out
+    # a child whose new name would pass the limit keeps the whole RENAME from happening
+    child = "p/" + "q" * 400
+    assert r.cmd("c", "CREATE " + child)[-1].startswith("c OK")
+    before = names(r)
+    out = r.cmd("r", "RENAME p " + "r" * 110)[-1]
+    assert out.startswith("r NO [LIMIT]") and "at most %d bytes" % MBOX_NAME_MAX in out, out
+    assert_eq(names(r), before)
+    m = mailctl("mailbox", "rename", "carol", "p", "r" * 110)
+    assert m.returncode == 1 and "would pass %d bytes" % MBOX_NAME_MAX in m.stderr, m.stderr
+    for args in (("create", "carol", over), ("rename", "carol", top, over),
+                 ("subscribe", "carol", over)):
+        m = mailctl("mailbox", *args)
+        assert m.returncode == 64, (args, m.returncode, m.stderr)
+        assert_in("at most %d bytes" % MBOX_NAME_MAX, m.stderr)
+    assert_eq(names(r), before)
+    assert r.cmd("d", "DELETE " + top)[-1].startswith("d OK")
+    assert r.cmd("d", "DELETE " + child)[-1].startswith("d OK")
+    assert r.cmd("d", "DELETE p")[-1].startswith("d OK")
+    # user names: the user's record is keyed by the name alone
+    m = mailctl("user", "add", "u" * 512)
+    assert m.returncode == 64 and "at most 511 bytes" in m.stderr, (m.returncode, m.stderr)
+    assert "I/O" not in m.stderr, m.stderr
+    m = mailctl("user", "add", "u" * 511)
+    assert m.returncode == 0, m.stderr
+    m = mailctl("user", "rename", "u" * 511, "u" * 512)
+    assert m.returncode == 64 and "at most 511 bytes" in m.stderr, (m.returncode, m.stderr)
+
+
 def main():
     global IMAPD, DELIVER, D
     IMAPD, DELIVER = sys.argv[1], sys.argv[2]
     D = Imapd(IMAPD, deliver=DELIVER, extra={"max_mailboxes_per_user": str(MAX_MBOXES),
                                              "max_mailbox_depth": str(MAX_DEPTH)})
-    return run_suite(D, [test_mailbox_count, test_mailbox_depth, test_utf8_name_too_long],
+    return run_suite(D, [test_mailbox_count, test_mailbox_depth, test_utf8_name_too_long,
+                         test_mailbox_name_length],
                      D.dir)
 
 

@@ -173,6 +173,59 @@ static void test_mailboxes(void **state)
 	tstore_close(&ts, true);
 }
 
+/* Names against LMDB's key size (STORE_KEY_MAX): a user name of STORE_MAX_NAME bytes and a
+   mailbox name of STORE_MAX_MBOX_NAME (the user id is the key's first 8 bytes) are made,
+   found, renamed and deleted; one byte more is STORE_EINVAL (user) or STORE_ELIMIT (mailbox:
+   create, rename to it or of a parent whose child would pass it, subscribe), a lookup of one
+   STORE_ENOMBOX, and nothing is written. Before, both gave STORE_EIO (MDB_BAD_VALSIZE). */
+static void test_name_key_limits(void **state)
+{
+	char user[STORE_MAX_NAME + 2], box[STORE_MAX_NAME + 2], over[STORE_MAX_NAME + 2];
+	char child[STORE_MAX_NAME + 2], to[200];
+	struct tstore ts;
+	struct store_txn *t;
+	uint64_t u, id;
+
+	(void)state;
+	tstore_open(&ts, 1);
+	memset(user, 'u', STORE_MAX_NAME + 1);
+	user[STORE_MAX_NAME + 1] = '\0';
+	memset(box, 'b', STORE_MAX_MBOX_NAME);
+	box[STORE_MAX_MBOX_NAME] = '\0';
+	memset(over, 'o', STORE_MAX_MBOX_NAME + 1);
+	over[STORE_MAX_MBOX_NAME + 1] = '\0';
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_WRITE, &t), 0);
+	assert_int_equal(store_user_create(t, user, NULL), STORE_EINVAL);
+	user[STORE_MAX_NAME] = '\0';
+	assert_int_equal(store_user_create(t, user, &u), 0);
+	assert_int_equal(store_mbox_create(t, u, box, 0, &id), 0);
+	assert_int_equal(store_mbox_find(t, u, box, &id), 0);
+	assert_int_equal(store_mbox_create(t, u, over, 0, NULL), STORE_ELIMIT);
+	assert_int_equal(store_mbox_find(t, u, over, &id), STORE_ENOMBOX);
+	assert_int_equal(store_mbox_rename(t, u, box, over), STORE_ELIMIT);
+	assert_int_equal(store_mbox_subscribe(t, u, over, true), STORE_ELIMIT);
+	assert_int_equal(store_mbox_subscribe(t, u, box, true), 0);
+	/* "p/<400 q>" renamed to "<110 r>": the child would be 511 bytes */
+	memset(child, 'q', sizeof(child));
+	memcpy(child, "p/", 2);
+	child[402] = '\0';
+	memset(to, 'r', 110);
+	to[110] = '\0';
+	assert_int_equal(store_mbox_create(t, u, child, 0, NULL), 0);
+	assert_int_equal(store_mbox_rename(t, u, "p", to), STORE_ELIMIT);
+	store_txn_abort(&t);
+	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_WRITE, &t), 0);
+	assert_int_equal(store_user_create(t, user, &u), 0);
+	assert_int_equal(store_mbox_create(t, u, child, 0, NULL), 0);
+	to[100] = '\0'; /* 100 + 1 + 400 fits */
+	assert_int_equal(store_mbox_rename(t, u, "p", to), 0);
+	assert_int_equal(store_mbox_create(t, u, box, 0, &id), 0);
+	assert_int_equal(store_mbox_delete(t, u, box), 0);
+	assert_int_equal(store_user_delete(t, user), 0);
+	assert_int_equal(store_txn_commit(&t), 0);
+	tstore_close(&ts, true);
+}
+
 static void test_messages(void **state)
 {
 	struct tstore ts;
@@ -1161,6 +1214,7 @@ int main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_users),
 		cmocka_unit_test(test_mailboxes),
+		cmocka_unit_test(test_name_key_limits),
 		cmocka_unit_test(test_messages),
 		cmocka_unit_test(test_copy_move_quota),
 		cmocka_unit_test(test_deliver_many),
