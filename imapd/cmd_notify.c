@@ -684,8 +684,10 @@ static void read_partition(struct imap_server *srv, unsigned p)
 		srv->notify_known[p] = false;
 		return;
 	}
-	qsort(r.by_user, r.n, sizeof(*r.by_user), by_user_cmp);
-	qsort(r.watchers, r.nw, sizeof(*r.watchers), by_mbox_cmp);
+	if (r.n > 1) /* qsort of a NULL array is undefined even for 0 elements */
+		qsort(r.by_user, r.n, sizeof(*r.by_user), by_user_cmp);
+	if (r.nw > 1)
+		qsort(r.watchers, r.nw, sizeof(*r.watchers), by_mbox_cmp);
 	if (store_txn_begin(srv->store, p, STORE_TXN_READ, &r.t) == 0) {
 		if (store_changes_read(r.t, srv->notify_seq[p], NOTIFY_READ_MAX, read_cb, &r,
 				       &last, &gap) == 0)
