@@ -733,6 +733,11 @@ static bool sasl_external(struct imap_cmd *cmd, const char *b64, size_t len)
 	if (authz[0] == '\0')
 		return imap_cmd_no(cmd, "[AUTHENTICATIONFAILED] EXTERNAL needs an authorization "
 					"identity here");
+	/* the certificate is the connection's, not one login's: after an UNAUTHENTICATE
+	   (which may be a client's, relayed by the front) it would log anybody in as anyone */
+	if (c->front_unauth)
+		return imap_cmd_no(cmd, "[AUTHENTICATIONFAILED] EXTERNAL only as a connection's "
+					"first login");
 	return proxy_login_in(cmd, authz,
 			      proxy_external_check(c->bev, imap_proxy_from_front(c), why,
 						   sizeof(why)));

@@ -34,10 +34,13 @@
  * What it could save is bounded: the front's whole imapd cost of a proxied session, login
  * and relay together, is 510-590 µs (bench/cluster/README.md, part 1).
  * The pool (per worker): a client's LOGOUT at a command boundary with nothing in flight (the
- * client's commands followed, line ends and literals only, and counted against the store
- * host's tagged responses; IDLE's DONE is no command) and nothing the store host's
- * UNAUTHENTICATE cannot undo (COMPRESS, STARTTLS, a login or UNAUTHENTICATE relayed) is
- * answered here (BYE, tagged OK); the store host gets UNAUTHENTICATE and on its tagged OK the
+ * client's commands followed by line ends and counted against the store host's tagged
+ * responses; IDLE's DONE is no command; a session with a literal is not followed further: a
+ * literal the store host refuses would make real commands look like literal bytes) and
+ * nothing the store host's UNAUTHENTICATE cannot undo (COMPRESS, STARTTLS, a login or
+ * UNAUTHENTICATE relayed; a login by certificate, which the store host takes only as a
+ * connection's first) is answered here (BYE, tagged OK); the store host gets UNAUTHENTICATE,
+ * tagged with 16 random hex digits no client line can have answered, and on its tagged OK the
  * connection, TLS kept, is parked for the next login of one of its users: the proxy login and
  * the ID replay run on it as on a new one, the front's tags carrying the connection's use
  * count (nothing sent for an earlier session passes for an answer). A parked connection that
@@ -71,6 +74,7 @@
 #include <event2/bufferevent.h>
 #include <event2/dns.h>
 #include <openssl/crypto.h>
+#include <openssl/rand.h>
 
 #include "common/buf.h"
 #include "common/conf.h"
@@ -184,11 +188,13 @@ struct imap_proxy_parked {
 	struct event *timer; /* UNAUTHENTICATE's answer due (proxy_timeout), then idle time */
 	bool ready;          /* UNAUTHENTICATE's OK came: a login may take it */
 	bool tls;
-	bool resumed;    /* its TLS handshake resumed a session (for the log) */
-	unsigned use;    /* the login it was parked after (px_tag) */
-	unsigned lines;  /* untagged lines before the OK */
-	char host[256];  /* the store host (mailHost) */
-	char where[320]; /* address:port */
+	bool resumed;       /* its TLS handshake resumed a session (for the log) */
+	unsigned use;       /* the login it was parked after (px_tag) */
+	unsigned lines;     /* untagged lines before the OK */
+	char utag[TAG_MAX]; /* UNAUTHENTICATE's tag: PROXY_UNAUTH_TAG "." 16 random hex digits,
+			       so that no line a client had sent before can answer it */
+	char host[256];     /* the store host (mailHost) */
+	char where[320];    /* address:port */
 };
 
 static void px_fail(struct imap_proxy *p, const char *fmt, ...)
@@ -301,7 +307,7 @@ static void pool_read(struct bufferevent *bev, void *arg)
 	char *line;
 	int rc = 0;
 
-	px_tag(tag, PROXY_UNAUTH_TAG, k->use);
+	snprintf(tag, sizeof(tag), "%s", k->utag);
 	while (!k->ready && (rc = proxy_readln(in, &line, &why)) > 0) {
 		bool ok = false;
 		bool untagged = strncmp(line, "* ", 2) == 0 &&
@@ -1068,7 +1074,11 @@ static int px_cscan(struct imap_proxy *p, const unsigned char *b, size_t n, uint
 		if ((rc = px_lit_byte(&s->lit, ch, true)) < 0) {
 			s->tainted = true; /* the store host refuses it: not followed */
 		} else if (rc > 0) {
-			s->multi = true; /* the command goes on after the literal */
+			/* not followed further: a literal's bytes come only if the store host
+			   takes the command (a synchronizing one after its "+"), and bytes taken
+			   for a literal it refused could hide commands, tags included */
+			s->multi = true;
+			s->tainted = true;
 		} else if (ch == '\n') {
 			s->bol = true;
 			s->multi = false;
@@ -1087,7 +1097,7 @@ static void px_logout(struct imap_proxy *p)
 	struct imap_server *srv = c->srv;
 	struct imap_proxy_parked *k = xcalloc(1, sizeof(*k));
 	struct timeval tv = px_tv(conf_values(srv->conf)->imapd.proxy_timeout_ms);
-	char tag[TAG_MAX];
+	unsigned char rnd[8];
 
 	imap_printf(c, "* BYE Logging out\r\n%.*s OK Logout completed\r\n", (int)p->cs.taglen,
 		    p->cs.tag);
@@ -1108,8 +1118,15 @@ static void px_logout(struct imap_proxy *p)
 	srv->proxy_npooled++;
 	bufferevent_setcb(k->be, pool_read, NULL, pool_event, k);
 	bufferevent_enable(k->be, EV_READ | EV_WRITE);
-	px_tag(tag, PROXY_UNAUTH_TAG, k->use);
-	evbuffer_add_printf(bufferevent_get_output(k->be), "%s UNAUTHENTICATE\r\n", tag);
+	if (RAND_bytes(rnd, sizeof(rnd)) != 1) { /* no tag a client cannot guess: no pool */
+		imap_client_set_state(c, IMAP_ST_LOGOUT);
+		imap_client_close(c, "logout");
+		pool_drop(k, "no random bytes for UNAUTHENTICATE's tag");
+		return;
+	}
+	snprintf(k->utag, sizeof(k->utag), "%s.%02x%02x%02x%02x%02x%02x%02x%02x", PROXY_UNAUTH_TAG,
+		 rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+	evbuffer_add_printf(bufferevent_get_output(k->be), "%s UNAUTHENTICATE\r\n", k->utag);
 	evtimer_add(k->timer, &tv);
 	imap_client_set_state(c, IMAP_ST_LOGOUT);
 	imap_client_close(c, "logout");
@@ -1124,7 +1141,11 @@ static int px_client_check(struct imap_proxy *p, struct evbuffer *in, uint64_t *
 	struct evbuffer_ptr at;
 	uint64_t base = 0;
 
-	if (p->cs.tainted || conf_values(p->c->srv->conf)->imapd.proxy_pool_max == 0)
+	const struct imapd_conf *ic = &conf_values(p->c->srv->conf)->imapd;
+
+	/* a login by certificate is not pooled: the store host takes EXTERNAL only as a
+	   connection's first login (cmd_auth.c) */
+	if (p->cs.tainted || ic->proxy_pool_max == 0 || px_cert(ic))
 		return 0;
 	evbuffer_ptr_set(in, &at, 0, EVBUFFER_PTR_SET);
 	for (;;) {

@@ -205,6 +205,29 @@ def main():
             sighup(front.imapd)
             store_key(h1, "proxy_require_tls", "no")
 
+    def test_client_unauthenticate_then_external():
+        # the front's certificate belongs to its connection: a user who sends UNAUTHENTICATE
+        # through the front, then EXTERNAL naming another user, must not become that user
+        front_cert(FRONT_CERT)
+        c = IMAPFrom("127.0.0.9", front.addr, front.imap_port)
+        c.starttls(ssl_context=tls_client_ctx(front.cert))
+        assert_eq(c.login("user1", "user1")[0], "OK")
+        since = len(h1.imapd.logtext())
+
+        def command(line):
+            c.send(line + b"\r\n")
+            tag = line.split(b" ")[0] + b" "
+            while not (got := c.readline()).startswith(tag):
+                assert got, "the connection closed"
+            return got
+
+        command(b"u UNAUTHENTICATE")
+        got = command(b"v AUTHENTICATE EXTERNAL " +
+                      base64.b64encode(f"user3@{DOMAIN}".encode()))
+        assert got.startswith(b"v NO"), got
+        assert "user=user3 via=proxy result=ok" not in h1.imapd.logtext()[since:]
+        c.logout()
+
     def on_start(cl):
         nonlocal h1, h2, front
         h1, h2, front = cl.hosts[0], cl.hosts[1], cl.front
@@ -214,7 +237,8 @@ def main():
                                  test_certificate_of_another_ca_refused,
                                  test_external_checked_by_the_store_host,
                                  test_shared_secret_still_works,
-                                 test_require_tls_refuses_the_secret_in_clear], on_start)
+                                 test_require_tls_refuses_the_secret_in_clear,
+                                 test_client_unauthenticate_then_external], on_start)
 
 
 if __name__ == "__main__":

@@ -349,6 +349,34 @@ def main():
                  10, "the store host's LOGOUT")
         assert_eq(len(pool_lines(h1.name, "parked")), parked_before)
 
+    def test_literal_hides_no_command():
+        # a literal the store host refuses (BAD before any "+") makes the front's scanner
+        # take real commands for literal bytes: a hidden "P3 NOOP" answered after LOGOUT
+        # must not pass for UNAUTHENTICATE's OK, nor the next login's lines reach user1's
+        # INBOX as an APPEND's message. A session with a literal is not parked at all.
+        a = login("user1", "127.0.0.9")
+        parked_before = len(pool_lines(h1.name, "parked"))
+        sid = session_of(h1, "user=user1 via=proxy result=ok")
+        line = b"P2.1 ID (\"x-originating-ip\" \"127.0.0.10\")\r\n"
+        m = len(b"P3 UNAUTHENTICATE\r\n") + len(line) + 60
+        payload = b"P3 NOOP\r\nz APPEND INBOX {%d+}" % m
+        a.send(b"a1 SEARCH ~{%d}\r\n" % len(payload))
+        assert a.readline().startswith(b"a1 BAD")
+        a.send(payload + b"\r\na3 LOGOUT\r\n")
+        time.sleep(1)  # (a front that parks it does so at once: only a negative check)
+        a.shutdown()
+        wait_for(lambda: f"{sid} imap disconnect" in h1.imapd.logtext() or
+                 f"{sid} imap close" in h1.imapd.logtext(), 10,
+                 "user1's session ended on the store host")
+        assert_eq(len(pool_lines(h1.name, "parked")), parked_before)
+        b = login("user3", "127.0.0.10")
+        assert_eq(b.logout()[0], "BYE")
+        c = login("user1", "127.0.0.11")
+        assert_eq(c.select("INBOX")[0], "OK")
+        typ, data = c.search(None, "TEXT", "UNAUTHENTICATE")
+        assert_eq((typ, data), ("OK", [b""]))
+        logout(c)
+
     def test_pool_off():
         set_front("proxy_pool_max", "0")
         try:
@@ -375,6 +403,7 @@ def main():
                               test_store_host_login_timeout_ends_parked,
                               test_fake_store_host_parked_connections,
                               test_client_unauthenticate_through_front,
+                              test_literal_hides_no_command,
                               test_pool_off])
 
     return run_main(body, TMP, daemons, tail=20000)
