@@ -304,13 +304,14 @@ static void defer_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* The output of a loop pass leaves in one write. The socket's bufferevent (c->sock, the bottom
-   one under the TLS and COMPRESS filters) keeps EV_WRITE off while it has nothing
+   one under the COMPRESS and STARTTLS filters) keeps EV_WRITE off while it has nothing
    waiting, so queueing a response arms nothing; sock_out_cb schedules this right after the
    callback that wrote, which writes everything queued at once (one writev) and goes on as the
    write callback would. Only bytes the kernel does not take, a write error (libevent's writer
    reports it), or a back-pressure batch (IMAP_OUT_HIGH and more: such a writer resumes on the
    write callback, never in this pass) arm EV_WRITE, as before. A response then costs no
-   epoll_ctl pair (arm, disarm) and no write-ready wake-up. */
+   epoll_ctl pair (arm, disarm) and no write-ready wake-up. imaps (TLS on the socket's own
+   bufferevent, no c->sock) writes through libevent as before. */
 static void flush_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct imap_client *c = arg;
@@ -319,7 +320,7 @@ static void flush_cb(evutil_socket_t fd, short what, void *arg)
 	int n;
 
 	c->flush_due = false;
-	if (c->flags & IMAP_CF_DEFUNCT)
+	if (c->sock == NULL || (c->flags & IMAP_CF_DEFUNCT))
 		return;
 	out = bufferevent_get_output(c->sock);
 	len = evbuffer_get_length(out);
@@ -431,25 +432,24 @@ void imap_client_new(struct imap_server *srv, struct net_server *ns, int fd,
 		   client's delayed ACK (40 ms) */
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	}
-	c->sock = c->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (tls) {
+		c->bev = tls_server_accept(srv->base, srv->tls_ctx, fd);
+		c->flags |= IMAP_CF_TLS;
+	} else {
+		c->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	}
 	if (c->bev == NULL)
 		fatalx("bufferevent_socket_new failed");
-	c->flush = event_new(srv->base, -1, 0, flush_cb, c);
-	c->sock_cb = evbuffer_add_cb(bufferevent_get_output(c->sock), sock_out_cb, c);
-	if (c->sock_cb == NULL)
-		fatalx("evbuffer_add_cb failed");
-	if (tls) {
-		/* imaps: the TLS filter over the socket, as after STARTTLS, so its records leave
-		   through flush_cb too (a TLS bufferevent on the socket itself arms EV_WRITE for
-		   every response) */
-		c->bev = tls_starttls_server(c->sock, srv->tls_ctx, NULL);
-		if (c->bev == NULL)
-			fatalx("imap: TLS session failed");
-		c->flags |= IMAP_CF_TLS;
-	}
 	c->parser = imap_parser_new(&srv->lim);
 	c->timer = evtimer_new(srv->base, timer_cb, c);
 	c->defer = event_new(srv->base, -1, 0, defer_cb, c);
+	c->flush = event_new(srv->base, -1, 0, flush_cb, c);
+	if (!tls) {
+		c->sock = c->bev;
+		c->sock_cb = evbuffer_add_cb(bufferevent_get_output(c->sock), sock_out_cb, c);
+		if (c->sock_cb == NULL)
+			fatalx("evbuffer_add_cb failed");
+	}
 	c->next = srv->clients;
 	if (srv->clients != NULL)
 		srv->clients->prev = c;
@@ -529,7 +529,8 @@ static void client_free(struct imap_client *c)
 	srv->nclients--;
 	event_free(c->timer);
 	event_free(c->defer);
-	evbuffer_remove_cb_entry(bufferevent_get_output(c->sock), c->sock_cb);
+	if (c->sock_cb != NULL)
+		evbuffer_remove_cb_entry(bufferevent_get_output(c->sock), c->sock_cb);
 	event_free(c->flush);
 	bufferevent_free(c->bev);
 	imap_parser_free(&c->parser);

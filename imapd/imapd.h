@@ -198,7 +198,7 @@ struct imap_client {
 	struct imap_client *next, *prev;
 	uint64_t id;
 	struct bufferevent *bev;
-	/* the socket's own bufferevent, under the TLS (imaps, STARTTLS) and COMPRESS filters:
+	/* the socket's own bufferevent under COMPRESS and STARTTLS filters (NULL for imaps):
 	   its output leaves through flush, one write per loop pass (imap_client.c) */
 	struct bufferevent *sock;
 	struct evbuffer_cb_entry *sock_cb; /* on sock's output: schedules flush */

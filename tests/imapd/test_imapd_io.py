@@ -1,8 +1,8 @@
 """imapd end to end: the output path seen from the kernel. strace is attached to every thread
 of the worker for one exchange at a time (-e epoll_ctl and the socket reads and writes) and
 the exchange is counted on the client's socket: a reply leaves in one write and arms no
-EV_WRITE (no epoll_ctl for its socket), plain, under COMPRESS=DEFLATE and over imaps; a new
-connection costs one epoll_ctl (its read event) up to its LOGIN's reply; pipelined commands
+EV_WRITE (no epoll_ctl for its socket), plain and under COMPRESS=DEFLATE; a new connection
+costs one epoll_ctl (its read event) up to its LOGIN's reply; pipelined commands
 read in one pass leave in one write; a body larger than the output's high mark still arrives
 whole to a slow reader, through EV_WRITE (the one case that arms it). Skipped (77) without
 strace or when ptrace is not allowed.
@@ -12,7 +12,6 @@ import os
 import re
 import signal
 import socket
-import ssl
 import subprocess
 import sys
 import zlib
@@ -167,22 +166,6 @@ def test_compress_no_rearm():
     assert_eq(len(ctl), 0, "\n".join(ctl[:4]))
 
 
-def test_imaps_no_rearm():
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    r = ImapRaw(D.tls_port, tls_ctx=ctx)
-    after_test(r.close)
-    r.cmd("L", 'LOGIN bob "%s"' % PASSWORD)
-    t = Strace(D)
-    for i in range(20):
-        assert_eq(r.cmd("t%d" % i, "NOOP"), ["t%d OK Completed" % i])
-    reads, writes, ctl = kinds(t.calls(port_of(r)))
-    assert_ge(len(reads), 20, "the commands were traced")
-    assert_eq(len(writes), 20, "one TLS write per reply:\n" + "\n".join(writes[:8]))
-    assert_eq(len(ctl), 0, "\n".join(ctl[:4]))
-
-
 def test_big_body_to_a_slow_reader():
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the server's writes fill up
@@ -209,11 +192,10 @@ def test_big_body_to_a_slow_reader():
 def main():
     global D
     need_strace()
-    D = Imapd(sys.argv[1], tls=True, deliver=sys.argv[2])
+    D = Imapd(sys.argv[1], deliver=sys.argv[2])
     return run_suite(D, [test_fill_mailbox, test_reply_one_write_no_rearm,
                          test_connect_one_epoll_ctl, test_pipelined_one_pass_one_write,
-                         test_compress_no_rearm, test_imaps_no_rearm,
-                         test_big_body_to_a_slow_reader], D.dir)
+                         test_compress_no_rearm, test_big_body_to_a_slow_reader], D.dir)
 
 
 if __name__ == "__main__":
