@@ -113,6 +113,18 @@ static int mkdir_p(const char *dir)
 	return mkdir(tmp, 0750) == -1 && errno != EEXIST ? -1 : 0;
 }
 
+static int make_blob_dirs(const char *dir)
+{
+	char p[PATH_MAX];
+
+	for (unsigned i = 0; i < 256; i++) {
+		snprintf(p, sizeof(p), "%s/blobs/%02x", dir, i);
+		if (mkdir(p, 0750) == -1 && errno != EEXIST)
+			return -1;
+	}
+	return 0;
+}
+
 static int env_open(struct store *st, struct store_env *e, const char *dir, unsigned part,
 		    uint64_t map_size, bool create, bool upgrade)
 {
@@ -134,8 +146,7 @@ static int env_open(struct store *st, struct store_env *e, const char *dir, unsi
 		return STORE_EIO;
 	}
 	snprintf(p, sizeof(p), "%s/blobs", dir);
-	/* its 256 directories blobs/xx are made as files first go in them (store_blob.c) */
-	if (mkdir_p(p) == -1) {
+	if (mkdir_p(p) == -1 || make_blob_dirs(dir) == -1) {
 		log_warn("store: mkdir %s", p);
 		return store_errno(errno);
 	}

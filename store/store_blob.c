@@ -48,39 +48,11 @@
 
 static int fsync_subdir(struct store *st, struct store_env *e, uint64_t id);
 
-/* Makes directory blobs/xx of e (the one of id) for a file about to go in it (the 256 are
-   made when first used, not with the store: an empty one takes a block). Its entry in
-   blobs/ becomes durable by the fsync of blobs/ that fsync_subdir does before the next
-   fsync of xx, which comes before any commit referencing a file in it, so a crash never
-   leaves a committed file in a directory that is lost. */
-static int blob_mkdir(struct store_env *e, uint64_t id)
-{
-	unsigned d = (unsigned)(id >> 56);
-	char sub[4];
-
-	snprintf(sub, sizeof(sub), "%02x", d);
-	if (mkdirat(e->blobdir_fd, sub, 0750) == -1)
-		return errno == EEXIST ? 0 : -1;
-	atomic_fetch_or(&e->dirs_new[d / 64], UINT64_C(1) << (d % 64));
-	return 0;
-}
-
-/* openat(blobdir_fd, name, flags, 0640) where name is xx/<id>...: its directory made first
-   when it does not exist. */
-static int blob_create(struct store_env *e, uint64_t id, const char *name, int flags)
-{
-	int fd = openat(e->blobdir_fd, name, flags | O_CREAT, 0640);
-
-	if (fd == -1 && errno == ENOENT && blob_mkdir(e, id) == 0)
-		fd = openat(e->blobdir_fd, name, flags | O_CREAT, 0640);
-	return fd;
-}
-
 /* Creates b's tmp file (read and write: store_blob_replace_head reads back what was
    written). */
 static int blob_open_tmp(struct store_blob *b, struct store_env *e)
 {
-	b->fd = blob_create(e, b->id, b->tmp, O_RDWR | O_EXCL | O_CLOEXEC);
+	b->fd = openat(e->blobdir_fd, b->tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
 	if (b->fd == -1) {
 		log_warn("store: %s/blobs/%s", e->dir, b->tmp);
 		return store_errno(errno);
@@ -104,20 +76,9 @@ static int fsync_subdir(struct store *st, struct store_env *e, uint64_t id)
 	char sub[4];
 	int fd, rc = 0;
 
-	unsigned d = (unsigned)(id >> 56);
-	uint64_t bit = UINT64_C(1) << (d % 64);
-
 	if (st->nosync)
 		return 0; /* bulk load: store_close syncs */
-	if (atomic_load(&e->dirs_new[d / 64]) & bit) {
-		/* xx was made by this process: its entry first (the bit cleared only once that
-		   is durable, so a racing fsync of xx does it too rather than assume it) */
-		if (fsync(e->blobdir_fd) == -1)
-			return store_errno(errno);
-		store_fsync_note(st);
-		atomic_fetch_and(&e->dirs_new[d / 64], ~bit);
-	}
-	snprintf(sub, sizeof(sub), "%02x", d);
+	snprintf(sub, sizeof(sub), "%02x", (unsigned)(id >> 56));
 	if ((fd = openat(e->blobdir_fd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
 		return store_errno(errno);
 	if (fsync(fd) == -1)
@@ -796,7 +757,7 @@ static int blob_copy(struct store_blob *b, struct store_env *src, struct store_e
 	snprintf(tmp, sizeof(tmp), "%s.tmp", final);
 	if ((in = openat(src->blobdir_fd, final, O_RDONLY | O_CLOEXEC)) == -1)
 		return store_errno(errno);
-	out = blob_create(dst, b->id, tmp, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	out = openat(dst->blobdir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
 	if (out == -1) {
 		rc = store_errno(errno);
 		close(in);
@@ -847,11 +808,7 @@ static int blob_link_locked(struct store_blob *b, unsigned part, bool sync)
 			l = &b->links[i];
 	if (l == NULL) {
 		store_blob_path(final, sizeof(final), b->id);
-		int r = linkat(src->blobdir_fd, final, dst->blobdir_fd, final, 0);
-
-		if (r == -1 && errno == ENOENT && blob_mkdir(dst, b->id) == 0)
-			r = linkat(src->blobdir_fd, final, dst->blobdir_fd, final, 0);
-		if (r == -1) {
+		if (linkat(src->blobdir_fd, final, dst->blobdir_fd, final, 0) == -1) {
 			if (errno == EXDEV) {
 				if ((rc = blob_copy(b, src, dst, final)) != 0)
 					return rc;

@@ -85,10 +85,7 @@ struct store_env {
 	unsigned part;  /* STORE_QUEUE_PART for the queue */
 	char *dir;      /* <path>/partN or <path>/queue */
 	int blobdir_fd; /* <dir>/blobs */
-	/* blobs/xx directories this process made whose entry in blobs/ is not yet known to be
-	   durable (one bit per xx): the next fsync of xx fsyncs blobs/ first (store_blob.c) */
-	atomic_uint_fast64_t dirs_new[4];
-	int notify_fd; /* <dir>/notify, written after each commit */
+	int notify_fd;  /* <dir>/notify, written after each commit */
 	uint64_t map_size;
 	/* transactions of this process on env (being begun or open), and the lock a remap
 	   takes so that none is: store.c env_txn_begin */

@@ -1151,8 +1151,6 @@ static void test_verify_repair(void **state)
 	uint32_t uid2 = tappend(ts.st, mb, 100, 0);
 	tverify_clean(ts.st);
 	/* plant: an old orphan file, and a missing file for uid2 */
-	snprintf(path, sizeof(path), "%s/part0/blobs/ab", ts.dir); /* made on first use */
-	assert_true(mkdir(path, 0750) == 0 || errno == EEXIST);
 	snprintf(path, sizeof(path), "%s/part0/blobs/ab/abababababababab", ts.dir);
 	FILE *f = fopen(path, "w");
 	fputs("orphan", f);

@@ -6,8 +6,7 @@
  * out == NULL, store_iter_next's answers, and what the change log says of each message
  * write (old records without the byte read as every kind), and a message file whose id
  * meets a file that exists taking another id instead of replacing it (renameat2's
- * RENAME_NOREPLACE, and the hard link it falls back to), and the blobs/xx directories made
- * as files first go in them, their entries fsynced before a commit references them. */
+ * RENAME_NOREPLACE, and the hard link it falls back to). */
 #include <errno.h>
 #include <lmdb.h>
 #include <sys/stat.h>
@@ -407,8 +406,6 @@ static void test_verify_lost_found_and_bad_cache(void **state)
 	u = tuser(ts.st, "sam");
 	mb = tmbox(ts.st, u, "INBOX");
 	uid = tappend(ts.st, mb, 300, 0);
-	snprintf(path, sizeof(path), "%s/part0/blobs/cd", ts.dir); /* made on first use */
-	assert_true(mkdir(path, 0750) == 0 || errno == EEXIST);
 	snprintf(path, sizeof(path), "%s/part0/blobs/cd/cdcdcdcdcdcdcdcd", ts.dir);
 	FILE *f = fopen(path, "w");
 	assert_non_null(f);
@@ -642,77 +639,6 @@ static void test_file_id_taken(void **state)
 	}
 }
 
-/* blobs/xx directories present in partition part of the store in dir. */
-static unsigned count_blob_dirs(const char *dir, unsigned part)
-{
-	char p[512];
-	struct stat sb;
-	unsigned n = 0;
-
-	for (unsigned d = 0; d < 256; d++) {
-		snprintf(p, sizeof(p), "%s/part%u/blobs/%02x", dir, part, d);
-		n += stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
-	}
-	return n;
-}
-
-/* A new store has no blobs/xx; the first file of one makes it (marked new until blobs/ is
-   fsynced, which the commit's directory fsync does before the index commit); a hard link
-   into another partition makes its directory there too; both read back after a reopen. */
-static void test_blob_dirs_on_use(void **state)
-{
-	struct tstore ts;
-	struct store_blob *b;
-	struct store_txn *t;
-	struct store_env *e;
-	uint64_t user, inbox, other_user, other, id, size;
-	char n0[32], n1[32];
-	unsigned d, p1;
-	uint32_t uid, uid2;
-	int fd;
-
-	(void)state;
-	tstore_open(&ts, 2);
-	assert_int_equal(count_blob_dirs(ts.dir, 0), 0);
-	assert_int_equal(count_blob_dirs(ts.dir, 1), 0);
-	user = tuser(ts.st, tuser_name_in(ts.st, 0, "dirs", n0, sizeof(n0)));
-	other_user = tuser(ts.st, tuser_name_in(ts.st, 1, "dirs", n1, sizeof(n1)));
-	p1 = STORE_ID_PART(other_user);
-	assert_int_equal(p1, 1);
-	inbox = tmbox(ts.st, user, "INBOX");
-	other = tmbox(ts.st, other_user, "INBOX");
-
-	b = tblob(ts.st, 0, 2000, 1);
-	id = store_blob_id(b);
-	d = (unsigned)(id >> 56);
-	e = store_env_of(ts.st, 0);
-	assert_int_equal(count_blob_dirs(ts.dir, 0), 1);
-	assert_true(atomic_load(&e->dirs_new[d / 64]) & UINT64_C(1) << (d % 64));
-	assert_int_equal(store_txn_begin(ts.st, 0, STORE_TXN_WRITE, &t), 0);
-	assert_int_equal(store_msg_append(t, inbox, b, 0, 0, 0, &uid), 0);
-	assert_int_equal(store_txn_commit(&t), 0);
-	assert_false(atomic_load(&e->dirs_new[d / 64]) & UINT64_C(1) << (d % 64));
-
-	/* the same file into partition 1: a link, its directory made there */
-	assert_int_equal(store_txn_begin(ts.st, p1, STORE_TXN_WRITE, &t), 0);
-	assert_int_equal(store_msg_append(t, other, b, 0, 0, 0, &uid2), 0);
-	assert_int_equal(store_txn_commit(&t), 0);
-	store_blob_free(&b);
-	assert_int_equal(count_blob_dirs(ts.dir, 1), 1);
-	e = store_env_of(ts.st, p1);
-	assert_false(atomic_load(&e->dirs_new[d / 64]) & UINT64_C(1) << (d % 64));
-
-	tstore_reopen(&ts);
-	assert_int_equal(store_blob_open(ts.st, 0, id, &fd, &size), 0);
-	close(fd);
-	assert_int_equal(store_blob_open(ts.st, p1, id, &fd, &size), 0);
-	close(fd);
-	assert_true(size >= 2000);
-	assert_int_equal(count_blob_dirs(ts.dir, 0), 1);
-	tverify_clean(ts.st);
-	tstore_close(&ts, true);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -725,7 +651,6 @@ int main(void)
 		cmocka_unit_test(test_verify_lost_found_and_bad_cache),
 		cmocka_unit_test(test_change_what),
 		cmocka_unit_test(test_file_id_taken),
-		cmocka_unit_test(test_blob_dirs_on_use),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
