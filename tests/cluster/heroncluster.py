@@ -347,6 +347,15 @@ class IMAPFrom(imaplib.IMAP4):
         return socket.create_connection((self.host, self.port), timeout,
                                         source_address=(self.src, 0))
 
+    def command(self, line):
+        """Sends line (bytes, a tagged command) raw; its tagged response line, the untagged
+        ones before it skipped."""
+        self.send(line + b"\r\n")
+        tag = line.split(b" ")[0] + b" "
+        while not (got := self.readline()).startswith(tag):
+            assert got, "the connection closed"
+        return got
+
 
 def sighup(daemon):
     """SIGHUP to daemon (its master), once its workers said "config reloaded"."""

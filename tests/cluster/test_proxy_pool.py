@@ -329,17 +329,10 @@ def main():
         parked_before = len(pool_lines(h1.name, "parked"))
         sid = session_of(h1, "user=user1 via=proxy result=ok")
 
-        def command(line):
-            c.send(line + b"\r\n")
-            tag = line.split(b" ")[0] + b" "
-            while not (got := c.readline()).startswith(tag):
-                assert got, "the connection closed"
-            return got
-
-        assert command(b"u1 UNAUTHENTICATE").startswith(b"u1 OK")
-        assert command(b'i1 ID ("x-originating-ip" "6.6.6.8")').startswith(b"i1 OK")
-        assert command(b"l1 LOGIN user3 user3").startswith(b"l1 NO [AUTHORIZATIONFAILED]")
-        assert command(b"l2 AUTHENTICATE PLAIN AHVzZXIzAHVzZXIz").startswith(
+        assert c.command(b"u1 UNAUTHENTICATE").startswith(b"u1 OK")
+        assert c.command(b'i1 ID ("x-originating-ip" "6.6.6.8")').startswith(b"i1 OK")
+        assert c.command(b"l1 LOGIN user3 user3").startswith(b"l1 NO [AUTHORIZATIONFAILED]")
+        assert c.command(b"l2 AUTHENTICATE PLAIN AHVzZXIzAHVzZXIz").startswith(
             b"l2 NO [AUTHORIZATIONFAILED]")
         assert_in(f"{sid} imap login addr=6.6.6.8 result=fail reason=\"a password login on "
                   "a front's connection after UNAUTHENTICATE\"", h1.imapd.logtext())
